@@ -1,0 +1,258 @@
+"""The `labkit` command line.
+
+Exit codes: 0 all passed / ok, 1 a check failed, 2 usage or environment error.
+Lab families (kube-proxy, gc, ns, mounts, numa, ...) add their own sub-commands from their
+mechanism package; they are registered at the bottom of this file.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+from rich.markdown import Markdown
+
+from labkit import __version__, grading, runner
+from labkit.errors import LabkitError
+from labkit.labs import get_lab
+
+app = typer.Typer(
+    help="Kubernetes-internals labs on real Linux parts. Start with `labkit list` and `labkit run LAB`.",
+    no_args_is_help=True,
+    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    pretty_exceptions_enable=False,
+)
+out = Console()
+err = Console(stderr=True)
+
+
+def fail(message: str, code: int = 2):
+    sys.stderr.write(f"labkit: {message}\n")
+    raise typer.Exit(code)
+
+
+def _say(message: str) -> None:
+    err.print(message, highlight=False, markup=False)
+
+
+def _markdown(text: str) -> None:
+    """Rendered in a terminal; the Markdown source as is when piped or redirected."""
+    if out.is_terminal:
+        out.print(Markdown(text))
+    else:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        sys.stdout.flush()
+
+
+def version_callback(value: bool):
+    if value:
+        out.print(f"labkit {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def main_options(
+    version: bool = typer.Option(False, "--version", callback=version_callback, is_eager=True,
+                                 help="Print the version and exit."),
+):
+    """Kubernetes-internals labs on real Linux parts."""
+
+
+@app.command("list")
+def list_labs():
+    """Labs on this machine and your progress in each."""
+    from rich.table import Table
+
+    rows = runner.listing()
+    table = Table(show_header=True)
+    for col in ("lab", "title", "status"):
+        table.add_column(col)
+    for row in rows:
+        table.add_row(row.id, row.title, row.status if not row.error else f"{row.status}: {row.error}")
+    out.print(table)
+    if not rows:
+        out.print("no labs found")
+
+
+def _print_exercises(lab) -> None:
+    from labkit.exercises import answer_path
+
+    lines = ["## Exercises", ""]
+    for i, ex in enumerate(lab.exercises, start=1):
+        lines.append(f"{i}. **{ex.id}** — {ex.title} ({ex.points} points)")
+        if ex.answer:
+            lines.append(f"   answer file: `{answer_path(lab.id, ex.id)}`")
+    lines += ["", f"Read one with `labkit show {lab.id} EXERCISE`, check with `labkit check {lab.id}`, "
+              f"get a hint with `labkit hint {lab.id} EXERCISE`."]
+    _markdown("\n".join(lines))
+
+
+@app.command()
+def run(lab_id: str = typer.Argument(..., metavar="LAB", help="Lab to start, e.g. kube-proxy.")):
+    """Build the lab's environment (idempotent) and print its instructions."""
+    lab = get_lab(lab_id)
+    env, built = runner.run(lab, say=_say)
+    if not built:
+        _say(f"lab {lab.id} is already running")
+    _markdown(lab.instructions)
+    _print_exercises(lab)
+    access = getattr(lab.environment_module(), "access", None)
+    if callable(access):
+        _markdown(access(env))
+
+
+@app.command()
+def show(
+    lab_id: str = typer.Argument(..., metavar="LAB"),
+    exercise: Optional[str] = typer.Argument(None, metavar="EXERCISE", help="Exercise id; all when omitted."),
+):
+    """Print the instructions of a lab, or the prompt of one exercise."""
+    from labkit.exercises import answer_path
+
+    lab = get_lab(lab_id)
+    if exercise is None:
+        _markdown(lab.instructions)
+        _print_exercises(lab)
+        return
+    ex = lab.exercise(exercise)
+    text = f"# {ex.title} ({ex.points} points)\n\n{ex.prompt}"
+    if ex.answer:
+        text += f"\n\n**Answer file:** `{answer_path(lab.id, ex.id)}` — {ex.answer}"
+    _markdown(text)
+
+
+@app.command()
+def check(
+    lab_id: str = typer.Argument(..., metavar="LAB"),
+    exercise: Optional[str] = typer.Argument(None, metavar="EXERCISE", help="Check only this exercise."),
+    fmt: str = typer.Option("table", "--format", "-f", help="table | json | junit | gradescope"),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to this file instead of stdout."),
+):
+    """Run the lab's checks. Exit code 0 only when every check passes."""
+    if fmt not in grading.FORMATS:
+        fail(f"--format: expected one of {', '.join(grading.FORMATS)}, got {fmt!r}")
+    lab = get_lab(lab_id)
+    results = runner.check(lab, exercise)
+    rep = grading.report(lab, results)
+    if fmt == "table":
+        if output:
+            with open(output, "w") as f:
+                grading.render_table(rep, Console(file=f, width=120))
+        else:
+            grading.render_table(rep, out)
+    else:
+        text = grading.render(rep, fmt)
+        if output:
+            tmp = output.with_name(output.name + ".tmp")
+            tmp.write_text(text)
+            os.replace(tmp, output)
+            _say(f"{rep['passed']} of {rep['total']} passed; report written to {output}")
+        else:
+            sys.stdout.write(text)
+    raise typer.Exit(0 if grading.all_passed(results) else 1)
+
+
+@app.command()
+def hint(lab_id: str = typer.Argument(..., metavar="LAB"), exercise: str = typer.Argument(..., metavar="EXERCISE")):
+    """Show the next hint for an exercise (labkit remembers which you have seen)."""
+    lab = get_lab(lab_id)
+    number, total, text = runner.next_hint(lab, exercise)
+    if text is None:
+        out.print(f"{exercise} has no hints")
+        return
+    suffix = " (that was the last one)" if number == total else ""
+    out.print(f"[bold]hint {number} of {total}[/]{suffix}")
+    _markdown(text)
+
+
+@app.command()
+def solve(lab_id: str = typer.Argument(..., metavar="LAB"), exercise: str = typer.Argument(..., metavar="EXERCISE")):
+    """Apply the reference solution of an exercise (for instructors and tests)."""
+    lab = get_lab(lab_id)
+    runner.solve(lab, exercise)
+    _say(f"applied the reference solution of {lab.id}/{exercise}")
+
+
+@app.command()
+def reset(lab_id: str = typer.Argument(..., metavar="LAB")):
+    """Tear the lab down and build it fresh (your answer files are kept)."""
+    lab = get_lab(lab_id)
+    runner.reset(lab, say=_say)
+    _say(f"lab {lab.id} was rebuilt")
+
+
+@app.command()
+def cleanup(
+    lab_id: Optional[str] = typer.Argument(None, metavar="[LAB]"),
+    all_labs: bool = typer.Option(False, "--all", help="Clean up every lab that has state on this machine."),
+):
+    """Remove everything labkit created for a lab (or all labs), also after a crash."""
+    if bool(lab_id) == all_labs:
+        fail("give a LAB or --all")
+    results = runner.cleanup_all(say=_say) if all_labs else {lab_id: runner.cleanup(lab_id, say=_say)}
+    problems = [f"{lab}: {p}" for lab, ps in results.items() for p in ps]
+    if problems:
+        fail("cleanup left things behind:\n  " + "\n  ".join(problems))
+    _say("cleaned up: " + (", ".join(results) or "nothing to clean"))
+
+
+@app.command()
+def doctor(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")):
+    """Check the prerequisites of every lab and say how to fix what is missing."""
+    import json as jsonlib
+    from labkit import doctor as doc
+
+    findings = doc.run_checks()
+    if as_json:
+        sys.stdout.write(jsonlib.dumps([f.__dict__ for f in findings], indent=2) + "\n")
+    else:
+        mark = {"ok": "[green]ok[/]  ", "warn": "[yellow]warn[/]", "fail": "[red]FAIL[/]"}
+        from rich.markup import escape
+        for f in findings:
+            out.print(f"{mark[f.status]} {f.name}: {escape(f.detail)}")
+            if f.fix:
+                out.print(f"      fix: {escape(f.fix)}")
+    raise typer.Exit(2 if doc.failures(findings) else 0)
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def shell(
+    ctx: typer.Context,
+    lab_id: str = typer.Argument(..., metavar="LAB"),
+    host: str = typer.Argument(..., metavar="HOST", help="A host of the lab (see `labkit run LAB`)."),
+):
+    """Open a shell inside a lab host; `labkit shell LAB HOST -- CMD...` runs one command."""
+    from labkit import shell as lab_shell
+    from labkit.state import LabEnv, LabState
+
+    lab = get_lab(lab_id)
+    env = LabEnv(lab, LabState(lab.id))
+    if not runner.lab_is_up(env):
+        fail(f"lab {lab.id} is not running: start it with `labkit run {lab.id}`")
+    argv, child_env = lab_shell.command(env, host, list(ctx.args) or None)
+    sys.stdout.flush()
+    os.execvpe(argv[0], argv, child_env)
+
+
+# -- lab families register their sub-commands here ---------------------------------------------
+# e.g. app.add_typer(kubeproxy_cli.app, name="kube-proxy")
+
+
+def main():
+    try:
+        app()
+    except LabkitError as exc:
+        sys.stderr.write(f"labkit: {exc}\n")
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        sys.stderr.write("labkit: interrupted\n")
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,176 @@
+"""Prerequisite checks (`labkit doctor`): each says what it found and how to fix it.
+
+Kernel features are probed in throwaway namespaces (`unshare`), never in the host's own network
+or mount namespace, so running the doctor changes nothing on the machine.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+
+from labkit import cgroups
+
+OK, WARN, FAIL = "ok", "warn", "fail"
+
+
+@dataclass
+class Finding:
+    name: str
+    status: str
+    detail: str
+    fix: str = ""
+
+
+# One throwaway network namespace answers the network questions together; each step prints a marker.
+_NET_PROBE = r"""
+ip link set lo up
+if ip link add lkd-a type veth peer name lkd-b 2>/dev/null; then echo veth=ok; else echo veth=fail; fi
+if ip link add lkd-br type bridge 2>/dev/null; then echo bridge=ok; else echo bridge=fail; fi
+if iptables-legacy -w -t nat -N LKD-PROBE 2>/dev/null; then echo legacy=ok; else echo legacy=fail; fi
+probe() {
+  if iptables-legacy -w -t "$1" -A "$2" $3 2>/dev/null; then echo "ext:$4=ok"; else echo "ext:$4=fail"; fi
+}
+probe nat LKD-PROBE "-m comment --comment probe -j RETURN" comment
+probe nat LKD-PROBE "-m statistic --mode random --probability 0.5 -j RETURN" statistic
+probe nat LKD-PROBE "-m recent --name LKD --rcheck --seconds 10 --reap -j RETURN" recent
+probe nat LKD-PROBE "-m addrtype --dst-type LOCAL -j RETURN" addrtype
+probe nat LKD-PROBE "-m mark --mark 0x4000/0x4000 -j RETURN" mark
+probe nat LKD-PROBE "-j MARK --or-mark 0x4000" MARK
+probe nat POSTROUTING "-j MASQUERADE" MASQUERADE
+probe nat LKD-PROBE "-p tcp -j DNAT --to-destination 10.0.0.1:80" DNAT
+probe filter INPUT "-m conntrack --ctstate INVALID -j DROP" conntrack
+probe filter INPUT "-p tcp -j REJECT" REJECT
+"""
+
+EXTENSIONS = ("comment", "statistic", "recent", "addrtype", "mark", "MARK", "MASQUERADE", "DNAT",
+              "conntrack", "REJECT")
+
+
+def _probe_network() -> dict[str, str]:
+    if not shutil.which("unshare") or not shutil.which("ip"):
+        return {}
+    if not shutil.which("iptables-legacy"):
+        script = "\n".join(l for l in _NET_PROBE.splitlines() if "iptables" not in l and "probe" not in l)
+    else:
+        script = _NET_PROBE
+    try:
+        out = subprocess.run(["unshare", "--net", "sh", "-c", script], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    if out.returncode != 0 and not out.stdout:
+        return {"netns": "fail:" + out.stderr.strip()}
+    found = {"netns": "ok"}
+    for line in out.stdout.split():
+        key, _, value = line.partition("=")
+        found[key] = value
+    return found
+
+
+def _iptables_variant() -> str:
+    if not shutil.which("iptables"):
+        return "missing"
+    out = subprocess.run(["iptables", "--version"], capture_output=True, text=True)
+    text = out.stdout + out.stderr
+    return "nft" if "nf_tables" in text else "legacy" if "legacy" in text else "unknown"
+
+
+def run_checks(names: tuple[str, ...] | None = None) -> list[Finding]:
+    """All checks, or just `names` (lab prerequisites)."""
+    wanted = set(names) if names else None
+
+    def want(name):
+        return wanted is None or name in wanted
+
+    findings: list[Finding] = []
+    if want("root"):
+        root = os.geteuid() == 0
+        findings.append(Finding("root", OK if root else FAIL,
+                                "running as root" if root else f"running as uid {os.geteuid()}",
+                                "" if root else "run labkit as root: sudo labkit ..."))
+    net_names = {"netns", "veth", "bridge", "iptables-legacy", "iptables-extensions"}
+    net = _probe_network() if (wanted is None or wanted & net_names) and os.geteuid() == 0 else {}
+    if want("netns"):
+        ok = net.get("netns") == "ok"
+        findings.append(Finding("netns", OK if ok else FAIL,
+                                "network namespaces can be created" if ok else f"cannot create a network namespace {net.get('netns', '')}",
+                                "" if ok else "needs root and a kernel with CONFIG_NET_NS; in a container, CAP_SYS_ADMIN"))
+    for name, fix in (("veth", "kernel module veth (CONFIG_VETH): modprobe veth"),
+                      ("bridge", "kernel module bridge (CONFIG_BRIDGE): modprobe bridge")):
+        if want(name):
+            ok = net.get(name) == "ok"
+            findings.append(Finding(name, OK if ok else FAIL, f"{name} links work" if ok else f"cannot create {name} links", "" if ok else fix))
+    if want("iptables-legacy"):
+        findings.append(_legacy_finding(net))
+    if want("iptables-extensions"):
+        missing = [e for e in EXTENSIONS if net.get(f"ext:{e}") != "ok"]
+        findings.append(Finding(
+            "iptables-extensions", FAIL if missing else OK,
+            f"missing: {', '.join(missing)}" if missing else "all present: " + ", ".join(EXTENSIONS),
+            "install iptables (apt-get install iptables) and a kernel with the xt_* / ipt_* modules kube-proxy uses" if missing else ""))
+    if want("mount-namespaces"):
+        ok = shutil.which("unshare") and subprocess.run(
+            ["unshare", "--mount", "--propagation", "private", "true"], capture_output=True).returncode == 0
+        findings.append(Finding("mount-namespaces", OK if ok else FAIL,
+                                "mount namespaces can be created" if ok else "cannot create a mount namespace",
+                                "" if ok else "needs root, util-linux's unshare and CONFIG_NAMESPACES"))
+    if want("cgroup-cpuset"):
+        found = cgroups.cpuset_hierarchy()
+        findings.append(Finding("cgroup-cpuset", OK if found else FAIL,
+                                f"cpuset controller on cgroup {found[0]} at {found[1]}" if found else "no cgroup hierarchy offers cpuset",
+                                "" if found else "mount the cpuset controller (cgroup v1) or enable it in cgroup v2's subtree_control"))
+    if want("kubectl"):
+        path = shutil.which("kubectl")
+        if path:
+            out = subprocess.run([path, "version", "--client"], capture_output=True, text=True)
+            first = (out.stdout.strip().splitlines() or ["?"])[0]
+            findings.append(Finding("kubectl", OK, f"{path}: {first}"))
+        else:
+            findings.append(Finding("kubectl", FAIL, "kubectl not found",
+                                    "apt-get install kubernetes-client (Debian) or install kubectl from pkgs.k8s.io"))
+    if want("graphviz"):
+        dot = shutil.which("dot")
+        findings.append(Finding("graphviz", OK if dot else WARN, f"dot at {dot}" if dot else "Graphviz's dot not found: diagrams only in the terminal",
+                                "" if dot else "apt-get install graphviz"))
+    if wanted is None:
+        findings.append(_python_finding())
+    return findings
+
+
+def _legacy_finding(net: dict) -> Finding:
+    variant = _iptables_variant()
+    if not shutil.which("iptables-legacy"):
+        return Finding("iptables-legacy", FAIL, "iptables-legacy not found",
+                       "apt-get install iptables (it ships both the legacy and the nft variant)")
+    if net.get("legacy") != "ok":
+        return Finding("iptables-legacy", FAIL, "iptables-legacy cannot create a chain in a fresh namespace",
+                       "the kernel needs ip_tables / iptable_nat / iptable_filter (CONFIG_IP_NF_*)")
+    detail = "legacy backend works"
+    if variant == "nft":
+        detail += ("; note: plain `iptables` on this machine is the nf_tables variant. labkit writes rules "
+                   "with the legacy backend (python-iptables only sees legacy tables), so in lab hosts use "
+                   "`labkit shell`, where `iptables` means iptables-legacy, or call iptables-legacy yourself; "
+                   "rules added with iptables-nft land in other tables that labkit does not read")
+        return Finding("iptables-legacy", WARN, detail,
+                       "nothing to fix for labkit; to make plain `iptables` legacy machine-wide: "
+                       "update-alternatives --set iptables /usr/sbin/iptables-legacy")
+    return Finding("iptables-legacy", OK, detail + f"; plain `iptables` is the {variant} variant")
+
+
+def _python_finding() -> Finding:
+    missing = []
+    for module in ("iptc", "pyroute2", "kubernetes", "yaml", "typer"):
+        try:
+            __import__(module)
+        except Exception as exc:  # iptc raises XTablesError/OSError when libxtables is missing
+            missing.append(f"{module} ({type(exc).__name__}: {exc})")
+    if missing:
+        return Finding("python-packages", FAIL, "cannot import " + "; ".join(missing),
+                       "re-run scripts/setup (it installs labkit and its dependencies into .venv)")
+    return Finding("python-packages", OK, "python-iptables, pyroute2, kubernetes, PyYAML, typer import")
+
+
+def failures(findings: list[Finding]) -> list[Finding]:
+    return [f for f in findings if f.status == FAIL]

@@ -1,0 +1,182 @@
+"""The exercise/check model: CheckResult, the context a check gets, answer files, settling.
+
+A check is a function `check(ctx) -> CheckResult` in the lab's checks.py. It inspects live state
+(packets, mountinfo, API objects, audit log) or labkit's own reconstruction and says pass or
+fail with a message the student can act on: what was expected and what was observed.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from labkit import paths
+
+PASS, FAIL, ERROR = "pass", "fail", "error"
+
+
+@dataclass
+class CheckResult:
+    exercise: str
+    title: str
+    status: str                  # pass | fail | error
+    points: int
+    max_points: int
+    message: str
+    expected: Any = None
+    observed: Any = None
+    details: dict = field(default_factory=dict)
+    duration_s: float = 0.0
+
+    @property
+    def passed(self) -> bool:
+        return self.status == PASS
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class CheckFailed(Exception):
+    """Raised inside a check to end it with a failure (message, expected, observed)."""
+
+    def __init__(self, message: str, expected=None, observed=None, **details):
+        super().__init__(message)
+        self.message = message
+        self.expected = expected
+        self.observed = observed
+        self.details = details
+
+
+class AnswerMissing(CheckFailed):
+    pass
+
+
+@dataclass
+class Settled:
+    value: Any
+    settled: bool
+    waited_s: float
+
+
+def settle(probe: Callable[[], Any], *, timeout: float, stable_for: float, interval: float = 0.1) -> Settled:
+    """Poll `probe` until its value has stayed the same for `stable_for` seconds.
+
+    For state that converges (controllers, traffic): a check must judge the settled value, never
+    a transient one. If the value keeps changing until `timeout`, `settled` is False and the
+    check should say the state is still changing rather than pass or fail on it.
+    """
+    start = time.monotonic()
+    value = probe()
+    since = time.monotonic()
+    while True:
+        now = time.monotonic()
+        if now - since >= stable_for:
+            return Settled(value, True, now - start)
+        if now - start >= timeout:
+            return Settled(value, False, now - start)
+        time.sleep(interval)
+        new = probe()
+        if new != value:
+            value, since = new, time.monotonic()
+
+
+def wait_for(predicate: Callable[[], Any], *, timeout: float, interval: float = 0.1):
+    """Poll until `predicate()` is truthy; returns its last value (falsy on timeout)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value or time.monotonic() >= deadline:
+            return value
+        time.sleep(interval)
+
+
+def answer_path(lab_id: str, exercise_id: str) -> Path:
+    return paths.answers_root() / lab_id / f"{exercise_id}.yaml"
+
+
+class CheckContext:
+    """What a check function receives."""
+
+    def __init__(self, env, exercise):
+        self.env = env
+        self.lab = env.lab
+        self.exercise = exercise
+        self.params = dict(exercise.params)
+
+    @property
+    def answer_path(self) -> Path:
+        return answer_path(self.lab.id, self.exercise.id)
+
+    def answer(self) -> Any:
+        """The student's answer file, parsed; a missing or unreadable file fails the check."""
+        path = self.answer_path
+        what = f" It must hold: {self.exercise.answer}" if self.exercise.answer else ""
+        try:
+            text = path.read_text()
+        except FileNotFoundError:
+            raise AnswerMissing(f"no answer yet: write it to {path}.{what}")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise AnswerMissing(f"cannot read your answer {path}: {exc}")
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            line = f" (line {mark.line + 1})" if mark else ""
+            raise AnswerMissing(f"{path}{line} is not valid YAML: {getattr(exc, 'problem', exc)}.{what}")
+        if data is None:
+            raise AnswerMissing(f"{path} is empty.{what}")
+        return data
+
+    def answer_field(self, data: Any, key: str, kind: type | tuple = object) -> Any:
+        """data[key] from an answer mapping, failing with a clear message when absent or mistyped."""
+        if not isinstance(data, dict):
+            raise CheckFailed(f"{self.answer_path}: expected a YAML mapping with key {key!r}, got {type(data).__name__}")
+        if key not in data:
+            raise CheckFailed(f"{self.answer_path}: missing key {key!r}" + (f". It must hold: {self.exercise.answer}" if self.exercise.answer else ""))
+        value = data[key]
+        if not isinstance(value, kind):
+            names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+            raise CheckFailed(f"{self.answer_path}: {key!r} should be a {names}, got {value!r}")
+        return value
+
+    def passed(self, message: str, **details) -> CheckResult:
+        return self._result(PASS, self.exercise.points, message, details=details)
+
+    def failed(self, message: str, expected=None, observed=None, **details) -> CheckResult:
+        return self._result(FAIL, 0, message, expected, observed, details)
+
+    def error(self, message: str, **details) -> CheckResult:
+        return self._result(ERROR, 0, message, details=details)
+
+    def _result(self, status, points, message, expected=None, observed=None, details=None) -> CheckResult:
+        return CheckResult(self.exercise.id, self.exercise.title, status, points, self.exercise.points,
+                           message, expected, observed, details or {})
+
+
+def run_check(env, exercise, down_reason: str | None = None) -> CheckResult:
+    """Run one exercise's check, turning every outcome into a CheckResult (never an exception).
+
+    With `down_reason` (the lab is not running), the check is not run and the result says why.
+    """
+    ctx = CheckContext(env, exercise)
+    start = time.monotonic()
+    if down_reason:
+        result = ctx.error(down_reason)
+    else:
+        try:
+            fn = env.lab.check_function(exercise)
+            result = fn(ctx)
+            if not isinstance(result, CheckResult):
+                result = ctx.error(f"check {exercise.check} returned {type(result).__name__}, not a CheckResult")
+        except CheckFailed as exc:
+            result = ctx.failed(exc.message, exc.expected, exc.observed, **exc.details)
+        except Exception as exc:  # a broken check must not hide the other results
+            result = ctx.error(f"check {exercise.check} crashed: {type(exc).__name__}: {exc}",
+                               traceback=traceback.format_exc())
+    result.duration_s = round(time.monotonic() - start, 3)
+    return result

@@ -1,0 +1,247 @@
+"""Discovering labs under labs/ and loading their lab.yaml, checks.py, lab.py and solutions.
+
+A lab is a directory `<id>/` holding:
+  lab.yaml        id, title, summary, prerequisites, exercises (see `Exercise`)
+  README.md       the student's instructions, printed by `labkit run`
+  lab.py          the environment: up(env) builds it; optional is_up(env), access(env), hosts(env)
+  checks.py       one function per check named in lab.yaml: check(ctx) -> CheckResult
+  solutions/      <exercise-id>.py with solve(env): the reference solution
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import yaml
+
+from labkit import paths
+from labkit.errors import ConfigError, LabNotFound
+
+ID_RE = re.compile(r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$")
+PARAM_RE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+
+# Prerequisite names a lab may list; `labkit doctor` checks each (labkit.doctor.CHECKS).
+PREREQUISITES = (
+    "root", "netns", "veth", "bridge", "iptables-legacy", "iptables-extensions",
+    "mount-namespaces", "cgroup-cpuset", "kubectl", "graphviz",
+)
+
+
+@dataclass(frozen=True)
+class Exercise:
+    id: str
+    title: str
+    points: int
+    prompt: str          # Markdown, with {{param}} already substituted
+    hints: tuple[str, ...]
+    check: str           # name of a function in the lab's checks.py
+    params: dict[str, Any] = field(default_factory=dict)
+    answer: str | None = None   # for answer exercises: what the answer file must hold
+
+
+@dataclass
+class Lab:
+    id: str
+    title: str
+    summary: str
+    prerequisites: tuple[str, ...]
+    exercises: tuple[Exercise, ...]
+    directory: Path
+    _modules: dict[str, ModuleType] = field(default_factory=dict, repr=False)
+
+    @property
+    def yaml_path(self) -> Path:
+        return self.directory / "lab.yaml"
+
+    @property
+    def instructions(self) -> str:
+        readme = self.directory / "README.md"
+        return readme.read_text() if readme.exists() else f"# {self.title}\n\n{self.summary}\n"
+
+    def exercise(self, exercise_id: str) -> Exercise:
+        for ex in self.exercises:
+            if ex.id == exercise_id:
+                return ex
+        known = ", ".join(e.id for e in self.exercises)
+        raise LabNotFound(f"lab {self.id} has no exercise {exercise_id!r} (exercises: {known})")
+
+    # -- code that comes with the lab ------------------------------------------------------
+
+    def _load(self, relpath: str, required: bool = True) -> ModuleType | None:
+        if relpath in self._modules:
+            return self._modules[relpath]
+        path = self.directory / relpath
+        if not path.exists():
+            if required:
+                raise ConfigError(path, None, "file missing")
+            return None
+        modname = "labkit_lab_" + re.sub(r"\W", "_", f"{self.id}_{relpath[:-3]}")
+        spec = importlib.util.spec_from_file_location(modname, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[modname] = module
+        spec.loader.exec_module(module)
+        self._modules[relpath] = module
+        return module
+
+    def environment_module(self) -> ModuleType:
+        module = self._load("lab.py")
+        if not callable(getattr(module, "up", None)):
+            raise ConfigError(self.directory / "lab.py", "up", "expected a function up(env)")
+        return module
+
+    def check_function(self, exercise: Exercise):
+        module = self._load("checks.py")
+        fn = getattr(module, exercise.check, None)
+        if not callable(fn):
+            index = self.exercises.index(exercise)
+            raise ConfigError(
+                self.yaml_path, f"exercises[{index}].check",
+                f"checks.py has no function {exercise.check!r}",
+            )
+        return fn
+
+    def solution_path(self, exercise: Exercise) -> Path:
+        return self.directory / "solutions" / f"{exercise.id}.py"
+
+    def solution_function(self, exercise: Exercise):
+        path = self.solution_path(exercise)
+        if not path.exists():
+            raise LabNotFound(
+                f"no reference solution for {self.id}/{exercise.id} ({path} is missing; "
+                "solutions may have been left out of this machine)"
+            )
+        module = self._load(f"solutions/{exercise.id}.py")
+        fn = getattr(module, "solve", None)
+        if not callable(fn):
+            raise ConfigError(path, "solve", "expected a function solve(env)")
+        return fn
+
+
+# -- lab.yaml validation ------------------------------------------------------------------
+
+
+def _expect_str(path, fieldname, value, allow_empty=False) -> str:
+    if not isinstance(value, str) or (not allow_empty and not value.strip()):
+        raise ConfigError(path, fieldname, f"expected a non-empty string, got {_show(value)}")
+    return value
+
+
+def _show(value) -> str:
+    if value is None:
+        return "nothing"
+    text = repr(value)
+    return f"{type(value).__name__} {text[:40]}{'...' if len(text) > 40 else ''}"
+
+
+def _substitute(path, fieldname, text: str, params: dict) -> str:
+    def repl(match):
+        name = match.group(1)
+        if name not in params:
+            raise ConfigError(path, fieldname, f"uses {{{{{name}}}}} but params has no {name!r}")
+        return str(params[name])
+
+    return PARAM_RE.sub(repl, text)
+
+
+def _parse_exercise(path, index: int, raw) -> Exercise:
+    where = f"exercises[{index}]"
+    if not isinstance(raw, dict):
+        raise ConfigError(path, where, f"expected a mapping, got {_show(raw)}")
+    known = {"id", "title", "points", "prompt", "hints", "check", "params", "answer"}
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise ConfigError(path, f"{where}.{unknown[0]}", f"unknown field (known: {', '.join(sorted(known))})")
+    ex_id = _expect_str(path, f"{where}.id", raw.get("id"))
+    if not ID_RE.match(ex_id):
+        raise ConfigError(path, f"{where}.id", f"expected lowercase letters, digits and dashes, got {ex_id!r}")
+    title = _expect_str(path, f"{where}.title", raw.get("title"))
+    points = raw.get("points")
+    if not isinstance(points, int) or isinstance(points, bool) or points < 0:
+        raise ConfigError(path, f"{where}.points", f"expected a non-negative integer, got {_show(points)}")
+    params = raw.get("params") or {}
+    if not isinstance(params, dict) or not all(isinstance(k, str) for k in params):
+        raise ConfigError(path, f"{where}.params", f"expected a mapping of names to values, got {_show(params)}")
+    prompt = _substitute(path, f"{where}.prompt", _expect_str(path, f"{where}.prompt", raw.get("prompt")), params)
+    hints_raw = raw.get("hints", [])
+    if not isinstance(hints_raw, list):
+        raise ConfigError(path, f"{where}.hints", f"expected a list of strings, got {_show(hints_raw)}")
+    hints = tuple(
+        _substitute(path, f"{where}.hints[{i}]", _expect_str(path, f"{where}.hints[{i}]", h), params)
+        for i, h in enumerate(hints_raw)
+    )
+    check = _expect_str(path, f"{where}.check", raw.get("check"))
+    if not check.isidentifier():
+        raise ConfigError(path, f"{where}.check", f"expected a Python function name, got {check!r}")
+    answer = raw.get("answer")
+    if answer is not None:
+        answer = _substitute(path, f"{where}.answer", _expect_str(path, f"{where}.answer", answer), params)
+    return Exercise(ex_id, title, points, prompt, hints, check, dict(params), answer)
+
+
+def load_lab(directory: Path) -> Lab:
+    path = directory / "lab.yaml"
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(path, None, "file missing")
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark else None
+        raise ConfigError(path, where, f"not valid YAML ({getattr(exc, 'problem', exc)})")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(path, None, f"cannot read ({exc})")
+    if not isinstance(raw, dict):
+        raise ConfigError(path, None, f"expected a mapping at the top level, got {_show(raw)}")
+    known = {"id", "title", "summary", "prerequisites", "exercises"}
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise ConfigError(path, unknown[0], f"unknown field (known: {', '.join(sorted(known))})")
+    lab_id = _expect_str(path, "id", raw.get("id"))
+    if lab_id != directory.name:
+        raise ConfigError(path, "id", f"expected {directory.name!r} (the directory name), got {lab_id!r}")
+    if not ID_RE.match(lab_id):
+        raise ConfigError(path, "id", f"expected lowercase letters, digits and dashes, got {lab_id!r}")
+    title = _expect_str(path, "title", raw.get("title"))
+    summary = _expect_str(path, "summary", raw.get("summary"))
+    prereq = raw.get("prerequisites", [])
+    if not isinstance(prereq, list):
+        raise ConfigError(path, "prerequisites", f"expected a list, got {_show(prereq)}")
+    for i, p in enumerate(prereq):
+        if p not in PREREQUISITES:
+            raise ConfigError(path, f"prerequisites[{i}]", f"expected one of {', '.join(PREREQUISITES)}, got {_show(p)}")
+    exercises_raw = raw.get("exercises")
+    if not isinstance(exercises_raw, list) or not exercises_raw:
+        raise ConfigError(path, "exercises", f"expected a non-empty list, got {_show(exercises_raw)}")
+    exercises = tuple(_parse_exercise(path, i, e) for i, e in enumerate(exercises_raw))
+    seen = set()
+    for i, ex in enumerate(exercises):
+        if ex.id in seen:
+            raise ConfigError(path, f"exercises[{i}].id", f"duplicate exercise id {ex.id!r}")
+        seen.add(ex.id)
+    return Lab(lab_id, title, summary, tuple(prereq), exercises, directory)
+
+
+def discover() -> dict[str, Path]:
+    """Lab id -> directory, for every directory with a lab.yaml on the labs path (first wins)."""
+    found: dict[str, Path] = {}
+    for root in paths.labs_path():
+        if not root.is_dir():
+            continue
+        for child in sorted(root.iterdir()):
+            if (child / "lab.yaml").is_file() and child.name not in found:
+                found[child.name] = child
+    return found
+
+
+def get_lab(lab_id: str) -> Lab:
+    found = discover()
+    if lab_id not in found:
+        known = ", ".join(sorted(found)) or "none"
+        raise LabNotFound(f"no lab named {lab_id!r} (labs: {known})")
+    return load_lab(found[lab_id])

@@ -1,0 +1,58 @@
+"""Where labkit keeps things, and the prefix of every kernel-global name it creates.
+
+Environment variables (all optional):
+  LABKIT_STATE_DIR    per-lab state: ledgers, logs, progress          (default /var/lib/labkit)
+  LABKIT_ANSWERS_DIR  students' answer files, <dir>/<lab>/<exercise>.yaml
+                      (default ~/labkit-answers of the invoking user, also under sudo)
+  LABKIT_PREFIX       prefix of network namespaces, cgroups and other global names (default "lk")
+  LABKIT_LABS_PATH    extra directories holding labs (os.pathsep-separated), searched before labs/
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import re
+from pathlib import Path
+
+from labkit.errors import LabkitError
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+BUILTIN_LABS = REPO_ROOT / "labs"
+
+_PREFIX_RE = re.compile(r"^[a-z][a-z0-9]{0,5}$")
+
+
+def state_root() -> Path:
+    return Path(os.environ.get("LABKIT_STATE_DIR") or "/var/lib/labkit")
+
+
+def invoking_user_home() -> Path:
+    """The home of the user who ran labkit, also when it runs under sudo."""
+    sudo_user = os.environ.get("SUDO_USER")
+    if sudo_user:
+        try:
+            return Path(pwd.getpwnam(sudo_user).pw_dir)
+        except KeyError:
+            pass
+    return Path.home()
+
+
+def answers_root() -> Path:
+    env = os.environ.get("LABKIT_ANSWERS_DIR")
+    return Path(env) if env else invoking_user_home() / "labkit-answers"
+
+
+def prefix() -> str:
+    """Short prefix of kernel-global names (netns, cgroups); kept short for 15-char link names."""
+    value = os.environ.get("LABKIT_PREFIX") or "lk"
+    if not _PREFIX_RE.match(value):
+        raise LabkitError(
+            f"LABKIT_PREFIX={value!r}: expected 1-6 lowercase letters or digits, starting with a letter"
+        )
+    return value
+
+
+def labs_path() -> list[Path]:
+    extra = [Path(p) for p in os.environ.get("LABKIT_LABS_PATH", "").split(os.pathsep) if p]
+    return extra + [BUILTIN_LABS]

@@ -1,0 +1,115 @@
+"""Long-lived processes a lab starts (pod servers, the API server, "containers").
+
+Each process carries LABKIT_OWNER=<token> in its environment, and the token is recorded in the
+ledger before the process is started. Cleanup finds processes by that token, so a crash between
+starting a process and noting its PID loses nothing, and a reused PID is never mistaken for ours.
+Children inherit the variable, so a whole process tree is found and stopped together.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Sequence
+
+OWNER_VAR = "LABKIT_OWNER"
+
+
+def _environ_has(pid: str, needle: bytes, prefix: bool) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            data = f.read()
+    except OSError:
+        return False
+    for item in data.split(b"\0"):
+        if item == needle or (prefix and item.startswith(needle)):
+            return True
+    return False
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return True
+    return stat[stat.rindex(b")") + 2:stat.rindex(b")") + 3] in (b"Z", b"X")
+
+
+def find(token: str, *, prefix: bool = False) -> list[int]:
+    """PIDs of live processes whose LABKIT_OWNER equals `token` (or starts with it, if prefix)."""
+    needle = f"{OWNER_VAR}={token}".encode()
+    me = os.getpid()
+    pids = []
+    for name in os.listdir("/proc"):
+        if name.isdigit() and int(name) != me and _environ_has(name, needle, prefix):
+            if not _is_zombie(int(name)):
+                pids.append(int(name))
+    return pids
+
+
+def kill(pids: Sequence[int], grace: float = 2.0) -> None:
+    """SIGTERM, wait up to `grace` seconds, then SIGKILL whatever is left; wait until gone."""
+    pids = list(pids)
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            _reap_children()
+            pids = [p for p in pids if not _is_zombie(p)]
+            if not pids:
+                return
+            time.sleep(0.02)
+    if pids:
+        raise RuntimeError(f"processes {pids} survived SIGKILL")
+
+
+def _reap_children() -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def spawn(env, tag: str, argv: Sequence[str], *, netns: str | None = None,
+          cwd: str | os.PathLike | None = None, extra_env: dict | None = None,
+          pass_fds: Sequence[int] = ()) -> subprocess.Popen:
+    """Start a detached, tracked process for the lab `env` (a LabEnv); output goes to a log file.
+
+    With `netns`, the process runs in that lab network namespace.
+    """
+    token = f"{env.token}/{tag}"
+    env.ledger.record("process", token=token, tag=f"{env.lab.id}/{tag}")
+    child_env = dict(os.environ)
+    child_env.update(extra_env or {})
+    child_env[OWNER_VAR] = token
+    if netns is not None:
+        argv = ["nsenter", f"--net=/run/netns/{netns}", "--", *argv]
+    log_dir = Path(env.dir) / "logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    with open(log_dir / f"{tag.replace('/', '_')}.log", "ab") as log:
+        return subprocess.Popen(
+            list(argv), env=child_env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=log,
+            stderr=subprocess.STDOUT, start_new_session=True, pass_fds=tuple(pass_fds),
+        )
+
+
+def owner_token(env, tag: str) -> str:
+    return f"{env.token}/{tag}"
+
+
+def remove_recorded(entry: dict) -> bool:
+    pids = find(entry["token"])
+    if pids:
+        kill(pids)
+    return bool(pids)

@@ -1,0 +1,186 @@
+"""Lab lifecycle: run, check, hint, solve, reset, cleanup, list. The CLI is a thin layer on this."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from labkit import doctor, paths
+from labkit.errors import LabkitError
+from labkit.exercises import CheckResult, run_check
+from labkit.labs import Lab, discover, get_lab, load_lab
+from labkit.state import LabEnv, LabState
+
+Say = Callable[[str], None]
+
+
+def _quiet(_msg: str) -> None:
+    pass
+
+
+def require_prerequisites(lab: Lab) -> None:
+    if not lab.prerequisites:
+        return
+    missing = doctor.failures(doctor.run_checks(lab.prerequisites))
+    if missing:
+        lines = "; ".join(f"{f.name}: {f.detail} (fix: {f.fix})" for f in missing)
+        raise LabkitError(f"lab {lab.id} cannot run here: {lines}. See `labkit doctor`.")
+
+
+def lab_is_up(env: LabEnv) -> bool:
+    if env.state.phase != "up":
+        return False
+    is_up = getattr(env.lab.environment_module(), "is_up", None)
+    return bool(is_up(env)) if callable(is_up) else True
+
+
+def run(lab: Lab, say: Say = _quiet) -> tuple[LabEnv, bool]:
+    """Build the lab's environment unless it is already up and healthy. Returns (env, built)."""
+    require_prerequisites(lab)
+    state = LabState(lab.id)
+    with state.locked():
+        if state.phase == "up":
+            env = LabEnv(lab, state)
+            if lab_is_up(env):
+                return env, False
+            say(f"lab {lab.id} was up but is damaged: rebuilding it")
+        if state.ledger.entries():
+            say(f"removing what a previous, unfinished `labkit run {lab.id}` left")
+            _teardown(state, say)
+        return _build(lab, state, say), True
+
+
+def _build(lab: Lab, state: LabState, say: Say) -> LabEnv:
+    token = state.new_token()
+    started = time.time()
+    state.set_status(phase="building", token=token, started=started)
+    env = LabEnv(lab, state, token)
+    module = lab.environment_module()
+    try:
+        module.up(env)
+    except BaseException as exc:
+        problems = state.ledger.cleanup()
+        state.clear_status()
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        leftover = f"; cleanup problems: {'; '.join(problems)}" if problems else ""
+        reason = str(exc) if isinstance(exc, LabkitError) else f"{type(exc).__name__}: {exc}"
+        raise LabkitError(f"building lab {lab.id} failed: {reason}. Everything it had created was removed{leftover}.") from exc
+    state.set_status(phase="up", token=token, started=started, build_s=round(time.time() - started, 3))
+    return env
+
+
+def _teardown(state: LabState, say: Say) -> list[str]:
+    problems = state.ledger.cleanup(log=say)
+    if not problems:
+        state.clear_status()
+    return problems
+
+
+def check(lab: Lab, exercise_id: str | None = None) -> list[CheckResult]:
+    state = LabState(lab.id)
+    env = LabEnv(lab, state)
+    exercises = [lab.exercise(exercise_id)] if exercise_id else list(lab.exercises)
+    down_reason = None
+    if state.phase == "not started":
+        down_reason = f"the lab is not running: start it with `labkit run {lab.id}`"
+    elif state.phase == "building":
+        down_reason = f"the lab is being built, or its build was interrupted: run `labkit run {lab.id}`"
+    elif not lab_is_up(env):
+        down_reason = f"the lab's environment is damaged or stopped: `labkit run {lab.id}` repairs it"
+    results = [run_check(env, ex, down_reason) for ex in exercises]
+    if state.dir.exists():
+        state.record_results(results)
+    return results
+
+
+def next_hint(lab: Lab, exercise_id: str) -> tuple[int, int, str | None]:
+    """(number shown, total, text) — after the last hint, the last one again."""
+    ex = lab.exercise(exercise_id)
+    if not ex.hints:
+        return 0, 0, None
+    state = LabState(lab.id)
+    shown = state.hints_shown(ex.id)
+    index = min(shown, len(ex.hints) - 1)
+    state.ensure_dir()
+    state.set_hints_shown(ex.id, index + 1)
+    return index + 1, len(ex.hints), ex.hints[index]
+
+
+def solve(lab: Lab, exercise_id: str) -> None:
+    ex = lab.exercise(exercise_id)
+    solution = lab.solution_function(ex)
+    state = LabState(lab.id)
+    with state.locked():
+        env = LabEnv(lab, state)
+        if not lab_is_up(env):
+            raise LabkitError(f"lab {lab.id} is not running: start it with `labkit run {lab.id}`")
+        solution(env)
+
+
+def reset(lab: Lab, say: Say = _quiet) -> LabEnv:
+    require_prerequisites(lab)
+    state = LabState(lab.id)
+    with state.locked():
+        problems = _teardown(state, say)
+        if problems:
+            raise LabkitError("could not tear the lab down: " + "; ".join(problems))
+        state.clear_progress()
+        return _build(lab, state, say)
+
+
+def cleanup(lab_id: str, say: Say = _quiet) -> list[str]:
+    """Remove everything the lab recorded. Works from the state directory alone (no lab.yaml needed)."""
+    state = LabState(lab_id)
+    if not state.dir.exists():
+        return []
+    with state.locked():
+        return _teardown(state, say)
+
+
+def instances() -> list[str]:
+    """Lab ids that have state on this machine (running, crashed or finished)."""
+    root = paths.state_root()
+    if not root.is_dir():
+        return []
+    return sorted(d.name for d in root.iterdir() if d.is_dir() and (d / "lock").exists())
+
+
+def cleanup_all(say: Say = _quiet) -> dict[str, list[str]]:
+    return {lab_id: cleanup(lab_id, say) for lab_id in instances()}
+
+
+@dataclass
+class LabListing:
+    id: str
+    title: str
+    status: str
+    passed: int
+    total: int
+    error: str | None = None
+
+
+def listing() -> list[LabListing]:
+    out = []
+    for lab_id, directory in discover().items():
+        try:
+            lab = load_lab(directory)
+        except LabkitError as exc:
+            out.append(LabListing(lab_id, "(invalid lab.yaml)", "invalid", 0, 0, str(exc)))
+            continue
+        state = LabState(lab.id)
+        progress = state.progress
+        passed = sum(1 for ex in lab.exercises if progress.get(ex.id, {}).get("status") == "pass")
+        phase = state.phase
+        if phase == "up":
+            status = f"running: {passed} of {len(lab.exercises)} exercises passed"
+        elif phase == "building":
+            status = "half-built (crashed?): run `labkit run` or `labkit cleanup`"
+        else:
+            status = "not started" if not progress else f"stopped: {passed} of {len(lab.exercises)} exercises passed"
+        out.append(LabListing(lab.id, lab.title, status, passed, len(lab.exercises)))
+    return out
+
+
+__all__ = ["run", "check", "next_hint", "solve", "reset", "cleanup", "cleanup_all", "listing", "get_lab"]

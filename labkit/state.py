@@ -1,0 +1,127 @@
+"""Per-lab instance state in <state root>/<lab>/, and the LabEnv handed to lab code.
+
+Files (all private to root, mode 0600 / 0700):
+  lock            flock held by run / reset / cleanup / solve, so they never interleave
+  ledger.jsonl    what the lab created (labkit.ledger)
+  status.json     {"phase": "building" | "up", "token": ..., "started": ...}
+  progress.json   the latest check result per exercise
+  hints.json      how many hints of each exercise were shown
+  logs/           output of the lab's processes
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import secrets
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+from labkit import paths
+from labkit.ledger import Ledger
+
+
+def _write_json(path: Path, data) -> None:
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f, indent=2, sort_keys=True)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _read_json(path: Path, default):
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return default
+    except (ValueError, OSError):
+        return default   # a damaged state file is treated as absent, never as a crash
+
+
+class LabState:
+    def __init__(self, lab_id: str, root: Path | None = None):
+        self.lab_id = lab_id
+        self.dir = (root or paths.state_root()) / lab_id
+        self.ledger = Ledger(self.dir / "ledger.jsonl")
+
+    def ensure_dir(self) -> None:
+        self.dir.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+        self.dir.mkdir(mode=0o700, exist_ok=True)
+
+    @contextmanager
+    def locked(self):
+        self.ensure_dir()
+        fd = os.open(self.dir / "lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    # -- status -------------------------------------------------------------------------
+    @property
+    def status(self) -> dict:
+        return _read_json(self.dir / "status.json", {})
+
+    def set_status(self, **fields) -> None:
+        _write_json(self.dir / "status.json", fields)
+
+    def clear_status(self) -> None:
+        (self.dir / "status.json").unlink(missing_ok=True)
+
+    def new_token(self) -> str:
+        return f"{paths.prefix()}:{self.lab_id}:{secrets.token_hex(6)}"
+
+    @property
+    def phase(self) -> str:
+        """"not started", "building" (also: crashed while building) or "up"."""
+        return self.status.get("phase", "not started")
+
+    # -- progress and hints -------------------------------------------------------------
+    @property
+    def progress(self) -> dict:
+        return _read_json(self.dir / "progress.json", {})
+
+    def record_results(self, results) -> None:
+        progress = self.progress
+        for r in results:
+            progress[r.exercise] = {"status": r.status, "points": r.points, "max_points": r.max_points,
+                                    "at": round(time.time(), 3)}
+        _write_json(self.dir / "progress.json", progress)
+
+    def clear_progress(self) -> None:
+        (self.dir / "progress.json").unlink(missing_ok=True)
+
+    def hints_shown(self, exercise_id: str) -> int:
+        return int(_read_json(self.dir / "hints.json", {}).get(exercise_id, 0))
+
+    def set_hints_shown(self, exercise_id: str, count: int) -> None:
+        data = _read_json(self.dir / "hints.json", {})
+        data[exercise_id] = count
+        _write_json(self.dir / "hints.json", data)
+
+
+class LabEnv:
+    """What lab code (lab.py, checks, solutions) gets: the lab, its state, ledger and names."""
+
+    def __init__(self, lab, state: LabState, token: str | None = None):
+        self.lab = lab
+        self.state = state
+        self.dir = state.dir
+        self.ledger = state.ledger
+        self.prefix = paths.prefix()
+        self.token = token or state.status.get("token") or state.new_token()
+
+    def netns_name(self, host: str) -> str:
+        return f"{self.prefix}-{self.lab.id}-{host}"
+
+    def log(self, message: str) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        with open(self.dir / "lab.log", "a") as f:
+            f.write(f"{time.strftime('%H:%M:%S')} {message}\n")

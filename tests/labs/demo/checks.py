@@ -1,0 +1,64 @@
+"""Checks of the demo lab: truth always comes from the live environment."""
+
+import ipaddress
+import json
+from pathlib import Path
+
+from labkit.exercises import CheckFailed, settle
+from labkit.netlab import run_in
+
+
+def check_address(ctx):
+    params = ctx.params
+    netns = ctx.env.netns_name(params["host"])
+    out = run_in(netns, ["ip", "-j", "-4", "addr", "show", params["device"]]).stdout
+    live = [a["local"] for link in json.loads(out) for a in link.get("addr_info", [])]
+    given = str(ctx.answer_field(ctx.answer(), "address", str)).strip()
+    try:
+        ipaddress.IPv4Address(given)
+    except ValueError:
+        raise CheckFailed(f"{given!r} is not an IPv4 address (write it without /prefix)", expected="an IPv4 address", observed=given)
+    if given in live:
+        return ctx.passed(f"{given} is host {params['host']}'s address on {params['device']}")
+    return ctx.failed(f"{given} is not an address of host {params['host']} on {params['device']}",
+                      expected=f"one of host {params['host']}'s addresses", observed=given)
+
+
+def _get(ctx, path):
+    subnet = (ctx.env.dir / "subnet").read_text().strip()
+    result = run_in(ctx.env.netns_name("a"), ["curl", "-s", "-m", "3", "-o", "-", "-w", "\n%{http_code}",
+                                               f"http://{subnet}.2:8080/{path}"], check=False)
+    body, _, code = result.stdout.rpartition("\n")
+    return code, body
+
+
+def check_greeting(ctx):
+    path, text = ctx.params["path"], ctx.params["text"]
+    code, body = _get(ctx, path)
+    if code == "200" and body.strip() == text:
+        return ctx.passed(f"GET /{path} from host a answered {text!r}")
+    if code == "000":
+        return ctx.failed("host a cannot reach the web server on host b", expected="HTTP 200", observed="no connection")
+    seen = f"HTTP {code} {body.strip()[:60]!r}" if code == "200" else f"HTTP {code}"
+    return ctx.failed(f"GET /{path} from host a answered {seen}", expected=f"HTTP 200 {text!r}", observed=seen)
+
+
+def _mounts_of(pid):
+    lines = Path(f"/proc/{pid}/mountinfo").read_text().splitlines()
+    return {(l.split()[4], l.split(" - ")[1].split()[0]) for l in lines}
+
+
+def check_container_mount(ctx):
+    target = str(ctx.env.dir / ctx.params["dir"])
+    host_c = ctx.lab.environment_module().hosts(ctx.env)["c"]
+    probe = lambda: ((target, "tmpfs") in _mounts_of(host_c.pid), (target, "tmpfs") in _mounts_of("self"))
+    seen = settle(probe, timeout=3, stable_for=0.3, interval=0.1)
+    if not seen.settled:
+        return ctx.error("the mount table kept changing; check again when you are done")
+    in_c, on_host = seen.value
+    if in_c and not on_host:
+        return ctx.passed(f"host c sees a tmpfs on {target}; the host does not")
+    if on_host:
+        return ctx.failed(f"the tmpfs on {target} is visible on the host: mount it inside host c",
+                          expected="only host c sees it", observed="the host sees it")
+    return ctx.failed(f"host c has no tmpfs on {target}", expected=f"tmpfs on {target} in host c", observed="none")

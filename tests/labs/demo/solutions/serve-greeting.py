@@ -1,0 +1,2 @@
+def solve(env):
+    (env.dir / "www" / "greeting").write_text("hello\n")

@@ -1,0 +1,95 @@
+"""The command line: help everywhere, exit codes, clear one-line errors, doctor."""
+
+import json
+
+import pytest
+
+from support import labkit
+
+COMMANDS = ["list", "run", "show", "check", "hint", "solve", "reset", "cleanup", "doctor", "shell"]
+
+
+def all_command_paths():
+    """Every command and sub-command, found by walking the typer app (so new ones are covered)."""
+    import typer.main
+    from labkit.cli import app
+
+    root = typer.main.get_command(app)
+    found = []
+
+    def walk(cmd, path):
+        found.append(path)
+        for name, sub in getattr(cmd, "commands", {}).items():
+            walk(sub, path + [name])
+
+    walk(root, [])
+    return found
+
+
+def test_top_level_help_lists_commands():
+    out = labkit("--help", check=0).stdout
+    for cmd in COMMANDS:
+        assert cmd in out
+
+
+@pytest.mark.parametrize("path", all_command_paths(), ids=lambda p: " ".join(p) or "labkit")
+def test_every_command_has_help(path):
+    result = labkit(*path, "--help", check=0)
+    assert "Usage:" in result.stdout
+    # every command says what it does
+    assert len(result.stdout.strip().splitlines()) > 3
+
+
+def test_version():
+    assert labkit("--version", check=0).stdout.startswith("labkit ")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["run", "no-such-lab"], "no lab named 'no-such-lab'"),
+    (["check", "demo", "no-such-exercise"], "lab demo has no exercise 'no-such-exercise'"),
+    (["check", "demo", "--format", "pdf"], "--format: expected one of table, json, junit, gradescope"),
+    (["hint", "demo", "nope"], "has no exercise 'nope'"),
+    (["solve", "demo", "find-address"], "lab demo is not running"),
+    (["shell", "demo", "a"], "lab demo is not running"),
+    (["cleanup"], "give a LAB or --all"),
+])
+def test_usage_and_environment_errors_exit_2_with_one_line(args, message):
+    result = labkit(*args, check=2)
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_unknown_option_is_a_usage_error():
+    result = labkit("check", "demo", "--frobnicate", check=2)
+    assert "No such option" in result.stderr
+
+
+def test_check_on_a_lab_never_started_reports_and_exits_1():
+    result = labkit("check", "demo", "--format", "json", check=1)
+    rep = json.loads(result.stdout)
+    assert rep["total"] == 3 and rep["score"] == 0
+    assert all("labkit run demo" in r["message"] for r in rep["results"])
+
+
+def test_show_prints_prompt_with_params_and_answer_path():
+    out = labkit("show", "demo", "find-address", check=0).stdout
+    assert "Host **b** has one IPv4 address on `eth0`" in out
+    assert "find-address.yaml" in out
+
+
+def test_doctor_reports_every_prerequisite():
+    result = labkit("doctor", "--json")
+    findings = {f["name"]: f for f in json.loads(result.stdout)}
+    for name in ("root", "netns", "veth", "bridge", "iptables-legacy", "iptables-extensions",
+                 "mount-namespaces", "cgroup-cpuset", "kubectl", "graphviz", "python-packages"):
+        assert name in findings, name
+        assert findings[name]["status"] in ("ok", "warn", "fail")
+        if findings[name]["status"] != "ok":
+            assert findings[name]["fix"], f"{name} is not ok but gives no fix"
+    assert result.returncode == (2 if any(f["status"] == "fail" for f in findings.values()) else 0)
+    # this machine has everything labkit needs
+    assert all(f["status"] != "fail" for f in findings.values()), findings
+    assert "statistic" in findings["iptables-extensions"]["detail"]
+    text = labkit("doctor").stdout
+    assert "iptables-legacy" in text and "nf_tables" in text or "legacy backend works" in text

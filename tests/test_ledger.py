@@ -1,0 +1,84 @@
+"""The ledger: recorded resources are removed, unrecorded ones are never touched."""
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from labkit import cgroups, procs
+from labkit.labs import get_lab
+from labkit.netlab import create_netns, exists
+from labkit.state import LabEnv, LabState
+
+
+@pytest.fixture
+def env():
+    lab = get_lab("demo")
+    state = LabState(lab.id)
+    state.ensure_dir()
+    e = LabEnv(lab, state)
+    yield e
+    state.ledger.cleanup()
+
+
+def test_recorded_netns_and_process_are_removed_unrecorded_survive(env):
+    mine = create_netns(env, "x")
+    foreign = f"{env.prefix}-foreign"
+    subprocess.run(["ip", "netns", "add", foreign], check=True)
+    stranger = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        tracked = procs.spawn(env, "sleeper", [sys.executable, "-c", "import time; time.sleep(60)"], netns=mine)
+        assert procs.find(procs.owner_token(env, "sleeper")) == [tracked.pid] or \
+            procs.find(procs.owner_token(env, "sleeper"))  # nsenter execs in place: same pid
+        problems = env.ledger.cleanup()
+        assert problems == []
+        assert not exists(mine)
+        assert procs.find(procs.owner_token(env, "sleeper")) == []
+        assert exists(foreign), "cleanup removed a namespace it did not record"
+        assert stranger.poll() is None, "cleanup killed a process it did not start"
+        assert env.ledger.entries() == []
+    finally:
+        stranger.kill()
+        stranger.wait()
+        subprocess.run(["ip", "netns", "del", foreign])
+
+
+def test_processes_a_student_starts_inside_a_lab_netns_go_with_it(env):
+    name = create_netns(env, "y")
+    loose = subprocess.Popen(["nsenter", f"--net=/run/netns/{name}", "--", "sleep", "60"])
+    time.sleep(0.1)
+    env.ledger.cleanup()
+    assert loose.wait(timeout=5) is not None
+
+
+def test_cut_short_line_is_ignored(env):
+    env.ledger.record("path", path=str(env.dir / "thing"))
+    with open(env.ledger.path, "a") as f:
+        f.write('{"kind": "netns", "na')   # a crash in the middle of writing
+    assert [e["kind"] for e in env.ledger.entries()] == ["path"]
+
+
+def test_cgroup_with_a_process_is_removed(env):
+    group = cgroups.create(env, "pods/one")
+    sleeper = procs.spawn(env, "pinned", ["sleep", "60"])
+    cgroups.add_process(group, sleeper.pid)
+    assert sleeper.pid in cgroups.processes(group)
+    assert env.ledger.cleanup() == []
+    assert not group.exists() and not group.parent.parent.exists()
+
+
+def test_paths_outside_labkit_roots_are_refused(env, tmp_path):
+    outside = Path("/tmp") / f"not-labkit-{os.getpid()}"
+    outside.mkdir()
+    try:
+        env.ledger.record("path", path=str(outside))
+        problems = env.ledger.cleanup()
+        assert problems and "refusing to delete" in problems[0]
+        assert outside.exists()
+        assert [e["path"] for e in env.ledger.entries()] == [str(outside)], "a failed removal must stay recorded"
+    finally:
+        outside.rmdir()
+        env.ledger.path.unlink()
