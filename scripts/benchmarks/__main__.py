@@ -1,0 +1,62 @@
+"""Run the benchmarks in this directory and print their figures as one table.
+
+Each module here defines `run() -> list[Figure]`. Benchmarks measure; they never assert: targets
+are printed next to the figures, and the table says whether each target was met.
+Benchmarks run in an isolated labkit instance (own state directory and name prefix).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent.parent))
+
+from figures import Figure  # noqa: E402
+
+
+def main() -> int:
+    names = sorted(p.stem for p in HERE.glob("*.py") if not p.stem.startswith("_") and p.stem != "figures")
+    parser = argparse.ArgumentParser(prog="scripts/bench", description=__doc__)
+    parser.add_argument("only", nargs="*", help=f"benchmarks to run (default: all of {', '.join(names)})")
+    parser.add_argument("--json", type=Path, help="also write the figures to this JSON file")
+    args = parser.parse_args()
+    unknown = sorted(set(args.only) - set(names))
+    if unknown:
+        parser.error(f"unknown benchmark(s) {', '.join(unknown)}; known: {', '.join(names)}")
+    selected = args.only or names
+    with tempfile.TemporaryDirectory(prefix="labkit-bench-") as tmp:
+        os.environ.setdefault("LABKIT_STATE_DIR", f"{tmp}/state")
+        os.environ.setdefault("LABKIT_ANSWERS_DIR", f"{tmp}/answers")
+        os.environ.setdefault("LABKIT_PREFIX", "bench")
+        figures: list[Figure] = []
+        for name in selected:
+            print(f"running {name} ...", file=sys.stderr, flush=True)
+            module = importlib.import_module(name)
+            figures += module.run()
+    print_table(figures)
+    if args.json:
+        args.json.write_text(json.dumps([f.__dict__ for f in figures], indent=2) + "\n")
+    return 0
+
+
+def print_table(figures: list[Figure]) -> None:
+    rows = [("benchmark", "figure", "value", "target", "met")]
+    for f in figures:
+        rows.append((f.group, f.name, f.shown(), f.target or "", f.verdict()))
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    for i, row in enumerate(rows):
+        print("  ".join(cell.ljust(widths[j]) for j, cell in enumerate(row)).rstrip())
+        if i == 0:
+            print("  ".join("-" * w for w in widths))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
