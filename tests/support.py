@@ -58,7 +58,9 @@ def _run(argv: list[str]) -> str:
     return _strip_comments(out.stdout) + (f"\n[exit {out.returncode}: {out.stderr.strip()}]" if out.returncode else "")
 
 
-def labkit_processes() -> list[str]:
+def labkit_processes(prefix: str = "") -> list[str]:
+    """Live processes labkit started (LABKIT_OWNER set), of instances whose prefix is `prefix`."""
+    needle = f"LABKIT_OWNER={prefix}".encode() + (b":" if prefix else b"")
     found = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -68,16 +70,22 @@ def labkit_processes() -> list[str]:
             stat = Path(f"/proc/{pid}/stat").read_text()
         except OSError:
             continue
-        if b"LABKIT_OWNER=" in environ and stat.split(") ")[-1][:1] not in ("Z", "X"):
+        if needle in environ and stat.split(") ")[-1][:1] not in ("Z", "X"):
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
             found.append(f"{pid} {cmdline}")
     return found
 
 
 def host_snapshot() -> dict[str, object]:
-    """What must be identical on the host before and after any lab (comments with dates removed)."""
-    cgroups = sorted(str(p) for p in Path("/sys/fs/cgroup").glob("*/labkit*")) + \
-        sorted(str(p) for p in Path("/sys/fs/cgroup").glob("labkit*"))
+    """What must be identical on the host before and after any lab (comments with dates removed).
+
+    The mount table and the root namespace's iptables are compared whole. Namespaces, cgroups and
+    processes are those of this labkit instance (LABKIT_PREFIX), so labs of other instances
+    running on the machine at the same time do not count.
+    """
+    prefix = os.environ.get("LABKIT_PREFIX", "lk")
+    cgroups = sorted(str(p) for p in Path("/sys/fs/cgroup").glob(f"*/labkit-{prefix}-*")) + \
+        sorted(str(p) for p in Path("/sys/fs/cgroup").glob(f"labkit-{prefix}-*"))
     return {
         "mountinfo": Path("/proc/self/mountinfo").read_text(),
         "iptables-legacy": _run(["iptables-legacy-save"]),
@@ -85,13 +93,13 @@ def host_snapshot() -> dict[str, object]:
         "iptables-nft": _run(["iptables-nft-save"]),
         "ip6tables-nft": _run(["ip6tables-nft-save"]),
         "nft": _run(["nft", "list", "ruleset"]),
-        "netns": sorted(os.listdir("/run/netns")) if os.path.isdir("/run/netns") else None,
-        "links": subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout.count("\n"),
+        "netns": sorted(n for n in os.listdir("/run/netns") if n.startswith(f"{prefix}-"))
+        if os.path.isdir("/run/netns") else None,
         "link-names": sorted(l.split(":")[1].strip() for l in subprocess.run(
             ["ip", "-o", "link", "show"], capture_output=True, text=True).stdout.splitlines()),
         "cgroups": cgroups,
         "run-labkit": os.path.exists("/run/labkit"),
-        "processes": labkit_processes(),
+        "processes": labkit_processes(prefix),
     }
 
 
