@@ -14,7 +14,6 @@ from typing import List, Optional
 
 import typer
 from rich.console import Console
-from rich.markdown import Markdown
 
 from labkit import __version__, grading, runner
 from labkit.errors import LabkitError
@@ -43,6 +42,7 @@ def _say(message: str) -> None:
 def _markdown(text: str) -> None:
     """Rendered in a terminal; the Markdown source as is when piped or redirected."""
     if out.is_terminal:
+        from rich.markdown import Markdown
         out.print(Markdown(text))
     else:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
