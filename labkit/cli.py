@@ -241,6 +241,8 @@ def shell(
 
 # -- lab families register their sub-commands here ---------------------------------------------
 # e.g. app.add_typer(kubeproxy_cli.app, name="kube-proxy")
+from labkit.mounts import cli as mounts_cli  # noqa: E402
+app.add_typer(mounts_cli.app, name="mounts")
 
 
 def main():
