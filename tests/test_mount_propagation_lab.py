@@ -3,12 +3,13 @@ reference solution, wrong fixes fail, and the `labkit mounts` tools work on the 
 
 import json
 
+import pytest
 import yaml
 
 from labkit import runner
 from labkit.exercises import answer_path, wait_for
 from labkit.labs import get_lab
-from labkit.mounts import kernel, mountinfo
+from labkit.mounts import kernel, mountinfo, observe
 from labkit.mounts.node import Node
 from labkit.mounts.pods import load_pods
 from labkit.state import LabEnv, LabState
@@ -22,13 +23,22 @@ def lab_env():
     return lab, LabEnv(lab, LabState(LAB))
 
 
+@pytest.fixture
+def running_lab():
+    """`labkit run` on this test's own labkit instance; cleaned up even when the test fails."""
+    labkit("run", LAB, check=0)
+    try:
+        yield lab_env()
+    finally:
+        labkit("cleanup", "--all", check=0)
+
+
 def statuses(lab, exercise=None):
     return {r.exercise: r for r in runner.check(lab, exercise)}
 
 
-def test_every_check_fails_on_a_fresh_lab_and_passes_after_its_solution():
-    labkit("run", LAB, check=0)
-    lab, env = lab_env()
+def test_every_check_fails_on_a_fresh_lab_and_passes_after_its_solution(running_lab):
+    lab, env = running_lab
     fresh = statuses(lab)
     assert {e: r.status for e, r in fresh.items()} == {ex.id: "fail" for ex in lab.exercises}, \
         {e: r.message for e, r in fresh.items()}
@@ -38,12 +48,10 @@ def test_every_check_fails_on_a_fresh_lab_and_passes_after_its_solution():
         assert result.status == "pass", f"{ex.id}: {result.message} {result.observed}"
     report = json.loads(labkit("check", LAB, "--format", "json", check=0).stdout)
     assert report["passed"] == report["total"] == len(lab.exercises)
-    labkit("cleanup", LAB, check=0)
 
 
-def test_wrong_fixes_fail_with_a_reason():
-    labkit("run", LAB, check=0)
-    lab, env = lab_env()
+def test_wrong_fixes_fail_with_a_reason(running_lab):
+    lab, env = running_lab
     node = Node(env)
     # (a) a plausible but wrong matrix: HostToContainer sending its own mount to the host
     path = answer_path(LAB, "predict-e2e-matrix")
@@ -80,17 +88,15 @@ def test_wrong_fixes_fail_with_a_reason():
     path.write_text(yaml.safe_dump({"node": truth, "master": truth, "slave": truth, "private": "private", "default": "private"}))
     result = statuses(lab, "peer-groups")["peer-groups"]
     assert result.status == "fail" and "slave" in result.message
-    labkit("cleanup", LAB, check=0)
 
 
-def test_mounts_tools_on_the_live_node(tmp_path):
-    labkit("run", LAB, check=0)
-    lab, env = lab_env()
+def test_mounts_tools_on_the_live_node(tmp_path, running_lab):
+    lab, env = running_lab
     pods = env.dir / "pods"
     refused = labkit("mounts", "apply", "-f", str(pods / "csi-node.yaml"), check=1)
     assert ('Pod "csi-node" is invalid: spec.containers[0].volumeMounts.mountPropagation: Forbidden: '
             "Bidirectional mount propagation is available only to privileged containers") in refused.stderr
-    waiting = labkit("mounts", "apply", "-f", str(pods / "logger.yaml"), check=1)
+    waiting = labkit("mounts", "apply", "-f", str(pods / "logger.yaml"), check=0)
     assert 'CreateContainerError: path "/srv/data" is mounted on "/" but it is not a shared or slave mount' in waiting.stdout
     states = {f"{r['pod']}/{r['container']}": r["state"]["state"]
               for r in json.loads(labkit("mounts", "get", "--json", check=0).stdout)}
@@ -112,11 +118,14 @@ def test_mounts_tools_on_the_live_node(tmp_path):
     assert "hostPath /var/lib/kubelet/e2e" in text and "mine" in text
     graph = labkit("mounts", "graph", check=0).stdout
     group = table["rows"]["node"]["tags"].split(":")[1]
-    assert f"shared:{group}  members: node:/var/lib/kubelet" in graph and "slave:/mnt/test" in graph
+    assert f"shared:{group}  members: node:/var/lib/kubelet, master:/mnt/test" in graph
+    assert f"master:{group}  slaves:  slave:/mnt/test, watcher:/var/lib/kubelet" in graph
     svg = tmp_path / "g.svg"
     labkit("mounts", "graph", "--format", "svg", "-o", str(svg), check=0)
-    assert svg.read_text().lstrip().startswith("<?xml") and "peer group" in svg.read_text()
-    assert "digraph" in labkit("mounts", "graph", "--format", "dot", check=0).stdout
+    assert svg.read_text().lstrip().startswith("<?xml") and f"peer group {group}" in svg.read_text()
+    g = observe.graph(Node(env))
+    assert observe.render_graph_image(g, "png").startswith(b"\x89PNG")
+    assert f"g{group} -> " in observe.render_graph_dot(g)
     # a running Pod's volume mounts are immutable; delete and apply again works
     reader = yaml.safe_load((pods / "reader.yaml").read_text())
     reader["spec"]["containers"][0]["volumeMounts"][0]["mountPropagation"] = "HostToContainer"
@@ -134,21 +143,20 @@ def test_mounts_tools_on_the_live_node(tmp_path):
     assert "not running" in labkit("mounts", "get", check=2).stderr
 
 
-def test_a_container_command_runs_inside_and_its_exit_ends_the_container(tmp_path):
-    labkit("run", LAB, check=0)
-    lab, env = lab_env()
+def test_a_container_command_runs_inside_and_its_exit_ends_the_container(tmp_path, running_lab):
+    lab, env = running_lab
     pod = tmp_path / "job.yaml"
     pod.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "job"}, "spec": {
         "volumes": [{"name": "v", "hostPath": {"path": "/var/lib/kubelet/job"}}],
-        "containers": [{"name": "c", "command": ["sh", "-c", "cat /proc/self/mountinfo > /out/seen; exec sleep 30"],
+        "containers": [{"name": "c", "command": ["sh", "-c", "cat /proc/self/mountinfo > /out/seen"],
                         "volumeMounts": [{"name": "v", "mountPath": "/out"}]}]}}))
     labkit("mounts", "apply", "-f", str(pod), check=0)
     node = Node(env)
-    seen = wait_for(lambda: kernel.in_namespace(node.require_pid(), _read, "/var/lib/kubelet/job/seen"), timeout=5)
+    assert wait_for(lambda: node.container_state("job", "c")["state"] == "terminated", timeout=10)
+    seen = kernel.in_namespace(node.require_pid(), _read, "/var/lib/kubelet/job/seen")
     inside = [m.mountpoint for m in mountinfo.parse(seen)]
     assert inside[0] == "/" and "/out" in inside and not any(p.startswith("/var/lib/kubelet") for p in inside)
-    labkit("mounts", "delete", "job", check=0)
-    labkit("cleanup", LAB, check=0)
+    assert "job" not in {p.name for p in node.parties()}
 
 
 def _read(path):

@@ -16,6 +16,12 @@ from support import LABKIT, REPO, diff_snapshots, host_snapshot, labkit
 SCENARIOS = REPO / "labs" / "mount-propagation" / "scenarios"
 
 
+@pytest.fixture(autouse=True)
+def cleanup_even_on_failure():
+    yield
+    labkit("cleanup", "--all")
+
+
 def assert_clean(before, what):
     result = labkit("cleanup", "--all")
     assert result.returncode == 0, f"{what}: cleanup failed: {result.stderr}"
@@ -47,6 +53,9 @@ def test_kill_run_and_check_at_random_moments(host_unchanged):
         assert_clean(host_unchanged, f"kill -9 of run #{i}")
     labkit("run", "mount-propagation", check=0)
     labkit("solve", "mount-propagation", "leaked-mount", check=0)
+    labkit("mounts", "exec", "master", "--", "mount", "-t", "tmpfs", "x", "/mnt/test", check=0)
+    running = host_snapshot()
+    assert running["mountinfo"] == host_unchanged["mountinfo"], "the running lab added mounts to the host's table"
     proc = subprocess.Popen(LABKIT + ["check", "mount-propagation"], cwd=REPO,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(rng.uniform(0.4, 0.7))

@@ -34,7 +34,9 @@ def test_mountinfo_optional_fields_and_escapes():
 def test_containing_mount_takes_the_longest_prefix_and_the_first_of_stacked_ones():
     mounts = mountinfo.parse(SAMPLE)
     assert mountinfo.containing_mount(mounts, "/var/lib/kubelet/e2e").mountpoint == "/var/lib/kubelet"
-    assert mountinfo.containing_mount(mounts, "/var/lib/kubeletx").mountpoint == "/"
+    # containerd's string-prefix test: /var/lib/kubeletx counts as held by /var/lib/kubelet
+    assert mountinfo.containing_mount(mounts, "/var/lib/kubeletx").mountpoint == "/var/lib/kubelet"
+    assert mountinfo.containing_mount(mounts, "/var/lib/kube").mountpoint == "/"
     # two mounts on /srv/data: containerd's lookup keeps the first listed, a process sees the last
     assert mountinfo.containing_mount(mounts, "/srv/data/x").mount_id == 82
     assert mountinfo.visible_at(mounts, "/srv/data").mount_id == 83

@@ -14,8 +14,7 @@ import textwrap
 import pytest
 
 from labkit.errors import ConfigError
-from labkit.mounts import mountinfo, scenario
-from labkit.mounts.node import Node
+from labkit.mounts import scenario
 from support import REPO, labkit
 
 SCENARIOS = REPO / "labs" / "mount-propagation" / "scenarios"

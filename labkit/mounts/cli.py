@@ -1,7 +1,7 @@
 """`labkit mounts ...`: Pods on the mount lab's node, scenarios, and what every party sees.
 
-Exit codes: 0 ok; 1 the API server, kubelet or the runtime refused something (their message is
-printed); 2 usage errors and malformed files.
+Exit codes: 0 ok; 1 the API server refused a Pod, or a Pod to delete does not exist; 2 usage
+errors and malformed files.
 """
 
 from __future__ import annotations
@@ -55,7 +55,10 @@ def apply(
     file: Path = typer.Option(..., "-f", "--filename", help="YAML with one or more Pods."),
     lab_id: str = LAB_OPTION,
 ):
-    """Create Pods on the node (or retry the containers of an existing, unchanged Pod)."""
+    """Create Pods on the node (or retry the containers of an existing, unchanged Pod).
+
+    Exits 1 when the API server refuses a Pod; containers that do not start are shown, with the
+    runtime's error, and the Pod stays (as kubelet keeps it, retrying on the next apply)."""
     from labkit.mounts.pods import Refused, load_pods
 
     pods = load_pods(file)
@@ -71,9 +74,8 @@ def apply(
                 refused = True
                 continue
             print(f"pod/{pod.name} {'unchanged' if existed else 'created'}")
-            for name, state in states.items():
-                print(f"  {name}: {_describe(state)}")
-                refused |= state["state"] != "running"
+            for name, state in states.items():     # as with kubectl, a container that does not
+                print(f"  {name}: {_describe(state)}")  # start leaves the Pod created (exit 0)
     raise typer.Exit(1 if refused else 0)
 
 

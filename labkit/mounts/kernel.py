@@ -95,10 +95,6 @@ def pivot_root(new_root, put_old) -> None:
     _check(_libc.syscall(ctypes.c_long(number), _b(new_root), _b(put_old)), "pivot_root", new_root)
 
 
-def same_mount_namespace(pid_a, pid_b) -> bool:
-    return os.stat(f"/proc/{pid_a}/ns/mnt").st_ino == os.stat(f"/proc/{pid_b}/ns/mnt").st_ino
-
-
 def in_namespace(pid: int, action, *args):
     """Run `action(*args)` in a forked child that has joined the mount namespace of `pid`.
 

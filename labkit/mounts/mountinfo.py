@@ -100,15 +100,16 @@ def is_under(path: str, directory: str) -> bool:
 
 
 def containing_mount(mounts: list[Mount], path: str) -> Mount | None:
-    """The mount a path lives on, the way containerd's mount.Lookup finds it (core/mount, v2.0).
+    """The mount a path lives on, found the way containerd's mount.Lookup finds it (core/mount,
+    containerd v2: moby/sys/mountinfo ParentsFilter, then the longest mount point).
 
-    containerd keeps the mounts whose mount point is a parent of the path and takes the first
-    one with the longest mount point. With mounts stacked on one mount point that is the lowest
-    of them (the first listed), not the visible one; this follows containerd.
+    Faithful to it in two details: ParentsFilter is a plain string-prefix test (a mount on
+    /srv/data is taken to hold /srv/data2), and of several mounts stacked on the longest mount
+    point the first listed wins, which is the lowest of them, not the one a process sees.
     """
     best = None
     for m in mounts:
-        if is_under(path, m.mountpoint) and (best is None or len(m.mountpoint) > len(best.mountpoint)):
+        if path.startswith(m.mountpoint) and (best is None or len(m.mountpoint) > len(best.mountpoint)):
             best = m
     return best
 

@@ -1,6 +1,6 @@
 """A lab's node and its Pods: the processes that hold the mount namespaces, and what labkit knows of them.
 
-State lives in <lab state dir>/mounts/: node.json and pods/<pod>.json (the Pod as applied and
+State lives in <lab state dir>/mounts/pods/<pod>.json (the Pod as applied and
 each container's state). The node's root filesystem is <lab state dir>/node/rootfs on disk,
 recorded in the ledger before it is made; everything else the lab mounts exists only inside the
 namespaces of tracked processes (labkit.mounts.party), so killing them (what `labkit cleanup`
@@ -24,6 +24,7 @@ from labkit import procs
 from labkit.errors import LabkitError
 from labkit.mounts import kernel, mountinfo
 from labkit.mounts.pods import Pod, Refused, parse_pod, runtime_plan, validate
+from labkit.state import _write_json
 
 NODE = "node"
 READY_TIMEOUT = 20.0
@@ -46,13 +47,6 @@ class Party:
 
 def party_name(pod: Pod, container_name: str) -> str:
     return pod.name if len(pod.containers) == 1 else f"{pod.name}/{container_name}"
-
-
-def _write_json(path: Path, data) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True))
-    os.replace(tmp, path)
 
 
 # -- actions run inside a party's namespace (in a forked child, see kernel.in_namespace) ------
@@ -83,7 +77,6 @@ class Node:
         self.env.ledger.record("path", path=str(self.dir))
         self.env.ledger.record("path", path=str(self.rootfs.parent))
         self.rootfs.mkdir(parents=True, exist_ok=True)
-        _write_json(self.dir / "node.json", {"host_paths": host_paths})
         spec = {"role": "node", "rootfs": str(self.rootfs), "host_paths": host_paths,
                 "dirs": sorted({*dirs, *(h["path"] for h in host_paths)})}
         proc, ready = self._spawn(NODE, spec)
@@ -101,12 +94,6 @@ class Node:
         if pid is None:
             raise LabkitError("the node is not running (its process is gone): rebuild the lab with `labkit run` or `labkit reset`")
         return pid
-
-    def host_paths(self) -> list[dict]:
-        try:
-            return json.loads((self.dir / "node.json").read_text())["host_paths"]
-        except (OSError, ValueError, KeyError):
-            return []
 
     def mounts(self, pid: int | None = None) -> list[mountinfo.Mount]:
         return mountinfo.read(pid or self.require_pid())
@@ -175,11 +162,11 @@ class Node:
         record = self.pod_record(pod_name) or {"containers": {}}
         state = dict(record["containers"].get(container_name) or {"state": "waiting", "reason": "ContainerCreating"})
         if state["state"] == "running":
-            pid = self._live_pid(state["tag"])
-            if pid is None:
+            pids = procs.find(procs.owner_token(self.env, state["tag"]))
+            if not pids:
                 state = {"state": "terminated", "reason": "Error", "message": "the container's process exited"}
-            else:
-                state["pid"] = pid
+            elif state["pid"] not in pids:      # the party is gone, its command's processes are not
+                state["pid"] = min(pids)
         return state
 
     def _set_state(self, pod_name: str, container_name: str, state: dict) -> None:
@@ -201,7 +188,7 @@ class Node:
             except Refused as exc:
                 self._set_state(pod.name, name, {"state": "waiting", "reason": "CreateContainerError", "message": exc.message})
                 continue
-            tag = f"pod-{pod.name}-{name}"
+            tag = f"pod-{pod.name}_{name}"     # '_' is in neither a Pod nor a container name
             spec = {"role": "container", "node_pid": node_pid,
                     "rootfs": f"/run/labkit-containers/{pod.name}/{name}/rootfs",
                     "root_propagation": plan.root_propagation,

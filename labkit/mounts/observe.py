@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from labkit.errors import LabkitError
 from labkit.mounts import kernel, mountinfo
-from labkit.mounts.node import NODE, Node, Party
+from labkit.mounts.node import NODE, Node
 
 
 @dataclass(frozen=True)
@@ -26,9 +26,6 @@ class View:
     pid: int
     host_path: str
     path: str          # where the party sees the host path
-
-    def label(self) -> str:
-        return f"{self.party}:{self.path}"
 
 
 def views(node: Node) -> list[View]:

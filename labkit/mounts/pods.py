@@ -6,7 +6,9 @@ metadata.name; spec.volumes[] with hostPath {path, type}; spec.containers[] with
 command, args, workingDir, securityContext.privileged and volumeMounts[] {name, mountPath,
 readOnly, mountPropagation}. Every container runs the node's own binaries in place of an image.
 
-The decisions, each from the upstream code named beside it:
+The decisions, each from the upstream code named beside it (read at kubernetes/kubernetes
+001a80e9 for kubelet, the API validation as of release 1.30+, containerd bbac058c (v2.x) and
+runc 7c71a227):
   validate()            API server validation (pkg/apis/core/validation/validation.go,
                         validateMountPropagation): only None / HostToContainer / Bidirectional,
                         and Bidirectional only in privileged containers. The field path really is
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from labkit.errors import ConfigError
 from labkit.mounts import mountinfo
@@ -134,6 +137,8 @@ def parse_pod(obj, path, where: str = "") -> Pod:
         w = at(f"spec.containers[{i}]")
         _expect(path, w, raw, dict, "a mapping")
         cname = _expect(path, f"{w}.name", raw.get("name"), str, "a container name")
+        if not NAME_RE.match(cname) or len(cname) > 63:
+            raise ConfigError(path, f"{w}.name", f"expected lowercase letters, digits and '-', got {cname!r}")
         command = [*(raw.get("command") or []), *(raw.get("args") or [])]
         if not all(isinstance(c, str) for c in command):
             raise ConfigError(path, f"{w}.command", "expected a list of strings")
@@ -162,7 +167,7 @@ def load_pods(path) -> list[Pod]:
     import yaml
 
     try:
-        docs = [d for d in yaml.safe_load_all(open(path).read()) if d is not None]
+        docs = [d for d in yaml.safe_load_all(Path(path).read_text()) if d is not None]
     except FileNotFoundError:
         raise ConfigError(path, None, "file not found")
     except yaml.YAMLError as exc:

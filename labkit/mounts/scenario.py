@@ -37,10 +37,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from labkit import procs
-from labkit.errors import ConfigError
+from labkit.errors import ConfigError, LabkitError
 from labkit.exercises import wait_for
 from labkit.mounts import mountinfo
-from labkit.mounts.node import NODE, Node, party_name
+from labkit.mounts.node import Node, party_name
 from labkit.mounts.pods import Pod, Refused, parse_pod, validate
 from labkit.state import LabEnv, LabState
 
@@ -194,7 +194,10 @@ def throwaway_env(prefix: str = "mounts-play"):
         try:
             yield env
         finally:
-            state.ledger.cleanup()
+            problems = state.ledger.cleanup()
+    if problems:
+        raise LabkitError(f"cleaning up after the scenario left things behind: {'; '.join(problems)}; "
+                          "`labkit cleanup --all` retries")
 
 
 def _maybe_crash(step: int) -> None:
@@ -288,8 +291,8 @@ class Player:
         holder = procs.spawn(self.node.env, tag, ["nsenter", f"--target={pid}", "--mount", "--", "sh", "-c",
                                                   'cd "$1" && exec sleep infinity', "sh", where])
         # the shell execs sleep once its cwd is in place; if it cannot, it exits
-        if not wait_for(lambda: holder.poll() is not None or _comm(holder.pid) == "sleep", timeout=10, interval=0.005) \
-                or holder.poll() is not None:
+        wait_for(lambda: holder.poll() is not None or _comm(holder.pid) == "sleep", timeout=10, interval=0.005)
+        if holder.poll() is not None or _comm(holder.pid) != "sleep":
             raise Refused(f"busy: cannot hold {where} in {arg['by']} (log: {self.node.env.dir}/logs/{tag}.log)", by="kernel")
 
     def _stop(self, names: list[str]) -> None:
