@@ -135,6 +135,12 @@ def test_mounts_tools_on_the_live_node(tmp_path, running_lab):
     labkit("mounts", "delete", "reader", check=0)
     assert "pod/reader created" in labkit("mounts", "apply", "-f", str(pods / "reader.yaml"), check=0).stdout
     assert "not found" in labkit("mounts", "delete", "nothing", check=1).stderr
+    missing = tmp_path / "missing.yaml"
+    missing.write_text(yaml.safe_dump({"metadata": {"name": "strict"}, "spec": {
+        "volumes": [{"name": "v", "hostPath": {"path": "/srv/nothing", "type": "Directory"}}],
+        "containers": [{"name": "c", "volumeMounts": [{"name": "v", "mountPath": "/v"}]}]}}))
+    assert ('MountVolume.SetUp failed for volume "v" : hostPath type check failed: /srv/nothing is not a directory'
+            in labkit("mounts", "apply", "-f", str(missing), check=0).stdout)
     bad = tmp_path / "bad.yaml"
     bad.write_text("kind: Pod\nmetadata: {name: x}\nspec: {containers: [{name: c, volumeMounts: [{name: v}]}]}\n")
     assert labkit("mounts", "apply", "-f", str(bad), check=2).stderr.strip() == \
