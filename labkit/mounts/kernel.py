@@ -17,7 +17,6 @@ import ctypes
 import ctypes.util
 import json
 import os
-import platform
 import traceback
 
 MS_RDONLY = 0x1
@@ -89,9 +88,10 @@ def enter_mount_namespace(pid: int) -> None:
 
 
 def pivot_root(new_root, put_old) -> None:
-    number = _SYS_PIVOT_ROOT.get(platform.machine())
+    machine = os.uname().machine
+    number = _SYS_PIVOT_ROOT.get(machine)
     if number is None:
-        raise OSError(38, f"pivot_root: unknown syscall number on {platform.machine()}")
+        raise OSError(38, f"pivot_root: unknown syscall number on {machine}")
     _check(_libc.syscall(ctypes.c_long(number), _b(new_root), _b(put_old)), "pivot_root", new_root)
 
 

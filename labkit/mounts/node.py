@@ -28,6 +28,7 @@ from labkit.state import _write_json
 
 NODE = "node"
 READY_TIMEOUT = 20.0
+PARTY = str(Path(__file__).resolve().with_name("party.py"))
 
 
 @dataclass(frozen=True)
@@ -264,7 +265,7 @@ class Node:
     def _spawn(self, tag: str, spec: dict):
         read_fd, write_fd = os.pipe()
         try:
-            argv = [sys.executable, "-m", "labkit.mounts.party", json.dumps({**spec, "ready_fd": write_fd})]
+            argv = [sys.executable, "-I", "-S", PARTY, json.dumps({**spec, "ready_fd": write_fd})]
             proc = procs.spawn(self.env, tag, argv, pass_fds=(write_fd,), cwd="/")
         finally:
             os.close(write_fd)

@@ -1,11 +1,11 @@
-"""A party of the mount lab: the node, or one container. Run as `python -m labkit.mounts.party SPEC`.
+"""A party of the mount lab: the node, or one container, as a process holding a mount namespace.
 
-A party is a long-lived process that holds a mount namespace. It builds its namespace, reports
-on the file descriptor `ready_fd` (one JSON object: {"ok": true} or {"error": ..., "errno": ...})
-and then holds the namespace until it is killed (or, for a container with a command, until
-that command, run as its child, exits). labkit starts
-parties with labkit.procs.spawn, so each carries its owner token and cleanup finds it; nothing
-is ever mounted in the namespace labkit itself runs in.
+Started as `python -I -S <labkit>/mounts/party.py SPEC` (without site-packages, for a faster
+start). It builds its namespace, reports on the file descriptor `ready_fd` (one JSON object:
+{"ok": true} or {"error": ..., "errno": ...}) and then holds the namespace until it is killed
+(or, for a container with a command, until that command, run as its child, exits). labkit
+starts parties with labkit.procs.spawn, so each carries its owner token and cleanup finds it;
+nothing is ever mounted in the namespace labkit itself runs in.
 
 The node ("the host" of a Pod) is a namespace of its own, cut off from the real host:
   unshare(CLONE_NEWNS); mount --make-rprivate /           no event goes to or comes from the host
@@ -36,7 +36,10 @@ import signal
 import subprocess
 import sys
 
-from labkit.mounts import kernel, mountinfo
+if __name__ == "__main__" and not __package__:   # run as a file: make the labkit package importable
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+from labkit.mounts import kernel, mountinfo  # noqa: E402
 
 # Directories of the host that stand in for a container image / the node's operating system.
 # bin, sbin, lib* are symlinks into /usr on merged-/usr systems; elsewhere they are bound too.
