@@ -98,7 +98,8 @@ def _expect(path, where, value, kind, what):
     return value
 
 
-def _absolute(path, where, value) -> str:
+def absolute_path(path, where, value) -> str:
+    """`value` as a normalized absolute path, or ConfigError naming file and field."""
     _expect(path, where, value, str, "an absolute path")
     if not value.startswith("/"):
         raise ConfigError(path, where, f"expected an absolute path, got {value!r}")
@@ -128,7 +129,7 @@ def parse_pod(obj, path, where: str = "") -> Pod:
         vtype = hp.get("type", "") or ""
         if vtype not in HOST_PATH_TYPES:
             raise ConfigError(path, f"{w}.hostPath.type", f"expected one of {', '.join(repr(t) for t in HOST_PATH_TYPES)}, got {vtype!r}")
-        volumes[vname] = HostPathVolume(vname, _absolute(path, f"{w}.hostPath.path", hp.get("path")), vtype)
+        volumes[vname] = HostPathVolume(vname, absolute_path(path, f"{w}.hostPath.path", hp.get("path")), vtype)
     raw_containers = _expect(path, at("spec.containers"), spec.get("containers"), list, "a non-empty list of containers")
     if not raw_containers:
         raise ConfigError(path, at("spec.containers"), "expected a non-empty list of containers, got an empty list")
@@ -156,7 +157,7 @@ def parse_pod(obj, path, where: str = "") -> Pod:
             read_only = vm.get("readOnly", False)
             _expect(path, f"{wm}.readOnly", read_only, bool, "true or false")
             mounts.append(VolumeMount(_expect(path, f"{wm}.name", vm.get("name"), str, "a volume name"),
-                                      _absolute(path, f"{wm}.mountPath", vm.get("mountPath")), prop, read_only))
+                                      absolute_path(path, f"{wm}.mountPath", vm.get("mountPath")), prop, read_only))
         workdir = raw.get("workingDir") or ""
         containers.append(Container(cname, tuple(mounts), privileged, tuple(command), workdir))
     return Pod(name, tuple(containers), volumes, obj)

@@ -41,7 +41,7 @@ from labkit.errors import ConfigError, LabkitError
 from labkit.exercises import wait_for
 from labkit.mounts import mountinfo
 from labkit.mounts.node import Node, party_name
-from labkit.mounts.pods import Pod, Refused, parse_pod, validate
+from labkit.mounts.pods import Pod, Refused, absolute_path, parse_pod, validate
 from labkit.state import LabEnv, LabState
 
 API_VERSION = "labkit/v1alpha1"
@@ -63,7 +63,6 @@ def tmpfs_source(name: str) -> str:
 
 @dataclass
 class Scenario:
-    path: str
     host_path: str
     propagation: str
     pods: list[Pod]
@@ -118,8 +117,8 @@ def load(path) -> Scenario:
     propagation = hp.get("propagation", "shared")
     if propagation not in PROPAGATIONS:
         raise ConfigError(path, "hostPath.propagation", f"expected one of {', '.join(PROPAGATIONS)}, got {propagation!r}")
-    host_path = hp.get("path", DEFAULT_HOST_PATH)
-    if not isinstance(host_path, str) or not host_path.startswith("/") or host_path.rstrip("/") in ("", UPSTREAM):
+    host_path = absolute_path(path, "hostPath.path", hp.get("path", DEFAULT_HOST_PATH))
+    if host_path in ("/", UPSTREAM):
         raise ConfigError(path, "hostPath.path", f"expected an absolute path other than / and {UPSTREAM}, got {host_path!r}")
     pods: list[Pod] = []
     for i, item in enumerate(raw.get("containers") or []):
@@ -131,6 +130,8 @@ def load(path) -> Scenario:
     if not pods:
         raise ConfigError(path, "containers", "expected at least one container (or pods)")
     names = [party_name(pod, c.name) for pod in pods for c in pod.containers]
+    if HOST in names or UPSTREAM_PARTY in names:
+        raise ConfigError(path, "containers", f"{HOST!r} and {UPSTREAM_PARTY!r} name the node: give containers other names")
     if len(set(p.name for p in pods)) != len(pods):
         raise ConfigError(path, "containers", "container and Pod names must be unique")
     for pod in pods:
@@ -138,7 +139,7 @@ def load(path) -> Scenario:
             if not c.volume_mounts:
                 raise ConfigError(path, "pods", f"{party_name(pod, c.name)}: a container needs a volume mount to take part")
     steps = [_parse_step(path, i, s, names, propagation) for i, s in enumerate(raw.get("steps") or [])]
-    return Scenario(str(path), host_path.rstrip("/"), propagation, pods, steps, names)
+    return Scenario(host_path, propagation, pods, steps, names)
 
 
 def _parse_step(path, i: int, raw, names: list[str], propagation: str):
