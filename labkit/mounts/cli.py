@@ -111,8 +111,8 @@ def get(lab_id: str = LAB_OPTION, as_json: bool = typer.Option(False, "--json", 
             print(f"    {m}")
 
 
-@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-def exec(
+@app.command("exec", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def exec_command(
     ctx: typer.Context,
     name: str = typer.Argument(..., metavar="NAME", help="node, a Pod, or POD/CONTAINER."),
     lab_id: str = LAB_OPTION,
