@@ -241,11 +241,13 @@ def shell(
 
 # -- lab families register their sub-commands here ---------------------------------------------
 from labkit.kubeproxy import cli as kubeproxy_cli  # noqa: E402
+from labkit.mounts import cli as mounts_cli  # noqa: E402
 from labkit.netfilter import cli as netfilter_cli  # noqa: E402
 from labkit.numa import cli as numa_cli  # noqa: E402
 
 app.add_typer(kubeproxy_cli.app, name="kube-proxy")
 app.command("trace")(netfilter_cli.trace)
+app.add_typer(mounts_cli.app, name="mounts")
 app.add_typer(numa_cli.app, name="numa")
 
 

@@ -1,0 +1,193 @@
+"""`labkit mounts ...`: Pods on the mount lab's node, scenarios, and what every party sees.
+
+Exit codes: 0 ok; 1 the API server refused a Pod, or a Pod to delete does not exist; 2 usage
+errors and malformed files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+LAB = "mount-propagation"
+
+app = typer.Typer(
+    help="Mount propagation: Pods on the lab's node (apply, get, exec, delete), scenarios on a "
+         "fresh node (play), and who sees which mount (matrix, graph).",
+    no_args_is_help=True,
+)
+
+LAB_OPTION = typer.Option(LAB, "--lab", help="The running lab whose node to use.")
+
+
+def _say(message: str) -> None:
+    sys.stderr.write(message + "\n")
+
+
+def _node(lab_id: str):
+    from labkit import runner
+    from labkit.errors import LabkitError
+    from labkit.labs import get_lab
+    from labkit.mounts.node import Node
+    from labkit.state import LabEnv, LabState
+
+    lab = get_lab(lab_id)
+    env = LabEnv(lab, LabState(lab.id))
+    if not runner.lab_is_up(env):
+        raise LabkitError(f"lab {lab.id} is not running: start it with `labkit run {lab.id}`")
+    return env, Node(env)
+
+
+def _describe(state: dict) -> str:
+    if state["state"] == "running":
+        return f"Running (pid {state['pid']})"
+    text = state.get("reason", state["state"])
+    return f"{text}: {state['message']}" if state.get("message") else text
+
+
+@app.command()
+def apply(
+    file: Path = typer.Option(..., "-f", "--filename", help="YAML with one or more Pods."),
+    lab_id: str = LAB_OPTION,
+):
+    """Create Pods on the node (or retry the containers of an existing, unchanged Pod).
+
+    Exits 1 when the API server refuses a Pod; containers that do not start are shown, with the
+    runtime's error, and the Pod stays (as kubelet keeps it, retrying on the next apply)."""
+    from labkit.mounts.pods import Refused, load_pods
+
+    pods = load_pods(file)
+    env, node = _node(lab_id)
+    refused = False
+    with env.state.locked():
+        for pod in pods:
+            existed = node.pod_record(pod.name) is not None
+            try:
+                states = node.apply(pod)
+            except Refused as exc:
+                _say(f'Error from server (Invalid): error when applying "{file}": {exc.message}')
+                refused = True
+                continue
+            print(f"pod/{pod.name} {'unchanged' if existed else 'created'}")
+            for name, state in states.items():     # as with kubectl, a container that does not
+                print(f"  {name}: {_describe(state)}")  # start leaves the Pod created (exit 0)
+    raise typer.Exit(1 if refused else 0)
+
+
+@app.command()
+def delete(pod: str = typer.Argument(..., metavar="POD"), lab_id: str = LAB_OPTION):
+    """Delete a Pod: its containers are stopped (their mount namespaces go with them)."""
+    env, node = _node(lab_id)
+    with env.state.locked():
+        found = node.delete(pod)
+    if not found:
+        _say(f'Error from server (NotFound): pods "{pod}" not found')
+        raise typer.Exit(1)
+    print(f'pod "{pod}" deleted')
+
+
+@app.command()
+def get(lab_id: str = LAB_OPTION, as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")):
+    """Pods, their containers, the propagation of each volume mount, and the containers' state."""
+    env, node = _node(lab_id)
+    rows = []
+    for name in node.pod_names():
+        pod = node.pod(name)
+        for c in pod.containers:
+            mounts = [f"{pod.volumes[m.name].path} -> {m.mount_path} ({m.propagation or 'unset'})" for m in c.volume_mounts]
+            rows.append({"pod": name, "container": c.name, "privileged": c.privileged, "mounts": mounts,
+                         "state": node.container_state(name, c.name)})
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return
+    for r in rows:
+        print(f"{r['pod']}/{r['container']}{'  privileged' if r['privileged'] else ''}  {_describe(r['state'])}")
+        for m in r["mounts"]:
+            print(f"    {m}")
+
+
+@app.command("exec", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def exec_command(
+    ctx: typer.Context,
+    name: str = typer.Argument(..., metavar="NAME", help="node, a Pod, or POD/CONTAINER."),
+    lab_id: str = LAB_OPTION,
+):
+    """Run a command inside the node or a container: `labkit mounts exec slave -- cat /proc/self/mountinfo`."""
+    from labkit import shell
+
+    env, node = _node(lab_id)
+    argv, child_env = shell.command(env, name, list(ctx.args) or None)
+    sys.stdout.flush()
+    os.execvpe(argv[0], argv, child_env)
+
+
+@app.command()
+def play(
+    file: Path = typer.Option(..., "-f", "--filename", help="A MountScenario YAML file."),
+    as_json: bool = typer.Option(False, "--json", help="Print {visible, tags, errors} as JSON."),
+):
+    """Play a scenario on a fresh node of its own and print what every party sees."""
+    from labkit.mounts import scenario
+
+    loaded = scenario.load(file)
+    result = scenario.play(loaded)
+    if as_json:
+        print(json.dumps(result, indent=2))
+        return
+    names = []
+    for kind, arg in loaded.steps:
+        if kind == "mount" and arg["name"] not in names:
+            names.append(arg["name"])
+    rows = [["party", "volume mount", *names]]
+    for party, seen in result["visible"].items():
+        rows.append([party, result["tags"][party] or "private", *("yes" if n in seen else "-" for n in names)])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for i, r in enumerate(rows):
+        print("  ".join(c.ljust(widths[j]) for j, c in enumerate(r)).rstrip())
+        if i == 0:
+            print("  ".join("-" * w for w in widths))
+    for e in result["errors"]:
+        print(f"step {e['step']}: {e['message']}")
+
+
+@app.command()
+def matrix(lab_id: str = LAB_OPTION, as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")):
+    """Who sees which mount below each hostPath, live from every party's mountinfo."""
+    from labkit.mounts import observe
+
+    env, node = _node(lab_id)
+    table = observe.matrix(node)
+    sys.stdout.write(json.dumps(table, indent=2) + "\n" if as_json else observe.render_matrix(table))
+
+
+@app.command()
+def graph(
+    lab_id: str = LAB_OPTION,
+    fmt: str = typer.Option("text", "--format", help="text | dot | svg | png"),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write to this file instead of stdout."),
+):
+    """Peer groups (shared:N) and their slaves (master:N) across the node and all containers."""
+    from labkit.mounts import observe
+
+    if fmt not in ("text", "dot", "svg", "png"):
+        _say(f"labkit: --format: expected text, dot, svg or png, got {fmt!r}")
+        raise typer.Exit(2)
+    if fmt == "png" and output is None:
+        _say("labkit: --format png needs --output FILE")
+        raise typer.Exit(2)
+    env, node = _node(lab_id)
+    g = observe.graph(node)
+    if fmt in ("svg", "png"):
+        data = observe.render_graph_image(g, fmt)
+    else:
+        data = (observe.render_graph_text(g) if fmt == "text" else observe.render_graph_dot(g)).encode()
+    if output:
+        output.write_bytes(data)
+        _say(f"wrote {output}")
+    else:
+        sys.stdout.buffer.write(data)
