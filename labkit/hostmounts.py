@@ -19,7 +19,7 @@ MNT_DETACH = 2
 _libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
 
 
-def _unescape(field: str) -> str:
+def unescape(field: str) -> str:
     # mountinfo escapes space, tab, newline and backslash as \ooo
     out, i = [], 0
     while i < len(field):
@@ -36,7 +36,7 @@ def mount_points(mountinfo: str | None = None) -> list[str]:
     """Mount points listed in a mountinfo text (default: this process's mount namespace)."""
     if mountinfo is None:
         mountinfo = Path("/proc/self/mountinfo").read_text()
-    return [_unescape(line.split(" ")[4]) for line in mountinfo.splitlines() if line]
+    return [unescape(line.split(" ")[4]) for line in mountinfo.splitlines() if line]
 
 
 def is_mount_point(path: str | os.PathLike) -> bool:

@@ -95,11 +95,19 @@ class Ledger:
         Returns the problems met; entries that could not be removed stay in the ledger.
         """
         entries = self.entries()
-        order = [e for e in reversed(entries) if e.get("kind") == "process"]
-        order += [e for e in reversed(entries) if e.get("kind") != "process"]
         problems: list[str] = []
         remaining: list[dict] = []
-        for entry in order:
+        # All processes first, in one sweep (they may hold namespaces, mounts and cgroups).
+        processes = [e for e in reversed(entries) if e.get("kind") == "process"]
+        if processes:
+            from labkit.procs import remove_all
+            try:
+                if remove_all({e["token"] for e in processes}):
+                    log(f"stopped the lab's processes ({', '.join(sorted({e.get('tag', '?') for e in processes}))})")
+            except (OSError, RuntimeError) as exc:
+                problems.append(f"could not stop the lab's processes: {exc}")
+                remaining += processes
+        for entry in (e for e in reversed(entries) if e.get("kind") != "process"):
             remover = _remover(entry.get("kind", ""))
             if remover is None:
                 problems.append(f"unknown ledger entry {entry}")

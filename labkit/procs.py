@@ -51,6 +51,24 @@ def find(token: str, *, prefix: bool = False) -> list[int]:
     return pids
 
 
+def find_any(tokens: set[str]) -> list[int]:
+    """PIDs of live processes whose LABKIT_OWNER is one of `tokens` (one pass over /proc)."""
+    wanted = {f"{OWNER_VAR}={t}".encode() for t in tokens}
+    me = os.getpid()
+    pids = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                items = f.read().split(b"\0")
+        except OSError:
+            continue
+        if not wanted.isdisjoint(items) and not _is_zombie(int(name)):
+            pids.append(int(name))
+    return pids
+
+
 def kill(pids: Sequence[int], grace: float = 2.0) -> None:
     """SIGTERM, wait up to `grace` seconds, then SIGKILL whatever is left; wait until gone."""
     pids = list(pids)
@@ -109,7 +127,25 @@ def owner_token(env, tag: str) -> str:
 
 
 def remove_recorded(entry: dict) -> bool:
-    pids = find(entry["token"])
-    if pids:
-        kill(pids)
-    return bool(pids)
+    return remove_all({entry["token"]})
+
+
+def remove_all(tokens: set[str]) -> bool:
+    """Stop every process carrying one of `tokens`; True if there were any.
+
+    A process in the middle of execve() briefly shows an empty /proc/<pid>/environ, so a single
+    scan can miss it: keep scanning until three scans in a row find nothing.
+    """
+    removed = False
+    quiet_scans = 0
+    while quiet_scans < 3:
+        pids = find_any(tokens)
+        if pids:
+            kill(pids)
+            removed = True
+            quiet_scans = 0
+        else:
+            quiet_scans += 1
+            if quiet_scans < 3:
+                time.sleep(0.01)
+    return removed

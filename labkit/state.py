@@ -23,7 +23,7 @@ from labkit import paths
 from labkit.ledger import Ledger
 
 
-def _write_json(path: Path, data) -> None:
+def write_json_atomic(path: Path, data) -> None:
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -70,7 +70,7 @@ class LabState:
         return _read_json(self.dir / "status.json", {})
 
     def set_status(self, **fields) -> None:
-        _write_json(self.dir / "status.json", fields)
+        write_json_atomic(self.dir / "status.json", fields)
 
     def clear_status(self) -> None:
         (self.dir / "status.json").unlink(missing_ok=True)
@@ -93,7 +93,7 @@ class LabState:
         for r in results:
             progress[r.exercise] = {"status": r.status, "points": r.points, "max_points": r.max_points,
                                     "at": round(time.time(), 3)}
-        _write_json(self.dir / "progress.json", progress)
+        write_json_atomic(self.dir / "progress.json", progress)
 
     def clear_progress(self) -> None:
         (self.dir / "progress.json").unlink(missing_ok=True)
@@ -104,7 +104,7 @@ class LabState:
     def set_hints_shown(self, exercise_id: str, count: int) -> None:
         data = _read_json(self.dir / "hints.json", {})
         data[exercise_id] = count
-        _write_json(self.dir / "hints.json", data)
+        write_json_atomic(self.dir / "hints.json", data)
 
 
 class LabEnv:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from labkit.hostmounts import _unescape  # octal escapes of mountinfo fields
+from labkit.hostmounts import unescape  # octal escapes of mountinfo fields
 
 
 @dataclass(frozen=True)
@@ -76,8 +76,8 @@ def parse_line(line: str) -> Mount:
     rest = fields[sep + 1:]
     return Mount(
         mount_id=int(fields[0]), parent_id=int(fields[1]), device=fields[2],
-        root=_unescape(fields[3]), mountpoint=_unescape(fields[4]), options=fields[5],
-        fstype=rest[0] if rest else "", source=_unescape(rest[1]) if len(rest) > 1 else "",
+        root=unescape(fields[3]), mountpoint=unescape(fields[4]), options=fields[5],
+        fstype=rest[0] if rest else "", source=unescape(rest[1]) if len(rest) > 1 else "",
         super_options=rest[2] if len(rest) > 2 else "",
         shared=shared, master=master, propagate_from=propagate_from, unbindable=unbindable,
         optional=optional,

@@ -24,7 +24,7 @@ from labkit import procs
 from labkit.errors import LabkitError
 from labkit.mounts import kernel, mountinfo
 from labkit.mounts.pods import Pod, Refused, parse_pod, runtime_plan, validate
-from labkit.state import _write_json
+from labkit.state import write_json_atomic
 
 NODE = "node"
 READY_TIMEOUT = 20.0
@@ -144,7 +144,7 @@ class Node:
         waiting = []
         for pod in pods:
             if self.pod_record(pod.name) is None:
-                _write_json(self._pod_file(pod.name), {"spec": pod.source, "containers": {}})
+                write_json_atomic(self._pod_file(pod.name), {"spec": pod.source, "containers": {}})
             waiting += [(pod, c.name) for c in pod.containers
                         if self.container_state(pod.name, c.name)["state"] != "running"]
         self.start_containers(waiting)
@@ -173,7 +173,7 @@ class Node:
     def _set_state(self, pod_name: str, container_name: str, state: dict) -> None:
         record = self.pod_record(pod_name)
         record["containers"][container_name] = state
-        _write_json(self._pod_file(pod_name), record)
+        write_json_atomic(self._pod_file(pod_name), record)
 
     def start_containers(self, containers: list[tuple[Pod, str]]) -> None:
         """Start containers given as (Pod, container name); all are spawned first, then awaited
