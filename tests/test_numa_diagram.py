@@ -4,7 +4,7 @@ import xml.etree.ElementTree as ET
 
 from rich.console import Console
 
-from labkit.numa.diagram import PALETTE, RESERVED, SHARED, Placement, format_cpus, layout, svg, terminal
+from labkit.numa.diagram import PALETTE, RESERVED, SHARED, Placement, layout, svg, terminal
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -63,8 +63,3 @@ def test_terminal_picture_shows_every_cpu_and_the_legend():
     assert "default/burst/c" in text
     html = console.export_html(inline_styles=True)
     assert html.count("background-color") >= 5   # the owners' cells are coloured
-
-
-def test_format_cpus_is_the_linux_list_format():
-    assert format_cpus([5, 0, 1, 2, 9, 10]) == "0-2,5,9-10"
-    assert format_cpus([]) == ""

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from labkit.errors import LabkitError
-from labkit.numa.discover import discover, parse_cpu_list
+from labkit.numa.cpuset import parse
+from labkit.numa.discover import discover
 
 
 def meminfo_kb(path, key="MemTotal"):
@@ -25,7 +26,7 @@ def test_host_cpus_match_nproc_and_the_kernels_topology_files():
     machine = discover()
     threads = [t for node in machine["topology"] for core in node["cores"] for t in core["thread_ids"]]
     nproc = int(subprocess.run(["nproc", "--all"], capture_output=True, text=True, check=True).stdout)
-    online = parse_cpu_list(Path("/sys/devices/system/cpu/online").read_text())
+    online = sorted(parse(Path("/sys/devices/system/cpu/online").read_text().strip()))
     assert machine["num_cores"] == len(threads) == len(set(threads)) == nproc == len(online)
     assert sorted(threads) == online
     for node in machine["topology"]:
@@ -35,7 +36,7 @@ def test_host_cpus_match_nproc_and_the_kernels_topology_files():
                 assert int((topo / "core_id").read_text()) == core["core_id"]
                 assert int((topo / "physical_package_id").read_text()) == core["socket_id"]
                 # threads of one core are exactly the kernel's thread siblings
-                assert parse_cpu_list((topo / "thread_siblings_list").read_text()) == sorted(core["thread_ids"])
+                assert sorted(parse((topo / "thread_siblings_list").read_text().strip())) == sorted(core["thread_ids"])
     assert machine["num_sockets"] == len({c["socket_id"] for n in machine["topology"] for c in n["cores"]})
 
 
@@ -64,7 +65,7 @@ def test_host_nodes_are_the_nodes_a_process_may_use():
     """Every NUMA node with memory shows up in Mems_allowed_list of an unrestricted process."""
     machine = discover()
     status = Path("/proc/1/status").read_text()
-    mems = parse_cpu_list(re.search(r"Mems_allowed_list:\s*(\S+)", status).group(1))
+    mems = sorted(parse(re.search(r"Mems_allowed_list:\s*(\S+)", status).group(1)))
     assert sorted(n["node_id"] for n in machine["topology"] if n["memory"] > 0) == mems
 
 

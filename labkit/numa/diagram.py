@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from html import escape
 
+from labkit.numa.cpuset import format_cpus
+
 # Colours for containers with exclusive CPUs, in order of appearance (terminal name, SVG fill).
 PALETTE = (
     ("bright_white on dark_green", "#2e7d32"), ("bright_white on blue", "#1565c0"),
@@ -140,19 +142,6 @@ def legend(placement: Placement):
     table.add_row(Text("   ", style=SHARED[0]), "shared pool",
                   ", ".join(placement.shared) or "(no container)", "")
     return table
-
-
-def format_cpus(cpus) -> str:
-    """Linux list format: [0,1,2,5] -> "0-2,5"."""
-    cpus = sorted(set(cpus or []))
-    parts, i = [], 0
-    while i < len(cpus):
-        j = i
-        while j + 1 < len(cpus) and cpus[j + 1] == cpus[j] + 1:
-            j += 1
-        parts.append(str(cpus[i]) if i == j else f"{cpus[i]}-{cpus[j]}")
-        i = j + 1
-    return ",".join(parts)
 
 
 # -- SVG -----------------------------------------------------------------------------------------

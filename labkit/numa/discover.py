@@ -38,28 +38,13 @@ import re
 from pathlib import Path
 
 from labkit.errors import LabkitError
+from labkit.numa import cpuset
 
 _NODE_DIR = re.compile(r"^node(\d+)$")
 _CPU_DIR = re.compile(r"^cpu(\d+)$")
 _MEMTOTAL = re.compile(r"MemTotal:\s*([0-9]+) kB")
 _HUGEPAGES_DIR = re.compile(r"^hugepages-(\d+)kB$")
 LOCAL_DISTANCE = 10
-
-
-def parse_cpu_list(text: str) -> list[int]:
-    """A Linux CPU/node list ("0-3,8,10-11") as a sorted list of ints ("" -> [])."""
-    out: set[int] = set()
-    for part in text.strip().split(","):
-        part = part.strip()
-        if not part:
-            continue
-        lo, _, hi = part.partition("-")
-        try:
-            first, last = int(lo), int(hi or lo)
-        except ValueError:
-            raise ValueError(f"not a CPU list: {text.strip()!r}") from None
-        out.update(range(first, last + 1))
-    return sorted(out)
 
 
 class Sysfs:
@@ -79,7 +64,7 @@ class Sysfs:
     def online_cpus(self) -> set[int]:
         online = self.cpu_dir / "online"
         if online.exists():
-            return set(parse_cpu_list(self.read(online)))
+            return set(cpuset.parse(self.read(online).strip()))
         return {int(m.group(1)) for p in self.cpu_dir.iterdir() if (m := _CPU_DIR.match(p.name))}
 
     def node_ids(self) -> list[int]:

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from labkit import cgroups, procs
 from labkit.errors import LabkitError
+from labkit.numa.cpuset import format_cpus, parse
 
 DEFAULT_COMMAND = ("sleep", "infinity")
 # Joins the cgroup given as $1, then becomes the container's command.
@@ -58,14 +59,8 @@ class Affinity:
     mems: list[int]
 
 
-def parse_list(text: str) -> list[int]:
-    from labkit.numa.discover import parse_cpu_list
-    return parse_cpu_list(text)
-
-
-def format_list(values) -> str:
-    from labkit.numa.diagram import format_cpus
-    return format_cpus(values)
+def _parse_list(text: str) -> list[int]:
+    return sorted(parse(text.strip()))
 
 
 def proc_affinity(pid: int) -> Affinity | None:
@@ -75,7 +70,7 @@ def proc_affinity(pid: int) -> Affinity | None:
     except OSError:
         return None
     fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
-    return Affinity(parse_list(fields.get("Cpus_allowed_list", "")), parse_list(fields.get("Mems_allowed_list", "")))
+    return Affinity(_parse_list(fields.get("Cpus_allowed_list", "")), _parse_list(fields.get("Mems_allowed_list", "")))
 
 
 def cgroup_cpuset(path: Path) -> Affinity:
@@ -83,14 +78,14 @@ def cgroup_cpuset(path: Path) -> Affinity:
     path = Path(path)
     effective = "cpuset.cpus.effective" if (path / "cpuset.cpus.effective").exists() else "cpuset.cpus"
     mems_file = "cpuset.mems.effective" if (path / "cpuset.mems.effective").exists() else "cpuset.mems"
-    return Affinity(parse_list((path / effective).read_text()), parse_list((path / mems_file).read_text()))
+    return Affinity(_parse_list((path / effective).read_text()), _parse_list((path / mems_file).read_text()))
 
 
 def set_cpuset(path: Path, cpus, mems=None) -> None:
     """UpdateContainerResources for the cpuset: v1 needs a non-empty set, so mems=None keeps it."""
     if mems is not None:
-        cgroups.write(path, "cpuset.mems", format_list(mems))
-    cgroups.write(path, "cpuset.cpus", format_list(cpus))
+        cgroups.write(path, "cpuset.mems", format_cpus(mems))
+    cgroups.write(path, "cpuset.cpus", format_cpus(cpus))
 
 
 def container_command(spec: dict) -> list[str]:
