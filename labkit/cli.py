@@ -241,6 +241,8 @@ def shell(
 
 # -- lab families register their sub-commands here ---------------------------------------------
 # e.g. app.add_typer(kubeproxy_cli.app, name="kube-proxy")
+from labkit.numa.cli import app as numa_app  # noqa: E402
+app.add_typer(numa_app, name="numa")
 
 
 def main():

@@ -135,6 +135,17 @@ def filter_providers_hints(providers: Sequence[ProviderHints]) -> list[list[Topo
     return lists
 
 
+def provider_list_labels(providers: Sequence[ProviderHints]) -> list[str]:
+    """Names for the lists filter_providers_hints makes, in the same order."""
+    labels = []
+    for i, hints in enumerate(providers):
+        if not hints:
+            labels.append(f"provider {i + 1}")
+        else:
+            labels += [f"{resource}" for resource in sorted(hints)]
+    return labels
+
+
 def filter_single_numa_hints(lists: Sequence[Sequence[TopologyHint]]) -> list[list[TopologyHint]]:
     """filterSingleNumaHints: keep preferred hints that are nil or name exactly one NUMA node."""
     return [[h for h in hints if h.preferred and (h.mask is None or bitmask.count(h.mask) == 1)]

@@ -1,0 +1,256 @@
+"""`labkit numa admit | merge | take`: kubelet's NUMA resource managers on the command line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from labkit.errors import ConfigError, LabkitError
+
+app = typer.Typer(help="kubelet's Topology, CPU and Memory Managers, reconstructed.", no_args_is_help=True)
+
+MACHINE_HELP = "cadvisor MachineInfo JSON, or a shipped machine: " \
+               "single-socket-ht, dual-socket-ht, dual-socket-no-ht, dual-socket-multi-numa-ht, " \
+               "quad-socket-four-way-ht, lab-two-node."
+CROSS_PRODUCT_ROWS = 40
+
+
+def _print_json(data) -> None:
+    typer.echo(json.dumps(data, indent=2))
+
+
+def _mask(mask) -> str:
+    return "nil" if mask is None else "{" + ",".join(str(b) for b in _bits(mask)) + "}"
+
+
+def _bits(mask):
+    from labkit.numa import bitmask
+    return bitmask.get_bits(mask)
+
+
+def _hint(hint) -> str:
+    return f"{_mask(hint.mask)}{' preferred' if hint.preferred else ''}"
+
+
+@app.command()
+def admit(
+    pods: Path = typer.Option(..., "-f", "--filename", help="Pods to admit, in order (YAML: Pods, documents or a List)."),
+    machine: str = typer.Option(..., "--machine", help=MACHINE_HELP),
+    config: Optional[Path] = typer.Option(None, "--config", help="KubeletConfiguration YAML (default: kubelet's defaults)."),
+    state: Optional[Path] = typer.Option(None, "--state", help="kubelet root dir: cpu_manager_state and memory_manager_state "
+                                         "are read from it first and written back after admission."),
+    as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
+):
+    """Admit Pods as kubelet does: QoS, hints, merge, policy decision, exclusive CPUs, memory nodes."""
+    from labkit.numa.admission import Node
+    from labkit.numa.config import load_config
+    from labkit.numa.machine import load_machine
+    from labkit.numa.pods import load_pods
+
+    the_machine = load_machine(machine)
+    cfg = load_config(config)
+    pod_list = load_pods(pods)
+    node = Node(the_machine, cfg, state)
+    results = node.admit_all(pod_list)
+    written = node.save()
+    for warning in cfg.warnings:
+        typer.echo(f"warning: {warning}", err=True)
+    if as_json:
+        _print_json({"pods": [r.to_json() for r in results], "shared_pool": sorted(node.shared_pool()),
+                     "reserved_cpus": sorted(node.reserved_cpus())})
+        return
+    from labkit.numa.cpuset import format_cpus
+    for result in results:
+        pod = result.pod
+        verdict = "admitted" if result.admitted else f"rejected: {result.result.reason}: {result.result.message}"
+        typer.echo(f"{pod.namespace}/{pod.name} ({result.qos}): {verdict}")
+        for entry in result.containers:
+            kind = "init container" if entry.init else "container"
+            if not entry.evaluated:
+                typer.echo(f"  {kind} {entry.name}: not reached")
+                continue
+            typer.echo(f"  {kind} {entry.name}:")
+            if result.scope == "none":
+                typer.echo("    topology manager policy none: no hints, providers allocate directly")
+            else:
+                for resource, hints in entry.hints.items():
+                    shown = "no preference" if hints is None else \
+                        ("no possible placement" if not hints else ", ".join(_hint(h) for h in hints))
+                    typer.echo(f"    {resource} hints: {shown}")
+                if not entry.hints:
+                    typer.echo("    hints: no provider has a preference")
+                typer.echo(f"    best hint ({result.scope} scope): {_hint(entry.best_hint)}")
+            if result.admitted:
+                where = "exclusive" if entry.exclusive else "shared pool"
+                mems = "any" if entry.memory_nodes is None else format_cpus(entry.memory_nodes)
+                typer.echo(f"    cpus: {format_cpus(entry.cpus)} ({where}); memory NUMA nodes: {mems}")
+    typer.echo(f"shared pool: {format_cpus(node.shared_pool())}; reserved CPUs: {format_cpus(node.reserved_cpus()) or 'none'}")
+    for path in written:
+        typer.echo(f"wrote {path}")
+
+
+def _merge_input(path: Path):
+    from labkit.numa.merge import POLICIES, hints_from_json
+    try:
+        data = json.loads(path.read_text())
+    except OSError as exc:
+        raise ConfigError(path, None, f"cannot read: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(path, None, f"not valid JSON: {exc.msg} (line {exc.lineno})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(path, None, "expected an object with numaNodes, policy and providers")
+    nodes = data.get("numaNodes")
+    if not isinstance(nodes, list) or not nodes or not all(isinstance(n, int) and 0 <= n < 64 for n in nodes) \
+            or len(set(nodes)) != len(nodes):
+        raise ConfigError(path, "numaNodes", "expected a non-empty list of distinct NUMA node ids (0-63)")
+    policy = data.get("policy", "best-effort")
+    if policy not in POLICIES:
+        raise ConfigError(path, "policy", f"expected one of {', '.join(POLICIES)}, found {policy!r}")
+    options = data.get("policyOptions") or {}
+    if not isinstance(options, dict) or not all(isinstance(v, str) for v in options.values()):
+        raise ConfigError(path, "policyOptions", 'expected a map of option name to string, e.g. '
+                          '{"prefer-closest-numa-nodes": "true"}')
+    distances = data.get("distances")
+    if distances is not None:
+        ok = isinstance(distances, dict) and all(
+            str(n) in distances and isinstance(distances[str(n)], list) and
+            all(isinstance(d, int) for d in distances[str(n)]) for n in nodes)
+        if not ok:
+            raise ConfigError(path, "distances", 'expected {"<node>": [distance to node 0, to node 1, ...]} for every node')
+    providers = data.get("providers")
+    if not isinstance(providers, list):
+        raise ConfigError(path, "providers", "expected a list of providers (null, {}, or {resource: null | [hints]})")
+    for i, provider in enumerate(providers):
+        if provider is None:
+            continue
+        if not isinstance(provider, dict):
+            raise ConfigError(path, f"providers[{i}]", "expected null or an object {resource: null | [hints]}")
+        for resource, hints in provider.items():
+            if hints is None:
+                continue
+            if not isinstance(hints, list):
+                raise ConfigError(path, f"providers[{i}].{resource}", "expected null or a list of hints")
+            for j, hint in enumerate(hints):
+                mask = hint.get("mask") if isinstance(hint, dict) else None
+                if not isinstance(hint, dict) or not isinstance(hint.get("preferred", False), bool) or not (
+                        mask is None or (isinstance(mask, list) and all(isinstance(b, int) and 0 <= b < 64 for b in mask))):
+                    raise ConfigError(path, f"providers[{i}].{resource}[{j}]",
+                                      'expected {"mask": [NUMA ids] or null, "preferred": true|false}')
+    return nodes, distances, policy, options, hints_from_json(providers)
+
+
+@app.command()
+def merge(
+    hints: Path = typer.Option(..., "-f", "--filename", help='Hints JSON: {"numaNodes": [0,1], "policy": "best-effort", '
+                               '"policyOptions": {...}, "distances": {...}, "providers": [...]}'),
+    as_json: bool = typer.Option(False, "--json", help='Print {"hint": {"mask", "preferred"}, "admit"} only.'),
+):
+    """Merge providers' hints as the Topology Manager does, and explain the decision."""
+    from labkit.numa.merge import HintMerger, NUMAInfo, Policy, provider_list_labels
+    from labkit.numa.topologymanager import PolicyOptions, TopologyManagerError
+
+    nodes, distances, policy_name, options, providers = _merge_input(hints)
+    try:
+        opts = PolicyOptions.parse(options) if policy_name != "none" else PolicyOptions()
+    except TopologyManagerError as exc:
+        raise ConfigError(hints, "policyOptions", str(exc)) from None
+    if policy_name != "none" and len(nodes) > opts.max_allowable_numa_nodes:
+        raise LabkitError(f"{hints}: unsupported on machines with more than {opts.max_allowable_numa_nodes} NUMA Nodes")
+    if opts.prefer_closest_numa and distances is None:
+        raise ConfigError(hints, "distances", "prefer-closest-numa-nodes needs the NUMA distances "
+                          "(kubelet: error getting NUMA distances from cadvisor)")
+    numa_info = NUMAInfo(nodes, {int(k): v for k, v in (distances or {}).items()})
+    result = Policy(policy_name, numa_info, opts.prefer_closest_numa).merge(providers)
+    if as_json:
+        _print_json({"hint": result.hint.to_json(), "admit": result.admit})
+        return
+    typer.echo(f"policy {policy_name}: best hint {_hint(result.hint)}; "
+               f"{'admit' if result.admit else 'reject (TopologyAffinityError)'}")
+    if policy_name == "none":
+        typer.echo("the none policy does not merge: every Pod is admitted with no NUMA affinity")
+        return
+    lists = result.lists
+    merger = HintMerger(numa_info, lists, policy_name, opts.prefer_closest_numa)
+    if policy_name == "single-numa-node":
+        typer.echo("single-numa-node keeps only preferred hints that are nil or name one NUMA node")
+    typer.echo(f"BestNonPreferredAffinityCount = {merger.best_non_preferred_affinity_count}; "
+               f"masks compared by {'average NUMA distance' if merger.use_closest else 'narrowness'}")
+    _cross_product_table(lists, provider_list_labels(providers), numa_info, merger)
+    rule = {"best-effort": "best-effort admits every Pod",
+            "restricted": "restricted admits only a preferred best hint",
+            "single-numa-node": "single-numa-node admits only a preferred hint on one NUMA node (the all-nodes "
+                                "mask becomes nil)"}[policy_name]
+    typer.echo(rule)
+
+
+def _cross_product_table(lists, labels, numa_info, merger) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from labkit.numa.merge import iterate_permutations, merge_permutation
+
+    total = 1
+    for hints in lists:
+        total *= len(hints)
+    best_fold = merger.merge_brute_force() if total <= 10_000 else merger.merge()
+    table = Table(title=f"cross product: {total} permutation(s)")
+    for label in labels:
+        table.add_column(label)
+    table.add_column("merged")
+    table.add_column("")
+    default = numa_info.default_affinity_mask()
+    for n, permutation in enumerate(iterate_permutations(lists)):
+        if n == CROSS_PRODUCT_ROWS:
+            break
+        merged = merge_permutation(default, permutation)
+        note = "best" if merged == best_fold else ("ignored: empty mask" if merged.mask == 0 else "")
+        table.add_row(*[_hint(h) for h in permutation], _hint(merged), note)
+    Console(width=200).print(table)
+    if total > CROSS_PRODUCT_ROWS:
+        typer.echo(f"... {total - CROSS_PRODUCT_ROWS} more permutation(s) not shown")
+
+
+@app.command()
+def take(
+    machine: str = typer.Option(..., "--machine", help=MACHINE_HELP),
+    count: int = typer.Option(..., "--count", min=0, help="How many CPUs to take."),
+    available: Optional[str] = typer.Option(None, "--available", help="CPUs to take from, Linux list form (default: all)."),
+    distribute: bool = typer.Option(False, "--distribute", help="distribute-cpus-across-numa (takeByTopologyNUMADistributed)."),
+    group_size: int = typer.Option(1, "--group-size", min=1, help="CPUs handed out together with --distribute "
+                                   "(kubelet uses the CPUs per core with full-pcpus-only)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+):
+    """The CPUs kubelet's allocator (takeByTopology) would take, or its error."""
+    from labkit.numa import cpuset
+    from labkit.numa.cpu_assignment import (CPUAllocationError, take_by_topology_numa_distributed,
+                                            take_by_topology_numa_packed)
+    from labkit.numa.machine import load_machine
+    from labkit.numa.topology import CPUTopology
+
+    topo = CPUTopology.discover(load_machine(machine))
+    if group_size != 1 and not distribute:
+        raise LabkitError("--group-size only applies with --distribute")
+    if available is None:
+        cpus = topo.cpus()
+    else:
+        try:
+            cpus = cpuset.parse(available)
+        except cpuset.CPUSetParseError as exc:
+            raise ConfigError("--available", None, f"{available!r} is not a CPU list: {exc}") from None
+    try:
+        result = take_by_topology_numa_distributed(topo, cpus, count, group_size) if distribute \
+            else take_by_topology_numa_packed(topo, cpus, count)
+        error = None
+    except CPUAllocationError as exc:
+        result, error = frozenset(), str(exc)
+    if as_json:
+        _print_json({"cpus": sorted(result), "cpuset": cpuset.format_cpus(result), "error": error})
+    elif error:
+        typer.echo(f"error: {error}")
+    else:
+        typer.echo(cpuset.format_cpus(result))
+    if error:
+        raise typer.Exit(1)
