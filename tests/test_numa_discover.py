@@ -7,6 +7,7 @@ than ten CPUs (cadvisor's lexical CPU order).
 """
 
 import json
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -16,6 +17,7 @@ import pytest
 from labkit.errors import LabkitError
 from labkit.numa.cpuset import parse
 from labkit.numa.discover import discover
+from labkit.numa.machine import machine_from_dict
 
 
 def meminfo_kb(path, key="MemTotal"):
@@ -59,6 +61,11 @@ def test_host_memory_matches_proc_meminfo_and_node_meminfo():
                 assert pages["num_pages"] == int(nr.read_text())
     else:
         assert len(machine["topology"]) == 1 and machine["topology"][0]["memory"] == machine["memory_capacity"]
+
+
+def test_host_machine_is_valid_for_the_reconstruction():
+    machine = machine_from_dict(discover(), source="this host")
+    assert machine.all_cpus() == sorted(os.sched_getaffinity(1))
 
 
 def test_host_nodes_are_the_nodes_a_process_may_use():

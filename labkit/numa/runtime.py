@@ -44,6 +44,14 @@ def qos_parent(qos_class: str) -> str:
             "BestEffort": "kubepods/besteffort"}[qos_class]
 
 
+def lab_cgroup_root(env) -> Path:
+    """The lab's cgroup subtree (labkit.cgroups creates it on first use)."""
+    found = cgroups.cpuset_hierarchy()
+    if found is None:
+        raise LabkitError("no cgroup hierarchy with the cpuset controller (see `labkit doctor`)")
+    return found[1] / cgroups.lab_root_name(env)
+
+
 def container_cgroup_relpath(qos_class: str, pod_uid: str, container: str) -> str:
     return f"{qos_parent(qos_class)}/pod{pod_uid}/{_NAME_RE.sub('_', container)}"
 
