@@ -94,7 +94,8 @@ def run(
 
     env, state = _live_env()
     with state.locked():
-        results = LiveNode(env).run(filename)
+        live = LiveNode(env)
+        results = live.run(filename)
     if as_json:
         typer.echo(json.dumps([{"pod": r.pod.key, "uid": r.pod.uid, "qos": r.pod.qos, "admitted": r.admitted,
                                 "reason": r.reason, "message": r.message, "init_exit_codes": r.init_exit_codes,
@@ -102,6 +103,7 @@ def run(
     else:
         console = Console()
         for r in results:
+            _explain_merges(live, r)
             if not r.admitted:
                 console.print(f"{r.pod.key} ({r.pod.qos}): rejected: {r.reason}: {r.message}", highlight=False)
                 continue
@@ -111,6 +113,29 @@ def run(
             console.print(_views_table(r.started, f"{r.pod.key}"))
     if not all(r.admitted for r in results):
         raise typer.Exit(1)
+
+
+def _explain_merges(live, result) -> None:
+    """For each container that had hints: the Topology Manager's cross product (as `labkit numa merge`)."""
+    from labkit.numa.cli import _cross_product_table, _hint
+    from labkit.numa.config import load_config
+    from labkit.numa.merge import HintMerger, NUMAInfo, Policy, provider_list_labels
+    from labkit.numa.topologymanager import PolicyOptions
+
+    config = load_config(live.config_path)
+    if result.admission is None or config.topology_manager_policy == "none":
+        return
+    machine = live.machine()
+    numa_info = NUMAInfo(machine.node_ids, {n.node_id: list(n.distances or []) for n in machine.nodes})
+    closest = PolicyOptions.parse(config.topology_manager_policy_options).prefer_closest_numa
+    for entry in result.admission.containers:
+        if not entry.evaluated or not entry.hints:
+            continue
+        providers = [{resource: hints} for resource, hints in entry.hints.items()]
+        merged = Policy(config.topology_manager_policy, numa_info, closest).merge(providers)
+        typer.echo(f"{result.pod.key}/{entry.name}: {config.topology_manager_policy} picks {_hint(merged.hint)}")
+        merger = HintMerger(numa_info, merged.lists, config.topology_manager_policy, closest)
+        _cross_product_table(merged.lists, provider_list_labels(providers), numa_info, merger)
 
 
 def delete(

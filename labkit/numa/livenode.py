@@ -115,6 +115,7 @@ class RunResult:
     message: str = ""
     started: list[ContainerView] = field(default_factory=list)
     init_exit_codes: dict[str, int] = field(default_factory=dict)
+    admission: object = None   # labkit.numa.admission.PodResult: hints and best hint per container
 
 
 def _pod_documents(path: Path) -> list[dict]:
@@ -231,13 +232,13 @@ class LiveNode:
         node.save()
         crash_point("admitted")
         if not admission.admitted:
-            return RunResult(record, False, admission.result.reason, admission.result.message)
+            return RunResult(record, False, admission.result.reason, admission.result.message, admission=admission)
         for container in containers:
             container.cgroup = str(runtime.lab_cgroup_root(self.env) / runtime.container_cgroup_relpath(
                 record.qos, pod.uid, container.name))
         self._write_record(record)
         crash_point("recorded")
-        result = RunResult(record, True)
+        result = RunResult(record, True, admission=admission)
         for container in containers:
             cpus, _exclusive = node.container_cpus(pod.uid, container.name)
             mems = node.container_memory_nodes(pod.uid, container.name)
