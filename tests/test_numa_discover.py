@@ -18,6 +18,7 @@ from labkit.errors import LabkitError
 from labkit.numa.cpuset import parse
 from labkit.numa.discover import discover
 from labkit.numa.machine import machine_from_dict
+from support import labkit
 
 
 def meminfo_kb(path, key="MemTotal"):
@@ -75,6 +76,23 @@ def test_host_nodes_are_the_nodes_a_process_may_use():
     mems = sorted(parse(re.search(r"Mems_allowed_list:\s*(\S+)", status).group(1)))
     assert sorted(n["node_id"] for n in machine["topology"] if n["memory"] > 0) == mems
 
+
+def test_cli_writes_the_json_to_a_file_and_to_stdout(tmp_path):
+    out = tmp_path / "machine.json"
+    labkit("numa", "discover", "--output", str(out), check=0)
+    assert json.loads(out.read_text())["num_cores"] == os.cpu_count()
+    printed = json.loads(labkit("numa", "discover", check=0).stdout)
+    assert printed["topology"][0]["cores"] == json.loads(out.read_text())["topology"][0]["cores"]
+
+
+
+
+def test_cli_show_draws_a_shipped_machine_and_a_simulated_placement(tmp_path):
+    svg = tmp_path / "m.svg"
+    out = labkit("numa", "show", "--machine", "dual-socket-ht", "-f", "labs/numa/scenarios/static-pods.yaml",
+                 "--config", "labs/numa/scenarios/kubelet-static.yaml", "--svg", str(svg), check=0)
+    assert "socket 1" in out.stdout and "alpha/main" in out.stdout
+    assert 'data-cpu="11"' in svg.read_text() and "CPUs 2,8 exclusive" in svg.read_text()
 
 # -- copies of other machines' sysfs -------------------------------------------------------------
 
