@@ -1,0 +1,99 @@
+"""`labkit numa admit | merge | take` through the real CLI."""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+from support import labkit
+
+KUBELET = {"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+           "cpuManagerPolicy": "static", "reservedSystemCPUs": "0,8", "topologyManagerPolicy": "single-numa-node",
+           "memoryManagerPolicy": "Static", "systemReserved": {"memory": "924Mi"},
+           "reservedMemory": [{"numaNode": 0, "limits": {"memory": "1Gi"}}]}
+PODS = [
+    {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web"},
+     "spec": {"containers": [{"name": "app", "resources": {"limits": {"cpu": "2", "memory": "1Gi", "example.com/gpu": "1"}}}]}},
+    {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "two-gpus"},
+     "spec": {"containers": [{"name": "app", "resources": {"limits": {"cpu": "2", "memory": "1Gi", "example.com/gpu": "2"}}}]}},
+    {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "batch"},
+     "spec": {"containers": [{"name": "app", "resources": {"requests": {"cpu": "500m"}}}]}},
+]
+
+
+def write(tmp_path):
+    (tmp_path / "kubelet.yaml").write_text(yaml.safe_dump(KUBELET))
+    (tmp_path / "pods.yaml").write_text(yaml.safe_dump_all(PODS))
+    return str(tmp_path / "pods.yaml"), str(tmp_path / "kubelet.yaml")
+
+
+def test_admit_json_then_again_from_the_checkpoints(tmp_path):
+    pods, cfg = write(tmp_path)
+    args = ["numa", "admit", "-f", pods, "--machine", "lab-two-node", "--config", cfg, "--state", str(tmp_path / "state")]
+    out = json.loads(labkit(*args, "--json", check=0).stdout)
+    web, two, batch = out["pods"]
+    assert (web["qos"], web["admitted"], web["containers"][0]["cpus"], web["containers"][0]["memory_nodes"]) == \
+           ("Guaranteed", True, [1, 9], [0])
+    assert web["containers"][0]["best_hint"] == {"mask": [0], "preferred": True}
+    assert web["containers"][0]["hints"]["example.com/gpu"] == [{"mask": [0], "preferred": True},
+                                                               {"mask": [1], "preferred": True},
+                                                               {"mask": [0, 1], "preferred": False}]
+    assert (two["admitted"], two["reason"]) == (False, "TopologyAffinityError")
+    assert (batch["qos"], batch["containers"][0]["exclusive"]) == ("Burstable", False)
+    assert out["reserved_cpus"] == [0, 8] and batch["containers"][0]["cpus"] == out["shared_pool"]
+    state = json.loads((tmp_path / "state" / "cpu_manager_state").read_text())
+    assert state["entries"] == {web["uid"]: {"app": "1,9"}}
+    # a second run starts from the checkpoint: the first Pod keeps its CPUs
+    text = labkit(*args, check=0).stdout
+    assert "default/web (Guaranteed): admitted" in text and "cpus: 1,9 (exclusive); memory NUMA nodes: 0" in text
+    assert "default/two-gpus (Guaranteed): rejected: TopologyAffinityError" in text
+
+
+def test_admit_refuses_a_corrupted_checkpoint_in_one_line(tmp_path):
+    pods, cfg = write(tmp_path)
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "cpu_manager_state").write_text('{"policyName":"static","defaultCpuSet":"0-15","checksum":1}')
+    result = labkit("numa", "admit", "-f", pods, "--machine", "lab-two-node", "--config", cfg, "--state", str(state), check=2)
+    assert result.stderr.count("\n") == 1 and "checkpoint is corrupted" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_admit_reports_a_bad_machine_file_with_file_and_field(tmp_path):
+    machine = tmp_path / "m.json"
+    machine.write_text(json.dumps({"num_cores": 2, "num_sockets": 1, "topology": []}))
+    pods, cfg = write(tmp_path)
+    result = labkit("numa", "admit", "-f", pods, "--machine", str(machine), check=2)
+    assert result.stderr.strip() == f"labkit: {machine}: topology: expected a non-empty list of NUMA nodes"
+
+
+def test_merge_json_and_explained(tmp_path):
+    hints = tmp_path / "hints.json"
+    hints.write_text(json.dumps({
+        "numaNodes": [0, 1], "policy": "restricted",
+        "providers": [{"cpu": [{"mask": [0], "preferred": True}, {"mask": [1], "preferred": True},
+                               {"mask": [0, 1], "preferred": False}]},
+                      {"example.com/gpu": [{"mask": [0, 1], "preferred": True}]}, None, {"memory": None}]}))
+    out = json.loads(labkit("numa", "merge", "-f", str(hints), "--json", check=0).stdout)
+    assert out == {"hint": {"mask": [0, 1], "preferred": False}, "admit": False}
+    text = labkit("numa", "merge", "-f", str(hints), check=0).stdout
+    assert "policy restricted: best hint {0,1}; reject (TopologyAffinityError)" in text
+    assert "cross product: 3 permutation(s)" in text and "BestNonPreferredAffinityCount = 2" in text
+
+
+def test_merge_input_errors_name_the_field(tmp_path):
+    hints = tmp_path / "hints.json"
+    hints.write_text(json.dumps({"numaNodes": [0, 1], "providers": [{"cpu": [{"mask": "0"}]}]}))
+    result = labkit("numa", "merge", "-f", str(hints), check=2)
+    assert result.stderr.startswith(f"labkit: {hints}: providers[0].cpu[0]: expected")
+    hints.write_text(json.dumps({"numaNodes": [0, 1], "policyOptions": {"prefer-closest-numa-nodes": "true"}, "providers": []}))
+    assert "distances" in labkit("numa", "merge", "-f", str(hints), check=2).stderr
+
+
+def test_take_packed_distributed_and_errors():
+    assert labkit("numa", "take", "--machine", "single-socket-ht", "--available", "1,3,5,6,7", "--count", "1",
+                  check=0).stdout.strip() == "6"
+    out = json.loads(labkit("numa", "take", "--machine", "dual-socket-multi-numa-ht", "--count", "26", "--distribute",
+                            "--json", check=0).stdout)
+    assert out["cpuset"] == "0-6,10-16,40-45,50-55" and out["error"] is None
+    failed = labkit("numa", "take", "--machine", "single-socket-ht", "--available", "0,2,4,6", "--count", "5", check=1)
+    assert failed.stdout.strip() == "error: not enough cpus available to satisfy request: requested=5, available=4"
