@@ -65,6 +65,7 @@ def test_exclusive_cpu_and_a_shared_pool_that_follows_it(live_node, tmp_path):
 
     (pinned,) = run(tmp_path, pod("pinned", "1"))
     assert pinned["admitted"] and pinned["qos"] == "Guaranteed"
+    assert {r["container"] for r in pinned["reconciled"]} == {"kube-system/node-agent/agent", "default/burst/app"}
     g_pid = pinned["containers"][0]["pids"][0]
     assert kernel_cpus(g_pid) == {EXCLUSIVE}
     # reconcile took the CPU away from every shared container; the reserved CPU stays shared

@@ -99,6 +99,7 @@ def run(
     if as_json:
         typer.echo(json.dumps([{"pod": r.pod.key, "uid": r.pod.uid, "qos": r.pod.qos, "admitted": r.admitted,
                                 "reason": r.reason, "message": r.message, "init_exit_codes": r.init_exit_codes,
+                                "reconciled": [{"container": c, "cpuset_cpus": cpus} for c, cpus in r.reconciled],
                                 "containers": [_view_json(v) for v in r.started]} for r in results], indent=2))
     else:
         console = Console()
@@ -110,6 +111,8 @@ def run(
             console.print(f"{r.pod.key} ({r.pod.qos}): admitted and started", highlight=False)
             for name, code in r.init_exit_codes.items():
                 console.print(f"  init container {name} exited with {code}", highlight=False)
+            for label, cpus in r.reconciled:
+                console.print(f"  reconcile: {label} now on the shared pool {cpus}", highlight=False)
             console.print(_views_table(r.started, f"{r.pod.key}"))
     if not all(r.admitted for r in results):
         raise typer.Exit(1)

@@ -115,6 +115,7 @@ class RunResult:
     message: str = ""
     started: list[ContainerView] = field(default_factory=list)
     init_exit_codes: dict[str, int] = field(default_factory=dict)
+    reconciled: list[tuple[str, str]] = field(default_factory=list)   # (container, new cpuset.cpus)
     admission: object = None   # labkit.numa.admission.PodResult: hints and best hint per container
 
 
@@ -150,8 +151,7 @@ class LiveNode:
         self.pods_dir.mkdir(exist_ok=True)
         for qos in ("Guaranteed", "Burstable", "BestEffort"):
             cgroups.create(self.env, runtime.qos_parent(qos))
-        self.kubelet()   # starts the managers once: writes fresh checkpoints, fails early on a bad config
-        self.kubelet().save()
+        self.kubelet().save()   # kubelet's first start: fresh checkpoints (and early failure on a bad config)
 
     def exists(self) -> bool:
         return self.machine_path.exists() and self.config_path.exists() and self.pods_dir.is_dir()
@@ -215,7 +215,7 @@ class LiveNode:
         out = []
         for kind, items in (("initContainers", spec.get("initContainers") or []), ("containers", spec.get("containers") or [])):
             for i, item in enumerate(items):
-                argv = runtime.container_command(item)
+                argv = runtime.container_command(item, init=kind == "initContainers" and item.get("restartPolicy") != "Always")
                 field_name = f"{where + '.' if where else ''}spec.{kind}[{i}].command"
                 runtime.check_command(argv, field_name, path)
                 out.append(ContainerRecord(item["name"], kind == "initContainers",
@@ -249,7 +249,8 @@ class LiveNode:
             group, proc = runtime.start(self.env, record.qos, pod.uid, container.name, container.command, cpus, mems)
             runtime.wait_joined(group, proc.pid)
             crash_point("container-started")
-        self.reconcile(node)
+        result.reconciled = [(label, cpus) for label, cpus in self.reconcile(node)
+                             if not label.startswith(record.key + "/")]
         crash_point("reconciled")
         result.started = [v for v in self.views(node) if v.pod.uid == pod.uid]
         return result

@@ -16,7 +16,7 @@ What a CRI runtime does for kubelet's CPU and Memory Managers, on real kernel pa
   `Mems_allowed_list`.
 
 Container images do not exist here: a container runs its `command` + `args` from the Pod spec as
-a host command (default: `sleep infinity`).
+a host command (default: `sleep infinity`, or `true` for an init container, which has to finish).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from labkit.errors import LabkitError
 from labkit.numa.cpuset import format_cpus, parse
 
 DEFAULT_COMMAND = ("sleep", "infinity")
+DEFAULT_INIT_COMMAND = ("true",)
 # Joins the cgroup given as $1, then becomes the container's command.
 _ENTER_CGROUP = 'echo $$ > "$1/cgroup.procs" && shift && exec "$@"'
 _NAME_RE = re.compile(r"[^A-Za-z0-9_.-]")
@@ -96,9 +97,9 @@ def set_cpuset(path: Path, cpus, mems=None) -> None:
     cgroups.write(path, "cpuset.cpus", format_cpus(cpus))
 
 
-def container_command(spec: dict) -> list[str]:
+def container_command(spec: dict, init: bool = False) -> list[str]:
     argv = list(spec.get("command") or []) + list(spec.get("args") or [])
-    return argv or list(DEFAULT_COMMAND)
+    return argv or list(DEFAULT_INIT_COMMAND if init else DEFAULT_COMMAND)
 
 
 def check_command(argv: list[str], where: str, path) -> None:
