@@ -15,7 +15,7 @@ import yaml
 
 from labkit.errors import LabkitError
 from labkit.exercises import CheckFailed
-from labkit.numa import runtime
+from labkit.numa import bitmask, runtime
 from labkit.numa.cpuset import CPUSetParseError, format_cpus, parse
 
 HERE = Path(__file__).resolve().parent
@@ -121,10 +121,9 @@ def check_cpu_hints(ctx):
         mask = _mask(hint["mask"], f"hints[{i}].mask")
         answer.add((tuple(mask or ()), _bool(hint["preferred"], f"hints[{i}].preferred")))
     _, results = _admit(ctx.params["machine"], SCENARIOS / "kubelet-config.yaml",
-                             [Path(ctx.params["running"]).name, Path(ctx.params["pod"]).name])
+                        [Path(ctx.params["running"]).name, Path(ctx.params["pod"]).name])
     question = results[-1]
     cpu_hints = question.containers[0].hints.get("cpu") or []
-    from labkit.numa import bitmask
     truth = {(tuple(bitmask.get_bits(h.mask)), h.preferred) for h in cpu_hints}
     if answer == truth:
         return ctx.passed(f"the CPU Manager gives {question.pod.name} exactly these {len(truth)} hint(s)")
@@ -151,7 +150,6 @@ def _merge(path: Path, policy_name: str):
     data = json.loads(path.read_text())
     info = NUMAInfo(data["numaNodes"])
     result = Policy(policy_name, info).merge(hints_from_json(data["providers"]))
-    from labkit.numa import bitmask
     mask = None if result.hint.mask is None else bitmask.get_bits(result.hint.mask)
     return mask, result.hint.preferred, result.admit
 
@@ -159,7 +157,7 @@ def _merge(path: Path, policy_name: str):
 def check_merge(ctx):
     data = ctx.answer()
     wrong, total = [], 0
-    for container, param in (("trainer", "trainer"), ("feeder", "feeder")):
+    for container in ("trainer", "feeder"):
         per_policy = ctx.answer_field(data, container, dict)
         for policy in MERGE_POLICIES:
             total += 1
@@ -168,7 +166,7 @@ def check_merge(ctx):
             if not isinstance(entry, dict) or not {"mask", "preferred", "admit"} <= set(entry):
                 wrong.append(f"{where}: expected {{mask, preferred, admit}}")
                 continue
-            mask, preferred, admit = _merge(SCENARIOS / Path(ctx.params[param]).name, policy)
+            mask, preferred, admit = _merge(SCENARIOS / Path(ctx.params[container]).name, policy)
             problems = []
             if _mask(entry["mask"], f"{where}.mask") != mask:
                 problems.append("mask")
