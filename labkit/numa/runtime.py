@@ -2,7 +2,7 @@
 
 What a CRI runtime does for kubelet's CPU and Memory Managers, on real kernel parts:
 * every container is a real process in its own cgroup, laid out as kubelet's cgroupfs driver lays
-  out pods (pkg/kubelet/cm/qos_container_manager_linux.go, helpers_linux.go, pod_container_manager_linux.go):
+  out pods (pkg/kubelet/cm/qos_container_manager_linux.go, helpers_linux.go GetPodCgroupNameSuffix):
   `kubepods/pod<uid>/` for Guaranteed pods, `kubepods/burstable/pod<uid>/` and
   `kubepods/besteffort/pod<uid>/` for the others, one child per container — all under the lab's
   own cgroup subtree (labkit.cgroups), cgroup v1 cpuset or v2, whichever the host offers;
