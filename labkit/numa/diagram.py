@@ -161,8 +161,11 @@ def svg(machine: dict, placement: Placement, title: str = "machine") -> str:
     def node_size(node: _Node) -> tuple[int, int]:
         per_row = min(_CORES_PER_ROW, len(node.cores)) or 1
         rows = -(-len(node.cores) // per_row)
-        memory_line = 16 if _node_memory(node.node_id, placement) else 0
-        return per_row * (core_w + 4) + 2 * _PAD, rows * (core_h + 4) + _HEAD + memory_line + 2 * _PAD
+        memory = _node_memory(node.node_id, placement)
+        memory_line = 16 if memory else 0
+        width = max(per_row * (core_w + 4) + 2 * _PAD, 110,
+                    12 + 6 * len("memory: " + ", ".join(memory)) if memory else 0)
+        return width, rows * (core_h + 4) + _HEAD + memory_line + 2 * _PAD
 
     parts: list[str] = []
     y = 36
