@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
 from labkit.numa import bitmask
-from labkit.numa.admit_result import AdmissionError
 from labkit.numa.machine import HugePages, Machine, Node
 from labkit.numa.merge import TopologyHint
 from labkit.numa.pods import GUARANTEED, Container, Pod, qos_class

@@ -17,7 +17,7 @@ Hint providers are registered in kubelet's order: Device Manager, CPU Manager, M
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping, Protocol, Sequence
+from typing import Mapping, Protocol
 
 from labkit.numa.admit_result import AdmitResult, TopologyAffinityError, pod_admit_result
 from labkit.numa.machine import Machine
@@ -181,14 +181,3 @@ class TopologyManager:
             if error is not None:
                 return PodDecision(pod_admit_result(error), [decision])
         return PodDecision(pod_admit_result(None), [decision])
-
-
-def hints_to_json(provided: Sequence) -> list:
-    """Providers' hints as JSON (None stays null; a nil slice stays null; [] stays [])."""
-    out = []
-    for hints in provided:
-        if hints is None:
-            out.append(None)
-        else:
-            out.append({r: None if h is None else [x.to_json() for x in h] for r, h in sorted(hints.items())})
-    return out
