@@ -98,8 +98,8 @@ def build_node_b(env) -> None:
     node.save()
     state_file = node_b / "kubelet" / "cpu_manager_state"
     data = json.loads(state_file.read_text())
-    taken = set().union(*[node.cpu_state.get_cpu_set(uid, c) for uid, cs in node.cpu_state.assignments.items() for c in cs])
-    exclusive = sorted(taken)
+    exclusive = sorted(set().union(*(cpus for containers in node.cpu_state.assignments.values()
+                                     for cpus in containers.values())))
     # the hand edit: an exclusive CPU written back into the shared pool, checksum left as it was
     data["defaultCpuSet"] = format_cpus(set(node.cpu_state.default_cpu_set) | {exclusive[-1]})
     state_file.write_text(json.dumps(data, separators=(",", ":")))
