@@ -206,6 +206,20 @@ class Node:
         self.devices.remove_pod(pod.uid)
         self.topology_manager.forget_pod(pod.uid)
 
+    def remove_pod(self, pod_uid: str) -> None:
+        """A Pod left the node: RemoveContainer for every container the managers hold for it.
+
+        What kubelet's removeStaleState does for a Pod that is no longer active (cpu_manager.go,
+        memory_manager.go): its exclusive CPUs go back to the shared pool, its memory blocks are
+        released, its devices and topology hints are forgotten. Save to persist.
+        """
+        names = set(self.cpu_state.assignments.get(pod_uid, {})) | set(self.memory_state.assignments.get(pod_uid, {}))
+        for name in sorted(names):
+            self.cpu_policy.remove_container(self.cpu_state, pod_uid, name)
+            self.memory_policy.remove_container(self.memory_state, pod_uid, name)
+        self.devices.remove_pod(pod_uid)
+        self.topology_manager.forget_pod(pod_uid)
+
     # -- where containers run -----------------------------------------------------------------------
     def shared_pool(self) -> frozenset[int]:
         """The CPUs of containers without exclusive CPUs (all CPUs with the none policy)."""

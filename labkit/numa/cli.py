@@ -254,3 +254,9 @@ def take(
         typer.echo(cpuset.format_cpus(result))
     if error:
         raise typer.Exit(1)
+
+
+# -- the live node on this host: discover, run, delete, show (labkit/numa/live_cli.py) ----------------
+from labkit.numa.live_cli import register as _register_live_commands  # noqa: E402
+
+_register_live_commands(app)

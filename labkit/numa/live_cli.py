@@ -1,0 +1,225 @@
+"""`labkit numa discover | run | delete | show`: this host as a kubelet node, with real Pods.
+
+`run`, `delete` and `show` (without --machine) work on the live node of the `numa` lab
+(`labkit run numa` builds it); `discover` and `show --machine` work anywhere.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from labkit.errors import LabkitError
+
+LAB_ID = "numa"
+
+
+def register(app: typer.Typer) -> None:
+    app.command("discover")(discover)
+    app.command("run")(run)
+    app.command("delete")(delete)
+    app.command("show")(show)
+
+
+def discover(
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the JSON to this file instead of stdout."),
+):
+    """This host's machine as cadvisor MachineInfo JSON, read from sysfs the way cadvisor reads it."""
+    from labkit.numa.discover import discover as read_host, to_json
+
+    text = to_json(read_host())
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        output.write_text(text)
+        typer.echo(f"wrote {output}", err=True)
+
+
+def _live_env():
+    """The running numa lab's env; a clear error when the lab is not up."""
+    from labkit import runner
+    from labkit.labs import get_lab
+    from labkit.state import LabEnv, LabState
+
+    lab = get_lab(LAB_ID)
+    state = LabState(lab.id)
+    env = LabEnv(lab, state)
+    if state.phase != "up" or not runner.lab_is_up(env):
+        raise LabkitError(f"the live node belongs to the {LAB_ID} lab, which is not running: start it with "
+                          f"`labkit run {LAB_ID}`")
+    return env, state
+
+
+def _views_table(views, title: str):
+    from rich.table import Table
+
+    from labkit.numa.cpuset import format_cpus
+
+    table = Table(title=title)
+    for col in ("pod/container", "QoS", "pid", "kubelet wants", "cpuset.cpus", "Cpus_allowed_list",
+                "Mems_allowed_list"):
+        table.add_column(col, overflow="fold")
+    for v in views:
+        want = f"{format_cpus(v.want_cpus)} {'exclusive' if v.exclusive else 'shared'}"
+        pid = str(min(v.pids)) if v.pids else v.state
+        table.add_row(v.label + (" (init)" if v.container.init else ""), v.pod.qos, pid, want,
+                      format_cpus(v.cgroup_cpus) if v.cgroup_cpus is not None else "-",
+                      format_cpus(v.proc.cpus) if v.proc else "-", format_cpus(v.proc.mems) if v.proc else "-")
+    return table
+
+
+def _view_json(v) -> dict:
+    from labkit.numa.cpuset import format_cpus
+    return {"pod": v.pod.name, "namespace": v.pod.namespace, "uid": v.pod.uid, "container": v.container.name,
+            "init": v.container.init, "qos": v.pod.qos, "state": v.state, "pids": v.pids,
+            "cgroup": v.container.cgroup, "exclusive": v.exclusive, "want_cpus": format_cpus(v.want_cpus),
+            "want_mems": None if v.want_mems is None else format_cpus(v.want_mems),
+            "cpuset_cpus": None if v.cgroup_cpus is None else format_cpus(v.cgroup_cpus),
+            "cpus_allowed_list": format_cpus(v.proc.cpus) if v.proc else None,
+            "mems_allowed_list": format_cpus(v.proc.mems) if v.proc else None}
+
+
+def run(
+    filename: Path = typer.Option(..., "-f", "--filename", help="Pod(s) to run on the live node (YAML)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
+):
+    """Admit Pods on the live node and start their containers as real processes, pinned as kubelet would."""
+    from rich.console import Console
+
+    from labkit.numa.livenode import LiveNode
+
+    env, state = _live_env()
+    with state.locked():
+        live = LiveNode(env)
+        results = live.run(filename)
+    if as_json:
+        typer.echo(json.dumps([{"pod": r.pod.key, "uid": r.pod.uid, "qos": r.pod.qos, "admitted": r.admitted,
+                                "reason": r.reason, "message": r.message, "init_exit_codes": r.init_exit_codes,
+                                "reconciled": [{"container": c, "cpuset_cpus": cpus} for c, cpus in r.reconciled],
+                                "containers": [_view_json(v) for v in r.started]} for r in results], indent=2))
+    else:
+        console = Console()
+        for r in results:
+            _explain_merges(live, r)
+            if not r.admitted:
+                console.print(f"{r.pod.key} ({r.pod.qos}): rejected: {r.reason}: {r.message}", highlight=False)
+                continue
+            console.print(f"{r.pod.key} ({r.pod.qos}): admitted and started", highlight=False)
+            for name, code in r.init_exit_codes.items():
+                console.print(f"  init container {name} exited with {code}", highlight=False)
+            for label, cpus in r.reconciled:
+                console.print(f"  reconcile: {label} now on the shared pool {cpus}", highlight=False)
+            console.print(_views_table(r.started, f"{r.pod.key}"))
+    if not all(r.admitted for r in results):
+        raise typer.Exit(1)
+
+
+def _explain_merges(live, result) -> None:
+    """For each container that had hints: the Topology Manager's cross product (as `labkit numa merge`)."""
+    from labkit.numa.cli import _cross_product_table, _hint
+    from labkit.numa.config import load_config
+    from labkit.numa.merge import HintMerger, NUMAInfo, Policy, provider_list_labels
+    from labkit.numa.topologymanager import PolicyOptions
+
+    config = load_config(live.config_path)
+    if result.admission is None or config.topology_manager_policy == "none":
+        return
+    machine = live.machine()
+    numa_info = NUMAInfo(machine.node_ids, {n.node_id: list(n.distances or []) for n in machine.nodes})
+    closest = PolicyOptions.parse(config.topology_manager_policy_options).prefer_closest_numa
+    for entry in result.admission.containers:
+        if not entry.evaluated or not entry.hints:
+            continue
+        providers = [{resource: hints} for resource, hints in entry.hints.items()]
+        merged = Policy(config.topology_manager_policy, numa_info, closest).merge(providers)
+        typer.echo(f"{result.pod.key}/{entry.name}: {config.topology_manager_policy} picks {_hint(merged.hint)}")
+        merger = HintMerger(numa_info, merged.lists, config.topology_manager_policy, closest)
+        _cross_product_table(merged.lists, provider_list_labels(providers), numa_info, merger)
+
+
+def delete(
+    name: str = typer.Argument(..., metavar="POD", help="Name of a Pod on the live node."),
+    namespace: str = typer.Option("default", "--namespace", "-n"),
+):
+    """Stop a Pod on the live node; its exclusive CPUs go back to the shared pool."""
+    from labkit.numa.livenode import LiveNode
+
+    env, state = _live_env()
+    with state.locked():
+        record = LiveNode(env).delete(name, namespace)
+    typer.echo(f"deleted {record.key}")
+
+
+def show(
+    machine: Optional[str] = typer.Option(None, "--machine", help="Draw this machine (file or shipped name) "
+                                          "instead of the live node."),
+    pods: Optional[Path] = typer.Option(None, "-f", "--filename", help="With --machine: admit these Pods "
+                                        "(no state) and draw where they land."),
+    config: Optional[Path] = typer.Option(None, "--config", help="With --machine -f: the KubeletConfiguration."),
+    svg: Optional[Path] = typer.Option(None, "--svg", help="Also write the picture as SVG to this file."),
+    as_json: bool = typer.Option(False, "--json", help="Print the live node's containers as JSON."),
+):
+    """Draw a machine: sockets, NUMA nodes, cores and threads, coloured by who runs where."""
+    from rich.console import Console
+
+    from labkit.numa import diagram
+
+    console = Console()
+    if machine is None:
+        if pods is not None or config is not None:
+            raise LabkitError("-f and --config go with --machine (the live node has its own Pods and configuration)")
+        from labkit.numa.livenode import LiveNode
+
+        env, _state = _live_env()
+        live = LiveNode(env)
+        node = live.kubelet()
+        views = live.views(node)
+        if as_json:
+            typer.echo(json.dumps({"shared_pool": sorted(node.shared_pool()), "reserved_cpus": sorted(node.reserved_cpus()),
+                                   "containers": [_view_json(v) for v in views]}, indent=2))
+            return
+        title = f"live node ({live.machine_path})"
+        machine_dict, placement = live.machine().to_dict(), live.placement(node)
+        console.print(_views_table(views, "containers on the live node"))
+    else:
+        if as_json:
+            raise LabkitError("--json shows the live node; leave out --machine")
+        from labkit.numa.machine import load_machine
+
+        the_machine = load_machine(machine)
+        machine_dict, placement, title = the_machine.to_dict(), diagram.Placement(), f"machine {machine}"
+        if pods is not None:
+            placement = _simulated_placement(the_machine, pods, config)
+        elif config is not None:
+            raise LabkitError("--config goes with -f (Pods to admit)")
+    console.print(diagram.terminal(machine_dict, placement, title))
+    if svg is not None:
+        svg.write_text(diagram.svg(machine_dict, placement, title))
+        typer.echo(f"wrote {svg}", err=True)
+
+
+def _simulated_placement(machine, pods_path: Path, config_path: Optional[Path]):
+    from labkit.numa.admission import Node
+    from labkit.numa.config import load_config
+    from labkit.numa.diagram import Placement
+    from labkit.numa.pods import load_pods
+
+    node = Node(machine, load_config(config_path))
+    results = node.admit_all(load_pods(pods_path))
+    placement = Placement(reserved=sorted(node.reserved_cpus()))
+    for result in results:
+        if not result.admitted:
+            continue
+        for entry in result.containers:
+            label = f"{result.pod.name}/{entry.name}"
+            if entry.exclusive:
+                placement.exclusive[label] = sorted(entry.cpus)
+            else:
+                placement.shared.append(label)
+            if entry.memory_nodes is not None:
+                placement.memory[label] = list(entry.memory_nodes)
+    return placement

@@ -1,0 +1,85 @@
+"""The numa lab end to end through the real CLI: every check fails on a fresh lab, passes after its
+reference solution, and rejects typical wrong answers; cleanup leaves the host as it was."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+from support import labkit
+
+EXERCISES = ["qos", "cpu-hints", "merge", "single-numa", "static-cpus", "memory", "checkpoint", "pin"]
+
+
+def results(run) -> dict:
+    return {r["exercise"]: r for r in json.loads(run.stdout)["results"]}
+
+
+def answer(exercise: str, data) -> None:
+    path = Path(os.environ["LABKIT_ANSWERS_DIR"]) / "numa" / f"{exercise}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(data))
+
+
+def check(exercise: str, code: int) -> dict:
+    return results(labkit("check", "numa", exercise, "--format", "json", check=code))[exercise]
+
+
+@pytest.fixture
+def lab_cleanup():
+    yield
+    labkit("cleanup", "numa", check=0)
+
+
+@pytest.mark.host_exclusive
+def test_numa_lab_end_to_end(host_unchanged, lab_cleanup, tmp_path):
+    run = labkit("run", "numa", check=0)
+    assert "reservedSystemCPUs" in run.stdout and "labkit numa run -f pod.yaml" in run.stdout
+    lab_dir = Path(os.environ["LABKIT_STATE_DIR"]) / "numa"
+    assert (lab_dir / "diagrams" / "lab-two-node.svg").read_text().startswith("<svg")
+
+    fresh = results(labkit("check", "numa", "--format", "json", check=1))
+    assert {e: r["status"] for e, r in fresh.items()} == {e: "fail" for e in EXERCISES}
+    assert "checkpoint is corrupted" in fresh["checkpoint"]["message"]
+
+    # wrong answers fail and say what is wrong without the right answer
+    answer("qos", {"qos": {"web": "Burstable", "batch": "BestEffort", "cache": "Burstable", "api": "Burstable",
+                           "migrate": "Burstable", "scratch": "BestEffort"}})
+    wrong = check("qos", 1)
+    assert "2 of 6 QoS classes wrong" in wrong["message"] and "web: not Burstable" in wrong["message"]
+    answer("single-numa", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "small"},
+                           "spec": {"containers": [{"name": "c", "resources": {"limits": {"cpu": "2", "memory": "1Gi"}}}]}})
+    assert "single-numa-node admits Pod small" in check("single-numa", 1)["message"]
+    # deleting the checkpoint without draining the node first is not the documented repair
+    (lab_dir / "node-b" / "kubelet" / "cpu_manager_state").unlink()
+    assert "lost their exclusive CPUs" in check("checkpoint", 1)["message"]
+    # a Guaranteed Pod with a fractional CPU is not pinned
+    pods = tmp_path / "fractional.yaml"
+    pods.write_text(yaml.safe_dump_all([
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "half"},
+         "spec": {"containers": [{"name": "app", "command": ["sleep", "infinity"],
+                                  "resources": {"limits": {"cpu": "500m", "memory": "64Mi"}}}]}},
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "burst"},
+         "spec": {"containers": [{"name": "app", "command": ["sleep", "infinity"],
+                                  "resources": {"requests": {"cpu": "100m"}}}]}}]))
+    labkit("numa", "run", "-f", str(pods), check=0)
+    live = {c["pod"]: c for c in json.loads(labkit("numa", "show", "--json", check=0).stdout)["containers"]}
+    answer("pin", {role: {"pod": name, "pid": live[name]["pids"][0], "cpus_allowed_list": live[name]["cpus_allowed_list"]}
+                   for role, name in (("guaranteed", "half"), ("burstable", "burst"))})
+    assert "has no exclusive CPUs" in check("pin", 1)["message"]
+    answer("pin", {"guaranteed": {"pod": "half", "pid": 1, "cpus_allowed_list": "0"},
+                   "burstable": {"pod": "burst", "pid": live["burst"]["pids"][0], "cpus_allowed_list": "0"}})
+    assert "process 1 is not a container process of Pod half" in check("pin", 1)["message"]
+    labkit("numa", "delete", "half", check=0)
+    labkit("numa", "delete", "burst", check=0)
+
+    for exercise in EXERCISES:
+        labkit("solve", "numa", exercise, check=0)
+    solved = results(labkit("check", "numa", "--format", "json", check=0))
+    assert {e: r["status"] for e, r in solved.items()} == {e: "pass" for e in EXERCISES}
+    assert "read from /proc" in solved["pin"]["message"]
+
+    labkit("cleanup", "numa", check=0)
+    assert not (lab_dir / "pods").exists() and not (lab_dir / "kubelet").exists()
