@@ -31,7 +31,7 @@ def assert_clean(before, what):
 @pytest.mark.parametrize("step", DEMO_STEPS)
 def test_kill_run_after_each_build_step(step, host_unchanged):
     run = subprocess.run(LABKIT + ["run", "demo"], cwd=REPO, capture_output=True,
-                         env={**os.environ, "LABKIT_DEMO_CRASH_AT": step})
+                         env={**os.environ, "LABKIT_CRASH_AT": f"demo:{step}"})
     assert run.returncode == -signal.SIGKILL
     assert_clean(host_unchanged, f"kill -9 after {step}")
 
@@ -39,7 +39,7 @@ def test_kill_run_after_each_build_step(step, host_unchanged):
 @pytest.mark.host_exclusive
 def test_run_on_top_of_a_crashed_build_rebuilds(host_unchanged):
     crashed = subprocess.run(LABKIT + ["run", "demo"], cwd=REPO, capture_output=True,
-                             env={**os.environ, "LABKIT_DEMO_CRASH_AT": "server"})
+                             env={**os.environ, "LABKIT_CRASH_AT": "demo:server"})
     assert crashed.returncode == -signal.SIGKILL
     assert "half-built" in labkit("list", check=0).stdout
     rebuilt = labkit("run", "demo", check=0)

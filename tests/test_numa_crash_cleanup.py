@@ -38,7 +38,7 @@ def guaranteed(name):
 @pytest.mark.parametrize("point", BUILD_POINTS)
 def test_kill_lab_build_at_each_step(point, host_unchanged):
     crashed = subprocess.run(LABKIT + ["run", "numa"], cwd=REPO, capture_output=True,
-                             env={**os.environ, "LABKIT_NUMA_CRASH_AT": point})
+                             env={**os.environ, "LABKIT_CRASH_AT": f"numa:{point}"})
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr
     assert_clean(host_unchanged, f"kill -9 of `labkit run numa` at {point}")
 
@@ -62,7 +62,7 @@ def test_kill_numa_run_at_each_step_then_recover_and_clean_up(point, host_unchan
     victim = tmp_path / "victim.yaml"
     victim.write_text(yaml.safe_dump(guaranteed("victim")))
     crashed = subprocess.run(LABKIT + ["numa", "run", "-f", str(victim)], cwd=REPO, capture_output=True,
-                             env={**os.environ, "LABKIT_NUMA_CRASH_AT": point})
+                             env={**os.environ, "LABKIT_CRASH_AT": f"numa:{point}"})
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr
 
     # the node still works: a Pod left half-started is listed and can be deleted; a Pod that was

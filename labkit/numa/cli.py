@@ -31,7 +31,7 @@ def _bits(mask):
     return bitmask.get_bits(mask)
 
 
-def _hint(hint) -> str:
+def format_hint(hint) -> str:
     return f"{_mask(hint.mask)}{' preferred' if hint.preferred else ''}"
 
 
@@ -78,11 +78,11 @@ def admit(
             else:
                 for resource, hints in entry.hints.items():
                     shown = "no preference" if hints is None else \
-                        ("no possible placement" if not hints else ", ".join(_hint(h) for h in hints))
+                        ("no possible placement" if not hints else ", ".join(format_hint(h) for h in hints))
                     typer.echo(f"    {resource} hints: {shown}")
                 if not entry.hints:
                     typer.echo("    hints: no provider has a preference")
-                typer.echo(f"    best hint ({result.scope} scope): {_hint(entry.best_hint)}")
+                typer.echo(f"    best hint ({result.scope} scope): {format_hint(entry.best_hint)}")
             if result.admitted:
                 where = "exclusive" if entry.exclusive else "shared pool"
                 mems = "any" if entry.memory_nodes is None else format_cpus(entry.memory_nodes)
@@ -167,7 +167,7 @@ def merge(
     if as_json:
         _print_json({"hint": result.hint.to_json(), "admit": result.admit})
         return
-    typer.echo(f"policy {policy_name}: best hint {_hint(result.hint)}; "
+    typer.echo(f"policy {policy_name}: best hint {format_hint(result.hint)}; "
                f"{'admit' if result.admit else 'reject (TopologyAffinityError)'}")
     if policy_name == "none":
         typer.echo("the none policy does not merge: every Pod is admitted with no NUMA affinity")
@@ -178,7 +178,7 @@ def merge(
         typer.echo("single-numa-node keeps only preferred hints that are nil or name one NUMA node")
     typer.echo(f"BestNonPreferredAffinityCount = {merger.best_non_preferred_affinity_count}; "
                f"masks compared by {'average NUMA distance' if merger.use_closest else 'narrowness'}")
-    _cross_product_table(lists, provider_list_labels(providers), numa_info, merger)
+    cross_product_table(lists, provider_list_labels(providers), numa_info, merger)
     rule = {"best-effort": "best-effort admits every Pod",
             "restricted": "restricted admits only a preferred best hint",
             "single-numa-node": "single-numa-node admits only a preferred hint on one NUMA node (the all-nodes "
@@ -186,7 +186,7 @@ def merge(
     typer.echo(rule)
 
 
-def _cross_product_table(lists, labels, numa_info, merger) -> None:
+def cross_product_table(lists, labels, numa_info, merger) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -207,7 +207,7 @@ def _cross_product_table(lists, labels, numa_info, merger) -> None:
             break
         merged = merge_permutation(default, permutation)
         note = "best" if merged == best_fold else ("ignored: empty mask" if merged.mask == 0 else "")
-        table.add_row(*[_hint(h) for h in permutation], _hint(merged), note)
+        table.add_row(*[format_hint(h) for h in permutation], format_hint(merged), note)
     Console(width=200).print(table)
     if total > CROSS_PRODUCT_ROWS:
         typer.echo(f"... {total - CROSS_PRODUCT_ROWS} more permutation(s) not shown")

@@ -120,7 +120,7 @@ def run(
 
 def _explain_merges(live, result) -> None:
     """For each container that had hints: the Topology Manager's cross product (as `labkit numa merge`)."""
-    from labkit.numa.cli import _cross_product_table, _hint
+    from labkit.numa.cli import cross_product_table, format_hint
     from labkit.numa.config import load_config
     from labkit.numa.merge import HintMerger, NUMAInfo, Policy, provider_list_labels
     from labkit.numa.topologymanager import PolicyOptions
@@ -136,9 +136,9 @@ def _explain_merges(live, result) -> None:
             continue
         providers = [{resource: hints} for resource, hints in entry.hints.items()]
         merged = Policy(config.topology_manager_policy, numa_info, closest).merge(providers)
-        typer.echo(f"{result.pod.key}/{entry.name}: {config.topology_manager_policy} picks {_hint(merged.hint)}")
+        typer.echo(f"{result.pod.key}/{entry.name}: {config.topology_manager_policy} picks {format_hint(merged.hint)}")
         merger = HintMerger(numa_info, merged.lists, config.topology_manager_policy, closest)
-        _cross_product_table(merged.lists, provider_list_labels(providers), numa_info, merger)
+        cross_product_table(merged.lists, provider_list_labels(providers), numa_info, merger)
 
 
 def delete(

@@ -23,21 +23,21 @@ Running a Pod does what kubelet does with one, in order:
 Deleting a Pod stops its containers, removes its cgroups, releases its CPUs and memory
 (RemoveContainer) and reconciles, so the shared pool grows back.
 
-LABKIT_NUMA_CRASH_AT=<point> makes labkit kill itself (SIGKILL) at that point; the crash-and-cleanup
-tests use it to stop `labkit numa run` and `labkit run numa` at every step.
+Crash points (`labkit.crashpoints`, LABKIT_CRASH_AT=numa:<step>) let the crash-and-cleanup tests
+stop `labkit numa run` and `labkit run numa` at every step.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
 from labkit import cgroups
+from labkit.crashpoints import crash_point
 from labkit.errors import LabkitError
 from labkit.numa import runtime
 from labkit.numa.cpuset import format_cpus
@@ -46,11 +46,6 @@ MACHINE_FILE = "machine.json"
 CONFIG_FILE = "kubelet-config.yaml"
 KUBELET_DIR = "kubelet"
 PODS_DIR = "pods"
-
-
-def crash_point(name: str) -> None:
-    if os.environ.get("LABKIT_NUMA_CRASH_AT") == name:
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 @dataclass
@@ -230,14 +225,14 @@ class LiveNode:
         self._remove_stale_state(node, {rec.uid for rec in self.records()})
         (admission,) = node.admit_all([pod])
         node.save()
-        crash_point("admitted")
+        crash_point("numa:admitted")
         if not admission.admitted:
             return RunResult(record, False, admission.result.reason, admission.result.message, admission=admission)
         for container in containers:
             container.cgroup = str(runtime.lab_cgroup_root(self.env) / runtime.container_cgroup_relpath(
                 record.qos, pod.uid, container.name))
         self._write_record(record)
-        crash_point("recorded")
+        crash_point("numa:recorded")
         result = RunResult(record, True, admission=admission)
         for container in containers:
             cpus, _exclusive = node.container_cpus(pod.uid, container.name)
@@ -248,10 +243,10 @@ class LiveNode:
                 continue
             group, proc = runtime.start(self.env, record.qos, pod.uid, container.name, container.command, cpus, mems)
             runtime.wait_joined(group, proc.pid)
-            crash_point("container-started")
+            crash_point("numa:container-started")
         result.reconciled = [(label, cpus) for label, cpus in self.reconcile(node)
                              if not label.startswith(record.key + "/")]
-        crash_point("reconciled")
+        crash_point("numa:reconciled")
         result.started = [v for v in self.views(node) if v.pod.uid == pod.uid]
         return result
 

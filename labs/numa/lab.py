@@ -17,7 +17,8 @@ from labkit.errors import LabkitError
 from labkit.numa import diagram, runtime
 from labkit.numa.cpuset import format_cpus
 from labkit.numa.discover import discover
-from labkit.numa.livenode import LiveNode, crash_point
+from labkit.crashpoints import crash_point
+from labkit.numa.livenode import LiveNode
 
 HERE = Path(__file__).resolve().parent
 SCENARIOS = HERE / "scenarios"
@@ -64,20 +65,20 @@ def up(env):
         raise LabkitError("no cgroup hierarchy with the cpuset controller (see `labkit doctor`)")
     machine = discover()
     config = live_config(machine)
-    crash_point("discovered")
+    crash_point("numa:discovered")
     LiveNode(env).create(machine, config)
-    crash_point("node-created")
+    crash_point("numa:node-created")
     shutil.copytree(SCENARIOS, _record_dir(env, "scenarios"))
     diagrams = _record_dir(env, "diagrams")
     diagrams.mkdir()
     from labkit.numa.machine import load_machine
     example = load_machine(EXAMPLE_MACHINE).to_dict()
     (diagrams / f"{EXAMPLE_MACHINE}.svg").write_text(diagram.svg(example, diagram.Placement(), EXAMPLE_MACHINE))
-    crash_point("scenarios")
+    crash_point("numa:scenarios")
     build_node_b(env)
-    crash_point("node-b")
+    crash_point("numa:node-b")
     LiveNode(env).run(env.dir / "scenarios" / "node-agent.yaml")
-    crash_point("node-agent")
+    crash_point("numa:node-agent")
 
 
 def build_node_b(env) -> None:

@@ -1,16 +1,16 @@
 """The demo lab's environment: built only from labkit's shared mechanisms.
 
-LABKIT_DEMO_CRASH_AT=<step> makes the build kill itself (SIGKILL) right after that step, so the
-crash-and-cleanup tests can stop `labkit run` at every point of the build; LABKIT_DEMO_FAIL_AT=<step>
-makes it raise an error there instead.
+Crash points `demo:<step>` (labkit.crashpoints, LABKIT_CRASH_AT) let the crash-and-cleanup tests
+stop `labkit run` right after every step of the build; LABKIT_DEMO_FAIL_AT=<step> makes the build
+raise an error there instead.
 """
 
 import os
 import random
-import signal
 import sys
 
 from labkit import cgroups, procs
+from labkit.crashpoints import crash_point
 from labkit.netlab import add_address, add_veth, create_netns, exists
 from labkit.shell import Host
 
@@ -18,8 +18,7 @@ STEPS = ("netns-a", "netns-b", "veth", "www", "server", "cgroup", "container")
 
 
 def _step_done(name):
-    if os.environ.get("LABKIT_DEMO_CRASH_AT") == name:
-        os.kill(os.getpid(), signal.SIGKILL)
+    crash_point(f"demo:{name}")
     if os.environ.get("LABKIT_DEMO_FAIL_AT") == name:
         raise RuntimeError(f"demo build failed on purpose after step {name}")
 
