@@ -241,6 +241,8 @@ def shell(
 
 # -- lab families register their sub-commands here ---------------------------------------------
 # e.g. app.add_typer(kubeproxy_cli.app, name="kube-proxy")
+from labkit.kubeproxy import cli as kubeproxy_cli  # noqa: E402
+app.add_typer(kubeproxy_cli.app, name="kube-proxy")
 
 
 def main():
