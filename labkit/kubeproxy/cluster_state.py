@@ -43,11 +43,6 @@ from labkit.netlab import cluster as netcluster
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 MANAGED_BY_LABEL = "endpointslice.kubernetes.io/managed-by"
 CONTROLLER_NAME = "endpointslice-controller.k8s.io"
-# Labels kube-proxy's informers filter on (cmd/kube-proxy/app/server.go, ProxyServer.Run): Services
-# carrying service.kubernetes.io/service-proxy-name and EndpointSlices carrying
-# service.kubernetes.io/headless are never seen; neither are Services with clusterIP None.
-SERVICE_PROXY_NAME_LABEL = "service.kubernetes.io/service-proxy-name"
-HEADLESS_LABEL = "service.kubernetes.io/headless"
 
 SERVICE_TYPES = ("ClusterIP", "NodePort", "LoadBalancer", "ExternalName")
 PROTOCOLS = ("TCP", "UDP", "SCTP")
@@ -113,12 +108,10 @@ class ClusterState:
         return [s for s in self.endpoint_slices
                 if _key(s)[0] == namespace and _labels(s).get(SERVICE_NAME_LABEL) == name]
 
-    def proxied_objects(self) -> list[dict]:
-        """The Services and EndpointSlices kube-proxy's informers deliver (see the label filters above)."""
-        services = [s for s in self.services
-                    if SERVICE_PROXY_NAME_LABEL not in _labels(s) and s["spec"].get("clusterIP") != "None"]
-        slices = [s for s in self.endpoint_slices if HEADLESS_LABEL not in _labels(s)]
-        return copy.deepcopy(services + slices)
+    def objects(self) -> list[dict]:
+        """The Services and EndpointSlices, as kube-proxy's render() takes them (it skips those
+        kube-proxy does not watch)."""
+        return copy.deepcopy(self.services + self.endpoint_slices)
 
     def network_layout(self) -> netcluster.ClusterNetwork:
         net = self.network
@@ -134,39 +127,32 @@ class ClusterState:
                                                for port in c.get("ports", [])}) for p in self.pods}
 
     # -- changes --------------------------------------------------------------------------------
-    def apply(self, documents: list[dict], source: str) -> set[tuple[str, str]]:
-        """Create or update Services and EndpointSlices; returns the (namespace, name) of every
-        Service whose kube-proxy-relevant content changed: its spec and status, whether kube-proxy
-        sees it at all, or the endpoints and ports of its EndpointSlices (what kube-proxy's
-        ServiceChangeTracker and EndpointsChangeTracker report as updated services)."""
-        keys = {_key(s) for s in self.services}
-        before = {k: self._proxy_view(k) for k in keys}
+    def apply(self, documents: list[dict], source: str) -> list[str]:
+        """Create or update Services and EndpointSlices, as `kubectl apply` would; returns one
+        line per object, e.g. "service/web configured"."""
         services = {_key(s): s for s in self.services}
         slices = {_key(s): s for s in self.endpoint_slices}
+        report = []
         for index, doc in enumerate(documents):
             where = f"documents[{index}]"
             kind = doc.get("kind")
             if kind == "Service":
-                svc = default_service(doc, services.get(_key(doc)), self._allocator(services, _key(doc)), source, where)
-                services[_key(svc)] = svc
+                old = services.get(_key(doc))
+                new = default_service(doc, old, self._allocator(services, _key(doc)), source, where)
+                services[_key(new)] = new
             elif kind == "EndpointSlice":
-                sl = validate_endpoint_slice(doc, source, where)
-                slices[_key(sl)] = sl
+                old = slices.get(_key(doc))
+                new = validate_endpoint_slice(doc, source, where)
+                slices[_key(new)] = new
             else:
                 raise ConfigError(source, f"{where}.kind",
                                   f"expected Service or EndpointSlice (pods and nodes are fixed by the lab), got {kind!r}")
+            verb = "created" if old is None else "unchanged" if old == new else "configured"
+            report.append(f"{kind.lower()}/{new['metadata']['name']} {verb}")
         self.services = sorted(services.values(), key=_key)
         self.endpoint_slices = sorted(slices.values(), key=_key)
         self.reconcile_endpoint_slices()
-        keys |= {_key(s) for s in self.services}
-        return {k for k in keys if before.get(k) != self._proxy_view(k)}
-
-    def _proxy_view(self, key: tuple[str, str]):
-        svc = self.service(key[1], key[0])
-        seen = svc is not None and SERVICE_PROXY_NAME_LABEL not in _labels(svc)
-        return (seen, svc and svc["spec"], svc and svc.get("status"),
-                [(s.get("addressType"), s.get("endpoints"), s.get("ports")) for s in self.slices_of(*key)
-                 if HEADLESS_LABEL not in _labels(s)])
+        return report
 
     def _allocator(self, services: dict, own_key) -> "_Allocator":
         others = [s for k, s in services.items() if k != own_key]

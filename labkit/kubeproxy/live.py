@@ -2,7 +2,7 @@
 
 Used by labs/kube-proxy/lab.py (building), by `labkit kube-proxy apply|curl|graph`, and by the
 lab's checks and solutions. The cluster state is labkit.kubeproxy.cluster_state; the network is
-labkit.netlab.cluster; each node's rules come from labkit.kubeproxy.node_sync.
+labkit.netlab.cluster; each node's rules are rendered and loaded by labkit.kubeproxy (render, sync_node).
 """
 
 from __future__ import annotations
@@ -14,10 +14,12 @@ from pathlib import Path
 
 from labkit import procs
 from labkit.errors import LabkitError
-from labkit.kubeproxy import node_sync
 from labkit.kubeproxy.cluster_state import ClusterState, load_scenario, read_documents
+from labkit.kubeproxy.config import ProxierConfig
+from labkit.kubeproxy.proxier import changed_services
+from labkit.kubeproxy.sync import sync_node
 from labkit.netlab import cluster as netcluster
-from labkit.netlab.netns import exists
+from labkit.netlab.netns import exists, run_in
 from labkit.netlab.traffic import http_requests
 from labkit.shell import Host
 
@@ -34,7 +36,9 @@ def build(env, scenario: Path, log=lambda msg: None) -> ClusterState:
     log("network built")
     netcluster.start_pod_servers(env, net, state.pod_ports())
     log("pod servers listening")
-    node_sync.sync_nodes(env, state)
+    for node in state.node_names():
+        run_in(env.netns_name(node), ["sysctl", "-qw", *NODE_SYSCTLS])
+    sync_nodes(env, state)
     log("nodes synced")
     return state
 
@@ -75,14 +79,88 @@ def hosts(env) -> dict[str, Host]:
     return out
 
 
-def apply_file(env, path: Path) -> set[tuple[str, str]]:
-    """`labkit kube-proxy apply -f FILE`: change Services/EndpointSlices, then sync both nodes
-    (a partial sync, as kube-proxy does after a change: only the changed Services' chains)."""
+def apply_file(env, path: Path) -> tuple[list[str], dict[str, set[str]]]:
+    """`labkit kube-proxy apply -f FILE`: change Services/EndpointSlices, then sync every node the
+    way kube-proxy reacts to a change: a partial sync that rewrites only the chains of the
+    Services that changed (proxier.go, syncProxyRules with tryPartialSync). Returns kubectl-like
+    lines ("service/web configured") and, per node, the services whose chains were rewritten."""
+    return apply_documents(env, read_documents(path), str(path))
+
+
+def apply_documents(env, documents: list[dict], source: str) -> tuple[list[str], dict[str, set[str]]]:
     state = load(env)
-    changed = state.apply(read_documents(path), str(path))
+    before = state.objects()
+    report = state.apply(documents, source)
     state.save(env)
-    node_sync.sync_nodes(env, state, changed=changed)
-    return changed
+    return report, sync_nodes(env, state, before=before)
+
+
+def table(kind: str, objects: list[dict]) -> list[list[str]]:
+    """kubectl-get-like rows (header first) for `labkit kube-proxy get`."""
+    if kind in ("services", "svc"):
+        rows = [["NAME", "TYPE", "CLUSTER-IP", "PORT(S)", "SELECTOR", "NOTES"]]
+        for s in objects:
+            spec = s["spec"]
+            ports = ",".join(f"{p['port']}" + (f":{p['nodePort']}" if p.get("nodePort") else "") + f"/{p['protocol']}"
+                             for p in spec.get("ports", []))
+            notes = [f"{k}={spec[k]}" for k in ("externalTrafficPolicy", "internalTrafficPolicy") if spec.get(k, "Cluster") != "Cluster"]
+            if spec.get("sessionAffinity", "None") != "None":
+                notes.append(f"sessionAffinity={spec['sessionAffinity']}")
+            notes += [f"label {k}" for k in (s["metadata"].get("labels") or {}) if k.startswith("service.kubernetes.io/")]
+            selector = ",".join(f"{k}={v}" for k, v in (spec.get("selector") or {}).items()) or "<none>"
+            rows.append([s["metadata"]["name"], spec.get("type", "ClusterIP"), spec.get("clusterIP", ""), ports or "<none>",
+                         selector, " ".join(notes)])
+    elif kind == "endpointslices":
+        rows = [["NAME", "SERVICE", "PORTS", "ENDPOINTS (node)"]]
+        for s in objects:
+            ports = ",".join(str(p["port"]) for p in s.get("ports") or []) or "<unset>"
+            eps = ", ".join(f"{e['addresses'][0]} ({e.get('nodeName', '?')})" + ("" if (e.get("conditions") or {}).get("ready", True) else " not ready")
+                            for e in s.get("endpoints") or []) or "<none>"
+            rows.append([s["metadata"]["name"], (s["metadata"].get("labels") or {}).get("kubernetes.io/service-name", ""), ports, eps])
+    elif kind == "pods":
+        rows = [["NAME", "NODE", "IP", "PORTS", "LABELS"]]
+        for p in objects:
+            ports = ",".join(str(port["containerPort"]) for c in p["spec"]["containers"] for port in c.get("ports", []))
+            labels = ",".join(f"{k}={v}" for k, v in (p["metadata"].get("labels") or {}).items())
+            rows.append([p["metadata"]["name"], p["spec"]["nodeName"], p["status"]["podIP"], ports, labels])
+    else:
+        rows = [["NAME", "INTERNAL-IP", "POD-CIDR"]]
+        for n in objects:
+            ip = next(a["address"] for a in n["status"]["addresses"] if a["type"] == "InternalIP")
+            rows.append([n["metadata"]["name"], ip, n["spec"]["podCIDR"]])
+    return rows
+
+
+# -- kube-proxy on the nodes ---------------------------------------------------------------------
+
+# What kube-proxy (iptables mode, IPv4, localhostNodePorts on) sets on its node: route_localnet so
+# that NodePorts answer on 127.0.0.1 (proxier.go, NewProxier). IPv4 forwarding is the CNI's.
+NODE_SYSCTLS = ("net.ipv4.conf.all.route_localnet=1",)
+
+
+def proxier_config(state: ClusterState, node: str) -> ProxierConfig:
+    """kube-proxy's view of one node: the lab's KubeProxyConfiguration, the node's name and IP,
+    and the addresses of its interfaces (lo, eth0 on the LAN, cni0 on the pod network)."""
+    net = state.network_layout()
+    spec = net.node(node)
+    local = ["127.0.0.1/8", f"{spec.address}/{net.lan.prefixlen}",
+             f"{spec.pod_gateway}/{ipaddress.ip_network(spec.pod_cidr).prefixlen}"]
+    return ProxierConfig.from_kube_proxy_configuration(
+        state.kube_proxy_configuration, hostname=node, node_ips=[spec.address], local_addresses=local, nfacct_counters=[])
+
+
+def sync_nodes(env, state: ClusterState, before: list[dict] | None = None) -> dict[str, set[str] | None]:
+    """Sync kube-proxy's rules on every node: a full sync without `before` (kube-proxy's first
+    sync), otherwise a partial sync of the Services that changed since `before`. Returns, per
+    node, the services rewritten (None: all)."""
+    objects = state.objects()
+    done = {}
+    for node in state.node_names():
+        config = proxier_config(state, node)
+        changed = None if before is None else changed_services(before, objects, config)
+        sync_node(env.netns_name(node), objects, config, changed_services=changed)
+        done[node] = changed
+    return done
 
 
 # -- traffic ------------------------------------------------------------------------------------

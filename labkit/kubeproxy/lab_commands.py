@@ -1,0 +1,123 @@
+"""`labkit kube-proxy apply|get|curl|graph`: commands that work on the running kube-proxy lab.
+
+Registered in the kube-proxy sub-app (labkit/kubeproxy/cli.py). They need `labkit run kube-proxy`
+first; heavy imports stay inside the functions so that the CLI starts fast.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+LAB_ID = "kube-proxy"
+
+
+def running_lab():
+    """The LabEnv of the running kube-proxy lab (LabkitError if it is not running)."""
+    from labkit import runner
+    from labkit.errors import LabkitError
+    from labkit.labs import get_lab
+    from labkit.state import LabEnv, LabState
+
+    lab = get_lab(LAB_ID)
+    env = LabEnv(lab, LabState(lab.id))
+    if not runner.lab_is_up(env):
+        raise LabkitError(f"lab {LAB_ID} is not running: start it with `labkit run {LAB_ID}`")
+    return env
+
+
+@contextmanager
+def locked_lab():
+    """The running lab, locked against concurrent run/reset/cleanup/solve/apply."""
+    from labkit.state import LabState
+
+    with LabState(LAB_ID).locked():
+        yield running_lab()
+
+
+def apply(
+    file: Path = typer.Option(..., "-f", "--filename", help="Services and/or EndpointSlices (YAML, several documents or a List)."),
+):
+    """Create or change Services and EndpointSlices in the lab, then sync kube-proxy's rules on every node."""
+    from labkit.kubeproxy import live
+
+    with locked_lab() as env:
+        report, synced = live.apply_file(env, file)
+    for line in report:
+        print(line)
+    for node, changed in synced.items():
+        what = ", ".join(sorted(changed)) if changed else "no service changed"
+        print(f"{node}: partial sync ({what})")
+
+
+def get(
+    kind: str = typer.Argument(..., help="services | endpointslices | pods | nodes"),
+    name: Optional[str] = typer.Argument(None, help="Only this object."),
+    output: str = typer.Option("table", "-o", "--output", help="table | yaml | json"),
+):
+    """Show the lab's Services, EndpointSlices, pods or nodes (like kubectl get)."""
+    import yaml
+
+    from labkit.errors import LabkitError
+    from labkit.kubeproxy import live
+
+    env = running_lab()
+    state = live.load(env)
+    kinds = {"services": state.services, "svc": state.services, "endpointslices": state.endpoint_slices,
+             "pods": state.pods, "nodes": state.nodes}
+    if kind not in kinds:
+        raise LabkitError(f"unknown kind {kind!r}: expected services, endpointslices, pods or nodes")
+    objects = [o for o in kinds[kind] if name is None or o["metadata"]["name"] == name]
+    if name is not None and not objects:
+        raise LabkitError(f"no {kind} named {name!r}")
+    if output == "yaml":
+        sys.stdout.write(yaml.safe_dump_all(objects, sort_keys=False))
+    elif output == "json":
+        sys.stdout.write(json.dumps(objects[0] if name else {"kind": "List", "items": objects}, indent=2) + "\n")
+    elif output == "table":
+        print_table(live.table(kind, objects))
+    else:
+        raise LabkitError(f"--output: expected table, yaml or json, got {output!r}")
+
+
+def print_table(rows: list[list[str]]) -> None:
+    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("   ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip())
+
+
+def curl(
+    from_host: str = typer.Option(..., "--from", help="A lab host: node1, node2, client or a pod (see `labkit run kube-proxy`)."),
+    to: str = typer.Option(..., "--to", help="SERVICE[:PORT] (name or namespace/name) or IP:PORT."),
+    count: int = typer.Option(10, "-n", "--count", min=1, max=10000, help="How many requests (each a new connection)."),
+    source: Optional[str] = typer.Option(None, "--source", help="Send from this address of the host (e.g. one of the client's)."),
+    timeout: float = typer.Option(1.0, "--timeout", help="Seconds to wait for each request."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+):
+    """Send real HTTP requests from a lab host and report which pods answered and the address each pod saw."""
+    from labkit.kubeproxy import live
+
+    env = running_lab()
+    target = live.resolve_target(live.load(env), to)
+    result = live.send(env, from_host, target.ip, target.port, count, source=source, timeout=timeout)
+    if as_json:
+        sys.stdout.write(json.dumps({"from": from_host, "source": source, "to": target.description,
+                                     "ip": target.ip, "port": target.port, **result.to_dict()}, indent=2) + "\n")
+        return
+    via = f" (from {source})" if source else ""
+    print(f"{count} requests from {from_host}{via} to {target.description}: {result.ok} answered")
+    if result.answered:
+        rows = [["pod", "node", "answers", "client address the pod saw"]]
+        for pod, n in sorted(result.answered.items()):
+            seen = ", ".join(f"{addr} ×{k}" if k > 1 else addr for addr, k in result.seen_clients[pod].most_common())
+            rows.append([pod, result.nodes[pod], f"{n} ({100 * n / count:.0f}%)", seen])
+        print_table(rows)
+    if result.failures:
+        print("failed: " + ", ".join(f"{err} ×{n}" for err, n in result.failures.most_common()))
+    if not result.ok:
+        raise typer.Exit(1)
