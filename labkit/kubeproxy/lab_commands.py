@@ -51,8 +51,10 @@ def apply(
     for line in report:
         print(line)
     for node, changed in synced.items():
-        what = ", ".join(sorted(changed)) if changed else "no service changed"
-        print(f"{node}: partial sync ({what})")
+        if changed:
+            print(f"{node}: kube-proxy synced (rewrote the chains of {', '.join(sorted(changed))})")
+        else:
+            print(f"{node}: no service changed, no sync")
 
 
 def get(

@@ -146,7 +146,7 @@ def proxier_config(state: ClusterState, node: str) -> ProxierConfig:
     local = ["127.0.0.1/8", f"{spec.address}/{net.lan.prefixlen}",
              f"{spec.pod_gateway}/{ipaddress.ip_network(spec.pod_cidr).prefixlen}"]
     return ProxierConfig.from_kube_proxy_configuration(
-        state.kube_proxy_configuration, hostname=node, node_ips=[spec.address], local_addresses=local, nfacct_counters=[])
+        state.kube_proxy_configuration, hostname=node, node_ips=[spec.address], local_addresses=local)
 
 
 def sync_nodes(env, state: ClusterState, before: list[dict] | None = None) -> dict[str, set[str] | None]:
@@ -158,6 +158,10 @@ def sync_nodes(env, state: ClusterState, before: list[dict] | None = None) -> di
     for node in state.node_names():
         config = proxier_config(state, node)
         changed = None if before is None else changed_services(before, objects, config)
+        if changed is not None and not changed:
+            # No service changed: kube-proxy's change trackers report nothing, so it does not sync.
+            done[node] = changed
+            continue
         sync_node(env.netns_name(node), objects, config, changed_services=changed)
         done[node] = changed
     return done
