@@ -123,3 +123,53 @@ def curl(
         print("failed: " + ", ".join(f"{err} ×{n}" for err, n in result.failures.most_common()))
     if not result.ok:
         raise typer.Exit(1)
+
+
+def graph(
+    node: str = typer.Option("node1", "--node", help="The node whose live rules to draw."),
+    service: Optional[str] = typer.Option(None, "--service", help="Only the rules of this Service (name or namespace/name)."),
+    table: str = typer.Option("nat", "--table", help="nat | filter"),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Also write the graph: FILE.svg or FILE.png (Graphviz), FILE.dot (its source)."),
+):
+    """Draw the chain graph of a node's live iptables rules: a tree in the terminal, SVG/PNG with -o."""
+    import shutil
+    import subprocess
+
+    from labkit.errors import LabkitError
+    from labkit.kubeproxy import live
+    from labkit.netfilter import parse, save
+    from labkit.netfilter.graph import ChainGraph
+
+    if table not in ("nat", "filter"):
+        raise LabkitError(f"--table: expected nat or filter, got {table!r}")
+    env = running_lab()
+    state = live.load(env)
+    if node not in state.node_names():
+        raise LabkitError(f"no node {node!r} (nodes: {', '.join(state.node_names())})")
+    rules = parse(save(env.netns_name(node), table)).table(table)
+    keep = lambda chain, rule: True
+    if service:
+        namespace, _, name = service.rpartition("/")
+        if state.service(name, namespace or "default") is None:
+            raise LabkitError(f"no Service {service!r} (Services: {', '.join(s['metadata']['name'] for s in state.services)})")
+        keep = live.rules_of_service(namespace or "default", name)
+    roots = ["PREROUTING", "OUTPUT"] + (["POSTROUTING"] if table == "nat" and not service else [])
+    if table == "filter":
+        roots = ["INPUT", "FORWARD", "OUTPUT"]
+    chain_graph = ChainGraph.build(rules, roots, keep)
+    sys.stdout.write(chain_graph.tree())
+    if output is None:
+        return
+    suffix = output.suffix.lower()
+    if suffix == ".dot":
+        output.write_text(chain_graph.dot())
+    elif suffix in (".svg", ".png"):
+        if not shutil.which("dot"):
+            raise LabkitError("Graphviz's dot is not installed (apt-get install graphviz); -o FILE.dot writes the source")
+        result = subprocess.run(["dot", f"-T{suffix[1:]}", "-o", str(output)], input=chain_graph.dot(),
+                                capture_output=True, text=True)
+        if result.returncode != 0:
+            raise LabkitError(f"dot failed: {result.stderr.strip()}")
+    else:
+        raise LabkitError(f"-o: expected a .svg, .png or .dot file, got {output}")
+    print(f"wrote {output}", file=sys.stderr)

@@ -8,12 +8,14 @@ labkit.netlab.cluster; each node's rules are rendered and loaded by labkit.kubep
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from labkit import procs
 from labkit.errors import LabkitError
+from labkit.kubeproxy.chains import is_service_chain
 from labkit.kubeproxy.cluster_state import ClusterState, load_scenario, read_documents
 from labkit.kubeproxy.config import ProxierConfig
 from labkit.kubeproxy.proxier import changed_services
@@ -165,6 +167,21 @@ def sync_nodes(env, state: ClusterState, before: list[dict] | None = None) -> di
         sync_node(env.netns_name(node), objects, config, changed_services=changed)
         done[node] = changed
     return done
+
+
+def rules_of_service(namespace: str, name: str):
+    """A rule filter for the chain graph of one Service: in kube-proxy's shared chains
+    (KUBE-SERVICES, KUBE-NODEPORTS, built-ins, ...) only the jumps into this Service's own chains,
+    recognised by kube-proxy's rule comments ("ns/name:port ..."); in the per-service chains
+    (KUBE-SVC/SVL/EXT/FW/SEP) everything."""
+    mentions = re.compile(rf"(^|\s){re.escape(namespace)}/{re.escape(name)}(:|\s|$)")
+
+    def keep(chain: str, rule) -> bool:
+        if is_service_chain(chain) or not (rule.target and is_service_chain(rule.target)):
+            return True
+        return bool(rule.comment and mentions.search(rule.comment))
+
+    return keep
 
 
 # -- traffic ------------------------------------------------------------------------------------
