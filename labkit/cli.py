@@ -241,8 +241,12 @@ def shell(
 
 # -- lab families register their sub-commands here ---------------------------------------------
 # e.g. app.add_typer(kubeproxy_cli.app, name="kube-proxy")
+from labkit.netfilter import cli as netfilter_cli  # noqa: E402
+app.command("trace")(netfilter_cli.trace)
 from labkit.kubeproxy import cli as kubeproxy_cli  # noqa: E402
 app.add_typer(kubeproxy_cli.app, name="kube-proxy")
+from labkit.netfilter import cli as netfilter_cli  # noqa: E402
+app.command("trace")(netfilter_cli.trace)
 
 
 def main():

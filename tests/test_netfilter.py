@@ -1,0 +1,149 @@
+"""The ruleset parser, the tracer's kernel semantics, and the CLI (`labkit kube-proxy render`,
+`labkit trace` on a saved file and on a running lab's node)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from kubeproxy_cases import case_files, lab_namespace, load_case, proxier_config
+from labkit.kubeproxy import load_objects, render
+from labkit.kubeproxy.sync import sync_node
+from labkit.netfilter import Packet, Tracer, load, parse, parse_rule
+from support import labkit
+
+RESTORE_FORM = ('-A KUBE-SVC-X -m comment --comment "ns4/svc4:p80 cluster IP" -m tcp -p tcp -d 172.30.0.44 '
+                '--dport 80 ! -s 10.0.0.0/8 -j KUBE-MARK-MASQ')
+SAVE_FORM = ('-A KUBE-SVC-X ! -s 10.0.0.0/8 -d 172.30.0.44/32 -p tcp -m comment --comment "ns4/svc4:p80 cluster IP" '
+             '-m tcp --dport 80 -j KUBE-MARK-MASQ')
+
+
+def _shape(rule):
+    return sorted((c.kind, c.negated, str(c.value)) for c in rule.conds), rule.target, rule.comment
+
+
+def test_restore_and_save_forms_parse_alike():
+    assert _shape(parse_rule(RESTORE_FORM)) == _shape(parse_rule(SAVE_FORM))
+    a = parse_rule("-A S -m recent --name KUBE-SEP-A --rcheck --seconds 10800 --reap -j KUBE-SEP-A")
+    b = parse_rule("-A S -m recent --rcheck --seconds 10800 --reap --name KUBE-SEP-A --mask 255.255.255.255 --rsource -j KUBE-SEP-A")
+    assert a.cond("recent").value["name"] == b.cond("recent").value["name"] == "KUBE-SEP-A"
+    assert a.cond("recent").value["action"] == b.cond("recent").value["action"] == "rcheck"
+    p10 = parse_rule("-A S -m statistic --mode random --probability 0.3333333333 -j X").cond("statistic").value["p"]
+    p11 = parse_rule("-A S -m statistic --mode random --probability 0.33333333349 -j X").cond("statistic").value["p"]
+    assert abs(p10 - p11) < 1e-9
+    nfacct = parse_rule("-A KUBE-FORWARD -m conntrack --ctstate INVALID -m nfacct --nfacct-name  ct_state_invalid_dropped_pkts -j DROP")
+    assert nfacct.cond("nfacct").value == "ct_state_invalid_dropped_pkts"
+    fake = parse_rule("-A PREROUTING -m comment --comment kubernetes service portals -j KUBE-SERVICES")
+    assert fake.comment == "kubernetes service portals" and fake.target == "KUBE-SERVICES"
+
+
+def test_mark_forms_act_alike():
+    # MARK --or-mark 0x4000 (kube-proxy) and --set-xmark 0x4000/0x4000 (iptables-save) set the same bit.
+    for mark_rule in ("-A KUBE-MARK-MASQ -j MARK --or-mark 0x4000", "-A KUBE-MARK-MASQ -j MARK --set-xmark 0x4000/0x4000"):
+        text = ("*nat\n:PREROUTING ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n:KUBE-MARK-MASQ - [0:0]\n"
+                "-A PREROUTING -j KUBE-MARK-MASQ\n"
+                f"{mark_rule}\n"
+                "-A POSTROUTING -m mark ! --mark 0x4000/0x4000 -j RETURN\n"
+                "-A POSTROUTING -j MARK --set-xmark 0x4000/0x0\n-A POSTROUTING -j MASQUERADE\nCOMMIT\n")
+        result = Tracer(parse(text), []).trace(Packet("10.0.0.2", "10.9.9.9", 80))
+        assert result.masquerade, mark_rule
+
+
+def test_conntrack_state_and_statistic_branches():
+    text = ("*filter\n:FORWARD ACCEPT [0:0]\n-A FORWARD -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT\n"
+            "-A FORWARD -m conntrack --ctstate NEW -j DROP\nCOMMIT\n"
+            "*nat\n:PREROUTING ACCEPT [0:0]\n:SVC - [0:0]\n-A PREROUTING -d 172.30.0.1 -j SVC\n"
+            "-A SVC -m statistic --mode random --probability 0.33333333349 -j DNAT --to-destination 10.1.0.1:80\n"
+            "-A SVC -m statistic --mode random --probability 0.50000000000 -j DNAT --to-destination 10.1.0.2:80\n"
+            "-A SVC -j DNAT --to-destination 10.1.0.3:80\nCOMMIT\n")
+    rules = parse(text)
+    first = Tracer(rules, []).trace(Packet("10.0.0.2", "172.30.0.1", 80))
+    assert [d["target"] for d in first.dnat] == ["10.1.0.1:80", "10.1.0.2:80", "10.1.0.3:80"]
+    assert all(abs(d["probability"] - 1 / 3) < 1e-6 for d in first.dnat)
+    assert first.verdict == "DROP"                     # a first packet is NEW
+    later = Tracer(rules, []).trace(Packet("10.0.0.2", "172.30.0.1", 80, ctstate="ESTABLISHED"))
+    assert later.verdict == "ACCEPT"
+
+
+def test_parse_errors_name_the_line():
+    from labkit.errors import LabkitError
+    with pytest.raises(LabkitError, match="line 2"):
+        parse("*filter\n-A INPUT -s 10.0.0.300 -j DROP\nCOMMIT\n")
+
+
+def _case01():
+    paths = [p for p in case_files() if p.name.startswith("01-")]
+    if not paths:
+        pytest.skip("shared fidelity case 01 is not on this machine")
+    return load_case(paths[0])
+
+
+def test_render_cli(tmp_path):
+    objects = tmp_path / "objects.yaml"
+    objects.write_text(yaml.safe_dump_all(_case01()["objects"]))
+    out = labkit("kube-proxy", "render", "-f", str(objects), "--hostname", "test-node", "--node-ip", "192.168.0.2",
+                 "--no-random-fully", "--sorted", check=0).stdout
+    assert "-A KUBE-MARK-MASQ -j MARK --or-mark 0x00004000" in out
+    assert '-A KUBE-POSTROUTING -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE\n' in out
+    config = tmp_path / "kp.yaml"
+    config.write_text("apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n"
+                      "clusterCIDR: 10.0.0.0/8\niptables: {localhostNodePorts: false}\n")
+    out2 = labkit("kube-proxy", "render", "-f", str(objects), "--config", str(config), "--hostname", "test-node",
+                  "--node-ip", "192.168.0.2", "--nfacct-counter", "none", check=0).stdout
+    assert "KUBE-FIREWALL" not in out2 and "nfacct" not in out2 and "--random-fully" in out2
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("kind: Service\nmetadata: {name: x}\nspec: {ports: [{port: 80, protocol: ICMP}]}\n")
+    err = labkit("kube-proxy", "render", "-f", str(bad), check=2).stderr
+    assert err.strip() == f"labkit: {bad}: Service default/x: spec.ports[0].protocol: expected TCP, UDP or SCTP, got 'ICMP'"
+
+
+def test_trace_cli_on_a_saved_ruleset(tmp_path):
+    case = _case01()
+    text = render(load_objects(case["objects"]), proxier_config(case["proxier_config"]))
+    rules = tmp_path / "rules.txt"
+    rules.write_text(text)
+    locals_ = []
+    for ip in case["proxier_config"]["tracerLocalIPs"]:
+        locals_ += ["--local-address", ip]
+    result = json.loads(labkit("trace", "--rules", str(rules), "--src", "10.0.0.2", "--dst", "172.30.0.44:80",
+                               "--json", *locals_, check=0).stdout)
+    assert result["dnat"] == [{"target": "10.180.0.4:80", "probability": 0.5}, {"target": "10.180.0.5:80", "probability": 0.5}]
+    assert result["output"] == "10.180.0.4:80, 10.180.0.5:80" and result["masquerade"] is False
+    assert any("jump rules" in n for n in result["notes"])
+    tree = labkit("trace", "--rules", str(rules), "--src", "203.0.113.2", "--dst", "192.168.99.22:80", *locals_, check=0).stdout
+    assert "verdict DROP" in tree and "has no local endpoints" in tree
+    assert labkit("trace", "--rules", str(rules), "--src", "10.0.0.2", "--dst", "172.30.0.44", check=2).stderr.startswith("labkit: --dst")
+
+
+def test_trace_cli_on_a_running_labs_node():
+    """--node resolves a host of a running lab (hosts(env)) and reads its live rules with python-iptables."""
+    case = _case01()
+    labkit("run", "demo", check=0)
+    try:
+        from types import SimpleNamespace
+        from labkit.state import LabEnv, LabState
+        netns = LabEnv(SimpleNamespace(id="demo"), LabState("demo")).netns_name("a")
+        sync_node(netns, load_objects(case["objects"]), proxier_config(case["proxier_config"]))
+        result = json.loads(labkit("trace", "--lab", "demo", "--node", "a", "--src", "203.0.113.2",
+                                   "--dst", "5.6.7.8:80", "--json", check=0).stdout)
+        assert result["dnat"] == [{"target": "10.180.0.3:80", "probability": 1.0}]
+        assert result["masquerade"] is True and result["verdict"] == "ACCEPT"
+        assert result["affinity"] and result["affinity"][0]["dnat"] == ["10.180.0.3:80"]
+        missing = labkit("trace", "--lab", "demo", "--node", "zz", "--src", "1.2.3.4", "--dst", "5.6.7.8:80", check=2)
+        assert "no node 'zz'" in missing.stderr
+    finally:
+        labkit("cleanup", "demo", check=0)
+
+
+def test_nfacct_counters_live_in_the_namespace():
+    """The counters are made inside the lab namespace: loading a rule that uses one works there."""
+    with lab_namespace() as netns:
+        rule = "*filter\n:T - [0:0]\n-A T -m nfacct --nfacct-name labkit_probe -j ACCEPT\nCOMMIT\n"
+        ok, message = load.try_restore(netns, rule)
+        assert not ok and "failed" in message
+        assert load.ensure_nfacct(netns, ["labkit_probe"]) == ["labkit_probe"]
+        assert load.ensure_nfacct(netns, ["labkit_probe"]) == []          # already there
+        load.restore(netns, rule)
+        assert "-A T -m nfacct --nfacct-name  labkit_probe -j ACCEPT" in load.save(netns, "filter")
