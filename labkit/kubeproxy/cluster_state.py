@@ -102,7 +102,9 @@ class ClusterState:
         return next((p for p in self.pods if _key(p) == (namespace, name)), None)
 
     def service(self, name: str, namespace: str = "default") -> dict | None:
-        return next((s for s in self.services if _key(s) == (namespace, name)), None)
+        """A copy of the Service (change it and apply it)."""
+        found = next((s for s in self.services if _key(s) == (namespace, name)), None)
+        return copy.deepcopy(found)
 
     def slices_of(self, namespace: str, name: str) -> list[dict]:
         return [s for s in self.endpoint_slices
