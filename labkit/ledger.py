@@ -97,6 +97,11 @@ class Ledger:
         entries = self.entries()
         order = [e for e in reversed(entries) if e.get("kind") == "process"]
         order += [e for e in reversed(entries) if e.get("kind") != "process"]
+        # A link in a namespace this ledger also records goes with that namespace: removing it on
+        # its own first would only cost a netlink round trip per link.
+        namespaces = {e.get("name") for e in entries if e.get("kind") == "netns"}
+        with_namespace = [e for e in order if e.get("kind") == "link" and e.get("netns") in namespaces]
+        order = [e for e in order if e not in with_namespace]
         problems: list[str] = []
         remaining: list[dict] = []
         for entry in order:
@@ -111,6 +116,8 @@ class Ledger:
             except (OSError, LabkitError, RuntimeError) as exc:
                 problems.append(f"could not remove {describe(entry)}: {exc}")
                 remaining.append(entry)
+        kept = {e.get("name") for e in remaining if e.get("kind") == "netns"}
+        remaining += [e for e in with_namespace if e.get("netns") in kept]
         self._rewrite(list(reversed(remaining)))
         return problems
 
