@@ -14,8 +14,8 @@
 - Each pod is a namespace with `eth0` (address in its node's pod CIDR) and a default route via
   its node's `cni0` address.
 
-Nothing is connected to the host's root namespace. Every namespace is recorded in the lab's
-ledger before it is created (labkit.netlab), and every link lives inside those namespaces.
+Nothing is connected to the host's root namespace. Every namespace and link is recorded in the
+lab's ledger before it is created (labkit.netlab).
 """
 
 from __future__ import annotations
@@ -112,10 +112,7 @@ def _wait(procs_by_ns: dict[str, subprocess.Popen]) -> None:
 def build(env, net: ClusterNetwork) -> None:
     """Create the whole network: every namespace first, then one `ip -batch` per namespace.
 
-    Only the namespaces go into the ledger: every link is created inside lab namespaces that are
-    recorded before it (a veth pair spans two of them), and deleting a namespace deletes its links
-    and their peers, so cleanup needs no per-link step (which would cost one netlink round trip
-    each).
+    Each link is recorded in the ledger before the batch that creates it.
     """
     lan_ns = create_netns(env, net.lan.host)
     on_lan = [(n.name, [n.address]) for n in net.nodes] + [(h.name, list(h.addresses)) for h in net.hosts]
@@ -126,8 +123,11 @@ def build(env, net: ClusterNetwork) -> None:
     # the LAN: its bridge with the gateway address, and one port per node and host
     lan = [f"link add {net.lan.bridge} type bridge", f"link set {net.lan.bridge} up",
            f"addr add {net.lan.gateway}{prefix} dev {net.lan.bridge}"]
+    env.ledger.record("link", netns=lan_ns, name=net.lan.bridge)
     for name, _ in on_lan:
         port = name[:15]
+        env.ledger.record("link", netns=lan_ns, name=port)
+        env.ledger.record("link", netns=ns_of[name], name="eth0")
         lan += [f"link add {port} type veth peer name eth0 netns {ns_of[name]}",
                 f"link set {port} master {net.lan.bridge} up"]
     _wait({lan_ns: _ip_batch(lan_ns, lan)})
@@ -138,6 +138,7 @@ def build(env, net: ClusterNetwork) -> None:
         batches[name] = ["link set eth0 up", *(f"addr add {a}{prefix} dev eth0" for a in addresses),
                          f"route add default via {net.lan.gateway}"]
     for node in net.nodes:
+        env.ledger.record("link", netns=ns_of[node.name], name=POD_BRIDGE)
         pod_prefix = ipaddress.ip_network(node.pod_cidr).prefixlen
         batch = batches[node.name]
         batch += [f"link add {POD_BRIDGE} type bridge", f"link set {POD_BRIDGE} up",
@@ -145,6 +146,8 @@ def build(env, net: ClusterNetwork) -> None:
         batch += [f"route add {o.pod_cidr} via {o.address}" for o in net.nodes if o is not node]
         for pod in (p for p in net.pods if p.node == node.name):
             port = pod_port_name(pod.name)
+            env.ledger.record("link", netns=ns_of[node.name], name=port)
+            env.ledger.record("link", netns=ns_of[pod.name], name="eth0")
             batch += [f"link add {port} type veth peer name eth0 netns {ns_of[pod.name]}",
                       f"link set {port} master {POD_BRIDGE} up",
                       f"link set dev {port} type bridge_slave hairpin on"]

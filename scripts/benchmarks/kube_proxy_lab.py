@@ -71,5 +71,5 @@ def run() -> list[Figure]:
         Figure("kube-proxy lab", "labkit cleanup kube-proxy", round(cleanup, 3), "s", note=note),
     ]
     for step, seconds in phases.items():
-        figures.append(Figure("kube-proxy lab", f"build step until '{step}' (in-process)", round(seconds, 3), "s"))
+        figures.append(Figure("kube-proxy lab", f"build step: {step} (in-process)", round(seconds, 3), "s"))
     return figures
