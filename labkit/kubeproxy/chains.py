@@ -12,7 +12,6 @@ and KUBE-FW of one service port share the same hash.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 
 SERVICE_PREFIX = "KUBE-SVC-"          # Cluster traffic policy: picks among all usable endpoints
@@ -24,8 +23,13 @@ ENDPOINT_PREFIX = "KUBE-SEP-"         # one endpoint: hairpin masquerade + DNAT
 SERVICE_CHAIN_PREFIXES = (SERVICE_PREFIX, LOCAL_SERVICE_PREFIX, ENDPOINT_PREFIX, FIREWALL_PREFIX, EXTERNAL_PREFIX)
 
 
+_B32 = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
+
+
 def _hash16(text: str) -> str:
-    return base64.b32encode(hashlib.sha256(text.encode()).digest()).decode()[:16]
+    # The first 16 base32 characters encode exactly the first 10 bytes (80 bits) of the digest.
+    value = int.from_bytes(hashlib.sha256(text.encode()).digest()[:10], "big")
+    return "".join(_B32[(value >> shift) & 31] for shift in range(75, -1, -5))
 
 
 def service_port_name(namespace: str, name: str, port_name: str = "") -> str:

@@ -202,10 +202,11 @@ def _render(state: ClusterState, cfg: ProxierConfig, existing_nat_chains, change
         proto = sp.proto
         name = sp.name_string
         port = str(sp.port)
-        cluster_chain = chains.service_chain(name, proto)
-        local_chain = chains.local_service_chain(name, proto)
-        ext_chain = chains.external_chain(name, proto)
-        fw_chain = chains.firewall_chain(name, proto)
+        port_hash = chains.port_proto_hash(name, proto)
+        cluster_chain = chains.SERVICE_PREFIX + port_hash
+        local_chain = chains.LOCAL_SERVICE_PREFIX + port_hash
+        ext_chain = chains.EXTERNAL_PREFIX + port_hash
+        fw_chain = chains.FIREWALL_PREFIX + port_hash
 
         cluster_eps, local_eps, reachable_eps, has_endpoints = categorize_endpoints(
             state.endpoints_for(sp), sp, cfg.hostname, cfg.topology_zone)
@@ -334,18 +335,21 @@ def _render(state: ClusterState, cfg: ProxierConfig, existing_nat_chains, change
                             f'"other traffic to {name} will be dropped by KUBE-PROXY-FIREWALL"')
 
         # The endpoint pickers.
+        ep_cache: dict[str, str] = {}
         if uses_cluster_chain:
             svc_chains.write(f":{cluster_chain} - [0:0]")
             active_nat_chains.add(cluster_chain)
-            _service_to_endpoints(svc_rules, name, sp, cluster_chain, cluster_eps, comment)
+            _service_to_endpoints(svc_rules, name, sp, cluster_chain, cluster_eps, comment, ep_cache)
         if uses_local_chain:
             svc_chains.write(f":{local_chain} - [0:0]")
             active_nat_chains.add(local_chain)
-            _service_to_endpoints(svc_rules, name, sp, local_chain, local_eps, comment)
+            _service_to_endpoints(svc_rules, name, sp, local_chain, local_eps, comment, ep_cache)
 
         # The per-endpoint chains.
         for ep in reachable_eps:
-            ep_chain = chains.endpoint_chain(name, proto, ep.endpoint)
+            if ep.endpoint not in ep_cache:
+                ep_cache[ep.endpoint] = chains.endpoint_chain(name, proto, ep.endpoint)
+            ep_chain = ep_cache[ep.endpoint]
             svc_chains.write(f":{ep_chain} - [0:0]")
             active_nat_chains.add(ep_chain)
             args = comment(["-A", ep_chain], name)
@@ -396,9 +400,13 @@ def _render(state: ClusterState, cfg: ProxierConfig, existing_nat_chains, change
 
 
 def _service_to_endpoints(rules: _Lines, name: str, sp: ServicePortInfo, chain: str,
-                          endpoints: list[EndpointInfo], comment) -> None:
+                          endpoints: list[EndpointInfo], comment, cache: dict) -> None:
     """writeServiceToEndpointRules: affinity checks first, then the statistic cascade."""
-    ep_chains = [chains.endpoint_chain(name, sp.proto, ep.endpoint) for ep in endpoints]
+    ep_chains = []
+    for ep in endpoints:
+        if ep.endpoint not in cache:
+            cache[ep.endpoint] = chains.endpoint_chain(name, sp.proto, ep.endpoint)
+        ep_chains.append(cache[ep.endpoint])
     if sp.session_affinity_client_ip:
         for ep, ep_chain in zip(endpoints, ep_chains):
             args = comment(["-A", chain], f'"{name} -> {ep.endpoint}"')

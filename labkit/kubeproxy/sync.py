@@ -16,7 +16,7 @@ from typing import Iterable
 from labkit.kubeproxy.config import ProxierConfig
 from labkit.kubeproxy.proxier import JUMP_CHAINS, jump_rules, render
 from labkit.netfilter import load
-from labkit.netfilter.ruleset import _quote, parse, parse_rule, _same_rule
+from labkit.netfilter.ruleset import quote_word, parse, parse_rule, same_rule
 
 
 def ensure_jump_rules(netns: str, config: ProxierConfig) -> list[str]:
@@ -32,10 +32,10 @@ def ensure_jump_rules(netns: str, config: ProxierConfig) -> list[str]:
     added = []
     for table, chain, args in jump_rules():
         existing = current.chain(table, chain)
-        wanted = parse_rule(f"-A {chain} " + " ".join(_quote(a) for a in args))
-        if existing is not None and any(_same_rule(wanted, r) for r in existing.rules):
+        wanted = parse_rule(f"-A {chain} " + " ".join(quote_word(a) for a in args))
+        if existing is not None and any(same_rule(wanted, r) for r in existing.rules):
             continue
-        line = f"-I {chain} 1 " + " ".join(_quote(a) for a in args)
+        line = f"-I {chain} 1 " + " ".join(quote_word(a) for a in args)
         lines_by_table.setdefault(table, []).append(line)
         added.append(line)
     text = "".join(f"*{table}\n" + "".join(l + "\n" for l in lines) + "COMMIT\n" for table, lines in lines_by_table.items())

@@ -28,7 +28,6 @@ BUILTIN_CHAINS = {
     "raw": ("PREROUTING", "OUTPUT"),
     "security": ("INPUT", "FORWARD", "OUTPUT"),
 }
-TERMINAL_TARGETS = ("ACCEPT", "DROP", "REJECT", "RETURN", "DNAT", "SNAT", "MASQUERADE", "REDIRECT", "QUEUE", "NFQUEUE")
 
 
 @dataclass
@@ -133,21 +132,21 @@ class Ruleset:
     def ensure_rule_first(self, table: str, chain: str, args: list[str]) -> bool:
         """Like `iptables -C` then `-I CHAIN 1` (kube-proxy's EnsureRule(Prepend)); True if added."""
         c = self.table(table, create=True).chain(chain, create=True)
-        text = f"-A {chain} " + " ".join(_quote(a) for a in args)
+        text = f"-A {chain} " + " ".join(quote_word(a) for a in args)
         rule = parse_rule(text)
-        if any(_same_rule(rule, r) for r in c.rules):
+        if any(same_rule(rule, r) for r in c.rules):
             return False
         c.rules.insert(0, rule)
         c._index = None
         return True
 
 
-def _same_rule(a: Rule, b: Rule) -> bool:
+def same_rule(a: Rule, b: Rule) -> bool:
     return ([(c.kind, c.negated, str(c.value)) for c in a.conds], a.target, a.target_args, a.comment) == \
         ([(c.kind, c.negated, str(c.value)) for c in b.conds], b.target, b.target_args, b.comment)
 
 
-def _quote(word: str) -> str:
+def quote_word(word: str) -> str:
     return f'"{word}"' if (" " in word or word == "") else word
 
 
