@@ -67,5 +67,6 @@ def access(env):
         "- `labkit kube-proxy get services|endpointslices|pods [-o yaml]` shows the cluster state.",
         "- `labkit kube-proxy curl --from HOST --to SERVICE|IP:PORT -n 20` sends real requests.",
         "- `labkit kube-proxy graph --node node1 [--service web]` draws a node's chains.",
+        "- `labkit trace --node node1 --src 10.244.1.2 --dst 10.96.0.10:80` follows one packet through them.",
         "- `labkit kube-proxy apply -f FILE` changes Services (kube-proxy then syncs both nodes).",
     ])
