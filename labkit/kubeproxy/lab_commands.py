@@ -82,9 +82,45 @@ def get(
     elif output == "json":
         sys.stdout.write(json.dumps(objects[0] if name else {"kind": "List", "items": objects}, indent=2) + "\n")
     elif output == "table":
-        print_table(live.table(kind, objects))
+        print_table(table(kind, objects))
     else:
         raise LabkitError(f"--output: expected table, yaml or json, got {output!r}")
+
+
+def table(kind: str, objects: list[dict]) -> list[list[str]]:
+    """kubectl-get-like rows (header first)."""
+    if kind in ("services", "svc"):
+        rows = [["NAME", "TYPE", "CLUSTER-IP", "PORT(S)", "SELECTOR", "NOTES"]]
+        for s in objects:
+            spec = s["spec"]
+            ports = ",".join(f"{p['port']}" + (f":{p['nodePort']}" if p.get("nodePort") else "") + f"/{p['protocol']}"
+                             for p in spec.get("ports", []))
+            notes = [f"{k}={spec[k]}" for k in ("externalTrafficPolicy", "internalTrafficPolicy") if spec.get(k, "Cluster") != "Cluster"]
+            if spec.get("sessionAffinity", "None") != "None":
+                notes.append(f"sessionAffinity={spec['sessionAffinity']}")
+            notes += [f"label {k}" for k in (s["metadata"].get("labels") or {}) if k.startswith("service.kubernetes.io/")]
+            selector = ",".join(f"{k}={v}" for k, v in (spec.get("selector") or {}).items()) or "<none>"
+            rows.append([s["metadata"]["name"], spec.get("type", "ClusterIP"), spec.get("clusterIP", ""), ports or "<none>",
+                         selector, " ".join(notes)])
+    elif kind == "endpointslices":
+        rows = [["NAME", "SERVICE", "PORTS", "ENDPOINTS (node)"]]
+        for s in objects:
+            ports = ",".join(str(p["port"]) for p in s.get("ports") or []) or "<unset>"
+            eps = ", ".join(f"{e['addresses'][0]} ({e.get('nodeName', '?')})" + ("" if (e.get("conditions") or {}).get("ready", True) else " not ready")
+                            for e in s.get("endpoints") or []) or "<none>"
+            rows.append([s["metadata"]["name"], (s["metadata"].get("labels") or {}).get("kubernetes.io/service-name", ""), ports, eps])
+    elif kind == "pods":
+        rows = [["NAME", "NODE", "IP", "PORTS", "LABELS"]]
+        for p in objects:
+            ports = ",".join(str(port["containerPort"]) for c in p["spec"]["containers"] for port in c.get("ports", []))
+            labels = ",".join(f"{k}={v}" for k, v in (p["metadata"].get("labels") or {}).items())
+            rows.append([p["metadata"]["name"], p["spec"]["nodeName"], p["status"]["podIP"], ports, labels])
+    else:
+        rows = [["NAME", "INTERNAL-IP", "POD-CIDR"]]
+        for n in objects:
+            ip = next(a["address"] for a in n["status"]["addresses"] if a["type"] == "InternalIP")
+            rows.append([n["metadata"]["name"], ip, n["spec"]["podCIDR"]])
+    return rows
 
 
 def print_table(rows: list[list[str]]) -> None:

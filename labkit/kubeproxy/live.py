@@ -25,7 +25,9 @@ from labkit.netlab.netns import exists, run_in
 from labkit.netlab.traffic import http_requests
 from labkit.shell import Host
 
-LAB_ID = "kube-proxy"
+# What kube-proxy (iptables mode, IPv4, localhostNodePorts on) sets on its node: route_localnet so
+# that NodePorts answer on 127.0.0.1 (proxier.go, NewProxier). IPv4 forwarding is the CNI's.
+NODE_SYSCTLS = ("net.ipv4.conf.all.route_localnet=1",)
 
 
 def build(env, scenario: Path, log=lambda msg: None) -> ClusterState:
@@ -97,48 +99,7 @@ def apply_documents(env, documents: list[dict], source: str) -> tuple[list[str],
     return report, sync_nodes(env, state, before=before)
 
 
-def table(kind: str, objects: list[dict]) -> list[list[str]]:
-    """kubectl-get-like rows (header first) for `labkit kube-proxy get`."""
-    if kind in ("services", "svc"):
-        rows = [["NAME", "TYPE", "CLUSTER-IP", "PORT(S)", "SELECTOR", "NOTES"]]
-        for s in objects:
-            spec = s["spec"]
-            ports = ",".join(f"{p['port']}" + (f":{p['nodePort']}" if p.get("nodePort") else "") + f"/{p['protocol']}"
-                             for p in spec.get("ports", []))
-            notes = [f"{k}={spec[k]}" for k in ("externalTrafficPolicy", "internalTrafficPolicy") if spec.get(k, "Cluster") != "Cluster"]
-            if spec.get("sessionAffinity", "None") != "None":
-                notes.append(f"sessionAffinity={spec['sessionAffinity']}")
-            notes += [f"label {k}" for k in (s["metadata"].get("labels") or {}) if k.startswith("service.kubernetes.io/")]
-            selector = ",".join(f"{k}={v}" for k, v in (spec.get("selector") or {}).items()) or "<none>"
-            rows.append([s["metadata"]["name"], spec.get("type", "ClusterIP"), spec.get("clusterIP", ""), ports or "<none>",
-                         selector, " ".join(notes)])
-    elif kind == "endpointslices":
-        rows = [["NAME", "SERVICE", "PORTS", "ENDPOINTS (node)"]]
-        for s in objects:
-            ports = ",".join(str(p["port"]) for p in s.get("ports") or []) or "<unset>"
-            eps = ", ".join(f"{e['addresses'][0]} ({e.get('nodeName', '?')})" + ("" if (e.get("conditions") or {}).get("ready", True) else " not ready")
-                            for e in s.get("endpoints") or []) or "<none>"
-            rows.append([s["metadata"]["name"], (s["metadata"].get("labels") or {}).get("kubernetes.io/service-name", ""), ports, eps])
-    elif kind == "pods":
-        rows = [["NAME", "NODE", "IP", "PORTS", "LABELS"]]
-        for p in objects:
-            ports = ",".join(str(port["containerPort"]) for c in p["spec"]["containers"] for port in c.get("ports", []))
-            labels = ",".join(f"{k}={v}" for k, v in (p["metadata"].get("labels") or {}).items())
-            rows.append([p["metadata"]["name"], p["spec"]["nodeName"], p["status"]["podIP"], ports, labels])
-    else:
-        rows = [["NAME", "INTERNAL-IP", "POD-CIDR"]]
-        for n in objects:
-            ip = next(a["address"] for a in n["status"]["addresses"] if a["type"] == "InternalIP")
-            rows.append([n["metadata"]["name"], ip, n["spec"]["podCIDR"]])
-    return rows
-
-
 # -- kube-proxy on the nodes ---------------------------------------------------------------------
-
-# What kube-proxy (iptables mode, IPv4, localhostNodePorts on) sets on its node: route_localnet so
-# that NodePorts answer on 127.0.0.1 (proxier.go, NewProxier). IPv4 forwarding is the CNI's.
-NODE_SYSCTLS = ("net.ipv4.conf.all.route_localnet=1",)
-
 
 def proxier_config(state: ClusterState, node: str) -> ProxierConfig:
     """kube-proxy's view of one node: the lab's KubeProxyConfiguration, the node's name and IP,
@@ -161,7 +122,8 @@ def sync_nodes(env, state: ClusterState, before: list[dict] | None = None) -> di
         config = proxier_config(state, node)
         changed = None if before is None else changed_services(before, objects, config)
         if changed is not None and not changed:
-            # No service changed: kube-proxy's change trackers report nothing, so it does not sync.
+            # Nothing changed for kube-proxy: OnServiceUpdate / OnEndpointSliceUpdate (proxier.go) only
+            # call Sync() when the change trackers report a change.
             done[node] = changed
             continue
         sync_node(env.netns_name(node), objects, config, changed_services=changed)
@@ -212,7 +174,7 @@ def resolve_target(state: ClusterState, text: str) -> Target:
         raise LabkitError(f"no Service {host!r} and not an IP:PORT (Services: {known})")
     ports = svc["spec"].get("ports", [])
     chosen = [p for p in ports if not port or p.get("name") == port or str(p["port"]) == port]
-    if not chosen or (len(chosen) > 1):
+    if len(chosen) != 1:
         names = ", ".join(f"{p.get('name') or '-'}={p['port']}" for p in ports)
         raise LabkitError(f"Service {host}: say which port with {host}:PORT (ports: {names})")
     ip = svc["spec"].get("clusterIP")
@@ -229,7 +191,6 @@ class Tally:
     nodes: dict = field(default_factory=dict)                    # pod -> node
     seen_clients: dict = field(default_factory=dict)             # pod -> Counter(client address)
     failures: Counter = field(default_factory=Counter)           # error -> count
-    replies: list = field(default_factory=list)                  # the raw results, in order
 
     @property
     def ok(self) -> int:
@@ -244,7 +205,7 @@ class Tally:
 
 
 def tally(results: list[dict]) -> Tally:
-    out = Tally(len(results), replies=results)
+    out = Tally(len(results))
     for r in results:
         if r.get("ok") and r.get("body"):
             pod = r["body"]["pod"]
