@@ -95,6 +95,10 @@ class Ledger:
         Returns the problems met; entries that could not be removed stay in the ledger.
         """
         entries = self.entries()
+        # A link in a namespace this ledger also records goes with that namespace: removing it on
+        # its own first would only cost a netlink round trip per link.
+        namespaces = {e.get("name") for e in entries if e.get("kind") == "netns"}
+        with_namespace = [e for e in entries if e.get("kind") == "link" and e.get("netns") in namespaces]
         problems: list[str] = []
         remaining: list[dict] = []
         # All processes first, in one sweep (they may hold namespaces, mounts and cgroups).
@@ -107,7 +111,7 @@ class Ledger:
             except (OSError, RuntimeError) as exc:
                 problems.append(f"could not stop the lab's processes: {exc}")
                 remaining += processes
-        for entry in (e for e in reversed(entries) if e.get("kind") != "process"):
+        for entry in (e for e in reversed(entries) if e.get("kind") != "process" and e not in with_namespace):
             remover = _remover(entry.get("kind", ""))
             if remover is None:
                 problems.append(f"unknown ledger entry {entry}")
@@ -119,6 +123,8 @@ class Ledger:
             except (OSError, LabkitError, RuntimeError) as exc:
                 problems.append(f"could not remove {describe(entry)}: {exc}")
                 remaining.append(entry)
+        kept = {e.get("name") for e in remaining if e.get("kind") == "netns"}
+        remaining += [e for e in with_namespace if e.get("netns") in kept]
         self._rewrite(list(reversed(remaining)))
         return problems
 

@@ -82,3 +82,23 @@ def test_paths_outside_labkit_roots_are_refused(env, tmp_path):
     finally:
         outside.rmdir()
         env.ledger.path.unlink()
+
+
+def test_links_go_with_their_recorded_namespace_and_others_are_removed_one_by_one(env):
+    from labkit.netlab import add_veth, netns_path
+
+    a, b = create_netns(env, "la"), create_netns(env, "lb")
+    add_veth(env, a, "v-a", b, "v-b")
+    foreign = f"{env.prefix}-foreign-links"
+    subprocess.run(["ip", "netns", "add", foreign], check=True)
+    try:
+        subprocess.run(["ip", "-n", foreign, "link", "add", "keep", "type", "veth", "peer", "name", "keep-peer"], check=True)
+        env.ledger.record("link", netns=foreign, name="mine")
+        subprocess.run(["ip", "-n", foreign, "link", "add", "mine", "type", "veth", "peer", "name", "mine-peer"], check=True)
+        assert env.ledger.cleanup() == []
+        assert not exists(a) and not exists(b) and env.ledger.entries() == []
+        links = subprocess.run(["ip", "-n", foreign, "-o", "link"], capture_output=True, text=True).stdout
+        assert "keep" in links and "mine" not in links   # a link in an unrecorded namespace: removed itself
+        assert netns_path(foreign).exists()
+    finally:
+        subprocess.run(["ip", "netns", "del", foreign])

@@ -90,3 +90,12 @@ def render(
     with warnings_to_stderr():
         text = render_rules(load_objects(file), cfg)
     sys.stdout.write(sort_rules(text) if sort else text)
+
+
+# -- commands that work on the running kube-proxy lab (labkit/kubeproxy/lab_commands.py) ---------
+from labkit.kubeproxy import lab_commands  # noqa: E402
+
+app.command("apply")(lab_commands.apply)
+app.command("get")(lab_commands.get)
+app.command("curl")(lab_commands.curl)
+app.command("graph")(lab_commands.graph)

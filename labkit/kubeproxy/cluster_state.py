@@ -1,0 +1,457 @@
+"""The live kube-proxy lab's cluster state: nodes, pods, Services and EndpointSlices.
+
+A scenario file (labs/kube-proxy/scenarios/*.yaml) describes the cluster:
+
+    network:   {lan: CIDR, gateway: IP, serviceCIDR: CIDR, nodePortRange: "30000-32767"}
+    hosts:     [{name, addresses: [IP, ...]}]          machines on the LAN outside the cluster
+    kubeProxyConfiguration: {...}                      a KubeProxyConfiguration, used on every node
+    objects:   [Node, Pod, Service, EndpointSlice ...] Kubernetes objects as kubectl shows them
+
+Nodes give `spec.podCIDR` and an InternalIP in `status.addresses`; pods give `spec.nodeName`,
+labels and container ports. labkit then does the work of the API server and the controllers a
+real cluster runs, no more:
+- pod IPs come from the node's pod CIDR, in order (like the host-local IPAM plugin);
+- Services get the API server's defaults and allocations (pkg/apis/core/v1/defaults.go and
+  pkg/registry/core/service: clusterIP from the service CIDR, nodePorts from the node-port range,
+  protocol TCP, targetPort = port, sessionAffinity None, ClientIP timeout 10800 s, traffic
+  policies Cluster), and clusterIP is immutable;
+- EndpointSlices of Services with a selector are written like the EndpointSlice controller
+  (pkg/controller/endpointslice): one endpoint per matching pod with its IP, nodeName and
+  ready/serving/terminating conditions, named ports resolved against the pod's container ports,
+  labels kubernetes.io/service-name and endpointslice.kubernetes.io/managed-by. Slices of
+  Services without a selector are whatever the user applies.
+
+The state lives in the lab's state directory as JSON (cluster.json) and changes only through
+`apply` (`labkit kube-proxy apply -f FILE`).
+"""
+
+from __future__ import annotations
+
+import copy
+import ipaddress
+import json
+import os
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from labkit.errors import ConfigError
+from labkit.netlab import cluster as netcluster
+
+SERVICE_NAME_LABEL = "kubernetes.io/service-name"
+MANAGED_BY_LABEL = "endpointslice.kubernetes.io/managed-by"
+CONTROLLER_NAME = "endpointslice-controller.k8s.io"
+
+SERVICE_TYPES = ("ClusterIP", "NodePort", "LoadBalancer", "ExternalName")
+PROTOCOLS = ("TCP", "UDP", "SCTP")
+STATE_FILE = "cluster.json"
+# k8s.io/apimachinery/pkg/util/rand: the alphabet of generated name suffixes
+_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+
+
+def _key(obj: dict) -> tuple[str, str]:
+    meta = obj.get("metadata") or {}
+    return meta.get("namespace") or "default", meta.get("name", "")
+
+
+def _labels(obj: dict) -> dict:
+    return (obj.get("metadata") or {}).get("labels") or {}
+
+
+@dataclass
+class ClusterState:
+    network: dict
+    hosts: list[dict]
+    kube_proxy_configuration: dict
+    nodes: list[dict]
+    pods: list[dict]
+    services: list[dict]
+    endpoint_slices: list[dict]
+
+    # -- persistence ----------------------------------------------------------------------------
+    @staticmethod
+    def path(env) -> Path:
+        return Path(env.dir) / STATE_FILE
+
+    @classmethod
+    def load(cls, env) -> "ClusterState":
+        data = json.loads(cls.path(env).read_text())
+        return cls(data["network"], data["hosts"], data["kubeProxyConfiguration"], data["nodes"],
+                   data["pods"], data["services"], data["endpointSlices"])
+
+    def save(self, env) -> None:
+        path = self.path(env)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps({
+            "network": self.network, "hosts": self.hosts, "kubeProxyConfiguration": self.kube_proxy_configuration,
+            "nodes": self.nodes, "pods": self.pods, "services": self.services, "endpointSlices": self.endpoint_slices,
+        }, indent=1, sort_keys=True))
+        os.replace(tmp, path)
+
+    # -- queries --------------------------------------------------------------------------------
+    def node_names(self) -> list[str]:
+        return [n["metadata"]["name"] for n in self.nodes]
+
+    def node_address(self, name: str) -> str:
+        node = next(n for n in self.nodes if n["metadata"]["name"] == name)
+        return next(a["address"] for a in node["status"]["addresses"] if a["type"] == "InternalIP")
+
+    def pod(self, name: str, namespace: str = "default") -> dict | None:
+        return next((p for p in self.pods if _key(p) == (namespace, name)), None)
+
+    def service(self, name: str, namespace: str = "default") -> dict | None:
+        """A copy of the Service (change it and apply it)."""
+        found = next((s for s in self.services if _key(s) == (namespace, name)), None)
+        return copy.deepcopy(found)
+
+    def slices_of(self, namespace: str, name: str) -> list[dict]:
+        return [s for s in self.endpoint_slices
+                if _key(s)[0] == namespace and _labels(s).get(SERVICE_NAME_LABEL) == name]
+
+    def objects(self) -> list[dict]:
+        """The Services and EndpointSlices, as kube-proxy's render() takes them (it skips those
+        kube-proxy does not watch)."""
+        return copy.deepcopy(self.services + self.endpoint_slices)
+
+    def network_layout(self) -> netcluster.ClusterNetwork:
+        net = self.network
+        lan = netcluster.Lan(cidr=net["lan"], gateway=net["gateway"])
+        nodes = [netcluster.Node(n["metadata"]["name"], self.node_address(n["metadata"]["name"]), n["spec"]["podCIDR"])
+                 for n in self.nodes]
+        pods = [netcluster.Pod(p["metadata"]["name"], p["spec"]["nodeName"], p["status"]["podIP"]) for p in self.pods]
+        hosts = [netcluster.Host(h["name"], tuple(h["addresses"])) for h in self.hosts]
+        return netcluster.ClusterNetwork(lan, nodes, pods, hosts)
+
+    def pod_ports(self) -> dict[str, list[int]]:
+        return {p["metadata"]["name"]: sorted({port["containerPort"] for c in p["spec"]["containers"]
+                                               for port in c.get("ports", [])}) for p in self.pods}
+
+    # -- changes --------------------------------------------------------------------------------
+    def apply(self, documents: list[dict], source: str) -> list[str]:
+        """Create or update Services and EndpointSlices, as `kubectl apply` would; returns one
+        line per object, e.g. "service/web configured"."""
+        services = {_key(s): s for s in self.services}
+        slices = {_key(s): s for s in self.endpoint_slices}
+        report = []
+        for index, doc in enumerate(documents):
+            where = f"documents[{index}]"
+            kind = doc.get("kind")
+            if kind == "Service":
+                old = services.get(_key(doc))
+                new = default_service(doc, old, self._allocator(services, _key(doc)), source, where)
+                services[_key(new)] = new
+            elif kind == "EndpointSlice":
+                old = slices.get(_key(doc))
+                new = validate_endpoint_slice(doc, source, where)
+                slices[_key(new)] = new
+            else:
+                raise ConfigError(source, f"{where}.kind",
+                                  f"expected Service or EndpointSlice (pods and nodes are fixed by the lab), got {kind!r}")
+            verb = "created" if old is None else "unchanged" if old == new else "configured"
+            report.append(f"{kind.lower()}/{new['metadata']['name']} {verb}")
+        self.services = sorted(services.values(), key=_key)
+        self.endpoint_slices = sorted(slices.values(), key=_key)
+        self.reconcile_endpoint_slices()
+        return report
+
+    def _allocator(self, services: dict, own_key) -> "_Allocator":
+        others = [s for k, s in services.items() if k != own_key]
+        return _Allocator(self.network, others)
+
+    def reconcile_endpoint_slices(self) -> None:
+        """The EndpointSlice controller: one slice per selector Service, rewritten from the pods."""
+        keep = [s for s in self.endpoint_slices if _labels(s).get(MANAGED_BY_LABEL) != CONTROLLER_NAME]
+        managed = {(_key(s)[0], _labels(s).get(SERVICE_NAME_LABEL)): s for s in self.endpoint_slices
+                   if _labels(s).get(MANAGED_BY_LABEL) == CONTROLLER_NAME}
+        for svc in self.services:
+            selector = svc["spec"].get("selector")
+            if not selector or svc["spec"].get("type") == "ExternalName":
+                continue
+            namespace, name = _key(svc)
+            old = managed.get((namespace, name))
+            slice_name = old["metadata"]["name"] if old else f"{name}-" + "".join(random.choices(_NAME_ALPHABET, k=5))
+            keep.append(self._slice_for(svc, slice_name))
+        self.endpoint_slices = sorted(keep, key=_key)
+
+    def _slice_for(self, svc: dict, slice_name: str) -> dict:
+        namespace, name = _key(svc)
+        selector = svc["spec"]["selector"]
+        pods = [p for p in self.pods if _key(p)[0] == namespace
+                and all(_labels(p).get(k) == v for k, v in selector.items())]
+        publish_not_ready = bool(svc["spec"].get("publishNotReadyAddresses"))
+        ports, endpoints = None, []
+        for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):
+            resolved = [_resolve_port(sp, pod) for sp in svc["spec"]["ports"]]
+            if any(r is None for r in resolved):
+                continue   # a named targetPort the pod does not have: the controller leaves it out
+            if ports is None:
+                ports = [{"name": sp.get("name", ""), "protocol": sp["protocol"], "port": r}
+                         for sp, r in zip(svc["spec"]["ports"], resolved)]
+            ready = publish_not_ready or _pod_ready(pod)
+            endpoints.append({
+                "addresses": [pod["status"]["podIP"]],
+                "conditions": {"ready": ready, "serving": ready, "terminating": False},
+                "nodeName": pod["spec"]["nodeName"],
+                "targetRef": {"kind": "Pod", "namespace": namespace, "name": pod["metadata"]["name"]},
+            })
+        return {
+            "apiVersion": "discovery.k8s.io/v1",
+            "kind": "EndpointSlice",
+            "metadata": {"name": slice_name, "namespace": namespace,
+                         "labels": {SERVICE_NAME_LABEL: name, MANAGED_BY_LABEL: CONTROLLER_NAME}},
+            "addressType": "IPv4",
+            "endpoints": endpoints,
+            "ports": ports or [],
+        }
+
+
+def _pod_ready(pod: dict) -> bool:
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready":
+            return cond.get("status") == "True"
+    return True
+
+
+def _resolve_port(service_port: dict, pod: dict) -> int | None:
+    """FindPort (pkg/api/v1/pod): a numeric targetPort as is; a named one via the container ports."""
+    target = service_port.get("targetPort", service_port["port"])
+    if isinstance(target, int):
+        return target
+    for container in pod["spec"]["containers"]:
+        for port in container.get("ports", []):
+            if port.get("name") == target and port.get("protocol", "TCP") == service_port["protocol"]:
+                return port["containerPort"]
+    return None
+
+
+# -- API server: defaults, allocation and validation of Services ---------------------------------
+
+
+class _Allocator:
+    def __init__(self, network: dict, other_services: list[dict]):
+        self.service_cidr = ipaddress.ip_network(network["serviceCIDR"])
+        low, high = str(network.get("nodePortRange", "30000-32767")).split("-")
+        self.node_ports = range(int(low), int(high) + 1)
+        self.used_ips = {s["spec"].get("clusterIP") for s in other_services}
+        self.used_ports = {p.get("nodePort") for s in other_services for p in s["spec"].get("ports", [])}
+
+    def cluster_ip(self) -> str:
+        """A random free address above the band kept for static IPs (KEP-3070: the first
+        min(max(16, size/16), 256) addresses), as the API server's allocator prefers."""
+        size = self.service_cidr.num_addresses
+        static = min(max(16, size // 16), 256)
+        while True:
+            ip = str(self.service_cidr.network_address + random.randrange(static, size - 1))
+            if ip not in self.used_ips:
+                self.used_ips.add(ip)
+                return ip
+
+    def node_port(self) -> int:
+        port = random.choice([p for p in self.node_ports if p not in self.used_ports])
+        self.used_ports.add(port)
+        return port
+
+
+def _fail(source, field, problem):
+    raise ConfigError(source, field, problem)
+
+
+def _int_or_str(value) -> bool:
+    return (isinstance(value, int) and not isinstance(value, bool)) or (isinstance(value, str) and value != "")
+
+
+def default_service(doc: dict, old: dict | None, alloc: _Allocator, source: str, where: str) -> dict:
+    """The Service as the API server would store it: validated, defaulted, allocated."""
+    svc = copy.deepcopy(doc)
+    meta = svc.get("metadata")
+    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
+        _fail(source, f"{where}.metadata.name", "expected the Service's name")
+    meta.setdefault("namespace", "default")
+    meta.pop("resourceVersion", None)
+    spec = svc.get("spec")
+    if not isinstance(spec, dict):
+        _fail(source, f"{where}.spec", "expected a mapping")
+    svc_type = spec.setdefault("type", "ClusterIP")
+    if svc_type not in SERVICE_TYPES:
+        _fail(source, f"{where}.spec.type", f"expected one of {', '.join(SERVICE_TYPES)}, got {svc_type!r}")
+    svc.pop("status", None)
+    if svc_type == "LoadBalancer":
+        svc["status"] = copy.deepcopy(doc.get("status") or {"loadBalancer": {}})
+    else:
+        svc["status"] = {"loadBalancer": {}}
+    if svc_type == "ExternalName":
+        return svc
+    ports = spec.get("ports")
+    if not isinstance(ports, list) or not ports:
+        _fail(source, f"{where}.spec.ports", "expected a non-empty list of ports")
+    old_ports = {(p.get("port"), p.get("protocol")): p for p in (old or {}).get("spec", {}).get("ports", [])}
+    seen_names, seen = set(), set()
+    for i, port in enumerate(ports):
+        pw = f"{where}.spec.ports[{i}]"
+        if not isinstance(port, dict):
+            _fail(source, pw, "expected a mapping")
+        number = port.get("port")
+        if not isinstance(number, int) or isinstance(number, bool) or not 1 <= number <= 65535:
+            _fail(source, f"{pw}.port", f"expected a port number 1-65535, got {number!r}")
+        port.setdefault("protocol", "TCP")
+        if port["protocol"] not in PROTOCOLS:
+            _fail(source, f"{pw}.protocol", f"expected one of {', '.join(PROTOCOLS)}, got {port['protocol']!r}")
+        if len(ports) > 1 and not port.get("name"):
+            _fail(source, f"{pw}.name", "a Service with several ports must name each one")
+        if port.get("name") in seen_names and port.get("name"):
+            _fail(source, f"{pw}.name", f"duplicate port name {port['name']!r}")
+        seen_names.add(port.get("name"))
+        if (number, port["protocol"]) in seen:
+            _fail(source, f"{pw}.port", f"duplicate port {number}/{port['protocol']}")
+        seen.add((number, port["protocol"]))
+        port.setdefault("targetPort", number)
+        if not _int_or_str(port["targetPort"]):
+            _fail(source, f"{pw}.targetPort", f"expected a port number or a container port name, got {port['targetPort']!r}")
+        if svc_type in ("NodePort", "LoadBalancer"):
+            node_port = port.get("nodePort")
+            if node_port is None:
+                previous = old_ports.get((number, port["protocol"]), {}).get("nodePort")
+                node_port = previous if previous and previous not in alloc.used_ports else alloc.node_port()
+            elif node_port not in alloc.node_ports:
+                _fail(source, f"{pw}.nodePort", f"expected a port in {alloc.node_ports.start}-{alloc.node_ports.stop - 1}, got {node_port!r}")
+            elif node_port in alloc.used_ports:
+                _fail(source, f"{pw}.nodePort", f"port {node_port} is already allocated to another Service")
+            alloc.used_ports.add(node_port)
+            port["nodePort"] = node_port
+        elif "nodePort" in port:
+            _fail(source, f"{pw}.nodePort", f"may not be used when type is {svc_type!r}")
+    old_ip = (old or {}).get("spec", {}).get("clusterIP")
+    ip = spec.get("clusterIP") or old_ip
+    if old_ip and ip != old_ip:
+        _fail(source, f"{where}.spec.clusterIP", f"field is immutable (it is {old_ip})")
+    if ip is None:
+        ip = alloc.cluster_ip()
+    elif ip != "None":
+        try:
+            parsed = ipaddress.IPv4Address(ip)
+        except ValueError:
+            _fail(source, f"{where}.spec.clusterIP", f"expected an IPv4 address or None, got {ip!r}")
+        if parsed not in alloc.service_cidr:
+            _fail(source, f"{where}.spec.clusterIP", f"{ip} is not in the service CIDR {alloc.service_cidr}")
+        if ip in alloc.used_ips and ip != old_ip:
+            _fail(source, f"{where}.spec.clusterIP", f"{ip} is already allocated to another Service")
+    spec["clusterIP"] = ip
+    spec["clusterIPs"] = [ip]
+    spec.setdefault("ipFamilies", ["IPv4"])
+    spec.setdefault("ipFamilyPolicy", "SingleStack")
+    affinity = spec.setdefault("sessionAffinity", "None")
+    if affinity not in ("None", "ClientIP"):
+        _fail(source, f"{where}.spec.sessionAffinity", f"expected None or ClientIP, got {affinity!r}")
+    if affinity == "ClientIP":
+        timeout = spec.setdefault("sessionAffinityConfig", {}).setdefault("clientIP", {}).setdefault("timeoutSeconds", 10800)
+        if not isinstance(timeout, int) or not 0 < timeout <= 86400:
+            _fail(source, f"{where}.spec.sessionAffinityConfig.clientIP.timeoutSeconds", f"expected 1-86400, got {timeout!r}")
+    else:
+        spec.pop("sessionAffinityConfig", None)
+    spec.setdefault("internalTrafficPolicy", "Cluster")
+    for policy in ("internalTrafficPolicy", "externalTrafficPolicy"):
+        if policy in spec and spec[policy] not in ("Cluster", "Local"):
+            _fail(source, f"{where}.spec.{policy}", f"expected Cluster or Local, got {spec[policy]!r}")
+    if svc_type in ("NodePort", "LoadBalancer") or spec.get("externalIPs"):
+        spec.setdefault("externalTrafficPolicy", "Cluster")
+    else:
+        spec.pop("externalTrafficPolicy", None)
+    selector = spec.get("selector")
+    if selector is not None and not (isinstance(selector, dict) and all(isinstance(v, str) for v in selector.values())):
+        _fail(source, f"{where}.spec.selector", "expected a mapping of label names to values")
+    return svc
+
+
+def validate_endpoint_slice(doc: dict, source: str, where: str) -> dict:
+    sl = copy.deepcopy(doc)
+    meta = sl.get("metadata")
+    if not isinstance(meta, dict) or not meta.get("name"):
+        _fail(source, f"{where}.metadata.name", "expected the EndpointSlice's name")
+    meta.setdefault("namespace", "default")
+    if not (meta.get("labels") or {}).get(SERVICE_NAME_LABEL):
+        _fail(source, f"{where}.metadata.labels", f"expected the label {SERVICE_NAME_LABEL} naming the Service")
+    if sl.get("addressType") not in ("IPv4", "IPv6", "FQDN"):
+        _fail(source, f"{where}.addressType", f"expected IPv4, IPv6 or FQDN, got {sl.get('addressType')!r}")
+    for i, ep in enumerate(sl.setdefault("endpoints", []) or []):
+        if not isinstance(ep, dict) or not isinstance(ep.get("addresses"), list) or not ep["addresses"]:
+            _fail(source, f"{where}.endpoints[{i}].addresses", "expected a non-empty list of addresses")
+    for i, port in enumerate(sl.setdefault("ports", []) or []):
+        if not isinstance(port, dict) or not isinstance(port.get("port"), int):
+            _fail(source, f"{where}.ports[{i}].port", "expected a port number")
+        port.setdefault("protocol", "TCP")
+        port.setdefault("name", "")
+    return sl
+
+
+# -- scenario ----------------------------------------------------------------------------------
+
+
+def read_documents(path: Path) -> list[dict]:
+    """Kubernetes objects from a YAML file: several documents and/or `kind: List` items."""
+    try:
+        docs = list(yaml.safe_load_all(Path(path).read_text()))
+    except FileNotFoundError:
+        raise ConfigError(path, None, "file not found")
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise ConfigError(path, f"line {mark.line + 1}" if mark else None, f"not valid YAML ({getattr(exc, 'problem', exc)})")
+    out = []
+    for i, doc in enumerate(d for d in docs if d is not None):
+        if not isinstance(doc, dict):
+            raise ConfigError(path, f"documents[{i}]", "expected a Kubernetes object (a mapping)")
+        if doc.get("kind") == "List":
+            out.extend(doc.get("items") or [])
+        else:
+            out.append(doc)
+    return out
+
+
+def load_scenario(path: Path) -> ClusterState:
+    """A fresh cluster from a scenario file: pod IPs assigned, Services defaulted, slices written."""
+    try:
+        raw = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(path, None, f"cannot read the scenario ({exc})")
+    if not isinstance(raw, dict):
+        raise ConfigError(path, None, "expected a mapping with network, hosts, kubeProxyConfiguration and objects")
+    network = raw.get("network") or {}
+    for key in ("lan", "gateway", "serviceCIDR"):
+        if not isinstance(network.get(key), str):
+            raise ConfigError(path, f"network.{key}", "expected an address or CIDR string")
+    objects = raw.get("objects") or []
+    if not isinstance(objects, list) or not all(isinstance(o, dict) for o in objects):
+        raise ConfigError(path, "objects", "expected a list of Kubernetes objects")
+    nodes, pods, free_ips = [], [], {}
+    for i, obj in enumerate(objects):
+        meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+        if obj.get("kind") == "Node":
+            if not meta.get("name") or not spec.get("podCIDR"):
+                raise ConfigError(path, f"objects[{i}]", "a Node needs metadata.name and spec.podCIDR")
+            if not any(a.get("type") == "InternalIP" for a in (obj.get("status") or {}).get("addresses", [])):
+                raise ConfigError(path, f"objects[{i}].status.addresses", "expected an InternalIP address")
+            nodes.append(obj)
+            free_ips[meta["name"]] = ipaddress.ip_network(spec["podCIDR"]).hosts()
+            next(free_ips[meta["name"]])   # the first address is the node's, on its pod bridge
+        elif obj.get("kind") == "Pod":
+            pod = copy.deepcopy(obj)
+            pod.setdefault("metadata", {}).setdefault("namespace", "default")
+            node = spec.get("nodeName")
+            if node not in free_ips:
+                raise ConfigError(path, f"objects[{i}].spec.nodeName",
+                                  f"expected a Node listed before the pod ({', '.join(free_ips) or 'none'}), got {node!r}")
+            pod.setdefault("status", {})["podIP"] = str(next(free_ips[node]))
+            pod["status"].setdefault("phase", "Running")
+            pods.append(pod)
+    hosts = raw.get("hosts") or []
+    for i, host in enumerate(hosts):
+        if not isinstance(host, dict) or not host.get("name") or not host.get("addresses"):
+            raise ConfigError(path, f"hosts[{i}]", "expected name and addresses")
+    names = [*free_ips, *(p["metadata"]["name"] for p in pods), *(h["name"] for h in hosts)]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ConfigError(path, "objects", f"node, pod and host names must differ; used twice: {', '.join(duplicates)}")
+    state = ClusterState(network, hosts, raw.get("kubeProxyConfiguration") or {}, nodes, pods, [], [])
+    state.apply([o for o in objects if o.get("kind") in ("Service", "EndpointSlice")], str(path))
+    return state

@@ -1,0 +1,211 @@
+"""`labkit kube-proxy apply|get|curl|graph`: commands that work on the running kube-proxy lab.
+
+Registered in the kube-proxy sub-app (labkit/kubeproxy/cli.py). They need `labkit run kube-proxy`
+first; heavy imports stay inside the functions so that the CLI starts fast.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+LAB_ID = "kube-proxy"
+
+
+def running_lab():
+    """The LabEnv of the running kube-proxy lab (LabkitError if it is not running)."""
+    from labkit import runner
+    from labkit.errors import LabkitError
+    from labkit.labs import get_lab
+    from labkit.state import LabEnv, LabState
+
+    lab = get_lab(LAB_ID)
+    env = LabEnv(lab, LabState(lab.id))
+    if not runner.lab_is_up(env):
+        raise LabkitError(f"lab {LAB_ID} is not running: start it with `labkit run {LAB_ID}`")
+    return env
+
+
+@contextmanager
+def locked_lab():
+    """The running lab, locked against concurrent run/reset/cleanup/solve/apply."""
+    from labkit.state import LabState
+
+    with LabState(LAB_ID).locked():
+        yield running_lab()
+
+
+def apply(
+    file: Path = typer.Option(..., "-f", "--filename", help="Services and/or EndpointSlices (YAML, several documents or a List)."),
+):
+    """Create or change Services and EndpointSlices in the lab, then sync kube-proxy's rules on every node."""
+    from labkit.kubeproxy import live
+
+    with locked_lab() as env:
+        report, synced = live.apply_file(env, file)
+    for line in report:
+        print(line)
+    for node, changed in synced.items():
+        if changed:
+            print(f"{node}: kube-proxy synced (rewrote the chains of {', '.join(sorted(changed))})")
+        else:
+            print(f"{node}: no service changed, no sync")
+
+
+def get(
+    kind: str = typer.Argument(..., help="services | endpointslices | pods | nodes"),
+    name: Optional[str] = typer.Argument(None, help="Only this object."),
+    output: str = typer.Option("table", "-o", "--output", help="table | yaml | json"),
+):
+    """Show the lab's Services, EndpointSlices, pods or nodes (like kubectl get)."""
+    import yaml
+
+    from labkit.errors import LabkitError
+    from labkit.kubeproxy import live
+
+    env = running_lab()
+    state = live.load(env)
+    kinds = {"services": state.services, "svc": state.services, "endpointslices": state.endpoint_slices,
+             "pods": state.pods, "nodes": state.nodes}
+    if kind not in kinds:
+        raise LabkitError(f"unknown kind {kind!r}: expected services, endpointslices, pods or nodes")
+    objects = [o for o in kinds[kind] if name is None or o["metadata"]["name"] == name]
+    if name is not None and not objects:
+        raise LabkitError(f"no {kind} named {name!r}")
+    if output == "yaml":
+        sys.stdout.write(yaml.safe_dump_all(objects, sort_keys=False))
+    elif output == "json":
+        sys.stdout.write(json.dumps(objects[0] if name else {"kind": "List", "items": objects}, indent=2) + "\n")
+    elif output == "table":
+        print_table(table(kind, objects))
+    else:
+        raise LabkitError(f"--output: expected table, yaml or json, got {output!r}")
+
+
+def table(kind: str, objects: list[dict]) -> list[list[str]]:
+    """kubectl-get-like rows (header first)."""
+    if kind in ("services", "svc"):
+        rows = [["NAME", "TYPE", "CLUSTER-IP", "PORT(S)", "SELECTOR", "NOTES"]]
+        for s in objects:
+            spec = s["spec"]
+            ports = ",".join(f"{p['port']}" + (f":{p['nodePort']}" if p.get("nodePort") else "") + f"/{p['protocol']}"
+                             for p in spec.get("ports", []))
+            notes = [f"{k}={spec[k]}" for k in ("externalTrafficPolicy", "internalTrafficPolicy") if spec.get(k, "Cluster") != "Cluster"]
+            if spec.get("sessionAffinity", "None") != "None":
+                notes.append(f"sessionAffinity={spec['sessionAffinity']}")
+            notes += [f"label {k}" for k in (s["metadata"].get("labels") or {}) if k.startswith("service.kubernetes.io/")]
+            selector = ",".join(f"{k}={v}" for k, v in (spec.get("selector") or {}).items()) or "<none>"
+            rows.append([s["metadata"]["name"], spec.get("type", "ClusterIP"), spec.get("clusterIP", ""), ports or "<none>",
+                         selector, " ".join(notes)])
+    elif kind == "endpointslices":
+        rows = [["NAME", "SERVICE", "PORTS", "ENDPOINTS (node)"]]
+        for s in objects:
+            ports = ",".join(str(p["port"]) for p in s.get("ports") or []) or "<unset>"
+            eps = ", ".join(f"{e['addresses'][0]} ({e.get('nodeName', '?')})" + ("" if (e.get("conditions") or {}).get("ready", True) else " not ready")
+                            for e in s.get("endpoints") or []) or "<none>"
+            rows.append([s["metadata"]["name"], (s["metadata"].get("labels") or {}).get("kubernetes.io/service-name", ""), ports, eps])
+    elif kind == "pods":
+        rows = [["NAME", "NODE", "IP", "PORTS", "LABELS"]]
+        for p in objects:
+            ports = ",".join(str(port["containerPort"]) for c in p["spec"]["containers"] for port in c.get("ports", []))
+            labels = ",".join(f"{k}={v}" for k, v in (p["metadata"].get("labels") or {}).items())
+            rows.append([p["metadata"]["name"], p["spec"]["nodeName"], p["status"]["podIP"], ports, labels])
+    else:
+        rows = [["NAME", "INTERNAL-IP", "POD-CIDR"]]
+        for n in objects:
+            ip = next(a["address"] for a in n["status"]["addresses"] if a["type"] == "InternalIP")
+            rows.append([n["metadata"]["name"], ip, n["spec"]["podCIDR"]])
+    return rows
+
+
+def print_table(rows: list[list[str]]) -> None:
+    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("   ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip())
+
+
+def curl(
+    from_host: str = typer.Option(..., "--from", help="A lab host: node1, node2, client or a pod (see `labkit run kube-proxy`)."),
+    to: str = typer.Option(..., "--to", help="SERVICE[:PORT] (name or namespace/name) or IP:PORT."),
+    count: int = typer.Option(10, "-n", "--count", min=1, max=10000, help="How many requests (each a new connection)."),
+    source: Optional[str] = typer.Option(None, "--source", help="Send from this address of the host (e.g. one of the client's)."),
+    timeout: float = typer.Option(1.0, "--timeout", help="Seconds to wait for each request."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+):
+    """Send real HTTP requests from a lab host and report which pods answered and the address each pod saw."""
+    from labkit.kubeproxy import live
+
+    env = running_lab()
+    target = live.resolve_target(live.load(env), to)
+    result = live.send(env, from_host, target.ip, target.port, count, source=source, timeout=timeout)
+    if as_json:
+        sys.stdout.write(json.dumps({"from": from_host, "source": source, "to": target.description,
+                                     "ip": target.ip, "port": target.port, **result.to_dict()}, indent=2) + "\n")
+        return
+    via = f" (from {source})" if source else ""
+    print(f"{count} requests from {from_host}{via} to {target.description}: {result.ok} answered")
+    if result.answered:
+        rows = [["pod", "node", "answers", "client address the pod saw"]]
+        for pod, n in sorted(result.answered.items()):
+            seen = ", ".join(f"{addr} ×{k}" if k > 1 else addr for addr, k in result.seen_clients[pod].most_common())
+            rows.append([pod, result.nodes[pod], f"{n} ({100 * n / count:.0f}%)", seen])
+        print_table(rows)
+    if result.failures:
+        print("failed: " + ", ".join(f"{err} ×{n}" for err, n in result.failures.most_common()))
+    if not result.ok:
+        raise typer.Exit(1)
+
+
+def graph(
+    node: str = typer.Option("node1", "--node", help="The node whose live rules to draw."),
+    service: Optional[str] = typer.Option(None, "--service", help="Only the rules of this Service (name or namespace/name)."),
+    table: str = typer.Option("nat", "--table", help="nat | filter"),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Also write the graph: FILE.svg or FILE.png (Graphviz), FILE.dot (its source)."),
+):
+    """Draw the chain graph of a node's live iptables rules: a tree in the terminal, SVG/PNG with -o."""
+    import shutil
+    import subprocess
+
+    from labkit.errors import LabkitError
+    from labkit.kubeproxy import live
+    from labkit.netfilter import parse, save
+    from labkit.netfilter.graph import ChainGraph
+
+    if table not in ("nat", "filter"):
+        raise LabkitError(f"--table: expected nat or filter, got {table!r}")
+    env = running_lab()
+    state = live.load(env)
+    if node not in state.node_names():
+        raise LabkitError(f"no node {node!r} (nodes: {', '.join(state.node_names())})")
+    rules = parse(save(env.netns_name(node), table)).table(table)
+    keep = lambda chain, rule: True
+    if service:
+        namespace, _, name = service.rpartition("/")
+        if state.service(name, namespace or "default") is None:
+            raise LabkitError(f"no Service {service!r} (Services: {', '.join(s['metadata']['name'] for s in state.services)})")
+        keep = live.rules_of_service(namespace or "default", name)
+    roots = ["PREROUTING", "OUTPUT"] + (["POSTROUTING"] if table == "nat" and not service else [])
+    if table == "filter":
+        roots = ["INPUT", "FORWARD", "OUTPUT"]
+    chain_graph = ChainGraph.build(rules, roots, keep)
+    sys.stdout.write(chain_graph.tree())
+    if output is None:
+        return
+    suffix = output.suffix.lower()
+    if suffix == ".dot":
+        output.write_text(chain_graph.dot())
+    elif suffix in (".svg", ".png"):
+        if not shutil.which("dot"):
+            raise LabkitError("Graphviz's dot is not installed (apt-get install graphviz); -o FILE.dot writes the source")
+        result = subprocess.run(["dot", f"-T{suffix[1:]}", "-o", str(output)], input=chain_graph.dot(),
+                                capture_output=True, text=True)
+        if result.returncode != 0:
+            raise LabkitError(f"dot failed: {result.stderr.strip()}")
+    else:
+        raise LabkitError(f"-o: expected a .svg, .png or .dot file, got {output}")
+    print(f"wrote {output}", file=sys.stderr)

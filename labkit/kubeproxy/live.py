@@ -1,0 +1,226 @@
+"""The live kube-proxy cluster: build it from a scenario, change it, send traffic through it.
+
+Used by labs/kube-proxy/lab.py (building), by `labkit kube-proxy apply|curl|graph`, and by the
+lab's checks and solutions. The cluster state is labkit.kubeproxy.cluster_state; the network is
+labkit.netlab.cluster; each node's rules are rendered and loaded by labkit.kubeproxy (render, sync_node).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from labkit import procs
+from labkit.errors import LabkitError
+from labkit.kubeproxy.chains import is_service_chain
+from labkit.kubeproxy.cluster_state import ClusterState, load_scenario, read_documents
+from labkit.kubeproxy.config import ProxierConfig
+from labkit.kubeproxy.proxier import changed_services
+from labkit.kubeproxy.sync import sync_node
+from labkit.netlab import cluster as netcluster
+from labkit.netlab.netns import exists, run_in
+from labkit.netlab.traffic import http_requests
+from labkit.shell import Host
+
+# What kube-proxy (iptables mode, IPv4, localhostNodePorts on) sets on its node: route_localnet so
+# that NodePorts answer on 127.0.0.1 (proxier.go, NewProxier). IPv4 forwarding is the CNI's.
+NODE_SYSCTLS = ("net.ipv4.conf.all.route_localnet=1",)
+
+
+def build(env, scenario: Path, log=lambda msg: None) -> ClusterState:
+    """Everything `labkit run kube-proxy` creates: network, pods, and a first full sync per node."""
+    state = load_scenario(scenario)
+    env.ledger.record("path", path=str(ClusterState.path(env)))
+    state.save(env)
+    net = state.network_layout()
+    netcluster.build(env, net)
+    log("network built")
+    netcluster.start_pod_servers(env, net, state.pod_ports())
+    log("pod servers listening")
+    for node in state.node_names():
+        run_in(env.netns_name(node), ["sysctl", "-qw", *NODE_SYSCTLS])
+    sync_nodes(env, state)
+    log("nodes synced")
+    return state
+
+
+def load(env) -> ClusterState:
+    try:
+        return ClusterState.load(env)
+    except (OSError, ValueError, KeyError):
+        raise LabkitError(f"lab {env.lab.id} has no cluster state: start it with `labkit run {env.lab.id}`")
+
+
+def is_up(env) -> bool:
+    try:
+        state = ClusterState.load(env)
+    except (OSError, ValueError, KeyError):
+        return False
+    net = state.network_layout()
+    names = [net.lan.host, *(n.name for n in net.nodes), *(h.name for h in net.hosts), *(p.name for p in net.pods)]
+    if not all(exists(env.netns_name(n)) for n in names):
+        return False
+    return all(procs.find(procs.owner_token(env, netcluster.server_tag(p.name))) for p in net.pods)
+
+
+def hosts(env) -> dict[str, Host]:
+    state = ClusterState.load(env)
+    out = {}
+    for node in state.node_names():
+        out[node] = Host(f"node {node} ({state.node_address(node)}), where kube-proxy's rules live",
+                         netns=env.netns_name(node))
+    for host in state.hosts:
+        out[host["name"]] = Host(f"{host['name']} ({host['addresses'][0]}), outside the cluster",
+                                 netns=env.netns_name(host["name"]))
+    for pod in state.pods:
+        out[pod["metadata"]["name"]] = Host(
+            f"pod {pod['metadata']['name']} ({pod['status']['podIP']}) on {pod['spec']['nodeName']}",
+            netns=env.netns_name(pod["metadata"]["name"]))
+    out["lan"] = Host(f"the LAN and its router ({state.network['gateway']})", netns=env.netns_name("lan"))
+    return out
+
+
+def apply_file(env, path: Path) -> tuple[list[str], dict[str, set[str]]]:
+    """`labkit kube-proxy apply -f FILE`: change Services/EndpointSlices, then sync every node the
+    way kube-proxy reacts to a change: a partial sync that rewrites only the chains of the
+    Services that changed (proxier.go, syncProxyRules with tryPartialSync). Returns kubectl-like
+    lines ("service/web configured") and, per node, the services whose chains were rewritten."""
+    return apply_documents(env, read_documents(path), str(path))
+
+
+def apply_documents(env, documents: list[dict], source: str) -> tuple[list[str], dict[str, set[str]]]:
+    state = load(env)
+    before = state.objects()
+    report = state.apply(documents, source)
+    state.save(env)
+    return report, sync_nodes(env, state, before=before)
+
+
+# -- kube-proxy on the nodes ---------------------------------------------------------------------
+
+def proxier_config(state: ClusterState, node: str) -> ProxierConfig:
+    """kube-proxy's view of one node: the lab's KubeProxyConfiguration, the node's name and IP,
+    and the addresses of its interfaces (lo, eth0 on the LAN, cni0 on the pod network)."""
+    net = state.network_layout()
+    spec = net.node(node)
+    local = ["127.0.0.1/8", f"{spec.address}/{net.lan.prefixlen}",
+             f"{spec.pod_gateway}/{ipaddress.ip_network(spec.pod_cidr).prefixlen}"]
+    return ProxierConfig.from_kube_proxy_configuration(
+        state.kube_proxy_configuration, hostname=node, node_ips=[spec.address], local_addresses=local)
+
+
+def sync_nodes(env, state: ClusterState, before: list[dict] | None = None) -> dict[str, set[str] | None]:
+    """Sync kube-proxy's rules on every node: a full sync without `before` (kube-proxy's first
+    sync), otherwise a partial sync of the Services that changed since `before`. Returns, per
+    node, the services rewritten (None: all)."""
+    objects = state.objects()
+    done = {}
+    for node in state.node_names():
+        config = proxier_config(state, node)
+        changed = None if before is None else changed_services(before, objects, config)
+        if changed is not None and not changed:
+            # Nothing changed for kube-proxy: OnServiceUpdate / OnEndpointSliceUpdate (proxier.go) only
+            # call Sync() when the change trackers report a change.
+            done[node] = changed
+            continue
+        sync_node(env.netns_name(node), objects, config, changed_services=changed)
+        done[node] = changed
+    return done
+
+
+def rules_of_service(namespace: str, name: str):
+    """A rule filter for the chain graph of one Service: in kube-proxy's shared chains
+    (KUBE-SERVICES, KUBE-NODEPORTS, built-ins, ...) only the jumps into this Service's own chains,
+    recognised by kube-proxy's rule comments ("ns/name:port ..."); in the per-service chains
+    (KUBE-SVC/SVL/EXT/FW/SEP) everything."""
+    mentions = re.compile(rf"(^|\s){re.escape(namespace)}/{re.escape(name)}(:|\s|$)")
+
+    def keep(chain: str, rule) -> bool:
+        if is_service_chain(chain) or not (rule.target and is_service_chain(rule.target)):
+            return True
+        return bool(rule.comment and mentions.search(rule.comment))
+
+    return keep
+
+
+# -- traffic ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Target:
+    ip: str
+    port: int
+    description: str
+
+
+def resolve_target(state: ClusterState, text: str) -> Target:
+    """SERVICE[:PORT] (name or namespace/name; PORT a port name or number) or IP:PORT."""
+    host, _, port = text.rpartition(":")
+    if host:
+        try:
+            ipaddress.IPv4Address(host)
+            return Target(host, int(port), text)
+        except ValueError:
+            pass
+    else:
+        host, port = text, ""
+    namespace, _, name = host.rpartition("/")
+    svc = state.service(name, namespace or "default")
+    if svc is None:
+        known = ", ".join(s["metadata"]["name"] for s in state.services)
+        raise LabkitError(f"no Service {host!r} and not an IP:PORT (Services: {known})")
+    ports = svc["spec"].get("ports", [])
+    chosen = [p for p in ports if not port or p.get("name") == port or str(p["port"]) == port]
+    if len(chosen) != 1:
+        names = ", ".join(f"{p.get('name') or '-'}={p['port']}" for p in ports)
+        raise LabkitError(f"Service {host}: say which port with {host}:PORT (ports: {names})")
+    ip = svc["spec"].get("clusterIP")
+    if not ip or ip == "None":
+        raise LabkitError(f"Service {host} has no cluster IP")
+    return Target(ip, chosen[0]["port"], f"Service {namespace or 'default'}/{name} ({ip}:{chosen[0]['port']})")
+
+
+@dataclass
+class Tally:
+    """What N requests found: who answered how often, and which client address each pod saw."""
+    sent: int
+    answered: Counter = field(default_factory=Counter)           # pod -> replies
+    nodes: dict = field(default_factory=dict)                    # pod -> node
+    seen_clients: dict = field(default_factory=dict)             # pod -> Counter(client address)
+    failures: Counter = field(default_factory=Counter)           # error -> count
+
+    @property
+    def ok(self) -> int:
+        return sum(self.answered.values())
+
+    def to_dict(self) -> dict:
+        return {
+            "sent": self.sent, "ok": self.ok, "failed": dict(self.failures),
+            "pods": {pod: {"count": n, "node": self.nodes[pod], "clients": dict(self.seen_clients[pod])}
+                     for pod, n in sorted(self.answered.items())},
+        }
+
+
+def tally(results: list[dict]) -> Tally:
+    out = Tally(len(results))
+    for r in results:
+        if r.get("ok") and r.get("body"):
+            pod = r["body"]["pod"]
+            out.answered[pod] += 1
+            out.nodes[pod] = r["body"]["node"]
+            out.seen_clients.setdefault(pod, Counter())[r["body"]["client"]] += 1
+        else:
+            out.failures[r.get("error") or f"HTTP {r.get('status')}"] += 1
+    return out
+
+
+def send(env, from_host: str, ip: str, port: int, count: int, *, source: str | None = None,
+         timeout: float = 1.0, parallel: int = 1) -> Tally:
+    """`count` real requests from a lab host (node, pod or client) to ip:port."""
+    if not exists(env.netns_name(from_host)):
+        raise LabkitError(f"lab {env.lab.id} has no host {from_host!r} (see `labkit run {env.lab.id}`)")
+    return tally(http_requests(env.netns_name(from_host), ip, port, count, source=source,
+                               timeout=timeout, parallel=parallel))

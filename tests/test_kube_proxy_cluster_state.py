@@ -1,0 +1,117 @@
+"""The kube-proxy lab's cluster state: scenario loading, API-server defaults and allocations for
+Services, and EndpointSlices written from the pods like the EndpointSlice controller does."""
+
+import textwrap
+
+import pytest
+
+from labkit.errors import ConfigError
+from labkit.kubeproxy.cluster_state import load_scenario, read_documents
+from labkit.paths import BUILTIN_LABS
+
+SCENARIO = BUILTIN_LABS / "kube-proxy" / "scenarios" / "cluster.yaml"
+
+
+@pytest.fixture
+def state():
+    return load_scenario(SCENARIO)
+
+
+def svc_doc(name, **spec):
+    return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name}, "spec": spec}
+
+
+def test_pods_get_addresses_from_their_node_pod_cidr_in_order(state):
+    ips = {p["metadata"]["name"]: p["status"]["podIP"] for p in state.pods}
+    assert ips["web-1"] == "10.244.1.2" and ips["web-2"] == "10.244.1.3" and ips["api-1"] == "10.244.1.4"
+    assert ips["web-3"] == "10.244.2.2" and ips["api-3"] == "10.244.2.5"
+    net = state.network_layout()
+    assert net.node("node2").pod_gateway == "10.244.2.1"
+
+
+def test_endpoint_slices_follow_selectors_named_ports_and_nodes(state):
+    (web,) = state.slices_of("default", "web")
+    assert web["metadata"]["labels"] == {"kubernetes.io/service-name": "web",
+                                         "endpointslice.kubernetes.io/managed-by": "endpointslice-controller.k8s.io"}
+    assert web["ports"] == [{"name": "http", "protocol": "TCP", "port": 8080}]   # targetPort "http" resolved
+    assert [(e["targetRef"]["name"], e["nodeName"]) for e in web["endpoints"]] == [
+        ("web-1", "node1"), ("web-2", "node1"), ("web-3", "node2"), ("web-4", "node2")]
+    assert all(e["conditions"] == {"ready": True, "serving": True, "terminating": False} for e in web["endpoints"])
+    (shop,) = state.slices_of("default", "shop-local")
+    assert {e["nodeName"] for e in shop["endpoints"]} == {"node1"}
+
+
+def test_service_defaults_and_node_port_allocation(state):
+    report = state.apply([svc_doc("new", type="NodePort", selector={"app": "api"}, ports=[{"port": 80, "targetPort": 9376}])], "x.yaml")
+    assert report == ["service/new created"]
+    spec = state.service("new")["spec"]
+    assert spec["ports"][0]["protocol"] == "TCP" and 30000 <= spec["ports"][0]["nodePort"] <= 32767
+    assert spec["sessionAffinity"] == "None" and spec["externalTrafficPolicy"] == "Cluster"
+    assert spec["internalTrafficPolicy"] == "Cluster" and spec["clusterIP"].startswith("10.96.")
+    ip, port = spec["clusterIP"], spec["ports"][0]["nodePort"]
+    # re-applied without clusterIP and nodePort: both are kept, the object is unchanged
+    again = svc_doc("new", type="NodePort", selector={"app": "api"}, ports=[{"port": 80, "targetPort": 9376}])
+    assert state.apply([again], "x.yaml") == ["service/new unchanged"]
+    assert state.service("new")["spec"]["clusterIP"] == ip and state.service("new")["spec"]["ports"][0]["nodePort"] == port
+    (slice_,) = state.slices_of("default", "new")
+    assert len(slice_["endpoints"]) == 3
+
+
+def test_client_ip_affinity_gets_the_default_timeout(state):
+    svc = state.service("api")
+    svc["spec"]["sessionAffinity"] = "ClientIP"
+    assert state.apply([svc], "x.yaml") == ["service/api configured"]
+    assert state.service("api")["spec"]["sessionAffinityConfig"] == {"clientIP": {"timeoutSeconds": 10800}}
+
+
+@pytest.mark.parametrize("spec, field, problem", [
+    ({"ports": [{"port": 99999}]}, "documents[0].spec.ports[0].port", "1-65535"),
+    ({"ports": [{"port": 80, "protocol": "ICMP"}]}, "documents[0].spec.ports[0].protocol", "TCP, UDP, SCTP"),
+    ({"ports": [{"port": 80}, {"port": 81}]}, "documents[0].spec.ports[0].name", "must name each one"),
+    ({"type": "NodePort", "ports": [{"port": 80, "nodePort": 30090}]}, "documents[0].spec.ports[0].nodePort", "already allocated"),
+    ({"type": "NodePort", "ports": [{"port": 80, "nodePort": 80}]}, "documents[0].spec.ports[0].nodePort", "30000-32767"),
+    ({"ports": [{"port": 80, "nodePort": 30555}]}, "documents[0].spec.ports[0].nodePort", "may not be used"),
+    ({"clusterIP": "10.0.0.1", "ports": [{"port": 80}]}, "documents[0].spec.clusterIP", "service CIDR"),
+    ({"sessionAffinity": "Sticky", "ports": [{"port": 80}]}, "documents[0].spec.sessionAffinity", "None or ClientIP"),
+    ({"externalTrafficPolicy": "Nearest", "type": "NodePort", "ports": [{"port": 80}]},
+     "documents[0].spec.externalTrafficPolicy", "Cluster or Local"),
+])
+def test_invalid_services_are_rejected_naming_file_and_field(state, spec, field, problem):
+    with pytest.raises(ConfigError) as info:
+        state.apply([svc_doc("bad", **spec)], "bad.yaml")
+    assert info.value.path == "bad.yaml" and info.value.field == field and problem in info.value.problem
+
+
+def test_cluster_ip_is_immutable(state):
+    svc = state.service("web")
+    svc["spec"]["clusterIP"] = "10.96.0.99"
+    with pytest.raises(ConfigError, match=r"spec.clusterIP: field is immutable \(it is 10.96.0.10\)"):
+        state.apply([svc], "x.yaml")
+
+
+def test_only_services_and_endpoint_slices_can_be_applied(state):
+    with pytest.raises(ConfigError, match=r"documents\[0\].kind: expected Service or EndpointSlice"):
+        state.apply([{"kind": "Pod", "metadata": {"name": "p"}}], "x.yaml")
+
+
+def test_documents_and_lists_are_read_and_bad_yaml_names_the_line(tmp_path):
+    path = tmp_path / "objects.yaml"
+    path.write_text("kind: List\nitems:\n- {kind: Service, metadata: {name: a}}\n---\nkind: Service\nmetadata: {name: b}\n")
+    assert [d["metadata"]["name"] for d in read_documents(path)] == ["a", "b"]
+    path.write_text("kind: Service\nmetadata: [unclosed\n")
+    with pytest.raises(ConfigError) as info:
+        read_documents(path)
+    assert info.value.field.startswith("line ") and "not valid YAML" in info.value.problem
+
+
+def test_scenario_errors_name_the_field(tmp_path):
+    path = tmp_path / "scenario.yaml"
+    path.write_text(textwrap.dedent("""\
+        network: {lan: 192.168.9.0/24, gateway: 192.168.9.1, serviceCIDR: 10.96.0.0/16}
+        objects:
+          - {kind: Node, metadata: {name: n1}, spec: {podCIDR: 10.1.0.0/24}, status: {addresses: [{type: InternalIP, address: 192.168.9.2}]}}
+          - {kind: Pod, metadata: {name: p}, spec: {nodeName: n9, containers: []}}
+        """))
+    with pytest.raises(ConfigError) as info:
+        load_scenario(path)
+    assert info.value.field == "objects[1].spec.nodeName" and "'n9'" in info.value.problem

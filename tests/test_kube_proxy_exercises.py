@@ -1,0 +1,63 @@
+"""Every exercise of the kube-proxy lab: its check fails on a fresh lab and passes after its
+reference solution, through the real CLI. And kube-proxy owns its chains: hand-made rules survive
+an apply that changes nothing kube-proxy cares about, and go at the next real sync."""
+
+import json
+
+import pytest
+import yaml
+
+from kube_proxy_support import kube_proxy_lab
+from support import labkit
+
+from labkit.paths import BUILTIN_LABS
+
+# The lab's order: clusterip-by-hand last, since every sync deletes hand-made KUBE-SVC/SEP chains.
+EXERCISES = ["follow-the-chain", "nodeport", "session-affinity", "traffic-policy", "hairpin",
+             "debug-ruleset", "clusterip-by-hand"]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    with kube_proxy_lab(tmp_path_factory.mktemp("kube-proxy-exercises")) as env:
+        yield env
+
+
+def results(lab, *exercise):
+    out = labkit("check", "kube-proxy", *exercise, "--format", "json", env=lab)
+    return {r["exercise"]: r for r in json.loads(out.stdout)["results"]}
+
+
+def test_each_check_fails_on_a_fresh_lab_and_passes_after_its_solution(lab):
+    assert [e["id"] for e in yaml.safe_load((BUILTIN_LABS / "kube-proxy" / "lab.yaml").read_text())["exercises"]] == EXERCISES
+    fresh = results(lab)
+    assert {e: r["status"] for e, r in fresh.items()} == {e: "fail" for e in EXERCISES}, fresh
+    # the debug exercise fails on its symptoms, seen with real traffic
+    assert "requests failed" in fresh["debug-ruleset"]["message"] or "never answered" in fresh["debug-ruleset"]["message"]
+    for exercise in EXERCISES:
+        labkit("solve", "kube-proxy", exercise, env=lab, check=0)
+        result = results(lab, exercise)[exercise]
+        assert result["status"] == "pass", result
+    # solutions do not undo each other: everything passes together
+    final = json.loads(labkit("check", "kube-proxy", "--format", "json", env=lab, check=0).stdout)
+    assert final["passed"] == len(EXERCISES)
+
+
+def test_kube_proxy_owns_its_chains(lab, tmp_path):
+    """After the exercise above: hand-made chains for `legacy` are in place."""
+    assert results(lab, "clusterip-by-hand")["clusterip-by-hand"]["status"] == "pass"
+    shop = yaml.safe_load(labkit("kube-proxy", "get", "services", "shop-cluster", "-o", "yaml", env=lab, check=0).stdout)
+    # a change kube-proxy does not care about (a label): no sync, the hand-made rules stay
+    shop["metadata"].setdefault("labels", {})["team"] = "shop"
+    path = tmp_path / "shop.yaml"
+    path.write_text(yaml.safe_dump(shop))
+    out = labkit("kube-proxy", "apply", "-f", str(path), env=lab, check=0).stdout
+    assert "service/shop-cluster configured" in out and "node1: no service changed, no sync" in out
+    assert results(lab, "clusterip-by-hand")["clusterip-by-hand"]["status"] == "pass"
+    # a real change: kube-proxy syncs, rewrites KUBE-SERVICES and deletes the chains it does not know
+    shop["spec"]["sessionAffinity"] = "ClientIP"
+    path.write_text(yaml.safe_dump(shop))
+    out = labkit("kube-proxy", "apply", "-f", str(path), env=lab, check=0).stdout
+    assert "rewrote the chains of default/shop-cluster" in out
+    after = results(lab, "clusterip-by-hand")["clusterip-by-hand"]
+    assert after["status"] == "fail" and "has no chain KUBE-SVC-" in after["message"]
