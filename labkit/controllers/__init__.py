@@ -1,0 +1,1 @@
+"""Controllers (docs to follow)."""
