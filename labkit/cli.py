@@ -241,6 +241,10 @@ def shell(
 
 # -- lab families register their sub-commands here ---------------------------------------------
 # e.g. app.add_typer(kubeproxy_cli.app, name="kube-proxy")
+from labkit.gc import cli as gc_cli  # noqa: E402
+from labkit.apiserver import cli as apiserver_cli  # noqa: E402
+app.add_typer(gc_cli.app, name="gc")
+app.command("apiserver")(apiserver_cli.apiserver)
 
 
 def main():
