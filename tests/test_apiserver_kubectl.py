@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -186,3 +187,18 @@ def test_replace_raw_finalize_subresource(server):
     out = json.loads(kubectl(server, "replace", "--raw", "/api/v1/namespaces/fin-demo/finalize", "-f", "-",
                              input=json.dumps(ns)).stdout)
     assert out["spec"]["finalizers"] == ["example.com/mine"]
+
+
+def test_typed_create_subcommands_send_protobuf(server, namespace):
+    # kubectl create <kind> uses client-go's typed clients, whose request bodies are protobuf
+    kubectl(server, "create", "deployment", "pb", "-n", namespace, "--image=nginx:1.27", "--replicas=2", "--port=8080")
+    spec = json.loads(kubectl(server, "get", "deploy", "pb", "-n", namespace, "-o", "json").stdout)["spec"]
+    assert spec["replicas"] == 2 and spec["selector"] == {"matchLabels": {"app": "pb"}}
+    container = spec["template"]["spec"]["containers"][0]
+    assert (container["image"], container["ports"]) == ("nginx:1.27", [{"containerPort": 8080, "protocol": "TCP"}])
+    kubectl(server, "create", "secret", "generic", "pw", "-n", namespace, "--from-literal=password=s3cret")
+    data = json.loads(kubectl(server, "get", "secret", "pw", "-n", namespace, "-o", "json").stdout)["data"]
+    assert base64.b64decode(data["password"]) == b"s3cret"
+    kubectl(server, "create", "service", "clusterip", "pb", "-n", namespace, "--tcp=80:8080")
+    port = json.loads(kubectl(server, "get", "svc", "pb", "-n", namespace, "-o", "json").stdout)["spec"]["ports"][0]
+    assert (port["port"], port["targetPort"]) == (80, 8080)

@@ -254,6 +254,9 @@ def _default_pod_spec(spec: dict) -> None:
             c.setdefault("terminationMessagePath", "/dev/termination-log")
             c.setdefault("terminationMessagePolicy", "File")
             c.setdefault("resources", {})
+            for port in c.get("ports") or []:
+                if isinstance(port, dict):
+                    port.setdefault("protocol", "TCP")
 
 
 _TYPE_NAMES = {dict: "object", list: "array", str: "string", bool: "bool", int: "number", float: "number",

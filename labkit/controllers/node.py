@@ -4,7 +4,8 @@
 - reports bound pods Running and Ready at once (PUT pods/<name>/status, as the kubelet);
 - finishes graceful deletion when the grace period is over: DELETE with gracePeriodSeconds 0 and
   the pod's UID as precondition, as the kubelet's status manager does once containers stopped
-  (here: the containers take the whole grace period to stop).
+  (here: the containers take the whole grace period to stop, counted from when the node sees the
+  deletion).
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import time
 
 from labkit.apiserver.errors import ApiError
 from labkit.apiserver.registry import now_rfc3339
-from labkit.apiserver.tables import parse_time
 from labkit.controllers.base import KeyedController
 
 CONTROLLER = "node"
@@ -30,6 +30,10 @@ def pod_ip(uid: str) -> str:
 class NodeController(KeyedController):
     name = CONTROLLER
     user = f"system:node:{NODE_NAME}"
+
+    def __init__(self, client, log, workers: int = 1):
+        super().__init__(client, log, workers)
+        self._stopping: dict[str, float] = {}      # pod uid -> when its containers were told to stop
 
     def make_informers(self):
         return {"pods": self.informer("v1", "pods", "Pod", on_add=self.enqueue,
@@ -64,12 +68,15 @@ class NodeController(KeyedController):
         meta = pod["metadata"]
         grace = meta.get("deletionGracePeriodSeconds") or 0
         if grace <= 0:
+            self._stopping.pop(meta["uid"], None)
             return      # deleted already, waiting for finalizers
-        due = parse_time(meta["deletionTimestamp"]) or 0
-        wait = due - time.time()
+        # like the kubelet, count the grace period from when the containers are told to stop
+        since = self._stopping.setdefault(meta["uid"], time.monotonic())
+        wait = since + grace - time.monotonic()
         if wait > 0:
-            self.queue.add_after(key, wait + 0.05)
+            self.queue.add_after(key, wait + 0.01)
             return
+        self._stopping.pop(meta["uid"], None)
         self.log.record(self.name, "delete-pod", None,
                         f"pod {meta['namespace']}/{meta['name']}: grace period of {grace}s is over, containers "
                         "stopped → delete with gracePeriodSeconds=0")

@@ -25,11 +25,10 @@ from typing import Any
 
 from labkit.apiserver.client import ApiResource, HttpClient, RESTMapper
 from labkit.apiserver.errors import ApiError
-from labkit.gc.scenario import ObjectSpec, Scenario, Step
+from labkit.gc.scenario import REF_EXPR as _REF_EXPR, ObjectSpec, Scenario, Step
 
 CATEGORY_CONTROLLERS = {"gc": "garbagecollector", "namespace": "namespace"}
 POLL = 0.05
-_REF_EXPR = re.compile(r"\$\{([A-Za-z0-9_-]+)\.([A-Za-z0-9_.-]+?)(?:@step(\d+))?\}")
 _VERB_METHODS = {"get": "GET", "list": "GET", "watch": "GET", "create": "POST", "update": "PUT", "patch": "PATCH",
                  "delete": "DELETE", "deletecollection": "DELETE"}
 
@@ -177,15 +176,16 @@ def _path_get(obj, dotted: str):
     return node
 
 
-def match(expected, actual, where: str = "") -> list[str]:
-    """Partial match: mappings compare the listed keys (dotted keys are paths), lists element by
-    element with the same rule, `null` means unset, "<set>" any value, "<starts-with:X>" a prefix."""
+def match(expected, actual, where: str = "", dotted_keys: bool = False) -> list[str]:
+    """Partial match: mappings compare the listed keys (with dotted_keys, the first level's keys
+    are paths such as metadata.ownerReferences), lists element by element with the same rule,
+    `null` means unset, "<set>" any value, "<starts-with:X>" a prefix."""
     problems: list[str] = []
     if isinstance(expected, dict):
         if expected and not isinstance(actual, dict):
             return [f"{where or 'value'}: expected a mapping, got {json.dumps(actual)}"]
         for key, value in expected.items():
-            sub = _path_get(actual, key) if "." in key else (actual or {}).get(key)
+            sub = _path_get(actual, key) if dotted_keys else (actual or {}).get(key)
             problems += match(value, sub, f"{where}.{key}" if where else key)
         return problems
     if isinstance(expected, list):
@@ -618,7 +618,7 @@ class Runner:
             if obj is None:
                 report.checks.append(Check(f"object {ref}", False, "absent"))
                 continue
-            problems = match(self.expand(fields), obj)
+            problems = match(self.expand(fields), obj, dotted_keys=True)
             report.checks.append(Check(f"object {ref}", not problems, "; ".join(problems)))
         for i, inv in enumerate(s.invariants):
             violations = self._violations[i]

@@ -3,6 +3,7 @@ file is reported as one line naming the file, the field and what was expected.""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,6 +18,8 @@ CONTROLLER_STATES = {"garbagecollector": ("running", "stopped", "started-after-s
 OBJECT_META_KEYS = ("name", "generateName", "namespace", "labels", "annotations", "finalizers", "ownerReferences")
 OBJECT_RESERVED = ("ref", "existing", "apiVersion", "kind", *OBJECT_META_KEYS)
 PATCH_TYPES = ("json", "merge", "strategic", "apply")
+# ${ref.uid}, ${ref.name}, ${ref.<dotted field>}, ${ref.<field>@stepN} (a value step N returned)
+REF_EXPR = re.compile(r"\$\{([A-Za-z0-9_-]+)\.([A-Za-z0-9_.-]+?)(?:@(?:step)?(\d+))?\}")
 
 
 @dataclass
@@ -233,7 +236,29 @@ def load(path: str | Path) -> Scenario:
             used += [(f"steps[{s.index - 1}]", r) for r in p.refs()]
     for fld, ref in used:
         _require(ref in known, path, fld, f"unknown ref {ref!r} (known: {', '.join(sorted(known))})")
+    _check_references(path, raw, known, len(steps))
     return scenario
+
+
+def _check_references(path: Path, raw: dict, known: set[str], steps: int) -> None:
+    """Every ${...} must be well-formed and name a known ref (and an existing step)."""
+    def walk(node, where: str):
+        if isinstance(node, dict):
+            for k, v in node.items():
+                walk(v, f"{where}.{k}" if where else str(k))
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                walk(v, f"{where}[{i}]")
+        elif isinstance(node, str) and "${" in node:
+            for text in re.findall(r"\$\{[^}]*\}?", node):
+                m = REF_EXPR.fullmatch(text)
+                _require(m is not None, path, where, f"cannot read {text!r}: expected ${{ref.field}} or "
+                                                      "${ref.field@stepN}")
+                _require(m.group(1) in known, path, where, f"unknown ref {m.group(1)!r} in {text}")
+                _require(m.group(3) is None or 1 <= int(m.group(3)) <= steps, path, where,
+                         f"{text} names step {m.group(3)}, but there are {steps} steps")
+    for key in ("objects", "steps", "expect"):
+        walk(raw.get(key), key)
 
 
 def _is_number(text: str) -> bool:
