@@ -393,8 +393,8 @@ class _HttpWatch(Watch):
                     break
                 if line.strip():
                     self._queue.put(json.loads(line))
-        except (OSError, ValueError, http.client.HTTPException):
-            pass
+        except (OSError, ValueError, AttributeError, http.client.HTTPException):
+            pass        # the watch ended or was stopped (AttributeError: closed under the reader)
         finally:
             self._queue.put(None)
 

@@ -164,6 +164,10 @@ class Api:
         except Exception as exc:    # never let a request take the server down
             traceback.print_exc(file=sys.stderr)
             response = Response(500, internal(f"{type(exc).__name__}: {exc}").status())
+        try:
+            self.registry.store.wait_durable()       # answer only what is on disk
+        except ApiError as exc:
+            response = Response(exc.code, exc.status())
         self._audit(request, info, response, received, audit_object)
         return response
 
@@ -271,8 +275,14 @@ class Api:
             obj = reg.get(rt, ns, name)
             return self._render(request, rt, [obj], single=True, rv=obj["metadata"].get("resourceVersion", "")), None
         if info.verb == "list":
-            items, rev = reg.list(rt, ns, q.get("labelSelector"), q.get("fieldSelector"))
-            return self._render(request, rt, items, single=False, rv=str(rev)), None
+            try:
+                limit = int(q.get("limit") or 0)
+            except ValueError:
+                raise bad_request(f"strconv.ParseInt: parsing {json.dumps(q['limit'])}: invalid syntax")
+            items, rev, token, remaining = reg.list_page(rt, ns, q.get("labelSelector"), q.get("fieldSelector"),
+                                                         max(limit, 0), q.get("continue"))
+            return self._render(request, rt, items, single=False, rv=str(rev), token=token,
+                                remaining=remaining), None
         if info.verb == "watch":
             return self._watch(request, rt, ns), None
         if info.verb == "create":
@@ -327,14 +337,18 @@ class Api:
             options["dryRun"] = [q["dryRun"]]
         return options
 
-    def _render(self, request: Request, rt: ResourceType, items: list[dict], single: bool, rv: str) -> Response:
+    def _render(self, request: Request, rt: ResourceType, items: list[dict], single: bool, rv: str,
+                token: str = "", remaining: int = 0) -> Response:
+        list_meta = {"resourceVersion": rv}
+        if token:
+            list_meta.update({"continue": token, "remainingItemCount": remaining})
         if _accepts(request.headers, "as=Table"):
             table = build_table(rt.strategy.printer, items, rv, request.query.get("includeObject", "Metadata"))
+            table["metadata"] = list_meta
             return Response(200, table, "application/json;as=Table;v=v1;g=meta.k8s.io")
         if single:
             return Response(200, items[0])
-        body = {"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": {"resourceVersion": rv},
-                "items": items}
+        body = {"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": list_meta, "items": items}
         return Response(200, _strip_item_types(rt, body))
 
     def _watch(self, request: Request, rt: ResourceType, namespace: str | None) -> Response:

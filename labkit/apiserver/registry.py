@@ -150,10 +150,32 @@ class Registry:
 
     def list(self, rt: ResourceType, namespace: str | None, label_selector: str | None = None,
              field_selector: str | None = None) -> tuple[list[dict], int]:
+        items, rev, _, _ = self.list_page(rt, namespace, label_selector, field_selector)
+        return items, rev
+
+    def list_page(self, rt: ResourceType, namespace: str | None, label_selector: str | None = None,
+                  field_selector: str | None = None, limit: int = 0,
+                  continue_token: str | None = None) -> tuple[list[dict], int, str, int]:
+        """(items, resourceVersion, continue token, remaining item count). With `limit`, at most
+        that many items and a token for the rest; unlike etcd's, the next page is read from the
+        current state, not from a snapshot."""
         labels, fields = self.selectors(rt, label_selector, field_selector)
         match = self.matcher(rt, labels, fields)
-        items, rev = self.store.list(rt.storage_key, self.scope(rt, namespace) if rt.namespaced and namespace else None)
-        return [self.present(rt, o) for o in items if match(o)], rev
+        after = _decode_continue(continue_token) if continue_token else None
+        scope = self.scope(rt, namespace) if rt.namespaced and namespace else None
+        entries, rev = self.store.scan(rt.storage_key, scope, after)
+        items: list[dict] = []
+        token, remaining = "", 0
+        for i, (key, shared, text) in enumerate(entries):
+            if not match(shared):
+                continue
+            if limit and len(items) == limit:
+                remaining = sum(1 for _, obj, _ in entries[i:] if match(obj))
+                token = _encode_continue(rev, items_key)
+                break
+            items.append(self.present(rt, json.loads(text)))
+            items_key = key
+        return items, rev, token, remaining
 
     # -- create ------------------------------------------------------------------------------------
     def create(self, rt: ResourceType, namespace: str | None, body, dry_run: bool = False) -> dict:
@@ -570,6 +592,24 @@ class Registry:
 
     def crd_types(self, crd_name: str) -> list[ResourceType]:
         return list(self._crd_types.get(crd_name, []))
+
+
+def _encode_continue(rev: int, key: tuple[str, str]) -> str:
+    import base64
+    data = json.dumps({"v": "meta.k8s.io/v1", "rv": rev, "start": f"{key[0]}/{key[1]}"}, separators=(",", ":"))
+    return base64.urlsafe_b64encode(data.encode()).decode().rstrip("=")
+
+
+def _decode_continue(token: str) -> tuple[str, str]:
+    import base64
+    try:
+        data = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+        namespace, _, name = data["start"].partition("/")
+        if data.get("v") != "meta.k8s.io/v1" or not name:
+            raise ValueError
+        return namespace, name
+    except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError):
+        raise bad_request("continue key is not valid: the continue token could not be decoded")
 
 
 def _same(new: dict, old: dict) -> bool:

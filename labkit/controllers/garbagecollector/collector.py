@@ -43,7 +43,7 @@ def _owner_summary(refs: list[dict]) -> str:
 class GarbageCollector:
     name = CONTROLLER
 
-    def __init__(self, client: Client, log: DecisionLog, workers: int = 2, sync_period: float = 2.0):
+    def __init__(self, client: Client, log: DecisionLog, workers: int = 20, sync_period: float = 2.0):
         self.client = client
         self.log = log
         self.workers = workers
