@@ -377,3 +377,16 @@ def test_finalize_subresource_applies_only_spec_finalizers(c):
         c.update("v1", "namespaces", dict(out, spec={"finalizers": ["bad"]}), subresource="finalize")
     assert 'spec.finalizers: Invalid value: "bad": name is neither a standard finalizer name' in err.value.message
     assert json.dumps(out)
+
+
+def test_deletecollection_deletes_each_selected_item_with_the_same_options(c):
+    for name, labels in (("a", {"x": "1"}), ("b", {"x": "1"}), ("c", {"x": "2"})):
+        c.create("v1", "configmaps", {"metadata": {"name": name, "labels": labels}}, "ns")
+    code, body = c.request("DELETE", "/api/v1/namespaces/ns/configmaps", {"labelSelector": "x=1"},
+                           body={"propagationPolicy": "Orphan"})
+    assert code == 200 and body["kind"] == "ConfigMapList" and [i["metadata"]["name"] for i in body["items"]] == ["a", "b"]
+    for name in ("a", "b"):
+        assert c.get("v1", "configmaps", name, "ns")["metadata"]["finalizers"] == ["orphan"]
+    assert "deletionTimestamp" not in c.get("v1", "configmaps", "c", "ns")["metadata"]
+    code, body = c.request("DELETE", "/api/v1/namespaces")
+    assert code == 405 and body["message"] == 'deletecollection is not supported on resources of kind "namespaces"'

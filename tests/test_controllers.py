@@ -147,3 +147,24 @@ def test_server_as_a_lab_process_keeps_objects_across_restarts_and_is_cleaned_up
         problems = state.ledger.cleanup()
     assert not problems
     assert not [p for p in labkit_processes() if env.token in p]
+
+
+def test_labkit_apiserver_runs_in_the_foreground(tmp_path):
+    import signal
+    import subprocess
+    from labkit.apiserver.client import HttpClient
+    from labkit.apiserver.server import read_server_info
+    from support import LABKIT, REPO
+
+    state = tmp_path / "server"
+    proc = subprocess.Popen([*LABKIT, "apiserver", "--state", str(state), "--controllers", "none"], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_until(lambda: read_server_info(state) is not None, timeout=30), proc.stderr.read()
+        info = read_server_info(state)
+        assert HttpClient.from_kubeconfig(info.kubeconfig).get("v1", "namespaces", "default")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=20)
+    assert proc.returncode == 0
+    assert f"export KUBECONFIG={state / 'kubeconfig'}" in out and "controllers: none" in out

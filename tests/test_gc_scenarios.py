@@ -125,3 +125,17 @@ def test_cli_reports_a_malformed_scenario_in_one_line(tmp_path):
     assert "Traceback" not in result.stderr
     bad.write_text("id: other\n")
     assert "id: expected the file's stem 'broken'" in labkit("gc", "run", "-f", str(bad), check=2).stderr
+
+
+def test_kubeconfig_mode_plays_against_any_api_server(tmp_path):
+    # what `--kubeconfig` does with a real cluster, here against a separately started server that
+    # runs its own garbage collector: the runner starts and stops nothing there
+    from labkit.apiserver.server import EmbeddedServer
+    cluster = EmbeddedServer(tmp_path / "cluster", controllers=["garbagecollector"]).start()
+    try:
+        report = run_scenario(HERE / "scenarios" / "gc-owner-never-existed.yaml", kubeconfig=str(cluster.kubeconfig))
+        assert report.passed, explain(report)
+        assert report.target.startswith("cluster https://127.0.0.1:")
+        assert any("controllers: settings are not applied" in n for n in report.notes)
+    finally:
+        cluster.stop()

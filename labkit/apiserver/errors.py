@@ -115,11 +115,6 @@ def unsupported_media_type(content_type: str, accepted: list[str]) -> ApiError:
                     f"{', '.join(accepted)}", {})
 
 
-def not_acceptable(accepted: list[str]) -> ApiError:
-    return ApiError(406, "NotAcceptable",
-                    f"only the following media types are accepted: {', '.join(accepted)}", {})
-
-
 def too_large(limit: int) -> ApiError:
     return ApiError(413, "RequestEntityTooLarge", f"Request entity too large: limit is {limit}")
 

@@ -735,9 +735,6 @@ class ResourceType:
     def list_kind(self) -> str:
         return f"{self.kind}List"
 
-    def has_verb(self, verb: str) -> bool:
-        return verb in self.verbs
-
 
 def builtin_types() -> list[ResourceType]:
     rt = ResourceType

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from labkit.apiserver.errors import ApiError, bad_request
+from labkit.apiserver.errors import bad_request
 
 _TOKEN = re.compile(r"\s*(!=|==|=|!|\(|\)|,|[^\s!=(),]+)")
 
@@ -236,5 +236,3 @@ def _unescape(value: str) -> str:
             i += 1
     return "".join(out)
 
-
-__all__ = ["LabelSelector", "FieldSelector", "ApiError"]

@@ -156,15 +156,6 @@ class Store:
         entries.sort(key=lambda e: e[0])
         return entries, rev
 
-    def count(self, key: str, namespace: str | None = None) -> int:
-        entries = self._index.get(key, {})
-        if namespace is None:
-            return len(entries)
-        return sum(1 for ns, _ in list(entries) if ns == namespace)
-
-    def keys(self) -> list[str]:
-        return [k for k, v in self._index.items() if v]
-
     # -- writes ------------------------------------------------------------------------------------
     def put(self, key: str, namespace: str, name: str, obj: dict) -> dict:
         """Create or replace an object; assigns the next revision as its resourceVersion."""

@@ -116,12 +116,12 @@ def label_value_problems(value: str) -> list[str]:
 
 # -- object metadata -------------------------------------------------------------------------
 
-def validate_finalizers(finalizers: list[str], builtin: bool, field: str = "metadata.finalizers") -> list[FieldError]:
+def validate_finalizers(finalizers: list[str], standard_names: bool, field: str = "metadata.finalizers") -> list[FieldError]:
     errors = []
     for f in finalizers:
         for msg in qualified_name_problems(f):
             errors.append(field_invalid(field, f, msg))
-        if builtin and "/" not in f and f not in STANDARD_FINALIZERS and not qualified_name_problems(f):
+        if standard_names and "/" not in f and f not in STANDARD_FINALIZERS and not qualified_name_problems(f):
             errors.append(field_invalid(field, f, "name is neither a standard finalizer name nor is it fully qualified"))
     if "orphan" in finalizers and "foregroundDeletion" in finalizers:
         errors.append(field_invalid(field, finalizers, "finalizer orphan and foregroundDeletion cannot be both set"))
@@ -174,7 +174,7 @@ def validate_annotations(annotations: dict, field: str = "metadata.annotations")
     return errors
 
 
-def validate_object_meta(meta: dict, namespaced: bool, name_problems, builtin: bool) -> list[FieldError]:
+def validate_object_meta(meta: dict, namespaced: bool, name_problems, standard_finalizers: bool) -> list[FieldError]:
     """ValidateObjectMetaAccessor (+ the core finalizer rule for built-in kinds) for a create."""
     errors: list[FieldError] = []
     generate_name = meta.get("generateName") or ""
@@ -187,11 +187,11 @@ def validate_object_meta(meta: dict, namespaced: bool, name_problems, builtin: b
     else:
         for msg in name_problems(name, False):
             errors.append(field_invalid("metadata.name", name, msg))
-    errors += _common_meta(meta, namespaced, builtin)
+    errors += _common_meta(meta, namespaced, standard_finalizers)
     return errors
 
 
-def validate_object_meta_update(new: dict, old: dict, namespaced: bool, builtin: bool) -> list[FieldError]:
+def validate_object_meta_update(new: dict, old: dict, namespaced: bool, standard_finalizers: bool) -> list[FieldError]:
     """ValidateObjectMetaAccessorUpdate: immutable fields and no new finalizers while deleting."""
     errors: list[FieldError] = []
     if old.get("deletionTimestamp"):
@@ -205,11 +205,11 @@ def validate_object_meta_update(new: dict, old: dict, namespaced: bool, builtin:
     for key in ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds"):
         if new.get(key) != old.get(key):
             errors.append(field_invalid(f"metadata.{key}", new.get(key), "field is immutable"))
-    errors += _common_meta(new, namespaced, builtin, update=True)
+    errors += _common_meta(new, namespaced, standard_finalizers, update=True)
     return errors
 
 
-def _common_meta(meta: dict, namespaced: bool, builtin: bool, update: bool = False) -> list[FieldError]:
+def _common_meta(meta: dict, namespaced: bool, standard_finalizers: bool, update: bool = False) -> list[FieldError]:
     errors: list[FieldError] = []
     if not update:
         if namespaced:
@@ -225,7 +225,7 @@ def _common_meta(meta: dict, namespaced: bool, builtin: bool, update: bool = Fal
     errors += validate_labels(meta.get("labels") or {})
     errors += validate_annotations(meta.get("annotations") or {})
     errors += validate_owner_references(meta.get("ownerReferences") or [])
-    errors += validate_finalizers(meta.get("finalizers") or [], builtin)
+    errors += validate_finalizers(meta.get("finalizers") or [], standard_finalizers)
     return errors
 
 

@@ -8,7 +8,6 @@ that went away while the watch was down, as DeltaFIFO.Replace does.
 from __future__ import annotations
 
 import threading
-import time
 from typing import Callable
 
 from labkit.apiserver.client import ApiResource, Client
@@ -174,11 +173,3 @@ class Informer:
             elif self.on_add:
                 self.on_add(obj)
 
-
-def wait_for(predicate: Callable[[], bool], timeout: float, interval: float = 0.02) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return predicate()

@@ -35,12 +35,15 @@ def is_ready(pod: dict) -> bool:
                for c in (pod.get("status") or {}).get("conditions") or [])
 
 
-def deletion_rank(pod: dict):
-    """getPodsToDelete's order: unassigned, pending, not ready, then the newest first."""
-    status = pod.get("status") or {}
-    return (bool((pod.get("spec") or {}).get("nodeName")),
-            {"Pending": 0, "Unknown": 1, "Running": 2}.get(status.get("phase"), 0),
-            is_ready(pod), [-ord(c) for c in pod["metadata"].get("creationTimestamp", "")])
+def pods_to_delete(pods: list[dict], count: int) -> list[dict]:
+    """getPodsToDelete's order: unassigned before assigned, pending before running, not ready
+    before ready, then the newest first."""
+    def rank(pod):
+        status = pod.get("status") or {}
+        return (bool((pod.get("spec") or {}).get("nodeName")),
+                {"Pending": 0, "Unknown": 1, "Running": 2}.get(status.get("phase"), 0), is_ready(pod))
+    newest_first = sorted(pods, key=lambda p: p["metadata"].get("creationTimestamp", ""), reverse=True)
+    return sorted(newest_first, key=rank)[:count]
 
 
 class ReplicaSetController(KeyedController):
@@ -119,7 +122,7 @@ class ReplicaSetController(KeyedController):
                     self.expectations.observed(key, adds=1)
                     raise
         elif diff > 0:
-            victims = sorted(pods, key=deletion_rank)[:diff]
+            victims = pods_to_delete(pods, diff)
             self.expectations.expect(key, dels=len(victims))
             self.log.record(self.name, "delete-pods", None, f"{who}: {len(pods)} of {wanted} replicas → delete "
                             + ", ".join(p["metadata"]["name"] for p in victims), level="debug")

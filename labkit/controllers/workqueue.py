@@ -78,9 +78,6 @@ class RateLimitingQueue:
     def forget(self, item) -> None:
         self._failures.pop(item, None)
 
-    def num_requeues(self, item) -> int:
-        return self._failures.get(item, 0)
-
     # -- taking ----------------------------------------------------------------------------------
     def _promote_due(self) -> float | None:
         """Move waiting items whose time has come into the queue; the wait until the next one."""
@@ -127,9 +124,6 @@ class RateLimitingQueue:
             self._cond.notify_all()
 
     # -- state -----------------------------------------------------------------------------------
-    def __len__(self) -> int:
-        return len(self._queue)
-
     def idle(self, horizon: float = 1.0) -> bool:
         """Nothing queued or processing, and nothing due again within `horizon` seconds (items
         retried with long backoffs, e.g. references to kinds that do not exist, do not count)."""

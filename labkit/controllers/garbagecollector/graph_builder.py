@@ -168,10 +168,6 @@ class GraphBuilder:
             monitor = self.monitors.get(resource)
             return monitor is not None and monitor.informer.has_synced()
 
-    def monitored(self) -> set[ApiResource]:
-        with self._monitor_lock:
-            return set(self.monitors)
-
     def idle(self) -> bool:
         with self._monitor_lock:
             informers_idle = all(m.informer.idle() for m in self.monitors.values())
