@@ -216,13 +216,20 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
     def _client_gone(self) -> bool:
+        """Whether the client of a streaming watch closed the connection (it sends nothing else)."""
         try:
             readable, _, _ = select.select([self.connection], [], [], 0)
-            if readable:
-                return self.connection.recv(1, socket.MSG_PEEK) == b""
-        except OSError:
+            if not readable:
+                return False
+            self.connection.setblocking(False)
+            try:
+                return self.connection.recv(1) == b""
+            except (ssl.SSLWantReadError, BlockingIOError):
+                return False        # e.g. a TLS record that carried no data
+            finally:
+                self.connection.settimeout(self.timeout)
+        except (OSError, ValueError):
             return True
-        return False
 
 
 class HttpFrontend:

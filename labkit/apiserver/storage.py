@@ -25,7 +25,7 @@ from typing import Callable
 from labkit.apiserver.errors import expired, internal
 
 ADDED, MODIFIED, DELETED, BOOKMARK = "ADDED", "MODIFIED", "DELETED", "BOOKMARK"
-EVENT_LOG_LIMIT = 200_000
+EVENT_LOG_LIMIT = 20_000        # watchers further behind get 410 Gone and relist, as from the watch cache
 
 
 def dumps(obj) -> str:
