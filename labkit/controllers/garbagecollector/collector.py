@@ -48,7 +48,7 @@ class GarbageCollector:
 
     name = CONTROLLER
 
-    def __init__(self, client: Client, log: DecisionLog, workers: int = 20, sync_period: float = 2.0):
+    def __init__(self, client: Client, log: DecisionLog, workers: int = 8, sync_period: float = 2.0):
         self.client = client
         self.log = log
         self.workers = workers
