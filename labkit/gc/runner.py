@@ -3,9 +3,10 @@ cluster (`--kubeconfig`), through the same plain-HTTP client either way.
 
 Observations: the runner observes the scenario's objects after every step and while it waits
 (every 50 ms): each observation reads all of them twice and is used only when both reads agree,
-so it is one consistent moment. Invariants are checked at every observation from the first
-`delete` step on (the action the invariants describe; from the first step if there is none); on
-the embedded server they are also checked after every write the server commits.
+so it is one consistent moment. On the embedded server every committed write is an observation
+too. Invariants are checked at every observation from the first `delete` step on — the action
+the invariants describe — (on the embedded server from the first write that DELETE makes; when a
+scenario has no delete step, from its first step).
 
 A scenario whose category's controller labkit does not have (e.g. `category: namespace` before
 the namespace controller exists), or that requires a server feature the target lacks, is reported
