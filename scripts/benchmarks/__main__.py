@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import json
 import os
 import sys
@@ -39,7 +40,10 @@ def main() -> int:
         figures: list[Figure] = []
         for name in selected:
             print(f"running {name} ...", file=sys.stderr, flush=True)
-            module = importlib.import_module(name)
+            # loaded from its file: a benchmark named like a standard module (gc) must not resolve to it
+            spec = importlib.util.spec_from_file_location(f"labkit_benchmark_{name}", HERE / f"{name}.py")
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
             figures += module.run()
     print_table(figures)
     if args.json:

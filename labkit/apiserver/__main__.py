@@ -1,0 +1,55 @@
+"""python -m labkit.apiserver --state DIR [--port N] [--controllers a,b|none]: run the embedded
+API server in the foreground until SIGTERM or Ctrl-C."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+
+from labkit.controllers.manager import CONTROLLERS, DEFAULT_CONTROLLERS
+
+
+def parse_controllers(value: str) -> list[str]:
+    if value.strip() in ("", "none"):
+        return []
+    names = [n.strip() for n in value.split(",") if n.strip()]
+    unknown = [n for n in names if n not in CONTROLLERS]
+    if unknown:
+        raise ValueError(f"unknown controller(s) {', '.join(unknown)}; known: {', '.join(CONTROLLERS)}")
+    return names
+
+
+def serve(state: str, port: int, controllers: list[str], announce=print) -> None:
+    from labkit.apiserver.server import EmbeddedServer
+
+    server = EmbeddedServer(state, port, controllers)
+    server.start()
+    announce(f"labkit API server listening on {server.url} (state in {server.state_dir})")
+    announce(f"controllers: {', '.join(controllers) or 'none'}")
+    announce(f"export KUBECONFIG={server.kubeconfig}")
+    done = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: done.set())
+    done.wait()
+    server.stop()
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m labkit.apiserver", description=__doc__)
+    parser.add_argument("--state", required=True, help="state directory (objects, logs, kubeconfig)")
+    parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: any free port)")
+    parser.add_argument("--controllers", default=",".join(DEFAULT_CONTROLLERS),
+                        help=f"comma-separated, or none (known: {', '.join(CONTROLLERS)})")
+    args = parser.parse_args(argv)
+    try:
+        controllers = parse_controllers(args.controllers)
+    except ValueError as exc:
+        parser.error(str(exc))
+    serve(args.state, args.port, controllers, announce=lambda m: print(m, flush=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,69 @@
+"""The server's TLS material: a private CA and a serving certificate for 127.0.0.1 / localhost,
+made once per state directory with the openssl command (keys mode 0600).
+
+TLS is not optional: client-go (kubectl) sends bearer tokens only over HTTPS.
+"""
+
+from __future__ import annotations
+
+import os
+import ssl
+import subprocess
+import tempfile
+from pathlib import Path
+
+from labkit.errors import LabkitError
+
+CA_CERT, CA_KEY = "ca.crt", "ca.key"
+SERVER_CERT, SERVER_KEY = "apiserver.crt", "apiserver.key"
+
+
+def _openssl(*args: str, cwd: Path) -> None:
+    try:
+        subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, text=True, timeout=60)
+    except FileNotFoundError:
+        raise LabkitError("the openssl command is missing: run scripts/setup (it installs the openssl package)")
+    except subprocess.CalledProcessError as exc:
+        raise LabkitError(f"openssl {' '.join(args[:2])} failed: {exc.stderr.strip()}")
+
+
+def ensure_certificates(directory: Path) -> Path:
+    """Create the CA and serving certificate in `directory` unless present; returns the directory."""
+    directory = Path(directory)
+    if all((directory / f).exists() for f in (CA_CERT, CA_KEY, SERVER_CERT, SERVER_KEY)):
+        return directory
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    old_umask = os.umask(0o077)
+    try:
+        with tempfile.TemporaryDirectory(dir=directory, prefix=".certs-") as tmp:
+            work = Path(tmp)
+            curve = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
+            _openssl("req", "-x509", *curve, "-keyout", CA_KEY, "-out", CA_CERT, "-days", "3650",
+                     "-subj", "/CN=labkit-ca", "-addext", "basicConstraints=critical,CA:TRUE",
+                     "-addext", "keyUsage=critical,keyCertSign,cRLSign", cwd=work)
+            _openssl("req", "-new", *curve, "-keyout", SERVER_KEY, "-out", "apiserver.csr",
+                     "-subj", "/CN=kube-apiserver", cwd=work)
+            (work / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,"
+                                          "DNS:kubernetes.default\nextendedKeyUsage=serverAuth\n"
+                                          "keyUsage=critical,digitalSignature,keyEncipherment\n")
+            _openssl("x509", "-req", "-in", "apiserver.csr", "-CA", CA_CERT, "-CAkey", CA_KEY,
+                     "-CAcreateserial", "-out", SERVER_CERT, "-days", "3650", "-extfile", "ext.cnf", cwd=work)
+            for name in (CA_CERT, CA_KEY, SERVER_CERT, SERVER_KEY):
+                os.chmod(work / name, 0o600)
+                os.replace(work / name, directory / name)
+    finally:
+        os.umask(old_umask)
+    return directory
+
+
+def server_context(directory: Path) -> ssl.SSLContext:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.set_alpn_protocols(["http/1.1"])
+    ctx.load_cert_chain(directory / SERVER_CERT, directory / SERVER_KEY)
+    return ctx
+
+
+def client_context(directory: Path) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(cafile=str(directory / CA_CERT))
+    return ctx

@@ -1,0 +1,476 @@
+"""Clients of the API: plain Kubernetes REST, so the same code drives the embedded server and a
+real cluster.
+
+- `HttpClient` speaks HTTP(S) to any API server described by a kubeconfig (bearer tokens, client
+  certificates, exec credential plugins, CA data).
+- `LocalClient` calls the embedded server's request handler in-process (same routing, registry
+  semantics and audit log as HTTP, without the sockets): the controllers use it.
+- `RESTMapper` maps apiVersion/kind to resources from discovery, as client-go's mapper does.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import os
+import queue
+import socket
+import ssl
+import subprocess
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlencode, urlsplit
+
+import yaml
+
+from labkit.apiserver.errors import ApiError
+
+PATCH_TYPES = {"json": "application/json-patch+json", "merge": "application/merge-patch+json",
+               "strategic": "application/strategic-merge-patch+json", "apply": "application/apply-patch+yaml"}
+
+
+def split_api_version(api_version: str) -> tuple[str, str]:
+    if "/" in api_version:
+        group, version = api_version.split("/", 1)
+        return group, version
+    return "", api_version
+
+
+@dataclass(frozen=True)
+class ApiResource:
+    group: str
+    version: str
+    resource: str
+    kind: str
+    namespaced: bool
+    verbs: tuple[str, ...]
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+
+class Watch:
+    """A running watch: `next(timeout)` returns the next event dict, or None after `timeout`.
+    `ended` says whether the server closed it."""
+
+    ended = False
+
+    def next(self, timeout: float) -> dict | None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def changes_offered(self) -> int | None:
+        """How many change events (not initial events or bookmarks) the server has queued for
+        this watch so far, where the transport can tell (in-process); else None."""
+        return None
+
+
+class Client:
+    """Typed helpers over `request(method, path, ...)`, shared by both transports."""
+
+    def request(self, method: str, path: str, query: dict | None = None, body: Any = None,
+                content_type: str | None = None, accept: str | None = None) -> tuple[int, Any]:
+        raise NotImplementedError
+
+    def open_watch(self, path: str, query: dict) -> Watch:
+        raise NotImplementedError
+
+    # -- paths ---------------------------------------------------------------------------------
+    @staticmethod
+    def path(api_version: str, resource: str, namespace: str | None = None, name: str | None = None,
+             subresource: str | None = None) -> str:
+        group, version = split_api_version(api_version)
+        parts = ["api", version] if not group else ["apis", group, version]
+        if namespace:
+            parts += ["namespaces", namespace]
+        parts.append(resource)
+        if name:
+            parts.append(quote(name, safe=""))
+        if subresource:
+            parts.append(subresource)
+        return "/" + "/".join(parts)
+
+    @staticmethod
+    def check(code: int, body) -> Any:
+        if code >= 400:
+            raise ApiError.from_status(code, body)
+        return body
+
+    # -- verbs ---------------------------------------------------------------------------------
+    def get(self, api_version: str, resource: str, name: str, namespace: str | None = None,
+            subresource: str | None = None) -> dict:
+        return self.check(*self.request("GET", self.path(api_version, resource, namespace, name, subresource)))
+
+    def list(self, api_version: str, resource: str, namespace: str | None = None, label_selector: str | None = None,
+             field_selector: str | None = None) -> tuple[list[dict], str]:
+        query = {k: v for k, v in (("labelSelector", label_selector), ("fieldSelector", field_selector)) if v}
+        body = self.check(*self.request("GET", self.path(api_version, resource, namespace), query))
+        return body.get("items") or [], (body.get("metadata") or {}).get("resourceVersion", "")
+
+    def create(self, api_version: str, resource: str, obj: dict, namespace: str | None = None,
+               subresource: str | None = None, name: str | None = None) -> dict:
+        path = self.path(api_version, resource, namespace, name, subresource)
+        return self.check(*self.request("POST", path, body=obj))
+
+    def update(self, api_version: str, resource: str, obj: dict, namespace: str | None = None,
+               subresource: str | None = None) -> dict:
+        path = self.path(api_version, resource, namespace, obj["metadata"]["name"], subresource)
+        return self.check(*self.request("PUT", path, body=obj))
+
+    def patch(self, api_version: str, resource: str, name: str, patch, patch_type: str = "merge",
+              namespace: str | None = None, subresource: str | None = None, query: dict | None = None) -> dict:
+        path = self.path(api_version, resource, namespace, name, subresource)
+        return self.check(*self.request("PATCH", path, query, body=patch, content_type=PATCH_TYPES[patch_type]))
+
+    def delete(self, api_version: str, resource: str, name: str, namespace: str | None = None,
+               options: dict | None = None, query: dict | None = None) -> tuple[int, Any]:
+        """DELETE with DeleteOptions in the body (when given) and/or query parameters.
+        Returns (code, body); errors raise ApiError."""
+        path = self.path(api_version, resource, namespace, name)
+        code, body = self.request("DELETE", path, query, body=options)
+        self.check(code, body)
+        return code, body
+
+    def watch(self, api_version: str, resource: str, namespace: str | None = None,
+              resource_version: str | None = None, label_selector: str | None = None,
+              field_selector: str | None = None, timeout_seconds: int | None = None,
+              bookmarks: bool = True) -> Watch:
+        query = {"watch": "true"}
+        if resource_version is not None:
+            query["resourceVersion"] = resource_version
+        if label_selector:
+            query["labelSelector"] = label_selector
+        if field_selector:
+            query["fieldSelector"] = field_selector
+        if timeout_seconds:
+            query["timeoutSeconds"] = str(timeout_seconds)
+        if bookmarks:
+            query["allowWatchBookmarks"] = "true"
+        return self.open_watch(self.path(api_version, resource, namespace), query)
+
+    # -- discovery -----------------------------------------------------------------------------
+    def discover(self) -> "Discovery":
+        """All served resources (all versions) from legacy discovery, each group's preferred
+        version, and the group/versions whose discovery failed."""
+        found: list[ApiResource] = []
+        failed: dict[str, str] = {}
+        gvs: list[str] = []
+        code, body = self.request("GET", "/api")
+        if code == 200:
+            gvs += [v for v in body.get("versions") or []]
+        code, body = self.request("GET", "/apis")
+        preferred: dict[str, str] = {"": "v1"}
+        if code == 200:
+            for group in body.get("groups") or []:
+                preferred[group["name"]] = (group.get("preferredVersion") or {}).get("version", "")
+                gvs += [v["groupVersion"] for v in group.get("versions") or []]
+        for gv in gvs:
+            path = f"/api/{gv}" if "/" not in gv else f"/apis/{gv}"
+            code, body = self.request("GET", path)
+            if code != 200:
+                failed[gv] = (body or {}).get("message", f"HTTP {code}") if isinstance(body, dict) else f"HTTP {code}"
+                continue
+            group, version = split_api_version(gv)
+            for r in body.get("resources") or []:
+                if "/" in r.get("name", ""):
+                    continue
+                found.append(ApiResource(group, version, r["name"], r["kind"], bool(r.get("namespaced")),
+                                         tuple(r.get("verbs") or ())))
+        return Discovery(found, preferred, failed)
+
+
+@dataclass
+class Discovery:
+    resources: list[ApiResource]
+    preferred: dict[str, str]       # group -> preferred version
+    failed: dict[str, str]          # groupVersion -> error message
+
+
+class RESTMapper:
+    """apiVersion/kind -> resource, from discovery; `reset()` re-reads it."""
+
+    def __init__(self, client: Client):
+        self.client = client
+        self._by_kind: dict[tuple[str, str], ApiResource] = {}
+        self._resources: list[ApiResource] = []
+        self._preferred: dict[str, str] = {}
+        self.failed: dict[str, str] = {}
+        self._lock = threading.Lock()
+        self.reset()
+
+    def reset(self) -> None:
+        found = self.client.discover()
+        with self._lock:
+            self._resources = found.resources
+            self._by_kind = {(r.api_version, r.kind): r for r in found.resources}
+            self._preferred = found.preferred
+            self.failed = found.failed
+
+    def for_kind(self, api_version: str, kind: str) -> ApiResource | None:
+        return self._by_kind.get((api_version, kind))
+
+    def preferred_resources(self) -> list[ApiResource]:
+        with self._lock:
+            return [r for r in self._resources if self._preferred.get(r.group) == r.version]
+
+
+# -- HTTP ----------------------------------------------------------------------------------------
+
+class KubeConfig:
+    """The parts of a kubeconfig file an HTTP client needs (current or named context)."""
+
+    def __init__(self, path: str | os.PathLike, context: str | None = None):
+        try:
+            data = yaml.safe_load(Path(path).read_text()) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            from labkit.errors import ConfigError
+            raise ConfigError(path, None, f"cannot read kubeconfig: {exc}")
+        from labkit.errors import ConfigError
+        context_name = context or data.get("current-context")
+        contexts = {c.get("name"): c.get("context") or {} for c in data.get("contexts") or []}
+        if context_name not in contexts:
+            raise ConfigError(path, "current-context", f"context {context_name!r} not found")
+        ctx = contexts[context_name]
+        clusters = {c.get("name"): c.get("cluster") or {} for c in data.get("clusters") or []}
+        users = {u.get("name"): u.get("user") or {} for u in data.get("users") or []}
+        if ctx.get("cluster") not in clusters:
+            raise ConfigError(path, "contexts.context.cluster", f"cluster {ctx.get('cluster')!r} not found")
+        self.cluster = clusters[ctx["cluster"]]
+        self.user = users.get(ctx.get("user"), {})
+        self.namespace = ctx.get("namespace") or "default"
+        self.server = self.cluster.get("server", "")
+        if not self.server:
+            raise ConfigError(path, "clusters.cluster.server", "expected the API server's URL")
+        self.base_dir = Path(path).resolve().parent
+
+    def _file_or_data(self, section: dict, key: str) -> bytes | None:
+        if section.get(f"{key}-data"):
+            return base64.b64decode(section[f"{key}-data"])
+        if section.get(key):
+            return (self.base_dir / section[key]).read_bytes()
+        return None
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        if not self.server.startswith("https"):
+            return None
+        ctx = ssl.create_default_context()
+        if self.cluster.get("insecure-skip-tls-verify"):
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+        ca = self._file_or_data(self.cluster, "certificate-authority")
+        if ca:
+            ctx.load_verify_locations(cadata=ca.decode())
+        cert = self._file_or_data(self.user, "client-certificate")
+        key = self._file_or_data(self.user, "client-key")
+        if cert and key:
+            with tempfile.TemporaryDirectory(prefix="labkit-kubeconfig-") as tmp:
+                cert_path, key_path = Path(tmp, "cert.pem"), Path(tmp, "key.pem")
+                for p, data in ((cert_path, cert), (key_path, key)):
+                    fd = os.open(p, os.O_WRONLY | os.O_CREAT, 0o600)
+                    with os.fdopen(fd, "wb") as f:
+                        f.write(data)
+                ctx.load_cert_chain(cert_path, key_path)
+        return ctx
+
+    def token(self) -> str | None:
+        if self.user.get("token"):
+            return self.user["token"]
+        if self.user.get("tokenFile"):
+            return Path(self.user["tokenFile"]).read_text().strip()
+        exec_config = self.user.get("exec")
+        if exec_config:
+            env = dict(os.environ)
+            for item in exec_config.get("env") or []:
+                env[item["name"]] = item["value"]
+            out = subprocess.run([exec_config["command"], *(exec_config.get("args") or [])], env=env,
+                                 capture_output=True, text=True, timeout=60, check=True).stdout
+            return json.loads(out)["status"]["token"]
+        return None
+
+
+class HttpClient(Client):
+    """A client for any API server: `HttpClient.from_kubeconfig(path)` or `HttpClient(url, token)`."""
+
+    def __init__(self, server: str, token: str | None = None, ssl_context: ssl.SSLContext | None = None,
+                 user_agent: str = "labkit", timeout: float = 60):
+        url = urlsplit(server)
+        self.scheme = url.scheme or "http"
+        self.host = url.hostname or "127.0.0.1"
+        self.port = url.port or (443 if self.scheme == "https" else 80)
+        self.prefix = url.path.rstrip("/")
+        self.token = token
+        self.ssl_context = ssl_context
+        self.user_agent = user_agent
+        self.timeout = timeout
+        self._local = threading.local()
+
+    @classmethod
+    def from_kubeconfig(cls, path: str | os.PathLike, context: str | None = None, **kwargs) -> "HttpClient":
+        config = KubeConfig(path, context)
+        return cls(config.server, config.token(), config.ssl_context(), **kwargs)
+
+    def _connect(self, timeout: float | None = None) -> http.client.HTTPConnection:
+        if self.scheme == "https":
+            conn = http.client.HTTPSConnection(self.host, self.port, timeout=timeout or self.timeout,
+                                               context=self.ssl_context)
+        else:
+            conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout or self.timeout)
+        conn.connect()
+        conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return conn
+
+    def _headers(self, content_type: str | None, accept: str | None) -> dict:
+        headers = {"Accept": accept or "application/json", "User-Agent": self.user_agent}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        if content_type:
+            headers["Content-Type"] = content_type
+        return headers
+
+    def request(self, method, path, query=None, body=None, content_type=None, accept=None):
+        url = self.prefix + path + (f"?{urlencode(query)}" if query else "")
+        data = None
+        if body is not None:
+            data = body if isinstance(body, bytes) else json.dumps(body).encode()
+            content_type = content_type or "application/json"
+        headers = self._headers(content_type, accept)
+        for attempt in (1, 2):
+            conn = getattr(self._local, "conn", None)
+            if conn is None:
+                conn = self._local.conn = self._connect()
+            try:
+                conn.request(method, url, body=data, headers=headers)
+                response = conn.getresponse()
+                raw = response.read()
+                break
+            except (http.client.HTTPException, ConnectionError, BrokenPipeError):
+                conn.close()
+                self._local.conn = None
+                if attempt == 2:
+                    raise
+        if response.getheader("Connection", "").lower() == "close":
+            conn.close()
+            self._local.conn = None
+        try:
+            payload = json.loads(raw) if raw else None
+        except ValueError:
+            payload = raw
+        return response.status, payload
+
+    def open_watch(self, path, query):
+        return _HttpWatch(self, self.prefix + path + "?" + urlencode(query))
+
+
+class _HttpWatch(Watch):
+    def __init__(self, client: HttpClient, url: str):
+        self._queue: queue.Queue = queue.Queue()
+        self._conn = client._connect(timeout=3600)
+        self._conn.request("GET", url, headers=client._headers(None, None))
+        self._response = self._conn.getresponse()
+        if self._response.status != 200:
+            body = self._response.read()
+            self._conn.close()
+            try:
+                payload = json.loads(body)
+            except ValueError:
+                payload = body
+            raise ApiError.from_status(self._response.status, payload)
+        self._thread = threading.Thread(target=self._read, daemon=True, name="watch-reader")
+        self._thread.start()
+
+    def _read(self) -> None:
+        try:
+            while True:
+                line = self._response.readline()
+                if not line:
+                    break
+                if line.strip():
+                    self._queue.put(json.loads(line))
+        except (OSError, ValueError, AttributeError, http.client.HTTPException):
+            pass        # the watch ended or was stopped (AttributeError: closed under the reader)
+        finally:
+            self._queue.put(None)
+
+    def next(self, timeout):
+        if self.ended:
+            return None
+        try:
+            event = self._queue.get(timeout=timeout)
+        except queue.Empty:
+            return None
+        if event is None:
+            self.ended = True
+        return event
+
+    def stop(self) -> None:
+        self.ended = True
+        try:
+            self._conn.sock and self._conn.sock.shutdown(2)
+        except OSError:
+            pass
+        self._conn.close()
+
+
+# -- in-process ----------------------------------------------------------------------------------
+
+class LocalClient(Client):
+    """Calls the embedded server's Api in-process, as `user` (audit-logged like any client)."""
+
+    def __init__(self, api, user: str, groups: list[str] | None = None, user_agent: str = "labkit"):
+        from labkit.apiserver.handler import User
+        self.api = api
+        self.user = User(user, groups or ["system:authenticated"])
+        self.user_agent = user_agent
+
+    def _request(self, method, path, query, body, content_type, accept):
+        from labkit.apiserver.handler import NO_BODY, Request
+        headers = {"user-agent": self.user_agent, "accept": accept or "application/json"}
+        if content_type:
+            headers["content-type"] = content_type
+        return Request(method, path, dict(query or {}), headers,
+                       obj=NO_BODY if body is None else _copy(body), user=self.user)
+
+    def request(self, method, path, query=None, body=None, content_type=None, accept=None):
+        response = self.api.handle(self._request(method, path, query, body, content_type, accept))
+        if response.stream is not None:
+            response.stream.close()
+        return response.code, response.body
+
+    def open_watch(self, path, query):
+        response = self.api.handle(self._request("GET", path, query, None, None, None))
+        if response.stream is None:
+            raise ApiError.from_status(response.code, response.body)
+        return _LocalWatch(response.stream)
+
+
+def _copy(obj):
+    return json.loads(json.dumps(obj))
+
+
+class _LocalWatch(Watch):
+    def __init__(self, stream):
+        self.stream = stream
+
+    def changes_offered(self) -> int:
+        return self.stream.watcher.offered
+
+    def next(self, timeout):
+        if self.ended:
+            return None
+        event = self.stream.next(timeout)
+        if event is None:
+            if self.stream.expired or self.stream.watcher.stopped:
+                self.ended = True
+            return None
+        return {"type": event["type"], "object": _copy(event["object"])}
+
+    def stop(self) -> None:
+        self.ended = True
+        self.stream.close()

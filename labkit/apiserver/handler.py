@@ -1,0 +1,469 @@
+"""Request handling independent of HTTP: URL routing as kube-apiserver's RequestInfoFactory does
+it, verbs, content negotiation (JSON, Table, aggregated discovery), DeleteOptions from the body or
+the query, error Status answers, and the audit log. The HTTP server (http.py) and the in-process
+client (client.LocalClient) both call `Api.handle`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+from labkit.apiserver import discovery, patch as patches, protobuf
+from labkit.apiserver.audit import AuditLog
+from labkit.apiserver.errors import (ApiError, bad_request, field_unsupported, internal, invalid, method_not_supported,
+                                     not_found_path, unsupported_media_type)
+from labkit.apiserver.registry import Registry, decode_delete_options
+from labkit.apiserver.resources import ResourceType
+from labkit.apiserver.storage import BOOKMARK
+from labkit.apiserver.tables import build_table
+
+NO_BODY = object()
+DISCOVERY_V2 = "apidiscovery.k8s.io/v2"
+DISCOVERY_V2BETA1 = "apidiscovery.k8s.io/v2beta1"
+NAMESPACE_SUBRESOURCES = ("status", "finalize")
+BOOKMARK_INTERVAL = 5.0
+
+
+@dataclass
+class User:
+    name: str
+    groups: list[str] = field(default_factory=lambda: ["system:authenticated"])
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    query: dict[str, str] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)     # lower-case names
+    body: bytes | None = None
+    obj: Any = NO_BODY                # an already decoded body (in-process callers)
+    user: User = field(default_factory=lambda: User("anonymous"))
+    source: str = "127.0.0.1"
+
+
+@dataclass
+class Response:
+    code: int
+    body: Any = None                  # dict/list (JSON) or bytes
+    content_type: str = "application/json"
+    stream: "WatchStream | None" = None
+
+
+@dataclass
+class ResourceRequest:
+    rt: ResourceType
+    namespace: str | None
+    name: str
+    subresource: str
+    verb: str
+
+
+class WatchStream:
+    """The events of one watch request, as dicts ready to be encoded (None = nothing new yet)."""
+
+    def __init__(self, watcher, initial: list[dict], transform: Callable[[dict], dict], timeout: float,
+                 bookmarks: bool, initial_events_end: bool, bookmark_object: Callable[[int], dict], store):
+        self.watcher = watcher
+        self.initial = initial
+        self.transform = transform
+        self.deadline = time.monotonic() + timeout
+        self.bookmarks = bookmarks
+        self.initial_events_end = initial_events_end
+        self.bookmark_object = bookmark_object
+        self.store = store
+        self.closed = False
+
+        self._pending = [{"type": "ADDED", "object": obj} for obj in initial]
+        if initial_events_end:
+            mark = bookmark_object(store.revision)
+            mark["metadata"]["annotations"] = {"k8s.io/initial-events-end": "true"}
+            self._pending.append({"type": BOOKMARK, "object": mark, "ready": True})
+        self._last_bookmark = time.monotonic()
+
+    @property
+    def expired(self) -> bool:
+        return self.closed or time.monotonic() >= self.deadline
+
+    def next(self, timeout: float) -> dict | None:
+        """The next event, or None when nothing happened within `timeout` (or the watch ended)."""
+        if self._pending:
+            event = self._pending.pop(0)
+            if not event.pop("ready", False):
+                event["object"] = self.transform(event["object"])
+            return event
+        if self.expired:
+            return None
+        item = self.watcher.next(max(0.0, min(timeout, self.deadline - time.monotonic())))
+        if item is not None:
+            _, type_, obj = item
+            return {"type": type_, "object": self.transform(obj)}
+        if self.bookmarks and not self.watcher.stopped and time.monotonic() - self._last_bookmark >= BOOKMARK_INTERVAL:
+            with self.store.lock:
+                rev = self.store.revision if not self.watcher.pending() else None
+            if rev is not None:
+                self._last_bookmark = time.monotonic()
+                return {"type": BOOKMARK, "object": self.bookmark_object(rev)}
+        return None
+
+    def events(self, poll: float = 1.0) -> Iterator[dict | None]:
+        """Events until the watch times out or is closed; None now and then while idle."""
+        try:
+            while not self.expired and not self.watcher.stopped:
+                yield self.next(poll)
+            while self._pending:
+                yield self.next(0)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        self.closed = True
+        self.watcher.stop()
+
+
+def _accepts(headers: dict, needle: str) -> bool:
+    return needle in headers.get("accept", "").replace(" ", "")
+
+
+def _media_type(headers: dict) -> str:
+    return headers.get("content-type", "").split(";")[0].strip().lower()
+
+
+class Api:
+    """Routes requests to the registry and renders the answers."""
+
+    def __init__(self, registry: Registry, audit: AuditLog | None = None, server_address: str = "127.0.0.1:0"):
+        self.registry = registry
+        self.audit = audit or AuditLog(None)
+        self.server_address = server_address
+        # non-resource paths served by the embedding program: prefix -> handler(request, rest)
+        self.extensions: dict[str, Callable[[Request, str], Response]] = {}
+
+    # -- entry point ---------------------------------------------------------------------------
+    def handle(self, request: Request) -> Response:
+        received = time.time()
+        info: ResourceRequest | None = None
+        audit_object = None
+        try:
+            path = request.path.rstrip("/") or "/"
+            if path.startswith("/api/") or path.startswith("/apis/"):
+                info = self._resource_request(request, path)
+                if info is not None:
+                    response, audit_object = self._serve_resource(request, info)
+                else:
+                    response = self._serve_discovery(request, path)
+            else:
+                response = self._serve_other(request, path)
+        except ApiError as exc:
+            response = Response(exc.code, exc.status())
+        except Exception as exc:    # never let a request take the server down
+            traceback.print_exc(file=sys.stderr)
+            response = Response(500, internal(f"{type(exc).__name__}: {exc}").status())
+        try:
+            self.registry.store.wait_durable()       # answer only what is on disk
+        except ApiError as exc:
+            response = Response(exc.code, exc.status())
+        self._audit(request, info, response, received, audit_object)
+        return response
+
+    def _audit(self, request: Request, info, response: Response, received: float, request_object) -> None:
+        verb = info.verb if info else request.method.lower()
+        ref = None
+        if info:
+            ref = {"resource": info.rt.resource, "apiGroup": info.rt.group, "apiVersion": info.rt.version}
+            if info.namespace and info.rt.namespaced:
+                ref["namespace"] = info.namespace
+            if info.name:
+                ref["name"] = info.name
+            if info.subresource:
+                ref["subresource"] = info.subresource
+            ref = {k: v for k, v in ref.items() if v}
+        query = "&".join(f"{k}={v}" for k, v in request.query.items())
+        self.audit.record(user=request.user.name, groups=request.user.groups, verb=verb,
+                          uri=request.path + (f"?{query}" if query else ""), source=request.source,
+                          user_agent=request.headers.get("user-agent", ""), object_ref=ref, code=response.code,
+                          received=received, request_object=request_object,
+                          stage="ResponseStarted" if response.stream else "ResponseComplete")
+
+    # -- routing -------------------------------------------------------------------------------
+    def _resource_request(self, request: Request, path: str) -> ResourceRequest | None:
+        parts = path.strip("/").split("/")
+        if parts[0] == "api":
+            if len(parts) < 3:
+                return None
+            group, version, rest = "", parts[1], parts[2:]
+        else:
+            if len(parts) < 4:
+                return None
+            group, version, rest = parts[1], parts[2], parts[3:]
+        if rest and rest[0] == "watch":
+            request.query["watch"] = "true"
+            rest = rest[1:]
+            if not rest:
+                raise not_found_path()
+        namespace = None
+        if rest[0] == "namespaces" and len(rest) > 2 and rest[2] not in NAMESPACE_SUBRESOURCES:
+            namespace, rest = rest[1], rest[2:]      # else: the namespace object itself
+        if len(rest) > 3 or not rest[0]:
+            raise not_found_path()
+        resource = rest[0]
+        name = rest[1] if len(rest) > 1 else ""
+        subresource = rest[2] if len(rest) > 2 else ""
+        rt = self.registry.catalog.lookup(group, version, resource)
+        if rt is None:
+            raise not_found_path()
+        if namespace is not None and not rt.namespaced:
+            raise not_found_path()
+        method = request.method.upper()
+        if name:
+            verb = {"GET": "get", "PUT": "update", "PATCH": "patch", "DELETE": "delete", "POST": "create"}.get(method)
+        else:
+            watch = request.query.get("watch", "").lower() in ("true", "1")
+            verb = {"GET": "watch" if watch else "list", "POST": "create", "DELETE": "deletecollection"}.get(method)
+        if verb is None:
+            raise method_not_supported(rt.resource, rt.group, method.lower())
+        if subresource:
+            sub = rt.strategy.subresource(subresource)
+            if sub is None:
+                raise not_found_path()
+            if verb not in sub.verbs:
+                raise method_not_supported(f"{rt.resource}/{subresource}", rt.group, verb)
+        elif verb not in rt.verbs or (verb == "create" and name):
+            raise method_not_supported(rt.resource, rt.group, verb)
+        if rt.namespaced and not namespace and verb in ("get", "update", "patch", "delete", "create"):
+            raise not_found_path()
+        return ResourceRequest(rt, namespace, name, subresource, verb)
+
+    # -- resources -----------------------------------------------------------------------------
+    def _body(self, request: Request):
+        if request.obj is not NO_BODY:
+            return request.obj
+        data = request.body or b""
+        media = _media_type(request.headers)
+        if media in ("", "application/json", "*/*", "text/plain"):
+            try:
+                return check_depth(json.loads(data)) if data.strip() else None
+            except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+                raise bad_request(f"couldn't get version/kind; json parse error: {exc}")
+        if media == protobuf.CONTENT_TYPE:
+            return protobuf.decode(data)
+        if media in ("application/yaml", "application/x-yaml"):
+            import yaml
+            try:
+                return check_depth(yaml.safe_load(data))
+            except (yaml.YAMLError, RecursionError) as exc:
+                raise bad_request(f"error converting YAML to JSON: {exc}")
+        raise unsupported_media_type(media, ["application/json", "application/yaml", protobuf.CONTENT_TYPE])
+
+    def _dry_run(self, request: Request) -> bool:
+        value = request.query.get("dryRun")
+        if value is None or value == "":
+            return False
+        if value != "All":
+            raise invalid("CreateOptions", "meta.k8s.io", "", [field_unsupported("dryRun", value, ["All"])])
+        return True
+
+    def _serve_resource(self, request: Request, info: ResourceRequest) -> tuple[Response, Any]:
+        reg = self.registry
+        rt, ns, name, q = info.rt, info.namespace, info.name, request.query
+        if info.verb == "get":
+            obj = reg.get(rt, ns, name)
+            return self._render(request, rt, [obj], single=True, rv=obj["metadata"].get("resourceVersion", "")), None
+        if info.verb == "list":
+            try:
+                limit = int(q.get("limit") or 0)
+            except ValueError:
+                raise bad_request(f"strconv.ParseInt: parsing {json.dumps(q['limit'])}: invalid syntax")
+            items, rev, token, remaining = reg.list_page(rt, ns, q.get("labelSelector"), q.get("fieldSelector"),
+                                                         max(limit, 0), q.get("continue"))
+            return self._render(request, rt, items, single=False, rv=str(rev), token=token,
+                                remaining=remaining), None
+        if info.verb == "watch":
+            return self._watch(request, rt, ns), None
+        if info.verb == "create":
+            body = self._body(request)
+            if info.subresource == "binding":
+                return Response(201, reg.bind(ns, name, body, self._dry_run(request))), None
+            return Response(201, reg.create(rt, ns, body, self._dry_run(request))), None
+        if info.verb == "update":
+            body = self._body(request)
+            obj = reg.update(rt, ns, name, body, info.subresource, self._dry_run(request))
+            return Response(200, obj), (body if info.subresource else None)
+        if info.verb == "patch":
+            patch_type = _media_type(request.headers)
+            if patch_type not in (patches.JSON_PATCH, patches.MERGE_PATCH, patches.STRATEGIC_MERGE_PATCH,
+                                  patches.APPLY_PATCH):
+                raise unsupported_media_type(patch_type, [patches.JSON_PATCH, patches.MERGE_PATCH,
+                                                          patches.STRATEGIC_MERGE_PATCH, patches.APPLY_PATCH])
+            data = request.body if request.obj is NO_BODY else json.dumps(request.obj).encode()
+            code, obj = reg.patch(rt, ns, name, patch_type, data or b"", info.subresource, self._dry_run(request),
+                                  q.get("fieldManager"))
+            return Response(code, obj), _loads_or_text(data)
+        options = self._delete_options(request)
+        if info.verb == "delete":
+            code, body = reg.delete(rt, ns, name, options, bool(options.get("dryRun")))
+            return Response(code, body), {"kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1", **options}
+        body = reg.delete_collection(rt, ns, options, q.get("labelSelector"), q.get("fieldSelector"),
+                                     bool(options.get("dryRun")))
+        return Response(200, _strip_item_types(rt, body)), {"kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1",
+                                                            **options}
+
+    def _delete_options(self, request: Request) -> dict:
+        """handlers/delete.go: a non-empty body is the DeleteOptions and the query is ignored."""
+        if request.obj is not NO_BODY and request.obj is not None:
+            return decode_delete_options(request.obj)
+        if request.obj is NO_BODY and request.body and request.body.strip():
+            return decode_delete_options(self._body(request))
+        q = request.query
+        options: dict = {}
+        if q.get("gracePeriodSeconds") not in (None, ""):
+            try:
+                options["gracePeriodSeconds"] = int(q["gracePeriodSeconds"])
+            except ValueError:
+                raise bad_request(f"strconv.ParseInt: parsing {json.dumps(q['gracePeriodSeconds'])}: invalid syntax")
+        if q.get("orphanDependents") not in (None, ""):
+            value = q["orphanDependents"].lower()
+            if value not in ("true", "false", "1", "0"):
+                raise bad_request(f"strconv.ParseBool: parsing {json.dumps(q['orphanDependents'])}: invalid syntax")
+            options["orphanDependents"] = value in ("true", "1")
+        if q.get("propagationPolicy") not in (None, ""):
+            options["propagationPolicy"] = q["propagationPolicy"]
+        if q.get("dryRun"):
+            options["dryRun"] = [q["dryRun"]]
+        return options
+
+    def _render(self, request: Request, rt: ResourceType, items: list[dict], single: bool, rv: str,
+                token: str = "", remaining: int = 0) -> Response:
+        list_meta = {"resourceVersion": rv}
+        if token:
+            list_meta.update({"continue": token, "remainingItemCount": remaining})
+        if _accepts(request.headers, "as=Table"):
+            table = build_table(rt.strategy.printer, items, rv, request.query.get("includeObject", "Metadata"))
+            table["metadata"] = list_meta
+            return Response(200, table, "application/json;as=Table;v=v1;g=meta.k8s.io")
+        if single:
+            return Response(200, items[0])
+        body = {"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": list_meta, "items": items}
+        return Response(200, _strip_item_types(rt, body))
+
+    def _watch(self, request: Request, rt: ResourceType, namespace: str | None) -> Response:
+        q = request.query
+        send_initial = q.get("sendInitialEvents", "").lower() == "true"
+        rv = q.get("resourceVersion")
+        if send_initial:
+            rv = ""
+        watcher, initial = self.registry.watch(rt, namespace, rv, q.get("labelSelector"), q.get("fieldSelector"))
+        try:
+            timeout = float(q.get("timeoutSeconds") or 1800)
+        except ValueError:
+            watcher.stop()
+            raise bad_request(f"invalid timeoutSeconds: {q.get('timeoutSeconds')}")
+        as_table = _accepts(request.headers, "as=Table")
+        include = q.get("includeObject", "Metadata")
+        present = self.registry.present
+
+        def transform(obj: dict) -> dict:
+            obj = present(rt, obj)
+            if as_table:
+                return build_table(rt.strategy.printer, [obj], obj["metadata"].get("resourceVersion", ""), include)
+            return obj
+
+        def bookmark(rev: int) -> dict:
+            return {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": {"resourceVersion": str(rev)}}
+
+        bookmarks = q.get("allowWatchBookmarks", "").lower() == "true"
+        stream = WatchStream(watcher, initial, transform, timeout, bookmarks, send_initial and bookmarks, bookmark,
+                             self.registry.store)
+        content_type = "application/json;as=Table;v=v1;g=meta.k8s.io" if as_table else "application/json"
+        return Response(200, None, content_type, stream)
+
+    # -- discovery and the rest ----------------------------------------------------------------
+    def _serve_discovery(self, request: Request, path: str) -> Response:
+        catalog = self.registry.catalog
+        parts = path.strip("/").split("/")
+        if parts == ["api"] or parts == ["apis"]:
+            legacy = parts == ["api"]
+            for api_version in (DISCOVERY_V2, DISCOVERY_V2BETA1):
+                group, version = api_version.split("/")
+                if _accepts(request.headers, f"g={group};v={version};as=APIGroupDiscoveryList"):
+                    return Response(200, discovery.aggregated(catalog, legacy, api_version),
+                                    f"application/json;g={group};v={version};as=APIGroupDiscoveryList")
+            if legacy:
+                return Response(200, discovery.api_versions(self.server_address))
+            return Response(200, discovery.api_group_list(catalog))
+        if parts[0] == "api" and len(parts) == 2:
+            body = discovery.api_resource_list(catalog, "", parts[1])
+        elif parts[0] == "apis" and len(parts) == 2:
+            body = discovery.api_group(catalog, parts[1])
+        elif parts[0] == "apis" and len(parts) == 3:
+            body = discovery.api_resource_list(catalog, parts[1], parts[2])
+        else:
+            body = None
+        if body is None:
+            raise not_found_path()
+        return Response(200, body)
+
+    def _serve_other(self, request: Request, path: str) -> Response:
+        if path == "/api" or path == "/apis":
+            return self._serve_discovery(request, path)
+        if path == "/version":
+            return Response(200, dict(discovery.VERSION_INFO))
+        if path in ("/healthz", "/livez", "/readyz"):
+            return Response(200, b"ok", "text/plain; charset=utf-8")
+        if path.startswith("/openapi/v3"):
+            catalog = self.registry.catalog
+            rest = path[len("/openapi/v3"):].strip("/")
+            if not rest:
+                return Response(200, discovery.openapi_root(catalog))
+            parts = rest.split("/")
+            doc = None
+            if parts[0] == "api" and len(parts) == 2:
+                doc = discovery.openapi_document(catalog, "", parts[1])
+            elif parts[0] == "apis" and len(parts) == 3:
+                doc = discovery.openapi_document(catalog, parts[1], parts[2])
+            if doc is None:
+                raise not_found_path()
+            return Response(200, doc)
+        for prefix, handler in self.extensions.items():
+            if path == prefix or path.startswith(prefix + "/"):
+                return handler(request, path[len(prefix):])
+        raise not_found_path()
+
+
+MAX_DEPTH = 200
+
+
+def check_depth(doc, limit: int = MAX_DEPTH):
+    """Refuse documents nested deeper than any Kubernetes object is (what is deeper would only
+    exhaust the stack of whatever walks it)."""
+    stack = [(doc, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            raise bad_request(f"the request body is nested more than {limit} levels deep")
+        if isinstance(node, dict):
+            stack.extend((v, depth + 1) for v in node.values())
+        elif isinstance(node, list):
+            stack.extend((v, depth + 1) for v in node)
+    return doc
+
+
+def _strip_item_types(rt: ResourceType, body: dict) -> dict:
+    """Typed lists of built-in kinds carry no apiVersion/kind in their items (custom resources do)."""
+    if rt.strategy.builtin:
+        body["items"] = [{k: v for k, v in item.items() if k not in ("apiVersion", "kind")} for item in body["items"]]
+    return body
+
+
+def _loads_or_text(data: bytes | None):
+    if not data:
+        return None
+    try:
+        return json.loads(data)
+    except (ValueError, UnicodeDecodeError):
+        return data.decode("utf-8", "replace")[:4096]

@@ -1,0 +1,148 @@
+"""Controllers that run inside kube-apiserver itself, in their embedded form:
+
+- the CRD finalizer (apiextensions-apiserver pkg/controller/finalizer): a CustomResourceDefinition
+  being deleted gets condition Terminating, all its custom resources are deleted, then its
+  `customresourcecleanup.apiextensions.k8s.io` finalizer is removed, which removes the CRD;
+- APIService auto-registration (kube-aggregator's autoregister and crdregistration controllers):
+  a local APIService `<version>.<group>` for every served built-in and custom group/version.
+"""
+
+from __future__ import annotations
+
+import queue
+import sys
+import threading
+import time
+
+from labkit.apiserver.client import LocalClient
+from labkit.apiserver.errors import ApiError
+from labkit.apiserver.registry import now_rfc3339
+from labkit.apiserver.resources import CRD_CLEANUP_FINALIZER
+from labkit.apiserver.storage import Event
+
+CRD_KEY = "apiextensions.k8s.io/customresourcedefinitions"
+AUTOMANAGED = "kube-aggregator.kubernetes.io/automanaged"
+BUILTIN_PRIORITY = {"": 18000, "apps": 17800, "apiextensions.k8s.io": 16700, "apiregistration.k8s.io": 18000}
+
+
+class ApiServerInternals:
+    def __init__(self, api):
+        self.api = api
+        self.registry = api.registry
+        self.client = LocalClient(api, "system:apiserver", ["system:masters"], user_agent="kube-apiserver")
+        self._queue: queue.Queue = queue.Queue()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="apiserver-internal")
+        self._pending = 0
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        self.registry.store.add_listener(self._on_event)
+        self._thread.start()
+        self._enqueue(("apiservices", None))
+        for crd in self.registry.store.list(CRD_KEY)[0]:
+            self._enqueue(("crd", crd["metadata"]["name"]))
+
+    def stop(self) -> None:
+        self.registry.store.remove_listener(self._on_event)
+        self._queue.put(None)
+
+    def idle(self) -> bool:
+        with self._lock:
+            return self._pending == 0
+
+    def _enqueue(self, item) -> None:
+        with self._lock:
+            self._pending += 1
+        self._queue.put(item)
+
+    def _on_event(self, event: Event) -> None:
+        if event.key == CRD_KEY:
+            self._enqueue(("crd", event.name))
+            self._enqueue(("apiservices", None))
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            try:
+                if item[0] == "crd":
+                    self._finalize_crd(item[1])
+                else:
+                    self._register_apiservices()
+            except ApiError as exc:
+                print(f"labkit-apiserver: {item[0]} {item[1] or ''}: {exc.message} (retrying)", file=sys.stderr)
+                time.sleep(0.2)
+                self._queue.put(item)      # retried; the pending count stays
+                continue
+            except Exception as exc:
+                print(f"labkit-apiserver: {item[0]} {item[1] or ''}: {exc!r}", file=sys.stderr)
+            with self._lock:
+                self._pending -= 1
+
+    # -- CRD finalizer -----------------------------------------------------------------------------
+    def _finalize_crd(self, name: str) -> None:
+        try:
+            crd = self.client.get("apiextensions.k8s.io/v1", "customresourcedefinitions", name)
+        except ApiError as exc:
+            if exc.code == 404:
+                return
+            raise
+        meta = crd["metadata"]
+        if not meta.get("deletionTimestamp") or CRD_CLEANUP_FINALIZER not in (meta.get("finalizers") or []):
+            return
+        crd = self._set_terminating(crd, "InstanceDeletionInProgress", "CustomResource deletion is in progress")
+        for rt in self.registry.crd_types(name)[:1]:
+            items, _ = self.registry.list(rt, None)
+            for item in items:
+                try:
+                    self.registry.delete(rt, item["metadata"].get("namespace"), item["metadata"]["name"], {})
+                except ApiError as exc:
+                    if exc.code != 404:
+                        raise
+            remaining, _ = self.registry.list(rt, None)
+            if remaining:
+                raise ApiError(409, "Conflict", f"{len(remaining)} custom resources of {name} remain")
+        crd = self._set_terminating(crd, "InstanceDeletionCompleted", "removed all instances")
+        finalizers = [f for f in crd["metadata"].get("finalizers") or [] if f != CRD_CLEANUP_FINALIZER]
+        self.client.patch("apiextensions.k8s.io/v1", "customresourcedefinitions", name,
+                          {"metadata": {"finalizers": finalizers or None,
+                                        "resourceVersion": crd["metadata"]["resourceVersion"]}}, "merge")
+
+    def _set_terminating(self, crd: dict, reason: str, message: str) -> dict:
+        status = dict(crd.get("status") or {})
+        conditions = [c for c in status.get("conditions") or [] if c.get("type") != "Terminating"]
+        conditions.append({"type": "Terminating", "status": "True", "reason": reason, "message": message,
+                           "lastTransitionTime": now_rfc3339()})
+        status["conditions"] = conditions
+        return self.client.update("apiextensions.k8s.io/v1", "customresourcedefinitions", dict(crd, status=status),
+                                  subresource="status")
+
+    # -- APIService registration -------------------------------------------------------------------
+    def _register_apiservices(self) -> None:
+        wanted = {}
+        for group, versions in self.registry.catalog.groups():
+            for i, version in enumerate(versions):
+                wanted[f"{version}.{group}"] = {"group": group, "version": version,
+                                                "groupPriorityMinimum": BUILTIN_PRIORITY.get(group, 1000),
+                                                "versionPriority": 15 - i}
+        existing, _ = self.client.list("apiregistration.k8s.io/v1", "apiservices")
+        have = {a["metadata"]["name"]: a for a in existing}
+        for name, spec in wanted.items():
+            if name not in have:
+                obj = {"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+                       "metadata": {"name": name, "labels": {AUTOMANAGED: "onstart" if spec["group"] in
+                                                             BUILTIN_PRIORITY else "true"}},
+                       "spec": spec}
+                try:
+                    self.client.create("apiregistration.k8s.io/v1", "apiservices", obj)
+                except ApiError as exc:
+                    if exc.code != 409:
+                        raise
+        for name, obj in have.items():
+            if name not in wanted and (obj["metadata"].get("labels") or {}).get(AUTOMANAGED) == "true":
+                try:
+                    self.client.delete("apiregistration.k8s.io/v1", "apiservices", name)
+                except ApiError as exc:
+                    if exc.code != 404:
+                        raise

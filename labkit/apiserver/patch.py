@@ -1,0 +1,370 @@
+"""The three patch formats of PATCH requests.
+
+- JSON patch (RFC 6902, `application/json-patch+json`), with the errors evanphx/json-patch gives;
+- JSON merge patch (RFC 7386, `application/merge-patch+json`): lists are replaced, null deletes;
+- strategic merge patch (`application/strategic-merge-patch+json`, built-in kinds only), following
+  k8s.io/apimachinery/pkg/util/strategicpatch: lists with a patch strategy "merge" are merged —
+  `metadata.finalizers` as a set of strings, `metadata.ownerReferences` by `uid`, containers by
+  `name`, ... — and the directives `$patch` (replace/delete/merge), `$deleteFromPrimitiveList/<f>`,
+  `$setElementOrder/<f>` and `$retainKeys` are honoured. The merge keys are the `patchMergeKey`
+  tags of the k8s.io/api types this server serves.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+
+from labkit.apiserver.errors import ApiError, bad_request, invalid_request
+
+MAX_JSON_PATCH_OPERATIONS = 10000
+
+
+class PatchError(Exception):
+    """A patch that could not be applied to the object (422 on the wire)."""
+
+
+# -- JSON patch ------------------------------------------------------------------------------
+
+def _pointer(path: str) -> list[str]:
+    if path == "":
+        return []
+    if not path.startswith("/"):
+        raise PatchError(f"JSON pointer must be empty or start with a \"/\": {path!r}")
+    return [p.replace("~1", "/").replace("~0", "~") for p in path[1:].split("/")]
+
+
+def _container(doc, parts: list[str]):
+    """The parent container of the pointer, and the last token."""
+    node = doc
+    for part in parts[:-1]:
+        if isinstance(node, dict):
+            if part not in node:
+                raise PatchError(f"doc is missing path: {'/' + '/'.join(parts)}: missing value")
+            node = node[part]
+        elif isinstance(node, list):
+            index = _index(part, len(node))
+            node = node[index]
+        else:
+            raise PatchError(f"doc is missing path: {'/' + '/'.join(parts)}: missing value")
+    return node, parts[-1]
+
+
+def _index(token: str, length: int, allow_end: bool = False) -> int:
+    if allow_end and token == "-":
+        return length
+    if not token.isdigit() or (len(token) > 1 and token.startswith("0")):
+        raise PatchError(f"Unable to access invalid index: {token}: invalid index referenced")
+    index = int(token)
+    if index > length or (index == length and not allow_end):
+        raise PatchError(f"Unable to access invalid index: {index}: invalid index referenced")
+    return index
+
+
+def _get(doc, path: str):
+    parts = _pointer(path)
+    if not parts:
+        return doc
+    parent, last = _container(doc, parts)
+    if isinstance(parent, dict):
+        if last not in parent:
+            raise PatchError(f"Unable to get nonexistent key: {last}: missing value")
+        return parent[last]
+    if isinstance(parent, list):
+        return parent[_index(last, len(parent))]
+    raise PatchError(f"doc is missing path: {path}: missing value")
+
+
+def _add(doc, path: str, value):
+    parts = _pointer(path)
+    if not parts:
+        return value
+    parent, last = _container(doc, parts)
+    if isinstance(parent, dict):
+        parent[last] = value
+    elif isinstance(parent, list):
+        parent.insert(_index(last, len(parent), allow_end=True), value)
+    else:
+        raise PatchError(f"doc is missing path: {path}: missing value")
+    return doc
+
+
+def _remove(doc, path: str):
+    parts = _pointer(path)
+    if not parts:
+        raise PatchError("unable to remove the whole document")
+    parent, last = _container(doc, parts)
+    if isinstance(parent, dict):
+        if last not in parent:
+            raise PatchError(f"Unable to remove nonexistent key: {last}: missing value")
+        return parent.pop(last)
+    if isinstance(parent, list):
+        return parent.pop(_index(last, len(parent)))
+    raise PatchError(f"doc is missing path: {path}: missing value")
+
+
+def _replace(doc, path: str, value):
+    parts = _pointer(path)
+    if not parts:
+        return value
+    parent, last = _container(doc, parts)
+    if isinstance(parent, dict):
+        if last not in parent:
+            raise PatchError(f"replace operation does not apply: doc is missing key: {path}: missing value")
+        parent[last] = value
+    elif isinstance(parent, list):
+        parent[_index(last, len(parent))] = value
+    else:
+        raise PatchError(f"doc is missing path: {path}: missing value")
+    return doc
+
+
+def decode_json_patch(body: bytes) -> list[dict]:
+    try:
+        ops = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise bad_request(f"error decoding patch: {exc}")
+    if not isinstance(ops, list) or not all(isinstance(op, dict) for op in ops):
+        raise bad_request("json: cannot unmarshal object into Go value of type jsonpatch.Patch")
+    if len(ops) > MAX_JSON_PATCH_OPERATIONS:
+        raise ApiError(413, "RequestEntityTooLarge",
+                       f"Request entity too large: The allowed maximum operations in a JSON patch is "
+                       f"{MAX_JSON_PATCH_OPERATIONS}, got {len(ops)}")
+    return ops
+
+
+def apply_json_patch(doc: dict, ops: list[dict]) -> dict:
+    doc = copy.deepcopy(doc)
+    for op in ops:
+        kind = op.get("op")
+        path = op.get("path")
+        if not isinstance(path, str):
+            raise PatchError("operation missing path field: missing value")
+        if kind == "add":
+            if "value" not in op:
+                raise PatchError("add operation has no value")
+            doc = _add(doc, path, copy.deepcopy(op["value"]))
+        elif kind == "remove":
+            _remove(doc, path)
+        elif kind == "replace":
+            if "value" not in op:
+                raise PatchError("replace operation has no value")
+            doc = _replace(doc, path, copy.deepcopy(op["value"]))
+        elif kind == "move":
+            source = op.get("from")
+            if not isinstance(source, str):
+                raise PatchError("move operation missing from field")
+            value = _remove(doc, source)
+            doc = _add(doc, path, value)
+        elif kind == "copy":
+            source = op.get("from")
+            if not isinstance(source, str):
+                raise PatchError("copy operation missing from field")
+            doc = _add(doc, path, copy.deepcopy(_get(doc, source)))
+        elif kind == "test":
+            if _get(doc, path) != op.get("value"):
+                raise PatchError(f"testing value {path} failed: test failed")
+        else:
+            raise PatchError(f"Unexpected kind: {kind}")
+    return doc
+
+
+# -- JSON merge patch ------------------------------------------------------------------------
+
+def merge_patch(target, patch):
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+# -- strategic merge patch -------------------------------------------------------------------
+
+# Lists whose patch strategy is "merge", keyed by their path (list indices dropped) relative to the
+# object, with their merge key (None: a list of primitives merged as a set). Paths under a pod
+# template appear for pods (`spec.`) and for workloads (`spec.template.spec.`).
+_POD_SPEC_LISTS = {
+    "containers": "name", "initContainers": "name", "ephemeralContainers": "name",
+    "containers.ports": "containerPort", "initContainers.ports": "containerPort",
+    "containers.env": "name", "initContainers.env": "name",
+    "containers.volumeMounts": "mountPath", "initContainers.volumeMounts": "mountPath",
+    "containers.volumeDevices": "devicePath", "initContainers.volumeDevices": "devicePath",
+    "volumes": "name", "imagePullSecrets": "name", "hostAliases": "ip",
+    "topologySpreadConstraints": "topologyKey", "resourceClaims": "name", "schedulingGates": "name",
+}
+MERGE_LISTS: dict[str, str | None] = {
+    "metadata.finalizers": None,
+    "metadata.ownerReferences": "uid",
+    "status.conditions": "type",
+    "spec.ports": "port",
+    "spec.template.metadata.finalizers": None,
+    "spec.template.metadata.ownerReferences": "uid",
+}
+for _path, _key in _POD_SPEC_LISTS.items():
+    MERGE_LISTS[f"spec.{_path}"] = _key
+    MERGE_LISTS[f"spec.template.spec.{_path}"] = _key
+
+_DELETE = object()   # a map removed by {"$patch": "delete"}
+
+
+def strategic_merge_patch(original: dict, patch: dict) -> dict:
+    if not isinstance(patch, dict):
+        raise PatchError("strategic merge patch must be a JSON object")
+    result = _merge_map(copy.deepcopy(original), patch, "")
+    return {} if result is _DELETE else result
+
+
+def _merge_map(original, patch: dict, path: str):
+    directive = patch.get("$patch")
+    if directive == "replace":
+        return {k: copy.deepcopy(v) for k, v in patch.items() if k != "$patch"}
+    if directive == "delete":
+        return _DELETE
+    if directive not in (None, "merge"):
+        raise PatchError(f"Unknown patch type: {directive} in map: {patch}")
+    result = original if isinstance(original, dict) else {}
+    orders = {}
+    retain = patch.get("$retainKeys")
+    for key, value in patch.items():
+        if key in ("$patch", "$retainKeys"):
+            continue
+        if key.startswith("$deleteFromPrimitiveList/"):
+            field = key.split("/", 1)[1]
+            if not isinstance(value, list):
+                raise PatchError(f"{key} must be a list")
+            if isinstance(result.get(field), list):
+                result[field] = [v for v in result[field] if v not in value]
+            continue
+        if key.startswith("$setElementOrder/"):
+            if not isinstance(value, list):
+                raise PatchError(f"{key} must be a list")
+            orders[key.split("/", 1)[1]] = value
+            continue
+        child = f"{path}.{key}" if path else key
+        if value is None:
+            result.pop(key, None)
+        elif isinstance(value, dict):
+            merged = _merge_map(result.get(key), value, child)
+            if merged is _DELETE:
+                result.pop(key, None)
+            else:
+                result[key] = merged
+        elif isinstance(value, list) and child in MERGE_LISTS:
+            result[key] = _merge_list(result.get(key), value, MERGE_LISTS[child], child)
+        else:
+            result[key] = copy.deepcopy(value)
+    for field, order in orders.items():
+        if isinstance(result.get(field), list):
+            result[field] = _apply_order(result[field], order, MERGE_LISTS.get(f"{path}.{field}" if path else field))
+    if isinstance(retain, list):
+        for key in list(result):
+            if key not in retain:
+                del result[key]
+    return result
+
+
+def _merge_list(original, patch: list, merge_key: str | None, path: str) -> list:
+    original = list(original) if isinstance(original, list) else []
+    if any(isinstance(item, dict) and item.get("$patch") == "replace" for item in patch):
+        return [copy.deepcopy(i) for i in patch if not (isinstance(i, dict) and "$patch" in i)]
+    if merge_key is None:
+        result = original
+        for item in patch:
+            if isinstance(item, dict):
+                raise PatchError(f"cannot merge a map into the list of primitives {path}")
+            if item not in result:
+                result.append(item)
+        return result
+    result = original
+    for item in patch:
+        if not isinstance(item, dict):
+            raise PatchError(f"cannot merge a primitive into the list of maps {path}")
+        if merge_key not in item:
+            raise PatchError(f"map: {item} does not contain declared merge key: {merge_key}")
+        key = item[merge_key]
+        if item.get("$patch") == "delete":
+            result = [e for e in result if not (isinstance(e, dict) and e.get(merge_key) == key)]
+            continue
+        for i, existing in enumerate(result):
+            if isinstance(existing, dict) and existing.get(merge_key) == key:
+                merged = _merge_map(existing, item, path)
+                if merged is _DELETE:
+                    result.pop(i)
+                else:
+                    result[i] = merged
+                break
+        else:
+            result.append(copy.deepcopy({k: v for k, v in item.items() if k != "$patch"}))
+    return result
+
+
+def _apply_order(items: list, order: list, merge_key: str | None) -> list:
+    def key_of(item):
+        if merge_key and isinstance(item, dict):
+            return item.get(merge_key)
+        return item if not isinstance(item, dict) else None
+
+    wanted = [key_of(o) if isinstance(o, dict) else o for o in order]
+    ordered = [i for w in wanted for i in items if key_of(i) == w]
+    rest = [i for i in items if key_of(i) not in wanted]
+    return ordered + rest
+
+
+# -- entry point -----------------------------------------------------------------------------
+
+JSON_PATCH = "application/json-patch+json"
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+APPLY_PATCH = "application/apply-patch+yaml"
+
+
+def decode_patch_body(patch_type: str, body: bytes):
+    from labkit.apiserver.handler import check_depth
+    try:
+        return check_depth(_decode_patch_body(patch_type, body))
+    except RecursionError:
+        raise bad_request("error decoding patch: nesting too deep")
+
+
+def _decode_patch_body(patch_type: str, body: bytes):
+    if patch_type == JSON_PATCH:
+        return decode_json_patch(body)
+    if patch_type == APPLY_PATCH:
+        import yaml
+        try:
+            doc = yaml.safe_load(body)
+        except yaml.YAMLError as exc:
+            raise bad_request(f"error decoding YAML: {exc}")
+    else:
+        try:
+            doc = json.loads(body)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise bad_request(f"error decoding patch: {exc}")
+    if not isinstance(doc, dict):
+        raise bad_request("error decoding patch: json: cannot unmarshal into Go value of type map[string]interface {}")
+    return doc
+
+
+def apply_patch(patch_type: str, current: dict, patch) -> dict:
+    """Apply a decoded patch; a patch that does not apply raises ApiError 422 as upstream does."""
+    try:
+        if patch_type == JSON_PATCH:
+            result = apply_json_patch(current, patch)
+        elif patch_type == MERGE_PATCH:
+            result = merge_patch(current, patch)
+        else:
+            result = strategic_merge_patch(current, patch)
+    except PatchError as exc:
+        if patch_type == JSON_PATCH:
+            raise invalid_request()
+        raise invalid_request(str(exc))
+    except RecursionError:
+        raise bad_request("error decoding patch: nesting too deep")
+    if not isinstance(result, dict):
+        raise invalid_request()
+    return result

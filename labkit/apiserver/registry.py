@@ -1,0 +1,714 @@
+"""The generic registry: create, get, list, update, patch, delete, deletecollection and watch with
+upstream's semantics, for every resource type, parameterised by the type's strategy.
+
+Follows k8s.io/apiserver/pkg/registry/generic/registry/store.go (Create, Update,
+ShouldDeleteDuringUpdate, Delete, updateForGracefulDeletionAndFinalizers, markAsDeleting,
+deletionFinalizersForGarbageCollection, shouldOrphanDependents, shouldDeleteDependents,
+DeleteCollection, finalizeDelete) and pkg/registry/rest (BeforeCreate, BeforeUpdate, BeforeDelete),
+as of Kubernetes 1.33/1.34.
+
+Admission plugins run before an object is created or deleted (`Registry.admission`); the
+namespace lifecycle plugin here refuses content in namespaces that do not exist and the deletion
+of the immortal namespaces.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import secrets
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Callable
+
+from labkit.apiserver import patch as patches
+from labkit.apiserver.errors import (OPTIMISTIC_LOCK_MESSAGE, ApiError, already_exists, bad_request, conflict,
+                                     field_invalid, field_required, forbidden, invalid, not_found,
+                                     unsupported_media_type)
+from labkit.apiserver.resources import (ORPHAN_DEPENDENTS, UNSUPPORTED, Catalog, ResourceType, builtin_types,
+                                        custom_resource_types)
+from labkit.apiserver.selectors import FieldSelector, LabelSelector
+from labkit.apiserver.storage import ADDED, DELETED, MODIFIED, Event, Store
+from labkit.apiserver.validation import (path_segment_problems, validate_delete_options, validate_object_meta,
+                                         validate_object_meta_update)
+
+GENERATE_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+IMMORTAL_NAMESPACES = ("default", "kube-system", "kube-public")
+
+
+def now_rfc3339(offset: float = 0) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + offset))
+
+
+def _parse_rfc3339(value: str) -> float:
+    import calendar
+    return calendar.timegm(time.strptime(value[:19], "%Y-%m-%dT%H:%M:%S"))
+
+
+@dataclass
+class AdmissionRequest:
+    operation: str            # CREATE | UPDATE | DELETE
+    rt: ResourceType
+    namespace: str
+    name: str
+    obj: dict | None
+    subresource: str = ""
+
+
+class Registry:
+    def __init__(self, store: Store):
+        self.store = store
+        self.catalog = Catalog()
+        for rt in builtin_types():
+            self.catalog.add(rt)
+        self.admission: list[Callable[[AdmissionRequest], None]] = [self._namespace_lifecycle]
+        self._crd_types: dict[str, list[ResourceType]] = {}
+        crd_rt = self.catalog.lookup("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+        for crd in self.store.list(crd_rt.storage_key)[0]:
+            self._serve_crd(crd)
+        self.store.add_listener(self._on_event)
+
+    # -- helpers --------------------------------------------------------------------------------
+    @staticmethod
+    def scope(rt: ResourceType, namespace: str | None) -> str:
+        return (namespace or "") if rt.namespaced else ""
+
+    @staticmethod
+    def present(rt: ResourceType, obj: dict) -> dict:
+        """The object as the requested group/version shows it (custom resources of several
+        versions are stored as written and converted with the `None` strategy)."""
+        if obj.get("apiVersion") == rt.api_version and obj.get("kind") == rt.kind:
+            return obj
+        return {**obj, "apiVersion": rt.api_version, "kind": rt.kind}
+
+    @staticmethod
+    def check_name_parameter(name: str) -> None:
+        if not name:
+            raise bad_request("Name parameter required.")
+        problems = path_segment_problems(name)
+        if problems:
+            raise bad_request(f"Name parameter invalid: {json.dumps(name)}: {';'.join(problems)}")
+
+    def _decode(self, rt: ResourceType, body, namespace: str | None) -> dict:
+        """What the typed decoder checks: an object of the endpoint's kind, metadata of the right types."""
+        if not isinstance(body, dict):
+            raise bad_request(f"{rt.kind} in version \"{rt.version}\" cannot be handled as a {rt.kind}: "
+                              "the body is not a JSON object")
+        obj = copy.deepcopy(body)
+        api_version, kind = obj.get("apiVersion"), obj.get("kind")
+        if api_version is not None and api_version != rt.api_version:
+            raise bad_request(f"the API version in the data ({api_version}) does not match the expected API "
+                              f"version ({rt.api_version})")
+        if kind is not None and kind != rt.kind:
+            raise bad_request(f"{rt.kind} in version \"{rt.version}\" cannot be handled as a {rt.kind}: "
+                              f"the object provided is unrecognized (must be of type {rt.kind})")
+        obj["apiVersion"], obj["kind"] = rt.api_version, rt.kind
+        meta = obj.get("metadata")
+        if meta is None:
+            meta = obj["metadata"] = {}
+        _check_meta_types(rt, meta)
+        rt.strategy.check_types(obj)
+        if rt.namespaced and namespace and meta.get("namespace") and meta["namespace"] != namespace:
+            raise bad_request("the namespace of the provided object does not match the namespace sent on the request")
+        return obj
+
+    def _admit(self, request: AdmissionRequest) -> None:
+        for plugin in self.admission:
+            plugin(request)
+
+    def _namespace_lifecycle(self, request: AdmissionRequest) -> None:
+        """NamespaceLifecycle admission (plugin/pkg/admission/namespace/lifecycle): content needs an
+        existing namespace; the immortal namespaces cannot be deleted."""
+        rt = request.rt
+        if request.operation == "DELETE" and rt.resource == "namespaces" and rt.group == "" \
+                and request.name in IMMORTAL_NAMESPACES:
+            raise forbidden("namespaces", "", request.name, "this namespace may not be deleted")
+        if request.operation == "CREATE" and rt.namespaced:
+            if self.store.get_text("/namespaces", "", request.namespace) is None:
+                raise not_found("namespaces", "", request.namespace)
+
+    # -- reads -------------------------------------------------------------------------------------
+    def get(self, rt: ResourceType, namespace: str | None, name: str) -> dict:
+        self.check_name_parameter(name)
+        obj = self.store.get(rt.storage_key, self.scope(rt, namespace), name)
+        if obj is None:
+            raise not_found(rt.resource, rt.group, name)
+        return self.present(rt, obj)
+
+    def selectors(self, rt: ResourceType, label_selector: str | None, field_selector: str | None):
+        labels = LabelSelector.parse(label_selector)
+        fields = FieldSelector.parse(field_selector)
+        fields.check_supported({"metadata.name", "metadata.namespace", *rt.strategy.field_labels})
+        return labels, fields
+
+    def matcher(self, rt: ResourceType, labels: LabelSelector, fields: FieldSelector):
+        strategy = rt.strategy
+        if labels.empty and fields.empty:
+            return lambda obj: True
+        return lambda obj: labels.matches(obj.get("metadata", {}).get("labels")) and fields.matches(strategy.fields(obj))
+
+    def list(self, rt: ResourceType, namespace: str | None, label_selector: str | None = None,
+             field_selector: str | None = None) -> tuple[list[dict], int]:
+        items, rev, _, _ = self.list_page(rt, namespace, label_selector, field_selector)
+        return items, rev
+
+    def list_page(self, rt: ResourceType, namespace: str | None, label_selector: str | None = None,
+                  field_selector: str | None = None, limit: int = 0,
+                  continue_token: str | None = None) -> tuple[list[dict], int, str, int]:
+        """(items, resourceVersion, continue token, remaining item count). With `limit`, at most
+        that many items and a token for the rest; unlike etcd's, the next page is read from the
+        current state, not from a snapshot."""
+        labels, fields = self.selectors(rt, label_selector, field_selector)
+        match = self.matcher(rt, labels, fields)
+        after = _decode_continue(continue_token) if continue_token else None
+        scope = self.scope(rt, namespace) if rt.namespaced and namespace else None
+        entries, rev = self.store.scan(rt.storage_key, scope, after)
+        items: list[dict] = []
+        token, remaining = "", 0
+        for i, (key, shared, text) in enumerate(entries):
+            if not match(shared):
+                continue
+            if limit and len(items) == limit:
+                remaining = sum(1 for _, obj, _ in entries[i:] if match(obj))
+                token = _encode_continue(rev, items_key)
+                break
+            items.append(self.present(rt, json.loads(text)))
+            items_key = key
+        return items, rev, token, remaining
+
+    # -- create ------------------------------------------------------------------------------------
+    def create(self, rt: ResourceType, namespace: str | None, body, dry_run: bool = False) -> dict:
+        obj = self._decode(rt, body, namespace)
+        meta = obj["metadata"]
+        if meta.get("resourceVersion"):
+            raise bad_request("resourceVersion should not be set on objects to be created")
+        if rt.namespaced:
+            meta["namespace"] = namespace or meta.get("namespace") or ""
+        self._admit(AdmissionRequest("CREATE", rt, meta.get("namespace", ""), meta.get("name", ""), obj))
+        if meta.get("name") or not meta.get("generateName"):
+            return self._create_one(rt, obj, dry_run)
+        last_error = None
+        for _ in range(8):      # createWithGenerateNameRetry
+            candidate = copy.deepcopy(obj)
+            candidate["metadata"]["name"] = meta["generateName"] + "".join(
+                secrets.choice(GENERATE_NAME_ALPHABET) for _ in range(5))
+            try:
+                return self._create_one(rt, candidate, dry_run)
+            except ApiError as exc:
+                if exc.reason != "AlreadyExists":
+                    raise
+                last_error = exc
+        raise last_error
+
+    def _create_one(self, rt: ResourceType, obj: dict, dry_run: bool) -> dict:
+        meta = obj["metadata"]
+        # FillObjectMetaSystemFields + BeforeCreate
+        meta["creationTimestamp"] = now_rfc3339()
+        meta["uid"] = str(uuid.uuid4())
+        for key in ("selfLink", "deletionTimestamp", "deletionGracePeriodSeconds", "managedFields"):
+            meta.pop(key, None)
+        if not rt.namespaced:
+            meta.pop("namespace", None)
+        meta.pop("generation", None)
+        rt.strategy.prepare_for_create(obj)
+        _drop_empty_meta(obj)
+        errors = validate_object_meta(meta, rt.namespaced, rt.strategy.name_problems,
+                                      rt.strategy.standard_finalizer_names)
+        errors += rt.strategy.validate(obj)
+        name = meta.get("name", "")
+        if errors:
+            raise invalid(rt.kind, rt.group, name, errors)
+        scope = self.scope(rt, meta.get("namespace"))
+        with self.store.lock:
+            existing = self.store.get(rt.storage_key, scope, name)
+            if existing is not None:
+                raise already_exists(rt.resource, rt.group, name,
+                                     deleting=bool(existing["metadata"].get("deletionTimestamp")))
+            if dry_run:
+                return obj
+            return self.present(rt, self.store.put(rt.storage_key, scope, name, obj))
+
+    def bind(self, namespace: str, name: str, body, dry_run: bool = False) -> dict:
+        """POST pods/<name>/binding: assign the pod to a node (what the scheduler does)."""
+        rt = self.catalog.lookup("", "v1", "pods")
+        if not isinstance(body, dict) or not isinstance(body.get("target"), dict) or not body["target"].get("name"):
+            raise invalid("Binding", "", name, [field_required("target.name")])
+        node = body["target"]["name"]
+        with self.store.lock:
+            pod = self.store.get(rt.storage_key, namespace, name)
+            if pod is None:
+                raise not_found("pods", "", name)
+            if pod["metadata"].get("deletionTimestamp"):
+                raise conflict("pods/binding", "", name, f"pod {name} is being deleted, cannot be assigned to a host")
+            if (pod.get("spec") or {}).get("nodeName"):
+                raise conflict("pods/binding", "", name,
+                               f"pod {name} is already assigned to node \"{pod['spec']['nodeName']}\"")
+            pod.setdefault("spec", {})["nodeName"] = node
+            if not dry_run:
+                self.store.put(rt.storage_key, namespace, name, pod)
+        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+
+    # -- update and patch --------------------------------------------------------------------------
+    def update(self, rt: ResourceType, namespace: str | None, name: str, body, subresource: str = "",
+               dry_run: bool = False) -> dict:
+        self.check_name_parameter(name)
+        obj = self._decode(rt, body, namespace)
+        if obj["metadata"].get("name", "") != name:
+            raise bad_request(f"the name of the object ({obj['metadata'].get('name', '')}) does not match the name "
+                              f"on the URL ({name})")
+        with self.store.lock:
+            old = self.store.get(rt.storage_key, self.scope(rt, namespace), name)
+            if old is None:
+                raise not_found(rt.resource, rt.group, name)
+            return self._update(rt, namespace, name, obj, old, subresource, dry_run)
+
+    def patch(self, rt: ResourceType, namespace: str | None, name: str, patch_type: str, body: bytes,
+              subresource: str = "", dry_run: bool = False, field_manager: str | None = None) -> tuple[int, dict]:
+        """Returns (HTTP code, object): 201 when a server-side apply created the object."""
+        self.check_name_parameter(name)
+        if patch_type == patches.STRATEGIC_MERGE_PATCH and not rt.strategy.strategic_merge_patch:
+            raise unsupported_media_type(patch_type, [patches.JSON_PATCH, patches.MERGE_PATCH, patches.APPLY_PATCH])
+        if patch_type == patches.APPLY_PATCH and not field_manager:
+            raise invalid("PatchOptions", "meta.k8s.io", "",
+                          [field_required("fieldManager", "is required for apply patch")])
+        decoded = patches.decode_patch_body(patch_type, body)
+        with self.store.lock:
+            old = self.store.get(rt.storage_key, self.scope(rt, namespace), name)
+            if old is None:
+                if patch_type == patches.APPLY_PATCH and not subresource:
+                    decoded.setdefault("metadata", {})["name"] = name
+                    return 201, self.create(rt, namespace, decoded, dry_run)
+                raise not_found(rt.resource, rt.group, name)
+            current = copy.deepcopy(self.present(rt, old))
+            if patch_type == patches.APPLY_PATCH:
+                # server-side apply, simplified: the applied configuration is merged into the live
+                # object (no field ownership, so nothing is ever removed and there are no conflicts)
+                kind = patches.STRATEGIC_MERGE_PATCH if rt.strategy.strategic_merge_patch else patches.MERGE_PATCH
+                decoded = {k: v for k, v in decoded.items() if k not in ("apiVersion", "kind")}
+                patched = patches.apply_patch(kind, current, decoded)
+            else:
+                patched = patches.apply_patch(patch_type, current, decoded)
+            obj = self._decode(rt, patched, namespace)
+            if obj["metadata"].get("name") != name:
+                raise bad_request(f"the name of the object ({obj['metadata'].get('name')}) does not match the name "
+                                  f"on the URL ({name})")
+            return 200, self._update(rt, namespace, name, obj, old, subresource, dry_run)
+
+    def _update(self, rt, namespace, name, obj, old, subresource, dry_run) -> dict:
+        strategy = rt.strategy
+        old_meta = old["metadata"]
+        new_rv = obj["metadata"].get("resourceVersion")
+        if not new_rv:
+            if not strategy.allow_unconditional_update:
+                raise invalid(rt.resource, rt.group, name,
+                              [field_invalid("metadata.resourceVersion", 0, "must be specified for an update")])
+            obj["metadata"]["resourceVersion"] = old_meta.get("resourceVersion")
+        elif new_rv != old_meta.get("resourceVersion"):
+            raise conflict(rt.resource, rt.group, name, OPTIMISTIC_LOCK_MESSAGE)
+        sub = None
+        if subresource:
+            sub = strategy.subresource(subresource)
+            new = sub.prepare_for_update(obj, old)
+        else:
+            new = obj
+            # BeforeUpdate: generation, uid, creation and deletion timestamps are not the client's
+            new["metadata"]["generation"] = old_meta.get("generation")
+            if new["metadata"]["generation"] is None:
+                new["metadata"].pop("generation")
+            strategy.prepare_for_update(new, old)
+        meta = new["metadata"]
+        if rt.namespaced:
+            meta["namespace"] = old_meta.get("namespace")
+        if not meta.get("uid"):
+            meta["uid"] = old_meta.get("uid")
+        meta["creationTimestamp"] = old_meta.get("creationTimestamp")
+        if old_meta.get("deletionTimestamp"):
+            meta["deletionTimestamp"] = old_meta["deletionTimestamp"]
+        if old_meta.get("deletionGracePeriodSeconds") is not None and meta.get("deletionGracePeriodSeconds") is None:
+            meta["deletionGracePeriodSeconds"] = old_meta["deletionGracePeriodSeconds"]
+        meta.pop("selfLink", None)
+        meta.pop("managedFields", None)
+        errors = validate_object_meta_update(meta, old_meta, rt.namespaced, strategy.standard_finalizer_names)
+        errors += sub.validate(new) if sub else strategy.validate_update(new, old)
+        if errors:
+            raise invalid(rt.kind, rt.group, name, errors)
+        scope = self.scope(rt, namespace)
+        if self._should_delete_during_update(new, old) and strategy.should_delete_during_update(new, old):
+            if not dry_run:
+                self.store.delete(rt.storage_key, scope, name)
+            return self.present(rt, new)
+        _drop_empty_meta(new)
+        if _same(new, old):
+            return self.present(rt, old)
+        if dry_run:
+            return self.present(rt, new)
+        return self.present(rt, self.store.put(rt.storage_key, scope, name, new))
+
+    @staticmethod
+    def _should_delete_during_update(new: dict, old: dict) -> bool:
+        """ShouldDeleteDuringUpdate: no finalizers left on an object being deleted whose grace
+        period (if any) is over."""
+        old_meta = old["metadata"]
+        if new["metadata"].get("finalizers"):
+            return False
+        if not old_meta.get("deletionTimestamp"):
+            return False
+        return not old_meta.get("deletionGracePeriodSeconds")
+
+    # -- delete ------------------------------------------------------------------------------------
+    def delete(self, rt: ResourceType, namespace: str | None, name: str, options: dict,
+               dry_run: bool = False) -> tuple[int, dict]:
+        """Returns (HTTP code, body): the kept object, the deleted object or a Status."""
+        self.check_name_parameter(name)
+        self._admit(AdmissionRequest("DELETE", rt, self.scope(rt, namespace), name, None))
+        delete = getattr(rt.strategy, "delete", None)
+        if delete is not None:
+            return delete(self, rt, namespace, name, options, dry_run)
+        return self.generic_delete(rt, namespace, name, options, dry_run)
+
+    def generic_delete(self, rt: ResourceType, namespace: str | None, name: str, options: dict,
+                       dry_run: bool = False) -> tuple[int, dict]:
+        options = copy.deepcopy(options)
+        scope = self.scope(rt, namespace)
+        with self.store.lock:
+            obj = self.store.get(rt.storage_key, scope, name)
+            if obj is None:
+                raise not_found(rt.resource, rt.group, name)
+            graceful, pending = self._before_delete(rt, obj, options)
+            if pending:
+                return self._deleted_code(options, False), self._finalize_delete(rt, obj)
+            pending_finalizers = bool(obj["metadata"].get("finalizers"))
+            update_finalizers, _ = self._deletion_finalizers(rt, obj, options)
+            if graceful or pending_finalizers or update_finalizers:
+                # updateForGracefulDeletionAndFinalizers: BeforeDelete again on the stored object
+                existing = self.store.get(rt.storage_key, scope, name)
+                graceful, pending = self._before_delete(rt, existing, options)
+                if pending:
+                    return self._deleted_code(options, False), self._finalize_delete(rt, obj)
+                changed, finalizers = self._deletion_finalizers(rt, existing, options)
+                if changed:
+                    if finalizers:
+                        existing["metadata"]["finalizers"] = finalizers
+                    else:
+                        existing["metadata"].pop("finalizers", None)
+                pending_finalizers = bool(existing["metadata"].get("finalizers"))
+                if not graceful:
+                    if pending_finalizers:
+                        self._mark_as_deleting(existing)
+                        out = existing if dry_run else self.store.put(rt.storage_key, scope, name, existing)
+                        return self._deleted_code(options, False), self.present(rt, out)
+                    # errDeleteNow: fall through to the immediate delete
+                else:
+                    period = options.get("gracePeriodSeconds") or 0
+                    out = existing if dry_run else self.store.put(rt.storage_key, scope, name, existing)
+                    if pending_finalizers or period > 0:
+                        return self._deleted_code(options, False), self.present(rt, out)
+            if dry_run:
+                return 200, self._finalize_delete(rt, obj)
+            deleted = self.store.delete(rt.storage_key, scope, name)
+            return 200, self._finalize_delete(rt, deleted)
+
+    @staticmethod
+    def _deleted_code(options: dict, deleted: bool) -> int:
+        # handlers/delete.go: 202 only when the object stays and orphanDependents=false was asked
+        return 202 if not deleted and options.get("orphanDependents") is False else 200
+
+    def _finalize_delete(self, rt: ResourceType, obj: dict) -> dict:
+        if rt.strategy.return_deleted_object:
+            return self.present(rt, obj)
+        details = {"name": obj["metadata"].get("name", ""), "group": rt.group, "kind": rt.resource,
+                   "uid": obj["metadata"].get("uid", "")}
+        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                "details": {k: v for k, v in details.items() if v}}
+
+    def _before_delete(self, rt: ResourceType, obj: dict, options: dict) -> tuple[bool, bool]:
+        """rest.BeforeDelete: validate options and preconditions; start graceful deletion."""
+        errors = validate_delete_options(options)
+        if errors:
+            raise invalid("DeleteOptions", "meta.k8s.io", "", errors)
+        meta = obj["metadata"]
+        preconditions = options.get("preconditions") or {}
+        uid, rv = preconditions.get("uid"), preconditions.get("resourceVersion")
+        if uid is not None and uid != meta.get("uid"):
+            raise conflict(rt.kind, rt.group, meta.get("name", ""),
+                           f"the UID in the precondition ({uid}) does not match the UID in record ({meta.get('uid')}). "
+                           "The object might have been deleted and then recreated")
+        if rv is not None and rv != meta.get("resourceVersion"):
+            raise conflict(rt.kind, rt.group, meta.get("name", ""),
+                           f"the ResourceVersion in the precondition ({rv}) does not match the ResourceVersion in "
+                           f"record ({meta.get('resourceVersion')}). The object might have been modified")
+        if isinstance(options.get("gracePeriodSeconds"), int) and options["gracePeriodSeconds"] < 0:
+            options["gracePeriodSeconds"] = 1
+        if isinstance(meta.get("deletionGracePeriodSeconds"), int) and meta["deletionGracePeriodSeconds"] < 0:
+            meta["deletionGracePeriodSeconds"] = 1
+        strategy = rt.strategy
+        if not strategy.graceful_deletion:
+            return False, False
+        if meta.get("deletionTimestamp"):
+            current = meta.get("deletionGracePeriodSeconds")
+            if not current:
+                return False, False
+            requested = options.get("gracePeriodSeconds")
+            if requested is not None:
+                if requested >= current:
+                    return False, True
+                moved = _parse_rfc3339(meta["deletionTimestamp"]) - current + requested
+                meta["deletionTimestamp"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(moved))
+                meta["deletionGracePeriodSeconds"] = requested
+                return True, False
+            options["gracePeriodSeconds"] = current
+            return False, True
+        if not strategy.check_graceful_delete(obj, options):
+            return False, False
+        period = options["gracePeriodSeconds"]
+        meta["deletionTimestamp"] = now_rfc3339(period)
+        meta["deletionGracePeriodSeconds"] = period
+        if (meta.get("generation") or 0) > 0:
+            meta["generation"] += 1
+        return True, False
+
+    @staticmethod
+    def _mark_as_deleting(obj: dict) -> None:
+        meta = obj["metadata"]
+        if not meta.get("deletionTimestamp") and (meta.get("generation") or 0) > 0:
+            meta["generation"] += 1
+        now = now_rfc3339()
+        if not meta.get("deletionTimestamp") or _parse_rfc3339(meta["deletionTimestamp"]) > _parse_rfc3339(now):
+            meta["deletionTimestamp"] = now
+        meta["deletionGracePeriodSeconds"] = 0
+
+    @staticmethod
+    def _deletion_finalizers(rt: ResourceType, obj: dict, options: dict) -> tuple[bool, list[str]]:
+        """deletionFinalizersForGarbageCollection: which of `orphan` / `foregroundDeletion` the
+        object must carry after this DELETE, and whether that changes its finalizer set."""
+        policy = rt.strategy.gc_policy(rt.version)
+        current = list(obj["metadata"].get("finalizers") or [])
+        orphan_opt = options.get("orphanDependents")
+        propagation = options.get("propagationPolicy")
+
+        def existing_choice(first: str) -> bool | None:
+            for f in current:
+                if f == "orphan":
+                    return first == "orphan"
+                if f == "foregroundDeletion":
+                    return first == "foregroundDeletion"
+            return None
+
+        if policy == UNSUPPORTED:
+            should_orphan = should_foreground = False
+        else:
+            if orphan_opt is not None:
+                should_orphan = bool(orphan_opt)
+            elif propagation is not None:
+                should_orphan = propagation == "Orphan"
+            else:
+                choice = existing_choice("orphan")
+                should_orphan = choice if choice is not None else policy == ORPHAN_DEPENDENTS
+            if orphan_opt is not None:
+                should_foreground = False
+            elif propagation is not None:
+                should_foreground = propagation == "Foreground"
+            else:
+                choice = existing_choice("foregroundDeletion")
+                should_foreground = bool(choice)
+        new = [f for f in current if f not in ("orphan", "foregroundDeletion")]
+        if should_orphan:
+            new.append("orphan")
+        if should_foreground:
+            new.append("foregroundDeletion")
+        if set(new) == set(current):
+            return False, current
+        return True, new
+
+    def delete_collection(self, rt: ResourceType, namespace: str | None, options: dict,
+                          label_selector: str | None, field_selector: str | None,
+                          dry_run: bool = False) -> dict:
+        items, rev = self.list(rt, namespace, label_selector, field_selector)
+        for item in items:
+            meta = item["metadata"]
+            try:
+                self.delete(rt, meta.get("namespace"), meta["name"], copy.deepcopy(options), dry_run)
+            except ApiError as exc:
+                if exc.code != 404:
+                    raise
+        return {"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": {"resourceVersion": str(rev)},
+                "items": items}
+
+    # -- watch -------------------------------------------------------------------------------------
+    def watch(self, rt: ResourceType, namespace: str | None, resource_version: str | None,
+              label_selector: str | None = None, field_selector: str | None = None):
+        """(watcher, initial objects). A resourceVersion of "" or "0" starts with synthetic ADDED
+        events for the current objects; any other value replays the changes after it."""
+        labels, fields = self.selectors(rt, label_selector, field_selector)
+        match = self.matcher(rt, labels, fields)
+        since = None
+        if resource_version not in (None, "", "0"):
+            try:
+                since = int(resource_version)
+            except ValueError:
+                raise bad_request(f"invalid resource version: {resource_version}")
+
+        def accept(event: Event):
+            new_ok = event.type != DELETED and match(event.obj)
+            if event.type == DELETED:
+                return (DELETED, event.obj) if match(event.obj) else None
+            if event.type == ADDED:
+                return (ADDED, event.obj) if new_ok else None
+            old_ok = event.old is not None and match(event.old)
+            if new_ok:
+                return (MODIFIED if old_ok else ADDED, event.obj)
+            if old_ok:
+                last = copy.deepcopy(event.old)
+                last["metadata"]["resourceVersion"] = str(event.rev)
+                return DELETED, last
+            return None
+
+        scope = self.scope(rt, namespace) if rt.namespaced and namespace else None
+        watcher, initial = self.store.watch(rt.storage_key, scope, since, accept)
+        return watcher, [o for o in initial if match(o)]
+
+    # -- custom resource definitions -------------------------------------------------------------
+    def _serve_crd(self, crd: dict) -> None:
+        name = crd["metadata"]["name"]
+        for rt in self._crd_types.pop(name, []):
+            self.catalog.remove(rt.group, rt.version, rt.resource)
+        established = any(c.get("type") == "Established" and c.get("status") == "True"
+                          for c in (crd.get("status") or {}).get("conditions") or [])
+        if established:
+            types = custom_resource_types(crd)
+            for rt in types:
+                self.catalog.add(rt)
+            self._crd_types[name] = types
+
+    def _on_event(self, event: Event) -> None:
+        if event.key != "apiextensions.k8s.io/customresourcedefinitions":
+            return
+        if event.type == DELETED:
+            for rt in self._crd_types.pop(event.name, []):
+                self.catalog.remove(rt.group, rt.version, rt.resource)
+        else:
+            self._serve_crd(event.obj)
+
+    def crd_types(self, crd_name: str) -> list[ResourceType]:
+        return list(self._crd_types.get(crd_name, []))
+
+
+def _encode_continue(rev: int, key: tuple[str, str]) -> str:
+    import base64
+    data = json.dumps({"v": "meta.k8s.io/v1", "rv": rev, "start": f"{key[0]}/{key[1]}"}, separators=(",", ":"))
+    return base64.urlsafe_b64encode(data.encode()).decode().rstrip("=")
+
+
+def _decode_continue(token: str) -> tuple[str, str]:
+    import base64
+    try:
+        data = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+        namespace, _, name = data["start"].partition("/")
+        if data.get("v") != "meta.k8s.io/v1" or not name:
+            raise ValueError
+        return namespace, name
+    except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError):
+        raise bad_request("continue key is not valid: the continue token could not be decoded")
+
+
+def _same(new: dict, old: dict) -> bool:
+    """An update that changes nothing is not written (etcd3 store: identical bytes)."""
+    a = dict(new, metadata={k: v for k, v in new["metadata"].items() if k != "resourceVersion"})
+    b = dict(old, metadata={k: v for k, v in old["metadata"].items() if k != "resourceVersion"})
+    return a == b
+
+
+def _drop_empty_meta(obj: dict) -> None:
+    # Go's omitempty: an emptied list or map is not stored
+    for key in ("finalizers", "ownerReferences", "labels", "annotations"):
+        if key in obj["metadata"] and not obj["metadata"][key]:
+            del obj["metadata"][key]
+
+
+_STRING_META = ("name", "generateName", "namespace", "uid", "resourceVersion", "creationTimestamp",
+                "deletionTimestamp", "selfLink")
+
+
+def _check_meta_types(rt: ResourceType, meta) -> None:
+    def fail(field: str, value, go_type: str):
+        json_type = {dict: "object", list: "array", str: "string", bool: "bool", int: "number",
+                     float: "number"}.get(type(value), "value")
+        raise bad_request(f"{rt.kind} in version \"{rt.version}\" cannot be handled as a {rt.kind}: json: cannot "
+                          f"unmarshal {json_type} into Go struct field ObjectMeta.metadata.{field} of type {go_type}")
+
+    if not isinstance(meta, dict):
+        raise bad_request(f"{rt.kind} in version \"{rt.version}\" cannot be handled as a {rt.kind}: json: cannot "
+                          f"unmarshal {type(meta).__name__} into Go struct field {rt.kind}.metadata of type v1.ObjectMeta")
+    for key in _STRING_META:
+        if meta.get(key) is not None and not isinstance(meta[key], str):
+            fail(key, meta[key], "string")
+    for key in ("generation", "deletionGracePeriodSeconds"):
+        value = meta.get(key)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+            fail(key, value, "int64")
+    for key in ("labels", "annotations"):
+        value = meta.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, dict):
+            fail(key, value, "map[string]string")
+        for v in value.values():
+            if not isinstance(v, str):
+                fail(key, v, "string")
+    finalizers = meta.get("finalizers")
+    if finalizers is not None:
+        if not isinstance(finalizers, list):
+            fail("finalizers", finalizers, "[]string")
+        for f in finalizers:
+            if not isinstance(f, str):
+                fail("finalizers", f, "string")
+    refs = meta.get("ownerReferences")
+    if refs is not None:
+        if not isinstance(refs, list):
+            fail("ownerReferences", refs, "[]v1.OwnerReference")
+        for ref in refs:
+            if not isinstance(ref, dict):
+                fail("ownerReferences", ref, "v1.OwnerReference")
+            for key in ("apiVersion", "kind", "name", "uid"):
+                if ref.get(key) is not None and not isinstance(ref[key], str):
+                    fail(f"ownerReferences.{key}", ref[key], "string")
+            for key in ("controller", "blockOwnerDeletion"):
+                if ref.get(key) is not None and not isinstance(ref[key], bool):
+                    fail(f"ownerReferences.{key}", ref[key], "bool")
+    if meta.get("managedFields") is not None and not isinstance(meta["managedFields"], list):
+        fail("managedFields", meta["managedFields"], "[]v1.ManagedFieldsEntry")
+
+
+def decode_delete_options(body) -> dict:
+    """DeleteOptions from a request body (any apiVersion/kind or none), with type checks."""
+    if body is None:
+        return {}
+    if not isinstance(body, dict):
+        raise bad_request("couldn't get version/kind; json parse error: the body is not a JSON object")
+    options = {k: v for k, v in body.items() if k not in ("apiVersion", "kind")}
+
+    def fail(field, go_type):
+        raise bad_request(f"json: cannot unmarshal {type(options[field]).__name__} into Go struct field "
+                          f"DeleteOptions.{field} of type {go_type}")
+
+    for key, go_type in (("gracePeriodSeconds", "int64"),):
+        if options.get(key) is not None and (not isinstance(options[key], int) or isinstance(options[key], bool)):
+            fail(key, go_type)
+    if options.get("orphanDependents") is not None and not isinstance(options["orphanDependents"], bool):
+        fail("orphanDependents", "bool")
+    if options.get("propagationPolicy") is not None and not isinstance(options["propagationPolicy"], str):
+        fail("propagationPolicy", "v1.DeletionPropagation")
+    if options.get("dryRun") is not None and not (isinstance(options["dryRun"], list)
+                                                  and all(isinstance(v, str) for v in options["dryRun"])):
+        fail("dryRun", "[]string")
+    pre = options.get("preconditions")
+    if pre is not None:
+        if not isinstance(pre, dict):
+            fail("preconditions", "v1.Preconditions")
+        for key in ("uid", "resourceVersion"):
+            if pre.get(key) is not None and not isinstance(pre[key], str):
+                raise bad_request(f"json: cannot unmarshal {type(pre[key]).__name__} into Go struct field "
+                                  f"Preconditions.preconditions.{key} of type string")
+    return options
+

@@ -1,0 +1,837 @@
+"""The resources the server serves, each with a *strategy*: what upstream's per-kind registry
+code (pkg/registry/<group>/<kind>/strategy.go, storage.go) decides for that kind — defaults on
+create, what an update may change, validation, the default garbage-collection policy of DELETE,
+graceful deletion, the Table printer, field selectors and subresources.
+
+The generic behaviour (the generic registry Store) lives in registry.py; a strategy only says
+what differs for its kind. To serve a new built-in resource, write a Strategy subclass and add a
+ResourceType to `builtin_types()`; custom resources get theirs from their CRD
+(`custom_resource_types`).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import ipaddress
+from dataclasses import dataclass, field
+
+from labkit.apiserver import tables
+from labkit.apiserver.errors import FieldError, bad_request, field_forbidden, field_invalid, field_required, field_unsupported
+from labkit.apiserver.selectors import LabelSelector
+from labkit.apiserver.validation import (STANDARD_FINALIZERS, dns1123_label_problems, dns1123_subdomain_problems,
+                                         qualified_name_problems)
+
+READ_WRITE = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+NO_COLLECTION_DELETE = ["create", "delete", "get", "list", "patch", "update", "watch"]
+STATUS_VERBS = ["get", "patch", "update"]
+
+ORPHAN_DEPENDENTS = "OrphanDependents"
+DELETE_DEPENDENTS = "DeleteDependents"
+UNSUPPORTED = "Unsupported"
+
+
+# -- subresources ----------------------------------------------------------------------------
+
+class Subresource:
+    """A subresource served through PUT/PATCH (and GET) of the whole object."""
+
+    name = ""
+    verbs: list[str] = []
+
+    def prepare_for_update(self, new: dict, old: dict) -> dict:
+        raise NotImplementedError
+
+    def validate(self, obj: dict) -> list[FieldError]:
+        return []
+
+
+class StatusSubresource(Subresource):
+    """`<resource>/status`: only `.status` is taken from the request (the status strategies'
+    PrepareForUpdate copy everything else from the stored object)."""
+
+    name = "status"
+    verbs = STATUS_VERBS
+
+    def prepare_for_update(self, new: dict, old: dict) -> dict:
+        result = copy.deepcopy(old)
+        if "status" in new:
+            result["status"] = new["status"]
+        else:
+            result.pop("status", None)
+        result["metadata"]["resourceVersion"] = new.get("metadata", {}).get("resourceVersion")
+        return result
+
+
+class FinalizeSubresource(Subresource):
+    """`namespaces/<name>/finalize` (PUT only, upstream FinalizeREST): applies `spec.finalizers`.
+
+    What a namespace's spec finalizers mean — the namespace lifecycle and its controller — is
+    built on top of this plumbing (issue 5)."""
+
+    name = "finalize"
+    verbs = ["update"]
+
+    def prepare_for_update(self, new: dict, old: dict) -> dict:
+        result = copy.deepcopy(old)
+        finalizers = (new.get("spec") or {}).get("finalizers")
+        spec = result.setdefault("spec", {})
+        if finalizers:
+            spec["finalizers"] = list(finalizers)
+        else:
+            spec.pop("finalizers", None)
+        if not spec:
+            result.pop("spec")
+        result["metadata"]["resourceVersion"] = new.get("metadata", {}).get("resourceVersion")
+        return result
+
+    def validate(self, obj: dict) -> list[FieldError]:
+        errors = []
+        for f in (obj.get("spec") or {}).get("finalizers") or []:
+            for msg in qualified_name_problems(f):
+                errors.append(field_invalid("spec.finalizers", f, msg))
+            if "/" not in f and f not in STANDARD_FINALIZERS:
+                errors.append(field_invalid("spec.finalizers", f,
+                                            "name is neither a standard finalizer name nor is it fully qualified"))
+        return errors
+
+
+class BindingSubresource(Subresource):
+    """`pods/<name>/binding` (POST, what the scheduler uses): assigns spec.nodeName once."""
+
+    name = "binding"
+    verbs = ["create"]
+
+
+# -- strategies ------------------------------------------------------------------------------
+
+class Strategy:
+    """Per-kind behaviour. The defaults are the generic registry's."""
+
+    builtin = True
+    # pkg/apis/core/validation: finalizer names without "/" must be standard ones (kube types only;
+    # apiextensions, apiregistration and custom resources use apimachinery's generic validation)
+    standard_finalizer_names = True
+    default_gc_policy: str | None = None
+    allow_unconditional_update = True
+    return_deleted_object = False
+    strategic_merge_patch = True
+    field_labels: tuple[str, ...] = ()
+    subresources: tuple[Subresource, ...] = ()
+    generation = False          # bumps metadata.generation when the spec changes
+    printer = tables.DEFAULT
+
+    def name_problems(self, name: str, prefix: bool) -> list[str]:
+        return dns1123_subdomain_problems(name, prefix)
+
+    def gc_policy(self, version: str) -> str | None:
+        return self.default_gc_policy
+
+    def fields(self, obj: dict) -> dict[str, str]:
+        meta = obj.get("metadata", {})
+        values = {"metadata.name": meta.get("name", ""), "metadata.namespace": meta.get("namespace", "")}
+        for label in self.field_labels:
+            node = obj
+            for part in label.split("."):
+                node = node.get(part) if isinstance(node, dict) else None
+            values[label] = "" if node is None else str(node)
+        return values
+
+    def has_status(self) -> bool:
+        return any(s.name == "status" for s in self.subresources)
+
+    def subresource(self, name: str) -> Subresource | None:
+        for s in self.subresources:
+            if s.name == name:
+                return s
+        return None
+
+    def prepare_for_create(self, obj: dict) -> None:
+        if self.has_status():
+            obj.pop("status", None)
+        if self.generation:
+            obj["metadata"]["generation"] = 1
+
+    def prepare_for_update(self, new: dict, old: dict) -> None:
+        if self.has_status():
+            if "status" in old:
+                new["status"] = copy.deepcopy(old["status"])
+            else:
+                new.pop("status", None)
+        if self.generation:
+            new["metadata"]["generation"] = old["metadata"].get("generation", 1)
+            if new.get("spec") != old.get("spec"):
+                new["metadata"]["generation"] += 1
+
+    def validate(self, obj: dict) -> list[FieldError]:
+        return []
+
+    def validate_update(self, new: dict, old: dict) -> list[FieldError]:
+        return self.validate(new)
+
+    graceful_deletion = False   # RESTGracefulDeleteStrategy: then check_graceful_delete decides
+
+    def check_graceful_delete(self, obj: dict, options: dict) -> bool:
+        """Whether to delete gracefully; sets options["gracePeriodSeconds"] to the period."""
+        return False
+
+    def should_delete_during_update(self, new: dict, old: dict) -> bool:
+        """Extra condition (besides the generic finalizer rule) for removing the object in an update."""
+        return True
+
+    def check_types(self, obj: dict) -> None:
+        """Reject values of the wrong JSON type as the typed decoder would (400)."""
+
+
+class NamespaceStrategy(Strategy):
+    """pkg/registry/core/namespace/strategy.go — create/update/status/finalize storage behaviour.
+    The lifecycle (Terminating on DELETE, removal once spec and metadata finalizers are empty,
+    refusing content in a Terminating namespace) is added with the namespace controller."""
+
+    return_deleted_object = True
+    field_labels = ("status.phase",)
+    subresources = (StatusSubresource(), FinalizeSubresource())
+    printer = tables.PRINTERS["Namespace"]
+
+    def name_problems(self, name, prefix):
+        return dns1123_label_problems(name, prefix)
+
+    def prepare_for_create(self, obj):
+        obj["status"] = {"phase": "Active"}
+        obj["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = obj["metadata"].get("name", "")
+
+    def prepare_for_update(self, new, old):
+        new.setdefault("spec", {})
+        old_finalizers = (old.get("spec") or {}).get("finalizers")
+        if old_finalizers:
+            new["spec"]["finalizers"] = list(old_finalizers)
+        else:
+            new["spec"].pop("finalizers", None)
+        if not new["spec"]:
+            new.pop("spec")
+        new["status"] = copy.deepcopy(old.get("status") or {})
+        new["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = new["metadata"].get("name", "")
+
+
+def _pod_template_labels(template) -> dict:
+    return ((template or {}).get("metadata") or {}).get("labels") or {}
+
+
+def _validate_containers(containers, path: str) -> list[FieldError]:
+    errors = []
+    if not containers:
+        return [field_required(path)]
+    names = set()
+    for i, c in enumerate(containers):
+        if not isinstance(c, dict):
+            errors.append(field_invalid(f"{path}[{i}]", c, "must be an object"))
+            continue
+        name = c.get("name") or ""
+        if not name:
+            errors.append(field_required(f"{path}[{i}].name"))
+        else:
+            for msg in dns1123_label_problems(name):
+                errors.append(field_invalid(f"{path}[{i}].name", name, msg))
+            if name in names:
+                errors.append(FieldError("Duplicate value", f"{path}[{i}].name", "", name, True))
+            names.add(name)
+        if not c.get("image"):
+            errors.append(field_required(f"{path}[{i}].image"))
+    return errors
+
+
+def _default_pod_spec(spec: dict) -> None:
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("schedulerName", "default-scheduler")
+    spec.setdefault("securityContext", {})
+    for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
+        if isinstance(c, dict):
+            image = str(c.get("image") or "")
+            tagged = ":" in image.rsplit("/", 1)[-1] and not image.endswith(":latest")
+            c.setdefault("imagePullPolicy", "IfNotPresent" if tagged or "@" in image else "Always")
+            c.setdefault("terminationMessagePath", "/dev/termination-log")
+            c.setdefault("terminationMessagePolicy", "File")
+            c.setdefault("resources", {})
+            for port in c.get("ports") or []:
+                if isinstance(port, dict):
+                    port.setdefault("protocol", "TCP")
+
+
+_TYPE_NAMES = {dict: "object", list: "array", str: "string", bool: "bool", int: "number", float: "number",
+               type(None): "null"}
+
+
+def _expect(kind: str, version: str, value, expected: type, path: str, go_type: str) -> None:
+    if value is None:
+        return
+    if not isinstance(value, expected) or (isinstance(value, bool) and expected is not bool):
+        raise bad_request(f"{kind} in version \"{version}\" cannot be handled as a {kind}: json: cannot unmarshal "
+                          f"{_TYPE_NAMES.get(type(value), 'value')} into Go struct field {path} of type {go_type}")
+
+
+def _check_pod_spec_types(kind, version, spec, prefix):
+    _expect(kind, version, spec, dict, prefix, "v1.PodSpec")
+    if not isinstance(spec, dict):
+        return
+    _expect(kind, version, spec.get("containers"), list, f"{prefix}.containers", "[]v1.Container")
+    _expect(kind, version, spec.get("nodeName"), str, f"{prefix}.nodeName", "string")
+    _expect(kind, version, spec.get("terminationGracePeriodSeconds"), int, f"{prefix}.terminationGracePeriodSeconds", "int64")
+    for c in spec.get("containers") or []:
+        _expect(kind, version, c, dict, f"{prefix}.containers", "v1.Container")
+        _expect(kind, version, c.get("name"), str, f"{prefix}.containers.name", "string")
+        _expect(kind, version, c.get("image"), str, f"{prefix}.containers.image", "string")
+
+
+class PodStrategy(Strategy):
+    """pkg/registry/core/pod/strategy.go."""
+
+    return_deleted_object = True
+    graceful_deletion = True
+    field_labels = ("spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName",
+                    "status.phase", "status.podIP", "status.nominatedNodeName")
+    subresources = (StatusSubresource(), BindingSubresource())
+    printer = tables.PRINTERS["Pod"]
+
+    def prepare_for_create(self, obj):
+        obj["status"] = {"phase": "Pending", "qosClass": "BestEffort"}
+        _default_pod_spec(obj.setdefault("spec", {}))
+
+    def prepare_for_update(self, new, old):
+        new["status"] = copy.deepcopy(old.get("status") or {})
+
+    def validate(self, obj):
+        spec = obj.get("spec") or {}
+        errors = _validate_containers(spec.get("containers"), "spec.containers")
+        grace = spec.get("terminationGracePeriodSeconds")
+        if isinstance(grace, int) and grace < 0:
+            errors.append(field_invalid("spec.terminationGracePeriodSeconds", grace, "must be greater than or equal to 0"))
+        return errors
+
+    def validate_update(self, new, old):
+        errors = self.validate(new)
+        mutable = copy.deepcopy(new.get("spec") or {})
+        original = copy.deepcopy(old.get("spec") or {})
+        # updatable: container images, activeDeadlineSeconds, tolerations (additions)
+        for key in ("containers", "initContainers"):
+            for a, b in zip(mutable.get(key) or [], original.get(key) or []):
+                if isinstance(a, dict) and isinstance(b, dict):
+                    a["image"] = b.get("image")
+        for key in ("activeDeadlineSeconds", "tolerations"):
+            mutable.pop(key, None)
+            original.pop(key, None)
+        if mutable != original:
+            errors.append(field_forbidden("spec", "pod updates may not change fields other than "
+                                          "`spec.containers[*].image`,`spec.initContainers[*].image`,"
+                                          "`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to "
+                                          "existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to "
+                                          "be set to 1 if it was previously negative)"))
+        return errors
+
+    def check_graceful_delete(self, obj, options):
+        # CheckGracefulDelete: the request's period, else the pod's terminationGracePeriodSeconds;
+        # 0 when the pod never ran on a node or already finished.
+        period = options.get("gracePeriodSeconds")
+        if period is None:
+            period = (obj.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
+            if not isinstance(period, int):
+                period = 30
+        phase = (obj.get("status") or {}).get("phase")
+        if not (obj.get("spec") or {}).get("nodeName") or phase in ("Succeeded", "Failed"):
+            period = 0
+        options["gracePeriodSeconds"] = period
+        return True
+
+    def check_types(self, obj):
+        _check_pod_spec_types("Pod", "v1", obj.get("spec"), "Pod.spec")
+
+
+def _validate_workload(obj: dict, require_selector: bool) -> list[FieldError]:
+    errors: list[FieldError] = []
+    spec = obj.get("spec") or {}
+    replicas = spec.get("replicas")
+    if isinstance(replicas, int) and replicas < 0:
+        errors.append(field_invalid("spec.replicas", replicas, "must be greater than or equal to 0"))
+    selector = spec.get("selector")
+    template = spec.get("template")
+    if require_selector:
+        if selector is None:
+            errors.append(field_required("spec.selector"))
+        else:
+            try:
+                parsed = LabelSelector.from_label_selector(selector)
+            except ValueError as exc:
+                errors.append(field_invalid("spec.selector", selector, str(exc)))
+                parsed = None
+            if parsed is not None and parsed.empty:
+                errors.append(field_invalid("spec.selector", selector, "empty selector is invalid for deployment"))
+            elif parsed is not None and not parsed.matches(_pod_template_labels(template)):
+                errors.append(field_invalid("spec.template.metadata.labels", _pod_template_labels(template),
+                                            "`selector` does not match template `labels`"))
+    if template is None:
+        if require_selector:
+            errors.append(field_required("spec.template"))
+    else:
+        errors += _validate_containers(((template or {}).get("spec") or {}).get("containers"),
+                                       "spec.template.spec.containers")
+    return errors
+
+
+def _check_workload_types(kind, version, obj):
+    spec = obj.get("spec")
+    _expect(kind, version, spec, dict, f"{kind}.spec", f"v1.{kind}Spec")
+    if not isinstance(spec, dict):
+        return
+    _expect(kind, version, spec.get("replicas"), int, f"{kind}.spec.replicas", "int32")
+    if kind == "ReplicationController":
+        _expect(kind, version, spec.get("selector"), dict, f"{kind}.spec.selector", "map[string]string")
+    else:
+        _expect(kind, version, spec.get("selector"), dict, f"{kind}.spec.selector", "v1.LabelSelector")
+        sel = spec.get("selector") or {}
+        _expect(kind, version, sel.get("matchLabels"), dict, f"{kind}.spec.selector.matchLabels", "map[string]string")
+        _expect(kind, version, sel.get("matchExpressions"), list, f"{kind}.spec.selector.matchExpressions",
+                "[]v1.LabelSelectorRequirement")
+    template = spec.get("template")
+    _expect(kind, version, template, dict, f"{kind}.spec.template", "v1.PodTemplateSpec")
+    if isinstance(template, dict):
+        _expect(kind, version, template.get("metadata"), dict, f"{kind}.spec.template.metadata", "v1.ObjectMeta")
+        labels = (template.get("metadata") or {}).get("labels") if isinstance(template.get("metadata"), dict) else None
+        _expect(kind, version, labels, dict, f"{kind}.spec.template.metadata.labels", "map[string]string")
+        if template.get("spec") is not None:
+            _check_pod_spec_types(kind, version, template.get("spec"), f"{kind}.spec.template.spec")
+
+
+class ReplicationControllerStrategy(Strategy):
+    """pkg/registry/core/replicationcontroller/strategy.go: orphans by default ("for back
+    compatibility"), selector defaulted from the template labels."""
+
+    default_gc_policy = ORPHAN_DEPENDENTS
+    subresources = (StatusSubresource(),)
+    generation = True
+    field_labels = ("status.replicas",)
+    printer = tables.PRINTERS["ReplicationController"]
+
+    def prepare_for_create(self, obj):
+        super().prepare_for_create(obj)
+        spec = obj.setdefault("spec", {})
+        spec.setdefault("replicas", 1)
+        labels = _pod_template_labels(spec.get("template"))
+        if not spec.get("selector") and labels:
+            spec["selector"] = dict(labels)
+        if not obj["metadata"].get("labels") and labels:
+            obj["metadata"]["labels"] = dict(labels)
+        if isinstance(spec.get("template"), dict):
+            _default_pod_spec(spec["template"].setdefault("spec", {}))
+        obj["status"] = {"replicas": 0}
+
+    def validate(self, obj):
+        spec = obj.get("spec") or {}
+        errors = []
+        selector = spec.get("selector") or {}
+        if not selector:
+            errors.append(field_required("spec.selector"))
+        labels = _pod_template_labels(spec.get("template"))
+        if spec.get("template") is not None and any(labels.get(k) != v for k, v in selector.items()):
+            errors.append(field_invalid("spec.template.metadata.labels", labels, "`selector` does not match template `labels`"))
+        if spec.get("template") is not None:
+            errors += _validate_containers((spec["template"].get("spec") or {}).get("containers"),
+                                           "spec.template.spec.containers")
+        replicas = spec.get("replicas")
+        if isinstance(replicas, int) and replicas < 0:
+            errors.append(field_invalid("spec.replicas", replicas, "must be greater than or equal to 0"))
+        return errors
+
+    def check_types(self, obj):
+        _check_workload_types("ReplicationController", "v1", obj)
+
+
+class ReplicaSetStrategy(Strategy):
+    """pkg/registry/apps/replicaset/strategy.go: DeleteDependents for apps/v1."""
+
+    default_gc_policy = DELETE_DEPENDENTS
+    subresources = (StatusSubresource(),)
+    generation = True
+    field_labels = ("status.replicas",)
+    printer = tables.PRINTERS["ReplicaSet"]
+
+    def prepare_for_create(self, obj):
+        super().prepare_for_create(obj)
+        spec = obj.setdefault("spec", {})
+        spec.setdefault("replicas", 1)
+        if isinstance(spec.get("template"), dict):
+            _default_pod_spec(spec["template"].setdefault("spec", {}))
+        obj["status"] = {"replicas": 0}
+
+    def validate(self, obj):
+        return _validate_workload(obj, True)
+
+    def check_types(self, obj):
+        _check_workload_types("ReplicaSet", "apps/v1", obj)
+
+
+class DeploymentStrategy(Strategy):
+    """pkg/registry/apps/deployment/strategy.go: DeleteDependents for apps/v1."""
+
+    default_gc_policy = DELETE_DEPENDENTS
+    subresources = (StatusSubresource(),)
+    generation = True
+    printer = tables.PRINTERS["Deployment"]
+
+    def prepare_for_create(self, obj):
+        super().prepare_for_create(obj)
+        spec = obj.setdefault("spec", {})
+        spec.setdefault("replicas", 1)
+        spec.setdefault("revisionHistoryLimit", 10)
+        spec.setdefault("progressDeadlineSeconds", 600)
+        spec.setdefault("strategy", {"type": "RollingUpdate",
+                                     "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}})
+        if isinstance(spec.get("template"), dict):
+            _default_pod_spec(spec["template"].setdefault("spec", {}))
+        obj["status"] = {}
+
+    def validate(self, obj):
+        return _validate_workload(obj, True)
+
+    def check_types(self, obj):
+        _check_workload_types("Deployment", "apps/v1", obj)
+
+
+class ConfigMapStrategy(Strategy):
+    printer = tables.PRINTERS["ConfigMap"]
+
+    def check_types(self, obj):
+        for key in ("data", "binaryData"):
+            _expect("ConfigMap", "v1", obj.get(key), dict, f"ConfigMap.{key}", "map[string]string")
+            for v in (obj.get(key) or {}).values() if isinstance(obj.get(key), dict) else ():
+                _expect("ConfigMap", "v1", v, str, f"ConfigMap.{key}", "map[string]string")
+
+
+class SecretStrategy(Strategy):
+    field_labels = ("type",)
+    printer = tables.PRINTERS["Secret"]
+
+    def prepare_for_create(self, obj):
+        obj.setdefault("type", "Opaque")
+
+    def check_types(self, obj):
+        _expect("Secret", "v1", obj.get("data"), dict, "Secret.data", "map[string][]uint8")
+        _expect("Secret", "v1", obj.get("stringData"), dict, "Secret.stringData", "map[string]string")
+        if isinstance(obj.get("stringData"), dict):   # stringData is write-only: merged into data
+            import base64
+            data = obj.setdefault("data", {}) or {}
+            for k, v in obj.pop("stringData").items():
+                data[k] = base64.b64encode(str(v).encode()).decode()
+            obj["data"] = data
+
+
+class ServiceStrategy(Strategy):
+    return_deleted_object = True
+    subresources = (StatusSubresource(),)
+    printer = tables.PRINTERS["Service"]
+    _network = ipaddress.ip_network("10.96.0.0/12")
+
+    def prepare_for_create(self, obj):
+        super().prepare_for_create(obj)
+        spec = obj.setdefault("spec", {})
+        spec.setdefault("type", "ClusterIP")
+        spec.setdefault("sessionAffinity", "None")
+        if spec.get("clusterIP") != "None" and not spec.get("clusterIP"):
+            # a stable address per namespace/name from the service CIDR (the allocator stand-in)
+            digest = hashlib.sha256(f"{obj['metadata'].get('namespace')}/{obj['metadata'].get('name')}".encode()).digest()
+            offset = int.from_bytes(digest[:4], "big") % (self._network.num_addresses - 2) + 1
+            spec["clusterIP"] = str(self._network.network_address + offset)
+            spec["clusterIPs"] = [spec["clusterIP"]]
+        for port in spec.get("ports") or []:
+            if isinstance(port, dict):
+                port.setdefault("protocol", "TCP")
+                port.setdefault("targetPort", port.get("port"))
+        obj["status"] = {"loadBalancer": {}}
+
+
+class ServiceAccountStrategy(Strategy):
+    printer = tables.PRINTERS["ServiceAccount"]
+
+
+class EventStrategy(Strategy):
+    """Events never get GC finalizers (DefaultGarbageCollectionPolicy: Unsupported)."""
+
+    default_gc_policy = UNSUPPORTED
+    field_labels = ("involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
+                    "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion",
+                    "involvedObject.fieldPath", "reason", "reportingComponent", "source", "type")
+    printer = tables.PRINTERS["Event"]
+
+    def fields(self, obj):
+        values = super().fields(obj)
+        values["source"] = ((obj.get("source") or {}).get("component") or obj.get("reportingComponent") or "")
+        return values
+
+    def name_problems(self, name, prefix):
+        from labkit.apiserver.validation import path_segment_problems
+        return path_segment_problems(name, prefix)
+
+
+CRD_CLEANUP_FINALIZER = "customresourcecleanup.apiextensions.k8s.io"
+
+
+class CustomResourceDefinitionStrategy(Strategy):
+    """apiextensions-apiserver pkg/registry/customresourcedefinition: the name must be
+    <plural>.<group>; the cleanup finalizer makes deleting a CRD delete its custom resources."""
+
+    subresources = (StatusSubresource(),)
+    generation = True
+    standard_finalizer_names = False
+    printer = tables.PRINTERS["CustomResourceDefinition"]
+
+    def prepare_for_create(self, obj):
+        super().prepare_for_create(obj)
+        finalizers = obj["metadata"].setdefault("finalizers", [])
+        if CRD_CLEANUP_FINALIZER not in finalizers:
+            finalizers.append(CRD_CLEANUP_FINALIZER)
+        spec = obj.get("spec") or {}
+        names = dict(spec.get("names") or {})
+        names.setdefault("singular", str(names.get("plural", "")).lower() if not names.get("kind") else str(names["kind"]).lower())
+        names.setdefault("listKind", f"{names.get('kind', '')}List")
+        spec["names"] = names
+        now = obj["metadata"].get("creationTimestamp")
+        obj["status"] = {
+            "acceptedNames": names,
+            "conditions": [
+                {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts", "message": "no conflicts found",
+                 "lastTransitionTime": now},
+                {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
+                 "message": "the initial names have been accepted", "lastTransitionTime": now},
+            ],
+            "storedVersions": [v.get("name") for v in spec.get("versions") or [] if isinstance(v, dict) and v.get("storage")],
+        }
+
+    def validate(self, obj):
+        errors = []
+        spec = obj.get("spec") or {}
+        names = spec.get("names") or {}
+        group = spec.get("group") or ""
+        if not group:
+            errors.append(field_required("spec.group"))
+        elif "." not in group:
+            errors.append(field_invalid("spec.group", group, "should be a domain with at least one dot"))
+        if not names.get("plural"):
+            errors.append(field_required("spec.names.plural"))
+        if not names.get("kind"):
+            errors.append(field_required("spec.names.kind"))
+        if spec.get("scope") not in ("Namespaced", "Cluster"):
+            errors.append(field_unsupported("spec.scope", spec.get("scope") or "", ["Cluster", "Namespaced"]))
+        expected = f"{names.get('plural', '')}.{group}"
+        if obj["metadata"].get("name") != expected:
+            errors.append(field_invalid("metadata.name", obj["metadata"].get("name"),
+                                        'must be spec.names.plural+"."+spec.group'))
+        versions = spec.get("versions") or []
+        if not versions:
+            errors.append(field_invalid("spec.versions", versions, "must have exactly one version marked as storage version"))
+        elif sum(1 for v in versions if isinstance(v, dict) and v.get("storage")) != 1:
+            errors.append(field_invalid("spec.versions", versions, "must have exactly one version marked as storage version"))
+        for i, v in enumerate(versions):
+            if not isinstance(v, dict) or not v.get("name"):
+                errors.append(field_required(f"spec.versions[{i}].name"))
+        return errors
+
+    def check_types(self, obj):
+        spec = obj.get("spec")
+        _expect("CustomResourceDefinition", "apiextensions.k8s.io/v1", spec, dict,
+                "CustomResourceDefinition.spec", "v1.CustomResourceDefinitionSpec")
+        if isinstance(spec, dict):
+            _expect("CustomResourceDefinition", "apiextensions.k8s.io/v1", spec.get("names"), dict,
+                    "CustomResourceDefinition.spec.names", "v1.CustomResourceDefinitionNames")
+            _expect("CustomResourceDefinition", "apiextensions.k8s.io/v1", spec.get("versions"), list,
+                    "CustomResourceDefinition.spec.versions", "[]v1.CustomResourceDefinitionVersion")
+            _expect("CustomResourceDefinition", "apiextensions.k8s.io/v1", spec.get("group"), str,
+                    "CustomResourceDefinition.spec.group", "string")
+
+
+class APIServiceStrategy(Strategy):
+    """kube-aggregator's APIService: `<version>.<group>`; local services are always Available."""
+
+    subresources = (StatusSubresource(),)
+    standard_finalizer_names = False
+    printer = tables.PRINTERS["APIService"]
+
+    def name_problems(self, name, prefix):
+        from labkit.apiserver.validation import path_segment_problems
+        return path_segment_problems(name, prefix)     # `v1.` (the core group) is a valid name
+
+    def prepare_for_create(self, obj):
+        super().prepare_for_create(obj)
+        spec = obj.get("spec") or {}
+        if not spec.get("service"):
+            obj["status"] = {"conditions": [{"type": "Available", "status": "True", "reason": "Local",
+                                             "message": "Local APIServices are always available",
+                                             "lastTransitionTime": obj["metadata"].get("creationTimestamp")}]}
+
+    def validate(self, obj):
+        spec = obj.get("spec") or {}
+        errors = []
+        if not spec.get("version"):
+            errors.append(field_required("spec.version"))
+        expected = f"{spec.get('version', '')}.{spec.get('group', '')}"
+        if obj["metadata"].get("name") != expected:
+            errors.append(field_invalid("metadata.name", obj["metadata"].get("name"),
+                                        f'must be `spec.version+"."+spec.group`: "{expected}"'))
+        return errors
+
+
+class CustomResourceStrategy(Strategy):
+    """apiextensions-apiserver pkg/registry/customresource/strategy.go."""
+
+    builtin = False
+    standard_finalizer_names = False
+    allow_unconditional_update = False
+    strategic_merge_patch = False
+
+    def __init__(self, status: bool, printer_columns: list[dict]):
+        self.subresources = (StatusSubresource(),) if status else ()
+        self.generation = True
+        self.printer = tables.custom_resource_printer(printer_columns)
+
+    def prepare_for_create(self, obj):
+        super().prepare_for_create(obj)
+
+    def prepare_for_update(self, new, old):
+        if self.has_status():
+            if "status" in old:
+                new["status"] = copy.deepcopy(old["status"])
+            else:
+                new.pop("status", None)
+        new["metadata"]["generation"] = old["metadata"].get("generation", 1)
+        comparable = [k for k in set(new) | set(old) if k not in ("metadata", "status")] if self.has_status() else \
+            [k for k in set(new) | set(old) if k != "metadata"]
+        if any(new.get(k) != old.get(k) for k in comparable):
+            new["metadata"]["generation"] += 1
+
+
+# -- the catalogue ---------------------------------------------------------------------------
+
+@dataclass
+class ResourceType:
+    group: str
+    version: str
+    resource: str
+    kind: str
+    namespaced: bool
+    strategy: Strategy
+    singular: str = ""
+    short_names: list[str] = field(default_factory=list)
+    categories: list[str] = field(default_factory=list)
+    verbs: list[str] = field(default_factory=lambda: list(READ_WRITE))
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def storage_key(self) -> str:
+        return f"{self.group}/{self.resource}"
+
+    @property
+    def list_kind(self) -> str:
+        return f"{self.kind}List"
+
+
+def builtin_types() -> list[ResourceType]:
+    rt = ResourceType
+    return [
+        rt("", "v1", "namespaces", "Namespace", False, NamespaceStrategy(), "namespace", ["ns"],
+           verbs=NO_COLLECTION_DELETE),
+        rt("", "v1", "pods", "Pod", True, PodStrategy(), "pod", ["po"], ["all"]),
+        rt("", "v1", "replicationcontrollers", "ReplicationController", True, ReplicationControllerStrategy(),
+           "replicationcontroller", ["rc"], ["all"]),
+        rt("", "v1", "configmaps", "ConfigMap", True, ConfigMapStrategy(), "configmap", ["cm"]),
+        rt("", "v1", "secrets", "Secret", True, SecretStrategy(), "secret"),
+        rt("", "v1", "services", "Service", True, ServiceStrategy(), "service", ["svc"], ["all"],
+           verbs=NO_COLLECTION_DELETE + ["deletecollection"]),
+        rt("", "v1", "serviceaccounts", "ServiceAccount", True, ServiceAccountStrategy(), "serviceaccount", ["sa"]),
+        rt("", "v1", "events", "Event", True, EventStrategy(), "event", ["ev"]),
+        rt("apps", "v1", "deployments", "Deployment", True, DeploymentStrategy(), "deployment", ["deploy"], ["all"]),
+        rt("apps", "v1", "replicasets", "ReplicaSet", True, ReplicaSetStrategy(), "replicaset", ["rs"], ["all"]),
+        rt("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False,
+           CustomResourceDefinitionStrategy(), "customresourcedefinition", ["crd", "crds"], ["api-extensions"]),
+        rt("apiregistration.k8s.io", "v1", "apiservices", "APIService", False, APIServiceStrategy(), "apiservice",
+           categories=["api-extensions"]),
+    ]
+
+
+def custom_resource_types(crd: dict) -> list[ResourceType]:
+    """The resource types a CustomResourceDefinition serves: one per served version."""
+    spec = crd.get("spec") or {}
+    names = spec.get("names") or {}
+    types = []
+    for version in spec.get("versions") or []:
+        if not isinstance(version, dict) or not version.get("served", True) or not version.get("name"):
+            continue
+        status = "status" in (version.get("subresources") or {})
+        strategy = CustomResourceStrategy(status, version.get("additionalPrinterColumns") or [])
+        types.append(ResourceType(
+            spec.get("group", ""), version["name"], names.get("plural", ""), names.get("kind", ""),
+            spec.get("scope") == "Namespaced", strategy, names.get("singular") or str(names.get("kind", "")).lower(),
+            list(names.get("shortNames") or []), list(names.get("categories") or [])))
+    return types
+
+
+class Catalog:
+    """Resource types by URL (group, version, resource) and by (apiVersion, kind): the REST mapper."""
+
+    GROUP_ORDER = ["", "apps", "apiextensions.k8s.io", "apiregistration.k8s.io"]
+
+    def __init__(self):
+        self._types: list[ResourceType] = []
+        self._by_path: dict[tuple[str, str, str], ResourceType] = {}
+        self._by_kind: dict[tuple[str, str], ResourceType] = {}
+        self.generation = 0     # bumped on every change, for discovery caches
+
+    def add(self, rt: ResourceType) -> None:
+        self.remove(rt.group, rt.version, rt.resource)
+        self._types.append(rt)
+        self._by_path[(rt.group, rt.version, rt.resource)] = rt
+        self._by_kind[(rt.api_version, rt.kind)] = rt
+        self.generation += 1
+
+    def remove(self, group: str, version: str, resource: str) -> None:
+        rt = self._by_path.pop((group, version, resource), None)
+        if rt is not None:
+            self._types.remove(rt)
+            if self._by_kind.get((rt.api_version, rt.kind)) is rt:
+                del self._by_kind[(rt.api_version, rt.kind)]
+            self.generation += 1
+
+    def lookup(self, group: str, version: str, resource: str) -> ResourceType | None:
+        return self._by_path.get((group, version, resource))
+
+    def for_kind(self, api_version: str, kind: str) -> ResourceType | None:
+        return self._by_kind.get((api_version, kind))
+
+    def all(self) -> list[ResourceType]:
+        return list(self._types)
+
+    def groups(self) -> list[tuple[str, list[str]]]:
+        """(group, versions) in discovery order; the first version is the preferred one."""
+        found: dict[str, list[str]] = {}
+        for rt in self._types:
+            versions = found.setdefault(rt.group, [])
+            if rt.version not in versions:
+                versions.append(rt.version)
+        order = {g: i for i, g in enumerate(self.GROUP_ORDER)}
+        return sorted(((g, sorted(v, key=_version_priority)) for g, v in found.items()),
+                      key=lambda gv: (order.get(gv[0], len(order)), gv[0]))
+
+    def in_group_version(self, group: str, version: str) -> list[ResourceType]:
+        return [rt for rt in self._types if rt.group == group and rt.version == version]
+
+
+def _version_priority(version: str):
+    """Kubernetes version ordering: GA > beta > alpha, then higher numbers first."""
+    import re
+    m = re.match(r"^v(\d+)(?:(alpha|beta)(\d+))?$", version)
+    if not m:
+        return (3, 0, 0, version)
+    major, stage, minor = int(m.group(1)), m.group(2), int(m.group(3) or 0)
+    rank = {None: 0, "beta": 1, "alpha": 2}[stage]
+    return (rank, -major, -minor, version)

@@ -1,0 +1,266 @@
+"""The embedded API server as a whole: storage, registry, HTTP front end, the API server's own
+internal controllers and the controller manager, with its files in one state directory:
+
+  objects.db     SQLite storage of all objects (restart loses nothing)
+  audit.log      the audit log, JSON lines
+  decisions.log  the controllers' decision log, JSON lines (`labkit gc log`)
+  tokens.csv     bearer tokens, kube-apiserver's --token-auth-file format (mode 0600)
+  pki/           the server's CA and serving certificate (keys mode 0600)
+  kubeconfig     for kubectl and clients (mode 0600)
+  server.json    {url, port, pid, kubeconfig} once the server listens
+
+`EmbeddedServer` runs it in this process (scenarios, tests); `spawn(env)` starts it as a tracked
+lab process and waits until it answers; `python -m labkit.apiserver` / `labkit apiserver` run it
+in the foreground.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import json
+import os
+import secrets
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from labkit.apiserver import certs
+from labkit.apiserver.audit import AuditLog
+from labkit.apiserver.client import HttpClient, LocalClient
+from labkit.apiserver.errors import ApiError, bad_request, forbidden, not_found_path
+from labkit.apiserver.handler import Api, Request, Response, User
+from labkit.apiserver.http import HttpFrontend
+from labkit.apiserver.internal import ApiServerInternals
+from labkit.apiserver.registry import Registry
+from labkit.apiserver.storage import Store
+from labkit.controllers.decisions import DecisionLog
+from labkit.controllers.manager import DEFAULT_CONTROLLERS, ControllerManager
+
+# what scenarios may `require` of this server (fidelity/gc/README.md): custom resources, their
+# cleanup when the CRD goes, pods' graceful deletion (grace from the spec, 0 when unscheduled),
+# and a log of every request (the audit log)
+SERVER_FEATURES = {"crd", "crd-instance-cleanup", "pod-graceful-deletion", "request-log"}
+
+ADMIN_USER = "labkit-admin"
+ADMIN_GROUPS = ["system:masters", "system:authenticated"]
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+def _write_private(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, path)
+
+
+def load_tokens(path: Path) -> dict[str, User]:
+    """token,user,uid,"group1,group2" lines (kube-apiserver --token-auth-file)."""
+    tokens = {}
+    with open(path, newline="") as f:
+        for row in csv.reader(f):
+            if len(row) >= 2 and not row[0].startswith("#"):
+                groups = [g for g in (row[3].split(",") if len(row) > 3 else []) if g]
+                tokens[row[0]] = User(row[1], groups + ["system:authenticated"])
+    return tokens
+
+
+def kubeconfig_text(url: str, token: str, ca_pem: bytes, namespace: str = "default") -> str:
+    return yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "preferences": {},
+        "clusters": [{"name": "labkit", "cluster": {"server": url, "certificate-authority-data":
+                                                     base64.b64encode(ca_pem).decode()}}],
+        "users": [{"name": ADMIN_USER, "user": {"token": token}}],
+        "contexts": [{"name": "labkit", "context": {"cluster": "labkit", "user": ADMIN_USER,
+                                                     "namespace": namespace}}],
+        "current-context": "labkit",
+    }, sort_keys=False)
+
+
+class EmbeddedServer:
+    def __init__(self, state_dir: str | os.PathLike, port: int = 0,
+                 controllers: tuple[str, ...] | list[str] = DEFAULT_CONTROLLERS, synchronous: str = "FULL"):
+        self.state_dir = Path(state_dir)
+        self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.store = Store(self.state_dir / "objects.db", synchronous)
+        self.registry = Registry(self.store)
+        self.audit = AuditLog(self.state_dir / "audit.log")
+        self.api = Api(self.registry, self.audit)
+        self.decisions = DecisionLog(self.state_dir / "decisions.log")
+        self.controllers = ControllerManager(self.api, self.decisions)
+        self.internals = ApiServerInternals(self.api)
+        self.initial_controllers = list(controllers)
+        tokens_file = self.state_dir / "tokens.csv"
+        if not tokens_file.exists():
+            _write_private(tokens_file, f'{secrets.token_urlsafe(32)},{ADMIN_USER},{ADMIN_USER},"system:masters"\n')
+        self.tokens = load_tokens(tokens_file)
+        self.token = next(t for t, u in self.tokens.items() if u.name == ADMIN_USER)
+        self.pki = certs.ensure_certificates(self.state_dir / "pki")
+        self.http = HttpFrontend(self.api, self.tokens, port, ssl_context=certs.server_context(self.pki))
+        self.api.extensions["/labkit/v1"] = self._admin
+        self.kubeconfig = self.state_dir / "kubeconfig"
+        self._started = False
+
+    @property
+    def url(self) -> str:
+        return self.http.url
+
+    @property
+    def port(self) -> int:
+        return self.http.port
+
+    def client(self, user: str = ADMIN_USER, groups: list[str] | None = None) -> LocalClient:
+        return LocalClient(self.api, user, groups or ADMIN_GROUPS)
+
+    def http_client(self) -> HttpClient:
+        return HttpClient(self.url, self.token, certs.client_context(self.pki))
+
+    def start(self) -> "EmbeddedServer":
+        self._bootstrap()
+        self.internals.start()
+        self.http.start()
+        _write_private(self.kubeconfig, kubeconfig_text(self.url, self.token,
+                                                         (self.pki / certs.CA_CERT).read_bytes()))
+        for name in self.initial_controllers:
+            self.controllers.start(name)
+        _write_private(self.state_dir / "server.json",
+                       json.dumps({"url": self.url, "port": self.port, "pid": os.getpid(),
+                                   "kubeconfig": str(self.kubeconfig)}) + "\n")
+        self._started = True
+        return self
+
+    def stop(self) -> None:
+        if not self._started:
+            self.store.close()
+            return
+        self._started = False
+        self.controllers.stop_all()
+        self.internals.stop()
+        self.http.stop()
+        self.decisions.close()
+        self.audit.close()
+        self.store.close()
+        (self.state_dir / "server.json").unlink(missing_ok=True)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def idle(self) -> bool:
+        return self.internals.idle() and self.controllers.idle()
+
+    def _bootstrap(self) -> None:
+        """What a fresh cluster has: the system namespaces and the `kubernetes` Service."""
+        client = self.client("system:apiserver")
+        for name in SYSTEM_NAMESPACES:
+            try:
+                client.create("v1", "namespaces", {"metadata": {"name": name}})
+            except ApiError as exc:
+                if exc.code != 409:
+                    raise
+        service = {"metadata": {"name": "kubernetes", "namespace": "default",
+                                "labels": {"component": "apiserver", "provider": "kubernetes"}},
+                   "spec": {"clusterIP": "10.96.0.1", "ports": [{"name": "https", "port": 443, "protocol": "TCP",
+                                                                 "targetPort": 6443}]}}
+        try:
+            client.create("v1", "services", service, "default")
+        except ApiError as exc:
+            if exc.code != 409:
+                raise
+
+    # -- /labkit/v1: controllers and the GC graph ------------------------------------------------
+    def _admin(self, request: Request, rest: str) -> Response:
+        if "system:masters" not in request.user.groups:
+            raise forbidden("", "", "", f'User "{request.user.name}" cannot use the labkit administration API')
+        parts = [p for p in rest.split("/") if p]
+        if parts == ["controllers"] and request.method == "GET":
+            return Response(200, self.controllers.status())
+        if len(parts) == 2 and parts[0] == "controllers" and request.method in ("PUT", "POST"):
+            name = parts[1]
+            if name not in self.controllers.known():
+                raise not_found_path()
+            try:
+                body = json.loads(request.body or b"{}")
+            except ValueError:
+                raise bad_request("expected {\"running\": true|false} or {\"restart\": true}")
+            if not isinstance(body, dict):
+                raise bad_request("expected {\"running\": true|false} or {\"restart\": true}")
+            if body.get("restart"):
+                self.controllers.restart(name)
+            elif body.get("running") is True:
+                self.controllers.start(name)
+            elif body.get("running") is False:
+                self.controllers.stop(name)
+            return Response(200, self.controllers.status())
+        if parts == ["garbagecollector", "graph"] and request.method == "GET":
+            gc = self.controllers.get("garbagecollector")
+            return Response(200, {"running": bool(gc and gc.running), "nodes": gc.graph() if gc else []})
+        if parts == ["idle"] and request.method == "GET":
+            return Response(200, {"idle": self.idle()})
+        raise not_found_path()
+
+
+# -- running as a lab process ------------------------------------------------------------------
+
+@dataclass
+class ServerInfo:
+    url: str
+    port: int
+    pid: int
+    kubeconfig: Path
+    state_dir: Path
+
+    @property
+    def token(self) -> str:
+        return next(t for t, u in load_tokens(self.state_dir / "tokens.csv").items() if u.name == ADMIN_USER)
+
+    def client(self) -> HttpClient:
+        return HttpClient.from_kubeconfig(self.kubeconfig)
+
+    def set_controller(self, name: str, running: bool | None = None, restart: bool = False) -> dict:
+        body = {"restart": True} if restart else {"running": running}
+        return self.client().check(*self.client().request("PUT", f"/labkit/v1/controllers/{name}", body=body))
+
+
+def read_server_info(state_dir: str | os.PathLike) -> ServerInfo | None:
+    state_dir = Path(state_dir)
+    try:
+        data = json.loads((state_dir / "server.json").read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+    return ServerInfo(data["url"], data["port"], data["pid"], Path(data["kubeconfig"]), state_dir)
+
+
+def spawn(env, tag: str = "apiserver", port: int = 0, controllers=DEFAULT_CONTROLLERS,
+          timeout: float = 30.0) -> ServerInfo:
+    """Start the server as a tracked process of the lab `env` (state in env.dir/<tag>) and wait
+    until it listens. The kubeconfig is in the returned ServerInfo."""
+    from labkit import procs
+    from labkit.errors import LabkitError
+
+    state_dir = Path(env.dir) / tag
+    state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    (state_dir / "server.json").unlink(missing_ok=True)
+    argv = [sys.executable, "-m", "labkit.apiserver", "--state", str(state_dir), "--port", str(port),
+            "--controllers", ",".join(controllers) or "none"]
+    proc = procs.spawn(env, tag, argv)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        info = read_server_info(state_dir)
+        if info is not None and info.pid == proc.pid:
+            return info
+        if proc.poll() is not None:
+            log = Path(env.dir) / "logs" / f"{tag}.log"
+            tail = log.read_text()[-2000:] if log.exists() else ""
+            raise LabkitError(f"the API server exited with code {proc.returncode}: {tail.strip()}")
+        time.sleep(0.05)
+    raise LabkitError(f"the API server did not start listening within {timeout:.0f} s (log: {env.dir}/logs/{tag}.log)")

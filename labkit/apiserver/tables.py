@@ -1,0 +1,235 @@
+"""Server-side `Table` answers for `kubectl get`, with the columns kube-apiserver's printers
+(pkg/printers/internalversion/printers.go) give each kind: namespaces show Status, pods show
+Ready / Status (Terminating once deletionTimestamp is set) / Restarts, and so on. Kinds without a
+printer get upstream's default table (Name, Created At); custom resources get Name, Age plus their
+additionalPrinterColumns."""
+
+from __future__ import annotations
+
+import calendar
+import time
+
+
+def _col(name: str, type_: str = "string", fmt: str = "", priority: int = 0, description: str = "") -> dict:
+    return {"name": name, "type": type_, "format": fmt, "description": description, "priority": priority}
+
+
+NAME = _col("Name", fmt="name", description="Name must be unique within a namespace.")
+AGE = _col("Age", description="CreationTimestamp is a timestamp representing the server time when this object "
+                              "was created.")
+
+
+def parse_time(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return calendar.timegm(time.strptime(value[:19], "%Y-%m-%dT%H:%M:%S"))
+    except ValueError:
+        return None
+
+
+def human_duration(seconds: float) -> str:
+    """k8s.io/apimachinery/pkg/util/duration.HumanDuration."""
+    seconds = int(seconds)
+    if seconds < -1:
+        return "<invalid>"
+    if seconds < 0:
+        return "0s"
+    if seconds < 60 * 2:
+        return f"{seconds}s"
+    minutes = seconds // 60
+    if minutes < 10:
+        s = seconds % 60
+        return f"{minutes}m{s}s" if s else f"{minutes}m"
+    if minutes < 60 * 3:
+        return f"{minutes}m"
+    hours = minutes // 60
+    if hours < 8:
+        m = minutes % 60
+        return f"{hours}h{m}m" if m else f"{hours}h"
+    if hours < 48:
+        return f"{hours}h"
+    if hours < 24 * 8:
+        h = hours % 24
+        return f"{hours // 24}d{h}h" if h else f"{hours // 24}d"
+    if hours < 24 * 365 * 2:
+        return f"{hours // 24}d"
+    if hours < 24 * 365 * 8:
+        dy = (hours // 24) % 365
+        return f"{hours // 24 // 365}y{dy}d" if dy else f"{hours // 24 // 365}y"
+    return f"{hours // 24 // 365}y"
+
+
+def age(obj: dict) -> str:
+    created = parse_time(obj.get("metadata", {}).get("creationTimestamp"))
+    return "<unknown>" if created is None else human_duration(time.time() - created)
+
+
+def _name(obj):
+    return obj.get("metadata", {}).get("name", "")
+
+
+def _int(value) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+# -- per-kind printers: (columns, row function) ---------------------------------------------------
+
+def _namespace_row(obj):
+    return [_name(obj), (obj.get("status") or {}).get("phase", ""), age(obj)]
+
+
+def _pod_row(obj):
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    containers = spec.get("containers") or []
+    statuses = status.get("containerStatuses") or []
+    ready = sum(1 for s in statuses if isinstance(s, dict) and s.get("ready"))
+    restarts = sum(_int(s.get("restartCount")) for s in statuses if isinstance(s, dict))
+    reason = status.get("reason") or status.get("phase") or ""
+    if obj.get("metadata", {}).get("deletionTimestamp"):
+        reason = "Terminating"
+    return [_name(obj), f"{ready}/{len(containers)}", reason, restarts, age(obj),
+            status.get("podIP") or "<none>", spec.get("nodeName") or "<none>",
+            status.get("nominatedNodeName") or "<none>", "<none>"]
+
+
+def _replicas_row(obj):
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    return [_name(obj), _int(spec.get("replicas")), _int(status.get("replicas")),
+            _int(status.get("readyReplicas")), age(obj)]
+
+
+def _deployment_row(obj):
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    return [_name(obj), f"{_int(status.get('readyReplicas'))}/{_int(spec.get('replicas'))}",
+            _int(status.get("updatedReplicas")), _int(status.get("availableReplicas")), age(obj)]
+
+
+def _configmap_row(obj):
+    return [_name(obj), len(obj.get("data") or {}) + len(obj.get("binaryData") or {}), age(obj)]
+
+
+def _secret_row(obj):
+    return [_name(obj), obj.get("type", ""), len(obj.get("data") or {}), age(obj)]
+
+
+def _service_row(obj):
+    spec = obj.get("spec") or {}
+    ports = ",".join(f"{p.get('port')}/{p.get('protocol', 'TCP')}" for p in spec.get("ports") or []
+                     if isinstance(p, dict)) or "<none>"
+    external = ",".join(spec.get("externalIPs") or []) or "<none>"
+    return [_name(obj), spec.get("type", "ClusterIP"), spec.get("clusterIP") or "<none>", external, ports, age(obj)]
+
+
+def _serviceaccount_row(obj):
+    return [_name(obj), len(obj.get("secrets") or []), age(obj)]
+
+
+def _event_row(obj):
+    involved = obj.get("involvedObject") or {}
+    last = parse_time(obj.get("lastTimestamp") or obj.get("eventTime") or obj.get("metadata", {}).get("creationTimestamp"))
+    last_seen = "<unknown>" if last is None else human_duration(time.time() - last)
+    kind = (involved.get("kind") or "").lower()
+    return [last_seen, obj.get("type", ""), obj.get("reason", ""), f"{kind}/{involved.get('name', '')}",
+            obj.get("message", "")]
+
+
+def _crd_row(obj):
+    return [_name(obj), obj.get("metadata", {}).get("creationTimestamp", "")]
+
+
+def _apiservice_row(obj):
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    service = spec.get("service")
+    svc = "Local" if not service else f"{service.get('namespace')}/{service.get('name')}"
+    available = "Unknown"
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == "Available":
+            available = cond.get("status", "Unknown")
+            if available != "True":
+                available = f"{available} ({cond.get('reason', '')})"
+    return [_name(obj), svc, available, age(obj)]
+
+
+PRINTERS = {
+    "Namespace": ([NAME, _col("Status", description="The status of the namespace"), AGE], _namespace_row),
+    "Pod": ([NAME, _col("Ready", description="The aggregate readiness state of this pod for accepting traffic."),
+             _col("Status", description="The aggregate status of the containers in this pod."),
+             _col("Restarts", "string", description="The number of times the containers in this pod have been restarted and when the last container in this pod has restarted."),
+             AGE, _col("IP", priority=1), _col("Node", priority=1), _col("Nominated Node", priority=1),
+             _col("Readiness Gates", priority=1)], _pod_row),
+    "ReplicationController": ([NAME, _col("Desired", "integer"), _col("Current", "integer"),
+                               _col("Ready", "integer"), AGE], _replicas_row),
+    "ReplicaSet": ([NAME, _col("Desired", "integer"), _col("Current", "integer"), _col("Ready", "integer"), AGE],
+                   _replicas_row),
+    "Deployment": ([NAME, _col("Ready"), _col("Up-to-date", "integer"), _col("Available", "integer"), AGE],
+                   _deployment_row),
+    "ConfigMap": ([NAME, _col("Data", "integer"), AGE], _configmap_row),
+    "Secret": ([NAME, _col("Type"), _col("Data", "integer"), AGE], _secret_row),
+    "Service": ([NAME, _col("Type"), _col("Cluster-IP"), _col("External-IP"), _col("Port(s)"), AGE], _service_row),
+    "ServiceAccount": ([NAME, _col("Secrets", "integer"), AGE], _serviceaccount_row),
+    "Event": ([_col("Last Seen"), _col("Type"), _col("Reason"), _col("Object"), _col("Message")], _event_row),
+    "CustomResourceDefinition": ([NAME, _col("Created At", "date")], _crd_row),
+    "APIService": ([NAME, _col("Service"), _col("Available"), AGE], _apiservice_row),
+}
+
+DEFAULT = ([NAME, _col("Created At", "date", description="CreationTimestamp is a timestamp representing the "
+                                                         "server time when this object was created.")],
+           _crd_row)
+
+
+def _json_path(obj, path: str):
+    """The simple JSONPath subset of additionalPrinterColumns (`.spec.replicas`, `.status.x[0].y`)."""
+    node = obj
+    for part in path.strip().lstrip(".").split("."):
+        if not part:
+            continue
+        index = None
+        if part.endswith("]") and "[" in part:
+            part, index = part[:-1].split("[", 1)
+        node = node.get(part) if isinstance(node, dict) else None
+        if index is not None:
+            try:
+                node = node[int(index)] if isinstance(node, list) else None
+            except (ValueError, IndexError):
+                node = None
+    return node
+
+
+def custom_resource_printer(printer_columns: list[dict]):
+    columns = [NAME]
+    for c in printer_columns:
+        columns.append(_col(c.get("name", ""), c.get("type", "string"), c.get("format", ""),
+                            c.get("priority", 0), c.get("description", "")))
+    if not any(c.get("jsonPath") == ".metadata.creationTimestamp" for c in printer_columns):
+        columns.append(AGE)
+
+    def row(obj):
+        cells = [_name(obj)]
+        for c in printer_columns:
+            value = _json_path(obj, c.get("jsonPath", ""))
+            if c.get("jsonPath") == ".metadata.creationTimestamp" and value:
+                created = parse_time(value)
+                value = human_duration(time.time() - created) if created else value
+            cells.append(value)
+        if len(columns) > len(cells):
+            cells.append(age(obj))
+        return cells
+    return columns, row
+
+
+def build_table(printer, objects: list[dict], resource_version: str, include_object: str = "Metadata",
+                with_columns: bool = True) -> dict:
+    columns, row = printer
+    rows = []
+    for obj in objects:
+        entry = {"cells": row(obj)}
+        if include_object == "Object":
+            entry["object"] = obj
+        elif include_object != "None":
+            entry["object"] = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                               "metadata": obj.get("metadata", {})}
+        rows.append(entry)
+    table = {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": {"resourceVersion": resource_version},
+             "columnDefinitions": columns if with_columns else [], "rows": rows}
+    return table

@@ -1,0 +1,48 @@
+"""Controllers that run inside the embedded API server's process.
+
+  garbagecollector/  the garbage collector, reconstructed from pkg/controller/garbagecollector:
+                     dependency graph from watch events, virtual nodes, attemptToDelete /
+                     attemptToOrphan, solid / dangling / waitingForDependentsDeletion, the
+                     absent-owner cache, OwnerRefInvalidNamespace events, cycles
+  deployment.py      Deployment -> ReplicaSet (pod-template-hash), adoption and release
+  replicaset.py      ReplicaSet -> Pods, adoption of matching orphans, release of non-matching pods
+  node.py            scheduler + kubelet stand-in: binds pods, reports them Running, finishes
+                     graceful deletion after the grace period
+  manager.py         ControllerManager: start / stop / restart by name; the CONTROLLERS table
+  informer.py        list + watch with a local cache (client-go reflector/informer)
+  workqueue.py       client-go's rate-limited work queue
+  events.py          event recorder (core/v1 Events, counted when repeated)
+  decisions.py       the decision log: every decision with its reason (`labkit gc log`)
+  base.py            KeyedController, ControllerExpectations, the ControllerRefManager
+
+Controllers talk to the server only through the API (a LocalClient calling the request handler
+in-process, as their own user, audit-logged), so they behave as they would against a cluster;
+watches are served from the store's event log, so they are fast.
+
+Adding a controller
+-------------------
+Write a class with `name`, `running`, `start()`, `stop()` and `idle()` (nothing queued, nothing
+in flight: what scenarios' `wait for: settle` waits for). Most controllers are keyed sync loops:
+
+    class WidgetController(KeyedController):
+        name = "widget"
+
+        def make_informers(self):
+            return {"widgets": self.informer("example.io/v1", "widgets", "Widget", on_add=self.enqueue,
+                                             on_update=lambda old, new: self.enqueue(new))}
+
+        def sync(self, key):                 # "namespace/name"; raise to retry with backoff
+            widget = self.informers["widgets"].get(key)
+            ...
+            self.log.record(self.name, "resize", None, f"widget {key}: ... → resize it")
+
+and register it in manager.CONTROLLERS with the user it authenticates as:
+
+    CONTROLLERS["widget"] = ("system:serviceaccount:kube-system:widget-controller",
+                             lambda client, log: WidgetController(client, log))
+
+Then `spawn(env, controllers=[..., "widget"])`, `labkit apiserver --controllers ...`,
+`/labkit/v1/controllers/widget` and scenarios' `controllers: {widget: running}` know it (a
+scenario's `controllers:` keys must also be listed in gc.scenario.CONTROLLER_STATES, and a new
+scenario `category` maps to its controller in gc.runner.CATEGORY_CONTROLLERS).
+"""

@@ -1,0 +1,119 @@
+"""The controller manager: the controllers that can run in the embedded server, each started and
+stopped by name (`garbagecollector`, `deployment`, `replicaset`, `node`), each talking to the
+server through an in-process client as its own user, all writing to one decision log."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable
+
+from labkit.controllers.decisions import DecisionLog
+
+
+def _garbage_collector(client, log):
+    from labkit.controllers.garbagecollector import GarbageCollector
+    return GarbageCollector(client, log)
+
+
+def _deployment(client, log):
+    from labkit.controllers.deployment import DeploymentController
+    return DeploymentController(client, log)
+
+
+def _replicaset(client, log):
+    from labkit.controllers.replicaset import ReplicaSetController
+    return ReplicaSetController(client, log)
+
+
+def _node(client, log):
+    from labkit.controllers.node import NodeController
+    return NodeController(client, log)
+
+
+# name -> (user the controller authenticates as, factory(client, decision log) -> controller)
+CONTROLLERS: dict[str, tuple[str, Callable]] = {
+    "garbagecollector": ("system:serviceaccount:kube-system:generic-garbage-collector", _garbage_collector),
+    "deployment": ("system:serviceaccount:kube-system:deployment-controller", _deployment),
+    "replicaset": ("system:serviceaccount:kube-system:replicaset-controller", _replicaset),
+    "node": ("system:node:labkit-node", _node),
+}
+
+# what `labkit apiserver` and the labs run by default
+DEFAULT_CONTROLLERS = ("garbagecollector", "deployment", "replicaset", "node")
+
+
+class ControllerManager:
+    def __init__(self, api, log: DecisionLog):
+        self.api = api
+        self.log = log
+        self._controllers: dict[str, object] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def known() -> list[str]:
+        return list(CONTROLLERS)
+
+    def client(self, user: str):
+        from labkit.apiserver.client import LocalClient
+        return LocalClient(self.api, user, ["system:serviceaccounts", "system:authenticated"],
+                           user_agent=f"labkit-controller-manager ({user})")
+
+    def get(self, name: str):
+        with self._lock:
+            return self._controllers.get(name)
+
+    def running(self, name: str) -> bool:
+        controller = self.get(name)
+        return controller is not None and controller.running
+
+    def start(self, name: str):
+        if name not in CONTROLLERS:
+            raise KeyError(f"unknown controller {name!r}; known: {', '.join(CONTROLLERS)}")
+        with self._lock:
+            controller = self._controllers.get(name)
+            if controller is None:
+                user, factory = CONTROLLERS[name]
+                controller = self._controllers[name] = factory(self.client(user), self.log)
+        controller.start()
+        return controller
+
+    def stop(self, name: str) -> None:
+        controller = self.get(name)
+        if controller is not None:
+            controller.stop()
+
+    def restart(self, name: str):
+        """Stop (dropping all in-memory state, as a restarted controller manager) and start again."""
+        self.stop(name)
+        with self._lock:
+            self._controllers.pop(name, None)
+        return self.start(name)
+
+    def stop_all(self) -> None:
+        with self._lock:
+            controllers = list(self._controllers.values())
+        for controller in controllers:
+            controller.stop()
+
+    def status(self) -> dict[str, bool]:
+        return {name: self.running(name) for name in CONTROLLERS}
+
+    def idle(self) -> bool:
+        with self._lock:
+            controllers = list(self._controllers.values())
+        return all(c.idle() for c in controllers if c.running)
+
+    def wait_idle(self, timeout: float, stable_for: float = 0.2) -> bool:
+        """Until every running controller has had nothing to do for `stable_for` seconds."""
+        deadline = time.monotonic() + timeout
+        since = None
+        while time.monotonic() < deadline:
+            if self.idle():
+                since = since or time.monotonic()
+                if time.monotonic() - since >= stable_for:
+                    return True
+            else:
+                since = None
+            time.sleep(0.02)
+        return False

@@ -1,0 +1,134 @@
+"""client-go's rate-limited work queue (k8s.io/client-go/util/workqueue): an item is queued at most
+once; an item being processed that is added again is queued when its processing is `done`;
+`add_rate_limited` re-adds an item after the DefaultControllerRateLimiter's delay — the larger of
+a per-item exponential backoff (5 ms doubling up to 1000 s) and an overall token bucket
+(10 per second, burst 100)."""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+import time
+from collections import deque
+
+
+class TokenBucket:
+    def __init__(self, qps: float, burst: int):
+        self.qps, self.burst = qps, burst
+        self.tokens = float(burst)
+        self.last = time.monotonic()
+        self.lock = threading.Lock()
+
+    def reserve(self) -> float:
+        """Take a token; returns how long the caller must wait for it."""
+        with self.lock:
+            now = time.monotonic()
+            self.tokens = min(self.burst, self.tokens + (now - self.last) * self.qps)
+            self.last = now
+            self.tokens -= 1
+            return 0.0 if self.tokens >= 0 else -self.tokens / self.qps
+
+
+class RateLimitingQueue:
+    def __init__(self, name: str, base_delay: float = 0.005, max_delay: float = 1000.0,
+                 qps: float = 10.0, burst: int = 100):
+        self.name = name
+        self.base_delay, self.max_delay = base_delay, max_delay
+        self.bucket = TokenBucket(qps, burst)
+        self._failures: dict = {}
+        self._queue: deque = deque()
+        self._dirty: set = set()
+        self._processing: set = set()
+        self._waiting: list = []          # heap of (ready time, seq, item)
+        self._seq = itertools.count()
+        self._cond = threading.Condition()
+        self._shutdown = False
+
+    # -- adding ----------------------------------------------------------------------------------
+    def add(self, item) -> None:
+        with self._cond:
+            if self._shutdown or item in self._dirty:
+                return
+            self._dirty.add(item)
+            if item in self._processing:
+                return
+            self._queue.append(item)
+            self._cond.notify()
+
+    def add_after(self, item, delay: float) -> None:
+        if delay <= 0:
+            self.add(item)
+            return
+        with self._cond:
+            if self._shutdown:
+                return
+            heapq.heappush(self._waiting, (time.monotonic() + delay, next(self._seq), item))
+            self._cond.notify()
+
+    def when(self, item) -> float:
+        failures = self._failures.get(item, 0)
+        self._failures[item] = failures + 1
+        backoff = min(self.max_delay, self.base_delay * (2 ** min(failures, 40)))
+        return max(backoff, self.bucket.reserve())
+
+    def add_rate_limited(self, item) -> None:
+        self.add_after(item, self.when(item))
+
+    def forget(self, item) -> None:
+        self._failures.pop(item, None)
+
+    # -- taking ----------------------------------------------------------------------------------
+    def _promote_due(self) -> float | None:
+        """Move waiting items whose time has come into the queue; the wait until the next one."""
+        now = time.monotonic()
+        while self._waiting and self._waiting[0][0] <= now:
+            _, _, item = heapq.heappop(self._waiting)
+            if item not in self._dirty:
+                self._dirty.add(item)
+                if item not in self._processing:
+                    self._queue.append(item)
+        return self._waiting[0][0] - now if self._waiting else None
+
+    def get(self, timeout: float | None = None):
+        """The next item (mark it processing), or None on timeout / shutdown."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while True:
+                next_due = self._promote_due()
+                if self._queue:
+                    item = self._queue.popleft()
+                    self._dirty.discard(item)
+                    self._processing.add(item)
+                    return item
+                if self._shutdown:
+                    return None
+                wait = next_due
+                if deadline is not None:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        return None
+                    wait = remaining if wait is None else min(wait, remaining)
+                self._cond.wait(wait)
+
+    def done(self, item) -> None:
+        with self._cond:
+            self._processing.discard(item)
+            if item in self._dirty:
+                self._queue.append(item)
+                self._cond.notify()
+
+    def shutdown(self) -> None:
+        with self._cond:
+            self._shutdown = True
+            self._cond.notify_all()
+
+    # -- state -----------------------------------------------------------------------------------
+    def idle(self, horizon: float = 1.0) -> bool:
+        """Nothing queued or processing, and nothing due again within `horizon` seconds (items
+        retried with long backoffs, e.g. references to kinds that do not exist, do not count)."""
+        with self._cond:
+            if self._queue or self._processing:
+                return False
+            now = time.monotonic()
+            return not any(t - now <= horizon for t, _, _ in self._waiting)

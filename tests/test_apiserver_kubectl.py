@@ -1,0 +1,204 @@
+"""Real kubectl (1.32, as installed here) against the embedded server with its controllers."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from labkit.apiserver.server import EmbeddedServer
+from support import host_lock
+
+pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+
+DEPLOYMENT = """
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: kc
+spec:
+  replicas: {replicas}
+  selector:
+    matchLabels: {{app: web}}
+  template:
+    metadata:
+      labels: {{app: web}}
+    spec:
+      terminationGracePeriodSeconds: 0
+      containers:
+      - name: nginx
+        image: nginx:1.27
+"""
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    with host_lock(False):
+        srv = EmbeddedServer(tmp_path_factory.mktemp("apiserver")).start()
+    home = tmp_path_factory.mktemp("home")
+    srv.test_env = {**os.environ, "KUBECONFIG": str(srv.kubeconfig), "HOME": str(home)}
+    yield srv
+    with host_lock(False):
+        srv.stop()
+
+
+def kubectl(server, *args, input: str | None = None, check: bool = True, timeout: float = 60):
+    result = subprocess.run(["kubectl", *args], capture_output=True, text=True, input=input, timeout=timeout,
+                            env=server.test_env)
+    if check and result.returncode != 0:
+        raise AssertionError(f"kubectl {' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+def wait_until(predicate, timeout=20.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return predicate()
+
+
+@pytest.fixture(scope="module")
+def namespace(server):
+    kubectl(server, "create", "namespace", "kc")
+    return "kc"
+
+
+def test_version_and_api_resources(server):
+    assert "Server Version: v1.32" in kubectl(server, "version").stdout
+    out = kubectl(server, "api-resources").stdout
+    rows = {line.split()[0]: line.split() for line in out.splitlines()[1:]}
+    assert rows["pods"][1:] == ["po", "v1", "true", "Pod"]
+    assert rows["deployments"][1:] == ["deploy", "apps/v1", "true", "Deployment"]
+    assert rows["namespaces"][1:] == ["ns", "v1", "false", "Namespace"]
+    assert rows["customresourcedefinitions"][1:] == ["crd,crds", "apiextensions.k8s.io/v1", "false",
+                                                     "CustomResourceDefinition"]
+
+
+def test_errors_read_like_a_real_cluster(server, namespace):
+    r = kubectl(server, "get", "configmap", "missing", "-n", namespace, check=False)
+    assert r.returncode == 1 and r.stderr.strip() == 'Error from server (NotFound): configmaps "missing" not found'
+    kubectl(server, "create", "configmap", "dup", "-n", namespace)
+    r = kubectl(server, "create", "configmap", "dup", "-n", namespace, check=False)
+    assert r.stderr.strip() == 'error: failed to create configmap: configmaps "dup" already exists'
+    r = kubectl(server, "create", "-f", "-", check=False,
+                input="apiVersion: v1\nkind: ConfigMap\nmetadata: {name: Bad_Name, namespace: kc}\n")
+    assert r.stderr.startswith('The ConfigMap "Bad_Name" is invalid: metadata.name: Invalid value: "Bad_Name": '
+                               'a lowercase RFC 1123 subdomain')
+    r = kubectl(server, "get", "nosuchthings", check=False)
+    assert r.returncode == 1 and 'the server doesn\'t have a resource type "nosuchthings"' in r.stderr
+
+
+def test_create_and_apply_validate_against_the_server(server, namespace):
+    r = kubectl(server, "create", "-f", "-", input=DEPLOYMENT.format(replicas=2))
+    assert r.stdout.strip() == "deployment.apps/web created" and r.stderr == ""
+    assert wait_until(lambda: kubectl(server, "get", "pods", "-n", namespace, "--no-headers").stdout.count("Running") == 2)
+    r = kubectl(server, "apply", "-f", "-", input=DEPLOYMENT.format(replicas=3))
+    assert r.stdout.strip() == "deployment.apps/web configured"
+    assert "error" not in r.stderr.lower()
+    assert wait_until(lambda: kubectl(server, "get", "pods", "-n", namespace, "--no-headers").stdout.count("Running") == 3)
+    header = kubectl(server, "get", "pods", "-n", namespace).stdout.splitlines()[0].split()
+    assert header == ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+    pod = json.loads(kubectl(server, "get", "pods", "-n", namespace, "-o", "json").stdout)["items"][0]
+    owner = pod["metadata"]["ownerReferences"][0]
+    assert owner["kind"] == "ReplicaSet" and owner["controller"] is True and owner["blockOwnerDeletion"] is True
+    rs = json.loads(kubectl(server, "get", "rs", owner["name"], "-n", namespace, "-o", "json").stdout)
+    assert rs["metadata"]["ownerReferences"][0]["kind"] == "Deployment"
+
+
+def test_patch_finalizers(server, namespace):
+    kubectl(server, "create", "configmap", "fin", "-n", namespace)
+    assert kubectl(server, "patch", "cm", "fin", "-n", namespace, "-p",
+                   '{"metadata":{"finalizers":["example.com/a"]}}').stdout.strip() == "configmap/fin patched"
+    kubectl(server, "patch", "cm", "fin", "-n", namespace, "-p", '{"metadata":{"finalizers":["example.com/b"]}}')
+    got = kubectl(server, "get", "cm", "fin", "-n", namespace, "-o", "jsonpath={.metadata.finalizers}").stdout
+    assert json.loads(got) == ["example.com/a", "example.com/b"]
+    assert kubectl(server, "patch", "cm", "fin", "-n", namespace, "-p", '{"metadata":{"finalizers":["example.com/b"]}}'
+                   ).stdout.strip() == "configmap/fin patched (no change)"
+    kubectl(server, "patch", "cm", "fin", "-n", namespace, "--type=merge", "-p", '{"metadata":{"finalizers":null}}')
+    r = kubectl(server, "patch", "cm", "fin", "-n", namespace, "--type=json",
+                "-p", '[{"op":"remove","path":"/metadata/finalizers"}]', check=False)
+    assert r.stderr.strip() == "The request is invalid: the server rejected our request due to an error in our request"
+
+
+def test_delete_cascades(server, namespace):
+    # orphan: the ReplicaSet goes, its pods stay and lose their owner reference
+    kubectl(server, "apply", "-f", "-", input=DEPLOYMENT.format(replicas=2).replace("web", "orph"))
+    assert wait_until(lambda: kubectl(server, "get", "pods", "-n", namespace, "-l", "app=orph",
+                                      "--no-headers").stdout.count("Running") == 2)
+    kubectl(server, "delete", "deployment", "orph", "-n", namespace, "--cascade=orphan")
+    rs_name = kubectl(server, "get", "rs", "-n", namespace, "-l", "app=orph", "-o", "name").stdout.strip()
+    rs = json.loads(kubectl(server, "get", rs_name, "-n", namespace, "-o", "json").stdout)
+    assert "ownerReferences" not in rs["metadata"]
+    r = kubectl(server, "delete", rs_name, "-n", namespace, "--cascade=orphan")
+    assert r.stdout.strip() == f'replicaset.apps "{rs_name.split("/")[1]}" deleted'
+    pods = json.loads(kubectl(server, "get", "pods", "-n", namespace, "-l", "app=orph", "-o", "json").stdout)["items"]
+    assert len(pods) == 2 and all("ownerReferences" not in p["metadata"] for p in pods)
+    # background (kubectl's default): everything goes, kubectl waits for the deployment only
+    kubectl(server, "delete", "deployment", "web", "-n", namespace)
+    assert wait_until(lambda: kubectl(server, "get", "rs,pods", "-n", namespace, "-l", "app=web",
+                                      "--no-headers").stdout.strip() == "")
+    # foreground: kubectl waits until the owner is gone, which is after its dependents
+    kubectl(server, "apply", "-f", "-", input=DEPLOYMENT.format(replicas=2).replace("web", "fg"))
+    assert wait_until(lambda: kubectl(server, "get", "pods", "-n", namespace, "-l", "app=fg",
+                                      "--no-headers").stdout.count("Running") == 2)
+    kubectl(server, "delete", "deployment", "fg", "-n", namespace, "--cascade=foreground")
+    assert kubectl(server, "get", "rs,pods", "-n", namespace, "-l", "app=fg", "--no-headers").stdout.strip() == ""
+
+
+def test_wait_and_watch_follow_a_graceful_pod_deletion(server, namespace):
+    kubectl(server, "run", "slow", "-n", namespace, "--image=busybox", "--overrides",
+            '{"spec":{"terminationGracePeriodSeconds":2}}')
+    assert wait_until(lambda: "Running" in kubectl(server, "get", "pod", "slow", "-n", namespace).stdout)
+    watcher = subprocess.Popen(["kubectl", "get", "pod", "slow", "-n", namespace, "-w", "--no-headers"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=server.test_env)
+    try:
+        time.sleep(0.5)
+        started = time.monotonic()
+        kubectl(server, "delete", "pod", "slow", "-n", namespace)       # --wait: until the node finished it
+        assert time.monotonic() - started >= 1.5
+    finally:
+        time.sleep(0.3)
+        watcher.terminate()
+        out, _ = watcher.communicate(timeout=10)
+    statuses = [line.split()[2] for line in out.splitlines() if line.strip()]
+    assert statuses[0] == "Running" and "Terminating" in statuses
+
+
+def test_namespaces_show_their_phase(server):
+    kubectl(server, "create", "namespace", "phase-demo")
+    assert kubectl(server, "get", "ns", "phase-demo", "--no-headers").stdout.split()[:2] == ["phase-demo", "Active"]
+    kubectl(server, "patch", "ns", "phase-demo", "--subresource=status", "--type=merge",
+            "-p", '{"status":{"phase":"Terminating"}}')
+    assert kubectl(server, "get", "ns", "phase-demo", "--no-headers").stdout.split()[:2] == ["phase-demo", "Terminating"]
+
+
+def test_replace_raw_finalize_subresource(server):
+    kubectl(server, "create", "namespace", "fin-demo")
+    ns = json.loads(kubectl(server, "get", "ns", "fin-demo", "-o", "json").stdout)
+    ns["spec"] = {"finalizers": ["example.com/mine"]}
+    out = json.loads(kubectl(server, "replace", "--raw", "/api/v1/namespaces/fin-demo/finalize", "-f", "-",
+                             input=json.dumps(ns)).stdout)
+    assert out["spec"]["finalizers"] == ["example.com/mine"]
+
+
+def test_typed_create_subcommands_send_protobuf(server, namespace):
+    # kubectl create <kind> uses client-go's typed clients, whose request bodies are protobuf
+    kubectl(server, "create", "deployment", "pb", "-n", namespace, "--image=nginx:1.27", "--replicas=2", "--port=8080")
+    spec = json.loads(kubectl(server, "get", "deploy", "pb", "-n", namespace, "-o", "json").stdout)["spec"]
+    assert spec["replicas"] == 2 and spec["selector"] == {"matchLabels": {"app": "pb"}}
+    container = spec["template"]["spec"]["containers"][0]
+    assert (container["image"], container["ports"]) == ("nginx:1.27", [{"containerPort": 8080, "protocol": "TCP"}])
+    kubectl(server, "create", "secret", "generic", "pw", "-n", namespace, "--from-literal=password=s3cret")
+    data = json.loads(kubectl(server, "get", "secret", "pw", "-n", namespace, "-o", "json").stdout)["data"]
+    assert base64.b64decode(data["password"]) == b"s3cret"
+    kubectl(server, "create", "service", "clusterip", "pb", "-n", namespace, "--tcp=80:8080")
+    port = json.loads(kubectl(server, "get", "svc", "pb", "-n", namespace, "-o", "json").stdout)["spec"]["ports"][0]
+    assert (port["port"], port["targetPort"]) == (80, 8080)
