@@ -54,8 +54,22 @@ def _compact(value) -> str:
 
 
 def to_junit(rep: dict) -> str:
+    return junit_document([rep], name=f"labkit {rep['lab']}")
+
+
+def junit_document(reps: list[dict], name: str) -> str:
+    """JUnit XML with one testsuite per lab report (class grading writes several per student)."""
+    suites = ET.Element("testsuites", name=name)
+    for rep in reps:
+        _junit_suite(suites, rep)
+    ET.indent(suites)
+    buf = io.BytesIO()
+    ET.ElementTree(suites).write(buf, encoding="utf-8", xml_declaration=True)
+    return buf.getvalue().decode() + "\n"
+
+
+def _junit_suite(suites: ET.Element, rep: dict) -> None:
     results = rep["results"]
-    suites = ET.Element("testsuites", name=f"labkit {rep['lab']}")
     suite = ET.SubElement(
         suites, "testsuite", name=rep["lab"], tests=str(len(results)),
         failures=str(sum(1 for r in results if r["status"] == "fail")),
@@ -77,30 +91,32 @@ def to_junit(rep: dict) -> str:
             node.text = _failure_text(r)
         out = ET.SubElement(case, "system-out")
         out.text = f"{r['title']}: {r['points']}/{r['max_points']} points. {r['message']}"
-    ET.indent(suites)
-    buf = io.BytesIO()
-    ET.ElementTree(suites).write(buf, encoding="utf-8", xml_declaration=True)
-    return buf.getvalue().decode() + "\n"
 
 
 def to_gradescope(rep: dict) -> str:
-    """Gradescope autograder results.json: tests[] plus the top-level score."""
+    return gradescope_document([rep])
+
+
+def gradescope_document(reps: list[dict]) -> str:
+    """Gradescope autograder results.json: tests[] plus the top-level score, over one or more labs."""
     tests = []
-    for number, r in enumerate(rep["results"], start=1):
-        output = _failure_text(r) if r["status"] != PASS else r["message"]
-        tests.append({
-            "name": f"{rep['lab']}: {r['title']}",
-            "number": str(number),
-            "score": r["points"],
-            "max_score": r["max_points"],
-            "status": "passed" if r["status"] == PASS else "failed",
-            "output": output,
-            "visibility": "visible",
-        })
+    for rep in reps:
+        for r in rep["results"]:
+            output = _failure_text(r) if r["status"] != PASS else r["message"]
+            tests.append({
+                "name": f"{rep['lab']}: {r['title']}",
+                "number": str(len(tests) + 1),
+                "score": r["points"],
+                "max_score": r["max_points"],
+                "status": "passed" if r["status"] == PASS else "failed",
+                "output": output,
+                "visibility": "visible",
+            })
     doc = {
-        "score": rep["score"],
-        "max_score": rep["max_score"],
-        "output": f"labkit {rep['lab']}: {rep['passed']} of {rep['total']} exercises passed",
+        "score": sum(rep["score"] for rep in reps),
+        "max_score": sum(rep["max_score"] for rep in reps),
+        "output": "; ".join(f"labkit {rep['lab']}: {rep['passed']} of {rep['total']} exercises passed"
+                            for rep in reps),
         "visibility": "visible",
         "tests": tests,
     }
