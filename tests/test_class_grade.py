@@ -245,3 +245,35 @@ def test_console_errors_are_detected(tmp_path):
     console = browser.load(page).console
     assert any("undefinedFunction is not defined" in line for line in console), console
     assert any("Content Security Policy" in line for line in console), console
+
+
+def test_a_hanging_or_garbled_labkit_is_reported(klass, tmp_path):
+    """A machine whose labkit hangs is cut off after --timeout; one that prints garbage is broken."""
+    inventory = tmp_path / "one.csv"
+    inventory.write_text(f"name,host,port,key\nalice,127.0.0.1,{klass.machines['alice'].port},"
+                         f"{klass.base / 'client_key'}\n")
+    pidfile = tmp_path / "hanging.pid"
+    hanging, garbled = tmp_path / "hanging-labkit", tmp_path / "garbled-labkit"
+    hanging.write_text(f"#!/bin/sh\necho $$ > {pidfile}\nexec sleep 120\n")
+    garbled.write_text("#!/bin/sh\necho '{\"lab\": \"demo\", \"results\": \"all good\"}'\n")
+    hanging.chmod(0o755)
+    garbled.chmod(0o755)
+
+    def reason(command, *extra):
+        out = tmp_path / f"out-{command.name}"
+        run = labkit("class", "grade", "--inventory", str(inventory), "--labs", "demo", "--out", str(out),
+                     "--labkit", str(command), "--retries", "0", *extra, env=klass.grader_env)
+        assert run.returncode == 1, run.stderr
+        student = json.loads((out / "class.json").read_text())["students"][0]
+        return student["state"], student["labs"]["demo"]["reason"]
+
+    try:
+        assert reason(hanging, "--timeout", "2") == ("unreachable", "no answer within 2 s")
+    finally:
+        if pidfile.exists():
+            try:
+                os.kill(int(pidfile.read_text()), 9)
+            except ProcessLookupError:
+                pass
+    state, why = reason(garbled)
+    assert state == "broken" and "unusable output: output is not a labkit check report" in why

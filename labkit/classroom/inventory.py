@@ -89,48 +89,53 @@ def load(path: Path) -> list[Machine]:
     seen: dict[str, str] = {}
     for m, where in machines:
         if m.name in seen:
-            raise ConfigError(path, f"{where}.name", f"{m.name!r} is listed twice (also at {seen[m.name]})")
+            raise ConfigError(path, _at(where, "name"), f"{m.name!r} is listed twice (also at {seen[m.name]})")
         seen[m.name] = where
     return [m for m, _ in machines]
 
 
 # -- checking one machine's fields ---------------------------------------------------------------
 
+def _at(where: str, name: str) -> str:
+    """machines[2].port (YAML), line 3: port (CSV), Host alice: port (ssh-config)."""
+    return f"{where}.{name}" if where.startswith("machines") else f"{where}: {name}"
+
+
 def _machine(path: Path, where: str, raw: dict, options=()) -> tuple[Machine, str]:
     unknown = sorted(set(raw) - set(FIELDS))
     if unknown:
-        raise ConfigError(path, f"{where}.{unknown[0]}", f"unknown field (fields: {', '.join(FIELDS)})")
+        raise ConfigError(path, _at(where, unknown[0]), f"unknown field (fields: {', '.join(FIELDS)})")
     for required in ("name", "host"):
         if raw.get(required) in (None, ""):
-            raise ConfigError(path, f"{where}.{required}", "missing")
-    name = _text(path, f"{where}.name", raw["name"])
+            raise ConfigError(path, _at(where, required), "missing")
+    name = _text(path, _at(where, "name"), raw["name"])
     if not NAME_RE.match(name) or name in RESERVED_NAMES:
-        raise ConfigError(path, f"{where}.name", f"{name!r}: expected 1-64 letters, digits, '.', '_' or '-', "
+        raise ConfigError(path, _at(where, "name"), f"{name!r}: expected 1-64 letters, digits, '.', '_' or '-', "
                                                  f"starting with a letter or digit (and none of {', '.join(sorted(RESERVED_NAMES))})")
-    host = _text(path, f"{where}.host", raw["host"])
+    host = _text(path, _at(where, "host"), raw["host"])
     if not HOST_RE.match(host):
-        raise ConfigError(path, f"{where}.host", f"{host!r} is not a host name or address")
+        raise ConfigError(path, _at(where, "host"), f"{host!r} is not a host name or address")
     port = raw.get("port")
     if port in (None, ""):
         port = 22
     elif isinstance(port, bool) or not (isinstance(port, int) or (isinstance(port, str) and port.strip().isdigit())):
-        raise ConfigError(path, f"{where}.port", f"expected a number 1-65535, got {port!r}")
+        raise ConfigError(path, _at(where, "port"), f"expected a number 1-65535, got {port!r}")
     port = int(port)
     if not 1 <= port <= 65535:
-        raise ConfigError(path, f"{where}.port", f"expected a number 1-65535, got {port}")
+        raise ConfigError(path, _at(where, "port"), f"expected a number 1-65535, got {port}")
     user = raw.get("user")
-    user = "root" if user in (None, "") else _text(path, f"{where}.user", user)
+    user = "root" if user in (None, "") else _text(path, _at(where, "user"), user)
     if not USER_RE.match(user):
-        raise ConfigError(path, f"{where}.user", f"{user!r} is not a user name")
+        raise ConfigError(path, _at(where, "user"), f"{user!r} is not a user name")
     key = raw.get("key")
     if key in (None, ""):
         key = None
     else:
-        key_path = Path(_text(path, f"{where}.key", key)).expanduser()
+        key_path = Path(_text(path, _at(where, "key"), key)).expanduser()
         if not key_path.is_absolute():
             key_path = path.parent / key_path
         if not key_path.is_file():
-            raise ConfigError(path, f"{where}.key", f"{str(key_path)!r}: no such key file")
+            raise ConfigError(path, _at(where, "key"), f"{str(key_path)!r}: no such key file")
         key = str(key_path)
     return Machine(name, host, port, user, key, tuple(options)), where
 
