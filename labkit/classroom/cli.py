@@ -57,7 +57,10 @@ def grade(
     chosen = [get_lab(lab_id) for lab_id in lab_ids]
     if not remote_labkit.strip() or "\n" in remote_labkit:
         raise LabkitError("--labkit: expected a command name or path")
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise LabkitError(f"--out {out}: cannot create the directory: {exc.strerror or exc}")
     settings = remote.Settings(known_hosts=(out / "known_hosts").resolve(), timeout=timeout,
                                connect_timeout=connect_timeout, retries=retries, labkit=remote_labkit)
     _say(f"grading {len(machines)} machines, labs {', '.join(lab_ids)}, {parallel} at a time")
@@ -74,7 +77,10 @@ def grade(
         return partial.totals(student)
 
     result = grading_run.grade_class(machines, chosen, settings, parallel=parallel, progress=progress)
-    files = outputs.write_all(result, out)
+    try:
+        files = outputs.write_all(result, out)
+    except OSError as exc:
+        raise LabkitError(f"--out {out}: cannot write the results: {exc}")
     graded = sum(1 for s in result.students if s.state == remote.OK)
     _say(f"{graded} of {len(result.students)} machines graded in {result.seconds:.1f} s; "
          f"gradebook {files['gradebook']}, report {files['report']}")
