@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import socket
 import time
 import xml.etree.ElementTree as ET
@@ -68,29 +69,37 @@ def junit_document(reps: list[dict], name: str) -> str:
     return buf.getvalue().decode() + "\n"
 
 
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _xml(text) -> str:
+    """Text XML 1.0 can carry: control characters (e.g. from a program's output) become U+FFFD."""
+    return _NOT_XML.sub("\ufffd", str(text))
+
+
 def _junit_suite(suites: ET.Element, rep: dict) -> None:
     results = rep["results"]
     suite = ET.SubElement(
-        suites, "testsuite", name=rep["lab"], tests=str(len(results)),
+        suites, "testsuite", name=_xml(rep["lab"]), tests=str(len(results)),
         failures=str(sum(1 for r in results if r["status"] == "fail")),
         errors=str(sum(1 for r in results if r["status"] == "error")),
         skipped="0", time=f"{sum(r['duration_s'] for r in results):.3f}",
-        timestamp=rep["time"], hostname=rep["host"],
+        timestamp=_xml(rep["time"]), hostname=_xml(rep["host"]),
     )
     props = ET.SubElement(suite, "properties")
     for key in ("score", "max_score"):
         ET.SubElement(props, "property", name=key, value=str(rep[key]))
     for r in results:
-        case = ET.SubElement(suite, "testcase", classname=f"labkit.{rep['lab']}", name=r["exercise"],
+        case = ET.SubElement(suite, "testcase", classname=_xml(f"labkit.{rep['lab']}"), name=_xml(r["exercise"]),
                              time=f"{r['duration_s']:.3f}")
         if r["status"] == "fail":
-            node = ET.SubElement(case, "failure", message=r["message"], type="CheckFailed")
-            node.text = _failure_text(r)
+            node = ET.SubElement(case, "failure", message=_xml(r["message"]), type="CheckFailed")
+            node.text = _xml(_failure_text(r))
         elif r["status"] == "error":
-            node = ET.SubElement(case, "error", message=r["message"], type="CheckError")
-            node.text = _failure_text(r)
+            node = ET.SubElement(case, "error", message=_xml(r["message"]), type="CheckError")
+            node.text = _xml(_failure_text(r))
         out = ET.SubElement(case, "system-out")
-        out.text = f"{r['title']}: {r['points']}/{r['max_points']} points. {r['message']}"
+        out.text = _xml(f"{r['title']}: {r['points']}/{r['max_points']} points. {r['message']}")
 
 
 def to_gradescope(rep: dict) -> str:
