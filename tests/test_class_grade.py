@@ -277,3 +277,50 @@ def test_a_hanging_or_garbled_labkit_is_reported(klass, tmp_path):
                 pass
     state, why = reason(garbled)
     assert state == "broken" and "unusable output: output is not a labkit check report" in why
+
+
+def test_several_labs(klass, tmp_path):
+    """A second lab nobody started: not attempted everywhere a report came back; an unreachable
+    machine is not tried again for it."""
+    out = tmp_path / "out"
+    run = grade(klass, out, "--labs", "numa")          # with --labs demo from grade(): demo, numa
+    assert run.returncode == 1, run.stderr
+    book = gradebook(out)
+    numa = [c for c in book["alice"] if c.startswith("numa/")]
+    assert len(numa) == 8
+    assert (book["alice"]["score"], book["alice"]["max_score"]) == ("10", "38")
+    assert all(book["alice"][c] == "0" for c in numa) and all(book["carol"][c] == "" for c in numa)
+    raw = {s["name"]: s for s in json.loads((out / "class.json").read_text())["students"]}
+    assert raw["carol"]["labs"]["numa"]["attempts"] == 0
+    assert raw["carol"]["labs"]["numa"]["reason"] == raw["carol"]["labs"]["demo"]["reason"]
+    # erin's labkit knows the built-in labs, not the demo lab
+    assert raw["erin"]["labs"]["demo"]["outcome"] == "broken" and raw["erin"]["labs"]["numa"]["outcome"] == "ok"
+    alice = json.loads((out / "alice" / "results.json").read_text())
+    assert len(alice["tests"]) == 11 and (alice["score"], alice["max_score"]) == (10, 38)
+    assert [s.get("name") for s in ET.parse(out / "alice" / "junit.xml").getroot().findall("testsuite")] == ["demo", "numa"]
+    page = (out / "report.html").read_text()
+    assert page.count('data-state="not attempted"') == 3 + 4 * 8      # dave's demo; numa of all who answered
+
+
+def test_parallelism_is_bounded(klass, tmp_path):
+    """--parallel 2: never more than two machines at work at once (one sshd listed six times)."""
+    log = tmp_path / "log"
+    script = tmp_path / "slow-labkit"
+    script.write_text(f"#!/bin/sh\necho start >> {log}\nsleep 0.3\necho end >> {log}\nexit 3\n")
+    script.chmod(0o755)
+    inventory = tmp_path / "six.csv"
+    port = klass.machines["alice"].port
+    inventory.write_text("name,host,port,key\n" + "".join(
+        f"m{i},127.0.0.1,{port},{klass.base / 'client_key'}\n" for i in range(6)))
+    run = labkit("class", "grade", "--inventory", str(inventory), "--labs", "demo", "--out", str(tmp_path / "out"),
+                 "--labkit", str(script), "--parallel", "2", env=klass.grader_env)
+    assert run.returncode == 1 and "0 of 6 machines graded" in run.stderr, run.stderr
+    events = log.read_text().split()
+    assert events.count("start") == 6 and events.count("end") == 6
+    running = peak = 0
+    for event in events:
+        running += 1 if event == "start" else -1
+        peak = max(peak, running)
+    assert peak <= 2, events
+    reasons = {s["labs"]["demo"]["reason"] for s in json.loads((tmp_path / "out" / "class.json").read_text())["students"]}
+    assert reasons == {"labkit check exited 3: no output"}
