@@ -23,7 +23,9 @@ labkit JSON report of the asked lab — is "broken", with the reason, and not re
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import signal
 import subprocess
 import time
 from dataclasses import dataclass
@@ -142,14 +144,29 @@ def check_lab(machine: Machine, lab: str, settings: Settings) -> LabOutcome:
         time.sleep(settings.backoff * 2 ** (attempt - 1))
 
 
+def _kill_group(proc: subprocess.Popen) -> None:
+    """Only while ssh is alive and not yet reaped: its group id is still its own."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
+
+
 def _attempt(argv: list[str], lab: str, settings: Settings) -> LabOutcome:
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, errors="replace",
-                              timeout=settings.timeout, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        return LabOutcome(lab, UNREACHABLE, f"no answer within {settings.timeout:g} s")
+        # a session of its own: on a timeout, ssh and anything it started (a ProxyCommand) are killed
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                text=True, errors="replace", start_new_session=True)
     except OSError as exc:
         return LabOutcome(lab, BROKEN, f"cannot run ssh: {exc}")
+    try:
+        stdout, stderr = proc.communicate(timeout=settings.timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        proc.communicate()
+        return LabOutcome(lab, UNREACHABLE, f"no answer within {settings.timeout:g} s")
+    proc = subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
     if proc.returncode == 255:
         line = _last_line(proc.stderr) or "connection failed (exit 255)"
         reason = line if line.startswith("ssh:") else f"ssh: {line}"
