@@ -25,10 +25,11 @@ STYLE = """
 body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px;color:#1f2328;background:#fff}
 h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #d0d7de;padding-bottom:4px}
 .meta{color:#57606a}table{border-collapse:collapse}th,td{padding:3px 8px;text-align:left;vertical-align:top}
-table.list td,table.list th{border-bottom:1px solid #eaeef2}
+table.list td,table.list th{border-bottom:1px solid #eaeef2;white-space:nowrap}
 .heat td.cell{width:30px;height:26px;text-align:center;color:#fff;font-weight:bold;cursor:pointer;border:2px solid #fff;padding:0}
 .heat th.ex{writing-mode:vertical-rl;transform:rotate(180deg);font-weight:normal;font-size:12px;padding:4px 2px}
 .heat th.lab{text-align:center;border-bottom:2px solid #57606a}
+.heat td.rate{font-size:11px;text-align:center;color:#57606a;padding:2px 0}
 .cell.passed{background:%(passed)s}.cell.failed{background:%(failed)s}
 .cell.not-attempted{background:%(na)s;color:#1f2328}.cell.unreachable{background:%(unreachable)s}
 .legend span.swatch{display:inline-block;width:14px;height:14px;vertical-align:middle;margin:0 4px 0 14px;border-radius:2px}
@@ -76,6 +77,10 @@ def _bar(rate: float | None, width: int = 160) -> str:
             f'<rect width="{filled}" height="12" fill="{COLORS[PASSED]}"/></svg>')
 
 
+def _percent(rate: float | None, sign: str = "%") -> str:
+    return "\u2013" if rate is None else f"{rate * 100:.0f}{sign}"
+
+
 def _heat_map(result: ClassResult) -> str:
     head1 = ['<th rowspan="2">student</th>']
     head2 = []
@@ -93,14 +98,17 @@ def _heat_map(result: ClassResult) -> str:
         score, max_score = result.totals(s)
         rows.append(f'<tr data-student="{_e(s.name)}"><th><a class="student" href="#student-{_e(s.name)}">'
                     f'{_e(s.name)}</a></th>{"".join(cells)}<td>{score}/{max_score}</td></tr>')
+    rates = ['<th title="per cent of the students whose machine answered">pass %</th>']
+    rates += [f'<td class="rate">{_percent(r["rate"], sign="")}</td>' for r in result.pass_rates()]
+    rates.append("<td></td>")
     return (f'<table class="heat" id="heatmap"><thead><tr>{"".join(head1)}</tr><tr>{"".join(head2)}</tr></thead>'
-            f'<tbody>{"".join(rows)}</tbody></table>')
+            f'<tbody>{"".join(rows)}</tbody><tfoot><tr>{"".join(rates)}</tr></tfoot></table>')
 
 
 def _pass_rates(result: ClassResult) -> str:
     rows = []
     for r in result.pass_rates():
-        pct = "\u2013" if r["rate"] is None else f"{r['rate'] * 100:.0f}%"
+        pct = _percent(r["rate"])
         rows.append(f'<tr><td>{_e(r["lab"])}/{_e(r["exercise"])}</td><td>{_e(r["title"])}</td>'
                     f'<td>{_bar(r["rate"])}</td><td>{pct}</td><td>{r["passed"]} of {r["graded"]}</td>'
                     f'<td>{r["failed"]}</td><td>{r["not_attempted"]}</td><td>{r["unreachable"]}</td></tr>')
