@@ -84,6 +84,7 @@ BAD = [
     ("class.yaml", "machines: [\n", "line 2: not valid YAML"),
     ("class.yaml", "machines: []\n", "lists no machines"),
     ("class.yaml", "students: []\n", "students: unknown key"),
+    ("class.yaml", "defaults: {prot: 22}\nmachines: [{name: a, host: h}]\n", "defaults.prot: unknown field"),
     ("class.csv", "name,host\nalice\n", "line 2: expected 2 columns (name, host), got 1"),
     ("class.csv", "name,address\nalice,h\n", "header.address: unknown column"),
     ("inventory", "Host *\n  User root\n", "line 1: Host: '*': patterns are not supported"),

@@ -168,6 +168,9 @@ def _from_yaml(path: Path, text: str) -> list[tuple[Machine, str]]:
             raise ConfigError(path, "defaults", f"expected a mapping, got {type(defaults).__name__}")
         if "name" in defaults:
             raise ConfigError(path, "defaults.name", "every machine needs a name of its own")
+        for key in defaults:
+            if key not in FIELDS:
+                raise ConfigError(path, f"defaults.{key}", f"unknown field (fields: {', '.join(FIELDS[1:])})")
         data = data.get("machines")
         prefix = "machines"
     else:
