@@ -241,6 +241,7 @@ def shell(
 
 # -- lab families register their sub-commands here ---------------------------------------------
 from labkit.apiserver import cli as apiserver_cli  # noqa: E402
+from labkit.classroom import cli as classroom_cli  # noqa: E402
 from labkit.gc import cli as gc_cli  # noqa: E402
 from labkit.kubeproxy import cli as kubeproxy_cli  # noqa: E402
 from labkit.mounts import cli as mounts_cli  # noqa: E402
@@ -253,6 +254,7 @@ app.add_typer(gc_cli.app, name="gc")
 app.command("apiserver")(apiserver_cli.apiserver)
 app.add_typer(mounts_cli.app, name="mounts")
 app.add_typer(numa_cli.app, name="numa")
+app.add_typer(classroom_cli.app, name="class")
 
 
 def main():

@@ -161,12 +161,13 @@ class CheckContext:
 def run_check(env, exercise, down_reason: str | None = None) -> CheckResult:
     """Run one exercise's check, turning every outcome into a CheckResult (never an exception).
 
-    With `down_reason` (the lab is not running), the check is not run and the result says why.
+    With `down_reason` (the lab is not running), the check is not run and the result says why;
+    its details carry `lab_running: false` (class grading reports such exercises as not attempted).
     """
     ctx = CheckContext(env, exercise)
     start = time.monotonic()
     if down_reason:
-        result = ctx.error(down_reason)
+        result = ctx.error(down_reason, lab_running=False)
     else:
         try:
             fn = env.lab.check_function(exercise)

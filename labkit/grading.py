@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import socket
 import time
 import xml.etree.ElementTree as ET
@@ -54,53 +55,77 @@ def _compact(value) -> str:
 
 
 def to_junit(rep: dict) -> str:
-    results = rep["results"]
-    suites = ET.Element("testsuites", name=f"labkit {rep['lab']}")
-    suite = ET.SubElement(
-        suites, "testsuite", name=rep["lab"], tests=str(len(results)),
-        failures=str(sum(1 for r in results if r["status"] == "fail")),
-        errors=str(sum(1 for r in results if r["status"] == "error")),
-        skipped="0", time=f"{sum(r['duration_s'] for r in results):.3f}",
-        timestamp=rep["time"], hostname=rep["host"],
-    )
-    props = ET.SubElement(suite, "properties")
-    for key in ("score", "max_score"):
-        ET.SubElement(props, "property", name=key, value=str(rep[key]))
-    for r in results:
-        case = ET.SubElement(suite, "testcase", classname=f"labkit.{rep['lab']}", name=r["exercise"],
-                             time=f"{r['duration_s']:.3f}")
-        if r["status"] == "fail":
-            node = ET.SubElement(case, "failure", message=r["message"], type="CheckFailed")
-            node.text = _failure_text(r)
-        elif r["status"] == "error":
-            node = ET.SubElement(case, "error", message=r["message"], type="CheckError")
-            node.text = _failure_text(r)
-        out = ET.SubElement(case, "system-out")
-        out.text = f"{r['title']}: {r['points']}/{r['max_points']} points. {r['message']}"
+    return junit_document([rep], name=f"labkit {rep['lab']}")
+
+
+def junit_document(reps: list[dict], name: str) -> str:
+    """JUnit XML with one testsuite per lab report (class grading writes several per student)."""
+    suites = ET.Element("testsuites", name=name)
+    for rep in reps:
+        _junit_suite(suites, rep)
     ET.indent(suites)
     buf = io.BytesIO()
     ET.ElementTree(suites).write(buf, encoding="utf-8", xml_declaration=True)
     return buf.getvalue().decode() + "\n"
 
 
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _xml(text) -> str:
+    """Text XML 1.0 can carry: control characters (e.g. from a program's output) become U+FFFD."""
+    return _NOT_XML.sub("\ufffd", str(text))
+
+
+def _junit_suite(suites: ET.Element, rep: dict) -> None:
+    results = rep["results"]
+    suite = ET.SubElement(
+        suites, "testsuite", name=_xml(rep["lab"]), tests=str(len(results)),
+        failures=str(sum(1 for r in results if r["status"] == "fail")),
+        errors=str(sum(1 for r in results if r["status"] == "error")),
+        skipped="0", time=f"{sum(r['duration_s'] for r in results):.3f}",
+        timestamp=_xml(rep["time"]), hostname=_xml(rep["host"]),
+    )
+    props = ET.SubElement(suite, "properties")
+    for key in ("score", "max_score"):
+        ET.SubElement(props, "property", name=key, value=str(rep[key]))
+    for r in results:
+        case = ET.SubElement(suite, "testcase", classname=_xml(f"labkit.{rep['lab']}"), name=_xml(r["exercise"]),
+                             time=f"{r['duration_s']:.3f}")
+        if r["status"] == "fail":
+            node = ET.SubElement(case, "failure", message=_xml(r["message"]), type="CheckFailed")
+            node.text = _xml(_failure_text(r))
+        elif r["status"] == "error":
+            node = ET.SubElement(case, "error", message=_xml(r["message"]), type="CheckError")
+            node.text = _xml(_failure_text(r))
+        out = ET.SubElement(case, "system-out")
+        out.text = _xml(f"{r['title']}: {r['points']}/{r['max_points']} points. {r['message']}")
+
+
 def to_gradescope(rep: dict) -> str:
-    """Gradescope autograder results.json: tests[] plus the top-level score."""
+    return gradescope_document([rep])
+
+
+def gradescope_document(reps: list[dict]) -> str:
+    """Gradescope autograder results.json: tests[] plus the top-level score, over one or more labs."""
     tests = []
-    for number, r in enumerate(rep["results"], start=1):
-        output = _failure_text(r) if r["status"] != PASS else r["message"]
-        tests.append({
-            "name": f"{rep['lab']}: {r['title']}",
-            "number": str(number),
-            "score": r["points"],
-            "max_score": r["max_points"],
-            "status": "passed" if r["status"] == PASS else "failed",
-            "output": output,
-            "visibility": "visible",
-        })
+    for rep in reps:
+        for r in rep["results"]:
+            output = _failure_text(r) if r["status"] != PASS else r["message"]
+            tests.append({
+                "name": f"{rep['lab']}: {r['title']}",
+                "number": str(len(tests) + 1),
+                "score": r["points"],
+                "max_score": r["max_points"],
+                "status": "passed" if r["status"] == PASS else "failed",
+                "output": output,
+                "visibility": "visible",
+            })
     doc = {
-        "score": rep["score"],
-        "max_score": rep["max_score"],
-        "output": f"labkit {rep['lab']}: {rep['passed']} of {rep['total']} exercises passed",
+        "score": sum(rep["score"] for rep in reps),
+        "max_score": sum(rep["max_score"] for rep in reps),
+        "output": "; ".join(f"labkit {rep['lab']}: {rep['passed']} of {rep['total']} exercises passed"
+                            for rep in reps),
         "visibility": "visible",
         "tests": tests,
     }

@@ -53,3 +53,25 @@ def test_gradescope_results_have_documented_keys():
     assert [t["status"] for t in doc["tests"]] == ["passed", "failed", "failed"]
     assert [t["max_score"] for t in doc["tests"]] == [2, 3, 5]
     assert "expected: KUBE-SVC-X" in doc["tests"][1]["output"]
+
+
+def test_junit_carries_control_characters_from_check_output():
+    rep = sample()
+    rep["results"][1]["message"] = "curl said \x1b[31mno\x1b[0m\x00 and \ud800"
+    root = ET.fromstring(grading.to_junit(rep).encode())
+    failure = root.find("testsuite").findall("testcase")[1].find("failure")
+    assert failure.get("message") == "curl said \ufffd[31mno\ufffd[0m\ufffd and \ufffd"
+
+
+def test_documents_over_several_labs():
+    first, second = sample(), sample()
+    second["lab"] = "other"
+    doc = json.loads(grading.gradescope_document([first, second]))
+    assert (doc["score"], doc["max_score"]) == (4, 20)
+    assert [t["number"] for t in doc["tests"]] == [str(i) for i in range(1, 7)]
+    assert doc["tests"][3]["name"] == "other: First"
+    root = ET.fromstring(grading.junit_document([first, second], name="labkit alice").encode())
+    assert root.get("name") == "labkit alice"
+    assert [s.get("name") for s in root.findall("testsuite")] == ["sample", "other"]
+    # one lab's document is exactly what `labkit check --format gradescope|junit` writes
+    assert grading.gradescope_document([first]) == grading.to_gradescope(first)

@@ -1,0 +1,87 @@
+"""`labkit class ...`: grading a whole class of student machines over SSH."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from labkit.errors import LabkitError
+
+app = typer.Typer(help="Grade a whole class: every student machine's checks, run over SSH.",
+                  no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})
+
+
+def _say(message: str) -> None:
+    sys.stderr.write(message + "\n")
+    sys.stderr.flush()
+
+
+def _lab_ids(values: list[str] | None) -> list[str] | None:
+    if not values:
+        return None
+    ids = [v.strip() for value in values for v in value.split(",") if v.strip()]
+    return list(dict.fromkeys(ids))
+
+
+@app.command()
+def grade(
+    inventory: Path = typer.Option(..., "--inventory", "-i", metavar="FILE",
+                                   help="The machines: YAML or CSV (name, host, port, user, key), "
+                                        "or `vagrant ssh-config` output as is."),
+    labs: Optional[List[str]] = typer.Option(None, "--labs", "-l", metavar="LAB[,LAB...]",
+                                             help="Labs to grade (repeat or comma-separate); default: every lab here."),
+    parallel: int = typer.Option(8, "--parallel", "-j", min=1, max=256, help="Machines graded at the same time."),
+    out: Path = typer.Option(Path("grades"), "--out", "-o", metavar="DIR",
+                             help="Output directory (rewritten on every run; host keys are pinned in DIR/known_hosts)."),
+    timeout: float = typer.Option(300.0, "--timeout", min=1.0, help="Seconds one lab's checks may take on one machine."),
+    retries: int = typer.Option(2, "--retries", min=0, max=10,
+                                help="Further attempts, with exponential backoff, when a machine cannot be reached."),
+    connect_timeout: int = typer.Option(10, "--connect-timeout", min=1, max=300, help="Seconds to wait for an SSH connection."),
+    remote_labkit: str = typer.Option("labkit", "--labkit", metavar="COMMAND",
+                                      help="The labkit command on the student machines."),
+):
+    """Run `labkit check LAB --format json` as root on every student machine and write the
+    gradebook (CSV), per-student Gradescope results.json and JUnit XML, the raw JSON and an HTML
+    class report. Exit code 0 when every machine was graded, 1 when some could not be (they are
+    in the results with the reason), 2 on a usage error."""
+    from labkit.classroom import grade as grading_run, inventory as inv, outputs, remote
+    from labkit.labs import discover, get_lab
+
+    machines = inv.load(inventory)
+    lab_ids = _lab_ids(labs) or sorted(discover())
+    if not lab_ids:
+        raise LabkitError("--labs: no labs found on this machine; name the labs to grade")
+    chosen = [get_lab(lab_id) for lab_id in lab_ids]
+    if not remote_labkit.strip() or "\n" in remote_labkit:
+        raise LabkitError("--labkit: expected a command name or path")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise LabkitError(f"--out {out}: cannot create the directory: {exc.strerror or exc}")
+    settings = remote.Settings(known_hosts=(out / "known_hosts").resolve(), timeout=timeout,
+                               connect_timeout=connect_timeout, retries=retries, labkit=remote_labkit)
+    _say(f"grading {len(machines)} machines, labs {', '.join(lab_ids)}, {parallel} at a time")
+
+    def progress(student):
+        score, max_score = result_totals(student)
+        line = f"  {student.name}: {student.state}"
+        if student.problems:
+            line += " (" + "; ".join(student.problems) + ")"
+        _say(line + f", {score}/{max_score} points")
+
+    def result_totals(student):
+        partial = grading_run.ClassResult(chosen, [student], "")
+        return partial.totals(student)
+
+    result = grading_run.grade_class(machines, chosen, settings, parallel=parallel, progress=progress)
+    try:
+        files = outputs.write_all(result, out)
+    except OSError as exc:
+        raise LabkitError(f"--out {out}: cannot write the results: {exc}")
+    graded = sum(1 for s in result.students if s.state == remote.OK)
+    _say(f"{graded} of {len(result.students)} machines graded in {result.seconds:.1f} s; "
+         f"gradebook {files['gradebook']}, report {files['report']}")
+    raise typer.Exit(0 if graded == len(result.students) else 1)

@@ -1,0 +1,185 @@
+"""One `labkit check LAB --format json` on one student machine, over the system ssh client.
+
+ssh runs with BatchMode (never a password or passphrase prompt), a connect timeout, keep-alives,
+and the machine's port, user and key from the inventory. The remote command line is built with
+shlex.quote, so nothing from the inventory or the command line reaches a shell unquoted; ssh
+itself gets its arguments as a list (no local shell) and the host after `--`.
+
+Host keys: trust on first use, pinned per grading directory. ssh runs with
+`StrictHostKeyChecking=accept-new` and `UserKnownHostsFile=<out>/known_hosts`: the first grading
+run records each machine's key, later runs into the same directory refuse a machine whose key
+changed (reported as broken, with ssh's reason), so a grade is never taken from a different
+machine that took over the address. Workshop VMs are often rebuilt: delete their lines from
+known_hosts (or grade into a fresh directory) after rebuilding them. The user's ssh config
+(~/.ssh/config) is read as usual, so jump hosts configured there keep working.
+
+Outcomes: `labkit check` exits 0 (all passed) or 1 (some failed), and both carry a JSON report;
+that is "ok". ssh's own failure (exit 255) is "unreachable", retried with exponential backoff,
+as is a run that exceeds the timeout; a refused login or a changed host key is "broken" at once.
+Anything else — another exit code, output that is not a
+labkit JSON report of the asked lab — is "broken", with the reason, and not retried.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from labkit.classroom.inventory import Machine
+
+OK, UNREACHABLE, BROKEN = "ok", "unreachable", "broken"
+STATUSES = ("pass", "fail", "error")
+NOT_TRANSIENT = ("Host key verification failed", "REMOTE HOST IDENTIFICATION HAS CHANGED", "Permission denied")
+
+
+@dataclass
+class Settings:
+    known_hosts: Path
+    timeout: float = 300.0          # seconds for one lab's checks on one machine, per attempt
+    connect_timeout: int = 10
+    retries: int = 2                # further attempts after an unreachable machine or a timeout
+    backoff: float = 1.0            # seconds before the first retry; doubles with each retry
+    labkit: str = "labkit"          # the labkit command on the student machines
+
+
+@dataclass
+class LabOutcome:
+    lab: str
+    outcome: str                    # ok | unreachable | broken
+    reason: str | None = None
+    report: dict | None = None      # the machine's `labkit check --format json` report when ok
+    attempts: int = 0
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict:
+        return {"lab": self.lab, "outcome": self.outcome, "reason": self.reason, "attempts": self.attempts,
+                "seconds": round(self.seconds, 3), "report": self.report}
+
+
+def remote_command(machine: Machine, lab: str, settings: Settings) -> str:
+    argv = [settings.labkit, "check", lab, "--format", "json"]
+    if machine.user != "root":
+        argv = ["sudo", "-n", "--"] + argv      # checks run as root; -n: fail rather than prompt
+    return shlex.join(argv)
+
+
+def ssh_argv(machine: Machine, lab: str, settings: Settings) -> list[str]:
+    argv = [
+        "ssh", "-T",
+        "-o", "BatchMode=yes",
+        "-o", f"ConnectTimeout={settings.connect_timeout}",
+        "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3",
+        "-o", "StrictHostKeyChecking=accept-new",
+        "-o", f"UserKnownHostsFile={settings.known_hosts}",
+        "-o", "LogLevel=ERROR",
+        "-p", str(machine.port),
+        "-l", machine.user,
+    ]
+    if machine.key:
+        argv += ["-i", machine.key, "-o", "IdentitiesOnly=yes"]
+    for key, value in machine.options:
+        argv += ["-o", f"{key}={value}"]
+    return argv + ["--", machine.host, remote_command(machine, lab, settings)]
+
+
+def _last_line(text: str, limit: int = 300) -> str:
+    lines = [l.strip() for l in text.splitlines() if l.strip()]
+    line = lines[-1] if lines else ""
+    return line if len(line) <= limit else line[:limit] + "..."
+
+
+def parse_report(stdout: str, lab: str) -> dict:
+    """The machine's JSON report, checked for the shape labkit writes; ValueError says what is off."""
+    try:
+        rep = json.loads(stdout)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"output is not JSON ({exc.msg} at line {exc.lineno})")
+    if not isinstance(rep, dict) or not isinstance(rep.get("results"), list):
+        raise ValueError("output is not a labkit check report (no results list)")
+    if rep.get("lab") != lab:
+        raise ValueError(f"the report is of lab {str(rep.get('lab'))[:60]!r}, not {lab!r}")
+    for key in ("score", "max_score", "passed", "total"):
+        if not isinstance(rep.get(key), int) or isinstance(rep.get(key), bool):
+            raise ValueError(f"the report's {key} is not a number")
+    for key in ("title", "host", "time"):
+        if not isinstance(rep.get(key), str):
+            raise ValueError(f"the report's {key} is not a string")
+    for i, r in enumerate(rep["results"]):
+        if not isinstance(r, dict):
+            raise ValueError(f"results[{i}] is not a mapping")
+        for key in ("exercise", "title", "message"):
+            if not isinstance(r.get(key), str):
+                raise ValueError(f"results[{i}].{key} is not a string")
+        if r.get("status") not in STATUSES:
+            raise ValueError(f"results[{i}].status is not one of {', '.join(STATUSES)}")
+        for key in ("points", "max_points"):
+            if not isinstance(r.get(key), int) or isinstance(r.get(key), bool):
+                raise ValueError(f"results[{i}].{key} is not a number")
+        if not isinstance(r.get("duration_s", 0), (int, float)):
+            raise ValueError(f"results[{i}].duration_s is not a number")
+        r.setdefault("duration_s", 0.0)
+        if not isinstance(r.get("details", {}), dict):
+            raise ValueError(f"results[{i}].details is not a mapping")
+    return rep
+
+
+def check_lab(machine: Machine, lab: str, settings: Settings) -> LabOutcome:
+    """Run the lab's checks on the machine; never raises for anything the machine does."""
+    argv = ssh_argv(machine, lab, settings)
+    start = time.monotonic()
+    attempt = 0
+    while True:
+        attempt += 1
+        outcome = _attempt(argv, lab, settings)
+        outcome.attempts = attempt
+        if outcome.outcome != UNREACHABLE or attempt > settings.retries:
+            outcome.seconds = time.monotonic() - start
+            return outcome
+        time.sleep(settings.backoff * 2 ** (attempt - 1))
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """Only while ssh is alive and not yet reaped: its group id is still its own."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
+
+
+def _attempt(argv: list[str], lab: str, settings: Settings) -> LabOutcome:
+    try:
+        # a session of its own: on a timeout, ssh and anything it started (a ProxyCommand) are killed
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                text=True, errors="replace", start_new_session=True)
+    except OSError as exc:
+        return LabOutcome(lab, BROKEN, f"cannot run ssh: {exc}")
+    try:
+        stdout, stderr = proc.communicate(timeout=settings.timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        proc.communicate()
+        return LabOutcome(lab, UNREACHABLE, f"no answer within {settings.timeout:g} s")
+    proc = subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
+    if proc.returncode == 255:
+        line = _last_line(proc.stderr) or "connection failed (exit 255)"
+        reason = line if line.startswith("ssh:") else f"ssh: {line}"
+        # refused keys and changed host keys do not get better by trying again
+        kind = BROKEN if any(s in proc.stderr for s in NOT_TRANSIENT) else UNREACHABLE
+        return LabOutcome(lab, kind, reason)
+    if proc.returncode not in (0, 1):
+        detail = _last_line(proc.stderr) or _last_line(proc.stdout) or "no output"
+        if proc.returncode == 127:
+            detail = f"{settings.labkit!r} not found on the machine ({detail})"
+        return LabOutcome(lab, BROKEN, f"labkit check exited {proc.returncode}: {detail}")
+    try:
+        report = parse_report(proc.stdout, lab)
+    except ValueError as exc:
+        return LabOutcome(lab, BROKEN, f"labkit check exited {proc.returncode} with unusable output: {exc}")
+    return LabOutcome(lab, OK, None, report)
