@@ -226,6 +226,8 @@ def test_kubeconfig_mode_runs_the_lab_on_another_api_server(tmp_path):
         for exercise in ("background-delete", "foreground-delete", "stuck-finalizer"):
             assert "judged by the final state only" in results[exercise].message
         assert not (LabState(LAB).dir / "apiserver").exists()
+        assert "labkit has no decision log" in labkit("gc", "log", check=2).stderr
+        assert "Deployment shop/web" in labkit("gc", "graph", "-n", "shop", check=0).stdout
         labkit("cleanup", LAB, check=0)
         client = cluster.client()
         assert wait_for(lambda: not {n["metadata"]["name"] for n in client.list("v1", "namespaces")[0]}

@@ -99,6 +99,11 @@ def log(
     from labkit.errors import LabkitError
 
     path = (state or default_state_dir()) / "decisions.log"
+    if not path.exists() and state is None:
+        from labkit.state import LabState
+        if (LabState("gc").status.get("options") or {}).get("kubeconfig"):
+            raise LabkitError("the gc lab runs against a real cluster (--kubeconfig): labkit has no decision log "
+                              "of its garbage collector; its Events (kubectl get events) say some of it")
     if not path.exists() and not follow:
         raise LabkitError(f"no decision log at {path}: is the lab running? (`labkit run gc`, or --state DIR)")
 
