@@ -435,8 +435,8 @@ def check_predict_dangling(ctx):
         wrong["stranger_event"] = event
     observed = {**truth, "shared_owners": truth_owners, "stranger_event": truth_event}
     if wrong:
-        return ctx.failed(f"the garbage collector did otherwise for {', '.join(wrong)}: an owner reference is "
-                          "looked up by UID in the dependent's own namespace; absent means dangling, and an object "
+        return ctx.failed(f"the garbage collector did otherwise for {', '.join(wrong)}: the GC GETs each owner "
+                          "by name in the dependent's own namespace and compares UIDs; absent means dangling, and an object "
                           "is deleted only when no owner is solid", expected=observed, observed=wrong)
     return ctx.passed("your prediction is what the garbage collector did to freshly created objects",
                       observed=observed)

@@ -161,5 +161,6 @@ The objects live on {where}.
     export KUBECONFIG={target.kubeconfig}
     kubectl get deploy,rs,pods,cm,secrets -n {NAMESPACE}
 
+- the experiment of predict-dangling: `{Path(__file__).resolve().parent}/scenarios/predict.yaml`
 - `labkit gc graph -n {NAMESPACE}` — the owner-reference graph with each object's state (`--format svg -o g.svg`)
 {follow}"""
