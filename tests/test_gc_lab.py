@@ -5,6 +5,7 @@ any API server with --kubeconfig (here a separately started one standing in for 
 
 import json
 import os
+import signal
 import stat
 import subprocess
 from pathlib import Path
@@ -18,7 +19,7 @@ from labkit.exercises import answer_path, wait_for
 from labkit.gc.target import for_env
 from labkit.labs import get_lab
 from labkit.state import LabEnv, LabState
-from support import host_lock, labkit
+from support import LABKIT, REPO, host_lock, labkit
 
 LAB = "gc"
 EXERCISES = ["owner-chain", "background-delete", "foreground-delete", "orphan-adopt", "unblocking-dependent",
@@ -234,3 +235,15 @@ def test_kubeconfig_mode_runs_the_lab_on_another_api_server(tmp_path):
                         & {"shop", "predict-a", "predict-b"}, timeout=10)
     finally:
         cluster.stop()
+
+
+@pytest.mark.host_exclusive
+@pytest.mark.parametrize("step", ["server", "objects"])
+def test_kill_9_during_run_then_cleanup_leaves_nothing(step, host_unchanged):
+    run = subprocess.run([*LABKIT, "run", LAB], cwd=REPO, capture_output=True,
+                         env={**os.environ, "LABKIT_CRASH_AT": f"gc:{step}"})
+    assert run.returncode == -signal.SIGKILL
+    state = LabState(LAB)
+    assert (state.dir / "apiserver" / "server.json").exists()     # the server outlived labkit
+    assert labkit("cleanup", LAB, check=0)
+    assert not (state.dir / "apiserver").exists()

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from labkit.apiserver.errors import ApiError
 from labkit.apiserver.server import spawn
+from labkit.crashpoints import crash_point
 from labkit.errors import LabkitError
 from labkit.exercises import wait_for
 from labkit.gc.target import SERVER_TAG, Target, for_env
@@ -80,6 +81,7 @@ def up(env):
         # the server's objects live as long as the lab: `labkit reset` and `cleanup` start from nothing
         env.ledger.record("path", path=str(Path(env.dir) / SERVER_TAG))
         spawn(env, SERVER_TAG)
+        crash_point("gc:server")
         target = for_env(env)
     client = target.client()
     for ns in (NAMESPACE, *PREDICT_NAMESPACES):
@@ -105,6 +107,7 @@ def up(env):
         "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "archive",
                              "uid": archive["metadata"]["uid"], "blockOwnerDeletion": True}]},
         "stringData": {"key": "s3cr3t"}}, NAMESPACE)
+    crash_point("gc:objects")
     expected = {"web": 3, "cart": 2, "api": 2, "worker": 2, "reports": 2}
     if not wait_for(lambda: all(_running(client, app, n) for app, n in expected.items()), timeout=120, interval=0.2):
         raise LabkitError("the lab's Pods did not all become Running within 120 s")
