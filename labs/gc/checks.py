@@ -401,7 +401,7 @@ def _experiment(ctx, client):
                     tuple(sorted(r["name"].rsplit("-", 1)[0] for r in obj["metadata"].get("ownerReferences") or []))
             return out
         wait_for(lambda: snapshot()["orphan"] is None, timeout=30, interval=0.2)
-        state = settle(snapshot, timeout=30, stable_for=2).value
+        state = settle(snapshot, timeout=30, stable_for=1).value
         events = [e for e in client.list("v1", "events", ns)[0]
                   if (e.get("involvedObject") or {}).get("name") == f"stranger-{suffix}" and e.get("type") == "Warning"]
         return state, sorted({e.get("reason") for e in events})
