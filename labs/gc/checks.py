@@ -357,6 +357,9 @@ def check_unblocking_dependent(ctx):
                           "blockOwnerDeletion", observed=dep["metadata"].get("ownerReferences"))
     if stripped and not dep["metadata"].get("deletionTimestamp"):
         return ctx.failed(f"you removed {dep_name}'s owner reference instead of unblocking it")
+    if events is None:
+        return ctx.passed(f"ConfigMap {owner} is gone while {dep_name} still holds {fin} and names it as owner; "
+                          + NO_LOG.format(what="the propagation policy you used"))
     return ctx.passed(f"ConfigMap {owner} went in the foreground while {dep_name} still holds {fin}: a dependent "
                       "without blockOwnerDeletion does not hold up its owner")
 
