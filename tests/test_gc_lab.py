@@ -232,8 +232,16 @@ def test_kubeconfig_mode_runs_the_lab_on_another_api_server(tmp_path):
         assert "Deployment shop/web" in labkit("gc", "graph", "-n", "shop", check=0).stdout
         labkit("cleanup", LAB, check=0)
         client = cluster.client()
-        assert wait_for(lambda: not {n["metadata"]["name"] for n in client.list("v1", "namespaces")[0]}
-                        & {"shop", "predict-a", "predict-b"}, timeout=10)
+
+        def lab_namespaces():
+            return {n["metadata"]["name"] for n in client.list("v1", "namespaces")[0]} & {"shop", "predict-a", "predict-b"}
+        assert wait_for(lambda: not lab_namespaces(), timeout=10), lab_namespaces()
+        # a namespace that was there before is never taken over, nor deleted when the build fails
+        client.create("v1", "namespaces", {"metadata": {"name": "predict-b"}})
+        refused = labkit("run", LAB, "--kubeconfig", str(cluster.kubeconfig), check=2).stderr
+        assert "namespace predict-b already exists on the cluster of" in refused
+        assert wait_for(lambda: lab_namespaces() == {"predict-b"}, timeout=10), lab_namespaces()
+        assert client.get("v1", "namespaces", "predict-b")["metadata"].get("deletionTimestamp") is None
     finally:
         cluster.stop()
 

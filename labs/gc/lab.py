@@ -85,15 +85,12 @@ def up(env):
         target = for_env(env)
     client = target.client()
     for ns in (NAMESPACE, *PREDICT_NAMESPACES):
+        # on a real cluster, never take over (and later delete) a namespace that was there before
+        if not target.embedded and _get(client, "namespaces", ns, None) is not None:
+            raise LabkitError(f"namespace {ns} already exists on {target.description}: the lab needs it "
+                              "for itself (delete it, or use another cluster)")
         _record(env, target, "v1", "namespaces", ns)
-        try:
-            client.create("v1", "namespaces", {"metadata": {"name": ns}})
-        except ApiError as exc:
-            if exc.code != 409:
-                raise
-            if not target.embedded:
-                raise LabkitError(f"namespace {ns} already exists on {target.description}: the lab needs it "
-                                  "for itself (delete it, or use another cluster)")
+        client.create("v1", "namespaces", {"metadata": {"name": ns}})
     for name, replicas in (("web", 3), ("cart", 2), ("api", 2)):
         client.create("apps/v1", "deployments", deployment(name, replicas), NAMESPACE)
     for name in ("worker", "reports"):
@@ -123,7 +120,7 @@ def up(env):
     env.log(f"starting state loaded on {target.description}")
 
 
-def _get(client, resource: str, name: str, namespace: str = NAMESPACE) -> dict | None:
+def _get(client, resource: str, name: str, namespace: str | None = NAMESPACE) -> dict | None:
     api_version = "apps/v1" if resource in ("deployments", "replicasets") else "v1"
     try:
         return client.get(api_version, resource, name, namespace)
