@@ -154,7 +154,9 @@ def graph(
 
     Each object shows whether it is being deleted, its finalizers, and its owner references
     (controller, blockOwnerDeletion); owners that are referenced but absent are shown as virtual
-    nodes, as the garbage collector's graph has them. Text is a tree per root; dot/svg/png are
+    nodes, as the garbage collector's graph has them. On the gc lab's embedded server, each object
+    also shows what labkit's garbage collector has marked in its own graph (deletingDependents:
+    an owner waiting in the foreground; beingDeleted). Text is a tree per root; dot/svg/png are
     Graphviz, with an arrow from each dependent to its owner."""
     from labkit.errors import LabkitError
     from labkit.gc import graph as owner_graph
@@ -168,7 +170,8 @@ def graph(
         raise LabkitError(f"--kubeconfig: {kubeconfig}: no such file")
     target = Target(kubeconfig, context) if kubeconfig else lab_target()
     try:
-        nodes = owner_graph.collect(target.client(), namespace)
+        client = target.client()
+        nodes = owner_graph.collect(client, namespace, owner_graph.gc_view(client) if target.embedded else None)
     except OSError as exc:
         raise LabkitError(f"cannot reach {target.description}: {exc}")
     everything = all_objects or namespace is not None

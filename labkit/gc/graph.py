@@ -36,6 +36,7 @@ class Node:
     virtual: bool = False
     elsewhere: str | None = None         # a virtual owner that exists in this other namespace
     dependents: list = field(default_factory=list)  # (uid, ownerReference) of each dependent
+    gc: dict | None = None               # the embedded GC's own node (beingDeleted, deletingDependents, virtual)
 
     @property
     def label(self) -> str:
@@ -50,13 +51,19 @@ class Node:
             out.append(f"deleting since {self.deleting}")
         if self.finalizers:
             out.append("finalizers: " + ", ".join(self.finalizers))
+        if self.gc:
+            flags = [f for f in ("deletingDependents", "beingDeleted") if self.gc.get(f)]
+            if self.gc.get("virtual") and not self.virtual:
+                flags.append("virtual")
+            if flags:
+                out.append("GC: " + ", ".join(flags))
         return out
 
     def as_dict(self) -> dict:
         return {"uid": self.uid, "apiVersion": self.api_version, "kind": self.kind, "name": self.name,
                 "namespace": self.namespace, "virtual": self.virtual, "elsewhere": self.elsewhere,
                 "deletionTimestamp": self.deleting, "finalizers": self.finalizers, "ownerReferences": self.owners,
-                "dependents": [uid for uid, _ in self.dependents]}
+                "dependents": [uid for uid, _ in self.dependents], "gc": self.gc}
 
 
 def _resources(client):
@@ -67,8 +74,21 @@ def _resources(client):
         yield r
 
 
-def collect(client, namespace: str | None = None) -> dict[str, Node]:
-    """Every object (of `namespace`, or all), plus virtual nodes for absent owners, by uid."""
+def gc_view(client) -> dict[str, dict]:
+    """The embedded garbage collector's own graph nodes by uid (its admin API, /labkit/v1), or {}
+    where there is none (a real cluster, or the GC stopped)."""
+    try:
+        code, body = client.request("GET", "/labkit/v1/garbagecollector/graph")
+    except OSError:
+        return {}
+    if code != 200 or not isinstance(body, dict):
+        return {}
+    return {n["identity"]["uid"]: n for n in body.get("nodes") or []}
+
+
+def collect(client, namespace: str | None = None, gc: dict[str, dict] | None = None) -> dict[str, Node]:
+    """Every object (of `namespace`, or all), plus virtual nodes for absent owners, by uid; with
+    `gc` (gc_view), each node also carries what the garbage collector's graph says of it."""
     nodes: dict[str, Node] = {}
     everywhere: dict[str, dict] = {}
     for r in _resources(client):
@@ -114,6 +134,9 @@ def collect(client, namespace: str | None = None) -> dict[str, Node]:
                     owner = nodes[key] = Node(uid, ref.get("apiVersion", ""), ref.get("kind", ""), ref.get("name", ""),
                                               node.namespace, virtual=True, elsewhere=elsewhere)
             owner.dependents.append((node.uid, ref))
+    for node in nodes.values():
+        if gc and node.uid in gc:
+            node.gc = gc[node.uid]
     return nodes
 
 
