@@ -83,7 +83,7 @@ def test_run_prints_a_kubeconfig_that_kubectl_uses(lab_vars, lab):
     assert "Deployment shop/web" in text and "Service shop/web" in text
     # ... and what labkit's GC has marked in its own graph: the owner waits for its dependents
     assert "ReplicaSet shop/reports" in text and "finalizers: foregroundDeletion; GC: deletingDependents" in text
-    assert "finalizers: example.com/upload] (controller, blockOwnerDeletion)" in text
+    assert "finalizers: example.com/upload; GC: beingDeleted] (controller, blockOwnerDeletion)" in text
     assert "Secret shop/archive-key" in text and "[finalizers: example.com/keep] (blockOwnerDeletion)" in text
     pods = [line for line in text.splitlines() if "Pod shop/web-" in line]
     assert len(pods) == 3 and all(line.startswith("   ") for line in pods)     # below their ReplicaSet
