@@ -8,7 +8,6 @@ import os
 import signal
 import stat
 import subprocess
-from pathlib import Path
 
 import pytest
 import yaml

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import calendar
 import time
-from pathlib import Path
 
 import yaml
 
