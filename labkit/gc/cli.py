@@ -177,7 +177,7 @@ def graph(
     everything = all_objects or namespace is not None
     if as_json:
         data = (json.dumps([n.as_dict() for n in nodes.values()
-                            if everything or owner_graph._interesting(n, nodes)], indent=2) + "\n").encode()
+                            if everything or owner_graph.interesting(n, nodes)], indent=2) + "\n").encode()
     elif fmt == "text":
         data = owner_graph.render_text(nodes, everything).encode()
     elif fmt == "dot":

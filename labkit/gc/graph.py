@@ -144,14 +144,14 @@ def _key(node: Node) -> str:
     return node.uid if not node.virtual else f"{node.uid}@{node.namespace or ''}"
 
 
-def _interesting(node: Node, nodes: dict[str, Node]) -> bool:
+def interesting(node: Node, nodes: dict[str, Node]) -> bool:
     return bool(node.owners or node.dependents or node.deleting or node.finalizers)
 
 
 def render_text(nodes: dict[str, Node], all_objects: bool = True) -> str:
     """A tree per root (an object without owners, or a virtual owner); dependents indented below
     their owners, each edge marked with its controller / blockOwnerDeletion flags."""
-    shown = {k: n for k, n in nodes.items() if all_objects or _interesting(n, nodes)}
+    shown = {k: n for k, n in nodes.items() if all_objects or interesting(n, nodes)}
     roots = sorted((n for n in shown.values() if not n.owners),
                    key=lambda n: (n.namespace or "", n.virtual, n.kind, n.name))
     lines: list[str] = []
@@ -208,7 +208,7 @@ def _quote(text: str) -> str:
 def render_dot(nodes: dict[str, Node], all_objects: bool = True) -> str:
     """Graphviz: an arrow from each dependent to its owner (as ownerReferences point); dashed
     boxes for virtual owners, red for objects being deleted, finalizers under the name."""
-    shown = {k: n for k, n in nodes.items() if all_objects or _interesting(n, nodes)}
+    shown = {k: n for k, n in nodes.items() if all_objects or interesting(n, nodes)}
     out = ["digraph owners {", "  rankdir=BT;", '  node [shape=box, fontname="Helvetica", fontsize=10];',
            '  edge [fontname="Helvetica", fontsize=9];']
     for key, node in sorted(shown.items()):
