@@ -93,10 +93,18 @@ def _print_exercises(lab) -> None:
 
 
 @app.command()
-def run(lab_id: str = typer.Argument(..., metavar="LAB", help="Lab to start, e.g. kube-proxy.")):
+def run(lab_id: str = typer.Argument(..., metavar="LAB", help="Lab to start, e.g. kube-proxy."),
+        kubeconfig: Optional[Path] = typer.Option(None, "--kubeconfig", help="Labs on a Kubernetes API (gc): use "
+                                                  "this real cluster instead of labkit's embedded API server."),
+        context: Optional[str] = typer.Option(None, "--context", help="With --kubeconfig: the context (default: current).")):
     """Build the lab's environment (idempotent) and print its instructions."""
     lab = get_lab(lab_id)
-    env, built = runner.run(lab, say=_say)
+    if context and not kubeconfig:
+        fail("--context needs --kubeconfig")
+    if kubeconfig and not kubeconfig.is_file():
+        fail(f"--kubeconfig: {kubeconfig}: no such file")
+    options = {"kubeconfig": str(kubeconfig.resolve()), "context": context} if kubeconfig else None
+    env, built = runner.run(lab, say=_say, options=options)
     if not built:
         _say(f"lab {lab.id} is already running")
     _markdown(lab.instructions)

@@ -12,6 +12,8 @@ Kinds and the function that removes each (removal is idempotent: "already gone" 
   cgroup   {path}           a cgroup directory (processes in it are killed first)
   mount    {path}           a mount in the host's mount namespace (unmounted lazily)
   path     {path}           a file or directory tree labkit made
+  apiobject {kubeconfig, context, apiVersion, resource, namespace, name}
+                            an object labkit created on a real cluster (a lab run with --kubeconfig)
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ REMOVERS = {
     "cgroup": "labkit.cgroups:remove_recorded",
     "mount": "labkit.hostmounts:remove_recorded",
     "path": "labkit.hostmounts:remove_recorded_path",
+    "apiobject": "labkit.apiserver.client:remove_recorded",
 }
 
 
@@ -139,4 +142,7 @@ def describe(entry: dict) -> str:
         return f"link {entry['name']} in {entry['netns']}"
     if kind in ("cgroup", "mount", "path"):
         return f"{kind} {entry['path']}"
+    if kind == "apiobject":
+        where = f"{entry['namespace']}/" if entry.get("namespace") else ""
+        return f"{entry['resource']} {where}{entry['name']} on the cluster of {entry['kubeconfig']}"
     return json.dumps(entry)

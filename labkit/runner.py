@@ -35,26 +35,45 @@ def lab_is_up(env: LabEnv) -> bool:
     return bool(is_up(env)) if callable(is_up) else True
 
 
-def run(lab: Lab, say: Say = _quiet) -> tuple[LabEnv, bool]:
-    """Build the lab's environment unless it is already up and healthy. Returns (env, built)."""
+def _check_options(lab: Lab, options: dict | None) -> dict:
+    """Lab options (`labkit run LAB --kubeconfig FILE`) must be ones the lab's lab.py lists in OPTIONS."""
+    options = {k: v for k, v in (options or {}).items() if v is not None}
+    accepted = getattr(lab.environment_module(), "OPTIONS", ())
+    unknown = sorted(set(options) - set(accepted))
+    if unknown:
+        raise LabkitError(f"lab {lab.id} does not take --{unknown[0]}"
+                          + (f" (it takes: {', '.join('--' + o for o in accepted)})" if accepted else ""))
+    return options
+
+
+def run(lab: Lab, say: Say = _quiet, options: dict | None = None) -> tuple[LabEnv, bool]:
+    """Build the lab's environment unless it is already up and healthy. Returns (env, built).
+
+    `options` (e.g. {"kubeconfig": path}) are kept in the lab's status for its whole life: lab
+    code reads them as env.options."""
     require_prerequisites(lab)
+    options = _check_options(lab, options)
     state = LabState(lab.id)
     with state.locked():
         if state.phase == "up":
             env = LabEnv(lab, state)
             if lab_is_up(env):
+                if options and options != env.options:
+                    raise LabkitError(f"lab {lab.id} is already running with other options "
+                                      f"({env.options or 'none'}): `labkit cleanup {lab.id}` first")
                 return env, False
             say(f"lab {lab.id} was up but is damaged: rebuilding it")
         if state.ledger.entries():
             say(f"removing what a previous, unfinished `labkit run {lab.id}` left")
             _teardown(state, say)
-        return _build(lab, state, say), True
+        return _build(lab, state, say, options), True
 
 
-def _build(lab: Lab, state: LabState, say: Say) -> LabEnv:
+def _build(lab: Lab, state: LabState, say: Say, options: dict | None = None) -> LabEnv:
     token = state.new_token()
     started = time.time()
-    state.set_status(phase="building", token=token, started=started)
+    extra = {"options": options} if options else {}
+    state.set_status(phase="building", token=token, started=started, **extra)
     env = LabEnv(lab, state, token)
     module = lab.environment_module()
     try:
@@ -67,7 +86,7 @@ def _build(lab: Lab, state: LabState, say: Say) -> LabEnv:
         leftover = f"; cleanup problems: {'; '.join(problems)}" if problems else ""
         reason = str(exc) if isinstance(exc, LabkitError) else f"{type(exc).__name__}: {exc}"
         raise LabkitError(f"building lab {lab.id} failed: {reason}. Everything it had created was removed{leftover}.") from exc
-    state.set_status(phase="up", token=token, started=started, build_s=round(time.time() - started, 3))
+    state.set_status(phase="up", token=token, started=started, build_s=round(time.time() - started, 3), **extra)
     return env
 
 
@@ -123,11 +142,12 @@ def reset(lab: Lab, say: Say = _quiet) -> LabEnv:
     require_prerequisites(lab)
     state = LabState(lab.id)
     with state.locked():
+        options = state.status.get("options")
         problems = _teardown(state, say)
         if problems:
             raise LabkitError("could not tear the lab down: " + "; ".join(problems))
         state.clear_progress()
-        return _build(lab, state, say)
+        return _build(lab, state, say, options)
 
 
 def cleanup(lab_id: str, say: Say = _quiet) -> list[str]:

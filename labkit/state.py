@@ -117,6 +117,7 @@ class LabEnv:
         self.ledger = state.ledger
         self.prefix = paths.prefix()
         self.token = token or state.status.get("token") or state.new_token()
+        self.options = dict(state.status.get("options") or {})   # `labkit run LAB --kubeconfig ...`
 
     def netns_name(self, host: str) -> str:
         return f"{self.prefix}-{self.lab.id}-{host}"

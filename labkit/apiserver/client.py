@@ -474,3 +474,21 @@ class _LocalWatch(Watch):
     def stop(self) -> None:
         self.ended = True
         self.stream.close()
+
+
+def remove_recorded(entry: dict) -> bool:
+    """Ledger remover for `apiobject` entries: delete an object labkit made on a real cluster
+    (a namespace takes its content with it). "Already gone" is success."""
+    from labkit.errors import LabkitError
+
+    try:
+        client = HttpClient.from_kubeconfig(entry["kubeconfig"], entry.get("context"), timeout=20)
+        client.delete(entry["apiVersion"], entry["resource"], entry["name"], entry.get("namespace"),
+                      options={"propagationPolicy": "Background"})
+    except ApiError as exc:
+        if exc.code == 404:
+            return False
+        raise LabkitError(str(exc))
+    except OSError as exc:
+        raise LabkitError(f"cannot reach the cluster of {entry['kubeconfig']}: {exc}")
+    return True

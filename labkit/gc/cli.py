@@ -10,7 +10,7 @@ from typing import List, Optional
 
 import typer
 
-app = typer.Typer(help="Garbage collection: play scenarios (`run`), follow the GC's decisions (`log`).",
+app = typer.Typer(help="Garbage collection: play scenarios (`run`), follow the GC's decisions (`log`), draw the owner graph (`graph`).",
                   no_args_is_help=True)
 
 
@@ -99,6 +99,11 @@ def log(
     from labkit.errors import LabkitError
 
     path = (state or default_state_dir()) / "decisions.log"
+    if not path.exists() and state is None:
+        from labkit.state import LabState
+        if (LabState("gc").status.get("options") or {}).get("kubeconfig"):
+            raise LabkitError("the gc lab runs against a real cluster (--kubeconfig): labkit has no decision log "
+                              "of its garbage collector; its Events (kubectl get events) say some of it")
     if not path.exists() and not follow:
         raise LabkitError(f"no decision log at {path}: is the lab running? (`labkit run gc`, or --state DIR)")
 
@@ -129,3 +134,58 @@ def log(
         if not follow:
             return
         time.sleep(0.2)
+
+
+@app.command("graph")
+def graph(
+    namespace: Optional[str] = typer.Option(None, "-n", "--namespace",
+                                            help="Only this namespace (and the namespace object itself)."),
+    fmt: str = typer.Option("text", "--format", help="text | dot | svg | png"),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write to this file (needed for png)."),
+    all_objects: bool = typer.Option(False, "-a", "--all",
+                                     help="Also objects without owners, dependents, finalizers or deletion "
+                                          "(always on with -n)."),
+    as_json: bool = typer.Option(False, "--json", help="The nodes as JSON."),
+    kubeconfig: Optional[Path] = typer.Option(None, "--kubeconfig",
+                                              help="Read this cluster instead of the running gc lab's."),
+    context: Optional[str] = typer.Option(None, "--context", help="kubeconfig context (default: the current one)."),
+):
+    """Draw the owner-reference graph of live objects with their state.
+
+    Each object shows whether it is being deleted, its finalizers, and its owner references
+    (controller, blockOwnerDeletion); owners that are referenced but absent are shown as virtual
+    nodes, as the garbage collector's graph has them. On the gc lab's embedded server, each object
+    also shows what labkit's garbage collector has marked in its own graph (deletingDependents:
+    an owner waiting in the foreground; beingDeleted). Text is a tree per root; dot/svg/png are
+    Graphviz, with an arrow from each dependent to its owner."""
+    from labkit.errors import LabkitError
+    from labkit.gc import graph as owner_graph
+    from labkit.gc.target import Target, lab_target
+
+    if fmt not in ("text", "dot", "svg", "png"):
+        raise LabkitError(f"--format: expected text, dot, svg or png, got {fmt!r}")
+    if fmt == "png" and output is None:
+        raise LabkitError("--format png: give a file with -o FILE")
+    if kubeconfig is not None and not kubeconfig.is_file():
+        raise LabkitError(f"--kubeconfig: {kubeconfig}: no such file")
+    target = Target(kubeconfig, context) if kubeconfig else lab_target()
+    try:
+        client = target.client()
+        nodes = owner_graph.collect(client, namespace, owner_graph.gc_view(client) if target.embedded else None)
+    except OSError as exc:
+        raise LabkitError(f"cannot reach {target.description}: {exc}")
+    everything = all_objects or namespace is not None
+    if as_json:
+        data = (json.dumps([n.as_dict() for n in nodes.values()
+                            if everything or owner_graph.interesting(n, nodes)], indent=2) + "\n").encode()
+    elif fmt == "text":
+        data = owner_graph.render_text(nodes, everything).encode()
+    elif fmt == "dot":
+        data = owner_graph.render_dot(nodes, everything).encode()
+    else:
+        data = owner_graph.render_image(owner_graph.render_dot(nodes, everything), fmt)
+    if output is not None:
+        output.write_bytes(data)
+    else:
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()

@@ -1,0 +1,258 @@
+"""The gc lab end to end: `labkit run gc` prints a kubeconfig that real kubectl uses; every check
+fails on a fresh lab, fails after a typical wrong method or answer with a reason, and passes
+after its reference solution; `labkit gc graph` draws live objects; and the lab runs against
+any API server with --kubeconfig (here a separately started one standing in for a cluster)."""
+
+import json
+import os
+import signal
+import stat
+import subprocess
+
+import pytest
+import yaml
+
+from conftest import fresh_environment
+from labkit import runner
+from labkit.exercises import answer_path, wait_for
+from labkit.gc.target import for_env
+from labkit.labs import get_lab
+from labkit.state import LabEnv, LabState
+from support import LABKIT, REPO, host_lock, labkit
+
+LAB = "gc"
+EXERCISES = ["owner-chain", "background-delete", "foreground-delete", "orphan-adopt", "unblocking-dependent",
+             "predict-dangling", "stuck-finalizer"]
+
+
+@pytest.fixture(scope="module")
+def lab_vars(tmp_path_factory):
+    """One `labkit run gc` for the module (its tests reset it when they need a fresh state)."""
+    env = {**os.environ, **fresh_environment(tmp_path_factory.mktemp("gc-lab"))}
+    with host_lock(False):
+        run = labkit("run", LAB, env=env, check=0)
+    try:
+        yield env, run.stdout
+    finally:
+        with host_lock(False):
+            labkit("cleanup", LAB, env=env, check=0)
+
+
+@pytest.fixture
+def lab(lab_vars, monkeypatch):
+    env, _ = lab_vars
+    for key in ("LABKIT_STATE_DIR", "LABKIT_ANSWERS_DIR", "LABKIT_PREFIX", "LABKIT_LABS_PATH"):
+        monkeypatch.setenv(key, env[key])
+    lab = get_lab(LAB)
+    return lab, LabEnv(lab, LabState(lab.id))
+
+
+def statuses(lab, exercise=None):
+    return {r.exercise: r for r in runner.check(lab, exercise)}
+
+
+def answer(exercise, data):
+    path = answer_path(LAB, exercise)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(data))
+
+
+def failing(lab, exercise, *words):
+    result = statuses(lab, exercise)[exercise]
+    assert result.status == "fail", (exercise, result.status, result.message)
+    for word in words:
+        assert word in result.message, (exercise, word, result.message)
+    return result
+
+
+def test_run_prints_a_kubeconfig_that_kubectl_uses(lab_vars, lab):
+    _, out = lab_vars
+    lab, env = lab
+    target = for_env(env)
+    assert f"export KUBECONFIG={target.kubeconfig}" in out
+    assert stat.S_IMODE(target.kubeconfig.stat().st_mode) == 0o600
+    got = subprocess.run(["kubectl", "get", "deploy,rs", "-n", "shop", "-o", "name"], capture_output=True, text=True,
+                         env={**os.environ, "KUBECONFIG": str(target.kubeconfig)}, check=True).stdout.split()
+    assert {"deployment.apps/web", "deployment.apps/cart", "deployment.apps/api", "replicaset.apps/worker",
+            "replicaset.apps/reports"} <= set(got)
+    table = target.kubectl("get", "pods", "-n", "shop", "-l", "app=reports")
+    assert "Terminating" in table
+    # the graph of the live lab: the Deployment chain, and the stuck foreground deletion with its state
+    text = labkit("gc", "graph", "-n", "shop", check=0).stdout
+    assert "Deployment shop/web" in text and "Service shop/web" in text
+    # ... and what labkit's GC has marked in its own graph: the owner waits for its dependents
+    assert "ReplicaSet shop/reports" in text and "finalizers: foregroundDeletion; GC: deletingDependents" in text
+    assert "finalizers: example.com/upload; GC: beingDeleted] (controller, blockOwnerDeletion)" in text
+    assert "Secret shop/archive-key" in text and "[finalizers: example.com/keep] (blockOwnerDeletion)" in text
+    pods = [line for line in text.splitlines() if "Pod shop/web-" in line]
+    assert len(pods) == 3 and all(line.startswith("   ") for line in pods)     # below their ReplicaSet
+    nodes = json.loads(labkit("gc", "graph", "--json", check=0).stdout)
+    assert not any(n["namespace"] == "kube-system" for n in nodes)     # without -n: only objects in relations
+    assert "kube-root-ca.crt" not in labkit("gc", "graph", check=0).stdout
+    assert "ConfigMap shop/settings" in labkit("gc", "graph", "-a", check=0).stdout
+
+
+def test_fresh_checks_fail_and_wrong_methods_fail_with_a_reason(lab):
+    lab, env = lab
+    runner.reset(lab)
+    fresh = statuses(lab)
+    assert {e: r.status for e, r in fresh.items()} == {e: "fail" for e in EXERCISES}, \
+        {e: r.message for e, r in fresh.items()}
+    target = for_env(env)
+    k = target.kubectl
+    client = target.client()
+    # (a) names instead of UIDs; the Pod's own UID
+    pod = client.list("v1", "pods", "shop", label_selector="app=web")[0][0]
+    rs_name = pod["metadata"]["ownerReferences"][0]["name"]
+    answer("owner-chain", {"pod": pod["metadata"]["name"], "replicaset": rs_name, "deployment": "web"})
+    failing(lab, "owner-chain", "write UIDs")
+    answer("owner-chain", {"pod": pod["metadata"]["name"], "replicaset": pod["metadata"]["uid"], "deployment": "x"})
+    failing(lab, "owner-chain", "the Pod's own UID")
+    # (b) foreground instead of background
+    answer("background-delete", {"order": ["Deployment", "ReplicaSet", "Pod"]})
+    k("delete", "deployment", "cart", "-n", "shop", "--cascade=foreground", "--timeout=60s")
+    failing(lab, "background-delete", "propagationPolicy Foreground", "background deletion")
+    # (c) background instead of foreground
+    answer("foreground-delete", {"finalizer": "foregroundDeletion", "last": "Deployment"})
+    k("delete", "deployment", "api", "-n", "shop")
+    failing(lab, "foreground-delete", "propagationPolicy Background, not Foreground")
+    # (d) deleting the ReplicaSet with its Pods, then a new one makes new Pods
+    k("delete", "rs", "worker", "-n", "shop", "--timeout=60s")
+    k("create", "-f", "-", input=json.dumps(lab.environment_module().replicaset("worker-v2", 2, app="worker")
+                                            | {"metadata": {"name": "worker-v2", "namespace": "shop"}}))
+    failing(lab, "orphan-adopt", "propagationPolicy Background", "--cascade=orphan")
+    # (e) removing the finalizer instead of unblocking
+    k("patch", "secret", "archive-key", "-n", "shop", "--type=merge", "-p", '{"metadata":{"finalizers":null}}')
+    k("delete", "configmap", "archive", "-n", "shop", "--cascade=foreground", "--timeout=60s")
+    failing(lab, "unblocking-dependent", "its finalizer was removed")
+    # (f) a plausible wrong prediction: the dangling reference deletes `shared` too, `stranger` is kept
+    answer("predict-dangling", {"orphan": "deleted", "shared": "deleted", "shared_owners": [], "stranger": "kept",
+                                "stranger_event": "none"})
+    result = failing(lab, "predict-dangling", "shared", "stranger")
+    assert result.expected == {"orphan": "deleted", "shared": "kept", "stranger": "deleted",
+                               "shared_owners": ["anchor"], "stranger_event": "OwnerRefInvalidNamespace"}
+    # (g) taking the GC's finalizer off the ReplicaSet: it goes, the Pod stays stuck
+    answer("stuck-finalizer", {"pod": "x", "finalizer": "example.com/upload"})
+    k("patch", "rs", "reports", "-n", "shop", "--type=json", "-p", '[{"op":"remove","path":"/metadata/finalizers"}]')
+    failing(lab, "stuck-finalizer", "you changed the ReplicaSet reports by hand", "foregroundDeletion")
+
+
+def test_solutions_pass_and_wrong_answers_fail(lab):
+    lab, env = lab
+    runner.reset(lab)
+    for exercise in EXERCISES:
+        runner.solve(lab, exercise)
+    results = statuses(lab)
+    assert {e: r.status for e, r in results.items()} == {e: "pass" for e in EXERCISES}, \
+        {e: r.message for e, r in results.items()}
+    report = json.loads(labkit("check", LAB, "--format", "json", check=0).stdout)
+    assert report["passed"] == report["total"] == len(EXERCISES)
+    # right method, wrong diagnosis: judged against the audit log and the GC's decisions
+    answer("background-delete", {"order": ["Pod", "ReplicaSet", "Deployment"]})
+    failing(lab, "background-delete", "not the order of the DELETE requests")
+    answer("foreground-delete", {"finalizer": "orphan", "last": "Pod"})
+    result = failing(lab, "foreground-delete", "not 'orphan'", "not a Pod")
+    assert result.expected == {"finalizer": "foregroundDeletion", "last": "Deployment"}
+    stuck = yaml.safe_load(answer_path(LAB, "stuck-finalizer").read_text())
+    answer("stuck-finalizer", {"pod": stuck["pod"], "finalizer": "foregroundDeletion"})
+    failing(lab, "stuck-finalizer", "the diagnosis is wrong", "foregroundDeletion was the ReplicaSet's")
+    answer("stuck-finalizer", {"pod": "reports-nope", "finalizer": stuck["finalizer"]})
+    failing(lab, "stuck-finalizer", "'reports-nope' is not the Pod")
+    # the GC decision log the lab points to (labkit gc log) explains what happened
+    log = labkit("gc", "log", check=0).stdout
+    assert "replicaset shop/reports: no dependent blocks its deletion any more → remove the foregroundDeletion" in log
+
+
+def test_graph_of_any_api_server_virtual_owners_and_images(tmp_path):
+    # no controllers: nothing collects the dangling references, so the graph keeps them
+    from labkit.apiserver.server import EmbeddedServer
+    server = EmbeddedServer(tmp_path / "srv", controllers=[]).start()
+    try:
+        c = server.client()
+        for ns in ("a", "b"):
+            c.create("v1", "namespaces", {"metadata": {"name": ns}})
+        owner_b = c.create("v1", "configmaps", {"metadata": {"name": "owner"}}, "b")
+        ghost = {"apiVersion": "v1", "kind": "ReplicationController", "name": "ghost",
+                 "uid": "00000000-0000-0000-0000-00000000dead"}
+        c.create("v1", "configmaps", {"metadata": {"name": "orphan", "ownerReferences": [ghost]}}, "a")
+        c.create("v1", "configmaps", {"metadata": {"name": "stranger", "ownerReferences": [
+            {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": owner_b["metadata"]["uid"]}]}}, "a")
+        x = c.create("v1", "configmaps", {"metadata": {"name": "x"}}, "a")
+        y = c.create("v1", "configmaps", {"metadata": {"name": "y", "finalizers": ["example.com/f"], "ownerReferences": [
+            {"apiVersion": "v1", "kind": "ConfigMap", "name": "x", "uid": x["metadata"]["uid"]}]}}, "a")
+        c.patch("v1", "configmaps", "x", {"metadata": {"ownerReferences": [
+            {"apiVersion": "v1", "kind": "ConfigMap", "name": "y", "uid": y["metadata"]["uid"],
+             "controller": True, "blockOwnerDeletion": True}]}}, "merge", "a")
+        c.delete("v1", "configmaps", "y", "a")
+        kc = str(server.kubeconfig)
+        text = labkit("gc", "graph", "-n", "a", "--kubeconfig", kc, check=0).stdout
+        assert ("ReplicationController a/ghost  uid=00000000  [virtual: referenced but absent]\n"
+                "└─ ConfigMap a/orphan") in text
+        assert "ConfigMap a/owner  uid=" + owner_b["metadata"]["uid"][:8] + \
+            "  [virtual: referenced but absent (exists in namespace b)]\n└─ ConfigMap a/stranger" in text
+        assert "… (cycle)" in text and "deleting since" in text and "finalizers: example.com/f" in text
+        dot = labkit("gc", "graph", "-n", "a", "--kubeconfig", kc, "--format", "dot", check=0).stdout
+        assert f'"{y["metadata"]["uid"]}" -> "{x["metadata"]["uid"]}";' in dot
+        assert f'"{x["metadata"]["uid"]}" -> "{y["metadata"]["uid"]}" [label="controller, blockOwnerDeletion"];' in dot
+        svg = tmp_path / "g.svg"
+        labkit("gc", "graph", "-n", "a", "--kubeconfig", kc, "--format", "svg", "-o", str(svg), check=0)
+        assert svg.read_text().lstrip().startswith("<?xml") and "a/ghost" in svg.read_text()
+        png = tmp_path / "g.png"
+        labkit("gc", "graph", "--kubeconfig", kc, "--format", "png", "-o", str(png), check=0)
+        assert png.read_bytes().startswith(b"\x89PNG")
+        assert labkit("gc", "graph", "--format", "png", "--kubeconfig", kc, check=2).stderr.strip() == \
+            "labkit: --format png: give a file with -o FILE"
+        assert "the gc lab is not running" in labkit("gc", "graph", check=2).stderr
+    finally:
+        server.stop()
+
+
+def test_kubeconfig_mode_runs_the_lab_on_another_api_server(tmp_path):
+    # a separately started server with its own controllers stands in for a real cluster: the lab
+    # starts nothing, has no audit or decision log of it, and cleanup deletes what it created there
+    from labkit.apiserver.server import EmbeddedServer
+    assert "lab kube-proxy does not take --kubeconfig" in \
+        labkit("run", "kube-proxy", "--kubeconfig", __file__, check=2).stderr
+    cluster = EmbeddedServer(tmp_path / "cluster").start()
+    try:
+        out = labkit("run", LAB, "--kubeconfig", str(cluster.kubeconfig), check=0).stdout
+        assert f"export KUBECONFIG={cluster.kubeconfig}" in out and "no labkit GC log" in out
+        lab = get_lab(LAB)
+        assert {r.status for r in statuses(lab).values()} == {"fail"}
+        for exercise in EXERCISES:
+            runner.solve(lab, exercise)
+        results = statuses(lab)
+        assert {e: r.status for e, r in results.items()} == {e: "pass" for e in EXERCISES}, \
+            {e: r.message for e, r in results.items()}
+        for exercise in ("background-delete", "foreground-delete", "orphan-adopt", "unblocking-dependent",
+                         "stuck-finalizer"):
+            assert "judged by the final state only" in results[exercise].message
+        assert not (LabState(LAB).dir / "apiserver").exists()
+        assert "labkit has no decision log" in labkit("gc", "log", check=2).stderr
+        assert "Deployment shop/web" in labkit("gc", "graph", "-n", "shop", check=0).stdout
+        labkit("cleanup", LAB, check=0)
+        client = cluster.client()
+
+        def lab_namespaces():
+            return {n["metadata"]["name"] for n in client.list("v1", "namespaces")[0]} & {"shop", "predict-a", "predict-b"}
+        assert wait_for(lambda: not lab_namespaces(), timeout=10), lab_namespaces()
+        # a namespace that was there before is never taken over, nor deleted when the build fails
+        client.create("v1", "namespaces", {"metadata": {"name": "predict-b"}})
+        refused = labkit("run", LAB, "--kubeconfig", str(cluster.kubeconfig), check=2).stderr
+        assert "namespace predict-b already exists on the cluster of" in refused
+        assert wait_for(lambda: lab_namespaces() == {"predict-b"}, timeout=10), lab_namespaces()
+        assert client.get("v1", "namespaces", "predict-b")["metadata"].get("deletionTimestamp") is None
+    finally:
+        cluster.stop()
+
+
+@pytest.mark.host_exclusive
+@pytest.mark.parametrize("step", ["server", "objects"])
+def test_kill_9_during_run_then_cleanup_leaves_nothing(step, host_unchanged):
+    run = subprocess.run([*LABKIT, "run", LAB], cwd=REPO, capture_output=True,
+                         env={**os.environ, "LABKIT_CRASH_AT": f"gc:{step}"})
+    assert run.returncode == -signal.SIGKILL
+    state = LabState(LAB)
+    assert (state.dir / "apiserver" / "server.json").exists()     # the server outlived labkit
+    assert labkit("cleanup", LAB, check=0)
+    assert not (state.dir / "apiserver").exists()
