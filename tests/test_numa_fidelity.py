@@ -20,7 +20,8 @@ from labkit.numa.cpumanager import CPUManagerError, CPUState, SMTAlignmentError,
 from labkit.numa.machine import load_machine, machine_from_dict
 from labkit.numa.memorymanager import (Block, MemoryManagerError, MemoryState, MemoryTable, NUMANodeState,
                                        StaticPolicy as MemoryStaticPolicy, nodes_from_topology)
-from labkit.numa.merge import HintMerger, NUMAInfo, Policy, TopologyHint, hints_from_json, max_of_min_affinity_counts
+from labkit.numa.merge import (HintMerger, NUMAInfo, Policy, TopologyHint, filter_single_numa_hints, hints_from_json,
+                               max_of_min_affinity_counts, new_numa_info)
 from labkit.numa.pods import pod_from_dict
 from labkit.numa.topology import CPUTopology
 
@@ -126,6 +127,31 @@ def run_hint_merger(name: str, case: dict) -> None:
         current, candidate = hint(case["current"]), hint(case["candidate"])
         result = merger.compare(current, candidate)
         assert result is {"current": current, "candidate": candidate}[case["expected"]]
+    elif name == "TestPolicySingleNumaNodeFilterHints":
+        lists = [[TopologyHint.from_json(h) for h in hints] for hints in case["all_resources"]]
+        expected = [[TopologyHint.from_json(h) for h in hints or []] for hints in case["expected"] or []]
+        assert filter_single_numa_hints(lists) == expected
+    elif name == "TestCanAdmitPodResult":
+        policy = Policy(case["policy"], NUMAInfo([0, 1]))
+        assert policy.can_admit(TopologyHint.from_json(case["hint"])) == case["expected"]
+    elif name == "TestNUMAInfo":
+        topology = [(node["id"], node["distances"]) for node in case["topology"]]
+        try:
+            info = new_numa_info(topology, case["prefer_closest_numa"])
+        except ValueError as exc:
+            assert case["expected_error"] and case["expected_error"] in str(exc)
+            return
+        assert not case["expected_error"]
+        assert (info.nodes, {str(k): v for k, v in info.distances.items()}) == \
+               (case["expected_nodes"], case["expected_distances"])
+    elif name == "TestCalculateAvgDistanceFor":
+        info = NUMAInfo(case["bits"], {int(k): v for k, v in case["distances"].items()})
+        assert info.average_distance(bitmask.new_bitmask(*case["bits"])) == case["expected"]
+    elif name == "TestClosest":
+        info = NUMAInfo([], {int(k): v for k, v in case["distances"].items()})
+        current, candidate = bitmask.new_bitmask(*case["current"]), bitmask.new_bitmask(*case["candidate"])
+        result = info.closest(candidate, current)
+        assert result == {"current": current, "candidate": candidate}[case["expected"]]
     else:
         pytest.fail(f"no runner for hint merger test {name}")
 
@@ -423,7 +449,7 @@ RUNNERS = {
 
 
 def test_every_table_file_was_found():
-    assert len(list(SHARED.glob("*.json"))) >= 5 and len(list(OWN.glob("*.json"))) >= 6
+    assert len(list(SHARED.glob("*.json"))) >= 5 and len(list(OWN.glob("*.json"))) >= 7
 
 
 @pytest.mark.parametrize("kind, table, case, test_name", collect())
