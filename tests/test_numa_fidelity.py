@@ -310,8 +310,17 @@ def _memory_assignments(data: dict) -> dict:
                   for c, blocks in containers.items()} for pod, containers in (data or {}).items()}
 
 
+def _memory_hints(hints) -> dict | None:
+    if hints is None:
+        return None
+    return {r: [(h.mask, h.preferred) for h in hs] for r, hs in hints.items()}
+
+
 def run_memory_manager(name: str, case: dict) -> None:
-    from labkit.numa.memorymanager import _machine_states_equal
+    from labkit.numa.memorymanager import _machine_states_equal, pod_requested_resources
+    if name == "Test_getPodRequestedResources":
+        assert pod_requested_resources(pod_from_dict(case["pod"])) == case["expected"]
+        return
     reserved = {int(k): v for k, v in case["system_reserved"].items()}
     hint_data = case.get("topology_hint")
     affinity = (lambda p, c: TopologyHint.from_json(hint_data)) if hint_data else (lambda p, c: TopologyHint(None, False))
@@ -324,13 +333,24 @@ def run_memory_manager(name: str, case: dict) -> None:
         assert not case["expected_error"]
         return
     state = MemoryState(_memory_state(case.get("machine_state")), _memory_assignments(case.get("assignments")))
+    if "init_containers_reusable_memory" in case:
+        policy.init_containers_reusable_memory = case["init_containers_reusable_memory"]
+    if name == "TestStaticPolicyGetTopologyHints":
+        pod = pod_from_dict(case["pod"])
+        expected = case["expected_hints"]
+        expected = None if expected is None else {r: [(None if h["mask"] is None else bitmask.new_bitmask(*h["mask"]),
+                                                       h["preferred"]) for h in hs] for r, hs in expected.items()}
+        assert _memory_hints(policy.get_topology_hints(state, pod, pod.containers[0])) == expected
+        return
     try:
         if name == "TestStaticPolicyStart":
             policy.start(state)
         elif name == "TestStaticPolicyAllocate":
             pod = pod_from_dict(case["pod"])
             policy.allocate(state, pod, pod.containers[0])
-        elif name == "TestStaticPolicyAllocateWithInitContainers":
+        elif name == "TestStaticPolicyRemoveContainer":
+            policy.remove_container(state, "pod1", "container1")
+        elif name in ("TestStaticPolicyAllocateWithInitContainers", "TestStaticPolicyAllocateWithRestartableInitContainers"):
             pod = pod_from_dict(case["pod"])
             for container in pod.all_containers():
                 policy.allocate(state, pod, container)
