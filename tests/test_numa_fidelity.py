@@ -16,7 +16,7 @@ import pytest
 from labkit.numa import bitmask, checkpoint, cpuset
 from labkit.numa.cpu_assignment import (CPUAccumulator, CPUAllocationError, take_by_topology_numa_distributed,
                                         take_by_topology_numa_packed)
-from labkit.numa.cpumanager import CPUManagerError, CPUState, SMTAlignmentError, StaticPolicy
+from labkit.numa.cpumanager import CPUManagerError, CPUState, SMTAlignmentError, StaticPolicy, StaticPolicyOptions
 from labkit.numa.machine import load_machine, machine_from_dict
 from labkit.numa.memorymanager import (Block, MemoryManagerError, MemoryState, MemoryTable, NUMANodeState,
                                        StaticPolicy as MemoryStaticPolicy, nodes_from_topology)
@@ -212,6 +212,15 @@ def run_static_policy(name: str, case: dict) -> None:
         error = SMTAlignmentError(case["requested"], case["cpus_per_core"], case["available_physical"],
                                   case["caused_by_physical"])
         assert str(error) == case["expected"]
+        return
+    if name == "TestValidateStaticPolicyOptions":
+        options = StaticPolicyOptions.parse(case["options"], alpha_enabled=True)
+        try:
+            options.validate(TOPOLOGIES[case["topology"]], case["topology_manager_policy"])
+            failed = False
+        except CPUManagerError:
+            failed = True
+        assert failed == case["expected_error"]
         return
     if name in ("TestStaticPolicyStart", "TestStaticPolicyStartWithResvList"):
         try:
