@@ -416,6 +416,33 @@ def run_cpu_checkpoint(case: dict, tmp_path: Path) -> None:
             assert state is None    # no checkpoint yet: kubelet starts from an empty state
 
 
+def run_memory_checkpoint(case: dict, tmp_path: Path) -> None:
+    if "checksum" in case:   # a checksum vector
+        assert checkpoint.memory_checksum(case["policyName"], case["machineState"], case["entries"]) == case["checksum"]
+        return
+    if case["content_raw"]:
+        (tmp_path / checkpoint.MEMORY_MANAGER_STATE).write_text(case["content_raw"])
+    try:
+        state = checkpoint.read_memory_checkpoint(tmp_path, case["policy"])
+        error = ""
+    except checkpoint.CheckpointError as exc:
+        state, error = None, str(exc)
+    if case["expected_error"]:
+        assert error.startswith("could not restore state from checkpoint: " + case["expected_error"]), error
+        return
+    assert error == ""
+    expected = case["expected_state"]
+    if expected is None:
+        assert state is None    # no checkpoint yet: kubelet starts from an empty state
+        return
+    from labkit.numa.memorymanager import _machine_states_equal
+    assert _machine_states_equal(state.machine_state, _memory_state(expected["machine_state"]))
+    assert {p: {c: [(b.numa_affinity, b.type, b.size) for b in bl] for c, bl in cs.items()}
+            for p, cs in state.assignments.items()} == \
+           {p: {c: [(b.numa_affinity, b.type, b.size) for b in bl] for c, bl in cs.items()}
+            for p, cs in _memory_assignments(expected["assignments"]).items()}
+
+
 def run_topologies(name: str, fixture: dict) -> None:
     topo = CPUTopology.from_table(fixture)
     assert len(topo.cpus()) == fixture["num_cpus"]
@@ -454,6 +481,9 @@ def collect():
         elif schema == "labkit/numa/cpu-topologies/v1":
             for name, fixture in table["fixtures"].items():
                 params.append(pytest.param("topologies", table, fixture, name, id=f"{where}:{name}"))
+        elif schema == "labkit/numa/memory-checkpoint/v1":
+            for i, case in enumerate(table["cases"] + table.get("checksum_vectors", [])):
+                params.append(pytest.param("memory-checkpoint", table, case, None, id=f"{where}:{i}:{case['description']}"))
         elif schema == "labkit/numa/cpu-checkpoint/v1":
             for i, case in enumerate(table["cases"] + table.get("other_cases", [])):
                 params.append(pytest.param("cpu-checkpoint", table, case, None, id=f"{where}:{i}:{case['description']}"))
@@ -478,7 +508,7 @@ RUNNERS = {
 
 
 def test_every_table_file_was_found():
-    assert len(list(SHARED.glob("*.json"))) >= 5 and len(list(OWN.glob("*.json"))) >= 7
+    assert len(list(SHARED.glob("*.json"))) >= 5 and len(list(OWN.glob("*.json"))) >= 8
 
 
 @pytest.mark.parametrize("kind, table, case, test_name", collect())
@@ -491,6 +521,8 @@ def test_fidelity(kind, table, case, test_name, tmp_path):
         run_topologies(test_name, case)
     elif kind == "cpu-checkpoint":
         run_cpu_checkpoint(case, tmp_path)
+    elif kind == "memory-checkpoint":
+        run_memory_checkpoint(case, tmp_path)
     elif kind in RUNNERS:
         RUNNERS[kind](table, test_name, case)
     else:
