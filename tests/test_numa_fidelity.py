@@ -17,13 +17,14 @@ from labkit.numa import bitmask, checkpoint, cpuset
 from labkit.numa.cpu_assignment import (CPUAccumulator, CPUAllocationError, take_by_topology_numa_distributed,
                                         take_by_topology_numa_packed)
 from labkit.numa.cpumanager import CPUManagerError, CPUState, SMTAlignmentError, StaticPolicy, StaticPolicyOptions
-from labkit.numa.machine import load_machine, machine_from_dict
+from labkit.numa.machine import Machine, Node, load_machine, machine_from_dict
 from labkit.numa.memorymanager import (Block, MemoryManagerError, MemoryState, MemoryTable, NUMANodeState,
                                        StaticPolicy as MemoryStaticPolicy, nodes_from_topology)
 from labkit.numa.merge import (HintMerger, NUMAInfo, Policy, TopologyHint, filter_single_numa_hints, hints_from_json,
                                max_of_min_affinity_counts, new_numa_info)
 from labkit.numa.pods import pod_from_dict
 from labkit.numa.topology import CPUTopology
+from labkit.numa.topologymanager import TopologyManager, TopologyManagerError
 
 SHARED = Path(os.environ.get("LABKIT_NUMA_FIDELITY", "/work/shared/fidelity/numa"))
 OWN = Path(__file__).resolve().parent / "fidelity" / "numa"
@@ -319,6 +320,25 @@ def _memory_assignments(data: dict) -> dict:
                   for c, blocks in containers.items()} for pod, containers in (data or {}).items()}
 
 
+def run_topology_manager(name: str, case: dict) -> None:
+    if name not in ("TestNewManager", "TestManagerScope"):
+        pytest.fail(f"no runner for topology manager test {name}")
+    nodes = [Node(n["id"], 0, (), (), None if n["distances"] is None else tuple(n["distances"])) for n in case["topology"]]
+    try:
+        manager = TopologyManager(Machine(0, 0, 0, nodes), case["policy"], case["scope"], case["options"])
+        error = ""
+    except TopologyManagerError as exc:
+        manager, error = None, str(exc)
+    if case["expected_error"]:
+        assert case["expected_error"] in error, error
+        return
+    assert error == ""
+    if "expected_policy" in case:
+        assert manager.policy.name == case["expected_policy"]
+    if "expected_scope" in case:
+        assert manager.scope_name == case["expected_scope"]
+
+
 def _memory_hints(hints) -> dict | None:
     if hints is None:
         return None
@@ -504,11 +524,12 @@ RUNNERS = {
     "labkit/numa/cpu-static-policy/v1": lambda table, name, case: run_static_policy(name, case),
     "labkit/numa/cpu-topology-hints/v1": run_topology_hints,
     "labkit/numa/memory-manager-static/v1": lambda table, name, case: run_memory_manager(name, case),
+    "labkit/numa/topology-manager/v1": lambda table, name, case: run_topology_manager(name, case),
 }
 
 
 def test_every_table_file_was_found():
-    assert len(list(SHARED.glob("*.json"))) >= 5 and len(list(OWN.glob("*.json"))) >= 8
+    assert len(list(SHARED.glob("*.json"))) >= 5 and len(list(OWN.glob("*.json"))) >= 9
 
 
 @pytest.mark.parametrize("kind, table, case, test_name", collect())
