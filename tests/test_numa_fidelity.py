@@ -320,7 +320,36 @@ def _memory_assignments(data: dict) -> dict:
                   for c, blocks in containers.items()} for pod, containers in (data or {}).items()}
 
 
+class _FixedHintProvider:
+    """A hint provider answering the same hints for every container and for the Pod (mockHintProvider)."""
+
+    def __init__(self, hints):
+        self.hints = hints
+
+    def get_topology_hints(self, pod, container):
+        return self.hints
+
+    def get_pod_topology_hints(self, pod):
+        return self.hints
+
+    def allocate(self, pod, container):
+        return None
+
+
 def run_topology_manager(name: str, case: dict) -> None:
+    if name == "TestAdmit":
+        nodes = [Node(0, 0, (), (), (10, 11)), Node(1, 0, (), (), (11, 10))]
+        pod = pod_from_dict({"metadata": {"name": "pod", "uid": "pod"}, "spec": {"containers": [{"name": "container"}]},
+                             "status": {"qosClass": case["qos_class"]}})
+        for scope in ("container", "pod"):
+            manager = TopologyManager(Machine(0, 0, 0, nodes), case["policy"], scope)
+            for hints in hints_from_json(case["providers"]):
+                manager.add_hint_provider(_FixedHintProvider(hints))
+            result = manager.admit(pod).result
+            assert (scope, result.admit) == (scope, case["expected_admit"])
+            if not result.admit:
+                assert result.reason == "TopologyAffinityError"
+        return
     if name not in ("TestNewManager", "TestManagerScope"):
         pytest.fail(f"no runner for topology manager test {name}")
     nodes = [Node(n["id"], 0, (), (), None if n["distances"] is None else tuple(n["distances"])) for n in case["topology"]]
