@@ -3,9 +3,10 @@
 Follows kubernetes/kubernetes `pkg/kubelet/cm/topologymanager/` (v1.26+ shape, the `HintMerger` era):
 * `policy.go`: filterProvidersHints, mergePermutation, narrowestHint/maxOfMinAffinityCounts,
   HintMerger.compare / Merge, iterateAllProviderTopologyHints;
-* `numa_info.go`: NUMAInfo, Narrowest, Closest, CalculateAverageFor (distances from cadvisor);
+* `numa_info.go`: NewNUMAInfo, NUMAInfo, Narrowest, Closest, CalculateAverageFor (distances from cadvisor);
 * `policy_best_effort.go`, `policy_restricted.go`, `policy_single_numa_node.go`,
-  `policy_none.go`: the four upstream policies (none, best-effort, restricted, single-numa-node).
+  `policy_none.go`: the four upstream policies (none, best-effort, restricted, single-numa-node) and
+  their canAdmitPodResult.
 
 Two ways to compute the same answer:
 * `HintMerger.merge_brute_force()` is kubelet's algorithm: fold `compare` over every permutation of
