@@ -16,13 +16,15 @@ import pytest
 from labkit.numa import bitmask, checkpoint, cpuset
 from labkit.numa.cpu_assignment import (CPUAccumulator, CPUAllocationError, take_by_topology_numa_distributed,
                                         take_by_topology_numa_packed)
-from labkit.numa.cpumanager import CPUManagerError, CPUState, SMTAlignmentError, StaticPolicy
-from labkit.numa.machine import load_machine, machine_from_dict
+from labkit.numa.cpumanager import CPUManagerError, CPUState, SMTAlignmentError, StaticPolicy, StaticPolicyOptions
+from labkit.numa.machine import Machine, Node, load_machine, machine_from_dict
 from labkit.numa.memorymanager import (Block, MemoryManagerError, MemoryState, MemoryTable, NUMANodeState,
                                        StaticPolicy as MemoryStaticPolicy, nodes_from_topology)
-from labkit.numa.merge import HintMerger, NUMAInfo, Policy, TopologyHint, hints_from_json, max_of_min_affinity_counts
+from labkit.numa.merge import (HintMerger, NUMAInfo, Policy, TopologyHint, filter_single_numa_hints, hints_from_json,
+                               max_of_min_affinity_counts, new_numa_info)
 from labkit.numa.pods import pod_from_dict
 from labkit.numa.topology import CPUTopology
+from labkit.numa.topologymanager import TopologyManager, TopologyManagerError
 
 SHARED = Path(os.environ.get("LABKIT_NUMA_FIDELITY", "/work/shared/fidelity/numa"))
 OWN = Path(__file__).resolve().parent / "fidelity" / "numa"
@@ -126,6 +128,31 @@ def run_hint_merger(name: str, case: dict) -> None:
         current, candidate = hint(case["current"]), hint(case["candidate"])
         result = merger.compare(current, candidate)
         assert result is {"current": current, "candidate": candidate}[case["expected"]]
+    elif name == "TestPolicySingleNumaNodeFilterHints":
+        lists = [[TopologyHint.from_json(h) for h in hints] for hints in case["all_resources"]]
+        expected = [[TopologyHint.from_json(h) for h in hints or []] for hints in case["expected"] or []]
+        assert filter_single_numa_hints(lists) == expected
+    elif name == "TestCanAdmitPodResult":
+        policy = Policy(case["policy"], NUMAInfo([0, 1]))
+        assert policy.can_admit(TopologyHint.from_json(case["hint"])) == case["expected"]
+    elif name == "TestNUMAInfo":
+        topology = [(node["id"], node["distances"]) for node in case["topology"]]
+        try:
+            info = new_numa_info(topology, case["prefer_closest_numa"])
+        except ValueError as exc:
+            assert case["expected_error"] and case["expected_error"] in str(exc)
+            return
+        assert not case["expected_error"]
+        assert (info.nodes, {str(k): v for k, v in info.distances.items()}) == \
+               (case["expected_nodes"], case["expected_distances"])
+    elif name == "TestCalculateAvgDistanceFor":
+        info = NUMAInfo(case["bits"], {int(k): v for k, v in case["distances"].items()})
+        assert info.average_distance(bitmask.new_bitmask(*case["bits"])) == case["expected"]
+    elif name == "TestClosest":
+        info = NUMAInfo([], {int(k): v for k, v in case["distances"].items()})
+        current, candidate = bitmask.new_bitmask(*case["current"]), bitmask.new_bitmask(*case["candidate"])
+        result = info.closest(candidate, current)
+        assert result == {"current": current, "candidate": candidate}[case["expected"]]
     else:
         pytest.fail(f"no runner for hint merger test {name}")
 
@@ -186,6 +213,15 @@ def run_static_policy(name: str, case: dict) -> None:
         error = SMTAlignmentError(case["requested"], case["cpus_per_core"], case["available_physical"],
                                   case["caused_by_physical"])
         assert str(error) == case["expected"]
+        return
+    if name == "TestValidateStaticPolicyOptions":
+        options = StaticPolicyOptions.parse(case["options"], alpha_enabled=True)
+        try:
+            options.validate(TOPOLOGIES[case["topology"]], case["topology_manager_policy"])
+            failed = False
+        except CPUManagerError:
+            failed = True
+        assert failed == case["expected_error"]
         return
     if name in ("TestStaticPolicyStart", "TestStaticPolicyStartWithResvList"):
         try:
@@ -284,8 +320,65 @@ def _memory_assignments(data: dict) -> dict:
                   for c, blocks in containers.items()} for pod, containers in (data or {}).items()}
 
 
+class _FixedHintProvider:
+    """A hint provider answering the same hints for every container and for the Pod (mockHintProvider)."""
+
+    def __init__(self, hints):
+        self.hints = hints
+
+    def get_topology_hints(self, pod, container):
+        return self.hints
+
+    def get_pod_topology_hints(self, pod):
+        return self.hints
+
+    def allocate(self, pod, container):
+        return None
+
+
+def run_topology_manager(name: str, case: dict) -> None:
+    if name == "TestAdmit":
+        nodes = [Node(0, 0, (), (), (10, 11)), Node(1, 0, (), (), (11, 10))]
+        pod = pod_from_dict({"metadata": {"name": "pod", "uid": "pod"}, "spec": {"containers": [{"name": "container"}]},
+                             "status": {"qosClass": case["qos_class"]}})
+        for scope in ("container", "pod"):
+            manager = TopologyManager(Machine(0, 0, 0, nodes), case["policy"], scope)
+            for hints in hints_from_json(case["providers"]):
+                manager.add_hint_provider(_FixedHintProvider(hints))
+            result = manager.admit(pod).result
+            assert (scope, result.admit) == (scope, case["expected_admit"])
+            if not result.admit:
+                assert result.reason == "TopologyAffinityError"
+        return
+    if name not in ("TestNewManager", "TestManagerScope"):
+        pytest.fail(f"no runner for topology manager test {name}")
+    nodes = [Node(n["id"], 0, (), (), None if n["distances"] is None else tuple(n["distances"])) for n in case["topology"]]
+    try:
+        manager = TopologyManager(Machine(0, 0, 0, nodes), case["policy"], case["scope"], case["options"])
+        error = ""
+    except TopologyManagerError as exc:
+        manager, error = None, str(exc)
+    if case["expected_error"]:
+        assert case["expected_error"] in error, error
+        return
+    assert error == ""
+    if "expected_policy" in case:
+        assert manager.policy.name == case["expected_policy"]
+    if "expected_scope" in case:
+        assert manager.scope_name == case["expected_scope"]
+
+
+def _memory_hints(hints) -> dict | None:
+    if hints is None:
+        return None
+    return {r: [(h.mask, h.preferred) for h in hs] for r, hs in hints.items()}
+
+
 def run_memory_manager(name: str, case: dict) -> None:
-    from labkit.numa.memorymanager import _machine_states_equal
+    from labkit.numa.memorymanager import _machine_states_equal, pod_requested_resources
+    if name == "Test_getPodRequestedResources":
+        assert pod_requested_resources(pod_from_dict(case["pod"])) == case["expected"]
+        return
     reserved = {int(k): v for k, v in case["system_reserved"].items()}
     hint_data = case.get("topology_hint")
     affinity = (lambda p, c: TopologyHint.from_json(hint_data)) if hint_data else (lambda p, c: TopologyHint(None, False))
@@ -298,13 +391,24 @@ def run_memory_manager(name: str, case: dict) -> None:
         assert not case["expected_error"]
         return
     state = MemoryState(_memory_state(case.get("machine_state")), _memory_assignments(case.get("assignments")))
+    if "init_containers_reusable_memory" in case:
+        policy.init_containers_reusable_memory = case["init_containers_reusable_memory"]
+    if name == "TestStaticPolicyGetTopologyHints":
+        pod = pod_from_dict(case["pod"])
+        expected = case["expected_hints"]
+        expected = None if expected is None else {r: [(None if h["mask"] is None else bitmask.new_bitmask(*h["mask"]),
+                                                       h["preferred"]) for h in hs] for r, hs in expected.items()}
+        assert _memory_hints(policy.get_topology_hints(state, pod, pod.containers[0])) == expected
+        return
     try:
         if name == "TestStaticPolicyStart":
             policy.start(state)
         elif name == "TestStaticPolicyAllocate":
             pod = pod_from_dict(case["pod"])
             policy.allocate(state, pod, pod.containers[0])
-        elif name == "TestStaticPolicyAllocateWithInitContainers":
+        elif name == "TestStaticPolicyRemoveContainer":
+            policy.remove_container(state, "pod1", "container1")
+        elif name in ("TestStaticPolicyAllocateWithInitContainers", "TestStaticPolicyAllocateWithRestartableInitContainers"):
             pod = pod_from_dict(case["pod"])
             for container in pod.all_containers():
                 policy.allocate(state, pod, container)
@@ -361,6 +465,33 @@ def run_cpu_checkpoint(case: dict, tmp_path: Path) -> None:
             assert state is None    # no checkpoint yet: kubelet starts from an empty state
 
 
+def run_memory_checkpoint(case: dict, tmp_path: Path) -> None:
+    if "checksum" in case:   # a checksum vector
+        assert checkpoint.memory_checksum(case["policyName"], case["machineState"], case["entries"]) == case["checksum"]
+        return
+    if case["content_raw"]:
+        (tmp_path / checkpoint.MEMORY_MANAGER_STATE).write_text(case["content_raw"])
+    try:
+        state = checkpoint.read_memory_checkpoint(tmp_path, case["policy"])
+        error = ""
+    except checkpoint.CheckpointError as exc:
+        state, error = None, str(exc)
+    if case["expected_error"]:
+        assert error.startswith("could not restore state from checkpoint: " + case["expected_error"]), error
+        return
+    assert error == ""
+    expected = case["expected_state"]
+    if expected is None:
+        assert state is None    # no checkpoint yet: kubelet starts from an empty state
+        return
+    from labkit.numa.memorymanager import _machine_states_equal
+    assert _machine_states_equal(state.machine_state, _memory_state(expected["machine_state"]))
+    assert {p: {c: [(b.numa_affinity, b.type, b.size) for b in bl] for c, bl in cs.items()}
+            for p, cs in state.assignments.items()} == \
+           {p: {c: [(b.numa_affinity, b.type, b.size) for b in bl] for c, bl in cs.items()}
+            for p, cs in _memory_assignments(expected["assignments"]).items()}
+
+
 def run_topologies(name: str, fixture: dict) -> None:
     topo = CPUTopology.from_table(fixture)
     assert len(topo.cpus()) == fixture["num_cpus"]
@@ -399,6 +530,9 @@ def collect():
         elif schema == "labkit/numa/cpu-topologies/v1":
             for name, fixture in table["fixtures"].items():
                 params.append(pytest.param("topologies", table, fixture, name, id=f"{where}:{name}"))
+        elif schema == "labkit/numa/memory-checkpoint/v1":
+            for i, case in enumerate(table["cases"] + table.get("checksum_vectors", [])):
+                params.append(pytest.param("memory-checkpoint", table, case, None, id=f"{where}:{i}:{case['description']}"))
         elif schema == "labkit/numa/cpu-checkpoint/v1":
             for i, case in enumerate(table["cases"] + table.get("other_cases", [])):
                 params.append(pytest.param("cpu-checkpoint", table, case, None, id=f"{where}:{i}:{case['description']}"))
@@ -419,11 +553,12 @@ RUNNERS = {
     "labkit/numa/cpu-static-policy/v1": lambda table, name, case: run_static_policy(name, case),
     "labkit/numa/cpu-topology-hints/v1": run_topology_hints,
     "labkit/numa/memory-manager-static/v1": lambda table, name, case: run_memory_manager(name, case),
+    "labkit/numa/topology-manager/v1": lambda table, name, case: run_topology_manager(name, case),
 }
 
 
 def test_every_table_file_was_found():
-    assert len(list(SHARED.glob("*.json"))) >= 5 and len(list(OWN.glob("*.json"))) >= 6
+    assert len(list(SHARED.glob("*.json"))) >= 5 and len(list(OWN.glob("*.json"))) >= 9
 
 
 @pytest.mark.parametrize("kind, table, case, test_name", collect())
@@ -436,6 +571,8 @@ def test_fidelity(kind, table, case, test_name, tmp_path):
         run_topologies(test_name, case)
     elif kind == "cpu-checkpoint":
         run_cpu_checkpoint(case, tmp_path)
+    elif kind == "memory-checkpoint":
+        run_memory_checkpoint(case, tmp_path)
     elif kind in RUNNERS:
         RUNNERS[kind](table, test_name, case)
     else:

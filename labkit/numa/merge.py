@@ -3,9 +3,10 @@
 Follows kubernetes/kubernetes `pkg/kubelet/cm/topologymanager/` (v1.26+ shape, the `HintMerger` era):
 * `policy.go`: filterProvidersHints, mergePermutation, narrowestHint/maxOfMinAffinityCounts,
   HintMerger.compare / Merge, iterateAllProviderTopologyHints;
-* `numa_info.go`: NUMAInfo, Narrowest, Closest, CalculateAverageFor (distances from cadvisor);
+* `numa_info.go`: NewNUMAInfo, NUMAInfo, Narrowest, Closest, CalculateAverageFor (distances from cadvisor);
 * `policy_best_effort.go`, `policy_restricted.go`, `policy_single_numa_node.go`,
-  `policy_none.go`: the four upstream policies (none, best-effort, restricted, single-numa-node).
+  `policy_none.go`: the four upstream policies (none, best-effort, restricted, single-numa-node) and
+  their canAdmitPodResult.
 
 Two ways to compute the same answer:
 * `HintMerger.merge_brute_force()` is kubelet's algorithm: fold `compare` over every permutation of
@@ -76,9 +77,10 @@ def sort_hints(hints: Iterable[TopologyHint]) -> list[TopologyHint]:
 class NUMAInfo:
     """NUMAInfo{Nodes, NUMADistances}: distances[i][j] is indexed by node *id*, as in Go."""
 
-    def __init__(self, nodes: Sequence[int], distances: Mapping[int, Sequence[int]] | None = None):
+    def __init__(self, nodes: Sequence[int], distances: Mapping[int, Sequence[int] | None] | None = None):
         self.nodes = list(nodes)
-        self.distances = {int(k): list(v) for k, v in (distances or {}).items()}
+        # a node may map to None: NewNUMAInfo keeps a nil row when distances are not needed
+        self.distances = {int(k): None if v is None else list(v) for k, v in (distances or {}).items()}
 
     def default_affinity_mask(self) -> int:
         return bitmask.new_bitmask(*self.nodes)
@@ -109,6 +111,18 @@ class NUMAInfo:
         if d1 == d2:
             return m1 if bitmask.is_less_than(m1, m2) else m2
         return m1 if d1 < d2 else m2
+
+
+def new_numa_info(topology: Sequence[tuple[int, Sequence[int] | None]], prefer_closest: bool) -> NUMAInfo:
+    """NewNUMAInfo (numa_info.go): the node ids in cadvisor's order; each node's distance row is read
+    only with prefer-closest-numa-nodes (else kept as nil), and a missing row is then an error."""
+    nodes, distances = [], {}
+    for node_id, row in topology:
+        nodes.append(node_id)
+        if prefer_closest and row is None:
+            raise ValueError("error getting NUMA distances from cadvisor")
+        distances[node_id] = list(row) if prefer_closest else None
+    return NUMAInfo(nodes, distances)
 
 
 def filter_providers_hints(providers: Sequence[ProviderHints]) -> list[list[TopologyHint]]:
@@ -381,8 +395,15 @@ class Policy:
         hint = merger.merge_brute_force() if self.brute_force else merger.merge()
         if self.name == POLICY_SINGLE_NUMA_NODE and hint.mask == self.numa_info.default_affinity_mask():
             hint = TopologyHint(None, hint.preferred)
-        admit = True if self.name == POLICY_BEST_EFFORT else hint.preferred
-        return MergeResult(hint, admit, lists)
+        return MergeResult(hint, self.can_admit(hint), lists)
+
+    def can_admit(self, hint: TopologyHint) -> bool:
+        """canAdmitPodResult: none and best-effort admit everything; restricted and
+        single-numa-node only a preferred hint (policy_best_effort.go, policy_restricted.go,
+        policy_single_numa_node.go)."""
+        if self.name in (POLICY_NONE, POLICY_BEST_EFFORT):
+            return True
+        return hint.preferred
 
 
 def hints_from_json(providers: Sequence) -> list[ProviderHints]:

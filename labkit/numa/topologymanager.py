@@ -21,7 +21,7 @@ from typing import Mapping, Protocol
 
 from labkit.numa.admit_result import AdmitResult, TopologyAffinityError, pod_admit_result
 from labkit.numa.machine import Machine
-from labkit.numa.merge import POLICIES, POLICY_NONE, NUMAInfo, Policy, TopologyHint
+from labkit.numa.merge import POLICIES, POLICY_NONE, NUMAInfo, Policy, TopologyHint, new_numa_info
 from labkit.numa.pods import Container, Pod
 
 PREFER_CLOSEST_NUMA_NODES = "prefer-closest-numa-nodes"
@@ -106,13 +106,11 @@ class TopologyManager:
             self.policy = Policy(POLICY_NONE, NUMAInfo(machine.node_ids))
             return
         self.options = PolicyOptions.parse(options, beta_options_enabled)
-        distances = {}
-        if self.options.prefer_closest_numa:
-            for node in machine.nodes:
-                if node.distances is None:
-                    raise TopologyManagerError("cannot discover NUMA topology: error getting NUMA distances from cadvisor")
-                distances[node.node_id] = list(node.distances)
-        numa_info = NUMAInfo(machine.node_ids, distances)
+        try:
+            numa_info = new_numa_info([(node.node_id, node.distances) for node in machine.nodes],
+                                      self.options.prefer_closest_numa)
+        except ValueError as exc:
+            raise TopologyManagerError(f"cannot discover NUMA topology: {exc}") from None
         if len(numa_info.nodes) > self.options.max_allowable_numa_nodes:
             raise TopologyManagerError(f"unsupported on machines with more than "
                                        f"{self.options.max_allowable_numa_nodes} NUMA Nodes")
