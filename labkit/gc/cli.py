@@ -159,6 +159,7 @@ def graph(
     an owner waiting in the foreground; beingDeleted). Text is a tree per root; dot/svg/png are
     Graphviz, with an arrow from each dependent to its owner."""
     from labkit.errors import LabkitError
+    from labkit import graphviz
     from labkit.gc import graph as owner_graph
     from labkit.gc.target import Target, lab_target
 
@@ -183,7 +184,7 @@ def graph(
     elif fmt == "dot":
         data = owner_graph.render_dot(nodes, everything).encode()
     else:
-        data = owner_graph.render_image(owner_graph.render_dot(nodes, everything), fmt)
+        data = graphviz.render(owner_graph.render_dot(nodes, everything), fmt)
     if output is not None:
         output.write_bytes(data)
     else:

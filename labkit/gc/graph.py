@@ -13,12 +13,9 @@ absent (graph_builder.go, addDependentToOwners: OwnerRefInvalidNamespace).
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from dataclasses import dataclass, field
 
 from labkit.apiserver.errors import ApiError
-from labkit.errors import LabkitError
 
 SKIPPED = {("", "events"), ("events.k8s.io", "events")}
 
@@ -228,13 +225,3 @@ def render_dot(nodes: dict[str, Node], all_objects: bool = True) -> str:
             out.append(f"  {_quote(uid)} -> {_quote(key)}{label};")
     out.append("}")
     return "\n".join(out) + "\n"
-
-
-def render_image(dot_text: str, fmt: str) -> bytes:
-    dot = shutil.which("dot")
-    if not dot:
-        raise LabkitError("Graphviz's dot is not installed (apt-get install graphviz); use --format text or dot")
-    result = subprocess.run([dot, f"-T{fmt}"], input=dot_text.encode(), capture_output=True)
-    if result.returncode != 0:
-        raise LabkitError(f"dot failed: {result.stderr.decode(errors='replace').strip()}")
-    return result.stdout

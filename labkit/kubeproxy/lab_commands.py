@@ -168,9 +168,7 @@ def graph(
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Also write the graph: FILE.svg or FILE.png (Graphviz), FILE.dot (its source)."),
 ):
     """Draw the chain graph of a node's live iptables rules: a tree in the terminal, SVG/PNG with -o."""
-    import shutil
-    import subprocess
-
+    from labkit import graphviz
     from labkit.errors import LabkitError
     from labkit.kubeproxy import live
     from labkit.netfilter import parse, save
@@ -200,12 +198,7 @@ def graph(
     if suffix == ".dot":
         output.write_text(chain_graph.dot())
     elif suffix in (".svg", ".png"):
-        if not shutil.which("dot"):
-            raise LabkitError("Graphviz's dot is not installed (apt-get install graphviz); -o FILE.dot writes the source")
-        result = subprocess.run(["dot", f"-T{suffix[1:]}", "-o", str(output)], input=chain_graph.dot(),
-                                capture_output=True, text=True)
-        if result.returncode != 0:
-            raise LabkitError(f"dot failed: {result.stderr.strip()}")
+        output.write_bytes(graphviz.render(chain_graph.dot(), suffix[1:]))
     else:
         raise LabkitError(f"-o: expected a .svg, .png or .dot file, got {output}")
     print(f"wrote {output}", file=sys.stderr)

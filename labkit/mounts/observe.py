@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import os
 import secrets
-import shutil
-import subprocess
 from dataclasses import dataclass
 
-from labkit.errors import LabkitError
+from labkit import graphviz
 from labkit.mounts import kernel, mountinfo
 from labkit.mounts.node import NODE, Node
 
@@ -171,13 +169,7 @@ def render_graph_dot(g: dict) -> str:
 
 
 def render_graph_image(g: dict, fmt: str) -> bytes:
-    dot = shutil.which("dot")
-    if not dot:
-        raise LabkitError("Graphviz's dot is not installed (apt-get install graphviz); use --format text or dot")
-    result = subprocess.run([dot, f"-T{fmt}"], input=render_graph_dot(g).encode(), capture_output=True)
-    if result.returncode != 0:
-        raise LabkitError(f"dot failed: {result.stderr.decode(errors='replace').strip()}")
-    return result.stdout
+    return graphviz.render(render_graph_dot(g), fmt)
 
 
 # -- probing -----------------------------------------------------------------------------------
