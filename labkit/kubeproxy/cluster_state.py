@@ -35,9 +35,9 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
 
 from labkit.errors import ConfigError
+from labkit.inputs import load_yaml, load_yaml_all
 from labkit.netlab import cluster as netcluster
 
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
@@ -390,13 +390,7 @@ def validate_endpoint_slice(doc: dict, source: str, where: str) -> dict:
 
 def read_documents(path: Path) -> list[dict]:
     """Kubernetes objects from a YAML file: several documents and/or `kind: List` items."""
-    try:
-        docs = list(yaml.safe_load_all(Path(path).read_text()))
-    except FileNotFoundError:
-        raise ConfigError(path, None, "file not found")
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise ConfigError(path, f"line {mark.line + 1}" if mark else None, f"not valid YAML ({getattr(exc, 'problem', exc)})")
+    docs = load_yaml_all(path)
     out = []
     for i, doc in enumerate(d for d in docs if d is not None):
         if not isinstance(doc, dict):
@@ -410,10 +404,7 @@ def read_documents(path: Path) -> list[dict]:
 
 def load_scenario(path: Path) -> ClusterState:
     """A fresh cluster from a scenario file: pod IPs assigned, Services defaulted, slices written."""
-    try:
-        raw = yaml.safe_load(Path(path).read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(path, None, f"cannot read the scenario ({exc})")
+    raw = load_yaml(path)
     if not isinstance(raw, dict):
         raise ConfigError(path, None, "expected a mapping with network, hosts, kubeProxyConfiguration and objects")
     network = raw.get("network") or {}

@@ -19,7 +19,6 @@ every problem is reported as one ConfigError naming the file and the field.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -102,12 +101,9 @@ def load_machine(spec: str | Path) -> Machine:
         else:
             raise ConfigError(spec, None, "no such file, and not a shipped machine "
                               f"(shipped: {', '.join(fixture_names())})")
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise ConfigError(path, None, f"not valid JSON: {exc.msg} (line {exc.lineno})") from None
-    except OSError as exc:
-        raise ConfigError(path, None, f"cannot read: {exc.strerror}") from None
+    from labkit.inputs import load_json
+
+    data = load_json(path)
     return machine_from_dict(data, source=str(path))
 
 
