@@ -230,7 +230,7 @@ def load(path: str | Path) -> Scenario:
         for p in ([s.until] if s.until else []) + s.that:
             used += [(f"steps[{s.index - 1}]", r) for r in p.refs()]
     for fld, ref in used:
-        _require(ref in known, path, fld, f"unknown ref {ref!r} (known: {', '.join(sorted(known))})")
+        _require(isinstance(ref, str) and ref in known, path, fld, f"unknown ref {ref!r} (known: {', '.join(sorted(known))})")
     _check_references(path, raw, known, len(steps))
     return scenario
 

@@ -115,6 +115,9 @@ def load(path) -> Scenario:
     if host_path in ("/", UPSTREAM):
         raise ConfigError(path, "hostPath.path", f"expected an absolute path other than / and {UPSTREAM}, got {host_path!r}")
     pods: list[Pod] = []
+    for key in ("containers", "pods", "steps"):
+        if not isinstance(raw.get(key) or [], list):
+            raise ConfigError(path, key, f"expected a list, got {type(raw[key]).__name__}")
     for i, item in enumerate(raw.get("containers") or []):
         if not isinstance(item, dict):
             raise ConfigError(path, f"containers[{i}]", "expected a mapping {name, mountPropagation, privileged}")

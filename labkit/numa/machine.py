@@ -186,7 +186,7 @@ def _devices(v: "_Validator", data: Any, node_ids: set[int]) -> dict[str, list[D
             v.require(entry["id"] not in seen, f"{where}.id", f"duplicate device id {entry['id']!r}")
             seen.add(entry["id"])
             numa = entry.get("numa_nodes") or []
-            v.require(isinstance(numa, list) and all(n in node_ids for n in numa), f"{where}.numa_nodes",
+            v.require(isinstance(numa, list) and all(isinstance(n, int) and n in node_ids for n in numa), f"{where}.numa_nodes",
                       f"expected a list of NUMA node ids among {sorted(node_ids)}")
             devices[resource].append(Device(entry["id"], tuple(numa)))
     return devices

@@ -127,6 +127,8 @@ def pod_from_dict(data: Any, source: str | Path = "<pod>", where: str = "") -> P
     if not isinstance(data, dict) or data.get("kind", "Pod") != "Pod":
         raise ConfigError(source, where or None, "expected a Pod (kind: Pod)")
     meta = data.get("metadata") or {}
+    if not isinstance(meta, dict):
+        raise ConfigError(source, _at(where, "metadata"), "expected a mapping with the Pod's name")
     name = meta.get("name")
     if not isinstance(name, str) or not name:
         raise ConfigError(source, _at(where, "metadata.name"), "expected the Pod's name")
