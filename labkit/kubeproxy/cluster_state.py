@@ -506,13 +506,13 @@ def load_scenario(path: Path) -> ClusterState:
         elif obj.get("kind") == "Pod":
             if not meta.get("name"):
                 raise ConfigError(path, f"objects[{i}].metadata.name", "expected the Pod's name")
-            _check_pod(obj, path, f"objects[{i}]")
             pod = copy.deepcopy(obj)
             pod.setdefault("metadata", {}).setdefault("namespace", "default")
             node = spec.get("nodeName")
             if not isinstance(node, str) or node not in free_ips:
                 raise ConfigError(path, f"objects[{i}].spec.nodeName",
                                   f"expected a Node listed before the pod ({', '.join(free_ips) or 'none'}), got {node!r}")
+            _check_pod(obj, path, f"objects[{i}]")
             ip = next(free_ips[node], None)
             if ip is None:
                 raise ConfigError(path, f"objects[{i}].spec.nodeName", f"no pod address left in {node}'s podCIDR")
