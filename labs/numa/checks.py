@@ -346,6 +346,10 @@ def check_pin(ctx):
     for role, qos in (("guaranteed", "Guaranteed"), ("burstable", "Burstable")):
         entry = ctx.answer_field(data, role, dict)
         name, pid, listed = entry.get("pod"), entry.get("pid"), entry.get("cpus_allowed_list")
+        if not isinstance(name, str):
+            raise CheckFailed(f"{ctx.answer_path}: {role}.pod should be a Pod's name, got {name!r}")
+        if not isinstance(pid, int) or isinstance(pid, bool):
+            raise CheckFailed(f"{ctx.answer_path}: {role}.pid should be a process id (a number), got {pid!r}")
         if name not in by_pod:
             running = ", ".join(sorted(by_pod)) or "none"
             raise CheckFailed(f"{role}: no running Pod {name!r} on the live node (running: {running})")
