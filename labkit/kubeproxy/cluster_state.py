@@ -401,7 +401,12 @@ def default_service(doc: dict, old: dict | None, alloc: _Allocator, source: str,
     if affinity not in ("None", "ClientIP"):
         _fail(source, f"{where}.spec.sessionAffinity", f"expected None or ClientIP, got {affinity!r}")
     if affinity == "ClientIP":
-        timeout = spec.setdefault("sessionAffinityConfig", {}).setdefault("clientIP", {}).setdefault("timeoutSeconds", 10800)
+        config = spec.get("sessionAffinityConfig") or {}
+        if not isinstance(config, dict) or not isinstance(config.get("clientIP") or {}, dict):
+            _fail(source, f"{where}.spec.sessionAffinityConfig", "expected a mapping {clientIP: {timeoutSeconds: N}}")
+        spec["sessionAffinityConfig"] = config
+        config["clientIP"] = config.get("clientIP") or {}
+        timeout = config["clientIP"].setdefault("timeoutSeconds", 10800)
         if not isinstance(timeout, int) or not 0 < timeout <= 86400:
             _fail(source, f"{where}.spec.sessionAffinityConfig.clientIP.timeoutSeconds", f"expected 1-86400, got {timeout!r}")
     else:

@@ -88,7 +88,7 @@ def _documents(source, origin):
 
 
 def object_name(obj: dict) -> str:
-    meta = obj.get("metadata") or {}
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
     return f"{obj.get('kind')} {meta.get('namespace') or 'default'}/{meta.get('name')}"
 
 

@@ -104,7 +104,7 @@ def check_qos(ctx):
             wrong.append(f"{pod.name}: {answer!r} is not one of {', '.join(QOS_CLASSES)}")
         elif answer != qos_class(pod):
             wrong.append(f"{pod.name}: not {answer}")
-    extra = sorted(set(given) - {p.name for p in pods})
+    extra = sorted(set(given) - {p.name for p in pods}, key=str)
     wrong += [f"{name}: no such Pod in the file" for name in extra]
     return _verdict(ctx, wrong, len(pods), "QoS classes")
 
