@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from support import REPO, labkit
 
@@ -91,3 +92,26 @@ def test_no_shell_is_ever_asked_to_run_a_command():
             if needle in text:
                 offenders.append(f"{path.relative_to(REPO)}: {needle}")
     assert offenders == []
+
+
+# Commands that only read (or refuse): random arguments must never produce a traceback.
+SAFE_COMMANDS = [["show"], ["hint"], ["check"], ["solve"], ["cleanup"], ["list"], ["numa", "merge"],
+                 ["numa", "admit"], ["kube-proxy", "render"], ["mounts", "get"], ["trace"]]
+ARGUMENT = st.one_of(st.sampled_from(["numa", "kube-proxy", "mount-propagation", "qos", "--format", "json",
+                                      "-f", "--machine", "--config", "--all", "--json", "-o", "/", "/dev/null",
+                                      "..", "../..", "", "-", "--", "x; touch /tmp/labkit-pwned", "$(id)", "`id`",
+                                      "lab-two-node", "--output"]),
+                     st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
+                             max_size=12))
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(command=st.sampled_from(SAFE_COMMANDS), args=st.lists(ARGUMENT, max_size=4))
+def test_random_arguments_never_crash(command, args):
+    result = labkit(*command, *args)
+    assert result.returncode in (0, 1, 2), (command, args, result.returncode, result.stderr)
+    assert "Traceback" not in result.stderr + result.stdout, (command, args, result.stderr)
+    if result.returncode == 2 and result.stderr.startswith("labkit: "):
+        assert len(result.stderr.strip().splitlines()) == 1, (command, args, result.stderr)
+    assert not Path("/tmp/labkit-pwned").exists()
