@@ -105,6 +105,15 @@ def test_all_labs_up_together_work_and_stay_apart(host_unchanged):
                 if entry["kind"] == "cgroup":
                     assert f"labkit-{prefix}-{lab}" in entry["path"], (lab, entry)
 
+        # a lab's state (ledger, logs, kubeconfigs, answers it copied) is private to root: the
+        # directory admits nobody else, and no kubeconfig or ledger is readable by others anyway
+        state_root = Path(os.environ["LABKIT_STATE_DIR"])
+        for lab in LABS:
+            assert (state_root / lab).stat().st_mode & 0o077 == 0, f"{lab}'s state directory is open to others"
+            for path in (state_root / lab).rglob("*"):
+                if path.name in ("kubeconfig", "ledger.jsonl", "status.json", "progress.json") and path.is_file():
+                    assert path.stat().st_mode & 0o077 == 0, f"{path} is readable by others"
+
         # each lab works next to the others: every check runs, and a solved exercise passes
         for lab in LABS:
             report = json.loads(labkit("check", lab, "--format", "json").stdout)
