@@ -3,7 +3,8 @@
 `crash_point("numa:admitted")` does nothing unless LABKIT_CRASH_AT names that point; then labkit
 kills itself with SIGKILL right there, exactly as an operator's `kill -9` would. Crash-and-cleanup
 tests set the variable to stop `labkit run` and other commands at every step of their work.
-Names are `<area>:<step>`.
+Names are `<area>:<step>`. Every lab also has the generic points `ledger:<n>` (labkit.ledger): the
+process dies right after its n-th ledger record is on disk, before the resource it names exists.
 """
 
 from __future__ import annotations

@@ -14,10 +14,12 @@ class ConfigError(LabkitError):
 
     def __init__(self, path, field: str | None, problem: str):
         self.path = str(path)
-        self.field = field
-        self.problem = problem
-        where = f"{self.path}: {field}" if field else self.path
-        super().__init__(f"{where}: {problem}")
+        # a field name may come from the file itself (an unknown key): keep it printable
+        self.field = field if field is None or (isinstance(field, str) and field.isprintable()) else repr(field)
+        # one line, whatever the problem's source says (YAML parser messages span several lines)
+        self.problem = " ".join(str(problem).split())
+        where = f"{self.path}: {self.field}" if self.field else self.path
+        super().__init__(f"{where}: {self.problem}")
 
 
 class NotRoot(LabkitError):

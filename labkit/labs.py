@@ -18,10 +18,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import yaml
 
 from labkit import paths
 from labkit.errors import ConfigError, LabNotFound
+from labkit.inputs import load_yaml
 
 ID_RE = re.compile(r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$")
 PARAM_RE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
@@ -154,7 +154,7 @@ def _parse_exercise(path, index: int, raw) -> Exercise:
     if not isinstance(raw, dict):
         raise ConfigError(path, where, f"expected a mapping, got {_show(raw)}")
     known = {"id", "title", "points", "prompt", "hints", "check", "params", "answer"}
-    unknown = sorted(set(raw) - known)
+    unknown = sorted(set(raw) - known, key=str)
     if unknown:
         raise ConfigError(path, f"{where}.{unknown[0]}", f"unknown field (known: {', '.join(sorted(known))})")
     ex_id = _expect_str(path, f"{where}.id", raw.get("id"))
@@ -186,20 +186,11 @@ def _parse_exercise(path, index: int, raw) -> Exercise:
 
 def load_lab(directory: Path) -> Lab:
     path = directory / "lab.yaml"
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(path, None, "file missing")
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark else None
-        raise ConfigError(path, where, f"not valid YAML ({getattr(exc, 'problem', exc)})")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(path, None, f"cannot read ({exc})")
+    raw = load_yaml(path)
     if not isinstance(raw, dict):
         raise ConfigError(path, None, f"expected a mapping at the top level, got {_show(raw)}")
     known = {"id", "title", "summary", "prerequisites", "exercises"}
-    unknown = sorted(set(raw) - known)
+    unknown = sorted(set(raw) - known, key=str)
     if unknown:
         raise ConfigError(path, unknown[0], f"unknown field (known: {', '.join(sorted(known))})")
     lab_id = _expect_str(path, "id", raw.get("id"))

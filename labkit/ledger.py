@@ -24,6 +24,7 @@ import os
 import time
 from pathlib import Path
 
+from labkit.crashpoints import crash_point
 from labkit.errors import LabkitError
 
 REMOVERS = {
@@ -45,6 +46,11 @@ def _remover(kind: str):
     return getattr(importlib.import_module(module), func)
 
 
+# Records made by this process, for the generic crash points "ledger:<n>" (kill -9 right after
+# the n-th record is on disk, before the resource it names is created: the most delicate moment).
+_records_made = 0
+
+
 class Ledger:
     def __init__(self, path: Path):
         self.path = Path(path)
@@ -61,6 +67,9 @@ class Ledger:
             os.fsync(fd)
         finally:
             os.close(fd)
+        global _records_made
+        _records_made += 1
+        crash_point(f"ledger:{_records_made}")
         return entry
 
     def entries(self) -> list[dict]:

@@ -152,6 +152,11 @@ def reset(lab: Lab, say: Say = _quiet) -> LabEnv:
 
 def cleanup(lab_id: str, say: Say = _quiet) -> list[str]:
     """Remove everything the lab recorded. Works from the state directory alone (no lab.yaml needed)."""
+    from labkit.errors import LabNotFound
+    from labkit.labs import ID_RE
+
+    if not ID_RE.match(lab_id):   # a lab id names a directory under the state root: nothing else
+        raise LabNotFound(f"no lab named {lab_id!r}: lab ids are lowercase letters, digits and dashes")
     state = LabState(lab_id)
     if not state.dir.exists():
         return []

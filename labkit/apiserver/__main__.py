@@ -22,8 +22,11 @@ def parse_controllers(value: str) -> list[str]:
 
 
 def serve(state: str, port: int, controllers: list[str], announce=print) -> None:
+    import os
+
     from labkit.apiserver.server import EmbeddedServer
 
+    os.umask(0o077)   # the object database, its WAL and the audit log hold every object: private
     server = EmbeddedServer(state, port, controllers)
     server.start()
     announce(f"labkit API server listening on {server.url} (state in {server.state_dir})")

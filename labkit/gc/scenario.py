@@ -7,9 +7,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
 
 from labkit.errors import ConfigError
+from labkit.inputs import load_yaml
 from labkit.gc.predicates import Predicate, PredicateError
 
 OPS = ("create", "delete", "update", "patch", "finalize", "wait", "assert", "restart-gc")
@@ -129,12 +129,7 @@ def _object(path: Path, fld: str, raw) -> ObjectSpec:
 
 def load(path: str | Path) -> Scenario:
     path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise ConfigError(path, None, f"cannot read the scenario: {exc.strerror or exc}")
-    except yaml.YAMLError as exc:
-        raise ConfigError(path, None, f"not valid YAML: {exc}")
+    raw = load_yaml(path)
     _require(isinstance(raw, dict), path, None, "expected a mapping at the top level")
     _require(isinstance(raw.get("id"), str), path, "id", "expected the scenario id (a string)")
     _require(raw["id"] == path.stem, path, "id", f"expected the file's stem {path.stem!r}, got {raw['id']!r}")
@@ -235,7 +230,7 @@ def load(path: str | Path) -> Scenario:
         for p in ([s.until] if s.until else []) + s.that:
             used += [(f"steps[{s.index - 1}]", r) for r in p.refs()]
     for fld, ref in used:
-        _require(ref in known, path, fld, f"unknown ref {ref!r} (known: {', '.join(sorted(known))})")
+        _require(isinstance(ref, str) and ref in known, path, fld, f"unknown ref {ref!r} (known: {', '.join(sorted(known))})")
     _check_references(path, raw, known, len(steps))
     return scenario
 

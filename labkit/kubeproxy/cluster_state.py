@@ -30,14 +30,15 @@ from __future__ import annotations
 import copy
 import ipaddress
 import json
+import re
 import os
 import random
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
 
 from labkit.errors import ConfigError
+from labkit.inputs import load_yaml, load_yaml_all
 from labkit.netlab import cluster as netcluster
 
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
@@ -54,6 +55,51 @@ _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 def _key(obj: dict) -> tuple[str, str]:
     meta = obj.get("metadata") or {}
     return meta.get("namespace") or "default", meta.get("name", "")
+
+
+def check_object_shape(obj, source, where: str) -> None:
+    """What every object must look like before any field is used: the API server's decoding and
+    ObjectMeta validation (staging/src/k8s.io/apimachinery/pkg/api/validation/objectmeta.go) reject
+    the rest. Names and namespaces are strings, labels a string-to-string mapping, spec a mapping."""
+    if not isinstance(obj, dict):
+        _fail(source, where, "expected a Kubernetes object (a mapping)")
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        _fail(source, f"{where}.metadata", "expected a mapping with the object's name")
+    for key in ("name", "namespace"):
+        if key in meta and not (isinstance(meta[key], str) and meta[key]):
+            _fail(source, f"{where}.metadata.{key}", f"expected a non-empty string, got {meta[key]!r}")
+    labels = meta.get("labels")
+    if labels is not None and not (isinstance(labels, dict)
+                                   and all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items())):
+        _fail(source, f"{where}.metadata.labels", "expected a mapping of label names to string values")
+    if not isinstance(obj.get("kind"), str):
+        _fail(source, f"{where}.kind", f"expected the object's kind, got {obj.get('kind')!r}")
+    if obj.get("spec") is not None and not isinstance(obj["spec"], dict):
+        _fail(source, f"{where}.spec", "expected a mapping")
+
+
+def _check_pod(pod: dict, source, where: str) -> None:
+    containers = (pod.get("spec") or {}).get("containers")
+    if not isinstance(containers, list) or not containers:
+        _fail(source, f"{where}.spec.containers", "expected a non-empty list of containers")
+    for c, container in enumerate(containers):
+        if not isinstance(container, dict):
+            _fail(source, f"{where}.spec.containers[{c}]", "expected a mapping")
+        ports = container.get("ports") or []
+        if not isinstance(ports, list):
+            _fail(source, f"{where}.spec.containers[{c}].ports", "expected a list of ports")
+        for i, port in enumerate(ports):
+            pw = f"{where}.spec.containers[{c}].ports[{i}]"
+            if not isinstance(port, dict):
+                _fail(source, pw, "expected a mapping")
+            number = port.get("containerPort")
+            if not isinstance(number, int) or isinstance(number, bool) or not 1 <= number <= 65535:
+                _fail(source, f"{pw}.containerPort", f"expected a port number 1-65535, got {number!r}")
+            if port.get("protocol", "TCP") not in PROTOCOLS:
+                _fail(source, f"{pw}.protocol", f"expected one of {', '.join(PROTOCOLS)}, got {port.get('protocol')!r}")
+            if not isinstance(port.get("name", ""), str):
+                _fail(source, f"{pw}.name", f"expected a string, got {port.get('name')!r}")
 
 
 def _labels(obj: dict) -> dict:
@@ -137,6 +183,7 @@ class ClusterState:
         report = []
         for index, doc in enumerate(documents):
             where = f"documents[{index}]"
+            check_object_shape(doc, source, where)
             kind = doc.get("kind")
             if kind == "Service":
                 old = services.get(_key(doc))
@@ -232,10 +279,17 @@ def _resolve_port(service_port: dict, pod: dict) -> int | None:
 class _Allocator:
     def __init__(self, network: dict, other_services: list[dict]):
         self.service_cidr = ipaddress.ip_network(network["serviceCIDR"])
-        low, high = str(network.get("nodePortRange", "30000-32767")).split("-")
-        self.node_ports = range(int(low), int(high) + 1)
+        low, high = self.port_range(network) or (30000, 32767)
+        self.node_ports = range(low, high + 1)
         self.used_ips = {s["spec"].get("clusterIP") for s in other_services}
         self.used_ports = {p.get("nodePort") for s in other_services for p in s["spec"].get("ports", [])}
+
+    @staticmethod
+    def port_range(network: dict) -> tuple[int, int] | None:
+        match = re.fullmatch(r"(\d{1,5})-(\d{1,5})", str(network.get("nodePortRange", "30000-32767")))
+        if not match or not 1 <= int(match[1]) <= int(match[2]) <= 65535:
+            return None
+        return int(match[1]), int(match[2])
 
     def cluster_ip(self) -> str:
         """A random free address above the band kept for static IPs (KEP-3070: the first
@@ -298,6 +352,8 @@ def default_service(doc: dict, old: dict | None, alloc: _Allocator, source: str,
         port.setdefault("protocol", "TCP")
         if port["protocol"] not in PROTOCOLS:
             _fail(source, f"{pw}.protocol", f"expected one of {', '.join(PROTOCOLS)}, got {port['protocol']!r}")
+        if not isinstance(port.get("name", ""), str):
+            _fail(source, f"{pw}.name", f"expected a string, got {port.get('name')!r}")
         if len(ports) > 1 and not port.get("name"):
             _fail(source, f"{pw}.name", "a Service with several ports must name each one")
         if port.get("name") in seen_names and port.get("name"):
@@ -345,7 +401,12 @@ def default_service(doc: dict, old: dict | None, alloc: _Allocator, source: str,
     if affinity not in ("None", "ClientIP"):
         _fail(source, f"{where}.spec.sessionAffinity", f"expected None or ClientIP, got {affinity!r}")
     if affinity == "ClientIP":
-        timeout = spec.setdefault("sessionAffinityConfig", {}).setdefault("clientIP", {}).setdefault("timeoutSeconds", 10800)
+        config = spec.get("sessionAffinityConfig") or {}
+        if not isinstance(config, dict) or not isinstance(config.get("clientIP") or {}, dict):
+            _fail(source, f"{where}.spec.sessionAffinityConfig", "expected a mapping {clientIP: {timeoutSeconds: N}}")
+        spec["sessionAffinityConfig"] = config
+        config["clientIP"] = config.get("clientIP") or {}
+        timeout = config["clientIP"].setdefault("timeoutSeconds", 10800)
         if not isinstance(timeout, int) or not 0 < timeout <= 86400:
             _fail(source, f"{where}.spec.sessionAffinityConfig.clientIP.timeoutSeconds", f"expected 1-86400, got {timeout!r}")
     else:
@@ -390,19 +451,16 @@ def validate_endpoint_slice(doc: dict, source: str, where: str) -> dict:
 
 def read_documents(path: Path) -> list[dict]:
     """Kubernetes objects from a YAML file: several documents and/or `kind: List` items."""
-    try:
-        docs = list(yaml.safe_load_all(Path(path).read_text()))
-    except FileNotFoundError:
-        raise ConfigError(path, None, "file not found")
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise ConfigError(path, f"line {mark.line + 1}" if mark else None, f"not valid YAML ({getattr(exc, 'problem', exc)})")
+    docs = load_yaml_all(path)
     out = []
     for i, doc in enumerate(d for d in docs if d is not None):
         if not isinstance(doc, dict):
             raise ConfigError(path, f"documents[{i}]", "expected a Kubernetes object (a mapping)")
         if doc.get("kind") == "List":
-            out.extend(doc.get("items") or [])
+            items = doc.get("items") or []
+            if not isinstance(items, list):
+                raise ConfigError(path, f"documents[{i}].items", "expected a list of objects")
+            out.extend(items)
         else:
             out.append(doc)
     return out
@@ -410,13 +468,12 @@ def read_documents(path: Path) -> list[dict]:
 
 def load_scenario(path: Path) -> ClusterState:
     """A fresh cluster from a scenario file: pod IPs assigned, Services defaulted, slices written."""
-    try:
-        raw = yaml.safe_load(Path(path).read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(path, None, f"cannot read the scenario ({exc})")
+    raw = load_yaml(path)
     if not isinstance(raw, dict):
         raise ConfigError(path, None, "expected a mapping with network, hosts, kubeProxyConfiguration and objects")
     network = raw.get("network") or {}
+    if not isinstance(network, dict):
+        raise ConfigError(path, "network", "expected a mapping with lan, gateway and serviceCIDR")
     for key in ("lan", "gateway", "serviceCIDR"):
         if not isinstance(network.get(key), str):
             raise ConfigError(path, f"network.{key}", "expected an address or CIDR string")
@@ -424,30 +481,62 @@ def load_scenario(path: Path) -> ClusterState:
     if not isinstance(objects, list) or not all(isinstance(o, dict) for o in objects):
         raise ConfigError(path, "objects", "expected a list of Kubernetes objects")
     nodes, pods, free_ips = [], [], {}
+    try:
+        ipaddress.ip_network(network["serviceCIDR"])
+    except ValueError as exc:
+        raise ConfigError(path, "network.serviceCIDR", f"expected a CIDR: {exc}") from None
+    if _Allocator.port_range(network) is None:
+        raise ConfigError(path, "network.nodePortRange", f"expected LOW-HIGH within 1-65535, got {network.get('nodePortRange')!r}")
     for i, obj in enumerate(objects):
+        check_object_shape(obj, path, f"objects[{i}]")
         meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
         if obj.get("kind") == "Node":
-            if not meta.get("name") or not spec.get("podCIDR"):
+            if not meta.get("name") or not isinstance(spec.get("podCIDR"), str):
                 raise ConfigError(path, f"objects[{i}]", "a Node needs metadata.name and spec.podCIDR")
-            if not any(a.get("type") == "InternalIP" for a in (obj.get("status") or {}).get("addresses", [])):
+            addresses = (obj.get("status") or {}).get("addresses") if isinstance(obj.get("status"), dict) else None
+            if not isinstance(addresses, list) or not any(
+                    isinstance(a, dict) and a.get("type") == "InternalIP" and isinstance(a.get("address"), str)
+                    for a in addresses):
                 raise ConfigError(path, f"objects[{i}].status.addresses", "expected an InternalIP address")
+            try:
+                pod_cidr = ipaddress.ip_network(spec["podCIDR"])
+            except ValueError as exc:
+                raise ConfigError(path, f"objects[{i}].spec.podCIDR", f"expected a CIDR: {exc}") from None
+            if meta["name"] in free_ips:
+                raise ConfigError(path, f"objects[{i}].metadata.name", f"duplicate Node {meta['name']!r}")
             nodes.append(obj)
-            free_ips[meta["name"]] = ipaddress.ip_network(spec["podCIDR"]).hosts()
-            next(free_ips[meta["name"]])   # the first address is the node's, on its pod bridge
+            free_ips[meta["name"]] = pod_cidr.hosts()
+            if next(free_ips[meta["name"]], None) is None:   # the first address is the node's, on its pod bridge
+                raise ConfigError(path, f"objects[{i}].spec.podCIDR", "expected a range with room for pods")
         elif obj.get("kind") == "Pod":
+            if not meta.get("name"):
+                raise ConfigError(path, f"objects[{i}].metadata.name", "expected the Pod's name")
             pod = copy.deepcopy(obj)
             pod.setdefault("metadata", {}).setdefault("namespace", "default")
             node = spec.get("nodeName")
-            if node not in free_ips:
+            if not isinstance(node, str) or node not in free_ips:
                 raise ConfigError(path, f"objects[{i}].spec.nodeName",
                                   f"expected a Node listed before the pod ({', '.join(free_ips) or 'none'}), got {node!r}")
-            pod.setdefault("status", {})["podIP"] = str(next(free_ips[node]))
+            _check_pod(obj, path, f"objects[{i}]")
+            ip = next(free_ips[node], None)
+            if ip is None:
+                raise ConfigError(path, f"objects[{i}].spec.nodeName", f"no pod address left in {node}'s podCIDR")
+            if not isinstance(pod.get("status") or {}, dict):
+                raise ConfigError(path, f"objects[{i}].status", "expected a mapping")
+            pod["status"] = pod.get("status") or {}
+            pod["status"]["podIP"] = str(ip)
             pod["status"].setdefault("phase", "Running")
             pods.append(pod)
     hosts = raw.get("hosts") or []
+    if not isinstance(hosts, list):
+        raise ConfigError(path, "hosts", "expected a list of hosts")
     for i, host in enumerate(hosts):
-        if not isinstance(host, dict) or not host.get("name") or not host.get("addresses"):
-            raise ConfigError(path, f"hosts[{i}]", "expected name and addresses")
+        if not isinstance(host, dict) or not isinstance(host.get("name"), str) or not host["name"] \
+                or not isinstance(host.get("addresses"), list) or not host["addresses"] \
+                or not all(isinstance(a, str) for a in host["addresses"]):
+            raise ConfigError(path, f"hosts[{i}]", "expected name (a string) and addresses (a list of strings)")
+    if not isinstance(raw.get("kubeProxyConfiguration") or {}, dict):
+        raise ConfigError(path, "kubeProxyConfiguration", "expected a mapping")
     names = [*free_ips, *(p["metadata"]["name"] for p in pods), *(h["name"] for h in hosts)]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:

@@ -15,9 +15,9 @@ import ipaddress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import yaml
 
 from labkit.errors import ConfigError
+from labkit.inputs import load_yaml
 
 # metrics.IPTablesCTStateInvalidDroppedNFAcctCounter / metrics.LocalhostNodePortAcceptedNFAcctCounter
 CT_STATE_INVALID_DROPPED = "ct_state_invalid_dropped_pkts"
@@ -203,16 +203,10 @@ def _load_document(source) -> tuple[str, dict]:
         path = Path(source) if not (isinstance(source, str) and "\n" in source) else None
         if path is not None and path.exists():
             where = str(path)
-            try:
-                doc = yaml.safe_load(path.read_text())
-            except yaml.YAMLError as exc:
-                raise ConfigError(where, None, f"not valid YAML: {exc}") from None
+            doc = load_yaml(path)
         else:
             where = "KubeProxyConfiguration"
-            try:
-                doc = yaml.safe_load(source)
-            except yaml.YAMLError as exc:
-                raise ConfigError(where, None, f"not valid YAML: {exc}") from None
+            doc = load_yaml(where, text=source)
     if doc is None:
         doc = {}
     if not isinstance(doc, dict):

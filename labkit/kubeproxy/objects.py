@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-import yaml
 
 from labkit.errors import ConfigError
+from labkit.inputs import load_yaml_all, read_text
 from labkit.kubeproxy import chains
 
 log = logging.getLogger("labkit.kubeproxy")
@@ -78,23 +78,17 @@ def _documents(source, origin):
         return origin or "<objects>", list(source)
     if isinstance(source, Path) or (isinstance(source, str) and "\n" not in source and Path(source).exists()):
         path = Path(source)
-        try:
-            text = path.read_text()
-        except OSError as exc:
-            raise ConfigError(path, None, f"cannot read: {exc.strerror}") from None
+        text = read_text(path)
         where = origin or str(path)
     elif isinstance(source, str):
         text, where = source, origin or "<objects>"
     else:
         raise ConfigError(origin or "<objects>", None, f"expected YAML text, a path or a list of objects, got {type(source).__name__}")
-    try:
-        return where, list(yaml.safe_load_all(text))
-    except yaml.YAMLError as exc:
-        raise ConfigError(where, None, f"not valid YAML: {exc}") from None
+    return where, load_yaml_all(where, text=text)
 
 
 def object_name(obj: dict) -> str:
-    meta = obj.get("metadata") or {}
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
     return f"{obj.get('kind')} {meta.get('namespace') or 'default'}/{meta.get('name')}"
 
 

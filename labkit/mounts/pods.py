@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from labkit.errors import ConfigError
 from labkit.mounts import mountinfo
@@ -165,17 +164,9 @@ def parse_pod(obj, path, where: str = "") -> Pod:
 
 def load_pods(path) -> list[Pod]:
     """Every Pod in a YAML file (several documents, or a List with items)."""
-    import yaml
+    from labkit.inputs import load_yaml_all
 
-    try:
-        docs = [d for d in yaml.safe_load_all(Path(path).read_text()) if d is not None]
-    except FileNotFoundError:
-        raise ConfigError(path, None, "file not found")
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise ConfigError(path, f"line {mark.line + 1}" if mark else None, f"not valid YAML ({getattr(exc, 'problem', exc)})")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(path, None, f"cannot read ({exc})")
+    docs = [d for d in load_yaml_all(path) if d is not None]
     pods = []
     for d, doc in enumerate(docs):
         where = f"document {d + 1}" if len(docs) > 1 else ""

@@ -72,7 +72,7 @@ class Scenario:
 
 def _container_pod(raw: dict, path, where: str, host_path: str) -> Pod:
     known = {"name", "mountPropagation", "privileged", "command"}
-    unknown = sorted(set(raw) - known)
+    unknown = sorted(set(raw) - known, key=str)
     if unknown:
         raise ConfigError(path, f"{where}.{unknown[0]}", f"unknown field (known: {', '.join(sorted(known))})")
     mount = {"name": "host", "mountPath": "/mnt/test"}
@@ -92,19 +92,13 @@ def _container_pod(raw: dict, path, where: str, host_path: str) -> Pod:
 
 
 def load(path) -> Scenario:
-    import yaml
+    from labkit.inputs import load_yaml
 
-    try:
-        raw = yaml.safe_load(Path(path).read_text())
-    except FileNotFoundError:
-        raise ConfigError(path, None, "file not found")
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise ConfigError(path, f"line {mark.line + 1}" if mark else None, f"not valid YAML ({getattr(exc, 'problem', exc)})")
+    raw = load_yaml(path)
     if not isinstance(raw, dict):
         raise ConfigError(path, None, "expected a MountScenario mapping")
     known = {"apiVersion", "kind", "hostPath", "containers", "pods", "steps", "description"}
-    unknown = sorted(set(raw) - known)
+    unknown = sorted(set(raw) - known, key=str)
     if unknown:
         raise ConfigError(path, unknown[0], f"unknown field (known: {', '.join(sorted(known))})")
     if raw.get("apiVersion") != API_VERSION:
@@ -121,6 +115,9 @@ def load(path) -> Scenario:
     if host_path in ("/", UPSTREAM):
         raise ConfigError(path, "hostPath.path", f"expected an absolute path other than / and {UPSTREAM}, got {host_path!r}")
     pods: list[Pod] = []
+    for key in ("containers", "pods", "steps"):
+        if not isinstance(raw.get(key) or [], list):
+            raise ConfigError(path, key, f"expected a list, got {type(raw[key]).__name__}")
     for i, item in enumerate(raw.get("containers") or []):
         if not isinstance(item, dict):
             raise ConfigError(path, f"containers[{i}]", "expected a mapping {name, mountPropagation, privileged}")
@@ -158,7 +155,7 @@ def _parse_step(path, i: int, raw, names: list[str], propagation: str):
     if not isinstance(arg, dict):
         raise ConfigError(path, f"{where}.{kind}", "expected a mapping {by, name}")
     allowed = {"by", "name"} | ({"lazy"} if kind == "umount" else set())
-    unknown = sorted(set(arg) - allowed)
+    unknown = sorted(set(arg) - allowed, key=str)
     if unknown:
         raise ConfigError(path, f"{where}.{kind}.{unknown[0]}", f"unknown field (known: {', '.join(sorted(allowed))})")
     by, name = arg.get("by"), arg.get("name")

@@ -94,12 +94,9 @@ def admit(
 
 def _merge_input(path: Path):
     from labkit.numa.merge import POLICIES, hints_from_json
-    try:
-        data = json.loads(path.read_text())
-    except OSError as exc:
-        raise ConfigError(path, None, f"cannot read: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        raise ConfigError(path, None, f"not valid JSON: {exc.msg} (line {exc.lineno})") from None
+    from labkit.inputs import load_json
+
+    data = load_json(path)
     if not isinstance(data, dict):
         raise ConfigError(path, None, "expected an object with numaNodes, policy and providers")
     nodes = data.get("numaNodes")

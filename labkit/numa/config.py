@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from labkit.errors import ConfigError, LabkitError
 from labkit.numa import cpuset
@@ -128,12 +127,9 @@ def load_config(path: str | Path | None) -> KubeletConfig:
     if path is None:
         return KubeletConfig()
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise ConfigError(path, None, f"cannot read: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(path, None, f"not valid YAML: {exc}") from None
+    from labkit.inputs import load_yaml
+
+    data = load_yaml(path)
     return config_from_dict(data, str(path))
 
 

@@ -19,7 +19,6 @@ every problem is reported as one ConfigError naming the file and the field.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -102,12 +101,9 @@ def load_machine(spec: str | Path) -> Machine:
         else:
             raise ConfigError(spec, None, "no such file, and not a shipped machine "
                               f"(shipped: {', '.join(fixture_names())})")
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise ConfigError(path, None, f"not valid JSON: {exc.msg} (line {exc.lineno})") from None
-    except OSError as exc:
-        raise ConfigError(path, None, f"cannot read: {exc.strerror}") from None
+    from labkit.inputs import load_json
+
+    data = load_json(path)
     return machine_from_dict(data, source=str(path))
 
 
@@ -190,7 +186,7 @@ def _devices(v: "_Validator", data: Any, node_ids: set[int]) -> dict[str, list[D
             v.require(entry["id"] not in seen, f"{where}.id", f"duplicate device id {entry['id']!r}")
             seen.add(entry["id"])
             numa = entry.get("numa_nodes") or []
-            v.require(isinstance(numa, list) and all(n in node_ids for n in numa), f"{where}.numa_nodes",
+            v.require(isinstance(numa, list) and all(isinstance(n, int) and n in node_ids for n in numa), f"{where}.numa_nodes",
                       f"expected a list of NUMA node ids among {sorted(node_ids)}")
             devices[resource].append(Device(entry["id"], tuple(numa)))
     return devices

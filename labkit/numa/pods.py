@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from labkit.errors import ConfigError
 from labkit.numa.quantity import Quantity, QuantityError
@@ -101,12 +100,9 @@ def stable_uid(namespace: str, name: str) -> str:
 def load_pods(path: str | Path) -> list[Pod]:
     """Pods from a YAML file: one Pod, several documents, or a `kind: List` with items."""
     path = Path(path)
-    try:
-        documents = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
-    except OSError as exc:
-        raise ConfigError(path, None, f"cannot read: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(path, None, f"not valid YAML: {exc}") from None
+    from labkit.inputs import load_yaml_all
+
+    documents = [d for d in load_yaml_all(path) if d is not None]
     objects: list[tuple[str, Any]] = []
     for i, doc in enumerate(documents):
         where = f"document {i + 1}" if len(documents) > 1 else ""
@@ -131,6 +127,8 @@ def pod_from_dict(data: Any, source: str | Path = "<pod>", where: str = "") -> P
     if not isinstance(data, dict) or data.get("kind", "Pod") != "Pod":
         raise ConfigError(source, where or None, "expected a Pod (kind: Pod)")
     meta = data.get("metadata") or {}
+    if not isinstance(meta, dict):
+        raise ConfigError(source, _at(where, "metadata"), "expected a mapping with the Pod's name")
     name = meta.get("name")
     if not isinstance(name, str) or not name:
         raise ConfigError(source, _at(where, "metadata.name"), "expected the Pod's name")

@@ -104,7 +104,7 @@ def check_qos(ctx):
             wrong.append(f"{pod.name}: {answer!r} is not one of {', '.join(QOS_CLASSES)}")
         elif answer != qos_class(pod):
             wrong.append(f"{pod.name}: not {answer}")
-    extra = sorted(set(given) - {p.name for p in pods})
+    extra = sorted(set(given) - {p.name for p in pods}, key=str)
     wrong += [f"{name}: no such Pod in the file" for name in extra]
     return _verdict(ctx, wrong, len(pods), "QoS classes")
 
@@ -346,6 +346,10 @@ def check_pin(ctx):
     for role, qos in (("guaranteed", "Guaranteed"), ("burstable", "Burstable")):
         entry = ctx.answer_field(data, role, dict)
         name, pid, listed = entry.get("pod"), entry.get("pid"), entry.get("cpus_allowed_list")
+        if not isinstance(name, str):
+            raise CheckFailed(f"{ctx.answer_path}: {role}.pod should be a Pod's name, got {name!r}")
+        if not isinstance(pid, int) or isinstance(pid, bool):
+            raise CheckFailed(f"{ctx.answer_path}: {role}.pid should be a process id (a number), got {pid!r}")
         if name not in by_pod:
             running = ", ".join(sorted(by_pod)) or "none"
             raise CheckFailed(f"{role}: no running Pod {name!r} on the live node (running: {running})")

@@ -1,0 +1,72 @@
+"""Reading the files labkit is given (YAML and JSON), with one-line errors naming the file.
+
+Every loader of a user-supplied file reads it through here, so a missing, unreadable, non-UTF-8
+or syntactically broken file fails the same way everywhere: ConfigError(path, "line L, column C",
+problem), which the CLI prints as one line with exit code 2.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from labkit.errors import ConfigError
+
+
+def read_text(path) -> str:
+    try:
+        return Path(path).read_text()
+    except FileNotFoundError:
+        raise ConfigError(path, None, "file not found") from None
+    except IsADirectoryError:
+        raise ConfigError(path, None, "is a directory, expected a file") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(path, None, f"not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise ConfigError(path, None, f"cannot read: {exc.strerror or exc}") from None
+
+
+def yaml_error(path, exc: yaml.YAMLError) -> ConfigError:
+    """The parser's complaint as one line: where (line, column) and what."""
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else None
+    problem = getattr(exc, "problem", None) or str(exc)
+    context = getattr(exc, "context", None)
+    if isinstance(exc, yaml.reader.ReaderError):
+        where, problem = f"character {exc.position + 1}", f"character {exc.character!r} is not allowed in YAML"
+    return ConfigError(path, where, f"not valid YAML: {problem}" + (f" ({context})" if context else ""))
+
+
+def load_yaml(path, text: str | None = None) -> Any:
+    """One YAML document (None for an empty file)."""
+    text = read_text(path) if text is None else text
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise yaml_error(path, exc) from None
+    except RecursionError:
+        raise ConfigError(path, None, "not valid YAML: nested too deeply") from None
+
+
+def load_yaml_all(path, text: str | None = None) -> list[Any]:
+    """Every document of a YAML file, empty ones included (as None)."""
+    text = read_text(path) if text is None else text
+    try:
+        return list(yaml.safe_load_all(text))
+    except yaml.YAMLError as exc:
+        raise yaml_error(path, exc) from None
+    except RecursionError:
+        raise ConfigError(path, None, "not valid YAML: nested too deeply") from None
+
+
+def load_json(path) -> Any:
+    text = read_text(path)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(path, f"line {exc.lineno}, column {exc.colno}", f"not valid JSON: {exc.msg}") from None
+    except RecursionError:
+        raise ConfigError(path, None, "not valid JSON: nested too deeply") from None
