@@ -1,4 +1,5 @@
-"""Every shared kube-proxy fidelity case (fidelity/kube-proxy/, from kube-proxy's own unit tests).
+"""Every kube-proxy fidelity case (shared fidelity/kube-proxy/ and tests/fidelity/kube-proxy/, both
+from kube-proxy's own unit tests).
 
 Per case: the rendered iptables-restore text after kube-proxy's canonical sort
 (`sortIPTablesRules`) equals the expected text exactly; single-chain expectations; the
@@ -33,8 +34,8 @@ from labkit.netfilter.live import read_live
 
 CASES = case_files()
 if not CASES:
-    pytest.skip("the shared kube-proxy fidelity cases (shared/fidelity/kube-proxy beside the repository, "
-                "or LABKIT_FIDELITY_DIR) are not on this machine", allow_module_level=True)
+    pytest.skip("no kube-proxy fidelity cases (shared/fidelity/kube-proxy beside the repository, "
+                "LABKIT_FIDELITY_DIR, or tests/fidelity/kube-proxy)", allow_module_level=True)
 
 
 def check_packet_flows(ruleset, pc: dict, flows: list[dict]) -> list[str]:
