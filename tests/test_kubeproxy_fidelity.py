@@ -28,6 +28,7 @@ import pytest
 from kubeproxy_cases import case_files, check_rule_jumps, lab_namespace, load_case, proxier_config, with_jump_rules
 from labkit.kubeproxy import changed_services, load_objects, probability, render, sort_rules
 from labkit.kubeproxy.canonical import chain_rules
+from labkit.kubeproxy.objects import build_state
 from labkit.kubeproxy.sync import ensure_jump_rules, sync_node
 from labkit.netfilter import Packet, Tracer, load
 from labkit.netfilter.live import read_live
@@ -208,10 +209,10 @@ def test_loaded_into_a_namespace(path):
     # the same packets through the live tables and through the rendered text
     pc = case["proxier_config"]
     local = pc.get("tracerLocalIPs") or []
-    services = [o for o in objects if o["kind"] == "Service"]
-    for svc in services:
-        for port in svc["spec"].get("ports") or []:
-            for src in ("10.0.0.2", "203.0.113.2", local[0] if local else "192.168.0.2"):
-                packet = Packet(src, svc["spec"]["clusterIP"], port["port"], port.get("protocol", "TCP").lower())
-                a, b = Tracer(live, local).trace(packet), Tracer(offline, local).trace(packet)
-                assert (a.dnat, a.masquerade, a.verdict, a.output) == (b.dnat, b.masquerade, b.verdict, b.output)
+    # Each service port as kube-proxy reads it: cluster IPs such as "172.30.0.041" (TestBadIPs) are
+    # parsed with ParseIPSloppy, so the packet goes to the canonical address.
+    for sp in build_state(objects, config).service_ports:
+        for src in ("10.0.0.2", "203.0.113.2", local[0] if local else "192.168.0.2"):
+            packet = Packet(src, sp.cluster_ip, sp.port, sp.proto)
+            a, b = Tracer(live, local).trace(packet), Tracer(offline, local).trace(packet)
+            assert (a.dnat, a.masquerade, a.verdict, a.output) == (b.dnat, b.masquerade, b.verdict, b.output)
