@@ -16,7 +16,12 @@ case's step assertions (a chain still exists, a full sync is needed, a partial r
 and rule counts are checked against the kernel's tables; the "sync" kind of each step (full or
 partial) must agree with labkit's own reckoning. An injected rule (the case quotes it in its
 description) goes into the real table, so a partial restore that deletes a still-referenced
-chain really fails in iptables-restore, and the next full sync really repairs it.
+chain really fails in iptables-restore, and the next full sync really repairs it. A step with
+`force_full_sync: true` is kube-proxy's forceSyncProxyRules.
+
+`sep_dnat` (a case's or a step's) is the test file's countEndpointsAndComments: how many
+"-A KUBE-SEP-... -j DNAT" lines the restore text holds, how many carry a comment (large-cluster
+mode leaves them off), and the last one containing `match`.
 """
 
 from __future__ import annotations
@@ -51,6 +56,16 @@ def check_packet_flows(ruleset, pc: dict, flows: list[dict]) -> list[str]:
     return problems
 
 
+def check_sep_dnat(text: str, want: dict) -> list[str]:
+    """countEndpointsAndComments of proxier_test.go: the "-A KUBE-SEP-... -j DNAT" lines of the
+    restore text, how many carry a comment (large-cluster mode leaves them off), and the one
+    naming `match`."""
+    lines = [l for l in text.split("\n") if l.startswith("-A KUBE-SEP-") and "-j DNAT" in l]
+    got = {"count": len(lines), "with_comment": sum("--comment" in l for l in lines),
+           "line": next((l for l in reversed(lines) if want.get("match", "\0") in l), "")}
+    return [f"sep_dnat {key}: expected {want[key]!r}, got {got[key]!r}" for key in got if key in want and want[key] != got[key]]
+
+
 SINGLE_CASES = [p for p in CASES if not load_case(p).get("steps")]
 
 
@@ -81,6 +96,9 @@ def test_fidelity_case(path):
         assert check_rule_jumps(text) == []
     for chain in expected.get("chains") or []:
         assert chain_rules(text, chain["table"], chain["chain"]) == chain["rules"], f"{chain['table']} {chain['chain']}"
+        checked += 1
+    if expected.get("sep_dnat"):
+        assert check_sep_dnat(text, expected["sep_dnat"]) == []
         checked += 1
     flows = case.get("packet_flow") or []
     if flows:
@@ -136,7 +154,7 @@ def test_fidelity_steps(path):
             elif action != "none":
                 pytest.fail(f"{where}: action {action!r} is not understood")
 
-            full = need_full_sync
+            full = need_full_sync or bool(step.get("force_full_sync"))     # forceSyncProxyRules
             kind = step.get("sync", "")
             if kind.startswith(("full", "partial")):
                 assert kind.startswith("full") == full, f"{where}: the case says {kind!r}, labkit's sync loop says {'full' if full else 'partial'}"
@@ -178,6 +196,8 @@ def test_fidelity_steps(path):
                     pytest.fail(f"{where}: assertion {key!r} is not understood")
             if not ok and not step.get("assert"):
                 pytest.fail(f"{where}: iptables-restore failed: {message}")
+            if step.get("sep_dnat"):
+                assert check_sep_dnat(text, step["sep_dnat"]) == [], where
             if step.get("packet_flow"):
                 problems = check_packet_flows(read_live(netns), pc, step["packet_flow"])
                 assert not problems, where + "\n" + "\n".join(problems)
