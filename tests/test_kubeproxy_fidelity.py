@@ -21,7 +21,8 @@ chain really fails in iptables-restore, and the next full sync really repairs it
 
 `sep_dnat` (a case's or a step's) is the test file's countEndpointsAndComments: how many
 "-A KUBE-SEP-... -j DNAT" lines the restore text holds, how many carry a comment (large-cluster
-mode leaves them off), and the last one containing `match`.
+mode leaves them off), and the last one containing `match`. `metrics` (a case's or a step's)
+are the gauges kube-proxy sets at the end of the sync (render(metrics=...)).
 """
 
 from __future__ import annotations
@@ -66,6 +67,21 @@ def check_sep_dnat(text: str, want: dict) -> list[str]:
     return [f"sep_dnat {key}: expected {want[key]!r}, got {got[key]!r}" for key in got if key in want and want[key] != got[key]]
 
 
+def check_metrics(text: str, got: dict, want: dict) -> list[str]:
+    """The gauges of the sync against the case's `metrics`: each given value must match. The
+    value "rules in text" stands for countRules of proxier_test.go (the table's "-A" lines in the
+    restore text), as TestProxierMetricsIPTablesTotalRules compares."""
+    problems = []
+    for name, labels in want.items():
+        for label, value in labels.items():
+            if value == "rules in text":
+                body = text.split(f"*{label}\n", 1)[1].split("COMMIT\n", 1)[0]
+                value = sum(1 for line in body.split("\n") if line.startswith("-A "))
+            if (got.get(name) or {}).get(label) != value:
+                problems.append(f"{name}{{{label}}}: expected {value!r}, got {(got.get(name) or {}).get(label)!r}")
+    return problems
+
+
 SINGLE_CASES = [p for p in CASES if not load_case(p).get("steps")]
 
 
@@ -87,8 +103,12 @@ def test_fidelity_case(path):
         assert not problems, "\n".join(problems)
         return
     config = proxier_config(pc)
-    text = render(load_objects(case["objects"], origin=path.name), config)
+    metrics: dict = {}
+    text = render(load_objects(case["objects"], origin=path.name), config, metrics=metrics)
     checked = 0
+    if expected.get("metrics"):
+        assert check_metrics(text, metrics, expected["metrics"]) == []
+        checked += 1
     if expected.get("iptables_restore"):
         assert sort_rules(text) == expected["iptables_restore"]
         checked += 1
@@ -164,7 +184,9 @@ def test_fidelity_steps(path):
                 changed = None
             else:
                 changed = changed_services(previous, objects, config)
-            text = render(objects, config, existing_nat_chains=load.nat_chain_names(netns), changed_services=changed)
+            metrics: dict = {}
+            text = render(objects, config, existing_nat_chains=load.nat_chain_names(netns), changed_services=changed,
+                          metrics=metrics)
             ok, message = load.try_restore(netns, text, counters=True)
             need_full_sync = not ok
             print(f"{where}: {'full' if full else 'partial'} sync, restore {'ok' if ok else 'failed: ' + message}")
@@ -196,6 +218,8 @@ def test_fidelity_steps(path):
                     pytest.fail(f"{where}: assertion {key!r} is not understood")
             if not ok and not step.get("assert"):
                 pytest.fail(f"{where}: iptables-restore failed: {message}")
+            if step.get("metrics"):
+                assert check_metrics(text, metrics, step["metrics"]) == [], where
             if step.get("sep_dnat"):
                 assert check_sep_dnat(text, step["sep_dnat"]) == [], where
             if step.get("packet_flow"):
