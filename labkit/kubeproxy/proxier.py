@@ -367,6 +367,10 @@ def _render(state: ClusterState, cfg: ProxierConfig, existing_nat_chains, change
             svc_rules.write(*args, *match, "-j", "DNAT", "--to-destination", ep.endpoint)
 
     # Delete chains no longer in use (kube-proxy lists them with iptables-save -t nat).
+    # syncProxyRules does this only `if !largeClusterMode || time.Since(lastIPTablesCleanup) >
+    # syncPeriod`: above the large-cluster threshold stale chains linger until a sync period has
+    # passed since the last cleanup. labkit's syncs have no clock; a caller modelling that delay
+    # passes existing_nat_chains=None for the syncs in between.
     deleted_chains = 0
     if existing_nat_chains is not None:
         for chain in sorted(set(existing_nat_chains) - active_nat_chains):
