@@ -22,7 +22,10 @@ chain really fails in iptables-restore, and the next full sync really repairs it
 `sep_dnat` (a case's or a step's) is the test file's countEndpointsAndComments: how many
 "-A KUBE-SEP-... -j DNAT" lines the restore text holds, how many carry a comment (large-cluster
 mode leaves them off), and the last one containing `match`. `metrics` (a case's or a step's)
-are the gauges kube-proxy sets at the end of the sync (render(metrics=...)).
+are the gauges kube-proxy sets at the end of the sync (render(metrics=...)). A step's
+`stale_chain_cleanup_due: false` says less than syncPeriod has passed since the last stale-chain
+cleanup (which matters only in large-cluster mode); `restore_contains` / `restore_lacks` list
+fragments the step's restore text must hold or must not.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ import re
 import pytest
 
 from kubeproxy_cases import case_files, check_rule_jumps, lab_namespace, load_case, proxier_config, with_jump_rules
-from labkit.kubeproxy import changed_services, load_objects, probability, render, sort_rules
+from labkit.kubeproxy import changed_services, large_cluster_mode, load_objects, probability, render, sort_rules
 from labkit.kubeproxy.canonical import chain_rules
 from labkit.kubeproxy.objects import build_state
 from labkit.kubeproxy.sync import ensure_jump_rules, sync_node
@@ -191,9 +194,12 @@ def test_fidelity_steps(path):
                 changed = None
             else:
                 changed = changed_services(previous, objects, config)
+            # syncProxyRules lists the nat table for stale chains unless it is in large-cluster
+            # mode and less than syncPeriod has passed since the last cleanup (the case says so).
+            cleanup = step.get("stale_chain_cleanup_due", True) or not large_cluster_mode(objects, config)
             metrics: dict = {}
-            text = render(objects, config, existing_nat_chains=load.nat_chain_names(netns), changed_services=changed,
-                          metrics=metrics)
+            text = render(objects, config, existing_nat_chains=load.nat_chain_names(netns) if cleanup else None,
+                          changed_services=changed, metrics=metrics)
             ok, message = load.try_restore(netns, text, counters=True)
             need_full_sync = not ok
             print(f"{where}: {'full' if full else 'partial'} sync, restore {'ok' if ok else 'failed: ' + message}")
@@ -229,6 +235,10 @@ def test_fidelity_steps(path):
                 assert check_metrics(text, metrics, step["metrics"]) == [], where
             if step.get("sep_dnat"):
                 assert check_sep_dnat(text, step["sep_dnat"]) == [], where
+            for fragment in step.get("restore_contains") or []:
+                assert fragment in text, f"{where}: {fragment!r} is not in the restore text"
+            for fragment in step.get("restore_lacks") or []:
+                assert fragment not in text, f"{where}: {fragment!r} is in the restore text"
             if step.get("packet_flow"):
                 problems = check_packet_flows(read_live(netns), pc, step["packet_flow"])
                 assert not problems, where + "\n" + "\n".join(problems)

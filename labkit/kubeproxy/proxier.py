@@ -162,6 +162,18 @@ def render(objects: Iterable[dict], config: ProxierConfig, *, existing_nat_chain
     return _render(build_state(objects, config), config, existing_nat_chains, changed_services, metrics)
 
 
+def large_cluster_mode(objects: Iterable[dict], config: ProxierConfig) -> bool:
+    """proxier.largeClusterMode of syncProxyRules: more endpoints (summed over the service ports
+    this proxier handles) than largeClusterEndpointsThreshold (1000). In that mode rule comments
+    are left off the per-endpoint rules, and stale chains are deleted at most once per syncPeriod."""
+    return _large_cluster(build_state(objects, config), config)
+
+
+def _large_cluster(state: ClusterState, cfg: ProxierConfig) -> bool:
+    total_endpoints = sum(len(state.endpoints_for(sp)) for sp in state.service_ports)
+    return total_endpoints > cfg.large_cluster_endpoints_threshold
+
+
 def _render(state: ClusterState, cfg: ProxierConfig, existing_nat_chains, changed_services, metrics=None) -> str:
     full_sync = changed_services is None
     changed = set(changed_services or ())
@@ -194,8 +206,7 @@ def _render(state: ClusterState, cfg: ProxierConfig, existing_nat_chains, change
                            "RELATED,ESTABLISHED,DNAT", "-j", "DROP")
 
     active_nat_chains: set[str] = set()
-    total_endpoints = sum(len(state.endpoints_for(sp)) for sp in state.service_ports)
-    large_cluster = total_endpoints > cfg.large_cluster_endpoints_threshold
+    large_cluster = _large_cluster(state, cfg)
     localhost_nodeport_rule = cfg.localhost_nodeports and not ipv6 and cfg.has_counter(LOCALHOST_NODEPORTS_ACCEPTED)
 
     no_local_internal = no_local_external = 0
