@@ -25,7 +25,9 @@ mode leaves them off), and the last one containing `match`. `metrics` (a case's 
 are the gauges kube-proxy sets at the end of the sync (render(metrics=...)). A step's
 `stale_chain_cleanup_due: false` says less than syncPeriod has passed since the last stale-chain
 cleanup (which matters only in large-cluster mode); `restore_contains` / `restore_lacks` list
-fragments the step's restore text must hold or must not.
+fragments the step's restore text must hold or must not. Step `assert` entries may also state
+these checks the way the Go tests do (DNAT-rule and comment counts, a line of the text, text the
+restore input contains or does not contain); see check_restore_assertion.
 """
 
 from __future__ import annotations
@@ -83,6 +85,28 @@ def check_metrics(text: str, got: dict, want: dict) -> list[str]:
             if (got.get(name) or {}).get(label) != value:
                 problems.append(f"{name}{{{label}}}: expected {value!r}, got {(got.get(name) or {}).get(label)!r}")
     return problems
+
+
+def check_restore_assertion(key: str, value, text: str) -> str | None:
+    """A step assertion about the restore text, as the Go tests state them (countEndpointsAndComments
+    counts and lines, assert.Contains / NotContains): "" when it holds, a problem when it does not,
+    None when the key is not one of these."""
+    norm = re.sub(r"[^a-z]", "", key.lower())
+    lines = [l for l in text.split("\n") if l.startswith("-A KUBE-SEP-") and "-j DNAT" in l]
+    if isinstance(value, int) and not isinstance(value, bool) and "endpoint" in norm and "comment" not in norm:
+        return "" if len(lines) == value else f"{key}: expected {value} DNAT rules, got {len(lines)}"
+    if isinstance(value, int) and not isinstance(value, bool) and "comment" in norm:
+        got = sum("--comment" in l for l in lines)
+        return "" if got == value else f"{key}: expected {value} commented DNAT rules, got {got}"
+    if isinstance(value, (str, list)) and ("notcontain" in norm or "lacks" in norm or "absent" in norm):
+        missing = [f for f in ([value] if isinstance(value, str) else value) if f in text]
+        return "" if not missing else f"{key}: {missing} in the restore text"
+    if isinstance(value, (str, list)) and "contain" in norm:
+        missing = [f for f in ([value] if isinstance(value, str) else value) if f not in text]
+        return "" if not missing else f"{key}: {missing} not in the restore text"
+    if isinstance(value, str) and value.startswith("-A ") and ("line" in norm or "endpoint" in norm):
+        return "" if value in text.split("\n") else f"{key}: {value!r} is not a line of the restore text"
+    return None
 
 
 SINGLE_CASES = [p for p in CASES if not load_case(p).get("steps")]
@@ -227,6 +251,8 @@ def test_fidelity_steps(path):
                     assert need_full_sync == value, f"{where}: {key}"
                 elif key == "partial_restore_failures_metric_incremented_by":
                     assert (0 if ok or full else 1) == value, f"{where}: {key}"
+                elif (problem := check_restore_assertion(key, value, text)) is not None:
+                    assert not problem, f"{where}: {problem}"
                 else:
                     pytest.fail(f"{where}: assertion {key!r} is not understood")
             if not ok and not step.get("assert"):
