@@ -179,6 +179,18 @@ def _nat_rule_count(netns: str) -> int:
     return sum(1 for l in load.save(netns, "nat").splitlines() if l.startswith("-A ") and not l.startswith(builtin))
 
 
+def _cleanup_due(step: dict) -> bool:
+    """Whether syncPeriod has passed since the last stale-chain cleanup: the step's
+    stale_chain_cleanup_due, or what its text says the Go test did to fp.lastIPTablesCleanup
+    ("= time.Now()": not due; "= time.Now().Add(-fp.syncPeriod)...": due). Due by default."""
+    if "stale_chain_cleanup_due" in step:
+        return bool(step["stale_chain_cleanup_due"])
+    said = " ".join(str(step.get(k, "")) for k in ("description", "sync", "action"))
+    if "lastIPTablesCleanup" in said:
+        return "syncPeriod" in said
+    return True
+
+
 STEP_CASES = [p for p in CASES if load_case(p).get("steps")]
 
 
@@ -220,7 +232,7 @@ def test_fidelity_steps(path):
                 changed = changed_services(previous, objects, config)
             # syncProxyRules lists the nat table for stale chains unless it is in large-cluster
             # mode and less than syncPeriod has passed since the last cleanup (the case says so).
-            cleanup = step.get("stale_chain_cleanup_due", True) or not large_cluster_mode(objects, config)
+            cleanup = _cleanup_due(step) or not large_cluster_mode(objects, config)
             metrics: dict = {}
             text = render(objects, config, existing_nat_chains=load.nat_chain_names(netns) if cleanup else None,
                           changed_services=changed, metrics=metrics)
