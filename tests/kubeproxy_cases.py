@@ -1,4 +1,5 @@
-"""Reading the shared kube-proxy fidelity cases (fidelity/kube-proxy/*.yaml, format in its README).
+"""Reading the kube-proxy fidelity cases: the shared ones (fidelity/kube-proxy/*.yaml, format in
+its README) and labkit's own in tests/fidelity/kube-proxy/ (same format).
 
 The cases come from kube-proxy's own unit tests (pkg/proxy/iptables/proxier_test.go); their
 `proxier_config` describes the fake proxier those tests build (NewFakeProxier plus per-test
@@ -30,9 +31,15 @@ def fidelity_dir() -> Path | None:
     return None
 
 
+# labkit's own cases, in the same format, ported from the same upstream test file.
+OWN_CASES = REPO / "tests" / "fidelity" / "kube-proxy"
+
+
 def case_files() -> list[Path]:
+    """The shared cases (when present) followed by labkit's own (tests/fidelity/kube-proxy)."""
     d = fidelity_dir()
-    return sorted(d.glob("*.yaml")) if d else []
+    shared = sorted(d.glob("*.yaml")) if d else []
+    return shared + sorted(OWN_CASES.glob("*.yaml"))
 
 
 def load_case(path: Path) -> dict:

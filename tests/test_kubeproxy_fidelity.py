@@ -1,4 +1,5 @@
-"""Every shared kube-proxy fidelity case (fidelity/kube-proxy/, from kube-proxy's own unit tests).
+"""Every kube-proxy fidelity case (shared fidelity/kube-proxy/ and tests/fidelity/kube-proxy/, both
+from kube-proxy's own unit tests).
 
 Per case: the rendered iptables-restore text after kube-proxy's canonical sort
 (`sortIPTablesRules`) equals the expected text exactly; single-chain expectations; the
@@ -15,7 +16,18 @@ case's step assertions (a chain still exists, a full sync is needed, a partial r
 and rule counts are checked against the kernel's tables; the "sync" kind of each step (full or
 partial) must agree with labkit's own reckoning. An injected rule (the case quotes it in its
 description) goes into the real table, so a partial restore that deletes a still-referenced
-chain really fails in iptables-restore, and the next full sync really repairs it.
+chain really fails in iptables-restore, and the next full sync really repairs it. A step with
+`force_full_sync: true` is kube-proxy's forceSyncProxyRules.
+
+`sep_dnat` (a case's or a step's) is the test file's countEndpointsAndComments: how many
+"-A KUBE-SEP-... -j DNAT" lines the restore text holds, how many carry a comment (large-cluster
+mode leaves them off), and the last one containing `match`. `metrics` (a case's or a step's)
+are the gauges kube-proxy sets at the end of the sync (render(metrics=...)). A step's
+`stale_chain_cleanup_due: false` says less than syncPeriod has passed since the last stale-chain
+cleanup (which matters only in large-cluster mode); `restore_contains` / `restore_lacks` list
+fragments the step's restore text must hold or must not. Step `assert` entries may also state
+these checks the way the Go tests do (DNAT-rule and comment counts, a line of the text, text the
+restore input contains or does not contain); see check_restore_assertion.
 """
 
 from __future__ import annotations
@@ -25,16 +37,17 @@ import re
 import pytest
 
 from kubeproxy_cases import case_files, check_rule_jumps, lab_namespace, load_case, proxier_config, with_jump_rules
-from labkit.kubeproxy import changed_services, load_objects, probability, render, sort_rules
+from labkit.kubeproxy import changed_services, large_cluster_mode, load_objects, probability, render, sort_rules
 from labkit.kubeproxy.canonical import chain_rules
+from labkit.kubeproxy.objects import build_state
 from labkit.kubeproxy.sync import ensure_jump_rules, sync_node
 from labkit.netfilter import Packet, Tracer, load
 from labkit.netfilter.live import read_live
 
 CASES = case_files()
 if not CASES:
-    pytest.skip("the shared kube-proxy fidelity cases (shared/fidelity/kube-proxy beside the repository, "
-                "or LABKIT_FIDELITY_DIR) are not on this machine", allow_module_level=True)
+    pytest.skip("no kube-proxy fidelity cases (shared/fidelity/kube-proxy beside the repository, "
+                "LABKIT_FIDELITY_DIR, or tests/fidelity/kube-proxy)", allow_module_level=True)
 
 
 def check_packet_flows(ruleset, pc: dict, flows: list[dict]) -> list[str]:
@@ -47,6 +60,62 @@ def check_packet_flows(ruleset, pc: dict, flows: list[dict]) -> list[str]:
             problems.append(f"{flow['name']}: expected output={flow['output']!r} masq={flow['masq']}, "
                             f"got output={result.output!r} masq={result.test_tracer_masq}")
     return problems
+
+
+def check_sep_dnat(text: str, want: dict) -> list[str]:
+    """countEndpointsAndComments of proxier_test.go: the "-A KUBE-SEP-... -j DNAT" lines of the
+    restore text, how many carry a comment (large-cluster mode leaves them off), and the one
+    naming `match`."""
+    lines = [l for l in text.split("\n") if l.startswith("-A KUBE-SEP-") and "-j DNAT" in l]
+    got = {"count": len(lines), "with_comment": sum("--comment" in l for l in lines),
+           "line": next((l for l in reversed(lines) if want.get("match", "\0") in l), "")}
+    return [f"sep_dnat {key}: expected {want[key]!r}, got {got[key]!r}" for key in got if key in want and want[key] != got[key]]
+
+
+def _metric_norm(name: str) -> str:
+    """kubeproxy_sync_proxy_rules_no_local_endpoints_total, SyncProxyRulesNoLocalEndpointsTotal
+    and sync_proxy_rules_no_local_endpoints_total name the same gauge."""
+    norm = re.sub(r"[^a-z]", "", name.lower())
+    return norm[len("kubeproxy"):] if norm.startswith("kubeproxy") else norm
+
+
+def check_metrics(text: str, got: dict, want: dict) -> list[str]:
+    """The gauges of the sync against the case's `metrics`: each given value must match. The
+    value "rules in text" stands for countRules of proxier_test.go (the table's "-A" lines in the
+    restore text), as TestProxierMetricsIPTablesTotalRules compares."""
+    problems = []
+    by_norm = {_metric_norm(k): v for k, v in got.items()}
+    for name, labels in want.items():
+        got_labels = by_norm.get(_metric_norm(name)) or {}
+        for label, value in labels.items():
+            if value == "rules in text":
+                body = text.split(f"*{label}\n", 1)[1].split("COMMIT\n", 1)[0]
+                value = sum(1 for line in body.split("\n") if line.startswith("-A "))
+            if got_labels.get(label) != value:
+                problems.append(f"{name}{{{label}}}: expected {value!r}, got {got_labels.get(label)!r}")
+    return problems
+
+
+def check_restore_assertion(key: str, value, text: str) -> str | None:
+    """A step assertion about the restore text, as the Go tests state them (countEndpointsAndComments
+    counts and lines, assert.Contains / NotContains): "" when it holds, a problem when it does not,
+    None when the key is not one of these."""
+    norm = re.sub(r"[^a-z]", "", key.lower())
+    lines = [l for l in text.split("\n") if l.startswith("-A KUBE-SEP-") and "-j DNAT" in l]
+    if isinstance(value, int) and not isinstance(value, bool) and "endpoint" in norm and "comment" not in norm:
+        return "" if len(lines) == value else f"{key}: expected {value} DNAT rules, got {len(lines)}"
+    if isinstance(value, int) and not isinstance(value, bool) and "comment" in norm:
+        got = sum("--comment" in l for l in lines)
+        return "" if got == value else f"{key}: expected {value} commented DNAT rules, got {got}"
+    if isinstance(value, (str, list)) and ("notcontain" in norm or "lacks" in norm or "absent" in norm):
+        missing = [f for f in ([value] if isinstance(value, str) else value) if f in text]
+        return "" if not missing else f"{key}: {missing} in the restore text"
+    if isinstance(value, (str, list)) and "contain" in norm:
+        missing = [f for f in ([value] if isinstance(value, str) else value) if f not in text]
+        return "" if not missing else f"{key}: {missing} not in the restore text"
+    if isinstance(value, str) and value.startswith("-A ") and ("line" in norm or "endpoint" in norm):
+        return "" if value in text.split("\n") else f"{key}: {value!r} is not a line of the restore text"
+    return None
 
 
 SINGLE_CASES = [p for p in CASES if not load_case(p).get("steps")]
@@ -70,15 +139,30 @@ def test_fidelity_case(path):
         assert not problems, "\n".join(problems)
         return
     config = proxier_config(pc)
-    text = render(load_objects(case["objects"], origin=path.name), config)
+    metrics: dict = {}
+    text = render(load_objects(case.get("objects") or [], origin=path.name), config, metrics=metrics)
     checked = 0
+    want_metrics = dict(expected.get("metrics") or {})
+    # TestNoEndpointsMetric's own field names (expectedSyncProxyRulesNoLocalEndpointsTotalInternal, ...)
+    for field, value in expected.items():
+        norm = field.lower()
+        if "nolocalendpoints" in re.sub(r"[^a-z]", "", norm) and isinstance(value, int):
+            label = "internal" if "internal" in norm else "external" if "external" in norm else None
+            if label:
+                want_metrics.setdefault("sync_proxy_rules_no_local_endpoints_total", {})[label] = value
+    if want_metrics:
+        assert check_metrics(text, metrics, want_metrics) == []
+        checked += 1
     if expected.get("iptables_restore"):
         assert sort_rules(text) == expected["iptables_restore"]
         checked += 1
     if expected.get("check_consistency"):
         assert check_rule_jumps(text) == []
     for chain in expected.get("chains") or []:
-        assert chain_rules(text, chain["table"], chain["chain"]) == chain["rules"], f"{chain['table']} {chain['chain']}"
+        assert chain_rules(text, chain["table"], chain["chain"]) == (chain["rules"] or ""), f"{chain['table']} {chain['chain']}"
+        checked += 1
+    if expected.get("sep_dnat"):
+        assert check_sep_dnat(text, expected["sep_dnat"]) == []
         checked += 1
     flows = case.get("packet_flow") or []
     if flows:
@@ -106,6 +190,18 @@ def _nat_rule_count(netns: str) -> int:
     return sum(1 for l in load.save(netns, "nat").splitlines() if l.startswith("-A ") and not l.startswith(builtin))
 
 
+def _cleanup_due(step: dict) -> bool:
+    """Whether syncPeriod has passed since the last stale-chain cleanup: the step's
+    stale_chain_cleanup_due, or what its text says the Go test did to fp.lastIPTablesCleanup
+    ("= time.Now()": not due; "= time.Now().Add(-fp.syncPeriod)...": due). Due by default."""
+    if "stale_chain_cleanup_due" in step:
+        return bool(step["stale_chain_cleanup_due"])
+    said = " ".join(str(step.get(k, "")) for k in ("description", "sync", "action"))
+    if "lastIPTablesCleanup" in said:
+        return "syncPeriod" in said
+    return True
+
+
 STEP_CASES = [p for p in CASES if load_case(p).get("steps")]
 
 
@@ -131,11 +227,12 @@ def test_fidelity_steps(path):
                 assert injected, f"{where}: no quoted rule to inject in the description"
                 load.restore(netns, f"*nat\n{injected.group(1)}\nCOMMIT\n")
                 objects = _remove(objects, step["objects"])
-            elif action != "none":
+            elif action not in ("none", "force-full-sync", "force-sync"):
                 pytest.fail(f"{where}: action {action!r} is not understood")
 
-            full = need_full_sync
             kind = step.get("sync", "")
+            forced = bool(step.get("force_full_sync")) or "force" in f"{action} {kind}".lower()   # forceSyncProxyRules
+            full = need_full_sync or forced
             if kind.startswith(("full", "partial")):
                 assert kind.startswith("full") == full, f"{where}: the case says {kind!r}, labkit's sync loop says {'full' if full else 'partial'}"
             if full:
@@ -144,7 +241,12 @@ def test_fidelity_steps(path):
                 changed = None
             else:
                 changed = changed_services(previous, objects, config)
-            text = render(objects, config, existing_nat_chains=load.nat_chain_names(netns), changed_services=changed)
+            # syncProxyRules lists the nat table for stale chains unless it is in large-cluster
+            # mode and less than syncPeriod has passed since the last cleanup (the case says so).
+            cleanup = _cleanup_due(step) or not large_cluster_mode(objects, config)
+            metrics: dict = {}
+            text = render(objects, config, existing_nat_chains=load.nat_chain_names(netns) if cleanup else None,
+                          changed_services=changed, metrics=metrics)
             ok, message = load.try_restore(netns, text, counters=True)
             need_full_sync = not ok
             print(f"{where}: {'full' if full else 'partial'} sync, restore {'ok' if ok else 'failed: ' + message}")
@@ -172,10 +274,20 @@ def test_fidelity_steps(path):
                     assert need_full_sync == value, f"{where}: {key}"
                 elif key == "partial_restore_failures_metric_incremented_by":
                     assert (0 if ok or full else 1) == value, f"{where}: {key}"
+                elif (problem := check_restore_assertion(key, value, text)) is not None:
+                    assert not problem, f"{where}: {problem}"
                 else:
                     pytest.fail(f"{where}: assertion {key!r} is not understood")
             if not ok and not step.get("assert"):
                 pytest.fail(f"{where}: iptables-restore failed: {message}")
+            if step.get("metrics"):
+                assert check_metrics(text, metrics, step["metrics"]) == [], where
+            if step.get("sep_dnat"):
+                assert check_sep_dnat(text, step["sep_dnat"]) == [], where
+            for fragment in step.get("restore_contains") or []:
+                assert fragment in text, f"{where}: {fragment!r} is not in the restore text"
+            for fragment in step.get("restore_lacks") or []:
+                assert fragment not in text, f"{where}: {fragment!r} is in the restore text"
             if step.get("packet_flow"):
                 problems = check_packet_flows(read_live(netns), pc, step["packet_flow"])
                 assert not problems, where + "\n" + "\n".join(problems)
@@ -207,10 +319,10 @@ def test_loaded_into_a_namespace(path):
     # the same packets through the live tables and through the rendered text
     pc = case["proxier_config"]
     local = pc.get("tracerLocalIPs") or []
-    services = [o for o in objects if o["kind"] == "Service"]
-    for svc in services:
-        for port in svc["spec"].get("ports") or []:
-            for src in ("10.0.0.2", "203.0.113.2", local[0] if local else "192.168.0.2"):
-                packet = Packet(src, svc["spec"]["clusterIP"], port["port"], port.get("protocol", "TCP").lower())
-                a, b = Tracer(live, local).trace(packet), Tracer(offline, local).trace(packet)
-                assert (a.dnat, a.masquerade, a.verdict, a.output) == (b.dnat, b.masquerade, b.verdict, b.output)
+    # Each service port as kube-proxy reads it: cluster IPs such as "172.30.0.041" (TestBadIPs) are
+    # parsed with ParseIPSloppy, so the packet goes to the canonical address.
+    for sp in build_state(objects, config).service_ports:
+        for src in ("10.0.0.2", "203.0.113.2", local[0] if local else "192.168.0.2"):
+            packet = Packet(src, sp.cluster_ip, sp.port, sp.proto)
+            a, b = Tracer(live, local).trace(packet), Tracer(offline, local).trace(packet)
+            assert (a.dnat, a.masquerade, a.verdict, a.output) == (b.dnat, b.masquerade, b.verdict, b.output)

@@ -20,6 +20,9 @@ Public API (stable; the live kube-proxy lab and the checks build on it):
         kube-proxy ignores are skipped with a warning on the "labkit.kubeproxy" logger.
     changed_services(old_objects, new_objects, config) -> set[str]
         The services a partial sync would rewrite.
+    large_cluster_mode(objects, config) -> bool
+        More endpoints than largeClusterEndpointsThreshold: no comments on per-endpoint rules,
+        stale chains deleted at most once per syncPeriod (the caller's clock decides).
     jump_rules() -> [(table, chain, args)]
         The jump rules from built-in chains kube-proxy installs outside iptables-restore.
     sort_rules(text) -> str
@@ -49,10 +52,10 @@ from labkit.kubeproxy.chains import (
 )
 from labkit.kubeproxy.config import ProxierConfig
 from labkit.kubeproxy.objects import load_objects
-from labkit.kubeproxy.proxier import changed_services, jump_rules, render
+from labkit.kubeproxy.proxier import changed_services, jump_rules, large_cluster_mode, render
 
 __all__ = [
-    "load_objects", "ProxierConfig", "render", "changed_services", "jump_rules", "sort_rules",
+    "load_objects", "ProxierConfig", "render", "changed_services", "jump_rules", "sort_rules", "large_cluster_mode",
     "service_port_name", "service_chain", "local_service_chain", "external_chain", "firewall_chain",
     "endpoint_chain", "probability",
 ]

@@ -145,7 +145,7 @@ class _Lines:
 
 
 def render(objects: Iterable[dict], config: ProxierConfig, *, existing_nat_chains: Iterable[str] | None = None,
-           changed_services: Iterable[str] | None = None) -> str:
+           changed_services: Iterable[str] | None = None, metrics: dict | None = None) -> str:
     """The iptables-restore text kube-proxy writes for `objects` on the node of `config`.
 
     objects: Services and EndpointSlices (dicts, e.g. from load_objects).
@@ -154,11 +154,27 @@ def render(objects: Iterable[dict], config: ProxierConfig, *, existing_nat_chain
         None: a fresh node, nothing to delete.
     changed_services: None for a full sync; otherwise a partial sync that rewrites the
         SVC/SVL/EXT/FW/SEP chains only of these "namespace/name" services (see changed_services()).
+    metrics: a dict to receive the gauges kube-proxy sets at the end of this sync (syncProxyRules):
+        "sync_proxy_rules_no_local_endpoints_total": {"internal": n, "external": n} (service ports
+        whose Local traffic policy finds no local endpoint while other endpoints exist), and
+        "iptables_rules_total" / "iptables_rules_last_sync": {"filter": n, "nat": n}.
     """
-    return _render(build_state(objects, config), config, existing_nat_chains, changed_services)
+    return _render(build_state(objects, config), config, existing_nat_chains, changed_services, metrics)
 
 
-def _render(state: ClusterState, cfg: ProxierConfig, existing_nat_chains, changed_services) -> str:
+def large_cluster_mode(objects: Iterable[dict], config: ProxierConfig) -> bool:
+    """proxier.largeClusterMode of syncProxyRules: more endpoints (summed over the service ports
+    this proxier handles) than largeClusterEndpointsThreshold (1000). In that mode rule comments
+    are left off the per-endpoint rules, and stale chains are deleted at most once per syncPeriod."""
+    return _large_cluster(build_state(objects, config), config)
+
+
+def _large_cluster(state: ClusterState, cfg: ProxierConfig) -> bool:
+    total_endpoints = sum(len(state.endpoints_for(sp)) for sp in state.service_ports)
+    return total_endpoints > cfg.large_cluster_endpoints_threshold
+
+
+def _render(state: ClusterState, cfg: ProxierConfig, existing_nat_chains, changed_services, metrics=None) -> str:
     full_sync = changed_services is None
     changed = set(changed_services or ())
     mark = cfg.mark
@@ -190,9 +206,10 @@ def _render(state: ClusterState, cfg: ProxierConfig, existing_nat_chains, change
                            "RELATED,ESTABLISHED,DNAT", "-j", "DROP")
 
     active_nat_chains: set[str] = set()
-    total_endpoints = sum(len(state.endpoints_for(sp)) for sp in state.service_ports)
-    large_cluster = total_endpoints > cfg.large_cluster_endpoints_threshold
+    large_cluster = _large_cluster(state, cfg)
     localhost_nodeport_rule = cfg.localhost_nodeports and not ipv6 and cfg.has_counter(LOCALHOST_NODEPORTS_ACCEPTED)
+
+    no_local_internal = no_local_external = 0
 
     def comment(args: list[str], text: str) -> list[str]:
         # appendServiceCommentLocked: comments are left off in large-cluster mode.
@@ -232,8 +249,10 @@ def _render(state: ClusterState, cfg: ProxierConfig, existing_nat_chains, change
             internal_target = internal_comment = external_target = external_comment = ""
             if not has_internal:
                 internal_target, internal_comment = "DROP", f'"{name} has no local endpoints"'
+                no_local_internal += 1          # serviceNoLocalEndpointsTotalInternal
             if not has_external:
                 external_target, external_comment = "DROP", f'"{name} has no local endpoints"'
+                no_local_external += 1          # serviceNoLocalEndpointsTotalExternal
 
         match = ["-m", proto, "-p", proto]
         # Capture the cluster IP.
@@ -359,11 +378,17 @@ def _render(state: ClusterState, cfg: ProxierConfig, existing_nat_chains, change
             svc_rules.write(*args, *match, "-j", "DNAT", "--to-destination", ep.endpoint)
 
     # Delete chains no longer in use (kube-proxy lists them with iptables-save -t nat).
+    # syncProxyRules does this only `if !largeClusterMode || time.Since(lastIPTablesCleanup) >
+    # syncPeriod`: above the large-cluster threshold stale chains linger until a sync period has
+    # passed since the last cleanup. labkit's syncs have no clock; a caller modelling that delay
+    # passes existing_nat_chains=None for the syncs in between.
+    deleted_chains = 0
     if existing_nat_chains is not None:
         for chain in sorted(set(existing_nat_chains) - active_nat_chains):
             if chains.is_service_chain(chain):
                 nat_chains.write(f":{chain} - [0:0]")
                 nat_rules.write("-X", chain)
+                deleted_chains += 1
 
     # Finally, the jump to KUBE-NODEPORTS, last in KUBE-SERVICES.
     if not cfg.nodeport_addresses_for_family():
@@ -394,6 +419,15 @@ def _render(state: ClusterState, cfg: ProxierConfig, existing_nat_chains, change
     filter_rules.write("-A", KUBE_FORWARD, "-m", "comment", "--comment", '"kubernetes forwarding conntrack rule"',
                        "-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "-j", "ACCEPT")
 
+    if metrics is not None:
+        # The gauges syncProxyRules sets: rule counts are LineBuffer line counts (a "-X" line
+        # counts as a nat rule, hence "- deletedChains"; skipped rules of unchanged services
+        # still count towards the total).
+        metrics["sync_proxy_rules_no_local_endpoints_total"] = {"internal": no_local_internal, "external": no_local_external}
+        metrics["iptables_rules_total"] = {"filter": len(filter_rules.lines),
+                                           "nat": len(nat_rules.lines) + _rule_lines(skipped) - deleted_chains}
+        metrics["iptables_rules_last_sync"] = {"filter": len(filter_rules.lines), "nat": len(nat_rules.lines) - deleted_chains}
+
     parts = ["*filter", *filter_chains.lines, *filter_rules.lines, "COMMIT",
              "*nat", *nat_chains.lines, *nat_rules.lines, "COMMIT"]
     return "\n".join(parts) + "\n"
@@ -418,6 +452,11 @@ def _service_to_endpoints(rules: _Lines, name: str, sp: ServicePortInfo, chain: 
         if i < n - 1:
             args += ["-m", "statistic", "--mode", "random", "--probability", chains.probability(n - i)]
         rules.write(*args, "-j", ep_chain)
+
+
+def _rule_lines(lines: _Lines) -> int:
+    """Rule lines of a discard buffer that also held chain lines (":CHAIN - [0:0]")."""
+    return sum(1 for line in lines.lines if not line.startswith(":"))
 
 
 def _contains(cidr: str, ip: str) -> bool:
