@@ -317,7 +317,9 @@ def test_objects_and_revision_survive_reopening(tmp_path):
     c = LocalClient(Api(Registry(store)), "admin")
     c.create("v1", "namespaces", {"metadata": {"name": "ns"}})
     cm = c.create("v1", "configmaps", {"metadata": {"name": "cm"}, "data": {"k": "v"}}, "ns")
-    c.delete("v1", "namespaces", "ns")
+    c.delete("v1", "namespaces", "ns")              # Terminating; removed when its finalizers are gone
+    ns = c.get("v1", "namespaces", "ns")
+    c.update("v1", "namespaces", dict(ns, spec={"finalizers": []}), subresource="finalize")
     revision = store.revision
     store.close()
     store = Store(tmp_path / "objects.db")
