@@ -1,5 +1,5 @@
 """Every shared garbage-collector scenario (fidelity/gc/) played on a fresh embedded server, the
-namespace scenarios' current state, scenarios of this repository, and the runner itself."""
+namespace scenarios (fidelity/namespace/), scenarios of this repository, and the runner itself."""
 
 from __future__ import annotations
 
@@ -50,14 +50,15 @@ def test_shared_gc_scenario(path):
 
 
 @needs_fidelity
+def test_all_shared_namespace_scenarios_are_found():
+    assert len(NS_CASES) >= 4
+
+
+@needs_fidelity
 @pytest.mark.parametrize("path", NS_CASES, ids=lambda p: p.stem)
-def test_shared_namespace_scenario_waits_for_the_namespace_controller(path):
-    # Until labkit has a namespace controller, these cases cannot be played and must fail, saying
-    # why. Once the namespace controller exists, this test fails: turn it into
-    # `assert report.passed` like test_shared_gc_scenario.
+def test_shared_namespace_scenario(path):
     report = run_scenario(path)
-    assert not report.passed
-    assert report.unsupported and "namespace controller, which labkit does not have yet" in report.unsupported
+    assert report.passed, explain(report)
 
 
 @pytest.mark.parametrize("path", OWN_CASES, ids=lambda p: p.stem)

@@ -42,8 +42,9 @@ from labkit.controllers.manager import DEFAULT_CONTROLLERS, ControllerManager
 
 # what scenarios may `require` of this server (fidelity/gc/README.md): custom resources, their
 # cleanup when the CRD goes, pods' graceful deletion (grace from the spec, 0 when unscheduled),
-# and a log of every request (the audit log)
-SERVER_FEATURES = {"crd", "crd-instance-cleanup", "pod-graceful-deletion", "request-log"}
+# a log of every request (the audit log), and the namespace controller's pods-first deletion
+SERVER_FEATURES = {"crd", "crd-instance-cleanup", "pod-graceful-deletion", "request-log",
+                   "ordered-namespace-deletion"}
 
 ADMIN_USER = "labkit-admin"
 ADMIN_GROUPS = ["system:masters", "system:authenticated"]

@@ -8,9 +8,12 @@ too. Invariants are checked at every observation from the first `delete` step on
 the invariants describe — (on the embedded server from the first write that DELETE makes; when a
 scenario has no delete step, from its first step).
 
-A scenario whose category's controller labkit does not have (e.g. `category: namespace` before
-the namespace controller exists), or that requires a server feature the target lacks, is reported
-as not playable and fails at once.
+Namespace conditions in `expect.conditions` are compared with the namespace's final state, or,
+when the namespace is gone at the end, with the first conditions it showed (its first deletion
+pass).
+
+A scenario whose category's controller labkit does not have, or that requires a server feature
+the target lacks, is reported as not playable and fails at once.
 """
 
 from __future__ import annotations
@@ -277,6 +280,7 @@ class Runner:
         self._violations: dict[int, list[str]] = {i: [] for i in range(len(scenario.invariants))}
         self._observed: dict[int, int] = {i: 0 for i in range(len(scenario.invariants))}
         self._lock = threading.Lock()
+        self._first_conditions: dict[str, list] = {}
 
     # -- expansion ---------------------------------------------------------------------------------
     def expand(self, value):
@@ -352,7 +356,17 @@ class Runner:
         self.check_invariants(view)
         return view
 
+    def _note_conditions(self, view) -> None:
+        """The first status.conditions each object showed (a namespace's first deletion pass), for
+        `expect.conditions` of a namespace that is gone at the end."""
+        for ref in self.scenario.expect.get("conditions") or {}:
+            if ref not in self._first_conditions:
+                conditions = ((view.object(ref) or {}).get("status") or {}).get("conditions")
+                if conditions:
+                    self._first_conditions[ref] = conditions
+
     def check_invariants(self, view) -> None:
+        self._note_conditions(view)
         if not self.invariants_active:
             return
         with self._lock:
@@ -390,6 +404,8 @@ class Runner:
         return _View(self, objects)
 
     def _on_commit(self, event) -> None:
+        if not self.invariants_active:
+            self._note_conditions(self._store_view())
         if not self.invariants_active and self._arm is not None and self._arm == (event.key, event.namespace,
                                                                                    event.name):
             self.invariants_active = True       # the first write the first DELETE made
@@ -649,7 +665,12 @@ class Runner:
     def _check_conditions(self, view) -> None:
         for ref, wanted in (self.scenario.expect.get("conditions") or {}).items():
             wanted = self.expand(wanted)
-            actual = ((view.object(ref) or {}).get("status") or {}).get("conditions") or []
+            obj = view.object(ref)
+            if obj is None and ref in self._first_conditions:
+                # gone at the end: compare with the conditions it showed after the first pass
+                actual = self._first_conditions[ref]
+            else:
+                actual = ((obj or {}).get("status") or {}).get("conditions") or []
             by_type = {c.get("type"): c for c in actual}
             for cond in wanted:
                 got = by_type.get(cond.get("type"))
