@@ -123,3 +123,42 @@ def test_delete_preconditions_and_immortal_namespaces(server):
     assert get_ns(server, "life-e") is not None        # the first DELETE only marks it
     code, body = client.request("DELETE", "/api/v1/namespaces/life-e", body={})
     assert code == 200 and get_ns(server, "life-e") is None
+
+
+def test_an_apiservice_without_its_backend_is_unavailable_and_fails_discovery(server):
+    client = server.http_client()
+    client.create("apiregistration.k8s.io/v1", "apiservices", {
+        "metadata": {"name": "v1beta1.metrics.k8s.io"},
+        "spec": {"group": "metrics.k8s.io", "version": "v1beta1", "groupPriorityMinimum": 100, "versionPriority": 100,
+                 "service": {"namespace": "kube-system", "name": "metrics-server"}}})
+
+    def available():
+        svc = client.get("apiregistration.k8s.io/v1", "apiservices", "v1beta1.metrics.k8s.io")
+        return next((c for c in svc.get("status", {}).get("conditions", []) if c["type"] == "Available"), None)
+
+    assert wait_for(lambda: available() and available()["reason"] == "ServiceNotFound")
+    assert available()["message"] == 'service/metrics-server in "kube-system" is not present'
+    row = [line.split() for line in kubectl(server, "get", "apiservice").stdout.splitlines()
+           if line.startswith("v1beta1.metrics.k8s.io")][0]
+    assert row[1:4] == ["kube-system/metrics-server", "False", "(ServiceNotFound)"]
+    out = kubectl(server, "get", "--raw", "/apis/metrics.k8s.io/v1beta1", check=False)
+    assert out.returncode == 1
+    assert "Error from server (ServiceUnavailable): the server is currently unable to handle the request" in out.stderr
+    found = client.discover()
+    assert found.failed == {"metrics.k8s.io/v1beta1": "the server is currently unable to handle the request"}
+    # the backend comes back: Available, its (empty) group discovers again
+    client.create("v1", "services", {"metadata": {"name": "metrics-server"},
+                                     "spec": {"ports": [{"port": 443}]}}, "kube-system")
+    assert wait_for(lambda: available()["status"] == "True")
+    assert available()["reason"] == "Passed" and not client.discover().failed
+    client.delete("apiregistration.k8s.io/v1", "apiservices", "v1beta1.metrics.k8s.io")
+
+
+def wait_for(predicate, timeout=10.0):
+    import time
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
