@@ -94,7 +94,8 @@ class ClusterTarget:
     """A real cluster: its own controllers run, labkit starts or stops none of them."""
 
     embedded = False
-    features = {"crd", "crd-instance-cleanup", "pod-graceful-deletion", "ordered-namespace-deletion"}
+    features = {"crd", "crd-instance-cleanup", "pod-graceful-deletion", "ordered-namespace-deletion",
+                "apiservice-unavailable"}
 
     def __init__(self, kubeconfig: str, context: str | None = None):
         self.client = HttpClient.from_kubeconfig(kubeconfig, context)
