@@ -89,6 +89,20 @@ def test_a_scenario_fails_when_the_gc_does_not_do_its_work(tmp_path):
     assert not report.steps[0]["ok"] and "not true after 1 s" in report.steps[0]["detail"]
 
 
+def test_a_namespace_scenario_fails_when_the_namespace_controller_does_not_run(tmp_path):
+    source = HERE / "scenarios" / "ns-extra-spec-finalizer.yaml"
+
+    def stop_namespace_controller(data):
+        data["controllers"]["namespace"] = "stopped"
+        data["steps"][2]["timeout_s"] = 1
+    report = run_scenario(_variant(tmp_path, source, "variant-ns-stopped", stop_namespace_controller))
+    assert not report.passed
+    assert not report.steps[2]["ok"] and "not true after 1 s" in report.steps[2]["detail"]
+    # the scenario's last step empties spec.finalizers: without the controller that force-finalizes
+    # the namespace, and its ConfigMap stays behind in storage
+    assert {c.what for c in report.checks if not c.ok} == {"absent cm"}
+
+
 def test_an_invariant_that_does_not_hold_is_reported(tmp_path):
     source = HERE / "scenarios" / "runner-format-additions.yaml"
 
