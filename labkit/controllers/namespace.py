@@ -406,7 +406,7 @@ class NamespaceController:
         self.informer: Informer | None = None
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._first_pass: set[str] = set()      # enqueued after a deletion, not yet handled
+        self._due: dict[str, float] = {}        # name -> when its delayed pass after an event is due
         self._lock = threading.Lock()
 
     def start(self) -> None:
@@ -416,7 +416,8 @@ class NamespaceController:
         # NewTypedItemExponentialFailureRateLimiter(5ms, 60s) with the default overall bucket
         self.queue = RateLimitingQueue(CONTROLLER, base_delay=0.005, max_delay=60.0)
         self.informer = Informer(self.client, ApiResource("", "v1", "namespaces", "Namespace", False, ()),
-                                 on_add=self._enqueue, on_update=lambda old, new: self._enqueue(new))
+                                 on_add=self._enqueue, on_update=lambda old, new: self._enqueue(new),
+                                 on_delete=self._forget)
         self.informer.start()
         self.informer.wait_synced(30)
         self.running = True
@@ -442,8 +443,10 @@ class NamespaceController:
     def idle(self) -> bool:
         if not self.running:
             return True
+        now = time.monotonic()
         with self._lock:
-            if self._first_pass:
+            self._due = {n: t for n, t in self._due.items() if t > now}
+            if self._due:           # a pass is due after a change it saw: not idle yet
                 return False
         return self.queue.idle() and self.informer.idle()
 
@@ -453,8 +456,13 @@ class NamespaceController:
             return
         name = ns["metadata"]["name"]
         with self._lock:
-            self._first_pass.add(name)
+            self._due[name] = max(self._due.get(name, 0.0), time.monotonic() + self.grace_period)
         self.queue.add_after(name, self.grace_period)
+
+    def _forget(self, ns: dict) -> None:
+        """The namespace is gone: a pass still due for it would find nothing to do."""
+        with self._lock:
+            self._due.pop(ns["metadata"]["name"], None)
 
     def _worker(self) -> None:
         while not self._stop.is_set():
@@ -478,6 +486,4 @@ class NamespaceController:
                 self.log.record(CONTROLLER, "error", None, f"namespace {name}: {exc} → retry with backoff")
                 self.queue.add_rate_limited(name)
             finally:
-                with self._lock:
-                    self._first_pass.discard(name)
                 self.queue.done(name)
