@@ -88,6 +88,13 @@ def test_explain_names_the_cause_of_every_stuck_namespace(lab):
         "finalizer backup.example.com/upload holds 1 object(s): backups.example.com/weekly",
         "finalizer legacy.example.com/keep holds 1 object(s): configmaps/app-config"]
     assert causes["billing"] == []          # Active: nothing to explain
+    # kubectl shows the phase and the controller's conditions as on a cluster
+    assert wait_until(lambda: "finalizers remaining: backup" in kubectl(lab, "describe", "ns", "reports").stdout)
+    described = kubectl(lab, "describe", "ns", "reports").stdout
+    assert "\nStatus:       Terminating\n" in described
+    assert ("NamespaceFinalizersRemaining                 True" in described
+            and "Some content in the namespace has finalizers remaining: backup.example.com/upload in 1 resource "
+                "instances" in described), described
     text = labkit("ns", "explain", "reports", env=lab, check=0).stdout
     assert text.startswith("namespace reports: Terminating since ")
     assert "backups.example.com/nightly: backup.example.com/upload (deleting)" in text
