@@ -73,6 +73,12 @@ def test_delete_makes_the_namespace_terminating_and_a_second_delete_changes_noth
     # a normal update cannot remove spec.finalizers (silently kept)
     kubectl(server, "patch", "ns", "life-b", "--type=merge", "-p", '{"spec":{"finalizers":null}}')
     assert get_ns(server, "life-b")["spec"]["finalizers"] == ["kubernetes"]
+    # nor can the status subresource make it Active again
+    out = kubectl(server, "patch", "ns", "life-b", "--subresource=status", "--type=merge", "-p",
+                  '{"status":{"phase":"Active"}}', check=False)
+    assert out.returncode == 1 and out.stderr.strip() == (
+        'The Namespace "life-b" is invalid: status.Phase: Invalid value: "Active": may only be \'Terminating\' if '
+        '`deletionTimestamp` is not empty')
 
 
 def test_content_cannot_be_created_in_a_terminating_namespace(server):

@@ -64,6 +64,21 @@ class StatusSubresource(Subresource):
         return result
 
 
+class NamespaceStatusSubresource(StatusSubresource):
+    """`namespaces/<name>/status`: pkg/apis/core/validation ValidateNamespaceStatusUpdate — the
+    phase must say what deletionTimestamp says (so the status cannot "unstick" a namespace)."""
+
+    def validate(self, obj: dict) -> list[FieldError]:
+        phase = (obj.get("status") or {}).get("phase", "")
+        if not obj["metadata"].get("deletionTimestamp"):
+            if phase != "Active":
+                return [field_invalid("status.Phase", phase, "may only be 'Active' if `deletionTimestamp` is empty")]
+        elif phase != "Terminating":
+            return [field_invalid("status.Phase", phase,
+                                  "may only be 'Terminating' if `deletionTimestamp` is not empty")]
+        return []
+
+
 class FinalizeSubresource(Subresource):
     """`namespaces/<name>/finalize` (PUT only, upstream FinalizeREST): applies `spec.finalizers`.
 
@@ -202,7 +217,7 @@ class NamespaceStrategy(Strategy):
 
     return_deleted_object = True
     field_labels = ("status.phase",)
-    subresources = (StatusSubresource(), FinalizeSubresource())
+    subresources = (NamespaceStatusSubresource(), FinalizeSubresource())
     printer = tables.PRINTERS["Namespace"]
 
     def name_problems(self, name, prefix):
