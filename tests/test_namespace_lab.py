@@ -120,6 +120,10 @@ def test_each_check_fails_on_a_fresh_lab_and_passes_after_its_solution(lab):
         assert result["status"] == "pass", result
     final = json.loads(labkit("check", "namespace", "--format", "json", env=lab, check=0).stdout)
     assert final["passed"] == len(EXERCISES)
+    decisions = labkit("ns", "log", env=lab, check=0).stdout
+    assert "namespace reports: no content left → remove the kubernetes finalizer (PUT …/finalize); the API server " \
+           "removes the namespace" in decisions
+    assert "namespace monitoring: discovery failed for metrics.k8s.io/v1beta1 → delete what can be seen" in decisions
     # what force-finalizing left behind is named by explain too
     assert explain(lab, "legacy")["remaining"] == {"backups.example.com": 1, "configmaps.": 1}
 

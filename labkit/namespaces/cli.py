@@ -1,4 +1,4 @@
-"""`labkit ns ...`: explain why a namespace is still Terminating."""
+"""`labkit ns ...`: explain why a namespace is still Terminating; the namespace controller's decisions."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from typing import Optional
 
 import typer
 
-app = typer.Typer(help="Namespaces: explain why one is still Terminating (`explain`).", no_args_is_help=True)
+app = typer.Typer(help="Namespaces: why one is still Terminating (`explain`), the namespace controller's "
+                       "decisions (`log`).", no_args_is_help=True)
 
 
 def default_state_dir() -> Path:
@@ -62,3 +63,18 @@ def explain_command(
         sys.stdout.write(json.dumps(out.as_dict(), indent=2) + "\n")
     else:
         sys.stdout.write(render(out))
+
+
+@app.command("log")
+def log(
+    state: Optional[Path] = typer.Option(None, "--state", help="The embedded API server's state directory "
+                                         "(default: the namespace lab's, <state root>/namespace/apiserver)."),
+    follow: bool = typer.Option(False, "-f", "--follow", help="Keep printing new decisions."),
+    all_levels: bool = typer.Option(False, "-a", "--all", help="Also the no-op decisions."),
+    as_json: bool = typer.Option(False, "--json", help="Raw JSON lines."),
+):
+    """Print the namespace controller's decisions, each with its reason."""
+    from labkit.gc.cli import log as decision_log
+
+    decision_log(state=state or default_state_dir(), follow=follow, all_levels=all_levels, controller="namespace",
+                 as_json=as_json)

@@ -141,7 +141,7 @@ def access(env):
 export KUBECONFIG={kubeconfig}
 kubectl get namespaces
 labkit ns explain attic          # why a namespace is still Terminating
-labkit gc log --state {server_dir(env)} --controller namespace -f   # the namespace controller's decisions
+labkit ns log -f                 # the namespace controller's decisions, with reasons
 ```
 """
 
