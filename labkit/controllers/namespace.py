@@ -185,6 +185,8 @@ class NamespacedResourcesDeleter:
         self.client = client
         self.log = log
         self.ordered = ordered          # the OrderedNamespaceDeletion feature (GA in 1.34)
+        # discoverResourcesFn: (resources, failed group/versions); a scenario may pin it
+        self.discover = discover_preferred_namespaced
 
     def _record(self, action: str, ns: dict | str, message: str, level: str = "info", **fields) -> None:
         name = ns if isinstance(ns, str) else ns["metadata"]["name"]
@@ -257,7 +259,7 @@ class NamespacedResourcesDeleter:
         conditions = ConditionUpdater()
         estimate = 0
         try:
-            resources, failed = discover_preferred_namespaced(self.client)
+            resources, failed = self.discover(self.client)
         except ApiError as exc:
             resources, failed = [], {}
             errors.append(exc.message)

@@ -66,6 +66,12 @@ class EmbeddedTarget:
         if hasattr(controller, "wait_synced"):
             controller.wait_synced(30)
 
+    def pin_discovery(self, resources: list[ApiResource]) -> None:
+        """The namespace controller discovers exactly `resources` (a scenario's `discovery:`)."""
+        controller = self.server.controllers.get("namespace")
+        if controller is not None:
+            controller.deleter.discover = lambda client: (list(resources), {})
+
     def gc_observed(self, uid: str) -> bool:
         gc = self.server.controllers.get("garbagecollector")
         return bool(gc and gc.graph_has_uid(uid))
@@ -459,6 +465,11 @@ class Runner:
                 if state == "running" and self.target.controller_available(name):
                     self.target.start_controller(name)
             self.target.server.store.add_listener(self._on_commit)
+        if s.discovery:
+            if self.target.embedded:
+                self.target.pin_discovery(pinned_resources(s.discovery))
+            else:
+                self.report.notes.append("discovery: not pinned on a real cluster (its controller discovers itself)")
         if not self._setup():
             return
         gc_state = s.controllers.get("garbagecollector")
@@ -706,6 +717,30 @@ class Runner:
         for request in self.expand(expected):
             self.report.checks.append(Check(f"controller request {request}", request in seen,
                                             "" if request in seen else "not sent by the namespace controller"))
+
+
+def pinned_resources(raw) -> list[ApiResource]:
+    """A scenario's `discovery:` as the namespace controller's discovery result: a list of
+    APIResourceList-like entries `{groupVersion, resources | apiResources: [{name, namespaced,
+    kind, verbs}]}` (a mapping group/version -> resources is accepted too). Only namespaced
+    resources count, as with ServerPreferredNamespacedResources."""
+    entries = raw
+    if isinstance(raw, dict):
+        entries = raw.get("resources") if isinstance(raw.get("resources"), list) and not raw.get("groupVersion") \
+            else [{"groupVersion": gv, "resources": rs} for gv, rs in raw.items()]
+    found = []
+    for entry in entries or []:
+        if not isinstance(entry, dict):
+            continue
+        gv = entry.get("groupVersion") or entry.get("GroupVersion") or ""
+        group, _, version = gv.rpartition("/")
+        for r in entry.get("resources") or entry.get("apiResources") or entry.get("APIResources") or []:
+            name = r.get("name") or r.get("Name") or ""
+            if not name or "/" in name or not r.get("namespaced", r.get("Namespaced", True)):
+                continue
+            found.append(ApiResource(group, version, name, r.get("kind") or r.get("Kind") or "", True,
+                                     tuple(r.get("verbs") or r.get("Verbs") or ())))
+    return found
 
 
 def _rv(obj: dict | None):
