@@ -18,7 +18,7 @@ Modules, request path first:
   storage.py    SQLite + in-memory index + event log; group commit, durable before answering
   validation.py, selectors.py, patch.py, protobuf.py, tables.py, discovery.py, errors.py
   audit.py      the audit log (audit.k8s.io/v1 Event JSON lines)
-  internal.py   controllers of kube-apiserver itself: CRD cleanup, APIService registration
+  internal.py   controllers of kube-apiserver itself: CRD cleanup, APIService registration and availability
   client.py     HttpClient (any cluster, from a kubeconfig), LocalClient (in-process), RESTMapper
   server.py     EmbeddedServer (all of it in one process), spawn() for labs, ServerInfo
   certs.py      the server's CA and certificate (client-go sends tokens only over TLS)
