@@ -109,7 +109,10 @@ def check_conditions(ctx):
     name = ctx.params["namespace"]
     c = _lab(ctx.env).client(ctx.env)
     ns = _namespace(c, name)
-    if ns is None or not ns["metadata"].get("deletionTimestamp"):
+    if ns is None:
+        raise CheckFailed(f"namespace {name} is gone, and its conditions with it: `labkit reset namespace`, then "
+                          "delete it and read the conditions while it is Terminating")
+    if not ns["metadata"].get("deletionTimestamp"):
         raise CheckFailed(f"namespace {name} is not being deleted: delete it first "
                           f"(kubectl delete namespace {name} --wait=false)")
 
