@@ -11,7 +11,9 @@ which the API server removes the namespace. A namespace with content left is ret
 estimate/2+1 seconds; a failure (discovery of some group failed, items that should be gone are
 not) is retried with backoff, and the namespace is then never finalized.
 
-Every pass is recorded in the decision log with its reason (`labkit gc log`, `labkit ns explain`).
+Every pass is recorded in the decision log with its reason (`labkit ns log`, `labkit ns explain`).
+Not modelled: the informer's periodic resync (--namespace-sync-period, 5 min), which re-queues
+every Terminating namespace; retries and watch events do that work here.
 """
 
 from __future__ import annotations
@@ -475,8 +477,8 @@ class NamespaceController:
                 self.deleter.delete(name)
                 self.queue.forget(name)
             except ResourcesRemaining as exc:
-                # "some content remains": check again after estimate/2 + 1 seconds
-                self.queue.add_after(name, exc.estimate / 2 + 1)
+                # "some content remains": check again after estimate/2 + 1 seconds (namespace_controller.go)
+                self.queue.add_after(name, exc.estimate // 2 + 1)     # int64 arithmetic: 15 s -> 8 s
             except DeletionError as exc:
                 delay = self.queue.when(name)
                 self.log.record(CONTROLLER, "retry", {"apiVersion": "v1", "kind": "Namespace", "namespace": "",
