@@ -54,16 +54,28 @@ def test_all_shared_namespace_scenarios_are_found():
     assert len(NS_CASES) >= 4
 
 
+@pytest.fixture(scope="module")
+def namespace_reports():
+    """Every namespace scenario (shared and this repository's), played at once, each on its own
+    embedded server: they spend most of their time waiting for the namespace controller's
+    upstream delays (5 s after a change, 8 s between passes), so playing them one after another
+    would only add those waits up."""
+    from concurrent.futures import ThreadPoolExecutor
+    cases = NS_CASES + [p for p in OWN_CASES if p.stem.startswith("ns-")]
+    with ThreadPoolExecutor(max_workers=len(cases) or 1) as pool:
+        return dict(zip(cases, pool.map(run_scenario, cases)))
+
+
 @needs_fidelity
 @pytest.mark.parametrize("path", NS_CASES, ids=lambda p: p.stem)
-def test_shared_namespace_scenario(path):
-    report = run_scenario(path)
+def test_shared_namespace_scenario(path, namespace_reports):
+    report = namespace_reports[path]
     assert report.passed, explain(report)
 
 
 @pytest.mark.parametrize("path", OWN_CASES, ids=lambda p: p.stem)
-def test_repository_scenario(path):
-    report = run_scenario(path)
+def test_repository_scenario(path, request):
+    report = request.getfixturevalue("namespace_reports")[path] if path.stem.startswith("ns-") else run_scenario(path)
     assert report.passed, explain(report)
 
 
