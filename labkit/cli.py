@@ -251,6 +251,7 @@ def shell(
 from labkit.apiserver import cli as apiserver_cli  # noqa: E402
 from labkit.classroom import cli as classroom_cli  # noqa: E402
 from labkit.gc import cli as gc_cli  # noqa: E402
+from labkit.namespaces import cli as ns_cli  # noqa: E402
 from labkit.kubeproxy import cli as kubeproxy_cli  # noqa: E402
 from labkit.mounts import cli as mounts_cli  # noqa: E402
 from labkit.netfilter import cli as netfilter_cli  # noqa: E402
@@ -259,6 +260,7 @@ from labkit.numa import cli as numa_cli  # noqa: E402
 app.add_typer(kubeproxy_cli.app, name="kube-proxy")
 app.command("trace")(netfilter_cli.trace)
 app.add_typer(gc_cli.app, name="gc")
+app.add_typer(ns_cli.app, name="ns")
 app.command("apiserver")(apiserver_cli.apiserver)
 app.add_typer(mounts_cli.app, name="mounts")
 app.add_typer(numa_cli.app, name="numa")

@@ -175,8 +175,8 @@ def test_wait_and_watch_follow_a_graceful_pod_deletion(server, namespace):
 def test_namespaces_show_their_phase(server):
     kubectl(server, "create", "namespace", "phase-demo")
     assert kubectl(server, "get", "ns", "phase-demo", "--no-headers").stdout.split()[:2] == ["phase-demo", "Active"]
-    kubectl(server, "patch", "ns", "phase-demo", "--subresource=status", "--type=merge",
-            "-p", '{"status":{"phase":"Terminating"}}')
+    kubectl(server, "create", "configmap", "hold", "-n", "phase-demo")
+    kubectl(server, "delete", "namespace", "phase-demo", "--wait=false")
     assert kubectl(server, "get", "ns", "phase-demo", "--no-headers").stdout.split()[:2] == ["phase-demo", "Terminating"]
 
 

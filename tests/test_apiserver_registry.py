@@ -317,7 +317,9 @@ def test_objects_and_revision_survive_reopening(tmp_path):
     c = LocalClient(Api(Registry(store)), "admin")
     c.create("v1", "namespaces", {"metadata": {"name": "ns"}})
     cm = c.create("v1", "configmaps", {"metadata": {"name": "cm"}, "data": {"k": "v"}}, "ns")
-    c.delete("v1", "namespaces", "ns")
+    c.delete("v1", "namespaces", "ns")              # Terminating; removed when its finalizers are gone
+    ns = c.get("v1", "namespaces", "ns")
+    c.update("v1", "namespaces", dict(ns, spec={"finalizers": []}), subresource="finalize")
     revision = store.revision
     store.close()
     store = Store(tmp_path / "objects.db")
@@ -356,12 +358,19 @@ def test_status_subresource_changes_only_status(c):
     created = c.create("v1", "namespaces", {"metadata": {"name": "other", "labels": {"a": "b"}}})
     assert created["status"] == {"phase": "Active"}
     assert created["metadata"]["labels"]["kubernetes.io/metadata.name"] == "other"
-    changed = dict(created, status={"phase": "Terminating"}, metadata=dict(created["metadata"], labels={}))
+    status = {"phase": "Active", "conditions": [{"type": "Example", "status": "True"}]}
+    changed = dict(created, status=status, metadata=dict(created["metadata"], labels={}))
     out = c.update("v1", "namespaces", changed, subresource="status")
-    assert out["status"] == {"phase": "Terminating"} and out["metadata"]["labels"]["a"] == "b"
+    assert out["status"] == status and out["metadata"]["labels"]["a"] == "b"
     # the main resource ignores status
     out = c.update("v1", "namespaces", dict(out, status={"phase": "Active"}))
-    assert out["status"] == {"phase": "Terminating"}
+    assert out["status"] == status
+    # the phase must match deletionTimestamp (ValidateNamespaceStatusUpdate)
+    with pytest.raises(ApiError) as err:
+        c.update("v1", "namespaces", dict(out, status={"phase": "Terminating"}), subresource="status")
+    assert err.value.code == 422 and err.value.message == (
+        'Namespace "other" is invalid: status.Phase: Invalid value: "Terminating": may only be \'Active\' if '
+        '`deletionTimestamp` is empty')
 
 
 def test_finalize_subresource_applies_only_spec_finalizers(c):

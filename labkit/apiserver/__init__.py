@@ -18,13 +18,13 @@ Modules, request path first:
   storage.py    SQLite + in-memory index + event log; group commit, durable before answering
   validation.py, selectors.py, patch.py, protobuf.py, tables.py, discovery.py, errors.py
   audit.py      the audit log (audit.k8s.io/v1 Event JSON lines)
-  internal.py   controllers of kube-apiserver itself: CRD cleanup, APIService registration
+  internal.py   controllers of kube-apiserver itself: CRD cleanup, APIService registration and availability
   client.py     HttpClient (any cluster, from a kubeconfig), LocalClient (in-process), RESTMapper
   server.py     EmbeddedServer (all of it in one process), spawn() for labs, ServerInfo
   certs.py      the server's CA and certificate (client-go sends tokens only over TLS)
 
 Not (yet) served: authorization (every authenticated user may do everything), admission beyond
-the namespace existence check, field ownership of server-side apply (an apply merges), strict
+the namespace lifecycle, field ownership of server-side apply (an apply merges), strict
 field validation (unknown fields are kept), kinds not listed in resources.builtin_types().
 
 Adding a resource
@@ -53,11 +53,13 @@ Admission plugins are functions appended to `Registry.admission`; each gets an
 `AdmissionRequest` (operation, resource, namespace, name, object) and raises an ApiError to
 refuse. New scenario-visible capabilities go into `server.SERVER_FEATURES`.
 
-Namespaces today: create (phase Active, the kubernetes.io/metadata.name label), get, list,
-generic delete, the status subresource, and the finalize subresource applying spec.finalizers.
-The namespace lifecycle (Terminating on DELETE, the `kubernetes` spec finalizer, removal once
-both finalizer lists are empty, refusing content in a Terminating namespace) comes with the
-namespace controller; until then deleting a namespace removes only the namespace object.
+Namespaces (pkg/registry/core/namespace): creation adds the `kubernetes` spec finalizer and
+phase Active; the first DELETE sets deletionTimestamp and phase Terminating (later ones change
+nothing while spec finalizers remain); `PUT namespaces/<name>/finalize` applies spec.finalizers;
+the namespace is removed in the update that leaves spec and metadata finalizers empty; creating
+content in a Terminating namespace is refused (403, cause NamespaceTerminating). The namespace
+controller (labkit.controllers.namespace) empties a Terminating namespace and removes the
+`kubernetes` finalizer.
 
 Starting it from a lab
 ----------------------

@@ -175,7 +175,12 @@ class Client:
             path = f"/api/{gv}" if "/" not in gv else f"/apis/{gv}"
             code, body = self.request("GET", path)
             if code != 200:
-                failed[gv] = (body or {}).get("message", f"HTTP {code}") if isinstance(body, dict) else f"HTTP {code}"
+                if isinstance(body, dict) and body.get("message"):
+                    failed[gv] = body["message"]
+                elif code == 503:       # client-go's text for a 503 without a Status body
+                    failed[gv] = "the server is currently unable to handle the request"
+                else:
+                    failed[gv] = f"HTTP {code}"
                 continue
             group, version = split_api_version(gv)
             for r in body.get("resources") or []:

@@ -4,6 +4,9 @@
   /api/v1 and /apis/<group>/<version> (APIResourceList, one entry per resource and subresource);
 - aggregated discovery (apidiscovery.k8s.io/v2 and v2beta1 APIGroupDiscoveryList), which kubectl
   1.30+ asks for first on /api and /apis;
+- group/versions of APIServices with a backend service (kube-aggregator): listed in /apis; while
+  the APIService is not Available, /apis/<group>/<version> answers 503 and aggregated discovery
+  marks the version Stale, as the aggregator does for a backend it cannot reach;
 - OpenAPI v3: /openapi/v3 lists one document per group/version; each document declares, per
   kind, the create/update/patch operations with their `x-kubernetes-group-version-kind` and the
   `fieldValidation` query parameter, which is what kubectl checks before it delegates validation of
@@ -37,13 +40,41 @@ def _api_group(group: str, versions: list[str]) -> dict:
     return {"name": group, "versions": gvs, "preferredVersion": gvs[0]}
 
 
-def api_group_list(catalog: Catalog) -> dict:
+def remote_versions(store) -> dict[tuple[str, str], bool]:
+    """(group, version) -> Available, for the APIServices served by a backend service
+    (kube-aggregator proxies them; here the backend serves no resources of its own)."""
+    found = []
+    for svc in store.list("apiregistration.k8s.io/apiservices")[0]:
+        spec = svc.get("spec") or {}
+        if not spec.get("service") or not spec.get("group"):
+            continue
+        available = any(c.get("type") == "Available" and c.get("status") == "True"
+                        for c in (svc.get("status") or {}).get("conditions") or [])
+        found.append((-(spec.get("versionPriority") or 0), spec["group"], spec.get("version", ""), available))
+    return {(g, v): ok for _, g, v, ok in sorted(found)}
+
+
+def _all_groups(catalog: Catalog, remote: dict) -> list[tuple[str, list[str]]]:
+    groups = [(g, list(vs)) for g, vs in catalog.groups()]
+    served = {g for g, _ in groups}
+    for (group, version) in remote:
+        if group in served:
+            continue
+        entry = next((e for e in groups if e[0] == group), None)
+        if entry is None:
+            groups.append((group, [version]))
+        elif version not in entry[1]:
+            entry[1].append(version)
+    return groups
+
+
+def api_group_list(catalog: Catalog, remote: dict | None = None) -> dict:
     return {"kind": "APIGroupList", "apiVersion": "v1",
-            "groups": [_api_group(g, vs) for g, vs in catalog.groups() if g]}
+            "groups": [_api_group(g, vs) for g, vs in _all_groups(catalog, remote or {}) if g]}
 
 
-def api_group(catalog: Catalog, group: str) -> dict | None:
-    for g, versions in catalog.groups():
+def api_group(catalog: Catalog, group: str, remote: dict | None = None) -> dict | None:
+    for g, versions in _all_groups(catalog, remote or {}):
         if g == group and g:
             return {"kind": "APIGroup", "apiVersion": "v1", **_api_group(g, versions)}
     return None
@@ -74,14 +105,21 @@ def api_resource_list(catalog: Catalog, group: str, version: str) -> dict | None
             "resources": resources}
 
 
-def aggregated(catalog: Catalog, legacy: bool, api_version: str = "apidiscovery.k8s.io/v2") -> dict:
+def aggregated(catalog: Catalog, legacy: bool, api_version: str = "apidiscovery.k8s.io/v2",
+               remote: dict | None = None) -> dict:
     """APIGroupDiscoveryList for /api (legacy=True: the core group) or /apis (all other groups)."""
     items = []
-    for group, versions in catalog.groups():
+    remote = remote or {}
+    for group, versions in _all_groups(catalog, remote):
         if (group == "") != legacy:
             continue
         version_entries = []
         for version in versions:
+            if (group, version) in remote and not catalog.in_group_version(group, version):
+                # the aggregator's discovery manager: a backend it cannot reach is published Stale
+                version_entries.append({"version": version, "resources": [],
+                                        "freshness": "Current" if remote[(group, version)] else "Stale"})
+                continue
             resources = []
             for rt in sorted(catalog.in_group_version(group, version), key=lambda t: t.resource):
                 entry = {"resource": rt.resource,

@@ -151,7 +151,10 @@ class Api:
         audit_object = None
         try:
             path = request.path.rstrip("/") or "/"
-            if path.startswith("/api/") or path.startswith("/apis/"):
+            remote = self._remote_answer(path)
+            if remote is not None:
+                response = remote
+            elif path.startswith("/api/") or path.startswith("/apis/"):
                 info = self._resource_request(request, path)
                 if info is not None:
                     response, audit_object = self._serve_resource(request, info)
@@ -383,23 +386,42 @@ class Api:
         return Response(200, None, content_type, stream)
 
     # -- discovery and the rest ----------------------------------------------------------------
+    def _remote_answer(self, path: str) -> Response | None:
+        """Requests under /apis/<group>/<version> of an APIService with a backend service: the
+        aggregator's proxy answers 503 while the APIService is not Available (proxy handler
+        "service unavailable"); an available backend here serves an empty resource list."""
+        parts = path.strip("/").split("/")
+        if len(parts) < 3 or parts[0] != "apis" or self.registry.catalog.in_group_version(parts[1], parts[2]):
+            return None
+        remote = discovery.remote_versions(self.registry.store)
+        available = remote.get((parts[1], parts[2]))
+        if available is None:
+            return None
+        if not available:
+            return Response(503, b"service unavailable\n", "text/plain; charset=utf-8")
+        if len(parts) == 3:
+            return Response(200, {"kind": "APIResourceList", "apiVersion": "v1",
+                                  "groupVersion": f"{parts[1]}/{parts[2]}", "resources": []})
+        raise not_found_path()
+
     def _serve_discovery(self, request: Request, path: str) -> Response:
         catalog = self.registry.catalog
+        remote = discovery.remote_versions(self.registry.store) if path.startswith("/apis") else {}
         parts = path.strip("/").split("/")
         if parts == ["api"] or parts == ["apis"]:
             legacy = parts == ["api"]
             for api_version in (DISCOVERY_V2, DISCOVERY_V2BETA1):
                 group, version = api_version.split("/")
                 if _accepts(request.headers, f"g={group};v={version};as=APIGroupDiscoveryList"):
-                    return Response(200, discovery.aggregated(catalog, legacy, api_version),
+                    return Response(200, discovery.aggregated(catalog, legacy, api_version, remote),
                                     f"application/json;g={group};v={version};as=APIGroupDiscoveryList")
             if legacy:
                 return Response(200, discovery.api_versions(self.server_address))
-            return Response(200, discovery.api_group_list(catalog))
+            return Response(200, discovery.api_group_list(catalog, remote))
         if parts[0] == "api" and len(parts) == 2:
             body = discovery.api_resource_list(catalog, "", parts[1])
         elif parts[0] == "apis" and len(parts) == 2:
-            body = discovery.api_group(catalog, parts[1])
+            body = discovery.api_group(catalog, parts[1], remote)
         elif parts[0] == "apis" and len(parts) == 3:
             body = discovery.api_resource_list(catalog, parts[1], parts[2])
         else:

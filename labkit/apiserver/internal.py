@@ -4,7 +4,11 @@
   being deleted gets condition Terminating, all its custom resources are deleted, then its
   `customresourcecleanup.apiextensions.k8s.io` finalizer is removed, which removes the CRD;
 - APIService auto-registration (kube-aggregator's autoregister and crdregistration controllers):
-  a local APIService `<version>.<group>` for every served built-in and custom group/version.
+  a local APIService `<version>.<group>` for every served built-in and custom group/version;
+- APIService availability (kube-aggregator pkg/controller/status AvailableConditionController):
+  an APIService with a backend `spec.service` is Available only while that Service exists and
+  listens on the APIService's port; otherwise condition Available=False (ServiceNotFound,
+  ServicePortError), its group/version answers 503 and fails discovery (discovery.py).
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from labkit.apiserver.resources import CRD_CLEANUP_FINALIZER
 from labkit.apiserver.storage import Event
 
 CRD_KEY = "apiextensions.k8s.io/customresourcedefinitions"
+APISERVICE_KEY = "apiregistration.k8s.io/apiservices"
+SERVICE_KEY = "/services"
 AUTOMANAGED = "kube-aggregator.kubernetes.io/automanaged"
 BUILTIN_PRIORITY = {"": 18000, "apps": 17800, "apiextensions.k8s.io": 16700, "apiregistration.k8s.io": 18000}
 
@@ -39,6 +45,7 @@ class ApiServerInternals:
         self.registry.store.add_listener(self._on_event)
         self._thread.start()
         self._enqueue(("apiservices", None))
+        self._enqueue(("availability", None))
         for crd in self.registry.store.list(CRD_KEY)[0]:
             self._enqueue(("crd", crd["metadata"]["name"]))
 
@@ -59,6 +66,8 @@ class ApiServerInternals:
         if event.key == CRD_KEY:
             self._enqueue(("crd", event.name))
             self._enqueue(("apiservices", None))
+        elif event.key in (APISERVICE_KEY, SERVICE_KEY):
+            self._enqueue(("availability", None))
 
     def _run(self) -> None:
         while True:
@@ -68,6 +77,8 @@ class ApiServerInternals:
             try:
                 if item[0] == "crd":
                     self._finalize_crd(item[1])
+                elif item[0] == "availability":
+                    self._check_availability()
                 else:
                     self._register_apiservices()
             except ApiError as exc:
@@ -146,3 +157,38 @@ class ApiServerInternals:
                 except ApiError as exc:
                     if exc.code != 404:
                         raise
+
+    # -- APIService availability -------------------------------------------------------------------
+    def _check_availability(self) -> None:
+        """available_controller.go sync, for every APIService with a backend service."""
+        for svc in self.client.list("apiregistration.k8s.io/v1", "apiservices")[0]:
+            backend = (svc.get("spec") or {}).get("service")
+            if not backend:
+                continue
+            namespace, name = backend.get("namespace", ""), backend.get("name", "")
+            port = backend.get("port") or 443
+            service = self.registry.store.get(SERVICE_KEY, namespace, name)
+            if service is None:
+                cond = ("False", "ServiceNotFound", f'service/{name} in "{namespace}" is not present')
+            elif (service.get("spec") or {}).get("type") != "ExternalName" and \
+                    port not in [p.get("port") for p in (service.get("spec") or {}).get("ports") or []]:
+                cond = ("False", "ServicePortError", f'service/{name} in "{namespace}" is not listening on port {port}')
+            else:
+                cond = ("True", "Passed", "all checks passed")
+            status = dict(svc.get("status") or {})
+            conditions = [dict(c) for c in status.get("conditions") or []]
+            old = next((c for c in conditions if c.get("type") == "Available"), None)
+            if old is not None and (old.get("status"), old.get("reason"), old.get("message")) == cond:
+                continue
+            new = {"type": "Available", "status": cond[0], "reason": cond[1], "message": cond[2],
+                   "lastTransitionTime": now_rfc3339()}
+            if old is not None and old.get("status") == cond[0] and old.get("lastTransitionTime"):
+                new["lastTransitionTime"] = old["lastTransitionTime"]     # SetAPIServiceCondition
+            conditions = [c for c in conditions if c.get("type") != "Available"] + [new]
+            status["conditions"] = conditions
+            try:
+                self.client.update("apiregistration.k8s.io/v1", "apiservices", dict(svc, status=status),
+                                   subresource="status")
+            except ApiError as exc:
+                if exc.code != 404:         # a conflict is retried by the queue
+                    raise

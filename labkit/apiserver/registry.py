@@ -8,8 +8,8 @@ DeleteCollection, finalizeDelete) and pkg/registry/rest (BeforeCreate, BeforeUpd
 as of Kubernetes 1.33/1.34.
 
 Admission plugins run before an object is created or deleted (`Registry.admission`); the
-namespace lifecycle plugin here refuses content in namespaces that do not exist and the deletion
-of the immortal namespaces.
+namespace lifecycle plugin here refuses content in namespaces that do not exist or are being
+terminated, and the deletion of the immortal namespaces.
 """
 
 from __future__ import annotations
@@ -125,8 +125,20 @@ class Registry:
                 and request.name in IMMORTAL_NAMESPACES:
             raise forbidden("namespaces", "", request.name, "this namespace may not be deleted")
         if request.operation == "CREATE" and rt.namespaced:
-            if self.store.get_text("/namespaces", "", request.namespace) is None:
+            namespace = self.store.get("/namespaces", "", request.namespace)
+            if namespace is None:
                 raise not_found("namespaces", "", request.namespace)
+            # lifecycle/admission.go Admit: no new content in a namespace being terminated
+            if (namespace.get("status") or {}).get("phase") == "Terminating" \
+                    and rt.resource != "localsubjectaccessreviews":
+                meta = (request.obj or {}).get("metadata") or {}
+                name = request.name or meta.get("generateName") or "Unknown"
+                raise forbidden(rt.resource, rt.group, name,
+                                f"unable to create new content in namespace {request.namespace} because it is "
+                                "being terminated",
+                                causes=[{"reason": "NamespaceTerminating",
+                                         "message": f"namespace {request.namespace} is being terminated",
+                                         "field": "metadata.namespace"}])
 
     # -- reads -------------------------------------------------------------------------------------
     def get(self, rt: ResourceType, namespace: str | None, name: str) -> dict:

@@ -26,6 +26,7 @@ READ_WRITE = ["create", "delete", "deletecollection", "get", "list", "patch", "u
 NO_COLLECTION_DELETE = ["create", "delete", "get", "list", "patch", "update", "watch"]
 STATUS_VERBS = ["get", "patch", "update"]
 
+NAMESPACE_FINALIZER = "kubernetes"        # core/v1 FinalizerKubernetes
 ORPHAN_DEPENDENTS = "OrphanDependents"
 DELETE_DEPENDENTS = "DeleteDependents"
 UNSUPPORTED = "Unsupported"
@@ -63,11 +64,27 @@ class StatusSubresource(Subresource):
         return result
 
 
+class NamespaceStatusSubresource(StatusSubresource):
+    """`namespaces/<name>/status`: pkg/apis/core/validation ValidateNamespaceStatusUpdate — the
+    phase must say what deletionTimestamp says (so the status cannot "unstick" a namespace)."""
+
+    def validate(self, obj: dict) -> list[FieldError]:
+        phase = (obj.get("status") or {}).get("phase", "")
+        if not obj["metadata"].get("deletionTimestamp"):
+            if phase != "Active":
+                return [field_invalid("status.Phase", phase, "may only be 'Active' if `deletionTimestamp` is empty")]
+        elif phase != "Terminating":
+            return [field_invalid("status.Phase", phase,
+                                  "may only be 'Terminating' if `deletionTimestamp` is not empty")]
+        return []
+
+
 class FinalizeSubresource(Subresource):
     """`namespaces/<name>/finalize` (PUT only, upstream FinalizeREST): applies `spec.finalizers`.
 
-    What a namespace's spec finalizers mean — the namespace lifecycle and its controller — is
-    built on top of this plumbing (issue 5)."""
+    Anyone allowed to update it may add or remove spec finalizers, also while the namespace is
+    Terminating; the namespace controller removes `kubernetes` this way once the namespace is
+    empty."""
 
     name = "finalize"
     verbs = ["update"]
@@ -184,20 +201,37 @@ class Strategy:
 
 
 class NamespaceStrategy(Strategy):
-    """pkg/registry/core/namespace/strategy.go — create/update/status/finalize storage behaviour.
-    The lifecycle (Terminating on DELETE, removal once spec and metadata finalizers are empty,
-    refusing content in a Terminating namespace) is added with the namespace controller."""
+    """pkg/registry/core/namespace/strategy.go and storage/storage.go: the namespace lifecycle.
+
+    - create: `spec.finalizers` gets `kubernetes` (FinalizerKubernetes) appended if missing, the
+      status is reset to phase Active, the `kubernetes.io/metadata.name` label is set;
+    - normal updates cannot change `spec.finalizers` or `status` (PrepareForUpdate copies them
+      back); the `finalize` subresource changes only spec.finalizers, `status` only the status;
+    - DELETE (REST.Delete, `delete` below): the first one sets deletionTimestamp and phase
+      Terminating in one update and adjusts the GC finalizers; later ones return the namespace
+      unchanged while spec finalizers remain, then fall back to the generic Store.Delete;
+    - the namespace is removed in the update that leaves both spec and metadata finalizers empty
+      (ShouldDeleteNamespaceDuringUpdate), whichever of the main, status or finalize endpoints
+      makes it.
+    """
 
     return_deleted_object = True
     field_labels = ("status.phase",)
-    subresources = (StatusSubresource(), FinalizeSubresource())
+    subresources = (NamespaceStatusSubresource(), FinalizeSubresource())
     printer = tables.PRINTERS["Namespace"]
 
     def name_problems(self, name, prefix):
         return dns1123_label_problems(name, prefix)
 
     def prepare_for_create(self, obj):
+        # namespaceStrategy.PrepareForCreate
         obj["status"] = {"phase": "Active"}
+        spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+        finalizers = list(spec.get("finalizers") or [])
+        if NAMESPACE_FINALIZER not in finalizers:
+            finalizers.append(NAMESPACE_FINALIZER)
+        spec["finalizers"] = finalizers
+        obj["spec"] = spec
         obj["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = obj["metadata"].get("name", "")
 
     def prepare_for_update(self, new, old):
@@ -211,6 +245,81 @@ class NamespaceStrategy(Strategy):
             new.pop("spec")
         new["status"] = copy.deepcopy(old.get("status") or {})
         new["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = new["metadata"].get("name", "")
+
+    def should_delete_during_update(self, new, old):
+        # ShouldDeleteNamespaceDuringUpdate: the generic rule and no spec finalizers left
+        return not (new.get("spec") or {}).get("finalizers")
+
+    def delete(self, registry, rt, namespace, name, options, dry_run=False):
+        """storage.go REST.Delete."""
+        from labkit.apiserver.errors import conflict, invalid, not_found
+        from labkit.apiserver.registry import now_rfc3339
+        from labkit.apiserver.validation import validate_delete_options
+        errors = validate_delete_options(options)
+        if errors:
+            raise invalid("DeleteOptions", "meta.k8s.io", "", errors)
+        with registry.store.lock:
+            current = registry.store.get(rt.storage_key, "", name)
+            if current is None:
+                raise not_found(rt.resource, rt.group, name)
+            meta = current["metadata"]
+            options = copy.deepcopy(options)
+            preconditions = dict(options.get("preconditions") or {})
+            # "ensure we have a UID precondition"
+            if preconditions.get("uid") is None:
+                preconditions["uid"] = meta.get("uid")
+            elif preconditions["uid"] != meta.get("uid"):
+                raise conflict(rt.resource, rt.group, name,
+                               f"Precondition failed: UID in precondition: {preconditions['uid']}, "
+                               f"UID in object meta: {meta.get('uid')}")
+            rv = preconditions.get("resourceVersion")
+            if rv is not None and rv != meta.get("resourceVersion"):
+                raise conflict(rt.resource, rt.group, name,
+                               f"Precondition failed: ResourceVersion in precondition: {rv}, "
+                               f"ResourceVersion in object meta: {meta.get('resourceVersion')}")
+            options["preconditions"] = preconditions
+            if not meta.get("deletionTimestamp"):
+                # upon the first request to delete, switch the phase to start namespace termination
+                updated = copy.deepcopy(current)
+                umeta = updated["metadata"]
+                umeta["deletionTimestamp"] = now_rfc3339()
+                updated.setdefault("status", {})["phase"] = "Terminating"
+                current_finalizers = list(umeta.get("finalizers") or [])
+                should_have = {"orphan": _namespace_should_orphan(options, "orphan" in current_finalizers),
+                               "foregroundDeletion": _namespace_should_foreground(
+                                   options, "foregroundDeletion" in current_finalizers)}
+                if any((f in current_finalizers) != want for f, want in should_have.items()):
+                    finalizers = [f for f in current_finalizers if f not in should_have]
+                    finalizers += [f for f in ("orphan", "foregroundDeletion") if should_have[f]]
+                    if finalizers:
+                        umeta["finalizers"] = finalizers
+                    else:
+                        umeta.pop("finalizers", None)
+                if dry_run:
+                    return 200, registry.present(rt, updated)
+                return 200, registry.present(rt, registry.store.put(rt.storage_key, "", name, updated))
+            # prior to final deletion, spec.finalizers must be empty
+            if (current.get("spec") or {}).get("finalizers"):
+                return 200, registry.present(rt, current)
+        return registry.generic_delete(rt, namespace, name, options, dry_run)
+
+
+def _namespace_should_orphan(options: dict, have: bool) -> bool:
+    # storage.go shouldHaveOrphanFinalizer
+    if options.get("orphanDependents") is not None:
+        return bool(options["orphanDependents"])
+    if options.get("propagationPolicy") is not None:
+        return options["propagationPolicy"] == "Orphan"
+    return have
+
+
+def _namespace_should_foreground(options: dict, have: bool) -> bool:
+    # storage.go shouldHaveDeleteDependentsFinalizer
+    if options.get("orphanDependents") is not None:
+        return options["orphanDependents"] is False
+    if options.get("propagationPolicy") is not None:
+        return options["propagationPolicy"] == "Foreground"
+    return have
 
 
 def _pod_template_labels(template) -> dict:

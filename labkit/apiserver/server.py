@@ -42,8 +42,10 @@ from labkit.controllers.manager import DEFAULT_CONTROLLERS, ControllerManager
 
 # what scenarios may `require` of this server (fidelity/gc/README.md): custom resources, their
 # cleanup when the CRD goes, pods' graceful deletion (grace from the spec, 0 when unscheduled),
-# and a log of every request (the audit log)
-SERVER_FEATURES = {"crd", "crd-instance-cleanup", "pod-graceful-deletion", "request-log"}
+# a log of every request (the audit log), the namespace controller's pods-first deletion, and
+# APIServices whose unavailable backend makes their group/version fail discovery
+SERVER_FEATURES = {"crd", "crd-instance-cleanup", "pod-graceful-deletion", "request-log",
+                   "ordered-namespace-deletion", "apiservice-unavailable"}
 
 ADMIN_USER = "labkit-admin"
 ADMIN_GROUPS = ["system:masters", "system:authenticated"]

@@ -6,6 +6,9 @@
                      absent-owner cache, OwnerRefInvalidNamespace events, cycles
   deployment.py      Deployment -> ReplicaSet (pod-template-hash), adoption and release
   replicaset.py      ReplicaSet -> Pods, adoption of matching orphans, release of non-matching pods
+  namespace.py       the namespace controller, reconstructed from pkg/controller/namespace: empties a
+                     Terminating namespace through discovery (pods first), the five deletion
+                     conditions, removal of the `kubernetes` finalizer via the finalize subresource
   node.py            scheduler + kubelet stand-in: binds pods, reports them Running, finishes
                      graceful deletion after the grace period
   manager.py         ControllerManager: start / stop / restart by name; the CONTROLLERS table

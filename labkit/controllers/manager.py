@@ -1,5 +1,5 @@
 """The controller manager: the controllers that can run in the embedded server, each started and
-stopped by name (`garbagecollector`, `deployment`, `replicaset`, `node`), each talking to the
+stopped by name (`garbagecollector`, `deployment`, `replicaset`, `node`, `namespace`), each talking to the
 server through an in-process client as its own user, all writing to one decision log."""
 
 from __future__ import annotations
@@ -26,6 +26,11 @@ def _replicaset(client, log):
     return ReplicaSetController(client, log)
 
 
+def _namespace(client, log):
+    from labkit.controllers.namespace import NamespaceController
+    return NamespaceController(client, log)
+
+
 def _node(client, log):
     from labkit.controllers.node import NodeController
     return NodeController(client, log)
@@ -37,10 +42,11 @@ CONTROLLERS: dict[str, tuple[str, Callable]] = {
     "deployment": ("system:serviceaccount:kube-system:deployment-controller", _deployment),
     "replicaset": ("system:serviceaccount:kube-system:replicaset-controller", _replicaset),
     "node": ("system:node:labkit-node", _node),
+    "namespace": ("system:serviceaccount:kube-system:namespace-controller", _namespace),
 }
 
 # what `labkit apiserver` and the labs run by default
-DEFAULT_CONTROLLERS = ("garbagecollector", "deployment", "replicaset", "node")
+DEFAULT_CONTROLLERS = ("garbagecollector", "deployment", "replicaset", "node", "namespace")
 
 
 class ControllerManager:

@@ -8,9 +8,12 @@ too. Invariants are checked at every observation from the first `delete` step on
 the invariants describe — (on the embedded server from the first write that DELETE makes; when a
 scenario has no delete step, from its first step).
 
-A scenario whose category's controller labkit does not have (e.g. `category: namespace` before
-the namespace controller exists), or that requires a server feature the target lacks, is reported
-as not playable and fails at once.
+Namespace conditions in `expect.conditions` are compared with the namespace's final state, or,
+when the namespace is gone at the end, with the first conditions it showed (its first deletion
+pass).
+
+A scenario whose category's controller labkit does not have, or that requires a server feature
+the target lacks, is reported as not playable and fails at once.
 """
 
 from __future__ import annotations
@@ -63,6 +66,12 @@ class EmbeddedTarget:
         if hasattr(controller, "wait_synced"):
             controller.wait_synced(30)
 
+    def pin_discovery(self, resources: list[ApiResource]) -> None:
+        """The namespace controller discovers exactly `resources` (a scenario's `discovery:`)."""
+        controller = self.server.controllers.get("namespace")
+        if controller is not None:
+            controller.deleter.discover = lambda client: (list(resources), {})
+
     def gc_observed(self, uid: str) -> bool:
         gc = self.server.controllers.get("garbagecollector")
         return bool(gc and gc.graph_has_uid(uid))
@@ -91,7 +100,8 @@ class ClusterTarget:
     """A real cluster: its own controllers run, labkit starts or stops none of them."""
 
     embedded = False
-    features = {"crd", "crd-instance-cleanup", "pod-graceful-deletion", "ordered-namespace-deletion"}
+    features = {"crd", "crd-instance-cleanup", "pod-graceful-deletion", "ordered-namespace-deletion",
+                "apiservice-unavailable"}
 
     def __init__(self, kubeconfig: str, context: str | None = None):
         self.client = HttpClient.from_kubeconfig(kubeconfig, context)
@@ -277,6 +287,7 @@ class Runner:
         self._violations: dict[int, list[str]] = {i: [] for i in range(len(scenario.invariants))}
         self._observed: dict[int, int] = {i: 0 for i in range(len(scenario.invariants))}
         self._lock = threading.Lock()
+        self._first_conditions: dict[str, list] = {}
 
     # -- expansion ---------------------------------------------------------------------------------
     def expand(self, value):
@@ -352,7 +363,17 @@ class Runner:
         self.check_invariants(view)
         return view
 
+    def _note_conditions(self, view) -> None:
+        """The first status.conditions each object showed (a namespace's first deletion pass), for
+        `expect.conditions` of a namespace that is gone at the end."""
+        for ref in self.scenario.expect.get("conditions") or {}:
+            if ref not in self._first_conditions:
+                conditions = ((view.object(ref) or {}).get("status") or {}).get("conditions")
+                if conditions:
+                    self._first_conditions[ref] = conditions
+
     def check_invariants(self, view) -> None:
+        self._note_conditions(view)
         if not self.invariants_active:
             return
         with self._lock:
@@ -390,6 +411,8 @@ class Runner:
         return _View(self, objects)
 
     def _on_commit(self, event) -> None:
+        if not self.invariants_active:
+            self._note_conditions(self._store_view())
         if not self.invariants_active and self._arm is not None and self._arm == (event.key, event.namespace,
                                                                                    event.name):
             self.invariants_active = True       # the first write the first DELETE made
@@ -442,6 +465,11 @@ class Runner:
                 if state == "running" and self.target.controller_available(name):
                     self.target.start_controller(name)
             self.target.server.store.add_listener(self._on_commit)
+        if s.discovery:
+            if self.target.embedded:
+                self.target.pin_discovery(pinned_resources(s.discovery))
+            else:
+                self.report.notes.append("discovery: not pinned on a real cluster (its controller discovers itself)")
         if not self._setup():
             return
         gc_state = s.controllers.get("garbagecollector")
@@ -649,7 +677,12 @@ class Runner:
     def _check_conditions(self, view) -> None:
         for ref, wanted in (self.scenario.expect.get("conditions") or {}).items():
             wanted = self.expand(wanted)
-            actual = ((view.object(ref) or {}).get("status") or {}).get("conditions") or []
+            obj = view.object(ref)
+            if obj is None and ref in self._first_conditions:
+                # gone at the end: compare with the conditions it showed after the first pass
+                actual = self._first_conditions[ref]
+            else:
+                actual = ((obj or {}).get("status") or {}).get("conditions") or []
             by_type = {c.get("type"): c for c in actual}
             for cond in wanted:
                 got = by_type.get(cond.get("type"))
@@ -684,6 +717,30 @@ class Runner:
         for request in self.expand(expected):
             self.report.checks.append(Check(f"controller request {request}", request in seen,
                                             "" if request in seen else "not sent by the namespace controller"))
+
+
+def pinned_resources(raw) -> list[ApiResource]:
+    """A scenario's `discovery:` as the namespace controller's discovery result: a list of
+    APIResourceList-like entries `{groupVersion, resources | apiResources: [{name, namespaced,
+    kind, verbs}]}` (a mapping group/version -> resources is accepted too). Only namespaced
+    resources count, as with ServerPreferredNamespacedResources."""
+    entries = raw
+    if isinstance(raw, dict):
+        entries = raw.get("resources") if isinstance(raw.get("resources"), list) and not raw.get("groupVersion") \
+            else [{"groupVersion": gv, "resources": rs} for gv, rs in raw.items()]
+    found = []
+    for entry in entries or []:
+        if not isinstance(entry, dict):
+            continue
+        gv = entry.get("groupVersion") or entry.get("GroupVersion") or ""
+        group, _, version = gv.rpartition("/")
+        for r in entry.get("resources") or entry.get("apiResources") or entry.get("APIResources") or []:
+            name = r.get("name") or r.get("Name") or ""
+            if not name or "/" in name or not r.get("namespaced", r.get("Namespaced", True)):
+                continue
+            found.append(ApiResource(group, version, name, r.get("kind") or r.get("Kind") or "", True,
+                                     tuple(r.get("verbs") or r.get("Verbs") or ())))
+    return found
 
 
 def _rv(obj: dict | None):

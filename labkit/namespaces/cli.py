@@ -1,0 +1,80 @@
+"""`labkit ns ...`: explain why a namespace is still Terminating; the namespace controller's decisions."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+app = typer.Typer(help="Namespaces: why one is still Terminating (`explain`), the namespace controller's "
+                       "decisions (`log`).", no_args_is_help=True)
+
+
+def default_state_dir() -> Path:
+    from labkit import paths
+    return paths.state_root() / "namespace" / "apiserver"
+
+
+@app.command("explain")
+def explain_command(
+    name: str = typer.Argument(..., help="The namespace."),
+    kubeconfig: Optional[Path] = typer.Option(None, "--kubeconfig",
+                                              help="Ask this cluster instead of the namespace lab's API server."),
+    context: Optional[str] = typer.Option(None, "--context", help="kubeconfig context (default: the current one)."),
+    state: Optional[Path] = typer.Option(None, "--state", help="The embedded API server's state directory "
+                                         "(default: the namespace lab's, <state root>/namespace/apiserver)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the explanation as JSON."),
+):
+    """Why NAME is still Terminating: remaining resources by type, the finalizers that hold them
+    and the objects carrying them, failing discovery groups and unavailable APIServices, the
+    namespace's own finalizers and conditions — each cause with the fix that loses nothing."""
+    from labkit.apiserver.client import HttpClient
+    from labkit.errors import LabkitError
+    from labkit.namespaces.explain import explain, render
+
+    decisions = None
+    if kubeconfig is not None:
+        if not kubeconfig.is_file():
+            raise LabkitError(f"--kubeconfig {kubeconfig}: no such file")
+        client = HttpClient.from_kubeconfig(kubeconfig, context)
+    else:
+        state_dir = state or default_state_dir()
+        config = state_dir / "kubeconfig"
+        if not config.is_file():
+            raise LabkitError(f"no API server state at {state_dir}: is the lab running? (`labkit run namespace`, "
+                              "or --state DIR, or --kubeconfig FILE for a cluster)")
+        client = HttpClient.from_kubeconfig(config)
+        log = state_dir / "decisions.log"
+        if log.is_file():
+            decisions = []
+            for line in log.read_text().splitlines()[-5000:]:
+                try:
+                    decisions.append(json.loads(line))
+                except ValueError:
+                    continue
+    try:
+        out = explain(client, name, decisions)
+    except OSError as exc:
+        raise LabkitError(f"cannot reach the API server: {exc}")
+    if as_json:
+        sys.stdout.write(json.dumps(out.as_dict(), indent=2) + "\n")
+    else:
+        sys.stdout.write(render(out))
+
+
+@app.command("log")
+def log(
+    state: Optional[Path] = typer.Option(None, "--state", help="The embedded API server's state directory "
+                                         "(default: the namespace lab's, <state root>/namespace/apiserver)."),
+    follow: bool = typer.Option(False, "-f", "--follow", help="Keep printing new decisions."),
+    all_levels: bool = typer.Option(False, "-a", "--all", help="Also the no-op decisions."),
+    as_json: bool = typer.Option(False, "--json", help="Raw JSON lines."),
+):
+    """Print the namespace controller's decisions, each with its reason."""
+    from labkit.gc.cli import log as decision_log
+
+    decision_log(state=state or default_state_dir(), follow=follow, all_levels=all_levels, controller="namespace",
+                 as_json=as_json)

@@ -1,0 +1,283 @@
+"""Checks of the namespace lab.
+
+The truth comes from the live API server (namespaces, their conditions, a dry-run create, every
+namespaced resource type through discovery) and from its audit log (who sent which finalize
+request) — never from answers stored here.
+"""
+
+import re
+
+from labkit.exercises import CheckFailed, settle
+
+CONTROLLER_USER = "system:serviceaccount:kube-system:namespace-controller"
+_REMAINING = re.compile(r"^(\S+) has (\d+) resource instances$")
+_HELD = re.compile(r"^(\S+) in (\d+) resource instances$")
+
+
+def _lab(env):
+    """The lab's lab.py (client, server_dir, original_uid)."""
+    return env.lab.environment_module()
+
+
+# -- live state --------------------------------------------------------------------------------
+
+def _namespace(c, name):
+    code, body = c.request("GET", f"/api/v1/namespaces/{name}")
+    return body if code == 200 else None
+
+
+def _audit(ctx):
+    from labkit.apiserver import audit
+    return audit.read(_lab(ctx.env).server_dir(ctx.env) / "audit.log")
+
+
+def _finalize_requests(ctx, namespace):
+    """Every successful PUT …/namespaces/<namespace>/finalize: (user, spec.finalizers sent, time)."""
+    found = []
+    for e in _audit(ctx):
+        ref = e.get("objectRef") or {}
+        if (ref.get("resource"), ref.get("name"), ref.get("subresource"), e.get("verb")) != \
+                ("namespaces", namespace, "finalize", "update"):
+            continue
+        if (e.get("responseStatus") or {}).get("code", 0) >= 300:
+            continue
+        sent = ((e.get("requestObject") or {}).get("spec") or {}).get("finalizers") or []
+        found.append({"user": (e.get("user") or {}).get("username", ""), "finalizers": list(sent),
+                      "time": e.get("requestReceivedTimestamp", "")})
+    return found
+
+
+def _force_finalized(ctx, namespace):
+    """finalize requests by anyone but the namespace controller that removed `kubernetes`."""
+    return [r for r in _finalize_requests(ctx, namespace)
+            if r["user"] != CONTROLLER_USER and "kubernetes" not in r["finalizers"]]
+
+
+def _stored_objects(c, namespace):
+    """Every object stored under `namespace`, as <resource>[.<group>]/<name> (events excluded)."""
+    found = c.discover()
+    objects = {}
+    for r in found.resources:
+        if not r.namespaced or "list" not in r.verbs or found.preferred.get(r.group) != r.version:
+            continue
+        if (r.group, r.resource) == ("", "events"):
+            continue
+        code, body = c.request("GET", c.path(r.api_version, r.resource, namespace))
+        if code != 200:
+            continue
+        for item in body.get("items") or []:
+            key = f"{r.resource}.{r.group}/{item['metadata']['name']}" if r.group else \
+                f"{r.resource}/{item['metadata']['name']}"
+            objects[key] = item
+    return objects
+
+
+def _gone_cleanly(ctx, c, namespace):
+    """The namespace the lab made is gone, emptied by the namespace controller (not forced)."""
+    ns = _namespace(c, namespace)
+    original = _lab(ctx.env).original_uid(ctx.env, namespace)
+    if ns is not None and ns["metadata"]["uid"] == original:
+        state = ns.get("status", {}).get("phase")
+        raise CheckFailed(f"namespace {namespace} still exists ({state}); `labkit ns explain {namespace}` says why")
+    forced = _force_finalized(ctx, namespace)
+    if forced:
+        raise CheckFailed(f"namespace {namespace} was force-finalized by {forced[0]['user']} (PUT …/finalize with "
+                          f"spec.finalizers {forced[0]['finalizers']}): that is not a fix — `labkit reset namespace` "
+                          "and do it without touching the namespace's finalizers")
+    left = _stored_objects(c, namespace)
+    if left:
+        raise CheckFailed(f"objects are still stored under {namespace}: {', '.join(sorted(left))}")
+
+
+# -- (a) conditions --------------------------------------------------------------------------
+
+def _counts(condition, pattern, prefix):
+    if not condition or condition.get("status") != "True":
+        return {}
+    text = condition.get("message", "")
+    if not text.startswith(prefix):
+        return {}
+    counts = {}
+    for part in text[len(prefix):].split(", "):
+        m = pattern.match(part.strip())
+        if m:
+            counts[m.group(1)] = int(m.group(2))
+    return counts
+
+
+def check_conditions(ctx):
+    name = ctx.params["namespace"]
+    c = _lab(ctx.env).client(ctx.env)
+    ns = _namespace(c, name)
+    if ns is None:
+        raise CheckFailed(f"namespace {name} is gone, and its conditions with it: `labkit reset namespace`, then "
+                          "delete it and read the conditions while it is Terminating")
+    if not ns["metadata"].get("deletionTimestamp"):
+        raise CheckFailed(f"namespace {name} is not being deleted: delete it first "
+                          f"(kubectl delete namespace {name} --wait=false)")
+
+    def conditions():
+        current = _namespace(c, name) or {}
+        pods = c.request("GET", f"/api/v1/namespaces/{name}/pods")[1].get("items") or []
+        return len(pods), {x["type"]: x for x in (current.get("status") or {}).get("conditions") or []}
+
+    seen = settle(conditions, timeout=25, stable_for=1.0)
+    pods, by_type = seen.value
+    if pods or "NamespaceContentRemaining" not in by_type:
+        raise CheckFailed(f"the namespace controller is still working on {name} (pods go first): check again "
+                          "in a few seconds")
+    remaining = _counts(by_type.get("NamespaceContentRemaining"), _REMAINING, "Some resources are remaining: ")
+    held = _counts(by_type.get("NamespaceFinalizersRemaining"), _HELD,
+                   "Some content in the namespace has finalizers remaining: ")
+    data = ctx.answer()
+    got_remaining = ctx.answer_field(data, "remaining", dict)
+    got_held = ctx.answer_field(data, "finalizers", dict)
+    problems = []
+    if {str(k): v for k, v in got_remaining.items()} != remaining:
+        wrong = sorted(set(got_remaining) ^ set(remaining)) or \
+            sorted(k for k in remaining if got_remaining.get(k) != remaining[k])
+        problems.append(f"remaining: wrong for {', '.join(map(str, wrong))}")
+    if {str(k): v for k, v in got_held.items()} != held:
+        wrong = sorted(set(got_held) ^ set(held)) or sorted(k for k in held if got_held.get(k) != held[k])
+        problems.append(f"finalizers: wrong for {', '.join(map(str, wrong))}")
+    if problems:
+        raise CheckFailed("; ".join(problems) + f" (compare with the conditions of namespace {name})")
+    return ctx.passed(f"right: {name} waits for " + ", ".join(f"{n} {k}" for k, n in remaining.items())
+                      + " held by " + ", ".join(held))
+
+
+# -- (b) create in a Terminating namespace -----------------------------------------------------
+
+def _normalize(text):
+    text = str(text).strip().strip("'\"")
+    for prefix in ("Error from server (Forbidden): ", "error: failed to create configmap: "):
+        if text.startswith(prefix):
+            text = text[len(prefix):]
+    return " ".join(text.split())
+
+
+def check_terminating_create(ctx):
+    name, cm = ctx.params["namespace"], ctx.params["configmap"]
+    c = _lab(ctx.env).client(ctx.env)
+    code, body = c.request("POST", f"/api/v1/namespaces/{name}/configmaps", {"dryRun": "All"},
+                           body={"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": cm}})
+    if code < 300:
+        raise CheckFailed(f"namespace {name} accepts new content now (it is no longer Terminating): "
+                          "`labkit reset namespace` to get it back")
+    truth = body.get("message", "")
+    answer = ctx.answer_field(ctx.answer(), "error", str)
+    if _normalize(answer) != _normalize(truth):
+        hint = "the HTTP status is 403 (Forbidden)" if "forbidden" not in answer.lower() else \
+            "close, but not the exact message"
+        raise CheckFailed(f"that is not what the API server answers ({hint})", observed=answer)
+    return ctx.passed(f"right: {code} {body.get('reason')}: {truth}")
+
+
+# -- (c) release the custom resource's finalizer ---------------------------------------------
+
+def check_release_finalizer(ctx):
+    name = ctx.params["namespace"]
+    _gone_cleanly(ctx, _lab(ctx.env).client(ctx.env), name)
+    return ctx.passed(f"namespace {name} emptied itself and went away; its kubernetes finalizer was removed by the "
+                      "namespace controller, not by hand")
+
+
+# -- (d) unavailable APIService --------------------------------------------------------------
+
+def _discovery_failures_written(ctx, namespace):
+    for e in _audit(ctx):
+        ref = e.get("objectRef") or {}
+        if (ref.get("resource"), ref.get("name"), ref.get("subresource")) != ("namespaces", namespace, "status"):
+            continue
+        if (e.get("user") or {}).get("username") != CONTROLLER_USER:
+            continue
+        for cond in ((e.get("requestObject") or {}).get("status") or {}).get("conditions") or []:
+            if cond.get("type") == "NamespaceDeletionDiscoveryFailure" and cond.get("status") == "True":
+                return cond.get("message", "")
+    return None
+
+
+def check_broken_apiservice(ctx):
+    name, apiservice = ctx.params["namespace"], ctx.params["apiservice"]
+    c = _lab(ctx.env).client(ctx.env)
+    ns = _namespace(c, name)
+    if ns is not None and ns["metadata"]["uid"] == _lab(ctx.env).original_uid(ctx.env, name) \
+            and not ns["metadata"].get("deletionTimestamp"):
+        raise CheckFailed(f"namespace {name} has not been deleted yet: break the API and delete it (see the prompt)")
+    if _discovery_failures_written(ctx, name) is None and ns is not None:
+        raise CheckFailed(f"namespace {name} never waited for a failing discovery: delete the Service "
+                          "kube-system/metrics-server before you delete the namespace")
+    if _discovery_failures_written(ctx, name) is None:
+        raise CheckFailed(f"namespace {name} went away without ever waiting for a failing discovery: "
+                          "`labkit reset namespace` and break the API first (see the prompt)")
+    _gone_cleanly(ctx, c, name)
+    code, svc = c.request("GET", f"/apis/apiregistration.k8s.io/v1/apiservices/{apiservice}")
+    if code == 200:
+        available = next((x for x in (svc.get("status") or {}).get("conditions") or [] if x.get("type") == "Available"),
+                         {})
+        if available.get("status") != "True":
+            raise CheckFailed(f"APIService {apiservice} is still not Available ({available.get('reason')}): every "
+                              "other namespace deletion still waits for it")
+    return ctx.passed(f"namespace {name} finished once discovery worked again"
+                      + (f" (APIService {apiservice} deleted)" if code == 404 else f" ({apiservice} Available again)"))
+
+
+# -- (e) force-finalize ----------------------------------------------------------------------
+
+def check_force_finalize(ctx):
+    name = ctx.params["namespace"]
+    c = _lab(ctx.env).client(ctx.env)
+    forced = _force_finalized(ctx, name)
+    if not forced:
+        raise CheckFailed(f"namespace {name} has not been force-finalized yet (PUT /api/v1/namespaces/{name}/finalize "
+                          "with empty spec.finalizers)")
+    when = forced[0]["time"]
+    objects = _stored_objects(c, name)
+    # objects created up to the second of the force-finalize (audit times have microseconds)
+    left = sorted(k for k, obj in objects.items() if obj["metadata"].get("creationTimestamp", "")[:19] <= when[:19])
+    ns = _namespace(c, name)
+    recreated = ns is not None and ns["metadata"]["uid"] != _lab(ctx.env).original_uid(ctx.env, name)
+    if not recreated:
+        raise CheckFailed(f"create the namespace {name} again and look at it before you answer")
+    data = ctx.answer()
+    got = ctx.answer_field(data, "left_behind", list)
+    visible = ctx.answer_field(data, "visible_again", bool)
+    got = sorted(str(x).strip() for x in got)
+    if got != left:
+        missing = len(set(left) - set(got))
+        extra = sorted(set(got) - set(left))
+        parts = []
+        if missing:
+            parts.append(f"{missing} left-behind object(s) missing from your list")
+        if extra:
+            parts.append(f"not stored under {name} (or created after the force-finalize): {', '.join(extra)}")
+        raise CheckFailed("left_behind: " + "; ".join(parts))
+    truth_visible = bool(left)
+    if visible != truth_visible:
+        raise CheckFailed(f"visible_again: look at the new namespace {name} again (kubectl get all,cm,backups -n {name})")
+    return ctx.passed(f"right: {len(left)} object(s) outlived namespace {name} and reappear in the namespace of the "
+                      "same name — nothing will ever delete them, and their finalizers' cleanup never ran")
+
+
+# -- (f) own finalizer -----------------------------------------------------------------------
+
+def check_own_finalizer(ctx):
+    name = ctx.params["namespace"]
+    c = _lab(ctx.env).client(ctx.env)
+    requests = [r for r in _finalize_requests(ctx, name) if r["user"] != CONTROLLER_USER]
+    added = next((i for i, r in enumerate(requests) if any(f != "kubernetes" for f in r["finalizers"])), None)
+    if added is None:
+        raise CheckFailed(f"no finalizer of your own was put on {name} through the finalize subresource yet")
+    mine = [f for f in requests[added]["finalizers"] if f != "kubernetes"]
+    if not any(set(mine).isdisjoint(r["finalizers"]) for r in requests[added + 1:]):
+        raise CheckFailed(f"you added {', '.join(mine)}; now remove it again (through the same subresource)")
+    ns = _namespace(c, name)
+    if ns is None or ns["metadata"]["uid"] != _lab(ctx.env).original_uid(ctx.env, name):
+        raise CheckFailed(f"namespace {name} is not the lab's any more: `labkit reset namespace`")
+    spec = (ns.get("spec") or {}).get("finalizers") or []
+    if spec != ["kubernetes"] or ns["metadata"].get("deletionTimestamp"):
+        raise CheckFailed(f"leave {name} as it was: Active with spec.finalizers [kubernetes]",
+                          expected=["kubernetes"], observed=spec)
+    return ctx.passed(f"added and removed {', '.join(mine)} through PUT …/namespaces/{name}/finalize")
+
+

@@ -1,0 +1,29 @@
+"""Reference solution: force-finalize legacy (the wrong fix, on purpose), list what it left in
+storage under that name, create the namespace again and see the old objects in it."""
+
+import time
+
+import yaml
+
+from labkit.exercises import answer_path
+
+
+def solve(env):
+    c = env.lab.environment_module().client(env)
+    ns = c.get("v1", "namespaces", "legacy")
+    ns["spec"]["finalizers"] = []
+    c.update("v1", "namespaces", ns, subresource="finalize")
+    time.sleep(1.1)         # the new namespace is created in a later second than the force-finalize
+    c.create("v1", "namespaces", {"metadata": {"name": "legacy"}})
+    found = c.discover()
+    left = []
+    for r in found.resources:
+        if not r.namespaced or "list" not in r.verbs or found.preferred.get(r.group) != r.version \
+                or r.resource == "events":
+            continue
+        for item in c.list(r.api_version, r.resource, "legacy")[0]:
+            left.append(f"{r.resource}.{r.group}/{item['metadata']['name']}" if r.group else
+                        f"{r.resource}/{item['metadata']['name']}")
+    path = answer_path("namespace", "force-finalize")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump({"left_behind": sorted(left), "visible_again": bool(left)}))
