@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -106,3 +107,13 @@ def host_snapshot() -> dict[str, object]:
 def diff_snapshots(before: dict, after: dict) -> list[str]:
     return [f"{key} changed:\n  before: {before[key]!r}\n  after:  {after[key]!r}"
             for key in before if before[key] != after[key]]
+
+
+def wait_until(predicate, timeout: float = 20.0, interval: float = 0.05) -> bool:
+    """Poll `predicate` until it is true or `timeout` seconds have passed; its last value."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return bool(predicate())

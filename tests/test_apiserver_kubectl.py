@@ -12,7 +12,7 @@ import time
 import pytest
 
 from labkit.apiserver.server import EmbeddedServer
-from support import host_lock
+from support import host_lock, wait_until
 
 pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
 
@@ -56,13 +56,6 @@ def kubectl(server, *args, input: str | None = None, check: bool = True, timeout
     return result
 
 
-def wait_until(predicate, timeout=20.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.1)
-    return predicate()
 
 
 @pytest.fixture(scope="module")

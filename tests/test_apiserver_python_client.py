@@ -13,7 +13,7 @@ from kubernetes import client as k8s, config as k8s_config, dynamic, watch as k8
 
 from labkit.apiserver import audit
 from labkit.apiserver.server import EmbeddedServer
-from support import host_lock
+from support import host_lock, wait_until
 
 
 @pytest.fixture(scope="module")
@@ -34,13 +34,6 @@ def api_client(server):
         yield api
 
 
-def wait_until(predicate, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
 
 
 def test_kubeconfig_is_private_and_a_token_is_required(server):

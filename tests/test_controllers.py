@@ -13,19 +13,12 @@ from labkit.apiserver.errors import ApiError
 from labkit.apiserver.server import EmbeddedServer, spawn
 from labkit.controllers import decisions
 from labkit.state import LabEnv, LabState
-from support import labkit, labkit_processes
+from support import labkit, labkit_processes, wait_until
 
 TEMPLATE = {"metadata": {"labels": {"app": "web"}},
             "spec": {"terminationGracePeriodSeconds": 0, "containers": [{"name": "c", "image": "nginx"}]}}
 
 
-def wait_until(predicate, timeout=15.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import pytest
 import yaml
 
 from conftest import fresh_environment
-from support import host_lock, labkit
+from support import host_lock, labkit, wait_until
 
 EXERCISES = ["conditions", "terminating-create", "release-finalizer", "broken-apiservice", "force-finalize",
              "own-finalizer"]
@@ -63,13 +62,6 @@ def answer(env, exercise, data):
     path.write_text(yaml.safe_dump(data))
 
 
-def wait_until(predicate, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.2)
-    return predicate()
 
 
 def test_explain_names_the_cause_of_every_stuck_namespace(lab):
@@ -78,7 +70,7 @@ def test_explain_names_the_cause_of_every_stuck_namespace(lab):
     first = explain(lab, "reports")
     if "pods." in first["remaining"]:
         assert first["causes"][0]["kind"] == "pods"
-    assert wait_until(lambda: "pods." not in explain(lab, "reports")["remaining"], timeout=40)
+    assert wait_until(lambda: "pods." not in explain(lab, "reports")["remaining"], timeout=40, interval=0.2)
     causes = {name: explain(lab, name)["causes"] for name in ("attic", "reports", "legacy", "billing")}
     assert [(c["kind"], c["message"]) for c in causes["attic"]] == [
         ("finalizers", "finalizer attic.example.com/keep holds 1 object(s): configmaps/keepsake")]
@@ -89,7 +81,8 @@ def test_explain_names_the_cause_of_every_stuck_namespace(lab):
         "finalizer legacy.example.com/keep holds 1 object(s): configmaps/app-config"]
     assert causes["billing"] == []          # Active: nothing to explain
     # kubectl shows the phase and the controller's conditions as on a cluster
-    assert wait_until(lambda: "finalizers remaining: backup" in kubectl(lab, "describe", "ns", "reports").stdout)
+    assert wait_until(lambda: "finalizers remaining: backup" in kubectl(lab, "describe", "ns", "reports").stdout,
+                      timeout=60, interval=0.2)
     described = kubectl(lab, "describe", "ns", "reports").stdout
     assert "\nStatus:       Terminating\n" in described
     assert ("NamespaceFinalizersRemaining                 True" in described
@@ -133,14 +126,16 @@ def break_the_apiservice_by_hand(lab):
     broken, every namespace deletion in the lab waits, so this comes after the other fixes.)"""
     kubectl(lab, "-n", "kube-system", "delete", "service", "metrics-server")
     kubectl(lab, "delete", "namespace", "monitoring", "--wait=false")
-    assert wait_until(lambda: any(c["kind"] == "discovery" for c in explain(lab, "monitoring")["causes"]))
+    assert wait_until(lambda: any(c["kind"] == "discovery" for c in explain(lab, "monitoring")["causes"]),
+                      timeout=60, interval=0.2)
     cause = next(c for c in explain(lab, "monitoring")["causes"] if c["kind"] == "discovery")
     assert "metrics.k8s.io/v1beta1" in cause["message"]
     assert ('APIService v1beta1.metrics.k8s.io (service kube-system/metrics-server) is not Available: '
             'ServiceNotFound') in cause["message"]
     assert wait_until(lambda: "DiscoveryFailed" in kubectl(
         lab, "get", "ns", "monitoring", "-o",
-        "jsonpath={.status.conditions[?(@.type=='NamespaceDeletionDiscoveryFailure')].reason}").stdout)
+        "jsonpath={.status.conditions[?(@.type=='NamespaceDeletionDiscoveryFailure')].reason}").stdout,
+        timeout=60, interval=0.2)
     message = results(lab, "broken-apiservice", code=1)["broken-apiservice"]["message"]
     assert message.startswith("namespace monitoring still exists (Terminating)")
 

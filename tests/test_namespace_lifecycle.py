@@ -13,7 +13,7 @@ import subprocess
 import pytest
 
 from labkit.apiserver.server import EmbeddedServer
-from support import host_lock
+from support import host_lock, wait_until
 
 pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
 
@@ -142,7 +142,7 @@ def test_an_apiservice_without_its_backend_is_unavailable_and_fails_discovery(se
         svc = client.get("apiregistration.k8s.io/v1", "apiservices", "v1beta1.metrics.k8s.io")
         return next((c for c in svc.get("status", {}).get("conditions", []) if c["type"] == "Available"), None)
 
-    assert wait_for(lambda: available() and available()["reason"] == "ServiceNotFound")
+    assert wait_until(lambda: available() and available()["reason"] == "ServiceNotFound")
     assert available()["message"] == 'service/metrics-server in "kube-system" is not present'
     row = [line.split() for line in kubectl(server, "get", "apiservice").stdout.splitlines()
            if line.startswith("v1beta1.metrics.k8s.io")][0]
@@ -155,16 +155,8 @@ def test_an_apiservice_without_its_backend_is_unavailable_and_fails_discovery(se
     # the backend comes back: Available, its (empty) group discovers again
     client.create("v1", "services", {"metadata": {"name": "metrics-server"},
                                      "spec": {"ports": [{"port": 443}]}}, "kube-system")
-    assert wait_for(lambda: available()["status"] == "True")
+    assert wait_until(lambda: available()["status"] == "True")
     assert available()["reason"] == "Passed" and not client.discover().failed
     client.delete("apiregistration.k8s.io/v1", "apiservices", "v1beta1.metrics.k8s.io")
 
 
-def wait_for(predicate, timeout=10.0):
-    import time
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()

@@ -245,11 +245,14 @@ def read_server_info(state_dir: str | os.PathLike) -> ServerInfo | None:
 def spawn(env, tag: str = "apiserver", port: int = 0, controllers=DEFAULT_CONTROLLERS,
           timeout: float = 30.0) -> ServerInfo:
     """Start the server as a tracked process of the lab `env` (state in env.dir/<tag>) and wait
-    until it listens. The kubeconfig is in the returned ServerInfo."""
+    until it listens. The kubeconfig is in the returned ServerInfo. The state directory is in the
+    lab's ledger too: its objects live as long as the lab, so `labkit reset`, `cleanup` and a
+    rebuild after a crash start from an empty server."""
     from labkit import procs
     from labkit.errors import LabkitError
 
     state_dir = Path(env.dir) / tag
+    env.ledger.record("path", path=str(state_dir))
     state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     (state_dir / "server.json").unlink(missing_ok=True)
     argv = [sys.executable, "-m", "labkit.apiserver", "--state", str(state_dir), "--port", str(port),

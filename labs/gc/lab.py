@@ -78,9 +78,7 @@ def up(env):
         target = Target(Path(env.options["kubeconfig"]), env.options.get("context"))
         env.log(f"using the cluster of {target.kubeconfig}")
     else:
-        # the server's objects live as long as the lab: `labkit reset` and `cleanup` start from nothing
-        env.ledger.record("path", path=str(Path(env.dir) / SERVER_TAG))
-        spawn(env, SERVER_TAG)
+        spawn(env, SERVER_TAG)      # the server's state directory is in the ledger: a rebuild starts empty
         crash_point("gc:server")
         target = for_env(env)
     client = target.client()
