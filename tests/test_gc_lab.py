@@ -15,7 +15,7 @@ import yaml
 from conftest import fresh_environment
 from labkit import runner
 from labkit.exercises import answer_path, wait_for
-from labkit.gc.target import for_env
+from labkit.apiserver.target import for_env
 from labkit.labs import get_lab
 from labkit.state import LabEnv, LabState
 from support import LABKIT, REPO, host_lock, labkit

@@ -29,7 +29,7 @@ from labkit.apiserver.server import spawn
 from labkit.crashpoints import crash_point
 from labkit.errors import LabkitError
 from labkit.exercises import wait_for
-from labkit.gc.target import SERVER_TAG, Target, for_env
+from labkit.apiserver.target import SERVER_TAG, Target, for_env
 
 OPTIONS = ("kubeconfig", "context")
 NAMESPACE = "shop"
@@ -68,9 +68,7 @@ def _running(client, app: str, count: int) -> bool:
 
 def _record(env, target: Target, api_version: str, resource: str, name: str, namespace: str | None = None) -> None:
     """On a real cluster, everything the lab creates goes through the ledger first."""
-    if not target.embedded:
-        env.ledger.record("apiobject", kubeconfig=str(target.kubeconfig), context=target.context,
-                          apiVersion=api_version, resource=resource, namespace=namespace, name=name)
+    target.record(env, api_version, resource, name, namespace)
 
 
 def up(env):
