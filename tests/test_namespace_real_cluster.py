@@ -66,6 +66,10 @@ def test_namespace_scenarios_replay_against_a_cluster(cluster):
 EXERCISES = ["conditions", "terminating-create", "release-finalizer", "broken-apiservice", "force-finalize",
              "own-finalizer"]
 LAB_NAMESPACES = {"billing", "attic", "reports", "monitoring", "legacy", "sandbox"}
+# How long cleanup's deletions may take to finish on the cluster (a bound, not a wait): each
+# namespace's first pass comes namespaceDeletionGracePeriod (5 s) after the DELETE, its Pods get
+# their 2 s grace period, and each later pass comes estimate/2+1 s after the one before.
+NAMESPACE_GONE = 60
 
 
 def test_the_lab_runs_on_a_cluster_through_its_kubeconfig(tmp_path):
@@ -95,14 +99,14 @@ def test_the_lab_runs_on_a_cluster_through_its_kubeconfig(tmp_path):
         for exercise in ("release-finalizer", "broken-apiservice", "own-finalizer"):
             assert "judged by the live state only" in results[exercise].message, results[exercise].message
         labkit("cleanup", "namespace", check=0)
-        assert wait_for(lambda: not labkit_objects(c), timeout=60), labkit_objects(c)
+        assert wait_for(lambda: not labkit_objects(c), timeout=NAMESPACE_GONE), labkit_objects(c)
         # an object that was there before is never taken over, nor deleted when the build fails
         c.create("v1", "services", {"metadata": {"name": "metrics-server"},
                                     "spec": {"ports": [{"port": 443}]}}, "kube-system")
         refused = labkit("run", "namespace", "--kubeconfig", str(cluster.kubeconfig), check=2).stderr
         assert "services kube-system/metrics-server already exists on the cluster of" in refused
         theirs = "/api/v1/namespaces/kube-system/services/metrics-server"
-        assert wait_for(lambda: labkit_objects(c) == [theirs], timeout=60), labkit_objects(c)
+        assert wait_for(lambda: labkit_objects(c) == [theirs], timeout=NAMESPACE_GONE), labkit_objects(c)
         assert c.get("v1", "services", "metrics-server", "kube-system")["metadata"].get("deletionTimestamp") is None
     finally:
         cluster.stop()
