@@ -91,13 +91,21 @@ def test_the_lab_runs_on_a_cluster_through_its_kubeconfig(tmp_path):
         assert [(x["kind"], x["message"]) for x in explained["causes"]] == [
             ("finalizers", "finalizer attic.example.com/keep holds 1 object(s): configmaps/keepsake")]
         assert "labkit has no decision log of its namespace controller" in labkit("ns", "log", check=2).stderr
-        for exercise in EXERCISES:
+        # broken-apiservice first, as the lab tells students on a cluster (a real aggregator finds no
+        # endpoints behind the lab's APIService, and every namespace deletion waits on it)
+        assert "work exercise broken-apiservice first" in out
+        for exercise in ["broken-apiservice"] + [e for e in EXERCISES if e != "broken-apiservice"]:
             runner.solve(lab, exercise)
         results = {r.exercise: r for r in runner.check(lab)}
         assert {e: r.status for e, r in results.items()} == {e: "pass" for e in EXERCISES}, \
             {e: r.message for e, r in results.items()}
         for exercise in ("release-finalizer", "broken-apiservice", "own-finalizer"):
             assert "judged by the live state only" in results[exercise].message, results[exercise].message
+        # reset rebuilds on the cluster once the lab's own objects from before are gone (answer
+        # files stay: the prediction of terminating-create is still right on the new attic)
+        labkit("reset", "namespace", check=0, timeout=300)
+        again = {r.exercise: r.status for r in runner.check(lab)}
+        assert again == {**{e: "fail" for e in EXERCISES}, "terminating-create": "pass"}, again
         labkit("cleanup", "namespace", check=0)
         assert wait_for(lambda: not labkit_objects(c), timeout=NAMESPACE_GONE), labkit_objects(c)
         # an object that was there before is never taken over, nor deleted when the build fails

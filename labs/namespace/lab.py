@@ -13,10 +13,12 @@ Nothing runs that would ever remove the example finalizers: like an operator tha
 uninstalled before its objects were deleted.
 
 With `labkit run namespace --kubeconfig FILE [--context C]` the same objects are built on a real
-cluster instead, whose own namespace controller and kube-aggregator do the work (the APIService
-points at a Service without endpoints there too, so it is Available=False as soon as its Service
-goes). labkit has no audit log or decision log of a cluster: checks that need them say so and
-judge the live state only. Everything is created through the ledger (labkit.apiserver.target),
+cluster instead, whose own namespace controller and kube-aggregator do the work. The APIService
+points at a Service without Pods there too; a real aggregator checks endpoints as well as the
+Service (remote_available_controller.go: EndpointsNotFound / MissingEndpoints), so there it is
+Available=False from the start, and every namespace deletion on that cluster waits on the failing
+discovery until (d) is fixed: `access()` tells the student to do (d) first. labkit has no audit
+log or decision log of a cluster: checks that need them say so and judge the live state only. Everything is created through the ledger (labkit.apiserver.target),
 and `labkit cleanup namespace` deletes it again, releasing the lab's own example finalizers.
 """
 
@@ -165,6 +167,11 @@ def access(env):
               if t.embedded else
               "# on a real cluster labkit has no audit log or namespace-controller log: checks that need\n"
               "# them say so and judge the live state only\n")
+    first = "" if t.embedded else f"""
+On a real cluster the APIService {APISERVICE} is Available=False from the start: its Service has
+no Pods behind it, and a real kube-aggregator checks endpoints too. While it is, every namespace
+deletion waits on the failing discovery, so work exercise broken-apiservice first.
+"""
     context = f"   # context {t.context}: kubectl --context {t.context} ..." if t.context else ""
     return f"""## Your cluster
 
@@ -175,7 +182,7 @@ export KUBECONFIG={t.kubeconfig}{context}
 kubectl get namespaces
 labkit ns explain attic          # why a namespace is still Terminating
 {follow}```
-"""
+{first}"""
 
 
 def original_uid(env, namespace: str) -> str | None:
