@@ -135,3 +135,19 @@ def labkit_objects(c) -> list[str]:
         if c.request("GET", path)[0] != 404:
             found.append(path)
     return found
+
+
+def test_cleanup_releases_only_the_labs_own_finalizers(cluster):
+    from labkit.apiserver.client import remove_recorded
+    c = cluster.http_client()
+    c.create("v1", "namespaces", {"metadata": {"name": "release"}})
+    c.create("v1", "configmaps", {"metadata": {"name": "both", "finalizers": ["lab.example.com/x", "other.example.com/y"]}},
+             "release")
+    entry = {"kubeconfig": str(cluster.kubeconfig), "context": None, "apiVersion": "v1", "resource": "configmaps",
+             "namespace": "release", "name": "both", "finalizers": ["lab.example.com/x"]}
+    assert remove_recorded(entry) is True
+    left = c.get("v1", "configmaps", "both", "release")["metadata"]
+    assert left["finalizers"] == ["other.example.com/y"] and left.get("deletionTimestamp")
+    c.patch("v1", "configmaps", "both", {"metadata": {"finalizers": None}}, "merge", "release")
+    assert remove_recorded(entry) is False          # already gone
+    c.delete("v1", "namespaces", "release")
