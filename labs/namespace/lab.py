@@ -168,9 +168,9 @@ def access(env):
               "# on a real cluster labkit has no audit log or namespace-controller log: checks that need\n"
               "# them say so and judge the live state only\n")
     first = "" if t.embedded else f"""
-On a real cluster the APIService {APISERVICE} is Available=False from the start: its Service has
-no Pods behind it, and a real kube-aggregator checks endpoints too. While it is, every namespace
-deletion waits on the failing discovery, so work exercise broken-apiservice first.
+On a real cluster the APIService {APISERVICE} is Available=False from the start:
+its Service has no Pods behind it, and a real kube-aggregator checks endpoints too. While it is,
+every namespace deletion waits on the failing discovery, so work exercise broken-apiservice first.
 """
     context = f"   # context {t.context}: kubectl --context {t.context} ..." if t.context else ""
     return f"""## Your cluster
