@@ -141,8 +141,8 @@ def test_cleanup_releases_only_the_labs_own_finalizers(cluster):
     from labkit.apiserver.client import remove_recorded
     c = cluster.http_client()
     c.create("v1", "namespaces", {"metadata": {"name": "release"}})
-    c.create("v1", "configmaps", {"metadata": {"name": "both", "finalizers": ["lab.example.com/x", "other.example.com/y"]}},
-             "release")
+    c.create("v1", "configmaps",
+             {"metadata": {"name": "both", "finalizers": ["lab.example.com/x", "other.example.com/y"]}}, "release")
     entry = {"kubeconfig": str(cluster.kubeconfig), "context": None, "apiVersion": "v1", "resource": "configmaps",
              "namespace": "release", "name": "both", "finalizers": ["lab.example.com/x"]}
     assert remove_recorded(entry) is True

@@ -31,8 +31,8 @@ def _lab_cluster() -> tuple[Path, Optional[str]] | None:
 def explain_command(
     name: str = typer.Argument(..., help="The namespace."),
     kubeconfig: Optional[Path] = typer.Option(None, "--kubeconfig",
-                                              help="Ask this cluster instead of the namespace lab's (its API server, or "
-                                                   "the cluster it runs on)."),
+                                              help="Ask this cluster instead of the namespace lab's (its API "
+                                                   "server, or the cluster it runs on)."),
     context: Optional[str] = typer.Option(None, "--context", help="kubeconfig context (default: the current one)."),
     state: Optional[Path] = typer.Option(None, "--state", help="The embedded API server's state directory "
                                          "(default: the namespace lab's, <state root>/namespace/apiserver)."),

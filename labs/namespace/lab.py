@@ -18,8 +18,9 @@ points at a Service without Pods there too; a real aggregator checks endpoints a
 Service (remote_available_controller.go: EndpointsNotFound / MissingEndpoints), so there it is
 Available=False from the start, and every namespace deletion on that cluster waits on the failing
 discovery until (d) is fixed: `access()` tells the student to do (d) first. labkit has no audit
-log or decision log of a cluster: checks that need them say so and judge the live state only. Everything is created through the ledger (labkit.apiserver.target),
-and `labkit cleanup namespace` deletes it again, releasing the lab's own example finalizers.
+log or decision log of a cluster: checks that need them say so and judge the live state only.
+Everything is created through the ledger (labkit.apiserver.target), and `labkit cleanup
+namespace` deletes it again, releasing the lab's own example finalizers.
 """
 
 import json
@@ -113,7 +114,7 @@ def up(env):
                                      "metadata": {"name": METRICS_SERVICE[1], "labels": {"k8s-app": "metrics-server"}},
                                      "spec": {"selector": {"k8s-app": "metrics-server"},
                                               "ports": [{"name": "https", "port": 443, "targetPort": 10250}]}},
-             METRICS_SERVICE[0])
+                  METRICS_SERVICE[0])
     t.create(env, "apiregistration.k8s.io/v1", "apiservices", {
         "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService", "metadata": {"name": APISERVICE},
         "spec": {"group": "metrics.k8s.io", "version": "v1beta1", "groupPriorityMinimum": 100, "versionPriority": 100,
@@ -121,7 +122,8 @@ def up(env):
                  "service": {"namespace": METRICS_SERVICE[0], "name": METRICS_SERVICE[1], "port": 443}}})
     uids, versions = {}, {}
     for ns, objects in CONTENT.items():
-        created = t.create(env, "v1", "namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+        created = t.create(env, "v1", "namespaces",
+                           {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
         uids[ns] = created["metadata"]["uid"]
         versions[ns] = created["metadata"]["resourceVersion"]
         for api_version, resource, obj in objects:
