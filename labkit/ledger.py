@@ -12,7 +12,7 @@ Kinds and the function that removes each (removal is idempotent: "already gone" 
   cgroup   {path}           a cgroup directory (processes in it are killed first)
   mount    {path}           a mount in the host's mount namespace (unmounted lazily)
   path     {path}           a file or directory tree labkit made
-  apiobject {kubeconfig, context, apiVersion, resource, namespace, name}
+  apiobject {kubeconfig, context, apiVersion, resource, namespace, name[, finalizers]}
                             an object labkit created on a real cluster (a lab run with --kubeconfig)
 """
 

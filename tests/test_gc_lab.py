@@ -15,12 +15,17 @@ import yaml
 from conftest import fresh_environment
 from labkit import runner
 from labkit.exercises import answer_path, wait_for
-from labkit.gc.target import for_env
+from labkit.apiserver.target import for_env
 from labkit.labs import get_lab
 from labkit.state import LabEnv, LabState
 from support import LABKIT, REPO, host_lock, labkit
 
 LAB = "gc"
+# How long a deleted namespace may take to disappear (a bound, not a wait): the namespace
+# controller's first pass comes namespaceDeletionGracePeriod (5 s) after the DELETE, the Pods get
+# their grace period (GRACE, 2 s), and each later pass comes estimate/2+1 s after the one before
+# (up to 8 s while content waits on finalizers); a handful of passes fit well within it.
+NAMESPACE_GONE = 60
 EXERCISES = ["owner-chain", "background-delete", "foreground-delete", "orphan-adopt", "unblocking-dependent",
              "predict-dangling", "stuck-finalizer"]
 
@@ -235,12 +240,12 @@ def test_kubeconfig_mode_runs_the_lab_on_another_api_server(tmp_path):
 
         def lab_namespaces():
             return {n["metadata"]["name"] for n in client.list("v1", "namespaces")[0]} & {"shop", "predict-a", "predict-b"}
-        assert wait_for(lambda: not lab_namespaces(), timeout=10), lab_namespaces()
+        assert wait_for(lambda: not lab_namespaces(), timeout=NAMESPACE_GONE), lab_namespaces()
         # a namespace that was there before is never taken over, nor deleted when the build fails
         client.create("v1", "namespaces", {"metadata": {"name": "predict-b"}})
         refused = labkit("run", LAB, "--kubeconfig", str(cluster.kubeconfig), check=2).stderr
         assert "namespace predict-b already exists on the cluster of" in refused
-        assert wait_for(lambda: lab_namespaces() == {"predict-b"}, timeout=10), lab_namespaces()
+        assert wait_for(lambda: lab_namespaces() == {"predict-b"}, timeout=NAMESPACE_GONE), lab_namespaces()
         assert client.get("v1", "namespaces", "predict-b")["metadata"].get("deletionTimestamp") is None
     finally:
         cluster.stop()

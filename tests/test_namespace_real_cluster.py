@@ -1,7 +1,7 @@
-"""Real-cluster mode: `labkit ns explain --kubeconfig` and `labkit gc run --kubeconfig` on the
-namespace scenarios talk to a cluster only through its kubeconfig (HTTPS, bearer token), with the
-cluster's own controllers doing the work. An embedded API server started on its own, with its
-controllers, stands in for the cluster here."""
+"""Real-cluster mode: `labkit run namespace --kubeconfig`, `labkit ns explain --kubeconfig` and
+`labkit gc run --kubeconfig` on the namespace scenarios talk to a cluster only through its
+kubeconfig (HTTPS, bearer token), with the cluster's own controllers doing the work. An embedded
+API server started on its own, with its controllers, stands in for the cluster here."""
 
 from __future__ import annotations
 
@@ -11,7 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from labkit import runner
 from labkit.apiserver.server import EmbeddedServer
+from labkit.exercises import wait_for
+from labkit.labs import get_lab
+from labkit.state import LabState
 from support import REPO, host_lock, labkit
 
 FIDELITY = next((Path(p) / "namespace" for p in (os.environ.get("LABKIT_FIDELITY_DIR"), REPO.parent / "shared" / "fidelity",
@@ -57,3 +61,93 @@ def test_namespace_scenarios_replay_against_a_cluster(cluster):
     reports = json.loads(out.stdout)
     assert [r["passed"] for r in reports] == [True, True]
     assert all(r["target"].startswith("cluster https://127.0.0.1:") for r in reports)
+
+
+EXERCISES = ["conditions", "terminating-create", "release-finalizer", "broken-apiservice", "force-finalize",
+             "own-finalizer"]
+LAB_NAMESPACES = {"billing", "attic", "reports", "monitoring", "legacy", "sandbox"}
+# How long cleanup's deletions may take to finish on the cluster (a bound, not a wait): each
+# namespace's first pass comes namespaceDeletionGracePeriod (5 s) after the DELETE, its Pods get
+# their 2 s grace period, and each later pass comes estimate/2+1 s after the one before.
+NAMESPACE_GONE = 60
+
+
+def test_the_lab_runs_on_a_cluster_through_its_kubeconfig(tmp_path):
+    # the lab starts no server of its own, reads no audit or decision log of the cluster, and
+    # cleanup deletes everything it created there, releasing its own example finalizers
+    cluster = EmbeddedServer(tmp_path / "cluster").start()
+    try:
+        c = cluster.http_client()
+        out = labkit("run", "namespace", "--kubeconfig", str(cluster.kubeconfig), check=0).stdout
+        assert f"export KUBECONFIG={cluster.kubeconfig}" in out and "no audit log" in out
+        assert not (LabState("namespace").dir / "apiserver").exists()
+        assert c.get("apiregistration.k8s.io/v1", "apiservices", "v1beta1.metrics.k8s.io")["spec"]["service"] == \
+            {"namespace": "kube-system", "name": "metrics-server", "port": 443}
+        lab = get_lab("namespace")
+        fresh = {r.exercise: r for r in runner.check(lab)}
+        assert {e: r.status for e, r in fresh.items()} == {e: "fail" for e in EXERCISES}, \
+            {e: r.message for e, r in fresh.items()}
+        explained = json.loads(labkit("ns", "explain", "attic", "--json", check=0).stdout)
+        assert [(x["kind"], x["message"]) for x in explained["causes"]] == [
+            ("finalizers", "finalizer attic.example.com/keep holds 1 object(s): configmaps/keepsake")]
+        assert "labkit has no decision log of its namespace controller" in labkit("ns", "log", check=2).stderr
+        # broken-apiservice first, as the lab tells students on a cluster (a real aggregator finds no
+        # endpoints behind the lab's APIService, and every namespace deletion waits on it)
+        assert "work exercise broken-apiservice first" in out
+        for exercise in ["broken-apiservice"] + [e for e in EXERCISES if e != "broken-apiservice"]:
+            runner.solve(lab, exercise)
+        results = {r.exercise: r for r in runner.check(lab)}
+        assert {e: r.status for e, r in results.items()} == {e: "pass" for e in EXERCISES}, \
+            {e: r.message for e, r in results.items()}
+        for exercise in ("release-finalizer", "broken-apiservice", "own-finalizer"):
+            assert "judged by the live state only" in results[exercise].message, results[exercise].message
+        # reset rebuilds on the cluster once the lab's own objects from before are gone (answer
+        # files stay: the prediction of terminating-create is still right on the new attic)
+        labkit("reset", "namespace", check=0, timeout=300)
+        again = {r.exercise: r.status for r in runner.check(lab)}
+        assert again == {**{e: "fail" for e in EXERCISES}, "terminating-create": "pass"}, again
+        labkit("cleanup", "namespace", check=0)
+        assert wait_for(lambda: not labkit_objects(c), timeout=NAMESPACE_GONE), labkit_objects(c)
+        # an object that was there before is never taken over, nor deleted when the build fails
+        c.create("v1", "services", {"metadata": {"name": "metrics-server"},
+                                    "spec": {"ports": [{"port": 443}]}}, "kube-system")
+        refused = labkit("run", "namespace", "--kubeconfig", str(cluster.kubeconfig), check=2).stderr
+        assert "services kube-system/metrics-server already exists on the cluster of" in refused
+        theirs = "/api/v1/namespaces/kube-system/services/metrics-server"
+        assert wait_for(lambda: labkit_objects(c) == [theirs], timeout=NAMESPACE_GONE), labkit_objects(c)
+        assert c.get("v1", "services", "metrics-server", "kube-system")["metadata"].get("deletionTimestamp") is None
+    finally:
+        cluster.stop()
+
+
+def labkit_objects(c) -> list[str]:
+    """What is left on the cluster of the namespace lab: its namespaces, the objects stored under
+    their names, the Backup CRD, the APIService and its Service."""
+    found = [f"namespace {n['metadata']['name']}" for n in c.list("v1", "namespaces")[0]
+             if n["metadata"]["name"] in LAB_NAMESPACES]
+    for api_version, resource in (("v1", "configmaps"), ("v1", "secrets"), ("apps/v1", "deployments"),
+                                  ("v1", "pods")):
+        found += [f"{resource} {o['metadata']['namespace']}/{o['metadata']['name']}"
+                  for o in c.list(api_version, resource)[0] if o["metadata"]["namespace"] in LAB_NAMESPACES]
+    for path in ("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/backups.example.com",
+                 "/apis/apiregistration.k8s.io/v1/apiservices/v1beta1.metrics.k8s.io",
+                 "/api/v1/namespaces/kube-system/services/metrics-server"):
+        if c.request("GET", path)[0] != 404:
+            found.append(path)
+    return found
+
+
+def test_cleanup_releases_only_the_labs_own_finalizers(cluster):
+    from labkit.apiserver.client import remove_recorded
+    c = cluster.http_client()
+    c.create("v1", "namespaces", {"metadata": {"name": "release"}})
+    c.create("v1", "configmaps",
+             {"metadata": {"name": "both", "finalizers": ["lab.example.com/x", "other.example.com/y"]}}, "release")
+    entry = {"kubeconfig": str(cluster.kubeconfig), "context": None, "apiVersion": "v1", "resource": "configmaps",
+             "namespace": "release", "name": "both", "finalizers": ["lab.example.com/x"]}
+    assert remove_recorded(entry) is True
+    left = c.get("v1", "configmaps", "both", "release")["metadata"]
+    assert left["finalizers"] == ["other.example.com/y"] and left.get("deletionTimestamp")
+    c.patch("v1", "configmaps", "both", {"metadata": {"finalizers": None}}, "merge", "release")
+    assert remove_recorded(entry) is False          # already gone
+    c.delete("v1", "namespaces", "release")

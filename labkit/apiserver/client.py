@@ -483,11 +483,19 @@ class _LocalWatch(Watch):
 
 def remove_recorded(entry: dict) -> bool:
     """Ledger remover for `apiobject` entries: delete an object labkit made on a real cluster
-    (a namespace takes its content with it). "Already gone" is success."""
+    (a namespace takes its content with it). "Already gone" is success. Finalizers the lab put on
+    the object itself (entry["finalizers"]: nothing on the cluster ever removes them) are released
+    first, so the object really goes; any other finalizer is left to its own controller."""
     from labkit.errors import LabkitError
 
     try:
         client = HttpClient.from_kubeconfig(entry["kubeconfig"], entry.get("context"), timeout=20)
+        if entry.get("finalizers"):
+            current = client.get(entry["apiVersion"], entry["resource"], entry["name"], entry.get("namespace"))
+            kept = [f for f in current["metadata"].get("finalizers") or [] if f not in entry["finalizers"]]
+            client.patch(entry["apiVersion"], entry["resource"], entry["name"],
+                         {"metadata": {"finalizers": kept or None}},
+                         "merge", entry.get("namespace"))
         client.delete(entry["apiVersion"], entry["resource"], entry["name"], entry.get("namespace"),
                       options={"propagationPolicy": "Background"})
     except ApiError as exc:

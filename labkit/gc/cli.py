@@ -161,7 +161,7 @@ def graph(
     from labkit.errors import LabkitError
     from labkit import graphviz
     from labkit.gc import graph as owner_graph
-    from labkit.gc.target import Target, lab_target
+    from labkit.apiserver.target import Target, lab_target
 
     if fmt not in ("text", "dot", "svg", "png"):
         raise LabkitError(f"--format: expected text, dot, svg or png, got {fmt!r}")
@@ -169,7 +169,7 @@ def graph(
         raise LabkitError("--format png: give a file with -o FILE")
     if kubeconfig is not None and not kubeconfig.is_file():
         raise LabkitError(f"--kubeconfig: {kubeconfig}: no such file")
-    target = Target(kubeconfig, context) if kubeconfig else lab_target()
+    target = Target(kubeconfig, context) if kubeconfig else lab_target("gc")
     try:
         client = target.client()
         nodes = owner_graph.collect(client, namespace, owner_graph.gc_view(client) if target.embedded else None)

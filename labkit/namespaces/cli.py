@@ -18,11 +18,21 @@ def default_state_dir() -> Path:
     return paths.state_root() / "namespace" / "apiserver"
 
 
+def _lab_cluster() -> tuple[Path, Optional[str]] | None:
+    """(kubeconfig, context) of the namespace lab when it runs on a real cluster (`labkit run
+    namespace --kubeconfig`), else None."""
+    from labkit.state import LabState
+
+    options = LabState("namespace").status.get("options") or {}
+    return (Path(options["kubeconfig"]), options.get("context")) if options.get("kubeconfig") else None
+
+
 @app.command("explain")
 def explain_command(
     name: str = typer.Argument(..., help="The namespace."),
     kubeconfig: Optional[Path] = typer.Option(None, "--kubeconfig",
-                                              help="Ask this cluster instead of the namespace lab's API server."),
+                                              help="Ask this cluster instead of the namespace lab's (its API "
+                                                   "server, or the cluster it runs on)."),
     context: Optional[str] = typer.Option(None, "--context", help="kubeconfig context (default: the current one)."),
     state: Optional[Path] = typer.Option(None, "--state", help="The embedded API server's state directory "
                                          "(default: the namespace lab's, <state root>/namespace/apiserver)."),
@@ -36,6 +46,8 @@ def explain_command(
     from labkit.namespaces.explain import explain, render
 
     decisions = None
+    if kubeconfig is None and state is None:
+        kubeconfig, context = _lab_cluster() or (None, context)
     if kubeconfig is not None:
         if not kubeconfig.is_file():
             raise LabkitError(f"--kubeconfig {kubeconfig}: no such file")
@@ -74,7 +86,13 @@ def log(
     as_json: bool = typer.Option(False, "--json", help="Raw JSON lines."),
 ):
     """Print the namespace controller's decisions, each with its reason."""
+    from labkit.errors import LabkitError
     from labkit.gc.cli import log as decision_log
+
+    if state is None and _lab_cluster() is not None:
+        raise LabkitError("the namespace lab runs against a real cluster (--kubeconfig): labkit has no decision log "
+                          "of its namespace controller; the namespaces' conditions (kubectl get ns NAME -o yaml) "
+                          "and `labkit ns explain NAME` say why one is still Terminating")
 
     decision_log(state=state or default_state_dir(), follow=follow, all_levels=all_levels, controller="namespace",
                  as_json=as_json)

@@ -12,7 +12,7 @@ import yaml
 
 from labkit.apiserver.errors import ApiError
 from labkit.exercises import CheckFailed, settle, wait_for
-from labkit.gc.target import for_env
+from labkit.apiserver.target import for_env
 
 KINDS = {"deployments": "Deployment", "replicasets": "ReplicaSet", "pods": "Pod"}
 NO_LOG = ("on a real cluster labkit has no audit log or GC decision log, so {what} could not be checked; "

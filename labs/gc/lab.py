@@ -29,7 +29,7 @@ from labkit.apiserver.server import spawn
 from labkit.crashpoints import crash_point
 from labkit.errors import LabkitError
 from labkit.exercises import wait_for
-from labkit.gc.target import SERVER_TAG, Target, for_env
+from labkit.apiserver.target import SERVER_TAG, Target, for_env
 
 OPTIONS = ("kubeconfig", "context")
 NAMESPACE = "shop"
@@ -66,11 +66,12 @@ def _running(client, app: str, count: int) -> bool:
     return len(pods) == count and all((p.get("status") or {}).get("phase") == "Running" for p in pods)
 
 
-def _record(env, target: Target, api_version: str, resource: str, name: str, namespace: str | None = None) -> None:
-    """On a real cluster, everything the lab creates goes through the ledger first."""
-    if not target.embedded:
-        env.ledger.record("apiobject", kubeconfig=str(target.kubeconfig), context=target.context,
-                          apiVersion=api_version, resource=resource, namespace=namespace, name=name)
+def _record(env, target: Target, api_version: str, resource: str, name: str, namespace: str | None = None,
+            finalizers: list[str] | None = None) -> None:
+    """On a real cluster, everything the lab creates goes through the ledger first, with the
+    finalizers it puts on objects (nothing on the cluster removes them: cleanup releases them, or
+    the namespace could never finish)."""
+    target.record(env, api_version, resource, name, namespace, finalizers)
 
 
 def up(env):
@@ -97,6 +98,7 @@ def up(env):
     client.create("v1", "services", {"metadata": {"name": "web"}, "spec": {
         "selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 8080, "protocol": "TCP"}]}}, NAMESPACE)
     archive = client.create("v1", "configmaps", {"metadata": {"name": "archive"}, "data": {"kept": "yes"}}, NAMESPACE)
+    _record(env, target, "v1", "secrets", "archive-key", NAMESPACE, [KEEP_FINALIZER])
     client.create("v1", "secrets", {"metadata": {
         "name": "archive-key", "finalizers": [KEEP_FINALIZER],
         "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "archive",
@@ -108,6 +110,7 @@ def up(env):
         raise LabkitError("the lab's Pods did not all become Running within 120 s")
     # (g): a Pod with a finalizer of its own, then the ReplicaSet deleted in the foreground
     stuck = sorted(p["metadata"]["name"] for p in pods_of(client, "reports"))[0]
+    _record(env, target, "v1", "pods", stuck, NAMESPACE, [UPLOAD_FINALIZER])
     client.patch("v1", "pods", stuck, {"metadata": {"finalizers": [UPLOAD_FINALIZER]}}, "strategic", NAMESPACE)
     client.delete("apps/v1", "replicasets", "reports", NAMESPACE, options={"propagationPolicy": "Foreground"})
     if not wait_for(lambda: [p["metadata"]["name"] for p in pods_of(client, "reports")] == [stuck]

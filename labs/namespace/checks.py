@@ -2,7 +2,9 @@
 
 The truth comes from the live API server (namespaces, their conditions, a dry-run create, every
 namespaced resource type through discovery) and from its audit log (who sent which finalize
-request) — never from answers stored here.
+request) — never from answers stored here. On a real cluster (`labkit run namespace
+--kubeconfig`) there is no audit log to read: the checks that need it say so and judge the live
+state only.
 """
 
 import re
@@ -12,10 +14,12 @@ from labkit.exercises import CheckFailed, settle
 CONTROLLER_USER = "system:serviceaccount:kube-system:namespace-controller"
 _REMAINING = re.compile(r"^(\S+) has (\d+) resource instances$")
 _HELD = re.compile(r"^(\S+) in (\d+) resource instances$")
+NO_AUDIT = ("on a real cluster labkit has no audit log, so {what} could not be checked; judged by the live "
+            "state only")
 
 
 def _lab(env):
-    """The lab's lab.py (client, server_dir, original_uid)."""
+    """The lab's lab.py (target, client, original_uid)."""
     return env.lab.environment_module()
 
 
@@ -27,14 +31,18 @@ def _namespace(c, name):
 
 
 def _audit(ctx):
-    from labkit.apiserver import audit
-    return audit.read(_lab(ctx.env).server_dir(ctx.env) / "audit.log")
+    """The API server's audit events; None on a real cluster."""
+    return _lab(ctx.env).target(ctx.env).audit()
 
 
 def _finalize_requests(ctx, namespace):
-    """Every successful PUT …/namespaces/<namespace>/finalize: (user, spec.finalizers sent, time)."""
+    """Every successful PUT …/namespaces/<namespace>/finalize: (user, spec.finalizers sent, time);
+    None on a real cluster (no audit log)."""
+    events = _audit(ctx)
+    if events is None:
+        return None
     found = []
-    for e in _audit(ctx):
+    for e in events:
         ref = e.get("objectRef") or {}
         if (ref.get("resource"), ref.get("name"), ref.get("subresource"), e.get("verb")) != \
                 ("namespaces", namespace, "finalize", "update"):
@@ -48,9 +56,12 @@ def _finalize_requests(ctx, namespace):
 
 
 def _force_finalized(ctx, namespace):
-    """finalize requests by anyone but the namespace controller that removed `kubernetes`."""
-    return [r for r in _finalize_requests(ctx, namespace)
-            if r["user"] != CONTROLLER_USER and "kubernetes" not in r["finalizers"]]
+    """finalize requests by anyone but the namespace controller that removed `kubernetes`; None
+    on a real cluster (no audit log)."""
+    requests = _finalize_requests(ctx, namespace)
+    if requests is None:
+        return None
+    return [r for r in requests if r["user"] != CONTROLLER_USER and "kubernetes" not in r["finalizers"]]
 
 
 def _stored_objects(c, namespace):
@@ -73,7 +84,9 @@ def _stored_objects(c, namespace):
 
 
 def _gone_cleanly(ctx, c, namespace):
-    """The namespace the lab made is gone, emptied by the namespace controller (not forced)."""
+    """The namespace the lab made is gone, emptied by the namespace controller (not forced).
+    Returns a note when the audit log could not be read (a real cluster): then only the live
+    state says it was not forced (nothing stayed behind in storage under its name)."""
     ns = _namespace(c, namespace)
     original = _lab(ctx.env).original_uid(ctx.env, namespace)
     if ns is not None and ns["metadata"]["uid"] == original:
@@ -87,6 +100,7 @@ def _gone_cleanly(ctx, c, namespace):
     left = _stored_objects(c, namespace)
     if left:
         raise CheckFailed(f"objects are still stored under {namespace}: {', '.join(sorted(left))}")
+    return "" if forced is not None else " (" + NO_AUDIT.format(what="who finalized it") + ")"
 
 
 # -- (a) conditions --------------------------------------------------------------------------
@@ -177,15 +191,20 @@ def check_terminating_create(ctx):
 
 def check_release_finalizer(ctx):
     name = ctx.params["namespace"]
-    _gone_cleanly(ctx, _lab(ctx.env).client(ctx.env), name)
+    note = _gone_cleanly(ctx, _lab(ctx.env).client(ctx.env), name)
     return ctx.passed(f"namespace {name} emptied itself and went away; its kubernetes finalizer was removed by the "
-                      "namespace controller, not by hand")
+                      "namespace controller, not by hand" + note)
 
 
 # -- (d) unavailable APIService --------------------------------------------------------------
 
 def _discovery_failures_written(ctx, namespace):
-    for e in _audit(ctx):
+    """The message of the first NamespaceDeletionDiscoveryFailure the namespace controller wrote
+    into `namespace`'s status; None if it never did; NO_AUDIT on a real cluster."""
+    events = _audit(ctx)
+    if events is None:
+        return NO_AUDIT
+    for e in events:
         ref = e.get("objectRef") or {}
         if (ref.get("resource"), ref.get("name"), ref.get("subresource")) != ("namespaces", namespace, "status"):
             continue
@@ -204,13 +223,15 @@ def check_broken_apiservice(ctx):
     if ns is not None and ns["metadata"]["uid"] == _lab(ctx.env).original_uid(ctx.env, name) \
             and not ns["metadata"].get("deletionTimestamp"):
         raise CheckFailed(f"namespace {name} has not been deleted yet: break the API and delete it (see the prompt)")
-    if _discovery_failures_written(ctx, name) is None and ns is not None:
+    failure = _discovery_failures_written(ctx, name)
+    if failure is None and ns is not None:
         raise CheckFailed(f"namespace {name} never waited for a failing discovery: delete the Service "
                           "kube-system/metrics-server before you delete the namespace")
-    if _discovery_failures_written(ctx, name) is None:
+    if failure is None:
         raise CheckFailed(f"namespace {name} went away without ever waiting for a failing discovery: "
                           "`labkit reset namespace` and break the API first (see the prompt)")
     _gone_cleanly(ctx, c, name)
+    note = " (" + NO_AUDIT.format(what="the discovery failure it waited for") + ")" if failure is NO_AUDIT else ""
     code, svc = c.request("GET", f"/apis/apiregistration.k8s.io/v1/apiservices/{apiservice}")
     if code == 200:
         available = next((x for x in (svc.get("status") or {}).get("conditions") or [] if x.get("type") == "Available"),
@@ -219,7 +240,8 @@ def check_broken_apiservice(ctx):
             raise CheckFailed(f"APIService {apiservice} is still not Available ({available.get('reason')}): every "
                               "other namespace deletion still waits for it")
     return ctx.passed(f"namespace {name} finished once discovery worked again"
-                      + (f" (APIService {apiservice} deleted)" if code == 404 else f" ({apiservice} Available again)"))
+                      + (f" (APIService {apiservice} deleted)" if code == 404 else f" ({apiservice} Available again)")
+                      + note)
 
 
 # -- (e) force-finalize ----------------------------------------------------------------------
@@ -228,17 +250,31 @@ def check_force_finalize(ctx):
     name = ctx.params["namespace"]
     c = _lab(ctx.env).client(ctx.env)
     forced = _force_finalized(ctx, name)
-    if not forced:
-        raise CheckFailed(f"namespace {name} has not been force-finalized yet (PUT /api/v1/namespaces/{name}/finalize "
-                          "with empty spec.finalizers)")
-    when = forced[0]["time"]
-    objects = _stored_objects(c, name)
-    # objects created up to the second of the force-finalize (audit times have microseconds)
-    left = sorted(k for k, obj in objects.items() if obj["metadata"].get("creationTimestamp", "")[:19] <= when[:19])
+    not_yet = (f"namespace {name} has not been force-finalized yet (PUT /api/v1/namespaces/{name}/finalize "
+               "with empty spec.finalizers)")
+    if forced is not None and not forced:
+        raise CheckFailed(not_yet)
     ns = _namespace(c, name)
-    recreated = ns is not None and ns["metadata"]["uid"] != _lab(ctx.env).original_uid(ctx.env, name)
+    original = ns is not None and ns["metadata"]["uid"] == _lab(ctx.env).original_uid(ctx.env, name)
+    if forced is None and original:
+        raise CheckFailed(not_yet)
+    objects = _stored_objects(c, name)
+    if forced is not None:
+        # objects created up to the second of the force-finalize (audit times have microseconds)
+        when = forced[0]["time"]
+        left = sorted(k for k, obj in objects.items() if obj["metadata"].get("creationTimestamp", "")[:19] <= when[:19])
+    elif ns is not None:
+        # no audit log (a real cluster): what was created before the namespace of the same name came back
+        when = ns["metadata"]["creationTimestamp"]
+        left = sorted(k for k, obj in objects.items() if obj["metadata"].get("creationTimestamp", "")[:19] < when[:19])
+    else:
+        left = sorted(objects)
+    recreated = ns is not None and not original
     if not recreated:
         raise CheckFailed(f"create the namespace {name} again and look at it before you answer")
+    if forced is None and not left:
+        raise CheckFailed(f"nothing outlived the old namespace {name}: it went away the normal way, not "
+                          f"force-finalized ({NO_AUDIT.format(what='the finalize request')})")
     data = ctx.answer()
     got = ctx.answer_field(data, "left_behind", list)
     visible = ctx.answer_field(data, "visible_again", bool)
@@ -264,7 +300,10 @@ def check_force_finalize(ctx):
 def check_own_finalizer(ctx):
     name = ctx.params["namespace"]
     c = _lab(ctx.env).client(ctx.env)
-    requests = [r for r in _finalize_requests(ctx, name) if r["user"] != CONTROLLER_USER]
+    requests = _finalize_requests(ctx, name)
+    if requests is None:
+        return _own_finalizer_live(ctx, c, name)
+    requests = [r for r in requests if r["user"] != CONTROLLER_USER]
     added = next((i for i, r in enumerate(requests) if any(f != "kubernetes" for f in r["finalizers"])), None)
     if added is None:
         raise CheckFailed(f"no finalizer of your own was put on {name} through the finalize subresource yet")
@@ -281,3 +320,24 @@ def check_own_finalizer(ctx):
     return ctx.passed(f"added and removed {', '.join(mine)} through PUT …/namespaces/{name}/finalize")
 
 
+
+
+def _own_finalizer_live(ctx, c, name):
+    """(f) without an audit log (a real cluster): the namespace is the lab's, Active with
+    spec.finalizers [kubernetes] again, and was written since the lab built it (each finalize
+    request gives it a new resourceVersion). Weaker than the audit log: any other write to the
+    namespace (a label) would count too, and the message says so."""
+    ns = _namespace(c, name)
+    if ns is None or ns["metadata"]["uid"] != _lab(ctx.env).original_uid(ctx.env, name):
+        raise CheckFailed(f"namespace {name} is not the lab's any more: `labkit reset namespace`")
+    spec = (ns.get("spec") or {}).get("finalizers") or []
+    if spec != ["kubernetes"]:
+        raise CheckFailed(f"spec.finalizers of {name} is {spec}: remove your finalizer again (through the same "
+                          "subresource)", expected=["kubernetes"], observed=spec)
+    if ns["metadata"].get("deletionTimestamp"):
+        raise CheckFailed(f"leave {name} as it was: Active with spec.finalizers [kubernetes]")
+    if ns["metadata"].get("resourceVersion") == _lab(ctx.env).built_resource_version(ctx.env, name):
+        raise CheckFailed(f"namespace {name} has not been changed since the lab built it: add a finalizer of your "
+                          "own through the finalize subresource, then remove it")
+    return ctx.passed(f"{name} was changed and is back to spec.finalizers [kubernetes] ("
+                      + NO_AUDIT.format(what="which requests changed it") + ")")

@@ -11,18 +11,34 @@ content. Three of them are deleted at once and stay Terminating, each for its ow
 
 Nothing runs that would ever remove the example finalizers: like an operator that was
 uninstalled before its objects were deleted.
+
+With `labkit run namespace --kubeconfig FILE [--context C]` the same objects are built on a real
+cluster instead, whose own namespace controller and kube-aggregator do the work. The APIService
+points at a Service without Pods there too; a real aggregator checks endpoints as well as the
+Service (remote_available_controller.go: EndpointsNotFound / MissingEndpoints), so there it is
+Available=False from the start, and every namespace deletion on that cluster waits on the failing
+discovery until (d) is fixed: `access()` tells the student to do (d) first. labkit has no audit
+log or decision log of a cluster: checks that need them say so and judge the live state only.
+Everything is created through the ledger (labkit.apiserver.target), and `labkit cleanup
+namespace` deletes it again, releasing the lab's own example finalizers.
 """
 
 import json
 import os
 from pathlib import Path
 
+from labkit.apiserver.errors import ApiError
 from labkit.apiserver.server import read_server_info, spawn
+from labkit.apiserver.target import SERVER_TAG, Target, for_env
+from labkit.errors import LabkitError
+
+OPTIONS = ("kubeconfig", "context")
 
 CRD_NAME = "backups.example.com"
 APISERVICE = "v1beta1.metrics.k8s.io"
 METRICS_SERVICE = ("kube-system", "metrics-server")
 DELETED_AT_SETUP = ("attic", "reports", "legacy")
+BUILT_FILE = "built.json"       # each namespace's resourceVersion right after the lab made it
 
 CRD = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
        "metadata": {"name": CRD_NAME},
@@ -72,47 +88,55 @@ CONTENT = {
 
 
 def server_dir(env) -> Path:
-    return Path(env.dir) / "apiserver"
+    return Path(env.dir) / SERVER_TAG
+
+
+def target(env) -> Target:
+    """Where the lab's objects live: the embedded server, or the cluster of --kubeconfig."""
+    return for_env(env, "namespace")
 
 
 def client(env):
-    info = read_server_info(server_dir(env))
-    if info is None:
-        from labkit.errors import LabkitError
-        raise LabkitError("the namespace lab's API server is not running: `labkit run namespace`")
-    return info.client()
+    return target(env).client()
 
 
 def up(env):
-    info = spawn(env)
-    c = info.client()
-    c.create("apiextensions.k8s.io/v1", "customresourcedefinitions", CRD)
+    if env.options.get("kubeconfig"):
+        t = Target(Path(env.options["kubeconfig"]), env.options.get("context"))
+        env.log(f"using the cluster of {t.kubeconfig}")
+    else:
+        spawn(env, SERVER_TAG)
+        t = target(env)
+    c = t.client()
+    t.create(env, "apiextensions.k8s.io/v1", "customresourcedefinitions", CRD)
     _wait(lambda: c.request("GET", "/apis/example.com/v1")[0] == 200, "the Backup CRD to be served")
-    c.create("v1", "services", {"apiVersion": "v1", "kind": "Service",
-                                "metadata": {"name": METRICS_SERVICE[1], "labels": {"k8s-app": "metrics-server"}},
-                                "spec": {"selector": {"k8s-app": "metrics-server"},
-                                         "ports": [{"name": "https", "port": 443, "targetPort": 10250}]}},
-             METRICS_SERVICE[0])
-    c.create("apiregistration.k8s.io/v1", "apiservices", {
+    t.create(env, "v1", "services", {"apiVersion": "v1", "kind": "Service",
+                                     "metadata": {"name": METRICS_SERVICE[1], "labels": {"k8s-app": "metrics-server"}},
+                                     "spec": {"selector": {"k8s-app": "metrics-server"},
+                                              "ports": [{"name": "https", "port": 443, "targetPort": 10250}]}},
+                  METRICS_SERVICE[0])
+    t.create(env, "apiregistration.k8s.io/v1", "apiservices", {
         "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService", "metadata": {"name": APISERVICE},
         "spec": {"group": "metrics.k8s.io", "version": "v1beta1", "groupPriorityMinimum": 100, "versionPriority": 100,
                  "insecureSkipTLSVerify": True,
                  "service": {"namespace": METRICS_SERVICE[0], "name": METRICS_SERVICE[1], "port": 443}}})
-    uids = {}
+    uids, versions = {}, {}
     for ns, objects in CONTENT.items():
-        created = c.create("v1", "namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+        created = t.create(env, "v1", "namespaces",
+                           {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
         uids[ns] = created["metadata"]["uid"]
+        versions[ns] = created["metadata"]["resourceVersion"]
         for api_version, resource, obj in objects:
-            c.create(api_version, resource, obj, ns)
+            t.create(env, api_version, resource, obj, ns)
     for ns in DELETED_AT_SETUP:
         c.delete("v1", "namespaces", ns, options={"propagationPolicy": "Background"})
+    (Path(env.dir) / BUILT_FILE).write_text(json.dumps({"resourceVersions": versions}, indent=2) + "\n")
     (Path(env.dir) / "namespaces.json").write_text(json.dumps(uids, indent=2) + "\n")
-    env.log("namespaces " + ", ".join(CONTENT) + f" created; {', '.join(DELETED_AT_SETUP)} deleted")
+    env.log("namespaces " + ", ".join(CONTENT) + f" created on {t.description}; {', '.join(DELETED_AT_SETUP)} deleted")
 
 
 def _wait(predicate, what: str, timeout: float = 20.0) -> None:
     import time
-    from labkit.errors import LabkitError
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
@@ -122,6 +146,13 @@ def _wait(predicate, what: str, timeout: float = 20.0) -> None:
 
 
 def is_up(env):
+    if not (Path(env.dir) / "namespaces.json").exists():
+        return False
+    if env.options.get("kubeconfig"):
+        try:
+            return client(env).request("GET", "/api")[0] == 200
+        except (LabkitError, ApiError, OSError):
+            return False
     info = read_server_info(server_dir(env))
     if info is None:
         return False
@@ -129,21 +160,31 @@ def is_up(env):
         os.kill(info.pid, 0)
     except OSError:
         return False
-    return (Path(env.dir) / "namespaces.json").exists()
+    return True
 
 
 def access(env):
-    info = read_server_info(server_dir(env))
-    kubeconfig = info.kubeconfig if info else server_dir(env) / "kubeconfig"
+    t = target(env)
+    follow = ("labkit ns log -f                 # the namespace controller's decisions, with reasons\n"
+              if t.embedded else
+              "# on a real cluster labkit has no audit log or namespace-controller log: checks that need\n"
+              "# them say so and judge the live state only\n")
+    first = "" if t.embedded else f"""
+On a real cluster the APIService {APISERVICE} is Available=False from the start:
+its Service has no Pods behind it, and a real kube-aggregator checks endpoints too. While it is,
+every namespace deletion waits on the failing discovery, so work exercise broken-apiservice first.
+"""
+    context = f"   # context {t.context}: kubectl --context {t.context} ..." if t.context else ""
     return f"""## Your cluster
 
+The namespaces live on {t.description if t.embedded else f"your cluster ({t.kubeconfig}), with its own controllers"}.
+
 ```sh
-export KUBECONFIG={kubeconfig}
+export KUBECONFIG={t.kubeconfig}{context}
 kubectl get namespaces
 labkit ns explain attic          # why a namespace is still Terminating
-labkit ns log -f                 # the namespace controller's decisions, with reasons
-```
-"""
+{follow}```
+{first}"""
 
 
 def original_uid(env, namespace: str) -> str | None:
@@ -151,4 +192,12 @@ def original_uid(env, namespace: str) -> str | None:
     try:
         return json.loads((Path(env.dir) / "namespaces.json").read_text()).get(namespace)
     except (FileNotFoundError, ValueError):
+        return None
+
+
+def built_resource_version(env, namespace: str) -> str | None:
+    """The resourceVersion of `namespace` right after the lab built it."""
+    try:
+        return json.loads((Path(env.dir) / BUILT_FILE).read_text())["resourceVersions"].get(namespace)
+    except (FileNotFoundError, ValueError, KeyError):
         return None

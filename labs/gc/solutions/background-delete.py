@@ -4,7 +4,7 @@ ReplicaSet (whose owner is gone), then the ReplicaSet's Pods."""
 import yaml
 
 from labkit.exercises import answer_path
-from labkit.gc.target import for_env
+from labkit.apiserver.target import for_env
 
 
 def solve(env):

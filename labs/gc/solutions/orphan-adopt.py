@@ -5,7 +5,7 @@ controller adopts the matching orphans instead of creating Pods."""
 import json
 
 from labkit.exercises import wait_for
-from labkit.gc.target import for_env
+from labkit.apiserver.target import for_env
 
 
 def solve(env):

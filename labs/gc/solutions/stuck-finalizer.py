@@ -6,7 +6,7 @@ import json
 import yaml
 
 from labkit.exercises import answer_path
-from labkit.gc.target import for_env
+from labkit.apiserver.target import for_env
 
 
 def solve(env):

@@ -2,7 +2,7 @@
 finalizer stay), then delete the ConfigMap in the foreground: no dependent blocks it, so the GC
 removes its foregroundDeletion finalizer at once, while the Secret waits for its own finalizer."""
 
-from labkit.gc.target import for_env
+from labkit.apiserver.target import for_env
 
 
 def solve(env):
