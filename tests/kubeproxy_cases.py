@@ -8,7 +8,6 @@ overrides), which maps field by field onto a ProxierConfig.
 
 from __future__ import annotations
 
-import os
 import re
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,18 +16,13 @@ import yaml
 
 from labkit.kubeproxy import ProxierConfig, jump_rules
 from labkit.netfilter import parse
+from support import shared_fidelity
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 def fidelity_dir() -> Path | None:
-    """shared/fidelity/kube-proxy beside the repository (as CI has it), or LABKIT_FIDELITY_DIR."""
-    candidates = [os.environ.get("LABKIT_FIDELITY_DIR"), REPO.parent / "shared" / "fidelity",
-                  Path("/work/shared/fidelity")]
-    for candidate in candidates:
-        if candidate and (Path(candidate) / "kube-proxy").is_dir():
-            return Path(candidate) / "kube-proxy"
-    return None
+    return shared_fidelity("kube-proxy")
 
 
 # labkit's own cases, in the same format, ported from the same upstream test file.

@@ -117,3 +117,13 @@ def wait_until(predicate, timeout: float = 20.0, interval: float = 0.05) -> bool
             return True
         time.sleep(interval)
     return bool(predicate())
+
+
+def shared_fidelity(kind: str) -> Path | None:
+    """shared/fidelity/<kind> (cases from Kubernetes' own tests): LABKIT_FIDELITY_DIR, or the
+    shared directory beside the repository (as CI has it); None when neither is there."""
+    for base in (os.environ.get("LABKIT_FIDELITY_DIR"), REPO.parent / "shared" / "fidelity",
+                 "/work/shared/fidelity"):
+        if base and (Path(base) / kind).is_dir():
+            return Path(base) / kind
+    return None

@@ -4,32 +4,22 @@ namespace scenarios (fidelity/namespace/), scenarios of this repository, and the
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 import yaml
 
 from labkit.gc.runner import run_scenario
-from support import REPO, labkit
+from support import labkit, shared_fidelity
 
 HERE = Path(__file__).resolve().parent
 
 
-def fidelity_dir() -> Path | None:
-    """shared/fidelity beside the repository (as CI has it), or LABKIT_FIDELITY_DIR."""
-    for candidate in (os.environ.get("LABKIT_FIDELITY_DIR"), REPO.parent / "shared" / "fidelity",
-                      Path("/work/shared/fidelity")):
-        if candidate and Path(candidate, "gc").is_dir():
-            return Path(candidate)
-    return None
-
-
-FIDELITY = fidelity_dir()
-GC_CASES = sorted((FIDELITY / "gc").glob("*.yaml")) if FIDELITY else []
-NS_CASES = sorted((FIDELITY / "namespace").glob("*.yaml")) if FIDELITY else []
+GC_DIR, NS_DIR = shared_fidelity("gc"), shared_fidelity("namespace")
+GC_CASES = sorted(GC_DIR.glob("*.yaml")) if GC_DIR else []
+NS_CASES = sorted(NS_DIR.glob("*.yaml")) if NS_DIR else []
 OWN_CASES = sorted((HERE / "scenarios").glob("*.yaml"))
-needs_fidelity = pytest.mark.skipif(FIDELITY is None, reason="the shared fidelity scenarios (shared/fidelity beside "
+needs_fidelity = pytest.mark.skipif(GC_DIR is None or NS_DIR is None, reason="the shared fidelity scenarios (shared/fidelity beside "
                                     "the repository, or LABKIT_FIDELITY_DIR) are not on this machine")
 
 

@@ -6,7 +6,6 @@ API server started on its own, with its controllers, stands in for the cluster h
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -16,11 +15,9 @@ from labkit.apiserver.server import EmbeddedServer
 from labkit.exercises import wait_for
 from labkit.labs import get_lab
 from labkit.state import LabState
-from support import REPO, host_lock, labkit
+from support import host_lock, labkit, shared_fidelity
 
-FIDELITY = next((Path(p) / "namespace" for p in (os.environ.get("LABKIT_FIDELITY_DIR"), REPO.parent / "shared" / "fidelity",
-                                                 "/work/shared/fidelity") if p and (Path(p) / "namespace").is_dir()),
-                Path("/nonexistent"))
+FIDELITY = shared_fidelity("namespace") or Path("/nonexistent")
 
 
 @pytest.fixture(scope="module")

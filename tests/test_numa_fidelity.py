@@ -25,8 +25,9 @@ from labkit.numa.merge import (HintMerger, NUMAInfo, Policy, TopologyHint, filte
 from labkit.numa.pods import pod_from_dict
 from labkit.numa.topology import CPUTopology
 from labkit.numa.topologymanager import TopologyManager, TopologyManagerError
+from support import shared_fidelity
 
-SHARED = Path(os.environ.get("LABKIT_NUMA_FIDELITY", "/work/shared/fidelity/numa"))
+SHARED = Path(os.environ.get("LABKIT_NUMA_FIDELITY") or shared_fidelity("numa") or "/work/shared/fidelity/numa")
 OWN = Path(__file__).resolve().parent / "fidelity" / "numa"
 TABLE_FILES = sorted(SHARED.glob("*.json")) + sorted(OWN.glob("*.json"))
 TOPOLOGY_FIXTURES = json.loads((SHARED / "cpu_topologies.json").read_text())["fixtures"]
