@@ -9,6 +9,11 @@
   an APIService with a backend `spec.service` is Available only while that Service exists and
   listens on the APIService's port; otherwise condition Available=False (ServiceNotFound,
   ServicePortError), its group/version answers 503 and fails discovery (discovery.py).
+  A stand-in, not the whole check: the embedded server runs no aggregated backends, so it stops
+  after the Service checks. Upstream (remote_available_controller.go) goes on to require ready
+  EndpointSlices for the Service (EndpointsNotFound, MissingEndpoints) and a successful GET of the
+  backend's discovery path (FailedDiscoveryCheck) before it says Passed; on a real cluster an
+  APIService whose Service has no running backend is therefore Available=False from the start.
 """
 
 from __future__ import annotations
