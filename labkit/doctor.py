@@ -7,6 +7,7 @@ or mount namespace, so running the doctor changes nothing on the machine.
 from __future__ import annotations
 
 import os
+import json
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -124,9 +125,12 @@ def run_checks(names: tuple[str, ...] | None = None) -> list[Finding]:
     if want("kubectl"):
         path = shutil.which("kubectl")
         if path:
-            out = subprocess.run([path, "version", "--client"], capture_output=True, text=True)
-            first = (out.stdout.strip().splitlines() or ["?"])[0]
-            findings.append(Finding("kubectl", OK, f"{path}: {first}"))
+            out = subprocess.run([path, "version", "--client", "-o", "json"], capture_output=True, text=True)
+            try:        # the JSON form is the same from kubectl 1.20 (Debian 12's) to current releases
+                version = json.loads(out.stdout)["clientVersion"]["gitVersion"]
+            except (ValueError, KeyError, TypeError):
+                version = (out.stdout.strip().splitlines() or ["version unknown"])[0]
+            findings.append(Finding("kubectl", OK, f"{path}: client {version}"))
         else:
             findings.append(Finding("kubectl", FAIL, "kubectl not found",
                                     "apt-get install kubernetes-client (Debian) or install kubectl from pkgs.k8s.io"))
