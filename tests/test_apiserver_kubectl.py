@@ -75,6 +75,33 @@ def test_version_and_api_resources(server):
                                                      "CustomResourceDefinition"]
 
 
+def test_openapi_v2_for_older_kubectl(server):
+    """kubectl up to 1.26 (Debian 12's is 1.20) reads /openapi/v2 as protobuf before create/apply."""
+    from labkit.apiserver.client import HttpClient
+    from labkit.apiserver.discovery import OPENAPI_V2_PROTOBUF, OPENAPI_V2_PROTOBUF_ANSWER
+    from labkit.apiserver.protobuf import Reader
+
+    client = server.client()
+    code, doc = client.request("GET", "/openapi/v2")
+    assert code == 200 and doc["swagger"] == "2.0" and doc["paths"] == {}
+    code, raw = client.request("GET", "/openapi/v2", accept=OPENAPI_V2_PROTOBUF)
+    assert code == 200 and isinstance(raw, bytes)
+    fields = {number: value for number, _, value in Reader(raw).fields()}
+    assert fields[1] == b"2.0" and fields[8] == b""
+    info = {number: value for number, _, value in Reader(fields[2]).fields()}
+    assert info == {1: b"Kubernetes", 2: doc["info"]["version"].encode()}
+    # Go's mime parser (kubectl 1.20) refuses the '@' of the Accept form in a Content-Type
+    http = HttpClient.from_kubeconfig(server.kubeconfig)
+    conn = http._connect()
+    try:
+        conn.request("GET", http.prefix + "/openapi/v2", headers=http._headers(None, OPENAPI_V2_PROTOBUF))
+        response = conn.getresponse()
+        response.read()
+        assert response.status == 200 and response.getheader("Content-Type") == OPENAPI_V2_PROTOBUF_ANSWER
+    finally:
+        conn.close()
+
+
 def test_errors_read_like_a_real_cluster(server, namespace):
     r = kubectl(server, "get", "configmap", "missing", "-n", namespace, check=False)
     assert r.returncode == 1 and r.stderr.strip() == 'Error from server (NotFound): configmaps "missing" not found'

@@ -209,3 +209,27 @@ def openapi_document(catalog: Catalog, group: str, version: str) -> dict | None:
                                 "x-kubernetes-preserve-unknown-fields": True}
     return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": VERSION_INFO["gitVersion"]},
             "paths": paths, "components": {"schemas": schemas}}
+
+
+# -- OpenAPI v2 ------------------------------------------------------------------------------------
+# kubectl up to 1.26 (Debian 12 ships 1.20) reads /openapi/v2 before `create -f` / `apply -f`, as a
+# protobuf-encoded gnostic openapi_v2.Document, and fails when the server has none. labkit
+# describes its schemas in OpenAPI v3 only; the v2 document it serves is valid but has no
+# definitions, and kubectl skips client-side validation of kinds it finds no schema for (as it
+# does for custom resources without one) and computes apply patches from its built-in types.
+OPENAPI_V2_PROTOBUF = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"      # what clients accept
+OPENAPI_V2_PROTOBUF_ANSWER = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"  # kube-openapi's answer
+
+
+def openapi_v2_document() -> dict:
+    return {"swagger": "2.0", "info": {"title": "Kubernetes", "version": VERSION_INFO["gitVersion"]}, "paths": {}}
+
+
+def openapi_v2_protobuf() -> bytes:
+    """openapi_v2.Document (gnostic OpenAPIv2.proto): swagger = 1, info = 2 (title = 1,
+    version = 2), paths = 8 (empty)."""
+    from labkit.apiserver.protobuf import length_delimited as field
+
+    doc = openapi_v2_document()
+    info = field(1, doc["info"]["title"].encode()) + field(2, doc["info"]["version"].encode())
+    return field(1, doc["swagger"].encode()) + field(2, info) + field(8, b"")

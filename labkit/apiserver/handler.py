@@ -437,6 +437,10 @@ class Api:
             return Response(200, dict(discovery.VERSION_INFO))
         if path in ("/healthz", "/livez", "/readyz"):
             return Response(200, b"ok", "text/plain; charset=utf-8")
+        if path == "/openapi/v2":
+            if _accepts(request.headers, discovery.OPENAPI_V2_PROTOBUF):
+                return Response(200, discovery.openapi_v2_protobuf(), discovery.OPENAPI_V2_PROTOBUF_ANSWER)
+            return Response(200, discovery.openapi_v2_document())
         if path.startswith("/openapi/v3"):
             catalog = self.registry.catalog
             rest = path[len("/openapi/v3"):].strip("/")

@@ -118,7 +118,7 @@ SCHEMAS: dict[str, dict[int, tuple]] = {
 }
 
 
-class _Reader:
+class Reader:
     def __init__(self, data: bytes):
         self.data, self.pos = data, 0
 
@@ -177,10 +177,10 @@ def _scalar(kind: str, wire: int, value):
             return None
         return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t["seconds"]))
     if kind == "intorstr":
-        fields = {n: v for n, _, v in _Reader(value).fields()}
+        fields = {n: v for n, _, v in Reader(value).fields()}
         return fields.get(3, b"").decode() if fields.get(1) == 1 else _signed(fields.get(2, 0))
     if kind == "quantity":
-        fields = {n: v for n, _, v in _Reader(value).fields()}
+        fields = {n: v for n, _, v in Reader(value).fields()}
         return fields.get(1, b"").decode()
     if kind.startswith("msg:"):
         return decode_message(kind[4:], value)
@@ -194,7 +194,7 @@ def _is_zero(value) -> bool:
 def decode_message(name: str, data: bytes) -> dict:
     schema = SCHEMAS[name]
     out: dict = {}
-    for number, wire, value in _Reader(data).fields():
+    for number, wire, value in Reader(data).fields():
         if name in ("Ignored",):
             continue
         field = schema.get(number)
@@ -208,7 +208,7 @@ def decode_message(name: str, data: bytes) -> dict:
         if kind.startswith("rep:"):
             out.setdefault(json_name, []).append(_scalar(kind[4:], wire, value))
         elif kind.startswith("map:"):
-            entry = {n: v for n, _, v in _Reader(value).fields()}
+            entry = {n: v for n, _, v in Reader(value).fields()}
             key = entry.get(1, b"").decode("utf-8")
             raw = entry.get(2, b"")
             value_kind = kind[4:]
@@ -226,9 +226,9 @@ def decode(body: bytes) -> dict:
     if not body.startswith(MAGIC):
         raise bad_request("protobuf: the body does not start with the Kubernetes protobuf envelope")
     envelope = {}
-    for number, _, value in _Reader(body[len(MAGIC):]).fields():
+    for number, _, value in Reader(body[len(MAGIC):]).fields():
         envelope[number] = value
-    type_meta = {n: v.decode() for n, _, v in _Reader(envelope.get(1, b"")).fields()}
+    type_meta = {n: v.decode() for n, _, v in Reader(envelope.get(1, b"")).fields()}
     api_version, kind = type_meta.get(1, ""), type_meta.get(2, "")
     if kind not in SCHEMAS:
         raise ApiError(415, "UnsupportedMediaType",
@@ -236,3 +236,17 @@ def decode(body: bytes) -> dict:
     obj = {"apiVersion": api_version, "kind": kind}
     obj.update(decode_message(kind, envelope.get(2, b"")))
     return obj
+
+
+def varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, value = value & 0x7F, value >> 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def length_delimited(number: int, payload: bytes) -> bytes:
+    """One field of wire type 2 (string, bytes or an embedded message)."""
+    return varint(number << 3 | 2) + varint(len(payload)) + payload
