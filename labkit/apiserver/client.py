@@ -108,6 +108,15 @@ class Client:
             subresource: str | None = None) -> dict:
         return self.check(*self.request("GET", self.path(api_version, resource, namespace, name, subresource)))
 
+    def get_or_none(self, api_version: str, resource: str, name: str, namespace: str | None = None) -> dict | None:
+        """The object, or None when it does not exist (404); other errors are raised."""
+        try:
+            return self.get(api_version, resource, name, namespace)
+        except ApiError as exc:
+            if exc.code == 404:
+                return None
+            raise
+
     def list(self, api_version: str, resource: str, namespace: str | None = None, label_selector: str | None = None,
              field_selector: str | None = None) -> tuple[list[dict], str]:
         query = {k: v for k, v in (("labelSelector", label_selector), ("fieldSelector", field_selector)) if v}

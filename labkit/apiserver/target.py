@@ -17,7 +17,6 @@ from pathlib import Path
 
 from labkit.apiserver import audit as audit_log
 from labkit.apiserver.client import HttpClient
-from labkit.apiserver.errors import ApiError
 from labkit.controllers import decisions as decision_log
 from labkit.errors import LabkitError
 
@@ -82,7 +81,7 @@ class Target:
             name = meta["name"]
             what = f"{resource} {namespace + '/' if namespace else ''}{name}"
             deadline = time.monotonic() + GONE_TIMEOUT
-            while (existing := _get(client, api_version, resource, name, namespace)) is not None:
+            while (existing := client.get_or_none(api_version, resource, name, namespace)) is not None:
                 if not existing["metadata"].get("deletionTimestamp"):
                     raise LabkitError(f"{what} already exists on {self.description}: the lab needs it for itself "
                                       "(delete it, or use another cluster)")
@@ -92,15 +91,6 @@ class Target:
                 time.sleep(0.5)
             self.record(env, api_version, resource, name, namespace, meta.get("finalizers"))
         return client.create(api_version, resource, obj, namespace)
-
-
-def _get(client: HttpClient, api_version: str, resource: str, name: str, namespace: str | None) -> dict | None:
-    try:
-        return client.get(api_version, resource, name, namespace)
-    except ApiError as exc:
-        if exc.code == 404:
-            return None
-        raise
 
 
 def for_env(env, lab_id: str | None = None) -> Target:

@@ -25,15 +25,6 @@ def _lab(ctx):
     return ctx.lab.environment_module()
 
 
-def _get(client, api_version, resource, name, namespace):
-    try:
-        return client.get(api_version, resource, name, namespace)
-    except ApiError as exc:
-        if exc.code == 404:
-            return None
-        raise
-
-
 def _ts(stamp: str) -> float:
     """audit.k8s.io timestamps (2026-01-02T03:04:05.123456Z) as seconds since the epoch."""
     main, _, frac = stamp.rstrip("Z").partition(".")
@@ -130,12 +121,12 @@ def check_owner_chain(ctx):
     rs_uid = str(ctx.answer_field(answer, "replicaset", str)).strip()
     dep_uid = str(ctx.answer_field(answer, "deployment", str)).strip()
     client = for_env(ctx.env).client()
-    pod = _get(client, "v1", "pods", pod_name, p["namespace"])
+    pod = client.get_or_none("v1", "pods", pod_name, p["namespace"])
     if pod is None:
         raise CheckFailed(f"there is no Pod {pod_name!r} in namespace {p['namespace']}: copy a name from "
                           f"`kubectl get pods -n {p['namespace']} -l app={p['deployment']}`")
     rs_ref = _controller_ref(pod)
-    rs = _get(client, "apps/v1", "replicasets", rs_ref["name"], p["namespace"]) if rs_ref else None
+    rs = client.get_or_none("apps/v1", "replicasets", rs_ref["name"], p["namespace"]) if rs_ref else None
     dep_ref = _controller_ref(rs) if rs else None
     if not dep_ref or dep_ref.get("kind") != "Deployment" or dep_ref.get("name") != p["deployment"]:
         raise CheckFailed(f"Pod {pod_name} does not belong to the Deployment {p['deployment']}: pick one of its Pods")
@@ -175,7 +166,7 @@ def check_background_delete(ctx):
     order = _order_answer(ctx, answer, "order")
     target = for_env(ctx.env)
     client = target.client()
-    if _get(client, "apps/v1", "deployments", name, ns) is not None:
+    if client.get_or_none("apps/v1", "deployments", name, ns) is not None:
         raise CheckFailed(f"the Deployment {name} is still there: delete it (`kubectl delete deployment {name} -n {ns}`)")
     events = _since_ready(ctx, target)
     if events is not None:
@@ -223,7 +214,7 @@ def check_foreground_delete(ctx):
         raise CheckFailed(f"{ctx.answer_path}: last: one of Deployment, ReplicaSet, Pod, got {last!r}")
     target = for_env(ctx.env)
     client = target.client()
-    dep = _get(client, "apps/v1", "deployments", name, ns)
+    dep = client.get_or_none("apps/v1", "deployments", name, ns)
     if dep is not None and not dep["metadata"].get("deletionTimestamp"):
         raise CheckFailed(f"the Deployment {name} is still there: delete it with --cascade=foreground")
     events = _since_ready(ctx, target)
@@ -233,7 +224,7 @@ def check_foreground_delete(ctx):
             return ctx.failed(f"you deleted Deployment {name} with propagationPolicy {policy}, not Foreground: the "
                               "owner did not wait for its dependents (`labkit reset gc` and try "
                               "`--cascade=foreground`)", expected="Foreground", observed=policy)
-    left = _gone(lambda: ([dep] if _get(client, "apps/v1", "deployments", name, ns) else []) + _chain(client, ns, name))
+    left = _gone(lambda: ([dep] if client.get_or_none("apps/v1", "deployments", name, ns) else []) + _chain(client, ns, name))
     if left:
         return ctx.failed("the foreground deletion has not finished yet: check again in a few seconds",
                           expected="Deployment, ReplicaSet and Pods gone", observed=_describe_left(left))
@@ -269,7 +260,7 @@ def check_orphan_adopt(ctx):
     ns, old, new = p["namespace"], p["replicaset"], p["new_replicaset"]
     target = for_env(ctx.env)
     client = target.client()
-    rs = _get(client, "apps/v1", "replicasets", old, ns)
+    rs = client.get_or_none("apps/v1", "replicasets", old, ns)
     if rs is not None:
         raise CheckFailed(f"the ReplicaSet {old} is still there" + (" (being deleted: check again in a moment)"
                           if rs["metadata"].get("deletionTimestamp") else ": delete it without its Pods"))
@@ -284,7 +275,7 @@ def check_orphan_adopt(ctx):
         if killed:
             return ctx.failed(f"Pods of {old} were deleted: {', '.join(killed)}; the new ReplicaSet must adopt the "
                               "old Pods, not replace them", expected="no Pod deleted", observed=killed)
-    new_rs = _get(client, "apps/v1", "replicasets", new, ns)
+    new_rs = client.get_or_none("apps/v1", "replicasets", new, ns)
     if new_rs is None:
         raise CheckFailed(f"there is no ReplicaSet {new} in {ns} yet: create it with the selector app={old}")
 
@@ -323,8 +314,8 @@ def check_unblocking_dependent(ctx):
     ns, owner, dep_name, fin = p["namespace"], p["owner"], p["dependent"], p["finalizer"]
     target = for_env(ctx.env)
     client = target.client()
-    cm = _get(client, "v1", "configmaps", owner, ns)
-    dep = _get(client, "v1", "secrets", dep_name, ns)
+    cm = client.get_or_none("v1", "configmaps", owner, ns)
+    dep = client.get_or_none("v1", "secrets", dep_name, ns)
     if dep is None or fin not in (dep["metadata"].get("finalizers") or []):
         return ctx.failed(f"Secret {dep_name} " + ("is gone" if dep is None else f"lost its finalizer {fin}")
                           + ": its finalizer was removed; the task was to keep it and stop the Secret from "
@@ -398,7 +389,7 @@ def _experiment(ctx, client):
         def snapshot():
             out = {}
             for base in ("orphan", "shared", "stranger"):
-                obj = _get(client, "v1", "configmaps", f"{base}-{suffix}", ns)
+                obj = client.get_or_none("v1", "configmaps", f"{base}-{suffix}", ns)
                 out[base] = None if obj is None or obj["metadata"].get("deletionTimestamp") else \
                     tuple(sorted(r["name"].rsplit("-", 1)[0] for r in obj["metadata"].get("ownerReferences") or []))
             return out
@@ -448,7 +439,7 @@ def check_predict_dangling(ctx):
 
 def check_stuck_finalizer(ctx):
     p = ctx.params
-    ns, name, fin = p["namespace"], p["replicaset"], p["finalizer"]
+    ns, name = p["namespace"], p["replicaset"]
     answer = ctx.answer()
     pod_name = str(ctx.answer_field(answer, "pod", str)).strip()
     finalizer = str(ctx.answer_field(answer, "finalizer", str)).strip()
@@ -463,7 +454,7 @@ def check_stuck_finalizer(ctx):
                               "finalizer is the garbage collector's to remove once no dependent blocks it; removing "
                               "it leaves the blocking Pod behind. Release the Pod's own finalizer instead "
                               "(`labkit reset gc` to start over)")
-    rs = _get(client, "apps/v1", "replicasets", name, ns)
+    rs = client.get_or_none("apps/v1", "replicasets", name, ns)
     left = _gone(lambda: _chain(client, ns, name), timeout=10)
     if rs is not None or left:
         return ctx.failed(f"ReplicaSet {name} is still Terminating: its foreground deletion waits for its dependents",

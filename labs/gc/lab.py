@@ -85,7 +85,7 @@ def up(env):
     client = target.client()
     for ns in (NAMESPACE, *PREDICT_NAMESPACES):
         # on a real cluster, never take over (and later delete) a namespace that was there before
-        if not target.embedded and _get(client, "namespaces", ns, None) is not None:
+        if not target.embedded and client.get_or_none("v1", "namespaces", ns) is not None:
             raise LabkitError(f"namespace {ns} already exists on {target.description}: the lab needs it "
                               "for itself (delete it, or use another cluster)")
         _record(env, target, "v1", "namespaces", ns)
@@ -114,21 +114,11 @@ def up(env):
     client.patch("v1", "pods", stuck, {"metadata": {"finalizers": [UPLOAD_FINALIZER]}}, "strategic", NAMESPACE)
     client.delete("apps/v1", "replicasets", "reports", NAMESPACE, options={"propagationPolicy": "Foreground"})
     if not wait_for(lambda: [p["metadata"]["name"] for p in pods_of(client, "reports")] == [stuck]
-                    and "foregroundDeletion" in (_get(client, "replicasets", "reports") or {})
+                    and "foregroundDeletion" in (client.get_or_none("apps/v1", "replicasets", "reports", NAMESPACE) or {})
                     .get("metadata", {}).get("finalizers", []), timeout=60, interval=0.2):
         raise LabkitError("the ReplicaSet reports did not settle into its stuck foreground deletion within 60 s")
     (Path(env.dir) / READY_FILE).write_text(json.dumps({"ready": time.time()}) + "\n")
     env.log(f"starting state loaded on {target.description}")
-
-
-def _get(client, resource: str, name: str, namespace: str | None = NAMESPACE) -> dict | None:
-    api_version = "apps/v1" if resource in ("deployments", "replicasets") else "v1"
-    try:
-        return client.get(api_version, resource, name, namespace)
-    except ApiError as exc:
-        if exc.code == 404:
-            return None
-        raise
 
 
 def ready_time(env) -> float:
