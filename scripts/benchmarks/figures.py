@@ -1,8 +1,13 @@
-"""One measured figure of a benchmark."""
+"""One measured figure of a benchmark, and timing of one command."""
 
 from __future__ import annotations
 
+import subprocess
+import time
 from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent.parent
 
 
 @dataclass
@@ -21,3 +26,13 @@ class Figure:
 
     def verdict(self) -> str:
         return "" if self.met is None else ("yes" if self.met else "NO")
+
+
+def time_command(argv: list[str], env: dict, ok=(0,)) -> float:
+    """Seconds one run of `argv` took (from the repository); an error if it exits with a code not in `ok`."""
+    start = time.perf_counter()
+    result = subprocess.run(argv, env=env, capture_output=True, cwd=REPO)
+    elapsed = time.perf_counter() - start
+    if result.returncode not in ok:
+        raise RuntimeError(f"{' '.join(argv)} exited {result.returncode}: {result.stderr.decode()[-500:]}")
+    return elapsed

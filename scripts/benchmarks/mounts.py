@@ -5,24 +5,14 @@ from __future__ import annotations
 
 import os
 import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-from figures import Figure
+from figures import Figure, time_command
 
 REPO = Path(__file__).resolve().parent.parent.parent
 ROUNDS = 5
 
-
-def _time(argv, env, ok=(0,)) -> float:
-    start = time.perf_counter()
-    result = subprocess.run(argv, env=env, capture_output=True, cwd=REPO)
-    elapsed = time.perf_counter() - start
-    if result.returncode not in ok:
-        raise RuntimeError(f"{' '.join(argv)} exited {result.returncode}: {result.stderr.decode()[-500:]}")
-    return elapsed
 
 
 def run() -> list[Figure]:
@@ -30,13 +20,13 @@ def run() -> list[Figure]:
     labkit = [sys.executable, "-m", "labkit"]
     up, check, down = [], [], []
     for _ in range(ROUNDS):
-        up.append(_time(labkit + ["run", "mount-propagation"], env))
-        _time(labkit + ["solve", "mount-propagation", "predict-e2e-matrix"], env)   # so its check replays e2e
-        check.append(_time(labkit + ["check", "mount-propagation"], env, ok=(0, 1)))
-        down.append(_time(labkit + ["cleanup", "mount-propagation"], env))
-    play = [_time(labkit + ["mounts", "play", "-f", str(REPO / "labs/mount-propagation/scenarios/e2e.yaml")], env)
+        up.append(time_command(labkit + ["run", "mount-propagation"], env))
+        time_command(labkit + ["solve", "mount-propagation", "predict-e2e-matrix"], env)   # so its check replays e2e
+        check.append(time_command(labkit + ["check", "mount-propagation"], env, ok=(0, 1)))
+        down.append(time_command(labkit + ["cleanup", "mount-propagation"], env))
+    play = [time_command(labkit + ["mounts", "play", "-f", str(REPO / "labs/mount-propagation/scenarios/e2e.yaml")], env)
             for _ in range(ROUNDS)]
-    startup = min(_time(labkit + ["--version"], env) for _ in range(ROUNDS))
+    startup = min(time_command(labkit + ["--version"], env) for _ in range(ROUNDS))
     median = statistics.median(up)
     return [
         Figure("mounts", f"labkit run mount-propagation (median of {ROUNDS})", round(median, 3), "s",

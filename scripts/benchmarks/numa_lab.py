@@ -6,13 +6,11 @@ Runs the real CLI in a throwaway labkit instance (own state directory and name p
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from figures import Figure
+from figures import Figure, time_command
 
 REPO = Path(__file__).resolve().parent.parent.parent
 POD = """\
@@ -28,11 +26,6 @@ spec:
 """
 
 
-def _time(argv, env) -> float:
-    start = time.perf_counter()
-    subprocess.run(argv, env=env, check=True, capture_output=True, cwd=REPO)
-    return time.perf_counter() - start
-
 
 def run() -> list[Figure]:
     labkit = [sys.executable, "-m", "labkit"]
@@ -42,12 +35,12 @@ def run() -> list[Figure]:
         pod = Path(scratch) / "pod.yaml"
         pod.write_text(POD)
         try:
-            up = _time(labkit + ["run", "numa"], env)
-            pin = _time(labkit + ["numa", "run", "-f", str(pod)], env)
-            show = _time(labkit + ["numa", "show", "--json"], env)
-            delete = _time(labkit + ["numa", "delete", "bench"], env)
+            up = time_command(labkit + ["run", "numa"], env)
+            pin = time_command(labkit + ["numa", "run", "-f", str(pod)], env)
+            show = time_command(labkit + ["numa", "show", "--json"], env)
+            delete = time_command(labkit + ["numa", "delete", "bench"], env)
         finally:
-            down = _time(labkit + ["cleanup", "numa"], env)
+            down = time_command(labkit + ["cleanup", "numa"], env)
     return [
         Figure("numa lab", "labkit run numa (discover, node, node-b, node agent)", round(up, 3), "s"),
         Figure("numa lab", "labkit numa run: admit + start + reconcile, 1 Guaranteed Pod", round(pin, 3), "s"),
