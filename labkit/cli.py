@@ -179,9 +179,16 @@ def hint(lab_id: str = typer.Argument(..., metavar="LAB"), exercise: str = typer
 
 
 @app.command()
-def solve(lab_id: str = typer.Argument(..., metavar="LAB"), exercise: str = typer.Argument(..., metavar="EXERCISE")):
+def solve(lab_id: str = typer.Argument(..., metavar="LAB"), exercise: str = typer.Argument(..., metavar="EXERCISE"),
+          mistake: Optional[str] = typer.Option(
+              None, "--mistake", metavar="NAME",
+              help="Apply one of the exercise's common wrong solutions instead (see what its check says about it).")):
     """Apply the reference solution of an exercise (for instructors and tests)."""
     lab = get_lab(lab_id)
+    if mistake:
+        runner.apply_mistake(lab, exercise, mistake)
+        _say(f"applied the wrong solution {mistake!r} of {lab.id}/{exercise}")
+        return
     runner.solve(lab, exercise)
     _say(f"applied the reference solution of {lab.id}/{exercise}")
 

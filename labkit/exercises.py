@@ -95,6 +95,23 @@ def wait_for(predicate: Callable[[], Any], *, timeout: float, interval: float = 
         time.sleep(interval)
 
 
+def mistake(*names: str):
+    """Mark `fn(env)` in labs/<lab>/mistakes/<exercise>.py as a common wrong solution.
+
+    Applied to a lab where the exercise is fresh, the exercise's check must fail, and its message
+    must contain every one of `names` (compared case-insensitively): the words that tell the
+    student which mistake this is. The function's docstring says what the student did.
+    """
+    if not names or not all(isinstance(n, str) and n.strip() for n in names):
+        raise ValueError("mistake(...) needs at least one non-empty word the failure message must contain")
+
+    def mark(fn):
+        fn.mistake_names = tuple(names)
+        return fn
+
+    return mark
+
+
 def answer_path(lab_id: str, exercise_id: str) -> Path:
     return paths.answers_root() / lab_id / f"{exercise_id}.yaml"
 

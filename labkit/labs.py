@@ -6,6 +6,8 @@ A lab is a directory `<id>/` holding:
   lab.py          the environment: up(env) builds it; optional is_up(env), access(env), hosts(env)
   checks.py       one function per check named in lab.yaml: check(ctx) -> CheckResult
   solutions/      <exercise-id>.py with solve(env): the reference solution
+  mistakes/       <exercise-id>.py with common wrong solutions, each a function fn(env) marked
+                  with @labkit.exercises.mistake("words", "the", "failure names")
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Callable
 
 
 from labkit import paths
@@ -43,6 +45,16 @@ class Exercise:
     check: str           # name of a function in the lab's checks.py
     params: dict[str, Any] = field(default_factory=dict)
     answer: str | None = None   # for answer exercises: what the answer file must hold
+
+
+@dataclass(frozen=True)
+class Mistake:
+    """A common wrong solution of one exercise (see labkit.exercises.mistake)."""
+    exercise: str
+    name: str                   # the function's name
+    description: str            # what the student did: the docstring's first paragraph
+    names: tuple[str, ...]      # words the check's failure message must contain
+    apply: Callable             # apply(env), on a lab where the exercise is fresh
 
 
 @dataclass
@@ -121,6 +133,25 @@ class Lab:
         if not callable(fn):
             raise ConfigError(path, "solve", "expected a function solve(env)")
         return fn
+
+    def mistakes(self, exercise: Exercise) -> list[Mistake]:
+        """The exercise's common wrong solutions, in the order its mistakes file defines them."""
+        module = self._load(f"mistakes/{exercise.id}.py", required=False)
+        if module is None:
+            return []
+        found = []
+        for name, fn in vars(module).items():
+            if callable(fn) and getattr(fn, "mistake_names", None) and getattr(fn, "__module__", None) == module.__name__:
+                doc = (fn.__doc__ or "").strip().split("\n\n")[0]
+                found.append(Mistake(exercise.id, name, " ".join(doc.split()), fn.mistake_names, fn))
+        return found
+
+    def mistake(self, exercise: Exercise, name: str) -> Mistake:
+        for m in self.mistakes(exercise):
+            if m.name == name:
+                return m
+        known = ", ".join(m.name for m in self.mistakes(exercise)) or "none"
+        raise LabNotFound(f"{self.id}/{exercise.id} has no mistake {name!r} (mistakes: {known})")
 
 
 # -- lab.yaml validation ------------------------------------------------------------------

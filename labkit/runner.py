@@ -138,6 +138,17 @@ def solve(lab: Lab, exercise_id: str) -> None:
         solution(env)
 
 
+def apply_mistake(lab: Lab, exercise_id: str, name: str) -> None:
+    """Apply one of an exercise's common wrong solutions (for instructors and tests)."""
+    mistake = lab.mistake(lab.exercise(exercise_id), name)
+    state = LabState(lab.id)
+    with state.locked():
+        env = LabEnv(lab, state)
+        if not lab_is_up(env):
+            raise LabkitError(f"lab {lab.id} is not running: start it with `labkit run {lab.id}`")
+        mistake.apply(env)
+
+
 def reset(lab: Lab, say: Say = _quiet) -> LabEnv:
     require_prerequisites(lab)
     state = LabState(lab.id)
