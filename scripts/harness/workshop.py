@@ -29,6 +29,7 @@ import argparse
 import csv
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -56,7 +57,7 @@ namespaces = [ ]
 """
 # what the target OS is, as seen inside a VM
 FACTS = """
-echo "Debian $(cat /etc/debian_version), kernel $(uname -r), $(nproc) CPUs, $(free -m | awk '/^Mem/ {print $2}') MiB"
+echo "Debian $(cat /etc/debian_version), kernel $(uname -r), $(nproc) CPUs, $(free -m | awk '/^Mem/ {print $2 " MiB, " $2 - $7 " in use"}')"
 echo "cgroup file system: $(stat -fc %T /sys/fs/cgroup)"
 echo "$(iptables --version)"
 echo "kubectl $(kubectl version --client -o json | jq -r .clientVersion.gitVersion)"
@@ -179,10 +180,8 @@ class Workshop:
 
     def labkit(self, student: str, *args: str, timeout: float = 1800) -> tuple[subprocess.CompletedProcess, float]:
         """`sudo labkit ARGS` on a VM, and how long it took there."""
-        quoted = " ".join(shell_quote(a) for a in args)
-        command = ("sudo sh -c 's=$(date +%s.%N); labkit " + quoted.replace("'", "'\\''")
-                   + "; rc=$?; echo \"@@took $s $(date +%s.%N)\" >&2; exit $rc'")
-        result = self.ssh(student, command, timeout=timeout)
+        timed = 's=$(date +%s.%N); labkit "$@"; rc=$?; echo "@@took $s $(date +%s.%N)" >&2; exit $rc'
+        result = self.ssh(student, "sudo " + shlex.join(["sh", "-c", timed, "labkit", *args]), timeout=timeout)
         took = 0.0
         for line in result.stderr.splitlines():
             if line.startswith("@@took "):
@@ -222,6 +221,8 @@ class Workshop:
             if run_.returncode != 0:
                 result.problems.append(f"labkit run {lab} exited {run_.returncode}: {tail(run_.stderr or run_.stdout, 1500)}")
                 return result
+            memory = self.ssh(student, "free -m | awk '/^Mem/ {print $2 - $7}'", timeout=120).stdout.strip()
+            result.notes.append(f"memory in use with the lab up: {memory} MiB")
             fresh, _ = self.labkit(student, "check", lab, "--format", "json")
             report = parse_report(fresh)
             if report is None:
@@ -350,10 +351,6 @@ def wait_for(predicate, timeout: float) -> bool:
             return True
         time.sleep(0.5)
     return False
-
-
-def shell_quote(word: str) -> str:
-    return word if word and all(c.isalnum() or c in "-_./,=" for c in word) else "'" + word.replace("'", "'\\''") + "'"
 
 
 def tail(text: str, limit: int) -> str:
