@@ -143,7 +143,7 @@ def test_nfacct_counters_live_in_the_namespace():
         rule = "*filter\n:T - [0:0]\n-A T -m nfacct --nfacct-name labkit_probe -j ACCEPT\nCOMMIT\n"
         ok, message = load.try_restore(netns, rule)
         assert not ok and "failed" in message
-        assert load.ensure_nfacct(netns, ["labkit_probe"]) == ["labkit_probe"]
-        assert load.ensure_nfacct(netns, ["labkit_probe"]) == []          # already there
+        assert load.ensure_nfacct(netns, ["labkit_probe"]) == {"labkit_probe": None}
+        assert load.ensure_nfacct(netns, ["labkit_probe"]) == {"labkit_probe": None}   # already there
         load.restore(netns, rule)
         assert "-A T -m nfacct --nfacct-name  labkit_probe -j ACCEPT" in load.save(netns, "filter")

@@ -169,6 +169,24 @@ def large_cluster_mode(objects: Iterable[dict], config: ProxierConfig) -> bool:
     return _large_cluster(build_state(objects, config), config)
 
 
+def health_check_services(objects: Iterable[dict], config: ProxierConfig) -> list[dict]:
+    """What kube-proxy's service health server serves on this node: for every Service with a
+    healthCheckNodePort (type LoadBalancer, externalTrafficPolicy Local), the port and its count
+    of ready local endpoints. proxier.go syncProxyRules ends with
+    serviceHealthServer.SyncServices(svcPortMap.HealthCheckNodePorts()) and
+    SyncEndpoints(endpointsMap.LocalReadyEndpoints()); the count adds up, per service port, the
+    endpoints that are local and ready (EndpointsMap.LocalReadyEndpoints, pkg/proxy/endpoints.go)."""
+    state = build_state(objects, config)
+    out: dict[str, dict] = {}
+    for sp in state.service_ports:
+        if not sp.health_check_node_port:
+            continue
+        entry = out.setdefault(sp.service, {"namespace": sp.namespace, "name": sp.name,
+                                             "port": sp.health_check_node_port, "localEndpoints": 0})
+        entry["localEndpoints"] += sum(1 for e in state.endpoints_for(sp) if e.is_local and e.ready)
+    return list(out.values())
+
+
 def _large_cluster(state: ClusterState, cfg: ProxierConfig) -> bool:
     total_endpoints = sum(len(state.endpoints_for(sp)) for sp in state.service_ports)
     return total_endpoints > cfg.large_cluster_endpoints_threshold
