@@ -48,12 +48,6 @@ def jump_appended_after_nodeports(env):
     _write_rules(env, append=True)
 
 
-@mistake("node2 has no KUBE-SVC chain")
-def only_on_node1(env):
-    """Writes the rules on node1 only."""
-    _write_rules(env, nodes=["node1"])
-
-
 @mistake("kube-proxy's name", "KUBE-SVC-LEGACY")
 def own_chain_names(env):
     """Names the chains KUBE-SVC-LEGACY and KUBE-SEP-LEGACY-1..3 instead of computing kube-proxy's hashes."""

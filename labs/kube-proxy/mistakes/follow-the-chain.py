@@ -22,12 +22,6 @@ def rounded(env):
     _write(env, "web", [0.25, 0.33, 0.5, 1])
 
 
-@mistake("jump 2", "jump 3")
-def every_jump_a_quarter(env):
-    """Thinks every jump has probability 1/4, since each of the four endpoints gets a quarter."""
-    _write(env, "web", [0.25, 0.25, 0.25, 1])
-
-
 @mistake("is not the chain", "default/catalog:http cluster IP")
 def chain_of_another_service(env):
     """Follows catalog's cluster-IP rule, which leads to the same pods, instead of web's."""

@@ -28,10 +28,3 @@ def itself_sees_its_own_address(env):
 def the_chain_of_another_service(env):
     """Names web-1's KUBE-SEP chain of Service catalog, which selects the same pod, instead of web's."""
     _write(env, chain_service="catalog")
-
-
-@mistake("seen_by_others")
-def others_see_the_node(env):
-    """Thinks every pod sees the node's address, since the node rewrote the destination."""
-    state = live.load(env)
-    _write(env, seen_by_others=state.node_address(state.pod("web-1")["spec"]["nodeName"]))

@@ -23,14 +23,3 @@ def local_traffic_policy(env):
         spec.update(type="NodePort", externalTrafficPolicy="Local")
         spec["ports"][0]["nodePort"] = 30080
     _apply(env, change)
-
-
-@mistake("still of type ClusterIP")
-def node_port_without_type(env):
-    """Adds nodePort: 30080 but keeps type ClusterIP (the API server refuses it; the Service stays as it was)."""
-    from labkit.errors import ConfigError
-
-    try:
-        _apply(env, lambda spec: spec["ports"][0].update(nodePort=30080))
-    except ConfigError:
-        pass
