@@ -18,11 +18,15 @@ from __future__ import annotations
 
 import copy
 import ipaddress
+import json
 import logging
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
+
+import yaml
 
 from labkit.errors import ConfigError
 from labkit.inputs import load_yaml_all, read_text
@@ -41,11 +45,12 @@ PROTOCOLS = ("TCP", "UDP", "SCTP")
 def load_objects(source, *, origin: str | None = None) -> list[dict]:
     """Services and EndpointSlices from YAML text, a path, a dict or a list of dicts.
 
-    Other kinds are ignored (a manifest may hold Pods or Deployments too). Returns deep copies,
-    each with metadata.namespace set ("default" when absent). Raises ConfigError naming the file,
-    the object and the field for anything the API server would have rejected.
+    Other kinds are ignored (a manifest may hold Pods or Deployments too). Returns the objects
+    (copies of those passed in as dicts), each with metadata.namespace set ("default" when absent).
+    Raises ConfigError naming the file, the object and the field for anything the API server
+    would have rejected. A file or text that is JSON (`kubectl get -o json`) is read as JSON.
     """
-    where, documents = _documents(source, origin)
+    where, documents, owned = _documents(source, origin)
     objects: list[dict] = []
     for index, doc in enumerate(documents):
         if doc is None:
@@ -65,17 +70,19 @@ def load_objects(source, *, origin: str | None = None) -> list[dict]:
             kind = obj.get("kind")
             if kind not in ("Service", "EndpointSlice"):
                 continue
-            obj = copy.deepcopy(obj)
+            if not owned:
+                obj = copy.deepcopy(obj)
             validate_object(obj, where)
             objects.append(obj)
     return objects
 
 
-def _documents(source, origin):
+def _documents(source, origin) -> tuple[str, list, bool]:
+    """(where, documents, whether the documents are ours to change)."""
     if isinstance(source, dict):
-        return origin or "<objects>", [source]
+        return origin or "<objects>", [source], False
     if isinstance(source, (list, tuple)):
-        return origin or "<objects>", list(source)
+        return origin or "<objects>", list(source), False
     if isinstance(source, Path) or (isinstance(source, str) and "\n" not in source and Path(source).exists()):
         path = Path(source)
         text = read_text(path)
@@ -84,7 +91,28 @@ def _documents(source, origin):
         text, where = source, origin or "<objects>"
     else:
         raise ConfigError(origin or "<objects>", None, f"expected YAML text, a path or a list of objects, got {type(source).__name__}")
-    return where, load_yaml_all(where, text=text)
+    if text.lstrip()[:1] == "{":
+        # JSON, as `kubectl get -o json` writes it: the json module reads it many times faster
+        # than a YAML parser; what it refuses (YAML flow style, broken JSON) the YAML parser reads
+        # or reports, line and column included.
+        try:
+            return where, [json.loads(text)], True
+        except ValueError:
+            pass
+    return where, _yaml_documents(where, text), True
+
+
+def _yaml_documents(where: str, text: str) -> list:
+    """YAML documents, read with libyaml's parser where PyYAML has it (the same SafeLoader
+    constructors and resolvers, so the same objects, several times faster); what it refuses is
+    read again by labkit.inputs for its one-line error."""
+    loader = getattr(yaml, "CSafeLoader", None)
+    if loader is not None:
+        try:
+            return list(yaml.load_all(text, Loader=loader))
+        except (yaml.YAMLError, RecursionError):
+            pass
+    return load_yaml_all(where, text=text)
 
 
 def object_name(obj: dict) -> str:
@@ -134,10 +162,13 @@ class _Checker:
             self.fail(path, f"expected a port number {low}-65535, got {value!r}")
         return value
 
-    def ip(self, value, path):
+    def ip(self, value, path) -> int:
+        """The address's IP version (4 or 6)."""
         self.string(value, path, required=True)
+        if _plain_ipv4(value):
+            return 4
         try:
-            return ipaddress.ip_address(_sloppy(value))
+            return ipaddress.ip_address(_sloppy(value)).version
         except ValueError:
             self.fail(path, f"expected an IP address, got {value!r}")
 
@@ -234,8 +265,8 @@ def _validate_slice(c: _Checker, obj: dict) -> None:
             if address_type == "FQDN":
                 c.string(address, f"endpoints[{i}].addresses[{j}]")
                 continue
-            ip = c.ip(address, f"endpoints[{i}].addresses[{j}]")
-            if ("IPv6" if ip.version == 6 else "IPv4") != address_type:
+            version = c.ip(address, f"endpoints[{i}].addresses[{j}]")
+            if ("IPv6" if version == 6 else "IPv4") != address_type:
                 c.fail(f"endpoints[{i}].addresses[{j}]", f"{address} is not an {address_type} address (addressType)")
         conditions = c.mapping(ep.get("conditions"), f"endpoints[{i}].conditions")
         for key in ("ready", "serving", "terminating"):
@@ -256,6 +287,19 @@ def _validate_slice(c: _Checker, obj: dict) -> None:
 
 # -- kube-proxy's view --------------------------------------------------------------------------
 
+def _plain_ipv4(text: str) -> bool:
+    """A canonical dotted quad ("10.1.2.3"), checked in C: the common case, parsed fast."""
+    try:
+        return socket.inet_ntoa(socket.inet_aton(text)) == text
+    except (OSError, TypeError, ValueError, UnicodeError):
+        return False
+
+
+def _normal_ip(text: str) -> str:
+    """The address as kube-proxy prints it (netutils.ParseIPSloppy, then String())."""
+    return text if _plain_ipv4(text) else str(ipaddress.ip_address(_sloppy(text)))
+
+
 def _sloppy(text: str) -> str:
     """netutils.ParseIPSloppy accepts IPv4 octets with leading zeros ("010.001.0.1")."""
     text = text.strip()
@@ -269,6 +313,8 @@ def _sloppy(text: str) -> str:
 def _parse_ip(text) -> ipaddress._BaseAddress | None:
     if not isinstance(text, str):
         return None
+    if _plain_ipv4(text):
+        return ipaddress.IPv4Address(socket.inet_aton(text))
     try:
         return ipaddress.ip_address(_sloppy(text))
     except ValueError:
@@ -508,7 +554,7 @@ def build_state(objects: Iterable[dict], config) -> ClusterState:
                     conditions = ep.get("conditions") or {}
                     terminating = conditions.get("terminating") is True
                     info = EndpointInfo(
-                        ip=str(ipaddress.ip_address(_sloppy(addresses[0]))), port=port["port"],
+                        ip=_normal_ip(addresses[0]), port=port["port"],
                         is_local=bool(hostname) and ep.get("nodeName") == hostname,
                         ready=conditions.get("ready") is not False,
                         serving=conditions.get("serving") is not False,
