@@ -58,7 +58,9 @@ def apply(
     for line in report:
         print(line)
     for node, changed in synced.items():
-        if changed:
+        if changed is None:
+            print(f"{node}: kube-proxy synced fully (its canary chain KUBE-PROXY-CANARY was gone, as after a flush)")
+        elif changed:
             print(f"{node}: kube-proxy synced (rewrote the chains of {', '.join(sorted(changed))})")
         else:
             print(f"{node}: no service changed, no sync")

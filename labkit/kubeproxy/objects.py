@@ -254,11 +254,31 @@ def _validate_service(c: _Checker, obj: dict) -> None:
             c.fail(f"status.loadBalancer.ingress[{i}].ipMode", f"expected VIP or Proxy, got {mode!r}")
 
 
+_ENDPOINT_KEYS = frozenset(("addresses", "conditions", "nodeName", "targetRef", "zone", "hostname", "deprecatedTopology"))
+_CONDITION_VALUES = (True, False, None)
+
+
+def _plain_endpoint(ep) -> bool:
+    """The common well-formed IPv4 endpoint, recognised without the field-by-field walk (which
+    would only confirm it): one or more plain IPv4 addresses, boolean conditions, string names."""
+    if type(ep) is not dict or not _ENDPOINT_KEYS.issuperset(ep):
+        return False
+    addresses, conditions = ep.get("addresses"), ep.get("conditions")
+    if type(addresses) is not list or not all(type(a) is str and _plain_ipv4(a) for a in addresses):
+        return False
+    if conditions is not None and not (type(conditions) is dict and all(
+            v in _CONDITION_VALUES and type(v) is not int for v in conditions.values())):
+        return False
+    return all(type(ep.get(k)) in (str, type(None)) for k in ("nodeName", "zone", "hostname"))
+
+
 def _validate_slice(c: _Checker, obj: dict) -> None:
     address_type = c.string(obj.get("addressType"), "addressType", required=True)
     if address_type not in ("IPv4", "IPv6", "FQDN"):
         c.fail("addressType", f"expected IPv4, IPv6 or FQDN, got {address_type!r}")
     for i, ep in enumerate(c.sequence(obj.get("endpoints"), "endpoints")):
+        if address_type == "IPv4" and _plain_endpoint(ep):
+            continue
         ep = c.mapping(ep, f"endpoints[{i}]")
         addresses = c.sequence(ep.get("addresses"), f"endpoints[{i}].addresses")
         for j, address in enumerate(addresses):
@@ -380,7 +400,7 @@ class ServicePortInfo:
         return self.internal_policy_local or (self.external_policy_local and self.externally_accessible)
 
 
-@dataclass
+@dataclass(slots=True)
 class EndpointInfo:
     """One endpoint of one service port (BaseEndpointInfo)."""
     ip: str
@@ -499,6 +519,16 @@ def _service_ports(svc: dict, family: str) -> list[ServicePortInfo]:
     return out
 
 
+@dataclass(frozen=True)
+class _Ref:
+    """An EndpointSlice's name for log messages, formatted only when a message is written."""
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"EndpointSlice {self.namespace}/{self.name}"
+
+
 def build_state(objects: Iterable[dict], config) -> ClusterState:
     """kube-proxy's svcPortMap and endpointsMap for `config`'s node and IP family."""
     family, hostname = config.ip_family, config.hostname
@@ -535,7 +565,7 @@ def build_state(objects: Iterable[dict], config) -> ClusterState:
         by_port: dict[tuple[str, str, str], dict[str, EndpointInfo]] = {}
         for slice_name in sorted(slices):
             obj = slices[slice_name]
-            ref = f"EndpointSlice {obj['metadata']['namespace']}/{slice_name}"
+            ref = _Ref(obj["metadata"]["namespace"], slice_name)
             for i, port in enumerate(obj.get("ports") or []):
                 if port.get("name") is None:
                     log.warning("%s: ports[%d] has no name and is ignored by kube-proxy "
@@ -553,14 +583,12 @@ def build_state(objects: Iterable[dict], config) -> ClusterState:
                         continue
                     conditions = ep.get("conditions") or {}
                     terminating = conditions.get("terminating") is True
+                    hints = ep.get("hints")
                     info = EndpointInfo(
-                        ip=_normal_ip(addresses[0]), port=port["port"],
-                        is_local=bool(hostname) and ep.get("nodeName") == hostname,
-                        ready=conditions.get("ready") is not False,
-                        serving=conditions.get("serving") is not False,
-                        terminating=terminating,
-                        zone_hints=frozenset(h["name"] for h in ((ep.get("hints") or {}).get("forZones") or [])),
-                        node_hints=frozenset(h["name"] for h in ((ep.get("hints") or {}).get("forNodes") or [])),
+                        _normal_ip(addresses[0]), port["port"], bool(hostname) and ep.get("nodeName") == hostname,
+                        conditions.get("ready") is not False, conditions.get("serving") is not False, terminating,
+                        *((frozenset(h["name"] for h in (hints.get("forZones") or [])),
+                           frozenset(h["name"] for h in (hints.get("forNodes") or []))) if hints else ()),
                     )
                     # A later duplicate replaces an earlier one unless it is terminating.
                     if info.endpoint not in found or not terminating:

@@ -132,7 +132,8 @@ def run() -> list[Figure]:
         trace_s = min(time_command(trace_argv, env) for _ in range(3))
         check = subprocess.run(trace_argv + ["--json"], capture_output=True, text=True, cwd=REPO)
         traced = len(json.loads(check.stdout)["dnat"]) == ENDPOINTS
-        mb = lambda p: f"{p.stat().st_size / 1e6:.1f} MB"
+        sizes = {p: f"{p.stat().st_size / 1e6:.1f} MB" for p in (as_json, as_yaml)}
+        mb = sizes.get
     ruleset = parse(saved, lazy=True)
     times = []
     for i in (17, 4_242, 9_999):
