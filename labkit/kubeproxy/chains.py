@@ -1,7 +1,7 @@
 """kube-proxy's chain names: the sha256 + base32 hashes of pkg/proxy/iptables/proxier.go.
 
-Upstream (kubernetes/kubernetes, pkg/proxy/iptables/proxier.go at 531be81, the release line
-after v1.33): `portProtoHash(servicePortName, protocol)` is the first 16 characters of the
+Upstream (kubernetes/kubernetes, pkg/proxy/iptables/proxier.go at 531be81, master after v1.33;
+Kubernetes v1.34): `portProtoHash(servicePortName, protocol)` is the first 16 characters of the
 standard base32 encoding (A-Z2-7, RFC 4648) of sha256(servicePortName + protocol), and
 `servicePortEndpointChainName` hashes servicePortName + protocol + endpoint. The inputs are
 joined without separators; the protocol is lower case ("tcp", "udp", "sctp"); the service port

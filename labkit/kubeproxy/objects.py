@@ -5,7 +5,8 @@ both work) and checks the structure the API server would guarantee; a malformed 
 ConfigError naming the file, the object and the field.
 
 `ServicePortInfo` / `EndpointInfo` and `build_state` are kube-proxy's view of those objects for one
-IP family, reconstructed from upstream (kubernetes/kubernetes, release line after v1.33):
+IP family, reconstructed from upstream (kubernetes/kubernetes, Kubernetes v1.34; read at master
+after v1.33):
 pkg/proxy/servicechangetracker.go (serviceToServiceMap), pkg/proxy/serviceport.go
 (newBaseServiceInfo), pkg/api/v1/service/util.go (ExternalPolicyLocal, InternalPolicyLocal,
 NeedsHealthCheck), pkg/proxy/endpointschangetracker.go + endpointslicecache.go (which slices and

@@ -1,8 +1,8 @@
 """render(): the iptables-restore input kube-proxy's iptables proxier writes for one node.
 
-A reconstruction of `syncProxyRules` in pkg/proxy/iptables/proxier.go of kubernetes/kubernetes at
-commit 531be81 (the release line after v1.33; the rule layout has been stable since about 1.28)
-and of `CategorizeEndpoints` in pkg/proxy/topology.go. Every rule below is written in the same
+Kubernetes v1.34. A reconstruction of `syncProxyRules` in pkg/proxy/iptables/proxier.go of
+kubernetes/kubernetes at commit 531be81 (master after v1.33, the v1.34 development line; the rule
+layout has been stable since about 1.28) and of `CategorizeEndpoints` in pkg/proxy/topology.go. Every rule below is written in the same
 order, with the same arguments, as upstream; comments name the upstream step.
 
 Where older releases differ (for reading blog posts and old dumps):
