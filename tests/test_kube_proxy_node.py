@@ -6,11 +6,9 @@ server's replies, and `labkit doctor`'s findings."""
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
