@@ -10,6 +10,7 @@ import os
 import json
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 
 from labkit import cgroups
@@ -111,6 +112,11 @@ def run_checks(names: tuple[str, ...] | None = None) -> list[Finding]:
             "iptables-extensions", FAIL if missing else OK,
             f"missing: {', '.join(missing)}" if missing else "all present: " + ", ".join(EXTENSIONS),
             "install iptables (apt-get install iptables) and a kernel with the xt_* / ipt_* modules kube-proxy uses" if missing else ""))
+    if want("br_netfilter"):
+        findings.append(_br_netfilter_finding())
+    if want("nfacct"):
+        findings.append(_nfacct_finding() if os.geteuid() == 0 else
+                        Finding("nfacct", WARN, "not probed (needs root)", "run `sudo labkit doctor`"))
     if want("mount-namespaces"):
         ok = shutil.which("unshare") and subprocess.run(
             ["unshare", "--mount", "--propagation", "private", "true"], capture_output=True).returncode == 0
@@ -161,6 +167,51 @@ def _legacy_finding(net: dict) -> Finding:
                        "nothing to fix for labkit; to make plain `iptables` legacy machine-wide: "
                        "update-alternatives --set iptables /usr/sbin/iptables-legacy")
     return Finding("iptables-legacy", OK, detail + f"; plain `iptables` is the {variant} variant")
+
+
+def _br_netfilter_finding() -> Finding:
+    """Pod bridges must pass traffic to iptables (kube-proxy lab): see labkit.netlab.brnetfilter."""
+    from labkit.netlab import brnetfilter
+
+    state, detail = brnetfilter.describe()
+    if state == "ok":
+        return Finding("br_netfilter", OK, detail)
+    if state == "load":
+        return Finding("br_netfilter", WARN, detail,
+                       "nothing to do; to have it loaded at boot instead: echo br_netfilter > /etc/modules-load.d/k8s.conf")
+    if state == "old":
+        return Finding("br_netfilter", FAIL, detail, "use a kernel of Linux 5.3 or later (Debian 12, Ubuntu 22.04+)")
+    return Finding("br_netfilter", FAIL, detail,
+                   "install the kernel's modules (apt-get install linux-modules-extra-$(uname -r) on Ubuntu; "
+                   "Debian's linux-image packages include it), then `labkit run kube-proxy` loads it")
+
+
+# Create an nfacct counter in a throwaway network namespace and use it in a rule, as kube-proxy does.
+_NFACCT_PROBE = """
+import subprocess, sys
+from labkit.netfilter.load import _nfacct_add
+problem = _nfacct_add(["labkit_probe"])["labkit_probe"]
+if problem:
+    print("counter: " + problem); sys.exit(1)
+rule = ["iptables-legacy", "-w", "-A", "INPUT", "-m", "nfacct", "--nfacct-name", "labkit_probe", "-j", "ACCEPT"]
+out = subprocess.run(rule, capture_output=True, text=True)
+if out.returncode:
+    print("match: " + (out.stderr or out.stdout).strip()); sys.exit(1)
+"""
+
+
+def _nfacct_finding() -> Finding:
+    try:
+        out = subprocess.run(["unshare", "--net", sys.executable, "-c", _NFACCT_PROBE],
+                             capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        out = subprocess.CompletedProcess([], 1, f"probe failed: {exc}", "")
+    if out.returncode == 0:
+        return Finding("nfacct", OK, "nfacct counters can be created and matched (-m nfacct)")
+    reason = (out.stdout or out.stderr).strip().splitlines()[-1:] or ["unknown"]
+    return Finding("nfacct", WARN, f"nfacct counters do not work here ({reason[0]}): kube-proxy, and the lab, then "
+                   "write the INVALID-drop and localhost NodePort rules without -m nfacct",
+                   "optional; the kernel needs nfnetlink_acct and xt_nfacct (modprobe xt_nfacct)")
 
 
 def _python_finding() -> Finding:
