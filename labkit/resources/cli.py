@@ -36,14 +36,8 @@ def _env():
 
 
 def nodes(env) -> dict:
-    """The lab's nodes by name, from their stored configuration."""
-    from labkit.resources.node import Node, NodeConfig
-
-    out = {}
-    for path in sorted((Path(env.dir) / "nodes").glob("*/node.json")):
-        config = NodeConfig(**json.loads(path.read_text()))
-        out[config.name] = Node(env, config)
-    return out
+    from labkit.resources.node import lab_nodes
+    return lab_nodes(env)
 
 
 def node(env, name: str | None):
@@ -212,7 +206,6 @@ def evict(node_name: Optional[str] = typer.Option(None, "--node", help=NODE_HELP
 
     env = _env()
     n = node(env, node_name)
-    log = []
 
     def say(result):
         o = result.observation
@@ -229,13 +222,8 @@ def evict(node_name: Optional[str] = typer.Option(None, "--node", help=NODE_HELP
             typer.echo(f"  evicted pod/{result.evicted}: {result.message}")
         else:
             typer.echo("  no threshold met: nothing to evict")
-        log.append({"available": o.available, "threshold": o.threshold, "ranking": [c.pod.name for c in result.ranking],
-                    "evicted": result.evicted, "message": result.message})
 
     eviction.run(n, say, max_passes=passes)
-    record = n.dir / "eviction.json"
-    previous = json.loads(record.read_text()) if record.exists() else []
-    record.write_text(json.dumps(previous + [log], indent=2) + "\n")
 
 
 @app.command()

@@ -145,8 +145,35 @@ def synchronize(node: Node, enforce_min_reclaim: bool = False) -> Pass:
 
 def run(node: Node, say=lambda _p: None, max_passes: int = 20, settle_s: float = 0.3) -> list[Pass]:
     """Passes until no threshold is met: after an eviction the threshold stays met until the
-    minimum reclaim is reached too (thresholdsNotYetResolved)."""
+    minimum reclaim is reached too (thresholdsNotYetResolved). The run is appended to the
+    node's eviction.json (what happened, for `labkit resources` and the lab's checks)."""
     passes = []
+    try:
+        _run(node, passes, say, max_passes, settle_s)
+    finally:
+        _log(node, passes)
+    return passes
+
+
+def _log(node: Node, passes: list[Pass]) -> None:
+    import json
+    import os
+
+    path = node.dir / "eviction.json"
+    try:
+        runs = json.loads(path.read_text())
+    except (OSError, ValueError):
+        runs = []
+    runs.append([{"available": p.observation.available, "threshold": p.observation.threshold,
+                  "ranking": [{"pod": c.pod.name, "usage": c.usage, "request": c.request,
+                               "priority": c.pod.priority} for c in p.ranking],
+                  "evicted": p.evicted, "message": p.message} for p in passes])
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(runs, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+def _run(node: Node, passes: list[Pass], say, max_passes: int, settle_s: float) -> None:
     reclaiming = False
     for _ in range(max_passes):
         result = synchronize(node, enforce_min_reclaim=reclaiming)
@@ -156,4 +183,3 @@ def run(node: Node, say=lambda _p: None, max_passes: int = 20, settle_s: float =
             break
         reclaiming = True
         time.sleep(settle_s)     # the kernel uncharges the evicted Pod's memory
-    return passes

@@ -364,6 +364,18 @@ class Node:
         return self.cgroups.memory(rel).working_set if self.cgroups.exists(rel) else None
 
 
+def lab_nodes(env) -> dict[str, "Node"]:
+    """A lab's nodes by name, from their stored configuration (nodes/<node>/node.json)."""
+    out = {}
+    for path in sorted((Path(env.dir) / "nodes").glob("*/node.json")):
+        try:
+            config = NodeConfig(**json.loads(path.read_text()))
+        except (ValueError, TypeError):
+            continue     # cut short by a crash while the node was being made
+        out[config.name] = Node(env, config)
+    return out
+
+
 def quantity_string(value: int) -> str:
     """A byte count as resource.NewQuantity(v, BinarySI).String() prints it."""
     return str(Quantity.of(value, BINARY))

@@ -114,6 +114,19 @@ def alloc(target: int, rate: int | None) -> None:
         time.sleep(3600)
 
 
+def memory_target(command, limit=None):
+    """Bytes a container running `command` holds once settled (alloc: --to; fill: the fraction of
+    `limit`), or None for workloads that hold no memory of their own."""
+    argv = [str(a) for a in command]
+    if len(argv) < 2 or argv[0] != "workload":
+        return None
+    if argv[1] == "alloc":
+        return size(option(argv, "--to"))
+    if argv[1] == "fill" and limit:
+        return int(limit * float(option(argv, "--fraction")))
+    return None
+
+
 def main(argv) -> None:
     if not argv:
         sys.exit(__doc__)

@@ -74,3 +74,55 @@ def access(env):
         "* `labkit resources evict --node N` — kubelet's eviction manager, now\n"
         "* `labkit resources plan -f FILE`, `labkit resources convert --cpu 250m` — kubelet's numbers, offline\n"
     )
+
+
+# -- steps the reference solutions and the common wrong ones share --------------------------------
+
+def scenario_pod(env, file: str, name: str) -> dict:
+    """A Pod manifest of one of the lab's scenario files (the student's copy in the lab directory)."""
+    import yaml
+    for doc in yaml.safe_load_all((Path(env.dir) / "scenarios" / file).read_text()):
+        if doc and doc["metadata"]["name"] == name:
+            return doc
+    raise KeyError(name)
+
+
+def replace_pod(env, node_name: str, manifest: dict) -> None:
+    """What a student does: delete the Pod, write the changed manifest, apply it."""
+    import tempfile
+
+    import yaml
+    from labkit.resources.node import lab_nodes
+
+    node = lab_nodes(env)[node_name]
+    if node.record(manifest["metadata"]["name"]) is not None:
+        node.delete(manifest["metadata"]["name"])
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
+        f.write(yaml.safe_dump(manifest))
+        f.flush()
+        node.apply(node.load(f.name))
+
+
+def wait_settled(env, node_name: str, pod: str, timeout: float = 10.0) -> None:
+    """Until every container of the Pod holds the memory its workload allocates, or has stopped."""
+    import time
+    from labkit.resources.node import lab_nodes
+    from labkit.resources.workload import memory_target
+
+    node = lab_nodes(env)[node_name]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        record = node.record(pod)
+        if record is None or record["status"]["phase"] != "Running":
+            return
+        specs = {c.name: c for c in node.pod(record).all_containers()}
+        pending = False
+        for view in node.containers(record):
+            if not view.pids or not node.cgroups.exists(view.cgroup):
+                continue
+            memory = node.cgroups.memory(view.cgroup)
+            target = memory_target(specs[view.name].command, memory.limit)
+            pending = pending or (target is not None and memory.working_set < target)
+        if not pending:
+            return
+        time.sleep(0.05)
