@@ -50,26 +50,39 @@ def _cmp_bool(a: bool, b: bool) -> int:
     return 0 if a == b else (-1 if a else 1)
 
 
-def _compare(p1: Candidate, p2: Candidate) -> int:
-    """orderedBy(exceedMemoryRequests, priority, memory)."""
+def exceed_memory_requests(p1: Candidate, p2: Candidate) -> int:
+    """Pods without stats first, then Pods whose usage exceeds their request."""
     if p1.usage is None or p2.usage is None:
-        result = _cmp_bool(p1.usage is None, p2.usage is None)
-        if result:
-            return result
-    else:
-        result = _cmp_bool(p1.exceeds, p2.exceeds)
-        if result:
-            return result
-    if p1.pod.priority != p2.pod.priority:
-        return -1 if p1.pod.priority < p2.pod.priority else 1
+        return _cmp_bool(p1.usage is None, p2.usage is None)
+    return _cmp_bool(p1.exceeds, p2.exceeds)
+
+
+def priority(p1: Candidate, p2: Candidate) -> int:
+    """Lower priority first."""
+    return (p1.pod.priority > p2.pod.priority) - (p1.pod.priority < p2.pod.priority)
+
+
+def memory(p1: Candidate, p2: Candidate) -> int:
+    """Pods without stats first, then the larger usage above request."""
     if p1.usage is None or p2.usage is None:
         return _cmp_bool(p1.usage is None, p2.usage is None)
     return (p2.above_request > p1.above_request) - (p2.above_request < p1.above_request)
 
 
+def ordered_by(*cmps):
+    """orderedBy: each comparator decides unless it ties, the last one always decides."""
+    def compare(p1: Candidate, p2: Candidate) -> int:
+        for cmp in cmps:
+            result = cmp(p1, p2)
+            if result:
+                return result
+        return 0
+    return functools.cmp_to_key(compare)
+
+
 def rank(candidates: list[Candidate]) -> list[Candidate]:
     """rankMemoryPressure (Go's sort.Sort is not stable; labkit's sort keeps ties in input order)."""
-    return sorted(candidates, key=functools.cmp_to_key(_compare))
+    return sorted(candidates, key=ordered_by(exceed_memory_requests, priority, memory))
 
 
 @dataclass

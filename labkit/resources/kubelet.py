@@ -153,6 +153,22 @@ def burstable_shares(pods: list[Pod]) -> int:
     return milli_cpu_to_shares(total)
 
 
+def _effective_memory_requests(pod: Pod) -> dict[str, int]:
+    """Each container's memory request as policy.go counts it: with pod-level memory requests, what
+    the containers leave of the pod's request is shared out equally among all of them."""
+    containers = pod.init_containers + pod.containers
+    requests = {c.name: c.request("memory").value_int() for c in containers}
+    if pod.pod_level_set and (pod.pod_requests or {}).get("memory") is not None:
+        spare = pod.pod_requests["memory"].value_int() - sum(requests.values())
+        for name in requests:
+            requests[name] += max(spare, 0) // len(containers)
+    return requests
+
+
+def _burstable_adj(request: int, memory_capacity: int) -> int:
+    return 1000 - (1000 * request) // memory_capacity
+
+
 def oom_score_adj(pod: Pod, container, memory_capacity: int) -> int:
     """GetContainerOOMScoreAdjust (v1.34: sidecars, pod-level memory requests)."""
     if pod.is_node_critical():
@@ -162,19 +178,13 @@ def oom_score_adj(pod: Pod, container, memory_capacity: int) -> int:
         return GUARANTEED_OOM_SCORE_ADJ
     if qos == BEST_EFFORT:
         return BEST_EFFORT_OOM_SCORE_ADJ
-    request = container.request("memory").value_int()
-    counted = pod.init_containers + pod.containers
-    if pod.pod_level_set and (pod.pod_requests or {}).get("memory") is not None:
-        # the pod-level request left over by the containers' own requests, shared out equally
-        spare = pod.pod_requests["memory"].value_int() - sum(c.request("memory").value_int() for c in counted)
-        request += max(spare, 0) // len(counted)
-    adj = 1000 - (1000 * request) // memory_capacity
-    if container.sidecar:
-        regular = [c.request("memory").value_int() for c in pod.containers]
-        smallest = min(regular + [container.request("memory").value_int()])
-        adj = 1000 - (1000 * smallest) // memory_capacity
-        if smallest <= container.request("memory").value_int():
-            adj += 1
+    requests = _effective_memory_requests(pod)
+    adj = _burstable_adj(requests[container.name], memory_capacity)
+    if container.sidecar and pod.containers:
+        # a sidecar never goes before the app containers it serves: at most the score of the
+        # regular container with the smallest request
+        smallest = min(requests[c.name] for c in pod.containers)
+        adj = min(adj, _burstable_adj(smallest, memory_capacity))
     if adj < 1000 + GUARANTEED_OOM_SCORE_ADJ:
         return 1000 + GUARANTEED_OOM_SCORE_ADJ
     if adj == BEST_EFFORT_OOM_SCORE_ADJ:

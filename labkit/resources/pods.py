@@ -131,8 +131,11 @@ def _default_requests(requests: Resources, limits: Resources) -> Resources:
 
 
 def pod_from_dict(data: Any, source="<pod>", where: str = "", default_node: str = "",
-                  priority_classes: dict[str, int] | None = None) -> Pod:
-    """Read, default, validate and admit (priority) one Pod manifest, as the API server would."""
+                  priority_classes: dict[str, int] | None = None, api_server: bool = True) -> Pod:
+    """Read, default, validate and admit (priority) one Pod manifest, as the API server would.
+
+    With api_server=False the Pod is taken as written (as kubelet's unit tests hand Pods to kubelet
+    code directly): no defaulting, no validation, spec.priority as given."""
     if not isinstance(data, dict) or data.get("kind", "Pod") != "Pod":
         raise ConfigError(source, where or None, "expected a Pod (kind: Pod)")
     meta = data.get("metadata") or {}
@@ -143,8 +146,9 @@ def pod_from_dict(data: Any, source="<pod>", where: str = "", default_node: str 
     spec = data.get("spec")
     if not isinstance(spec, dict):
         raise ConfigError(source, _at(where, "spec"), "expected the Pod spec")
-    containers = _containers(spec.get("containers"), source, _at(where, "spec.containers"), init=False)
-    init_containers = _containers(spec.get("initContainers"), source, _at(where, "spec.initContainers"), init=True)
+    containers = _containers(spec.get("containers"), source, _at(where, "spec.containers"), False, api_server)
+    init_containers = _containers(spec.get("initContainers"), source, _at(where, "spec.initContainers"), True,
+                                  api_server)
     names = [c.name for c in init_containers + containers]
     for i, cname in enumerate(names):
         if cname in names[:i]:
@@ -157,6 +161,9 @@ def pod_from_dict(data: Any, source="<pod>", where: str = "", default_node: str 
         pod_limits = _resource_list(spec["resources"].get("limits"), source, _at(where, "spec.resources.limits"))
     pod = Pod(name, namespace, str(meta.get("uid") or stable_uid(namespace, name)),
               str(spec.get("nodeName") or default_node), containers, init_containers, pod_requests, pod_limits)
+    if not api_server:
+        pod.priority, pod.priority_class = int(spec.get("priority") or 0), spec.get("priorityClassName") or ""
+        return pod
     _default_pod_requests(pod)
     validate(pod)
     _admit_priority(pod, spec, priority_classes or {})
@@ -164,7 +171,7 @@ def pod_from_dict(data: Any, source="<pod>", where: str = "", default_node: str 
     return pod
 
 
-def _containers(items: Any, source, where: str, init: bool) -> list[Container]:
+def _containers(items: Any, source, where: str, init: bool, api_server: bool = True) -> list[Container]:
     if items is None and init:
         return []
     if not isinstance(items, list) or (not init and not items):
@@ -172,13 +179,15 @@ def _containers(items: Any, source, where: str, init: bool) -> list[Container]:
     out = []
     for i, item in enumerate(items):
         at = f"{where}[{i}]"
-        if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not item["name"]:
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str) or (api_server and not item["name"]):
             raise ConfigError(source, f"{at}.name", "expected the container's name")
         resources = item.get("resources") or {}
         if not isinstance(resources, dict):
             raise ConfigError(source, f"{at}.resources", "expected requests and/or limits")
         limits = _resource_list(resources.get("limits"), source, f"{at}.resources.limits")
-        requests = _default_requests(_resource_list(resources.get("requests"), source, f"{at}.resources.requests"), limits)
+        requests = _resource_list(resources.get("requests"), source, f"{at}.resources.requests")
+        if api_server:
+            requests = _default_requests(requests, limits)
         argv = list(item.get("command") or []) + list(item.get("args") or [])
         if not all(isinstance(a, (str, int, float)) for a in argv):
             raise ConfigError(source, f"{at}.command", "expected a list of strings")

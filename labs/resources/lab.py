@@ -95,12 +95,13 @@ def replace_pod(env, node_name: str, manifest: dict) -> None:
     from labkit.resources.node import lab_nodes
 
     node = lab_nodes(env)[node_name]
-    if node.record(manifest["metadata"]["name"]) is not None:
-        node.delete(manifest["metadata"]["name"])
     with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
         f.write(yaml.safe_dump(manifest))
         f.flush()
-        node.apply(node.load(f.name))
+        pods = node.load(f.name)          # the API server's defaulting and validation first
+    if node.record(manifest["metadata"]["name"]) is not None:
+        node.delete(manifest["metadata"]["name"])
+    node.apply(pods)
 
 
 def wait_settled(env, node_name: str, pod: str, timeout: float = 10.0) -> None:

@@ -20,7 +20,7 @@ def removed_the_limit(env):
 @mistake("storefront was changed")
 def squeezed_the_neighbour(env):
     """Lowers the neighbour's limit instead of the noisy Pod's."""
-    _change(env, "storefront", lambda r: r["limits"].update(memory="48Mi"))
+    _change(env, "storefront", lambda r: r["limits"].update(memory="64Mi"))
 
 
 @mistake("cache is not running", "OutOfmemory")
