@@ -221,11 +221,14 @@ def check_oom(ctx):
             return (running, memory.oom_kills if memory else 0,
                     bool(memory and memory.working_set >= target), memory.limit if memory else None)
 
-        settled = settle(state, **SETTLE)
-        running, kills, reached, limit = settled.value
+        running, kills, reached, limit = state()
+        if running and not kills and not reached:       # still allocating: give it a moment
+            running, kills, reached, limit = settle(state, **SETTLE).value
         if limit is None:
             problems.append(f"{killed} keeps no memory limit: without one it can take the node's memory")
-        if kills:
+        if kills and record["manifest"]["spec"] == original.manifest["spec"]:
+            problems.append(f"{p['pod']} is still as it was given: {killed} is OOMKilled")
+        elif kills:
             problems.append(f"{killed} was OOMKilled again: its memory limit is still below what it uses")
         elif not running:
             problems.append(f"{killed} is not running")
@@ -269,14 +272,17 @@ def check_noisy_neighbour(ctx):
         return memory.working_set >= 0.7 * memory.limit, memory.working_set // 2 ** 20, memory.oom_kills, \
             available // 2 ** 20
 
-    settled = settle(state, **SETTLE)
-    filled, _used, kills, available_mib = settled.value
+    settled = True
+    filled, _used, kills, available_mib = state()
+    if not filled and not kills:             # still filling its cache: give it a moment
+        result = settle(state, **SETTLE)
+        (filled, _used, kills, available_mib), settled = result.value, result.settled
     threshold = node.config.eviction_hard_bytes() // 2 ** 20
     down = [name for name, r in records.items()
             if not any(v.pids for v in node.containers(node.record(name)))]
     if kills or down:
         return ctx.failed(f"OOMKilled or stopped on {node.name}: {', '.join(down) or p['pod']}")
-    if not settled.settled:
+    if not settled:
         return ctx.failed(f"{p['pod']} is still filling its cache: check again in a moment")
     if available_mib < threshold:
         return ctx.failed(f"{node.name}'s memory.available ({available_mib}Mi) is still below its eviction threshold "
