@@ -158,7 +158,19 @@ def _cpu_memory_finding() -> Finding:
     if cpu[0] == "v1" and not (cpu[1] / "cpu.cfs_quota_us").exists():
         return Finding("cgroup-cpu-memory", FAIL, "the cpu controller has no CFS bandwidth control (cpu.cfs_quota_us)",
                        "a kernel with CONFIG_CFS_BANDWIDTH")
-    return Finding("cgroup-cpu-memory", OK, f"cpu and memory controllers on cgroup {cpu[0]} ({cpu[1]}, {memory[1]})")
+    detail = f"cpu and memory controllers on cgroup {cpu[0]} ({cpu[1]}, {memory[1]})"
+    if not _has_capability(24):   # CAP_SYS_RESOURCE: needed to lower oom_score_adj (Guaranteed: -997)
+        return Finding("cgroup-cpu-memory", WARN, detail + "; no CAP_SYS_RESOURCE here: negative oom_score_adj "
+                       "values are refused, so Guaranteed containers run with 0 (their log says so)",
+                       "run labkit as root outside a restricted container")
+    return Finding("cgroup-cpu-memory", OK, detail)
+
+
+def _has_capability(bit: int) -> bool:
+    for line in open("/proc/self/status"):
+        if line.startswith("CapEff:"):
+            return bool(int(line.split()[1], 16) >> bit & 1)
+    return False
 
 
 def _legacy_finding(net: dict) -> Finding:

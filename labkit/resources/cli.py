@@ -109,6 +109,7 @@ def _pod_rows(n) -> list[dict]:
         for view in n.containers(record):
             entry = {"name": view.name, "state": view.state, "reason": view.reason, "exit_code": view.exit_code,
                      "pids": view.pids, "oom_score_adj": view.oom_score_adj, "cgroup": view.cgroup,
+                     "kubelet_oom_score_adj": record["containers"][view.name]["oom_score_adj"],
                      "spec": _spec(specs[view.name])}
             if n.cgroups.exists(view.cgroup):
                 entry["cgroup_settings"] = n.cgroups.settings(view.cgroup)
@@ -148,8 +149,10 @@ def get(node_name: Optional[str] = typer.Option(None, "--node", help="Only this 
         for c in row["containers"]:
             state = c["state"] + (f" ({c['reason']}" + (f", exit {c['exit_code']}" if c["exit_code"] is not None else "")
                                   + ")" if c["reason"] else "")
-            typer.echo(f"    {c['name']}: {state}, pids {c['pids'] or '-'}, oom_score_adj {c['oom_score_adj']}, "
-                       f"{c['spec']}")
+            adj = "-" if c["oom_score_adj"] is None else str(c["oom_score_adj"])
+            if c["oom_score_adj"] is not None and c["oom_score_adj"] != c["kubelet_oom_score_adj"]:
+                adj += f" (kubelet asked {c['kubelet_oom_score_adj']}: this kernel refused it, see `labkit doctor`)"
+            typer.echo(f"    {c['name']}: {state}, pids {c['pids'] or '-'}, oom_score_adj {adj}, {c['spec']}")
             if "cgroup_settings" in c:
                 typer.echo(f"      cgroup {c['cgroup']}: {_settings(c['cgroup_settings'])}")
 
