@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from support import LABKIT, REPO, diff_snapshots, host_snapshot, labkit
+from support import LABKIT, REPO, assert_clean_after, labkit
 
 EXERCISES = ["qos", "throttled", "oom", "noisy-neighbour", "eviction-order", "weight"]
 CRASH_POINTS = ("scenarios", "node", "recorded", "container-started")
@@ -69,17 +69,10 @@ def test_resources_lab_end_to_end(host_unchanged, lab_cleanup, tmp_path):
     assert not (lab_dir / "nodes").exists()
 
 
-def assert_clean(before, what):
-    result = labkit("cleanup", "--all")
-    assert result.returncode == 0, f"{what}: cleanup failed: {result.stderr}"
-    problems = diff_snapshots(before, host_snapshot())
-    assert not problems, f"after {what} and cleanup --all:\n" + "\n".join(problems)
-
-
 @pytest.mark.host_exclusive
 @pytest.mark.parametrize("point", CRASH_POINTS)
 def test_kill_lab_build_at_each_step_then_clean_up(point, host_unchanged):
     crashed = subprocess.run(LABKIT + ["run", "resources"], cwd=REPO, capture_output=True,
                              env={**os.environ, "LABKIT_CRASH_AT": f"resources:{point}"})
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr
-    assert_clean(host_unchanged, f"kill -9 of `labkit run resources` at {point}")
+    assert_clean_after(host_unchanged, f"kill -9 of `labkit run resources` at {point}")

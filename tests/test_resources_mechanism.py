@@ -13,7 +13,7 @@ import yaml
 from labkit.errors import ConfigError
 from labkit.labs import get_lab
 from labkit.numa.quantity import Quantity
-from labkit.resources import eviction, kubelet
+from labkit.resources import eviction, kmsg, kubelet
 from labkit.resources.node import Node, NodeConfig, quantity_string
 from labkit.resources.pods import PodInvalid, pod_from_dict, qos_class
 from labkit.state import LabEnv, LabState
@@ -80,6 +80,20 @@ def test_newer_runtimes_map_one_cpu_to_the_v2_default_weight():
     assert kubelet.shares_to_weight(2000) == 77
 
 
+def test_the_kernels_oom_lines_say_whose_limit_was_hit():
+    lines = [
+        "oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,oom_memcg=/labkit-x-resources/n/"
+        "kubepods/burstable/podu,task_memcg=/labkit-x-resources/n/kubepods/burstable/podu/c,task=python,pid=42,uid=0",
+        "Memory cgroup out of memory: Killed process 42 (python) total-vm:178188kB, anon-rss:163212kB, "
+        "file-rss:5476kB, shmem-rss:0kB, UID:0 pgtables:380kB oom_score_adj:954",
+        "oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,oom_memcg=/other,"
+        "task_memcg=/other,task=java,pid=7,uid=0",
+    ]
+    kill, = kmsg.oom_kills("labkit-x-resources/", lines=lines)
+    assert (kill.task, kill.pid, kill.oom_score_adj, kill.own_limit) == ("python", 42, 954, False)
+    assert kill.oom_memcg.endswith("/podu")
+
+
 def test_byte_counts_print_as_kubelet_prints_quantities():
     assert quantity_string(104857600) == "100Mi"
     assert quantity_string(59875328) == "58472Ki"
@@ -142,6 +156,8 @@ def test_the_kernel_oom_kills_a_container_at_its_limit_and_it_shows_as_oomkilled
     view, = node.containers(record)
     assert view.exit_code == 137 and not view.pids
     assert node.cgroups.memory(view.cgroup).limit_hit > 0
+    if os.access("/dev/kmsg", os.R_OK):    # the kernel's log says so too
+        assert any(k.own_limit and k.task_memcg.endswith(view.cgroup) for k in kmsg.oom_kills(f"/{view.cgroup}"))
 
 
 def test_eviction_ranks_and_evicts_with_kubelets_message(node, tmp_path):

@@ -201,6 +201,24 @@ def top(node_name: Optional[str] = typer.Option(None, "--node", help="Only this 
             return
 
 
+@app.command("oom-kills")
+def oom_kills(node_name: Optional[str] = typer.Option(None, "--node", help="Only this node (default: all).")):
+    """The kernel's log of OOM kills in the lab's cgroups: whose limit was hit, who died."""
+    from labkit import cgroups
+    from labkit.resources.kmsg import oom_kills as read, seconds_since_boot
+
+    env = _env()
+    marker = f"{cgroups.lab_root_name(env)}/" + (f"{node_name}/" if node_name else "")
+    kills = read(marker, since=seconds_since_boot(env.state.status.get("started", 0)))
+    if not kills:
+        typer.echo("the kernel's log has no OOM kill in the lab's cgroups" +
+                   (" (or it cannot be read here)" if not Path("/dev/kmsg").exists() else ""))
+    for k in kills:
+        where = "its own cgroup's limit" if k.own_limit else f"the limit of {k.oom_memcg}"
+        typer.echo(f"{k.task} (pid {k.pid}, oom_score_adj {k.oom_score_adj}) killed in {k.task_memcg}: "
+                   f"{k.constraint}, {where} was hit")
+
+
 @app.command()
 def evict(node_name: Optional[str] = typer.Option(None, "--node", help=NODE_HELP),
           passes: int = typer.Option(20, "--passes", min=1, help="At most this many passes.")):
