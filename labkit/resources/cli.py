@@ -214,9 +214,8 @@ def oom_kills(node_name: Optional[str] = typer.Option(None, "--node", help="Only
         typer.echo("the kernel's log has no OOM kill in the lab's cgroups" +
                    (" (or it cannot be read here)" if not Path("/dev/kmsg").exists() else ""))
     for k in kills:
-        where = "its own cgroup's limit" if k.own_limit else f"the limit of {k.oom_memcg}"
         typer.echo(f"{k.task} (pid {k.pid}, oom_score_adj {k.oom_score_adj}) killed in {k.task_memcg}: "
-                   f"{k.constraint}, {where} was hit")
+                   f"{k.constraint}, the {k.limit_of} limit was hit ({k.oom_memcg})")
 
 
 @app.command()

@@ -4,8 +4,10 @@ When a memory cgroup hits its limit the kernel logs, among others (mm/oom_kill.c
   oom-kill:constraint=CONSTRAINT_MEMCG,...,oom_memcg=<cgroup whose limit was hit>,
            task_memcg=<cgroup of the victim>,task=<comm>,pid=<pid>,uid=<uid>
   Memory cgroup out of memory: Killed process <pid> (<comm>) ... oom_score_adj:<n>
-oom_memcg equal to task_memcg: the container hit its own limit; a parent (pod, kubepods): the
-Pod or the node's allocatable ran out; CONSTRAINT_NONE: the whole machine did.
+oom_memcg equal to task_memcg: the container hit its own limit; its pod cgroup: the Pod's (the
+sum of its containers' limits — with a single container the Pod's counter, which also holds the
+Pod's own charges, is usually the one that fails); kubepods: the node's allocatable ran out;
+CONSTRAINT_NONE: the whole machine did.
 """
 
 from __future__ import annotations
@@ -31,6 +33,19 @@ class OOMKill:
     @property
     def own_limit(self) -> bool:
         return self.oom_memcg == self.task_memcg
+
+    @property
+    def limit_of(self) -> str:
+        """Whose limit was hit, in kubelet's layout: container, pod, QoS class, kubepods (the node's
+        allocatable) or machine (CONSTRAINT_NONE)."""
+        if self.constraint == "CONSTRAINT_NONE":
+            return "machine"
+        if self.own_limit:
+            return "container"
+        last = self.oom_memcg.rstrip("/").rsplit("/", 1)[-1]
+        if last.startswith("pod"):
+            return "pod"
+        return {"kubepods": "kubepods", "burstable": "QoS class", "besteffort": "QoS class"}.get(last, self.oom_memcg)
 
 
 def records(since: float = 0.0) -> list[str]:
