@@ -105,7 +105,7 @@ def replace_pod(env, node_name: str, manifest: dict) -> None:
     node.apply(pods)
 
 
-def wait_settled(env, node_name: str, pod: str, timeout: float = 10.0) -> None:
+def wait_settled(env, node_name: str, pod: str, timeout: float = 60.0) -> None:
     """Until every container of the Pod holds the memory its workload allocates, or has stopped."""
     import time
     from labkit.resources.node import lab_nodes
