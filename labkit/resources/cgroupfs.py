@@ -105,13 +105,10 @@ class LabCgroups:
         self.env = env
         self.version = version()
         self.controllers = _controllers()
+        self.roots = {c: cgroups.hierarchy(c)[1] / cgroups.lab_root_name(env) for c in self.controllers}
 
     def paths(self, relpath: str) -> dict[str, Path]:
-        out = {}
-        for controller in self.controllers:
-            _kind, base = cgroups.hierarchy(controller)
-            out[controller] = base / cgroups.lab_root_name(self.env) / relpath
-        return out
+        return {controller: root / relpath for controller, root in self.roots.items()}
 
     def exists(self, relpath: str) -> bool:
         return all(p.is_dir() for p in self.paths(relpath).values())
