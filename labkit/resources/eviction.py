@@ -2,16 +2,20 @@
 
 Signals (helpers.go makeSignalObservations): `memory.available` = capacity - working set, and
 `allocatableMemory.available` (added for the hard memory threshold because `pods` is in
-enforceNodeAllocatable, addAllocatableThresholds) = kubepods' limit - its working set. Here both
-are read from the node's kubepods cgroup: the lab's node runs nothing but Pods.
+enforceNodeAllocatable, addAllocatableThresholds) = kubepods' limit - its working set. A lab node
+runs nothing but Pods and reserves nothing for the system, so the two are one number, read from
+the node's kubepods cgroup.
 
 A threshold is met when threshold > available (thresholdsMet); with a minimum reclaim, it stays met
 until available >= threshold + minimum reclaim. Each pass (eviction_manager.go synchronize)
 ranks the active Pods with rankMemoryPressure — usage above request first, then lower priority,
 then the larger usage above request (helpers.go exceedMemoryRequests, priority, memory) — and
 evicts the first that may be evicted (never a critical Pod), one Pod per pass, then waits for it
-to be gone. Hard thresholds evict at once (grace period 1 s for the Pod). The Pod keeps existing:
-phase Failed, reason Evicted, and the message of helpers.go evictionMessage.
+to be gone. Hard thresholds evict at once (kubelet gives the Pod a 1 s grace period; labkit stops its
+processes with SIGTERM, then SIGKILL). The Pod keeps existing: phase Failed, reason Evicted, the
+message of helpers.go evictionMessage and a DisruptionTarget condition (TerminationByKubelet).
+labkit runs the passes when asked (`labkit resources evict`), one right after the other, where
+kubelet runs one every 10 s (evictionMonitoringPeriod).
 """
 
 from __future__ import annotations

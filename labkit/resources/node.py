@@ -60,15 +60,9 @@ class NodeConfig:
     name: str
     memory_capacity: int                  # bytes: the lab's budget for this node
     cpu_capacity_milli: int               # the machine's CPUs
-    system_reserved_memory: int = 0
     eviction_hard: dict = field(default_factory=lambda: {"memory.available": "100Mi"})
     eviction_minimum_reclaim: dict = field(default_factory=dict)
     priority_classes: dict = field(default_factory=dict)
-
-    @property
-    def allocatable_memory_cgroup(self) -> int:
-        """kubepods' memory limit: capacity - system/kube reserved (node_container_manager_linux.go)."""
-        return self.memory_capacity - self.system_reserved_memory
 
     def eviction_hard_bytes(self, signal: str = "memory.available") -> int:
         value = self.eviction_hard.get(signal, "0")
@@ -78,8 +72,8 @@ class NodeConfig:
 
     @property
     def allocatable_memory(self) -> int:
-        """node.status.allocatable: capacity - reserved - the hard eviction threshold."""
-        return self.allocatable_memory_cgroup - self.eviction_hard_bytes()
+        """node.status.allocatable: capacity - reserved (none on a lab node) - the hard eviction threshold."""
+        return self.memory_capacity - self.eviction_hard_bytes()
 
     def to_json(self) -> dict:
         return dict(self.__dict__)
@@ -141,9 +135,10 @@ class Node:
         (self.dir / "node.json").write_text(json.dumps(self.config.to_json(), indent=2) + "\n")
         for qos in (GUARANTEED, BURSTABLE, BEST_EFFORT):
             self.cgroups.create(self.rel(QOS_DIR[qos]))
-        milli = self.config.cpu_capacity_milli
+        # node_container_manager_linux.go: kubepods is capped at capacity - system/kube reserved
+        # (a lab node reserves nothing); the eviction threshold is not subtracted there
         self.cgroups.apply(self.rel("kubepods"), kubelet.CgroupSettings(
-            kubelet.milli_cpu_to_shares(milli), memory_limit=self.config.allocatable_memory_cgroup))
+            kubelet.milli_cpu_to_shares(self.config.cpu_capacity_milli), memory_limit=self.config.memory_capacity))
         self.cgroups.apply(self.rel(QOS_DIR[BEST_EFFORT]), kubelet.CgroupSettings(kubelet.MIN_SHARES))
         self._update_burstable()
 
