@@ -128,6 +128,8 @@ def run_checks(names: tuple[str, ...] | None = None) -> list[Finding]:
         findings.append(Finding("cgroup-cpuset", OK if found else FAIL,
                                 f"cpuset controller on cgroup {found[0]} at {found[1]}" if found else "no cgroup hierarchy offers cpuset",
                                 "" if found else "mount the cpuset controller (cgroup v1) or enable it in cgroup v2's subtree_control"))
+    if want("cgroup-cpu-memory"):
+        findings.append(_cpu_memory_finding())
     if want("kubectl"):
         path = shutil.which("kubectl")
         if path:
@@ -147,6 +149,34 @@ def run_checks(names: tuple[str, ...] | None = None) -> list[Finding]:
     if wanted is None:
         findings.append(_python_finding())
     return findings
+
+
+def _cpu_memory_finding() -> Finding:
+    """The resources lab: cpu (with CFS bandwidth) and memory controllers, both v1 or both v2."""
+    cpu, memory = cgroups.hierarchy("cpu"), cgroups.hierarchy("memory")
+    fix = ("cgroup v2: the cpu and memory controllers must be listed in the root's cgroup.controllers "
+           "(Debian 12 and Ubuntu 24.04 have them); cgroup v1: mount the cpu, cpuacct and memory hierarchies")
+    if cpu is None or memory is None:
+        missing = " and ".join(n for n, f in (("cpu", cpu), ("memory", memory)) if f is None)
+        return Finding("cgroup-cpu-memory", FAIL, f"no cgroup hierarchy offers {missing}", fix)
+    if cpu[0] != memory[0]:
+        return Finding("cgroup-cpu-memory", FAIL, f"cpu is on cgroup {cpu[0]}, memory on {memory[0]}", fix)
+    if cpu[0] == "v1" and not (cpu[1] / "cpu.cfs_quota_us").exists():
+        return Finding("cgroup-cpu-memory", FAIL, "the cpu controller has no CFS bandwidth control (cpu.cfs_quota_us)",
+                       "a kernel with CONFIG_CFS_BANDWIDTH")
+    detail = f"cpu and memory controllers on cgroup {cpu[0]} ({cpu[1]}, {memory[1]})"
+    if not _has_capability(24):   # CAP_SYS_RESOURCE: needed to lower oom_score_adj (Guaranteed: -997)
+        return Finding("cgroup-cpu-memory", WARN, detail + "; no CAP_SYS_RESOURCE here: negative oom_score_adj "
+                       "values are refused, so Guaranteed containers run with 0 (their log says so)",
+                       "run labkit as root outside a restricted container")
+    return Finding("cgroup-cpu-memory", OK, detail)
+
+
+def _has_capability(bit: int) -> bool:
+    for line in open("/proc/self/status"):
+        if line.startswith("CapEff:"):
+            return bool(int(line.split()[1], 16) >> bit & 1)
+    return False
 
 
 def _legacy_finding(net: dict) -> Finding:
