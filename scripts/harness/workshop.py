@@ -14,10 +14,13 @@ them this harness
      `labkit check` (every exercise must fail fresh), `labkit solve` of every exercise in order,
      `labkit check` (every exercise must pass), `labkit cleanup`, and a comparison of the VM
      before and after (tests/support.py's host_snapshot, plus kernel modules and net sysctls);
-  5. grading: a lab that passed its cycle is started on every VM and solved again on student-01;
+  5. with --tests: the given test files of this checkout run with pytest on student-01, against
+     the box's installed labkit (pytest and its pure-Python dependencies are copied from this
+     checkout's .venv: the VMs have no network to install them);
+  6. grading: a lab that passed its cycle is started on every VM and solved again on student-01;
      `labkit class grade` over `vagrant ssh-config` must grade every VM, student-01 with full
      marks and the others (fresh labs) with 0 points; then that lab is cleaned up everywhere;
-  6. `vagrant destroy`, the daemons stopped, the scratch directory removed.
+  7. `vagrant destroy`, the daemons stopped, the scratch directory removed.
 
 Prints what failed and the figures (scripts/benchmarks' table); exit 0 only when everything
 passed.
@@ -26,13 +29,16 @@ passed.
 from __future__ import annotations
 
 import argparse
+import base64
 import csv
+import io
 import json
 import os
 import shlex
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tarfile
 import tempfile
 import time
@@ -75,6 +81,9 @@ snap["sysctl"] = {str(p): p.read_text().strip() for p in sorted(Path("/proc/sys/
 snap["modules"] = sorted(line.split()[0] for line in open("/proc/modules"))
 print(json.dumps(snap))
 """
+# what pytest needs beside the box's labkit, copied from this checkout's venv (pure Python)
+TEST_TOOLS = ("pytest", "_pytest", "pluggy", "iniconfig", "packaging", "py.py")
+TESTS_DIR = "/tmp/labkit-workshop-tests"
 
 
 def say(message: str) -> None:
@@ -266,6 +275,30 @@ class Workshop:
                     result.problems.append(f"the VM changed after cleanup: {key}\n{indent(describe_change(before[key], after[key]))}")
         return result
 
+    # -- checkout tests inside a VM -------------------------------------------------------------------
+    def run_tests(self, student: str, tests: list[str]) -> list[str]:
+        """pytest of the given test files inside the VM; the problems found (none when they passed)."""
+        site = Path(sysconfig.get_paths()["purelib"])
+        bundle = io.BytesIO()
+        skip = lambda info: None if "__pycache__" in info.name else info   # noqa: E731
+        with tarfile.open(fileobj=bundle, mode="w:gz") as tar:
+            tar.add(REPO / "tests", "tests", filter=skip)
+            tar.add(REPO / "pyproject.toml", "pyproject.toml")     # pytest's markers and options
+            for tool in TEST_TOOLS:
+                tar.add(site / tool, f"site/{tool}", filter=skip)
+        unpack = f"rm -rf {TESTS_DIR} && mkdir -p {TESTS_DIR} && base64 -d | tar -xz -C {TESTS_DIR}"
+        copied = self.ssh(student, unpack, stdin=base64.b64encode(bundle.getvalue()).decode(), timeout=300)
+        if copied.returncode != 0:
+            return [f"{student}: copying the tests failed: {tail(copied.stderr, 800)}"]
+        pytest = (f"cd {TESTS_DIR} && sudo env PYTHONPATH={TESTS_DIR}/site PYTHONDONTWRITEBYTECODE=1 "
+                  f"/opt/labkit/venv/bin/python -m pytest -q -p no:cacheprovider " + shlex.join(tests))
+        start = time.monotonic()
+        result = self.ssh(student, pytest, timeout=3600)
+        self.figures.append(Figure("workshop", f"pytest inside a VM: {' '.join(tests)}", round(time.monotonic() - start, 1), "s"))
+        self.ssh(student, f"sudo rm -rf {TESTS_DIR}", timeout=120)
+        say(indent(tail(result.stdout, 3000)))
+        return [] if result.returncode == 0 else [f"pytest {' '.join(tests)} inside {student} exited {result.returncode}"]
+
     # -- grading -------------------------------------------------------------------------------------
     def grade(self, lab: str) -> None:
         students = self.students()
@@ -369,6 +402,8 @@ def main() -> int:
     parser.add_argument("--driver", choices=("auto", "kvm", "qemu"), default="auto",
                         help="libvirt's accelerator: KVM, QEMU software emulation, or auto (KVM if a VM boots with it)")
     parser.add_argument("--labs", help="comma-separated labs to cycle (default: every lab)")
+    parser.add_argument("--tests", help="comma-separated test files of this checkout to run with pytest inside student-01 "
+                        "(e.g. tests/test_resources_mechanism.py)")
     parser.add_argument("--cpus", type=int, default=2, help="vCPUs per VM (default 2)")
     parser.add_argument("--memory", type=int, default=2048, help="MiB per VM (default 2048)")
     parser.add_argument("--box-dir", type=Path, required=True)
@@ -406,6 +441,9 @@ def main() -> int:
                 say(f"   problem: {problem}")
             workshop.figures.append(Figure("workshop", f"first labkit run {lab} inside a VM", round(cycle.times.get("run", 0), 1),
                                            "s", note=f"check {cycle.times.get('check', 0):.1f} s"))
+        if args.tests:
+            say(f"== pytest on student-01: {args.tests}")
+            workshop.problems += workshop.run_tests("student-01", args.tests.split(","))
         good = [c.lab for c in cycles if not c.problems]
         if good:
             say(f"== grading {args.students} VMs with labkit class grade ({good[0]})")
