@@ -14,6 +14,10 @@ Modules, request path first:
   http.py       HTTPS front end, bearer tokens, body limits, streamed watches
   handler.py    routing (RequestInfo), verbs, content negotiation, DeleteOptions, audit
   registry.py   the generic registry: create/get/list/update/patch/delete/deletecollection/watch
+  models.py     the built-in kinds' schemas, from the `kubernetes` package's generated models, and
+                the typed decoding of every request body (type errors, unknown fields, nulls)
+  defaults.py   upstream's defaulting (SetDefaults_*), applied to every decoded body
+  quantity.py   resource quantities, read and written as apimachinery does
   resources.py  the served resources and their strategies (per-kind behaviour)
   storage.py    SQLite + in-memory index + event log; group commit, durable before answering
   validation.py, selectors.py, patch.py, protobuf.py, tables.py, discovery.py, errors.py
@@ -23,9 +27,15 @@ Modules, request path first:
   server.py     EmbeddedServer (all of it in one process), spawn() for labs, ServerInfo
   certs.py      the server's CA and certificate (client-go sends tokens only over TLS)
 
+Every body a write decodes — create, update, each patch type once applied, status — goes
+through the kind's typed decoding and defaulting (Registry.decode), as kube-apiserver's decoder
+does: what a client leaves out reads the same however the object was written, unknown fields
+are dropped, refused (fieldValidation=Strict, kubectl's default) or warned about (Warn, the
+default: `Warning` headers).
+
 Not (yet) served: authorization (every authenticated user may do everything), admission beyond
-the namespace lifecycle, field ownership of server-side apply (an apply merges), strict
-field validation (unknown fields are kept), kinds not listed in resources.builtin_types().
+the namespace lifecycle, field ownership of server-side apply (an apply merges), kinds not
+listed in resources.builtin_types().
 
 Adding a resource
 -----------------

@@ -17,7 +17,7 @@ from labkit.apiserver import discovery, patch as patches, protobuf
 from labkit.apiserver.audit import AuditLog
 from labkit.apiserver.errors import (ApiError, bad_request, field_unsupported, internal, invalid, method_not_supported,
                                      not_found_path, unsupported_media_type)
-from labkit.apiserver.registry import Registry, decode_delete_options
+from labkit.apiserver.registry import Registry, WriteOptions, decode_delete_options
 from labkit.apiserver.resources import ResourceType
 from labkit.apiserver.storage import BOOKMARK
 from labkit.apiserver.tables import build_table
@@ -27,6 +27,7 @@ DISCOVERY_V2 = "apidiscovery.k8s.io/v2"
 DISCOVERY_V2BETA1 = "apidiscovery.k8s.io/v2beta1"
 NAMESPACE_SUBRESOURCES = ("status", "finalize")
 BOOKMARK_INTERVAL = 5.0
+FIELD_VALIDATION = ("Ignore", "Strict", "Warn")
 
 
 @dataclass
@@ -53,6 +54,7 @@ class Response:
     body: Any = None                  # dict/list (JSON) or bytes
     content_type: str = "application/json"
     stream: "WatchStream | None" = None
+    warnings: list[str] = field(default_factory=list)     # sent as `Warning: 299 - "..."` headers
 
 
 @dataclass
@@ -263,13 +265,26 @@ class Api:
                 raise bad_request(f"error converting YAML to JSON: {exc}")
         raise unsupported_media_type(media, ["application/json", "application/yaml", protobuf.CONTENT_TYPE])
 
-    def _dry_run(self, request: Request) -> bool:
+    def _dry_run(self, request: Request, options_kind: str = "CreateOptions") -> bool:
         value = request.query.get("dryRun")
         if value is None or value == "":
             return False
         if value != "All":
-            raise invalid("CreateOptions", "meta.k8s.io", "", [field_unsupported("dryRun", value, ["All"])])
+            raise invalid(options_kind, "meta.k8s.io", "", [field_unsupported("dryRun", value, ["All"])])
         return True
+
+    def _write_options(self, request: Request, options_kind: str) -> WriteOptions:
+        """CreateOptions / UpdateOptions / PatchOptions from the query."""
+        q = request.query
+        validation = q.get("fieldValidation") or "Warn"
+        if validation not in FIELD_VALIDATION:
+            raise invalid(options_kind, "meta.k8s.io", "",
+                          [field_unsupported("fieldValidation", validation, ["", *FIELD_VALIDATION])])
+        force = q.get("force", "").lower()
+        if force not in ("", "true", "false", "1", "0"):
+            raise bad_request(f"strconv.ParseBool: parsing {json.dumps(q['force'])}: invalid syntax")
+        return WriteOptions(dry_run=self._dry_run(request, options_kind), field_validation=validation,
+                            field_manager=q.get("fieldManager") or None, force=force in ("true", "1"))
 
     def _serve_resource(self, request: Request, info: ResourceRequest) -> tuple[Response, Any]:
         reg = self.registry
@@ -292,11 +307,13 @@ class Api:
             body = self._body(request)
             if info.subresource == "binding":
                 return Response(201, reg.bind(ns, name, body, self._dry_run(request))), None
-            return Response(201, reg.create(rt, ns, body, self._dry_run(request))), None
+            options = self._write_options(request, "CreateOptions")
+            return Response(201, reg.create(rt, ns, body, options), warnings=options.warnings), None
         if info.verb == "update":
             body = self._body(request)
-            obj = reg.update(rt, ns, name, body, info.subresource, self._dry_run(request))
-            return Response(200, obj), (body if info.subresource else None)
+            options = self._write_options(request, "UpdateOptions")
+            obj = reg.update(rt, ns, name, body, info.subresource, options)
+            return Response(200, obj, warnings=options.warnings), (body if info.subresource else None)
         if info.verb == "patch":
             patch_type = _media_type(request.headers)
             if patch_type not in (patches.JSON_PATCH, patches.MERGE_PATCH, patches.STRATEGIC_MERGE_PATCH,
@@ -304,9 +321,9 @@ class Api:
                 raise unsupported_media_type(patch_type, [patches.JSON_PATCH, patches.MERGE_PATCH,
                                                           patches.STRATEGIC_MERGE_PATCH, patches.APPLY_PATCH])
             data = request.body if request.obj is NO_BODY else json.dumps(request.obj).encode()
-            code, obj = reg.patch(rt, ns, name, patch_type, data or b"", info.subresource, self._dry_run(request),
-                                  q.get("fieldManager"))
-            return Response(code, obj), _loads_or_text(data)
+            options = self._write_options(request, "PatchOptions")
+            code, obj = reg.patch(rt, ns, name, patch_type, data or b"", info.subresource, options)
+            return Response(code, obj, warnings=options.warnings), _loads_or_text(data)
         options = self._delete_options(request)
         if info.verb == "delete":
             code, body = reg.delete(rt, ns, name, options, bool(options.get("dryRun")))

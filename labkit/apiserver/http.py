@@ -188,6 +188,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", response.content_type)
         self.send_header("Cache-Control", "no-cache, private")
         self.send_header("Content-Length", str(len(data)))
+        for text in response.warnings:
+            self.send_header("Warning", f"299 - {json.dumps(text)}")
         if self.close_connection:
             self.send_header("Connection", "close")
         self.end_headers()

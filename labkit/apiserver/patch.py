@@ -368,3 +368,18 @@ def apply_patch(patch_type: str, current: dict, patch) -> dict:
     if not isinstance(result, dict):
         raise invalid_request()
     return result
+
+
+def go_format(value) -> str:
+    """Go's fmt %+v of a decoded JSON value (how upstream shows a strategic merge patch in errors)."""
+    if isinstance(value, dict):
+        return "map[" + " ".join(f"{k}:{go_format(value[k])}" for k in sorted(value)) + "]"
+    if isinstance(value, list):
+        return "[" + " ".join(go_format(v) for v in value) + "]"
+    if value is None:
+        return "<nil>"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)

@@ -19,12 +19,12 @@ import json
 import secrets
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field as dc_field
 from typing import Callable
 
-from labkit.apiserver import patch as patches
+from labkit.apiserver import defaults, models, patch as patches
 from labkit.apiserver.errors import (OPTIMISTIC_LOCK_MESSAGE, ApiError, already_exists, bad_request, conflict,
-                                     field_invalid, field_required, forbidden, invalid, not_found,
+                                     field_invalid, field_required, forbidden, invalid, invalid_request, not_found,
                                      unsupported_media_type)
 from labkit.apiserver.resources import (ORPHAN_DEPENDENTS, UNSUPPORTED, Catalog, ResourceType, builtin_types,
                                         custom_resource_types)
@@ -54,6 +54,17 @@ class AdmissionRequest:
     name: str
     obj: dict | None
     subresource: str = ""
+
+
+@dataclass
+class WriteOptions:
+    """The options of a create, update or patch (CreateOptions, UpdateOptions, PatchOptions from
+    the query) and the warnings the request collects for its answer."""
+    dry_run: bool = False
+    field_validation: str = "Warn"         # Strict | Warn | Ignore (upstream's default: Warn)
+    field_manager: str | None = None
+    force: bool = False
+    warnings: list[str] = dc_field(default_factory=list)
 
 
 class Registry:
@@ -90,25 +101,74 @@ class Registry:
         if problems:
             raise bad_request(f"Name parameter invalid: {json.dumps(name)}: {';'.join(problems)}")
 
-    def _decode(self, rt: ResourceType, body, namespace: str | None) -> dict:
-        """What the typed decoder checks: an object of the endpoint's kind, metadata of the right types."""
+    def decode(self, rt: ResourceType, body, namespace: str | None, options: "WriteOptions") -> dict:
+        """What the decoder of a request body does: check it is an object of the endpoint's kind,
+        decode it into the kind's type (type errors: 400; unknown fields dropped, refused or
+        warned about as fieldValidation says), then apply the kind's defaults."""
         if not isinstance(body, dict):
             raise bad_request(f"{rt.kind} in version \"{rt.version}\" cannot be handled as a {rt.kind}: "
                               "the body is not a JSON object")
-        obj = copy.deepcopy(body)
-        api_version, kind = obj.get("apiVersion"), obj.get("kind")
+        self._check_type_meta(rt, body)
+        try:
+            obj, unknown = self._typed(rt, body)
+        except models.DecodeError as exc:
+            raise bad_request(f"{rt.kind} in version \"{rt.version}\" cannot be handled as a {rt.kind}: {exc}")
+        if unknown:
+            fields = ", ".join(f'unknown field "{f}"' for f in unknown)
+            if options.field_validation == "Strict":
+                raise bad_request(f"{rt.kind} in version \"{rt.version}\" cannot be handled as a {rt.kind}: "
+                                  f"strict decoding error: {fields}")
+            if options.field_validation == "Warn":
+                options.warnings += [f'unknown field "{f}"' for f in unknown]
+        return self._finish_decode(rt, obj, namespace)
+
+    def decode_patched(self, rt: ResourceType, patched, namespace: str | None, options: "WriteOptions",
+                       shown: str) -> dict:
+        """Decoding of a patched object (handlers/patch.go): type errors and, with
+        fieldValidation Strict, unknown fields are 422 errors of the field `patch`."""
+        if not isinstance(patched, dict):
+            raise invalid_request()
+        self._check_type_meta(rt, patched)
+        try:
+            obj, unknown = self._typed(rt, patched)
+        except models.DecodeError as exc:
+            raise invalid("", "", "", [field_invalid("patch", shown, str(exc))])
+        if unknown:
+            fields = ", ".join(f'unknown field "{f}"' for f in unknown)
+            if options.field_validation == "Strict":
+                raise invalid("", "", "", [field_invalid("patch", shown, f"strict decoding error: {fields}")])
+            if options.field_validation == "Warn":
+                options.warnings += [f'unknown field "{f}"' for f in unknown]
+        return self._finish_decode(rt, obj, namespace)
+
+    @staticmethod
+    def _check_type_meta(rt: ResourceType, body: dict) -> None:
+        api_version, kind = body.get("apiVersion"), body.get("kind")
         if api_version is not None and api_version != rt.api_version:
             raise bad_request(f"the API version in the data ({api_version}) does not match the expected API "
                               f"version ({rt.api_version})")
         if kind is not None and kind != rt.kind:
             raise bad_request(f"{rt.kind} in version \"{rt.version}\" cannot be handled as a {rt.kind}: "
                               f"the object provided is unrecognized (must be of type {rt.kind})")
+
+    @staticmethod
+    def _typed(rt: ResourceType, body: dict) -> tuple[dict, list[str]]:
+        decoder = models.Decoder()
+        if rt.model is not None:
+            obj = decoder.object(rt.model, body)
+        else:       # custom resources: typed metadata, the rest as written
+            obj = copy.deepcopy(body)
+            meta = obj.get("metadata")
+            obj["metadata"] = decoder.object("V1ObjectMeta", meta, "metadata", rt.kind) if meta is not None else {}
+        return obj, decoder.unknown
+
+    @staticmethod
+    def _finish_decode(rt: ResourceType, obj: dict, namespace: str | None) -> dict:
         obj["apiVersion"], obj["kind"] = rt.api_version, rt.kind
-        meta = obj.get("metadata")
-        if meta is None:
-            meta = obj["metadata"] = {}
-        _check_meta_types(rt, meta)
-        rt.strategy.check_types(obj)
+        meta = obj.setdefault("metadata", {})
+        if rt.model is not None:
+            defaults.apply(rt.model, obj)
+        rt.strategy.normalize(obj)
         if rt.namespaced and namespace and meta.get("namespace") and meta["namespace"] != namespace:
             raise bad_request("the namespace of the provided object does not match the namespace sent on the request")
         return obj
@@ -190,8 +250,11 @@ class Registry:
         return items, rev, token, remaining
 
     # -- create ------------------------------------------------------------------------------------
-    def create(self, rt: ResourceType, namespace: str | None, body, dry_run: bool = False) -> dict:
-        obj = self._decode(rt, body, namespace)
+    def create(self, rt: ResourceType, namespace: str | None, body, options: "WriteOptions | None" = None) -> dict:
+        options = options or WriteOptions()
+        return self.create_decoded(rt, namespace, self.decode(rt, body, namespace, options), options)
+
+    def create_decoded(self, rt: ResourceType, namespace: str | None, obj: dict, options: "WriteOptions") -> dict:
         meta = obj["metadata"]
         if meta.get("resourceVersion"):
             raise bad_request("resourceVersion should not be set on objects to be created")
@@ -199,14 +262,14 @@ class Registry:
             meta["namespace"] = namespace or meta.get("namespace") or ""
         self._admit(AdmissionRequest("CREATE", rt, meta.get("namespace", ""), meta.get("name", ""), obj))
         if meta.get("name") or not meta.get("generateName"):
-            return self._create_one(rt, obj, dry_run)
+            return self._create_one(rt, obj, options.dry_run)
         last_error = None
         for _ in range(8):      # createWithGenerateNameRetry
             candidate = copy.deepcopy(obj)
             candidate["metadata"]["name"] = meta["generateName"] + "".join(
                 secrets.choice(GENERATE_NAME_ALPHABET) for _ in range(5))
             try:
-                return self._create_one(rt, candidate, dry_run)
+                return self._create_one(rt, candidate, options.dry_run)
             except ApiError as exc:
                 if exc.reason != "AlreadyExists":
                     raise
@@ -263,9 +326,10 @@ class Registry:
 
     # -- update and patch --------------------------------------------------------------------------
     def update(self, rt: ResourceType, namespace: str | None, name: str, body, subresource: str = "",
-               dry_run: bool = False) -> dict:
+               options: "WriteOptions | None" = None) -> dict:
+        options = options or WriteOptions()
         self.check_name_parameter(name)
-        obj = self._decode(rt, body, namespace)
+        obj = self.decode(rt, body, namespace, options)
         if obj["metadata"].get("name", "") != name:
             raise bad_request(f"the name of the object ({obj['metadata'].get('name', '')}) does not match the name "
                               f"on the URL ({name})")
@@ -273,15 +337,16 @@ class Registry:
             old = self.store.get(rt.storage_key, self.scope(rt, namespace), name)
             if old is None:
                 raise not_found(rt.resource, rt.group, name)
-            return self._update(rt, namespace, name, obj, old, subresource, dry_run)
+            return self._update(rt, namespace, name, obj, old, subresource, options.dry_run)
 
     def patch(self, rt: ResourceType, namespace: str | None, name: str, patch_type: str, body: bytes,
-              subresource: str = "", dry_run: bool = False, field_manager: str | None = None) -> tuple[int, dict]:
+              subresource: str = "", options: "WriteOptions | None" = None) -> tuple[int, dict]:
         """Returns (HTTP code, object): 201 when a server-side apply created the object."""
+        options = options or WriteOptions()
         self.check_name_parameter(name)
         if patch_type == patches.STRATEGIC_MERGE_PATCH and not rt.strategy.strategic_merge_patch:
             raise unsupported_media_type(patch_type, [patches.JSON_PATCH, patches.MERGE_PATCH, patches.APPLY_PATCH])
-        if patch_type == patches.APPLY_PATCH and not field_manager:
+        if patch_type == patches.APPLY_PATCH and not options.field_manager:
             raise invalid("PatchOptions", "meta.k8s.io", "",
                           [field_required("fieldManager", "is required for apply patch")])
         decoded = patches.decode_patch_body(patch_type, body)
@@ -290,7 +355,7 @@ class Registry:
             if old is None:
                 if patch_type == patches.APPLY_PATCH and not subresource:
                     decoded.setdefault("metadata", {})["name"] = name
-                    return 201, self.create(rt, namespace, decoded, dry_run)
+                    return 201, self.create(rt, namespace, decoded, options)
                 raise not_found(rt.resource, rt.group, name)
             current = copy.deepcopy(self.present(rt, old))
             if patch_type == patches.APPLY_PATCH:
@@ -301,11 +366,13 @@ class Registry:
                 patched = patches.apply_patch(kind, current, decoded)
             else:
                 patched = patches.apply_patch(patch_type, current, decoded)
-            obj = self._decode(rt, patched, namespace)
+            shown = patches.go_format(decoded) if patch_type == patches.STRATEGIC_MERGE_PATCH else \
+                json.dumps(patched, separators=(",", ":"))
+            obj = self.decode_patched(rt, patched, namespace, options, shown)
             if obj["metadata"].get("name") != name:
                 raise bad_request(f"the name of the object ({obj['metadata'].get('name')}) does not match the name "
                                   f"on the URL ({name})")
-            return 200, self._update(rt, namespace, name, obj, old, subresource, dry_run)
+            return 200, self._update(rt, namespace, name, obj, old, subresource, options.dry_run)
 
     def _update(self, rt, namespace, name, obj, old, subresource, dry_run) -> dict:
         strategy = rt.strategy
@@ -636,60 +703,6 @@ def _drop_empty_meta(obj: dict) -> None:
     for key in ("finalizers", "ownerReferences", "labels", "annotations"):
         if key in obj["metadata"] and not obj["metadata"][key]:
             del obj["metadata"][key]
-
-
-_STRING_META = ("name", "generateName", "namespace", "uid", "resourceVersion", "creationTimestamp",
-                "deletionTimestamp", "selfLink")
-
-
-def _check_meta_types(rt: ResourceType, meta) -> None:
-    def fail(field: str, value, go_type: str):
-        json_type = {dict: "object", list: "array", str: "string", bool: "bool", int: "number",
-                     float: "number"}.get(type(value), "value")
-        raise bad_request(f"{rt.kind} in version \"{rt.version}\" cannot be handled as a {rt.kind}: json: cannot "
-                          f"unmarshal {json_type} into Go struct field ObjectMeta.metadata.{field} of type {go_type}")
-
-    if not isinstance(meta, dict):
-        raise bad_request(f"{rt.kind} in version \"{rt.version}\" cannot be handled as a {rt.kind}: json: cannot "
-                          f"unmarshal {type(meta).__name__} into Go struct field {rt.kind}.metadata of type v1.ObjectMeta")
-    for key in _STRING_META:
-        if meta.get(key) is not None and not isinstance(meta[key], str):
-            fail(key, meta[key], "string")
-    for key in ("generation", "deletionGracePeriodSeconds"):
-        value = meta.get(key)
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
-            fail(key, value, "int64")
-    for key in ("labels", "annotations"):
-        value = meta.get(key)
-        if value is None:
-            continue
-        if not isinstance(value, dict):
-            fail(key, value, "map[string]string")
-        for v in value.values():
-            if not isinstance(v, str):
-                fail(key, v, "string")
-    finalizers = meta.get("finalizers")
-    if finalizers is not None:
-        if not isinstance(finalizers, list):
-            fail("finalizers", finalizers, "[]string")
-        for f in finalizers:
-            if not isinstance(f, str):
-                fail("finalizers", f, "string")
-    refs = meta.get("ownerReferences")
-    if refs is not None:
-        if not isinstance(refs, list):
-            fail("ownerReferences", refs, "[]v1.OwnerReference")
-        for ref in refs:
-            if not isinstance(ref, dict):
-                fail("ownerReferences", ref, "v1.OwnerReference")
-            for key in ("apiVersion", "kind", "name", "uid"):
-                if ref.get(key) is not None and not isinstance(ref[key], str):
-                    fail(f"ownerReferences.{key}", ref[key], "string")
-            for key in ("controller", "blockOwnerDeletion"):
-                if ref.get(key) is not None and not isinstance(ref[key], bool):
-                    fail(f"ownerReferences.{key}", ref[key], "bool")
-    if meta.get("managedFields") is not None and not isinstance(meta["managedFields"], list):
-        fail("managedFields", meta["managedFields"], "[]v1.ManagedFieldsEntry")
 
 
 def decode_delete_options(body) -> dict:

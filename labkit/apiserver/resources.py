@@ -12,11 +12,12 @@ ResourceType to `builtin_types()`; custom resources get theirs from their CRD
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import ipaddress
 from dataclasses import dataclass, field
 
-from labkit.apiserver import tables
+from labkit.apiserver import models, tables
 from labkit.apiserver.errors import FieldError, bad_request, field_forbidden, field_invalid, field_required, field_unsupported
 from labkit.apiserver.selectors import LabelSelector
 from labkit.apiserver.validation import (STANDARD_FINALIZERS, dns1123_label_problems, dns1123_subdomain_problems,
@@ -196,8 +197,8 @@ class Strategy:
         """Extra condition (besides the generic finalizer rule) for removing the object in an update."""
         return True
 
-    def check_types(self, obj: dict) -> None:
-        """Reject values of the wrong JSON type as the typed decoder would (400)."""
+    def normalize(self, obj: dict) -> None:
+        """What the conversion of a decoded object to the internal version changes (after defaulting)."""
 
 
 class NamespaceStrategy(Strategy):
@@ -349,48 +350,38 @@ def _validate_containers(containers, path: str) -> list[FieldError]:
     return errors
 
 
-def _default_pod_spec(spec: dict) -> None:
-    spec.setdefault("restartPolicy", "Always")
-    spec.setdefault("terminationGracePeriodSeconds", 30)
-    spec.setdefault("dnsPolicy", "ClusterFirst")
-    spec.setdefault("schedulerName", "default-scheduler")
-    spec.setdefault("securityContext", {})
+def qos_class(spec: dict) -> str:
+    """pkg/apis/core/helper/qos GetPodQOS (container-level resources): BestEffort without any cpu
+    or memory request or limit; Guaranteed when every container limits both and requests equal
+    limits; Burstable otherwise."""
+    from labkit.apiserver.quantity import QuantityError, parse
+
+    def amount(value):
+        try:
+            return parse(str(value))[0]
+        except QuantityError:
+            return 0
+
+    requests: dict = {}
+    limits: dict = {}
+    guaranteed = True
     for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
-        if isinstance(c, dict):
-            image = str(c.get("image") or "")
-            tagged = ":" in image.rsplit("/", 1)[-1] and not image.endswith(":latest")
-            c.setdefault("imagePullPolicy", "IfNotPresent" if tagged or "@" in image else "Always")
-            c.setdefault("terminationMessagePath", "/dev/termination-log")
-            c.setdefault("terminationMessagePolicy", "File")
-            c.setdefault("resources", {})
-            for port in c.get("ports") or []:
-                if isinstance(port, dict):
-                    port.setdefault("protocol", "TCP")
-
-
-_TYPE_NAMES = {dict: "object", list: "array", str: "string", bool: "bool", int: "number", float: "number",
-               type(None): "null"}
-
-
-def _expect(kind: str, version: str, value, expected: type, path: str, go_type: str) -> None:
-    if value is None:
-        return
-    if not isinstance(value, expected) or (isinstance(value, bool) and expected is not bool):
-        raise bad_request(f"{kind} in version \"{version}\" cannot be handled as a {kind}: json: cannot unmarshal "
-                          f"{_TYPE_NAMES.get(type(value), 'value')} into Go struct field {path} of type {go_type}")
-
-
-def _check_pod_spec_types(kind, version, spec, prefix):
-    _expect(kind, version, spec, dict, prefix, "v1.PodSpec")
-    if not isinstance(spec, dict):
-        return
-    _expect(kind, version, spec.get("containers"), list, f"{prefix}.containers", "[]v1.Container")
-    _expect(kind, version, spec.get("nodeName"), str, f"{prefix}.nodeName", "string")
-    _expect(kind, version, spec.get("terminationGracePeriodSeconds"), int, f"{prefix}.terminationGracePeriodSeconds", "int64")
-    for c in spec.get("containers") or []:
-        _expect(kind, version, c, dict, f"{prefix}.containers", "v1.Container")
-        _expect(kind, version, c.get("name"), str, f"{prefix}.containers.name", "string")
-        _expect(kind, version, c.get("image"), str, f"{prefix}.containers.image", "string")
+        resources = c.get("resources") or {}
+        for name, value in (resources.get("requests") or {}).items():
+            if name in ("cpu", "memory") and amount(value) > 0:
+                requests[name] = requests.get(name, 0) + amount(value)
+        found = set()
+        for name, value in (resources.get("limits") or {}).items():
+            if name in ("cpu", "memory") and amount(value) > 0:
+                found.add(name)
+                limits[name] = limits.get(name, 0) + amount(value)
+        if found != {"cpu", "memory"}:
+            guaranteed = False
+    if not requests and not limits:
+        return "BestEffort"
+    if guaranteed and all(limits.get(k) == v for k, v in requests.items()) and len(requests) == len(limits):
+        return "Guaranteed"
+    return "Burstable"
 
 
 class PodStrategy(Strategy):
@@ -404,8 +395,7 @@ class PodStrategy(Strategy):
     printer = tables.PRINTERS["Pod"]
 
     def prepare_for_create(self, obj):
-        obj["status"] = {"phase": "Pending", "qosClass": "BestEffort"}
-        _default_pod_spec(obj.setdefault("spec", {}))
+        obj["status"] = {"phase": "Pending", "qosClass": qos_class(obj.get("spec") or {})}
 
     def prepare_for_update(self, new, old):
         new["status"] = copy.deepcopy(old.get("status") or {})
@@ -452,8 +442,6 @@ class PodStrategy(Strategy):
         options["gracePeriodSeconds"] = period
         return True
 
-    def check_types(self, obj):
-        _check_pod_spec_types("Pod", "v1", obj.get("spec"), "Pod.spec")
 
 
 def _validate_workload(obj: dict, require_selector: bool) -> list[FieldError]:
@@ -487,30 +475,6 @@ def _validate_workload(obj: dict, require_selector: bool) -> list[FieldError]:
     return errors
 
 
-def _check_workload_types(kind, version, obj):
-    spec = obj.get("spec")
-    _expect(kind, version, spec, dict, f"{kind}.spec", f"v1.{kind}Spec")
-    if not isinstance(spec, dict):
-        return
-    _expect(kind, version, spec.get("replicas"), int, f"{kind}.spec.replicas", "int32")
-    if kind == "ReplicationController":
-        _expect(kind, version, spec.get("selector"), dict, f"{kind}.spec.selector", "map[string]string")
-    else:
-        _expect(kind, version, spec.get("selector"), dict, f"{kind}.spec.selector", "v1.LabelSelector")
-        sel = spec.get("selector") or {}
-        _expect(kind, version, sel.get("matchLabels"), dict, f"{kind}.spec.selector.matchLabels", "map[string]string")
-        _expect(kind, version, sel.get("matchExpressions"), list, f"{kind}.spec.selector.matchExpressions",
-                "[]v1.LabelSelectorRequirement")
-    template = spec.get("template")
-    _expect(kind, version, template, dict, f"{kind}.spec.template", "v1.PodTemplateSpec")
-    if isinstance(template, dict):
-        _expect(kind, version, template.get("metadata"), dict, f"{kind}.spec.template.metadata", "v1.ObjectMeta")
-        labels = (template.get("metadata") or {}).get("labels") if isinstance(template.get("metadata"), dict) else None
-        _expect(kind, version, labels, dict, f"{kind}.spec.template.metadata.labels", "map[string]string")
-        if template.get("spec") is not None:
-            _check_pod_spec_types(kind, version, template.get("spec"), f"{kind}.spec.template.spec")
-
-
 class ReplicationControllerStrategy(Strategy):
     """pkg/registry/core/replicationcontroller/strategy.go: orphans by default ("for back
     compatibility"), selector defaulted from the template labels."""
@@ -523,15 +487,6 @@ class ReplicationControllerStrategy(Strategy):
 
     def prepare_for_create(self, obj):
         super().prepare_for_create(obj)
-        spec = obj.setdefault("spec", {})
-        spec.setdefault("replicas", 1)
-        labels = _pod_template_labels(spec.get("template"))
-        if not spec.get("selector") and labels:
-            spec["selector"] = dict(labels)
-        if not obj["metadata"].get("labels") and labels:
-            obj["metadata"]["labels"] = dict(labels)
-        if isinstance(spec.get("template"), dict):
-            _default_pod_spec(spec["template"].setdefault("spec", {}))
         obj["status"] = {"replicas": 0}
 
     def validate(self, obj):
@@ -551,8 +506,6 @@ class ReplicationControllerStrategy(Strategy):
             errors.append(field_invalid("spec.replicas", replicas, "must be greater than or equal to 0"))
         return errors
 
-    def check_types(self, obj):
-        _check_workload_types("ReplicationController", "v1", obj)
 
 
 class ReplicaSetStrategy(Strategy):
@@ -566,17 +519,11 @@ class ReplicaSetStrategy(Strategy):
 
     def prepare_for_create(self, obj):
         super().prepare_for_create(obj)
-        spec = obj.setdefault("spec", {})
-        spec.setdefault("replicas", 1)
-        if isinstance(spec.get("template"), dict):
-            _default_pod_spec(spec["template"].setdefault("spec", {}))
         obj["status"] = {"replicas": 0}
 
     def validate(self, obj):
         return _validate_workload(obj, True)
 
-    def check_types(self, obj):
-        _check_workload_types("ReplicaSet", "apps/v1", obj)
 
 
 class DeploymentStrategy(Strategy):
@@ -589,73 +536,90 @@ class DeploymentStrategy(Strategy):
 
     def prepare_for_create(self, obj):
         super().prepare_for_create(obj)
-        spec = obj.setdefault("spec", {})
-        spec.setdefault("replicas", 1)
-        spec.setdefault("revisionHistoryLimit", 10)
-        spec.setdefault("progressDeadlineSeconds", 600)
-        spec.setdefault("strategy", {"type": "RollingUpdate",
-                                     "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}})
-        if isinstance(spec.get("template"), dict):
-            _default_pod_spec(spec["template"].setdefault("spec", {}))
         obj["status"] = {}
 
     def validate(self, obj):
         return _validate_workload(obj, True)
 
-    def check_types(self, obj):
-        _check_workload_types("Deployment", "apps/v1", obj)
 
 
 class ConfigMapStrategy(Strategy):
     printer = tables.PRINTERS["ConfigMap"]
 
-    def check_types(self, obj):
-        for key in ("data", "binaryData"):
-            _expect("ConfigMap", "v1", obj.get(key), dict, f"ConfigMap.{key}", "map[string]string")
-            for v in (obj.get(key) or {}).values() if isinstance(obj.get(key), dict) else ():
-                _expect("ConfigMap", "v1", v, str, f"ConfigMap.{key}", "map[string]string")
 
 
 class SecretStrategy(Strategy):
     field_labels = ("type",)
     printer = tables.PRINTERS["Secret"]
 
-    def prepare_for_create(self, obj):
-        obj.setdefault("type", "Opaque")
-
-    def check_types(self, obj):
-        _expect("Secret", "v1", obj.get("data"), dict, "Secret.data", "map[string][]uint8")
-        _expect("Secret", "v1", obj.get("stringData"), dict, "Secret.stringData", "map[string]string")
-        if isinstance(obj.get("stringData"), dict):   # stringData is write-only: merged into data
+    def normalize(self, obj):
+        # Convert_v1_Secret_To_core_Secret: the write-only stringData is merged into data
+        if obj.get("stringData"):
             import base64
-            data = obj.setdefault("data", {}) or {}
+            data = obj.setdefault("data", {})
             for k, v in obj.pop("stringData").items():
-                data[k] = base64.b64encode(str(v).encode()).decode()
-            obj["data"] = data
+                data[k] = base64.b64encode(v.encode()).decode()
 
 
 class ServiceStrategy(Strategy):
+    """pkg/registry/core/service: the REST layer allocates a cluster IP (and node ports) on create
+    — here a stable address from the service CIDR per namespace/name, the allocator's stand-in —
+    and an update that leaves them out keeps the allocated ones (patchAllocatedValues), so
+    `kubectl replace -f` of a manifest works; a set cluster IP cannot change."""
+
     return_deleted_object = True
     subresources = (StatusSubresource(),)
     printer = tables.PRINTERS["Service"]
     _network = ipaddress.ip_network("10.96.0.0/12")
+    NODE_PORTS = (30000, 32767)
+
+    def _digest(self, obj: dict, salt: str = "") -> int:
+        text = f"{obj['metadata'].get('namespace')}/{obj['metadata'].get('name')}{salt}"
+        return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "big")
 
     def prepare_for_create(self, obj):
         super().prepare_for_create(obj)
         spec = obj.setdefault("spec", {})
-        spec.setdefault("type", "ClusterIP")
-        spec.setdefault("sessionAffinity", "None")
-        if spec.get("clusterIP") != "None" and not spec.get("clusterIP"):
-            # a stable address per namespace/name from the service CIDR (the allocator stand-in)
-            digest = hashlib.sha256(f"{obj['metadata'].get('namespace')}/{obj['metadata'].get('name')}".encode()).digest()
-            offset = int.from_bytes(digest[:4], "big") % (self._network.num_addresses - 2) + 1
-            spec["clusterIP"] = str(self._network.network_address + offset)
-            spec["clusterIPs"] = [spec["clusterIP"]]
-        for port in spec.get("ports") or []:
-            if isinstance(port, dict):
-                port.setdefault("protocol", "TCP")
-                port.setdefault("targetPort", port.get("port"))
+        if spec.get("type") != "ExternalName":
+            if not spec.get("clusterIP") and spec.get("clusterIPs"):
+                spec["clusterIP"] = spec["clusterIPs"][0]
+            if not spec.get("clusterIP"):
+                offset = self._digest(obj) % (self._network.num_addresses - 2) + 1
+                spec["clusterIP"] = str(self._network.network_address + offset)
+            spec.setdefault("clusterIPs", [spec["clusterIP"]])
+            spec.setdefault("ipFamilies", ["IPv4"])
+            spec.setdefault("ipFamilyPolicy", "SingleStack")
+        if spec.get("type") in ("NodePort", "LoadBalancer"):
+            low, high = self.NODE_PORTS
+            used = {p.get("nodePort") for p in spec.get("ports") or []}
+            for port in spec.get("ports") or []:
+                if not port.get("nodePort"):
+                    candidate = low + self._digest(obj, f"/{port.get('port')}/{port.get('protocol')}") % (high - low)
+                    while candidate in used:
+                        candidate = low + (candidate - low + 1) % (high - low)
+                    port["nodePort"] = candidate
+                    used.add(candidate)
         obj["status"] = {"loadBalancer": {}}
+
+    def prepare_for_update(self, new, old):
+        super().prepare_for_update(new, old)
+        spec, old_spec = new.setdefault("spec", {}), old.get("spec") or {}
+        if spec.get("type") != "ExternalName" and old_spec.get("type") != "ExternalName":
+            for key in ("clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"):
+                if not spec.get(key) and old_spec.get(key):
+                    spec[key] = copy.deepcopy(old_spec[key])
+        if spec.get("type") in ("NodePort", "LoadBalancer"):
+            allocated = {(p.get("port"), p.get("protocol")): p.get("nodePort") for p in old_spec.get("ports") or []}
+            for port in spec.get("ports") or []:
+                if not port.get("nodePort") and allocated.get((port.get("port"), port.get("protocol"))):
+                    port["nodePort"] = allocated[(port.get("port"), port.get("protocol"))]
+
+    def validate_update(self, new, old):
+        errors = self.validate(new)
+        before, after = (old.get("spec") or {}).get("clusterIPs"), (new.get("spec") or {}).get("clusterIPs")
+        if before and after and before[0] != after[0] and (old.get("spec") or {}).get("type") != "ExternalName":
+            errors.append(field_invalid("spec.clusterIPs[0]", after, "may not change once set"))
+        return errors
 
 
 class ServiceAccountStrategy(Strategy):
@@ -744,17 +708,6 @@ class CustomResourceDefinitionStrategy(Strategy):
                 errors.append(field_required(f"spec.versions[{i}].name"))
         return errors
 
-    def check_types(self, obj):
-        spec = obj.get("spec")
-        _expect("CustomResourceDefinition", "apiextensions.k8s.io/v1", spec, dict,
-                "CustomResourceDefinition.spec", "v1.CustomResourceDefinitionSpec")
-        if isinstance(spec, dict):
-            _expect("CustomResourceDefinition", "apiextensions.k8s.io/v1", spec.get("names"), dict,
-                    "CustomResourceDefinition.spec.names", "v1.CustomResourceDefinitionNames")
-            _expect("CustomResourceDefinition", "apiextensions.k8s.io/v1", spec.get("versions"), list,
-                    "CustomResourceDefinition.spec.versions", "[]v1.CustomResourceDefinitionVersion")
-            _expect("CustomResourceDefinition", "apiextensions.k8s.io/v1", spec.get("group"), str,
-                    "CustomResourceDefinition.spec.group", "string")
 
 
 class APIServiceStrategy(Strategy):
@@ -843,6 +796,11 @@ class ResourceType:
     @property
     def list_kind(self) -> str:
         return f"{self.kind}List"
+
+    @functools.cached_property
+    def model(self) -> str | None:
+        """The `kubernetes` package's model of a built-in kind (its schema); None for custom resources."""
+        return models.model_name(self.group, self.version, self.kind) if self.strategy.builtin else None
 
 
 def builtin_types() -> list[ResourceType]:

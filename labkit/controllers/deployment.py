@@ -47,6 +47,31 @@ def _template_without_hash(template: dict) -> dict:
     return template
 
 
+def _semantic(value):
+    """The value as apiequality.Semantic.DeepEqual sees it: empty and absent maps and lists alike."""
+    if isinstance(value, dict):
+        kept = {k: _semantic(v) for k, v in value.items()}
+        return {k: v for k, v in kept.items() if v not in (None, {}, [])}
+    if isinstance(value, list):
+        return [_semantic(v) for v in value]
+    return value
+
+
+def equal_ignore_hash(a: dict, b: dict) -> bool:
+    """deploymentutil.EqualIgnoreHash: two pod templates equal but for the pod-template-hash label."""
+    return _semantic(_template_without_hash(a)) == _semantic(_template_without_hash(b))
+
+
+def find_new_replicaset(d: dict, owned: list[dict]) -> dict | None:
+    """deploymentutil.FindNewReplicaSet: the oldest ReplicaSet whose template equals the
+    Deployment's (several can, after a hash collision: the oldest is the new one)."""
+    template = (d.get("spec") or {}).get("template") or {}
+    for rs in sorted(owned, key=lambda r: (r["metadata"].get("creationTimestamp", ""), r["metadata"]["name"])):
+        if equal_ignore_hash((rs.get("spec") or {}).get("template") or {}, template):
+            return rs
+    return None
+
+
 class DeploymentController(KeyedController):
     name = CONTROLLER
     user = "system:serviceaccount:kube-system:deployment-controller"
@@ -88,9 +113,7 @@ class DeploymentController(KeyedController):
         if d["metadata"].get("deletionTimestamp"):
             self.update_status(d, owned, None)
             return
-        template = (d.get("spec") or {}).get("template") or {}
-        new_rs = next((rs for rs in owned if _template_without_hash((rs.get("spec") or {}).get("template"))
-                       == _template_without_hash(template)), None)
+        new_rs = find_new_replicaset(d, owned)
         wanted = (d.get("spec") or {}).get("replicas", 1)
         who = describe({"kind": "Deployment", "namespace": ns, "name": d["metadata"]["name"]})
         if new_rs is None:
