@@ -20,9 +20,11 @@ import json
 
 from labkit.apiserver.resources import Catalog, ResourceType
 
+# the Kubernetes version labkit reconstructs; kubectl 1.32 (and Debian 12's 1.20) work against it
+# although it is beyond kubectl's supported skew of one minor version (`kubectl version` warns)
 VERSION_INFO = {
-    "major": "1", "minor": "32", "gitVersion": "v1.32.4-labkit", "gitCommit": "labkit", "gitTreeState": "clean",
-    "buildDate": "2025-01-01T00:00:00Z", "goVersion": "go1.23.6", "compiler": "gc", "platform": "linux/amd64",
+    "major": "1", "minor": "34", "gitVersion": "v1.34.1-labkit", "gitCommit": "labkit", "gitTreeState": "clean",
+    "buildDate": "2025-09-09T00:00:00Z", "goVersion": "go1.24.6", "compiler": "gc", "platform": "linux/amd64",
 }
 
 

@@ -5,7 +5,7 @@ Follows k8s.io/apiserver/pkg/registry/generic/registry/store.go (Create, Update,
 ShouldDeleteDuringUpdate, Delete, updateForGracefulDeletionAndFinalizers, markAsDeleting,
 deletionFinalizersForGarbageCollection, shouldOrphanDependents, shouldDeleteDependents,
 DeleteCollection, finalizeDelete) and pkg/registry/rest (BeforeCreate, BeforeUpdate, BeforeDelete),
-as of Kubernetes 1.33/1.34.
+as of Kubernetes v1.34.
 
 Admission plugins run before an object is created or deleted (`Registry.admission`); the
 namespace lifecycle plugin here refuses content in namespaces that do not exist or are being
