@@ -342,9 +342,12 @@ def test_watch_replays_from_a_resource_version_and_expires_old_ones(c, api):
     # b entered the selection (ADDED) and left it when its label changed (DELETED)
     assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("ADDED", "b"), ("DELETED", "b")]
     api.registry.store._log_first = api.registry.store.revision + 1     # as after a restart
-    with pytest.raises(ApiError) as err:
-        c.watch("v1", "configmaps", "ns", resource_version=first["metadata"]["resourceVersion"])
-    assert err.value.code == 410 and err.value.reason == "Expired"
+    # the watch cache: 200, then one ERROR event carrying 410 Expired, then the end
+    watch = c.watch("v1", "configmaps", "ns", resource_version=first["metadata"]["resourceVersion"])
+    error = watch.next(1)
+    assert error["type"] == "ERROR" and error["object"]["code"] == 410 and error["object"]["reason"] == "Expired"
+    assert error["object"]["message"].startswith(f"too old resource version: {first['metadata']['resourceVersion']} (")
+    assert watch.next(0.2) is None and watch.ended
 
 
 @pytest.mark.parametrize("selector, kind", [("labelSelector", "a in ("), ("labelSelector", "a b"),

@@ -6,7 +6,8 @@ Python client use as they would a cluster's, with upstream's semantics: deletion
 with DeleteOptions (propagationPolicy, orphanDependents, preconditions, gracePeriodSeconds), GC
 finalizers, pods' graceful deletion, removal in the update that drops the last finalizer,
 optimistic concurrency, the three patch formats, watches with resourceVersions and bookmarks,
-discovery (legacy and aggregated), Tables for `kubectl get`, OpenAPI v3 enough for `kubectl
+lists at an exact resourceVersion and paged on one snapshot (410 once it is compacted away),
+discovery (legacy and aggregated), Tables, PartialObjectMetadata and YAML answers, OpenAPI v3 enough for `kubectl
 create|apply -f`, protobuf request bodies of kubectl's typed clients, custom resources served
 from their CRDs, and Kubernetes Status errors with upstream's reasons and messages.
 

@@ -29,10 +29,12 @@ class ApiError(Exception):
         self.reason = reason
         self.message = message
         self.details = details
+        self.list_continue = ""     # a Status' metadata.continue (a list whose continue token expired)
 
     def status(self) -> dict:
-        body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                "message": self.message, "reason": self.reason}
+        body = {"kind": "Status", "apiVersion": "v1",
+                "metadata": {"continue": self.list_continue} if self.list_continue else {},
+                "status": "Failure", "message": self.message, "reason": self.reason}
         if self.details is not None:
             body["details"] = self.details
         body["code"] = self.code
@@ -113,6 +115,10 @@ def unsupported_media_type(content_type: str, accepted: list[str]) -> ApiError:
     return ApiError(415, "UnsupportedMediaType",
                     f"the body of the request was in an unknown format - accepted media types include: "
                     f"{', '.join(accepted)}", {})
+
+
+def not_acceptable(accepted: list[str]) -> ApiError:
+    return ApiError(406, "NotAcceptable", f"only the following media types are accepted: {', '.join(accepted)}", {})
 
 
 def too_large(limit: int) -> ApiError:

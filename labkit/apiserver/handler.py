@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterator
 from labkit.apiserver import discovery, patch as patches, protobuf
 from labkit.apiserver.audit import AuditLog
 from labkit.apiserver.errors import (ApiError, bad_request, field_unsupported, internal, invalid, method_not_supported,
-                                     not_found_path, unsupported_media_type)
+                                     not_acceptable, not_found_path, unsupported_media_type)
 from labkit.apiserver.registry import Registry, WriteOptions, decode_delete_options
 from labkit.apiserver.resources import ResourceType
 from labkit.apiserver.storage import BOOKMARK
@@ -128,8 +128,84 @@ class WatchStream:
         self.watcher.stop()
 
 
+class _Stopped:
+    """The watcher of a stream that watches nothing."""
+    stopped = True
+    offered = 0
+
+    def stop(self) -> None:
+        pass
+
+
+class ErrorStream(WatchStream):
+    """A watch that ends after one event (the ERROR event of a watch that cannot start)."""
+
+    def __init__(self, event: dict):
+        self.watcher = _Stopped()
+        self.closed = False
+        self.deadline = 0.0
+        self._pending = [dict(event, ready=True)]
+
+    def close(self) -> None:
+        self.closed = True
+
+
 def _accepts(headers: dict, needle: str) -> bool:
     return needle in headers.get("accept", "").replace(" ", "")
+
+
+SERVED_MEDIA_TYPES = ["application/json", "application/yaml", "application/vnd.kubernetes.protobuf"]
+
+
+def negotiate(headers: dict, target: str) -> tuple[str, str | None, str]:
+    """(encoding, `as` kind or None, meta.k8s.io version) for the Accept header of a read, as
+    kube-apiserver's negotiation picks it: the first acceptable media range (by q), where `as`
+    may ask for a Table, or PartialObjectMetadata (single objects and watches) /
+    PartialObjectMetadataList (lists) of meta.k8s.io v1 or v1beta1. JSON and YAML are
+    written; protobuf is not, so a client asking only for it gets 406."""
+    accept = headers.get("accept", "").strip()
+    if not accept:
+        return "json", None, "v1"
+    ranges = []
+    for i, part in enumerate(accept.split(",")):
+        fields = [f.strip() for f in part.split(";")]
+        params = dict(f.split("=", 1) for f in fields[1:] if "=" in f)
+        try:
+            q = float(params.pop("q", "1"))
+        except ValueError:
+            q = 1.0
+        ranges.append((-q, i, fields[0].lower(), params))
+    partial = "PartialObjectMetadataList" if target == "list" else "PartialObjectMetadata"
+    for _, _, mime, params in sorted(ranges):
+        if mime in ("application/json", "application/*", "*/*"):
+            encoding = "json"
+        elif mime == "application/yaml":
+            encoding = "yaml"
+        else:
+            continue
+        as_kind = params.get("as")
+        if as_kind is None:
+            return encoding, None, "v1"
+        if params.get("g") == "meta.k8s.io" and params.get("v") in ("v1", "v1beta1") \
+                and as_kind in ("Table", partial):
+            return encoding, as_kind, params["v"]
+    raise not_acceptable(SERVED_MEDIA_TYPES)
+
+
+def media_type(encoding: str, as_kind: str | None, version: str) -> str:
+    base = "application/yaml" if encoding == "yaml" else "application/json"
+    return f"{base};as={as_kind};v={version};g=meta.k8s.io" if as_kind else base
+
+
+def encoded(body, encoding: str, as_kind: str | None, version: str, code: int = 200) -> Response:
+    if encoding == "yaml":
+        import yaml
+        return Response(code, yaml.safe_dump(body, sort_keys=False).encode(), media_type(encoding, as_kind, version))
+    return Response(code, body, media_type(encoding, as_kind, version))
+
+
+def partial_object_metadata(obj: dict, api_version: str) -> dict:
+    return {"kind": "PartialObjectMetadata", "apiVersion": api_version, "metadata": obj.get("metadata", {})}
 
 
 def _media_type(headers: dict) -> str:
@@ -298,7 +374,8 @@ class Api:
             except ValueError:
                 raise bad_request(f"strconv.ParseInt: parsing {json.dumps(q['limit'])}: invalid syntax")
             items, rev, token, remaining = reg.list_page(rt, ns, q.get("labelSelector"), q.get("fieldSelector"),
-                                                         max(limit, 0), q.get("continue"))
+                                                         max(limit, 0), q.get("continue"), q.get("resourceVersion"),
+                                                         q.get("resourceVersionMatch"))
             return self._render(request, rt, items, single=False, rv=str(rev), token=token,
                                 remaining=remaining), None
         if info.verb == "watch":
@@ -362,14 +439,22 @@ class Api:
         list_meta = {"resourceVersion": rv}
         if token:
             list_meta.update({"continue": token, "remainingItemCount": remaining})
-        if _accepts(request.headers, "as=Table"):
-            table = build_table(rt.strategy.printer, items, rv, request.query.get("includeObject", "Metadata"))
-            table["metadata"] = list_meta
-            return Response(200, table, "application/json;as=Table;v=v1;g=meta.k8s.io")
-        if single:
-            return Response(200, items[0])
-        body = {"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": list_meta, "items": items}
-        return Response(200, _strip_item_types(rt, body))
+        encoding, as_kind, version = negotiate(request.headers, "object" if single else "list")
+        meta_version = f"meta.k8s.io/{version}"
+        if as_kind == "Table":
+            body = build_table(rt.strategy.printer, items, rv, request.query.get("includeObject", "Metadata"))
+            body["apiVersion"], body["metadata"] = meta_version, list_meta
+        elif as_kind == "PartialObjectMetadata":
+            body = partial_object_metadata(items[0], meta_version)
+        elif as_kind == "PartialObjectMetadataList":
+            body = {"kind": "PartialObjectMetadataList", "apiVersion": meta_version, "metadata": list_meta,
+                    "items": [partial_object_metadata(i, meta_version) for i in items]}
+        elif single:
+            body = items[0]
+        else:
+            body = _strip_item_types(rt, {"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": list_meta,
+                                          "items": items})
+        return encoded(body, encoding, as_kind, version)
 
     def _watch(self, request: Request, rt: ResourceType, namespace: str | None) -> Response:
         q = request.query
@@ -377,29 +462,44 @@ class Api:
         rv = q.get("resourceVersion")
         if send_initial:
             rv = ""
-        watcher, initial = self.registry.watch(rt, namespace, rv, q.get("labelSelector"), q.get("fieldSelector"))
+        encoding, as_kind, version = negotiate(request.headers, "watch")
+        if encoding != "json":
+            raise not_acceptable(["application/json", "application/vnd.kubernetes.protobuf"])
         try:
             timeout = float(q.get("timeoutSeconds") or 1800)
         except ValueError:
-            watcher.stop()
             raise bad_request(f"invalid timeoutSeconds: {q.get('timeoutSeconds')}")
-        as_table = _accepts(request.headers, "as=Table")
+        content_type = media_type("json", as_kind, version)
+        try:
+            watcher, initial = self.registry.watch(rt, namespace, rv, q.get("labelSelector"), q.get("fieldSelector"))
+        except ApiError as exc:
+            if exc.code != 410:
+                raise
+            # the watch cache answers a watch from a compacted revision with an ERROR event
+            return Response(200, None, content_type, ErrorStream({"type": "ERROR", "object": exc.status()}))
         include = q.get("includeObject", "Metadata")
         present = self.registry.present
+        meta_version = f"meta.k8s.io/{version}"
 
         def transform(obj: dict) -> dict:
             obj = present(rt, obj)
-            if as_table:
-                return build_table(rt.strategy.printer, [obj], obj["metadata"].get("resourceVersion", ""), include)
+            if as_kind == "Table":
+                table = build_table(rt.strategy.printer, [obj], obj["metadata"].get("resourceVersion", ""), include)
+                table["apiVersion"] = meta_version
+                return table
+            if as_kind == "PartialObjectMetadata":
+                return partial_object_metadata(obj, meta_version)
             return obj
 
         def bookmark(rev: int) -> dict:
+            if as_kind == "PartialObjectMetadata":
+                return {"kind": "PartialObjectMetadata", "apiVersion": meta_version,
+                        "metadata": {"resourceVersion": str(rev)}}
             return {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": {"resourceVersion": str(rev)}}
 
         bookmarks = q.get("allowWatchBookmarks", "").lower() == "true"
         stream = WatchStream(watcher, initial, transform, timeout, bookmarks, send_initial and bookmarks, bookmark,
                              self.registry.store)
-        content_type = "application/json;as=Table;v=v1;g=meta.k8s.io" if as_table else "application/json"
         return Response(200, None, content_type, stream)
 
     # -- discovery and the rest ----------------------------------------------------------------

@@ -24,9 +24,10 @@ UNAUTHENTICATED_PATHS = ("/healthz", "/livez", "/readyz")
 
 
 def encode(body) -> bytes:
+    """JSON as Go's json.Encoder writes it: compact, one newline at the end."""
     if isinstance(body, (bytes, bytearray)):
         return bytes(body)
-    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
 
 
 class ApiHTTPServer(ThreadingHTTPServer):
@@ -211,7 +212,7 @@ class _Handler(BaseHTTPRequestHandler):
                     self.close_connection = True
                     return
                 continue
-            data = encode(event) + b"\n"
+            data = encode(event)
             self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
             self.wfile.flush()
         self.wfile.write(b"0\r\n\r\n")

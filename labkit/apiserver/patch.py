@@ -361,6 +361,8 @@ def apply_patch(patch_type: str, current: dict, patch) -> dict:
             result = strategic_merge_patch(current, patch)
     except PatchError as exc:
         if patch_type == JSON_PATCH:
+            # NewGenericServerResponse(422, ...) keeps the json-patch library's error only for
+            # unexpected responses: the answer carries no causes (apimachinery v0.34 errors.go)
             raise invalid_request()
         raise invalid_request(str(exc))
     except RecursionError:

@@ -24,12 +24,12 @@ from typing import Callable
 
 from labkit.apiserver import defaults, models, patch as patches
 from labkit.apiserver.errors import (OPTIMISTIC_LOCK_MESSAGE, ApiError, already_exists, bad_request, conflict,
-                                     field_invalid, field_required, forbidden, invalid, invalid_request, not_found,
-                                     unsupported_media_type)
+                                     expired, field_forbidden, field_invalid, field_required, field_unsupported,
+                                     forbidden, invalid, invalid_request, not_found, unsupported_media_type)
 from labkit.apiserver.resources import (ORPHAN_DEPENDENTS, UNSUPPORTED, Catalog, ResourceType, builtin_types,
                                         custom_resource_types)
 from labkit.apiserver.selectors import FieldSelector, LabelSelector
-from labkit.apiserver.storage import ADDED, DELETED, MODIFIED, Event, Store
+from labkit.apiserver.storage import ADDED, DELETED, MODIFIED, Compacted, Event, Store
 from labkit.apiserver.validation import (path_segment_problems, validate_delete_options, validate_object_meta,
                                          validate_object_meta_update)
 
@@ -226,23 +226,44 @@ class Registry:
         return items, rev
 
     def list_page(self, rt: ResourceType, namespace: str | None, label_selector: str | None = None,
-                  field_selector: str | None = None, limit: int = 0,
-                  continue_token: str | None = None) -> tuple[list[dict], int, str, int]:
-        """(items, resourceVersion, continue token, remaining item count). With `limit`, at most
-        that many items and a token for the rest; unlike etcd's, the next page is read from the
-        current state, not from a snapshot."""
+                  field_selector: str | None = None, limit: int = 0, continue_token: str | None = None,
+                  resource_version: str | None = None, match: str | None = None) -> tuple[list[dict], int, str, int]:
+        """(items, resourceVersion, continue token, remaining item count), as the etcd3 store
+        lists: the latest state, or the one at an exact resourceVersion (resourceVersionMatch
+        Exact), or at the revision of a continue token, so that pages read one snapshot; a
+        revision older than the history kept answers 410 Expired."""
         labels, fields = self.selectors(rt, label_selector, field_selector)
-        match = self.matcher(rt, labels, fields)
-        after = _decode_continue(continue_token) if continue_token else None
+        accept = self.matcher(rt, labels, fields)
+        _validate_list_options(resource_version, match, continue_token)
+        current = self.store.revision
+        requested = _parse_resource_version(resource_version) if resource_version else None
+        at, after = None, None
+        if continue_token:
+            if requested:
+                raise bad_request("specifying resource version is not allowed when using continue")
+            at, after = _decode_continue(continue_token)
+            if at == -1:            # the token of a compacted list: go on at the latest revision
+                at = None
+        elif requested and (match == "Exact" or requested > current):
+            if requested > current:
+                raise _too_large(requested, current)
+            at = requested
         scope = self.scope(rt, namespace) if rt.namespaced and namespace else None
-        entries, rev = self.store.scan(rt.storage_key, scope, after)
+        try:
+            entries, rev = self.store.scan(rt.storage_key, scope, after, at)
+        except Compacted:
+            if not continue_token:
+                raise expired("The resourceVersion for the provided list is too old.")
+            error = expired(INCONSISTENT_CONTINUE)
+            error.list_continue = _encode_continue(-1, after)
+            raise error
         items: list[dict] = []
         token, remaining = "", 0
         for i, (key, shared, text) in enumerate(entries):
-            if not match(shared):
+            if not accept(shared):
                 continue
             if limit and len(items) == limit:
-                remaining = sum(1 for _, obj, _ in entries[i:] if match(obj))
+                remaining = sum(1 for _, obj, _ in entries[i:] if accept(obj))
                 token = _encode_continue(rev, items_key)
                 break
             items.append(self.present(rt, json.loads(text)))
@@ -475,7 +496,10 @@ class Registry:
                 if not graceful:
                     if pending_finalizers:
                         self._mark_as_deleting(existing)
-                        out = existing if dry_run else self.store.put(rt.storage_key, scope, name, existing)
+                        if dry_run or existing == self.store.get(rt.storage_key, scope, name):
+                            out = existing      # GuaranteedUpdate writes nothing when nothing changed
+                        else:
+                            out = self.store.put(rt.storage_key, scope, name, existing)
                         return self._deleted_code(options, False), self.present(rt, out)
                     # errDeleteNow: fall through to the immediate delete
                 else:
@@ -673,22 +697,70 @@ class Registry:
         return list(self._crd_types.get(crd_name, []))
 
 
+INCONSISTENT_CONTINUE = (
+    "The provided continue parameter is too old to display a consistent list result. You can start a new list "
+    "without the continue parameter, or use the continue token in this response to retrieve the remainder of the "
+    "results. Continuing with the provided token results in an inconsistent list - objects that were created, "
+    "modified, or deleted between the time the first chunk was returned and now may show up in the list.")
+
+
 def _encode_continue(rev: int, key: tuple[str, str]) -> str:
     import base64
     data = json.dumps({"v": "meta.k8s.io/v1", "rv": rev, "start": f"{key[0]}/{key[1]}"}, separators=(",", ":"))
     return base64.urlsafe_b64encode(data.encode()).decode().rstrip("=")
 
 
-def _decode_continue(token: str) -> tuple[str, str]:
+def _decode_continue(token: str) -> tuple[int, tuple[str, str]]:
+    """(revision, last key) of a continue token."""
     import base64
     try:
         data = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
         namespace, _, name = data["start"].partition("/")
-        if data.get("v") != "meta.k8s.io/v1" or not name:
+        rev = data["rv"]
+        if data.get("v") != "meta.k8s.io/v1" or not name or not isinstance(rev, int) or isinstance(rev, bool):
             raise ValueError
-        return namespace, name
+        if rev == 0 or rev < -1:
+            raise bad_request("continue key is not valid: incorrect encoded start resourceVersion (version "
+                              "meta.k8s.io/v1)")
+        return rev, (namespace, name)
     except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError):
         raise bad_request("continue key is not valid: the continue token could not be decoded")
+
+
+def _parse_resource_version(value: str) -> int:
+    try:
+        rev = int(value)
+        if rev < 0 or not value.isdigit():
+            raise ValueError
+        return rev
+    except ValueError:
+        raise bad_request(f"invalid resource version: {value}")
+
+
+def _validate_list_options(resource_version: str | None, match: str | None, continue_token: str | None) -> None:
+    """ValidateListOptions (apimachinery meta/internalversion/validation)."""
+    errors = []
+    if match:
+        if not resource_version:
+            errors.append(field_forbidden("resourceVersionMatch",
+                                          "resourceVersionMatch is forbidden unless resourceVersion is provided"))
+        if continue_token:
+            errors.append(field_forbidden("resourceVersionMatch",
+                                          "resourceVersionMatch is forbidden when continue is provided"))
+        if match not in ("Exact", "NotOlderThan"):
+            errors.append(field_unsupported("resourceVersionMatch", match, ["Exact", "NotOlderThan", ""]))
+        if match == "Exact" and resource_version == "0":
+            errors.append(field_forbidden("resourceVersionMatch",
+                                          'resourceVersionMatch "exact" is forbidden for resourceVersion "0"'))
+    if errors:
+        raise invalid("ListOptions", "meta.k8s.io", "", errors)
+
+
+def _too_large(requested: int, current: int) -> ApiError:
+    """storage.NewTooLargeResourceVersionError: the server has not seen that revision (yet)."""
+    return ApiError(504, "Timeout", f"Timeout: Too large resource version: {requested}, current: {current}",
+                    {"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+                     "retryAfterSeconds": 1})
 
 
 def _same(new: dict, old: dict) -> bool:
