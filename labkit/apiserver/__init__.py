@@ -46,7 +46,8 @@ registry, and add a `ResourceType` to `builtin_types()`:
 
     class WidgetStrategy(Strategy):
         default_gc_policy = DELETE_DEPENDENTS        # what a DELETE without policy does
-        subresources = (StatusSubresource(),)        # <resource>/status, PUT/PATCH/GET
+        subresources = (StatusSubresource(),         # <resource>/status, PUT/PATCH/GET (keeps the spec)
+                        ScaleSubresource())          # <resource>/scale: an autoscaling/v1 Scale
         generation = True                            # metadata.generation follows spec changes
         printer = ([tables.NAME, tables.AGE], lambda obj: [obj["metadata"]["name"], tables.age(obj)])
 

@@ -92,10 +92,21 @@ def _resource_entries(rt: ResourceType) -> list[dict]:
     entry["storageVersionHash"] = hashlib.sha256(f"{rt.api_version}/{rt.kind}".encode()).digest()[:8].hex()
     entries = [entry]
     for sub in rt.strategy.subresources:
-        kind = "Binding" if sub.name == "binding" else rt.kind
-        entries.append({"name": f"{rt.resource}/{sub.name}", "singularName": "", "namespaced": rt.namespaced,
-                        "kind": kind, "verbs": sorted(sub.verbs)})
+        sub_entry = {"name": f"{rt.resource}/{sub.name}", "singularName": "", "namespaced": rt.namespaced}
+        group, version, kind = _subresource_kind(rt, sub.name)
+        if (group, version) != (rt.group, rt.version):
+            sub_entry.update(group=group, version=version)
+        entries.append({**sub_entry, "kind": kind, "verbs": sorted(sub.verbs)})
     return entries
+
+
+def _subresource_kind(rt: ResourceType, name: str) -> tuple[str, str, str]:
+    """(group, version, kind) of what a subresource serves."""
+    if name == "scale":
+        return "autoscaling", "v1", "Scale"
+    if name == "binding":
+        return "", "v1", "Binding"
+    return rt.group, rt.version, rt.kind
 
 
 def api_resource_list(catalog: Catalog, group: str, version: str) -> dict | None:
@@ -133,8 +144,7 @@ def aggregated(catalog: Catalog, legacy: bool, api_version: str = "apidiscovery.
                 if rt.categories:
                     entry["categories"] = rt.categories
                 subs = [{"subresource": s.name,
-                         "responseKind": {"group": group, "version": version,
-                                          "kind": "Binding" if s.name == "binding" else rt.kind},
+                         "responseKind": dict(zip(("group", "version", "kind"), _subresource_kind(rt, s.name))),
                          "verbs": sorted(s.verbs)} for s in rt.strategy.subresources]
                 if subs:
                     entry["subresources"] = subs

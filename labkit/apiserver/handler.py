@@ -366,7 +366,7 @@ class Api:
         reg = self.registry
         rt, ns, name, q = info.rt, info.namespace, info.name, request.query
         if info.verb == "get":
-            obj = reg.get(rt, ns, name)
+            obj = reg.get_scale(rt, ns, name) if info.subresource == "scale" else reg.get(rt, ns, name)
             return self._render(request, rt, [obj], single=True, rv=obj["metadata"].get("resourceVersion", "")), None
         if info.verb == "list":
             try:

@@ -26,8 +26,8 @@ from labkit.apiserver import defaults, models, patch as patches
 from labkit.apiserver.errors import (OPTIMISTIC_LOCK_MESSAGE, ApiError, already_exists, bad_request, conflict,
                                      expired, field_forbidden, field_invalid, field_required, field_unsupported,
                                      forbidden, invalid, invalid_request, not_found, unsupported_media_type)
-from labkit.apiserver.resources import (ORPHAN_DEPENDENTS, UNSUPPORTED, Catalog, ResourceType, builtin_types,
-                                        custom_resource_types)
+from labkit.apiserver.resources import (ORPHAN_DEPENDENTS, UNSUPPORTED, Catalog, ResourceType, Strategy,
+                                        builtin_types, custom_resource_types)
 from labkit.apiserver.selectors import FieldSelector, LabelSelector
 from labkit.apiserver.storage import ADDED, DELETED, MODIFIED, Compacted, Event, Store
 from labkit.apiserver.validation import (path_segment_problems, validate_delete_options, validate_object_meta,
@@ -65,6 +65,10 @@ class WriteOptions:
     field_manager: str | None = None
     force: bool = False
     warnings: list[str] = dc_field(default_factory=list)
+
+
+# the autoscaling/v1 Scale of every scale subresource, decoded as a kind of its own
+SCALE = ResourceType("autoscaling", "v1", "scale", "Scale", True, Strategy())
 
 
 class Registry:
@@ -350,6 +354,8 @@ class Registry:
                options: "WriteOptions | None" = None) -> dict:
         options = options or WriteOptions()
         self.check_name_parameter(name)
+        if subresource == "scale":
+            return self._update_scale(rt, namespace, name, self.decode(SCALE, body, namespace, options), options)
         obj = self.decode(rt, body, namespace, options)
         if obj["metadata"].get("name", "") != name:
             raise bad_request(f"the name of the object ({obj['metadata'].get('name', '')}) does not match the name "
@@ -378,6 +384,14 @@ class Registry:
                     decoded.setdefault("metadata", {})["name"] = name
                     return 201, self.create(rt, namespace, decoded, options)
                 raise not_found(rt.resource, rt.group, name)
+            if subresource == "scale":
+                scale = rt.strategy.subresource("scale").scale_of(self.present(rt, old))
+                kind = patches.MERGE_PATCH if patch_type == patches.APPLY_PATCH else patch_type
+                patched = patches.apply_patch(kind, scale, decoded)
+                shown = patches.go_format(decoded) if patch_type == patches.STRATEGIC_MERGE_PATCH else \
+                    json.dumps(patched, separators=(",", ":"))
+                return 200, self._update_scale(rt, namespace, name,
+                                               self.decode_patched(SCALE, patched, namespace, options, shown), options)
             current = copy.deepcopy(self.present(rt, old))
             if patch_type == patches.APPLY_PATCH:
                 # server-side apply, simplified: the applied configuration is merged into the live
@@ -395,6 +409,31 @@ class Registry:
                                   f"on the URL ({name})")
             return 200, self._update(rt, namespace, name, obj, old, subresource, options.dry_run)
 
+    def get_scale(self, rt: ResourceType, namespace: str | None, name: str) -> dict:
+        return rt.strategy.subresource("scale").scale_of(self.get(rt, namespace, name))
+
+    def _update_scale(self, rt: ResourceType, namespace: str | None, name: str, scale: dict,
+                      options: "WriteOptions") -> dict:
+        """ScaleREST.Update: the Scale's replicas into the object (its resourceVersion, if any, as
+        precondition), then a normal update of the object."""
+        sub = rt.strategy.subresource("scale")
+        if scale["metadata"].get("name", "") != name:
+            raise bad_request(f"the name of the object ({scale['metadata'].get('name', '')}) does not match the name "
+                              f"on the URL ({name})")
+        replicas = (scale.get("spec") or {}).get("replicas", 0)
+        if replicas < 0:
+            raise invalid("Scale", "autoscaling", name,
+                          [field_invalid("spec.replicas", replicas, "must be greater than or equal to 0")])
+        with self.store.lock:
+            old = self.store.get(rt.storage_key, self.scope(rt, namespace), name)
+            if old is None:
+                raise not_found(rt.resource, rt.group, name)
+            rv = scale["metadata"].get("resourceVersion")
+            if rv and rv != old["metadata"].get("resourceVersion"):
+                raise conflict(rt.resource, rt.group, name, OPTIMISTIC_LOCK_MESSAGE)
+            new = sub.set_replicas(self.present(rt, old), replicas)
+            return sub.scale_of(self._update(rt, namespace, name, new, old, "", options.dry_run))
+
     def _update(self, rt, namespace, name, obj, old, subresource, dry_run) -> dict:
         strategy = rt.strategy
         old_meta = old["metadata"]
@@ -406,16 +445,16 @@ class Registry:
             obj["metadata"]["resourceVersion"] = old_meta.get("resourceVersion")
         elif new_rv != old_meta.get("resourceVersion"):
             raise conflict(rt.resource, rt.group, name, OPTIMISTIC_LOCK_MESSAGE)
+        # BeforeUpdate: generation, uid, creation and deletion timestamps are not the client's
+        obj["metadata"]["generation"] = old_meta.get("generation")
+        if obj["metadata"]["generation"] is None:
+            obj["metadata"].pop("generation")
         sub = None
         if subresource:
             sub = strategy.subresource(subresource)
             new = sub.prepare_for_update(obj, old)
         else:
             new = obj
-            # BeforeUpdate: generation, uid, creation and deletion timestamps are not the client's
-            new["metadata"]["generation"] = old_meta.get("generation")
-            if new["metadata"]["generation"] is None:
-                new["metadata"].pop("generation")
             strategy.prepare_for_update(new, old)
         meta = new["metadata"]
         if rt.namespaced:

@@ -49,21 +49,88 @@ class Subresource:
 
 
 class StatusSubresource(Subresource):
-    """`<resource>/status`: only `.status` is taken from the request (the status strategies'
-    PrepareForUpdate copy everything else from the stored object)."""
+    """`<resource>/status`, with the kind's status strategy: its PrepareForUpdate takes the
+    fields in `keeps` (the spec, for most built-in kinds) from the stored object and everything
+    else, metadata included, from the request; `status_only` (custom resources) takes only
+    `.status` from the request."""
 
     name = "status"
     verbs = STATUS_VERBS
 
-    def prepare_for_update(self, new: dict, old: dict) -> dict:
-        result = copy.deepcopy(old)
-        if "status" in new:
-            result["status"] = new["status"]
-        else:
-            result.pop("status", None)
-        result["metadata"]["resourceVersion"] = new.get("metadata", {}).get("resourceVersion")
-        return result
+    def __init__(self, keeps: tuple[str, ...] = ("spec",), status_only: bool = False):
+        self.keeps = keeps
+        self.status_only = status_only
 
+    def prepare_for_update(self, new: dict, old: dict) -> dict:
+        if self.status_only:
+            result = copy.deepcopy(old)
+            if "status" in new:
+                result["status"] = new["status"]
+            else:
+                result.pop("status", None)
+            result["metadata"]["resourceVersion"] = new.get("metadata", {}).get("resourceVersion")
+            return result
+        for path in self.keeps:
+            *parents, last = path.split(".")
+            source, target = old, new
+            for part in parents:
+                source, target = source.get(part) or {}, target.setdefault(part, {})
+            if last in source:
+                target[last] = copy.deepcopy(source[last])
+            else:
+                target.pop(last, None)
+        return new
+
+
+# ResetObjectMetaForStatus: status updates of these kinds change no metadata either
+RESET_META_FOR_STATUS = ("spec", "metadata.labels", "metadata.annotations", "metadata.finalizers",
+                         "metadata.ownerReferences")
+
+
+class ScaleSubresource(Subresource):
+    """`<resource>/scale` (ScaleREST): an autoscaling/v1 Scale view of the object — spec.replicas,
+    status.replicas and the selector as a string — whose updates change only spec.replicas.
+    `paths` say where the replicas and the selector are (a CRD's scale subresource names them)."""
+
+    name = "scale"
+    verbs = STATUS_VERBS
+
+    def __init__(self, spec_replicas: str = ".spec.replicas", status_replicas: str = ".status.replicas",
+                 selector: str | None = ".spec.selector", selector_is_map: bool = False,
+                 selector_is_string: bool = False):
+        self.spec_replicas, self.status_replicas, self.selector = spec_replicas, status_replicas, selector
+        self.selector_is_map, self.selector_is_string = selector_is_map, selector_is_string
+
+    def scale_of(self, obj: dict) -> dict:
+        from labkit.apiserver.tables import _json_path
+        meta = obj["metadata"]
+        scale = {"kind": "Scale", "apiVersion": "autoscaling/v1",
+                 "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+                              if k in meta},
+                 "spec": {}, "status": {"replicas": _json_path(obj, self.status_replicas) or 0}}
+        replicas = _json_path(obj, self.spec_replicas)
+        if replicas:
+            scale["spec"]["replicas"] = replicas
+        if self.selector:
+            selector = _json_path(obj, self.selector)
+            if self.selector_is_string:
+                text = selector or ""
+            elif self.selector_is_map:
+                text = ",".join(f"{k}={v}" for k, v in sorted((selector or {}).items()))
+            else:
+                text = LabelSelector.from_label_selector(selector or {}).text() if selector is not None else ""
+            if text:
+                scale["status"]["selector"] = text
+        return scale
+
+    def set_replicas(self, obj: dict, replicas: int) -> dict:
+        result = copy.deepcopy(obj)
+        node = result
+        *parents, last = self.spec_replicas.strip(".").split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = replicas
+        return result
 
 class NamespaceStatusSubresource(StatusSubresource):
     """`namespaces/<name>/status`: pkg/apis/core/validation ValidateNamespaceStatusUpdate — the
@@ -384,21 +451,36 @@ def qos_class(spec: dict) -> str:
     return "Burstable"
 
 
+class PodStatusSubresource(StatusSubresource):
+    """podStatusStrategy: the spec and the owner references stay ("old kubelets corrupt them"),
+    a status without QoS class gets the stored one back."""
+
+    def __init__(self):
+        super().__init__(keeps=("spec", "metadata.ownerReferences"))
+
+    def prepare_for_update(self, new, old):
+        new = super().prepare_for_update(new, old)
+        status = new.setdefault("status", {})
+        if not status.get("qosClass") and (old.get("status") or {}).get("qosClass"):
+            status["qosClass"] = old["status"]["qosClass"]
+        return new
+
+
 class PodStrategy(Strategy):
-    """pkg/registry/core/pod/strategy.go."""
+    """pkg/registry/core/pod/strategy.go: status and QoS class set on create, metadata.generation
+    follows spec changes (v1.33+)."""
 
     return_deleted_object = True
     graceful_deletion = True
+    generation = True
     field_labels = ("spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName",
                     "status.phase", "status.podIP", "status.nominatedNodeName")
-    subresources = (StatusSubresource(), BindingSubresource())
+    subresources = (PodStatusSubresource(), BindingSubresource())
     printer = tables.PRINTERS["Pod"]
 
     def prepare_for_create(self, obj):
+        super().prepare_for_create(obj)
         obj["status"] = {"phase": "Pending", "qosClass": qos_class(obj.get("spec") or {})}
-
-    def prepare_for_update(self, new, old):
-        new["status"] = copy.deepcopy(old.get("status") or {})
 
     def validate(self, obj):
         spec = obj.get("spec") or {}
@@ -480,7 +562,7 @@ class ReplicationControllerStrategy(Strategy):
     compatibility"), selector defaulted from the template labels."""
 
     default_gc_policy = ORPHAN_DEPENDENTS
-    subresources = (StatusSubresource(),)
+    subresources = (StatusSubresource(), ScaleSubresource(selector_is_map=True))
     generation = True
     field_labels = ("status.replicas",)
     printer = tables.PRINTERS["ReplicationController"]
@@ -509,10 +591,11 @@ class ReplicationControllerStrategy(Strategy):
 
 
 class ReplicaSetStrategy(Strategy):
-    """pkg/registry/apps/replicaset/strategy.go: DeleteDependents for apps/v1."""
+    """pkg/registry/apps/replicaset/strategy.go: DeleteDependents for apps/v1; the selector is
+    immutable."""
 
     default_gc_policy = DELETE_DEPENDENTS
-    subresources = (StatusSubresource(),)
+    subresources = (StatusSubresource(), ScaleSubresource())
     generation = True
     field_labels = ("status.replicas",)
     printer = tables.PRINTERS["ReplicaSet"]
@@ -524,13 +607,18 @@ class ReplicaSetStrategy(Strategy):
     def validate(self, obj):
         return _validate_workload(obj, True)
 
+    def validate_update(self, new, old):
+        return self.validate(new) + _immutable(new, old, "spec.selector")
+
 
 
 class DeploymentStrategy(Strategy):
-    """pkg/registry/apps/deployment/strategy.go: DeleteDependents for apps/v1."""
+    """pkg/registry/apps/deployment/strategy.go: DeleteDependents for apps/v1; the generation
+    follows changes of the spec and of the annotations (they are copied to the ReplicaSets); the
+    selector is immutable; a status update keeps the spec and the labels."""
 
     default_gc_policy = DELETE_DEPENDENTS
-    subresources = (StatusSubresource(),)
+    subresources = (StatusSubresource(keeps=("spec", "metadata.labels")), ScaleSubresource())
     generation = True
     printer = tables.PRINTERS["Deployment"]
 
@@ -538,8 +626,38 @@ class DeploymentStrategy(Strategy):
         super().prepare_for_create(obj)
         obj["status"] = {}
 
+    def prepare_for_update(self, new, old):
+        super().prepare_for_update(new, old)
+        if new["metadata"].get("generation") == old["metadata"].get("generation") and \
+                (new["metadata"].get("annotations") or {}) != (old["metadata"].get("annotations") or {}):
+            new["metadata"]["generation"] = old["metadata"].get("generation", 1) + 1
+
     def validate(self, obj):
-        return _validate_workload(obj, True)
+        errors = _validate_workload(obj, True)
+        strategy = (obj.get("spec") or {}).get("strategy") or {}
+        if strategy.get("type") == "Recreate" and strategy.get("rollingUpdate") is not None:
+            errors.append(field_forbidden("spec.strategy.rollingUpdate",
+                                          "may not be specified when strategy `type` is 'Recreate'"))
+        elif strategy.get("type") not in ("Recreate", "RollingUpdate"):
+            errors.append(field_unsupported("spec.strategy.type", strategy.get("type", ""),
+                                            ["Recreate", "RollingUpdate"]))
+        rolling = strategy.get("rollingUpdate") or {}
+        if strategy.get("type") == "RollingUpdate" and rolling.get("maxSurge") in (0, "0%") \
+                and rolling.get("maxUnavailable") in (0, "0%"):
+            errors.append(field_invalid("spec.strategy.rollingUpdate.maxUnavailable", rolling.get("maxUnavailable"),
+                                        "may not be 0 when `maxSurge` is 0"))
+        return errors
+
+    def validate_update(self, new, old):
+        return self.validate(new) + _immutable(new, old, "spec.selector")
+
+
+def _immutable(new: dict, old: dict, path: str) -> list[FieldError]:
+    """ValidateImmutableField."""
+    a, b = new, old
+    for part in path.split("."):
+        a, b = (a or {}).get(part), (b or {}).get(part)
+    return [] if a == b else [field_invalid(path, a, "field is immutable")]
 
 
 
@@ -652,7 +770,7 @@ class CustomResourceDefinitionStrategy(Strategy):
     """apiextensions-apiserver pkg/registry/customresourcedefinition: the name must be
     <plural>.<group>; the cleanup finalizer makes deleting a CRD delete its custom resources."""
 
-    subresources = (StatusSubresource(),)
+    subresources = (StatusSubresource(keeps=RESET_META_FOR_STATUS),)
     generation = True
     standard_finalizer_names = False
     printer = tables.PRINTERS["CustomResourceDefinition"]
@@ -713,7 +831,7 @@ class CustomResourceDefinitionStrategy(Strategy):
 class APIServiceStrategy(Strategy):
     """kube-aggregator's APIService: `<version>.<group>`; local services are always Available."""
 
-    subresources = (StatusSubresource(),)
+    subresources = (StatusSubresource(keeps=RESET_META_FOR_STATUS),)
     standard_finalizer_names = False
     printer = tables.PRINTERS["APIService"]
 
@@ -749,8 +867,13 @@ class CustomResourceStrategy(Strategy):
     allow_unconditional_update = False
     strategic_merge_patch = False
 
-    def __init__(self, status: bool, printer_columns: list[dict]):
-        self.subresources = (StatusSubresource(),) if status else ()
+    def __init__(self, status: bool, printer_columns: list[dict], scale: dict | None = None):
+        subresources = [StatusSubresource(status_only=True)] if status else []
+        if scale is not None:
+            subresources.append(ScaleSubresource(scale.get("specReplicasPath", ".spec.replicas"),
+                                                 scale.get("statusReplicasPath", ".status.replicas"),
+                                                 scale.get("labelSelectorPath"), selector_is_string=True))
+        self.subresources = tuple(subresources)
         self.generation = True
         self.printer = tables.custom_resource_printer(printer_columns)
 
@@ -834,8 +957,9 @@ def custom_resource_types(crd: dict) -> list[ResourceType]:
     for version in spec.get("versions") or []:
         if not isinstance(version, dict) or not version.get("served", True) or not version.get("name"):
             continue
-        status = "status" in (version.get("subresources") or {})
-        strategy = CustomResourceStrategy(status, version.get("additionalPrinterColumns") or [])
+        subresources = version.get("subresources") or {}
+        strategy = CustomResourceStrategy("status" in subresources, version.get("additionalPrinterColumns") or [],
+                                          subresources.get("scale"))
         types.append(ResourceType(
             spec.get("group", ""), version["name"], names.get("plural", ""), names.get("kind", ""),
             spec.get("scope") == "Namespaced", strategy, names.get("singular") or str(names.get("kind", "")).lower(),
