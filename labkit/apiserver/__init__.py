@@ -20,7 +20,8 @@ Modules, request path first:
                 the typed decoding of every request body (type errors, unknown fields, nulls)
   defaults.py   upstream's defaulting (SetDefaults_*), applied to every decoded body
   quantity.py   resource quantities, read and written as apimachinery does
-  resources.py  the served resources and their strategies (per-kind behaviour)
+  resources.py  resource types, strategies, the status and scale subresources, the REST mapper
+  kinds.py      the served kinds and their strategies (per-kind behaviour)
   storage.py    SQLite + in-memory index + event log; group commit, durable before answering
   validation.py, selectors.py, patch.py, protobuf.py, tables.py, discovery.py, errors.py
   audit.py      the audit log (audit.k8s.io/v1 Event JSON lines)
@@ -41,8 +42,9 @@ listed in resources.builtin_types().
 
 Adding a resource
 -----------------
-Write a `Strategy` subclass in resources.py for what the kind does differently from the generic
-registry, and add a `ResourceType` to `builtin_types()`:
+Write a `Strategy` subclass in kinds.py for what the kind does differently from the generic
+registry, and add a `ResourceType` to `builtin_types()` (its schema and defaults come from its
+model in the `kubernetes` package and defaults.py):
 
     class WidgetStrategy(Strategy):
         default_gc_policy = DELETE_DEPENDENTS        # what a DELETE without policy does

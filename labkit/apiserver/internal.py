@@ -26,7 +26,7 @@ import time
 from labkit.apiserver.client import LocalClient
 from labkit.apiserver.errors import ApiError
 from labkit.apiserver.registry import now_rfc3339
-from labkit.apiserver.resources import CRD_CLEANUP_FINALIZER
+from labkit.apiserver.kinds import CRD_CLEANUP_FINALIZER
 from labkit.apiserver.storage import Event
 
 CRD_KEY = "apiextensions.k8s.io/customresourcedefinitions"

@@ -26,8 +26,8 @@ from labkit.apiserver import defaults, models, patch as patches
 from labkit.apiserver.errors import (OPTIMISTIC_LOCK_MESSAGE, ApiError, already_exists, bad_request, conflict,
                                      expired, field_forbidden, field_invalid, field_required, field_unsupported,
                                      forbidden, invalid, invalid_request, not_found, unsupported_media_type)
-from labkit.apiserver.resources import (ORPHAN_DEPENDENTS, UNSUPPORTED, Catalog, ResourceType, Strategy,
-                                        builtin_types, custom_resource_types)
+from labkit.apiserver.kinds import builtin_types, custom_resource_types
+from labkit.apiserver.resources import ORPHAN_DEPENDENTS, UNSUPPORTED, Catalog, ResourceType, Strategy
 from labkit.apiserver.selectors import FieldSelector, LabelSelector
 from labkit.apiserver.storage import ADDED, DELETED, MODIFIED, Compacted, Event, Store
 from labkit.apiserver.validation import (path_segment_problems, validate_delete_options, validate_object_meta,
@@ -262,7 +262,7 @@ class Registry:
             error.list_continue = _encode_continue(-1, after)
             raise error
         items: list[dict] = []
-        token, remaining = "", 0
+        token, remaining, items_key = "", 0, None
         for i, (key, shared, text) in enumerate(entries):
             if not accept(shared):
                 continue

@@ -40,7 +40,6 @@ import time
 from labkit.apiserver.errors import ApiError
 from labkit.apiserver.selectors import LabelSelector
 from labkit.controllers.base import KeyedController, controller_of, controller_ref
-from labkit.controllers.decisions import describe
 
 CONTROLLER = "deployment"
 HASH_LABEL = "pod-template-hash"
@@ -134,7 +133,7 @@ def scaled_value(value, total: int, round_up: bool) -> int:
         return value
     text = str(value)
     if not text.endswith("%"):
-        raise ValueError(f"invalid value for IntOrString: invalid type: string is not a percentage")
+        raise ValueError("invalid value for IntOrString: invalid type: string is not a percentage")
     percent = int(text[:-1])
     exact = percent * total / 100
     return math.ceil(exact) if round_up else math.floor(exact)
