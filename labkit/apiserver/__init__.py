@@ -36,9 +36,17 @@ does: what a client leaves out reads the same however the object was written, un
 are dropped, refused (fieldValidation=Strict, kubectl's default) or warned about (Warn, the
 default: `Warning` headers).
 
+Served kinds (kinds.builtin_types): core Namespaces, Pods, ReplicationControllers, ConfigMaps,
+Secrets, Services, ServiceAccounts, Events, Nodes, PersistentVolumes, PersistentVolumeClaims,
+Endpoints; apps Deployments, ReplicaSets, DaemonSets, StatefulSets; batch Jobs, CronJobs;
+autoscaling/v2 and v1 HorizontalPodAutoscalers; rbac Roles, RoleBindings, ClusterRoles,
+ClusterRoleBindings; coordination Leases; discovery EndpointSlices; events.k8s.io Events (a view
+of core Events); CRDs and APIServices. Controllers run for Deployments, ReplicaSets, the garbage
+collector and namespaces; nothing creates Nodes, runs Jobs or fills EndpointSlices.
+
 Not (yet) served: authorization (every authenticated user may do everything), admission beyond
 the namespace lifecycle, field ownership of server-side apply (an apply merges), kinds not
-listed in resources.builtin_types().
+listed in kinds.builtin_types().
 
 Adding a resource
 -----------------

@@ -402,13 +402,16 @@ class Api:
             code, obj = reg.patch(rt, ns, name, patch_type, data or b"", info.subresource, options)
             return Response(code, obj, warnings=options.warnings), _loads_or_text(data)
         options = self._delete_options(request)
+        warning = rt.strategy.delete_warning(options)
+        warnings = [warning] if warning else []
         if info.verb == "delete":
             code, body = reg.delete(rt, ns, name, options, bool(options.get("dryRun")))
-            return Response(code, body), {"kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1", **options}
+            return Response(code, body, warnings=warnings), {"kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1",
+                                                             **options}
         body = reg.delete_collection(rt, ns, options, q.get("labelSelector"), q.get("fieldSelector"),
                                      bool(options.get("dryRun")))
-        return Response(200, _strip_item_types(rt, body)), {"kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1",
-                                                            **options}
+        return Response(200, _strip_item_types(rt, body), warnings=warnings), {
+            "kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1", **options}
 
     def _delete_options(self, request: Request) -> dict:
         """handlers/delete.go: a non-empty body is the DeleteOptions and the query is ignored."""
@@ -442,7 +445,7 @@ class Api:
         encoding, as_kind, version = negotiate(request.headers, "object" if single else "list")
         meta_version = f"meta.k8s.io/{version}"
         if as_kind == "Table":
-            body = build_table(rt.strategy.printer, items, rv, request.query.get("includeObject", "Metadata"))
+            body = build_table(rt.printer, items, rv, request.query.get("includeObject", "Metadata"))
             body["apiVersion"], body["metadata"] = meta_version, list_meta
         elif as_kind == "PartialObjectMetadata":
             body = partial_object_metadata(items[0], meta_version)
@@ -484,7 +487,7 @@ class Api:
         def transform(obj: dict) -> dict:
             obj = present(rt, obj)
             if as_kind == "Table":
-                table = build_table(rt.strategy.printer, [obj], obj["metadata"].get("resourceVersion", ""), include)
+                table = build_table(rt.printer, [obj], obj["metadata"].get("resourceVersion", ""), include)
                 table["apiVersion"] = meta_version
                 return table
             if as_kind == "PartialObjectMetadata":

@@ -707,10 +707,600 @@ class CustomResourceStrategy(Strategy):
             new["metadata"]["generation"] += 1
 
 
+# -- nodes and storage -------------------------------------------------------------------------
+
+class NodeStrategy(Strategy):
+    """pkg/registry/core/node: cluster-scoped; a kubelet registers its Node with a status, so a
+    create keeps it; normal updates keep the stored status."""
+
+    field_labels = ("spec.unschedulable",)
+    subresources = (StatusSubresource(),)
+    printer = tables.PRINTERS["Node"]
+
+    def prepare_for_create(self, obj):
+        pass
+
+
+VOLUME_SOURCES = ("gcePersistentDisk", "awsElasticBlockStore", "hostPath", "glusterfs", "nfs", "rbd", "iscsi",
+                  "cinder", "cephfs", "fc", "flocker", "flexVolume", "azureFile", "vsphereVolume", "quobyte",
+                  "azureDisk", "photonPersistentDisk", "portworxVolume", "scaleIO", "local", "storageos", "csi")
+
+
+class PersistentVolumeStrategy(Strategy):
+    """pkg/registry/core/persistentvolume: phase Pending and lastPhaseTransitionTime on create
+    (PersistentVolumeLastPhaseTransitionTime, GA in v1.31), a capacity, access modes and exactly
+    one volume source required; a status update that changes the phase stamps the transition."""
+
+    subresources = (StatusSubresource(),)
+    printer = tables.PRINTERS["PersistentVolume"]
+
+    def prepare_for_create(self, obj):
+        from labkit.apiserver.registry import now_rfc3339
+        obj["status"] = {"phase": "Pending", "lastPhaseTransitionTime": now_rfc3339()}
+
+    def validate(self, obj):
+        spec = obj.get("spec") or {}
+        errors = []
+        if not spec.get("accessModes"):
+            errors.append(field_required("spec.accessModes"))
+        if not (spec.get("capacity") or {}).get("storage"):
+            errors.append(field_required("spec.capacity", "must specify a storage capacity") if not spec.get("capacity")
+                          else field_required("spec.capacity[storage]"))
+        sources = [k for k in VOLUME_SOURCES if spec.get(k) is not None]
+        if not sources:
+            errors.append(field_required("spec", "must specify a volume type"))
+        elif len(sources) > 1:
+            errors.append(field_forbidden(f"spec.{sources[1]}", "may not specify more than 1 volume type"))
+        policy = spec.get("persistentVolumeReclaimPolicy")
+        if policy not in (None, "Retain", "Delete", "Recycle"):
+            errors.append(field_unsupported("spec.persistentVolumeReclaimPolicy", policy, ["Delete", "Recycle", "Retain"]))
+        return errors
+
+
+class PersistentVolumeStatusSubresource(StatusSubresource):
+    def prepare_for_update(self, new, old):
+        new = super().prepare_for_update(new, old)
+        if (new.get("status") or {}).get("phase") != (old.get("status") or {}).get("phase"):
+            from labkit.apiserver.registry import now_rfc3339
+            new.setdefault("status", {})["lastPhaseTransitionTime"] = now_rfc3339()
+        return new
+
+
+PersistentVolumeStrategy.subresources = (PersistentVolumeStatusSubresource(),)
+
+
+class PersistentVolumeClaimStrategy(Strategy):
+    """pkg/registry/core/persistentvolumeclaim: the status starts empty (phase Pending, a default),
+    access modes and a storage request are required; the spec is immutable but for the requested
+    size (and the volume attributes class)."""
+
+    subresources = (StatusSubresource(),)
+    printer = tables.PRINTERS["PersistentVolumeClaim"]
+
+    def validate(self, obj):
+        spec = obj.get("spec") or {}
+        errors = []
+        if not spec.get("accessModes"):
+            errors.append(field_required("spec.accessModes", "at least 1 access mode is required"))
+        if not ((spec.get("resources") or {}).get("requests") or {}).get("storage"):
+            errors.append(field_required("spec.resources[storage]"))
+        return errors
+
+    def validate_update(self, new, old):
+        errors = self.validate(new)
+        a, b = copy.deepcopy(new.get("spec") or {}), copy.deepcopy(old.get("spec") or {})
+        for spec in (a, b):
+            spec.get("resources", {}).pop("requests", None)
+            spec.pop("volumeAttributesClassName", None)
+            if not b.get("volumeName"):
+                spec.pop("volumeName", None)      # binding fills it in
+        if a != b:
+            errors.append(field_forbidden("spec", "spec is immutable after creation except resources.requests and "
+                                                  "volumeAttributesClassName for bound claims"))
+        return errors
+
+
+class EndpointsStrategy(Strategy):
+    printer = tables.PRINTERS["Endpoints"]
+
+    def validate(self, obj):
+        errors = []
+        for i, subset in enumerate(obj.get("subsets") or []):
+            if not subset.get("addresses") and not subset.get("notReadyAddresses"):
+                errors.append(field_required(f"subsets[{i}]", "must specify `addresses` or `notReadyAddresses`"))
+            for j, port in enumerate(subset.get("ports") or []):
+                if not 1 <= port.get("port", 0) <= 65535:
+                    errors.append(field_invalid(f"subsets[{i}].ports[{j}].port", port.get("port", 0),
+                                                "must be between 1 and 65535, inclusive"))
+        return errors
+
+
+class EndpointSliceStrategy(Strategy):
+    """pkg/registry/discovery/endpointslice: addressType is required and immutable."""
+
+    printer = tables.PRINTERS["EndpointSlice"]
+
+    def validate(self, obj):
+        kind = obj.get("addressType")
+        if not kind:
+            return [field_required("addressType")]
+        if kind not in ("IPv4", "IPv6", "FQDN"):
+            return [field_unsupported("addressType", kind, ["FQDN", "IPv4", "IPv6"])]
+        return []
+
+    def validate_update(self, new, old):
+        return self.validate(new) + _immutable(new, old, "addressType")
+
+
+# -- batch/v1 ----------------------------------------------------------------------------------
+
+JOB_DELETE_WARNING = ("child pods are preserved by default when jobs are deleted; set propagationPolicy=Background "
+                      "to remove them or set propagationPolicy=Orphan to suppress this warning")
+
+
+def _restart_policy(template: dict | None, path: str, allowed: list[str]) -> list[FieldError]:
+    policy = ((template or {}).get("spec") or {}).get("restartPolicy", "")
+    return [] if policy in allowed else [field_unsupported(path, policy, allowed)]
+
+
+class JobStrategy(Strategy):
+    """pkg/registry/batch/job: a DELETE without policy orphans the pods (OrphanDependents, with a
+    warning); the selector and the pods' labels are generated from the Job's UID and name
+    (batch.kubernetes.io/controller-uid, batch.kubernetes.io/job-name and their legacy names)
+    unless manualSelector; pods must not restart Always; the template is immutable."""
+
+    default_gc_policy = ORPHAN_DEPENDENTS
+    subresources = (StatusSubresource(),)
+    generation = True
+    printer = tables.PRINTERS["Job"]
+
+    def delete_warning(self, options: dict) -> str | None:
+        if options.get("propagationPolicy") is None and options.get("orphanDependents") is None:
+            return JOB_DELETE_WARNING
+        return None
+
+    def prepare_for_create(self, obj):
+        super().prepare_for_create(obj)
+        obj["status"] = {}
+        spec = obj.setdefault("spec", {})
+        if not spec.get("manualSelector"):
+            meta = obj["metadata"]
+            labels = spec.setdefault("template", {}).setdefault("metadata", {}).setdefault("labels", {})
+            for key in ("job-name", "batch.kubernetes.io/job-name"):
+                labels.setdefault(key, meta.get("name", ""))
+            for key in ("controller-uid", "batch.kubernetes.io/controller-uid"):
+                labels.setdefault(key, meta.get("uid", ""))
+            selector = spec.setdefault("selector", {})
+            selector.setdefault("matchLabels", {}).setdefault("batch.kubernetes.io/controller-uid", meta.get("uid", ""))
+
+    def validate(self, obj):
+        spec = obj.get("spec") or {}
+        errors = _validate_workload({"spec": {"selector": spec.get("selector"), "template": spec.get("template")}},
+                                    True)
+        for key in ("parallelism", "completions", "backoffLimit", "activeDeadlineSeconds", "ttlSecondsAfterFinished"):
+            value = spec.get(key)
+            if value is not None and value < 0:
+                errors.append(field_invalid(f"spec.{key}", value, "must be greater than or equal to 0"))
+        errors += _restart_policy(spec.get("template"), "spec.template.spec.restartPolicy", ["OnFailure", "Never"])
+        return errors
+
+    def validate_update(self, new, old):
+        errors = self.validate(new)
+        if not (new.get("spec") or {}).get("suspend"):
+            errors += _immutable(new, old, "spec.template")
+        return errors + _immutable(new, old, "spec.selector") + _immutable(new, old, "spec.completions")
+
+
+class CronJobStrategy(Strategy):
+    """pkg/registry/batch/cronjob: DeleteDependents for batch/v1; the schedule must parse as a
+    standard cron line (or a descriptor) and the time zone must exist."""
+
+    default_gc_policy = DELETE_DEPENDENTS
+    subresources = (StatusSubresource(),)
+    generation = True
+    printer = tables.PRINTERS["CronJob"]
+
+    def prepare_for_create(self, obj):
+        super().prepare_for_create(obj)
+        obj["status"] = {}
+
+    def validate(self, obj):
+        spec = obj.get("spec") or {}
+        errors = []
+        name = obj["metadata"].get("name", "")
+        if len(name) > 52:
+            errors.append(field_invalid("metadata.name", name, "must be no more than 52 characters"))
+        schedule = spec.get("schedule", "")
+        if not schedule:
+            errors.append(field_required("spec.schedule"))
+        else:
+            problem = cron_problem(schedule)
+            if problem:
+                errors.append(field_invalid("spec.schedule", schedule, problem))
+        zone = spec.get("timeZone")
+        if zone is not None:
+            try:
+                import zoneinfo
+                zoneinfo.ZoneInfo(zone)
+            except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+                errors.append(field_invalid("spec.timeZone", zone, f"unknown time zone {zone}"))
+        policy = spec.get("concurrencyPolicy")
+        if policy not in ("Allow", "Forbid", "Replace"):
+            errors.append(field_unsupported("spec.concurrencyPolicy", policy or "", ["Allow", "Forbid", "Replace"]))
+        template = ((spec.get("jobTemplate") or {}).get("spec") or {}).get("template")
+        errors += _validate_containers(((template or {}).get("spec") or {}).get("containers"),
+                                       "spec.jobTemplate.spec.template.spec.containers")
+        errors += _restart_policy(template, "spec.jobTemplate.spec.template.spec.restartPolicy",
+                                  ["OnFailure", "Never"])
+        return errors
+
+
+CRON_FIELDS = (("minute", 0, 59), ("hour", 0, 23), ("day of month", 1, 31), ("month", 1, 12), ("day of week", 0, 6))
+CRON_NAMES = {3: ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"],
+              4: ["sun", "mon", "tue", "wed", "thu", "fri", "sat"]}
+
+
+def cron_problem(schedule: str) -> str | None:
+    """What robfig/cron's standard parser (cron.ParseStandard) says about a schedule, or None."""
+    import re
+    if "TZ=" in schedule:
+        return "cannot use TZ or CRON_TZ in schedule, use timeZone field instead"
+    if schedule.startswith("@"):
+        if schedule in ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"):
+            return None
+        if schedule.startswith("@every "):
+            return None if re.fullmatch(r"@every (\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+", schedule) else \
+                f"failed to parse duration {schedule}"
+        return f"unrecognized descriptor: {schedule}"
+    fields = schedule.split()
+    if len(fields) != 5:
+        return f"expected exactly 5 fields, found {len(fields)}: [{' '.join(fields)}]"
+    for i, (text, (what, low, high)) in enumerate(zip(fields, CRON_FIELDS)):
+        for part in text.split(","):
+            m = re.fullmatch(r"(\*|\?|[0-9A-Za-z]+(?:-[0-9A-Za-z]+)?)(?:/(\d+))?", part)
+            if not m:
+                return f"failed to parse int from {part}: strconv.Atoi: parsing {part!r}: invalid syntax"
+            span = m.group(1)
+            if span in ("*", "?"):
+                continue
+            for value in span.split("-"):
+                names = CRON_NAMES.get(i, [])
+                number = names.index(value.lower()) + (1 if i == 3 else 0) if value.lower() in names else None
+                if number is None:
+                    if not value.isdigit():
+                        return f'failed to parse int from {value}: strconv.Atoi: parsing "{value}": invalid syntax'
+                    number = int(value)
+                if number < low:
+                    return f"beginning of range ({number}) below minimum ({low}): {part}"
+                if number > high:
+                    return f"end of range ({number}) above maximum ({high}): {part}"
+    return None
+
+
+# -- apps/v1: DaemonSets and StatefulSets ---------------------------------------------------------
+
+TEMPLATE_GENERATION = "deprecated.daemonset.template.generation"
+
+
+class DaemonSetStrategy(Strategy):
+    """pkg/registry/apps/daemonset: DeleteDependents for apps/v1; the template generation (the
+    deprecated.daemonset.template.generation annotation in apps/v1) starts at 1 and follows
+    template changes; pods must restart Always; the selector is immutable."""
+
+    default_gc_policy = DELETE_DEPENDENTS
+    subresources = (StatusSubresource(),)
+    generation = True
+    printer = tables.PRINTERS["DaemonSet"]
+
+    def prepare_for_create(self, obj):
+        super().prepare_for_create(obj)
+        obj["status"] = {"currentNumberScheduled": 0, "numberMisscheduled": 0, "desiredNumberScheduled": 0,
+                         "numberReady": 0}
+        obj["metadata"].setdefault("annotations", {})[TEMPLATE_GENERATION] = "1"
+
+    def prepare_for_update(self, new, old):
+        super().prepare_for_update(new, old)
+        annotations = new["metadata"].setdefault("annotations", {})
+        generation = int((old["metadata"].get("annotations") or {}).get(TEMPLATE_GENERATION) or 1)
+        if (new.get("spec") or {}).get("template") != (old.get("spec") or {}).get("template"):
+            generation += 1
+        annotations[TEMPLATE_GENERATION] = str(generation)
+
+    def validate(self, obj):
+        spec = obj.get("spec") or {}
+        errors = _validate_workload(obj, True)
+        errors += _restart_policy(spec.get("template"), "spec.template.spec.restartPolicy", ["Always"])
+        kind = (spec.get("updateStrategy") or {}).get("type")
+        if kind not in ("RollingUpdate", "OnDelete"):
+            errors.append(field_unsupported("spec.updateStrategy.type", kind or "", ["OnDelete", "RollingUpdate"]))
+        return errors
+
+    def validate_update(self, new, old):
+        return self.validate(new) + _immutable(new, old, "spec.selector")
+
+
+class StatefulSetStrategy(Strategy):
+    """pkg/registry/apps/statefulset: DeleteDependents for apps/v1, a scale subresource; only
+    replicas, ordinals, template, updateStrategy, persistentVolumeClaimRetentionPolicy and
+    minReadySeconds may change."""
+
+    default_gc_policy = DELETE_DEPENDENTS
+    subresources = (StatusSubresource(), ScaleSubresource())
+    generation = True
+    printer = tables.PRINTERS["StatefulSet"]
+    MUTABLE = ("replicas", "ordinals", "template", "updateStrategy", "persistentVolumeClaimRetentionPolicy",
+               "minReadySeconds")
+
+    def prepare_for_create(self, obj):
+        super().prepare_for_create(obj)
+        obj["status"] = {"replicas": 0, "availableReplicas": 0}
+
+    def validate(self, obj):
+        spec = obj.get("spec") or {}
+        errors = _validate_workload(obj, True)
+        errors += _restart_policy(spec.get("template"), "spec.template.spec.restartPolicy", ["Always"])
+        policy = spec.get("podManagementPolicy")
+        if policy not in ("OrderedReady", "Parallel"):
+            errors.append(field_unsupported("spec.podManagementPolicy", policy or "", ["OrderedReady", "Parallel"]))
+        return errors
+
+    def validate_update(self, new, old):
+        errors = self.validate(new)
+        a = {k: v for k, v in (new.get("spec") or {}).items() if k not in self.MUTABLE}
+        b = {k: v for k, v in (old.get("spec") or {}).items() if k not in self.MUTABLE}
+        if a != b:
+            errors.append(field_forbidden("spec", "updates to statefulset spec for fields other than 'replicas', "
+                                          "'ordinals', 'template', 'updateStrategy', "
+                                          "'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden"))
+        return errors
+
+
+# -- rbac.authorization.k8s.io/v1 -----------------------------------------------------------------
+
+def _validate_rules(rules, namespaced: bool) -> list[FieldError]:
+    errors = []
+    for i, rule in enumerate(rules or []):
+        path = f"rules[{i}]"
+        if not rule.get("verbs"):
+            errors.append(field_required(f"{path}.verbs", "verbs must contain at least one value"))
+        if rule.get("nonResourceURLs"):
+            if namespaced:
+                errors.append(field_invalid(f"{path}.nonResourceURLs", rule["nonResourceURLs"],
+                                            "namespaced rules cannot apply to non-resource URLs"))
+            if rule.get("apiGroups") or rule.get("resources") or rule.get("resourceNames"):
+                errors.append(field_invalid(f"{path}.nonResourceURLs", rule["nonResourceURLs"],
+                                            "rules cannot apply to both regular resources and non-resource URLs"))
+            continue
+        if not rule.get("apiGroups"):
+            errors.append(field_required(f"{path}.apiGroups", "resource rules must supply at least one api group"))
+        if not rule.get("resources"):
+            errors.append(field_required(f"{path}.resources", "resource rules must supply at least one resource"))
+    return errors
+
+
+class RoleStrategy(Strategy):
+    printer = tables.PRINTERS["Role"]
+
+    def validate(self, obj):
+        return _validate_rules(obj.get("rules"), True)
+
+
+class ClusterRoleStrategy(Strategy):
+    printer = tables.PRINTERS["ClusterRole"]
+
+    def validate(self, obj):
+        return [] if obj.get("aggregationRule") else _validate_rules(obj.get("rules"), False)
+
+
+class RoleBindingStrategy(Strategy):
+    """A binding's roleRef names a Role or ClusterRole (a ClusterRoleBinding: a ClusterRole) and
+    cannot change; subjects are Users, Groups or ServiceAccounts (with a namespace)."""
+
+    printer = tables.PRINTERS["RoleBinding"]
+    role_kinds = ["ClusterRole", "Role"]
+    namespaced = True
+
+    def validate(self, obj):
+        errors = []
+        ref = obj.get("roleRef") or {}
+        if ref.get("apiGroup") != "rbac.authorization.k8s.io":
+            errors.append(field_unsupported("roleRef.apiGroup", ref.get("apiGroup", ""),
+                                            ["rbac.authorization.k8s.io"]))
+        if ref.get("kind") not in self.role_kinds:
+            errors.append(field_unsupported("roleRef.kind", ref.get("kind", ""), self.role_kinds))
+        if not ref.get("name"):
+            errors.append(field_required("roleRef.name"))
+        for i, subject in enumerate(obj.get("subjects") or []):
+            path = f"subjects[{i}]"
+            if not subject.get("name"):
+                errors.append(field_required(f"{path}.name"))
+            kind = subject.get("kind")
+            if kind not in ("ServiceAccount", "User", "Group"):
+                errors.append(field_unsupported(f"{path}.kind", kind or "", ["ServiceAccount", "User", "Group"]))
+            elif kind == "ServiceAccount" and not self.namespaced and not subject.get("namespace"):
+                errors.append(field_required(f"{path}.namespace"))
+        return errors
+
+    def validate_update(self, new, old):
+        errors = self.validate(new)
+        if new.get("roleRef") != old.get("roleRef"):
+            errors.append(field_invalid("roleRef", new.get("roleRef"), "cannot change roleRef"))
+        return errors
+
+
+class ClusterRoleBindingStrategy(RoleBindingStrategy):
+    printer = tables.PRINTERS["ClusterRoleBinding"]
+    role_kinds = ["ClusterRole"]
+    namespaced = False
+
+
+class LeaseStrategy(Strategy):
+    printer = tables.PRINTERS["Lease"]
+
+
+# -- autoscaling: HorizontalPodAutoscalers (stored as autoscaling/v2) ------------------------------
+
+HPA_METRICS = "autoscaling.alpha.kubernetes.io/metrics"
+HPA_BEHAVIOR = "autoscaling.alpha.kubernetes.io/behavior"
+HPA_CONDITIONS = "autoscaling.alpha.kubernetes.io/conditions"
+HPA_CURRENT_METRICS = "autoscaling.alpha.kubernetes.io/current-metrics"
+
+
+class HorizontalPodAutoscalerStrategy(Strategy):
+    subresources = (StatusSubresource(),)
+    printer = tables.PRINTERS["HorizontalPodAutoscaler"]
+
+    def validate(self, obj):
+        spec = obj.get("spec") or {}
+        errors = []
+        ref = spec.get("scaleTargetRef") or {}
+        for key in ("kind", "name"):
+            if not ref.get(key):
+                errors.append(field_required(f"spec.scaleTargetRef.{key}"))
+        if (spec.get("minReplicas") or 1) < 1:
+            errors.append(field_invalid("spec.minReplicas", spec.get("minReplicas"),
+                                        "must be greater than or equal to 1"))
+        if spec.get("maxReplicas", 0) < (spec.get("minReplicas") or 1):
+            errors.append(field_invalid("spec.maxReplicas", spec.get("maxReplicas", 0),
+                                        "must be greater than or equal to `minReplicas`"))
+        return errors
+
+
+def hpa_v1_to_v2(obj: dict) -> dict:
+    """Convert_v1_HorizontalPodAutoscaler_To_autoscaling_HorizontalPodAutoscaler: the CPU target
+    becomes a Resource metric; the other metrics, the behavior and the status travel in annotations."""
+    import json
+    out = copy.deepcopy(obj)
+    out["apiVersion"], out["kind"] = "autoscaling/v2", "HorizontalPodAutoscaler"
+    spec = out.setdefault("spec", {})
+    annotations = out["metadata"].get("annotations") or {}
+    metrics = json.loads(annotations.pop(HPA_METRICS, "[]") or "[]")
+    metrics = [_metric_v1_to_v2(m) for m in metrics]
+    target = spec.pop("targetCPUUtilizationPercentage", None)
+    if target is not None:
+        metrics.insert(0, {"type": "Resource", "resource": {"name": "cpu", "target": {
+            "type": "Utilization", "averageUtilization": target}}})
+    if metrics:
+        spec["metrics"] = metrics
+    if HPA_BEHAVIOR in annotations:
+        spec["behavior"] = json.loads(annotations.pop(HPA_BEHAVIOR))
+    status = out.setdefault("status", {})
+    current = status.pop("currentCPUUtilizationPercentage", None)
+    current_metrics = json.loads(annotations.pop(HPA_CURRENT_METRICS, "[]") or "[]")
+    if current is not None:
+        current_metrics.insert(0, {"type": "Resource", "resource": {"name": "cpu", "current": {
+            "averageUtilization": current}}})
+    if current_metrics:
+        status["currentMetrics"] = current_metrics
+    if HPA_CONDITIONS in annotations:
+        status["conditions"] = json.loads(annotations.pop(HPA_CONDITIONS))
+    if not annotations:
+        out["metadata"].pop("annotations", None)
+    return out
+
+
+def hpa_v2_to_v1(obj: dict) -> dict:
+    """Convert_autoscaling_HorizontalPodAutoscaler_To_v1_HorizontalPodAutoscaler."""
+    import json
+    out = copy.deepcopy(obj)
+    out["apiVersion"], out["kind"] = "autoscaling/v1", "HorizontalPodAutoscaler"
+    spec = out.setdefault("spec", {})
+    annotations = dict(out["metadata"].get("annotations") or {})
+    others = []
+    for metric in spec.pop("metrics", None) or []:
+        target = (metric.get("resource") or {}).get("target") or {}
+        if metric.get("type") == "Resource" and metric["resource"].get("name") == "cpu" and \
+                target.get("type") == "Utilization" and "targetCPUUtilizationPercentage" not in spec:
+            spec["targetCPUUtilizationPercentage"] = target.get("averageUtilization")
+        else:
+            others.append(_metric_v2_to_v1(metric))
+    if others:
+        annotations[HPA_METRICS] = json.dumps(others, separators=(",", ":"))
+    if spec.get("behavior"):
+        annotations[HPA_BEHAVIOR] = json.dumps(spec.pop("behavior"), separators=(",", ":"))
+    status = out.setdefault("status", {})
+    other_current = []
+    for metric in status.pop("currentMetrics", None) or []:
+        current = (metric.get("resource") or {}).get("current") or {}
+        if metric.get("type") == "Resource" and metric["resource"].get("name") == "cpu" and \
+                "averageUtilization" in current and "currentCPUUtilizationPercentage" not in status:
+            status["currentCPUUtilizationPercentage"] = current["averageUtilization"]
+        else:
+            other_current.append(metric)
+    if other_current:
+        annotations[HPA_CURRENT_METRICS] = json.dumps(other_current, separators=(",", ":"))
+    if status.get("conditions"):
+        annotations[HPA_CONDITIONS] = json.dumps(status.pop("conditions"), separators=(",", ":"))
+    status.setdefault("currentReplicas", 0)
+    status.setdefault("desiredReplicas", 0)
+    if annotations:
+        out["metadata"]["annotations"] = annotations
+    return out
+
+
+def _metric_v1_to_v2(metric: dict) -> dict:
+    resource = metric.get("resource")
+    if metric.get("type") == "Resource" and resource is not None:
+        target = {"type": "Utilization", "averageUtilization": resource["targetAverageUtilization"]} \
+            if "targetAverageUtilization" in resource else {"type": "AverageValue",
+                                                            "averageValue": resource.get("targetAverageValue")}
+        return {"type": "Resource", "resource": {"name": resource.get("name"), "target": target}}
+    return metric
+
+
+def _metric_v2_to_v1(metric: dict) -> dict:
+    resource = metric.get("resource")
+    if metric.get("type") == "Resource" and resource is not None:
+        target = resource.get("target") or {}
+        shown = {"name": resource.get("name")}
+        if target.get("type") == "Utilization":
+            shown["targetAverageUtilization"] = target.get("averageUtilization")
+        else:
+            shown["targetAverageValue"] = target.get("averageValue")
+        return {"type": "Resource", "resource": shown}
+    return metric
+
+
+# -- events.k8s.io/v1: a view of core Events ------------------------------------------------------
+
+# (core/v1 field, events.k8s.io/v1 field): pkg/apis/events/v1/conversion.go
+EVENT_FIELDS = (("involvedObject", "regarding"), ("message", "note"), ("source", "deprecatedSource"),
+                ("firstTimestamp", "deprecatedFirstTimestamp"), ("lastTimestamp", "deprecatedLastTimestamp"),
+                ("count", "deprecatedCount"), ("reportingComponent", "reportingController"))
+
+
+def event_core_to_events(obj: dict) -> dict:
+    out = {("%s" % dict(EVENT_FIELDS).get(k, k)): v for k, v in obj.items()}
+    out["apiVersion"], out["kind"] = "events.k8s.io/v1", "Event"
+    return out
+
+
+def event_events_to_core(obj: dict) -> dict:
+    back = {v: k for k, v in EVENT_FIELDS}
+    out = {back.get(k, k): v for k, v in obj.items()}
+    out["apiVersion"], out["kind"] = "v1", "Event"
+    return out
+
+
+class EventsV1Strategy(EventStrategy):
+    """events.k8s.io/v1 Events: what a new-style event must carry (ValidateEventCreate)."""
+
+    def validate(self, obj):
+        errors = []
+        for core, shown in (("eventTime", "eventTime"), ("reportingComponent", "reportingController"),
+                            ("reportingInstance", "reportingInstance"), ("action", "action"), ("reason", "reason")):
+            if not obj.get(core):
+                errors.append(field_required(shown))
+        if obj.get("type") not in ("Normal", "Warning"):
+            errors.append(field_unsupported("type", obj.get("type", ""), ["Normal", "Warning"]))
+        return errors
+
+
 # -- the catalogue ---------------------------------------------------------------------------
 
 def builtin_types() -> list[ResourceType]:
     rt = ResourceType
+    hpa = HorizontalPodAutoscalerStrategy()
     return [
         rt("", "v1", "namespaces", "Namespace", False, NamespaceStrategy(), "namespace", ["ns"],
            verbs=NO_COLLECTION_DELETE),
@@ -729,6 +1319,33 @@ def builtin_types() -> list[ResourceType]:
            CustomResourceDefinitionStrategy(), "customresourcedefinition", ["crd", "crds"], ["api-extensions"]),
         rt("apiregistration.k8s.io", "v1", "apiservices", "APIService", False, APIServiceStrategy(), "apiservice",
            categories=["api-extensions"]),
+        rt("", "v1", "nodes", "Node", False, NodeStrategy(), "node", ["no"]),
+        rt("", "v1", "persistentvolumes", "PersistentVolume", False, PersistentVolumeStrategy(), "persistentvolume",
+           ["pv"]),
+        rt("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True, PersistentVolumeClaimStrategy(),
+           "persistentvolumeclaim", ["pvc"]),
+        rt("", "v1", "endpoints", "Endpoints", True, EndpointsStrategy(), "endpoints", ["ep"]),
+        rt("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", True, EndpointSliceStrategy(),
+           "endpointslice"),
+        rt("apps", "v1", "daemonsets", "DaemonSet", True, DaemonSetStrategy(), "daemonset", ["ds"], ["all"]),
+        rt("apps", "v1", "statefulsets", "StatefulSet", True, StatefulSetStrategy(), "statefulset", ["sts"], ["all"]),
+        rt("batch", "v1", "jobs", "Job", True, JobStrategy(), "job", [], ["all"]),
+        rt("batch", "v1", "cronjobs", "CronJob", True, CronJobStrategy(), "cronjob", ["cj"], ["all"]),
+        rt("rbac.authorization.k8s.io", "v1", "roles", "Role", True, RoleStrategy(), "role"),
+        rt("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True, RoleBindingStrategy(),
+           "rolebinding"),
+        rt("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False, ClusterRoleStrategy(),
+           "clusterrole"),
+        rt("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False,
+           ClusterRoleBindingStrategy(), "clusterrolebinding"),
+        rt("coordination.k8s.io", "v1", "leases", "Lease", True, LeaseStrategy(), "lease"),
+        rt("events.k8s.io", "v1", "events", "Event", True, EventsV1Strategy(), "event", ["ev"],
+           stored_as=("", "v1", "Event"), to_storage=event_events_to_core, from_storage=event_core_to_events),
+        rt("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler", True, hpa,
+           "horizontalpodautoscaler", ["hpa"], ["all"]),
+        rt("autoscaling", "v1", "horizontalpodautoscalers", "HorizontalPodAutoscaler", True, hpa,
+           "horizontalpodautoscaler", ["hpa"], ["all"], stored_as=("autoscaling", "v2", "HorizontalPodAutoscaler"),
+           to_storage=hpa_v1_to_v2, from_storage=hpa_v2_to_v1),
     ]
 
 

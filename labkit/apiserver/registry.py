@@ -91,8 +91,11 @@ class Registry:
 
     @staticmethod
     def present(rt: ResourceType, obj: dict) -> dict:
-        """The object as the requested group/version shows it (custom resources of several
-        versions are stored as written and converted with the `None` strategy)."""
+        """The object as the requested group/version shows it: converted from the stored version
+        where the kinds differ, else (custom resources of several versions, stored as written and
+        converted with the `None` strategy) only relabelled."""
+        if rt.from_storage is not None:
+            return rt.from_storage(obj)
         if obj.get("apiVersion") == rt.api_version and obj.get("kind") == rt.kind:
             return obj
         return {**obj, "apiVersion": rt.api_version, "kind": rt.kind}
@@ -172,6 +175,10 @@ class Registry:
         meta = obj.setdefault("metadata", {})
         if rt.model is not None:
             defaults.apply(rt.model, obj)
+        if rt.to_storage is not None:
+            obj = rt.to_storage(obj)
+            defaults.apply(rt.storage_model, obj)
+            meta = obj["metadata"]
         rt.strategy.normalize(obj)
         if rt.namespaced and namespace and meta.get("namespace") and meta["namespace"] != namespace:
             raise bad_request("the namespace of the provided object does not match the namespace sent on the request")
@@ -312,6 +319,7 @@ class Registry:
             meta.pop("namespace", None)
         meta.pop("generation", None)
         rt.strategy.prepare_for_create(obj)
+        self._default_stored(rt, obj)
         _drop_empty_meta(obj)
         errors = validate_object_meta(meta, rt.namespaced, rt.strategy.name_problems,
                                       rt.strategy.standard_finalizer_names)
@@ -409,6 +417,13 @@ class Registry:
                                   f"on the URL ({name})")
             return 200, self._update(rt, namespace, name, obj, old, subresource, options.dry_run)
 
+    @staticmethod
+    def _default_stored(rt: ResourceType, obj: dict) -> None:
+        """The defaults again after the strategy: kube-apiserver applies them when it decodes what
+        it reads from etcd, so what a strategy reset (a status) reads back defaulted."""
+        if rt.storage_model is not None:
+            defaults.apply(rt.storage_model, obj)
+
     def get_scale(self, rt: ResourceType, namespace: str | None, name: str) -> dict:
         return rt.strategy.subresource("scale").scale_of(self.get(rt, namespace, name))
 
@@ -477,6 +492,7 @@ class Registry:
             if not dry_run:
                 self.store.delete(rt.storage_key, scope, name)
             return self.present(rt, new)
+        self._default_stored(rt, new)
         _drop_empty_meta(new)
         if _same(new, old):
             return self.present(rt, old)

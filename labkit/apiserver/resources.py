@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import functools
 from dataclasses import dataclass, field
+from typing import Callable
 
 from labkit.apiserver import models, tables
 from labkit.apiserver.errors import FieldError
@@ -202,6 +203,10 @@ class Strategy:
         """Extra condition (besides the generic finalizer rule) for removing the object in an update."""
         return True
 
+    def delete_warning(self, options: dict) -> str | None:
+        """A warning a DELETE with these options gets (the Job storage's, for instance)."""
+        return None
+
     def normalize(self, obj: dict) -> None:
         """What the conversion of a decoded object to the internal version changes (after defaulting)."""
 
@@ -220,6 +225,11 @@ class ResourceType:
     short_names: list[str] = field(default_factory=list)
     categories: list[str] = field(default_factory=list)
     verbs: list[str] = field(default_factory=lambda: list(READ_WRITE))
+    # a version served from another one's storage (events.k8s.io Events are core Events, autoscaling/v1
+    # HorizontalPodAutoscalers v2 ones): the stored (group, version, kind) and the conversions
+    stored_as: tuple[str, str, str] | None = None
+    to_storage: Callable[[dict], dict] | None = None
+    from_storage: Callable[[dict], dict] | None = None
 
     @property
     def api_version(self) -> str:
@@ -227,7 +237,20 @@ class ResourceType:
 
     @property
     def storage_key(self) -> str:
-        return f"{self.group}/{self.resource}"
+        group = self.stored_as[0] if self.stored_as else self.group
+        return f"{group}/{self.resource}"
+
+    @functools.cached_property
+    def storage_model(self) -> str | None:
+        return models.model_name(*self.stored_as) if self.stored_as else self.model
+
+    @functools.cached_property
+    def printer(self):
+        """The Table printer of the kind's strategy, which reads the stored form."""
+        if self.to_storage is None:
+            return self.strategy.printer
+        columns, row = self.strategy.printer
+        return columns, lambda obj: row(self.to_storage(obj))
 
     @property
     def list_kind(self) -> str:
@@ -242,7 +265,12 @@ class ResourceType:
 class Catalog:
     """Resource types by URL (group, version, resource) and by (apiVersion, kind): the REST mapper."""
 
-    GROUP_ORDER = ["", "apps", "apiextensions.k8s.io", "apiregistration.k8s.io"]
+    # kube-apiserver's order (the aggregator's groupPriorityMinimum of each built-in group)
+    GROUP_ORDER = ["", "apiregistration.k8s.io", "apps", "events.k8s.io", "authentication.k8s.io",
+                   "authorization.k8s.io", "autoscaling", "batch", "certificates.k8s.io", "networking.k8s.io",
+                   "policy", "rbac.authorization.k8s.io", "storage.k8s.io", "admissionregistration.k8s.io",
+                   "apiextensions.k8s.io", "scheduling.k8s.io", "coordination.k8s.io", "node.k8s.io",
+                   "discovery.k8s.io", "flowcontrol.apiserver.k8s.io", "resource.k8s.io"]
 
     def __init__(self):
         self._types: list[ResourceType] = []
