@@ -269,7 +269,8 @@ def test_custom_resources_refuse_strategic_merge_patch(c):
            "spec": {"group": "example.com", "scope": "Namespaced",
                     "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
                     "versions": [{"name": "v1", "served": True, "storage": True,
-                                  "schema": {"openAPIV3Schema": {"type": "object"}}}]}}
+                                  "schema": {"openAPIV3Schema": {"type": "object",
+                                                                 "x-kubernetes-preserve-unknown-fields": True}}}]}}
     c.create("apiextensions.k8s.io/v1", "customresourcedefinitions", crd)
     c.create("example.com/v1", "widgets", {"metadata": {"name": "w"}, "spec": {"size": 1}}, "ns")
     with pytest.raises(ApiError) as err:

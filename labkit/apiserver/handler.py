@@ -15,8 +15,9 @@ from typing import Any, Callable, Iterator
 
 from labkit.apiserver import discovery, patch as patches, protobuf
 from labkit.apiserver.audit import AuditLog
-from labkit.apiserver.errors import (ApiError, bad_request, field_unsupported, internal, invalid, method_not_supported,
-                                     not_acceptable, not_found_path, unsupported_media_type)
+from labkit.apiserver.errors import (ApiError, FieldError, bad_request, field_invalid, field_unsupported, internal,
+                                     invalid, method_not_supported, not_acceptable, not_found_path,
+                                     unsupported_media_type)
 from labkit.apiserver.registry import Registry, WriteOptions, decode_delete_options
 from labkit.apiserver.resources import ResourceType
 from labkit.apiserver.storage import BOOKMARK
@@ -359,8 +360,14 @@ class Api:
         force = q.get("force", "").lower()
         if force not in ("", "true", "false", "1", "0"):
             raise bad_request(f"strconv.ParseBool: parsing {json.dumps(q['force'])}: invalid syntax")
+        manager = q.get("fieldManager") or None
+        if manager is not None and (len(manager) > 128 or not manager.isprintable()):
+            raise invalid(options_kind, "meta.k8s.io", "", [
+                FieldError("Too long", "fieldManager", "may not be more than 128 bytes") if len(manager) > 128 else
+                field_invalid("fieldManager", manager, "must only contain printable characters")])
         return WriteOptions(dry_run=self._dry_run(request, options_kind), field_validation=validation,
-                            field_manager=q.get("fieldManager") or None, force=force in ("true", "1"))
+                            field_manager=manager, force=force in ("true", "1"),
+                            user_agent=request.headers.get("user-agent", ""))
 
     def _serve_resource(self, request: Request, info: ResourceRequest) -> tuple[Response, Any]:
         reg = self.registry

@@ -24,6 +24,7 @@ import threading
 import time
 
 from labkit.apiserver.client import LocalClient
+from labkit.apiserver.discovery import user_agent
 from labkit.apiserver.errors import ApiError
 from labkit.apiserver.registry import now_rfc3339
 from labkit.apiserver.kinds import CRD_CLEANUP_FINALIZER
@@ -46,7 +47,7 @@ class ApiServerInternals:
     def __init__(self, api):
         self.api = api
         self.registry = api.registry
-        self.client = LocalClient(api, "system:apiserver", ["system:masters"], user_agent="kube-apiserver")
+        self.client = LocalClient(api, "system:apiserver", ["system:masters"], user_agent=user_agent("kube-apiserver"))
         self._queue: queue.Queue = queue.Queue()
         self._thread = threading.Thread(target=self._run, daemon=True, name="apiserver-internal")
         self._pending = 0

@@ -13,7 +13,7 @@ import copy
 import hashlib
 import ipaddress
 
-from labkit.apiserver import tables
+from labkit.apiserver import crd, tables
 from labkit.apiserver.errors import (FieldError, field_forbidden, field_invalid, field_required, field_unsupported)
 from labkit.apiserver.resources import (DELETE_DEPENDENTS, NAMESPACE_FINALIZER, NO_COLLECTION_DELETE, ORPHAN_DEPENDENTS,
                                         RESET_META_FOR_STATUS, UNSUPPORTED, ResourceType, ScaleSubresource,
@@ -638,7 +638,7 @@ class CustomResourceDefinitionStrategy(Strategy):
         for i, v in enumerate(versions):
             if not isinstance(v, dict) or not v.get("name"):
                 errors.append(field_required(f"spec.versions[{i}].name"))
-        return errors
+        return errors + crd.version_problems(obj)
 
 
 
@@ -674,14 +674,17 @@ class APIServiceStrategy(Strategy):
 
 
 class CustomResourceStrategy(Strategy):
-    """apiextensions-apiserver pkg/registry/customresource/strategy.go."""
+    """apiextensions-apiserver pkg/registry/customresource/strategy.go, with the version's
+    structural schema (crd.py): pruning, defaults, validation, and the shape for apply."""
 
     builtin = False
     standard_finalizer_names = False
     allow_unconditional_update = False
     strategic_merge_patch = False
 
-    def __init__(self, status: bool, printer_columns: list[dict], scale: dict | None = None):
+    def __init__(self, status: bool, printer_columns: list[dict], scale: dict | None = None,
+                 schema: dict | None = None):
+        self.schema = schema or {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
         subresources = [StatusSubresource(status_only=True)] if status else []
         if scale is not None:
             subresources.append(ScaleSubresource(scale.get("specReplicasPath", ".spec.replicas"),
@@ -691,8 +694,18 @@ class CustomResourceStrategy(Strategy):
         self.generation = True
         self.printer = tables.custom_resource_printer(printer_columns)
 
-    def prepare_for_create(self, obj):
-        super().prepare_for_create(obj)
+    def prune(self, obj: dict, unknown: list[str]) -> dict:
+        return crd.prune(obj, self.schema, "", unknown, root=True)
+
+    def default(self, obj: dict) -> None:
+        crd.default(obj, self.schema)
+
+    def validate(self, obj):
+        return crd.validate_resource(obj, self.schema)
+
+    def schema_root(self, rt):
+        from labkit.apiserver import schema
+        return schema.CustomResourceNode(self.schema)
 
     def prepare_for_update(self, new, old):
         if self.has_status():
@@ -1359,7 +1372,7 @@ def custom_resource_types(crd: dict) -> list[ResourceType]:
             continue
         subresources = version.get("subresources") or {}
         strategy = CustomResourceStrategy("status" in subresources, version.get("additionalPrinterColumns") or [],
-                                          subresources.get("scale"))
+                                          subresources.get("scale"), (version.get("schema") or {}).get("openAPIV3Schema"))
         types.append(ResourceType(
             spec.get("group", ""), version["name"], names.get("plural", ""), names.get("kind", ""),
             spec.get("scope") == "Namespaced", strategy, names.get("singular") or str(names.get("kind", "")).lower(),

@@ -22,7 +22,7 @@ import uuid
 from dataclasses import dataclass, field as dc_field
 from typing import Callable
 
-from labkit.apiserver import defaults, models, patch as patches
+from labkit.apiserver import defaults, fieldmanager, models, patch as patches, schema
 from labkit.apiserver.errors import (OPTIMISTIC_LOCK_MESSAGE, ApiError, already_exists, bad_request, conflict,
                                      expired, field_forbidden, field_invalid, field_required, field_unsupported,
                                      forbidden, invalid, invalid_request, not_found, unsupported_media_type)
@@ -64,7 +64,12 @@ class WriteOptions:
     field_validation: str = "Warn"         # Strict | Warn | Ignore (upstream's default: Warn)
     field_manager: str | None = None
     force: bool = False
+    user_agent: str = ""
     warnings: list[str] = dc_field(default_factory=list)
+
+    @property
+    def manager(self) -> str:
+        return fieldmanager.manager_name(self.field_manager, self.user_agent)
 
 
 # the autoscaling/v1 Scale of every scale subresource, decoded as a kind of its own
@@ -163,10 +168,11 @@ class Registry:
         decoder = models.Decoder()
         if rt.model is not None:
             obj = decoder.object(rt.model, body)
-        else:       # custom resources: typed metadata, the rest as written
+        else:       # custom resources: typed metadata, the rest pruned to the CRD's schema
             obj = copy.deepcopy(body)
             meta = obj.get("metadata")
             obj["metadata"] = decoder.object("V1ObjectMeta", meta, "metadata", rt.kind) if meta is not None else {}
+            obj = rt.strategy.prune(obj, decoder.unknown)
         return obj, decoder.unknown
 
     @staticmethod
@@ -175,6 +181,8 @@ class Registry:
         meta = obj.setdefault("metadata", {})
         if rt.model is not None:
             defaults.apply(rt.model, obj)
+        else:
+            rt.strategy.default(obj)
         if rt.to_storage is not None:
             obj = rt.to_storage(obj)
             defaults.apply(rt.storage_model, obj)
@@ -286,10 +294,13 @@ class Registry:
         options = options or WriteOptions()
         return self.create_decoded(rt, namespace, self.decode(rt, body, namespace, options), options)
 
-    def create_decoded(self, rt: ResourceType, namespace: str | None, obj: dict, options: "WriteOptions") -> dict:
+    def create_decoded(self, rt: ResourceType, namespace: str | None, obj: dict, options: "WriteOptions",
+                       tracked: bool = False) -> dict:
         meta = obj["metadata"]
         if meta.get("resourceVersion"):
             raise bad_request("resourceVersion should not be set on objects to be created")
+        if not tracked:
+            self._track(rt, "", None, obj, options)
         if rt.namespaced:
             meta["namespace"] = namespace or meta.get("namespace") or ""
         self._admit(AdmissionRequest("CREATE", rt, meta.get("namespace", ""), meta.get("name", ""), obj))
@@ -313,7 +324,7 @@ class Registry:
         # FillObjectMetaSystemFields + BeforeCreate
         meta["creationTimestamp"] = now_rfc3339()
         meta["uid"] = str(uuid.uuid4())
-        for key in ("selfLink", "deletionTimestamp", "deletionGracePeriodSeconds", "managedFields"):
+        for key in ("selfLink", "deletionTimestamp", "deletionGracePeriodSeconds"):
             meta.pop(key, None)
         if not rt.namespaced:
             meta.pop("namespace", None)
@@ -372,6 +383,7 @@ class Registry:
             old = self.store.get(rt.storage_key, self.scope(rt, namespace), name)
             if old is None:
                 raise not_found(rt.resource, rt.group, name)
+            self._track(rt, subresource, self.present(rt, old), obj, options)
             return self._update(rt, namespace, name, obj, old, subresource, options.dry_run)
 
     def patch(self, rt: ResourceType, namespace: str | None, name: str, patch_type: str, body: bytes,
@@ -389,8 +401,7 @@ class Registry:
             old = self.store.get(rt.storage_key, self.scope(rt, namespace), name)
             if old is None:
                 if patch_type == patches.APPLY_PATCH and not subresource:
-                    decoded.setdefault("metadata", {})["name"] = name
-                    return 201, self.create(rt, namespace, decoded, options)
+                    return 201, self._apply(rt, namespace, name, decoded, None, "", options)
                 raise not_found(rt.resource, rt.group, name)
             if subresource == "scale":
                 scale = rt.strategy.subresource("scale").scale_of(self.present(rt, old))
@@ -400,22 +411,94 @@ class Registry:
                     json.dumps(patched, separators=(",", ":"))
                 return 200, self._update_scale(rt, namespace, name,
                                                self.decode_patched(SCALE, patched, namespace, options, shown), options)
-            current = copy.deepcopy(self.present(rt, old))
             if patch_type == patches.APPLY_PATCH:
-                # server-side apply, simplified: the applied configuration is merged into the live
-                # object (no field ownership, so nothing is ever removed and there are no conflicts)
-                kind = patches.STRATEGIC_MERGE_PATCH if rt.strategy.strategic_merge_patch else patches.MERGE_PATCH
-                decoded = {k: v for k, v in decoded.items() if k not in ("apiVersion", "kind")}
-                patched = patches.apply_patch(kind, current, decoded)
-            else:
-                patched = patches.apply_patch(patch_type, current, decoded)
+                return 200, self._apply(rt, namespace, name, decoded, old, subresource, options)
+            current = copy.deepcopy(self.present(rt, old))
+            patched = patches.apply_patch(patch_type, current, decoded, self.schema_root(rt))
             shown = patches.go_format(decoded) if patch_type == patches.STRATEGIC_MERGE_PATCH else \
                 json.dumps(patched, separators=(",", ":"))
             obj = self.decode_patched(rt, patched, namespace, options, shown)
             if obj["metadata"].get("name") != name:
                 raise bad_request(f"the name of the object ({obj['metadata'].get('name')}) does not match the name "
                                   f"on the URL ({name})")
+            self._track(rt, subresource, self.present(rt, old), obj, options)
             return 200, self._update(rt, namespace, name, obj, old, subresource, options.dry_run)
+
+    # -- field management ----------------------------------------------------------------------------
+    def schema_root(self, rt: ResourceType) -> schema.Node:
+        return rt.strategy.schema_root(rt)
+
+    @staticmethod
+    def _reset_fields(rt: ResourceType, subresource: str) -> fieldmanager.FieldSet:
+        """ResetFieldsFor: what an endpoint's strategy overwrites, so nobody owns it there."""
+        if not subresource:
+            return fieldmanager.fields_of(["status"] if rt.strategy.has_status() else [])
+        sub = rt.strategy.subresource(subresource)
+        if getattr(sub, "status_only", False):
+            return fieldmanager.fields_of(["spec"])
+        return fieldmanager.fields_of(getattr(sub, "keeps", ()))
+
+    def _field_manager(self, rt: ResourceType, subresource: str, options: "WriteOptions") -> fieldmanager.FieldManager:
+        return fieldmanager.FieldManager(self.schema_root(rt), options.manager, rt.api_version, subresource,
+                                         self._reset_fields(rt, subresource))
+
+    def _track(self, rt: ResourceType, subresource: str, old: dict | None, new: dict, options: "WriteOptions") -> None:
+        """FieldManager.Update: set new's managedFields for this update from `old` (None: a create).
+        Managed fields in the request replace the stored ones (not on subresources)."""
+        requested = new["metadata"].pop("managedFields", None)
+        stored = (old or {}).get("metadata", {}).get("managedFields")
+        managers = fieldmanager.decode_managed(requested if requested and not subresource else stored)
+        live = _without_managed(old) if old is not None else None
+        entries = self._field_manager(rt, subresource, options).update(live, new, managers)
+        if entries:
+            new["metadata"]["managedFields"] = entries
+
+    def _apply(self, rt: ResourceType, namespace: str | None, name: str, config, old: dict | None, subresource: str,
+               options: "WriteOptions") -> dict:
+        """Server-side apply (FieldManager.Apply): the configuration merged into the live object
+        with field ownership; a create when there is no object."""
+        config = self._apply_config(rt, config, name)
+        live = self.present(rt, old) if old is not None else None
+        managers = fieldmanager.decode_managed((live or {}).get("metadata", {}).get("managedFields"))
+        rv = config["metadata"].get("resourceVersion")
+        if rv and live is not None and rv != live["metadata"].get("resourceVersion"):
+            raise conflict(rt.resource, rt.group, name, OPTIMISTIC_LOCK_MESSAGE)
+        try:
+            merged, entries = self._field_manager(rt, subresource, options).apply(
+                _without_managed(live) if live is not None else None, config, managers, options.force)
+        except fieldmanager.Conflict as exc:
+            raise ApiError(409, "Conflict", exc.message(), {"causes": exc.causes()})
+        merged["apiVersion"], merged["kind"] = rt.api_version, rt.kind
+        merged.setdefault("metadata", {})["name"] = name
+        if live is None:
+            obj = self.decode(rt, merged, namespace, options)
+            obj["metadata"]["managedFields"] = entries
+            return self.create_decoded(rt, namespace, obj, options, tracked=True)
+        obj = self.decode_patched(rt, merged, namespace, options, json.dumps(merged, separators=(",", ":")))
+        obj["metadata"]["managedFields"] = entries
+        return self._update(rt, namespace, name, obj, old, subresource, options.dry_run)
+
+    def _apply_config(self, rt: ResourceType, config, name: str) -> dict:
+        """The applied configuration, typed: a field the kind does not have is refused as
+        structured-merge-diff refuses it."""
+        if not isinstance(config.get("metadata", {}), dict):
+            raise bad_request("metadata must be an object")
+        meta = config.get("metadata") or {}
+        if meta.get("managedFields") is not None:
+            raise bad_request("metadata.managedFields must be nil")
+        if meta.get("name") and meta["name"] != name:
+            raise bad_request(f"the name of the object ({meta['name']}) does not match the name on the URL ({name})")
+        try:
+            typed, unknown = self._typed(rt, config)
+        except models.DecodeError as exc:
+            raise bad_request(f"failed to create typed patch object ({rt.api_version}, Kind={rt.kind}): {exc}")
+        if unknown:
+            raise bad_request(f"failed to create typed patch object ({rt.api_version}, Kind={rt.kind}): "
+                              f".{unknown[0]}: field not declared in schema")
+        typed.setdefault("metadata", {})
+        for key in ("apiVersion", "kind"):
+            typed.pop(key, None)
+        return typed
 
     @staticmethod
     def _default_stored(rt: ResourceType, obj: dict) -> None:
@@ -423,6 +506,8 @@ class Registry:
         it reads from etcd, so what a strategy reset (a status) reads back defaulted."""
         if rt.storage_model is not None:
             defaults.apply(rt.storage_model, obj)
+        elif not rt.strategy.builtin:
+            rt.strategy.default(obj)
 
     def get_scale(self, rt: ResourceType, namespace: str | None, name: str) -> dict:
         return rt.strategy.subresource("scale").scale_of(self.get(rt, namespace, name))
@@ -447,6 +532,7 @@ class Registry:
             if rv and rv != old["metadata"].get("resourceVersion"):
                 raise conflict(rt.resource, rt.group, name, OPTIMISTIC_LOCK_MESSAGE)
             new = sub.set_replicas(self.present(rt, old), replicas)
+            self._track(rt, "scale", self.present(rt, old), new, options)
             return sub.scale_of(self._update(rt, namespace, name, new, old, "", options.dry_run))
 
     def _update(self, rt, namespace, name, obj, old, subresource, dry_run) -> dict:
@@ -482,7 +568,6 @@ class Registry:
         if old_meta.get("deletionGracePeriodSeconds") is not None and meta.get("deletionGracePeriodSeconds") is None:
             meta["deletionGracePeriodSeconds"] = old_meta["deletionGracePeriodSeconds"]
         meta.pop("selfLink", None)
-        meta.pop("managedFields", None)
         errors = validate_object_meta_update(meta, old_meta, rt.namespaced, strategy.standard_finalizer_names)
         errors += sub.validate(new) if sub else strategy.validate_update(new, old)
         if errors:
@@ -816,6 +901,12 @@ def _too_large(requested: int, current: int) -> ApiError:
     return ApiError(504, "Timeout", f"Timeout: Too large resource version: {requested}, current: {current}",
                     {"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
                      "retryAfterSeconds": 1})
+
+
+def _without_managed(obj: dict) -> dict:
+    out = dict(obj, metadata=dict(obj.get("metadata") or {}))
+    out["metadata"].pop("managedFields", None)
+    return out
 
 
 def _same(new: dict, old: dict) -> bool:

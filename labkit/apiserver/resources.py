@@ -63,7 +63,11 @@ class StatusSubresource(Subresource):
                 result["status"] = new["status"]
             else:
                 result.pop("status", None)
-            result["metadata"]["resourceVersion"] = new.get("metadata", {}).get("resourceVersion")
+            for key in ("resourceVersion", "managedFields"):    # what the request's field manager set
+                if key in new.get("metadata", {}):
+                    result["metadata"][key] = new["metadata"][key]
+                else:
+                    result["metadata"].pop(key, None)
             return result
         for path in self.keeps:
             *parents, last = path.split(".")
@@ -203,9 +207,21 @@ class Strategy:
         """Extra condition (besides the generic finalizer rule) for removing the object in an update."""
         return True
 
+    def schema_root(self, rt: "ResourceType"):
+        """The shape of the kind for server-side apply and strategic merge patches."""
+        from labkit.apiserver import schema
+        return schema.for_model(rt.model)
+
     def delete_warning(self, options: dict) -> str | None:
         """A warning a DELETE with these options gets (the Job storage's, for instance)."""
         return None
+
+    def prune(self, obj: dict, unknown: list[str]) -> dict:
+        """Drop what the kind's schema does not have (custom resources; built-in kinds are decoded)."""
+        return obj
+
+    def default(self, obj: dict) -> None:
+        """Schema defaults (custom resources; built-in kinds get defaults.py's)."""
 
     def normalize(self, obj: dict) -> None:
         """What the conversion of a decoded object to the internal version changes (after defaulting)."""

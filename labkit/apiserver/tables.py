@@ -397,24 +397,26 @@ def _json_path(obj, path: str):
 
 
 def custom_resource_printer(printer_columns: list[dict]):
-    columns = [NAME]
-    for c in printer_columns:
-        columns.append(_col(c.get("name", ""), c.get("type", "string"), c.get("format", ""),
-                            c.get("priority", 0), c.get("description", "")))
-    if not any(c.get("jsonPath") == ".metadata.creationTimestamp" for c in printer_columns):
-        columns.append(AGE)
+    """apiextensions-apiserver's tableconvertor: Name, then the CRD's additionalPrinterColumns
+    (a CRD without any gets Age); date columns show an age."""
+    printer_columns = printer_columns or [{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}]
+    columns = [NAME] + [_col(c.get("name", ""), c.get("type", "string"), c.get("format", ""), c.get("priority", 0),
+                             c.get("description", "")) for c in printer_columns]
+
+    def cell(obj, column):
+        value = _json_path(obj, column.get("jsonPath", ""))
+        if value is None:
+            return None
+        if column.get("type") == "date":
+            stamp = parse_time(value) if isinstance(value, str) else None
+            return human_duration(time.time() - stamp) if stamp is not None else value
+        if isinstance(value, (dict, list)):
+            import json
+            return json.dumps(value, separators=(",", ":"))
+        return value
 
     def row(obj):
-        cells = [_name(obj)]
-        for c in printer_columns:
-            value = _json_path(obj, c.get("jsonPath", ""))
-            if c.get("jsonPath") == ".metadata.creationTimestamp" and value:
-                created = parse_time(value)
-                value = human_duration(time.time() - created) if created else value
-            cells.append(value)
-        if len(columns) > len(cells):
-            cells.append(age(obj))
-        return cells
+        return [_name(obj)] + [cell(obj, c) for c in printer_columns]
     return columns, row
 
 
