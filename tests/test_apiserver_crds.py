@@ -96,7 +96,7 @@ def test_unknown_fields_are_pruned_and_defaults_applied(api, c):
     ({"replicas": -1}, "spec.replicas: Invalid value: -1: spec.replicas in body should be greater than or equal to 0"),
     ({"color": "blue"}, 'spec.color: Unsupported value: "blue": supported values: "red", "green"'),
     ({"name": "toolong"}, "spec.name: Too long: may not be more than 5 bytes"),
-    ({"ports": [{"port": 80}, {"port": 80}]}, 'spec.ports[1]: Duplicate value: {"port": 80}'),
+    ({"ports": [{"port": 80}, {"port": 80}]}, 'spec.ports[1]: Duplicate value: {"port":80}'),
 ])
 def test_validation_against_the_schema(c, spec, message):
     with pytest.raises(ApiError) as err:

@@ -141,7 +141,14 @@ def invalid_request(message: str = "the server rejected our request due to an er
 
 # -- field errors (k8s.io/apimachinery/pkg/util/validation/field) ------------------------------
 
+class RawJSON(str):
+    """A bad value already rendered as Go's json.Marshal renders it (struct fields in their
+    declared order, which sorted keys would not reproduce)."""
+
+
 def _render_value(value) -> str:
+    if isinstance(value, RawJSON):
+        return str(value)
     if isinstance(value, str):
         return go_quote(value)
     if isinstance(value, bool):
@@ -150,7 +157,7 @@ def _render_value(value) -> str:
         return "null"
     if isinstance(value, (int, float)):
         return str(value)
-    return json.dumps(value, sort_keys=True)
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 class FieldError:

@@ -15,8 +15,9 @@ from typing import Any, Callable, Iterator
 
 from labkit.apiserver import discovery, patch as patches, protobuf
 from labkit.apiserver.audit import AuditLog
-from labkit.apiserver.errors import (ApiError, FieldError, bad_request, field_invalid, field_unsupported, internal,
-                                     invalid, method_not_supported, not_acceptable, not_found_path,
+from labkit.apiserver.authorizer import Attributes, Authorizer, require
+from labkit.apiserver.errors import (ApiError, FieldError, bad_request, field_invalid, field_unsupported,
+                                     internal, invalid, method_not_supported, not_acceptable, not_found_path,
                                      unsupported_media_type)
 from labkit.apiserver.registry import Registry, WriteOptions, decode_delete_options
 from labkit.apiserver.resources import ResourceType
@@ -35,6 +36,7 @@ FIELD_VALIDATION = ("Ignore", "Strict", "Warn")
 class User:
     name: str
     groups: list[str] = field(default_factory=lambda: ["system:authenticated"])
+    uid: str = ""
 
 
 @dataclass
@@ -220,6 +222,7 @@ class Api:
         self.registry = registry
         self.audit = audit or AuditLog(None)
         self.server_address = server_address
+        self.authorizer = Authorizer()
         # non-resource paths served by the embedding program: prefix -> handler(request, rest)
         self.extensions: dict[str, Callable[[Request, str], Response]] = {}
 
@@ -235,11 +238,13 @@ class Api:
                 response = remote
             elif path.startswith("/api/") or path.startswith("/apis/"):
                 info = self._resource_request(request, path)
+                self._authorize(request, info, path)
                 if info is not None:
                     response, audit_object = self._serve_resource(request, info)
                 else:
                     response = self._serve_discovery(request, path)
             else:
+                self._authorize(request, None, path)
                 response = self._serve_other(request, path)
         except ApiError as exc:
             response = Response(exc.code, exc.status())
@@ -392,6 +397,8 @@ class Api:
             if info.subresource == "binding":
                 return Response(201, reg.bind(ns, name, body, self._dry_run(request))), None
             options = self._write_options(request, "CreateOptions")
+            if rt.strategy.virtual:
+                return Response(201, self._review(rt, ns, body, request.user, options)), None
             return Response(201, reg.create(rt, ns, body, options), warnings=options.warnings), None
         if info.verb == "update":
             body = self._body(request)
@@ -419,6 +426,26 @@ class Api:
                                      bool(options.get("dryRun")))
         return Response(200, _strip_item_types(rt, body), warnings=warnings), {
             "kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1", **options}
+
+    def _review(self, rt: ResourceType, namespace: str | None, body, user: User, options: WriteOptions) -> dict:
+        """An access review: decoded and validated like any object, answered, not stored."""
+        obj = self.registry.decode(rt, body, namespace, options)
+        if rt.namespaced:
+            obj["metadata"]["namespace"] = namespace
+        errors = rt.strategy.validate(obj)
+        if errors:
+            raise invalid(rt.kind, rt.group, obj["metadata"].get("name", ""), errors)
+        return rt.strategy.review(obj, user, self.authorizer, namespace)
+
+    def _authorize(self, request: Request, info: "ResourceRequest | None", path: str) -> None:
+        """The authorizer's decision about this request: 403 when it does not allow it."""
+        user = request.user
+        if info is not None:
+            attributes = Attributes(user.name, user.groups, info.verb, info.namespace or "", info.rt.group,
+                                    info.rt.version, info.rt.resource, info.subresource, info.name)
+        else:
+            attributes = Attributes(user.name, user.groups, request.method.lower(), path=path)
+        require(self.authorizer, attributes)
 
     def _delete_options(self, request: Request) -> dict:
         """handlers/delete.go: a non-empty body is the DeleteOptions and the query is ignored."""

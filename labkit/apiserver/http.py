@@ -15,6 +15,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qsl, urlsplit
 
+from labkit.apiserver.authorizer import Attributes, require
 from labkit.apiserver.errors import ApiError, bad_request, too_large, unauthorized
 from labkit.apiserver.handler import Api, Request, Response, User
 
@@ -177,10 +178,38 @@ class _Handler(BaseHTTPRequestHandler):
         if value.startswith("Bearer "):
             user = self.server.tokens.get(value[len("Bearer "):].strip())
             if user is not None:
-                return user
+                return self._impersonate(user)
         if path.rstrip("/") in UNAUTHENTICATED_PATHS:
             return User("system:anonymous", ["system:unauthenticated"])
         raise unauthorized()
+
+    def _impersonate(self, user: User) -> User:
+        """The Impersonate-User / -Group / -Uid headers (kubectl --as, --as-group, --as-uid), each
+        allowed when the authorizer lets the user impersonate it (filters/impersonation.go)."""
+        name = self.headers.get("Impersonate-User")
+        groups = self.headers.get_all("Impersonate-Group") or []
+        uid = self.headers.get("Impersonate-Uid", "")
+        if not name:
+            if groups or uid:
+                raise bad_request("requested impersonation of groups or a UID without impersonating a user")
+            return user
+        authorizer = self.server.api.authorizer
+        if name.startswith("system:serviceaccount:") and name.count(":") == 3:
+            _, _, namespace, account = name.split(":")
+            require(authorizer, Attributes(user.name, user.groups, "impersonate", namespace, resource="serviceaccounts",
+                                           name=account))
+            groups = groups + ["system:serviceaccounts", f"system:serviceaccounts:{namespace}"]
+        else:
+            require(authorizer, Attributes(user.name, user.groups, "impersonate", resource="users", name=name))
+        for group in self.headers.get_all("Impersonate-Group") or []:
+            require(authorizer, Attributes(user.name, user.groups, "impersonate", resource="groups", name=group))
+        if uid:
+            require(authorizer, Attributes(user.name, user.groups, "impersonate", group="authentication.k8s.io",
+                                           resource="uids", name=uid))
+        extra = "system:unauthenticated" if name == "system:anonymous" else "system:authenticated"
+        if extra not in groups:
+            groups = groups + [extra]
+        return User(name, groups, uid)
 
     # -- response ------------------------------------------------------------------------------
     def _send(self, response: Response) -> None:

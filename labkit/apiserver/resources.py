@@ -137,6 +137,7 @@ class Strategy:
     """Per-kind behaviour. The defaults are the generic registry's."""
 
     builtin = True
+    virtual = False             # a question answered on create, never stored (the access reviews)
     # pkg/apis/core/validation: finalizer names without "/" must be standard ones (kube types only;
     # apiextensions, apiregistration and custom resources use apimachinery's generic validation)
     standard_finalizer_names = True
