@@ -13,7 +13,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-from labkit.apiserver import discovery, patch as patches, protobuf
+from labkit.apiserver import discovery, openapi, patch as patches, protobuf
 from labkit.apiserver.audit import AuditLog
 from labkit.apiserver.authorizer import Attributes, Authorizer, require
 from labkit.apiserver.errors import (ApiError, FieldError, bad_request, field_invalid, field_unsupported,
@@ -223,6 +223,7 @@ class Api:
         self.audit = audit or AuditLog(None)
         self.server_address = server_address
         self.authorizer = Authorizer()
+        self.openapi = openapi.Documents(registry.catalog)
         # non-resource paths served by the embedding program: prefix -> handler(request, rest)
         self.extensions: dict[str, Callable[[Request, str], Response]] = {}
 
@@ -592,23 +593,23 @@ class Api:
         if path in ("/healthz", "/livez", "/readyz"):
             return Response(200, b"ok", "text/plain; charset=utf-8")
         if path == "/openapi/v2":
-            if _accepts(request.headers, discovery.OPENAPI_V2_PROTOBUF):
-                return Response(200, discovery.openapi_v2_protobuf(), discovery.OPENAPI_V2_PROTOBUF_ANSWER)
-            return Response(200, discovery.openapi_v2_document())
+            if _accepts(request.headers, openapi.OPENAPI_V2_PROTOBUF):
+                return Response(200, self.openapi.v2_protobuf(), openapi.OPENAPI_V2_PROTOBUF_ANSWER)
+            return Response(200, self.openapi.v2())
         if path.startswith("/openapi/v3"):
-            catalog = self.registry.catalog
             rest = path[len("/openapi/v3"):].strip("/")
             if not rest:
-                return Response(200, discovery.openapi_root(catalog))
+                return Response(200, self.openapi.root())
             parts = rest.split("/")
-            doc = None
             if parts[0] == "api" and len(parts) == 2:
-                doc = discovery.openapi_document(catalog, "", parts[1])
+                group, version = "", parts[1]
             elif parts[0] == "apis" and len(parts) == 3:
-                doc = discovery.openapi_document(catalog, parts[1], parts[2])
-            if doc is None:
+                group, version = parts[1], parts[2]
+            else:
                 raise not_found_path()
-            return Response(200, doc)
+            if not self.registry.catalog.in_group_version(group, version):
+                raise not_found_path()
+            return Response(200, self.openapi.v3_bytes(group, version), "application/json")
         for prefix, handler in self.extensions.items():
             if path == prefix or path.startswith(prefix + "/"):
                 return handler(request, path[len(prefix):])

@@ -14,9 +14,9 @@ models), and give:
   optional lists and maps are dropped as Go's decoding and `omitempty` encoding drop them;
 - the schemas and descriptions that /openapi/v2 and /openapi/v3 serve (kubectl explain).
 
-Go type names in messages come from the model names (`V1PodSpec` -> `v1.PodSpec`); the models
-do not say int32 or int64, so integers are int32 except for the int64 fields named in
-`INT64_FIELDS`.
+Go type names in messages come from the model names (`V1PodSpec` -> `v1.PodSpec`). What the
+models flatten — int32 or int64, resource.Quantity strings, metav1.Time or MicroTime — comes
+from gotypes.py, generated from the Go types.
 """
 
 from __future__ import annotations
@@ -28,28 +28,7 @@ import re
 import threading
 from dataclasses import dataclass
 
-# fields that are int64 in k8s.io/api and k8s.io/apimachinery v0.34 (all other integers: int32)
-INT64_FIELDS = frozenset({
-    "activeDeadlineSeconds", "deletionGracePeriodSeconds", "expirationSeconds", "fsGroup", "generation",
-    "gracePeriodSeconds", "observedGeneration", "remainingItemCount", "revision", "runAsGroup", "runAsUser",
-    "startingDeadlineSeconds", "terminationGracePeriodSeconds", "tolerationSeconds",
-})
-# metav1.MicroTime fields: RFC 3339 with microseconds (all other timestamps: metav1.Time, seconds)
-MICRO_TIME_FIELDS = frozenset({"eventTime", "acquireTime", "renewTime", "lastObservedTime"})
-
-# resource.Quantity fields (and ResourceLists) of the kinds served, from k8s.io/api v0.34: the models
-# type them as strings, Go also reads numbers and writes them back canonical (quantity.py)
-QUANTITY_FIELDS = frozenset({
-    ("ResourceRequirements", "limits"), ("ResourceRequirements", "requests"),
-    ("VolumeResourceRequirements", "limits"), ("VolumeResourceRequirements", "requests"),
-    ("PodSpec", "overhead"), ("ContainerStatus", "allocatedResources"), ("EmptyDirVolumeSource", "sizeLimit"),
-    ("ResourceFieldSelector", "divisor"), ("NodeStatus", "capacity"), ("NodeStatus", "allocatable"),
-    ("PersistentVolumeSpec", "capacity"), ("PersistentVolumeClaimStatus", "capacity"),
-    ("PersistentVolumeClaimStatus", "allocatedResources"), ("ResourceQuotaSpec", "hard"),
-    ("ResourceQuotaStatus", "hard"), ("ResourceQuotaStatus", "used"), ("MetricTarget", "averageValue"),
-    ("MetricTarget", "value"), ("MetricValueStatus", "averageValue"), ("MetricValueStatus", "value"),
-    ("HPAScalingRules", "tolerance"),
-})
+from labkit.apiserver import gotypes
 
 _INT32 = (-(1 << 31), (1 << 31) - 1)
 _INT64 = (-(1 << 63), (1 << 63) - 1)
@@ -85,8 +64,8 @@ class Model:
         # `v1.PodSpec` for V1PodSpec, `v1.Event` for CoreV1Event, `v1beta1.X` for V1beta1X
         self.go_name = f"{m.group(1).lower()}.{m.group(2)}" if m else self.name
         self.struct = self.go_name.split(".", 1)[-1]
-        # per field: (field, container, item type, quantity?) for the decoder
-        self.plan = {name: (f, f.container, f.item, (self.struct, name) in QUANTITY_FIELDS)
+        # per field: (field, container, item type, Go scalar type or None) for the decoder
+        self.plan = {name: (f, f.container, f.item, gotypes.SCALARS.get((self.name, name)))
                      for name, f in self.fields.items()}
         self._children: dict[str, tuple[str, "Model"]] | None = None
 
@@ -108,7 +87,9 @@ class Model:
         by_attribute = {f.attribute: f.name for f in self.fields.values()}
         for attribute, text in _DOC_RE.findall(self.source):
             if attribute in by_attribute:
-                found[by_attribute[attribute]] = " ".join(text.split("  # noqa: E501\n")).strip()
+                text = " ".join(text.split("  # noqa: E501\n")).strip()
+                # the docstrings keep the escapes of the generator's string literals (\")
+                found[by_attribute[attribute]] = text.encode("latin-1", "backslashreplace").decode("unicode_escape")
         return found
 
 
@@ -201,23 +182,24 @@ def _json_kind(value) -> str:
     return "value"
 
 
-def go_type(type_: str, field: str = "") -> str:
+def go_type(type_: str, scalar: str | None = None) -> str:
+    """The Go type of a model's field type (`scalar`: the Go type gotypes.SCALARS names)."""
     if type_ == "str":
         return "string"
     if type_ == "int":
-        return "int64" if field in INT64_FIELDS else "int32"
+        return scalar or "int32"
     if type_ == "bool":
         return "bool"
     if type_ == "float":
         return "float64"
     if type_ == "datetime":
-        return "v1.MicroTime" if field in MICRO_TIME_FIELDS else "v1.Time"
+        return f"v1.{scalar or 'Time'}"
     if type_ == "object":
         return "interface {}"
     if type_.startswith("list["):
-        return "[]" + go_type(type_[5:-1], field)
+        return "[]" + go_type(type_[5:-1], scalar)
     if type_.startswith("dict("):
-        return "map[string]" + go_type(type_[len("dict(str, "):-1], field)
+        return "map[string]" + go_type(type_[len("dict(str, "):-1], scalar)
     found = model(type_)
     return found.go_name if found else type_
 
@@ -233,15 +215,15 @@ class Decoder:
         decoded inside an object without a model)."""
         m = model(name)
         if not isinstance(obj, dict):
-            self._fail(obj, struct or m.struct, path, name, path)
+            self._fail(obj, struct or m.struct, path, name, None)
         return self._model(m, obj, path, path)
 
-    def _fail(self, value, struct: str, path: str, type_: str, field: str):
+    def _fail(self, value, struct: str, path: str, type_: str, scalar: str | None):
         kind = _json_kind(value)
         if kind == "number" and type_ == "int":
             kind = f"number {value}"
         raise DecodeError(f"json: cannot unmarshal {kind} into Go struct field {struct}.{path} of type "
-                          f"{go_type(type_, field)}")
+                          f"{go_type(type_, scalar)}")
 
     def _model(self, m: Model, obj: dict, path: str, plain: str) -> dict:
         out = {}
@@ -253,68 +235,68 @@ class Decoder:
                 continue
             if value is None:
                 continue
-            field, container, item, is_quantity = entry
+            field, container, item, scalar = entry
             child = f"{path}.{key}" if path else key
             child_plain = f"{plain}.{key}" if plain else key
-            if is_quantity:
+            if scalar == "Quantity":
                 decoded = _quantities(value)
             elif container == "list":
                 if not isinstance(value, list):
-                    self._fail(value, m.struct, child_plain, field.type, key)
+                    self._fail(value, m.struct, child_plain, field.type, scalar)
                 decoded = []
                 for i, v in enumerate(value):
                     if v is None:
                         v = _ZERO.get(item, {})
                         if v is None:
                             continue
-                    decoded.append(self._value(item, v, f"{child}[{i}]", child_plain, m.struct, key))
+                    decoded.append(self._value(item, v, f"{child}[{i}]", child_plain, m.struct, scalar))
                 if not decoded and not field.required:
                     continue
             elif container == "dict":
                 if not isinstance(value, dict):
-                    self._fail(value, m.struct, child_plain, field.type, key)
-                decoded = {k: self._value(item, v, f"{child}[{k}]", child_plain, m.struct, key)
+                    self._fail(value, m.struct, child_plain, field.type, scalar)
+                decoded = {k: self._value(item, v, f"{child}[{k}]", child_plain, m.struct, scalar)
                            for k, v in value.items() if v is not None}
                 if not decoded and not field.required:
                     continue
             else:
-                decoded = self._value(item, value, child, child_plain, m.struct, key)
+                decoded = self._value(item, value, child, child_plain, m.struct, scalar)
             out[key] = decoded
         return out
 
-    def _value(self, type_: str, value, path: str, plain: str, struct: str, field: str):
+    def _value(self, type_: str, value, path: str, plain: str, struct: str, scalar: str | None):
         if type_ == "str":
             if value.__class__ is not str:
-                self._fail(value, struct, plain, type_, field)
+                self._fail(value, struct, plain, type_, scalar)
             return value
         if type_ == "int":
             if isinstance(value, float) and value.is_integer():
                 value = int(value)
             if value.__class__ is not int:
-                self._fail(value, struct, plain, type_, field)
-            low, high = _INT64 if field in INT64_FIELDS else _INT32
+                self._fail(value, struct, plain, type_, scalar)
+            low, high = _INT64 if scalar == "int64" else _INT32
             if not low <= value <= high:
-                self._fail(value, struct, plain, type_, field)
+                self._fail(value, struct, plain, type_, scalar)
             return value
         if type_ == "bool":
             if value.__class__ is not bool:
-                self._fail(value, struct, plain, type_, field)
+                self._fail(value, struct, plain, type_, scalar)
             return value
         if type_ == "float":
             if not isinstance(value, (int, float)) or isinstance(value, bool):
-                self._fail(value, struct, plain, type_, field)
+                self._fail(value, struct, plain, type_, scalar)
             return value
         if type_ == "datetime":
             if not isinstance(value, str):
-                self._fail(value, struct, plain, type_, field)
-            return normalise_time(value, field in MICRO_TIME_FIELDS)
+                self._fail(value, struct, plain, type_, scalar)
+            return normalise_time(value, scalar == "MicroTime")
         if type_ == "object":
             return value
         m = model(type_)
         if m is None:
             return value
         if value.__class__ is not dict:
-            self._fail(value, struct, plain, type_, field)
+            self._fail(value, struct, plain, type_, scalar)
         return self._model(m, value, path, plain)
 
 

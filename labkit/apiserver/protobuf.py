@@ -303,3 +303,8 @@ def varint(value: int) -> bytes:
 def length_delimited(number: int, payload: bytes) -> bytes:
     """One field of wire type 2 (string, bytes or an embedded message)."""
     return varint(number << 3 | 2) + varint(len(payload)) + payload
+
+
+def varint_field(number: int, value: int) -> bytes:
+    """One field of wire type 0 (an integer or a bool)."""
+    return varint(number << 3) + varint(value)
