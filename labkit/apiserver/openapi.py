@@ -29,7 +29,7 @@ from labkit.apiserver.protobuf import length_delimited as field, varint_field
 from labkit.apiserver.discovery import VERSION_INFO
 from labkit.apiserver.resources import Catalog, ResourceType
 
-# Go scalar types served as definitions of their own, and the model types they come as
+# the OpenAPI format of Go's plain scalar types (kube-openapi's openapi.go)
 _FORMATS = {"int32": "int32", "int64": "int64", "float64": "double", "[]byte": "byte"}
 PATCH_TYPES = ("application/apply-patch+yaml", "application/json-patch+json", "application/merge-patch+json",
                "application/strategic-merge-patch+json")
@@ -263,11 +263,6 @@ class Documents:
     def v3_bytes(self, group: str, version: str) -> bytes:
         return self._cached(("v3", group, version), lambda: json.dumps(
             self._v3(group, version), separators=(",", ":")).encode())
-
-    def v3(self, group: str, version: str) -> dict | None:
-        if not self.catalog.in_group_version(group, version):
-            return None
-        return json.loads(self.v3_bytes(group, version))
 
     def _v3(self, group: str, version: str) -> dict:
         schemas = Schemas(v3=True)
