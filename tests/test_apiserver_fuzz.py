@@ -120,8 +120,9 @@ MALFORMED = [
      "application/strategic-merge-patch+json", 422),
     ("PATCH", "/api/v1/namespaces/default/configmaps/fuzz-target", b"{}", "text/html", 415),
     ("PATCH", "/api/v1/namespaces/default/configmaps/fuzz-target", b"{}", "application/apply-patch+yaml", 422),
+    # a patched object that does not decode: 422 on the field `patch` (handlers/patch.go)
     ("PATCH", "/api/v1/namespaces/default/configmaps/fuzz-target", b'{"data": {"k": 5}}',
-     "application/merge-patch+json", 400),
+     "application/merge-patch+json", 422),
     ("POST", "/api/v1/namespaces/default/configmaps/fuzz-target", b"{}", None, 405),
     ("GET", "/api/v1/namespaces/default/configmaps/fuzz-target/status", None, None, 404),
     ("PUT", "/api/v1/namespaces/default/finalize", b"{}", None, 400),

@@ -65,7 +65,10 @@ def namespace(server):
 
 
 def test_version_and_api_resources(server):
-    assert "Server Version: v1.32" in kubectl(server, "version").stdout
+    version = kubectl(server, "version")
+    assert "Server Version: v1.34.1" in version.stdout
+    # kubectl 1.32 against a 1.34 server: beyond the supported skew, said once, and still working
+    assert "exceeds the supported minor version skew of +/-1" in version.stderr
     out = kubectl(server, "api-resources").stdout
     rows = {line.split()[0]: line.split() for line in out.splitlines()[1:]}
     assert rows["pods"][1:] == ["po", "v1", "true", "Pod"]
@@ -76,20 +79,44 @@ def test_version_and_api_resources(server):
 
 
 def test_openapi_v2_for_older_kubectl(server):
-    """kubectl up to 1.26 (Debian 12's is 1.20) reads /openapi/v2 as protobuf before create/apply."""
+    """kubectl up to 1.26 (Debian 12's is 1.20) reads /openapi/v2 as protobuf before create/apply
+    (client-side validation, patch strategies) and for explain."""
     from labkit.apiserver.client import HttpClient
-    from labkit.apiserver.discovery import OPENAPI_V2_PROTOBUF, OPENAPI_V2_PROTOBUF_ANSWER
+    from labkit.apiserver.openapi import OPENAPI_V2_PROTOBUF, OPENAPI_V2_PROTOBUF_ANSWER
     from labkit.apiserver.protobuf import Reader
+
+    def message(data: bytes) -> dict[int, list[bytes]]:
+        found: dict[int, list[bytes]] = {}
+        for number, _, value in Reader(data).fields():
+            found.setdefault(number, []).append(value)
+        return found
+
+    def named(entries: list[bytes]) -> dict[str, bytes]:
+        return {message(e)[1][0].decode(): message(e)[2][0] for e in entries}
 
     client = server.client()
     code, doc = client.request("GET", "/openapi/v2")
-    assert code == 200 and doc["swagger"] == "2.0" and doc["paths"] == {}
+    assert code == 200 and doc["swagger"] == "2.0"
     code, raw = client.request("GET", "/openapi/v2", accept=OPENAPI_V2_PROTOBUF)
     assert code == 200 and isinstance(raw, bytes)
-    fields = {number: value for number, _, value in Reader(raw).fields()}
-    assert fields[1] == b"2.0" and fields[8] == b""
-    info = {number: value for number, _, value in Reader(fields[2]).fields()}
-    assert info == {1: b"Kubernetes", 2: doc["info"]["version"].encode()}
+    document = message(raw)
+    assert document[1] == [b"2.0"]
+    info = message(document[2][0])
+    assert info == {1: [b"Kubernetes"], 2: [doc["info"]["version"].encode()]}
+    definitions = named(message(document[9][0])[1])
+    assert set(definitions) == set(doc["definitions"])
+    deployment = message(definitions["io.k8s.api.apps.v1.Deployment"])
+    # vendor extensions: NamedAny, the value as YAML (here JSON, which is YAML)
+    extensions = {k: json.loads(message(v)[2][0]) for k, v in named(deployment[31]).items()}
+    assert extensions["x-kubernetes-group-version-kind"] == [
+        {"group": "apps", "kind": "Deployment", "version": "v1"}]
+    spec = named(message(message(definitions["io.k8s.api.apps.v1.DeploymentSpec"])[25][0])[1])  # properties
+    strategy = {k: json.loads(message(v)[2][0]) for k, v in named(message(spec["strategy"])[31]).items()}
+    assert strategy == {"x-kubernetes-patch-strategy": "retainKeys"}
+    assert message(spec["selector"])[1] == [b"#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector"]
+    paths = named(message(document[8][0])[2])
+    patch = message(message(paths["/apis/apps/v1/namespaces/{namespace}/deployments/{name}"])[8][0])
+    assert b"application/strategic-merge-patch+json" in patch[7]
     # Go's mime parser (kubectl 1.20) refuses the '@' of the Accept form in a Content-Type
     http = HttpClient.from_kubeconfig(server.kubeconfig)
     conn = http._connect()
@@ -222,3 +249,16 @@ def test_typed_create_subcommands_send_protobuf(server, namespace):
     kubectl(server, "create", "service", "clusterip", "pb", "-n", namespace, "--tcp=80:8080")
     port = json.loads(kubectl(server, "get", "svc", "pb", "-n", namespace, "-o", "json").stdout)["spec"]["ports"][0]
     assert (port["port"], port["targetPort"]) == (80, 8080)
+
+
+def test_explain_reads_the_served_schemas(server):
+    out = kubectl(server, "explain", "deployment.spec").stdout
+    assert out.startswith("GROUP:      apps\nKIND:       Deployment\nVERSION:    v1\n\nFIELD: spec <DeploymentSpec>")
+    assert "DeploymentSpec is the specification of the desired behavior of the\n    Deployment." in out
+    assert "  selector\t<LabelSelector> -required-\n    Label selector for pods." in out
+    out = kubectl(server, "explain", "pod.spec.containers.imagePullPolicy").stdout
+    assert "FIELD: imagePullPolicy <string>\nENUM:\n    Always\n    IfNotPresent\n    Never\n" in out
+    out = kubectl(server, "explain", "svc.spec.ports.targetPort").stdout
+    assert "FIELD: targetPort <IntOrString>" in out and "Number or name of the port to access" in out
+    missing = kubectl(server, "explain", "deployment.spec.nonsense", check=False)
+    assert missing.returncode != 0 and 'field "nonsense" does not exist' in missing.stderr

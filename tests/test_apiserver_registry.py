@@ -3,6 +3,7 @@ Update, rest.BeforeDelete, the strategies), through the in-process request handl
 
 from __future__ import annotations
 
+import copy
 import json
 import time
 
@@ -268,7 +269,8 @@ def test_custom_resources_refuse_strategic_merge_patch(c):
            "spec": {"group": "example.com", "scope": "Namespaced",
                     "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
                     "versions": [{"name": "v1", "served": True, "storage": True,
-                                  "schema": {"openAPIV3Schema": {"type": "object"}}}]}}
+                                  "schema": {"openAPIV3Schema": {"type": "object",
+                                                                 "x-kubernetes-preserve-unknown-fields": True}}}]}}
     c.create("apiextensions.k8s.io/v1", "customresourcedefinitions", crd)
     c.create("example.com/v1", "widgets", {"metadata": {"name": "w"}, "spec": {"size": 1}}, "ns")
     with pytest.raises(ApiError) as err:
@@ -342,9 +344,12 @@ def test_watch_replays_from_a_resource_version_and_expires_old_ones(c, api):
     # b entered the selection (ADDED) and left it when its label changed (DELETED)
     assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("ADDED", "b"), ("DELETED", "b")]
     api.registry.store._log_first = api.registry.store.revision + 1     # as after a restart
-    with pytest.raises(ApiError) as err:
-        c.watch("v1", "configmaps", "ns", resource_version=first["metadata"]["resourceVersion"])
-    assert err.value.code == 410 and err.value.reason == "Expired"
+    # the watch cache: 200, then one ERROR event carrying 410 Expired, then the end
+    watch = c.watch("v1", "configmaps", "ns", resource_version=first["metadata"]["resourceVersion"])
+    error = watch.next(1)
+    assert error["type"] == "ERROR" and error["object"]["code"] == 410 and error["object"]["reason"] == "Expired"
+    assert error["object"]["message"].startswith(f"too old resource version: {first['metadata']['resourceVersion']} (")
+    assert watch.next(0.2) is None and watch.ended
 
 
 @pytest.mark.parametrize("selector, kind", [("labelSelector", "a in ("), ("labelSelector", "a b"),
@@ -354,14 +359,17 @@ def test_bad_selectors_are_400(c, selector, kind):
     assert code == 400 and body["kind"] == "Status" and body["reason"] == "BadRequest", body
 
 
-def test_status_subresource_changes_only_status(c):
+def test_status_subresource_keeps_the_spec(c):
     created = c.create("v1", "namespaces", {"metadata": {"name": "other", "labels": {"a": "b"}}})
     assert created["status"] == {"phase": "Active"}
     assert created["metadata"]["labels"]["kubernetes.io/metadata.name"] == "other"
     status = {"phase": "Active", "conditions": [{"type": "Example", "status": "True"}]}
-    changed = dict(created, status=status, metadata=dict(created["metadata"], labels={}))
+    # namespaceStatusStrategy keeps only the spec: the metadata of a status update is taken (the
+    # name label comes back as a default)
+    changed = dict(created, status=status, spec={}, metadata=dict(created["metadata"], labels={}))
     out = c.update("v1", "namespaces", changed, subresource="status")
-    assert out["status"] == status and out["metadata"]["labels"]["a"] == "b"
+    assert out["status"] == status and out["metadata"]["labels"] == {"kubernetes.io/metadata.name": "other"}
+    assert out["spec"] == {"finalizers": ["kubernetes"]}
     # the main resource ignores status
     out = c.update("v1", "namespaces", dict(out, status={"phase": "Active"}))
     assert out["status"] == status
@@ -399,3 +407,55 @@ def test_deletecollection_deletes_each_selected_item_with_the_same_options(c):
     assert "deletionTimestamp" not in c.get("v1", "configmaps", "c", "ns")["metadata"]
     code, body = c.request("DELETE", "/api/v1/namespaces")
     assert code == 405 and body["message"] == 'deletecollection is not supported on resources of kind "namespaces"'
+
+
+# -- scale and status subresources ------------------------------------------------------------------
+
+def test_scale_subresource_of_deployments_replicasets_and_replication_controllers(c):
+    d = c.create("apps/v1", "deployments", DEPLOY, "ns")
+    scale = c.get("apps/v1", "deployments", "d", "ns", subresource="scale")
+    assert scale == {"kind": "Scale", "apiVersion": "autoscaling/v1",
+                     "metadata": {k: d["metadata"][k] for k in ("name", "namespace", "uid", "resourceVersion",
+                                                               "creationTimestamp")},
+                     "spec": {"replicas": 1}, "status": {"replicas": 0, "selector": "a=b"}}
+    scaled = c.patch("apps/v1", "deployments", "d", {"spec": {"replicas": 3}}, "merge", "ns", subresource="scale")
+    assert scaled["spec"]["replicas"] == 3
+    after = c.get("apps/v1", "deployments", "d", "ns")
+    assert after["spec"]["replicas"] == 3 and after["metadata"]["generation"] == 2
+    stale = dict(scaled, spec={"replicas": 5}, metadata=dict(scaled["metadata"], resourceVersion="1"))
+    with pytest.raises(ApiError) as err:
+        c.update("apps/v1", "deployments", stale, "ns", subresource="scale")
+    assert err.value.code == 409 and err.value.reason == "Conflict"
+    with pytest.raises(ApiError) as err:
+        c.update("apps/v1", "deployments", dict(scaled, spec={"replicas": -1}), "ns", subresource="scale")
+    assert err.value.code == 422 and err.value.message == (
+        'Scale.autoscaling "d" is invalid: spec.replicas: Invalid value: -1: must be greater than or equal to 0')
+    c.create("v1", "replicationcontrollers", RC, "ns")
+    rc_scale = c.get("v1", "replicationcontrollers", "rc", "ns", subresource="scale")
+    assert rc_scale["status"] == {"replicas": 0, "selector": "a=b"} and rc_scale["spec"] == {}
+    code, body = c.request("GET", "/apis/apps/v1")
+    entry = next(r for r in body["resources"] if r["name"] == "deployments/scale")
+    assert (entry["group"], entry["version"], entry["kind"], entry["verbs"]) == ("autoscaling", "v1", "Scale",
+                                                                               ["get", "patch", "update"])
+
+
+def test_status_strategies_keep_what_upstream_keeps(c):
+    d = c.create("apps/v1", "deployments", {**DEPLOY, "metadata": {"name": "d", "labels": {"l": "1"}}}, "ns")
+    changed = copy.deepcopy(d)
+    changed["spec"]["replicas"] = 7
+    changed["metadata"]["labels"] = {"l": "2"}
+    changed["metadata"]["annotations"] = {"deployment.kubernetes.io/revision": "1"}
+    changed["status"] = {"observedGeneration": 1}
+    out = c.update("apps/v1", "deployments", changed, "ns", "status")
+    # deploymentStatusStrategy: spec and labels stay, the rest of the metadata is taken
+    assert out["spec"]["replicas"] == 1 and out["metadata"]["labels"] == {"l": "1"}
+    assert out["metadata"]["annotations"] == {"deployment.kubernetes.io/revision": "1"}
+    assert out["status"] == {"observedGeneration": 1} and out["metadata"]["generation"] == 1
+    p = c.create("v1", "pods", {**pod("p"), "metadata": {"name": "p", "ownerReferences": [
+        {"apiVersion": "v1", "kind": "ConfigMap", "name": "x", "uid": "u-1"}]}}, "ns")
+    changed = copy.deepcopy(p)
+    changed["metadata"]["ownerReferences"] = []
+    changed["status"] = {"phase": "Running"}
+    out = c.update("v1", "pods", changed, "ns", "status")
+    assert out["metadata"]["ownerReferences"] == p["metadata"]["ownerReferences"]
+    assert out["status"] == {"phase": "Running", "qosClass": "BestEffort"}

@@ -144,6 +144,18 @@ def test_cli_reports_a_malformed_scenario_in_one_line(tmp_path):
     assert "id: expected the file's stem 'broken'" in labkit("gc", "run", "-f", str(bad), check=2).stderr
 
 
+@pytest.mark.parametrize("api_version, kind", [("example.com/v1", "Widget"), ("v2", "ConfigMap")])
+def test_cli_says_in_one_line_that_a_kind_is_not_served(tmp_path, api_version, kind):
+    def unserved(data):
+        data["objects"][0].update(apiVersion=api_version, kind=kind)
+    path = _variant(tmp_path, HERE / "scenarios" / "gc-owner-never-existed.yaml", "variant-unserved", unserved)
+    result = labkit("gc", "run", "-f", str(path), check=2)
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f'labkit: {path}: ref real: no matches for kind "{kind}" in version "{api_version}": '
+                           "embedded API server https://127.0.0.1:")
+    assert line.endswith("does not serve it (ensure CRDs are installed first)")
+
+
 def test_kubeconfig_mode_plays_against_any_api_server(tmp_path):
     # what `--kubeconfig` does with a real cluster, here against a separately started server that
     # runs its own garbage collector: the runner starts and stops nothing there

@@ -124,14 +124,14 @@ class Client:
         return body.get("items") or [], (body.get("metadata") or {}).get("resourceVersion", "")
 
     def create(self, api_version: str, resource: str, obj: dict, namespace: str | None = None,
-               subresource: str | None = None, name: str | None = None) -> dict:
+               subresource: str | None = None, name: str | None = None, query: dict | None = None) -> dict:
         path = self.path(api_version, resource, namespace, name, subresource)
-        return self.check(*self.request("POST", path, body=obj))
+        return self.check(*self.request("POST", path, query, body=obj))
 
     def update(self, api_version: str, resource: str, obj: dict, namespace: str | None = None,
-               subresource: str | None = None) -> dict:
+               subresource: str | None = None, query: dict | None = None) -> dict:
         path = self.path(api_version, resource, namespace, obj["metadata"]["name"], subresource)
-        return self.check(*self.request("PUT", path, body=obj))
+        return self.check(*self.request("PUT", path, query, body=obj))
 
     def patch(self, api_version: str, resource: str, name: str, patch, patch_type: str = "merge",
               namespace: str | None = None, subresource: str | None = None, query: dict | None = None) -> dict:

@@ -29,10 +29,12 @@ class ApiError(Exception):
         self.reason = reason
         self.message = message
         self.details = details
+        self.list_continue = ""     # a Status' metadata.continue (a list whose continue token expired)
 
     def status(self) -> dict:
-        body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                "message": self.message, "reason": self.reason}
+        body = {"kind": "Status", "apiVersion": "v1",
+                "metadata": {"continue": self.list_continue} if self.list_continue else {},
+                "status": "Failure", "message": self.message, "reason": self.reason}
         if self.details is not None:
             body["details"] = self.details
         body["code"] = self.code
@@ -115,6 +117,10 @@ def unsupported_media_type(content_type: str, accepted: list[str]) -> ApiError:
                     f"{', '.join(accepted)}", {})
 
 
+def not_acceptable(accepted: list[str]) -> ApiError:
+    return ApiError(406, "NotAcceptable", f"only the following media types are accepted: {', '.join(accepted)}", {})
+
+
 def too_large(limit: int) -> ApiError:
     return ApiError(413, "RequestEntityTooLarge", f"Request entity too large: limit is {limit}")
 
@@ -135,7 +141,14 @@ def invalid_request(message: str = "the server rejected our request due to an er
 
 # -- field errors (k8s.io/apimachinery/pkg/util/validation/field) ------------------------------
 
+class RawJSON(str):
+    """A bad value already rendered as Go's json.Marshal renders it (struct fields in their
+    declared order, which sorted keys would not reproduce)."""
+
+
 def _render_value(value) -> str:
+    if isinstance(value, RawJSON):
+        return str(value)
     if isinstance(value, str):
         return go_quote(value)
     if isinstance(value, bool):
@@ -144,7 +157,7 @@ def _render_value(value) -> str:
         return "null"
     if isinstance(value, (int, float)):
         return str(value)
-    return json.dumps(value, sort_keys=True)
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 class FieldError:

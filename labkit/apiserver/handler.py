@@ -13,11 +13,13 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-from labkit.apiserver import discovery, patch as patches, protobuf
+from labkit.apiserver import discovery, openapi, patch as patches, protobuf
 from labkit.apiserver.audit import AuditLog
-from labkit.apiserver.errors import (ApiError, bad_request, field_unsupported, internal, invalid, method_not_supported,
-                                     not_found_path, unsupported_media_type)
-from labkit.apiserver.registry import Registry, decode_delete_options
+from labkit.apiserver.authorizer import Attributes, Authorizer, require
+from labkit.apiserver.errors import (ApiError, FieldError, bad_request, field_invalid, field_unsupported,
+                                     internal, invalid, method_not_supported, not_acceptable, not_found_path,
+                                     unsupported_media_type)
+from labkit.apiserver.registry import Registry, WriteOptions, decode_delete_options
 from labkit.apiserver.resources import ResourceType
 from labkit.apiserver.storage import BOOKMARK
 from labkit.apiserver.tables import build_table
@@ -27,12 +29,14 @@ DISCOVERY_V2 = "apidiscovery.k8s.io/v2"
 DISCOVERY_V2BETA1 = "apidiscovery.k8s.io/v2beta1"
 NAMESPACE_SUBRESOURCES = ("status", "finalize")
 BOOKMARK_INTERVAL = 5.0
+FIELD_VALIDATION = ("Ignore", "Strict", "Warn")
 
 
 @dataclass
 class User:
     name: str
     groups: list[str] = field(default_factory=lambda: ["system:authenticated"])
+    uid: str = ""
 
 
 @dataclass
@@ -53,6 +57,7 @@ class Response:
     body: Any = None                  # dict/list (JSON) or bytes
     content_type: str = "application/json"
     stream: "WatchStream | None" = None
+    warnings: list[str] = field(default_factory=list)     # sent as `Warning: 299 - "..."` headers
 
 
 @dataclass
@@ -126,8 +131,84 @@ class WatchStream:
         self.watcher.stop()
 
 
+class _Stopped:
+    """The watcher of a stream that watches nothing."""
+    stopped = True
+    offered = 0
+
+    def stop(self) -> None:
+        pass
+
+
+class ErrorStream(WatchStream):
+    """A watch that ends after one event (the ERROR event of a watch that cannot start)."""
+
+    def __init__(self, event: dict):
+        self.watcher = _Stopped()
+        self.closed = False
+        self.deadline = 0.0
+        self._pending = [dict(event, ready=True)]
+
+    def close(self) -> None:
+        self.closed = True
+
+
 def _accepts(headers: dict, needle: str) -> bool:
     return needle in headers.get("accept", "").replace(" ", "")
+
+
+SERVED_MEDIA_TYPES = ["application/json", "application/yaml", "application/vnd.kubernetes.protobuf"]
+
+
+def negotiate(headers: dict, target: str) -> tuple[str, str | None, str]:
+    """(encoding, `as` kind or None, meta.k8s.io version) for the Accept header of a read, as
+    kube-apiserver's negotiation picks it: the first acceptable media range (by q), where `as`
+    may ask for a Table, or PartialObjectMetadata (single objects and watches) /
+    PartialObjectMetadataList (lists) of meta.k8s.io v1 or v1beta1. JSON and YAML are
+    written; protobuf is not, so a client asking only for it gets 406."""
+    accept = headers.get("accept", "").strip()
+    if not accept:
+        return "json", None, "v1"
+    ranges = []
+    for i, part in enumerate(accept.split(",")):
+        fields = [f.strip() for f in part.split(";")]
+        params = dict(f.split("=", 1) for f in fields[1:] if "=" in f)
+        try:
+            q = float(params.pop("q", "1"))
+        except ValueError:
+            q = 1.0
+        ranges.append((-q, i, fields[0].lower(), params))
+    partial = "PartialObjectMetadataList" if target == "list" else "PartialObjectMetadata"
+    for _, _, mime, params in sorted(ranges):
+        if mime in ("application/json", "application/*", "*/*"):
+            encoding = "json"
+        elif mime == "application/yaml":
+            encoding = "yaml"
+        else:
+            continue
+        as_kind = params.get("as")
+        if as_kind is None:
+            return encoding, None, "v1"
+        if params.get("g") == "meta.k8s.io" and params.get("v") in ("v1", "v1beta1") \
+                and as_kind in ("Table", partial):
+            return encoding, as_kind, params["v"]
+    raise not_acceptable(SERVED_MEDIA_TYPES)
+
+
+def media_type(encoding: str, as_kind: str | None, version: str) -> str:
+    base = "application/yaml" if encoding == "yaml" else "application/json"
+    return f"{base};as={as_kind};v={version};g=meta.k8s.io" if as_kind else base
+
+
+def encoded(body, encoding: str, as_kind: str | None, version: str, code: int = 200) -> Response:
+    if encoding == "yaml":
+        import yaml
+        return Response(code, yaml.safe_dump(body, sort_keys=False).encode(), media_type(encoding, as_kind, version))
+    return Response(code, body, media_type(encoding, as_kind, version))
+
+
+def partial_object_metadata(obj: dict, api_version: str) -> dict:
+    return {"kind": "PartialObjectMetadata", "apiVersion": api_version, "metadata": obj.get("metadata", {})}
 
 
 def _media_type(headers: dict) -> str:
@@ -141,6 +222,8 @@ class Api:
         self.registry = registry
         self.audit = audit or AuditLog(None)
         self.server_address = server_address
+        self.authorizer = Authorizer()
+        self.openapi = openapi.Documents(registry.catalog)
         # non-resource paths served by the embedding program: prefix -> handler(request, rest)
         self.extensions: dict[str, Callable[[Request, str], Response]] = {}
 
@@ -156,11 +239,13 @@ class Api:
                 response = remote
             elif path.startswith("/api/") or path.startswith("/apis/"):
                 info = self._resource_request(request, path)
+                self._authorize(request, info, path)
                 if info is not None:
                     response, audit_object = self._serve_resource(request, info)
                 else:
                     response = self._serve_discovery(request, path)
             else:
+                self._authorize(request, None, path)
                 response = self._serve_other(request, path)
         except ApiError as exc:
             response = Response(exc.code, exc.status())
@@ -263,19 +348,38 @@ class Api:
                 raise bad_request(f"error converting YAML to JSON: {exc}")
         raise unsupported_media_type(media, ["application/json", "application/yaml", protobuf.CONTENT_TYPE])
 
-    def _dry_run(self, request: Request) -> bool:
+    def _dry_run(self, request: Request, options_kind: str = "CreateOptions") -> bool:
         value = request.query.get("dryRun")
         if value is None or value == "":
             return False
         if value != "All":
-            raise invalid("CreateOptions", "meta.k8s.io", "", [field_unsupported("dryRun", value, ["All"])])
+            raise invalid(options_kind, "meta.k8s.io", "", [field_unsupported("dryRun", value, ["All"])])
         return True
+
+    def _write_options(self, request: Request, options_kind: str) -> WriteOptions:
+        """CreateOptions / UpdateOptions / PatchOptions from the query."""
+        q = request.query
+        validation = q.get("fieldValidation") or "Warn"
+        if validation not in FIELD_VALIDATION:
+            raise invalid(options_kind, "meta.k8s.io", "",
+                          [field_unsupported("fieldValidation", validation, ["", *FIELD_VALIDATION])])
+        force = q.get("force", "").lower()
+        if force not in ("", "true", "false", "1", "0"):
+            raise bad_request(f"strconv.ParseBool: parsing {json.dumps(q['force'])}: invalid syntax")
+        manager = q.get("fieldManager") or None
+        if manager is not None and (len(manager) > 128 or not manager.isprintable()):
+            raise invalid(options_kind, "meta.k8s.io", "", [
+                FieldError("Too long", "fieldManager", "may not be more than 128 bytes") if len(manager) > 128 else
+                field_invalid("fieldManager", manager, "must only contain printable characters")])
+        return WriteOptions(dry_run=self._dry_run(request, options_kind), field_validation=validation,
+                            field_manager=manager, force=force in ("true", "1"),
+                            user_agent=request.headers.get("user-agent", ""))
 
     def _serve_resource(self, request: Request, info: ResourceRequest) -> tuple[Response, Any]:
         reg = self.registry
         rt, ns, name, q = info.rt, info.namespace, info.name, request.query
         if info.verb == "get":
-            obj = reg.get(rt, ns, name)
+            obj = reg.get_scale(rt, ns, name) if info.subresource == "scale" else reg.get(rt, ns, name)
             return self._render(request, rt, [obj], single=True, rv=obj["metadata"].get("resourceVersion", "")), None
         if info.verb == "list":
             try:
@@ -283,7 +387,8 @@ class Api:
             except ValueError:
                 raise bad_request(f"strconv.ParseInt: parsing {json.dumps(q['limit'])}: invalid syntax")
             items, rev, token, remaining = reg.list_page(rt, ns, q.get("labelSelector"), q.get("fieldSelector"),
-                                                         max(limit, 0), q.get("continue"))
+                                                         max(limit, 0), q.get("continue"), q.get("resourceVersion"),
+                                                         q.get("resourceVersionMatch"))
             return self._render(request, rt, items, single=False, rv=str(rev), token=token,
                                 remaining=remaining), None
         if info.verb == "watch":
@@ -292,11 +397,15 @@ class Api:
             body = self._body(request)
             if info.subresource == "binding":
                 return Response(201, reg.bind(ns, name, body, self._dry_run(request))), None
-            return Response(201, reg.create(rt, ns, body, self._dry_run(request))), None
+            options = self._write_options(request, "CreateOptions")
+            if rt.strategy.virtual:
+                return Response(201, self._review(rt, ns, body, request.user, options)), None
+            return Response(201, reg.create(rt, ns, body, options), warnings=options.warnings), None
         if info.verb == "update":
             body = self._body(request)
-            obj = reg.update(rt, ns, name, body, info.subresource, self._dry_run(request))
-            return Response(200, obj), (body if info.subresource else None)
+            options = self._write_options(request, "UpdateOptions")
+            obj = reg.update(rt, ns, name, body, info.subresource, options)
+            return Response(200, obj, warnings=options.warnings), (body if info.subresource else None)
         if info.verb == "patch":
             patch_type = _media_type(request.headers)
             if patch_type not in (patches.JSON_PATCH, patches.MERGE_PATCH, patches.STRATEGIC_MERGE_PATCH,
@@ -304,17 +413,40 @@ class Api:
                 raise unsupported_media_type(patch_type, [patches.JSON_PATCH, patches.MERGE_PATCH,
                                                           patches.STRATEGIC_MERGE_PATCH, patches.APPLY_PATCH])
             data = request.body if request.obj is NO_BODY else json.dumps(request.obj).encode()
-            code, obj = reg.patch(rt, ns, name, patch_type, data or b"", info.subresource, self._dry_run(request),
-                                  q.get("fieldManager"))
-            return Response(code, obj), _loads_or_text(data)
+            options = self._write_options(request, "PatchOptions")
+            code, obj = reg.patch(rt, ns, name, patch_type, data or b"", info.subresource, options)
+            return Response(code, obj, warnings=options.warnings), _loads_or_text(data)
         options = self._delete_options(request)
+        warning = rt.strategy.delete_warning(options)
+        warnings = [warning] if warning else []
         if info.verb == "delete":
             code, body = reg.delete(rt, ns, name, options, bool(options.get("dryRun")))
-            return Response(code, body), {"kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1", **options}
+            return Response(code, body, warnings=warnings), {"kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1",
+                                                             **options}
         body = reg.delete_collection(rt, ns, options, q.get("labelSelector"), q.get("fieldSelector"),
                                      bool(options.get("dryRun")))
-        return Response(200, _strip_item_types(rt, body)), {"kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1",
-                                                            **options}
+        return Response(200, _strip_item_types(rt, body), warnings=warnings), {
+            "kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1", **options}
+
+    def _review(self, rt: ResourceType, namespace: str | None, body, user: User, options: WriteOptions) -> dict:
+        """An access review: decoded and validated like any object, answered, not stored."""
+        obj = self.registry.decode(rt, body, namespace, options)
+        if rt.namespaced:
+            obj["metadata"]["namespace"] = namespace
+        errors = rt.strategy.validate(obj)
+        if errors:
+            raise invalid(rt.kind, rt.group, obj["metadata"].get("name", ""), errors)
+        return rt.strategy.review(obj, user, self.authorizer, namespace)
+
+    def _authorize(self, request: Request, info: "ResourceRequest | None", path: str) -> None:
+        """The authorizer's decision about this request: 403 when it does not allow it."""
+        user = request.user
+        if info is not None:
+            attributes = Attributes(user.name, user.groups, info.verb, info.namespace or "", info.rt.group,
+                                    info.rt.version, info.rt.resource, info.subresource, info.name)
+        else:
+            attributes = Attributes(user.name, user.groups, request.method.lower(), path=path)
+        require(self.authorizer, attributes)
 
     def _delete_options(self, request: Request) -> dict:
         """handlers/delete.go: a non-empty body is the DeleteOptions and the query is ignored."""
@@ -345,14 +477,22 @@ class Api:
         list_meta = {"resourceVersion": rv}
         if token:
             list_meta.update({"continue": token, "remainingItemCount": remaining})
-        if _accepts(request.headers, "as=Table"):
-            table = build_table(rt.strategy.printer, items, rv, request.query.get("includeObject", "Metadata"))
-            table["metadata"] = list_meta
-            return Response(200, table, "application/json;as=Table;v=v1;g=meta.k8s.io")
-        if single:
-            return Response(200, items[0])
-        body = {"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": list_meta, "items": items}
-        return Response(200, _strip_item_types(rt, body))
+        encoding, as_kind, version = negotiate(request.headers, "object" if single else "list")
+        meta_version = f"meta.k8s.io/{version}"
+        if as_kind == "Table":
+            body = build_table(rt.printer, items, rv, request.query.get("includeObject", "Metadata"))
+            body["apiVersion"], body["metadata"] = meta_version, list_meta
+        elif as_kind == "PartialObjectMetadata":
+            body = partial_object_metadata(items[0], meta_version)
+        elif as_kind == "PartialObjectMetadataList":
+            body = {"kind": "PartialObjectMetadataList", "apiVersion": meta_version, "metadata": list_meta,
+                    "items": [partial_object_metadata(i, meta_version) for i in items]}
+        elif single:
+            body = items[0]
+        else:
+            body = _strip_item_types(rt, {"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": list_meta,
+                                          "items": items})
+        return encoded(body, encoding, as_kind, version)
 
     def _watch(self, request: Request, rt: ResourceType, namespace: str | None) -> Response:
         q = request.query
@@ -360,29 +500,44 @@ class Api:
         rv = q.get("resourceVersion")
         if send_initial:
             rv = ""
-        watcher, initial = self.registry.watch(rt, namespace, rv, q.get("labelSelector"), q.get("fieldSelector"))
+        encoding, as_kind, version = negotiate(request.headers, "watch")
+        if encoding != "json":
+            raise not_acceptable(["application/json", "application/vnd.kubernetes.protobuf"])
         try:
             timeout = float(q.get("timeoutSeconds") or 1800)
         except ValueError:
-            watcher.stop()
             raise bad_request(f"invalid timeoutSeconds: {q.get('timeoutSeconds')}")
-        as_table = _accepts(request.headers, "as=Table")
+        content_type = media_type("json", as_kind, version)
+        try:
+            watcher, initial = self.registry.watch(rt, namespace, rv, q.get("labelSelector"), q.get("fieldSelector"))
+        except ApiError as exc:
+            if exc.code != 410:
+                raise
+            # the watch cache answers a watch from a compacted revision with an ERROR event
+            return Response(200, None, content_type, ErrorStream({"type": "ERROR", "object": exc.status()}))
         include = q.get("includeObject", "Metadata")
         present = self.registry.present
+        meta_version = f"meta.k8s.io/{version}"
 
         def transform(obj: dict) -> dict:
             obj = present(rt, obj)
-            if as_table:
-                return build_table(rt.strategy.printer, [obj], obj["metadata"].get("resourceVersion", ""), include)
+            if as_kind == "Table":
+                table = build_table(rt.printer, [obj], obj["metadata"].get("resourceVersion", ""), include)
+                table["apiVersion"] = meta_version
+                return table
+            if as_kind == "PartialObjectMetadata":
+                return partial_object_metadata(obj, meta_version)
             return obj
 
         def bookmark(rev: int) -> dict:
+            if as_kind == "PartialObjectMetadata":
+                return {"kind": "PartialObjectMetadata", "apiVersion": meta_version,
+                        "metadata": {"resourceVersion": str(rev)}}
             return {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": {"resourceVersion": str(rev)}}
 
         bookmarks = q.get("allowWatchBookmarks", "").lower() == "true"
         stream = WatchStream(watcher, initial, transform, timeout, bookmarks, send_initial and bookmarks, bookmark,
                              self.registry.store)
-        content_type = "application/json;as=Table;v=v1;g=meta.k8s.io" if as_table else "application/json"
         return Response(200, None, content_type, stream)
 
     # -- discovery and the rest ----------------------------------------------------------------
@@ -438,23 +593,23 @@ class Api:
         if path in ("/healthz", "/livez", "/readyz"):
             return Response(200, b"ok", "text/plain; charset=utf-8")
         if path == "/openapi/v2":
-            if _accepts(request.headers, discovery.OPENAPI_V2_PROTOBUF):
-                return Response(200, discovery.openapi_v2_protobuf(), discovery.OPENAPI_V2_PROTOBUF_ANSWER)
-            return Response(200, discovery.openapi_v2_document())
+            if _accepts(request.headers, openapi.OPENAPI_V2_PROTOBUF):
+                return Response(200, self.openapi.v2_protobuf(), openapi.OPENAPI_V2_PROTOBUF_ANSWER)
+            return Response(200, self.openapi.v2())
         if path.startswith("/openapi/v3"):
-            catalog = self.registry.catalog
             rest = path[len("/openapi/v3"):].strip("/")
             if not rest:
-                return Response(200, discovery.openapi_root(catalog))
+                return Response(200, self.openapi.root())
             parts = rest.split("/")
-            doc = None
             if parts[0] == "api" and len(parts) == 2:
-                doc = discovery.openapi_document(catalog, "", parts[1])
+                group, version = "", parts[1]
             elif parts[0] == "apis" and len(parts) == 3:
-                doc = discovery.openapi_document(catalog, parts[1], parts[2])
-            if doc is None:
+                group, version = parts[1], parts[2]
+            else:
                 raise not_found_path()
-            return Response(200, doc)
+            if not self.registry.catalog.in_group_version(group, version):
+                raise not_found_path()
+            return Response(200, self.openapi.v3_bytes(group, version), "application/json")
         for prefix, handler in self.extensions.items():
             if path == prefix or path.startswith(prefix + "/"):
                 return handler(request, path[len(prefix):])

@@ -15,6 +15,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qsl, urlsplit
 
+from labkit.apiserver.authorizer import Attributes, require
 from labkit.apiserver.errors import ApiError, bad_request, too_large, unauthorized
 from labkit.apiserver.handler import Api, Request, Response, User
 
@@ -24,9 +25,10 @@ UNAUTHENTICATED_PATHS = ("/healthz", "/livez", "/readyz")
 
 
 def encode(body) -> bytes:
+    """JSON as Go's json.Encoder writes it: compact, one newline at the end."""
     if isinstance(body, (bytes, bytearray)):
         return bytes(body)
-    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
 
 
 class ApiHTTPServer(ThreadingHTTPServer):
@@ -176,10 +178,39 @@ class _Handler(BaseHTTPRequestHandler):
         if value.startswith("Bearer "):
             user = self.server.tokens.get(value[len("Bearer "):].strip())
             if user is not None:
-                return user
+                return self._impersonate(user)
         if path.rstrip("/") in UNAUTHENTICATED_PATHS:
             return User("system:anonymous", ["system:unauthenticated"])
         raise unauthorized()
+
+    def _impersonate(self, user: User) -> User:
+        """The Impersonate-User / -Group / -Uid headers (kubectl --as, --as-group, --as-uid), each
+        allowed when the authorizer lets the user impersonate it (filters/impersonation.go)."""
+        name = self.headers.get("Impersonate-User")
+        requested = self.headers.get_all("Impersonate-Group") or []
+        uid = self.headers.get("Impersonate-Uid", "")
+        if not name:
+            if requested or uid:
+                raise bad_request("requested impersonation of groups or a UID without impersonating a user")
+            return user
+        authorizer = self.server.api.authorizer
+        groups = list(requested)
+        if name.startswith("system:serviceaccount:") and name.count(":") == 3:
+            _, _, namespace, account = name.split(":")
+            require(authorizer, Attributes(user.name, user.groups, "impersonate", namespace, resource="serviceaccounts",
+                                           name=account))
+            groups = groups + ["system:serviceaccounts", f"system:serviceaccounts:{namespace}"]
+        else:
+            require(authorizer, Attributes(user.name, user.groups, "impersonate", resource="users", name=name))
+        for group in requested:
+            require(authorizer, Attributes(user.name, user.groups, "impersonate", resource="groups", name=group))
+        if uid:
+            require(authorizer, Attributes(user.name, user.groups, "impersonate", group="authentication.k8s.io",
+                                           resource="uids", name=uid))
+        extra = "system:unauthenticated" if name == "system:anonymous" else "system:authenticated"
+        if extra not in groups:
+            groups = groups + [extra]
+        return User(name, groups, uid)
 
     # -- response ------------------------------------------------------------------------------
     def _send(self, response: Response) -> None:
@@ -188,6 +219,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", response.content_type)
         self.send_header("Cache-Control", "no-cache, private")
         self.send_header("Content-Length", str(len(data)))
+        for text in response.warnings:
+            self.send_header("Warning", f"299 - {json.dumps(text)}")
         if self.close_connection:
             self.send_header("Connection", "close")
         self.end_headers()
@@ -209,7 +242,7 @@ class _Handler(BaseHTTPRequestHandler):
                     self.close_connection = True
                     return
                 continue
-            data = encode(event) + b"\n"
+            data = encode(event)
             self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
             self.wfile.flush()
         self.wfile.write(b"0\r\n\r\n")

@@ -24,23 +24,30 @@ import threading
 import time
 
 from labkit.apiserver.client import LocalClient
+from labkit.apiserver.discovery import user_agent
 from labkit.apiserver.errors import ApiError
 from labkit.apiserver.registry import now_rfc3339
-from labkit.apiserver.resources import CRD_CLEANUP_FINALIZER
+from labkit.apiserver.kinds import CRD_CLEANUP_FINALIZER
 from labkit.apiserver.storage import Event
 
 CRD_KEY = "apiextensions.k8s.io/customresourcedefinitions"
 APISERVICE_KEY = "apiregistration.k8s.io/apiservices"
 SERVICE_KEY = "/services"
 AUTOMANAGED = "kube-aggregator.kubernetes.io/automanaged"
-BUILTIN_PRIORITY = {"": 18000, "apps": 17800, "apiextensions.k8s.io": 16700, "apiregistration.k8s.io": 18000}
+# kube-aggregator's apiVersionPriorities: (groupPriorityMinimum, versionPriority) of the built-in
+# group/versions; other versions of a built-in group get the group's priority and version 15
+BUILTIN_PRIORITY = {"": 18000, "apiregistration.k8s.io": 18000, "apps": 17800, "events.k8s.io": 17750,
+                    "authentication.k8s.io": 17700, "authorization.k8s.io": 17600, "autoscaling": 17500,
+                    "batch": 17400, "rbac.authorization.k8s.io": 17000, "apiextensions.k8s.io": 16700,
+                    "coordination.k8s.io": 16500, "discovery.k8s.io": 16200}
+VERSION_PRIORITY = {("", "v1"): 1, ("autoscaling", "v2"): 30}
 
 
 class ApiServerInternals:
     def __init__(self, api):
         self.api = api
         self.registry = api.registry
-        self.client = LocalClient(api, "system:apiserver", ["system:masters"], user_agent="kube-apiserver")
+        self.client = LocalClient(api, "system:apiserver", ["system:masters"], user_agent=user_agent("kube-apiserver"))
         self._queue: queue.Queue = queue.Queue()
         self._thread = threading.Thread(target=self._run, daemon=True, name="apiserver-internal")
         self._pending = 0
@@ -139,9 +146,10 @@ class ApiServerInternals:
         wanted = {}
         for group, versions in self.registry.catalog.groups():
             for i, version in enumerate(versions):
+                priority = VERSION_PRIORITY.get((group, version), 15) if group in BUILTIN_PRIORITY else 15 - i
                 wanted[f"{version}.{group}"] = {"group": group, "version": version,
                                                 "groupPriorityMinimum": BUILTIN_PRIORITY.get(group, 1000),
-                                                "versionPriority": 15 - i}
+                                                "versionPriority": priority}
         existing, _ = self.client.list("apiregistration.k8s.io/v1", "apiservices")
         have = {a["metadata"]["name"]: a for a in existing}
         for name, spec in wanted.items():

@@ -7,7 +7,7 @@
   `metadata.finalizers` as a set of strings, `metadata.ownerReferences` by `uid`, containers by
   `name`, ... — and the directives `$patch` (replace/delete/merge), `$deleteFromPrimitiveList/<f>`,
   `$setElementOrder/<f>` and `$retainKeys` are honoured. The merge keys are the `patchMergeKey`
-  tags of the k8s.io/api types this server serves.
+  tags of k8s.io/api (listtypes.py), found along the kind's shape (schema.py).
 """
 
 from __future__ import annotations
@@ -185,41 +185,20 @@ def merge_patch(target, patch):
 
 # -- strategic merge patch -------------------------------------------------------------------
 
-# Lists whose patch strategy is "merge", keyed by their path (list indices dropped) relative to the
-# object, with their merge key (None: a list of primitives merged as a set). Paths under a pod
-# template appear for pods (`spec.`) and for workloads (`spec.template.spec.`).
-_POD_SPEC_LISTS = {
-    "containers": "name", "initContainers": "name", "ephemeralContainers": "name",
-    "containers.ports": "containerPort", "initContainers.ports": "containerPort",
-    "containers.env": "name", "initContainers.env": "name",
-    "containers.volumeMounts": "mountPath", "initContainers.volumeMounts": "mountPath",
-    "containers.volumeDevices": "devicePath", "initContainers.volumeDevices": "devicePath",
-    "volumes": "name", "imagePullSecrets": "name", "hostAliases": "ip",
-    "topologySpreadConstraints": "topologyKey", "resourceClaims": "name", "schedulingGates": "name",
-}
-MERGE_LISTS: dict[str, str | None] = {
-    "metadata.finalizers": None,
-    "metadata.ownerReferences": "uid",
-    "status.conditions": "type",
-    "spec.ports": "port",
-    "spec.template.metadata.finalizers": None,
-    "spec.template.metadata.ownerReferences": "uid",
-}
-for _path, _key in _POD_SPEC_LISTS.items():
-    MERGE_LISTS[f"spec.{_path}"] = _key
-    MERGE_LISTS[f"spec.template.spec.{_path}"] = _key
-
 _DELETE = object()   # a map removed by {"$patch": "delete"}
 
 
-def strategic_merge_patch(original: dict, patch: dict) -> dict:
+def strategic_merge_patch(original: dict, patch: dict, node) -> dict:
+    """Apply a strategic merge patch along the kind's shape `node` (schema.py): lists whose patch
+    strategy is merge are merged by their patchMergeKey (or as sets of values), the others
+    replaced."""
     if not isinstance(patch, dict):
         raise PatchError("strategic merge patch must be a JSON object")
-    result = _merge_map(copy.deepcopy(original), patch, "")
+    result = _merge_map(copy.deepcopy(original), patch, node)
     return {} if result is _DELETE else result
 
 
-def _merge_map(original, patch: dict, path: str):
+def _merge_map(original, patch: dict, node):
     directive = patch.get("$patch")
     if directive == "replace":
         return {k: copy.deepcopy(v) for k, v in patch.items() if k != "$patch"}
@@ -245,7 +224,7 @@ def _merge_map(original, patch: dict, path: str):
                 raise PatchError(f"{key} must be a list")
             orders[key.split("/", 1)[1]] = value
             continue
-        child = f"{path}.{key}" if path else key
+        child = node.field(key)
         if value is None:
             result.pop(key, None)
         elif isinstance(value, dict):
@@ -254,13 +233,13 @@ def _merge_map(original, patch: dict, path: str):
                 result.pop(key, None)
             else:
                 result[key] = merged
-        elif isinstance(value, list) and child in MERGE_LISTS:
-            result[key] = _merge_list(result.get(key), value, MERGE_LISTS[child], child)
+        elif isinstance(value, list) and child.kind == "list" and child.patch_key is not None:
+            result[key] = _merge_list(result.get(key), value, child.patch_key or None, key, child.elem)
         else:
             result[key] = copy.deepcopy(value)
     for field, order in orders.items():
         if isinstance(result.get(field), list):
-            result[field] = _apply_order(result[field], order, MERGE_LISTS.get(f"{path}.{field}" if path else field))
+            result[field] = _apply_order(result[field], order, node.field(field).patch_key or None)
     if isinstance(retain, list):
         for key in list(result):
             if key not in retain:
@@ -268,7 +247,7 @@ def _merge_map(original, patch: dict, path: str):
     return result
 
 
-def _merge_list(original, patch: list, merge_key: str | None, path: str) -> list:
+def _merge_list(original, patch: list, merge_key: str | None, path: str, item_node) -> list:
     original = list(original) if isinstance(original, list) else []
     if any(isinstance(item, dict) and item.get("$patch") == "replace" for item in patch):
         return [copy.deepcopy(i) for i in patch if not (isinstance(i, dict) and "$patch" in i)]
@@ -292,7 +271,7 @@ def _merge_list(original, patch: list, merge_key: str | None, path: str) -> list
             continue
         for i, existing in enumerate(result):
             if isinstance(existing, dict) and existing.get(merge_key) == key:
-                merged = _merge_map(existing, item, path)
+                merged = _merge_map(existing, item, item_node)
                 if merged is _DELETE:
                     result.pop(i)
                 else:
@@ -350,17 +329,21 @@ def _decode_patch_body(patch_type: str, body: bytes):
     return doc
 
 
-def apply_patch(patch_type: str, current: dict, patch) -> dict:
-    """Apply a decoded patch; a patch that does not apply raises ApiError 422 as upstream does."""
+def apply_patch(patch_type: str, current: dict, patch, node=None) -> dict:
+    """Apply a decoded patch (a strategic one along the kind's shape `node`); a patch that does
+    not apply raises ApiError 422 as upstream does."""
     try:
         if patch_type == JSON_PATCH:
             result = apply_json_patch(current, patch)
         elif patch_type == MERGE_PATCH:
             result = merge_patch(current, patch)
         else:
-            result = strategic_merge_patch(current, patch)
+            from labkit.apiserver import schema
+            result = strategic_merge_patch(current, patch, node if node is not None else schema.DEDUCED)
     except PatchError as exc:
         if patch_type == JSON_PATCH:
+            # NewGenericServerResponse(422, ...) keeps the json-patch library's error only for
+            # unexpected responses: the answer carries no causes (apimachinery v0.34 errors.go)
             raise invalid_request()
         raise invalid_request(str(exc))
     except RecursionError:
@@ -368,3 +351,18 @@ def apply_patch(patch_type: str, current: dict, patch) -> dict:
     if not isinstance(result, dict):
         raise invalid_request()
     return result
+
+
+def go_format(value) -> str:
+    """Go's fmt %+v of a decoded JSON value (how upstream shows a strategic merge patch in errors)."""
+    if isinstance(value, dict):
+        return "map[" + " ".join(f"{k}:{go_format(value[k])}" for k in sorted(value)) + "]"
+    if isinstance(value, list):
+        return "[" + " ".join(go_format(v) for v in value) + "]"
+    if value is None:
+        return "<nil>"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)

@@ -115,6 +115,59 @@ SCHEMAS: dict[str, dict[int, tuple]] = {
     "ReplicationControllerSpec": {1: ("replicas", I, True), 2: ("selector", "map:string", False),
                                   3: ("template", "msg:PodTemplateSpec", True), 4: ("minReadySeconds", I, False)},
     "Binding": {1: ("metadata", "msg:ObjectMeta", False), 2: ("target", "msg:ObjectReference", False)},
+    # batch/v1 (kubectl create job|cronjob)
+    "Job": {1: ("metadata", "msg:ObjectMeta", False), 2: ("spec", "msg:JobSpec", False), 3: ("status", "msg:Ignored", False)},
+    "JobSpec": {1: ("parallelism", I, True), 2: ("completions", I, True), 3: ("activeDeadlineSeconds", I, True),
+                7: ("backoffLimit", I, True), 12: ("backoffLimitPerIndex", I, True), 13: ("maxFailedIndexes", I, True),
+                4: ("selector", "msg:LabelSelector", True), 5: ("manualSelector", B, True),
+                6: ("template", "msg:PodTemplateSpec", False), 8: ("ttlSecondsAfterFinished", I, True),
+                9: ("completionMode", S, True), 10: ("suspend", B, True), 14: ("podReplacementPolicy", S, True),
+                15: ("managedBy", S, True)},
+    "JobTemplateSpec": {1: ("metadata", "msg:ObjectMeta", False), 2: ("spec", "msg:JobSpec", False)},
+    "CronJob": {1: ("metadata", "msg:ObjectMeta", False), 2: ("spec", "msg:CronJobSpec", False),
+                3: ("status", "msg:Ignored", False)},
+    "CronJobSpec": {1: ("schedule", S, False), 8: ("timeZone", S, True), 2: ("startingDeadlineSeconds", I, True),
+                    3: ("concurrencyPolicy", S, False), 4: ("suspend", B, True),
+                    5: ("jobTemplate", "msg:JobTemplateSpec", False), 6: ("successfulJobsHistoryLimit", I, True),
+                    7: ("failedJobsHistoryLimit", I, True)},
+    # rbac.authorization.k8s.io/v1 (kubectl create role|rolebinding|clusterrole|clusterrolebinding)
+    "Role": {1: ("metadata", "msg:ObjectMeta", False), 2: ("rules", "rep:msg:PolicyRule", False)},
+    "PolicyRule": {1: ("verbs", "rep:string", False), 2: ("apiGroups", "rep:string", False),
+                   3: ("resources", "rep:string", False), 4: ("resourceNames", "rep:string", False),
+                   5: ("nonResourceURLs", "rep:string", False)},
+    "RoleBinding": {1: ("metadata", "msg:ObjectMeta", False), 2: ("subjects", "rep:msg:Subject", False),
+                    3: ("roleRef", "msg:RoleRef", False)},
+    "RoleRef": {1: ("apiGroup", S, False), 2: ("kind", S, False), 3: ("name", S, False)},
+    "Subject": {1: ("kind", S, False), 2: ("apiGroup", S, False), 3: ("name", S, False), 4: ("namespace", S, False)},
+    "ClusterRole": {1: ("metadata", "msg:ObjectMeta", False), 2: ("rules", "rep:msg:PolicyRule", False),
+                    3: ("aggregationRule", "msg:AggregationRule", True)},
+    "AggregationRule": {1: ("clusterRoleSelectors", "rep:msg:LabelSelector", False)},
+    "ClusterRoleBinding": {1: ("metadata", "msg:ObjectMeta", False), 2: ("subjects", "rep:msg:Subject", False),
+                           3: ("roleRef", "msg:RoleRef", False)},
+    # autoscaling/v1 (kubectl autoscale)
+    "HorizontalPodAutoscaler": {1: ("metadata", "msg:ObjectMeta", False),
+                                2: ("spec", "msg:HorizontalPodAutoscalerSpec", False), 3: ("status", "msg:Ignored", False)},
+    "HorizontalPodAutoscalerSpec": {1: ("scaleTargetRef", "msg:CrossVersionObjectReference", False),
+                                    2: ("minReplicas", I, True), 3: ("maxReplicas", I, False),
+                                    4: ("targetCPUUtilizationPercentage", I, True)},
+    "CrossVersionObjectReference": {1: ("kind", S, False), 2: ("name", S, False), 3: ("apiVersion", S, False)},
+    # authorization.k8s.io/v1, authentication.k8s.io/v1 (kubectl auth can-i, auth whoami)
+    "SelfSubjectAccessReview": {1: ("metadata", "msg:ObjectMeta", False),
+                                2: ("spec", "msg:SelfSubjectAccessReviewSpec", False), 3: ("status", "msg:Ignored", False)},
+    "SelfSubjectAccessReviewSpec": {1: ("resourceAttributes", "msg:ResourceAttributes", True),
+                                    2: ("nonResourceAttributes", "msg:NonResourceAttributes", True)},
+    "ResourceAttributes": {1: ("namespace", S, False), 2: ("verb", S, False), 3: ("group", S, False),
+                           4: ("version", S, False), 5: ("resource", S, False), 6: ("subresource", S, False),
+                           7: ("name", S, False), 8: ("fieldSelector", "msg:FieldSelectorAttributes", True),
+                           9: ("labelSelector", "msg:LabelSelectorAttributes", True)},
+    "NonResourceAttributes": {1: ("path", S, False), 2: ("verb", S, False)},
+    "FieldSelectorAttributes": {1: ("rawSelector", S, False), 2: ("requirements", "rep:msg:SelectorRequirement", False)},
+    "LabelSelectorAttributes": {1: ("rawSelector", S, False), 2: ("requirements", "rep:msg:SelectorRequirement", False)},
+    "SelectorRequirement": {1: ("key", S, False), 2: ("operator", S, False), 3: ("values", "rep:string", False)},
+    "SelfSubjectRulesReview": {1: ("metadata", "msg:ObjectMeta", False),
+                               2: ("spec", "msg:SelfSubjectRulesReviewSpec", False), 3: ("status", "msg:Ignored", False)},
+    "SelfSubjectRulesReviewSpec": {1: ("namespace", S, False)},
+    "SelfSubjectReview": {1: ("metadata", "msg:ObjectMeta", False), 2: ("status", "msg:Ignored", False)},
 }
 
 
@@ -250,3 +303,8 @@ def varint(value: int) -> bytes:
 def length_delimited(number: int, payload: bytes) -> bytes:
     """One field of wire type 2 (string, bytes or an embedded message)."""
     return varint(number << 3 | 2) + varint(len(payload)) + payload
+
+
+def varint_field(number: int, value: int) -> bytes:
+    """One field of wire type 0 (an integer or a bool)."""
+    return varint(number << 3) + varint(value)

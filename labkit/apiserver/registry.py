@@ -5,7 +5,7 @@ Follows k8s.io/apiserver/pkg/registry/generic/registry/store.go (Create, Update,
 ShouldDeleteDuringUpdate, Delete, updateForGracefulDeletionAndFinalizers, markAsDeleting,
 deletionFinalizersForGarbageCollection, shouldOrphanDependents, shouldDeleteDependents,
 DeleteCollection, finalizeDelete) and pkg/registry/rest (BeforeCreate, BeforeUpdate, BeforeDelete),
-as of Kubernetes 1.33/1.34.
+as of Kubernetes v1.34.
 
 Admission plugins run before an object is created or deleted (`Registry.admission`); the
 namespace lifecycle plugin here refuses content in namespaces that do not exist or are being
@@ -19,17 +19,17 @@ import json
 import secrets
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field as dc_field
 from typing import Callable
 
-from labkit.apiserver import patch as patches
+from labkit.apiserver import defaults, fieldmanager, models, patch as patches, schema
 from labkit.apiserver.errors import (OPTIMISTIC_LOCK_MESSAGE, ApiError, already_exists, bad_request, conflict,
-                                     field_invalid, field_required, forbidden, invalid, not_found,
-                                     unsupported_media_type)
-from labkit.apiserver.resources import (ORPHAN_DEPENDENTS, UNSUPPORTED, Catalog, ResourceType, builtin_types,
-                                        custom_resource_types)
+                                     expired, field_forbidden, field_invalid, field_required, field_unsupported,
+                                     forbidden, invalid, invalid_request, not_found, unsupported_media_type)
+from labkit.apiserver.kinds import builtin_types, custom_resource_types
+from labkit.apiserver.resources import ORPHAN_DEPENDENTS, UNSUPPORTED, Catalog, ResourceType, Strategy
 from labkit.apiserver.selectors import FieldSelector, LabelSelector
-from labkit.apiserver.storage import ADDED, DELETED, MODIFIED, Event, Store
+from labkit.apiserver.storage import ADDED, DELETED, MODIFIED, Compacted, Event, Store
 from labkit.apiserver.validation import (path_segment_problems, validate_delete_options, validate_object_meta,
                                          validate_object_meta_update)
 
@@ -56,6 +56,26 @@ class AdmissionRequest:
     subresource: str = ""
 
 
+@dataclass
+class WriteOptions:
+    """The options of a create, update or patch (CreateOptions, UpdateOptions, PatchOptions from
+    the query) and the warnings the request collects for its answer."""
+    dry_run: bool = False
+    field_validation: str = "Warn"         # Strict | Warn | Ignore (upstream's default: Warn)
+    field_manager: str | None = None
+    force: bool = False
+    user_agent: str = ""
+    warnings: list[str] = dc_field(default_factory=list)
+
+    @property
+    def manager(self) -> str:
+        return fieldmanager.manager_name(self.field_manager, self.user_agent)
+
+
+# the autoscaling/v1 Scale of every scale subresource, decoded as a kind of its own
+SCALE = ResourceType("autoscaling", "v1", "scale", "Scale", True, Strategy())
+
+
 class Registry:
     def __init__(self, store: Store):
         self.store = store
@@ -76,8 +96,11 @@ class Registry:
 
     @staticmethod
     def present(rt: ResourceType, obj: dict) -> dict:
-        """The object as the requested group/version shows it (custom resources of several
-        versions are stored as written and converted with the `None` strategy)."""
+        """The object as the requested group/version shows it: converted from the stored version
+        where the kinds differ, else (custom resources of several versions, stored as written and
+        converted with the `None` strategy) only relabelled."""
+        if rt.from_storage is not None:
+            return rt.from_storage(obj)
         if obj.get("apiVersion") == rt.api_version and obj.get("kind") == rt.kind:
             return obj
         return {**obj, "apiVersion": rt.api_version, "kind": rt.kind}
@@ -90,25 +113,81 @@ class Registry:
         if problems:
             raise bad_request(f"Name parameter invalid: {json.dumps(name)}: {';'.join(problems)}")
 
-    def _decode(self, rt: ResourceType, body, namespace: str | None) -> dict:
-        """What the typed decoder checks: an object of the endpoint's kind, metadata of the right types."""
+    def decode(self, rt: ResourceType, body, namespace: str | None, options: "WriteOptions") -> dict:
+        """What the decoder of a request body does: check it is an object of the endpoint's kind,
+        decode it into the kind's type (type errors: 400; unknown fields dropped, refused or
+        warned about as fieldValidation says), then apply the kind's defaults."""
         if not isinstance(body, dict):
             raise bad_request(f"{rt.kind} in version \"{rt.version}\" cannot be handled as a {rt.kind}: "
                               "the body is not a JSON object")
-        obj = copy.deepcopy(body)
-        api_version, kind = obj.get("apiVersion"), obj.get("kind")
+        self._check_type_meta(rt, body)
+        try:
+            obj, unknown = self._typed(rt, body)
+        except models.DecodeError as exc:
+            raise bad_request(f"{rt.kind} in version \"{rt.version}\" cannot be handled as a {rt.kind}: {exc}")
+        if unknown:
+            fields = ", ".join(f'unknown field "{f}"' for f in unknown)
+            if options.field_validation == "Strict":
+                raise bad_request(f"{rt.kind} in version \"{rt.version}\" cannot be handled as a {rt.kind}: "
+                                  f"strict decoding error: {fields}")
+            if options.field_validation == "Warn":
+                options.warnings += [f'unknown field "{f}"' for f in unknown]
+        return self._finish_decode(rt, obj, namespace)
+
+    def decode_patched(self, rt: ResourceType, patched, namespace: str | None, options: "WriteOptions",
+                       shown: str) -> dict:
+        """Decoding of a patched object (handlers/patch.go): type errors and, with
+        fieldValidation Strict, unknown fields are 422 errors of the field `patch`."""
+        if not isinstance(patched, dict):
+            raise invalid_request()
+        self._check_type_meta(rt, patched)
+        try:
+            obj, unknown = self._typed(rt, patched)
+        except models.DecodeError as exc:
+            raise invalid("", "", "", [field_invalid("patch", shown, str(exc))])
+        if unknown:
+            fields = ", ".join(f'unknown field "{f}"' for f in unknown)
+            if options.field_validation == "Strict":
+                raise invalid("", "", "", [field_invalid("patch", shown, f"strict decoding error: {fields}")])
+            if options.field_validation == "Warn":
+                options.warnings += [f'unknown field "{f}"' for f in unknown]
+        return self._finish_decode(rt, obj, namespace)
+
+    @staticmethod
+    def _check_type_meta(rt: ResourceType, body: dict) -> None:
+        api_version, kind = body.get("apiVersion"), body.get("kind")
         if api_version is not None and api_version != rt.api_version:
             raise bad_request(f"the API version in the data ({api_version}) does not match the expected API "
                               f"version ({rt.api_version})")
         if kind is not None and kind != rt.kind:
             raise bad_request(f"{rt.kind} in version \"{rt.version}\" cannot be handled as a {rt.kind}: "
                               f"the object provided is unrecognized (must be of type {rt.kind})")
+
+    @staticmethod
+    def _typed(rt: ResourceType, body: dict) -> tuple[dict, list[str]]:
+        decoder = models.Decoder()
+        if rt.model is not None:
+            obj = decoder.object(rt.model, body)
+        else:       # custom resources: typed metadata, the rest pruned to the CRD's schema
+            obj = copy.deepcopy(body)
+            meta = obj.get("metadata")
+            obj["metadata"] = decoder.object("V1ObjectMeta", meta, "metadata", rt.kind) if meta is not None else {}
+            obj = rt.strategy.prune(obj, decoder.unknown)
+        return obj, decoder.unknown
+
+    @staticmethod
+    def _finish_decode(rt: ResourceType, obj: dict, namespace: str | None) -> dict:
         obj["apiVersion"], obj["kind"] = rt.api_version, rt.kind
-        meta = obj.get("metadata")
-        if meta is None:
-            meta = obj["metadata"] = {}
-        _check_meta_types(rt, meta)
-        rt.strategy.check_types(obj)
+        meta = obj.setdefault("metadata", {})
+        if rt.model is not None:
+            defaults.apply(rt.model, obj)
+        else:
+            rt.strategy.default(obj)
+        if rt.to_storage is not None:
+            obj = rt.to_storage(obj)
+            defaults.apply(rt.storage_model, obj)
+            meta = obj["metadata"]
+        rt.strategy.normalize(obj)
         if rt.namespaced and namespace and meta.get("namespace") and meta["namespace"] != namespace:
             raise bad_request("the namespace of the provided object does not match the namespace sent on the request")
         return obj
@@ -166,23 +245,44 @@ class Registry:
         return items, rev
 
     def list_page(self, rt: ResourceType, namespace: str | None, label_selector: str | None = None,
-                  field_selector: str | None = None, limit: int = 0,
-                  continue_token: str | None = None) -> tuple[list[dict], int, str, int]:
-        """(items, resourceVersion, continue token, remaining item count). With `limit`, at most
-        that many items and a token for the rest; unlike etcd's, the next page is read from the
-        current state, not from a snapshot."""
+                  field_selector: str | None = None, limit: int = 0, continue_token: str | None = None,
+                  resource_version: str | None = None, match: str | None = None) -> tuple[list[dict], int, str, int]:
+        """(items, resourceVersion, continue token, remaining item count), as the etcd3 store
+        lists: the latest state, or the one at an exact resourceVersion (resourceVersionMatch
+        Exact), or at the revision of a continue token, so that pages read one snapshot; a
+        revision older than the history kept answers 410 Expired."""
         labels, fields = self.selectors(rt, label_selector, field_selector)
-        match = self.matcher(rt, labels, fields)
-        after = _decode_continue(continue_token) if continue_token else None
+        accept = self.matcher(rt, labels, fields)
+        _validate_list_options(resource_version, match, continue_token)
+        current = self.store.revision
+        requested = _parse_resource_version(resource_version) if resource_version else None
+        at, after = None, None
+        if continue_token:
+            if requested:
+                raise bad_request("specifying resource version is not allowed when using continue")
+            at, after = _decode_continue(continue_token)
+            if at == -1:            # the token of a compacted list: go on at the latest revision
+                at = None
+        elif requested and (match == "Exact" or requested > current):
+            if requested > current:
+                raise _too_large(requested, current)
+            at = requested
         scope = self.scope(rt, namespace) if rt.namespaced and namespace else None
-        entries, rev = self.store.scan(rt.storage_key, scope, after)
+        try:
+            entries, rev = self.store.scan(rt.storage_key, scope, after, at)
+        except Compacted:
+            if not continue_token:
+                raise expired("The resourceVersion for the provided list is too old.")
+            error = expired(INCONSISTENT_CONTINUE)
+            error.list_continue = _encode_continue(-1, after)
+            raise error
         items: list[dict] = []
-        token, remaining = "", 0
+        token, remaining, items_key = "", 0, None
         for i, (key, shared, text) in enumerate(entries):
-            if not match(shared):
+            if not accept(shared):
                 continue
             if limit and len(items) == limit:
-                remaining = sum(1 for _, obj, _ in entries[i:] if match(obj))
+                remaining = sum(1 for _, obj, _ in entries[i:] if accept(obj))
                 token = _encode_continue(rev, items_key)
                 break
             items.append(self.present(rt, json.loads(text)))
@@ -190,23 +290,29 @@ class Registry:
         return items, rev, token, remaining
 
     # -- create ------------------------------------------------------------------------------------
-    def create(self, rt: ResourceType, namespace: str | None, body, dry_run: bool = False) -> dict:
-        obj = self._decode(rt, body, namespace)
+    def create(self, rt: ResourceType, namespace: str | None, body, options: "WriteOptions | None" = None) -> dict:
+        options = options or WriteOptions()
+        return self.create_decoded(rt, namespace, self.decode(rt, body, namespace, options), options)
+
+    def create_decoded(self, rt: ResourceType, namespace: str | None, obj: dict, options: "WriteOptions",
+                       tracked: bool = False) -> dict:
         meta = obj["metadata"]
         if meta.get("resourceVersion"):
             raise bad_request("resourceVersion should not be set on objects to be created")
+        if not tracked:
+            self._track(rt, "", None, obj, options)
         if rt.namespaced:
             meta["namespace"] = namespace or meta.get("namespace") or ""
         self._admit(AdmissionRequest("CREATE", rt, meta.get("namespace", ""), meta.get("name", ""), obj))
         if meta.get("name") or not meta.get("generateName"):
-            return self._create_one(rt, obj, dry_run)
+            return self._create_one(rt, obj, options.dry_run)
         last_error = None
         for _ in range(8):      # createWithGenerateNameRetry
             candidate = copy.deepcopy(obj)
             candidate["metadata"]["name"] = meta["generateName"] + "".join(
                 secrets.choice(GENERATE_NAME_ALPHABET) for _ in range(5))
             try:
-                return self._create_one(rt, candidate, dry_run)
+                return self._create_one(rt, candidate, options.dry_run)
             except ApiError as exc:
                 if exc.reason != "AlreadyExists":
                     raise
@@ -218,12 +324,13 @@ class Registry:
         # FillObjectMetaSystemFields + BeforeCreate
         meta["creationTimestamp"] = now_rfc3339()
         meta["uid"] = str(uuid.uuid4())
-        for key in ("selfLink", "deletionTimestamp", "deletionGracePeriodSeconds", "managedFields"):
+        for key in ("selfLink", "deletionTimestamp", "deletionGracePeriodSeconds"):
             meta.pop(key, None)
         if not rt.namespaced:
             meta.pop("namespace", None)
         meta.pop("generation", None)
         rt.strategy.prepare_for_create(obj)
+        self._default_stored(rt, obj)
         _drop_empty_meta(obj)
         errors = validate_object_meta(meta, rt.namespaced, rt.strategy.name_problems,
                                       rt.strategy.standard_finalizer_names)
@@ -263,9 +370,12 @@ class Registry:
 
     # -- update and patch --------------------------------------------------------------------------
     def update(self, rt: ResourceType, namespace: str | None, name: str, body, subresource: str = "",
-               dry_run: bool = False) -> dict:
+               options: "WriteOptions | None" = None) -> dict:
+        options = options or WriteOptions()
         self.check_name_parameter(name)
-        obj = self._decode(rt, body, namespace)
+        if subresource == "scale":
+            return self._update_scale(rt, namespace, name, self.decode(SCALE, body, namespace, options), options)
+        obj = self.decode(rt, body, namespace, options)
         if obj["metadata"].get("name", "") != name:
             raise bad_request(f"the name of the object ({obj['metadata'].get('name', '')}) does not match the name "
                               f"on the URL ({name})")
@@ -273,15 +383,17 @@ class Registry:
             old = self.store.get(rt.storage_key, self.scope(rt, namespace), name)
             if old is None:
                 raise not_found(rt.resource, rt.group, name)
-            return self._update(rt, namespace, name, obj, old, subresource, dry_run)
+            self._track(rt, subresource, self.present(rt, old), obj, options)
+            return self._update(rt, namespace, name, obj, old, subresource, options.dry_run)
 
     def patch(self, rt: ResourceType, namespace: str | None, name: str, patch_type: str, body: bytes,
-              subresource: str = "", dry_run: bool = False, field_manager: str | None = None) -> tuple[int, dict]:
+              subresource: str = "", options: "WriteOptions | None" = None) -> tuple[int, dict]:
         """Returns (HTTP code, object): 201 when a server-side apply created the object."""
+        options = options or WriteOptions()
         self.check_name_parameter(name)
         if patch_type == patches.STRATEGIC_MERGE_PATCH and not rt.strategy.strategic_merge_patch:
             raise unsupported_media_type(patch_type, [patches.JSON_PATCH, patches.MERGE_PATCH, patches.APPLY_PATCH])
-        if patch_type == patches.APPLY_PATCH and not field_manager:
+        if patch_type == patches.APPLY_PATCH and not options.field_manager:
             raise invalid("PatchOptions", "meta.k8s.io", "",
                           [field_required("fieldManager", "is required for apply patch")])
         decoded = patches.decode_patch_body(patch_type, body)
@@ -289,23 +401,139 @@ class Registry:
             old = self.store.get(rt.storage_key, self.scope(rt, namespace), name)
             if old is None:
                 if patch_type == patches.APPLY_PATCH and not subresource:
-                    decoded.setdefault("metadata", {})["name"] = name
-                    return 201, self.create(rt, namespace, decoded, dry_run)
+                    return 201, self._apply(rt, namespace, name, decoded, None, "", options)
                 raise not_found(rt.resource, rt.group, name)
-            current = copy.deepcopy(self.present(rt, old))
+            if subresource == "scale":
+                scale = rt.strategy.subresource("scale").scale_of(self.present(rt, old))
+                kind = patches.MERGE_PATCH if patch_type == patches.APPLY_PATCH else patch_type
+                patched = patches.apply_patch(kind, scale, decoded)
+                shown = patches.go_format(decoded) if patch_type == patches.STRATEGIC_MERGE_PATCH else \
+                    json.dumps(patched, separators=(",", ":"))
+                return 200, self._update_scale(rt, namespace, name,
+                                               self.decode_patched(SCALE, patched, namespace, options, shown), options)
             if patch_type == patches.APPLY_PATCH:
-                # server-side apply, simplified: the applied configuration is merged into the live
-                # object (no field ownership, so nothing is ever removed and there are no conflicts)
-                kind = patches.STRATEGIC_MERGE_PATCH if rt.strategy.strategic_merge_patch else patches.MERGE_PATCH
-                decoded = {k: v for k, v in decoded.items() if k not in ("apiVersion", "kind")}
-                patched = patches.apply_patch(kind, current, decoded)
-            else:
-                patched = patches.apply_patch(patch_type, current, decoded)
-            obj = self._decode(rt, patched, namespace)
+                return 200, self._apply(rt, namespace, name, decoded, old, subresource, options)
+            current = copy.deepcopy(self.present(rt, old))
+            patched = patches.apply_patch(patch_type, current, decoded, self.schema_root(rt))
+            shown = patches.go_format(decoded) if patch_type == patches.STRATEGIC_MERGE_PATCH else \
+                json.dumps(patched, separators=(",", ":"))
+            obj = self.decode_patched(rt, patched, namespace, options, shown)
             if obj["metadata"].get("name") != name:
                 raise bad_request(f"the name of the object ({obj['metadata'].get('name')}) does not match the name "
                                   f"on the URL ({name})")
-            return 200, self._update(rt, namespace, name, obj, old, subresource, dry_run)
+            self._track(rt, subresource, self.present(rt, old), obj, options)
+            return 200, self._update(rt, namespace, name, obj, old, subresource, options.dry_run)
+
+    # -- field management ----------------------------------------------------------------------------
+    def schema_root(self, rt: ResourceType) -> schema.Node:
+        return rt.strategy.schema_root(rt)
+
+    @staticmethod
+    def _reset_fields(rt: ResourceType, subresource: str) -> fieldmanager.FieldSet:
+        """ResetFieldsFor: what an endpoint's strategy overwrites, so nobody owns it there."""
+        if not subresource:
+            return fieldmanager.fields_of(["status"] if rt.strategy.has_status() else [])
+        sub = rt.strategy.subresource(subresource)
+        if getattr(sub, "status_only", False):
+            return fieldmanager.fields_of(["spec"])
+        return fieldmanager.fields_of(getattr(sub, "keeps", ()))
+
+    def _field_manager(self, rt: ResourceType, subresource: str, options: "WriteOptions") -> fieldmanager.FieldManager:
+        return fieldmanager.FieldManager(self.schema_root(rt), options.manager, rt.api_version, subresource,
+                                         self._reset_fields(rt, subresource))
+
+    def _track(self, rt: ResourceType, subresource: str, old: dict | None, new: dict, options: "WriteOptions") -> None:
+        """FieldManager.Update: set new's managedFields for this update from `old` (None: a create).
+        Managed fields in the request replace the stored ones (not on subresources)."""
+        requested = new["metadata"].pop("managedFields", None)
+        stored = (old or {}).get("metadata", {}).get("managedFields")
+        managers = fieldmanager.decode_managed(requested if requested and not subresource else stored)
+        live = _without_managed(old) if old is not None else None
+        entries = self._field_manager(rt, subresource, options).update(live, new, managers)
+        if entries:
+            new["metadata"]["managedFields"] = entries
+
+    def _apply(self, rt: ResourceType, namespace: str | None, name: str, config, old: dict | None, subresource: str,
+               options: "WriteOptions") -> dict:
+        """Server-side apply (FieldManager.Apply): the configuration merged into the live object
+        with field ownership; a create when there is no object."""
+        config = self._apply_config(rt, config, name)
+        live = self.present(rt, old) if old is not None else None
+        managers = fieldmanager.decode_managed((live or {}).get("metadata", {}).get("managedFields"))
+        rv = config["metadata"].get("resourceVersion")
+        if rv and live is not None and rv != live["metadata"].get("resourceVersion"):
+            raise conflict(rt.resource, rt.group, name, OPTIMISTIC_LOCK_MESSAGE)
+        try:
+            merged, entries = self._field_manager(rt, subresource, options).apply(
+                _without_managed(live) if live is not None else None, config, managers, options.force)
+        except fieldmanager.Conflict as exc:
+            raise ApiError(409, "Conflict", exc.message(), {"causes": exc.causes()})
+        merged["apiVersion"], merged["kind"] = rt.api_version, rt.kind
+        merged.setdefault("metadata", {})["name"] = name
+        if live is None:
+            obj = self.decode(rt, merged, namespace, options)
+            obj["metadata"]["managedFields"] = entries
+            return self.create_decoded(rt, namespace, obj, options, tracked=True)
+        obj = self.decode_patched(rt, merged, namespace, options, json.dumps(merged, separators=(",", ":")))
+        obj["metadata"]["managedFields"] = entries
+        return self._update(rt, namespace, name, obj, old, subresource, options.dry_run)
+
+    def _apply_config(self, rt: ResourceType, config, name: str) -> dict:
+        """The applied configuration, typed: a field the kind does not have is refused as
+        structured-merge-diff refuses it."""
+        if not isinstance(config.get("metadata", {}), dict):
+            raise bad_request("metadata must be an object")
+        meta = config.get("metadata") or {}
+        if meta.get("managedFields") is not None:
+            raise bad_request("metadata.managedFields must be nil")
+        if meta.get("name") and meta["name"] != name:
+            raise bad_request(f"the name of the object ({meta['name']}) does not match the name on the URL ({name})")
+        try:
+            typed, unknown = self._typed(rt, config)
+        except models.DecodeError as exc:
+            raise bad_request(f"failed to create typed patch object ({rt.api_version}, Kind={rt.kind}): {exc}")
+        if unknown:
+            raise bad_request(f"failed to create typed patch object ({rt.api_version}, Kind={rt.kind}): "
+                              f".{unknown[0]}: field not declared in schema")
+        typed.setdefault("metadata", {})
+        for key in ("apiVersion", "kind"):
+            typed.pop(key, None)
+        return typed
+
+    @staticmethod
+    def _default_stored(rt: ResourceType, obj: dict) -> None:
+        """The defaults again after the strategy: kube-apiserver applies them when it decodes what
+        it reads from etcd, so what a strategy reset (a status) reads back defaulted."""
+        if rt.storage_model is not None:
+            defaults.apply(rt.storage_model, obj)
+        elif not rt.strategy.builtin:
+            rt.strategy.default(obj)
+
+    def get_scale(self, rt: ResourceType, namespace: str | None, name: str) -> dict:
+        return rt.strategy.subresource("scale").scale_of(self.get(rt, namespace, name))
+
+    def _update_scale(self, rt: ResourceType, namespace: str | None, name: str, scale: dict,
+                      options: "WriteOptions") -> dict:
+        """ScaleREST.Update: the Scale's replicas into the object (its resourceVersion, if any, as
+        precondition), then a normal update of the object."""
+        sub = rt.strategy.subresource("scale")
+        if scale["metadata"].get("name", "") != name:
+            raise bad_request(f"the name of the object ({scale['metadata'].get('name', '')}) does not match the name "
+                              f"on the URL ({name})")
+        replicas = (scale.get("spec") or {}).get("replicas", 0)
+        if replicas < 0:
+            raise invalid("Scale", "autoscaling", name,
+                          [field_invalid("spec.replicas", replicas, "must be greater than or equal to 0")])
+        with self.store.lock:
+            old = self.store.get(rt.storage_key, self.scope(rt, namespace), name)
+            if old is None:
+                raise not_found(rt.resource, rt.group, name)
+            rv = scale["metadata"].get("resourceVersion")
+            if rv and rv != old["metadata"].get("resourceVersion"):
+                raise conflict(rt.resource, rt.group, name, OPTIMISTIC_LOCK_MESSAGE)
+            new = sub.set_replicas(self.present(rt, old), replicas)
+            self._track(rt, "scale", self.present(rt, old), new, options)
+            return sub.scale_of(self._update(rt, namespace, name, new, old, "", options.dry_run))
 
     def _update(self, rt, namespace, name, obj, old, subresource, dry_run) -> dict:
         strategy = rt.strategy
@@ -318,16 +546,16 @@ class Registry:
             obj["metadata"]["resourceVersion"] = old_meta.get("resourceVersion")
         elif new_rv != old_meta.get("resourceVersion"):
             raise conflict(rt.resource, rt.group, name, OPTIMISTIC_LOCK_MESSAGE)
+        # BeforeUpdate: generation, uid, creation and deletion timestamps are not the client's
+        obj["metadata"]["generation"] = old_meta.get("generation")
+        if obj["metadata"]["generation"] is None:
+            obj["metadata"].pop("generation")
         sub = None
         if subresource:
             sub = strategy.subresource(subresource)
             new = sub.prepare_for_update(obj, old)
         else:
             new = obj
-            # BeforeUpdate: generation, uid, creation and deletion timestamps are not the client's
-            new["metadata"]["generation"] = old_meta.get("generation")
-            if new["metadata"]["generation"] is None:
-                new["metadata"].pop("generation")
             strategy.prepare_for_update(new, old)
         meta = new["metadata"]
         if rt.namespaced:
@@ -340,7 +568,6 @@ class Registry:
         if old_meta.get("deletionGracePeriodSeconds") is not None and meta.get("deletionGracePeriodSeconds") is None:
             meta["deletionGracePeriodSeconds"] = old_meta["deletionGracePeriodSeconds"]
         meta.pop("selfLink", None)
-        meta.pop("managedFields", None)
         errors = validate_object_meta_update(meta, old_meta, rt.namespaced, strategy.standard_finalizer_names)
         errors += sub.validate(new) if sub else strategy.validate_update(new, old)
         if errors:
@@ -350,6 +577,7 @@ class Registry:
             if not dry_run:
                 self.store.delete(rt.storage_key, scope, name)
             return self.present(rt, new)
+        self._default_stored(rt, new)
         _drop_empty_meta(new)
         if _same(new, old):
             return self.present(rt, old)
@@ -408,7 +636,10 @@ class Registry:
                 if not graceful:
                     if pending_finalizers:
                         self._mark_as_deleting(existing)
-                        out = existing if dry_run else self.store.put(rt.storage_key, scope, name, existing)
+                        if dry_run or existing == self.store.get(rt.storage_key, scope, name):
+                            out = existing      # GuaranteedUpdate writes nothing when nothing changed
+                        else:
+                            out = self.store.put(rt.storage_key, scope, name, existing)
                         return self._deleted_code(options, False), self.present(rt, out)
                     # errDeleteNow: fall through to the immediate delete
                 else:
@@ -606,22 +837,76 @@ class Registry:
         return list(self._crd_types.get(crd_name, []))
 
 
+INCONSISTENT_CONTINUE = (
+    "The provided continue parameter is too old to display a consistent list result. You can start a new list "
+    "without the continue parameter, or use the continue token in this response to retrieve the remainder of the "
+    "results. Continuing with the provided token results in an inconsistent list - objects that were created, "
+    "modified, or deleted between the time the first chunk was returned and now may show up in the list.")
+
+
 def _encode_continue(rev: int, key: tuple[str, str]) -> str:
     import base64
     data = json.dumps({"v": "meta.k8s.io/v1", "rv": rev, "start": f"{key[0]}/{key[1]}"}, separators=(",", ":"))
     return base64.urlsafe_b64encode(data.encode()).decode().rstrip("=")
 
 
-def _decode_continue(token: str) -> tuple[str, str]:
+def _decode_continue(token: str) -> tuple[int, tuple[str, str]]:
+    """(revision, last key) of a continue token."""
     import base64
     try:
         data = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
         namespace, _, name = data["start"].partition("/")
-        if data.get("v") != "meta.k8s.io/v1" or not name:
+        rev = data["rv"]
+        if data.get("v") != "meta.k8s.io/v1" or not name or not isinstance(rev, int) or isinstance(rev, bool):
             raise ValueError
-        return namespace, name
+        if rev == 0 or rev < -1:
+            raise bad_request("continue key is not valid: incorrect encoded start resourceVersion (version "
+                              "meta.k8s.io/v1)")
+        return rev, (namespace, name)
     except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError):
         raise bad_request("continue key is not valid: the continue token could not be decoded")
+
+
+def _parse_resource_version(value: str) -> int:
+    try:
+        rev = int(value)
+        if rev < 0 or not value.isdigit():
+            raise ValueError
+        return rev
+    except ValueError:
+        raise bad_request(f"invalid resource version: {value}")
+
+
+def _validate_list_options(resource_version: str | None, match: str | None, continue_token: str | None) -> None:
+    """ValidateListOptions (apimachinery meta/internalversion/validation)."""
+    errors = []
+    if match:
+        if not resource_version:
+            errors.append(field_forbidden("resourceVersionMatch",
+                                          "resourceVersionMatch is forbidden unless resourceVersion is provided"))
+        if continue_token:
+            errors.append(field_forbidden("resourceVersionMatch",
+                                          "resourceVersionMatch is forbidden when continue is provided"))
+        if match not in ("Exact", "NotOlderThan"):
+            errors.append(field_unsupported("resourceVersionMatch", match, ["Exact", "NotOlderThan", ""]))
+        if match == "Exact" and resource_version == "0":
+            errors.append(field_forbidden("resourceVersionMatch",
+                                          'resourceVersionMatch "exact" is forbidden for resourceVersion "0"'))
+    if errors:
+        raise invalid("ListOptions", "meta.k8s.io", "", errors)
+
+
+def _too_large(requested: int, current: int) -> ApiError:
+    """storage.NewTooLargeResourceVersionError: the server has not seen that revision (yet)."""
+    return ApiError(504, "Timeout", f"Timeout: Too large resource version: {requested}, current: {current}",
+                    {"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+                     "retryAfterSeconds": 1})
+
+
+def _without_managed(obj: dict) -> dict:
+    out = dict(obj, metadata=dict(obj.get("metadata") or {}))
+    out["metadata"].pop("managedFields", None)
+    return out
 
 
 def _same(new: dict, old: dict) -> bool:
@@ -636,60 +921,6 @@ def _drop_empty_meta(obj: dict) -> None:
     for key in ("finalizers", "ownerReferences", "labels", "annotations"):
         if key in obj["metadata"] and not obj["metadata"][key]:
             del obj["metadata"][key]
-
-
-_STRING_META = ("name", "generateName", "namespace", "uid", "resourceVersion", "creationTimestamp",
-                "deletionTimestamp", "selfLink")
-
-
-def _check_meta_types(rt: ResourceType, meta) -> None:
-    def fail(field: str, value, go_type: str):
-        json_type = {dict: "object", list: "array", str: "string", bool: "bool", int: "number",
-                     float: "number"}.get(type(value), "value")
-        raise bad_request(f"{rt.kind} in version \"{rt.version}\" cannot be handled as a {rt.kind}: json: cannot "
-                          f"unmarshal {json_type} into Go struct field ObjectMeta.metadata.{field} of type {go_type}")
-
-    if not isinstance(meta, dict):
-        raise bad_request(f"{rt.kind} in version \"{rt.version}\" cannot be handled as a {rt.kind}: json: cannot "
-                          f"unmarshal {type(meta).__name__} into Go struct field {rt.kind}.metadata of type v1.ObjectMeta")
-    for key in _STRING_META:
-        if meta.get(key) is not None and not isinstance(meta[key], str):
-            fail(key, meta[key], "string")
-    for key in ("generation", "deletionGracePeriodSeconds"):
-        value = meta.get(key)
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
-            fail(key, value, "int64")
-    for key in ("labels", "annotations"):
-        value = meta.get(key)
-        if value is None:
-            continue
-        if not isinstance(value, dict):
-            fail(key, value, "map[string]string")
-        for v in value.values():
-            if not isinstance(v, str):
-                fail(key, v, "string")
-    finalizers = meta.get("finalizers")
-    if finalizers is not None:
-        if not isinstance(finalizers, list):
-            fail("finalizers", finalizers, "[]string")
-        for f in finalizers:
-            if not isinstance(f, str):
-                fail("finalizers", f, "string")
-    refs = meta.get("ownerReferences")
-    if refs is not None:
-        if not isinstance(refs, list):
-            fail("ownerReferences", refs, "[]v1.OwnerReference")
-        for ref in refs:
-            if not isinstance(ref, dict):
-                fail("ownerReferences", ref, "v1.OwnerReference")
-            for key in ("apiVersion", "kind", "name", "uid"):
-                if ref.get(key) is not None and not isinstance(ref[key], str):
-                    fail(f"ownerReferences.{key}", ref[key], "string")
-            for key in ("controller", "blockOwnerDeletion"):
-                if ref.get(key) is not None and not isinstance(ref[key], bool):
-                    fail(f"ownerReferences.{key}", ref[key], "bool")
-    if meta.get("managedFields") is not None and not isinstance(meta["managedFields"], list):
-        fail("managedFields", meta["managedFields"], "[]v1.ManagedFieldsEntry")
 
 
 def decode_delete_options(body) -> dict:

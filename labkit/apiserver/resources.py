@@ -1,26 +1,22 @@
-"""The resources the server serves, each with a *strategy*: what upstream's per-kind registry
-code (pkg/registry/<group>/<kind>/strategy.go, storage.go) decides for that kind — defaults on
-create, what an update may change, validation, the default garbage-collection policy of DELETE,
-graceful deletion, the Table printer, field selectors and subresources.
-
-The generic behaviour (the generic registry Store) lives in registry.py; a strategy only says
-what differs for its kind. To serve a new built-in resource, write a Strategy subclass and add a
-ResourceType to `builtin_types()`; custom resources get theirs from their CRD
-(`custom_resource_types`).
+"""The framework of served resources: a `ResourceType` (group, version, resource, kind, scope)
+with its `Strategy` — the per-kind decisions of upstream's registry code, whose generic behaviour
+(the generic registry Store) lives in registry.py — the generic subresources (`status`, `scale`)
+and the `Catalog`, the server's REST mapper. The kinds themselves are in kinds.py: to serve a new
+built-in resource, write a Strategy subclass there and add a ResourceType to `builtin_types()`;
+custom resources get theirs from their CRD (`custom_resource_types`).
 """
 
 from __future__ import annotations
 
 import copy
-import hashlib
-import ipaddress
+import functools
 from dataclasses import dataclass, field
+from typing import Callable
 
-from labkit.apiserver import tables
-from labkit.apiserver.errors import FieldError, bad_request, field_forbidden, field_invalid, field_required, field_unsupported
+from labkit.apiserver import models, tables
+from labkit.apiserver.errors import FieldError
 from labkit.apiserver.selectors import LabelSelector
-from labkit.apiserver.validation import (STANDARD_FINALIZERS, dns1123_label_problems, dns1123_subdomain_problems,
-                                         qualified_name_problems)
+from labkit.apiserver.validation import dns1123_subdomain_problems
 
 READ_WRITE = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 NO_COLLECTION_DELETE = ["create", "delete", "get", "list", "patch", "update", "watch"]
@@ -48,77 +44,92 @@ class Subresource:
 
 
 class StatusSubresource(Subresource):
-    """`<resource>/status`: only `.status` is taken from the request (the status strategies'
-    PrepareForUpdate copy everything else from the stored object)."""
+    """`<resource>/status`, with the kind's status strategy: its PrepareForUpdate takes the
+    fields in `keeps` (the spec, for most built-in kinds) from the stored object and everything
+    else, metadata included, from the request; `status_only` (custom resources) takes only
+    `.status` from the request."""
 
     name = "status"
     verbs = STATUS_VERBS
 
-    def prepare_for_update(self, new: dict, old: dict) -> dict:
-        result = copy.deepcopy(old)
-        if "status" in new:
-            result["status"] = new["status"]
-        else:
-            result.pop("status", None)
-        result["metadata"]["resourceVersion"] = new.get("metadata", {}).get("resourceVersion")
-        return result
-
-
-class NamespaceStatusSubresource(StatusSubresource):
-    """`namespaces/<name>/status`: pkg/apis/core/validation ValidateNamespaceStatusUpdate — the
-    phase must say what deletionTimestamp says (so the status cannot "unstick" a namespace)."""
-
-    def validate(self, obj: dict) -> list[FieldError]:
-        phase = (obj.get("status") or {}).get("phase", "")
-        if not obj["metadata"].get("deletionTimestamp"):
-            if phase != "Active":
-                return [field_invalid("status.Phase", phase, "may only be 'Active' if `deletionTimestamp` is empty")]
-        elif phase != "Terminating":
-            return [field_invalid("status.Phase", phase,
-                                  "may only be 'Terminating' if `deletionTimestamp` is not empty")]
-        return []
-
-
-class FinalizeSubresource(Subresource):
-    """`namespaces/<name>/finalize` (PUT only, upstream FinalizeREST): applies `spec.finalizers`.
-
-    Anyone allowed to update it may add or remove spec finalizers, also while the namespace is
-    Terminating; the namespace controller removes `kubernetes` this way once the namespace is
-    empty."""
-
-    name = "finalize"
-    verbs = ["update"]
+    def __init__(self, keeps: tuple[str, ...] = ("spec",), status_only: bool = False):
+        self.keeps = keeps
+        self.status_only = status_only
 
     def prepare_for_update(self, new: dict, old: dict) -> dict:
-        result = copy.deepcopy(old)
-        finalizers = (new.get("spec") or {}).get("finalizers")
-        spec = result.setdefault("spec", {})
-        if finalizers:
-            spec["finalizers"] = list(finalizers)
-        else:
-            spec.pop("finalizers", None)
-        if not spec:
-            result.pop("spec")
-        result["metadata"]["resourceVersion"] = new.get("metadata", {}).get("resourceVersion")
+        if self.status_only:
+            result = copy.deepcopy(old)
+            if "status" in new:
+                result["status"] = new["status"]
+            else:
+                result.pop("status", None)
+            for key in ("resourceVersion", "managedFields"):    # what the request's field manager set
+                if key in new.get("metadata", {}):
+                    result["metadata"][key] = new["metadata"][key]
+                else:
+                    result["metadata"].pop(key, None)
+            return result
+        for path in self.keeps:
+            *parents, last = path.split(".")
+            source, target = old, new
+            for part in parents:
+                source, target = source.get(part) or {}, target.setdefault(part, {})
+            if last in source:
+                target[last] = copy.deepcopy(source[last])
+            else:
+                target.pop(last, None)
+        return new
+
+
+# ResetObjectMetaForStatus: status updates of these kinds change no metadata either
+RESET_META_FOR_STATUS = ("spec", "metadata.labels", "metadata.annotations", "metadata.finalizers",
+                         "metadata.ownerReferences")
+
+
+class ScaleSubresource(Subresource):
+    """`<resource>/scale` (ScaleREST): an autoscaling/v1 Scale view of the object — spec.replicas,
+    status.replicas and the selector as a string — whose updates change only spec.replicas.
+    `paths` say where the replicas and the selector are (a CRD's scale subresource names them)."""
+
+    name = "scale"
+    verbs = STATUS_VERBS
+
+    def __init__(self, spec_replicas: str = ".spec.replicas", status_replicas: str = ".status.replicas",
+                 selector: str | None = ".spec.selector", selector_is_map: bool = False,
+                 selector_is_string: bool = False):
+        self.spec_replicas, self.status_replicas, self.selector = spec_replicas, status_replicas, selector
+        self.selector_is_map, self.selector_is_string = selector_is_map, selector_is_string
+
+    def scale_of(self, obj: dict) -> dict:
+        from labkit.apiserver.tables import _json_path
+        meta = obj["metadata"]
+        scale = {"kind": "Scale", "apiVersion": "autoscaling/v1",
+                 "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+                              if k in meta},
+                 "spec": {}, "status": {"replicas": _json_path(obj, self.status_replicas) or 0}}
+        replicas = _json_path(obj, self.spec_replicas)
+        if replicas:
+            scale["spec"]["replicas"] = replicas
+        if self.selector:
+            selector = _json_path(obj, self.selector)
+            if self.selector_is_string:
+                text = selector or ""
+            elif self.selector_is_map:
+                text = ",".join(f"{k}={v}" for k, v in sorted((selector or {}).items()))
+            else:
+                text = LabelSelector.from_label_selector(selector or {}).text() if selector is not None else ""
+            if text:
+                scale["status"]["selector"] = text
+        return scale
+
+    def set_replicas(self, obj: dict, replicas: int) -> dict:
+        result = copy.deepcopy(obj)
+        node = result
+        *parents, last = self.spec_replicas.strip(".").split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = replicas
         return result
-
-    def validate(self, obj: dict) -> list[FieldError]:
-        errors = []
-        for f in (obj.get("spec") or {}).get("finalizers") or []:
-            for msg in qualified_name_problems(f):
-                errors.append(field_invalid("spec.finalizers", f, msg))
-            if "/" not in f and f not in STANDARD_FINALIZERS:
-                errors.append(field_invalid("spec.finalizers", f,
-                                            "name is neither a standard finalizer name nor is it fully qualified"))
-        return errors
-
-
-class BindingSubresource(Subresource):
-    """`pods/<name>/binding` (POST, what the scheduler uses): assigns spec.nodeName once."""
-
-    name = "binding"
-    verbs = ["create"]
-
 
 # -- strategies ------------------------------------------------------------------------------
 
@@ -126,6 +137,7 @@ class Strategy:
     """Per-kind behaviour. The defaults are the generic registry's."""
 
     builtin = True
+    virtual = False             # a question answered on create, never stored (the access reviews)
     # pkg/apis/core/validation: finalizer names without "/" must be standard ones (kube types only;
     # apiextensions, apiregistration and custom resources use apimachinery's generic validation)
     standard_finalizer_names = True
@@ -196,625 +208,24 @@ class Strategy:
         """Extra condition (besides the generic finalizer rule) for removing the object in an update."""
         return True
 
-    def check_types(self, obj: dict) -> None:
-        """Reject values of the wrong JSON type as the typed decoder would (400)."""
-
-
-class NamespaceStrategy(Strategy):
-    """pkg/registry/core/namespace/strategy.go and storage/storage.go: the namespace lifecycle.
-
-    - create: `spec.finalizers` gets `kubernetes` (FinalizerKubernetes) appended if missing, the
-      status is reset to phase Active, the `kubernetes.io/metadata.name` label is set;
-    - normal updates cannot change `spec.finalizers` or `status` (PrepareForUpdate copies them
-      back); the `finalize` subresource changes only spec.finalizers, `status` only the status;
-    - DELETE (REST.Delete, `delete` below): the first one sets deletionTimestamp and phase
-      Terminating in one update and adjusts the GC finalizers; later ones return the namespace
-      unchanged while spec finalizers remain, then fall back to the generic Store.Delete;
-    - the namespace is removed in the update that leaves both spec and metadata finalizers empty
-      (ShouldDeleteNamespaceDuringUpdate), whichever of the main, status or finalize endpoints
-      makes it.
-    """
-
-    return_deleted_object = True
-    field_labels = ("status.phase",)
-    subresources = (NamespaceStatusSubresource(), FinalizeSubresource())
-    printer = tables.PRINTERS["Namespace"]
-
-    def name_problems(self, name, prefix):
-        return dns1123_label_problems(name, prefix)
-
-    def prepare_for_create(self, obj):
-        # namespaceStrategy.PrepareForCreate
-        obj["status"] = {"phase": "Active"}
-        spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
-        finalizers = list(spec.get("finalizers") or [])
-        if NAMESPACE_FINALIZER not in finalizers:
-            finalizers.append(NAMESPACE_FINALIZER)
-        spec["finalizers"] = finalizers
-        obj["spec"] = spec
-        obj["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = obj["metadata"].get("name", "")
-
-    def prepare_for_update(self, new, old):
-        new.setdefault("spec", {})
-        old_finalizers = (old.get("spec") or {}).get("finalizers")
-        if old_finalizers:
-            new["spec"]["finalizers"] = list(old_finalizers)
-        else:
-            new["spec"].pop("finalizers", None)
-        if not new["spec"]:
-            new.pop("spec")
-        new["status"] = copy.deepcopy(old.get("status") or {})
-        new["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = new["metadata"].get("name", "")
-
-    def should_delete_during_update(self, new, old):
-        # ShouldDeleteNamespaceDuringUpdate: the generic rule and no spec finalizers left
-        return not (new.get("spec") or {}).get("finalizers")
-
-    def delete(self, registry, rt, namespace, name, options, dry_run=False):
-        """storage.go REST.Delete."""
-        from labkit.apiserver.errors import conflict, invalid, not_found
-        from labkit.apiserver.registry import now_rfc3339
-        from labkit.apiserver.validation import validate_delete_options
-        errors = validate_delete_options(options)
-        if errors:
-            raise invalid("DeleteOptions", "meta.k8s.io", "", errors)
-        with registry.store.lock:
-            current = registry.store.get(rt.storage_key, "", name)
-            if current is None:
-                raise not_found(rt.resource, rt.group, name)
-            meta = current["metadata"]
-            options = copy.deepcopy(options)
-            preconditions = dict(options.get("preconditions") or {})
-            # "ensure we have a UID precondition"
-            if preconditions.get("uid") is None:
-                preconditions["uid"] = meta.get("uid")
-            elif preconditions["uid"] != meta.get("uid"):
-                raise conflict(rt.resource, rt.group, name,
-                               f"Precondition failed: UID in precondition: {preconditions['uid']}, "
-                               f"UID in object meta: {meta.get('uid')}")
-            rv = preconditions.get("resourceVersion")
-            if rv is not None and rv != meta.get("resourceVersion"):
-                raise conflict(rt.resource, rt.group, name,
-                               f"Precondition failed: ResourceVersion in precondition: {rv}, "
-                               f"ResourceVersion in object meta: {meta.get('resourceVersion')}")
-            options["preconditions"] = preconditions
-            if not meta.get("deletionTimestamp"):
-                # upon the first request to delete, switch the phase to start namespace termination
-                updated = copy.deepcopy(current)
-                umeta = updated["metadata"]
-                umeta["deletionTimestamp"] = now_rfc3339()
-                updated.setdefault("status", {})["phase"] = "Terminating"
-                current_finalizers = list(umeta.get("finalizers") or [])
-                should_have = {"orphan": _namespace_should_orphan(options, "orphan" in current_finalizers),
-                               "foregroundDeletion": _namespace_should_foreground(
-                                   options, "foregroundDeletion" in current_finalizers)}
-                if any((f in current_finalizers) != want for f, want in should_have.items()):
-                    finalizers = [f for f in current_finalizers if f not in should_have]
-                    finalizers += [f for f in ("orphan", "foregroundDeletion") if should_have[f]]
-                    if finalizers:
-                        umeta["finalizers"] = finalizers
-                    else:
-                        umeta.pop("finalizers", None)
-                if dry_run:
-                    return 200, registry.present(rt, updated)
-                return 200, registry.present(rt, registry.store.put(rt.storage_key, "", name, updated))
-            # prior to final deletion, spec.finalizers must be empty
-            if (current.get("spec") or {}).get("finalizers"):
-                return 200, registry.present(rt, current)
-        return registry.generic_delete(rt, namespace, name, options, dry_run)
-
-
-def _namespace_should_orphan(options: dict, have: bool) -> bool:
-    # storage.go shouldHaveOrphanFinalizer
-    if options.get("orphanDependents") is not None:
-        return bool(options["orphanDependents"])
-    if options.get("propagationPolicy") is not None:
-        return options["propagationPolicy"] == "Orphan"
-    return have
-
-
-def _namespace_should_foreground(options: dict, have: bool) -> bool:
-    # storage.go shouldHaveDeleteDependentsFinalizer
-    if options.get("orphanDependents") is not None:
-        return options["orphanDependents"] is False
-    if options.get("propagationPolicy") is not None:
-        return options["propagationPolicy"] == "Foreground"
-    return have
-
-
-def _pod_template_labels(template) -> dict:
-    return ((template or {}).get("metadata") or {}).get("labels") or {}
-
-
-def _validate_containers(containers, path: str) -> list[FieldError]:
-    errors = []
-    if not containers:
-        return [field_required(path)]
-    names = set()
-    for i, c in enumerate(containers):
-        if not isinstance(c, dict):
-            errors.append(field_invalid(f"{path}[{i}]", c, "must be an object"))
-            continue
-        name = c.get("name") or ""
-        if not name:
-            errors.append(field_required(f"{path}[{i}].name"))
-        else:
-            for msg in dns1123_label_problems(name):
-                errors.append(field_invalid(f"{path}[{i}].name", name, msg))
-            if name in names:
-                errors.append(FieldError("Duplicate value", f"{path}[{i}].name", "", name, True))
-            names.add(name)
-        if not c.get("image"):
-            errors.append(field_required(f"{path}[{i}].image"))
-    return errors
-
-
-def _default_pod_spec(spec: dict) -> None:
-    spec.setdefault("restartPolicy", "Always")
-    spec.setdefault("terminationGracePeriodSeconds", 30)
-    spec.setdefault("dnsPolicy", "ClusterFirst")
-    spec.setdefault("schedulerName", "default-scheduler")
-    spec.setdefault("securityContext", {})
-    for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
-        if isinstance(c, dict):
-            image = str(c.get("image") or "")
-            tagged = ":" in image.rsplit("/", 1)[-1] and not image.endswith(":latest")
-            c.setdefault("imagePullPolicy", "IfNotPresent" if tagged or "@" in image else "Always")
-            c.setdefault("terminationMessagePath", "/dev/termination-log")
-            c.setdefault("terminationMessagePolicy", "File")
-            c.setdefault("resources", {})
-            for port in c.get("ports") or []:
-                if isinstance(port, dict):
-                    port.setdefault("protocol", "TCP")
-
-
-_TYPE_NAMES = {dict: "object", list: "array", str: "string", bool: "bool", int: "number", float: "number",
-               type(None): "null"}
-
-
-def _expect(kind: str, version: str, value, expected: type, path: str, go_type: str) -> None:
-    if value is None:
-        return
-    if not isinstance(value, expected) or (isinstance(value, bool) and expected is not bool):
-        raise bad_request(f"{kind} in version \"{version}\" cannot be handled as a {kind}: json: cannot unmarshal "
-                          f"{_TYPE_NAMES.get(type(value), 'value')} into Go struct field {path} of type {go_type}")
-
-
-def _check_pod_spec_types(kind, version, spec, prefix):
-    _expect(kind, version, spec, dict, prefix, "v1.PodSpec")
-    if not isinstance(spec, dict):
-        return
-    _expect(kind, version, spec.get("containers"), list, f"{prefix}.containers", "[]v1.Container")
-    _expect(kind, version, spec.get("nodeName"), str, f"{prefix}.nodeName", "string")
-    _expect(kind, version, spec.get("terminationGracePeriodSeconds"), int, f"{prefix}.terminationGracePeriodSeconds", "int64")
-    for c in spec.get("containers") or []:
-        _expect(kind, version, c, dict, f"{prefix}.containers", "v1.Container")
-        _expect(kind, version, c.get("name"), str, f"{prefix}.containers.name", "string")
-        _expect(kind, version, c.get("image"), str, f"{prefix}.containers.image", "string")
-
-
-class PodStrategy(Strategy):
-    """pkg/registry/core/pod/strategy.go."""
-
-    return_deleted_object = True
-    graceful_deletion = True
-    field_labels = ("spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName",
-                    "status.phase", "status.podIP", "status.nominatedNodeName")
-    subresources = (StatusSubresource(), BindingSubresource())
-    printer = tables.PRINTERS["Pod"]
-
-    def prepare_for_create(self, obj):
-        obj["status"] = {"phase": "Pending", "qosClass": "BestEffort"}
-        _default_pod_spec(obj.setdefault("spec", {}))
-
-    def prepare_for_update(self, new, old):
-        new["status"] = copy.deepcopy(old.get("status") or {})
-
-    def validate(self, obj):
-        spec = obj.get("spec") or {}
-        errors = _validate_containers(spec.get("containers"), "spec.containers")
-        grace = spec.get("terminationGracePeriodSeconds")
-        if isinstance(grace, int) and grace < 0:
-            errors.append(field_invalid("spec.terminationGracePeriodSeconds", grace, "must be greater than or equal to 0"))
-        return errors
-
-    def validate_update(self, new, old):
-        errors = self.validate(new)
-        mutable = copy.deepcopy(new.get("spec") or {})
-        original = copy.deepcopy(old.get("spec") or {})
-        # updatable: container images, activeDeadlineSeconds, tolerations (additions)
-        for key in ("containers", "initContainers"):
-            for a, b in zip(mutable.get(key) or [], original.get(key) or []):
-                if isinstance(a, dict) and isinstance(b, dict):
-                    a["image"] = b.get("image")
-        for key in ("activeDeadlineSeconds", "tolerations"):
-            mutable.pop(key, None)
-            original.pop(key, None)
-        if mutable != original:
-            errors.append(field_forbidden("spec", "pod updates may not change fields other than "
-                                          "`spec.containers[*].image`,`spec.initContainers[*].image`,"
-                                          "`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to "
-                                          "existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to "
-                                          "be set to 1 if it was previously negative)"))
-        return errors
-
-    def check_graceful_delete(self, obj, options):
-        # CheckGracefulDelete: the request's period, else the pod's terminationGracePeriodSeconds;
-        # 0 when the pod never ran on a node or already finished.
-        period = options.get("gracePeriodSeconds")
-        if period is None:
-            period = (obj.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
-            if not isinstance(period, int):
-                period = 30
-        phase = (obj.get("status") or {}).get("phase")
-        if not (obj.get("spec") or {}).get("nodeName") or phase in ("Succeeded", "Failed"):
-            period = 0
-        options["gracePeriodSeconds"] = period
-        return True
-
-    def check_types(self, obj):
-        _check_pod_spec_types("Pod", "v1", obj.get("spec"), "Pod.spec")
-
-
-def _validate_workload(obj: dict, require_selector: bool) -> list[FieldError]:
-    errors: list[FieldError] = []
-    spec = obj.get("spec") or {}
-    replicas = spec.get("replicas")
-    if isinstance(replicas, int) and replicas < 0:
-        errors.append(field_invalid("spec.replicas", replicas, "must be greater than or equal to 0"))
-    selector = spec.get("selector")
-    template = spec.get("template")
-    if require_selector:
-        if selector is None:
-            errors.append(field_required("spec.selector"))
-        else:
-            try:
-                parsed = LabelSelector.from_label_selector(selector)
-            except ValueError as exc:
-                errors.append(field_invalid("spec.selector", selector, str(exc)))
-                parsed = None
-            if parsed is not None and parsed.empty:
-                errors.append(field_invalid("spec.selector", selector, "empty selector is invalid for deployment"))
-            elif parsed is not None and not parsed.matches(_pod_template_labels(template)):
-                errors.append(field_invalid("spec.template.metadata.labels", _pod_template_labels(template),
-                                            "`selector` does not match template `labels`"))
-    if template is None:
-        if require_selector:
-            errors.append(field_required("spec.template"))
-    else:
-        errors += _validate_containers(((template or {}).get("spec") or {}).get("containers"),
-                                       "spec.template.spec.containers")
-    return errors
-
-
-def _check_workload_types(kind, version, obj):
-    spec = obj.get("spec")
-    _expect(kind, version, spec, dict, f"{kind}.spec", f"v1.{kind}Spec")
-    if not isinstance(spec, dict):
-        return
-    _expect(kind, version, spec.get("replicas"), int, f"{kind}.spec.replicas", "int32")
-    if kind == "ReplicationController":
-        _expect(kind, version, spec.get("selector"), dict, f"{kind}.spec.selector", "map[string]string")
-    else:
-        _expect(kind, version, spec.get("selector"), dict, f"{kind}.spec.selector", "v1.LabelSelector")
-        sel = spec.get("selector") or {}
-        _expect(kind, version, sel.get("matchLabels"), dict, f"{kind}.spec.selector.matchLabels", "map[string]string")
-        _expect(kind, version, sel.get("matchExpressions"), list, f"{kind}.spec.selector.matchExpressions",
-                "[]v1.LabelSelectorRequirement")
-    template = spec.get("template")
-    _expect(kind, version, template, dict, f"{kind}.spec.template", "v1.PodTemplateSpec")
-    if isinstance(template, dict):
-        _expect(kind, version, template.get("metadata"), dict, f"{kind}.spec.template.metadata", "v1.ObjectMeta")
-        labels = (template.get("metadata") or {}).get("labels") if isinstance(template.get("metadata"), dict) else None
-        _expect(kind, version, labels, dict, f"{kind}.spec.template.metadata.labels", "map[string]string")
-        if template.get("spec") is not None:
-            _check_pod_spec_types(kind, version, template.get("spec"), f"{kind}.spec.template.spec")
-
-
-class ReplicationControllerStrategy(Strategy):
-    """pkg/registry/core/replicationcontroller/strategy.go: orphans by default ("for back
-    compatibility"), selector defaulted from the template labels."""
-
-    default_gc_policy = ORPHAN_DEPENDENTS
-    subresources = (StatusSubresource(),)
-    generation = True
-    field_labels = ("status.replicas",)
-    printer = tables.PRINTERS["ReplicationController"]
-
-    def prepare_for_create(self, obj):
-        super().prepare_for_create(obj)
-        spec = obj.setdefault("spec", {})
-        spec.setdefault("replicas", 1)
-        labels = _pod_template_labels(spec.get("template"))
-        if not spec.get("selector") and labels:
-            spec["selector"] = dict(labels)
-        if not obj["metadata"].get("labels") and labels:
-            obj["metadata"]["labels"] = dict(labels)
-        if isinstance(spec.get("template"), dict):
-            _default_pod_spec(spec["template"].setdefault("spec", {}))
-        obj["status"] = {"replicas": 0}
-
-    def validate(self, obj):
-        spec = obj.get("spec") or {}
-        errors = []
-        selector = spec.get("selector") or {}
-        if not selector:
-            errors.append(field_required("spec.selector"))
-        labels = _pod_template_labels(spec.get("template"))
-        if spec.get("template") is not None and any(labels.get(k) != v for k, v in selector.items()):
-            errors.append(field_invalid("spec.template.metadata.labels", labels, "`selector` does not match template `labels`"))
-        if spec.get("template") is not None:
-            errors += _validate_containers((spec["template"].get("spec") or {}).get("containers"),
-                                           "spec.template.spec.containers")
-        replicas = spec.get("replicas")
-        if isinstance(replicas, int) and replicas < 0:
-            errors.append(field_invalid("spec.replicas", replicas, "must be greater than or equal to 0"))
-        return errors
-
-    def check_types(self, obj):
-        _check_workload_types("ReplicationController", "v1", obj)
-
-
-class ReplicaSetStrategy(Strategy):
-    """pkg/registry/apps/replicaset/strategy.go: DeleteDependents for apps/v1."""
-
-    default_gc_policy = DELETE_DEPENDENTS
-    subresources = (StatusSubresource(),)
-    generation = True
-    field_labels = ("status.replicas",)
-    printer = tables.PRINTERS["ReplicaSet"]
-
-    def prepare_for_create(self, obj):
-        super().prepare_for_create(obj)
-        spec = obj.setdefault("spec", {})
-        spec.setdefault("replicas", 1)
-        if isinstance(spec.get("template"), dict):
-            _default_pod_spec(spec["template"].setdefault("spec", {}))
-        obj["status"] = {"replicas": 0}
-
-    def validate(self, obj):
-        return _validate_workload(obj, True)
-
-    def check_types(self, obj):
-        _check_workload_types("ReplicaSet", "apps/v1", obj)
-
-
-class DeploymentStrategy(Strategy):
-    """pkg/registry/apps/deployment/strategy.go: DeleteDependents for apps/v1."""
-
-    default_gc_policy = DELETE_DEPENDENTS
-    subresources = (StatusSubresource(),)
-    generation = True
-    printer = tables.PRINTERS["Deployment"]
-
-    def prepare_for_create(self, obj):
-        super().prepare_for_create(obj)
-        spec = obj.setdefault("spec", {})
-        spec.setdefault("replicas", 1)
-        spec.setdefault("revisionHistoryLimit", 10)
-        spec.setdefault("progressDeadlineSeconds", 600)
-        spec.setdefault("strategy", {"type": "RollingUpdate",
-                                     "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}})
-        if isinstance(spec.get("template"), dict):
-            _default_pod_spec(spec["template"].setdefault("spec", {}))
-        obj["status"] = {}
-
-    def validate(self, obj):
-        return _validate_workload(obj, True)
-
-    def check_types(self, obj):
-        _check_workload_types("Deployment", "apps/v1", obj)
-
-
-class ConfigMapStrategy(Strategy):
-    printer = tables.PRINTERS["ConfigMap"]
-
-    def check_types(self, obj):
-        for key in ("data", "binaryData"):
-            _expect("ConfigMap", "v1", obj.get(key), dict, f"ConfigMap.{key}", "map[string]string")
-            for v in (obj.get(key) or {}).values() if isinstance(obj.get(key), dict) else ():
-                _expect("ConfigMap", "v1", v, str, f"ConfigMap.{key}", "map[string]string")
-
-
-class SecretStrategy(Strategy):
-    field_labels = ("type",)
-    printer = tables.PRINTERS["Secret"]
-
-    def prepare_for_create(self, obj):
-        obj.setdefault("type", "Opaque")
-
-    def check_types(self, obj):
-        _expect("Secret", "v1", obj.get("data"), dict, "Secret.data", "map[string][]uint8")
-        _expect("Secret", "v1", obj.get("stringData"), dict, "Secret.stringData", "map[string]string")
-        if isinstance(obj.get("stringData"), dict):   # stringData is write-only: merged into data
-            import base64
-            data = obj.setdefault("data", {}) or {}
-            for k, v in obj.pop("stringData").items():
-                data[k] = base64.b64encode(str(v).encode()).decode()
-            obj["data"] = data
-
-
-class ServiceStrategy(Strategy):
-    return_deleted_object = True
-    subresources = (StatusSubresource(),)
-    printer = tables.PRINTERS["Service"]
-    _network = ipaddress.ip_network("10.96.0.0/12")
-
-    def prepare_for_create(self, obj):
-        super().prepare_for_create(obj)
-        spec = obj.setdefault("spec", {})
-        spec.setdefault("type", "ClusterIP")
-        spec.setdefault("sessionAffinity", "None")
-        if spec.get("clusterIP") != "None" and not spec.get("clusterIP"):
-            # a stable address per namespace/name from the service CIDR (the allocator stand-in)
-            digest = hashlib.sha256(f"{obj['metadata'].get('namespace')}/{obj['metadata'].get('name')}".encode()).digest()
-            offset = int.from_bytes(digest[:4], "big") % (self._network.num_addresses - 2) + 1
-            spec["clusterIP"] = str(self._network.network_address + offset)
-            spec["clusterIPs"] = [spec["clusterIP"]]
-        for port in spec.get("ports") or []:
-            if isinstance(port, dict):
-                port.setdefault("protocol", "TCP")
-                port.setdefault("targetPort", port.get("port"))
-        obj["status"] = {"loadBalancer": {}}
-
-
-class ServiceAccountStrategy(Strategy):
-    printer = tables.PRINTERS["ServiceAccount"]
-
-
-class EventStrategy(Strategy):
-    """Events never get GC finalizers (DefaultGarbageCollectionPolicy: Unsupported)."""
-
-    default_gc_policy = UNSUPPORTED
-    field_labels = ("involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
-                    "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion",
-                    "involvedObject.fieldPath", "reason", "reportingComponent", "source", "type")
-    printer = tables.PRINTERS["Event"]
-
-    def fields(self, obj):
-        values = super().fields(obj)
-        values["source"] = ((obj.get("source") or {}).get("component") or obj.get("reportingComponent") or "")
-        return values
-
-    def name_problems(self, name, prefix):
-        from labkit.apiserver.validation import path_segment_problems
-        return path_segment_problems(name, prefix)
-
-
-CRD_CLEANUP_FINALIZER = "customresourcecleanup.apiextensions.k8s.io"
-
-
-class CustomResourceDefinitionStrategy(Strategy):
-    """apiextensions-apiserver pkg/registry/customresourcedefinition: the name must be
-    <plural>.<group>; the cleanup finalizer makes deleting a CRD delete its custom resources."""
-
-    subresources = (StatusSubresource(),)
-    generation = True
-    standard_finalizer_names = False
-    printer = tables.PRINTERS["CustomResourceDefinition"]
-
-    def prepare_for_create(self, obj):
-        super().prepare_for_create(obj)
-        finalizers = obj["metadata"].setdefault("finalizers", [])
-        if CRD_CLEANUP_FINALIZER not in finalizers:
-            finalizers.append(CRD_CLEANUP_FINALIZER)
-        spec = obj.get("spec") or {}
-        names = dict(spec.get("names") or {})
-        names.setdefault("singular", str(names.get("plural", "")).lower() if not names.get("kind") else str(names["kind"]).lower())
-        names.setdefault("listKind", f"{names.get('kind', '')}List")
-        spec["names"] = names
-        now = obj["metadata"].get("creationTimestamp")
-        obj["status"] = {
-            "acceptedNames": names,
-            "conditions": [
-                {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts", "message": "no conflicts found",
-                 "lastTransitionTime": now},
-                {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
-                 "message": "the initial names have been accepted", "lastTransitionTime": now},
-            ],
-            "storedVersions": [v.get("name") for v in spec.get("versions") or [] if isinstance(v, dict) and v.get("storage")],
-        }
-
-    def validate(self, obj):
-        errors = []
-        spec = obj.get("spec") or {}
-        names = spec.get("names") or {}
-        group = spec.get("group") or ""
-        if not group:
-            errors.append(field_required("spec.group"))
-        elif "." not in group:
-            errors.append(field_invalid("spec.group", group, "should be a domain with at least one dot"))
-        if not names.get("plural"):
-            errors.append(field_required("spec.names.plural"))
-        if not names.get("kind"):
-            errors.append(field_required("spec.names.kind"))
-        if spec.get("scope") not in ("Namespaced", "Cluster"):
-            errors.append(field_unsupported("spec.scope", spec.get("scope") or "", ["Cluster", "Namespaced"]))
-        expected = f"{names.get('plural', '')}.{group}"
-        if obj["metadata"].get("name") != expected:
-            errors.append(field_invalid("metadata.name", obj["metadata"].get("name"),
-                                        'must be spec.names.plural+"."+spec.group'))
-        versions = spec.get("versions") or []
-        if not versions:
-            errors.append(field_invalid("spec.versions", versions, "must have exactly one version marked as storage version"))
-        elif sum(1 for v in versions if isinstance(v, dict) and v.get("storage")) != 1:
-            errors.append(field_invalid("spec.versions", versions, "must have exactly one version marked as storage version"))
-        for i, v in enumerate(versions):
-            if not isinstance(v, dict) or not v.get("name"):
-                errors.append(field_required(f"spec.versions[{i}].name"))
-        return errors
-
-    def check_types(self, obj):
-        spec = obj.get("spec")
-        _expect("CustomResourceDefinition", "apiextensions.k8s.io/v1", spec, dict,
-                "CustomResourceDefinition.spec", "v1.CustomResourceDefinitionSpec")
-        if isinstance(spec, dict):
-            _expect("CustomResourceDefinition", "apiextensions.k8s.io/v1", spec.get("names"), dict,
-                    "CustomResourceDefinition.spec.names", "v1.CustomResourceDefinitionNames")
-            _expect("CustomResourceDefinition", "apiextensions.k8s.io/v1", spec.get("versions"), list,
-                    "CustomResourceDefinition.spec.versions", "[]v1.CustomResourceDefinitionVersion")
-            _expect("CustomResourceDefinition", "apiextensions.k8s.io/v1", spec.get("group"), str,
-                    "CustomResourceDefinition.spec.group", "string")
-
-
-class APIServiceStrategy(Strategy):
-    """kube-aggregator's APIService: `<version>.<group>`; local services are always Available."""
-
-    subresources = (StatusSubresource(),)
-    standard_finalizer_names = False
-    printer = tables.PRINTERS["APIService"]
-
-    def name_problems(self, name, prefix):
-        from labkit.apiserver.validation import path_segment_problems
-        return path_segment_problems(name, prefix)     # `v1.` (the core group) is a valid name
-
-    def prepare_for_create(self, obj):
-        super().prepare_for_create(obj)
-        spec = obj.get("spec") or {}
-        if not spec.get("service"):
-            obj["status"] = {"conditions": [{"type": "Available", "status": "True", "reason": "Local",
-                                             "message": "Local APIServices are always available",
-                                             "lastTransitionTime": obj["metadata"].get("creationTimestamp")}]}
-
-    def validate(self, obj):
-        spec = obj.get("spec") or {}
-        errors = []
-        if not spec.get("version"):
-            errors.append(field_required("spec.version"))
-        expected = f"{spec.get('version', '')}.{spec.get('group', '')}"
-        if obj["metadata"].get("name") != expected:
-            errors.append(field_invalid("metadata.name", obj["metadata"].get("name"),
-                                        f'must be `spec.version+"."+spec.group`: "{expected}"'))
-        return errors
-
-
-class CustomResourceStrategy(Strategy):
-    """apiextensions-apiserver pkg/registry/customresource/strategy.go."""
-
-    builtin = False
-    standard_finalizer_names = False
-    allow_unconditional_update = False
-    strategic_merge_patch = False
-
-    def __init__(self, status: bool, printer_columns: list[dict]):
-        self.subresources = (StatusSubresource(),) if status else ()
-        self.generation = True
-        self.printer = tables.custom_resource_printer(printer_columns)
-
-    def prepare_for_create(self, obj):
-        super().prepare_for_create(obj)
-
-    def prepare_for_update(self, new, old):
-        if self.has_status():
-            if "status" in old:
-                new["status"] = copy.deepcopy(old["status"])
-            else:
-                new.pop("status", None)
-        new["metadata"]["generation"] = old["metadata"].get("generation", 1)
-        comparable = [k for k in set(new) | set(old) if k not in ("metadata", "status")] if self.has_status() else \
-            [k for k in set(new) | set(old) if k != "metadata"]
-        if any(new.get(k) != old.get(k) for k in comparable):
-            new["metadata"]["generation"] += 1
+    def schema_root(self, rt: "ResourceType"):
+        """The shape of the kind for server-side apply and strategic merge patches."""
+        from labkit.apiserver import schema
+        return schema.for_model(rt.model)
+
+    def delete_warning(self, options: dict) -> str | None:
+        """A warning a DELETE with these options gets (the Job storage's, for instance)."""
+        return None
+
+    def prune(self, obj: dict, unknown: list[str]) -> dict:
+        """Drop what the kind's schema does not have (custom resources; built-in kinds are decoded)."""
+        return obj
+
+    def default(self, obj: dict) -> None:
+        """Schema defaults (custom resources; built-in kinds get defaults.py's)."""
+
+    def normalize(self, obj: dict) -> None:
+        """What the conversion of a decoded object to the internal version changes (after defaulting)."""
 
 
 # -- the catalogue ---------------------------------------------------------------------------
@@ -831,6 +242,11 @@ class ResourceType:
     short_names: list[str] = field(default_factory=list)
     categories: list[str] = field(default_factory=list)
     verbs: list[str] = field(default_factory=lambda: list(READ_WRITE))
+    # a version served from another one's storage (events.k8s.io Events are core Events, autoscaling/v1
+    # HorizontalPodAutoscalers v2 ones): the stored (group, version, kind) and the conversions
+    stored_as: tuple[str, str, str] | None = None
+    to_storage: Callable[[dict], dict] | None = None
+    from_storage: Callable[[dict], dict] | None = None
 
     @property
     def api_version(self) -> str:
@@ -838,57 +254,40 @@ class ResourceType:
 
     @property
     def storage_key(self) -> str:
-        return f"{self.group}/{self.resource}"
+        group = self.stored_as[0] if self.stored_as else self.group
+        return f"{group}/{self.resource}"
+
+    @functools.cached_property
+    def storage_model(self) -> str | None:
+        return models.model_name(*self.stored_as) if self.stored_as else self.model
+
+    @functools.cached_property
+    def printer(self):
+        """The Table printer of the kind's strategy, which reads the stored form."""
+        if self.to_storage is None:
+            return self.strategy.printer
+        columns, row = self.strategy.printer
+        return columns, lambda obj: row(self.to_storage(obj))
 
     @property
     def list_kind(self) -> str:
         return f"{self.kind}List"
 
-
-def builtin_types() -> list[ResourceType]:
-    rt = ResourceType
-    return [
-        rt("", "v1", "namespaces", "Namespace", False, NamespaceStrategy(), "namespace", ["ns"],
-           verbs=NO_COLLECTION_DELETE),
-        rt("", "v1", "pods", "Pod", True, PodStrategy(), "pod", ["po"], ["all"]),
-        rt("", "v1", "replicationcontrollers", "ReplicationController", True, ReplicationControllerStrategy(),
-           "replicationcontroller", ["rc"], ["all"]),
-        rt("", "v1", "configmaps", "ConfigMap", True, ConfigMapStrategy(), "configmap", ["cm"]),
-        rt("", "v1", "secrets", "Secret", True, SecretStrategy(), "secret"),
-        rt("", "v1", "services", "Service", True, ServiceStrategy(), "service", ["svc"], ["all"],
-           verbs=NO_COLLECTION_DELETE + ["deletecollection"]),
-        rt("", "v1", "serviceaccounts", "ServiceAccount", True, ServiceAccountStrategy(), "serviceaccount", ["sa"]),
-        rt("", "v1", "events", "Event", True, EventStrategy(), "event", ["ev"]),
-        rt("apps", "v1", "deployments", "Deployment", True, DeploymentStrategy(), "deployment", ["deploy"], ["all"]),
-        rt("apps", "v1", "replicasets", "ReplicaSet", True, ReplicaSetStrategy(), "replicaset", ["rs"], ["all"]),
-        rt("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False,
-           CustomResourceDefinitionStrategy(), "customresourcedefinition", ["crd", "crds"], ["api-extensions"]),
-        rt("apiregistration.k8s.io", "v1", "apiservices", "APIService", False, APIServiceStrategy(), "apiservice",
-           categories=["api-extensions"]),
-    ]
-
-
-def custom_resource_types(crd: dict) -> list[ResourceType]:
-    """The resource types a CustomResourceDefinition serves: one per served version."""
-    spec = crd.get("spec") or {}
-    names = spec.get("names") or {}
-    types = []
-    for version in spec.get("versions") or []:
-        if not isinstance(version, dict) or not version.get("served", True) or not version.get("name"):
-            continue
-        status = "status" in (version.get("subresources") or {})
-        strategy = CustomResourceStrategy(status, version.get("additionalPrinterColumns") or [])
-        types.append(ResourceType(
-            spec.get("group", ""), version["name"], names.get("plural", ""), names.get("kind", ""),
-            spec.get("scope") == "Namespaced", strategy, names.get("singular") or str(names.get("kind", "")).lower(),
-            list(names.get("shortNames") or []), list(names.get("categories") or [])))
-    return types
+    @functools.cached_property
+    def model(self) -> str | None:
+        """The `kubernetes` package's model of a built-in kind (its schema); None for custom resources."""
+        return models.model_name(self.group, self.version, self.kind) if self.strategy.builtin else None
 
 
 class Catalog:
     """Resource types by URL (group, version, resource) and by (apiVersion, kind): the REST mapper."""
 
-    GROUP_ORDER = ["", "apps", "apiextensions.k8s.io", "apiregistration.k8s.io"]
+    # kube-apiserver's order (the aggregator's groupPriorityMinimum of each built-in group)
+    GROUP_ORDER = ["", "apiregistration.k8s.io", "apps", "events.k8s.io", "authentication.k8s.io",
+                   "authorization.k8s.io", "autoscaling", "batch", "certificates.k8s.io", "networking.k8s.io",
+                   "policy", "rbac.authorization.k8s.io", "storage.k8s.io", "admissionregistration.k8s.io",
+                   "apiextensions.k8s.io", "scheduling.k8s.io", "coordination.k8s.io", "node.k8s.io",
+                   "discovery.k8s.io", "flowcontrol.apiserver.k8s.io", "resource.k8s.io"]
 
     def __init__(self):
         self._types: list[ResourceType] = []

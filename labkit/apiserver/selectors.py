@@ -118,6 +118,20 @@ class LabelSelector:
     def empty(self) -> bool:
         return not self.requirements
 
+    def text(self) -> str:
+        """labels.Selector.String(): requirements sorted by key (`app=web,tier in (a,b),!x`)."""
+        parts = []
+        for key, op, values in sorted(self.requirements, key=lambda r: r[0]):
+            if op == "exists":
+                parts.append(key)
+            elif op == "!":
+                parts.append(f"!{key}")
+            elif op in ("=", "!="):
+                parts.append(f"{key}{op}{values[0]}")
+            else:
+                parts.append(f"{key} {op} ({','.join(sorted(values))})")
+        return ",".join(parts)
+
 
 def _tokenize(text: str) -> list[str]:
     tokens = []

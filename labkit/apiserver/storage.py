@@ -28,6 +28,10 @@ ADDED, MODIFIED, DELETED, BOOKMARK = "ADDED", "MODIFIED", "DELETED", "BOOKMARK"
 EVENT_LOG_LIMIT = 20_000        # watchers further behind get 410 Gone and relist, as from the watch cache
 
 
+class Compacted(Exception):
+    """A read at a revision older than the history kept (etcd's ErrCompacted)."""
+
+
 def dumps(obj) -> str:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
 
@@ -109,6 +113,10 @@ class Store:
         self.revision = max(int(row[0]) if row else 0, max_rv)
         self._log: list[Event] = []
         self._log_first = self.revision + 1       # revision of _log[0]
+        # every write in revision order as it happens (the log above only gets them once durable):
+        # what reads at an older revision undo (etcd's MVCC history, compacted at the same length)
+        self._history: list[Event] = []
+        self._history_first = self.revision + 1
         self._watchers: dict[str, list[Watcher]] = {}
         self._listeners: list[Callable[[Event], None]] = []
         # group commit: rows queued by writers, written by the committer thread
@@ -145,16 +153,36 @@ class Store:
         entries, rev = self.scan(key, namespace)
         return [json.loads(text) for _, _, text in entries], rev
 
-    def scan(self, key: str, namespace: str | None = None,
-             after: tuple[str, str] | None = None) -> tuple[list[tuple[tuple[str, str], dict, str]], int]:
+    def scan(self, key: str, namespace: str | None = None, after: tuple[str, str] | None = None,
+             at: int | None = None) -> tuple[list[tuple[tuple[str, str], dict, str]], int]:
         """((namespace, name), shared object, JSON text) in key order, after `after`, and the
-        revision they are current at. The shared objects must not be modified."""
+        revision they are current at: now, or the revision `at` (raises Compacted when that is
+        older than the history kept). The shared objects must not be modified."""
         with self.lock:
-            entries = [(k, obj, text) for k, (obj, text) in self._index.get(key, {}).items()
-                       if (namespace is None or k[0] == namespace) and (after is None or k > after)]
+            state = self._index.get(key, {})
             rev = self.revision
+            if at is not None and at < rev:
+                if at < self._history_first - 1:
+                    raise Compacted(at)
+                state = dict(state)
+                for event in reversed(self._history[at + 1 - self._history_first:]):
+                    if event.key != key:
+                        continue
+                    if event.type == ADDED:
+                        state.pop((event.namespace, event.name), None)
+                    else:       # the object as it was before a change or a deletion
+                        state[(event.namespace, event.name)] = (event.old, None)
+                rev = at
+            entries = [(k, obj, text) for k, (obj, text) in state.items()
+                       if (namespace is None or k[0] == namespace) and (after is None or k > after)]
+        entries = [(k, obj, text if text is not None else dumps(obj)) for k, obj, text in entries]
         entries.sort(key=lambda e: e[0])
         return entries, rev
+
+    @property
+    def oldest_revision(self) -> int:
+        """The oldest revision reads can still be made at."""
+        return self._history_first - 1
 
     # -- writes ------------------------------------------------------------------------------------
     def put(self, key: str, namespace: str, name: str, obj: dict) -> dict:
@@ -197,6 +225,11 @@ class Store:
     def _queue(self, event: Event, statement: str, args: tuple) -> None:
         self.revision = event.rev
         self._thread_revision.value = event.rev
+        self._history.append(event)
+        if len(self._history) > EVENT_LOG_LIMIT:
+            drop = len(self._history) // 2
+            del self._history[:drop]
+            self._history_first += drop
         with self._commit_cond:
             self._pending.append((event, statement, args))
             self._commit_cond.notify_all()

@@ -4,13 +4,16 @@
                      dependency graph from watch events, virtual nodes, attemptToDelete /
                      attemptToOrphan, solid / dangling / waitingForDependentsDeletion, the
                      absent-owner cache, OwnerRefInvalidNamespace events, cycles
-  deployment.py      Deployment -> ReplicaSet (pod-template-hash), adoption and release
-  replicaset.py      ReplicaSet -> Pods, adoption of matching orphans, release of non-matching pods
+  deployment.py      Deployment -> ReplicaSets: rolling update and recreate rollouts, pause, revisions
+                     and rollback reuse, revisionHistoryLimit, progress conditions, scaling events,
+                     Events (ScalingReplicaSet)
+  replicaset.py      ReplicaSet -> Pods, adoption of matching orphans, release of non-matching pods,
+                     minReadySeconds, Events (SuccessfulCreate, SuccessfulDelete)
   namespace.py       the namespace controller, reconstructed from pkg/controller/namespace: empties a
                      Terminating namespace through discovery (pods first), the five deletion
                      conditions, removal of the `kubernetes` finalizer via the finalize subresource
   node.py            scheduler + kubelet stand-in: binds pods, reports them Running, finishes
-                     graceful deletion after the grace period
+                     graceful deletion after the grace period, records their Events
   manager.py         ControllerManager: start / stop / restart by name; the CONTROLLERS table
   informer.py        list + watch with a local cache (client-go reflector/informer)
   workqueue.py       client-go's rate-limited work queue

@@ -11,6 +11,7 @@ from labkit.apiserver.client import ApiResource, Client
 from labkit.apiserver.errors import ApiError
 from labkit.apiserver.selectors import LabelSelector
 from labkit.controllers.decisions import DecisionLog, describe
+from labkit.controllers.events import EventRecorder, involved
 from labkit.controllers.informer import Informer, object_key
 from labkit.controllers.workqueue import RateLimitingQueue
 
@@ -72,6 +73,7 @@ class KeyedController:
 
     name = ""
     user = ""
+    component = ""          # the Events' source (reportingController), when the controller emits some
 
     def __init__(self, client: Client, log: DecisionLog, workers: int = 1):
         self.client = client
@@ -83,6 +85,7 @@ class KeyedController:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.running = False
+        self.recorder: EventRecorder | None = None
 
     def make_informers(self) -> dict[str, Informer]:
         raise NotImplementedError
@@ -100,6 +103,8 @@ class KeyedController:
         self._stop = threading.Event()
         self.queue = RateLimitingQueue(self.name)
         self.expectations = Expectations()
+        if self.component and self.recorder is None:
+            self.recorder = EventRecorder(self.client, self.component)
         self.informers = self.make_informers()
         for informer in self.informers.values():
             informer.start()
@@ -122,10 +127,18 @@ class KeyedController:
         for t in self._threads:
             t.join(timeout=5)
         self._threads = []
+        if self.recorder is not None:
+            self.recorder.stop()
+            self.recorder = None
+
+    def event(self, obj: dict, type_: str, reason: str, message: str) -> None:
+        if self.recorder is not None:
+            self.recorder.event(involved(obj), type_, reason, message)
 
     def idle(self) -> bool:
         return (not self.running) or (self.queue.idle() and all(i.idle() for i in self.informers.values())
-                                      and self.expectations.all_satisfied())
+                                      and self.expectations.all_satisfied()
+                                      and (self.recorder is None or self.recorder.idle()))
 
     def enqueue(self, obj: dict) -> None:
         if self.queue is not None:

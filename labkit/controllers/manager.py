@@ -36,6 +36,12 @@ def _node(client, log):
     return NodeController(client, log)
 
 
+def _component(user: str) -> str:
+    """The program a controller is part of upstream, the first word of its user agent (and so
+    the field manager of its writes)."""
+    return "kubelet" if user.startswith("system:node:") else "kube-controller-manager"
+
+
 # name -> (user the controller authenticates as, factory(client, decision log) -> controller)
 CONTROLLERS: dict[str, tuple[str, Callable]] = {
     "garbagecollector": ("system:serviceaccount:kube-system:generic-garbage-collector", _garbage_collector),
@@ -62,8 +68,9 @@ class ControllerManager:
 
     def client(self, user: str):
         from labkit.apiserver.client import LocalClient
+        from labkit.apiserver.discovery import user_agent
         return LocalClient(self.api, user, ["system:serviceaccounts", "system:authenticated"],
-                           user_agent=f"labkit-controller-manager ({user})")
+                           user_agent=f"{user_agent(_component(user))}/{user}")
 
     def get(self, name: str):
         with self._lock:

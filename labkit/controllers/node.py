@@ -5,7 +5,10 @@
 - finishes graceful deletion when the grace period is over: DELETE with gracePeriodSeconds 0 and
   the pod's UID as precondition, as the kubelet's status manager does once containers stopped
   (here: the containers take the whole grace period to stop, counted from when the node sees the
-  deletion).
+  deletion);
+- records the Events `kubectl describe pod` shows: Scheduled (from default-scheduler), and from
+  the kubelet Pulling/Pulled (imagePullPolicy Always pulls, the others find the image present),
+  Created, Started, and Killing when the pod is deleted.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import time
 from labkit.apiserver.errors import ApiError
 from labkit.apiserver.registry import now_rfc3339
 from labkit.controllers.base import KeyedController
+from labkit.controllers.events import EventRecorder, involved
 
 CONTROLLER = "node"
 NODE_NAME = "labkit-node"
@@ -34,6 +38,29 @@ class NodeController(KeyedController):
     def __init__(self, client, log, workers: int = 1):
         super().__init__(client, log, workers)
         self._stopping: dict[str, float] = {}      # pod uid -> when its containers were told to stop
+        self.scheduler_events: EventRecorder | None = None
+        self.kubelet_events: EventRecorder | None = None
+
+    def start(self) -> None:
+        if not self.running:
+            self.scheduler_events = EventRecorder(self.client, "default-scheduler")
+            self.kubelet_events = EventRecorder(self.client, "kubelet", NODE_NAME)
+        super().start()
+
+    def stop(self) -> None:
+        super().stop()
+        for recorder in (self.scheduler_events, self.kubelet_events):
+            if recorder is not None:
+                recorder.stop()
+
+    def idle(self) -> bool:
+        return super().idle() and all(r is None or r.idle() for r in (self.scheduler_events, self.kubelet_events))
+
+    def _container_events(self, pod: dict, reason_messages) -> None:
+        for c in (pod.get("spec") or {}).get("containers") or []:
+            ref = dict(involved(pod), fieldPath=f"spec.containers{{{c.get('name')}}}")
+            for type_, reason, message in reason_messages(c):
+                self.kubelet_events.event(ref, type_, reason, message)
 
     def make_informers(self):
         return {"pods": self.informer("v1", "pods", "Pod", on_add=self.enqueue,
@@ -55,6 +82,9 @@ class NodeController(KeyedController):
             except ApiError as exc:
                 if exc.code not in (404, 409):
                     raise
+                return
+            self.scheduler_events.event(involved(pod), "Normal", "Scheduled",
+                                        f"Successfully assigned {ns}/{name} to {NODE_NAME}")
             return
         if spec["nodeName"] != NODE_NAME:
             return
@@ -71,6 +101,8 @@ class NodeController(KeyedController):
             self._stopping.pop(meta["uid"], None)
             return      # deleted already, waiting for finalizers
         # like the kubelet, count the grace period from when the containers are told to stop
+        if meta["uid"] not in self._stopping:
+            self._container_events(pod, lambda c: [("Normal", "Killing", f"Stopping container {c.get('name')}")])
         since = self._stopping.setdefault(meta["uid"], time.monotonic())
         wait = since + grace - time.monotonic()
         if wait > 0:
@@ -110,3 +142,15 @@ class NodeController(KeyedController):
                 self.queue.add_rate_limited(f"{meta['namespace']}/{meta['name']}")
             elif exc.code != 404:
                 raise
+            return
+
+        def started(c):
+            image = c.get("image")
+            if c.get("imagePullPolicy") == "Always":
+                pulled = [("Normal", "Pulling", f'Pulling image "{image}"'),
+                          ("Normal", "Pulled", f'Successfully pulled image "{image}" in 0s (0s including waiting)')]
+            else:
+                pulled = [("Normal", "Pulled", f'Container image "{image}" already present on machine')]
+            return pulled + [("Normal", "Created", f"Created container: {c.get('name')}"),
+                             ("Normal", "Started", f"Started container {c.get('name')}")]
+        self._container_events(pod, started)

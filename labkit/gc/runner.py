@@ -29,6 +29,7 @@ from typing import Any
 
 from labkit.apiserver.client import ApiResource, HttpClient, RESTMapper
 from labkit.apiserver.errors import ApiError
+from labkit.errors import ConfigError
 from labkit.gc.scenario import REF_EXPR as _REF_EXPR, ObjectSpec, Scenario, Step
 
 CATEGORY_CONTROLLERS = {"gc": "garbagecollector", "namespace": "namespace"}
@@ -324,7 +325,10 @@ class Runner:
                 self.mapper.reset()
                 resource = self.mapper.for_kind(info.spec.api_version, info.spec.kind)
             if resource is None:
-                raise ApiError(404, "NotFound", f"the server does not serve {info.spec.kind} in {info.spec.api_version}")
+                # kubectl's words for a kind the server does not serve; the run stops here
+                raise ConfigError(self.scenario.path, f"ref {info.spec.ref}",
+                                  f'no matches for kind "{info.spec.kind}" in version "{info.spec.api_version}": '
+                                  f"{self.target.description} does not serve it (ensure CRDs are installed first)")
             info.resource = resource
         return info.resource
 

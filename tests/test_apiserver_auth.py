@@ -1,0 +1,162 @@
+"""The access review APIs (`kubectl auth can-i`, `auth can-i --list`, `auth whoami`) and
+impersonation answer what the server's authorizer decides for real requests."""
+
+from __future__ import annotations
+
+import pytest
+from kubernetes import client as k8s, config as k8s_config
+
+from labkit.apiserver.client import LocalClient
+from labkit.apiserver.errors import ApiError
+from labkit.apiserver.handler import Api
+from labkit.apiserver.registry import Registry
+from labkit.apiserver.server import ADMIN_USER, EmbeddedServer
+from labkit.apiserver.storage import Store
+from support import host_lock
+
+AUTHZ = "authorization.k8s.io/v1"
+
+
+@pytest.fixture
+def api(tmp_path):
+    store = Store(tmp_path / "objects.db")
+    api = Api(Registry(store))
+    LocalClient(api, "admin", ["system:masters", "system:authenticated"]).create(
+        "v1", "namespaces", {"metadata": {"name": "ns"}})
+    yield api
+    store.close()
+
+
+def ssar(client, spec):
+    return client.create(AUTHZ, "selfsubjectaccessreviews", {"spec": spec})["status"]
+
+
+def outcome(client, method, path):
+    """What the server answers the request itself: allowed unless 403."""
+    code, body = client.request(method, path)
+    return code != 403, body
+
+
+@pytest.mark.parametrize("groups", [["system:masters", "system:authenticated"], ["system:authenticated"]])
+def test_can_i_answers_what_the_request_gets(api, groups):
+    me = LocalClient(api, "alice", groups)
+    questions = [
+        ({"resourceAttributes": {"verb": "list", "resource": "configmaps", "namespace": "ns"}},
+         "GET", "/api/v1/namespaces/ns/configmaps"),
+        ({"resourceAttributes": {"verb": "get", "group": "apps", "resource": "deployments", "subresource": "scale",
+                                 "namespace": "ns", "name": "web"}},
+         "GET", "/apis/apps/v1/namespaces/ns/deployments/web/scale"),
+        ({"nonResourceAttributes": {"verb": "get", "path": "/labkit/v1/controllers"}},
+         "GET", "/labkit/v1/controllers"),
+        ({"nonResourceAttributes": {"verb": "get", "path": "/version"}}, "GET", "/version"),
+    ]
+    for spec, method, path in questions:
+        status = ssar(me, spec)
+        allowed, body = outcome(me, method, path)
+        assert status["allowed"] == allowed, (spec, status, body)
+        if not allowed:
+            assert status["reason"] == "labkit's administration API is for system:masters"
+            assert body["message"] == (f'forbidden: User "alice" cannot get path "{path}": '
+                                       "labkit's administration API is for system:masters")
+    assert ("system:masters" in groups) == ssar(me, questions[2][0])["allowed"]
+
+
+def test_subject_access_reviews_name_the_user_and_local_ones_a_namespace(api):
+    admin = LocalClient(api, "admin", ["system:masters", "system:authenticated"])
+    review = admin.create(AUTHZ, "subjectaccessreviews", {"spec": {
+        "user": "bob", "nonResourceAttributes": {"verb": "get", "path": "/labkit/v1/controllers"}}})
+    assert review["status"]["allowed"] is False
+    review = admin.create(AUTHZ, "subjectaccessreviews", {"spec": {
+        "user": "bob", "groups": ["system:masters"], "nonResourceAttributes": {"verb": "get",
+                                                                               "path": "/labkit/v1/controllers"}}})
+    assert review["status"] == {"allowed": True}
+    review = admin.create(AUTHZ, "localsubjectaccessreviews", {"spec": {
+        "user": "bob", "resourceAttributes": {"verb": "delete", "resource": "pods", "namespace": "ns"}}}, "ns")
+    assert review["metadata"]["namespace"] == "ns" and review["status"]["allowed"] is True
+
+
+@pytest.mark.parametrize("resource, namespace, body, message", [
+    ("selfsubjectaccessreviews", None, {"spec": {}},
+     'SelfSubjectAccessReview.authorization.k8s.io "" is invalid: spec.resourceAttributes: Invalid value: null: '
+     'exactly one of nonResourceAttributes or resourceAttributes must be specified'),
+    ("selfsubjectaccessreviews", None, {"spec": {"resourceAttributes": {"verb": "get"},
+                                                 "nonResourceAttributes": {"verb": "get", "path": "/"}}},
+     'SelfSubjectAccessReview.authorization.k8s.io "" is invalid: spec.nonResourceAttributes: Invalid value: '
+     '{"path":"/","verb":"get"}: cannot be specified in combination with resourceAttributes'),
+    ("selfsubjectaccessreviews", None, {"metadata": {"name": "q"}, "spec": {"resourceAttributes": {"verb": "get"}}},
+     'SelfSubjectAccessReview.authorization.k8s.io "q" is invalid: metadata: Invalid value: '
+     '{"name":"q","creationTimestamp":null}: must be empty'),
+    ("selfsubjectaccessreviews", None, {"spec": {"resourceAttributes": {"verb": "list", "labelSelector": {}}}},
+     'SelfSubjectAccessReview.authorization.k8s.io "" is invalid: spec.resourceAttributes.labelSelector.requirements: '
+     'Required value: when spec.resourceAttributes.labelSelector is specified, requirements or rawSelector is '
+     'required'),
+    ("subjectaccessreviews", None, {"spec": {"resourceAttributes": {"verb": "get"}}},
+     'SubjectAccessReview.authorization.k8s.io "" is invalid: spec.user: Invalid value: "": at least one of user '
+     'or group must be specified'),
+    ("localsubjectaccessreviews", "ns", {"spec": {"user": "bob", "resourceAttributes": {"verb": "get",
+                                                                                        "namespace": "other"}}},
+     'LocalSubjectAccessReview.authorization.k8s.io "" is invalid: spec.resourceAttributes.namespace: Invalid '
+     'value: "other": must match metadata.namespace'),
+    ("localsubjectaccessreviews", "ns", {"spec": {"user": "bob", "nonResourceAttributes": {"verb": "get"}}},
+     'LocalSubjectAccessReview.authorization.k8s.io "" is invalid: spec.nonResourceAttributes: Invalid value: '
+     '{"verb":"get"}: disallowed on this kind of request'),
+])
+def test_invalid_reviews_are_refused_with_upstreams_messages(api, resource, namespace, body, message):
+    with pytest.raises(ApiError) as exc:
+        LocalClient(api, "alice").create(AUTHZ, resource, body, namespace)
+    assert exc.value.code == 422 and exc.value.message == message
+
+
+def test_reviews_are_answered_not_stored(api):
+    me = LocalClient(api, "alice")
+    revision = api.registry.store.list("/namespaces")[1]
+    ssar(me, {"resourceAttributes": {"verb": "get", "resource": "pods"}})
+    me.create("authentication.k8s.io/v1", "selfsubjectreviews", {})
+    assert api.registry.store.list("/namespaces")[1] == revision        # nothing was written
+    code, body = me.request("GET", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews")
+    assert code == 405 and body["reason"] == "MethodNotAllowed"
+
+
+def test_rules_review_lists_what_the_authorizer_allows(api):
+    rules = LocalClient(api, "alice").create(AUTHZ, "selfsubjectrulesreviews", {"spec": {"namespace": "ns"}})["status"]
+    assert rules["resourceRules"] == [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}]
+    urls = rules["nonResourceRules"][0]["nonResourceURLs"]
+    assert "/version" in urls and "/apis/*" in urls and not [u for u in urls if u.startswith("/labkit")]
+    admin = LocalClient(api, "admin", ["system:masters", "system:authenticated"])
+    rules = admin.create(AUTHZ, "selfsubjectrulesreviews", {"spec": {"namespace": "ns"}})["status"]
+    assert rules["nonResourceRules"] == [{"verbs": ["*"], "nonResourceURLs": ["*"]}] and rules["incomplete"] is False
+
+
+def test_whoami_and_impersonation_over_https(tmp_path):
+    with host_lock(False):
+        server = EmbeddedServer(tmp_path / "apiserver", controllers=[]).start()
+    try:
+        configuration = k8s.Configuration()
+        k8s_config.load_kube_config(str(server.kubeconfig), client_configuration=configuration)
+        with k8s.ApiClient(configuration) as api:
+            me = k8s.AuthenticationV1Api(api).create_self_subject_review(k8s.V1SelfSubjectReview())
+            assert me.status.user_info.username == ADMIN_USER
+            assert me.status.user_info.groups == ["system:masters", "system:authenticated"]
+            api.set_default_header("Impersonate-User", "system:serviceaccount:ns:robot")
+            api.set_default_header("Impersonate-Group", "team")
+            api.set_default_header("Impersonate-Uid", "1234")
+            who = k8s.AuthenticationV1Api(api).create_self_subject_review(k8s.V1SelfSubjectReview()).status.user_info
+            assert (who.username, who.uid) == ("system:serviceaccount:ns:robot", "1234")
+            assert who.groups == ["team", "system:serviceaccounts", "system:serviceaccounts:ns",
+                                  "system:authenticated"]
+            # the impersonated user is no longer in system:masters
+            with pytest.raises(k8s.ApiException) as exc:
+                api.call_api("/labkit/v1/controllers", "GET", auth_settings=["BearerToken"],
+                             response_type="object", _preload_content=True)
+            assert exc.value.status == 403
+            created = k8s.CoreV1Api(api).create_namespaced_config_map("default", k8s.V1ConfigMap(
+                metadata=k8s.V1ObjectMeta(name="made-by-robot"), data={"a": "b"}))
+            assert created.metadata.managed_fields[0].manager.startswith("OpenAPI-Generator")
+            del api.default_headers["Impersonate-Uid"]
+            del api.default_headers["Impersonate-User"]
+            with pytest.raises(k8s.ApiException) as exc:
+                k8s.CoreV1Api(api).list_namespace()
+            assert exc.value.status == 400 and "without impersonating a user" in exc.value.body
+    finally:
+        with host_lock(False):
+            server.stop()
