@@ -253,7 +253,7 @@ def _python_finding() -> Finding:
             missing.append(f"{module} ({type(exc).__name__}: {exc})")
     if missing:
         return Finding("python-packages", FAIL, "cannot import " + "; ".join(missing),
-                       "re-run scripts/setup (it installs labkit and its dependencies into .venv)")
+                       "reinstall labkit with its dependencies: scripts/setup in a checkout, or pip install its wheel")
     return Finding("python-packages", OK, "python-iptables, pyroute2, kubernetes, PyYAML, typer import")
 
 

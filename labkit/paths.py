@@ -5,7 +5,11 @@ Environment variables (all optional):
   LABKIT_ANSWERS_DIR  students' answer files, <dir>/<lab>/<exercise>.yaml
                       (default ~/labkit-answers of the invoking user, also under sudo)
   LABKIT_PREFIX       prefix of network namespaces, cgroups and other global names (default "lk")
-  LABKIT_LABS_PATH    extra directories holding labs (os.pathsep-separated), searched before labs/
+  LABKIT_LABS_PATH    extra directories holding labs (os.pathsep-separated), searched before the
+                      built-in labs
+
+The built-in labs are the repository's labs/ in a checkout; an installed labkit (wheel, sdist)
+carries them as its package data labkit/_labs/ (pyproject.toml maps one to the other).
 """
 
 from __future__ import annotations
@@ -17,8 +21,8 @@ from pathlib import Path
 
 from labkit.errors import LabkitError
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-BUILTIN_LABS = REPO_ROOT / "labs"
+_PACKAGE = Path(__file__).resolve().parent
+BUILTIN_LABS = _PACKAGE / "_labs" if (_PACKAGE / "_labs").is_dir() else _PACKAGE.parent / "labs"
 
 _PREFIX_RE = re.compile(r"^[a-z][a-z0-9]{0,5}$")
 

@@ -1,5 +1,6 @@
 """The two README commands, .ci/run, idempotent setup, and the workshop Vagrantfile."""
 
+import json
 import os
 import re
 import shutil
@@ -52,26 +53,43 @@ def test_scripts_pass_arguments_through():
     assert out.returncode == 0 and out.stdout.startswith("labkit ")
 
 
-@pytest.mark.parametrize("env", [{}, {"LABKIT_STUDENTS": "3", "LABKIT_NO_SOLUTIONS": "1", "LABKIT_VM_CPUS": "2"}])
-def test_vagrantfile_validates(tmp_path, env):
+def vagrant_validate(tmp_path, env: dict, box: bool = False) -> subprocess.CompletedProcess:
+    """`vagrant validate` of the Vagrantfile, with (box=True) or without an offline workshop box."""
     vagrant = shutil.which("vagrant")
     assert vagrant, "vagrant is installed by scripts/setup test"
     shutil.copy(REPO / "Vagrantfile", tmp_path / "Vagrantfile")
+    box_dir = tmp_path / "box"
+    box_dir.mkdir(exist_ok=True)
+    if box:     # what scripts/build-box writes beside the box
+        (box_dir / "labkit-workshop.json").write_text(json.dumps({"name": "labkit-workshop", "versions": [
+            {"version": "20250101.120000", "providers": [{"name": "libvirt", "url": f"file://{box_dir}/x.box"}]}]}))
     # Test machines have no hypervisor, and plain `vagrant validate` refuses to run without a usable
     # provider; --ignore-provider validates everything but the provider blocks (CPUs, memory).
-    out = subprocess.run([vagrant, "validate", "--ignore-provider"], cwd=tmp_path, capture_output=True, text=True,
-                         timeout=120, env={**os.environ, **env, "VAGRANT_HOME": str(tmp_path / ".vagrant.d")})
+    return subprocess.run([vagrant, "validate", "--ignore-provider"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, **env, "VAGRANT_HOME": str(tmp_path / ".vagrant.d"),
+                                            "LABKIT_BOX_DIR": str(box_dir)})
+
+
+@pytest.mark.parametrize("box", [False, True], ids=["network", "offline-box"])
+@pytest.mark.parametrize("env", [{}, {"LABKIT_STUDENTS": "3", "LABKIT_NO_SOLUTIONS": "1", "LABKIT_VM_CPUS": "2",
+                                      "LABKIT_VM_DRIVER": "qemu"}])
+def test_vagrantfile_validates(tmp_path, env, box):
+    out = vagrant_validate(tmp_path, env, box)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "validated successfully" in out.stdout
     machines = re.findall(r"^==> (student-\d+):", out.stdout, re.M)
     assert machines == [f"student-{i:02d}" for i in range(1, int(env.get("LABKIT_STUDENTS", "1")) + 1)]
 
 
-def test_vagrantfile_rejects_a_bad_student_count(tmp_path):
-    shutil.copy(REPO / "Vagrantfile", tmp_path / "Vagrantfile")
-    out = subprocess.run(["vagrant", "validate", "--ignore-provider"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "LABKIT_STUDENTS": "0", "VAGRANT_HOME": str(tmp_path / ".vagrant.d")})
-    assert out.returncode != 0 and "LABKIT_STUDENTS must be between 1 and 500" in out.stdout + out.stderr
+@pytest.mark.parametrize("env, message", [
+    ({"LABKIT_STUDENTS": "0"}, "LABKIT_STUDENTS must be between 1 and 500"),
+    ({"LABKIT_VM_CPUS": "1"}, "LABKIT_VM_CPUS must be at least 2: the numa lab pins CPUs"),
+    ({"LABKIT_VM_DRIVER": "xen"}, "LABKIT_VM_DRIVER must be kvm or qemu"),
+    ({"LABKIT_BOX": "labkit-workshop"}, "build the workshop box with `sudo scripts/build-box`"),
+])
+def test_vagrantfile_rejects_bad_settings(tmp_path, env, message):
+    out = vagrant_validate(tmp_path, env)
+    assert out.returncode != 0 and message in out.stdout + out.stderr
 
 
 def test_vagrant_provisioning_uses_the_setup_script():

@@ -20,7 +20,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent.parent))
 
-from figures import Figure  # noqa: E402
+from figures import Figure, print_table  # noqa: E402
 
 
 def main() -> int:
@@ -49,17 +49,6 @@ def main() -> int:
     if args.json:
         args.json.write_text(json.dumps([f.__dict__ for f in figures], indent=2) + "\n")
     return 0
-
-
-def print_table(figures: list[Figure]) -> None:
-    rows = [("benchmark", "figure", "value", "target", "met")]
-    for f in figures:
-        rows.append((f.group, f.name, f.shown(), f.target or "", f.verdict()))
-    widths = [max(len(r[i]) for r in rows) for i in range(5)]
-    for i, row in enumerate(rows):
-        print("  ".join(cell.ljust(widths[j]) for j, cell in enumerate(row)).rstrip())
-        if i == 0:
-            print("  ".join("-" * w for w in widths))
 
 
 if __name__ == "__main__":

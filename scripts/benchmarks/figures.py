@@ -1,4 +1,4 @@
-"""One measured figure of a benchmark, and timing of one command."""
+"""One measured figure of a benchmark, the table of figures, and timing of one command."""
 
 from __future__ import annotations
 
@@ -26,6 +26,17 @@ class Figure:
 
     def verdict(self) -> str:
         return "" if self.met is None else ("yes" if self.met else "NO")
+
+
+def print_table(figures: list[Figure]) -> None:
+    rows = [("benchmark", "figure", "value", "target", "met")]
+    for f in figures:
+        rows.append((f.group, f.name, f.shown(), f.target or "", f.verdict()))
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    for i, row in enumerate(rows):
+        print("  ".join(cell.ljust(widths[j]) for j, cell in enumerate(row)).rstrip())
+        if i == 0:
+            print("  ".join("-" * w for w in widths))
 
 
 def time_command(argv: list[str], env: dict, ok=(0,)) -> float:

@@ -1,0 +1,106 @@
+"""labkit as an installed package: the sdist and the wheel built from this checkout carry every lab
+and every file labkit reads at run time, and a venv outside the checkout runs a lab's whole cycle
+(run, solve, check, cleanup) with them.
+
+The venv gets labkit from the wheel and nothing else: its dependencies are the test venv's, reused
+through a path entry (the test venv's own labkit is an editable install whose .pth file is not
+read there), so the test needs no package index.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from support import REPO
+
+# The lab whose cycle the installed labkit runs: it also reads a NUMA machine fixture.
+LAB = "numa"
+
+
+def shipped_files(root: Path) -> dict[str, bytes]:
+    """Relative path -> content of every file under root, without Python's caches."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"}
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory):
+    """The sdist and, built from it, the wheel (what `python -m build` does)."""
+    out = tmp_path_factory.mktemp("dist")
+    built = subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(REPO)],
+                           capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stdout + built.stderr
+    (sdist,), (wheel,) = out.glob("labkit-*.tar.gz"), out.glob("labkit-*.whl")
+    return sdist, wheel
+
+
+@pytest.fixture(scope="module")
+def venv(dist, tmp_path_factory):
+    """A venv outside the checkout with labkit installed from the wheel; its bin directory."""
+    base = tmp_path_factory.mktemp("venv")
+    assert REPO not in base.parents
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(base)], check=True, timeout=120)
+    python = base / "bin" / "python"
+    install = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index",
+                              "--disable-pip-version-check", "-q", str(dist[1])], capture_output=True, text=True, timeout=300)
+    assert install.returncode == 0, install.stdout + install.stderr
+    site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    Path(site, "test-venv-dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    return base / "bin"
+
+
+def test_sdist_carries_the_labs(dist):
+    with tarfile.open(dist[0]) as tar:
+        names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
+    wanted = {f"labs/{name}" for name in shipped_files(REPO / "labs")}
+    assert not wanted - names, f"missing from the sdist: {sorted(wanted - names)[:10]}"
+
+
+def test_installed_labkit_is_the_wheel_and_complete(venv, tmp_path):
+    probe = subprocess.run([venv / "python", "-c", "import json, sys, labkit, labkit.paths as p; "
+                            "print(json.dumps([labkit.__file__, str(p.BUILTIN_LABS), sys.path]))"],
+                           capture_output=True, text=True, cwd=tmp_path, check=True)
+    module, labs, path = json.loads(probe.stdout)
+    package = Path(module).parent
+    assert package.is_relative_to(venv.parent) and Path(labs) == package / "_labs"
+    assert REPO not in [Path(p).resolve() for p in path if p], "the checkout is on the installed labkit's sys.path"
+    # byte for byte: the engine with its fixtures, and every lab with its solutions, mistakes, scenarios
+    for source, installed in ((REPO / "labkit", package), (REPO / "labs", package / "_labs")):
+        want, have = shipped_files(source), shipped_files(installed)
+        if installed == package:
+            have = {k: v for k, v in have.items() if not k.startswith("_labs/")}
+        missing = sorted(k for k in want if have.get(k) != want[k])
+        assert not missing, f"not in the installed package as in {source.name}/: {missing[:10]}"
+
+
+@pytest.mark.host_exclusive
+def test_installed_labkit_runs_a_lab_cycle_from_anywhere(venv, tmp_path, host_unchanged):
+    labkit = str(venv / "labkit")
+
+    def run(*args, code=0):
+        result = subprocess.run([labkit, *args], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+        assert result.returncode == code, f"labkit {' '.join(args)}: exit {result.returncode}\n{result.stdout}{result.stderr}"
+        return result.stdout
+
+    builtin = sorted(p.name for p in (REPO / "labs").iterdir() if (p / "lab.yaml").is_file())
+    listed = run("list")
+    # the built-in labs from the package, and an instructor's lab from LABKIT_LABS_PATH (conftest: tests/labs)
+    assert all(name in listed for name in builtin + ["demo"]), listed
+    assert "Demo lab" in run("show", "demo")
+    try:
+        run("run", LAB)
+        exercises = [r["exercise"] for r in json.loads(run("check", LAB, "--format", "json", code=1))["results"]]
+        for exercise in exercises:
+            run("solve", LAB, exercise)
+        report = json.loads(run("check", LAB, "--format", "json"))
+        assert report["passed"] == report["total"] == len(exercises) > 0
+    finally:
+        run("cleanup", LAB)
