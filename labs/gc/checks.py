@@ -11,10 +11,10 @@ the right answer goes only into `right_answer` (withheld from students)."""
 
 from __future__ import annotations
 
-import calendar
 import re
 import time
 
+from labkit.apiserver.audit import received_at
 from labkit.apiserver.errors import ApiError
 from labkit.exercises import LIVE, CheckFailed, settle, wait_for
 from labkit.apiserver.target import for_env
@@ -29,19 +29,9 @@ BRIEF = 1.5         # seconds a check waits for what is on its way before it say
 
 # -- helpers ---------------------------------------------------------------------------------------
 
-def _ts(stamp: str) -> float:
-    """audit.k8s.io timestamps (2026-01-02T03:04:05.123456Z) as seconds since the epoch."""
-    main, _, frac = stamp.rstrip("Z").partition(".")
-    return calendar.timegm(time.strptime(main, "%Y-%m-%dT%H:%M:%S")) + (float("0." + frac) if frac else 0.0)
-
-
 def _since_ready(ctx, target) -> list[dict] | None:
     """Audit events received after the exercise's part was built (None on a real cluster)."""
-    events = target.audit()
-    if events is None:
-        return None
-    ready = ctx.ready_time
-    return [e for e in events if _ts(e.get("requestReceivedTimestamp", "1970-01-01T00:00:00Z")) >= ready]
+    return target.audit(since=ctx.ready_time)
 
 
 def _students(events: list[dict]) -> list[dict]:
@@ -216,7 +206,7 @@ def check_background_delete(ctx):
         for resource, kind in KINDS.items():
             if kind not in firsts and _on(e, resource, name if resource == "deployments" else None,
                                           prefix=None if resource == "deployments" else f"{name}-"):
-                firsts[kind] = _ts(e["requestReceivedTimestamp"])
+                firsts[kind] = received_at(e)
     truth = sorted(firsts, key=firsts.get)
     if set(truth) != set(KINDS.values()):
         return ctx.error("the audit log has DELETE requests for only " + (", ".join(truth) or "none")
@@ -260,10 +250,8 @@ def check_foreground_delete(ctx):
     if events is None:
         return ctx.passed("the Deployment and its dependents are gone; " + NO_LOG.format(what="the finalizer and the order"))
     # the finalizer: what the GC removed from the Deployment when no dependent blocked it any more
-    ready = ctx.ready_time
-    removed = [d.get("finalizer") for d in target.decisions() or []
-               if d.get("action") == "remove-finalizer" and d.get("ts", 0) >= ready
-               and (d.get("item") or {}).get("kind") == "Deployment"
+    removed = [d.get("finalizer") for d in target.decisions(since=ctx.ready_time) or []
+               if d.get("action") == "remove-finalizer" and (d.get("item") or {}).get("kind") == "Deployment"
                and d["item"].get("name") == name and d["item"].get("namespace") == ns]
     # the last object removed: the last successful write to the chain (removals are writes too:
     # the node's final DELETE of a Pod, the GC's update that drops an owner's last finalizer)
@@ -336,11 +324,13 @@ def check_orphan_adopt(ctx):
                           f"{new} with the Pods' labels)", expected=f"every Pod labelled app={old} controlled by {new}",
                           observed=[f"{n}: {'controller ' + o[:8] if o else 'no controller'}" for n, o in state]
                           + [f"{new}'s selector: {selector}"], observed_in=LIVE)
-    if len(state) != wanted:
-        return ctx.failed(f"{new} asks for {wanted} replicas while {old} left it {len([n for n, _ in state if own_pod.match(n)])} "
-                          "Pods to adopt: the controller made up the difference (same count: the prompt asks for 2)",
-                          expected=f"{new} with as many replicas as there were orphans", observed=f"replicas {wanted}",
-                          observed_in=LIVE)
+    made = [n for n, _ in state if not own_pod.match(n)]
+    if made:
+        why = (f"{new} asks for {wanted} replicas while {old} left {len(state) - len(made)} Pods to adopt, so its "
+               "controller made up the difference (the prompt asks for 2)" if wanted > len(state) - len(made) else
+               f"{new}'s controller created them: were {old}'s Pods gone before {new} could adopt them?")
+        return ctx.failed(f"{len(made)} Pod(s) labelled app={old} are new, not adopted: {why}",
+                          expected=f"only {old}'s own Pods, adopted by {new}", observed=made, observed_in=LIVE)
     if events is None:
         born = new_rs["metadata"]["creationTimestamp"]
         newer = [q["metadata"]["name"] for q in client.list("v1", "pods", ns, label_selector=f"app={old}")[0]
@@ -348,13 +338,6 @@ def check_orphan_adopt(ctx):
         if newer:
             return ctx.failed(f"Pods {', '.join(newer)} were created after {new}: they replaced the old ones")
         return ctx.passed(f"{new} controls the Pods, which are older than it; " + NO_LOG.format(what="the policy used"))
-    made = sorted({e["objectRef"].get("name", "") for e in events if e["verb"] == "create" and _ok(e)
-                   and _on(e, "pods", prefix="")
-                   and e.get("user", {}).get("username", "").endswith("replicaset-controller")
-                   and (e.get("requestObject") or {}).get("metadata", {}).get("labels", {}).get("app") == old})
-    if made:
-        return ctx.failed(f"the ReplicaSet controller created {len(made)} new Pod(s) for app={old} after the "
-                          "exercise started: some were replaced, not adopted", observed=made, observed_in=LIVE)
     return ctx.passed(f"{old}'s Pods were orphaned (Orphan) and {new} adopted the same {len(state)} Pods")
 
 
@@ -522,7 +505,7 @@ def check_stuck_finalizer(ctx):
         return ctx.passed(f"ReplicaSet {name} and its Pods are gone; " + NO_LOG.format(what="your diagnosis"))
     # who held it: the Pod the audit log shows being given a finalizer of its own
     held = {}
-    for e in target.audit() or []:
+    for e in target.audit() or []:      # (the lab made the Pod stuck while it built the exercise)
         if e["verb"] in ("patch", "update", "create") and _ok(e) and _on(e, "pods", prefix=f"{name}-"):
             body = e.get("requestObject")
             if not isinstance(body, dict):      # a JSON patch (a list of operations)

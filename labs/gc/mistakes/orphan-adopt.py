@@ -38,7 +38,7 @@ def own_selector(env):
     _new_replicaset(env, app="worker-v2")
 
 
-@mistake("asks for 3 replicas")
+@mistake("new, not adopted", "asks for 3 replicas")
 def three_replicas(env):
     """Orphans the Pods, then creates worker-v2 with 3 replicas: the controller adds a Pod."""
     for_env(env).kubectl("delete", "rs", "worker", "-n", "shop", "--cascade=orphan", "--timeout=60s")
