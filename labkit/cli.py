@@ -36,7 +36,7 @@ def fail(message: str, code: int = 2):
 
 
 def _say(message: str) -> None:
-    err.print(message, highlight=False, markup=False)
+    err.print(message, highlight=False, markup=False, soft_wrap=True)   # never cut a path in two
 
 
 def _markdown(text: str) -> None:
@@ -69,11 +69,13 @@ def list_labs():
     from rich.table import Table
 
     rows = runner.listing()
-    table = Table(show_header=True)
-    for col in ("lab", "title", "status"):
-        table.add_column(col)
+    # lab and status whole on one line each; the title takes what is left of the width
+    table = Table(show_header=True, box=None, pad_edge=False)
+    table.add_column("lab", no_wrap=True)
+    table.add_column("status", no_wrap=True)
+    table.add_column("title")
     for row in rows:
-        table.add_row(row.id, row.title, row.status if not row.error else f"{row.status}: {row.error}")
+        table.add_row(row.id, row.status if not row.error else f"{row.status}: {row.error}", row.title)
     out.print(table)
     if not rows:
         out.print("no labs found")

@@ -120,7 +120,9 @@ def _wrap(text: str, width: int | None) -> list[str]:
         if width is None or len(line) <= width:
             out.append(line)
         else:
-            out += textwrap.wrap(line, width, break_long_words=False, break_on_hyphens=False) or [""]
+            indent = line[:len(line) - len(line.lstrip())]
+            out += textwrap.wrap(line.strip(), width, initial_indent=indent, subsequent_indent=indent,
+                                 break_long_words=False, break_on_hyphens=False) or [""]
     return out
 
 

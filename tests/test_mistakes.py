@@ -101,8 +101,10 @@ def outcomes(request, tmp_path_factory):
     wanted = sorted({item.callspec.params["lab_id"] for item in request.session.items
                      if item.module is request.module and hasattr(item, "callspec")})
 
+    bases = {lab_id: tmp_path_factory.mktemp(f"mistakes-{lab_id}") for lab_id in wanted}
+
     def run(lab_id):
-        env = {**os.environ, **fresh_environment(tmp_path_factory.mktemp(f"mistakes-{lab_id}"))}
+        env = {**os.environ, **fresh_environment(bases[lab_id])}
         try:
             with host_lock(False):
                 labkit("run", lab_id, env=env, check=0, timeout=300)
@@ -135,21 +137,51 @@ def _leaves(value):
         yield value
 
 
-def secrets(exercise, reference_answer, right_answer, student_answer: str | None) -> set[str]:
-    """The parts of the right answer a student could copy from feedback: the keys and values of
-    the reference solution's answer file and of the check's own right_answer, except trivial ones
-    (true/false, numbers 0-9, fewer than 4 characters), those the exercise's own text already
-    shows (title, prompt, answer description, hints), and those the student wrote themselves."""
+def _pairs(value):
+    """Every (key, scalar) of a (nested) mapping: a prediction's `shared: kept`."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(item, (dict, list, tuple)):
+                yield from _pairs(item)
+            elif item is not None:
+                yield str(key), item
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _pairs(item)
+
+
+def _trivial(leaf) -> bool:
+    return isinstance(leaf, bool) or (isinstance(leaf, (int, float)) and float(leaf).is_integer() and abs(leaf) < 10) \
+        or len(str(leaf).strip()) < 4
+
+
+def _text(value) -> str:
+    return str(value).lower() if not isinstance(value, bool) else ("true" if value else "false")
+
+
+def secrets(exercise, reference_answer, right_answer, student_answer: str | None) -> list[re.Pattern]:
+    """What of the right answer a student could copy from feedback, as patterns: each key and
+    value of the reference solution's answer file and of the check's own right_answer, except
+    trivial ones (true/false, numbers 0-9, fewer than 4 characters), those the exercise's own text
+    shows (title, prompt, answer description, hints) and those the student wrote; and each
+    `key: value` pair of them (`shared: kept`, also as JSON) unless the student wrote that pair."""
     public = " ".join([exercise.title, exercise.prompt, exercise.answer or "", *exercise.hints]).lower()
-    written = (student_answer or "").lower()
+    try:
+        written = yaml.safe_load(student_answer) if student_answer else None
+    except yaml.YAMLError:
+        written = None
+    written_text = (student_answer or "").lower()
+    written_pairs = {(k.lower(), _text(v)) for k, v in _pairs(written)}
     found = set()
-    for leaf in list(_leaves(reference_answer)) + list(_leaves(right_answer)):
-        if isinstance(leaf, bool) or (isinstance(leaf, (int, float)) and float(leaf).is_integer() and abs(leaf) < 10):
-            continue
-        text = str(leaf).strip()
-        if len(text) >= 4 and text.lower() not in public and text.lower() not in written:
-            found.add(text)
-    return found
+    for truth in (reference_answer, right_answer):
+        for leaf in _leaves(truth):
+            text = _text(leaf).strip()
+            if not _trivial(leaf) and text not in public and text not in written_text:
+                found.add(re.escape(text))
+        for key, value in _pairs(truth):
+            if (key.lower(), _text(value)) not in written_pairs:
+                found.add(rf"""['"]?{re.escape(key.lower())}['"]?\s*:\s*['"]?{re.escape(_text(value))}\b""")
+    return [re.compile(pattern) for pattern in sorted(found)]
 
 
 def shown(result: dict) -> str:
@@ -211,10 +243,25 @@ def test_feedback_on_a_mistake_gives_no_answer_away(outcomes, lab_id, exercise, 
     reference = outcomes.get((lab_id, exercise, None))
     assert "error" not in record, record["error"]
     answer = yaml.safe_load(reference["answer"]) if reference and reference.get("answer") else None
-    hidden = secrets(ex, answer, record["result"].get("right_answer"), record["answer"])
     text = shown(record["result"]).lower()
-    leaked = sorted(s for s in hidden if s.lower() in text)
+    leaked = [p.pattern for p in secrets(ex, answer, record["result"].get("right_answer"), record["answer"])
+              if p.search(text)]
     assert not leaked, f"{lab_id}/{exercise}/{name}: the feedback gives away {leaked}:\n{shown(record['result'])}"
+
+
+def test_the_feedback_test_sees_an_answer_given_away():
+    from labkit.labs import Exercise
+    ex = Exercise("predict", "Predict", 1, "Predict `shared`: deleted or kept?", (), "c", answer="shared: deleted or kept")
+    truth = {"shared": "kept", "finalizer": "foregroundDeletion", "count": 3, "ok": True}
+    student = "shared: deleted\nfinalizer: orphan\ncount: 4\nok: false\n"
+    patterns = secrets(ex, truth, None, student)
+
+    def leaks(text):
+        return [p.pattern for p in patterns if p.search(shown({"message": text}).lower())]
+    assert leaks("expected shared: kept") and leaks('expected: {"shared": "kept"}')
+    assert leaks("the Deployment waited with foregroundDeletion, not orphan")
+    assert not leaks("shared: wrong (you wrote deleted); count: wrong; look at `labkit gc log`")
+    assert not leaks("your answer says count: 4 and finalizer: orphan")
 
 
 @pytest.mark.parametrize("lab_id,exercise", _cases(answer_only=True))

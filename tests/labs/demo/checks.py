@@ -17,11 +17,13 @@ def check_address(ctx):
     try:
         ipaddress.IPv4Address(given)
     except ValueError:
-        raise CheckFailed(f"{given!r} is not an IPv4 address (write it without /prefix)", expected="an IPv4 address", observed=given)
+        raise CheckFailed(f"{given!r} is not an IPv4 address (write it without /prefix)", expected="an IPv4 address",
+                          observed=given, right_answer={"address": live[0] if live else None})
     if given in live:
         return ctx.passed(f"{given} is host {params['host']}'s address on {params['device']}")
     return ctx.failed(f"{given} is not an address of host {params['host']} on {params['device']}",
-                      expected=f"one of host {params['host']}'s addresses", observed=given)
+                      expected=f"one of host {params['host']}'s addresses", observed=given,
+                      right_answer={"address": live[0] if live else None})
 
 
 def _get(ctx, path):
