@@ -170,9 +170,10 @@ def reset(lab: Lab, say: Say = _quiet, exercise_id: str | None = None) -> LabEnv
                 raise LabkitError(f"lab {lab.id} is not running: `labkit run {lab.id}` builds it")
             try:
                 hook(env, exercise_id)
-            except LabkitError as exc:
-                raise LabkitError(f"resetting {lab.id}/{exercise_id} failed: {exc}. "
-                                  f"`labkit reset {lab.id}` rebuilds the whole lab")
+            except Exception as exc:
+                reason = str(exc) if isinstance(exc, LabkitError) else f"{type(exc).__name__}: {exc}"
+                raise LabkitError(f"resetting {lab.id}/{exercise_id} failed: {reason}. "
+                                  f"`labkit reset {lab.id}` rebuilds the whole lab") from exc
             state.set_ready([exercise_id])
             state.clear_progress(exercise_id)
             say(f"exercise {exercise_id} of lab {lab.id} starts afresh; the others keep their state")

@@ -128,12 +128,11 @@ class LabState:
         data = _read_json(self.dir / "ready.json", {})
         return float(data.get(exercise_id) or data.get("*") or 0.0)
 
-    def set_ready(self, exercise_ids=None, when: float | None = None) -> None:
+    def set_ready(self, exercise_ids=None) -> None:
         """Record that these exercises' parts (None: the whole lab) were just built."""
-        when = time.time() if when is None else when
         data = {} if exercise_ids is None else _read_json(self.dir / "ready.json", {})
         for ex in ["*"] if exercise_ids is None else exercise_ids:
-            data[ex] = round(when, 6)
+            data[ex] = round(time.time(), 6)
         write_json_atomic(self.dir / "ready.json", data)
 
     def hints_shown(self, exercise_id: str) -> int:

@@ -108,6 +108,11 @@ def test_report_counts_recorded_passes_and_withholds_right_answers():
     assert "observed in your answer: KUBE-SVC-Y" in grading.to_junit(rep)
 
 
+def test_numbers_show_their_tolerance():
+    from labkit.exercises import approx
+    assert approx(0.25, 0.05) == "0.25 ± 0.05" and approx(2, 0.5, "s") == "2 ± 0.5 s"
+
+
 def test_values_are_shown_as_text_never_as_dicts():
     assert grading.show_value({"pod-a": 3, "pod-b": 1}) == "pod-a: 3, pod-b: 1"
     assert grading.show_value(["Deployment", "Pod"]) == "Deployment, Pod"

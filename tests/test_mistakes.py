@@ -91,6 +91,11 @@ def drive(lab_id: str) -> list[dict]:
             attempt(exercise, lambda: runner.apply_mistake(lab, exercise.id, m.name), mistake=m.name)
         if exercise.answer and mistakes:
             attempt(exercise, lambda: runner.solve(lab, exercise.id), mistake=None)
+        if mistakes:        # the exercise resets from what the last attempt left, too
+            try:
+                runner.reset(lab, exercise_id=exercise.id)
+            except Exception as exc:
+                records.append({"exercise": exercise.id, "mistake": "(reset)", "error": f"{type(exc).__name__}: {exc}"})
     return records
 
 
@@ -262,6 +267,12 @@ def test_the_feedback_test_sees_an_answer_given_away():
     assert leaks("the Deployment waited with foregroundDeletion, not orphan")
     assert not leaks("shared: wrong (you wrote deleted); count: wrong; look at `labkit gc log`")
     assert not leaks("your answer says count: 4 and finalizer: orphan")
+
+
+@pytest.mark.parametrize("lab_id", sorted({c.values[0] for c in _cases()}))
+def test_each_exercise_resets_after_its_mistakes(outcomes, lab_id):
+    failed = {ex: r["error"] for (lab, ex, name), r in outcomes.items() if lab == lab_id and name == "(reset)"}
+    assert not failed, f"`labkit reset {lab_id} EXERCISE` failed after the mistakes: {failed}"
 
 
 @pytest.mark.parametrize("lab_id,exercise", _cases(answer_only=True))

@@ -24,8 +24,8 @@ from typing import Callable
 
 from labkit import __version__
 from labkit.classroom import remote
-from labkit.grading import credited, credited_points
 from labkit.classroom.inventory import Machine
+from labkit.grading import credited, credited_points
 from labkit.labs import Lab
 
 PASSED, FAILED, NOT_ATTEMPTED, UNREACHABLE = "passed", "failed", "not attempted", "unreachable"

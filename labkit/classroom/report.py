@@ -13,8 +13,8 @@ from html import escape
 
 from labkit import __version__
 from labkit.classroom import remote
-from labkit.grading import feedback_lines
 from labkit.classroom.grade import CELL_STATES, FAILED, NOT_ATTEMPTED, PASSED, UNREACHABLE, ClassResult
+from labkit.grading import feedback_lines
 
 COLORS = {PASSED: "#2ea44f", FAILED: "#d73a49", NOT_ATTEMPTED: "#f2c94c", UNREACHABLE: "#6a737d"}
 SYMBOLS = {PASSED: "\u2713", FAILED: "\u2717", NOT_ATTEMPTED: "\u2013", UNREACHABLE: "?"}

@@ -97,7 +97,8 @@ def _spec_edits(ctx, namespace) -> str:
              and e.get("verb") in ("update", "patch") and (e.get("user") or {}).get("username") != CONTROLLER_USER]
     if not edits:
         return ""
-    return (f". You {edits[-1]['verb']}ed the namespace itself: a normal update keeps spec.finalizers as they are "
+    verb = {"patch": "patched", "update": "updated"}[edits[-1]["verb"]]
+    return (f". You {verb} the namespace itself: a normal update keeps spec.finalizers as they are "
             "(only the finalize subresource changes them), and that is not the fix either")
 
 
@@ -181,7 +182,7 @@ def check_conditions(ctx):
         pods = c.request("GET", f"/api/v1/namespaces/{name}/pods")[1].get("items") or []
         return len(pods), {x["type"]: x for x in (current.get("status") or {}).get("conditions") or []}
 
-    seen = settle(conditions, timeout=1.5, stable_for=0.5)
+    seen = settle(conditions, timeout=1.5, stable_for=0.3)
     pods, by_type = seen.value
     if not seen.settled or pods or "NamespaceContentRemaining" not in by_type:
         raise CheckFailed(f"the namespace controller is still working on {name} (its first pass comes 5 s after the "

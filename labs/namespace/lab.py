@@ -211,7 +211,7 @@ def _empty(c, ns: str) -> None:
             c.delete("v1", "namespaces", ns)
             current = c.get_or_none("v1", "namespaces", ns)
         if current is not None:
-            current["spec"]["finalizers"] = []
+            current.setdefault("spec", {})["finalizers"] = []
             try:
                 c.update("v1", "namespaces", current, subresource="finalize")
             except ApiError as exc:
