@@ -126,9 +126,10 @@ def _wrap(text: str, width: int | None) -> list[str]:
     return out
 
 
-def feedback_lines(r: dict, width: int | None = None) -> list[str]:
+def feedback_lines(r: dict, width: int | None = None, recorded: bool = True) -> list[str]:
     """The message, then expected / observed (saying where) / right answer, each value on the
-    label's line when it fits, else on lines of its own below it."""
+    label's line when it fits, else on lines of its own below it; then (with `recorded`) the
+    recorded pass of an exercise that fails now."""
     lines = _wrap(r["message"], width)
     observed = f"observed in {r['observed_in']}" if r.get("observed_in") else "observed"
     for label, value in (("expected", r.get("expected")), (observed, r.get("observed")),
@@ -139,8 +140,8 @@ def feedback_lines(r: dict, width: int | None = None) -> list[str]:
         if len(values) == 1 and (width is None or len(label) + 2 + len(values[0]) <= width):
             lines.append(f"{label}: {values[0]}")
         else:
-            lines += [f"{label}:"] + [f"  {v}" for v in values]
-    if r.get("recorded") and r["status"] != PASS:
+            lines += [f"{label}:"] + [line for v in values for line in _wrap(f"  {v}", width)]
+    if recorded and r.get("recorded") and r["status"] != PASS:
         lines.append(f"passed before, at {r['recorded'].get('time', '?')}: the points stay")
     return lines
 
@@ -241,10 +242,11 @@ def render_text(rep: dict, console) -> None:
         head.append(f"{mark} {r['status']:<5}", style=color)
         head.append(f" {r['exercise']}  {r['points']}/{r['max_points']}")
         if r.get("recorded") and r["status"] != PASS:
-            head.append(f"  (passed before: {r['max_points']}/{r['max_points']} kept)", style="green")
+            head.append(f"  (passed at {r['recorded'].get('time', '?')}: {r['max_points']}/{r['max_points']} kept)",
+                        style="green")
         console.print("")
         console.print(head, soft_wrap=True)
-        for line in feedback_lines(r, width - 4):
+        for line in feedback_lines(r, width - 4, recorded=False):
             console.print(Text("    " + line), soft_wrap=True)
     console.print("")
     line = f"score {rep['score']}/{rep['max_score']}: {rep['passed']} of {rep['total']} exercises passed"

@@ -111,7 +111,7 @@ def test_a_pass_is_recorded_and_outlives_a_rebuild(labs):
     assert result["status"] == "fail" and result["recorded"]["message"] == "7 is the number"
     assert (rep["score"], rep["passed"], rep["passing"], rep["live_score"]) == (2, 1, 0, 0)
     table = labkit("check", "whole", check=1).stdout
-    assert "answer  0/2  (passed before: 2/2 kept)" in table
+    assert f"answer  0/2  (passed at {recorded['time']}: 2/2 kept)" in table
     assert "score 2/5: 1 of 2 exercises passed (1 of them passed before and fail now)" in table
     assert "running: 1 of 2 exercises passed" in labkit("list", check=0).stdout
     labkit("cleanup", "whole", check=0)

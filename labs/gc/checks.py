@@ -263,7 +263,8 @@ def check_foreground_delete(ctx):
     problems = []
     if finalizer != truth["finalizer"]:
         problems.append(f"finalizer: {finalizer!r} is not the finalizer the Deployment waited with: look at the "
-                        "Deployment while it is being deleted (`kubectl get deploy -o yaml`), or in `labkit gc log`")
+                        f"Deployment while it is being deleted (`kubectl get deploy {name} -n {ns} -o yaml`), or in "
+                        "`labkit gc log`")
     if last != truth["last"]:
         problems.append(f"last: {last} is not the kind removed last: compare when the last request on each kind "
                         "came, in the audit log or in `labkit gc log`")

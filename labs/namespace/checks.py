@@ -99,7 +99,7 @@ def _spec_edits(ctx, namespace) -> str:
         return ""
     verb = {"patch": "patched", "update": "updated"}[edits[-1]["verb"]]
     return (f". You {verb} the namespace itself: a normal update keeps spec.finalizers as they are "
-            "(only the finalize subresource changes them), and that is not the fix either")
+            "(only the finalize subresource changes them)")
 
 
 def _gone_cleanly(ctx, c, namespace):
@@ -364,7 +364,8 @@ def check_own_finalizer(ctx):
     requests = [r for r in requests if r["user"] != CONTROLLER_USER]
     added = next((i for i, r in enumerate(requests) if any(f != "kubernetes" for f in r["finalizers"])), None)
     if added is None:
-        raise CheckFailed(f"no finalizer of your own was put on {name} through the finalize subresource yet")
+        raise CheckFailed(f"no finalizer of your own was put on {name} through the finalize subresource yet"
+                          + _spec_edits(ctx, name))
     mine = [f for f in requests[added]["finalizers"] if f != "kubernetes"]
     if not any(set(mine).isdisjoint(r["finalizers"]) for r in requests[added + 1:]):
         raise CheckFailed(f"you added {', '.join(mine)}; now remove it again (through the same subresource)")

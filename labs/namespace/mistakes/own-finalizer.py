@@ -7,7 +7,7 @@ def _finalize(env, finalizers):
     env.lab.environment_module().finalize(env, "sandbox", finalizers)
 
 
-@mistake("through the finalize subresource")
+@mistake("through the finalize subresource", "a normal update keeps spec.finalizers")
 def patches_spec(env):
     """Adds the finalizer with kubectl patch (a normal update keeps spec.finalizers as they are)."""
     env.lab.environment_module().target(env).kubectl(
