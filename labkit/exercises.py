@@ -159,6 +159,14 @@ def answer_path(lab_id: str, exercise_id: str) -> Path:
     return paths.answers_root() / lab_id / f"{exercise_id}.yaml"
 
 
+def write_answer(env, exercise_id: str, data) -> Path:
+    """Write an answer file as a student would (reference solutions, common mistakes)."""
+    path = answer_path(env.lab.id, exercise_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
 class CheckContext:
     """What a check function receives."""
 

@@ -1,9 +1,7 @@
 """Common wrong solutions to background-delete."""
 
-import yaml
-
 from labkit.apiserver.target import for_env
-from labkit.exercises import answer_path, mistake, wait_for
+from labkit.exercises import mistake, wait_for, write_answer
 
 
 def _delete_and_answer(env, cascade, order):
@@ -12,9 +10,7 @@ def _delete_and_answer(env, cascade, order):
     client = target.client()
     wait_for(lambda: not [p for p in client.list("v1", "pods", "shop", label_selector="app=cart")[0]
                           if p["metadata"].get("deletionTimestamp")], timeout=60)
-    path = answer_path(env.lab.id, "background-delete")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump({"order": order}))
+    write_answer(env, "background-delete", {"order": order})
 
 
 @mistake("propagationPolicy Foreground")

@@ -1,9 +1,7 @@
 """Common wrong solutions to foreground-delete."""
 
-import yaml
-
 from labkit.apiserver.target import for_env
-from labkit.exercises import answer_path, mistake, wait_for
+from labkit.exercises import mistake, wait_for, write_answer
 
 
 def _delete_and_answer(env, cascade, answer):
@@ -11,9 +9,7 @@ def _delete_and_answer(env, cascade, answer):
     target.kubectl("delete", "deployment", "api", "-n", "shop", f"--cascade={cascade}", "--timeout=60s")
     client = target.client()
     wait_for(lambda: not client.list("v1", "pods", "shop", label_selector="app=api")[0], timeout=60)
-    path = answer_path(env.lab.id, "foreground-delete")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(answer))
+    write_answer(env, "foreground-delete", answer)
 
 
 @mistake("propagationPolicy Background")

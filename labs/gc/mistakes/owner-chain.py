@@ -2,10 +2,8 @@
 
 import json
 
-import yaml
-
 from labkit.apiserver.target import for_env
-from labkit.exercises import answer_path, mistake
+from labkit.exercises import mistake, write_answer
 
 
 def _chain(env):
@@ -17,28 +15,22 @@ def _chain(env):
     return pod, rs_ref, rs["metadata"]["ownerReferences"][0]
 
 
-def _write(env, data):
-    path = answer_path(env.lab.id, "owner-chain")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(data))
-
-
 @mistake("write UIDs")
 def names_not_uids(env):
     """Writes the owners' names (as `kubectl get` shows them) instead of their UIDs."""
     pod, rs_ref, dep_ref = _chain(env)
-    _write(env, {"pod": pod["metadata"]["name"], "replicaset": rs_ref["name"], "deployment": dep_ref["name"]})
+    write_answer(env, "owner-chain", {"pod": pod["metadata"]["name"], "replicaset": rs_ref["name"], "deployment": dep_ref["name"]})
 
 
 @mistake("swapped")
 def swapped_uids(env):
     """Puts the Deployment's UID under replicaset and the ReplicaSet's under deployment."""
     pod, rs_ref, dep_ref = _chain(env)
-    _write(env, {"pod": pod["metadata"]["name"], "replicaset": dep_ref["uid"], "deployment": rs_ref["uid"]})
+    write_answer(env, "owner-chain", {"pod": pod["metadata"]["name"], "replicaset": dep_ref["uid"], "deployment": rs_ref["uid"]})
 
 
 @mistake("the Pod's own UID")
 def pod_uid(env):
     """Copies metadata.uid of the Pod itself as the ReplicaSet's UID."""
     pod, _rs_ref, dep_ref = _chain(env)
-    _write(env, {"pod": pod["metadata"]["name"], "replicaset": pod["metadata"]["uid"], "deployment": dep_ref["uid"]})
+    write_answer(env, "owner-chain", {"pod": pod["metadata"]["name"], "replicaset": pod["metadata"]["uid"], "deployment": dep_ref["uid"]})

@@ -1,17 +1,13 @@
 """Common wrong predictions in predict-dangling."""
 
-import yaml
-
-from labkit.exercises import answer_path, mistake
+from labkit.exercises import mistake, write_answer
 
 
 def _predict(env, **changes):
     answer = {"orphan": "deleted", "shared": "kept", "shared_owners": ["anchor"], "stranger": "deleted",
               "stranger_event": "OwnerRefInvalidNamespace"}
     answer.update(changes)
-    path = answer_path(env.lab.id, "predict-dangling")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(answer))
+    write_answer(env, "predict-dangling", answer)
 
 
 @mistake("for: shared.")

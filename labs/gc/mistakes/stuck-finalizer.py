@@ -2,10 +2,8 @@
 
 import json
 
-import yaml
-
 from labkit.apiserver.target import for_env
-from labkit.exercises import answer_path, mistake, wait_for
+from labkit.exercises import mistake, wait_for, write_answer
 
 
 def _stuck_pod(env):
@@ -14,9 +12,7 @@ def _stuck_pod(env):
 
 
 def _answer(env, pod, finalizer):
-    path = answer_path(env.lab.id, "stuck-finalizer")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump({"pod": pod, "finalizer": finalizer}))
+    write_answer(env, "stuck-finalizer", {"pod": pod, "finalizer": finalizer})
 
 
 @mistake("by hand", "foregroundDeletion")

@@ -2,9 +2,7 @@
 
 import time
 
-import yaml
-
-from labkit.exercises import answer_path, mistake
+from labkit.exercises import mistake, write_answer
 
 
 def _delete_and_wait(env):
@@ -20,24 +18,18 @@ def _delete_and_wait(env):
         time.sleep(0.5)
 
 
-def _answer(env, data):
-    path = answer_path(env.lab.id, "conditions")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(data))
-
-
 @mistake("'secrets' needs a trailing dot")
 def core_group_without_dot(env):
     """Writes the core-group resource as `secrets`, without the trailing dot of the empty group."""
     _delete_and_wait(env)
-    _answer(env, {"remaining": {"secrets": 1}, "finalizers": {"billing.example.com/audit": 1}})
+    write_answer(env, "conditions", {"remaining": {"secrets": 1}, "finalizers": {"billing.example.com/audit": 1}})
 
 
 @mistake("'deployments.apps' is not among what the condition lists", "'configmaps.' is not among")
 def everything_it_held(env):
     """Lists everything the namespace held before the DELETE, not what the condition says remains."""
     _delete_and_wait(env)
-    _answer(env, {"remaining": {"deployments.apps": 1, "configmaps.": 1, "secrets.": 1},
+    write_answer(env, "conditions", {"remaining": {"deployments.apps": 1, "configmaps.": 1, "secrets.": 1},
                   "finalizers": {"billing.example.com/audit": 1}})
 
 
@@ -45,4 +37,4 @@ def everything_it_held(env):
 def resources_for_finalizers(env):
     """Keys the finalizers mapping by resource instead of by finalizer name."""
     _delete_and_wait(env)
-    _answer(env, {"remaining": {"secrets.": 1}, "finalizers": {"secrets.": 1}})
+    write_answer(env, "conditions", {"remaining": {"secrets.": 1}, "finalizers": {"secrets.": 1}})

@@ -2,9 +2,7 @@
 
 import time
 
-import yaml
-
-from labkit.exercises import answer_path, mistake
+from labkit.exercises import mistake, write_answer
 
 
 def _force_and_recreate(env):
@@ -15,9 +13,7 @@ def _force_and_recreate(env):
 
 
 def _answer(env, left_behind, visible_again=True):
-    path = answer_path(env.lab.id, "force-finalize")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump({"left_behind": left_behind, "visible_again": visible_again}))
+    write_answer(env, "force-finalize", {"left_behind": left_behind, "visible_again": visible_again})
 
 
 @mistake("not in the core group")

@@ -1,14 +1,10 @@
 """Common wrong predictions in terminating-create."""
 
-import yaml
-
-from labkit.exercises import answer_path, mistake
+from labkit.exercises import mistake, write_answer
 
 
 def _answer(env, error):
-    path = answer_path(env.lab.id, "terminating-create")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump({"error": error}))
+    write_answer(env, "terminating-create", {"error": error})
 
 
 @mistake("403 (Forbidden)")
