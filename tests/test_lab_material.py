@@ -13,9 +13,7 @@ a real Pod), the lab host it runs on, the exercise whose part it changes, what i
 that it keeps running (`-w`, `-f`). A shown command without an entry runs exactly as shown; one
 with a placeholder, or one that changes the lab, must have an entry; an entry whose command the
 texts no longer show is an error. Commands that are only named in the prose (`kubectl edit`)
-are MENTIONs: their --help must exist and know the options the text gives them. KNOWN_BROKEN
-lists what fails today in labs whose texts are being reworked elsewhere: the test insists they
-still fail, so that each fix also removes its entry.
+are MENTIONs: their --help must exist and know the options the text gives them.
 
 Each lab runs once, in its own instance; the labs run at the same time.
 """
@@ -274,10 +272,6 @@ def _every_lab(lab) -> dict:
             f"labkit hint {lab.id} EXERCISE": Run(f"labkit hint {lab.id} {first}")}
 
 
-# Fails today in a lab whose text is being reworked elsewhere: (lab, command as run) -> why.
-KNOWN_BROKEN: dict[tuple[str, str], str] = {
-}
-
 # Files a lab ships (besides lab.yaml, README.md and its Python) and the command that reads each
 # ({path}: the file; run from the lab's working directory, like the texts' commands).
 FILES: dict[str, str | Run | Covered] = {
@@ -469,29 +463,34 @@ class LabRunner:
             return out
         command = spec.command or shown
         out.ran = command + (f"  (on {spec.on})" if spec.on else "")
-        if spec.before:
-            code, text = self.shell(spec.before)
+        try:
+            code, text = self.shell(spec.before) if spec.before else (0, "")
             if code != 0:
-                out.problem = f"its preparation `{spec.before}` exited {code}: {text[-1500:]}"
+                out.problem = f"its preparation `{spec.before}` exited {code}:\n{text[-1500:]}"
                 return out
-        out.code, out.output = self.shell(command, on=spec.on, stream=spec.stream)
-        known = KNOWN_BROKEN.get((self.lab.id, command))
-        if spec.stream:
-            failed = out.code is not None
-        else:
-            failed = out.code != spec.code or (spec.output is not None and spec.output not in out.output)
-        if failed and not known:
-            out.problem = (f"exited {out.code} (expected {'to keep running' if spec.stream else spec.code})"
-                           if (out.code is not None) == spec.stream or out.code != spec.code else
-                           f"its output lacks {spec.output!r}") + f":\n{out.output[-2000:]}"
-        elif known and not failed:
-            out.problem = f"works now: remove it from KNOWN_BROKEN ({known})"
-        if spec.changes:
-            try:
-                self.reset(spec.changes)
-            except AssertionError as exc:
-                out.problem = (out.problem or "") + f"\nresetting {spec.changes} afterwards failed: {exc}"
+            out.code, out.output = self.shell(command, on=spec.on, stream=spec.stream)
+            out.problem = self._judge(spec, out)
+        finally:
+            if spec.changes:
+                try:
+                    self.reset(spec.changes)
+                except AssertionError as exc:
+                    out.problem = (out.problem or "") + f"\nresetting {spec.changes} afterwards failed: {exc}"
         return out
+
+    @staticmethod
+    def _judge(spec: Run, out: Outcome) -> str | None:
+        if spec.stream:
+            why = None if out.code is None else f"stopped (exit {out.code}) instead of running on"
+        elif out.code is None:
+            why = f"did not finish within {TIMEOUT} s"
+        elif out.code != spec.code:
+            why = f"exited {out.code}, not {spec.code}"
+        elif spec.output is not None and spec.output not in out.output:
+            why = f"its output lacks {spec.output!r}"
+        else:
+            return None
+        return f"{why}:\n{out.output[-2000:]}"
 
     def _file_specs(self) -> list[tuple[str, str, Run | Covered]]:
         planned = []
@@ -545,6 +544,9 @@ def picture_problem(path: Path) -> str | None:
     width, height = picture_size(path)
     if max(width, height) > READABLE:
         return f"{width}x{height}: larger than {READABLE}"
+    # text positions are checked where they are absolute (Graphviz moves its whole drawing with a
+    # transform, and sizes every box to its label itself)
+    absolute = not any("transform" in g.attrib for g in root.iter("{http://www.w3.org/2000/svg}g"))
     problems = []
     for node in root.iter():
         if not node.tag.endswith("text") or not (node.text or "").strip():
@@ -552,15 +554,15 @@ def picture_problem(path: Path) -> str | None:
         text = node.text
         if ESCAPES.search(text):
             problems.append(f"a label shows an escape sequence: {text!r}")
-        size = float(node.get("font-size", "12").rstrip("px"))
-        x = float(node.get("x", "0"))
+        if not absolute:
+            continue
         # DejaVu Sans / Helvetica: about 0.6 em per character (bold a little more)
+        size = float(node.get("font-size", "12").rstrip("px"))
         extent = len(text) * size * (0.65 if node.get("font-weight") == "bold" else 0.6)
-        anchor = node.get("text-anchor", "start")
-        left, right = {"start": (x, x + extent), "middle": (x - extent / 2, x + extent / 2),
-                       "end": (x - extent, x)}.get(anchor, (x, x + extent))
-        transformed = any("transform" in (a.attrib or {}) for a in root.iter("{http://www.w3.org/2000/svg}g"))
-        if not transformed and (left < -1 or right > width + 1):
+        x = float(node.get("x", "0"))
+        left, right = {"middle": (x - extent / 2, x + extent / 2), "end": (x - extent, x)}.get(
+            node.get("text-anchor", "start"), (x, x + extent))
+        if left < -1 or right > width + 1:
             problems.append(f"text runs off the {width}-pixel picture: {text!r}")
     return "; ".join(problems) or None
 
