@@ -109,6 +109,14 @@ def diff_snapshots(before: dict, after: dict) -> list[str]:
             for key in before if before[key] != after[key]]
 
 
+def assert_clean_after(before: dict, what: str) -> None:
+    """`labkit cleanup --all` succeeds and leaves the host as `before` (a host_snapshot)."""
+    result = labkit("cleanup", "--all")
+    assert result.returncode == 0, f"{what}: cleanup failed: {result.stderr}"
+    problems = diff_snapshots(before, host_snapshot())
+    assert not problems, f"after {what} and cleanup --all:\n" + "\n".join(problems)
+
+
 def wait_until(predicate, timeout: float = 20.0, interval: float = 0.05) -> bool:
     """Poll `predicate` until it is true or `timeout` seconds have passed; its last value."""
     deadline = time.monotonic() + timeout
