@@ -13,6 +13,7 @@ as JSON), so the whole run takes about as long as the slowest lab.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -29,14 +30,22 @@ from conftest import TEST_LABS, fresh_environment  # noqa: E402
 from labkit.labs import discover, load_lab  # noqa: E402
 from support import REPO, host_lock, labkit  # noqa: E402
 
-# Labs every exercise of which must have at least two common mistakes, and the exercises that
-# are known to have none yet (with the reason). The other built-in labs' mistakes are being
-# written; the coverage test names all that lack them.
-COVERED = ("demo", "gc", "namespace")
-AWAITED = {("namespace", "broken-apiservice"): "comes with the rebuilt APIService availability"}
+# MISTAKES_AWAITED: the only exercises of the built-in labs allowed fewer than two common mistakes,
+# each with the reason. Every other exercise of every lab under labs/ and tests/labs/ must have
+# two or more; an entry here whose exercise has its mistakes now fails the test too (remove it).
+_NODE_LINE = "written with the lab's checks, not yet merged"
+MISTAKES_AWAITED = {
+    ("namespace", "broken-apiservice"): "comes with the rebuilt APIService availability",
+    **{("numa", ex): _NODE_LINE for ex in ("qos", "cpu-hints", "merge", "single-numa", "static-cpus", "memory",
+                                           "checkpoint", "pin")},
+    **{("mount-propagation", ex): _NODE_LINE for ex in ("predict-e2e-matrix", "node-mounts-reach-reader",
+                                                        "csi-plugin-publishes", "private-host-path", "leaked-mount",
+                                                        "peer-groups")},
+}
 PYTHON_DICT = re.compile(r"""\{\s*(['"])[^'"]*\1\s*:""")
 
 
+@functools.cache
 def _labs() -> dict:
     os.environ.setdefault("LABKIT_LABS_PATH", str(TEST_LABS))
     return {lab_id: load_lab(directory) for lab_id, directory in discover().items()}
@@ -208,11 +217,11 @@ def test_every_exercise_has_two_common_mistakes():
             count = len(lab.mistakes(exercise))
             if count < 2:
                 lacking[(lab_id, exercise.id)] = count
-    listed = "\n".join(f"  {lab}/{ex}: {n} mistake(s)" + (f" (awaited: {AWAITED[(lab, ex)]})" if (lab, ex) in AWAITED
-                                                           else "") for (lab, ex), n in sorted(lacking.items()))
-    missing = [key for key in lacking if key[0] in COVERED and key not in AWAITED]
-    assert not missing, f"exercises with fewer than 2 common mistakes (labs/<lab>/mistakes/<exercise>.py):\n{listed}"
-    assert not [key for key in AWAITED if key not in lacking], "AWAITED names exercises that have their mistakes now"
+    missing = "\n".join(f"  {lab}/{ex}: {n} mistake(s)" for (lab, ex), n in sorted(lacking.items())
+                        if (lab, ex) not in MISTAKES_AWAITED)
+    assert not missing, f"exercises with fewer than 2 common mistakes (labs/<lab>/mistakes/<exercise>.py):\n{missing}"
+    arrived = [f"{lab}/{ex}" for lab, ex in sorted(MISTAKES_AWAITED) if (lab, ex) not in lacking]
+    assert not arrived, f"MISTAKES_AWAITED names exercises that have their mistakes now (remove them): {arrived}"
 
 
 def test_the_demo_lab_declares_its_mistakes():
