@@ -44,7 +44,7 @@ PROGRAMS = ("kubectl", "labkit", "iptables", "iptables-save", "cat", "grep", "fi
 PLACEHOLDER = re.compile(r"\b[A-Z][A-Z_-]*[A-Z]\b|<[^>]+>|\.\.\.|…|\[|(?<=\w)\|(?=\w)|\{\{")
 MUTATING = re.compile(r"^kubectl\b.*\b(delete|patch|apply|create|replace|edit|label|annotate|scale)\b|"
                       r"^labkit (run|reset|cleanup|solve)\b|^labkit (kube-proxy|mounts) (apply|delete)\b|"
-                      r"^labkit numa (run|delete)\b|\b(mount|umount)\b.* -")
+                      r"^labkit numa (run|delete)\b|^labkit resources (apply|delete|evict)\b|\b(mount|umount)\b.* -")
 READABLE = 5000             # pixels: no side of a picture longer (a few screens at most)
 STREAM_S = 2.0              # seconds a command that keeps running (-w, -f) must run without an error
 TIMEOUT = 120
@@ -148,6 +148,7 @@ TEXTS: dict[str, dict[str, Run | list[Run] | Mention | Covered]] = {
                 "kubectl replace --raw /api/v1/namespaces/sandbox/finalize -f ns.json", changes="own-finalizer"),
     },
     "kube-proxy": {
+        "labkit run": Mention(),        # named in the README: it loads br_netfilter
         "labkit kube-proxy apply": Mention(),
         "labkit shell kube-proxy HOST": Run("labkit shell kube-proxy node1 < /dev/null"),
         "iptables-save -t nat": Run(on="node1"),
@@ -262,6 +263,22 @@ TEXTS: dict[str, dict[str, Run | list[Run] | Mention | Covered]] = {
         "grep Cpus_allowed_list /proc/PID/status": Run(
             "grep Cpus_allowed_list /proc/$(labkit numa show --json | jq '.containers[0].pids[0]')/status"),
     },
+    "resources": {
+        "labkit resources get [--node N] [--json]": runs(Run("labkit resources get --node node-2"),
+                                                         Run("labkit resources get --json")),
+        "labkit resources top [--node N] [--watch]": runs(Run("labkit resources top --node node-1"),
+                                                          Run("labkit resources top --watch", stream=True)),
+        "labkit resources apply -f FILE": Run("labkit resources apply -f scenarios/pressure.yaml",
+                                              changes="eviction-order"),
+        "labkit resources apply -f scenarios/pressure.yaml": Run(changes="eviction-order"),
+        "labkit resources delete POD [--node N]": Run("labkit resources delete frontend --node node-1",
+                                                      changes="throttled"),
+        "labkit resources delete frontend": Run(changes="throttled"),
+        "labkit resources evict --node N": Run("labkit resources evict --node node-2", changes="noisy-neighbour"),
+        "labkit resources evict --node node-3": Run(changes="eviction-order"),
+        "labkit resources plan -f FILE": Run("labkit resources plan -f scenarios/node-1.yaml"),
+        "labkit resources convert": Mention(),
+    },
 }
 
 def _every_lab(lab) -> dict:
@@ -290,6 +307,10 @@ FILES: dict[str, str | Run | Covered] = {
     **{f"labs/mount-propagation/scenarios/{name}.yaml": Covered(f"tests/test_mounts_scenarios.py::{name}.yaml")
        for name in ("busy-mount", "e2e", "exiting-container", "late-containers", "private-host-path",
                     "slave-host-path", "unmounting")},
+    "labs/resources/nodes.yaml": Run("labkit resources nodes"),       # read by `labkit run resources`
+    **{f"labs/resources/scenarios/{name}.yaml": "labkit resources plan -f {path}" for name in ("node-1", "node-2")},
+    # its Pods name PriorityClasses, which only the lab's nodes know (`plan` refuses them)
+    "labs/resources/scenarios/pressure.yaml": Run("labkit resources apply -f {path}", changes="eviction-order"),
     "labs/numa/scenarios/hints-pod.yaml": "labkit numa admit -f {path} --machine lab-two-node --config scenarios/kubelet-config.yaml",
     "labs/numa/scenarios/hints-running.yaml": "labkit numa admit -f {path} --machine lab-two-node --config scenarios/kubelet-config.yaml",
     "labs/numa/scenarios/kubelet-config.yaml": "labkit numa admit -f scenarios/qos-pods.yaml --machine lab-two-node --config {path}",
@@ -379,8 +400,8 @@ class LabRunner:
         self.scratch.mkdir()
         self.env.update(KUBECONFIG=str(state / "apiserver" / "kubeconfig"), LAB_STATE=str(state),
                         LAB_DIR=str(self.lab.directory), SCRATCH=str(self.scratch))
-        # numa's texts are relative to its state directory (its access text says so)
-        self.cwd = state if lab_id == "numa" else self.scratch
+        # numa's and resources' texts are relative to the lab's state directory (their access texts say so)
+        self.cwd = state if lab_id in ("numa", "resources") else self.scratch
         self.outcomes: list[Outcome] = []
 
     def labkit(self, *args, check=0):
@@ -481,7 +502,9 @@ class LabRunner:
     @staticmethod
     def _judge(spec: Run, out: Outcome) -> str | None:
         if spec.stream:
-            why = None if out.code is None else f"stopped (exit {out.code}) instead of running on"
+            if out.code is None:
+                return None
+            why = f"stopped (exit {out.code}) instead of running on"
         elif out.code is None:
             why = f"did not finish within {TIMEOUT} s"
         elif out.code != spec.code:
