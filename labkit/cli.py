@@ -36,7 +36,7 @@ def fail(message: str, code: int = 2):
 
 
 def _say(message: str) -> None:
-    err.print(message, highlight=False, markup=False)
+    err.print(message, highlight=False, markup=False, soft_wrap=True)   # never cut a path in two
 
 
 def _markdown(text: str) -> None:
@@ -69,11 +69,13 @@ def list_labs():
     from rich.table import Table
 
     rows = runner.listing()
-    table = Table(show_header=True)
-    for col in ("lab", "title", "status"):
-        table.add_column(col)
+    # lab and status whole on one line each; the title takes what is left of the width
+    table = Table(show_header=True, box=None, pad_edge=False)
+    table.add_column("lab", no_wrap=True)
+    table.add_column("status", no_wrap=True)
+    table.add_column("title")
     for row in rows:
-        table.add_row(row.id, row.title, row.status if not row.error else f"{row.status}: {row.error}")
+        table.add_row(row.id, row.status if not row.error else f"{row.status}: {row.error}", row.title)
     out.print(table)
     if not rows:
         out.print("no labs found")
@@ -117,7 +119,8 @@ def run(lab_id: str = typer.Argument(..., metavar="LAB", help="Lab to start, e.g
 @app.command()
 def show(
     lab_id: str = typer.Argument(..., metavar="LAB"),
-    exercise: Optional[str] = typer.Argument(None, metavar="EXERCISE", help="Exercise id; all when omitted."),
+    exercise: Optional[str] = typer.Argument(None, metavar="EXERCISE",
+                                             help="Exercise id or number (as listed); all when omitted."),
 ):
     """Print the instructions of a lab, or the prompt of one exercise."""
     from labkit.exercises import answer_path
@@ -130,7 +133,7 @@ def show(
     ex = lab.exercise(exercise)
     text = f"# {ex.title} ({ex.points} points)\n\n{ex.prompt}"
     if ex.answer:
-        text += f"\n\n**Answer file:** `{answer_path(lab.id, ex.id)}` — {ex.answer}"
+        text += f"\n\n**Answer file** ({ex.answer}):\n\n    {answer_path(lab.id, ex.id)}\n"
     _markdown(text)
 
 
@@ -140,19 +143,25 @@ def check(
     exercise: Optional[str] = typer.Argument(None, metavar="EXERCISE", help="Check only this exercise."),
     fmt: str = typer.Option("table", "--format", "-f", help="table | json | junit | gradescope"),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to this file instead of stdout."),
+    reveal: bool = typer.Option(False, "--reveal-answers",
+                                help="For instructors after the deadline: also show the right answer of each failed "
+                                     "exercise (as do `reveal_answers: true` in lab.yaml and LABKIT_REVEAL_ANSWERS=1)."),
 ):
-    """Run the lab's checks. Exit code 0 only when every check passes."""
+    """Run the lab's checks. Exit code 0 only when every check passes now (exercises that passed
+    before keep their points in the score)."""
+    from labkit.exercises import reveal_answers
+
     if fmt not in grading.FORMATS:
         fail(f"--format: expected one of {', '.join(grading.FORMATS)}, got {fmt!r}")
     lab = get_lab(lab_id)
     results = runner.check(lab, exercise)
-    rep = grading.report(lab, results)
+    rep = grading.report(lab, results, reveal=reveal or reveal_answers(lab))
     if fmt == "table":
         if output:
             with open(output, "w") as f:
-                grading.render_table(rep, Console(file=f, width=120))
+                grading.render_text(rep, Console(file=f, width=100))
         else:
-            grading.render_table(rep, out)
+            grading.render_text(rep, out)
     else:
         text = grading.render(rep, fmt)
         if output:
@@ -194,11 +203,13 @@ def solve(lab_id: str = typer.Argument(..., metavar="LAB"), exercise: str = type
 
 
 @app.command()
-def reset(lab_id: str = typer.Argument(..., metavar="LAB")):
-    """Tear the lab down and build it fresh (your answer files are kept)."""
+def reset(lab_id: str = typer.Argument(..., metavar="LAB"),
+          exercise: Optional[str] = typer.Argument(None, metavar="[EXERCISE]",
+                                                   help="Only this exercise's part of the lab (id or number).")):
+    """Build the lab (or one exercise's part of it) fresh. Your answer files and the exercises
+    you passed are kept."""
     lab = get_lab(lab_id)
-    runner.reset(lab, say=_say)
-    _say(f"lab {lab.id} was rebuilt")
+    runner.reset(lab, say=_say, exercise_id=exercise)
 
 
 @app.command()

@@ -2,11 +2,26 @@
 
 A check is a function `check(ctx) -> CheckResult` in the lab's checks.py. It inspects live state
 (packets, mountinfo, API objects, audit log) or labkit's own reconstruction and says pass or
-fail with a message the student can act on: what was expected and what was observed.
+fail with a message the student can act on.
+
+Feedback policy, the same in every check:
+  expected      what the check wanted. For an exercise with an answer file (a finding, a
+                prediction) it describes the kind of answer and where to find it, never the value:
+                the message names which part is wrong and where to look.
+  observed      what the check saw, and `observed_in` says where: in the student's answer
+                (ANSWER) or in the live lab (LIVE). It defaults to ANSWER for exercises with an
+                answer file and to LIVE for the others.
+  right_answer  the value the student was asked to find, computed from live state. Never shown
+                to the student: only reports made with answers revealed carry it (an instructor
+                after the deadline: `reveal_answers: true` in lab.yaml, `labkit check
+                --reveal-answers`, or LABKIT_REVEAL_ANSWERS=1).
+Numbers compared with a tolerance show it (`approx`). Messages never print Python reprs of
+dicts: reports render values themselves (labkit.grading.show_value).
 """
 
 from __future__ import annotations
 
+import os
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
@@ -18,6 +33,8 @@ import yaml
 from labkit import paths
 
 PASS, FAIL, ERROR = "pass", "fail", "error"
+ANSWER, LIVE = "your answer", "the live lab"        # where a check observed what it reports
+REVEAL_ENV = "LABKIT_REVEAL_ANSWERS"
 
 
 @dataclass
@@ -32,6 +49,9 @@ class CheckResult:
     observed: Any = None
     details: dict = field(default_factory=dict)
     duration_s: float = 0.0
+    observed_in: str | None = None   # ANSWER or LIVE: where `observed` was seen
+    right_answer: Any = None         # withheld unless answers are revealed (see the module docstring)
+    recorded: dict | None = None     # the exercise's recorded pass (LabState.credit), if it has one
 
     @property
     def passed(self) -> bool:
@@ -44,11 +64,14 @@ class CheckResult:
 class CheckFailed(Exception):
     """Raised inside a check to end it with a failure (message, expected, observed)."""
 
-    def __init__(self, message: str, expected=None, observed=None, **details):
+    def __init__(self, message: str, expected=None, observed=None, *, observed_in: str | None = None,
+                 right_answer=None, **details):
         super().__init__(message)
         self.message = message
         self.expected = expected
         self.observed = observed
+        self.observed_in = observed_in
+        self.right_answer = right_answer
         self.details = details
 
 
@@ -95,6 +118,18 @@ def wait_for(predicate: Callable[[], Any], *, timeout: float, interval: float = 
         time.sleep(interval)
 
 
+def approx(value: float, tolerance: float, unit: str = "") -> str:
+    """A number as a check compares it: `0.25 ± 0.05` (for `expected`, and in messages)."""
+    return f"{value:g} ± {tolerance:g}{' ' + unit if unit else ''}"
+
+
+def reveal_answers(lab) -> bool:
+    """Whether reports may carry right answers: lab.yaml's `reveal_answers`, or
+    LABKIT_REVEAL_ANSWERS=1 (an instructor grading after the deadline)."""
+    return bool(getattr(lab, "reveal_answers", False)) or \
+        os.environ.get(REVEAL_ENV, "").strip().lower() in ("1", "true", "yes")
+
+
 def mistake(*names: str):
     """Mark `fn(env)` in labs/<lab>/mistakes/<exercise>.py as a common wrong solution.
 
@@ -112,8 +147,24 @@ def mistake(*names: str):
     return mark
 
 
+def _yaml_type(value) -> str:
+    """What a value (or a type) is called in YAML terms, for messages about answer files."""
+    kind = value if isinstance(value, type) else type(value)
+    names = {dict: "a mapping", list: "a list", str: "a string", int: "a whole number", float: "a number",
+             bool: "true or false", type(None): "empty", object: "a value"}
+    return names.get(kind, kind.__name__)
+
+
 def answer_path(lab_id: str, exercise_id: str) -> Path:
     return paths.answers_root() / lab_id / f"{exercise_id}.yaml"
+
+
+def write_answer(env, exercise_id: str, data) -> Path:
+    """Write an answer file as a student would (reference solutions, common mistakes)."""
+    path = answer_path(env.lab.id, exercise_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(data))
+    return path
 
 
 class CheckContext:
@@ -129,43 +180,59 @@ class CheckContext:
     def answer_path(self) -> Path:
         return answer_path(self.lab.id, self.exercise.id)
 
+    @property
+    def ready_time(self) -> float:
+        """When this exercise's part of the lab was last built (`labkit run`, `labkit reset`):
+        what happened before is not the student's work on it."""
+        return self.env.state.ready_time(self.exercise.id)
+
     def answer(self) -> Any:
         """The student's answer file, parsed; a missing or unreadable file fails the check."""
         path = self.answer_path
-        what = f" It must hold: {self.exercise.answer}" if self.exercise.answer else ""
+        what = f"\nIt must hold: {self.exercise.answer}" if self.exercise.answer else ""
         try:
             text = path.read_text()
         except FileNotFoundError:
-            raise AnswerMissing(f"no answer yet: write it to {path}.{what}")
+            raise AnswerMissing(f"no answer yet: write it to\n  {path}{what}")
         except (OSError, UnicodeDecodeError) as exc:
-            raise AnswerMissing(f"cannot read your answer {path}: {exc}")
+            raise AnswerMissing(f"cannot read your answer\n  {path}\n{exc}")
         try:
             data = yaml.safe_load(text)
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             line = f" (line {mark.line + 1})" if mark else ""
-            raise AnswerMissing(f"{path}{line} is not valid YAML: {getattr(exc, 'problem', exc)}.{what}")
+            raise AnswerMissing(f"your answer is not valid YAML{line}: {getattr(exc, 'problem', exc)}\n  {path}{what}")
         if data is None:
-            raise AnswerMissing(f"{path} is empty.{what}")
+            raise AnswerMissing(f"your answer is empty\n  {path}{what}")
         return data
 
     def answer_field(self, data: Any, key: str, kind: type | tuple = object) -> Any:
         """data[key] from an answer mapping, failing with a clear message when absent or mistyped."""
+        must = f"\nIt must hold: {self.exercise.answer}" if self.exercise.answer else ""
         if not isinstance(data, dict):
-            raise CheckFailed(f"{self.answer_path}: expected a YAML mapping with key {key!r}, got {type(data).__name__}")
+            raise CheckFailed(f"your answer should be a YAML mapping with the key {key}, not "
+                              f"{_yaml_type(data)}\n  {self.answer_path}{must}")
         if key not in data:
-            raise CheckFailed(f"{self.answer_path}: missing key {key!r}" + (f". It must hold: {self.exercise.answer}" if self.exercise.answer else ""))
+            raise CheckFailed(f"your answer has no key {key}\n  {self.answer_path}{must}")
         value = data[key]
         if not isinstance(value, kind):
-            names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
-            raise CheckFailed(f"{self.answer_path}: {key!r} should be a {names}, got {value!r}")
+            kinds = kind if isinstance(kind, tuple) else (kind,)
+            raise CheckFailed(f"{key} in your answer should be {' or '.join(_yaml_type(k) for k in kinds)}, "
+                              f"not {_yaml_type(value)}\n  {self.answer_path}{must}")
         return value
 
     def passed(self, message: str, **details) -> CheckResult:
         return self._result(PASS, self.exercise.points, message, details=details)
 
-    def failed(self, message: str, expected=None, observed=None, **details) -> CheckResult:
-        return self._result(FAIL, 0, message, expected, observed, details)
+    def failed(self, message: str, expected=None, observed=None, *, observed_in: str | None = None,
+               right_answer=None, **details) -> CheckResult:
+        """A failure. `observed_in` is ANSWER or LIVE (default: ANSWER for an exercise with an
+        answer file, LIVE otherwise); `right_answer` is withheld unless answers are revealed."""
+        result = self._result(FAIL, 0, message, expected, observed, details)
+        if observed is not None:
+            result.observed_in = observed_in or (ANSWER if self.exercise.answer else LIVE)
+        result.right_answer = right_answer
+        return result
 
     def error(self, message: str, **details) -> CheckResult:
         return self._result(ERROR, 0, message, details=details)
@@ -192,7 +259,8 @@ def run_check(env, exercise, down_reason: str | None = None) -> CheckResult:
             if not isinstance(result, CheckResult):
                 result = ctx.error(f"check {exercise.check} returned {type(result).__name__}, not a CheckResult")
         except CheckFailed as exc:
-            result = ctx.failed(exc.message, exc.expected, exc.observed, **exc.details)
+            result = ctx.failed(exc.message, exc.expected, exc.observed, observed_in=exc.observed_in,
+                                right_answer=exc.right_answer, **exc.details)
         except Exception as exc:  # a broken check must not hide the other results
             result = ctx.error(f"check {exercise.check} crashed: {type(exc).__name__}: {exc}",
                                traceback=traceback.format_exc())

@@ -65,6 +65,7 @@ class Lab:
     prerequisites: tuple[str, ...]
     exercises: tuple[Exercise, ...]
     directory: Path
+    reveal_answers: bool = False    # lab.yaml: reports may carry right answers (after the deadline)
     _modules: dict[str, ModuleType] = field(default_factory=dict, repr=False)
 
     @property
@@ -77,10 +78,13 @@ class Lab:
         return readme.read_text() if readme.exists() else f"# {self.title}\n\n{self.summary}\n"
 
     def exercise(self, exercise_id: str) -> Exercise:
+        """An exercise by id, or by its number as `labkit show LAB` lists them (1, 2, ...)."""
         for ex in self.exercises:
             if ex.id == exercise_id:
                 return ex
-        known = ", ".join(e.id for e in self.exercises)
+        if str(exercise_id).isdigit() and 1 <= int(exercise_id) <= len(self.exercises):
+            return self.exercises[int(exercise_id) - 1]
+        known = ", ".join(f"{i} {e.id}" for i, e in enumerate(self.exercises, start=1))
         raise LabNotFound(f"lab {self.id} has no exercise {exercise_id!r} (exercises: {known})")
 
     # -- code that comes with the lab ------------------------------------------------------
@@ -220,7 +224,7 @@ def load_lab(directory: Path) -> Lab:
     raw = load_yaml(path)
     if not isinstance(raw, dict):
         raise ConfigError(path, None, f"expected a mapping at the top level, got {_show(raw)}")
-    known = {"id", "title", "summary", "prerequisites", "exercises"}
+    known = {"id", "title", "summary", "prerequisites", "exercises", "reveal_answers"}
     unknown = sorted(set(raw) - known, key=str)
     if unknown:
         raise ConfigError(path, unknown[0], f"unknown field (known: {', '.join(sorted(known))})")
@@ -240,13 +244,16 @@ def load_lab(directory: Path) -> Lab:
     exercises_raw = raw.get("exercises")
     if not isinstance(exercises_raw, list) or not exercises_raw:
         raise ConfigError(path, "exercises", f"expected a non-empty list, got {_show(exercises_raw)}")
+    reveal = raw.get("reveal_answers", False)
+    if not isinstance(reveal, bool):
+        raise ConfigError(path, "reveal_answers", f"expected true or false, got {_show(reveal)}")
     exercises = tuple(_parse_exercise(path, i, e) for i, e in enumerate(exercises_raw))
     seen = set()
     for i, ex in enumerate(exercises):
         if ex.id in seen:
             raise ConfigError(path, f"exercises[{i}].id", f"duplicate exercise id {ex.id!r}")
         seen.add(ex.id)
-    return Lab(lab_id, title, summary, tuple(prereq), exercises, directory)
+    return Lab(lab_id, title, summary, tuple(prereq), exercises, directory, reveal)
 
 
 def discover() -> dict[str, Path]:

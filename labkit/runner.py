@@ -86,6 +86,7 @@ def _build(lab: Lab, state: LabState, say: Say, options: dict | None = None) -> 
         leftover = f"; cleanup problems: {'; '.join(problems)}" if problems else ""
         reason = str(exc) if isinstance(exc, LabkitError) else f"{type(exc).__name__}: {exc}"
         raise LabkitError(f"building lab {lab.id} failed: {reason}. Everything it had created was removed{leftover}.") from exc
+    state.set_ready()
     state.set_status(phase="up", token=token, started=started, build_s=round(time.time() - started, 3), **extra)
     return env
 
@@ -111,6 +112,9 @@ def check(lab: Lab, exercise_id: str | None = None) -> list[CheckResult]:
     results = [run_check(env, ex, down_reason) for ex in exercises]
     if state.dir.exists():
         state.record_results(results)
+        credit = state.credit
+        for r in results:
+            r.recorded = credit.get(r.exercise)
     return results
 
 
@@ -149,16 +153,42 @@ def apply_mistake(lab: Lab, exercise_id: str, name: str) -> None:
         mistake.apply(env)
 
 
-def reset(lab: Lab, say: Say = _quiet) -> LabEnv:
+def reset(lab: Lab, say: Say = _quiet, exercise_id: str | None = None) -> LabEnv:
+    """Rebuild the lab fresh; recorded passes and answer files stay.
+
+    With `exercise_id`, only that exercise's part, through the lab's optional hook
+    `reset_exercise(env, exercise_id)` in lab.py (the other exercises keep their state); a lab
+    without the hook is rebuilt whole."""
     require_prerequisites(lab)
+    hook = getattr(lab.environment_module(), "reset_exercise", None)
     state = LabState(lab.id)
     with state.locked():
+        if exercise_id is not None and callable(hook):
+            exercise_id = lab.exercise(exercise_id).id
+            env = LabEnv(lab, state)
+            if not lab_is_up(env):
+                raise LabkitError(f"lab {lab.id} is not running: `labkit run {lab.id}` builds it")
+            try:
+                hook(env, exercise_id)
+            except Exception as exc:
+                reason = str(exc) if isinstance(exc, LabkitError) else f"{type(exc).__name__}: {exc}"
+                raise LabkitError(f"resetting {lab.id}/{exercise_id} failed: {reason}. "
+                                  f"`labkit reset {lab.id}` rebuilds the whole lab") from exc
+            state.set_ready([exercise_id])
+            state.clear_progress(exercise_id)
+            say(f"exercise {exercise_id} of lab {lab.id} starts afresh; the others keep their state")
+            return env
+        if exercise_id is not None:
+            lab.exercise(exercise_id)
+            say(f"lab {lab.id} cannot reset one exercise: rebuilding all of it (recorded passes are kept)")
         options = state.status.get("options")
         problems = _teardown(state, say)
         if problems:
             raise LabkitError("could not tear the lab down: " + "; ".join(problems))
         state.clear_progress()
-        return _build(lab, state, say, options)
+        env = _build(lab, state, say, options)
+        say(f"lab {lab.id} was rebuilt")
+        return env
 
 
 def cleanup(lab_id: str, say: Say = _quiet) -> list[str]:
@@ -207,14 +237,15 @@ def listing() -> list[LabListing]:
             continue
         state = LabState(lab.id)
         progress = state.progress
-        passed = sum(1 for ex in lab.exercises if progress.get(ex.id, {}).get("status") == "pass")
+        credit = state.credit
+        passed = sum(1 for ex in lab.exercises if ex.id in credit or progress.get(ex.id, {}).get("status") == "pass")
         phase = state.phase
         if phase == "up":
             status = f"running: {passed} of {len(lab.exercises)} exercises passed"
         elif phase == "building":
             status = "half-built (crashed?): run `labkit run` or `labkit cleanup`"
         else:
-            status = "not started" if not progress else f"stopped: {passed} of {len(lab.exercises)} exercises passed"
+            status = "not started" if not (progress or credit) else f"stopped: {passed} of {len(lab.exercises)} exercises passed"
         out.append(LabListing(lab.id, lab.title, status, passed, len(lab.exercises)))
     return out
 

@@ -5,6 +5,10 @@ Files (all private to root, mode 0600 / 0700):
   ledger.jsonl    what the lab created (labkit.ledger)
   status.json     {"phase": "building" | "up", "token": ..., "started": ...}
   progress.json   the latest check result per exercise
+  credit.json     each exercise's first pass: when, and what the check said (its evidence);
+                  kept through `labkit reset`, so a rebuilt lab loses no credit
+  ready.json      when each exercise's part of the environment was (re)built (labs read it to
+                  tell the student's requests from their own, e.g. in an audit log)
   hints.json      how many hints of each exercise were shown
   logs/           output of the lab's processes
 """
@@ -88,15 +92,48 @@ class LabState:
     def progress(self) -> dict:
         return _read_json(self.dir / "progress.json", {})
 
+    @property
+    def credit(self) -> dict:
+        """Exercise id -> its recorded pass: {"at", "time", "points", "message", "details", "build"}."""
+        return _read_json(self.dir / "credit.json", {})
+
     def record_results(self, results) -> None:
+        """The latest result of each exercise, and the first pass of each as its credit."""
+        now = time.time()
         progress = self.progress
+        credit = self.credit
         for r in results:
             progress[r.exercise] = {"status": r.status, "points": r.points, "max_points": r.max_points,
-                                    "at": round(time.time(), 3)}
+                                    "at": round(now, 3)}
+            if r.status == "pass" and r.exercise not in credit:
+                credit[r.exercise] = {"at": round(now, 3), "time": time.strftime("%Y-%m-%dT%H:%M:%S%z",
+                                                                                 time.localtime(now)),
+                                      "points": r.points, "max_points": r.max_points, "message": r.message,
+                                      "details": r.details, "build": self.status.get("token")}
         write_json_atomic(self.dir / "progress.json", progress)
+        write_json_atomic(self.dir / "credit.json", credit)
 
-    def clear_progress(self) -> None:
-        (self.dir / "progress.json").unlink(missing_ok=True)
+    def clear_progress(self, exercise_id: str | None = None) -> None:
+        """Forget the latest results (of one exercise); recorded passes stay."""
+        if exercise_id is None:
+            (self.dir / "progress.json").unlink(missing_ok=True)
+            return
+        progress = self.progress
+        if progress.pop(exercise_id, None) is not None:
+            write_json_atomic(self.dir / "progress.json", progress)
+
+    # -- when each exercise's part was built ----------------------------------------------
+    def ready_time(self, exercise_id: str) -> float:
+        """When the exercise's part of the environment was last (re)built; 0.0 if never recorded."""
+        data = _read_json(self.dir / "ready.json", {})
+        return float(data.get(exercise_id) or data.get("*") or 0.0)
+
+    def set_ready(self, exercise_ids=None) -> None:
+        """Record that these exercises' parts (None: the whole lab) were just built."""
+        data = {} if exercise_ids is None else _read_json(self.dir / "ready.json", {})
+        for ex in ["*"] if exercise_ids is None else exercise_ids:
+            data[ex] = round(time.time(), 6)
+        write_json_atomic(self.dir / "ready.json", data)
 
     def hints_shown(self, exercise_id: str) -> int:
         return int(_read_json(self.dir / "hints.json", {}).get(exercise_id, 0))

@@ -324,3 +324,25 @@ def test_parallelism_is_bounded(klass, tmp_path):
     assert peak <= 2, events
     reasons = {s["labs"]["demo"]["reason"] for s in json.loads((tmp_path / "out" / "class.json").read_text())["students"]}
     assert reasons == {"labkit check exited 3: no output"}
+
+
+def test_a_recorded_pass_keeps_its_points_beside_the_live_result(klass, tmp_path):
+    """alice's exercises passed when the class was graded (each check records its first pass);
+    her container is restarted since, so the mount is gone: the live check fails, the points stay.
+    Graded after the deadline with --reveal-answers, the reports carry the right answers."""
+    alice = klass.machines["alice"].env
+    labkit("reset", "demo", "container-mount", env=alice, check=0)
+    out = tmp_path / "out"
+    assert grade(klass, out, "--reveal-answers").returncode == 1       # carol and erin
+    book = gradebook(out)
+    assert (book["alice"]["demo/container-mount"], book["alice"]["score"]) == ("5", "10")
+    report = json.loads((out / "alice" / "demo.json").read_text())
+    mount = next(r for r in report["results"] if r["exercise"] == "container-mount")
+    assert mount["status"] == "fail" and mount["recorded"]["message"].startswith("host c sees a tmpfs")
+    assert (report["score"], report["passing"]) == (10, 2)
+    page = (out / "report.html").read_text()
+    assert "passed (now fail)" in page and "passed before, at " in page
+    # bob's wrong address: the right one only in reports made with --reveal-answers
+    revealed = json.loads((out / "bob" / "demo.json").read_text())["results"][0]
+    assert revealed["right_answer"]["address"].startswith("10.77.")
+    assert json.loads((klass.out / "bob" / "demo.json").read_text())["results"][0]["right_answer"] is None

@@ -156,11 +156,4 @@ def test_wrong_fixes_are_not_accepted(tmp_path):
         left = explain(env, "reports")
         assert not left["exists"] and left["remaining"]["backups.example.com"] == 1
         assert left["causes"][0]["kind"] == "left-behind"
-        # the answer of the force-finalize exercise must list what was left
-        kubectl(env, "get", "ns", "legacy")
-        ns = json.loads(kubectl(env, "get", "ns", "legacy", "-o", "json").stdout)
-        ns["spec"]["finalizers"] = []
-        kubectl(env, "replace", "--raw", "/api/v1/namespaces/legacy/finalize", "-f", "-", input=json.dumps(ns))
-        kubectl(env, "create", "namespace", "legacy")
-        answer(env, "force-finalize", {"left_behind": ["configmaps/app-config"], "visible_again": True})
-        assert "1 left-behind object(s) missing" in results(env, "force-finalize", code=1)["force-finalize"]["message"]
+        # (wrong answers to force-finalize, and the other wrong fixes: labs/namespace/mistakes/)

@@ -6,6 +6,7 @@ which user sent which verb on which object with which propagationPolicy, and the
 
 from __future__ import annotations
 
+import calendar
 import json
 import os
 import threading
@@ -16,6 +17,13 @@ from pathlib import Path
 
 def _timestamp(t: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int((t % 1) * 1_000_000):06d}Z"
+
+
+def received_at(event: dict) -> float:
+    """When the request of an audit event came (its requestReceivedTimestamp), in seconds since the epoch."""
+    stamp = event.get("requestReceivedTimestamp") or "1970-01-01T00:00:00Z"
+    main, _, frac = stamp.rstrip("Z").partition(".")
+    return calendar.timegm(time.strptime(main, "%Y-%m-%dT%H:%M:%S")) + (float("0." + frac) if frac else 0.0)
 
 
 class AuditLog:

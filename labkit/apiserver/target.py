@@ -50,14 +50,19 @@ class Target:
             raise LabkitError(f"kubectl {' '.join(args)}: {result.stderr.strip()}")
         return result.stdout
 
-    def audit(self) -> list[dict] | None:
-        """The API server's audit events, oldest first; None on a real cluster."""
-        return audit_log.read(self.state_dir / "audit.log") if self.embedded else None
+    def audit(self, since: float = 0.0) -> list[dict] | None:
+        """The API server's audit events of requests received at `since` (seconds since the epoch)
+        or later, oldest first; None on a real cluster."""
+        if not self.embedded:
+            return None
+        return [e for e in audit_log.read(self.state_dir / "audit.log") if audit_log.received_at(e) >= since]
 
-    def decisions(self) -> list[dict] | None:
-        """The controllers' decision log (garbage collector, namespace controller, ...); None on a
-        real cluster."""
-        return decision_log.read(self.state_dir / "decisions.log") if self.embedded else None
+    def decisions(self, since: float = 0.0) -> list[dict] | None:
+        """The controllers' decision log (garbage collector, namespace controller, ...) from
+        `since` on; None on a real cluster."""
+        if not self.embedded:
+            return None
+        return [d for d in decision_log.read(self.state_dir / "decisions.log") if d.get("ts", 0) >= since]
 
     def record(self, env, api_version: str, resource: str, name: str, namespace: str | None = None,
                finalizers: list[str] | None = None) -> None:

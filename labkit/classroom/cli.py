@@ -42,6 +42,9 @@ def grade(
     connect_timeout: int = typer.Option(10, "--connect-timeout", min=1, max=300, help="Seconds to wait for an SSH connection."),
     remote_labkit: str = typer.Option("labkit", "--labkit", metavar="COMMAND",
                                       help="The labkit command on the student machines."),
+    reveal: bool = typer.Option(False, "--reveal-answers",
+                                help="After the deadline: the reports also carry the right answer of each failed "
+                                     "exercise (`labkit check --reveal-answers` on every machine)."),
 ):
     """Run `labkit check LAB --format json` as root on every student machine and write the
     gradebook (CSV), per-student Gradescope results.json and JUnit XML, the raw JSON and an HTML
@@ -62,7 +65,8 @@ def grade(
     except OSError as exc:
         raise LabkitError(f"--out {out}: cannot create the directory: {exc.strerror or exc}")
     settings = remote.Settings(known_hosts=(out / "known_hosts").resolve(), timeout=timeout,
-                               connect_timeout=connect_timeout, retries=retries, labkit=remote_labkit)
+                               connect_timeout=connect_timeout, retries=retries, labkit=remote_labkit,
+                               reveal_answers=reveal)
     _say(f"grading {len(machines)} machines, labs {', '.join(lab_ids)}, {parallel} at a time")
 
     def progress(student):

@@ -5,7 +5,9 @@ the other. A machine that cannot be reached for its first lab is not tried again
 (they get the same reason), so an unreachable machine costs one round of retries, not one per lab.
 
 Each exercise of each student ends up in one of four states:
-  passed          the check passed on the machine
+  passed          the check passed on the machine, now or before (a recorded pass: the machine's
+                  report carries it, with when it passed and what the check said; the cell keeps
+                  both that and the live result)
   failed          the check failed (or could not decide) on the machine
   not attempted   the lab is not running on the machine (`labkit run LAB` was never done, or the
                   environment is down): the machine's report marks these `lab_running: false`
@@ -23,6 +25,7 @@ from typing import Callable
 from labkit import __version__
 from labkit.classroom import remote
 from labkit.classroom.inventory import Machine
+from labkit.grading import credited, credited_points
 from labkit.labs import Lab
 
 PASSED, FAILED, NOT_ATTEMPTED, UNREACHABLE = "passed", "failed", "not attempted", "unreachable"
@@ -36,6 +39,24 @@ class Cell:
     max_points: int
     message: str
     result: dict | None = None      # the exercise's CheckResult as the machine reported it
+
+    @property
+    def live(self) -> str | None:
+        """The check's result now: pass, fail or error (None without a report)."""
+        return (self.result or {}).get("status")
+
+    @property
+    def recorded(self) -> dict | None:
+        """The exercise's recorded pass (when, and what the check said then), if any."""
+        return (self.result or {}).get("recorded")
+
+    @property
+    def summary(self) -> str:
+        """The live result and, where there is one that the live result does not show, the recorded pass."""
+        if self.recorded and self.live != "pass":
+            return (f"passed at {self.recorded.get('time', '?')} (recorded: {self.recorded.get('message', '')}); "
+                    f"now {self.live}: {self.message}")
+        return self.message
 
 
 @dataclass
@@ -76,13 +97,13 @@ class ClassResult:
             return Cell(UNREACHABLE, 0, exercise.points, f"{kind}: {reason}")
         for r in outcome.report["results"]:
             if r["exercise"] == exercise.id:
-                if r["status"] == "pass":
+                if credited(r):
                     state = PASSED
                 elif r.get("details", {}).get("lab_running") is False:
                     state = NOT_ATTEMPTED
                 else:
                     state = FAILED
-                return Cell(state, r["points"], r["max_points"], r["message"], r)
+                return Cell(state, credited_points(r), r["max_points"], r["message"], r)
         return Cell(FAILED, 0, exercise.points, f"the machine's lab {lab.id} has no exercise {exercise.id}")
 
     def cells(self, student: StudentResult):

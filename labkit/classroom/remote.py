@@ -46,6 +46,7 @@ class Settings:
     retries: int = 2                # further attempts after an unreachable machine or a timeout
     backoff: float = 1.0            # seconds before the first retry; doubles with each retry
     labkit: str = "labkit"          # the labkit command on the student machines
+    reveal_answers: bool = False    # after the deadline: reports carry each failed exercise's right answer
 
 
 @dataclass
@@ -63,7 +64,7 @@ class LabOutcome:
 
 
 def remote_command(machine: Machine, lab: str, settings: Settings) -> str:
-    argv = [settings.labkit, "check", lab, "--format", "json"]
+    argv = [settings.labkit, "check", lab, "--format", "json"] + (["--reveal-answers"] if settings.reveal_answers else [])
     if machine.user != "root":
         argv = ["sudo", "-n", "--"] + argv      # checks run as root; -n: fail rather than prompt
     return shlex.join(argv)
@@ -126,6 +127,9 @@ def parse_report(stdout: str, lab: str) -> dict:
         r.setdefault("duration_s", 0.0)
         if not isinstance(r.get("details", {}), dict):
             raise ValueError(f"results[{i}].details is not a mapping")
+        recorded = r.setdefault("recorded", None)
+        if recorded is not None and not (isinstance(recorded, dict) and isinstance(recorded.get("time", ""), str)):
+            raise ValueError(f"results[{i}].recorded is not a recorded pass")
     return rep
 
 

@@ -14,6 +14,7 @@ from html import escape
 from labkit import __version__
 from labkit.classroom import remote
 from labkit.classroom.grade import CELL_STATES, FAILED, NOT_ATTEMPTED, PASSED, UNREACHABLE, ClassResult
+from labkit.grading import feedback_lines
 
 COLORS = {PASSED: "#2ea44f", FAILED: "#d73a49", NOT_ATTEMPTED: "#f2c94c", UNREACHABLE: "#6a737d"}
 SYMBOLS = {PASSED: "\u2713", FAILED: "\u2717", NOT_ATTEMPTED: "\u2013", UNREACHABLE: "?"}
@@ -65,11 +66,6 @@ def _e(value) -> str:
     return escape("" if value is None else str(value), quote=True)
 
 
-def _compact(value) -> str:
-    import json
-    return value if isinstance(value, str) else json.dumps(value, default=str)
-
-
 def _bar(rate: float | None, width: int = 160) -> str:
     filled = 0 if rate is None else round(rate * width)
     return (f'<svg width="{width}" height="12" role="img" aria-label="pass rate">'
@@ -92,7 +88,7 @@ def _heat_map(result: ClassResult) -> str:
     for s in result.students:
         cells = []
         for lab, ex, cell in result.cells(s):
-            tip = f"{s.name} \u00b7 {lab.id}/{ex.id}: {cell.state} ({cell.points}/{cell.max_points}) \u2014 {cell.message}"
+            tip = f"{s.name} \u00b7 {lab.id}/{ex.id}: {cell.state} ({cell.points}/{cell.max_points}) \u2014 {cell.summary}"
             cells.append(f'<td class="cell {CSS_CLASS[cell.state]}" data-state="{_e(cell.state)}" '
                          f'title="{_e(tip)}">{SYMBOLS[cell.state]}</td>')
         score, max_score = result.totals(s)
@@ -148,14 +144,11 @@ def _student_details(result: ClassResult) -> str:
         score, max_score = result.totals(s)
         rows = []
         for lab, ex, cell in result.cells(s):
-            r = cell.result or {}
-            extra = ""
-            if r.get("expected") is not None:
-                extra += f"\nexpected: {_compact(r['expected'])}"
-            if r.get("observed") is not None:
-                extra += f"\nobserved: {_compact(r['observed'])}"
-            rows.append(f'<tr><td>{_e(lab.id)}/{_e(ex.id)}</td><td class="state {CSS_CLASS[cell.state]}">{_e(cell.state)}</td>'
-                        f'<td>{cell.points}/{cell.max_points}</td><td><pre>{_e(cell.message + extra)}</pre></td></tr>')
+            feedback = "\n".join(feedback_lines(cell.result)) if cell.result else cell.message
+            live = f" (now {cell.live})" if cell.recorded and cell.live != "pass" else ""
+            rows.append(f'<tr><td>{_e(lab.id)}/{_e(ex.id)}</td><td class="state {CSS_CLASS[cell.state]}">'
+                        f'{_e(cell.state)}{_e(live)}</td>'
+                        f'<td>{cell.points}/{cell.max_points}</td><td><pre>{_e(feedback)}</pre></td></tr>')
         hosts = sorted({o.report["host"] for o in s.outcomes.values() if o.report})
         seen_as = f" \u00b7 reports from host {_e(', '.join(hosts))}" if hosts else ""
         parts.append(

@@ -199,7 +199,13 @@ def render_text(nodes: dict[str, Node], all_objects: bool = True) -> str:
 
 
 def _quote(text: str) -> str:
+    """A DOT string: quotes and backslashes escaped, so nothing in `text` is read as an escape."""
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _lines(parts: list[str]) -> str:
+    """A DOT label of several lines: each part quoted on its own, joined by DOT's line break."""
+    return '"' + "\\n".join(_quote(part)[1:-1] for part in parts) + '"'
 
 
 def render_dot(nodes: dict[str, Node], all_objects: bool = True) -> str:
@@ -209,8 +215,7 @@ def render_dot(nodes: dict[str, Node], all_objects: bool = True) -> str:
     out = ["digraph owners {", "  rankdir=BT;", '  node [shape=box, fontname="Helvetica", fontsize=10];',
            '  edge [fontname="Helvetica", fontsize=9];']
     for key, node in sorted(shown.items()):
-        label = "\\n".join([node.label.replace('"', "'"), f"uid {node.uid[:8]}"] + node.state())
-        attrs = [f"label={_quote(label)}"]
+        attrs = [f"label={_lines([node.label, f'uid {node.uid[:8]}'] + node.state())}"]
         if node.virtual:
             attrs.append('style=dashed, color="gray40"')
         elif node.deleting:

@@ -13,10 +13,13 @@ reaches are not drawn.
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass, field
 from typing import Callable
 
 from labkit.netfilter.ruleset import Rule, Table
+
+LABEL_WIDTH = 40        # characters per line of an edge's label in the Graphviz drawing
 
 
 @dataclass
@@ -90,7 +93,11 @@ class ChainGraph:
             out.append(f'  "{leaf}" [shape=note, label="{_esc(text)}"];')
         for edges in self.edges.values():
             for edge in edges:
-                label = "\\n".join(_esc(x) for x in (f"#{edge.position} {edge.label}".strip(), edge.comment or "") if x)
+                # long conditions and comments wrap, so the drawing stays a few screens wide
+                parts = (f"#{edge.position} {edge.label}".strip(), edge.comment or "")
+                lines = [line for x in parts if x for line in textwrap.wrap(x, LABEL_WIDTH, break_long_words=False,
+                                                                           break_on_hyphens=False)]
+                label = "\\n".join(_esc(line) for line in lines)
                 out.append(f'  "{edge.source}" -> "{edge.target}" [label="{label}"];')
         out.append("}")
         return "\n".join(out) + "\n"

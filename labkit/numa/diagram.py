@@ -223,6 +223,7 @@ def svg(machine: dict, placement: Placement, title: str = "machine") -> str:
         width = max(width, 40 + 7 * len(text))
     parts.append("</g>")
     height = y + 10
+    width = max(width, 20 + 10 * len(title))      # the title (15 px bold) must fit too
     head = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
             f'viewBox="0 0 {width} {height}" font-family="DejaVu Sans, Helvetica, Arial, sans-serif">')
     return "\n".join([head, _rect(0, 0, width, height, "#ffffff", "none", 0),

@@ -1,43 +1,37 @@
 """Checks of the gc lab. Truth comes from live objects, from the API server's audit log (how
 the student deleted: which verb, which propagationPolicy, in which order the requests came) and
 from the garbage collector's decision log. On a real cluster (`labkit run gc --kubeconfig`)
-there is neither log: those checks say so and judge the final state only."""
+there is neither log: those checks say so and judge the final state only.
+
+Checks return within about 2 s: they judge what is there, waiting only briefly for what is
+visibly on its way (a Pod in its grace period), and otherwise say "check again in a few seconds".
+Audit events and GC decisions count from when the exercise's part was last built (`labkit run`,
+`labkit reset gc EXERCISE`). Feedback on answers names the part that is wrong and where to look;
+the right answer goes only into `right_answer` (withheld from students)."""
 
 from __future__ import annotations
 
-import calendar
+import re
 import time
 
-import yaml
-
+from labkit.apiserver.audit import received_at
 from labkit.apiserver.errors import ApiError
-from labkit.exercises import CheckFailed, settle, wait_for
+from labkit.exercises import LIVE, CheckFailed, settle, wait_for
 from labkit.apiserver.target import for_env
+from labkit.gc import scenario
 
 KINDS = {"deployments": "Deployment", "replicasets": "ReplicaSet", "pods": "Pod"}
+GC_FINALIZERS = ("orphan", "foregroundDeletion")
 NO_LOG = ("on a real cluster labkit has no audit log or GC decision log, so {what} could not be checked; "
           "judged by the final state only")
+BRIEF = 1.5         # seconds a check waits for what is on its way before it says "check again"
 
 
 # -- helpers ---------------------------------------------------------------------------------------
 
-def _lab(ctx):
-    return ctx.lab.environment_module()
-
-
-def _ts(stamp: str) -> float:
-    """audit.k8s.io timestamps (2026-01-02T03:04:05.123456Z) as seconds since the epoch."""
-    main, _, frac = stamp.rstrip("Z").partition(".")
-    return calendar.timegm(time.strptime(main, "%Y-%m-%dT%H:%M:%S")) + (float("0." + frac) if frac else 0.0)
-
-
 def _since_ready(ctx, target) -> list[dict] | None:
-    """Audit events received after the starting state was complete (None on a real cluster)."""
-    events = target.audit()
-    if events is None:
-        return None
-    ready = _lab(ctx).ready_time(ctx.env)
-    return [e for e in events if _ts(e.get("requestReceivedTimestamp", "1970-01-01T00:00:00Z")) >= ready]
+    """Audit events received after the exercise's part was built (None on a real cluster)."""
+    return target.audit(since=ctx.ready_time)
 
 
 def _students(events: list[dict]) -> list[dict]:
@@ -80,9 +74,14 @@ def _student_delete(ctx, events, resource: str, name: str, what: str) -> dict:
     return deletes[0]
 
 
-def _gone(probe, timeout: float = 15.0):
-    """Wait (briefly) for what `probe` lists to be empty: Pods take their grace period to go."""
-    return [] if wait_for(lambda: not probe(), timeout=timeout, interval=0.2) else probe()
+def _gone(probe, timeout: float = BRIEF):
+    """Wait briefly for what `probe` lists to be empty (Pods take their grace period to go)."""
+    return [] if wait_for(lambda: not probe(), timeout=timeout, interval=0.1) else probe()
+
+
+def _held(obj: dict) -> list[str]:
+    """Finalizers that are not the garbage collector's: only whoever added them removes them."""
+    return [f for f in obj["metadata"].get("finalizers") or [] if f not in GC_FINALIZERS]
 
 
 def _describe_left(objs: list[dict]) -> list[str]:
@@ -93,9 +92,17 @@ def _describe_left(objs: list[dict]) -> list[str]:
         if meta.get("deletionTimestamp"):
             state.append("deleting")
         if meta.get("finalizers"):
-            state.append("finalizers " + ",".join(meta["finalizers"]))
+            state.append("finalizers " + ", ".join(meta["finalizers"]))
         out.append(f"{o.get('kind', '')} {meta['name']}" + (f" ({'; '.join(state)})" if state else ""))
     return out
+
+
+def _tally(objs: list[dict]) -> str:
+    """`the ReplicaSet and 2 Pods`: what is left, without names."""
+    counts = {}
+    for o in objs:
+        counts[o.get("kind", "object")] = counts.get(o.get("kind", "object"), 0) + 1
+    return " and ".join(f"{n} {k}{'s' if n > 1 else ''}" for k, n in counts.items()) or "nothing"
 
 
 def _controller_ref(obj: dict) -> dict | None:
@@ -155,8 +162,19 @@ def _order_answer(ctx, answer, key):
     value = ctx.answer_field(answer, key, list)
     kinds = [str(v).strip() for v in value]
     if sorted(kinds) != sorted(KINDS.values()):
-        raise CheckFailed(f"{ctx.answer_path}: {key}: list each of Deployment, ReplicaSet, Pod once, got {value}")
+        raise CheckFailed(f"{key}: list each of Deployment, ReplicaSet and Pod once, in the order their DELETE "
+                          "requests came", expected="Deployment, ReplicaSet and Pod, each once", observed=value)
     return kinds
+
+
+def _still_going(left: list[dict], what: str):
+    """The failure for dependents that are still there: on their way out, or not."""
+    deleting = all(o["metadata"].get("deletionTimestamp") for o in left)
+    raise CheckFailed((f"{what} is still going on: check again in a few seconds" if deleting else
+                       f"{_tally(left)} of it are still there and not being deleted: were they orphaned? "
+                       "`labkit gc graph -n shop` shows them"),
+                      expected="the Deployment, its ReplicaSet and its Pods gone", observed=_describe_left(left),
+                      observed_in=LIVE)
 
 
 def check_background_delete(ctx):
@@ -173,14 +191,12 @@ def check_background_delete(ctx):
         policy = _policy(_student_delete(ctx, events, "deployments", name, f"Deployment {name}"))
         if policy not in ("Background", "default"):
             return ctx.failed(f"you deleted Deployment {name} with propagationPolicy {policy}: this exercise is about "
-                              "background deletion (kubectl's default, --cascade=background); `labkit reset gc` "
-                              "brings it back", expected="Background", observed=policy)
+                              "background deletion (kubectl's default, --cascade=background); "
+                              f"`labkit reset gc {ctx.exercise.id}` brings it back",
+                              expected="propagationPolicy Background", observed=policy, observed_in=LIVE)
     left = _gone(lambda: _chain(client, ns, name))
     if left:
-        deleting = all(o["metadata"].get("deletionTimestamp") for o in left)
-        return ctx.failed(("its dependents are still being deleted, check again in a few seconds" if deleting else
-                           "its ReplicaSet or Pods are still there, not being deleted: were they orphaned?"),
-                          expected="Deployment, ReplicaSet and Pods gone", observed=_describe_left(left))
+        _still_going(left, "the background deletion")
     if events is None:
         return ctx.passed("Deployment, ReplicaSet and Pods are gone; " + NO_LOG.format(what="the order of deletion"))
     firsts = {}
@@ -190,14 +206,16 @@ def check_background_delete(ctx):
         for resource, kind in KINDS.items():
             if kind not in firsts and _on(e, resource, name if resource == "deployments" else None,
                                           prefix=None if resource == "deployments" else f"{name}-"):
-                firsts[kind] = _ts(e["requestReceivedTimestamp"])
+                firsts[kind] = received_at(e)
     truth = sorted(firsts, key=firsts.get)
     if set(truth) != set(KINDS.values()):
-        return ctx.error(f"the audit log shows DELETE requests for {truth} only")
+        return ctx.error("the audit log has DELETE requests for only " + (", ".join(truth) or "none")
+                         + f" of the chain: `labkit reset gc {ctx.exercise.id}` and delete the Deployment again")
     if order != truth:
-        return ctx.failed("that is not the order of the DELETE requests: with Background the owner goes first and "
-                          "the garbage collector deletes what it owned afterwards (`labkit gc log`)",
-                          expected="the order in the audit log", observed=order)
+        return ctx.failed("order: that is not the order in which the DELETE requests came: look them up in the "
+                          "audit log, or in `labkit gc log` (which says when the garbage collector deleted what)",
+                          expected="the order of the first DELETE of each kind in the audit log", observed=order,
+                          right_answer={"order": truth})
     return ctx.passed(f"background deletion: {' → '.join(truth)} (DELETE requests in the audit log); "
                       "the owner went at once, the GC deleted its dependents afterwards")
 
@@ -211,7 +229,8 @@ def check_foreground_delete(ctx):
     finalizer = str(ctx.answer_field(answer, "finalizer", str)).strip()
     last = str(ctx.answer_field(answer, "last", str)).strip()
     if last not in KINDS.values():
-        raise CheckFailed(f"{ctx.answer_path}: last: one of Deployment, ReplicaSet, Pod, got {last!r}")
+        raise CheckFailed("last: write one of Deployment, ReplicaSet, Pod", expected="Deployment, ReplicaSet or Pod",
+                          observed=last)
     target = for_env(ctx.env)
     client = target.client()
     dep = client.get_or_none("apps/v1", "deployments", name, ns)
@@ -222,16 +241,16 @@ def check_foreground_delete(ctx):
         policy = _policy(_student_delete(ctx, events, "deployments", name, f"Deployment {name}"))
         if policy != "Foreground":
             return ctx.failed(f"you deleted Deployment {name} with propagationPolicy {policy}, not Foreground: the "
-                              "owner did not wait for its dependents (`labkit reset gc` and try "
-                              "`--cascade=foreground`)", expected="Foreground", observed=policy)
+                              f"owner did not wait for its dependents (`labkit reset gc {ctx.exercise.id}` and try "
+                              "`--cascade=foreground`)", expected="propagationPolicy Foreground", observed=policy,
+                              observed_in=LIVE)
     left = _gone(lambda: ([dep] if client.get_or_none("apps/v1", "deployments", name, ns) else []) + _chain(client, ns, name))
     if left:
-        return ctx.failed("the foreground deletion has not finished yet: check again in a few seconds",
-                          expected="Deployment, ReplicaSet and Pods gone", observed=_describe_left(left))
+        _still_going(left, "the foreground deletion")
     if events is None:
         return ctx.passed("the Deployment and its dependents are gone; " + NO_LOG.format(what="the finalizer and the order"))
     # the finalizer: what the GC removed from the Deployment when no dependent blocked it any more
-    removed = [d.get("finalizer") for d in target.decisions() or []
+    removed = [d.get("finalizer") for d in target.decisions(since=ctx.ready_time) or []
                if d.get("action") == "remove-finalizer" and (d.get("item") or {}).get("kind") == "Deployment"
                and d["item"].get("name") == name and d["item"].get("namespace") == ns]
     # the last object removed: the last successful write to the chain (removals are writes too:
@@ -239,16 +258,20 @@ def check_foreground_delete(ctx):
     writes = [e for e in events if e["verb"] in ("delete", "update", "patch") and _ok(e)
               and (_on(e, "deployments", name) or _on(e, "replicasets", prefix=f"{name}-")
                    or _on(e, "pods", prefix=f"{name}-"))]
-    truth_last = KINDS[writes[-1]["objectRef"]["resource"]] if writes else None
+    truth = {"finalizer": removed[-1] if removed else None,
+             "last": KINDS[writes[-1]["objectRef"]["resource"]] if writes else None}
     problems = []
-    if finalizer not in removed:
-        problems.append(f"the Deployment waited with the finalizer {removed[-1] if removed else '?'!r}, not {finalizer!r}")
-    if last != truth_last:
-        problems.append(f"the last object removed was a {truth_last} (the last write to the chain in the audit log), "
-                        f"not a {last}")
+    if finalizer != truth["finalizer"]:
+        problems.append(f"finalizer: {finalizer!r} is not the finalizer the Deployment waited with: look at the "
+                        f"Deployment while it is being deleted (`kubectl get deploy {name} -n {ns} -o yaml`), or in "
+                        "`labkit gc log`")
+    if last != truth["last"]:
+        problems.append(f"last: {last} is not the kind removed last: compare when the last request on each kind "
+                        "came, in the audit log or in `labkit gc log`")
     if problems:
-        return ctx.failed("; ".join(problems), expected={"finalizer": removed[-1] if removed else None, "last": truth_last},
-                          observed={"finalizer": finalizer, "last": last})
+        return ctx.failed("\n".join(problems), expected="the finalizer the Deployment carried while it waited, and "
+                          "the kind of the last object removed",
+                          observed={"finalizer": finalizer, "last": last}, right_answer=truth)
     return ctx.passed(f"foreground deletion: the Deployment waited with {finalizer} while its dependents went, "
                       f"and was removed last")
 
@@ -265,16 +288,21 @@ def check_orphan_adopt(ctx):
         raise CheckFailed(f"the ReplicaSet {old} is still there" + (" (being deleted: check again in a moment)"
                           if rs["metadata"].get("deletionTimestamp") else ": delete it without its Pods"))
     events = _since_ready(ctx, target)
+    # the old ReplicaSet's own Pods are named <old>-<5 characters> (the controller's generateName)
+    own_pod = re.compile(rf"^{re.escape(old)}-[a-z0-9]{{5}}$")
     if events is not None:
         policy = _policy(_student_delete(ctx, events, "replicasets", old, f"ReplicaSet {old}"))
         if policy != "Orphan":
             return ctx.failed(f"you deleted ReplicaSet {old} with propagationPolicy {policy}: its Pods went with it "
-                              "(`labkit reset gc`, then --cascade=orphan)", expected="Orphan", observed=policy)
-        killed = sorted({e["objectRef"]["name"] for e in events
-                         if e["verb"] == "delete" and _ok(e) and _on(e, "pods", prefix=f"{old}-")})
+                              f"(`labkit reset gc {ctx.exercise.id}`, then --cascade=orphan)",
+                              expected="propagationPolicy Orphan", observed=policy, observed_in=LIVE)
+        killed = sorted({e["objectRef"]["name"] for e in events if e["verb"] == "delete" and _ok(e)
+                         and _on(e, "pods", prefix=f"{old}-") and own_pod.match(e["objectRef"]["name"])})
         if killed:
-            return ctx.failed(f"Pods of {old} were deleted: {', '.join(killed)}; the new ReplicaSet must adopt the "
-                              "old Pods, not replace them", expected="no Pod deleted", observed=killed)
+            return ctx.failed(f"{len(killed)} of {old}'s own Pods were deleted after you orphaned them; the new "
+                              "ReplicaSet must adopt them, not replace them (`labkit gc log` says who deleted them "
+                              f"and why; `labkit reset gc {ctx.exercise.id}` to start over)",
+                              expected=f"no Pod of {old} deleted", observed=killed, observed_in=LIVE)
     new_rs = client.get_or_none("apps/v1", "replicasets", new, ns)
     if new_rs is None:
         raise CheckFailed(f"there is no ReplicaSet {new} in {ns} yet: create it with the selector app={old}")
@@ -283,27 +311,34 @@ def check_orphan_adopt(ctx):
         pods = [q for q in client.list("v1", "pods", ns, label_selector=f"app={old}")[0]
                 if not q["metadata"].get("deletionTimestamp")]
         return sorted((q["metadata"]["name"], (_controller_ref(q) or {}).get("uid")) for q in pods)
-    state = settle(owners, timeout=10, stable_for=0.5).value
+    seen = settle(owners, timeout=BRIEF, stable_for=0.5)
+    if not seen.settled:
+        return ctx.error(f"the Pods labelled app={old} are still changing owners: check again in a few seconds")
+    state = seen.value
     uid = new_rs["metadata"]["uid"]
     strays = [name for name, owner in state if owner != uid]
-    if strays or len(state) != (new_rs.get("spec") or {}).get("replicas", 1):
-        return ctx.failed(f"the Pods labelled app={old} are not all controlled by {new}",
-                          expected=f"{new_rs['spec'].get('replicas')} Pods with controller {new} ({uid[:8]})",
-                          observed=[f"{n}: {'controller ' + o[:8] if o else 'no controller'}" for n, o in state])
+    wanted = (new_rs.get("spec") or {}).get("replicas", 1)
+    if strays:
+        selector = (new_rs.get("spec") or {}).get("selector")
+        return ctx.failed(f"{len(strays)} Pod(s) labelled app={old} are not controlled by {new}: the ReplicaSet "
+                          "controller adopts only orphans that its selector matches (compare the selector of "
+                          f"{new} with the Pods' labels)", expected=f"every Pod labelled app={old} controlled by {new}",
+                          observed=[f"{n}: {'controller ' + o[:8] if o else 'no controller'}" for n, o in state]
+                          + [f"{new}'s selector: {selector}"], observed_in=LIVE)
+    made = [n for n, _ in state if not own_pod.match(n)]
+    if made:
+        why = (f"{new} asks for {wanted} replicas while {old} left {len(state) - len(made)} Pods to adopt, so its "
+               "controller made up the difference (the prompt asks for 2)" if wanted > len(state) - len(made) else
+               f"{new}'s controller created them: were {old}'s Pods gone before {new} could adopt them?")
+        return ctx.failed(f"{len(made)} Pod(s) labelled app={old} are new, not adopted: {why}",
+                          expected=f"only {old}'s own Pods, adopted by {new}", observed=made, observed_in=LIVE)
     if events is None:
         born = new_rs["metadata"]["creationTimestamp"]
         newer = [q["metadata"]["name"] for q in client.list("v1", "pods", ns, label_selector=f"app={old}")[0]
                  if q["metadata"]["creationTimestamp"] > born]
         if newer:
-            return ctx.failed(f"Pods {newer} were created after {new}: they replaced the old ones")
+            return ctx.failed(f"Pods {', '.join(newer)} were created after {new}: they replaced the old ones")
         return ctx.passed(f"{new} controls the Pods, which are older than it; " + NO_LOG.format(what="the policy used"))
-    made = sorted({e["objectRef"].get("name", "") for e in events if e["verb"] == "create" and _ok(e)
-                   and _on(e, "pods", prefix="")
-                   and e.get("user", {}).get("username", "").endswith("replicaset-controller")
-                   and (e.get("requestObject") or {}).get("metadata", {}).get("labels", {}).get("app") == old})
-    if made:
-        return ctx.failed(f"the ReplicaSet controller created new Pods for app={old} after the lab started: "
-                          "some were replaced, not adopted", observed=made)
     return ctx.passed(f"{old}'s Pods were orphaned (Orphan) and {new} adopted the same {len(state)} Pods")
 
 
@@ -319,9 +354,9 @@ def check_unblocking_dependent(ctx):
     if dep is None or fin not in (dep["metadata"].get("finalizers") or []):
         return ctx.failed(f"Secret {dep_name} " + ("is gone" if dep is None else f"lost its finalizer {fin}")
                           + ": its finalizer was removed; the task was to keep it and stop the Secret from "
-                          "blocking its owner (`labkit reset gc` to start over)",
-                          expected=f"{dep_name} still there with {fin}", observed="gone" if dep is None else
-                          dep["metadata"].get("finalizers"))
+                          f"blocking its owner (`labkit reset gc {ctx.exercise.id}` to start over)",
+                          expected=f"{dep_name} still there with {fin}",
+                          observed="gone" if dep is None else dep["metadata"].get("finalizers") or "no finalizers")
     if cm is not None:
         if cm["metadata"].get("deletionTimestamp"):
             refs = [r for r in dep["metadata"].get("ownerReferences") or [] if r.get("uid") == cm["metadata"]["uid"]]
@@ -334,8 +369,8 @@ def check_unblocking_dependent(ctx):
         policy = _policy(_student_delete(ctx, events, "configmaps", owner, f"ConfigMap {owner}"))
         if policy != "Foreground":
             return ctx.failed(f"you deleted {owner} with propagationPolicy {policy}: without Foreground the owner "
-                              "goes at once whatever blockOwnerDeletion says (`labkit reset gc`)",
-                              expected="Foreground", observed=policy)
+                              f"goes at once whatever blockOwnerDeletion says (`labkit reset gc {ctx.exercise.id}`)",
+                              expected="propagationPolicy Foreground", observed=policy)
         stripped = [e for e in _students(events) if e["verb"] in ("update", "patch") and _ok(e)
                     and _on(e, "secrets", dep_name) and "ownerReferences" in str(e.get("requestObject"))
                     and owner not in str(e.get("requestObject"))]
@@ -343,8 +378,10 @@ def check_unblocking_dependent(ctx):
         stripped = []
     kept = [r for r in dep["metadata"].get("ownerReferences") or [] if r.get("name") == owner]
     if not kept and not dep["metadata"].get("deletionTimestamp"):
-        return ctx.failed(f"{dep_name} no longer names {owner} as its owner: keep the reference, change only "
-                          "blockOwnerDeletion", observed=dep["metadata"].get("ownerReferences"))
+        return ctx.failed(f"{dep_name} no longer names {owner} as its owner: keep the owner reference, change only "
+                          "blockOwnerDeletion", expected=f"an owner reference to {owner}",
+                          observed=[f"{r.get('kind')} {r.get('name')}" for r in dep["metadata"].get("ownerReferences") or []]
+                          or "no owner references")
     if stripped and not dep["metadata"].get("deletionTimestamp"):
         return ctx.failed(f"you removed {dep_name}'s owner reference instead of unblocking it")
     if events is None:
@@ -357,44 +394,39 @@ def check_unblocking_dependent(ctx):
 # -- (f) predict dangling owners ---------------------------------------------------------------------
 
 FATES = ("deleted", "kept")
+SUBJECTS = ("orphan", "shared", "stranger")
 
 
 def _experiment(ctx, client):
-    """Create the experiment's objects with a fresh suffix; return {base name: live name}, the
-    namespaces and what the GC did."""
-    p = ctx.params
-    docs = [d for d in yaml.safe_load_all((ctx.lab.directory / p["experiment"]).read_text()) if d]
+    """Create the scenario's objects with a fresh suffix (in its order: each owner before its
+    dependents) and return what the GC did: {subject: None if deleted, else its owners' base
+    names} and the reasons of the Warning events about `stranger`."""
+    play = scenario.load(ctx.lab.directory / ctx.params["experiment"])
     suffix = f"{int(time.time() * 1000) % 10**8:08d}"
     uids = {}
     made = []
+
+    def expand(value: str) -> str:
+        return scenario.REF_EXPR.sub(lambda m: uids[m.group(1)] if m.group(2) == "uid" else f"{m.group(1)}", value)
     try:
-        for doc in docs:
-            meta = doc["metadata"]
-            base, ns = meta["name"], meta["namespace"]
-            obj = {"metadata": {"name": f"{base}-{suffix}"}}
-            refs = []
-            for ref in meta.get("ownerReferences") or []:
-                ref = dict(ref)
-                if ref["uid"].startswith("${"):
-                    ref["uid"] = uids[ref["uid"][2:-5]]      # ${anchor-b.uid}
-                    ref["name"] = f"{ref['name']}-{suffix}"
-                refs.append(ref)
-            if refs:
-                obj["metadata"]["ownerReferences"] = refs
-            created = client.create("v1", "configmaps", obj, ns)
-            made.append((ns, obj["metadata"]["name"]))
-            uids[f"{base}-{ns[-1]}"] = created["metadata"]["uid"]
-        ns = p["namespace"]
+        for spec in play.objects:
+            refs = [{**ref, "uid": expand(ref["uid"]), "name": f"{ref['name']}-{suffix}" if "${" in ref["uid"]
+                     else ref["name"]} for ref in spec.raw.get("ownerReferences") or []]
+            obj = {"metadata": {"name": f"{spec.name}-{suffix}", **({"ownerReferences": refs} if refs else {})}}
+            created = client.create("v1", "configmaps", obj, spec.namespace)
+            made.append((spec.namespace, obj["metadata"]["name"]))
+            uids[spec.ref] = created["metadata"]["uid"]
+        ns = ctx.params["namespace"]
 
         def snapshot():
             out = {}
-            for base in ("orphan", "shared", "stranger"):
+            for base in SUBJECTS:
                 obj = client.get_or_none("v1", "configmaps", f"{base}-{suffix}", ns)
                 out[base] = None if obj is None or obj["metadata"].get("deletionTimestamp") else \
                     tuple(sorted(r["name"].rsplit("-", 1)[0] for r in obj["metadata"].get("ownerReferences") or []))
             return out
-        wait_for(lambda: snapshot()["orphan"] is None, timeout=30, interval=0.2)
-        state = settle(snapshot, timeout=30, stable_for=1).value
+        wait_for(lambda: snapshot()["orphan"] is None, timeout=BRIEF, interval=0.05)
+        state = settle(snapshot, timeout=BRIEF, stable_for=0.3, interval=0.05).value
         events = [e for e in client.list("v1", "events", ns)[0]
                   if (e.get("involvedObject") or {}).get("name") == f"stranger-{suffix}" and e.get("type") == "Warning"]
         return state, sorted({e.get("reason") for e in events})
@@ -409,10 +441,10 @@ def _experiment(ctx, client):
 def check_predict_dangling(ctx):
     answer = ctx.answer()
     given = {}
-    for key in ("orphan", "shared", "stranger"):
+    for key in SUBJECTS:
         value = str(ctx.answer_field(answer, key, str)).strip().lower()
         if value not in FATES:
-            raise CheckFailed(f"{ctx.answer_path}: {key}: write deleted or kept, got {value!r}")
+            raise CheckFailed(f"{key}: write deleted or kept", expected="deleted or kept", observed=value)
         given[key] = value
     shared_owners = sorted(str(v) for v in ctx.answer_field(answer, "shared_owners", list))
     event = str(ctx.answer_field(answer, "stranger_event", str)).strip()
@@ -421,18 +453,21 @@ def check_predict_dangling(ctx):
     truth = {k: "deleted" if v is None else "kept" for k, v in state.items()}
     truth_owners = sorted(state["shared"] or ())
     truth_event = reasons[0] if reasons else "none"
-    wrong = {k: given[k] for k in truth if given[k] != truth[k]}
+    wrong = [k for k in SUBJECTS if given[k] != truth[k]]
     if truth["shared"] == "kept" and given["shared"] == "kept" and shared_owners != truth_owners:
-        wrong["shared_owners"] = shared_owners
+        wrong.append("shared_owners")
     if event.lower() != truth_event.lower() and not (truth_event == "none" and event.lower() in ("", "none")):
-        wrong["stranger_event"] = event
-    observed = {**truth, "shared_owners": truth_owners, "stranger_event": truth_event}
+        wrong.append("stranger_event")
+    right = {**truth, "shared_owners": truth_owners, "stranger_event": truth_event}
     if wrong:
-        return ctx.failed(f"the garbage collector did otherwise for {', '.join(wrong)}: the GC GETs each owner "
-                          "by name in the dependent's own namespace and compares UIDs; absent means dangling, and an object "
-                          "is deleted only when no owner is solid", expected=observed, observed=wrong)
-    return ctx.passed("your prediction is what the garbage collector did to freshly created objects",
-                      observed=observed)
+        return ctx.failed(f"the garbage collector did otherwise than you predicted for: {', '.join(wrong)}. For each "
+                          "owner reference the GC looks the owner up by name in the dependent's own namespace and "
+                          "compares UIDs (see the hints); play the experiment (`labkit gc run -f` on the scenario) "
+                          "and read what the GC decided and why",
+                          expected="what the GC does to fresh copies of the scenario's objects",
+                          observed={k: (shared_owners if k == "shared_owners" else event if k == "stranger_event"
+                                        else given[k]) for k in wrong}, right_answer=right)
+    return ctx.passed("your prediction is what the garbage collector did to freshly created objects")
 
 
 # -- (g) stuck finalizer ------------------------------------------------------------------------------
@@ -452,39 +487,46 @@ def check_stuck_finalizer(ctx):
         if forced:
             return ctx.failed(f"you changed the ReplicaSet {name} by hand ({forced[0]['verb']}): its foregroundDeletion "
                               "finalizer is the garbage collector's to remove once no dependent blocks it; removing "
-                              "it leaves the blocking Pod behind. Release the Pod's own finalizer instead "
-                              "(`labkit reset gc` to start over)")
-    rs = client.get_or_none("apps/v1", "replicasets", name, ns)
-    left = _gone(lambda: _chain(client, ns, name), timeout=10)
-    if rs is not None or left:
-        return ctx.failed(f"ReplicaSet {name} is still Terminating: its foreground deletion waits for its dependents",
-                          expected="the ReplicaSet and its Pods gone",
-                          observed=_describe_left(([dict(rs, kind="ReplicaSet")] if rs else []) +
-                                                  [o for o in left if o["kind"] == "Pod"]))
+                              "it leaves the blocking Pod behind. Release what holds the Pod instead "
+                              f"(`labkit reset gc {ctx.exercise.id}` to start over)")
+
+    def left():
+        rs = client.get_or_none("apps/v1", "replicasets", name, ns)
+        return ([dict(rs, kind="ReplicaSet")] if rs else []) + [o for o in _chain(client, ns, name) if o["kind"] == "Pod"]
+    remaining = left()
+    # wait only for what can go by itself: Pods in their grace period, an owner whose dependents went
+    if remaining and not any(_held(o) for o in remaining):
+        remaining = _gone(left)
+    if remaining:
+        return ctx.failed(f"ReplicaSet {name} is still Terminating: its foreground deletion waits for a dependent "
+                          f"that is still there. `labkit gc graph -n {ns}` shows which, and what keeps it",
+                          expected="the ReplicaSet and its Pods gone", observed=f"{_tally(remaining)} still there",
+                          observed_in=LIVE)
     if events is None:
         return ctx.passed(f"ReplicaSet {name} and its Pods are gone; " + NO_LOG.format(what="your diagnosis"))
-    # who held it: the Pod whose finalizer list the audit log shows being given a finalizer of its own
-    gc_finalizers = ("orphan", "foregroundDeletion")
+    # who held it: the Pod the audit log shows being given a finalizer of its own
     held = {}
-    for e in target.audit() or []:
+    for e in target.audit() or []:      # (the lab made the Pod stuck while it built the exercise)
         if e["verb"] in ("patch", "update", "create") and _ok(e) and _on(e, "pods", prefix=f"{name}-"):
             body = e.get("requestObject")
             if not isinstance(body, dict):      # a JSON patch (a list of operations)
                 continue
-            extra = [f for f in (body.get("metadata") or {}).get("finalizers") or [] if f not in gc_finalizers]
+            extra = _held(body)
             if extra:
                 held[e["objectRef"]["name"]] = extra
     wrong = []
     if pod_name not in held:
-        wrong.append(f"pod: {pod_name!r} is not the Pod that held a finalizer")
+        wrong.append(f"pod: {pod_name!r} is not the Pod that held things up (`labkit gc log` names the dependent the "
+                     "ReplicaSet waited for)")
     elif finalizer not in held[pod_name]:
         wrong.append(f"finalizer: {finalizer!r} is not the one that held things up"
-                     + (" (foregroundDeletion was the ReplicaSet's, waiting for the Pod)"
-                        if finalizer == "foregroundDeletion" else ""))
+                     + (": foregroundDeletion was the ReplicaSet's, waiting for the Pod; look at the Pod's own "
+                        "finalizers" if finalizer == "foregroundDeletion" else ": look at the Pod's finalizers"))
     truth = next(iter(held.items()), (None, []))
     if wrong:
         return ctx.failed("released correctly, but the diagnosis is wrong: " + "; ".join(wrong),
-                          expected={"pod": truth[0], "finalizer": truth[1]},
-                          observed={"pod": pod_name, "finalizer": finalizer})
+                          expected="the Pod that held a finalizer of its own, and that finalizer",
+                          observed={"pod": pod_name, "finalizer": finalizer},
+                          right_answer={"pod": truth[0], "finalizer": truth[1][0] if truth[1] else None})
     return ctx.passed(f"Pod {pod_name}'s finalizer {finalizer} held up {name}'s foreground deletion; once it was "
                       "released the GC removed foregroundDeletion itself")

@@ -18,10 +18,12 @@ Starting state, namespace `shop` (each exercise has its own objects, so they do 
                                  example.com/upload                        (g)
   ConfigMap settings, Service web: loose objects without owners
 Namespaces predict-a and predict-b stay empty: the check of (f) plays its experiment there.
+
+`labkit reset gc EXERCISE` (reset_exercise) builds one exercise's objects afresh and leaves the
+others as they are; the lab's state directory records when (labkit.state ready.json), so the
+checks read only the audit events of requests that came after.
 """
 
-import json
-import time
 from pathlib import Path
 
 from labkit.apiserver.errors import ApiError
@@ -36,8 +38,8 @@ NAMESPACE = "shop"
 PREDICT_NAMESPACES = ("predict-a", "predict-b")
 KEEP_FINALIZER = "example.com/keep"
 UPLOAD_FINALIZER = "example.com/upload"
-READY_FILE = "gc-ready.json"    # when the starting state was complete: requests after it are the student's
 GRACE = 2                       # terminationGracePeriodSeconds of the lab's Pods
+SETTLE_TIMEOUT = 120            # seconds the lab's Pods may take to be Running
 
 
 def _template(app: str) -> dict:
@@ -66,12 +68,64 @@ def _running(client, app: str, count: int) -> bool:
     return len(pods) == count and all((p.get("status") or {}).get("phase") == "Running" for p in pods)
 
 
-def _record(env, target: Target, api_version: str, resource: str, name: str, namespace: str | None = None,
-            finalizers: list[str] | None = None) -> None:
-    """On a real cluster, everything the lab creates goes through the ledger first, with the
-    finalizers it puts on objects (nothing on the cluster removes them: cleanup releases them, or
-    the namespace could never finish)."""
-    target.record(env, api_version, resource, name, namespace, finalizers)
+# -- each exercise's part of the starting state ----------------------------------------------------
+# (objects: their app label, or (resource, name) pairs; build: creates them; settled: when done)
+
+def _build_workload(kind: str, app: str, replicas: int):
+    def build(env, target, client):
+        if kind == "deployment":
+            client.create("apps/v1", "deployments", deployment(app, replicas), NAMESPACE)
+        else:
+            client.create("apps/v1", "replicasets", replicaset(app, replicas), NAMESPACE)
+    return build
+
+
+def _build_archive(env, target, client):
+    archive = client.create("v1", "configmaps", {"metadata": {"name": "archive"}, "data": {"kept": "yes"}}, NAMESPACE)
+    target.record(env, "v1", "secrets", "archive-key", NAMESPACE, [KEEP_FINALIZER])
+    client.create("v1", "secrets", {"metadata": {
+        "name": "archive-key", "finalizers": [KEEP_FINALIZER],
+        "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "archive",
+                             "uid": archive["metadata"]["uid"], "blockOwnerDeletion": True}]},
+        "stringData": {"key": "s3cr3t"}}, NAMESPACE)
+
+
+def _stick_reports(env, target, client):
+    """(g): a Pod of reports gets a finalizer of its own, then reports is deleted in the foreground."""
+    stuck = sorted(p["metadata"]["name"] for p in pods_of(client, "reports"))[0]
+    target.record(env, "v1", "pods", stuck, NAMESPACE, [UPLOAD_FINALIZER])
+    client.patch("v1", "pods", stuck, {"metadata": {"finalizers": [UPLOAD_FINALIZER]}}, "strategic", NAMESPACE)
+    client.delete("apps/v1", "replicasets", "reports", NAMESPACE, options={"propagationPolicy": "Foreground"})
+
+    def stuck_in_foreground():
+        # the other Pod is on its way out (its grace period); the stuck one is being deleted too
+        rs = client.get_or_none("apps/v1", "replicasets", "reports", NAMESPACE) or {}
+        pods = pods_of(client, "reports")
+        return "foregroundDeletion" in rs.get("metadata", {}).get("finalizers", []) and \
+            stuck in [p["metadata"]["name"] for p in pods] and all(p["metadata"].get("deletionTimestamp") for p in pods)
+    if not wait_for(stuck_in_foreground, timeout=60, interval=0.1):
+        raise LabkitError("the ReplicaSet reports did not settle into its stuck foreground deletion within 60 s")
+
+
+PARTS = {
+    "owner-chain": {"apps": {"web": 3}, "build": [_build_workload("deployment", "web", 3)]},
+    "background-delete": {"apps": {"cart": 2}, "build": [_build_workload("deployment", "cart", 2)]},
+    "foreground-delete": {"apps": {"api": 2}, "build": [_build_workload("deployment", "api", 2)]},
+    "orphan-adopt": {"apps": {"worker": 2}, "build": [_build_workload("replicaset", "worker", 2)],
+                     "extra": [("apps/v1", "replicasets", "worker-v2")]},
+    "unblocking-dependent": {"apps": {}, "build": [_build_archive],
+                             "extra": [("v1", "secrets", "archive-key"), ("v1", "configmaps", "archive")]},
+    "predict-dangling": {"apps": {}, "build": []},
+    "stuck-finalizer": {"apps": {"reports": 2}, "build": [_build_workload("replicaset", "reports", 2)],
+                        "after": _stick_reports},
+}
+
+
+def _settle(client, parts) -> None:
+    counts = {app: n for part in parts for app, n in PARTS[part]["apps"].items()}
+    if not wait_for(lambda: all(_running(client, app, n) for app, n in counts.items()), timeout=SETTLE_TIMEOUT,
+                    interval=0.2):
+        raise LabkitError(f"the lab's Pods did not all become Running within {SETTLE_TIMEOUT} s")
 
 
 def up(env):
@@ -88,44 +142,57 @@ def up(env):
         if not target.embedded and client.get_or_none("v1", "namespaces", ns) is not None:
             raise LabkitError(f"namespace {ns} already exists on {target.description}: the lab needs it "
                               "for itself (delete it, or use another cluster)")
-        _record(env, target, "v1", "namespaces", ns)
+        target.record(env, "v1", "namespaces", ns)
         client.create("v1", "namespaces", {"metadata": {"name": ns}})
-    for name, replicas in (("web", 3), ("cart", 2), ("api", 2)):
-        client.create("apps/v1", "deployments", deployment(name, replicas), NAMESPACE)
-    for name in ("worker", "reports"):
-        client.create("apps/v1", "replicasets", replicaset(name, 2), NAMESPACE)
+    for part in PARTS.values():
+        for build in part["build"]:
+            build(env, target, client)
     client.create("v1", "configmaps", {"metadata": {"name": "settings"}, "data": {"color": "blue"}}, NAMESPACE)
     client.create("v1", "services", {"metadata": {"name": "web"}, "spec": {
         "selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 8080, "protocol": "TCP"}]}}, NAMESPACE)
-    archive = client.create("v1", "configmaps", {"metadata": {"name": "archive"}, "data": {"kept": "yes"}}, NAMESPACE)
-    _record(env, target, "v1", "secrets", "archive-key", NAMESPACE, [KEEP_FINALIZER])
-    client.create("v1", "secrets", {"metadata": {
-        "name": "archive-key", "finalizers": [KEEP_FINALIZER],
-        "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "archive",
-                             "uid": archive["metadata"]["uid"], "blockOwnerDeletion": True}]},
-        "stringData": {"key": "s3cr3t"}}, NAMESPACE)
     crash_point("gc:objects")
-    expected = {"web": 3, "cart": 2, "api": 2, "worker": 2, "reports": 2}
-    if not wait_for(lambda: all(_running(client, app, n) for app, n in expected.items()), timeout=120, interval=0.2):
-        raise LabkitError("the lab's Pods did not all become Running within 120 s")
-    # (g): a Pod with a finalizer of its own, then the ReplicaSet deleted in the foreground
-    stuck = sorted(p["metadata"]["name"] for p in pods_of(client, "reports"))[0]
-    _record(env, target, "v1", "pods", stuck, NAMESPACE, [UPLOAD_FINALIZER])
-    client.patch("v1", "pods", stuck, {"metadata": {"finalizers": [UPLOAD_FINALIZER]}}, "strategic", NAMESPACE)
-    client.delete("apps/v1", "replicasets", "reports", NAMESPACE, options={"propagationPolicy": "Foreground"})
-    if not wait_for(lambda: [p["metadata"]["name"] for p in pods_of(client, "reports")] == [stuck]
-                    and "foregroundDeletion" in (client.get_or_none("apps/v1", "replicasets", "reports", NAMESPACE) or {})
-                    .get("metadata", {}).get("finalizers", []), timeout=60, interval=0.2):
-        raise LabkitError("the ReplicaSet reports did not settle into its stuck foreground deletion within 60 s")
-    (Path(env.dir) / READY_FILE).write_text(json.dumps({"ready": time.time()}) + "\n")
+    _settle(client, PARTS)
+    for part in PARTS.values():
+        if part.get("after"):
+            part["after"](env, target, client)
     env.log(f"starting state loaded on {target.description}")
 
 
-def ready_time(env) -> float:
-    try:
-        return json.loads((Path(env.dir) / READY_FILE).read_text())["ready"]
-    except (OSError, ValueError, KeyError):
-        return 0.0
+def reset_exercise(env, exercise_id: str) -> None:
+    """Remove what is left of one exercise's objects (releasing every finalizer on them, Pods
+    without grace) and build them afresh; the other exercises' objects are not touched."""
+    part = PARTS[exercise_id]
+    target = for_env(env)
+    client = target.client()
+    doomed = [("v1", "configmaps", cm["metadata"]["name"], ns) for ns in PREDICT_NAMESPACES
+              for cm in client.list("v1", "configmaps", ns)[0] if cm["metadata"]["name"] != "kube-root-ca.crt"] \
+        if exercise_id == "predict-dangling" else []
+    for app in part["apps"]:
+        for api_version, resource in (("apps/v1", "deployments"), ("apps/v1", "replicasets"), ("v1", "pods")):
+            doomed += [(api_version, resource, o["metadata"]["name"], NAMESPACE)
+                       for o in client.list(api_version, resource, NAMESPACE, label_selector=f"app={app}")[0]]
+        doomed += [(api_version, resource, app, NAMESPACE) for api_version, resource in
+                   (("apps/v1", "deployments"), ("apps/v1", "replicasets"))]
+    doomed += [(v, r, n, NAMESPACE) for v, r, n in part.get("extra", [])]
+
+    def present():
+        return [d for d in dict.fromkeys(doomed) if client.get_or_none(d[0], d[1], d[2], d[3]) is not None]
+    for api_version, resource, name, ns in present():
+        try:
+            client.patch(api_version, resource, name, {"metadata": {"finalizers": None}}, "merge", ns)
+            client.delete(api_version, resource, name, ns, options={"propagationPolicy": "Background",
+                                                                    "gracePeriodSeconds": 0})
+        except ApiError as exc:
+            if exc.code != 404:
+                raise
+    if not wait_for(lambda: not present(), timeout=60, interval=0.1):
+        raise LabkitError(f"{', '.join(f'{r} {n}' for _, r, n, _ in present())} did not go away within 60 s")
+    for build in part["build"]:
+        build(env, target, client)
+    _settle(client, [exercise_id])
+    if part.get("after"):
+        part["after"](env, target, client)
+    env.log(f"exercise {exercise_id}: its objects were built afresh")
 
 
 def is_up(env):

@@ -5,11 +5,17 @@ namespaced resource type through discovery) and from its audit log (who sent whi
 request) — never from answers stored here. On a real cluster (`labkit run namespace
 --kubeconfig`) there is no audit log to read: the checks that need it say so and judge the live
 state only.
+
+Audit events count from when the exercise's namespace was last built (`labkit run`, `labkit
+reset namespace EXERCISE`). Checks answer within about 2 s: where the namespace controller is
+still at work they say so ("check again in a few seconds") instead of waiting for it. Feedback
+on answers names the part that is wrong and where to look, never the right value (that goes
+only into `right_answer`).
 """
 
 import re
 
-from labkit.exercises import CheckFailed, settle
+from labkit.exercises import LIVE, CheckFailed, settle
 
 CONTROLLER_USER = "system:serviceaccount:kube-system:namespace-controller"
 _REMAINING = re.compile(r"^(\S+) has (\d+) resource instances$")
@@ -31,8 +37,8 @@ def _namespace(c, name):
 
 
 def _audit(ctx):
-    """The API server's audit events; None on a real cluster."""
-    return _lab(ctx.env).target(ctx.env).audit()
+    """The API server's audit events since the exercise's namespace was built; None on a real cluster."""
+    return _lab(ctx.env).target(ctx.env).audit(since=ctx.ready_time)
 
 
 def _finalize_requests(ctx, namespace):
@@ -83,6 +89,19 @@ def _stored_objects(c, namespace):
     return objects
 
 
+def _spec_edits(ctx, namespace) -> str:
+    """A note when the student updated or patched the namespace itself since the exercise began."""
+    events = _audit(ctx) or []
+    edits = [e for e in events if (e.get("objectRef") or {}).get("resource") == "namespaces"
+             and (e.get("objectRef") or {}).get("name") == namespace and not (e.get("objectRef") or {}).get("subresource")
+             and e.get("verb") in ("update", "patch") and (e.get("user") or {}).get("username") != CONTROLLER_USER]
+    if not edits:
+        return ""
+    verb = {"patch": "patched", "update": "updated"}[edits[-1]["verb"]]
+    return (f". You {verb} the namespace itself: a normal update keeps spec.finalizers as they are "
+            "(only the finalize subresource changes them)")
+
+
 def _gone_cleanly(ctx, c, namespace):
     """The namespace the lab made is gone, emptied by the namespace controller (not forced).
     Returns a note when the audit log could not be read (a real cluster): then only the live
@@ -91,7 +110,12 @@ def _gone_cleanly(ctx, c, namespace):
     original = _lab(ctx.env).original_uid(ctx.env, namespace)
     if ns is not None and ns["metadata"]["uid"] == original:
         state = ns.get("status", {}).get("phase")
-        raise CheckFailed(f"namespace {namespace} still exists ({state}); `labkit ns explain {namespace}` says why")
+        held = [k for k, obj in _stored_objects(c, namespace).items() if obj["metadata"].get("finalizers")]
+        why = (f"{len(held)} object(s) in it still carry finalizers: `labkit ns explain {namespace}` says which"
+               if held or not ns["metadata"].get("deletionTimestamp") else
+               "nothing in it carries a finalizer any more: the namespace controller removes it on one of its next "
+               "passes (every 8 s at most): check again in a few seconds")
+        raise CheckFailed(f"namespace {namespace} still exists ({state}); {why}" + _spec_edits(ctx, namespace))
     forced = _force_finalized(ctx, namespace)
     if forced:
         raise CheckFailed(f"namespace {namespace} was force-finalized by {forced[0]['user']} (PUT …/finalize with "
@@ -119,13 +143,36 @@ def _counts(condition, pattern, prefix):
     return counts
 
 
+def _compare_counts(got: dict, truth: dict, what: str) -> list[str]:
+    """What is wrong in the student's mapping of `what` to counts, without naming a right key
+    the student did not write."""
+    got = {str(k).strip(): v for k, v in got.items()}
+    problems = []
+    for key in sorted(set(got) - set(truth)):
+        if f"{key}." in truth:
+            problems.append(f"{what}: {key!r} needs a trailing dot: the condition writes <resource>.<group>, and "
+                            "the core group is empty (`configmaps.`)")
+        elif any(t.startswith(f"{key}.") for t in truth):
+            problems.append(f"{what}: {key!r} needs its group, as the condition writes it: <resource>.<group>")
+        else:
+            problems.append(f"{what}: {key!r} is not among what the condition lists")
+    wrong_counts = sorted(k for k in set(got) & set(truth) if got[k] != truth[k])
+    if wrong_counts:
+        problems.append(f"{what}: the count of {', '.join(wrong_counts)} is not the one in the condition")
+    missing = len(set(truth) - set(got) - {k for k in truth if k.rstrip('.') in got or
+                                           any(k.startswith(f"{g}.") for g in got)})
+    if missing:
+        problems.append(f"{what}: {missing} entr{'y' if missing == 1 else 'ies'} of the condition missing")
+    return problems
+
+
 def check_conditions(ctx):
     name = ctx.params["namespace"]
     c = _lab(ctx.env).client(ctx.env)
     ns = _namespace(c, name)
     if ns is None:
-        raise CheckFailed(f"namespace {name} is gone, and its conditions with it: `labkit reset namespace`, then "
-                          "delete it and read the conditions while it is Terminating")
+        raise CheckFailed(f"namespace {name} is gone, and its conditions with it: `labkit reset namespace "
+                          f"{ctx.exercise.id}`, then delete it and read the conditions while it is Terminating")
     if not ns["metadata"].get("deletionTimestamp"):
         raise CheckFailed(f"namespace {name} is not being deleted: delete it first "
                           f"(kubectl delete namespace {name} --wait=false)")
@@ -135,27 +182,24 @@ def check_conditions(ctx):
         pods = c.request("GET", f"/api/v1/namespaces/{name}/pods")[1].get("items") or []
         return len(pods), {x["type"]: x for x in (current.get("status") or {}).get("conditions") or []}
 
-    seen = settle(conditions, timeout=25, stable_for=1.0)
+    seen = settle(conditions, timeout=1.5, stable_for=0.3)
     pods, by_type = seen.value
-    if pods or "NamespaceContentRemaining" not in by_type:
-        raise CheckFailed(f"the namespace controller is still working on {name} (pods go first): check again "
-                          "in a few seconds")
+    if not seen.settled or pods or "NamespaceContentRemaining" not in by_type:
+        raise CheckFailed(f"the namespace controller is still working on {name} (its first pass comes 5 s after the "
+                          "DELETE, and pods go first): check again in a few seconds")
     remaining = _counts(by_type.get("NamespaceContentRemaining"), _REMAINING, "Some resources are remaining: ")
     held = _counts(by_type.get("NamespaceFinalizersRemaining"), _HELD,
                    "Some content in the namespace has finalizers remaining: ")
     data = ctx.answer()
     got_remaining = ctx.answer_field(data, "remaining", dict)
     got_held = ctx.answer_field(data, "finalizers", dict)
-    problems = []
-    if {str(k): v for k, v in got_remaining.items()} != remaining:
-        wrong = sorted(set(got_remaining) ^ set(remaining)) or \
-            sorted(k for k in remaining if got_remaining.get(k) != remaining[k])
-        problems.append(f"remaining: wrong for {', '.join(map(str, wrong))}")
-    if {str(k): v for k, v in got_held.items()} != held:
-        wrong = sorted(set(got_held) ^ set(held)) or sorted(k for k in held if got_held.get(k) != held[k])
-        problems.append(f"finalizers: wrong for {', '.join(map(str, wrong))}")
+    problems = _compare_counts(got_remaining, remaining, "remaining") + _compare_counts(got_held, held, "finalizers")
     if problems:
-        raise CheckFailed("; ".join(problems) + f" (compare with the conditions of namespace {name})")
+        raise CheckFailed("\n".join(problems) + f"\nCompare with the conditions NamespaceContentRemaining and "
+                          f"NamespaceFinalizersRemaining of namespace {name} (`kubectl get ns {name} -o yaml`)",
+                          expected=f"the counts in namespace {name}'s conditions",
+                          observed={"remaining": got_remaining, "finalizers": got_held},
+                          right_answer={"remaining": remaining, "finalizers": held})
     return ctx.passed(f"right: {name} waits for " + ", ".join(f"{n} {k}" for k, n in remaining.items())
                       + " held by " + ", ".join(held))
 
@@ -183,7 +227,8 @@ def check_terminating_create(ctx):
     if _normalize(answer) != _normalize(truth):
         hint = "the HTTP status is 403 (Forbidden)" if "forbidden" not in answer.lower() else \
             "close, but not the exact message"
-        raise CheckFailed(f"that is not what the API server answers ({hint})", observed=answer)
+        raise CheckFailed(f"that is not what the API server answers ({hint})",
+                          expected="the message of the API server's answer", observed=answer, right_answer=truth)
     return ctx.passed(f"right: {code} {body.get('reason')}: {truth}")
 
 
@@ -279,18 +324,31 @@ def check_force_finalize(ctx):
     got = ctx.answer_field(data, "left_behind", list)
     visible = ctx.answer_field(data, "visible_again", bool)
     got = sorted(str(x).strip() for x in got)
+    right = {"left_behind": left, "visible_again": bool(left)}
     if got != left:
-        missing = len(set(left) - set(got))
-        extra = sorted(set(got) - set(left))
-        parts = []
+        parts, named = [], set()
+        for entry in sorted(set(got) - set(left)):
+            resource, _, obj = entry.partition("/")
+            grouped = [k for k in left if k.startswith(f"{resource}.") and k.endswith(f"/{obj}")]
+            named.update(grouped)
+            if not obj:
+                parts.append(f"{entry!r}: write <resource>/<name> (core group) or <resource>.<group>/<name>")
+            elif grouped:
+                parts.append(f"{entry}: the resource {resource} is not in the core group: write "
+                             "<resource>.<group>/<name> (`kubectl api-resources` shows its group)")
+            else:
+                parts.append(f"{entry}: not stored under {name} (or created after the force-finalize)")
+        missing = len(set(left) - set(got) - named)
         if missing:
-            parts.append(f"{missing} left-behind object(s) missing from your list")
-        if extra:
-            parts.append(f"not stored under {name} (or created after the force-finalize): {', '.join(extra)}")
-        raise CheckFailed("left_behind: " + "; ".join(parts))
+            parts.append(f"{missing} left-behind object(s) missing from your list: look at every namespaced "
+                         f"resource type (`kubectl api-resources --namespaced`), not only the built-in kinds")
+        raise CheckFailed("left_behind: " + "\n".join(parts), expected=f"every object still stored under {name}",
+                          observed=got, right_answer=right)
     truth_visible = bool(left)
     if visible != truth_visible:
-        raise CheckFailed(f"visible_again: look at the new namespace {name} again (kubectl get all,cm,backups -n {name})")
+        raise CheckFailed(f"visible_again: look at the new namespace {name} again (kubectl get all,cm,backups -n {name})",
+                          expected=f"whether the new namespace {name} shows them", observed=visible,
+                          right_answer=right)
     return ctx.passed(f"right: {len(left)} object(s) outlived namespace {name} and reappear in the namespace of the "
                       "same name — nothing will ever delete them, and their finalizers' cleanup never ran")
 
@@ -306,7 +364,8 @@ def check_own_finalizer(ctx):
     requests = [r for r in requests if r["user"] != CONTROLLER_USER]
     added = next((i for i, r in enumerate(requests) if any(f != "kubernetes" for f in r["finalizers"])), None)
     if added is None:
-        raise CheckFailed(f"no finalizer of your own was put on {name} through the finalize subresource yet")
+        raise CheckFailed(f"no finalizer of your own was put on {name} through the finalize subresource yet"
+                          + _spec_edits(ctx, name))
     mine = [f for f in requests[added]["finalizers"] if f != "kubernetes"]
     if not any(set(mine).isdisjoint(r["finalizers"]) for r in requests[added + 1:]):
         raise CheckFailed(f"you added {', '.join(mine)}; now remove it again (through the same subresource)")

@@ -110,29 +110,114 @@ def up(env):
     c = t.client()
     t.create(env, "apiextensions.k8s.io/v1", "customresourcedefinitions", CRD)
     _wait(lambda: c.request("GET", "/apis/example.com/v1")[0] == 200, "the Backup CRD to be served")
+    _metrics_apiservice(env, t)
+    uids, versions = {}, {}
+    for ns in CONTENT:
+        uids[ns], versions[ns] = _build_namespace(env, t, ns)
+    (Path(env.dir) / BUILT_FILE).write_text(json.dumps({"resourceVersions": versions}, indent=2) + "\n")
+    (Path(env.dir) / "namespaces.json").write_text(json.dumps(uids, indent=2) + "\n")
+    env.log("namespaces " + ", ".join(CONTENT) + f" created on {t.description}; {', '.join(DELETED_AT_SETUP)} deleted")
+
+
+def _build_namespace(env, t: Target, ns: str) -> tuple[str, str]:
+    """Create namespace `ns` with its content (and delete it, if it starts Terminating); its
+    UID and resourceVersion right after it was made."""
+    created = t.create(env, "v1", "namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    for api_version, resource, obj in CONTENT[ns]:
+        t.create(env, api_version, resource, obj, ns)
+    if ns in DELETED_AT_SETUP:
+        t.client().delete("v1", "namespaces", ns, options={"propagationPolicy": "Background"})
+    return created["metadata"]["uid"], created["metadata"]["resourceVersion"]
+
+
+def _metrics_apiservice(env, t: Target) -> None:
+    """The Service kube-system/metrics-server and the APIService it serves (d)."""
     t.create(env, "v1", "services", {"apiVersion": "v1", "kind": "Service",
                                      "metadata": {"name": METRICS_SERVICE[1], "labels": {"k8s-app": "metrics-server"}},
                                      "spec": {"selector": {"k8s-app": "metrics-server"},
                                               "ports": [{"name": "https", "port": 443, "targetPort": 10250}]}},
-                  METRICS_SERVICE[0])
+             METRICS_SERVICE[0])
     t.create(env, "apiregistration.k8s.io/v1", "apiservices", {
         "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService", "metadata": {"name": APISERVICE},
         "spec": {"group": "metrics.k8s.io", "version": "v1beta1", "groupPriorityMinimum": 100, "versionPriority": 100,
                  "insecureSkipTLSVerify": True,
                  "service": {"namespace": METRICS_SERVICE[0], "name": METRICS_SERVICE[1], "port": 443}}})
-    uids, versions = {}, {}
-    for ns, objects in CONTENT.items():
-        created = t.create(env, "v1", "namespaces",
-                           {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-        uids[ns] = created["metadata"]["uid"]
-        versions[ns] = created["metadata"]["resourceVersion"]
-        for api_version, resource, obj in objects:
-            t.create(env, api_version, resource, obj, ns)
-    for ns in DELETED_AT_SETUP:
-        c.delete("v1", "namespaces", ns, options={"propagationPolicy": "Background"})
-    (Path(env.dir) / BUILT_FILE).write_text(json.dumps({"resourceVersions": versions}, indent=2) + "\n")
-    (Path(env.dir) / "namespaces.json").write_text(json.dumps(uids, indent=2) + "\n")
-    env.log("namespaces " + ", ".join(CONTENT) + f" created on {t.description}; {', '.join(DELETED_AT_SETUP)} deleted")
+
+
+# which namespace each exercise works on
+EXERCISE_NAMESPACES = {"conditions": "billing", "terminating-create": "attic", "release-finalizer": "reports",
+                       "broken-apiservice": "monitoring", "force-finalize": "legacy", "own-finalizer": "sandbox"}
+
+
+def reset_exercise(env, exercise_id: str) -> None:
+    """Build one exercise's namespace afresh: everything stored under its name goes (finalizers
+    released, the namespace finalized once it is empty), then it is made again as `labkit run`
+    makes it. For broken-apiservice, the Service and the APIService come back too."""
+    ns = EXERCISE_NAMESPACES[exercise_id]
+    t = target(env)
+    c = t.client()
+    if exercise_id == "broken-apiservice":
+        for api_version, resource, name, namespace in (
+                ("apiregistration.k8s.io/v1", "apiservices", APISERVICE, None),
+                ("v1", "services", METRICS_SERVICE[1], METRICS_SERVICE[0])):
+            try:
+                c.delete(api_version, resource, name, namespace)
+            except ApiError as exc:
+                if exc.code != 404:
+                    raise
+        _wait(lambda: c.get_or_none("apiregistration.k8s.io/v1", "apiservices", APISERVICE) is None,
+              "the APIService to go")
+        _metrics_apiservice(env, t)
+        if t.embedded:      # (on a real cluster it has no endpoints: Available=False, see access())
+            _wait(lambda: _available(c), f"APIService {APISERVICE} to be Available")
+    _empty(c, ns)
+    uid, version = _build_namespace(env, t, ns)
+    for name, value in ((BUILT_FILE, version), ("namespaces.json", uid)):
+        path = Path(env.dir) / name
+        data = json.loads(path.read_text())
+        (data["resourceVersions"] if name == BUILT_FILE else data)[ns] = value
+        path.write_text(json.dumps(data, indent=2) + "\n")
+    env.log(f"exercise {exercise_id}: namespace {ns} built afresh")
+
+
+def _available(c) -> bool:
+    svc = c.get_or_none("apiregistration.k8s.io/v1", "apiservices", APISERVICE) or {}
+    return any(x.get("type") == "Available" and x.get("status") == "True"
+               for x in (svc.get("status") or {}).get("conditions") or [])
+
+
+def _empty(c, ns: str) -> None:
+    """Remove namespace `ns` and everything stored under its name, now."""
+    def stored():
+        found = c.discover()
+        return [(r.api_version, r.resource, item["metadata"]["name"]) for r in found.resources
+                if r.namespaced and "list" in r.verbs and "delete" in r.verbs and found.preferred.get(r.group) == r.version
+                for item in c.list(r.api_version, r.resource, ns)[0]]
+    def delete_stored():
+        left = stored()
+        for api_version, resource, name in left:   # (a workload controller may make more meanwhile)
+            try:
+                c.patch(api_version, resource, name, {"metadata": {"finalizers": None}}, "merge", ns)
+                c.delete(api_version, resource, name, ns, options={"gracePeriodSeconds": 0,
+                                                                    "propagationPolicy": "Background"})
+            except ApiError as exc:
+                if exc.code != 404:
+                    raise
+        return not left
+    _wait(delete_stored, f"the objects stored under {ns} to go")
+    current = c.get_or_none("v1", "namespaces", ns)
+    if current is not None:
+        if not current["metadata"].get("deletionTimestamp"):
+            c.delete("v1", "namespaces", ns)
+            current = c.get_or_none("v1", "namespaces", ns)
+        if current is not None:
+            current.setdefault("spec", {})["finalizers"] = []
+            try:
+                c.update("v1", "namespaces", current, subresource="finalize")
+            except ApiError as exc:
+                if exc.code not in (404, 409):
+                    raise
+    _wait(lambda: c.get_or_none("v1", "namespaces", ns) is None, f"namespace {ns} to go")
 
 
 def _wait(predicate, what: str, timeout: float = 20.0) -> None:
@@ -185,6 +270,22 @@ kubectl get namespaces
 labkit ns explain attic          # why a namespace is still Terminating
 {follow}```
 {first}"""
+
+
+def finalize(env, namespace: str, finalizers: list[str]) -> None:
+    """What the prompts show: `kubectl get ns NAME -o json`, set spec.finalizers, `kubectl replace
+    --raw /api/v1/namespaces/NAME/finalize -f -`; run again when the namespace controller changed
+    the namespace in between (409 Conflict), as a person would (solutions and common mistakes)."""
+    t = target(env)
+    for attempt in range(5):
+        ns = json.loads(t.kubectl("get", "ns", namespace, "-o", "json"))
+        ns["spec"]["finalizers"] = list(finalizers)
+        try:
+            t.kubectl("replace", "--raw", f"/api/v1/namespaces/{namespace}/finalize", "-f", "-", input=json.dumps(ns))
+            return
+        except LabkitError as exc:
+            if "(Conflict)" not in str(exc) or attempt == 4:
+                raise
 
 
 def original_uid(env, namespace: str) -> str | None:

@@ -2,7 +2,9 @@
 
 Each module here defines `run() -> list[Figure]`. Benchmarks measure; they never assert: targets
 are printed next to the figures, and the table says whether each target was met.
-Benchmarks run in an isolated labkit instance (own state directory and name prefix).
+Benchmarks run in an isolated labkit instance (own state directory and name prefix), each
+holding the tests' shared host lock (tests/support.py): a benchmark that builds labs never runs
+while a test compares the host before and after (those hold it exclusively), and vice versa.
 """
 
 from __future__ import annotations
@@ -19,8 +21,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent.parent))
+sys.path.insert(0, str(HERE.parent.parent / "tests"))
 
 from figures import Figure, print_table  # noqa: E402
+from support import host_lock  # noqa: E402
 
 
 def main() -> int:
@@ -44,7 +48,8 @@ def main() -> int:
             spec = importlib.util.spec_from_file_location(f"labkit_benchmark_{name}", HERE / f"{name}.py")
             module = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(module)
-            figures += module.run()
+            with host_lock(False):
+                figures += module.run()
     print_table(figures)
     if args.json:
         args.json.write_text(json.dumps([f.__dict__ for f in figures], indent=2) + "\n")

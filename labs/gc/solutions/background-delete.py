@@ -1,14 +1,14 @@
 """kubectl's default cascade is background: the Deployment goes at once, then the GC deletes its
-ReplicaSet (whose owner is gone), then the ReplicaSet's Pods."""
+ReplicaSet (whose owner is gone), then the ReplicaSet's Pods. Wait until they are gone, as a
+student watching `kubectl get pods -w` would, then write the order down."""
 
-import yaml
-
-from labkit.exercises import answer_path
+from labkit.exercises import wait_for, write_answer
 from labkit.apiserver.target import for_env
 
 
 def solve(env):
-    for_env(env).kubectl("delete", "deployment", "cart", "-n", "shop", "--cascade=background", "--wait=false")
-    path = answer_path(env.lab.id, "background-delete")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump({"order": ["Deployment", "ReplicaSet", "Pod"]}))
+    target = for_env(env)
+    target.kubectl("delete", "deployment", "cart", "-n", "shop", "--cascade=background")
+    client = target.client()
+    wait_for(lambda: not client.list("v1", "pods", "shop", label_selector="app=cart")[0], timeout=60)
+    write_answer(env, "background-delete", {"order": ["Deployment", "ReplicaSet", "Pod"]})

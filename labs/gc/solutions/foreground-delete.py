@@ -2,14 +2,10 @@
 GC deletes the ReplicaSet (itself in the foreground, as it has dependents) and the Pods, and
 removes the finalizers once nothing blocks: the Deployment is removed last. kubectl waits."""
 
-import yaml
-
-from labkit.exercises import answer_path
+from labkit.exercises import write_answer
 from labkit.apiserver.target import for_env
 
 
 def solve(env):
     for_env(env).kubectl("delete", "deployment", "api", "-n", "shop", "--cascade=foreground", "--timeout=60s")
-    path = answer_path(env.lab.id, "foreground-delete")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump({"finalizer": "foregroundDeletion", "last": "Deployment"}))
+    write_answer(env, "foreground-delete", {"finalizer": "foregroundDeletion", "last": "Deployment"})

@@ -21,3 +21,9 @@ def solve(env):
            "spec": {"replicas": rs["spec"]["replicas"], "selector": rs["spec"]["selector"],
                     "template": rs["spec"]["template"]}}
     target.kubectl("apply", "-f", "-", input=json.dumps(new))
+    client = target.client()
+
+    def adopted():      # each Pod has worker-v2 as its controller
+        return all(any(r.get("name") == "worker-v2" and r.get("controller") for r in p["metadata"].get("ownerReferences")
+                       or []) for p in client.list("v1", "pods", "shop", label_selector="app=worker")[0])
+    wait_for(adopted, timeout=30)

@@ -2,9 +2,7 @@
 
 import json
 
-import yaml
-
-from labkit.exercises import answer_path
+from labkit.exercises import write_answer
 from labkit.apiserver.target import for_env
 
 
@@ -15,7 +13,5 @@ def solve(env):
     rs_ref = next(r for r in pod["metadata"]["ownerReferences"] if r.get("controller"))
     rs = json.loads(target.kubectl("get", "rs", rs_ref["name"], "-n", "shop", "-o", "json"))
     dep_ref = next(r for r in rs["metadata"]["ownerReferences"] if r.get("controller"))
-    path = answer_path(env.lab.id, "owner-chain")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump({"pod": pod["metadata"]["name"], "replicaset": rs_ref["uid"],
-                                    "deployment": dep_ref["uid"]}))
+    write_answer(env, "owner-chain", {"pod": pod["metadata"]["name"], "replicaset": rs_ref["uid"],
+                                      "deployment": dep_ref["uid"]})

@@ -3,9 +3,7 @@ of its own. Find that Pod, remove its finalizer (only that one), and let the GC 
 
 import json
 
-import yaml
-
-from labkit.exercises import answer_path
+from labkit.exercises import wait_for, write_answer
 from labkit.apiserver.target import for_env
 
 
@@ -18,6 +16,7 @@ def solve(env):
     target.kubectl("patch", "pod", name, "-n", "shop", "--type=json", "-p",
                    json.dumps([{"op": "test", "path": f"/metadata/finalizers/{index}", "value": finalizers[index]},
                                {"op": "remove", "path": f"/metadata/finalizers/{index}"}]))
-    path = answer_path(env.lab.id, "stuck-finalizer")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump({"pod": name, "finalizer": finalizers[index]}))
+    # watch it finish: the node removes the Pod, then the GC the ReplicaSet's foregroundDeletion
+    client = target.client()
+    wait_for(lambda: client.get_or_none("apps/v1", "replicasets", "reports", "shop") is None, timeout=60)
+    write_answer(env, "stuck-finalizer", {"pod": name, "finalizer": finalizers[index]})

@@ -3,9 +3,7 @@
 import re
 import time
 
-import yaml
-
-from labkit.exercises import answer_path
+from labkit.exercises import write_answer
 
 
 def solve(env):
@@ -20,7 +18,5 @@ def solve(env):
         time.sleep(0.5)
     remaining = dict(re.findall(r"(\S+) has (\d+) resource instances", conds["NamespaceContentRemaining"]["message"]))
     held = dict(re.findall(r"(\S+) in (\d+) resource instances", conds["NamespaceFinalizersRemaining"]["message"]))
-    path = answer_path("namespace", "conditions")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump({"remaining": {k: int(v) for k, v in remaining.items()},
-                                    "finalizers": {k: int(v) for k, v in held.items()}}))
+    write_answer(env, "conditions", {"remaining": {k: int(v) for k, v in remaining.items()},
+                                     "finalizers": {k: int(v) for k, v in held.items()}})

@@ -3,16 +3,13 @@ storage under that name, create the namespace again and see the old objects in i
 
 import time
 
-import yaml
-
-from labkit.exercises import answer_path
+from labkit.exercises import write_answer
 
 
 def solve(env):
-    c = env.lab.environment_module().client(env)
-    ns = c.get("v1", "namespaces", "legacy")
-    ns["spec"]["finalizers"] = []
-    c.update("v1", "namespaces", ns, subresource="finalize")
+    lab = env.lab.environment_module()
+    c = lab.client(env)
+    lab.finalize(env, "legacy", [])
     time.sleep(1.1)         # the new namespace is created in a later second than the force-finalize
     c.create("v1", "namespaces", {"metadata": {"name": "legacy"}})
     found = c.discover()
@@ -24,6 +21,4 @@ def solve(env):
         for item in c.list(r.api_version, r.resource, "legacy")[0]:
             left.append(f"{r.resource}.{r.group}/{item['metadata']['name']}" if r.group else
                         f"{r.resource}/{item['metadata']['name']}")
-    path = answer_path("namespace", "force-finalize")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump({"left_behind": sorted(left), "visible_again": bool(left)}))
+    write_answer(env, "force-finalize", {"left_behind": sorted(left), "visible_again": bool(left)})

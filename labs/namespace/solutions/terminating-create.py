@@ -1,12 +1,8 @@
 """Reference solution: the NamespaceLifecycle admission plugin's message (plugin/pkg/admission/namespace/lifecycle)."""
 
-import yaml
-
-from labkit.exercises import answer_path
+from labkit.exercises import write_answer
 
 
 def solve(env):
-    path = answer_path("namespace", "terminating-create")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump({"error": 'configmaps "late" is forbidden: unable to create new content in '
-                                             "namespace attic because it is being terminated"}))
+    write_answer(env, "terminating-create", {"error": 'configmaps "late" is forbidden: unable to create new '
+                                                      "content in namespace attic because it is being terminated"})

@@ -17,11 +17,13 @@ def check_address(ctx):
     try:
         ipaddress.IPv4Address(given)
     except ValueError:
-        raise CheckFailed(f"{given!r} is not an IPv4 address (write it without /prefix)", expected="an IPv4 address", observed=given)
+        raise CheckFailed(f"{given!r} is not an IPv4 address (write it without /prefix)", expected="an IPv4 address",
+                          observed=given, right_answer={"address": live[0] if live else None})
     if given in live:
         return ctx.passed(f"{given} is host {params['host']}'s address on {params['device']}")
     return ctx.failed(f"{given} is not an address of host {params['host']} on {params['device']}",
-                      expected=f"one of host {params['host']}'s addresses", observed=given)
+                      expected=f"one of host {params['host']}'s addresses", observed=given,
+                      right_answer={"address": live[0] if live else None})
 
 
 def _get(ctx, path):
@@ -43,22 +45,26 @@ def check_greeting(ctx):
     return ctx.failed(f"GET /{path} from host a answered {seen}", expected=f"HTTP 200 {text!r}", observed=seen)
 
 
-def _mounts_of(pid):
+def _mounts_of(pid, target):
+    """The filesystem types mounted on `target` in the mount namespace of `pid`."""
     lines = Path(f"/proc/{pid}/mountinfo").read_text().splitlines()
-    return {(l.split()[4], l.split(" - ")[1].split()[0]) for l in lines}
+    return sorted(l.split(" - ")[1].split()[0] for l in lines if l.split()[4] == target)
 
 
 def check_container_mount(ctx):
     target = str(ctx.env.dir / ctx.params["dir"])
     host_c = ctx.lab.environment_module().hosts(ctx.env)["c"]
-    probe = lambda: ((target, "tmpfs") in _mounts_of(host_c.pid), (target, "tmpfs") in _mounts_of("self"))
-    seen = settle(probe, timeout=3, stable_for=0.3, interval=0.1)
+    probe = lambda: (_mounts_of(host_c.pid, target), _mounts_of("self", target))
+    seen = settle(probe, timeout=1.5, stable_for=0.3, interval=0.1)
     if not seen.settled:
         return ctx.error("the mount table kept changing; check again when you are done")
     in_c, on_host = seen.value
-    if in_c and not on_host:
+    if "tmpfs" in in_c and "tmpfs" not in on_host:
         return ctx.passed(f"host c sees a tmpfs on {target}; the host does not")
-    if on_host:
+    if "tmpfs" in on_host:
         return ctx.failed(f"the tmpfs on {target} is visible on the host: mount it inside host c",
                           expected="only host c sees it", observed="the host sees it")
-    return ctx.failed(f"host c has no tmpfs on {target}", expected=f"tmpfs on {target} in host c", observed="none")
+    if in_c:
+        return ctx.failed(f"host c has a {in_c[-1]} on {target}, not a tmpfs", expected=f"a tmpfs on {target}",
+                          observed=in_c[-1])
+    return ctx.failed(f"host c has no tmpfs on {target}", expected=f"a tmpfs on {target} in host c", observed="none")

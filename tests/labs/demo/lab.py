@@ -7,11 +7,13 @@ raise an error there instead.
 
 import os
 import random
+import shutil
 import sys
 
 from labkit import cgroups, procs
 from labkit.crashpoints import crash_point
-from labkit.netlab import add_address, add_veth, create_netns, exists
+from labkit.exercises import wait_for
+from labkit.netlab import add_address, add_veth, create_netns, exists, run_in
 from labkit.shell import Host
 
 STEPS = ("netns-a", "netns-b", "veth", "www", "server", "cgroup", "container")
@@ -50,12 +52,28 @@ def up(env):
     _step_done("www")
     server = procs.spawn(env, "web", [sys.executable, "-m", "http.server", "--bind", "0.0.0.0", "8080",
                                       "--directory", str(www(env))], netns=b)
+    listening = lambda: run_in(env.netns_name("a"), ["curl", "-s", "-o", "/dev/null", "-m", "1",
+                                                      f"http://10.77.{third}.2:8080/"], check=False).returncode == 0
+    if not wait_for(listening, timeout=10):
+        raise RuntimeError("the demo web server did not answer within 10 s")
     _step_done("server")
     group = cgroups.create(env, "servers")
     cgroups.add_process(group, server.pid)
     _step_done("cgroup")
     procs.spawn(env, "c", ["unshare", "--mount", "--propagation", "private", "sleep", "infinity"])
     _step_done("container")
+
+
+def reset_exercise(env, exercise_id):
+    """One exercise afresh: find-address changes nothing; serve-greeting's files go; container c
+    is restarted (its mounts vanish with its mount namespace)."""
+    if exercise_id == "serve-greeting":
+        for f in www(env).iterdir():
+            if f.name != "index.html":
+                shutil.rmtree(f) if f.is_dir() and not f.is_symlink() else f.unlink()
+    elif exercise_id == "container-mount":
+        procs.kill(procs.find(procs.owner_token(env, "c")))
+        procs.spawn(env, "c", ["unshare", "--mount", "--propagation", "private", "sleep", "infinity"])
 
 
 def _container_pid(env):

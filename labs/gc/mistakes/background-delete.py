@@ -1,0 +1,31 @@
+"""Common wrong solutions to background-delete."""
+
+from labkit.apiserver.target import for_env
+from labkit.exercises import mistake, wait_for, write_answer
+
+
+def _delete_and_answer(env, cascade, order):
+    target = for_env(env)
+    target.kubectl("delete", "deployment", "cart", "-n", "shop", f"--cascade={cascade}", "--timeout=60s")
+    client = target.client()
+    wait_for(lambda: not [p for p in client.list("v1", "pods", "shop", label_selector="app=cart")[0]
+                          if p["metadata"].get("deletionTimestamp")], timeout=60)
+    write_answer(env, "background-delete", {"order": order})
+
+
+@mistake("propagationPolicy Foreground")
+def foreground_cascade(env):
+    """Deletes the Deployment with --cascade=foreground."""
+    _delete_and_answer(env, "foreground", ["Deployment", "ReplicaSet", "Pod"])
+
+
+@mistake("propagationPolicy Orphan")
+def orphan_cascade(env):
+    """Deletes the Deployment with --cascade=orphan: its ReplicaSet and Pods stay."""
+    _delete_and_answer(env, "orphan", ["Deployment", "ReplicaSet", "Pod"])
+
+
+@mistake("order:", "not the order")
+def dependents_first(env):
+    """Deletes the right way, then writes the order a foreground deletion would end in."""
+    _delete_and_answer(env, "background", ["Pod", "ReplicaSet", "Deployment"])

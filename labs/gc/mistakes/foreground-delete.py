@@ -1,0 +1,30 @@
+"""Common wrong solutions to foreground-delete."""
+
+from labkit.apiserver.target import for_env
+from labkit.exercises import mistake, wait_for, write_answer
+
+
+def _delete_and_answer(env, cascade, answer):
+    target = for_env(env)
+    target.kubectl("delete", "deployment", "api", "-n", "shop", f"--cascade={cascade}", "--timeout=60s")
+    client = target.client()
+    wait_for(lambda: not client.list("v1", "pods", "shop", label_selector="app=api")[0], timeout=60)
+    write_answer(env, "foreground-delete", answer)
+
+
+@mistake("propagationPolicy Background")
+def background_cascade(env):
+    """Deletes the Deployment with kubectl's default cascade (background)."""
+    _delete_and_answer(env, "background", {"finalizer": "foregroundDeletion", "last": "Deployment"})
+
+
+@mistake("finalizer:", "not the finalizer the Deployment waited with")
+def orphan_finalizer(env):
+    """Deletes it in the foreground, then names the orphan finalizer."""
+    _delete_and_answer(env, "foreground", {"finalizer": "orphan", "last": "Deployment"})
+
+
+@mistake("last:", "not the kind removed last")
+def pods_last(env):
+    """Deletes it in the foreground and thinks the Pods, which take their grace period, go last."""
+    _delete_and_answer(env, "foreground", {"finalizer": "foregroundDeletion", "last": "Pod"})

@@ -1,0 +1,36 @@
+"""Common wrong answers to owner-chain."""
+
+import json
+
+from labkit.apiserver.target import for_env
+from labkit.exercises import mistake, write_answer
+
+
+def _chain(env):
+    """A Pod of web, its ReplicaSet's ownerReference, the ReplicaSet's ownerReference."""
+    target = for_env(env)
+    pod = json.loads(target.kubectl("get", "pods", "-n", "shop", "-l", "app=web", "-o", "json"))["items"][0]
+    rs_ref = pod["metadata"]["ownerReferences"][0]
+    rs = json.loads(target.kubectl("get", "rs", rs_ref["name"], "-n", "shop", "-o", "json"))
+    return pod, rs_ref, rs["metadata"]["ownerReferences"][0]
+
+
+@mistake("write UIDs")
+def names_not_uids(env):
+    """Writes the owners' names (as `kubectl get` shows them) instead of their UIDs."""
+    pod, rs_ref, dep_ref = _chain(env)
+    write_answer(env, "owner-chain", {"pod": pod["metadata"]["name"], "replicaset": rs_ref["name"], "deployment": dep_ref["name"]})
+
+
+@mistake("swapped")
+def swapped_uids(env):
+    """Puts the Deployment's UID under replicaset and the ReplicaSet's under deployment."""
+    pod, rs_ref, dep_ref = _chain(env)
+    write_answer(env, "owner-chain", {"pod": pod["metadata"]["name"], "replicaset": dep_ref["uid"], "deployment": rs_ref["uid"]})
+
+
+@mistake("the Pod's own UID")
+def pod_uid(env):
+    """Copies metadata.uid of the Pod itself as the ReplicaSet's UID."""
+    pod, _rs_ref, dep_ref = _chain(env)
+    write_answer(env, "owner-chain", {"pod": pod["metadata"]["name"], "replicaset": pod["metadata"]["uid"], "deployment": dep_ref["uid"]})

@@ -1,0 +1,40 @@
+"""Common wrong answers to conditions."""
+
+import time
+
+from labkit.exercises import mistake, write_answer
+
+
+def _delete_and_wait(env):
+    """Delete billing as the prompt says and wait for the controller's counts, as the student would."""
+    target = env.lab.environment_module().target(env)
+    target.kubectl("delete", "namespace", "billing", "--wait=false")
+    c = target.client()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        conditions = {x["type"]: x for x in (c.get("v1", "namespaces", "billing").get("status") or {}).get("conditions") or []}
+        if conditions.get("NamespaceFinalizersRemaining", {}).get("status") == "True":
+            return
+        time.sleep(0.5)
+
+
+@mistake("'secrets' needs a trailing dot")
+def core_group_without_dot(env):
+    """Writes the core-group resource as `secrets`, without the trailing dot of the empty group."""
+    _delete_and_wait(env)
+    write_answer(env, "conditions", {"remaining": {"secrets": 1}, "finalizers": {"billing.example.com/audit": 1}})
+
+
+@mistake("'deployments.apps' is not among what the condition lists", "'configmaps.' is not among")
+def everything_it_held(env):
+    """Lists everything the namespace held before the DELETE, not what the condition says remains."""
+    _delete_and_wait(env)
+    write_answer(env, "conditions", {"remaining": {"deployments.apps": 1, "configmaps.": 1, "secrets.": 1},
+                  "finalizers": {"billing.example.com/audit": 1}})
+
+
+@mistake("finalizers: 'secrets.' is not among what the condition lists")
+def resources_for_finalizers(env):
+    """Keys the finalizers mapping by resource instead of by finalizer name."""
+    _delete_and_wait(env)
+    write_answer(env, "conditions", {"remaining": {"secrets.": 1}, "finalizers": {"secrets.": 1}})

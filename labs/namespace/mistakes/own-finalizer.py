@@ -1,0 +1,27 @@
+"""Common wrong ways at own-finalizer."""
+
+from labkit.exercises import mistake
+
+
+def _finalize(env, finalizers):
+    env.lab.environment_module().finalize(env, "sandbox", finalizers)
+
+
+@mistake("through the finalize subresource", "a normal update keeps spec.finalizers")
+def patches_spec(env):
+    """Adds the finalizer with kubectl patch (a normal update keeps spec.finalizers as they are)."""
+    env.lab.environment_module().target(env).kubectl(
+        "patch", "ns", "sandbox", "--type=merge", "-p", '{"spec":{"finalizers":["kubernetes","example.com/hold"]}}')
+
+
+@mistake("now remove it again")
+def leaves_it_on(env):
+    """Adds its finalizer through /finalize and leaves it there."""
+    _finalize(env, ["kubernetes", "example.com/hold"])
+
+
+@mistake("leave sandbox as it was")
+def removes_kubernetes_too(env):
+    """Adds its finalizer, then clears spec.finalizers entirely, the kubernetes finalizer with it."""
+    _finalize(env, ["kubernetes", "example.com/hold"])
+    _finalize(env, [])

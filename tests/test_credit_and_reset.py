@@ -1,0 +1,176 @@
+"""Recorded passes, resetting one exercise, exercises by number and revealing right answers, on
+two small labs of plain files (no kernel resources): `parts` has a reset_exercise hook, `whole`
+has none."""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from support import labkit
+
+LAB_YAML = """\
+id: {lab}
+title: {lab} lab
+summary: a lab of plain files
+exercises:
+  - id: answer
+    title: Write the answer
+    points: 2
+    prompt: Write `value:` into your answer file.
+    answer: "value: the number in the lab's number file"
+    check: check_answer
+  - id: flag
+    title: Raise the flag
+    points: 3
+    prompt: Create the file `flag` in the lab's directory.
+    check: check_flag
+"""
+
+LAB_PY = '''
+def up(env):
+    builds = env.dir / "builds"
+    builds.write_text(str(int(builds.read_text()) + 1 if builds.exists() else 1))
+    (env.dir / "number").write_text("{number}")
+'''
+
+HOOK = '''
+
+def reset_exercise(env, exercise_id):
+    with open(env.dir / "resets", "a") as f:
+        f.write(exercise_id + "\\n")
+    if exercise_id == "flag":
+        (env.dir / "flag").unlink(missing_ok=True)
+'''
+
+CHECKS_PY = '''
+from labkit.exercises import LIVE
+
+
+def check_answer(ctx):
+    truth = int((ctx.env.dir / "number").read_text())
+    given = ctx.answer_field(ctx.answer(), "value", int)
+    if given == truth:
+        return ctx.passed(f"{given} is the number")
+    return ctx.failed("value: not the number in the lab's number file", expected="the number in the file",
+                      observed=given, right_answer={"value": truth})
+
+
+def check_flag(ctx):
+    if (ctx.env.dir / "flag").exists():
+        return ctx.passed("the flag is up")
+    return ctx.failed("no flag", expected="a file named flag", observed="none", observed_in=LIVE)
+'''
+
+
+def make_lab(root: Path, lab: str, hook: bool, reveal: bool = False) -> None:
+    d = root / lab
+    d.mkdir(parents=True)
+    (d / "lab.yaml").write_text(LAB_YAML.format(lab=lab) + ("reveal_answers: true\n" if reveal else ""))
+    (d / "lab.py").write_text(LAB_PY.format(number=7) + (HOOK if hook else ""))
+    (d / "checks.py").write_text(CHECKS_PY)
+
+
+@pytest.fixture
+def labs(tmp_path, monkeypatch):
+    root = tmp_path / "labs"
+    make_lab(root, "parts", hook=True)
+    make_lab(root, "whole", hook=False)
+    make_lab(root, "open", hook=False, reveal=True)
+    monkeypatch.setenv("LABKIT_LABS_PATH", str(root))
+    return Path(os.environ["LABKIT_STATE_DIR"]), Path(os.environ["LABKIT_ANSWERS_DIR"])
+
+
+def answer(answers: Path, lab: str, value) -> None:
+    (answers / lab).mkdir(parents=True, exist_ok=True)
+    (answers / lab / "answer.yaml").write_text(f"value: {value}\n")
+
+
+def report(lab: str, *extra: str, code: int = 1) -> dict:
+    return json.loads(labkit("check", lab, "--format", "json", *extra, check=code).stdout)
+
+
+def test_a_pass_is_recorded_and_outlives_a_rebuild(labs):
+    state, answers = labs
+    labkit("run", "whole", check=0)
+    answer(answers, "whole", 7)
+    rep = report("whole")
+    assert (rep["score"], rep["passed"], rep["passing"]) == (2, 1, 1)
+    recorded = json.loads((state / "whole" / "credit.json").read_text())["answer"]
+    assert recorded["message"] == "7 is the number" and recorded["points"] == 2 and recorded["time"]
+    answer(answers, "whole", 8)     # the student breaks it afterwards, then rebuilds the lab
+    out = labkit("reset", "whole", check=0)
+    assert "lab whole was rebuilt" in out.stderr
+    assert (state / "whole" / "builds").read_text() == "2"
+    rep = report("whole")
+    result = rep["results"][0]
+    assert result["status"] == "fail" and result["recorded"]["message"] == "7 is the number"
+    assert (rep["score"], rep["passed"], rep["passing"], rep["live_score"]) == (2, 1, 0, 0)
+    table = labkit("check", "whole", check=1).stdout
+    assert f"answer  0/2  (passed at {recorded['time']}: 2/2 kept)" in table
+    assert "score 2/5: 1 of 2 exercises passed (1 of them passed before and fail now)" in table
+    assert "running: 1 of 2 exercises passed" in labkit("list", check=0).stdout
+    labkit("cleanup", "whole", check=0)
+    assert "stopped: 1 of 2 exercises passed" in labkit("list", check=0).stdout
+
+
+def test_one_exercise_afresh_through_the_hook_or_a_rebuild(labs):
+    state, _answers = labs
+    labkit("run", "parts", check=0)
+    (state / "parts" / "flag").write_text("up")
+    assert report("parts", code=1)["results"][1]["status"] == "pass"
+    before = json.loads((state / "parts" / "ready.json").read_text())
+    out = labkit("reset", "parts", "2", check=0)        # by number, as `labkit show` lists them
+    assert "exercise flag of lab parts starts afresh; the others keep their state" in out.stderr
+    assert (state / "parts" / "resets").read_text() == "flag\n"
+    assert (state / "parts" / "builds").read_text() == "1"        # not rebuilt
+    ready = json.loads((state / "parts" / "ready.json").read_text())
+    assert ready["*"] == before["*"] and ready["flag"] > before["*"]
+    assert "flag" not in json.loads((state / "parts" / "progress.json").read_text())
+    flag = report("parts")["results"][1]
+    assert flag["status"] == "fail" and flag["recorded"]["message"] == "the flag is up"
+    # without the hook: the whole lab is rebuilt, recorded passes stay
+    labkit("run", "whole", check=0)
+    out = labkit("reset", "whole", "flag", check=0)
+    assert "lab whole cannot reset one exercise: rebuilding all of it (recorded passes are kept)" in out.stderr
+    assert (state / "whole" / "builds").read_text() == "2"
+    assert "has no exercise 'nope' (exercises: 1 answer, 2 flag)" in labkit("reset", "whole", "nope", check=2).stderr
+    labkit("cleanup", "--all", check=0)
+    assert "lab parts is not running" in labkit("reset", "parts", "flag", check=2).stderr
+
+
+def test_exercises_by_number(labs):
+    assert labkit("show", "parts", "2", check=0).stdout.startswith("# Raise the flag (3 points)")
+    shown = labkit("show", "parts", "1", check=0).stdout
+    assert "**Answer file** (value: the number in the lab's number file):" in shown
+    assert "has no exercise '3' (exercises: 1 answer, 2 flag)" in labkit("show", "parts", "3", check=2).stderr
+
+
+def test_right_answers_only_when_revealed(labs, monkeypatch):
+    _state, answers = labs
+    for lab in ("whole", "open"):
+        labkit("run", lab, check=0)
+        answer(answers, lab, 9)
+    hidden = report("whole")["results"][0]
+    assert hidden["right_answer"] is None and hidden["observed"] == 9 and hidden["observed_in"] == "your answer"
+    assert report("whole")["results"][1]["observed_in"] == "the live lab"
+    assert "right answer" not in labkit("check", "whole", check=1).stdout
+    assert report("whole", "--reveal-answers")["results"][0]["right_answer"] == {"value": 7}
+    assert "right answer: value: 7" in labkit("check", "whole", "--reveal-answers", check=1).stdout
+    assert report("open")["results"][0]["right_answer"] == {"value": 7}         # lab.yaml: reveal_answers
+    monkeypatch.setenv("LABKIT_REVEAL_ANSWERS", "1")
+    assert report("whole")["answers_revealed"] is True
+    labkit("cleanup", "--all", check=0)
+
+
+def test_reveal_answers_must_be_true_or_false(tmp_path, monkeypatch):
+    root = tmp_path / "labs"
+    make_lab(root, "odd", hook=False)
+    (root / "odd" / "lab.yaml").write_text((root / "odd" / "lab.yaml").read_text() + "reveal_answers: later\n")
+    monkeypatch.setenv("LABKIT_LABS_PATH", str(root))
+    assert textwrap.dedent(labkit("show", "odd", check=2).stderr).strip().endswith(
+        "lab.yaml: reveal_answers: expected true or false, got str 'later'")
