@@ -13,7 +13,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
-from labkit import cgroups
+from labkit import cgroups, kmodules
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 
@@ -80,7 +80,15 @@ def _iptables_variant() -> str:
 
 
 def run_checks(names: tuple[str, ...] | None = None) -> list[Finding]:
-    """All checks, or just `names` (lab prerequisites)."""
+    """All checks, or just `names` (lab prerequisites). As root, the modules the probes make the
+    kernel load are unloaded afterwards unless a lab is up (labkit.kmodules)."""
+    if os.geteuid() != 0:
+        return _run_checks(names)
+    with kmodules.held_for(f"doctor-{os.getpid()}"):
+        return _run_checks(names)
+
+
+def _run_checks(names: tuple[str, ...] | None) -> list[Finding]:
     wanted = set(names) if names else None
 
     def want(name):

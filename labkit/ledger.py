@@ -13,6 +13,7 @@ Kinds and the function that removes each (removal is idempotent: "already gone" 
   mount    {path}           a mount in the host's mount namespace (unmounted lazily)
   path     {path}           a file or directory tree labkit made
   kmodule  {name, token}    a kernel module labkit loaded for the lab (labkit.netlab.brnetfilter)
+  kmodules {token, root}    the lab's claim on the modules the kernel loads for it (labkit.kmodules)
   apiobject {kubeconfig, context, apiVersion, resource, namespace, name[, finalizers]}
                             an object labkit created on a real cluster (a lab run with --kubeconfig)
 """
@@ -36,6 +37,7 @@ REMOVERS = {
     "mount": "labkit.hostmounts:remove_recorded",
     "path": "labkit.hostmounts:remove_recorded_path",
     "kmodule": "labkit.netlab.brnetfilter:remove_recorded",
+    "kmodules": "labkit.kmodules:remove_recorded",
     "apiobject": "labkit.apiserver.client:remove_recorded",
 }
 
@@ -158,4 +160,6 @@ def describe(entry: dict) -> str:
         return f"{entry['resource']} {where}{entry['name']} on the cluster of {entry['kubeconfig']}"
     if kind == "kmodule":
         return f"this lab's claim on kernel module {entry['name']} (unloaded when no lab needs it)"
+    if kind == "kmodules":
+        return "this lab's claim on the kernel modules labs made the kernel load (unloaded when no lab is left)"
     return json.dumps(entry)

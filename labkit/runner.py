@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from labkit import doctor, paths
+from labkit import doctor, kmodules, paths
 from labkit.errors import LabkitError
 from labkit.exercises import CheckResult, run_check
 from labkit.labs import Lab, discover, get_lab, load_lab
@@ -77,6 +77,7 @@ def _build(lab: Lab, state: LabState, say: Say, options: dict | None = None) -> 
     env = LabEnv(lab, state, token)
     module = lab.environment_module()
     try:
+        kmodules.hold(env)  # first in the ledger: given back last, after the lab's namespaces
         module.up(env)
     except BaseException as exc:
         problems = state.ledger.cleanup()

@@ -153,9 +153,11 @@ def remove_recorded(entry: dict, run=_run) -> bool:
     if others or not host.marker.exists():
         return True
     if present(host) and not _in_use(host):
-        result = run(["modprobe", "-r", MODULE])
+        # rmmod, not modprobe -r: only this module; what it pulled in (bridge, stp, llc) goes with
+        # the lab's other modules when no lab is left (labkit.kmodules)
+        result = run(["rmmod", MODULE])
         if result.returncode != 0:
-            raise RuntimeError(f"modprobe -r {MODULE}: {(result.stderr or result.stdout).strip()}")
+            raise RuntimeError(f"rmmod {MODULE}: {(result.stderr or result.stdout).strip()}")
     host.marker.unlink(missing_ok=True)
     for directory in (host.claims, host.claims.parent):     # /run/labkit is labkit's own
         try:
