@@ -1,6 +1,7 @@
 """The Memory Manager: `None` and `Static` policies, NUMA node groups, hints and allocation.
 
-Follows kubernetes/kubernetes `pkg/kubelet/cm/memorymanager/` as of v1.32:
+Follows kubernetes/kubernetes `pkg/kubelet/cm/memorymanager/` as of v1.34 (GA since v1.32; its
+policy code is unchanged for what is reconstructed here):
 * `memory_manager.go` NewManager / getSystemReservedMemory / validateReservedMemory: the per-NUMA
   `reservedMemory` must add up, per memory type, to the node-allocatable reservation
   (kube-reserved + system-reserved + hard eviction threshold);

@@ -1,17 +1,30 @@
 """Pods as kubelet's resource managers see them, read from Kubernetes YAML, and their QoS class.
 
+A Pod file is what someone asks the API server to create; kubelet sees the object the server
+stored. So, as the server does (Kubernetes v1.34):
+* defaulting (`SetDefaults_Pod`, pkg/apis/core/v1/defaults.go): a limit without a request
+  becomes the request;
+* validation (pkg/apis/core/validation/validation.go validateResourceRequirements): a request
+  above its limit, a request different from the limit of a resource that cannot be overcommitted
+  (hugepages, extended resources such as example.com/gpu) or without such a limit, a negative
+  quantity, and hugepages without cpu or memory are refused with the server's messages
+  (PodInvalid, as kubectl prints them);
+* status: whatever the file says under `status` is not read. The server sets the status of a new
+  Pod itself, its QoS class computed from the spec (pkg/registry/core/pod/strategy.go
+  PrepareForCreate), and that class is what kubelet reads.
+
+Pod-level resources (`spec.resources`, beta and on by default in v1.34) are not part of this
+reconstruction: such a Pod is refused with a message saying so.
+
 Only what the managers use is kept: UID, name, init containers (with `restartPolicy: Always` for
-sidecars) and app containers, each with resource requests and limits. Like the API server
-(`SetDefaults_Pod`, pkg/apis/core/v1/defaults.go), a limit without a request becomes the request.
+sidecars) and app containers, each with resource requests and limits. A Pod without
+`metadata.uid` gets a stable UID derived from its namespace and name, so the same Pod file
+admitted twice is the same Pod (kubelet keys all its state by UID).
 
-A Pod without `metadata.uid` gets a stable UID derived from its namespace and name, so the same
-Pod file admitted twice is the same Pod (kubelet keys all its state by UID).
-
-QoS follows `pkg/apis/core/v1/helper/qos/qos.go` GetPodQOS: only cpu and memory count; requests
+QoS follows `pkg/apis/core/helper/qos/qos.go` ComputePodQOS: only cpu and memory count; requests
 and limits > 0 are summed over all app and init containers; Guaranteed needs every container to
 have cpu and memory limits and the summed requests to equal the summed limits; nothing at all is
-BestEffort; the rest Burstable. A `status.qosClass` already in the Pod is used as is (newer kubelets
-read it first).
+BestEffort; the rest Burstable.
 """
 
 from __future__ import annotations
@@ -29,6 +42,10 @@ GUARANTEED = "Guaranteed"
 BURSTABLE = "Burstable"
 BEST_EFFORT = "BestEffort"
 _QOS_RESOURCES = ("cpu", "memory")
+
+
+class PodInvalid(ConfigError):
+    """The API server refuses to create the Pod (its validation message, as kubectl prints it)."""
 
 
 @dataclass
@@ -50,7 +67,6 @@ class Pod:
     namespace: str = "default"
     init_containers: list[Container] = field(default_factory=list)
     containers: list[Container] = field(default_factory=list)
-    status_qos_class: str | None = None
 
     def all_containers(self) -> list[Container]:
         """Init containers then app containers: the order kubelet admits and allocates them in."""
@@ -64,9 +80,7 @@ class Pod:
 
 
 def qos_class(pod: Pod) -> str:
-    """GetPodQOS."""
-    if pod.status_qos_class:
-        return pod.status_qos_class
+    """ComputePodQOS: the class the API server stores in status.qosClass when it creates the Pod."""
     requests: dict[str, Quantity] = {}
     limits: dict[str, Quantity] = {}
     guaranteed = True
@@ -97,8 +111,9 @@ def stable_uid(namespace: str, name: str) -> str:
     return str(uuid.uuid5(uuid.NAMESPACE_URL, f"labkit-numa/{namespace}/{name}"))
 
 
-def load_pods(path: str | Path) -> list[Pod]:
-    """Pods from a YAML file: one Pod, several documents, or a `kind: List` with items."""
+def load_pods(path: str | Path, allow_empty: bool = False) -> list[Pod]:
+    """Pods from a YAML file: one Pod, several documents, or a `kind: List` with items (with
+    `allow_empty`, a file without any document is no Pod at all)."""
     path = Path(path)
     from labkit.inputs import load_yaml_all
 
@@ -114,6 +129,8 @@ def load_pods(path: str | Path) -> list[Pod]:
         else:
             objects.append((where, doc))
     if not objects:
+        if allow_empty:
+            return []
         raise ConfigError(path, None, "no Pod found")
     pods = [pod_from_dict(obj, path, where) for where, obj in objects]
     uids = [p.uid for p in pods]
@@ -123,7 +140,9 @@ def load_pods(path: str | Path) -> list[Pod]:
     return pods
 
 
-def pod_from_dict(data: Any, source: str | Path = "<pod>", where: str = "") -> Pod:
+def pod_from_dict(data: Any, source: str | Path = "<pod>", where: str = "", validate: bool = True) -> Pod:
+    """A Pod as the API server would store it; `validate=False` skips the server's validation, as
+    kubelet's own unit tests do when they build Pod objects directly."""
     if not isinstance(data, dict) or data.get("kind", "Pod") != "Pod":
         raise ConfigError(source, where or None, "expected a Pod (kind: Pod)")
     meta = data.get("metadata") or {}
@@ -137,14 +156,54 @@ def pod_from_dict(data: Any, source: str | Path = "<pod>", where: str = "") -> P
     spec = data.get("spec")
     if not isinstance(spec, dict):
         raise ConfigError(source, _at(where, "spec"), "expected the Pod spec")
+    if spec.get("resources"):
+        raise ConfigError(source, _at(where, "spec.resources"), "pod-level resources are not part of labkit's "
+                          "reconstruction of the resource managers; set resources per container")
     containers = _containers(spec.get("containers"), source, _at(where, "spec.containers"), required=True)
     init_containers = _containers(spec.get("initContainers"), source, _at(where, "spec.initContainers"))
     names = [c.name for c in init_containers + containers]
     for i, cname in enumerate(names):
         if cname in names[:i]:
             raise ConfigError(source, _at(where, "spec"), f"container name {cname!r} is used twice")
-    status = data.get("status") or {}
-    return Pod(name, uid, namespace, init_containers, containers, status.get("qosClass"))
+    errors = [e for kind, items in (("initContainers", init_containers), ("containers", containers))
+              for i, c in enumerate(items) for e in validate_resources(c, f"spec.{kind}[{i}].resources")]
+    if errors and validate:
+        detail = errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
+        raise PodInvalid(source, where or None, f'The Pod "{name}" is invalid: {detail}')
+    return Pod(name, uid, namespace, init_containers, containers)
+
+
+def _overcommit_allowed(resource: str) -> bool:
+    """IsOvercommitAllowed: a native resource (no domain, or kubernetes.io) that is not hugepages."""
+    domain = resource.split("/")[0] if "/" in resource else ""
+    native = not domain or domain == "kubernetes.io" or domain.endswith(".kubernetes.io")
+    return native and not resource.startswith("hugepages-")
+
+
+def validate_resources(container: Container, where: str) -> list[str]:
+    """validateResourceRequirements on the defaulted requests and limits of one container."""
+    errors = []
+    for resource in sorted(container.limits):
+        if container.limits[resource].value < 0:
+            errors.append(f'{where}.limits[{resource}]: Invalid value: "{container.limits[resource]}": '
+                          "must be greater than or equal to 0")
+    for resource in sorted(container.requests):
+        request = container.requests[resource]
+        if request.value < 0:
+            errors.append(f'{where}.requests[{resource}]: Invalid value: "{request}": must be greater than or equal to 0')
+        limit = container.limits.get(resource)
+        if limit is not None:
+            if request.value != limit.value and not _overcommit_allowed(resource):
+                errors.append(f'{where}.requests: Invalid value: "{request}": must be equal to {resource} limit of {limit}')
+            elif request.value > limit.value:
+                errors.append(f'{where}.requests: Invalid value: "{request}": must be less than or equal to '
+                              f"{resource} limit of {limit}")
+        elif not _overcommit_allowed(resource):
+            errors.append(f"{where}.limits: Required value: Limit must be set for non overcommitable resources")
+    names = set(container.requests) | set(container.limits)
+    if any(n.startswith("hugepages-") for n in names) and not names & {"cpu", "memory"}:
+        errors.append(f"{where}: Forbidden: HugePages require cpu or memory")
+    return errors
 
 
 def _containers(items: Any, source, where: str, required: bool = False) -> list[Container]:
