@@ -36,7 +36,7 @@ def fail(message: str, code: int = 2):
 
 
 def _say(message: str) -> None:
-    err.print(message, highlight=False, markup=False)
+    err.print(message, highlight=False, markup=False, soft_wrap=True)   # paths stay whole at any width
 
 
 def _markdown(text: str) -> None:
