@@ -43,7 +43,7 @@ from pathlib import Path
 from labkit import procs
 from labkit.errors import ConfigError, LabkitError
 from labkit.exercises import wait_for
-from labkit.mounts import mountinfo
+from labkit.mounts import kernel, mountinfo
 from labkit.mounts.node import Node, party_name
 from labkit.mounts.pods import Pod, Refused, absolute_path, parse_pod, validate
 from labkit.state import LabEnv, LabState
@@ -300,12 +300,14 @@ class Player:
         self.node.umount(pid, f"{volume}/{arg['name']}", lazy=arg["lazy"], capabilities=caps)
 
     def _busy(self, arg: dict) -> None:
-        pid, volume, _caps = self._volume_of(arg["by"])
+        pid, volume, caps = self._volume_of(arg["by"])
         self.holders += 1
         tag = f"busy-{self.holders}"
         where = f"{volume}/{arg['name']}"
-        # (nsenter's --wd=DIR would open DIR before entering the namespace: cd once inside)
-        holder = procs.spawn(self.node.env, tag, ["nsenter", f"--target={pid}", "--mount", "--", "sh", "-c",
+        # a process of the container (its capabilities); nsenter's --wd=DIR would open DIR before
+        # entering the namespace: cd once inside
+        wrapper = kernel.exec_wrapper(caps) if caps is not None else ()
+        holder = procs.spawn(self.node.env, tag, ["nsenter", f"--target={pid}", "--mount", "--", *wrapper, "sh", "-c",
                                                   'cd "$1" && exec sleep infinity', "sh", where])
         # the shell execs sleep once its cwd is in place; if it cannot, it exits
         wait_for(lambda: holder.poll() is not None or _comm(holder.pid) == "sleep", timeout=10, interval=0.005)

@@ -99,6 +99,8 @@ def memory_lines(machine: dict, node_id: int, placement: Placement) -> list[str]
              for h in node.get("hugepages") or [] if h.get("num_pages")]
     lines = [f"memory {_size(node.get('memory', 0))}" + (f"; {', '.join(pages)}" if pages else "")]
     for resource, (allocatable, reserved, free) in sorted((placement.memory_tables.get(node_id) or {}).items()):
+        if not allocatable and not reserved:
+            continue    # a hugepage size this node has none of
         lines.append(f"{resource}: allocatable {_size(allocatable)}, taken {_size(reserved)}, free {_size(free)}")
     return lines
 

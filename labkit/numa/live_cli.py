@@ -110,8 +110,9 @@ def run(
             console.print(f"{r.pod.key} ({r.pod.qos}): admitted and started", highlight=False)
             for name, code in r.init_exit_codes.items():
                 console.print(f"  init container {name} exited with {code}", highlight=False)
-            for label, cpus in r.reconciled:
-                console.print(f"  reconcile: {label} now on the shared pool {cpus}", highlight=False)
+            for label, cpus in r.reconciled:   # kubelet's loop: every cpuManagerReconcilePeriod (10 s by default)
+                console.print(f"  reconcile (kubelet: within cpuManagerReconcilePeriod, 10 s; labkit: at once): "
+                              f"{label} now on the shared pool {cpus}", highlight=False)
             console.print(_views_table(r.started, f"{r.pod.key}"))
     if not all(r.admitted for r in results):
         raise typer.Exit(1)

@@ -59,7 +59,7 @@ def hosts(env):
             found[party.name] = Host("the node (kubelet's mount namespace)", pid=party.pid)
         else:     # as kubectl exec: a process of the container, with the container's capabilities
             found[party.name] = Host(f"container {party.container} of Pod {party.pod}", pid=party.pid,
-                                     wrapper=kernel.exec_wrapper(party.capabilities))
+                                     wrapper=kernel.exec_wrapper(party.capabilities or 0))
     return found
 
 

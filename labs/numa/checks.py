@@ -190,9 +190,16 @@ MERGE_RULES = {
 }
 
 
+def _decision(entry) -> str:
+    if not isinstance(entry, dict):
+        return repr(entry)
+    yes = lambda v: "yes" if v is True else "no" if v is False else repr(v)
+    return f"mask {entry.get('mask')}, preferred {yes(entry.get('preferred'))}, admit {yes(entry.get('admit'))}"
+
+
 def check_merge(ctx):
     data = ctx.answer()
-    wrong = []
+    wrong, broken = [], []
     for container in ("trainer", "feeder"):
         per_policy = ctx.answer_field(data, container, dict)
         for policy in MERGE_POLICIES:
@@ -210,8 +217,11 @@ def check_merge(ctx):
             if _bool(entry["admit"], f"{where}.admit") != admit:
                 problems.append("admit")
             if problems:
-                wrong.append(f"{where}: wrong {', '.join(problems)} ({'; '.join(MERGE_RULES[p] for p in problems)})")
-    return _verdict(ctx, wrong, "policy decisions", f"{_answered(ctx)}: {json.dumps(data, sort_keys=True)}")
+                wrong.append(f"{where}: wrong {', '.join(problems)}")
+                broken += [p for p in problems if p not in broken]
+    wrong += [f"rule for {p}: {MERGE_RULES[p]}" for p in ("mask", "preferred", "admit") if p in broken]
+    shown = "; ".join(f"{c}.{p}: {_decision(e)}" for c in ("trainer", "feeder") for p, e in (data.get(c) or {}).items())
+    return _verdict(ctx, wrong, "policy decisions", f"{_answered(ctx)}: {shown}")
 
 
 # -- (d) a Pod for best-effort but not single-numa-node --------------------------------------------------
@@ -353,7 +363,9 @@ def check_memory(ctx):
                 why = ("not where the Memory Manager puts it: where it has the free memory, narrowest hint first, "
                        "then the lowest node")
             wrong.append(f"{key}: memory on {nodes}: {why}")
-    return _verdict(ctx, wrong, "answers", f"{_answered(ctx)}: admitted {admitted}; memory {memory}")
+    shown = ", ".join(f"{k}: {'admitted' if v is True else 'rejected' if v is False else v}" for k, v in admitted.items())
+    shown += "; memory " + ", ".join(f"{k}: {v}" for k, v in memory.items())
+    return _verdict(ctx, wrong, "answers", f"{_answered(ctx)}: {shown}")
 
 
 # -- (g) the corrupted checkpoint -----------------------------------------------------------------------------
