@@ -44,6 +44,7 @@ def test_numa_lab_end_to_end(host_unchanged, lab_cleanup, tmp_path):
     fresh = results(labkit("check", "numa", "--format", "json", check=1))
     assert {e: r["status"] for e, r in fresh.items()} == {e: "fail" for e in EXERCISES}
     assert "checkpoint is corrupted" in fresh["checkpoint"]["message"]
+    assert 'checkpoint file "node-b/kubelet/cpu_manager_state"' in fresh["checkpoint"]["message"]
 
     # wrong answers fail and say what is wrong without the right answer
     answer("qos", {"qos": {"web": "Burstable", "batch": "BestEffort", "cache": "Burstable", "api": "Burstable",

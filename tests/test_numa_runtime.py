@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from labkit import cgroups
+from labkit.exercises import wait_for
 from labkit.numa import runtime
 from labkit.state import LabEnv, LabState
 
@@ -35,7 +36,9 @@ def test_container_runs_in_kubelets_cgroup_layout_with_its_cpuset(env):
     assert runtime.wait_joined(group, proc.pid)
     seen = runtime.proc_affinity(proc.pid)
     assert seen.cpus == CPUS[-1:] and seen.mems == [0]
-    assert Path(f"/proc/{proc.pid}/cmdline").read_bytes().split(b"\0")[:2] == [b"sleep", b"60"]
+    # the wrapper joins the cgroup, then executes the command: wait for the exec
+    assert wait_for(lambda: Path(f"/proc/{proc.pid}/cmdline").read_bytes().split(b"\0")[:2] == [b"sleep", b"60"],
+                    timeout=5, interval=0.01)
     # the cpuset can change under a running process (UpdateContainerResources)
     runtime.set_cpuset(group, CPUS)
     assert runtime.proc_affinity(proc.pid).cpus == CPUS
