@@ -169,7 +169,7 @@ def legend(placement: Placement):
     if not placement.shared:
         table.add_row(Text("   ", style=SHARED[0]), "(no container in the shared pool)", shared_cpus, "")
     if placement.reserved:
-        table.add_row(Text("   ", style=RESERVED[0]), "reserved for the system",
+        table.add_row(Text("   ", style=RESERVED[0]), "reserved (never exclusive)",
                       format_cpus(placement.reserved) + " (still in the shared pool)", "")
     return table
 
