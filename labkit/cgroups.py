@@ -88,7 +88,7 @@ def create(env, relpath: str = "", controller: str = "cpuset") -> Path:
             in_base = path == root and controller not in _subtree_control(base)
             if in_base or not path.exists():
                 env.ledger.record("cgroup", path=str(path), **({"enabled_in_parent": [controller]} if in_base else {}))
-            _enable(path.parent, controller)
+            enable(path.parent, controller)
         elif not path.exists():
             env.ledger.record("cgroup", path=str(path))
         if path.exists():
@@ -101,9 +101,13 @@ def create(env, relpath: str = "", controller: str = "cpuset") -> Path:
     return path
 
 
-def _enable(parent: Path, controller: str) -> None:
-    if controller not in _subtree_control(parent):
-        (parent / "cgroup.subtree_control").write_text(f"+{controller}")
+def enable(parent: Path, *controllers: str) -> None:
+    """v2: let the children of `parent` use the controllers (cgroup.subtree_control). Only for the
+    lab's own cgroups: the root's change goes through create(), which records it first."""
+    have = _subtree_control(parent)
+    wanted = " ".join(f"+{c}" for c in controllers if c not in have)
+    if wanted:
+        (parent / "cgroup.subtree_control").write_text(wanted)
 
 
 def write(path: Path, knob: str, value: str) -> None:

@@ -224,7 +224,7 @@ class Node:
         for init in pod.init_containers:
             if init.name == container_name:
                 break
-            if not init.restartable:
+            if not init.sidecar:
                 self.memory_policy.remove_container(self.memory_state, pod.uid, init.name)
 
     def remove_pod(self, pod_uid: str) -> None:

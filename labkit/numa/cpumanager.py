@@ -278,7 +278,7 @@ class StaticPolicy:
             if "cpu" not in container.requests:
                 continue
             cpus = self.guaranteed_cpus(pod, container)
-            if container.restartable:
+            if container.sidecar:
                 by_sidecars += cpus
             elif by_sidecars + cpus > by_init:
                 by_init = by_sidecars + cpus
