@@ -2,8 +2,9 @@
 
 Follows kubernetes/kubernetes `pkg/kubelet/cm/cpumanager/` as of v1.34. What changed there since
 v1.32 does not change what labkit computes: logging and metrics, the allocation result carrying an
-"aligned" flag, and the options below moving on (strict-cpu-reservation beta in v1.33). The
-managers' outcomes for the reconstructed options are v1.32's.
+"aligned" flag, and the options below moving on (strict-cpu-reservation beta in v1.33,
+prefer-align-cpus-by-uncorecache beta in v1.34, full-pcpus-only GA in v1.33). For the
+reconstructed options, v1.34 allocates exactly as v1.32 did.
 * `cpu_manager.go` NewManager: the static policy needs a CPU reservation (kube-reserved +
   system-reserved cpu, rounded up; or the reservedSystemCPUs set);
 * `policy_options.go`: full-pcpus-only (GA since v1.33), distribute-cpus-across-numa,
