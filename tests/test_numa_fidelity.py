@@ -23,8 +23,6 @@ from labkit.numa.memorymanager import (Block, MemoryManagerError, MemoryState, M
 from labkit.numa.merge import (HintMerger, NUMAInfo, Policy, TopologyHint, filter_single_numa_hints, hints_from_json,
                                max_of_min_affinity_counts, new_numa_info)
 from labkit.numa.pods import pod_from_dict, qos_class
-
-# kubelet's unit tests build Pod objects directly, without the API server's validation
 from labkit.numa.topology import CPUTopology
 from labkit.numa.topologymanager import TopologyManager, TopologyManagerError
 from support import shared_fidelity
@@ -211,6 +209,7 @@ def _static_policy(case: dict, topo: CPUTopology | None = None) -> StaticPolicy:
                         alpha_options_enabled=True)
 
 
+# kubelet's unit tests build Pod objects directly, without the API server's validation: validate=False
 def run_static_policy(name: str, case: dict) -> None:
     if name == "TestSMTAlignmentErrorText":
         error = SMTAlignmentError(case["requested"], case["cpus_per_core"], case["available_physical"],
