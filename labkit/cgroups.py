@@ -5,6 +5,16 @@ controller (v1: /sys/fs/cgroup/<controller>, e.g. cpuset, cpu, cpuacct, memory; 
 root, which must offer the controller). The controller defaults to cpuset. Every directory is
 recorded in the lab's ledger before it is made; removal kills what runs inside and removes the
 directories bottom-up.
+
+v1 cpuset: a new cgroup takes no task until cpuset.cpus and cpuset.mems are set, so it starts
+with its parent's. v2: a cgroup has a controller's files only when its parent lists the
+controller in cgroup.subtree_control, so it is enabled in each parent of the subtree before a
+child is made (the kernel's "no internal processes" rule is kept: processes live only in
+leaves); cpuset.cpus.effective says what applies, an empty cpuset.cpus means "the parent's".
+When the unified root does not delegate the controller yet, enabling it there is the one change
+outside the lab's subtree: it is recorded with the subtree root before it is made and undone
+when the root's entry is cleaned up (unless another cgroup has come to use it meanwhile: the
+kernel refuses then, and it stays).
 """
 
 from __future__ import annotations
@@ -37,6 +47,27 @@ def cpuset_hierarchy() -> tuple[str, Path] | None:
     return hierarchy("cpuset")
 
 
+def hierarchy_description() -> str:
+    """Which path CPU pinning takes on this machine, for `labkit doctor`."""
+    found = cpuset_hierarchy()
+    if found is None:
+        return "no cgroup hierarchy offers the cpuset controller"
+    version, base = found
+    if version == "v1":
+        return (f"cgroup v1: cpuset hierarchy at {base}; labkit-<prefix>-<lab>/kubepods/... below it, "
+                "cpuset.cpus and cpuset.mems written per container")
+    delegated = "cpuset" in _subtree_control(base)
+    return (f"cgroup v2 (unified) at {base}; labkit-<prefix>-<lab>/kubepods/... below it, cpuset enabled through "
+            f"cgroup.subtree_control at each level, cpuset.cpus.effective read back; the root "
+            + ("already delegates cpuset" if delegated else "does not delegate cpuset yet: labkit enables it there while "
+               "a lab runs and disables it again at cleanup"))
+
+
+def _subtree_control(path: Path) -> list[str]:
+    control = path / "cgroup.subtree_control"
+    return control.read_text().split() if control.exists() else []
+
+
 def lab_root_name(env) -> str:
     return f"labkit-{env.prefix}-{env.lab.id}"
 
@@ -53,13 +84,15 @@ def create(env, relpath: str = "", controller: str = "cpuset") -> Path:
     for step in [None, *parts]:
         if step is not None:
             path = path / step
+        if version == "v2":       # one tree: the controller is enabled level by level
+            in_base = path == root and controller not in _subtree_control(base)
+            if in_base or not path.exists():
+                env.ledger.record("cgroup", path=str(path), **({"enabled_in_parent": [controller]} if in_base else {}))
+            enable(path.parent, controller)
+        elif not path.exists():
+            env.ledger.record("cgroup", path=str(path))
         if path.exists():
-            if version == "v2" and step is not None:
-                _enable(path.parent, controller)   # v2: one tree, controllers enabled level by level
             continue
-        env.ledger.record("cgroup", path=str(path))
-        if version == "v2":
-            _enable(path.parent, controller)
         path.mkdir()
         if version == "v1" and controller == "cpuset":
             # A v1 cpuset cgroup takes no tasks until cpus and mems are set: start from the parent's.
@@ -68,10 +101,13 @@ def create(env, relpath: str = "", controller: str = "cpuset") -> Path:
     return path
 
 
-def _enable(parent: Path, controller: str) -> None:
-    control = parent / "cgroup.subtree_control"
-    if control.exists() and controller not in control.read_text().split():
-        control.write_text(f"+{controller}")
+def enable(parent: Path, *controllers: str) -> None:
+    """v2: let the children of `parent` use the controllers (cgroup.subtree_control). Only for the
+    lab's own cgroups: the root's change goes through create(), which records it first."""
+    have = _subtree_control(parent)
+    wanted = " ".join(f"+{c}" for c in controllers if c not in have)
+    if wanted:
+        (parent / "cgroup.subtree_control").write_text(wanted)
 
 
 def write(path: Path, knob: str, value: str) -> None:
@@ -95,8 +131,19 @@ def processes(path: Path) -> list[int]:
 
 def remove_recorded(entry: dict) -> bool:
     path = Path(entry["path"])
-    if not path.exists():
-        return False
+    removed = path.exists()
+    if removed:
+        _remove_tree(path)
+    for controller in entry.get("enabled_in_parent", []):
+        try:
+            (path.parent / "cgroup.subtree_control").write_text(f"-{controller}")
+            removed = True
+        except OSError:
+            pass    # EBUSY: another cgroup uses it below the root by now; it stays enabled
+    return removed
+
+
+def _remove_tree(path: Path) -> None:
     from labkit.procs import kill
     kill(processes(path), grace=0.5)
     # bottom-up: children first
@@ -111,4 +158,3 @@ def remove_recorded(entry: dict) -> bool:
                 if attempt == 49:
                     raise
                 time.sleep(0.02)   # the kernel releases a cgroup a moment after its last task exits
-    return True

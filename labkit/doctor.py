@@ -128,13 +128,14 @@ def _run_checks(names: tuple[str, ...] | None) -> list[Finding]:
     if want("mount-namespaces"):
         ok = shutil.which("unshare") and subprocess.run(
             ["unshare", "--mount", "--propagation", "private", "true"], capture_output=True).returncode == 0
-        findings.append(Finding("mount-namespaces", OK if ok else FAIL,
-                                "mount namespaces can be created" if ok else "cannot create a mount namespace",
-                                "" if ok else "needs root, util-linux's unshare and CONFIG_NAMESPACES"))
+        setpriv = shutil.which("setpriv")    # runs commands in a container with its capabilities
+        findings.append(Finding("mount-namespaces", OK if ok and setpriv else FAIL,
+                                "mount namespaces can be created; setpriv is there" if ok and setpriv else
+                                "cannot create a mount namespace" if not ok else "setpriv not found",
+                                "" if ok and setpriv else "needs root, util-linux (unshare, setpriv) and CONFIG_NAMESPACES"))
     if want("cgroup-cpuset"):
         found = cgroups.cpuset_hierarchy()
-        findings.append(Finding("cgroup-cpuset", OK if found else FAIL,
-                                f"cpuset controller on cgroup {found[0]} at {found[1]}" if found else "no cgroup hierarchy offers cpuset",
+        findings.append(Finding("cgroup-cpuset", OK if found else FAIL, cgroups.hierarchy_description(),
                                 "" if found else "mount the cpuset controller (cgroup v1) or enable it in cgroup v2's subtree_control"))
     if want("cgroup-cpu-memory"):
         findings.append(_cpu_memory_finding())

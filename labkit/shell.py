@@ -25,6 +25,7 @@ class Host:
     description: str
     netns: str | None = None      # a named network namespace
     pid: int | None = None        # join this process's mount namespace (and its netns, if netns is None)
+    wrapper: tuple[str, ...] = ()  # runs the command once inside, e.g. limiting its capabilities
 
 
 def legacy_shim(env) -> Path:
@@ -66,4 +67,4 @@ def command(env, host_name: str, argv: list[str] | None) -> tuple[list[str], dic
     env.ledger.record("process", token=token, tag=f"{env.lab.id}/shell-{host_name}")
     child_env[OWNER_VAR] = token
     run = argv or ["bash", "--norc", "-i"]
-    return enter + ["--", *run], child_env
+    return enter + ["--", *host.wrapper, *run], child_env

@@ -127,6 +127,9 @@ def host_snapshot() -> dict[str, object]:
         "link-names": sorted(l.split(":")[1].strip() for l in subprocess.run(
             ["ip", "-o", "link", "show"], capture_output=True, text=True).stdout.splitlines()),
         "cgroups": cgroups,
+        # cgroup v2: the controllers the root delegates (a numa lab may enable cpuset there while it runs)
+        "cgroup-root-subtree-control": Path("/sys/fs/cgroup/cgroup.subtree_control").read_text()
+        if Path("/sys/fs/cgroup/cgroup.subtree_control").exists() else None,
         "run-labkit": os.path.exists("/run/labkit"),
         "processes": labkit_processes(prefix),
     }

@@ -33,14 +33,8 @@ from support import REPO, host_lock, labkit  # noqa: E402
 # MISTAKES_AWAITED: the only exercises of the built-in labs allowed fewer than two common mistakes,
 # each with the reason. Every other exercise of every lab under labs/ and tests/labs/ must have
 # two or more; an entry here whose exercise has its mistakes now fails the test too (remove it).
-_NODE_LINE = "written with the lab's checks, not yet merged"
 MISTAKES_AWAITED = {
     ("namespace", "broken-apiservice"): "comes with the rebuilt APIService availability",
-    **{("numa", ex): _NODE_LINE for ex in ("qos", "cpu-hints", "merge", "single-numa", "static-cpus", "memory",
-                                           "checkpoint", "pin")},
-    **{("mount-propagation", ex): _NODE_LINE for ex in ("predict-e2e-matrix", "node-mounts-reach-reader",
-                                                        "csi-plugin-publishes", "private-host-path", "leaked-mount",
-                                                        "peer-groups")},
 }
 PYTHON_DICT = re.compile(r"""\{\s*(['"])[^'"]*\1\s*:""")
 

@@ -2,6 +2,7 @@
 reference solution, wrong fixes fail, and the `labkit mounts` tools work on the live node."""
 
 import json
+import re
 
 import pytest
 import yaml
@@ -97,7 +98,8 @@ def test_mounts_tools_on_the_live_node(tmp_path, running_lab):
     assert ('Pod "csi-node" is invalid: spec.containers[0].volumeMounts.mountPropagation: Forbidden: '
             "Bidirectional mount propagation is available only to privileged containers") in refused.stderr
     waiting = labkit("mounts", "apply", "-f", str(pods / "logger.yaml"), check=0)
-    assert 'CreateContainerError: path "/srv/data" is mounted on "/" but it is not a shared or slave mount' in waiting.stdout
+    assert re.search(r'logger: CreateContainerError: failed to generate container "[0-9a-f]{64}" spec: failed to generate '
+                     r'spec: path "/srv/data" is mounted on "/" but it is not a shared or slave mount\n', waiting.stdout)
     states = {f"{r['pod']}/{r['container']}": r["state"]["state"]
               for r in json.loads(labkit("mounts", "get", "--json", check=0).stdout)}
     assert states == {"master/cntr": "running", "slave/cntr": "running", "private/cntr": "running",
@@ -147,6 +149,37 @@ def test_mounts_tools_on_the_live_node(tmp_path, running_lab):
         f"labkit: {bad}: spec.containers[0].volumeMounts[0].mountPath: expected an absolute path, got nothing"
     labkit("cleanup", LAB, check=0)
     assert "not running" in labkit("mounts", "get", check=2).stderr
+
+
+DEFAULT_CAPS = 0x00000000a80425fb      # containerd's defaultUnixCaps: no CAP_SYS_ADMIN
+
+
+def test_containers_have_the_runtimes_capabilities_and_node_paths(running_lab):
+    lab, env = running_lab
+    node = Node(env)
+    reader, master = node.party("reader"), node.party("master")
+    # what the kernel says of the container's process (its "init") and of a process run with exec
+    assert {f: kernel.status_mask(reader.pid, f) for f in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")} == \
+        {"CapInh": 0, "CapPrm": DEFAULT_CAPS, "CapEff": DEFAULT_CAPS, "CapBnd": DEFAULT_CAPS, "CapAmb": 0}
+    assert kernel.status_mask(master.pid) == kernel.status_mask("self")          # privileged: all of them
+    exec_caps = labkit("mounts", "exec", "reader", "--", "grep", "^Cap", "/proc/self/status", check=0).stdout
+    assert "CapEff:\t00000000a80425fb" in exec_caps and "CapBnd:\t00000000a80425fb" in exec_caps
+    # a real mount(2) by a process of the container fails with EPERM, and nothing is mounted
+    with pytest.raises(PermissionError):
+        kernel.in_namespace(reader.pid, kernel.mount, "x", "/data", "tmpfs", capabilities=reader.capabilities)
+    refused = labkit("mounts", "exec", "reader", "--", "mount", "-t", "tmpfs", "x", "/data")
+    assert refused.returncode != 0 and "permission denied" in refused.stderr
+    assert mountinfo.submounts(mountinfo.read(reader.pid), "/data") == []
+    # mountinfo shows node paths, as on a real node: nothing of the lab's state directory
+    for party in (node.party("node"), reader, master, node.party("watcher")):
+        text = open(f"/proc/{party.pid}/mountinfo").read()
+        assert str(env.dir) not in text and "/labkit" not in text, (party.name, text)
+    assert mountinfo.visible_at(mountinfo.read(reader.pid), "/data").root == "/var/lib/kubelet/shared"
+    assert mountinfo.visible_at(mountinfo.read(reader.pid), "/").root == "/"
+    assert mountinfo.visible_at(node.mounts(), "/var/lib/kubelet").root == "/var/lib/kubelet"
+    # a dead container has no process to exec in
+    dead = labkit("mounts", "exec", "publisher", "--", "true", check=2)
+    assert "container publisher of Pod publisher has exited (Error (exit code 137))" in dead.stderr
 
 
 def test_a_container_command_runs_inside_and_its_exit_ends_the_container(tmp_path, running_lab):

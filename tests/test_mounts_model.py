@@ -152,3 +152,89 @@ def test_pod_files_with_several_documents_and_lists(tmp_path):
     path.write_text("kind: Service\nmetadata: {name: s}\n")
     with pytest.raises(ConfigError, match="kind: expected Pod"):
         load_pods(path)
+
+
+def test_capabilities_are_containerds_default_set_unless_privileged():
+    from labkit.mounts import kernel
+    from labkit.mounts.pods import capabilities
+
+    everything = (1 << (kernel.last_capability() + 1)) - 1
+    default = capabilities(pod().containers[0], everything)
+    # CapEff a container gets from containerd's default spec (pkg/oci/spec.go defaultUnixCaps)
+    assert default == 0x00000000a80425fb
+    assert "SYS_ADMIN" not in kernel.capability_names(default)
+    runtime_own = 0x000001fffeffffff      # whatever the runtime has: WithAllCurrentCapabilities
+    assert capabilities(pod(privileged=True).containers[0], runtime_own) == runtime_own
+
+    def with_caps(add=(), drop=()):
+        p = parse_pod({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "securityContext": {
+            "capabilities": {"add": list(add), "drop": list(drop)}}}]}}, "p.yaml")
+        return kernel.capability_names(capabilities(p.containers[0], everything))
+
+    assert "SYS_ADMIN" in with_caps(add=["SYS_ADMIN"]) and "NET_RAW" not in with_caps(drop=["NET_RAW"])
+    assert with_caps(drop=["ALL"], add=["CHOWN"]) == ["CHOWN"]
+    assert with_caps(add=["ALL"], drop=["CHOWN"]) == [n for n in kernel.CAPABILITIES[1:kernel.last_capability() + 1]]
+    # the CRI plugin prefixes CAP_ itself: CAP_SYS_ADMIN becomes CAP_CAP_SYS_ADMIN, which no kernel knows
+    assert "SYS_ADMIN" not in with_caps(add=["CAP_SYS_ADMIN"]) and "SYS_ADMIN" in with_caps(add=["sys_admin"])
+
+
+def test_a_refused_spec_is_reported_as_create_container_reports_it():
+    from labkit.mounts.pods import create_error
+
+    p = pod("HostToContainer", privileged=True, path="/srv/private")
+    with pytest.raises(Refused) as info:
+        runtime_plan(p, p.containers[0], NODE)
+    assert create_error("ab" * 32, info.value) == (
+        f'failed to generate container "{"ab" * 32}" spec: failed to generate spec: '
+        'path "/srv/private" is mounted on "/" but it is not a shared or slave mount')
+
+
+def _in_fresh_namespace(action):
+    """Run `action()` in a forked child with a mount namespace of its own (made rprivate first,
+    so nothing reaches this one); returns what it returned (JSON), re-raising its error."""
+    import json
+    import os
+
+    from labkit.mounts import kernel
+
+    read_fd, write_fd = os.pipe()
+    child = os.fork()
+    if child == 0:
+        try:
+            kernel.unshare_mount_namespace()
+            kernel.change_propagation("/", "private", recursive=True)
+            reply = {"ok": action()}
+        except BaseException as exc:
+            reply = {"error": repr(exc)}
+        os.write(write_fd, json.dumps(reply).encode())
+        os._exit(0)
+    os.close(write_fd)
+    with os.fdopen(read_fd) as pipe:
+        reply = json.loads(pipe.read())
+    os.waitpid(child, 0)
+    assert "ok" in reply, reply["error"]
+    return reply["ok"]
+
+
+def test_make_rshared_leaves_a_path_on_a_shared_mount_alone(tmp_path):
+    # kubelet's DoMakeRShared: nothing when the path already lies on a shared mount (a systemd
+    # host's /); otherwise bind it onto itself and make it rshared
+    from labkit.mounts import kernel
+    from labkit.mounts.party import make_rshared
+
+    def act():
+        shared, private = tmp_path / "shared", tmp_path / "private"
+        for disk in (shared, private):
+            disk.mkdir()
+            kernel.mount("disk", str(disk), "tmpfs")
+            (disk / "kubelet").mkdir()
+        kernel.change_propagation(str(shared), "shared")
+        make_rshared(str(shared / "kubelet"))
+        make_rshared(str(private / "kubelet"))
+        mounts = mountinfo.read("self")
+        return {str(p): [m.tags for m in mounts if m.mountpoint == str(p / "kubelet")] for p in (shared, private)}
+
+    seen = _in_fresh_namespace(act)
+    assert seen[str(tmp_path / "shared")] == []
+    [tags] = seen[str(tmp_path / "private")]
+    assert tags.startswith("shared:")

@@ -8,6 +8,7 @@ Visibility is observed twice: labkit's answer from mountinfo, and the e2e test's
 """
 
 import json
+import re
 import subprocess
 import textwrap
 
@@ -33,7 +34,7 @@ def play_and_read_files(path, steps=None):
         names = [arg["name"] for kind, arg in loaded.steps if kind == "mount"]
         by_file = {}
         for party in result["visible"]:
-            pid, volume = player._volume_of(party)
+            pid, volume, _caps = player._volume_of(party)
             seen = []
             for name in dict.fromkeys(names):
                 try:
@@ -89,21 +90,38 @@ def test_an_exited_bidirectional_container_leaves_its_mount_on_the_node():
     result, by_file = play_and_read_files(SCENARIOS / "exiting-container.yaml")
     expected = {"host": ["master", "host"], "slave": ["master", "host"]}
     assert result["visible"] == expected and by_file == expected
-    assert result["errors"] == [{"step": 5, "message": "container master is not running (Killed)"}]
+    assert result["errors"] == [{"step": 5, "container": "master", "message": "container master is not running (Killed)"}]
 
 
-def test_private_host_path_refusals_carry_containerd_and_api_server_wording():
+def test_private_host_path_refusals_name_each_container_with_the_runtimes_and_api_servers_wording():
     result, by_file = play_and_read_files(SCENARIOS / "private-host-path.yaml")
     expected = {"host": ["host"], "private": ["private"]}
     assert result["visible"] == expected and by_file == expected
     assert result["tags"] == {"host": "", "private": ""}
-    [error] = result["errors"]
+    errors = {e["container"]: e for e in result["errors"]}
+    assert set(errors) == {"master", "slave", "unprivileged"} and {e["step"] for e in result["errors"]} == {1}
     path = '"/var/lib/kubelet/mount-propagation"'
-    assert error["step"] == 1
-    assert f"path {path} is mounted on {path} but it is not a shared mount" in error["message"]
-    assert f"path {path} is mounted on {path} but it is not a shared or slave mount" in error["message"]
-    assert ('Pod "unprivileged" is invalid: spec.containers[0].volumeMounts.mountPropagation: Forbidden: '
-            "Bidirectional mount propagation is available only to privileged containers") in error["message"]
+    spec = re.compile(r'CreateContainerError: failed to generate container "[0-9a-f]{64}" spec: failed to generate spec: ')
+    assert spec.match(errors["master"]["message"]) and spec.match(errors["slave"]["message"])
+    assert errors["master"]["message"].endswith(f"path {path} is mounted on {path} but it is not a shared mount")
+    assert errors["slave"]["message"].endswith(f"path {path} is mounted on {path} but it is not a shared or slave mount")
+    assert errors["unprivileged"]["message"] == (
+        'Pod "unprivileged" is invalid: spec.containers[0].volumeMounts.mountPropagation: Forbidden: '
+        "Bidirectional mount propagation is available only to privileged containers")
+    table = labkit("mounts", "play", "-f", str(SCENARIOS / "private-host-path.yaml"), check=0).stdout
+    assert {line.split(": ")[0] for line in table.splitlines() if line.startswith("step ")} == {"step 1"}
+    assert sorted(line.split(": ")[1] for line in table.splitlines() if line.startswith("step ")) == \
+        ["master", "slave", "unprivileged"]
+
+
+def test_a_container_that_is_not_privileged_cannot_mount():
+    # containerd's default capability set has no CAP_SYS_ADMIN: mount(2) fails with EPERM inside,
+    # the node's own mount still arrives
+    result, by_file = play_and_read_files(SCENARIOS / "unprivileged-mount.yaml")
+    expected = {"host": ["host"], "privileged": ["privileged", "host"], "unprivileged": ["host"]}
+    assert result["visible"] == expected and by_file == expected
+    assert result["errors"] == [{"step": 3, "container": "unprivileged",
+                                 "message": "mount /mnt/test/unprivileged: Operation not permitted"}]
 
 
 def test_slave_host_path_follows_upstream_and_the_nodes_own_mounts_go_nowhere():
@@ -191,7 +209,7 @@ def test_cli_play_prints_json_and_a_table():
     data = json.loads(out.stdout)
     assert set(data) == {"visible", "tags", "errors"} and data["visible"] == E2E
     table = labkit("mounts", "play", "-f", str(SCENARIOS / "exiting-container.yaml"), check=0).stdout
-    assert "step 5: container master is not running" in table
+    assert "step 5: master: container master is not running (Killed)" in table
     assert table.splitlines()[0].split() == ["party", "volume", "mount", "master", "host", "again"]
 
 

@@ -284,3 +284,78 @@ def test_pods_files_report_the_broken_field(tmp_path):
     with pytest.raises(ConfigError) as error:
         load_pods(path)
     assert str(error.value).startswith(f"{path}: spec.containers[0].resources.limits.cpu: 'two': quantities must match")
+
+
+def test_the_qos_class_comes_from_the_spec_never_from_a_status_in_the_file():
+    # the API server computes status.qosClass itself when it creates the Pod (PrepareForCreate)
+    spoofed = pod_from_dict({"metadata": {"name": "p"}, "status": {"qosClass": "Guaranteed"},
+                             "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "10"}}}]}})
+    assert qos_class(spoofed) == BURSTABLE
+    node = Node(load_machine("lab-two-node"), config_from_dict(
+        {"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration", "cpuManagerPolicy": "static",
+         "reservedSystemCPUs": "0", "topologyManagerPolicy": "single-numa-node"}))
+    (result,) = node.admit_all([spoofed])
+    assert result.admitted and not result.containers[0].exclusive and result.qos == BURSTABLE
+
+
+@pytest.mark.parametrize("resources, message", [
+    ({"requests": {"cpu": "2"}, "limits": {"cpu": "1"}},
+     'spec.containers[0].resources.requests: Invalid value: "2": must be less than or equal to cpu limit of 1'),
+    ({"requests": {"memory": "2Gi"}, "limits": {"memory": "1Gi"}},
+     'spec.containers[0].resources.requests: Invalid value: "2Gi": must be less than or equal to memory limit of 1Gi'),
+    ({"requests": {"cpu": "1", "hugepages-2Mi": "2Mi"}, "limits": {"cpu": "1", "hugepages-2Mi": "4Mi"}},
+     'spec.containers[0].resources.requests: Invalid value: "2Mi": must be equal to hugepages-2Mi limit of 4Mi'),
+    ({"requests": {"cpu": "1", "example.com/gpu": "1"}},
+     "spec.containers[0].resources.limits: Required value: Limit must be set for non overcommitable resources"),
+    ({"limits": {"hugepages-2Mi": "2Mi"}}, "spec.containers[0].resources: Forbidden: HugePages require cpu or memory"),
+    ({"requests": {"cpu": "-1"}},
+     'spec.containers[0].resources.requests[cpu]: Invalid value: "-1": must be greater than or equal to 0'),
+])
+def test_the_api_servers_validation_of_requests_and_limits(resources, message):
+    from labkit.numa.pods import PodInvalid
+
+    with pytest.raises(PodInvalid) as info:
+        pod_from_dict({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "resources": resources}]}})
+    assert info.value.problem == f'The Pod "p" is invalid: {message}'
+
+
+def test_pod_level_resources_are_refused_as_not_reconstructed():
+    with pytest.raises(ConfigError, match="spec.resources: pod-level resources are not part of labkit's"):
+        pod_from_dict({"metadata": {"name": "p"}, "spec": {"resources": {"limits": {"cpu": "2"}},
+                                                            "containers": [{"name": "c"}]}})
+
+
+def test_a_finished_init_containers_memory_goes_back_when_the_next_container_starts():
+    node = Node(load_machine("lab-two-node"), config_from_dict(
+        {"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration", "cpuManagerPolicy": "static",
+         "reservedSystemCPUs": "0", "topologyManagerPolicy": "best-effort", "memoryManagerPolicy": "Static",
+         "systemReserved": {"memory": "924Mi"}, "reservedMemory": [{"numaNode": 0, "limits": {"memory": "512Mi"}},
+                                                                  {"numaNode": 1, "limits": {"memory": "512Mi"}}]}))
+    pod = pod_from_dict({"metadata": {"name": "p"}, "spec": {
+        "initContainers": [{"name": "init", "resources": {"limits": {"cpu": "1", "memory": "3Gi"}}},
+                           {"name": "sidecar", "restartPolicy": "Always", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}],
+        "containers": [{"name": "app", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]}})
+    (result,) = node.admit_all([pod])
+    assert result.admitted and set(node.memory_state.assignments[pod.uid]) == {"init", "sidecar", "app"}
+    for container in ("init", "sidecar", "app"):        # kubelet starts them in order
+        node.add_container(pod, container)
+    assert set(node.memory_state.assignments[pod.uid]) == {"sidecar", "app"}
+    reserved = sum(s.memory_map["memory"].reserved for s in node.memory_state.machine_state.values())
+    assert reserved == 2 * 2**30
+
+
+def test_pods_no_longer_on_the_node_release_what_the_checkpoints_held(tmp_path):
+    cfg = config_from_dict({"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+                            "cpuManagerPolicy": "static", "reservedSystemCPUs": "0", "memoryManagerPolicy": "Static",
+                            "topologyManagerPolicy": "best-effort", "systemReserved": {"memory": "924Mi"},
+                            "reservedMemory": [{"numaNode": 0, "limits": {"memory": "512Mi"}},
+                                               {"numaNode": 1, "limits": {"memory": "512Mi"}}]})
+    big = pod_from_dict({"metadata": {"name": "big"}, "spec": {"containers": [
+        {"name": "c", "resources": {"limits": {"cpu": "2", "memory": "7Gi"}}}]}})
+    node = Node(load_machine("lab-two-node"), cfg, tmp_path)
+    node.admit_all([big])
+    node.save()
+    again = Node(load_machine("lab-two-node"), cfg, tmp_path)
+    assert again.remove_stale_state({"someone-else"}) == [big.uid]      # big was drained
+    assert again.memory_state.assignments == {} and again.cpu_state.assignments == {}
+    assert all(s.memory_map["memory"].reserved == 0 for s in again.memory_state.machine_state.values())

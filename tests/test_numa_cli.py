@@ -97,3 +97,34 @@ def test_take_packed_distributed_and_errors():
     assert out["cpuset"] == "0-6,10-16,40-45,50-55" and out["error"] is None
     failed = labkit("numa", "take", "--machine", "single-socket-ht", "--available", "0,2,4,6", "--count", "5", check=1)
     assert failed.stdout.strip() == "error: not enough cpus available to satisfy request: requested=5, available=4"
+
+
+def test_admit_running_releases_drained_pods_and_take_and_merge_follow_kubelet(tmp_path):
+    pods, cfg = write(tmp_path)
+    state = str(tmp_path / "state")
+    labkit("numa", "admit", "-f", pods, "--machine", "lab-two-node", "--config", cfg, "--state", state, check=0)
+    (tmp_path / "probe.yaml").write_text(yaml.safe_dump(PODS[0] | {"metadata": {"name": "probe"}}))
+    (tmp_path / "drained.yaml").write_text("# no Pod is bound to the node any more\n")
+    args = ["numa", "admit", "-f", str(tmp_path / "probe.yaml"), "--machine", "lab-two-node", "--config", cfg,
+            "--state", state]
+    kept = json.loads(labkit(*args, "--json", check=0).stdout)
+    assert kept["released_pods"] == []                   # without --running every Pod still counts
+    drained = labkit(*args, "--running", str(tmp_path / "drained.yaml"), check=0).stdout
+    assert "removeStaleState: released what the checkpoints held for 1 Pod(s)" in drained   # web; the others held nothing
+    memory = json.loads((tmp_path / "state" / "memory_manager_state").read_text())
+    assert len(memory["entries"]) == 1                   # only the probe's memory is held now
+    assert "--running goes with --state" in labkit("numa", "admit", "-f", pods, "--machine", "lab-two-node",
+                                                   "--running", pods, check=2).stderr
+    # take: the topology hint's NUMA node first (allocateCPUs), as the static-cpus exercise needs
+    hinted = labkit("numa", "take", "--machine", "dual-socket-ht", "--available", "1-11", "--count", "2", "--hint", "1")
+    assert hinted.stdout.strip() == "1,7"
+    unhinted = labkit("numa", "take", "--machine", "dual-socket-ht", "--available", "1-11", "--count", "2")
+    assert unhinted.stdout.strip() == "2,8"
+    assert "do not exist" in labkit("numa", "take", "--machine", "dual-socket-ht", "--count", "1", "--hint", "7", check=2).stderr
+    # merge --policy overrides the file's policy
+    hints = str(tmp_path / "hints.json")
+    (tmp_path / "hints.json").write_text(json.dumps({"numaNodes": [0, 1], "policy": "best-effort", "providers": [
+        {"cpu": [{"mask": [0, 1], "preferred": False}]}]}))
+    assert json.loads(labkit("numa", "merge", "-f", hints, "--json", check=0).stdout)["admit"] is True
+    assert json.loads(labkit("numa", "merge", "-f", hints, "--policy", "restricted", "--json", check=0).stdout)["admit"] is False
+    assert "expected one of" in labkit("numa", "merge", "-f", hints, "--policy", "strict", check=2).stderr

@@ -18,7 +18,8 @@ MACHINE = {"topology": [
                              {"core_id": 5, "thread_ids": [5, 11], "socket_id": 1}]},
 ]}
 PLACEMENT = Placement(exclusive={"default/db/main": [2, 8, 3], "default/web/app": [10]}, reserved=[0],
-                      shared=["default/burst/c"], memory={"default/db/main": [1], "default/web/app": [2]})
+                      shared=["default/burst/c"], memory={"default/db/main": [1], "default/web/app": [2]},
+                      shared_pool=[0, 1, 4, 5, 6, 7, 9, 11])
 
 
 def test_layout_nests_cores_in_nodes_in_sockets():
@@ -49,8 +50,8 @@ def test_svg_draws_each_cpu_once_in_its_core_node_and_socket_with_its_owners_col
     assert {seen[c][0][3] for c in (2, 3, 8)} == {PALETTE[0][1]}
     assert seen[0][0][3] == RESERVED[1] and seen[5][0][3] == SHARED[1]
     texts = " ".join(t.text or "" for t in root.iter(f"{SVG}text"))
-    assert "memory: default/db/main" in texts and "CPUs 2-3,8 exclusive" in texts
-    assert "shared pool: default/burst/c" in texts
+    assert "memory of: default/db/main" in texts and "CPUs 2-3,8 exclusive" in texts
+    assert "shared pool (CPUs 0-1,4-7,9,11): default/burst/c" in texts
 
 
 def test_terminal_picture_shows_every_cpu_and_the_legend():
@@ -60,6 +61,25 @@ def test_terminal_picture_shows_every_cpu_and_the_legend():
     for title in ("socket 0", "socket 1", "NUMA node 0", "NUMA node 1", "NUMA node 2"):
         assert title in text
     assert "2-3,8 (exclusive)" in text and "0 (still in the shared pool)" in text
-    assert "default/burst/c" in text
+    # every legend row names one container in the "who" column, its CPUs in the "CPUs" column
+    legend = {line.split()[0]: line.split()[1:] for line in text.splitlines()
+              if line.strip().startswith(("default/", "reserved"))}
+    assert legend["default/burst/c"][:3] == ["shared", "pool", "0-1,4-7,9,11"]
+    assert legend["default/db/main"][:2] == ["2-3,8", "(exclusive)"]
     html = console.export_html(inline_styles=True)
     assert html.count("background-color") >= 5   # the owners' cells are coloured
+
+
+def test_each_numa_node_shows_its_memory_and_the_memory_managers_tables():
+    machine = {"topology": [
+        {"node_id": 0, "memory": 8 << 30, "hugepages": [{"page_size": 1048576, "num_pages": 2}],
+         "cores": [{"core_id": 0, "thread_ids": [0], "socket_id": 0}]},
+        {"node_id": 1, "memory": 8 << 30, "hugepages": [], "cores": [{"core_id": 1, "thread_ids": [1], "socket_id": 0}]},
+    ]}
+    placement = Placement(memory_tables={0: {"memory": (5 << 30, 3 << 30, 2 << 30)}})
+    console = Console(width=200, record=True)
+    console.print(terminal(machine, placement, "m"))
+    text = console.export_text()
+    assert "memory 8Gi; hugepages-1Gi: 2 x 1Gi" in text and "memory: allocatable 5Gi, taken 3Gi, free 2Gi" in text
+    texts = " ".join(t.text or "" for t in ET.fromstring(svg(machine, placement, "m")).iter(f"{SVG}text"))
+    assert "memory 8Gi; hugepages-1Gi: 2 x 1Gi" in texts and "memory: allocatable 5Gi, taken 3Gi, free 2Gi" in texts

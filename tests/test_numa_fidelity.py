@@ -22,7 +22,7 @@ from labkit.numa.memorymanager import (Block, MemoryManagerError, MemoryState, M
                                        StaticPolicy as MemoryStaticPolicy, nodes_from_topology)
 from labkit.numa.merge import (HintMerger, NUMAInfo, Policy, TopologyHint, filter_single_numa_hints, hints_from_json,
                                max_of_min_affinity_counts, new_numa_info)
-from labkit.numa.pods import pod_from_dict
+from labkit.numa.pods import pod_from_dict, qos_class
 from labkit.numa.topology import CPUTopology
 from labkit.numa.topologymanager import TopologyManager, TopologyManagerError
 from support import shared_fidelity
@@ -209,6 +209,7 @@ def _static_policy(case: dict, topo: CPUTopology | None = None) -> StaticPolicy:
                         alpha_options_enabled=True)
 
 
+# kubelet's unit tests build Pod objects directly, without the API server's validation: validate=False
 def run_static_policy(name: str, case: dict) -> None:
     if name == "TestSMTAlignmentErrorText":
         error = SMTAlignmentError(case["requested"], case["cpus_per_core"], case["available_physical"],
@@ -241,7 +242,7 @@ def run_static_policy(name: str, case: dict) -> None:
         assert sorted(state.default_cpu_set) == case["expected_default_cpu_set"]
     elif name in ("TestStaticPolicyAdd", "TestStaticPolicyAddWithResvList"):
         policy, state = _static_policy(case), _cpu_state(case)
-        pod = pod_from_dict(case["pod"])
+        pod = pod_from_dict(case["pod"], validate=False)
         container = next(c for c in pod.all_containers() if c.name == case["container"])
         try:
             policy.allocate(state, pod, container)
@@ -262,7 +263,7 @@ def run_static_policy(name: str, case: dict) -> None:
         assert state.get_cpu_set(case["pod_uid"], case["container"]) is None
     elif name in ("TestStaticPolicyReuseCPUs", "TestStaticPolicyDoNotReuseCPUs"):
         policy, state = _static_policy({"topology": case["topology"]}), _cpu_state(case)
-        pod = pod_from_dict(case["pod"])
+        pod = pod_from_dict(case["pod"], validate=False)
         for container in pod.all_containers():
             policy.allocate(state, pod, container)
         assert sorted(state.default_cpu_set) == case["expected_default_after_alloc"]
@@ -285,7 +286,7 @@ def _hint_set(hints) -> set:
 def run_topology_hints(table: dict, name: str, case: dict) -> None:
     if name == "TestPodGuaranteedCPUs":
         policy = StaticPolicy(TOPOLOGIES["topoSingleSocketHT"], 0)
-        assert policy.pod_guaranteed_cpus(pod_from_dict(case["pod"])) == case["expected"]
+        assert policy.pod_guaranteed_cpus(pod_from_dict(case["pod"], validate=False)) == case["expected"]
         return
     if name in ("TestGetTopologyHints", "TestGetPodTopologyHints"):
         topo = CPUTopology.discover(machine_from_dict(table["machine"]))
@@ -296,7 +297,7 @@ def run_topology_hints(table: dict, name: str, case: dict) -> None:
     else:
         pytest.fail(f"no runner for topology hints test {name}")
     state = _cpu_state(case)
-    pod = pod_from_dict(case["pod"])
+    pod = pod_from_dict(case["pod"], validate=False)
     if name == "TestGetTopologyHints":
         container = next(c for c in pod.all_containers() if c.name == case["container"])
         hints = policy.get_topology_hints(state, pod, container)
@@ -340,8 +341,12 @@ class _FixedHintProvider:
 def run_topology_manager(name: str, case: dict) -> None:
     if name == "TestAdmit":
         nodes = [Node(0, 0, (), (), (10, 11)), Node(1, 0, (), (), (11, 10))]
-        pod = pod_from_dict({"metadata": {"name": "pod", "uid": "pod"}, "spec": {"containers": [{"name": "container"}]},
-                             "status": {"qosClass": case["qos_class"]}})
+        # the test sets status.qosClass as the API server does: from the spec
+        resources = {"Guaranteed": {"limits": {"cpu": "1", "memory": "1Gi"}}, "Burstable": {"requests": {"cpu": "100m"}},
+                     "BestEffort": {}}[case["qos_class"]]
+        pod = pod_from_dict({"metadata": {"name": "pod", "uid": "pod"},
+                             "spec": {"containers": [{"name": "container", "resources": resources}]}})
+        assert qos_class(pod) == case["qos_class"]
         for scope in ("container", "pod"):
             manager = TopologyManager(Machine(0, 0, 0, nodes), case["policy"], scope)
             for hints in hints_from_json(case["providers"]):
@@ -378,7 +383,7 @@ def _memory_hints(hints) -> dict | None:
 def run_memory_manager(name: str, case: dict) -> None:
     from labkit.numa.memorymanager import _machine_states_equal, pod_requested_resources
     if name == "Test_getPodRequestedResources":
-        assert pod_requested_resources(pod_from_dict(case["pod"])) == case["expected"]
+        assert pod_requested_resources(pod_from_dict(case["pod"], validate=False)) == case["expected"]
         return
     reserved = {int(k): v for k, v in case["system_reserved"].items()}
     hint_data = case.get("topology_hint")
@@ -395,7 +400,7 @@ def run_memory_manager(name: str, case: dict) -> None:
     if "init_containers_reusable_memory" in case:
         policy.init_containers_reusable_memory = case["init_containers_reusable_memory"]
     if name == "TestStaticPolicyGetTopologyHints":
-        pod = pod_from_dict(case["pod"])
+        pod = pod_from_dict(case["pod"], validate=False)
         expected = case["expected_hints"]
         expected = None if expected is None else {r: [(None if h["mask"] is None else bitmask.new_bitmask(*h["mask"]),
                                                        h["preferred"]) for h in hs] for r, hs in expected.items()}
@@ -405,12 +410,12 @@ def run_memory_manager(name: str, case: dict) -> None:
         if name == "TestStaticPolicyStart":
             policy.start(state)
         elif name == "TestStaticPolicyAllocate":
-            pod = pod_from_dict(case["pod"])
+            pod = pod_from_dict(case["pod"], validate=False)
             policy.allocate(state, pod, pod.containers[0])
         elif name == "TestStaticPolicyRemoveContainer":
             policy.remove_container(state, "pod1", "container1")
         elif name in ("TestStaticPolicyAllocateWithInitContainers", "TestStaticPolicyAllocateWithRestartableInitContainers"):
-            pod = pod_from_dict(case["pod"])
+            pod = pod_from_dict(case["pod"], validate=False)
             for container in pod.all_containers():
                 policy.allocate(state, pod, container)
         else:

@@ -77,6 +77,7 @@ def test_exclusive_cpu_and_a_shared_pool_that_follows_it(live_node, tmp_path):
     # the container sits in kubelet's cgroup layout for Guaranteed pods, with that cpuset
     cgroup = Path(pinned["containers"][0]["cgroup"])
     assert cgroup.parent.parent.name == "kubepods" and cgroup.parent.name == f"pod{pinned['uid']}"
+    assert re.fullmatch(r"[0-9a-f]{64}", cgroup.name)       # named by container ID, as containerd does
     assert g_pid in [int(p) for p in (cgroup / "cgroup.procs").read_text().split()]
 
     labkit("numa", "delete", "pinned", check=0)
@@ -108,6 +109,14 @@ def test_init_container_cpus_are_reused_by_the_app_container(live_node, tmp_path
     app_pid = result["containers"][0]["pids"][0] if result["containers"][0]["container"] == "app" else \
         result["containers"][1]["pids"][0]
     assert kernel_cpus(app_pid) == {EXCLUSIVE}    # kubelet hands the init container's CPUs to the app
+    # AddContainer of the app container released the finished init container's memory; the CPU
+    # Manager keeps the init container's assignment (the app reuses those CPUs)
+    kubelet = Path(os.environ["LABKIT_STATE_DIR"]) / "numa" / "kubelet"
+    memory = json.loads((kubelet / "memory_manager_state").read_text())
+    assert set(memory["entries"][result["uid"]]) == {"app"}
+    reserved = sum(node["memoryMap"]["memory"]["reserved"] for node in memory["machineState"].values())
+    assert reserved == 64 * 2**20
+    assert set(json.loads((kubelet / "cpu_manager_state").read_text())["entries"][result["uid"]]) == {"setup", "app"}
 
 
 def test_run_refuses_a_pod_already_on_the_node_and_commands_that_do_not_exist(live_node, tmp_path):

@@ -11,7 +11,7 @@ import pytest
 
 from labkit.numa.quantity import Quantity
 from labkit.resources import eviction, kubelet
-from labkit.resources.pods import Container, Pod, pod_from_dict, qos_class
+from labkit.pods import Container, Pod, pod_from_dict, qos_class
 
 TABLES = Path(__file__).resolve().parent / "fidelity" / "resources"
 
@@ -22,7 +22,7 @@ def table(name: str) -> dict:
 
 def pod(spec: dict, name: str = "pod") -> Pod:
     """As the upstream tests hand Pods to kubelet's code: as written, no API server defaulting."""
-    return pod_from_dict({"metadata": {"name": name}, "spec": spec}, api_server=False)
+    return pod_from_dict({"metadata": {"name": name}, "spec": spec}, defaulting=False, validation=False)
 
 
 HELPERS = table("cm_helpers.json")

@@ -15,7 +15,7 @@ from labkit.labs import get_lab
 from labkit.numa.quantity import Quantity
 from labkit.resources import eviction, kmsg, kubelet
 from labkit.resources.node import Node, NodeConfig, quantity_string
-from labkit.resources.pods import PodInvalid, pod_from_dict, qos_class
+from labkit.pods import PodInvalid, pod_from_dict, qos_class
 from labkit.state import LabEnv, LabState
 from support import wait_until
 

@@ -105,7 +105,7 @@ def get(lab_id: str = LAB_OPTION, as_json: bool = typer.Option(False, "--json", 
     if as_json:
         print(json.dumps(rows, indent=2))
         return
-    for r in rows:
+    for r in rows:   # long runtime errors stay whole on their line
         print(f"{r['pod']}/{r['container']}{'  privileged' if r['privileged'] else ''}  {_describe(r['state'])}")
         for m in r["mounts"]:
             print(f"    {m}")
@@ -117,10 +117,16 @@ def exec_command(
     name: str = typer.Argument(..., metavar="NAME", help="node, a Pod, or POD/CONTAINER."),
     lab_id: str = LAB_OPTION,
 ):
-    """Run a command inside the node or a container: `labkit mounts exec slave -- cat /proc/self/mountinfo`."""
+    """Run a command inside the node or a container: `labkit mounts exec slave -- cat /proc/self/mountinfo`.
+
+    In a container the command runs with the container's capabilities, as with kubectl exec."""
     from labkit import shell
+    from labkit.errors import LabkitError
 
     env, node = _node(lab_id)
+    stopped = node.not_running(name)
+    if stopped:
+        raise LabkitError(stopped)
     argv, child_env = shell.command(env, name, list(ctx.args) or None)
     sys.stdout.flush()
     os.execvpe(argv[0], argv, child_env)
@@ -152,7 +158,7 @@ def play(
         if i == 0:
             print("  ".join("-" * w for w in widths))
     for e in result["errors"]:
-        print(f"step {e['step']}: {e['message']}")
+        print(f"step {e['step']}: " + (f"{e['container']}: " if "container" in e else "") + e["message"])
 
 
 @app.command()

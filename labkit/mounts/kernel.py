@@ -1,4 +1,5 @@
-"""The system calls mount propagation needs, through ctypes: mount, umount2, unshare, setns, pivot_root.
+"""The system calls mount propagation needs, through ctypes: mount, umount2, unshare, setns, pivot_root,
+and the capability calls a container runtime makes before it starts the container's process.
 
 Python 3.11 has no os.unshare / os.setns, and no Python version has os.mount, so these go
 straight to libc. Namespace calls only work in a single-threaded process: setns(CLONE_NEWNS)
@@ -43,6 +44,28 @@ _libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctype
 _libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
 _libc.unshare.argtypes = [ctypes.c_int]
 _libc.setns.argtypes = [ctypes.c_int, ctypes.c_int]
+_libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+
+# Capabilities (include/uapi/linux/capability.h), by the names runtimes use without the CAP_ prefix.
+CAPABILITIES = (
+    "CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID", "SETPCAP",
+    "LINUX_IMMUTABLE", "NET_BIND_SERVICE", "NET_BROADCAST", "NET_ADMIN", "NET_RAW", "IPC_LOCK", "IPC_OWNER",
+    "SYS_MODULE", "SYS_RAWIO", "SYS_CHROOT", "SYS_PTRACE", "SYS_PACCT", "SYS_ADMIN", "SYS_BOOT", "SYS_NICE",
+    "SYS_RESOURCE", "SYS_TIME", "SYS_TTY_CONFIG", "MKNOD", "LEASE", "AUDIT_WRITE", "AUDIT_CONTROL", "SETFCAP",
+    "MAC_OVERRIDE", "MAC_ADMIN", "SYSLOG", "WAKE_ALARM", "BLOCK_SUSPEND", "AUDIT_READ", "PERFMON", "BPF",
+    "CHECKPOINT_RESTORE",
+)
+_PR_CAPBSET_DROP = 24
+_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
 
 
 def _check(rc: int, what: str, path=None) -> None:
@@ -95,11 +118,62 @@ def pivot_root(new_root, put_old) -> None:
     _check(_libc.syscall(ctypes.c_long(number), _b(new_root), _b(put_old)), "pivot_root", new_root)
 
 
-def in_namespace(pid: int, action, *args):
+def last_capability() -> int:
+    """The highest capability number this kernel knows (/proc/sys/kernel/cap_last_cap)."""
+    with open("/proc/sys/kernel/cap_last_cap") as f:
+        return int(f.read())
+
+
+def capability_mask(names) -> int:
+    return sum(1 << CAPABILITIES.index(name) for name in names)
+
+
+def capability_names(mask: int) -> list[str]:
+    return [name for bit, name in enumerate(CAPABILITIES) if mask >> bit & 1]
+
+
+def status_mask(pid, field: str = "CapEff") -> int:
+    """A capability set of a process as /proc/<pid>/status shows it (CapEff, CapBnd, ...)."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1], 16)
+    raise ValueError(f"/proc/{pid}/status has no {field}")
+
+
+def limit_capabilities(mask: int) -> None:
+    """What runc does with a process spec's capabilities before it executes the container's
+    command (libcontainer/capabilities): drop everything outside `mask` from the bounding set,
+    clear the ambient set, then set effective = permitted = `mask` and inheritable = none (the
+    spec containerd writes has no inheritable set). A root process that executes a program after
+    this gets permitted = inheritable | bounding = `mask` again, and no more.
+    """
+    for bit in range(last_capability() + 1):
+        if not mask >> bit & 1:
+            _check(_libc.prctl(_PR_CAPBSET_DROP, bit, 0, 0, 0), f"prctl(PR_CAPBSET_DROP, {bit})")
+    _check(_libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "prctl(PR_CAP_AMBIENT_CLEAR_ALL)")
+    header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
+    data = (_CapData * 2)()
+    for word in (0, 1):
+        bits = (mask >> (32 * word)) & 0xFFFFFFFF
+        data[word].effective = data[word].permitted = bits
+    _check(_libc.capset(ctypes.byref(header), data), "capset")
+
+
+def exec_wrapper(mask: int) -> tuple[str, ...]:
+    """A command prefix (util-linux setpriv) that runs a program with only the capabilities in
+    `mask`, as limit_capabilities leaves a process: what `runc exec` gives a process started in
+    a running container (kubectl exec)."""
+    keep = "".join(f",+{name.lower()}" for name in capability_names(mask))
+    return ("setpriv", "--inh-caps=-all", "--ambient-caps=-all", f"--bounding-set=-all{keep}", "--")
+
+
+def in_namespace(pid: int, action, *args, capabilities: int | None = None):
     """Run `action(*args)` in a forked child that has joined the mount namespace of `pid`.
 
     The child is single-threaded (fork keeps only the calling thread), so setns works even when
-    this process has threads. The result (JSON-serializable) or the error comes back over a pipe;
+    this process has threads. With `capabilities` (a mask), the child keeps only those before it
+    acts, as a process of a container with that capability set would. The result (JSON-serializable) or the error comes back over a pipe;
     an OSError is raised again here with its errno.
     """
     read_fd, write_fd = os.pipe()
@@ -108,6 +182,8 @@ def in_namespace(pid: int, action, *args):
         os.close(read_fd)
         try:
             enter_mount_namespace(pid)
+            if capabilities is not None:
+                limit_capabilities(capabilities)
             reply = {"ok": action(*args)}
         except OSError as exc:
             reply = {"errno": exc.errno, "error": exc.strerror or str(exc), "path": exc.filename}

@@ -1,10 +1,14 @@
 """A lab's node and its Pods: the processes that hold the mount namespaces, and what labkit knows of them.
 
 State lives in <lab state dir>/mounts/pods/<pod>.json (the Pod as applied and
-each container's state). The node's root filesystem is <lab state dir>/node/rootfs on disk,
-recorded in the ledger before it is made; everything else the lab mounts exists only inside the
-namespaces of tracked processes (labkit.mounts.party), so killing them (what `labkit cleanup`
-does first) takes every lab mount with them, and the host's mount table is never touched.
+each container's state). The node's root filesystem is a tmpfs mounted, inside the node's own
+namespace, on the directory <lab state dir>/node/rootfs (recorded in the ledger before it is
+made); everything the lab mounts exists only inside the namespaces of tracked processes
+(labkit.mounts.party), so killing them (what `labkit cleanup` does first) takes every lab mount
+with them, and the host's mount table is never touched.
+
+Every attempt to create a container gets a container ID, as containerd's CreateContainer gives
+one (64 hex digits); a running container's state records it, its capability set and its process.
 
 Party names: "node", and for each running container the Pod name (a Pod with one container) or
 "pod/container".
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import select
 import sys
 import time
@@ -23,7 +28,7 @@ from pathlib import Path
 from labkit import procs
 from labkit.errors import LabkitError
 from labkit.mounts import kernel, mountinfo
-from labkit.mounts.pods import Pod, Refused, parse_pod, runtime_plan, validate
+from labkit.mounts.pods import Pod, Refused, capabilities, create_error, parse_pod, runtime_plan, validate
 from labkit.state import write_json_atomic
 
 NODE = "node"
@@ -44,6 +49,7 @@ class Party:
     volumes: tuple[Volume, ...]
     pod: str | None = None
     container: str | None = None
+    capabilities: int | None = None    # a container's capability mask (None: the node, all of them)
 
 
 def party_name(pod: Pod, container_name: str) -> str:
@@ -103,11 +109,14 @@ class Node:
         """Run `action(*args)` inside the mount namespace of `pid` (a forked, single-threaded child)."""
         return kernel.in_namespace(pid, action, *args)
 
-    def mount_tmpfs(self, pid: int, path: str, source: str, content: str | None = None) -> None:
-        self.run(pid, _mount_tmpfs, path, source, content)
+    def mount_tmpfs(self, pid: int, path: str, source: str, content: str | None = None,
+                    capabilities: int | None = None) -> None:
+        """mount -t tmpfs inside the namespace of `pid`; with `capabilities`, done by a process
+        holding only those (a container's own process), else with all of labkit's."""
+        kernel.in_namespace(pid, _mount_tmpfs, path, source, content, capabilities=capabilities)
 
-    def umount(self, pid: int, path: str, lazy: bool = False) -> None:
-        self.run(pid, _umount, path, lazy)
+    def umount(self, pid: int, path: str, lazy: bool = False, capabilities: int | None = None) -> None:
+        kernel.in_namespace(pid, _umount, path, lazy, capabilities=capabilities)
 
     # -- Pods --------------------------------------------------------------------------------
 
@@ -180,32 +189,36 @@ class Node:
         (they build their namespaces in parallel)."""
         node_pid = self.require_pid()
         node_mounts = self.mounts(node_pid)
+        runtime_capabilities = kernel.status_mask("self")    # WithAllCurrentCapabilities reads them
         started = []
         for pod, name in containers:
             container = pod.container(name)
+            container_id = secrets.token_hex(32)
             try:
                 self._check_host_path_types(pod, container, node_pid)
                 plan = runtime_plan(pod, container, node_mounts)
             except Refused as exc:
-                self._set_state(pod.name, name, {"state": "waiting", "reason": "CreateContainerError", "message": exc.message})
+                message = create_error(container_id, exc) if exc.by == "runtime" else exc.message
+                self._set_state(pod.name, name, {"state": "waiting", "reason": "CreateContainerError", "message": message})
                 continue
+            caps = capabilities(container, runtime_capabilities)
             tag = f"pod-{pod.name}_{name}"     # '_' is in neither a Pod nor a container name
             spec = {"role": "container", "node_pid": node_pid,
-                    "rootfs": f"/run/labkit-containers/{pod.name}/{name}/rootfs",
-                    "root_propagation": plan.root_propagation,
+                    "rootfs": f"/run/containerd/io.containerd.runtime.v2.task/k8s.io/{container_id}/rootfs",
+                    "root_propagation": plan.root_propagation, "capabilities": caps,
                     "mounts": [{"source": m.source, "destination": m.destination, "propagation": m.propagation,
                                 "readonly": m.read_only} for m in plan.mounts],
                     "command": list(container.command) or None, "workdir": container.working_dir}
             proc, ready = self._spawn(tag, spec)
-            started.append((pod, name, tag, proc, ready))
-        for pod, name, tag, proc, ready in started:
+            started.append((pod, name, tag, proc, ready, container_id, caps))
+        for pod, name, tag, proc, ready, container_id, caps in started:
             reply = self._wait_ready(tag, proc, ready)
             if "error" in reply:
                 procs.kill(procs.find(procs.owner_token(self.env, tag)))
                 self._set_state(pod.name, name, {"state": "waiting", "reason": "RunContainerError", "message": reply["error"]})
             else:
-                self._set_state(pod.name, name, {"state": "running", "tag": tag, "pid": proc.pid,
-                                                 "started": round(time.time(), 3)})
+                self._set_state(pod.name, name, {"state": "running", "tag": tag, "pid": proc.pid, "containerID": container_id,
+                                                 "capabilities": caps, "started": round(time.time(), 3)})
 
     def _check_host_path_types(self, pod: Pod, container, node_pid: int) -> None:
         # kubelet's hostPath volume plugin (pkg/volume/hostpath): type Directory must already be one.
@@ -243,8 +256,32 @@ class Node:
                 if state["state"] != "running":
                     continue
                 volumes = tuple(Volume(pod.volumes[vm.name].path, vm.mount_path) for vm in c.volume_mounts)
-                found.append(Party(party_name(pod, c.name), state["pid"], volumes, pod_name, c.name))
+                found.append(Party(party_name(pod, c.name), state["pid"], volumes, pod_name, c.name,
+                                   state.get("capabilities")))
         return found
+
+    def not_running(self, name: str) -> str | None:
+        """Why `name` (POD or POD/CONTAINER) names a container that is not running; None when it
+        runs or names no container at all."""
+        pod_name, _, container_name = name.partition("/")
+        pod = self.pod(pod_name)
+        if pod is None or name == NODE:
+            return None
+        if not container_name:
+            if len(pod.containers) != 1:
+                return None
+            container_name = pod.containers[0].name
+        if container_name not in {c.name for c in pod.containers}:
+            return None
+        state = self.container_state(pod_name, container_name)
+        if state["state"] == "running":
+            return None
+        what = state.get("reason", state["state"]) + (f" (exit code {state['exitCode']})" if "exitCode" in state else "")
+        if state["state"] == "terminated":
+            return (f"container {container_name} of Pod {pod_name} has exited ({what}): there is no process to run a "
+                    f"command in (kubectl exec answers: container not found)")
+        return (f"container {container_name} of Pod {pod_name} is not running ({what}): it never started; "
+                "`labkit mounts get` shows why")
 
     def party(self, name: str) -> Party:
         parties = {p.name: p for p in self.parties()}

@@ -175,6 +175,13 @@ def render_graph_image(g: dict, fmt: str) -> bytes:
 # -- probing -----------------------------------------------------------------------------------
 
 
+def _remove_probe_dir(path: str) -> None:
+    try:
+        os.rmdir(path)
+    except OSError:
+        pass
+
+
 def _remove_probe(path: str) -> None:
     kernel.umount(path, lazy=True)
     try:
@@ -183,16 +190,25 @@ def _remove_probe(path: str) -> None:
         pass    # still a mount point somewhere else, or not empty: the directory stays
 
 
-def probe(node: Node, maker: tuple[int, str], observers: dict[str, tuple[int, str]]) -> dict[str, bool]:
+def probe(node: Node, maker: tuple[int, str], observers: dict[str, tuple[int, str]],
+          capabilities: int | None = None) -> dict[str, bool] | None:
     """Mount a fresh tmpfs at <maker path>/<probe> inside the maker's namespace and report, for
     each observer (pid, path), whether it sees that tmpfs at <its path>/<probe>; then remove it.
+
+    The probe is mounted with all of labkit's capabilities (an observer from the node's side),
+    or, given `capabilities`, by a process holding only those (a container's own process); when
+    that process may not mount (EPERM), the answer is None.
 
     Mount events propagate synchronously (mount(2) returns after the copies exist), so one
     reading of each observer's mountinfo is the answer.
     """
     name = f"labkit-probe-{secrets.token_hex(4)}"
     pid, path = maker
-    node.mount_tmpfs(pid, f"{path}/{name}", name)
+    try:
+        node.mount_tmpfs(pid, f"{path}/{name}", name, capabilities=capabilities)
+    except PermissionError:
+        node.run(pid, _remove_probe_dir, f"{path}/{name}")
+        return None
     try:
         seen = {}
         for observer, (opid, opath) in observers.items():

@@ -9,10 +9,13 @@ nothing is ever mounted in the namespace labkit itself runs in.
 
 The node ("the host" of a Pod) is a namespace of its own, cut off from the real host:
   unshare(CLONE_NEWNS); mount --make-rprivate /           no event goes to or comes from the host
-  its root is a directory under the lab's state dir, with the host's /usr and /etc read-only,
-  a fresh /proc, /dev, and tmpfs on /tmp and /run; then pivot_root into it
+  a tmpfs on a directory under the lab's state dir stands in for the node's disk: mountinfo
+  inside then shows node paths (/var/lib/kubelet/...) as a real node's does, and the tmpfs goes
+  with the namespace; the host's /usr and /etc read-only, a fresh /proc, /dev, and tmpfs on
+  /tmp and /run; then pivot_root into it
   then the node's own mounts, e.g. kubelet's MakeRShared("/var/lib/kubelet")
-  (pkg/volume/util/hostutil/hostutil_linux.go: bind the directory onto itself, make it rshared)
+  (pkg/volume/util/hostutil/hostutil_linux.go DoMakeRShared: nothing when the directory is
+  already on a shared mount, as on a systemd host; otherwise bind it onto itself, make it rshared)
 
 A container is made from the node's namespace the way containerd's CRI plugin and runc do it
 (runc libcontainer/rootfs_linux.go prepareRoot / mountToRootfs / mountPropagate / pivotRoot,
@@ -21,11 +24,13 @@ containerd internal/cri/opts/spec_linux_opts.go WithMounts):
   unshare(CLONE_NEWNS)
   mount --make-r<rootPropagation> /       rshared for Bidirectional, otherwise rslave (runc's default)
   the mount holding the rootfs made private if it is shared (rootfsParentMountPrivate)
-  mount --rbind rootfs rootfs
+  a tmpfs on the rootfs directory (it stands in for the image's overlay mount)
   /proc, /dev, /tmp and the image stand-ins (/usr, /etc from the node, read-only)
   for each volume: mkdir -p; mount --rbind <hostPath> <rootfs><mountPath>; [remount ro];
                    mount --make-r<private|slave|shared> <rootfs><mountPath>   (a separate mount(2) call)
   pivot_root; old root made rslave (so unmounting it sends nothing to the node), then detached
+  the process's capabilities limited to the container's set (runc's capabilities.ApplyCaps), so
+  the container's command, and everything it starts, has only those
 """
 
 from __future__ import annotations
@@ -89,12 +94,16 @@ def _mount_point_holding(path: str) -> tuple[str, str]:
     return (found.mountpoint, found.tags) if found else ("/", "")
 
 
+NODE_DISK = "labkit-node-disk"        # mount source of the node's root filesystem
+CONTAINER_ROOTFS = "rootfs"            # mount source of a container's root filesystem
+
+
 def setup_node(spec: dict) -> None:
     rootfs = spec["rootfs"]
     kernel.unshare_mount_namespace()
     kernel.change_propagation("/", "private", recursive=True)
     os.makedirs(rootfs, exist_ok=True)
-    kernel.bind(rootfs, rootfs)
+    kernel.mount(NODE_DISK, rootfs, "tmpfs", 0, "mode=755")
     populate_rootfs(rootfs)
     for directory in spec.get("dirs", []):
         os.makedirs(rootfs + directory, exist_ok=True)
@@ -103,10 +112,25 @@ def setup_node(spec: dict) -> None:
         prepare_host_path(item["path"], item["propagation"], item.get("upstream"))
 
 
-def prepare_host_path(path: str, propagation: str, upstream: str | None = None) -> None:
-    """Make `path` a mount of its own with the given propagation, inside the node.
+def make_rshared(path: str) -> None:
+    """kubelet's DoMakeRShared (pkg/volume/util/hostutil/hostutil_linux.go): if the mount that
+    holds `path` (the last mountinfo entry whose mount point contains it) is shared, nothing;
+    otherwise `mount --bind path path; mount --make-rshared path`."""
+    holder = None
+    for m in mountinfo.read("self"):
+        if mountinfo.is_under(path, m.mountpoint):
+            holder = m
+    if holder is not None and holder.shared is not None:
+        return
+    kernel.bind(path, path)
+    kernel.change_propagation(path, "shared", recursive=True)
 
-    shared:  kubelet's MakeRShared: bind the directory onto itself, make it rshared.
+
+def prepare_host_path(path: str, propagation: str, upstream: str | None = None) -> None:
+    """Make `path` a mount with the given propagation, inside the node.
+
+    shared:  kubelet's MakeRShared (the node's / is private, so it binds the directory onto
+             itself and makes it rshared).
     private: bind it onto itself and leave it private (what a host without shared mounts has).
     slave:   a slave of `upstream`, a shared bind of the same directory: what a node whose
              directory is an rslave bind of another namespace's shared mount sees (kubelet in a
@@ -121,9 +145,10 @@ def prepare_host_path(path: str, propagation: str, upstream: str | None = None) 
         kernel.bind(upstream, path)
         kernel.change_propagation(path, "slave")
         return
-    kernel.bind(path, path)
     if propagation == "shared":
-        kernel.change_propagation(path, "shared", recursive=True)
+        make_rshared(path)
+    else:
+        kernel.bind(path, path)
 
 
 def setup_container(spec: dict) -> None:
@@ -138,7 +163,7 @@ def setup_container(spec: dict) -> None:
     parent, tags = _mount_point_holding(rootfs)
     if any(t.startswith("shared:") for t in tags.split()):
         kernel.change_propagation(parent, "private")
-    kernel.bind(rootfs, rootfs, recursive=True)
+    kernel.mount(CONTAINER_ROOTFS, rootfs, "tmpfs", 0, "mode=755")
     populate_rootfs(rootfs)
     # runc mountToRootfs + mountPropagate, in the order containerd sorted the mounts
     for m in spec["mounts"]:
@@ -148,6 +173,7 @@ def setup_container(spec: dict) -> None:
         kernel.change_propagation(target, m["propagation"], recursive=True)
     enter_rootfs(rootfs)
     os.chdir(spec.get("workdir") or "/")
+    kernel.limit_capabilities(spec["capabilities"])
 
 
 def main(argv: list[str]) -> int:

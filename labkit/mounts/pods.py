@@ -3,8 +3,9 @@ containerd make about their volume mounts before any mount(2) happens.
 
 What is read from a Pod (everything else, e.g. image or resources, is accepted and ignored):
 metadata.name; spec.volumes[] with hostPath {path, type}; spec.containers[] with name,
-command, args, workingDir, securityContext.privileged and volumeMounts[] {name, mountPath,
-readOnly, mountPropagation}. Every container runs the node's own binaries in place of an image.
+command, args, workingDir, securityContext.privileged, securityContext.capabilities {add, drop}
+and volumeMounts[] {name, mountPath, readOnly, mountPropagation}. Every container runs the node's
+own binaries in place of an image.
 
 The decisions, each from the upstream code named beside it (read at kubernetes/kubernetes
 001a80e9 for kubelet, the API validation as of release 1.30+, containerd bbac058c (v2.x) and
@@ -22,7 +23,16 @@ runc 7c71a227):
                         ensureSharedOrSlave, same wording); rootfsPropagation rshared for
                         Bidirectional, rslave for HostToContainer unless already rshared, otherwise
                         unset, which runc turns into its default MS_SLAVE|MS_REC; mounts sorted by
-                        the number of parts of their container path (orderedMounts).
+                        the number of parts of their container path (orderedMounts). A refusal is
+                        wrapped as CreateContainer wraps it (internal/cri/server/container_create.go).
+  capabilities()        what the container's process may do: containerd's default set
+                        (pkg/oci/spec.go defaultUnixCaps; no CAP_SYS_ADMIN, so mount(2) fails with
+                        EPERM), changed by securityContext.capabilities add/drop (internal/cri/opts
+                        WithCapabilities, "ALL" included), and for a privileged container every
+                        capability the runtime itself has (pkg/oci WithPrivileged ->
+                        WithAllCurrentCapabilities). Not modelled: seccomp and AppArmor profiles
+                        (on a node with AppArmor, containerd's default profile also denies mount to
+                        unprivileged containers).
 """
 
 from __future__ import annotations
@@ -31,13 +41,16 @@ import re
 from dataclasses import dataclass, field
 
 from labkit.errors import ConfigError
-from labkit.mounts import mountinfo
+from labkit.mounts import kernel, mountinfo
 
 NONE, HOST_TO_CONTAINER, BIDIRECTIONAL = "None", "HostToContainer", "Bidirectional"
 SUPPORTED_PROPAGATIONS = (BIDIRECTIONAL, HOST_TO_CONTAINER, NONE)   # sorted, as the API lists them
 CRI_PRIVATE, CRI_HOST_TO_CONTAINER, CRI_BIDIRECTIONAL = "PROPAGATION_PRIVATE", "PROPAGATION_HOST_TO_CONTAINER", "PROPAGATION_BIDIRECTIONAL"
 HOST_PATH_TYPES = ("", "DirectoryOrCreate", "Directory")
 NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+# containerd pkg/oci/spec.go defaultUnixCaps: what a container that is not privileged gets.
+DEFAULT_CAPABILITIES = ("CHOWN", "DAC_OVERRIDE", "FSETID", "FOWNER", "MKNOD", "NET_RAW", "SETGID", "SETUID",
+                        "SETFCAP", "SETPCAP", "NET_BIND_SERVICE", "SYS_CHROOT", "KILL", "AUDIT_WRITE")
 
 
 @dataclass(frozen=True)
@@ -55,6 +68,8 @@ class Container:
     privileged: bool = False
     command: tuple[str, ...] = ()
     working_dir: str = ""
+    capabilities_add: tuple[str, ...] = ()      # securityContext.capabilities, as written
+    capabilities_drop: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -146,6 +161,14 @@ def parse_pod(obj, path, where: str = "") -> Pod:
         _expect(path, f"{w}.securityContext", sc, dict, "a mapping")
         privileged = sc.get("privileged", False)
         _expect(path, f"{w}.securityContext.privileged", privileged, bool, "true or false")
+        caps = sc.get("capabilities") or {}
+        _expect(path, f"{w}.securityContext.capabilities", caps, dict, "a mapping {add, drop}")
+        changes = {}
+        for key in ("add", "drop"):
+            names = caps.get(key) or []
+            if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+                raise ConfigError(path, f"{w}.securityContext.capabilities.{key}", "expected a list of capability names")
+            changes[key] = tuple(names)
         mounts = []
         for j, vm in enumerate(_expect(path, f"{w}.volumeMounts", raw.get("volumeMounts", []) or [], list, "a list")):
             wm = f"{w}.volumeMounts[{j}]"
@@ -158,7 +181,8 @@ def parse_pod(obj, path, where: str = "") -> Pod:
             mounts.append(VolumeMount(_expect(path, f"{wm}.name", vm.get("name"), str, "a volume name"),
                                       absolute_path(path, f"{wm}.mountPath", vm.get("mountPath")), prop, read_only))
         workdir = raw.get("workingDir") or ""
-        containers.append(Container(cname, tuple(mounts), privileged, tuple(command), workdir))
+        containers.append(Container(cname, tuple(mounts), privileged, tuple(command), workdir,
+                                    changes["add"], changes["drop"]))
     return Pod(name, tuple(containers), volumes, obj)
 
 
@@ -240,6 +264,32 @@ class RuntimePlan:
     @property
     def root_propagation(self) -> str:
         return "shared" if self.rootfs_propagation == "rshared" else "slave"
+
+
+def capabilities(container: Container, runtime_capabilities: int) -> int:
+    """The capability mask of the container's process: containerd's default set, changed by
+    securityContext.capabilities ("ALL" first, then each name, which the CRI plugin prefixes with
+    CAP_ and upper-cases), or everything the runtime has for a privileged container. Names this
+    kernel does not know are left out, as runc leaves them out (with a warning)."""
+    if container.privileged:
+        return runtime_capabilities
+    known = set(kernel.CAPABILITIES[:kernel.last_capability() + 1])
+    caps = set(DEFAULT_CAPABILITIES)
+    upper = lambda names: [n.upper() for n in names]   # ("CAP_X" becomes CAP_CAP_X: unknown)
+    if "ALL" in upper(container.capabilities_add):
+        caps = set(known)
+    if "ALL" in upper(container.capabilities_drop):
+        caps = set()
+    caps |= {n for n in upper(container.capabilities_add) if n != "ALL"}
+    caps -= set(upper(container.capabilities_drop))
+    return kernel.capability_mask(caps & known)
+
+
+def create_error(container_id: str, refusal: Refused) -> str:
+    """How CreateContainer reports a spec the runtime refuses (containerd internal/cri/server/
+    container_create.go and oci.GenerateSpec's wrapping), as kubelet shows it in the container's
+    CreateContainerError."""
+    return f"failed to generate container {_go_quote(container_id)} spec: failed to generate spec: {refusal.message}"
 
 
 def _go_quote(text: str) -> str:

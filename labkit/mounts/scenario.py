@@ -20,11 +20,15 @@ fresh node, then observed from live mountinfo.
 `by: upstream` (hostPath propagation slave only) mounts on the node's shared mount that the
 hostPath is a slave of. A party's volume is its first volume mount; the node's is the hostPath.
 
+A container's mount and umount steps are made by a process of that container, with its
+capabilities: in a container that is not privileged mount(2) fails with EPERM, as on a real node.
+
 The result: {"visible": {party: [mount names]}, "tags": {party: "shared:N" | "master:N" | ...},
-"errors": [{"step": n, "message": ...}]} for the node ("host") and every container still
-running at the end. A mount is visible to a party when the party's mountinfo has, at
-<its volume>/<name>, the tmpfs of that name. Steps the API server, kubelet, containerd or the
-kernel refuse are reported with their message (step numbers count from 1), and the scenario goes on.
+"errors": [{"step": n, "container": name (when one is concerned), "message": ...}]} for the node
+("host") and every container still running at the end. A mount is visible to a party when the
+party's mountinfo has, at <its volume>/<name>, the tmpfs of that name. Steps the API server,
+kubelet, containerd or the kernel refuse are reported with their message, one entry per refused
+container (step numbers count from 1), and the scenario goes on.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from pathlib import Path
 from labkit import procs
 from labkit.errors import ConfigError, LabkitError
 from labkit.exercises import wait_for
-from labkit.mounts import mountinfo
+from labkit.mounts import kernel, mountinfo
 from labkit.mounts.node import Node, party_name
 from labkit.mounts.pods import Pod, Refused, absolute_path, parse_pod, validate
 from labkit.state import LabEnv, LabState
@@ -203,6 +207,14 @@ def _maybe_crash(step: int) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+class Refusals(Exception):
+    """Several containers of one step refused, each with its own message."""
+
+    def __init__(self, refusals: list[tuple[str, str]]):
+        super().__init__("; ".join(f"{name}: {message}" for name, message in refusals))
+        self.refusals = refusals
+
+
 class Player:
     """Plays one scenario on the node of `env` (a fresh one)."""
 
@@ -219,36 +231,42 @@ class Player:
         self.node.start([{"path": s.host_path, "propagation": s.propagation, "upstream": UPSTREAM}])
         _maybe_crash(0)
         for number, (kind, arg) in enumerate(s.steps, start=1):
+            by = arg.get("by") if isinstance(arg, dict) else None
+            concerned = {"container": by} if by not in (None, HOST, UPSTREAM_PARTY) else {}
             try:
                 getattr(self, f"_{kind}")(arg)
+            except Refusals as exc:
+                self.errors += [{"step": number, "container": name, "message": message}
+                                for name, message in exc.refusals]
             except Refused as exc:
-                self.errors.append({"step": number, "message": exc.message})
+                self.errors.append({"step": number, **concerned, "message": exc.message})
             except OSError as exc:   # the kernel's answer, e.g. "umount /mnt/test/x: Device or resource busy"
-                self.errors.append({"step": number, "message": exc.strerror or str(exc)})
+                self.errors.append({"step": number, **concerned, "message": exc.strerror or str(exc)})
             _maybe_crash(number)
         return self.observe()
 
     # -- where things are ----------------------------------------------------------------------
 
-    def _volume_of(self, party: str) -> tuple[int, str]:
-        """(pid, path of the party's volume in its own view)."""
+    def _volume_of(self, party: str) -> tuple[int, str, int | None]:
+        """(pid, path of the party's volume in its own view, capabilities: None for the node)."""
         if party == HOST:
-            return self.node.require_pid(), self.scenario.host_path
+            return self.node.require_pid(), self.scenario.host_path, None
         if party == UPSTREAM_PARTY:
-            return self.node.require_pid(), UPSTREAM
+            return self.node.require_pid(), UPSTREAM, None
         pod, cname = self.pods[party]
         state = self.node.container_state(pod.name, cname)
         if state["state"] != "running":
             raise Refused(f"container {party} is not running ({state.get('reason', state['state'])}"
                           + (f": {state['message']}" if state.get("message") else "") + ")", by="kubelet")
-        return state["pid"], pod.container(cname).volume_mounts[0].mount_path
+        return state["pid"], pod.container(cname).volume_mounts[0].mount_path, state["capabilities"]
 
     # -- steps ------------------------------------------------------------------------------
 
     def _start(self, names: list[str]) -> None:
         """Create the Pods of these containers (all their containers start, as with kubectl
-        apply), or start again containers of Pods created before; all build in parallel."""
-        messages, new_pods, again = [], [], []
+        apply), or start again containers of Pods created before; all build in parallel. Every
+        container that does not start is reported with its own refusal."""
+        refusals, new_pods, again = [], [], []
         for name in names:
             pod, cname = self.pods[name]
             if pod.name in self.created:
@@ -257,7 +275,7 @@ class Player:
             try:
                 validate(pod)
             except Refused as exc:
-                messages.append(exc.message)
+                refusals.append((name, exc.message))
                 continue
             self.created.add(pod.name)
             new_pods.append(pod)
@@ -268,25 +286,28 @@ class Player:
             if pod.name in self.created:
                 state = self.node.container_state(pod.name, cname)
                 if state["state"] != "running":
-                    messages.append(state.get("message") or state.get("reason", "not started"))
-        if messages:
-            raise Refused("; ".join(messages), by="runtime")
+                    refusals.append((name, f"{state['reason']}: {state['message']}" if state.get("message")
+                                     else state.get("reason", "not started")))
+        if refusals:
+            raise Refusals(refusals)
 
     def _mount(self, arg: dict) -> None:
-        pid, volume = self._volume_of(arg["by"])
-        self.node.mount_tmpfs(pid, f"{volume}/{arg['name']}", tmpfs_source(arg["name"]), arg["name"])
+        pid, volume, caps = self._volume_of(arg["by"])
+        self.node.mount_tmpfs(pid, f"{volume}/{arg['name']}", tmpfs_source(arg["name"]), arg["name"], capabilities=caps)
 
     def _umount(self, arg: dict) -> None:
-        pid, volume = self._volume_of(arg["by"])
-        self.node.umount(pid, f"{volume}/{arg['name']}", lazy=arg["lazy"])
+        pid, volume, caps = self._volume_of(arg["by"])
+        self.node.umount(pid, f"{volume}/{arg['name']}", lazy=arg["lazy"], capabilities=caps)
 
     def _busy(self, arg: dict) -> None:
-        pid, volume = self._volume_of(arg["by"])
+        pid, volume, caps = self._volume_of(arg["by"])
         self.holders += 1
         tag = f"busy-{self.holders}"
         where = f"{volume}/{arg['name']}"
-        # (nsenter's --wd=DIR would open DIR before entering the namespace: cd once inside)
-        holder = procs.spawn(self.node.env, tag, ["nsenter", f"--target={pid}", "--mount", "--", "sh", "-c",
+        # a process of the container (its capabilities); nsenter's --wd=DIR would open DIR before
+        # entering the namespace: cd once inside
+        wrapper = kernel.exec_wrapper(caps) if caps is not None else ()
+        holder = procs.spawn(self.node.env, tag, ["nsenter", f"--target={pid}", "--mount", "--", *wrapper, "sh", "-c",
                                                   'cd "$1" && exec sleep infinity', "sh", where])
         # the shell execs sleep once its cwd is in place; if it cannot, it exits
         wait_for(lambda: holder.poll() is not None or _comm(holder.pid) == "sleep", timeout=10, interval=0.005)
@@ -309,7 +330,7 @@ class Player:
                             if self.node.container_state(*self._pod_container(p))["state"] == "running"]
         visible, tags = {}, {}
         for party in parties:
-            pid, volume = self._volume_of(party)
+            pid, volume, _caps = self._volume_of(party)
             mounts = mountinfo.read(pid)
             visible[party] = [n for n in names if _is_tmpfs(mountinfo.visible_at(mounts, f"{volume}/{n}"), n)]
             holder = mountinfo.containing_mount(mounts, volume) if party == HOST else mountinfo.visible_at(mounts, volume)

@@ -1,16 +1,21 @@
 """A kubelet's NUMA resource managers on one machine: start them, admit Pods, keep checkpoints.
 
 `Node(machine, config, state_dir)` does what kubelet's container manager does (kubernetes/kubernetes
-`pkg/kubelet/cm/container_manager_linux.go`, v1.32): create the Topology Manager, then the Device,
+`pkg/kubelet/cm/container_manager_linux.go`, v1.34): create the Topology Manager, then the Device,
 CPU and Memory Managers (registered as hint providers in that order), then start the CPU and
 Memory Managers, which restore `cpu_manager_state` / `memory_manager_state` from the state
 directory (kubelet's root dir) and validate them. `admit(pod)` is the Topology Manager's admit
 handler (kubelet's resource-allocation admit handler); later admit handlers (node-allocatable fit,
 eviction, ...) are not part of this reconstruction.
 
-Pods admitted in earlier runs stay in the checkpoints, as Pods still running on the node. A Pod that
-is rejected part-way keeps what was allocated until kubelet's next stale-state cleanup (before the
-next admission); labkit releases it right away, which the next Pod cannot tell apart.
+Pods admitted in earlier runs stay in the checkpoints, as Pods still running on the node, until
+`remove_stale_state` is told which Pods are still active (kubelet's removeStaleState, run by the CPU
+and Memory Managers before every hint and allocation: the state of every other Pod is released).
+A Pod that is rejected part-way keeps what was allocated until that cleanup; labkit releases it
+right away, which the next Pod cannot tell apart. `add_container` is what kubelet calls when it
+starts a container (AddContainer): the Memory Manager then releases the memory of the Pod's
+regular init containers that ran before it (memory_manager.go), the CPU Manager keeps their CPUs
+(cpu_manager.go).
 
 Where a container runs (what kubelet writes to its cpuset cgroup):
 * CPUs: its exclusive CPUs, else the shared pool (the CPU Manager's default set); with the `none`
@@ -206,6 +211,22 @@ class Node:
         self.devices.remove_pod(pod.uid)
         self.topology_manager.forget_pod(pod.uid)
 
+    def remove_stale_state(self, active_uids: set[str]) -> list[str]:
+        """removeStaleState: release everything held for Pods that are not active; returns their UIDs."""
+        stale = sorted((set(self.cpu_state.assignments) | set(self.memory_state.assignments)) - set(active_uids))
+        for uid in stale:
+            self.remove_pod(uid)
+        return stale
+
+    def add_container(self, pod: Pod, container_name: str) -> None:
+        """AddContainer of the Memory Manager: regular init containers started before this container
+        have finished, so their memory blocks are released (sidecars keep theirs)."""
+        for init in pod.init_containers:
+            if init.name == container_name:
+                break
+            if not init.sidecar:
+                self.memory_policy.remove_container(self.memory_state, pod.uid, init.name)
+
     def remove_pod(self, pod_uid: str) -> None:
         """A Pod left the node: RemoveContainer for every container the managers hold for it.
 
@@ -240,6 +261,14 @@ class Node:
         if isinstance(self.memory_policy, memorymanager.StaticPolicy):
             return self.memory_policy.memory_numa_nodes(self.memory_state, pod_uid, container)
         return None
+
+    def memory_tables(self) -> dict[int, dict[str, tuple[int, int, int]]]:
+        """The Memory Manager's machine state per NUMA node and resource: (allocatable, reserved by
+        Pods, free) in bytes; empty without the Static policy."""
+        if not isinstance(self.memory_policy, memorymanager.StaticPolicy):
+            return {}
+        return {node_id: {r: (t.allocatable, t.reserved, t.free) for r, t in state.memory_map.items()}
+                for node_id, state in sorted(self.memory_state.machine_state.items())}
 
     def device_assignments(self, pod_uid: str, container: str) -> dict[str, list[str]]:
         return {r: sorted(ids) for r, ids in self.devices.allocated.get(pod_uid, {}).get(container, {}).items()}

@@ -1,6 +1,6 @@
 """kubelet's `cpu_manager_state` and `memory_manager_state` checkpoint files, checksum included.
 
-Format and checks follow kubernetes/kubernetes (v1.32):
+Format and checks follow kubernetes/kubernetes (v1.34; unchanged since v1.32):
 * `cpumanager/state/checkpoint.go` and `state_checkpoint.go`: the V2 file
   {"policyName", "defaultCpuSet", "entries": {podUID: {container: cpuset}} (omitted when empty),
   "checksum"}; on restore kubelet tries the V1 layout (entries keyed by container ID) first, then

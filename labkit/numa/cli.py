@@ -18,6 +18,15 @@ MACHINE_HELP = "cadvisor MachineInfo JSON, or a shipped machine: " \
 CROSS_PRODUCT_ROWS = 40
 
 
+def console():
+    """Where tables and pictures go: the terminal as it is, or, when the output is a pipe or a
+    file, a console wide enough that no name, path or CPU list is broken at 80 columns."""
+    from rich.console import Console
+
+    found = Console()
+    return found if found.is_terminal else Console(width=1000)
+
+
 def _print_json(data) -> None:
     typer.echo(json.dumps(data, indent=2))
 
@@ -42,6 +51,10 @@ def admit(
     config: Optional[Path] = typer.Option(None, "--config", help="KubeletConfiguration YAML (default: kubelet's defaults)."),
     state: Optional[Path] = typer.Option(None, "--state", help="kubelet root dir: cpu_manager_state and memory_manager_state "
                                          "are read from it first and written back after admission."),
+    running: Optional[Path] = typer.Option(None, "--running", help="With --state: the Pods still bound to the node "
+                                           "(YAML; an empty file: none). What the checkpoints hold for any other Pod is "
+                                           "released first, as kubelet's removeStaleState does. Without it, every Pod in "
+                                           "the checkpoints counts as still running."),
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
 ):
     """Admit Pods as kubelet does: QoS, hints, merge, policy decision, exclusive CPUs, memory nodes."""
@@ -53,15 +66,22 @@ def admit(
     the_machine = load_machine(machine)
     cfg = load_config(config)
     pod_list = load_pods(pods)
+    if running is not None and state is None:
+        raise LabkitError("--running goes with --state (the checkpoints whose stale entries it releases)")
+    bound = load_pods(running, allow_empty=True) if running is not None else None
     node = Node(the_machine, cfg, state)
+    released = [] if bound is None else node.remove_stale_state({p.uid for p in bound + pod_list})
     results = node.admit_all(pod_list)
     written = node.save()
     for warning in cfg.warnings:
         typer.echo(f"warning: {warning}", err=True)
     if as_json:
         _print_json({"pods": [r.to_json() for r in results], "shared_pool": sorted(node.shared_pool()),
-                     "reserved_cpus": sorted(node.reserved_cpus())})
+                     "reserved_cpus": sorted(node.reserved_cpus()), "released_pods": released})
         return
+    if released:
+        typer.echo(f"removeStaleState: released what the checkpoints held for {len(released)} Pod(s) no longer on the "
+                   f"node: {', '.join(released)}")
     from labkit.numa.cpuset import format_cpus
     for result in results:
         pod = result.pod
@@ -143,13 +163,21 @@ def _merge_input(path: Path):
 def merge(
     hints: Path = typer.Option(..., "-f", "--filename", help='Hints JSON: {"numaNodes": [0,1], "policy": "best-effort", '
                                '"policyOptions": {...}, "distances": {...}, "providers": [...]}'),
+    policy: Optional[str] = typer.Option(None, "--policy", help="The Topology Manager policy to merge with (none, "
+                                         "best-effort, restricted, single-numa-node); default: the file's `policy`."),
     as_json: bool = typer.Option(False, "--json", help='Print {"hint": {"mask", "preferred"}, "admit"} only.'),
 ):
     """Merge providers' hints as the Topology Manager does, and explain the decision."""
     from labkit.numa.merge import HintMerger, NUMAInfo, Policy, provider_list_labels
     from labkit.numa.topologymanager import PolicyOptions, TopologyManagerError
 
+    from labkit.numa.merge import POLICIES
+
     nodes, distances, policy_name, options, providers = _merge_input(hints)
+    if policy is not None:
+        if policy not in POLICIES:
+            raise ConfigError("--policy", None, f"expected one of {', '.join(POLICIES)}, got {policy!r}")
+        policy_name = policy
     try:
         opts = PolicyOptions.parse(options) if policy_name != "none" else PolicyOptions()
     except TopologyManagerError as exc:
@@ -184,7 +212,6 @@ def merge(
 
 
 def cross_product_table(lists, labels, numa_info, merger) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     from labkit.numa.merge import iterate_permutations, merge_permutation
@@ -205,7 +232,7 @@ def cross_product_table(lists, labels, numa_info, merger) -> None:
         merged = merge_permutation(default, permutation)
         note = "best" if merged == best_fold else ("ignored: empty mask" if merged.mask == 0 else "")
         table.add_row(*[format_hint(h) for h in permutation], format_hint(merged), note)
-    Console(width=200).print(table)
+    console().print(table)
     if total > CROSS_PRODUCT_ROWS:
         typer.echo(f"... {total - CROSS_PRODUCT_ROWS} more permutation(s) not shown")
 
@@ -215,13 +242,20 @@ def take(
     machine: str = typer.Option(..., "--machine", help=MACHINE_HELP),
     count: int = typer.Option(..., "--count", min=0, help="How many CPUs to take."),
     available: Optional[str] = typer.Option(None, "--available", help="CPUs to take from, Linux list form (default: all)."),
+    hint: Optional[str] = typer.Option(None, "--hint", help="NUMA nodes of the container's topology hint, e.g. 0 or 0,1: "
+                                       "as the static policy allocates, CPUs of those nodes are taken first, the rest "
+                                       "from all available CPUs."),
     distribute: bool = typer.Option(False, "--distribute", help="distribute-cpus-across-numa (takeByTopologyNUMADistributed)."),
     group_size: int = typer.Option(1, "--group-size", min=1, help="CPUs handed out together with --distribute "
                                    "(kubelet uses the CPUs per core with full-pcpus-only)."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ):
-    """The CPUs kubelet's allocator (takeByTopology) would take, or its error."""
+    """The CPUs kubelet's allocator (takeByTopology) would take, or its error.
+
+    `--available` are the CPUs it may take (the static policy passes the shared pool minus the
+    reserved CPUs); with `--hint`, allocateCPUs' order: the hint's NUMA nodes first."""
     from labkit.numa import cpuset
+    from labkit.numa.cpumanager import take_aligned_first
     from labkit.numa.cpu_assignment import (CPUAllocationError, take_by_topology_numa_distributed,
                                             take_by_topology_numa_packed)
     from labkit.numa.machine import load_machine
@@ -237,9 +271,24 @@ def take(
             cpus = cpuset.parse(available)
         except cpuset.CPUSetParseError as exc:
             raise ConfigError("--available", None, f"{available!r} is not a CPU list: {exc}") from None
+    aligned = None
+    if hint is not None:
+        try:
+            nodes = cpuset.parse(hint)
+        except cpuset.CPUSetParseError as exc:
+            raise ConfigError("--hint", None, f"{hint!r} is not a list of NUMA node ids: {exc}") from None
+        unknown = sorted(set(nodes) - set(topo.numa_nodes()))
+        if unknown:
+            raise ConfigError("--hint", None, f"NUMA node(s) {cpuset.format_cpus(unknown)} do not exist on this machine "
+                              f"(nodes: {cpuset.format_cpus(topo.numa_nodes())})")
+        aligned = frozenset(cpus) & topo.cpus_in_numa_nodes(*nodes)
+
+    def take_fn(available_cpus, n):
+        return take_by_topology_numa_distributed(topo, available_cpus, n, group_size) if distribute \
+            else take_by_topology_numa_packed(topo, available_cpus, n)
+
     try:
-        result = take_by_topology_numa_distributed(topo, cpus, count, group_size) if distribute \
-            else take_by_topology_numa_packed(topo, cpus, count)
+        result = take_aligned_first(cpus, aligned, count, take_fn)
         error = None
     except CPUAllocationError as exc:
         result, error = frozenset(), str(exc)

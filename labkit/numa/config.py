@@ -11,7 +11,7 @@ the machine's CPUs and replaces the cpu entries of kubeReserved/systemReserved).
 Fields read: cpuManagerPolicy, cpuManagerPolicyOptions, reservedSystemCPUs, kubeReserved,
 systemReserved, evictionHard, mergeDefaultEvictionSettings, topologyManagerPolicy,
 topologyManagerScope, topologyManagerPolicyOptions, memoryManagerPolicy, reservedMemory,
-featureGates. Other kubelet fields are accepted and ignored. labkit reconstructs kubelet v1.32:
+featureGates. Other kubelet fields are accepted and ignored. labkit reconstructs kubelet v1.34:
 feature gates it does not know are refused, as that kubelet would refuse them.
 """
 
@@ -33,7 +33,8 @@ TOPOLOGY_POLICIES = ("none", "best-effort", "restricted", "single-numa-node")
 TOPOLOGY_SCOPES = ("container", "pod")
 DEFAULT_EVICTION_HARD = {"memory.available": "100Mi", "nodefs.available": "10%", "nodefs.inodesFree": "5%",
                          "imagefs.available": "15%"}
-# Feature gates that matter here, with their v1.32 defaults.
+# Feature gates that matter here, with their v1.34 defaults (pkg/features/kube_features.go:
+# unchanged since v1.28 for these four).
 FEATURE_GATES = {
     "CPUManagerPolicyAlphaOptions": False,
     "CPUManagerPolicyBetaOptions": True,

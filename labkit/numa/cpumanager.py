@@ -1,18 +1,24 @@
 """The CPU Manager: `none` and `static` policies, hints, allocation, the shared pool.
 
-Follows kubernetes/kubernetes `pkg/kubelet/cm/cpumanager/` as of v1.32:
+Follows kubernetes/kubernetes `pkg/kubelet/cm/cpumanager/` as of v1.34. What changed there since
+v1.32 does not change what labkit computes: logging and metrics, the allocation result carrying an
+"aligned" flag, and the options below moving on (strict-cpu-reservation beta in v1.33,
+prefer-align-cpus-by-uncorecache beta in v1.34, full-pcpus-only GA in v1.33). For the
+reconstructed options, v1.34 allocates exactly as v1.32 did.
 * `cpu_manager.go` NewManager: the static policy needs a CPU reservation (kube-reserved +
   system-reserved cpu, rounded up; or the reservedSystemCPUs set);
-* `policy_options.go`: full-pcpus-only (GA), distribute-cpus-across-numa and
-  strict-cpu-reservation (beta), align-by-socket (alpha, needs the CPUManagerPolicyAlphaOptions
-  gate), their incompatibilities, and ValidateStaticPolicyOptions;
+* `policy_options.go`: full-pcpus-only (GA since v1.33), distribute-cpus-across-numa,
+  strict-cpu-reservation and prefer-align-cpus-by-uncorecache (beta: the CPUManagerPolicyBetaOptions
+  gate is on by default), align-by-socket and distribute-cpus-across-cores (alpha, need the
+  CPUManagerPolicyAlphaOptions gate), their incompatibilities, and ValidateStaticPolicyOptions;
 * `policy_static.go`: reserved CPUs (taken with takeByTopology from all CPUs unless given),
   validateState, Allocate (SMT alignment errors, aligned CPUs first, init-container CPU reuse),
   RemoveContainer, GetTopologyHints / GetPodTopologyHints, generateCPUTopologyHints;
 * `policy_none.go`: no exclusive CPUs, no hints, no options.
 
 Not reconstructed: the options distribute-cpus-across-cores and prefer-align-cpus-by-uncorecache
-(they are refused with a message saying so), in-place Pod resize, pod-level resources.
+(they are refused with a message saying so), in-place Pod resize, pod-level resources (Pods with
+`spec.resources` are refused when they are read).
 
 State (`state.State`): the default CPU set (the shared pool) and `assignments[podUID][container]`.
 """
@@ -139,6 +145,16 @@ class CPUState:
 AffinityLookup = Callable[[str, str], TopologyHint]
 
 
+def take_aligned_first(allocatable, aligned, num_cpus: int, take) -> frozenset[int]:
+    """The order of allocateCPUs (policy_static.go): as many CPUs as possible from `aligned` (the
+    CPUs of the topology hint's NUMA nodes; None without a hint), the rest from all of
+    `allocatable`, each time chosen by `take(available, n)` (takeByTopology)."""
+    result: frozenset[int] = frozenset()
+    if aligned is not None:
+        result = take(aligned, min(num_cpus, len(aligned)))
+    return result | take(frozenset(allocatable) - result, num_cpus - len(result))
+
+
 def _no_affinity(pod_uid: str, container: str) -> TopologyHint:
     return TopologyHint(None, False)
 
@@ -263,7 +279,7 @@ class StaticPolicy:
             if "cpu" not in container.requests:
                 continue
             cpus = self.guaranteed_cpus(pod, container)
-            if container.restartable:
+            if container.sidecar:
                 by_sidecars += cpus
             elif by_sidecars + cpus > by_init:
                 by_init = by_sidecars + cpus
@@ -300,11 +316,8 @@ class StaticPolicy:
     def allocate_cpus(self, state: CPUState, num_cpus: int, numa_affinity: int | None, reusable) -> frozenset[int]:
         """allocateCPUs: CPUs of the hint's NUMA nodes (or sockets) first, then any others."""
         allocatable = self.get_available_cpus(state) | frozenset(reusable)
-        result: frozenset[int] = frozenset()
-        if numa_affinity is not None:
-            aligned = self.get_aligned_cpus(numa_affinity, allocatable)
-            result = self.take_by_topology(aligned, min(num_cpus, len(aligned)))
-        result = result | self.take_by_topology(allocatable - result, num_cpus - len(result))
+        aligned = None if numa_affinity is None else self.get_aligned_cpus(numa_affinity, allocatable)
+        result = take_aligned_first(allocatable, aligned, num_cpus, self.take_by_topology)
         state.default_cpu_set = state.default_cpu_set - result
         return result
 

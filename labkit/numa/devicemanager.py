@@ -51,7 +51,7 @@ class DeviceManager:
         by_sidecars: dict[str, int] = {}
         for container in pod.init_containers:
             for resource, n in self.container_request(container).items():
-                if container.restartable:
+                if container.sidecar:
                     by_sidecars[resource] = by_sidecars.get(resource, 0) + n
                 else:
                     by_init[resource] = max(by_init.get(resource, 0), by_sidecars.get(resource, 0) + n)

@@ -2,8 +2,11 @@
 
 The machine comes as cadvisor MachineInfo (see labkit.numa.discover); a `Placement` says which
 container holds which CPUs exclusively, which CPUs are reserved for the system, which containers
-share the pool and on which NUMA nodes containers have their memory. Two renderings of the same
-picture: a rich renderable for the terminal and a self-contained SVG.
+share the pool (and which CPUs it has), on which NUMA nodes containers have their memory, and, with
+the Memory Manager's Static policy, each NUMA node's memory table. Every NUMA node shows its
+memory: capacity and hugepages from the machine, allocatable / taken / free from the Memory
+Manager when there is one. Two renderings of the same picture: a rich renderable for the
+terminal and a self-contained SVG.
 
 A socket may hold several NUMA nodes (sub-NUMA clustering) and a NUMA node may span several
 sockets; the picture is drawn socket by socket, and a NUMA node appears inside every socket where
@@ -16,6 +19,7 @@ from dataclasses import dataclass, field
 from html import escape
 
 from labkit.numa.cpuset import format_cpus
+from labkit.numa.quantity import BINARY, canonical
 
 # Colours for containers with exclusive CPUs, in order of appearance (terminal name, SVG fill).
 PALETTE = (
@@ -34,6 +38,9 @@ class Placement:
     reserved: list[int] = field(default_factory=list)              # reservedSystemCPUs
     shared: list[str] = field(default_factory=list)                # labels of shared-pool containers
     memory: dict[str, list[int]] = field(default_factory=dict)     # container label -> NUMA nodes
+    shared_pool: list[int] = field(default_factory=list)           # the CPUs of the shared pool
+    # Memory Manager machine state: NUMA node -> resource -> (allocatable, reserved by Pods, free) bytes
+    memory_tables: dict[int, dict[str, tuple[int, int, int]]] = field(default_factory=dict)
 
     def owner_of(self) -> dict[int, str]:
         return {cpu: label for label, cpus in self.exclusive.items() for cpu in cpus}
@@ -81,6 +88,23 @@ def _node_memory(node_id: int, placement: Placement) -> list[str]:
     return [label for label, nodes in placement.memory.items() if node_id in nodes]
 
 
+def _size(value: int) -> str:
+    return canonical(value, BINARY)
+
+
+def memory_lines(machine: dict, node_id: int, placement: Placement) -> list[str]:
+    """What one NUMA node has: memory and hugepages (cadvisor), then the Memory Manager's view."""
+    node = next((n for n in machine.get("topology") or [] if n["node_id"] == node_id), {})
+    pages = [f"hugepages-{_size(h['page_size'] * 1024)}: {h['num_pages']} x {_size(h['page_size'] * 1024)}"
+             for h in node.get("hugepages") or [] if h.get("num_pages")]
+    lines = [f"memory {_size(node.get('memory', 0))}" + (f"; {', '.join(pages)}" if pages else "")]
+    for resource, (allocatable, reserved, free) in sorted((placement.memory_tables.get(node_id) or {}).items()):
+        if not allocatable and not reserved:
+            continue    # a hugepage size this node has none of
+        lines.append(f"{resource}: allocatable {_size(allocatable)}, taken {_size(reserved)}, free {_size(free)}")
+    return lines
+
+
 # -- terminal ------------------------------------------------------------------------------------
 
 
@@ -112,9 +136,9 @@ def terminal(machine: dict, placement: Placement, title: str = "machine"):
             if row:
                 grid.add_row(*row)
             memory = _node_memory(node.node_id, placement)
-            body = [grid]
+            body = [grid] + [Text(line, style="dim") for line in memory_lines(machine, node.node_id, placement)]
             if memory:
-                body.append(Text("memory: ", style="dim") + Text(", ").join(
+                body.append(Text("memory of: ", style="dim") + Text(", ").join(
                     Text(label, style=colours[label][0]) for label in memory))
             node_panels.append(Panel(Group(*body), title=f"NUMA node {node.node_id}", expand=False))
         socket_panels.append(Panel(Group(*node_panels), title=f"socket {socket.socket_id}", expand=False))
@@ -122,25 +146,31 @@ def terminal(machine: dict, placement: Placement, title: str = "machine"):
 
 
 def legend(placement: Placement):
+    """One row per container (its colour, its CPUs, where its memory is), then the reserved CPUs."""
     from rich.table import Table
     from rich.text import Text
 
     colours = placement.colours()
     table = Table(show_header=True, header_style="bold", box=None, padding=(0, 1))
     table.add_column("")
-    table.add_column("who")
+    table.add_column("who", overflow="fold")
     table.add_column("CPUs")
     table.add_column("memory on NUMA nodes")
+    pool = format_cpus(placement.shared_pool)
+    shared_cpus = f"shared pool {pool}" if pool else "shared pool"
     for label in colours:
         cpus = placement.exclusive.get(label)
         table.add_row(Text("   ", style=colours[label][0]), label,
-                      format_cpus(cpus) + " (exclusive)" if cpus else "shared pool",
+                      format_cpus(cpus) + " (exclusive)" if cpus else shared_cpus,
                       format_cpus(placement.memory.get(label, [])) or "any")
+    for label in placement.shared:
+        if label not in colours:
+            table.add_row(Text("   ", style=SHARED[0]), label, shared_cpus, format_cpus(placement.memory.get(label, [])) or "any")
+    if not placement.shared:
+        table.add_row(Text("   ", style=SHARED[0]), "(no container in the shared pool)", shared_cpus, "")
     if placement.reserved:
-        table.add_row(Text("   ", style=RESERVED[0]), "reserved for the system",
+        table.add_row(Text("   ", style=RESERVED[0]), "reserved (never exclusive)",
                       format_cpus(placement.reserved) + " (still in the shared pool)", "")
-    table.add_row(Text("   ", style=SHARED[0]), "shared pool",
-                  ", ".join(placement.shared) or "(no container)", "")
     return table
 
 
@@ -158,14 +188,16 @@ def svg(machine: dict, placement: Placement, title: str = "machine") -> str:
     core_w = threads_per_core * _CELL_W + 2 * 3
     core_h = _CELL_H + 14 + 4
 
+    def node_texts(node: _Node) -> list[str]:
+        memory = _node_memory(node.node_id, placement)
+        return memory_lines(machine, node.node_id, placement) + (["memory of: " + ", ".join(memory)] if memory else [])
+
     def node_size(node: _Node) -> tuple[int, int]:
         per_row = min(_CORES_PER_ROW, len(node.cores)) or 1
         rows = -(-len(node.cores) // per_row)
-        memory = _node_memory(node.node_id, placement)
-        memory_line = 16 if memory else 0
-        width = max(per_row * (core_w + 4) + 2 * _PAD, 110,
-                    12 + 6 * len("memory: " + ", ".join(memory)) if memory else 0)
-        return width, rows * (core_h + 4) + _HEAD + memory_line + 2 * _PAD
+        texts = node_texts(node)
+        width = max([per_row * (core_w + 4) + 2 * _PAD, 110] + [12 + 6 * len(t) for t in texts])
+        return width, rows * (core_h + 4) + _HEAD + 16 * len(texts) + 2 * _PAD
 
     parts: list[str] = []
     y = 36
@@ -199,9 +231,9 @@ def svg(machine: dict, placement: Placement, title: str = "machine") -> str:
                     parts.append(_text(tx + (_CELL_W - 2) / 2, ty + 15, str(cpu), size=11, fill=ink, anchor="middle"))
                     parts.append("</g>")
                 parts.append("</g>")
-            memory = _node_memory(node.node_id, placement)
-            if memory:
-                parts.append(_text(x + 6, ny + nh - 8, "memory: " + ", ".join(memory), size=10))
+            texts = node_texts(node)
+            for i, line in enumerate(texts):
+                parts.append(_text(x + 6, ny + nh - 8 - 16 * (len(texts) - 1 - i), line, size=10))
             parts.append("</g>")
             x += nw + _PAD
         parts.append("</g>")
@@ -214,7 +246,8 @@ def svg(machine: dict, placement: Placement, title: str = "machine") -> str:
                for l in colours]
     if placement.reserved:
         entries.append((RESERVED[1], f"reserved CPUs {format_cpus(placement.reserved)} (also in the shared pool)"))
-    entries.append((SHARED[1], "shared pool: " + (", ".join(placement.shared) or "no container")))
+    pool = f" (CPUs {format_cpus(placement.shared_pool)})" if placement.shared_pool else ""
+    entries.append((SHARED[1], f"shared pool{pool}: " + (", ".join(placement.shared) or "no container")))
     parts.append('<g class="legend">')
     for colour, text in entries:
         parts.append(_rect(14, y, 14, 14, colour, "#424242", 0.5))

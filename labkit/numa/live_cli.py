@@ -88,8 +88,7 @@ def run(
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
 ):
     """Admit Pods on the live node and start their containers as real processes, pinned as kubelet would."""
-    from rich.console import Console
-
+    from labkit.numa.cli import console as make_console
     from labkit.numa.livenode import LiveNode
 
     env, state = _live_env()
@@ -102,7 +101,7 @@ def run(
                                 "reconciled": [{"container": c, "cpuset_cpus": cpus} for c, cpus in r.reconciled],
                                 "containers": [_view_json(v) for v in r.started]} for r in results], indent=2))
     else:
-        console = Console()
+        console = make_console()
         for r in results:
             _explain_merges(live, r)
             if not r.admitted:
@@ -111,8 +110,9 @@ def run(
             console.print(f"{r.pod.key} ({r.pod.qos}): admitted and started", highlight=False)
             for name, code in r.init_exit_codes.items():
                 console.print(f"  init container {name} exited with {code}", highlight=False)
-            for label, cpus in r.reconciled:
-                console.print(f"  reconcile: {label} now on the shared pool {cpus}", highlight=False)
+            for label, cpus in r.reconciled:   # kubelet's loop: every cpuManagerReconcilePeriod (10 s by default)
+                console.print(f"  reconcile (kubelet: within cpuManagerReconcilePeriod, 10 s; labkit: at once): "
+                              f"{label} now on the shared pool {cpus}", highlight=False)
             console.print(_views_table(r.started, f"{r.pod.key}"))
     if not all(r.admitted for r in results):
         raise typer.Exit(1)
@@ -164,11 +164,10 @@ def show(
     as_json: bool = typer.Option(False, "--json", help="Print the live node's containers as JSON."),
 ):
     """Draw a machine: sockets, NUMA nodes, cores and threads, coloured by who runs where."""
-    from rich.console import Console
-
     from labkit.numa import diagram
+    from labkit.numa.cli import console as make_console
 
-    console = Console()
+    console = make_console()
     if machine is None:
         if pods is not None or config is not None:
             raise LabkitError("-f and --config go with --machine (the live node has its own Pods and configuration)")
@@ -210,7 +209,8 @@ def _simulated_placement(machine, pods_path: Path, config_path: Optional[Path]):
 
     node = Node(machine, load_config(config_path))
     results = node.admit_all(load_pods(pods_path))
-    placement = Placement(reserved=sorted(node.reserved_cpus()))
+    placement = Placement(reserved=sorted(node.reserved_cpus()), shared_pool=sorted(node.shared_pool()),
+                          memory_tables=node.memory_tables())
     for result in results:
         if not result.admitted:
             continue

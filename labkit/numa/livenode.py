@@ -55,6 +55,7 @@ class ContainerRecord:
     sidecar: bool
     command: list[str]
     cgroup: str = ""
+    container_id: str = ""
 
 
 @dataclass
@@ -179,12 +180,6 @@ class LiveNode:
                 return rec
         return None
 
-    def _remove_stale_state(self, node, keep: set[str]) -> None:
-        """removeStaleState: forget assignments of Pods that are not on the node."""
-        uids = set(node.cpu_state.assignments) | set(node.memory_state.assignments)
-        for uid in sorted(uids - keep):
-            node.remove_pod(uid)
-
     # -- running and deleting Pods -------------------------------------------------------------------
     def run(self, path: Path) -> list[RunResult]:
         from labkit.numa.pods import load_pods
@@ -222,26 +217,30 @@ class LiveNode:
 
         record = PodRecord(pod.name, pod.namespace, pod.uid, qos_class(pod), containers)
         node = self.kubelet()
-        self._remove_stale_state(node, {rec.uid for rec in self.records()})
+        node.remove_stale_state({rec.uid for rec in self.records()} | {pod.uid})
         (admission,) = node.admit_all([pod])
         node.save()
         crash_point("numa:admitted")
         if not admission.admitted:
             return RunResult(record, False, admission.result.reason, admission.result.message, admission=admission)
         for container in containers:
+            container.container_id = runtime.new_container_id()
             container.cgroup = str(runtime.lab_cgroup_root(self.env) / runtime.container_cgroup_relpath(
-                record.qos, pod.uid, container.name))
+                record.qos, pod.uid, container.container_id))
         self._write_record(record)
         crash_point("numa:recorded")
         result = RunResult(record, True, admission=admission)
         for container in containers:
+            node.add_container(pod, container.name)    # AddContainer: memory of finished init containers goes
+            node.save()
             cpus, _exclusive = node.container_cpus(pod.uid, container.name)
             mems = node.container_memory_nodes(pod.uid, container.name)
             if container.init and not container.sidecar:
                 result.init_exit_codes[container.name] = runtime.run_to_completion(
-                    self.env, record.qos, pod.uid, container.name, container.command, cpus, mems)
+                    self.env, record.qos, pod.uid, container.name, container.container_id, container.command, cpus, mems)
                 continue
-            group, proc = runtime.start(self.env, record.qos, pod.uid, container.name, container.command, cpus, mems)
+            group, proc = runtime.start(self.env, record.qos, pod.uid, container.name, container.container_id,
+                                        container.command, cpus, mems)
             runtime.wait_joined(group, proc.pid)
             crash_point("numa:container-started")
         result.reconciled = [(label, cpus) for label, cpus in self.reconcile(node)
@@ -267,7 +266,7 @@ class LiveNode:
         runtime.remove_cgroup(pod_group)
         (self.pods_dir / f"{record.uid}.json").unlink(missing_ok=True)
         node = self.kubelet()
-        self._remove_stale_state(node, {rec.uid for rec in self.records()})
+        node.remove_stale_state({rec.uid for rec in self.records()})
         node.save()
         self.reconcile(node)
         return record
@@ -305,7 +304,8 @@ class LiveNode:
         from labkit.numa.diagram import Placement
 
         node = node or self.kubelet()
-        placement = Placement(reserved=sorted(node.reserved_cpus()))
+        placement = Placement(reserved=sorted(node.reserved_cpus()), shared_pool=sorted(node.shared_pool()),
+                              memory_tables=node.memory_tables())
         for view in self.views(node):
             if view.container.init and not view.container.sidecar and not view.pids and not view.exclusive:
                 continue

@@ -1,6 +1,7 @@
 """The Memory Manager: `None` and `Static` policies, NUMA node groups, hints and allocation.
 
-Follows kubernetes/kubernetes `pkg/kubelet/cm/memorymanager/` as of v1.32:
+Follows kubernetes/kubernetes `pkg/kubelet/cm/memorymanager/` as of v1.34 (GA since v1.32; its
+policy code is unchanged for what is reconstructed here):
 * `memory_manager.go` NewManager / getSystemReservedMemory / validateReservedMemory: the per-NUMA
   `reservedMemory` must add up, per memory type, to the node-allocatable reservation
   (kube-reserved + system-reserved + hard eviction threshold);
@@ -113,7 +114,7 @@ def pod_requested_resources(pod: Pod) -> dict[str, int]:
     for container in pod.init_containers:
         for name, size in requested_resources(container).items():
             by_init.setdefault(name, 0)
-            if container.restartable:
+            if container.sidecar:
                 by_sidecars[name] = by_sidecars.get(name, 0) + size
             elif by_sidecars.get(name, 0) + size > by_init[name]:
                 by_init[name] = by_sidecars.get(name, 0) + size
@@ -364,7 +365,7 @@ class StaticPolicy:
             for init in pod.init_containers:
                 if init.name == container.name or size == 0:
                     break
-                if init.restartable:
+                if init.sidecar:
                     continue
                 init_blocks = state.get_blocks(pod.uid, init.name)
                 if not init_blocks:

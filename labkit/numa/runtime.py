@@ -4,8 +4,11 @@ What a CRI runtime does for kubelet's CPU and Memory Managers, on real kernel pa
 * every container is a real process in its own cgroup, laid out as kubelet's cgroupfs driver lays
   out pods (pkg/kubelet/cm/qos_container_manager_linux.go, helpers_linux.go GetPodCgroupNameSuffix):
   `kubepods/pod<uid>/` for Guaranteed pods, `kubepods/burstable/pod<uid>/` and
-  `kubepods/besteffort/pod<uid>/` for the others, one child per container — all under the lab's
-  own cgroup subtree (labkit.cgroups), cgroup v1 cpuset or v2, whichever the host offers;
+  `kubepods/besteffort/pod<uid>/` for the others, with one child per container named by its
+  container ID (64 hex digits), as containerd names it with the cgroupfs driver (with the systemd
+  driver, usual on kubeadm nodes, the same tree is spelled kubepods.slice/.../cri-containerd-<id>.scope)
+  — all under the lab's own cgroup subtree (labkit.cgroups), cgroup v1 cpuset or v2, whichever the
+  host offers (`labkit doctor` says which);
 * the process joins its cgroup *before* it executes the container's command (as runc does), so it
   never runs with another CPU set;
 * `cpuset.cpus` / `cpuset.mems` are what kubelet asks the runtime for (CRI
@@ -22,6 +25,7 @@ a host command (default: `sleep infinity`, or `true` for an init container, whic
 from __future__ import annotations
 
 import re
+import secrets
 import shutil
 import subprocess
 import time
@@ -53,8 +57,13 @@ def lab_cgroup_root(env) -> Path:
     return found[1] / cgroups.lab_root_name(env)
 
 
-def container_cgroup_relpath(qos_class: str, pod_uid: str, container: str) -> str:
-    return f"{qos_parent(qos_class)}/pod{pod_uid}/{_NAME_RE.sub('_', container)}"
+def new_container_id() -> str:
+    """A container ID as containerd makes one (64 hex digits)."""
+    return secrets.token_hex(32)
+
+
+def container_cgroup_relpath(qos_class: str, pod_uid: str, container_id: str) -> str:
+    return f"{qos_parent(qos_class)}/pod{pod_uid}/{container_id}"
 
 
 def container_tag(pod_uid: str, container: str) -> str:
@@ -111,12 +120,12 @@ def check_command(argv: list[str], where: str, path) -> None:
                                        "(containers run host commands; images are not pulled)")
 
 
-def start(env, qos_class: str, pod_uid: str, container: str, argv: list[str], cpus, mems=None):
+def start(env, qos_class: str, pod_uid: str, container: str, container_id: str, argv: list[str], cpus, mems=None):
     """Create the container's cgroup with its cpuset and start its process inside.
 
     Returns (cgroup path, subprocess.Popen of the process).
     """
-    group = cgroups.create(env, container_cgroup_relpath(qos_class, pod_uid, container))
+    group = cgroups.create(env, container_cgroup_relpath(qos_class, pod_uid, container_id))
     set_cpuset(group, cpus, mems)
     proc = procs.spawn(env, container_tag(pod_uid, container), ["sh", "-c", _ENTER_CGROUP, "sh", str(group), *argv])
     return group, proc
@@ -134,10 +143,10 @@ def wait_joined(group: Path, pid: int, timeout: float = 5.0) -> bool:
     return False
 
 
-def run_to_completion(env, qos_class: str, pod_uid: str, container: str, argv: list[str], cpus, mems=None,
-                      timeout: float = 60.0) -> int:
+def run_to_completion(env, qos_class: str, pod_uid: str, container: str, container_id: str, argv: list[str], cpus,
+                      mems=None, timeout: float = 60.0) -> int:
     """An init container: run it in its cgroup until it exits; returns its exit code."""
-    group, proc = start(env, qos_class, pod_uid, container, argv, cpus, mems)
+    group, proc = start(env, qos_class, pod_uid, container, container_id, argv, cpus, mems)
     try:
         return proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:

@@ -1,6 +1,7 @@
 """The Topology Manager: policy options, NewManager's checks, scopes and Pod admission.
 
-Follows kubernetes/kubernetes `pkg/kubelet/cm/topologymanager/` (v1.32):
+Follows kubernetes/kubernetes `pkg/kubelet/cm/topologymanager/` (v1.34; the policies, scopes and
+merge are v1.32's, max-allowable-numa-nodes is still beta in v1.34, GA in v1.35):
 * `policy_options.go` NewPolicyOptions: prefer-closest-numa-nodes (bool; GA), max-allowable-numa-nodes
   (int >= 8, default 8; beta, behind TopologyManagerPolicyBetaOptions which is on by default);
 * `topology_manager.go` NewManager: policy none short-circuits to the none scope; otherwise the

@@ -56,15 +56,6 @@ def _controllers() -> tuple[str, ...]:
     return tuple(found)
 
 
-def _enable(parent: Path, controllers) -> None:
-    """v2: let the children of `parent` use the controllers (cgroup.subtree_control)."""
-    control = parent / "cgroup.subtree_control"
-    have = control.read_text().split()
-    wanted = " ".join(f"+{c}" for c in controllers if c not in have)
-    if wanted:
-        control.write_text(wanted)
-
-
 def _read(path: Path) -> str | None:
     try:
         return path.read_text()
@@ -119,7 +110,7 @@ class LabCgroups:
             path = root
             for step in [p for p in relpath.split("/") if p]:
                 if self.version == "v2":
-                    _enable(path, ("cpu", "memory"))
+                    cgroups.enable(path, "cpu", "memory")
                 path = path / step
                 if not path.is_dir():
                     path.mkdir()

@@ -254,7 +254,7 @@ def plan(filename: Path = typer.Option(..., "-f", "--filename", help="Pods (YAML
     container cgroups (v1 and v2 values), oom_score_adj."""
     from labkit.numa.quantity import Quantity
     from labkit.resources import kubelet
-    from labkit.resources.pods import load_pods, qos_class
+    from labkit.pods import load_pods, qos_class
 
     capacity = Quantity.parse(memory_capacity).value_int()
     out = []

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from labkit.numa.quantity import Quantity
 from labkit.resources.node import Node, quantity_string
-from labkit.resources.pods import Pod, pod_request
+from labkit.pods import Pod, pod_request
 
 NODE_LOW = "The node was low on resource: {}. "
 THRESHOLD_MET = "Threshold quantity: {}, available: {}. "

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from labkit.resources.pods import BEST_EFFORT, BURSTABLE, GUARANTEED, Pod, pod_limits, pod_requests, qos_class
+from labkit.pods import BEST_EFFORT, BURSTABLE, GUARANTEED, Pod, pod_limits, pod_requests, qos_class
 
 MIN_SHARES, MAX_SHARES = 2, 262144
 SHARES_PER_CPU, MILLI_CPU_TO_CPU = 1024, 1000

@@ -41,7 +41,7 @@ from labkit.errors import LabkitError
 from labkit.numa.quantity import BINARY, Quantity
 from labkit.resources import kubelet
 from labkit.resources.cgroupfs import LabCgroups
-from labkit.resources.pods import (BEST_EFFORT, BURSTABLE, GUARANTEED, Pod, PodInvalid, load_pods, pod_from_dict,
+from labkit.pods import (BEST_EFFORT, BURSTABLE, GUARANTEED, Pod, PodInvalid, load_pods, pod_from_dict,
                                    pod_requests, qos_class)
 
 WORKLOAD = Path(__file__).resolve().parent / "workload.py"

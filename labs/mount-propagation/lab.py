@@ -15,6 +15,7 @@ to <lab dir>/pods/, where students edit them.
 import shutil
 from pathlib import Path
 
+from labkit.mounts import kernel
 from labkit.mounts.node import NODE, Node
 from labkit.mounts.pods import load_pods
 from labkit.shell import Host
@@ -54,8 +55,11 @@ def hosts(env):
         return {}
     found = {}
     for party in node.parties():
-        what = "the node (kubelet's mount namespace)" if party.name == NODE else f"container {party.container} of Pod {party.pod}"
-        found[party.name] = Host(what, pid=party.pid)
+        if party.name == NODE:
+            found[party.name] = Host("the node (kubelet's mount namespace)", pid=party.pid)
+        else:     # as kubectl exec: a process of the container, with the container's capabilities
+            found[party.name] = Host(f"container {party.container} of Pod {party.pod}", pid=party.pid,
+                                     wrapper=kernel.exec_wrapper(party.capabilities or 0))
     return found
 
 

@@ -2,13 +2,14 @@
 
 The truth always comes from labkit's reconstruction of kubelet (labkit.numa: admission, merge,
 checkpoints) run on the lab's pristine scenario files, or from the live kernel (/proc) — never from
-answers stored here. A check says which items are wrong without giving the right answer away.
+answers stored here. A check names each wrong item and the rule it breaks (hyperthread siblings,
+NUMA packing, what counts as free, ...) without giving the right answer away. `expected` says what
+the check wanted, `observed` what it saw, prefixed with where: "your answer: ...", "on node-b:
+...", "live: ...".
 """
 
 import copy
 import json
-import shutil
-import tempfile
 from pathlib import Path
 
 import yaml
@@ -80,14 +81,37 @@ def _cpus(value, where: str):
         raise CheckFailed(f"{where}: {value!r} is not a CPU list like \"2,8\" or \"1-3\"") from None
 
 
-def _verdict(ctx, wrong: list[str], total: int, what: str):
+def _verdict(ctx, wrong: list[str], what: str, observed: str):
+    """Pass, or fail listing each wrong item with its reason, one per line."""
     if not wrong:
-        return ctx.passed(f"all {total} {what} right")
-    return ctx.failed(f"{len(wrong)} of {total} {what} wrong: " + "; ".join(wrong),
-                      expected=f"{total} right", observed=f"{total - len(wrong)} right")
+        return ctx.passed(f"all {what} right")
+    return ctx.failed(f"wrong {what}:\n  " + "\n  ".join(wrong), expected=f"every one of the {what} right",
+                      observed=observed)
+
+
+def _answered(ctx) -> str:
+    return f"your answer ({ctx.answer_path})"
 
 
 # -- (a) QoS -------------------------------------------------------------------------------------------
+
+
+def _qos_reason(pod, answer: str, truth: str) -> str:
+    """Why `answer` is not the class of `pod`, from the rules (ComputePodQOS), not from the class."""
+    containers = pod.init_containers + pod.containers
+    counted = [c for c in containers if any(r in ("cpu", "memory") and q.value > 0
+                                            for r, q in {**c.requests, **c.limits}.items())]
+    if answer == "BestEffort":
+        return "a container has a cpu or memory request or limit (a limit counts as the request too)"
+    if truth == "BestEffort":
+        return "no container has a cpu or memory request or limit; other resources do not count"
+    if answer == "Guaranteed":
+        lacking = [c.name for c in containers if not all(c.limits.get(r) and c.limits[r].value > 0 for r in ("cpu", "memory"))]
+        if lacking:
+            return f"container {lacking[0]} has no cpu or no memory limit (init containers count too)"
+        return "a request differs from its limit"
+    return (f"every container ({len(containers)}, init containers too) has cpu and memory limits and its requests "
+            "equal them (the API server turns a limit without a request into the request)" if counted else "")
 
 
 def check_qos(ctx):
@@ -103,10 +127,10 @@ def check_qos(ctx):
         elif answer not in QOS_CLASSES:
             wrong.append(f"{pod.name}: {answer!r} is not one of {', '.join(QOS_CLASSES)}")
         elif answer != qos_class(pod):
-            wrong.append(f"{pod.name}: not {answer}")
+            wrong.append(f"{pod.name}: not {answer}: {_qos_reason(pod, answer, qos_class(pod))}")
     extra = sorted(set(given) - {p.name for p in pods}, key=str)
     wrong += [f"{name}: no such Pod in the file" for name in extra]
-    return _verdict(ctx, wrong, len(pods), "QoS classes")
+    return _verdict(ctx, wrong, "QoS classes", f"{_answered(ctx)}: " + ", ".join(f"{k}: {v}" for k, v in given.items()))
 
 
 # -- (b) CPU hints ---------------------------------------------------------------------------------------
@@ -114,31 +138,34 @@ def check_qos(ctx):
 
 def check_cpu_hints(ctx):
     given = ctx.answer_field(ctx.answer(), "hints", list)
-    answer = set()
+    answer = {}
     for i, hint in enumerate(given):
         if not isinstance(hint, dict) or "mask" not in hint or "preferred" not in hint:
             raise CheckFailed(f"hints[{i}]: expected {{mask: [node ids], preferred: true|false}}, got {hint!r}")
         mask = _mask(hint["mask"], f"hints[{i}].mask")
-        answer.add((tuple(mask or ()), _bool(hint["preferred"], f"hints[{i}].preferred")))
+        answer[tuple(mask or ())] = _bool(hint["preferred"], f"hints[{i}].preferred")
     _, results = _admit(ctx.params["machine"], SCENARIOS / "kubelet-config.yaml",
                         [Path(ctx.params["running"]).name, Path(ctx.params["pod"]).name])
     question = results[-1]
-    cpu_hints = question.containers[0].hints.get("cpu") or []
-    truth = {(tuple(bitmask.get_bits(h.mask)), h.preferred) for h in cpu_hints}
-    if answer == truth:
+    request = question.pod.containers[0].requests["cpu"].value_int()
+    truth = {tuple(bitmask.get_bits(h.mask)): h.preferred for h in question.containers[0].hints.get("cpu") or []}
+    wrong = []
+    for mask, preferred in sorted(answer.items()):
+        shown = list(mask)
+        if mask not in truth:
+            wrong.append(f"{shown}: not a hint: NUMA node(s) {shown} do not have {request} free CPUs (the reserved CPU "
+                         "and CPUs held exclusively by running containers are not free)")
+        elif truth[mask] != preferred:
+            wrong.append(f"{shown}: the preferred flag is wrong: preferred means no mask with fewer NUMA nodes could "
+                         f"hold {request} CPUs by capacity, counting every CPU, free or not")
+    if set(truth) - set(answer):
+        wrong.append("a hint is missing: every set of NUMA nodes whose free CPUs can hold the request is a hint")
+    if not wrong:
         return ctx.passed(f"the CPU Manager gives {question.pod.name} exactly these {len(truth)} hint(s)")
-    truth_masks = {m for m, _p in truth}
-    flag_wrong = [m for m, _p in answer - truth if m in truth_masks]
-    not_hints = [m for m, _p in answer - truth if m not in truth_masks]
-    missing = len(truth_masks - {m for m, _p in answer})
-    detail = []
-    if flag_wrong:
-        detail.append(f"{len(flag_wrong)} hint(s) with the wrong preferred flag")
-    if not_hints:
-        detail.append(f"{len(not_hints)} mask(s) the CPU Manager does not offer")
-    if missing:
-        detail.append(f"{missing} hint(s) missing")
-    return ctx.failed("; ".join(detail), expected=f"{len(truth)} hint(s)", observed=f"{len(answer)} hint(s)")
+    return ctx.failed(f"the CPU Manager's hints for {question.pod.name} differ:\n  " + "\n  ".join(wrong),
+                      expected="every hint the CPU Manager gives, each with its preferred flag",
+                      observed=f"{_answered(ctx)}: " + ", ".join(f"{list(m)} {'preferred' if p else 'not preferred'}"
+                                                              for m, p in sorted(answer.items())))
 
 
 # -- (c) merge --------------------------------------------------------------------------------------------
@@ -154,13 +181,28 @@ def _merge(path: Path, policy_name: str):
     return mask, result.hint.preferred, result.admit
 
 
+MERGE_RULES = {
+    "mask": "the best merged hint wins: preferred before not preferred, then the narrowest; among non-preferred "
+            "ones kubelet favours a mask as wide as the most demanding provider needs, and single-numa-node first "
+            "drops every hint that is not preferred or spans several NUMA nodes",
+    "preferred": "a merged hint is preferred only if every hint in it is preferred and all their masks are equal",
+    "admit": "best-effort admits every Pod; restricted and single-numa-node only a preferred best hint",
+}
+
+
+def _decision(entry) -> str:
+    if not isinstance(entry, dict):
+        return repr(entry)
+    yes = lambda v: "yes" if v is True else "no" if v is False else repr(v)
+    return f"mask {entry.get('mask')}, preferred {yes(entry.get('preferred'))}, admit {yes(entry.get('admit'))}"
+
+
 def check_merge(ctx):
     data = ctx.answer()
-    wrong, total = [], 0
+    wrong, broken = [], []
     for container in ("trainer", "feeder"):
         per_policy = ctx.answer_field(data, container, dict)
         for policy in MERGE_POLICIES:
-            total += 1
             where = f"{container}.{policy}"
             entry = per_policy.get(policy)
             if not isinstance(entry, dict) or not {"mask", "preferred", "admit"} <= set(entry):
@@ -176,7 +218,10 @@ def check_merge(ctx):
                 problems.append("admit")
             if problems:
                 wrong.append(f"{where}: wrong {', '.join(problems)}")
-    return _verdict(ctx, wrong, total, "policy decisions")
+                broken += [p for p in problems if p not in broken]
+    wrong += [f"rule for {p}: {MERGE_RULES[p]}" for p in ("mask", "preferred", "admit") if p in broken]
+    shown = "; ".join(f"{c}.{p}: {_decision(e)}" for c in ("trainer", "feeder") for p, e in (data.get(c) or {}).items())
+    return _verdict(ctx, wrong, "policy decisions", f"{_answered(ctx)}: {shown}")
 
 
 # -- (d) a Pod for best-effort but not single-numa-node --------------------------------------------------
@@ -189,7 +234,7 @@ def check_single_numa(ctx):
     try:
         pod = pod_from_dict(manifest, ctx.answer_path)
     except LabkitError as exc:
-        raise CheckFailed(f"your answer is not a Pod labkit can read: {exc}") from None
+        raise CheckFailed(f"your answer is not a Pod the API server creates: {exc}") from None
     config = yaml.safe_load((SCENARIOS / "kubelet-config.yaml").read_text())
     outcome = {}
     for policy in ("best-effort", "single-numa-node"):
@@ -204,14 +249,36 @@ def check_single_numa(ctx):
     if best.admitted and not single.admitted and single.result.reason == "TopologyAffinityError":
         return ctx.passed(f"Pod {pod.name} ({best.qos}): {observed}")
     if not best.admitted:
-        return ctx.failed(f"best-effort rejects Pod {pod.name}: {best.result.message}", expected=expected, observed=observed)
+        return ctx.failed(f"best-effort rejects Pod {pod.name}: {best.result.message}", expected=expected,
+                          observed=f"kubelet with your Pod: {observed}")
     if single.admitted:
-        return ctx.failed(f"single-numa-node admits Pod {pod.name} ({best.qos}) too", expected=expected, observed=observed)
+        return ctx.failed(f"single-numa-node admits Pod {pod.name} ({best.qos}) too", expected=expected,
+                          observed=f"kubelet with your Pod: {observed}")
     return ctx.failed(f"single-numa-node rejects it, but not for topology: {single.result.message}",
-                      expected=expected, observed=observed)
+                      expected=expected, observed=f"kubelet with your Pod: {observed}")
 
 
 # -- (e) static CPUs --------------------------------------------------------------------------------------
+
+
+def _cpu_reason(topo, reserved, entry, cpus, hint_nodes, taken_in_answer) -> str:
+    """Why an exclusive CPU set from the answer is not the one kubelet picks: the first rule it breaks."""
+    want = len(entry.cpus)
+    if len(cpus) != want:
+        return f"{len(cpus)} CPU(s), but the container asks for {want}"
+    if cpus & reserved:
+        return f"CPU {format_cpus(cpus & reserved)} is reserved: never handed out exclusively"
+    for other, theirs in taken_in_answer.items():
+        if cpus & theirs:
+            return f"CPU {format_cpus(cpus & theirs)} is already {other}'s in your answer"
+    truth_nodes = {topo.details[c].numa for c in entry.cpus}
+    if hint_nodes is not None and truth_nodes <= hint_nodes and {topo.details[c].numa for c in cpus} - hint_nodes:
+        return "NUMA packing: CPUs come first from the NUMA node(s) of the container's topology hint"
+    whole = lambda s: sum(1 for core in {topo.details[c].core for c in s} if topo.cpus_in_cores(core) <= s)
+    if whole(cpus) < whole(entry.cpus):
+        return "hyperthread siblings: takeByTopology takes whole free cores (all their threads) before single CPUs"
+    return ("packing: among free units, cores and NUMA nodes already partly in use come first (a single CPU comes "
+            "from a core whose other thread is taken), lower ids first")
 
 
 def check_static_cpus(ctx):
@@ -219,26 +286,41 @@ def check_static_cpus(ctx):
     given = ctx.answer_field(data, "cpus", dict)
     node, results = _admit(ctx.params["machine"], SCENARIOS / Path(ctx.params["config"]).name,
                            [Path(ctx.params["pods"]).name])
-    wrong, total = [], 0
+    topo, reserved = node.topology, node.reserved_cpus()
+    wrong, taken_in_answer = [], {}
     for result in results:
         for entry in result.containers:
-            total += 1
             key = f"{result.pod.name}/{entry.name}"
             if key not in given:
                 wrong.append(f"{key}: missing")
                 continue
+            container = next(c for c in result.pod.all_containers() if c.name == entry.name)
+            request = container.requests.get("cpu")
             if str(given[key]).strip().lower() == "shared":
                 if entry.exclusive:
-                    wrong.append(f"{key}: not in the shared pool")
-            elif not entry.exclusive:
-                wrong.append(f"{key}: gets no exclusive CPUs")
-            elif _cpus(given[key], f"cpus.{key}") != entry.cpus:
-                wrong.append(f"{key}: not {given[key]}")
-    total += 1
-    pool = ctx.answer_field(data, "defaultCpuSet", (str, int, list))
-    if _cpus(pool, "defaultCpuSet") != node.shared_pool():
-        wrong.append(f"defaultCpuSet: not {pool}")
-    return _verdict(ctx, wrong, total, "CPU sets")
+                    wrong.append(f"{key}: gets exclusive CPUs: its Pod is Guaranteed and it asks for a whole number of CPUs")
+                continue
+            cpus = _cpus(given[key], f"cpus.{key}")
+            if not entry.exclusive:
+                why = (f"its Pod is {result.qos}" if result.qos != "Guaranteed"
+                       else f"its CPU request {request} is not a whole number")
+                wrong.append(f"{key}: stays in the shared pool: {why}")
+            elif cpus != entry.cpus:
+                hint = entry.best_hint
+                hint_nodes = None if hint is None or hint.mask is None else set(bitmask.get_bits(hint.mask))
+                wrong.append(f"{key}: {_cpu_reason(topo, reserved, entry, cpus, hint_nodes, taken_in_answer)}")
+            taken_in_answer[key] = cpus
+    pool = _cpus(ctx.answer_field(data, "defaultCpuSet", (str, int, list)), "defaultCpuSet")
+    if pool != node.shared_pool():
+        mine = frozenset().union(*taken_in_answer.values()) if taken_in_answer else frozenset()
+        if reserved - pool:
+            wrong.append("defaultCpuSet: the reserved CPU stays in the shared pool")
+        elif pool & mine:
+            wrong.append(f"defaultCpuSet: CPU {format_cpus(pool & mine)} is given exclusively in your own answer")
+        else:
+            wrong.append("defaultCpuSet: not the CPUs left after every exclusive assignment")
+    return _verdict(ctx, wrong, "CPU sets", f"{_answered(ctx)}: " + ", ".join(f"{k}: {v}" for k, v in given.items())
+                    + f"; defaultCpuSet: {data.get('defaultCpuSet')}")
 
 
 # -- (f) Memory Manager -------------------------------------------------------------------------------------
@@ -248,28 +330,42 @@ def check_memory(ctx):
     data = ctx.answer()
     admitted = ctx.answer_field(data, "admitted", dict)
     memory = ctx.answer_field(data, "memory", dict)
-    _, results = _admit(ctx.params["machine"], SCENARIOS / Path(ctx.params["config"]).name,
-                             [Path(ctx.params["pods"]).name])
-    wrong, total = [], 0
+    node, results = _admit(ctx.params["machine"], SCENARIOS / Path(ctx.params["config"]).name,
+                           [Path(ctx.params["pods"]).name])
+    allocatable = {n: t["memory"][0] for n, t in node.memory_tables().items()}
+    wrong = []
     for result in results:
-        total += 1
         name = result.pod.name
         if name not in admitted:
             wrong.append(f"{name}: admission missing")
             continue
         if _bool(admitted[name], f"admitted.{name}") != result.admitted:
-            wrong.append(f"{name}: not {'admitted' if admitted[name] else 'rejected'}")
+            wrong.append(f"{name}: {'admitted' if admitted[name] else 'rejected'} is wrong: a container that fits on no "
+                         "single NUMA node needs a group of nodes, a node serving a single-node allocation cannot join "
+                         "a group, and a group is only ever used whole")
             continue
         if not result.admitted:
             continue
         for entry in result.containers:
-            total += 1
             key = f"{name}/{entry.name}"
             if key not in memory:
                 wrong.append(f"{key}: memory nodes missing")
-            elif _mask(memory[key], f"memory.{key}") != sorted(entry.memory_nodes or []):
-                wrong.append(f"{key}: memory not on {memory[key]}")
-    return _verdict(ctx, wrong, total, "answers")
+                continue
+            nodes = _mask(memory[key], f"memory.{key}")
+            if nodes == sorted(entry.memory_nodes or []):
+                continue
+            size = result.pod.containers[0].requests["memory"].value_int()
+            if nodes and sum(allocatable.get(n, 0) for n in nodes) < size:
+                why = "those nodes cannot hold it (allocatable = memory - reservedMemory - hugepages)"
+            elif len(nodes or []) > len(entry.memory_nodes or []):
+                why = "fewer NUMA nodes can hold it: the narrowest hint wins"
+            else:
+                why = ("not where the Memory Manager puts it: where it has the free memory, narrowest hint first, "
+                       "then the lowest node")
+            wrong.append(f"{key}: memory on {nodes}: {why}")
+    shown = ", ".join(f"{k}: {'admitted' if v is True else 'rejected' if v is False else v}" for k, v in admitted.items())
+    shown += "; memory " + ", ".join(f"{k}: {v}" for k, v in memory.items())
+    return _verdict(ctx, wrong, "answers", f"{_answered(ctx)}: {shown}")
 
 
 # -- (g) the corrupted checkpoint -----------------------------------------------------------------------------
@@ -282,46 +378,51 @@ def _bound_pods(path: Path) -> list:
     if not path.exists():
         return []
     try:
-        documents = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
-    except yaml.YAMLError as exc:
-        raise CheckFailed(f"{path} is not valid YAML: {exc}") from None
-    return load_pods(path) if documents else []
+        return load_pods(path, allow_empty=True)
+    except LabkitError as exc:
+        raise CheckFailed(f"{path} cannot be read: {exc}") from None
 
 
 def check_checkpoint(ctx):
     from labkit.numa.admission import KubeletStartError
     from labkit.numa.pods import load_pods
 
-    node_dir = ctx.env.dir / ctx.params["node"]
+    lab_dir = f"{ctx.env.dir}/"
+    name = ctx.params["node"]
+    node_dir = ctx.env.dir / name
+    state = node_dir / "kubelet"
     pods = _bound_pods(node_dir / "pods.yaml")
-    with tempfile.TemporaryDirectory() as scratch:   # kubelet writes its checkpoints: work on a copy
-        state = Path(scratch) / "kubelet"
-        shutil.copytree(node_dir / "kubelet", state)
-        try:
-            node = _node(str(node_dir / "machine.json"), node_dir / "kubelet-config.yaml", state)
-        except KubeletStartError as exc:
-            return ctx.failed(f"node-b's kubelet still does not start: {exc}",
-                              expected="kubelet starts", observed="kubelet refuses to start")
-        active = {pod.uid for pod in pods}
-        for uid in set(node.cpu_state.assignments) | set(node.memory_state.assignments):
-            if uid not in active:
-                node.remove_pod(uid)   # removeStaleState before the next admission
-        lost = []
-        for pod in pods:
-            for container in pod.all_containers():
-                wants = node.cpu_policy.guaranteed_cpus(pod, container)
-                if wants and node.cpu_state.get_cpu_set(pod.uid, container.name) is None:
-                    lost.append(f"{pod.namespace}/{pod.name}/{container.name}")
-        if lost:
-            return ctx.failed(
-                "the kubelet starts, but Pods still bound to node-b lost their exclusive CPUs "
-                f"({', '.join(lost)}): they would now share CPUs with the next Pods. The node must be "
-                "drained before the checkpoint is deleted.",
-                expected="no Pod on node-b without its exclusive CPUs", observed=f"{len(lost)} container(s)")
-        (probe,) = node.admit_all(load_pods(node_dir / "probe-pod.yaml"))
+    try:   # the checkpoints are read, never written: nothing here changes node-b
+        node = _node(str(node_dir / "machine.json"), node_dir / "kubelet-config.yaml", state)
+    except KubeletStartError as exc:
+        return ctx.failed(f"{name}'s kubelet still does not start: {str(exc).replace(lab_dir, '')}",
+                          expected="kubelet starts", observed=f"on {name}: kubelet refuses to start")
+    originally = {pod.uid: pod for pod in load_pods(HERE / "scenarios" / "node-b-pods.yaml")}
+    kept = sorted(f"{originally[uid].namespace}/{originally[uid].name}" for uid in node.cpu_state.assignments
+                  if uid in originally)
+    lost = []
+    for pod in pods:
+        for container in pod.all_containers():
+            wants = node.cpu_policy.guaranteed_cpus(pod, container)
+            if wants and node.cpu_state.get_cpu_set(pod.uid, container.name) is None:
+                lost.append(f"{pod.namespace}/{pod.name}/{container.name}")
+    if lost:
+        return ctx.failed(
+            f"the kubelet starts, but Pods still bound to {name} lost their exclusive CPUs ({', '.join(lost)}): "
+            f"they would now share CPUs with the next Pods. The node must be drained before the checkpoint is deleted.",
+            expected=f"no Pod on {name} without its exclusive CPUs", observed=f"on {name}: {len(pods)} Pod(s) still bound")
+    if kept:
+        return ctx.failed(
+            f"{name}/kubelet/cpu_manager_state was edited by hand again: it still holds the CPUs of {', '.join(kept)}, "
+            "which ran before. The documented way is to drain the node, delete the file and start the kubelet, "
+            "which writes a fresh one.", expected="a checkpoint the kubelet wrote afresh (or none)",
+            observed=f"on {name}: assignments of the Pods that ran before")
+    node.remove_stale_state({pod.uid for pod in pods} | {p.uid for p in load_pods(node_dir / "probe-pod.yaml")})
+    (probe,) = node.admit_all(load_pods(node_dir / "probe-pod.yaml"))
     if not probe.admitted:
-        return ctx.failed(f"the kubelet starts but rejects the probe Pod: {probe.result.message}")
-    return ctx.passed(f"node-b's kubelet starts ({len(pods)} Pod(s) still bound) and admits the probe Pod "
+        return ctx.failed(f"the kubelet starts but rejects the probe Pod: {probe.result.message}",
+                          expected="the probe Pod admitted", observed=f"on {name}: {probe.result.reason}")
+    return ctx.passed(f"{name}'s kubelet starts ({len(pods)} Pod(s) still bound) and admits the probe Pod "
                       f"on CPUs {format_cpus(probe.containers[0].cpus)}")
 
 
@@ -352,33 +453,40 @@ def check_pin(ctx):
             raise CheckFailed(f"{ctx.answer_path}: {role}.pid should be a process id (a number), got {pid!r}")
         if name not in by_pod:
             running = ", ".join(sorted(by_pod)) or "none"
-            raise CheckFailed(f"{role}: no running Pod {name!r} on the live node (running: {running})")
+            raise CheckFailed(f"{role}: no running Pod {name!r} on the live node (running: {running})",
+                              observed=f"live: Pods {running}")
         pod_views = by_pod[name]
         if pod_views[0].pod.qos != qos:
-            raise CheckFailed(f"{role}: Pod {name} is {pod_views[0].pod.qos}, not {qos}")
+            raise CheckFailed(f"{role}: Pod {name} is {pod_views[0].pod.qos}, not {qos}", expected=qos,
+                              observed=f"live: Pod {name} is {pod_views[0].pod.qos}")
         view = next((v for v in pod_views if pid in v.pids), None)
         if view is None:
-            raise CheckFailed(f"{role}: process {pid!r} is not a container process of Pod {name} "
-                              f"(its processes: {sorted(p for v in pod_views for p in v.pids)})")
+            raise CheckFailed(f"{role}: process {pid!r} is not a container process of Pod {name}: `labkit numa show` "
+                              "lists them", observed=f"your answer: pid {pid}")
         live = runtime.proc_affinity(pid)
         if live is None:
             raise CheckFailed(f"{role}: process {pid} is gone")
         if _cpus(listed, f"{role}.cpus_allowed_list") != frozenset(live.cpus):
-            raise CheckFailed(f"{role}: /proc/{pid}/status says Cpus_allowed_list {format_cpus(live.cpus)}, "
-                              f"not {listed}", expected=format_cpus(live.cpus), observed=listed)
+            raise CheckFailed(f"{role}: {listed!r} is not what /proc/{pid}/status says in Cpus_allowed_list: read it "
+                              "there", expected="Cpus_allowed_list as the kernel reports it",
+                              observed=f"your answer: {listed}")
         observed[role] = (view, frozenset(live.cpus))
     g_view, g_cpus = observed["guaranteed"]
     b_view, b_cpus = observed["burstable"]
     if not g_view.exclusive:
         raise CheckFailed(f"container {g_view.label} has no exclusive CPUs: ask for a whole number of CPUs "
-                          "with requests equal to limits")
+                          "with requests equal to limits", expected="exclusive CPUs",
+                          observed=f"live: {g_view.label} in the shared pool")
     if g_cpus != g_view.want_cpus:
         raise CheckFailed(f"{g_view.label} runs on {format_cpus(g_cpus)}, not on its exclusive CPUs "
-                          f"{format_cpus(g_view.want_cpus)}")
+                          f"{format_cpus(g_view.want_cpus)}", observed=f"live: Cpus_allowed_list {format_cpus(g_cpus)}")
     sharing = [v.label for v in views if v is not g_view and v.proc and set(v.proc.cpus) & g_cpus]
     if sharing:
-        raise CheckFailed(f"CPU(s) {format_cpus(g_cpus)} of {g_view.label} are also allowed to {', '.join(sharing)}")
+        raise CheckFailed(f"CPU(s) {format_cpus(g_cpus)} of {g_view.label} are also allowed to {', '.join(sharing)}",
+                          observed=f"live: {', '.join(sharing)} may run there")
     if b_cpus != shared_pool:
-        raise CheckFailed(f"{b_view.label} runs on {format_cpus(b_cpus)}, not on the shared pool {format_cpus(shared_pool)}")
-    return ctx.passed(f"{g_view.label} alone on CPU(s) {format_cpus(g_cpus)}; {b_view.label} on the shared pool "
-                      f"{format_cpus(b_cpus)} (read from /proc)")
+        raise CheckFailed(f"{b_view.label} runs on {format_cpus(b_cpus)}, not on the shared pool {format_cpus(shared_pool)}",
+                          observed=f"live: Cpus_allowed_list {format_cpus(b_cpus)}")
+    return ctx.passed(f"{g_view.label} has CPU(s) {format_cpus(g_cpus)} to itself among the Pods' containers (system "
+                      f"processes may still run there); {b_view.label} on the shared pool {format_cpus(b_cpus)} "
+                      "(read from /proc)")

@@ -17,7 +17,7 @@ from labkit.exercises import CheckFailed, settle
 from labkit.resources import kubelet
 from labkit.resources.node import lab_nodes
 from labkit.resources.workload import memory_target
-from labkit.resources.pods import BEST_EFFORT, BURSTABLE, GUARANTEED, load_pods, qos_class
+from labkit.pods import BEST_EFFORT, BURSTABLE, GUARANTEED, load_pods, qos_class
 
 HERE = Path(__file__).resolve().parent
 SCENARIOS = HERE / "scenarios"

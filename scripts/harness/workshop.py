@@ -69,7 +69,7 @@ echo "$(iptables --version)"
 echo "kubectl $(kubectl version --client -o json | jq -r .clientVersion.gitVersion)"
 echo "br_netfilter loaded: $(test -d /sys/module/br_netfilter && echo yes || echo no)"
 """
-# what the VM snapshot adds to host_snapshot(): loaded modules (reported) and net sysctls (compared)
+# what the VM snapshot adds to host_snapshot(): loaded modules and net sysctls (compared)
 VM_SNAPSHOT = """
 import json, sys
 from pathlib import Path
@@ -269,7 +269,7 @@ class Workshop:
                     loaded = sorted(set(after[key]) - set(before[key]))
                     gone = sorted(set(before[key]) - set(after[key]))
                     if loaded or gone:
-                        result.notes.append("kernel modules " + ", ".join(
+                        result.problems.append("the VM's kernel modules changed after cleanup: " + ", ".join(
                             [f"loaded: {' '.join(loaded)}"] * bool(loaded) + [f"unloaded: {' '.join(gone)}"] * bool(gone)))
                 elif before[key] != after[key]:
                     result.problems.append(f"the VM changed after cleanup: {key}\n{indent(describe_change(before[key], after[key]))}")

@@ -8,15 +8,22 @@ v1.34 defaults (PodLevelResources beta and on, InPlacePodVerticalScaling on, Sid
   requests become the containers' aggregated requests, or the pod-level limit when no container
   asks for that resource.
 * Validation, pkg/apis/core/validation/validation.go `ValidateResourceRequirements`: no negative
-  quantity, and "must be less than or equal to <resource> limit of <limit>" for a request above
-  its limit (reported on the `...resources.requests` field, as upstream does). Pod-level
-  resources may only name cpu and memory (`IsSupportedPodLevelResource`).
+  quantity; "must be less than or equal to <resource> limit of <limit>" for a request above its
+  limit (reported on the `...resources.requests` field, as upstream does); a resource that cannot
+  be overcommitted (hugepages, extended resources such as example.com/gpu, `IsOvercommitAllowed`)
+  needs a limit and a request equal to it; hugepages need cpu or memory. Several errors are
+  printed as the server aggregates them, "[first, second]". Pod-level resources may only name
+  cpu and memory (`IsSupportedPodLevelResource`).
+* Status: whatever a file says under `status` is not read; the server computes the QoS class
+  from the spec (pkg/registry/core/pod/strategy.go PrepareForCreate) and kubelet reads that.
 * Priority, plugin/pkg/admission/priority: `spec.priority` comes from `priorityClassName`
   (a Pod may not set it itself); no class means the default priority 0.
 * QoS, pkg/apis/core/v1/helper/qos/qos.go `ComputePodQOS` in its v1.33/v1.34 shape: only cpu and
   memory count, zero quantities count as unset; with pod-level resources (gate on in v1.34) only
   `spec.resources` decides; otherwise requests and limits are summed over app and init
   containers, every container needs cpu and memory limits for Guaranteed, and the sums must match.
+* A Pod without `metadata.uid` gets a stable UID derived from its namespace and name, so the same
+  file applied twice is the same Pod (kubelet keys its state by UID).
 * Pod requests and limits, k8s.io/component-helpers/resource `PodRequests` / `PodLimits`: app
   containers and sidecars (restartable init containers) add up, a regular init container counts
   with the sidecars started before it, the larger of the two wins; pod-level values replace the
@@ -44,7 +51,13 @@ Resources = dict[str, Quantity]
 
 
 class PodInvalid(LabkitError):
-    """What the API server answers with 422 Invalid or 403 Forbidden, as kubectl prints it."""
+    """What the API server answers with 422 Invalid or 403 Forbidden, as kubectl prints it
+    (`problem`), after the file and document it came from when there is one."""
+
+    def __init__(self, problem: str, source=None, where: str = ""):
+        self.problem = problem
+        location = ": ".join(str(x) for x in (source, where) if x)
+        super().__init__(f"{location}: {problem}" if location else problem)
 
 
 @dataclass
@@ -88,7 +101,15 @@ class Pod:
         return bool(names & set(QOS_RESOURCES))
 
     def all_containers(self) -> list[Container]:
+        """Init containers then app containers: the order kubelet admits and allocates them in."""
         return self.init_containers + self.containers
+
+    def is_init_container(self, name: str) -> bool:
+        return any(c.name == name for c in self.init_containers)
+
+    def is_regular_init_container(self, name: str) -> bool:
+        """An init container that runs to completion before the next one starts (not a sidecar)."""
+        return any(c.name == name and not c.sidecar for c in self.init_containers)
 
     def running_containers(self) -> list[Container]:
         """What runs for good: sidecars and app containers (regular init containers finish first)."""
@@ -104,8 +125,8 @@ class Pod:
 
 # -- reading -------------------------------------------------------------------------------------
 
-def stable_uid(namespace: str, name: str) -> str:
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"labkit-resources/{namespace}/{name}"))
+def stable_uid(namespace: str, name: str, scope: str = "labkit") -> str:
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"{scope}/{namespace}/{name}"))
 
 
 def _resource_list(data: Any, source, where: str) -> Resources:
@@ -130,48 +151,53 @@ def _default_requests(requests: Resources, limits: Resources) -> Resources:
     return out
 
 
-def pod_from_dict(data: Any, source="<pod>", where: str = "", default_node: str = "",
-                  priority_classes: dict[str, int] | None = None, api_server: bool = True) -> Pod:
+def pod_from_dict(data: Any, source=None, where: str = "", default_node: str = "",
+                  priority_classes: dict[str, int] | None = None, defaulting: bool = True,
+                  validation: bool = True, uid_scope: str = "labkit") -> Pod:
     """Read, default, validate and admit (priority) one Pod manifest, as the API server would.
 
-    With api_server=False the Pod is taken as written (as kubelet's unit tests hand Pods to kubelet
-    code directly): no defaulting, no validation, spec.priority as given."""
+    defaulting=False / validation=False take the Pod as written, as kubelet's unit tests hand Pods
+    to kubelet code directly (without validation, spec.priority is taken as given)."""
+    shown = source or "<pod>"
     if not isinstance(data, dict) or data.get("kind", "Pod") != "Pod":
-        raise ConfigError(source, where or None, "expected a Pod (kind: Pod)")
+        raise ConfigError(shown, where or None, "expected a Pod (kind: Pod)")
     meta = data.get("metadata") or {}
-    name = meta.get("name") if isinstance(meta, dict) else None
+    if not isinstance(meta, dict):
+        raise ConfigError(shown, _at(where, "metadata"), "expected a mapping with the Pod's name")
+    name = meta.get("name")
     if not isinstance(name, str) or not name:
-        raise ConfigError(source, _at(where, "metadata.name"), "expected the Pod's name")
+        raise ConfigError(shown, _at(where, "metadata.name"), "expected the Pod's name")
     namespace = meta.get("namespace") or "default"
     spec = data.get("spec")
     if not isinstance(spec, dict):
-        raise ConfigError(source, _at(where, "spec"), "expected the Pod spec")
-    containers = _containers(spec.get("containers"), source, _at(where, "spec.containers"), False, api_server)
-    init_containers = _containers(spec.get("initContainers"), source, _at(where, "spec.initContainers"), True,
-                                  api_server)
+        raise ConfigError(shown, _at(where, "spec"), "expected the Pod spec")
+    containers = _containers(spec.get("containers"), shown, _at(where, "spec.containers"), False, defaulting)
+    init_containers = _containers(spec.get("initContainers"), shown, _at(where, "spec.initContainers"), True,
+                                  defaulting)
     names = [c.name for c in init_containers + containers]
     for i, cname in enumerate(names):
         if cname in names[:i]:
-            raise ConfigError(source, _at(where, "spec"), f"container name {cname!r} is used twice")
+            raise ConfigError(shown, _at(where, "spec"), f"container name {cname!r} is used twice")
     pod_requests = pod_limits = None
     if spec.get("resources") is not None:
         if not isinstance(spec["resources"], dict):
-            raise ConfigError(source, _at(where, "spec.resources"), "expected requests and/or limits")
-        pod_requests = _resource_list(spec["resources"].get("requests"), source, _at(where, "spec.resources.requests"))
-        pod_limits = _resource_list(spec["resources"].get("limits"), source, _at(where, "spec.resources.limits"))
-    pod = Pod(name, namespace, str(meta.get("uid") or stable_uid(namespace, name)),
+            raise ConfigError(shown, _at(where, "spec.resources"), "expected requests and/or limits")
+        pod_requests = _resource_list(spec["resources"].get("requests"), shown, _at(where, "spec.resources.requests"))
+        pod_limits = _resource_list(spec["resources"].get("limits"), shown, _at(where, "spec.resources.limits"))
+    pod = Pod(name, namespace, str(meta.get("uid") or stable_uid(namespace, name, uid_scope)),
               str(spec.get("nodeName") or default_node), containers, init_containers, pod_requests, pod_limits)
-    if not api_server:
+    if defaulting:
+        _default_pod_requests(pod)
+    if not validation:
         pod.priority, pod.priority_class = int(spec.get("priority") or 0), spec.get("priorityClassName") or ""
         return pod
-    _default_pod_requests(pod)
-    validate(pod)
+    validate(pod, source, where)
     _admit_priority(pod, spec, priority_classes or {})
     pod.manifest = manifest(pod, data)
     return pod
 
 
-def _containers(items: Any, source, where: str, init: bool, api_server: bool = True) -> list[Container]:
+def _containers(items: Any, source, where: str, init: bool, defaulting: bool = True) -> list[Container]:
     if items is None and init:
         return []
     if not isinstance(items, list) or (not init and not items):
@@ -179,14 +205,14 @@ def _containers(items: Any, source, where: str, init: bool, api_server: bool = T
     out = []
     for i, item in enumerate(items):
         at = f"{where}[{i}]"
-        if not isinstance(item, dict) or not isinstance(item.get("name"), str) or (api_server and not item["name"]):
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not item["name"]:
             raise ConfigError(source, f"{at}.name", "expected the container's name")
         resources = item.get("resources") or {}
         if not isinstance(resources, dict):
             raise ConfigError(source, f"{at}.resources", "expected requests and/or limits")
         limits = _resource_list(resources.get("limits"), source, f"{at}.resources.limits")
         requests = _resource_list(resources.get("requests"), source, f"{at}.resources.requests")
-        if api_server:
+        if defaulting:
             requests = _default_requests(requests, limits)
         argv = list(item.get("command") or []) + list(item.get("args") or [])
         if not all(isinstance(a, (str, int, float)) for a in argv):
@@ -214,7 +240,7 @@ def _default_pod_requests(pod: Pod) -> None:
         pod.pod_requests = requests
 
 
-def validate(pod: Pod) -> None:
+def validate(pod: Pod, source=None, where: str = "") -> None:
     """The API server's checks on resources; raises PodInvalid with kubectl's wording."""
     errors = []
     for kind, items in (("initContainers", pod.init_containers), ("containers", pod.containers)):
@@ -227,19 +253,41 @@ def validate(pod: Pod) -> None:
                     errors.append(f'spec.resources.{part}[{name}]: Unsupported value: "{name}": '
                                   'supported values: "cpu", "memory"')
         errors += _requirement_errors("spec.resources", pod.pod_requests or {}, pod.pod_limits or {})
-    if errors:
-        raise PodInvalid(f'The Pod "{pod.name}" is invalid: ' + ", ".join(errors))
+    if errors:   # field.ErrorList.ToAggregate: one error as it is, several in brackets
+        detail = errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
+        raise PodInvalid(f'The Pod "{pod.name}" is invalid: {detail}', source, where)
+
+
+def _overcommit_allowed(resource: str) -> bool:
+    """IsOvercommitAllowed: a native resource (no domain, or kubernetes.io) that is not hugepages."""
+    domain = resource.split("/")[0] if "/" in resource else ""
+    native = not domain or domain == "kubernetes.io" or domain.endswith(".kubernetes.io")
+    return native and not resource.startswith("hugepages-")
 
 
 def _requirement_errors(path: str, requests: Resources, limits: Resources) -> list[str]:
+    """validateResourceRequirements on defaulted requests and limits."""
     errors = []
-    for part, values in (("limits", limits), ("requests", requests)):
-        for name, q in values.items():
-            if q.value < 0:
-                errors.append(f'{path}.{part}[{name}]: Invalid value: "{q}": must be greater than or equal to 0')
-    for name, q in requests.items():
-        if name in limits and q.value > limits[name].value:
-            errors.append(f'{path}.requests: Invalid value: "{q}": must be less than or equal to {name} limit of {limits[name]}')
+    for resource in sorted(limits):
+        if limits[resource].value < 0:
+            errors.append(f'{path}.limits[{resource}]: Invalid value: "{limits[resource]}": '
+                          "must be greater than or equal to 0")
+    for resource in sorted(requests):
+        request = requests[resource]
+        if request.value < 0:
+            errors.append(f'{path}.requests[{resource}]: Invalid value: "{request}": must be greater than or equal to 0')
+        limit = limits.get(resource)
+        if limit is not None:
+            if request.value != limit.value and not _overcommit_allowed(resource):
+                errors.append(f'{path}.requests: Invalid value: "{request}": must be equal to {resource} limit of {limit}')
+            elif request.value > limit.value:
+                errors.append(f'{path}.requests: Invalid value: "{request}": must be less than or equal to '
+                              f"{resource} limit of {limit}")
+        elif not _overcommit_allowed(resource):
+            errors.append(f"{path}.limits: Required value: Limit must be set for non overcommitable resources")
+    names = set(requests) | set(limits)
+    if any(n.startswith("hugepages-") for n in names) and not names & {"cpu", "memory"}:
+        errors.append(f"{path}: Forbidden: HugePages require cpu or memory")
     return errors
 
 
@@ -280,8 +328,10 @@ def manifest(pod: Pod, original: dict) -> dict:
     return out
 
 
-def load_pods(path, default_node: str = "", priority_classes: dict[str, int] | None = None) -> list[Pod]:
-    """Pods from a YAML file: one Pod, several documents, or a `kind: List`."""
+def load_pods(path, default_node: str = "", priority_classes: dict[str, int] | None = None,
+              allow_empty: bool = False, uid_scope: str = "labkit") -> list[Pod]:
+    """Pods from a YAML file: one Pod, several documents, or a `kind: List` with items (with
+    `allow_empty`, a file without any document is no Pod at all)."""
     from labkit.inputs import load_yaml_all
 
     path = Path(path)
@@ -297,8 +347,16 @@ def load_pods(path, default_node: str = "", priority_classes: dict[str, int] | N
         else:
             objects.append((where, doc))
     if not objects:
+        if allow_empty:
+            return []
         raise ConfigError(path, None, "no Pod found")
-    return [pod_from_dict(obj, path, where, default_node, priority_classes) for where, obj in objects]
+    pods = [pod_from_dict(obj, path, where, default_node, priority_classes, uid_scope=uid_scope)
+            for where, obj in objects]
+    uids = [p.uid for p in pods]
+    for i, uid in enumerate(uids):
+        if uid in uids[:i]:
+            raise ConfigError(path, objects[i][0] or None, f"Pod {pods[i].name!r} repeats the UID {uid}")
+    return pods
 
 
 def _at(prefix: str, field_name: str) -> str:

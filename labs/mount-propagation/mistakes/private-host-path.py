@@ -1,0 +1,45 @@
+"""Common wrong fixes for private-host-path."""
+
+import yaml
+
+from labkit.exercises import mistake
+from labkit.mounts import kernel
+from labkit.mounts.node import Node
+from labkit.mounts.pods import load_pods
+
+
+@mistake("fix the node, not the Pod")
+def change_the_pod(env):
+    """Makes the Pod start by switching it to None, instead of fixing the node."""
+    path = env.dir / "pods" / "logger.yaml"
+    pod = yaml.safe_load(path.read_text())
+    pod["spec"]["containers"][0]["volumeMounts"][0]["mountPropagation"] = "None"
+    path.write_text(yaml.safe_dump(pod, sort_keys=False))
+    node = Node(env)
+    node.delete("logger")
+    node.apply_all(load_pods(path))
+
+
+def _bind(path):
+    kernel.bind(path, path)
+
+
+@mistake("shared or slave mount")
+def bind_without_make_shared(env):
+    """Binds /srv/data onto itself on the node but forgets to make it shared: a mount of its own, still
+    private."""
+    node = Node(env)
+    node.run(node.require_pid(), _bind, "/srv/data")
+    node.apply_all(load_pods(env.dir / "pods" / "logger.yaml"))
+
+
+def _make_rshared(path):
+    kernel.bind(path, path)
+    kernel.change_propagation(path, "shared", recursive=True)
+
+
+@mistake("not running")
+def not_applied_again(env):
+    """Makes /srv/data shared on the node but does not apply the Pod again, so its container stays refused."""
+    node = Node(env)
+    node.run(node.require_pid(), _make_rshared, "/srv/data")

@@ -1,0 +1,28 @@
+"""Common wrong repairs of node-b's checkpoint."""
+
+import json
+
+from labkit.exercises import mistake
+from labkit.numa.cpuset import format_cpus, parse
+
+
+@mistake("edited by hand again")
+def undo_the_edit_by_hand(env):
+    """Takes the CPU that was written back into defaultCpuSet out again, by hand: the checksum fits again."""
+    path = env.dir / "node-b" / "kubelet" / "cpu_manager_state"
+    data = json.loads(path.read_text())
+    held = set().union(*(parse(c) for containers in data["entries"].values() for c in containers.values()))
+    data["defaultCpuSet"] = format_cpus(parse(data["defaultCpuSet"]) - held)
+    path.write_text(json.dumps(data, separators=(",", ":")))
+
+
+@mistake("must be drained")
+def delete_without_draining(env):
+    """Deletes cpu_manager_state while Pods are still bound to node-b."""
+    (env.dir / "node-b" / "kubelet" / "cpu_manager_state").unlink()
+
+
+@mistake("still does not start")
+def drain_only(env):
+    """Drains node-b but leaves the broken checkpoint in place."""
+    (env.dir / "node-b" / "pods.yaml").write_text("# drained\n")

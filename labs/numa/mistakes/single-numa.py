@@ -1,0 +1,39 @@
+"""Common wrong Pods for single-numa."""
+
+import yaml
+
+from labkit.exercises import answer_path, mistake
+
+
+def _write(env, containers, status=None):
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "wide"},
+           "spec": {"containers": [{"name": "app", "image": "app", **c} for c in containers]}}
+    if status:
+        pod["status"] = status
+    path = answer_path(env.lab.id, "single-numa")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(pod))
+
+
+@mistake("single-numa-node admits", "(Burstable)")
+def requests_only(env):
+    """Asks for 10 CPUs with requests only: a Burstable Pod, which gets no CPU hints at all."""
+    _write(env, [{"resources": {"requests": {"cpu": "10", "memory": "1Gi"}}}])
+
+
+@mistake("single-numa-node admits", "(Burstable)")
+def status_says_guaranteed(env):
+    """Writes `status: {qosClass: Guaranteed}` into a requests-only Pod, hoping kubelet believes it."""
+    _write(env, [{"resources": {"requests": {"cpu": "10", "memory": "1Gi"}}}], status={"qosClass": "Guaranteed"})
+
+
+@mistake("must be less than or equal to cpu limit of 2")
+def request_above_limit(env):
+    """Puts 10 CPUs in the request and 2 in the limit."""
+    _write(env, [{"resources": {"requests": {"cpu": "10", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "1Gi"}}}])
+
+
+@mistake("single-numa-node admits", "(Guaranteed)")
+def fits_one_node(env):
+    """A Guaranteed Pod that fits on one NUMA node: every policy admits it."""
+    _write(env, [{"resources": {"limits": {"cpu": "4", "memory": "1Gi"}}}])
