@@ -76,3 +76,19 @@ def test_kill_lab_build_at_each_step_then_clean_up(point, host_unchanged):
                              env={**os.environ, "LABKIT_CRASH_AT": f"resources:{point}"})
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr
     assert_clean_after(host_unchanged, f"kill -9 of `labkit run resources` at {point}")
+
+
+def test_plan_works_offline_with_the_labs_and_the_students_priority_classes(tmp_path):
+    """`labkit resources plan` needs no running lab: the shipped pressure scenario names the lab's
+    own PriorityClasses; others come from --priority-class."""
+    planned = json.loads(labkit("resources", "plan", "-f", "labs/resources/scenarios/pressure.yaml", "--json",
+                                check=0).stdout)
+    assert "crawler" in {p["pod"] for p in planned}
+    pod = tmp_path / "pod.yaml"
+    pod.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "batch"},
+                                   "spec": {"priorityClassName": "nightly",
+                                            "containers": [{"name": "c", "image": "x"}]}}))
+    refused = labkit("resources", "plan", "-f", str(pod), check=2)
+    assert "no PriorityClass with name nightly was found" in refused.stderr
+    assert labkit("resources", "plan", "-f", str(pod), "--priority-class", "nightly=5", check=0).stdout.startswith("pod/batch")
+    assert "expected NAME=VALUE" in labkit("resources", "plan", "-f", str(pod), "--priority-class", "nightly", check=2).stderr

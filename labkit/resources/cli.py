@@ -249,6 +249,9 @@ def evict(node_name: Optional[str] = typer.Option(None, "--node", help=NODE_HELP
 @app.command()
 def plan(filename: Path = typer.Option(..., "-f", "--filename", help="Pods (YAML)."),
          memory_capacity: str = typer.Option("2Gi", "--memory-capacity", help="The node's memory (for oom_score_adj)."),
+         priority_class: list[str] = typer.Option(
+             [], "--priority-class", metavar="NAME=VALUE",
+             help="A PriorityClass the Pods may name (repeatable); the lab's own (nodes.yaml) are known already."),
          as_json: bool = typer.Option(False, "--json")):
     """What kubelet and the runtime would write for Pods, without running them: QoS, pod and
     container cgroups (v1 and v2 values), oom_score_adj."""
@@ -257,8 +260,15 @@ def plan(filename: Path = typer.Option(..., "-f", "--filename", help="Pods (YAML
     from labkit.pods import load_pods, qos_class
 
     capacity = Quantity.parse(memory_capacity).value_int()
+    classes = _lab_priority_classes()
+    for item in priority_class:
+        name, _, value = item.partition("=")
+        try:
+            classes[name.strip()] = int(value)
+        except ValueError:
+            raise LabkitError(f"--priority-class {item!r}: expected NAME=VALUE with an integer value") from None
     out = []
-    for pod in load_pods(filename):
+    for pod in load_pods(filename, priority_classes=classes):
         def both(s):
             d = s.to_json()
             d["cpu.weight (v2)"] = kubelet.shares_to_weight(s.cpu_shares) if s.cpu_shares else None
@@ -274,6 +284,16 @@ def plan(filename: Path = typer.Option(..., "-f", "--filename", help="Pods (YAML
         typer.echo(f"pod/{p['pod']}: {p['qos']}; pod cgroup {p['pod_cgroup']}")
         for name, c in p["containers"].items():
             typer.echo(f"  {name}: {c}")
+
+
+def _lab_priority_classes() -> dict[str, int]:
+    """The PriorityClasses of the lab's cluster (labs/resources/nodes.yaml), as the lab's API
+    server would have them."""
+    from labkit.inputs import load_yaml
+    from labkit.labs import get_lab
+
+    data = load_yaml(get_lab("resources").directory / "nodes.yaml") or {}
+    return {str(k): int(v) for k, v in (data.get("priorityClasses") or {}).items()}
 
 
 @app.command()
