@@ -29,8 +29,8 @@ SCENARIO = BUILTIN_LABS / "kube-proxy" / "scenarios" / "cluster.yaml"
 
 
 class FakeKernel:
-    """modprobe on a fake root: loading makes the three sysctls appear at 1 (as the module does in
-    every namespace), unloading removes them."""
+    """modprobe and rmmod on a fake root: loading makes the three sysctls appear at 1 (as the module
+    does in every namespace), unloading removes them."""
 
     def __init__(self, root: Path):
         self.host = brnetfilter.Host(root)
@@ -44,7 +44,7 @@ class FakeKernel:
                 (self.host.sysctl_dir / name).write_text("1\n")
             (self.host.module_dir).mkdir(parents=True)
             (self.host.module_dir / "refcnt").write_text("0\n")
-        elif argv == ["modprobe", "-r", "br_netfilter"]:
+        elif argv == ["rmmod", "br_netfilter"]:
             for name in brnetfilter.SYSCTLS:
                 (self.host.sysctl_dir / name).unlink()
         return subprocess.CompletedProcess(argv, 0, "", "")
@@ -70,7 +70,9 @@ def test_br_netfilter_is_loaded_recorded_and_unloaded_by_the_last_lab(tmp_path):
     assert brnetfilter.present(kernel.host) and len(kernel.calls) == 1        # the other lab still needs it
     [other] = second.ledger.entries()
     assert brnetfilter.remove_recorded(other, run=kernel) is True
-    assert kernel.calls[-1] == ["modprobe", "-r", "br_netfilter"] and not brnetfilter.present(kernel.host)
+    # only this module: `modprobe -r` would take bridge, stp and llc along, which the host may have
+    # had before (labkit.kmodules gives back those a lab made the kernel load)
+    assert kernel.calls[-1] == ["rmmod", "br_netfilter"] and not brnetfilter.present(kernel.host)
     assert not (tmp_path / "root" / "run" / "labkit").exists()
     assert brnetfilter.remove_recorded(other, run=kernel) is False            # idempotent
 
@@ -219,3 +221,20 @@ finally:
     assert ok_headers["X-Load-Balancing-Endpoint-Weight"] == "2" and ok_headers["Content-Type"] == "application/json"
     assert down == 503 and down_body["localEndpoints"] == 0
     assert json.loads(lines[1])[0] == 200 and lines[2] == "closed"
+
+
+def test_kube_proxys_conntrack_sysctls_come_after_kubelets_rules(monkeypatch):
+    """The conntrack sysctls exist only once nf_conntrack is loaded; on a fresh machine kubelet's
+    KUBE-FIREWALL rule (-m conntrack) is what loads it, so they are written after it, as kube-proxy
+    starts after kubelet on a real node."""
+    calls = []
+    monkeypatch.setattr(node, "run_in", lambda netns, argv, **kw: calls.append(("sysctl", argv[2:])))
+    monkeypatch.setattr(node.load, "restore", lambda netns, text, **kw: calls.append(("restore", text)))
+    node.prepare("ns", {"clusterCIDR": "10.244.0.0/16"})
+    kinds = [kind for kind, _ in calls]
+    firewall = next(i for i, (kind, text) in enumerate(calls) if kind == "restore" and "-m conntrack" in text)
+    conntrack = next(i for i, (kind, argv) in enumerate(calls)
+                     if kind == "sysctl" and any("nf_conntrack" in a for a in argv))
+    bridge = next(i for i, (kind, argv) in enumerate(calls)
+                  if kind == "sysctl" and any("bridge-nf-call" in a for a in argv))
+    assert bridge < firewall < conntrack, kinds

@@ -142,16 +142,20 @@ def egress_masquerade(cluster_cidr: str) -> str:
 
 
 def prepare(netns: str, kube_proxy_configuration: dict, *, localhost_nodeports: bool = True) -> None:
-    """Everything of a node but kube-proxy's syncs, in the order a node gets it (see above)."""
-    sysctls = list(brnetfilter.NODE_SYSCTLS)
-    sysctls += conntrack_settings(kube_proxy_configuration).per_namespace()
-    if localhost_nodeports:
-        sysctls.append("net.ipv4.conf.all.route_localnet=1")
-    run_in(netns, ["sysctl", "-qw", *sysctls])
+    """Everything of a node but kube-proxy's syncs, in the order a node gets it (see above). The
+    order matters beyond the rules' positions: the conntrack sysctls exist only once nf_conntrack is
+    loaded, which kubelet's KUBE-FIREWALL rule (-m conntrack) makes the kernel do on a machine where
+    nothing loaded it before (a fresh Debian 12), as on a real node where kubelet starts first."""
+    run_in(netns, ["sysctl", "-qw", *brnetfilter.NODE_SYSCTLS])
     cluster_cidr = (kube_proxy_configuration or {}).get("clusterCIDR")
     text = kubelet_rules() + (egress_masquerade(cluster_cidr) if cluster_cidr else "")
     load.restore(netns, text, noflush=True)
     load.restore(netns, kubelet_rules_ipv6(), noflush=True, family="IPv6")
+    sysctls = conntrack_settings(kube_proxy_configuration).per_namespace()
+    if localhost_nodeports:
+        sysctls.append("net.ipv4.conf.all.route_localnet=1")
+    if sysctls:
+        run_in(netns, ["sysctl", "-qw", *sysctls])
 
 
 def node_sysctls(netns: str) -> dict[str, str]:
