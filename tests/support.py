@@ -21,16 +21,27 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 LABKIT = [sys.executable, "-m", "labkit"]
 LOCK_PATH = "/tmp/labkit-tests.lock"
+TURNSTILE_PATH = "/tmp/labkit-tests.turnstile"
 
 
 @contextmanager
 def host_lock(exclusive: bool):
+    """The host lock, shared or exclusive. Everyone passes a turnstile (a second lock, held only
+    while waiting) first, so an exclusive holder waiting for the shared holders to leave keeps new
+    shared holders out: with suites of several checkouts running at once, readers would otherwise
+    keep the lock shared for ever and starve the host-wide comparisons."""
     fd = os.open(LOCK_PATH, os.O_RDWR | os.O_CREAT, 0o666)
+    turnstile = os.open(TURNSTILE_PATH, os.O_RDWR | os.O_CREAT, 0o666)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
         yield
     finally:
         fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(turnstile)
         os.close(fd)
 
 

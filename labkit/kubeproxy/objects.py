@@ -29,6 +29,7 @@ from typing import Iterable
 
 import yaml
 
+from labkit import yaml_fast
 from labkit.errors import ConfigError
 from labkit.inputs import load_yaml_all, read_text
 from labkit.kubeproxy import chains
@@ -104,9 +105,13 @@ def _documents(source, origin) -> tuple[str, list, bool]:
 
 
 def _yaml_documents(where: str, text: str) -> list:
-    """YAML documents, read with libyaml's parser where PyYAML has it (the same SafeLoader
-    constructors and resolvers, so the same objects, several times faster); what it refuses is
-    read again by labkit.inputs for its one-line error."""
+    """YAML documents: by labkit.yaml_fast where it can promise PyYAML's reading (large clusters
+    in seconds), else with libyaml's parser where PyYAML has it (the same SafeLoader constructors
+    and resolvers, so the same objects, several times faster); what that refuses is read again by
+    labkit.inputs for its one-line error."""
+    fast = yaml_fast.documents(text)
+    if fast is not None:
+        return fast
     loader = getattr(yaml, "CSafeLoader", None)
     if loader is not None:
         try:
