@@ -69,3 +69,25 @@ def test_before_1_33_a_namespace_loses_everything_in_one_pass():
     pod_gone = next(at for what, at in when.items() if what.startswith("pod/") and what.endswith("gone"))
     assert when["configmap/settings gone"] < pod_gone and when["service/web gone"] < pod_gone
     assert timeline.events[-1][1] == "namespace demo gone"
+
+
+@pytest.mark.parametrize("emulated, header, pods_first", [
+    ("1.32", "Kubernetes 1.32: OrderedNamespaceDeletion off — every resource is deleted in the same pass", False),
+    (None, "Kubernetes 1.34: OrderedNamespaceDeletion on — pods are deleted first, the rest once they are gone", True),
+])
+def test_ns_explain_names_the_version_and_its_order(tmp_path, emulated, header, pods_first):
+    from labkit.namespaces.explain import explain, render
+    server = EmbeddedServer(tmp_path / "srv", controllers=[], emulated_version=emulated).start()
+    try:
+        c = server.client()
+        c.create("v1", "namespaces", {"metadata": {"name": "old"}})
+        c.create("v1", "pods", {"metadata": {"name": "p"}, "spec": {"nodeName": "gone", "containers": [
+            {"name": "c", "image": "busybox"}]}}, "old")
+        c.create("v1", "configmaps", {"metadata": {"name": "cm"}}, "old")
+        c.delete("v1", "namespaces", "old")
+        out = explain(server.http_client(), "old")
+        assert header in render(out).splitlines()[2]
+        pods = next(cause for cause in out.causes if cause.kind == "pods")
+        assert ("pods go first" in pods.message) is pods_first
+    finally:
+        server.stop()

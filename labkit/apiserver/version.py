@@ -30,6 +30,22 @@ class VersionError(ValueError):
     pass
 
 
+def gate_default(gate: str, minor: int) -> bool:
+    """The gate's default in release 1.<minor>: its last spec at or before it (off before the first)."""
+    value = False
+    for since, default, _stage, _locked in VERSIONED_FEATURE_GATES[gate]:
+        if since <= minor:
+            value = default
+    return value
+
+
+def served_minor(info: dict) -> int | None:
+    """The minor release a /version answer says the server behaves as: the emulated one if given,
+    else its own (`27+` as some providers write it counts as 27)."""
+    text = str(info.get("emulationMinor") or info.get("minor") or "").rstrip("+")
+    return int(text) if text.isdigit() else None
+
+
 @dataclass(frozen=True)
 class EffectiveVersion:
     """The binary version (always v1.34) and the emulated minor version."""
@@ -55,12 +71,7 @@ class EffectiveVersion:
         return f"1.{self.emulated_minor}"
 
     def enabled(self, gate: str) -> bool:
-        """The gate's default at the emulated version (the last spec at or before it)."""
-        value = False
-        for since, default, _stage, _locked in VERSIONED_FEATURE_GATES[gate]:
-            if since <= self.emulated_minor:
-                value = default
-        return value
+        return gate_default(gate, self.emulated_minor)
 
     def gates(self) -> dict[str, bool]:
         return {gate: self.enabled(gate) for gate in VERSIONED_FEATURE_GATES}
