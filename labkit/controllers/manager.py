@@ -28,7 +28,7 @@ def _replicaset(client, log):
 
 def _namespace(client, log):
     from labkit.controllers.namespace import NamespaceController
-    return NamespaceController(client, log)
+    return NamespaceController(client, log, ordered=client.api.version.enabled("OrderedNamespaceDeletion"))
 
 
 def _node(client, log):

@@ -41,6 +41,8 @@ class Explanation:
     remaining: dict[str, int] = field(default_factory=dict)          # resource.group -> count
     held: list[dict] = field(default_factory=list)                   # objects with finalizers
     failing_discovery: dict[str, str] = field(default_factory=dict)  # group/version -> error
+    kubernetes_version: str = ""         # what /version says the server behaves as
+    pods_first: bool = True              # OrderedNamespaceDeletion at that version
     unavailable_apiservices: list[dict] = field(default_factory=list)
     causes: list[Cause] = field(default_factory=list)
     decisions: list[str] = field(default_factory=list)
@@ -93,9 +95,16 @@ def _unavailable_apiservices(client: Client) -> list[dict]:
 
 
 def explain(client: Client, name: str, decisions: list[dict] | None = None) -> Explanation:
+    from labkit.apiserver.version import gate_default, served_minor
+
     code, ns = client.request("GET", f"/api/v1/namespaces/{name}")
     discovered = client.discover()
     out = Explanation(name, code == 200)
+    version_code, info = client.request("GET", "/version")
+    minor = served_minor(info) if version_code == 200 and isinstance(info, dict) else None
+    if minor is not None:
+        out.kubernetes_version = f"1.{minor}"
+        out.pods_first = gate_default("OrderedNamespaceDeletion", minor)
     out.failing_discovery = dict(sorted(discovered.failed.items()))
     out.unavailable_apiservices = _unavailable_apiservices(client)
     out.remaining, out.held = _content(client, name, discovered)
@@ -140,8 +149,8 @@ def _causes(out: Explanation) -> None:
     held_pods = [h for h in out.held if h["resource"] == "pods"]
     if pods_left and len(held_pods) < pods_left:
         out.causes.append(Cause(
-            "pods", f"{pods_left - len(held_pods)} pod(s) are still terminating; pods go first and nothing else is "
-            "deleted until they are gone",
+            "pods", f"{pods_left - len(held_pods)} pod(s) are still terminating"
+            + ("; pods go first and nothing else is deleted until they are gone" if out.pods_first else ""),
             "wait for the grace period; a pod whose node is gone stays until it is force-deleted "
             "(kubectl delete pod NAME --grace-period=0 --force)"))
     by_finalizer: dict[str, list[str]] = {}
@@ -163,7 +172,7 @@ def _causes(out: Explanation) -> None:
         what = ", ".join(f"{n} {gr}" for gr, n in sorted(unheld.items()))
         out.causes.append(Cause(
             "content", f"{what} without finalizers still stored: the namespace controller deletes them on its next "
-            "pass (it waits for pods first)",
+            "pass" + (" (it waits for pods first)" if out.pods_first else ""),
             "nothing to fix if the namespace controller runs; check its conditions below"))
     extra = [f for f in out.spec_finalizers if f != "kubernetes"]
     if extra:
@@ -193,6 +202,10 @@ def render(out: Explanation) -> str:
         lines.append(f"namespace {out.name}: {out.phase} since {out.deletion_timestamp}")
         lines.append(f"  spec.finalizers: {out.spec_finalizers or '[]'}   metadata.finalizers: "
                      f"{out.metadata_finalizers or '[]'}")
+        if out.kubernetes_version:
+            lines.append(f"  Kubernetes {out.kubernetes_version}: OrderedNamespaceDeletion "
+                         + ("on — pods are deleted first, the rest once they are gone" if out.pods_first else
+                            "off — every resource is deleted in the same pass"))
     if out.causes:
         lines.append("")
         lines.append("why it is still here:" if out.exists else "what is left:")
