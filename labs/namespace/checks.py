@@ -216,6 +216,42 @@ def _discovery_failures_written(ctx, namespace):
     return None
 
 
+# what each of kube-aggregator's reasons means for the student (availability.py lists the checks)
+UNAVAILABLE = {
+    "ServiceNotFound": "its Service is missing",
+    "ServicePortError": "its Service does not offer the APIService's port",
+    "EndpointsNotFound": "its Service has no EndpointSlices (a Service without a selector gets none), so no ready "
+                         "endpoints",
+    "MissingEndpoints": "its Service has no ready endpoints: no ready Pod behind its selector has the port the "
+                        "Service names",
+    "FailedDiscoveryCheck": "its backend does not answer discovery through the Service: the endpoints lead nowhere "
+                            "that serves the API",
+}
+
+
+def _apiservice_condition(c, apiservice):
+    """The settled Available condition of `apiservice` (None: it does not exist, {}: no condition yet)."""
+    def probe():
+        code, svc = c.request("GET", f"/apis/apiregistration.k8s.io/v1/apiservices/{apiservice}")
+        if code == 404:
+            return None
+        cond = next((x for x in (svc.get("status") or {}).get("conditions") or [] if x.get("type") == "Available"), {})
+        return {k: cond.get(k) for k in ("status", "reason", "message")}
+    return settle(probe, timeout=10, stable_for=1.0).value
+
+
+def _require_available(c, apiservice, namespace):
+    cond = _apiservice_condition(c, apiservice)
+    if cond is None or cond.get("status") == "True":
+        return cond
+    reason = cond.get("reason") or "no condition yet"
+    words = UNAVAILABLE.get(reason, "see its conditions")
+    raise CheckFailed(f"APIService {apiservice} is not Available ({reason}): {words}. Discovery of its group keeps "
+                      f"failing, so namespace {namespace} (and every other namespace being deleted) keeps waiting "
+                      f"— `kubectl get apiservice {apiservice} -o yaml`",
+                      observed=f"{reason}: {cond.get('message')}")
+
+
 def check_broken_apiservice(ctx):
     name, apiservice = ctx.params["namespace"], ctx.params["apiservice"]
     c = _lab(ctx.env).client(ctx.env)
@@ -230,17 +266,11 @@ def check_broken_apiservice(ctx):
     if failure is None:
         raise CheckFailed(f"namespace {name} went away without ever waiting for a failing discovery: "
                           "`labkit reset namespace` and break the API first (see the prompt)")
+    cond = _require_available(c, apiservice, name)
     _gone_cleanly(ctx, c, name)
     note = " (" + NO_AUDIT.format(what="the discovery failure it waited for") + ")" if failure is NO_AUDIT else ""
-    code, svc = c.request("GET", f"/apis/apiregistration.k8s.io/v1/apiservices/{apiservice}")
-    if code == 200:
-        available = next((x for x in (svc.get("status") or {}).get("conditions") or [] if x.get("type") == "Available"),
-                         {})
-        if available.get("status") != "True":
-            raise CheckFailed(f"APIService {apiservice} is still not Available ({available.get('reason')}): every "
-                              "other namespace deletion still waits for it")
     return ctx.passed(f"namespace {name} finished once discovery worked again"
-                      + (f" (APIService {apiservice} deleted)" if code == 404 else f" ({apiservice} Available again)")
+                      + (f" (APIService {apiservice} deleted)" if cond is None else f" ({apiservice} Available again)")
                       + note)
 
 

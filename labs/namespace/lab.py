@@ -6,6 +6,13 @@ content. Three of them are deleted at once and stay Terminating, each for its ow
   attic       Terminating: a ConfigMap held by attic.example.com/keep                     (b)
   reports     Terminating: a Backup (custom resource) held by backup.example.com/upload   (c)
   monitoring  a ConfigMap; APIService v1beta1.metrics.k8s.io served by kube-system/metrics-server (d)
+
+(d) is served for real: the lab runs metrics_backend.py, an HTTPS server that answers
+metrics.k8s.io discovery, as the process of the Pod of the Deployment kube-system/metrics-server
+(host network, so its Pod IP is the node's address where the process listens; its container port
+`https` is the port the process got). The Service selects that Pod and targets the port by name,
+the EndpointSlice controller publishes it, and the API server's availability check reaches the
+process through it, as kube-aggregator does.
   legacy      Terminating: a ConfigMap and a Backup, both held by finalizers              (e)
   sandbox     empty                                                                       (f)
 
@@ -13,9 +20,9 @@ Nothing runs that would ever remove the example finalizers: like an operator tha
 uninstalled before its objects were deleted.
 
 With `labkit run namespace --kubeconfig FILE [--context C]` the same objects are built on a real
-cluster instead, whose own namespace controller and kube-aggregator do the work. The APIService
-points at a Service without Pods there too; a real aggregator checks endpoints as well as the
-Service (remote_available_controller.go: EndpointsNotFound / MissingEndpoints), so there it is
+cluster instead, whose own namespace controller and kube-aggregator do the work. There the lab
+runs no backend: the APIService points at a Service without Pods, and a real aggregator checks
+endpoints as well as the Service (remote_available_controller.go: MissingEndpoints), so there it is
 Available=False from the start, and every namespace deletion on that cluster waits on the failing
 discovery until (d) is fixed: `access()` tells the student to do (d) first. labkit has no audit
 log or decision log of a cluster: checks that need them say so and judge the live state only.
@@ -25,8 +32,11 @@ namespace` deletes it again, releasing the lab's own example finalizers.
 
 import json
 import os
+import sys
+import time
 from pathlib import Path
 
+from labkit import procs
 from labkit.apiserver.errors import ApiError
 from labkit.apiserver.server import read_server_info, spawn
 from labkit.apiserver.target import SERVER_TAG, Target, for_env
@@ -37,6 +47,8 @@ OPTIONS = ("kubeconfig", "context")
 CRD_NAME = "backups.example.com"
 APISERVICE = "v1beta1.metrics.k8s.io"
 METRICS_SERVICE = ("kube-system", "metrics-server")
+BACKEND_TAG = "metrics-server"      # the process behind the metrics-server Pod
+BACKEND_PORT_FILE = "metrics-server.port"
 DELETED_AT_SETUP = ("attic", "reports", "legacy")
 BUILT_FILE = "built.json"       # each namespace's resourceVersion right after the lab made it
 
@@ -110,16 +122,20 @@ def up(env):
     c = t.client()
     t.create(env, "apiextensions.k8s.io/v1", "customresourcedefinitions", CRD)
     _wait(lambda: c.request("GET", "/apis/example.com/v1")[0] == 200, "the Backup CRD to be served")
+    if t.embedded:
+        _metrics_backend(env, t)
     t.create(env, "v1", "services", {"apiVersion": "v1", "kind": "Service",
                                      "metadata": {"name": METRICS_SERVICE[1], "labels": {"k8s-app": "metrics-server"}},
                                      "spec": {"selector": {"k8s-app": "metrics-server"},
-                                              "ports": [{"name": "https", "port": 443, "targetPort": 10250}]}},
+                                              "ports": [{"name": "https", "port": 443, "targetPort": "https"}]}},
                   METRICS_SERVICE[0])
     t.create(env, "apiregistration.k8s.io/v1", "apiservices", {
         "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService", "metadata": {"name": APISERVICE},
         "spec": {"group": "metrics.k8s.io", "version": "v1beta1", "groupPriorityMinimum": 100, "versionPriority": 100,
                  "insecureSkipTLSVerify": True,
                  "service": {"namespace": METRICS_SERVICE[0], "name": METRICS_SERVICE[1], "port": 443}}})
+    if t.embedded:
+        _wait(lambda: apiservice_available(c), f"APIService {APISERVICE} to be Available")
     uids, versions = {}, {}
     for ns, objects in CONTENT.items():
         created = t.create(env, "v1", "namespaces",
@@ -135,8 +151,35 @@ def up(env):
     env.log("namespaces " + ", ".join(CONTENT) + f" created on {t.description}; {', '.join(DELETED_AT_SETUP)} deleted")
 
 
+def _metrics_backend(env, t: Target) -> None:
+    """Start the metrics-server process and the Deployment whose Pod it is (see the docstring)."""
+    from labkit.controllers.node import HOST_IP
+    port_file = Path(env.dir) / BACKEND_PORT_FILE
+    port_file.unlink(missing_ok=True)
+    procs.spawn(env, BACKEND_TAG, [sys.executable, str(Path(__file__).with_name("metrics_backend.py")),
+                                   "--address", HOST_IP, "--pki", str(Path(env.dir) / "metrics-server-pki"),
+                                   "--port-file", str(port_file)])
+    _wait(port_file.exists, "the metrics-server process to listen")
+    port = int(port_file.read_text())
+    labels = {"k8s-app": "metrics-server"}
+    t.create(env, "apps/v1", "deployments", {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": METRICS_SERVICE[1], "labels": labels},
+        "spec": {"replicas": 1, "selector": {"matchLabels": labels},
+                 "template": {"metadata": {"labels": labels},
+                              "spec": {"hostNetwork": True, "containers": [{
+                                  "name": "metrics-server", "image": "registry.k8s.io/metrics-server/metrics-server:v0.8.0",
+                                  "args": [f"--secure-port={port}", "--kubelet-insecure-tls"],
+                                  "ports": [{"name": "https", "containerPort": port, "protocol": "TCP"}]}]}}}},
+             METRICS_SERVICE[0])
+
+
+def apiservice_available(c) -> bool:
+    svc = c.get_or_none("apiregistration.k8s.io/v1", "apiservices", APISERVICE) or {}
+    return any(x.get("type") == "Available" and x.get("status") == "True"
+               for x in (svc.get("status") or {}).get("conditions") or [])
+
+
 def _wait(predicate, what: str, timeout: float = 20.0) -> None:
-    import time
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
@@ -154,7 +197,7 @@ def is_up(env):
         except (LabkitError, ApiError, OSError):
             return False
     info = read_server_info(server_dir(env))
-    if info is None:
+    if info is None or not procs.find(procs.owner_token(env, BACKEND_TAG)):
         return False
     try:
         os.kill(info.pid, 0)
