@@ -189,7 +189,9 @@ class EndpointSliceController(KeyedController):
         unused = list(existing)
         for ports_key, (ports, endpoints) in desired.items():
             endpoints.sort(key=lambda e: (e["addresses"][0], e["targetRef"]["name"]))
-            match = next((s for s in unused if repr(s.get("ports")) == ports_key), None)
+            # a slice with these ports, else any slice no longer needed (the placeholder, say) is
+            # updated rather than replaced, as the reconciler does to keep churn low
+            match = next((s for s in unused if repr(s.get("ports")) == ports_key), unused[0] if unused else None)
             body = {"addressType": "IPv4", "endpoints": endpoints}
             if ports is not None:
                 body["ports"] = ports
