@@ -556,6 +556,11 @@ class Api:
         if answer is None:
             return Response(503, b"service unavailable\n", "text/plain; charset=utf-8")
         code, body, content_type = answer
+        if content_type.split(";")[0].strip() == "application/json":
+            try:
+                body = json.loads(body)
+            except ValueError:
+                pass
         return Response(code, body, content_type)
 
     def _serve_discovery(self, request: Request, path: str) -> Response:
