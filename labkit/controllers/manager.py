@@ -57,6 +57,11 @@ def _endpoint(client, log, _settings):
     return EndpointsController(client, log)
 
 
+def _podgc(client, log, _settings):
+    from labkit.controllers.podgc import PodGCController
+    return PodGCController(client, log)
+
+
 def _component(user: str) -> str:
     """The program a controller is part of upstream, the first word of its user agent (and so
     the field manager of its writes)."""
@@ -74,11 +79,12 @@ CONTROLLERS: dict[str, tuple[str, Callable]] = {
     "root-ca-cert-publisher": ("system:serviceaccount:kube-system:root-ca-cert-publisher", _root_ca_cert_publisher),
     "endpointslice": ("system:serviceaccount:kube-system:endpointslice-controller", _endpointslice),
     "endpoint": ("system:serviceaccount:kube-system:endpoint-controller", _endpoint),
+    "podgc": ("system:serviceaccount:kube-system:pod-garbage-collector", _podgc),
 }
 
 # what `labkit apiserver` and the labs run by default
 DEFAULT_CONTROLLERS = ("garbagecollector", "deployment", "replicaset", "node", "namespace", "serviceaccount",
-                       "root-ca-cert-publisher", "endpointslice", "endpoint")
+                       "root-ca-cert-publisher", "endpointslice", "endpoint", "podgc")
 
 
 class ControllerManager:

@@ -142,8 +142,11 @@ def _causes(out: Explanation) -> None:
         out.causes.append(Cause(
             "pods", f"{pods_left - len(held_pods)} pod(s) are still terminating; pods go first and nothing else is "
             "deleted until they are gone",
-            "wait for the grace period; a pod whose node is gone stays until it is force-deleted "
-            "(kubectl delete pod NAME --grace-period=0 --force)"))
+            "wait: the kubelet stops each container and deletes the pod (a container that ignores SIGTERM takes "
+            "the grace period). A pod bound to a node that no longer exists is deleted by the pod garbage "
+            "collector (it quarantines the node name for 40 s first); one on a node that exists but is down waits "
+            "for that node's kubelet, unless the node is tainted node.kubernetes.io/out-of-service "
+            "(kube-controller-manager's podgc, v1.34)"))
     by_finalizer: dict[str, list[str]] = {}
     for h in out.held:
         for f in h["finalizers"]:
