@@ -137,7 +137,8 @@ def break_the_apiservice_by_hand(lab):
         "jsonpath={.status.conditions[?(@.type=='NamespaceDeletionDiscoveryFailure')].reason}").stdout,
         timeout=60, interval=0.2)
     message = results(lab, "broken-apiservice", code=1)["broken-apiservice"]["message"]
-    assert message.startswith("namespace monitoring still exists (Terminating)")
+    assert message.startswith("APIService v1beta1.metrics.k8s.io is not Available (ServiceNotFound): its Service is "
+                              "missing")
 
 
 def test_wrong_fixes_are_not_accepted(tmp_path):

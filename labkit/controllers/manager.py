@@ -62,6 +62,16 @@ def _podgc(client, log, _settings):
     return PodGCController(client, log)
 
 
+def _pvc_protection(client, log, _settings):
+    from labkit.controllers.volumeprotection import PVCProtectionController
+    return PVCProtectionController(client, log)
+
+
+def _pv_protection(client, log, _settings):
+    from labkit.controllers.volumeprotection import PVProtectionController
+    return PVProtectionController(client, log)
+
+
 def _component(user: str) -> str:
     """The program a controller is part of upstream, the first word of its user agent (and so
     the field manager of its writes)."""
@@ -80,11 +90,14 @@ CONTROLLERS: dict[str, tuple[str, Callable]] = {
     "endpointslice": ("system:serviceaccount:kube-system:endpointslice-controller", _endpointslice),
     "endpoint": ("system:serviceaccount:kube-system:endpoint-controller", _endpoint),
     "podgc": ("system:serviceaccount:kube-system:pod-garbage-collector", _podgc),
+    "pvc-protection": ("system:serviceaccount:kube-system:pvc-protection-controller", _pvc_protection),
+    "pv-protection": ("system:serviceaccount:kube-system:pv-protection-controller", _pv_protection),
 }
 
 # what `labkit apiserver` and the labs run by default
 DEFAULT_CONTROLLERS = ("garbagecollector", "deployment", "replicaset", "node", "namespace", "serviceaccount",
-                       "root-ca-cert-publisher", "endpointslice", "endpoint", "podgc")
+                       "root-ca-cert-publisher", "endpointslice", "endpoint", "podgc", "pvc-protection",
+                       "pv-protection")
 
 
 class ControllerManager:

@@ -33,7 +33,8 @@ from labkit.errors import ConfigError
 from labkit.gc.scenario import REF_EXPR as _REF_EXPR, ObjectSpec, Scenario, Step
 
 CATEGORY_CONTROLLERS = {"gc": "garbagecollector", "namespace": "namespace", "serviceaccount": "serviceaccount",
-                        "endpointslice": "endpointslice", "node": "node", "podgc": "podgc"}
+                        "endpointslice": "endpointslice", "node": "node", "podgc": "podgc",
+                        "volumeprotection": "pvc-protection"}
 POLL = 0.05
 _VERB_METHODS = {"get": "GET", "list": "GET", "watch": "GET", "create": "POST", "update": "PUT", "patch": "PATCH",
                  "delete": "DELETE", "deletecollection": "DELETE"}

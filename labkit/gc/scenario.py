@@ -21,7 +21,8 @@ OPS = ("create", "delete", "update", "patch", "finalize", "wait", "assert", "res
 CONTROLLER_STATES = {"garbagecollector": ("running", "stopped", "started-after-setup"),
                      "namespace": ("running", "stopped"),
                      **{name: ("running", "stopped") for name in ("serviceaccount", "root-ca-cert-publisher",
-                                                                  "endpointslice", "endpoint", "node", "podgc", "replicaset",
+                                                                  "endpointslice", "endpoint", "node", "podgc", "pvc-protection",
+                                                                  "pv-protection", "replicaset",
                                                                   "deployment")}}
 OBJECT_META_KEYS = ("name", "generateName", "namespace", "labels", "annotations", "finalizers", "ownerReferences")
 OBJECT_RESERVED = ("ref", "existing", "apiVersion", "kind", "labelSelector", *OBJECT_META_KEYS)
