@@ -17,7 +17,7 @@ from conftest import fresh_environment
 from support import host_lock, labkit, wait_until
 
 EXERCISES = ["conditions", "terminating-create", "release-finalizer", "broken-apiservice", "force-finalize",
-             "own-finalizer"]
+             "own-finalizer", "volume-in-use"]
 
 
 @contextmanager

@@ -154,6 +154,13 @@ def _causes(out: Explanation) -> None:
     for finalizer, objects in sorted(by_finalizer.items()):
         if finalizer in ("orphan", "foregroundDeletion"):
             fix = "the garbage collector removes it once it runs and has handled the dependents"
+        elif finalizer == "kubernetes.io/pvc-protection":
+            fix = ("the PVC protection controller removes it once the claim is being deleted and no Pod bound to a "
+                   "node uses it any more (such a Pod must be gone: deleted by its kubelet, or by the pod garbage "
+                   "collector if its node is gone or out of service); do not remove it by hand")
+        elif finalizer == "kubernetes.io/pv-protection":
+            fix = ("the PV protection controller removes it once the volume is being deleted and no longer Bound; "
+                   "do not remove it by hand")
         else:
             fix = (f"let the controller that owns {finalizer} finish its cleanup; if it is gone for good and the "
                    f"cleanup is not needed, remove {finalizer} from these objects (kubectl patch … --type=json -p "

@@ -15,9 +15,18 @@ the EndpointSlice controller publishes it, and the API server's availability che
 process through it, as kube-aggregator does.
   legacy      Terminating: a ConfigMap and a Backup, both held by finalizers              (e)
   sandbox     empty                                                                       (f)
+  archive     Terminating: the Pod uploader, on node-b (shut down for good), still uses the
+              PersistentVolumeClaim data                                                  (g)
 
 Nothing runs that would ever remove the example finalizers: like an operator that was
 uninstalled before its objects were deleted.
+
+(g) is what a node that died leaves behind: the Node node-b is NotReady (its kubelet stopped
+posting status) and carries the node lifecycle controller's unreachable taints; its Pod uploader
+had been Running with the claim `data` mounted and was deleted (evicted) after the node died, so
+it stays Terminating — no kubelet will ever confirm it. The namespace controller deletes pods
+first, so `archive` waits for it, and the claim keeps kubernetes.io/pvc-protection while the pod
+exists.
 
 With `labkit run namespace --kubeconfig FILE [--context C]` the same objects are built on a real
 cluster instead, whose own namespace controller and kube-aggregator do the work. There the lab
@@ -49,7 +58,8 @@ APISERVICE = "v1beta1.metrics.k8s.io"
 METRICS_SERVICE = ("kube-system", "metrics-server")
 BACKEND_TAG = "metrics-server"      # the process behind the metrics-server Pod
 BACKEND_PORT_FILE = "metrics-server.port"
-DELETED_AT_SETUP = ("attic", "reports", "legacy")
+DELETED_AT_SETUP = ("attic", "reports", "legacy", "archive")
+DEAD_NODE = "node-b"
 BUILT_FILE = "built.json"       # each namespace's resourceVersion right after the lab made it
 
 CRD = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
@@ -96,7 +106,43 @@ CONTENT = {
     "legacy": [("v1", "configmaps", _cm("app-config", ["legacy.example.com/keep"])),
                ("example.com/v1", "backups", _backup("weekly", ["backup.example.com/upload"]))],
     "sandbox": [],
+    "archive": [("v1", "persistentvolumeclaims",
+                 {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data"},
+                  "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}),
+                ("v1", "pods",
+                 {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "uploader", "labels": {"app": "uploader"}},
+                  "spec": {"nodeName": DEAD_NODE, "containers": [{"name": "uploader", "image": "busybox:1.36",
+                                                                  "command": ["sleep", "infinity"],
+                                                                  "volumeMounts": [{"name": "data",
+                                                                                    "mountPath": "/data"}]}],
+                           "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]}})],
 }
+
+
+def _dead_node(env, t: Target) -> None:
+    """(g) the Node node-b as the node lifecycle controller leaves a node whose kubelet stopped posting."""
+    node = t.create(env, "v1", "nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {
+        "name": DEAD_NODE, "labels": {"kubernetes.io/hostname": DEAD_NODE, "kubernetes.io/os": "linux"}},
+        "spec": {"taints": [{"key": "node.kubernetes.io/unreachable", "effect": effect}
+                            for effect in ("NoSchedule", "NoExecute")]}})
+    message = "Kubelet stopped posting node status."
+    node["status"] = {"conditions": [{"type": kind, "status": "Unknown", "reason": "NodeStatusUnknown",
+                                      "message": message, "lastHeartbeatTime": "2026-01-01T00:00:00Z",
+                                      "lastTransitionTime": "2026-01-01T00:00:40Z"}
+                                     for kind in ("MemoryPressure", "DiskPressure", "PIDPressure", "Ready")],
+                      "addresses": [{"type": "InternalIP", "address": "10.89.0.3"},
+                                    {"type": "Hostname", "address": DEAD_NODE}]}
+    t.client().update("v1", "nodes", node, subresource="status")
+
+
+def _strand_uploader(t: Target) -> None:
+    """(g) the uploader had been Running on node-b, then was deleted (evicted) once the node died."""
+    c = t.client()
+    pod = c.get("v1", "pods", "uploader", "archive")
+    pod["status"] = {"phase": "Running", "podIP": "10.244.77.7", "podIPs": [{"ip": "10.244.77.7"}],
+                     "hostIP": "10.89.0.3", "conditions": [{"type": "Ready", "status": "False"}]}
+    c.update("v1", "pods", pod, "archive", "status")
+    c.delete("v1", "pods", "uploader", "archive")
 
 
 def server_dir(env) -> Path:
@@ -136,6 +182,7 @@ def up(env):
                  "service": {"namespace": METRICS_SERVICE[0], "name": METRICS_SERVICE[1], "port": 443}}})
     if t.embedded:
         _wait(lambda: apiservice_available(c), f"APIService {APISERVICE} to be Available")
+    _dead_node(env, t)
     uids, versions = {}, {}
     for ns, objects in CONTENT.items():
         created = t.create(env, "v1", "namespaces",
@@ -144,6 +191,7 @@ def up(env):
         versions[ns] = created["metadata"]["resourceVersion"]
         for api_version, resource, obj in objects:
             t.create(env, api_version, resource, obj, ns)
+    _strand_uploader(t)
     for ns in DELETED_AT_SETUP:
         c.delete("v1", "namespaces", ns, options={"propagationPolicy": "Background"})
     (Path(env.dir) / BUILT_FILE).write_text(json.dumps({"resourceVersions": versions}, indent=2) + "\n")
