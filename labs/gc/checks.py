@@ -81,7 +81,7 @@ def _student_delete(ctx, events, resource: str, name: str, what: str) -> dict:
 
 
 def _gone(probe, timeout: float = 15.0):
-    """Wait (briefly) for what `probe` lists to be empty: Pods take their grace period to go."""
+    """Wait (briefly) for what `probe` lists to be empty: the lab's Pods take their grace period to go."""
     return [] if wait_for(lambda: not probe(), timeout=timeout, interval=0.2) else probe()
 
 
