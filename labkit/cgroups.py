@@ -1,9 +1,10 @@
-"""Lab-owned cgroups for CPU/memory pinning: one subtree per lab, cgroup v1 cpuset or v2.
+"""Lab-owned cgroups: one subtree per lab and controller, cgroup v1 or v2.
 
-The subtree root is `labkit-<prefix>-<lab>` directly under the cpuset hierarchy (v1:
-/sys/fs/cgroup/cpuset, v2: the unified root, which must offer the cpuset controller). Every
-directory is recorded in the lab's ledger before it is made; removal kills what runs inside and
-removes the directories bottom-up.
+The subtree root is `labkit-<prefix>-<lab>` directly under the hierarchy that offers the
+controller (v1: /sys/fs/cgroup/<controller>, e.g. cpuset, cpu, cpuacct, memory; v2: the unified
+root, which must offer the controller). The controller defaults to cpuset. Every directory is
+recorded in the lab's ledger before it is made; removal kills what runs inside and removes the
+directories bottom-up.
 """
 
 from __future__ import annotations
@@ -15,27 +16,36 @@ from pathlib import Path
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 
-def cpuset_hierarchy() -> tuple[str, Path] | None:
-    """("v1", path) or ("v2", path) for the hierarchy that offers cpuset, or None."""
-    v1 = CGROUP_ROOT / "cpuset"
-    if (v1 / "cpuset.cpus").exists():
+# A file every cgroup of the controller's v1 hierarchy has.
+V1_MARKERS = {"cpuset": "cpuset.cpus", "cpu": "cpu.shares", "cpuacct": "cpuacct.usage",
+              "memory": "memory.limit_in_bytes"}
+
+
+def hierarchy(controller: str = "cpuset") -> tuple[str, Path] | None:
+    """("v1", path) or ("v2", path) for the hierarchy that offers `controller`, or None."""
+    v1 = CGROUP_ROOT / controller
+    if controller in V1_MARKERS and (v1 / V1_MARKERS[controller]).exists():
         return "v1", v1
     for candidate in (CGROUP_ROOT, CGROUP_ROOT / "unified"):
         controllers = candidate / "cgroup.controllers"
-        if controllers.exists() and "cpuset" in controllers.read_text().split():
+        if controllers.exists() and controller in controllers.read_text().split():
             return "v2", candidate
     return None
+
+
+def cpuset_hierarchy() -> tuple[str, Path] | None:
+    return hierarchy("cpuset")
 
 
 def lab_root_name(env) -> str:
     return f"labkit-{env.prefix}-{env.lab.id}"
 
 
-def create(env, relpath: str = "") -> Path:
+def create(env, relpath: str = "", controller: str = "cpuset") -> Path:
     """Create (recorded first) the lab's cgroup subtree root and `relpath` under it."""
-    found = cpuset_hierarchy()
+    found = hierarchy(controller)
     if found is None:
-        raise RuntimeError("no cgroup hierarchy with the cpuset controller (see `labkit doctor`)")
+        raise RuntimeError(f"no cgroup hierarchy with the {controller} controller (see `labkit doctor`)")
     version, base = found
     root = base / lab_root_name(env)
     parts = [p for p in relpath.split("/") if p]
@@ -44,22 +54,24 @@ def create(env, relpath: str = "") -> Path:
         if step is not None:
             path = path / step
         if path.exists():
+            if version == "v2" and step is not None:
+                _enable(path.parent, controller)   # v2: one tree, controllers enabled level by level
             continue
         env.ledger.record("cgroup", path=str(path))
         if version == "v2":
-            _enable_cpuset(path.parent)
+            _enable(path.parent, controller)
         path.mkdir()
-        if version == "v1":
+        if version == "v1" and controller == "cpuset":
             # A v1 cpuset cgroup takes no tasks until cpus and mems are set: start from the parent's.
             for knob in ("cpuset.cpus", "cpuset.mems"):
                 (path / knob).write_text((path.parent / knob).read_text().strip() or "\n")
     return path
 
 
-def _enable_cpuset(parent: Path) -> None:
+def _enable(parent: Path, controller: str) -> None:
     control = parent / "cgroup.subtree_control"
-    if control.exists() and "cpuset" not in control.read_text().split():
-        control.write_text("+cpuset")
+    if control.exists() and controller not in control.read_text().split():
+        control.write_text(f"+{controller}")
 
 
 def write(path: Path, knob: str, value: str) -> None:

@@ -1,7 +1,7 @@
 """The `labkit` command line.
 
 Exit codes: 0 all passed / ok, 1 a check failed, 2 usage or environment error.
-Lab families (kube-proxy, gc, ns, mounts, numa, ...) add their own sub-commands from their
+Lab families (kube-proxy, gc, ns, mounts, numa, resources, ...) add their own sub-commands from their
 mechanism package; they are registered at the bottom of this file.
 """
 
@@ -263,6 +263,7 @@ from labkit.kubeproxy import cli as kubeproxy_cli  # noqa: E402
 from labkit.mounts import cli as mounts_cli  # noqa: E402
 from labkit.netfilter import cli as netfilter_cli  # noqa: E402
 from labkit.numa import cli as numa_cli  # noqa: E402
+from labkit.resources import cli as resources_cli  # noqa: E402
 
 app.add_typer(kubeproxy_cli.app, name="kube-proxy")
 app.command("trace")(netfilter_cli.trace)
@@ -271,6 +272,7 @@ app.add_typer(ns_cli.app, name="ns")
 app.command("apiserver")(apiserver_cli.apiserver)
 app.add_typer(mounts_cli.app, name="mounts")
 app.add_typer(numa_cli.app, name="numa")
+app.add_typer(resources_cli.app, name="resources")
 app.add_typer(classroom_cli.app, name="class")
 
 

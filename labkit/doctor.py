@@ -10,6 +10,7 @@ import os
 import json
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 
 from labkit import cgroups
@@ -111,6 +112,11 @@ def run_checks(names: tuple[str, ...] | None = None) -> list[Finding]:
             "iptables-extensions", FAIL if missing else OK,
             f"missing: {', '.join(missing)}" if missing else "all present: " + ", ".join(EXTENSIONS),
             "install iptables (apt-get install iptables) and a kernel with the xt_* / ipt_* modules kube-proxy uses" if missing else ""))
+    if want("br_netfilter"):
+        findings.append(_br_netfilter_finding())
+    if want("nfacct"):
+        findings.append(_nfacct_finding() if os.geteuid() == 0 else
+                        Finding("nfacct", WARN, "not probed (needs root)", "run `sudo labkit doctor`"))
     if want("mount-namespaces"):
         ok = shutil.which("unshare") and subprocess.run(
             ["unshare", "--mount", "--propagation", "private", "true"], capture_output=True).returncode == 0
@@ -122,6 +128,8 @@ def run_checks(names: tuple[str, ...] | None = None) -> list[Finding]:
         findings.append(Finding("cgroup-cpuset", OK if found else FAIL,
                                 f"cpuset controller on cgroup {found[0]} at {found[1]}" if found else "no cgroup hierarchy offers cpuset",
                                 "" if found else "mount the cpuset controller (cgroup v1) or enable it in cgroup v2's subtree_control"))
+    if want("cgroup-cpu-memory"):
+        findings.append(_cpu_memory_finding())
     if want("kubectl"):
         path = shutil.which("kubectl")
         if path:
@@ -143,6 +151,34 @@ def run_checks(names: tuple[str, ...] | None = None) -> list[Finding]:
     return findings
 
 
+def _cpu_memory_finding() -> Finding:
+    """The resources lab: cpu (with CFS bandwidth) and memory controllers, both v1 or both v2."""
+    cpu, memory = cgroups.hierarchy("cpu"), cgroups.hierarchy("memory")
+    fix = ("cgroup v2: the cpu and memory controllers must be listed in the root's cgroup.controllers "
+           "(Debian 12 and Ubuntu 24.04 have them); cgroup v1: mount the cpu, cpuacct and memory hierarchies")
+    if cpu is None or memory is None:
+        missing = " and ".join(n for n, f in (("cpu", cpu), ("memory", memory)) if f is None)
+        return Finding("cgroup-cpu-memory", FAIL, f"no cgroup hierarchy offers {missing}", fix)
+    if cpu[0] != memory[0]:
+        return Finding("cgroup-cpu-memory", FAIL, f"cpu is on cgroup {cpu[0]}, memory on {memory[0]}", fix)
+    if cpu[0] == "v1" and not (cpu[1] / "cpu.cfs_quota_us").exists():
+        return Finding("cgroup-cpu-memory", FAIL, "the cpu controller has no CFS bandwidth control (cpu.cfs_quota_us)",
+                       "a kernel with CONFIG_CFS_BANDWIDTH")
+    detail = f"cpu and memory controllers on cgroup {cpu[0]} ({cpu[1]}, {memory[1]})"
+    if not _has_capability(24):   # CAP_SYS_RESOURCE: needed to lower oom_score_adj (Guaranteed: -997)
+        return Finding("cgroup-cpu-memory", WARN, detail + "; no CAP_SYS_RESOURCE here: negative oom_score_adj "
+                       "values are refused, so Guaranteed containers run with 0 (their log says so)",
+                       "run labkit as root outside a restricted container")
+    return Finding("cgroup-cpu-memory", OK, detail)
+
+
+def _has_capability(bit: int) -> bool:
+    for line in open("/proc/self/status"):
+        if line.startswith("CapEff:"):
+            return bool(int(line.split()[1], 16) >> bit & 1)
+    return False
+
+
 def _legacy_finding(net: dict) -> Finding:
     variant = _iptables_variant()
     if not shutil.which("iptables-legacy"):
@@ -161,6 +197,51 @@ def _legacy_finding(net: dict) -> Finding:
                        "nothing to fix for labkit; to make plain `iptables` legacy machine-wide: "
                        "update-alternatives --set iptables /usr/sbin/iptables-legacy")
     return Finding("iptables-legacy", OK, detail + f"; plain `iptables` is the {variant} variant")
+
+
+def _br_netfilter_finding() -> Finding:
+    """Pod bridges must pass traffic to iptables (kube-proxy lab): see labkit.netlab.brnetfilter."""
+    from labkit.netlab import brnetfilter
+
+    state, detail = brnetfilter.describe()
+    if state == "ok":
+        return Finding("br_netfilter", OK, detail)
+    if state == "load":
+        return Finding("br_netfilter", WARN, detail,
+                       "nothing to do; to have it loaded at boot instead: echo br_netfilter > /etc/modules-load.d/k8s.conf")
+    if state == "old":
+        return Finding("br_netfilter", FAIL, detail, "use a kernel of Linux 5.3 or later (Debian 12, Ubuntu 22.04+)")
+    return Finding("br_netfilter", FAIL, detail,
+                   "install the kernel's modules (apt-get install linux-modules-extra-$(uname -r) on Ubuntu; "
+                   "Debian's linux-image packages include it), then `labkit run kube-proxy` loads it")
+
+
+# Create an nfacct counter in a throwaway network namespace and use it in a rule, as kube-proxy does.
+_NFACCT_PROBE = """
+import subprocess, sys
+from labkit.netfilter.load import _nfacct_add
+problem = _nfacct_add(["labkit_probe"])["labkit_probe"]
+if problem:
+    print("counter: " + problem); sys.exit(1)
+rule = ["iptables-legacy", "-w", "-A", "INPUT", "-m", "nfacct", "--nfacct-name", "labkit_probe", "-j", "ACCEPT"]
+out = subprocess.run(rule, capture_output=True, text=True)
+if out.returncode:
+    print("match: " + (out.stderr or out.stdout).strip()); sys.exit(1)
+"""
+
+
+def _nfacct_finding() -> Finding:
+    try:
+        out = subprocess.run(["unshare", "--net", sys.executable, "-c", _NFACCT_PROBE],
+                             capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        out = subprocess.CompletedProcess([], 1, f"probe failed: {exc}", "")
+    if out.returncode == 0:
+        return Finding("nfacct", OK, "nfacct counters can be created and matched (-m nfacct)")
+    reason = (out.stdout or out.stderr).strip().splitlines()[-1:] or ["unknown"]
+    return Finding("nfacct", WARN, f"nfacct counters do not work here ({reason[0]}): kube-proxy, and the lab, then "
+                   "write the INVALID-drop and localhost NodePort rules without -m nfacct",
+                   "optional; the kernel needs nfnetlink_acct and xt_nfacct (modprobe xt_nfacct)")
 
 
 def _python_finding() -> Finding:

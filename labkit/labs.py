@@ -31,7 +31,7 @@ PARAM_RE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 # Prerequisite names a lab may list; `labkit doctor` checks each (labkit.doctor.CHECKS).
 PREREQUISITES = (
     "root", "netns", "veth", "bridge", "iptables-legacy", "iptables-extensions",
-    "mount-namespaces", "cgroup-cpuset", "kubectl", "graphviz",
+    "mount-namespaces", "cgroup-cpuset", "cgroup-cpu-memory", "kubectl", "graphviz", "br_netfilter", "nfacct",
 )
 
 

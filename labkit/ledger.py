@@ -12,6 +12,7 @@ Kinds and the function that removes each (removal is idempotent: "already gone" 
   cgroup   {path}           a cgroup directory (processes in it are killed first)
   mount    {path}           a mount in the host's mount namespace (unmounted lazily)
   path     {path}           a file or directory tree labkit made
+  kmodule  {name, token}    a kernel module labkit loaded for the lab (labkit.netlab.brnetfilter)
   apiobject {kubeconfig, context, apiVersion, resource, namespace, name[, finalizers]}
                             an object labkit created on a real cluster (a lab run with --kubeconfig)
 """
@@ -34,6 +35,7 @@ REMOVERS = {
     "cgroup": "labkit.cgroups:remove_recorded",
     "mount": "labkit.hostmounts:remove_recorded",
     "path": "labkit.hostmounts:remove_recorded_path",
+    "kmodule": "labkit.netlab.brnetfilter:remove_recorded",
     "apiobject": "labkit.apiserver.client:remove_recorded",
 }
 
@@ -154,4 +156,6 @@ def describe(entry: dict) -> str:
     if kind == "apiobject":
         where = f"{entry['namespace']}/" if entry.get("namespace") else ""
         return f"{entry['resource']} {where}{entry['name']} on the cluster of {entry['kubeconfig']}"
+    if kind == "kmodule":
+        return f"this lab's claim on kernel module {entry['name']} (unloaded when no lab needs it)"
     return json.dumps(entry)

@@ -21,16 +21,27 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 LABKIT = [sys.executable, "-m", "labkit"]
 LOCK_PATH = "/tmp/labkit-tests.lock"
+TURNSTILE_PATH = "/tmp/labkit-tests.turnstile"
 
 
 @contextmanager
 def host_lock(exclusive: bool):
+    """The host lock, shared or exclusive. Everyone passes a turnstile (a second lock, held only
+    while waiting) first, so an exclusive holder waiting for the shared holders to leave keeps new
+    shared holders out: with suites of several checkouts running at once, readers would otherwise
+    keep the lock shared for ever and starve the host-wide comparisons."""
     fd = os.open(LOCK_PATH, os.O_RDWR | os.O_CREAT, 0o666)
+    turnstile = os.open(TURNSTILE_PATH, os.O_RDWR | os.O_CREAT, 0o666)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
         yield
     finally:
         fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(turnstile)
         os.close(fd)
 
 
@@ -107,6 +118,14 @@ def host_snapshot() -> dict[str, object]:
 def diff_snapshots(before: dict, after: dict) -> list[str]:
     return [f"{key} changed:\n  before: {before[key]!r}\n  after:  {after[key]!r}"
             for key in before if before[key] != after[key]]
+
+
+def assert_clean_after(before: dict, what: str) -> None:
+    """`labkit cleanup --all` succeeds and leaves the host as `before` (a host_snapshot)."""
+    result = labkit("cleanup", "--all")
+    assert result.returncode == 0, f"{what}: cleanup failed: {result.stderr}"
+    problems = diff_snapshots(before, host_snapshot())
+    assert not problems, f"after {what} and cleanup --all:\n" + "\n".join(problems)
 
 
 def wait_until(predicate, timeout: float = 20.0, interval: float = 0.05) -> bool:

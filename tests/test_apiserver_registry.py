@@ -288,8 +288,8 @@ def test_create_validation_and_namespace_existence(c):
         'ConfigMap "Bad_Name" is invalid: metadata.name: Invalid value: "Bad_Name": a lowercase RFC 1123 subdomain')
     with pytest.raises(ApiError) as err:
         c.create("v1", "configmaps", {"metadata": {"name": "cm", "finalizers": ["nope"]}}, "ns")
-    assert 'metadata.finalizers: Invalid value: "nope": name is neither a standard finalizer name nor is it fully ' \
-           'qualified' in err.value.message
+    assert 'metadata.finalizers[0]: Invalid value: "nope": name is neither a standard finalizer name nor is it ' \
+           'fully qualified' in err.value.message
     with pytest.raises(ApiError) as err:
         c.create("v1", "configmaps", {"metadata": {"name": "cm"}}, "missing")
     assert (err.value.code, err.value.message) == (404, 'namespaces "missing" not found')
@@ -381,18 +381,23 @@ def test_status_subresource_keeps_the_spec(c):
         '`deletionTimestamp` is empty')
 
 
-def test_finalize_subresource_applies_only_spec_finalizers(c):
+def test_finalize_subresource_applies_spec_and_metadata_and_keeps_the_status(c):
+    """namespaceFinalizeStrategy.PrepareForUpdate keeps only the stored status."""
     ns = c.get("v1", "namespaces", "ns")
     ns["spec"] = {"finalizers": ["kubernetes", "example.com/x"]}
-    ns["metadata"]["labels"]["ignored"] = "yes"
+    ns["metadata"]["labels"]["applied"] = "yes"
+    ns["status"] = {"phase": "Terminating"}
     out = c.update("v1", "namespaces", ns, subresource="finalize")
-    assert out["spec"]["finalizers"] == ["kubernetes", "example.com/x"] and "ignored" not in out["metadata"]["labels"]
+    assert out["spec"]["finalizers"] == ["kubernetes", "example.com/x"] and out["metadata"]["labels"]["applied"] == "yes"
+    assert out["status"] == {"phase": "Active"}
     # normal updates cannot change spec.finalizers
     out = c.update("v1", "namespaces", dict(out, spec={"finalizers": []}))
     assert out["spec"]["finalizers"] == ["kubernetes", "example.com/x"]
     with pytest.raises(ApiError) as err:
-        c.update("v1", "namespaces", dict(out, spec={"finalizers": ["bad"]}), subresource="finalize")
-    assert 'spec.finalizers: Invalid value: "bad": name is neither a standard finalizer name' in err.value.message
+        c.update("v1", "namespaces", dict(out, spec={"finalizers": ["kubernetes", "bad"]}), subresource="finalize")
+    # ValidateNamespaceFinalizeUpdate reports each entry at its index
+    assert err.value.message == ('Namespace "ns" is invalid: spec.finalizers[1]: Invalid value: "bad": name is '
+                                 'neither a standard finalizer name nor is it fully qualified')
     assert json.dumps(out)
 
 

@@ -29,7 +29,7 @@ apiVersion: v1
 kind: Service
 metadata: {name: fuzz, namespace: default}
 spec:
-  type: NodePort
+  type: LoadBalancer
   clusterIP: 10.96.0.90
   clusterIPs: [10.96.0.90]
   ipFamilies: [IPv4]

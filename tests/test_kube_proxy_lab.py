@@ -7,6 +7,8 @@ below 1e-6 (computation next to each sample size).
 
 import json
 import subprocess
+import sys
+import time
 
 import pytest
 import yaml
@@ -189,3 +191,164 @@ def test_get_and_shell(lab):
     # the lab's namespaces carry the labkit prefix and show in `ip netns`
     names = subprocess.run(["ip", "netns"], capture_output=True, text=True).stdout
     assert f"{lab['LABKIT_PREFIX']}-kube-proxy-node1" in names
+
+
+# -- the node around kube-proxy's rules ------------------------------------------------------------
+
+
+def test_pod_bridges_pass_traffic_to_iptables_and_break_without_it(env):
+    """bridge-nf-call-iptables=1 in each node (set by the lab, per namespace). Turned off in node1,
+    a pod reaching a Service endpoint on its own bridge gets the reply straight from the pod,
+    past conntrack, and the connection fails; the lab then counts as broken (`labkit run` rebuilds)."""
+    from labkit.kubeproxy.node import node_sysctls
+    from labkit.netlab import run_in
+
+    for node in ("node1", "node2"):
+        assert node_sysctls(env.netns_name(node))["net.bridge.bridge-nf-call-iptables"] == "1"
+    netns = env.netns_name("node1")
+    run_in(netns, ["sysctl", "-qw", "net.bridge.bridge-nf-call-iptables=0"])
+    try:
+        assert not live.is_up(env)
+        # web-2 (a quarter of the picks from web-1) is on web-1's bridge: some request fails
+        # unless none of 50 picks it, with probability (3/4)^50 = 5.7e-7.
+        tally = live.send(env, "web-1", *WEB, 50, timeout=0.5, parallel=10)
+        assert tally.failures and "web-2" not in tally.answered, describe(tally)
+    finally:
+        run_in(netns, ["sysctl", "-qw", "net.bridge.bridge-nf-call-iptables=1"])
+    assert live.is_up(env)
+
+
+def describe(tally):
+    return f"answered {dict(tally.answered)}, failed {dict(tally.failures)}"
+
+
+def test_nodes_carry_kubelets_chains_and_kube_proxys_canaries_and_sysctls(env):
+    saved = {table: save(env.netns_name("node1"), table) for table in ("mangle", "nat", "filter")}
+    assert ":KUBE-IPTABLES-HINT - [0:0]" in saved["mangle"]
+    for table in ("mangle", "nat", "filter"):
+        assert ":KUBE-KUBELET-CANARY - [0:0]" in saved[table] and ":KUBE-PROXY-CANARY - [0:0]" in saved[table]
+    filter_ = parse(saved["filter"]).table("filter")
+    for chain in ("INPUT", "OUTPUT"):
+        # kubelet made its jump first; kube-proxy's later prepends push it to the end, as on a real node
+        assert filter_.chain(chain).rules[-1].text == f"-A {chain} -j KUBE-FIREWALL"
+        assert len(filter_.chain(chain).rules) > 1
+    from labkit.kubeproxy.node import node_sysctls
+    values = node_sysctls(env.netns_name("node2"))
+    assert values["net.netfilter.nf_conntrack_tcp_timeout_established"] == "86400"
+    assert values["net.netfilter.nf_conntrack_tcp_timeout_close_wait"] == "3600"
+    assert ":KUBE-IPTABLES-HINT - [0:0]" in save(env.netns_name("node1"), "mangle", family="IPv6")
+
+
+def test_a_lost_canary_makes_the_next_sync_a_full_one(env, lab, tmp_path):
+    """kube-proxy's iptables monitor notices its mangle canary gone and resyncs fully: hand-made
+    changes in per-service chains of node1 go, even on an apply that changes nothing else."""
+    from labkit.netlab import run_in
+
+    netns = env.netns_name("node1")
+    web_chain = next(r.target for r in parse(save(netns, "nat")).table("nat").chain("KUBE-SERVICES").rules
+                     if r.comment == "default/web:http cluster IP")
+    run_in(netns, ["iptables-legacy", "-w", "-t", "nat", "-A", web_chain, "-j", "RETURN"])
+    run_in(netns, ["iptables-legacy", "-w", "-t", "mangle", "-X", "KUBE-PROXY-CANARY"])
+    shop = live.load(env).service("shop-cluster")
+    shop["metadata"].setdefault("labels", {})["owner"] = "canary-test"
+    path = tmp_path / "shop.yaml"
+    path.write_text(yaml.safe_dump(shop))
+    out = labkit("kube-proxy", "apply", "-f", str(path), env=lab, check=0).stdout
+    assert "node1: kube-proxy synced fully (its canary chain" in out and "node2: no service changed, no sync" in out
+    nat = parse(save(netns, "nat")).table("nat")
+    assert all(r.target != "RETURN" for r in nat.chain(web_chain).rules)
+    assert ":KUBE-PROXY-CANARY - [0:0]" in save(netns, "mangle")
+
+
+def test_pods_reach_machines_outside_the_cluster_through_the_cnis_masquerade(env):
+    """The client has no route to pod addresses: a pod's request reaches it only because the node
+    masquerades pod traffic leaving the pod network (KIND-MASQ-AGENT)."""
+    from labkit.netlab import cluster as netcluster
+
+    server = subprocess.Popen(["nsenter", f"--net=/run/netns/{env.netns_name('client')}", "--", sys.executable, "-I",
+                               "-S", str(netcluster.WHOAMI), "--pod", "outside", "--node", "none", "--port", "9999"])
+    try:
+        deadline = time.monotonic() + 10
+        while True:           # until the server listens
+            tally = live.send(env, "web-1", CLIENT, 9999, 1, timeout=1.0)
+            if tally.ok or time.monotonic() > deadline:
+                break
+        assert tally.ok == 1 and dict(tally.seen_clients["outside"]) == {NODE1: 1}
+    finally:
+        server.kill()
+        server.wait()
+
+
+def test_a_later_packet_is_traced_with_its_conntrack_entry(env, lab):
+    """`labkit trace --ctstate ESTABLISHED` on a live node skips the nat table and takes the
+    DNAT the connection's first packet got from the node's conntrack table."""
+    code = ("import socket,time; s=socket.socket(); s.bind(('10.244.1.2', 41234)); "
+            "s.connect(('10.96.0.10', 80)); print('up', flush=True); time.sleep(20)")
+    holder = subprocess.Popen(["nsenter", f"--net=/run/netns/{env.netns_name('web-1')}", "--", sys.executable, "-c", code],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "up"
+        entry = [l for l in subprocess.run(["nsenter", f"--net=/run/netns/{env.netns_name('node1')}", "--", "cat",
+                                            "/proc/net/nf_conntrack"], capture_output=True, text=True).stdout.splitlines()
+                 if "sport=41234" in l][0]
+        endpoint = entry.split("src=")[2].split()[0] + ":8080"
+        result = json.loads(labkit("trace", "--node", "node1", "--src", "10.244.1.2", "--sport", "41234", "--dst",
+                                   "10.96.0.10:80", "--ctstate", "ESTABLISHED", "--json", env=lab, check=0).stdout)
+        assert result["dnat"] == [{"target": endpoint, "probability": 1.0}]
+        assert not any("statistic" in s["text"] for s in result["branches"][0]["steps"])
+        assert result["summary"].startswith(f"summary: DNAT to {endpoint}, accepted")
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_load_balancer_with_local_policy_gets_a_health_check_node_port_and_server(env, lab, tmp_path):
+    """healthCheckNodePort allocated by the API server, an ACCEPT rule in filter KUBE-NODEPORTS, and
+    kube-proxy's health server answering 200 where the Service has local endpoints, 503 elsewhere.
+    The load balancer's address comes in through the status subresource; an apply keeps it."""
+    from labkit.netlab.traffic import http_requests
+
+    doc = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "shop-lb", "namespace": "default"},
+           "spec": {"type": "LoadBalancer", "externalTrafficPolicy": "Local", "selector": {"app": "shop"},
+                    "ports": [{"name": "http", "port": 80, "targetPort": 8080}]}}
+    path = tmp_path / "lb.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    labkit("kube-proxy", "apply", "-f", str(path), env=lab, check=0)
+    status = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "shop-lb"},
+              "status": {"loadBalancer": {"ingress": [{"ip": "192.168.50.200"}]}}}
+    path.write_text(yaml.safe_dump(status))
+    assert "service/shop-lb configured (status)" in labkit("kube-proxy", "apply", "--subresource", "status", "-f",
+                                                           str(path), env=lab, check=0).stdout
+    doc["spec"]["sessionAffinity"] = "None"
+    doc["status"] = {"loadBalancer": {}}
+    path.write_text(yaml.safe_dump(doc))
+    labkit("kube-proxy", "apply", "-f", str(path), env=lab, check=0)
+    svc = live.load(env).service("shop-lb")
+    assert svc["status"]["loadBalancer"]["ingress"] == [{"ip": "192.168.50.200"}]
+    port = svc["spec"]["healthCheckNodePort"]
+    assert f'"default/shop-lb:http health check node port" -m tcp --dport {port} -j ACCEPT' in save(env.netns_name("node2"), "filter")
+    assert '"default/shop-lb:http loadbalancer IP"' in save(env.netns_name("node1"), "nat")
+    for node_ip, code, count in ((NODE1, 200, 2), (NODE2, 503, 0)):
+        [reply] = http_requests(env.netns_name("client"), node_ip, port, 1, timeout=2.0)
+        assert reply["status"] == code and reply["body"]["localEndpoints"] == count, reply
+        assert reply["body"]["service"] == {"namespace": "default", "name": "shop-lb"}
+
+
+def test_graph_of_a_service_shows_its_hand_written_rules_without_comments(env, lab):
+    from labkit.kubeproxy.chains import service_chain
+    from labkit.netlab import run_in
+
+    netns = env.netns_name("node2")
+    chain = service_chain("default/legacy:http", "tcp")
+    iptables = lambda *a: run_in(netns, ["iptables-legacy", "-w", "-t", "nat", *a])
+    iptables("-N", chain)
+    iptables("-A", chain, "-p", "tcp", "-j", "DNAT", "--to-destination", "10.244.2.4:9376")
+    iptables("-I", "KUBE-SERVICES", "1", "-d", "10.96.0.30", "-p", "tcp", "--dport", "80", "-j", chain)
+    try:
+        out = labkit("kube-proxy", "graph", "--node", "node2", "--service", "legacy", env=lab, check=0).stdout
+        assert chain in out and "DNAT --to-destination 10.244.2.4:9376" in out
+        assert "default/web" not in out
+    finally:
+        iptables("-D", "KUBE-SERVICES", "1")
+        iptables("-F", chain)
+        iptables("-X", chain)

@@ -112,6 +112,47 @@ def test_finalize_subresource_removes_the_namespace_once_both_finalizer_lists_ar
     assert get_ns(server, "life-d") is None
 
 
+def test_content_left_in_a_force_finalized_namespace_cannot_be_updated_only_deleted(server):
+    """NamespaceLifecycle (lifecycle/admission.go Admit): an update or patch of namespaced content
+    needs its namespace to exist (404); a DELETE is always admitted."""
+    kubectl(server, "create", "namespace", "life-g")
+    kubectl(server, "create", "configmap", "left", "-n", "life-g")
+    kubectl(server, "patch", "configmap", "left", "-n", "life-g", "--type=merge",
+            "-p", '{"metadata":{"finalizers":["example.com/keep"]}}')
+    kubectl(server, "delete", "namespace", "life-g", "--wait=false")
+    ns = get_ns(server, "life-g")
+    ns["spec"]["finalizers"] = []
+    kubectl(server, "replace", "--raw", "/api/v1/namespaces/life-g/finalize", "-f", "-", input=json.dumps(ns))
+    assert get_ns(server, "life-g") is None
+    out = kubectl(server, "label", "configmap", "left", "-n", "life-g", "seen=yes", check=False)
+    assert out.returncode == 1 and out.stderr.strip() == 'Error from server (NotFound): namespaces "life-g" not found'
+    out = kubectl(server, "patch", "configmap", "left", "-n", "life-g", "--type=merge",
+                  "-p", '{"metadata":{"finalizers":null}}', check=False)
+    assert out.stderr.strip() == 'Error from server (NotFound): namespaces "life-g" not found'
+    code, body = server.http_client().request("GET", "/api/v1/namespaces/life-g/configmaps/left")
+    assert code == 200 and body["metadata"]["finalizers"] == ["example.com/keep"]
+    out = kubectl(server, "delete", "configmap", "left", "-n", "life-g", "--wait=false")
+    assert out.stdout == 'configmap "left" deleted\n'
+
+
+def test_finalizer_names_are_validated_as_upstream(server):
+    """validateKubeFinalizerName on every built-in object's metadata.finalizers[i]; a namespace's
+    spec.finalizers on create (ValidateNamespace) and through /finalize (spec.finalizers[i])."""
+    manifest = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "fin", "namespace": "default",
+                                                                        "finalizers": ["example.com/ok", "nope"]}}
+    out = kubectl(server, "create", "-f", "-", input=json.dumps(manifest), check=False)
+    assert out.stderr.strip() == ('The ConfigMap "fin" is invalid: metadata.finalizers[1]: Invalid value: "nope": '
+                                  'name is neither a standard finalizer name nor is it fully qualified')
+    manifest = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "life-h"},
+                "spec": {"finalizers": ["kubernetes", "custom"]}}
+    out = kubectl(server, "create", "-f", "-", input=json.dumps(manifest), check=False)
+    assert out.stderr.strip() == ('The Namespace "life-h" is invalid: spec.finalizers: Invalid value: "custom": '
+                                  'name is neither a standard finalizer name nor is it fully qualified')
+    manifest["spec"]["finalizers"] = ["kubernetes", "example.com/custom"]
+    kubectl(server, "create", "-f", "-", input=json.dumps(manifest))
+    assert get_ns(server, "life-h")["spec"]["finalizers"] == ["kubernetes", "example.com/custom"]
+
+
 def test_delete_preconditions_and_immortal_namespaces(server):
     client = server.http_client()
     kubectl(server, "create", "namespace", "life-e")

@@ -67,6 +67,76 @@ def test_conntrack_state_and_statistic_branches():
     assert later.verdict == "ACCEPT"
 
 
+def _chains_and_rules(ruleset):
+    return {(t, c): [r.text for r in ruleset.chain(t, c).rules] for t in ("filter", "nat") for c in ruleset.chain_names(t)}
+
+
+def test_lazy_parsing_reads_the_same_ruleset():
+    """parse(lazy=True) finds each chain's rules in the text when first used: kube-proxy's restore
+    text and iptables-save output read exactly as a full parse reads them, deleted chains included."""
+    case = _case01()
+    text = render(load_objects(case["objects"]), proxier_config(case["proxier_config"]),
+                  existing_nat_chains=["KUBE-SEP-STALEAAAAAAAAAAA"])
+    assert "-X KUBE-SEP-STALEAAAAAAAAAAA" in text
+    for form in (text, case["expected"]["observed_iptables_save"]):
+        lazy, eager = parse(form, lazy=True), parse(form)
+        assert lazy.chain("nat", "KUBE-SEP-STALEAAAAAAAAAAA") is None
+        assert _chains_and_rules(lazy) == _chains_and_rules(eager)
+    # the laziness itself: an untouched chain has parsed nothing
+    lazy = parse(text, lazy=True)
+    services = lazy.chain("nat", "KUBE-SERVICES")
+    assert services._source is not None and services._list == []
+    services.rule(0)
+    assert services._source is None and sum(1 for item in services._list if not isinstance(item, tuple)) == 1
+    # files with inserts or flushes are parsed in full, in order
+    inserted = "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -j DROP\n-I INPUT 1 -s 10.0.0.1 -j ACCEPT\nCOMMIT\n"
+    assert [r.target for r in parse(inserted, lazy=True).chain("filter", "INPUT").rules] == ["ACCEPT", "DROP"]
+    # a malformed rule of a lazily read file is reported when the packet reaches it
+    from labkit.errors import LabkitError
+    broken = parse("*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -s 10.0.0.300 -j DROP\nCOMMIT\n", lazy=True)
+    with pytest.raises(LabkitError, match="bad address"):
+        Tracer(broken, ["10.0.0.9/24"]).trace(Packet("10.0.0.2", "10.0.0.9", 80))
+
+
+def test_a_later_packet_skips_the_nat_table_and_uses_its_conntrack_entry():
+    """The kernel runs the nat chains for a connection's first packet only: a later one is not
+    load-balanced again; conntrack applies the first packet's DNAT and masquerade."""
+    from labkit.netfilter import Conntrack
+    text = ("*nat\n:PREROUTING ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n:SVC - [0:0]\n-A PREROUTING -d 172.30.0.1 -j SVC\n"
+            "-A SVC -m statistic --mode random --probability 0.5 -j DNAT --to-destination 10.1.0.1:80\n"
+            "-A SVC -j DNAT --to-destination 10.1.0.2:80\n-A POSTROUTING -j MASQUERADE\nCOMMIT\n"
+            "*filter\n:FORWARD DROP [0:0]\n-A FORWARD -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT\nCOMMIT\n")
+    rules = parse(text)
+    first = Tracer(rules, []).trace(Packet("10.0.0.2", "172.30.0.1", 80))
+    assert len(first.branches) == 2 and first.verdict == "DROP"            # NEW: FORWARD's policy
+    later = Tracer(rules, [], conntrack=Conntrack(dnat="10.1.0.2:80", masquerade=True)).trace(
+        Packet("10.0.0.2", "172.30.0.1", 80, ctstate="ESTABLISHED"))
+    assert [b.dnat for b in later.branches] == ["10.1.0.2:80"] and later.masquerade and later.verdict == "ACCEPT"
+    assert not any("statistic" in s.text for s in later.branches[0].steps)
+    assert later.output == "" and "summary: DNAT to 10.1.0.2:80, accepted, masqueraded" in later.tree()
+    unknown = Tracer(rules, []).trace(Packet("10.0.0.2", "172.30.0.1", 80, ctstate="ESTABLISHED"))
+    assert [b.dnat for b in unknown.branches] == [None] and any("no conntrack entry" in n for n in unknown.notes)
+
+
+def test_the_summary_agrees_with_the_branches():
+    """A pod reaching its own Service: only the branch back to itself is masqueraded; the last line
+    says so (kube-proxy's test tracer, which says masq=True for the whole packet, is JSON only)."""
+    text = ("*nat\n:PREROUTING ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n:SVC - [0:0]\n:SEP1 - [0:0]\n:SEP2 - [0:0]\n"
+            ":KUBE-MARK-MASQ - [0:0]\n:KUBE-POSTROUTING - [0:0]\n"
+            "-A PREROUTING -d 172.30.0.1 -j SVC\n-A POSTROUTING -j KUBE-POSTROUTING\n"
+            "-A KUBE-POSTROUTING -m mark ! --mark 0x4000/0x4000 -j RETURN\n-A KUBE-POSTROUTING -j MASQUERADE\n"
+            "-A KUBE-MARK-MASQ -j MARK --or-mark 0x4000\n"
+            "-A SVC -m statistic --mode random --probability 0.5 -j SEP1\n-A SVC -j SEP2\n"
+            "-A SEP1 -s 10.1.0.1 -j KUBE-MARK-MASQ\n-A SEP1 -p tcp -j DNAT --to-destination 10.1.0.1:80\n"
+            "-A SEP2 -s 10.1.0.2 -j KUBE-MARK-MASQ\n-A SEP2 -p tcp -j DNAT --to-destination 10.1.0.2:80\nCOMMIT\n")
+    result = Tracer(parse(text), []).trace(Packet("10.1.0.1", "172.30.0.1", 80))
+    last = result.tree().splitlines()[-1]
+    assert last == ("summary (2 branches): p=0.5: DNAT to 10.1.0.1:80, passes, masqueraded; "
+                    "p=0.5: DNAT to 10.1.0.2:80, passes, not masqueraded")
+    assert "masq=" not in result.tree()
+    assert result.to_dict()["kube_proxy_test_tracer"]["masq"] is True
+
+
 def test_parse_errors_name_the_line():
     from labkit.errors import LabkitError
     with pytest.raises(LabkitError, match="line 2"):
@@ -143,7 +213,7 @@ def test_nfacct_counters_live_in_the_namespace():
         rule = "*filter\n:T - [0:0]\n-A T -m nfacct --nfacct-name labkit_probe -j ACCEPT\nCOMMIT\n"
         ok, message = load.try_restore(netns, rule)
         assert not ok and "failed" in message
-        assert load.ensure_nfacct(netns, ["labkit_probe"]) == ["labkit_probe"]
-        assert load.ensure_nfacct(netns, ["labkit_probe"]) == []          # already there
+        assert load.ensure_nfacct(netns, ["labkit_probe"]) == {"labkit_probe": None}
+        assert load.ensure_nfacct(netns, ["labkit_probe"]) == {"labkit_probe": None}   # already there
         load.restore(netns, rule)
         assert "-A T -m nfacct --nfacct-name  labkit_probe -j ACCEPT" in load.save(netns, "filter")

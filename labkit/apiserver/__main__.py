@@ -1,5 +1,5 @@
-"""python -m labkit.apiserver --state DIR [--port N] [--controllers a,b|none]: run the embedded
-API server in the foreground until SIGTERM or Ctrl-C."""
+"""python -m labkit.apiserver --state DIR [--port N] [--controllers a,b|none] [--emulated-version 1.N]:
+run the embedded API server in the foreground until SIGTERM or Ctrl-C."""
 
 from __future__ import annotations
 
@@ -21,15 +21,18 @@ def parse_controllers(value: str) -> list[str]:
     return names
 
 
-def serve(state: str, port: int, controllers: list[str], announce=print) -> None:
+def serve(state: str, port: int, controllers: list[str], announce=print, emulated_version: str | None = None) -> None:
     import os
 
     from labkit.apiserver.server import EmbeddedServer
 
     os.umask(0o077)   # the object database, its WAL and the audit log hold every object: private
-    server = EmbeddedServer(state, port, controllers)
+    server = EmbeddedServer(state, port, controllers, emulated_version=emulated_version)
     server.start()
+    version = server.api.version
     announce(f"labkit API server listening on {server.url} (state in {server.state_dir})")
+    announce(f"Kubernetes v1.34, emulating {version.name}: "
+             + ", ".join(f"{gate}={str(on).lower()}" for gate, on in version.gates().items()))
     announce(f"controllers: {', '.join(controllers) or 'none'}")
     announce(f"export KUBECONFIG={server.kubeconfig}")
     done = threading.Event()
@@ -45,12 +48,17 @@ def main(argv=None) -> int:
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: any free port)")
     parser.add_argument("--controllers", default=",".join(DEFAULT_CONTROLLERS),
                         help=f"comma-separated, or none (known: {', '.join(CONTROLLERS)})")
+    parser.add_argument("--emulated-version", default=None,
+                        help="the minor release to emulate, 1.31 to 1.34 (default 1.34): its feature-gate defaults")
     args = parser.parse_args(argv)
+    from labkit.apiserver.version import EffectiveVersion, VersionError
     try:
         controllers = parse_controllers(args.controllers)
-    except ValueError as exc:
+        EffectiveVersion.parse(args.emulated_version)
+    except (ValueError, VersionError) as exc:
         parser.error(str(exc))
-    serve(args.state, args.port, controllers, announce=lambda m: print(m, flush=True))
+    serve(args.state, args.port, controllers, announce=lambda m: print(m, flush=True),
+          emulated_version=args.emulated_version)
     return 0
 
 

@@ -16,6 +16,10 @@ def apiserver(
                                          "logs, kubeconfig (default: <state root>/apiserver)."),
     controllers: str = typer.Option(",".join(DEFAULT_CONTROLLERS), "--controllers",
                                     help=f"Comma-separated, or none. Known: {', '.join(CONTROLLERS)}."),
+    emulated_version: Optional[str] = typer.Option(None, "--emulated-version",
+                                                   help="Emulate this minor release (1.31 to 1.34, default 1.34): "
+                                                        "its feature-gate defaults, e.g. OrderedNamespaceDeletion "
+                                                        "off before 1.33."),
 ):
     """Run labkit's embedded Kubernetes API server (with its controllers) until Ctrl-C.
 
@@ -23,11 +27,16 @@ def apiserver(
     Objects persist in the state directory across restarts."""
     from labkit import paths
     from labkit.apiserver.__main__ import parse_controllers, serve
+    from labkit.apiserver.version import EffectiveVersion, VersionError
     from labkit.errors import LabkitError
 
     try:
         names = parse_controllers(controllers)
     except ValueError as exc:
         raise LabkitError(f"--controllers: {exc}")
+    try:
+        EffectiveVersion.parse(emulated_version)
+    except VersionError as exc:
+        raise LabkitError(f"--emulated-version: {exc}")
     serve(str(state or paths.state_root() / "apiserver"), port, names,
-          announce=lambda m: typer.echo(m, err=False))
+          announce=lambda m: typer.echo(m, err=False), emulated_version=emulated_version)

@@ -14,21 +14,12 @@ from __future__ import annotations
 import hashlib
 
 from labkit.apiserver.resources import Catalog, ResourceType
-
-# the Kubernetes version labkit reconstructs; kubectl 1.32 (and Debian 12's 1.20) work against it
-# although it is beyond kubectl's supported skew of one minor version (`kubectl version` warns)
-KUBERNETES_VERSION = "v1.34.1"
-VERSION_INFO = {
-    "major": "1", "minor": "34", "gitVersion": f"{KUBERNETES_VERSION}-labkit", "gitCommit": "labkit",
-    "gitTreeState": "clean",
-    "buildDate": "2025-09-09T00:00:00Z", "goVersion": "go1.24.6", "compiler": "gc", "platform": "linux/amd64",
-}
-
+from labkit.apiserver.version import GIT_VERSION
 
 
 def user_agent(program: str) -> str:
     """What the component `program` of a v1.34 control plane sends as its user agent."""
-    return f"{program}/{KUBERNETES_VERSION} (linux/amd64) kubernetes/labkit"
+    return f"{program}/{GIT_VERSION} (linux/amd64) kubernetes/labkit"
 
 
 def _group_version(group: str, version: str) -> str:

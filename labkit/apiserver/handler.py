@@ -23,6 +23,7 @@ from labkit.apiserver.registry import Registry, WriteOptions, decode_delete_opti
 from labkit.apiserver.resources import ResourceType
 from labkit.apiserver.storage import BOOKMARK
 from labkit.apiserver.tables import build_table
+from labkit.apiserver.version import EffectiveVersion
 
 NO_BODY = object()
 DISCOVERY_V2 = "apidiscovery.k8s.io/v2"
@@ -218,8 +219,10 @@ def _media_type(headers: dict) -> str:
 class Api:
     """Routes requests to the registry and renders the answers."""
 
-    def __init__(self, registry: Registry, audit: AuditLog | None = None, server_address: str = "127.0.0.1:0"):
+    def __init__(self, registry: Registry, audit: AuditLog | None = None, server_address: str = "127.0.0.1:0",
+                 version: EffectiveVersion | None = None):
         self.registry = registry
+        self.version = version or EffectiveVersion()
         self.audit = audit or AuditLog(None)
         self.server_address = server_address
         self.authorizer = Authorizer()
@@ -593,7 +596,7 @@ class Api:
         if path == "/api" or path == "/apis":
             return self._serve_discovery(request, path)
         if path == "/version":
-            return Response(200, dict(discovery.VERSION_INFO))
+            return Response(200, self.version.info())
         if path in ("/healthz", "/livez", "/readyz"):
             return Response(200, b"ok", "text/plain; charset=utf-8")
         if path == "/openapi/v2":

@@ -187,13 +187,14 @@ class _Handler(BaseHTTPRequestHandler):
         """The Impersonate-User / -Group / -Uid headers (kubectl --as, --as-group, --as-uid), each
         allowed when the authorizer lets the user impersonate it (filters/impersonation.go)."""
         name = self.headers.get("Impersonate-User")
-        groups = self.headers.get_all("Impersonate-Group") or []
+        requested = self.headers.get_all("Impersonate-Group") or []
         uid = self.headers.get("Impersonate-Uid", "")
         if not name:
-            if groups or uid:
+            if requested or uid:
                 raise bad_request("requested impersonation of groups or a UID without impersonating a user")
             return user
         authorizer = self.server.api.authorizer
+        groups = list(requested)
         if name.startswith("system:serviceaccount:") and name.count(":") == 3:
             _, _, namespace, account = name.split(":")
             require(authorizer, Attributes(user.name, user.groups, "impersonate", namespace, resource="serviceaccounts",
@@ -201,7 +202,7 @@ class _Handler(BaseHTTPRequestHandler):
             groups = groups + ["system:serviceaccounts", f"system:serviceaccounts:{namespace}"]
         else:
             require(authorizer, Attributes(user.name, user.groups, "impersonate", resource="users", name=name))
-        for group in self.headers.get_all("Impersonate-Group") or []:
+        for group in requested:
             require(authorizer, Attributes(user.name, user.groups, "impersonate", resource="groups", name=group))
         if uid:
             require(authorizer, Attributes(user.name, user.groups, "impersonate", group="authentication.k8s.io",

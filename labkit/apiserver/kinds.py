@@ -20,7 +20,7 @@ from labkit.apiserver.resources import (DELETE_DEPENDENTS, NAMESPACE_FINALIZER, 
                                         RESET_META_FOR_STATUS, UNSUPPORTED, ResourceType, ScaleSubresource,
                                         StatusSubresource, Strategy, Subresource)
 from labkit.apiserver.selectors import LabelSelector
-from labkit.apiserver.validation import (STANDARD_FINALIZERS, dns1123_label_problems, qualified_name_problems)
+from labkit.apiserver.validation import dns1123_label_problems, validate_finalizer_name_list
 
 
 # -- subresources of particular kinds ----------------------------------------------------------
@@ -41,7 +41,10 @@ class NamespaceStatusSubresource(StatusSubresource):
 
 
 class FinalizeSubresource(Subresource):
-    """`namespaces/<name>/finalize` (PUT only, upstream FinalizeREST): applies `spec.finalizers`.
+    """`namespaces/<name>/finalize` (PUT only, upstream FinalizeREST with
+    namespaceFinalizeStrategy): the body's spec and metadata are applied, only the status is kept
+    (PrepareForUpdate); the `kubernetes.io/metadata.name` label is set as on every namespace write
+    (Canonicalize).
 
     Anyone allowed to update it may add or remove spec finalizers, also while the namespace is
     Terminating; the namespace controller removes `kubernetes` this way once the namespace is
@@ -51,27 +54,17 @@ class FinalizeSubresource(Subresource):
     verbs = ["update"]
 
     def prepare_for_update(self, new: dict, old: dict) -> dict:
-        result = copy.deepcopy(old)
-        finalizers = (new.get("spec") or {}).get("finalizers")
-        spec = result.setdefault("spec", {})
-        if finalizers:
-            spec["finalizers"] = list(finalizers)
+        if old.get("status") is not None:
+            new["status"] = copy.deepcopy(old["status"])
         else:
-            spec.pop("finalizers", None)
-        if not spec:
-            result.pop("spec")
-        result["metadata"]["resourceVersion"] = new.get("metadata", {}).get("resourceVersion")
-        return result
+            new.pop("status", None)
+        new["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = new["metadata"].get("name", "")
+        return new
 
     def validate(self, obj: dict) -> list[FieldError]:
-        errors = []
-        for f in (obj.get("spec") or {}).get("finalizers") or []:
-            for msg in qualified_name_problems(f):
-                errors.append(field_invalid("spec.finalizers", f, msg))
-            if "/" not in f and f not in STANDARD_FINALIZERS:
-                errors.append(field_invalid("spec.finalizers", f,
-                                            "name is neither a standard finalizer name nor is it fully qualified"))
-        return errors
+        # ValidateNamespaceFinalizeUpdate (the metadata rules run for every update)
+        return validate_finalizer_name_list((obj.get("spec") or {}).get("finalizers") or [], "spec.finalizers",
+                                            index=True)
 
 
 class BindingSubresource(Subresource):
@@ -128,6 +121,11 @@ class NamespaceStrategy(Strategy):
             new.pop("spec")
         new["status"] = copy.deepcopy(old.get("status") or {})
         new["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = new["metadata"].get("name", "")
+
+    def validate(self, obj):
+        # ValidateNamespace: each spec finalizer, reported at `spec.finalizers`
+        return validate_finalizer_name_list((obj.get("spec") or {}).get("finalizers") or [], "spec.finalizers",
+                                            index=False)
 
     def should_delete_during_update(self, new, old):
         # ShouldDeleteNamespaceDuringUpdate: the generic rule and no spec finalizers left

@@ -26,10 +26,10 @@ import threading
 
 from labkit.apiserver import gotypes, listtypes, models
 from labkit.apiserver.protobuf import length_delimited as field, varint_field
-from labkit.apiserver.discovery import VERSION_INFO
 from labkit.apiserver.resources import Catalog, ResourceType
+from labkit.apiserver.version import GIT_VERSION
 
-# Go scalar types served as definitions of their own, and the model types they come as
+# the OpenAPI format of Go's plain scalar types (kube-openapi's openapi.go)
 _FORMATS = {"int32": "int32", "int64": "int64", "float64": "double", "[]byte": "byte"}
 PATCH_TYPES = ("application/apply-patch+yaml", "application/json-patch+json", "application/merge-patch+json",
                "application/strategic-merge-patch+json")
@@ -264,17 +264,12 @@ class Documents:
         return self._cached(("v3", group, version), lambda: json.dumps(
             self._v3(group, version), separators=(",", ":")).encode())
 
-    def v3(self, group: str, version: str) -> dict | None:
-        if not self.catalog.in_group_version(group, version):
-            return None
-        return json.loads(self.v3_bytes(group, version))
-
     def _v3(self, group: str, version: str) -> dict:
         schemas = Schemas(v3=True)
         paths = {}
         for rt in sorted(self.catalog.in_group_version(group, version), key=lambda t: t.resource):
             paths.update(_paths(schemas, rt))
-        return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": VERSION_INFO["gitVersion"]},
+        return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": f"{GIT_VERSION}-labkit"},
                 "paths": paths, "components": {"schemas": dict(sorted(schemas.definitions.items()))}}
 
     # -- v2 --------------------------------------------------------------------------------------
@@ -289,7 +284,7 @@ class Documents:
         paths = {}
         for rt in sorted(self.catalog.all(), key=lambda t: (t.group, t.version, t.resource)):
             paths.update(_paths(schemas, rt))
-        return {"swagger": "2.0", "info": {"title": "Kubernetes", "version": VERSION_INFO["gitVersion"]},
+        return {"swagger": "2.0", "info": {"title": "Kubernetes", "version": f"{GIT_VERSION}-labkit"},
                 "paths": paths, "definitions": dict(sorted(schemas.definitions.items()))}
 
 

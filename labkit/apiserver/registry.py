@@ -200,27 +200,31 @@ class Registry:
             plugin(request)
 
     def _namespace_lifecycle(self, request: AdmissionRequest) -> None:
-        """NamespaceLifecycle admission (plugin/pkg/admission/namespace/lifecycle): content needs an
-        existing namespace; the immortal namespaces cannot be deleted."""
+        """NamespaceLifecycle admission (plugin/pkg/admission/namespace/lifecycle/admission.go,
+        Lifecycle.Admit): the immortal namespaces cannot be deleted; namespaces themselves and
+        every DELETE of other objects pass (so do access reviews, answered here without
+        admission); any other write of namespaced content needs an existing namespace (404
+        `namespaces "x" not found`, also for an update of an object left behind in a namespace
+        that is gone), and a CREATE needs one that is not being terminated (403)."""
         rt = request.rt
-        if request.operation == "DELETE" and rt.resource == "namespaces" and rt.group == "" \
-                and request.name in IMMORTAL_NAMESPACES:
-            raise forbidden("namespaces", "", request.name, "this namespace may not be deleted")
-        if request.operation == "CREATE" and rt.namespaced:
-            namespace = self.store.get("/namespaces", "", request.namespace)
-            if namespace is None:
-                raise not_found("namespaces", "", request.namespace)
-            # lifecycle/admission.go Admit: no new content in a namespace being terminated
-            if (namespace.get("status") or {}).get("phase") == "Terminating" \
-                    and rt.resource != "localsubjectaccessreviews":
-                meta = (request.obj or {}).get("metadata") or {}
-                name = request.name or meta.get("generateName") or "Unknown"
-                raise forbidden(rt.resource, rt.group, name,
-                                f"unable to create new content in namespace {request.namespace} because it is "
-                                "being terminated",
-                                causes=[{"reason": "NamespaceTerminating",
-                                         "message": f"namespace {request.namespace} is being terminated",
-                                         "field": "metadata.namespace"}])
+        if rt.resource == "namespaces" and rt.group == "":
+            if request.operation == "DELETE" and request.name in IMMORTAL_NAMESPACES:
+                raise forbidden("namespaces", "", request.name, "this namespace may not be deleted")
+            return
+        if not rt.namespaced or not request.namespace or request.operation == "DELETE":
+            return
+        namespace = self.store.get("/namespaces", "", request.namespace)
+        if namespace is None:
+            raise not_found("namespaces", "", request.namespace)
+        if request.operation == "CREATE" and (namespace.get("status") or {}).get("phase") == "Terminating":
+            meta = (request.obj or {}).get("metadata") or {}
+            name = request.name or meta.get("generateName") or "Unknown"
+            raise forbidden(rt.resource, rt.group, name,
+                            f"unable to create new content in namespace {request.namespace} because it is "
+                            "being terminated",
+                            causes=[{"reason": "NamespaceTerminating",
+                                     "message": f"namespace {request.namespace} is being terminated",
+                                     "field": "metadata.namespace"}])
 
     # -- reads -------------------------------------------------------------------------------------
     def get(self, rt: ResourceType, namespace: str | None, name: str) -> dict:
@@ -541,6 +545,8 @@ class Registry:
     def _update(self, rt, namespace, name, obj, old, subresource, dry_run) -> dict:
         strategy = rt.strategy
         old_meta = old["metadata"]
+        # mutating admission runs on the updated object, before the strategy (rest.Update's objInfo)
+        self._admit(AdmissionRequest("UPDATE", rt, old_meta.get("namespace", ""), name, obj, subresource))
         new_rv = obj["metadata"].get("resourceVersion")
         if not new_rv:
             if not strategy.allow_unconditional_update:

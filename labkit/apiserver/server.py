@@ -37,6 +37,7 @@ from labkit.apiserver.http import HttpFrontend
 from labkit.apiserver.internal import ApiServerInternals
 from labkit.apiserver.registry import Registry
 from labkit.apiserver.storage import Store
+from labkit.apiserver.version import EffectiveVersion
 from labkit.controllers.decisions import DecisionLog
 from labkit.controllers.manager import DEFAULT_CONTROLLERS, ControllerManager
 
@@ -88,13 +89,14 @@ def kubeconfig_text(url: str, token: str, ca_pem: bytes, namespace: str = "defau
 
 class EmbeddedServer:
     def __init__(self, state_dir: str | os.PathLike, port: int = 0,
-                 controllers: tuple[str, ...] | list[str] = DEFAULT_CONTROLLERS, synchronous: str = "FULL"):
+                 controllers: tuple[str, ...] | list[str] = DEFAULT_CONTROLLERS, synchronous: str = "FULL",
+                 emulated_version: str | None = None):
         self.state_dir = Path(state_dir)
         self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.store = Store(self.state_dir / "objects.db", synchronous)
         self.registry = Registry(self.store)
         self.audit = AuditLog(self.state_dir / "audit.log")
-        self.api = Api(self.registry, self.audit)
+        self.api = Api(self.registry, self.audit, version=EffectiveVersion.parse(emulated_version))
         self.decisions = DecisionLog(self.state_dir / "decisions.log")
         self.internals = ApiServerInternals(self.api)
         self.initial_controllers = list(controllers)
@@ -243,7 +245,7 @@ def read_server_info(state_dir: str | os.PathLike) -> ServerInfo | None:
 
 
 def spawn(env, tag: str = "apiserver", port: int = 0, controllers=DEFAULT_CONTROLLERS,
-          timeout: float = 30.0) -> ServerInfo:
+          timeout: float = 30.0, emulated_version: str | None = None) -> ServerInfo:
     """Start the server as a tracked process of the lab `env` (state in env.dir/<tag>) and wait
     until it listens. The kubeconfig is in the returned ServerInfo. The state directory is in the
     lab's ledger too: its objects live as long as the lab, so `labkit reset`, `cleanup` and a
@@ -257,6 +259,8 @@ def spawn(env, tag: str = "apiserver", port: int = 0, controllers=DEFAULT_CONTRO
     (state_dir / "server.json").unlink(missing_ok=True)
     argv = [sys.executable, "-m", "labkit.apiserver", "--state", str(state_dir), "--port", str(port),
             "--controllers", ",".join(controllers) or "none"]
+    if emulated_version:
+        argv += ["--emulated-version", emulated_version]
     proc = procs.spawn(env, tag, argv)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

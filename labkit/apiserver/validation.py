@@ -116,15 +116,36 @@ def label_value_problems(value: str) -> list[str]:
 
 # -- object metadata -------------------------------------------------------------------------
 
-def validate_finalizers(finalizers: list[str], standard_names: bool, field: str = "metadata.finalizers") -> list[FieldError]:
+def validate_finalizers(finalizers: list[str], field: str = "metadata.finalizers") -> list[FieldError]:
+    """apimachinery ValidateFinalizers: every name a qualified name (ValidateFinalizerName), not
+    both `orphan` and `foregroundDeletion`."""
     errors = []
     for f in finalizers:
         for msg in qualified_name_problems(f):
             errors.append(field_invalid(field, f, msg))
-        if standard_names and "/" not in f and f not in STANDARD_FINALIZERS and not qualified_name_problems(f):
-            errors.append(field_invalid(field, f, "name is neither a standard finalizer name nor is it fully qualified"))
     if "orphan" in finalizers and "foregroundDeletion" in finalizers:
         errors.append(field_invalid(field, finalizers, "finalizer orphan and foregroundDeletion cannot be both set"))
+    return errors
+
+
+def validate_kube_finalizer_names(finalizers: list[str], field: str, index: bool = True) -> list[FieldError]:
+    """pkg/apis/core/validation validateKubeFinalizerName, which built-in kinds add to the generic
+    checks (ValidateObjectMeta, per item: `metadata.finalizers[i]`): a name without a `/` must be
+    one of the standard names."""
+    return [field_invalid(f"{field}[{i}]" if index else field, f,
+                          "name is neither a standard finalizer name nor is it fully qualified")
+            for i, f in enumerate(finalizers) if "/" not in f and f not in STANDARD_FINALIZERS]
+
+
+def validate_finalizer_name_list(finalizers: list[str], field: str, index: bool) -> list[FieldError]:
+    """validateFinalizerName for each of a namespace's spec.finalizers: a qualified name, and a
+    standard one unless it has a `/` (ValidateNamespace: `spec.finalizers`;
+    ValidateNamespaceFinalizeUpdate: `spec.finalizers[i]`)."""
+    errors = []
+    for i, f in enumerate(finalizers):
+        path = f"{field}[{i}]" if index else field
+        errors += [field_invalid(path, f, msg) for msg in qualified_name_problems(f)]
+        errors += validate_kube_finalizer_names([f], path, index=False)
     return errors
 
 
@@ -225,7 +246,9 @@ def _common_meta(meta: dict, namespaced: bool, standard_finalizers: bool, update
     errors += validate_labels(meta.get("labels") or {})
     errors += validate_annotations(meta.get("annotations") or {})
     errors += validate_owner_references(meta.get("ownerReferences") or [])
-    errors += validate_finalizers(meta.get("finalizers") or [], standard_finalizers)
+    errors += validate_finalizers(meta.get("finalizers") or [])
+    if standard_finalizers:
+        errors += validate_kube_finalizer_names(meta.get("finalizers") or [], "metadata.finalizers")
     return errors
 
 

@@ -2,7 +2,8 @@
 calling add/update/delete handlers — client-go's reflector + DeltaFIFO + indexer in one loop.
 
 A relist (after a 410 Gone) calls `on_update` for objects it still sees and `on_delete` for those
-that went away while the watch was down, as DeltaFIFO.Replace does.
+that went away while the watch was down, as DeltaFIFO.Replace does. With a resync period, every
+cached object is handed to `on_update(obj, obj)` once per period (the informer's Sync deltas).
 """
 
 from __future__ import annotations
@@ -22,8 +23,10 @@ def object_key(obj: dict) -> str:
 class Informer:
     def __init__(self, client: Client, resource: ApiResource, on_add: Callable[[dict], None] | None = None,
                  on_update: Callable[[dict, dict], None] | None = None,
-                 on_delete: Callable[[dict], None] | None = None, namespace: str | None = None):
+                 on_delete: Callable[[dict], None] | None = None, namespace: str | None = None,
+                 resync_period: float | None = None):
         self.client = client
+        self.resync_period = resync_period
         self.resource = resource
         self.namespace = namespace
         self.on_add, self.on_update, self.on_delete = on_add, on_update, on_delete
@@ -43,6 +46,15 @@ class Informer:
         self._thread = threading.Thread(target=self._run, daemon=True,
                                         name=f"informer-{self.resource.resource}")
         self._thread.start()
+        if self.resync_period:
+            threading.Thread(target=self._resync_loop, daemon=True,
+                             name=f"informer-resync-{self.resource.resource}").start()
+
+    def _resync_loop(self) -> None:
+        while not self._stop.wait(self.resync_period):
+            if self.on_update and self._synced.is_set():
+                for obj in self.list():
+                    self.on_update(obj, obj)
 
     def stop(self) -> None:
         self._stop.set()

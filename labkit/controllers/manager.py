@@ -29,7 +29,7 @@ def _replicaset(client, log, _settings):
 
 def _namespace(client, log, _settings):
     from labkit.controllers.namespace import NamespaceController
-    return NamespaceController(client, log)
+    return NamespaceController(client, log, ordered=client.api.version.enabled("OrderedNamespaceDeletion"))
 
 
 def _node(client, log, _settings):

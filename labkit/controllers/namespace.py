@@ -1,9 +1,11 @@
 """The namespace controller, reconstructed from pkg/controller/namespace (namespace_controller.go)
 and pkg/controller/namespace/deletion (namespaced_resources_deleter.go,
-status_condition_utils.go), as of Kubernetes 1.33/1.34.
+status_condition_utils.go), as of Kubernetes 1.34.
 
 It watches namespaces and works on those being deleted: it discovers every namespaced resource
-that can be deleted, deletes the pods first (OrderedNamespaceDeletion), then everything else with
+that can be deleted, deletes the pods first when the OrderedNamespaceDeletion feature is on (off
+by default in 1.30–1.32, on from 1.33, GA and locked on in 1.34: version.py) and waits for them
+to be gone before touching anything else — otherwise every resource in the same pass — with
 deletecollection (or list + delete) and propagationPolicy Background, counts what remains and
 which finalizers hold it, writes the five deletion conditions, and once nothing remains removes
 the `kubernetes` spec finalizer through `PUT /api/v1/namespaces/<name>/finalize` — the update in
@@ -12,8 +14,8 @@ estimate/2+1 seconds; a failure (discovery of some group failed, items that shou
 not) is retried with backoff, and the namespace is then never finalized.
 
 Every pass is recorded in the decision log with its reason (`labkit ns log`, `labkit ns explain`).
-Not modelled: the informer's periodic resync (--namespace-sync-period, 5 min), which re-queues
-every Terminating namespace; retries and watch events do that work here.
+The informer resyncs every --namespace-sync-period (5 min): each Terminating namespace is then
+queued again, 5 s later, like after any change.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ DELETION_GRACE_PERIOD = 5.0
 # namespaced_resources_deleter.go: finalizerEstimateSeconds, the estimate reported for content held by finalizers
 FINALIZER_ESTIMATE_SECONDS = 15
 WORKERS = 2                     # upstream --concurrent-namespace-syncs defaults to 10
+NAMESPACE_SYNC_PERIOD = 300.0   # --namespace-sync-period: the informer's resync
 
 # status_condition_utils.go: the conditions the deleter maintains, in the order they are first written
 CONDITION_TYPES = ("NamespaceDeletionDiscoveryFailure", "NamespaceDeletionGroupVersionParsingFailure",
@@ -186,7 +189,7 @@ class NamespacedResourcesDeleter:
     def __init__(self, client: Client, log: DecisionLog, ordered: bool = True):
         self.client = client
         self.log = log
-        self.ordered = ordered          # the OrderedNamespaceDeletion feature (GA in 1.34)
+        self.ordered = ordered          # the OrderedNamespaceDeletion feature gate
         # discoverResourcesFn: (resources, failed group/versions); a scenario may pin it
         self.discover = discover_preferred_namespaced
 
@@ -294,6 +297,7 @@ class NamespacedResourcesDeleter:
                 if error:
                     raise DeletionError([f"failed to delete pods for namespace: {name}, err: {error}"])
                 return estimate
+        # upstream ranges over a Go map (random order); every resource is handled in this one pass
         for resource in sorted(deletable, key=lambda r: (r.group, r.resource)):
             remaining, finalizers, r_estimate, error = self._delete_resource(ns, resource, deleted_at)
             if error:
@@ -309,9 +313,10 @@ class NamespacedResourcesDeleter:
         if by_resource:
             what = ", ".join(f"{n} {gr}" for gr, n in sorted(by_resource.items()))
             held = ", ".join(f"{f} on {n}" for f, n in sorted(by_finalizer.items())) or "no finalizers"
-            self._record("content-remaining", ns, f"content remains ({what}; {held}) → check again in "
-                         f"{estimate // 2 + 1} s (estimate {estimate} s)", remaining=by_resource,
-                         finalizers=by_finalizer)
+            then = "retry with backoff (the error follows)" if errors else \
+                f"check again in {estimate // 2 + 1} s (estimate {estimate} s)"
+            self._record("content-remaining", ns, f"content remains ({what}; {held}) → {then}",
+                         remaining=by_resource, finalizers=by_finalizer)
         if errors:
             raise DeletionError(errors)
         return estimate
@@ -400,11 +405,13 @@ class NamespaceController:
 
     name = CONTROLLER
 
-    def __init__(self, client: Client, log: DecisionLog, grace_period: float = DELETION_GRACE_PERIOD):
+    def __init__(self, client: Client, log: DecisionLog, grace_period: float = DELETION_GRACE_PERIOD,
+                 ordered: bool = True, resync_period: float = NAMESPACE_SYNC_PERIOD):
         self.client = client
         self.log = log
         self.grace_period = grace_period
-        self.deleter = NamespacedResourcesDeleter(client, log)
+        self.resync_period = resync_period
+        self.deleter = NamespacedResourcesDeleter(client, log, ordered)
         self.running = False
         self.queue: RateLimitingQueue | None = None
         self.informer: Informer | None = None
@@ -417,11 +424,10 @@ class NamespaceController:
         if self.running:
             return
         self._stop = threading.Event()
-        # NewTypedItemExponentialFailureRateLimiter(5ms, 60s) with the default overall bucket
-        self.queue = RateLimitingQueue(CONTROLLER, base_delay=0.005, max_delay=60.0)
+        self.queue = self.new_queue()
         self.informer = Informer(self.client, ApiResource("", "v1", "namespaces", "Namespace", False, ()),
                                  on_add=self._enqueue, on_update=lambda old, new: self._enqueue(new),
-                                 on_delete=self._forget)
+                                 on_delete=self._forget, resync_period=self.resync_period)
         self.informer.start()
         self.informer.wait_synced(30)
         self.running = True
@@ -429,6 +435,11 @@ class NamespaceController:
             t = threading.Thread(target=self._worker, daemon=True, name=f"{CONTROLLER}-{i}")
             t.start()
             self._threads.append(t)
+
+    @staticmethod
+    def new_queue(clock=time.monotonic) -> RateLimitingQueue:
+        """NewTypedItemExponentialFailureRateLimiter(5ms, 60s) with the default overall bucket."""
+        return RateLimitingQueue(CONTROLLER, base_delay=0.005, max_delay=60.0, clock=clock)
 
     def wait_synced(self, timeout: float) -> bool:
         return self.informer is not None and self.informer.wait_synced(timeout)
@@ -471,23 +482,26 @@ class NamespaceController:
     def _worker(self) -> None:
         while not self._stop.is_set():
             name = self.queue.get(timeout=0.5)
-            if name is None:
-                continue
-            try:
-                self.deleter.delete(name)
-                self.queue.forget(name)
-            except ResourcesRemaining as exc:
-                # "some content remains": check again after estimate/2 + 1 seconds (namespace_controller.go)
-                self.queue.add_after(name, exc.estimate // 2 + 1)     # int64 arithmetic: 15 s -> 8 s
-            except DeletionError as exc:
-                delay = self.queue.when(name)
-                self.log.record(CONTROLLER, "retry", {"apiVersion": "v1", "kind": "Namespace", "namespace": "",
-                                                      "name": name, "uid": ""},
-                                f"namespace {name}: deletion failed: {exc} → not finalized; retry with backoff "
-                                f"(in {delay:.2f} s)")
-                self.queue.add_after(name, delay)
-            except Exception as exc:
-                self.log.record(CONTROLLER, "error", None, f"namespace {name}: {exc} → retry with backoff")
-                self.queue.add_rate_limited(name)
-            finally:
-                self.queue.done(name)
+            if name is not None:
+                self.process(name)
+
+    def process(self, name: str) -> None:
+        """One pass over a namespace taken from the queue (the worker's workFunc) and its requeue."""
+        try:
+            self.deleter.delete(name)
+            self.queue.forget(name)
+        except ResourcesRemaining as exc:
+            # "some content remains": check again after estimate/2 + 1 seconds (namespace_controller.go)
+            self.queue.add_after(name, exc.estimate // 2 + 1)     # int64 arithmetic: 15 s -> 8 s
+        except DeletionError as exc:
+            delay = self.queue.when(name)
+            self.log.record(CONTROLLER, "retry", {"apiVersion": "v1", "kind": "Namespace", "namespace": "",
+                                                  "name": name, "uid": ""},
+                            f"namespace {name}: deletion failed: {exc} → not finalized; retry with backoff "
+                            f"(in {delay:.2f} s)")
+            self.queue.add_after(name, delay)
+        except Exception as exc:
+            self.log.record(CONTROLLER, "error", None, f"namespace {name}: {exc} → retry with backoff")
+            self.queue.add_rate_limited(name)
+        finally:
+            self.queue.done(name)

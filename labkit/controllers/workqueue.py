@@ -1,8 +1,9 @@
 """client-go's rate-limited work queue (k8s.io/client-go/util/workqueue): an item is queued at most
 once; an item being processed that is added again is queued when its processing is `done`;
-`add_rate_limited` re-adds an item after the DefaultControllerRateLimiter's delay — the larger of
-a per-item exponential backoff (5 ms doubling up to 1000 s) and an overall token bucket
-(10 per second, burst 100)."""
+`add_after` keeps one waiting entry per item, moved earlier when the item is added again with a
+shorter delay and left alone otherwise (delaying_queue.go insert); `add_rate_limited` re-adds an
+item after the DefaultControllerRateLimiter's delay — the larger of a per-item exponential backoff
+(5 ms doubling up to 1000 s) and an overall token bucket (10 per second, burst 100)."""
 
 from __future__ import annotations
 
@@ -32,15 +33,17 @@ class TokenBucket:
 
 class RateLimitingQueue:
     def __init__(self, name: str, base_delay: float = 0.005, max_delay: float = 1000.0,
-                 qps: float = 10.0, burst: int = 100):
+                 qps: float = 10.0, burst: int = 100, clock=time.monotonic):
         self.name = name
+        self.clock = clock              # when delayed items are due (a test may pass a fake clock)
         self.base_delay, self.max_delay = base_delay, max_delay
         self.bucket = TokenBucket(qps, burst)
         self._failures: dict = {}
         self._queue: deque = deque()
         self._dirty: set = set()
         self._processing: set = set()
-        self._waiting: list = []          # heap of (ready time, seq, item)
+        self._waiting: list = []          # heap of (ready time, seq, item); stale entries skipped
+        self._ready_at: dict = {}         # item -> its one waiting entry's ready time
         self._seq = itertools.count()
         self._cond = threading.Condition()
         self._shutdown = False
@@ -63,7 +66,11 @@ class RateLimitingQueue:
         with self._cond:
             if self._shutdown:
                 return
-            heapq.heappush(self._waiting, (time.monotonic() + delay, next(self._seq), item))
+            ready = self.clock() + delay
+            if item in self._ready_at and self._ready_at[item] <= ready:
+                return          # already waiting to be queued as soon or sooner
+            self._ready_at[item] = ready
+            heapq.heappush(self._waiting, (ready, next(self._seq), item))
             self._cond.notify()
 
     def when(self, item) -> float:
@@ -81,14 +88,21 @@ class RateLimitingQueue:
     # -- taking ----------------------------------------------------------------------------------
     def _promote_due(self) -> float | None:
         """Move waiting items whose time has come into the queue; the wait until the next one."""
-        now = time.monotonic()
-        while self._waiting and self._waiting[0][0] <= now:
-            _, _, item = heapq.heappop(self._waiting)
+        now = self.clock()
+        while self._waiting:
+            ready, _, item = self._waiting[0]
+            if self._ready_at.get(item) != ready:
+                heapq.heappop(self._waiting)        # stale: the item was moved earlier since
+                continue
+            if ready > now:
+                return ready - now
+            heapq.heappop(self._waiting)
+            del self._ready_at[item]
             if item not in self._dirty:
                 self._dirty.add(item)
                 if item not in self._processing:
                     self._queue.append(item)
-        return self._waiting[0][0] - now if self._waiting else None
+        return None
 
     def get(self, timeout: float | None = None):
         """The next item (mark it processing), or None on timeout / shutdown."""
@@ -130,5 +144,5 @@ class RateLimitingQueue:
         with self._cond:
             if self._queue or self._processing:
                 return False
-            now = time.monotonic()
-            return not any(t - now <= horizon for t, _, _ in self._waiting)
+            now = self.clock()
+            return not any(t - now <= horizon for t in self._ready_at.values())

@@ -47,12 +47,14 @@ class EmbeddedTarget:
 
     embedded = True
 
-    def __init__(self):
+    def __init__(self, emulated_version: str | None = None):
         from labkit.apiserver.server import SERVER_FEATURES, EmbeddedServer
         self._tmp = tempfile.TemporaryDirectory(prefix="labkit-scenario-")
-        self.server = EmbeddedServer(self._tmp.name, controllers=[]).start()
+        self.server = EmbeddedServer(self._tmp.name, controllers=[], emulated_version=emulated_version).start()
         self.client = self.server.http_client()
         self.features = set(SERVER_FEATURES)
+        if not self.server.api.version.enabled("OrderedNamespaceDeletion"):
+            self.features.discard("ordered-namespace-deletion")
         self.description = f"embedded API server {self.server.url}"
 
     def controller_available(self, name: str) -> bool:
@@ -461,6 +463,9 @@ class Runner:
                                      f"this {self.scenario.category} case does not depend on it")
         if not self.target.embedded:
             self.report.notes.append("real cluster: its own controllers run; controllers: settings are not applied")
+            if self.scenario.emulated_version:
+                self.report.notes.append(f"emulatedVersion {self.scenario.emulated_version} applies to the embedded "
+                                         "server only: the cluster runs its own version")
         return True
 
     def _play(self) -> None:
@@ -836,7 +841,7 @@ def _event_matches(want: dict, event: dict, runner: Runner) -> bool:
 def run_scenario(path: str | Path, kubeconfig: str | None = None, context: str | None = None) -> Report:
     from labkit.gc.scenario import load
     scenario = load(path)
-    target = ClusterTarget(kubeconfig, context) if kubeconfig else EmbeddedTarget()
+    target = ClusterTarget(kubeconfig, context) if kubeconfig else EmbeddedTarget(scenario.emulated_version)
     try:
         return Runner(scenario, target).run()
     finally:

@@ -100,6 +100,7 @@ class Scenario:
     invariants: list[Invariant]
     discovery: object = None
     raw: dict = field(default_factory=dict)
+    emulated_version: str | None = None      # the embedded server emulates this release (version.py)
 
     def refs(self) -> dict[str, ObjectSpec]:
         found = {o.ref: o for o in self.objects}
@@ -234,8 +235,16 @@ def load(path: str | Path) -> Scenario:
     _require(isinstance(expect.get("conditions", {}), dict), path, "expect.conditions",
              "expected a mapping ref: [conditions]")
 
+    emulated = raw.get("emulatedVersion")
+    if emulated is not None:
+        from labkit.apiserver.version import EffectiveVersion, VersionError
+        try:
+            EffectiveVersion.parse(str(emulated))
+        except VersionError as exc:
+            raise ConfigError(path, "emulatedVersion", str(exc))
     scenario = Scenario(path, raw["id"], str(raw.get("title", "")), str(raw.get("category", "gc")), controllers,
-                        requires, namespaces, objects, steps, expect, invariants, raw.get("discovery"), raw)
+                        requires, namespaces, objects, steps, expect, invariants, raw.get("discovery"), raw,
+                        None if emulated is None else str(emulated))
     known = set(scenario.refs())
     used = [("expect.present", r) for r in expect.get("present", [])] + \
            [("expect.absent", r) for r in expect.get("absent", [])] + \

@@ -41,8 +41,9 @@ Public API (stable; the live kube-proxy lab and the checks build on it):
         A kube-proxy full sync into a lab network namespace: jump rules, nfacct counters,
         stale-chain cleanup and iptables-legacy-restore --noflush.
 
-Upstream: kubernetes/kubernetes pkg/proxy/iptables/proxier.go at commit 531be81 (the release line
-after v1.33) and the helpers it calls; see proxier.py for where older releases differ.
+Kubernetes v1.34, the version labkit reconstructs. Upstream: kubernetes/kubernetes
+pkg/proxy/iptables/proxier.go at commit 531be81 (master after v1.33, the v1.34 development line)
+and the helpers it calls; see proxier.py for where older releases differ.
 """
 
 from labkit.kubeproxy.canonical import sort_rules

@@ -1,7 +1,7 @@
 """kube-proxy's chain names: the sha256 + base32 hashes of pkg/proxy/iptables/proxier.go.
 
-Upstream (kubernetes/kubernetes, pkg/proxy/iptables/proxier.go at 531be81, the release line
-after v1.33): `portProtoHash(servicePortName, protocol)` is the first 16 characters of the
+Upstream (kubernetes/kubernetes, pkg/proxy/iptables/proxier.go at 531be81, master after v1.33;
+Kubernetes v1.34): `portProtoHash(servicePortName, protocol)` is the first 16 characters of the
 standard base32 encoding (A-Z2-7, RFC 4648) of sha256(servicePortName + protocol), and
 `servicePortEndpointChainName` hashes servicePortName + protocol + endpoint. The inputs are
 joined without separators; the protocol is lower case ("tcp", "udp", "sctp"); the service port
@@ -24,12 +24,15 @@ SERVICE_CHAIN_PREFIXES = (SERVICE_PREFIX, LOCAL_SERVICE_PREFIX, ENDPOINT_PREFIX,
 
 
 _B32 = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
+_PAIRS = [a + b for a in _B32 for b in _B32]          # two base32 characters per 10 bits
 
 
 def _hash16(text: str) -> str:
     # The first 16 base32 characters encode exactly the first 10 bytes (80 bits) of the digest.
-    value = int.from_bytes(hashlib.sha256(text.encode()).digest()[:10], "big")
-    return "".join(_B32[(value >> shift) & 31] for shift in range(75, -1, -5))
+    v = int.from_bytes(hashlib.sha256(text.encode()).digest()[:10], "big")
+    p = _PAIRS
+    return (p[v >> 70] + p[(v >> 60) & 1023] + p[(v >> 50) & 1023] + p[(v >> 40) & 1023]
+            + p[(v >> 30) & 1023] + p[(v >> 20) & 1023] + p[(v >> 10) & 1023] + p[v & 1023])
 
 
 def service_port_name(namespace: str, name: str, port_name: str = "") -> str:

@@ -203,6 +203,30 @@ class ClusterState:
         self.reconcile_endpoint_slices()
         return report
 
+    def apply_status(self, documents: list[dict], source: str) -> list[str]:
+        """Replace the status of existing Services, like `kubectl replace --subresource status`
+        (what a load-balancer controller does to publish status.loadBalancer.ingress)."""
+        from labkit.kubeproxy.objects import validate_object
+
+        services = {_key(s): s for s in self.services}
+        report = []
+        for index, doc in enumerate(documents):
+            where = f"documents[{index}]"
+            check_object_shape(doc, source, where)
+            if doc.get("kind") != "Service":
+                raise ConfigError(source, f"{where}.kind", f"only Services have a status here, got {doc.get('kind')!r}")
+            stored = services.get(_key(doc))
+            if stored is None:
+                raise ConfigError(source, f"{where}.metadata.name", f"no Service {_key(doc)[0]}/{_key(doc)[1]} to update")
+            candidate = copy.deepcopy(stored)
+            candidate["status"] = copy.deepcopy(doc.get("status") or {"loadBalancer": {}})
+            validate_object(candidate, str(source))
+            verb = "unchanged" if candidate["status"] == stored.get("status") else "configured"
+            services[_key(doc)] = candidate
+            report.append(f"service/{candidate['metadata']['name']} {verb} (status)")
+        self.services = sorted(services.values(), key=_key)
+        return report
+
     def _allocator(self, services: dict, own_key) -> "_Allocator":
         others = [s for k, s in services.items() if k != own_key]
         return _Allocator(self.network, others)
@@ -283,6 +307,7 @@ class _Allocator:
         self.node_ports = range(low, high + 1)
         self.used_ips = {s["spec"].get("clusterIP") for s in other_services}
         self.used_ports = {p.get("nodePort") for s in other_services for p in s["spec"].get("ports", [])}
+        self.used_ports |= {s["spec"].get("healthCheckNodePort") for s in other_services}
 
     @staticmethod
     def port_range(network: dict) -> tuple[int, int] | None:
@@ -330,11 +355,12 @@ def default_service(doc: dict, old: dict | None, alloc: _Allocator, source: str,
     svc_type = spec.setdefault("type", "ClusterIP")
     if svc_type not in SERVICE_TYPES:
         _fail(source, f"{where}.spec.type", f"expected one of {', '.join(SERVICE_TYPES)}, got {svc_type!r}")
+    # Like `kubectl replace` (and apply): the status in the request is ignored. On update the API
+    # server keeps the stored status (pkg/registry/core/service/strategy.go, PrepareForUpdate:
+    # newService.Status = oldService.Status); a new Service starts with an empty one. A load
+    # balancer's address comes in through the status subresource (`apply --subresource status`).
     svc.pop("status", None)
-    if svc_type == "LoadBalancer":
-        svc["status"] = copy.deepcopy(doc.get("status") or {"loadBalancer": {}})
-    else:
-        svc["status"] = {"loadBalancer": {}}
+    svc["status"] = copy.deepcopy((old or {}).get("status") or {"loadBalancer": {}})
     if svc_type == "ExternalName":
         return svc
     ports = spec.get("ports")
@@ -422,7 +448,37 @@ def default_service(doc: dict, old: dict | None, alloc: _Allocator, source: str,
     selector = spec.get("selector")
     if selector is not None and not (isinstance(selector, dict) and all(isinstance(v, str) for v in selector.values())):
         _fail(source, f"{where}.spec.selector", "expected a mapping of label names to values")
+    _health_check_node_port(spec, old, alloc, source, where)
     return svc
+
+
+def _health_check_node_port(spec: dict, old: dict | None, alloc: "_Allocator", source, where: str) -> None:
+    """healthCheckNodePort, as the API server handles it (pkg/api/v1/service/util.go
+    NeedsHealthCheck; pkg/registry/core/service/storage/alloc.go allocHealthCheckNodePort and
+    updateHealthCheckNodePort; validation.ValidateService): a LoadBalancer Service with
+    externalTrafficPolicy Local gets one from the node-port range (or keeps the one it has or
+    asks for); a Service that stops needing one loses it; asking for one otherwise is invalid."""
+    needs = spec.get("type") == "LoadBalancer" and spec.get("externalTrafficPolicy") == "Local"
+    old_spec = (old or {}).get("spec") or {}
+    old_port = old_spec.get("healthCheckNodePort") if old_spec.get("type") == "LoadBalancer" \
+        and old_spec.get("externalTrafficPolicy") == "Local" else None
+    port = spec.get("healthCheckNodePort")
+    field = f"{where}.spec.healthCheckNodePort"
+    if not needs:
+        if port and not old_port:
+            _fail(source, field, "may only be set when type is 'LoadBalancer' and externalTrafficPolicy is 'Local'")
+        spec.pop("healthCheckNodePort", None)
+        return
+    if not port:
+        port = old_port or alloc.node_port()
+    elif old_port and port != old_port:
+        _fail(source, field, f"field is immutable (it is {old_port})")
+    elif not isinstance(port, int) or isinstance(port, bool) or port not in alloc.node_ports:
+        _fail(source, field, f"expected a port in {alloc.node_ports.start}-{alloc.node_ports.stop - 1}, got {port!r}")
+    elif port in alloc.used_ports and port != old_port:
+        _fail(source, field, f"port {port} is already allocated")
+    alloc.used_ports.add(port)
+    spec["healthCheckNodePort"] = port
 
 
 def validate_endpoint_slice(doc: dict, source: str, where: str) -> dict:

@@ -42,16 +42,25 @@ def locked_lab():
 
 def apply(
     file: Path = typer.Option(..., "-f", "--filename", help="Services and/or EndpointSlices (YAML, several documents or a List)."),
+    subresource: Optional[str] = typer.Option(None, "--subresource",
+        help="status: replace only the Services' status (e.g. status.loadBalancer.ingress, as a load-balancer controller does)."),
 ):
-    """Create or change Services and EndpointSlices in the lab, then sync kube-proxy's rules on every node."""
+    """Create or replace Services and EndpointSlices in the lab (like kubectl replace: their status is
+    kept), then sync kube-proxy's rules on every node."""
+    from labkit.errors import LabkitError
     from labkit.kubeproxy import live
+    from labkit.kubeproxy.cluster_state import read_documents
 
+    if subresource not in (None, "status"):
+        raise LabkitError(f"--subresource: expected status, got {subresource!r}")
     with locked_lab() as env:
-        report, synced = live.apply_file(env, file)
+        report, synced = live.apply_documents(env, read_documents(file), str(file), status=subresource == "status")
     for line in report:
         print(line)
     for node, changed in synced.items():
-        if changed:
+        if changed is None:
+            print(f"{node}: kube-proxy synced fully (its canary chain KUBE-PROXY-CANARY was gone, as after a flush)")
+        elif changed:
             print(f"{node}: kube-proxy synced (rewrote the chains of {', '.join(sorted(changed))})")
         else:
             print(f"{node}: no service changed, no sync")
@@ -186,7 +195,7 @@ def graph(
         namespace, _, name = service.rpartition("/")
         if state.service(name, namespace or "default") is None:
             raise LabkitError(f"no Service {service!r} (Services: {', '.join(s['metadata']['name'] for s in state.services)})")
-        keep = live.rules_of_service(namespace or "default", name)
+        keep = live.rules_of_service(state, namespace or "default", name)
     roots = ["PREROUTING", "OUTPUT"] + (["POSTROUTING"] if table == "nat" and not service else [])
     if table == "filter":
         roots = ["INPUT", "FORWARD", "OUTPUT"]

@@ -8,31 +8,41 @@ labkit.netlab.cluster; each node's rules are rendered and loaded by labkit.kubep
 from __future__ import annotations
 
 import ipaddress
+import json
+import os
 import re
+import select
+import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from labkit import procs
 from labkit.errors import LabkitError
-from labkit.kubeproxy.chains import is_service_chain
-from labkit.kubeproxy.cluster_state import ClusterState, load_scenario, read_documents
+from labkit.kubeproxy import node as nodesetup
+from labkit.kubeproxy.chains import endpoint_chain, is_service_chain, port_proto_hash, SERVICE_CHAIN_PREFIXES
+from labkit.kubeproxy.cluster_state import ClusterState, load_scenario
 from labkit.kubeproxy.config import ProxierConfig
-from labkit.kubeproxy.proxier import changed_services
-from labkit.kubeproxy.sync import sync_node
+from labkit.kubeproxy.proxier import changed_services, health_check_services
+from labkit.kubeproxy.sync import canary_present, sync_node
+from labkit.netlab import brnetfilter
 from labkit.netlab import cluster as netcluster
-from labkit.netlab.netns import exists, run_in
+from labkit.netlab.netns import exists
 from labkit.netlab.traffic import http_requests
 from labkit.shell import Host
 
-# What kube-proxy (iptables mode, IPv4, localhostNodePorts on) sets on its node: route_localnet so
-# that NodePorts answer on 127.0.0.1 (proxier.go, NewProxier). IPv4 forwarding is the CNI's.
-NODE_SYSCTLS = ("net.ipv4.conf.all.route_localnet=1",)
+HEALTH_SERVER = Path(__file__).resolve().parent / "healthserver.py"
 
 
 def build(env, scenario: Path, log=lambda msg: None) -> ClusterState:
-    """Everything `labkit run kube-proxy` creates: network, pods, and a first full sync per node."""
+    """Everything `labkit run kube-proxy` creates: network, pods, each node's kubelet and CNI
+    setup (labkit.kubeproxy.node), kube-proxy's health server and a first full sync per node."""
     state = load_scenario(scenario)
+    try:
+        if brnetfilter.ensure(env):
+            log(f"loaded {brnetfilter.MODULE} (unloaded again at cleanup)")
+    except RuntimeError as exc:
+        raise LabkitError(str(exc)) from None
     env.ledger.record("path", path=str(ClusterState.path(env)))
     state.save(env)
     net = state.network_layout()
@@ -41,7 +51,10 @@ def build(env, scenario: Path, log=lambda msg: None) -> ClusterState:
     netcluster.start_pod_servers(env, net, state.pod_ports())
     log("pod servers listening")
     for node in state.node_names():
-        run_in(env.netns_name(node), ["sysctl", "-qw", *NODE_SYSCTLS])
+        config = proxier_config(state, node)
+        nodesetup.prepare(env.netns_name(node), state.kube_proxy_configuration,
+                          localhost_nodeports=config.localhost_nodeports)
+    start_health_servers(env, state)
     sync_nodes(env, state)
     log("nodes synced")
     return state
@@ -63,7 +76,12 @@ def is_up(env) -> bool:
     names = [net.lan.host, *(n.name for n in net.nodes), *(h.name for h in net.hosts), *(p.name for p in net.pods)]
     if not all(exists(env.netns_name(n)) for n in names):
         return False
-    return all(procs.find(procs.owner_token(env, netcluster.server_tag(p.name))) for p in net.pods)
+    tags = [netcluster.server_tag(p.name) for p in net.pods] + [health_server_tag(n.name) for n in net.nodes]
+    if not all(procs.find(procs.owner_token(env, tag)) for tag in tags):
+        return False
+    # A node whose pod bridge no longer passes traffic to iptables is broken: `labkit run` rebuilds.
+    return all(nodesetup.node_sysctls(env.netns_name(n.name)).get("net.bridge.bridge-nf-call-iptables") == "1"
+               for n in net.nodes)
 
 
 def hosts(env) -> dict[str, Host]:
@@ -83,18 +101,15 @@ def hosts(env) -> dict[str, Host]:
     return out
 
 
-def apply_file(env, path: Path) -> tuple[list[str], dict[str, set[str]]]:
-    """`labkit kube-proxy apply -f FILE`: change Services/EndpointSlices, then sync every node the
-    way kube-proxy reacts to a change: a partial sync that rewrites only the chains of the
-    Services that changed (proxier.go, syncProxyRules with tryPartialSync). Returns kubectl-like
-    lines ("service/web configured") and, per node, the services whose chains were rewritten."""
-    return apply_documents(env, read_documents(path), str(path))
-
-
-def apply_documents(env, documents: list[dict], source: str) -> tuple[list[str], dict[str, set[str]]]:
+def apply_documents(env, documents: list[dict], source: str, *, status: bool = False) -> tuple[list[str], dict[str, set[str]]]:
+    """`labkit kube-proxy apply -f FILE`: change Services/EndpointSlices (with `status`, only the
+    Services' status, like --subresource status), then sync every node the way kube-proxy reacts
+    to a change: a partial sync that rewrites only the chains of the Services that changed
+    (proxier.go, syncProxyRules with tryPartialSync). Returns kubectl-like lines ("service/web
+    configured") and, per node, the services whose chains were rewritten."""
     state = load(env)
     before = state.objects()
-    report = state.apply(documents, source)
+    report = state.apply_status(documents, source) if status else state.apply(documents, source)
     state.save(env)
     return report, sync_nodes(env, state, before=before)
 
@@ -120,28 +135,107 @@ def sync_nodes(env, state: ClusterState, before: list[dict] | None = None) -> di
     done = {}
     for node in state.node_names():
         config = proxier_config(state, node)
+        netns = env.netns_name(node)
         changed = None if before is None else changed_services(before, objects, config)
+        if changed is not None and not canary_present(netns):
+            changed = None       # kube-proxy's iptables monitor saw its canary go: a full sync
         if changed is not None and not changed:
             # Nothing changed for kube-proxy: OnServiceUpdate / OnEndpointSliceUpdate (proxier.go) only
             # call Sync() when the change trackers report a change.
             done[node] = changed
             continue
-        sync_node(env.netns_name(node), objects, config, changed_services=changed)
+        sync_node(netns, objects, config, changed_services=changed)
+        write_health_config(env, node, health_check_services(objects, config))
         done[node] = changed
     return done
 
 
-def rules_of_service(namespace: str, name: str):
-    """A rule filter for the chain graph of one Service: in kube-proxy's shared chains
-    (KUBE-SERVICES, KUBE-NODEPORTS, built-ins, ...) only the jumps into this Service's own chains,
-    recognised by kube-proxy's rule comments ("ns/name:port ..."); in the per-service chains
-    (KUBE-SVC/SVL/EXT/FW/SEP) everything."""
+# -- kube-proxy's service health server ------------------------------------------------------------
+
+def health_server_tag(node: str) -> str:
+    return f"healthcheck-{node}"
+
+
+def health_config_path(env, node: str) -> Path:
+    return Path(env.dir) / f"healthcheck-{node}.json"
+
+
+def write_health_config(env, node: str, services: list[dict]) -> None:
+    path = health_config_path(env, node)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps({"services": services}))
+    os.replace(tmp, path)
+
+
+def start_health_servers(env, state: ClusterState, timeout: float = 10.0) -> None:
+    """One health server per node (labkit/kubeproxy/healthserver.py), like kube-proxy's, serving
+    the healthCheckNodePorts that each sync writes to its node's file."""
+    for node in state.node_names():
+        path = health_config_path(env, node)
+        env.ledger.record("path", path=str(path))
+        write_health_config(env, node, [])
+        read_end, write_end = os.pipe()
+        try:
+            procs.spawn(env, health_server_tag(node), [sys.executable, "-I", "-S", str(HEALTH_SERVER), "--config",
+                                                        str(path), "--ready-fd", str(write_end)],
+                        netns=env.netns_name(node), pass_fds=(write_end,))
+            os.close(write_end)
+            write_end = -1
+            ready = select.select([read_end], [], [], timeout)[0] and os.read(read_end, 1)
+        finally:
+            os.close(read_end)
+            if write_end >= 0:
+                os.close(write_end)
+        if not ready:
+            raise LabkitError(f"kube-proxy's health server on {node} did not start; see {env.dir / 'logs'}")
+
+
+def rules_of_service(state: ClusterState, namespace: str, name: str):
+    """A rule filter for the chain graph of one Service. In kube-proxy's shared chains
+    (KUBE-SERVICES, KUBE-NODEPORTS, the built-in chains, ...) it keeps the rules that lead into
+    this Service's own chains, by the chain names kube-proxy computes for its ports and endpoints,
+    and the rules that match its cluster IP, external IPs, load-balancer IPs or node ports, with or
+    without a comment (hand-written rules often have none); everything else there is left out
+    unless it jumps somewhere that is not a per-service chain. In per-service chains
+    (KUBE-SVC/SVL/EXT/FW/SEP and chains reached from kept rules) everything is kept."""
+    svc = state.service(name, namespace) or {}
+    spec = svc.get("spec") or {}
+    hashes, node_ports = set(), set()
+    for port in spec.get("ports") or []:
+        spn = f"{namespace}/{name}" + (f":{port['name']}" if port.get("name") else "")
+        hashes.add(port_proto_hash(spn, port.get("protocol", "TCP")))
+        if port.get("nodePort"):
+            node_ports.add(port["nodePort"])
+        for sl in state.slices_of(namespace, name):
+            for sl_port in sl.get("ports") or []:
+                if sl_port.get("name", "") == port.get("name", "") and sl_port.get("port"):
+                    for ep in sl.get("endpoints") or []:
+                        hashes.add(endpoint_chain(spn, port.get("protocol", "TCP"),
+                                                  f"{ep['addresses'][0]}:{sl_port['port']}")[len("KUBE-SEP-"):])
+    addresses = {ipaddress.ip_address(a) for a in [spec.get("clusterIP"), *(spec.get("externalIPs") or []),
+                                                    *(i.get("ip") for i in ((svc.get("status") or {}).get("loadBalancer") or {}).get("ingress") or [])]
+                 if a and a != "None"}
     mentions = re.compile(rf"(^|\s){re.escape(namespace)}/{re.escape(name)}(:|\s|$)")
 
-    def keep(chain: str, rule) -> bool:
-        if is_service_chain(chain) or not (rule.target and is_service_chain(rule.target)):
+    def own_chain(chain: str) -> bool:
+        return any(chain.startswith(p) and chain[len(p):] in hashes for p in SERVICE_CHAIN_PREFIXES)
+
+    def matches_service(rule) -> bool:
+        dst = rule.cond("dst")
+        if dst is not None and not dst.negated and dst.value.num_addresses == 1 and dst.value.network_address in addresses:
             return True
-        return bool(rule.comment and mentions.search(rule.comment))
+        dport = rule.cond("dport")
+        return rule.chain == "KUBE-NODEPORTS" and dport is not None and any(
+            lo <= p <= hi for lo, hi in dport.value for p in node_ports)
+
+    def keep(chain: str, rule) -> bool:
+        if is_service_chain(chain) or own_chain(chain):
+            return True
+        if rule.target and (own_chain(rule.target) or matches_service(rule)):
+            return True
+        if rule.comment and mentions.search(rule.comment):
+            return True
+        return not (rule.target and (is_service_chain(rule.target) or matches_service(rule)))
 
     return keep
 

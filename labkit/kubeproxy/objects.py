@@ -5,7 +5,8 @@ both work) and checks the structure the API server would guarantee; a malformed 
 ConfigError naming the file, the object and the field.
 
 `ServicePortInfo` / `EndpointInfo` and `build_state` are kube-proxy's view of those objects for one
-IP family, reconstructed from upstream (kubernetes/kubernetes, release line after v1.33):
+IP family, reconstructed from upstream (kubernetes/kubernetes, Kubernetes v1.34; read at master
+after v1.33):
 pkg/proxy/servicechangetracker.go (serviceToServiceMap), pkg/proxy/serviceport.go
 (newBaseServiceInfo), pkg/api/v1/service/util.go (ExternalPolicyLocal, InternalPolicyLocal,
 NeedsHealthCheck), pkg/proxy/endpointschangetracker.go + endpointslicecache.go (which slices and
@@ -18,12 +19,17 @@ from __future__ import annotations
 
 import copy
 import ipaddress
+import json
 import logging
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
 
+import yaml
+
+from labkit import yaml_fast
 from labkit.errors import ConfigError
 from labkit.inputs import load_yaml_all, read_text
 from labkit.kubeproxy import chains
@@ -41,11 +47,12 @@ PROTOCOLS = ("TCP", "UDP", "SCTP")
 def load_objects(source, *, origin: str | None = None) -> list[dict]:
     """Services and EndpointSlices from YAML text, a path, a dict or a list of dicts.
 
-    Other kinds are ignored (a manifest may hold Pods or Deployments too). Returns deep copies,
-    each with metadata.namespace set ("default" when absent). Raises ConfigError naming the file,
-    the object and the field for anything the API server would have rejected.
+    Other kinds are ignored (a manifest may hold Pods or Deployments too). Returns the objects
+    (copies of those passed in as dicts), each with metadata.namespace set ("default" when absent).
+    Raises ConfigError naming the file, the object and the field for anything the API server
+    would have rejected. A file or text that is JSON (`kubectl get -o json`) is read as JSON.
     """
-    where, documents = _documents(source, origin)
+    where, documents, owned = _documents(source, origin)
     objects: list[dict] = []
     for index, doc in enumerate(documents):
         if doc is None:
@@ -65,17 +72,19 @@ def load_objects(source, *, origin: str | None = None) -> list[dict]:
             kind = obj.get("kind")
             if kind not in ("Service", "EndpointSlice"):
                 continue
-            obj = copy.deepcopy(obj)
+            if not owned:
+                obj = copy.deepcopy(obj)
             validate_object(obj, where)
             objects.append(obj)
     return objects
 
 
-def _documents(source, origin):
+def _documents(source, origin) -> tuple[str, list, bool]:
+    """(where, documents, whether the documents are ours to change)."""
     if isinstance(source, dict):
-        return origin or "<objects>", [source]
+        return origin or "<objects>", [source], False
     if isinstance(source, (list, tuple)):
-        return origin or "<objects>", list(source)
+        return origin or "<objects>", list(source), False
     if isinstance(source, Path) or (isinstance(source, str) and "\n" not in source and Path(source).exists()):
         path = Path(source)
         text = read_text(path)
@@ -84,7 +93,32 @@ def _documents(source, origin):
         text, where = source, origin or "<objects>"
     else:
         raise ConfigError(origin or "<objects>", None, f"expected YAML text, a path or a list of objects, got {type(source).__name__}")
-    return where, load_yaml_all(where, text=text)
+    if text.lstrip()[:1] == "{":
+        # JSON, as `kubectl get -o json` writes it: the json module reads it many times faster
+        # than a YAML parser; what it refuses (YAML flow style, broken JSON) the YAML parser reads
+        # or reports, line and column included.
+        try:
+            return where, [json.loads(text)], True
+        except ValueError:
+            pass
+    return where, _yaml_documents(where, text), True
+
+
+def _yaml_documents(where: str, text: str) -> list:
+    """YAML documents: by labkit.yaml_fast where it can promise PyYAML's reading (large clusters
+    in seconds), else with libyaml's parser where PyYAML has it (the same SafeLoader constructors
+    and resolvers, so the same objects, several times faster); what that refuses is read again by
+    labkit.inputs for its one-line error."""
+    fast = yaml_fast.documents(text)
+    if fast is not None:
+        return fast
+    loader = getattr(yaml, "CSafeLoader", None)
+    if loader is not None:
+        try:
+            return list(yaml.load_all(text, Loader=loader))
+        except (yaml.YAMLError, RecursionError):
+            pass
+    return load_yaml_all(where, text=text)
 
 
 def object_name(obj: dict) -> str:
@@ -134,10 +168,13 @@ class _Checker:
             self.fail(path, f"expected a port number {low}-65535, got {value!r}")
         return value
 
-    def ip(self, value, path):
+    def ip(self, value, path) -> int:
+        """The address's IP version (4 or 6)."""
         self.string(value, path, required=True)
+        if _plain_ipv4(value):
+            return 4
         try:
-            return ipaddress.ip_address(_sloppy(value))
+            return ipaddress.ip_address(_sloppy(value)).version
         except ValueError:
             self.fail(path, f"expected an IP address, got {value!r}")
 
@@ -223,19 +260,48 @@ def _validate_service(c: _Checker, obj: dict) -> None:
             c.fail(f"status.loadBalancer.ingress[{i}].ipMode", f"expected VIP or Proxy, got {mode!r}")
 
 
+_ENDPOINT_KEYS = frozenset(("addresses", "conditions", "nodeName", "targetRef", "zone", "hostname", "deprecatedTopology"))
+
+
+_NAME_TYPES = (str, type(None))
+
+
+def _plain_endpoint(ep) -> bool:
+    """The common well-formed IPv4 endpoint, recognised without the field-by-field walk (which
+    would only confirm it): plain IPv4 addresses, boolean conditions, string names."""
+    if type(ep) is not dict or not _ENDPOINT_KEYS.issuperset(ep):
+        return False
+    addresses, conditions = ep.get("addresses"), ep.get("conditions")
+    if type(addresses) is not list or not addresses:
+        return False
+    for address in addresses:
+        if type(address) is not str or not _plain_ipv4(address):
+            return False
+    if conditions is not None:
+        if type(conditions) is not dict:
+            return False
+        for value in conditions.values():
+            if value is not True and value is not False and value is not None:
+                return False
+    return (type(ep.get("nodeName")) in _NAME_TYPES and type(ep.get("zone")) in _NAME_TYPES
+            and type(ep.get("hostname")) in _NAME_TYPES)
+
+
 def _validate_slice(c: _Checker, obj: dict) -> None:
     address_type = c.string(obj.get("addressType"), "addressType", required=True)
     if address_type not in ("IPv4", "IPv6", "FQDN"):
         c.fail("addressType", f"expected IPv4, IPv6 or FQDN, got {address_type!r}")
     for i, ep in enumerate(c.sequence(obj.get("endpoints"), "endpoints")):
+        if address_type == "IPv4" and _plain_endpoint(ep):
+            continue
         ep = c.mapping(ep, f"endpoints[{i}]")
         addresses = c.sequence(ep.get("addresses"), f"endpoints[{i}].addresses")
         for j, address in enumerate(addresses):
             if address_type == "FQDN":
                 c.string(address, f"endpoints[{i}].addresses[{j}]")
                 continue
-            ip = c.ip(address, f"endpoints[{i}].addresses[{j}]")
-            if ("IPv6" if ip.version == 6 else "IPv4") != address_type:
+            version = c.ip(address, f"endpoints[{i}].addresses[{j}]")
+            if ("IPv6" if version == 6 else "IPv4") != address_type:
                 c.fail(f"endpoints[{i}].addresses[{j}]", f"{address} is not an {address_type} address (addressType)")
         conditions = c.mapping(ep.get("conditions"), f"endpoints[{i}].conditions")
         for key in ("ready", "serving", "terminating"):
@@ -256,6 +322,19 @@ def _validate_slice(c: _Checker, obj: dict) -> None:
 
 # -- kube-proxy's view --------------------------------------------------------------------------
 
+def _plain_ipv4(text: str) -> bool:
+    """A canonical dotted quad ("10.1.2.3"), checked in C: the common case, parsed fast."""
+    try:
+        return socket.inet_ntoa(socket.inet_aton(text)) == text
+    except (OSError, TypeError, ValueError, UnicodeError):
+        return False
+
+
+def _normal_ip(text: str) -> str:
+    """The address as kube-proxy prints it (netutils.ParseIPSloppy, then String())."""
+    return text if _plain_ipv4(text) else str(ipaddress.ip_address(_sloppy(text)))
+
+
 def _sloppy(text: str) -> str:
     """netutils.ParseIPSloppy accepts IPv4 octets with leading zeros ("010.001.0.1")."""
     text = text.strip()
@@ -269,6 +348,8 @@ def _sloppy(text: str) -> str:
 def _parse_ip(text) -> ipaddress._BaseAddress | None:
     if not isinstance(text, str):
         return None
+    if _plain_ipv4(text):
+        return ipaddress.IPv4Address(socket.inet_aton(text))
     try:
         return ipaddress.ip_address(_sloppy(text))
     except ValueError:
@@ -334,7 +415,7 @@ class ServicePortInfo:
         return self.internal_policy_local or (self.external_policy_local and self.externally_accessible)
 
 
-@dataclass
+@dataclass(slots=True)
 class EndpointInfo:
     """One endpoint of one service port (BaseEndpointInfo)."""
     ip: str
@@ -348,7 +429,8 @@ class EndpointInfo:
     endpoint: str = field(init=False)
 
     def __post_init__(self):
-        self.endpoint = chains.join_host_port(self.ip, self.port)
+        # net.JoinHostPort (chains.join_host_port), inline: this runs once per endpoint
+        self.endpoint = f"[{self.ip}]:{self.port}" if ":" in self.ip else f"{self.ip}:{self.port}"
 
 
 @dataclass
@@ -453,6 +535,16 @@ def _service_ports(svc: dict, family: str) -> list[ServicePortInfo]:
     return out
 
 
+@dataclass(frozen=True)
+class _Ref:
+    """An EndpointSlice's name for log messages, formatted only when a message is written."""
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"EndpointSlice {self.namespace}/{self.name}"
+
+
 def build_state(objects: Iterable[dict], config) -> ClusterState:
     """kube-proxy's svcPortMap and endpointsMap for `config`'s node and IP family."""
     family, hostname = config.ip_family, config.hostname
@@ -489,7 +581,7 @@ def build_state(objects: Iterable[dict], config) -> ClusterState:
         by_port: dict[tuple[str, str, str], dict[str, EndpointInfo]] = {}
         for slice_name in sorted(slices):
             obj = slices[slice_name]
-            ref = f"EndpointSlice {obj['metadata']['namespace']}/{slice_name}"
+            ref = _Ref(obj["metadata"]["namespace"], slice_name)
             for i, port in enumerate(obj.get("ports") or []):
                 if port.get("name") is None:
                     log.warning("%s: ports[%d] has no name and is ignored by kube-proxy "
@@ -507,14 +599,12 @@ def build_state(objects: Iterable[dict], config) -> ClusterState:
                         continue
                     conditions = ep.get("conditions") or {}
                     terminating = conditions.get("terminating") is True
+                    hints = ep.get("hints")
                     info = EndpointInfo(
-                        ip=str(ipaddress.ip_address(_sloppy(addresses[0]))), port=port["port"],
-                        is_local=bool(hostname) and ep.get("nodeName") == hostname,
-                        ready=conditions.get("ready") is not False,
-                        serving=conditions.get("serving") is not False,
-                        terminating=terminating,
-                        zone_hints=frozenset(h["name"] for h in ((ep.get("hints") or {}).get("forZones") or [])),
-                        node_hints=frozenset(h["name"] for h in ((ep.get("hints") or {}).get("forNodes") or [])),
+                        _normal_ip(addresses[0]), port["port"], bool(hostname) and ep.get("nodeName") == hostname,
+                        conditions.get("ready") is not False, conditions.get("serving") is not False, terminating,
+                        *((frozenset(h["name"] for h in (hints.get("forZones") or [])),
+                           frozenset(h["name"] for h in (hints.get("forNodes") or []))) if hints else ()),
                     )
                     # A later duplicate replaces an earlier one unless it is terminating.
                     if info.endpoint not in found or not terminating:

@@ -1,8 +1,8 @@
 """render(): the iptables-restore input kube-proxy's iptables proxier writes for one node.
 
-A reconstruction of `syncProxyRules` in pkg/proxy/iptables/proxier.go of kubernetes/kubernetes at
-commit 531be81 (the release line after v1.33; the rule layout has been stable since about 1.28)
-and of `CategorizeEndpoints` in pkg/proxy/topology.go. Every rule below is written in the same
+Kubernetes v1.34. A reconstruction of `syncProxyRules` in pkg/proxy/iptables/proxier.go of
+kubernetes/kubernetes at commit 531be81 (master after v1.33, the v1.34 development line; the rule
+layout has been stable since about 1.28) and of `CategorizeEndpoints` in pkg/proxy/topology.go. Every rule below is written in the same
 order, with the same arguments, as upstream; comments name the upstream step.
 
 Where older releases differ (for reading blog posts and old dumps):
@@ -167,6 +167,24 @@ def large_cluster_mode(objects: Iterable[dict], config: ProxierConfig) -> bool:
     this proxier handles) than largeClusterEndpointsThreshold (1000). In that mode rule comments
     are left off the per-endpoint rules, and stale chains are deleted at most once per syncPeriod."""
     return _large_cluster(build_state(objects, config), config)
+
+
+def health_check_services(objects: Iterable[dict], config: ProxierConfig) -> list[dict]:
+    """What kube-proxy's service health server serves on this node: for every Service with a
+    healthCheckNodePort (type LoadBalancer, externalTrafficPolicy Local), the port and its count
+    of ready local endpoints. proxier.go syncProxyRules ends with
+    serviceHealthServer.SyncServices(svcPortMap.HealthCheckNodePorts()) and
+    SyncEndpoints(endpointsMap.LocalReadyEndpoints()); the count adds up, per service port, the
+    endpoints that are local and ready (EndpointsMap.LocalReadyEndpoints, pkg/proxy/endpoints.go)."""
+    state = build_state(objects, config)
+    out: dict[str, dict] = {}
+    for sp in state.service_ports:
+        if not sp.health_check_node_port:
+            continue
+        entry = out.setdefault(sp.service, {"namespace": sp.namespace, "name": sp.name,
+                                             "port": sp.health_check_node_port, "localEndpoints": 0})
+        entry["localEndpoints"] += sum(1 for e in state.endpoints_for(sp) if e.is_local and e.ready)
+    return list(out.values())
 
 
 def _large_cluster(state: ClusterState, cfg: ProxierConfig) -> bool:

@@ -14,9 +14,9 @@ Nothing here ever touches the host's root network namespace.
 """
 
 from labkit.netfilter.ruleset import Chain, Cond, Rule, Ruleset, Table, parse, parse_rule
-from labkit.netfilter.trace import Packet, TraceResult, Tracer, kube_proxy_test_trace
+from labkit.netfilter.trace import Conntrack, Packet, TraceResult, Tracer, kube_proxy_test_trace
 
-__all__ = ["Chain", "Cond", "Rule", "Ruleset", "Table", "parse", "parse_rule", "Packet", "TraceResult",
+__all__ = ["Chain", "Cond", "Rule", "Ruleset", "Table", "parse", "parse_rule", "Conntrack", "Packet", "TraceResult",
            "Tracer", "kube_proxy_test_trace", "restore", "save", "read_live", "ensure_nfacct"]
 
 

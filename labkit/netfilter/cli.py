@@ -52,6 +52,29 @@ def lab_node(lab_id: str, node: str) -> tuple[str, list[str]]:
     return netns, addresses
 
 
+def conntrack_entry(netns: str, proto: str, src: str, sport: int, dst: str, dport: int):
+    """The node's conntrack entry for a connection (/proc/net/nf_conntrack in its namespace), as a
+    Conntrack: where its first packet was DNATed and whether its source was masqueraded; None when
+    the node tracks no such connection."""
+    from labkit.netfilter import Conntrack
+    from labkit.netlab import run_in
+
+    text = run_in(netns, ["cat", "/proc/net/nf_conntrack"], check=False).stdout
+    for line in text.splitlines():
+        words = line.split()
+        if len(words) < 3 or words[2] != proto:
+            continue
+        fields = [w.split("=", 1) for w in words if "=" in w]
+        tuples = [dict(fields[i:i + 4]) for i in (0, 4)] if len(fields) >= 8 else []
+        if not tuples or tuples[0].get("src") != src or tuples[0].get("dst") != dst \
+                or tuples[0].get("sport") != str(sport) or tuples[0].get("dport") != str(dport):
+            continue
+        original, reply = tuples
+        dnat = f"{reply['src']}:{reply['sport']}" if (reply["src"], reply["sport"]) != (dst, str(dport)) else None
+        return Conntrack(dnat=dnat, masquerade=reply["dst"] != src)
+    return None
+
+
 def load_ruleset_file(path: Path):
     """A saved ruleset; kube-proxy's restore input gets kube-proxy's jump rules from the built-in
     chains added (kube-proxy installs them outside iptables-restore). Returns (ruleset, notes)."""
@@ -63,12 +86,12 @@ def load_ruleset_file(path: Path):
     except OSError as exc:
         raise ConfigError(path, None, f"cannot read: {exc.strerror}") from None
     try:
-        ruleset = parse(text)
+        ruleset = parse(text, lazy=True)      # only the rules the packet reaches get parsed
     except LabkitError as exc:
         raise ConfigError(path, None, str(exc)) from None
     notes = []
     nat = ruleset.table("nat")
-    if nat is not None and "KUBE-SERVICES" in nat.chains and not any(
+    if nat is not None and nat.chain("KUBE-SERVICES") is not None and not any(
             ruleset.chain("nat", c) and ruleset.chain("nat", c).rules for c in ("PREROUTING", "OUTPUT")):
         for table, chain, args in jump_rules():
             ruleset.ensure_rule_first(table, chain, args)
@@ -87,7 +110,10 @@ def trace(
     local_address: Optional[List[str]] = typer.Option(None, "--local-address",
         help="With --rules: an address of the node (repeat), e.g. 192.168.0.2 or 127.0.0.1/8."),
     sport: int = typer.Option(40000, "--sport", help="Source port."),
-    ctstate: str = typer.Option("NEW", "--ctstate", help="Connection-tracking state of the packet (NEW for a first packet; ESTABLISHED, ...)."),
+    ctstate: str = typer.Option("NEW", "--ctstate",
+        help="Connection-tracking state: NEW for a connection's first packet; ESTABLISHED (or RELATED) for a later "
+             "one, which skips the nat table (with --node, the translation comes from the node's conntrack entry "
+             "for --src:--sport -> --dst)."),
     affinity: Optional[List[str]] = typer.Option(None, "--affinity",
         help="A recent list (KUBE-SEP-…) the client is already in: its --rcheck affinity rule matches (repeat)."),
     in_interface: Optional[str] = typer.Option(None, "--in-interface", help="Interface the packet arrives on (for -i rules)."),
@@ -121,9 +147,22 @@ def trace(
             ipaddress.ip_interface(value)
         except ValueError:
             raise ConfigError("--local-address", None, f"expected an IP address or address/prefix, got {value!r}") from None
-    tracer = Tracer(ruleset, addresses, affinity=affinity or ())
-    result = tracer.trace(Packet(src, dst_ip, dport, proto.lower(), sport=sport, ctstate=ctstate,
-                                 in_interface=in_interface))
+    conntrack = None
+    if "NEW" not in ctstate.upper().split(","):
+        if node is not None:
+            conntrack = conntrack_entry(netns, proto.lower(), src, sport, dst_ip, dport)
+            if conntrack is None:
+                notes.append(f"{node} tracks no {proto.lower()} connection {src}:{sport} -> {dst_ip}:{dport}")
+        else:
+            notes.append("with --rules there is no conntrack table: no translation applied to this later packet")
+    tracer = Tracer(ruleset, addresses, affinity=affinity or (), conntrack=conntrack)
+    try:
+        result = tracer.trace(Packet(src, dst_ip, dport, proto.lower(), sport=sport, ctstate=ctstate,
+                                     in_interface=in_interface))
+    except LabkitError as exc:            # a malformed rule of a saved file, met on the way
+        if rules is None:
+            raise
+        raise ConfigError(rules, None, str(exc)) from None
     result.notes[:0] = notes
     if as_json:
         sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")

@@ -6,6 +6,7 @@ host's root namespace.
 
 from __future__ import annotations
 
+import os
 import socket
 import struct
 
@@ -61,11 +62,15 @@ _NLMSG_ERROR = 2
 _EEXIST = 17
 
 
-def _nfacct_add(names: list[str]) -> list[str]:
+def _nfacct_add(names: list[str]) -> dict[str, str | None]:
     """In the current network namespace: create nfacct objects (NFNL_MSG_ACCT_NEW), as
-    kube-proxy's nfacct.Ensure does; an existing one is fine. Returns the names created."""
-    created = []
-    sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, _NETLINK_NETFILTER)
+    kube-proxy's nfacct.Ensure does. Returns, per name, None when the counter exists now (created
+    or already there) or the reason it could not be made."""
+    result: dict[str, str | None] = {}
+    try:
+        sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, _NETLINK_NETFILTER)
+    except OSError as exc:
+        return {name: f"no netfilter netlink socket: {exc.strerror or exc}" for name in names}
     try:
         sock.bind((0, 0))
         for seq, name in enumerate(names, 1):
@@ -78,20 +83,27 @@ def _nfacct_add(names: list[str]) -> list[str]:
                                   flags, seq, 0) + payload)
             reply = sock.recv(65536)
             _, msg_type, _, _, _ = struct.unpack("=IHHII", reply[:16])
-            if msg_type != _NLMSG_ERROR:
-                raise OSError(f"unexpected netlink reply type {msg_type}")
-            (error,) = struct.unpack("=i", reply[16:20])
-            if error == 0:
-                created.append(name)
-            elif error != -_EEXIST:
-                raise OSError(-error, f"nfacct add {name}: error {-error}")
+            (error,) = struct.unpack("=i", reply[16:20]) if msg_type == _NLMSG_ERROR else (None,)
+            if error is None:
+                result[name] = f"unexpected netlink reply type {msg_type}"
+            elif error in (0, -_EEXIST):
+                result[name] = None
+            else:
+                result[name] = os.strerror(-error)
     finally:
         sock.close()
-    return created
+    return result
 
 
-def ensure_nfacct(netns: str, names) -> list[str]:
-    """Create the nfacct counters `names` in the namespace (needed before rules with
-    `-m nfacct --nfacct-name X` load); returns those that were created now."""
+def ensure_nfacct(netns: str, names) -> dict[str, str | None]:
+    """Create the nfacct counters `names` in the namespace (rules with `-m nfacct --nfacct-name X`
+    load only once X exists). Returns, per name, None when it exists now or why it could not be
+    made: kube-proxy then writes its rules without the nfacct match (proxier.go, syncProxyRules:
+    "Failed to create nfacct counter")."""
     names = list(names)
-    return call_in_netns(netns, _nfacct_add, names) if names else []
+    return call_in_netns(netns, _nfacct_add, names) if names else {}
+
+
+def available_nfacct(netns: str, names) -> list[str]:
+    """The counters of `names` that exist in the namespace after ensure_nfacct."""
+    return [name for name, problem in ensure_nfacct(netns, names).items() if problem is None]

@@ -16,7 +16,9 @@ are read as one comment.
 from __future__ import annotations
 
 import ipaddress
+import re
 import shlex
+import socket
 from dataclasses import dataclass, field
 
 from labkit.errors import LabkitError
@@ -74,19 +76,49 @@ class Rule:
 
 @dataclass
 class Chain:
+    """A chain and its rules. In a lazily parsed ruleset (parse(text, lazy=True)) a chain finds its
+    "-A" lines in the table's text when first used, and keeps each rule as its line until it is
+    needed: `rule(i)` parses one, `rules` all of them."""
     name: str
     policy: str | None = None      # built-in chains: ACCEPT / DROP
-    rules: list[Rule] = field(default_factory=list)
+    _source: str | None = field(default=None, repr=False)      # lazily: the table's text
+    _list: list = field(default_factory=list, repr=False)      # Rule, or (line number or None, "-A ..." line)
     _index: tuple | None = field(default=None, repr=False)
+
+    @property
+    def _items(self) -> list:
+        if self._source is not None:
+            body, self._source = self._source, None
+            needle = f"\n-A {self.name} "
+            at = body.find(needle)
+            while at >= 0:
+                end = body.find("\n", at + 1)
+                self._list.append((None, body[at + 1:end].rstrip()))
+                at = body.find(needle, end)
+        return self._list
+
+    @property
+    def rules(self) -> list[Rule]:
+        items = self._items
+        for i, item in enumerate(items):
+            if not isinstance(item, Rule):
+                items[i] = _parse_line(*item)
+        return items
+
+    def rule(self, i: int) -> Rule:
+        item = self._items[i]
+        if not isinstance(item, Rule):
+            item = self._items[i] = _parse_line(*item)
+        return item
 
     def candidates(self, dst: int) -> list[int]:
         """Indices of the rules that can match a packet to `dst`, in order: rules that require
         another single destination address are left out (an index keeps a 10,000-service
-        KUBE-SERVICES chain quick to walk)."""
+        KUBE-SERVICES chain quick to walk; unparsed rules are indexed from their text)."""
         if self._index is None:
             generic, by_dst = [], {}
-            for i, rule in enumerate(self.rules):
-                exact = rule.dst_exact
+            for i, item in enumerate(self._items):
+                exact = item.dst_exact if isinstance(item, Rule) else _dst_exact_of_line(item[1])
                 if exact is None:
                     generic.append(i)
                 else:
@@ -97,15 +129,83 @@ class Chain:
         return sorted(generic + specific) if specific else generic
 
 
+_QUOTED = re.compile(r'"(?:[^"\\]|\\.)*"')
+_DST = re.compile(r"(?:^|\s)(!\s+)?(?:-d|--destination|--dst)\s+(\S+)")
+
+
+def _dst_exact_of_line(line: str) -> int | None:
+    """Rule.dst_exact from a rule's text, without parsing it (quoted comments are skipped). Only a
+    rule with one plain -d of a single address gets one; anything else is a candidate for every
+    destination, which is always safe."""
+    found = _DST.findall(_QUOTED.sub('""', line) if '"' in line else line)
+    if len(found) != 1 or found[0][0]:
+        return None
+    return _single_address(found[0][1])
+
+
+def _single_address(text: str) -> int | None:
+    address, _, prefix = text.partition("/")
+    if ":" not in address:
+        if prefix not in ("", "32"):
+            return None
+        try:
+            return int.from_bytes(socket.inet_aton(address), "big") if address.count(".") == 3 else None
+        except OSError:
+            return None
+    try:
+        net = ipaddress.ip_network(text, strict=False)
+    except ValueError:
+        return None
+    return int(net.network_address) if net.num_addresses == 1 else None
+
+
+def _parse_line(number: int | None, line: str) -> Rule:
+    try:
+        return parse_rule(line)
+    except LabkitError as exc:
+        raise LabkitError(f"line {number}: {exc}" if number else str(exc)) from None
+
+
 @dataclass
 class Table:
     name: str
-    chains: dict[str, Chain] = field(default_factory=dict)
+    _chains: dict = field(default_factory=dict, repr=False)
+    _source: str | None = field(default=None, repr=False)     # lazily: the table's text
+    _deleted: set = field(default_factory=set, repr=False)    # lazily: chains the text deletes (-X)
+
+    @property
+    def chains(self) -> dict[str, Chain]:
+        if self._source is not None:
+            body, self._source = self._source, None
+            at = body.find("\n:")
+            while at >= 0:
+                end = body.find("\n", at + 1)
+                name = body[at + 2:end].split(maxsplit=1)[0]
+                if name not in self._chains and name not in self._deleted:
+                    self._declare(body, name, at, end)
+                at = body.find("\n:", end)
+        return self._chains
 
     def chain(self, name: str, create: bool = False) -> Chain | None:
-        if name not in self.chains and create:
-            self.chains[name] = Chain(name)
-        return self.chains.get(name)
+        found = self._chains.get(name)
+        if found is None and self._source is not None and name not in self._deleted:
+            at = self._source.find(f"\n:{name} ")
+            if at >= 0:
+                found = self._declare(self._source, name, at, self._source.find("\n", at + 1))
+        if found is None and create:
+            found = self._chains[name] = Chain(name)
+        return found
+
+    def _declare(self, body: str, name: str, at: int, end: int) -> Chain:
+        parts = body[at + 2:end].split()
+        chain = self._chains.get(name)
+        if chain is None:
+            chain = Chain(name)
+        if len(parts) > 1 and parts[1] != "-":
+            chain.policy = parts[1]
+        chain._source = body
+        self._chains[name] = chain
+        return chain
 
 
 @dataclass
@@ -123,7 +223,7 @@ class Ruleset:
 
     def chain(self, table: str, name: str) -> Chain | None:
         t = self.tables.get(table)
-        return t.chains.get(name) if t else None
+        return t.chain(name) if t else None
 
     def chain_names(self, table: str) -> list[str]:
         t = self.tables.get(table)
@@ -136,7 +236,7 @@ class Ruleset:
         rule = parse_rule(text)
         if any(same_rule(rule, r) for r in c.rules):
             return False
-        c.rules.insert(0, rule)
+        c._items.insert(0, rule)
         c._index = None
         return True
 
@@ -159,13 +259,23 @@ def _split(line: str) -> list[str]:
         raise LabkitError(f"cannot parse rule {line!r}: {exc}") from None
 
 
-def parse(text: str) -> Ruleset:
-    """A Ruleset from iptables-save output or iptables-restore input (several tables)."""
+def parse(text: str, *, lazy: bool = False) -> Ruleset:
+    """A Ruleset from iptables-save output or iptables-restore input (several tables).
+
+    With `lazy`, a file made only of tables, chain lines, "-A" rules and "-X" deletions (what
+    iptables-save prints and kube-proxy restores) is read without parsing its rules: each chain
+    finds and parses its own when first used, so a tracer following one packet through a
+    10,000-service ruleset touches a few dozen of them. A malformed rule is then reported when it
+    is reached. Other files are parsed in full."""
     ruleset = Ruleset()
     table: Table | None = None
+    if lazy:
+        found = _parse_lazily(text)
+        if found is not None:
+            return found
     for number, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
-        if not line or line.startswith("#"):
+        if not line or line[0] == "#":
             continue
         try:
             if line.startswith("*"):
@@ -183,7 +293,7 @@ def parse(text: str) -> Ruleset:
                 chain = table.chain(name, create=True)
                 if policy:
                     chain.policy = policy
-                chain.rules.clear()           # a chain line in restore input flushes the chain
+                chain._items.clear()           # a chain line in restore input flushes the chain
                 chain._index = None
                 continue
             words = _split(line)
@@ -200,9 +310,9 @@ def parse(text: str) -> Ruleset:
                         position, rest = int(rest[0]) - 1, rest[1:]
                 rule = _build(words[1], line, rest)
                 if position is None:
-                    chain.rules.append(rule)
+                    chain._items.append(rule)
                 else:
-                    chain.rules.insert(position, rule)
+                    chain._items.insert(position, rule)
                 chain._index = None
             elif op in ("-N", "--new-chain"):
                 table.chain(words[1], create=True)
@@ -214,12 +324,52 @@ def parse(text: str) -> Ruleset:
             elif op in ("-F", "--flush"):
                 for c in ([table.chain(words[1])] if len(words) > 1 else table.chains.values()):
                     if c is not None:
-                        c.rules.clear()
+                        c._items.clear()
                         c._index = None
             else:
                 raise LabkitError(f"unknown command {op}")
         except LabkitError as exc:
             raise LabkitError(f"line {number}: {exc}: {line}") from None
+    return ruleset
+
+
+_NOT_SIMPLE = re.compile(r"\n(?:-[IFNRD-]|[ \t])")     # inserts, flushes, new chains, long options, indents
+
+
+def _parse_lazily(text: str) -> Ruleset | None:
+    """parse(lazy=True) for files of the simple form; None for anything else."""
+    text = "\n" + (text.replace("\r", "") if "\r" in text else text)
+    if _NOT_SIMPLE.search(text):
+        return None
+    ruleset = Ruleset()
+    at = text.find("\n*")
+    if at < 0 or any(l.strip() and not l.startswith("#") for l in text[:at].split("\n")):
+        return None
+    while at >= 0:
+        eol = text.find("\n", at + 1)
+        end = text.find("\nCOMMIT", at)
+        name = text[at + 2:eol].strip()
+        if eol < 0 or end < 0 or name in ruleset.tables:
+            return None
+        table = ruleset.table(name, create=True)
+        body = text[eol:end + 1]
+        deleted = body.find("\n-X")
+        while deleted >= 0:
+            line_end = body.find("\n", deleted + 1)
+            for chain_name in body[deleted + 3:line_end].split():
+                table._deleted.add(chain_name)
+                ruleset.deleted.setdefault(name, []).append(chain_name)
+            deleted = body.find("\n-X", line_end)
+        for builtin in list(table._chains):
+            table._chains[builtin]._source = body
+            declared = body.find(f"\n:{builtin} ")
+            if declared >= 0:
+                table._declare(body, builtin, declared, body.find("\n", declared + 1))
+        table._source = body
+        at = text.find("\n*", end + 1)
+        rest = text[end + 8:at if at >= 0 else len(text)]
+        if any(l.strip() and not l.startswith("#") for l in rest.split("\n")):
+            return None
     return ruleset
 
 

@@ -1,6 +1,12 @@
 """Follow a packet through a node's iptables rules the way the kernel would.
 
 The packet is the first of a connection (conntrack state NEW) unless another state is given.
+The kernel consults the nat table only for a connection's first packet: the translation chosen
+then (DNAT by a KUBE-SEP chain, MASQUERADE in POSTROUTING) is stored in the connection's conntrack
+entry and applied to every later packet without walking the nat chains again, so no statistic
+match is rolled twice. For a later packet (ESTABLISHED, RELATED) the tracer therefore skips the
+nat table and applies the translation of a given conntrack entry (`Conntrack`, read from a live
+node's table by the trace command), or none.
 Path, for the nat and filter tables (kube-proxy uses no others):
 - arriving from outside the node: nat PREROUTING, routing, then filter INPUT (destination is a
   local address) or filter FORWARD + nat POSTROUTING;
@@ -39,6 +45,14 @@ class Packet:
     ctstate: str = "NEW"
     in_interface: str | None = None
     out_interface: str | None = None
+
+
+@dataclass(frozen=True)
+class Conntrack:
+    """What a connection's conntrack entry does to its later packets: the destination its first
+    packet was DNATed to ("ip:port"), and whether its source was masqueraded."""
+    dnat: str | None = None
+    masquerade: bool = False
 
 
 @dataclass
@@ -81,7 +95,7 @@ class _State:
 class Branch:
     probability: float
     dnat: str | None
-    verdict: str                     # ACCEPT / DROP / REJECT from a rule or policy DROP, or "none"
+    verdict: str                     # ACCEPT / DROP / REJECT from a filter rule or policy, or "none"
     masquerade: bool                 # SNATed by MASQUERADE in nat POSTROUTING
     marked_for_masquerade: bool
     steps: list[Step]
@@ -121,9 +135,29 @@ class TraceResult:
                        "ctstate": p.ctstate},
             "dnat": self.dnat, "masquerade": self.masquerade, "verdict": self.verdict, "output": self.output,
             "marked_for_masquerade": any(b.marked_for_masquerade for b in self.branches),
+            "summary": self.summary(),
+            "kube_proxy_test_tracer": {"output": self.output, "masq": self.test_tracer_masq,
+                                       "meaning": "tracePacket of kube-proxy's unit tests: every DNAT target "
+                                                  "reachable; masq if any branch reached KUBE-MARK-MASQ"},
             "affinity": self.affinity, "notes": self.notes,
             "branches": [b.to_dict() for b in self.branches],
         }
+
+    def summary(self) -> str:
+        """One line per outcome, from the branches themselves."""
+        if not self.branches:
+            return "summary: no path"
+        parts = []
+        for b in self.branches:
+            where = f"DNAT to {b.dnat}" if b.dnat else "no DNAT"
+            verdict = {"none": "passes", "ACCEPT": "accepted"}.get(b.verdict, b.verdict.lower() + "ed"
+                                                                   if b.verdict in ("DROP", "REJECT") else b.verdict)
+            masq = "masqueraded" if b.masquerade else ("marked for masquerade, not masqueraded"
+                                                       if b.marked_for_masquerade else "not masqueraded")
+            chance = f"p={b.probability:.6g}: " if len(self.branches) > 1 else ""
+            parts.append(f"{chance}{where}, {verdict}, {masq}")
+        head = f"summary ({len(self.branches)} branches): " if len(self.branches) > 1 else "summary: "
+        return head + "; ".join(parts)
 
     def tree(self) -> str:
         p = self.packet
@@ -146,7 +180,7 @@ class TraceResult:
             lines.append(f"affinity: a client already in recent list {a['list']} (within {a['seconds']} s) "
                          f"goes to {', '.join(a['dnat']) or 'no DNAT'}")
         lines.extend(f"note: {n}" for n in self.notes)
-        lines.append(f"kube-proxy test tracer: output={self.output!r} masq={self.test_tracer_masq}")
+        lines.append(self.summary())
         return "\n".join(lines) + "\n"
 
 
@@ -171,10 +205,11 @@ class LocalAddresses:
 
 
 class Tracer:
-    def __init__(self, ruleset: Ruleset, local_addresses, affinity=()):
+    def __init__(self, ruleset: Ruleset, local_addresses, affinity=(), conntrack: Conntrack | None = None):
         self.rules = ruleset
         self.local = LocalAddresses(local_addresses)
         self.affinity = set(affinity)
+        self.conntrack = conntrack
         self.notes: list[str] = []
         self.affinity_report: list[dict] = []
 
@@ -184,10 +219,13 @@ class Tracer:
                        proto=packet.proto.lower(), mark=0, ctstate={s.strip().upper() for s in packet.ctstate.split(",")},
                        in_interface=packet.in_interface, out_interface=packet.out_interface)
         local_origin = start.src in self.local
+        self.first_packet = "NEW" in start.ctstate
         finished = self._path(start, local_origin)
         branches = [Branch(s.probability, s.dnat, s.verdict or "none", s.masquerade, s.marked, s.steps) for s in finished]
-        output, masq = kube_proxy_test_trace(self.rules, packet.src, packet.proto.lower(), packet.dst,
-                                             str(packet.dport), [str(ip) for ip in self.local.ips])
+        output, masq = "", False
+        if self.first_packet:      # kube-proxy's test tracer models first packets only
+            output, masq = kube_proxy_test_trace(self.rules, packet.src, packet.proto.lower(), packet.dst,
+                                                 str(packet.dport), [str(ip) for ip in self.local.ips])
         return TraceResult(packet, branches, self.affinity_report, output, masq, self.notes)
 
     # -- the kernel's path through the hooks ----------------------------------------------------
@@ -215,8 +253,37 @@ class Tracer:
     def _phase(self, table: str, chain: str, states: list[_State]) -> list[_State]:
         out = []
         for s in states:
-            out += [s] if s.verdict in ("DROP", "REJECT") else self._run_builtin(table, chain, s)
+            if s.verdict in ("DROP", "REJECT"):
+                out.append(s)
+            elif table == "nat" and not self.first_packet:
+                out.append(self._conntrack_nat(chain, s))
+            else:
+                out += self._run_builtin(table, chain, s)
         return out
+
+    def _conntrack_nat(self, chain: str, st: _State) -> _State:
+        """A later packet of a connection: no nat rule runs; conntrack applies the first packet's
+        translation (DNAT before routing, source NAT after)."""
+        st.steps.append(Step(0, f"nat {chain}", "phase"))
+        ct = self.conntrack
+        if chain in ("PREROUTING", "OUTPUT"):
+            st.steps.append(Step(1, "not consulted: not the first packet of its connection; conntrack applies the "
+                                    "translation its first packet got", "note"))
+            if ct is None:
+                self._note("no conntrack entry given for this connection: no translation applied (trace the first "
+                           "packet with --ctstate NEW to see where it goes)")
+            elif ct.dnat:
+                ip, port = _split_host_port(ct.dnat, st.dport)
+                st.dst, st.dport, st.dnat = _ip(ip), port, ct.dnat
+                st.steps.append(Step(1, f"-> DNAT to {ct.dnat} (from the conntrack entry)", "note"))
+        elif chain == "POSTROUTING":
+            st.steps.append(Step(1, "not consulted: conntrack applies the connection's source NAT, if any", "note"))
+            if ct is not None and ct.masquerade:
+                st.masquerade = True
+                st.steps.append(Step(1, "-> source NAT (from the conntrack entry)", "note"))
+        else:
+            st.steps.append(Step(1, "not consulted: not the first packet of its connection", "note"))
+        return st
 
     def _run_builtin(self, table: str, chain_name: str, st: _State) -> list[_State]:
         chain = self.rules.chain(table, chain_name)
@@ -229,7 +296,7 @@ class Tracer:
             if verdict in (None, "RETURN"):
                 policy = chain.policy or "ACCEPT"
                 s.steps.append(Step(1, f"end of {chain_name}: policy {policy}", "policy"))
-                if policy != "ACCEPT" and table == "filter":
+                if table == "filter":
                     s.verdict, s.verdict_rule = policy, f"policy of {chain_name}"
             elif verdict in ("DROP", "REJECT") or (verdict == "ACCEPT" and table == "filter"):
                 s.verdict = verdict
@@ -244,7 +311,7 @@ class Tracer:
     def _walk_from(self, table, chain, positions, k, st, depth):
         out = []
         while k < len(positions):
-            rule = chain.rules[positions[k]]
+            rule = chain.rule(positions[k])
             k += 1
             p = self._match(table, rule, st, depth)
             if p is None:
@@ -468,7 +535,7 @@ def kube_proxy_test_trace(ruleset: Ruleset, src: str, proto: str, dst: str, dpor
         # Rules that require another single destination cannot match: skipping them (the chain's
         # index) changes nothing but the time a 10,000-service KUBE-SERVICES takes.
         for position in chain.candidates(int(dest_ip)):
-            rule = chain.rules[position]
+            rule = chain.rule(position)
             if rule.target is None or not matches(rule, dest, dest_ip):
                 continue
             if rule.target == "KUBE-MARK-MASQ":

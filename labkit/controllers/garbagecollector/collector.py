@@ -41,10 +41,14 @@ def _owner_summary(refs: list[dict]) -> str:
 
 
 class GarbageCollector:
-    """kube-controller-manager runs --concurrent-gc-syncs=20 workers per queue and re-reads
-    discovery every 30 s; here 8 workers (Python threads share one core anyway) and a 2 s
-    discovery sync (discovery is in-process and cheap), so CRDs are monitored soon after they
-    are created."""
+    """kube-controller-manager runs --concurrent-gc-syncs=20 workers per queue, re-reads discovery
+    every 30 s (GarbageCollector.Sync) and resets its shared REST mapper every 30 s
+    (controllermanager.go CreateControllerContext); here 8 workers (Python threads share one core
+    anyway) and both every 2 s — the shortened period upstream's own integration tests use (5 s
+    there) — so CRDs are monitored soon after they are created. As upstream, the mapper is also
+    reset when the resources change, and a kind it cannot map (a CRD deleted before a sync saw it)
+    is retried with backoff ("unable to get REST mapping"). While discovery lists resources the
+    last sync has not caught up with, the collector is not idle."""
 
     name = CONTROLLER
 
@@ -59,6 +63,7 @@ class GarbageCollector:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._resources: set[ApiResource] = set()
+        self._pending_checked = (0.0, False)     # (when, result) of the last discovery comparison
         self.running = False
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -111,7 +116,23 @@ class GarbageCollector:
 
     def idle(self) -> bool:
         b = self.builder
-        return (not self.running) or (b.idle() and b.attempt_to_delete.idle() and b.attempt_to_orphan.idle())
+        if not self.running:
+            return True
+        return (b.idle() and b.attempt_to_delete.idle() and b.attempt_to_orphan.idle()
+                and not self._discovery_pending())
+
+    def _discovery_pending(self) -> bool:
+        """Discovery differs from what the last sync monitors (checked at most every 0.2 s)."""
+        checked_at, pending = self._pending_checked
+        now = time.monotonic()
+        if now - checked_at < 0.2:
+            return pending
+        try:
+            pending = self._wanted() not in (None, self._resources)
+        except (ApiError, OSError):
+            pending = False
+        self._pending_checked = (now, pending)
+        return pending
 
     def graph_has_uid(self, uid: str) -> bool:
         return self.running and self.builder.read(uid) is not None
@@ -134,24 +155,31 @@ class GarbageCollector:
                      and DELETABLE_VERBS <= set(r.verbs)}
         return preferred, found.failed
 
-    def _sync_once(self) -> None:
+    def _wanted(self) -> set[ApiResource] | None:
+        """The resources the monitors should cover now (None: discovery listed none), keeping the
+        synced monitors of groups whose discovery failed (partial discovery)."""
         new, failed = self._deletable_resources()
         if not new:
-            return
+            return None
         if failed:
-            # partial discovery: keep the synced monitors of the groups that failed
             for resource in self._resources:
                 if resource.api_version in failed and self.builder.is_resource_synced(resource):
                     new.add(resource)
-        if new == self._resources:
+        return new
+
+    def _sync_once(self) -> None:
+        new = self._wanted()
+        if new is None or new == self._resources:
             return
         self.mapper.reset()
         self.builder.sync_monitors(new)
         self._resources = new
+        self._pending_checked = (0.0, False)
 
     def _sync_loop(self) -> None:
         while not self._stop.wait(self.sync_period):
             try:
+                self.mapper.reset()         # the controller manager's periodic restMapper.Reset()
                 self._sync_once()
             except (ApiError, OSError) as exc:
                 self.log.record(CONTROLLER, "error", None, f"resource discovery failed: {exc}", level="debug")

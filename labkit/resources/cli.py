@@ -1,0 +1,302 @@
+"""`labkit resources ...`: Pods on the resources lab's live nodes, what kubelet writes into their
+cgroups, what the kernel counts, and the eviction manager.
+
+`plan` and `convert` work anywhere; the others work on the nodes of the running `resources` lab
+(`labkit run resources` builds them).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from labkit.errors import LabkitError
+
+LAB_ID = "resources"
+app = typer.Typer(help="Pod resources as cgroups: QoS, CPU shares/weight and quota, memory limits, OOM, eviction.",
+                  no_args_is_help=True)
+NODE_HELP = "The node (see `labkit resources nodes`); default: the Pod's spec.nodeName, else node-1."
+
+
+def _env():
+    from labkit import runner
+    from labkit.labs import get_lab
+    from labkit.state import LabEnv, LabState
+
+    lab = get_lab(LAB_ID)
+    state = LabState(lab.id)
+    env = LabEnv(lab, state)
+    if state.phase != "up" or not runner.lab_is_up(env):
+        raise LabkitError(f"the nodes belong to the {LAB_ID} lab, which is not running: start it with "
+                          f"`labkit run {LAB_ID}`")
+    return env
+
+
+def nodes(env) -> dict:
+    from labkit.resources.node import lab_nodes
+    return lab_nodes(env)
+
+
+def node(env, name: str | None):
+    found = nodes(env)
+    name = name or "node-1"
+    if name not in found:
+        raise LabkitError(f"no node {name!r} (nodes: {', '.join(found) or 'none'})")
+    return found[name]
+
+
+def _mib(value: int | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value / 2 ** 20:.1f}Mi"
+
+
+def _spec(c) -> str:
+    def show(values):
+        return ",".join(f"{k}={v}" for k, v in sorted(values.items()) if k in ("cpu", "memory")) or "-"
+    return f"req {show(c.requests)} / lim {show(c.limits)}"
+
+
+@app.command()
+def apply(filename: Path = typer.Option(..., "-f", "--filename", help="Pods (YAML: a Pod, several, or a List)."),
+          node_name: Optional[str] = typer.Option(None, "--node", help=NODE_HELP)):
+    """Run Pods on a node: defaulting and validation as the API server, then kubelet and the runtime."""
+    env = _env()
+    target = node(env, node_name)
+    for pod in target.load(filename):
+        where = node(env, pod.node)
+        for name, outcome in where.apply([pod]):
+            typer.echo(f"pod/{name} on {where.name}: {outcome}")
+
+
+@app.command()
+def delete(pod: str = typer.Argument(..., metavar="POD"),
+           node_name: Optional[str] = typer.Option(None, "--node", help=NODE_HELP)):
+    """Delete a Pod: its containers stop, its cgroups go."""
+    env = _env()
+    node(env, node_name).delete(pod)
+    typer.echo(f'pod "{pod}" deleted')
+
+
+@app.command("nodes")
+def list_nodes(as_json: bool = typer.Option(False, "--json")):
+    """The lab's nodes: memory capacity (the lab's budget), allocatable, eviction threshold, memory.available."""
+    env = _env()
+    rows = []
+    for n in nodes(env).values():
+        available, working_set = n.memory_available()
+        rows.append({"node": n.name, "capacity": n.config.memory_capacity, "allocatable": n.config.allocatable_memory,
+                     "evictionHard": n.config.eviction_hard, "memory.available": available,
+                     "working_set": working_set, "cgroup": str(n.cgroups.paths(n.rel("kubepods"))["memory"])})
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    for r in rows:
+        typer.echo(f"{r['node']}: memory capacity {_mib(r['capacity'])}, allocatable {_mib(r['allocatable'])}, "
+                   f"evictionHard {r['evictionHard']}, memory.available now {_mib(r['memory.available'])}  "
+                   f"({r['cgroup']})")
+
+
+def _pod_rows(n) -> list[dict]:
+    rows = []
+    for record in n.records():
+        pod = n.pod(record)
+        containers = []
+        specs = {c.name: c for c in pod.all_containers()}
+        for view in n.containers(record):
+            entry = {"name": view.name, "state": view.state, "reason": view.reason, "exit_code": view.exit_code,
+                     "pids": view.pids, "oom_score_adj": view.oom_score_adj, "cgroup": view.cgroup,
+                     "kubelet_oom_score_adj": record["containers"][view.name]["oom_score_adj"],
+                     "spec": _spec(specs[view.name])}
+            if n.cgroups.exists(view.cgroup):
+                entry["cgroup_settings"] = n.cgroups.settings(view.cgroup)
+                cpu = n.cgroups.cpu(view.cgroup)
+                memory = n.cgroups.memory(view.cgroup)
+                entry.update({"cpu_usage_ms": cpu.usage_ns // 10 ** 6, "nr_periods": cpu.nr_periods,
+                              "nr_throttled": cpu.nr_throttled, "throttled_ms": cpu.throttled_ns // 10 ** 6,
+                              "memory_working_set": memory.working_set, "memory_limit": memory.limit,
+                              "oom_kills": memory.oom_kills})
+            containers.append(entry)
+        settings = n.cgroups.settings(record["cgroup"]) if n.cgroups.exists(record["cgroup"]) else None
+        rows.append({"name": record["name"], "node": n.name, "uid": record["uid"], "qos": record["qos"],
+                     "priority": pod.priority, "phase": record["status"]["phase"],
+                     "reason": record["status"].get("reason", ""), "message": record["status"].get("message", ""),
+                     "cgroup": record["cgroup"], "cgroup_settings": settings, "containers": containers})
+    return rows
+
+
+@app.command()
+def get(node_name: Optional[str] = typer.Option(None, "--node", help="Only this node (default: all)."),
+        as_json: bool = typer.Option(False, "--json", help="Everything, as JSON.")):
+    """Pods, their QoS class and state; each container's cgroup settings next to its spec."""
+    env = _env()
+    selected = [node(env, node_name)] if node_name else list(nodes(env).values())
+    rows = [row for n in selected for row in _pod_rows(n)]
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    for row in rows:
+        status = row["phase"] + (f" ({row['reason']})" if row["reason"] else "")
+        typer.echo(f"{row['node']}  pod/{row['name']}  {row['qos']}  priority {row['priority']}  {status}  "
+                   f"cgroup {row['cgroup']}")
+        if row["message"]:
+            typer.echo(f"    message: {row['message']}")
+        if row["cgroup_settings"]:
+            typer.echo(f"    pod cgroup: {_settings(row['cgroup_settings'])}")
+        for c in row["containers"]:
+            state = c["state"] + (f" ({c['reason']}" + (f", exit {c['exit_code']}" if c["exit_code"] is not None else "")
+                                  + ")" if c["reason"] else "")
+            adj = "-" if c["oom_score_adj"] is None else str(c["oom_score_adj"])
+            if c["oom_score_adj"] is not None and c["oom_score_adj"] != c["kubelet_oom_score_adj"]:
+                adj += f" (kubelet asked {c['kubelet_oom_score_adj']}: this kernel refused it, see `labkit doctor`)"
+            typer.echo(f"    {c['name']}: {state}, pids {c['pids'] or '-'}, oom_score_adj {adj}, {c['spec']}")
+            if "cgroup_settings" in c:
+                typer.echo(f"      cgroup {c['cgroup']}: {_settings(c['cgroup_settings'])}")
+
+
+def _settings(settings: dict) -> str:
+    out = []
+    for key, value in settings.items():
+        if key.startswith("memory") and isinstance(value, int):
+            value = f"{value} ({_mib(value)})"
+        out.append(f"{key}={'max' if value is None else value}")
+    return " ".join(out)
+
+
+@app.command()
+def top(node_name: Optional[str] = typer.Option(None, "--node", help="Only this node (default: all)."),
+        interval: float = typer.Option(1.0, "--interval", help="Seconds between the two readings."),
+        watch: bool = typer.Option(False, "--watch", help="Repeat until interrupted.")):
+    """Live usage per container: CPU (share of one CPU), CFS periods and throttling, memory, OOM kills."""
+    import time
+
+    env = _env()
+    selected = [node(env, node_name)] if node_name else list(nodes(env).values())
+    while True:
+        first = {(n.name, r["name"], c): n.cgroups.cpu(e["cgroup"]) for n in selected for r in n.records()
+                 for c, e in r["containers"].items() if n.cgroups.exists(e["cgroup"])}
+        time.sleep(interval)
+        typer.echo(f"{'node':7} {'pod/container':28} {'cpu':>6} {'periods':>8} {'throttled':>9} {'thr ms':>7} "
+                   f"{'memory':>9} {'limit':>9} {'oom_kill':>8}")
+        for n in selected:
+            available, _ws = n.memory_available()
+            for r in n.records():
+                for c, e in r["containers"].items():
+                    before = first.get((n.name, r["name"], c))
+                    if before is None or not n.cgroups.exists(e["cgroup"]):
+                        continue
+                    now = n.cgroups.cpu(e["cgroup"])
+                    memory = n.cgroups.memory(e["cgroup"])
+                    cpu = (now.usage_ns - before.usage_ns) / (interval * 10 ** 9)
+                    typer.echo(f"{n.name:7} {r['name'] + '/' + c:28} {cpu * 1000:>5.0f}m "
+                               f"{now.nr_periods - before.nr_periods:>8} {now.nr_throttled - before.nr_throttled:>9} "
+                               f"{(now.throttled_ns - before.throttled_ns) // 10 ** 6:>7} "
+                               f"{_mib(memory.working_set):>9} {_mib(memory.limit):>9} {memory.oom_kills:>8}")
+            typer.echo(f"{n.name}: memory.available {_mib(available)} "
+                       f"(eviction threshold {n.config.eviction_hard.get('memory.available')})")
+        if not watch:
+            return
+
+
+@app.command("oom-kills")
+def oom_kills(node_name: Optional[str] = typer.Option(None, "--node", help="Only this node (default: all).")):
+    """The kernel's log of OOM kills in the lab's cgroups: whose limit was hit, who died."""
+    from labkit import cgroups
+    from labkit.resources.kmsg import oom_kills as read, seconds_since_boot
+
+    env = _env()
+    marker = f"{cgroups.lab_root_name(env)}/" + (f"{node_name}/" if node_name else "")
+    kills = read(marker, since=seconds_since_boot(env.state.status.get("started", 0)))
+    if not kills:
+        typer.echo("the kernel's log has no OOM kill in the lab's cgroups" +
+                   (" (or it cannot be read here)" if not Path("/dev/kmsg").exists() else ""))
+    for k in kills:
+        typer.echo(f"{k.task} (pid {k.pid}, oom_score_adj {k.oom_score_adj}) killed in {k.task_memcg}: "
+                   f"{k.constraint}, the {k.limit_of} limit was hit ({k.oom_memcg})")
+
+
+@app.command()
+def evict(node_name: Optional[str] = typer.Option(None, "--node", help=NODE_HELP),
+          passes: int = typer.Option(20, "--passes", min=1, help="At most this many passes.")):
+    """Run kubelet's eviction manager on a node now: pass after pass until no threshold is met."""
+    from labkit.resources import eviction
+
+    env = _env()
+    n = node(env, node_name)
+
+    def say(result):
+        o = result.observation
+        typer.echo(f"{n.name}: memory.available {_mib(o.available)} (working set {_mib(o.working_set)}), "
+                   f"threshold {_mib(o.threshold)}" + (f" + minimum reclaim {_mib(o.min_reclaim)}" if o.min_reclaim else ""))
+        if result.ranking:
+            typer.echo("  ranking: " + ", ".join(
+                f"{c.pod.name} ({'over' if c.exceeds else 'under'} request, priority {c.pod.priority}, "
+                f"usage-request {_mib(c.above_request)})" for c in result.ranking))
+        for name in result.skipped_critical:
+            typer.echo(f"  cannot evict a critical pod: {name}")
+        if result.evicted:
+            typer.echo(f"  Warning EvictionThresholdMet node/{n.name}: Attempting to reclaim memory")
+            typer.echo(f"  evicted pod/{result.evicted}: {result.message}")
+        else:
+            typer.echo("  no threshold met: nothing to evict")
+
+    eviction.run(n, say, max_passes=passes)
+
+
+@app.command()
+def plan(filename: Path = typer.Option(..., "-f", "--filename", help="Pods (YAML)."),
+         memory_capacity: str = typer.Option("2Gi", "--memory-capacity", help="The node's memory (for oom_score_adj)."),
+         as_json: bool = typer.Option(False, "--json")):
+    """What kubelet and the runtime would write for Pods, without running them: QoS, pod and
+    container cgroups (v1 and v2 values), oom_score_adj."""
+    from labkit.numa.quantity import Quantity
+    from labkit.resources import kubelet
+    from labkit.resources.pods import load_pods, qos_class
+
+    capacity = Quantity.parse(memory_capacity).value_int()
+    out = []
+    for pod in load_pods(filename):
+        def both(s):
+            d = s.to_json()
+            d["cpu.weight (v2)"] = kubelet.shares_to_weight(s.cpu_shares) if s.cpu_shares else None
+            return d
+        out.append({"pod": pod.name, "qos": qos_class(pod), "pod_cgroup": both(kubelet.pod_cgroup(pod)),
+                    "containers": {c.name: {**both(kubelet.container_cgroup(pod, c)),
+                                            "oom_score_adj": kubelet.oom_score_adj(pod, c, capacity)}
+                                   for c in pod.all_containers()}})
+    if as_json:
+        typer.echo(json.dumps(out, indent=2))
+        return
+    for p in out:
+        typer.echo(f"pod/{p['pod']}: {p['qos']}; pod cgroup {p['pod_cgroup']}")
+        for name, c in p["containers"].items():
+            typer.echo(f"  {name}: {c}")
+
+
+@app.command()
+def convert(cpu: Optional[str] = typer.Option(None, "--cpu", help="A cpu quantity, e.g. 250m."),
+            shares: Optional[int] = typer.Option(None, "--shares", help="A cpu.shares value."),
+            weight: Optional[int] = typer.Option(None, "--weight", help="A cpu.weight value (cgroup v2).")):
+    """Convert between a cpu request, cpu.shares and cpu.weight (kubelet's and newer runc's)."""
+    from labkit.numa.quantity import Quantity
+    from labkit.resources import kubelet
+
+    if sum(x is not None for x in (cpu, shares, weight)) != 1:
+        raise LabkitError("give exactly one of --cpu, --shares, --weight")
+    if cpu is not None:
+        milli = Quantity.parse(cpu).milli_value()
+        s = kubelet.milli_cpu_to_shares(milli)
+        typer.echo(f"cpu {cpu} = {milli}m -> cpu.shares {s} -> cpu.weight {kubelet.shares_to_weight(s)} "
+                   f"(kubelet, runc < 1.3.2) or {kubelet.runc_weight_new(s)} (runc >= 1.3.2, crun >= 1.23)")
+    elif shares is not None:
+        lo, hi = kubelet.shares_to_milli_range(shares)
+        typer.echo(f"cpu.shares {shares} <- cpu requests {lo}m..{hi}m; cpu.weight {kubelet.shares_to_weight(shares)}")
+    else:
+        try:
+            lo, hi = kubelet.weight_to_milli_range(weight)
+        except ValueError as exc:
+            raise LabkitError(str(exc)) from None
+        typer.echo(f"cpu.weight {weight} (kubelet's line) <- cpu requests {lo}m..{hi}m")

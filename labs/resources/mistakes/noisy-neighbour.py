@@ -1,0 +1,29 @@
+"""Common wrong solutions to noisy-neighbour."""
+
+from labkit.exercises import mistake
+
+
+def _change(env, name, change):
+    lab = env.lab.environment_module()
+    pod = lab.scenario_pod(env, "node-2.yaml", name)
+    change(pod["spec"]["containers"][0]["resources"])
+    lab.replace_pod(env, "node-2", pod)
+    lab.wait_settled(env, "node-2", name)
+
+
+@mistake("has no memory limit")
+def removed_the_limit(env):
+    """Removes the cache's memory limit, thinking no limit means no trouble."""
+    _change(env, "cache", lambda r: r["limits"].pop("memory"))
+
+
+@mistake("storefront was changed")
+def squeezed_the_neighbour(env):
+    """Lowers the neighbour's limit instead of the noisy Pod's."""
+    _change(env, "storefront", lambda r: r["limits"].update(memory="64Mi"))
+
+
+@mistake("cache is not running", "OutOfmemory")
+def requested_what_it_takes(env):
+    """Raises the cache's memory request to what it fills (192Mi), keeping the 256Mi limit."""
+    _change(env, "cache", lambda r: r["requests"].update(memory="192Mi"))

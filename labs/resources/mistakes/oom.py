@@ -1,0 +1,51 @@
+"""Common wrong solutions to oom."""
+
+import yaml
+
+from labkit.exercises import answer_path, mistake
+
+
+def _answer(env, container, cause):
+    path = answer_path(env.lab.id, "oom")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump({"container": container, "cause": cause}))
+
+
+def _run(env, limit):
+    lab = env.lab.environment_module()
+    pod = lab.scenario_pod(env, "node-1.yaml", "shop")
+    limits = pod["spec"]["containers"][1]["resources"]["limits"]
+    if limit is None:
+        limits.pop("memory")
+    else:
+        limits["memory"] = limit
+    lab.replace_pod(env, "node-1", pod)
+    lab.wait_settled(env, "node-1", "shop")
+
+
+@mistake("container: not app")
+def blamed_the_app(env):
+    """Names the container that is still running, and fixes the right one."""
+    _answer(env, "app", "limit")
+    _run(env, "256Mi")
+
+
+@mistake("cause: not node")
+def blamed_the_node(env):
+    """Says the node ran out of memory, although the container hit its own limit."""
+    _answer(env, "indexer", "node")
+    _run(env, "256Mi")
+
+
+@mistake("keeps no memory limit")
+def removed_the_limit(env):
+    """Removes the indexer's memory limit instead of sizing it."""
+    _answer(env, "indexer", "limit")
+    _run(env, None)
+
+
+@mistake("OOMKilled again")
+def limit_just_above_the_index(env):
+    """Raises the limit to 200Mi, the index's size, forgetting the process's own memory."""
+    _answer(env, "indexer", "limit")
+    _run(env, "200Mi")

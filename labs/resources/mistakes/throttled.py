@@ -1,0 +1,39 @@
+"""Common wrong solutions to throttled."""
+
+import yaml
+
+from labkit.exercises import answer_path, mistake
+
+
+def _explain(env, request_ms=105):
+    path = answer_path(env.lab.id, "throttled")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump({"quota_us": 10000, "period_us": 100000, "request_ms": request_ms}))
+
+
+def _run(env, resources):
+    lab = env.lab.environment_module()
+    pod = lab.scenario_pod(env, "node-1.yaml", "frontend")
+    pod["spec"]["containers"][0]["resources"] = resources
+    lab.replace_pod(env, "node-1", pod)
+
+
+@mistake("still throttled")
+def raised_the_request_only(env):
+    """Raises the CPU request as far as the 100m limit allows and keeps the limit."""
+    _explain(env)
+    _run(env, {"requests": {"cpu": "100m", "memory": "32Mi"}, "limits": {"cpu": "100m", "memory": "64Mi"}})
+
+
+@mistake("cpu request does not cover")
+def removed_all_cpu_settings(env):
+    """Removes the CPU limit and the CPU request: nothing throttles it, but nothing protects it either."""
+    _explain(env)
+    _run(env, {"requests": {"memory": "32Mi"}, "limits": {"memory": "64Mi"}})
+
+
+@mistake("request_ms")
+def ignored_the_period(env):
+    """Says a request takes its 15 ms of CPU, as if the quota were spread over the whole period."""
+    _explain(env, request_ms=15)
+    _run(env, {"requests": {"cpu": "200m", "memory": "32Mi"}, "limits": {"memory": "64Mi"}})

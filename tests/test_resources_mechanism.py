@@ -1,0 +1,184 @@
+"""labkit.resources: the API server's rules for resources, kubelet's conversions, the eviction
+message, and a live node on this machine's real cgroups (processes, settings, OOM kill, eviction)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from labkit.errors import ConfigError
+from labkit.labs import get_lab
+from labkit.numa.quantity import Quantity
+from labkit.resources import eviction, kmsg, kubelet
+from labkit.resources.node import Node, NodeConfig, quantity_string
+from labkit.resources.pods import PodInvalid, pod_from_dict, qos_class
+from labkit.state import LabEnv, LabState
+from support import wait_until
+
+
+def make(spec: dict, name: str = "p", classes=None):
+    return pod_from_dict({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec},
+                         priority_classes=classes)
+
+
+def test_limits_without_requests_become_requests_and_the_pod_guaranteed():
+    pod = make({"containers": [{"name": "c", "resources": {"limits": {"cpu": "500m", "memory": "64Mi"}}}]})
+    assert {k: str(v) for k, v in pod.containers[0].requests.items()} == {"cpu": "500m", "memory": "64Mi"}
+    assert qos_class(pod) == "Guaranteed"
+    assert pod.manifest["status"]["qosClass"] == "Guaranteed"
+    assert pod.manifest["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "500m", "memory": "64Mi"}
+
+
+def test_pod_level_requests_default_from_containers_then_from_pod_limits():
+    pod = make({"resources": {"limits": {"cpu": "1", "memory": "1Gi"}},
+                "containers": [{"name": "a", "resources": {"requests": {"cpu": "200m"}}},
+                               {"name": "b", "resources": {"requests": {"cpu": "300m"}}}]})
+    assert {k: str(v) for k, v in pod.pod_requests.items()} == {"cpu": "500m", "memory": "1Gi"}
+    assert qos_class(pod) == "Burstable"
+
+
+def test_a_request_above_its_limit_is_refused_with_the_api_servers_message():
+    with pytest.raises(PodInvalid) as info:
+        make({"containers": [{"name": "c", "resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}}]}, "big")
+    assert str(info.value) == ('The Pod "big" is invalid: spec.containers[0].resources.requests: Invalid value: "2": '
+                               'must be less than or equal to cpu limit of 1')
+
+
+def test_priority_comes_from_the_class_never_from_the_pod():
+    assert make({"priorityClassName": "system-node-critical", "containers": [{"name": "c"}]}).priority == 2000001000
+    assert make({"priorityClassName": "batch", "containers": [{"name": "c"}]}, classes={"batch": -5}).priority == -5
+    with pytest.raises(PodInvalid, match="no PriorityClass with name nope was found"):
+        make({"priorityClassName": "nope", "containers": [{"name": "c"}]})
+    with pytest.raises(PodInvalid, match=r"the integer value of priority \(7\) must not be provided in pod spec"):
+        make({"priority": 7, "containers": [{"name": "c"}]})
+
+
+def test_malformed_quantity_names_the_field():
+    with pytest.raises(ConfigError, match=r"spec.containers\[0\].resources.limits.memory"):
+        make({"containers": [{"name": "c", "resources": {"limits": {"memory": "lots"}}}]})
+
+
+def test_weight_to_request_ranges_invert_the_conversions_exactly():
+    seen: dict[int, list[int]] = {}
+    for m in range(0, 60000):     # every request up to 60 CPUs, through kubelet's two conversions
+        seen.setdefault(kubelet.shares_to_weight(kubelet.milli_cpu_to_shares(m)), []).append(m)
+    for weight, millis in seen.items():
+        if max(millis) < 59000:   # ranges cut by the end of the loop are not whole
+            assert kubelet.weight_to_milli_range(weight) == (min(millis), max(millis)), weight
+    for shares in (2, 3, 102, 153, 256, 512, 1024):
+        millis = [m for m in range(0, 2000) if kubelet.milli_cpu_to_shares(m) == shares]
+        assert kubelet.shares_to_milli_range(shares) == (min(millis), max(millis))
+
+
+def test_newer_runtimes_map_one_cpu_to_the_v2_default_weight():
+    # opencontainers/cgroups ConvertCPUSharesToCgroupV2Value (runc >= 1.3.2), e.g. runc issue 4896's 2000 -> 170
+    assert [kubelet.runc_weight_new(s) for s in (2, 1024, 2000, 262144)] == [1, 100, 170, 10000]
+    assert kubelet.shares_to_weight(2000) == 77
+
+
+def test_the_kernels_oom_lines_say_whose_limit_was_hit():
+    lines = [
+        "oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,oom_memcg=/labkit-x-resources/n/"
+        "kubepods/burstable/podu,task_memcg=/labkit-x-resources/n/kubepods/burstable/podu/c,task=python,pid=42,uid=0",
+        "Memory cgroup out of memory: Killed process 42 (python) total-vm:178188kB, anon-rss:163212kB, "
+        "file-rss:5476kB, shmem-rss:0kB, UID:0 pgtables:380kB oom_score_adj:954",
+        "oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,oom_memcg=/other,"
+        "task_memcg=/other,task=java,pid=7,uid=0",
+    ]
+    kill, = kmsg.oom_kills("labkit-x-resources/", lines=lines)
+    assert (kill.task, kill.pid, kill.oom_score_adj, kill.limit_of) == ("python", 42, 954, "pod")
+
+
+def test_byte_counts_print_as_kubelet_prints_quantities():
+    assert quantity_string(104857600) == "100Mi"
+    assert quantity_string(59875328) == "58472Ki"
+    assert quantity_string(1000) == "1k"
+
+
+# -- a live node ----------------------------------------------------------------------------------
+
+@pytest.fixture
+def node(tmp_path):
+    lab = get_lab("resources")
+    state = LabState(lab.id)
+    state.ensure_dir()
+    env = LabEnv(lab, state)
+    config = NodeConfig("n1", 96 * 2 ** 20, 2000, eviction_hard={"memory.available": "40Mi"})
+    the_node = Node(env, config)
+    the_node.create()
+    try:
+        yield the_node
+    finally:
+        problems = state.ledger.cleanup()
+        assert not problems
+
+
+def apply(node, tmp_path, *pods):
+    path = tmp_path / "pods.yaml"
+    path.write_text(yaml.safe_dump_all([{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+                                         "spec": spec} for name, spec in pods]))
+    return node.apply(node.load(path))
+
+
+def test_a_pod_becomes_cgroups_and_processes_with_kubelets_settings(node, tmp_path):
+    apply(node, tmp_path, ("web", {"containers": [{"name": "app", "command": ["sleep", "infinity"], "resources": {
+        "requests": {"cpu": "250m", "memory": "16Mi"}, "limits": {"cpu": "500m", "memory": "32Mi"}}}]}))
+    record = node.record("web")
+    assert record["cgroup"].startswith("n1/kubepods/burstable/pod")
+    view, = node.containers(record)
+    assert view.state == "running" and view.pids
+    settings = node.cgroups.settings(view.cgroup)
+    if node.cgroups.version == "v1":
+        assert (settings["cpu.shares"], settings["cpu.cfs_quota_us"], settings["cpu.cfs_period_us"],
+                settings["memory.limit_in_bytes"]) == (256, 50000, 100000, 32 * 2 ** 20)
+    else:
+        assert (settings["cpu.weight"], settings["cpu.max"], settings["memory.max"]) == (10, "50000 100000", 32 * 2 ** 20)
+    # the process runs inside the container's cgroup in every hierarchy
+    own = Path(f"/proc/{view.pids[0]}/cgroup").read_text()
+    assert f"/labkit-{node.env.prefix}-resources/{view.cgroup}" in own
+    # kubepods/burstable's shares follow the Pod's request (setCPUCgroupConfig)
+    burstable = node.cgroups.settings("n1/kubepods/burstable")
+    assert burstable.get("cpu.shares", burstable.get("cpu.weight")) == (256 if node.cgroups.version == "v1" else 10)
+    node.delete("web")
+    assert not node.cgroups.exists(record["cgroup"])
+
+
+def test_the_kernel_oom_kills_a_container_at_its_limit_and_it_shows_as_oomkilled(node, tmp_path):
+    apply(node, tmp_path, ("hog", {"containers": [{"name": "eat", "command": ["workload", "alloc", "--to", "48Mi"],
+                                                    "resources": {"limits": {"memory": "24Mi"}}}]}))
+    record = node.record("hog")
+    assert wait_until(lambda: node.containers(record)[0].reason == "OOMKilled", timeout=10)
+    view, = node.containers(record)
+    assert view.exit_code == 137 and not view.pids
+    # one container: its limit and its Pod's are the same, and the kernel counts the hit where the
+    # charge failed (v1 failcnt at the container, v2 memory.events.local "oom" at the Pod here)
+    assert node.cgroups.memory(view.cgroup).limit_hit + node.cgroups.memory(record["cgroup"]).limit_hit > 0
+    if os.access("/dev/kmsg", os.R_OK):    # the kernel's log says so too
+        # one container, so the Pod's limit equals it: the kernel reports whichever counter failed
+        assert any(k.task_memcg.endswith(view.cgroup) and k.limit_of in ("container", "pod")
+                   for k in kmsg.oom_kills(f"/{view.cgroup}"))
+
+
+def test_eviction_ranks_and_evicts_with_kubelets_message(node, tmp_path):
+    apply(node, tmp_path,
+          ("greedy", {"containers": [{"name": "g", "command": ["workload", "alloc", "--to", "56Mi"],
+                                      "resources": {"requests": {"memory": "8Mi"}}}]}),
+          ("modest", {"containers": [{"name": "m", "command": ["workload", "alloc", "--to", "8Mi"],
+                                      "resources": {"requests": {"memory": "32Mi"}}}]}))
+    assert wait_until(lambda: node.memory_available()[0] < 40 * 2 ** 20, timeout=10)
+    time.sleep(0.2)
+    passes = eviction.run(node, max_passes=3)
+    first = passes[0]
+    assert [c.pod.name for c in first.ranking] == ["greedy", "modest"]
+    assert first.evicted == "greedy"
+    assert first.message.startswith("The node was low on resource: memory. Threshold quantity: 40Mi, available: ")
+    assert "Container g was using " in first.message and "request is 8Mi, has larger consumption of memory. " in first.message
+    status = node.record("greedy")["status"]
+    assert (status["phase"], status["reason"], status["conditions"][0]["reason"]) == \
+        ("Failed", "Evicted", "TerminationByKubelet")
+    assert node.record("modest")["status"]["phase"] == "Running"
+    assert (node.dir / "eviction.json").exists()
