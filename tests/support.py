@@ -24,12 +24,25 @@ LOCK_PATH = "/tmp/labkit-tests.lock"
 TURNSTILE_PATH = "/tmp/labkit-tests.turnstile"
 
 
+_HELD: dict[int, int] = {}  # process id -> how deep that process is inside host_lock
+
+
 @contextmanager
 def host_lock(exclusive: bool):
     """The host lock, shared or exclusive. Everyone passes a turnstile (a second lock, held only
     while waiting) first, so an exclusive holder waiting for the shared holders to leave keeps new
     shared holders out: with suites of several checkouts running at once, readers would otherwise
-    keep the lock shared for ever and starve the host-wide comparisons."""
+    keep the lock shared for ever and starve the host-wide comparisons. A shared request inside a
+    hold of the same process is granted at once (it must not queue behind a waiting exclusive
+    holder that waits for this very process)."""
+    pid = os.getpid()
+    if _HELD.get(pid) and not exclusive:
+        _HELD[pid] += 1
+        try:
+            yield
+        finally:
+            _HELD[pid] -= 1
+        return
     fd = os.open(LOCK_PATH, os.O_RDWR | os.O_CREAT, 0o666)
     turnstile = os.open(TURNSTILE_PATH, os.O_RDWR | os.O_CREAT, 0o666)
     try:
@@ -38,7 +51,11 @@ def host_lock(exclusive: bool):
             fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
         finally:
             fcntl.flock(turnstile, fcntl.LOCK_UN)
-        yield
+        _HELD[pid] = _HELD.get(pid, 0) + 1
+        try:
+            yield
+        finally:
+            _HELD[pid] -= 1
     finally:
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(turnstile)

@@ -42,6 +42,37 @@ def test_a_waiting_exclusive_holder_goes_before_later_shared_ones(tmp_path):
     os.close(turnstile)
 
 
+def _hold_nested(paths, events, release):
+    support.LOCK_PATH, support.TURNSTILE_PATH = paths
+    with support.host_lock(False):
+        events.put("outer")
+        release.wait()
+        with support.host_lock(False):
+            events.put("inner")
+
+
+def test_a_shared_hold_inside_a_shared_hold_does_not_wait_for_a_waiting_writer(tmp_path):
+    paths = (str(tmp_path / "lock"), str(tmp_path / "turnstile"))
+    context = multiprocessing.get_context("fork")
+    events = context.Queue()
+    reader_release, writer_release = context.Event(), context.Event()
+    reader = context.Process(target=_hold_nested, args=(paths, events, reader_release))
+    reader.start()
+    assert events.get(timeout=30) == "outer"
+    writer = context.Process(target=_hold, args=(paths, True, events, writer_release))
+    writer.start()
+    turnstile = os.open(paths[1], os.O_RDWR | os.O_CREAT)
+    assert support.wait_until(lambda: _held(turnstile), timeout=30)
+    reader_release.set()
+    assert events.get(timeout=30) == "inner"
+    assert events.get(timeout=30) == "exclusive"
+    writer_release.set()
+    for process in (reader, writer):
+        process.join(timeout=30)
+        assert process.exitcode == 0
+    os.close(turnstile)
+
+
 def _held(fd) -> bool:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
