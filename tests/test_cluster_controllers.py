@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -181,3 +182,45 @@ def test_kubectl_shows_nodes_completed_pods_endpoints_and_the_defaults(server):
     assert rows["done"][1:3] == ["0/1", "Completed"] and rows["killed"][1:3] == ["0/1", "Error"]
     for name in ("done", "killed"):
         c.patch("v1", "pods", name, {"metadata": {"finalizers": None}}, "merge", "kc-show")
+
+
+# -- the pod garbage collector ------------------------------------------------------------------------
+
+def test_the_pod_gc_collects_orphans_out_of_service_and_terminated_pods(server):
+    """PodGC's rules with short periods (upstream's: 20 s, 40 s quarantine, 12500 terminated pods;
+    tests/scenarios/slow/ plays them in real time)."""
+    from labkit.controllers.podgc import OUT_OF_SERVICE_TAINT, PodGCController
+    c = server.client()
+    c.create("v1", "namespaces", {"metadata": {"name": "pgc"}})
+    c.create("v1", "nodes", {"metadata": {"name": "down"}, "spec": {},
+                             "status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}})
+    pod = {"spec": {"terminationGracePeriodSeconds": 30, "containers": [{"name": "c", "image": "busybox"}]}}
+    for name, node in (("orphan", "gone"), ("on-down", "down")):
+        c.create("v1", "pods", {"metadata": {"name": name}, "spec": dict(pod["spec"], nodeName=node)}, "pgc")
+    c.delete("v1", "pods", "on-down", "pgc")            # terminating on a node that is not ready
+    for name in ("done-1", "done-2"):
+        c.create("v1", "pods", {"metadata": {"name": name}, "spec": dict(pod["spec"], nodeName="down")}, "pgc")
+        done = c.get("v1", "pods", name, "pgc")
+        c.update("v1", "pods", dict(done, status={"phase": "Succeeded"}), "pgc", "status")
+        time.sleep(1.1)         # creationTimestamp has seconds: done-1 is the older
+    gone = []
+    server.store.add_listener(lambda e: gone.append((e.name, e.obj)) if e.key == "/pods" and e.type == "DELETED"
+                              else None)
+    gc = PodGCController(server.controllers.client("system:serviceaccount:kube-system:pod-garbage-collector"),
+                         server.decisions, period=0.1, quarantine=0.5, threshold=1)
+    gc.start()
+    try:
+        assert wait_until(lambda: {"orphan", "done-1"} <= {n for n, _ in gone}, timeout=10)
+        orphan = dict(gone)["orphan"]
+        assert orphan["status"]["phase"] == "Failed"
+        assert {"type": "DisruptionTarget", "status": "True", "reason": "DeletionByPodGC",
+                "message": "PodGC: node no longer exists"}.items() <= next(
+            x for x in orphan["status"]["conditions"] if x["type"] == "DisruptionTarget").items()
+        # a NotReady node alone does not let it delete the terminating pod; the out-of-service taint does
+        assert c.get_or_none("v1", "pods", "on-down", "pgc") is not None
+        assert c.get_or_none("v1", "pods", "done-2", "pgc") is not None      # within the threshold
+        c.patch("v1", "nodes", "down", {"spec": {"taints": [{"key": OUT_OF_SERVICE_TAINT, "effect": "NoExecute"}]}},
+                "merge")
+        assert wait_until(lambda: "on-down" in {n for n, _ in gone}, timeout=10)
+    finally:
+        gc.stop()
