@@ -19,9 +19,9 @@ import ipaddress
 
 from labkit.apiserver.errors import ApiError
 from labkit.controllers.base import KeyedController
-from labkit.controllers.endpointslice import (LABEL_HEADLESS, find_port, is_headless, is_pod_ready, pod_reference,
-                                              selected_pods, service_key_of_pod_change, service_selector,
-                                              should_pod_be_in_endpoints)
+from labkit.controllers.endpointslice import (LABEL_HEADLESS, endpoint_ports, is_headless, is_pod_ready,
+                                              pod_reference, selected_pods, service_key_of_pod_change,
+                                              service_selector, should_pod_be_in_endpoints)
 from labkit.controllers.serviceaccount import terminating_refusal
 
 CONTROLLER = "endpoint"
@@ -43,15 +43,7 @@ def subsets_for(service: dict, pods: list[dict]) -> list[dict]:
     for pod in pods:
         if not should_pod_be_in_endpoints(pod, include_terminating=publish):
             continue
-        ports = []
-        for sp in (service.get("spec") or {}).get("ports") or []:
-            number = find_port(pod, sp)
-            if number is None:
-                continue
-            port = {"name": sp.get("name", ""), "port": number, "protocol": sp.get("protocol", "TCP")}
-            if sp.get("appProtocol"):
-                port["appProtocol"] = sp["appProtocol"]
-            ports.append(port)
+        ports = endpoint_ports(service, pod)
         if not ports and not (is_headless(service) and not (service.get("spec") or {}).get("ports")):
             continue
         ports.sort(key=lambda p: (p["name"], p["port"], p["protocol"]))

@@ -121,13 +121,14 @@ def endpoint_for(pod: dict, service: dict) -> dict:
     return endpoint
 
 
-def slice_ports(service: dict, pod: dict) -> list[dict] | None:
-    """The EndpointPorts a pod gives the Service's ports (None: a port the pod does not have)."""
+def endpoint_ports(service: dict, pod: dict) -> list[dict]:
+    """The ports a pod gives the Service's ports (getEndpointPorts, endpointPortFromServicePort): a
+    port the pod does not have is left out."""
     ports = []
     for sp in (service.get("spec") or {}).get("ports") or []:
         number = find_port(pod, sp)
         if number is None:
-            return None
+            continue
         port = {"name": sp.get("name", ""), "port": number, "protocol": sp.get("protocol", "TCP")}
         if sp.get("appProtocol"):
             port["appProtocol"] = sp["appProtocol"]
@@ -171,9 +172,7 @@ class EndpointSliceController(KeyedController):
         for pod in selected_pods(service, self.informers["pods"].list(namespace)):
             if not should_pod_be_in_endpoints(pod, include_terminating=True):
                 continue
-            ports = slice_ports(service, pod)
-            if ports is None:
-                continue
+            ports = endpoint_ports(service, pod)
             entry = desired.setdefault(repr(ports), (ports, []))
             entry[1].append(endpoint_for(pod, service))
         if not desired:
