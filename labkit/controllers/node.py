@@ -255,7 +255,7 @@ class NodeController(KeyedController):
     def _report_terminated(self, pod: dict, killed: set) -> bool:
         """Write the terminal phase and the containers' terminated states; False when the pod changed
         meanwhile (it is synced again)."""
-        meta, spec = pod["metadata"], pod.get("spec") or {}
+        spec = pod.get("spec") or {}
         now = now_rfc3339()
         before = {s.get("name"): s for s in (pod.get("status") or {}).get("containerStatuses") or []}
         statuses, failed = [], False
@@ -282,6 +282,11 @@ class NodeController(KeyedController):
             conditions.append(cond)
         status = dict(pod.get("status") or {}, phase="Failed" if failed else "Succeeded", conditions=conditions,
                       containerStatuses=statuses)
+        return self._write_status(pod, status)
+
+    def _write_status(self, pod: dict, status: dict) -> bool:
+        """PUT pods/<name>/status; False when the pod changed meanwhile (synced again) or is gone."""
+        meta = pod["metadata"]
         try:
             self.client.update("v1", "pods", dict(pod, status=status), meta["namespace"], "status")
         except ApiError as exc:
@@ -308,13 +313,7 @@ class NodeController(KeyedController):
         status = dict(pod.get("status") or {}, phase="Running", conditions=conditions, hostIP=HOST_IP,
                       hostIPs=[{"ip": HOST_IP}], podIP=ip, podIPs=[{"ip": ip}], startTime=now,
                       containerStatuses=statuses)
-        try:
-            self.client.update("v1", "pods", dict(pod, status=status), meta["namespace"], "status")
-        except ApiError as exc:
-            if exc.code == 409:
-                self.queue.add_rate_limited(f"{meta['namespace']}/{meta['name']}")
-            elif exc.code != 404:
-                raise
+        if not self._write_status(pod, status):
             return
 
         def started(c):
