@@ -1,18 +1,11 @@
 """The namespace lab's environment: the embedded API server with the garbage collector, the
 workload controllers, the node stand-in and the namespace controller, and a few namespaces with
-content. Three of them are deleted at once and stay Terminating, each for its own reason.
+content. Four of them are deleted at once and stay Terminating, each for its own reason.
 
   billing     Deployment, ConfigMap, a Secret with finalizer billing.example.com/audit   (a)
   attic       Terminating: a ConfigMap held by attic.example.com/keep                     (b)
   reports     Terminating: a Backup (custom resource) held by backup.example.com/upload   (c)
   monitoring  a ConfigMap; APIService v1beta1.metrics.k8s.io served by kube-system/metrics-server (d)
-
-(d) is served for real: the lab runs metrics_backend.py, an HTTPS server that answers
-metrics.k8s.io discovery, as the process of the Pod of the Deployment kube-system/metrics-server
-(host network, so its Pod IP is the node's address where the process listens; its container port
-`https` is the port the process got). The Service selects that Pod and targets the port by name,
-the EndpointSlice controller publishes it, and the API server's availability check reaches the
-process through it, as kube-aggregator does.
   legacy      Terminating: a ConfigMap and a Backup, both held by finalizers              (e)
   sandbox     empty                                                                       (f)
   archive     Terminating: the Pod uploader, on node-b (shut down for good), still uses the
@@ -20,6 +13,13 @@ process through it, as kube-aggregator does.
 
 Nothing runs that would ever remove the example finalizers: like an operator that was
 uninstalled before its objects were deleted.
+
+(d) is served for real: the lab runs metrics_backend.py, an HTTPS server that answers
+metrics.k8s.io discovery, as the process of the Pod of the Deployment kube-system/metrics-server
+(host network, so its Pod IP is the node's address where the process listens; its container port
+`https` is the port the process got). The Service selects that Pod and targets the port by name,
+the EndpointSlice controller publishes it, and the API server's availability check reaches the
+process through it, as kube-aggregator does.
 
 (g) is what a node that died leaves behind: the Node node-b is NotReady (its kubelet stopped
 posting status) and carries the node lifecycle controller's unreachable taints; its Pod uploader
