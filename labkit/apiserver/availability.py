@@ -24,7 +24,8 @@ one ready endpoint of its EndpointSlices (proxy.ResolveEndpoint). The embedded s
 kube-proxy in front of it, so it routes to endpoints, as --enable-aggregator-routing=true does:
 https://<a ready endpoint's address>:<its port>. The requests are real HTTPS requests over real
 sockets, TLS unverified (the discovery check always skips verification), with the aggregator's
-identity headers X-Remote-User: system:kube-aggregator, X-Remote-Group: system:masters.
+identity headers X-Remote-User: system:kube-aggregator, X-Remote-Group: system:masters on the
+discovery check and the requesting user's on proxied requests.
 
 `proxy()` forwards requests under an Available remote group/version to the backend the same way
 (an unavailable one answers 503, the proxy handler's "service unavailable").
@@ -54,7 +55,7 @@ SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 RESYNC = 30.0               # AddEventHandlerWithResyncPeriod(..., 30*time.Second)
 ATTEMPTS = 5                # discovery requests per check; one success is enough
 TIMEOUT = 5.0               # the discovery client's Timeout
-AGGREGATOR_HEADERS = {"X-Remote-User": "system:kube-aggregator", "X-Remote-Group": "system:masters"}
+AGGREGATOR_IDENTITY = [("X-Remote-User", "system:kube-aggregator"), ("X-Remote-Group", "system:masters")]
 
 
 class Unresolvable(Exception):
@@ -120,8 +121,9 @@ def _go_error(url: str, host_port: str, exc: BaseException) -> str:
     return f'Get "{url}": {detail}'
 
 
-def _request(base: str, method: str, path: str, headers: dict, body: bytes | None = None,
+def _request(base: str, method: str, path: str, headers: list[tuple[str, str]], body: bytes | None = None,
              timeout: float = TIMEOUT) -> tuple[int, dict, bytes]:
+    """One HTTPS request, TLS unverified; `headers` may repeat a name (one X-Remote-Group per group)."""
     host_port = base[len("https://"):]
     host, _, port = host_port.rpartition(":")
     context = ssl.create_default_context()
@@ -129,7 +131,10 @@ def _request(base: str, method: str, path: str, headers: dict, body: bytes | Non
     context.verify_mode = ssl.CERT_NONE
     conn = http.client.HTTPSConnection(host.strip("[]"), int(port), timeout=timeout, context=context)
     try:
-        conn.request(method, path, body=body, headers=headers)
+        conn.putrequest(method, path)
+        for name, value in headers + [("Content-Length", str(len(body or b"")))]:
+            conn.putheader(name, value)
+        conn.endheaders(body or None)
         response = conn.getresponse()
         return response.status, dict(response.getheaders()), response.read()
     finally:
@@ -152,7 +157,7 @@ def discovery_check(store, apiservice: dict) -> str | None:
             return str(exc)
         url = base + path
         try:
-            code, _, _ = _request(base, "GET", path, dict(AGGREGATOR_HEADERS))
+            code, _, _ = _request(base, "GET", path, AGGREGATOR_IDENTITY)
         except (OSError, http.client.HTTPException) as exc:
             return f"failing or missing response from {url}: {_go_error(url, base[len('https://'):], exc)}"
         if code < 200 or code >= 300:       # redirects are not followed: a 3xx fails too
@@ -201,11 +206,11 @@ def proxy(store, group: str, version: str, request) -> "tuple[int, bytes, str] |
             base = resolve_endpoint(store, backend.get("namespace", ""), backend.get("name", ""),
                                     backend.get("port") or 443)
             query = "&".join(f"{k}={v}" for k, v in (request.query or {}).items())
-            headers = dict(AGGREGATOR_HEADERS, **{"X-Remote-User": request.user.name})
-            if request.headers.get("accept"):
-                headers["Accept"] = request.headers["accept"]
-            if request.headers.get("content-type"):
-                headers["Content-Type"] = request.headers["content-type"]
+            # the requesting user's identity, as the aggregator's proxy passes it on
+            headers = [("X-Remote-User", request.user.name)] + [("X-Remote-Group", g) for g in request.user.groups]
+            for name in ("Accept", "Content-Type"):
+                if request.headers.get(name.lower()):
+                    headers.append((name, request.headers[name.lower()]))
             code, answer_headers, body = _request(base, request.method, request.path + (f"?{query}" if query else ""),
                                                   headers, request.body)
         except (Unresolvable, OSError, http.client.HTTPException):
