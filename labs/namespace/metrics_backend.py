@@ -4,9 +4,11 @@ aggregated API server must answer (what kube-aggregator's availability check and
 
   GET /apis/metrics.k8s.io/v1beta1   the APIResourceList metrics-server serves (nodes, pods)
   GET /apis/metrics.k8s.io           the APIGroup
+  GET .../nodes, .../pods, .../namespaces/<ns>/pods   empty NodeMetricsList / PodMetricsList
   GET /livez, /readyz, /healthz      ok
 
-Everything else answers 404. It serves no metrics: the lab only needs its discovery to work.
+Everything else answers 404. It measures nothing (its lists are empty): the lab needs its
+discovery, and clients that list every discovered resource need its lists to answer.
 
     python metrics_backend.py --address 127.0.89.2 --pki DIR --port-file FILE
 
@@ -36,6 +38,11 @@ GROUP_DOC = {"kind": "APIGroup", "apiVersion": "v1", "name": GROUP,
              "preferredVersion": {"groupVersion": f"{GROUP}/{VERSION}", "version": VERSION}}
 
 
+def _is_list(path: str) -> bool:
+    parts = path.split("/")[4:]         # after /apis/metrics.k8s.io/v1beta1
+    return parts in (["nodes"], ["pods"]) or (len(parts) == 3 and parts[0] == "namespaces" and parts[2] == "pods")
+
+
 class Handler(BaseHTTPRequestHandler):
     def do_GET(self):
         path = self.path.split("?", 1)[0].rstrip("/")
@@ -45,6 +52,10 @@ class Handler(BaseHTTPRequestHandler):
             self._send(200, json.dumps(RESOURCES).encode(), "application/json")
         elif path == f"/apis/{GROUP}":
             self._send(200, json.dumps(GROUP_DOC).encode(), "application/json")
+        elif _is_list(path):
+            kind = "NodeMetricsList" if path.endswith("/nodes") else "PodMetricsList"
+            body = {"kind": kind, "apiVersion": f"{GROUP}/{VERSION}", "metadata": {}, "items": []}
+            self._send(200, json.dumps(body).encode(), "application/json")
         else:
             body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                     "message": "the server could not find the requested resource", "reason": "NotFound", "code": 404}
