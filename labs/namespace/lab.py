@@ -168,6 +168,17 @@ def up(env):
     c = t.client()
     t.create(env, "apiextensions.k8s.io/v1", "customresourcedefinitions", CRD)
     _wait(lambda: c.request("GET", "/apis/example.com/v1")[0] == 200, "the Backup CRD to be served")
+    _dead_node(env, t)
+    uids, versions = {}, {}
+    for ns, objects in CONTENT.items():
+        created = t.create(env, "v1", "namespaces",
+                           {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+        uids[ns] = created["metadata"]["uid"]
+        versions[ns] = created["metadata"]["resourceVersion"]
+        for api_version, resource, obj in objects:
+            t.create(env, api_version, resource, obj, ns)
+    # (d) after the namespaces: on a cluster, a namespace of the lab from before that is still being
+    # deleted would otherwise wait for the unavailable APIService, and the build for it
     if t.embedded:
         _metrics_backend(env, t)
     t.create(env, "v1", "services", {"apiVersion": "v1", "kind": "Service",
@@ -182,15 +193,6 @@ def up(env):
                  "service": {"namespace": METRICS_SERVICE[0], "name": METRICS_SERVICE[1], "port": 443}}})
     if t.embedded:
         _wait(lambda: apiservice_available(c), f"APIService {APISERVICE} to be Available")
-    _dead_node(env, t)
-    uids, versions = {}, {}
-    for ns, objects in CONTENT.items():
-        created = t.create(env, "v1", "namespaces",
-                           {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-        uids[ns] = created["metadata"]["uid"]
-        versions[ns] = created["metadata"]["resourceVersion"]
-        for api_version, resource, obj in objects:
-            t.create(env, api_version, resource, obj, ns)
     _strand_uploader(t)
     for ns in DELETED_AT_SETUP:
         c.delete("v1", "namespaces", ns, options={"propagationPolicy": "Background"})
