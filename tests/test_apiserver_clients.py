@@ -12,6 +12,7 @@ from kubernetes import client as k8s, config as k8s_config, dynamic, watch as k8
 
 from labkit.apiserver import kinds
 from labkit.apiserver.resources import ORPHAN_DEPENDENTS
+from labkit.apiserver.storageprotection import FINALIZERS as PROTECTION_FINALIZERS
 from labkit.apiserver.server import EmbeddedServer
 from support import host_lock
 
@@ -133,9 +134,11 @@ def expected_events(rt) -> list[str]:
     Namespace, a CustomResourceDefinition (its cleanup finalizer), a kind whose DELETE orphans
     by default (the `orphan` finalizer, for the garbage collector) are only marked; a Pod is
     marked with its grace period (0 for a pod no node runs) and then removed, as the generic
-    registry's updateForGracefulDeletionAndFinalizers does."""
+    registry's updateForGracefulDeletionAndFinalizers does. A PersistentVolume(Claim) is only
+    marked too: admission gave it its protection finalizer, and no protection controller runs here."""
     orphans = rt.strategy.gc_policy(rt.version) == ORPHAN_DEPENDENTS
-    if rt.resource in ("namespaces", "customresourcedefinitions") or orphans:
+    if rt.resource in ("namespaces", "customresourcedefinitions") or orphans or \
+            (rt.group, rt.resource) in PROTECTION_FINALIZERS:
         return ["ADDED", "MODIFIED", "MODIFIED", "MODIFIED", "MODIFIED"]
     if rt.strategy.graceful_deletion:
         return ["ADDED", "MODIFIED", "MODIFIED", "MODIFIED", "MODIFIED", "DELETED"]

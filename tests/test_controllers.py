@@ -85,15 +85,38 @@ def test_orphaned_pods_are_adopted_by_a_new_replicaset_and_released_when_they_st
 
 
 def test_graceful_pod_deletion_is_finished_by_the_node(server):
+    """A container whose PID 1 ignores SIGTERM (sleep) is killed when the grace period is over; the
+    pod ends Failed (exit 137) before the node deletes it."""
     c = server.client()
-    c.create("v1", "pods", {"metadata": {"name": "slow"}, "spec": {"terminationGracePeriodSeconds": 1,
-                                                                  "containers": [{"name": "c", "image": "i"}]}}, "t")
+    c.create("v1", "pods", {"metadata": {"name": "slow"}, "spec": {"terminationGracePeriodSeconds": 1, "containers": [
+        {"name": "c", "image": "busybox", "command": ["sleep", "3600"]}]}}, "t")
     assert wait_until(lambda: c.get("v1", "pods", "slow", "t").get("status", {}).get("phase") == "Running")
+    last = {}
+    server.store.add_listener(lambda e: last.update(pod=e.obj) if (e.key, e.name, e.type) == ("/pods", "slow",
+                                                                                              "DELETED") else None)
     started = time.monotonic()
     _, kept = c.delete("v1", "pods", "slow", "t")
     assert kept["metadata"]["deletionGracePeriodSeconds"] == 1
     assert wait_until(lambda: not c.list("v1", "pods", "t", field_selector="metadata.name=slow")[0])
     assert time.monotonic() - started >= 0.9
+    status = last["pod"]["status"]
+    assert status["phase"] == "Failed"
+    assert status["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 137
+
+
+def test_a_pod_whose_process_exits_on_sigterm_ends_at_once(server):
+    c = server.client()
+    c.create("v1", "pods", {"metadata": {"name": "pause"}, "spec": {"terminationGracePeriodSeconds": 30, "containers": [
+        {"name": "c", "image": "registry.k8s.io/pause:3.10"}]}}, "t")
+    assert wait_until(lambda: c.get("v1", "pods", "pause", "t").get("status", {}).get("phase") == "Running")
+    last = {}
+    server.store.add_listener(lambda e: last.update(pod=e.obj) if (e.key, e.name, e.type) == ("/pods", "pause",
+                                                                                              "DELETED") else None)
+    c.delete("v1", "pods", "pause", "t")
+    assert wait_until(lambda: "pod" in last, timeout=5)      # not the 30 s grace period
+    assert last["pod"]["status"]["phase"] == "Succeeded"
+    terminated = last["pod"]["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert (terminated["exitCode"], terminated["reason"]) == (0, "Completed")
 
 
 def test_gc_can_be_stopped_and_started_through_the_admin_api(server):

@@ -37,8 +37,13 @@ def test_explain_against_a_cluster_through_its_kubeconfig(cluster):
     out = labkit("ns", "explain", "held", "--kubeconfig", str(cluster.kubeconfig), "--json", check=0)
     found = json.loads(out.stdout)
     assert found["phase"] == "Terminating" and found["spec_finalizers"] == ["kubernetes"]
-    assert [(x["kind"], x["message"]) for x in found["causes"]] == [
-        ("finalizers", "finalizer example.com/keep holds 1 object(s): configmaps/keep")]
+    causes = [(x["kind"], x["message"]) for x in found["causes"]]
+    assert causes[0] == ("finalizers", "finalizer example.com/keep holds 1 object(s): configmaps/keep")
+    # until the namespace controller's first pass (5 s after the DELETE) the namespace's own default
+    # ServiceAccount and root CA ConfigMap are still stored too
+    assert causes[1:] in ([], [("content", "1 configmaps., 1 serviceaccounts. without finalizers still stored: the "
+                                           "namespace controller deletes them on its next pass (it waits for pods "
+                                           "first)")])
     assert found["decisions"] == []          # a cluster has no decision log to read
     c.patch("v1", "configmaps", "keep", {"metadata": {"finalizers": None}}, "merge", "held")
 
@@ -61,12 +66,14 @@ def test_namespace_scenarios_replay_against_a_cluster(cluster):
 
 
 EXERCISES = ["conditions", "terminating-create", "release-finalizer", "broken-apiservice", "force-finalize",
-             "own-finalizer"]
-LAB_NAMESPACES = {"billing", "attic", "reports", "monitoring", "legacy", "sandbox"}
+             "own-finalizer", "volume-in-use"]
+LAB_NAMESPACES = {"billing", "attic", "reports", "monitoring", "legacy", "sandbox", "archive"}
 # How long cleanup's deletions may take to finish on the cluster (a bound, not a wait): each
 # namespace's first pass comes namespaceDeletionGracePeriod (5 s) after the DELETE, its Pods get
-# their 2 s grace period, and each later pass comes estimate/2+1 s after the one before.
-NAMESPACE_GONE = 60
+# their 2 s grace period, and each later pass comes estimate/2+1 s after the one before; the Pod of
+# archive, stranded on node-b, goes only once node-b is removed, through the pod garbage collector
+# (a 40 s quarantine of the node name, checked every 20 s).
+NAMESPACE_GONE = 150
 
 
 def test_the_lab_runs_on_a_cluster_through_its_kubeconfig(tmp_path):
@@ -85,8 +92,10 @@ def test_the_lab_runs_on_a_cluster_through_its_kubeconfig(tmp_path):
         assert {e: r.status for e, r in fresh.items()} == {e: "fail" for e in EXERCISES}, \
             {e: r.message for e, r in fresh.items()}
         explained = json.loads(labkit("ns", "explain", "attic", "--json", check=0).stdout)
-        assert [(x["kind"], x["message"]) for x in explained["causes"]] == [
-            ("finalizers", "finalizer attic.example.com/keep holds 1 object(s): configmaps/keepsake")]
+        # the cluster's aggregator finds no endpoints behind the lab's APIService: discovery fails first
+        causes = [(x["kind"], x["message"]) for x in explained["causes"]]
+        assert causes[0][0] == "discovery" and "is not Available: MissingEndpoints" in causes[0][1]
+        assert ("finalizers", "finalizer attic.example.com/keep holds 1 object(s): configmaps/keepsake") in causes
         assert "labkit has no decision log of its namespace controller" in labkit("ns", "log", check=2).stderr
         # broken-apiservice first, as the lab tells students on a cluster (a real aggregator finds no
         # endpoints behind the lab's APIService, and every namespace deletion waits on it)

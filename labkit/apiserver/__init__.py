@@ -35,7 +35,10 @@ Modules, request path first:
   storage.py    SQLite + in-memory index + event log; group commit, durable before answering
   validation.py, selectors.py, patch.py, protobuf.py, tables.py, discovery.py, errors.py
   audit.py      the audit log (audit.k8s.io/v1 Event JSON lines)
-  internal.py   controllers of kube-apiserver itself: CRD cleanup, APIService registration and availability
+  internal.py   controllers of kube-apiserver itself: CRD cleanup, APIService registration
+  availability.py  kube-aggregator's APIService availability check (Service, port, EndpointSlices, a
+                discovery request to the backend) and its proxy to Available backends
+  storageprotection.py  the StorageObjectInUseProtection admission plugin (PVC/PV protection finalizers)
   client.py     HttpClient (any cluster, from a kubeconfig), LocalClient (in-process), RESTMapper
   server.py     EmbeddedServer (all of it in one process), spawn() for labs, ServerInfo
   certs.py      the server's CA and certificate (client-go sends tokens only over TLS)

@@ -13,7 +13,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-from labkit.apiserver import discovery, openapi, patch as patches, protobuf
+from labkit.apiserver import availability, discovery, openapi, patch as patches, protobuf
 from labkit.apiserver.audit import AuditLog
 from labkit.apiserver.authorizer import Attributes, Authorizer, require
 from labkit.apiserver.errors import (ApiError, FieldError, bad_request, field_invalid, field_unsupported,
@@ -237,7 +237,7 @@ class Api:
         audit_object = None
         try:
             path = request.path.rstrip("/") or "/"
-            remote = self._remote_answer(path)
+            remote = self._remote_answer(request, path)
             if remote is not None:
                 response = remote
             elif path.startswith("/api/") or path.startswith("/apis/"):
@@ -544,10 +544,10 @@ class Api:
         return Response(200, None, content_type, stream)
 
     # -- discovery and the rest ----------------------------------------------------------------
-    def _remote_answer(self, path: str) -> Response | None:
+    def _remote_answer(self, request: Request, path: str) -> Response | None:
         """Requests under /apis/<group>/<version> of an APIService with a backend service: the
         aggregator's proxy answers 503 while the APIService is not Available (proxy handler
-        "service unavailable"); an available backend here serves an empty resource list."""
+        "service unavailable") and forwards them to the backend otherwise (availability.proxy)."""
         parts = path.strip("/").split("/")
         if len(parts) < 3 or parts[0] != "apis" or self.registry.catalog.in_group_version(parts[1], parts[2]):
             return None
@@ -555,12 +555,16 @@ class Api:
         available = remote.get((parts[1], parts[2]))
         if available is None:
             return None
-        if not available:
+        answer = availability.proxy(self.registry.store, parts[1], parts[2], request) if available else None
+        if answer is None:
             return Response(503, b"service unavailable\n", "text/plain; charset=utf-8")
-        if len(parts) == 3:
-            return Response(200, {"kind": "APIResourceList", "apiVersion": "v1",
-                                  "groupVersion": f"{parts[1]}/{parts[2]}", "resources": []})
-        raise not_found_path()
+        code, body, content_type = answer
+        if content_type.split(";")[0].strip() == "application/json":
+            try:
+                body = json.loads(body)
+            except ValueError:
+                pass
+        return Response(code, body, content_type)
 
     def _serve_discovery(self, request: Request, path: str) -> Response:
         catalog = self.registry.catalog

@@ -5,15 +5,8 @@
   `customresourcecleanup.apiextensions.k8s.io` finalizer is removed, which removes the CRD;
 - APIService auto-registration (kube-aggregator's autoregister and crdregistration controllers):
   a local APIService `<version>.<group>` for every served built-in and custom group/version;
-- APIService availability (kube-aggregator pkg/controller/status AvailableConditionController):
-  an APIService with a backend `spec.service` is Available only while that Service exists and
-  listens on the APIService's port; otherwise condition Available=False (ServiceNotFound,
-  ServicePortError), its group/version answers 503 and fails discovery (discovery.py).
-  A stand-in, not the whole check: the embedded server runs no aggregated backends, so it stops
-  after the Service checks. Upstream (remote_available_controller.go) goes on to require ready
-  EndpointSlices for the Service (EndpointsNotFound, MissingEndpoints) and a successful GET of the
-  backend's discovery path (FailedDiscoveryCheck) before it says Passed; on a real cluster an
-  APIService whose Service has no running backend is therefore Available=False from the start.
+- APIService availability: kube-aggregator's remote AvailableConditionController, in
+  availability.py.
 """
 
 from __future__ import annotations
@@ -23,6 +16,7 @@ import sys
 import threading
 import time
 
+from labkit.apiserver.availability import AvailableConditionController
 from labkit.apiserver.client import LocalClient
 from labkit.apiserver.discovery import user_agent
 from labkit.apiserver.errors import ApiError
@@ -31,8 +25,6 @@ from labkit.apiserver.kinds import CRD_CLEANUP_FINALIZER
 from labkit.apiserver.storage import Event
 
 CRD_KEY = "apiextensions.k8s.io/customresourcedefinitions"
-APISERVICE_KEY = "apiregistration.k8s.io/apiservices"
-SERVICE_KEY = "/services"
 AUTOMANAGED = "kube-aggregator.kubernetes.io/automanaged"
 # kube-aggregator's apiVersionPriorities: (groupPriorityMinimum, versionPriority) of the built-in
 # group/versions; other versions of a built-in group get the group's priority and version 15
@@ -52,22 +44,24 @@ class ApiServerInternals:
         self._thread = threading.Thread(target=self._run, daemon=True, name="apiserver-internal")
         self._pending = 0
         self._lock = threading.Lock()
+        self.availability = AvailableConditionController(api)
 
     def start(self) -> None:
         self.registry.store.add_listener(self._on_event)
         self._thread.start()
+        self.availability.start()
         self._enqueue(("apiservices", None))
-        self._enqueue(("availability", None))
         for crd in self.registry.store.list(CRD_KEY)[0]:
             self._enqueue(("crd", crd["metadata"]["name"]))
 
     def stop(self) -> None:
         self.registry.store.remove_listener(self._on_event)
         self._queue.put(None)
+        self.availability.stop()
 
     def idle(self) -> bool:
         with self._lock:
-            return self._pending == 0
+            return self._pending == 0 and self.availability.idle()
 
     def _enqueue(self, item) -> None:
         with self._lock:
@@ -78,8 +72,6 @@ class ApiServerInternals:
         if event.key == CRD_KEY:
             self._enqueue(("crd", event.name))
             self._enqueue(("apiservices", None))
-        elif event.key in (APISERVICE_KEY, SERVICE_KEY):
-            self._enqueue(("availability", None))
 
     def _run(self) -> None:
         while True:
@@ -89,8 +81,6 @@ class ApiServerInternals:
             try:
                 if item[0] == "crd":
                     self._finalize_crd(item[1])
-                elif item[0] == "availability":
-                    self._check_availability()
                 else:
                     self._register_apiservices()
             except ApiError as exc:
@@ -170,38 +160,3 @@ class ApiServerInternals:
                 except ApiError as exc:
                     if exc.code != 404:
                         raise
-
-    # -- APIService availability -------------------------------------------------------------------
-    def _check_availability(self) -> None:
-        """available_controller.go sync, for every APIService with a backend service."""
-        for svc in self.client.list("apiregistration.k8s.io/v1", "apiservices")[0]:
-            backend = (svc.get("spec") or {}).get("service")
-            if not backend:
-                continue
-            namespace, name = backend.get("namespace", ""), backend.get("name", "")
-            port = backend.get("port") or 443
-            service = self.registry.store.get(SERVICE_KEY, namespace, name)
-            if service is None:
-                cond = ("False", "ServiceNotFound", f'service/{name} in "{namespace}" is not present')
-            elif (service.get("spec") or {}).get("type") != "ExternalName" and \
-                    port not in [p.get("port") for p in (service.get("spec") or {}).get("ports") or []]:
-                cond = ("False", "ServicePortError", f'service/{name} in "{namespace}" is not listening on port {port}')
-            else:
-                cond = ("True", "Passed", "all checks passed")
-            status = dict(svc.get("status") or {})
-            conditions = [dict(c) for c in status.get("conditions") or []]
-            old = next((c for c in conditions if c.get("type") == "Available"), None)
-            if old is not None and (old.get("status"), old.get("reason"), old.get("message")) == cond:
-                continue
-            new = {"type": "Available", "status": cond[0], "reason": cond[1], "message": cond[2],
-                   "lastTransitionTime": now_rfc3339()}
-            if old is not None and old.get("status") == cond[0] and old.get("lastTransitionTime"):
-                new["lastTransitionTime"] = old["lastTransitionTime"]     # SetAPIServiceCondition
-            conditions = [c for c in conditions if c.get("type") != "Available"] + [new]
-            status["conditions"] = conditions
-            try:
-                self.client.update("apiregistration.k8s.io/v1", "apiservices", dict(svc, status=status),
-                                   subresource="status")
-            except ApiError as exc:
-                if exc.code != 404:         # a conflict is retried by the queue
-                    raise

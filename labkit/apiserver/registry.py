@@ -9,7 +9,8 @@ as of Kubernetes v1.34.
 
 Admission plugins run before an object is created or deleted (`Registry.admission`); the
 namespace lifecycle plugin here refuses content in namespaces that do not exist or are being
-terminated, and the deletion of the immortal namespaces.
+terminated, and the deletion of the immortal namespaces; StorageObjectInUseProtection
+(storageprotection.py) adds the PVC and PV protection finalizers on create.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from labkit.apiserver.errors import (OPTIMISTIC_LOCK_MESSAGE, ApiError, already_
                                      expired, field_forbidden, field_invalid, field_required, field_unsupported,
                                      forbidden, invalid, invalid_request, not_found, unsupported_media_type)
 from labkit.apiserver.kinds import builtin_types, custom_resource_types
+from labkit.apiserver.storageprotection import storage_object_in_use_protection
 from labkit.apiserver.resources import ORPHAN_DEPENDENTS, UNSUPPORTED, Catalog, ResourceType, Strategy
 from labkit.apiserver.selectors import FieldSelector, LabelSelector
 from labkit.apiserver.storage import ADDED, DELETED, MODIFIED, Compacted, Event, Store
@@ -82,7 +84,8 @@ class Registry:
         self.catalog = Catalog()
         for rt in builtin_types():
             self.catalog.add(rt)
-        self.admission: list[Callable[[AdmissionRequest], None]] = [self._namespace_lifecycle]
+        self.admission: list[Callable[[AdmissionRequest], None]] = [self._namespace_lifecycle,
+                                                                     storage_object_in_use_protection]
         self._crd_types: dict[str, list[ResourceType]] = {}
         crd_rt = self.catalog.lookup("apiextensions.k8s.io", "v1", "customresourcedefinitions")
         for crd in self.store.list(crd_rt.storage_key)[0]:

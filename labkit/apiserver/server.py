@@ -98,7 +98,6 @@ class EmbeddedServer:
         self.audit = AuditLog(self.state_dir / "audit.log")
         self.api = Api(self.registry, self.audit, version=EffectiveVersion.parse(emulated_version))
         self.decisions = DecisionLog(self.state_dir / "decisions.log")
-        self.controllers = ControllerManager(self.api, self.decisions)
         self.internals = ApiServerInternals(self.api)
         self.initial_controllers = list(controllers)
         tokens_file = self.state_dir / "tokens.csv"
@@ -107,6 +106,8 @@ class EmbeddedServer:
         self.tokens = load_tokens(tokens_file)
         self.token = next(t for t, u in self.tokens.items() if u.name == ADMIN_USER)
         self.pki = certs.ensure_certificates(self.state_dir / "pki")
+        self.controllers = ControllerManager(self.api, self.decisions,
+                                             {"root_ca": (self.pki / certs.CA_CERT).read_bytes()})
         self.http = HttpFrontend(self.api, self.tokens, port, ssl_context=certs.server_context(self.pki))
         self.api.extensions["/labkit/v1"] = self._admin
         self.kubeconfig = self.state_dir / "kubeconfig"

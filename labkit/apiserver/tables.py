@@ -80,14 +80,37 @@ def _namespace_row(obj):
 
 
 def _pod_row(obj):
+    """printPod (pkg/printers/internalversion/printers.go): the reason is the pod's reason or phase,
+    overridden by a container's waiting or terminated reason (Completed, Error, ...); Terminating only
+    while the pod is being deleted and not yet in a terminal phase."""
     spec, status = obj.get("spec") or {}, obj.get("status") or {}
     containers = spec.get("containers") or []
-    statuses = status.get("containerStatuses") or []
-    ready = sum(1 for s in statuses if isinstance(s, dict) and s.get("ready"))
-    restarts = sum(_int(s.get("restartCount")) for s in statuses if isinstance(s, dict))
+    statuses = [s for s in status.get("containerStatuses") or [] if isinstance(s, dict)]
+    restarts = sum(_int(s.get("restartCount")) for s in statuses)
     reason = status.get("reason") or status.get("phase") or ""
+    ready, running = 0, False
+    for s in reversed(statuses):
+        state = s.get("state") or {}
+        waiting, terminated = state.get("waiting") or {}, state.get("terminated")
+        if waiting.get("reason"):
+            reason = waiting["reason"]
+        elif terminated is not None and terminated.get("reason"):
+            reason = terminated["reason"]
+        elif terminated is not None:
+            reason = (f"Signal:{terminated['signal']}" if terminated.get("signal")
+                      else f"ExitCode:{_int(terminated.get('exitCode'))}")
+        elif s.get("ready") and state.get("running") is not None:
+            running = True
+            ready += 1
+    if reason == "Completed" and running:
+        ready_condition = any(c.get("type") == "Ready" and c.get("status") == "True"
+                              for c in status.get("conditions") or [])
+        reason = "Running" if ready_condition else "NotReady"
     if obj.get("metadata", {}).get("deletionTimestamp"):
-        reason = "Terminating"
+        if status.get("reason") == "NodeLost":
+            reason = "Unknown"
+        elif status.get("phase") not in ("Succeeded", "Failed"):
+            reason = "Terminating"
     return [_name(obj), f"{ready}/{len(containers)}", reason, restarts, age(obj),
             status.get("podIP") or "<none>", spec.get("nodeName") or "<none>",
             status.get("nominatedNodeName") or "<none>", "<none>"]

@@ -12,8 +12,17 @@
   namespace.py       the namespace controller, reconstructed from pkg/controller/namespace: empties a
                      Terminating namespace through discovery (pods first), the five deletion
                      conditions, removal of the `kubernetes` finalizer via the finalize subresource
-  node.py            scheduler + kubelet stand-in: binds pods, reports them Running, finishes
-                     graceful deletion after the grace period, records their Events
+  node.py            scheduler + kubelet stand-in: registers its Node (Lease heartbeats), binds pods,
+                     reports them Running, ends deleted pods in a terminal phase as their processes
+                     would, records their Events
+  serviceaccount.py  the `default` ServiceAccount of every namespace
+  rootcacert.py      the `kube-root-ca.crt` ConfigMap of every namespace
+  endpointslice.py   EndpointSlices of Services with selectors (and what Endpoints shares with it)
+  endpoint.py        Endpoints of Services with selectors
+  podgc.py           the pod garbage collector: orphans of missing nodes, terminating pods on
+                     out-of-service nodes, unscheduled terminating pods, terminated over threshold
+  volumeprotection.py  the PVC and PV protection controllers (kubernetes.io/pvc-protection,
+                     kubernetes.io/pv-protection)
   manager.py         ControllerManager: start / stop / restart by name; the CONTROLLERS table
   informer.py        list + watch with a local cache (client-go reflector/informer)
   workqueue.py       client-go's rate-limited work queue

@@ -1,6 +1,7 @@
 """The controller manager: the controllers that can run in the embedded server, each started and
-stopped by name (`garbagecollector`, `deployment`, `replicaset`, `node`, `namespace`), each talking to the
-server through an in-process client as its own user, all writing to one decision log."""
+stopped by name (the CONTROLLERS table), each talking to the server through an in-process client
+as its own user, all writing to one decision log. `settings` are what kube-controller-manager
+takes as flags (here: `root_ca`, the CA bundle --root-ca-file names)."""
 
 from __future__ import annotations
 
@@ -11,29 +12,64 @@ from typing import Callable
 from labkit.controllers.decisions import DecisionLog
 
 
-def _garbage_collector(client, log):
+def _garbage_collector(client, log, _settings):
     from labkit.controllers.garbagecollector import GarbageCollector
     return GarbageCollector(client, log)
 
 
-def _deployment(client, log):
+def _deployment(client, log, _settings):
     from labkit.controllers.deployment import DeploymentController
     return DeploymentController(client, log)
 
 
-def _replicaset(client, log):
+def _replicaset(client, log, _settings):
     from labkit.controllers.replicaset import ReplicaSetController
     return ReplicaSetController(client, log)
 
 
-def _namespace(client, log):
+def _namespace(client, log, _settings):
     from labkit.controllers.namespace import NamespaceController
     return NamespaceController(client, log, ordered=client.api.version.enabled("OrderedNamespaceDeletion"))
 
 
-def _node(client, log):
+def _node(client, log, _settings):
     from labkit.controllers.node import NodeController
     return NodeController(client, log)
+
+
+def _serviceaccount(client, log, _settings):
+    from labkit.controllers.serviceaccount import ServiceAccountsController
+    return ServiceAccountsController(client, log)
+
+
+def _root_ca_cert_publisher(client, log, settings):
+    from labkit.controllers.rootcacert import RootCACertPublisher
+    return RootCACertPublisher(client, log, settings.get("root_ca", b""))
+
+
+def _endpointslice(client, log, _settings):
+    from labkit.controllers.endpointslice import EndpointSliceController
+    return EndpointSliceController(client, log)
+
+
+def _endpoint(client, log, _settings):
+    from labkit.controllers.endpoint import EndpointsController
+    return EndpointsController(client, log)
+
+
+def _podgc(client, log, _settings):
+    from labkit.controllers.podgc import PodGCController
+    return PodGCController(client, log)
+
+
+def _pvc_protection(client, log, _settings):
+    from labkit.controllers.volumeprotection import PVCProtectionController
+    return PVCProtectionController(client, log)
+
+
+def _pv_protection(client, log, _settings):
+    from labkit.controllers.volumeprotection import PVProtectionController
+    return PVProtectionController(client, log)
 
 
 def _component(user: str) -> str:
@@ -49,16 +85,26 @@ CONTROLLERS: dict[str, tuple[str, Callable]] = {
     "replicaset": ("system:serviceaccount:kube-system:replicaset-controller", _replicaset),
     "node": ("system:node:labkit-node", _node),
     "namespace": ("system:serviceaccount:kube-system:namespace-controller", _namespace),
+    "serviceaccount": ("system:serviceaccount:kube-system:service-account-controller", _serviceaccount),
+    "root-ca-cert-publisher": ("system:serviceaccount:kube-system:root-ca-cert-publisher", _root_ca_cert_publisher),
+    "endpointslice": ("system:serviceaccount:kube-system:endpointslice-controller", _endpointslice),
+    "endpoint": ("system:serviceaccount:kube-system:endpoint-controller", _endpoint),
+    "podgc": ("system:serviceaccount:kube-system:pod-garbage-collector", _podgc),
+    "pvc-protection": ("system:serviceaccount:kube-system:pvc-protection-controller", _pvc_protection),
+    "pv-protection": ("system:serviceaccount:kube-system:pv-protection-controller", _pv_protection),
 }
 
 # what `labkit apiserver` and the labs run by default
-DEFAULT_CONTROLLERS = ("garbagecollector", "deployment", "replicaset", "node", "namespace")
+DEFAULT_CONTROLLERS = ("garbagecollector", "deployment", "replicaset", "node", "namespace", "serviceaccount",
+                       "root-ca-cert-publisher", "endpointslice", "endpoint", "podgc", "pvc-protection",
+                       "pv-protection")
 
 
 class ControllerManager:
-    def __init__(self, api, log: DecisionLog):
+    def __init__(self, api, log: DecisionLog, settings: dict | None = None):
         self.api = api
         self.log = log
+        self.settings = dict(settings or {})
         self._controllers: dict[str, object] = {}
         self._lock = threading.Lock()
 
@@ -87,7 +133,7 @@ class ControllerManager:
             controller = self._controllers.get(name)
             if controller is None:
                 user, factory = CONTROLLERS[name]
-                controller = self._controllers[name] = factory(self.client(user), self.log)
+                controller = self._controllers[name] = factory(self.client(user), self.log, self.settings)
         controller.start()
         return controller
 

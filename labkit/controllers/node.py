@@ -1,19 +1,39 @@
 """A node-side stand-in for the scheduler and the kubelet, since the lab runs no containers:
 
-- binds unscheduled pods to the node `labkit-node` (POST pods/<name>/binding, as the scheduler);
-- reports bound pods Running and Ready at once (PUT pods/<name>/status, as the kubelet);
-- finishes graceful deletion when the grace period is over: DELETE with gracePeriodSeconds 0 and
-  the pod's UID as precondition, as the kubelet's status manager does once containers stopped
-  (here: the containers take the whole grace period to stop, counted from when the node sees the
-  deletion);
+- registers the Node `labkit-node` (kubelet_node_status.go registerWithAPIServer): labels
+  kubernetes.io/hostname, os, arch; conditions MemoryPressure, DiskPressure, PIDPressure False and
+  Ready True with the kubelet's reasons and messages; addresses InternalIP (a loopback address of
+  this machine, where the node's host-network processes really listen) and Hostname; nodeInfo with
+  kubeletVersion v1.34.1. Its heartbeats are the kubelet's: the Lease `labkit-node` in
+  kube-node-lease (owned by the Node, 40 s duration) renewed every 10 s (nodelease controller,
+  renewInterval = 25 % of the duration), and the Node's status re-posted with new lastHeartbeatTime
+  every 5 minutes (nodeStatusReportFrequency) when nothing changed;
+- binds unscheduled pods to the node (POST pods/<name>/binding, as the scheduler);
+- reports bound pods Running and Ready at once (PUT pods/<name>/status, as the kubelet); a
+  hostNetwork pod gets the node's address as its pod IP (generateAPIPodStatus);
+- ends a deleted pod as the kubelet does: each container is sent SIGTERM and stops as its process
+  would — at once with exit code 0 for most programs (pause, nginx, ... handle SIGTERM), or, when
+  PID 1 is a shell, `sleep` or `tail` (they ignore SIGTERM as PID 1 of a container: the kernel drops
+  signals without a handler there), killed with SIGKILL when the grace period is over: exit code
+  137. Once all containers stopped, the pod's status is written with a terminal phase (getPhase
+  with podIsTerminal: Succeeded when every container exited 0, else Failed) and terminated
+  container states (reason Completed or Error), and then it is deleted with gracePeriodSeconds 0
+  and its UID as precondition, as the kubelet's status manager does;
 - records the Events `kubectl describe pod` shows: Scheduled (from default-scheduler), and from
   the kubelet Pulling/Pulled (imagePullPolicy Always pulls, the others find the image present),
   Created, Started, and Killing when the pod is deleted.
+
+Which programs ignore SIGTERM is decided from the container's command (or, without one, a few
+well-known images whose default command is a shell: busybox, alpine, ubuntu, debian): labkit runs
+no container to ask.
 """
 
 from __future__ import annotations
 
+import datetime
 import hashlib
+import os
+import threading
 import time
 
 from labkit.apiserver.errors import ApiError
@@ -23,12 +43,52 @@ from labkit.controllers.events import EventRecorder, involved
 
 CONTROLLER = "node"
 NODE_NAME = "labkit-node"
-HOST_IP = "10.89.0.2"
+HOST_IP = "127.0.89.2"          # the node's InternalIP: on loopback, where its host-network processes listen
+KUBELET_VERSION = "v1.34.1"
+LEASE_DURATION = 40             # kubelet nodeLeaseDurationSeconds
+LEASE_RENEW = LEASE_DURATION / 4    # nodelease: renewInterval is 25 % of the lease duration
+STATUS_REPORT = 300.0           # nodeStatusReportFrequency: the status is re-posted this often when unchanged
+KILLED_EXIT_CODE = 137          # 128 + SIGKILL
+SIGTERM_IGNORERS = {"sh", "bash", "ash", "dash", "sleep", "tail"}
+SHELL_IMAGES = {"busybox", "alpine", "ubuntu", "debian"}
 
 
 def pod_ip(uid: str) -> str:
     n = int.from_bytes(hashlib.sha256(uid.encode()).digest()[:2], "big")
     return f"10.244.{n // 254 % 254 + 1}.{n % 254 + 1}"
+
+
+def ignores_sigterm(container: dict) -> bool:
+    """Whether the container's PID 1 ignores SIGTERM (see the module's docstring)."""
+    command = list(container.get("command") or []) or list(container.get("args") or [])
+    if command:
+        return os.path.basename(str(command[0])) in SIGTERM_IGNORERS
+    image = str(container.get("image") or "").rsplit("/", 1)[-1].split("@")[0].split(":")[0]
+    return image in SHELL_IMAGES
+
+
+def node_object(now: str) -> dict:
+    conditions = [("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+                  ("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+                  ("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+                  ("Ready", "True", "KubeletReady", "kubelet is posting ready status")]
+    resources = {"cpu": "2", "memory": "4030100Ki", "ephemeral-storage": "20470Mi", "pods": "110"}
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": NODE_NAME, "labels": {
+                "kubernetes.io/hostname": NODE_NAME, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+                "beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": "amd64"}},
+            "spec": {},
+            "status": {"conditions": [{"type": t, "status": st, "lastHeartbeatTime": now, "lastTransitionTime": now,
+                                       "reason": r, "message": m} for t, st, r, m in conditions],
+                       "addresses": [{"type": "InternalIP", "address": HOST_IP},
+                                     {"type": "Hostname", "address": NODE_NAME}],
+                       "capacity": dict(resources), "allocatable": dict(resources),
+                       "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+                       "nodeInfo": {"kubeletVersion": KUBELET_VERSION, "kubeProxyVersion": "",
+                                    "operatingSystem": "linux", "architecture": "amd64",
+                                    "containerRuntimeVersion": "labkit://1.0", "osImage": "labkit node stand-in",
+                                    "kernelVersion": os.uname().release, "machineID": "", "systemUUID": "",
+                                    "bootID": ""}}}
 
 
 class NodeController(KeyedController):
@@ -40,18 +100,81 @@ class NodeController(KeyedController):
         self._stopping: dict[str, float] = {}      # pod uid -> when its containers were told to stop
         self.scheduler_events: EventRecorder | None = None
         self.kubelet_events: EventRecorder | None = None
+        self._heartbeat: threading.Thread | None = None
 
     def start(self) -> None:
         if not self.running:
             self.scheduler_events = EventRecorder(self.client, "default-scheduler")
             self.kubelet_events = EventRecorder(self.client, "kubelet", NODE_NAME)
+            self.register()
         super().start()
+        if self._heartbeat is None or not self._heartbeat.is_alive():
+            self._heartbeat = threading.Thread(target=self._beat, daemon=True, name="node-heartbeat")
+            self._heartbeat.start()
 
     def stop(self) -> None:
         super().stop()
         for recorder in (self.scheduler_events, self.kubelet_events):
             if recorder is not None:
                 recorder.stop()
+        if self._heartbeat is not None:
+            self._heartbeat.join(timeout=5)
+            self._heartbeat = None
+
+    # -- the Node and its heartbeats ---------------------------------------------------------------
+    def register(self) -> dict:
+        """registerWithAPIServer: create the Node, or (already registered) post its status anew."""
+        node = node_object(now_rfc3339())
+        try:
+            return self.client.create("v1", "nodes", node)
+        except ApiError as exc:
+            if exc.code != 409:
+                raise
+        return self._post_status()
+
+    def _post_status(self) -> dict:
+        current = self.client.get("v1", "nodes", NODE_NAME)
+        now = now_rfc3339()
+        fresh = node_object(now)["status"]
+        old = {c.get("type"): c for c in (current.get("status") or {}).get("conditions") or []}
+        for cond in fresh["conditions"]:
+            before = old.get(cond["type"])
+            if before is not None and before.get("status") == cond["status"] and before.get("lastTransitionTime"):
+                cond["lastTransitionTime"] = before["lastTransitionTime"]
+        return self.client.update("v1", "nodes", dict(current, status=dict(current.get("status") or {}, **fresh)),
+                                  subresource="status")
+
+    def _renew_lease(self, node: dict) -> None:
+        now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")     # a MicroTime
+        spec = {"holderIdentity": NODE_NAME, "leaseDurationSeconds": LEASE_DURATION, "renewTime": now}
+        lease = self.client.get_or_none("coordination.k8s.io/v1", "leases", NODE_NAME, "kube-node-lease")
+        if lease is None:
+            owner = {"apiVersion": "v1", "kind": "Node", "name": NODE_NAME, "uid": node["metadata"]["uid"]}
+            self.client.create("coordination.k8s.io/v1", "leases",
+                               {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                                "metadata": {"name": NODE_NAME, "ownerReferences": [owner]}, "spec": spec},
+                               "kube-node-lease")
+        else:
+            self.client.update("coordination.k8s.io/v1", "leases", dict(lease, spec=dict(lease.get("spec") or {},
+                                                                                            **spec)),
+                               "kube-node-lease")
+
+    def _beat(self) -> None:
+        last_status = time.monotonic()
+        while self.running and not self._stop.is_set():
+            try:
+                node = self.client.get("v1", "nodes", NODE_NAME)
+                if time.monotonic() - last_status >= STATUS_REPORT:
+                    node = self._post_status()
+                    last_status = time.monotonic()
+                self._renew_lease(node)
+            except ApiError as exc:
+                if exc.code == 404:         # the Node was deleted: register again, as a kubelet does
+                    try:
+                        self.register()
+                    except ApiError:
+                        pass
+            self._stop.wait(LEASE_RENEW)
 
     def idle(self) -> bool:
         return super().idle() and all(r is None or r.idle() for r in (self.scheduler_events, self.kubelet_events))
@@ -100,18 +223,28 @@ class NodeController(KeyedController):
         if grace <= 0:
             self._stopping.pop(meta["uid"], None)
             return      # deleted already, waiting for finalizers
-        # like the kubelet, count the grace period from when the containers are told to stop
-        if meta["uid"] not in self._stopping:
-            self._container_events(pod, lambda c: [("Normal", "Killing", f"Stopping container {c.get('name')}")])
-        since = self._stopping.setdefault(meta["uid"], time.monotonic())
-        wait = since + grace - time.monotonic()
-        if wait > 0:
-            self.queue.add_after(key, wait + 0.01)
-            return
+        containers = (pod.get("spec") or {}).get("containers") or []
+        phase = (pod.get("status") or {}).get("phase")
+        if phase not in ("Succeeded", "Failed"):
+            # like the kubelet, count the grace period from when the containers are told to stop
+            if meta["uid"] not in self._stopping:
+                self._container_events(pod, lambda c: [("Normal", "Killing", f"Stopping container {c.get('name')}")])
+            since = self._stopping.setdefault(meta["uid"], time.monotonic())
+            stubborn = [c for c in containers if ignores_sigterm(c)]
+            wait = since + grace - time.monotonic() if stubborn else 0
+            if wait > 0:
+                self.queue.add_after(key, wait + 0.01)
+                return
+            if not self._report_terminated(pod, {c.get("name") for c in stubborn}):
+                return
+            why = (f"grace period of {grace}s is over, {', '.join(c.get('name') for c in stubborn)} killed"
+                   if stubborn else "every container exited on SIGTERM")
+        else:
+            why = f"phase {phase}"
         self._stopping.pop(meta["uid"], None)
         self.log.record(self.name, "delete-pod", None,
-                        f"pod {meta['namespace']}/{meta['name']}: grace period of {grace}s is over, containers "
-                        "stopped → delete with gracePeriodSeconds=0")
+                        f"pod {meta['namespace']}/{meta['name']}: {why}, terminal status written "
+                        "→ delete with gracePeriodSeconds=0")
         try:
             self.client.delete("v1", "pods", meta["name"], meta["namespace"],
                                options={"gracePeriodSeconds": 0, "preconditions": {"uid": meta["uid"]}})
@@ -119,10 +252,55 @@ class NodeController(KeyedController):
             if exc.code not in (404, 409):
                 raise
 
+    def _report_terminated(self, pod: dict, killed: set) -> bool:
+        """Write the terminal phase and the containers' terminated states; False when the pod changed
+        meanwhile (it is synced again)."""
+        spec = pod.get("spec") or {}
+        now = now_rfc3339()
+        before = {s.get("name"): s for s in (pod.get("status") or {}).get("containerStatuses") or []}
+        statuses, failed = [], False
+        for c in spec.get("containers") or []:
+            old = before.get(c.get("name")) or {}
+            code = KILLED_EXIT_CODE if c.get("name") in killed else 0
+            failed = failed or code != 0
+            started = ((old.get("state") or {}).get("running") or {}).get("startedAt") or now
+            statuses.append({**{k: v for k, v in old.items() if k not in ("state", "ready", "started")},
+                             "name": c.get("name"), "ready": False, "started": False, "restartCount":
+                             old.get("restartCount", 0), "image": old.get("image", c.get("image")),
+                             "state": {"terminated": {"exitCode": code, "reason": "Error" if code else "Completed",
+                                                      "startedAt": started, "finishedAt": now,
+                                                      **({"containerID": old["containerID"]}
+                                                         if old.get("containerID") else {})}}})
+        conditions = []
+        for cond in (pod.get("status") or {}).get("conditions") or []:
+            cond = dict(cond)
+            if cond.get("type") in ("Ready", "ContainersReady", "PodReadyToStartContainers") and \
+                    cond.get("status") == "True":
+                cond.update(status="False", lastTransitionTime=now)
+                if cond["type"] != "PodReadyToStartContainers":
+                    cond["reason"] = "PodCompleted"
+            conditions.append(cond)
+        status = dict(pod.get("status") or {}, phase="Failed" if failed else "Succeeded", conditions=conditions,
+                      containerStatuses=statuses)
+        return self._write_status(pod, status)
+
+    def _write_status(self, pod: dict, status: dict) -> bool:
+        """PUT pods/<name>/status; False when the pod changed meanwhile (synced again) or is gone."""
+        meta = pod["metadata"]
+        try:
+            self.client.update("v1", "pods", dict(pod, status=status), meta["namespace"], "status")
+        except ApiError as exc:
+            if exc.code == 409:
+                self.queue.add_rate_limited(f"{meta['namespace']}/{meta['name']}")
+            elif exc.code != 404:
+                raise
+            return False
+        return True
+
     def _report_running(self, pod: dict) -> None:
         meta, spec = pod["metadata"], pod.get("spec") or {}
         now = now_rfc3339()
-        ip = pod_ip(meta["uid"])
+        ip = HOST_IP if spec.get("hostNetwork") else pod_ip(meta["uid"])
         statuses = []
         for c in spec.get("containers") or []:
             cid = hashlib.sha256(f"{meta['uid']}/{c.get('name')}".encode()).hexdigest()
@@ -135,13 +313,7 @@ class NodeController(KeyedController):
         status = dict(pod.get("status") or {}, phase="Running", conditions=conditions, hostIP=HOST_IP,
                       hostIPs=[{"ip": HOST_IP}], podIP=ip, podIPs=[{"ip": ip}], startTime=now,
                       containerStatuses=statuses)
-        try:
-            self.client.update("v1", "pods", dict(pod, status=status), meta["namespace"], "status")
-        except ApiError as exc:
-            if exc.code == 409:
-                self.queue.add_rate_limited(f"{meta['namespace']}/{meta['name']}")
-            elif exc.code != 404:
-                raise
+        if not self._write_status(pod, status):
             return
 
         def started(c):

@@ -2,6 +2,8 @@
 
     present(ref)  absent(ref)  deleting(ref)  finalizers(ref)  spec_finalizers(ref)  owner_uids(ref)
     ns_phase(ref)  condition(ref, Type).status|reason|message  gc_observed(ref, ...)
+    field(ref, "dotted.path")   (a list index is a number, a key with dots is bracketed:
+                                 "subsets.0.addresses", "metadata.labels[kubernetes.io/service-name]")
 
 combined with `and`, `or`, `not`, `==`, `!=`, `in`, parentheses, and literals: "strings",
 'strings', numbers, [lists], true/false/null. Strings may hold ${ref.uid}-style references,
@@ -15,13 +17,16 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 FUNCTIONS = {"present", "absent", "deleting", "finalizers", "spec_finalizers", "owner_uids", "ns_phase",
-             "condition", "gc_observed"}
+             "condition", "gc_observed", "field"}
 _TOKEN = re.compile(r"""\s*(?:
     (?P<string>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')
   | (?P<number>-?\d+(?:\.\d+)?)
   | (?P<op>==|!=|\(|\)|\[|\]|,|\.)
   | (?P<name>[A-Za-z_][A-Za-z0-9_-]*)
 )""", re.VERBOSE)
+
+
+_PATH_PART = re.compile(r"\[[^\]]*\]|[^.\[\]]+")
 
 
 class PredicateError(ValueError):
@@ -167,7 +172,7 @@ class Predicate:
 
         def walk(node: Node):
             if node.kind == "call":
-                found.update(node.args if node.value != "condition" else node.args[:1])
+                found.update(node.args if node.value not in ("condition", "field") else node.args[:1])
             for arg in node.args:
                 if isinstance(arg, Node):
                     walk(arg)
@@ -225,6 +230,15 @@ def _eval(node: Node, view: View):
         return [r.get("uid") for r in _meta(obj).get("ownerReferences") or []]
     if name == "ns_phase":
         return ((obj or {}).get("status") or {}).get("phase")
+    if name == "field":
+        value = obj
+        for part in _PATH_PART.findall(args[1] if len(args) > 1 else ""):
+            part = part[1:-1] if part.startswith("[") else part
+            if isinstance(value, list) and part.isdigit():
+                value = value[int(part)] if int(part) < len(value) else None
+            else:
+                value = value.get(part) if isinstance(value, dict) else None
+        return value
     if name == "condition":
         for cond in ((obj or {}).get("status") or {}).get("conditions") or []:
             if cond.get("type") == (args[1] if len(args) > 1 else None):

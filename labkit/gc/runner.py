@@ -32,7 +32,9 @@ from labkit.apiserver.errors import ApiError
 from labkit.errors import ConfigError
 from labkit.gc.scenario import REF_EXPR as _REF_EXPR, ObjectSpec, Scenario, Step
 
-CATEGORY_CONTROLLERS = {"gc": "garbagecollector", "namespace": "namespace"}
+CATEGORY_CONTROLLERS = {"gc": "garbagecollector", "namespace": "namespace", "serviceaccount": "serviceaccount",
+                        "endpointslice": "endpointslice", "node": "node", "podgc": "podgc",
+                        "volumeprotection": "pvc-protection"}
 POLL = 0.05
 _VERB_METHODS = {"get": "GET", "list": "GET", "watch": "GET", "create": "POST", "update": "PUT", "patch": "PATCH",
                  "delete": "DELETE", "deletecollection": "DELETE"}
@@ -559,6 +561,30 @@ class Runner:
         if code < 400:
             info.uid, info.name, info.created = body["metadata"]["uid"], body["metadata"]["name"], body
         self._answer(step, result, code, body)
+
+    def _op_find(self, step: Step, result: dict) -> None:
+        spec = step.object
+        info = self.refs[spec.ref]
+        selector = spec.raw.get("labelSelector")
+        deadline = time.monotonic() + float(step.raw.get("timeout_s") or 30)
+        while True:
+            if selector:
+                code, body = self.client.request("GET", self.path_of(spec.ref, collection=True),
+                                                 {"labelSelector": self.expand(selector)})
+                items = sorted((body or {}).get("items") or [], key=lambda o: o["metadata"].get("creationTimestamp", ""))
+                found = items[0] if code == 200 and items else None
+            else:
+                code, found = self.client.request("GET", self.path_of(spec.ref))
+                found = found if code == 200 else None
+            if found is not None:
+                info.uid, info.name, info.created = found["metadata"]["uid"], found["metadata"]["name"], found
+                result["detail"] = f"found {spec.kind} {found['metadata']['name']}"
+                self.observe()
+                return
+            if time.monotonic() > deadline:
+                result.update(ok=False, detail=f"no {spec.kind} {selector or spec.name} appeared")
+                return
+            time.sleep(POLL)
 
     def _op_delete(self, step: Step, result: dict) -> None:
         body = self.expand(step.raw["body"]) if "body" in step.raw else None

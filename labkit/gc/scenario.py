@@ -1,5 +1,10 @@
 """Scenario files (fidelity/gc/README.md): loading and checking their format, so that a malformed
-file is reported as one line naming the file, the field and what was expected."""
+file is reported as one line naming the file, the field and what was expected.
+
+Beyond that README, labkit's scenarios may use `op: find` with `object: {ref, apiVersion, kind,
+namespace, name | labelSelector}` and `timeout_s`: wait until such an object exists (one that a
+controller makes, e.g. a namespace's `default` ServiceAccount or a Service's EndpointSlice) and
+bind the ref to it, and the predicate `field(ref, "dotted.path")` (predicates.py)."""
 
 from __future__ import annotations
 
@@ -12,11 +17,15 @@ from labkit.errors import ConfigError
 from labkit.inputs import load_yaml
 from labkit.gc.predicates import Predicate, PredicateError
 
-OPS = ("create", "delete", "update", "patch", "finalize", "wait", "assert", "restart-gc")
+OPS = ("create", "delete", "update", "patch", "finalize", "wait", "assert", "restart-gc", "find")
 CONTROLLER_STATES = {"garbagecollector": ("running", "stopped", "started-after-setup"),
-                     "namespace": ("running", "stopped")}
+                     "namespace": ("running", "stopped"),
+                     **{name: ("running", "stopped") for name in ("serviceaccount", "root-ca-cert-publisher",
+                                                                  "endpointslice", "endpoint", "node", "podgc", "pvc-protection",
+                                                                  "pv-protection", "replicaset",
+                                                                  "deployment")}}
 OBJECT_META_KEYS = ("name", "generateName", "namespace", "labels", "annotations", "finalizers", "ownerReferences")
-OBJECT_RESERVED = ("ref", "existing", "apiVersion", "kind", *OBJECT_META_KEYS)
+OBJECT_RESERVED = ("ref", "existing", "apiVersion", "kind", "labelSelector", *OBJECT_META_KEYS)
 PATCH_TYPES = ("json", "merge", "strategic", "apply")
 # ${ref.uid}, ${ref.name}, ${ref.<dotted field>}, ${ref.<field>@stepN} (a value step N returned)
 REF_EXPR = re.compile(r"\$\{([A-Za-z0-9_-]+)\.([A-Za-z0-9_.-]+?)(?:@(?:step)?(\d+))?\}")
@@ -65,8 +74,8 @@ class Step:
             return f"wait for {self.raw.get('for')}"
         if self.op == "assert":
             return "assert " + " and ".join(str(p) for p in self.that)
-        if self.op == "create":
-            return f"create {self.object.ref}"
+        if self.op in ("create", "find"):
+            return f"{self.op} {self.object.ref}"
         return f"{self.op} {self.target or ''}".strip()
 
 
@@ -171,6 +180,15 @@ def load(path: str | Path) -> Scenario:
             _require(isinstance(s.get("target"), str), path, f"{fld}.target", "expected the ref of an object")
         if op == "create":
             step.object = _object(path, f"{fld}.object", s.get("object"))
+        if op == "find":
+            raw_obj = s.get("object")
+            _require(isinstance(raw_obj, dict) and bool(raw_obj.get("name")) != bool(raw_obj.get("labelSelector")),
+                     path, f"{fld}.object", "expected {ref, apiVersion, kind, namespace, name or labelSelector}")
+            step.object = _object(path, f"{fld}.object", {**raw_obj, "name": raw_obj.get("name") or "(found)"})
+            if raw_obj.get("labelSelector"):
+                step.object.name = None
+            _require(s.get("timeout_s") is None or _is_number(str(s["timeout_s"])), path, f"{fld}.timeout_s",
+                     "expected a number of seconds")
         if op == "delete":
             _require(s.get("body") is None or isinstance(s["body"], dict), path, f"{fld}.body",
                      "expected DeleteOptions (a mapping)")

@@ -151,8 +151,11 @@ def _causes(out: Explanation) -> None:
         out.causes.append(Cause(
             "pods", f"{pods_left - len(held_pods)} pod(s) are still terminating"
             + ("; pods go first and nothing else is deleted until they are gone" if out.pods_first else ""),
-            "wait for the grace period; a pod whose node is gone stays until it is force-deleted "
-            "(kubectl delete pod NAME --grace-period=0 --force)"))
+            "wait: the kubelet stops each container and deletes the pod (a container that ignores SIGTERM takes "
+            "the grace period). A pod bound to a node that no longer exists is deleted by the pod garbage "
+            "collector (it quarantines the node name for 40 s first); one on a node that exists but is down waits "
+            "for that node's kubelet, unless the node is tainted node.kubernetes.io/out-of-service "
+            "(kube-controller-manager's podgc, v1.34)"))
     by_finalizer: dict[str, list[str]] = {}
     for h in out.held:
         for f in h["finalizers"]:
@@ -160,6 +163,13 @@ def _causes(out: Explanation) -> None:
     for finalizer, objects in sorted(by_finalizer.items()):
         if finalizer in ("orphan", "foregroundDeletion"):
             fix = "the garbage collector removes it once it runs and has handled the dependents"
+        elif finalizer == "kubernetes.io/pvc-protection":
+            fix = ("the PVC protection controller removes it once the claim is being deleted and no Pod bound to a "
+                   "node uses it any more (such a Pod must be gone: deleted by its kubelet, or by the pod garbage "
+                   "collector if its node is gone or out of service); do not remove it by hand")
+        elif finalizer == "kubernetes.io/pv-protection":
+            fix = ("the PV protection controller removes it once the volume is being deleted and no longer Bound; "
+                   "do not remove it by hand")
         else:
             fix = (f"let the controller that owns {finalizer} finish its cleanup; if it is gone for good and the "
                    f"cleanup is not needed, remove {finalizer} from these objects (kubectl patch … --type=json -p "

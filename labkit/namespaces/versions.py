@@ -31,7 +31,8 @@ def _objects(grace: int) -> list[tuple[str, str, dict]]:
             "replicas": 1, "selector": {"matchLabels": labels},
             "template": {"metadata": {"labels": labels}, "spec": {
                 "terminationGracePeriodSeconds": grace,
-                "containers": [{"name": "web", "image": "nginx:1.27"}]}}}}),
+                # sleep as PID 1 ignores SIGTERM: the kubelet kills it when the grace period is over
+                "containers": [{"name": "web", "image": "busybox:1.36", "command": ["sleep", "infinity"]}]}}}}),
         ("v1", "services", {"metadata": {"name": "web"}, "spec": {"selector": labels, "ports": [{"port": 80}]}}),
         ("v1", "configmaps", {"metadata": {"name": "settings"}, "data": {"mode": "demo"}}),
     ]

@@ -45,7 +45,8 @@ SETTLE_TIMEOUT = 120            # seconds the lab's Pods may take to be Running
 def _template(app: str) -> dict:
     return {"metadata": {"labels": {"app": app}},
             "spec": {"terminationGracePeriodSeconds": GRACE,
-                     "containers": [{"name": app, "image": "registry.k8s.io/pause:3.10"}]}}
+                     # sleep as PID 1 ignores SIGTERM: the kubelet kills it when the grace period is over
+                     "containers": [{"name": app, "image": "busybox:1.36", "command": ["sleep", "infinity"]}]}}
 
 
 def deployment(name: str, replicas: int) -> dict:

@@ -13,6 +13,7 @@ on answers names the part that is wrong and where to look, never the right value
 only into `right_answer`).
 """
 
+import json
 import re
 
 from labkit.exercises import LIVE, CheckFailed, settle
@@ -261,6 +262,42 @@ def _discovery_failures_written(ctx, namespace):
     return None
 
 
+# what each of kube-aggregator's reasons means for the student (availability.py lists the checks)
+UNAVAILABLE = {
+    "ServiceNotFound": "its Service is missing",
+    "ServicePortError": "its Service does not offer the APIService's port",
+    "EndpointsNotFound": "its Service has no EndpointSlices (a Service without a selector gets none), so no ready "
+                         "endpoints",
+    "MissingEndpoints": "its Service has no ready endpoints: no ready Pod behind its selector has the port the "
+                        "Service names",
+    "FailedDiscoveryCheck": "its backend does not answer discovery through the Service: the endpoints lead nowhere "
+                            "that serves the API",
+}
+
+
+def _apiservice_condition(c, apiservice):
+    """The settled Available condition of `apiservice` (None: it does not exist, {}: no condition yet)."""
+    def probe():
+        code, svc = c.request("GET", f"/apis/apiregistration.k8s.io/v1/apiservices/{apiservice}")
+        if code == 404:
+            return None
+        cond = next((x for x in (svc.get("status") or {}).get("conditions") or [] if x.get("type") == "Available"), {})
+        return {k: cond.get(k) for k in ("status", "reason", "message")}
+    return settle(probe, timeout=10, stable_for=1.0).value
+
+
+def _require_available(c, apiservice, namespace):
+    cond = _apiservice_condition(c, apiservice)
+    if cond is None or cond.get("status") == "True":
+        return cond
+    reason = cond.get("reason") or "no condition yet"
+    words = UNAVAILABLE.get(reason, "see its conditions")
+    raise CheckFailed(f"APIService {apiservice} is not Available ({reason}): {words}. Discovery of its group keeps "
+                      f"failing, so namespace {namespace} (and every other namespace being deleted) keeps waiting "
+                      f"— `kubectl get apiservice {apiservice} -o yaml`",
+                      observed=f"{reason}: {cond.get('message')}")
+
+
 def check_broken_apiservice(ctx):
     name, apiservice = ctx.params["namespace"], ctx.params["apiservice"]
     c = _lab(ctx.env).client(ctx.env)
@@ -275,17 +312,11 @@ def check_broken_apiservice(ctx):
     if failure is None:
         raise CheckFailed(f"namespace {name} went away without ever waiting for a failing discovery: "
                           "`labkit reset namespace` and break the API first (see the prompt)")
+    cond = _require_available(c, apiservice, name)
     _gone_cleanly(ctx, c, name)
     note = " (" + NO_AUDIT.format(what="the discovery failure it waited for") + ")" if failure is NO_AUDIT else ""
-    code, svc = c.request("GET", f"/apis/apiregistration.k8s.io/v1/apiservices/{apiservice}")
-    if code == 200:
-        available = next((x for x in (svc.get("status") or {}).get("conditions") or [] if x.get("type") == "Available"),
-                         {})
-        if available.get("status") != "True":
-            raise CheckFailed(f"APIService {apiservice} is still not Available ({available.get('reason')}): every "
-                              "other namespace deletion still waits for it")
     return ctx.passed(f"namespace {name} finished once discovery worked again"
-                      + (f" (APIService {apiservice} deleted)" if code == 404 else f" ({apiservice} Available again)")
+                      + (f" (APIService {apiservice} deleted)" if cond is None else f" ({apiservice} Available again)")
                       + note)
 
 
@@ -400,3 +431,64 @@ def _own_finalizer_live(ctx, c, name):
                           "own through the finalize subresource, then remove it")
     return ctx.passed(f"{name} was changed and is back to spec.finalizers [kubernetes] ("
                       + NO_AUDIT.format(what="which requests changed it") + ")")
+
+
+# -- (g) a volume's Pod on a dead node ---------------------------------------------------------
+
+PODGC_USER = "system:serviceaccount:kube-system:pod-garbage-collector"
+OUT_OF_SERVICE = "node.kubernetes.io/out-of-service"
+
+
+def _student_writes(ctx, resource, namespace, name, verbs):
+    """Successful requests of `verbs` on `resource` namespace/name by anyone but a component of the
+    cluster (users named system:...); None on a real cluster (no audit log)."""
+    events = _audit(ctx)
+    if events is None:
+        return None
+    found = []
+    for e in events:
+        ref = e.get("objectRef") or {}
+        if (ref.get("resource"), ref.get("namespace"), ref.get("name"), ref.get("subresource")) != \
+                (resource, namespace, name, None) or e.get("verb") not in verbs:
+            continue
+        user = (e.get("user") or {}).get("username", "")
+        if user.startswith("system:") or (e.get("responseStatus") or {}).get("code", 0) >= 300:
+            continue
+        found.append({"user": user, "verb": e["verb"], "request": e.get("requestObject")})
+    return found
+
+
+def check_volume_in_use(ctx):
+    name, node_name, claim, pod_name = (ctx.params[k] for k in ("namespace", "node", "claim", "pod"))
+    c = _lab(ctx.env).client(ctx.env)
+    edits = _student_writes(ctx, "persistentvolumeclaims", name, claim, ("patch", "update"))
+    touched = [e for e in edits or [] if "finalizers" in json.dumps(e["request"] or {})]
+    if touched:
+        raise CheckFailed(f"{touched[0]['user']} changed the finalizers of PVC {claim} by hand: "
+                          "kubernetes.io/pvc-protection keeps a claim while a Pod still uses it, and its controller "
+                          "removes it itself once no Pod does — `labkit reset namespace` and leave it to it")
+    deletes = _student_writes(ctx, "pods", name, pod_name, ("delete",))
+    forced = [e for e in deletes or [] if (e["request"] or {}).get("gracePeriodSeconds") == 0]
+    if forced:
+        raise CheckFailed(f"{forced[0]['user']} force-deleted Pod {pod_name} (grace period 0): the API server "
+                          f"forgets it at once, although nothing confirmed that {node_name} stopped it and released "
+                          f"the volume — `labkit reset namespace` and tell Kubernetes about the node instead")
+    pod = c.get_or_none("v1", "pods", pod_name, name)
+    if pod is not None and pod["metadata"].get("uid"):
+        node = c.get_or_none("v1", "nodes", node_name) or {}
+        taints = [t.get("key") for t in (node.get("spec") or {}).get("taints") or []]
+        extra = ""
+        if (node.get("spec") or {}).get("unschedulable"):
+            extra = (f" {node_name} is cordoned, which only keeps new Pods from being scheduled there; it does not "
+                     "end the Pods it had.")
+        elif OUT_OF_SERVICE in taints:
+            extra = " (the pod garbage collector looks every 20 s: check again shortly)"
+        raise CheckFailed(f"Pod {pod_name} is still Terminating on {node_name}, whose kubelet will never confirm "
+                          f"it stopped, and namespace {name} deletes pods first.{extra}")
+    note = _gone_cleanly(ctx, c, name)
+    deleted_by = [e for e in (_audit(ctx) or []) if (e.get("objectRef") or {}).get("resource") == "pods"
+                  and (e.get("objectRef") or {}).get("name") == pod_name and e.get("verb") == "delete"
+                  and (e.get("user") or {}).get("username") == PODGC_USER]
+    who = "the pod garbage collector deleted it" if deleted_by else "it is gone"
+    return ctx.passed(f"{pod_name} no longer holds {name}: {who}, the claim's protection was released by its "
+                      f"controller, and the namespace emptied itself" + note)

@@ -1,6 +1,6 @@
 """The namespace lab's environment: the embedded API server with the garbage collector, the
 workload controllers, the node stand-in and the namespace controller, and a few namespaces with
-content. Three of them are deleted at once and stay Terminating, each for its own reason.
+content. Four of them are deleted at once and stay Terminating, each for its own reason.
 
   billing     Deployment, ConfigMap, a Secret with finalizer billing.example.com/audit   (a)
   attic       Terminating: a ConfigMap held by attic.example.com/keep                     (b)
@@ -8,14 +8,30 @@ content. Three of them are deleted at once and stay Terminating, each for its ow
   monitoring  a ConfigMap; APIService v1beta1.metrics.k8s.io served by kube-system/metrics-server (d)
   legacy      Terminating: a ConfigMap and a Backup, both held by finalizers              (e)
   sandbox     empty                                                                       (f)
+  archive     Terminating: the Pod uploader, on node-b (shut down for good), still uses the
+              PersistentVolumeClaim data                                                  (g)
 
 Nothing runs that would ever remove the example finalizers: like an operator that was
 uninstalled before its objects were deleted.
 
+(d) is served for real: the lab runs metrics_backend.py, an HTTPS server that answers
+metrics.k8s.io discovery, as the process of the Pod of the Deployment kube-system/metrics-server
+(host network, so its Pod IP is the node's address where the process listens; its container port
+`https` is the port the process got). The Service selects that Pod and targets the port by name,
+the EndpointSlice controller publishes it, and the API server's availability check reaches the
+process through it, as kube-aggregator does.
+
+(g) is what a node that died leaves behind: the Node node-b is NotReady (its kubelet stopped
+posting status) and carries the node lifecycle controller's unreachable taints; its Pod uploader
+had been Running with the claim `data` mounted and was deleted (evicted) after the node died, so
+it stays Terminating — no kubelet will ever confirm it. The namespace controller deletes pods
+first, so `archive` waits for it, and the claim keeps kubernetes.io/pvc-protection while the pod
+exists.
+
 With `labkit run namespace --kubeconfig FILE [--context C]` the same objects are built on a real
-cluster instead, whose own namespace controller and kube-aggregator do the work. The APIService
-points at a Service without Pods there too; a real aggregator checks endpoints as well as the
-Service (remote_available_controller.go: EndpointsNotFound / MissingEndpoints), so there it is
+cluster instead, whose own namespace controller and kube-aggregator do the work. There the lab
+runs no backend: the APIService points at a Service without Pods, and a real aggregator checks
+endpoints as well as the Service (remote_available_controller.go: MissingEndpoints), so there it is
 Available=False from the start, and every namespace deletion on that cluster waits on the failing
 discovery until (d) is fixed: `access()` tells the student to do (d) first. labkit has no audit
 log or decision log of a cluster: checks that need them say so and judge the live state only.
@@ -25,8 +41,11 @@ namespace` deletes it again, releasing the lab's own example finalizers.
 
 import json
 import os
+import sys
+import time
 from pathlib import Path
 
+from labkit import procs
 from labkit.apiserver.errors import ApiError
 from labkit.apiserver.server import read_server_info, spawn
 from labkit.apiserver.target import SERVER_TAG, Target, for_env
@@ -37,7 +56,10 @@ OPTIONS = ("kubeconfig", "context")
 CRD_NAME = "backups.example.com"
 APISERVICE = "v1beta1.metrics.k8s.io"
 METRICS_SERVICE = ("kube-system", "metrics-server")
-DELETED_AT_SETUP = ("attic", "reports", "legacy")
+BACKEND_TAG = "metrics-server"      # the process behind the metrics-server Pod
+BACKEND_PORT_FILE = "metrics-server.port"
+DELETED_AT_SETUP = ("attic", "reports", "legacy", "archive")
+DEAD_NODE = "node-b"
 BUILT_FILE = "built.json"       # each namespace's resourceVersion right after the lab made it
 
 CRD = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
@@ -84,7 +106,43 @@ CONTENT = {
     "legacy": [("v1", "configmaps", _cm("app-config", ["legacy.example.com/keep"])),
                ("example.com/v1", "backups", _backup("weekly", ["backup.example.com/upload"]))],
     "sandbox": [],
+    "archive": [("v1", "persistentvolumeclaims",
+                 {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data"},
+                  "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}),
+                ("v1", "pods",
+                 {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "uploader", "labels": {"app": "uploader"}},
+                  "spec": {"nodeName": DEAD_NODE, "containers": [{"name": "uploader", "image": "busybox:1.36",
+                                                                  "command": ["sleep", "infinity"],
+                                                                  "volumeMounts": [{"name": "data",
+                                                                                    "mountPath": "/data"}]}],
+                           "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]}})],
 }
+
+
+def _dead_node(env, t: Target) -> None:
+    """(g) the Node node-b as the node lifecycle controller leaves a node whose kubelet stopped posting."""
+    node = t.create(env, "v1", "nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {
+        "name": DEAD_NODE, "labels": {"kubernetes.io/hostname": DEAD_NODE, "kubernetes.io/os": "linux"}},
+        "spec": {"taints": [{"key": "node.kubernetes.io/unreachable", "effect": effect}
+                            for effect in ("NoSchedule", "NoExecute")]}})
+    message = "Kubelet stopped posting node status."
+    node["status"] = {"conditions": [{"type": kind, "status": "Unknown", "reason": "NodeStatusUnknown",
+                                      "message": message, "lastHeartbeatTime": "2026-01-01T00:00:00Z",
+                                      "lastTransitionTime": "2026-01-01T00:00:40Z"}
+                                     for kind in ("MemoryPressure", "DiskPressure", "PIDPressure", "Ready")],
+                      "addresses": [{"type": "InternalIP", "address": "10.89.0.3"},
+                                    {"type": "Hostname", "address": DEAD_NODE}]}
+    t.client().update("v1", "nodes", node, subresource="status")
+
+
+def _strand_uploader(t: Target) -> None:
+    """(g) the uploader had been Running on node-b, then was deleted (evicted) once the node died."""
+    c = t.client()
+    pod = c.get("v1", "pods", "uploader", "archive")
+    pod["status"] = {"phase": "Running", "podIP": "10.244.77.7", "podIPs": [{"ip": "10.244.77.7"}],
+                     "hostIP": "10.89.0.3", "conditions": [{"type": "Ready", "status": "False"}]}
+    c.update("v1", "pods", pod, "archive", "status")
+    c.delete("v1", "pods", "uploader", "archive")
 
 
 def server_dir(env) -> Path:
@@ -110,68 +168,105 @@ def up(env):
     c = t.client()
     t.create(env, "apiextensions.k8s.io/v1", "customresourcedefinitions", CRD)
     _wait(lambda: c.request("GET", "/apis/example.com/v1")[0] == 200, "the Backup CRD to be served")
-    _metrics_apiservice(env, t)
+    _dead_node(env, t)
     uids, versions = {}, {}
     for ns in CONTENT:
         uids[ns], versions[ns] = _build_namespace(env, t, ns)
+    # (d) after the namespaces: on a cluster, a namespace of the lab from before that is still being
+    # deleted would otherwise wait for the unavailable APIService, and the build for it
+    if t.embedded:
+        _metrics_process(env)
+    _metrics_apiservice(env, t)
+    _strand_uploader(t)
+    for ns in DELETED_AT_SETUP:
+        c.delete("v1", "namespaces", ns, options={"propagationPolicy": "Background"})
     (Path(env.dir) / BUILT_FILE).write_text(json.dumps({"resourceVersions": versions}, indent=2) + "\n")
     (Path(env.dir) / "namespaces.json").write_text(json.dumps(uids, indent=2) + "\n")
     env.log("namespaces " + ", ".join(CONTENT) + f" created on {t.description}; {', '.join(DELETED_AT_SETUP)} deleted")
 
 
 def _build_namespace(env, t: Target, ns: str) -> tuple[str, str]:
-    """Create namespace `ns` with its content (and delete it, if it starts Terminating); its
-    UID and resourceVersion right after it was made."""
+    """Create namespace `ns` with its content; its UID and resourceVersion right after it was made
+    (deleting the ones that start Terminating is the caller's part)."""
     created = t.create(env, "v1", "namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
     for api_version, resource, obj in CONTENT[ns]:
         t.create(env, api_version, resource, obj, ns)
-    if ns in DELETED_AT_SETUP:
-        t.client().delete("v1", "namespaces", ns, options={"propagationPolicy": "Background"})
     return created["metadata"]["uid"], created["metadata"]["resourceVersion"]
 
 
+def _metrics_process(env) -> None:
+    """Start the metrics-server process (see the docstring); its port goes to BACKEND_PORT_FILE."""
+    from labkit.controllers.node import HOST_IP
+    port_file = Path(env.dir) / BACKEND_PORT_FILE
+    port_file.unlink(missing_ok=True)
+    procs.spawn(env, BACKEND_TAG, [sys.executable, str(Path(__file__).with_name("metrics_backend.py")),
+                                   "--address", HOST_IP, "--pki", str(Path(env.dir) / "metrics-server-pki"),
+                                   "--port-file", str(port_file)])
+    _wait(port_file.exists, "the metrics-server process to listen")
+
+
 def _metrics_apiservice(env, t: Target) -> None:
-    """The Service kube-system/metrics-server and the APIService it serves (d)."""
+    """(d) on the embedded server the Deployment whose Pod the metrics-server process is; on both
+    the Service kube-system/metrics-server and the APIService it serves."""
+    c = t.client()
+    if t.embedded:
+        port = int((Path(env.dir) / BACKEND_PORT_FILE).read_text())
+        labels = {"k8s-app": "metrics-server"}
+        t.create(env, "apps/v1", "deployments", {
+            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": METRICS_SERVICE[1], "labels": labels},
+            "spec": {"replicas": 1, "selector": {"matchLabels": labels},
+                     "template": {"metadata": {"labels": labels},
+                                  "spec": {"hostNetwork": True, "containers": [{
+                                      "name": "metrics-server",
+                                      "image": "registry.k8s.io/metrics-server/metrics-server:v0.8.0",
+                                      "args": [f"--secure-port={port}", "--kubelet-insecure-tls"],
+                                      "ports": [{"name": "https", "containerPort": port, "protocol": "TCP"}]}]}}}},
+                 METRICS_SERVICE[0])
     t.create(env, "v1", "services", {"apiVersion": "v1", "kind": "Service",
                                      "metadata": {"name": METRICS_SERVICE[1], "labels": {"k8s-app": "metrics-server"}},
                                      "spec": {"selector": {"k8s-app": "metrics-server"},
-                                              "ports": [{"name": "https", "port": 443, "targetPort": 10250}]}},
+                                              "ports": [{"name": "https", "port": 443, "targetPort": "https"}]}},
              METRICS_SERVICE[0])
     t.create(env, "apiregistration.k8s.io/v1", "apiservices", {
         "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService", "metadata": {"name": APISERVICE},
         "spec": {"group": "metrics.k8s.io", "version": "v1beta1", "groupPriorityMinimum": 100, "versionPriority": 100,
                  "insecureSkipTLSVerify": True,
                  "service": {"namespace": METRICS_SERVICE[0], "name": METRICS_SERVICE[1], "port": 443}}})
+    if t.embedded:
+        _wait(lambda: apiservice_available(c), f"APIService {APISERVICE} to be Available")
 
 
 # which namespace each exercise works on
 EXERCISE_NAMESPACES = {"conditions": "billing", "terminating-create": "attic", "release-finalizer": "reports",
-                       "broken-apiservice": "monitoring", "force-finalize": "legacy", "own-finalizer": "sandbox"}
+                       "broken-apiservice": "monitoring", "force-finalize": "legacy", "own-finalizer": "sandbox",
+                       "volume-in-use": "archive"}
 
 
 def reset_exercise(env, exercise_id: str) -> None:
     """Build one exercise's namespace afresh: everything stored under its name goes (finalizers
     released, the namespace finalized once it is empty), then it is made again as `labkit run`
-    makes it. For broken-apiservice, the Service and the APIService come back too."""
+    makes it. For broken-apiservice, the metrics-server Deployment, Service and APIService come
+    back too; for volume-in-use, the dead node node-b and the Pod stranded on it."""
     ns = EXERCISE_NAMESPACES[exercise_id]
     t = target(env)
     c = t.client()
     if exercise_id == "broken-apiservice":
         for api_version, resource, name, namespace in (
                 ("apiregistration.k8s.io/v1", "apiservices", APISERVICE, None),
-                ("v1", "services", METRICS_SERVICE[1], METRICS_SERVICE[0])):
-            try:
-                c.delete(api_version, resource, name, namespace)
-            except ApiError as exc:
-                if exc.code != 404:
-                    raise
-        _wait(lambda: c.get_or_none("apiregistration.k8s.io/v1", "apiservices", APISERVICE) is None,
-              "the APIService to go")
+                ("v1", "services", METRICS_SERVICE[1], METRICS_SERVICE[0]),
+                ("apps/v1", "deployments", METRICS_SERVICE[1], METRICS_SERVICE[0])):
+            _delete_and_wait(c, api_version, resource, name, namespace)
         _metrics_apiservice(env, t)
-        if t.embedded:      # (on a real cluster it has no endpoints: Available=False, see access())
-            _wait(lambda: _available(c), f"APIService {APISERVICE} to be Available")
+    if exercise_id == "volume-in-use":
+        _delete_and_wait(c, "v1", "nodes", DEAD_NODE, None)
     _empty(c, ns)
+    if exercise_id == "volume-in-use":
+        _dead_node(env, t)
     uid, version = _build_namespace(env, t, ns)
+    if ns == "archive":
+        _strand_uploader(t)
+    if ns in DELETED_AT_SETUP:
+        c.delete("v1", "namespaces", ns, options={"propagationPolicy": "Background"})
     for name, value in ((BUILT_FILE, version), ("namespaces.json", uid)):
         path = Path(env.dir) / name
         data = json.loads(path.read_text())
@@ -180,48 +275,64 @@ def reset_exercise(env, exercise_id: str) -> None:
     env.log(f"exercise {exercise_id}: namespace {ns} built afresh")
 
 
-def _available(c) -> bool:
-    svc = c.get_or_none("apiregistration.k8s.io/v1", "apiservices", APISERVICE) or {}
-    return any(x.get("type") == "Available" and x.get("status") == "True"
-               for x in (svc.get("status") or {}).get("conditions") or [])
+def _delete_and_wait(c, api_version: str, resource: str, name: str, namespace: str | None) -> None:
+    try:
+        c.delete(api_version, resource, name, namespace, options={"propagationPolicy": "Foreground"}
+                 if resource == "deployments" else None)
+    except ApiError as exc:
+        if exc.code != 404:
+            raise
+    _wait(lambda: c.get_or_none(api_version, resource, name, namespace) is None, f"{resource} {name} to go")
 
 
 def _empty(c, ns: str) -> None:
-    """Remove namespace `ns` and everything stored under its name, now."""
+    """Remove namespace `ns` and everything stored under its name, now. The namespace is made
+    Terminating first: while it is Active, its controllers would recreate the default
+    ServiceAccount and kube-root-ca.crt, and while it does not exist, NamespaceLifecycle refuses the
+    updates that release finalizers (so a namespace force-finalized earlier is made again)."""
+    if c.get_or_none("v1", "namespaces", ns) is None:
+        c.create("v1", "namespaces", {"metadata": {"name": ns}})
+    current = c.get_or_none("v1", "namespaces", ns)
+    if current is not None and not current["metadata"].get("deletionTimestamp"):
+        c.delete("v1", "namespaces", ns, options={"propagationPolicy": "Background"})
+
     def stored():
         found = c.discover()
         return [(r.api_version, r.resource, item["metadata"]["name"]) for r in found.resources
                 if r.namespaced and "list" in r.verbs and "delete" in r.verbs and found.preferred.get(r.group) == r.version
                 for item in c.list(r.api_version, r.resource, ns)[0]]
+
     def delete_stored():
         left = stored()
-        for api_version, resource, name in left:   # (a workload controller may make more meanwhile)
-            try:
-                c.patch(api_version, resource, name, {"metadata": {"finalizers": None}}, "merge", ns)
-                c.delete(api_version, resource, name, ns, options={"gracePeriodSeconds": 0,
-                                                                    "propagationPolicy": "Background"})
-            except ApiError as exc:
-                if exc.code != 404:
-                    raise
+        for api_version, resource, name in left:
+            for write in (lambda: c.patch(api_version, resource, name, {"metadata": {"finalizers": None}}, "merge", ns),
+                          lambda: c.delete(api_version, resource, name, ns,
+                                           options={"gracePeriodSeconds": 0, "propagationPolicy": "Background"})):
+                try:
+                    write()
+                except ApiError as exc:
+                    if exc.code != 404:
+                        raise
         return not left
     _wait(delete_stored, f"the objects stored under {ns} to go")
     current = c.get_or_none("v1", "namespaces", ns)
     if current is not None:
-        if not current["metadata"].get("deletionTimestamp"):
-            c.delete("v1", "namespaces", ns)
-            current = c.get_or_none("v1", "namespaces", ns)
-        if current is not None:
-            current.setdefault("spec", {})["finalizers"] = []
-            try:
-                c.update("v1", "namespaces", current, subresource="finalize")
-            except ApiError as exc:
-                if exc.code not in (404, 409):
-                    raise
+        current.setdefault("spec", {})["finalizers"] = []
+        try:
+            c.update("v1", "namespaces", current, subresource="finalize")
+        except ApiError as exc:
+            if exc.code not in (404, 409):
+                raise
     _wait(lambda: c.get_or_none("v1", "namespaces", ns) is None, f"namespace {ns} to go")
 
 
+def apiservice_available(c) -> bool:
+    svc = c.get_or_none("apiregistration.k8s.io/v1", "apiservices", APISERVICE) or {}
+    return any(x.get("type") == "Available" and x.get("status") == "True"
+               for x in (svc.get("status") or {}).get("conditions") or [])
+
+
 def _wait(predicate, what: str, timeout: float = 20.0) -> None:
-    import time
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
@@ -239,7 +350,7 @@ def is_up(env):
         except (LabkitError, ApiError, OSError):
             return False
     info = read_server_info(server_dir(env))
-    if info is None:
+    if info is None or not procs.find(procs.owner_token(env, BACKEND_TAG)):
         return False
     try:
         os.kill(info.pid, 0)

@@ -1,8 +1,11 @@
 """Common wrong answers to force-finalize (after force-finalizing legacy as the prompt says)."""
 
+import importlib.util
 import time
 
-from labkit.exercises import mistake, write_answer
+import yaml
+
+from labkit.exercises import answer_path, mistake, write_answer
 
 
 def _force_and_recreate(env):
@@ -23,7 +26,7 @@ def custom_resource_without_group(env):
     _answer(env, ["backups/weekly", "configmaps/app-config"])
 
 
-@mistake("1 left-behind object(s) missing")
+@mistake("left-behind object(s) missing")
 def built_in_kinds_only(env):
     """Looks only at built-in kinds (kubectl get all,cm) and misses the custom resource."""
     _force_and_recreate(env)
@@ -33,5 +36,15 @@ def built_in_kinds_only(env):
 @mistake("visible_again")
 def thinks_the_new_namespace_is_clean(env):
     """Lists the objects right, but thinks a new namespace of the same name starts empty."""
-    _force_and_recreate(env)
-    _answer(env, ["backups.example.com/weekly", "configmaps/app-config"], visible_again=False)
+    _reference(env).solve(env)
+    answer = yaml.safe_load(answer_path("namespace", "force-finalize").read_text())
+    _answer(env, answer["left_behind"], visible_again=False)
+
+
+def _reference(env):
+    """The reference solution, whose listing of what was left is right."""
+    path = env.lab.directory / "solutions" / "force-finalize.py"
+    spec = importlib.util.spec_from_file_location("namespace_force_finalize_solution", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -1,0 +1,64 @@
+"""Common wrong repairs of broken-apiservice: each breaks the API as the prompt says, lets the
+namespace wait on the failing discovery, then brings back a Service that a real kube-aggregator
+would still not route to."""
+
+import time
+
+from labkit.apiserver.errors import ApiError
+from labkit.exercises import mistake
+
+NAMESPACE, SERVICE = "monitoring", ("kube-system", "metrics-server")
+
+
+def _wait(predicate, timeout=60):
+    deadline = time.monotonic() + timeout
+    while not predicate() and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
+def _break(env):
+    """What the prompt asks: delete the Service, then the namespace, and see it wait."""
+    c = env.lab.environment_module().client(env)
+    try:
+        c.delete("v1", "services", SERVICE[1], SERVICE[0])
+    except ApiError as exc:
+        if exc.code != 404:
+            raise
+    c.delete("v1", "namespaces", NAMESPACE, options={"propagationPolicy": "Background"})
+
+    def discovery_failed():
+        ns = c.get_or_none("v1", "namespaces", NAMESPACE) or {}
+        return any(x["type"] == "NamespaceDeletionDiscoveryFailure" and x["status"] == "True"
+                   for x in ns.get("status", {}).get("conditions", []))
+    _wait(discovery_failed)
+    return c
+
+
+def _service(selector, target_port, port_name="https"):
+    return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": SERVICE[1]},
+            "spec": {"selector": selector, "ports": [{"name": port_name, "port": 443, "targetPort": target_port}]}}
+
+
+@mistake("no ready endpoints")
+def empty_service(env):
+    """Brings the Service back with `kubectl -n kube-system create service clusterip metrics-server
+    --tcp=443:10250`: its selector (app=metrics-server) matches no Pod."""
+    c = _break(env)
+    c.create("v1", "services", _service({"app": "metrics-server"}, 10250, "443-10250"), SERVICE[0])
+
+
+@mistake("no ready endpoints")
+def nothing_ready_behind_it(env):
+    """Brings the Service back exactly as it was, but metrics-server's Deployment is scaled to zero:
+    nothing ready behind the selector."""
+    c = _break(env)
+    c.patch("apps/v1", "deployments", SERVICE[1], {"spec": {"replicas": 0}}, "merge", SERVICE[0])
+    c.create("v1", "services", _service({"k8s-app": "metrics-server"}, "https"), SERVICE[0])
+
+
+@mistake("does not answer discovery")
+def wrong_target_port(env):
+    """Brings the Service back selecting the metrics-server Pod, but with targetPort 10250 (the
+    kubelet's port, as in many manifests), where metrics-server's process does not listen."""
+    c = _break(env)
+    c.create("v1", "services", _service({"k8s-app": "metrics-server"}, 10250), SERVICE[0])

@@ -1,0 +1,28 @@
+"""Common wrong fixes of volume-in-use."""
+
+import time
+
+from labkit.exercises import mistake
+
+
+def _client(env):
+    return env.lab.environment_module().client(env)
+
+
+@mistake("pvc-protection")
+def remove_the_claims_finalizer(env):
+    """Takes the claim for the blocker and removes kubernetes.io/pvc-protection from it."""
+    _client(env).patch("v1", "persistentvolumeclaims", "data", {"metadata": {"finalizers": None}}, "merge", "archive")
+
+
+@mistake("force-deleted")
+def force_delete_the_pod(env):
+    """`kubectl delete pod uploader -n archive --force --grace-period=0`."""
+    _client(env).delete("v1", "pods", "uploader", "archive", options={"gracePeriodSeconds": 0})
+
+
+@mistake("cordoned")
+def cordon_the_node(env):
+    """`kubectl cordon node-b`, expecting that to end what ran there."""
+    _client(env).patch("v1", "nodes", "node-b", {"spec": {"unschedulable": True}}, "merge")
+    time.sleep(1)
