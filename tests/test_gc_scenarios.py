@@ -73,11 +73,13 @@ def test_repository_scenario(path, request):
     assert report.passed, explain(report)
 
 
-@pytest.mark.skipif(os.environ.get("LABKIT_SLOW_SCENARIOS") != "1", reason="slow scenario: LABKIT_SLOW_SCENARIOS=1")
-@pytest.mark.parametrize("path", SLOW_CASES, ids=lambda p: p.stem)
-def test_slow_repository_scenario(path):
-    report = run_scenario(path)
-    assert report.passed, explain(report)
+# Real-time scenarios (PodGC's 40 s quarantine and 20 s period): opt-in, LABKIT_SLOW_SCENARIOS=1;
+# not collected otherwise, so the default suite reports no skip.
+if os.environ.get("LABKIT_SLOW_SCENARIOS") == "1":
+    @pytest.mark.parametrize("path", SLOW_CASES, ids=lambda p: p.stem)
+    def test_slow_repository_scenario(path):
+        report = run_scenario(path)
+        assert report.passed, explain(report)
 
 
 def _variant(tmp_path: Path, source: Path, name: str, change) -> Path:

@@ -125,6 +125,7 @@ TEXTS: dict[str, dict[str, Run | list[Run] | Mention | Covered]] = {
     "namespace": {
         "kubectl delete namespace X": Run("kubectl delete namespace sandbox", changes="own-finalizer"),
         "labkit ns explain NAME": Run("labkit ns explain attic"),
+        "labkit apiserver --emulated-version 1.32": Run(stream=True),
         "labkit ns log [-f]": runs(Run("labkit ns log"), Run("labkit ns log -f", stream=True)),
         "labkit ns log -f": Run(stream=True),
         "labkit run namespace --kubeconfig FILE [--context NAME]":
@@ -222,6 +223,8 @@ TEXTS: dict[str, dict[str, Run | list[Run] | Mention | Covered]] = {
         "labkit mounts delete reader": Run(changes="node-mounts-reach-reader"),
         "labkit mounts apply -f <lab dir>/pods/reader.yaml": Run("labkit mounts apply -f $LAB_STATE/pods/reader.yaml"),
         "labkit mounts apply -f": Mention(),
+        "labkit mounts exec": Mention(),       # named in `labkit run`'s text, next to kubectl exec
+        "kubectl exec": Mention(),
         "labkit mounts exec node -- sh": Run("labkit mounts exec node -- sh < /dev/null"),
         "labkit mounts apply -f <lab dir>/pods/logger.yaml": Run("labkit mounts apply -f $LAB_STATE/pods/logger.yaml"),
         "labkit mounts exec node -- umount /var/lib/kubelet/plugins/publisher/<name>": Run(
@@ -245,13 +248,21 @@ TEXTS: dict[str, dict[str, Run | list[Run] | Mention | Covered]] = {
         "labkit numa show --machine M [-f pods.yaml --config C] [--svg F]": Run(
             "labkit numa show --machine lab-two-node -f scenarios/qos-pods.yaml --config scenarios/kubelet-config.yaml "
             "--svg two.svg"),
-        "labkit numa admit -f pods.yaml --machine M --config kubelet.yaml [--state DIR] [--json]": runs(
+        "labkit numa admit -f pods.yaml --machine M --config kubelet.yaml [--state DIR [--running bound.yaml]] [--json]": runs(
             Run("labkit numa admit -f scenarios/qos-pods.yaml --machine lab-two-node --config scenarios/kubelet-config.yaml"),
             Run("labkit numa admit -f scenarios/qos-pods.yaml --machine lab-two-node "
                 "--config scenarios/kubelet-config.yaml --state $SCRATCH/admitted --json")),
-        "labkit numa merge -f hints.json [--json]": Run("labkit numa merge -f scenarios/merge-trainer.json --json"),
-        "labkit numa take --machine M --available CPUS --count N": Run(
-            "labkit numa take --machine lab-two-node --available 1-7 --count 2"),
+        "labkit numa merge -f hints.json [--policy P] [--json]": runs(
+            Run("labkit numa merge -f scenarios/merge-trainer.json --json"),
+            Run("labkit numa merge -f scenarios/merge-trainer.json --policy restricted")),
+        "labkit numa take --machine M --available CPUS --count N [--hint NODES]": runs(
+            Run("labkit numa take --machine lab-two-node --available 1-7 --count 2"),
+            Run("labkit numa take --machine lab-two-node --available 1-7 --count 2 --hint 0")),
+        "labkit numa take --hint": Mention(),
+        "labkit numa take --machine dual-socket-ht --available CPUS --count N --hint NODES": Run(
+            "labkit numa take --machine dual-socket-ht --available 2-15 --count 4 --hint 0"),
+        "labkit numa show --machine M --config C -f pods.yaml": Run(
+            "labkit numa show --machine lab-two-node --config scenarios/kubelet-config.yaml -f scenarios/qos-pods.yaml"),
         "labkit show numa EXERCISE": Run("labkit show numa qos"),
         "labkit numa admit -f scenarios/hints-running.yaml --machine lab-two-node --config "
         "scenarios/kubelet-config.yaml --state /tmp/hints": Run(
@@ -259,7 +270,7 @@ TEXTS: dict[str, dict[str, Run | list[Run] | Mention | Covered]] = {
             "--config scenarios/kubelet-config.yaml --state $SCRATCH/hints"),
         "labkit numa run -f FILE": Run(f"{GUARANTEED_POD} && labkit numa run -f pod.yaml", changes="pin"),
         "labkit numa admit -f node-b/probe-pod.yaml --machine node-b/machine.json --config node-b/kubelet-config.yaml "
-        "--state node-b/kubelet": Run(code=2, output="checkpoint is corrupted"),    # the exercise's broken kubelet
+        "--state node-b/kubelet --running node-b/pods.yaml": Run(code=2, output="checkpoint is corrupted"),    # the exercise's broken kubelet
         "grep Cpus_allowed_list /proc/PID/status": Run(
             "grep Cpus_allowed_list /proc/$(labkit numa show --json | jq '.containers[0].pids[0]')/status"),
     },
@@ -306,7 +317,7 @@ FILES: dict[str, str | Run | Covered] = {
     "labs/mount-propagation/pods/watcher.yaml": "labkit mounts apply -f {path}",
     **{f"labs/mount-propagation/scenarios/{name}.yaml": Covered(f"tests/test_mounts_scenarios.py::{name}.yaml")
        for name in ("busy-mount", "e2e", "exiting-container", "late-containers", "private-host-path",
-                    "slave-host-path", "unmounting")},
+                    "slave-host-path", "unmounting", "unprivileged-mount")},
     "labs/resources/nodes.yaml": Run("labkit resources nodes"),       # read by `labkit run resources`
     **{f"labs/resources/scenarios/{name}.yaml": "labkit resources plan -f {path}" for name in ("node-1", "node-2")},
     # its Pods name PriorityClasses, which only the lab's nodes know (`plan` refuses them)

@@ -191,24 +191,22 @@ def show(
 
         the_machine = load_machine(machine)
         machine_dict, placement, title = the_machine.to_dict(), diagram.Placement(), f"machine {machine}"
-        if pods is not None:
+        if pods is not None or config is not None:   # --config alone: the node as kubelet sets it up, no Pods
             placement = _simulated_placement(the_machine, pods, config)
-        elif config is not None:
-            raise LabkitError("--config goes with -f (Pods to admit)")
     console.print(diagram.terminal(machine_dict, placement, title))
     if svg is not None:
         svg.write_text(diagram.svg(machine_dict, placement, title))
         typer.echo(f"wrote {svg}", err=True)
 
 
-def _simulated_placement(machine, pods_path: Path, config_path: Optional[Path]):
+def _simulated_placement(machine, pods_path: Optional[Path], config_path: Optional[Path]):
     from labkit.numa.admission import Node
     from labkit.numa.config import load_config
     from labkit.numa.diagram import Placement
     from labkit.numa.pods import load_pods
 
     node = Node(machine, load_config(config_path))
-    results = node.admit_all(load_pods(pods_path))
+    results = node.admit_all(load_pods(pods_path)) if pods_path is not None else []
     placement = Placement(reserved=sorted(node.reserved_cpus()), shared_pool=sorted(node.shared_pool()),
                           memory_tables=node.memory_tables())
     for result in results:
