@@ -160,3 +160,25 @@ def test_whoami_and_impersonation_over_https(tmp_path):
     finally:
         with host_lock(False):
             server.stop()
+
+
+def test_each_request_keeps_a_trace_under_its_audit_id(tmp_path):
+    """The trace of a request is answered under the audit ID its audit event carries."""
+    from labkit.apiserver import audit
+    with host_lock(False):
+        server = EmbeddedServer(tmp_path / "apiserver", controllers=[]).start()
+    try:
+        client = server.client()
+        client.check(*client.request("GET", "/api/v1/namespaces/default/configmaps"))
+        events = [e for e in audit.read(server.state_dir / "audit.log")
+                  if e["requestURI"] == "/api/v1/namespaces/default/configmaps"]
+        assert len(events) == 1
+        code, trace = client.request("GET", f"/labkit/v1/traces/{events[0]['auditID']}")
+        assert code == 200 and trace["auditID"] == events[0]["auditID"]
+        code, newest = client.request("GET", "/labkit/v1/traces", {"limit": "50"})
+        assert code == 200 and events[0]["auditID"] in [t["auditID"] for t in newest["items"]]
+        assert client.request("GET", "/labkit/v1/traces/no-such-id")[0] == 404
+        assert client.request("GET", "/labkit/v1/traces", {"limit": "lots"})[0] == 400
+    finally:
+        with host_lock(False):
+            server.stop()

@@ -35,14 +35,14 @@ class AuditLog:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
 
-    def record(self, *, user: str, groups: list[str], verb: str, uri: str, source: str, user_agent: str,
+    def record(self, *, audit_id: str = "", user: str, groups: list[str], verb: str, uri: str, source: str, user_agent: str,
                object_ref: dict | None, code: int, received: float, request_object=None,
                stage: str = "ResponseComplete") -> None:
         if self._fd is None:
             return
         event = {"kind": "Event", "apiVersion": "audit.k8s.io/v1",
                  "level": "Request" if request_object is not None else "Metadata",
-                 "auditID": str(uuid.uuid4()), "stage": stage, "requestURI": uri, "verb": verb,
+                 "auditID": audit_id or str(uuid.uuid4()), "stage": stage, "requestURI": uri, "verb": verb,
                  "user": {"username": user, "groups": groups}, "sourceIPs": [source], "userAgent": user_agent}
         if object_ref:
             event["objectRef"] = object_ref

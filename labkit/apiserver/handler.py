@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+import uuid
 import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
@@ -16,6 +17,7 @@ from typing import Any, Callable, Iterator
 from labkit.apiserver import availability, discovery, openapi, patch as patches, protobuf
 from labkit.apiserver.audit import AuditLog
 from labkit.apiserver.authorizer import Attributes, Authorizer, require
+from labkit.apiserver.trace import Trace, Traces
 from labkit.apiserver.errors import (ApiError, FieldError, bad_request, field_invalid, field_unsupported,
                                      internal, invalid, method_not_supported, not_acceptable, not_found_path,
                                      unsupported_media_type)
@@ -50,6 +52,7 @@ class Request:
     obj: Any = NO_BODY                # an already decoded body (in-process callers)
     user: User = field(default_factory=lambda: User("anonymous"))
     source: str = "127.0.0.1"
+    trace: Trace = field(default_factory=Trace)      # each pipeline stage's decision (trace.py)
 
 
 @dataclass
@@ -226,6 +229,7 @@ class Api:
         self.audit = audit or AuditLog(None)
         self.server_address = server_address
         self.authorizer = Authorizer()
+        self.traces = Traces()
         self.openapi = openapi.Documents(registry.catalog)
         # non-resource paths served by the embedding program: prefix -> handler(request, rest)
         self.extensions: dict[str, Callable[[Request, str], Response]] = {}
@@ -235,6 +239,8 @@ class Api:
         received = time.time()
         info: ResourceRequest | None = None
         audit_object = None
+        if not request.trace.audit_id:
+            request.trace.audit_id = str(uuid.uuid4())
         try:
             path = request.path.rstrip("/") or "/"
             remote = self._remote_answer(request, path)
@@ -260,6 +266,7 @@ class Api:
         except ApiError as exc:
             response = Response(exc.code, exc.status())
         self._audit(request, info, response, received, audit_object)
+        self.traces.keep(request.trace)
         return response
 
     def _audit(self, request: Request, info, response: Response, received: float, request_object) -> None:
@@ -275,7 +282,7 @@ class Api:
                 ref["subresource"] = info.subresource
             ref = {k: v for k, v in ref.items() if v}
         query = "&".join(f"{k}={v}" for k, v in request.query.items())
-        self.audit.record(user=request.user.name, groups=request.user.groups, verb=verb,
+        self.audit.record(audit_id=request.trace.audit_id, user=request.user.name, groups=request.user.groups, verb=verb,
                           uri=request.path + (f"?{query}" if query else ""), source=request.source,
                           user_agent=request.headers.get("user-agent", ""), object_ref=ref, code=response.code,
                           received=received, request_object=request_object,

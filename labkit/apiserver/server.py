@@ -208,6 +208,16 @@ class EmbeddedServer:
         if parts == ["garbagecollector", "graph"] and request.method == "GET":
             gc = self.controllers.get("garbagecollector")
             return Response(200, {"running": bool(gc and gc.running), "nodes": gc.graph() if gc else []})
+        if parts == ["traces"] and request.method == "GET":
+            limit = request.query.get("limit", "20")
+            if not limit.isdigit():
+                raise bad_request("limit must be a whole number")
+            return Response(200, {"items": self.api.traces.newest(int(limit))})
+        if len(parts) == 2 and parts[0] == "traces" and request.method == "GET":
+            trace = self.api.traces.get(parts[1])
+            if trace is None:
+                raise not_found_path()
+            return Response(200, trace)
         if parts == ["idle"] and request.method == "GET":
             return Response(200, {"idle": self.idle()})
         raise not_found_path()
