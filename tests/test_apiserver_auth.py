@@ -175,6 +175,7 @@ def test_each_request_keeps_a_trace_under_its_audit_id(tmp_path):
         assert len(events) == 1
         code, trace = client.request("GET", f"/labkit/v1/traces/{events[0]['auditID']}")
         assert code == 200 and trace["auditID"] == events[0]["auditID"]
+        assert trace["annotations"] == events[0].get("annotations", {})
         code, newest = client.request("GET", "/labkit/v1/traces", {"limit": "50"})
         assert code == 200 and events[0]["auditID"] in [t["auditID"] for t in newest["items"]]
         assert client.request("GET", "/labkit/v1/traces/no-such-id")[0] == 404

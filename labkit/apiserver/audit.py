@@ -37,7 +37,7 @@ class AuditLog:
 
     def record(self, *, audit_id: str = "", user: str, groups: list[str], verb: str, uri: str, source: str, user_agent: str,
                object_ref: dict | None, code: int, received: float, request_object=None,
-               stage: str = "ResponseComplete") -> None:
+               stage: str = "ResponseComplete", annotations: dict | None = None) -> None:
         if self._fd is None:
             return
         event = {"kind": "Event", "apiVersion": "audit.k8s.io/v1",
@@ -50,6 +50,8 @@ class AuditLog:
         if request_object is not None:
             event["requestObject"] = request_object
         event["requestReceivedTimestamp"] = _timestamp(received)
+        if annotations:
+            event["annotations"] = dict(annotations)
         event["stageTimestamp"] = _timestamp(time.time())
         line = (json.dumps(event, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
         with self._lock:

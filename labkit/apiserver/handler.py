@@ -286,7 +286,8 @@ class Api:
                           uri=request.path + (f"?{query}" if query else ""), source=request.source,
                           user_agent=request.headers.get("user-agent", ""), object_ref=ref, code=response.code,
                           received=received, request_object=request_object,
-                          stage="ResponseStarted" if response.stream else "ResponseComplete")
+                          stage="ResponseStarted" if response.stream else "ResponseComplete",
+                          annotations=request.trace.annotations)
 
     # -- routing -------------------------------------------------------------------------------
     def _resource_request(self, request: Request, path: str) -> ResourceRequest | None:

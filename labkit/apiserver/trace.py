@@ -32,6 +32,9 @@ class Step:
 class Trace:
     audit_id: str = ""
     steps: list[Step] = field(default_factory=list)
+    # the audit annotations stages add to the request's audit event, as upstream's do
+    # (e.g. authorization.k8s.io/decision, mutation.webhook.admission.k8s.io/round_0_index_0)
+    annotations: dict[str, str] = field(default_factory=dict)
 
     def add(self, stage: str, name: str, outcome: str, detail: str = "", **data) -> None:
         if stage not in STAGES:
@@ -39,7 +42,8 @@ class Trace:
         self.steps.append(Step(stage, name, outcome, detail, data))
 
     def to_dict(self) -> dict:
-        return {"auditID": self.audit_id, "steps": [asdict(s) for s in self.steps]}
+        return {"auditID": self.audit_id, "steps": [asdict(s) for s in self.steps],
+                "annotations": dict(self.annotations)}
 
 
 class Traces:
