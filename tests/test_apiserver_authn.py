@@ -13,7 +13,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from labkit.apiserver import authn
@@ -139,7 +139,7 @@ class Objects:
 
 @pytest.fixture(scope="module")
 def signing_key():
-    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    return ec.generate_private_key(ec.SECP256R1())
 
 
 @pytest.fixture
@@ -219,7 +219,7 @@ def test_audience_signature_and_issuer(signing_key, objects):
     with pytest.raises(ValueError, match=re.escape('token audiences ["vault"] is invalid for the target audiences '
                                                    '["https://kubernetes.default.svc.cluster.local"]')):
         tokens.authenticate(token)
-    other = authn.ServiceAccountTokens(rsa.generate_private_key(public_exponent=65537, key_size=2048), objects.lookup)
+    other = authn.ServiceAccountTokens(ec.generate_private_key(ec.SECP256R1()), objects.lookup)
     forged, _ = other.issue(sa, authn.API_AUDIENCES, 3600)
     with pytest.raises(ValueError, match="error in cryptographic primitive"):
         tokens.authenticate(forged)

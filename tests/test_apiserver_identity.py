@@ -195,9 +195,21 @@ def test_certificate_signing_request_flow_with_openssl(server, tmp_path):
     kubectl(kubeconfig, "config", "use-context", "alice")
     me = whoami(kubeconfig)
     assert (me["username"], me["groups"]) == ("alice", ["dev", "system:authenticated"])
-    # an approved request cannot be denied, and the conditions cannot be removed
+    # kubectl will not deny an approved request; the approval subresource refuses both conditions
+    # and the removal of one
     denied = kubectl(server.kubeconfig, "certificate", "deny", "alice", check=False)
-    assert "Approved and Denied conditions are mutually exclusive" in denied.stderr or denied.returncode != 0
+    assert denied.stderr.strip() == 'error: certificate signing request "alice" is already Approved'
+    admin = server.client()
+    csr = admin.get("certificates.k8s.io/v1", "certificatesigningrequests", "alice")
+    both = dict(csr, status=dict(csr["status"], conditions=csr["status"]["conditions"] + [
+        {"type": "Denied", "status": "True", "reason": "Changed", "message": "mind"}]))
+    code, body = admin.request("PUT", "/apis/certificates.k8s.io/v1/certificatesigningrequests/alice/approval",
+                               body=both)
+    assert code == 422 and body["message"].endswith(
+        'status.conditions: Invalid value: "Denied": Approved and Denied conditions are mutually exclusive')
+    code, body = admin.request("PUT", "/apis/certificates.k8s.io/v1/certificatesigningrequests/alice/approval",
+                               body=dict(csr, status=dict(csr["status"], conditions=[])))
+    assert code == 422 and 'updates may not remove a condition of type "Approved"' in body["message"]
 
 
 def test_signer_fails_requests_it_may_not_sign_and_deny_leaves_them_unsigned(server, tmp_path):

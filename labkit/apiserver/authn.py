@@ -34,7 +34,8 @@ from pathlib import Path
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature, encode_dss_signature
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from labkit.apiserver.handler import User
@@ -195,12 +196,15 @@ def _unb64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
-def ensure_signing_key(path: Path) -> rsa.RSAPrivateKey:
-    """The server's ServiceAccount token signing key (kubeadm's sa.key: RSA 2048), mode 0600."""
+def ensure_signing_key(path: Path) -> ec.EllipticCurvePrivateKey:
+    """The server's ServiceAccount token signing key (--service-account-signing-key-file), mode
+    0600: an ECDSA P-256 key, so tokens are ES256 (pkg/serviceaccount/jwt.go
+    `signerFromECDSAPrivateKey`; kubeadm makes an RSA key, which is RS256 — P-256 keys take
+    milliseconds to make, not a second)."""
     path = Path(path)
     if path.exists():
         return serialization.load_pem_private_key(path.read_bytes(), None)
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    key = ec.generate_private_key(ec.SECP256R1())
     data = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                              serialization.NoEncryption())
     tmp = path.with_name(path.name + ".tmp")
@@ -232,7 +236,7 @@ class ServiceAccountTokens:
 
     name = "serviceaccount-jwt"
 
-    def __init__(self, key: rsa.RSAPrivateKey, lookup, issuer: str = ISSUER, audiences: list[str] | None = None):
+    def __init__(self, key: ec.EllipticCurvePrivateKey, lookup, issuer: str = ISSUER, audiences: list[str] | None = None):
         self.key = key
         self.kid = key_id(key.public_key())
         self.lookup = lookup
@@ -254,11 +258,11 @@ class ServiceAccountTokens:
             private["warnafter"] = now + warnafter
         claims = {"aud": list(audiences), "exp": now + expiration, "iat": now, "iss": self.issuer, "jti": jti,
                   "kubernetes.io": private, "nbf": now, "sub": f"{SA_PREFIX}{meta['namespace']}:{meta['name']}"}
-        header = {"alg": "RS256", "kid": self.kid}
+        header = {"alg": "ES256", "kid": self.kid}
         signing_input = f"{_b64(json.dumps(header, separators=(',', ':')).encode())}." \
                         f"{_b64(json.dumps(claims, separators=(',', ':')).encode())}"
-        signature = self.key.sign(signing_input.encode(), padding.PKCS1v15(), hashes.SHA256())
-        return f"{signing_input}.{_b64(signature)}", jti
+        r, s = decode_dss_signature(self.key.sign(signing_input.encode(), ec.ECDSA(hashes.SHA256())))
+        return f"{signing_input}.{_b64(r.to_bytes(32, 'big') + s.to_bytes(32, 'big'))}", jti
 
     # -- validating ----------------------------------------------------------------------------
     def authenticate(self, token: str, annotations: dict | None = None,
@@ -275,10 +279,10 @@ class ServiceAccountTokens:
         if not isinstance(claims, dict) or not isinstance(header, dict) or claims.get("iss") != self.issuer:
             return None                         # jwt.go `hasCorrectIssuer`: another issuer's token
         try:
-            if header.get("alg") != "RS256":
+            if header.get("alg") != "ES256" or len(signature) != 64:
                 raise InvalidSignature()
-            self.key.public_key().verify(signature, f"{parts[0]}.{parts[1]}".encode(), padding.PKCS1v15(),
-                                         hashes.SHA256())
+            der = encode_dss_signature(int.from_bytes(signature[:32], "big"), int.from_bytes(signature[32:], "big"))
+            self.key.public_key().verify(der, f"{parts[0]}.{parts[1]}".encode(), ec.ECDSA(hashes.SHA256()))
         except InvalidSignature:
             raise ValueError("go-jose/go-jose: error in cryptographic primitive")
         audiences = claims.get("aud") or []

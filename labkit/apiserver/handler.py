@@ -142,7 +142,7 @@ class WatchStream:
         self._closed()
 
     def _closed(self) -> None:
-        callback, self.on_close = getattr(self, "on_close", None), None
+        callback, self.on_close = self.on_close, None
         if callback is not None:
             callback()
 
