@@ -17,7 +17,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from labkit.apiserver import authn
-from labkit.apiserver.auditpolicy import Policy, RequestAttributes, validate
+from labkit.apiserver.auditpolicy import Policy, validate
+from labkit.apiserver.authorizer import Attributes
 from labkit.apiserver.trace import Trace
 
 NOW = datetime(2026, 6, 1, 12, 0, 0, tzinfo=timezone.utc)
@@ -282,15 +283,15 @@ def test_failed_authentication_audit_message(authorization, access_token, certif
 
 TIM = ("tim@k8s.io", ["humans", "developers"])
 ATTRS = {
-    "namespaced": RequestAttributes(*TIM, "get", True, "default", "", "pods", "", "busybox",
-                                    "/api/v1/namespaces/default/pods/busybox"),
-    "cluster": RequestAttributes(*TIM, "get", True, "", "rbac.authorization.k8s.io", "clusterroles", "", "edit",
-                                 "/apis/rbac.authorization.k8s.io/v1beta1/clusterroles/edit"),
-    "nonResource": RequestAttributes(*TIM, "get", False, path="/logs/kubelet.log"),
-    "subresource": RequestAttributes(*TIM, "get", True, "default", "", "pods", "log", "busybox",
-                                     "/api/v1/namespaces/default/pods/busybox"),
-    "Unauthorized": RequestAttributes(None, [], "get", True, "default", "", "pods", "", "busybox",
-                                      "/api/v1/namespaces/default/pods/busybox"),
+    "namespaced": Attributes(*TIM, "get", "default", "", "v1", "pods", "", "busybox",
+                             "/api/v1/namespaces/default/pods/busybox"),
+    "cluster": Attributes(*TIM, "get", "", "rbac.authorization.k8s.io", "v1beta1", "clusterroles", "", "edit",
+                          "/apis/rbac.authorization.k8s.io/v1beta1/clusterroles/edit"),
+    "nonResource": Attributes(*TIM, "get", path="/logs/kubelet.log"),
+    "subresource": Attributes(*TIM, "get", "default", "", "v1", "pods", "log", "busybox",
+                              "/api/v1/namespaces/default/pods/busybox"),
+    "Unauthorized": Attributes("", [], "get", "default", "", "v1", "pods", "", "busybox",
+                               "/api/v1/namespaces/default/pods/busybox"),
 }
 RULES = {
     "default": {"level": "Metadata"},

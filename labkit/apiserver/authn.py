@@ -24,7 +24,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
 import time
 import uuid
 from dataclasses import dataclass
@@ -38,6 +37,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature, encode_dss_signature
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from labkit.apiserver.certs import write_private
 from labkit.apiserver.handler import User
 from labkit.apiserver.trace import Trace
 
@@ -205,13 +205,8 @@ def ensure_signing_key(path: Path) -> ec.EllipticCurvePrivateKey:
     if path.exists():
         return serialization.load_pem_private_key(path.read_bytes(), None)
     key = ec.generate_private_key(ec.SECP256R1())
-    data = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                             serialization.NoEncryption())
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
+    write_private(path, key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                          serialization.NoEncryption()))
     return key
 
 

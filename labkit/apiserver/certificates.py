@@ -281,12 +281,7 @@ class CertificateSigningRequestStrategy(Strategy):
             return obj
         for key in ("username", "uid", "groups", "extra"):
             spec.pop(key, None)
-        spec["username"] = user.name
-        if user.uid:
-            spec["uid"] = user.uid
-        spec["groups"] = list(user.groups)
-        if user.extra:
-            spec["extra"] = {k: list(v) for k, v in user.extra.items()}
+        spec.update(user.info())
         return obj
 
     def prepare_for_create(self, obj):
