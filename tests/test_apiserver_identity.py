@@ -302,3 +302,39 @@ def test_an_invalid_audit_policy_stops_the_server_with_one_line(tmp_path):
     policy = tmp_path / "policy.yaml"
     policy.write_text("apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Verbose\n")
     assert main(["--state", str(tmp_path / "state"), "--controllers", "none", "--audit-policy", str(policy)]) == 2
+
+
+def test_token_request_defaults_extension_and_bindings(server):
+    """token.go TokenREST.Create: the 3607-second pod-bound token lives a year and warns after
+    3607 s; Node bindings; objects a token cannot be bound to."""
+    admin = server.client()
+    path = "/api/v1/namespaces/default/serviceaccounts/robot/token"
+    admin.create("v1", "pods", {"metadata": {"name": "kubelet-made"}, "spec": {
+        "serviceAccountName": "robot", "nodeName": "n1", "containers": [{"name": "c", "image": "busybox"}]}},
+        "default")
+    node = admin.create("v1", "nodes", {"metadata": {"name": "n1"}})
+    answer = admin.check(*admin.request("POST", path, body={"spec": {"expirationSeconds": 3607, "boundObjectRef": {
+        "kind": "Pod", "apiVersion": "v1", "name": "kubelet-made"}}}))
+    claims = json.loads(base64.urlsafe_b64decode(answer["status"]["token"].split(".")[1] + "=="))
+    assert claims["exp"] - claims["iat"] == 365 * 24 * 3600
+    assert claims["kubernetes.io"]["warnafter"] - claims["iat"] == 3607
+    assert claims["kubernetes.io"]["node"] == {"name": "n1", "uid": node["metadata"]["uid"]}
+    created = datetime.strptime(answer["metadata"]["creationTimestamp"], "%Y-%m-%dT%H:%M:%SZ")
+    expires = datetime.strptime(answer["status"]["expirationTimestamp"], "%Y-%m-%dT%H:%M:%SZ")
+    assert expires - created == timedelta(seconds=3607)
+    default = admin.check(*admin.request("POST", path, body={}))
+    assert default["spec"] == {"audiences": ["https://kubernetes.default.svc.cluster.local"], "expirationSeconds": 3600}
+    bound = admin.check(*admin.request("POST", path, body={"spec": {"boundObjectRef": {
+        "kind": "Node", "apiVersion": "v1", "name": "n1"}}}))
+    claims = json.loads(base64.urlsafe_b64decode(bound["status"]["token"].split(".")[1] + "=="))
+    assert claims["kubernetes.io"]["node"] == {"name": "n1", "uid": node["metadata"]["uid"]}
+    code, body = admin.request("POST", path, body={"spec": {"boundObjectRef": {
+        "kind": "ConfigMap", "apiVersion": "v1", "name": "x"}}})
+    assert (code, body["message"]) == (400, "cannot bind token to object of type /v1, Kind=ConfigMap")
+    code, body = admin.request("POST", path, body={"spec": {"boundObjectRef": {
+        "kind": "Node", "apiVersion": "v1", "name": "n1", "uid": "not-its-uid"}}})
+    assert code == 409 and body["message"] == (
+        'Operation cannot be fulfilled on Node "n1": the UID in the bound object reference (not-its-uid) does not '
+        "match the UID in record. The object might have been deleted and then recreated")
+    code, body = admin.request("POST", "/api/v1/namespaces/default/serviceaccounts/nobody/token", body={})
+    assert (code, body["message"]) == (404, 'serviceaccounts "nobody" not found')
