@@ -233,6 +233,8 @@ def test_signer_fails_requests_it_may_not_sign_and_deny_leaves_them_unsigned(ser
     assert (failed["reason"], failed["message"]) == ("SignerValidationFailure",
                                                      "invalid usage for client certificate: server auth")
     assert condition("refused", "Denied")["reason"] == "KubectlDeny"
+    table = kubectl(server.kubeconfig, "get", "csr", "serving", "refused", "--no-headers").stdout.splitlines()
+    assert [line.split()[-1] for line in table] == ["Approved,Failed", "Denied"]
     assert "certificate" not in admin.get("certificates.k8s.io/v1", "certificatesigningrequests", "refused")["status"]
     # validation as upstream
     code, body = admin.request("POST", "/apis/certificates.k8s.io/v1/certificatesigningrequests", body={

@@ -250,10 +250,11 @@ class CSRStatusSubresource(Subresource):
 
 
 def _condition_text(csr: dict) -> str:
-    """printers `printCertificateSigningRequest`: Approved/Denied/Failed, plus Issued."""
-    found = [c.get("type") for c in (csr.get("status") or {}).get("conditions") or []
-             if c.get("type") in (APPROVED, DENIED, FAILED)]
-    text = ",".join(found) if found else "Pending"
+    """printers.go `extractCSRStatus`: Denied, else Approved, else Pending; then Failed and Issued."""
+    types = {c.get("type") for c in (csr.get("status") or {}).get("conditions") or []}
+    text = DENIED if DENIED in types else APPROVED if APPROVED in types else "Pending"
+    if FAILED in types:
+        text += ",Failed"
     if (csr.get("status") or {}).get("certificate"):
         text += ",Issued"
     return text
