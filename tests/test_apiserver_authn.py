@@ -267,6 +267,26 @@ def test_union_fail_on_error_and_anonymous(ca, signing_key, objects):
     assert chain.authenticate(None, "Basic dTpw", Trace()).name == "system:anonymous"
 
 
+def test_token_cache_keeps_successes_for_ten_seconds(signing_key, objects):
+    """cached_token_authenticator.go with kube-apiserver's TokenSuccessCacheTTL (10 s) and no
+    failure cache."""
+    tokens = _tokens(signing_key, objects)
+    clock = [1000.0]
+    chain = authn.Authenticator(None, authn.TokenFileAuthenticator({}), tokens, clock=lambda: clock[0])
+    token, _ = tokens.issue(objects.lookup("serviceaccounts", "ns", "robot"), authn.API_AUDIENCES, 3600)
+    assert chain.authenticate(None, f"Bearer {token}", Trace()).name == "system:serviceaccount:ns:robot"
+    objects.items.pop(("serviceaccounts", "ns", "robot"))
+    clock[0] += 9.5
+    trace = Trace()
+    assert chain.authenticate(None, f"Bearer {token}", trace).name == "system:serviceaccount:ns:robot"
+    assert [s.name for s in trace.steps] == ["token-cache"]
+    clock[0] += 1
+    with pytest.raises(authn.Unauthenticated, match='serviceaccounts "robot" not found'):
+        chain.authenticate(None, f"Bearer {token}", Trace())
+    with pytest.raises(authn.Unauthenticated):       # failures are not cached: checked every time
+        chain.authenticate(None, f"Bearer {token}", Trace())
+
+
 @pytest.mark.parametrize("authorization, access_token, certificate, message", [
     ("Basic dXNlcm5hbWU6cGFzc3dvcmQ=", "", False, "Authentication failed, attempted: basic"),
     ("Basic dXNlcm5hbWU6cGFzc3dvcmQ=", "", True, "Authentication failed, attempted: basic, x509"),

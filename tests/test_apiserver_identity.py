@@ -146,15 +146,22 @@ def test_bound_tokens_end_with_their_pod(server, tmp_path):
                     "--bound-object-name=stranger", check=False)
     assert wrong.stderr.strip() == ('error: failed to create token: cannot bind token for serviceaccount "robot" to '
                                     "pod running with different serviceaccount name.")
-    token = kubectl(server.kubeconfig, "create", "token", "robot", "--bound-object-kind=Pod",
-                    "--bound-object-name=runner").stdout.strip()
-    kubeconfig = users.write_kubeconfig(tmp_path / "bound", server.url, server.pki, "robot", token=token)
+    def bound_token():
+        return kubectl(server.kubeconfig, "create", "token", "robot", "--bound-object-kind=Pod",
+                       "--bound-object-name=runner").stdout.strip()
+
+    used, unused = bound_token(), bound_token()
+    kubeconfig = users.write_kubeconfig(tmp_path / "bound", server.url, server.pki, "robot", token=used)
     me = whoami(kubeconfig)
     uid = admin.get("v1", "pods", "runner", "default")["metadata"]["uid"]
     assert me["extra"]["authentication.kubernetes.io/pod-name"] == ["runner"]
     assert me["extra"]["authentication.kubernetes.io/pod-uid"] == [uid]
     admin.delete("v1", "pods", "runner", "default", {"gracePeriodSeconds": 0})
-    assert wait_until(lambda: kubectl(kubeconfig, "get", "pods", check=False).returncode != 0)
+    assert wait_until(lambda: not admin.list("v1", "pods", "default", field_selector="metadata.name=runner")[0])
+    # a token checked less than 10 s ago is taken from the token cache; a fresh one is checked
+    assert whoami(kubeconfig)["username"] == "system:serviceaccount:default:robot"
+    kubeconfig = users.write_kubeconfig(tmp_path / "unused", server.url, server.pki, "robot", token=unused)
+    assert "You must be logged in" in kubectl(kubeconfig, "get", "pods", check=False).stderr
     failed = events(server, lambda e: e["stage"] == "ResponseStarted" and e["responseStatus"]["code"] == 401)
     steps = trace(server, failed[-1]["auditID"])["steps"]
     assert "service account token has been invalidated" in steps[0]["detail"]

@@ -8,6 +8,9 @@ The chain (pkg/kubeapiserver/authenticator/config.go, `Config.New`), in upstream
   2. bearer tokens (request/bearertoken/bearertoken.go), tried by one token union in order: the
      static token file (token/tokenfile/tokenfile.go), then ServiceAccount JWTs signed by this
      server's key (pkg/serviceaccount/jwt.go, claims.go);
+     A token that authenticated is not checked again for 10 seconds (the token cache,
+     token/cache/cached_token_authenticator.go, with kube-apiserver's TokenSuccessCacheTTL of 10 s
+     and no failure cache): a token bound to a Pod that was just deleted works until then;
   3. the union of (1) and (2) stops at the first authenticator that recognises the request;
      errors count only when nobody did (request/union/union.go: `unionAuthRequestHandler`);
   4. `system:authenticated` is appended to the groups (request/group/authenticated_group_adder.go);
@@ -55,6 +58,7 @@ ISSUER = "https://kubernetes.default.svc.cluster.local"
 API_AUDIENCES = [ISSUER]
 SA_PREFIX = "system:serviceaccount:"
 JWT_LEEWAY = 60          # go-jose jwt.DefaultLeeway
+TOKEN_SUCCESS_CACHE_TTL = 10.0      # pkg/kubeapiserver/options/authentication.go TokenSuccessCacheTTL
 
 
 class Unauthenticated(Exception):
@@ -391,11 +395,15 @@ class Authenticator:
     """The whole chain. `authenticate` returns the caller's User or raises Unauthenticated."""
 
     def __init__(self, x509_auth: X509Authenticator | None, token_file: TokenFileAuthenticator,
-                 service_accounts: ServiceAccountTokens | None, anonymous: bool = True):
+                 service_accounts: ServiceAccountTokens | None, anonymous: bool = True,
+                 token_cache_ttl: float = TOKEN_SUCCESS_CACHE_TTL, clock=time.monotonic):
         self.x509 = x509_auth
         self.token_file = token_file
         self.service_accounts = service_accounts
         self.anonymous = anonymous
+        self.token_cache_ttl = token_cache_ttl
+        self.clock = clock
+        self._token_cache: dict[str, tuple[float, User, dict]] = {}     # sha256(token) -> (until, user, annotations)
 
     def authenticate(self, certificate: bytes | None, authorization: str, trace: Trace) -> User:
         errors: list[str] = []
@@ -433,6 +441,26 @@ class Authenticator:
         return User(ANONYMOUS, [UNAUTHENTICATED])
 
     def _token(self, token: str, errors: list[str], trace: Trace) -> User | None:
+        """The token cache around the token union."""
+        key, now = hashlib.sha256(token.encode()).hexdigest(), self.clock()
+        cached = self._token_cache.get(key)
+        if cached is not None and cached[0] > now:
+            _, user, annotations = cached
+            trace.annotations.update(annotations)
+            trace.add("authentication", "token-cache", "authenticated",
+                      f"the bearer token authenticated as {user.name!r} less than {self.token_cache_ttl:g} s ago, so "
+                      "the cached result is used without checking it again", user=user.name)
+            return User(user.name, list(user.groups), user.uid, dict(user.extra))
+        annotations: dict = {}
+        user = self._token_union(token, errors, trace, annotations)
+        if user is not None and self.token_cache_ttl > 0:
+            if len(self._token_cache) > 1000:
+                self._token_cache = {k: v for k, v in list(self._token_cache.items()) if v[0] > now}
+            self._token_cache[key] = (now + self.token_cache_ttl, User(user.name, list(user.groups), user.uid,
+                                                                      dict(user.extra)), annotations)
+        return user
+
+    def _token_union(self, token: str, errors: list[str], trace: Trace, annotations: dict) -> User | None:
         """The token union: static token file, then ServiceAccount JWTs; an unrecognised token
         is an error ("invalid bearer token")."""
         identity = self.token_file.authenticate(token)
@@ -441,7 +469,6 @@ class Authenticator:
                       f"the bearer token is in the static token file as user {identity.name!r}", user=identity.name)
             return User(identity.name, list(identity.groups), identity.uid, dict(identity.extra))
         if self.service_accounts is not None:
-            annotations: dict = {}
             try:
                 identity = self.service_accounts.authenticate(token, annotations)
             except ValueError as exc:
