@@ -513,7 +513,7 @@ class Api:
             if info.subresource == "token":
                 from labkit.apiserver import tokenrequest      # (it imports authn, which imports this module)
                 return Response(201, tokenrequest.create(self.service_account_tokens, self.lookup, ns, name, body,
-                                                         request.trace.annotations, self._dry_run(request))), body
+                                                         request.trace.annotations)), body
             if hasattr(rt.strategy, "set_requester"):     # a CSR records who asked for it
                 body = rt.strategy.set_requester(body, request.user)
             options = self._write_options(request, "CreateOptions")
