@@ -89,6 +89,9 @@ def test_rbac_with_real_kubectl(server):
     ok(kubectl(server, "create", "rolebinding", "alice-view", "--clusterrole=view", "--user=alice", "-n", "dev"))
     assert kubectl(server, "get", "pods", "-n", "dev", user="alice").stderr == "No resources found in dev namespace.\n"
     assert ok(kubectl(server, "auth", "can-i", "watch", "deployments.apps", "-n", "dev", "--as", "alice")) == "yes\n"
+    # a namespace's own URL is in that namespace: the RoleBinding lets her read it, not others
+    assert ok(kubectl(server, "get", "namespace", "dev", "-o", "name", user="alice")) == "namespace/dev\n"
+    assert kubectl(server, "get", "namespace", "default", user="alice").returncode == 1
     for args in (("delete", "pods", "-n", "dev"), ("get", "secrets", "-n", "dev"), ("list", "pods", "-n", "default")):
         assert kubectl(server, "auth", "can-i", *args, "--as", "alice").stdout == "no\n", args
     listing = ok(kubectl(server, "auth", "can-i", "--list", "-n", "dev", "--as", "alice"))

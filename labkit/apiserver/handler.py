@@ -24,6 +24,8 @@ from labkit.apiserver.errors import (ApiError, FieldError, bad_request, field_in
                                      unsupported_media_type)
 from labkit.apiserver.registry import Registry, WriteOptions, decode_delete_options
 from labkit.apiserver.resources import ResourceType
+from labkit.apiserver.selectors import FieldSelector
+from labkit.apiserver.validation import path_segment_problems
 from labkit.apiserver.storage import BOOKMARK
 from labkit.apiserver.tables import build_table
 from labkit.apiserver.version import EffectiveVersion
@@ -463,8 +465,20 @@ class Api:
             request.trace.add("authorization", "labkit", "allowed", TRUSTED_DETAIL)
             return
         if info is not None:
-            attributes = Attributes(user.name, user.groups, info.verb, info.namespace or "", info.rt.group,
-                                    info.rt.version, info.rt.resource, info.subresource, info.name)
+            # RequestInfoFactory.NewRequestInfo: a namespace's own URL (namespaces/<name>[/status]) names
+            # the namespace too; a list or watch whose field selector fixes metadata.name names that object
+            namespace, name = info.namespace or "", info.name
+            if info.rt.resource == "namespaces" and not info.rt.group and name:
+                namespace = name
+            if info.verb in ("list", "watch") and request.query.get("fieldSelector"):
+                try:
+                    selected = FieldSelector.parse(request.query["fieldSelector"]).single_value("metadata.name")
+                except ApiError:
+                    selected = None
+                if selected and not path_segment_problems(selected):
+                    name = selected
+            attributes = Attributes(user.name, user.groups, info.verb, namespace, info.rt.group, info.rt.version,
+                                    info.rt.resource, info.subresource, name)
         else:
             attributes = Attributes(user.name, user.groups, request.method.lower(), path=path)
         current_request.set((user, attributes))
