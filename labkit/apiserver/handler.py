@@ -6,6 +6,7 @@ client (client.LocalClient) both call `Api.handle`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import time
@@ -19,13 +20,16 @@ import yaml
 from labkit.apiserver import availability, discovery, openapi, patch as patches, protobuf
 from labkit.apiserver.audit import AuditLog, RequestAudit
 from labkit.apiserver.auditpolicy import DEFAULT_POLICY, Policy
-from labkit.apiserver.authorizer import Attributes, Authorizer, require
+from labkit.apiserver.escalation import EscalationCheck
+from labkit.apiserver.authorizer import TRUSTED_DETAIL, Attributes, Authorizer, current_request, require
 from labkit.apiserver.trace import Trace, Traces
 from labkit.apiserver.errors import (ApiError, FieldError, bad_request, field_invalid, field_unsupported,
                                      internal, invalid, method_not_supported, not_acceptable, not_found_path,
                                      unsupported_media_type)
 from labkit.apiserver.registry import Registry, WriteOptions, decode_delete_options
 from labkit.apiserver.resources import ResourceType
+from labkit.apiserver.selectors import FieldSelector
+from labkit.apiserver.validation import path_segment_problems
 from labkit.apiserver.storage import BOOKMARK
 from labkit.apiserver.tables import build_table
 from labkit.apiserver.version import EffectiveVersion
@@ -68,6 +72,8 @@ class Request:
     source: str = "127.0.0.1"
     trace: Trace = field(default_factory=Trace)      # each pipeline stage's decision (trace.py)
     impersonator: User | None = None  # the authenticated user when `user` is an impersonated one
+    # a request of labkit's in-process controllers, which the authorizer does not check (authorizer.py)
+    trusted: bool = False
 
 
 @dataclass
@@ -253,7 +259,8 @@ class Api:
         self.audit = audit or AuditLog(None)
         self.audit_policy = audit_policy or Policy.from_dict(yaml.safe_load(DEFAULT_POLICY))
         self.server_address = server_address
-        self.authorizer = Authorizer()
+        self.authorizer = Authorizer(registry.store)
+        registry.write_guards.append(EscalationCheck(registry.store, self.authorizer))
         self.traces = Traces()
         self.openapi = openapi.Documents(registry.catalog)
         # the issuer and validator of ServiceAccount tokens (TokenRequest), set by the server
@@ -270,22 +277,21 @@ class Api:
         panicked = False
         if not request.trace.audit_id:
             request.trace.audit_id = str(uuid.uuid4())
+        context = current_request.set(None)
         path = request.path.rstrip("/") or "/"
         try:
+            audit = self._audit_begin(request, received)
+            self._authorize(request)            # the filter chain authorizes before anything is routed
             remote = self._remote_answer(request, path)
             if remote is not None:
                 response = remote
             elif path.startswith("/api/") or path.startswith("/apis/"):
                 info = self._resource_request(request, path)
-                audit = self._audit_begin(request, info, path, received)
-                self._authorize(request, info, path)
                 if info is not None:
                     response, audit_object = self._serve_resource(request, info)
                 else:
                     response = self._serve_discovery(request, path)
             else:
-                audit = self._audit_begin(request, None, path, received)
-                self._authorize(request, None, path)
                 response = self._serve_other(request, path)
         except ApiError as exc:
             response = Response(exc.code, exc.status())
@@ -293,50 +299,42 @@ class Api:
             traceback.print_exc(file=sys.stderr)
             response = Response(500, internal(f"{type(exc).__name__}: {exc}").status())
             panicked = True
+        finally:
+            current_request.reset(context)
         try:
             self.registry.store.wait_durable()       # answer only what is on disk
         except ApiError as exc:
             response = Response(exc.code, exc.status())
         if audit is None:
-            audit = self._audit_begin(request, info, path, received)
+            audit = self._audit_begin(request, received)
         self._audit_end(audit, request, response, audit_object, panicked)
         self.traces.keep(request.trace)
         return response
 
     # -- audit (filters/audit.go WithAudit; the policy: auditpolicy.py) ---------------------------
-    def _audit_request(self, request: Request, info: "ResourceRequest | None", path: str, received: float,
-                       user: "User | None") -> RequestAudit:
-        """The request's audit: its policy decision (made for the authenticated user, before
-        impersonation: WithAudit wraps WithImpersonation) and the fields every stage shares."""
-        name, groups = (user.name, list(user.groups)) if user else ("", [])
-        if info is not None:
-            attributes = Attributes(name, groups, info.verb, (info.namespace or "") if info.rt.namespaced else "",
-                                    info.rt.group, info.rt.version, info.rt.resource, info.subresource, info.name,
-                                    path)
-        else:
-            attributes = Attributes(name, groups, request.method.lower(), path=path)
+    def _audit_request(self, request: Request, received: float, user: "User | None") -> RequestAudit:
+        """The request's audit: its policy decision and objectRef from the RequestInfo
+        attributes (audit/request.go `NewEventFromRequest`), for the authenticated user — before
+        impersonation, as WithAudit wraps WithImpersonation — and the fields every stage shares."""
+        attributes = dataclasses.replace(request_attributes(request), user=user.name if user else "",
+                                         groups=list(user.groups) if user else [])
         config = self.audit_policy.evaluate(attributes)
         ref = None
-        if info:
-            ref = {"resource": info.rt.resource, "apiGroup": info.rt.group, "apiVersion": info.rt.version}
-            if info.namespace and info.rt.namespaced:
-                ref["namespace"] = info.namespace
-            if info.name:
-                ref["name"] = info.name
-            if info.subresource:
-                ref["subresource"] = info.subresource
-            ref = {k: v for k, v in ref.items() if v}
+        if attributes.resource:
+            a = attributes
+            ref = {k: v for k, v in (("resource", a.resource), ("namespace", a.namespace), ("name", a.name),
+                                     ("apiGroup", a.group), ("apiVersion", a.version),
+                                     ("subresource", a.subresource)) if v}
         query = "&".join(f"{k}={v}" for k, v in request.query.items())
         impersonated = request.user.info() if request.impersonator is not None else None
         return RequestAudit(self.audit, config, audit_id=request.trace.audit_id,
-                            uri=request.path + (f"?{query}" if query else ""),
-                            verb=info.verb if info else request.method.lower(),
+                            uri=request.path + (f"?{query}" if query else ""), verb=attributes.verb,
                             user=user.info() if user else None, source=request.source,
                             user_agent=request.headers.get("user-agent", ""), object_ref=ref, received=received,
                             impersonated=impersonated)
 
-    def _audit_begin(self, request: Request, info, path: str, received: float) -> RequestAudit:
-        audit = self._audit_request(request, info, path, received, request.impersonator or request.user)
+    def _audit_begin(self, request: Request, received: float) -> RequestAudit:
+        audit = self._audit_request(request, received, request.impersonator or request.user)
         audit.emit("RequestReceived")
         return audit
 
@@ -371,12 +369,7 @@ class Api:
         no user, code 401 and a message naming the methods the request tried."""
         if not request.trace.audit_id:
             request.trace.audit_id = str(uuid.uuid4())
-        path = request.path.rstrip("/") or "/"
-        try:
-            info = self._resource_request(request, path) if path.startswith(("/api/", "/apis/")) else None
-        except ApiError:
-            info = None
-        audit = self._audit_request(request, info, path, time.time(), None)
+        audit = self._audit_request(request, time.time(), None)
         if audit.enabled and "ResponseStarted" not in audit.config.omit_stages:
             audit.emit("ResponseStarted", code=401, status={"kind": "Status", "message": message})
             request.trace.add("audit", "policy", audit.config.level,
@@ -557,15 +550,14 @@ class Api:
             raise invalid(rt.kind, rt.group, obj["metadata"].get("name", ""), errors)
         return rt.strategy.review(obj, user, self.authorizer, namespace)
 
-    def _authorize(self, request: Request, info: "ResourceRequest | None", path: str) -> None:
-        """The authorizer's decision about this request: 403 when it does not allow it."""
-        user = request.user
-        if info is not None:
-            attributes = Attributes(user.name, user.groups, info.verb, info.namespace or "", info.rt.group,
-                                    info.rt.version, info.rt.resource, info.subresource, info.name)
-        else:
-            attributes = Attributes(user.name, user.groups, request.method.lower(), path=path)
-        require(self.authorizer, attributes)
+    def _authorize(self, request: Request) -> None:
+        """WithAuthorization: the authorizer's decision about this request, 403 when it does not allow it."""
+        if request.trusted:
+            request.trace.add("authorization", "labkit", "allowed", TRUSTED_DETAIL)
+            return
+        attributes = request_attributes(request)
+        current_request.set((request.user, attributes))
+        require(self.authorizer, attributes, request.trace)
 
     def _delete_options(self, request: Request) -> dict:
         """handlers/delete.go: a non-empty body is the DeleteOptions and the query is ignored."""
@@ -737,6 +729,56 @@ class Api:
             if path == prefix or path.startswith(prefix + "/"):
                 return handler(request, path[len(prefix):])
         raise not_found_path()
+
+
+NAMESPACE_SUBRESOURCE_NAMES = {"status", "finalize"}       # requestinfo.go namespaceSubresources
+
+
+def request_attributes(request: Request) -> Attributes:
+    """The authorizer's attributes of a request, from its URL and method alone, as
+    RequestInfoFactory.NewRequestInfo (endpoints/request/requestinfo.go) parses them before
+    anything is routed: /api/<version>/... and /apis/<group>/<version>/... with at least a
+    resource are resource requests (`watch` as a path prefix or `?watch=true` make a watch, GET
+    and DELETE without a name a list or deletecollection); a namespace's own URL is in that
+    namespace; a list or watch whose field selector fixes metadata.name names that object.
+    Everything else is a non-resource request of the lower-case method on the path."""
+    user, method = request.user, request.method.upper()
+    parts = [p for p in request.path.strip("/").split("/") if p]
+    non_resource = Attributes(user.name, user.groups, method.lower(), path=request.path)
+    if len(parts) < 3 or parts[0] not in ("api", "apis"):
+        return non_resource
+    rest = parts[1:]
+    group = ""
+    if parts[0] == "apis":
+        if len(rest) < 3:
+            return non_resource
+        group, rest = rest[0], rest[1:]
+    version, rest = rest[0], rest[1:]
+    verb = {"POST": "create", "GET": "get", "HEAD": "get", "PUT": "update", "PATCH": "patch",
+            "DELETE": "delete"}.get(method, "")
+    if rest and rest[0] == "watch":
+        verb, rest = "watch", rest[1:]
+    namespace = ""
+    if rest and rest[0] == "namespaces" and len(rest) > 1:
+        namespace = rest[1]
+        if len(rest) > 2 and rest[2] not in NAMESPACE_SUBRESOURCE_NAMES:
+            rest = rest[2:]
+    resource = rest[0] if rest else ""
+    name = rest[1] if len(rest) > 1 else ""
+    subresource = rest[2] if len(rest) > 2 else ""
+    if not name and verb == "get":
+        verb = "watch" if request.query.get("watch", "").lower() in ("true", "1") else "list"
+        selector = request.query.get("fieldSelector")
+        if selector:
+            try:
+                selected = FieldSelector.parse(selector).single_value("metadata.name")
+            except ApiError:
+                selected = None
+            if selected and not path_segment_problems(selected):
+                name = selected
+    if not name and verb == "delete":
+        verb = "deletecollection"
+    return Attributes(user.name, user.groups, verb, namespace, group, version, resource, subresource, name)
 
 
 MAX_DEPTH = 200
