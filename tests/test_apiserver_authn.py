@@ -5,6 +5,8 @@ TestCheckerPolicyOmitStages."""
 
 from __future__ import annotations
 
+import ssl
+
 import hashlib
 import re
 import time
@@ -402,3 +404,14 @@ def test_policy_validation_messages():
         'rules[1].omitStages[0]: Unsupported value: "Later": supported values: "RequestReceived", "ResponseStarted", '
         '"ResponseComplete", "Panic"',
         "rules[2].nonResourceURLs: Invalid value: rules cannot apply to both regular resources and non-resource URLs"]
+
+
+def test_where_certificates_cannot_be_merely_requested_the_handshake_verifies_them(tmp_path, monkeypatch):
+    """Without the accept-any callback the serving context still asks for client certificates,
+    and then trusts only the lab CA's during the handshake instead of accepting any."""
+    from labkit.apiserver import certs
+    directory = certs.ensure_certificates(tmp_path / "pki")
+    assert certs.server_context(directory).cert_store_stats()["x509_ca"] == 0
+    monkeypatch.setattr(certs, "request_client_certificates", lambda ctx: False)
+    fallback = certs.server_context(directory)
+    assert fallback.verify_mode == ssl.CERT_OPTIONAL and fallback.cert_store_stats()["x509_ca"] == 1
