@@ -15,6 +15,7 @@ import json
 import ssl
 import subprocess
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -91,6 +92,9 @@ class Hooks:
                     self.end_headers()
                     self.wfile.write(b"webhook internal server error")
                     return
+                if path == "slow":
+                    time.sleep(1.5)
+                    path = "allow"
                 if path == "nilResponse":
                     body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}
                 else:
@@ -362,6 +366,57 @@ def test_dry_run_refused_for_webhooks_with_side_effects(api, hooks):
     code, body = write_pod(api, dry_run=True)
     assert (code, body["message"]) == (400, 'admission webhook "some.example.com" does not support dry run')
     assert MutatingWebhooks.name == "MutatingAdmissionWebhook"
+
+
+def test_a_slow_webhook_times_out_after_timeout_seconds(api, hooks):
+    configure(api, "validating", [hook("slow.example.com", "slow", hooks, timeoutSeconds=1)])
+    code, body = write_pod(api)
+    assert code == 500
+    assert body["message"] == ('Internal error occurred: failed calling webhook "slow.example.com": failed to call '
+                               f'webhook: Post "https://127.0.0.1:{hooks.port}/slow?timeout=1s": context deadline '
+                               'exceeded')
+
+
+def test_subresources_and_deletes_reach_webhooks_as_upstream_sends_them(api, hooks):
+    configure(api, "validating", [hook("allow.example.com", "allow", hooks, rules=[
+        {"operations": ["UPDATE", "DELETE"], "apiGroups": [""], "apiVersions": ["v1"],
+         "resources": ["pods/status", "configmaps"]}])])
+    client = admin(api)
+    pod = client.get("v1", "pods", "my-pod", "ns")
+    pod["status"] = {"phase": "Running"}
+    client.update("v1", "pods", pod, "ns")                           # the main resource: not matched
+    pod = client.get("v1", "pods", "my-pod", "ns")
+    pod["status"] = {"phase": "Running"}
+    client.update("v1", "pods", pod, "ns", subresource="status")
+    for name in ("a", "b"):
+        client.create("v1", "configmaps", {"metadata": {"name": name, "labels": {"set": "x"}}}, "ns")
+    client.request("DELETE", "/api/v1/namespaces/ns/configmaps/a")
+    client.request("DELETE", "/api/v1/namespaces/ns/configmaps", {"labelSelector": "set=x"})
+    status, delete, collection = [r for _, r in hooks.calls]
+    assert (status["subResource"], status["requestSubResource"], status["object"]["status"]["phase"]) == \
+        ("status", "status", "Running")
+    assert delete["operation"] == "DELETE" and delete["name"] == "a" and "object" not in delete
+    assert delete["oldObject"]["metadata"]["name"] == "a" and delete["options"]["kind"] == "DeleteOptions"
+    # handlers/delete.go DeleteCollection: the attributes carry no name, the old object does
+    assert "name" not in collection and collection["oldObject"]["metadata"]["name"] == "b"
+
+
+def test_mutating_admission_policy_is_not_served(api):
+    code, _ = admin(api).request("GET", "/apis/admissionregistration.k8s.io/v1beta1/mutatingadmissionpolicies")
+    assert code == 404
+    code, body = admin(api).request("GET", "/apis/admissionregistration.k8s.io")
+    assert [v["version"] for v in body["versions"]] == ["v1"]
+
+
+def test_each_plugin_leaves_a_step_in_the_trace(api, hooks):
+    configure(api, "mutating", [hook("addlabel.example.com", "addLabel", hooks)])
+    write_pod(api)
+    steps = [(s["stage"], s["name"], s["outcome"], s["data"]["round"]) for s in api.traces.newest(1)[0]["steps"]]
+    # the webhook changed the object: the mutating phase runs again (reinvocation.go), in-tree plugins
+    # all, the webhook not (its reinvocationPolicy is Never)
+    assert steps == [("mutating-admission", "NamespaceLifecycle", "admitted", 0),
+                     ("mutating-admission", "addlabel.example.com", "patched", 0),
+                     ("mutating-admission", "NamespaceLifecycle", "admitted", 1)]
 
 
 # -- mutating cases (NewMutatingTestCases) -----------------------------------------------------------
