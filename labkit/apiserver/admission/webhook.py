@@ -73,8 +73,10 @@ def is_exempt(attrs: Attributes) -> bool:
 
 
 def configurations(store, key: str) -> list[tuple[str, int, dict]]:
-    """(configuration name, index, webhook) for every webhook, configurations sorted by name."""
-    items = sorted(store.list(key)[0], key=lambda c: c["metadata"]["name"])
+    """(configuration name, index, webhook) for every webhook, configurations sorted by name.
+    Read on every request from the store's in-memory index (its shared objects, not copies: they
+    are only read), so a configuration applies from the moment its write is acknowledged."""
+    items = sorted((obj for _, obj, _ in store.scan(key)[0]), key=lambda c: c["metadata"]["name"])
     return [(c["metadata"]["name"], i, hook) for c in items for i, hook in enumerate(c.get("webhooks") or [])]
 
 
@@ -206,10 +208,21 @@ def should_call(registry, configuration: str, index: int, hook: dict, attrs: Att
     return invocation
 
 
+_EQUIVALENTS: dict = {}
+
+
 def _equivalents(registry, rt) -> list:
-    """EquivalentResourcesFor: the same stored resource served in another group/version."""
-    return [o for o in registry.catalog.all() if o is not rt and o.storage_key == rt.storage_key
-            and o.resource == rt.resource]
+    """EquivalentResourcesFor: the same stored resource served in another group/version (kept
+    until the catalogue changes)."""
+    catalog = registry.catalog
+    key = (id(catalog), catalog.generation, rt.group, rt.version, rt.resource)
+    found = _EQUIVALENTS.get(key)
+    if found is None:
+        if len(_EQUIVALENTS) > 4096:
+            _EQUIVALENTS.clear()
+        found = _EQUIVALENTS[key] = [o for o in catalog.all() if o is not rt and o.storage_key == rt.storage_key
+                                     and o.resource == rt.resource]
+    return found
 
 
 def _converted(registry, attrs: Attributes, other) -> Attributes:
