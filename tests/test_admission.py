@@ -238,6 +238,17 @@ def test_chain_runs_enabled_plugins_in_order_and_says_what_it_left_out(api):
     assert rows["AlwaysDeny"]["state"] == "off by default"
 
 
+def test_in_tree_plugins_trace_their_patch(api):
+    code, _ = admin(api).request("POST", "/api/v1/namespaces/ns/persistentvolumeclaims", body={
+        "metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"],
+                                              "resources": {"requests": {"storage": "1Gi"}}}})
+    assert code == 201
+    step = next(s for s in api.traces.newest(1)[0]["steps"] if s["name"] == "StorageObjectInUseProtection")
+    assert step["outcome"] == "mutated"
+    assert step["data"]["patch"] == [{"op": "add", "path": "/metadata/finalizers",
+                                      "value": ["kubernetes.io/pvc-protection"]}]
+
+
 # -- non-mutating cases (NewNonMutatingTestCases), for both kinds of webhooks ---------------------------
 
 @pytest.mark.parametrize("kind", ["validating", "mutating"])

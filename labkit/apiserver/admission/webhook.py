@@ -318,34 +318,16 @@ def _status_error(code: int, body: bytes) -> str:
     return f"an error on the server ({json.dumps(text)}) has prevented the request from succeeding"
 
 
-def admission_review(uid: str, version: str, invocation: Invocation, request_attrs: Attributes) -> dict:
-    """CreateV1AdmissionReview (v1beta1 is the same request under another apiVersion): kind and
-    resource as the webhook registered for them, requestKind and requestResource as requested."""
-    attrs, rt = invocation.attrs, invocation.rt
-    kind = request_attrs.gvk if rt is request_attrs.rt else (rt.group, rt.version, rt.kind)
-    request = {
-        "uid": uid,
-        "kind": dict(zip(("group", "version", "kind"), kind)),
-        "resource": dict(zip(("group", "version", "resource"), (rt.group, rt.version, rt.resource))),
-        "subResource": attrs.subresource,
-        "requestKind": dict(zip(("group", "version", "kind"), request_attrs.gvk)),
-        "requestResource": dict(zip(("group", "version", "resource"), request_attrs.gvr)),
-        "requestSubResource": attrs.subresource,
-        "name": attrs.name,
-        "namespace": attrs.namespace,
-        "operation": attrs.operation,
-        "userInfo": attrs.user_info(),
-        "object": attrs.obj,
-        "oldObject": attrs.old,
-        "dryRun": attrs.dry_run,
-        "options": attrs.options,
-    }
+def admission_review(uid: str, version: str, invocation: Invocation) -> dict:
+    """CreateV1AdmissionReview (v1beta1 is the same request under another apiVersion)."""
+    attrs = invocation.attrs
+    request = {"uid": uid, **attrs.admission_request(invocation.rt), "object": attrs.obj, "oldObject": attrs.old}
     # omitempty, as the Go types encode it
     request = {k: v for k, v in request.items() if v not in ("", None) or k == "dryRun"}
     return {"kind": "AdmissionReview", "apiVersion": f"admission.k8s.io/{version}", "request": request}
 
 
-def call(registry, invocation: Invocation, request_attrs: Attributes, mutating: bool) -> dict:
+def call(registry, invocation: Invocation, mutating: bool) -> dict:
     """One webhook call: the verified response (VerifyAdmissionResponse), or CallError."""
     hook = invocation.hook
     name = hook.get("name", "")
@@ -368,7 +350,7 @@ def call(registry, invocation: Invocation, request_attrs: Attributes, mutating: 
     path += ("&" if "?" in path else "?") + f"timeout={timeout}s"
     url = f"https://{host}:{port}{path}" if ":" not in host else f"https://[{host}]:{port}{path}"
     uid = str(uuid.uuid4())
-    body = json.dumps(admission_review(uid, version, invocation, request_attrs)).encode()
+    body = json.dumps(admission_review(uid, version, invocation)).encode()
     deadline = time.monotonic() + timeout
     conn = _Connection(host, port, address, timeout, context)
     try:
@@ -511,7 +493,7 @@ class MutatingWebhooks:
         changed, applied, error = False, None, None
         try:
             _check_dry_run(hook, attrs)
-            result = call(self.registry, invocation, attrs, mutating=True)
+            result = call(self.registry, invocation, mutating=True)
             _record_response(attrs, hook, result)
             if not result["allowed"]:
                 error = to_status_error(name, result.get("status"))
@@ -630,7 +612,7 @@ class ValidatingWebhooks:
         data = {"configuration": invocation.configuration, "index": i}
         try:
             _check_dry_run(hook, attrs)
-            result = call(self.registry, invocation, attrs, mutating=False)
+            result = call(self.registry, invocation, mutating=False)
         except CallError as exc:
             with lock:
                 if hook.get("failurePolicy") == "Ignore":
