@@ -251,27 +251,28 @@ class _Connection(http.client.HTTPSConnection):
         self.sock = self._context.wrap_socket(sock, server_hostname=self.host)
 
 
-def _endpoint(registry, config: dict) -> tuple[str, str, int, str]:
-    """(host for TLS and the URL, address to dial, port, path) of a webhook's clientConfig."""
+def _endpoint(config: dict) -> tuple[str, int, str, dict | None]:
+    """(host, port, path) of the URL a webhook's clientConfig names, and its Service if any."""
     if config.get("url"):
         parts = urlsplit(config["url"])
-        host = parts.hostname or ""
         path = parts.path or "/"
         if parts.query:
             path += "?" + parts.query
-        return host, host, parts.port or 443, path
+        return parts.hostname or "", parts.port or 443, path, None
     service = config.get("service")
     if not service:
         raise LookupError("could not get REST client: webhook clientConfig has neither url nor service")
-    from labkit.apiserver.availability import Unresolvable, resolve_endpoint
-    port = service.get("port") or 443
-    host = f"{service.get('name')}.{service.get('namespace')}.svc"
-    try:
-        base = resolve_endpoint(registry.store, service.get("namespace", ""), service.get("name", ""), port)
-    except Unresolvable as exc:
-        raise ConnectionError(f'Post "https://{host}:{port}{service.get("path") or ""}": {exc}')
+    return f"{service.get('name')}.{service.get('namespace')}.svc", service.get("port") or 443, \
+        service.get("path") or "/", service
+
+
+def _dial_address(registry, service: dict) -> tuple[str, int]:
+    """A ready endpoint of the Service (availability.resolve_endpoint, the aggregator's resolver)."""
+    from labkit.apiserver.availability import resolve_endpoint
+    base = resolve_endpoint(registry.store, service.get("namespace", ""), service.get("name", ""),
+                            service.get("port") or 443)
     address, _, number = base[len("https://"):].rpartition(":")
-    return host, address.strip("[]"), int(number), service.get("path") or "/"
+    return address.strip("[]"), int(number)
 
 
 def _context(config: dict) -> ssl.SSLContext:
@@ -339,24 +340,29 @@ def call(registry, invocation: Invocation, mutating: bool) -> dict:
     config = hook.get("clientConfig") or {}
     timeout = hook.get("timeoutSeconds") or 10
     try:
-        host, address, port, path = _endpoint(registry, config)
+        host, port, path, service = _endpoint(config)
         context = _context(config)
     except LookupError as exc:
         raise CallError(name, str(exc))
-    except ConnectionError as exc:
-        raise CallError(name, f"failed to call webhook: {exc}")
     except (ssl.SSLError, ValueError) as exc:
         raise CallError(name, f"could not get REST client: unable to load root certificates: {exc}")
     path += ("&" if "?" in path else "?") + f"timeout={timeout}s"
     url = f"https://{host}:{port}{path}" if ":" not in host else f"https://[{host}]:{port}{path}"
+    address, dial_port = host, port
+    if service is not None:
+        from labkit.apiserver.availability import Unresolvable
+        try:
+            address, dial_port = _dial_address(registry, service)
+        except Unresolvable as exc:
+            raise CallError(name, f'failed to call webhook: Post "{url}": {exc}')
     uid = str(uuid.uuid4())
     body = json.dumps(admission_review(uid, version, invocation)).encode()
     deadline = time.monotonic() + timeout
-    conn = _Connection(host, port, address, timeout, context)
+    conn = _Connection(host, dial_port, address, timeout, context)
     try:
-        conn.putrequest("POST", path)
-        for header, value in (("Content-Type", "application/json"), ("Accept", "application/json, */*"),
-                              ("Content-Length", str(len(body)))):
+        conn.putrequest("POST", path, skip_host=True)
+        for header, value in (("Host", f"{host}:{port}"), ("Content-Type", "application/json"),
+                              ("Accept", "application/json, */*"), ("Content-Length", str(len(body)))):
             conn.putheader(header, value)
         conn.endheaders(body)
         conn.sock.settimeout(max(0.001, deadline - time.monotonic()))
@@ -364,7 +370,7 @@ def call(registry, invocation: Invocation, mutating: bool) -> dict:
         data = response.read()
         status = response.status
     except (OSError, http.client.HTTPException) as exc:
-        raise CallError(name, "failed to call webhook: " + _go_error(url, address, port, exc))
+        raise CallError(name, "failed to call webhook: " + _go_error(url, address, dial_port, exc))
     finally:
         conn.close()
     if not 200 <= status < 300:
