@@ -430,6 +430,23 @@ def test_each_plugin_leaves_a_step_in_the_trace(api, hooks):
                      ("mutating-admission", "NamespaceLifecycle", "admitted", 1)]
 
 
+@pytest.mark.parametrize("expression,policy,code,called", [
+    ("object.metadata.name == 'my-pod'", "Fail", 200, True),
+    ("object.metadata.name == 'other'", "Fail", 200, False),
+    ("object.metadata.nosuchfield == 'x'", "Ignore", 200, False),
+    ("object.metadata.nosuchfield == 'x'", "Fail", 403, False),
+])
+def test_match_conditions(api, hooks, expression, policy, code, called):
+    """matchconditions.Matcher: false skips the webhook; an error follows failurePolicy (Fail: 403)."""
+    configure(api, "validating", [hook("allow.example.com", "allow", hooks, failurePolicy=policy,
+                                       matchConditions=[{"name": "only", "expression": expression}])])
+    got, body = write_pod(api)
+    assert got == code and bool(hooks.calls) is called
+    if code == 403:
+        assert body["message"] == ('pods "my-pod" is forbidden: expression \'object.metadata.nosuchfield == \'x\'\' '
+                                   "resulted in error: no such key: nosuchfield")
+
+
 # -- mutating cases (NewMutatingTestCases) -----------------------------------------------------------
 
 def test_match_and_remove_label(api, hooks):
@@ -594,6 +611,14 @@ def test_vap_warn_and_audit(api):
     failure = json.loads(api.traces.newest(1)[0]["annotations"]["validation.policy.admission.k8s.io/validation_failure"])
     assert failure == [{"message": "too many", "policy": "warn", "binding": "warn-binding", "expressionIndex": 0,
                         "validationActions": ["Warn", "Audit"]}]
+
+
+def test_vap_audit_annotations(api):
+    """admission_test.go TestAuditAnnotations: `<policy>/<key>`, values of several bindings joined."""
+    policy(api, "audited", [{"expression": "true"}], ("Audit",), auditAnnotations=[
+        {"key": "replicas", "valueExpression": "'Deployment spec.replicas set to ' + string(object.spec.replicas)"}])
+    assert deployment(api, 3)[0] == 201
+    assert api.traces.newest(1)[0]["annotations"]["audited/replicas"] == "Deployment spec.replicas set to 3"
 
 
 def deployment_body(replicas, image="nginx:1.27", name="web"):

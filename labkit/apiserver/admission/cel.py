@@ -159,7 +159,7 @@ def add_variables(act: dict, variables: list[dict]) -> None:
     act["variables"] = celtypes.MapType(values)
 
 
-def match_conditions(conditions: list[dict], attrs, rt, authorizer=None, failure_policy: str = "Fail",
+def match_conditions(conditions: list[dict], attrs, rt, failure_policy: str = "Fail",
                      act: dict | None = None) -> bool:
     """matchconditions.Matcher.Match: any condition false -> no match; otherwise errors follow the
     failure policy (Fail: an error, Ignore: no match)."""

@@ -165,7 +165,7 @@ class Invocation:
         return f"{self.configuration}/{self.hook.get('name')}/{self.index}"
 
 
-def should_call(registry, configuration: str, index: int, hook: dict, attrs: Attributes, authorizer=None):
+def should_call(registry, configuration: str, index: int, hook: dict, attrs: Attributes):
     """Webhook.ShouldCallHook: an Invocation, or None when the webhook does not apply."""
     store = registry.store
     try:
@@ -199,7 +199,8 @@ def should_call(registry, configuration: str, index: int, hook: dict, attrs: Att
     if conditions:
         from labkit.apiserver.admission import cel
         try:
-            matched = cel.match_conditions(conditions, invocation.attrs, invocation.rt, authorizer)
+            matched = cel.match_conditions(conditions, invocation.attrs, invocation.rt,
+                                           failure_policy=hook.get("failurePolicy") or "Fail")
         except cel.EvaluationError as exc:
             # "Failed evaluating match conditions, failing closed"
             raise forbidden(attrs.rt.resource, attrs.rt.group, attrs.name, str(exc))
@@ -463,9 +464,8 @@ def _record_response(attrs: Attributes, hook: dict, result: dict) -> None:
 class MutatingWebhooks:
     name = "MutatingAdmissionWebhook"
 
-    def __init__(self, registry, authorizer=None):
+    def __init__(self, registry):
         self.registry = registry
-        self.authorizer = authorizer
 
     def admit(self, attrs: Attributes) -> None:
         """mutatingDispatcher.Dispatch."""
@@ -476,7 +476,7 @@ class MutatingWebhooks:
             self._require_reinvoking(state)     # in-tree plugins changed the object in round 1
         try:
             for i, (configuration, index, hook) in enumerate(configurations(self.registry.store, MUTATING_KEY)):
-                invocation = should_call(self.registry, configuration, index, hook, attrs, self.authorizer)
+                invocation = should_call(self.registry, configuration, index, hook, attrs)
                 if invocation is None:
                     continue
                 if attrs.round == 1 and invocation.uid not in state["reinvoke"]:
@@ -583,9 +583,8 @@ class MutatingWebhooks:
 class ValidatingWebhooks:
     name = "ValidatingAdmissionWebhook"
 
-    def __init__(self, registry, authorizer=None):
+    def __init__(self, registry):
         self.registry = registry
-        self.authorizer = authorizer
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="validating-webhook")
 
     def validate(self, attrs: Attributes) -> None:
@@ -594,7 +593,7 @@ class ValidatingWebhooks:
             return
         relevant = []
         for configuration, index, hook in configurations(self.registry.store, VALIDATING_KEY):
-            invocation = should_call(self.registry, configuration, index, hook, attrs, self.authorizer)
+            invocation = should_call(self.registry, configuration, index, hook, attrs)
             if invocation is not None:
                 relevant.append(invocation)
         if not relevant:
