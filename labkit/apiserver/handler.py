@@ -16,13 +16,16 @@ from typing import Any, Callable, Iterator
 
 from labkit.apiserver import availability, discovery, openapi, patch as patches, protobuf
 from labkit.apiserver.audit import AuditLog
-from labkit.apiserver.authorizer import Attributes, Authorizer, require
+from labkit.apiserver.escalation import EscalationCheck
+from labkit.apiserver.authorizer import TRUSTED_DETAIL, Attributes, Authorizer, current_request, require
 from labkit.apiserver.trace import Trace, Traces
 from labkit.apiserver.errors import (ApiError, FieldError, bad_request, field_invalid, field_unsupported,
                                      internal, invalid, method_not_supported, not_acceptable, not_found_path,
                                      unsupported_media_type)
 from labkit.apiserver.registry import Registry, WriteOptions, decode_delete_options
 from labkit.apiserver.resources import ResourceType
+from labkit.apiserver.selectors import FieldSelector
+from labkit.apiserver.validation import path_segment_problems
 from labkit.apiserver.storage import BOOKMARK
 from labkit.apiserver.tables import build_table
 from labkit.apiserver.version import EffectiveVersion
@@ -53,6 +56,8 @@ class Request:
     user: User = field(default_factory=lambda: User("anonymous"))
     source: str = "127.0.0.1"
     trace: Trace = field(default_factory=Trace)      # each pipeline stage's decision (trace.py)
+    # a request of labkit's in-process controllers, which the authorizer does not check (authorizer.py)
+    trusted: bool = False
 
 
 @dataclass
@@ -228,7 +233,8 @@ class Api:
         self.version = version or EffectiveVersion()
         self.audit = audit or AuditLog(None)
         self.server_address = server_address
-        self.authorizer = Authorizer()
+        self.authorizer = Authorizer(registry.store)
+        registry.write_guards.append(EscalationCheck(registry.store, self.authorizer))
         self.traces = Traces()
         self.openapi = openapi.Documents(registry.catalog)
         # non-resource paths served by the embedding program: prefix -> handler(request, rest)
@@ -241,26 +247,28 @@ class Api:
         audit_object = None
         if not request.trace.audit_id:
             request.trace.audit_id = str(uuid.uuid4())
+        context = current_request.set(None)
         try:
             path = request.path.rstrip("/") or "/"
+            self._authorize(request)            # the filter chain authorizes before anything is routed
             remote = self._remote_answer(request, path)
             if remote is not None:
                 response = remote
             elif path.startswith("/api/") or path.startswith("/apis/"):
                 info = self._resource_request(request, path)
-                self._authorize(request, info, path)
                 if info is not None:
                     response, audit_object = self._serve_resource(request, info)
                 else:
                     response = self._serve_discovery(request, path)
             else:
-                self._authorize(request, None, path)
                 response = self._serve_other(request, path)
         except ApiError as exc:
             response = Response(exc.code, exc.status())
         except Exception as exc:    # never let a request take the server down
             traceback.print_exc(file=sys.stderr)
             response = Response(500, internal(f"{type(exc).__name__}: {exc}").status())
+        finally:
+            current_request.reset(context)
         try:
             self.registry.store.wait_durable()       # answer only what is on disk
         except ApiError as exc:
@@ -462,15 +470,14 @@ class Api:
             raise invalid(rt.kind, rt.group, obj["metadata"].get("name", ""), errors)
         return rt.strategy.review(obj, user, self.authorizer, namespace)
 
-    def _authorize(self, request: Request, info: "ResourceRequest | None", path: str) -> None:
-        """The authorizer's decision about this request: 403 when it does not allow it."""
-        user = request.user
-        if info is not None:
-            attributes = Attributes(user.name, user.groups, info.verb, info.namespace or "", info.rt.group,
-                                    info.rt.version, info.rt.resource, info.subresource, info.name)
-        else:
-            attributes = Attributes(user.name, user.groups, request.method.lower(), path=path)
-        require(self.authorizer, attributes)
+    def _authorize(self, request: Request) -> None:
+        """WithAuthorization: the authorizer's decision about this request, 403 when it does not allow it."""
+        if request.trusted:
+            request.trace.add("authorization", "labkit", "allowed", TRUSTED_DETAIL)
+            return
+        attributes = request_attributes(request)
+        current_request.set((request.user, attributes))
+        require(self.authorizer, attributes, request.trace)
 
     def _delete_options(self, request: Request) -> dict:
         """handlers/delete.go: a non-empty body is the DeleteOptions and the query is ignored."""
@@ -642,6 +649,56 @@ class Api:
             if path == prefix or path.startswith(prefix + "/"):
                 return handler(request, path[len(prefix):])
         raise not_found_path()
+
+
+NAMESPACE_SUBRESOURCE_NAMES = {"status", "finalize"}       # requestinfo.go namespaceSubresources
+
+
+def request_attributes(request: Request) -> Attributes:
+    """The authorizer's attributes of a request, from its URL and method alone, as
+    RequestInfoFactory.NewRequestInfo (endpoints/request/requestinfo.go) parses them before
+    anything is routed: /api/<version>/... and /apis/<group>/<version>/... with at least a
+    resource are resource requests (`watch` as a path prefix or `?watch=true` make a watch, GET
+    and DELETE without a name a list or deletecollection); a namespace's own URL is in that
+    namespace; a list or watch whose field selector fixes metadata.name names that object.
+    Everything else is a non-resource request of the lower-case method on the path."""
+    user, method = request.user, request.method.upper()
+    parts = [p for p in request.path.strip("/").split("/") if p]
+    non_resource = Attributes(user.name, user.groups, method.lower(), path=request.path)
+    if len(parts) < 3 or parts[0] not in ("api", "apis"):
+        return non_resource
+    rest = parts[1:]
+    group = ""
+    if parts[0] == "apis":
+        if len(rest) < 3:
+            return non_resource
+        group, rest = rest[0], rest[1:]
+    version, rest = rest[0], rest[1:]
+    verb = {"POST": "create", "GET": "get", "HEAD": "get", "PUT": "update", "PATCH": "patch",
+            "DELETE": "delete"}.get(method, "")
+    if rest and rest[0] == "watch":
+        verb, rest = "watch", rest[1:]
+    namespace = ""
+    if rest and rest[0] == "namespaces" and len(rest) > 1:
+        namespace = rest[1]
+        if len(rest) > 2 and rest[2] not in NAMESPACE_SUBRESOURCE_NAMES:
+            rest = rest[2:]
+    resource = rest[0] if rest else ""
+    name = rest[1] if len(rest) > 1 else ""
+    subresource = rest[2] if len(rest) > 2 else ""
+    if not name and verb == "get":
+        verb = "watch" if request.query.get("watch", "").lower() in ("true", "1") else "list"
+        selector = request.query.get("fieldSelector")
+        if selector:
+            try:
+                selected = FieldSelector.parse(selector).single_value("metadata.name")
+            except ApiError:
+                selected = None
+            if selected and not path_segment_problems(selected):
+                name = selected
+    if not name and verb == "delete":
+        verb = "deletecollection"
+    return Attributes(user.name, user.groups, verb, namespace, group, version, resource, subresource, name)
 
 
 MAX_DEPTH = 200

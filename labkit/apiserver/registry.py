@@ -80,6 +80,9 @@ class Registry:
         for rt in builtin_types():
             self.catalog.add(rt)
         self.admission = default_chain(self)
+        # checks a kind's storage makes of the request before validation, after admission
+        # (e.g. RBAC's policybased storage: escalation.py): guard(operation, rt, obj, old)
+        self.write_guards: list[Callable[[str, ResourceType, dict, dict | None], None]] = []
         self._crd_types: dict[str, list[ResourceType]] = {}
         crd_rt = self.catalog.lookup("apiextensions.k8s.io", "v1", "customresourcedefinitions")
         for crd in self.store.list(crd_rt.storage_key)[0]:
@@ -297,6 +300,8 @@ class Registry:
         attrs = self._attributes("CREATE", rt, meta.get("namespace", ""), meta.get("name", ""), None, None, options)
         obj = self._mutating_admission(rt, attrs, obj)
         meta = obj["metadata"]
+        for guard in self.write_guards:
+            guard("CREATE", rt, obj, None)
         if meta.get("name") or not meta.get("generateName"):
             return self._create_one(rt, obj, options.dry_run, attrs)
         last_error = None
@@ -567,6 +572,8 @@ class Registry:
             attrs = self._attributes("UPDATE", rt, old_meta.get("namespace", ""), name, None,
                                      self.present(rt, copy.deepcopy(old)), options, subresource)
             obj = self._mutating_admission(rt, attrs, obj)
+        for guard in self.write_guards:
+            guard("UPDATE", rt, obj, old)
         new_rv = obj["metadata"].get("resourceVersion")
         if not new_rv:
             if not strategy.allow_unconditional_update:
