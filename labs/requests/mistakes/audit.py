@@ -1,0 +1,38 @@
+"""Common wrong readings of the audit log."""
+
+import json
+
+from labkit.exercises import mistake, write_answer
+
+
+def _events(env):
+    lab = env.lab.environment_module()
+    return [json.loads(line) for line in (lab.server_dir(env) / "audit.log").read_text().splitlines()]
+
+
+def _who(env, verb, namespace):
+    found = None
+    for e in _events(env):
+        ref = e.get("objectRef") or {}
+        if (ref.get("resource"), ref.get("namespace"), ref.get("name"), e.get("verb")) == \
+                ("configmaps", namespace, "prices", verb):
+            found = e["user"]["username"]
+    return found
+
+
+@mistake("did not delete")
+def names_who_changed_it(env):
+    """Names the last person who changed shop/prices (the patch before the delete)."""
+    write_answer(env, "audit", {"user": _who(env, "patch", "shop")})
+
+
+@mistake("another namespace")
+def names_the_other_delete(env):
+    """Greps for "prices" and "delete" and takes the first line: the ConfigMap prices of dev."""
+    write_answer(env, "audit", {"user": _who(env, "delete", "dev")})
+
+
+@mistake("did not delete")
+def names_who_created_it(env):
+    """Names who created shop/prices."""
+    write_answer(env, "audit", {"user": _who(env, "create", "shop")})
