@@ -28,7 +28,10 @@ def encode(body) -> bytes:
     """JSON as Go's json.Encoder writes it: compact, one newline at the end."""
     if isinstance(body, (bytes, bytearray)):
         return bytes(body)
-    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+    # Go's encoding/json escapes <, > and & in strings (HTMLEscape); they occur only in strings
+    text = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+    text = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    return text.encode() + b"\n"
 
 
 class ApiHTTPServer(ThreadingHTTPServer):
@@ -199,7 +202,8 @@ class _Handler(BaseHTTPRequestHandler):
             _, _, namespace, account = name.split(":")
             require(authorizer, Attributes(user.name, user.groups, "impersonate", namespace, resource="serviceaccounts",
                                            name=account))
-            groups = groups + ["system:serviceaccounts", f"system:serviceaccounts:{namespace}"]
+            if not requested:   # a ServiceAccount's groups are known when none are asked for
+                groups = ["system:serviceaccounts", f"system:serviceaccounts:{namespace}"]
         else:
             require(authorizer, Attributes(user.name, user.groups, "impersonate", resource="users", name=name))
         for group in requested:

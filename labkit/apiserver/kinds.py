@@ -20,7 +20,7 @@ from labkit.apiserver.resources import (DELETE_DEPENDENTS, NAMESPACE_FINALIZER, 
                                         RESET_META_FOR_STATUS, UNSUPPORTED, ResourceType, ScaleSubresource,
                                         StatusSubresource, Strategy, Subresource)
 from labkit.apiserver.selectors import LabelSelector
-from labkit.apiserver.validation import dns1123_label_problems, validate_finalizer_name_list
+from labkit.apiserver.validation import dns1123_label_problems, path_segment_problems, validate_finalizer_name_list
 
 
 # -- subresources of particular kinds ----------------------------------------------------------
@@ -1090,21 +1090,27 @@ def _validate_rules(rules, namespaced: bool) -> list[FieldError]:
     return errors
 
 
-class RoleStrategy(Strategy):
+class RBACStrategy(Strategy):
+    def name_problems(self, name, prefix):
+        # pkg/apis/rbac/validation ValidateRBACName = path.IsValidPathSegmentName (system:... names)
+        return path_segment_problems(name, prefix)
+
+
+class RoleStrategy(RBACStrategy):
     printer = tables.PRINTERS["Role"]
 
     def validate(self, obj):
         return _validate_rules(obj.get("rules"), True)
 
 
-class ClusterRoleStrategy(Strategy):
+class ClusterRoleStrategy(RBACStrategy):
     printer = tables.PRINTERS["ClusterRole"]
 
     def validate(self, obj):
         return [] if obj.get("aggregationRule") else _validate_rules(obj.get("rules"), False)
 
 
-class RoleBindingStrategy(Strategy):
+class RoleBindingStrategy(RBACStrategy):
     """A binding's roleRef names a Role or ClusterRole (a ClusterRoleBinding: a ClusterRole) and
     cannot change; subjects are Users, Groups or ServiceAccounts (with a namespace)."""
 
@@ -1401,16 +1407,18 @@ class SelfSubjectAccessReviewStrategy(ReviewStrategy):
 
 
 class SubjectAccessReviewStrategy(ReviewStrategy):
-    """May the user named in the spec do this? (Any named user counts as authenticated: the
-    server's users are those its tokens authenticate.)"""
+    """May the user named in the spec, with exactly the groups named there, do this?
+    (pkg/registry/authorization/subjectaccessreview/rest.go with
+    authorizationutil.AuthorizationAttributesFrom: no group is added, not even
+    system:authenticated.)"""
 
     def validate(self, obj):
         return _review_errors(obj, subject=True)
 
     def review(self, obj, user, authorizer, namespace):
         spec = obj.get("spec") or {}
-        groups = list(spec.get("groups") or []) + ["system:authenticated"]
-        return dict(obj, status=_decide(authorizer, spec.get("user", ""), groups, spec, namespace))
+        return dict(obj, status=_decide(authorizer, spec.get("user", ""), list(spec.get("groups") or []), spec,
+                                        namespace))
 
 
 class LocalSubjectAccessReviewStrategy(SubjectAccessReviewStrategy):

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import yaml
 
-from labkit.apiserver import certs
+from labkit.apiserver import bootstrappolicy, certs
 from labkit.apiserver.audit import AuditLog
 from labkit.apiserver.client import HttpClient, LocalClient
 from labkit.apiserver.errors import ApiError, bad_request, not_found_path
@@ -49,7 +49,13 @@ SERVER_FEATURES = {"crd", "crd-instance-cleanup", "pod-graceful-deletion", "requ
                    "ordered-namespace-deletion", "apiservice-unavailable"}
 
 ADMIN_USER = "labkit-admin"
-ADMIN_GROUPS = ["system:masters", "system:authenticated"]
+# the admin kubeconfig is what kubeadm v1.29+ writes to admin.conf: a user in the group
+# kubeadm:cluster-admins, which the ClusterRoleBinding of that name binds to cluster-admin
+# (bootstrappolicy.admin_binding), so its requests are authorized by RBAC; system:masters is
+# kept for the server's own loopback clients, as kubeadm keeps it for super-admin.conf
+ADMIN_GROUP = "kubeadm:cluster-admins"
+ADMIN_GROUPS = [ADMIN_GROUP, "system:authenticated"]
+PRIVILEGED_GROUPS = ["system:masters"]
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 
@@ -102,7 +108,7 @@ class EmbeddedServer:
         self.initial_controllers = list(controllers)
         tokens_file = self.state_dir / "tokens.csv"
         if not tokens_file.exists():
-            _write_private(tokens_file, f'{secrets.token_urlsafe(32)},{ADMIN_USER},{ADMIN_USER},"system:masters"\n')
+            _write_private(tokens_file, f'{secrets.token_urlsafe(32)},{ADMIN_USER},{ADMIN_USER},"{ADMIN_GROUP}"\n')
         self.tokens = load_tokens(tokens_file)
         self.token = next(t for t, u in self.tokens.items() if u.name == ADMIN_USER)
         self.pki = certs.ensure_certificates(self.state_dir / "pki")
@@ -164,8 +170,10 @@ class EmbeddedServer:
         return self.internals.idle() and self.controllers.idle()
 
     def _bootstrap(self) -> None:
-        """What a fresh cluster has: the system namespaces and the `kubernetes` Service."""
-        client = self.client("system:apiserver")
+        """What a fresh cluster has: the default RBAC policy, the system namespaces and the
+        `kubernetes` Service."""
+        client = self.client("system:apiserver", PRIVILEGED_GROUPS)
+        bootstrappolicy.ensure(client)
         for name in SYSTEM_NAMESPACES:
             try:
                 client.create("v1", "namespaces", {"metadata": {"name": name}})
@@ -184,7 +192,7 @@ class EmbeddedServer:
 
     # -- /labkit/v1: controllers and the GC graph ------------------------------------------------
     def _admin(self, request: Request, rest: str) -> Response:
-        """(The authorizer lets only system:masters here.)"""
+        """(Non-resource paths: RBAC lets cluster-admin's `*` here, as any path.)"""
         parts = [p for p in rest.split("/") if p]
         if parts == ["controllers"] and request.method == "GET":
             return Response(200, self.controllers.status())
