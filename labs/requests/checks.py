@@ -11,6 +11,7 @@ import re
 import subprocess
 import uuid
 
+from labkit.apiserver.audit import received_at
 from labkit.apiserver.client import HttpClient, KubeConfig
 from labkit.exercises import CheckFailed
 
@@ -354,17 +355,22 @@ def check_outage(ctx):
 # -- audit ----------------------------------------------------------------------------------------
 
 def _ref(e):
-    return e.get("objectRef") or {}
+    """The event's objectRef; for a create, the name comes from the object sent when the objectRef
+    has none (upstream's audit.LogRequestObject completes the objectRef from the request object)."""
+    ref = dict(e.get("objectRef") or {})
+    if not ref.get("name"):
+        ref["name"] = ((e.get("requestObject") or {}).get("metadata") or {}).get("name", "")
+    return ref
 
 
 def check_audit(ctx):
     ns, name = ctx.params["namespace"], ctx.params["configmap"]
     user = ctx.answer_field(ctx.answer(), "user", str).strip()
     events = _lab(ctx.env).target(ctx.env).audit() or []
-    about = [e for e in events if _ref(e).get("resource") == "configmaps" and _ref(e).get("name") == name]
-    made = [i for i, e in enumerate(about) if _ref(e).get("namespace") == ns and e.get("verb") == "create"
-            and (e.get("responseStatus") or {}).get("code", 0) < 300]
-    about = about[made[-1]:] if made else about      # this ConfigMap's life, not an earlier one's of the same name
+    # since the lab last set the scene: this ConfigMap's life, not an earlier one's of the same name
+    since = _lab(ctx.env).audit_scene_start(ctx.env)
+    about = [e for e in events if _ref(e).get("resource") == "configmaps" and _ref(e).get("name") == name
+             and received_at(e) >= since]
     deletes = [e for e in about if _ref(e).get("namespace") == ns and e.get("verb") == "delete"
                and (e.get("responseStatus") or {}).get("code", 0) < 300]
     if not deletes:
@@ -385,5 +391,5 @@ def check_audit(ctx):
     elif here:
         said = f"{user} {', '.join(verbs.get(v, v) for v in here)} configmap {ns}/{name}, but did not delete it"
     else:
-        said = f"the audit log has no request of {user!r} about configmap {ns}/{name}"
+        said = f"the audit log has no request of {user!r} about configmap {ns}/{name}: {user} did not delete it"
     raise CheckFailed(f"{said}. Look for the event whose verb is delete", observed=user, right_answer=truth)

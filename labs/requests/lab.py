@@ -35,7 +35,7 @@ import yaml
 from labkit import procs
 from labkit.apiserver.client import HttpClient
 from labkit.apiserver.errors import ApiError
-from labkit.apiserver.server import ADMIN_USER, read_server_info, spawn
+from labkit.apiserver.server import ADMIN_GROUP, ADMIN_USER, read_server_info, spawn
 from labkit.apiserver.target import SERVER_TAG, for_env
 from labkit.controllers.node import HOST_IP
 from labkit.errors import LabkitError
@@ -43,9 +43,10 @@ from labkit.requests import pki, webhook
 
 PEOPLE = ("bob", "carol", "dave", "erin")
 TEAM_GROUP = "shop-team"
-AUDIT_FILE = "audit-scene.json"
+SCENE_DIR = "scene"      # the lab's own files: the backend's port, when the audit scene was set
+AUDIT_FILE = "scene/audit.json"
 BACKEND_TAG = "pod-policy"
-BACKEND_PORT_FILE = "pod-policy.port"
+BACKEND_PORT_FILE = "scene/pod-policy.port"
 POLICY_NS, POLICY_NAME = "policy", "pod-policy"
 DEFAULTS_NAME = "pod-defaults"
 LAB_WEBHOOKS = {("validatingwebhookconfigurations", POLICY_NAME), ("mutatingwebhookconfigurations", DEFAULTS_NAME)}
@@ -95,8 +96,9 @@ def client(env) -> HttpClient:
 def up(env):
     state = server_dir(env)
     env.ledger.record("path", path=str(state))
-    for name in (webhook.PKI_DIR, webhook.STATE_DIR):
+    for name in (webhook.PKI_DIR, webhook.STATE_DIR, SCENE_DIR):
         env.ledger.record("path", path=str(Path(env.dir) / name))
+    (Path(env.dir) / SCENE_DIR).mkdir(mode=0o700, exist_ok=True)
     _token_file(state)
     spawn(env, SERVER_TAG)
     c = client(env)
@@ -123,7 +125,7 @@ def _token_file(state: Path) -> None:
     path = state / "tokens.csv"
     if path.exists():
         return
-    lines = [f'{secrets.token_urlsafe(32)},{ADMIN_USER},{ADMIN_USER},"system:masters"']
+    lines = [f'{secrets.token_urlsafe(32)},{ADMIN_USER},{ADMIN_USER},"{ADMIN_GROUP}"']
     lines += [f'{secrets.token_urlsafe(32)},{p},{p}-uid,"{TEAM_GROUP}"' for p in PEOPLE]
     fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
     with open(fd, "w") as f:
@@ -216,6 +218,7 @@ def _audit_scene(env, c) -> None:
     deleted by one of them; a ConfigMap prices in dev deleted by another. Who does what is drawn
     anew at every build: the check reads the answer from the audit log."""
     reader, changer, deleter, other = random.sample(PEOPLE, 4)
+    started = time.time()
     for ns in ("shop", "dev"):
         if c.get_or_none("v1", "configmaps", "prices", ns) is None:
             c.create("v1", "configmaps", _cm("prices", {"apple": "0.50", "pear": "0.70"}), ns)
@@ -223,7 +226,15 @@ def _audit_scene(env, c) -> None:
     person_client(env, changer).patch("v1", "configmaps", "prices", {"data": {"pear": "0.75"}}, "merge", "shop")
     person_client(env, other).delete("v1", "configmaps", "prices", "dev")
     person_client(env, deleter).delete("v1", "configmaps", "prices", "shop")
-    (Path(env.dir) / AUDIT_FILE).write_text(json.dumps({"built": time.time()}) + "\n")
+    (Path(env.dir) / AUDIT_FILE).write_text(json.dumps({"started": started}) + "\n")
+
+
+def audit_scene_start(env) -> float:
+    """When the lab last set the scene of exercise audit (seconds since the epoch)."""
+    try:
+        return float(json.loads((Path(env.dir) / AUDIT_FILE).read_text())["started"])
+    except (FileNotFoundError, ValueError, KeyError):
+        return 0.0
 
 
 # -- resets -----------------------------------------------------------------------------------
@@ -308,7 +319,7 @@ def access(env):
     t = target(env)
     return f"""## Your cluster
 
-Everything lives on {t.description}; you are its admin (group system:masters).
+Everything lives on {t.description}; your kubeconfig is its admin's (the ClusterRole cluster-admin).
 
 ```sh
 export KUBECONFIG={t.kubeconfig}

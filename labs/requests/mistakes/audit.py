@@ -14,7 +14,8 @@ def _who(env, verb, namespace):
     found = None
     for e in _events(env):
         ref = e.get("objectRef") or {}
-        if (ref.get("resource"), ref.get("namespace"), ref.get("name"), e.get("verb")) == \
+        name = ref.get("name") or ((e.get("requestObject") or {}).get("metadata") or {}).get("name")
+        if (ref.get("resource"), ref.get("namespace"), name, e.get("verb")) == \
                 ("configmaps", namespace, "prices", verb):
             found = e["user"]["username"]
     return found
@@ -34,5 +35,9 @@ def names_the_other_delete(env):
 
 @mistake("did not delete")
 def names_who_created_it(env):
-    """Names who created shop/prices."""
-    write_answer(env, "audit", {"user": _who(env, "create", "shop")})
+    """Names who created the ConfigMaps in shop."""
+    creators = [e["user"]["username"] for e in _events(env) if e.get("verb") == "create"
+                and (e.get("objectRef") or {}).get("resource") == "configmaps"
+                and (e.get("objectRef") or {}).get("namespace") == "shop"
+                and not e["user"]["username"].startswith("system:")]
+    write_answer(env, "audit", {"user": creators[-1]})
