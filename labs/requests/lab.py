@@ -100,11 +100,16 @@ def up(env):
         env.ledger.record("path", path=str(Path(env.dir) / name))
     (Path(env.dir) / SCENE_DIR).mkdir(mode=0o700, exist_ok=True)
     _token_file(state)
+    _policy_backend(env)            # its certificate and process while the API server starts
     spawn(env, SERVER_TAG)
     c = client(env)
+    # the backend's Deployment first: its Pod becomes ready while the rest is made
+    _namespace(c, POLICY_NS)
+    _backend_objects(env, c)
     for ns, spec in NAMESPACES.items():
-        c.create("v1", "namespaces", {"apiVersion": "v1", "kind": "Namespace",
-                                      "metadata": {"name": ns, "labels": spec["labels"]}})
+        if ns != POLICY_NS:
+            _namespace(c, ns)
+    for ns, spec in NAMESPACES.items():
         for resource, obj in spec["content"]:
             c.create("v1", resource, obj, ns)
     for ns in ("shop", "dev"):
@@ -113,10 +118,14 @@ def up(env):
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
             "subjects": [{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": TEAM_GROUP}]}, ns)
     _forbidden_scene(c)
-    _policy_backend(env)
-    _policy_webhooks(env, c)
     _audit_scene(env, c)
+    _policy_webhooks(env, c)
     env.log("namespaces " + ", ".join(NAMESPACES) + " made; pod-policy webhook served; audit trail written")
+
+
+def _namespace(c, name: str) -> None:
+    c.create("v1", "namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                  "metadata": {"name": name, "labels": NAMESPACES[name]["labels"]}})
 
 
 def _token_file(state: Path) -> None:
@@ -160,11 +169,16 @@ def _policy_backend(env) -> None:
     procs.spawn(env, BACKEND_TAG, [sys.executable, str(Path(__file__).with_name("policy_backend.py")),
                                    "--address", HOST_IP, "--cert", str(cert), "--key", str(key),
                                    "--port-file", str(port_file)])
+
+
+def _backend_port(env) -> int:
+    port_file = Path(env.dir) / BACKEND_PORT_FILE
     _wait(port_file.exists, "the pod-policy backend to listen")
+    return int(port_file.read_text())
 
 
 def _backend_objects(env, c) -> None:
-    port = int((Path(env.dir) / BACKEND_PORT_FILE).read_text())
+    port = _backend_port(env)
     labels = {"app": POLICY_NAME}
     c.create("apps/v1", "deployments", {
         "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": POLICY_NAME, "labels": labels},
@@ -178,7 +192,6 @@ def _backend_objects(env, c) -> None:
     c.create("v1", "services", {"apiVersion": "v1", "kind": "Service", "metadata": {"name": POLICY_NAME},
                                 "spec": {"selector": labels,
                                          "ports": [{"name": "https", "port": 443, "targetPort": "https"}]}}, POLICY_NS)
-    _wait(lambda: backend_ready(c), "the pod-policy Service to have a ready endpoint")
 
 
 def backend_ready(c) -> bool:
@@ -205,8 +218,8 @@ def webhook_configurations(env) -> list[dict]:
 
 
 def _policy_webhooks(env, c) -> None:
-    """The backend first (its own Pod must be admitted before the webhook exists), then the webhooks."""
-    _backend_objects(env, c)
+    """The webhooks once the backend is ready (its own Pod must be admitted before they exist)."""
+    _wait(lambda: backend_ready(c), "the pod-policy Service to have a ready endpoint")
     for resource, obj in webhook_configurations(env):
         c.create(ADMISSION, resource, obj)
 
@@ -268,6 +281,7 @@ def reset_exercise(env, exercise_id: str) -> None:
             _delete(c, api_version, resource, POLICY_NAME, POLICY_NS)
             _wait(lambda: c.get_or_none(api_version, resource, POLICY_NAME, POLICY_NS) is None, f"{resource} to go")
         _wait(lambda: not c.list("v1", "pods", POLICY_NS)[0], "the pod-policy Pods to go")
+        _backend_objects(env, c)
         _policy_webhooks(env, c)
     elif exercise_id == "audit":
         _audit_scene(env, c)
