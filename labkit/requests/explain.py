@@ -102,9 +102,29 @@ def render(items: list[Explained]) -> str:
                 data = s.get("data") or {}
                 if data.get("patch") is not None:
                     out.append(f"  {'':<22}  patch: {_short(data['patch'])}\n")
+        if not steps["storage"]:
+            out.append(_result_line(item))
         out.append(_audit_lines(item, steps["audit"]))
         out.append("\n")
     return "".join(out)
+
+
+WRITES = ("create", "update", "patch", "delete", "deletecollection")
+
+
+def _result_line(item: Explained) -> str:
+    """What became of the request, from its audit event (when no stage recorded a storage step)."""
+    e = item.event or {}
+    code = (e.get("responseStatus") or {}).get("code")
+    if code is None:
+        return ""
+    if code >= 400:
+        return f"  {'result':<22}refused with {code}: nothing was stored\n"
+    if e.get("verb") in WRITES:
+        dry = "dryRun=All" in (e.get("requestURI") or "")
+        return f"  {'result':<22}" + ("a dry run: validated and admitted, nothing stored\n" if dry else
+                                      f"{code}: written to storage\n")
+    return f"  {'result':<22}{code}: read from storage\n"
 
 
 def _audit_lines(item: Explained, steps: list[dict]) -> str:
