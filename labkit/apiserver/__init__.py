@@ -17,7 +17,10 @@ Modules, request path first:
 
   http.py       HTTPS front end, bearer tokens, body limits, streamed watches
   handler.py    routing (RequestInfo), verbs, content negotiation, DeleteOptions, audit
-  authorizer.py who may do what: every request and the access reviews ask it
+  authorizer.py who may do what: every request, impersonation and the access reviews ask it
+  rbac.py       RBAC rule matching and resolution (the RBAC authorizer)
+  escalation.py privilege-escalation checks on writes of the RBAC kinds
+  bootstrappolicy.py  the default ClusterRoles and ClusterRoleBindings, reconciled at start
   registry.py   the generic registry: create/get/list/update/patch/delete/deletecollection/watch
   models.py     the built-in kinds' schemas, from the `kubernetes` package's generated models, and
                 the typed decoding of every request body (type errors, unknown fields, nulls)
@@ -62,13 +65,20 @@ namespaces; nothing creates Nodes, runs Jobs or fills EndpointSlices.
 Every write records its manager's fields in metadata.managedFields; `application/apply-patch`
 is server-side apply with field ownership, conflicts (409) and `force`.
 
-Authorization (authorizer.py): every authenticated user may do everything Kubernetes serves,
-as system:masters may on a cluster; /labkit/v1 is for system:masters; anyone may read /healthz,
-/livez, /readyz and /version. Impersonation headers (kubectl --as, --as-group, --as-uid) are
-honoured when the authorizer allows them. RBAC objects are stored but not enforced.
+Authorization (authorizer.py): kube-apiserver's chain for `--authorization-mode=RBAC` — the
+privileged group system:masters first, then RBAC (rbac.py) over Roles, ClusterRoles and their
+bindings, with upstream's reasons, audit annotations and 403 bodies. The default policy of a
+v1.34 cluster (bootstrappolicy.py, data/bootstrap-policy.yaml) is reconciled at every start; the
+clusterrole-aggregation controller fills admin, edit and view; writes of the RBAC kinds are
+checked for privilege escalation (escalation.py: `escalate`, `bind`, ConfirmNoEscalation). The
+admin kubeconfig's user is in kubeadm:cluster-admins, bound to cluster-admin, as kubeadm v1.29+
+writes admin.conf; the server's own loopback clients are in system:masters. labkit's in-process
+controllers are not authorized (authorizer.py says why). Impersonation headers (kubectl --as,
+--as-group, --as-uid) are honoured when the authorizer allows the verb `impersonate`. There is
+no Node authorizer, and namespaced bootstrap roles are not created.
 
-Not (yet) served: RBAC enforcement, admission beyond the namespace lifecycle, CEL validation
-rules of CRDs, kinds not listed in kinds.builtin_types().
+Not (yet) served: admission beyond the namespace lifecycle, CEL validation rules of CRDs, kinds
+not listed in kinds.builtin_types().
 
 Adding a resource
 -----------------
@@ -121,7 +131,8 @@ Starting it from a lab
 
 `spawn(env, controllers=[...])` chooses the controllers (default: garbagecollector, deployment,
 replicaset, node); `info.set_controller("garbagecollector", running=False)` stops one and
-`running=True` / `restart=True` start it again (admin API under /labkit/v1, for system:masters).
+`running=True` / `restart=True` start it again (admin API under /labkit/v1: a non-resource path,
+which RBAC grants cluster-admin through its `*`).
 The state directory holds objects.db, audit.log, decisions.log (what `labkit gc log` reads),
 kubeconfig (mode 0600), tokens.csv and pki/. `labkit cleanup` stops the process through the
 ledger. In tests and tools, `EmbeddedServer(state_dir, controllers=[...]).start()` runs the same
