@@ -198,7 +198,7 @@ class ValidatingPolicies:
             if validation.get("messageExpression"):
                 try:
                     result = cel.evaluate(validation["messageExpression"], act)
-                    if isinstance(result, cel.celtypes.StringType):
+                    if isinstance(result, str):       # celpy's StringType, or str from a concatenation
                         message = str(result).strip()
                         if "\n" in message or len(message) > 5 * 1024:
                             message = ""
@@ -218,7 +218,7 @@ class ValidatingPolicies:
                 continue
             if value is None:
                 continue
-            if not isinstance(value, cel.celtypes.StringType):
+            if not isinstance(value, str):
                 if fail:
                     decisions.append((0, "Deny", f"valueExpression '{annotation.get('valueExpression')}' resulted "
                                                  f"in unsupported return type: {type(value).__name__}. Return type "
