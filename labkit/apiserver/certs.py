@@ -1,11 +1,13 @@
 """The server's TLS material: a private CA and a serving certificate for 127.0.0.1 / localhost,
-made once per state directory with the openssl command (keys mode 0600).
+made once per state directory with the openssl command (keys mode 0600). The CA is also the
+client CA (--client-ca-file) and the signer of approved CertificateSigningRequests.
 
 TLS is not optional: client-go (kubectl) sends bearer tokens only over HTTPS.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import ssl
 import subprocess
@@ -61,7 +63,36 @@ def server_context(directory: Path) -> ssl.SSLContext:
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     ctx.set_alpn_protocols(["http/1.1"])
     ctx.load_cert_chain(directory / SERVER_CERT, directory / SERVER_KEY)
+    request_client_certificates(ctx)
     return ctx
+
+
+# int verify_callback(int preverify_ok, X509_STORE_CTX *ctx)
+_VERIFY_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_void_p)
+_ACCEPT_ANY = _VERIFY_CALLBACK(lambda preverify_ok, store: 1)   # kept alive as long as the module
+
+
+def request_client_certificates(ctx: ssl.SSLContext) -> None:
+    """Ask every client for a certificate and accept the handshake whatever it presents, as Go's
+    tls.RequestClientCert does for kube-apiserver (server/options/serving.go): the x509
+    authenticator verifies the certificate afterwards, so an expired or foreign one is a 401
+    with a reason in the trace, not a failed handshake.
+
+    Python's ssl module can only ask for a certificate with verification on (CERT_OPTIONAL);
+    an OpenSSL verify callback that accepts every certificate turns that into "request". It is
+    set on the SSL_CTX under the SSLContext object (the first field after the object header in
+    every CPython 3), checked through SSL_CTX_get_verify_mode before it is trusted."""
+    import _ssl
+    ctx.verify_mode = ssl.CERT_OPTIONAL
+    lib = ctypes.CDLL(_ssl.__file__)
+    lib.SSL_CTX_get_verify_mode.restype = ctypes.c_int
+    lib.SSL_CTX_get_verify_mode.argtypes = [ctypes.c_void_p]
+    lib.SSL_CTX_set_verify.restype = None
+    lib.SSL_CTX_set_verify.argtypes = [ctypes.c_void_p, ctypes.c_int, _VERIFY_CALLBACK]
+    pointer = ctypes.c_void_p.from_address(id(ctx) + object.__basicsize__).value
+    if not pointer or lib.SSL_CTX_get_verify_mode(pointer) != 1:        # SSL_VERIFY_PEER
+        raise LabkitError("cannot ask TLS clients for certificates with this Python's ssl module")
+    lib.SSL_CTX_set_verify(pointer, 1, _ACCEPT_ANY)
 
 
 def client_context(directory: Path) -> ssl.SSLContext:

@@ -100,6 +100,8 @@ def _subresource_kind(rt: ResourceType, name: str) -> tuple[str, str, str]:
         return "autoscaling", "v1", "Scale"
     if name == "binding":
         return "", "v1", "Binding"
+    if name == "token":
+        return "authentication.k8s.io", "v1", "TokenRequest"
     return rt.group, rt.version, rt.kind
 
 

@@ -14,8 +14,11 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
+import yaml
+
 from labkit.apiserver import availability, discovery, openapi, patch as patches, protobuf
-from labkit.apiserver.audit import AuditLog
+from labkit.apiserver.audit import AuditLog, RequestAudit
+from labkit.apiserver.auditpolicy import DEFAULT_POLICY, Policy, RequestAttributes
 from labkit.apiserver.escalation import EscalationCheck
 from labkit.apiserver.authorizer import TRUSTED_DETAIL, Attributes, Authorizer, current_request, require
 from labkit.apiserver.trace import Trace, Traces
@@ -41,6 +44,7 @@ class User:
     name: str
     groups: list[str] = field(default_factory=lambda: ["system:authenticated"])
     uid: str = ""
+    extra: dict[str, list[str]] = field(default_factory=dict)    # user.Info's Extra
 
 
 @dataclass
@@ -56,6 +60,7 @@ class Request:
     trace: Trace = field(default_factory=Trace)      # each pipeline stage's decision (trace.py)
     # a request of labkit's in-process controllers, which the authorizer does not check (authorizer.py)
     trusted: bool = False
+    impersonator: User | None = None  # the authenticated user when `user` is an impersonated one
 
 
 @dataclass
@@ -90,6 +95,7 @@ class WatchStream:
         self.bookmark_object = bookmark_object
         self.store = store
         self.closed = False
+        self.on_close: Callable[[], None] | None = None     # the audit's ResponseComplete
 
         self._pending = [{"type": "ADDED", "object": obj} for obj in initial]
         if initial_events_end:
@@ -136,6 +142,12 @@ class WatchStream:
     def close(self) -> None:
         self.closed = True
         self.watcher.stop()
+        self._closed()
+
+    def _closed(self) -> None:
+        callback, self.on_close = getattr(self, "on_close", None), None
+        if callback is not None:
+            callback()
 
 
 class _Stopped:
@@ -155,9 +167,22 @@ class ErrorStream(WatchStream):
         self.closed = False
         self.deadline = 0.0
         self._pending = [dict(event, ready=True)]
+        self.on_close = None
 
     def close(self) -> None:
         self.closed = True
+        self._closed()
+
+
+def _audit_user(user: User) -> dict:
+    """authentication/v1 UserInfo as an audit event shows it."""
+    info = {"username": user.name}
+    if user.uid:
+        info["uid"] = user.uid
+    info["groups"] = list(user.groups)
+    if user.extra:
+        info["extra"] = {k: list(v) for k, v in user.extra.items()}
+    return info
 
 
 def _accepts(headers: dict, needle: str) -> bool:
@@ -226,15 +251,18 @@ class Api:
     """Routes requests to the registry and renders the answers."""
 
     def __init__(self, registry: Registry, audit: AuditLog | None = None, server_address: str = "127.0.0.1:0",
-                 version: EffectiveVersion | None = None):
+                 version: EffectiveVersion | None = None, audit_policy: Policy | None = None):
         self.registry = registry
         self.version = version or EffectiveVersion()
         self.audit = audit or AuditLog(None)
+        self.audit_policy = audit_policy or Policy.from_dict(yaml.safe_load(DEFAULT_POLICY))
         self.server_address = server_address
         self.authorizer = Authorizer(registry.store)
         registry.write_guards.append(EscalationCheck(registry.store, self.authorizer))
         self.traces = Traces()
         self.openapi = openapi.Documents(registry.catalog)
+        # the issuer and validator of ServiceAccount tokens (TokenRequest), set by the server
+        self.service_account_tokens = None
         # non-resource paths served by the embedding program: prefix -> handler(request, rest)
         self.extensions: dict[str, Callable[[Request, str], Response]] = {}
 
@@ -243,22 +271,26 @@ class Api:
         received = time.time()
         info: ResourceRequest | None = None
         audit_object = None
+        audit = None
+        panicked = False
         if not request.trace.audit_id:
             request.trace.audit_id = str(uuid.uuid4())
         context = current_request.set(None)
+        path = request.path.rstrip("/") or "/"
         try:
-            path = request.path.rstrip("/") or "/"
             remote = self._remote_answer(request, path)
             if remote is not None:
                 response = remote
             elif path.startswith("/api/") or path.startswith("/apis/"):
                 info = self._resource_request(request, path)
+                audit = self._audit_begin(request, info, path, received)
                 self._authorize(request, info, path)
                 if info is not None:
                     response, audit_object = self._serve_resource(request, info)
                 else:
                     response = self._serve_discovery(request, path)
             else:
+                audit = self._audit_begin(request, None, path, received)
                 self._authorize(request, None, path)
                 response = self._serve_other(request, path)
         except ApiError as exc:
@@ -266,18 +298,32 @@ class Api:
         except Exception as exc:    # never let a request take the server down
             traceback.print_exc(file=sys.stderr)
             response = Response(500, internal(f"{type(exc).__name__}: {exc}").status())
+            panicked = True
         finally:
             current_request.reset(context)
         try:
             self.registry.store.wait_durable()       # answer only what is on disk
         except ApiError as exc:
             response = Response(exc.code, exc.status())
-        self._audit(request, info, response, received, audit_object)
+        if audit is None:
+            audit = self._audit_begin(request, info, path, received)
+        self._audit_end(audit, request, response, audit_object, panicked)
         self.traces.keep(request.trace)
         return response
 
-    def _audit(self, request: Request, info, response: Response, received: float, request_object) -> None:
-        verb = info.verb if info else request.method.lower()
+    # -- audit (filters/audit.go WithAudit; the policy: auditpolicy.py) ---------------------------
+    def _audit_request(self, request: Request, info: "ResourceRequest | None", path: str, received: float,
+                       user: "User | None") -> RequestAudit:
+        """The request's audit: its policy decision (made for the authenticated user, before
+        impersonation: WithAudit wraps WithImpersonation) and the fields every stage shares."""
+        name, groups = (user.name, list(user.groups)) if user else (None, [])
+        if info is not None:
+            attributes = RequestAttributes(name, groups, info.verb, True,
+                                           (info.namespace or "") if info.rt.namespaced else "", info.rt.group,
+                                           info.rt.resource, info.subresource, info.name, path)
+        else:
+            attributes = RequestAttributes(name, groups, request.method.lower(), False, path=path)
+        config = self.audit_policy.evaluate(attributes)
         ref = None
         if info:
             ref = {"resource": info.rt.resource, "apiGroup": info.rt.group, "apiVersion": info.rt.version}
@@ -289,12 +335,69 @@ class Api:
                 ref["subresource"] = info.subresource
             ref = {k: v for k, v in ref.items() if v}
         query = "&".join(f"{k}={v}" for k, v in request.query.items())
-        self.audit.record(audit_id=request.trace.audit_id, user=request.user.name, groups=request.user.groups, verb=verb,
-                          uri=request.path + (f"?{query}" if query else ""), source=request.source,
-                          user_agent=request.headers.get("user-agent", ""), object_ref=ref, code=response.code,
-                          received=received, request_object=request_object,
-                          stage="ResponseStarted" if response.stream else "ResponseComplete",
-                          annotations=request.trace.annotations)
+        impersonated = _audit_user(request.user) if request.impersonator is not None else None
+        return RequestAudit(self.audit, config, audit_id=request.trace.audit_id,
+                            uri=request.path + (f"?{query}" if query else ""),
+                            verb=info.verb if info else request.method.lower(),
+                            user=_audit_user(user) if user else None, source=request.source,
+                            user_agent=request.headers.get("user-agent", ""), object_ref=ref, received=received,
+                            impersonated=impersonated)
+
+    def _audit_begin(self, request: Request, info, path: str, received: float) -> RequestAudit:
+        audit = self._audit_request(request, info, path, received, request.impersonator or request.user)
+        audit.emit("RequestReceived")
+        return audit
+
+    def _audit_end(self, audit: RequestAudit, request: Request, response: Response, request_object,
+                   panicked: bool) -> None:
+        config = audit.config
+        if config.rule is None:
+            request.trace.add("audit", "policy", config.level,
+                              "no rule of the audit policy matches the request, so it is not audited (level None)")
+        else:
+            omitted = sorted(config.omit_stages)
+            request.trace.add("audit", "policy", config.level,
+                              f"rule {config.rule} of the audit policy is the first to match the request: level "
+                              f"{config.level}" + (f", stages {', '.join(omitted)} omitted" if omitted else ""),
+                              rule=config.rule)
+        if request_object is not None and audit.event["verb"] in ("create", "update"):
+            audit.complete_object_ref(request_object)
+        body = response.body if isinstance(response.body, dict) else None
+        annotations = request.trace.annotations
+        if response.stream is not None:
+            # a long-running request: ResponseStarted when its headers go out, ResponseComplete
+            # when it ends
+            audit.emit("ResponseStarted", code=response.code, request_object=request_object, annotations=annotations)
+            response.stream.on_close = lambda: audit.emit("ResponseComplete", code=response.code,
+                                                          request_object=request_object, annotations=annotations)
+            return
+        audit.emit("Panic" if panicked else "ResponseComplete", code=response.code, status=body,
+                   request_object=request_object, response_object=body, annotations=annotations)
+
+    def audit_failed_authentication(self, request: Request, message: str) -> None:
+        """filters/authn_audit.go WithFailedAuthenticationAudit: one event, stage ResponseStarted,
+        no user, code 401 and a message naming the methods the request tried."""
+        if not request.trace.audit_id:
+            request.trace.audit_id = str(uuid.uuid4())
+        path = request.path.rstrip("/") or "/"
+        try:
+            info = self._resource_request(request, path) if path.startswith(("/api/", "/apis/")) else None
+        except ApiError:
+            info = None
+        audit = self._audit_request(request, info, path, time.time(), None)
+        if audit.enabled and "ResponseStarted" not in audit.config.omit_stages:
+            audit.emit("ResponseStarted", code=401, status={"kind": "Status", "message": message})
+            request.trace.add("audit", "policy", audit.config.level,
+                              f"the failed authentication is audited as one ResponseStarted event: {message}")
+        self.traces.keep(request.trace)
+
+    def lookup(self, resource: str, namespace: str | None, name: str) -> dict | None:
+        """A stored core/v1 object, or None (what token validation and TokenRequest read)."""
+        rt = self.registry.catalog.lookup("", "v1", resource)
+        try:
+            return self.registry.get(rt, namespace if rt.namespaced else None, name)
+        except ApiError:
+            return None
 
     # -- routing -------------------------------------------------------------------------------
     def _resource_request(self, request: Request, path: str) -> ResourceRequest | None:
@@ -427,15 +530,21 @@ class Api:
             body = self._body(request)
             if info.subresource == "binding":
                 return Response(201, reg.bind(ns, name, body, self._dry_run(request))), None
+            if info.subresource == "token":
+                from labkit.apiserver import tokenrequest      # (it imports authn, which imports this module)
+                return Response(201, tokenrequest.create(self.service_account_tokens, self.lookup, ns, name, body,
+                                                         request.trace.annotations, self._dry_run(request))), body
+            if hasattr(rt.strategy, "set_requester"):     # a CSR records who asked for it
+                body = rt.strategy.set_requester(body, request.user)
             options = self._write_options(request, "CreateOptions")
             if rt.strategy.virtual:
-                return Response(201, self._review(rt, ns, body, request.user, options)), None
-            return Response(201, reg.create(rt, ns, body, options), warnings=options.warnings), None
+                return Response(201, self._review(rt, ns, body, request.user, options)), body
+            return Response(201, reg.create(rt, ns, body, options), warnings=options.warnings), body
         if info.verb == "update":
             body = self._body(request)
             options = self._write_options(request, "UpdateOptions")
             obj = reg.update(rt, ns, name, body, info.subresource, options)
-            return Response(200, obj, warnings=options.warnings), (body if info.subresource else None)
+            return Response(200, obj, warnings=options.warnings), body
         if info.verb == "patch":
             patch_type = _media_type(request.headers)
             if patch_type not in (patches.JSON_PATCH, patches.MERGE_PATCH, patches.STRATEGIC_MERGE_PATCH,

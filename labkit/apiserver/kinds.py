@@ -16,6 +16,7 @@ import json
 
 from labkit.apiserver import crd, tables
 from labkit.apiserver.admission.configkinds import admissionregistration_types
+from labkit.apiserver.certificates import CertificateSigningRequestStrategy
 from labkit.apiserver.errors import (FieldError, RawJSON, field_forbidden, field_invalid, field_required, field_unsupported)
 from labkit.apiserver.resources import (DELETE_DEPENDENTS, NAMESPACE_FINALIZER, NO_COLLECTION_DELETE, ORPHAN_DEPENDENTS,
                                         RESET_META_FOR_STATUS, UNSUPPORTED, ResourceType, ScaleSubresource,
@@ -554,8 +555,16 @@ class ServiceStrategy(Strategy):
         return errors
 
 
+class TokenSubresource(Subresource):
+    """`serviceaccounts/<name>/token` (POST): a TokenRequest, answered by tokenrequest.py."""
+
+    name = "token"
+    verbs = ["create"]
+
+
 class ServiceAccountStrategy(Strategy):
     printer = tables.PRINTERS["ServiceAccount"]
+    subresources = (TokenSubresource(),)
 
 
 class EventStrategy(Strategy):
@@ -1443,9 +1452,12 @@ class SelfSubjectReviewStrategy(ReviewStrategy):
     """`kubectl auth whoami`: the requesting user's name, UID and groups."""
 
     def review(self, obj, user, authorizer, namespace):
-        info = {"username": user.name, "groups": list(user.groups)}
+        info = {"username": user.name}
         if user.uid:
             info["uid"] = user.uid
+        info["groups"] = list(user.groups)
+        if user.extra:
+            info["extra"] = {k: list(v) for k, v in user.extra.items()}
         return dict(obj, status={"userInfo": info})
 
 
@@ -1510,6 +1522,8 @@ def builtin_types() -> list[ResourceType]:
         rt("authentication.k8s.io", "v1", "selfsubjectreviews", "SelfSubjectReview", False,
            SelfSubjectReviewStrategy(), verbs=["create"]),
         *admissionregistration_types(),
+        rt("certificates.k8s.io", "v1", "certificatesigningrequests", "CertificateSigningRequest", False,
+           CertificateSigningRequestStrategy(), "certificatesigningrequest", ["csr"]),
     ]
 
 

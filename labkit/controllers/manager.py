@@ -1,7 +1,8 @@
 """The controller manager: the controllers that can run in the embedded server, each started and
 stopped by name (the CONTROLLERS table), each talking to the server through an in-process client
 as its own user, all writing to one decision log. `settings` are what kube-controller-manager
-takes as flags (here: `root_ca`, the CA bundle --root-ca-file names)."""
+takes as flags (here: `root_ca`, the CA bundle --root-ca-file names; `pki`, the directory of the
+CA that --cluster-signing-cert-file and --cluster-signing-key-file name)."""
 
 from __future__ import annotations
 
@@ -77,6 +78,11 @@ def _clusterrole_aggregation(client, log, _settings):
     return ClusterRoleAggregationController(client, log)
 
 
+def _csrsigning(client, log, settings):
+    from labkit.controllers.csrsigning import CSRSigningController
+    return CSRSigningController(client, log, settings["pki"])
+
+
 def _component(user: str) -> str:
     """The program a controller is part of upstream, the first word of its user agent (and so
     the field manager of its writes)."""
@@ -99,12 +105,13 @@ CONTROLLERS: dict[str, tuple[str, Callable]] = {
     "pv-protection": ("system:serviceaccount:kube-system:pv-protection-controller", _pv_protection),
     "clusterrole-aggregation": ("system:serviceaccount:kube-system:clusterrole-aggregation-controller",
                                 _clusterrole_aggregation),
+    "csrsigning": ("system:serviceaccount:kube-system:certificate-controller", _csrsigning),
 }
 
 # what `labkit apiserver` and the labs run by default
 DEFAULT_CONTROLLERS = ("garbagecollector", "deployment", "replicaset", "node", "namespace", "serviceaccount",
                        "root-ca-cert-publisher", "endpointslice", "endpoint", "podgc", "pvc-protection",
-                       "pv-protection", "clusterrole-aggregation")
+                       "pv-protection", "clusterrole-aggregation", "csrsigning")
 
 
 class ControllerManager:
