@@ -184,6 +184,8 @@ TEXTS: dict[str, dict[str, Run | list[Run] | Mention | Covered]] = {
         REVIEW_WHOAMI: Run(changes="alice", output='"username":"labkit-admin"'),
         REQUEST_TOKEN: Run(changes="forbidden", output='"token":'),
         "kubectl create token reporter -n shop": Run(changes="forbidden"),
+        # the job's identity is refused until exercise forbidden is solved
+        "kubectl auth can-i list pods -n shop --as=system:serviceaccount:shop:reporter": Run(code=1, output="no"),
         "kubectl get pods -n shop --token=TOKEN": Run(
             f"kubectl get pods -n shop --token=$({REQUEST_TOKEN} | jq -r .status.token)", code=1, output="forbidden"),
         "labkit requests explain -- kubectl run x -n web --image=nginx:1.27": Run(changes="mutating-webhook"),
