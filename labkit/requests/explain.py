@@ -91,6 +91,11 @@ def render(items: list[Explained]) -> str:
         e = item.event or {}
         out.append(f"{headline(item)}\n  audit ID {item.audit_id}   {e.get('requestURI', '')}\n")
         steps = {stage: [s for s in item.steps if s.get("stage") == stage] for stage in STAGES}
+        impersonated = (e.get("impersonatedUser") or {}).get("username")
+        if impersonated and not steps["impersonation"]:
+            steps["impersonation"] = [{"stage": "impersonation", "name": "Impersonate-User",
+                                       "outcome": f"acts as {impersonated}",
+                                       "detail": "the audit event's impersonatedUser; authorization judges that user"}]
         for stage in STAGES:
             if stage == "audit":
                 continue

@@ -141,13 +141,13 @@ def _token_file(state: Path) -> None:
         f.write("\n".join(lines) + "\n")
 
 
-def person_client(env, name: str) -> HttpClient:
+def person_client(env, name: str, admin: HttpClient | None = None) -> HttpClient:
     """A client that authenticates as `name` with their static token (the team's people)."""
     info = read_server_info(server_dir(env))
+    admin = admin or HttpClient.from_kubeconfig(info.kubeconfig)
     for line in (server_dir(env) / "tokens.csv").read_text().splitlines():
         parts = line.split(",")
         if len(parts) > 1 and parts[1] == name:
-            admin = HttpClient.from_kubeconfig(info.kubeconfig)
             return HttpClient(info.url, parts[0], admin.ssl_context, user_agent="kubectl/v1.34.1 (linux/amd64)")
     raise LabkitError(f"no token for {name}")
 
@@ -235,10 +235,10 @@ def _audit_scene(env, c) -> None:
     for ns in ("shop", "dev"):
         if c.get_or_none("v1", "configmaps", "prices", ns) is None:
             c.create("v1", "configmaps", _cm("prices", {"apple": "0.50", "pear": "0.70"}), ns)
-    person_client(env, reader).get("v1", "configmaps", "prices", "shop")
-    person_client(env, changer).patch("v1", "configmaps", "prices", {"data": {"pear": "0.75"}}, "merge", "shop")
-    person_client(env, other).delete("v1", "configmaps", "prices", "dev")
-    person_client(env, deleter).delete("v1", "configmaps", "prices", "shop")
+    person_client(env, reader, c).get("v1", "configmaps", "prices", "shop")
+    person_client(env, changer, c).patch("v1", "configmaps", "prices", {"data": {"pear": "0.75"}}, "merge", "shop")
+    person_client(env, other, c).delete("v1", "configmaps", "prices", "dev")
+    person_client(env, deleter, c).delete("v1", "configmaps", "prices", "shop")
     (Path(env.dir) / AUDIT_FILE).write_text(json.dumps({"started": started}) + "\n")
 
 
@@ -367,7 +367,8 @@ def make_certificate(env, directory: Path, user: str, cn: str | None = None, sig
     obj = {"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest", "metadata": {"name": user},
            "spec": {"request": base64.b64encode(csr.read_bytes()).decode(), "signerName": signer,
                     "expirationSeconds": 86400, "usages": ["client auth"]}}
-    kubectl(env, "apply", "-f", "-", input=json.dumps(obj))
+    kubectl(env, "delete", "csr", user, "--ignore-not-found")     # one of an earlier try
+    kubectl(env, "create", "-f", "-", input=json.dumps(obj))
     kubectl(env, "certificate", "approve", user)
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:

@@ -27,7 +27,7 @@ def run() -> list[Figure]:
             down = time_command(labkit + ["cleanup", "requests"], env)
     return [
         Figure("requests lab", "labkit run requests (API server, namespaces, webhook backend, audit trail)",
-               round(up, 3), "s"),
+               round(up, 3), "s", "< 3 s", up < 3.0),
         Figure("requests lab", "labkit check requests (6 exercises, fresh lab)", round(check, 3), "s"),
         Figure("requests lab", "labkit requests explain -- kubectl get pods -n shop", round(explain, 3), "s"),
         Figure("requests lab", "labkit cleanup requests", round(down, 3), "s"),
