@@ -33,7 +33,11 @@ def lab(tmp_path_factory):
     finally:
         with host_lock(False):
             labkit("cleanup", "requests", env=env, check=0)
+        # the API server, the webhook backend and every webhook served are stopped; the
+        # certificates, the server's state and the lab's own files are gone
         assert not labkit_processes(env["LABKIT_PREFIX"])
+        state = Path(env["LABKIT_STATE_DIR"]) / "requests"
+        assert not [name for name in ("apiserver", "webhook-pki", "webhooks", "scene") if (state / name).exists()]
 
 
 def kubectl(env, *args, check=True, input=None):
