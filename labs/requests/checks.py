@@ -44,10 +44,13 @@ def _probe_pod(c, namespace, *, labels=None, image="nginx:1.27", init_image=None
 
 
 def _patch_note(message: str) -> str:
-    """What a failed JSON Patch from a webhook means (mutating/dispatcher.go: the patch is applied to
-    the object; an operation whose path is missing fails the request)."""
+    """What a webhook's failed answer means (mutating/dispatcher.go: an answer that is not a valid
+    AdmissionReview response fails the call; a JSON Patch whose operation cannot be applied to the
+    object fails the request)."""
     text = message.lower()
-    if "patch" in text or "missing path" in text or "does not apply" in text or "not exist" in text:
+    if "invalid webhook response" in text:
+        return " Your webhook's answer is not a valid AdmissionReview response: the error says which field."
+    if "missing path" in text or "does not apply" in text or "not exist" in text:
         return " The JSON Patch your webhook answered could not be applied to the Pod: look at its paths."
     return ""
 
