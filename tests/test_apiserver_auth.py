@@ -142,6 +142,12 @@ def test_reviews_are_answered_not_stored(api):
     ssar(me, {"resourceAttributes": {"verb": "get", "resource": "pods"}})
     me.create("authentication.k8s.io/v1", "selfsubjectreviews", {})
     assert api.registry.store.list("/namespaces")[1] == revision        # nothing was written
+    # authorization comes before routing: alice may not list them or unknown things, an admin learns why not
+    assert me.request("GET", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews")[0] == 403
+    code, body = me.request("GET", "/api/v1/namespaces/ns/nosuchthings")
+    assert (code, body["message"]) == (403, 'nosuchthings is forbidden: User "alice" cannot list resource '
+                                            '"nosuchthings" in API group "" in the namespace "ns"')
+    assert root(api).request("GET", "/api/v1/namespaces/ns/nosuchthings")[0] == 404
     code, body = root(api).request("GET", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews")
     assert code == 405 and body["reason"] == "MethodNotAllowed"
 

@@ -16,7 +16,7 @@ import urllib.request
 
 import pytest
 
-from labkit.apiserver import certs
+from labkit.apiserver import audit, certs
 from labkit.apiserver.server import ADMIN_GROUP, ADMIN_USER, EmbeddedServer
 from support import host_lock, wait_until
 
@@ -75,10 +75,23 @@ def test_rbac_with_real_kubectl(server):
                                 b'\\"\\" in the namespace \\"dev\\"","reason":"Forbidden","details":{"kind":"pods"},'
                                 b'"code":403}\n')
 
+    # the decision is in the request's audit event
+    events = [e for e in audit.read(server.state_dir / "audit.log") if e["user"]["username"] == "alice"
+              and e["requestURI"].startswith("/api/v1/namespaces/dev/pods")]
+    assert events and all(e["annotations"] == {"authorization.k8s.io/decision": "forbid",
+                                               "authorization.k8s.io/reason": ""} for e in events)
+    # impersonation needs its own right
+    result = kubectl(server, "get", "pods", "-n", "dev", "--as", "bob", user="alice")
+    assert result.stderr == ('Error from server (Forbidden): users "bob" is forbidden: User "alice" cannot impersonate '
+                             'resource "users" in API group "" at the cluster scope\n')
+
     # a RoleBinding to view: alice reads dev, and only reads it
     ok(kubectl(server, "create", "rolebinding", "alice-view", "--clusterrole=view", "--user=alice", "-n", "dev"))
     assert kubectl(server, "get", "pods", "-n", "dev", user="alice").stderr == "No resources found in dev namespace.\n"
     assert ok(kubectl(server, "auth", "can-i", "watch", "deployments.apps", "-n", "dev", "--as", "alice")) == "yes\n"
+    # a namespace's own URL is in that namespace: the RoleBinding lets her read it, not others
+    assert ok(kubectl(server, "get", "namespace", "dev", "-o", "name", user="alice")) == "namespace/dev\n"
+    assert kubectl(server, "get", "namespace", "default", user="alice").returncode == 1
     for args in (("delete", "pods", "-n", "dev"), ("get", "secrets", "-n", "dev"), ("list", "pods", "-n", "default")):
         assert kubectl(server, "auth", "can-i", *args, "--as", "alice").stdout == "no\n", args
     listing = ok(kubectl(server, "auth", "can-i", "--list", "-n", "dev", "--as", "alice"))

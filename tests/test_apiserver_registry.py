@@ -142,7 +142,7 @@ def test_body_options_win_over_query_options(api, c):
     c.create("v1", "configmaps", {"metadata": {"name": "cm"}}, "ns")
     response = api.handle(Request("DELETE", "/api/v1/namespaces/ns/configmaps/cm",
                                   {"propagationPolicy": "Orphan"}, {}, b'{"propagationPolicy":"Foreground"}',
-                                  user=User("admin")))
+                                  user=User("admin", ["system:masters", "system:authenticated"])))
     assert response.code == 200
     assert c.get("v1", "configmaps", "cm", "ns")["metadata"]["finalizers"] == ["foregroundDeletion"]
 

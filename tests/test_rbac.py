@@ -519,3 +519,21 @@ def test_bootstrap_policy_is_reconciled_and_aggregates_view_into_edit_into_admin
     assert root.get(RBAC, "clusterroles", "system:discovery").get("rules") in (None, [])
     admins = root.get(RBAC, "clusterrolebindings", "kubeadm:cluster-admins")
     assert admins["roleRef"]["name"] == "cluster-admin" and admins["subjects"][0]["name"] == "kubeadm:cluster-admins"
+
+
+def test_request_attributes_name_a_namespace_and_a_field_selected_object(api):
+    """RequestInfoFactory: namespaces/<name> is in namespace <name>; a list or watch with
+    fieldSelector=metadata.name=<x> is about the object <x>, so resourceNames rules match it."""
+    root = LocalClient(api, "root", ["system:masters"])
+    root.create("v1", "configmaps", {"metadata": {"name": "a"}}, "dev")
+    root.create(RBAC, "roles", {"metadata": {"name": "one"}, "rules": [
+        rule(["get"], [""], ["namespaces"]), rule(["get", "list", "watch"], [""], ["configmaps"], ["a"])]}, "dev")
+    root.create(RBAC, "rolebindings", {"metadata": {"name": "carol"}, "subjects": subjects("User:carol"),
+                                       "roleRef": {"apiGroup": G, "kind": "Role", "name": "one"}}, "dev")
+    carol = LocalClient(api, "carol", ["system:authenticated"])
+    assert carol.get("v1", "namespaces", "dev")["metadata"]["name"] == "dev"
+    assert forbidden_message(lambda: carol.get("v1", "namespaces", "prod")).startswith('namespaces "prod" is forbidden')
+    assert [c["metadata"]["name"] for c in carol.list("v1", "configmaps", "dev", field_selector="metadata.name=a")[0]] \
+        == ["a"]
+    assert forbidden_message(lambda: carol.list("v1", "configmaps", "dev")) == (
+        'configmaps is forbidden: User "carol" cannot list resource "configmaps" in API group "" in the namespace "dev"')

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 
+from labkit.apiserver.authorizer import Attributes, current_request
 from labkit.apiserver.errors import forbidden, go_quote, internal, not_found
 from labkit.apiserver.rbac import GROUP, ResolutionError, RuleResolver, aggregate
 
@@ -162,7 +163,6 @@ def only_gc_fields_change(new: dict, old: dict | None) -> bool:
 
 
 def _authorized(authorizer, user, verb: str, group: str, resource: str, name: str, namespace: str) -> bool:
-    from labkit.apiserver.authorizer import Attributes
     return authorizer.authorize(Attributes(user.name, user.groups, verb, namespace, group, "*", resource,
                                            name=name)).allowed
 
@@ -175,7 +175,6 @@ class EscalationCheck:
         self.authorizer = authorizer
 
     def __call__(self, operation: str, rt, obj: dict, old: dict | None) -> None:
-        from labkit.apiserver.authorizer import current_request
         if rt.group != GROUP or operation not in ("CREATE", "UPDATE"):
             return
         request = current_request.get()

@@ -27,6 +27,8 @@ from labkit.apiserver.errors import (ApiError, FieldError, bad_request, field_in
                                      unsupported_media_type)
 from labkit.apiserver.registry import Registry, WriteOptions, decode_delete_options
 from labkit.apiserver.resources import ResourceType
+from labkit.apiserver.selectors import FieldSelector
+from labkit.apiserver.validation import path_segment_problems
 from labkit.apiserver.storage import BOOKMARK
 from labkit.apiserver.tables import build_table
 from labkit.apiserver.version import EffectiveVersion
@@ -278,20 +280,28 @@ class Api:
         context = current_request.set(None)
         path = request.path.rstrip("/") or "/"
         try:
+            # the audit filter sees the request before authorization (WithAudit wraps
+            # WithAuthorization); a path that routes nowhere is answered after authorization, so a
+            # forbidden user gets 403 before 404 or 405
+            routed: ApiError | None = None
+            if path.startswith("/api/") or path.startswith("/apis/"):
+                try:
+                    info = self._resource_request(request, path)
+                except ApiError as exc:
+                    routed = exc
+            audit = self._audit_begin(request, info, path, received)
+            self._authorize(request)            # the filter chain authorizes before anything is routed
             remote = self._remote_answer(request, path)
             if remote is not None:
                 response = remote
             elif path.startswith("/api/") or path.startswith("/apis/"):
-                info = self._resource_request(request, path)
-                audit = self._audit_begin(request, info, path, received)
-                self._authorize(request, info, path)
+                if routed is not None:
+                    raise routed
                 if info is not None:
                     response, audit_object = self._serve_resource(request, info)
                 else:
                     response = self._serve_discovery(request, path)
             else:
-                audit = self._audit_begin(request, None, path, received)
-                self._authorize(request, None, path)
                 response = self._serve_other(request, path)
         except ApiError as exc:
             response = Response(exc.code, exc.status())
@@ -578,18 +588,13 @@ class Api:
             raise invalid(rt.kind, rt.group, obj["metadata"].get("name", ""), errors)
         return rt.strategy.review(obj, user, self.authorizer, namespace)
 
-    def _authorize(self, request: Request, info: "ResourceRequest | None", path: str) -> None:
-        """The authorizer's decision about this request: 403 when it does not allow it."""
-        user = request.user
+    def _authorize(self, request: Request) -> None:
+        """WithAuthorization: the authorizer's decision about this request, 403 when it does not allow it."""
         if request.trusted:
             request.trace.add("authorization", "labkit", "allowed", TRUSTED_DETAIL)
             return
-        if info is not None:
-            attributes = Attributes(user.name, user.groups, info.verb, info.namespace or "", info.rt.group,
-                                    info.rt.version, info.rt.resource, info.subresource, info.name)
-        else:
-            attributes = Attributes(user.name, user.groups, request.method.lower(), path=path)
-        current_request.set((user, attributes))
+        attributes = request_attributes(request)
+        current_request.set((request.user, attributes))
         require(self.authorizer, attributes, request.trace)
 
     def _delete_options(self, request: Request) -> dict:
@@ -762,6 +767,56 @@ class Api:
             if path == prefix or path.startswith(prefix + "/"):
                 return handler(request, path[len(prefix):])
         raise not_found_path()
+
+
+NAMESPACE_SUBRESOURCE_NAMES = {"status", "finalize"}       # requestinfo.go namespaceSubresources
+
+
+def request_attributes(request: Request) -> Attributes:
+    """The authorizer's attributes of a request, from its URL and method alone, as
+    RequestInfoFactory.NewRequestInfo (endpoints/request/requestinfo.go) parses them before
+    anything is routed: /api/<version>/... and /apis/<group>/<version>/... with at least a
+    resource are resource requests (`watch` as a path prefix or `?watch=true` make a watch, GET
+    and DELETE without a name a list or deletecollection); a namespace's own URL is in that
+    namespace; a list or watch whose field selector fixes metadata.name names that object.
+    Everything else is a non-resource request of the lower-case method on the path."""
+    user, method = request.user, request.method.upper()
+    parts = [p for p in request.path.strip("/").split("/") if p]
+    non_resource = Attributes(user.name, user.groups, method.lower(), path=request.path)
+    if len(parts) < 3 or parts[0] not in ("api", "apis"):
+        return non_resource
+    rest = parts[1:]
+    group = ""
+    if parts[0] == "apis":
+        if len(rest) < 3:
+            return non_resource
+        group, rest = rest[0], rest[1:]
+    version, rest = rest[0], rest[1:]
+    verb = {"POST": "create", "GET": "get", "HEAD": "get", "PUT": "update", "PATCH": "patch",
+            "DELETE": "delete"}.get(method, "")
+    if rest and rest[0] == "watch":
+        verb, rest = "watch", rest[1:]
+    namespace = ""
+    if rest and rest[0] == "namespaces" and len(rest) > 1:
+        namespace = rest[1]
+        if len(rest) > 2 and rest[2] not in NAMESPACE_SUBRESOURCE_NAMES:
+            rest = rest[2:]
+    resource = rest[0] if rest else ""
+    name = rest[1] if len(rest) > 1 else ""
+    subresource = rest[2] if len(rest) > 2 else ""
+    if not name and verb == "get":
+        verb = "watch" if request.query.get("watch", "").lower() in ("true", "1") else "list"
+        selector = request.query.get("fieldSelector")
+        if selector:
+            try:
+                selected = FieldSelector.parse(selector).single_value("metadata.name")
+            except ApiError:
+                selected = None
+            if selected and not path_segment_problems(selected):
+                name = selected
+    if not name and verb == "delete":
+        verb = "deletecollection"
+    return Attributes(user.name, user.groups, verb, namespace, group, version, resource, subresource, name)
 
 
 MAX_DEPTH = 200
