@@ -15,6 +15,7 @@ import json
 import ssl
 import subprocess
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -91,6 +92,9 @@ class Hooks:
                     self.end_headers()
                     self.wfile.write(b"webhook internal server error")
                     return
+                if path == "slow":
+                    time.sleep(1.5)
+                    path = "allow"
                 if path == "nilResponse":
                     body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}
                 else:
@@ -234,6 +238,17 @@ def test_chain_runs_enabled_plugins_in_order_and_says_what_it_left_out(api):
     assert rows["AlwaysDeny"]["state"] == "off by default"
 
 
+def test_in_tree_plugins_trace_their_patch(api):
+    code, _ = admin(api).request("POST", "/api/v1/namespaces/ns/persistentvolumeclaims", body={
+        "metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"],
+                                              "resources": {"requests": {"storage": "1Gi"}}}})
+    assert code == 201
+    step = next(s for s in api.traces.newest(1)[0]["steps"] if s["name"] == "StorageObjectInUseProtection")
+    assert step["outcome"] == "mutated"
+    assert step["data"]["patch"] == [{"op": "add", "path": "/metadata/finalizers",
+                                      "value": ["kubernetes.io/pvc-protection"]}]
+
+
 # -- non-mutating cases (NewNonMutatingTestCases), for both kinds of webhooks ---------------------------
 
 @pytest.mark.parametrize("kind", ["validating", "mutating"])
@@ -362,6 +377,74 @@ def test_dry_run_refused_for_webhooks_with_side_effects(api, hooks):
     code, body = write_pod(api, dry_run=True)
     assert (code, body["message"]) == (400, 'admission webhook "some.example.com" does not support dry run')
     assert MutatingWebhooks.name == "MutatingAdmissionWebhook"
+
+
+def test_a_slow_webhook_times_out_after_timeout_seconds(api, hooks):
+    configure(api, "validating", [hook("slow.example.com", "slow", hooks, timeoutSeconds=1)])
+    code, body = write_pod(api)
+    assert code == 500
+    assert body["message"] == ('Internal error occurred: failed calling webhook "slow.example.com": failed to call '
+                               f'webhook: Post "https://127.0.0.1:{hooks.port}/slow?timeout=1s": context deadline '
+                               'exceeded')
+
+
+def test_subresources_and_deletes_reach_webhooks_as_upstream_sends_them(api, hooks):
+    configure(api, "validating", [hook("allow.example.com", "allow", hooks, rules=[
+        {"operations": ["UPDATE", "DELETE"], "apiGroups": [""], "apiVersions": ["v1"],
+         "resources": ["pods/status", "configmaps"]}])])
+    client = admin(api)
+    pod = client.get("v1", "pods", "my-pod", "ns")
+    pod["status"] = {"phase": "Running"}
+    client.update("v1", "pods", pod, "ns")                           # the main resource: not matched
+    pod = client.get("v1", "pods", "my-pod", "ns")
+    pod["status"] = {"phase": "Running"}
+    client.update("v1", "pods", pod, "ns", subresource="status")
+    for name in ("a", "b"):
+        client.create("v1", "configmaps", {"metadata": {"name": name, "labels": {"set": "x"}}}, "ns")
+    client.request("DELETE", "/api/v1/namespaces/ns/configmaps/a")
+    client.request("DELETE", "/api/v1/namespaces/ns/configmaps", {"labelSelector": "set=x"})
+    status, delete, collection = [r for _, r in hooks.calls]
+    assert (status["subResource"], status["requestSubResource"], status["object"]["status"]["phase"]) == \
+        ("status", "status", "Running")
+    assert delete["operation"] == "DELETE" and delete["name"] == "a" and "object" not in delete
+    assert delete["oldObject"]["metadata"]["name"] == "a" and delete["options"]["kind"] == "DeleteOptions"
+    # handlers/delete.go DeleteCollection: the attributes carry no name, the old object does
+    assert "name" not in collection and collection["oldObject"]["metadata"]["name"] == "b"
+
+
+def test_mutating_admission_policy_is_not_served(api):
+    code, _ = admin(api).request("GET", "/apis/admissionregistration.k8s.io/v1beta1/mutatingadmissionpolicies")
+    assert code == 404
+    code, body = admin(api).request("GET", "/apis/admissionregistration.k8s.io")
+    assert [v["version"] for v in body["versions"]] == ["v1"]
+
+
+def test_each_plugin_leaves_a_step_in_the_trace(api, hooks):
+    configure(api, "mutating", [hook("addlabel.example.com", "addLabel", hooks)])
+    write_pod(api)
+    steps = [(s["stage"], s["name"], s["outcome"], s["data"]["round"]) for s in api.traces.newest(1)[0]["steps"]]
+    # the webhook changed the object: the mutating phase runs again (reinvocation.go), in-tree plugins
+    # all, the webhook not (its reinvocationPolicy is Never)
+    assert steps == [("mutating-admission", "NamespaceLifecycle", "admitted", 0),
+                     ("mutating-admission", "addlabel.example.com", "patched", 0),
+                     ("mutating-admission", "NamespaceLifecycle", "admitted", 1)]
+
+
+@pytest.mark.parametrize("expression,policy,code,called", [
+    ("object.metadata.name == 'my-pod'", "Fail", 200, True),
+    ("object.metadata.name == 'other'", "Fail", 200, False),
+    ("object.metadata.nosuchfield == 'x'", "Ignore", 200, False),
+    ("object.metadata.nosuchfield == 'x'", "Fail", 403, False),
+])
+def test_match_conditions(api, hooks, expression, policy, code, called):
+    """matchconditions.Matcher: false skips the webhook; an error follows failurePolicy (Fail: 403)."""
+    configure(api, "validating", [hook("allow.example.com", "allow", hooks, failurePolicy=policy,
+                                       matchConditions=[{"name": "only", "expression": expression}])])
+    got, body = write_pod(api)
+    assert got == code and bool(hooks.calls) is called
+    if code == 403:
+        assert body["message"] == ('pods "my-pod" is forbidden: expression \'object.metadata.nosuchfield == \'x\'\' '
+                                   "resulted in error: no such key: nosuchfield")
 
 
 # -- mutating cases (NewMutatingTestCases) -----------------------------------------------------------
@@ -528,6 +611,14 @@ def test_vap_warn_and_audit(api):
     failure = json.loads(api.traces.newest(1)[0]["annotations"]["validation.policy.admission.k8s.io/validation_failure"])
     assert failure == [{"message": "too many", "policy": "warn", "binding": "warn-binding", "expressionIndex": 0,
                         "validationActions": ["Warn", "Audit"]}]
+
+
+def test_vap_audit_annotations(api):
+    """admission_test.go TestAuditAnnotations: `<policy>/<key>`, values of several bindings joined."""
+    policy(api, "audited", [{"expression": "true"}], ("Audit",), auditAnnotations=[
+        {"key": "replicas", "valueExpression": "'Deployment spec.replicas set to ' + string(object.spec.replicas)"}])
+    assert deployment(api, 3)[0] == 201
+    assert api.traces.newest(1)[0]["annotations"]["audited/replicas"] == "Deployment spec.replicas set to 3"
 
 
 def deployment_body(replicas, image="nginx:1.27", name="web"):

@@ -41,6 +41,7 @@ class LabelWebhook:
                         "-out", "hook.crt", "-days", "2", "-extfile", "ext.cnf"],
                        cwd=work, check=True, capture_output=True)
         self.requests: list[dict] = []
+        self.host_headers: list[str] = []
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -51,6 +52,7 @@ class LabelWebhook:
                 review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 request = review["request"]
                 outer.requests.append(request)
+                outer.host_headers.append(self.headers["Host"])
                 response = {"uid": request["uid"], "allowed": True}
                 if self.path.startswith("/mutate"):
                     labels = (request["object"].get("metadata") or {}).get("labels")
@@ -145,6 +147,7 @@ def test_webhooks_behind_a_service(server):
         request = server.hook.requests[0]
         assert request["userInfo"]["username"] == "labkit-admin" and request["operation"] == "CREATE"
         assert request["options"]["kind"] == "CreateOptions"
+        assert server.hook.host_headers[0] == "hooks.default.svc:443"
         result = apply(server, pod("bad"), check=False)
         assert result.returncode == 1
         # the webhook's Status has a code and no reason: ToStatusErr keeps it so, and kubectl names no reason
@@ -153,6 +156,23 @@ def test_webhooks_behind_a_service(server):
     finally:
         kubectl(server, "delete", "mutatingwebhookconfiguration", "inject", "--ignore-not-found")
         kubectl(server, "delete", "validatingwebhookconfiguration", "deny", "--ignore-not-found")
+
+
+def test_a_service_without_endpoints_is_a_call_failure(server):
+    apply(server, {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "nobody", "namespace": "default"},
+                   "spec": {"ports": [{"port": 443}]}})
+    apply(server, {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+                   "metadata": {"name": "nobody"}, "webhooks": [webhook(
+                       "nobody.labkit.example.com", {"service": {"name": "nobody", "namespace": "default",
+                                                                 "path": "/validate"}})]})
+    try:
+        result = apply(server, pod("nobody"), check=False)
+        assert result.stderr.strip() == (
+            'Error from server (InternalError): error when creating "STDIN": Internal error occurred: failed calling '
+            'webhook "nobody.labkit.example.com": failed to call webhook: Post '
+            '"https://nobody.default.svc:443/validate?timeout=5s": no endpoints available for service "nobody"')
+    finally:
+        kubectl(server, "delete", "validatingwebhookconfiguration", "nobody", "--ignore-not-found")
 
 
 def test_a_down_webhook_blocks_pods_until_its_failure_policy_is_ignore(server):
@@ -177,6 +197,13 @@ def test_a_down_webhook_blocks_pods_until_its_failure_policy_is_ignore(server):
         assert kubectl(server, "get", "pod", "through", "-o", "name").stdout.strip() == "pod/through"
     finally:
         kubectl(server, "delete", "validatingwebhookconfiguration", "down", "--ignore-not-found")
+
+
+def test_the_plugin_order_is_served(server):
+    plugins = server.client().check(*server.client().request("GET", "/labkit/v1/admission"))["plugins"]
+    running = [p["name"] for p in plugins if p["state"] == "runs"]
+    assert running == ["NamespaceLifecycle", "StorageObjectInUseProtection", "MutatingAdmissionWebhook",
+                       "ValidatingAdmissionPolicy", "ValidatingAdmissionWebhook"]
 
 
 def test_a_policy_rejects_images_without_a_tag(server):

@@ -127,6 +127,28 @@ class Attributes:
             info["extra"] = {k: list(v) for k, v in extra.items()}
         return info
 
+    def admission_request(self, rt) -> dict:
+        """admission.k8s.io/v1 AdmissionRequest without uid and objects (CreateV1AdmissionReview,
+        cel.CreateAdmissionRequest): kind and resource as `rt` (the version a webhook or policy
+        matched), requestKind and requestResource as requested."""
+        request = {
+            "kind": dict(zip(("group", "version", "kind"), self.gvk if rt is self.rt else (rt.group, rt.version,
+                                                                                           rt.kind))),
+            "resource": {"group": rt.group, "version": rt.version, "resource": rt.resource},
+            "subResource": self.subresource,
+            "requestKind": dict(zip(("group", "version", "kind"), self.gvk)),
+            "requestResource": dict(zip(("group", "version", "resource"), self.gvr)),
+            "requestSubResource": self.subresource,
+            "name": self.name,
+            "namespace": self.namespace,
+            "operation": self.operation,
+            "userInfo": self.user_info(),
+            "dryRun": self.dry_run,
+        }
+        if self.options is not None:
+            request["options"] = self.options
+        return request
+
     def annotate(self, key: str, value: str) -> None:
         """AddAnnotation: an audit annotation of the request (the first value of a key stays)."""
         self.trace.annotations.setdefault(key, value)
@@ -192,10 +214,32 @@ class Chain:
                 attrs.trace.add(stage, plugin.name, "rejected", exc.message, code=exc.code, round=attrs.round)
                 raise
             if before is not None:
-                changed = before != attrs.obj
-                attrs.trace.add(stage, plugin.name, "mutated" if changed else "admitted",
-                                f"{plugin.name} changed the object" if changed else
-                                f"{plugin.name} admitted the request unchanged", round=attrs.round)
+                patch = json_patch_between(before, attrs.obj)
+                attrs.trace.add(stage, plugin.name, "mutated" if patch else "admitted",
+                                f"{plugin.name} changed the object" if patch else
+                                f"{plugin.name} admitted the request unchanged", round=attrs.round,
+                                **({"patch": patch} if patch else {}))
             elif not plugin.name.endswith("Webhook") and plugin.name != "ValidatingAdmissionPolicy":
                 attrs.trace.add(stage, plugin.name, "admitted", f"{plugin.name} admitted the request",
                                 round=attrs.round)
+
+
+def json_patch_between(before, after, path: str = "") -> list[dict]:
+    """A JSON patch (RFC 6902) that turns `before` into `after`: how the trace shows what an
+    in-tree plugin changed (lists are replaced whole)."""
+    if isinstance(before, dict) and isinstance(after, dict):
+        ops = []
+        for key in before:
+            pointer = f"{path}/{str(key).replace('~', '~0').replace('/', '~1')}"
+            if key not in after:
+                ops.append({"op": "remove", "path": pointer})
+            else:
+                ops += json_patch_between(before[key], after[key], pointer)
+        for key in after:
+            if key not in before:
+                pointer = f"{path}/{str(key).replace('~', '~0').replace('/', '~1')}"
+                ops.append({"op": "add", "path": pointer, "value": copy.deepcopy(after[key])})
+        return ops
+    if before == after:
+        return []
+    return [{"op": "replace", "path": path, "value": copy.deepcopy(after)}]

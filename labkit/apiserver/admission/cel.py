@@ -126,27 +126,6 @@ def to_python(value):
 
 # -- the activation ----------------------------------------------------------------------------------
 
-def admission_request(attrs, rt) -> dict:
-    """CreateAdmissionRequest: the request without its objects."""
-    request = {
-        "kind": dict(zip(("group", "version", "kind"), attrs.gvk if rt is attrs.rt else (rt.group, rt.version,
-                                                                                           rt.kind))),
-        "resource": {"group": rt.group, "version": rt.version, "resource": rt.resource},
-        "subResource": attrs.subresource,
-        "requestKind": dict(zip(("group", "version", "kind"), attrs.gvk)),
-        "requestResource": dict(zip(("group", "version", "resource"), attrs.gvr)),
-        "requestSubResource": attrs.subresource,
-        "name": attrs.name,
-        "namespace": attrs.namespace,
-        "operation": attrs.operation,
-        "userInfo": attrs.user_info(),
-        "dryRun": attrs.dry_run,
-    }
-    if attrs.options is not None:
-        request["options"] = attrs.options
-    return request
-
-
 def namespace_object(namespace: dict | None) -> dict | None:
     """CreateNamespaceObject: the namespace's metadata (without managed fields), spec and status."""
     if namespace is None:
@@ -159,7 +138,7 @@ def activation(attrs, rt, params=None, namespace: dict | None = None) -> dict:
     return {
         "object": to_cel(attrs.obj),
         "oldObject": to_cel(attrs.old),
-        "request": to_cel(admission_request(attrs, rt)),
+        "request": to_cel(attrs.admission_request(rt)),
         "params": to_cel(params),
         "namespaceObject": to_cel(namespace_object(namespace)),
         "variables": celtypes.MapType({}),
@@ -180,7 +159,7 @@ def add_variables(act: dict, variables: list[dict]) -> None:
     act["variables"] = celtypes.MapType(values)
 
 
-def match_conditions(conditions: list[dict], attrs, rt, authorizer=None, failure_policy: str = "Fail",
+def match_conditions(conditions: list[dict], attrs, rt, failure_policy: str = "Fail",
                      act: dict | None = None) -> bool:
     """matchconditions.Matcher.Match: any condition false -> no match; otherwise errors follow the
     failure policy (Fail: an error, Ignore: no match)."""

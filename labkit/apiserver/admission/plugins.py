@@ -42,14 +42,14 @@ def namespace_lifecycle(store):
     return admit
 
 
-def default_chain(registry, authorizer=None) -> Chain:
+def default_chain(registry) -> Chain:
     """The default-enabled plugins of v1.34 that labkit reconstructs, in AllOrderedPlugins' order."""
     from labkit.apiserver.admission.policy import ValidatingPolicies
     from labkit.apiserver.admission.webhook import MutatingWebhooks, ValidatingWebhooks
     return Chain([
         Plugin("NamespaceLifecycle", admit=namespace_lifecycle(registry.store)),
         Plugin("StorageObjectInUseProtection", admit=storage_object_in_use_protection, handles=("CREATE",)),
-        Plugin("MutatingAdmissionWebhook", admit=MutatingWebhooks(registry, authorizer).admit),
+        Plugin("MutatingAdmissionWebhook", admit=MutatingWebhooks(registry).admit),
         Plugin("ValidatingAdmissionPolicy", validate=ValidatingPolicies(registry).validate),
-        Plugin("ValidatingAdmissionWebhook", validate=ValidatingWebhooks(registry, authorizer).validate),
+        Plugin("ValidatingAdmissionWebhook", validate=ValidatingWebhooks(registry).validate),
     ])

@@ -85,10 +85,11 @@ class ValidatingPolicies:
         if is_exempt(attrs):
             return
         store = self.registry.store
-        policies = sorted(store.list(POLICY_KEY)[0], key=lambda p: p["metadata"]["name"])
+        # the store's shared objects (only read), as webhook.configurations reads them
+        policies = sorted((o for _, o, _ in store.scan(POLICY_KEY)[0]), key=lambda p: p["metadata"]["name"])
         if not policies:
             return
-        bindings = sorted(store.list(BINDING_KEY)[0], key=lambda b: b["metadata"]["name"])
+        bindings = sorted((o for _, o, _ in store.scan(BINDING_KEY)[0]), key=lambda b: b["metadata"]["name"])
         denials: list[tuple[dict, dict | None, str, str]] = []     # (policy, binding, message, reason)
         for policy in policies:
             spec = policy.get("spec") or {}

@@ -73,8 +73,10 @@ def is_exempt(attrs: Attributes) -> bool:
 
 
 def configurations(store, key: str) -> list[tuple[str, int, dict]]:
-    """(configuration name, index, webhook) for every webhook, configurations sorted by name."""
-    items = sorted(store.list(key)[0], key=lambda c: c["metadata"]["name"])
+    """(configuration name, index, webhook) for every webhook, configurations sorted by name.
+    Read on every request from the store's in-memory index (its shared objects, not copies: they
+    are only read), so a configuration applies from the moment its write is acknowledged."""
+    items = sorted((obj for _, obj, _ in store.scan(key)[0]), key=lambda c: c["metadata"]["name"])
     return [(c["metadata"]["name"], i, hook) for c in items for i, hook in enumerate(c.get("webhooks") or [])]
 
 
@@ -163,7 +165,7 @@ class Invocation:
         return f"{self.configuration}/{self.hook.get('name')}/{self.index}"
 
 
-def should_call(registry, configuration: str, index: int, hook: dict, attrs: Attributes, authorizer=None):
+def should_call(registry, configuration: str, index: int, hook: dict, attrs: Attributes):
     """Webhook.ShouldCallHook: an Invocation, or None when the webhook does not apply."""
     store = registry.store
     try:
@@ -197,7 +199,8 @@ def should_call(registry, configuration: str, index: int, hook: dict, attrs: Att
     if conditions:
         from labkit.apiserver.admission import cel
         try:
-            matched = cel.match_conditions(conditions, invocation.attrs, invocation.rt, authorizer)
+            matched = cel.match_conditions(conditions, invocation.attrs, invocation.rt,
+                                           failure_policy=hook.get("failurePolicy") or "Fail")
         except cel.EvaluationError as exc:
             # "Failed evaluating match conditions, failing closed"
             raise forbidden(attrs.rt.resource, attrs.rt.group, attrs.name, str(exc))
@@ -206,10 +209,21 @@ def should_call(registry, configuration: str, index: int, hook: dict, attrs: Att
     return invocation
 
 
+_EQUIVALENTS: dict = {}
+
+
 def _equivalents(registry, rt) -> list:
-    """EquivalentResourcesFor: the same stored resource served in another group/version."""
-    return [o for o in registry.catalog.all() if o is not rt and o.storage_key == rt.storage_key
-            and o.resource == rt.resource]
+    """EquivalentResourcesFor: the same stored resource served in another group/version (kept
+    until the catalogue changes)."""
+    catalog = registry.catalog
+    key = (id(catalog), catalog.generation, rt.group, rt.version, rt.resource)
+    found = _EQUIVALENTS.get(key)
+    if found is None:
+        if len(_EQUIVALENTS) > 4096:
+            _EQUIVALENTS.clear()
+        found = _EQUIVALENTS[key] = [o for o in catalog.all() if o is not rt and o.storage_key == rt.storage_key
+                                     and o.resource == rt.resource]
+    return found
 
 
 def _converted(registry, attrs: Attributes, other) -> Attributes:
@@ -238,27 +252,28 @@ class _Connection(http.client.HTTPSConnection):
         self.sock = self._context.wrap_socket(sock, server_hostname=self.host)
 
 
-def _endpoint(registry, config: dict) -> tuple[str, str, int, str]:
-    """(host for TLS and the URL, address to dial, port, path) of a webhook's clientConfig."""
+def _endpoint(config: dict) -> tuple[str, int, str, dict | None]:
+    """(host, port, path) of the URL a webhook's clientConfig names, and its Service if any."""
     if config.get("url"):
         parts = urlsplit(config["url"])
-        host = parts.hostname or ""
         path = parts.path or "/"
         if parts.query:
             path += "?" + parts.query
-        return host, host, parts.port or 443, path
+        return parts.hostname or "", parts.port or 443, path, None
     service = config.get("service")
     if not service:
         raise LookupError("could not get REST client: webhook clientConfig has neither url nor service")
-    from labkit.apiserver.availability import Unresolvable, resolve_endpoint
-    port = service.get("port") or 443
-    host = f"{service.get('name')}.{service.get('namespace')}.svc"
-    try:
-        base = resolve_endpoint(registry.store, service.get("namespace", ""), service.get("name", ""), port)
-    except Unresolvable as exc:
-        raise ConnectionError(f'Post "https://{host}:{port}{service.get("path") or ""}": {exc}')
+    return f"{service.get('name')}.{service.get('namespace')}.svc", service.get("port") or 443, \
+        service.get("path") or "/", service
+
+
+def _dial_address(registry, service: dict) -> tuple[str, int]:
+    """A ready endpoint of the Service (availability.resolve_endpoint, the aggregator's resolver)."""
+    from labkit.apiserver.availability import resolve_endpoint
+    base = resolve_endpoint(registry.store, service.get("namespace", ""), service.get("name", ""),
+                            service.get("port") or 443)
     address, _, number = base[len("https://"):].rpartition(":")
-    return host, address.strip("[]"), int(number), service.get("path") or "/"
+    return address.strip("[]"), int(number)
 
 
 def _context(config: dict) -> ssl.SSLContext:
@@ -305,34 +320,16 @@ def _status_error(code: int, body: bytes) -> str:
     return f"an error on the server ({json.dumps(text)}) has prevented the request from succeeding"
 
 
-def admission_review(uid: str, version: str, invocation: Invocation, request_attrs: Attributes) -> dict:
-    """CreateV1AdmissionReview (v1beta1 is the same request under another apiVersion): kind and
-    resource as the webhook registered for them, requestKind and requestResource as requested."""
-    attrs, rt = invocation.attrs, invocation.rt
-    kind = request_attrs.gvk if rt is request_attrs.rt else (rt.group, rt.version, rt.kind)
-    request = {
-        "uid": uid,
-        "kind": dict(zip(("group", "version", "kind"), kind)),
-        "resource": dict(zip(("group", "version", "resource"), (rt.group, rt.version, rt.resource))),
-        "subResource": attrs.subresource,
-        "requestKind": dict(zip(("group", "version", "kind"), request_attrs.gvk)),
-        "requestResource": dict(zip(("group", "version", "resource"), request_attrs.gvr)),
-        "requestSubResource": attrs.subresource,
-        "name": attrs.name,
-        "namespace": attrs.namespace,
-        "operation": attrs.operation,
-        "userInfo": attrs.user_info(),
-        "object": attrs.obj,
-        "oldObject": attrs.old,
-        "dryRun": attrs.dry_run,
-        "options": attrs.options,
-    }
+def admission_review(uid: str, version: str, invocation: Invocation) -> dict:
+    """CreateV1AdmissionReview (v1beta1 is the same request under another apiVersion)."""
+    attrs = invocation.attrs
+    request = {"uid": uid, **attrs.admission_request(invocation.rt), "object": attrs.obj, "oldObject": attrs.old}
     # omitempty, as the Go types encode it
     request = {k: v for k, v in request.items() if v not in ("", None) or k == "dryRun"}
     return {"kind": "AdmissionReview", "apiVersion": f"admission.k8s.io/{version}", "request": request}
 
 
-def call(registry, invocation: Invocation, request_attrs: Attributes, mutating: bool) -> dict:
+def call(registry, invocation: Invocation, mutating: bool) -> dict:
     """One webhook call: the verified response (VerifyAdmissionResponse), or CallError."""
     hook = invocation.hook
     name = hook.get("name", "")
@@ -344,24 +341,29 @@ def call(registry, invocation: Invocation, request_attrs: Attributes, mutating: 
     config = hook.get("clientConfig") or {}
     timeout = hook.get("timeoutSeconds") or 10
     try:
-        host, address, port, path = _endpoint(registry, config)
+        host, port, path, service = _endpoint(config)
         context = _context(config)
     except LookupError as exc:
         raise CallError(name, str(exc))
-    except ConnectionError as exc:
-        raise CallError(name, f"failed to call webhook: {exc}")
     except (ssl.SSLError, ValueError) as exc:
         raise CallError(name, f"could not get REST client: unable to load root certificates: {exc}")
     path += ("&" if "?" in path else "?") + f"timeout={timeout}s"
     url = f"https://{host}:{port}{path}" if ":" not in host else f"https://[{host}]:{port}{path}"
+    address, dial_port = host, port
+    if service is not None:
+        from labkit.apiserver.availability import Unresolvable
+        try:
+            address, dial_port = _dial_address(registry, service)
+        except Unresolvable as exc:
+            raise CallError(name, f'failed to call webhook: Post "{url}": {exc}')
     uid = str(uuid.uuid4())
-    body = json.dumps(admission_review(uid, version, invocation, request_attrs)).encode()
+    body = json.dumps(admission_review(uid, version, invocation)).encode()
     deadline = time.monotonic() + timeout
-    conn = _Connection(host, port, address, timeout, context)
+    conn = _Connection(host, dial_port, address, timeout, context)
     try:
-        conn.putrequest("POST", path)
-        for header, value in (("Content-Type", "application/json"), ("Accept", "application/json, */*"),
-                              ("Content-Length", str(len(body)))):
+        conn.putrequest("POST", path, skip_host=True)
+        for header, value in (("Host", f"{host}:{port}"), ("Content-Type", "application/json"),
+                              ("Accept", "application/json, */*"), ("Content-Length", str(len(body)))):
             conn.putheader(header, value)
         conn.endheaders(body)
         conn.sock.settimeout(max(0.001, deadline - time.monotonic()))
@@ -369,7 +371,7 @@ def call(registry, invocation: Invocation, request_attrs: Attributes, mutating: 
         data = response.read()
         status = response.status
     except (OSError, http.client.HTTPException) as exc:
-        raise CallError(name, "failed to call webhook: " + _go_error(url, address, port, exc))
+        raise CallError(name, "failed to call webhook: " + _go_error(url, address, dial_port, exc))
     finally:
         conn.close()
     if not 200 <= status < 300:
@@ -462,9 +464,8 @@ def _record_response(attrs: Attributes, hook: dict, result: dict) -> None:
 class MutatingWebhooks:
     name = "MutatingAdmissionWebhook"
 
-    def __init__(self, registry, authorizer=None):
+    def __init__(self, registry):
         self.registry = registry
-        self.authorizer = authorizer
 
     def admit(self, attrs: Attributes) -> None:
         """mutatingDispatcher.Dispatch."""
@@ -475,7 +476,7 @@ class MutatingWebhooks:
             self._require_reinvoking(state)     # in-tree plugins changed the object in round 1
         try:
             for i, (configuration, index, hook) in enumerate(configurations(self.registry.store, MUTATING_KEY)):
-                invocation = should_call(self.registry, configuration, index, hook, attrs, self.authorizer)
+                invocation = should_call(self.registry, configuration, index, hook, attrs)
                 if invocation is None:
                     continue
                 if attrs.round == 1 and invocation.uid not in state["reinvoke"]:
@@ -498,7 +499,7 @@ class MutatingWebhooks:
         changed, applied, error = False, None, None
         try:
             _check_dry_run(hook, attrs)
-            result = call(self.registry, invocation, attrs, mutating=True)
+            result = call(self.registry, invocation, mutating=True)
             _record_response(attrs, hook, result)
             if not result["allowed"]:
                 error = to_status_error(name, result.get("status"))
@@ -582,9 +583,8 @@ class MutatingWebhooks:
 class ValidatingWebhooks:
     name = "ValidatingAdmissionWebhook"
 
-    def __init__(self, registry, authorizer=None):
+    def __init__(self, registry):
         self.registry = registry
-        self.authorizer = authorizer
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="validating-webhook")
 
     def validate(self, attrs: Attributes) -> None:
@@ -593,7 +593,7 @@ class ValidatingWebhooks:
             return
         relevant = []
         for configuration, index, hook in configurations(self.registry.store, VALIDATING_KEY):
-            invocation = should_call(self.registry, configuration, index, hook, attrs, self.authorizer)
+            invocation = should_call(self.registry, configuration, index, hook, attrs)
             if invocation is not None:
                 relevant.append(invocation)
         if not relevant:
@@ -617,7 +617,7 @@ class ValidatingWebhooks:
         data = {"configuration": invocation.configuration, "index": i}
         try:
             _check_dry_run(hook, attrs)
-            result = call(self.registry, invocation, attrs, mutating=False)
+            result = call(self.registry, invocation, mutating=False)
         except CallError as exc:
             with lock:
                 if hook.get("failurePolicy") == "Ignore":
