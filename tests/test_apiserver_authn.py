@@ -13,11 +13,12 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from labkit.apiserver import authn
-from labkit.apiserver.auditpolicy import Policy, RequestAttributes, validate
+from labkit.apiserver.auditpolicy import Policy, validate
+from labkit.apiserver.authorizer import Attributes
 from labkit.apiserver.trace import Trace
 
 NOW = datetime(2026, 6, 1, 12, 0, 0, tzinfo=timezone.utc)
@@ -139,7 +140,7 @@ class Objects:
 
 @pytest.fixture(scope="module")
 def signing_key():
-    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    return ec.generate_private_key(ec.SECP256R1())
 
 
 @pytest.fixture
@@ -219,7 +220,7 @@ def test_audience_signature_and_issuer(signing_key, objects):
     with pytest.raises(ValueError, match=re.escape('token audiences ["vault"] is invalid for the target audiences '
                                                    '["https://kubernetes.default.svc.cluster.local"]')):
         tokens.authenticate(token)
-    other = authn.ServiceAccountTokens(rsa.generate_private_key(public_exponent=65537, key_size=2048), objects.lookup)
+    other = authn.ServiceAccountTokens(ec.generate_private_key(ec.SECP256R1()), objects.lookup)
     forged, _ = other.issue(sa, authn.API_AUDIENCES, 3600)
     with pytest.raises(ValueError, match="error in cryptographic primitive"):
         tokens.authenticate(forged)
@@ -266,6 +267,26 @@ def test_union_fail_on_error_and_anonymous(ca, signing_key, objects):
     assert chain.authenticate(None, "Basic dTpw", Trace()).name == "system:anonymous"
 
 
+def test_token_cache_keeps_successes_for_ten_seconds(signing_key, objects):
+    """cached_token_authenticator.go with kube-apiserver's TokenSuccessCacheTTL (10 s) and no
+    failure cache."""
+    tokens = _tokens(signing_key, objects)
+    clock = [1000.0]
+    chain = authn.Authenticator(None, authn.TokenFileAuthenticator({}), tokens, clock=lambda: clock[0])
+    token, _ = tokens.issue(objects.lookup("serviceaccounts", "ns", "robot"), authn.API_AUDIENCES, 3600)
+    assert chain.authenticate(None, f"Bearer {token}", Trace()).name == "system:serviceaccount:ns:robot"
+    objects.items.pop(("serviceaccounts", "ns", "robot"))
+    clock[0] += 9.5
+    trace = Trace()
+    assert chain.authenticate(None, f"Bearer {token}", trace).name == "system:serviceaccount:ns:robot"
+    assert [s.name for s in trace.steps] == ["token-cache"]
+    clock[0] += 1
+    with pytest.raises(authn.Unauthenticated, match='serviceaccounts "robot" not found'):
+        chain.authenticate(None, f"Bearer {token}", Trace())
+    with pytest.raises(authn.Unauthenticated):       # failures are not cached: checked every time
+        chain.authenticate(None, f"Bearer {token}", Trace())
+
+
 @pytest.mark.parametrize("authorization, access_token, certificate, message", [
     ("Basic dXNlcm5hbWU6cGFzc3dvcmQ=", "", False, "Authentication failed, attempted: basic"),
     ("Basic dXNlcm5hbWU6cGFzc3dvcmQ=", "", True, "Authentication failed, attempted: basic, x509"),
@@ -282,15 +303,15 @@ def test_failed_authentication_audit_message(authorization, access_token, certif
 
 TIM = ("tim@k8s.io", ["humans", "developers"])
 ATTRS = {
-    "namespaced": RequestAttributes(*TIM, "get", True, "default", "", "pods", "", "busybox",
-                                    "/api/v1/namespaces/default/pods/busybox"),
-    "cluster": RequestAttributes(*TIM, "get", True, "", "rbac.authorization.k8s.io", "clusterroles", "", "edit",
-                                 "/apis/rbac.authorization.k8s.io/v1beta1/clusterroles/edit"),
-    "nonResource": RequestAttributes(*TIM, "get", False, path="/logs/kubelet.log"),
-    "subresource": RequestAttributes(*TIM, "get", True, "default", "", "pods", "log", "busybox",
-                                     "/api/v1/namespaces/default/pods/busybox"),
-    "Unauthorized": RequestAttributes(None, [], "get", True, "default", "", "pods", "", "busybox",
-                                      "/api/v1/namespaces/default/pods/busybox"),
+    "namespaced": Attributes(*TIM, "get", "default", "", "v1", "pods", "", "busybox",
+                             "/api/v1/namespaces/default/pods/busybox"),
+    "cluster": Attributes(*TIM, "get", "", "rbac.authorization.k8s.io", "v1beta1", "clusterroles", "", "edit",
+                          "/apis/rbac.authorization.k8s.io/v1beta1/clusterroles/edit"),
+    "nonResource": Attributes(*TIM, "get", path="/logs/kubelet.log"),
+    "subresource": Attributes(*TIM, "get", "default", "", "v1", "pods", "log", "busybox",
+                              "/api/v1/namespaces/default/pods/busybox"),
+    "Unauthorized": Attributes("", [], "get", "default", "", "v1", "pods", "", "busybox",
+                               "/api/v1/namespaces/default/pods/busybox"),
 }
 RULES = {
     "default": {"level": "Metadata"},

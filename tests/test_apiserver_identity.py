@@ -146,15 +146,22 @@ def test_bound_tokens_end_with_their_pod(server, tmp_path):
                     "--bound-object-name=stranger", check=False)
     assert wrong.stderr.strip() == ('error: failed to create token: cannot bind token for serviceaccount "robot" to '
                                     "pod running with different serviceaccount name.")
-    token = kubectl(server.kubeconfig, "create", "token", "robot", "--bound-object-kind=Pod",
-                    "--bound-object-name=runner").stdout.strip()
-    kubeconfig = users.write_kubeconfig(tmp_path / "bound", server.url, server.pki, "robot", token=token)
+    def bound_token():
+        return kubectl(server.kubeconfig, "create", "token", "robot", "--bound-object-kind=Pod",
+                       "--bound-object-name=runner").stdout.strip()
+
+    used, unused = bound_token(), bound_token()
+    kubeconfig = users.write_kubeconfig(tmp_path / "bound", server.url, server.pki, "robot", token=used)
     me = whoami(kubeconfig)
     uid = admin.get("v1", "pods", "runner", "default")["metadata"]["uid"]
     assert me["extra"]["authentication.kubernetes.io/pod-name"] == ["runner"]
     assert me["extra"]["authentication.kubernetes.io/pod-uid"] == [uid]
     admin.delete("v1", "pods", "runner", "default", {"gracePeriodSeconds": 0})
-    assert wait_until(lambda: kubectl(kubeconfig, "get", "pods", check=False).returncode != 0)
+    assert wait_until(lambda: not admin.list("v1", "pods", "default", field_selector="metadata.name=runner")[0])
+    # a token checked less than 10 s ago is taken from the token cache; a fresh one is checked
+    assert whoami(kubeconfig)["username"] == "system:serviceaccount:default:robot"
+    kubeconfig = users.write_kubeconfig(tmp_path / "unused", server.url, server.pki, "robot", token=unused)
+    assert "You must be logged in" in kubectl(kubeconfig, "get", "pods", check=False).stderr
     failed = events(server, lambda e: e["stage"] == "ResponseStarted" and e["responseStatus"]["code"] == 401)
     steps = trace(server, failed[-1]["auditID"])["steps"]
     assert "service account token has been invalidated" in steps[0]["detail"]
@@ -195,9 +202,21 @@ def test_certificate_signing_request_flow_with_openssl(server, tmp_path):
     kubectl(kubeconfig, "config", "use-context", "alice")
     me = whoami(kubeconfig)
     assert (me["username"], me["groups"]) == ("alice", ["dev", "system:authenticated"])
-    # an approved request cannot be denied, and the conditions cannot be removed
+    # kubectl will not deny an approved request; the approval subresource refuses both conditions
+    # and the removal of one
     denied = kubectl(server.kubeconfig, "certificate", "deny", "alice", check=False)
-    assert "Approved and Denied conditions are mutually exclusive" in denied.stderr or denied.returncode != 0
+    assert denied.stderr.strip() == 'error: certificate signing request "alice" is already Approved'
+    admin = server.client()
+    csr = admin.get("certificates.k8s.io/v1", "certificatesigningrequests", "alice")
+    both = dict(csr, status=dict(csr["status"], conditions=csr["status"]["conditions"] + [
+        {"type": "Denied", "status": "True", "reason": "Changed", "message": "mind"}]))
+    code, body = admin.request("PUT", "/apis/certificates.k8s.io/v1/certificatesigningrequests/alice/approval",
+                               body=both)
+    assert code == 422 and body["message"].endswith(
+        'status.conditions: Invalid value: "Denied": Approved and Denied conditions are mutually exclusive')
+    code, body = admin.request("PUT", "/apis/certificates.k8s.io/v1/certificatesigningrequests/alice/approval",
+                               body=dict(csr, status=dict(csr["status"], conditions=[])))
+    assert code == 422 and 'updates may not remove a condition of type "Approved"' in body["message"]
 
 
 def test_signer_fails_requests_it_may_not_sign_and_deny_leaves_them_unsigned(server, tmp_path):
@@ -221,6 +240,8 @@ def test_signer_fails_requests_it_may_not_sign_and_deny_leaves_them_unsigned(ser
     assert (failed["reason"], failed["message"]) == ("SignerValidationFailure",
                                                      "invalid usage for client certificate: server auth")
     assert condition("refused", "Denied")["reason"] == "KubectlDeny"
+    table = kubectl(server.kubeconfig, "get", "csr", "serving", "refused", "--no-headers").stdout.splitlines()
+    assert [line.split()[-1] for line in table] == ["Approved,Failed", "Denied"]
     assert "certificate" not in admin.get("certificates.k8s.io/v1", "certificatesigningrequests", "refused")["status"]
     # validation as upstream
     code, body = admin.request("POST", "/apis/certificates.k8s.io/v1/certificatesigningrequests", body={
@@ -290,3 +311,39 @@ def test_an_invalid_audit_policy_stops_the_server_with_one_line(tmp_path):
     policy = tmp_path / "policy.yaml"
     policy.write_text("apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Verbose\n")
     assert main(["--state", str(tmp_path / "state"), "--controllers", "none", "--audit-policy", str(policy)]) == 2
+
+
+def test_token_request_defaults_extension_and_bindings(server):
+    """token.go TokenREST.Create: the 3607-second pod-bound token lives a year and warns after
+    3607 s; Node bindings; objects a token cannot be bound to."""
+    admin = server.client()
+    path = "/api/v1/namespaces/default/serviceaccounts/robot/token"
+    admin.create("v1", "pods", {"metadata": {"name": "kubelet-made"}, "spec": {
+        "serviceAccountName": "robot", "nodeName": "n1", "containers": [{"name": "c", "image": "busybox"}]}},
+        "default")
+    node = admin.create("v1", "nodes", {"metadata": {"name": "n1"}})
+    answer = admin.check(*admin.request("POST", path, body={"spec": {"expirationSeconds": 3607, "boundObjectRef": {
+        "kind": "Pod", "apiVersion": "v1", "name": "kubelet-made"}}}))
+    claims = json.loads(base64.urlsafe_b64decode(answer["status"]["token"].split(".")[1] + "=="))
+    assert claims["exp"] - claims["iat"] == 365 * 24 * 3600
+    assert claims["kubernetes.io"]["warnafter"] - claims["iat"] == 3607
+    assert claims["kubernetes.io"]["node"] == {"name": "n1", "uid": node["metadata"]["uid"]}
+    created = datetime.strptime(answer["metadata"]["creationTimestamp"], "%Y-%m-%dT%H:%M:%SZ")
+    expires = datetime.strptime(answer["status"]["expirationTimestamp"], "%Y-%m-%dT%H:%M:%SZ")
+    assert expires - created == timedelta(seconds=3607)
+    default = admin.check(*admin.request("POST", path, body={}))
+    assert default["spec"] == {"audiences": ["https://kubernetes.default.svc.cluster.local"], "expirationSeconds": 3600}
+    bound = admin.check(*admin.request("POST", path, body={"spec": {"boundObjectRef": {
+        "kind": "Node", "apiVersion": "v1", "name": "n1"}}}))
+    claims = json.loads(base64.urlsafe_b64decode(bound["status"]["token"].split(".")[1] + "=="))
+    assert claims["kubernetes.io"]["node"] == {"name": "n1", "uid": node["metadata"]["uid"]}
+    code, body = admin.request("POST", path, body={"spec": {"boundObjectRef": {
+        "kind": "ConfigMap", "apiVersion": "v1", "name": "x"}}})
+    assert (code, body["message"]) == (400, "cannot bind token to object of type /v1, Kind=ConfigMap")
+    code, body = admin.request("POST", path, body={"spec": {"boundObjectRef": {
+        "kind": "Node", "apiVersion": "v1", "name": "n1", "uid": "not-its-uid"}}})
+    assert code == 409 and body["message"] == (
+        'Operation cannot be fulfilled on Node "n1": the UID in the bound object reference (not-its-uid) does not '
+        "match the UID in record. The object might have been deleted and then recreated")
+    code, body = admin.request("POST", "/api/v1/namespaces/default/serviceaccounts/nobody/token", body={})
+    assert (code, body["message"]) == (404, 'serviceaccounts "nobody" not found')

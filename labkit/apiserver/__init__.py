@@ -15,7 +15,9 @@ Kubernetes Status errors with upstream's reasons and messages.
 
 Modules, request path first:
 
-  http.py       HTTPS front end, bearer tokens, body limits, streamed watches
+  http.py       HTTPS front end (asks clients for certificates), body limits, streamed watches
+  authn.py      authentication as kube-apiserver's chain: x509 client certificates, the static
+                token file, ServiceAccount JWTs, anonymous; 401s
   handler.py    routing (RequestInfo), verbs, content negotiation, DeleteOptions, audit
   authorizer.py who may do what: every request, impersonation and the access reviews ask it
   rbac.py       RBAC rule matching and resolution (the RBAC authorizer)
@@ -37,7 +39,11 @@ Modules, request path first:
   kinds.py      the served kinds and their strategies (per-kind behaviour)
   storage.py    SQLite + in-memory index + event log; group commit, durable before answering
   validation.py, selectors.py, patch.py, protobuf.py, tables.py, discovery.py, errors.py
-  audit.py      the audit log (audit.k8s.io/v1 Event JSON lines)
+  audit.py      the audit log (audit.k8s.io/v1 Event JSON lines), per request and stage
+  auditpolicy.py  the audit policy (audit.k8s.io/v1 Policy): levels, stages, rule matching
+  tokenrequest.py  serviceaccounts/<name>/token (TokenRequest, `kubectl create token`)
+  certificates.py  CertificateSigningRequests (approval, status) and signing with the lab CA
+  users.py      client certificates and kubeconfigs for lab users
   internal.py   controllers of kube-apiserver itself: CRD cleanup, APIService registration
   availability.py  kube-aggregator's APIService availability check (Service, port, EndpointSlices, a
                 discovery request to the backend) and its proxy to Available backends
@@ -48,7 +54,8 @@ Modules, request path first:
                 the admissionregistration.k8s.io/v1 kinds (configkinds.py)
   client.py     HttpClient (any cluster, from a kubeconfig), LocalClient (in-process), RESTMapper
   server.py     EmbeddedServer (all of it in one process), spawn() for labs, ServerInfo
-  certs.py      the server's CA and certificate (client-go sends tokens only over TLS)
+  certs.py      the server's CA (also the client CA) and certificate (client-go sends tokens
+                only over TLS)
 
 Every body a write decodes — create, update, each patch type once applied, status — goes
 through the kind's typed decoding and defaulting (Registry.decode), as kube-apiserver's decoder
@@ -62,13 +69,23 @@ Endpoints; apps Deployments, ReplicaSets, DaemonSets, StatefulSets; batch Jobs, 
 autoscaling/v2 and v1 HorizontalPodAutoscalers; rbac Roles, RoleBindings, ClusterRoles,
 ClusterRoleBindings; coordination Leases; discovery EndpointSlices; events.k8s.io Events (a view
 of core Events); CRDs and APIServices; admissionregistration MutatingWebhookConfigurations,
-ValidatingWebhookConfigurations, ValidatingAdmissionPolicies and their bindings; the access reviews (SelfSubjectAccessReview,
-SelfSubjectRulesReview, SubjectAccessReview, LocalSubjectAccessReview, SelfSubjectReview),
+ValidatingWebhookConfigurations, ValidatingAdmissionPolicies and their bindings;
+certificates.k8s.io CertificateSigningRequests (with the approval and status subresources); the
+access reviews (SelfSubjectAccessReview, SelfSubjectRulesReview, SubjectAccessReview,
+LocalSubjectAccessReview, SelfSubjectReview) and TokenRequests (serviceaccounts/<name>/token),
 answered and not stored. Controllers run for Deployments, ReplicaSets, the garbage collector and
-namespaces; nothing creates Nodes, runs Jobs or fills EndpointSlices.
+namespaces, and sign approved requests for kubernetes.io/kube-apiserver-client (csrsigning);
+nothing creates Nodes, runs Jobs or fills EndpointSlices.
 
 Every write records its manager's fields in metadata.managedFields; `application/apply-patch`
 is server-side apply with field ownership, conflicts (409) and `force`.
+
+Authentication (authn.py): a client certificate signed by the lab CA is its CN with its O
+values as groups; a bearer token is looked up in tokens.csv, then validated as a ServiceAccount
+token of this server (issued by TokenRequest, checked against the ServiceAccount and the bound
+Pod/Secret/Node); a request without credentials is system:anonymous; a credential that fails is
+a 401, never anonymous. The audit policy (auditpolicy.py, audit-policy.yaml in the state
+directory) chooses each request's audit level and stages.
 
 Authorization (authorizer.py): kube-apiserver's chain for `--authorization-mode=RBAC` — the
 privileged group system:masters first, then RBAC (rbac.py) over Roles, ClusterRoles and their

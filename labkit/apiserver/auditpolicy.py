@@ -18,6 +18,7 @@ from pathlib import Path
 
 import yaml
 
+from labkit.apiserver.authorizer import Attributes
 from labkit.errors import LabkitError
 
 LEVELS = ("None", "Metadata", "Request", "RequestResponse")
@@ -47,21 +48,6 @@ class RequestAuditConfig:
 
 
 @dataclass
-class RequestAttributes:
-    """What the policy matches on (authorizer.Attributes): no user when authentication failed."""
-    user: str | None
-    groups: list[str]
-    verb: str
-    resource_request: bool
-    namespace: str = ""
-    group: str = ""
-    resource: str = ""
-    subresource: str = ""
-    name: str = ""
-    path: str = ""
-
-
-@dataclass
 class Rule:
     level: str
     users: list[str] = field(default_factory=list)
@@ -73,23 +59,23 @@ class Rule:
     omit_stages: frozenset = frozenset()
     omit_managed_fields: bool | None = None
 
-    def matches(self, a: RequestAttributes) -> bool:
-        """checker.go `ruleMatches`."""
-        if self.users and (a.user is None or a.user not in self.users):
+    def matches(self, a: Attributes) -> bool:
+        """checker.go `ruleMatches` (a request that failed authentication has no user: "")."""
+        if self.users and (not a.user or a.user not in self.users):
             return False
-        if self.user_groups and (a.user is None or not any(g in self.user_groups for g in a.groups)):
+        if self.user_groups and (not a.user or not any(g in self.user_groups for g in a.groups)):
             return False
         if self.verbs and a.verb not in self.verbs:
             return False
         if self.namespaces or self.resources:
             return self._matches_resource(a)
         if self.non_resource_urls:
-            return not a.resource_request and any(_path_matches(a.path, spec) for spec in self.non_resource_urls)
+            return not a.resource and any(_path_matches(a.path, spec) for spec in self.non_resource_urls)
         return True
 
-    def _matches_resource(self, a: RequestAttributes) -> bool:
+    def _matches_resource(self, a: Attributes) -> bool:
         """checker.go `ruleMatchesResource`: non-namespaced resources have namespace ""."""
-        if not a.resource_request:
+        if not a.resource:
             return False
         if self.namespaces and a.namespace not in self.namespaces:
             return False
@@ -127,7 +113,7 @@ class Policy:
         self.omit_stages = frozenset(omit_stages)
         self.omit_managed_fields = omit_managed_fields
 
-    def evaluate(self, attributes: RequestAttributes) -> RequestAuditConfig:
+    def evaluate(self, attributes: Attributes) -> RequestAuditConfig:
         """checker.go `EvaluatePolicyRule`: the first matching rule, else level None."""
         for i, rule in enumerate(self.rules):
             if rule.matches(attributes):

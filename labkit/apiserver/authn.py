@@ -8,6 +8,9 @@ The chain (pkg/kubeapiserver/authenticator/config.go, `Config.New`), in upstream
   2. bearer tokens (request/bearertoken/bearertoken.go), tried by one token union in order: the
      static token file (token/tokenfile/tokenfile.go), then ServiceAccount JWTs signed by this
      server's key (pkg/serviceaccount/jwt.go, claims.go);
+     A token that authenticated is not checked again for 10 seconds (the token cache,
+     token/cache/cached_token_authenticator.go, with kube-apiserver's TokenSuccessCacheTTL of 10 s
+     and no failure cache): a token bound to a Pod that was just deleted works until then;
   3. the union of (1) and (2) stops at the first authenticator that recognises the request;
      errors count only when nobody did (request/union/union.go: `unionAuthRequestHandler`);
   4. `system:authenticated` is appended to the groups (request/group/authenticated_group_adder.go);
@@ -24,7 +27,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
 import time
 import uuid
 from dataclasses import dataclass
@@ -34,9 +36,11 @@ from pathlib import Path
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature, encode_dss_signature
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from labkit.apiserver.certs import write_private
 from labkit.apiserver.handler import User
 from labkit.apiserver.trace import Trace
 
@@ -54,6 +58,7 @@ ISSUER = "https://kubernetes.default.svc.cluster.local"
 API_AUDIENCES = [ISSUER]
 SA_PREFIX = "system:serviceaccount:"
 JWT_LEEWAY = 60          # go-jose jwt.DefaultLeeway
+TOKEN_SUCCESS_CACHE_TTL = 10.0      # pkg/kubeapiserver/options/authentication.go TokenSuccessCacheTTL
 
 
 class Unauthenticated(Exception):
@@ -195,19 +200,17 @@ def _unb64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
-def ensure_signing_key(path: Path) -> rsa.RSAPrivateKey:
-    """The server's ServiceAccount token signing key (kubeadm's sa.key: RSA 2048), mode 0600."""
+def ensure_signing_key(path: Path) -> ec.EllipticCurvePrivateKey:
+    """The server's ServiceAccount token signing key (--service-account-signing-key-file), mode
+    0600: an ECDSA P-256 key, so tokens are ES256 (pkg/serviceaccount/jwt.go
+    `signerFromECDSAPrivateKey`; kubeadm makes an RSA key, which is RS256 — P-256 keys take
+    milliseconds to make, not a second)."""
     path = Path(path)
     if path.exists():
         return serialization.load_pem_private_key(path.read_bytes(), None)
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    data = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                             serialization.NoEncryption())
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
+    key = ec.generate_private_key(ec.SECP256R1())
+    write_private(path, key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                          serialization.NoEncryption()))
     return key
 
 
@@ -232,7 +235,7 @@ class ServiceAccountTokens:
 
     name = "serviceaccount-jwt"
 
-    def __init__(self, key: rsa.RSAPrivateKey, lookup, issuer: str = ISSUER, audiences: list[str] | None = None):
+    def __init__(self, key: ec.EllipticCurvePrivateKey, lookup, issuer: str = ISSUER, audiences: list[str] | None = None):
         self.key = key
         self.kid = key_id(key.public_key())
         self.lookup = lookup
@@ -254,11 +257,11 @@ class ServiceAccountTokens:
             private["warnafter"] = now + warnafter
         claims = {"aud": list(audiences), "exp": now + expiration, "iat": now, "iss": self.issuer, "jti": jti,
                   "kubernetes.io": private, "nbf": now, "sub": f"{SA_PREFIX}{meta['namespace']}:{meta['name']}"}
-        header = {"alg": "RS256", "kid": self.kid}
+        header = {"alg": "ES256", "kid": self.kid}
         signing_input = f"{_b64(json.dumps(header, separators=(',', ':')).encode())}." \
                         f"{_b64(json.dumps(claims, separators=(',', ':')).encode())}"
-        signature = self.key.sign(signing_input.encode(), padding.PKCS1v15(), hashes.SHA256())
-        return f"{signing_input}.{_b64(signature)}", jti
+        r, s = decode_dss_signature(self.key.sign(signing_input.encode(), ec.ECDSA(hashes.SHA256())))
+        return f"{signing_input}.{_b64(r.to_bytes(32, 'big') + s.to_bytes(32, 'big'))}", jti
 
     # -- validating ----------------------------------------------------------------------------
     def authenticate(self, token: str, annotations: dict | None = None,
@@ -275,10 +278,10 @@ class ServiceAccountTokens:
         if not isinstance(claims, dict) or not isinstance(header, dict) or claims.get("iss") != self.issuer:
             return None                         # jwt.go `hasCorrectIssuer`: another issuer's token
         try:
-            if header.get("alg") != "RS256":
+            if header.get("alg") != "ES256" or len(signature) != 64:
                 raise InvalidSignature()
-            self.key.public_key().verify(signature, f"{parts[0]}.{parts[1]}".encode(), padding.PKCS1v15(),
-                                         hashes.SHA256())
+            der = encode_dss_signature(int.from_bytes(signature[:32], "big"), int.from_bytes(signature[32:], "big"))
+            self.key.public_key().verify(der, f"{parts[0]}.{parts[1]}".encode(), ec.ECDSA(hashes.SHA256()))
         except InvalidSignature:
             raise ValueError("go-jose/go-jose: error in cryptographic primitive")
         audiences = claims.get("aud") or []
@@ -392,11 +395,15 @@ class Authenticator:
     """The whole chain. `authenticate` returns the caller's User or raises Unauthenticated."""
 
     def __init__(self, x509_auth: X509Authenticator | None, token_file: TokenFileAuthenticator,
-                 service_accounts: ServiceAccountTokens | None, anonymous: bool = True):
+                 service_accounts: ServiceAccountTokens | None, anonymous: bool = True,
+                 token_cache_ttl: float = TOKEN_SUCCESS_CACHE_TTL, clock=time.monotonic):
         self.x509 = x509_auth
         self.token_file = token_file
         self.service_accounts = service_accounts
         self.anonymous = anonymous
+        self.token_cache_ttl = token_cache_ttl
+        self.clock = clock
+        self._token_cache: dict[str, tuple[float, User, dict]] = {}     # sha256(token) -> (until, user, annotations)
 
     def authenticate(self, certificate: bytes | None, authorization: str, trace: Trace) -> User:
         errors: list[str] = []
@@ -434,6 +441,26 @@ class Authenticator:
         return User(ANONYMOUS, [UNAUTHENTICATED])
 
     def _token(self, token: str, errors: list[str], trace: Trace) -> User | None:
+        """The token cache around the token union."""
+        key, now = hashlib.sha256(token.encode()).hexdigest(), self.clock()
+        cached = self._token_cache.get(key)
+        if cached is not None and cached[0] > now:
+            _, user, annotations = cached
+            trace.annotations.update(annotations)
+            trace.add("authentication", "token-cache", "authenticated",
+                      f"the bearer token authenticated as {user.name!r} less than {self.token_cache_ttl:g} s ago, so "
+                      "the cached result is used without checking it again", user=user.name)
+            return User(user.name, list(user.groups), user.uid, dict(user.extra))
+        annotations: dict = {}
+        user = self._token_union(token, errors, trace, annotations)
+        if user is not None and self.token_cache_ttl > 0:
+            if len(self._token_cache) > 1000:
+                self._token_cache = {k: v for k, v in list(self._token_cache.items()) if v[0] > now}
+            self._token_cache[key] = (now + self.token_cache_ttl, User(user.name, list(user.groups), user.uid,
+                                                                      dict(user.extra)), annotations)
+        return user
+
+    def _token_union(self, token: str, errors: list[str], trace: Trace, annotations: dict) -> User | None:
         """The token union: static token file, then ServiceAccount JWTs; an unrecognised token
         is an error ("invalid bearer token")."""
         identity = self.token_file.authenticate(token)
@@ -442,7 +469,6 @@ class Authenticator:
                       f"the bearer token is in the static token file as user {identity.name!r}", user=identity.name)
             return User(identity.name, list(identity.groups), identity.uid, dict(identity.extra))
         if self.service_accounts is not None:
-            annotations: dict = {}
             try:
                 identity = self.service_accounts.authenticate(token, annotations)
             except ValueError as exc:

@@ -250,10 +250,11 @@ class CSRStatusSubresource(Subresource):
 
 
 def _condition_text(csr: dict) -> str:
-    """printers `printCertificateSigningRequest`: Approved/Denied/Failed, plus Issued."""
-    found = [c.get("type") for c in (csr.get("status") or {}).get("conditions") or []
-             if c.get("type") in (APPROVED, DENIED, FAILED)]
-    text = ",".join(found) if found else "Pending"
+    """printers.go `extractCSRStatus`: Denied, else Approved, else Pending; then Failed and Issued."""
+    types = {c.get("type") for c in (csr.get("status") or {}).get("conditions") or []}
+    text = DENIED if DENIED in types else APPROVED if APPROVED in types else "Pending"
+    if FAILED in types:
+        text += ",Failed"
     if (csr.get("status") or {}).get("certificate"):
         text += ",Issued"
     return text
@@ -281,12 +282,7 @@ class CertificateSigningRequestStrategy(Strategy):
             return obj
         for key in ("username", "uid", "groups", "extra"):
             spec.pop(key, None)
-        spec["username"] = user.name
-        if user.uid:
-            spec["uid"] = user.uid
-        spec["groups"] = list(user.groups)
-        if user.extra:
-            spec["extra"] = {k: list(v) for k, v in user.extra.items()}
+        spec.update(user.info())
         return obj
 
     def prepare_for_create(self, obj):

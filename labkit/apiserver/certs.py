@@ -29,6 +29,19 @@ def _openssl(*args: str, cwd: Path) -> None:
         raise LabkitError(f"openssl {' '.join(args[:2])} failed: {exc.stderr.strip()}")
 
 
+def write_private(path: Path, data: str | bytes) -> None:
+    """Replace `path` with `data`, mode 0600 from the start, durably (keys, tokens, kubeconfigs)."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data.encode() if isinstance(data, str) else data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, path)
+
+
 def ensure_certificates(directory: Path) -> Path:
     """Create the CA and serving certificate in `directory` unless present; returns the directory."""
     directory = Path(directory)

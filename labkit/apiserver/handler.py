@@ -18,7 +18,7 @@ import yaml
 
 from labkit.apiserver import availability, discovery, openapi, patch as patches, protobuf
 from labkit.apiserver.audit import AuditLog, RequestAudit
-from labkit.apiserver.auditpolicy import DEFAULT_POLICY, Policy, RequestAttributes
+from labkit.apiserver.auditpolicy import DEFAULT_POLICY, Policy
 from labkit.apiserver.escalation import EscalationCheck
 from labkit.apiserver.authorizer import TRUSTED_DETAIL, Attributes, Authorizer, current_request, require
 from labkit.apiserver.trace import Trace, Traces
@@ -47,6 +47,16 @@ class User:
     groups: list[str] = field(default_factory=lambda: ["system:authenticated"])
     uid: str = ""
     extra: dict[str, list[str]] = field(default_factory=dict)    # user.Info's Extra
+
+    def info(self) -> dict:
+        """authentication/v1 UserInfo: what SelfSubjectReview, audit events and a CSR's spec show."""
+        info = {"username": self.name}
+        if self.uid:
+            info["uid"] = self.uid
+        info["groups"] = list(self.groups)
+        if self.extra:
+            info["extra"] = {k: list(v) for k, v in self.extra.items()}
+        return info
 
 
 @dataclass
@@ -147,7 +157,7 @@ class WatchStream:
         self._closed()
 
     def _closed(self) -> None:
-        callback, self.on_close = getattr(self, "on_close", None), None
+        callback, self.on_close = self.on_close, None
         if callback is not None:
             callback()
 
@@ -174,17 +184,6 @@ class ErrorStream(WatchStream):
     def close(self) -> None:
         self.closed = True
         self._closed()
-
-
-def _audit_user(user: User) -> dict:
-    """authentication/v1 UserInfo as an audit event shows it."""
-    info = {"username": user.name}
-    if user.uid:
-        info["uid"] = user.uid
-    info["groups"] = list(user.groups)
-    if user.extra:
-        info["extra"] = {k: list(v) for k, v in user.extra.items()}
-    return info
 
 
 def _accepts(headers: dict, needle: str) -> bool:
@@ -326,13 +325,13 @@ class Api:
                        user: "User | None") -> RequestAudit:
         """The request's audit: its policy decision (made for the authenticated user, before
         impersonation: WithAudit wraps WithImpersonation) and the fields every stage shares."""
-        name, groups = (user.name, list(user.groups)) if user else (None, [])
+        name, groups = (user.name, list(user.groups)) if user else ("", [])
         if info is not None:
-            attributes = RequestAttributes(name, groups, info.verb, True,
-                                           (info.namespace or "") if info.rt.namespaced else "", info.rt.group,
-                                           info.rt.resource, info.subresource, info.name, path)
+            attributes = Attributes(name, groups, info.verb, (info.namespace or "") if info.rt.namespaced else "",
+                                    info.rt.group, info.rt.version, info.rt.resource, info.subresource, info.name,
+                                    path)
         else:
-            attributes = RequestAttributes(name, groups, request.method.lower(), False, path=path)
+            attributes = Attributes(name, groups, request.method.lower(), path=path)
         config = self.audit_policy.evaluate(attributes)
         ref = None
         if info:
@@ -345,11 +344,11 @@ class Api:
                 ref["subresource"] = info.subresource
             ref = {k: v for k, v in ref.items() if v}
         query = "&".join(f"{k}={v}" for k, v in request.query.items())
-        impersonated = _audit_user(request.user) if request.impersonator is not None else None
+        impersonated = request.user.info() if request.impersonator is not None else None
         return RequestAudit(self.audit, config, audit_id=request.trace.audit_id,
                             uri=request.path + (f"?{query}" if query else ""),
                             verb=info.verb if info else request.method.lower(),
-                            user=_audit_user(user) if user else None, source=request.source,
+                            user=user.info() if user else None, source=request.source,
                             user_agent=request.headers.get("user-agent", ""), object_ref=ref, received=received,
                             impersonated=impersonated)
 
@@ -543,7 +542,7 @@ class Api:
             if info.subresource == "token":
                 from labkit.apiserver import tokenrequest      # (it imports authn, which imports this module)
                 return Response(201, tokenrequest.create(self.service_account_tokens, self.lookup, ns, name, body,
-                                                         request.trace.annotations, self._dry_run(request))), body
+                                                         request.trace.annotations)), body
             if hasattr(rt.strategy, "set_requester"):     # a CSR records who asked for it
                 body = rt.strategy.set_requester(body, request.user)
             options = self._write_options(request, "CreateOptions")

@@ -1449,16 +1449,10 @@ class SelfSubjectRulesReviewStrategy(ReviewStrategy):
 
 
 class SelfSubjectReviewStrategy(ReviewStrategy):
-    """`kubectl auth whoami`: the requesting user's name, UID and groups."""
+    """`kubectl auth whoami`: the requesting user's name, UID, groups and extra."""
 
     def review(self, obj, user, authorizer, namespace):
-        info = {"username": user.name}
-        if user.uid:
-            info["uid"] = user.uid
-        info["groups"] = list(user.groups)
-        if user.extra:
-            info["extra"] = {k: list(v) for k, v in user.extra.items()}
-        return dict(obj, status={"userInfo": info})
+        return dict(obj, status={"userInfo": user.info()})
 
 
 # -- the catalogue ---------------------------------------------------------------------------

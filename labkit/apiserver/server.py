@@ -60,17 +60,6 @@ PRIVILEGED_GROUPS = ["system:masters"]
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 
-def _write_private(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.chmod(tmp, 0o600)
-    os.replace(tmp, path)
-
-
 def kubeconfig_text(url: str, token: str, ca_pem: bytes, namespace: str = "default") -> str:
     return users.kubeconfig_text(url, ca_pem, ADMIN_USER, token=token, namespace=namespace)
 
@@ -82,7 +71,7 @@ class EmbeddedServer:
         self.state_dir = Path(state_dir)
         self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         if audit_policy is not None:      # --audit-policy-file: kept in the state directory
-            _write_private(self.state_dir / auditpolicy.POLICY_FILE, Path(audit_policy).read_text())
+            certs.write_private(self.state_dir / auditpolicy.POLICY_FILE, Path(audit_policy).read_text())
         self.store = Store(self.state_dir / "objects.db", synchronous)
         self.registry = Registry(self.store)
         self.audit = AuditLog(self.state_dir / "audit.log")
@@ -93,7 +82,7 @@ class EmbeddedServer:
         self.initial_controllers = list(controllers)
         tokens_file = self.state_dir / "tokens.csv"
         if not tokens_file.exists():
-            _write_private(tokens_file, f'{secrets.token_urlsafe(32)},{ADMIN_USER},{ADMIN_USER},"{ADMIN_GROUP}"\n')
+            certs.write_private(tokens_file, f'{secrets.token_urlsafe(32)},{ADMIN_USER},{ADMIN_USER},"{ADMIN_GROUP}"\n')
         self.token = next(t for t, u in authn.load_token_file(tokens_file).items() if u.name == ADMIN_USER)
         self.pki = certs.ensure_certificates(self.state_dir / "pki")
         self.api.service_account_tokens = authn.ServiceAccountTokens(
@@ -126,11 +115,11 @@ class EmbeddedServer:
         self._bootstrap()
         self.internals.start()
         self.http.start()
-        _write_private(self.kubeconfig, kubeconfig_text(self.url, self.token,
+        certs.write_private(self.kubeconfig, kubeconfig_text(self.url, self.token,
                                                          (self.pki / certs.CA_CERT).read_bytes()))
         for name in self.initial_controllers:
             self.controllers.start(name)
-        _write_private(self.state_dir / "server.json",
+        certs.write_private(self.state_dir / "server.json",
                        json.dumps({"url": self.url, "port": self.port, "pid": os.getpid(),
                                    "kubeconfig": str(self.kubeconfig)}) + "\n")
         self._started = True

@@ -24,9 +24,9 @@ def _rfc3339(t: datetime) -> str:
     return t.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def create(tokens: "authn.ServiceAccountTokens", lookup, namespace: str, name: str, body, annotations: dict,
-           dry_run: bool = False) -> dict:
-    """The answered TokenRequest; `lookup(resource, namespace, name)` reads stored objects."""
+def create(tokens: "authn.ServiceAccountTokens", lookup, namespace: str, name: str, body, annotations: dict) -> dict:
+    """The answered TokenRequest; `lookup(resource, namespace, name)` reads stored objects.
+    (TokenREST.Create does not look at the CreateOptions: a dry run gets a token too.)"""
     request = body if isinstance(body, dict) else {}
     meta = request.get("metadata") or {}
     if meta.get("name") and meta["name"] != name:
@@ -89,7 +89,7 @@ def create(tokens: "authn.ServiceAccountTokens", lookup, namespace: str, name: s
            "metadata": {"name": name, "namespace": namespace, "creationTimestamp": _rfc3339(now)},
            "spec": {"audiences": audiences, "expirationSeconds": expiration,
                     "boundObjectRef": ref if ref else None},
-           "status": {"token": token if not dry_run else "",
+           "status": {"token": token,
                       "expirationTimestamp": _rfc3339(now + timedelta(seconds=expiration))}}
     if not ref:
         del out["spec"]["boundObjectRef"]

@@ -17,7 +17,7 @@ from pathlib import Path
 import yaml
 
 from labkit.apiserver.certificates import DEFAULT_CERT_TTL, client_certificate as _client_certificate
-from labkit.apiserver.certs import CA_CERT
+from labkit.apiserver.certs import CA_CERT, write_private
 
 
 def client_certificate(pki: str | os.PathLike, user: str, groups: list[str] | tuple[str, ...] = (),
@@ -49,10 +49,5 @@ def kubeconfig_text(url: str, ca_pem: bytes, user: str, *, token: str | None = N
 def write_kubeconfig(path: str | os.PathLike, url: str, pki: str | os.PathLike, user: str, **credentials) -> Path:
     """Write `kubeconfig_text` for `user` to `path` with mode 0600 (it holds a credential)."""
     path = Path(path)
-    text = kubeconfig_text(url, (Path(pki) / CA_CERT).read_bytes(), user, **credentials)
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    write_private(path, kubeconfig_text(url, (Path(pki) / CA_CERT).read_bytes(), user, **credentials))
     return path
