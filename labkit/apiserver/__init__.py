@@ -104,9 +104,9 @@ ValidatingAdmissionPolicy run where kube-apiserver runs them; GET /labkit/v1/adm
 every plugin of AllOrderedPlugins with what labkit does with it, and each request's trace
 (/labkit/v1/traces) has a step per plugin, webhook and policy binding.
 
-Not (yet) served: the default-enabled admission plugins no lab meets (admission.NOT_RECONSTRUCTED),
-MutatingAdmissionPolicy (off by default in v1.34), CEL validation rules of CRDs, kinds not listed
-in kinds.builtin_types().
+Not (yet) served: the default-enabled admission plugins no lab meets
+(admission.NOT_RECONSTRUCTED), MutatingAdmissionPolicy (off by default in v1.34), CEL validation
+rules of CRDs, kinds not listed in kinds.builtin_types().
 
 Adding a resource
 -----------------

@@ -484,6 +484,8 @@ class Registry:
         merged["apiVersion"], merged["kind"] = rt.api_version, rt.kind
         merged.setdefault("metadata", {})["name"] = name
         if live is None:
+            if options.admission_options is not None:     # patchToCreateOptions
+                options.admission_options = dict(options.admission_options, kind="CreateOptions")
             obj = self.decode(rt, merged, namespace, options)
             obj["metadata"]["managedFields"] = entries
             return self.create_decoded(rt, namespace, obj, options, tracked=True)
