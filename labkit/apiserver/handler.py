@@ -6,6 +6,7 @@ client (client.LocalClient) both call `Api.handle`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import time
@@ -70,9 +71,9 @@ class Request:
     user: User = field(default_factory=lambda: User("anonymous"))
     source: str = "127.0.0.1"
     trace: Trace = field(default_factory=Trace)      # each pipeline stage's decision (trace.py)
+    impersonator: User | None = None  # the authenticated user when `user` is an impersonated one
     # a request of labkit's in-process controllers, which the authorizer does not check (authorizer.py)
     trusted: bool = False
-    impersonator: User | None = None  # the authenticated user when `user` is an impersonated one
 
 
 @dataclass
@@ -279,23 +280,13 @@ class Api:
         context = current_request.set(None)
         path = request.path.rstrip("/") or "/"
         try:
-            # the audit filter sees the request before authorization (WithAudit wraps
-            # WithAuthorization); a path that routes nowhere is answered after authorization, so a
-            # forbidden user gets 403 before 404 or 405
-            routed: ApiError | None = None
-            if path.startswith("/api/") or path.startswith("/apis/"):
-                try:
-                    info = self._resource_request(request, path)
-                except ApiError as exc:
-                    routed = exc
-            audit = self._audit_begin(request, info, path, received)
+            audit = self._audit_begin(request, received)
             self._authorize(request)            # the filter chain authorizes before anything is routed
             remote = self._remote_answer(request, path)
             if remote is not None:
                 response = remote
             elif path.startswith("/api/") or path.startswith("/apis/"):
-                if routed is not None:
-                    raise routed
+                info = self._resource_request(request, path)
                 if info is not None:
                     response, audit_object = self._serve_resource(request, info)
                 else:
@@ -315,45 +306,35 @@ class Api:
         except ApiError as exc:
             response = Response(exc.code, exc.status())
         if audit is None:
-            audit = self._audit_begin(request, info, path, received)
+            audit = self._audit_begin(request, received)
         self._audit_end(audit, request, response, audit_object, panicked)
         self.traces.keep(request.trace)
         return response
 
     # -- audit (filters/audit.go WithAudit; the policy: auditpolicy.py) ---------------------------
-    def _audit_request(self, request: Request, info: "ResourceRequest | None", path: str, received: float,
-                       user: "User | None") -> RequestAudit:
-        """The request's audit: its policy decision (made for the authenticated user, before
-        impersonation: WithAudit wraps WithImpersonation) and the fields every stage shares."""
-        name, groups = (user.name, list(user.groups)) if user else ("", [])
-        if info is not None:
-            attributes = Attributes(name, groups, info.verb, (info.namespace or "") if info.rt.namespaced else "",
-                                    info.rt.group, info.rt.version, info.rt.resource, info.subresource, info.name,
-                                    path)
-        else:
-            attributes = Attributes(name, groups, request.method.lower(), path=path)
+    def _audit_request(self, request: Request, received: float, user: "User | None") -> RequestAudit:
+        """The request's audit: its policy decision and objectRef from the RequestInfo
+        attributes (audit/request.go `NewEventFromRequest`), for the authenticated user — before
+        impersonation, as WithAudit wraps WithImpersonation — and the fields every stage shares."""
+        attributes = dataclasses.replace(request_attributes(request), user=user.name if user else "",
+                                         groups=list(user.groups) if user else [])
         config = self.audit_policy.evaluate(attributes)
         ref = None
-        if info:
-            ref = {"resource": info.rt.resource, "apiGroup": info.rt.group, "apiVersion": info.rt.version}
-            if info.namespace and info.rt.namespaced:
-                ref["namespace"] = info.namespace
-            if info.name:
-                ref["name"] = info.name
-            if info.subresource:
-                ref["subresource"] = info.subresource
-            ref = {k: v for k, v in ref.items() if v}
+        if attributes.resource:
+            a = attributes
+            ref = {k: v for k, v in (("resource", a.resource), ("namespace", a.namespace), ("name", a.name),
+                                     ("apiGroup", a.group), ("apiVersion", a.version),
+                                     ("subresource", a.subresource)) if v}
         query = "&".join(f"{k}={v}" for k, v in request.query.items())
         impersonated = request.user.info() if request.impersonator is not None else None
         return RequestAudit(self.audit, config, audit_id=request.trace.audit_id,
-                            uri=request.path + (f"?{query}" if query else ""),
-                            verb=info.verb if info else request.method.lower(),
+                            uri=request.path + (f"?{query}" if query else ""), verb=attributes.verb,
                             user=user.info() if user else None, source=request.source,
                             user_agent=request.headers.get("user-agent", ""), object_ref=ref, received=received,
                             impersonated=impersonated)
 
-    def _audit_begin(self, request: Request, info, path: str, received: float) -> RequestAudit:
-        audit = self._audit_request(request, info, path, received, request.impersonator or request.user)
+    def _audit_begin(self, request: Request, received: float) -> RequestAudit:
+        audit = self._audit_request(request, received, request.impersonator or request.user)
         audit.emit("RequestReceived")
         return audit
 
@@ -388,12 +369,7 @@ class Api:
         no user, code 401 and a message naming the methods the request tried."""
         if not request.trace.audit_id:
             request.trace.audit_id = str(uuid.uuid4())
-        path = request.path.rstrip("/") or "/"
-        try:
-            info = self._resource_request(request, path) if path.startswith(("/api/", "/apis/")) else None
-        except ApiError:
-            info = None
-        audit = self._audit_request(request, info, path, time.time(), None)
+        audit = self._audit_request(request, time.time(), None)
         if audit.enabled and "ResponseStarted" not in audit.config.omit_stages:
             audit.emit("ResponseStarted", code=401, status={"kind": "Status", "message": message})
             request.trace.add("audit", "policy", audit.config.level,

@@ -73,14 +73,14 @@ def _pv_protection(client, log, _settings):
     return PVProtectionController(client, log)
 
 
-def _clusterrole_aggregation(client, log, _settings):
-    from labkit.controllers.clusterroleaggregation import ClusterRoleAggregationController
-    return ClusterRoleAggregationController(client, log)
-
-
 def _csrsigning(client, log, settings):
     from labkit.controllers.csrsigning import CSRSigningController
     return CSRSigningController(client, log, settings["pki"])
+
+
+def _clusterrole_aggregation(client, log, _settings):
+    from labkit.controllers.clusterroleaggregation import ClusterRoleAggregationController
+    return ClusterRoleAggregationController(client, log)
 
 
 def _component(user: str) -> str:
@@ -103,9 +103,9 @@ CONTROLLERS: dict[str, tuple[str, Callable]] = {
     "podgc": ("system:serviceaccount:kube-system:pod-garbage-collector", _podgc),
     "pvc-protection": ("system:serviceaccount:kube-system:pvc-protection-controller", _pvc_protection),
     "pv-protection": ("system:serviceaccount:kube-system:pv-protection-controller", _pv_protection),
+    "csrsigning": ("system:serviceaccount:kube-system:certificate-controller", _csrsigning),
     "clusterrole-aggregation": ("system:serviceaccount:kube-system:clusterrole-aggregation-controller",
                                 _clusterrole_aggregation),
-    "csrsigning": ("system:serviceaccount:kube-system:certificate-controller", _csrsigning),
 }
 
 # what `labkit apiserver` and the labs run by default
