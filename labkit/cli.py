@@ -275,6 +275,7 @@ from labkit.mounts import cli as mounts_cli  # noqa: E402
 from labkit.netfilter import cli as netfilter_cli  # noqa: E402
 from labkit.numa import cli as numa_cli  # noqa: E402
 from labkit.resources import cli as resources_cli  # noqa: E402
+from labkit.requests import cli as requests_cli  # noqa: E402
 
 app.add_typer(kubeproxy_cli.app, name="kube-proxy")
 app.command("trace")(netfilter_cli.trace)
@@ -284,6 +285,7 @@ app.command("apiserver")(apiserver_cli.apiserver)
 app.add_typer(mounts_cli.app, name="mounts")
 app.add_typer(numa_cli.app, name="numa")
 app.add_typer(resources_cli.app, name="resources")
+app.add_typer(requests_cli.app, name="requests")
 app.add_typer(classroom_cli.app, name="class")
 
 

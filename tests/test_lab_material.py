@@ -94,6 +94,15 @@ GUARANTEED_POD = ("printf '%s\\n' 'apiVersion: v1' 'kind: Pod' 'metadata: {name:
                   "'  containers: [{name: c, image: pause, command: [sleep, infinity], resources: "
                   "{limits: {cpu: 1, memory: 64Mi}, requests: {cpu: 1, memory: 64Mi}}}]' > pod.yaml")
 
+ECHO_WEBHOOK = ("printf 'def review(r):\\n    return {\"apiVersion\": \"admission.k8s.io/v1\", \"kind\": "
+                "\"AdmissionReview\", \"response\": {\"uid\": r[\"request\"][\"uid\"], \"allowed\": True}}\\n' > hook.py")
+REVIEW_WHOAMI = ("kubectl create --raw /apis/authentication.k8s.io/v1/selfsubjectreviews -f - <<< "
+                 """'{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}'""")
+REQUEST_TOKEN = ("kubectl create --raw /api/v1/namespaces/shop/serviceaccounts/reporter/token -f - <<< "
+                 """'{"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","spec":{}}'""")
+AUDIT_JQ = ("""jq -c 'select(.objectRef.resource=="configmaps" and .objectRef.name=="prices") | """
+            """[.verb, .user.username, .objectRef.namespace, .responseStatus.code]'""")
+
 TEXTS: dict[str, dict[str, Run | list[Run] | Mention | Covered]] = {
     "gc": {
         "kubectl get pods -n shop -w": Run(stream=True),
@@ -147,6 +156,41 @@ TEXTS: dict[str, dict[str, Run | list[Run] | Mention | Covered]] = {
         "kubectl replace --raw /api/v1/namespaces/sandbox/finalize -f FILE":
             Run("kubectl get ns sandbox -o json > ns.json && "
                 "kubectl replace --raw /api/v1/namespaces/sandbox/finalize -f ns.json", changes="own-finalizer"),
+    },
+    "requests": {
+        "labkit run requests": Run(),
+        "labkit cleanup requests": Run(changes="*"),
+        "labkit requests explain AUDIT_ID": Run("labkit requests explain $(jq -r .auditID $LAB_STATE/apiserver/audit.log "
+                                                "| tail -1)"),
+        "labkit requests webhook serve FILE": Run(f"{ECHO_WEBHOOK} && labkit requests webhook serve hook.py",
+                                                  changes="mutating-webhook"),
+        "labkit requests webhook stop NAME": Run("labkit requests webhook stop my-webhook",
+                                                 before=f"{ECHO_WEBHOOK} && labkit requests webhook serve hook.py",
+                                                 changes="mutating-webhook"),
+        "labkit requests webhook certs NAME": Run("labkit requests webhook certs my-webhook"),
+        "kubectl create token": Mention(),
+        "kubectl auth whoami": Mention(),
+        "kubectl create --raw": Mention(),
+        "kubectl certificate approve": Mention(),
+        "kubectl auth can-i": Mention(),
+        "kubectl config set-credentials --client-certificate": Mention(),
+        "kubectl run --dry-run=server": Mention(),
+        # alice's certificate is made by the reference solution, as hint 2 shows
+        **{shown: Covered("tests/test_requests_lab.py::test_each_check_fails_on_a_fresh_lab_and_passes_after_its_solution")
+           for shown in ("kubectl certificate approve NAME",
+                         "kubectl get csr NAME -o jsonpath='{.status.certificate}' | base64 -d > alice.crt",
+                         "kubectl config set-credentials alice --client-certificate=alice.crt --client-key=alice.key "
+                         "--embed-certs --kubeconfig=FILE")},
+        REVIEW_WHOAMI: Run(changes="alice", output='"username":"labkit-admin"'),
+        REQUEST_TOKEN: Run(changes="forbidden", output='"token":'),
+        "kubectl create token reporter -n shop": Run(changes="forbidden"),
+        # the job's identity is refused until exercise forbidden is solved
+        "kubectl auth can-i list pods -n shop --as=system:serviceaccount:shop:reporter": Run(code=1, output="no"),
+        "kubectl get pods -n shop --token=TOKEN": Run(
+            f"kubectl get pods -n shop --token=$({REQUEST_TOKEN} | jq -r .status.token)", code=1, output="forbidden"),
+        "labkit requests explain -- kubectl run x -n web --image=nginx:1.27": Run(changes="mutating-webhook"),
+        "kubectl -n policy scale deployment pod-policy --replicas=0": Run(changes="outage"),
+        AUDIT_JQ + " AUDIT_LOG": Run(f"{AUDIT_JQ} $LAB_STATE/apiserver/audit.log", output='"delete"'),
     },
     "kube-proxy": {
         "labkit run": Mention(),        # named in the README: it loads br_netfilter

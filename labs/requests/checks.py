@@ -1,0 +1,398 @@
+"""Checks of the requests lab.
+
+The truth comes from the live API server, asked the way the exercise's subject would ask it:
+as alice with her own certificate, as the ServiceAccount with a token from the TokenRequest API,
+by creating Pods (dry runs: nothing is stored) that pass through the real admission chain — and
+from the audit log. Feedback names what is wrong and where to look, never the answer.
+"""
+
+import base64
+import re
+import subprocess
+import uuid
+
+from labkit.apiserver.audit import received_at
+from labkit.apiserver.client import HttpClient, KubeConfig
+from labkit.exercises import CheckFailed
+
+ADMISSION = "admissionregistration.k8s.io/v1"
+RBAC = "rbac.authorization.k8s.io/v1"
+
+
+def _lab(env):
+    return env.lab.environment_module()
+
+
+def _admin(ctx) -> HttpClient:
+    return _lab(ctx.env).client(ctx.env)
+
+
+def _message(body) -> str:
+    return (body or {}).get("message", "") if isinstance(body, dict) else str(body)
+
+
+def _probe_pod(c, namespace, *, labels=None, image="nginx:1.27", init_image=None, name=None):
+    """Create a Pod as a dry run (nothing is stored): (code, body) of the API server's answer."""
+    meta = {"name": name or f"probe-{uuid.uuid4().hex[:6]}"}
+    if labels is not None:
+        meta["labels"] = labels
+    spec = {"containers": [{"name": "app", "image": image}]}
+    if init_image:
+        spec["initContainers"] = [{"name": "init", "image": init_image}]
+    return c.request("POST", f"/api/v1/namespaces/{namespace}/pods", {"dryRun": "All"},
+                     {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec})
+
+
+def _patch_note(message: str) -> str:
+    """What a webhook's failed answer means (mutating/dispatcher.go: an answer that is not a valid
+    AdmissionReview response fails the call; a JSON Patch whose operation cannot be applied to the
+    object fails the request)."""
+    text = message.lower()
+    if "invalid webhook response" in text:
+        return " Your webhook's answer is not a valid AdmissionReview response: the error says which field."
+    if "missing path" in text or "does not apply" in text or "not exist" in text:
+        return " The JSON Patch your webhook answered could not be applied to the Pod: look at its paths."
+    return ""
+
+
+def _blocked_by_outage(message: str) -> str:
+    if "pod-policy" in message:
+        return (" The lab's webhook pod-policy is blocking Pod creations (its backend is down): "
+                "work exercise outage first.")
+    return ""
+
+
+# -- alice --------------------------------------------------------------------------------------
+
+def _subject_cn(pem: bytes) -> str:
+    out = subprocess.run(["openssl", "x509", "-noout", "-subject", "-nameopt", "RFC2253"], input=pem,
+                         capture_output=True, timeout=30)
+    if out.returncode != 0:
+        raise CheckFailed("the client certificate in the kubeconfig is not a PEM certificate openssl can read")
+    found = re.search(r"CN=([^,]+)", out.stdout.decode())
+    return found.group(1).strip() if found else ""
+
+
+def check_alice(ctx):
+    user, ns = ctx.params["user"], ctx.params["namespace"]
+    path = ctx.answer_field(ctx.answer(), "kubeconfig", str)
+    from pathlib import Path
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise CheckFailed(f"the kubeconfig your answer names does not exist: {path}")
+    try:
+        config = KubeConfig(path)
+    except Exception as exc:
+        raise CheckFailed(f"cannot read the kubeconfig {path}: {exc}")
+    if config.user.get("token") or config.user.get("tokenFile"):
+        raise CheckFailed(f"the kubeconfig {path} authenticates with a token, not with {user}'s client certificate")
+    try:
+        cert = config._file_or_data(config.user, "client-certificate")
+        key = config._file_or_data(config.user, "client-key")
+    except OSError as exc:
+        raise CheckFailed(f"the kubeconfig {path} names a certificate or key file that cannot be read: {exc}")
+    if not cert or not key:
+        raise CheckFailed(f"the kubeconfig {path} has no client certificate and key for its user")
+    cn = _subject_cn(cert)
+    if cn != user:
+        raise CheckFailed(f"the certificate in {path} has the common name (CN) {cn or 'none'!r}: the API server takes "
+                          f"the user name from the CN, so it does not stand for {user}")
+    admin = _admin(ctx)
+    csrs = admin.list("certificates.k8s.io/v1", "certificatesigningrequests")[0]
+    issued = [r for r in csrs if (r.get("status") or {}).get("certificate")
+              and base64.b64decode(r["status"]["certificate"]).strip() == cert.strip()]
+    if not issued:
+        raise CheckFailed(f"the certificate in {path} was not issued through a CertificateSigningRequest of this cluster "
+                          "(`kubectl get csr`): make it the way the exercise says")
+    alice = HttpClient.from_kubeconfig(path, user_agent="labkit-check")
+    code, body = alice.request("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", None,
+                               {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
+    if code == 401:
+        raise CheckFailed(f"the API server does not accept the credentials of {path} (401 Unauthorized)")
+    name = ((body.get("status") or {}).get("userInfo") or {}).get("username") if code == 201 else None
+    if name != user:
+        raise CheckFailed(f"the API server sees the kubeconfig {path} as {name or 'nobody'!r}, not {user} "
+                          f"(SelfSubjectReview answered {code}: {_message(body)})")
+    for resource in ("pods", "configmaps"):
+        code, body = alice.request("GET", f"/api/v1/namespaces/{ns}/{resource}")
+        if code != 200:
+            raise CheckFailed(f"{user} cannot read {resource} in {ns} ({code}: {_message(body)}): her read access is "
+                              "missing (`kubectl auth can-i --list -n " + ns + f" --as={user}`)")
+    code, _ = alice.request("POST", f"/api/v1/namespaces/{ns}/configmaps", {"dryRun": "All"},
+                            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "check-write"}})
+    if code != 403:
+        raise CheckFailed(f"{user} can write in {ns} (she created a ConfigMap there, as a dry run): read-only means "
+                          "get, list and watch only — look at the role you bound")
+    code, _ = alice.request("GET", f"/api/v1/namespaces/{ns}/secrets")
+    if code != 403:
+        raise CheckFailed(f"{user} can read the secrets in {ns}: least privilege keeps them from her — the "
+                          "role you bound allows more than the read-only role the cluster has")
+    for other in ("prod", "default"):
+        code, _ = alice.request("GET", f"/api/v1/namespaces/{other}/pods")
+        if code != 403:
+            raise CheckFailed(f"{user} can read pods in other namespaces ({other}): her access must end at {ns} — "
+                              "look at the kind of binding you made")
+    return ctx.passed(f"{user} authenticates with her certificate and can read {ns}, and only read it")
+
+
+# -- forbidden ----------------------------------------------------------------------------------
+
+def _sa_client(ctx, ns, account) -> HttpClient:
+    admin = _admin(ctx)
+    code, body = admin.request("POST", f"/api/v1/namespaces/{ns}/serviceaccounts/{account}/token", None,
+                               {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}})
+    if code != 201:
+        return ctx.error(f"the check could not get a token for {ns}/{account} from the TokenRequest API ({code}: "
+                         f"{_message(body)})")
+    return HttpClient(admin.scheme + f"://{admin.host}:{admin.port}", body["status"]["token"], admin.ssl_context,
+                      user_agent="labkit-check")
+
+
+def check_forbidden(ctx):
+    ns, account, role = ctx.params["namespace"], ctx.params["account"], ctx.params["role"]
+    lab = _lab(ctx.env)
+    admin = _admin(ctx)
+    current = admin.get_or_none(RBAC, "roles", role, ns)
+    if current is None:
+        raise CheckFailed(f"the Role {role} in {ns} was deleted: the job needs it; fix the binding, not the role")
+    if current.get("rules") != lab.ROLE["rules"]:
+        raise CheckFailed(f"the Role {role} in {ns} was changed: it said exactly what the job needs — the fault is in "
+                          "the binding (`kubectl get rolebindings -n " + ns + " -o yaml`)")
+    sa = _sa_client(ctx, ns, account)
+    if not isinstance(sa, HttpClient):
+        return sa
+    wide = [b["metadata"]["name"] for b in admin.list(RBAC, "clusterrolebindings")[0]
+            if any(s.get("kind") == "ServiceAccount" and s.get("name") == account and s.get("namespace") == ns
+                   for s in b.get("subjects") or [])]
+    code, body = sa.request("GET", f"/api/v1/namespaces/{ns}/pods")
+    if code != 200:
+        raise CheckFailed(f"the job is still forbidden to list pods in {ns} ({code}: {_message(body)}). "
+                          f"`kubectl auth can-i list pods -n {ns} --as=system:serviceaccount:{ns}:{account}`, and "
+                          "compare the binding's subject with the job's identity: kind, name and namespace")
+    for method, path, what in (("GET", f"/api/v1/namespaces/{ns}/secrets", f"read the secrets in {ns}"),
+                               ("GET", "/api/v1/namespaces/default/pods", "list pods in default"),
+                               ("DELETE", f"/api/v1/namespaces/{ns}/pods/x?dryRun=All", f"delete pods in {ns}")):
+        code, _ = sa.request(method, path)
+        if code not in (401, 403):
+            via = f" — the ClusterRoleBinding {', '.join(wide)} grants it cluster-wide ({_roles(admin, wide)})" if wide else ""
+            raise CheckFailed(f"the job can now {what}: it must get what the Role {role} says and nothing more{via}")
+    return ctx.passed(f"the job lists pods in {ns} through a binding of {role}, and may do nothing more")
+
+
+def _roles(admin, names):
+    return ", ".join(f"{(admin.get_or_none(RBAC, 'clusterrolebindings', n) or {}).get('roleRef', {}).get('name', '?')}"
+                     for n in names)
+
+
+# -- mutating-webhook ---------------------------------------------------------------------------
+
+def check_mutating_webhook(ctx):
+    ns, label, value, enabler = (ctx.params[k] for k in ("namespace", "label", "value", "enabler"))
+    lab = _lab(ctx.env)
+    admin = _admin(ctx)
+    mine = [m for m in admin.list(ADMISSION, "mutatingwebhookconfigurations")[0]
+            if ("mutatingwebhookconfigurations", m["metadata"]["name"]) not in lab.LAB_WEBHOOKS]
+    if not mine:
+        raise CheckFailed("there is no MutatingWebhookConfiguration of yours yet (`kubectl get "
+                          "mutatingwebhookconfigurations`)")
+    code, body = _probe_pod(admin, ns, labels={"app": "probe"})
+    if code != 201:
+        msg = _message(body)
+        why = _patch_note(msg)
+        if "dry run" in msg or "dryRun" in msg:
+            why = " The server will not send a dry run to a webhook whose sideEffects are not None or NoneOnDryRun."
+        raise CheckFailed(f"creating a Pod in {ns} (a dry run) failed: {code}: {msg}.{why}{_blocked_by_outage(msg)} "
+                          "Your webhook's log: `labkit requests webhook list`")
+    labels = body["metadata"].get("labels") or {}
+    if labels.get(label) != value:
+        raise CheckFailed(f"a Pod created in {ns} came back without the label {label}: {value} — "
+                          "`labkit requests explain` on such a request shows what your webhook answered",
+                          observed=labels)
+    if labels.get("app") != "probe":
+        raise CheckFailed(f"a Pod created in {ns} with its own labels lost them: your patch replaced the Pod's "
+                          "labels instead of adding one", observed=labels)
+    code, body = _probe_pod(admin, ns, labels=None)
+    if code != 201:
+        raise CheckFailed(f"creating a Pod without labels in {ns} failed: {code}: {_message(body)}.{_patch_note(_message(body))} "
+                          "A Pod may have no metadata.labels at all")
+    if (body["metadata"].get("labels") or {}).get(label) != value:
+        raise CheckFailed(f"a Pod without labels created in {ns} came back without the label {label}")
+    for other in ("default", "kube-system"):
+        code, body = _probe_pod(admin, other, labels={"app": "probe"})
+        if code != 201:
+            msg = _message(body)
+            raise CheckFailed(f"creating a Pod in {other} failed: {code}: {msg}.{_blocked_by_outage(msg)} Your webhook "
+                              f"should not be asked about namespaces without {enabler}=enabled")
+        if label in (body["metadata"].get("labels") or {}):
+            raise CheckFailed(f"a Pod created in {other} got the label {label} too: your webhook applies to every "
+                              f"namespace — a namespaceSelector decides which ones it is asked about")
+    return ctx.passed(f"Pods created in {ns} get {label}: {value} from your webhook, keeping their labels; other "
+                      "namespaces are left alone")
+
+
+# -- image-tag-policy -----------------------------------------------------------------------------
+
+# distribution/reference's grammar (github.com/distribution/reference regexp.go, ReferenceRegexp),
+# which the container runtime and kubelet use to parse an image reference
+_ALNUM = r"[a-z0-9]+"
+_SEP = r"(?:[._]|__|[-]+)"
+_PATH = rf"{_ALNUM}(?:{_SEP}{_ALNUM})*"
+_DOMAIN_PART = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_HOST = rf"(?:{_DOMAIN_PART}(?:\.{_DOMAIN_PART})*|\[(?:[a-fA-F0-9:]+)\])"
+_NAME = rf"(?:{_HOST}(?::[0-9]+)?/)?{_PATH}(?:/{_PATH})*"
+_TAG = r"[\w][\w.-]{0,127}"
+_DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
+REFERENCE = re.compile(rf"^({_NAME})(?::({_TAG}))?(?:@({_DIGEST}))?$")
+
+DIGEST = "sha256:" + "4f1c2a9e" * 8
+IMAGES = ("nginx", "nginx:1.27", "registry.example.com:5000/app", "registry.example.com:5000/app:v1",
+          f"app@{DIGEST}", "library/nginx:1.27-alpine", "localhost:5000/team/app")
+
+
+def pinned(image: str) -> bool:
+    """Whether a reference names a tag or a digest (and so not the implicit :latest)."""
+    found = REFERENCE.match(image)
+    return bool(found and (found.group(2) or found.group(3)))
+
+
+def check_image_tag_policy(ctx):
+    ns = ctx.params["namespace"]
+    admin = _admin(ctx)
+    policies = admin.list(ADMISSION, "validatingadmissionpolicies")[0]
+    if not policies:
+        raise CheckFailed("there is no ValidatingAdmissionPolicy yet (`kubectl get validatingadmissionpolicies`)")
+    bindings = admin.list(ADMISSION, "validatingadmissionpolicybindings")[0]
+    names = {p["metadata"]["name"] for p in policies}
+    bound = [b for b in bindings if (b.get("spec") or {}).get("policyName") in names]
+    if not bound:
+        raise CheckFailed("your ValidatingAdmissionPolicy has no ValidatingAdmissionPolicyBinding: a policy does "
+                          "nothing until a binding puts it to work")
+    wrong_admitted, wrong_refused, outage = [], [], ""
+    for image in IMAGES:
+        code, body = _probe_pod(admin, ns, image=image)
+        if "pod-policy" in _message(body):
+            outage = _blocked_by_outage(_message(body))
+        if pinned(image) and code != 201:
+            wrong_refused.append((image, code, _message(body)))
+        elif not pinned(image) and code == 201:
+            wrong_admitted.append(image)
+    if outage:
+        raise CheckFailed("Pods could not be created in " + ns + "." + outage)
+    if wrong_admitted and len(wrong_admitted) == sum(not pinned(i) for i in IMAGES):
+        actions = sorted({a for b in bound for a in (b.get("spec") or {}).get("validationActions") or []})
+        if "Deny" not in actions:
+            raise CheckFailed(f"every image without a tag was admitted: your binding's validationActions are "
+                              f"{', '.join(actions) or 'none'} — they report a failure (Warn, Audit) but do not deny")
+    if wrong_admitted:
+        notes = []
+        if any(":" in i.split("@")[0] for i in wrong_admitted):
+            notes.append("a colon can belong to a registry's port: the tag is what follows a colon after the last `/`")
+        raise CheckFailed(f"Pods with these images were admitted although they name no tag or digest: "
+                          f"{', '.join(wrong_admitted)}" + (f" ({'; '.join(notes)})" if notes else ""))
+    if wrong_refused:
+        image, code, msg = wrong_refused[0]
+        raise CheckFailed(f"a Pod with the image {image} was refused although it is pinned ({code}: {msg})" +
+                          (f", and {len(wrong_refused) - 1} more" if len(wrong_refused) > 1 else ""))
+    code, body = _probe_pod(admin, ns, image="nginx:1.27", init_image="busybox")
+    if code == 201:
+        raise CheckFailed("a Pod whose init container uses an image without a tag (busybox) was admitted: init "
+                          "containers run images too — look at spec.initContainers")
+    return ctx.passed(f"your policy refuses exactly the images without tag or digest in {ns}, init containers too")
+
+
+# -- outage ---------------------------------------------------------------------------------------
+
+def _selector_matches(selector, labels) -> bool:
+    """metav1.LabelSelector (matchLabels, matchExpressions) against labels; an empty one matches all."""
+    selector = selector or {}
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    for expr in selector.get("matchExpressions") or []:
+        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
+        if (op == "In" and labels.get(key) not in values) or (op == "NotIn" and key in labels and labels[key] in values) \
+                or (op == "Exists" and key not in labels) or (op == "DoesNotExist" and key in labels):
+            return False
+    return True
+
+
+def _applies(hook, ns_labels, pod_labels) -> bool:
+    rules = hook.get("rules") or []
+    pods = any(("pods" in r.get("resources", []) or "*" in r.get("resources", []))
+               and ({"CREATE", "*"} & set(r.get("operations", []))) for r in rules)
+    return pods and _selector_matches(hook.get("namespaceSelector"), ns_labels) \
+        and _selector_matches(hook.get("objectSelector"), pod_labels)
+
+
+def check_outage(ctx):
+    webhook, app = ctx.params["webhook"], ctx.params["app"]
+    lab = _lab(ctx.env)
+    admin = _admin(ctx)
+    events = lab.target(ctx.env).audit(since=ctx.ready_time) or []
+    outage = [e for e in events if (e.get("objectRef") or {}).get("resource") == "pods" and e.get("verb") == "create"
+              and (e.get("responseStatus") or {}).get("code") == 500]
+    if not outage:
+        raise CheckFailed("you have not met the outage yet: take the backend down as the prompt says and try to "
+                          "create a Pod")
+    missing = [f"{r.rstrip('s')} {n}" for r, n in sorted(lab.LAB_WEBHOOKS) if admin.get_or_none(ADMISSION, r, n) is None]
+    if missing:
+        raise CheckFailed(f"the webhook configurations {', '.join(missing)} were deleted: that turns a policy off for "
+                          "everyone (and others' webhooks with it) — fix the one that blocks, and keep it")
+    config = admin.get(ADMISSION, "validatingwebhookconfigurations", webhook)
+    code, body = _probe_pod(admin, "kube-system", labels={"run": "probe"})
+    if code != 201:
+        raise CheckFailed(f"Pod creations in kube-system still fail ({code}: {_message(body)}): the cluster's own "
+                          "namespaces are still blocked by the webhook")
+    ns_labels = (admin.get("v1", "namespaces", app)["metadata"].get("labels")) or {}
+    hooks = config.get("webhooks") or []
+    if not any(_applies(h, ns_labels, {"run": "probe"}) for h in hooks):
+        raise CheckFailed(f"the webhook {webhook} no longer applies to Pods in {app}: the policy must stay in force "
+                          "for the application namespaces — narrow its scope, do not switch it off")
+    code, body = _probe_pod(admin, app, labels={"run": "probe"})
+    how = "its backend is back" if lab.backend_ready(admin) else \
+        "it lets Pods through while its backend is down (failurePolicy Ignore)" if code == 201 else \
+        f"Pods in {app} wait for its backend (failing closed)"
+    return ctx.passed(f"the webhook {webhook} still checks {app}, no longer blocks kube-system, and {how}")
+
+
+# -- audit ----------------------------------------------------------------------------------------
+
+def _ref(e):
+    """The event's objectRef; for a create, the name comes from the object sent when the objectRef
+    has none (upstream's audit.LogRequestObject completes the objectRef from the request object)."""
+    ref = dict(e.get("objectRef") or {})
+    if not ref.get("name"):
+        ref["name"] = ((e.get("requestObject") or {}).get("metadata") or {}).get("name", "")
+    return ref
+
+
+def check_audit(ctx):
+    ns, name = ctx.params["namespace"], ctx.params["configmap"]
+    user = ctx.answer_field(ctx.answer(), "user", str).strip()
+    events = _lab(ctx.env).target(ctx.env).audit() or []
+    # since the lab last set the scene: this ConfigMap's life, not an earlier one's of the same name
+    since = _lab(ctx.env).audit_scene_start(ctx.env)
+    about = [e for e in events if _ref(e).get("resource") == "configmaps" and _ref(e).get("name") == name
+             and received_at(e) >= since]
+    deletes = [e for e in about if _ref(e).get("namespace") == ns and e.get("verb") == "delete"
+               and (e.get("responseStatus") or {}).get("code", 0) < 300]
+    if not deletes:
+        return ctx.error(f"the audit log holds no deletion of configmap {ns}/{name}: `labkit reset requests audit` "
+                         "builds the exercise again")
+    truth = (deletes[-1].get("user") or {}).get("username", "")
+    if user == truth:
+        return ctx.passed(f"{user} deleted configmap {ns}/{name}")
+    theirs = [e for e in about if (e.get("user") or {}).get("username") == user]
+    here = sorted({e.get("verb") for e in theirs if _ref(e).get("namespace") == ns})
+    elsewhere = sorted({_ref(e).get("namespace") for e in theirs if _ref(e).get("namespace") != ns
+                        and e.get("verb") == "delete"})
+    verbs = {"get": "read", "patch": "updated", "update": "updated", "create": "created", "list": "listed",
+             "watch": "watched"}
+    if elsewhere:
+        said = (f"{user} deleted a configmap {name} in another namespace ({', '.join(elsewhere)}), not the one in "
+                f"{ns}: look at objectRef.namespace")
+    elif here:
+        said = f"{user} {', '.join(verbs.get(v, v) for v in here)} configmap {ns}/{name}, but did not delete it"
+    else:
+        said = f"the audit log has no request of {user!r} about configmap {ns}/{name}: {user} did not delete it"
+    raise CheckFailed(f"{said}. Look for the event whose verb is delete", observed=user, right_answer=truth)

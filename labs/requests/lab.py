@@ -1,0 +1,444 @@
+"""The requests lab's environment: labkit's embedded API server and, on it,
+
+  dev, prod    ConfigMaps and a Secret each: alice gets read-only access to dev        (alice)
+  shop         the ServiceAccount reporter, the Role pod-reader and a RoleBinding that
+               misses the ServiceAccount (its subject names another namespace)           (forbidden)
+  web          labelled pod-labeler=enabled: the student's mutating webhook and CEL
+               policy apply here                                              (mutating-webhook,
+                                                                               image-tag-policy)
+  policy       the backend of the validating webhook pod-policy: a real HTTPS process
+               (policy_backend.py) as the process of the Pod of the Deployment pod-policy
+               (host network), behind the Service pod-policy; the ValidatingWebhookConfiguration
+               pod-policy (failurePolicy Fail, every namespace) and the
+               MutatingWebhookConfiguration pod-defaults (failurePolicy Ignore) call it    (outage)
+  shop, dev    the ConfigMap prices, changed and deleted by people of the team: who deleted
+               shop/prices is drawn at random at every build                               (audit)
+
+The people are static-token users of the server's token file (kube-apiserver --token-auth-file
+format), in the group shop-team, which has the ClusterRole edit in shop and dev.
+The webhook CA (webhook-pki/) signs pod-policy's serving certificate and the students' (labkit
+requests webhook); it and the webhook state are in the ledger, so `labkit cleanup requests`
+removes them, and the students' webhook processes with them.
+"""
+
+import base64
+import json
+import os
+import random
+import secrets
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from labkit import procs
+from labkit.apiserver.client import HttpClient
+from labkit.apiserver.errors import ApiError
+from labkit.apiserver.server import ADMIN_GROUP, ADMIN_USER, read_server_info, spawn
+from labkit.apiserver.target import SERVER_TAG, for_env
+from labkit.controllers.node import HOST_IP
+from labkit.errors import LabkitError
+from labkit.requests import pki, webhook
+
+PEOPLE = ("bob", "carol", "dave", "erin")
+TEAM_GROUP = "shop-team"
+SCENE_DIR = "scene"      # the lab's own files: the backend's port, when the audit scene was set
+AUDIT_FILE = "scene/audit.json"
+BACKEND_TAG = "pod-policy"
+BACKEND_PORT_FILE = "scene/pod-policy.port"
+POLICY_NS, POLICY_NAME = "policy", "pod-policy"
+DEFAULTS_NAME = "pod-defaults"
+LAB_WEBHOOKS = {("validatingwebhookconfigurations", POLICY_NAME), ("mutatingwebhookconfigurations", DEFAULTS_NAME)}
+ADMISSION = "admissionregistration.k8s.io/v1"
+RBAC = "rbac.authorization.k8s.io/v1"
+
+ROLE = {"apiVersion": RBAC, "kind": "Role", "metadata": {"name": "pod-reader", "namespace": "shop"},
+        "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]}
+# the bug of exercise forbidden: copied from a binding in default, the subject's namespace stayed
+BINDING = {"apiVersion": RBAC, "kind": "RoleBinding", "metadata": {"name": "reporter-reads-pods", "namespace": "shop"},
+           "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pod-reader"},
+           "subjects": [{"kind": "ServiceAccount", "name": "reporter", "namespace": "default"}]}
+
+
+def _cm(name, data):
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data}
+
+
+NAMESPACES = {
+    "dev": {"labels": {}, "content": [("configmaps", _cm("settings", {"log-level": "debug"})),
+                                      ("secrets", {"apiVersion": "v1", "kind": "Secret",
+                                                   "metadata": {"name": "db-password"},
+                                                   "stringData": {"password": "dev-only"}})]},
+    "prod": {"labels": {}, "content": [("configmaps", _cm("settings", {"log-level": "warn"})),
+                                       ("secrets", {"apiVersion": "v1", "kind": "Secret",
+                                                    "metadata": {"name": "db-password"},
+                                                    "stringData": {"password": "s3cr3t"}})]},
+    "shop": {"labels": {}, "content": [("serviceaccounts", {"apiVersion": "v1", "kind": "ServiceAccount",
+                                                            "metadata": {"name": "reporter"}})]},
+    "web": {"labels": {"pod-labeler": "enabled"}, "content": []},
+    POLICY_NS: {"labels": {}, "content": []},
+}
+
+
+def server_dir(env) -> Path:
+    return Path(env.dir) / SERVER_TAG
+
+
+def target(env):
+    return for_env(env, "requests")
+
+
+def client(env) -> HttpClient:
+    return target(env).client()
+
+
+def up(env):
+    state = server_dir(env)
+    env.ledger.record("path", path=str(state))
+    for name in (webhook.PKI_DIR, webhook.STATE_DIR, SCENE_DIR):
+        env.ledger.record("path", path=str(Path(env.dir) / name))
+    (Path(env.dir) / SCENE_DIR).mkdir(mode=0o700, exist_ok=True)
+    _token_file(state)
+    _policy_backend(env)            # its certificate and process while the API server starts
+    spawn(env, SERVER_TAG)
+    c = client(env)
+    # the backend's Deployment first: its Pod becomes ready while the rest is made
+    _namespace(c, POLICY_NS)
+    _backend_objects(env, c)
+    for ns, spec in NAMESPACES.items():
+        if ns != POLICY_NS:
+            _namespace(c, ns)
+    for ns, spec in NAMESPACES.items():
+        for resource, obj in spec["content"]:
+            c.create("v1", resource, obj, ns)
+    for ns in ("shop", "dev"):
+        c.create(RBAC, "rolebindings", {
+            "apiVersion": RBAC, "kind": "RoleBinding", "metadata": {"name": "shop-team-edit"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+            "subjects": [{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": TEAM_GROUP}]}, ns)
+    _forbidden_scene(c)
+    _audit_scene(env, c)
+    _policy_webhooks(env, c)
+    env.log("namespaces " + ", ".join(NAMESPACES) + " made; pod-policy webhook served; audit trail written")
+
+
+def _namespace(c, name: str) -> None:
+    c.create("v1", "namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                  "metadata": {"name": name, "labels": NAMESPACES[name]["labels"]}})
+
+
+def _token_file(state: Path) -> None:
+    """The server's static token file, with the lab admin and the team's people."""
+    state.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path = state / "tokens.csv"
+    if path.exists():
+        return
+    lines = [f'{secrets.token_urlsafe(32)},{ADMIN_USER},{ADMIN_USER},"{ADMIN_GROUP}"']
+    lines += [f'{secrets.token_urlsafe(32)},{p},{p}-uid,"{TEAM_GROUP}"' for p in PEOPLE]
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    with open(fd, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def person_client(env, name: str, admin: HttpClient | None = None) -> HttpClient:
+    """A client that authenticates as `name` with their static token (the team's people)."""
+    info = read_server_info(server_dir(env))
+    admin = admin or HttpClient.from_kubeconfig(info.kubeconfig)
+    for line in (server_dir(env) / "tokens.csv").read_text().splitlines():
+        parts = line.split(",")
+        if len(parts) > 1 and parts[1] == name:
+            return HttpClient(info.url, parts[0], admin.ssl_context, user_agent="kubectl/v1.34.1 (linux/amd64)")
+    raise LabkitError(f"no token for {name}")
+
+
+# -- forbidden ----------------------------------------------------------------------------------
+
+def _forbidden_scene(c) -> None:
+    c.create(RBAC, "roles", ROLE, "shop")
+    c.create(RBAC, "rolebindings", BINDING, "shop")
+
+
+# -- outage: the pod-policy webhook and its backend --------------------------------------------
+
+def _policy_backend(env) -> None:
+    directory = webhook.pki_dir(env)
+    cert, key = pki.issue_serving(directory, POLICY_NAME, pki.sans_for(POLICY_NAME, POLICY_NS, (HOST_IP,)))
+    port_file = Path(env.dir) / BACKEND_PORT_FILE
+    port_file.unlink(missing_ok=True)
+    procs.spawn(env, BACKEND_TAG, [sys.executable, str(Path(__file__).with_name("policy_backend.py")),
+                                   "--address", HOST_IP, "--cert", str(cert), "--key", str(key),
+                                   "--port-file", str(port_file)])
+
+
+def _backend_port(env) -> int:
+    port_file = Path(env.dir) / BACKEND_PORT_FILE
+    _wait(port_file.exists, "the pod-policy backend to listen")
+    return int(port_file.read_text())
+
+
+def _backend_objects(env, c) -> None:
+    port = _backend_port(env)
+    labels = {"app": POLICY_NAME}
+    c.create("apps/v1", "deployments", {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": POLICY_NAME, "labels": labels},
+        "spec": {"replicas": 1, "selector": {"matchLabels": labels},
+                 "template": {"metadata": {"labels": labels},
+                              "spec": {"hostNetwork": True, "terminationGracePeriodSeconds": 1, "containers": [{
+                                  "name": "webhook", "image": "registry.example.com/pod-policy:2.1",
+                                  "args": [f"--port={port}"],
+                                  "ports": [{"name": "https", "containerPort": port, "protocol": "TCP"}]}]}}}},
+             POLICY_NS)
+    c.create("v1", "services", {"apiVersion": "v1", "kind": "Service", "metadata": {"name": POLICY_NAME},
+                                "spec": {"selector": labels,
+                                         "ports": [{"name": "https", "port": 443, "targetPort": "https"}]}}, POLICY_NS)
+
+
+def backend_ready(c) -> bool:
+    slices = c.list("discovery.k8s.io/v1", "endpointslices", POLICY_NS, label_selector=f"kubernetes.io/service-name={POLICY_NAME}")[0]
+    return any((e.get("conditions") or {}).get("ready") for s in slices for e in s.get("endpoints") or [])
+
+
+def webhook_configurations(env) -> list[dict]:
+    ca = pki.ca_bundle(webhook.pki_dir(env))
+    service = {"namespace": POLICY_NS, "name": POLICY_NAME, "port": 443}
+    rule = {"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}
+    return [
+        ("validatingwebhookconfigurations", {
+            "apiVersion": ADMISSION, "kind": "ValidatingWebhookConfiguration", "metadata": {"name": POLICY_NAME},
+            "webhooks": [{"name": "pod-policy.example.com", "admissionReviewVersions": ["v1"], "sideEffects": "None",
+                          "failurePolicy": "Fail", "timeoutSeconds": 5, "rules": [rule],
+                          "clientConfig": {"service": {**service, "path": "/validate"}, "caBundle": ca}}]}),
+        ("mutatingwebhookconfigurations", {
+            "apiVersion": ADMISSION, "kind": "MutatingWebhookConfiguration", "metadata": {"name": DEFAULTS_NAME},
+            "webhooks": [{"name": "pod-defaults.example.com", "admissionReviewVersions": ["v1"], "sideEffects": "None",
+                          "failurePolicy": "Ignore", "timeoutSeconds": 5, "rules": [rule],
+                          "clientConfig": {"service": {**service, "path": "/mutate"}, "caBundle": ca}}]}),
+    ]
+
+
+def _policy_webhooks(env, c) -> None:
+    """The webhooks once the backend is ready (its own Pod must be admitted before they exist)."""
+    _wait(lambda: backend_ready(c), "the pod-policy Service to have a ready endpoint")
+    for resource, obj in webhook_configurations(env):
+        c.create(ADMISSION, resource, obj)
+
+
+# -- audit ------------------------------------------------------------------------------------
+
+def _audit_scene(env, c) -> None:
+    """The ConfigMap prices in shop: made by the admin, read and changed by people of the team, and
+    deleted by one of them; a ConfigMap prices in dev deleted by another. Who does what is drawn
+    anew at every build: the check reads the answer from the audit log."""
+    reader, changer, deleter, other = random.sample(PEOPLE, 4)
+    started = time.time()
+    for ns in ("shop", "dev"):
+        if c.get_or_none("v1", "configmaps", "prices", ns) is None:
+            c.create("v1", "configmaps", _cm("prices", {"apple": "0.50", "pear": "0.70"}), ns)
+    person_client(env, reader, c).get("v1", "configmaps", "prices", "shop")
+    person_client(env, changer, c).patch("v1", "configmaps", "prices", {"data": {"pear": "0.75"}}, "merge", "shop")
+    person_client(env, other, c).delete("v1", "configmaps", "prices", "dev")
+    person_client(env, deleter, c).delete("v1", "configmaps", "prices", "shop")
+    (Path(env.dir) / AUDIT_FILE).write_text(json.dumps({"started": started}) + "\n")
+
+
+def audit_scene_start(env) -> float:
+    """When the lab last set the scene of exercise audit (seconds since the epoch)."""
+    try:
+        return float(json.loads((Path(env.dir) / AUDIT_FILE).read_text())["started"])
+    except (FileNotFoundError, ValueError, KeyError):
+        return 0.0
+
+
+# -- resets -----------------------------------------------------------------------------------
+
+def reset_exercise(env, exercise_id: str) -> None:
+    c = client(env)
+    if exercise_id == "alice":
+        for csr in c.list("certificates.k8s.io/v1", "certificatesigningrequests")[0]:
+            _delete(c, "certificates.k8s.io/v1", "certificatesigningrequests", csr["metadata"]["name"])
+        _unbind(c, lambda s: s.get("kind") == "User" and s.get("name") == "alice")
+    elif exercise_id == "forbidden":
+        _unbind(c, lambda s: s.get("kind") == "ServiceAccount" and s.get("name") == "reporter"
+                or s.get("name") in ("reporter", "system:serviceaccount:shop:reporter"), keep={("shop", BINDING["metadata"]["name"])})
+        for resource, obj in (("roles", ROLE), ("rolebindings", BINDING)):
+            _delete(c, RBAC, resource, obj["metadata"]["name"], "shop")
+            c.create(RBAC, resource, obj, "shop")
+    elif exercise_id == "mutating-webhook":
+        for item in c.list(ADMISSION, "mutatingwebhookconfigurations")[0]:
+            if ("mutatingwebhookconfigurations", item["metadata"]["name"]) not in LAB_WEBHOOKS:
+                _delete(c, ADMISSION, "mutatingwebhookconfigurations", item["metadata"]["name"])
+        for served in webhook.all_served(env):
+            webhook.forget(env, served.name)
+    elif exercise_id == "image-tag-policy":
+        for resource in ("validatingadmissionpolicybindings", "validatingadmissionpolicies"):
+            for item in c.list(ADMISSION, resource)[0]:
+                _delete(c, ADMISSION, resource, item["metadata"]["name"])
+    elif exercise_id == "outage":
+        for resource, obj in webhook_configurations(env):
+            _delete(c, ADMISSION, resource, obj["metadata"]["name"])
+        for api_version, resource in (("apps/v1", "deployments"), ("v1", "services")):
+            _delete(c, api_version, resource, POLICY_NAME, POLICY_NS)
+            _wait(lambda: c.get_or_none(api_version, resource, POLICY_NAME, POLICY_NS) is None, f"{resource} to go")
+        _wait(lambda: not c.list("v1", "pods", POLICY_NS)[0], "the pod-policy Pods to go")
+        _backend_objects(env, c)
+        _policy_webhooks(env, c)
+    elif exercise_id == "audit":
+        _audit_scene(env, c)
+    env.log(f"exercise {exercise_id} built afresh")
+
+
+def _delete(c, api_version, resource, name, namespace=None) -> None:
+    try:
+        c.delete(api_version, resource, name, namespace)
+    except ApiError as exc:
+        if exc.code != 404:
+            raise
+
+
+def _unbind(c, subject_matches, keep=frozenset()) -> None:
+    """Delete every RoleBinding and ClusterRoleBinding with a subject that matches (but `keep`)."""
+    for resource in ("rolebindings", "clusterrolebindings"):
+        for item in c.list(RBAC, resource)[0]:
+            meta = item["metadata"]
+            if (meta.get("namespace"), meta["name"]) in keep:
+                continue
+            if any(subject_matches(s) for s in item.get("subjects") or []):
+                _delete(c, RBAC, resource, meta["name"], meta.get("namespace"))
+
+
+def _wait(predicate, what: str, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise LabkitError(f"timed out waiting for {what}")
+
+
+def is_up(env):
+    if not (Path(env.dir) / AUDIT_FILE).exists():
+        return False
+    info = read_server_info(server_dir(env))
+    if info is None or not procs.find(procs.owner_token(env, BACKEND_TAG)):
+        return False
+    try:
+        os.kill(info.pid, 0)
+    except OSError:
+        return False
+    return True
+
+
+def access(env):
+    t = target(env)
+    return f"""## Your cluster
+
+Everything lives on {t.description}; your kubeconfig is its admin's (the ClusterRole cluster-admin).
+
+```sh
+export KUBECONFIG={t.kubeconfig}
+kubectl get namespaces
+labkit requests explain -- kubectl get pods -n shop     # what each stage decided
+```
+
+The audit log is {t.state_dir / 'audit.log'}.
+"""
+
+
+# -- what the solutions and common mistakes do, as a person would -------------------------------
+
+CLIENT_SIGNER = "kubernetes.io/kube-apiserver-client"
+
+
+def kubectl(env, *args, input=None) -> str:
+    return target(env).kubectl(*args, input=input)
+
+
+def make_certificate(env, directory: Path, user: str, cn: str | None = None, signer: str = CLIENT_SIGNER,
+                     groups: tuple[str, ...] = ()) -> tuple[Path, Path | None]:
+    """openssl key and CSR, a CertificateSigningRequest object, `kubectl certificate approve`, the
+    certificate from .status.certificate: (key, certificate or None when none was issued)."""
+    import subprocess
+    directory.mkdir(parents=True, exist_ok=True)
+    key, csr, crt = directory / f"{user}.key", directory / f"{user}.csr", directory / f"{user}.crt"
+    subject = f"/CN={cn or user}" + "".join(f"/O={g}" for g in groups)
+    subprocess.run(["openssl", "req", "-new", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(csr),
+                    "-subj", subject], check=True, capture_output=True, timeout=60)
+    obj = {"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest", "metadata": {"name": user},
+           "spec": {"request": base64.b64encode(csr.read_bytes()).decode(), "signerName": signer,
+                    "expirationSeconds": 86400, "usages": ["client auth"]}}
+    kubectl(env, "delete", "csr", user, "--ignore-not-found")     # one of an earlier try
+    kubectl(env, "create", "-f", "-", input=json.dumps(obj))
+    kubectl(env, "certificate", "approve", user)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        issued = kubectl(env, "get", "csr", user, "-o", "jsonpath={.status.certificate}").strip()
+        if issued:
+            crt.write_bytes(base64.b64decode(issued))
+            return key, crt
+        time.sleep(0.1)
+    return key, None
+
+
+def write_kubeconfig(env, path: Path, user: str, cert: Path | None = None, key: Path | None = None,
+                     token: str | None = None) -> Path:
+    """A kubeconfig for `user`: the lab's cluster, and the user's certificate (or a token)."""
+    info = read_server_info(server_dir(env))
+    admin = yaml.safe_load(info.kubeconfig.read_text())
+    ca = base64.b64decode(admin["clusters"][0]["cluster"]["certificate-authority-data"])
+    ca_file = path.with_suffix(".ca.crt")
+    ca_file.write_bytes(ca)
+    k = ["--kubeconfig", str(path)]
+    kubectl(env, "config", "set-cluster", "labkit", f"--server={info.url}", f"--certificate-authority={ca_file}",
+            "--embed-certs", *k)
+    if token:
+        kubectl(env, "config", "set-credentials", user, f"--token={token}", *k)
+    else:
+        kubectl(env, "config", "set-credentials", user, f"--client-certificate={cert}", f"--client-key={key}",
+                "--embed-certs", *k)
+    kubectl(env, "config", "set-context", user, "--cluster=labkit", f"--user={user}", "--namespace=dev", *k)
+    kubectl(env, "config", "use-context", user, *k)
+    return path
+
+
+def bind(env, name: str, namespace: str | None, role_kind: str, role: str, subject: dict) -> None:
+    """A RoleBinding (namespace) or ClusterRoleBinding (None) as `kubectl apply` makes it."""
+    kind = "RoleBinding" if namespace else "ClusterRoleBinding"
+    meta = {"name": name, **({"namespace": namespace} if namespace else {})}
+    obj = {"apiVersion": RBAC, "kind": kind, "metadata": meta,
+           "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": role},
+           "subjects": [subject]}
+    kubectl(env, "apply", "-f", "-", input=json.dumps(obj))
+
+
+def serve_webhook(env, source: str, name: str = "labeler"):
+    """Write `source` as the student's webhook file and serve it with the lab's runner."""
+    directory = Path(env.dir) / "student"
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{name}.py"
+    path.write_text(source)
+    return webhook.serve(env, path, name)
+
+
+def register_mutating(env, served, *, namespace_selector=None, side_effects="None", failure="Fail", name="labeler"):
+    hook = {"name": f"{name}.example.com", "admissionReviewVersions": ["v1"], "sideEffects": side_effects,
+            "failurePolicy": failure, "timeoutSeconds": 5,
+            "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}],
+            "clientConfig": {"url": f"{served.url}/mutate", "caBundle": pki.ca_bundle(webhook.pki_dir(env))}}
+    if namespace_selector is not None:
+        hook["namespaceSelector"] = namespace_selector
+    obj = {"apiVersion": ADMISSION, "kind": "MutatingWebhookConfiguration", "metadata": {"name": name},
+           "webhooks": [hook]}
+    kubectl(env, "apply", "-f", "-", input=json.dumps(obj))
+
+
+def start_outage(env) -> None:
+    """What the outage prompt asks: the backend scaled to zero, then a Pod creation that fails."""
+    c = client(env)
+    kubectl(env, "-n", POLICY_NS, "scale", "deployment", POLICY_NAME, "--replicas=0")
+    _wait(lambda: not backend_ready(c), "the pod-policy backend to be down")
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probe"},
+           "spec": {"containers": [{"name": "probe", "image": "nginx:1.27"}]}}
+    code, _ = c.request("POST", "/api/v1/namespaces/shop/pods", None, pod)
+    if code != 500:
+        raise LabkitError(f"the outage did not happen: creating a Pod answered {code}")

@@ -1,0 +1,57 @@
+"""Common wrong ways to make alice and grant her read-only access to dev."""
+
+import json
+from pathlib import Path
+
+from labkit.exercises import mistake, write_answer
+
+ALICE = {"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "alice"}
+
+
+def _alice(env, cn=None):
+    lab = env.lab.environment_module()
+    work = Path(env.dir) / "student" / "alice"
+    key, crt = lab.make_certificate(env, work, "alice", cn=cn)
+    config = lab.write_kubeconfig(env, work / "alice.kubeconfig", "alice", crt, key)
+    write_answer(env, "alice", {"kubeconfig": str(config)})
+    return lab
+
+
+@mistake("can write")
+def binds_edit(env):
+    """Binds the ClusterRole edit in dev: she can read, and write too."""
+    _alice(env).bind(env, "alice-edit", "dev", "ClusterRole", "edit", ALICE)
+
+
+@mistake("other namespaces")
+def cluster_role_binding(env):
+    """Binds view with a ClusterRoleBinding: read-only, but in every namespace."""
+    _alice(env).bind(env, "alice-view", None, "ClusterRole", "view", ALICE)
+
+
+@mistake("secrets")
+def own_role_reads_everything(env):
+    """Writes a Role that may get, list and watch every resource in dev: secrets included."""
+    lab = _alice(env)
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "read-all", "namespace": "dev"},
+            "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["get", "list", "watch"]}]}
+    lab.kubectl(env, "apply", "-f", "-", input=json.dumps(role))
+    lab.bind(env, "alice-read-all", "dev", "Role", "read-all", ALICE)
+
+
+@mistake("token")
+def kubeconfig_with_admin_token(env):
+    """Makes the certificate and binding right, but writes a kubeconfig that uses the admin's token."""
+    lab = _alice(env)
+    lab.bind(env, "alice-view", "dev", "ClusterRole", "view", ALICE)
+    token = lab.target(env).client().token
+    path = Path(env.dir) / "student" / "alice" / "alice-token.kubeconfig"
+    lab.write_kubeconfig(env, path, "alice", token=token)
+    write_answer(env, "alice", {"kubeconfig": str(path)})
+
+
+@mistake("common name")
+def wrong_common_name(env):
+    """Puts her full name into the CSR's subject: CN=Alice Smith."""
+    lab = _alice(env, cn="Alice Smith")
+    lab.bind(env, "alice-view", "dev", "ClusterRole", "view", ALICE)

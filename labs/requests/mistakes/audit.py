@@ -1,0 +1,43 @@
+"""Common wrong readings of the audit log."""
+
+import json
+
+from labkit.exercises import mistake, write_answer
+
+
+def _events(env):
+    lab = env.lab.environment_module()
+    return [json.loads(line) for line in (lab.server_dir(env) / "audit.log").read_text().splitlines()]
+
+
+def _who(env, verb, namespace):
+    found = None
+    for e in _events(env):
+        ref = e.get("objectRef") or {}
+        name = ref.get("name") or ((e.get("requestObject") or {}).get("metadata") or {}).get("name")
+        if (ref.get("resource"), ref.get("namespace"), name, e.get("verb")) == \
+                ("configmaps", namespace, "prices", verb):
+            found = e["user"]["username"]
+    return found
+
+
+@mistake("did not delete")
+def names_who_changed_it(env):
+    """Names the last person who changed shop/prices (the patch before the delete)."""
+    write_answer(env, "audit", {"user": _who(env, "patch", "shop")})
+
+
+@mistake("another namespace")
+def names_the_other_delete(env):
+    """Greps for "prices" and "delete" and takes the first line: the ConfigMap prices of dev."""
+    write_answer(env, "audit", {"user": _who(env, "delete", "dev")})
+
+
+@mistake("did not delete")
+def names_who_created_it(env):
+    """Names who created the ConfigMaps in shop."""
+    creators = [e["user"]["username"] for e in _events(env) if e.get("verb") == "create"
+                and (e.get("objectRef") or {}).get("resource") == "configmaps"
+                and (e.get("objectRef") or {}).get("namespace") == "shop"
+                and not e["user"]["username"].startswith("system:")]
+    write_answer(env, "audit", {"user": creators[-1]})

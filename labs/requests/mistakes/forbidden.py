@@ -1,0 +1,40 @@
+"""Common wrong fixes of the ServiceAccount's 403."""
+
+import json
+
+from labkit.exercises import mistake
+
+SA = {"kind": "ServiceAccount", "name": "reporter", "namespace": "shop"}
+
+
+@mistake("role", "changed")
+def edits_the_role(env):
+    """Widens the Role pod-reader to every verb on pods, thinking the role is too narrow."""
+    lab = env.lab.environment_module()
+    role = json.loads(lab.kubectl(env, "-n", "shop", "get", "role", "pod-reader", "-o", "json"))
+    role["rules"][0]["verbs"] = ["*"]
+    lab.kubectl(env, "replace", "-f", "-", input=json.dumps(role))
+
+
+@mistake("cluster-admin")
+def binds_cluster_admin(env):
+    """Makes it work with a ClusterRoleBinding to cluster-admin."""
+    lab = env.lab.environment_module()
+    lab.kubectl(env, "create", "clusterrolebinding", "reporter-admin", "--clusterrole=cluster-admin",
+                "--serviceaccount=shop:reporter")
+
+
+@mistake("still forbidden")
+def binds_in_default(env):
+    """Creates another RoleBinding of pod-reader for the ServiceAccount, in the namespace default."""
+    lab = env.lab.environment_module()
+    lab.bind(env, "reporter-reads-pods", "default", "Role", "pod-reader", SA)
+
+
+@mistake("still forbidden")
+def binds_a_user_named_reporter(env):
+    """Rewrites the binding's subject as a User named reporter."""
+    lab = env.lab.environment_module()
+    lab.kubectl(env, "-n", "shop", "patch", "rolebinding", "reporter-reads-pods", "--type=json", "-p",
+                '[{"op":"replace","path":"/subjects/0","value":{"kind":"User","name":"reporter",'
+                '"apiGroup":"rbac.authorization.k8s.io"}}]')

@@ -1,0 +1,42 @@
+"""Common wrong image policies."""
+
+from importlib import util
+
+from labkit.exercises import mistake
+
+
+def _reference(env):
+    spec = util.spec_from_file_location("reference", env.lab.directory / "solutions" / "image-tag-policy.py")
+    module = util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@mistake("port")
+def contains_colon(env):
+    """Checks that every image contains a colon: a registry's port counts as a tag."""
+    ref = _reference(env)
+    ref.apply(env, ref.policy(["object.spec.containers.all(c, c.image.contains(':'))",
+                               "!has(object.spec.initContainers) || object.spec.initContainers.all(c, c.image.contains(':'))"]),
+              ref.binding())
+
+
+@mistake("binding")
+def no_binding(env):
+    """Writes the right policy and no binding."""
+    ref = _reference(env)
+    ref.apply(env, ref.policy(ref.EXPRESSIONS))
+
+
+@mistake("Warn")
+def only_warns(env):
+    """Binds the right policy with validationActions [Warn]."""
+    ref = _reference(env)
+    ref.apply(env, ref.policy(ref.EXPRESSIONS), ref.binding(("Warn",)))
+
+
+@mistake("init containers")
+def containers_only(env):
+    """Checks spec.containers and forgets spec.initContainers."""
+    ref = _reference(env)
+    ref.apply(env, ref.policy(ref.EXPRESSIONS[:1]), ref.binding())

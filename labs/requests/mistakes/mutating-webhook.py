@@ -1,0 +1,66 @@
+"""Common wrong webhooks of mutating-webhook: each is served by the lab's runner and registered."""
+
+from labkit.exercises import mistake
+
+ANSWER = '''\
+import base64
+import json
+
+
+def answer(request, patch):
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "response": {"uid": request["uid"], "allowed": True, "patchType": "JSONPatch",
+                         "patch": base64.b64encode(json.dumps(patch).encode()).decode()}}
+'''
+SELECTOR = {"matchLabels": {"pod-labeler": "enabled"}}
+
+
+def _serve(env, body, **register):
+    lab = env.lab.environment_module()
+    served = lab.serve_webhook(env, ANSWER + body)
+    lab.register_mutating(env, served, **{"namespace_selector": SELECTOR, **register})
+
+
+@mistake("replaced")
+def replaces_all_labels(env):
+    """Adds /metadata/labels as a whole every time: the Pod's own labels are gone."""
+    _serve(env, '''
+def review(review):
+    request = review["request"]
+    return answer(request, [{"op": "add", "path": "/metadata/labels", "value": {"example.com/owner": "web-team"}}])
+''')
+
+
+@mistake("could not be applied")
+def unescaped_slash(env):
+    """Writes the label's key into the patch path as it is: /metadata/labels/example.com/owner."""
+    _serve(env, '''
+def review(review):
+    request = review["request"]
+    if request["object"]["metadata"].get("labels") is None:
+        return answer(request, [{"op": "add", "path": "/metadata/labels", "value": {"example.com/owner": "web-team"}}])
+    return answer(request, [{"op": "add", "path": "/metadata/labels/example.com/owner", "value": "web-team"}])
+''')
+
+
+@mistake("without labels")
+def assumes_labels_exist(env):
+    """Always adds the one label, also to a Pod that has no metadata.labels."""
+    _serve(env, '''
+def review(review):
+    request = review["request"]
+    return answer(request, [{"op": "add", "path": "/metadata/labels/example.com~1owner", "value": "web-team"}])
+''')
+
+
+@mistake("every namespace")
+def no_namespace_selector(env):
+    """Right webhook, registered without a namespaceSelector."""
+    from importlib import util
+    lab = env.lab.environment_module()
+    spec = util.spec_from_file_location("reference", env.lab.directory / "solutions" / "mutating-webhook.py")
+    reference = util.module_from_spec(spec)
+    spec.loader.exec_module(reference)
+    served = lab.serve_webhook(env, reference.SOURCE)
+    lab.register_mutating(env, served)
+

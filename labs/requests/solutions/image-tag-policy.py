@@ -1,0 +1,38 @@
+"""Reference solution: a policy whose expressions accept an image with a digest, or with a tag
+after the last `/`, for containers and init containers; bound to the namespace web with Deny."""
+
+import json
+
+PINNED = r"c.image.contains('@') || c.image.matches(':[\\w][\\w.-]{0,127}$')"
+
+
+def policy(expressions):
+    return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": "require-image-tag"},
+            "spec": {"failurePolicy": "Fail",
+                     "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                                                             "operations": ["CREATE", "UPDATE"],
+                                                             "resources": ["pods"]}]},
+                     "validations": [{"expression": e, "message": "images must name a tag or a digest"}
+                                     for e in expressions]}}
+
+
+def binding(actions=("Deny",)):
+    return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": "require-image-tag-web"},
+            "spec": {"policyName": "require-image-tag", "validationActions": list(actions),
+                     "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "web"}}}}}
+
+
+EXPRESSIONS = [f"object.spec.containers.all(c, {PINNED})",
+               f"!has(object.spec.initContainers) || object.spec.initContainers.all(c, {PINNED})"]
+
+
+def apply(env, *objects):
+    lab = env.lab.environment_module()
+    for obj in objects:
+        lab.kubectl(env, "apply", "-f", "-", input=json.dumps(obj))
+
+
+def solve(env):
+    apply(env, policy(EXPRESSIONS), binding())

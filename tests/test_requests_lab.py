@@ -1,0 +1,121 @@
+"""The requests lab through the real CLI and real kubectl: every check fails on a fresh lab and
+passes after its reference solution; a student's webhook served by `labkit requests webhook
+serve` is a lab process in the ledger, and `labkit cleanup requests` leaves nothing behind;
+`labkit requests explain` shows the stages of a request kubectl sent; the image-reference grammar
+the CEL exercise is judged by is upstream's."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import fresh_environment
+from support import REPO, host_lock, labkit, labkit_processes
+
+EXERCISES = ["alice", "forbidden", "mutating-webhook", "image-tag-policy", "outage", "audit"]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    base = tmp_path_factory.mktemp("requests-lab")
+    env = {**os.environ, **fresh_environment(base)}
+    with host_lock(False):
+        labkit("run", "requests", env=env, check=0)
+    env["KUBECONFIG"] = str(Path(env["LABKIT_STATE_DIR"]) / "requests" / "apiserver" / "kubeconfig")
+    env["HOME"] = str(base)
+    try:
+        yield env
+    finally:
+        with host_lock(False):
+            labkit("cleanup", "requests", env=env, check=0)
+        # the API server, the webhook backend and every webhook served are stopped; the
+        # certificates, the server's state and the lab's own files are gone
+        assert not labkit_processes(env["LABKIT_PREFIX"])
+        state = Path(env["LABKIT_STATE_DIR"]) / "requests"
+        assert not [name for name in ("apiserver", "webhook-pki", "webhooks", "scene") if (state / name).exists()]
+
+
+def kubectl(env, *args, check=True, input=None):
+    out = subprocess.run(["kubectl", *args], capture_output=True, text=True, env=env, timeout=60, input=input)
+    if check and out.returncode != 0:
+        raise AssertionError(f"kubectl {' '.join(args)}: {out.stderr}")
+    return out
+
+
+def results(env, *exercise, code=None):
+    out = labkit("check", "requests", *exercise, "--format", "json", env=env, check=code)
+    return {r["exercise"]: r for r in json.loads(out.stdout)["results"]}
+
+
+def test_explain_shows_the_stages_of_a_kubectl_request(lab):
+    out = labkit("requests", "explain", "--", "kubectl", "get", "configmaps", "-n", "dev", env=lab, check=0).stdout
+    assert "\nlist configmaps in dev by labkit-admin -> 200\n" in out, out     # after kubectl's own output
+    assert "authorization" in out and "RBAC" in out and "cluster-admin" in out, out
+    assert "level " in out and "authorization.k8s.io/decision = allow" in out, out
+    # as JSON: the trace's steps and the audit event of the same audit ID
+    [item] = json.loads(labkit("requests", "explain", "--json", env=lab, check=0).stdout)
+    assert item["event"]["auditID"] == item["auditID"] and item["steps"]
+    # a refused request says that no binding matched, and the audit event says forbid
+    denied = labkit("requests", "explain", "--", "kubectl", "get", "pods", "-n", "shop",
+                    "--as=system:serviceaccount:shop:reporter", env=lab, check=0).stdout
+    assert "-> 403" in denied and "authorization.k8s.io/decision = forbid" in denied, denied
+
+
+def test_each_check_fails_on_a_fresh_lab_and_passes_after_its_solution(lab):
+    fresh = results(lab, code=1)
+    assert {e: r["status"] for e, r in fresh.items()} == {e: "fail" for e in EXERCISES}, fresh
+    for exercise in EXERCISES:
+        labkit("solve", "requests", exercise, env=lab, check=0, timeout=180)
+        result = results(lab, exercise)[exercise]
+        assert result["status"] == "pass", result
+    final = json.loads(labkit("check", "requests", "--format", "json", env=lab, check=0).stdout)
+    assert final["passed"] == len(EXERCISES)
+    # the webhook's patch is visible stage by stage
+    out = labkit("requests", "explain", "--", "kubectl", "run", "seen", "-n", "web", "--image=nginx:1.27",
+                 "--dry-run=server", env=lab, check=0).stdout
+    assert "labeler.example.com" in out and "example.com~1owner" in out, out
+
+
+def test_the_webhook_runner_serves_a_function_as_a_lab_process(lab, tmp_path):
+    hook = tmp_path / "echo.py"
+    hook.write_text("def review(r):\n    return {'apiVersion': 'admission.k8s.io/v1', 'kind': 'AdmissionReview',\n"
+                    "            'response': {'uid': r['request']['uid'], 'allowed': True}}\n")
+    out = labkit("requests", "webhook", "serve", str(hook), "--name", "echo", env=lab, check=0).stdout
+    url = out.split(" on ", 1)[1].split()[0]
+    state = Path(lab["LABKIT_STATE_DIR"]) / "requests"
+    ledger = [json.loads(line) for line in (state / "ledger.jsonl").read_text().splitlines()]
+    assert any(e["kind"] == "process" and e["tag"] == "requests/webhook-echo" for e in ledger)
+    ca = state / "webhook-pki" / "ca.crt"
+    answer = subprocess.run(["curl", "-s", "--cacert", str(ca), f"{url}/x", "-d", '{"request":{"uid":"u-1"}}'],
+                            capture_output=True, text=True, timeout=30)
+    assert json.loads(answer.stdout)["response"] == {"uid": "u-1", "allowed": True}
+    listed = labkit("requests", "webhook", "list", env=lab, check=0).stdout
+    assert "echo  running  " + url in listed
+    # its serving certificate is for 127.0.0.1, signed by the lab's webhook CA
+    text = subprocess.run(["openssl", "x509", "-noout", "-text", "-in", str(state / "webhook-pki" / "echo.crt")],
+                          capture_output=True, text=True).stdout
+    assert "IP Address:127.0.0.1" in text and "labkit-webhook-ca" in text
+    labkit("requests", "webhook", "stop", "echo", env=lab, check=0)
+    assert "echo  stopped" in labkit("requests", "webhook", "list", env=lab, check=0).stdout
+    # a file without review() is refused with its reason
+    bad = tmp_path / "bad.py"
+    bad.write_text("x = 1\n")
+    refused = labkit("requests", "webhook", "serve", str(bad), "--name", "bad", env=lab, check=2)
+    assert "defines no function review" in refused.stderr
+
+
+def test_image_references_are_judged_by_upstreams_grammar():
+    spec = importlib.util.spec_from_file_location("requests_checks", REPO / "labs" / "requests" / "checks.py")
+    checks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(checks)
+    digest = "sha256:" + "a" * 64
+    # (distribution/reference's reference_test.go: name, tag, digest, registry with port)
+    assert [checks.pinned(i) for i in ("nginx", "nginx:1.27", "registry:5000/app", "registry:5000/app:v1",
+                                       f"app@{digest}", f"app:v1@{digest}", "localhost:5000/a/b",
+                                       "docker.io/library/nginx:latest", "[::1]:5000/app:v2", "UPPER:tag")] == \
+        [False, True, False, True, True, True, False, True, True, False]
