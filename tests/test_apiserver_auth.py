@@ -224,6 +224,13 @@ def test_each_request_keeps_a_trace_under_its_audit_id(tmp_path):
         code, newest = client.request("GET", "/labkit/v1/traces", {"limit": "50"})
         assert code == 200 and events[0]["auditID"] in [t["auditID"] for t in newest["items"]]
         assert client.request("GET", "/labkit/v1/traces/no-such-id")[0] == 404
+        # a review is answered, not stored, and its trace says so
+        client.create(AUTHZ, "selfsubjectaccessreviews",
+                      {"spec": {"resourceAttributes": {"verb": "get", "resource": "pods"}}})
+        review = [e for e in audit.read(server.state_dir / "audit.log")
+                  if e["requestURI"].endswith("/selfsubjectaccessreviews")][-1]
+        steps = client.request("GET", f"/labkit/v1/traces/{review['auditID']}")[1]["steps"]
+        assert [(s["stage"], s["outcome"]) for s in steps if s["stage"] == "storage"] == [("storage", "not stored")]
         assert client.request("GET", "/labkit/v1/traces", {"limit": "lots"})[0] == 400
     finally:
         with host_lock(False):

@@ -517,13 +517,18 @@ class Api:
                 return Response(201, reg.bind(ns, name, body, self._dry_run(request))), None
             if info.subresource == "token":
                 from labkit.apiserver import tokenrequest      # (it imports authn, which imports this module)
+                request.trace.add("storage", "TokenREST", "not stored", "a TokenRequest is answered with a "
+                                  "signed token and not stored (pkg/registry/core/serviceaccount/storage/token.go)")
                 return Response(201, tokenrequest.create(self.service_account_tokens, self.lookup, ns, name, body,
                                                          request.trace.annotations)), body
             if hasattr(rt.strategy, "set_requester"):     # a CSR records who asked for it
                 body = rt.strategy.set_requester(body, request.user)
             options = self._write_options(request, "CreateOptions")
             if rt.strategy.virtual:
-                return Response(201, self._review(rt, ns, body, request.user, options)), body
+                answer = self._review(rt, ns, body, request.user, options)
+                request.trace.add("storage", f"{rt.kind} REST", "not stored", "a review is answered and not stored "
+                                  "(pkg/registry/authorization/*/rest.go, pkg/registry/authentication/*/rest.go)")
+                return Response(201, answer), body
             return Response(201, reg.create(rt, ns, body, options), warnings=options.warnings), body
         if info.verb == "update":
             body = self._body(request)
