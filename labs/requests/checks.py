@@ -13,6 +13,7 @@ import uuid
 
 from labkit.apiserver.audit import received_at
 from labkit.apiserver.client import HttpClient, KubeConfig
+from labkit.apiserver.selectors import LabelSelector
 from labkit.exercises import CheckFailed
 
 ADMISSION = "admissionregistration.k8s.io/v1"
@@ -303,17 +304,9 @@ def check_image_tag_policy(ctx):
 # -- outage ---------------------------------------------------------------------------------------
 
 def _selector_matches(selector, labels) -> bool:
-    """metav1.LabelSelector (matchLabels, matchExpressions) against labels; an empty one matches all."""
-    selector = selector or {}
-    for key, value in (selector.get("matchLabels") or {}).items():
-        if labels.get(key) != value:
-            return False
-    for expr in selector.get("matchExpressions") or []:
-        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
-        if (op == "In" and labels.get(key) not in values) or (op == "NotIn" and key in labels and labels[key] in values) \
-                or (op == "Exists" and key not in labels) or (op == "DoesNotExist" and key in labels):
-            return False
-    return True
+    """A webhook's namespaceSelector/objectSelector: a missing one matches everything."""
+    parsed = LabelSelector.from_label_selector(selector or {})
+    return parsed.matches(labels)
 
 
 def _applies(hook, ns_labels, pod_labels) -> bool:
@@ -348,6 +341,16 @@ def check_outage(ctx):
     if not any(_applies(h, ns_labels, {"run": "probe"}) for h in hooks):
         raise CheckFailed(f"the webhook {webhook} no longer applies to Pods in {app}: the policy must stay in force "
                           "for the application namespaces — narrow its scope, do not switch it off")
+    # the backend's own Pods: while it is down, a webhook that fails closed on them keeps it down for
+    # good (kubernetes.io's admission webhook good practices: avoiding deadlocks in self-hosted webhooks)
+    home = ctx.params["namespace"]
+    home_labels = admin.get("v1", "namespaces", home)["metadata"].get("labels") or {}
+    template = admin.get("apps/v1", "deployments", ctx.params["deployment"], home)["spec"]["template"]
+    backend_labels = (template.get("metadata") or {}).get("labels") or {}
+    if any(_applies(h, home_labels, backend_labels) and h.get("failurePolicy", "Fail") == "Fail" for h in hooks):
+        raise CheckFailed(f"the webhook {webhook} still fails closed for the Pods of its own backend in {home}: "
+                          "while the backend is down, its new Pod is refused by the very webhook it serves, so it "
+                          "can never come back. Look at which namespaces its namespaceSelector still lets in")
     code, body = _probe_pod(admin, app, labels={"run": "probe"})
     how = "its backend is back" if lab.backend_ready(admin) else \
         "it lets Pods through while its backend is down (failurePolicy Ignore)" if code == 201 else \

@@ -30,3 +30,14 @@ def scoped_to_nothing(env):
     lab.kubectl(env, "patch", "validatingwebhookconfiguration", "pod-policy", "--type=json", "-p",
                 json.dumps([{"op": "add", "path": "/webhooks/0/namespaceSelector",
                              "value": {"matchLabels": {"policy": "enforced"}}}]))
+
+
+@mistake("own backend")
+def excludes_only_kube_system(env):
+    """Leaves out kube-system only: the webhook still fails closed for its own backend's namespace."""
+    lab = env.lab.environment_module()
+    lab.start_outage(env)
+    selector = {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+                                      "values": ["kube-system"]}]}
+    lab.kubectl(env, "patch", "validatingwebhookconfiguration", "pod-policy", "--type=json", "-p",
+                json.dumps([{"op": "add", "path": "/webhooks/0/namespaceSelector", "value": selector}]))
