@@ -24,7 +24,7 @@ DEPLOYMENT = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name"
 def api(tmp_path):
     store = Store(tmp_path / "objects.db")
     api = Api(Registry(store))
-    LocalClient(api, "admin").create("v1", "namespaces", {"metadata": {"name": "ns"}})
+    LocalClient(api, "admin", ["system:masters", "system:authenticated"]).create("v1", "namespaces", {"metadata": {"name": "ns"}})
     yield api
     store.close()
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from kubernetes import client as k8s, config as k8s_config
 
+from labkit.apiserver import bootstrappolicy
 from labkit.apiserver.client import LocalClient
 from labkit.apiserver.errors import ApiError
 from labkit.apiserver.handler import Api
@@ -19,12 +20,18 @@ AUTHZ = "authorization.k8s.io/v1"
 
 @pytest.fixture
 def api(tmp_path):
+    """A server with the default RBAC policy (no controllers: the aggregated roles stay empty)."""
     store = Store(tmp_path / "objects.db")
     api = Api(Registry(store))
-    LocalClient(api, "admin", ["system:masters", "system:authenticated"]).create(
-        "v1", "namespaces", {"metadata": {"name": "ns"}})
+    root = LocalClient(api, "admin", ["system:masters", "system:authenticated"])
+    bootstrappolicy.ensure(root)
+    root.create("v1", "namespaces", {"metadata": {"name": "ns"}})
     yield api
     store.close()
+
+
+def root(api):
+    return LocalClient(api, "admin", ["system:masters", "system:authenticated"])
 
 
 def ssar(client, spec):
@@ -54,25 +61,47 @@ def test_can_i_answers_what_the_request_gets(api, groups):
         status = ssar(me, spec)
         allowed, body = outcome(me, method, path)
         assert status["allowed"] == allowed, (spec, status, body)
-        if not allowed:
-            assert status["reason"] == "labkit's administration API is for system:masters"
-            assert body["message"] == (f'forbidden: User "alice" cannot get path "{path}": '
-                                       "labkit's administration API is for system:masters")
-    assert ("system:masters" in groups) == ssar(me, questions[2][0])["allowed"]
+        if not allowed:       # RBAC has no opinion and gives no reason
+            assert "reason" not in status
+            assert body["message"].endswith(" in the namespace \"ns\"") or body["message"] == \
+                f'forbidden: User "alice" cannot get path "{path}"'
+    masters = "system:masters" in groups
+    assert [ssar(me, q[0])["allowed"] for q in questions] == [masters, masters, masters, True]
 
 
 def test_subject_access_reviews_name_the_user_and_local_ones_a_namespace(api):
-    admin = LocalClient(api, "admin", ["system:masters", "system:authenticated"])
+    admin = root(api)
     review = admin.create(AUTHZ, "subjectaccessreviews", {"spec": {
         "user": "bob", "nonResourceAttributes": {"verb": "get", "path": "/labkit/v1/controllers"}}})
-    assert review["status"]["allowed"] is False
+    assert review["status"] == {"allowed": False}
     review = admin.create(AUTHZ, "subjectaccessreviews", {"spec": {
         "user": "bob", "groups": ["system:masters"], "nonResourceAttributes": {"verb": "get",
                                                                                "path": "/labkit/v1/controllers"}}})
     assert review["status"] == {"allowed": True}
-    review = admin.create(AUTHZ, "localsubjectaccessreviews", {"spec": {
-        "user": "bob", "resourceAttributes": {"verb": "delete", "resource": "pods", "namespace": "ns"}}}, "ns")
-    assert review["metadata"]["namespace"] == "ns" and review["status"]["allowed"] is True
+    # exactly the groups asked about: without system:authenticated, not even /version
+    review = admin.create(AUTHZ, "subjectaccessreviews", {"spec": {
+        "user": "bob", "nonResourceAttributes": {"verb": "get", "path": "/apis"}}})
+    assert review["status"] == {"allowed": False}
+    review = admin.create(AUTHZ, "subjectaccessreviews", {"spec": {
+        "user": "bob", "groups": ["system:authenticated"], "nonResourceAttributes": {"verb": "get", "path": "/apis"}}})
+    assert review["status"] == {"allowed": True, "reason": 'RBAC: allowed by ClusterRoleBinding "system:discovery" '
+                                                           'of ClusterRole "system:discovery" to Group '
+                                                           '"system:authenticated"'}
+    lsar = {"spec": {"user": "bob", "resourceAttributes": {"verb": "delete", "resource": "pods", "namespace": "ns"}}}
+    review = admin.create(AUTHZ, "localsubjectaccessreviews", lsar, "ns")
+    assert review["metadata"]["namespace"] == "ns" and review["status"]["allowed"] is False
+    admin.create("rbac.authorization.k8s.io/v1", "roles", {"metadata": {"name": "pod-deleter"}, "rules": [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"]}]}, "ns")
+    admin.create("rbac.authorization.k8s.io/v1", "rolebindings", {
+        "metadata": {"name": "bob"}, "subjects": [{"kind": "User", "name": "bob"}],
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pod-deleter"}}, "ns")
+    review = admin.create(AUTHZ, "localsubjectaccessreviews", lsar, "ns")
+    assert review["status"] == {"allowed": True,
+                                "reason": 'RBAC: allowed by RoleBinding "bob/ns" of Role "pod-deleter" to User "bob"'}
+    # only those allowed to create SubjectAccessReviews may ask about others
+    with pytest.raises(ApiError) as exc:
+        LocalClient(api, "alice").create(AUTHZ, "subjectaccessreviews", lsar)
+    assert exc.value.code == 403
 
 
 @pytest.mark.parametrize("resource, namespace, body, message", [
@@ -103,7 +132,7 @@ def test_subject_access_reviews_name_the_user_and_local_ones_a_namespace(api):
 ])
 def test_invalid_reviews_are_refused_with_upstreams_messages(api, resource, namespace, body, message):
     with pytest.raises(ApiError) as exc:
-        LocalClient(api, "alice").create(AUTHZ, resource, body, namespace)
+        root(api).create(AUTHZ, resource, body, namespace)
     assert exc.value.code == 422 and exc.value.message == message
 
 
@@ -113,18 +142,26 @@ def test_reviews_are_answered_not_stored(api):
     ssar(me, {"resourceAttributes": {"verb": "get", "resource": "pods"}})
     me.create("authentication.k8s.io/v1", "selfsubjectreviews", {})
     assert api.registry.store.list("/namespaces")[1] == revision        # nothing was written
-    code, body = me.request("GET", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews")
+    # authorization comes before routing: alice may not list them or unknown things, an admin learns why not
+    assert me.request("GET", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews")[0] == 403
+    code, body = me.request("GET", "/api/v1/namespaces/ns/nosuchthings")
+    assert (code, body["message"]) == (403, 'nosuchthings is forbidden: User "alice" cannot list resource '
+                                            '"nosuchthings" in API group "" in the namespace "ns"')
+    assert root(api).request("GET", "/api/v1/namespaces/ns/nosuchthings")[0] == 404
+    code, body = root(api).request("GET", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews")
     assert code == 405 and body["reason"] == "MethodNotAllowed"
 
 
 def test_rules_review_lists_what_the_authorizer_allows(api):
     rules = LocalClient(api, "alice").create(AUTHZ, "selfsubjectrulesreviews", {"spec": {"namespace": "ns"}})["status"]
-    assert rules["resourceRules"] == [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}]
-    urls = rules["nonResourceRules"][0]["nonResourceURLs"]
+    assert {"verbs": ["create"], "apiGroups": ["authorization.k8s.io"],
+            "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"]} in rules["resourceRules"]
+    urls = [u for r in rules["nonResourceRules"] for u in r["nonResourceURLs"]]
     assert "/version" in urls and "/apis/*" in urls and not [u for u in urls if u.startswith("/labkit")]
-    admin = LocalClient(api, "admin", ["system:masters", "system:authenticated"])
-    rules = admin.create(AUTHZ, "selfsubjectrulesreviews", {"spec": {"namespace": "ns"}})["status"]
-    assert rules["nonResourceRules"] == [{"verbs": ["*"], "nonResourceURLs": ["*"]}] and rules["incomplete"] is False
+    assert rules["incomplete"] is False and "evaluationError" not in rules
+    rules = root(api).create(AUTHZ, "selfsubjectrulesreviews", {"spec": {"namespace": "ns"}})["status"]
+    assert {"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]} in rules["resourceRules"]
+    assert {"verbs": ["*"], "nonResourceURLs": ["*"]} in rules["nonResourceRules"]
 
 
 def test_whoami_and_impersonation_over_https(tmp_path):
@@ -136,15 +173,22 @@ def test_whoami_and_impersonation_over_https(tmp_path):
         with k8s.ApiClient(configuration) as api:
             me = k8s.AuthenticationV1Api(api).create_self_subject_review(k8s.V1SelfSubjectReview())
             assert me.status.user_info.username == ADMIN_USER
-            assert me.status.user_info.groups == ["system:masters", "system:authenticated"]
+            assert me.status.user_info.groups == ["kubeadm:cluster-admins", "system:authenticated"]
+            k8s.RbacAuthorizationV1Api(api).create_namespaced_role_binding("default", {
+                "metadata": {"name": "robot-edits"}, "subjects": [{"kind": "ServiceAccount", "name": "robot",
+                                                                  "namespace": "ns"}],
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                            "name": "system:aggregate-to-edit"}})
             api.set_default_header("Impersonate-User", "system:serviceaccount:ns:robot")
             api.set_default_header("Impersonate-Group", "team")
             api.set_default_header("Impersonate-Uid", "1234")
             who = k8s.AuthenticationV1Api(api).create_self_subject_review(k8s.V1SelfSubjectReview()).status.user_info
             assert (who.username, who.uid) == ("system:serviceaccount:ns:robot", "1234")
-            assert who.groups == ["team", "system:serviceaccounts", "system:serviceaccounts:ns",
-                                  "system:authenticated"]
-            # the impersonated user is no longer in system:masters
+            assert who.groups == ["team", "system:authenticated"]      # groups asked for: not the SA's
+            del api.default_headers["Impersonate-Group"]
+            who = k8s.AuthenticationV1Api(api).create_self_subject_review(k8s.V1SelfSubjectReview()).status.user_info
+            assert who.groups == ["system:serviceaccounts", "system:serviceaccounts:ns", "system:authenticated"]
+            # the impersonated user is not an admin
             with pytest.raises(k8s.ApiException) as exc:
                 api.call_api("/labkit/v1/controllers", "GET", auth_settings=["BearerToken"],
                              response_type="object", _preload_content=True)
@@ -154,6 +198,7 @@ def test_whoami_and_impersonation_over_https(tmp_path):
             assert created.metadata.managed_fields[0].manager.startswith("OpenAPI-Generator")
             del api.default_headers["Impersonate-Uid"]
             del api.default_headers["Impersonate-User"]
+            api.set_default_header("Impersonate-Group", "team")
             with pytest.raises(k8s.ApiException) as exc:
                 k8s.CoreV1Api(api).list_namespace()
             assert exc.value.status == 400 and "without impersonating a user" in exc.value.body

@@ -5,6 +5,7 @@ watch that sees all of it — against every kind the embedded server serves, ove
 from __future__ import annotations
 
 import asyncio
+import base64
 import re
 
 import pytest
@@ -84,8 +85,24 @@ def samples(ns: str, tag: str) -> dict[tuple[str, str], dict]:
             "scaleTargetRef": REF, "maxReplicas": 3}},
         ("autoscaling/v1", "horizontalpodautoscalers"): {"metadata": {"name": "hpa1"}, "spec": {
             "scaleTargetRef": REF, "maxReplicas": 3}},
+        ("certificates.k8s.io/v1", "certificatesigningrequests"): {"metadata": {"name": f"csr-{tag}"}, "spec": {
+            "request": CSR_PEM, "signerName": "example.com/signer", "usages": ["client auth"]}},
         ("example.com/v1", "widgets"): {"metadata": {"name": "w"}, "spec": {"size": 1}},
     }
+
+
+def _csr_pem() -> str:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+    key = ec.generate_private_key(ec.SECP256R1())
+    request = x509.CertificateSigningRequestBuilder().subject_name(
+        x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "sample")])).sign(key, hashes.SHA256())
+    return base64.b64encode(request.public_bytes(serialization.Encoding.PEM)).decode()
+
+
+CSR_PEM = _csr_pem()
 
 
 STORED = [(rt.api_version, rt.resource) for rt in kinds.builtin_types() if not rt.strategy.virtual]

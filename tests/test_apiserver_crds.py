@@ -41,7 +41,7 @@ CRD = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinitio
 def api(tmp_path):
     store = Store(tmp_path / "objects.db")
     api = Api(Registry(store))
-    c = LocalClient(api, "admin")
+    c = LocalClient(api, "admin", ["system:masters", "system:authenticated"])
     c.create("v1", "namespaces", {"metadata": {"name": "ns"}})
     c.create("apiextensions.k8s.io/v1", "customresourcedefinitions", CRD)
     yield api
@@ -50,7 +50,7 @@ def api(tmp_path):
 
 @pytest.fixture
 def c(api):
-    return LocalClient(api, "admin")
+    return LocalClient(api, "admin", ["system:masters", "system:authenticated"])
 
 
 def handle(api, method, path, body=None, query=None, accept="application/json", content_type=None):

@@ -26,14 +26,14 @@ DEPLOYMENT = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name"
 def api(tmp_path):
     store = Store(tmp_path / "objects.db")
     api = Api(Registry(store))
-    LocalClient(api, "admin").create("v1", "namespaces", {"metadata": {"name": "ns"}})
+    LocalClient(api, "admin", ["system:masters", "system:authenticated"]).create("v1", "namespaces", {"metadata": {"name": "ns"}})
     yield api
     store.close()
 
 
 @pytest.fixture
 def c(api):
-    return LocalClient(api, "admin")
+    return LocalClient(api, "admin", ["system:masters", "system:authenticated"])
 
 
 def test_a_created_deployment_carries_upstreams_defaults(c):

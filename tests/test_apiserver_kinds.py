@@ -63,14 +63,14 @@ KINDS = [
 def api(tmp_path):
     store = Store(tmp_path / "objects.db")
     api = Api(Registry(store))
-    LocalClient(api, "admin").create("v1", "namespaces", {"metadata": {"name": "ns"}})
+    LocalClient(api, "admin", ["system:masters", "system:authenticated"]).create("v1", "namespaces", {"metadata": {"name": "ns"}})
     yield api
     store.close()
 
 
 @pytest.fixture
 def c(api):
-    return LocalClient(api, "admin")
+    return LocalClient(api, "admin", ["system:masters", "system:authenticated"])
 
 
 def handle(api, method, path, body=None, query=None, accept="application/json"):

@@ -3,7 +3,8 @@
 Writers increment a shared counter by read-modify-write with resourceVersion (optimistic
 concurrency): conflicts must be answered 409, and no acknowledged increment may be lost — also
 across a kill -9 of the server in the middle of the writes and a restart. Also: the server
-listens on loopback only, answers 401 without the token, and keeps its files private.
+listens on loopback only, answers 401 to a wrong token and 403 to anonymous requests, and keeps
+its files private.
 """
 
 from __future__ import annotations
@@ -117,10 +118,12 @@ def test_loopback_only_token_required_files_private(tmp_path):
     try:
         # listens on 127.0.0.1 only (0100007F in /proc/net/tcp), not on 0.0.0.0 or ::
         assert _listening_addresses(client.port) == {"0100007F"}
+        # without credentials a request is system:anonymous: it may read /version, nothing else
         anonymous = HttpClient(f"https://{client.host}:{client.port}", None, client.ssl_context)
-        for path in ("/api/v1/namespaces/default/configmaps", "/api", "/apis", "/version"):
+        for path in ("/api/v1/namespaces/default/configmaps", "/api", "/apis"):
             code, body = anonymous.request("GET", path)
-            assert code == 401, (path, code, body)
+            assert code == 403 and 'User "system:anonymous"' in body["message"], (path, code, body)
+        assert anonymous.request("GET", "/version")[0] == 200
         wrong = HttpClient(f"https://{client.host}:{client.port}", "not-the-token", client.ssl_context)
         assert wrong.request("GET", "/api/v1/namespaces/default/configmaps")[0] == 401
         assert client.request("GET", "/api/v1/namespaces/default/configmaps")[0] == 200

@@ -52,7 +52,9 @@ def test_every_served_kind_has_its_models_fields_and_descriptions(api):
         assert set(schema["properties"]) == set(model.fields), rt.kind
         assert schema["description"] == gotypes.DEFINITIONS[rt.model][1]
         for name, prop in schema["properties"].items():
-            assert prop["description"], (rt.kind, name)
+            # certificates/v1's ObjectMeta field has no doc comment, so upstream's schema has none
+            assert prop.get("description") or (rt.kind, name) == ("CertificateSigningRequest", "metadata"), \
+                (rt.kind, name)
         assert schema.get("required", []) == [f.name for f in model.fields.values() if f.required]
 
 

@@ -42,7 +42,8 @@ def test_kubeconfig_is_private_and_a_token_is_required(server):
     from labkit.apiserver.client import HttpClient
     anonymous = HttpClient(server.url, None, certs.client_context(server.pki))
     code, body = anonymous.request("GET", "/api/v1/namespaces")
-    assert code == 401 and body["reason"] == "Unauthorized"
+    assert code == 403 and body["message"].startswith(
+        'namespaces is forbidden: User "system:anonymous" cannot list resource "namespaces"')
     wrong = HttpClient(server.url, "not-the-token", certs.client_context(server.pki))
     assert wrong.request("GET", "/api/v1/namespaces")[0] == 401
 

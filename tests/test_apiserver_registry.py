@@ -20,7 +20,7 @@ from labkit.apiserver.storage import Store
 def api(tmp_path):
     store = Store(tmp_path / "objects.db")
     api = Api(Registry(store))
-    admin = LocalClient(api, "admin")
+    admin = LocalClient(api, "admin", ["system:masters", "system:authenticated"])
     admin.create("v1", "namespaces", {"metadata": {"name": "ns"}})
     yield api
     store.close()
@@ -28,7 +28,7 @@ def api(tmp_path):
 
 @pytest.fixture
 def c(api):
-    return LocalClient(api, "admin")
+    return LocalClient(api, "admin", ["system:masters", "system:authenticated"])
 
 
 RC = {"metadata": {"name": "rc"}, "spec": {"replicas": 0, "selector": {"a": "b"},
@@ -142,7 +142,7 @@ def test_body_options_win_over_query_options(api, c):
     c.create("v1", "configmaps", {"metadata": {"name": "cm"}}, "ns")
     response = api.handle(Request("DELETE", "/api/v1/namespaces/ns/configmaps/cm",
                                   {"propagationPolicy": "Orphan"}, {}, b'{"propagationPolicy":"Foreground"}',
-                                  user=User("admin")))
+                                  user=User("admin", ["system:masters", "system:authenticated"])))
     assert response.code == 200
     assert c.get("v1", "configmaps", "cm", "ns")["metadata"]["finalizers"] == ["foregroundDeletion"]
 
@@ -316,7 +316,7 @@ def test_owner_reference_validation(c):
 
 def test_objects_and_revision_survive_reopening(tmp_path):
     store = Store(tmp_path / "objects.db")
-    c = LocalClient(Api(Registry(store)), "admin")
+    c = LocalClient(Api(Registry(store)), "admin", ["system:masters", "system:authenticated"])
     c.create("v1", "namespaces", {"metadata": {"name": "ns"}})
     cm = c.create("v1", "configmaps", {"metadata": {"name": "cm"}, "data": {"k": "v"}}, "ns")
     c.delete("v1", "namespaces", "ns")              # Terminating; removed when its finalizers are gone

@@ -99,6 +99,8 @@ def test_graceful_pod_deletion_is_finished_by_the_node(server):
     assert kept["metadata"]["deletionGracePeriodSeconds"] == 1
     assert wait_until(lambda: not c.list("v1", "pods", "t", field_selector="metadata.name=slow")[0])
     assert time.monotonic() - started >= 0.9
+    # listeners hear of a write when the store has made it durable, a moment after reads see it
+    assert wait_until(lambda: "pod" in last)
     status = last["pod"]["status"]
     assert status["phase"] == "Failed"
     assert status["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 137

@@ -15,9 +15,14 @@ Kubernetes Status errors with upstream's reasons and messages.
 
 Modules, request path first:
 
-  http.py       HTTPS front end, bearer tokens, body limits, streamed watches
+  http.py       HTTPS front end (asks clients for certificates), body limits, streamed watches
+  authn.py      authentication as kube-apiserver's chain: x509 client certificates, the static
+                token file, ServiceAccount JWTs, anonymous; 401s
   handler.py    routing (RequestInfo), verbs, content negotiation, DeleteOptions, audit
-  authorizer.py who may do what: every request and the access reviews ask it
+  authorizer.py who may do what: every request, impersonation and the access reviews ask it
+  rbac.py       RBAC rule matching and resolution (the RBAC authorizer)
+  escalation.py privilege-escalation checks on writes of the RBAC kinds
+  bootstrappolicy.py  the default ClusterRoles and ClusterRoleBindings, reconciled at start
   registry.py   the generic registry: create/get/list/update/patch/delete/deletecollection/watch
   models.py     the built-in kinds' schemas, from the `kubernetes` package's generated models, and
                 the typed decoding of every request body (type errors, unknown fields, nulls)
@@ -34,14 +39,19 @@ Modules, request path first:
   kinds.py      the served kinds and their strategies (per-kind behaviour)
   storage.py    SQLite + in-memory index + event log; group commit, durable before answering
   validation.py, selectors.py, patch.py, protobuf.py, tables.py, discovery.py, errors.py
-  audit.py      the audit log (audit.k8s.io/v1 Event JSON lines)
+  audit.py      the audit log (audit.k8s.io/v1 Event JSON lines), per request and stage
+  auditpolicy.py  the audit policy (audit.k8s.io/v1 Policy): levels, stages, rule matching
+  tokenrequest.py  serviceaccounts/<name>/token (TokenRequest, `kubectl create token`)
+  certificates.py  CertificateSigningRequests (approval, status) and signing with the lab CA
+  users.py      client certificates and kubeconfigs for lab users
   internal.py   controllers of kube-apiserver itself: CRD cleanup, APIService registration
   availability.py  kube-aggregator's APIService availability check (Service, port, EndpointSlices, a
                 discovery request to the backend) and its proxy to Available backends
   storageprotection.py  the StorageObjectInUseProtection admission plugin (PVC/PV protection finalizers)
   client.py     HttpClient (any cluster, from a kubeconfig), LocalClient (in-process), RESTMapper
   server.py     EmbeddedServer (all of it in one process), spawn() for labs, ServerInfo
-  certs.py      the server's CA and certificate (client-go sends tokens only over TLS)
+  certs.py      the server's CA (also the client CA) and certificate (client-go sends tokens
+                only over TLS)
 
 Every body a write decodes — create, update, each patch type once applied, status — goes
 through the kind's typed decoding and defaulting (Registry.decode), as kube-apiserver's decoder
@@ -54,21 +64,38 @@ Secrets, Services, ServiceAccounts, Events, Nodes, PersistentVolumes, Persistent
 Endpoints; apps Deployments, ReplicaSets, DaemonSets, StatefulSets; batch Jobs, CronJobs;
 autoscaling/v2 and v1 HorizontalPodAutoscalers; rbac Roles, RoleBindings, ClusterRoles,
 ClusterRoleBindings; coordination Leases; discovery EndpointSlices; events.k8s.io Events (a view
-of core Events); CRDs and APIServices; the access reviews (SelfSubjectAccessReview,
-SelfSubjectRulesReview, SubjectAccessReview, LocalSubjectAccessReview, SelfSubjectReview),
-answered and not stored. Controllers run for Deployments, ReplicaSets, the garbage collector and
-namespaces; nothing creates Nodes, runs Jobs or fills EndpointSlices.
+of core Events); CRDs and APIServices; certificates.k8s.io CertificateSigningRequests (with the
+approval and status subresources); the access reviews (SelfSubjectAccessReview,
+SelfSubjectRulesReview, SubjectAccessReview, LocalSubjectAccessReview, SelfSubjectReview) and
+TokenRequests (serviceaccounts/<name>/token), answered and not stored. Controllers run for
+Deployments, ReplicaSets, the garbage collector and namespaces, and sign approved requests for
+kubernetes.io/kube-apiserver-client (csrsigning); nothing creates Nodes, runs Jobs or fills
+EndpointSlices.
 
 Every write records its manager's fields in metadata.managedFields; `application/apply-patch`
 is server-side apply with field ownership, conflicts (409) and `force`.
 
-Authorization (authorizer.py): every authenticated user may do everything Kubernetes serves,
-as system:masters may on a cluster; /labkit/v1 is for system:masters; anyone may read /healthz,
-/livez, /readyz and /version. Impersonation headers (kubectl --as, --as-group, --as-uid) are
-honoured when the authorizer allows them. RBAC objects are stored but not enforced.
+Authentication (authn.py): a client certificate signed by the lab CA is its CN with its O
+values as groups; a bearer token is looked up in tokens.csv, then validated as a ServiceAccount
+token of this server (issued by TokenRequest, checked against the ServiceAccount and the bound
+Pod/Secret/Node); a request without credentials is system:anonymous; a credential that fails is
+a 401, never anonymous. The audit policy (auditpolicy.py, audit-policy.yaml in the state
+directory) chooses each request's audit level and stages.
 
-Not (yet) served: RBAC enforcement, admission beyond the namespace lifecycle, CEL validation
-rules of CRDs, kinds not listed in kinds.builtin_types().
+Authorization (authorizer.py): kube-apiserver's chain for `--authorization-mode=RBAC` — the
+privileged group system:masters first, then RBAC (rbac.py) over Roles, ClusterRoles and their
+bindings, with upstream's reasons, audit annotations and 403 bodies. The default policy of a
+v1.34 cluster (bootstrappolicy.py, data/bootstrap-policy.yaml) is reconciled at every start; the
+clusterrole-aggregation controller fills admin, edit and view; writes of the RBAC kinds are
+checked for privilege escalation (escalation.py: `escalate`, `bind`, ConfirmNoEscalation). The
+admin kubeconfig's user is in kubeadm:cluster-admins, bound to cluster-admin, as kubeadm v1.29+
+writes admin.conf; the server's own loopback clients are in system:masters. labkit's in-process
+controllers are not authorized (authorizer.py says why). Impersonation headers (kubectl --as,
+--as-group, --as-uid) are honoured when the authorizer allows the verb `impersonate`. There is
+no Node authorizer, and namespaced bootstrap roles are not created.
+
+Not (yet) served: admission beyond the namespace lifecycle, CEL validation rules of CRDs, kinds
+not listed in kinds.builtin_types().
 
 Adding a resource
 -----------------
@@ -121,7 +148,8 @@ Starting it from a lab
 
 `spawn(env, controllers=[...])` chooses the controllers (default: garbagecollector, deployment,
 replicaset, node); `info.set_controller("garbagecollector", running=False)` stops one and
-`running=True` / `restart=True` start it again (admin API under /labkit/v1, for system:masters).
+`running=True` / `restart=True` start it again (admin API under /labkit/v1: a non-resource path,
+which RBAC grants cluster-admin through its `*`).
 The state directory holds objects.db, audit.log, decisions.log (what `labkit gc log` reads),
 kubeconfig (mode 0600), tokens.csv and pki/. `labkit cleanup` stops the process through the
 ledger. In tests and tools, `EmbeddedServer(state_dir, controllers=[...]).start()` runs the same

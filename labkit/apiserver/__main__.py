@@ -1,5 +1,5 @@
-"""python -m labkit.apiserver --state DIR [--port N] [--controllers a,b|none] [--emulated-version 1.N]:
-run the embedded API server in the foreground until SIGTERM or Ctrl-C."""
+"""python -m labkit.apiserver --state DIR [--port N] [--controllers a,b|none] [--emulated-version 1.N]
+[--audit-policy FILE]: run the embedded API server in the foreground until SIGTERM or Ctrl-C."""
 
 from __future__ import annotations
 
@@ -21,13 +21,14 @@ def parse_controllers(value: str) -> list[str]:
     return names
 
 
-def serve(state: str, port: int, controllers: list[str], announce=print, emulated_version: str | None = None) -> None:
+def serve(state: str, port: int, controllers: list[str], announce=print, emulated_version: str | None = None,
+          audit_policy: str | None = None) -> None:
     import os
 
     from labkit.apiserver.server import EmbeddedServer
 
     os.umask(0o077)   # the object database, its WAL and the audit log hold every object: private
-    server = EmbeddedServer(state, port, controllers, emulated_version=emulated_version)
+    server = EmbeddedServer(state, port, controllers, emulated_version=emulated_version, audit_policy=audit_policy)
     server.start()
     version = server.api.version
     announce(f"labkit API server listening on {server.url} (state in {server.state_dir})")
@@ -50,6 +51,9 @@ def main(argv=None) -> int:
                         help=f"comma-separated, or none (known: {', '.join(CONTROLLERS)})")
     parser.add_argument("--emulated-version", default=None,
                         help="the minor release to emulate, 1.31 to 1.34 (default 1.34): its feature-gate defaults")
+    parser.add_argument("--audit-policy", default=None,
+                        help="an audit.k8s.io/v1 Policy file, copied to the state directory (default: the policy "
+                             "there, else labkit's default)")
     args = parser.parse_args(argv)
     from labkit.apiserver.version import EffectiveVersion, VersionError
     try:
@@ -57,8 +61,13 @@ def main(argv=None) -> int:
         EffectiveVersion.parse(args.emulated_version)
     except (ValueError, VersionError) as exc:
         parser.error(str(exc))
-    serve(args.state, args.port, controllers, announce=lambda m: print(m, flush=True),
-          emulated_version=args.emulated_version)
+    from labkit.errors import LabkitError
+    try:
+        serve(args.state, args.port, controllers, announce=lambda m: print(m, flush=True),
+              emulated_version=args.emulated_version, audit_policy=args.audit_policy)
+    except LabkitError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

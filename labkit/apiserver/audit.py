@@ -1,7 +1,7 @@
-"""The audit log: one JSON line per request, in the shape of kube-apiserver's audit.k8s.io/v1
-Event (level Request for writes, so DeleteOptions and patches are recorded), appended as each
-request completes (watches when their stream starts), so checks can see *how* something was done:
-which user sent which verb on which object with which propagationPolicy, and the answer's code.
+"""The audit log: kube-apiserver's audit.k8s.io/v1 Events, one JSON line each, at the level and
+stages the audit policy (auditpolicy.py) chooses for the request, so checks can see *how*
+something was done: which user sent which verb on which object with which propagationPolicy,
+and the answer's code.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ import threading
 import time
 import uuid
 from pathlib import Path
+
+from labkit.apiserver.auditpolicy import LEVELS, RequestAuditConfig
 
 
 def _timestamp(t: float) -> str:
@@ -35,33 +37,96 @@ class AuditLog:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
 
-    def record(self, *, audit_id: str = "", user: str, groups: list[str], verb: str, uri: str, source: str, user_agent: str,
-               object_ref: dict | None, code: int, received: float, request_object=None,
-               stage: str = "ResponseComplete", annotations: dict | None = None) -> None:
+    def write(self, event: dict) -> None:
         if self._fd is None:
             return
-        event = {"kind": "Event", "apiVersion": "audit.k8s.io/v1",
-                 "level": "Request" if request_object is not None else "Metadata",
-                 "auditID": audit_id or str(uuid.uuid4()), "stage": stage, "requestURI": uri, "verb": verb,
-                 "user": {"username": user, "groups": groups}, "sourceIPs": [source], "userAgent": user_agent}
-        if object_ref:
-            event["objectRef"] = object_ref
-        event["responseStatus"] = {"metadata": {}, "code": code}
-        if request_object is not None:
-            event["requestObject"] = request_object
-        event["requestReceivedTimestamp"] = _timestamp(received)
-        if annotations:
-            event["annotations"] = dict(annotations)
-        event["stageTimestamp"] = _timestamp(time.time())
         line = (json.dumps(event, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
         with self._lock:
-            os.write(self._fd, line)
+            if self._fd is not None:
+                os.write(self._fd, line)
 
     def close(self) -> None:
         with self._lock:
             if self._fd is not None:
                 os.close(self._fd)
                 self._fd = None
+
+
+def _without_managed_fields(obj):
+    """audit/request.go `copyWithoutManagedFields`: the object (or each list item) without
+    metadata.managedFields."""
+    if not isinstance(obj, dict):
+        return obj
+    result = dict(obj)
+    if isinstance(result.get("metadata"), dict) and "managedFields" in result["metadata"]:
+        result["metadata"] = {k: v for k, v in result["metadata"].items() if k != "managedFields"}
+    if isinstance(result.get("items"), list):
+        result["items"] = [_without_managed_fields(i) for i in result["items"]]
+    return result
+
+
+class RequestAudit:
+    """The audit events of one request, at the level and without the stages its policy rule
+    chose (filters/audit.go `WithAudit`, audit/request.go `LogRequestObject`,
+    `LogResponseObject`): Metadata events carry who, what and the answer's status; Request
+    adds requestObject; RequestResponse adds responseObject."""
+
+    def __init__(self, log: AuditLog, config: RequestAuditConfig, *, audit_id: str, uri: str, verb: str,
+                 user: dict | None, source: str, user_agent: str, object_ref: dict | None, received: float,
+                 impersonated: dict | None = None):
+        self.log = log
+        self.config = config
+        self.event = {"kind": "Event", "apiVersion": "audit.k8s.io/v1", "level": config.level,
+                      "auditID": audit_id or str(uuid.uuid4()), "stage": "", "requestURI": uri, "verb": verb,
+                      "user": user or {}}
+        if impersonated:
+            self.event["impersonatedUser"] = impersonated
+        self.event.update({"sourceIPs": [source], "userAgent": user_agent})
+        if object_ref:
+            self.event["objectRef"] = object_ref
+        self.received = received
+
+    def complete_object_ref(self, obj) -> None:
+        """audit/request.go `LogRequestObject`: the decoded object of a create or update fills in
+        what the URL did not say (a create's name), at every level."""
+        ref = self.event.get("objectRef")
+        meta = obj.get("metadata") if isinstance(obj, dict) else None
+        if ref is None or not isinstance(meta, dict):
+            return
+        for key in ("namespace", "name", "uid", "resourceVersion"):
+            if not ref.get(key) and isinstance(meta.get(key), str) and meta[key]:
+                ref[key] = meta[key]
+
+    @property
+    def enabled(self) -> bool:
+        return self.config.level != "None"
+
+    def at_least(self, level: str) -> bool:
+        return LEVELS.index(self.config.level) >= LEVELS.index(level)
+
+    def emit(self, stage: str, *, code: int | None = None, status: dict | None = None, request_object=None,
+             response_object=None, annotations: dict | None = None) -> None:
+        if not self.enabled or stage in self.config.omit_stages:
+            return
+        event = dict(self.event, stage=stage)
+        if code is not None:
+            response_status = {"metadata": {}}
+            if isinstance(status, dict) and status.get("kind") == "Status":
+                response_status.update({k: status[k] for k in ("status", "message", "reason", "details")
+                                        if status.get(k)})
+            response_status["code"] = code
+            event["responseStatus"] = response_status
+        if request_object is not None and self.at_least("Request"):
+            event["requestObject"] = _without_managed_fields(request_object) if self.config.omit_managed_fields \
+                else request_object
+        if response_object is not None and self.at_least("RequestResponse"):
+            event["responseObject"] = _without_managed_fields(response_object) \
+                if self.config.omit_managed_fields else response_object
+        event["requestReceivedTimestamp"] = _timestamp(self.received)
+        event["stageTimestamp"] = _timestamp(time.time())
+        if annotations:
+            event["annotations"] = dict(annotations)
+        self.log.write(event)
 
 
 def read(path: str | Path) -> list[dict]:

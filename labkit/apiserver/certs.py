@@ -1,11 +1,13 @@
 """The server's TLS material: a private CA and a serving certificate for 127.0.0.1 / localhost,
-made once per state directory with the openssl command (keys mode 0600).
+made once per state directory with the openssl command (keys mode 0600). The CA is also the
+client CA (--client-ca-file) and the signer of approved CertificateSigningRequests.
 
 TLS is not optional: client-go (kubectl) sends bearer tokens only over HTTPS.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import ssl
 import subprocess
@@ -25,6 +27,19 @@ def _openssl(*args: str, cwd: Path) -> None:
         raise LabkitError("the openssl command is missing: run scripts/setup (it installs the openssl package)")
     except subprocess.CalledProcessError as exc:
         raise LabkitError(f"openssl {' '.join(args[:2])} failed: {exc.stderr.strip()}")
+
+
+def write_private(path: Path, data: str | bytes) -> None:
+    """Replace `path` with `data`, mode 0600 from the start, durably (keys, tokens, kubeconfigs)."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data.encode() if isinstance(data, str) else data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, path)
 
 
 def ensure_certificates(directory: Path) -> Path:
@@ -61,7 +76,45 @@ def server_context(directory: Path) -> ssl.SSLContext:
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     ctx.set_alpn_protocols(["http/1.1"])
     ctx.load_cert_chain(directory / SERVER_CERT, directory / SERVER_KEY)
+    if not request_client_certificates(ctx):
+        # this Python's ssl module cannot be reached: verify during the handshake instead, so a
+        # foreign or expired certificate fails the handshake rather than earning a 401
+        ctx.verify_mode = ssl.CERT_OPTIONAL
+        ctx.load_verify_locations(cafile=str(directory / CA_CERT))
     return ctx
+
+
+# int verify_callback(int preverify_ok, X509_STORE_CTX *ctx)
+_VERIFY_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_void_p)
+_ACCEPT_ANY = _VERIFY_CALLBACK(lambda preverify_ok, store: 1)   # kept alive as long as the module
+
+
+def request_client_certificates(ctx: ssl.SSLContext) -> bool:
+    """Ask every client for a certificate and accept the handshake whatever it presents, as Go's
+    tls.RequestClientCert does for kube-apiserver (server/options/serving.go): the x509
+    authenticator verifies the certificate afterwards, so an expired or foreign one is a 401
+    with a reason in the trace, not a failed handshake.
+
+    Python's ssl module can only ask for a certificate with verification on (CERT_OPTIONAL);
+    an OpenSSL verify callback that accepts every certificate turns that into "request". It is
+    set on the SSL_CTX under the SSLContext object (the first field after the object header in
+    every CPython 3), checked through SSL_CTX_get_verify_mode before it is trusted. Returns False,
+    with the context still asking for certificates (CERT_OPTIONAL), where that cannot be done."""
+    import _ssl
+    ctx.verify_mode = ssl.CERT_OPTIONAL
+    try:
+        lib = ctypes.CDLL(getattr(_ssl, "__file__", None))
+    except OSError:
+        return False
+    lib.SSL_CTX_get_verify_mode.restype = ctypes.c_int
+    lib.SSL_CTX_get_verify_mode.argtypes = [ctypes.c_void_p]
+    lib.SSL_CTX_set_verify.restype = None
+    lib.SSL_CTX_set_verify.argtypes = [ctypes.c_void_p, ctypes.c_int, _VERIFY_CALLBACK]
+    pointer = ctypes.c_void_p.from_address(id(ctx) + object.__basicsize__).value
+    if not pointer or lib.SSL_CTX_get_verify_mode(pointer) != 1:        # SSL_VERIFY_PEER
+        return False
+    lib.SSL_CTX_set_verify(pointer, 1, _ACCEPT_ANY)
+    return True
 
 
 def client_context(directory: Path) -> ssl.SSLContext:

@@ -92,7 +92,7 @@ class Client:
             parts += ["namespaces", namespace]
         parts.append(resource)
         if name:
-            parts.append(quote(name, safe=""))
+            parts.append(quote(name, safe=":@"))     # RFC 3986 pchar: kept as client-go keeps them
         if subresource:
             parts.append(subresource)
         return "/" + "/".join(parts)
@@ -437,11 +437,13 @@ class _HttpWatch(Watch):
 class LocalClient(Client):
     """Calls the embedded server's Api in-process, as `user` (audit-logged like any client)."""
 
-    def __init__(self, api, user: str, groups: list[str] | None = None, user_agent: str = "labkit"):
+    def __init__(self, api, user: str, groups: list[str] | None = None, user_agent: str = "labkit",
+                 trusted: bool = False):
         from labkit.apiserver.handler import User
         self.api = api
         self.user = User(user, groups or ["system:authenticated"])
         self.user_agent = user_agent
+        self.trusted = trusted          # labkit's own controllers: not authorized (authorizer.py)
 
     def _request(self, method, path, query, body, content_type, accept):
         from labkit.apiserver.handler import NO_BODY, Request
@@ -449,7 +451,7 @@ class LocalClient(Client):
         if content_type:
             headers["content-type"] = content_type
         return Request(method, path, dict(query or {}), headers,
-                       obj=NO_BODY if body is None else _copy(body), user=self.user)
+                       obj=NO_BODY if body is None else _copy(body), user=self.user, trusted=self.trusted)
 
     def request(self, method, path, query=None, body=None, content_type=None, accept=None):
         response = self.api.handle(self._request(method, path, query, body, content_type, accept))

@@ -87,19 +87,21 @@ def _resource_entries(rt: ResourceType) -> list[dict]:
     entries = [entry]
     for sub in rt.strategy.subresources:
         sub_entry = {"name": f"{rt.resource}/{sub.name}", "singularName": "", "namespaced": rt.namespaced}
-        group, version, kind = _subresource_kind(rt, sub.name)
+        group, version, kind = subresource_kind(rt, sub.name)
         if (group, version) != (rt.group, rt.version):
             sub_entry.update(group=group, version=version)
         entries.append({**sub_entry, "kind": kind, "verbs": sorted(sub.verbs)})
     return entries
 
 
-def _subresource_kind(rt: ResourceType, name: str) -> tuple[str, str, str]:
+def subresource_kind(rt: ResourceType, name: str) -> tuple[str, str, str]:
     """(group, version, kind) of what a subresource serves."""
     if name == "scale":
         return "autoscaling", "v1", "Scale"
     if name == "binding":
         return "", "v1", "Binding"
+    if name == "token":
+        return "authentication.k8s.io", "v1", "TokenRequest"
     return rt.group, rt.version, rt.kind
 
 
@@ -138,7 +140,7 @@ def aggregated(catalog: Catalog, legacy: bool, api_version: str = "apidiscovery.
                 if rt.categories:
                     entry["categories"] = rt.categories
                 subs = [{"subresource": s.name,
-                         "responseKind": dict(zip(("group", "version", "kind"), _subresource_kind(rt, s.name))),
+                         "responseKind": dict(zip(("group", "version", "kind"), subresource_kind(rt, s.name))),
                          "verbs": sorted(s.verbs)} for s in rt.strategy.subresources]
                 if subs:
                     entry["subresources"] = subs

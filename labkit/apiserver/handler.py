@@ -6,6 +6,7 @@ client (client.LocalClient) both call `Api.handle`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import time
@@ -14,15 +15,21 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
+import yaml
+
 from labkit.apiserver import availability, discovery, openapi, patch as patches, protobuf
-from labkit.apiserver.audit import AuditLog
-from labkit.apiserver.authorizer import Attributes, Authorizer, require
+from labkit.apiserver.audit import AuditLog, RequestAudit
+from labkit.apiserver.auditpolicy import DEFAULT_POLICY, Policy
+from labkit.apiserver.escalation import EscalationCheck
+from labkit.apiserver.authorizer import TRUSTED_DETAIL, Attributes, Authorizer, current_request, require
 from labkit.apiserver.trace import Trace, Traces
 from labkit.apiserver.errors import (ApiError, FieldError, bad_request, field_invalid, field_unsupported,
                                      internal, invalid, method_not_supported, not_acceptable, not_found_path,
                                      unsupported_media_type)
 from labkit.apiserver.registry import Registry, WriteOptions, decode_delete_options
 from labkit.apiserver.resources import ResourceType
+from labkit.apiserver.selectors import FieldSelector
+from labkit.apiserver.validation import path_segment_problems
 from labkit.apiserver.storage import BOOKMARK
 from labkit.apiserver.tables import build_table
 from labkit.apiserver.version import EffectiveVersion
@@ -40,6 +47,17 @@ class User:
     name: str
     groups: list[str] = field(default_factory=lambda: ["system:authenticated"])
     uid: str = ""
+    extra: dict[str, list[str]] = field(default_factory=dict)    # user.Info's Extra
+
+    def info(self) -> dict:
+        """authentication/v1 UserInfo: what SelfSubjectReview, audit events and a CSR's spec show."""
+        info = {"username": self.name}
+        if self.uid:
+            info["uid"] = self.uid
+        info["groups"] = list(self.groups)
+        if self.extra:
+            info["extra"] = {k: list(v) for k, v in self.extra.items()}
+        return info
 
 
 @dataclass
@@ -53,6 +71,9 @@ class Request:
     user: User = field(default_factory=lambda: User("anonymous"))
     source: str = "127.0.0.1"
     trace: Trace = field(default_factory=Trace)      # each pipeline stage's decision (trace.py)
+    impersonator: User | None = None  # the authenticated user when `user` is an impersonated one
+    # a request of labkit's in-process controllers, which the authorizer does not check (authorizer.py)
+    trusted: bool = False
 
 
 @dataclass
@@ -87,6 +108,7 @@ class WatchStream:
         self.bookmark_object = bookmark_object
         self.store = store
         self.closed = False
+        self.on_close: Callable[[], None] | None = None     # the audit's ResponseComplete
 
         self._pending = [{"type": "ADDED", "object": obj} for obj in initial]
         if initial_events_end:
@@ -133,6 +155,12 @@ class WatchStream:
     def close(self) -> None:
         self.closed = True
         self.watcher.stop()
+        self._closed()
+
+    def _closed(self) -> None:
+        callback, self.on_close = self.on_close, None
+        if callback is not None:
+            callback()
 
 
 class _Stopped:
@@ -152,9 +180,11 @@ class ErrorStream(WatchStream):
         self.closed = False
         self.deadline = 0.0
         self._pending = [dict(event, ready=True)]
+        self.on_close = None
 
     def close(self) -> None:
         self.closed = True
+        self._closed()
 
 
 def _accepts(headers: dict, needle: str) -> bool:
@@ -223,14 +253,18 @@ class Api:
     """Routes requests to the registry and renders the answers."""
 
     def __init__(self, registry: Registry, audit: AuditLog | None = None, server_address: str = "127.0.0.1:0",
-                 version: EffectiveVersion | None = None):
+                 version: EffectiveVersion | None = None, audit_policy: Policy | None = None):
         self.registry = registry
         self.version = version or EffectiveVersion()
         self.audit = audit or AuditLog(None)
+        self.audit_policy = audit_policy or Policy.from_dict(yaml.safe_load(DEFAULT_POLICY))
         self.server_address = server_address
-        self.authorizer = Authorizer()
+        self.authorizer = Authorizer(registry.store)
+        registry.write_guards.append(EscalationCheck(registry.store, self.authorizer))
         self.traces = Traces()
         self.openapi = openapi.Documents(registry.catalog)
+        # the issuer and validator of ServiceAccount tokens (TokenRequest), set by the server
+        self.service_account_tokens = None
         # non-resource paths served by the embedding program: prefix -> handler(request, rest)
         self.extensions: dict[str, Callable[[Request, str], Response]] = {}
 
@@ -239,55 +273,116 @@ class Api:
         received = time.time()
         info: ResourceRequest | None = None
         audit_object = None
+        audit = None
+        panicked = False
         if not request.trace.audit_id:
             request.trace.audit_id = str(uuid.uuid4())
+        context = current_request.set(None)
+        path = request.path.rstrip("/") or "/"
         try:
-            path = request.path.rstrip("/") or "/"
+            audit = self._audit_begin(request, received)
+            self._authorize(request)            # the filter chain authorizes before anything is routed
             remote = self._remote_answer(request, path)
             if remote is not None:
                 response = remote
             elif path.startswith("/api/") or path.startswith("/apis/"):
                 info = self._resource_request(request, path)
-                self._authorize(request, info, path)
                 if info is not None:
                     response, audit_object = self._serve_resource(request, info)
                 else:
                     response = self._serve_discovery(request, path)
             else:
-                self._authorize(request, None, path)
                 response = self._serve_other(request, path)
         except ApiError as exc:
             response = Response(exc.code, exc.status())
         except Exception as exc:    # never let a request take the server down
             traceback.print_exc(file=sys.stderr)
             response = Response(500, internal(f"{type(exc).__name__}: {exc}").status())
+            panicked = True
+        finally:
+            current_request.reset(context)
         try:
             self.registry.store.wait_durable()       # answer only what is on disk
         except ApiError as exc:
             response = Response(exc.code, exc.status())
-        self._audit(request, info, response, received, audit_object)
+        if audit is None:
+            audit = self._audit_begin(request, received)
+        self._audit_end(audit, request, response, audit_object, panicked)
         self.traces.keep(request.trace)
         return response
 
-    def _audit(self, request: Request, info, response: Response, received: float, request_object) -> None:
-        verb = info.verb if info else request.method.lower()
+    # -- audit (filters/audit.go WithAudit; the policy: auditpolicy.py) ---------------------------
+    def _audit_request(self, request: Request, received: float, user: "User | None") -> RequestAudit:
+        """The request's audit: its policy decision and objectRef from the RequestInfo
+        attributes (audit/request.go `NewEventFromRequest`), for the authenticated user — before
+        impersonation, as WithAudit wraps WithImpersonation — and the fields every stage shares."""
+        attributes = dataclasses.replace(request_attributes(request), user=user.name if user else "",
+                                         groups=list(user.groups) if user else [])
+        config = self.audit_policy.evaluate(attributes)
         ref = None
-        if info:
-            ref = {"resource": info.rt.resource, "apiGroup": info.rt.group, "apiVersion": info.rt.version}
-            if info.namespace and info.rt.namespaced:
-                ref["namespace"] = info.namespace
-            if info.name:
-                ref["name"] = info.name
-            if info.subresource:
-                ref["subresource"] = info.subresource
-            ref = {k: v for k, v in ref.items() if v}
+        if attributes.resource:
+            a = attributes
+            ref = {k: v for k, v in (("resource", a.resource), ("namespace", a.namespace), ("name", a.name),
+                                     ("apiGroup", a.group), ("apiVersion", a.version),
+                                     ("subresource", a.subresource)) if v}
         query = "&".join(f"{k}={v}" for k, v in request.query.items())
-        self.audit.record(audit_id=request.trace.audit_id, user=request.user.name, groups=request.user.groups, verb=verb,
-                          uri=request.path + (f"?{query}" if query else ""), source=request.source,
-                          user_agent=request.headers.get("user-agent", ""), object_ref=ref, code=response.code,
-                          received=received, request_object=request_object,
-                          stage="ResponseStarted" if response.stream else "ResponseComplete",
-                          annotations=request.trace.annotations)
+        impersonated = request.user.info() if request.impersonator is not None else None
+        return RequestAudit(self.audit, config, audit_id=request.trace.audit_id,
+                            uri=request.path + (f"?{query}" if query else ""), verb=attributes.verb,
+                            user=user.info() if user else None, source=request.source,
+                            user_agent=request.headers.get("user-agent", ""), object_ref=ref, received=received,
+                            impersonated=impersonated)
+
+    def _audit_begin(self, request: Request, received: float) -> RequestAudit:
+        audit = self._audit_request(request, received, request.impersonator or request.user)
+        audit.emit("RequestReceived")
+        return audit
+
+    def _audit_end(self, audit: RequestAudit, request: Request, response: Response, request_object,
+                   panicked: bool) -> None:
+        config = audit.config
+        if config.rule is None:
+            request.trace.add("audit", "policy", config.level,
+                              "no rule of the audit policy matches the request, so it is not audited (level None)")
+        else:
+            omitted = sorted(config.omit_stages)
+            request.trace.add("audit", "policy", config.level,
+                              f"rule {config.rule} of the audit policy is the first to match the request: level "
+                              f"{config.level}" + (f", stages {', '.join(omitted)} omitted" if omitted else ""),
+                              rule=config.rule)
+        if request_object is not None and audit.event["verb"] in ("create", "update"):
+            audit.complete_object_ref(request_object)
+        body = response.body if isinstance(response.body, dict) else None
+        annotations = request.trace.annotations
+        if response.stream is not None:
+            # a long-running request: ResponseStarted when its headers go out, ResponseComplete
+            # when it ends
+            audit.emit("ResponseStarted", code=response.code, request_object=request_object, annotations=annotations)
+            response.stream.on_close = lambda: audit.emit("ResponseComplete", code=response.code,
+                                                          request_object=request_object, annotations=annotations)
+            return
+        audit.emit("Panic" if panicked else "ResponseComplete", code=response.code, status=body,
+                   request_object=request_object, response_object=body, annotations=annotations)
+
+    def audit_failed_authentication(self, request: Request, message: str) -> None:
+        """filters/authn_audit.go WithFailedAuthenticationAudit: one event, stage ResponseStarted,
+        no user, code 401 and a message naming the methods the request tried."""
+        if not request.trace.audit_id:
+            request.trace.audit_id = str(uuid.uuid4())
+        audit = self._audit_request(request, time.time(), None)
+        if audit.enabled and "ResponseStarted" not in audit.config.omit_stages:
+            audit.emit("ResponseStarted", code=401, status={"kind": "Status", "message": message})
+            request.trace.add("audit", "policy", audit.config.level,
+                              f"the failed authentication is audited as one ResponseStarted event: {message}")
+        self.traces.keep(request.trace)
+
+    def lookup(self, resource: str, namespace: str | None, name: str) -> dict | None:
+        """A stored core/v1 object, or None (what token validation and TokenRequest read)."""
+        rt = self.registry.catalog.lookup("", "v1", resource)
+        try:
+            return self.registry.get(rt, namespace if rt.namespaced else None, name)
+        except ApiError:
+            return None
 
     # -- routing -------------------------------------------------------------------------------
     def _resource_request(self, request: Request, path: str) -> ResourceRequest | None:
@@ -408,15 +503,21 @@ class Api:
             body = self._body(request)
             if info.subresource == "binding":
                 return Response(201, reg.bind(ns, name, body, self._dry_run(request))), None
+            if info.subresource == "token":
+                from labkit.apiserver import tokenrequest      # (it imports authn, which imports this module)
+                return Response(201, tokenrequest.create(self.service_account_tokens, self.lookup, ns, name, body,
+                                                         request.trace.annotations)), body
+            if hasattr(rt.strategy, "set_requester"):     # a CSR records who asked for it
+                body = rt.strategy.set_requester(body, request.user)
             options = self._write_options(request, "CreateOptions")
             if rt.strategy.virtual:
-                return Response(201, self._review(rt, ns, body, request.user, options)), None
-            return Response(201, reg.create(rt, ns, body, options), warnings=options.warnings), None
+                return Response(201, self._review(rt, ns, body, request.user, options)), body
+            return Response(201, reg.create(rt, ns, body, options), warnings=options.warnings), body
         if info.verb == "update":
             body = self._body(request)
             options = self._write_options(request, "UpdateOptions")
             obj = reg.update(rt, ns, name, body, info.subresource, options)
-            return Response(200, obj, warnings=options.warnings), (body if info.subresource else None)
+            return Response(200, obj, warnings=options.warnings), body
         if info.verb == "patch":
             patch_type = _media_type(request.headers)
             if patch_type not in (patches.JSON_PATCH, patches.MERGE_PATCH, patches.STRATEGIC_MERGE_PATCH,
@@ -449,15 +550,14 @@ class Api:
             raise invalid(rt.kind, rt.group, obj["metadata"].get("name", ""), errors)
         return rt.strategy.review(obj, user, self.authorizer, namespace)
 
-    def _authorize(self, request: Request, info: "ResourceRequest | None", path: str) -> None:
-        """The authorizer's decision about this request: 403 when it does not allow it."""
-        user = request.user
-        if info is not None:
-            attributes = Attributes(user.name, user.groups, info.verb, info.namespace or "", info.rt.group,
-                                    info.rt.version, info.rt.resource, info.subresource, info.name)
-        else:
-            attributes = Attributes(user.name, user.groups, request.method.lower(), path=path)
-        require(self.authorizer, attributes)
+    def _authorize(self, request: Request) -> None:
+        """WithAuthorization: the authorizer's decision about this request, 403 when it does not allow it."""
+        if request.trusted:
+            request.trace.add("authorization", "labkit", "allowed", TRUSTED_DETAIL)
+            return
+        attributes = request_attributes(request)
+        current_request.set((request.user, attributes))
+        require(self.authorizer, attributes, request.trace)
 
     def _delete_options(self, request: Request) -> dict:
         """handlers/delete.go: a non-empty body is the DeleteOptions and the query is ignored."""
@@ -629,6 +729,56 @@ class Api:
             if path == prefix or path.startswith(prefix + "/"):
                 return handler(request, path[len(prefix):])
         raise not_found_path()
+
+
+NAMESPACE_SUBRESOURCE_NAMES = {"status", "finalize"}       # requestinfo.go namespaceSubresources
+
+
+def request_attributes(request: Request) -> Attributes:
+    """The authorizer's attributes of a request, from its URL and method alone, as
+    RequestInfoFactory.NewRequestInfo (endpoints/request/requestinfo.go) parses them before
+    anything is routed: /api/<version>/... and /apis/<group>/<version>/... with at least a
+    resource are resource requests (`watch` as a path prefix or `?watch=true` make a watch, GET
+    and DELETE without a name a list or deletecollection); a namespace's own URL is in that
+    namespace; a list or watch whose field selector fixes metadata.name names that object.
+    Everything else is a non-resource request of the lower-case method on the path."""
+    user, method = request.user, request.method.upper()
+    parts = [p for p in request.path.strip("/").split("/") if p]
+    non_resource = Attributes(user.name, user.groups, method.lower(), path=request.path)
+    if len(parts) < 3 or parts[0] not in ("api", "apis"):
+        return non_resource
+    rest = parts[1:]
+    group = ""
+    if parts[0] == "apis":
+        if len(rest) < 3:
+            return non_resource
+        group, rest = rest[0], rest[1:]
+    version, rest = rest[0], rest[1:]
+    verb = {"POST": "create", "GET": "get", "HEAD": "get", "PUT": "update", "PATCH": "patch",
+            "DELETE": "delete"}.get(method, "")
+    if rest and rest[0] == "watch":
+        verb, rest = "watch", rest[1:]
+    namespace = ""
+    if rest and rest[0] == "namespaces" and len(rest) > 1:
+        namespace = rest[1]
+        if len(rest) > 2 and rest[2] not in NAMESPACE_SUBRESOURCE_NAMES:
+            rest = rest[2:]
+    resource = rest[0] if rest else ""
+    name = rest[1] if len(rest) > 1 else ""
+    subresource = rest[2] if len(rest) > 2 else ""
+    if not name and verb == "get":
+        verb = "watch" if request.query.get("watch", "").lower() in ("true", "1") else "list"
+        selector = request.query.get("fieldSelector")
+        if selector:
+            try:
+                selected = FieldSelector.parse(selector).single_value("metadata.name")
+            except ApiError:
+                selected = None
+            if selected and not path_segment_problems(selected):
+                name = selected
+    if not name and verb == "delete":
+        verb = "deletecollection"
+    return Attributes(user.name, user.groups, verb, namespace, group, version, resource, subresource, name)
 
 
 MAX_DEPTH = 200

@@ -1,4 +1,5 @@
-"""The HTTP front end: HTTPS (HTTP/1.1, keep-alive) on 127.0.0.1, bearer-token authentication,
+"""The HTTP front end: HTTPS (HTTP/1.1, keep-alive) on 127.0.0.1, authentication (authn.py:
+client certificates, bearer tokens, ServiceAccount tokens, anonymous),
 request bodies by Content-Length or chunked (kubectl `replace --raw` streams them), a 3 MiB body
 limit like kube-apiserver's, and streamed (chunked) watch responses. Every failure is answered with
 a Kubernetes Status object; no request can stop the server.
@@ -12,23 +13,28 @@ import socket
 import ssl
 import sys
 import threading
+import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qsl, urlsplit
 
+from labkit.apiserver.authn import Authenticator, Unauthenticated, attempted_methods
 from labkit.apiserver.authorizer import Attributes, require
 from labkit.apiserver.errors import ApiError, bad_request, too_large, unauthorized
 from labkit.apiserver.handler import Api, Request, Response, User
+from labkit.apiserver.trace import Trace
 
 MAX_BODY_BYTES = 3 * 1024 * 1024
 DRAIN_LIMIT = 64 * 1024 * 1024        # a larger body is not even read: the connection is closed
-UNAUTHENTICATED_PATHS = ("/healthz", "/livez", "/readyz")
 
 
 def encode(body) -> bytes:
     """JSON as Go's json.Encoder writes it: compact, one newline at the end."""
     if isinstance(body, (bytes, bytearray)):
         return bytes(body)
-    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+    # Go's encoding/json escapes <, > and & in strings (HTMLEscape); they occur only in strings
+    text = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+    text = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    return text.encode() + b"\n"
 
 
 class ApiHTTPServer(ThreadingHTTPServer):
@@ -36,9 +42,9 @@ class ApiHTTPServer(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 128
 
-    def __init__(self, address, api: Api, tokens: dict[str, User], ssl_context: ssl.SSLContext | None = None):
+    def __init__(self, address, api: Api, authenticator: Authenticator, ssl_context: ssl.SSLContext | None = None):
         self.api = api
-        self.tokens = tokens
+        self.authenticator = authenticator
         self.ssl_context = ssl_context
         super().__init__(address, _Handler)
         self.api.server_address = f"{self.server_address[0]}:{self.server_address[1]}"
@@ -152,10 +158,13 @@ class _Handler(BaseHTTPRequestHandler):
             url = urlsplit(self.path)
             query = dict(parse_qsl(url.query, keep_blank_values=True))
             headers = {k.lower(): v for k, v in self.headers.items()}
-            user = self._authenticate(url.path)
-            body = self._read_body()
-            request = Request(self.command, url.path, query, headers, body, user=user,
-                              source=self.client_address[0])
+            trace = Trace(str(uuid.uuid4()))
+            request = Request(self.command, url.path, query, headers, self._read_body(),
+                              source=self.client_address[0], trace=trace)
+            authenticated = self._authenticate(request)
+            request.user = self._impersonate(authenticated)
+            if request.user is not authenticated:
+                request.impersonator = authenticated
             response = self.server.api.handle(request)
         except ApiError as exc:
             response = Response(exc.code, exc.status())
@@ -173,15 +182,22 @@ class _Handler(BaseHTTPRequestHandler):
             if response.stream is not None:
                 response.stream.close()
 
-    def _authenticate(self, path: str) -> User:
-        value = self.headers.get("Authorization", "")
-        if value.startswith("Bearer "):
-            user = self.server.tokens.get(value[len("Bearer "):].strip())
-            if user is not None:
-                return self._impersonate(user)
-        if path.rstrip("/") in UNAUTHENTICATED_PATHS:
-            return User("system:anonymous", ["system:unauthenticated"])
-        raise unauthorized()
+    def _authenticate(self, request: Request) -> User:
+        """The authenticators (authn.py); a request none recognises, with a credential that
+        failed, is answered 401 and audited as upstream's WithFailedAuthenticationAudit does."""
+        certificate = self.connection.getpeercert(binary_form=True) if isinstance(self.connection, ssl.SSLSocket) \
+            else None
+        authorization = self.headers.get("Authorization", "")
+        try:
+            user = self.server.authenticator.authenticate(certificate, authorization, request.trace)
+        except Unauthenticated as exc:
+            print(f"labkit-apiserver: Unable to authenticate the request: {exc}", file=sys.stderr)
+            self.server.api.audit_failed_authentication(
+                request, attempted_methods(authorization, request.query.get("access_token", ""), bool(certificate)))
+            raise unauthorized()
+        # filters/authentication.go: the credentials go no further than authentication
+        request.headers.pop("authorization", None)
+        return user
 
     def _impersonate(self, user: User) -> User:
         """The Impersonate-User / -Group / -Uid headers (kubectl --as, --as-group, --as-uid), each
@@ -199,7 +215,8 @@ class _Handler(BaseHTTPRequestHandler):
             _, _, namespace, account = name.split(":")
             require(authorizer, Attributes(user.name, user.groups, "impersonate", namespace, resource="serviceaccounts",
                                            name=account))
-            groups = groups + ["system:serviceaccounts", f"system:serviceaccounts:{namespace}"]
+            if not requested:   # a ServiceAccount's groups are known when none are asked for
+                groups = ["system:serviceaccounts", f"system:serviceaccounts:{namespace}"]
         else:
             require(authorizer, Attributes(user.name, user.groups, "impersonate", resource="users", name=name))
         for group in requested:
@@ -268,9 +285,9 @@ class _Handler(BaseHTTPRequestHandler):
 class HttpFrontend:
     """The HTTP server running in a background thread."""
 
-    def __init__(self, api: Api, tokens: dict[str, User], port: int = 0, host: str = "127.0.0.1",
+    def __init__(self, api: Api, authenticator: Authenticator, port: int = 0, host: str = "127.0.0.1",
                  ssl_context: ssl.SSLContext | None = None):
-        self.httpd = ApiHTTPServer((host, port), api, tokens, ssl_context)
+        self.httpd = ApiHTTPServer((host, port), api, authenticator, ssl_context)
         self.scheme = "https" if ssl_context else "http"
         self.thread: threading.Thread | None = None
 

@@ -15,12 +15,13 @@ import ipaddress
 import json
 
 from labkit.apiserver import crd, tables
+from labkit.apiserver.certificates import CertificateSigningRequestStrategy
 from labkit.apiserver.errors import (FieldError, RawJSON, field_forbidden, field_invalid, field_required, field_unsupported)
 from labkit.apiserver.resources import (DELETE_DEPENDENTS, NAMESPACE_FINALIZER, NO_COLLECTION_DELETE, ORPHAN_DEPENDENTS,
                                         RESET_META_FOR_STATUS, UNSUPPORTED, ResourceType, ScaleSubresource,
                                         StatusSubresource, Strategy, Subresource)
 from labkit.apiserver.selectors import LabelSelector
-from labkit.apiserver.validation import dns1123_label_problems, validate_finalizer_name_list
+from labkit.apiserver.validation import dns1123_label_problems, path_segment_problems, validate_finalizer_name_list
 
 
 # -- subresources of particular kinds ----------------------------------------------------------
@@ -553,8 +554,16 @@ class ServiceStrategy(Strategy):
         return errors
 
 
+class TokenSubresource(Subresource):
+    """`serviceaccounts/<name>/token` (POST): a TokenRequest, answered by tokenrequest.py."""
+
+    name = "token"
+    verbs = ["create"]
+
+
 class ServiceAccountStrategy(Strategy):
     printer = tables.PRINTERS["ServiceAccount"]
+    subresources = (TokenSubresource(),)
 
 
 class EventStrategy(Strategy):
@@ -1090,21 +1099,27 @@ def _validate_rules(rules, namespaced: bool) -> list[FieldError]:
     return errors
 
 
-class RoleStrategy(Strategy):
+class RBACStrategy(Strategy):
+    def name_problems(self, name, prefix):
+        # pkg/apis/rbac/validation ValidateRBACName = path.IsValidPathSegmentName (system:... names)
+        return path_segment_problems(name, prefix)
+
+
+class RoleStrategy(RBACStrategy):
     printer = tables.PRINTERS["Role"]
 
     def validate(self, obj):
         return _validate_rules(obj.get("rules"), True)
 
 
-class ClusterRoleStrategy(Strategy):
+class ClusterRoleStrategy(RBACStrategy):
     printer = tables.PRINTERS["ClusterRole"]
 
     def validate(self, obj):
         return [] if obj.get("aggregationRule") else _validate_rules(obj.get("rules"), False)
 
 
-class RoleBindingStrategy(Strategy):
+class RoleBindingStrategy(RBACStrategy):
     """A binding's roleRef names a Role or ClusterRole (a ClusterRoleBinding: a ClusterRole) and
     cannot change; subjects are Users, Groups or ServiceAccounts (with a namespace)."""
 
@@ -1401,16 +1416,18 @@ class SelfSubjectAccessReviewStrategy(ReviewStrategy):
 
 
 class SubjectAccessReviewStrategy(ReviewStrategy):
-    """May the user named in the spec do this? (Any named user counts as authenticated: the
-    server's users are those its tokens authenticate.)"""
+    """May the user named in the spec, with exactly the groups named there, do this?
+    (pkg/registry/authorization/subjectaccessreview/rest.go with
+    authorizationutil.AuthorizationAttributesFrom: no group is added, not even
+    system:authenticated.)"""
 
     def validate(self, obj):
         return _review_errors(obj, subject=True)
 
     def review(self, obj, user, authorizer, namespace):
         spec = obj.get("spec") or {}
-        groups = list(spec.get("groups") or []) + ["system:authenticated"]
-        return dict(obj, status=_decide(authorizer, spec.get("user", ""), groups, spec, namespace))
+        return dict(obj, status=_decide(authorizer, spec.get("user", ""), list(spec.get("groups") or []), spec,
+                                        namespace))
 
 
 class LocalSubjectAccessReviewStrategy(SubjectAccessReviewStrategy):
@@ -1431,13 +1448,10 @@ class SelfSubjectRulesReviewStrategy(ReviewStrategy):
 
 
 class SelfSubjectReviewStrategy(ReviewStrategy):
-    """`kubectl auth whoami`: the requesting user's name, UID and groups."""
+    """`kubectl auth whoami`: the requesting user's name, UID, groups and extra."""
 
     def review(self, obj, user, authorizer, namespace):
-        info = {"username": user.name, "groups": list(user.groups)}
-        if user.uid:
-            info["uid"] = user.uid
-        return dict(obj, status={"userInfo": info})
+        return dict(obj, status={"userInfo": user.info()})
 
 
 # -- the catalogue ---------------------------------------------------------------------------
@@ -1500,6 +1514,8 @@ def builtin_types() -> list[ResourceType]:
            LocalSubjectAccessReviewStrategy(), verbs=["create"]),
         rt("authentication.k8s.io", "v1", "selfsubjectreviews", "SelfSubjectReview", False,
            SelfSubjectReviewStrategy(), verbs=["create"]),
+        rt("certificates.k8s.io", "v1", "certificatesigningrequests", "CertificateSigningRequest", False,
+           CertificateSigningRequestStrategy(), "certificatesigningrequest", ["csr"]),
     ]
 
 

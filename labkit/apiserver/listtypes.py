@@ -9,6 +9,7 @@ atomic."""
 # values, None when patches replace the list)
 LISTS = {
     ('V1APIServiceStatus', 'conditions'): ('map', ('type',), 'type'),
+    ('V1CertificateSigningRequestStatus', 'conditions'): ('map', ('type',), None),
     ('V1ComponentStatus', 'conditions'): ('map', ('type',), 'type'),
     ('V1Container', 'env'): ('map', ('name',), 'name'),
     ('V1Container', 'ports'): ('map', ('containerPort', 'protocol'), 'containerPort'),
@@ -120,6 +121,12 @@ ALWAYS_PRESENT = frozenset({
     ('V1Binding', 'target'),
     ('V1CephFSPersistentVolumeSource', 'monitors'),
     ('V1CephFSVolumeSource', 'monitors'),
+    ('V1CertificateSigningRequest', 'metadata'),
+    ('V1CertificateSigningRequest', 'spec'),
+    ('V1CertificateSigningRequest', 'status'),
+    ('V1CertificateSigningRequestList', 'items'),
+    ('V1CertificateSigningRequestList', 'metadata'),
+    ('V1CertificateSigningRequestSpec', 'request'),
     ('V1ClusterRole', 'metadata'),
     ('V1ClusterRole', 'rules'),
     ('V1ClusterRoleBinding', 'metadata'),

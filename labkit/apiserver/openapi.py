@@ -24,7 +24,7 @@ import hashlib
 import json
 import threading
 
-from labkit.apiserver import gotypes, listtypes, models
+from labkit.apiserver import discovery, gotypes, listtypes, models
 from labkit.apiserver.protobuf import length_delimited as field, varint_field
 from labkit.apiserver.resources import Catalog, ResourceType
 from labkit.apiserver.version import GIT_VERSION
@@ -338,6 +338,13 @@ def _paths(schemas: Schemas, rt: ResourceType) -> dict:
         paths[collection]["delete"] = operation("deletecollection", f"deleteCollection{rt.kind}", name)
     for sub in rt.strategy.subresources:
         title = sub.name.capitalize()
+        if sub.verbs == ["create"]:       # pods/binding, serviceaccounts/token: POST of a kind of their own
+            group, version, kind = discovery.subresource_kind(rt, sub.name)
+            target = schemas.kind(group, version, kind, models.model_name(group, version, kind))
+            paths[f"{item}/{sub.name}"] = {"post": operation(
+                "post", f"create{rt.kind}{title}", target, target,
+                kind={"group": group, "kind": kind, "version": version})}
+            continue
         if sub.name == "scale":
             scale = {"group": "autoscaling", "kind": "Scale", "version": "v1"}
             target = schemas.kind("autoscaling", "v1", "Scale", "V1Scale")

@@ -50,6 +50,28 @@ SCHEMAS: dict[str, dict[int, tuple]] = {
                   3: ("binaryData", "map:bytes", False), 4: ("immutable", B, True)},
     "Secret": {1: ("metadata", "msg:ObjectMeta", False), 2: ("data", "map:bytes", False), 3: ("type", S, False),
                4: ("stringData", "map:string", False), 5: ("immutable", B, True)},
+    # authentication.k8s.io/v1 (kubectl create token)
+    "TokenRequest": {1: ("metadata", "msg:ObjectMeta", False), 2: ("spec", "msg:TokenRequestSpec", False),
+                     3: ("status", "msg:TokenRequestStatus", False)},
+    "TokenRequestSpec": {1: ("audiences", "rep:string", False), 4: ("expirationSeconds", I, True),
+                         3: ("boundObjectRef", "msg:BoundObjectReference", True)},
+    "BoundObjectReference": {1: ("kind", S, False), 2: ("apiVersion", S, False), 3: ("name", S, False),
+                             4: ("uid", S, False)},
+    "TokenRequestStatus": {1: ("token", S, False), 2: ("expirationTimestamp", "time", False)},
+    # certificates.k8s.io/v1 (kubectl certificate approve|deny)
+    "CertificateSigningRequest": {1: ("metadata", "msg:ObjectMeta", False),
+                                  2: ("spec", "msg:CertificateSigningRequestSpec", False),
+                                  3: ("status", "msg:CertificateSigningRequestStatus", False)},
+    "CertificateSigningRequestSpec": {1: ("request", "bytes", False), 7: ("signerName", S, False),
+                                      8: ("expirationSeconds", I, True), 5: ("usages", "rep:string", False),
+                                      2: ("username", S, False), 3: ("uid", S, False), 4: ("groups", "rep:string", False),
+                                      6: ("extra", "map:msg:ExtraValue", False)},
+    "ExtraValue": {1: ("items", "rep:string", False)},
+    "CertificateSigningRequestStatus": {1: ("conditions", "rep:msg:CertificateSigningRequestCondition", False),
+                                        2: ("certificate", "bytes", False)},
+    "CertificateSigningRequestCondition": {1: ("type", S, False), 6: ("status", S, False), 2: ("reason", S, False),
+                                           3: ("message", S, False), 4: ("lastUpdateTime", "time", False),
+                                           5: ("lastTransitionTime", "time", False)},
     "ServiceAccount": {1: ("metadata", "msg:ObjectMeta", False),
                        2: ("secrets", "rep:msg:ObjectReference", False),
                        3: ("imagePullSecrets", "rep:msg:LocalObjectReference", False),
@@ -265,8 +287,10 @@ def decode_message(name: str, data: bytes) -> dict:
             key = entry.get(1, b"").decode("utf-8")
             raw = entry.get(2, b"")
             value_kind = kind[4:]
-            out.setdefault(json_name, {})[key] = _scalar(value_kind, 2, raw) if value_kind != "string" \
-                else raw.decode("utf-8")
+            decoded = _scalar(value_kind, 2, raw) if value_kind != "string" else raw.decode("utf-8")
+            if value_kind == "msg:ExtraValue":      # a []string in JSON
+                decoded = decoded.get("items", [])
+            out.setdefault(json_name, {})[key] = decoded
         else:
             out[json_name] = _scalar(kind, wire, value)
     # drop what Go's omitempty would not have written; pointer fields keep their zero values

@@ -86,6 +86,9 @@ class Registry:
             self.catalog.add(rt)
         self.admission: list[Callable[[AdmissionRequest], None]] = [self._namespace_lifecycle,
                                                                      storage_object_in_use_protection]
+        # checks a kind's storage makes of the request before validation, after admission
+        # (e.g. RBAC's policybased storage: escalation.py): guard(operation, rt, obj, old)
+        self.write_guards: list[Callable[[str, ResourceType, dict, dict | None], None]] = []
         self._crd_types: dict[str, list[ResourceType]] = {}
         crd_rt = self.catalog.lookup("apiextensions.k8s.io", "v1", "customresourcedefinitions")
         for crd in self.store.list(crd_rt.storage_key)[0]:
@@ -311,6 +314,8 @@ class Registry:
         if rt.namespaced:
             meta["namespace"] = namespace or meta.get("namespace") or ""
         self._admit(AdmissionRequest("CREATE", rt, meta.get("namespace", ""), meta.get("name", ""), obj))
+        for guard in self.write_guards:
+            guard("CREATE", rt, obj, None)
         if meta.get("name") or not meta.get("generateName"):
             return self._create_one(rt, obj, options.dry_run)
         last_error = None
@@ -547,6 +552,8 @@ class Registry:
         old_meta = old["metadata"]
         # mutating admission runs on the updated object, before the strategy (rest.Update's objInfo)
         self._admit(AdmissionRequest("UPDATE", rt, old_meta.get("namespace", ""), name, obj, subresource))
+        for guard in self.write_guards:
+            guard("UPDATE", rt, obj, old)
         new_rv = obj["metadata"].get("resourceVersion")
         if not new_rv:
             if not strategy.allow_unconditional_update:

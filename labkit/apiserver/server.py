@@ -5,7 +5,10 @@ internal controllers and the controller manager, with its files in one state dir
   audit.log      the audit log, JSON lines
   decisions.log  the controllers' decision log, JSON lines (`labkit gc log`)
   tokens.csv     bearer tokens, kube-apiserver's --token-auth-file format (mode 0600)
-  pki/           the server's CA and serving certificate (keys mode 0600)
+  sa.key         the ServiceAccount token signing key (mode 0600)
+  audit-policy.yaml  the audit policy (audit.k8s.io/v1 Policy), written with the default if absent
+  pki/           the server's CA (also the client CA and the CSR signer) and serving
+                 certificate (keys mode 0600)
   kubeconfig     for kubectl and clients (mode 0600)
   server.json    {url, port, pid, kubeconfig} once the server listens
 
@@ -16,8 +19,6 @@ in the foreground.
 
 from __future__ import annotations
 
-import base64
-import csv
 import json
 import os
 import secrets
@@ -26,13 +27,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
+from cryptography import x509
 
-from labkit.apiserver import certs
+from labkit.apiserver import auditpolicy, authn, bootstrappolicy, certs, users
 from labkit.apiserver.audit import AuditLog
 from labkit.apiserver.client import HttpClient, LocalClient
 from labkit.apiserver.errors import ApiError, bad_request, not_found_path
-from labkit.apiserver.handler import Api, Request, Response, User
+from labkit.apiserver.handler import Api, Request, Response
 from labkit.apiserver.http import HttpFrontend
 from labkit.apiserver.internal import ApiServerInternals
 from labkit.apiserver.registry import Registry
@@ -49,66 +50,49 @@ SERVER_FEATURES = {"crd", "crd-instance-cleanup", "pod-graceful-deletion", "requ
                    "ordered-namespace-deletion", "apiservice-unavailable"}
 
 ADMIN_USER = "labkit-admin"
-ADMIN_GROUPS = ["system:masters", "system:authenticated"]
+# the admin kubeconfig is what kubeadm v1.29+ writes to admin.conf: a user in the group
+# kubeadm:cluster-admins, which the ClusterRoleBinding of that name binds to cluster-admin
+# (bootstrappolicy.admin_binding), so its requests are authorized by RBAC; system:masters is
+# kept for the server's own loopback clients, as kubeadm keeps it for super-admin.conf
+ADMIN_GROUP = "kubeadm:cluster-admins"
+ADMIN_GROUPS = [ADMIN_GROUP, "system:authenticated"]
+PRIVILEGED_GROUPS = ["system:masters"]
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 
-def _write_private(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.chmod(tmp, 0o600)
-    os.replace(tmp, path)
-
-
-def load_tokens(path: Path) -> dict[str, User]:
-    """token,user,uid,"group1,group2" lines (kube-apiserver --token-auth-file)."""
-    tokens = {}
-    with open(path, newline="") as f:
-        for row in csv.reader(f):
-            if len(row) >= 2 and not row[0].startswith("#"):
-                groups = [g for g in (row[3].split(",") if len(row) > 3 else []) if g]
-                tokens[row[0]] = User(row[1], groups + ["system:authenticated"], row[2] if len(row) > 2 else "")
-    return tokens
-
-
 def kubeconfig_text(url: str, token: str, ca_pem: bytes, namespace: str = "default") -> str:
-    return yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "preferences": {},
-        "clusters": [{"name": "labkit", "cluster": {"server": url, "certificate-authority-data":
-                                                     base64.b64encode(ca_pem).decode()}}],
-        "users": [{"name": ADMIN_USER, "user": {"token": token}}],
-        "contexts": [{"name": "labkit", "context": {"cluster": "labkit", "user": ADMIN_USER,
-                                                     "namespace": namespace}}],
-        "current-context": "labkit",
-    }, sort_keys=False)
+    return users.kubeconfig_text(url, ca_pem, ADMIN_USER, token=token, namespace=namespace)
 
 
 class EmbeddedServer:
     def __init__(self, state_dir: str | os.PathLike, port: int = 0,
                  controllers: tuple[str, ...] | list[str] = DEFAULT_CONTROLLERS, synchronous: str = "FULL",
-                 emulated_version: str | None = None):
+                 emulated_version: str | None = None, audit_policy: str | os.PathLike | None = None):
         self.state_dir = Path(state_dir)
         self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if audit_policy is not None:      # --audit-policy-file: kept in the state directory
+            certs.write_private(self.state_dir / auditpolicy.POLICY_FILE, Path(audit_policy).read_text())
         self.store = Store(self.state_dir / "objects.db", synchronous)
         self.registry = Registry(self.store)
         self.audit = AuditLog(self.state_dir / "audit.log")
-        self.api = Api(self.registry, self.audit, version=EffectiveVersion.parse(emulated_version))
+        self.api = Api(self.registry, self.audit, version=EffectiveVersion.parse(emulated_version),
+                       audit_policy=auditpolicy.load(self.state_dir))
         self.decisions = DecisionLog(self.state_dir / "decisions.log")
         self.internals = ApiServerInternals(self.api)
         self.initial_controllers = list(controllers)
         tokens_file = self.state_dir / "tokens.csv"
         if not tokens_file.exists():
-            _write_private(tokens_file, f'{secrets.token_urlsafe(32)},{ADMIN_USER},{ADMIN_USER},"system:masters"\n')
-        self.tokens = load_tokens(tokens_file)
-        self.token = next(t for t, u in self.tokens.items() if u.name == ADMIN_USER)
+            certs.write_private(tokens_file, f'{secrets.token_urlsafe(32)},{ADMIN_USER},{ADMIN_USER},"{ADMIN_GROUP}"\n')
+        self.token = next(t for t, u in authn.load_token_file(tokens_file).items() if u.name == ADMIN_USER)
         self.pki = certs.ensure_certificates(self.state_dir / "pki")
+        self.api.service_account_tokens = authn.ServiceAccountTokens(
+            authn.ensure_signing_key(self.state_dir / "sa.key"), self.api.lookup)
+        authenticator = authn.Authenticator(
+            authn.X509Authenticator(x509.load_pem_x509_certificate((self.pki / certs.CA_CERT).read_bytes())),
+            authn.TokenFileAuthenticator(authn.load_token_file(tokens_file)), self.api.service_account_tokens)
         self.controllers = ControllerManager(self.api, self.decisions,
-                                             {"root_ca": (self.pki / certs.CA_CERT).read_bytes()})
-        self.http = HttpFrontend(self.api, self.tokens, port, ssl_context=certs.server_context(self.pki))
+                                             {"root_ca": (self.pki / certs.CA_CERT).read_bytes(), "pki": self.pki})
+        self.http = HttpFrontend(self.api, authenticator, port, ssl_context=certs.server_context(self.pki))
         self.api.extensions["/labkit/v1"] = self._admin
         self.kubeconfig = self.state_dir / "kubeconfig"
         self._started = False
@@ -131,11 +115,11 @@ class EmbeddedServer:
         self._bootstrap()
         self.internals.start()
         self.http.start()
-        _write_private(self.kubeconfig, kubeconfig_text(self.url, self.token,
+        certs.write_private(self.kubeconfig, kubeconfig_text(self.url, self.token,
                                                          (self.pki / certs.CA_CERT).read_bytes()))
         for name in self.initial_controllers:
             self.controllers.start(name)
-        _write_private(self.state_dir / "server.json",
+        certs.write_private(self.state_dir / "server.json",
                        json.dumps({"url": self.url, "port": self.port, "pid": os.getpid(),
                                    "kubeconfig": str(self.kubeconfig)}) + "\n")
         self._started = True
@@ -164,8 +148,10 @@ class EmbeddedServer:
         return self.internals.idle() and self.controllers.idle()
 
     def _bootstrap(self) -> None:
-        """What a fresh cluster has: the system namespaces and the `kubernetes` Service."""
-        client = self.client("system:apiserver")
+        """What a fresh cluster has: the default RBAC policy, the system namespaces and the
+        `kubernetes` Service."""
+        client = self.client("system:apiserver", PRIVILEGED_GROUPS)
+        bootstrappolicy.ensure(client)
         for name in SYSTEM_NAMESPACES:
             try:
                 client.create("v1", "namespaces", {"metadata": {"name": name}})
@@ -184,7 +170,7 @@ class EmbeddedServer:
 
     # -- /labkit/v1: controllers and the GC graph ------------------------------------------------
     def _admin(self, request: Request, rest: str) -> Response:
-        """(The authorizer lets only system:masters here.)"""
+        """(Non-resource paths: RBAC lets cluster-admin's `*` here, as any path.)"""
         parts = [p for p in rest.split("/") if p]
         if parts == ["controllers"] and request.method == "GET":
             return Response(200, self.controllers.status())
@@ -235,7 +221,7 @@ class ServerInfo:
 
     @property
     def token(self) -> str:
-        return next(t for t, u in load_tokens(self.state_dir / "tokens.csv").items() if u.name == ADMIN_USER)
+        return next(t for t, u in authn.load_token_file(self.state_dir / "tokens.csv").items() if u.name == ADMIN_USER)
 
     def client(self) -> HttpClient:
         return HttpClient.from_kubeconfig(self.kubeconfig)
@@ -255,7 +241,8 @@ def read_server_info(state_dir: str | os.PathLike) -> ServerInfo | None:
 
 
 def spawn(env, tag: str = "apiserver", port: int = 0, controllers=DEFAULT_CONTROLLERS,
-          timeout: float = 30.0, emulated_version: str | None = None) -> ServerInfo:
+          timeout: float = 30.0, emulated_version: str | None = None,
+          audit_policy: str | os.PathLike | None = None) -> ServerInfo:
     """Start the server as a tracked process of the lab `env` (state in env.dir/<tag>) and wait
     until it listens. The kubeconfig is in the returned ServerInfo. The state directory is in the
     lab's ledger too: its objects live as long as the lab, so `labkit reset`, `cleanup` and a
@@ -271,6 +258,8 @@ def spawn(env, tag: str = "apiserver", port: int = 0, controllers=DEFAULT_CONTRO
             "--controllers", ",".join(controllers) or "none"]
     if emulated_version:
         argv += ["--emulated-version", emulated_version]
+    if audit_policy:
+        argv += ["--audit-policy", str(audit_policy)]
     proc = procs.spawn(env, tag, argv)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

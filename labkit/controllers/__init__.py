@@ -23,6 +23,8 @@
                      out-of-service nodes, unscheduled terminating pods, terminated over threshold
   volumeprotection.py  the PVC and PV protection controllers (kubernetes.io/pvc-protection,
                      kubernetes.io/pv-protection)
+  csrsigning.py      the kube-apiserver-client signer: approved CertificateSigningRequests get a
+                     certificate from the cluster CA (or the condition Failed)
   manager.py         ControllerManager: start / stop / restart by name; the CONTROLLERS table
   informer.py        list + watch with a local cache (client-go reflector/informer)
   workqueue.py       client-go's rate-limited work queue

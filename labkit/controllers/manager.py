@@ -1,7 +1,8 @@
 """The controller manager: the controllers that can run in the embedded server, each started and
 stopped by name (the CONTROLLERS table), each talking to the server through an in-process client
 as its own user, all writing to one decision log. `settings` are what kube-controller-manager
-takes as flags (here: `root_ca`, the CA bundle --root-ca-file names)."""
+takes as flags (here: `root_ca`, the CA bundle --root-ca-file names; `pki`, the directory of the
+CA that --cluster-signing-cert-file and --cluster-signing-key-file name)."""
 
 from __future__ import annotations
 
@@ -72,6 +73,16 @@ def _pv_protection(client, log, _settings):
     return PVProtectionController(client, log)
 
 
+def _csrsigning(client, log, settings):
+    from labkit.controllers.csrsigning import CSRSigningController
+    return CSRSigningController(client, log, settings["pki"])
+
+
+def _clusterrole_aggregation(client, log, _settings):
+    from labkit.controllers.clusterroleaggregation import ClusterRoleAggregationController
+    return ClusterRoleAggregationController(client, log)
+
+
 def _component(user: str) -> str:
     """The program a controller is part of upstream, the first word of its user agent (and so
     the field manager of its writes)."""
@@ -92,12 +103,15 @@ CONTROLLERS: dict[str, tuple[str, Callable]] = {
     "podgc": ("system:serviceaccount:kube-system:pod-garbage-collector", _podgc),
     "pvc-protection": ("system:serviceaccount:kube-system:pvc-protection-controller", _pvc_protection),
     "pv-protection": ("system:serviceaccount:kube-system:pv-protection-controller", _pv_protection),
+    "csrsigning": ("system:serviceaccount:kube-system:certificate-controller", _csrsigning),
+    "clusterrole-aggregation": ("system:serviceaccount:kube-system:clusterrole-aggregation-controller",
+                                _clusterrole_aggregation),
 }
 
 # what `labkit apiserver` and the labs run by default
 DEFAULT_CONTROLLERS = ("garbagecollector", "deployment", "replicaset", "node", "namespace", "serviceaccount",
                        "root-ca-cert-publisher", "endpointslice", "endpoint", "podgc", "pvc-protection",
-                       "pv-protection")
+                       "pv-protection", "clusterrole-aggregation", "csrsigning")
 
 
 class ControllerManager:
@@ -115,8 +129,11 @@ class ControllerManager:
     def client(self, user: str):
         from labkit.apiserver.client import LocalClient
         from labkit.apiserver.discovery import user_agent
-        return LocalClient(self.api, user, ["system:serviceaccounts", "system:authenticated"],
-                           user_agent=f"{user_agent(_component(user))}/{user}")
+        if user.startswith("system:serviceaccount:"):
+            groups = ["system:serviceaccounts", f"system:serviceaccounts:{user.split(':')[2]}", "system:authenticated"]
+        else:           # the node stand-in: a kubelet's client certificate says O=system:nodes
+            groups = ["system:nodes", "system:authenticated"]
+        return LocalClient(self.api, user, groups, user_agent=f"{user_agent(_component(user))}/{user}", trusted=True)
 
     def get(self, name: str):
         with self._lock:
