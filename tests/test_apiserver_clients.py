@@ -27,6 +27,11 @@ WIDGETS = {"metadata": {"name": "widgets.example.com"}, "spec": {
         "type": "object", "properties": {"spec": {"type": "object", "properties": {"size": {"type": "integer"}}}}}}}]}}
 
 
+UNUSED_RULE = {"operations": ["CONNECT"], "apiGroups": ["example.com"], "apiVersions": ["v1"], "resources": ["nothing"]}
+UNUSED_WEBHOOK = {"name": "unused.example.com", "clientConfig": {"url": "https://127.0.0.1:1/unused"},
+                  "rules": [UNUSED_RULE], "sideEffects": "None", "admissionReviewVersions": ["v1"]}
+
+
 def samples(ns: str, tag: str) -> dict[tuple[str, str], dict]:
     """A minimal valid object of every served kind, by (apiVersion, resource)."""
     return {
@@ -77,6 +82,16 @@ def samples(ns: str, tag: str) -> dict[tuple[str, str], dict]:
             "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": f"cr-{tag}"},
             "subjects": [{"kind": "Group", "name": "devs", "apiGroup": "rbac.authorization.k8s.io"}]},
         ("coordination.k8s.io/v1", "leases"): {"metadata": {"name": "lease"}, "spec": {"holderIdentity": "me"}},
+        # admission configuration that matches no request of the test (CONNECT of a resource nobody serves)
+        ("admissionregistration.k8s.io/v1", "mutatingwebhookconfigurations"): {
+            "metadata": {"name": f"mwc-{tag}"}, "webhooks": [UNUSED_WEBHOOK]},
+        ("admissionregistration.k8s.io/v1", "validatingwebhookconfigurations"): {
+            "metadata": {"name": f"vwc-{tag}"}, "webhooks": [UNUSED_WEBHOOK]},
+        ("admissionregistration.k8s.io/v1", "validatingadmissionpolicies"): {
+            "metadata": {"name": f"vap-{tag}"}, "spec": {"matchConstraints": {"resourceRules": [UNUSED_RULE]},
+                                                         "validations": [{"expression": "true"}]}},
+        ("admissionregistration.k8s.io/v1", "validatingadmissionpolicybindings"): {
+            "metadata": {"name": f"vapb-{tag}"}, "spec": {"policyName": f"vap-{tag}", "validationActions": ["Deny"]}},
         ("events.k8s.io/v1", "events"): {"metadata": {"name": "ev2"}, "eventTime": "2026-01-01T00:00:00.000000Z",
                                          "reportingController": "example.com/test", "reportingInstance": "test-1",
                                          "action": "Testing", "reason": "Testing", "type": "Normal",

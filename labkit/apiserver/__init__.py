@@ -48,6 +48,10 @@ Modules, request path first:
   availability.py  kube-aggregator's APIService availability check (Service, port, EndpointSlices, a
                 discovery request to the backend) and its proxy to Available backends
   storageprotection.py  the StorageObjectInUseProtection admission plugin (PVC/PV protection finalizers)
+  admission/    the admission chain in AllOrderedPlugins' order (__init__: Attributes, Chain),
+                NamespaceLifecycle (plugins.py), Mutating/ValidatingAdmissionWebhook over HTTPS
+                (webhook.py), ValidatingAdmissionPolicy (policy.py) with CEL (cel.py, cel-python),
+                the admissionregistration.k8s.io/v1 kinds (configkinds.py)
   client.py     HttpClient (any cluster, from a kubeconfig), LocalClient (in-process), RESTMapper
   server.py     EmbeddedServer (all of it in one process), spawn() for labs, ServerInfo
   certs.py      the server's CA (also the client CA) and certificate (client-go sends tokens
@@ -64,13 +68,14 @@ Secrets, Services, ServiceAccounts, Events, Nodes, PersistentVolumes, Persistent
 Endpoints; apps Deployments, ReplicaSets, DaemonSets, StatefulSets; batch Jobs, CronJobs;
 autoscaling/v2 and v1 HorizontalPodAutoscalers; rbac Roles, RoleBindings, ClusterRoles,
 ClusterRoleBindings; coordination Leases; discovery EndpointSlices; events.k8s.io Events (a view
-of core Events); CRDs and APIServices; certificates.k8s.io CertificateSigningRequests (with the
-approval and status subresources); the access reviews (SelfSubjectAccessReview,
-SelfSubjectRulesReview, SubjectAccessReview, LocalSubjectAccessReview, SelfSubjectReview) and
-TokenRequests (serviceaccounts/<name>/token), answered and not stored. Controllers run for
-Deployments, ReplicaSets, the garbage collector and namespaces, and sign approved requests for
-kubernetes.io/kube-apiserver-client (csrsigning); nothing creates Nodes, runs Jobs or fills
-EndpointSlices.
+of core Events); CRDs and APIServices; admissionregistration MutatingWebhookConfigurations,
+ValidatingWebhookConfigurations, ValidatingAdmissionPolicies and their bindings;
+certificates.k8s.io CertificateSigningRequests (with the approval and status subresources); the
+access reviews (SelfSubjectAccessReview, SelfSubjectRulesReview, SubjectAccessReview,
+LocalSubjectAccessReview, SelfSubjectReview) and TokenRequests (serviceaccounts/<name>/token),
+answered and not stored. Controllers run for Deployments, ReplicaSets, the garbage collector and
+namespaces, and sign approved requests for kubernetes.io/kube-apiserver-client (csrsigning);
+nothing creates Nodes, runs Jobs or fills EndpointSlices.
 
 Every write records its manager's fields in metadata.managedFields; `application/apply-patch`
 is server-side apply with field ownership, conflicts (409) and `force`.
@@ -94,8 +99,14 @@ controllers are not authorized (authorizer.py says why). Impersonation headers (
 --as-group, --as-uid) are honoured when the authorizer allows the verb `impersonate`. There is
 no Node authorizer, and namespaced bootstrap roles are not created.
 
-Not (yet) served: admission beyond the namespace lifecycle, CEL validation rules of CRDs, kinds
-not listed in kinds.builtin_types().
+Admission (admission/): NamespaceLifecycle, StorageObjectInUseProtection, the webhooks and
+ValidatingAdmissionPolicy run where kube-apiserver runs them; GET /labkit/v1/admission lists
+every plugin of AllOrderedPlugins with what labkit does with it, and each request's trace
+(/labkit/v1/traces) has a step per plugin, webhook and policy binding.
+
+Not (yet) served: the default-enabled admission plugins no lab meets
+(admission.NOT_RECONSTRUCTED), MutatingAdmissionPolicy (off by default in v1.34), CEL validation
+rules of CRDs, kinds not listed in kinds.builtin_types().
 
 Adding a resource
 -----------------
@@ -121,8 +132,9 @@ may also set `graceful_deletion` (with `check_graceful_delete`), `return_deleted
 `field_labels` (field selectors), `should_delete_during_update` (an extra condition for removing
 the object when its last finalizer goes), or define `delete(registry, rt, namespace, name,
 options, dry_run)` to replace the generic deletion (the namespace lifecycle does that).
-Admission plugins are functions appended to `Registry.admission`; each gets an
-`AdmissionRequest` (operation, resource, namespace, name, object) and raises an ApiError to
+An admission plugin is an `admission.Plugin(name, admit=..., validate=...)` in
+`admission.plugins.default_chain` (its name must be one of ALL_ORDERED_PLUGINS, which fixes its
+place); each phase function gets the request's `admission.Attributes` and raises an ApiError to
 refuse. New scenario-visible capabilities go into `server.SERVER_FEATURES`.
 
 Namespaces (pkg/registry/core/namespace): creation adds the `kubernetes` spec finalizer and

@@ -477,9 +477,21 @@ class Api:
             raise invalid(options_kind, "meta.k8s.io", "", [
                 FieldError("Too long", "fieldManager", "may not be more than 128 bytes") if len(manager) > 128 else
                 field_invalid("fieldManager", manager, "must only contain printable characters")])
-        return WriteOptions(dry_run=self._dry_run(request, options_kind), field_validation=validation,
+        dry_run = self._dry_run(request, options_kind)
+        # what admission gets as the operation's options: a patch is an UPDATE with UpdateOptions
+        # (handlers/patch.go, patchToUpdateOptions), an apply that creates a CREATE with CreateOptions
+        admission_kind = "UpdateOptions" if options_kind == "PatchOptions" else options_kind
+        admission_options = {"kind": admission_kind, "apiVersion": "meta.k8s.io/v1"}
+        if dry_run:
+            admission_options["dryRun"] = ["All"]
+        if manager:
+            admission_options["fieldManager"] = manager
+        if q.get("fieldValidation"):
+            admission_options["fieldValidation"] = validation
+        return WriteOptions(dry_run=dry_run, field_validation=validation,
                             field_manager=manager, force=force in ("true", "1"),
-                            user_agent=request.headers.get("user-agent", ""))
+                            user_agent=request.headers.get("user-agent", ""), user=request.user,
+                            admission_options=admission_options, trace=request.trace)
 
     def _serve_resource(self, request: Request, info: ResourceRequest) -> tuple[Response, Any]:
         reg = self.registry
@@ -530,13 +542,14 @@ class Api:
             return Response(code, obj, warnings=options.warnings), _loads_or_text(data)
         options = self._delete_options(request)
         warning = rt.strategy.delete_warning(options)
-        warnings = [warning] if warning else []
+        caller = WriteOptions(user=request.user, trace=request.trace, warnings=[warning] if warning else [])
+        warnings = caller.warnings
         if info.verb == "delete":
-            code, body = reg.delete(rt, ns, name, options, bool(options.get("dryRun")))
+            code, body = reg.delete(rt, ns, name, options, bool(options.get("dryRun")), caller)
             return Response(code, body, warnings=warnings), {"kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1",
                                                              **options}
         body = reg.delete_collection(rt, ns, options, q.get("labelSelector"), q.get("fieldSelector"),
-                                     bool(options.get("dryRun")))
+                                     bool(options.get("dryRun")), caller)
         return Response(200, _strip_item_types(rt, body), warnings=warnings), {
             "kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1", **options}
 

@@ -15,6 +15,7 @@ import ipaddress
 import json
 
 from labkit.apiserver import crd, tables
+from labkit.apiserver.admission.configkinds import admissionregistration_types
 from labkit.apiserver.certificates import CertificateSigningRequestStrategy
 from labkit.apiserver.errors import (FieldError, RawJSON, field_forbidden, field_invalid, field_required, field_unsupported)
 from labkit.apiserver.resources import (DELETE_DEPENDENTS, NAMESPACE_FINALIZER, NO_COLLECTION_DELETE, ORPHAN_DEPENDENTS,
@@ -1514,6 +1515,7 @@ def builtin_types() -> list[ResourceType]:
            LocalSubjectAccessReviewStrategy(), verbs=["create"]),
         rt("authentication.k8s.io", "v1", "selfsubjectreviews", "SelfSubjectReview", False,
            SelfSubjectReviewStrategy(), verbs=["create"]),
+        *admissionregistration_types(),
         rt("certificates.k8s.io", "v1", "certificatesigningrequests", "CertificateSigningRequest", False,
            CertificateSigningRequestStrategy(), "certificatesigningrequest", ["csr"]),
     ]

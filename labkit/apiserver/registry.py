@@ -7,10 +7,9 @@ deletionFinalizersForGarbageCollection, shouldOrphanDependents, shouldDeleteDepe
 DeleteCollection, finalizeDelete) and pkg/registry/rest (BeforeCreate, BeforeUpdate, BeforeDelete),
 as of Kubernetes v1.34.
 
-Admission plugins run before an object is created or deleted (`Registry.admission`); the
-namespace lifecycle plugin here refuses content in namespaces that do not exist or are being
-terminated, and the deletion of the immortal namespaces; StorageObjectInUseProtection
-(storageprotection.py) adds the PVC and PV protection finalizers on create.
+Admission (`Registry.admission`, labkit.apiserver.admission) runs where upstream's handlers
+and store run it: the mutating phase before BeforeCreate / BeforeUpdate, the validating phase
+after the strategy's validation and before the write, both on the stored object before a delete.
 """
 
 from __future__ import annotations
@@ -24,19 +23,20 @@ from dataclasses import dataclass, field as dc_field
 from typing import Callable
 
 from labkit.apiserver import defaults, fieldmanager, models, patch as patches, schema
+from labkit.apiserver.admission import Attributes
+from labkit.apiserver.admission.plugins import IMMORTAL_NAMESPACES, default_chain  # noqa: F401 (re-exported)
 from labkit.apiserver.errors import (OPTIMISTIC_LOCK_MESSAGE, ApiError, already_exists, bad_request, conflict,
                                      expired, field_forbidden, field_invalid, field_required, field_unsupported,
-                                     forbidden, invalid, invalid_request, not_found, unsupported_media_type)
+                                     internal, invalid, invalid_request, not_found, unsupported_media_type)
 from labkit.apiserver.kinds import builtin_types, custom_resource_types
-from labkit.apiserver.storageprotection import storage_object_in_use_protection
 from labkit.apiserver.resources import ORPHAN_DEPENDENTS, UNSUPPORTED, Catalog, ResourceType, Strategy
 from labkit.apiserver.selectors import FieldSelector, LabelSelector
 from labkit.apiserver.storage import ADDED, DELETED, MODIFIED, Compacted, Event, Store
+from labkit.apiserver.trace import Trace
 from labkit.apiserver.validation import (path_segment_problems, validate_delete_options, validate_object_meta,
                                          validate_object_meta_update)
 
 GENERATE_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
-IMMORTAL_NAMESPACES = ("default", "kube-system", "kube-public")
 
 
 def now_rfc3339(offset: float = 0) -> str:
@@ -49,16 +49,6 @@ def _parse_rfc3339(value: str) -> float:
 
 
 @dataclass
-class AdmissionRequest:
-    operation: str            # CREATE | UPDATE | DELETE
-    rt: ResourceType
-    namespace: str
-    name: str
-    obj: dict | None
-    subresource: str = ""
-
-
-@dataclass
 class WriteOptions:
     """The options of a create, update or patch (CreateOptions, UpdateOptions, PatchOptions from
     the query) and the warnings the request collects for its answer."""
@@ -68,6 +58,11 @@ class WriteOptions:
     force: bool = False
     user_agent: str = ""
     warnings: list[str] = dc_field(default_factory=list)
+    # what admission sees of the request: the user (authenticated or impersonated), the options
+    # object (CreateOptions, UpdateOptions or DeleteOptions) and the trace its plugins write to
+    user: object = None
+    admission_options: dict | None = None
+    trace: Trace = dc_field(default_factory=Trace)
 
     @property
     def manager(self) -> str:
@@ -84,8 +79,7 @@ class Registry:
         self.catalog = Catalog()
         for rt in builtin_types():
             self.catalog.add(rt)
-        self.admission: list[Callable[[AdmissionRequest], None]] = [self._namespace_lifecycle,
-                                                                     storage_object_in_use_protection]
+        self.admission = default_chain(self)
         # checks a kind's storage makes of the request before validation, after admission
         # (e.g. RBAC's policybased storage: escalation.py): guard(operation, rt, obj, old)
         self.write_guards: list[Callable[[str, ResourceType, dict, dict | None], None]] = []
@@ -198,36 +192,26 @@ class Registry:
             raise bad_request("the namespace of the provided object does not match the namespace sent on the request")
         return obj
 
-    def _admit(self, request: AdmissionRequest) -> None:
-        for plugin in self.admission:
-            plugin(request)
+    def _attributes(self, operation: str, rt: ResourceType, namespace: str | None, name: str, obj: dict | None,
+                    old: dict | None, options: "WriteOptions", subresource: str = "") -> Attributes:
+        """The admission attributes of a write (handlers/create.go, update.go, patch.go, delete.go)."""
+        return Attributes(operation, rt, namespace or "", name, obj, old, subresource, None, options.dry_run,
+                          options.admission_options, options.user, options.trace, options.warnings)
 
-    def _namespace_lifecycle(self, request: AdmissionRequest) -> None:
-        """NamespaceLifecycle admission (plugin/pkg/admission/namespace/lifecycle/admission.go,
-        Lifecycle.Admit): the immortal namespaces cannot be deleted; namespaces themselves and
-        every DELETE of other objects pass (so do access reviews, answered here without
-        admission); any other write of namespaced content needs an existing namespace (404
-        `namespaces "x" not found`, also for an update of an object left behind in a namespace
-        that is gone), and a CREATE needs one that is not being terminated (403)."""
-        rt = request.rt
-        if rt.resource == "namespaces" and rt.group == "":
-            if request.operation == "DELETE" and request.name in IMMORTAL_NAMESPACES:
-                raise forbidden("namespaces", "", request.name, "this namespace may not be deleted")
-            return
-        if not rt.namespaced or not request.namespace or request.operation == "DELETE":
-            return
-        namespace = self.store.get("/namespaces", "", request.namespace)
-        if namespace is None:
-            raise not_found("namespaces", "", request.namespace)
-        if request.operation == "CREATE" and (namespace.get("status") or {}).get("phase") == "Terminating":
-            meta = (request.obj or {}).get("metadata") or {}
-            name = request.name or meta.get("generateName") or "Unknown"
-            raise forbidden(rt.resource, rt.group, name,
-                            f"unable to create new content in namespace {request.namespace} because it is "
-                            "being terminated",
-                            causes=[{"reason": "NamespaceTerminating",
-                                     "message": f"namespace {request.namespace} is being terminated",
-                                     "field": "metadata.namespace"}])
+    def redecode(self, rt: ResourceType, obj: dict) -> dict:
+        """A mutating webhook's patched object decoded and defaulted again (the dispatcher's
+        Decode and Default): stays in the request's version."""
+        try:
+            typed, _ = self._typed(rt, obj)
+        except models.DecodeError as exc:
+            raise internal(str(exc))
+        typed["apiVersion"], typed["kind"] = rt.api_version, rt.kind
+        typed.setdefault("metadata", {})
+        if rt.model is not None:
+            defaults.apply(rt.model, typed)
+        else:
+            rt.strategy.default(typed)
+        return typed
 
     # -- reads -------------------------------------------------------------------------------------
     def get(self, rt: ResourceType, namespace: str | None, name: str) -> dict:
@@ -313,25 +297,41 @@ class Registry:
             self._track(rt, "", None, obj, options)
         if rt.namespaced:
             meta["namespace"] = namespace or meta.get("namespace") or ""
-        self._admit(AdmissionRequest("CREATE", rt, meta.get("namespace", ""), meta.get("name", ""), obj))
+        attrs = self._attributes("CREATE", rt, meta.get("namespace", ""), meta.get("name", ""), None, None, options)
+        obj = self._mutating_admission(rt, attrs, obj)
+        meta = obj["metadata"]
         for guard in self.write_guards:
             guard("CREATE", rt, obj, None)
         if meta.get("name") or not meta.get("generateName"):
-            return self._create_one(rt, obj, options.dry_run)
+            return self._create_one(rt, obj, options.dry_run, attrs)
         last_error = None
         for _ in range(8):      # createWithGenerateNameRetry
             candidate = copy.deepcopy(obj)
             candidate["metadata"]["name"] = meta["generateName"] + "".join(
                 secrets.choice(GENERATE_NAME_ALPHABET) for _ in range(5))
             try:
-                return self._create_one(rt, candidate, options.dry_run)
+                return self._create_one(rt, candidate, options.dry_run, attrs)
             except ApiError as exc:
                 if exc.reason != "AlreadyExists":
                     raise
                 last_error = exc
         raise last_error
 
-    def _create_one(self, rt: ResourceType, obj: dict, dry_run: bool) -> dict:
+    def _mutating_admission(self, rt: ResourceType, attrs: Attributes, obj: dict) -> dict:
+        """The mutating phase on `obj` (stored form): admission sees it in the request's version."""
+        attrs.obj = self.present(rt, obj) if rt.to_storage is not None else obj
+        self.admission.admit(attrs)
+        if rt.to_storage is None:
+            return attrs.obj
+        obj = rt.to_storage(attrs.obj)
+        defaults.apply(rt.storage_model, obj)
+        return obj
+
+    def _validating_admission(self, rt: ResourceType, attrs: Attributes, obj: dict) -> None:
+        attrs.obj = self.present(rt, copy.deepcopy(obj))
+        self.admission.validate(attrs)
+
+    def _create_one(self, rt: ResourceType, obj: dict, dry_run: bool, attrs: Attributes) -> dict:
         meta = obj["metadata"]
         # FillObjectMetaSystemFields + BeforeCreate
         meta["creationTimestamp"] = now_rfc3339()
@@ -350,6 +350,7 @@ class Registry:
         name = meta.get("name", "")
         if errors:
             raise invalid(rt.kind, rt.group, name, errors)
+        self._validating_admission(rt, attrs, obj)     # rest.AdmissionToValidateObjectFunc
         scope = self.scope(rt, meta.get("namespace"))
         with self.store.lock:
             existing = self.store.get(rt.storage_key, scope, name)
@@ -396,7 +397,7 @@ class Registry:
             if old is None:
                 raise not_found(rt.resource, rt.group, name)
             self._track(rt, subresource, self.present(rt, old), obj, options)
-            return self._update(rt, namespace, name, obj, old, subresource, options.dry_run)
+            return self._update(rt, namespace, name, obj, old, subresource, options)
 
     def patch(self, rt: ResourceType, namespace: str | None, name: str, patch_type: str, body: bytes,
               subresource: str = "", options: "WriteOptions | None" = None) -> tuple[int, dict]:
@@ -434,7 +435,7 @@ class Registry:
                 raise bad_request(f"the name of the object ({obj['metadata'].get('name')}) does not match the name "
                                   f"on the URL ({name})")
             self._track(rt, subresource, self.present(rt, old), obj, options)
-            return 200, self._update(rt, namespace, name, obj, old, subresource, options.dry_run)
+            return 200, self._update(rt, namespace, name, obj, old, subresource, options)
 
     # -- field management ----------------------------------------------------------------------------
     def schema_root(self, rt: ResourceType) -> schema.Node:
@@ -483,12 +484,14 @@ class Registry:
         merged["apiVersion"], merged["kind"] = rt.api_version, rt.kind
         merged.setdefault("metadata", {})["name"] = name
         if live is None:
+            if options.admission_options is not None:     # patchToCreateOptions
+                options.admission_options = dict(options.admission_options, kind="CreateOptions")
             obj = self.decode(rt, merged, namespace, options)
             obj["metadata"]["managedFields"] = entries
             return self.create_decoded(rt, namespace, obj, options, tracked=True)
         obj = self.decode_patched(rt, merged, namespace, options, json.dumps(merged, separators=(",", ":")))
         obj["metadata"]["managedFields"] = entries
-        return self._update(rt, namespace, name, obj, old, subresource, options.dry_run)
+        return self._update(rt, namespace, name, obj, old, subresource, options)
 
     def _apply_config(self, rt: ResourceType, config, name: str) -> dict:
         """The applied configuration, typed: a field the kind does not have is refused as
@@ -543,15 +546,32 @@ class Registry:
             rv = scale["metadata"].get("resourceVersion")
             if rv and rv != old["metadata"].get("resourceVersion"):
                 raise conflict(rt.resource, rt.group, name, OPTIMISTIC_LOCK_MESSAGE)
+            # admission sees the Scale (handlers/update.go with the scale endpoint's kind), its
+            # validating phase the Scale of the updated object (scaleUpdatedObjectInfo)
+            attrs = self._attributes("UPDATE", rt, old["metadata"].get("namespace", ""), name, scale,
+                                     sub.scale_of(self.present(rt, old)), options, "scale")
+            attrs.kind = ("autoscaling", "v1", "Scale")
+            self.admission.admit(attrs)
+            replicas = (attrs.obj.get("spec") or {}).get("replicas", 0)
             new = sub.set_replicas(self.present(rt, old), replicas)
             self._track(rt, "scale", self.present(rt, old), new, options)
-            return sub.scale_of(self._update(rt, namespace, name, new, old, "", options.dry_run))
 
-    def _update(self, rt, namespace, name, obj, old, subresource, dry_run) -> dict:
+            def validate_scale(updated: dict) -> None:
+                attrs.obj = sub.scale_of(self.present(rt, copy.deepcopy(updated)))
+                self.admission.validate(attrs)
+            return sub.scale_of(self._update(rt, namespace, name, new, old, "", options, validate_scale))
+
+    def _update(self, rt, namespace, name, obj, old, subresource, options: "WriteOptions",
+                validate_scale: Callable[[dict], None] | None = None) -> dict:
         strategy = rt.strategy
         old_meta = old["metadata"]
-        # mutating admission runs on the updated object, before the strategy (rest.Update's objInfo)
-        self._admit(AdmissionRequest("UPDATE", rt, old_meta.get("namespace", ""), name, obj, subresource))
+        dry_run = options.dry_run
+        attrs = None
+        if validate_scale is None:
+            # mutating admission runs on the updated object, before the strategy (rest.Update's objInfo)
+            attrs = self._attributes("UPDATE", rt, old_meta.get("namespace", ""), name, None,
+                                     self.present(rt, copy.deepcopy(old)), options, subresource)
+            obj = self._mutating_admission(rt, attrs, obj)
         for guard in self.write_guards:
             guard("UPDATE", rt, obj, old)
         new_rv = obj["metadata"].get("resourceVersion")
@@ -588,6 +608,11 @@ class Registry:
         errors += sub.validate(new) if sub else strategy.validate_update(new, old)
         if errors:
             raise invalid(rt.kind, rt.group, name, errors)
+        # rest.AdmissionToValidateObjectUpdateFunc: validating admission on the updated object
+        if validate_scale is not None:
+            validate_scale(new)
+        else:
+            self._validating_admission(rt, attrs, new)
         scope = self.scope(rt, namespace)
         if self._should_delete_during_update(new, old) and strategy.should_delete_during_update(new, old):
             if not dry_run:
@@ -614,10 +639,22 @@ class Registry:
 
     # -- delete ------------------------------------------------------------------------------------
     def delete(self, rt: ResourceType, namespace: str | None, name: str, options: dict,
-               dry_run: bool = False) -> tuple[int, dict]:
-        """Returns (HTTP code, body): the kept object, the deleted object or a Status."""
+               dry_run: bool = False, caller: "WriteOptions | None" = None, collection: bool = False) -> tuple[int, dict]:
+        """Returns (HTTP code, body): the kept object, the deleted object or a Status. `caller`
+        carries the requesting user, trace and warnings for admission."""
         self.check_name_parameter(name)
-        self._admit(AdmissionRequest("DELETE", rt, self.scope(rt, namespace), name, None))
+        existing = self.store.get(rt.storage_key, self.scope(rt, namespace), name)
+        if existing is None:
+            raise not_found(rt.resource, rt.group, name)
+        # rest.AdmissionToValidateObjectDeleteFunc: both phases, the stored object as oldObject; the
+        # attributes of a delete-collection carry no name (handlers/delete.go, DeleteCollection)
+        caller = caller or WriteOptions()
+        caller.dry_run = dry_run
+        caller.admission_options = {"kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1", **options}
+        attrs = self._attributes("DELETE", rt, self.scope(rt, namespace), "" if collection else name, None,
+                                 self.present(rt, existing), caller)
+        self.admission.admit(attrs)
+        self.admission.validate(attrs)
         delete = getattr(rt.strategy, "delete", None)
         if delete is not None:
             return delete(self, rt, namespace, name, options, dry_run)
@@ -782,12 +819,13 @@ class Registry:
 
     def delete_collection(self, rt: ResourceType, namespace: str | None, options: dict,
                           label_selector: str | None, field_selector: str | None,
-                          dry_run: bool = False) -> dict:
+                          dry_run: bool = False, caller: "WriteOptions | None" = None) -> dict:
         items, rev = self.list(rt, namespace, label_selector, field_selector)
         for item in items:
             meta = item["metadata"]
             try:
-                self.delete(rt, meta.get("namespace"), meta["name"], copy.deepcopy(options), dry_run)
+                self.delete(rt, meta.get("namespace"), meta["name"], copy.deepcopy(options), dry_run, caller,
+                            collection=True)
             except ApiError as exc:
                 if exc.code != 404:
                     raise

@@ -204,6 +204,9 @@ class EmbeddedServer:
             if trace is None:
                 raise not_found_path()
             return Response(200, trace)
+        if parts == ["admission"] and request.method == "GET":
+            # the admission plugins in AllOrderedPlugins' order, and what labkit does with each
+            return Response(200, {"plugins": self.api.registry.admission.order()})
         if parts == ["idle"] and request.method == "GET":
             return Response(200, {"idle": self.idle()})
         raise not_found_path()

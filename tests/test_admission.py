@@ -1,0 +1,701 @@
+"""Admission: the chain in upstream's order, webhooks called over real HTTPS with AdmissionReview,
+ValidatingAdmissionPolicy with CEL.
+
+Cases ported from k8s.io/apiserver v1.34: webhook/testing/testcase.go (NewNonMutatingTestCases,
+NewMutatingTestCases, with webhook_server.go's answers), errors/statuserror_test.go
+(TestToStatusErr), predicates/rules/rules_test.go, and the validating policy tests' plain
+outcomes. The webhook server is a real HTTPS server on loopback, its certificate signed by a CA
+made for the test and given to the configurations as caBundle.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import ssl
+import subprocess
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from labkit.apiserver.admission import ALL_ORDERED_PLUGINS, Attributes
+from labkit.apiserver.admission.webhook import rule_matches, to_status_error
+from labkit.apiserver.client import LocalClient
+from labkit.apiserver.errors import ApiError
+from labkit.apiserver.handler import Api, Request
+from labkit.apiserver.registry import Registry
+from labkit.apiserver.storage import Store
+
+AR = "admissionregistration.k8s.io/v1"
+EVERYTHING = [{"operations": ["*"], "apiGroups": ["*"], "apiVersions": ["*"], "resources": ["*/*"]}]
+
+
+# -- the webhook server (webhook_server.go's paths, AdmissionReview v1) -------------------------------
+
+def _openssl(*args, cwd):
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
+
+
+def make_pki(directory):
+    """A CA and a serving certificate for 127.0.0.1 and hooks.default.svc."""
+    curve = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
+    _openssl("req", "-x509", *curve, "-keyout", "ca.key", "-out", "ca.crt", "-days", "2", "-subj", "/CN=test-ca",
+             "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign", cwd=directory)
+    _openssl("req", "-new", *curve, "-keyout", "hook.key", "-out", "hook.csr", "-subj", "/CN=hooks", cwd=directory)
+    (directory / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1,DNS:hooks.default.svc\n"
+                                       "extendedKeyUsage=serverAuth\n")
+    _openssl("x509", "-req", "-in", "hook.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+             "-out", "hook.crt", "-days", "2", "-extfile", "ext.cnf", cwd=directory)
+    return directory
+
+
+def _patch(ops):
+    return base64.b64encode(json.dumps(ops).encode()).decode()
+
+
+ANSWERS = {
+    "allow": lambda r: {"allowed": True, "auditAnnotations": {"key1": "value1"}},
+    "disallow": lambda r: {"allowed": False, "status": {"code": 403}},
+    "disallowReason": lambda r: {"allowed": False, "status": {"message": "you shall not pass", "code": 403}},
+    "shouldNotBeCalled": lambda r: {"allowed": False, "status": {
+        "message": "doesn't expect labels to match object selector", "code": 403}},
+    "addLabel": lambda r: {"allowed": True, "patchType": "JSONPatch",
+                           "patch": _patch([{"op": "add", "path": "/metadata/labels/added", "value": "test"}])},
+    "removeLabel": lambda r: {"allowed": True, "patchType": "JSONPatch", "auditAnnotations": {"key1": "value1"},
+                              "patch": _patch([{"op": "remove", "path": "/metadata/labels/remove"}])},
+    "invalidPatch": lambda r: {"allowed": True, "patchType": "JSONPatch",
+                               "patch": base64.b64encode(b"[{").decode()},
+    "warn": lambda r: {"allowed": True, "warnings": ["mind the gap"]},
+    "noop": lambda r: {"allowed": True},
+}
+
+
+class Hooks:
+    """A real HTTPS webhook server on loopback; `calls` records (path, AdmissionReview request)."""
+
+    def __init__(self, pki):
+        hooks = self
+        self.calls: list[tuple[str, dict]] = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                path = self.path.split("?")[0].strip("/")
+                review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                hooks.calls.append((path, review["request"]))
+                if path == "internalErr":
+                    self.send_response(500)
+                    self.end_headers()
+                    self.wfile.write(b"webhook internal server error")
+                    return
+                if path == "slow":
+                    time.sleep(1.5)
+                    path = "allow"
+                if path == "nilResponse":
+                    body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}
+                else:
+                    response = ANSWERS[path](review["request"])
+                    body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                            "response": {"uid": review["request"]["uid"], **response}}
+                data = json.dumps(body).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(pki / "hook.crt", pki / "hook.key")
+        self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+        self.port = self.server.server_address[1]
+        self.ca = base64.b64encode((pki / "ca.crt").read_bytes()).decode()
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def url(self, path):
+        return {"url": f"https://127.0.0.1:{self.port}/{path}", "caBundle": self.ca}
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture(scope="module")
+def hooks(tmp_path_factory):
+    h = Hooks(make_pki(tmp_path_factory.mktemp("pki")))
+    yield h
+    h.close()
+
+
+@pytest.fixture
+def api(tmp_path, hooks):
+    store = Store(tmp_path / "objects.db")
+    api = Api(Registry(store))
+    admin = LocalClient(api, "admin", ["system:masters", "system:authenticated"])
+    admin.create("v1", "namespaces", {"metadata": {"name": "ns", "labels": {"runlevel": "0"}}})
+    admin.create("v1", "pods", {"metadata": {"name": "my-pod", "labels": {"pod.name": "my-pod"}},
+                                "spec": {"containers": [{"name": "c", "image": "busybox:1.36"}]}}, "ns")
+    hooks.calls.clear()
+    yield api
+    store.close()
+
+
+def admin(api):
+    return LocalClient(api, "admin", ["system:masters", "system:authenticated"])
+
+
+def hook(name, path_or_config, hooks, **fields):
+    config = hooks.url(path_or_config) if isinstance(path_or_config, str) else path_or_config
+    return {"name": name, "clientConfig": config, "rules": EVERYTHING, "sideEffects": "None",
+            "admissionReviewVersions": ["v1"], **fields}
+
+
+def configure(api, kind, webhooks, name="config"):
+    resource = "validatingwebhookconfigurations" if kind == "validating" else "mutatingwebhookconfigurations"
+    admin(api).create(AR, resource, {"metadata": {"name": name}, "webhooks": webhooks})
+
+
+def write_pod(api, labels=None, name="my-pod", dry_run=False):
+    """A request as the webhook tests make it: the pod updated (testcase.go's attributes are an UPDATE)."""
+    client = admin(api)
+    pod = client.get("v1", "pods", name, "ns")
+    pod["metadata"]["labels"].update(labels or {})
+    code, body = client.request("PUT", f"/api/v1/namespaces/ns/pods/{name}", {"dryRun": "All"} if dry_run else None,
+                                pod)
+    return code, body
+
+
+def annotations(api):
+    return api.traces.newest(1)[0]["annotations"]
+
+
+# -- ToStatusErr (errors/statuserror_test.go) --------------------------------------------------------
+
+@pytest.mark.parametrize("result,message,code", [
+    (None, " without explanation", 400),
+    ({"message": "you shall not pass"}, ": you shall not pass", 400),
+    ({"reason": "Forbidden"}, ": Forbidden", 400),
+    ({"message": "you shall not pass", "reason": "Forbidden"}, ": you shall not pass", 400),
+    ({}, " without explanation", 400),
+    ({"code": 401}, " without explanation", 401),
+    ({"code": 500}, " without explanation", 500),
+    ({"code": 200}, " without explanation", 400),
+    ({"code": 300}, " without explanation", 400),
+    ({"code": 399}, " without explanation", 400),
+    ({"status": "Success"}, " without explanation", 400),
+])
+def test_to_status_err(result, message, code):
+    error = to_status_error("test_webhook", result)
+    assert error.message == 'admission webhook "test_webhook" denied the request' + message
+    assert error.code == code
+    assert error.status()["status"] == "Failure"
+
+
+# -- rules (predicates/rules/rules_test.go) ----------------------------------------------------------
+
+@pytest.mark.parametrize("rule,operation,gvr,sub,namespace,expected", [
+    ({"operations": ["*"], "apiGroups": ["*"], "apiVersions": ["*"], "resources": ["*"]},
+     "CREATE", ("apps", "v1", "deployments"), "", "ns", True),
+    ({"operations": ["*"], "apiGroups": ["*"], "apiVersions": ["*"], "resources": ["*"]},
+     "UPDATE", ("", "v1", "pods"), "status", "ns", False),            # "*" is not "*/*"
+    ({"operations": ["*"], "apiGroups": ["*"], "apiVersions": ["*"], "resources": ["*/status"]},
+     "UPDATE", ("", "v1", "pods"), "status", "ns", True),
+    ({"operations": ["*"], "apiGroups": ["*"], "apiVersions": ["*"], "resources": ["pods/*"]},
+     "UPDATE", ("", "v1", "pods"), "", "ns", True),                   # "/*" includes no subresource
+    ({"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]},
+     "DELETE", ("", "v1", "pods"), "", "ns", False),
+    ({"operations": ["*"], "apiGroups": ["apps"], "apiVersions": ["*"], "resources": ["*"]},
+     "CREATE", ("", "v1", "pods"), "", "ns", False),
+    ({"operations": ["*"], "apiGroups": ["*"], "apiVersions": ["v1beta1"], "resources": ["*"]},
+     "CREATE", ("", "v1", "pods"), "", "ns", False),
+    ({"operations": ["*"], "apiGroups": ["*"], "apiVersions": ["*"], "resources": ["*"], "scope": "Namespaced"},
+     "CREATE", ("", "v1", "namespaces"), "", "ns", False),            # a namespace is cluster-scoped
+    ({"operations": ["*"], "apiGroups": ["*"], "apiVersions": ["*"], "resources": ["*"], "scope": "Cluster"},
+     "CREATE", ("", "v1", "namespaces"), "", "ns", True),
+    ({"operations": ["*"], "apiGroups": ["*"], "apiVersions": ["*"], "resources": ["*"], "scope": "Cluster"},
+     "CREATE", ("", "v1", "pods"), "", "ns", False),
+    ({"operations": ["*"], "apiGroups": ["*"], "apiVersions": ["*"], "resources": ["*"], "scope": "Namespaced"},
+     "CREATE", ("", "v1", "nodes"), "", "", False),
+])
+def test_rule_matcher(rule, operation, gvr, sub, namespace, expected):
+    assert rule_matches(rule, operation, gvr, sub, namespace) is expected
+
+
+def test_chain_runs_enabled_plugins_in_order_and_says_what_it_left_out(api):
+    chain = api.registry.admission
+    assert [p.name for p in chain.plugins] == ["NamespaceLifecycle", "StorageObjectInUseProtection",
+                                                "MutatingAdmissionWebhook", "ValidatingAdmissionPolicy",
+                                                "ValidatingAdmissionWebhook"]
+    rows = {r["name"]: r for r in chain.order()}
+    assert [r["name"] for r in chain.order()] == list(ALL_ORDERED_PLUGINS)
+    assert rows["MutatingAdmissionPolicy"]["state"] == "inactive"
+    assert rows["ServiceAccount"]["state"] == "not reconstructed"
+    assert rows["AlwaysDeny"]["state"] == "off by default"
+
+
+def test_in_tree_plugins_trace_their_patch(api):
+    code, _ = admin(api).request("POST", "/api/v1/namespaces/ns/persistentvolumeclaims", body={
+        "metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"],
+                                              "resources": {"requests": {"storage": "1Gi"}}}})
+    assert code == 201
+    step = next(s for s in api.traces.newest(1)[0]["steps"] if s["name"] == "StorageObjectInUseProtection")
+    assert step["outcome"] == "mutated"
+    assert step["data"]["patch"] == [{"op": "add", "path": "/metadata/finalizers",
+                                      "value": ["kubernetes.io/pvc-protection"]}]
+
+
+# -- non-mutating cases (NewNonMutatingTestCases), for both kinds of webhooks ---------------------------
+
+@pytest.mark.parametrize("kind", ["validating", "mutating"])
+def test_no_match(api, hooks, kind):
+    configure(api, kind, [hook("nomatch.example.com", "disallow", hooks,
+                               rules=[{"operations": ["CREATE"], "apiGroups": ["*"], "apiVersions": ["*"],
+                                       "resources": ["configmaps"]}])])
+    code, _ = write_pod(api)
+    assert code == 200 and hooks.calls == []
+
+
+@pytest.mark.parametrize("kind", ["validating", "mutating"])
+def test_match_and_allow_keeps_the_webhooks_audit_annotations(api, hooks, kind):
+    configure(api, kind, [hook("allow.example.com", "allow", hooks)])
+    code, _ = write_pod(api)
+    assert code == 200
+    assert annotations(api)["allow.example.com/key1"] == "value1"
+    request = hooks.calls[-1][1]
+    assert request["operation"] == "UPDATE" and request["userInfo"]["username"] == "admin"
+    assert request["kind"] == {"group": "", "version": "v1", "kind": "Pod"}
+    assert request["resource"] == {"group": "", "version": "v1", "resource": "pods"}
+    assert request["oldObject"]["metadata"]["name"] == "my-pod" and request["options"]["kind"] == "UpdateOptions"
+    if kind == "mutating":
+        assert annotations(api)["mutation.webhook.admission.k8s.io/round_0_index_0"] == \
+            '{"configuration":"config","webhook":"allow.example.com","mutated":false}'
+
+
+@pytest.mark.parametrize("kind", ["validating", "mutating"])
+@pytest.mark.parametrize("path,message", [
+    ("disallow", 'admission webhook "disallow.example.com" denied the request without explanation'),
+    ("disallowReason", 'admission webhook "disallow.example.com" denied the request: you shall not pass')])
+def test_match_and_disallow(api, hooks, kind, path, message):
+    configure(api, kind, [hook("disallow.example.com", path, hooks)])
+    code, body = write_pod(api)
+    assert (code, body["message"]) == (403, message)
+
+
+@pytest.mark.parametrize("expression", [{"key": "runlevel", "operator": "In", "values": ["1"]},
+                                        {"key": "runlevel", "operator": "NotIn", "values": ["0"]}])
+def test_namespace_selector_exempts_the_namespace(api, hooks, expression):
+    configure(api, "validating", [hook("disallow.example.com", "disallow", hooks,
+                                       namespaceSelector={"matchExpressions": [expression]})])
+    assert write_pod(api)[0] == 200 and hooks.calls == []
+
+
+@pytest.mark.parametrize("kind,prefix", [("validating", "failed-open.validating.webhook.admission.k8s.io/"),
+                                         ("mutating", "failed-open.mutation.webhook.admission.k8s.io/")])
+def test_fail_open(api, hooks, kind, prefix):
+    configure(api, kind, [hook(f"internalerr-{x}.example.com", "internalErr", hooks, failurePolicy="Ignore")
+                          for x in "abc"])
+    assert write_pod(api)[0] == 200
+    got = annotations(api)
+    for i, x in enumerate("abc"):
+        assert got[f"{prefix}round_0_index_{i}"] == f"internalerr-{x}.example.com"
+
+
+@pytest.mark.parametrize("kind", ["validating", "mutating"])
+def test_fail_closed(api, hooks, kind):
+    configure(api, kind, [hook("internalerr.example.com", "internalErr", hooks)])      # failurePolicy defaults to Fail
+    code, body = write_pod(api)
+    assert code == 500
+    assert body["message"] == ('Internal error occurred: failed calling webhook "internalerr.example.com": failed to '
+                               'call webhook: an error on the server ("webhook internal server error") has prevented '
+                               'the request from succeeding')
+
+
+@pytest.mark.parametrize("policy,code", [("Ignore", 200), ("Fail", 500)])
+def test_absent_response(api, hooks, policy, code):
+    configure(api, "validating", [hook("nilresponse.example.com", "nilResponse", hooks, failurePolicy=policy)])
+    got, body = write_pod(api)
+    assert got == code
+    if code == 500:
+        assert "received invalid webhook response: webhook response was absent" in body["message"]
+    else:
+        assert annotations(api)["failed-open.validating.webhook.admission.k8s.io/round_0_index_0"] == \
+            "nilresponse.example.com"
+
+
+def test_skip_webhook_whose_object_selector_does_not_match(api, hooks):
+    configure(api, "validating", [
+        hook("allow.example.com", "allow", hooks),
+        hook("shouldnotbecalled.example.com", "shouldNotBeCalled", hooks,
+             objectSelector={"matchLabels": {"label": "nonexistent"}})])
+    assert write_pod(api)[0] == 200
+    assert [p for p, _ in hooks.calls] == ["allow"]
+
+
+def test_a_down_webhook_fails_closed_with_upstreams_message(api, hooks):
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    configure(api, "validating", [hook("down.example.com", {"url": f"https://127.0.0.1:{port}/x",
+                                                            "caBundle": hooks.ca}, hooks)])
+    code, body = write_pod(api)
+    assert code == 500
+    assert body["message"] == (f'Internal error occurred: failed calling webhook "down.example.com": failed to call '
+                               f'webhook: Post "https://127.0.0.1:{port}/x?timeout=10s": dial tcp 127.0.0.1:{port}: '
+                               'connect: connection refused')
+
+
+def test_the_certificate_is_checked_against_ca_bundle(api, hooks, tmp_path):
+    other = make_pki(tmp_path)
+    configure(api, "validating", [hook("allow.example.com", {"url": f"https://127.0.0.1:{hooks.port}/allow",
+                                                             "caBundle": base64.b64encode(
+                                                                 (other / "ca.crt").read_bytes()).decode()}, hooks)])
+    code, body = write_pod(api)
+    assert code == 500 and "x509: certificate signed by unknown authority" in body["message"]
+
+
+def test_warnings_come_back_as_warning_headers(api, hooks):
+    configure(api, "validating", [hook("warn.example.com", "warn", hooks)])
+    client = admin(api)
+    client.create("v1", "configmaps", {"metadata": {"name": "cm"}}, "ns")
+    response = api.handle(Request("DELETE", "/api/v1/namespaces/ns/configmaps/cm", user=client.user))
+    assert response.code == 200 and response.warnings == ["mind the gap"]
+
+
+def test_dry_run_refused_for_webhooks_with_side_effects(api, hooks):
+    from labkit.apiserver.admission.webhook import MutatingWebhooks
+    store = api.registry.store
+    config = {"metadata": {"name": "legacy"}, "webhooks": [hook("some.example.com", "allow", hooks,
+                                                                  sideEffects="Some")]}
+    store.put("admissionregistration.k8s.io/mutatingwebhookconfigurations", "", "legacy", config)
+    code, body = write_pod(api, dry_run=True)
+    assert (code, body["message"]) == (400, 'admission webhook "some.example.com" does not support dry run')
+    assert MutatingWebhooks.name == "MutatingAdmissionWebhook"
+
+
+def test_a_slow_webhook_times_out_after_timeout_seconds(api, hooks):
+    configure(api, "validating", [hook("slow.example.com", "slow", hooks, timeoutSeconds=1)])
+    code, body = write_pod(api)
+    assert code == 500
+    assert body["message"] == ('Internal error occurred: failed calling webhook "slow.example.com": failed to call '
+                               f'webhook: Post "https://127.0.0.1:{hooks.port}/slow?timeout=1s": context deadline '
+                               'exceeded')
+
+
+def test_subresources_and_deletes_reach_webhooks_as_upstream_sends_them(api, hooks):
+    configure(api, "validating", [hook("allow.example.com", "allow", hooks, rules=[
+        {"operations": ["UPDATE", "DELETE"], "apiGroups": [""], "apiVersions": ["v1"],
+         "resources": ["pods/status", "configmaps"]}])])
+    client = admin(api)
+    pod = client.get("v1", "pods", "my-pod", "ns")
+    pod["status"] = {"phase": "Running"}
+    client.update("v1", "pods", pod, "ns")                           # the main resource: not matched
+    pod = client.get("v1", "pods", "my-pod", "ns")
+    pod["status"] = {"phase": "Running"}
+    client.update("v1", "pods", pod, "ns", subresource="status")
+    for name in ("a", "b"):
+        client.create("v1", "configmaps", {"metadata": {"name": name, "labels": {"set": "x"}}}, "ns")
+    client.request("DELETE", "/api/v1/namespaces/ns/configmaps/a")
+    client.request("DELETE", "/api/v1/namespaces/ns/configmaps", {"labelSelector": "set=x"})
+    status, delete, collection = [r for _, r in hooks.calls]
+    assert (status["subResource"], status["requestSubResource"], status["object"]["status"]["phase"]) == \
+        ("status", "status", "Running")
+    assert delete["operation"] == "DELETE" and delete["name"] == "a" and "object" not in delete
+    assert delete["oldObject"]["metadata"]["name"] == "a" and delete["options"]["kind"] == "DeleteOptions"
+    # handlers/delete.go DeleteCollection: the attributes carry no name, the old object does
+    assert "name" not in collection and collection["oldObject"]["metadata"]["name"] == "b"
+
+
+def test_mutating_admission_policy_is_not_served(api):
+    code, _ = admin(api).request("GET", "/apis/admissionregistration.k8s.io/v1beta1/mutatingadmissionpolicies")
+    assert code == 404
+    code, body = admin(api).request("GET", "/apis/admissionregistration.k8s.io")
+    assert [v["version"] for v in body["versions"]] == ["v1"]
+
+
+def test_each_plugin_leaves_a_step_in_the_trace(api, hooks):
+    configure(api, "mutating", [hook("addlabel.example.com", "addLabel", hooks)])
+    write_pod(api)
+    steps = [(s["stage"], s["name"], s["outcome"], s["data"]["round"]) for s in api.traces.newest(1)[0]["steps"]
+             if s["stage"].endswith("admission")]
+    # the webhook changed the object: the mutating phase runs again (reinvocation.go), in-tree plugins
+    # all, the webhook not (its reinvocationPolicy is Never)
+    assert steps == [("mutating-admission", "NamespaceLifecycle", "admitted", 0),
+                     ("mutating-admission", "addlabel.example.com", "patched", 0),
+                     ("mutating-admission", "NamespaceLifecycle", "admitted", 1)]
+
+
+@pytest.mark.parametrize("expression,policy,code,called", [
+    ("object.metadata.name == 'my-pod'", "Fail", 200, True),
+    ("object.metadata.name == 'other'", "Fail", 200, False),
+    ("object.metadata.nosuchfield == 'x'", "Ignore", 200, False),
+    ("object.metadata.nosuchfield == 'x'", "Fail", 403, False),
+])
+def test_match_conditions(api, hooks, expression, policy, code, called):
+    """matchconditions.Matcher: false skips the webhook; an error follows failurePolicy (Fail: 403)."""
+    configure(api, "validating", [hook("allow.example.com", "allow", hooks, failurePolicy=policy,
+                                       matchConditions=[{"name": "only", "expression": expression}])])
+    got, body = write_pod(api)
+    assert got == code and bool(hooks.calls) is called
+    if code == 403:
+        assert body["message"] == ('pods "my-pod" is forbidden: expression \'object.metadata.nosuchfield == \'x\'\' '
+                                   "resulted in error: no such key: nosuchfield")
+
+
+# -- mutating cases (NewMutatingTestCases) -----------------------------------------------------------
+
+def test_match_and_remove_label(api, hooks):
+    configure(api, "mutating", [hook("removelabel.example.com", "removeLabel", hooks)])
+    code, body = write_pod(api, {"remove": "me"})
+    assert code == 200 and body["metadata"]["labels"] == {"pod.name": "my-pod"}
+    got = annotations(api)
+    assert got["removelabel.example.com/key1"] == "value1"
+    assert got["mutation.webhook.admission.k8s.io/round_0_index_0"] == \
+        '{"configuration":"config","webhook":"removelabel.example.com","mutated":true}'
+    assert got["patch.webhook.admission.k8s.io/round_0_index_0"] == \
+        '{"configuration":"config","webhook":"removelabel.example.com","patch":[{"op":"remove",' \
+        '"path":"/metadata/labels/remove"}],"patchType":"JSONPatch"}'
+    steps = [s for s in api.traces.newest(1)[0]["steps"] if s["name"] == "removelabel.example.com"]
+    assert steps[0]["outcome"] == "patched" and steps[0]["data"]["patch"][0]["op"] == "remove"
+
+
+def test_match_and_add_label(api, hooks):
+    configure(api, "mutating", [hook("addlabel.example.com", "addLabel", hooks)])
+    code, body = write_pod(api)
+    assert body["metadata"]["labels"] == {"pod.name": "my-pod", "added": "test"}
+
+
+@pytest.mark.parametrize("policy", ["Fail", "Ignore"])
+def test_match_and_invalid_patch(api, hooks, policy):
+    configure(api, "mutating", [hook("invalidpatch.example.com", "invalidPatch", hooks, failurePolicy=policy)])
+    code, body = write_pod(api)
+    got = annotations(api)
+    assert got["mutation.webhook.admission.k8s.io/round_0_index_0"] == \
+        '{"configuration":"config","webhook":"invalidpatch.example.com","mutated":false}'
+    if policy == "Fail":
+        assert code == 500 and "unexpected end of JSON input" in body["message"]
+    else:
+        assert code == 200
+        assert got["failed-open.mutation.webhook.admission.k8s.io/round_0_index_0"] == "invalidpatch.example.com"
+
+
+def test_first_webhook_removes_labels_second_is_not_called(api, hooks):
+    configure(api, "mutating", [
+        hook("removelabel.example.com", "removeLabel", hooks, objectSelector={"matchLabels": {"remove": "me"}}),
+        hook("shouldnotbecalled.example.com", "shouldNotBeCalled", hooks,
+             objectSelector={"matchLabels": {"remove": "me"}})])
+    hooks.calls.clear()
+    code, body = write_pod(api, {"remove": "me"})
+    # the old object still has no `remove` label and the new one lost it: the second is skipped
+    assert code == 200 and body["metadata"]["labels"] == {"pod.name": "my-pod"}
+    assert [p for p, _ in hooks.calls] == ["removeLabel"]
+
+
+def test_reinvoke_if_needed(api, hooks):
+    configure(api, "mutating", [hook("addlabel.example.com", "addLabel", hooks, reinvocationPolicy="IfNeeded"),
+                                hook("removelabel.example.com", "removeLabel", hooks, reinvocationPolicy="IfNeeded")])
+    hooks.calls.clear()
+    code, body = write_pod(api, {"remove": "me"})
+    assert code == 200 and body["metadata"]["labels"] == {"pod.name": "my-pod", "added": "test"}
+    # round 0 both, round 1 only addLabel (called before removeLabel changed the object)
+    assert [p for p, _ in hooks.calls] == ["addLabel", "removeLabel", "addLabel"]
+    got = annotations(api)
+    assert json.loads(got["mutation.webhook.admission.k8s.io/round_1_index_0"])["webhook"] == "addlabel.example.com"
+
+
+# -- the configuration kinds -----------------------------------------------------------------------
+
+def test_webhook_configuration_defaults_and_validation(api, hooks):
+    client = admin(api)
+    created = client.create(AR, "validatingwebhookconfigurations", {"metadata": {"name": "d"}, "webhooks": [
+        {"name": "d.example.com", "clientConfig": {"service": {"name": "s", "namespace": "ns"}},
+         "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}],
+         "sideEffects": "None", "admissionReviewVersions": ["v1"]}]})
+    w = created["webhooks"][0]
+    assert (w["failurePolicy"], w["matchPolicy"], w["timeoutSeconds"], w["namespaceSelector"], w["objectSelector"],
+            w["rules"][0]["scope"], w["clientConfig"]["service"]["port"]) == ("Fail", "Equivalent", 10, {}, {}, "*", 443)
+    with pytest.raises(ApiError) as err:
+        client.create(AR, "validatingwebhookconfigurations", {"metadata": {"name": "bad"}, "webhooks": [
+            {"name": "bad", "clientConfig": {"url": "http://x"}, "rules": EVERYTHING, "sideEffects": "Some",
+             "admissionReviewVersions": ["v1"], "timeoutSeconds": 31}]})
+    message = err.value.message
+    assert 'webhooks[0].name: Invalid value: "bad": should be a domain with at least three segments separated by dots' \
+        in message
+    assert 'webhooks[0].sideEffects: Unsupported value: "Some": supported values: "None", "NoneOnDryRun"' in message
+    assert "webhooks[0].timeoutSeconds: Invalid value: 31: the timeout value must be between 1 and 30 seconds" in message
+    assert "webhooks[0].clientConfig.url: Invalid value: \"http://x\": 'https' is the only allowed URL scheme" in message
+
+
+def test_webhooks_are_not_called_for_admission_configuration(api, hooks):
+    configure(api, "validating", [hook("disallow.example.com", "disallow", hooks)])
+    admin(api).create(AR, "validatingwebhookconfigurations", {"metadata": {"name": "second"},
+                                                              "webhooks": [hook("x.example.com", "allow", hooks)]})
+    assert hooks.calls == []
+
+
+# -- ValidatingAdmissionPolicy ----------------------------------------------------------------------
+
+def policy(api, name, validations, binding_actions=("Deny",), **spec):
+    client = admin(api)
+    rules = spec.pop("rules", [{"operations": ["CREATE", "UPDATE"], "apiGroups": ["apps"], "apiVersions": ["v1"],
+                                "resources": ["deployments"]}])
+    client.create(AR, "validatingadmissionpolicies", {"metadata": {"name": name}, "spec": {
+        "matchConstraints": {"resourceRules": rules}, "validations": validations, **spec}})
+    binding = {"policyName": name, "validationActions": list(binding_actions)}
+    binding.update(spec.pop("binding", {}) if "binding" in spec else {})
+    return client.create(AR, "validatingadmissionpolicybindings",
+                         {"metadata": {"name": f"{name}-binding"}, "spec": binding})
+
+
+def deployment(api, replicas=1, image="nginx:1.27", name="web"):
+    return admin(api).request("POST", "/apis/apps/v1/namespaces/ns/deployments",
+                              body=deployment_body(replicas, image, name))
+
+
+def test_vap_denies_with_upstreams_message(api):
+    policy(api, "demo-policy.example.com", [{"expression": "object.spec.replicas <= 5"}])
+    assert deployment(api, 3)[0] == 201
+    code, body = deployment(api, 6, name="big")
+    assert code == 422 and body["reason"] == "Invalid"
+    assert body["message"] == ('deployments.apps "big" is forbidden: ValidatingAdmissionPolicy '
+                               "'demo-policy.example.com' with binding 'demo-policy.example.com-binding' denied "
+                               "request: failed expression: object.spec.replicas <= 5")
+    assert body["details"]["causes"] == [{"message": body["message"].split(" is forbidden: ", 1)[1]}]
+
+
+def test_vap_message_expression_reason_and_params(api):
+    client = admin(api)
+    client.create("v1", "configmaps", {"metadata": {"name": "limits"}, "data": {"max": "2"}}, "ns")
+    client.create(AR, "validatingadmissionpolicies", {"metadata": {"name": "max"}, "spec": {
+        "paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
+        "matchConstraints": {"resourceRules": [{"operations": ["CREATE"], "apiGroups": ["apps"],
+                                                "apiVersions": ["v1"], "resources": ["deployments"]}]},
+        "validations": [{"expression": "object.spec.replicas <= int(params.data.max)", "reason": "Forbidden",
+                         "messageExpression": "'object.spec.replicas must be no greater than ' + params.data.max"}]}})
+    client.create(AR, "validatingadmissionpolicybindings", {"metadata": {"name": "max-binding"}, "spec": {
+        "policyName": "max", "validationActions": ["Deny"],
+        "paramRef": {"name": "limits", "parameterNotFoundAction": "Deny"}}})
+    code, body = deployment(api, 3)
+    assert code == 403 and body["message"].endswith("denied request: object.spec.replicas must be no greater than 2")
+
+
+def test_vap_missing_params_follow_parameter_not_found_action(api):
+    client = admin(api)
+    client.create(AR, "validatingadmissionpolicies", {"metadata": {"name": "p"}, "spec": {
+        "paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
+        "matchConstraints": {"resourceRules": [{"operations": ["CREATE"], "apiGroups": ["apps"],
+                                                "apiVersions": ["v1"], "resources": ["deployments"]}]},
+        "validations": [{"expression": "false"}]}})
+    client.create(AR, "validatingadmissionpolicybindings", {"metadata": {"name": "b"}, "spec": {
+        "policyName": "p", "validationActions": ["Deny"],
+        "paramRef": {"name": "absent", "parameterNotFoundAction": "Deny"}}})
+    code, body = deployment(api)
+    assert code == 422 and body["message"].endswith(
+        "ValidatingAdmissionPolicy 'p' with binding 'b' denied request: failed to configure binding: no params found "
+        "for policy binding with `Deny` parameterNotFoundAction")
+
+
+def test_vap_warn_and_audit(api):
+    policy(api, "warn", [{"expression": "object.spec.replicas <= 1", "message": "too many"}], ("Warn", "Audit"))
+    client = admin(api)
+    response = api.handle(Request("POST", "/apis/apps/v1/namespaces/ns/deployments", user=client.user,
+                                  obj=json.loads(json.dumps(deployment_body(2)))))
+    assert response.code == 201
+    assert response.warnings == ["Validation failed for ValidatingAdmissionPolicy 'warn' with binding 'warn-binding': "
+                                 "too many"]
+    failure = json.loads(api.traces.newest(1)[0]["annotations"]["validation.policy.admission.k8s.io/validation_failure"])
+    assert failure == [{"message": "too many", "policy": "warn", "binding": "warn-binding", "expressionIndex": 0,
+                        "validationActions": ["Warn", "Audit"]}]
+
+
+def test_vap_audit_annotations(api):
+    """admission_test.go TestAuditAnnotations: `<policy>/<key>`, values of several bindings joined."""
+    policy(api, "audited", [{"expression": "true"}], ("Audit",), auditAnnotations=[
+        {"key": "replicas", "valueExpression": "'Deployment spec.replicas set to ' + string(object.spec.replicas)"}])
+    assert deployment(api, 3)[0] == 201
+    assert api.traces.newest(1)[0]["annotations"]["audited/replicas"] == "Deployment spec.replicas set to 3"
+
+
+def deployment_body(replicas, image="nginx:1.27", name="web"):
+    return {"metadata": {"name": name}, "spec": {
+        "replicas": replicas, "selector": {"matchLabels": {"app": "web"}},
+        "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": image}]}}}}
+
+
+@pytest.mark.parametrize("failure_policy,code", [("Fail", 422), ("Ignore", 201)])
+def test_vap_runtime_errors_follow_failure_policy(api, failure_policy, code):
+    policy(api, "err", [{"expression": "object.spec.nosuchfield == 1"}], failurePolicy=failure_policy)
+    got, body = deployment(api)
+    assert got == code
+    if code == 422:
+        assert body["message"].endswith("denied request: expression 'object.spec.nosuchfield == 1' resulted in "
+                                        "error: no such key: nosuchfield")
+
+
+def test_vap_docs_examples_variables_and_namespace_object(api):
+    """kubernetes.io ValidatingAdmissionPolicy page: variables, namespaceObject, messageExpression."""
+    admin(api).patch("v1", "namespaces", "ns", {"metadata": {"labels": {"environment": "test"}}})
+    policy(api, "image-matches-namespace-environment.policy.example.com", [{
+        "expression": "variables.exempt || variables.containers.all(c, c.image.startsWith(variables.environment + '.'))",
+        "messageExpression": "'only ' + variables.environment + ' images are allowed in namespace ' + "
+                             "namespaceObject.metadata.name"}], variables=[
+        {"name": "environment", "expression": "'environment' in namespaceObject.metadata.labels ? "
+                                              "namespaceObject.metadata.labels['environment'] : 'prod'"},
+        {"name": "exempt", "expression": "has(object.metadata.labels) && 'exempt' in object.metadata.labels && "
+                                         "object.metadata.labels['exempt'] == 'true'"},
+        {"name": "containers", "expression": "object.spec.template.spec.containers"}])
+    code, body = deployment(api, image="nginx:1.27")
+    assert code == 422 and body["message"].endswith("denied request: only test images are allowed in namespace ns")
+    assert deployment(api, image="test.example.com/nginx:1.27", name="ok")[0] == 201
+
+
+@pytest.mark.parametrize("expression", [
+    "object.spec.containers.all(c, c.image.contains(':'))",
+    "object.spec.containers.all(c, c.image.matches('^[^:@]+(:[^:@/]+)$'))"])
+def test_vap_rejects_images_without_a_tag(api, expression):
+    policy(api, "require-tag", [{"expression": expression, "message": "every image needs a tag"}],
+           rules=[{"operations": ["CREATE", "UPDATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}])
+    client = admin(api)
+    code, body = client.request("POST", "/api/v1/namespaces/ns/pods", body={
+        "metadata": {"name": "untagged"}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}})
+    assert code == 422 and body["message"] == (
+        "pods \"untagged\" is forbidden: ValidatingAdmissionPolicy 'require-tag' with binding 'require-tag-binding' "
+        "denied request: every image needs a tag")
+    assert client.request("POST", "/api/v1/namespaces/ns/pods", body={
+        "metadata": {"name": "tagged"}, "spec": {"containers": [{"name": "c", "image": "nginx:1.27"}]}})[0] == 201
+
+
+def test_vap_match_conditions_and_request_variables(api):
+    policy(api, "demo", [{"expression": "!object.metadata.name.contains('demo') || object.metadata.namespace == 'demo'"}],
+           rules=[{"operations": ["CREATE"], "apiGroups": ["*"], "apiVersions": ["*"], "resources": ["*"]}],
+           matchConditions=[
+               {"name": "exclude-leases", "expression": '!(request.resource.group == "coordination.k8s.io" && '
+                                                        'request.resource.resource == "leases")'},
+               {"name": "exclude-kubelet-requests", "expression": '!("system:nodes" in request.userInfo.groups)'}])
+    client = admin(api)
+    assert client.request("POST", "/api/v1/namespaces/ns/configmaps", body={"metadata": {"name": "demo-x"}})[0] == 422
+    kubelet = LocalClient(api, "system:node:n1", ["system:nodes", "system:masters", "system:authenticated"])
+    assert kubelet.request("POST", "/api/v1/namespaces/ns/configmaps", body={"metadata": {"name": "demo-y"}})[0] == 201
+
+
+@pytest.mark.parametrize("expression,expected", [
+    ("'Hello'.lowerAscii() == 'hello'", True), ("'a,b'.split(',') == ['a', 'b']", True),
+    ("'abc'.indexOf('c') == 2", True), ("[1, 2, 3].sum() == 6", True), ("[1, 2].isSorted()", True),
+    ("'abc 123'.find('[0-9]+') == '123'", True), ("url('https://example.com:8080/p').getHostname() == 'example.com'", True),
+    ("quantity('1Gi').isGreaterThan(quantity('100Mi'))", True), ("'  x '.trim() == 'x'", True),
+    ("['a', 'b'].join('-') == 'a-b'", True), ("'abcdef'.substring(1, 3) == 'bc'", True)])
+def test_kubernetes_cel_library(expression, expected):
+    from labkit.apiserver.admission import cel
+    assert cel.is_true(cel.evaluate(expression, {})) is expected
+
+
+def test_attributes_user_info():
+    from labkit.apiserver.handler import User
+    attrs = Attributes("CREATE", None, "ns", "x", {}, user=User("alice", ["dev", "system:authenticated"], "u1"))
+    assert attrs.user_info() == {"username": "alice", "uid": "u1", "groups": ["dev", "system:authenticated"]}
