@@ -8,6 +8,13 @@ Host lock (see support.py): each test holds the shared host lock; tests marked
 `host_exclusive` hold it exclusively, so their before/after comparison of the host's mount table
 and root iptables is not disturbed by other labkit activity. Module-scoped fixtures that build
 labs take the shared lock themselves around setup and teardown (`support.host_lock(False)`).
+Tests of the HOST_FREE files (marked `host_free`) create nothing on the host and take no lock, so
+they also run while a host_exclusive test compares the host (in another test worker or another
+checkout's suite); one of them that tries to build a lab fails.
+
+The suite runs in several worker processes (scripts/test: pytest-xdist); each worker has its own
+temporary directories, so the state directory, answers directory and prefix of every test are its
+own there too, and the host lock (a file lock) orders the workers as it orders checkouts.
 """
 
 from __future__ import annotations
@@ -23,6 +30,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from support import REPO, diff_snapshots, host_lock, host_snapshot  # noqa: E402
 
 TEST_LABS = REPO / "tests" / "labs"
+
+# Test files that create nothing on the host: no lab, network namespace, mount, iptables rule,
+# cgroup or kernel module (in-process API servers, kubectl and the clients against them over
+# loopback, pure models and renderers). A file belongs here only if none of its tests or fixtures
+# does any of that; a test of theirs that builds a lab fails (`isolated_labkit`).
+HOST_FREE = {
+    "test_apiserver_apply.py", "test_apiserver_auth.py", "test_apiserver_clients.py", "test_apiserver_crds.py",
+    "test_apiserver_defaulting.py", "test_apiserver_fuzz.py", "test_apiserver_kinds.py",
+    "test_apiserver_kubectl.py", "test_apiserver_kubectl_habits.py", "test_apiserver_load.py",
+    "test_apiserver_machinery.py", "test_apiserver_openapi.py", "test_apiserver_python_client.py",
+    "test_apiserver_registry.py", "test_cluster_controllers.py", "test_deployment_controller.py",
+    "test_grading.py", "test_kube_proxy_cluster_state.py", "test_kubeproxy_render.py",
+    "test_kubernetes_version.py", "test_lab_definitions.py", "test_namespace_lifecycle.py",
+    "test_namespace_requeue.py", "test_numa_admission.py", "test_numa_diagram.py", "test_numa_fidelity.py",
+    "test_numa_merge_properties.py", "test_resources_fidelity.py", "test_yaml_fast.py",
+}
 
 
 def fresh_environment(base: Path) -> dict[str, str]:
@@ -40,6 +63,13 @@ def isolated_labkit(tmp_path, monkeypatch, request):
     """Per-test labkit instance (state, answers, prefix) and the host lock."""
     for key, value in fresh_environment(tmp_path).items():
         monkeypatch.setenv(key, value)
+    if request.node.get_closest_marker("host_free"):
+        # no lab can be built here: its state directory would be under a file
+        blocker = tmp_path / "host-free-test-builds-no-lab"
+        blocker.write_text("a host_free test (tests/conftest.py HOST_FREE) builds no lab\n")
+        monkeypatch.setenv("LABKIT_STATE_DIR", str(blocker / "state"))
+        yield tmp_path
+        return
     exclusive = request.node.get_closest_marker("host_exclusive") is not None
     with host_lock(exclusive):
         yield tmp_path
@@ -57,6 +87,10 @@ def host_unchanged(request):
 
 
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.name in HOST_FREE:
+            assert item.get_closest_marker("host_exclusive") is None, f"{item.nodeid}: host_free and host_exclusive"
+            item.add_marker(pytest.mark.host_free)
     if os.geteuid() != 0:
         skip = pytest.mark.skip(reason="labkit's tests need root (network and mount namespaces, netfilter, cgroups)")
         for item in items:

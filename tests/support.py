@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,25 +25,42 @@ LOCK_PATH = "/tmp/labkit-tests.lock"
 TURNSTILE_PATH = "/tmp/labkit-tests.turnstile"
 
 
-_HELD: dict[int, int] = {}  # process id -> how deep that process is inside host_lock
+_GUARD = threading.Lock()
+_HOLDS: dict[int, list] = {}   # process id -> [depth, lock file] of that process's hold
 
 
 @contextmanager
 def host_lock(exclusive: bool):
     """The host lock, shared or exclusive. Everyone passes a turnstile (a second lock, held only
     while waiting) first, so an exclusive holder waiting for the shared holders to leave keeps new
-    shared holders out: with suites of several checkouts running at once, readers would otherwise
-    keep the lock shared for ever and starve the host-wide comparisons. A shared request inside a
-    hold of the same process is granted at once (it must not queue behind a waiting exclusive
-    holder that waits for this very process)."""
+    shared holders out: with suites of several checkouts (or several test workers) running at
+    once, readers would otherwise keep the lock shared for ever and starve the host-wide
+    comparisons.
+
+    A process holds the lock once, for all its threads: a shared request inside a hold of the same
+    process is granted at once (it must not queue behind a waiting exclusive holder that waits for
+    this very process), and the lock stays held until the last holder of the process leaves, so
+    labs built side by side in threads stay covered until the last of them is done."""
     pid = os.getpid()
-    if _HELD.get(pid) and not exclusive:
-        _HELD[pid] += 1
-        try:
-            yield
-        finally:
-            _HELD[pid] -= 1
-        return
+    with _GUARD:
+        hold = _HOLDS.get(pid)
+        if hold is None:
+            hold = _HOLDS[pid] = [0, _acquire(exclusive)]
+        elif exclusive:
+            raise RuntimeError("host_lock(exclusive=True) inside a hold of the same process would wait for itself")
+        hold[0] += 1
+    try:
+        yield
+    finally:
+        with _GUARD:
+            hold[0] -= 1
+            if hold[0] == 0:
+                del _HOLDS[pid]
+                fcntl.flock(hold[1], fcntl.LOCK_UN)
+                os.close(hold[1])
+
+
+def _acquire(exclusive: bool) -> int:
     fd = os.open(LOCK_PATH, os.O_RDWR | os.O_CREAT, 0o666)
     turnstile = os.open(TURNSTILE_PATH, os.O_RDWR | os.O_CREAT, 0o666)
     try:
@@ -51,15 +69,20 @@ def host_lock(exclusive: bool):
             fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
         finally:
             fcntl.flock(turnstile, fcntl.LOCK_UN)
-        _HELD[pid] = _HELD.get(pid, 0) + 1
-        try:
-            yield
-        finally:
-            _HELD[pid] -= 1
-    finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(turnstile)
+    except BaseException:
         os.close(fd)
+        raise
+    finally:
+        os.close(turnstile)
+    return fd
+
+
+def _after_fork_in_child() -> None:
+    global _GUARD
+    _GUARD = threading.Lock()       # a thread of the parent may have held it at the fork
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def labkit(*args: str, env: dict | None = None, timeout: float = 120, input: str | None = None,

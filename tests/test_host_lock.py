@@ -6,6 +6,8 @@ import fcntl
 import multiprocessing
 import os
 
+import pytest
+
 import support
 
 
@@ -72,6 +74,66 @@ def test_a_shared_hold_inside_a_shared_hold_does_not_wait_for_a_waiting_writer(t
         assert process.exitcode == 0
     os.close(turnstile)
 
+
+def _hold_in_two_threads(paths, events, release):
+    """The first thread leaves while the second still holds: the lock must stay held."""
+    import threading
+    support.LOCK_PATH, support.TURNSTILE_PATH = paths
+    second_in, first_out = threading.Event(), threading.Event()
+
+    def first():
+        with support.host_lock(False):
+            events.put("first")
+            second_in.wait()
+        first_out.set()
+
+    def second():
+        with support.host_lock(False):
+            second_in.set()
+            first_out.wait()
+            events.put("first left")
+            release.wait()
+            events.put("second leaves")
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    threads[0].start()
+    threads[1].start()
+    for thread in threads:
+        thread.join()
+
+
+def test_a_lock_shared_by_threads_is_held_until_the_last_thread_leaves(tmp_path):
+    paths = (str(tmp_path / "lock"), str(tmp_path / "turnstile"))
+    context = multiprocessing.get_context("fork")
+    events = context.Queue()
+    threads_release, writer_release = context.Event(), context.Event()
+    threads = context.Process(target=_hold_in_two_threads, args=(paths, events, threads_release))
+    writer = context.Process(target=_hold, args=(paths, True, events, writer_release))
+    turnstile = os.open(paths[1], os.O_RDWR | os.O_CREAT)
+    try:
+        threads.start()
+        assert events.get(timeout=30) == "first"
+        assert events.get(timeout=30) == "first left"
+        writer.start()
+        assert support.wait_until(lambda: _held(turnstile), timeout=30), \
+            "the writer got the lock while a thread of the holding process still held it"
+        threads_release.set()
+        assert events.get(timeout=30) == "second leaves"
+        assert events.get(timeout=30) == "exclusive"
+    finally:
+        threads_release.set()
+        writer_release.set()
+        for process in (threads, writer):
+            if process.pid is not None:
+                process.join(timeout=30)
+        os.close(turnstile)
+    assert threads.exitcode == 0 and writer.exitcode == 0
+
+
+def test_an_exclusive_request_inside_a_hold_of_the_same_process_fails_at_once():
+    with support.host_lock(False), pytest.raises(RuntimeError, match="would wait for itself"):
+        with support.host_lock(True):
+            pass
 
 def _held(fd) -> bool:
     try:

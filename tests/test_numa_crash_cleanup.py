@@ -16,8 +16,10 @@ import yaml
 from support import LABKIT, REPO, diff_snapshots, host_snapshot, labkit
 
 CPUS = sorted(os.sched_getaffinity(0))
-BUILD_POINTS = ("discovered", "node-created", "scenarios", "node-b",
-                "admitted", "recorded", "container-started", "reconciled", "node-agent")
+# The build's own steps (labs/numa/lab.py up). The build also starts the node-agent Pod through
+# LiveNode._run_one, whose points (RUN_POINTS) are killed in `labkit numa run` below, each followed
+# by the same `cleanup --all`: killing them inside the build as well took the same cleanup path.
+BUILD_POINTS = ("discovered", "node-created", "scenarios", "node-b", "node-agent")
 RUN_POINTS = ("admitted", "recorded", "container-started", "reconciled")
 
 
