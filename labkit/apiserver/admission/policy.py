@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 
-from labkit.apiserver.admission import Attributes, cel
+from labkit.apiserver.admission import Attributes
 from labkit.apiserver.admission.webhook import (_equivalents, _converted, is_exempt, namespace_selector_matches,
                                                 object_selector_matches, rule_matches)
 from labkit.apiserver.errors import ApiError, go_quote, qualified
@@ -171,6 +171,7 @@ class ValidatingPolicies:
     @staticmethod
     def _evaluate(spec: dict, attrs: Attributes, rt, param, namespace, annotations: dict):
         """validator.Validate: (expression index, action, message, reason) of each decision."""
+        from labkit.apiserver.admission import cel      # celpy takes seconds to import: only when a policy runs
         fail = (spec.get("failurePolicy") or "Fail") == "Fail"
         error_action = "Deny" if fail else "Admit"
         act = cel.activation(attrs, rt, param, namespace)
