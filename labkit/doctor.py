@@ -255,15 +255,20 @@ def _nfacct_finding() -> Finding:
 
 def _python_finding() -> Finding:
     missing = []
-    for module in ("iptc", "pyroute2", "kubernetes", "yaml", "typer"):
+    for module in ("iptc", "pyroute2", "kubernetes", "yaml", "typer", "cryptography.x509"):
         try:
             __import__(module)
         except Exception as exc:  # iptc raises XTablesError/OSError when libxtables is missing
             missing.append(f"{module} ({type(exc).__name__}: {exc})")
+    # CEL (ValidatingAdmissionPolicy) takes seconds to import: found is enough here
+    import importlib.util
+    if importlib.util.find_spec("celpy") is None:
+        missing.append("celpy (cel-python is not installed)")
     if missing:
         return Finding("python-packages", FAIL, "cannot import " + "; ".join(missing),
                        "reinstall labkit with its dependencies: scripts/setup in a checkout, or pip install its wheel")
-    return Finding("python-packages", OK, "python-iptables, pyroute2, kubernetes, PyYAML, typer import")
+    return Finding("python-packages", OK, "python-iptables, pyroute2, kubernetes, PyYAML, typer, cryptography import; "
+                   "cel-python is installed")
 
 
 def failures(findings: list[Finding]) -> list[Finding]:
