@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from labkit import paths
+from labkit.errors import LabkitError
 from labkit.ledger import Ledger
 
 
@@ -54,8 +55,12 @@ class LabState:
         self.ledger = Ledger(self.dir / "ledger.jsonl")
 
     def ensure_dir(self) -> None:
-        self.dir.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
-        self.dir.mkdir(mode=0o700, exist_ok=True)
+        try:
+            self.dir.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+            self.dir.mkdir(mode=0o700, exist_ok=True)
+        except OSError as exc:
+            raise LabkitError(f"cannot make the lab's state directory {self.dir}: {exc.strerror} "
+                              "(LABKIT_STATE_DIR chooses where labkit keeps its state)") from None
 
     @contextmanager
     def locked(self):

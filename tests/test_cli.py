@@ -1,6 +1,7 @@
 """The command line: help everywhere, exit codes, clear one-line errors, doctor."""
 
 import json
+import os
 
 import pytest
 
@@ -93,3 +94,13 @@ def test_doctor_reports_every_prerequisite():
     assert "statistic" in findings["iptables-extensions"]["detail"]
     text = labkit("doctor").stdout
     assert "iptables-legacy" in text and "nf_tables" in text or "legacy backend works" in text
+
+
+def test_a_state_directory_that_cannot_be_made_is_one_line_and_exit_2(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    env = {**os.environ, "LABKIT_STATE_DIR": str(blocker / "state")}
+    result = labkit("run", "requests", env=env, check=2)
+    assert result.stderr.strip().splitlines() == [
+        f"labkit: cannot make the lab's state directory {blocker}/state/requests: Not a directory "
+        "(LABKIT_STATE_DIR chooses where labkit keeps its state)"]
