@@ -21,6 +21,9 @@ for selector-less Services' hand-made Endpoints.
 
 from __future__ import annotations
 
+import threading
+import time
+
 from labkit.apiserver.errors import ApiError
 from labkit.apiserver.selectors import LabelSelector
 from labkit.controllers.base import KeyedController
@@ -139,6 +142,12 @@ def endpoint_ports(service: dict, pod: dict) -> list[dict]:
 class EndpointSliceController(KeyedController):
     name = CONTROLLER
     user = "system:serviceaccount:kube-system:endpointslice-controller"
+    STALE_WAIT = 5.0      # how long a created slice may stay unseen before the cache is trusted anyway
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._created: dict[str, dict[str, float]] = {}     # service key -> {slice name: created at}
+        self._created_lock = threading.Lock()
 
     def make_informers(self):
         def pod_changed(*pods):
@@ -178,6 +187,21 @@ class EndpointSliceController(KeyedController):
         if not desired:
             desired[repr(None)] = (None, [])              # the placeholder slice
         existing = self._owned(namespace, name)
+        # slices this controller created that its informer has not seen yet: syncing on that cache
+        # would create them again (endpointslice_controller.go syncService: the endpointSliceTracker's
+        # StaleSlices check answers a stale-informer error, and the Service is queued again)
+        seen = {s["metadata"]["name"] for s in existing}
+        now = time.monotonic()
+        with self._created_lock:
+            waiting = {n: t for n, t in self._created.get(key, {}).items()
+                       if n not in seen and now - t < self.STALE_WAIT}
+            if waiting:
+                self._created[key] = waiting
+            else:
+                self._created.pop(key, None)
+        if waiting:
+            self.queue.add_after(key, 0.1)
+            return
         labels = {k: v for k, v in (service["metadata"].get("labels") or {}).items()
                   if k not in (LABEL_SERVICE_NAME, LABEL_MANAGED_BY, LABEL_HEADLESS)}
         labels.update({LABEL_SERVICE_NAME: name, LABEL_MANAGED_BY: MANAGED_BY})
@@ -217,10 +241,12 @@ class EndpointSliceController(KeyedController):
         obj = {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
                "metadata": {"generateName": f"{name}-", "labels": labels, "ownerReferences": [owner]}, **body}
         try:
-            self.client.create("discovery.k8s.io/v1", "endpointslices", obj, namespace)
+            made = self.client.create("discovery.k8s.io/v1", "endpointslices", obj, namespace)
         except ApiError as exc:
             if terminating_refusal(exc) or exc.code == 404:
                 return
             raise
+        with self._created_lock:
+            self._created.setdefault(f"{namespace}/{name}", {})[made["metadata"]["name"]] = time.monotonic()
         self.log.record(self.name, "create", None, f"service {namespace}/{name}: "
                         f"{len(body['endpoints'])} endpoint(s) to publish → create an EndpointSlice", level="debug")
