@@ -173,14 +173,21 @@ TEXTS: dict[str, dict[str, Run | list[Run] | Mention | Covered]] = {
         "kubectl create --raw": Mention(),
         "kubectl certificate approve": Mention(),
         "kubectl auth can-i": Mention(),
-        "kubectl config set-credentials --client-certificate": Mention(),
+        "kubectl config set-credentials": Mention(),
+        "kubectl config set users.NAME.client-certificate FILE": Mention(),
+        # Debian 12's kubectl 1.20 crashes in set-credentials: the reference solution writes the
+        # same fields with `config set`, as the hint shows for that kubectl
+        "kubectl config set-credentials alice --client-certificate=alice.crt --client-key=alice.key "
+        "--embed-certs --kubeconfig=FILE": Run(
+            "openssl req -x509 -newkey rsa:2048 -nodes -keyout alice.key -out alice.crt -subj /CN=alice -days 1 "
+            "2>/dev/null && kubectl config set-credentials alice --client-certificate=alice.crt "
+            "--client-key=alice.key --embed-certs --kubeconfig=alice.kubeconfig", output="set"),
         "kubectl run --dry-run=server": Mention(),
         # alice's certificate is made by the reference solution, as hint 2 shows
         **{shown: Covered("tests/test_requests_lab.py::test_each_check_fails_on_a_fresh_lab_and_passes_after_its_solution")
            for shown in ("kubectl certificate approve NAME",
                          "kubectl get csr NAME -o jsonpath='{.status.certificate}' | base64 -d > alice.crt",
-                         "kubectl config set-credentials alice --client-certificate=alice.crt --client-key=alice.key "
-                         "--embed-certs --kubeconfig=FILE")},
+                         "kubectl config set users.alice.client-certificate $PWD/alice.crt --kubeconfig=FILE")},
         REVIEW_WHOAMI: Run(changes="alice", output='"username":"labkit-admin"'),
         REQUEST_TOKEN: Run(changes="forbidden", output='"token":'),
         "kubectl create token reporter -n shop": Run(changes="forbidden"),
