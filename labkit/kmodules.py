@@ -119,6 +119,7 @@ def release(token: str, root: Path = Path("/"), rmmod=None, links_exist=_links_e
     rmmod = rmmod or _rmmod
     with _locked(root) as directory:
         _claim_path(directory, token).unlink(missing_ok=True)
+        _reap_dead_holds(directory)
         if any(directory.glob("claim-*")):
             return []
         baseline_path = directory / "baseline.json"
@@ -172,9 +173,28 @@ def remove_recorded(entry: dict) -> bool:
 
 @contextmanager
 def held_for(token: str, root: Path = Path("/")):
-    """A claim for a short piece of work outside any lab (doctor's probes)."""
+    """A claim for a short piece of work outside any lab (doctor's probes), for as long as this
+    process lives: a holder killed before it lets go does not keep the modules forever."""
+    token = f"{HELD_PREFIX}{token}"
     claim(token, root)
     try:
         yield
     finally:
         release(token, root)
+
+
+HELD_PREFIX = "held-"
+
+
+def _reap_dead_holds(directory: Path) -> None:
+    """Drop the held_for claims whose process is gone (a lab's claim outlives the process that
+    built the lab, and is given back by its cleanup, so only these are tied to a process).
+    `claim-doctor-PID` is the name such claims had before they were marked."""
+    for path in [*directory.glob(f"claim-{HELD_PREFIX}*"), *directory.glob("claim-doctor-*")]:
+        try:
+            pid = int(path.read_text())
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            path.unlink(missing_ok=True)
+        except (OSError, ValueError):
+            continue          # alive (or not ours to judge)

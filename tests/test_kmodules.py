@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 
+import os
+
 import pytest
 
 from labkit import kmodules
@@ -114,3 +116,20 @@ def test_a_lab_build_records_its_claim_first_and_cleanup_gives_it_back(tmp_path)
     assert state.ledger.cleanup() == []
     assert not (tmp_path / "run/labkit").exists()
     assert state.ledger.entries() == []
+
+
+def test_a_short_hold_whose_process_died_does_not_keep_the_modules(kernel):
+    """doctor's claim lives as long as its process: one killed mid-probe is dropped at the next release."""
+    import subprocess
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    kmodules.claim("lab-a", kernel.root)
+    kernel.load("xt_recent")
+    directory = kernel.root / "run/labkit/kmodules"
+    (directory / f"claim-{kmodules.HELD_PREFIX}doctor-{dead.pid}").write_text(str(dead.pid))
+    (directory / f"claim-{kmodules.HELD_PREFIX}doctor-{os.getpid()}").write_text(str(os.getpid()))    # alive
+    assert kmodules.release("lab-a", kernel.root, rmmod=kernel.rmmod, links_exist=no_links) == []
+    assert not (directory / f"claim-{kmodules.HELD_PREFIX}doctor-{dead.pid}").exists()
+    (directory / f"claim-{kmodules.HELD_PREFIX}doctor-{os.getpid()}").unlink()
+    kmodules.claim("lab-b", kernel.root)
+    assert kmodules.release("lab-b", kernel.root, rmmod=kernel.rmmod, links_exist=no_links) == ["xt_recent"]
