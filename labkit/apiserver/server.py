@@ -243,6 +243,18 @@ def read_server_info(state_dir: str | os.PathLike) -> ServerInfo | None:
     return ServerInfo(data["url"], data["port"], data["pid"], Path(data["kubeconfig"]), state_dir)
 
 
+def server_alive(state_dir: str | os.PathLike) -> bool:
+    """Whether the server of `state_dir` said where it listens and its process still lives."""
+    info = read_server_info(state_dir)
+    if info is None:
+        return False
+    try:
+        os.kill(info.pid, 0)
+    except OSError:
+        return False
+    return True
+
+
 def spawn(env, tag: str = "apiserver", port: int = 0, controllers=DEFAULT_CONTROLLERS,
           timeout: float = 30.0, emulated_version: str | None = None,
           audit_policy: str | os.PathLike | None = None) -> ServerInfo:

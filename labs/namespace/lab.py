@@ -40,14 +40,13 @@ namespace` deletes it again, releasing the lab's own example finalizers.
 """
 
 import json
-import os
 import sys
 import time
 from pathlib import Path
 
 from labkit import procs
 from labkit.apiserver.errors import ApiError
-from labkit.apiserver.server import read_server_info, spawn
+from labkit.apiserver.server import server_alive, spawn
 from labkit.apiserver.target import SERVER_TAG, Target, for_env
 from labkit.errors import LabkitError
 
@@ -349,14 +348,7 @@ def is_up(env):
             return client(env).request("GET", "/api")[0] == 200
         except (LabkitError, ApiError, OSError):
             return False
-    info = read_server_info(server_dir(env))
-    if info is None or not procs.find(procs.owner_token(env, BACKEND_TAG)):
-        return False
-    try:
-        os.kill(info.pid, 0)
-    except OSError:
-        return False
-    return True
+    return server_alive(server_dir(env)) and bool(procs.find(procs.owner_token(env, BACKEND_TAG)))
 
 
 def access(env):

@@ -35,7 +35,7 @@ import yaml
 from labkit import procs
 from labkit.apiserver.client import HttpClient
 from labkit.apiserver.errors import ApiError
-from labkit.apiserver.server import ADMIN_GROUP, ADMIN_USER, read_server_info, spawn
+from labkit.apiserver.server import ADMIN_GROUP, ADMIN_USER, read_server_info, server_alive, spawn
 from labkit.apiserver.target import SERVER_TAG, for_env
 from labkit.controllers.node import HOST_IP
 from labkit.errors import LabkitError
@@ -319,14 +319,7 @@ def _wait(predicate, what: str, timeout: float = 20.0) -> None:
 def is_up(env):
     if not (Path(env.dir) / AUDIT_FILE).exists():
         return False
-    info = read_server_info(server_dir(env))
-    if info is None or not procs.find(procs.owner_token(env, BACKEND_TAG)):
-        return False
-    try:
-        os.kill(info.pid, 0)
-    except OSError:
-        return False
-    return True
+    return server_alive(server_dir(env)) and bool(procs.find(procs.owner_token(env, BACKEND_TAG)))
 
 
 def access(env):
