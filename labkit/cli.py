@@ -134,6 +134,9 @@ def show(
     text = f"# {ex.title} ({ex.points} points)\n\n{ex.prompt}"
     if ex.answer:
         text += f"\n\n**Answer file** ({ex.answer}):\n\n    {answer_path(lab.id, ex.id)}\n"
+    if ex.solved:
+        text += "\n\n**Solved when** (what `labkit check` judges):\n\n" + "".join(f"- {line}\n" for line in ex.solved["holds"])
+        text += "\n**and these stay as they were:**\n\n" + "".join(f"- {line}\n" for line in ex.solved["unchanged"])
     _markdown(text)
 
 
@@ -205,10 +208,21 @@ def solve(lab_id: str = typer.Argument(..., metavar="LAB"), exercise: str = type
 @app.command()
 def reset(lab_id: str = typer.Argument(..., metavar="LAB"),
           exercise: Optional[str] = typer.Argument(None, metavar="[EXERCISE]",
-                                                   help="Only this exercise's part of the lab (id or number).")):
+                                                   help="Only this exercise's part of the lab (id or number)."),
+          yes: bool = typer.Option(False, "--yes", "-y", help="Revert your changes without asking.")):
     """Build the lab (or one exercise's part of it) fresh. Your answer files and the exercises
-    you passed are kept."""
+    you passed are kept. If the reset would revert work of yours, it lists it and asks first."""
     lab = get_lab(lab_id)
+    at_risk = runner.work_at_risk(lab, exercise)
+    if at_risk and not yes:
+        what = f"exercise {lab.exercise(exercise).id} of lab {lab.id}" if exercise else f"the whole lab {lab.id}"
+        listing = "".join(f"\n  - {item}" for item in at_risk)
+        if not sys.stdin.isatty():
+            fail(f"resetting {what} would revert:{listing}\nrun `labkit reset {lab_id}"
+                 f"{' ' + exercise if exercise else ''} --yes` to revert it")
+        typer.echo(f"Resetting {what} reverts:{listing}", err=True)
+        if not typer.confirm("Revert it?", default=False, err=True):
+            fail("nothing was reset")
     runner.reset(lab, say=_say, exercise_id=exercise)
 
 

@@ -45,6 +45,9 @@ class Exercise:
     check: str           # name of a function in the lab's checks.py
     params: dict[str, Any] = field(default_factory=dict)
     answer: str | None = None   # for answer exercises: what the answer file must hold
+    # what "solved" means as a whole, as the check judges it: `holds`, what must be true;
+    # `unchanged`, what the solution must leave as it was (scope, least privilege, the workload)
+    solved: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -188,7 +191,7 @@ def _parse_exercise(path, index: int, raw) -> Exercise:
     where = f"exercises[{index}]"
     if not isinstance(raw, dict):
         raise ConfigError(path, where, f"expected a mapping, got {_show(raw)}")
-    known = {"id", "title", "points", "prompt", "hints", "check", "params", "answer"}
+    known = {"id", "title", "points", "prompt", "hints", "check", "params", "answer", "solved"}
     unknown = sorted(set(raw) - known, key=str)
     if unknown:
         raise ConfigError(path, f"{where}.{unknown[0]}", f"unknown field (known: {', '.join(sorted(known))})")
@@ -216,7 +219,30 @@ def _parse_exercise(path, index: int, raw) -> Exercise:
     answer = raw.get("answer")
     if answer is not None:
         answer = _substitute(path, f"{where}.answer", _expect_str(path, f"{where}.answer", answer), params)
-    return Exercise(ex_id, title, points, prompt, hints, check, dict(params), answer)
+    solved = _parse_solved(path, f"{where}.solved", raw.get("solved"), params)
+    return Exercise(ex_id, title, points, prompt, hints, check, dict(params), answer, solved)
+
+
+SOLVED_PARTS = ("holds", "unchanged")
+
+
+def _parse_solved(path, where: str, raw, params: dict) -> dict[str, tuple[str, ...]]:
+    """`solved: {holds: [...], unchanged: [...]}`: each a list of sentences."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ConfigError(path, where, f"expected a mapping with {' and '.join(SOLVED_PARTS)}, got {_show(raw)}")
+    unknown = sorted(set(raw) - set(SOLVED_PARTS), key=str)
+    if unknown:
+        raise ConfigError(path, f"{where}.{unknown[0]}", f"unknown field (known: {', '.join(SOLVED_PARTS)})")
+    out = {}
+    for part in SOLVED_PARTS:
+        items = raw.get(part)
+        if not isinstance(items, list) or not items:
+            raise ConfigError(path, f"{where}.{part}", f"expected a non-empty list of sentences, got {_show(items)}")
+        out[part] = tuple(_substitute(path, f"{where}.{part}[{i}]", _expect_str(path, f"{where}.{part}[{i}]", item), params)
+                          for i, item in enumerate(items))
+    return out
 
 
 def load_lab(directory: Path) -> Lab:

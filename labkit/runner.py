@@ -154,6 +154,21 @@ def apply_mistake(lab: Lab, exercise_id: str, name: str) -> None:
         mistake.apply(env)
 
 
+def work_at_risk(lab: Lab, exercise_id: str | None = None) -> list[str]:
+    """What `reset` would revert of the student's work, one phrase each (`the Pod file
+    pods/reader.yaml you edited`), from the lab's hook `student_work(env, exercise_id)` in lab.py
+    (exercise_id None: the whole lab). Empty when the lab is not up, or nothing was changed (and
+    for a lab without the hook: every shipped lab has one, tests/test_lab_definitions.py)."""
+    state = LabState(lab.id)
+    env = LabEnv(lab, state)
+    if state.phase != "up":
+        return []
+    if exercise_id is not None:
+        exercise_id = lab.exercise(exercise_id).id
+    hook = getattr(lab.environment_module(), "student_work", None)
+    return list(hook(env, exercise_id)) if callable(hook) else []
+
+
 def reset(lab: Lab, say: Say = _quiet, exercise_id: str | None = None) -> LabEnv:
     """Rebuild the lab fresh; recorded passes and answer files stay.
 

@@ -45,6 +45,11 @@ def reset_exercise(env, exercise_id):
         f.write(exercise_id + "\\n")
     if exercise_id == "flag":
         (env.dir / "flag").unlink(missing_ok=True)
+
+
+def student_work(env, exercise_id):
+    flag = env.dir / "flag"
+    return [f"the flag you raised ({flag})"] if flag.exists() and exercise_id in (None, "flag") else []
 '''
 
 CHECKS_PY = '''
@@ -124,7 +129,10 @@ def test_one_exercise_afresh_through_the_hook_or_a_rebuild(labs):
     (state / "parts" / "flag").write_text("up")
     assert report("parts", code=1)["results"][1]["status"] == "pass"
     before = json.loads((state / "parts" / "ready.json").read_text())
-    out = labkit("reset", "parts", "2", check=0)        # by number, as `labkit show` lists them
+    refused = labkit("reset", "parts", "2", check=2)    # no terminal to ask on: it says what and how
+    assert "resetting exercise flag of lab parts would revert:\n  - the flag you raised" in refused.stderr
+    assert "`labkit reset parts 2 --yes`" in refused.stderr and (state / "parts" / "flag").exists()
+    out = labkit("reset", "parts", "2", "--yes", check=0)        # by number, as `labkit show` lists them
     assert "exercise flag of lab parts starts afresh; the others keep their state" in out.stderr
     assert (state / "parts" / "resets").read_text() == "flag\n"
     assert (state / "parts" / "builds").read_text() == "1"        # not rebuilt

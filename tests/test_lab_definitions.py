@@ -98,3 +98,102 @@ def test_every_shipped_lab_is_complete():
             lab.check_function(ex)
             assert ex.hints, f"{lab_id}/{ex.id} has no hints"
             assert lab.solution_path(ex).exists(), f"{lab_id}/{ex.id} has no reference solution"
+
+
+# SPEC_AWAITED: exercises of the shipped labs without `solved:` in lab.yaml yet. Every other
+# exercise must state what "solved" means (what holds, what stays as it was); an entry here whose
+# exercise has its statement now fails the test too (remove it).
+SPEC_AWAITED: set[tuple[str, str]] = {
+    # gc
+    ("gc", "owner-chain"),
+    ("gc", "background-delete"),
+    ("gc", "foreground-delete"),
+    ("gc", "orphan-adopt"),
+    ("gc", "unblocking-dependent"),
+    ("gc", "predict-dangling"),
+    ("gc", "stuck-finalizer"),
+    # kube-proxy
+    ("kube-proxy", "follow-the-chain"),
+    ("kube-proxy", "nodeport"),
+    ("kube-proxy", "session-affinity"),
+    ("kube-proxy", "traffic-policy"),
+    ("kube-proxy", "hairpin"),
+    ("kube-proxy", "debug-ruleset"),
+    ("kube-proxy", "clusterip-by-hand"),
+    # mount-propagation
+    ("mount-propagation", "predict-e2e-matrix"),
+    ("mount-propagation", "node-mounts-reach-reader"),
+    ("mount-propagation", "csi-plugin-publishes"),
+    ("mount-propagation", "private-host-path"),
+    ("mount-propagation", "leaked-mount"),
+    ("mount-propagation", "peer-groups"),
+    # namespace
+    ("namespace", "conditions"),
+    ("namespace", "terminating-create"),
+    ("namespace", "release-finalizer"),
+    ("namespace", "broken-apiservice"),
+    ("namespace", "force-finalize"),
+    ("namespace", "own-finalizer"),
+    ("namespace", "volume-in-use"),
+    # numa
+    ("numa", "qos"),
+    ("numa", "cpu-hints"),
+    ("numa", "merge"),
+    ("numa", "single-numa"),
+    ("numa", "static-cpus"),
+    ("numa", "memory"),
+    ("numa", "checkpoint"),
+    ("numa", "pin"),
+    # requests
+    ("requests", "alice"),
+    ("requests", "forbidden"),
+    ("requests", "mutating-webhook"),
+    ("requests", "image-tag-policy"),
+    ("requests", "outage"),
+    ("requests", "audit"),
+    # resources
+    ("resources", "qos"),
+    ("resources", "throttled"),
+    ("resources", "oom"),
+    ("resources", "noisy-neighbour"),
+    ("resources", "eviction-order"),
+    ("resources", "weight"),
+}
+
+
+def test_every_exercise_says_what_solved_means():
+    lacking = {(lab_id, ex.id) for lab_id, directory in discover().items() if directory.parent == BUILTIN_LABS
+               for ex in load_lab(directory).exercises if not ex.solved}
+    missing = sorted(lacking - SPEC_AWAITED)
+    assert not missing, f"exercises without `solved: {{holds: [...], unchanged: [...]}}` in lab.yaml: {missing}"
+    arrived = sorted(SPEC_AWAITED - lacking)
+    assert not arrived, f"SPEC_AWAITED names exercises that state it now (remove them): {arrived}"
+
+
+def test_solved_is_parsed_with_params_and_both_parts_are_required(tmp_path):
+    text = GOOD.replace("    check: check_one\n", "    check: check_one\n    solved:\n"
+                        "      holds: [\"{{service}} answers on every port it declares\"]\n"
+                        "      unchanged: [\"the other Services\"]\n")
+    ex = load_lab(write_lab(tmp_path, text)).exercises[0]
+    assert ex.solved == {"holds": ("web answers on every port it declares",), "unchanged": ("the other Services",)}
+    broken = text.replace("      unchanged: [\"the other Services\"]\n", "")
+    with pytest.raises(ConfigError, match=r"exercises\[0\]\.solved\.unchanged: expected a non-empty list"):
+        load_lab(write_lab(tmp_path / "b", broken))
+
+
+# RESET_HOOKS_AWAITED: shipped labs without lab.py's reset_exercise(env, exercise_id) (one
+# exercise's part afresh) or student_work(env, exercise_id) (what a reset would revert of the
+# student's work, so `labkit reset` can ask first). An entry whose lab has both fails the test too.
+RESET_HOOKS_AWAITED = {"gc", "kube-proxy", "mount-propagation", "namespace", "numa", "requests", "resources"}
+
+
+def test_every_lab_resets_one_exercise_and_says_what_a_reset_reverts():
+    lacking = set()
+    for lab_id, directory in discover().items():
+        if directory.parent != BUILTIN_LABS:
+            continue
+        module = load_lab(directory).environment_module()
+        if not all(callable(getattr(module, hook, None)) for hook in ("reset_exercise", "student_work")):
+            lacking.add(lab_id)
+    assert not sorted(lacking - RESET_HOOKS_AWAITED), f"labs without reset_exercise and student_work: {sorted(lacking - RESET_HOOKS_AWAITED)}"
+    assert not sorted(RESET_HOOKS_AWAITED - lacking), f"RESET_HOOKS_AWAITED names labs that have both now: {sorted(RESET_HOOKS_AWAITED - lacking)}"

@@ -34,9 +34,15 @@ def _get(ctx, path):
     return code, body
 
 
-def check_greeting(ctx):
+def observe_greeting(ctx):
+    """What host a gets for GET /<path>: (HTTP code, body)."""
+    return _get(ctx, ctx.params["path"])
+
+
+def judge_greeting(ctx, observation):
+    """Solved: GET /<path> from host a answers 200 with exactly <text> (a trailing newline aside)."""
     path, text = ctx.params["path"], ctx.params["text"]
-    code, body = _get(ctx, path)
+    code, body = observation
     if code == "200" and body.strip() == text:
         return ctx.passed(f"GET /{path} from host a answered {text!r}")
     if code == "000":
@@ -45,20 +51,35 @@ def check_greeting(ctx):
     return ctx.failed(f"GET /{path} from host a answered {seen}", expected=f"HTTP 200 {text!r}", observed=seen)
 
 
+def check_greeting(ctx):
+    return judge_greeting(ctx, observe_greeting(ctx))
+
+
 def _mounts_of(pid, target):
     """The filesystem types mounted on `target` in the mount namespace of `pid`."""
     lines = Path(f"/proc/{pid}/mountinfo").read_text().splitlines()
     return sorted(l.split(" - ")[1].split()[0] for l in lines if l.split()[4] == target)
 
 
-def check_container_mount(ctx):
+def observe_container_mount(ctx):
+    """(filesystem types on the directory in host c, the same on the host), once settled."""
     target = str(ctx.env.dir / ctx.params["dir"])
     host_c = ctx.lab.environment_module().hosts(ctx.env)["c"]
     probe = lambda: (_mounts_of(host_c.pid, target), _mounts_of("self", target))
     seen = settle(probe, timeout=1.5, stable_for=0.3, interval=0.1)
     if not seen.settled:
-        return ctx.error("the mount table kept changing; check again when you are done")
-    in_c, on_host = seen.value
+        raise CheckFailed("the mount table kept changing; check again when you are done")
+    return seen.value
+
+
+def check_container_mount(ctx):
+    return judge_container_mount(ctx, observe_container_mount(ctx))
+
+
+def judge_container_mount(ctx, observation):
+    """Solved: host c sees a tmpfs on the directory, the host does not."""
+    target = str(ctx.env.dir / ctx.params["dir"])
+    in_c, on_host = observation
     if "tmpfs" in in_c and "tmpfs" not in on_host:
         return ctx.passed(f"host c sees a tmpfs on {target}; the host does not")
     if "tmpfs" in on_host:

@@ -1,0 +1,222 @@
+"""Mechanically generated near-misses of every reference solution (labs/<lab>/mutants/<exercise>.py,
+run by labkit/mutants.py): each must fail its check with a message naming what is wrong, unless
+labkit's reconstruction proves it equivalent (then it must pass). A survivor fails its exercise's
+test here, as does a mutant the check fails without naming it, one proven equivalent that fails,
+and a live application whose verdict differs from the in-process one.
+
+Each lab is driven in its own labkit instance and process (`python test_mutants.py LAB` prints the
+reports as JSON), the labs at the same time. Most mutants are judged in-process against the
+check's own judge; a sample of each exercise's is also applied live (LABKIT_MUTANTS_LIVE=1: all of
+them). LABKIT_MUTANT_REPORT=FILE writes the per-lab counts there (scripts/mutants prints them).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from conftest import TEST_LABS, fresh_environment  # noqa: E402
+from labkit import mutants  # noqa: E402
+from labkit.labs import discover, load_lab  # noqa: E402
+from support import REPO, host_lock, labkit  # noqa: E402
+
+# MUTANTS_AWAITED: exercises of the built-in labs that have no mutants yet, with the reason. Every
+# other exercise must have labs/<lab>/mutants/<exercise>.py; an entry here whose exercise has its
+# mutants now fails the test too (remove it).
+MUTANTS_AWAITED: dict[tuple[str, str], str] = {
+    # gc
+    ("gc", "owner-chain"): "not generated yet",
+    ("gc", "background-delete"): "not generated yet",
+    ("gc", "foreground-delete"): "not generated yet",
+    ("gc", "orphan-adopt"): "not generated yet",
+    ("gc", "unblocking-dependent"): "not generated yet",
+    ("gc", "predict-dangling"): "not generated yet",
+    ("gc", "stuck-finalizer"): "not generated yet",
+    # kube-proxy
+    ("kube-proxy", "follow-the-chain"): "not generated yet",
+    ("kube-proxy", "nodeport"): "not generated yet",
+    ("kube-proxy", "session-affinity"): "not generated yet",
+    ("kube-proxy", "traffic-policy"): "not generated yet",
+    ("kube-proxy", "hairpin"): "not generated yet",
+    ("kube-proxy", "debug-ruleset"): "not generated yet",
+    ("kube-proxy", "clusterip-by-hand"): "not generated yet",
+    # mount-propagation
+    ("mount-propagation", "predict-e2e-matrix"): "not generated yet",
+    ("mount-propagation", "node-mounts-reach-reader"): "not generated yet",
+    ("mount-propagation", "csi-plugin-publishes"): "not generated yet",
+    ("mount-propagation", "private-host-path"): "not generated yet",
+    ("mount-propagation", "leaked-mount"): "not generated yet",
+    ("mount-propagation", "peer-groups"): "not generated yet",
+    # namespace
+    ("namespace", "conditions"): "not generated yet",
+    ("namespace", "terminating-create"): "not generated yet",
+    ("namespace", "release-finalizer"): "not generated yet",
+    ("namespace", "broken-apiservice"): "not generated yet",
+    ("namespace", "force-finalize"): "not generated yet",
+    ("namespace", "own-finalizer"): "not generated yet",
+    ("namespace", "volume-in-use"): "not generated yet",
+    # numa
+    ("numa", "qos"): "not generated yet",
+    ("numa", "cpu-hints"): "not generated yet",
+    ("numa", "merge"): "not generated yet",
+    ("numa", "single-numa"): "not generated yet",
+    ("numa", "static-cpus"): "not generated yet",
+    ("numa", "memory"): "not generated yet",
+    ("numa", "checkpoint"): "not generated yet",
+    ("numa", "pin"): "not generated yet",
+    # requests
+    ("requests", "alice"): "not generated yet",
+    ("requests", "forbidden"): "not generated yet",
+    ("requests", "mutating-webhook"): "not generated yet",
+    ("requests", "image-tag-policy"): "not generated yet",
+    ("requests", "outage"): "not generated yet",
+    ("requests", "audit"): "not generated yet",
+    # resources
+    ("resources", "qos"): "not generated yet",
+    ("resources", "throttled"): "not generated yet",
+    ("resources", "oom"): "not generated yet",
+    ("resources", "noisy-neighbour"): "not generated yet",
+    ("resources", "eviction-order"): "not generated yet",
+    ("resources", "weight"): "not generated yet",
+}
+
+
+@functools.cache
+def _labs() -> dict:
+    os.environ.setdefault("LABKIT_LABS_PATH", str(TEST_LABS))
+    return {lab_id: load_lab(directory) for lab_id, directory in discover().items()}
+
+
+def _cases():
+    return [pytest.param(lab_id, ex.id, id=f"{lab_id}/{ex.id}")
+            for lab_id, lab in _labs().items() for ex in lab.exercises if mutants.module_of(lab, ex) is not None]
+
+
+def drive(lab_id: str) -> list[dict]:
+    lab = _labs()[lab_id]
+    reports = []
+    for exercise in lab.exercises:
+        if mutants.module_of(lab, exercise) is None:
+            continue
+        try:
+            reports.append(mutants.run_exercise(lab, exercise.id).to_dict())
+        except Exception as exc:
+            import traceback
+            reports.append({"lab": lab_id, "exercise": exercise.id, "verdicts": [],
+                            "problem": f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"})
+    return reports
+
+
+@pytest.fixture(scope="module")
+def reports(request, tmp_path_factory):
+    wanted = sorted({item.callspec.params["lab_id"] for item in request.session.items
+                     if item.module is request.module and hasattr(item, "callspec")
+                     and "lab_id" in item.callspec.params})
+    bases = {lab_id: tmp_path_factory.mktemp(f"mutants-{lab_id}") for lab_id in wanted}
+
+    def run(lab_id):
+        env = {**os.environ, **fresh_environment(bases[lab_id])}
+        try:
+            with host_lock(False):
+                labkit("run", lab_id, env=env, check=0, timeout=300)
+                out = subprocess.run([sys.executable, __file__, lab_id], env=env, cwd=REPO, capture_output=True,
+                                     text=True, timeout=1500)
+            if out.returncode != 0:
+                raise AssertionError(f"driving the mutants of {lab_id} failed:\n{out.stderr[-3000:]}")
+            return json.loads(out.stdout)
+        finally:
+            with host_lock(False):
+                labkit("cleanup", lab_id, env=env, check=0)
+
+    with ThreadPoolExecutor(max_workers=max(1, len(wanted))) as pool:
+        found = dict(zip(wanted, pool.map(run, wanted)))
+    out = {(r["lab"], r["exercise"]): r for records in found.values() for r in records}
+    target = os.environ.get("LABKIT_MUTANT_REPORT")
+    if target:
+        Path(target).write_text(json.dumps(list(out.values()), indent=1))
+    return out
+
+
+def test_every_exercise_has_mutants():
+    lacking = [(lab_id, ex.id) for lab_id, lab in _labs().items() if lab.directory.parent in (REPO / "labs", TEST_LABS)
+               for ex in lab.exercises if mutants.module_of(lab, ex) is None]
+    missing = [f"  {lab}/{ex}" for lab, ex in lacking if (lab, ex) not in MUTANTS_AWAITED]
+    assert not missing, "exercises without mutants (labs/<lab>/mutants/<exercise>.py):\n" + "\n".join(missing)
+    arrived = [f"{lab}/{ex}" for lab, ex in sorted(MUTANTS_AWAITED) if (lab, ex) not in lacking]
+    assert not arrived, f"MUTANTS_AWAITED names exercises that have their mutants now (remove them): {arrived}"
+
+
+@pytest.mark.parametrize("lab_id,exercise", _cases())
+def test_every_mutant_is_killed_or_proven_equivalent(reports, lab_id, exercise):
+    report = reports[(lab_id, exercise)]
+    assert not report["problem"], f"{lab_id}/{exercise}: {report['problem']}"
+    assert report["verdicts"], f"{lab_id}/{exercise}: no mutants were generated"
+    bad = [v for v in report["verdicts"] if v["outcome"] not in (mutants.KILLED, mutants.EQUIVALENT)]
+    lines = [f"  {v['outcome']}: {v['mutant']} ({v['change']}): {v['status']}: {v['message'][:300]}" for v in bad]
+    assert not bad, f"{lab_id}/{exercise}: {len(bad)} of {len(report['verdicts'])} mutants not killed:\n" + "\n".join(lines)
+
+
+@pytest.mark.parametrize("lab_id,exercise", _cases())
+def test_mutants_applied_live_get_the_same_verdict(reports, lab_id, exercise):
+    report = reports[(lab_id, exercise)]
+    assert not report["problem"], f"{lab_id}/{exercise}: {report['problem']}"
+    by_observation = [v for v in report["verdicts"] if v["judged_by"] == "observation"]
+    live = [v for v in by_observation if v["live"]]
+    assert live or not by_observation, f"{lab_id}/{exercise}: no mutant judged by observation was applied live"
+    differ = [f"  {v['mutant']}: in-process {v['outcome']} ({v['message'][:200]}); live {v['live']['outcome']} "
+              f"({v['live']['message'][:200]})" for v in live if v["live"]["outcome"] != v["outcome"]]
+    assert not differ, f"{lab_id}/{exercise}: judged in-process and live differently:\n" + "\n".join(differ)
+
+
+# -- the generators and the verdicts, on their own --------------------------------------------------
+
+def test_tree_edits_drop_change_and_reorder_one_thing_at_a_time():
+    value = {"a": {"b": 1, "c": [True, "x"]}}
+    edits = list(mutants.tree_edits(value, alternatives={"a.c[1]": ["y"]}))
+    described = {(e.op, e.path, str(e.after)) for e in edits}
+    assert ("drop", "a.b", "None") in described and ("set", "a.b", "2") in described
+    assert ("set", "a.c[0]", "False") in described and ("set", "a.c[1]", "y") in described
+    assert ("swap", "a.c", "['x', True]") in described and ("drop-item", "a.c[1]", "None") in described
+    for edit in edits:      # each a changed copy; the original stays as it was
+        assert edit.value != value
+    assert value == {"a": {"b": 1, "c": [True, "x"]}}
+    assert not [e for e in mutants.tree_edits(value, skip=lambda p: p.startswith("a.c")) if e.path.startswith("a.c")]
+
+
+def test_iptables_edits_treat_a_match_module_with_its_options_as_one_option():
+    rule = ["-A", "KUBE-SERVICES", "-d", "10.96.0.30/32", "-p", "tcp", "-m", "comment", "--comment", "x y",
+            "-m", "tcp", "--dport", "80", "-j", "KUBE-SVC-X"]
+    assert [o for _s, _e, o in mutants.option_spans(rule)] == ["-d", "-p", "-m comment", "-m tcp", "-j"]
+    edits = list(mutants.iptables_edits([rule], values={"--dport": ["8080"], "-j": ["KUBE-SVC-Y"]}))
+    kinds = {(e.op, e.option) for e in edits}
+    assert ("drop-rule", None) in kinds and ("drop-option", "-m tcp") in kinds and ("negate", "-d") in kinds
+    dropped_port = next(e for e in edits if e.op == "drop-option" and e.option == "-m tcp")
+    assert dropped_port.rules == [rule[:10] + rule[14:]]
+    assert any(e.op == "set" and e.rules[0][-1] == "KUBE-SVC-Y" for e in edits)
+    negated = next(e for e in edits if e.op == "negate" and e.option == "-d")
+    assert negated.rules[0][2:5] == ["!", "-d", "10.96.0.30/32"]
+
+
+def test_a_mutant_that_passes_is_a_survivor_unless_proven_equivalent():
+    from labkit.exercises import CheckResult
+    passed = CheckResult("x", "X", "pass", 1, 1, "fine")
+    failed = CheckResult("x", "X", "fail", 0, 1, "the port is wrong")
+    plain = mutants.Mutant("m", "changed", names=("port",))
+    proven = mutants.Mutant("e", "same", equivalent="same packets")
+    assert mutants.outcome_of(plain, passed) == mutants.SURVIVED
+    assert mutants.outcome_of(plain, failed) == mutants.KILLED
+    assert mutants.outcome_of(mutants.Mutant("m", "c", names=("address",)), failed) == mutants.UNNAMED
+    assert mutants.outcome_of(proven, passed) == mutants.EQUIVALENT
+    assert mutants.outcome_of(proven, failed) == mutants.FALSE_FAIL
+
+
+if __name__ == "__main__":
+    sys.stdout.write(json.dumps(drive(sys.argv[1])))
