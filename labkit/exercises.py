@@ -35,6 +35,7 @@ from labkit import paths
 PASS, FAIL, ERROR = "pass", "fail", "error"
 ANSWER, LIVE = "your answer", "the live lab"        # where a check observed what it reports
 REVEAL_ENV = "LABKIT_REVEAL_ANSWERS"
+GRID_NAME_AFTER = 3     # different wrong answers to a prediction grid before feedback names a cell
 
 
 @dataclass
@@ -220,6 +221,25 @@ class CheckContext:
             raise CheckFailed(f"{key} in your answer should be {' or '.join(_yaml_type(k) for k in kinds)}, "
                               f"not {_yaml_type(value)}\n  {self.answer_path}{must}")
         return value
+
+    def grid_feedback(self, wrong: list[str], total: int, what: str = "entries") -> str:
+        """Feedback on a prediction of a few true/false (or few-valued) cells that does not let
+        flipping cells stand in for observing: it counts the wrong cells, and names one of them
+        (the first of `wrong`) only once the student has checked GRID_NAME_AFTER different wrong
+        answers. `wrong` names the wrong cells in a fixed order (`shop-local / node2 / answers`)."""
+        import hashlib
+        try:
+            text = self.answer_path.read_bytes()
+        except OSError:
+            text = b""
+        tries = self.env.state.answer_tries(self.exercise.id, hashlib.sha256(text).hexdigest()[:16])
+        message = f"{len(wrong)} of the {total} {what} of your prediction {'is' if len(wrong) == 1 else 'are'} wrong"
+        if tries >= GRID_NAME_AFTER and wrong:
+            message += f"; one of them: {wrong[0]}"
+        else:
+            message += (f" (after {GRID_NAME_AFTER} different wrong answers labkit names one): observe each "
+                        "case in the live lab before you change it")
+        return message
 
     def passed(self, message: str, **details) -> CheckResult:
         return self._result(PASS, self.exercise.points, message, details=details)

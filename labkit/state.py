@@ -119,10 +119,14 @@ class LabState:
         write_json_atomic(self.dir / "credit.json", credit)
 
     def clear_progress(self, exercise_id: str | None = None) -> None:
-        """Forget the latest results (of one exercise); recorded passes stay."""
+        """Forget the latest results (of one exercise) and its wrong answers; recorded passes stay."""
         if exercise_id is None:
             (self.dir / "progress.json").unlink(missing_ok=True)
+            (self.dir / "tries.json").unlink(missing_ok=True)
             return
+        tries = _read_json(self.dir / "tries.json", {})
+        if tries.pop(exercise_id, None) is not None:
+            write_json_atomic(self.dir / "tries.json", tries)
         progress = self.progress
         if progress.pop(exercise_id, None) is not None:
             write_json_atomic(self.dir / "progress.json", progress)
@@ -139,6 +143,17 @@ class LabState:
         for ex in ["*"] if exercise_ids is None else exercise_ids:
             data[ex] = round(time.time(), 6)
         write_json_atomic(self.dir / "ready.json", data)
+
+    def answer_tries(self, exercise_id: str, answer_digest: str) -> int:
+        """Record that an answer (by its digest) was checked and found wrong; how many different
+        wrong answers of the exercise were checked since its part was last built."""
+        data = _read_json(self.dir / "tries.json", {})
+        seen = data.get(exercise_id) or []
+        if answer_digest not in seen:
+            seen.append(answer_digest)
+            data[exercise_id] = seen
+            write_json_atomic(self.dir / "tries.json", data)
+        return len(seen)
 
     def hints_shown(self, exercise_id: str) -> int:
         return int(_read_json(self.dir / "hints.json", {}).get(exercise_id, 0))

@@ -182,3 +182,25 @@ def test_reveal_answers_must_be_true_or_false(tmp_path, monkeypatch):
     monkeypatch.setenv("LABKIT_LABS_PATH", str(root))
     assert textwrap.dedent(labkit("show", "odd", check=2).stderr).strip().endswith(
         "lab.yaml: reveal_answers: expected true or false, got str 'later'")
+
+
+def test_a_prediction_grid_is_counted_and_a_cell_named_only_after_several_different_wrong_answers(labs):
+    from labkit.exercises import GRID_NAME_AFTER, CheckContext
+    from labkit.labs import get_lab
+    from labkit.state import LabEnv, LabState
+
+    state_dir, answers = labs
+    labkit("run", "parts", check=0)
+    lab = get_lab("parts")
+    ctx = CheckContext(LabEnv(lab, LabState("parts")), lab.exercise("answer"))
+    wrong = ["web / node2 / answers", "web / node1 / client address"]
+    messages = []
+    for value in range(GRID_NAME_AFTER):
+        answer(answers, "parts", value)
+        messages.append(ctx.grid_feedback(wrong, 8, "cells"))
+        messages.append(ctx.grid_feedback(wrong, 8, "cells"))      # the same answer again counts once
+    assert messages[0].startswith("2 of the 8 cells of your prediction are wrong (after 3 different wrong answers")
+    assert not any("web /" in m for m in messages[:-2])
+    assert messages[-1] == "2 of the 8 cells of your prediction are wrong; one of them: web / node2 / answers"
+    labkit("reset", "parts", "answer", check=0)         # its part afresh: the count starts again
+    assert "one of them" not in ctx.grid_feedback(wrong, 8, "cells")
