@@ -8,6 +8,8 @@ mechanism package; they are registered at the bottom of this file.
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Optional
@@ -22,7 +24,7 @@ from labkit.labs import get_lab
 app = typer.Typer(
     help="Kubernetes-internals labs on real Linux parts. Start with `labkit list` and `labkit run LAB`.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     context_settings={"help_option_names": ["-h", "--help"]},
     pretty_exceptions_enable=False,
 )
@@ -47,6 +49,37 @@ def _markdown(text: str) -> None:
     else:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         sys.stdout.flush()
+
+
+# -- completion: labs, exercises and hosts from what is on this machine --------------------------
+
+
+def complete_lab(incomplete: str) -> list[str]:
+    from labkit.labs import discover
+    try:
+        return [lab_id for lab_id in discover() if lab_id.startswith(incomplete)]
+    except Exception:       # completion never prints a traceback into the shell
+        return []
+
+
+def complete_exercise(ctx: typer.Context, incomplete: str) -> list[tuple[str, str]]:
+    try:
+        lab = get_lab(ctx.params.get("lab_id") or "")
+    except Exception:
+        return []
+    return [(ex.id, ex.title) for ex in lab.exercises if ex.id.startswith(incomplete)]
+
+
+def complete_host(ctx: typer.Context, incomplete: str) -> list[str]:
+    """The hosts of a running lab (needs root to read its state: else none)."""
+    from labkit.state import LabEnv, LabState
+    try:
+        lab = get_lab(ctx.params.get("lab_id") or "")
+        hosts = getattr(lab.environment_module(), "hosts", None)
+        names = list(hosts(LabEnv(lab, LabState(lab.id)))) if callable(hosts) else []
+    except Exception:
+        return []
+    return [name for name in names if name.startswith(incomplete)]
 
 
 def version_callback(value: bool):
@@ -95,7 +128,7 @@ def _print_exercises(lab) -> None:
 
 
 @app.command()
-def run(lab_id: str = typer.Argument(..., metavar="LAB", help="Lab to start, e.g. kube-proxy."),
+def run(lab_id: str = typer.Argument(..., metavar="LAB", help="Lab to start, e.g. kube-proxy.", autocompletion=complete_lab),
         kubeconfig: Optional[Path] = typer.Option(None, "--kubeconfig", help="Labs on a Kubernetes API (gc): use "
                                                   "this real cluster instead of labkit's embedded API server."),
         context: Optional[str] = typer.Option(None, "--context", help="With --kubeconfig: the context (default: current).")):
@@ -118,8 +151,8 @@ def run(lab_id: str = typer.Argument(..., metavar="LAB", help="Lab to start, e.g
 
 @app.command()
 def show(
-    lab_id: str = typer.Argument(..., metavar="LAB"),
-    exercise: Optional[str] = typer.Argument(None, metavar="EXERCISE",
+    lab_id: str = typer.Argument(..., metavar="LAB", autocompletion=complete_lab),
+    exercise: Optional[str] = typer.Argument(None, metavar="EXERCISE", autocompletion=complete_exercise,
                                              help="Exercise id or number (as listed); all when omitted."),
 ):
     """Print the instructions of a lab, or the prompt of one exercise."""
@@ -142,8 +175,9 @@ def show(
 
 @app.command()
 def check(
-    lab_id: str = typer.Argument(..., metavar="LAB"),
-    exercise: Optional[str] = typer.Argument(None, metavar="EXERCISE", help="Check only this exercise."),
+    lab_id: str = typer.Argument(..., metavar="LAB", autocompletion=complete_lab),
+    exercise: Optional[str] = typer.Argument(None, metavar="EXERCISE", help="Check only this exercise.",
+                                             autocompletion=complete_exercise),
     fmt: str = typer.Option("table", "--format", "-f", help="table | json | junit | gradescope"),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to this file instead of stdout."),
     reveal: bool = typer.Option(False, "--reveal-answers",
@@ -178,7 +212,7 @@ def check(
 
 
 @app.command()
-def hint(lab_id: str = typer.Argument(..., metavar="LAB"), exercise: str = typer.Argument(..., metavar="EXERCISE")):
+def hint(lab_id: str = typer.Argument(..., metavar="LAB", autocompletion=complete_lab), exercise: str = typer.Argument(..., metavar="EXERCISE", autocompletion=complete_exercise)):
     """Show the next hint for an exercise (labkit remembers which you have seen)."""
     lab = get_lab(lab_id)
     number, total, text = runner.next_hint(lab, exercise)
@@ -191,7 +225,7 @@ def hint(lab_id: str = typer.Argument(..., metavar="LAB"), exercise: str = typer
 
 
 @app.command()
-def solve(lab_id: str = typer.Argument(..., metavar="LAB"), exercise: str = typer.Argument(..., metavar="EXERCISE"),
+def solve(lab_id: str = typer.Argument(..., metavar="LAB", autocompletion=complete_lab), exercise: str = typer.Argument(..., metavar="EXERCISE", autocompletion=complete_exercise),
           mistake: Optional[str] = typer.Option(
               None, "--mistake", metavar="NAME",
               help="Apply one of the exercise's common wrong solutions instead (see what its check says about it).")):
@@ -206,8 +240,8 @@ def solve(lab_id: str = typer.Argument(..., metavar="LAB"), exercise: str = type
 
 
 @app.command()
-def reset(lab_id: str = typer.Argument(..., metavar="LAB"),
-          exercise: Optional[str] = typer.Argument(None, metavar="[EXERCISE]",
+def reset(lab_id: str = typer.Argument(..., metavar="LAB", autocompletion=complete_lab),
+          exercise: Optional[str] = typer.Argument(None, metavar="[EXERCISE]", autocompletion=complete_exercise,
                                                    help="Only this exercise's part of the lab (id or number)."),
           yes: bool = typer.Option(False, "--yes", "-y", help="Revert your changes without asking.")):
     """Build the lab (or one exercise's part of it) fresh. Your answer files and the exercises
@@ -228,7 +262,7 @@ def reset(lab_id: str = typer.Argument(..., metavar="LAB"),
 
 @app.command()
 def cleanup(
-    lab_id: Optional[str] = typer.Argument(None, metavar="[LAB]"),
+    lab_id: Optional[str] = typer.Argument(None, metavar="[LAB]", autocompletion=complete_lab),
     all_labs: bool = typer.Option(False, "--all", help="Clean up every lab that has state on this machine."),
 ):
     """Remove everything labkit created for a lab (or all labs), also after a crash."""
@@ -251,7 +285,7 @@ def doctor(as_json: bool = typer.Option(False, "--json", help="Machine-readable 
     if as_json:
         sys.stdout.write(jsonlib.dumps([f.__dict__ for f in findings], indent=2) + "\n")
     else:
-        mark = {"ok": "[green]ok[/]  ", "warn": "[yellow]warn[/]", "fail": "[red]FAIL[/]"}
+        mark = {"ok": "[green]ok[/]  ", "warn": "[yellow]warn[/]", "fail": "[red]FAIL[/]", "skipped": "[dim]--[/]  "}
         from rich.markup import escape
         for f in findings:
             out.print(f"{mark[f.status]} {f.name}: {escape(f.detail)}")
@@ -263,8 +297,9 @@ def doctor(as_json: bool = typer.Option(False, "--json", help="Machine-readable 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def shell(
     ctx: typer.Context,
-    lab_id: str = typer.Argument(..., metavar="LAB"),
-    host: str = typer.Argument(..., metavar="HOST", help="A host of the lab (see `labkit run LAB`)."),
+    lab_id: str = typer.Argument(..., metavar="LAB", autocompletion=complete_lab),
+    host: str = typer.Argument(..., metavar="HOST", help="A host of the lab (see `labkit run LAB`).",
+                          autocompletion=complete_host),
 ):
     """Open a shell inside a lab host; `labkit shell LAB HOST -- CMD...` runs one command."""
     from labkit import shell as lab_shell
@@ -303,9 +338,42 @@ app.add_typer(requests_cli.app, name="requests")
 app.add_typer(classroom_cli.app, name="class")
 
 
+# Commands that need no root: they print, read only files given to them, or (class) work over SSH
+ROOT_FREE = {"show", "doctor", "class"}
+SUDO_ENV = "LABKIT_NO_SUDO"     # 1: never re-run through sudo (say that root is needed instead)
+
+
+def needs_root(argv: list[str]) -> bool:
+    """Whether this command line touches the labs (their state lives with root)."""
+    words = [a for a in argv if not a.startswith("-")]
+    if not words or any(a in ("-h", "--help", "--version") for a in argv):
+        return False
+    return words[0] not in ROOT_FREE
+
+
+def become_root(argv: list[str]) -> None:
+    """Run this command again through sudo when it needs root and labkit is not root: sudo asks for
+    the password on a terminal. Without sudo, or where sudo cannot ask, one line says what to do.
+    LABKIT_* variables go along (`--preserve-env`)."""
+    if os.geteuid() == 0 or not needs_root(argv) or os.environ.get("_LABKIT_COMPLETE"):
+        return
+    command = "labkit " + next(a for a in argv if not a.startswith("-"))
+    sudo = shutil.which("sudo")
+    if os.environ.get(SUDO_ENV, "").strip() in ("1", "true", "yes") or sudo is None:
+        raise LabkitError(f"`{command}` needs root: run it as root or with sudo")
+    if not sys.stdin.isatty() and subprocess.run([sudo, "-n", "true"], capture_output=True).returncode != 0:
+        raise LabkitError(f"`{command}` needs root: run it with sudo (sudo cannot ask for a password here, "
+                          "without a terminal)")
+    keep = sorted(k for k in os.environ if k.startswith("LABKIT_") or k == "KUBECONFIG")
+    preserve = [f"--preserve-env={','.join(keep)}"] if keep else []
+    sys.stdout.flush()
+    os.execv(sudo, [sudo, *preserve, sys.executable, "-m", "labkit", *argv])
+
+
 def main():
     try:
-        app()
+        become_root(sys.argv[1:])
+        app(prog_name="labkit")        # also as `python -m labkit`: help and completion say labkit
     except LabkitError as exc:
         sys.stderr.write(f"labkit: {exc}\n")
         sys.exit(exc.exit_code)

@@ -44,6 +44,9 @@ def _read_json(path: Path, default):
         return json.loads(path.read_text())
     except FileNotFoundError:
         return default
+    except PermissionError:     # not damaged, only not ours to read: saying "not started" would be false
+        raise LabkitError(f"cannot read labkit's state {path}: permission denied "
+                          "(labkit keeps it as root: run labkit with sudo)") from None
     except (ValueError, OSError):
         return default   # a damaged state file is treated as absent, never as a crash
 

@@ -2,10 +2,12 @@
 
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
-from support import labkit
+from support import REPO, labkit
 
 COMMANDS = ["list", "run", "show", "check", "hint", "solve", "reset", "cleanup", "doctor", "shell"]
 
@@ -104,3 +106,24 @@ def test_a_state_directory_that_cannot_be_made_is_one_line_and_exit_2(tmp_path):
     assert result.stderr.strip().splitlines() == [
         f"labkit: cannot make the lab's state directory {blocker}/state/requests: Not a directory "
         "(LABKIT_STATE_DIR chooses where labkit keeps its state)"]
+
+
+def _complete(words: str, shell: str = "bash") -> list[str]:
+    """What the shell's completion function gets for the command line `words` (the cursor at its end)."""
+    parts = words.split(" ")
+    env = {**os.environ, "_LABKIT_COMPLETE": f"complete_{shell}", "COMP_WORDS": words, "COMP_CWORD": str(len(parts) - 1),
+           "_TYPER_COMPLETE_ARGS": words}
+    out = subprocess.run([sys.executable, "-m", "labkit"], env=env, capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.split()
+
+
+def test_completion_offers_commands_labs_and_exercises():
+    assert "check" in _complete("labkit ch")
+    assert _complete("labkit check mount-propagation node") == ["node-mounts-reach-reader"]
+    assert _complete("labkit hint demo ") == ["find-address", "serve-greeting", "container-mount"]
+    assert _complete("labkit cleanup kube") == ["kube-proxy"]
+    assert _complete("labkit shell demo ") == ["a", "b", "c"]
+    script = subprocess.run([sys.executable, "-m", "labkit", "--show-completion", "bash"], capture_output=True,
+                            text=True, cwd=REPO).stdout
+    assert "_LABKIT_COMPLETE=complete_bash" in script and "complete -o default -F _labkit_completion labkit" in script
