@@ -139,7 +139,11 @@ def run(lab_id: str = typer.Argument(..., metavar="LAB", help="Lab to start, e.g
     if kubeconfig and not kubeconfig.is_file():
         fail(f"--kubeconfig: {kubeconfig}: no such file")
     options = {"kubeconfig": str(kubeconfig.resolve()), "context": context} if kubeconfig else None
-    env, built = runner.run(lab, say=_say, options=options)
+    from labkit import progress
+    with progress.shown(err, f"building lab {lab.id}") as shown:
+        env, built = runner.run(lab, say=_say, options=options)
+        if built:
+            shown["summary"] = f"lab {lab.id} is up: built in {{seconds:.1f}} s ({{steps}} steps)"
     if not built:
         _say(f"lab {lab.id} is already running")
     _markdown(lab.instructions)
@@ -257,7 +261,10 @@ def reset(lab_id: str = typer.Argument(..., metavar="LAB", autocompletion=comple
         typer.echo(f"Resetting {what} reverts:{listing}", err=True)
         if not typer.confirm("Revert it?", default=False, err=True):
             fail("nothing was reset")
-    runner.reset(lab, say=_say, exercise_id=exercise)
+    from labkit import progress
+    with progress.shown(err, f"resetting lab {lab.id}") as shown:
+        runner.reset(lab, say=_say, exercise_id=exercise)
+        shown["summary"] = "done in {seconds:.1f} s"
 
 
 @app.command()

@@ -26,6 +26,7 @@ import os
 import time
 from pathlib import Path
 
+from labkit import progress
 from labkit.crashpoints import crash_point
 from labkit.errors import LabkitError
 
@@ -74,6 +75,7 @@ class Ledger:
         global _records_made
         _records_made += 1
         crash_point(f"ledger:{_records_made}")
+        progress.step(progress.describe_record(entry))
         return entry
 
     def entries(self) -> list[dict]:

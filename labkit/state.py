@@ -23,7 +23,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from labkit import paths
+from labkit import paths, progress
 from labkit.errors import LabkitError
 from labkit.ledger import Ledger
 
@@ -183,6 +183,7 @@ class LabEnv:
         return f"{self.prefix}-{self.lab.id}-{host}"
 
     def log(self, message: str) -> None:
+        progress.step(message)
         self.dir.mkdir(parents=True, exist_ok=True)
         with open(self.dir / "lab.log", "a") as f:
             f.write(f"{time.strftime('%H:%M:%S')} {message}\n")
