@@ -16,12 +16,73 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from typer.core import TyperCommand, TyperGroup
 
-from labkit import __version__, grading, runner
+from labkit import __version__
 from labkit.errors import LabkitError
-from labkit.labs import get_lab
+
+# -- lab families: their commands are imported when used, so `labkit --help` and completion start fast
+# name: (module, attribute: a typer app or one command function, the short help `labkit --help` lists;
+# tests/test_cli.py holds it to the family's own)
+FAMILIES = {
+    "kube-proxy": ("labkit.kubeproxy.cli", "app", "kube-proxy's iptables mode: render the rules a node gets, and more."),
+    "trace": ("labkit.netfilter.cli", "trace", "Follow a packet through a node's iptables rules (nat, filter) as the kernel would."),
+    "gc": ("labkit.gc.cli", "app", "Garbage collection: play scenarios (`run`), follow the GC's decisions (`log`), "
+                                   "draw the owner graph (`graph`)."),
+    "ns": ("labkit.namespaces.cli", "app", "Namespaces: why one is still Terminating (`explain`), the namespace "
+                                           "controller's decisions (`log`), what changed between releases (`versions`)."),
+    "apiserver": ("labkit.apiserver.cli", "apiserver", "Run labkit's embedded Kubernetes API server (with its controllers) until Ctrl-C."),
+    "mounts": ("labkit.mounts.cli", "app", "Mount propagation: Pods on the lab's node (apply, get, exec, delete), "
+                                           "scenarios on a fresh node (play), and who sees which mount (matrix, graph)."),
+    "numa": ("labkit.numa.cli", "app", "kubelet's Topology, CPU and Memory Managers, reconstructed."),
+    "resources": ("labkit.resources.cli", "app", "Pod resources as cgroups: QoS, CPU shares/weight and quota, "
+                                                 "memory limits, OOM, eviction."),
+    "requests": ("labkit.requests.cli", "app", "The API server's request pipeline: `explain` a request stage by "
+                                               "stage; serve an admission `webhook` you wrote."),
+    "class": ("labkit.classroom.cli", "app", "Grade a whole class: every student machine's checks, run over SSH."),
+}
+
+
+def load_family(name: str):
+    """The click command of a family (imports its module)."""
+    import importlib
+
+    import typer.main
+
+    module, attribute, _help = FAMILIES[name]
+    found = getattr(importlib.import_module(module), attribute)
+    if isinstance(found, typer.Typer):
+        found._add_completion = False          # completion is the top level's (labkit --install-completion)
+        command = typer.main.get_group(found)   # a group even with one command (`labkit class grade`)
+    else:
+        single = typer.Typer(add_completion=False)
+        single.command(name)(found)
+        command = typer.main.get_command(single)
+    command.name = name
+    return command
+
+
+class LabkitGroup(TyperGroup):
+    """The top-level group: the core commands, and the families loaded on first use. Listings
+    (help, completion of the command name) see a stand-in with the family's short help."""
+
+    def list_commands(self, ctx):
+        return list(super().list_commands(ctx)) + [n for n in FAMILIES if n not in self.commands]
+
+    def get_command(self, ctx, name):
+        found = super().get_command(ctx, name)
+        if found is None and name in FAMILIES:
+            found = TyperCommand(name, help=FAMILIES[name][2], callback=lambda: None)
+        return found
+
+    def resolve_command(self, ctx, args):
+        if args and args[0] in FAMILIES and args[0] not in self.commands:
+            self.add_command(load_family(args[0]), args[0])
+        return super().resolve_command(ctx, args)
+
 
 app = typer.Typer(
+    cls=LabkitGroup,
     help="Kubernetes-internals labs on real Linux parts. Start with `labkit list` and `labkit run LAB`.",
     no_args_is_help=True,
     add_completion=True,
@@ -30,6 +91,12 @@ app = typer.Typer(
 )
 out = Console()
 err = Console(stderr=True)
+
+
+def get_lab(lab_id: str):
+    """labkit.labs.get_lab, imported when a command needs it (help and completion start faster)."""
+    from labkit.labs import get_lab as load
+    return load(lab_id)
 
 
 def fail(message: str, code: int = 2):
@@ -99,6 +166,7 @@ def main_options(
 @app.command("list")
 def list_labs():
     """Labs on this machine and your progress in each."""
+    from labkit import runner
     from rich.table import Table
 
     rows = runner.listing()
@@ -133,6 +201,7 @@ def run(lab_id: str = typer.Argument(..., metavar="LAB", help="Lab to start, e.g
                                                   "this real cluster instead of labkit's embedded API server."),
         context: Optional[str] = typer.Option(None, "--context", help="With --kubeconfig: the context (default: current).")):
     """Build the lab's environment (idempotent) and print its instructions."""
+    from labkit import runner
     lab = get_lab(lab_id)
     if context and not kubeconfig:
         fail("--context needs --kubeconfig")
@@ -190,6 +259,7 @@ def check(
 ):
     """Run the lab's checks. Exit code 0 only when every check passes now (exercises that passed
     before keep their points in the score)."""
+    from labkit import grading, runner
     from labkit.exercises import reveal_answers
 
     if fmt not in grading.FORMATS:
@@ -218,6 +288,7 @@ def check(
 @app.command()
 def hint(lab_id: str = typer.Argument(..., metavar="LAB", autocompletion=complete_lab), exercise: str = typer.Argument(..., metavar="EXERCISE", autocompletion=complete_exercise)):
     """Show the next hint for an exercise (labkit remembers which you have seen)."""
+    from labkit import runner
     lab = get_lab(lab_id)
     number, total, text = runner.next_hint(lab, exercise)
     if text is None:
@@ -234,6 +305,7 @@ def solve(lab_id: str = typer.Argument(..., metavar="LAB", autocompletion=comple
               None, "--mistake", metavar="NAME",
               help="Apply one of the exercise's common wrong solutions instead (see what its check says about it).")):
     """Apply the reference solution of an exercise (for instructors and tests)."""
+    from labkit import runner
     lab = get_lab(lab_id)
     if mistake:
         runner.apply_mistake(lab, exercise, mistake)
@@ -250,6 +322,7 @@ def reset(lab_id: str = typer.Argument(..., metavar="LAB", autocompletion=comple
           yes: bool = typer.Option(False, "--yes", "-y", help="Revert your changes without asking.")):
     """Build the lab (or one exercise's part of it) fresh. Your answer files and the exercises
     you passed are kept. If the reset would revert work of yours, it lists it and asks first."""
+    from labkit import runner
     lab = get_lab(lab_id)
     at_risk = runner.work_at_risk(lab, exercise)
     if at_risk and not yes:
@@ -273,6 +346,7 @@ def cleanup(
     all_labs: bool = typer.Option(False, "--all", help="Clean up every lab that has state on this machine."),
 ):
     """Remove everything labkit created for a lab (or all labs), also after a crash."""
+    from labkit import runner
     if bool(lab_id) == all_labs:
         fail("give a LAB or --all")
     results = runner.cleanup_all(say=_say) if all_labs else {lab_id: runner.cleanup(lab_id, say=_say)}
@@ -309,6 +383,7 @@ def shell(
                           autocompletion=complete_host),
 ):
     """Open a shell inside a lab host; `labkit shell LAB HOST -- CMD...` runs one command."""
+    from labkit import runner
     from labkit import shell as lab_shell
     from labkit.state import LabEnv, LabState
 
@@ -321,28 +396,15 @@ def shell(
     os.execvpe(argv[0], argv, child_env)
 
 
-# -- lab families register their sub-commands here ---------------------------------------------
-from labkit.apiserver import cli as apiserver_cli  # noqa: E402
-from labkit.classroom import cli as classroom_cli  # noqa: E402
-from labkit.gc import cli as gc_cli  # noqa: E402
-from labkit.namespaces import cli as ns_cli  # noqa: E402
-from labkit.kubeproxy import cli as kubeproxy_cli  # noqa: E402
-from labkit.mounts import cli as mounts_cli  # noqa: E402
-from labkit.netfilter import cli as netfilter_cli  # noqa: E402
-from labkit.numa import cli as numa_cli  # noqa: E402
-from labkit.resources import cli as resources_cli  # noqa: E402
-from labkit.requests import cli as requests_cli  # noqa: E402
+def full_command():
+    """The whole command tree, every family loaded (for tests and documentation)."""
+    import typer.main
 
-app.add_typer(kubeproxy_cli.app, name="kube-proxy")
-app.command("trace")(netfilter_cli.trace)
-app.add_typer(gc_cli.app, name="gc")
-app.add_typer(ns_cli.app, name="ns")
-app.command("apiserver")(apiserver_cli.apiserver)
-app.add_typer(mounts_cli.app, name="mounts")
-app.add_typer(numa_cli.app, name="numa")
-app.add_typer(resources_cli.app, name="resources")
-app.add_typer(requests_cli.app, name="requests")
-app.add_typer(classroom_cli.app, name="class")
+    root = typer.main.get_command(app)
+    for name in FAMILIES:
+        if name not in root.commands:
+            root.add_command(load_family(name), name)
+    return root
 
 
 # Commands that need no root: they print, read only files given to them, or (class) work over SSH

@@ -14,10 +14,9 @@ COMMANDS = ["list", "run", "show", "check", "hint", "solve", "reset", "cleanup",
 
 def all_command_paths():
     """Every command and sub-command, found by walking the typer app (so new ones are covered)."""
-    import typer.main
-    from labkit.cli import app
+    from labkit.cli import full_command
 
-    root = typer.main.get_command(app)
+    root = full_command()
     found = []
 
     def walk(cmd, path):
@@ -124,6 +123,25 @@ def test_completion_offers_commands_labs_and_exercises():
     assert _complete("labkit hint demo ") == ["find-address", "serve-greeting", "container-mount"]
     assert _complete("labkit cleanup kube") == ["kube-proxy"]
     assert _complete("labkit shell demo ") == ["a", "b", "c"]
+    assert _complete("labkit kube-proxy ap") == ["apply"]        # a family's commands, loaded for it
+    assert _complete("labkit class g") == ["grade"]
     script = subprocess.run([sys.executable, "-m", "labkit", "--show-completion", "bash"], capture_output=True,
                             text=True, cwd=REPO).stdout
     assert "_LABKIT_COMPLETE=complete_bash" in script and "complete -o default -F _labkit_completion labkit" in script
+
+
+def test_families_are_listed_with_their_own_help_and_loaded_only_when_used():
+    """`labkit --help` lists each family by the short help kept in labkit.cli.FAMILIES, which must
+    be the family's own; a plain `labkit --help` imports none of them."""
+    from labkit.cli import FAMILIES, load_family
+
+    for name, (_module, _attribute, short) in FAMILIES.items():
+        own = " ".join((load_family(name).help or "").split("\n\n")[0].split())
+        assert " ".join(short.split()) == own, f"labkit.cli.FAMILIES[{name!r}] says {short!r}; the family says {own!r}"
+    code = ("import sys\nfrom labkit.cli import main\nsys.argv = ['labkit', '--help']\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "import labkit.cli as c\n"
+            "print(sorted(m for m in sys.modules if m in {f[0] for f in c.FAMILIES.values()}))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout[-500:] + out.stderr
+    assert "kube-proxy's iptables mode" in out.stdout
