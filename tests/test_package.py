@@ -104,3 +104,19 @@ def test_installed_labkit_runs_a_lab_cycle_from_anywhere(venv, tmp_path, host_un
         assert report["passed"] == report["total"] == len(exercises) > 0
     finally:
         run("cleanup", LAB)
+
+
+def test_the_wheel_says_what_it_is_and_where_it_runs(dist):
+    """One version (labkit/__init__.py's), Linux-only classifiers, and the netlink/netfilter
+    bindings only where they can install: an instructor grades a class from any laptop."""
+    import zipfile
+
+    import labkit
+    with zipfile.ZipFile(dist[1]) as wheel:
+        [name] = [n for n in wheel.namelist() if n.endswith(".dist-info/METADATA")]
+        metadata = wheel.read(name).decode()
+    assert f"\nVersion: {labkit.__version__}\n" in metadata
+    assert dist[1].name.startswith(f"labkit-{labkit.__version__}-")
+    assert "Classifier: Operating System :: POSIX :: Linux" in metadata
+    assert "Requires-Dist: python-iptables<2,>=1.0; sys_platform == 'linux'" in metadata
+    assert "Requires-Dist: pyroute2<1,>=0.7; sys_platform == 'linux'" in metadata
