@@ -18,7 +18,7 @@ import typer
 from rich.console import Console
 from typer.core import TyperCommand, TyperGroup
 
-from labkit import __version__
+from labkit import __version__, cliopts
 from labkit.errors import LabkitError
 
 # -- lab families: their commands are imported when used, so `labkit --help` and completion start fast
@@ -164,12 +164,16 @@ def main_options(
 
 
 @app.command("list")
-def list_labs():
+def list_labs(output: Optional[str] = cliopts.output_option(("table", "json", "yaml", "name"), "table")):
     """Labs on this machine and your progress in each."""
     from labkit import runner
-    from rich.table import Table
 
+    fmt, _ = cliopts.resolve_output(output, ("table", "json", "yaml", "name"), "table")
     rows = runner.listing()
+    if fmt != "table":
+        _print_data([row.__dict__ for row in rows], fmt, name=lambda row: row["id"])
+        return
+    from rich.table import Table
     # lab and status whole on one line each; the title takes what is left of the width
     table = Table(show_header=True, box=None, pad_edge=False)
     table.add_column("lab", no_wrap=True)
@@ -180,6 +184,18 @@ def list_labs():
     out.print(table)
     if not rows:
         out.print("no labs found")
+
+
+def _print_data(data, fmt: str, name=None) -> None:
+    """Machine output: json, yaml, or (for listings) one name a line."""
+    import json as jsonlib
+    if fmt == "json":
+        sys.stdout.write(jsonlib.dumps(data, indent=2) + "\n")
+    elif fmt == "yaml":
+        import yaml
+        sys.stdout.write(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+    elif fmt == "name":
+        sys.stdout.write("".join(f"{name(item)}\n" for item in data))
 
 
 def _print_exercises(lab) -> None:
@@ -227,11 +243,28 @@ def show(
     lab_id: str = typer.Argument(..., metavar="LAB", autocompletion=complete_lab),
     exercise: Optional[str] = typer.Argument(None, metavar="EXERCISE", autocompletion=complete_exercise,
                                              help="Exercise id or number (as listed); all when omitted."),
+    output: Optional[str] = cliopts.output_option(("markdown", "json", "yaml"), "markdown"),
 ):
     """Print the instructions of a lab, or the prompt of one exercise."""
     from labkit.exercises import answer_path
 
+    fmt, _ = cliopts.resolve_output(output, ("markdown", "json", "yaml"), "markdown")
     lab = get_lab(lab_id)
+    if fmt != "markdown":
+        def described(ex, whole: bool) -> dict:
+            item = {"id": ex.id, "title": ex.title, "points": ex.points}
+            if whole:
+                item["prompt"] = ex.prompt
+            if ex.answer:
+                item.update(answer=ex.answer, answerFile=str(answer_path(lab.id, ex.id)))
+            if ex.solved:
+                item["solved"] = {part: list(lines) for part, lines in ex.solved.items()}
+            return item
+        data = described(lab.exercise(exercise), True) if exercise is not None else \
+            {"id": lab.id, "title": lab.title, "summary": lab.summary,
+             "exercises": [described(ex, False) for ex in lab.exercises]}
+        _print_data(data, fmt)
+        return
     if exercise is None:
         _markdown(lab.instructions)
         _print_exercises(lab)
@@ -246,13 +279,19 @@ def show(
     _markdown(text)
 
 
+
+
+CHECK_FORMATS = ("table", "json", "yaml", "junit", "gradescope")    # labkit.grading.FORMATS
+
+
 @app.command()
 def check(
     lab_id: str = typer.Argument(..., metavar="LAB", autocompletion=complete_lab),
     exercise: Optional[str] = typer.Argument(None, metavar="EXERCISE", help="Check only this exercise.",
                                              autocompletion=complete_exercise),
-    fmt: str = typer.Option("table", "--format", "-f", help="table | json | junit | gradescope"),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to this file instead of stdout."),
+    output: Optional[str] = cliopts.output_option(CHECK_FORMATS, "table"),
+    output_file: Optional[Path] = cliopts.output_file_option(),
+    fmt: Optional[str] = typer.Option(None, "--format", "-f", hidden=True, help="Old spelling of -o."),
     reveal: bool = typer.Option(False, "--reveal-answers",
                                 help="For instructors after the deadline: also show the right answer of each failed "
                                      "exercise (as do `reveal_answers: true` in lab.yaml and LABKIT_REVEAL_ANSWERS=1)."),
@@ -262,24 +301,23 @@ def check(
     from labkit import grading, runner
     from labkit.exercises import reveal_answers
 
-    if fmt not in grading.FORMATS:
-        fail(f"--format: expected one of {', '.join(grading.FORMATS)}, got {fmt!r}")
+    fmt, output_file = cliopts.resolve_output(output, CHECK_FORMATS, "table", legacy_format=fmt, output_file=output_file)
     lab = get_lab(lab_id)
     results = runner.check(lab, exercise)
     rep = grading.report(lab, results, reveal=reveal or reveal_answers(lab))
     if fmt == "table":
-        if output:
-            with open(output, "w") as f:
+        if output_file:
+            with open(output_file, "w") as f:
                 grading.render_text(rep, Console(file=f, width=100))
         else:
             grading.render_text(rep, out)
     else:
         text = grading.render(rep, fmt)
-        if output:
-            tmp = output.with_name(output.name + ".tmp")
+        if output_file:
+            tmp = output_file.with_name(output_file.name + ".tmp")
             tmp.write_text(text)
-            os.replace(tmp, output)
-            _say(f"{rep['passed']} of {rep['total']} passed; report written to {output}")
+            os.replace(tmp, output_file)
+            _say(f"{rep['passed']} of {rep['total']} passed; report written to {output_file}")
         else:
             sys.stdout.write(text)
     raise typer.Exit(0 if grading.all_passed(results) else 1)
@@ -357,14 +395,15 @@ def cleanup(
 
 
 @app.command()
-def doctor(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")):
+def doctor(output: Optional[str] = cliopts.output_option(("table", "json", "yaml"), "table"),
+           as_json: bool = typer.Option(False, "--json", hidden=True, help="Old spelling of -o json.")):
     """Check the prerequisites of every lab and say how to fix what is missing."""
-    import json as jsonlib
     from labkit import doctor as doc
 
+    fmt, _ = cliopts.resolve_output(output, ("table", "json", "yaml"), "table", legacy_json=as_json)
     findings = doc.run_checks()
-    if as_json:
-        sys.stdout.write(jsonlib.dumps([f.__dict__ for f in findings], indent=2) + "\n")
+    if fmt != "table":
+        _print_data([f.__dict__ for f in findings], fmt)
     else:
         mark = {"ok": "[green]ok[/]  ", "warn": "[yellow]warn[/]", "fail": "[red]FAIL[/]", "skipped": "[dim]--[/]  "}
         from rich.markup import escape

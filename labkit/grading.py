@@ -29,7 +29,7 @@ import yaml
 from labkit import __version__
 from labkit.exercises import PASS, CheckResult
 
-FORMATS = ("table", "json", "junit", "gradescope")
+FORMATS = ("table", "json", "yaml", "junit", "gradescope")
 
 
 def credited(r: dict) -> bool:
@@ -259,6 +259,8 @@ def render_text(rep: dict, console) -> None:
 def render(rep: dict, fmt: str) -> str:
     if fmt == "json":
         return to_json(rep)
+    if fmt == "yaml":
+        return yaml.safe_dump(json.loads(to_json(rep)), sort_keys=False, allow_unicode=True)
     if fmt == "junit":
         return to_junit(rep)
     if fmt == "gradescope":

@@ -49,7 +49,7 @@ def test_version():
 @pytest.mark.parametrize("args, message", [
     (["run", "no-such-lab"], "no lab named 'no-such-lab'"),
     (["check", "demo", "no-such-exercise"], "lab demo has no exercise 'no-such-exercise'"),
-    (["check", "demo", "--format", "pdf"], "--format: expected one of table, json, junit, gradescope"),
+    (["check", "demo", "-o", "pdf", "--output-file", "x"], "-o/--output: expected one of table, json, yaml, junit, gradescope, got 'pdf'"),
     (["hint", "demo", "nope"], "has no exercise 'nope'"),
     (["solve", "demo", "find-address"], "lab demo is not running"),
     (["shell", "demo", "a"], "lab demo is not running"),
@@ -145,3 +145,26 @@ def test_families_are_listed_with_their_own_help_and_loaded_only_when_used():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
     assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout[-500:] + out.stderr
     assert "kube-proxy's iptables mode" in out.stdout
+
+
+def test_one_output_vocabulary_and_the_old_spellings_still_work_with_a_line_that_says_so(tmp_path):
+    """-o is a format everywhere (kubectl's), --output-file a file; `--format`, `--json` and
+    `-o FILE` keep working for one release, each saying on stderr what to write instead."""
+    now = labkit("check", "demo", "-o", "json", check=1)
+    assert json.loads(now.stdout)["lab"] == "demo" and now.stderr == ""
+    assert labkit("check", "demo", "-o", "yaml", check=1).stdout.startswith("labkit: ")
+    old = labkit("check", "demo", "--format", "json", check=1)
+    assert json.loads(old.stdout)["lab"] == "demo"
+    assert old.stderr == "labkit: --format json is deprecated and goes away in the next release: write -o json\n"
+    target = tmp_path / "report.txt"
+    as_file = labkit("check", "demo", "-o", str(target), check=1)
+    assert "write --output-file" in as_file.stderr and target.read_text().startswith("Demo lab")
+    labkit("check", "demo", "-o", "junit", "--output-file", str(tmp_path / "r.xml"), check=1)
+    assert (tmp_path / "r.xml").read_text().startswith("<?xml")
+    assert "-o json and --format yaml contradict" in labkit("check", "demo", "-o", "json", "--format", "yaml", check=2).stderr
+    listed = json.loads(labkit("list", "-o", "json", check=0).stdout)
+    assert "demo" in [row["id"] for row in listed] and "demo" in labkit("list", "-o", "name", check=0).stdout.split()
+    assert json.loads(labkit("show", "demo", "-o", "json", check=0).stdout)["exercises"][0]["id"] == "find-address"
+    found = json.loads(labkit("doctor", "-o", "json").stdout)
+    assert {"root", "netns"} <= {f["name"] for f in found}
+    assert "write -o json" in labkit("doctor", "--json").stderr
