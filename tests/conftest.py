@@ -44,7 +44,8 @@ HOST_FREE = {
     "test_grading.py", "test_kube_proxy_cluster_state.py", "test_kubeproxy_render.py",
     "test_kubernetes_version.py", "test_lab_definitions.py", "test_namespace_lifecycle.py",
     "test_namespace_requeue.py", "test_numa_admission.py", "test_numa_diagram.py", "test_numa_fidelity.py",
-    "test_numa_merge_properties.py", "test_resources_fidelity.py", "test_yaml_fast.py",
+    "test_numa_merge_properties.py", "test_resources_fidelity.py", "test_yaml_fast.py", "test_scheduler_fidelity.py",
+    "test_strict.py",
 }
 
 
