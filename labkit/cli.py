@@ -39,7 +39,7 @@ FAMILIES = {
                                                  "memory limits, OOM, eviction."),
     "requests": ("labkit.requests.cli", "app", "The API server's request pipeline: `explain` a request stage by "
                                                "stage; serve an admission `webhook` you wrote."),
-    "scheduler": ("labkit.scheduler.cli", "app", "kube-scheduler v1.34.1, reconstructed: play scheduling cases (`play`)."),
+    "scheduler": ("labkit.scheduler.cli", "app", "kube-scheduler v1.34.1, reconstructed: play scheduling cases (`play`), and `explain` one."),
     "class": ("labkit.classroom.cli", "app", "Grade a whole class: every student machine's checks, run over SSH."),
 }
 

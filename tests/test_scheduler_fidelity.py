@@ -80,3 +80,31 @@ def test_requests_take_the_init_container_peak_with_sidecars_and_overhead():
 def test_num_feasible_nodes_to_find():
     assert [fw.num_feasible_nodes_to_find(n) for n in (50, 1000, 5000, 6000)] == [50, 420, 500, 300]
     assert fw.num_feasible_nodes_to_find(1000, 100) == 1000 and fw.num_feasible_nodes_to_find(200, 10) == 100
+
+
+def test_explain_shows_every_node_and_score_the_decision_used():
+    import random as _random
+
+    from labkit.scheduler.explain import explain
+    from labkit.scheduler.play import pod_of, snapshot_of
+    from labkit.scheduler.profiles import make_profile
+
+    case = load_case(OWN / "labkit-01-worked-example.yaml")
+    nodes, _pods = snapshot_of(case)
+    cycle = fw.schedule(make_profile("default"), nodes, pod_of(case["incoming"]), rng=_random.Random(0))
+    text = explain(cycle)
+    assert "  a                fits" in text and "total: a 424, b 475" in text
+    assert "NodeResourcesFit: a 37->37x1=37, b 75->75x1=75" in text and text.endswith("Bound to b: the highest total (475).")
+    case = load_case(SHARED / "sched-07-taint-and-insufficient-cpu.yaml")
+    nodes, _pods = snapshot_of(case)
+    cycle = fw.schedule(make_profile("default"), nodes, pod_of(case["incoming"]))
+    text = explain(cycle)
+    assert "node-a           TaintToleration: node(s) had untolerated taint {dedicated: gpu} (UnschedulableAndUnresolvable)" in text
+    assert text.endswith(case["expect"]["unschedulable"]["message"])
+
+
+def test_simulate_binds_a_workload_and_spreads_it():
+    from labkit.scheduler.simulate import run as simulate
+
+    result = simulate(6, 60, seed=1)
+    assert (result.bound, result.unschedulable) == (60, 0)

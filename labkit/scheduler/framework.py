@@ -104,9 +104,12 @@ class Cycle:
     post_filter_msg: str = ""
     nominated_node: str | None = None
     victims: list[Pod] = field(default_factory=list)
+    _by_name: dict = field(default_factory=dict, repr=False)
 
     def node(self, name: str) -> NodeInfo:
-        return next(n for n in self.nodes if n.name == name)
+        if len(self._by_name) != len(self.nodes):
+            self._by_name = {n.name: n for n in self.nodes}
+        return self._by_name[name]
 
     @property
     def fit_error(self) -> str | None:

@@ -6,6 +6,7 @@ the fidelity cases' shorthand (`containers[].requests`, `nodeName`, `allocatable
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -47,9 +48,10 @@ def _max_into(total: dict, other: dict) -> None:
             total[name] = value
 
 
-@dataclass
+@dataclass(eq=False)
 class Pod:
     obj: dict
+    _requests: dict = field(default_factory=dict, repr=False)   # non_zero -> requests (a Pod's spec does not change)
 
     @property
     def meta(self) -> dict:
@@ -60,7 +62,7 @@ class Pod:
     def spec(self) -> dict:
         return self.obj["spec"] if "spec" in self.obj else self.obj
 
-    @property
+    @functools.cached_property
     def name(self) -> str:
         return self.meta.get("name") or ""
 
@@ -107,6 +109,12 @@ class Pod:
         `spec.resources.requests` (PodLevelResources, beta and on in v1.34) replace the container
         aggregate for the resources they name. With `non_zero`, a container without a cpu or
         memory request counts DEFAULT_MILLI_CPU / DEFAULT_MEMORY (the scoring view)."""
+        found = self._requests.get(non_zero)
+        if found is None:
+            found = self._requests[non_zero] = self._compute_requests(non_zero)
+        return dict(found)
+
+    def _compute_requests(self, non_zero: bool) -> dict[str, int]:
         def of(container):
             found = amounts(_requests_of(container))
             if non_zero:
@@ -145,9 +153,10 @@ class Pod:
         return out
 
 
-@dataclass
+@dataclass(eq=False)
 class Node:
     obj: dict
+    _allocatable: dict | None = field(default=None, repr=False)
 
     @property
     def meta(self) -> dict:
@@ -157,7 +166,7 @@ class Node:
     def spec(self) -> dict:
         return self.obj["spec"] if "spec" in self.obj else self.obj
 
-    @property
+    @functools.cached_property
     def name(self) -> str:
         return self.meta.get("name") or ""
 
@@ -175,31 +184,41 @@ class Node:
 
     @property
     def allocatable(self) -> dict[str, int]:
-        raw = self.obj.get("allocatable")
-        if raw is None:
-            raw = (self.obj.get("status") or {}).get("allocatable") or {}
-        return amounts(raw)
+        if self._allocatable is None:
+            raw = self.obj.get("allocatable")
+            if raw is None:
+                raw = (self.obj.get("status") or {}).get("allocatable") or {}
+            self._allocatable = amounts(raw)
+        return self._allocatable
 
     @property
     def images(self) -> list[dict]:
         return self.obj.get("images") or (self.obj.get("status") or {}).get("images") or []
 
 
-@dataclass
+@dataclass(eq=False)
 class NodeInfo:
-    """A node with the Pods on it (the scheduler cache's NodeInfo)."""
+    """A node with the Pods on it (the scheduler cache's NodeInfo). Add Pods with `add` (the sums
+    of their requests are kept up to date) or make changed copies with `with_pod` / `without`."""
     node: Node
     pods: list[Pod] = field(default_factory=list)
+    _sums: dict = field(default_factory=dict, repr=False)
 
     @property
     def name(self) -> str:
         return self.node.name
 
+    def add(self, pod: Pod) -> None:
+        self.pods.append(pod)
+        self._sums.clear()
+
     def requested(self, non_zero: bool = False) -> dict[str, int]:
-        total: dict[str, int] = {}
-        for pod in self.pods:
-            _add(total, pod.requests(non_zero))
-        return total
+        found = self._sums.get(non_zero)
+        if found is None:
+            found = self._sums[non_zero] = {}
+            for pod in self.pods:
+                _add(found, pod.requests(non_zero))
+        return dict(found)
 
     def without(self, pods: list[Pod]) -> "NodeInfo":
         gone = {id(p) for p in pods}

@@ -59,22 +59,22 @@ def load_case(path: Path) -> dict:
     return case
 
 
-def _pod(spec: dict, uid_prefix: str = "uid-") -> Pod:
+def pod_of(spec: dict, uid_prefix: str = "uid-") -> Pod:
     obj = dict(spec)
     obj.setdefault("namespace", "default")
     obj.setdefault("uid", f"{uid_prefix}{obj.get('name')}")
     return Pod(obj)
 
 
-def _snapshot(case: dict) -> tuple[list[NodeInfo], list[Pod]]:
+def snapshot_of(case: dict) -> tuple[list[NodeInfo], list[Pod]]:
     nodes = [NodeInfo(Node(n)) for n in case.get("nodes") or []]
     by_name = {n.name: n for n in nodes}
     pods = []
     for i, spec in enumerate(case.get("pods") or []):
-        pod = _pod({"startTime": i, **spec})
+        pod = pod_of({"startTime": i, **spec})
         pods.append(pod)
         if pod.node_name in by_name:
-            by_name[pod.node_name].pods.append(pod)
+            by_name[pod.node_name].add(pod)
     return nodes, pods
 
 
@@ -105,11 +105,11 @@ def play(case: dict, seed: int = 0) -> Played:
         played.outcome["table"] = got
         played.checks.append(Check("table", table, got))
         return played
-    nodes, pods = _snapshot(case)
+    nodes, pods = snapshot_of(case)
     if config == "taint-eviction-controller":
         return _play_taint_eviction(case, nodes, played)
     profile = make_profile(config)
-    incoming = _pod(case["incoming"])
+    incoming = pod_of(case["incoming"])
     rng = random.Random(seed)
     cycle = fw.schedule(profile, nodes, incoming, pdbs=case.get("pdbs"), rng=rng)
     outcome: dict = {"node": cycle.chosen,

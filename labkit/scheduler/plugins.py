@@ -563,18 +563,26 @@ class ImageLocality:
     mapped onto 0..100."""
     name = "ImageLocality"
 
-    def score(self, cycle, pod: Pod, node: NodeInfo) -> int:
-        total_nodes = len(cycle.nodes) or 1
-        have = {}
+    def pre_score(self, cycle, pod: Pod, nodes) -> fw.Status:
+        """Which node has which of the pod's images, and how large (the scheduler cache's image
+        states: the node count per image is over all nodes)."""
+        wanted = {_image_name(c.get("image") or "") for c in pod.init_containers + pod.containers}
+        have: dict = {}
         for n in cycle.nodes:
             for image in n.node.images:
                 for name in image.get("names") or []:
-                    have.setdefault(_image_name(name), {})[n.name] = int(image.get("sizeBytes") or 0)
+                    if _image_name(name) in wanted:
+                        have.setdefault(_image_name(name), {})[n.name] = int(image.get("sizeBytes") or 0)
+        cycle.state[self.name] = have
+        return fw.OK
+
+    def score(self, cycle, pod: Pod, node: NodeInfo) -> int:
+        total_nodes = len(cycle.nodes) or 1
+        have = cycle.state[self.name]
         containers = pod.init_containers + pod.containers
         total = 0
         for c in containers:
-            image = _image_name(c.get("image") or "")
-            sizes = have.get(image, {})
+            sizes = have.get(_image_name(c.get("image") or ""), {})
             if node.name in sizes:
                 total += int(sizes[node.name] * (len(sizes) / total_nodes))
         top = MAX_CONTAINER_THRESHOLD * max(len(containers), 1)
