@@ -10,6 +10,7 @@ import pytest
 
 from labkit.apiserver.errors import ApiError
 from labkit.apiserver.server import EmbeddedServer
+from labkit.controllers import replicaset
 from support import host_lock, wait_until
 
 NS = "default"
@@ -275,3 +276,37 @@ def test_a_rollout_that_makes_no_progress_exceeds_its_deadline(no_node):
     assert wait_until(lambda: reason()[0] == "ProgressDeadlineExceeded", timeout=10)
     rs = next(iter(replicasets(c, "stuck").values()))["metadata"]["name"]
     assert reason()[1] == f'ReplicaSet "{rs}" has timed out progressing.'
+
+
+def test_a_pod_create_an_admission_webhook_refused_is_retried_once_the_webhook_is_gone(server):
+    """replica_set.go: syncReplicaSet returns manageReplicas' error and the key is requeued with the
+    rate limiter's backoff; the Pod appears after the refusing webhook is removed, with nothing
+    else touching the ReplicaSet."""
+    c = server.client()
+    webhook = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+               "metadata": {"name": "deny-pods"},
+               "webhooks": [{"name": "deny.example.com", "sideEffects": "None", "admissionReviewVersions": ["v1"],
+                             "failurePolicy": "Fail", "timeoutSeconds": 1,
+                             "clientConfig": {"url": "https://127.0.0.1:1/deny"},
+                             "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
+                                        "resources": ["pods"]}]}]}
+    c.create("admissionregistration.k8s.io/v1", "validatingwebhookconfigurations", webhook)
+    rs = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "retry", "namespace": NS},
+          "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "retry"}},
+                   "template": {"metadata": {"labels": {"app": "retry"}},
+                                "spec": {"containers": [{"name": "c", "image": "nginx:1.27"}]}}}}
+    c.create("apps/v1", "replicasets", rs, NS)
+
+    def failure():
+        got = c.get("apps/v1", "replicasets", "retry", NS)
+        return next((x for x in (got.get("status") or {}).get("conditions") or [] if x["type"] == "ReplicaFailure"), None)
+    assert wait_until(failure, timeout=30), "the refused create left no ReplicaFailure condition"
+    assert "deny.example.com" in failure()["message"], failure()
+    assert not c.list("v1", "pods", NS, "app=retry")[0]
+    retried = lambda: [e for e in server.decisions.recent() if e.get("controller") == replicaset.CONTROLLER
+                       and e.get("action") == "error" and "default/retry" in e.get("message", "")]
+    assert wait_until(lambda: len(retried()) >= 2, timeout=30), "the refused create was not retried with backoff"
+    c.delete("admissionregistration.k8s.io/v1", "validatingwebhookconfigurations", "deny-pods")
+    assert wait_until(lambda: c.list("v1", "pods", NS, "app=retry")[0], timeout=60), \
+        "the ReplicaSet never created its Pod after the webhook was removed"
+    assert wait_until(lambda: failure() is None, timeout=30), "the ReplicaFailure condition stayed"

@@ -29,6 +29,11 @@ import yaml
 
 from labkit.apiserver.errors import ApiError
 
+# what client-go's discovery client accepts: aggregated discovery first, the legacy lists last
+AGGREGATED_DISCOVERY_ACCEPT = ("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,"
+                               "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,"
+                               "application/json")
+
 PATCH_TYPES = {"json": "application/json-patch+json", "merge": "application/merge-patch+json",
                "strategic": "application/strategic-merge-patch+json", "apply": "application/apply-patch+yaml"}
 
@@ -70,6 +75,26 @@ class Watch:
         """How many change events (not initial events or bookmarks) the server has queued for
         this watch so far, where the transport can tell (in-process); else None."""
         return None
+
+
+def read_aggregated_discovery(body: dict, found: list, failed: dict, preferred: dict) -> None:
+    """One APIGroupDiscoveryList (apidiscovery.k8s.io v2/v2beta1) into `found` (ApiResources of
+    every version), `failed` (Stale group/versions: `stale GroupVersion discovery: <gv>`,
+    discovery/aggregated_discovery.go) and `preferred` (group -> its first fresh version: versions
+    are listed in preference order)."""
+    for item in body.get("items") or []:
+        group = (item.get("metadata") or {}).get("name", "")
+        for entry in item.get("versions") or []:
+            version = entry.get("version", "")
+            gv = f"{group}/{version}" if group else version
+            if entry.get("freshness") == "Stale":
+                failed[gv] = f"stale GroupVersion discovery: {gv}"
+                continue
+            preferred.setdefault(group, version)
+            for r in entry.get("resources") or []:
+                kind = (r.get("responseKind") or {}).get("kind", "")
+                found.append(ApiResource(group, version, r["resource"], kind, r.get("scope") == "Namespaced",
+                                         tuple(r.get("verbs") or ())))
 
 
 class Client:
@@ -166,17 +191,33 @@ class Client:
 
     # -- discovery -----------------------------------------------------------------------------
     def discover(self) -> "Discovery":
-        """All served resources (all versions) from legacy discovery, each group's preferred
-        version, and the group/versions whose discovery failed."""
+        """All served resources (all versions), each group's preferred version, and the
+        group/versions whose discovery failed: through aggregated discovery, two GETs (/api and
+        /apis, apidiscovery.k8s.io v2 or v2beta1, as client-go's discovery client and so the
+        controller manager ask for it since v1.30), where a group/version the aggregator could
+        not reach is listed Stale (`stale GroupVersion discovery: <gv>`,
+        discovery/aggregated_discovery.go); a server that answers with the legacy lists gets the
+        legacy walk (one GET per group/version)."""
         found: list[ApiResource] = []
         failed: dict[str, str] = {}
-        gvs: list[str] = []
-        code, body = self.request("GET", "/api")
-        if code == 200:
-            gvs += [v for v in body.get("versions") or []]
-        code, body = self.request("GET", "/apis")
         preferred: dict[str, str] = {"": "v1"}
-        if code == 200:
+        legacy: list[tuple[str, dict]] = []
+        for path in ("/api", "/apis"):
+            code, body = self.request("GET", path, accept=AGGREGATED_DISCOVERY_ACCEPT)
+            if code == 200 and isinstance(body, dict) and body.get("kind") == "APIGroupDiscoveryList":
+                read_aggregated_discovery(body, found, failed, preferred)
+            elif code == 200 and isinstance(body, dict):
+                legacy.append((path, body))
+        if legacy:
+            self._walk_legacy(legacy, found, failed, preferred)
+        return Discovery(found, preferred, failed)
+
+    def _walk_legacy(self, lists: list, found: list, failed: dict, preferred: dict) -> None:
+        gvs: list[str] = []
+        for path, body in lists:
+            if path == "/api":
+                gvs += [v for v in body.get("versions") or []]
+                continue
             for group in body.get("groups") or []:
                 preferred[group["name"]] = (group.get("preferredVersion") or {}).get("version", "")
                 gvs += [v["groupVersion"] for v in group.get("versions") or []]
@@ -197,7 +238,6 @@ class Client:
                     continue
                 found.append(ApiResource(group, version, r["name"], r["kind"], bool(r.get("namespaced")),
                                          tuple(r.get("verbs") or ())))
-        return Discovery(found, preferred, failed)
 
 
 @dataclass
@@ -219,8 +259,9 @@ class RESTMapper:
         self._lock = threading.Lock()
         self.reset()
 
-    def reset(self) -> None:
-        found = self.client.discover()
+    def reset(self, found: "Discovery | None" = None) -> None:
+        """Re-read discovery (or take `found`, a discovery just made)."""
+        found = found or self.client.discover()
         with self._lock:
             self._resources = found.resources
             self._by_kind = {(r.api_version, r.kind): r for r in found.resources}

@@ -23,7 +23,7 @@ from __future__ import annotations
 import threading
 import time
 
-from labkit.apiserver.client import ApiResource, Client
+from labkit.apiserver.client import AGGREGATED_DISCOVERY_ACCEPT, ApiResource, Client, read_aggregated_discovery
 from labkit.apiserver.errors import ApiError
 from labkit.controllers.decisions import DecisionLog
 from labkit.controllers.informer import Informer
@@ -52,8 +52,6 @@ OK_MESSAGES = {"NamespaceDeletionDiscoveryFailure": "All resources successfully 
                "NamespaceContentRemaining": "All content successfully removed",
                "NamespaceFinalizersRemaining": "All content-preserving finalizers finished"}
 
-DISCOVERY_ACCEPT = ("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,"
-                    "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json")
 
 
 def now_rfc3339() -> str:
@@ -94,33 +92,17 @@ def discover_preferred_namespaced(client: Client) -> tuple[list[ApiResource], di
     the group/versions that failed — with aggregated discovery a group/version the aggregator
     could not reach is listed as Stale, which client-go reports as
     `stale GroupVersion discovery: <gv>` (discovery/aggregated_discovery.go)."""
-    resources: list[ApiResource] = []
+    found: list[ApiResource] = []
     failed: dict[str, str] = {}
+    preferred: dict[str, str] = {}
     for path in ("/api", "/apis"):
-        code, body = client.request("GET", path, accept=DISCOVERY_ACCEPT)
+        code, body = client.request("GET", path, accept=AGGREGATED_DISCOVERY_ACCEPT)
         if code != 200 or not isinstance(body, dict) or body.get("kind") != "APIGroupDiscoveryList":
             message = body.get("message") if isinstance(body, dict) else None
             raise ApiError(code if code >= 400 else 500, "InternalError",
                            message or f"unexpected answer to GET {path} (HTTP {code})")
-        for item in body.get("items") or []:
-            group = (item.get("metadata") or {}).get("name", "")
-            versions = item.get("versions") or []
-            preferred_found = False
-            for entry in versions:      # versions are listed in preference order
-                version = entry.get("version", "")
-                gv = f"{group}/{version}" if group else version
-                if entry.get("freshness") == "Stale":
-                    failed[gv] = f"stale GroupVersion discovery: {gv}"
-                    continue
-                if preferred_found:
-                    continue
-                preferred_found = True
-                for r in entry.get("resources") or []:
-                    if r.get("scope") != "Namespaced":
-                        continue
-                    kind = (r.get("responseKind") or {}).get("kind", "")
-                    resources.append(ApiResource(group, version, r["resource"], kind, True, tuple(r.get("verbs") or ())))
-    return resources, failed
+        read_aggregated_discovery(body, found, failed, preferred)
+    return [r for r in found if r.namespaced and preferred.get(r.group) == r.version], failed
 
 
 def discovery_error_message(failed: dict[str, str]) -> str:

@@ -20,6 +20,10 @@ from labkit.controllers.decisions import describe
 CONTROLLER = "replicaset"
 
 
+class ReplicasNotCreated(Exception):
+    """A Pod the ReplicaSet needs could not be created (the ReplicaFailure condition says why)."""
+
+
 def pod_from_template(owner: dict, template: dict) -> dict:
     template = template or {}
     tmeta = template.get("metadata") or {}
@@ -128,6 +132,11 @@ class ReplicaSetController(KeyedController):
         if needs_sync and not owner["metadata"].get("deletionTimestamp"):
             failure = self.manage_replicas(key, owner, pods)
         self.update_status(owner, pods, failure)
+        if failure is not None:
+            # syncReplicaSet returns manageReplicas' error: the worker requeues the key with the
+            # rate limiter's backoff (replica_set.go processNextWorkItem), so a Pod an admission
+            # webhook or policy refused is created once the refusal is gone
+            raise ReplicasNotCreated(failure)
 
     def manage_replicas(self, key: str, owner: dict, pods: list[dict]) -> str | None:
         """Create or delete pods; the error of a failed creation (for the ReplicaFailure condition)."""

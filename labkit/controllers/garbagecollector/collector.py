@@ -48,7 +48,9 @@ class GarbageCollector:
     there) — so CRDs are monitored soon after they are created. As upstream, the mapper is also
     reset when the resources change, and a kind it cannot map (a CRD deleted before a sync saw it)
     is retried with backoff ("unable to get REST mapping"). While discovery lists resources the
-    last sync has not caught up with, the collector is not idle."""
+    last sync has not caught up with, the collector is not idle. One discovery (aggregated: two
+    GETs) serves both the mapper and the sync of a period; asking whether it is idle re-reads
+    discovery at most once a second."""
 
     name = CONTROLLER
 
@@ -122,10 +124,10 @@ class GarbageCollector:
                 and not self._discovery_pending())
 
     def _discovery_pending(self) -> bool:
-        """Discovery differs from what the last sync monitors (checked at most every 0.2 s)."""
+        """Discovery differs from what the last sync monitors (checked at most once a second)."""
         checked_at, pending = self._pending_checked
         now = time.monotonic()
-        if now - checked_at < 0.2:
+        if now - checked_at < 1.0:
             return pending
         try:
             pending = self._wanted() not in (None, self._resources)
@@ -149,16 +151,16 @@ class GarbageCollector:
         return out
 
     # -- discovery sync (GarbageCollector.Sync) ----------------------------------------------------
-    def _deletable_resources(self) -> tuple[set[ApiResource], dict[str, str]]:
-        found = self.client.discover()
+    def _deletable_resources(self, found=None) -> tuple[set[ApiResource], dict[str, str]]:
+        found = found or self.client.discover()
         preferred = {r for r in found.resources if found.preferred.get(r.group) == r.version
                      and DELETABLE_VERBS <= set(r.verbs)}
         return preferred, found.failed
 
-    def _wanted(self) -> set[ApiResource] | None:
+    def _wanted(self, found=None) -> set[ApiResource] | None:
         """The resources the monitors should cover now (None: discovery listed none), keeping the
         synced monitors of groups whose discovery failed (partial discovery)."""
-        new, failed = self._deletable_resources()
+        new, failed = self._deletable_resources(found)
         if not new:
             return None
         if failed:
@@ -167,11 +169,11 @@ class GarbageCollector:
                     new.add(resource)
         return new
 
-    def _sync_once(self) -> None:
-        new = self._wanted()
+    def _sync_once(self, found=None) -> None:
+        new = self._wanted(found)
         if new is None or new == self._resources:
             return
-        self.mapper.reset()
+        self.mapper.reset(found)
         self.builder.sync_monitors(new)
         self._resources = new
         self._pending_checked = (0.0, False)
@@ -179,8 +181,9 @@ class GarbageCollector:
     def _sync_loop(self) -> None:
         while not self._stop.wait(self.sync_period):
             try:
-                self.mapper.reset()         # the controller manager's periodic restMapper.Reset()
-                self._sync_once()
+                found = self.client.discover()
+                self.mapper.reset(found)    # the controller manager's periodic restMapper.Reset()
+                self._sync_once(found)
             except (ApiError, OSError) as exc:
                 self.log.record(CONTROLLER, "error", None, f"resource discovery failed: {exc}", level="debug")
 
