@@ -14,6 +14,7 @@ import base64
 import json
 from pathlib import Path
 
+from labkit.apiserver.protobuf import length_delimited, varint_field
 from labkit.devices.manager import Allocation, DeviceManager, Endpoint, Options
 from labkit.numa.checkpoint import fnv1a32
 
@@ -49,22 +50,8 @@ def checksum(data: dict) -> int:
 
 # -- ContainerAllocateResponse in protobuf (api.proto field numbers) -------------------------------
 
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = n & 0x7F
-        n >>= 7
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def _field(number: int, payload: bytes) -> bytes:
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
-
-
 def _string(number: int, text: str) -> bytes:
-    return _field(number, text.encode())
+    return length_delimited(number, text.encode())
 
 
 def encode_response(resp: dict) -> bytes:
@@ -73,19 +60,19 @@ def encode_response(resp: dict) -> bytes:
     permissions 3}, cdi_devices [5] {name 1} — deterministic order (map keys sorted)."""
     out = b""
     for key, value in sorted((resp.get("envs") or {}).items()):
-        out += _field(1, _string(1, key) + _string(2, value))
+        out += length_delimited(1, _string(1, key) + _string(2, value))
     for m in resp.get("mounts") or []:
         body = _string(1, m.get("container_path", "")) + _string(2, m.get("host_path", ""))
         if m.get("read_only"):
-            body += _varint(3 << 3) + b"\x01"
-        out += _field(2, body)
+            body += varint_field(3, 1)
+        out += length_delimited(2, body)
     for d in resp.get("devices") or []:
-        out += _field(3, _string(1, d.get("container_path", "")) + _string(2, d.get("host_path", ""))
+        out += length_delimited(3, _string(1, d.get("container_path", "")) + _string(2, d.get("host_path", ""))
                       + (_string(3, d["permissions"]) if d.get("permissions") else b""))
     for key, value in sorted((resp.get("annotations") or {}).items()):
-        out += _field(4, _string(1, key) + _string(2, value))
+        out += length_delimited(4, _string(1, key) + _string(2, value))
     for c in resp.get("cdi_devices") or []:
-        out += _field(5, _string(1, c.get("name", "")))
+        out += length_delimited(5, _string(1, c.get("name", "")))
     return out
 
 

@@ -3,14 +3,12 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
-from labkit import cliopts
+from labkit import cases, cliopts
 
 app = typer.Typer(help="kubelet's device manager v1.34.1, reconstructed: play device-plugin cases (`play`).",
                   no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})
@@ -27,12 +25,4 @@ def play(files: List[Path] = typer.Option(..., "-f", "--filename", help="A case 
 
     fmt, _ = cliopts.resolve_output(output, FORMATS, "table")
     results = [play_case(load_case(path)) for path in files]
-    if fmt == "json":
-        sys.stdout.write(json.dumps([r.to_dict() for r in results], indent=2) + "\n")
-    else:
-        for r in results:
-            typer.echo(f"{'PASS' if r.passed else 'FAIL'} {r.id}: {r.title}")
-            for c in r.checks:
-                if not c.ok:
-                    typer.echo(f"    {c.what}: expected {c.want!r}, got {c.got!r}")
-    raise typer.Exit(0 if all(r.passed for r in results) else 1)
+    raise typer.Exit(cases.report(results, fmt))

@@ -8,43 +8,13 @@ import base64
 import json
 import re
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
+from labkit.cases import Played
 from labkit.devices import checkpoint, gpushare
 from labkit.devices.manager import (Allocation, Device, DeviceError, DeviceManager, Options, admission_error,
                                     topology_hints)
 from labkit.errors import ConfigError
 from labkit.inputs import load_yaml
-
-
-@dataclass
-class Check:
-    what: str
-    want: Any
-    got: Any
-    ok: bool
-
-    def to_dict(self) -> dict:
-        return {"what": self.what, "want": self.want, "got": self.got, "ok": self.ok}
-
-
-@dataclass
-class Played:
-    id: str
-    title: str
-    checks: list[Check] = field(default_factory=list)
-
-    @property
-    def passed(self) -> bool:
-        return bool(self.checks) and all(c.ok for c in self.checks)
-
-    def check(self, what: str, want, got, ok: bool | None = None) -> None:
-        self.checks.append(Check(what, want, got, want == got if ok is None else ok))
-
-    def to_dict(self) -> dict:
-        return {"id": self.id, "title": self.title, "passed": self.passed, "checks": [c.to_dict() for c in self.checks]}
 
 
 class ScriptedPlugin:

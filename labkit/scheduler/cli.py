@@ -10,7 +10,7 @@ from typing import List, Optional
 
 import typer
 
-from labkit import cliopts
+from labkit import cases, cliopts
 
 app = typer.Typer(help="kube-scheduler v1.34.1, reconstructed: play scheduling cases (`play`), and `explain` one.",
                   no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})
@@ -28,18 +28,7 @@ def play(files: List[Path] = typer.Option(..., "-f", "--filename", help="A case 
 
     fmt, _ = cliopts.resolve_output(output, FORMATS, "table")
     results = [play_case(load_case(path), seed=seed) for path in files]
-    if fmt == "json":
-        sys.stdout.write(json.dumps([r.to_dict() for r in results], indent=2) + "\n")
-    elif fmt == "yaml":
-        import yaml
-        sys.stdout.write(yaml.safe_dump([r.to_dict() for r in results], sort_keys=False))
-    else:
-        for r in results:
-            typer.echo(f"{'PASS' if r.passed else 'FAIL'} {r.id}: {r.title}")
-            for c in r.checks:
-                if not c.ok:
-                    typer.echo(f"    {c.what}: expected {c.want!r}, got {c.got!r}")
-    raise typer.Exit(0 if all(r.passed for r in results) else 1)
+    raise typer.Exit(cases.report(results, fmt))
 
 
 @app.command()
@@ -47,11 +36,12 @@ def explain(file: Path = typer.Option(..., "-f", "--filename", help="A case file
             seed: int = typer.Option(0, "--seed", help="Seed for breaking ties between equal scores.")):
     """Schedule a case's incoming Pod and show why: every node's Filter verdict, every score,
     the node chosen, or why none fits and what preemption did."""
+    import random
+
     from labkit.scheduler import framework as fw
     from labkit.scheduler.explain import explain as explain_cycle
     from labkit.scheduler.play import load_case, pod_of, snapshot_of
     from labkit.scheduler.profiles import make_profile
-    import random
 
     case = load_case(file)
     nodes, _pods = snapshot_of(case)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import random
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
 
 from labkit.scheduler.objects import NodeInfo, Pod
 

@@ -48,10 +48,9 @@ def _max_into(total: dict, other: dict) -> None:
             total[name] = value
 
 
-@dataclass(eq=False)
-class Pod:
+class _Object:
+    """An object in the API's shape (metadata, spec) or the cases' flat shorthand."""
     obj: dict
-    _requests: dict = field(default_factory=dict, repr=False)   # non_zero -> requests (a Pod's spec does not change)
 
     @property
     def meta(self) -> dict:
@@ -67,16 +66,22 @@ class Pod:
         return self.meta.get("name") or ""
 
     @property
+    def labels(self) -> dict:
+        return self.meta.get("labels") or {}
+
+
+@dataclass(eq=False)
+class Pod(_Object):
+    obj: dict
+    _requests: dict = field(default_factory=dict, repr=False)   # non_zero -> requests (a Pod's spec does not change)
+
+    @property
     def namespace(self) -> str:
         return self.meta.get("namespace") or "default"
 
     @property
     def uid(self) -> str:
         return self.meta.get("uid") or f"uid-{self.namespace}-{self.name}"
-
-    @property
-    def labels(self) -> dict:
-        return self.meta.get("labels") or {}
 
     @property
     def priority(self) -> int:
@@ -154,25 +159,9 @@ class Pod:
 
 
 @dataclass(eq=False)
-class Node:
+class Node(_Object):
     obj: dict
     _allocatable: dict | None = field(default=None, repr=False)
-
-    @property
-    def meta(self) -> dict:
-        return self.obj.get("metadata") or {"name": self.obj.get("name"), "labels": self.obj.get("labels")}
-
-    @property
-    def spec(self) -> dict:
-        return self.obj["spec"] if "spec" in self.obj else self.obj
-
-    @functools.cached_property
-    def name(self) -> str:
-        return self.meta.get("name") or ""
-
-    @property
-    def labels(self) -> dict:
-        return self.meta.get("labels") or {}
 
     @property
     def taints(self) -> list[dict]:

@@ -6,10 +6,9 @@ preemption victims, eviction times, backoff."""
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from labkit.cases import Played
 from labkit.errors import ConfigError
 from labkit.inputs import load_yaml
 from labkit.scheduler import framework as fw
@@ -20,36 +19,6 @@ from labkit.scheduler.profiles import make_profile
 
 POD_SCHEDULED_FALSE = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
 FAILED_SCHEDULING = {"type": "Warning", "reason": "FailedScheduling"}
-
-
-@dataclass
-class Check:
-    what: str
-    want: Any
-    got: Any
-
-    @property
-    def ok(self) -> bool:
-        return self.want == self.got
-
-    def to_dict(self) -> dict:
-        return {"what": self.what, "want": self.want, "got": self.got, "ok": self.ok}
-
-
-@dataclass
-class Played:
-    id: str
-    title: str
-    outcome: dict = field(default_factory=dict)
-    checks: list[Check] = field(default_factory=list)
-
-    @property
-    def passed(self) -> bool:
-        return bool(self.checks) and all(c.ok for c in self.checks)
-
-    def to_dict(self) -> dict:
-        return {"id": self.id, "title": self.title, "passed": self.passed, "outcome": self.outcome,
-                "checks": [c.to_dict() for c in self.checks]}
 
 
 def load_case(path: Path) -> dict:
@@ -103,7 +72,7 @@ def play(case: dict, seed: int = 0) -> Played:
         table = {int(k): v for k, v in case["table"]["attempts_to_backoff_seconds"].items()}
         got = {k: queue.backoff_seconds(k) for k in table}
         played.outcome["table"] = got
-        played.checks.append(Check("table", table, got))
+        played.check("table", table, got)
         return played
     nodes, pods = snapshot_of(case)
     if config == "taint-eviction-controller":
@@ -126,14 +95,14 @@ def play(case: dict, seed: int = 0) -> Played:
     with_dra = profile.has("DynamicResources")
     for key, want in expect.items():
         if key == "node":
-            played.checks.append(Check("node", want, cycle.chosen))
+            played.check("node", want, cycle.chosen)
         elif key == "filter":
             for node, reason in want.items():
-                played.checks.append(Check(f"filter {node}", reason, outcome["filter"].get(node)))
+                played.check(f"filter {node}", reason, outcome["filter"].get(node))
         elif key == "filter_code":
             for node, code in want.items():
                 st = cycle.statuses.get(node)
-                played.checks.append(Check(f"filter code {node}", code, st.code if st else "Success"))
+                played.check(f"filter code {node}", code, st.code if st else "Success")
         elif key == "scores":
             scope = want.get("scope", "total")
             if scope == "total":
@@ -145,35 +114,35 @@ def play(case: dict, seed: int = 0) -> Played:
                 fw.prioritize(scored, incoming)
                 got = {n: v[1] for n, v in scored.scores.get(scope.split(":", 1)[1], {}).items()}
             for node, value in (want.get("values") or {}).items():
-                played.checks.append(Check(f"score {scope} {node}", value, got.get(node)))
+                played.check(f"score {scope} {node}", value, got.get(node))
         elif key == "unschedulable":
             message = want.get("message") if with_dra else want.get("message_without_dra", want.get("message"))
-            played.checks.append(Check("unschedulable message", message, cycle.fit_error))
+            played.check("unschedulable message", message, cycle.fit_error)
             if "condition" in want:
-                played.checks.append(Check("unschedulable condition", want["condition"],
-                                           POD_SCHEDULED_FALSE if cycle.chosen is None else None))
+                played.check("unschedulable condition", want["condition"],
+                             POD_SCHEDULED_FALSE if cycle.chosen is None else None)
             if "event" in want:
                 got_event = {k: v for k, v in FAILED_SCHEDULING.items() if k in want["event"]} if cycle.chosen is None else None
-                played.checks.append(Check("unschedulable event", want["event"], got_event))
+                played.check("unschedulable event", want["event"], got_event)
         elif key == "victims":
-            played.checks.append(Check("victims", sorted(want), sorted(v.name for v in cycle.victims)))
+            played.check("victims", sorted(want), sorted(v.name for v in cycle.victims))
         elif key == "nominatedNodeName":
-            played.checks.append(Check("nominatedNodeName", want, cycle.nominated_node))
+            played.check("nominatedNodeName", want, cycle.nominated_node)
         elif key == "victim_condition":
-            played.checks.append(Check("victim condition", want, DefaultPreemption.victim_condition(profile.name)
-                                       if cycle.victims else None))
+            played.check("victim condition", want,
+                         DefaultPreemption.victim_condition(profile.name) if cycle.victims else None)
         elif key == "victim_event":
             got = DefaultPreemption.victim_event(incoming, cycle.nominated_node) if cycle.victims else None
-            played.checks.append(Check("victim event", {**want, "message": _uids(want.get("message", ""), [incoming])}, got))
+            played.check("victim event", {**want, "message": _uids(want.get("message", ""), [incoming])}, got)
         elif key == "then":
             after = [NodeInfo(n.node, [p for p in n.pods if all(p is not v for v in cycle.victims)]) for n in nodes]
             incoming.obj.setdefault("status", {})["nominatedNodeName"] = cycle.nominated_node
             second = fw.schedule(profile, after, incoming, pdbs=case.get("pdbs"), rng=rng)
             outcome["then"] = {"node": second.chosen, "message": second.fit_error}
             if "node" in want:
-                played.checks.append(Check("then node", want["node"], second.chosen))
+                played.check("then node", want["node"], second.chosen)
         else:
-            played.checks.append(Check(key, want, "(labkit does not play this expectation)"))
+            played.check(key, want, "(labkit does not play this expectation)")
     return played
 
 
@@ -186,7 +155,7 @@ def _play_fiterror(case: dict, played: Played) -> Played:
     message = fw.fit_error_message(int(spec.get("numAllNodes") or len(statuses)), statuses, absent_status,
                                    spec.get("preFilterMsg") or "", spec.get("postFilterMsg") or "")
     played.outcome["message"] = message
-    played.checks.append(Check("message", case["expect"].get("message"), message))
+    played.check("message", case["expect"].get("message"), message)
     return played
 
 
@@ -203,12 +172,12 @@ def _play_taint_eviction(case: dict, nodes: list[NodeInfo], played: Played) -> P
     for key, want in expect.items():
         if key == "evicted_after_seconds":
             for pod, seconds in want.items():
-                played.checks.append(Check(f"evicted after {pod}", seconds, delays.get(pod, "(no such pod)")))
+                played.check(f"evicted after {pod}", seconds, delays.get(pod, "(no such pod)"))
         elif key == "evicted_pod_condition":
-            played.checks.append(Check("evicted pod condition", want,
-                                       tainteviction.CONDITION if any(d is not None for d in delays.values()) else None))
+            played.check("evicted pod condition", want,
+                         tainteviction.CONDITION if any(d is not None for d in delays.values()) else None)
         elif key == "event":
-            played.checks.append(Check("event", want, want if want in events else events))
+            played.check("event", want, want if want in events else events)
         else:
-            played.checks.append(Check(key, want, "(labkit does not play this expectation)"))
+            played.check(key, want, "(labkit does not play this expectation)")
     return played
