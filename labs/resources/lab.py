@@ -5,6 +5,10 @@ Lab directory (env.dir):
   nodes/<node>/pods/<pod>.json  its Pods: the stored (defaulted) object, status, containers
   nodes/<node>/eviction.json    what `labkit resources evict` did there
   scenarios/                    the Pods of the exercises, to read, copy and apply again
+  predictions/<exercise>.yaml   a prediction as it was when a tool first showed its outcome
+                                (labkit.resources.predictions)
+  kept/<time>/                  scenario files the student had edited, kept when the whole lab
+                                was rebuilt (`labkit reset resources`)
 The cgroups are under the lab's own subtree (labkit.resources.cgroupfs): on cgroup v1 in the cpu,
 cpuacct and memory hierarchies, on v2 in one tree.
 """
@@ -46,6 +50,7 @@ def up(env):
     cgroupfs.version()    # a clear error when cpu and memory controllers are missing
     shutil.copytree(HERE / "scenarios", _record(env, "scenarios"))
     _record(env, "nodes")
+    _record(env, "predictions")
     crash_point("resources:scenarios")
     started = []
     for config, pods in node_configs():
@@ -57,6 +62,115 @@ def up(env):
         started.append(node)
     for node in started:     # every container process in its cgroups before `labkit run` returns
         node.wait_started()
+
+
+# -- resets: one exercise's part, and what a reset would revert ------------------------------------
+
+# Each exercise's part of the lab: (node, scenario file, the Pods it concerns; None: every Pod of
+# the file, and the node holds nothing else).
+PARTS = {
+    "qos": ("node-1", "node-1.yaml", ("web", "queue", "batch", "api", "migrate")),
+    "throttled": ("node-1", "node-1.yaml", ("frontend",)),
+    "oom": ("node-1", "node-1.yaml", ("shop",)),
+    "noisy-neighbour": ("node-2", "node-2.yaml", None),
+    "eviction-order": ("node-3", "pressure.yaml", None),
+    "weight": ("node-1", "node-1.yaml", ("mystery",)),
+}
+BUILT_WITH = {"node-1.yaml", "node-2.yaml"}      # the scenario files `labkit run` starts (nodes.yaml)
+
+
+def _original_pods(node, file: str, names) -> list:
+    """The exercise's Pods as the lab ships them (labs/resources/scenarios, never the student's copy)."""
+    return [p for p in node.load(HERE / "scenarios" / file) if names is None or p.name in names]
+
+
+def _part(env, exercise_id: str):
+    from labkit.resources.node import lab_nodes
+    node_name, file, names = PARTS[exercise_id]
+    node = lab_nodes(env).get(node_name)
+    if node is None:
+        raise RuntimeError(f"node {node_name} is missing")
+    return node, file, names
+
+
+def reset_exercise(env, exercise_id):
+    """The exercise's Pods as the lab built them, run afresh from the lab's own scenario files
+    (the student's copies under scenarios/ stay as they are); the Pods the student added on a
+    node the exercise owns (node-2, node-3) go, node-3 is empty again and forgets its evictions.
+    A prediction kept when a tool showed its outcome is forgotten: the answer file is graded
+    again."""
+    from labkit.resources import predictions
+
+    node, file, names = _part(env, exercise_id)
+    ours = [r["name"] for r in node.records()]
+    if names is not None:
+        ours = [n for n in ours if n in names]
+    for name in ours:
+        node.delete(name)
+    if exercise_id == "eviction-order":
+        (node.dir / "eviction.json").unlink(missing_ok=True)
+    if file in BUILT_WITH:
+        node.apply(_original_pods(node, file, names))
+    predictions.forget(env, exercise_id)
+
+
+def _changed_pods(env, exercise_id: str) -> list[str]:
+    node, file, names = _part(env, exercise_id)
+    originals = {p.name: p for p in _original_pods(node, file, names)} if file in BUILT_WITH else {}
+    out = []
+    for record in node.records():
+        name = record["name"]
+        if names is not None and name not in names:
+            continue
+        original = originals.get(name)
+        if original is None:
+            out.append(f"Pod {name} you ran on {node.name} (a reset deletes it)")
+        elif record["manifest"].get("spec") != original.manifest.get("spec"):
+            out.append(f"your changes to Pod {name} on {node.name} (a reset runs it as the lab built it)")
+    for name in sorted(set(originals) - {r["name"] for r in node.records()}):
+        out.append(f"Pod {name} you deleted from {node.name} (a reset runs it again)")
+    if exercise_id == "eviction-order" and (node.dir / "eviction.json").exists():
+        out.append(f"the evictions you watched on {node.name}")
+    return out
+
+
+def _edited_scenarios(env) -> list[Path]:
+    mine = Path(env.dir) / "scenarios"
+    if not mine.is_dir():
+        return []
+    out = []
+    for path in sorted(mine.rglob("*")):
+        if not path.is_file():
+            continue
+        original = HERE / "scenarios" / path.relative_to(mine)
+        if not original.is_file() or original.read_bytes() != path.read_bytes():
+            out.append(path)
+    return out
+
+
+def student_work(env, exercise_id):
+    """What a reset would revert of the student's work: the exercise's Pods changed, deleted or
+    added (a one-exercise reset touches nothing else). The whole lab's rebuild also puts the
+    original scenario files back: the student's edited or added ones are copied to kept/<time>/
+    first (they survive the rebuild there) and listed with where they are."""
+    import time
+
+    exercises = [exercise_id] if exercise_id is not None else list(PARTS)
+    out = []
+    for ex in exercises:
+        out += [item for item in _changed_pods(env, ex) if item not in out]
+    if exercise_id is None:
+        edited = _edited_scenarios(env)
+        if edited:
+            kept = Path(env.dir) / "kept" / time.strftime("%Y%m%d-%H%M%S")
+            mine = Path(env.dir) / "scenarios"
+            for path in edited:
+                target = kept / path.relative_to(mine)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(path, target)
+                out.append(f"scenarios/{path.relative_to(mine)} you edited (the rebuild puts the lab's copy back; "
+                           f"yours is kept as {target})")
+    return out
 
 
 def is_up(env):
