@@ -274,7 +274,8 @@ def check_qos(ctx):
         return ctx.failed(message + note, expected=f"{len(names)} QoS classes right",
                           observed=f"{len(names) - len(wrong_classes)} right")
     if wrong_adj:
-        return ctx.failed(f"{len(wrong_adj)} of the {len(expected_keys)} oom_score_adj values are wrong: "
+        return ctx.failed(f"{len(wrong_adj)} of the {len(expected_keys)} oom_score_adj values "
+                          f"{'is' if len(wrong_adj) == 1 else 'are'} wrong: "
                           + ", ".join(f"{k}'s oom_score_adj" for k in wrong_adj)
                           + " (the QoS classes are right: see policy.go in the third hint)" + note)
     return ctx.passed(f"all {len(names)} QoS classes and {len(expected_keys)} oom_score_adj values right" + note)
@@ -314,7 +315,7 @@ def _explanation_problems(ctx, settings, work_ms) -> list[str]:
             problems.append("quota_us is not the CFS quota kubelet gives the container's limit")
         if period != settings.cpu_period:
             problems.append("period_us is not the CFS period")
-        if abs(request_ms - _best_case_ms(work_ms, settings.cpu_quota, settings.cpu_period)) > 1:
+        if abs(request_ms - _best_case_ms(work_ms, settings.cpu_quota, settings.cpu_period)) > 0.5:
             problems.append("request_ms is off: a request needing more CPU than one period's quota waits for the "
                             "next period")
     except CheckFailed as exc:
@@ -335,9 +336,6 @@ def judge_throttled(ctx, observation):
     live = observation.get(p["pod"])
     if live is None:
         problems.append(f"Pod {p['pod']} is not on {p['node']}: run it with `labkit resources apply -f FILE`")
-        return ctx.failed("; ".join(problems))
-    if live["phase"] != "Running":
-        problems.append(f"Pod {p['pod']} on {p['node']} is {live['phase']}" + (f" ({live['reason']})" if live["reason"] else ""))
         return ctx.failed("; ".join(problems))
     spec = live["manifest"]["spec"]
     changed = _changed_fields(spec, original.manifest["spec"], p["container"], THROTTLED_FREE)
@@ -363,7 +361,9 @@ def judge_throttled(ctx, observation):
     elif request.milli_value() > MAX_REQUEST_MILLI:
         problems.append(f"{p['container']}'s cpu request is more than a CPU: it reserves far more than it uses, CPU the "
                         "node cannot give other Pods")
-    if not state.get("running"):
+    if live["phase"] != "Running":
+        problems.append(f"Pod {p['pod']} on {p['node']} is {live['phase']}" + (f" ({live['reason']})" if live["reason"] else ""))
+    elif not state.get("running"):
         problems.append(f"container {p['container']} is not running")
     if problems:
         return ctx.failed("; ".join(problems))
