@@ -542,6 +542,9 @@ def judge_noisy_neighbour(ctx, observation):
                                 "limit are yours to change (the command is the workload)")
     if problems:
         return ctx.failed("; ".join(problems))
+    requested = sum(pod_request(_pod_of(live["manifest"], node_name), "memory").value_int() for live in pods.values())
+    if requested > config.allocatable_memory:      # GeneralPredicates' resource fit (lifecycle/predicate.go)
+        return ctx.failed(f"{cache} is not running: the Pods' memory requests exceed {node_name}'s allocatable (OutOfmemory)")
     threshold = config.eviction_hard_bytes()
     predicted_ws = 0
     for name, live in pods.items():
