@@ -165,9 +165,12 @@ def student_work(env, exercise_id):
             kept = Path(env.dir) / "kept" / time.strftime("%Y%m%d-%H%M%S")
             mine = Path(env.dir) / "scenarios"
             for path in edited:
-                target = kept / path.relative_to(mine)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(path, target)
+                rel = path.relative_to(mine)
+                same = [k for k in sorted((Path(env.dir) / "kept").glob(f"*/{rel}")) if k.read_bytes() == path.read_bytes()]
+                target = same[-1] if same else kept / rel
+                if not same:
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copy2(path, target)
                 out.append(f"scenarios/{path.relative_to(mine)} you edited (the rebuild puts the lab's copy back; "
                            f"yours is kept as {target})")
     return out
