@@ -147,3 +147,24 @@ def fixed_part_changed(pe: PodEdit, original_spec: dict, container: str, free) -
     if _strip(pe.manifest["spec"], container, free) == _strip(original_spec, container, free):
         return None
     return ("command",) if "command" in pe.edit.path else ("changed",)
+
+
+def neighbour_mutants(observation, node_name: str, names, priority_classes: dict, live=frozenset()):
+    """Mutants of the Pods an exercise must leave as given: each one-step edit of each, and each
+    one deleted (its failure must name the Pod)."""
+    from labkit.mutants import Mutant
+    for name in names:
+        entry = pods_of(observation).get(name)
+        if entry is None:
+            continue
+        gone = copy.deepcopy(observation)
+        del pods_of(gone)[name]
+        yield Mutant(f"{name}:deleted", f"Pod {name} deleted", names=(name, "gone"), observation=gone)
+        for pe in pod_edits(entry["manifest"], node_name, priority_classes):
+            words = (name, "gone") if pe.pod.name != name else (name, "was changed")
+            same = same_pod(pe.manifest, entry["manifest"])
+            yield Mutant(f"{name}:{pe.name}", f"Pod {name}: {pe.edit.describe()}", names=() if same else words,
+                         equivalent="the API server's defaulting gives the same Pod (limits copied into missing "
+                                    "requests)" if same else None,
+                         observation=with_pod(observation, name, pe.manifest),
+                         apply=replace_with(node_name, pe.manifest, settle_pod=False) if pe.name in live else None)

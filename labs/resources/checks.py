@@ -230,6 +230,27 @@ def _overhead(container: dict, target: int | None) -> int:
     return max(INTERPRETER, container.get("working_set", 0) - target)
 
 
+# node-1 holds the Pods of several exercises: those two of them change (throttled's frontend,
+# oom's shop) are each judged by their own exercise; every other Pod there stays as it was given.
+CHANGED_BY_EXERCISES = {"node-1": {"frontend", "shop"}}
+
+
+def _others_unchanged(observation: dict, node_name: str, file: str, own: str) -> list[str]:
+    """The Pods of the node's scenario that no exercise changes: present, and as given."""
+    problems = []
+    for name, original in _pristine(file, node_name).items():
+        if name == own or name in CHANGED_BY_EXERCISES.get(node_name, set()):
+            continue
+        live = observation.get(name)
+        if live is None:
+            problems.append(f"Pod {name} is gone from {node_name}: change only {own}")
+        elif live["manifest"].get("spec") != original.manifest.get("spec"):
+            changed = _diff(live["manifest"]["spec"], original.manifest["spec"], "spec")
+            problems.append(f"{name} was changed ({_describe_changes(name, changed, live['manifest']['spec'])}): "
+                            f"change only {own}")
+    return problems
+
+
 # -- qos ------------------------------------------------------------------------------------------
 
 def check_qos(ctx):
@@ -294,6 +315,10 @@ def _best_case_ms(work_ms: float, quota_us: int, period_us: int) -> float:
 
 THROTTLED_FREE = [("requests", "cpu"), ("limits", "cpu")]
 MAX_REQUEST_MILLI = 1000     # a request above one CPU reserves far more than the server uses
+# A CPU limit must leave the server twice what it uses: with a quota about as large as its use,
+# a request that starts late in a period spends the quota and waits for the next (measured on
+# the lab: 150m of limit for 150m of use throttled 21 of 30 periods, 300m none).
+HEADROOM = 2
 
 
 def observe_throttled(ctx):
@@ -325,14 +350,16 @@ def _explanation_problems(ctx, settings, work_ms) -> list[str]:
 
 def judge_throttled(ctx, observation):
     """Solved: the explanation (quota, period, best-case request time of the Pod as given) is
-    right; the Pod runs with its server container's cpu request covering what it uses (work/every),
-    at most one CPU, and no CFS quota below that, neither in its spec nor in its cgroup; nothing
+    right; the other Pods of the node that no exercise changes are as given; the Pod runs with its
+    server container's cpu request covering what it uses (work/every),
+    at most one CPU, and no CFS quota below twice that, neither in its spec nor in its cgroup; nothing
     else of the Pod changed (its command, memory, name, containers)."""
     p = ctx.params
     need_milli = p["work_ms"] * 1000 // p["every_ms"]
     original = _pristine("node-1.yaml", p["node"])[p["pod"]]
     container = next(c for c in original.containers if c.name == p["container"])
     problems = _explanation_problems(ctx, kubelet.container_cgroup(original, container), p["work_ms"])
+    problems += _others_unchanged(observation, p["node"], "node-1.yaml", p["pod"])
     live = observation.get(p["pod"])
     if live is None:
         problems.append(f"Pod {p['pod']} is not on {p['node']}: run it with `labkit resources apply -f FILE`")
@@ -349,12 +376,14 @@ def judge_throttled(ctx, observation):
     state = live["containers"].get(p["container"], {})
     request = server.requests.get("cpu")
     quota, period = settings.cpu_quota or 0, settings.cpu_period or kubelet.QUOTA_PERIOD
-    if quota > 0 and quota * 1000 // period < need_milli:
+    if quota > 0 and quota * 1000 // period < HEADROOM * need_milli:
         problems.append(f"{p['container']} is still throttled: its CPU limit gives it a CFS quota of {quota} us per "
-                        f"{period} us period, less than it needs")
-    elif state.get("quota") and state["quota"] > 0 and state["quota"] * 1000 // state["period"] < need_milli:
+                        f"{period} us period, " + ("less than it needs" if quota * 1000 // period < need_milli else
+                                                   "hardly more than it uses: the quota runs out whenever a request "
+                                                   "straddles a period boundary"))
+    elif state.get("quota") and state["quota"] > 0 and state["quota"] * 1000 // state["period"] < HEADROOM * need_milli:
         problems.append(f"{p['container']} is still throttled: its cgroup's CFS quota is {state['quota']} us per "
-                        f"{state['period']} us period, less than it needs")
+                        f"{state['period']} us period, not well above what it uses")
     if request is None or request.milli_value() < need_milli:
         problems.append(f"{p['container']}'s cpu request does not cover what it uses: under contention its "
                         "cpu.shares/cpu.weight would not get it its CPU")
@@ -378,6 +407,7 @@ def check_throttled(ctx):
 # -- oom ------------------------------------------------------------------------------------------
 
 OOM_FREE = [("limits", "memory"), ("requests", "memory")]
+ROOM = 2        # a limit holds what the container uses, with room: at most twice that
 
 
 def _oom_truth(pod) -> tuple[str, str]:
@@ -397,7 +427,7 @@ def observe_oom(ctx):
     name = ctx.params["pod"]
 
     def observe():
-        return _observe_pods(node, {name})
+        return _observe_pods(node, None)
 
     def done(observation):
         live = observation.get(name)
@@ -416,8 +446,8 @@ def observe_oom(ctx):
 def judge_oom(ctx, observation):
     """Solved: the answer names the container the kernel killed and why (for the Pod as given);
     the Pod runs with every container holding all the memory its command allocates, none
-    OOM-killed, the killed one under a memory limit of its own that holds it and is below the
-    node's memory; nothing of the Pod but that container's memory request and limit changed (the
+    OOM-killed, the other Pods of the node that no exercise changes as given, the killed one under a memory limit of its own that holds it, at most twice what
+    it uses; nothing of the Pod but that container's memory request and limit changed (the
     commands are the workload)."""
     p = ctx.params
     problems = []
@@ -435,6 +465,7 @@ def judge_oom(ctx, observation):
             problems.append(f"cause: not {given_cause} — compare where the limit was hit with where the kill counted")
     except CheckFailed as exc:
         problems.append(exc.message)
+    problems += _others_unchanged(observation, p["node"], "node-1.yaml", p["pod"])
     live = observation.get(p["pod"])
     if live is None:
         problems.append(f"Pod {p['pod']} is not on {p['node']}: run the fixed Pod with `labkit resources apply -f FILE`")
@@ -461,6 +492,10 @@ def judge_oom(ctx, observation):
             continue
         if c.name == killed and limit_bytes >= capacity:
             problems.append(f"{c.name}'s memory limit is not below the node's memory: it holds nothing back")
+            continue
+        if c.name == killed and limit_bytes > ROOM * (target + _overhead(state, target)):
+            problems.append(f"{c.name}'s memory limit is far above what it uses (more than twice): it would let a leak "
+                            "take memory the node never planned for")
             continue
         if state.get("oom_kills") or (limit_bytes is not None and target + _overhead(state, target) > limit_bytes):
             if unchanged_spec:

@@ -73,3 +73,21 @@ def moved_memory_from_the_app(env):
     del pod["spec"]["containers"][0]["resources"]["limits"]
     lab.replace_pod(env, "node-1", pod)
     lab.wait_settled(env, "node-1", "shop")
+
+
+@mistake("far above what it uses")
+def limit_of_a_gigabyte(env):
+    """Gives the indexer a 1Gi limit, five times what it uses, to be safe."""
+    _answer(env, "indexer", "limit")
+    _run(env, "1Gi")
+
+
+@mistake("web was changed")
+def made_room_elsewhere(env):
+    """Fixes the indexer, and also takes the memory limit of Pod web away."""
+    _answer(env, "indexer", "limit")
+    _run(env, "256Mi")
+    lab = env.lab.environment_module()
+    pod = lab.scenario_pod(env, "node-1.yaml", "web")
+    del pod["spec"]["containers"][0]["resources"]["limits"]["memory"]
+    lab.replace_pod(env, "node-1", pod)

@@ -62,3 +62,11 @@ def reserved_a_lot(env):
     """Requests two whole CPUs for a server that uses 150m, with no CPU limit."""
     _explain(env)
     _run(env, {"requests": {"cpu": "2", "memory": "32Mi"}, "limits": {"memory": "64Mi"}})
+
+
+@mistake("still throttled", "hardly more than it uses")
+def limit_equal_to_the_use(env):
+    """Sets request and limit to exactly what the server uses, 150m: the quota runs out whenever a
+    request straddles a period boundary."""
+    _explain(env)
+    _run(env, {"requests": {"cpu": "150m", "memory": "32Mi"}, "limits": {"cpu": "150m", "memory": "64Mi"}})

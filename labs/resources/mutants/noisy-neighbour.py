@@ -7,6 +7,8 @@ its limit (its command) under that limit, the node's working set (every workload
 plus what its interpreter was measured to hold) leaving memory.available at or above the
 eviction threshold, and the limit below the node's memory."""
 
+import copy
+
 from labkit.mutants import Mutant
 from labkit.pods import pod_request
 from labkit.resources.nearmiss import fixed_part_changed, pod_edits, replace_with, with_pod
@@ -54,6 +56,9 @@ def mutants(ctx):
     live = {"cache:set:spec.containers[0].resources.limits.memory=256Mi",
             "storefront:set:spec.containers[0].resources.limits.memory=64Mi"}
     for name in sorted(pristine):
+        gone = copy.deepcopy(observation)
+        del gone["pods"][name]
+        yield Mutant(f"{name}:deleted", f"Pod {name} deleted", names=(name, "not on"), observation=gone)
         reference = observation["pods"][name]["manifest"]
         for pe in pod_edits(reference, p["node"], node.config.priority_classes):
             changed = with_pod(observation, name, pe.manifest)

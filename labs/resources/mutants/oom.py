@@ -4,11 +4,11 @@ limit halved, doubled, one MiB off, in MB instead of MiB, dropped; its request l
 command argument (the workload), the other container, the names. Whether a change of the
 indexer's memory request or limit still solves it is decided by the reconstruction: the limit
 must exist, stay below the node's memory and hold what the command allocates plus the
-interpreter (checks.INTERPRETER); the request is the student's to choose (the API server keeps it
+interpreter (checks.INTERPRETER), at most twice that (checks.ROOM); the request is the student's to choose (the API server keeps it
 at most the limit)."""
 
 from labkit.mutants import Mutant, answer_mutants
-from labkit.resources.nearmiss import fixed_part_changed, pod_edits, replace_with, with_pod
+from labkit.resources.nearmiss import fixed_part_changed, neighbour_mutants, pod_edits, replace_with, with_pod
 from labkit.resources.workload import memory_target
 
 
@@ -22,8 +22,10 @@ def _free_verdict(checks, pod, killed, capacity):
         return ("not below",), None
     if target + checks.INTERPRETER > limit.value_int():
         return ("OOMKilled",), None
-    return (), (f"limit {limit} holds the {target // 2 ** 20}Mi the command allocates plus the interpreter, below the "
-                f"node's memory; the request is not judged beyond the API server's validation")
+    if limit.value_int() > checks.ROOM * (target + checks.INTERPRETER):
+        return ("far above",), None
+    return (), (f"limit {limit} holds the {target // 2 ** 20}Mi the command allocates plus the interpreter, at most "
+                f"twice that; the request is not judged beyond the API server's validation")
 
 
 def mutants(ctx):
@@ -52,3 +54,6 @@ def mutants(ctx):
             names, equivalent = _free_verdict(checks, pe.pod, killed, capacity)
         yield Mutant(pe.name, f"Pod {pe.edit.describe()}", names=names, observation=changed, equivalent=equivalent,
                      apply=replace_with(p["node"], pe.manifest) if key in live else None)
+    others = [n for n in checks._pristine("node-1.yaml", p["node"])
+              if n != p["pod"] and n not in checks.CHANGED_BY_EXERCISES[p["node"]]]
+    yield from neighbour_mutants(observation, p["node"], others, node.config.priority_classes)
