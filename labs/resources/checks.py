@@ -377,13 +377,13 @@ def judge_throttled(ctx, observation):
     request = server.requests.get("cpu")
     quota, period = settings.cpu_quota or 0, settings.cpu_period or kubelet.QUOTA_PERIOD
     if quota > 0 and quota * 1000 // period < HEADROOM * need_milli:
-        problems.append(f"{p['container']} is still throttled: its CPU limit gives it a CFS quota of {quota} us per "
-                        f"{period} us period, " + ("less than it needs" if quota * 1000 // period < need_milli else
+        problems.append(f"{p['container']} is still throttled: the CFS quota its CPU limit gives it per period is "
+                        + ("less than it needs" if quota * 1000 // period < need_milli else
                                                    "hardly more than it uses: the quota runs out whenever a request "
                                                    "straddles a period boundary"))
     elif state.get("quota") and state["quota"] > 0 and state["quota"] * 1000 // state["period"] < HEADROOM * need_milli:
-        problems.append(f"{p['container']} is still throttled: its cgroup's CFS quota is {state['quota']} us per "
-                        f"{state['period']} us period, not well above what it uses")
+        problems.append(f"{p['container']} is still throttled: its cgroup's CFS quota per period is not well above "
+                        "what it uses")
     if request is None or request.milli_value() < need_milli:
         problems.append(f"{p['container']}'s cpu request does not cover what it uses: under contention its "
                         "cpu.shares/cpu.weight would not get it its CPU")
@@ -488,24 +488,24 @@ def judge_oom(ctx, observation):
         limit = c.limits.get("memory")
         limit_bytes = limit.value_int() if limit is not None and limit.value else None
         if c.name == killed and limit_bytes is None:
-            problems.append(f"{c.name} keeps no memory limit: without one it can take the node's memory")
+            problems.append("the killed container keeps no memory limit: without one it can take the node's memory")
             continue
         if c.name == killed and limit_bytes >= capacity:
-            problems.append(f"{c.name}'s memory limit is not below the node's memory: it holds nothing back")
+            problems.append("the killed container's memory limit is not below the node's memory: it holds nothing back")
             continue
         if c.name == killed and limit_bytes > ROOM * (target + _overhead(state, target)):
-            problems.append(f"{c.name}'s memory limit is far above what it uses (more than twice): it would let a leak "
-                            "take memory the node never planned for")
+            problems.append("the killed container's memory limit is far above what it uses (more than twice): it would "
+                            "let a leak take memory the node never planned for")
             continue
         if state.get("oom_kills") or (limit_bytes is not None and target + _overhead(state, target) > limit_bytes):
             if unchanged_spec:
-                problems.append(f"{p['pod']} is still as it was given: {c.name} is OOMKilled")
+                problems.append(f"{p['pod']} is still as it was given: one of its containers is OOMKilled")
             else:
-                problems.append(f"{c.name} was OOMKilled again: its memory limit is still below what it uses")
+                problems.append("a container was OOMKilled again: its memory limit is still below what it uses")
         elif not state.get("running"):
-            problems.append(f"{c.name} is not running")
+            problems.append("a container of the Pod is not running")
         elif state.get("working_set", 0) < target:
-            problems.append(f"{c.name} is still allocating its memory: check again in a moment")
+            problems.append("a container of the Pod is still allocating its memory: check again in a moment")
     if problems:
         return ctx.failed("; ".join(problems))
     return ctx.passed(f"{killed} runs with all the memory it needs under a limit that holds it, no OOM kill")
