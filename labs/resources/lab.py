@@ -77,6 +77,9 @@ PARTS = {
     "weight": ("node-1", "node-1.yaml", ("mystery",)),
 }
 BUILT_WITH = {"node-1.yaml", "node-2.yaml"}      # the scenario files `labkit run` starts (nodes.yaml)
+# node-1's Pods that no exercise changes: every node-1 exercise requires them as built, so its
+# reset also runs those the student changed or deleted as built again.
+SHARED = {"node-1": ("web", "queue", "batch", "api", "migrate", "mystery")}
 
 
 def _original_pods(node, file: str, names) -> list:
@@ -96,12 +99,15 @@ def _part(env, exercise_id: str):
 def reset_exercise(env, exercise_id):
     """The exercise's Pods as the lab built them, run afresh from the lab's own scenario files
     (the student's copies under scenarios/ stay as they are); the Pods the student added on a
-    node the exercise owns (node-2, node-3) go, node-3 is empty again and forgets its evictions.
+    node the exercise owns (node-2, node-3) go, node-3 is empty again and forgets its evictions;
+    node-1's Pods that no exercise changes (SHARED) run as built again if the student changed them.
     A prediction kept when a tool showed its outcome is forgotten: the answer file is graded
     again."""
     from labkit.resources import predictions
 
     node, file, names = _part(env, exercise_id)
+    if names is not None:
+        names = tuple(names) + tuple(n for n in _changed_shared(node) if n not in names)
     ours = [r["name"] for r in node.records()]
     if names is not None:
         ours = [n for n in ours if n in names]
@@ -114,8 +120,24 @@ def reset_exercise(env, exercise_id):
     predictions.forget(env, exercise_id)
 
 
+def _changed_shared(node) -> list[str]:
+    """node's Pods that no exercise changes and that differ from the lab's (or are gone)."""
+    shared = SHARED.get(node.name, ())
+    if not shared:
+        return []
+    originals = {p.name: p for p in _original_pods(node, "node-1.yaml", shared)}
+    out = []
+    for name, original in originals.items():
+        record = node.record(name)
+        if record is None or record["manifest"].get("spec") != original.manifest.get("spec"):
+            out.append(name)
+    return out
+
+
 def _changed_pods(env, exercise_id: str) -> list[str]:
     node, file, names = _part(env, exercise_id)
+    if names is not None:
+        names = tuple(names) + tuple(n for n in _changed_shared(node) if n not in names)
     originals = {p.name: p for p in _original_pods(node, file, names)} if file in BUILT_WITH else {}
     out = []
     for record in node.records():
