@@ -365,7 +365,7 @@ def _lab_priority_classes() -> dict[str, int]:
 
 
 @app.command()
-def convert(cpu: Optional[str] = typer.Option(None, "--cpu", help="A cpu quantity, e.g. 250m."),
+def convert(cpu: Optional[str] = typer.Option(None, "--cpu", help="A cpu quantity, e.g. 300m."),
             shares: Optional[int] = typer.Option(None, "--shares", help="A cpu.shares value."),
             weight: Optional[int] = typer.Option(None, "--weight", help="A cpu.weight value (cgroup v2).")):
     """Convert between a cpu request, cpu.shares and cpu.weight (kubelet's and newer runc's)."""

@@ -212,7 +212,7 @@ def access(env):
         "* `labkit resources apply -f FILE`, `labkit resources delete POD [--node N]`\n"
         "* `labkit resources oom-kills` — the kernel's log of OOM kills in the lab's cgroups\n"
         "* `labkit resources evict --node N` — kubelet's eviction manager, now\n"
-        "* `labkit resources plan -f FILE`, `labkit resources convert --cpu 250m` — kubelet's numbers, offline\n"
+        "* `labkit resources plan -f FILE`, `labkit resources convert --cpu 300m` — kubelet's numbers, offline\n"
     )
 
 
