@@ -177,10 +177,16 @@ def student_work(env, exercise_id):
     first (they survive the rebuild there) and listed with where they are."""
     import time
 
+    from labkit.resources import predictions
+
     exercises = [exercise_id] if exercise_id is not None else list(PARTS)
     out = []
     for ex in exercises:
         out += [item for item in _changed_pods(env, ex) if item not in out]
+        kept = predictions.kept(env, ex)
+        if kept is not None:
+            out.append(f"your {ex} answer as labkit kept it when `{kept[1].get('tool')}` showed the outcome "
+                       f"({predictions.kept_path(env, ex)}; after the reset your answer file is graded as it is then)")
     if exercise_id is None:
         edited = _edited_scenarios(env)
         if edited:
