@@ -156,7 +156,7 @@ def _prediction(ctx):
     except yaml.YAMLError:
         data = None
     note = (f" (graded on your answer as it was when `{info.get('tool')}` first showed the outcome; "
-            f"`labkit reset {ctx.lab.id} {ctx.exercise.id}` lets you predict again)")
+            f"`labkit reset {ctx.lab.id} {ctx.exercise.id}` lets you answer afresh)")
     if data is None:
         raise CheckFailed("your answer was not valid YAML when its outcome was shown" + note)
     return data, note
