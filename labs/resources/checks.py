@@ -316,8 +316,9 @@ def _best_case_ms(work_ms: float, quota_us: int, period_us: int) -> float:
 THROTTLED_FREE = [("requests", "cpu"), ("limits", "cpu")]
 MAX_REQUEST_MILLI = 1000     # a request above one CPU reserves far more than the server uses
 # A CPU limit must leave the server twice what it uses: with a quota about as large as its use,
-# a request that starts late in a period spends the quota and waits for the next (measured on
-# the lab: 150m of limit for 150m of use throttled 21 of 30 periods, 300m none).
+# any CPU beyond one request's work in a period (the interpreter's own, a late request sharing a
+# period with the next) spends the quota and the kernel throttles it (measured on the lab: 150m
+# of limit for 150m of use throttled 21 of 30 periods, 300m none).
 HEADROOM = 2
 
 
@@ -379,8 +380,9 @@ def judge_throttled(ctx, observation):
     if quota > 0 and quota * 1000 // period < HEADROOM * need_milli:
         problems.append(f"{p['container']} is still throttled: the CFS quota its CPU limit gives it per period is "
                         + ("less than it needs" if quota * 1000 // period < need_milli else
-                                                   "hardly more than it uses: the quota runs out whenever a request "
-                                                   "straddles a period boundary"))
+                                                   "hardly more than it uses: the quota is spent as soon as a period "
+                                                   "holds a little more than one request's work (the interpreter's own, "
+                                                   "a late request sharing the period with the next)"))
     elif state.get("quota") and state["quota"] > 0 and state["quota"] * 1000 // state["period"] < HEADROOM * need_milli:
         problems.append(f"{p['container']} is still throttled: its cgroup's CFS quota per period is not well above "
                         "what it uses")

@@ -66,7 +66,7 @@ def reserved_a_lot(env):
 
 @mistake("still throttled", "hardly more than it uses")
 def limit_equal_to_the_use(env):
-    """Sets request and limit to exactly what the server uses, 150m: the quota runs out whenever a
-    request straddles a period boundary."""
+    """Sets request and limit to exactly what the server uses, 150m: any CPU beyond one request's
+    work in a period spends the quota."""
     _explain(env)
     _run(env, {"requests": {"cpu": "150m", "memory": "32Mi"}, "limits": {"cpu": "150m", "memory": "64Mi"}})
