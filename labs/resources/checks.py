@@ -667,9 +667,9 @@ def judge_eviction_order(ctx, observation):
         if given == _without_priority(pods, truth):
             return ctx.failed("the order ignores priority: among the Pods above their request, the lower priority "
                               "goes first" + note)
-        wrong = sum(1 for a, b in zip(given, truth) if a != b)
-        return ctx.failed(f"{wrong} of {len(truth)} places differ from the eviction manager's ranking" + note,
-                          expected=f"{len(truth)} right", observed=f"{len(truth) - wrong} right")
+        wrong = [f"place {i + 1} ({a})" for i, (a, b) in enumerate(zip(given, truth)) if a != b]
+        return ctx.failed(ctx.grid_feedback(wrong, len(truth), "places") + note,
+                          expected=f"{len(truth)} right", observed=f"{len(truth) - len(wrong)} right")
     if observation["ranking"] is None:
         return ctx.failed(f"the prediction is in; you have not watched it yet: no eviction on {p['node']} ranked these "
                           f"Pods. Apply {p['file']}, wait until they hold their memory, then "

@@ -15,7 +15,7 @@ def _words(checks, pods, truth, order):
         return ("QoS class",)
     if order == checks._without_priority(pods, truth):
         return ("ignores priority",)
-    return ("places differ",)
+    return ("places of your prediction",)
 
 
 def _forget_watching(env):
