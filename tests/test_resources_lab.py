@@ -188,6 +188,9 @@ def test_a_one_exercise_reset_keeps_the_other_exercises_and_the_students_files(l
     lab_dir = Path(os.environ["LABKIT_STATE_DIR"]) / "resources"
     for exercise in ("throttled", "oom"):
         labkit("solve", "resources", exercise, check=0, timeout=120)
+    # like kubectl, apply goes on with the file's other Pods after one is refused
+    again = labkit("resources", "apply", "-f", str(lab_dir / "scenarios" / "node-1.yaml"), check=2)
+    assert 'The Pod "shop" is invalid' in again.stderr and "pod/mystery on node-1: unchanged" in again.stdout
     asked = labkit("reset", "resources", "throttled", check=2)
     assert "your changes to Pod frontend on node-1" in asked.stderr and "shop" not in asked.stderr
     labkit("reset", "resources", "throttled", "--yes", check=0)

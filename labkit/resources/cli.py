@@ -70,12 +70,20 @@ def apply(filename: Path = typer.Option(..., "-f", "--filename", help="Pods (YAM
 
     env = _env()
     target = node(env, node_name)
+    errors = []
     for pod in target.load(filename):
         where = node(env, pod.node)
-        for name, outcome in where.apply([pod]):
+        try:
+            applied = where.apply([pod])
+        except LabkitError as exc:     # kubectl apply goes on with the file's other objects
+            errors.append(str(exc))
+            continue
+        for name, outcome in applied:
             if predictions.is_qos_pod(env.lab, pod) and not predictions.reveal(env, "qos", "labkit resources apply"):
                 outcome = re.sub(r" \((Guaranteed|Burstable|BestEffort)\)$", " (QoS class withheld: exercise qos)", outcome)
             typer.echo(f"pod/{name} on {where.name}: {outcome}")
+    if errors:
+        raise LabkitError("\n".join(errors))
 
 
 @app.command()
