@@ -28,8 +28,7 @@ from pathlib import Path
 import yaml
 
 from labkit.exercises import CheckFailed, settle
-from labkit.pods import BEST_EFFORT, BURSTABLE, GUARANTEED, PodInvalid, load_pods, pod_from_dict, pod_request, qos_class
-from labkit.errors import ConfigError
+from labkit.pods import BEST_EFFORT, BURSTABLE, GUARANTEED, load_pods, pod_from_dict, pod_request, qos_class
 from labkit.resources import eviction, kubelet, predictions
 from labkit.resources.node import lab_nodes
 from labkit.resources.workload import memory_target

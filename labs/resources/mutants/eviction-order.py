@@ -3,8 +3,6 @@ twice, a typo, and each pair of neighbours swapped (answer file); and the watchi
 done before the Pods held their memory (observation). What a wrong order must be told is decided
 by the reconstruction of kubelet's ranking (checks.reconstructed_ranking)."""
 
-from pathlib import Path
-
 from labkit.mutants import Mutant, answer_mutants
 
 
