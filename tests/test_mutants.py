@@ -79,13 +79,6 @@ MUTANTS_AWAITED: dict[tuple[str, str], str] = {
     ("requests", "image-tag-policy"): "not generated yet",
     ("requests", "outage"): "not generated yet",
     ("requests", "audit"): "not generated yet",
-    # resources
-    ("resources", "qos"): "not generated yet",
-    ("resources", "throttled"): "not generated yet",
-    ("resources", "oom"): "not generated yet",
-    ("resources", "noisy-neighbour"): "not generated yet",
-    ("resources", "eviction-order"): "not generated yet",
-    ("resources", "weight"): "not generated yet",
 }
 
 

@@ -92,3 +92,116 @@ def test_plan_works_offline_with_the_labs_and_the_students_priority_classes(tmp_
     assert "no PriorityClass with name nightly was found" in refused.stderr
     assert labkit("resources", "plan", "-f", str(pod), "--priority-class", "nightly=5", check=0).stdout.startswith("pod/batch")
     assert "expected NAME=VALUE" in labkit("resources", "plan", "-f", str(pod), "--priority-class", "nightly", check=2).stderr
+
+
+# -- what the lab's own commands refuse and withhold ---------------------------------------------
+
+def test_apply_and_plan_refuse_unknown_and_duplicate_fields_as_kubectl_does(tmp_path):
+    """kubectl v1.34 asks for fieldValidation=Strict: a pod-level `privileged` (it belongs in a
+    container's securityContext) is refused, not silently dropped; so is a key given twice."""
+    pod = tmp_path / "pod.yaml"
+    pod.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec:\n  privileged: true\n"
+                   "  containers:\n    - name: c\n      command: [sleep, infinity]\n")
+    refused = labkit("resources", "plan", "-f", str(pod), check=2)
+    assert (f'Error from server (BadRequest): error when creating "{pod}": Pod in version "v1" cannot be handled '
+            'as a Pod: strict decoding error: unknown field "spec.privileged"') in refused.stderr
+    pod.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec:\n  containers:\n    - name: c\n"
+                   "      name: d\n      command: [sleep, infinity]\n")
+    assert 'strict decoding error: duplicate field "spec.containers[0].name"' in \
+        labkit("resources", "plan", "-f", str(pod), check=2).stderr
+    from labkit.resources.node import load_pods_strict
+    from labkit.strict import StrictDecodingError
+    with pytest.raises(StrictDecodingError, match='unknown field "spec.containers\\[0\\].resources.limit"'):
+        pod.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec:\n  containers:\n    - name: c\n"
+                       "      resources: {limit: {memory: 1Mi}}\n")
+        load_pods_strict(pod, "node-1")
+
+
+def test_convert_and_plan_withhold_the_answers_until_one_is_recorded(tmp_path):
+    """`convert` would answer the weight exercise and `plan` the qos exercise: each shows it only
+    once the exercise's answer is written, and keeps that answer as it was then."""
+    answers = Path(os.environ["LABKIT_ANSWERS_DIR"]) / "resources"
+    for value in (["--shares", "256"], ["--weight", "10"]):
+        withheld = labkit("resources", "convert", *value, check=2)
+        assert "withheld: exercise weight" in withheld.stderr and "233m" not in withheld.stdout + withheld.stderr
+    assert "cpu requests 98m..98m" in labkit("resources", "convert", "--shares", "100", check=0).stdout
+    planned = labkit("resources", "plan", "-f", "labs/resources/scenarios/node-1.yaml", check=0)
+    assert "withheld: exercise qos" in planned.stderr
+    assert "pod/frontend" in planned.stdout and "pod/queue" not in planned.stdout and "Guaranteed" not in planned.stdout
+    # a copy under another name is the same Pod
+    queue = next(d for d in yaml.safe_load_all(Path("labs/resources/scenarios/node-1.yaml").read_text())
+                 if d and d["metadata"]["name"] == "queue")
+    queue["metadata"]["name"] = "mine"
+    copy = tmp_path / "mine.yaml"
+    copy.write_text(yaml.safe_dump(queue))
+    assert "pod/mine" not in labkit("resources", "plan", "-f", str(copy), check=0).stdout
+    answers.mkdir(parents=True)
+    (answers / "weight.yaml").write_text("cgroup_value: 256\nmin_millicores: 1\nmax_millicores: 2\n")
+    assert "cpu requests 250m..250m" in labkit("resources", "convert", "--shares", "256", check=0).stdout
+    kept = Path(os.environ["LABKIT_STATE_DIR"]) / "resources" / "predictions" / "weight.yaml"
+    assert kept.read_text() == "cgroup_value: 256\nmin_millicores: 1\nmax_millicores: 2\n"
+
+
+@pytest.mark.host_exclusive
+def test_predictions_are_graded_as_they_were_when_a_tool_showed_the_outcome(lab_cleanup):
+    labkit("run", "resources", check=0)
+    answers = Path(os.environ["LABKIT_ANSWERS_DIR"]) / "resources"
+    answers.mkdir(parents=True)
+    # get withholds the qos Pods' classes and scores until the qos answer is written
+    shown = labkit("resources", "get", "--node", "node-1", check=0)
+    assert "withheld: exercise qos" in shown.stderr and "Guaranteed" not in shown.stdout and "-997" not in shown.stdout
+    # eviction-order: graded before anything ran, and evict waits for the prediction
+    labkit("resources", "apply", "-f", "labs/resources/scenarios/pressure.yaml", check=0)
+    refused = labkit("resources", "evict", "--node", "node-3", check=2)
+    assert "withheld: exercise eviction-order" in refused.stderr and "ranking:" not in refused.stdout
+    order = ["crawler", "analytics", "logs", "reports", "payments", "checkout"]
+    (answers / "eviction-order.yaml").write_text(yaml.safe_dump({"order": order[::-1]}))
+    wrong = results(labkit("check", "resources", "eviction-order", "--format", "json", check=1))["eviction-order"]
+    assert "places of your prediction" in wrong["message"]
+    (answers / "eviction-order.yaml").write_text(yaml.safe_dump({"order": order}))
+    right = results(labkit("check", "resources", "eviction-order", "--format", "json", check=1))["eviction-order"]
+    assert "not watched it yet" in right["message"]
+    # once evict has shown the ranking, changing the answer changes nothing
+    for name in order:
+        import time
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            top = labkit("resources", "top", "--node", "node-3", "--interval", "0.2", check=0).stdout
+            if "memory.available" in top and float(top.split("memory.available ")[-1].split("Mi")[0]) < 100:
+                break
+            time.sleep(0.2)
+    assert "ranking: crawler" in labkit("resources", "evict", "--node", "node-3", check=0).stdout
+    (answers / "eviction-order.yaml").write_text(yaml.safe_dump({"order": order[::-1]}))
+    kept = results(labkit("check", "resources", "eviction-order", "--format", "json", check=0))["eviction-order"]
+    assert kept["status"] == "pass" and "as it was when `labkit resources evict` first showed" in kept["message"]
+    # a reset of the exercise forgets the kept answer, after listing what it reverts
+    asked = labkit("reset", "resources", "eviction-order", check=2)
+    assert "Pod crawler you ran on node-3" in asked.stderr and "the evictions you watched on node-3" in asked.stderr
+    labkit("reset", "resources", "eviction-order", "--yes", check=0)
+    again = results(labkit("check", "resources", "eviction-order", "--format", "json", check=1))["eviction-order"]
+    assert "places of your prediction" in again["message"]
+
+
+@pytest.mark.host_exclusive
+def test_a_one_exercise_reset_keeps_the_other_exercises_and_the_students_files(lab_cleanup):
+    labkit("run", "resources", check=0)
+    lab_dir = Path(os.environ["LABKIT_STATE_DIR"]) / "resources"
+    for exercise in ("throttled", "oom"):
+        labkit("solve", "resources", exercise, check=0, timeout=120)
+    # like kubectl, apply goes on with the file's other Pods after one is refused
+    again = labkit("resources", "apply", "-f", str(lab_dir / "scenarios" / "node-1.yaml"), check=2)
+    assert 'The Pod "shop" is invalid' in again.stderr and "pod/mystery on node-1: unchanged" in again.stdout
+    asked = labkit("reset", "resources", "throttled", check=2)
+    assert "your changes to Pod frontend on node-1" in asked.stderr and "shop" not in asked.stderr
+    labkit("reset", "resources", "throttled", "--yes", check=0)
+    after = results(labkit("check", "resources", "--format", "json", check=1))
+    assert after["throttled"]["status"] == "fail" and after["oom"]["status"] == "pass"
+    # the whole lab's rebuild keeps the scenario file the student edited
+    edited = lab_dir / "scenarios" / "node-1.yaml"
+    edited.write_text(edited.read_text().replace("limits: {cpu: 100m, memory: 64Mi}", "limits: {memory: 64Mi}"))
+    asked = labkit("reset", "resources", check=2)
+    assert "scenarios/node-1.yaml you edited" in asked.stderr and "your changes to Pod shop on node-1" in asked.stderr
+    done = labkit("reset", "resources", "--yes", check=0)
+    kept = list((lab_dir / "kept").glob("*/node-1.yaml"))
+    assert len(kept) == 1 and "limits: {memory: 64Mi}" in kept[0].read_text()
+    assert edited.read_text() == (REPO / "labs/resources/scenarios/node-1.yaml").read_text(), done.stderr

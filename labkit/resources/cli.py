@@ -64,12 +64,26 @@ def _spec(c) -> str:
 def apply(filename: Path = typer.Option(..., "-f", "--filename", help="Pods (YAML: a Pod, several, or a List)."),
           node_name: Optional[str] = typer.Option(None, "--node", help=NODE_HELP)):
     """Run Pods on a node: defaulting and validation as the API server, then kubelet and the runtime."""
+    import re
+
+    from labkit.resources import predictions
+
     env = _env()
     target = node(env, node_name)
+    errors = []
     for pod in target.load(filename):
         where = node(env, pod.node)
-        for name, outcome in where.apply([pod]):
+        try:
+            applied = where.apply([pod])
+        except LabkitError as exc:     # kubectl apply goes on with the file's other objects
+            errors.append(str(exc))
+            continue
+        for name, outcome in applied:
+            if predictions.is_qos_pod(env.lab, pod) and not predictions.reveal(env, "qos", "labkit resources apply"):
+                outcome = re.sub(r" \((Guaranteed|Burstable|BestEffort)\)$", " (QoS class withheld: exercise qos)", outcome)
             typer.echo(f"pod/{name} on {where.name}: {outcome}")
+    if errors:
+        raise LabkitError("\n".join(errors))
 
 
 @app.command()
@@ -135,8 +149,11 @@ def get(node_name: Optional[str] = typer.Option(None, "--node", help="Only this 
     env = _env()
     selected = [node(env, node_name)] if node_name else list(nodes(env).values())
     rows = [row for n in selected for row in _pod_rows(n)]
+    note = _withhold_qos(env, rows)
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
+        if note:
+            typer.echo(note, err=True)
         return
     for row in rows:
         status = row["phase"] + (f" ({row['reason']})" if row["reason"] else "")
@@ -155,6 +172,28 @@ def get(node_name: Optional[str] = typer.Option(None, "--node", help="Only this 
             typer.echo(f"    {c['name']}: {state}, pids {c['pids'] or '-'}, oom_score_adj {adj}, {c['spec']}")
             if "cgroup_settings" in c:
                 typer.echo(f"      cgroup {c['cgroup']}: {_settings(c['cgroup_settings'])}")
+    if note:
+        typer.echo(note, err=True)
+
+
+WITHHELD = "(withheld)"
+
+
+def _withhold_qos(env, rows: list[dict]) -> str:
+    """The qos exercise's Pods on its node: their QoS class, oom_score_adj and cgroup paths (which
+    name the QoS class) only once the qos answer is recorded (labkit.resources.predictions)."""
+    from labkit.resources import predictions
+
+    params = env.lab.exercise("qos").params
+    names = set(predictions.qos_pods(env.lab))
+    mine = [r for r in rows if r["node"] == params["node"] and r["name"] in names]
+    if not mine or predictions.reveal(env, "qos", "labkit resources get"):
+        return ""
+    for row in mine:
+        row.update(qos=WITHHELD, cgroup=WITHHELD)
+        for c in row["containers"]:
+            c.update(oom_score_adj=None, kubelet_oom_score_adj=None, cgroup=WITHHELD)
+    return predictions.withheld("qos", f"QoS class, oom_score_adj and cgroup of {', '.join(sorted(n['name'] for n in mine))}")
 
 
 def _settings(settings: dict) -> str:
@@ -224,8 +263,14 @@ def evict(node_name: Optional[str] = typer.Option(None, "--node", help=NODE_HELP
     """Run kubelet's eviction manager on a node now: pass after pass until no threshold is met."""
     from labkit.resources import eviction
 
+    from labkit.resources import predictions
+
     env = _env()
     n = node(env, node_name)
+    exercise = env.lab.exercise("eviction-order")
+    ours = predictions.eviction_pods(env.lab) & {r["name"] for r, _p in n.active()}
+    if ours and not predictions.reveal(env, exercise.id, "labkit resources evict"):     # on any node
+        raise LabkitError(predictions.withheld(exercise.id, f"the eviction manager's ranking of {', '.join(sorted(ours))}"))
 
     def say(result):
         o = result.observation
@@ -257,7 +302,8 @@ def plan(filename: Path = typer.Option(..., "-f", "--filename", help="Pods (YAML
     container cgroups (v1 and v2 values), oom_score_adj."""
     from labkit.numa.quantity import Quantity
     from labkit.resources import kubelet
-    from labkit.pods import load_pods, qos_class
+    from labkit.pods import qos_class
+    from labkit.resources.node import load_pods_strict
 
     capacity = Quantity.parse(memory_capacity).value_int()
     classes = _lab_priority_classes()
@@ -267,8 +313,18 @@ def plan(filename: Path = typer.Option(..., "-f", "--filename", help="Pods (YAML
             classes[name.strip()] = int(value)
         except ValueError:
             raise LabkitError(f"--priority-class {item!r}: expected NAME=VALUE with an integer value") from None
+    from labkit.labs import get_lab
+    from labkit.resources import predictions
+
+    pods = load_pods_strict(filename, priority_classes=classes)
+    lab = get_lab(LAB_ID)
+    hidden = [p.name for p in pods if predictions.is_qos_pod(lab, p)]
+    if hidden and not predictions.reveal(_state_env(), "qos", "labkit resources plan"):
+        pods = [p for p in pods if p.name not in hidden]
+        typer.echo(predictions.withheld("qos", f"what kubelet makes of {', '.join(hidden)} (the qos exercise's Pods)"),
+                   err=True)
     out = []
-    for pod in load_pods(filename, priority_classes=classes):
+    for pod in pods:
         def both(s):
             d = s.to_json()
             d["cpu.weight (v2)"] = kubelet.shares_to_weight(s.cpu_shares) if s.cpu_shares else None
@@ -286,6 +342,26 @@ def plan(filename: Path = typer.Option(..., "-f", "--filename", help="Pods (YAML
             typer.echo(f"  {name}: {c}")
 
 
+def _state_env():
+    """The lab's environment as far as its state directory goes (the lab need not be running)."""
+    from labkit.labs import get_lab
+    from labkit.state import LabEnv, LabState
+    lab = get_lab(LAB_ID)
+    return LabEnv(lab, LabState(lab.id))
+
+
+def _weight_answer(shares: int | None, weight: int | None) -> bool:
+    """True when converting this value back would answer the weight exercise before its answer
+    is recorded: the pod cgroup's cpu.shares or cpu.weight, or shares giving that weight."""
+    from labkit.labs import get_lab
+    from labkit.resources import kubelet, predictions
+
+    pod_shares, pod_weight = predictions.weight_values(get_lab(LAB_ID))
+    ours = (shares is not None and (shares == pod_shares or kubelet.shares_to_weight(max(shares, 2)) == pod_weight)) \
+        or (weight is not None and weight == pod_weight)
+    return ours and not predictions.reveal(_state_env(), "weight", "labkit resources convert")
+
+
 def _lab_priority_classes() -> dict[str, int]:
     """The PriorityClasses of the lab's cluster (labs/resources/nodes.yaml), as the lab's API
     server would have them."""
@@ -297,12 +373,12 @@ def _lab_priority_classes() -> dict[str, int]:
 
 
 @app.command()
-def convert(cpu: Optional[str] = typer.Option(None, "--cpu", help="A cpu quantity, e.g. 250m."),
+def convert(cpu: Optional[str] = typer.Option(None, "--cpu", help="A cpu quantity, e.g. 300m."),
             shares: Optional[int] = typer.Option(None, "--shares", help="A cpu.shares value."),
             weight: Optional[int] = typer.Option(None, "--weight", help="A cpu.weight value (cgroup v2).")):
     """Convert between a cpu request, cpu.shares and cpu.weight (kubelet's and newer runc's)."""
     from labkit.numa.quantity import Quantity
-    from labkit.resources import kubelet
+    from labkit.resources import kubelet, predictions
 
     if sum(x is not None for x in (cpu, shares, weight)) != 1:
         raise LabkitError("give exactly one of --cpu, --shares, --weight")
@@ -311,6 +387,9 @@ def convert(cpu: Optional[str] = typer.Option(None, "--cpu", help="A cpu quantit
         s = kubelet.milli_cpu_to_shares(milli)
         typer.echo(f"cpu {cpu} = {milli}m -> cpu.shares {s} -> cpu.weight {kubelet.shares_to_weight(s)} "
                    f"(kubelet, runc < 1.3.2) or {kubelet.runc_weight_new(s)} (runc >= 1.3.2, crun >= 1.23)")
+    elif _weight_answer(shares, weight):
+        raise LabkitError(predictions.withheld("weight", f"the cpu requests behind {'cpu.shares' if shares is not None else 'cpu.weight'} "
+                                                         f"{shares if shares is not None else weight}"))
     elif shares is not None:
         lo, hi = kubelet.shares_to_milli_range(shares)
         typer.echo(f"cpu.shares {shares} <- cpu requests {lo}m..{hi}m; cpu.weight {kubelet.shares_to_weight(shares)}")

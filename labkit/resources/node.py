@@ -35,6 +35,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import yaml
+
 from labkit import procs
 from labkit.crashpoints import crash_point
 from labkit.errors import LabkitError
@@ -179,7 +181,7 @@ class Node:
         os.replace(tmp, path)
 
     def load(self, path) -> list[Pod]:
-        return load_pods(path, self.name, self.config.priority_classes)
+        return load_pods_strict(path, self.name, self.config.priority_classes)
 
     def apply(self, pods: list[Pod], wait: bool = True) -> list[tuple[str, str]]:
         """Run each Pod; (pod name, what happened) for each. With wait, return once every container
@@ -357,6 +359,20 @@ class Node:
     def container_working_set(self, record: dict, container: str) -> int | None:
         rel = record["containers"][container]["cgroup"]
         return self.cgroups.memory(rel).working_set if self.cgroups.exists(rel) else None
+
+
+def load_pods_strict(path, default_node: str = "", priority_classes: dict | None = None) -> list[Pod]:
+    """The Pods of a file as the API server takes them from kubectl v1.34: strict field validation
+    first (kubectl asks for fieldValidation=Strict, so an unknown or duplicate field is refused,
+    never dropped: labkit.strict), then defaulting and validation (labkit.pods)."""
+    from labkit.inputs import read_text
+    from labkit.strict import load_strict
+
+    try:
+        load_strict(read_text(path), str(path))
+    except yaml.YAMLError:
+        pass         # load_pods reports the syntax error, with its line
+    return load_pods(path, default_node, priority_classes)
 
 
 def lab_nodes(env) -> dict[str, "Node"]:

@@ -120,10 +120,13 @@ def memory_target(command, limit=None):
     argv = [str(a) for a in command]
     if len(argv) < 2 or argv[0] != "workload":
         return None
-    if argv[1] == "alloc":
-        return size(option(argv, "--to"))
-    if argv[1] == "fill" and limit:
-        return int(limit * float(option(argv, "--fraction")))
+    try:
+        if argv[1] == "alloc":
+            return size(argv[argv.index("--to") + 1])
+        if argv[1] == "fill" and limit:
+            return int(limit * float(argv[argv.index("--fraction") + 1]))
+    except (ValueError, IndexError):
+        return None      # the workload refuses such arguments: it allocates nothing
     return None
 
 

@@ -1,28 +1,48 @@
 """Checks of the resources lab.
 
 Truth comes from labkit's reconstruction of kubelet (labkit.resources: QoS, oom_score_adj, CFS
-quota, the eviction ranking) applied to the lab's pristine scenario files, or from the live
-kernel: cgroup files and counters, /proc. Nothing here depends on timing: throttling is judged
-from the quota the kernel enforces (a container whose quota per period holds the CPU it needs, or
-that has no quota, cannot be throttled for lack of it, whatever the load), OOM from the kernel's
-kill counters and the memory a workload reached, eviction from the ranking the eviction manager
-computed on the usage it measured. Where state still converges (memory being allocated), the
-check waits a little for it (labkit.exercises.settle) and otherwise says it is still changing.
+quota, cpu.shares/cpu.weight, the eviction ranking) applied to the lab's pristine scenario files,
+or from the live kernel: cgroup files and counters. Nothing depends on timing: throttling is
+judged from the CFS quota kubelet derives from the spec and the one the kernel enforces, OOM from
+the memory each workload needs (its command) against its limit and from the kernel's kill
+counters, eviction from kubelet's ranking.
+
+Exercises that change live state are checked as `judge_<name>(ctx, observe_<name>(ctx))`: the
+observation is what the node holds (each Pod's stored spec, status, and per container whether
+it runs, its cgroup's quota, memory limit, working set and OOM kills), the judge is a pure
+verdict on it. The judge checks the whole statement of lab.yaml's `solved:`: what must hold,
+derived from the observed specs through labkit's reconstruction and confirmed on the live
+counters, and what must stay as the scenario gave it (the workloads' commands, the other Pods,
+every field the exercise does not ask to change).
+
+Prediction exercises (qos, eviction-order, weight) are graded against the Pods as the lab ships
+them, on the answer as it was when a labkit tool first showed the outcome
+(labkit.resources.predictions), and say so when the student changed the Pods.
 """
+
+from __future__ import annotations
 
 import math
 from pathlib import Path
 
+import yaml
+
 from labkit.exercises import CheckFailed, settle
-from labkit.resources import kubelet
+from labkit.pods import BEST_EFFORT, BURSTABLE, GUARANTEED, load_pods, pod_from_dict, pod_request, qos_class
+from labkit.resources import eviction, kubelet, predictions
 from labkit.resources.node import lab_nodes
 from labkit.resources.workload import memory_target
-from labkit.pods import BEST_EFFORT, BURSTABLE, GUARANTEED, load_pods, qos_class
 
 HERE = Path(__file__).resolve().parent
 SCENARIOS = HERE / "scenarios"
 QOS_CLASSES = (GUARANTEED, BURSTABLE, BEST_EFFORT)
 SETTLE = dict(timeout=1.5, stable_for=0.3, interval=0.1)
+MIB = 2 ** 20
+# What the workload program's interpreter holds besides what it allocates (python3 -S -I): about
+# 3 MiB measured; a workload must fit its allocation plus this under its limit.
+INTERPRETER = 4 * MIB
+# The range of that overhead within which a prediction must not depend on it.
+INTERPRETER_RANGE = (0, 16 * MIB)
 
 
 def _lab_module():
@@ -52,68 +72,233 @@ def _node(ctx, name: str):
     return nodes[name]
 
 
-def _running(node, pod_name: str) -> dict:
-    record = node.record(pod_name)
-    if record is None:
-        raise CheckFailed(f"Pod {pod_name} is not on {node.name}: run it with `labkit resources apply -f FILE`")
-    status = record["status"]
-    if status["phase"] != "Running":
-        raise CheckFailed(f"Pod {pod_name} on {node.name} is {status['phase']}"
-                          + (f" ({status.get('reason')}: {status.get('message')})" if status.get("reason") else ""))
-    return record
-
-
-def _verdict(ctx, wrong: list[str], total: int, what: str):
-    if not wrong:
-        return ctx.passed(f"all {total} {what} right")
-    return ctx.failed(f"{len(wrong)} of {total} {what} wrong: " + "; ".join(wrong),
-                      expected=f"{total} right", observed=f"{total - len(wrong)} right")
-
-
 def _int(value, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
         raise CheckFailed(f"{where}: expected a whole number, got {value!r}")
     return int(value)
 
 
-def _workload_target(container) -> int | None:
-    """Bytes an `alloc` workload allocates (from its command), or None."""
-    return memory_target(container.command)
+def _pod_of(manifest: dict, node_name: str):
+    """The Pod object of an observed (stored, defaulted) manifest."""
+    config = _config(node_name)
+    return pod_from_dict(manifest, f"{node_name}/{manifest['metadata']['name']}", priority_classes=config.priority_classes)
+
+
+def _diff(a, b, path: str = "") -> list[str]:
+    """The paths at which two nested values differ (`spec.containers[0].command`)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = []
+        for key in list(a) + [k for k in b if k not in a]:
+            child = f"{path}.{key}" if path else str(key)
+            if key not in a or key not in b:
+                out.append(child)
+            else:
+                out += _diff(a[key], b[key], child)
+        return out
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b) and not all(
+            isinstance(x, str) for x in a + b):
+        return [p for i, (x, y) in enumerate(zip(a, b)) for p in _diff(x, y, f"{path}[{i}]")]
+    return [] if a == b else [path]
+
+
+def _without(spec: dict, container: str, paths: list[tuple[str, str]]) -> dict:
+    """A copy of a Pod spec with the given (requests|limits, resource) of one container removed."""
+    import copy
+    spec = copy.deepcopy(spec)
+    for c in spec.get("containers") or []:
+        if c.get("name") == container:
+            resources = c.get("resources") or {}
+            for kind, resource in paths:
+                (resources.get(kind) or {}).pop(resource, None)
+                if kind in resources and not resources[kind]:
+                    del resources[kind]
+            if "resources" in c and not c["resources"]:
+                del c["resources"]
+    return spec
+
+
+def _changed_fields(observed_spec: dict, original_spec: dict, container: str, free: list[tuple[str, str]]) -> list[str]:
+    """The fields of a Pod's spec that differ from the scenario's, the exercise's free ones aside."""
+    return _diff(_without(observed_spec, container, free), _without(original_spec, container, free), "spec")
+
+
+def _container_names(spec: dict) -> list[str]:
+    return [c.get("name") for c in (spec.get("initContainers") or []) + (spec.get("containers") or [])]
+
+
+def _describe_changes(pod: str, paths: list[str], spec: dict) -> str:
+    """`shop/indexer's command` for spec.containers[1].command, else the path."""
+    shown = []
+    for path in paths:
+        head, _, rest = path.partition("].")
+        if head.startswith("spec.containers[") or head.startswith("spec.initContainers["):
+            kind = "containers" if head.startswith("spec.containers[") else "initContainers"
+            index = int(head.rsplit("[", 1)[1])
+            items = spec.get(kind) or []
+            name = items[index].get("name") if index < len(items) else f"#{index}"
+            field = rest.split(".")[0].split("[")[0] or "container"
+            shown.append(f"{pod}/{name}'s {field}")
+        else:
+            shown.append(f"{pod}'s {path}")
+    return ", ".join(dict.fromkeys(shown))
+
+
+def _prediction(ctx):
+    """(the answer to grade, a note): the answer kept when a labkit tool first showed the
+    exercise's outcome (labkit.resources.predictions), else the answer file."""
+    found = predictions.kept(ctx.env, ctx.exercise.id)
+    if found is None:
+        return ctx.answer(), ""
+    text, info = found
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:
+        data = None
+    note = (f" (graded on your answer as it was when `{info.get('tool')}` first showed the outcome; "
+            f"`labkit reset {ctx.lab.id} {ctx.exercise.id}` lets you answer afresh)")
+    if data is None:
+        raise CheckFailed("your answer was not valid YAML when its outcome was shown" + note)
+    return data, note
+
+
+def _situation(ctx, node_name: str, file: str, names) -> str:
+    """A note when the student changed the Pods a prediction is about on the live node."""
+    try:
+        node = lab_nodes(ctx.env).get(node_name)
+    except OSError:
+        node = None
+    if node is None:
+        return ""
+    pristine = _pristine(file, node_name)
+    changed = []
+    for name in names:
+        record = node.record(name)
+        if record is not None and record["manifest"].get("spec") != pristine[name].manifest.get("spec"):
+            changed.append(name)
+    if not changed:
+        return ""
+    return (f"; graded on the Pods as {file} gives them: you changed {', '.join(changed)} on {node_name}, "
+            f"which the exercise does not ask (`labkit reset {ctx.lab.id} {ctx.exercise.id}` runs them as built)")
+
+
+def _container_state(node, record: dict) -> dict:
+    """Per container of a Pod on a live node: running, OOM kills, working set, memory limit,
+    CFS quota and period."""
+    out = {}
+    for name, entry in record["containers"].items():
+        rel = entry["cgroup"]
+        if entry.get("init") and "exit_code" in entry:
+            out[name] = {"completed": entry["exit_code"]}
+            continue
+        if not node.cgroups.exists(rel):
+            out[name] = {"running": False, "oom_kills": 0, "working_set": 0, "limit": None, "quota": None,
+                         "period": None}
+            continue
+        memory = node.cgroups.memory(rel)
+        quota, period = node.cgroups.quota(rel)
+        out[name] = {"running": record["status"]["phase"] == "Running" and bool(node.cgroups.pids(rel)),
+                     "oom_kills": memory.oom_kills, "working_set": memory.working_set, "limit": memory.limit,
+                     "quota": quota, "period": period}
+    return out
+
+
+def _observe_pods(node, names) -> dict:
+    """{pod name: {manifest, phase, reason, containers}} for the Pods on the node (names None: all)."""
+    out = {}
+    for record in node.records():
+        if names is not None and record["name"] not in names:
+            continue
+        out[record["name"]] = {"manifest": record["manifest"], "phase": record["status"]["phase"],
+                               "reason": record["status"].get("reason", ""),
+                               "containers": _container_state(node, record)}
+    return out
+
+
+def _settled(observe, done):
+    """observe() until done(observation) or the state stops changing (memory being allocated)."""
+    first = observe()
+    if done(first):
+        return first
+    return settle(observe, **SETTLE).value
+
+
+def _overhead(container: dict, target: int | None) -> int:
+    """What a running container holds besides its workload's allocation (at least INTERPRETER)."""
+    if target is None or not container.get("running"):
+        return INTERPRETER
+    return max(INTERPRETER, container.get("working_set", 0) - target)
+
+
+# node-1 holds the Pods of several exercises: those two of them change (throttled's frontend,
+# oom's shop) are each judged by their own exercise; every other Pod there stays as it was given.
+CHANGED_BY_EXERCISES = {"node-1": {"frontend", "shop"}}
+
+
+def _others_unchanged(observation: dict, node_name: str, file: str, own: str) -> list[str]:
+    """The Pods of the node's scenario that no exercise changes: present, and as given."""
+    problems = []
+    for name, original in _pristine(file, node_name).items():
+        if name == own or name in CHANGED_BY_EXERCISES.get(node_name, set()):
+            continue
+        live = observation.get(name)
+        if live is None:
+            problems.append(f"Pod {name} is gone from {node_name}: change only {own}")
+        elif live["manifest"].get("spec") != original.manifest.get("spec"):
+            changed = _diff(live["manifest"]["spec"], original.manifest["spec"], "spec")
+            problems.append(f"{name} was changed ({_describe_changes(name, changed, live['manifest']['spec'])}): "
+                            f"change only {own}")
+    return problems
 
 
 # -- qos ------------------------------------------------------------------------------------------
 
 def check_qos(ctx):
+    """Solved: the answer gives each listed Pod the QoS class kubelet computes and each of its
+    running containers the oom_score_adj kubelet sets, for the Pods as the scenario gives them."""
     node_name = ctx.params["node"]
     capacity = _config(node_name).memory_capacity
     pods = _pristine(ctx.params["file"], node_name)
     names = [n.strip() for n in ctx.params["pods"].split(",")]
-    data = ctx.answer()
+    data, note = _prediction(ctx)
     given_qos = ctx.answer_field(data, "qos", dict)
     given_adj = ctx.answer_field(data, "oom_score_adj", dict)
-    wrong, total = [], 0
+    note += _situation(ctx, node_name, ctx.params["file"], names)
+    problems, wrong_classes, wrong_adj = [], [], []
+    expected_keys = {f"{n}/{c.name}" for n in names for c in pods[n].running_containers()}
     for name in names:
         pod = pods[name]
-        total += 1
         answer = given_qos.get(name)
         if answer is None:
-            wrong.append(f"qos of {name}: missing")
+            problems.append(f"qos of {name}: missing")
         elif answer not in QOS_CLASSES:
-            wrong.append(f"qos of {name}: {answer!r} is not one of {', '.join(QOS_CLASSES)}")
+            problems.append(f"qos of {name}: {answer!r} is not one of {', '.join(QOS_CLASSES)}")
         elif answer != qos_class(pod):
-            wrong.append(f"{name}: not {answer}")
+            wrong_classes.append(f"the QoS class of {name}")
         for c in pod.running_containers():
-            total += 1
             key = f"{name}/{c.name}"
             if key not in given_adj:
-                wrong.append(f"oom_score_adj of {key}: missing")
+                problems.append(f"oom_score_adj of {key}: missing")
                 continue
             value = _int(given_adj[key], f"oom_score_adj of {key}")
             if value != kubelet.oom_score_adj(pod, c, capacity):
-                wrong.append(f"{key}: oom_score_adj not {value}")
-    expected_keys = {f"{n}/{c.name}" for n in names for c in pods[n].running_containers()}
-    wrong += [f"{key}: no such running container among {ctx.params['pods']}" for key in sorted(set(given_adj) - expected_keys, key=str)]
-    return _verdict(ctx, wrong, total, "QoS classes and oom_score_adj values")
+                wrong_adj.append(key)
+    problems += [f"qos: {key!r} is not one of {ctx.params['pods']}" for key in sorted(set(given_qos) - set(names), key=str)]
+    problems += [f"oom_score_adj: {key!r} is no running container of {ctx.params['pods']}"
+                 for key in sorted(set(given_adj) - expected_keys, key=str)]
+    if problems:
+        return ctx.failed("; ".join(problems) + note)
+    if wrong_classes:
+        message = ctx.grid_feedback(wrong_classes, len(names), "QoS classes")
+        if wrong_adj:
+            message += f"; and {len(wrong_adj)} of the {len(expected_keys)} oom_score_adj values are wrong"
+        return ctx.failed(message + note, expected=f"{len(names)} QoS classes right",
+                          observed=f"{len(names) - len(wrong_classes)} right")
+    if wrong_adj:
+        return ctx.failed(f"{len(wrong_adj)} of the {len(expected_keys)} oom_score_adj values "
+                          f"{'is' if len(wrong_adj) == 1 else 'are'} wrong: "
+                          + ", ".join(f"{k}'s oom_score_adj" for k in wrong_adj)
+                          + " (the QoS classes are right: see policy.go in the third hint)" + note)
+    return ctx.passed(f"all {len(names)} QoS classes and {len(expected_keys)} oom_score_adj values right" + note)
 
 
 # -- throttled ------------------------------------------------------------------------------------
@@ -127,70 +312,144 @@ def _best_case_ms(work_ms: float, quota_us: int, period_us: int) -> float:
     return full * period_ms + (work_ms - full * quota_ms)
 
 
-def check_throttled(ctx):
-    p = ctx.params
-    need_milli = p["work_ms"] * 1000 // p["every_ms"]
+THROTTLED_FREE = [("requests", "cpu"), ("limits", "cpu")]
+MAX_REQUEST_MILLI = 1000     # a request above one CPU reserves far more than the server uses
+# A CPU limit must leave the server twice what it uses: with a quota about as large as its use,
+# any CPU beyond one request's work in a period (the interpreter's own, a late request sharing a
+# period with the next) spends the quota and the kernel throttles it (measured on the lab: 150m
+# of limit for 150m of use throttled 21 of 30 periods, 300m none).
+HEADROOM = 2
+
+
+def observe_throttled(ctx):
+    """The Pod on the node: its stored spec, status and each container's cgroup state."""
+    node = _node(ctx, ctx.params["node"])
+    return _observe_pods(node, None)
+
+
+def _explanation_problems(ctx, settings, work_ms) -> list[str]:
     problems = []
-    # 1. the explanation, from the Pod as it was given
-    original = _pristine("node-1.yaml", p["node"])[p["pod"]]
-    container = next(c for c in original.containers if c.name == p["container"])
-    settings = kubelet.container_cgroup(original, container)
     try:
         data = ctx.answer()
         quota = _int(ctx.answer_field(data, "quota_us", (int, float)), "quota_us")
         period = _int(ctx.answer_field(data, "period_us", (int, float)), "period_us")
         request_ms = ctx.answer_field(data, "request_ms", (int, float))
+        if isinstance(request_ms, bool):
+            raise CheckFailed("request_ms: expected a number")
         if quota != settings.cpu_quota:
             problems.append("quota_us is not the CFS quota kubelet gives the container's limit")
         if period != settings.cpu_period:
             problems.append("period_us is not the CFS period")
-        if abs(request_ms - _best_case_ms(p["work_ms"], settings.cpu_quota, settings.cpu_period)) > 1:
+        if abs(request_ms - _best_case_ms(work_ms, settings.cpu_quota, settings.cpu_period)) > 0.5:
             problems.append("request_ms is off: a request needing more CPU than one period's quota waits for the "
                             "next period")
     except CheckFailed as exc:
         problems.append(exc.message)
-    # 2. the fix, on the live node
-    node = _node(ctx, p["node"])
-    try:
-        record = _running(node, p["pod"])
-        pod = node.pod(record)
-        live = next(c for c in pod.containers if c.name == p["container"])
-        request = live.requests.get("cpu")
-        rel = record["containers"][p["container"]]["cgroup"]
-        quota_us, period_us = node.cgroups.quota(rel)
-        cpu = node.cgroups.cpu(rel)
-        if not node.cgroups.pids(rel):
-            problems.append(f"container {p['container']} is not running")
-        if quota_us > 0 and quota_us * 1000 // period_us < need_milli:
-            problems.append(f"{p['container']} is still throttled: the kernel lets it use {quota_us} us per {period_us} us "
-                            f"period (its cgroup's CFS quota), less than it needs "
-                            f"(nr_throttled {cpu.nr_throttled} of {cpu.nr_periods} periods)")
-        if request is None or request.milli_value() < need_milli:
-            problems.append(f"{p['container']}'s cpu request does not cover what it uses: under contention its "
-                            "cpu.shares/cpu.weight would not get it its CPU")
-        evidence = f"nr_throttled {cpu.nr_throttled} of {cpu.nr_periods} periods since it started"
-    except CheckFailed as exc:
-        problems.append(exc.message)
-        evidence = ""
+    return problems
+
+
+def judge_throttled(ctx, observation):
+    """Solved: the explanation (quota, period, best-case request time of the Pod as given) is
+    right; the other Pods of the node that no exercise changes are as given; the Pod runs with its
+    server container's cpu request covering what it uses (work/every),
+    at most one CPU, and no CFS quota below twice that, neither in its spec nor in its cgroup; nothing
+    else of the Pod changed (its command, memory, name, containers)."""
+    p = ctx.params
+    need_milli = p["work_ms"] * 1000 // p["every_ms"]
+    original = _pristine("node-1.yaml", p["node"])[p["pod"]]
+    container = next(c for c in original.containers if c.name == p["container"])
+    problems = _explanation_problems(ctx, kubelet.container_cgroup(original, container), p["work_ms"])
+    problems += _others_unchanged(observation, p["node"], "node-1.yaml", p["pod"])
+    live = observation.get(p["pod"])
+    if live is None:
+        problems.append(f"Pod {p['pod']} is not on {p['node']}: run it with `labkit resources apply -f FILE`")
+        return ctx.failed("; ".join(problems))
+    spec = live["manifest"]["spec"]
+    changed = _changed_fields(spec, original.manifest["spec"], p["container"], THROTTLED_FREE)
+    if changed:
+        problems.append(f"{_describe_changes(p['pod'], changed, spec)} changed: the exercise changes only "
+                        f"{p['container']}'s CPU request and limit (the workload and its memory stay the scenario's)")
+        return ctx.failed("; ".join(problems))
+    pod = _pod_of(live["manifest"], p["node"])
+    server = next(c for c in pod.containers if c.name == p["container"])
+    settings = kubelet.container_cgroup(pod, server)
+    state = live["containers"].get(p["container"], {})
+    request = server.requests.get("cpu")
+    quota, period = settings.cpu_quota or 0, settings.cpu_period or kubelet.QUOTA_PERIOD
+    if quota > 0 and quota * 1000 // period < HEADROOM * need_milli:
+        problems.append(f"{p['container']} is still throttled: the CFS quota its CPU limit gives it per period is "
+                        + ("less than it needs" if quota * 1000 // period < need_milli else
+                                                   "hardly more than it uses: the quota is spent as soon as a period "
+                                                   "holds a little more than one request's work (the interpreter's own, "
+                                                   "a late request sharing the period with the next)"))
+    elif state.get("quota") and state["quota"] > 0 and state["quota"] * 1000 // state["period"] < HEADROOM * need_milli:
+        problems.append(f"{p['container']} is still throttled: its cgroup's CFS quota per period is not well above "
+                        "what it uses")
+    if request is None or request.milli_value() < need_milli:
+        problems.append(f"{p['container']}'s cpu request does not cover what it uses: under contention its "
+                        "cpu.shares/cpu.weight would not get it its CPU")
+    elif request.milli_value() > MAX_REQUEST_MILLI:
+        problems.append(f"{p['container']}'s cpu request is more than a CPU: it reserves far more than it uses, CPU the "
+                        "node cannot give other Pods")
+    if live["phase"] != "Running":
+        problems.append(f"Pod {p['pod']} on {p['node']} is {live['phase']}" + (f" ({live['reason']})" if live["reason"] else ""))
+    elif not state.get("running"):
+        problems.append(f"container {p['container']} is not running")
     if problems:
         return ctx.failed("; ".join(problems))
-    return ctx.passed(f"explained, and {p['pod']}/{p['container']} is no longer held back by a CFS quota ({evidence})")
+    return ctx.passed(f"explained, and {p['pod']}/{p['container']} runs with a request that covers its use and "
+                      "no CFS quota holding it back")
+
+
+def check_throttled(ctx):
+    return judge_throttled(ctx, observe_throttled(ctx))
 
 
 # -- oom ------------------------------------------------------------------------------------------
+
+OOM_FREE = [("limits", "memory"), ("requests", "memory")]
+ROOM = 2        # a limit holds what the container uses, with room: at most twice that
+
 
 def _oom_truth(pod) -> tuple[str, str]:
     """The container whose workload needs more than its memory limit, and where it hits: its own
     limit, or (no own limit) the pod/node above it."""
     for c in pod.running_containers():
-        target = _workload_target(c)
+        target = memory_target(c.command)
         limit = c.limits.get("memory")
         if target is not None and limit is not None and target > limit.value_int():
             return c.name, "limit"
     raise CheckFailed("the lab's scenario has no container that outgrows its limit: reinstall the lab")
 
 
-def check_oom(ctx):
+def observe_oom(ctx):
+    """The Pod on the node, once each of its containers holds its memory or has stopped."""
+    node = _node(ctx, ctx.params["node"])
+    name = ctx.params["pod"]
+
+    def observe():
+        return _observe_pods(node, None)
+
+    def done(observation):
+        live = observation.get(name)
+        if live is None or live["phase"] != "Running":
+            return True
+        commands = {c["name"]: c.get("command") or [] for c in live["manifest"]["spec"].get("containers") or []}
+        for cname, state in live["containers"].items():
+            target = memory_target(commands.get(cname, []))
+            if state.get("running") and not state.get("oom_kills") and target and state["working_set"] < target:
+                return False
+        return True
+
+    return _settled(observe, done)
+
+
+def judge_oom(ctx, observation):
+    """Solved: the answer names the container the kernel killed and why (for the Pod as given);
+    the Pod runs with every container holding all the memory its command allocates, none
+    OOM-killed, the other Pods of the node that no exercise changes as given, the killed one under a memory limit of its own that holds it, at most twice what
+    it uses; nothing of the Pod but that container's memory request and limit changed (the
+    commands are the workload)."""
     p = ctx.params
     problems = []
     original = _pristine("node-1.yaml", p["node"])[p["pod"]]
@@ -207,116 +466,229 @@ def check_oom(ctx):
             problems.append(f"cause: not {given_cause} — compare where the limit was hit with where the kill counted")
     except CheckFailed as exc:
         problems.append(exc.message)
-    node = _node(ctx, p["node"])
-    try:
-        record = _running(node, p["pod"])
-        pod = node.pod(record)
-        rel = record["containers"][killed]["cgroup"]
-        spec = next(c for c in pod.all_containers() if c.name == killed)
-        target = _workload_target(spec) or 0
-
-        def state():
-            memory = node.cgroups.memory(rel) if node.cgroups.exists(rel) else None
-            running = bool(node.cgroups.pids(rel)) if memory else False
-            return (running, memory.oom_kills if memory else 0,
-                    bool(memory and memory.working_set >= target), memory.limit if memory else None)
-
-        running, kills, reached, limit = state()
-        if running and not kills and not reached:       # still allocating: give it a moment
-            running, kills, reached, limit = settle(state, **SETTLE).value
-        if limit is None:
-            problems.append(f"{killed} keeps no memory limit: without one it can take the node's memory")
-        if kills and record["manifest"]["spec"] == original.manifest["spec"]:
-            problems.append(f"{p['pod']} is still as it was given: {killed} is OOMKilled")
-        elif kills:
-            problems.append(f"{killed} was OOMKilled again: its memory limit is still below what it uses")
-        elif not running:
-            problems.append(f"{killed} is not running")
-        elif not reached:
-            problems.append(f"{killed} is still allocating its memory: check again in a moment")
-    except CheckFailed as exc:
-        problems.append(exc.message)
+    problems += _others_unchanged(observation, p["node"], "node-1.yaml", p["pod"])
+    live = observation.get(p["pod"])
+    if live is None:
+        problems.append(f"Pod {p['pod']} is not on {p['node']}: run the fixed Pod with `labkit resources apply -f FILE`")
+        return ctx.failed("; ".join(problems))
+    if live["phase"] != "Running":
+        problems.append(f"Pod {p['pod']} on {p['node']} is {live['phase']}" + (f" ({live['reason']})" if live["reason"] else ""))
+        return ctx.failed("; ".join(problems))
+    spec = live["manifest"]["spec"]
+    changed = _changed_fields(spec, original.manifest["spec"], killed, OOM_FREE)
+    if changed:
+        problems.append(f"{_describe_changes(p['pod'], changed, spec)} changed: the workloads (the commands) and the "
+                        f"other containers are the scenario's; fix only the memory of the container that was killed")
+        return ctx.failed("; ".join(problems))
+    pod = _pod_of(live["manifest"], p["node"])
+    capacity = _config(p["node"]).memory_capacity
+    unchanged_spec = spec == original.manifest["spec"]
+    for c in pod.running_containers():
+        state = live["containers"].get(c.name, {})
+        target = memory_target(c.command) or 0
+        limit = c.limits.get("memory")
+        limit_bytes = limit.value_int() if limit is not None and limit.value else None
+        if c.name == killed and limit_bytes is None:
+            problems.append("the killed container keeps no memory limit: without one it can take the node's memory")
+            continue
+        if c.name == killed and limit_bytes >= capacity:
+            problems.append("the killed container's memory limit is not below the node's memory: it holds nothing back")
+            continue
+        if c.name == killed and limit_bytes > ROOM * (target + _overhead(state, target)):
+            problems.append("the killed container's memory limit is far above what it uses (more than twice): it would "
+                            "let a leak take memory the node never planned for")
+            continue
+        if state.get("oom_kills") or (limit_bytes is not None and target + _overhead(state, target) > limit_bytes):
+            if unchanged_spec:
+                problems.append(f"{p['pod']} is still as it was given: one of its containers is OOMKilled")
+            else:
+                problems.append("a container was OOMKilled again: its memory limit is still below what it uses")
+        elif not state.get("running"):
+            problems.append("a container of the Pod is not running")
+        elif state.get("working_set", 0) < target:
+            problems.append("a container of the Pod is still allocating its memory: check again in a moment")
     if problems:
         return ctx.failed("; ".join(problems))
     return ctx.passed(f"{killed} runs with all the memory it needs under a limit that holds it, no OOM kill")
 
 
+def check_oom(ctx):
+    return judge_oom(ctx, observe_oom(ctx))
+
+
 # -- noisy-neighbour ------------------------------------------------------------------------------
 
-def check_noisy_neighbour(ctx):
+NOISY_FREE = [("limits", "memory"), ("requests", "memory")]
+FILLED = 0.7        # the cache has filled when it holds this much of its limit (it fills 3/4)
+
+
+def observe_noisy_neighbour(ctx):
+    """Every Pod on the node and memory.available, once the caches have filled or stopped."""
+    node = _node(ctx, ctx.params["node"])
+
+    def observe():
+        available, _ws = node.memory_available()
+        return {"pods": _observe_pods(node, None), "available": available}
+
+    def done(observation):
+        for live in observation["pods"].values():
+            spec = live["manifest"]["spec"]
+            commands = {c["name"]: c.get("command") or [] for c in spec.get("containers") or []}
+            for cname, state in live["containers"].items():
+                target = memory_target(commands.get(cname, []), state.get("limit"))
+                if state.get("running") and not state.get("oom_kills") and target and state["working_set"] < target:
+                    return False
+        return True
+
+    return _settled(observe, done)
+
+
+def judge_noisy_neighbour(ctx, observation):
+    """Solved: the node's three Pods run (none added), none OOM-killed, each holding what its
+    command allocates; cache keeps a memory limit, below the node's memory, and fills its cache
+    to what that limit allows; memory.available stays at or above the eviction threshold, on the
+    node and as labkit reconstructs it from the specs; storefront and cron are as given, and of
+    cache only its memory request and limit changed."""
     p = ctx.params
-    node = _node(ctx, p["node"])
-    pristine = _pristine("node-2.yaml", p["node"])
+    node_name, cache = p["node"], p["pod"]
+    config = _config(node_name)
+    pristine = _pristine("node-2.yaml", node_name)
+    pods = observation["pods"]
     problems = []
-    records = {}
+    for name in pristine:
+        live = pods.get(name)
+        if live is None:
+            problems.append(f"Pod {name} is not on {node_name}")
+        elif live["phase"] != "Running":
+            problems.append(f"{name} is not running ({live['reason'] or live['phase']})")
+    problems += [f"Pod {name} was added on {node_name}: change only {cache}" for name in pods if name not in pristine]
     for name, original in pristine.items():
-        record = node.record(name)
-        if record is None:
-            problems.append(f"Pod {name} is not on {node.name}")
+        live = pods.get(name)
+        if live is None:
             continue
-        records[name] = record
-        if name != p["pod"] and record["manifest"]["spec"] != original.manifest["spec"]:
-            problems.append(f"{name} was changed: fix only {p['pod']}")
-        if record["status"]["phase"] != "Running":
-            problems.append(f"{name} is not running ({record['status'].get('reason') or record['status']['phase']})")
+        spec = live["manifest"]["spec"]
+        if name != cache and spec != original.manifest["spec"]:
+            problems.append(f"{name} was changed ({_describe_changes(name, _diff(spec, original.manifest['spec'], 'spec'), spec)}): "
+                            f"fix only {cache}")
+        elif name == cache:
+            only = original.containers[0].name
+            changed = _changed_fields(spec, original.manifest["spec"], only, NOISY_FREE)
+            if changed:
+                problems.append(f"{_describe_changes(name, changed, spec)} changed: of {cache} only its memory request and "
+                                "limit are yours to change (the command is the workload)")
     if problems:
         return ctx.failed("; ".join(problems))
-    cache = records[p["pod"]]
-    rel = next(iter(cache["containers"].values()))["cgroup"]
-    if node.cgroups.memory(rel).limit is None:
-        return ctx.failed(f"{p['pod']} has no memory limit: it sizes its cache to all the memory it sees")
+    requested = sum(pod_request(_pod_of(live["manifest"], node_name), "memory").value_int() for live in pods.values())
+    if requested > config.allocatable_memory:      # GeneralPredicates' resource fit (lifecycle/predicate.go)
+        return ctx.failed(f"{cache} is not running: the Pods' memory requests exceed {node_name}'s allocatable (OutOfmemory)")
+    threshold = config.eviction_hard_bytes()
+    predicted_ws = 0
+    for name, live in pods.items():
+        pod = _pod_of(live["manifest"], node_name)
+        for c in pod.running_containers():
+            state = live["containers"].get(c.name, {})
+            limit = c.limits.get("memory")
+            limit_bytes = limit.value_int() if limit is not None and limit.value else None
+            if name == cache and limit_bytes is None:
+                return ctx.failed(f"{cache} has no memory limit: it sizes its cache to all the memory it sees")
+            if name == cache and limit_bytes >= config.memory_capacity:
+                return ctx.failed(f"{cache}'s memory limit is not below {node_name}'s memory: it holds nothing back")
+            target = memory_target(c.command, limit_bytes) or 0
+            overhead = _overhead(state, memory_target(c.command, state.get("limit")))
+            if state.get("oom_kills") or (limit_bytes is not None and target + overhead > limit_bytes):
+                return ctx.failed(f"OOMKilled on {node_name}: {name}")
+            if not state.get("running"):
+                return ctx.failed(f"stopped on {node_name}: {name}")
+            predicted_ws += target + overhead
+            if name == cache and state.get("working_set", 0) < FILLED * (state.get("limit") or limit_bytes):
+                return ctx.failed(f"{cache} did not fill its cache (or is still filling it: check again in a moment)")
+    available = min(observation["available"], config.memory_capacity - predicted_ws)
+    if available < threshold:
+        return ctx.failed(f"{node_name}'s memory.available ({available // MIB}Mi) is still below its eviction threshold "
+                          f"({threshold // MIB}Mi): {cache}'s limit still lets it take memory nobody reserved")
+    return ctx.passed(f"{node_name} has {observation['available'] // MIB}Mi available (threshold {threshold // MIB}Mi) "
+                      "with all Pods running")
 
-    def state():
-        memory = node.cgroups.memory(rel)
-        available, _ws = node.memory_available()
-        return memory.working_set >= 0.7 * memory.limit, memory.working_set // 2 ** 20, memory.oom_kills, \
-            available // 2 ** 20
 
-    settled = True
-    filled, _used, kills, available_mib = state()
-    if not filled and not kills:             # still filling its cache: give it a moment
-        result = settle(state, **SETTLE)
-        (filled, _used, kills, available_mib), settled = result.value, result.settled
-    threshold = node.config.eviction_hard_bytes() // 2 ** 20
-    down = [name for name, r in records.items()
-            if not any(v.pids for v in node.containers(node.record(name)))]
-    if kills or down:
-        return ctx.failed(f"OOMKilled or stopped on {node.name}: {', '.join(down) or p['pod']}")
-    if not settled:
-        return ctx.failed(f"{p['pod']} is still filling its cache: check again in a moment")
-    if available_mib < threshold:
-        return ctx.failed(f"{node.name}'s memory.available ({available_mib}Mi) is still below its eviction threshold "
-                          f"({threshold}Mi): {p['pod']}'s limit still lets it take memory nobody reserved")
-    if not filled:
-        return ctx.failed(f"{p['pod']} did not fill its cache")
-    return ctx.passed(f"{node.name} has {available_mib}Mi available (threshold {threshold}Mi) with all Pods running")
+def check_noisy_neighbour(ctx):
+    return judge_noisy_neighbour(ctx, observe_noisy_neighbour(ctx))
 
 
 # -- eviction-order -------------------------------------------------------------------------------
 
-def check_eviction_order(ctx):
+def reconstructed_ranking(file: str, node_name: str) -> list[str]:
+    """rankMemoryPressure (labkit.resources.eviction.rank, helpers.go) of the scenario's Pods,
+    each using what its workload allocates plus the interpreter: the same for every overhead in
+    INTERPRETER_RANGE, else the scenario is ambiguous."""
+    pods = _pristine(file, node_name)
+    orders = set()
+    for overhead in INTERPRETER_RANGE:
+        candidates = []
+        for pod in pods.values():
+            usage = sum((memory_target(c.command) or 0) + overhead for c in pod.running_containers())
+            candidates.append(eviction.Candidate(pod, usage, pod_request(pod, "memory").value_int()))
+        orders.add(tuple(c.pod.name for c in eviction.rank(candidates)))
+    if len(orders) != 1:
+        raise CheckFailed(f"the ranking of {file} depends on the interpreter's memory: reinstall the lab")
+    return list(orders.pop())
+
+
+def observe_eviction_order(ctx):
+    """The ranking the eviction manager computed on the node (None: it never evicted these Pods)
+    and the specs of the Pods on the node."""
+    node = _node(ctx, ctx.params["node"])
+    names = set(_pristine(ctx.params["file"], ctx.params["node"]))
+    ranked = _first_ranking(node, names)
+    return {"ranking": [c["pod"] for c in ranked] if ranked else None,
+            "specs": {r["name"]: r["manifest"].get("spec") for r in node.records()}}
+
+
+def judge_eviction_order(ctx, observation):
+    """Solved: the prediction (as it was when `labkit resources evict` first showed a ranking)
+    is kubelet's full ranking of the scenario's six Pods, as labkit reconstructs it from the
+    file; and the student watched the eviction manager rank and evict them on the node."""
     p = ctx.params
     pods = _pristine(p["file"], p["node"])
-    given = [str(n) for n in ctx.answer_field(ctx.answer(), "order", list)]
+    data, note = _prediction(ctx)
+    given = [str(n) for n in ctx.answer_field(data, "order", list)]
     if sorted(given) != sorted(pods):
-        raise CheckFailed(f"order: expected each of the {len(pods)} Pods of {p['file']} exactly once")
-    ranked = _first_ranking(_node(ctx, p["node"]), set(pods))
-    truth = [c["pod"] for c in ranked] if ranked else None
-    if given != truth and given in _qos_orders(pods):
-        return ctx.failed("that is the order of the QoS classes: kubelet's eviction manager does not rank by QoS "
-                          "class (see the first hint)")
-    if ranked is None:
-        return ctx.failed(f"you have not watched it yet: no eviction on {p['node']} ranked these Pods. Apply "
-                          f"{p['file']}, wait until they hold their memory, then `labkit resources evict --node {p['node']}`")
-    if given == truth:
-        return ctx.passed("the eviction manager ranked them exactly so, and evicted in that order")
-    without_priority = [c["pod"] for c in sorted(ranked, key=lambda c: (not c["usage"] > c["request"],
-                                                                         -(c["usage"] - c["request"])))]
-    if given == without_priority:
-        return ctx.failed("the order ignores priority: among the Pods above their request, the lower priority goes first")
-    wrong = sum(1 for a, b in zip(given, truth) if a != b)
-    return ctx.failed(f"{wrong} of {len(truth)} places differ from the eviction manager's ranking",
-                      expected=f"{len(truth)} right", observed=f"{len(truth) - wrong} right")
+        raise CheckFailed(f"order: expected each of the {len(pods)} Pods of {p['file']} exactly once" + note)
+    truth = reconstructed_ranking(p["file"], p["node"])
+    changed = [n for n, spec in observation["specs"].items() if n in pods and spec != pods[n].manifest.get("spec")]
+    changed += [n for n in observation["specs"] if n not in pods]
+    if changed:
+        note += (f"; graded on the Pods as {p['file']} gives them: {p['node']} runs {', '.join(sorted(changed))} "
+                 f"otherwise than the file (`labkit reset {ctx.lab.id} {ctx.exercise.id}` empties the node)")
+    if given != truth:
+        if given in _qos_orders(pods):
+            return ctx.failed("that is the order of the QoS classes: kubelet's eviction manager does not rank by QoS "
+                              "class (see the first hint)" + note)
+        if given == _without_priority(pods, truth):
+            return ctx.failed("the order ignores priority: among the Pods above their request, the lower priority "
+                              "goes first" + note)
+        wrong = [f"place {i + 1} ({a})" for i, (a, b) in enumerate(zip(given, truth)) if a != b]
+        return ctx.failed(ctx.grid_feedback(wrong, len(truth), "places") + note,
+                          expected=f"{len(truth)} right", observed=f"{len(truth) - len(wrong)} right")
+    if observation["ranking"] is None:
+        return ctx.failed(f"the prediction is in; you have not watched it yet: no eviction on {p['node']} ranked these "
+                          f"Pods. Apply {p['file']}, wait until they hold their memory, then "
+                          f"`labkit resources evict --node {p['node']}`" + note)
+    if observation["ranking"] != truth and not changed:
+        return ctx.failed(f"the eviction manager ranked the Pods before they held their memory: reset the exercise, "
+                          f"apply {p['file']}, wait (`labkit resources top --node {p['node']}`), then evict" + note)
+    return ctx.passed("the eviction manager ranks them exactly so, and you watched it evict in that order" + note)
+
+
+def check_eviction_order(ctx):
+    return judge_eviction_order(ctx, observe_eviction_order(ctx))
+
+
+def _without_priority(pods: dict, truth: list[str]) -> list[str]:
+    usage = {}
+    for name, pod in pods.items():
+        usage[name] = sum((memory_target(c.command) or 0) + INTERPRETER for c in pod.running_containers())
+    request = {n: pod_request(pod, "memory").value_int() for n, pod in pods.items()}
+    return sorted(truth, key=lambda n: (not usage[n] > request[n], -(usage[n] - request[n])))
 
 
 def _first_ranking(node, names: set) -> list[dict] | None:
@@ -351,35 +723,45 @@ def _qos_orders(pods: dict) -> list[list[str]]:
 # -- weight ---------------------------------------------------------------------------------------
 
 def check_weight(ctx):
+    """Solved: the answer gives the value kubelet writes into the Pod's pod cgroup (cpu.weight on
+    cgroup v2, cpu.shares on v1), for the Pod as the scenario gives it, and the smallest and
+    largest CPU request of the Pod that give exactly that value."""
     p = ctx.params
     node = _node(ctx, p["node"])
-    record = _running(node, p["pod"])
     v2 = node.cgroups.version == "v2"
     key = "cpu.weight" if v2 else "cpu.shares"
-
-    def value(rel: str) -> int:
-        return node.cgroups.settings(rel)[key]
-
-    truth = value(record["cgroup"])
+    original = _pristine("node-1.yaml", p["node"])[p["pod"]]
+    shares = kubelet.pod_cgroup(original).cpu_shares
+    truth = kubelet.shares_to_weight(shares) if v2 else shares
     lo, hi = kubelet.weight_to_milli_range(truth) if v2 else kubelet.shares_to_milli_range(truth)
-    data = ctx.answer()
+    data, note = _prediction(ctx)
+    note += _situation(ctx, p["node"], "node-1.yaml", [p["pod"]])
     given = _int(ctx.answer_field(data, "cgroup_value", (int, float)), "cgroup_value")
     given_lo = _int(ctx.answer_field(data, "min_millicores", (int, float)), "min_millicores")
     given_hi = _int(ctx.answer_field(data, "max_millicores", (int, float)), "max_millicores")
     if given != truth:
-        containers = {value(c["cgroup"]) for c in record["containers"].values() if node.cgroups.exists(c["cgroup"])}
-        qos_value = value(record["cgroup"].rsplit("/", 1)[0])
-        if given in containers:
-            return ctx.failed(f"cgroup_value: that is a container cgroup's {key}; the pod cgroup is one level up")
-        if given == qos_value:
-            return ctx.failed(f"cgroup_value: that is the QoS cgroup's {key} (all its Pods together); the pod cgroup "
-                              "is one level down")
-        return ctx.failed(f"cgroup_value: not the {key} of {p['pod']}'s pod cgroup")
+        return ctx.failed(_wrong_value(ctx, node, key, given) + note)
     problems = []
     if given_lo != lo:
         problems.append("min_millicores is not the smallest request giving this value")
     if given_hi != hi:
         problems.append("max_millicores is not the largest request giving this value")
     if problems:
-        return ctx.failed("; ".join(problems) + " (invert each step as a range)")
-    return ctx.passed(f"{key} {truth}: requests {lo}m to {hi}m give it")
+        return ctx.failed("; ".join(problems) + " (invert each step as a range)" + note)
+    return ctx.passed(f"{key} {truth}: requests {lo}m to {hi}m give it" + note)
+
+
+def _wrong_value(ctx, node, key: str, given: int) -> str:
+    """Which cgroup the wrong value was read from, when it is one of the Pod's neighbours."""
+    p = ctx.params
+    record = node.record(p["pod"])
+    if record is not None:
+        def value(rel: str):
+            return node.cgroups.settings(rel).get(key) if node.cgroups.exists(rel) else None
+        containers = {value(c["cgroup"]) for c in record["containers"].values()}
+        if given in containers:
+            return f"cgroup_value: that is a container cgroup's {key}; the pod cgroup is one level up"
+        if given == value(record["cgroup"].rsplit("/", 1)[0]):
+            return (f"cgroup_value: that is the QoS cgroup's {key} (all its Pods together); the pod cgroup "
+                    "is one level down")
+    return f"cgroup_value: not the {key} of {p['pod']}'s pod cgroup"

@@ -5,6 +5,10 @@ Lab directory (env.dir):
   nodes/<node>/pods/<pod>.json  its Pods: the stored (defaulted) object, status, containers
   nodes/<node>/eviction.json    what `labkit resources evict` did there
   scenarios/                    the Pods of the exercises, to read, copy and apply again
+  predictions/<exercise>.yaml   a prediction as it was when a tool first showed its outcome
+                                (labkit.resources.predictions)
+  kept/<time>/                  scenario files the student had edited, kept when the whole lab
+                                was rebuilt (`labkit reset resources`)
 The cgroups are under the lab's own subtree (labkit.resources.cgroupfs): on cgroup v1 in the cpu,
 cpuacct and memory hierarchies, on v2 in one tree.
 """
@@ -46,6 +50,7 @@ def up(env):
     cgroupfs.version()    # a clear error when cpu and memory controllers are missing
     shutil.copytree(HERE / "scenarios", _record(env, "scenarios"))
     _record(env, "nodes")
+    _record(env, "predictions")
     crash_point("resources:scenarios")
     started = []
     for config, pods in node_configs():
@@ -57,6 +62,146 @@ def up(env):
         started.append(node)
     for node in started:     # every container process in its cgroups before `labkit run` returns
         node.wait_started()
+
+
+# -- resets: one exercise's part, and what a reset would revert ------------------------------------
+
+# Each exercise's part of the lab: (node, scenario file, the Pods it concerns; None: every Pod of
+# the file, and the node holds nothing else).
+PARTS = {
+    "qos": ("node-1", "node-1.yaml", ("web", "queue", "batch", "api", "migrate")),
+    "throttled": ("node-1", "node-1.yaml", ("frontend",)),
+    "oom": ("node-1", "node-1.yaml", ("shop",)),
+    "noisy-neighbour": ("node-2", "node-2.yaml", None),
+    "eviction-order": ("node-3", "pressure.yaml", None),
+    "weight": ("node-1", "node-1.yaml", ("mystery",)),
+}
+BUILT_WITH = {"node-1.yaml", "node-2.yaml"}      # the scenario files `labkit run` starts (nodes.yaml)
+# node-1's Pods that no exercise changes: every node-1 exercise requires them as built, so its
+# reset also runs those the student changed or deleted as built again.
+SHARED = {"node-1": ("web", "queue", "batch", "api", "migrate", "mystery")}
+
+
+def _original_pods(node, file: str, names) -> list:
+    """The exercise's Pods as the lab ships them (labs/resources/scenarios, never the student's copy)."""
+    return [p for p in node.load(HERE / "scenarios" / file) if names is None or p.name in names]
+
+
+def _part(env, exercise_id: str):
+    from labkit.resources.node import lab_nodes
+    node_name, file, names = PARTS[exercise_id]
+    node = lab_nodes(env).get(node_name)
+    if node is None:
+        raise RuntimeError(f"node {node_name} is missing")
+    return node, file, names
+
+
+def reset_exercise(env, exercise_id):
+    """The exercise's Pods as the lab built them, run afresh from the lab's own scenario files
+    (the student's copies under scenarios/ stay as they are); the Pods the student added on a
+    node the exercise owns (node-2, node-3) go, node-3 is empty again and forgets its evictions;
+    node-1's Pods that no exercise changes (SHARED) run as built again if the student changed them.
+    A prediction kept when a tool showed its outcome is forgotten: the answer file is graded
+    again."""
+    from labkit.resources import predictions
+
+    node, file, names = _part(env, exercise_id)
+    if names is not None:
+        names = tuple(names) + tuple(n for n in _changed_shared(node) if n not in names)
+    ours = [r["name"] for r in node.records()]
+    if names is not None:
+        ours = [n for n in ours if n in names]
+    for name in ours:
+        node.delete(name)
+    if exercise_id == "eviction-order":
+        (node.dir / "eviction.json").unlink(missing_ok=True)
+    if file in BUILT_WITH:
+        node.apply(_original_pods(node, file, names))
+    predictions.forget(env, exercise_id)
+
+
+def _changed_shared(node) -> list[str]:
+    """node's Pods that no exercise changes and that differ from the lab's (or are gone)."""
+    shared = SHARED.get(node.name, ())
+    if not shared:
+        return []
+    originals = {p.name: p for p in _original_pods(node, "node-1.yaml", shared)}
+    out = []
+    for name, original in originals.items():
+        record = node.record(name)
+        if record is None or record["manifest"].get("spec") != original.manifest.get("spec"):
+            out.append(name)
+    return out
+
+
+def _changed_pods(env, exercise_id: str) -> list[str]:
+    node, file, names = _part(env, exercise_id)
+    if names is not None:
+        names = tuple(names) + tuple(n for n in _changed_shared(node) if n not in names)
+    originals = {p.name: p for p in _original_pods(node, file, names)} if file in BUILT_WITH else {}
+    out = []
+    for record in node.records():
+        name = record["name"]
+        if names is not None and name not in names:
+            continue
+        original = originals.get(name)
+        if original is None:
+            out.append(f"Pod {name} you ran on {node.name} (a reset deletes it)")
+        elif record["manifest"].get("spec") != original.manifest.get("spec"):
+            out.append(f"your changes to Pod {name} on {node.name} (a reset runs it as the lab built it)")
+    for name in sorted(set(originals) - {r["name"] for r in node.records()}):
+        out.append(f"Pod {name} you deleted from {node.name} (a reset runs it again)")
+    if exercise_id == "eviction-order" and (node.dir / "eviction.json").exists():
+        out.append(f"the evictions you watched on {node.name}")
+    return out
+
+
+def _edited_scenarios(env) -> list[Path]:
+    mine = Path(env.dir) / "scenarios"
+    if not mine.is_dir():
+        return []
+    out = []
+    for path in sorted(mine.rglob("*")):
+        if not path.is_file():
+            continue
+        original = HERE / "scenarios" / path.relative_to(mine)
+        if not original.is_file() or original.read_bytes() != path.read_bytes():
+            out.append(path)
+    return out
+
+
+def student_work(env, exercise_id):
+    """What a reset would revert of the student's work: the exercise's Pods changed, deleted or
+    added (a one-exercise reset touches nothing else). The whole lab's rebuild also puts the
+    original scenario files back: the student's edited or added ones are copied to kept/<time>/
+    first (they survive the rebuild there) and listed with where they are."""
+    import time
+
+    from labkit.resources import predictions
+
+    exercises = [exercise_id] if exercise_id is not None else list(PARTS)
+    out = []
+    for ex in exercises:
+        out += [item for item in _changed_pods(env, ex) if item not in out]
+        kept = predictions.kept(env, ex)
+        if kept is not None:
+            out.append(f"your {ex} answer as labkit kept it when `{kept[1].get('tool')}` showed the outcome "
+                       f"({predictions.kept_path(env, ex)}; after the reset your answer file is graded as it is then)")
+    if exercise_id is None:
+        edited = _edited_scenarios(env)
+        if edited:
+            kept = Path(env.dir) / "kept" / time.strftime("%Y%m%d-%H%M%S")
+            mine = Path(env.dir) / "scenarios"
+            for path in edited:
+                rel = path.relative_to(mine)
+                same = [k for k in sorted((Path(env.dir) / "kept").glob(f"*/{rel}")) if k.read_bytes() == path.read_bytes()]
+                target = same[-1] if same else kept / rel
+                if not same:
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copy2(path, target)
+                out.append(f"scenarios/{path.relative_to(mine)} you edited (the rebuild puts the lab's copy back; "
+                           f"yours is kept as {target})")
+    return out
 
 
 def is_up(env):
@@ -73,7 +218,7 @@ def access(env):
         "* `labkit resources apply -f FILE`, `labkit resources delete POD [--node N]`\n"
         "* `labkit resources oom-kills` — the kernel's log of OOM kills in the lab's cgroups\n"
         "* `labkit resources evict --node N` — kubelet's eviction manager, now\n"
-        "* `labkit resources plan -f FILE`, `labkit resources convert --cpu 250m` — kubelet's numbers, offline\n"
+        "* `labkit resources plan -f FILE`, `labkit resources convert --cpu 300m` — kubelet's numbers, offline\n"
     )
 
 

@@ -27,3 +27,24 @@ def squeezed_the_neighbour(env):
 def requested_what_it_takes(env):
     """Raises the cache's memory request to what it fills (192Mi), keeping the 256Mi limit."""
     _change(env, "cache", lambda r: r["requests"].update(memory="192Mi"))
+
+
+@mistake("cache/cache's command")
+def smaller_cache_fraction(env):
+    """Makes the cache fill a quarter of its limit instead of three quarters, keeping the 256Mi limit."""
+    lab = env.lab.environment_module()
+    pod = lab.scenario_pod(env, "node-2.yaml", "cache")
+    pod["spec"]["containers"][0]["command"] = ["workload", "fill", "--fraction", "0.25"]
+    lab.replace_pod(env, "node-2", pod)
+    lab.wait_settled(env, "node-2", "cache")
+
+
+@mistake("cron was changed")
+def limited_the_cron(env):
+    """Fixes the cache and also gives the neighbour cron a memory limit, to be safe."""
+    _change(env, "cache", lambda r: r["limits"].update(memory="128Mi"))
+    lab = env.lab.environment_module()
+    pod = lab.scenario_pod(env, "node-2.yaml", "cron")
+    pod["spec"]["containers"][0]["resources"] = {"limits": {"memory": "64Mi"}}
+    lab.replace_pod(env, "node-2", pod)
+    lab.wait_settled(env, "node-2", "cron")

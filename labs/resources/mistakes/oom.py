@@ -49,3 +49,45 @@ def limit_just_above_the_index(env):
     """Raises the limit to 200Mi, the index's size, forgetting the process's own memory."""
     _answer(env, "indexer", "limit")
     _run(env, "200Mi")
+
+
+@mistake("indexer's command", "workload")
+def shrank_the_workload(env):
+    """Makes the indexer allocate 100Mi instead of its 200Mi index and keeps the 160Mi limit: it
+    runs, but it is no longer the workload the scenario gives."""
+    _answer(env, "indexer", "limit")
+    lab = env.lab.environment_module()
+    pod = lab.scenario_pod(env, "node-1.yaml", "shop")
+    pod["spec"]["containers"][1]["command"] = ["workload", "alloc", "--to", "100Mi"]
+    lab.replace_pod(env, "node-1", pod)
+    lab.wait_settled(env, "node-1", "shop")
+
+
+@mistake("app's resources")
+def moved_memory_from_the_app(env):
+    """Gives the indexer a 256Mi limit and takes the app's limit away to make up for it."""
+    _answer(env, "indexer", "limit")
+    lab = env.lab.environment_module()
+    pod = lab.scenario_pod(env, "node-1.yaml", "shop")
+    pod["spec"]["containers"][1]["resources"]["limits"]["memory"] = "256Mi"
+    del pod["spec"]["containers"][0]["resources"]["limits"]
+    lab.replace_pod(env, "node-1", pod)
+    lab.wait_settled(env, "node-1", "shop")
+
+
+@mistake("far above what it uses")
+def limit_of_a_gigabyte(env):
+    """Gives the indexer a 1Gi limit, five times what it uses, to be safe."""
+    _answer(env, "indexer", "limit")
+    _run(env, "1Gi")
+
+
+@mistake("web was changed")
+def made_room_elsewhere(env):
+    """Fixes the indexer, and also takes the memory limit of Pod web away."""
+    _answer(env, "indexer", "limit")
+    _run(env, "256Mi")
+    lab = env.lab.environment_module()
+    pod = lab.scenario_pod(env, "node-1.yaml", "web")
+    del pod["spec"]["containers"][0]["resources"]["limits"]["memory"]
+    lab.replace_pod(env, "node-1", pod)

@@ -19,19 +19,27 @@ def _write(env, change):
     path.write_text(yaml.safe_dump(data))
 
 
-@mistake("queue: not Burstable")
+@mistake("1 of the 5 QoS classes", "observe each case")
 def forgot_defaulting(env):
     """Classifies the limits-only Pod as Burstable, forgetting that the API server copies limits into requests."""
     _write(env, lambda d: d["qos"].update(queue="Burstable"))
 
 
-@mistake("queue/broker: oom_score_adj not -998")
+@mistake("1 of the 6 oom_score_adj values", "queue/broker's oom_score_adj")
 def old_guaranteed_score(env):
     """Gives Guaranteed containers -998, the value of kubelets before the sandbox got it."""
     _write(env, lambda d: d["oom_score_adj"].update({"queue/broker": -998}))
 
 
-@mistake("api/log-shipper: oom_score_adj not 1000")
+@mistake("1 of the 6 oom_score_adj values", "api/log-shipper's oom_score_adj")
 def burstable_without_request_as_besteffort(env):
     """Gives a Burstable Pod's container without a memory request 1000, like a BestEffort one."""
     _write(env, lambda d: d["oom_score_adj"].update({"api/log-shipper": 1000}))
+
+
+@mistake("2 of the 5 QoS classes")
+def init_container_ignored(env):
+    """Ignores the init container without limits (migrate Guaranteed) and the container without
+    requests next to a Guaranteed one (api Guaranteed), with the scores that would follow."""
+    _write(env, lambda d: (d["qos"].update(migrate="Guaranteed", api="Guaranteed"),
+                           d["oom_score_adj"].update({"migrate/app": -997, "api/server": -997, "api/log-shipper": -997})))

@@ -37,3 +37,36 @@ def ignored_the_period(env):
     """Says a request takes its 15 ms of CPU, as if the quota were spread over the whole period."""
     _explain(env, request_ms=15)
     _run(env, {"requests": {"cpu": "200m", "memory": "32Mi"}, "limits": {"memory": "64Mi"}})
+
+
+@mistake("server's command")
+def lighter_requests(env):
+    """Makes each request need 5 ms of CPU instead of 15 and keeps the 100m limit: it fits the
+    quota, but the workload is no longer the scenario's."""
+    _explain(env)
+    lab = env.lab.environment_module()
+    pod = lab.scenario_pod(env, "node-1.yaml", "frontend")
+    pod["spec"]["containers"][0]["command"] = ["workload", "serve", "--work", "5", "--every", "100"]
+    lab.replace_pod(env, "node-1", pod)
+
+
+@mistake("server's resources")
+def dropped_the_memory_limit_too(env):
+    """Removes every limit, memory too, and raises the CPU request."""
+    _explain(env)
+    _run(env, {"requests": {"cpu": "200m", "memory": "32Mi"}})
+
+
+@mistake("more than a CPU")
+def reserved_a_lot(env):
+    """Requests two whole CPUs for a server that uses 150m, with no CPU limit."""
+    _explain(env)
+    _run(env, {"requests": {"cpu": "2", "memory": "32Mi"}, "limits": {"memory": "64Mi"}})
+
+
+@mistake("still throttled", "hardly more than it uses")
+def limit_equal_to_the_use(env):
+    """Sets request and limit to exactly what the server uses, 150m: any CPU beyond one request's
+    work in a period spends the quota."""
+    _explain(env)
+    _run(env, {"requests": {"cpu": "150m", "memory": "32Mi"}, "limits": {"cpu": "150m", "memory": "64Mi"}})
