@@ -33,9 +33,14 @@ def _namespace(client, log, _settings):
     return NamespaceController(client, log, ordered=client.api.version.enabled("OrderedNamespaceDeletion"))
 
 
-def _node(client, log, _settings):
+def _node(client, log, settings):
     from labkit.controllers.node import NodeController
-    return NodeController(client, log)
+    return NodeController(client, log, defer_binding=settings.get("scheduler_runs"))
+
+
+def _scheduler(client, log, settings):
+    from labkit.controllers.scheduler import SchedulerController
+    return SchedulerController(client, log, seed=settings.get("scheduler_seed"))
 
 
 def _serviceaccount(client, log, _settings):
@@ -86,6 +91,8 @@ def _clusterrole_aggregation(client, log, _settings):
 def _component(user: str) -> str:
     """The program a controller is part of upstream, the first word of its user agent (and so
     the field manager of its writes)."""
+    if user == "system:kube-scheduler":
+        return "kube-scheduler"
     return "kubelet" if user.startswith("system:node:") else "kube-controller-manager"
 
 
@@ -106,6 +113,9 @@ CONTROLLERS: dict[str, tuple[str, Callable]] = {
     "csrsigning": ("system:serviceaccount:kube-system:certificate-controller", _csrsigning),
     "clusterrole-aggregation": ("system:serviceaccount:kube-system:clusterrole-aggregation-controller",
                                 _clusterrole_aggregation),
+    # kube-scheduler's own identity (not a controller-manager controller); off by default: the node
+    # stand-in binds the labs' Pods to its one node unless the scheduler runs
+    "scheduler": ("system:kube-scheduler", _scheduler),
 }
 
 # what `labkit apiserver` and the labs run by default
@@ -119,6 +129,7 @@ class ControllerManager:
         self.api = api
         self.log = log
         self.settings = dict(settings or {})
+        self.settings.setdefault("scheduler_runs", lambda: self.running("scheduler"))
         self._controllers: dict[str, object] = {}
         self._lock = threading.Lock()
 
@@ -131,6 +142,8 @@ class ControllerManager:
         from labkit.apiserver.discovery import user_agent
         if user.startswith("system:serviceaccount:"):
             groups = ["system:serviceaccounts", f"system:serviceaccounts:{user.split(':')[2]}", "system:authenticated"]
+        elif user == "system:kube-scheduler":
+            groups = ["system:authenticated"]
         else:           # the node stand-in: a kubelet's client certificate says O=system:nodes
             groups = ["system:nodes", "system:authenticated"]
         return LocalClient(self.api, user, groups, user_agent=f"{user_agent(_component(user))}/{user}", trusted=True)

@@ -8,7 +8,8 @@
   kube-node-lease (owned by the Node, 40 s duration) renewed every 10 s (nodelease controller,
   renewInterval = 25 % of the duration), and the Node's status re-posted with new lastHeartbeatTime
   every 5 minutes (nodeStatusReportFrequency) when nothing changed;
-- binds unscheduled pods to the node (POST pods/<name>/binding, as the scheduler);
+- binds unscheduled pods to the node (POST pods/<name>/binding, as the scheduler), unless the
+  scheduler controller (labkit.controllers.scheduler) runs;
 - reports bound pods Running and Ready at once (PUT pods/<name>/status, as the kubelet); a
   hostNetwork pod gets the node's address as its pod IP (generateAPIPodStatus);
 - ends a deleted pod as the kubelet does: each container is sent SIGTERM and stops as its process
@@ -95,8 +96,10 @@ class NodeController(KeyedController):
     name = CONTROLLER
     user = f"system:node:{NODE_NAME}"
 
-    def __init__(self, client, log, workers: int = 1):
+    def __init__(self, client, log, workers: int = 1, defer_binding=None):
         super().__init__(client, log, workers)
+        # the scheduler runs: it binds, and this stand-in only runs what is bound to its node
+        self.defer_binding = defer_binding or (lambda: False)
         self._stopping: dict[str, float] = {}      # pod uid -> when its containers were told to stop
         self.scheduler_events: EventRecorder | None = None
         self.kubelet_events: EventRecorder | None = None
@@ -196,7 +199,8 @@ class NodeController(KeyedController):
         meta, spec = pod["metadata"], pod.get("spec") or {}
         ns, name = meta["namespace"], meta["name"]
         if not spec.get("nodeName"):
-            if meta.get("deletionTimestamp") or spec.get("schedulerName", "default-scheduler") != "default-scheduler":
+            if meta.get("deletionTimestamp") or spec.get("schedulerName", "default-scheduler") != "default-scheduler" \
+                    or self.defer_binding():
                 return
             binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name, "namespace": ns},
                        "target": {"apiVersion": "v1", "kind": "Node", "name": NODE_NAME}}

@@ -6,6 +6,7 @@ the fidelity cases' shorthand (`containers[].requests`, `nodeName`, `allocatable
 
 from __future__ import annotations
 
+import datetime
 import functools
 import math
 from dataclasses import dataclass, field
@@ -105,7 +106,11 @@ class Pod(_Object):
 
     @property
     def start_time(self) -> float:
-        return float(self.obj.get("startTime") or (self.obj.get("status") or {}).get("startTime") or 0)
+        """status.startTime as seconds (the cases give a number, the API an RFC 3339 time)."""
+        value = self.obj.get("startTime") or (self.obj.get("status") or {}).get("startTime")
+        if isinstance(value, str):
+            return datetime.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        return float(value or 0)
 
     def requests(self, non_zero: bool = False) -> dict[str, int]:
         """k8s.io/component-helpers/resource PodRequests: the sum of the regular containers and the

@@ -133,14 +133,26 @@ class DefaultPreemption:
             return nominated, fw.Status(st.code, [f"preemption: {st.message}"])
         return nominated, st
 
-    def eligible(self, pod: Pod) -> str | None:
-        """PodEligibleToPreemptOthers; why not, or None."""
+    def eligible(self, cycle: fw.Cycle, pod: Pod) -> str | None:
+        """PodEligibleToPreemptOthers; why not, or None: preemptionPolicy Never, or the node the
+        pod is already nominated to still has a lower-priority pod terminating because of a
+        preemption (the pod waits for it instead of preempting again)."""
         if (pod.spec.get("preemptionPolicy") or "PreemptLowerPriority") == "Never":
             return "not eligible due to preemptionPolicy=Never."
+        nominated = (pod.obj.get("status") or {}).get("nominatedNodeName") if isinstance(pod.obj.get("status"), dict) else None
+        if nominated and any(n.name == nominated for n in cycle.nodes):
+            st = cycle.statuses.get(nominated)
+            if st is None or st.code != fw.UNRESOLVABLE:
+                for other in cycle.node(nominated).pods:
+                    meta = other.obj.get("metadata") or {}
+                    preempted = any(c.get("type") == "DisruptionTarget" and c.get("reason") == "PreemptionByScheduler"
+                                    for c in (other.obj.get("status") or {}).get("conditions") or [])
+                    if other.priority < pod.priority and meta.get("deletionTimestamp") and preempted:
+                        return "not eligible due to a terminating pod on the nominated node."
         return None
 
     def preempt(self, cycle: fw.Cycle, pod: Pod):
-        why_not = self.eligible(pod)
+        why_not = self.eligible(cycle, pod)
         if why_not:
             return None, fw.status(fw.UNSCHEDULABLE, why_not)
         potential = [n for n in cycle.nodes if n.name in cycle.statuses

@@ -1,0 +1,164 @@
+"""kube-scheduler as a controller of the embedded server: labkit.scheduler's reconstruction of
+v1.34.1's default profile deciding for every Pod that names no node, against the Nodes and the
+bound Pods the server holds.
+
+- A Pod with spec.schedulerName `default-scheduler` and no spec.nodeName is scheduled:
+  bound with POST pods/<name>/binding and the event `Scheduled` ("Successfully assigned <ns>/<pod>
+  to <node>", from default-scheduler), as schedule_one.go's binding cycle does;
+- when it fits nowhere: condition PodScheduled=False reason Unschedulable with FitError's message,
+  the Warning event FailedScheduling with the same text (schedule_one.go handleSchedulingFailure),
+  and a retry after the queue's backoff (1 s doubling to 10 s, scheduling_queue.go); any change of
+  a Node or the deletion of a Pod retries every waiting Pod at once (where upstream's
+  QueueingHints pick the Pods an event can help, labkit retries all of them);
+- preemption: the victims get condition DisruptionTarget (reason PreemptionByScheduler) and are
+  deleted, with the event Preempted; the preemptor's status.nominatedNodeName names the node
+  (preemption.go prepareCandidate, DefaultPreemption).
+
+Every cycle's record is kept (the last per Pod), for `explain`.
+"""
+
+from __future__ import annotations
+
+import random
+
+from labkit.apiserver.errors import ApiError
+from labkit.apiserver.registry import now_rfc3339
+from labkit.controllers.base import KeyedController, object_key
+from labkit.scheduler import framework as fw
+from labkit.scheduler.objects import Node, NodeInfo, Pod
+from labkit.scheduler.preemption import DefaultPreemption
+from labkit.scheduler.profiles import make_profile
+from labkit.scheduler.queue import backoff_seconds
+
+CONTROLLER = "scheduler"
+
+
+def _pending(pod: dict, profiles: dict) -> bool:
+    spec = pod.get("spec") or {}
+    return (not spec.get("nodeName") and not pod["metadata"].get("deletionTimestamp")
+            and spec.get("schedulerName", fw.DEFAULT_SCHEDULER) in profiles)
+
+
+def _scheduling_relevant(pod: dict) -> dict:
+    """What of a Pod an update must change to be tried again (eventhandlers.go skipPodUpdate: not
+    its status, resourceVersion, managedFields, annotations, finalizers)."""
+    meta = {k: v for k, v in pod["metadata"].items()
+            if k not in ("resourceVersion", "managedFields", "annotations", "finalizers", "generation")}
+    return {"metadata": meta, "spec": pod.get("spec")}
+
+
+def _terminal(pod: dict) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+class SchedulerController(KeyedController):
+    name = CONTROLLER
+    component = fw.DEFAULT_SCHEDULER
+
+    def __init__(self, client, log, profiles=None, seed: int | None = None):
+        super().__init__(client, log)
+        self.profiles = {p.name: p for p in (profiles or [make_profile("default")])}
+        self.rng = random.Random(seed)
+        self.attempts: dict[str, int] = {}
+        self.cycles: dict[str, fw.Cycle] = {}
+
+    def make_informers(self):
+        def pod_changed(pod, *_):
+            if _pending(pod, self.profiles):
+                self.enqueue(pod)
+
+        def pod_updated(old, new):
+            if _scheduling_relevant(old) != _scheduling_relevant(new):
+                pod_changed(new)
+
+        return {
+            "pods": self.informer("v1", "pods", "Pod", on_add=pod_changed, on_update=pod_updated,
+                                  on_delete=lambda pod: self._retry_all()),
+            "nodes": self.informer("v1", "nodes", "Node", namespaced=False, on_add=lambda n: self._retry_all(),
+                                   on_update=lambda old, new: self._retry_all(), on_delete=lambda n: self._retry_all()),
+        }
+
+    def _retry_all(self) -> None:
+        """A cluster event: every Pod waiting to be scheduled is tried again now."""
+        if self.queue is None or "pods" not in self.informers:
+            return
+        for pod in self.informers["pods"].list():
+            if _pending(pod, self.profiles):
+                self.queue.add(object_key(pod))
+
+    def snapshot(self) -> list[NodeInfo]:
+        """The scheduler cache's view: every Node with the non-terminal Pods bound to it."""
+        nodes = [NodeInfo(Node(n)) for n in sorted(self.informers["nodes"].list(), key=lambda n: n["metadata"]["name"])]
+        by_name = {n.name: n for n in nodes}
+        for pod in self.informers["pods"].list():
+            node = by_name.get((pod.get("spec") or {}).get("nodeName") or "")
+            if node is not None and not _terminal(pod):
+                node.add(Pod(pod))
+        return nodes
+
+    def sync(self, key: str) -> None:
+        obj = self.informers["pods"].get(key)
+        if obj is None or not _pending(obj, self.profiles):
+            self.attempts.pop(key, None)
+            return
+        pod = Pod(obj)
+        profile = self.profiles[(obj.get("spec") or {}).get("schedulerName", fw.DEFAULT_SCHEDULER)]
+        cycle = fw.schedule(profile, self.snapshot(), pod, rng=self.rng)
+        self.cycles[key] = cycle
+        ns, name = pod.namespace, pod.name
+        if cycle.chosen is not None:
+            binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name, "namespace": ns},
+                       "target": {"apiVersion": "v1", "kind": "Node", "name": cycle.chosen}}
+            try:
+                self.client.create("v1", "pods", binding, ns, subresource="binding", name=name)
+            except ApiError as exc:
+                if exc.code not in (404, 409):
+                    raise
+                return
+            self.attempts.pop(key, None)
+            self.log.record(self.name, "bind", None, f"pod {ns}/{name} → {cycle.chosen}")
+            self.event(obj, "Normal", "Scheduled", f"Successfully assigned {ns}/{name} to {cycle.chosen}")
+            return
+        for victim in cycle.victims:
+            self._preempt(victim, pod, cycle.nominated_node, profile.name)
+        self._mark_unschedulable(obj, cycle)
+        self.attempts[key] = self.attempts.get(key, 0) + 1
+        self.queue.add_after(key, backoff_seconds(self.attempts[key]))
+
+    def _preempt(self, victim: Pod, preemptor: Pod, node: str, scheduler_name: str) -> None:
+        condition = dict(DefaultPreemption.victim_condition(scheduler_name), lastTransitionTime=now_rfc3339())
+        obj = victim.obj
+        status = dict(obj.get("status") or {})
+        status["conditions"] = [c for c in status.get("conditions") or [] if c.get("type") != "DisruptionTarget"] + [condition]
+        try:
+            self.client.update("v1", "pods", dict(obj, status=status), victim.namespace, "status")
+            self.client.delete("v1", "pods", victim.name, victim.namespace)
+        except ApiError as exc:
+            if exc.code not in (404, 409):
+                raise
+            return
+        event = DefaultPreemption.victim_event(preemptor, node)
+        self.log.record(self.name, "preempt", None, f"pod {victim.namespace}/{victim.name} on {node} for "
+                                                    f"{preemptor.namespace}/{preemptor.name}")
+        self.event(obj, event["type"], event["reason"], event["message"])
+
+    def _mark_unschedulable(self, obj: dict, cycle: fw.Cycle) -> None:
+        message = cycle.fit_error
+        status = dict(obj.get("status") or {})
+        old = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), None)
+        condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
+                     "lastProbeTime": None,
+                     "lastTransitionTime": old["lastTransitionTime"] if old and old.get("status") == "False"
+                     else now_rfc3339()}
+        status["conditions"] = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"] + [condition]
+        if cycle.nominated_node is not None:
+            status["nominatedNodeName"] = cycle.nominated_node
+        if status != (obj.get("status") or {}):
+            try:
+                self.client.update("v1", "pods", dict(obj, status=status), obj["metadata"]["namespace"], "status")
+            except ApiError as exc:
+                if exc.code not in (404, 409):
+                    raise
+        self.log.record(self.name, "unschedulable", None,
+                        f"pod {obj['metadata']['namespace']}/{obj['metadata']['name']}: {message}")
+        self.event(obj, "Warning", "FailedScheduling", message)
