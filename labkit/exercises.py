@@ -222,11 +222,13 @@ class CheckContext:
                               f"not {_yaml_type(value)}\n  {self.answer_path}{must}")
         return value
 
-    def grid_feedback(self, wrong: list[str], total: int, what: str = "entries") -> str:
+    def grid_feedback(self, wrong: list[str], total: int, what: str = "entries",
+                      advice: str = "observe each case in the live lab before you change it") -> str:
         """Feedback on a prediction of a few true/false (or few-valued) cells that does not let
         flipping cells stand in for observing: it counts the wrong cells, and names one of them
         (the first of `wrong`) only once the student has checked GRID_NAME_AFTER different wrong
-        answers. `wrong` names the wrong cells in a fixed order (`shop-local / node2 / answers`)."""
+        answers. `wrong` names the wrong cells in a fixed order (`shop-local / node2 / answers`);
+        `advice` says where to look (an exercise whose answer is frozen once observed says so)."""
         import hashlib
         try:
             text = self.answer_path.read_bytes()
@@ -237,8 +239,7 @@ class CheckContext:
         if tries >= GRID_NAME_AFTER and wrong:
             message += f"; one of them: {wrong[0]}"
         else:
-            message += (f" (after {GRID_NAME_AFTER} different wrong answers labkit names one): observe each "
-                        "case in the live lab before you change it")
+            message += f" (after {GRID_NAME_AFTER} different wrong answers labkit names one): {advice}"
         return message
 
     def passed(self, message: str, **details) -> CheckResult:
