@@ -145,12 +145,6 @@ SPEC_AWAITED: set[tuple[str, str]] = {
     ("numa", "checkpoint"),
     ("numa", "pin"),
     # requests
-    ("requests", "alice"),
-    ("requests", "forbidden"),
-    ("requests", "mutating-webhook"),
-    ("requests", "image-tag-policy"),
-    ("requests", "outage"),
-    ("requests", "audit"),
     # resources
     ("resources", "qos"),
     ("resources", "throttled"),

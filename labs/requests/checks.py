@@ -15,6 +15,7 @@ from labkit.apiserver.audit import received_at
 from labkit.apiserver.client import HttpClient, KubeConfig
 from labkit.apiserver.selectors import LabelSelector
 from labkit.exercises import CheckFailed
+from labkit.requests import reconstruct
 
 ADMISSION = "admissionregistration.k8s.io/v1"
 RBAC = "rbac.authorization.k8s.io/v1"
@@ -63,126 +64,268 @@ def _blocked_by_outage(message: str) -> str:
     return ""
 
 
+# -- RBAC over the whole space ------------------------------------------------------------------
+
+READ_VERBS = ("get", "list", "watch")
+
+
+def _rbac_observation(ctx, admin) -> dict:
+    return {"rbac": _lab(ctx.env).rbac_objects(admin), "space": reconstruct.discover(admin).to_observation()}
+
+
+def _binding_name(b: dict) -> str:
+    meta, ref = b["metadata"], b.get("roleRef") or {}
+    where = f"RoleBinding {meta.get('namespace')}/{meta['name']}" if b.get("kind") == "RoleBinding" \
+        else f"ClusterRoleBinding {meta['name']}"
+    return f"the {where} (of the {ref.get('kind', '?')} {ref.get('name', '?')})"
+
+
+def _more(items, shown: int = 1) -> str:
+    return f" (and {len(items) - shown} more)" if len(items) > shown else ""
+
+
+def _pick(grants, prefer=(), namespace=None) -> tuple:
+    """The grant feedback names: of `prefer`'s resources first (in that order), in `namespace`,
+    a plain verb (get, list, ... before the special ones)."""
+    def key(g):
+        rank = prefer.index(g[3]) if g[3] in prefer else len(prefer)
+        verb = reconstruct.VERBS.index(g[1]) if g[1] in reconstruct.VERBS else len(reconstruct.VERBS)
+        return rank, g[0] != namespace, verb, g
+    return min(grants, key=key)
+
+
+def _others_gained(ctx, obs, target: reconstruct.Subject, before_objects, space, bindings) -> str:
+    """A sentence when a subject other than `target` of `bindings` may now do more than the lab
+    as built let it, else ""."""
+    for b in sorted(bindings, key=_binding_name):
+        ns = b["metadata"].get("namespace", "")
+        for subject in b.get("subjects") or []:
+            other = reconstruct.Subject.of(subject, ns)
+            if other == target:
+                continue
+            gained = reconstruct.access(obs["rbac"], other, space) - reconstruct.access(before_objects, other, space)
+            if gained:
+                return (f"{_binding_name(b)} also grants {other.label}: it may now "
+                        f"{reconstruct.describe(_pick(gained))}{_more(gained)} — grant nothing to anyone else")
+    return ""
+
+
 # -- alice --------------------------------------------------------------------------------------
 
-def _subject_cn(pem: bytes) -> str:
+def _subject(pem: bytes) -> tuple[str, list[str]] | None:
+    """The certificate's common name and organizations (the user and groups the API server's
+    x509 authenticator takes, request/x509/x509.go CommonNameUserConversion), or None."""
     out = subprocess.run(["openssl", "x509", "-noout", "-subject", "-nameopt", "RFC2253"], input=pem,
                          capture_output=True, timeout=30)
     if out.returncode != 0:
-        raise CheckFailed("the client certificate in the kubeconfig is not a PEM certificate openssl can read")
-    found = re.search(r"CN=([^,]+)", out.stdout.decode())
-    return found.group(1).strip() if found else ""
+        return None
+    text = out.stdout.decode().split("=", 1)[1].strip() if "=" in out.stdout.decode() else ""
+    parts = re.split(r"(?<!\\),", text)
+    cn = [p.split("=", 1)[1] for p in parts if p.strip().startswith("CN=")]
+    orgs = [p.split("=", 1)[1] for p in parts if p.strip().startswith("O=")]
+    return (cn[0].strip() if cn else ""), [o.strip() for o in orgs]
 
 
-def check_alice(ctx):
-    user, ns = ctx.params["user"], ctx.params["namespace"]
-    path = ctx.answer_field(ctx.answer(), "kubeconfig", str)
+def _key_matches(cert: bytes, key: bytes) -> bool:
+    """Whether the private key belongs to the certificate (what TLS needs to use them)."""
+    import ssl
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        from pathlib import Path
+        c, k = Path(tmp) / "c.pem", Path(tmp) / "k.pem"
+        c.write_bytes(cert)
+        k.write_bytes(key)
+        try:
+            ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_cert_chain(str(c), str(k))
+        except ssl.SSLError:
+            return False
+    return True
+
+
+def observe_alice(ctx) -> dict:
     from pathlib import Path
-    path = Path(path).expanduser()
+    path = Path(ctx.answer_field(ctx.answer(), "kubeconfig", str)).expanduser()
+    obs = {"kubeconfig": str(path), "problem": "", "token": False, "certificate": False, "subject": None,
+           "key_matches": False, "issued": False, "whoami": None}
     if not path.is_file():
-        raise CheckFailed(f"the kubeconfig your answer names does not exist: {path}")
+        obs["problem"] = f"the kubeconfig your answer names does not exist: {path}"
+        return obs
     try:
         config = KubeConfig(path)
     except Exception as exc:
-        raise CheckFailed(f"cannot read the kubeconfig {path}: {exc}")
-    if config.user.get("token") or config.user.get("tokenFile"):
-        raise CheckFailed(f"the kubeconfig {path} authenticates with a token, not with {user}'s client certificate")
+        obs["problem"] = f"cannot read the kubeconfig {path}: {exc}"
+        return obs
+    obs["token"] = bool(config.user.get("token") or config.user.get("tokenFile"))
     try:
         cert = config._file_or_data(config.user, "client-certificate")
         key = config._file_or_data(config.user, "client-key")
     except OSError as exc:
-        raise CheckFailed(f"the kubeconfig {path} names a certificate or key file that cannot be read: {exc}")
+        obs["problem"] = f"the kubeconfig {path} names a certificate or key file that cannot be read: {exc}"
+        return obs
+    admin = _admin(ctx)
+    obs.update(_rbac_observation(ctx, admin))
     if not cert or not key:
+        return obs
+    obs["certificate"] = True
+    subject = _subject(cert)
+    obs["subject"] = list(subject) if subject else None
+    obs["key_matches"] = subject is not None and _key_matches(cert, key)
+    csrs = admin.list("certificates.k8s.io/v1", "certificatesigningrequests")[0]
+    obs["issued"] = any((r.get("status") or {}).get("certificate")
+                        and base64.b64decode(r["status"]["certificate"]).strip() == cert.strip() for r in csrs)
+    if obs["key_matches"] and obs["issued"]:
+        alice = HttpClient.from_kubeconfig(path, user_agent="labkit-check")
+        code, body = alice.request("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", None,
+                                   {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
+        info = ((body.get("status") or {}).get("userInfo") or {}) if code == 201 and isinstance(body, dict) else {}
+        obs["whoami"] = {"code": code, "message": _message(body), "username": info.get("username"),
+                         "groups": list(info.get("groups") or [])}
+    return obs
+
+
+def judge_alice(ctx, obs) -> object:
+    user, ns = ctx.params["user"], ctx.params["namespace"]
+    path = obs["kubeconfig"]
+    if obs["problem"]:
+        raise CheckFailed(obs["problem"])
+    if obs["token"]:
+        raise CheckFailed(f"the kubeconfig {path} authenticates with a token, not with {user}'s client certificate")
+    if not obs["certificate"]:
         raise CheckFailed(f"the kubeconfig {path} has no client certificate and key for its user")
-    cn = _subject_cn(cert)
+    if obs["subject"] is None:
+        raise CheckFailed(f"the client certificate in the kubeconfig {path} is not a PEM certificate openssl can read")
+    if not obs["key_matches"]:
+        raise CheckFailed(f"the private key in the kubeconfig {path} does not belong to its client certificate: "
+                          "a certificate works only with the key its CSR was made from (compare `openssl x509 "
+                          "-noout -pubkey` of the certificate with `openssl pkey -pubout` of the key)")
+    cn, orgs = obs["subject"]
     if cn != user:
         raise CheckFailed(f"the certificate in {path} has the common name (CN) {cn or 'none'!r}: the API server takes "
                           f"the user name from the CN, so it does not stand for {user}")
-    admin = _admin(ctx)
-    csrs = admin.list("certificates.k8s.io/v1", "certificatesigningrequests")[0]
-    issued = [r for r in csrs if (r.get("status") or {}).get("certificate")
-              and base64.b64decode(r["status"]["certificate"]).strip() == cert.strip()]
-    if not issued:
+    if not obs["issued"]:
         raise CheckFailed(f"the certificate in {path} was not issued through a CertificateSigningRequest of this cluster "
                           "(`kubectl get csr`): make it the way the exercise says")
-    alice = HttpClient.from_kubeconfig(path, user_agent="labkit-check")
-    code, body = alice.request("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", None,
-                               {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
-    if code == 401:
+    who = obs["whoami"] or {}
+    if who.get("code") == 401:
         raise CheckFailed(f"the API server does not accept the credentials of {path} (401 Unauthorized)")
-    name = ((body.get("status") or {}).get("userInfo") or {}).get("username") if code == 201 else None
-    if name != user:
-        raise CheckFailed(f"the API server sees the kubeconfig {path} as {name or 'nobody'!r}, not {user} "
-                          f"(SelfSubjectReview answered {code}: {_message(body)})")
-    for resource in ("pods", "configmaps"):
-        code, body = alice.request("GET", f"/api/v1/namespaces/{ns}/{resource}")
-        if code != 200:
-            raise CheckFailed(f"{user} cannot read {resource} in {ns} ({code}: {_message(body)}): her read access is "
-                              "missing (`kubectl auth can-i --list -n " + ns + f" --as={user}`)")
-    code, _ = alice.request("POST", f"/api/v1/namespaces/{ns}/configmaps", {"dryRun": "All"},
-                            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "check-write"}})
-    if code != 403:
-        raise CheckFailed(f"{user} can write in {ns} (she created a ConfigMap there, as a dry run): read-only means "
-                          "get, list and watch only — look at the role you bound")
-    code, _ = alice.request("GET", f"/api/v1/namespaces/{ns}/secrets")
-    if code != 403:
-        raise CheckFailed(f"{user} can read the secrets in {ns}: least privilege keeps them from her — the "
-                          "role you bound allows more than the read-only role the cluster has")
-    for other in ("prod", "default"):
-        code, _ = alice.request("GET", f"/api/v1/namespaces/{other}/pods")
-        if code != 403:
-            raise CheckFailed(f"{user} can read pods in other namespaces ({other}): her access must end at {ns} — "
-                              "look at the kind of binding you made")
-    return ctx.passed(f"{user} authenticates with her certificate and can read {ns}, and only read it")
+    if who.get("username") != user:
+        raise CheckFailed(f"the API server sees the kubeconfig {path} as {who.get('username') or 'nobody'!r}, not {user} "
+                          f"(SelfSubjectReview answered {who.get('code')}: {who.get('message', '')})")
+    lab = _lab(ctx.env)
+    space = reconstruct.Space.from_observation(obs["space"])
+    groups = tuple(who.get("groups") or ("system:authenticated",))
+    her = reconstruct.Subject(user, groups, f"the user {user}")
+    plain = reconstruct.Subject(user, ("system:authenticated",), f"the user {user}")
+    built = lab.rbac_as_built()
+    role = {"apiVersion": RBAC, "kind": "RoleBinding", "metadata": {"name": "reference", "namespace": ns},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+            "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": user}]}
+    before = reconstruct.access(built, plain, space)
+    expected = reconstruct.access(built + [role], plain, space)
+    actual = reconstruct.access(obs["rbac"], her, space)
+    extra_groups = [g for g in orgs if g not in ("system:authenticated",)]
+    if extra_groups:
+        without = reconstruct.access(obs["rbac"], plain, space)
+        if actual - expected and not (without - expected) or "system:masters" in extra_groups:
+            named = "system:masters" if "system:masters" in extra_groups else extra_groups[0]
+            more = actual - expected
+            what = reconstruct.describe(_pick(more, ("secrets",), ns)) if more else "more than read"
+            raise CheckFailed(f"the certificate in {path} has the organization (O) {named}: the API server puts {user} "
+                              f"in the group {named}" + (", whose members may do everything without RBAC being asked"
+                                                          if named == "system:masters" else "") +
+                              f" — she may {what}{_more(more)}. Make her CSR with CN={user} only")
+    extra = actual - expected
+    if extra:
+        writes = [g for g in extra if g[1] not in READ_VERBS]
+        elsewhere = [g for g in extra if g[0] != ns]
+        secrets = [g for g in extra if g[3] == "secrets"]
+        via = reconstruct.bindings_granting(obs["rbac"], her, extra)
+        where = f" — through {', '.join(_binding_name(b) for b in via)}" if via else ""
+        if writes:
+            g = _pick(writes, ("configmaps", "pods"), ns)
+            raise CheckFailed(f"{user} can write: she may {reconstruct.describe(g)}{_more(writes)}{where}. Read-only "
+                              "means get, list and watch, and only what a read-only user may read", observed=len(extra))
+        if elsewhere:
+            g = _pick(elsewhere, ("configmaps", "pods"), "default")
+            raise CheckFailed(f"{user} can read in other namespaces or cluster-wide: she may "
+                              f"{reconstruct.describe(g)}{_more(elsewhere)}{where}. Her access is to {ns} only")
+        if secrets:
+            raise CheckFailed(f"{user} can read the secrets in {ns}: she may {reconstruct.describe(_pick(secrets))}"
+                              f"{_more(secrets)}{where}. The cluster's read-only role leaves Secrets out (they hold "
+                              "credentials that would let her do more)")
+        g = _pick(extra)
+        raise CheckFailed(f"{user} may {reconstruct.describe(g)}{_more(extra)}{where}: more than read-only access to "
+                          f"{ns} — look at the roles your bindings grant (`kubectl auth can-i --list -n {ns} --as={user}`)")
+    missing = expected - actual
+    if missing:
+        g = _pick(missing, ("pods", "configmaps"), ns)
+        raise CheckFailed(f"{user} cannot {reconstruct.describe(g)}{_more(missing)}: her read access to {ns} is "
+                          f"missing or partial (`kubectl auth can-i --list -n {ns} --as={user}`)")
+    grants = reconstruct.bindings_granting(obs["rbac"], her, actual - before)
+    other = _others_gained(ctx, obs, plain, built, space, grants)
+    if other:
+        raise CheckFailed(other)
+    return ctx.passed(f"{user} authenticates with her certificate, reads {ns}, and may do nothing more")
+
+
+def check_alice(ctx):
+    return judge_alice(ctx, observe_alice(ctx))
 
 
 # -- forbidden ----------------------------------------------------------------------------------
 
-def _sa_client(ctx, ns, account) -> HttpClient:
-    admin = _admin(ctx)
-    code, body = admin.request("POST", f"/api/v1/namespaces/{ns}/serviceaccounts/{account}/token", None,
-                               {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}})
-    if code != 201:
-        return ctx.error(f"the check could not get a token for {ns}/{account} from the TokenRequest API ({code}: "
-                         f"{_message(body)})")
-    return HttpClient(admin.scheme + f"://{admin.host}:{admin.port}", body["status"]["token"], admin.ssl_context,
-                      user_agent="labkit-check")
+def observe_forbidden(ctx) -> dict:
+    return _rbac_observation(ctx, _admin(ctx))
+
+
+def judge_forbidden(ctx, obs) -> object:
+    ns, account, role_name = ctx.params["namespace"], ctx.params["account"], ctx.params["role"]
+    lab = _lab(ctx.env)
+    space = reconstruct.Space.from_observation(obs["space"])
+    role = next((o for o in obs["rbac"] if o["kind"] == "Role" and o["metadata"]["name"] == role_name
+                 and o["metadata"].get("namespace") == ns), None)
+    if role is None:
+        raise CheckFailed(f"the Role {role_name} in {ns} was deleted: the exercise keeps the role as it is")
+    if [dict(r) for r in role.get("rules") or []] != lab.ROLE["rules"]:
+        raise CheckFailed(f"the Role {role_name} was changed: it says exactly what the job needs — leave the role as "
+                          "it is and fix the binding")
+    job = reconstruct.Subject.of({"kind": "ServiceAccount", "name": account, "namespace": ns})
+    built = lab.rbac_as_built()
+    fixed = {"apiVersion": RBAC, "kind": "RoleBinding", "metadata": {"name": "reference", "namespace": ns},
+             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role_name},
+             "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": ns}]}
+    before = reconstruct.access(built, job, space)
+    expected = reconstruct.access(built + [fixed], job, space)
+    actual = reconstruct.access(obs["rbac"], job, space)
+    extra = actual - expected
+    if extra:
+        via = reconstruct.bindings_granting(obs["rbac"], job, extra)
+        where = f" — {', '.join(_binding_name(b) for b in via)} grants it" if via else ""
+        g = _pick(extra, ("secrets", "configmaps"), ns)
+        raise CheckFailed(f"the job can now {reconstruct.describe(g)}{_more(extra)}{where}: it must get what the "
+                          f"Role {role_name} says and nothing more")
+    missing = expected - actual
+    if missing:
+        g = _pick(missing, ("pods",), ns)
+        raise CheckFailed(f"the job is still forbidden to {reconstruct.describe(g)}{_more(missing)}. "
+                          f"`kubectl auth can-i list pods -n {ns} --as=system:serviceaccount:{ns}:{account}`, and "
+                          "compare the binding's subject with the job's identity: kind, name and namespace")
+    through = reconstruct.bindings_granting(obs["rbac"], job, expected - before)
+    if not any((b.get("roleRef") or {}).get("kind") == "Role" and b["roleRef"].get("name") == role_name
+               for b in through):
+        raise CheckFailed(f"the job gets its access through {', '.join(_binding_name(b) for b in through)}, not "
+                          f"through a binding of the Role {role_name}: the exercise fixes the binding of that role")
+    # who else the bindings of this exercise grant to: the job's bindings, and every binding in the namespace
+    scope = [b for b in obs["rbac"] if b["kind"] == "RoleBinding" and b["metadata"].get("namespace") == ns]
+    other = _others_gained(ctx, obs, job, built, space, through + scope)
+    if other:
+        raise CheckFailed(other)
+    return ctx.passed(f"the job lists pods in {ns} through a binding of {role_name}, and may do nothing more; "
+                      "nobody else gained anything")
 
 
 def check_forbidden(ctx):
-    ns, account, role = ctx.params["namespace"], ctx.params["account"], ctx.params["role"]
-    lab = _lab(ctx.env)
-    admin = _admin(ctx)
-    current = admin.get_or_none(RBAC, "roles", role, ns)
-    if current is None:
-        raise CheckFailed(f"the Role {role} in {ns} was deleted: the job needs it; fix the binding, not the role")
-    if current.get("rules") != lab.ROLE["rules"]:
-        raise CheckFailed(f"the Role {role} in {ns} was changed: it said exactly what the job needs — the fault is in "
-                          "the binding (`kubectl get rolebindings -n " + ns + " -o yaml`)")
-    sa = _sa_client(ctx, ns, account)
-    if not isinstance(sa, HttpClient):
-        return sa
-    wide = [b["metadata"]["name"] for b in admin.list(RBAC, "clusterrolebindings")[0]
-            if any(s.get("kind") == "ServiceAccount" and s.get("name") == account and s.get("namespace") == ns
-                   for s in b.get("subjects") or [])]
-    code, body = sa.request("GET", f"/api/v1/namespaces/{ns}/pods")
-    if code != 200:
-        raise CheckFailed(f"the job is still forbidden to list pods in {ns} ({code}: {_message(body)}). "
-                          f"`kubectl auth can-i list pods -n {ns} --as=system:serviceaccount:{ns}:{account}`, and "
-                          "compare the binding's subject with the job's identity: kind, name and namespace")
-    for method, path, what in (("GET", f"/api/v1/namespaces/{ns}/secrets", f"read the secrets in {ns}"),
-                               ("GET", "/api/v1/namespaces/default/pods", "list pods in default"),
-                               ("DELETE", f"/api/v1/namespaces/{ns}/pods/x?dryRun=All", f"delete pods in {ns}")):
-        code, _ = sa.request(method, path)
-        if code not in (401, 403):
-            via = f" — the ClusterRoleBinding {', '.join(wide)} grants it cluster-wide ({_roles(admin, wide)})" if wide else ""
-            raise CheckFailed(f"the job can now {what}: it must get what the Role {role} says and nothing more{via}")
-    return ctx.passed(f"the job lists pods in {ns} through a binding of {role}, and may do nothing more")
-
-
-def _roles(admin, names):
-    return ", ".join(f"{(admin.get_or_none(RBAC, 'clusterrolebindings', n) or {}).get('roleRef', {}).get('name', '?')}"
-                     for n in names)
+    return judge_forbidden(ctx, observe_forbidden(ctx))
 
 
 # -- mutating-webhook ---------------------------------------------------------------------------

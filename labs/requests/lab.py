@@ -113,10 +113,7 @@ def up(env):
         for resource, obj in spec["content"]:
             c.create("v1", resource, obj, ns)
     for ns in ("shop", "dev"):
-        c.create(RBAC, "rolebindings", {
-            "apiVersion": RBAC, "kind": "RoleBinding", "metadata": {"name": "shop-team-edit"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
-            "subjects": [{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": TEAM_GROUP}]}, ns)
+        c.create(RBAC, "rolebindings", team_binding(ns), ns)
     _forbidden_scene(c)
     _audit_scene(env, c)
     _policy_webhooks(env, c)
@@ -150,6 +147,47 @@ def person_client(env, name: str, admin: HttpClient | None = None) -> HttpClient
         if len(parts) > 1 and parts[1] == name:
             return HttpClient(info.url, parts[0], admin.ssl_context, user_agent="kubectl/v1.34.1 (linux/amd64)")
     raise LabkitError(f"no token for {name}")
+
+
+# -- the RBAC objects as the lab builds them ---------------------------------------------------
+
+def team_binding(namespace: str) -> dict:
+    return {"apiVersion": RBAC, "kind": "RoleBinding", "metadata": {"name": "shop-team-edit", "namespace": namespace},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+            "subjects": [{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": TEAM_GROUP}]}
+
+
+def rbac_as_built() -> list[dict]:
+    """Every Role, ClusterRole and binding of the lab as it is built: the server's bootstrap policy
+    (reconciled at every start, labkit.apiserver.bootstrappolicy), kubeadm's admin binding, the
+    team's bindings and the Role and RoleBinding of exercise forbidden."""
+    from labkit.apiserver import bootstrappolicy
+    from labkit.controllers.clusterroleaggregation import aggregate
+    roles = bootstrappolicy.cluster_roles()
+    for _ in range(len(roles)):       # the aggregation controller's syncs, until nothing changes
+        changed = False
+        for role in roles:
+            if role.get("aggregationRule") is not None:
+                rules = aggregate(role, roles)
+                if rules != role.get("rules"):
+                    role["rules"], changed = rules, True
+        if not changed:
+            break
+    objects = roles + bootstrappolicy.cluster_role_bindings()
+    objects.append(bootstrappolicy.admin_binding())
+    objects += [team_binding(ns) for ns in ("shop", "dev")]
+    objects += [json.loads(json.dumps(ROLE)), json.loads(json.dumps(BINDING))]
+    return objects
+
+
+def rbac_objects(c) -> list[dict]:
+    """Every Role, ClusterRole and binding the server holds now."""
+    out = []
+    for kind, resource in (("Role", "roles"), ("ClusterRole", "clusterroles"), ("RoleBinding", "rolebindings"),
+                           ("ClusterRoleBinding", "clusterrolebindings")):
+        for obj in c.list(RBAC, resource)[0]:
+            out.append({**obj, "apiVersion": RBAC, "kind": kind})
+    return out
 
 
 # -- forbidden ----------------------------------------------------------------------------------
