@@ -144,7 +144,6 @@ SPEC_AWAITED: set[tuple[str, str]] = {
     ("numa", "memory"),
     ("numa", "checkpoint"),
     ("numa", "pin"),
-    # requests
     # resources
     ("resources", "qos"),
     ("resources", "throttled"),

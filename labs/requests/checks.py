@@ -13,7 +13,6 @@ import uuid
 
 from labkit.apiserver.audit import received_at
 from labkit.apiserver.client import HttpClient, KubeConfig
-from labkit.apiserver.selectors import LabelSelector
 from labkit.exercises import CheckFailed
 from labkit.requests import reconstruct
 
@@ -446,59 +445,166 @@ def check_image_tag_policy(ctx):
 
 # -- outage ---------------------------------------------------------------------------------------
 
-def _selector_matches(selector, labels) -> bool:
-    """A webhook's namespaceSelector/objectSelector: a missing one matches everything."""
-    parsed = LabelSelector.from_label_selector(selector or {})
-    return parsed.matches(labels)
+SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
+LATER_NAMESPACE = "team-later"          # a namespace created after the fix: the story goes on
+SCOPE_FIELDS = ("namespaceSelector", "objectSelector", "matchConditions", "failurePolicy")
+HOOK_DEFAULTS = {"namespaceSelector": {}, "objectSelector": {}, "matchConditions": [], "matchPolicy": "Equivalent",
+                 "failurePolicy": "Fail", "timeoutSeconds": 10}
 
 
-def _applies(hook, ns_labels, pod_labels) -> bool:
-    rules = hook.get("rules") or []
-    pods = any(("pods" in r.get("resources", []) or "*" in r.get("resources", []))
-               and ({"CREATE", "*"} & set(r.get("operations", []))) for r in rules)
-    return pods and _selector_matches(hook.get("namespaceSelector"), ns_labels) \
-        and _selector_matches(hook.get("objectSelector"), pod_labels)
+def _normal_hook(hook: dict, mutating: bool) -> dict:
+    """A webhook with the server's defaults filled in (admissionregistration/v1 defaults.go:
+    SetDefaults_ValidatingWebhook / SetDefaults_MutatingWebhook, SetDefaults_Rule scope *)."""
+    out = {**HOOK_DEFAULTS, **({"reinvocationPolicy": "Never"} if mutating else {}), **hook}
+    out["rules"] = [{"scope": "*", **r} for r in hook.get("rules") or []]
+    return out
 
 
-def check_outage(ctx):
-    webhook, app = ctx.params["webhook"], ctx.params["app"]
+def observe_outage(ctx) -> dict:
     lab = _lab(ctx.env)
     admin = _admin(ctx)
     events = lab.target(ctx.env).audit(since=ctx.ready_time) or []
-    outage = [e for e in events if (e.get("objectRef") or {}).get("resource") == "pods" and e.get("verb") == "create"
-              and (e.get("responseStatus") or {}).get("code") == 500]
-    if not outage:
+    met = any((e.get("objectRef") or {}).get("resource") == "pods" and e.get("verb") == "create"
+              and (e.get("responseStatus") or {}).get("code") == 500 for e in events)
+    configs = {resource: admin.list(ADMISSION, resource)[0]
+               for resource in ("validatingwebhookconfigurations", "mutatingwebhookconfigurations")}
+    deployment = admin.get_or_none("apps/v1", "deployments", ctx.params["deployment"], ctx.params["namespace"]) or {}
+    template = ((deployment.get("spec") or {}).get("template") or {}).get("metadata") or {}
+    return {"met": met, "configs": configs,
+            "namespaces": [{"name": n["metadata"]["name"], "labels": n["metadata"].get("labels") or {}}
+                           for n in admin.list("v1", "namespaces")[0]],
+            "backend_labels": template.get("labels") or {"app": ctx.params["deployment"]},
+            "service": (admin.get_or_none("v1", "services", ctx.params["deployment"], ctx.params["namespace"])
+                        or {}).get("spec"),
+            "backend_ready": lab.backend_ready(admin)}
+
+
+def _pod(labels, privileged=False, init=False):
+    container = {"name": "app", "image": "nginx:1.27"}
+    if privileged:
+        container["securityContext"] = {"privileged": True}
+    meta = {"name": "probe", **({"labels": labels} if labels is not None else {})}
+    spec = {"containers": [{"name": "app", "image": "nginx:1.27"}], "initContainers": [container]} if init \
+        else {"containers": [container]}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+def _requester(name, groups):
+    from labkit.apiserver.handler import User
+    return User(name, list(groups))
+
+
+def judge_outage(ctx, obs) -> object:
+    webhook, app, home = ctx.params["webhook"], ctx.params["app"], ctx.params["namespace"]
+    lab = _lab(ctx.env)
+    if not obs["met"]:
         raise CheckFailed("you have not met the outage yet: take the backend down as the prompt says and try to "
                           "create a Pod")
-    missing = [f"{r.rstrip('s')} {n}" for r, n in sorted(lab.LAB_WEBHOOKS) if admin.get_or_none(ADMISSION, r, n) is None]
+    present = {(r, c["metadata"]["name"]): c for r, items in obs["configs"].items() for c in items}
+    missing = [f"{r.rstrip('s')} {n}" for r, n in sorted(lab.LAB_WEBHOOKS) if (r, n) not in present]
     if missing:
         raise CheckFailed(f"the webhook configurations {', '.join(missing)} were deleted: that turns a policy off for "
                           "everyone (and others' webhooks with it) — fix the one that blocks, and keep it")
-    config = admin.get(ADMISSION, "validatingwebhookconfigurations", webhook)
-    code, body = _probe_pod(admin, "kube-system", labels={"run": "probe"})
-    if code != 201:
-        raise CheckFailed(f"Pod creations in kube-system still fail ({code}: {_message(body)}): the cluster's own "
-                          "namespaces are still blocked by the webhook")
-    ns_labels = (admin.get("v1", "namespaces", app)["metadata"].get("labels")) or {}
-    hooks = config.get("webhooks") or []
-    if not any(_applies(h, ns_labels, {"run": "probe"}) for h in hooks):
-        raise CheckFailed(f"the webhook {webhook} no longer applies to Pods in {app}: the policy must stay in force "
-                          "for the application namespaces — narrow its scope, do not switch it off")
-    # the backend's own Pods: while it is down, a webhook that fails closed on them keeps it down for
-    # good (kubernetes.io's admission webhook good practices: avoiding deadlocks in self-hosted webhooks)
-    home = ctx.params["namespace"]
-    home_labels = admin.get("v1", "namespaces", home)["metadata"].get("labels") or {}
-    template = admin.get("apps/v1", "deployments", ctx.params["deployment"], home)["spec"]["template"]
-    backend_labels = (template.get("metadata") or {}).get("labels") or {}
-    if any(_applies(h, home_labels, backend_labels) and h.get("failurePolicy", "Fail") == "Fail" for h in hooks):
+    for resource, built in lab.webhook_configurations(ctx.env):
+        live = present[(resource, built["metadata"]["name"])]
+        mutating = resource.startswith("mutating")
+        mine = resource == "validatingwebhookconfigurations" and built["metadata"]["name"] == webhook
+        want, have = built.get("webhooks") or [], live.get("webhooks") or []
+        if len(want) != len(have):
+            raise CheckFailed(f"the {resource.rstrip('s')} {built['metadata']['name']} now has {len(have)} webhooks "
+                              f"instead of {len(want)}: change which requests the webhook is sent, nothing else")
+        for w, h in zip(want, have):
+            w, h = _normal_hook(w, mutating), _normal_hook(h, mutating)
+            changed = sorted(k for k in set(w) | set(h) if w.get(k) != h.get(k) and not (mine and k in SCOPE_FIELDS))
+            if changed:
+                whose = "" if mine else " — it is not the webhook that blocks: nobody else's webhook may suffer"
+                raise CheckFailed(f"the {resource.rstrip('s')} {built['metadata']['name']} has its {', '.join(changed)} "
+                                  f"changed{whose}. Of {webhook}, change only which requests it is sent "
+                                  "(selectors, matchConditions) or its failurePolicy")
+    service = obs["service"] or {}
+    ports = [(p.get("port"), p.get("targetPort", p.get("port"))) for p in service.get("ports") or []]
+    if service.get("selector") != lab.BACKEND_SELECTOR or ports != [(443, "https")]:
+        raise CheckFailed(f"the Service {home}/{ctx.params['deployment']} the webhook calls was "
+                          f"{'deleted' if not service else 'changed'}: with its backend back, Pod creations would "
+                          "still fail — the Service must lead to the backend's Pods as it did")
+    config = present[("validatingwebhookconfigurations", webhook)]
+    namespaces = list(obs["namespaces"])
+    if not any(n["name"] == LATER_NAMESPACE for n in namespaces):
+        namespaces.append({"name": LATER_NAMESPACE, "labels": {"kubernetes.io/metadata.name": LATER_NAMESPACE}})
+    registry = reconstruct.Registry(reconstruct.Objects(
+        [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n["name"], "labels": n["labels"]}}
+         for n in namespaces]))
+    admin_user = _requester("labkit-admin", ("kubeadm:cluster-admins", "system:authenticated"))
+    controller = _requester("system:serviceaccount:kube-system:replicaset-controller",
+                            ("system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"))
+    label_sets = (None, {"run": "probe"}, dict(obs["backend_labels"]))
+
+    def fate(ns, pod, user, backend_up):
+        """What happens to the Pod's creation: admitted | refused (by the policy) | blocked."""
+        attrs = reconstruct.pod_attributes(ns, pod)
+        attrs.user = user
+        verdicts = [reconstruct.webhook_called(registry, webhook, i, h, attrs)
+                    for i, h in enumerate(config.get("webhooks") or [])]
+        out = "admitted"
+        for hook, verdict in zip(config.get("webhooks") or [], verdicts):
+            if verdict.startswith("error"):
+                return "blocked"
+            if verdict == "called":
+                if not backend_up:
+                    if (hook.get("failurePolicy") or "Fail") == "Fail":
+                        return "blocked"
+                elif _privileged(pod):
+                    out = "refused"
+        return out
+
+    if fate(home, _pod(dict(obs["backend_labels"])), controller, False) == "blocked":
         raise CheckFailed(f"the webhook {webhook} still fails closed for the Pods of its own backend in {home}: "
-                          "while the backend is down, its new Pod is refused by the very webhook it serves, so it "
-                          "can never come back. Look at which namespaces its namespaceSelector still lets in")
-    code, body = _probe_pod(admin, app, labels={"run": "probe"})
-    how = "its backend is back" if lab.backend_ready(admin) else \
-        "it lets Pods through while its backend is down (failurePolicy Ignore)" if code == 201 else \
+                          "while the backend is down, its new Pod is refused by the very webhook it serves, so "
+                          "it can never come back. Look at which namespaces it is still sent")
+    for ns in SYSTEM_NAMESPACES:
+        for labels in label_sets:
+            for user in (admin_user, controller):
+                if fate(ns, _pod(labels), user, False) == "blocked":
+                    raise CheckFailed(f"Pod creations in {ns} still fail while the backend of the webhook {webhook} "
+                                      "is down: the cluster's own namespaces must never be blocked by it")
+    for n in namespaces:
+        ns = n["name"]
+        if ns in SYSTEM_NAMESPACES or ns == home:
+            continue
+        for labels in label_sets:
+            for init in (False, True):
+                if fate(ns, _pod(labels, privileged=True, init=init), admin_user, True) != "refused":
+                    where = f"a namespace created later ({ns})" if ns == LATER_NAMESPACE else ns
+                    shown = f" ({', '.join(f'{k}={v}' for k, v in labels.items())})" if labels else ""
+                    raise CheckFailed(f"the webhook {webhook} no longer applies to some Pods in {where}{shown}: a "
+                                      "privileged Pod gets through while its backend is up. The policy must stay in "
+                                      "force for the application namespaces — narrow its scope to leave out the "
+                                      "cluster's own, do not switch it off")
+    ignore = any((h.get("failurePolicy") or "Fail") == "Ignore" for h in config.get("webhooks") or [])
+    how = "its backend is back" if obs["backend_ready"] else \
+        "it lets Pods through while its backend is down (failurePolicy Ignore)" if ignore else \
         f"Pods in {app} wait for its backend (failing closed)"
-    return ctx.passed(f"the webhook {webhook} still checks {app}, no longer blocks kube-system, and {how}")
+    return ctx.passed(f"the webhook {webhook} still checks {app} and the other application namespaces, never blocks "
+                      f"the cluster's own namespaces or its backend, and {how}")
+
+
+_BACKEND = []
+
+
+def _privileged(pod) -> bool:
+    """What the backend refuses (policy_backend.py's own rule)."""
+    if not _BACKEND:
+        from importlib import util
+        from pathlib import Path
+        spec = util.spec_from_file_location("policy_backend", Path(__file__).with_name("policy_backend.py"))
+        module = util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        _BACKEND.append(module)
+    return bool(_BACKEND[0].privileged(pod))
+
+
+def check_outage(ctx):
+    return judge_outage(ctx, observe_outage(ctx))
 
 
 # -- audit ----------------------------------------------------------------------------------------

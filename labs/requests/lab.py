@@ -215,9 +215,12 @@ def _backend_port(env) -> int:
     return int(port_file.read_text())
 
 
+BACKEND_SELECTOR = {"app": POLICY_NAME}
+
+
 def _backend_objects(env, c) -> None:
     port = _backend_port(env)
-    labels = {"app": POLICY_NAME}
+    labels = dict(BACKEND_SELECTOR)
     c.create("apps/v1", "deployments", {
         "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": POLICY_NAME, "labels": labels},
         "spec": {"replicas": 1, "selector": {"matchLabels": labels},
