@@ -398,49 +398,110 @@ def pinned(image: str) -> bool:
     return bool(found and (found.group(2) or found.group(3)))
 
 
-def check_image_tag_policy(ctx):
-    ns = ctx.params["namespace"]
+HOSTS = ("", "registry.example.com/", "registry.example.com:5000/", "localhost:5000/", "10.0.0.7:5000/")
+PATHS = ("nginx", "library/nginx", "team/app-web")
+TAGS = ("", ":1.27", ":v1", ":latest", ":1.27-alpine")
+DIGESTS = ("", "@" + DIGEST)
+
+
+def image_corpus() -> list[str]:
+    """References of every shape: [host[:port]/]path[:tag][@digest], each part present or not."""
+    return [h + p + t + d for h in HOSTS for p in PATHS for t in TAGS for d in DIGESTS]
+
+
+def _typed(items, kind):
+    return [{**o, "apiVersion": ADMISSION, "kind": kind} for o in items]
+
+
+def observe_image_tag_policy(ctx) -> dict:
     admin = _admin(ctx)
-    policies = admin.list(ADMISSION, "validatingadmissionpolicies")[0]
-    if not policies:
+    return {"policies": _typed(admin.list(ADMISSION, "validatingadmissionpolicies")[0], "ValidatingAdmissionPolicy"),
+            "bindings": _typed(admin.list(ADMISSION, "validatingadmissionpolicybindings")[0],
+                               "ValidatingAdmissionPolicyBinding"),
+            "namespaces": [{"name": n["metadata"]["name"], "labels": n["metadata"].get("labels") or {}}
+                           for n in admin.list("v1", "namespaces")[0]]}
+
+
+def _image_pod(image, init):
+    spec = {"containers": [{"name": "app", "image": "nginx:1.27" if init else image}]}
+    if init:
+        spec["initContainers"] = [{"name": "init", "image": image}]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probe", "labels": {"run": "probe"}}, "spec": spec}
+
+
+def judge_image_tag_policy(ctx, obs) -> object:
+    ns = ctx.params["namespace"]
+    if not obs["policies"]:
         raise CheckFailed("there is no ValidatingAdmissionPolicy yet (`kubectl get validatingadmissionpolicies`)")
-    bindings = admin.list(ADMISSION, "validatingadmissionpolicybindings")[0]
-    names = {p["metadata"]["name"] for p in policies}
-    bound = [b for b in bindings if (b.get("spec") or {}).get("policyName") in names]
+    names = {p["metadata"]["name"] for p in obs["policies"]}
+    bound = [b for b in obs["bindings"] if (b.get("spec") or {}).get("policyName") in names]
     if not bound:
         raise CheckFailed("your ValidatingAdmissionPolicy has no ValidatingAdmissionPolicyBinding: a policy does "
                           "nothing until a binding puts it to work")
-    wrong_admitted, wrong_refused, outage = [], [], ""
-    for image in IMAGES:
-        code, body = _probe_pod(admin, ns, image=image)
-        if "pod-policy" in _message(body):
-            outage = _blocked_by_outage(_message(body))
-        if pinned(image) and code != 201:
-            wrong_refused.append((image, code, _message(body)))
-        elif not pinned(image) and code == 201:
-            wrong_admitted.append(image)
-    if outage:
-        raise CheckFailed("Pods could not be created in " + ns + "." + outage)
-    if wrong_admitted and len(wrong_admitted) == sum(not pinned(i) for i in IMAGES):
+    namespaces = list(obs["namespaces"])
+    if not any(n["name"] == LATER_NAMESPACE for n in namespaces):
+        namespaces.append({"name": LATER_NAMESPACE, "labels": {"kubernetes.io/metadata.name": LATER_NAMESPACE}})
+    registry = reconstruct.Registry(reconstruct.Objects(
+        obs["policies"] + obs["bindings"] +
+        [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n["name"], "labels": n["labels"]}}
+         for n in namespaces]))
+    admin_user = _requester("labkit-admin", ("kubeadm:cluster-admins", "system:authenticated"))
+
+    def verdict(namespace, image, init):
+        attrs = reconstruct.pod_attributes(namespace, _image_pod(image, init))
+        attrs.user = admin_user
+        result = reconstruct.policy_verdict(registry, attrs)
+        return result, attrs.warnings
+    wrong_admitted, wrong_refused = [], []
+    corpus = image_corpus()
+    for init in (False, True):
+        for image in corpus:
+            result, _ = verdict(ns, image, init)
+            if pinned(image) and result != "admitted":
+                wrong_refused.append((image, init, result.removeprefix("denied: ")))
+            elif not pinned(image) and result == "admitted":
+                wrong_admitted.append((image, init))
+    unpinned = sum(not pinned(i) for i in corpus) * 2
+    if wrong_admitted and len(wrong_admitted) == unpinned:
         actions = sorted({a for b in bound for a in (b.get("spec") or {}).get("validationActions") or []})
         if "Deny" not in actions:
             raise CheckFailed(f"every image without a tag was admitted: your binding's validationActions are "
                               f"{', '.join(actions) or 'none'} — they report a failure (Warn, Audit) but do not deny")
+        raise CheckFailed(f"every Pod in {ns} with an image without a tag was admitted: look at what your policy and its "
+                          "binding match (matchConstraints, matchResources) and at the expressions")
     if wrong_admitted:
-        notes = []
-        if any(":" in i.split("@")[0] for i in wrong_admitted):
-            notes.append("a colon can belong to a registry's port: the tag is what follows a colon after the last `/`")
-        raise CheckFailed(f"Pods with these images were admitted although they name no tag or digest: "
-                          f"{', '.join(wrong_admitted)}" + (f" ({'; '.join(notes)})" if notes else ""))
+        if all(init for _, init in wrong_admitted):
+            image = wrong_admitted[0][0]
+            raise CheckFailed(f"a Pod whose init container uses an image without a tag ({image}) was admitted: init "
+                              "containers run images too — look at spec.initContainers")
+        shown = sorted({i for i, _ in wrong_admitted}, key=lambda i: (":" not in i, len(i)))
+        note = ""
+        if any(":" in i.split("@")[0] for i in shown):
+            note = (" (a colon can belong to a registry's port: the tag is what follows a colon after the last `/`)")
+        raise CheckFailed(f"Pods with images that name no tag or digest were admitted, as {shown[0]}"
+                          f"{_more(shown)}{note}")
     if wrong_refused:
-        image, code, msg = wrong_refused[0]
-        raise CheckFailed(f"a Pod with the image {image} was refused although it is pinned ({code}: {msg})" +
-                          (f", and {len(wrong_refused) - 1} more" if len(wrong_refused) > 1 else ""))
-    code, body = _probe_pod(admin, ns, image="nginx:1.27", init_image="busybox")
-    if code == 201:
-        raise CheckFailed("a Pod whose init container uses an image without a tag (busybox) was admitted: init "
-                          "containers run images too — look at spec.initContainers")
-    return ctx.passed(f"your policy refuses exactly the images without tag or digest in {ns}, init containers too")
+        image, init, msg = wrong_refused[0]
+        where = "an init container's" if init else "the"
+        raise CheckFailed(f"a Pod with {where} image {image} was refused although it is pinned ({msg})"
+                          f"{_more(wrong_refused)}")
+    for n in namespaces:
+        other = n["name"]
+        if other == ns:
+            continue
+        for image in ("nginx", "registry.example.com:5000/app"):
+            result, warnings = verdict(other, image, False)
+            if result != "admitted" or warnings:
+                where = f"a namespace created later ({other})" if other == LATER_NAMESPACE else other
+                what = "refused" if result != "admitted" else "warned about"
+                raise CheckFailed(f"a Pod created in {where} was {what} by your policy: it must apply to {ns} only — "
+                                  "look at the binding's matchResources (and the policy's matchConstraints)")
+    return ctx.passed(f"your policy refuses exactly the images without tag or digest in {ns}, init containers too, "
+                      "and leaves the other namespaces alone")
+
+
+def check_image_tag_policy(ctx):
+    return judge_image_tag_policy(ctx, observe_image_tag_policy(ctx))
 
 
 # -- outage ---------------------------------------------------------------------------------------
