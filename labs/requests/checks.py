@@ -329,48 +329,102 @@ def check_forbidden(ctx):
 
 # -- mutating-webhook ---------------------------------------------------------------------------
 
-def check_mutating_webhook(ctx):
-    ns, label, value, enabler = (ctx.params[k] for k in ("namespace", "label", "value", "enabler"))
+PROBES = {"own-labels": {"app": "probe"}, "no-labels": None}
+
+
+def observe_mutating_webhook(ctx) -> dict:
     lab = _lab(ctx.env)
     admin = _admin(ctx)
-    mine = [m for m in admin.list(ADMISSION, "mutatingwebhookconfigurations")[0]
+    mine = [{**m, "apiVersion": ADMISSION, "kind": "MutatingWebhookConfiguration"}
+            for m in admin.list(ADMISSION, "mutatingwebhookconfigurations")[0]
             if ("mutatingwebhookconfigurations", m["metadata"]["name"]) not in lab.LAB_WEBHOOKS]
-    if not mine:
+    namespaces = [{"name": n["metadata"]["name"], "labels": n["metadata"].get("labels") or {}}
+                  for n in admin.list("v1", "namespaces")[0]]
+    probes = {}
+    if mine:
+        for n in namespaces:
+            for case, labels in PROBES.items():
+                code, body = _probe_pod(admin, n["name"], labels=labels)
+                probes[f"{n['name']}/{case}"] = {
+                    "code": code, "message": _message(body) if code != 201 else "",
+                    "labels": ((body.get("metadata") or {}).get("labels") or {}) if code == 201 else None}
+    return {"configurations": mine, "namespaces": namespaces, "probes": probes}
+
+
+def judge_mutating_webhook(ctx, obs) -> object:
+    ns, label, value, enabler = (ctx.params[k] for k in ("namespace", "label", "value", "enabler"))
+    if not obs["configurations"]:
         raise CheckFailed("there is no MutatingWebhookConfiguration of yours yet (`kubectl get "
                           "mutatingwebhookconfigurations`)")
-    code, body = _probe_pod(admin, ns, labels={"app": "probe"})
-    if code != 201:
-        msg = _message(body)
-        why = _patch_note(msg)
-        if "dry run" in msg or "dryRun" in msg:
-            why = " The server will not send a dry run to a webhook whose sideEffects are not None or NoneOnDryRun."
-        raise CheckFailed(f"creating a Pod in {ns} (a dry run) failed: {code}: {msg}.{why}{_blocked_by_outage(msg)} "
-                          "Your webhook's log: `labkit requests webhook list`")
-    labels = body["metadata"].get("labels") or {}
-    if labels.get(label) != value:
-        raise CheckFailed(f"a Pod created in {ns} came back without the label {label}: {value} — "
-                          "`labkit requests explain` on such a request shows what your webhook answered",
-                          observed=labels)
-    if labels.get("app") != "probe":
-        raise CheckFailed(f"a Pod created in {ns} with its own labels lost them: your patch replaced the Pod's "
-                          "labels instead of adding one", observed=labels)
-    code, body = _probe_pod(admin, ns, labels=None)
-    if code != 201:
-        raise CheckFailed(f"creating a Pod without labels in {ns} failed: {code}: {_message(body)}.{_patch_note(_message(body))} "
-                          "A Pod may have no metadata.labels at all")
-    if (body["metadata"].get("labels") or {}).get(label) != value:
-        raise CheckFailed(f"a Pod without labels created in {ns} came back without the label {label}")
-    for other in ("default", "kube-system"):
-        code, body = _probe_pod(admin, other, labels={"app": "probe"})
-        if code != 201:
-            msg = _message(body)
-            raise CheckFailed(f"creating a Pod in {other} failed: {code}: {msg}.{_blocked_by_outage(msg)} Your webhook "
-                              f"should not be asked about namespaces without {enabler}=enabled")
-        if label in (body["metadata"].get("labels") or {}):
-            raise CheckFailed(f"a Pod created in {other} got the label {label} too: your webhook applies to every "
-                              f"namespace — a namespaceSelector decides which ones it is asked about")
+    # the webhooks' scope over the whole story: every namespace, and namespaces made later with and
+    # without the label (the server's own matching: selectors, rules, matchConditions)
+    later_on, later_off = f"{LATER_NAMESPACE}-{enabler}", LATER_NAMESPACE
+    namespaces = list(obs["namespaces"]) + [
+        {"name": later_on, "labels": {"kubernetes.io/metadata.name": later_on, enabler: "enabled"}},
+        {"name": later_off, "labels": {"kubernetes.io/metadata.name": later_off}}]
+    registry = reconstruct.Registry(reconstruct.Objects(
+        [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n["name"], "labels": n["labels"]}}
+         for n in namespaces]))
+    admin_user = _requester("labkit-admin", ("kubeadm:cluster-admins", "system:authenticated"))
+
+    def sent(namespace, labels) -> bool:
+        attrs = reconstruct.pod_attributes(namespace, _pod(labels), dry_run=True)
+        attrs.user = admin_user
+        return any(reconstruct.webhook_called(registry, c["metadata"]["name"], i, h, attrs) != "skipped"
+                   for c in obs["configurations"] for i, h in enumerate(c.get("webhooks") or []))
+    for n in sorted(namespaces, key=lambda n: (n["name"] != ns, n["name"])):
+        name, on = n["name"], (n["labels"] or {}).get(enabler) == "enabled"
+        if name in (later_on, later_off):
+            for labels in PROBES.values():
+                if sent(name, labels) != on:
+                    raise CheckFailed(f"a namespace {'labelled' if on else 'without'} {enabler}=enabled made later "
+                                      f"would {'not ' if on else ''}be sent to your webhook: the namespaces it applies "
+                                      f"to must be exactly those labelled {enabler}=enabled — look at its "
+                                      "namespaceSelector")
+            continue
+        for case, labels in PROBES.items():
+            probe = obs["probes"].get(f"{name}/{case}") or {"code": 0, "message": "not observed", "labels": None}
+            own = f" with its own labels" if labels else " without labels"
+            if probe["code"] != 201:
+                msg = probe["message"]
+                why = _patch_note(msg)
+                if "dry run" in msg or "dryRun" in msg:
+                    why = (" The server will not send a dry run to a webhook whose sideEffects are not None or "
+                           "NoneOnDryRun.")
+                if on:
+                    extra = " A Pod may have no metadata.labels at all." if labels is None and not why else ""
+                    raise CheckFailed(f"creating a Pod{own} in {name} (a dry run) failed: {probe['code']}: {msg}.{why}"
+                                      f"{extra}{_blocked_by_outage(msg)} Your webhook's log: `labkit requests webhook "
+                                      "list`")
+                raise CheckFailed(f"creating a Pod in {name} failed: {probe['code']}: {msg}.{_blocked_by_outage(msg)} "
+                                  f"Your webhook should not be asked about namespaces without {enabler}=enabled")
+            got = probe["labels"] or {}
+            if on:
+                if got.get(label) != value:
+                    raise CheckFailed(f"a Pod created{own} in {name} came back without the label {label}: {value} — "
+                                      "`labkit requests explain` on such a request shows what your webhook answered",
+                                      observed=got)
+                if labels and any(got.get(k) != v for k, v in labels.items()):
+                    raise CheckFailed(f"a Pod created in {name} with its own labels lost them: your patch replaced the "
+                                      "Pod's labels instead of adding one", observed=got)
+                extra = sorted(set(got) - set(labels or {}) - {label})
+                if extra:
+                    raise CheckFailed(f"a Pod created{own} in {name} came back with labels nobody asked for ("
+                                      f"{', '.join(extra)}): add the one label, nothing else", observed=got)
+            elif got != (labels or {}):
+                raise CheckFailed(f"a Pod created in {name} got {'the label ' + label if label in got else 'its labels changed'}"
+                                  f" too: your webhook applies to every namespace — a namespaceSelector decides which "
+                                  "ones it is asked about", observed=got)
+            if sent(name, labels) != on:
+                raise CheckFailed(f"Pod creations in {name} are {'not ' if on else ''}sent to your webhook: the "
+                                  f"namespaces it applies to must be exactly those labelled {enabler}=enabled, not "
+                                  "every namespace — look at its namespaceSelector")
     return ctx.passed(f"Pods created in {ns} get {label}: {value} from your webhook, keeping their labels; other "
                       "namespaces are left alone")
+
+
+def check_mutating_webhook(ctx):
+    return judge_mutating_webhook(ctx, observe_mutating_webhook(ctx))
 
 
 # -- image-tag-policy -----------------------------------------------------------------------------
