@@ -318,6 +318,19 @@ def _bindings_of(c, subject_matches, keep=frozenset()) -> list[tuple[str, dict]]
     return out
 
 
+def _forbidden_bindings(c) -> list[tuple[str, dict]]:
+    """The student's bindings of exercise forbidden: every one that names the ServiceAccount, and
+    every RoleBinding in shop the lab did not make."""
+    lab_made = {("shop", BINDING["metadata"]["name"]), ("shop", "shop-team-edit")}
+    found = {(r, b["metadata"].get("namespace"), b["metadata"]["name"]): (r, b)
+             for r, b in _bindings_of(c, _reporter_subject, lab_made)}
+    for b in c.list(RBAC, "rolebindings", "shop")[0]:
+        if ("shop", b["metadata"]["name"]) not in lab_made:
+            found[("rolebindings", "shop", b["metadata"]["name"])] = \
+                ("rolebindings", {**b, "apiVersion": RBAC, "kind": "RoleBinding"})
+    return list(found.values())
+
+
 def _same(live: dict | None, built: dict, fields) -> bool:
     return live is not None and all(live.get(f) == built.get(f) for f in fields)
 
@@ -349,9 +362,8 @@ def _work(env, exercise_id: str) -> list[tuple[str, str, dict | None]]:
         for resource, b in _bindings_of(c, _alice_subject):
             out.append((f"the {b['kind']} {_where(b)} that names alice", resource, b))
     elif exercise_id == "forbidden":
-        keep = {("shop", BINDING["metadata"]["name"])}
-        for resource, b in _bindings_of(c, _reporter_subject, keep):
-            out.append((f"the {b['kind']} {_where(b)} that names reporter", resource, b))
+        for resource, b in _forbidden_bindings(c):
+            out.append((f"the {b['kind']} {_where(b)}", resource, b))
         for resource, built in (("roles", ROLE), ("rolebindings", BINDING)):
             live = c.get_or_none(RBAC, resource, built["metadata"]["name"], "shop")
             if not _same(live, built, ("rules", "roleRef", "subjects")):
@@ -440,7 +452,8 @@ def reset_exercise(env, exercise_id: str) -> None:
             _delete(c, "certificates.k8s.io/v1", "certificatesigningrequests", csr["metadata"]["name"])
         _unbind(c, _alice_subject)
     elif exercise_id == "forbidden":
-        _unbind(c, _reporter_subject, keep={("shop", BINDING["metadata"]["name"])})
+        for resource, b in _forbidden_bindings(c):
+            _delete(c, RBAC, resource, b["metadata"]["name"], b["metadata"].get("namespace"))
         for resource, obj in (("roles", ROLE), ("rolebindings", BINDING)):
             _delete(c, RBAC, resource, obj["metadata"]["name"], "shop")
             c.create(RBAC, resource, obj, "shop")
