@@ -452,9 +452,9 @@ def pinned(image: str) -> bool:
     return bool(found and (found.group(2) or found.group(3)))
 
 
-HOSTS = ("", "registry.example.com/", "registry.example.com:5000/", "localhost:5000/", "10.0.0.7:5000/")
-PATHS = ("nginx", "library/nginx", "team/app-web")
-TAGS = ("", ":1.27", ":v1", ":latest", ":1.27-alpine")
+HOSTS = ("", "registry.example.com/", "registry.example.com:5000/", "10.0.0.7:5000/")
+PATHS = ("nginx", "team/app-web")
+TAGS = ("", ":1.27-alpine", ":latest")
 DIGESTS = ("", "@" + DIGEST)
 
 
