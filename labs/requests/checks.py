@@ -609,6 +609,56 @@ def _requester(name, groups):
     return User(name, list(groups))
 
 
+def outage_fates(ctx, obs, config):
+    """(requirement, namespace, Pod labels, outcome) over the whole story, in the order the
+    requirements are judged: "backend" (its own Pod while it is down), "system" (the cluster's own
+    namespaces while it is down: any Pod, from the admin or a controller), "app" (a privileged Pod,
+    in a container or an init container, in every other namespace and one made later, while it is
+    up). Outcomes: admitted | refused (by the backend) | blocked (the webhook cannot be called and
+    fails closed, or its matchConditions fail to evaluate), from the server's own matching."""
+    webhook, home = ctx.params["webhook"], ctx.params["namespace"]
+    namespaces = list(obs["namespaces"])
+    if not any(n["name"] == LATER_NAMESPACE for n in namespaces):
+        namespaces.append({"name": LATER_NAMESPACE, "labels": {"kubernetes.io/metadata.name": LATER_NAMESPACE}})
+    registry = reconstruct.Registry(reconstruct.Objects(
+        [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n["name"], "labels": n["labels"]}}
+         for n in namespaces]))
+    admin_user = _requester("labkit-admin", ("kubeadm:cluster-admins", "system:authenticated"))
+    controller = _requester("system:serviceaccount:kube-system:replicaset-controller",
+                            ("system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"))
+    label_sets = (None, {"run": "probe"}, dict(obs["backend_labels"]))
+
+    def fate(ns, pod, user, backend_up):
+        attrs = reconstruct.pod_attributes(ns, pod)
+        attrs.user = user
+        hooks = config.get("webhooks") or []
+        out = "admitted"
+        for i, hook in enumerate(hooks):
+            verdict = reconstruct.webhook_called(registry, webhook, i, hook, attrs)
+            if verdict.startswith("error"):
+                return "blocked"
+            if verdict == "called":
+                if not backend_up:
+                    if (hook.get("failurePolicy") or "Fail") == "Fail":
+                        return "blocked"
+                elif _privileged(pod):
+                    out = "refused"
+        return out
+
+    yield "backend", home, dict(obs["backend_labels"]), fate(home, _pod(dict(obs["backend_labels"])), controller, False)
+    for ns in SYSTEM_NAMESPACES:
+        for labels in label_sets:
+            for user in (admin_user, controller):
+                yield "system", ns, labels, fate(ns, _pod(labels), user, False)
+    for n in namespaces:
+        ns = n["name"]
+        if ns in SYSTEM_NAMESPACES or ns == home:
+            continue
+        for labels in label_sets:
+            for init in (False, True):
+                yield "app", ns, labels, fate(ns, _pod(labels, privileged=True, init=init), admin_user, True)
+
+
 def judge_outage(ctx, obs) -> object:
     webhook, app, home = ctx.params["webhook"], ctx.params["app"], ctx.params["namespace"]
     lab = _lab(ctx.env)
@@ -643,58 +693,21 @@ def judge_outage(ctx, obs) -> object:
                           f"{'deleted' if not service else 'changed'}: with its backend back, Pod creations would "
                           "still fail — the Service must lead to the backend's Pods as it did")
     config = present[("validatingwebhookconfigurations", webhook)]
-    namespaces = list(obs["namespaces"])
-    if not any(n["name"] == LATER_NAMESPACE for n in namespaces):
-        namespaces.append({"name": LATER_NAMESPACE, "labels": {"kubernetes.io/metadata.name": LATER_NAMESPACE}})
-    registry = reconstruct.Registry(reconstruct.Objects(
-        [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n["name"], "labels": n["labels"]}}
-         for n in namespaces]))
-    admin_user = _requester("labkit-admin", ("kubeadm:cluster-admins", "system:authenticated"))
-    controller = _requester("system:serviceaccount:kube-system:replicaset-controller",
-                            ("system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"))
-    label_sets = (None, {"run": "probe"}, dict(obs["backend_labels"]))
-
-    def fate(ns, pod, user, backend_up):
-        """What happens to the Pod's creation: admitted | refused (by the policy) | blocked."""
-        attrs = reconstruct.pod_attributes(ns, pod)
-        attrs.user = user
-        verdicts = [reconstruct.webhook_called(registry, webhook, i, h, attrs)
-                    for i, h in enumerate(config.get("webhooks") or [])]
-        out = "admitted"
-        for hook, verdict in zip(config.get("webhooks") or [], verdicts):
-            if verdict.startswith("error"):
-                return "blocked"
-            if verdict == "called":
-                if not backend_up:
-                    if (hook.get("failurePolicy") or "Fail") == "Fail":
-                        return "blocked"
-                elif _privileged(pod):
-                    out = "refused"
-        return out
-
-    if fate(home, _pod(dict(obs["backend_labels"])), controller, False) == "blocked":
-        raise CheckFailed(f"the webhook {webhook} still fails closed for the Pods of its own backend in {home}: "
-                          "while the backend is down, its new Pod is refused by the very webhook it serves, so "
-                          "it can never come back. Look at which namespaces it is still sent")
-    for ns in SYSTEM_NAMESPACES:
-        for labels in label_sets:
-            for user in (admin_user, controller):
-                if fate(ns, _pod(labels), user, False) == "blocked":
-                    raise CheckFailed(f"Pod creations in {ns} still fail while the backend of the webhook {webhook} "
-                                      "is down: the cluster's own namespaces must never be blocked by it")
-    for n in namespaces:
-        ns = n["name"]
-        if ns in SYSTEM_NAMESPACES or ns == home:
-            continue
-        for labels in label_sets:
-            for init in (False, True):
-                if fate(ns, _pod(labels, privileged=True, init=init), admin_user, True) != "refused":
-                    where = f"a namespace created later ({ns})" if ns == LATER_NAMESPACE else ns
-                    shown = f" ({', '.join(f'{k}={v}' for k, v in labels.items())})" if labels else ""
-                    raise CheckFailed(f"the webhook {webhook} no longer applies to some Pods in {where}{shown}: a "
-                                      "privileged Pod gets through while its backend is up. The policy must stay in "
-                                      "force for the application namespaces — narrow its scope to leave out the "
-                                      "cluster's own, do not switch it off")
+    for requirement, ns, labels, outcome in outage_fates(ctx, obs, config):
+        if requirement == "backend" and outcome == "blocked":
+            raise CheckFailed(f"the webhook {webhook} still fails closed for the Pods of its own backend in {home}: "
+                              "while the backend is down, its new Pod is refused by the very webhook it serves, so "
+                              "it can never come back. Look at which namespaces it is still sent")
+        if requirement == "system" and outcome == "blocked":
+            raise CheckFailed(f"Pod creations in {ns} still fail while the backend of the webhook {webhook} is down: "
+                              "the cluster's own namespaces must never be blocked by it")
+        if requirement == "app" and outcome != "refused":
+            where = f"a namespace created later ({ns})" if ns == LATER_NAMESPACE else ns
+            shown = f" ({', '.join(f'{k}={v}' for k, v in labels.items())})" if labels else ""
+            raise CheckFailed(f"the webhook {webhook} no longer applies to some Pods in {where}{shown}: a privileged "
+                              "Pod gets through while its backend is up. The policy must stay in force for the "
+                              "application namespaces — narrow its scope to leave out the cluster's own, do not "
+                              "switch it off")
     ignore = any((h.get("failurePolicy") or "Fail") == "Ignore" for h in config.get("webhooks") or [])
     how = "its backend is back" if obs["backend_ready"] else \
         "it lets Pods through while its backend is down (failurePolicy Ignore)" if ignore else \
