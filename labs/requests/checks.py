@@ -382,6 +382,18 @@ def judge_mutating_webhook(ctx, obs) -> object:
                                       f"to must be exactly those labelled {enabler}=enabled — look at its "
                                       "namespaceSelector")
             continue
+        for labels in PROBES.values():
+            if sent(name, labels) != on:
+                raise CheckFailed(f"Pod creations in {name} are {'not ' if on else ''}sent to your webhook: the "
+                                  f"namespaces it applies to must be exactly those labelled {enabler}=enabled, not "
+                                  "every namespace — look at its namespaceSelector (and its rules)")
+        if on:
+            # mutating/dispatcher.go: a dry run is refused by a webhook without noSideEffects
+            unsafe = [h.get("name", "?") for c in obs["configurations"] for h in c.get("webhooks") or []
+                      if h.get("sideEffects") not in ("None", "NoneOnDryRun")]
+            if unsafe:
+                raise CheckFailed(f"a dry run of a Pod creation in {name} is refused: the server will not send a dry "
+                                  f"run to a webhook whose sideEffects are not None or NoneOnDryRun ({unsafe[0]})")
         for case, labels in PROBES.items():
             probe = obs["probes"].get(f"{name}/{case}") or {"code": 0, "message": "not observed", "labels": None}
             own = f" with its own labels" if labels else " without labels"
@@ -415,10 +427,6 @@ def judge_mutating_webhook(ctx, obs) -> object:
                 raise CheckFailed(f"a Pod created in {name} got {'the label ' + label if label in got else 'its labels changed'}"
                                   f" too: your webhook applies to every namespace — a namespaceSelector decides which "
                                   "ones it is asked about", observed=got)
-            if sent(name, labels) != on:
-                raise CheckFailed(f"Pod creations in {name} are {'not ' if on else ''}sent to your webhook: the "
-                                  f"namespaces it applies to must be exactly those labelled {enabler}=enabled, not "
-                                  "every namespace — look at its namespaceSelector")
     return ctx.passed(f"Pods created in {ns} get {label}: {value} from your webhook, keeping their labels; other "
                       "namespaces are left alone")
 

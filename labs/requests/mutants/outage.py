@@ -47,7 +47,7 @@ def mutants(ctx):
         "namespaceSelector.matchExpressions[].key": ["name", "kubernetes.io/metadata.nam"],
         "namespaceSelector.matchExpressions[].values[]": ["shop", "default"],
         "failurePolicy": ["Ignore"],
-        "sideEffects": ["Some", "NoneOnDryRun"],
+        "sideEffects": ["NoneOnDryRun"],
         "timeoutSeconds": [1, 30],
         "rules[].operations[]": ["UPDATE", "*"],
         "rules[].resources[]": ["pods/status", "*"],
