@@ -64,3 +64,16 @@ def no_namespace_selector(env):
     served = lab.serve_webhook(env, reference.SOURCE)
     lab.register_mutating(env, served)
 
+
+
+@mistake("sent to your webhook", "namespaceSelector")
+def selects_web_by_name(env):
+    """Selects the namespace web by its name instead of by the label pod-labeler=enabled: a namespace
+    labelled later is left out."""
+    from importlib import util
+    lab = env.lab.environment_module()
+    spec = util.spec_from_file_location("reference", env.lab.directory / "solutions" / "mutating-webhook.py")
+    reference = util.module_from_spec(spec)
+    spec.loader.exec_module(reference)
+    served = lab.serve_webhook(env, reference.SOURCE)
+    lab.register_mutating(env, served, namespace_selector={"matchLabels": {"kubernetes.io/metadata.name": "web"}})
