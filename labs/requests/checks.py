@@ -100,8 +100,8 @@ def _others_gained(ctx, obs, target: reconstruct.Subject, before_objects, space,
         ns = b["metadata"].get("namespace", "")
         for subject in b.get("subjects") or []:
             other = reconstruct.Subject.of(subject, ns)
-            if other == target:
-                continue
+            if other.user == target.user:       # the same user name is the same identity (a User subject
+                continue                        # may name a ServiceAccount's: rbac.go appliesToUser)
             gained = reconstruct.access(obs["rbac"], other, space) - reconstruct.access(before_objects, other, space)
             if gained:
                 return (f"{_binding_name(b)} also grants {other.label}: it may now "
