@@ -345,9 +345,12 @@ def observe_mutating_webhook(ctx) -> dict:
         for n in namespaces:
             for case, labels in PROBES.items():
                 code, body = _probe_pod(admin, n["name"], labels=labels)
+                meta = (body.get("metadata") or {}) if code == 201 else {}
                 probes[f"{n['name']}/{case}"] = {
                     "code": code, "message": _message(body) if code != 201 else "",
-                    "labels": ((body.get("metadata") or {}).get("labels") or {}) if code == 201 else None}
+                    "labels": (meta.get("labels") or {}) if code == 201 else None,
+                    "rest": {"annotations": meta.get("annotations") or {}, "spec": body.get("spec")}
+                    if code == 201 else None}
     return {"configurations": mine, "namespaces": namespaces, "probes": probes}
 
 
@@ -419,6 +422,14 @@ def judge_mutating_webhook(ctx, obs) -> object:
                 if labels and any(got.get(k) != v for k, v in labels.items()):
                     raise CheckFailed(f"a Pod created in {name} with its own labels lost them: your patch replaced the "
                                       "Pod's labels instead of adding one", observed=got)
+                untouched = [obs["probes"].get(f"{o['name']}/{case}") for o in obs["namespaces"]
+                             if (o["labels"] or {}).get(enabler) != "enabled"]
+                untouched = next((u for u in untouched if u and u.get("code") == 201), None)
+                if untouched is not None and probe.get("rest") != untouched.get("rest"):
+                    part = next(k for k in ("annotations", "spec")
+                                if (probe.get("rest") or {}).get(k) != (untouched.get("rest") or {}).get(k))
+                    raise CheckFailed(f"a Pod created{own} in {name} came back with its {part} changed: your webhook "
+                                      "changes more than the labels — add the one label, nothing else")
                 extra = sorted(set(got) - set(labels or {}) - {label})
                 if extra:
                     raise CheckFailed(f"a Pod created{own} in {name} came back with labels nobody asked for ("

@@ -82,6 +82,13 @@ def mutants(ctx):
                          ("one-more-label", {**got, "example.com/extra": "x"}, ("nobody asked for",))]
             if case == "own-labels":
                 variants.append(("own-labels-lost", {label: value}, ("lost",)))
+            rest = probe["rest"]
+            for part, changed in (("annotations", {**rest, "annotations": {**rest["annotations"], "x": "y"}}),
+                                  ("spec", {**rest, "spec": {**rest["spec"], "containers": [
+                                      {**rest["spec"]["containers"][0], "image": "nginx:latest"}]}})):
+                yield Mutant(f"probe:{key}:{part}-changed", f"the Pod {case} in {where} came back with its {part} "
+                             "changed", names=(part, "more than the labels"),
+                             observation={**obs, "probes": {**obs["probes"], key: {**probe, "rest": changed}}})
         else:
             variants.append(("labelled-elsewhere", {**got, label: value}, ("every namespace",)))
         for name, labels, names in variants:
