@@ -778,9 +778,18 @@ def check_audit(ctx):
     if not deletes:
         return ctx.error(f"the audit log holds no deletion of configmap {ns}/{name}: `labkit reset requests audit` "
                          "builds the exercise again")
-    truth = (deletes[-1].get("user") or {}).get("username", "")
+    # the deletion the exercise's story tells of is the first since the scene was set: a later one
+    # (the ConfigMap made again and deleted, by you or anyone) changes the situation, not the answer
+    truth = (deletes[0].get("user") or {}).get("username", "")
+    later = {(e.get("user") or {}).get("username", "") for e in deletes[1:]}
+    changed = (f" (the ConfigMap was deleted again later, by {len(later)} user{'s' if len(later) > 1 else ''}: the "
+               "exercise asks about the deletion of the lab's story, the first one)") if later else ""
     if user == truth:
-        return ctx.passed(f"{user} deleted configmap {ns}/{name}")
+        return ctx.passed(f"{user} deleted configmap {ns}/{name}{changed}")
+    if user in later:
+        raise CheckFailed(f"{user} deleted configmap {ns}/{name} after the lab's story had it deleted: the exercise "
+                          "asks who deleted the ConfigMap it describes — the first deletion since the lab set the "
+                          "scene", observed=user, right_answer=truth)
     theirs = [e for e in about if (e.get("user") or {}).get("username") == user]
     here = sorted({e.get("verb") for e in theirs if _ref(e).get("namespace") == ns})
     elsewhere = sorted({_ref(e).get("namespace") for e in theirs if _ref(e).get("namespace") != ns
@@ -794,4 +803,4 @@ def check_audit(ctx):
         said = f"{user} {', '.join(verbs.get(v, v) for v in here)} configmap {ns}/{name}, but did not delete it"
     else:
         said = f"the audit log has no request of {user!r} about configmap {ns}/{name}: {user} did not delete it"
-    raise CheckFailed(f"{said}. Look for the event whose verb is delete", observed=user, right_answer=truth)
+    raise CheckFailed(f"{said}. Look for the event whose verb is delete{changed}", observed=user, right_answer=truth)
