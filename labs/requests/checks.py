@@ -224,15 +224,15 @@ def judge_alice(ctx, obs) -> object:
     actual = reconstruct.access(obs["rbac"], her, space)
     extra_groups = [g for g in orgs if g not in ("system:authenticated",)]
     if extra_groups:
-        without = reconstruct.access(obs["rbac"], plain, space)
-        if actual - expected and not (without - expected) or "system:masters" in extra_groups:
-            named = "system:masters" if "system:masters" in extra_groups else extra_groups[0]
-            more = actual - expected
-            what = reconstruct.describe(_pick(more, ("secrets",), ns)) if more else "more than read"
-            raise CheckFailed(f"the certificate in {path} has the organization (O) {named}: the API server puts {user} "
-                              f"in the group {named}" + (", whose members may do everything without RBAC being asked"
-                                                          if named == "system:masters" else "") +
-                              f" — she may {what}{_more(more)}. Make her CSR with CN={user} only")
+        # the x509 authenticator makes every O of the certificate a group of the user
+        named = "system:masters" if "system:masters" in extra_groups else extra_groups[0]
+        more = actual - expected
+        what = (f" — she may {reconstruct.describe(_pick(more, ('secrets',), ns))}{_more(more)}" if more else
+                ": whatever that group is given, she gets, and so does anyone else whose certificate names it")
+        raise CheckFailed(f"the certificate in {path} has the organization (O) {named}: the API server puts {user} "
+                          f"in the group {named}" + (", whose members may do everything without RBAC being asked"
+                                                      if named == "system:masters" else "") +
+                          f"{what}. Make her CSR with CN={user} only, and grant the access to the user")
     extra = actual - expected
     if extra:
         writes = [g for g in extra if g[1] not in READ_VERBS]
