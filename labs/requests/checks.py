@@ -135,8 +135,9 @@ def _key_matches(cert: bytes, key: bytes) -> bool:
         c.write_bytes(cert)
         k.write_bytes(key)
         try:
-            ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_cert_chain(str(c), str(k))
-        except ssl.SSLError:
+            # no password: an encrypted key is not asked for on a terminal, it does not load
+            ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_cert_chain(str(c), str(k), password=lambda: b"")
+        except (ssl.SSLError, ValueError):
             return False
     return True
 
@@ -172,10 +173,14 @@ def observe_alice(ctx) -> dict:
     csrs = admin.list("certificates.k8s.io/v1", "certificatesigningrequests")[0]
     obs["issued"] = any((r.get("status") or {}).get("certificate")
                         and base64.b64decode(r["status"]["certificate"]).strip() == cert.strip() for r in csrs)
+    obs["encrypted"] = b"ENCRYPTED" in key
     if obs["key_matches"] and obs["issued"]:
-        alice = HttpClient.from_kubeconfig(path, user_agent="labkit-check")
-        code, body = alice.request("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", None,
-                                   {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
+        try:
+            alice = HttpClient.from_kubeconfig(path, user_agent="labkit-check")
+            code, body = alice.request("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", None,
+                                       {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
+        except Exception as exc:        # the cluster part: another server, a CA that does not fit
+            code, body = 0, {"message": f"{type(exc).__name__}: {exc}"}
         info = ((body.get("status") or {}).get("userInfo") or {}) if code == 201 and isinstance(body, dict) else {}
         obs["whoami"] = {"code": code, "message": _message(body), "username": info.get("username"),
                          "groups": list(info.get("groups") or [])}
@@ -193,6 +198,9 @@ def judge_alice(ctx, obs) -> object:
         raise CheckFailed(f"the kubeconfig {path} has no client certificate and key for its user")
     if obs["subject"] is None:
         raise CheckFailed(f"the client certificate in the kubeconfig {path} is not a PEM certificate openssl can read")
+    if obs.get("encrypted"):
+        raise CheckFailed(f"the private key in the kubeconfig {path} is encrypted: a client must read it without a "
+                          "passphrase (openssl req -nodes)")
     if not obs["key_matches"]:
         raise CheckFailed(f"the private key in the kubeconfig {path} does not belong to its client certificate: "
                           "a certificate works only with the key its CSR was made from (compare `openssl x509 "
@@ -207,6 +215,9 @@ def judge_alice(ctx, obs) -> object:
     who = obs["whoami"] or {}
     if who.get("code") == 401:
         raise CheckFailed(f"the API server does not accept the credentials of {path} (401 Unauthorized)")
+    if who.get("code") == 0:
+        raise CheckFailed(f"the API server cannot be reached with the kubeconfig {path} ({who.get('message')}): its "
+                          "cluster part must be the one of your admin kubeconfig")
     if who.get("username") != user:
         raise CheckFailed(f"the API server sees the kubeconfig {path} as {who.get('username') or 'nobody'!r}, not {user} "
                           f"(SelfSubjectReview answered {who.get('code')}: {who.get('message', '')})")
