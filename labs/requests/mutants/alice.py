@@ -74,6 +74,11 @@ def mutants(ctx):
     yield Mutant("token", "the kubeconfig uses a token", names=("token",), observation={**obs, "token": True})
     yield Mutant("no-certificate", "the kubeconfig has no certificate", names=("no client certificate",),
                  observation={**obs, "certificate": False, "subject": None, "whoami": None})
+    yield Mutant("encrypted-key", "the key encrypted with a passphrase", names=("encrypted",),
+                 observation={**obs, "encrypted": True, "key_matches": False, "whoami": None})
+    yield Mutant("other-server", "the kubeconfig's cluster part names another server", names=("cannot be reached",),
+                 observation={**obs, "whoami": {"code": 0, "message": "ConnectionRefusedError", "username": None,
+                                                "groups": []}})
     yield Mutant("unauthorized", "the server answers 401", names=("401",),
                  observation={**obs, "whoami": {**who, "code": 401, "username": None}})
     yield from answer_mutants(copy.deepcopy(ctx.answer()), names=lambda e: ("kubeconfig",))
