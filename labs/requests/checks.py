@@ -659,6 +659,10 @@ def outage_fates(ctx, obs, config):
     label_sets = (None, {"run": "probe"}, dict(obs["backend_labels"]))
 
     def fate(ns, pod, user, backend_up):
+        # apiserver/pkg/admission/plugin/webhook/validating/dispatcher.go Dispatch: a webhook that is
+        # not called lets the request by; a call that fails (no endpoints while the backend is down)
+        # is ignored under failurePolicy Ignore and refuses the request under Fail; matchConditions
+        # that fail to evaluate under Fail refuse it too (generic/webhook.go ShouldCallHook)
         attrs = reconstruct.pod_attributes(ns, pod)
         attrs.user = user
         hooks = config.get("webhooks") or []
