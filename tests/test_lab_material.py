@@ -101,7 +101,7 @@ REVIEW_WHOAMI = ("kubectl create --raw /apis/authentication.k8s.io/v1/selfsubjec
 REQUEST_TOKEN = ("kubectl create --raw /api/v1/namespaces/shop/serviceaccounts/reporter/token -f - <<< "
                  """'{"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","spec":{}}'""")
 AUDIT_JQ = ("""jq -c 'select(.objectRef.resource=="configmaps" and .objectRef.name=="prices") | """
-            """[.verb, .user.username, .objectRef.namespace, .responseStatus.code]'""")
+            """[.verb, .objectRef.namespace, .responseStatus.code]'""")
 
 TEXTS: dict[str, dict[str, Run | list[Run] | Mention | Covered]] = {
     "gc": {
@@ -484,6 +484,7 @@ class LabRunner:
             return None, out        # still running
 
     def reset(self, changes: str) -> None:
+        # the command changed the student's part of the lab on purpose: revert it without asking
         self.labkit("reset", self.lab.id, *([] if changes == "*" else [changes]), "--yes")
 
     def run_all(self) -> list[Outcome]:

@@ -72,13 +72,6 @@ MUTANTS_AWAITED: dict[tuple[str, str], str] = {
     ("numa", "memory"): "not generated yet",
     ("numa", "checkpoint"): "not generated yet",
     ("numa", "pin"): "not generated yet",
-    # requests
-    ("requests", "alice"): "not generated yet",
-    ("requests", "forbidden"): "not generated yet",
-    ("requests", "mutating-webhook"): "not generated yet",
-    ("requests", "image-tag-policy"): "not generated yet",
-    ("requests", "outage"): "not generated yet",
-    ("requests", "audit"): "not generated yet",
 }
 
 

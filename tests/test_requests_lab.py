@@ -119,3 +119,72 @@ def test_image_references_are_judged_by_upstreams_grammar():
                                        f"app@{digest}", f"app:v1@{digest}", "localhost:5000/a/b",
                                        "docker.io/library/nginx:latest", "[::1]:5000/app:v2", "UPPER:tag")] == \
         [False, True, False, True, True, True, False, True, True, False]
+
+
+def test_an_outage_fix_with_match_conditions_passes(lab):
+    labkit("reset", "requests", "outage", "--yes", env=lab, check=0, timeout=120)
+    kubectl(lab, "-n", "policy", "scale", "deployment", "pod-policy", "--replicas=0")
+    kubectl(lab, "-n", "policy", "wait", "--for=delete", "pod", "-l", "app=pod-policy", "--timeout=60s")
+    refused = None
+    for i in range(50):     # until the Service's endpoints follow the Pod that is gone
+        out = kubectl(lab, "run", f"probe-{i}", "-n", "shop", "--image=nginx:1.27", "--dry-run=server", check=False)
+        if out.returncode != 0:
+            refused = out
+            break
+    assert refused is not None and "pod-policy" in refused.stderr, refused
+    conditions = [{"name": "not-the-clusters-own",
+                   "expression": "!(request.namespace in ['kube-system', 'kube-public', 'kube-node-lease', 'policy'])"}]
+    kubectl(lab, "patch", "validatingwebhookconfiguration", "pod-policy", "--type=json", "-p",
+            json.dumps([{"op": "add", "path": "/webhooks/0/matchConditions", "value": conditions}]))
+    result = results(lab, "outage")["outage"]
+    assert result["status"] == "pass", result
+    # the same conditions leaving kube-public out still block it while the backend is down
+    conditions[0]["expression"] = "!(request.namespace in ['kube-system', 'kube-node-lease', 'policy'])"
+    kubectl(lab, "patch", "validatingwebhookconfiguration", "pod-policy", "--type=json", "-p",
+            json.dumps([{"op": "replace", "path": "/webhooks/0/matchConditions", "value": conditions}]))
+    result = results(lab, "outage", code=1)["outage"]
+    assert result["status"] == "fail" and "kube-public still fail" in result["message"], result
+    labkit("reset", "requests", "outage", "--yes", env=lab, check=0, timeout=120)
+
+
+def test_the_audit_hints_do_not_print_the_answer(lab):
+    labkit("solve", "requests", "audit", env=lab, check=0)
+    answers = Path(lab["LABKIT_ANSWERS_DIR"]) / "requests" / "audit.yaml"
+    deleter = answers.read_text().split("user:", 1)[1].strip()
+    audit_log = Path(lab["LABKIT_STATE_DIR"]) / "requests" / "apiserver" / "audit.log"
+    from labkit.labs import load_lab
+    hints = "\n".join(load_lab(REPO / "labs" / "requests").exercise("audit").hints)
+    commands = [c for c in hints.split("`") if c.startswith("jq ")]
+    assert commands, hints
+    for command in commands:
+        out = subprocess.run(command.replace("AUDIT_LOG", str(audit_log)), shell=True, capture_output=True,
+                             text=True, timeout=30)
+        assert out.returncode == 0 and '"delete"' in out.stdout, out
+        assert deleter not in out.stdout, f"{command} prints the answer:\n{out.stdout}"
+
+
+def test_a_misspelled_field_is_refused_in_kubectls_words(lab, tmp_path):
+    path = tmp_path / "binding.yaml"
+    path.write_text("apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: typo\n"
+                    "  namespace: shop\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: Role\n"
+                    "  name: pod-reader\nsubject:\n- kind: ServiceAccount\n  name: reporter\n  namespace: shop\n")
+    out = kubectl(lab, "apply", "-f", str(path), check=False)
+    assert out.returncode == 1
+    assert 'RoleBinding in version "v1" cannot be handled as a RoleBinding: strict decoding error: unknown field ' \
+           '"subject"' in out.stderr, out.stderr
+
+
+def test_a_reset_lists_the_students_objects_and_keeps_them(lab):
+    kubectl(lab, "create", "rolebinding", "alice-reads", "-n", "dev", "--clusterrole=view", "--user=alice")
+    refused = labkit("reset", "requests", "alice", env=lab, check=None)
+    assert refused.returncode != 0 and "the RoleBinding dev/alice-reads that names alice" in refused.stderr, refused
+    assert kubectl(lab, "get", "rolebinding", "alice-reads", "-n", "dev", check=False).returncode == 0
+    done = labkit("reset", "requests", "alice", "--yes", env=lab, check=0)
+    saved = [line.split(" kept in ", 1)[1].split()[0] for line in (done.stdout + done.stderr).splitlines()
+             if " kept in " in line]
+    assert saved, done
+    assert "name: alice-reads" in Path(saved[0]).read_text()
+    assert kubectl(lab, "get", "rolebinding", "alice-reads", "-n", "dev", check=False).returncode != 0
+    kubectl(lab, "apply", "-f", saved[0])        # the student takes it back
+    assert kubectl(lab, "get", "rolebinding", "alice-reads", "-n", "dev", check=False).returncode == 0
+    labkit("reset", "requests", "alice", "--yes", env=lab, check=0)

@@ -13,8 +13,8 @@ import uuid
 
 from labkit.apiserver.audit import received_at
 from labkit.apiserver.client import HttpClient, KubeConfig
-from labkit.apiserver.selectors import LabelSelector
 from labkit.exercises import CheckFailed
+from labkit.requests import reconstruct
 
 ADMISSION = "admissionregistration.k8s.io/v1"
 RBAC = "rbac.authorization.k8s.io/v1"
@@ -63,172 +63,398 @@ def _blocked_by_outage(message: str) -> str:
     return ""
 
 
+# -- RBAC over the whole space ------------------------------------------------------------------
+
+READ_VERBS = ("get", "list", "watch")
+
+
+def _rbac_observation(ctx, admin) -> dict:
+    return {"rbac": _lab(ctx.env).rbac_objects(admin), "space": reconstruct.discover(admin).to_observation()}
+
+
+def _binding_name(b: dict) -> str:
+    meta, ref = b["metadata"], b.get("roleRef") or {}
+    where = f"RoleBinding {meta.get('namespace')}/{meta['name']}" if b.get("kind") == "RoleBinding" \
+        else f"ClusterRoleBinding {meta['name']}"
+    return f"the {where} (of the {ref.get('kind', '?')} {ref.get('name', '?')})"
+
+
+def _more(items, shown: int = 1) -> str:
+    return f" (and {len(items) - shown} more)" if len(items) > shown else ""
+
+
+def _pick(grants, prefer=(), namespace=None) -> tuple:
+    """The grant feedback names: of `prefer`'s resources first (in that order), in `namespace`,
+    a plain verb (get, list, ... before the special ones)."""
+    def key(g):
+        rank = prefer.index(g[3]) if g[3] in prefer else len(prefer)
+        verb = reconstruct.VERBS.index(g[1]) if g[1] in reconstruct.VERBS else len(reconstruct.VERBS)
+        return rank, g[0] != namespace, verb, g
+    return min(grants, key=key)
+
+
+def _others_gained(ctx, obs, target: reconstruct.Subject, before_objects, space, bindings) -> str:
+    """A sentence when a subject other than `target` of `bindings` may now do more than the lab
+    as built let it, else ""."""
+    for b in sorted(bindings, key=_binding_name):
+        ns = b["metadata"].get("namespace", "")
+        for subject in b.get("subjects") or []:
+            other = reconstruct.Subject.of(subject, ns)
+            if other.user == target.user:       # the same user name is the same identity (a User subject
+                continue                        # may name a ServiceAccount's: rbac.go appliesToUser)
+            gained = reconstruct.access(obs["rbac"], other, space) - reconstruct.access(before_objects, other, space)
+            if gained:
+                return (f"{_binding_name(b)} also grants {other.label}: it may now "
+                        f"{reconstruct.describe(_pick(gained))}{_more(gained)} — grant nothing to anyone else")
+    return ""
+
+
 # -- alice --------------------------------------------------------------------------------------
 
-def _subject_cn(pem: bytes) -> str:
+def _subject(pem: bytes) -> tuple[str, list[str]] | None:
+    """The certificate's common name and organizations (the user and groups the API server's
+    x509 authenticator takes, request/x509/x509.go CommonNameUserConversion), or None."""
     out = subprocess.run(["openssl", "x509", "-noout", "-subject", "-nameopt", "RFC2253"], input=pem,
                          capture_output=True, timeout=30)
     if out.returncode != 0:
-        raise CheckFailed("the client certificate in the kubeconfig is not a PEM certificate openssl can read")
-    found = re.search(r"CN=([^,]+)", out.stdout.decode())
-    return found.group(1).strip() if found else ""
+        return None
+    text = out.stdout.decode().split("=", 1)[1].strip() if "=" in out.stdout.decode() else ""
+    parts = re.split(r"(?<!\\),", text)
+    cn = [p.split("=", 1)[1] for p in parts if p.strip().startswith("CN=")]
+    orgs = [p.split("=", 1)[1] for p in parts if p.strip().startswith("O=")]
+    return (cn[0].strip() if cn else ""), [o.strip() for o in orgs]
 
 
-def check_alice(ctx):
-    user, ns = ctx.params["user"], ctx.params["namespace"]
-    path = ctx.answer_field(ctx.answer(), "kubeconfig", str)
+def _key_matches(cert: bytes, key: bytes) -> bool:
+    """Whether the private key belongs to the certificate (what TLS needs to use them)."""
+    import ssl
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        from pathlib import Path
+        c, k = Path(tmp) / "c.pem", Path(tmp) / "k.pem"
+        c.write_bytes(cert)
+        k.write_bytes(key)
+        try:
+            # no password: an encrypted key is not asked for on a terminal, it does not load
+            ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_cert_chain(str(c), str(k), password=lambda: b"")
+        except (ssl.SSLError, ValueError):
+            return False
+    return True
+
+
+def observe_alice(ctx) -> dict:
     from pathlib import Path
-    path = Path(path).expanduser()
+    path = Path(ctx.answer_field(ctx.answer(), "kubeconfig", str)).expanduser()
+    obs = {"kubeconfig": str(path), "problem": "", "token": False, "certificate": False, "subject": None,
+           "key_matches": False, "issued": False, "whoami": None}
     if not path.is_file():
-        raise CheckFailed(f"the kubeconfig your answer names does not exist: {path}")
+        obs["problem"] = f"the kubeconfig your answer names does not exist: {path}"
+        return obs
     try:
         config = KubeConfig(path)
     except Exception as exc:
-        raise CheckFailed(f"cannot read the kubeconfig {path}: {exc}")
-    if config.user.get("token") or config.user.get("tokenFile"):
-        raise CheckFailed(f"the kubeconfig {path} authenticates with a token, not with {user}'s client certificate")
+        obs["problem"] = f"cannot read the kubeconfig {path}: {exc}"
+        return obs
+    obs["token"] = bool(config.user.get("token") or config.user.get("tokenFile"))
     try:
         cert = config._file_or_data(config.user, "client-certificate")
         key = config._file_or_data(config.user, "client-key")
     except OSError as exc:
-        raise CheckFailed(f"the kubeconfig {path} names a certificate or key file that cannot be read: {exc}")
+        obs["problem"] = f"the kubeconfig {path} names a certificate or key file that cannot be read: {exc}"
+        return obs
+    admin = _admin(ctx)
+    obs.update(_rbac_observation(ctx, admin))
     if not cert or not key:
+        return obs
+    obs["certificate"] = True
+    subject = _subject(cert)
+    obs["subject"] = list(subject) if subject else None
+    obs["key_matches"] = subject is not None and _key_matches(cert, key)
+    csrs = admin.list("certificates.k8s.io/v1", "certificatesigningrequests")[0]
+    obs["issued"] = any((r.get("status") or {}).get("certificate")
+                        and base64.b64decode(r["status"]["certificate"]).strip() == cert.strip() for r in csrs)
+    obs["encrypted"] = b"ENCRYPTED" in key
+    if obs["key_matches"] and obs["issued"]:
+        try:
+            alice = HttpClient.from_kubeconfig(path, user_agent="labkit-check")
+            code, body = alice.request("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", None,
+                                       {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
+        except Exception as exc:        # the cluster part: another server, a CA that does not fit
+            code, body = 0, {"message": f"{type(exc).__name__}: {exc}"}
+        info = ((body.get("status") or {}).get("userInfo") or {}) if code == 201 and isinstance(body, dict) else {}
+        obs["whoami"] = {"code": code, "message": _message(body), "username": info.get("username"),
+                         "groups": list(info.get("groups") or [])}
+    return obs
+
+
+def judge_alice(ctx, obs) -> object:
+    user, ns = ctx.params["user"], ctx.params["namespace"]
+    path = obs["kubeconfig"]
+    if obs["problem"]:
+        raise CheckFailed(obs["problem"])
+    if obs["token"]:
+        raise CheckFailed(f"the kubeconfig {path} authenticates with a token, not with {user}'s client certificate")
+    if not obs["certificate"]:
         raise CheckFailed(f"the kubeconfig {path} has no client certificate and key for its user")
-    cn = _subject_cn(cert)
+    if obs["subject"] is None:
+        raise CheckFailed(f"the client certificate in the kubeconfig {path} is not a PEM certificate openssl can read")
+    if obs.get("encrypted"):
+        raise CheckFailed(f"the private key in the kubeconfig {path} is encrypted: a client must read it without a "
+                          "passphrase (openssl req -nodes)")
+    if not obs["key_matches"]:
+        raise CheckFailed(f"the private key in the kubeconfig {path} does not belong to its client certificate: "
+                          "a certificate works only with the key its CSR was made from (compare `openssl x509 "
+                          "-noout -pubkey` of the certificate with `openssl pkey -pubout` of the key)")
+    cn, orgs = obs["subject"]
     if cn != user:
         raise CheckFailed(f"the certificate in {path} has the common name (CN) {cn or 'none'!r}: the API server takes "
                           f"the user name from the CN, so it does not stand for {user}")
-    admin = _admin(ctx)
-    csrs = admin.list("certificates.k8s.io/v1", "certificatesigningrequests")[0]
-    issued = [r for r in csrs if (r.get("status") or {}).get("certificate")
-              and base64.b64decode(r["status"]["certificate"]).strip() == cert.strip()]
-    if not issued:
+    if not obs["issued"]:
         raise CheckFailed(f"the certificate in {path} was not issued through a CertificateSigningRequest of this cluster "
                           "(`kubectl get csr`): make it the way the exercise says")
-    alice = HttpClient.from_kubeconfig(path, user_agent="labkit-check")
-    code, body = alice.request("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", None,
-                               {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
-    if code == 401:
+    who = obs["whoami"] or {}
+    if who.get("code") == 401:
         raise CheckFailed(f"the API server does not accept the credentials of {path} (401 Unauthorized)")
-    name = ((body.get("status") or {}).get("userInfo") or {}).get("username") if code == 201 else None
-    if name != user:
-        raise CheckFailed(f"the API server sees the kubeconfig {path} as {name or 'nobody'!r}, not {user} "
-                          f"(SelfSubjectReview answered {code}: {_message(body)})")
-    for resource in ("pods", "configmaps"):
-        code, body = alice.request("GET", f"/api/v1/namespaces/{ns}/{resource}")
-        if code != 200:
-            raise CheckFailed(f"{user} cannot read {resource} in {ns} ({code}: {_message(body)}): her read access is "
-                              "missing (`kubectl auth can-i --list -n " + ns + f" --as={user}`)")
-    code, _ = alice.request("POST", f"/api/v1/namespaces/{ns}/configmaps", {"dryRun": "All"},
-                            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "check-write"}})
-    if code != 403:
-        raise CheckFailed(f"{user} can write in {ns} (she created a ConfigMap there, as a dry run): read-only means "
-                          "get, list and watch only — look at the role you bound")
-    code, _ = alice.request("GET", f"/api/v1/namespaces/{ns}/secrets")
-    if code != 403:
-        raise CheckFailed(f"{user} can read the secrets in {ns}: least privilege keeps them from her — the "
-                          "role you bound allows more than the read-only role the cluster has")
-    for other in ("prod", "default"):
-        code, _ = alice.request("GET", f"/api/v1/namespaces/{other}/pods")
-        if code != 403:
-            raise CheckFailed(f"{user} can read pods in other namespaces ({other}): her access must end at {ns} — "
-                              "look at the kind of binding you made")
-    return ctx.passed(f"{user} authenticates with her certificate and can read {ns}, and only read it")
+    if who.get("code") == 0:
+        raise CheckFailed(f"the API server cannot be reached with the kubeconfig {path} ({who.get('message')}): its "
+                          "cluster part must be the one of your admin kubeconfig")
+    if who.get("username") != user:
+        raise CheckFailed(f"the API server sees the kubeconfig {path} as {who.get('username') or 'nobody'!r}, not {user} "
+                          f"(SelfSubjectReview answered {who.get('code')}: {who.get('message', '')})")
+    lab = _lab(ctx.env)
+    space = reconstruct.Space.from_observation(obs["space"])
+    groups = tuple(who.get("groups") or ("system:authenticated",))
+    her = reconstruct.Subject(user, groups, f"the user {user}")
+    plain = reconstruct.Subject(user, ("system:authenticated",), f"the user {user}")
+    built = lab.rbac_as_built()
+    role = {"apiVersion": RBAC, "kind": "RoleBinding", "metadata": {"name": "reference", "namespace": ns},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+            "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": user}]}
+    before = reconstruct.access(built, plain, space)
+    expected = reconstruct.access(built + [role], plain, space)
+    actual = reconstruct.access(obs["rbac"], her, space)
+    extra_groups = [g for g in orgs if g not in ("system:authenticated",)]
+    if extra_groups:
+        # the x509 authenticator makes every O of the certificate a group of the user
+        named = "system:masters" if "system:masters" in extra_groups else extra_groups[0]
+        more = actual - expected
+        what = (f" — she may {reconstruct.describe(_pick(more, ('secrets',), ns))}{_more(more)}" if more else
+                ": whatever that group is given, she gets, and so does anyone else whose certificate names it")
+        raise CheckFailed(f"the certificate in {path} has the organization (O) {named}: the API server puts {user} "
+                          f"in the group {named}" + (", whose members may do everything without RBAC being asked"
+                                                      if named == "system:masters" else "") +
+                          f"{what}. Make her CSR with CN={user} only, and grant the access to the user")
+    extra = actual - expected
+    if extra:
+        writes = [g for g in extra if g[1] not in READ_VERBS]
+        elsewhere = [g for g in extra if g[0] != ns]
+        secrets = [g for g in extra if g[3] == "secrets"]
+        via = reconstruct.bindings_granting(obs["rbac"], her, extra)
+        where = f" — through {', '.join(_binding_name(b) for b in via)}" if via else ""
+        if writes:
+            g = _pick(writes, ("configmaps", "pods"), ns)
+            raise CheckFailed(f"{user} can write: she may {reconstruct.describe(g)}{_more(writes)}{where}. Read-only "
+                              "means get, list and watch, and only what a read-only user may read", observed=len(extra))
+        if elsewhere:
+            g = _pick(elsewhere, ("configmaps", "pods"), "default")
+            raise CheckFailed(f"{user} can read in other namespaces or cluster-wide: she may "
+                              f"{reconstruct.describe(g)}{_more(elsewhere)}{where}. Her access is to {ns} only")
+        if secrets:
+            raise CheckFailed(f"{user} can read the secrets in {ns}: she may {reconstruct.describe(_pick(secrets))}"
+                              f"{_more(secrets)}{where}. The cluster's read-only role leaves Secrets out (they hold "
+                              "credentials that would let her do more)")
+        g = _pick(extra)
+        raise CheckFailed(f"{user} may {reconstruct.describe(g)}{_more(extra)}{where}: more than read-only access to "
+                          f"{ns} — look at the roles your bindings grant (`kubectl auth can-i --list -n {ns} --as={user}`)")
+    missing = expected - actual
+    if missing:
+        g = _pick(missing, ("pods", "configmaps"), ns)
+        raise CheckFailed(f"{user} cannot {reconstruct.describe(g)}{_more(missing)}: her read access to {ns} is "
+                          f"missing or partial (`kubectl auth can-i --list -n {ns} --as={user}`)")
+    grants = reconstruct.bindings_granting(obs["rbac"], her, actual - before)
+    other = _others_gained(ctx, obs, plain, built, space, grants)
+    if other:
+        raise CheckFailed(other)
+    return ctx.passed(f"{user} authenticates with her certificate, reads {ns}, and may do nothing more")
+
+
+def check_alice(ctx):
+    return judge_alice(ctx, observe_alice(ctx))
 
 
 # -- forbidden ----------------------------------------------------------------------------------
 
-def _sa_client(ctx, ns, account) -> HttpClient:
-    admin = _admin(ctx)
-    code, body = admin.request("POST", f"/api/v1/namespaces/{ns}/serviceaccounts/{account}/token", None,
-                               {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}})
-    if code != 201:
-        return ctx.error(f"the check could not get a token for {ns}/{account} from the TokenRequest API ({code}: "
-                         f"{_message(body)})")
-    return HttpClient(admin.scheme + f"://{admin.host}:{admin.port}", body["status"]["token"], admin.ssl_context,
-                      user_agent="labkit-check")
+def observe_forbidden(ctx) -> dict:
+    return _rbac_observation(ctx, _admin(ctx))
+
+
+def judge_forbidden(ctx, obs) -> object:
+    ns, account, role_name = ctx.params["namespace"], ctx.params["account"], ctx.params["role"]
+    lab = _lab(ctx.env)
+    space = reconstruct.Space.from_observation(obs["space"])
+    role = next((o for o in obs["rbac"] if o["kind"] == "Role" and o["metadata"]["name"] == role_name
+                 and o["metadata"].get("namespace") == ns), None)
+    if role is None:
+        raise CheckFailed(f"the Role {role_name} in {ns} was deleted: the exercise keeps the role as it is")
+    if [dict(r) for r in role.get("rules") or []] != lab.ROLE["rules"]:
+        raise CheckFailed(f"the Role {role_name} was changed: it says exactly what the job needs — leave the role as "
+                          "it is and fix the binding")
+    job = reconstruct.Subject.of({"kind": "ServiceAccount", "name": account, "namespace": ns})
+    built = lab.rbac_as_built()
+    fixed = {"apiVersion": RBAC, "kind": "RoleBinding", "metadata": {"name": "reference", "namespace": ns},
+             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role_name},
+             "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": ns}]}
+    before = reconstruct.access(built, job, space)
+    expected = reconstruct.access(built + [fixed], job, space)
+    actual = reconstruct.access(obs["rbac"], job, space)
+    extra = actual - expected
+    if extra:
+        via = reconstruct.bindings_granting(obs["rbac"], job, extra)
+        where = f" — {', '.join(_binding_name(b) for b in via)} grants it" if via else ""
+        g = _pick(extra, ("secrets", "configmaps"), ns)
+        raise CheckFailed(f"the job can now {reconstruct.describe(g)}{_more(extra)}{where}: it must get what the "
+                          f"Role {role_name} says and nothing more")
+    missing = expected - actual
+    if missing:
+        g = _pick(missing, ("pods",), ns)
+        raise CheckFailed(f"the job is still forbidden to {reconstruct.describe(g)}{_more(missing)}. "
+                          f"`kubectl auth can-i list pods -n {ns} --as=system:serviceaccount:{ns}:{account}`, and "
+                          "compare the binding's subject with the job's identity: kind, name and namespace")
+    through = reconstruct.bindings_granting(obs["rbac"], job, expected - before)
+    if not any((b.get("roleRef") or {}).get("kind") == "Role" and b["roleRef"].get("name") == role_name
+               for b in through):
+        raise CheckFailed(f"the job gets its access through {', '.join(_binding_name(b) for b in through)}, not "
+                          f"through a binding of the Role {role_name}: the exercise fixes the binding of that role")
+    # who else the bindings of this exercise grant to: the job's bindings, and every binding in the namespace
+    scope = [b for b in obs["rbac"] if b["kind"] == "RoleBinding" and b["metadata"].get("namespace") == ns]
+    other = _others_gained(ctx, obs, job, built, space, through + scope)
+    if other:
+        raise CheckFailed(other)
+    return ctx.passed(f"the job lists pods in {ns} through a binding of {role_name}, and may do nothing more; "
+                      "nobody else gained anything")
 
 
 def check_forbidden(ctx):
-    ns, account, role = ctx.params["namespace"], ctx.params["account"], ctx.params["role"]
-    lab = _lab(ctx.env)
-    admin = _admin(ctx)
-    current = admin.get_or_none(RBAC, "roles", role, ns)
-    if current is None:
-        raise CheckFailed(f"the Role {role} in {ns} was deleted: the job needs it; fix the binding, not the role")
-    if current.get("rules") != lab.ROLE["rules"]:
-        raise CheckFailed(f"the Role {role} in {ns} was changed: it said exactly what the job needs — the fault is in "
-                          "the binding (`kubectl get rolebindings -n " + ns + " -o yaml`)")
-    sa = _sa_client(ctx, ns, account)
-    if not isinstance(sa, HttpClient):
-        return sa
-    wide = [b["metadata"]["name"] for b in admin.list(RBAC, "clusterrolebindings")[0]
-            if any(s.get("kind") == "ServiceAccount" and s.get("name") == account and s.get("namespace") == ns
-                   for s in b.get("subjects") or [])]
-    code, body = sa.request("GET", f"/api/v1/namespaces/{ns}/pods")
-    if code != 200:
-        raise CheckFailed(f"the job is still forbidden to list pods in {ns} ({code}: {_message(body)}). "
-                          f"`kubectl auth can-i list pods -n {ns} --as=system:serviceaccount:{ns}:{account}`, and "
-                          "compare the binding's subject with the job's identity: kind, name and namespace")
-    for method, path, what in (("GET", f"/api/v1/namespaces/{ns}/secrets", f"read the secrets in {ns}"),
-                               ("GET", "/api/v1/namespaces/default/pods", "list pods in default"),
-                               ("DELETE", f"/api/v1/namespaces/{ns}/pods/x?dryRun=All", f"delete pods in {ns}")):
-        code, _ = sa.request(method, path)
-        if code not in (401, 403):
-            via = f" — the ClusterRoleBinding {', '.join(wide)} grants it cluster-wide ({_roles(admin, wide)})" if wide else ""
-            raise CheckFailed(f"the job can now {what}: it must get what the Role {role} says and nothing more{via}")
-    return ctx.passed(f"the job lists pods in {ns} through a binding of {role}, and may do nothing more")
-
-
-def _roles(admin, names):
-    return ", ".join(f"{(admin.get_or_none(RBAC, 'clusterrolebindings', n) or {}).get('roleRef', {}).get('name', '?')}"
-                     for n in names)
+    return judge_forbidden(ctx, observe_forbidden(ctx))
 
 
 # -- mutating-webhook ---------------------------------------------------------------------------
 
-def check_mutating_webhook(ctx):
-    ns, label, value, enabler = (ctx.params[k] for k in ("namespace", "label", "value", "enabler"))
+PROBES = {"own-labels": {"app": "probe"}, "no-labels": None}
+
+
+def observe_mutating_webhook(ctx) -> dict:
     lab = _lab(ctx.env)
     admin = _admin(ctx)
-    mine = [m for m in admin.list(ADMISSION, "mutatingwebhookconfigurations")[0]
+    mine = [{**m, "apiVersion": ADMISSION, "kind": "MutatingWebhookConfiguration"}
+            for m in admin.list(ADMISSION, "mutatingwebhookconfigurations")[0]
             if ("mutatingwebhookconfigurations", m["metadata"]["name"]) not in lab.LAB_WEBHOOKS]
-    if not mine:
+    namespaces = [{"name": n["metadata"]["name"], "labels": n["metadata"].get("labels") or {}}
+                  for n in admin.list("v1", "namespaces")[0]]
+    probes = {}
+    if mine:
+        for n in namespaces:
+            for case, labels in PROBES.items():
+                code, body = _probe_pod(admin, n["name"], labels=labels)
+                meta = (body.get("metadata") or {}) if code == 201 else {}
+                probes[f"{n['name']}/{case}"] = {
+                    "code": code, "message": _message(body) if code != 201 else "",
+                    "labels": (meta.get("labels") or {}) if code == 201 else None,
+                    "rest": {"annotations": meta.get("annotations") or {}, "spec": body.get("spec")}
+                    if code == 201 else None}
+    return {"configurations": mine, "namespaces": namespaces, "probes": probes}
+
+
+def judge_mutating_webhook(ctx, obs) -> object:
+    ns, label, value, enabler = (ctx.params[k] for k in ("namespace", "label", "value", "enabler"))
+    if not obs["configurations"]:
         raise CheckFailed("there is no MutatingWebhookConfiguration of yours yet (`kubectl get "
                           "mutatingwebhookconfigurations`)")
-    code, body = _probe_pod(admin, ns, labels={"app": "probe"})
-    if code != 201:
-        msg = _message(body)
-        why = _patch_note(msg)
-        if "dry run" in msg or "dryRun" in msg:
-            why = " The server will not send a dry run to a webhook whose sideEffects are not None or NoneOnDryRun."
-        raise CheckFailed(f"creating a Pod in {ns} (a dry run) failed: {code}: {msg}.{why}{_blocked_by_outage(msg)} "
-                          "Your webhook's log: `labkit requests webhook list`")
-    labels = body["metadata"].get("labels") or {}
-    if labels.get(label) != value:
-        raise CheckFailed(f"a Pod created in {ns} came back without the label {label}: {value} — "
-                          "`labkit requests explain` on such a request shows what your webhook answered",
-                          observed=labels)
-    if labels.get("app") != "probe":
-        raise CheckFailed(f"a Pod created in {ns} with its own labels lost them: your patch replaced the Pod's "
-                          "labels instead of adding one", observed=labels)
-    code, body = _probe_pod(admin, ns, labels=None)
-    if code != 201:
-        raise CheckFailed(f"creating a Pod without labels in {ns} failed: {code}: {_message(body)}.{_patch_note(_message(body))} "
-                          "A Pod may have no metadata.labels at all")
-    if (body["metadata"].get("labels") or {}).get(label) != value:
-        raise CheckFailed(f"a Pod without labels created in {ns} came back without the label {label}")
-    for other in ("default", "kube-system"):
-        code, body = _probe_pod(admin, other, labels={"app": "probe"})
-        if code != 201:
-            msg = _message(body)
-            raise CheckFailed(f"creating a Pod in {other} failed: {code}: {msg}.{_blocked_by_outage(msg)} Your webhook "
-                              f"should not be asked about namespaces without {enabler}=enabled")
-        if label in (body["metadata"].get("labels") or {}):
-            raise CheckFailed(f"a Pod created in {other} got the label {label} too: your webhook applies to every "
-                              f"namespace — a namespaceSelector decides which ones it is asked about")
+    # the webhooks' scope over the whole story: every namespace, and namespaces made later with and
+    # without the label (the server's own matching: selectors, rules, matchConditions)
+    later_on, later_off = f"{LATER_NAMESPACE}-{enabler}", LATER_NAMESPACE
+    namespaces = list(obs["namespaces"]) + [
+        {"name": later_on, "labels": {"kubernetes.io/metadata.name": later_on, enabler: "enabled"}},
+        {"name": later_off, "labels": {"kubernetes.io/metadata.name": later_off}}]
+    registry = reconstruct.Registry(reconstruct.Objects(
+        [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n["name"], "labels": n["labels"]}}
+         for n in namespaces]))
+    admin_user = _requester("labkit-admin", ("kubeadm:cluster-admins", "system:authenticated"))
+
+    def sent(namespace, labels) -> bool:
+        attrs = reconstruct.pod_attributes(namespace, _pod(labels), dry_run=True)
+        attrs.user = admin_user
+        return any(reconstruct.webhook_called(registry, c["metadata"]["name"], i, h, attrs) != "skipped"
+                   for c in obs["configurations"] for i, h in enumerate(c.get("webhooks") or []))
+    for n in sorted(namespaces, key=lambda n: (n["name"] != ns, n["name"])):
+        name, on = n["name"], (n["labels"] or {}).get(enabler) == "enabled"
+        if name in (later_on, later_off):
+            for labels in PROBES.values():
+                if sent(name, labels) != on:
+                    raise CheckFailed(f"a namespace {'labelled' if on else 'without'} {enabler}=enabled made later "
+                                      f"would {'not ' if on else ''}be sent to your webhook: the namespaces it applies "
+                                      f"to must be exactly those labelled {enabler}=enabled — look at its "
+                                      "namespaceSelector")
+            continue
+        for labels in PROBES.values():
+            if sent(name, labels) != on:
+                raise CheckFailed(f"Pod creations in {name} are {'not ' if on else ''}sent to your webhook: the "
+                                  f"namespaces it applies to must be exactly those labelled {enabler}=enabled, not "
+                                  "every namespace — look at its namespaceSelector (and its rules)")
+        if on:
+            # mutating/dispatcher.go: a dry run is refused by a webhook without noSideEffects
+            unsafe = [h.get("name", "?") for c in obs["configurations"] for h in c.get("webhooks") or []
+                      if h.get("sideEffects") not in ("None", "NoneOnDryRun")]
+            if unsafe:
+                raise CheckFailed(f"a dry run of a Pod creation in {name} is refused: the server will not send a dry "
+                                  f"run to a webhook whose sideEffects are not None or NoneOnDryRun ({unsafe[0]})")
+        for case, labels in PROBES.items():
+            probe = obs["probes"].get(f"{name}/{case}") or {"code": 0, "message": "not observed", "labels": None}
+            own = f" with its own labels" if labels else " without labels"
+            if probe["code"] != 201:
+                msg = probe["message"]
+                why = _patch_note(msg)
+                if "dry run" in msg or "dryRun" in msg:
+                    why = (" The server will not send a dry run to a webhook whose sideEffects are not None or "
+                           "NoneOnDryRun.")
+                if on:
+                    extra = " A Pod may have no metadata.labels at all." if labels is None and not why else ""
+                    raise CheckFailed(f"creating a Pod{own} in {name} (a dry run) failed: {probe['code']}: {msg}.{why}"
+                                      f"{extra}{_blocked_by_outage(msg)} Your webhook's log: `labkit requests webhook "
+                                      "list`")
+                raise CheckFailed(f"creating a Pod in {name} failed: {probe['code']}: {msg}.{_blocked_by_outage(msg)} "
+                                  f"Your webhook should not be asked about namespaces without {enabler}=enabled")
+            got = probe["labels"] or {}
+            if on:
+                if got.get(label) != value:
+                    raise CheckFailed(f"a Pod created{own} in {name} came back without the label {label}: {value} — "
+                                      "`labkit requests explain` on such a request shows what your webhook answered",
+                                      observed=got)
+                if labels and any(got.get(k) != v for k, v in labels.items()):
+                    raise CheckFailed(f"a Pod created in {name} with its own labels lost them: your patch replaced the "
+                                      "Pod's labels instead of adding one", observed=got)
+                untouched = [obs["probes"].get(f"{o['name']}/{case}") for o in obs["namespaces"]
+                             if (o["labels"] or {}).get(enabler) != "enabled"]
+                untouched = next((u for u in untouched if u and u.get("code") == 201), None)
+                if untouched is not None and probe.get("rest") != untouched.get("rest"):
+                    part = next(k for k in ("annotations", "spec")
+                                if (probe.get("rest") or {}).get(k) != (untouched.get("rest") or {}).get(k))
+                    raise CheckFailed(f"a Pod created{own} in {name} came back with its {part} changed: your webhook "
+                                      "changes more than the labels — add the one label, nothing else")
+                extra = sorted(set(got) - set(labels or {}) - {label})
+                if extra:
+                    raise CheckFailed(f"a Pod created{own} in {name} came back with labels nobody asked for ("
+                                      f"{', '.join(extra)}): add the one label, nothing else", observed=got)
+            elif got != (labels or {}):
+                raise CheckFailed(f"a Pod created in {name} got {'the label ' + label if label in got else 'its labels changed'}"
+                                  f" too: your webhook applies to every namespace — a namespaceSelector decides which "
+                                  "ones it is asked about", observed=got)
     return ctx.passed(f"Pods created in {ns} get {label}: {value} from your webhook, keeping their labels; other "
                       "namespaces are left alone")
+
+
+def check_mutating_webhook(ctx):
+    return judge_mutating_webhook(ctx, observe_mutating_webhook(ctx))
 
 
 # -- image-tag-policy -----------------------------------------------------------------------------
@@ -256,106 +482,291 @@ def pinned(image: str) -> bool:
     return bool(found and (found.group(2) or found.group(3)))
 
 
-def check_image_tag_policy(ctx):
-    ns = ctx.params["namespace"]
+HOSTS = ("", "registry.example.com/", "registry.example.com:5000/", "10.0.0.7:5000/")
+PATHS = ("nginx", "team/app-web")
+TAGS = ("", ":1.27-alpine", ":latest")
+DIGESTS = ("", "@" + DIGEST)
+
+
+def image_corpus() -> list[str]:
+    """References of every shape: [host[:port]/]path[:tag][@digest], each part present or not."""
+    return [h + p + t + d for h in HOSTS for p in PATHS for t in TAGS for d in DIGESTS]
+
+
+def _typed(items, kind):
+    return [{**o, "apiVersion": ADMISSION, "kind": kind} for o in items]
+
+
+def observe_image_tag_policy(ctx) -> dict:
     admin = _admin(ctx)
-    policies = admin.list(ADMISSION, "validatingadmissionpolicies")[0]
-    if not policies:
+    return {"policies": _typed(admin.list(ADMISSION, "validatingadmissionpolicies")[0], "ValidatingAdmissionPolicy"),
+            "bindings": _typed(admin.list(ADMISSION, "validatingadmissionpolicybindings")[0],
+                               "ValidatingAdmissionPolicyBinding"),
+            "namespaces": [{"name": n["metadata"]["name"], "labels": n["metadata"].get("labels") or {}}
+                           for n in admin.list("v1", "namespaces")[0]]}
+
+
+def _image_pod(image, init):
+    spec = {"containers": [{"name": "app", "image": "nginx:1.27" if init else image}]}
+    if init:
+        spec["initContainers"] = [{"name": "init", "image": image}]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probe", "labels": {"run": "probe"}}, "spec": spec}
+
+
+def judge_image_tag_policy(ctx, obs) -> object:
+    ns = ctx.params["namespace"]
+    if not obs["policies"]:
         raise CheckFailed("there is no ValidatingAdmissionPolicy yet (`kubectl get validatingadmissionpolicies`)")
-    bindings = admin.list(ADMISSION, "validatingadmissionpolicybindings")[0]
-    names = {p["metadata"]["name"] for p in policies}
-    bound = [b for b in bindings if (b.get("spec") or {}).get("policyName") in names]
+    names = {p["metadata"]["name"] for p in obs["policies"]}
+    bound = [b for b in obs["bindings"] if (b.get("spec") or {}).get("policyName") in names]
     if not bound:
         raise CheckFailed("your ValidatingAdmissionPolicy has no ValidatingAdmissionPolicyBinding: a policy does "
                           "nothing until a binding puts it to work")
-    wrong_admitted, wrong_refused, outage = [], [], ""
-    for image in IMAGES:
-        code, body = _probe_pod(admin, ns, image=image)
-        if "pod-policy" in _message(body):
-            outage = _blocked_by_outage(_message(body))
-        if pinned(image) and code != 201:
-            wrong_refused.append((image, code, _message(body)))
-        elif not pinned(image) and code == 201:
-            wrong_admitted.append(image)
-    if outage:
-        raise CheckFailed("Pods could not be created in " + ns + "." + outage)
-    if wrong_admitted and len(wrong_admitted) == sum(not pinned(i) for i in IMAGES):
+    namespaces = list(obs["namespaces"])
+    if not any(n["name"] == LATER_NAMESPACE for n in namespaces):
+        namespaces.append({"name": LATER_NAMESPACE, "labels": {"kubernetes.io/metadata.name": LATER_NAMESPACE}})
+    registry = reconstruct.Registry(reconstruct.Objects(
+        obs["policies"] + obs["bindings"] +
+        [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n["name"], "labels": n["labels"]}}
+         for n in namespaces]))
+    admin_user = _requester("labkit-admin", ("kubeadm:cluster-admins", "system:authenticated"))
+
+    def verdict(namespace, image, init):
+        attrs = reconstruct.pod_attributes(namespace, _image_pod(image, init))
+        attrs.user = admin_user
+        result = reconstruct.policy_verdict(registry, attrs)
+        return result, attrs.warnings
+    wrong_admitted, wrong_refused = [], []
+    corpus = image_corpus()
+    for init in (False, True):
+        for image in corpus:
+            result, _ = verdict(ns, image, init)
+            if pinned(image) and result != "admitted":
+                wrong_refused.append((image, init, result.removeprefix("denied: ")))
+            elif not pinned(image) and result == "admitted":
+                wrong_admitted.append((image, init))
+    unpinned = sum(not pinned(i) for i in corpus) * 2
+    if wrong_admitted and len(wrong_admitted) == unpinned:
         actions = sorted({a for b in bound for a in (b.get("spec") or {}).get("validationActions") or []})
         if "Deny" not in actions:
             raise CheckFailed(f"every image without a tag was admitted: your binding's validationActions are "
                               f"{', '.join(actions) or 'none'} — they report a failure (Warn, Audit) but do not deny")
+        raise CheckFailed(f"every Pod in {ns} with an image without a tag was admitted: look at what your policy and its "
+                          "binding match (matchConstraints, matchResources) and at the expressions")
     if wrong_admitted:
-        notes = []
-        if any(":" in i.split("@")[0] for i in wrong_admitted):
-            notes.append("a colon can belong to a registry's port: the tag is what follows a colon after the last `/`")
-        raise CheckFailed(f"Pods with these images were admitted although they name no tag or digest: "
-                          f"{', '.join(wrong_admitted)}" + (f" ({'; '.join(notes)})" if notes else ""))
+        if all(init for _, init in wrong_admitted):
+            image = wrong_admitted[0][0]
+            raise CheckFailed(f"a Pod whose init container uses an image without a tag ({image}) was admitted: init "
+                              "containers run images too — look at spec.initContainers")
+        shown = sorted({i for i, _ in wrong_admitted}, key=lambda i: (":" not in i, len(i)))
+        note = ""
+        if any(":" in i.split("@")[0] for i in shown):
+            note = (" (a colon can belong to a registry's port: the tag is what follows a colon after the last `/`)")
+        raise CheckFailed(f"Pods with images that name no tag or digest were admitted, as {shown[0]}"
+                          f"{_more(shown)}{note}")
     if wrong_refused:
-        image, code, msg = wrong_refused[0]
-        raise CheckFailed(f"a Pod with the image {image} was refused although it is pinned ({code}: {msg})" +
-                          (f", and {len(wrong_refused) - 1} more" if len(wrong_refused) > 1 else ""))
-    code, body = _probe_pod(admin, ns, image="nginx:1.27", init_image="busybox")
-    if code == 201:
-        raise CheckFailed("a Pod whose init container uses an image without a tag (busybox) was admitted: init "
-                          "containers run images too — look at spec.initContainers")
-    return ctx.passed(f"your policy refuses exactly the images without tag or digest in {ns}, init containers too")
+        image, init, msg = wrong_refused[0]
+        where = "an init container's" if init else "the"
+        raise CheckFailed(f"a Pod with {where} image {image} was refused although it is pinned ({msg})"
+                          f"{_more(wrong_refused)}")
+    for n in namespaces:
+        other = n["name"]
+        if other == ns:
+            continue
+        for image in ("nginx", "registry.example.com:5000/app"):
+            result, warnings = verdict(other, image, False)
+            if result != "admitted" or warnings:
+                where = f"a namespace created later ({other})" if other == LATER_NAMESPACE else other
+                what = "refused" if result != "admitted" else "warned about"
+                raise CheckFailed(f"a Pod created in {where} was {what} by your policy: it must apply to {ns} only — "
+                                  "look at the binding's matchResources (and the policy's matchConstraints)")
+    return ctx.passed(f"your policy refuses exactly the images without tag or digest in {ns}, init containers too, "
+                      "and leaves the other namespaces alone")
+
+
+def check_image_tag_policy(ctx):
+    return judge_image_tag_policy(ctx, observe_image_tag_policy(ctx))
 
 
 # -- outage ---------------------------------------------------------------------------------------
 
-def _selector_matches(selector, labels) -> bool:
-    """A webhook's namespaceSelector/objectSelector: a missing one matches everything."""
-    parsed = LabelSelector.from_label_selector(selector or {})
-    return parsed.matches(labels)
+SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
+LATER_NAMESPACE = "team-later"          # a namespace created after the fix: the story goes on
+SCOPE_FIELDS = ("namespaceSelector", "objectSelector", "matchConditions", "failurePolicy")
+HOOK_DEFAULTS = {"namespaceSelector": {}, "objectSelector": {}, "matchConditions": [], "matchPolicy": "Equivalent",
+                 "failurePolicy": "Fail", "timeoutSeconds": 10}
 
 
-def _applies(hook, ns_labels, pod_labels) -> bool:
-    rules = hook.get("rules") or []
-    pods = any(("pods" in r.get("resources", []) or "*" in r.get("resources", []))
-               and ({"CREATE", "*"} & set(r.get("operations", []))) for r in rules)
-    return pods and _selector_matches(hook.get("namespaceSelector"), ns_labels) \
-        and _selector_matches(hook.get("objectSelector"), pod_labels)
+def _normal_hook(hook: dict, mutating: bool) -> dict:
+    """A webhook with the server's defaults filled in (admissionregistration/v1 defaults.go:
+    SetDefaults_ValidatingWebhook / SetDefaults_MutatingWebhook, SetDefaults_Rule scope *)."""
+    out = {**HOOK_DEFAULTS, **({"reinvocationPolicy": "Never"} if mutating else {}), **hook}
+    out["rules"] = [{"scope": "*", **r} for r in hook.get("rules") or []]
+    return out
 
 
-def check_outage(ctx):
-    webhook, app = ctx.params["webhook"], ctx.params["app"]
+def observe_outage(ctx) -> dict:
     lab = _lab(ctx.env)
     admin = _admin(ctx)
     events = lab.target(ctx.env).audit(since=ctx.ready_time) or []
-    outage = [e for e in events if (e.get("objectRef") or {}).get("resource") == "pods" and e.get("verb") == "create"
-              and (e.get("responseStatus") or {}).get("code") == 500]
-    if not outage:
+    met = any((e.get("objectRef") or {}).get("resource") == "pods" and e.get("verb") == "create"
+              and (e.get("responseStatus") or {}).get("code") == 500 for e in events)
+    configs = {resource: admin.list(ADMISSION, resource)[0]
+               for resource in ("validatingwebhookconfigurations", "mutatingwebhookconfigurations")}
+    deployment = admin.get_or_none("apps/v1", "deployments", ctx.params["deployment"], ctx.params["namespace"]) or {}
+    template = ((deployment.get("spec") or {}).get("template") or {}).get("metadata") or {}
+    return {"met": met, "configs": configs,
+            "namespaces": [{"name": n["metadata"]["name"], "labels": n["metadata"].get("labels") or {}}
+                           for n in admin.list("v1", "namespaces")[0]],
+            "backend_labels": template.get("labels") or {"app": ctx.params["deployment"]},
+            "service": (admin.get_or_none("v1", "services", ctx.params["deployment"], ctx.params["namespace"])
+                        or {}).get("spec"),
+            "backend_ready": lab.backend_ready(admin)}
+
+
+def _pod(labels, privileged=False, init=False):
+    container = {"name": "app", "image": "nginx:1.27"}
+    if privileged:
+        container["securityContext"] = {"privileged": True}
+    meta = {"name": "probe", **({"labels": labels} if labels is not None else {})}
+    spec = {"containers": [{"name": "app", "image": "nginx:1.27"}], "initContainers": [container]} if init \
+        else {"containers": [container]}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+def _requester(name, groups):
+    from labkit.apiserver.handler import User
+    return User(name, list(groups))
+
+
+def outage_fates(ctx, obs, config):
+    """(requirement, namespace, Pod labels, outcome) over the whole story, in the order the
+    requirements are judged: "backend" (its own Pod while it is down), "system" (the cluster's own
+    namespaces while it is down: any Pod, from the admin or a controller), "app" (a privileged Pod,
+    in a container or an init container, in every other namespace and one made later, while it is
+    up). Outcomes: admitted | refused (by the backend) | blocked (the webhook cannot be called and
+    fails closed, or its matchConditions fail to evaluate), from the server's own matching."""
+    webhook, home = ctx.params["webhook"], ctx.params["namespace"]
+    namespaces = list(obs["namespaces"])
+    if not any(n["name"] == LATER_NAMESPACE for n in namespaces):
+        namespaces.append({"name": LATER_NAMESPACE, "labels": {"kubernetes.io/metadata.name": LATER_NAMESPACE}})
+    registry = reconstruct.Registry(reconstruct.Objects(
+        [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n["name"], "labels": n["labels"]}}
+         for n in namespaces]))
+    admin_user = _requester("labkit-admin", ("kubeadm:cluster-admins", "system:authenticated"))
+    controller = _requester("system:serviceaccount:kube-system:replicaset-controller",
+                            ("system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"))
+    label_sets = (None, {"run": "probe"}, dict(obs["backend_labels"]))
+
+    def fate(ns, pod, user, backend_up):
+        # apiserver/pkg/admission/plugin/webhook/validating/dispatcher.go Dispatch: a webhook that is
+        # not called lets the request by; a call that fails (no endpoints while the backend is down)
+        # is ignored under failurePolicy Ignore and refuses the request under Fail; matchConditions
+        # that fail to evaluate under Fail refuse it too (generic/webhook.go ShouldCallHook)
+        attrs = reconstruct.pod_attributes(ns, pod)
+        attrs.user = user
+        hooks = config.get("webhooks") or []
+        out = "admitted"
+        for i, hook in enumerate(hooks):
+            verdict = reconstruct.webhook_called(registry, webhook, i, hook, attrs)
+            if verdict.startswith("error"):
+                return "blocked"
+            if verdict == "called":
+                if not backend_up:
+                    if (hook.get("failurePolicy") or "Fail") == "Fail":
+                        return "blocked"
+                elif _privileged(pod):
+                    out = "refused"
+        return out
+
+    yield "backend", home, dict(obs["backend_labels"]), fate(home, _pod(dict(obs["backend_labels"])), controller, False)
+    for ns in SYSTEM_NAMESPACES:
+        for labels in label_sets:
+            for user in (admin_user, controller):
+                yield "system", ns, labels, fate(ns, _pod(labels), user, False)
+    for n in namespaces:
+        ns = n["name"]
+        if ns in SYSTEM_NAMESPACES or ns == home:
+            continue
+        for labels in label_sets:
+            for init in (False, True):
+                yield "app", ns, labels, fate(ns, _pod(labels, privileged=True, init=init), admin_user, True)
+
+
+def judge_outage(ctx, obs) -> object:
+    webhook, app, home = ctx.params["webhook"], ctx.params["app"], ctx.params["namespace"]
+    lab = _lab(ctx.env)
+    if not obs["met"]:
         raise CheckFailed("you have not met the outage yet: take the backend down as the prompt says and try to "
                           "create a Pod")
-    missing = [f"{r.rstrip('s')} {n}" for r, n in sorted(lab.LAB_WEBHOOKS) if admin.get_or_none(ADMISSION, r, n) is None]
+    present = {(r, c["metadata"]["name"]): c for r, items in obs["configs"].items() for c in items}
+    missing = [f"{r.rstrip('s')} {n}" for r, n in sorted(lab.LAB_WEBHOOKS) if (r, n) not in present]
     if missing:
         raise CheckFailed(f"the webhook configurations {', '.join(missing)} were deleted: that turns a policy off for "
                           "everyone (and others' webhooks with it) — fix the one that blocks, and keep it")
-    config = admin.get(ADMISSION, "validatingwebhookconfigurations", webhook)
-    code, body = _probe_pod(admin, "kube-system", labels={"run": "probe"})
-    if code != 201:
-        raise CheckFailed(f"Pod creations in kube-system still fail ({code}: {_message(body)}): the cluster's own "
-                          "namespaces are still blocked by the webhook")
-    ns_labels = (admin.get("v1", "namespaces", app)["metadata"].get("labels")) or {}
-    hooks = config.get("webhooks") or []
-    if not any(_applies(h, ns_labels, {"run": "probe"}) for h in hooks):
-        raise CheckFailed(f"the webhook {webhook} no longer applies to Pods in {app}: the policy must stay in force "
-                          "for the application namespaces — narrow its scope, do not switch it off")
-    # the backend's own Pods: while it is down, a webhook that fails closed on them keeps it down for
-    # good (kubernetes.io's admission webhook good practices: avoiding deadlocks in self-hosted webhooks)
-    home = ctx.params["namespace"]
-    home_labels = admin.get("v1", "namespaces", home)["metadata"].get("labels") or {}
-    template = admin.get("apps/v1", "deployments", ctx.params["deployment"], home)["spec"]["template"]
-    backend_labels = (template.get("metadata") or {}).get("labels") or {}
-    if any(_applies(h, home_labels, backend_labels) and h.get("failurePolicy", "Fail") == "Fail" for h in hooks):
-        raise CheckFailed(f"the webhook {webhook} still fails closed for the Pods of its own backend in {home}: "
-                          "while the backend is down, its new Pod is refused by the very webhook it serves, so it "
-                          "can never come back. Look at which namespaces its namespaceSelector still lets in")
-    code, body = _probe_pod(admin, app, labels={"run": "probe"})
-    how = "its backend is back" if lab.backend_ready(admin) else \
-        "it lets Pods through while its backend is down (failurePolicy Ignore)" if code == 201 else \
+    for resource, built in lab.webhook_configurations(ctx.env):
+        live = present[(resource, built["metadata"]["name"])]
+        mutating = resource.startswith("mutating")
+        mine = resource == "validatingwebhookconfigurations" and built["metadata"]["name"] == webhook
+        want, have = built.get("webhooks") or [], live.get("webhooks") or []
+        if len(want) != len(have):
+            raise CheckFailed(f"the {resource.rstrip('s')} {built['metadata']['name']} now has {len(have)} webhooks "
+                              f"instead of {len(want)}: change which requests the webhook is sent, nothing else")
+        for w, h in zip(want, have):
+            w, h = _normal_hook(w, mutating), _normal_hook(h, mutating)
+            changed = sorted(k for k in set(w) | set(h) if w.get(k) != h.get(k) and not (mine and k in SCOPE_FIELDS))
+            if changed:
+                whose = "" if mine else " — it is not the webhook that blocks: nobody else's webhook may suffer"
+                raise CheckFailed(f"the {resource.rstrip('s')} {built['metadata']['name']} has its {', '.join(changed)} "
+                                  f"changed{whose}. Of {webhook}, change only which requests it is sent "
+                                  "(selectors, matchConditions) or its failurePolicy")
+    service = obs["service"] or {}
+    ports = [(p.get("port"), p.get("targetPort", p.get("port"))) for p in service.get("ports") or []]
+    if service.get("selector") != lab.BACKEND_SELECTOR or ports != [(443, "https")]:
+        raise CheckFailed(f"the Service {home}/{ctx.params['deployment']} the webhook calls was "
+                          f"{'deleted' if not service else 'changed'}: with its backend back, Pod creations would "
+                          "still fail — the Service must lead to the backend's Pods as it did")
+    config = present[("validatingwebhookconfigurations", webhook)]
+    for requirement, ns, labels, outcome in outage_fates(ctx, obs, config):
+        if requirement == "backend" and outcome == "blocked":
+            raise CheckFailed(f"the webhook {webhook} still fails closed for the Pods of its own backend in {home}: "
+                              "while the backend is down, its new Pod is refused by the very webhook it serves, so "
+                              "it can never come back. Look at which namespaces it is still sent")
+        if requirement == "system" and outcome == "blocked":
+            raise CheckFailed(f"Pod creations in {ns} still fail while the backend of the webhook {webhook} is down: "
+                              "the cluster's own namespaces must never be blocked by it")
+        if requirement == "app" and outcome != "refused":
+            where = f"a namespace created later ({ns})" if ns == LATER_NAMESPACE else ns
+            shown = f" ({', '.join(f'{k}={v}' for k, v in labels.items())})" if labels else ""
+            raise CheckFailed(f"the webhook {webhook} no longer applies to some Pods in {where}{shown}: a privileged "
+                              "Pod gets through while its backend is up. The policy must stay in force for the "
+                              "application namespaces — narrow its scope to leave out the cluster's own, do not "
+                              "switch it off")
+    ignore = any((h.get("failurePolicy") or "Fail") == "Ignore" for h in config.get("webhooks") or [])
+    how = "its backend is back" if obs["backend_ready"] else \
+        "it lets Pods through while its backend is down (failurePolicy Ignore)" if ignore else \
         f"Pods in {app} wait for its backend (failing closed)"
-    return ctx.passed(f"the webhook {webhook} still checks {app}, no longer blocks kube-system, and {how}")
+    return ctx.passed(f"the webhook {webhook} still checks {app} and the other application namespaces, never blocks "
+                      f"the cluster's own namespaces or its backend, and {how}")
+
+
+_BACKEND = []
+
+
+def _privileged(pod) -> bool:
+    """What the backend refuses (policy_backend.py's own rule)."""
+    if not _BACKEND:
+        from importlib import util
+        from pathlib import Path
+        spec = util.spec_from_file_location("policy_backend", Path(__file__).with_name("policy_backend.py"))
+        module = util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        _BACKEND.append(module)
+    return bool(_BACKEND[0].privileged(pod))
+
+
+def check_outage(ctx):
+    return judge_outage(ctx, observe_outage(ctx))
 
 
 # -- audit ----------------------------------------------------------------------------------------
@@ -382,9 +793,18 @@ def check_audit(ctx):
     if not deletes:
         return ctx.error(f"the audit log holds no deletion of configmap {ns}/{name}: `labkit reset requests audit` "
                          "builds the exercise again")
-    truth = (deletes[-1].get("user") or {}).get("username", "")
+    # the deletion the exercise's story tells of is the first since the scene was set: a later one
+    # (the ConfigMap made again and deleted, by you or anyone) changes the situation, not the answer
+    truth = (deletes[0].get("user") or {}).get("username", "")
+    later = {(e.get("user") or {}).get("username", "") for e in deletes[1:]}
+    changed = (f" (the ConfigMap was deleted again later, by {len(later)} user{'s' if len(later) > 1 else ''}: the "
+               "exercise asks about the deletion of the lab's story, the first one)") if later else ""
     if user == truth:
-        return ctx.passed(f"{user} deleted configmap {ns}/{name}")
+        return ctx.passed(f"{user} deleted configmap {ns}/{name}{changed}")
+    if user in later:
+        raise CheckFailed(f"{user} deleted configmap {ns}/{name} after the lab's story had it deleted: the exercise "
+                          "asks who deleted the ConfigMap it describes — the first deletion since the lab set the "
+                          "scene", observed=user, right_answer=truth)
     theirs = [e for e in about if (e.get("user") or {}).get("username") == user]
     here = sorted({e.get("verb") for e in theirs if _ref(e).get("namespace") == ns})
     elsewhere = sorted({_ref(e).get("namespace") for e in theirs if _ref(e).get("namespace") != ns
@@ -398,4 +818,4 @@ def check_audit(ctx):
         said = f"{user} {', '.join(verbs.get(v, v) for v in here)} configmap {ns}/{name}, but did not delete it"
     else:
         said = f"the audit log has no request of {user!r} about configmap {ns}/{name}: {user} did not delete it"
-    raise CheckFailed(f"{said}. Look for the event whose verb is delete", observed=user, right_answer=truth)
+    raise CheckFailed(f"{said}. Look for the event whose verb is delete{changed}", observed=user, right_answer=truth)

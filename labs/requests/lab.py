@@ -113,10 +113,7 @@ def up(env):
         for resource, obj in spec["content"]:
             c.create("v1", resource, obj, ns)
     for ns in ("shop", "dev"):
-        c.create(RBAC, "rolebindings", {
-            "apiVersion": RBAC, "kind": "RoleBinding", "metadata": {"name": "shop-team-edit"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
-            "subjects": [{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": TEAM_GROUP}]}, ns)
+        c.create(RBAC, "rolebindings", team_binding(ns), ns)
     _forbidden_scene(c)
     _audit_scene(env, c)
     _policy_webhooks(env, c)
@@ -152,6 +149,47 @@ def person_client(env, name: str, admin: HttpClient | None = None) -> HttpClient
     raise LabkitError(f"no token for {name}")
 
 
+# -- the RBAC objects as the lab builds them ---------------------------------------------------
+
+def team_binding(namespace: str) -> dict:
+    return {"apiVersion": RBAC, "kind": "RoleBinding", "metadata": {"name": "shop-team-edit", "namespace": namespace},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+            "subjects": [{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": TEAM_GROUP}]}
+
+
+def rbac_as_built() -> list[dict]:
+    """Every Role, ClusterRole and binding of the lab as it is built: the server's bootstrap policy
+    (reconciled at every start, labkit.apiserver.bootstrappolicy), kubeadm's admin binding, the
+    team's bindings and the Role and RoleBinding of exercise forbidden."""
+    from labkit.apiserver import bootstrappolicy
+    from labkit.controllers.clusterroleaggregation import aggregate
+    roles = bootstrappolicy.cluster_roles()
+    for _ in range(len(roles)):       # the aggregation controller's syncs, until nothing changes
+        changed = False
+        for role in roles:
+            if role.get("aggregationRule") is not None:
+                rules = aggregate(role, roles)
+                if rules != role.get("rules"):
+                    role["rules"], changed = rules, True
+        if not changed:
+            break
+    objects = roles + bootstrappolicy.cluster_role_bindings()
+    objects.append(bootstrappolicy.admin_binding())
+    objects += [team_binding(ns) for ns in ("shop", "dev")]
+    objects += [json.loads(json.dumps(ROLE)), json.loads(json.dumps(BINDING))]
+    return objects
+
+
+def rbac_objects(c) -> list[dict]:
+    """Every Role, ClusterRole and binding the server holds now."""
+    out = []
+    for kind, resource in (("Role", "roles"), ("ClusterRole", "clusterroles"), ("RoleBinding", "rolebindings"),
+                           ("ClusterRoleBinding", "clusterrolebindings")):
+        for obj in c.list(RBAC, resource)[0]:
+            out.append({**obj, "apiVersion": RBAC, "kind": kind})
+    return out
+
+
 # -- forbidden ----------------------------------------------------------------------------------
 
 def _forbidden_scene(c) -> None:
@@ -177,9 +215,12 @@ def _backend_port(env) -> int:
     return int(port_file.read_text())
 
 
+BACKEND_SELECTOR = {"app": POLICY_NAME}
+
+
 def _backend_objects(env, c) -> None:
     port = _backend_port(env)
-    labels = {"app": POLICY_NAME}
+    labels = dict(BACKEND_SELECTOR)
     c.create("apps/v1", "deployments", {
         "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": POLICY_NAME, "labels": labels},
         "spec": {"replicas": 1, "selector": {"matchLabels": labels},
@@ -252,15 +293,167 @@ def audit_scene_start(env) -> float:
 
 # -- resets -----------------------------------------------------------------------------------
 
+EXERCISES = ("alice", "forbidden", "mutating-webhook", "image-tag-policy", "outage", "audit")
+SAVED_DIR = "saved"       # the student's objects a reset removed or restored, as YAML
+
+
+def _alice_subject(s) -> bool:
+    return s.get("kind") == "User" and s.get("name") == "alice"
+
+
+def _reporter_subject(s) -> bool:
+    return (s.get("kind") == "ServiceAccount" and s.get("name") == "reporter") \
+        or s.get("name") in ("reporter", "system:serviceaccount:shop:reporter")
+
+
+def _bindings_of(c, subject_matches, keep=frozenset()) -> list[tuple[str, dict]]:
+    out = []
+    for resource in ("rolebindings", "clusterrolebindings"):
+        for item in c.list(RBAC, resource)[0]:
+            meta = item["metadata"]
+            if (meta.get("namespace"), meta["name"]) not in keep and \
+                    any(subject_matches(s) for s in item.get("subjects") or []):
+                kind = "RoleBinding" if resource == "rolebindings" else "ClusterRoleBinding"
+                out.append((resource, {**item, "apiVersion": RBAC, "kind": kind}))
+    return out
+
+
+def _forbidden_bindings(c) -> list[tuple[str, dict]]:
+    """The student's bindings of exercise forbidden: every one that names the ServiceAccount, and
+    every RoleBinding in shop the lab did not make."""
+    lab_made = {("shop", BINDING["metadata"]["name"]), ("shop", "shop-team-edit")}
+    found = {(r, b["metadata"].get("namespace"), b["metadata"]["name"]): (r, b)
+             for r, b in _bindings_of(c, _reporter_subject, lab_made)}
+    for b in c.list(RBAC, "rolebindings", "shop")[0]:
+        if ("shop", b["metadata"]["name"]) not in lab_made:
+            found[("rolebindings", "shop", b["metadata"]["name"])] = \
+                ("rolebindings", {**b, "apiVersion": RBAC, "kind": "RoleBinding"})
+    return list(found.values())
+
+
+def _same(live: dict | None, built: dict, fields) -> bool:
+    return live is not None and all(live.get(f) == built.get(f) for f in fields)
+
+
+def _hooks_as_built(env, c) -> list[tuple[str, dict, dict | None]]:
+    """(resource, as built, as it is now) of the lab's webhook configurations."""
+    from importlib import util
+    checks = util.spec_from_file_location("requests_checks", Path(__file__).with_name("checks.py"))
+    module = util.module_from_spec(checks)
+    checks.loader.exec_module(module)
+    out = []
+    for resource, built in webhook_configurations(env):
+        live = c.get_or_none(ADMISSION, resource, built["metadata"]["name"])
+        mutating = resource.startswith("mutating")
+        same = live is not None and [module._normal_hook(h, mutating) for h in live.get("webhooks") or []] == \
+            [module._normal_hook(h, mutating) for h in built["webhooks"]]
+        out.append((resource, built, None if same else live))
+    return out
+
+
+def _work(env, exercise_id: str) -> list[tuple[str, str, dict | None]]:
+    """(phrase, resource, the object as it is now) for each piece of the student's work a reset of
+    the exercise would revert (object None: a process, not an object)."""
+    c = client(env)
+    out = []
+    if exercise_id == "alice":
+        for csr in c.list("certificates.k8s.io/v1", "certificatesigningrequests")[0]:
+            out.append((f"the CertificateSigningRequest {csr['metadata']['name']}", "certificatesigningrequests", csr))
+        for resource, b in _bindings_of(c, _alice_subject):
+            out.append((f"the {b['kind']} {_where(b)} that names alice", resource, b))
+    elif exercise_id == "forbidden":
+        for resource, b in _forbidden_bindings(c):
+            out.append((f"the {b['kind']} {_where(b)}", resource, b))
+        for resource, built in (("roles", ROLE), ("rolebindings", BINDING)):
+            live = c.get_or_none(RBAC, resource, built["metadata"]["name"], "shop")
+            if not _same(live, built, ("rules", "roleRef", "subjects")):
+                what = "deleted" if live is None else "changed"
+                out.append((f"your {what} {built['kind']} shop/{built['metadata']['name']}", resource, live))
+    elif exercise_id == "mutating-webhook":
+        for item in c.list(ADMISSION, "mutatingwebhookconfigurations")[0]:
+            if ("mutatingwebhookconfigurations", item["metadata"]["name"]) not in LAB_WEBHOOKS:
+                out.append((f"the MutatingWebhookConfiguration {item['metadata']['name']}",
+                            "mutatingwebhookconfigurations", item))
+        for served in webhook.all_served(env):
+            out.append((f"the webhook {served.name} that `labkit requests webhook serve` runs (it is stopped; "
+                        "its file stays)", "", None))
+    elif exercise_id == "image-tag-policy":
+        for resource in ("validatingadmissionpolicies", "validatingadmissionpolicybindings"):
+            for item in c.list(ADMISSION, resource)[0]:
+                kind = "ValidatingAdmissionPolicy" + ("Binding" if resource.endswith("bindings") else "")
+                out.append((f"the {kind} {item['metadata']['name']}", resource, item))
+    elif exercise_id == "outage":
+        for resource, built, live in _hooks_as_built(env, c):
+            if live is not None or c.get_or_none(ADMISSION, resource, built["metadata"]["name"]) is None:
+                kind = built["kind"]
+                out.append((f"your {'changes to' if live is not None else 'deletion of'} the {kind} "
+                            f"{built['metadata']['name']}", resource, live))
+        service = c.get_or_none("v1", "services", POLICY_NAME, POLICY_NS)
+        if service is None or (service.get("spec") or {}).get("selector") != BACKEND_SELECTOR:
+            out.append((f"your {'deletion of' if service is None else 'changes to'} the Service {POLICY_NS}/{POLICY_NAME}",
+                        "services", service))
+        deployment = c.get_or_none("apps/v1", "deployments", POLICY_NAME, POLICY_NS)
+        if deployment is None or (deployment.get("spec") or {}).get("replicas") != 1:
+            out.append((f"the scale of the Deployment {POLICY_NS}/{POLICY_NAME}", "deployments", deployment))
+    return out
+
+
+def _where(obj: dict) -> str:
+    meta = obj["metadata"]
+    return f"{meta['namespace']}/{meta['name']}" if meta.get("namespace") else meta["name"]
+
+
+def student_work(env, exercise_id: str | None) -> list[str]:
+    """What a reset of the exercise (None: of the whole lab) would revert of the student's work."""
+    if not is_up(env):
+        return []
+    out = []
+    for ex in ([exercise_id] if exercise_id else EXERCISES):
+        out += [phrase for phrase, _, _ in _work(env, ex)]
+    return out
+
+
+def _save(env, exercise_id: str) -> Path | None:
+    """Keep the student's objects that the reset removes or restores, as YAML in the lab's
+    directory; returns the file (None when there is nothing to keep)."""
+    kinds = {"certificatesigningrequests": ("certificates.k8s.io/v1", "CertificateSigningRequest"),
+             "roles": (RBAC, "Role"), "rolebindings": (RBAC, "RoleBinding"),
+             "clusterrolebindings": (RBAC, "ClusterRoleBinding"),
+             "mutatingwebhookconfigurations": (ADMISSION, "MutatingWebhookConfiguration"),
+             "validatingwebhookconfigurations": (ADMISSION, "ValidatingWebhookConfiguration"),
+             "validatingadmissionpolicies": (ADMISSION, "ValidatingAdmissionPolicy"),
+             "validatingadmissionpolicybindings": (ADMISSION, "ValidatingAdmissionPolicyBinding"),
+             "services": ("v1", "Service"), "deployments": ("apps/v1", "Deployment")}
+    objects = []
+    for _, resource, obj in _work(env, exercise_id):
+        if obj is not None:
+            api_version, kind = kinds[resource]
+            objects.append({"apiVersion": api_version, "kind": kind, **{k: v for k, v in obj.items()
+                                                                          if k not in ("apiVersion", "kind")}})
+    if not objects:
+        return None
+    directory = Path(env.dir) / SAVED_DIR
+    directory.mkdir(mode=0o700, exist_ok=True)
+    path = directory / f"{exercise_id}-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}.yaml"
+    for obj in objects:        # as `kubectl apply -f` takes them back
+        for key in ("managedFields", "resourceVersion", "uid", "creationTimestamp", "generation"):
+            (obj.get("metadata") or {}).pop(key, None)
+        if obj["kind"] != "CertificateSigningRequest":
+            obj.pop("status", None)
+    path.write_text(yaml.safe_dump_all(objects, sort_keys=False))
+    return path
+
+
 def reset_exercise(env, exercise_id: str) -> None:
     c = client(env)
+    saved = _save(env, exercise_id) if exercise_id in EXERCISES else None
     if exercise_id == "alice":
         for csr in c.list("certificates.k8s.io/v1", "certificatesigningrequests")[0]:
             _delete(c, "certificates.k8s.io/v1", "certificatesigningrequests", csr["metadata"]["name"])
-        _unbind(c, lambda s: s.get("kind") == "User" and s.get("name") == "alice")
+        _unbind(c, _alice_subject)
     elif exercise_id == "forbidden":
-        _unbind(c, lambda s: s.get("kind") == "ServiceAccount" and s.get("name") == "reporter"
-                or s.get("name") in ("reporter", "system:serviceaccount:shop:reporter"), keep={("shop", BINDING["metadata"]["name"])})
+        for resource, b in _forbidden_bindings(c):
+            _delete(c, RBAC, resource, b["metadata"]["name"], b["metadata"].get("namespace"))
         for resource, obj in (("roles", ROLE), ("rolebindings", BINDING)):
             _delete(c, RBAC, resource, obj["metadata"]["name"], "shop")
             c.create(RBAC, resource, obj, "shop")
@@ -285,7 +478,11 @@ def reset_exercise(env, exercise_id: str) -> None:
         _policy_webhooks(env, c)
     elif exercise_id == "audit":
         _audit_scene(env, c)
-    env.log(f"exercise {exercise_id} built afresh")
+    env.log(f"exercise {exercise_id} built afresh" + (f"; your objects it removed or restored are kept in {saved}"
+                                                      if saved else ""))
+    if saved:
+        print(f"your objects of exercise {exercise_id} that the reset removed or restored are kept in {saved} "
+              "(`kubectl apply -f` brings them back)", file=sys.stderr)
 
 
 def _delete(c, api_version, resource, name, namespace=None) -> None:

@@ -55,3 +55,25 @@ def wrong_common_name(env):
     """Puts her full name into the CSR's subject: CN=Alice Smith."""
     lab = _alice(env, cn="Alice Smith")
     lab.bind(env, "alice-view", "dev", "ClusterRole", "view", ALICE)
+
+
+@mistake("private key", "does not belong")
+def key_of_another_csr(env):
+    """Makes a second key and CSR by mistake and writes the kubeconfig with the new key and the
+    certificate issued for the first."""
+    import subprocess
+    lab = _alice(env)
+    lab.bind(env, "alice-view", "dev", "ClusterRole", "view", ALICE)
+    key = Path(env.dir) / "student" / "alice" / "alice.key"
+    subprocess.run(["openssl", "genrsa", "-out", str(key), "2048"], check=True, capture_output=True, timeout=60)
+
+
+@mistake("system:masters")
+def certificate_in_system_masters(env):
+    """Puts O=system:masters into her CSR's subject (as a tutorial's admin certificate does) and binds view in dev."""
+    lab = env.lab.environment_module()
+    work = Path(env.dir) / "student" / "alice"
+    key, crt = lab.make_certificate(env, work, "alice", groups=("system:masters",))
+    config = lab.write_kubeconfig(env, work / "alice.kubeconfig", "alice", crt, key)
+    write_answer(env, "alice", {"kubeconfig": str(config)})
+    lab.bind(env, "alice-view", "dev", "ClusterRole", "view", ALICE)

@@ -41,3 +41,12 @@ def names_who_created_it(env):
                 and (e.get("objectRef") or {}).get("namespace") == "shop"
                 and not e["user"]["username"].startswith("system:")]
     write_answer(env, "audit", {"user": creators[-1]})
+
+
+@mistake("after the lab's story")
+def names_a_later_deletion(env):
+    """Makes the ConfigMap again to look at it, deletes it, and names the newest deletion in the log: their own."""
+    lab = env.lab.environment_module()
+    lab.kubectl(env, "-n", "shop", "create", "configmap", "prices", "--from-literal=apple=0.50")
+    lab.kubectl(env, "-n", "shop", "delete", "configmap", "prices")
+    write_answer(env, "audit", {"user": _who(env, "delete", "shop")})

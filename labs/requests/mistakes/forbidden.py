@@ -38,3 +38,22 @@ def binds_a_user_named_reporter(env):
     lab.kubectl(env, "-n", "shop", "patch", "rolebinding", "reporter-reads-pods", "--type=json", "-p",
                 '[{"op":"replace","path":"/subjects/0","value":{"kind":"User","name":"reporter",'
                 '"apiGroup":"rbac.authorization.k8s.io"}}]')
+
+
+@mistake("view", "nothing more")
+def binds_view_leaving_broken_binding(env):
+    """Creates `kubectl create rolebinding reporter-view -n shop --clusterrole=view
+    --serviceaccount=shop:reporter` and leaves the broken binding as it is: the job can list pods,
+    and read every ConfigMap of shop too."""
+    lab = env.lab.environment_module()
+    lab.kubectl(env, "create", "rolebinding", "reporter-view", "-n", "shop", "--clusterrole=view",
+                "--serviceaccount=shop:reporter")
+
+
+@mistake("also grants", "system:serviceaccounts:shop")
+def binds_every_account_of_the_namespace(env):
+    """Binds pod-reader to the group of every ServiceAccount in shop: the job can list pods, and so can
+    every other account there."""
+    lab = env.lab.environment_module()
+    lab.kubectl(env, "create", "rolebinding", "shop-accounts-read-pods", "-n", "shop", "--role=pod-reader",
+                "--group=system:serviceaccounts:shop")

@@ -40,3 +40,12 @@ def containers_only(env):
     """Checks spec.containers and forgets spec.initContainers."""
     ref = _reference(env)
     ref.apply(env, ref.policy(ref.EXPRESSIONS[:1]), ref.binding())
+
+
+@mistake("refused", "default")
+def bound_everywhere(env):
+    """Binds the right policy without matchResources: Pods in every namespace are judged."""
+    ref = _reference(env)
+    binding = ref.binding()
+    del binding["spec"]["matchResources"]
+    ref.apply(env, ref.policy(ref.EXPRESSIONS), binding)

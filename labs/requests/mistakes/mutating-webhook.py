@@ -64,3 +64,33 @@ def no_namespace_selector(env):
     served = lab.serve_webhook(env, reference.SOURCE)
     lab.register_mutating(env, served)
 
+
+
+@mistake("sent to your webhook", "namespaceSelector")
+def selects_web_by_name(env):
+    """Selects the namespace web by its name instead of by the label pod-labeler=enabled: a namespace
+    labelled later is left out."""
+    from importlib import util
+    lab = env.lab.environment_module()
+    spec = util.spec_from_file_location("reference", env.lab.directory / "solutions" / "mutating-webhook.py")
+    reference = util.module_from_spec(spec)
+    spec.loader.exec_module(reference)
+    served = lab.serve_webhook(env, reference.SOURCE)
+    lab.register_mutating(env, served, namespace_selector={"matchLabels": {"kubernetes.io/metadata.name": "web"}})
+
+
+@mistake("spec", "more than the labels")
+def pins_the_image_too(env):
+    """Adds the label, and while at it rewrites every container's image to a pinned one."""
+    _serve(env, '''
+def review(review):
+    request = review["request"]
+    pod = request["object"]
+    patch = [{"op": "replace", "path": f"/spec/containers/{i}/image", "value": "nginx:1.27.0"}
+             for i, _ in enumerate(pod["spec"]["containers"])]
+    if pod["metadata"].get("labels") is None:
+        patch.append({"op": "add", "path": "/metadata/labels", "value": {"example.com/owner": "web-team"}})
+    else:
+        patch.append({"op": "add", "path": "/metadata/labels/example.com~1owner", "value": "web-team"})
+    return answer(request, patch)
+''')

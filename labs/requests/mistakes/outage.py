@@ -41,3 +41,26 @@ def excludes_only_kube_system(env):
                                       "values": ["kube-system"]}]}
     lab.kubectl(env, "patch", "validatingwebhookconfiguration", "pod-policy", "--type=json", "-p",
                 json.dumps([{"op": "add", "path": "/webhooks/0/namespaceSelector", "value": selector}]))
+
+
+@mistake("kube-public", "still fail")
+def excludes_kube_system_and_backend_only(env):
+    """Leaves out kube-system and the backend's namespace: kube-public and kube-node-lease are still blocked."""
+    lab = env.lab.environment_module()
+    lab.start_outage(env)
+    selector = {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+                                      "values": ["kube-system", "policy"]}]}
+    lab.kubectl(env, "patch", "validatingwebhookconfiguration", "pod-policy", "--type=json", "-p",
+                json.dumps([{"op": "add", "path": "/webhooks/0/namespaceSelector", "value": selector}]))
+
+
+@mistake("timeoutSeconds")
+def shortens_the_timeout(env):
+    """Scopes the webhook right, and also lowers its timeout, thinking a fast failure is the fix."""
+    lab = env.lab.environment_module()
+    lab.start_outage(env)
+    selector = {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+                                      "values": ["kube-system", "kube-public", "kube-node-lease", "policy"]}]}
+    lab.kubectl(env, "patch", "validatingwebhookconfiguration", "pod-policy", "--type=json", "-p",
+                json.dumps([{"op": "add", "path": "/webhooks/0/namespaceSelector", "value": selector},
+                            {"op": "replace", "path": "/webhooks/0/timeoutSeconds", "value": 1}]))

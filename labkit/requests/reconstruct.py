@@ -1,0 +1,284 @@
+"""The requests lab's reconstruction: what the embedded API server would decide, computed
+in-process from objects read from it (or changed copies of them), with the server's own code.
+
+- `Objects`: a read-only stand-in for the server's store (storage.Store's `get` and `scan`) over
+  a list of objects, so that labkit's RBAC rule resolver and admission matchers run on it as
+  they do in the server;
+- `access`: a subject's effective permissions over the whole space — every verb × resource (and
+  subresource) × namespace that exists, and the cluster scope — as kube-apiserver's authorizer
+  chain decides them (labkit.apiserver.authorizer: the privileged group system:masters first,
+  then RBAC's rules, plugin/pkg/auth/authorizer/rbac/rbac.go RBACAuthorizer.Authorize: allowed
+  when any rule of a binding that applies allows);
+- `webhook_called`: whether a webhook is sent a request (admission/webhook.py should_call, which
+  follows apiserver/pkg/admission/plugin/webhook/generic/webhook.go ShouldCallHook: namespace
+  and object selectors, rules, matchConditions in CEL);
+- `policy_verdict`: what the ValidatingAdmissionPolicies and their bindings do to a request
+  (admission/policy.py, policy/validating/dispatcher.go).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass, field
+
+from labkit.apiserver.rbac import RuleResolver, rule_allows
+
+RBAC_GROUP = "rbac.authorization.k8s.io"
+KEYS = {  # (apiVersion, kind) -> the store's key (resources.ResourceType.storage_key)
+    ("rbac.authorization.k8s.io/v1", "Role"): f"{RBAC_GROUP}/roles",
+    ("rbac.authorization.k8s.io/v1", "ClusterRole"): f"{RBAC_GROUP}/clusterroles",
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"): f"{RBAC_GROUP}/rolebindings",
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): f"{RBAC_GROUP}/clusterrolebindings",
+    ("v1", "Namespace"): "/namespaces",
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"):
+        "admissionregistration.k8s.io/validatingadmissionpolicies",
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"):
+        "admissionregistration.k8s.io/validatingadmissionpolicybindings",
+}
+# every verb RBAC rules name (kubectl auth can-i's and the special verbs of rbac, certificates,
+# impersonation and pod security policies)
+VERBS = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection",
+         "bind", "escalate", "impersonate", "approve", "sign", "use")
+NON_RESOURCE_PATHS = ("/api", "/apis", "/healthz", "/livez", "/readyz", "/version", "/metrics", "/logs",
+                      "/openapi/v2")
+
+
+class Objects:
+    """storage.Store's reading side over a fixed list of objects."""
+
+    def __init__(self, objects):
+        self._index: dict[str, dict[tuple[str, str], dict]] = {}
+        for obj in objects:
+            key = KEYS.get((obj.get("apiVersion"), obj.get("kind")))
+            if key is None:
+                continue
+            meta = obj.get("metadata") or {}
+            self._index.setdefault(key, {})[(meta.get("namespace") or "", meta.get("name", ""))] = obj
+        self.revision = 1
+
+    def get(self, key, namespace, name):
+        obj = self._index.get(key, {}).get((namespace or "", name))
+        return copy.deepcopy(obj) if obj is not None else None
+
+    def scan(self, key, namespace=None, after=None, at=None):
+        entries = sorted(self._index.get(key, {}).items())
+        return [((ns, name), obj, json.dumps(obj)) for (ns, name), obj in entries
+                if namespace is None or ns == namespace], self.revision
+
+    def list(self, key, namespace=None):
+        entries, rev = self.scan(key, namespace)
+        return [copy.deepcopy(obj) for _, obj, _ in entries], rev
+
+
+class _Catalog:
+    """The registry's catalogue as the matchers use it: Pods are served in core/v1 only, so no
+    other group/version is equivalent to them (matchPolicy Equivalent finds nothing)."""
+    generation = 0
+
+    def all(self):
+        return []
+
+    def for_kind(self, api_version, kind):
+        return None
+
+
+@dataclass
+class Registry:
+    store: Objects
+    catalog: _Catalog = field(default_factory=_Catalog)
+
+    def present(self, rt, obj):
+        return obj
+
+
+# -- RBAC over the whole space -------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Resource:
+    group: str
+    resource: str          # with `/subresource` for a subresource
+    namespaced: bool
+
+
+@dataclass
+class Space:
+    """What exists to be asked about: namespaces, served resources and the names RBAC rules name."""
+    namespaces: list[str]
+    resources: list[Resource]
+
+    @classmethod
+    def from_observation(cls, data: dict) -> "Space":
+        return cls(list(data["namespaces"]), [Resource(*r) for r in data["resources"]])
+
+    def to_observation(self) -> dict:
+        return {"namespaces": list(self.namespaces),
+                "resources": [[r.group, r.resource, r.namespaced] for r in self.resources]}
+
+
+def discover(client) -> Space:
+    """The namespaces and every resource and subresource the server serves (its discovery, each
+    group's preferred version)."""
+    namespaces = sorted(n["metadata"]["name"] for n in client.list("v1", "namespaces")[0])
+    found: dict[tuple[str, str], Resource] = {}
+    paths = ["/api/v1"]
+    code, body = client.request("GET", "/apis")
+    if code == 200:
+        for group in body.get("groups") or []:
+            version = (group.get("preferredVersion") or {}).get("groupVersion")
+            if version:
+                paths.append(f"/apis/{version}")
+    for path in paths:
+        code, body = client.request("GET", path)
+        if code != 200:
+            continue
+        group = body.get("groupVersion", "v1").rpartition("/")[0] if "/" in body.get("groupVersion", "") else ""
+        for r in body.get("resources") or []:
+            found.setdefault((group, r["name"]), Resource(group, r["name"], bool(r.get("namespaced"))))
+    return Space(namespaces, sorted(found.values(), key=lambda r: (r.group, r.resource)))
+
+
+@dataclass(frozen=True)
+class Subject:
+    """Who asks: a user name and groups, as the authenticator makes them."""
+    user: str
+    groups: tuple[str, ...]
+    label: str              # how feedback names it
+
+    @classmethod
+    def of(cls, subject: dict, binding_namespace: str = "") -> "Subject":
+        """A binding's subject as a request's user (authenticated users are in
+        system:authenticated; a ServiceAccount also in system:serviceaccounts and
+        system:serviceaccounts:<namespace>, serviceaccount.UserInfo)."""
+        kind, name = subject.get("kind"), subject.get("name", "")
+        if kind == "ServiceAccount":
+            ns = subject.get("namespace") or binding_namespace
+            return cls(f"system:serviceaccount:{ns}:{name}",
+                       ("system:serviceaccounts", f"system:serviceaccounts:{ns}", "system:authenticated"),
+                       f"the ServiceAccount {ns}/{name}")
+        if kind == "Group":
+            return cls(f"a member of {name}", (name, "system:authenticated") if name != "system:unauthenticated"
+                       else (name,), f"the group {name}")
+        return cls(name, ("system:authenticated",), f"the user {name}")
+
+
+Grant = tuple        # (namespace, verb, group, resource, name) or ("", verb, "", path, "") for a path
+
+
+def access(objects, subject: Subject, space: Space) -> frozenset:
+    """Every request of the space the authorizer allows `subject` (names: "" and each name a rule
+    lists in resourceNames)."""
+    store = objects if isinstance(objects, Objects) else Objects(objects)
+    if "system:masters" in subject.groups:
+        rules = [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"], "nonResourceURLs": ["*"]}]
+        per_ns = {ns: rules for ns in ["", *space.namespaces]}
+    else:
+        resolver = RuleResolver(store)
+        per_ns = {ns: resolver.rules_for(subject.user, list(subject.groups), ns)[0] for ns in ["", *space.namespaces]}
+    granted = set()
+    for ns, rules in per_ns.items():
+        if not rules:
+            continue
+        names = sorted({""} | {n for r in rules for n in (r.get("resourceNames") or [])})
+        for r in space.resources:
+            if ns and not r.namespaced:
+                continue
+            resource, _, sub = r.resource.partition("/")
+            for verb in VERBS:
+                for name in names:
+                    attrs = _Attrs(subject.user, list(subject.groups), verb, ns, r.group, resource, sub, name)
+                    if any(rule_allows(attrs, rule) for rule in rules):
+                        granted.add((ns, verb, r.group, r.resource, name))
+        if not ns:
+            for path in NON_RESOURCE_PATHS:
+                for verb in ("get", "post", "put", "delete"):
+                    attrs = _Attrs(subject.user, list(subject.groups), verb, path=path)
+                    if any(rule_allows(attrs, rule) for rule in rules):
+                        granted.add(("", verb, "", path, ""))
+    return frozenset(granted)
+
+
+@dataclass
+class _Attrs:
+    user: str
+    groups: list
+    verb: str
+    namespace: str = ""
+    group: str = ""
+    resource: str = ""
+    subresource: str = ""
+    name: str = ""
+    path: str = ""
+
+
+def describe(grant: Grant) -> str:
+    """`list pods in shop`, `get secrets named x in dev`, `delete nodes (cluster-wide)`."""
+    ns, verb, group, resource, name = grant
+    if resource.startswith("/"):
+        return f"{verb} the path {resource}"
+    what = resource + (f".{group}" if group else "")
+    named = f" named {name}" if name else ""
+    return f"{verb} {what}{named} " + (f"in {ns}" if ns else "cluster-wide")
+
+
+def bindings_granting(objects, subject: Subject, grants) -> list[dict]:
+    """The bindings through which `subject` holds any of `grants` (the rule resolver's sources)."""
+    store = objects if isinstance(objects, Objects) else Objects(objects)
+    resolver = RuleResolver(store)
+    found = {}
+    for ns in sorted({g[0] for g in grants}):
+        def visit(source, rule, error):
+            if rule is not None and any(g[0] == ns and not g[3].startswith("/") and rule_allows(
+                    _Attrs(subject.user, list(subject.groups), g[1], ns, g[2], g[3].partition("/")[0],
+                           g[3].partition("/")[2], g[4]), rule) for g in grants):
+                meta = source.binding["metadata"]
+                found[(source.binding.get("kind"), meta.get("namespace", ""), meta["name"])] = source.binding
+            return True
+        resolver.visit_rules_for(subject.user, list(subject.groups), ns, visit)
+    return list(found.values())
+
+
+# -- admission -----------------------------------------------------------------------------------
+
+def _pods_type():
+    from labkit.apiserver.kinds import builtin_types
+    global _PODS
+    if _PODS is None:
+        _PODS = next(t for t in builtin_types() if (t.group, t.version, t.resource) == ("", "v1", "pods"))
+    return _PODS
+
+
+_PODS = None
+
+
+def pod_attributes(namespace: str, pod: dict, operation: str = "CREATE", dry_run: bool = False):
+    """admission.Attributes of a Pod creation in `namespace`."""
+    from labkit.apiserver.admission import Attributes
+    rt = _pods_type()
+    pod = copy.deepcopy(pod)
+    pod.setdefault("metadata", {})["namespace"] = namespace
+    return Attributes(operation, rt, namespace, (pod.get("metadata") or {}).get("name", ""), pod, dry_run=dry_run,
+                      options={"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1",
+                               **({"dryRun": ["All"]} if dry_run else {})})
+
+
+def webhook_called(registry: Registry, configuration: str, index: int, hook: dict, attrs) -> str:
+    """"called", "skipped", or "error: <message>" (a namespace that cannot be read, matchConditions
+    that fail to evaluate under failurePolicy Fail: the request is refused)."""
+    from labkit.apiserver.admission.webhook import should_call
+    from labkit.apiserver.errors import ApiError
+    try:
+        return "called" if should_call(registry, configuration, index, hook, attrs) is not None else "skipped"
+    except ApiError as exc:
+        return f"error: {exc.message}"
+
+
+def policy_verdict(registry: Registry, attrs) -> str:
+    """"admitted" or "denied: <message>" by the ValidatingAdmissionPolicies of the registry."""
+    from labkit.apiserver.admission.policy import ValidatingPolicies
+    from labkit.apiserver.errors import ApiError
+    try:
+        ValidatingPolicies(registry).validate(attrs)
+    except ApiError as exc:
+        return f"denied: {exc.message}"
+    return "admitted"

@@ -1,0 +1,119 @@
+"""Near-misses of the image policy: each field of the policy and of its binding dropped or
+swapped (operations, resources, failurePolicy, validationActions, the namespace selected, the
+policy named), each validation dropped, and each expression's image test narrowed or widened to
+one of its parts (a colon anywhere, a digest only, a tag only, always true). Judged by
+observation (the policies, bindings and namespaces), classified by labkit's own policy
+dispatcher and CEL over references of every shape in every namespace."""
+
+import copy
+
+from labkit.mutants import Mutant, tree_edits
+from labkit.requests import mutate, reconstruct
+
+TESTS = ("c.image.contains(':')", "c.image.contains('@')", "c.image.matches(':[\\\\w][\\\\w.-]{0,127}$')",
+         "c.image.matches(':[^/]+$')", "true")
+
+
+def mutants(ctx):
+    checks = ctx.env.lab._load("checks.py")
+    ns = ctx.params["namespace"]
+    obs = checks.observe_image_tag_policy(ctx)
+    reference = _table(checks, obs, ns)
+    policy, binding = obs["policies"][0], obs["bindings"][0]
+    pinned_test = "c.image.contains('@') || c.image.matches(':[\\\\w][\\\\w.-]{0,127}$')"
+
+    def classify(mutated):
+        table = _table(checks, mutated, ns)
+        if table == reference:
+            return (), ("the same verdict (admitted, refused, warned) on every image reference of the corpus, in "
+                        "containers and init containers, in every namespace and one made later (labkit's policy "
+                        "dispatcher and CEL)")
+        wrong = sorted((k for k in table if table[k] != reference[k]), key=lambda k: k[0] != ns)
+        namespace, image, init = wrong[0]
+        if namespace != ns:
+            return (("warned",) if table[wrong[0]] == "warned" else ("refused",)), None
+        if all(table[k] == "admitted" for k in table if k[0] == ns) and \
+                not any("Deny" in (b.get("spec") or {}).get("validationActions", []) for b in mutated["bindings"]):
+            return ("validationActions",), None
+        if any(table[k] == "admitted" and reference[k] != "admitted" for k in wrong):
+            return ("admitted",), None
+        return ("refused",), None
+
+    def spec_edits(obj, alternatives, skip=lambda p: False):
+        for edit in tree_edits({"spec": obj["spec"]}, alternatives=alternatives, skip=skip):
+            mutated = {**copy.deepcopy(obj), **({"spec": edit.value["spec"]} if "spec" in edit.value else {})}
+            if "spec" not in edit.value:
+                mutated.pop("spec", None)
+            yield edit, mutated
+
+    policy_alternatives = {
+        "spec.failurePolicy": ["Ignore"],
+        "spec.matchConstraints.resourceRules[].operations[]": ["UPDATE", "DELETE", "*"],
+        "spec.matchConstraints.resourceRules[].resources[]": ["pod", "deployments", "*"],
+        "spec.matchConstraints.resourceRules[].apiGroups[]": ["apps", "*"],
+        "spec.matchConstraints.resourceRules[].apiVersions[]": ["v1beta1", "*"],
+        "spec.matchConstraints.resourceRules[].scope": ["Cluster"],
+        "spec.matchConstraints.matchPolicy": ["Exact"],
+    }
+    # a message is free text, and the server refuses other values of these fields
+    for i, validation in enumerate(policy["spec"]["validations"]):
+        expression = validation["expression"]
+        policy_alternatives[f"spec.validations[{i}].expression"] = [
+            expression.replace(pinned_test, test) for test in TESTS]
+    skip = lambda p: p.endswith(".message") or p.endswith("Selector")  # noqa: E731
+    for edit, mutated in spec_edits(policy, policy_alternatives, skip):
+        changed = {**obs, "policies": [mutated]}
+        names, equivalent = classify(changed)
+        valid = edit.op != "drop" and edit.after not in ("",) and "drop-item" != edit.op
+        yield Mutant(f"policy:{edit.op}:{edit.path}" + (f"={edit.after}" if edit.op == "set" else ""),
+                     f"policy {edit.describe()}", names=names, observation=changed, equivalent=equivalent,
+                     apply=mutate.live_change(policy, mutated) if valid and "expression" in edit.path else None)
+    binding_alternatives = {
+        "spec.validationActions[]": ["Warn", "Audit"],
+        "spec.policyName": ["require-image-tags", ""],
+        "spec.matchResources.namespaceSelector.matchLabels.kubernetes.io/metadata.name": ["default", "dev", ""],
+        "spec.matchResources.matchPolicy": ["Exact"],
+    }
+    for edit, mutated in spec_edits(binding, binding_alternatives, lambda p: p.endswith("objectSelector")):
+        changed = {**obs, "bindings": [mutated]}
+        if mutated.get("spec", {}).get("policyName") not in {p["metadata"]["name"] for p in obs["policies"]}:
+            yield Mutant(f"binding:{edit.op}:{edit.path}" + (f"={edit.after}" if edit.op == "set" else ""),
+                         f"binding {edit.describe()}", names=("binding",), observation=changed)
+            continue
+        names, equivalent = classify(changed)
+        valid = edit.op == "set" and edit.after != ""
+        yield Mutant(f"binding:{edit.op}:{edit.path}" + (f"={edit.after}" if edit.op == "set" else ""),
+                     f"binding {edit.describe()}", names=names, observation=changed, equivalent=equivalent,
+                     apply=mutate.live_change(binding, mutated) if valid else None)
+    for extra in ("Warn", "Audit"):
+        mutated = copy.deepcopy(binding)
+        mutated["spec"]["validationActions"] = ["Deny", extra]
+        changed = {**obs, "bindings": [mutated]}
+        names, equivalent = classify(changed)
+        yield Mutant(f"binding:actions=Deny+{extra}", f"binding validationActions [Deny, {extra}]", names=names,
+                     observation=changed, equivalent=equivalent)
+    yield Mutant("no-binding", "the binding left out", names=("binding",), observation={**obs, "bindings": []},
+                 apply=mutate.live_change(binding, None))
+    yield Mutant("no-policy", "nothing at all", names=("ValidatingAdmissionPolicy",),
+                 observation={**obs, "policies": [], "bindings": []})
+
+
+def _table(checks, obs, ns) -> dict:
+    """(namespace, image, in an init container) -> admitted | refused | warned, by the server's
+    own dispatcher (the judge's corpus in the exercise's namespace; two references elsewhere)."""
+    namespaces = list(obs["namespaces"]) + [{"name": checks.LATER_NAMESPACE,
+                                             "labels": {"kubernetes.io/metadata.name": checks.LATER_NAMESPACE}}]
+    registry = reconstruct.Registry(reconstruct.Objects(
+        obs["policies"] + obs["bindings"] +
+        [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n["name"], "labels": n["labels"]}}
+         for n in namespaces]))
+    out = {}
+    for n in namespaces:
+        images = checks.image_corpus() if n["name"] == ns else ("nginx", "registry.example.com:5000/app")
+        for image in images:
+            for init in ((False, True) if n["name"] == ns else (False,)):
+                attrs = reconstruct.pod_attributes(n["name"], checks._image_pod(image, init))
+                result = reconstruct.policy_verdict(registry, attrs)
+                out[(n["name"], image, init)] = "refused" if result != "admitted" else \
+                    "warned" if attrs.warnings and n["name"] != ns else "admitted"
+    return out

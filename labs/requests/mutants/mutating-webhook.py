@@ -1,0 +1,116 @@
+"""Near-misses of the labelling webhook: each field of its registration dropped or swapped (the
+namespaceSelector's key and value, the operations and resources of its rules, failurePolicy,
+sideEffects, timeout), the registration gone; what the webhook answers changed one Pod at a time
+(the label missing or with another value, the Pod's own labels lost, one label more, an error, a
+Pod elsewhere labelled too); and, applied live, a registration that cannot reach it. The
+registrations are classified by the server's own webhook matching over every namespace and
+namespaces made later, labelled or not."""
+
+import copy
+
+from labkit.mutants import Mutant, tree_edits
+from labkit.requests import mutate, reconstruct
+
+
+def mutants(ctx):
+    checks = ctx.env.lab._load("checks.py")
+    ns, label, value, enabler = (ctx.params[k] for k in ("namespace", "label", "value", "enabler"))
+    obs = checks.observe_mutating_webhook(ctx)
+    config = obs["configurations"][0]
+
+    def scope(configuration):
+        """(namespace, labels case) -> sent, over the namespaces and two made later."""
+        namespaces = list(obs["namespaces"]) + [
+            {"name": "later-on", "labels": {"kubernetes.io/metadata.name": "later-on", enabler: "enabled"}},
+            {"name": "later-off", "labels": {"kubernetes.io/metadata.name": "later-off"}}]
+        registry = reconstruct.Registry(reconstruct.Objects(
+            [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n["name"], "labels": n["labels"]}}
+             for n in namespaces]))
+        out = {}
+        for n in namespaces:
+            for case, labels in checks.PROBES.items():
+                attrs = reconstruct.pod_attributes(n["name"], checks._pod(labels), dry_run=True)
+                out[(n["name"], case)] = any(
+                    reconstruct.webhook_called(registry, configuration["metadata"]["name"], i, h, attrs) != "skipped"
+                    for i, h in enumerate(configuration.get("webhooks") or []))
+        return out
+
+    reference = scope(config)
+    hook = config["webhooks"][0]
+    alternatives = {
+        "namespaceSelector.matchLabels.pod-labeler": ["enable", ""],
+        "failurePolicy": ["Ignore"],
+        "sideEffects": ["NoneOnDryRun"],
+        "timeoutSeconds": [1, 30],
+        "rules[].operations[]": ["UPDATE", "*"],
+        "rules[].resources[]": ["pods/status", "deployments", "*"],
+        "rules[].apiGroups[]": ["apps", "*"],
+        "rules[].apiVersions[]": ["v1beta1", "*"],
+        "matchPolicy": ["Exact"],
+    }
+    skip = lambda p: p in ("name", "admissionReviewVersions", "reinvocationPolicy") or p.startswith("clientConfig") \
+        or p.endswith(".scope") or p.startswith("objectSelector") or p.startswith("admissionReviewVersions")  # noqa: E731
+    for edit in tree_edits(hook, alternatives=alternatives, skip=skip):
+        if edit.op == "drop" and edit.path == "sideEffects":
+            continue        # required in admissionregistration/v1: the server refuses a registration without it
+        mutated = copy.deepcopy(config)
+        mutated["webhooks"] = [edit.value]
+        changed = {**obs, "configurations": [mutated]}
+        if scope(mutated) != reference:
+            names, equivalent = ("sent to your webhook",), None
+        else:
+            names, equivalent = (), ("sent the same requests (labkit's webhook matching over every namespace and "
+                                     "namespaces made later, labelled or not); the webhook answers every one of them, "
+                                     "so failurePolicy and timeout never come into play; a dry run is safe")
+        valid = edit.op == "set" and edit.after != "" or edit.path in ("namespaceSelector", "failurePolicy")
+        yield Mutant(f"{edit.op}:{edit.path}" + (f"={edit.after}" if edit.op == "set" else ""),
+                     f"registration: {edit.describe()}", names=names, equivalent=equivalent, observation=changed,
+                     apply=mutate.live_change({**config, "apiVersion": mutate.ADMISSION,
+                                               "kind": "MutatingWebhookConfiguration"},
+                                              {**mutated, "apiVersion": mutate.ADMISSION,
+                                               "kind": "MutatingWebhookConfiguration"}) if valid else None)
+    yield Mutant("no-registration", "no registration", names=("no MutatingWebhookConfiguration",),
+                 observation={**obs, "configurations": []})
+    # what the webhook answered, one Pod at a time
+    for key, probe in sorted(obs["probes"].items()):
+        where, case = key.split("/")
+        got = probe["labels"] or {}
+        variants = []
+        if where == ns:
+            variants += [("label-missing", {k: v for k, v in got.items() if k != label}, ("without the label",)),
+                         ("label-value", {**got, label: value[:-1]}, ("without the label",)),
+                         ("one-more-label", {**got, "example.com/extra": "x"}, ("nobody asked for",))]
+            if case == "own-labels":
+                variants.append(("own-labels-lost", {label: value}, ("lost",)))
+            rest = probe["rest"]
+            for part, changed in (("annotations", {**rest, "annotations": {**rest["annotations"], "x": "y"}}),
+                                  ("spec", {**rest, "spec": {**rest["spec"], "containers": [
+                                      {**rest["spec"]["containers"][0], "image": "nginx:latest"}]}})):
+                yield Mutant(f"probe:{key}:{part}-changed", f"the Pod {case} in {where} came back with its {part} "
+                             "changed", names=(part, "more than the labels"),
+                             observation={**obs, "probes": {**obs["probes"], key: {**probe, "rest": changed}}})
+        else:
+            variants.append(("labelled-elsewhere", {**got, label: value}, ("every namespace",)))
+        for name, labels, names in variants:
+            yield Mutant(f"probe:{key}:{name}", f"the Pod {case} in {where} came back with {labels}", names=names,
+                         observation={**obs, "probes": {**obs["probes"], key: {**probe, "labels": labels}}})
+        yield Mutant(f"probe:{key}:error", f"creating the Pod {case} in {where} failed", names=("failed",),
+                     observation={**obs, "probes": {**obs["probes"], key: {"code": 500, "labels": None,
+                                                                           "message": "Internal error occurred"}}})
+
+    # applied live only: a registration that cannot reach the webhook
+    def unreachable(change):
+        def apply(env):
+            lab = env.lab.environment_module()
+            c = lab.client(env)
+            live = c.get(mutate.ADMISSION, "mutatingwebhookconfigurations", config["metadata"]["name"])
+            change(live["webhooks"][0]["clientConfig"])
+            c.update(mutate.ADMISSION, "mutatingwebhookconfigurations", live)
+        return apply
+    url = hook["clientConfig"]["url"]
+    host, _, rest = url.rpartition(":")
+    port, _, path = rest.partition("/")
+    yield Mutant("live:wrong-port", "the registration's url names another port", names=("failed",),
+                 apply=unreachable(lambda cc: cc.update(url=f"{host}:{int(port) + 1}/{path}")))
+    yield Mutant("live:no-ca", "the registration has no caBundle", names=("failed",),
+                 apply=unreachable(lambda cc: cc.pop("caBundle", None)))

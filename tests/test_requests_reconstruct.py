@@ -1,0 +1,100 @@
+"""The requests lab's in-process reconstruction (labkit/requests/reconstruct.py), on the lab's
+objects as built, without a server: a subject's effective access over the whole space with the
+server's RBAC resolver, which namespaces' requests a webhook is sent (selectors and
+matchConditions in CEL), and what a ValidatingAdmissionPolicy decides."""
+
+from __future__ import annotations
+
+import importlib.util
+
+from support import REPO
+
+from labkit.requests import reconstruct
+
+
+def _module(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+LAB = _module("requests_lab", REPO / "labs" / "requests" / "lab.py")
+SPACE = reconstruct.Space(["default", "dev", "kube-system", "shop"], [
+    reconstruct.Resource("", "pods", True), reconstruct.Resource("", "pods/log", True),
+    reconstruct.Resource("", "configmaps", True), reconstruct.Resource("", "secrets", True),
+    reconstruct.Resource("", "nodes", False), reconstruct.Resource("rbac.authorization.k8s.io", "roles", True)])
+JOB = reconstruct.Subject.of({"kind": "ServiceAccount", "name": "reporter", "namespace": "shop"})
+
+
+def _fixed_binding(subject):
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": "fixed", "namespace": "shop"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pod-reader"},
+            "subjects": [subject]}
+
+
+def test_the_job_gets_exactly_the_role_through_the_fixed_binding_and_nothing_through_the_broken_one():
+    built = LAB.rbac_as_built()
+    before = reconstruct.access(built, JOB, SPACE)
+    assert not [g for g in before if not g[3].startswith("/") and g[3] in ("pods", "configmaps", "secrets")]
+    after = reconstruct.access(built + [_fixed_binding({"kind": "ServiceAccount", "name": "reporter",
+                                                        "namespace": "shop"})], JOB, SPACE)
+    assert after - before == {("shop", verb, "", "pods", "") for verb in ("get", "list", "watch")}
+    # the broken binding's subject is the ServiceAccount of that name in default
+    other = reconstruct.Subject.of({"kind": "ServiceAccount", "name": "reporter", "namespace": "default"})
+    assert ("shop", "list", "", "pods", "") in reconstruct.access(built, other, SPACE)
+    # a subject without a namespace in a RoleBinding means the binding's namespace
+    same = reconstruct.access(built + [_fixed_binding({"kind": "ServiceAccount", "name": "reporter"})], JOB, SPACE)
+    assert same == after
+
+
+def test_the_aggregated_read_only_role_and_the_privileged_group():
+    built = LAB.rbac_as_built()
+    alice = reconstruct.Subject("alice", ("system:authenticated",), "alice")
+    view = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": "v", "namespace": "dev"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+            "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "alice"}]}
+    got = reconstruct.access(built + [view], alice, SPACE) - reconstruct.access(built, alice, SPACE)
+    assert {g[3] for g in got} == {"pods", "pods/log", "configmaps"} and {g[0] for g in got} == {"dev"}
+    assert {g[1] for g in got} == {"get", "list", "watch"}
+    masters = reconstruct.Subject("alice", ("system:masters", "system:authenticated"), "alice")
+    everything = reconstruct.access(built, masters, SPACE)
+    assert ("", "delete", "", "nodes", "") in everything and ("dev", "get", "", "secrets", "") in everything
+
+
+def test_a_webhook_is_sent_what_its_selectors_and_match_conditions_let_through():
+    namespaces = [{"apiVersion": "v1", "kind": "Namespace",
+                   "metadata": {"name": n, "labels": {"kubernetes.io/metadata.name": n}}}
+                  for n in ("kube-system", "policy", "shop")]
+    registry = reconstruct.Registry(reconstruct.Objects(namespaces))
+    hook = {"name": "h.example.com", "failurePolicy": "Fail", "sideEffects": "None",
+            "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}],
+            "matchConditions": [{"name": "not-system",
+                                 "expression": "!(request.namespace in ['kube-system', 'policy'])"}]}
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}}
+    sent = {ns: reconstruct.webhook_called(registry, "c", 0, hook, reconstruct.pod_attributes(ns, pod))
+            for ns in ("kube-system", "policy", "shop")}
+    assert sent == {"kube-system": "skipped", "policy": "skipped", "shop": "called"}
+    hook["matchConditions"] = []
+    hook["namespaceSelector"] = {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In",
+                                                       "values": ["shop"]}]}
+    assert reconstruct.webhook_called(registry, "c", 0, hook, reconstruct.pod_attributes("policy", pod)) == "skipped"
+    assert reconstruct.webhook_called(registry, "c", 0, hook, reconstruct.pod_attributes("shop", pod)) == "called"
+
+
+def test_the_reference_image_policy_refuses_untagged_images_in_web_only():
+    solution = _module("requests_policy", REPO / "labs" / "requests" / "solutions" / "image-tag-policy.py")
+    namespaces = [{"apiVersion": "v1", "kind": "Namespace",
+                   "metadata": {"name": n, "labels": {"kubernetes.io/metadata.name": n}}} for n in ("web", "default")]
+    registry = reconstruct.Registry(reconstruct.Objects(
+        [solution.policy(solution.EXPRESSIONS), solution.binding()] + namespaces))
+
+    def verdict(ns, image):
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+               "spec": {"containers": [{"name": "c", "image": image}]}}
+        return reconstruct.policy_verdict(registry, reconstruct.pod_attributes(ns, pod)).split(":")[0]
+    assert [verdict("web", i) for i in ("nginx", "nginx:1.27", "registry.example.com:5000/app",
+                                        "app@sha256:" + "a" * 64)] == ["denied", "admitted", "denied", "admitted"]
+    assert verdict("default", "nginx") == "admitted"
