@@ -169,6 +169,19 @@ def work_at_risk(lab: Lab, exercise_id: str | None = None) -> list[str]:
     return list(hook(env, exercise_id)) if callable(hook) else []
 
 
+def _keep_student_work(lab: Lab, state: LabState, exercise_id: str | None, say: Say) -> None:
+    """Before a reset reverts anything: the lab's hook `keep_student_work(env, exercise_id)` copies
+    the student's work that the reset would revert out of the way (edited files, changed objects as
+    YAML) and says where each went."""
+    keeper = getattr(lab.environment_module(), "keep_student_work", None)
+    if not callable(keeper) or state.phase != "up":
+        return
+    if exercise_id is not None:
+        exercise_id = lab.exercise(exercise_id).id
+    for line in keeper(LabEnv(lab, state), exercise_id) or []:
+        say(line)
+
+
 def reset(lab: Lab, say: Say = _quiet, exercise_id: str | None = None) -> LabEnv:
     """Rebuild the lab fresh; recorded passes and answer files stay.
 
@@ -179,6 +192,7 @@ def reset(lab: Lab, say: Say = _quiet, exercise_id: str | None = None) -> LabEnv
     hook = getattr(lab.environment_module(), "reset_exercise", None)
     state = LabState(lab.id)
     with state.locked():
+        _keep_student_work(lab, state, exercise_id, say)
         if exercise_id is not None and callable(hook):
             exercise_id = lab.exercise(exercise_id).id
             env = LabEnv(lab, state)

@@ -50,6 +50,15 @@ def reset_exercise(env, exercise_id):
 def student_work(env, exercise_id):
     flag = env.dir / "flag"
     return [f"the flag you raised ({flag})"] if flag.exists() and exercise_id in (None, "flag") else []
+
+
+def keep_student_work(env, exercise_id):
+    flag = env.dir / "flag"
+    if not flag.exists() or exercise_id not in (None, "flag"):
+        return []
+    kept = env.dir.parent / "kept-flag"
+    kept.write_text(flag.read_text())
+    return [f"your flag is kept as {kept}"]
 '''
 
 CHECKS_PY = '''
@@ -133,6 +142,7 @@ def test_one_exercise_afresh_through_the_hook_or_a_rebuild(labs):
     assert "resetting exercise flag of lab parts would revert:\n  - the flag you raised" in refused.stderr
     assert "`labkit reset parts 2 --yes`" in refused.stderr and (state / "parts" / "flag").exists()
     out = labkit("reset", "parts", "2", "--yes", check=0)        # by number, as `labkit show` lists them
+    assert f"your flag is kept as {state / 'kept-flag'}" in out.stderr and (state / "kept-flag").read_text() == "up"
     assert "exercise flag of lab parts starts afresh; the others keep their state" in out.stderr
     assert (state / "parts" / "resets").read_text() == "flag\n"
     assert (state / "parts" / "builds").read_text() == "1"        # not rebuilt
