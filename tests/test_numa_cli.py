@@ -128,3 +128,20 @@ def test_admit_running_releases_drained_pods_and_take_and_merge_follow_kubelet(t
     assert json.loads(labkit("numa", "merge", "-f", hints, "--json", check=0).stdout)["admit"] is True
     assert json.loads(labkit("numa", "merge", "-f", hints, "--policy", "restricted", "--json", check=0).stdout)["admit"] is False
     assert "expected one of" in labkit("numa", "merge", "-f", hints, "--policy", "strict", check=2).stderr
+
+
+def test_admit_refuses_unknown_and_duplicate_fields_in_kubectls_words(tmp_path):
+    """A misspelt `limit:` would otherwise be dropped and the Pod judged BestEffort for no reason the
+    student can see: kube-apiserver v1.34 under kubectl's default fieldValidation=Strict refuses it."""
+    _pods, cfg = write(tmp_path)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: bad}\nspec:\n  containers:\n    - name: app\n"
+                   "      image: x\n      resources:\n        limit: {cpu: \"2\", memory: 1Gi}\n      image: y\n")
+    for args in (["numa", "admit", "-f", str(bad), "--machine", "lab-two-node", "--config", cfg],
+                 ["numa", "admit", "-f", _pods, "--machine", "lab-two-node", "--config", cfg, "--state",
+                  str(tmp_path / "state"), "--running", str(bad)]):
+        out = labkit(*args, check=2)
+        assert out.stderr.strip() == (
+            f'labkit: Error from server (BadRequest): error when creating "{bad}": Pod in version "v1" cannot be '
+            'handled as a Pod: strict decoding error: unknown field "spec.containers[0].resources.limit", '
+            'duplicate field "spec.containers[0].image"')
