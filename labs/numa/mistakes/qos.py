@@ -14,19 +14,26 @@ def _write(env, **changes):
     path.write_text(yaml.safe_dump({"qos": {**RIGHT, **changes}}))
 
 
-@mistake("cache: not Burstable", "the API server turns a limit without a request into the request")
+@mistake("1 of the 6 QoS classes of your prediction is wrong", "a limit without a request")
 def limits_without_requests(env):
     """Forgets that the API server copies a limit into the missing request: limits only looks Burstable."""
     _write(env, cache="Burstable")
 
 
-@mistake("scratch: not Burstable", "other resources do not count")
+@mistake("1 of the 6 QoS classes of your prediction is wrong", "only cpu and memory count")
 def ephemeral_storage_counts(env):
     """Counts ephemeral-storage requests and limits towards the QoS class."""
     _write(env, scratch="Burstable")
 
 
-@mistake("migrate: not Guaranteed", "init containers count too")
+@mistake("1 of the 6 QoS classes of your prediction is wrong", "init containers count")
 def init_containers_ignored(env):
     """Looks only at the app containers, not at the init container without limits."""
     _write(env, migrate="Guaranteed")
+
+
+@mistake("3 of the 6 QoS classes of your prediction are wrong")
+def limits_make_guaranteed(env):
+    """Calls every Pod with cpu and memory limits Guaranteed and every Pod without them BestEffort, looking at
+    nothing else: the reported feedback then named the class of each wrong Pod in its reason."""
+    _write(env, web="Guaranteed", cache="Guaranteed", api="BestEffort", migrate="Guaranteed", scratch="Burstable")

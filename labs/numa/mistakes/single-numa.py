@@ -37,3 +37,12 @@ def request_above_limit(env):
 def fits_one_node(env):
     """A Guaranteed Pod that fits on one NUMA node: every policy admits it."""
     _write(env, [{"resources": {"limits": {"cpu": "4", "memory": "1Gi"}}}])
+
+
+@mistake("unknown field", "spec.containers[0].resources.limit")
+def misspelt_limits(env):
+    """Writes `limit:` for `limits:`: kubectl refuses the field, it is not silently dropped."""
+    path = answer_path(env.lab.id, "single-numa")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: wide}\nspec:\n  containers:\n    - name: app\n"
+                    "      image: app\n      resources:\n        limit: {cpu: \"10\", memory: 1Gi}\n")
