@@ -53,7 +53,8 @@ def test_numa_lab_end_to_end(host_unchanged, lab_cleanup, tmp_path):
     assert "wrong QoS classes" in wrong["message"] and "web: not Burstable" in wrong["message"]
     assert "cache: not Burstable" in wrong["message"] and "Guaranteed" not in wrong["message"]
     answer("single-numa", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "small"},
-                           "spec": {"containers": [{"name": "c", "resources": {"limits": {"cpu": "2", "memory": "1Gi"}}}]}})
+                           "spec": {"containers": [{"name": "c", "image": "app",
+                                                           "resources": {"limits": {"cpu": "2", "memory": "1Gi"}}}]}})
     assert "single-numa-node admits Pod small" in check("single-numa", 1)["message"]
     # deleting the checkpoint without draining the node first is not the documented repair
     (lab_dir / "node-b" / "kubelet" / "cpu_manager_state").unlink()

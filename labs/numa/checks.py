@@ -288,6 +288,18 @@ def _two_policies(machine: str, pod):
     return outcome["best-effort"], outcome["single-numa-node"]
 
 
+def _missing_images(manifest: dict) -> list[str]:
+    """The containers without an image: kube-apiserver refuses such a Pod (validateContainerCommon:
+    `if len(ctr.Image) == 0 { field.Required(path.Child("image"), "") }`), which labkit.pods does not check."""
+    spec = manifest.get("spec") if isinstance(manifest.get("spec"), dict) else {}
+    out = []
+    for kind in ("initContainers", "containers"):
+        for i, container in enumerate(spec.get(kind) or []):
+            if isinstance(container, dict) and not container.get("image"):
+                out.append(f"spec.{kind}[{i}].image")
+    return out
+
+
 def check_single_numa(ctx):
     from labkit.numa.pods import pod_from_dict
     from labkit.strict import StrictDecodingError, load_strict
@@ -306,6 +318,10 @@ def check_single_numa(ctx):
         pod = pod_from_dict(manifest, ctx.answer_path)
     except LabkitError as exc:
         raise CheckFailed(f"your answer is not a Pod the API server creates: {exc}") from None
+    missing = _missing_images(manifest)
+    if missing:     # validateContainerCommon (pkg/apis/core/validation/validation.go): a container needs an image
+        raise CheckFailed(f"your answer is not a Pod the API server creates: The Pod {pod.name!r} is invalid: "
+                          + ", ".join(f"{path}: Required value" for path in missing))
     best, single = _two_policies(ctx.params["machine"], pod)
     observed = (f"best-effort: {'admitted' if best.admitted else 'rejected (' + best.result.reason + ')'}; "
                 f"single-numa-node: {'admitted' if single.admitted else 'rejected (' + single.result.reason + ')'}")

@@ -46,3 +46,13 @@ def misspelt_limits(env):
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: wide}\nspec:\n  containers:\n    - name: app\n"
                     "      image: app\n      resources:\n        limit: {cpu: \"10\", memory: 1Gi}\n")
+
+
+@mistake("image: Required value")
+def no_image(env):
+    """Writes the wide Guaranteed Pod without an image: kube-apiserver refuses to create it."""
+    path = answer_path(env.lab.id, "single-numa")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "wide"},
+                                    "spec": {"containers": [{"name": "app",
+                                                             "resources": {"limits": {"cpu": "10", "memory": "1Gi"}}}]}}))
