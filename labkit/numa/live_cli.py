@@ -205,8 +205,15 @@ def _simulated_placement(machine, pods_path: Optional[Path], config_path: Option
     from labkit.numa.diagram import Placement
     from labkit.numa.pods import load_pods
 
+    from labkit.numa import withhold
+
     node = Node(machine, load_config(config_path))
     results = node.admit_all(load_pods(pods_path)) if pods_path is not None else []
+    pending = withhold.pending_for_pods(pods_path) if pods_path is not None else {}
+    if pending:
+        exercise = pending[min(pending)]
+        raise LabkitError(f"{pods_path} holds Pods of exercise {exercise}: where they land is "
+                          f"{withhold.message(exercise)}")
     placement = Placement(reserved=sorted(node.reserved_cpus()), shared_pool=sorted(node.shared_pool()),
                           memory_tables=node.memory_tables())
     for result in results:

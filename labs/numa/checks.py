@@ -61,7 +61,7 @@ def _mask(value, where: str):
         return [value]
     if isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
         return sorted(set(value))
-    raise CheckFailed(f"{where}: expected a list of NUMA node ids (e.g. [0, 1]) or null, got {value!r}")
+    raise CheckFailed(f"{where}: expected a list of NUMA node ids (the mask) or null, got {value!r}")
 
 
 def _bool(value, where: str) -> bool:
@@ -78,7 +78,7 @@ def _cpus(value, where: str):
     try:
         return parse(str(value).replace(" ", ""))
     except CPUSetParseError:
-        raise CheckFailed(f"{where}: {value!r} is not a CPU list like \"2,8\" or \"1-3\"") from None
+        raise CheckFailed(f"{where}: {value!r} is not a CPU list in Linux list form (ids and ranges such as \"a,b\" or \"a-c\")") from None
 
 
 def _verdict(ctx, wrong: list[str], what: str, observed: str):
@@ -113,13 +113,24 @@ def _situation(ctx, *files: str) -> str:
             f"{', '.join(changed)} differs from it or is gone, and that does not change the answer)")
 
 
+def _recorded(ctx, result):
+    """A complete answer was checked: from now on `labkit numa admit | merge | take | show` show this
+    exercise's outcome (labkit.numa.withhold), so the first prediction is the student's own."""
+    from labkit.numa import withhold
+
+    if result.status == "pass" or result.details.get("complete"):
+        withhold.record(ctx.env, ctx.exercise.id)
+    return result
+
+
 def _grid(ctx, wrong: list[str], total: int, what: str, where: str, note: str, shown: str):
     """Pass, or fail with ctx.grid_feedback (counts, one cell named only after several different
     wrong answers) and where to look, never the value."""
     if not wrong:
         return ctx.passed(f"all {total} {what} right{note}")
     return ctx.failed(f"{ctx.grid_feedback(wrong, total, what)}.\n{where}{note}",
-                      expected=f"every one of the {total} {what} right", observed=f"{_answered(ctx)}: {shown}")
+                      expected=f"every one of the {total} {what} right", observed=f"{_answered(ctx)}: {shown}",
+                      complete=True)
 
 
 # -- (a) QoS -------------------------------------------------------------------------------------------
@@ -153,7 +164,7 @@ def judge_qos(ctx, answer):
 
 
 def check_qos(ctx):
-    return judge_qos(ctx, ctx.answer())
+    return _recorded(ctx, judge_qos(ctx, ctx.answer()))
 
 
 # -- (b) CPU hints ---------------------------------------------------------------------------------------
@@ -204,7 +215,7 @@ def judge_cpu_hints(ctx, answer):
 
 
 def check_cpu_hints(ctx):
-    return judge_cpu_hints(ctx, ctx.answer())
+    return _recorded(ctx, judge_cpu_hints(ctx, ctx.answer()))
 
 
 # -- (c) merge --------------------------------------------------------------------------------------------
@@ -269,7 +280,7 @@ def judge_merge(ctx, data):
 
 
 def check_merge(ctx):
-    return judge_merge(ctx, ctx.answer())
+    return _recorded(ctx, judge_merge(ctx, ctx.answer()))
 
 
 # -- (d) a Pod for best-effort but not single-numa-node --------------------------------------------------
@@ -408,13 +419,14 @@ def judge_static_cpus(ctx, data):
     note = _situation(ctx, ctx.params["pods"], ctx.params["config"])
     if not wrong:
         return ctx.passed(f"all CPU sets right{note}")
+    complete = not any(w.endswith(": missing") or "no such container" in w for w in wrong)
     return ctx.failed("wrong CPU sets:\n  " + "\n  ".join(wrong) + note, expected="every one of the CPU sets right",
                       observed=f"{_answered(ctx)}: " + ", ".join(f"{k}: {v}" for k, v in given.items())
-                      + f"; defaultCpuSet: {pool_given}")
+                      + f"; defaultCpuSet: {pool_given}", complete=complete)
 
 
 def check_static_cpus(ctx):
-    return judge_static_cpus(ctx, ctx.answer())
+    return _recorded(ctx, judge_static_cpus(ctx, ctx.answer()))
 
 
 # -- (f) Memory Manager -------------------------------------------------------------------------------------
@@ -475,7 +487,7 @@ def judge_memory(ctx, data):
 
 
 def check_memory(ctx):
-    return judge_memory(ctx, ctx.answer())
+    return _recorded(ctx, judge_memory(ctx, ctx.answer()))
 
 
 # -- (g) the corrupted checkpoint -----------------------------------------------------------------------------
