@@ -89,6 +89,24 @@ def _verdict(ctx, wrong: list[str], what: str, observed: str):
                       observed=observed)
 
 
+def _answer(ctx):
+    """The answer file, parsed, refusing a key given twice in one mapping (YAML keeps only the last
+    one, so the student's other value would silently not count)."""
+    from labkit.strict import key_positions
+
+    data = ctx.answer()
+    try:
+        text = ctx.answer_path.read_text()
+    except OSError:
+        return data
+    for positions in key_positions(text)[:1]:
+        if positions.duplicates:
+            line, path = positions.duplicates[0]
+            raise CheckFailed(f"your answer gives {path} twice (line {line + 1}): YAML keeps only the last one; "
+                              f"write each key once\n  {ctx.answer_path}")
+    return data
+
+
 def _answered(ctx) -> str:
     return f"your answer ({ctx.answer_path})"
 
@@ -135,7 +153,7 @@ def _grid(ctx, wrong: list[str], total: int, what: str, where: str, note: str, s
 
 # -- (a) QoS -------------------------------------------------------------------------------------------
 
-QOS_RULES = ("Work each Pod through kubelet's rules again (GetPodQOS, pkg/apis/core/helper/qos): only cpu and memory "
+QOS_RULES = ("Work each Pod through kubelet's rules again (ComputePodQOS in pkg/apis/core/v1/helper/qos/qos.go): only cpu and memory "
              "count, init containers count like the others, and the API server turns a limit without a request "
              "into the request before kubelet sees the Pod; `labkit hint numa qos`.")
 
@@ -164,7 +182,7 @@ def judge_qos(ctx, answer):
 
 
 def check_qos(ctx):
-    return _recorded(ctx, judge_qos(ctx, ctx.answer()))
+    return _recorded(ctx, judge_qos(ctx, _answer(ctx)))
 
 
 # -- (b) CPU hints ---------------------------------------------------------------------------------------
@@ -195,6 +213,9 @@ def judge_cpu_hints(ctx, answer):
     for i, hint in enumerate(given):
         if not isinstance(hint, dict) or "mask" not in hint or "preferred" not in hint:
             raise CheckFailed(f"hints[{i}]: expected {{mask: [node ids], preferred: true|false}}, got {hint!r}")
+        unknown_keys = sorted(set(hint) - {"mask", "preferred"}, key=str)
+        if unknown_keys:
+            raise CheckFailed(f"hints[{i}]: unknown key {unknown_keys[0]!r}: a hint is {{mask, preferred}}")
         mask = tuple(_mask(hint["mask"], f"hints[{i}].mask") or ())
         if not mask:
             raise CheckFailed(f"hints[{i}].mask: a CPU hint names at least one NUMA node")
@@ -210,12 +231,13 @@ def judge_cpu_hints(ctx, answer):
     say = lambda table, m: "no hint" if m not in table else ("preferred" if table[m] else "not preferred")
     wrong = [f"mask {list(m)}" for m in masks if say(stated, m) != say(truth, m)]
     shown = ", ".join(f"{list(m)} {'preferred' if p else 'not preferred'}" for m, p in stated.items()) or "no hints"
-    return _grid(ctx, wrong, len(masks), f"masks (hint or not, preferred or not) for {question.pod.name}",
-                 HINT_RULES, _situation(ctx, ctx.params["running"], ctx.params["pod"], "kubelet-config.yaml"), shown)
+    return _grid(ctx, wrong, len(masks), "masks",
+                 f"Each mask of {ctx.params['machine']} is a hint of {question.pod.name}'s container or not, preferred "
+                 f"or not. {HINT_RULES}", _situation(ctx, ctx.params["running"], ctx.params["pod"], "kubelet-config.yaml"), shown)
 
 
 def check_cpu_hints(ctx):
-    return _recorded(ctx, judge_cpu_hints(ctx, ctx.answer()))
+    return _recorded(ctx, judge_cpu_hints(ctx, _answer(ctx)))
 
 
 # -- (c) merge --------------------------------------------------------------------------------------------
@@ -280,7 +302,7 @@ def judge_merge(ctx, data):
 
 
 def check_merge(ctx):
-    return _recorded(ctx, judge_merge(ctx, ctx.answer()))
+    return _recorded(ctx, judge_merge(ctx, _answer(ctx)))
 
 
 # -- (d) a Pod for best-effort but not single-numa-node --------------------------------------------------
@@ -426,7 +448,7 @@ def judge_static_cpus(ctx, data):
 
 
 def check_static_cpus(ctx):
-    return _recorded(ctx, judge_static_cpus(ctx, ctx.answer()))
+    return _recorded(ctx, judge_static_cpus(ctx, _answer(ctx)))
 
 
 # -- (f) Memory Manager -------------------------------------------------------------------------------------
@@ -487,7 +509,7 @@ def judge_memory(ctx, data):
 
 
 def check_memory(ctx):
-    return _recorded(ctx, judge_memory(ctx, ctx.answer()))
+    return _recorded(ctx, judge_memory(ctx, _answer(ctx)))
 
 
 # -- (g) the corrupted checkpoint -----------------------------------------------------------------------------
@@ -604,7 +626,7 @@ def observe_pin(ctx) -> dict:
 
     live = LiveNode(ctx.env)
     try:
-        answer = ctx.answer()
+        answer = _answer(ctx)
     except CheckFailed as exc:
         answer = {"unreadable": exc.message}
     node = live.kubelet()

@@ -37,3 +37,12 @@ def limits_make_guaranteed(env):
     """Calls every Pod with cpu and memory limits Guaranteed and every Pod without them BestEffort, looking at
     nothing else: the reported feedback then named the class of each wrong Pod in its reason."""
     _write(env, web="Guaranteed", cache="Guaranteed", api="BestEffort", migrate="Guaranteed", scratch="Burstable")
+
+
+@mistake("gives qos.web twice")
+def pod_listed_twice(env):
+    """Lists web twice with two classes, hoping one of them counts."""
+    path = answer_path(env.lab.id, "qos")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = "".join(f"  {pod}: {qos}\n" for pod, qos in RIGHT.items())
+    path.write_text(f"qos:\n{lines}  web: Burstable\n")
