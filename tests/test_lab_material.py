@@ -484,7 +484,7 @@ class LabRunner:
             return None, out        # still running
 
     def reset(self, changes: str) -> None:
-        self.labkit("reset", self.lab.id, *([] if changes == "*" else [changes]))
+        self.labkit("reset", self.lab.id, *([] if changes == "*" else [changes]), "--yes")
 
     def run_all(self) -> list[Outcome]:
         with host_lock(False):

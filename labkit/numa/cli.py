@@ -194,8 +194,9 @@ def merge(
     from labkit.inputs import load_json
     exercise = withhold.pending_for_merge(load_json(hints))
     if exercise is not None:
-        raise LabkitError(f"{hints}: these are the hints of exercise {exercise}: the merge is "
-                          f"{withhold.message(exercise)}")
+        reason = f"{hints} holds the hints of exercise {exercise}: the merge is {withhold.message(exercise)}"
+        _print_json({"withheld": reason}) if as_json else typer.echo(reason)
+        return
     if policy is not None:
         if policy not in POLICIES:
             raise ConfigError("--policy", None, f"expected one of {', '.join(POLICIES)}, got {policy!r}")
@@ -285,8 +286,9 @@ def take(
 
     exercise = withhold.pending_for_take(machine)
     if exercise is not None:
-        raise LabkitError(f"{machine} is the machine of exercise {exercise}: takeByTopology on it is "
-                          f"{withhold.message(exercise)}")
+        reason = f"{machine} is the machine of exercise {exercise}: takeByTopology on it is {withhold.message(exercise)}"
+        _print_json({"withheld": reason}) if as_json else typer.echo(reason)
+        return
     topo = CPUTopology.discover(load_machine(machine))
     if group_size != 1 and not distribute:
         raise LabkitError("--group-size only applies with --distribute")
