@@ -46,3 +46,14 @@ def pod_listed_twice(env):
     path.parent.mkdir(parents=True, exist_ok=True)
     lines = "".join(f"  {pod}: {qos}\n" for pod, qos in RIGHT.items())
     path.write_text(f"qos:\n{lines}  web: Burstable\n")
+
+
+@mistake("1 of the 6 QoS classes of your prediction is wrong", "graded against the situation the exercise describes",
+         "scenarios/qos-pods.yaml differs")
+def edits_the_scenario(env):
+    """Gives cache explicit requests below its limits in the lab's copy of qos-pods.yaml, then answers for the
+    edited file: the prediction is about the Pods as the lab built them."""
+    path = env.dir / "scenarios" / "qos-pods.yaml"
+    path.write_text(path.read_text().replace("limits: {cpu: \"2\", memory: 1Gi}",
+                                             "requests: {cpu: \"1\", memory: 512Mi}\n        limits: {cpu: \"2\", memory: 1Gi}"))
+    _write(env, cache="Burstable")
