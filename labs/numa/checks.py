@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 
 from labkit.errors import LabkitError
-from labkit.exercises import CheckFailed
+from labkit.exercises import LIVE, CheckFailed
 from labkit.numa import bitmask, runtime
 from labkit.numa.cpuset import CPUSetParseError, format_cpus, parse
 
@@ -646,6 +646,18 @@ def observe_pin(ctx) -> dict:
 
 
 def judge_pin(ctx, seen: dict):
+    """The whole of pin on an observation: the node as built, the answer read from /proc, every
+    container of the Guaranteed Pod exclusive, nobody else on its CPUs, the Burstable Pod on the shared
+    pool. What was seen on the node is reported as seen in the live lab."""
+    try:
+        return _judge_pin(ctx, seen)
+    except CheckFailed as exc:
+        if isinstance(exc.observed, str) and exc.observed.startswith("live: "):
+            exc.observed_in = LIVE
+        raise
+
+
+def _judge_pin(ctx, seen: dict):
     from labkit.numa.cpuset import format_cpus as fmt
 
     data = seen["answer"]
@@ -659,12 +671,12 @@ def judge_pin(ctx, seen: dict):
         raise CheckFailed("the live node's kubelet-config.yaml was changed: the exercise runs Pods on the kubelet as "
                           "built (reserved CPU, static policy); `labkit reset numa pin` keeps a copy of your file",
                           expected="kubelet-config.yaml as the lab built it", observed="live: kubelet-config.yaml differs",
-                          observed_in="live")
+                          observed_in=LIVE)
     if not any(c["namespace"] == "kube-system" and c["pod"] == "node-agent" and c["pids"] for c in containers):
         raise CheckFailed("the node agent Pod kube-system/node-agent no longer runs: it stays as the lab built it "
                           "(it shows that the exclusive CPU is taken from every other container)",
                           expected="kube-system/node-agent running", observed="live: node-agent gone",
-                          observed_in="live")
+                          observed_in=LIVE)
     by_pod: dict[str, list] = {}
     for c in containers:
         if c["namespace"] == "default":
@@ -677,6 +689,10 @@ def judge_pin(ctx, seen: dict):
             raise CheckFailed(f"{ctx.answer_path}: {role}.pod should be a Pod's name, got {name!r}")
         if not isinstance(pid, int) or isinstance(pid, bool):
             raise CheckFailed(f"{ctx.answer_path}: {role}.pid should be a process id (a number), got {pid!r}")
+        elsewhere = sorted({c["namespace"] for c in containers if c["pod"] == name and c["namespace"] != "default"})
+        if name not in by_pod and elsewhere:
+            raise CheckFailed(f"{role}: Pod {name} is the lab's own, in namespace {elsewhere[0]}: name a Pod you ran "
+                              "with `labkit numa run -f FILE`", observed=f"live: {elsewhere[0]}/{name}")
         if name not in by_pod:
             running = ", ".join(sorted(by_pod)) or "none"
             raise CheckFailed(f"{role}: no running Pod {name!r} on the live node (running: {running})",
