@@ -394,8 +394,8 @@ def _cpu_reason(topo, reserved, entry, cpus, hint_nodes, taken_in_answer) -> str
             "from a core whose other thread is taken), lower ids first")
 
 
-SHARED_RULE = ("exclusive or shared is wrong: the static policy gives exclusive CPUs only to containers of "
-               "Guaranteed Pods whose CPU request is a whole number (guaranteedCPUs, policy_static.go)")
+SHARED_RULE = ("the static policy gives exclusive CPUs only to containers of Guaranteed Pods whose CPU request is a "
+               "whole number (guaranteedCPUs, pkg/kubelet/cm/cpumanager/policy_static.go)")
 
 
 def judge_static_cpus(ctx, data):
@@ -407,23 +407,24 @@ def judge_static_cpus(ctx, data):
     known = {f"{r.pod.name}/{e.name}" for r in results for e in r.containers}
     wrong = [f"{key}: no such container in {ctx.params['pods']} (keys are <pod>/<container>)"
              for key in sorted(set(given) - known, key=str)]
-    taken_in_answer = {}
+    taken_in_answer, toggles, total = {}, [], 0
     for result in results:
         for entry in result.containers:
             key = f"{result.pod.name}/{entry.name}"
+            total += 1
             if key not in given:
                 wrong.append(f"{key}: missing")
                 continue
             if str(given[key]).strip().lower() == "shared":
                 if entry.exclusive:
-                    wrong.append(f"{key}: {SHARED_RULE}")
+                    toggles.append(f"whether {key} gets exclusive CPUs")
                 continue
             cpus = _cpus(given[key], f"cpus.{key}")
             unknown = cpus - topo.cpus()
             if unknown:
                 wrong.append(f"{key}: CPU {format_cpus(unknown)} does not exist on {ctx.params['machine']}")
             elif not entry.exclusive:
-                wrong.append(f"{key}: {SHARED_RULE}")
+                toggles.append(f"whether {key} gets exclusive CPUs")
             elif cpus != entry.cpus:
                 hint = entry.best_hint
                 hint_nodes = None if hint is None or hint.mask is None else set(bitmask.get_bits(hint.mask))
@@ -439,6 +440,8 @@ def judge_static_cpus(ctx, data):
         else:
             wrong.append("defaultCpuSet: not the CPUs left after every exclusive assignment")
     note = _situation(ctx, ctx.params["pods"], ctx.params["config"])
+    if toggles:     # a small grid of its own (shared or exclusive per container): counted, not named
+        wrong.insert(0, f"{ctx.grid_feedback(toggles, total, 'shared-or-exclusive choices')}: {SHARED_RULE}")
     if not wrong:
         return ctx.passed(f"all CPU sets right{note}")
     complete = not any(w.endswith(": missing") or "no such container" in w for w in wrong)

@@ -20,7 +20,17 @@ def mutants(ctx):
         alternatives[f"cpus.{key}"] = list(dict.fromkeys([text[:-1], "", "11" if text == "shared" else "shared"]))
     pool = str(answer["defaultCpuSet"])
     alternatives["defaultCpuSet"] = list(dict.fromkeys([pool[:-1], ""]))
-    yield from answer_mutants(answer, alternatives=alternatives)
+    exclusive = {key for key, value in answer["cpus"].items() if str(value) != "shared"}
+
+    def names(edit):
+        """Shared or exclusive flipped: the grid of those choices counts it; anything else names its key."""
+        key = edit.key
+        if edit.op == "set" and edit.path.startswith("cpus.") and (
+                (key in exclusive and edit.after == "shared") or (key not in exclusive and edit.after in ("", "11"))):
+            return ("shared-or-exclusive choices", "wrong")
+        return (key,)
+
+    yield from answer_mutants(answer, alternatives=alternatives, names=names)
     for key, value in answer["cpus"].items():
         if str(value) == "shared":
             continue
