@@ -333,6 +333,28 @@ def _missing_images(manifest: dict) -> list[str]:
     return out
 
 
+NATIVE = ("cpu", "memory", "ephemeral-storage", "pods")
+
+
+def _node_lacks(machine: str, pod) -> str | None:
+    """kubelet's predicate admission (pkg/kubelet/lifecycle/predicate.go, Admit: noderesources fit,
+    after the resource managers' own admission) rejects a Pod asking for an extended resource the node
+    has fewer of than it asks: reason OutOf<resource>. The node's extended resources here are its
+    devices (labkit.numa.machine); labkit.numa.admission reconstructs the managers only."""
+    from labkit.numa.machine import load_machine
+
+    devices = load_machine(machine).devices
+    for container in pod.init_containers + pod.containers:
+        for resource, quantity in sorted({**container.requests, **container.limits}.items()):
+            if resource in NATIVE or resource.startswith("hugepages-"):
+                continue
+            wanted, have = quantity.value_int(), len(devices.get(resource, []))
+            if wanted > have:
+                return (f"OutOf{resource}: Node didn't have enough resource: {resource}, requested: {wanted}, "
+                        f"used: 0, capacity: {have}")
+    return None
+
+
 def check_single_numa(ctx):
     from labkit.numa.pods import pod_from_dict
     from labkit.strict import StrictDecodingError, load_strict
@@ -355,6 +377,11 @@ def check_single_numa(ctx):
     if missing:     # validateContainerCommon (pkg/apis/core/validation/validation.go): a container needs an image
         raise CheckFailed(f"your answer is not a Pod the API server creates: The Pod {pod.name!r} is invalid: "
                           + ", ".join(f"{path}: Required value" for path in missing))
+    lacking = _node_lacks(ctx.params["machine"], pod)
+    if lacking:
+        return ctx.failed(f"best-effort rejects Pod {pod.name} too, before it runs: {lacking}",
+                          expected="best-effort: admitted; single-numa-node: rejected (TopologyAffinityError)",
+                          observed=f"kubelet with your Pod: rejected under both policies ({lacking.split(':')[0]})")
     best, single = _two_policies(ctx.params["machine"], pod)
     observed = (f"best-effort: {'admitted' if best.admitted else 'rejected (' + best.result.reason + ')'}; "
                 f"single-numa-node: {'admitted' if single.admitted else 'rejected (' + single.result.reason + ')'}")

@@ -56,3 +56,10 @@ def no_image(env):
     path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "wide"},
                                     "spec": {"containers": [{"name": "app",
                                                              "resources": {"limits": {"cpu": "10", "memory": "1Gi"}}}]}}))
+
+
+@mistake("best-effort rejects", "OutOfnvidia.com/gpu")
+def gpu_the_node_lacks(env):
+    """Adds an nvidia.com/gpu to the wide Pod: lab-two-node has no such device, so kubelet rejects it under every
+    policy (the resource managers alone would let best-effort admit it)."""
+    _write(env, [{"resources": {"limits": {"cpu": "10", "memory": "1Gi", "nvidia.com/gpu": "1"}}}])

@@ -35,6 +35,8 @@ def _outcome(ctx, manifest) -> tuple[str, tuple]:
         return "fail", ("not a Pod",)
     if checks._missing_images(manifest):
         return "fail", ("image", "Required value")
+    if checks._node_lacks(ctx.params["machine"], pod):
+        return "fail", ("best-effort rejects",)
     best, single = checks._two_policies(ctx.params["machine"], pod)
     if not best.admitted:
         return "fail", ("best-effort rejects",)
@@ -73,6 +75,10 @@ def mutants(ctx):
         key = path[-1]
         parent[key[:-1]] = parent.pop(key)
         made.append((f"misspelt:{'.'.join(map(str, path))}", f"answer: the key {key} written as {key[:-1]}", changed))
+    for resource in ("example.com/gpu", "nvidia.com/gpu"):      # a device the node has, one it has not
+        device = copy.deepcopy(pod)
+        device["spec"]["containers"][0]["resources"]["limits"][resource] = 1
+        made.append((f"device:{resource}", f"answer: the container asks for one {resource} too", device))
     requests = copy.deepcopy(pod)
     container = requests["spec"]["containers"][0]
     container["resources"]["requests"] = dict(container["resources"]["limits"])
