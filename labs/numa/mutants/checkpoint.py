@@ -71,6 +71,11 @@ def mutants(ctx):
         yield one(f"checkpoint:{edit.op}:{edit.path}" + (f"={edit.after}" if edit.op == "set" else ""),
                   f"cpu_manager_state edited by hand: {edit.describe()}", names=("node-b",),
                   **{"kubelet__cpu_manager_state": json.dumps(edit.value, separators=(",", ":"))})
+        if edit.path != "checksum":     # the same hand edit, with the checksum kubelet skips (0)
+            unchecked = dict(edit.value, checksum=0)
+            yield one(f"checkpoint-unchecked:{edit.op}:{edit.path}" + (f"={edit.after}" if edit.op == "set" else ""),
+                      f"cpu_manager_state edited by hand with checksum 0: {edit.describe()}", names=("node-b",),
+                      **{"kubelet__cpu_manager_state": json.dumps(unchecked, separators=(",", ":"))})
     memory = json.loads(built["kubelet/memory_manager_state"])
     for edit in list(tree_edits(memory, alternatives={"checksum": [memory["checksum"] + 1]}))[:12]:
         yield one(f"memory-state:{edit.op}:{edit.path}" + (f"={edit.after}" if edit.op == "set" else ""),
