@@ -63,15 +63,6 @@ MUTANTS_AWAITED: dict[tuple[str, str], str] = {
     ("namespace", "force-finalize"): "not generated yet",
     ("namespace", "own-finalizer"): "not generated yet",
     ("namespace", "volume-in-use"): "not generated yet",
-    # numa
-    ("numa", "qos"): "not generated yet",
-    ("numa", "cpu-hints"): "not generated yet",
-    ("numa", "merge"): "not generated yet",
-    ("numa", "single-numa"): "not generated yet",
-    ("numa", "static-cpus"): "not generated yet",
-    ("numa", "memory"): "not generated yet",
-    ("numa", "checkpoint"): "not generated yet",
-    ("numa", "pin"): "not generated yet",
 }
 
 

@@ -128,3 +128,71 @@ def test_admit_running_releases_drained_pods_and_take_and_merge_follow_kubelet(t
     assert json.loads(labkit("numa", "merge", "-f", hints, "--json", check=0).stdout)["admit"] is True
     assert json.loads(labkit("numa", "merge", "-f", hints, "--policy", "restricted", "--json", check=0).stdout)["admit"] is False
     assert "expected one of" in labkit("numa", "merge", "-f", hints, "--policy", "strict", check=2).stderr
+
+
+def test_admit_refuses_unknown_and_duplicate_fields_in_kubectls_words(tmp_path):
+    """A misspelt `limit:` would otherwise be dropped and the Pod judged BestEffort for no reason the
+    student can see: kube-apiserver v1.34 under kubectl's default fieldValidation=Strict refuses it."""
+    _pods, cfg = write(tmp_path)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: bad}\nspec:\n  containers:\n    - name: app\n"
+                   "      image: x\n      resources:\n        limit: {cpu: \"2\", memory: 1Gi}\n      image: y\n")
+    for args in (["numa", "admit", "-f", str(bad), "--machine", "lab-two-node", "--config", cfg],
+                 ["numa", "admit", "-f", _pods, "--machine", "lab-two-node", "--config", cfg, "--state",
+                  str(tmp_path / "state"), "--running", str(bad)]):
+        out = labkit(*args, check=2)
+        assert out.stderr.strip() == (
+            f'labkit: Error from server (BadRequest): error when creating "{bad}": Pod in version "v1" cannot be '
+            'handled as a Pod: strict decoding error: unknown field "spec.containers[0].resources.limit", '
+            'duplicate field "spec.containers[0].image"')
+
+
+def test_tools_withhold_a_prediction_exercises_outcome_until_its_answer_is_checked(tmp_path):
+    """While the numa lab runs (status phase up), admit/show/merge/take keep the outcome of the
+    exercises' own situations to themselves until the exercise's check has seen a complete answer;
+    a renamed copy of an exercise's Pod is still that Pod. Other input is never withheld."""
+    import os
+    from pathlib import Path
+
+    from labkit.numa import withhold
+
+    lab_state = Path(os.environ["LABKIT_STATE_DIR"]) / "numa"
+    lab_state.mkdir(parents=True)
+    (lab_state / "status.json").write_text(json.dumps({"phase": "up"}))
+    scenarios = "labs/numa/scenarios"
+    renamed = [dict(d, metadata={"name": f"mine-{i}"}) for i, d in
+               enumerate(yaml.safe_load_all(open(f"{scenarios}/qos-pods.yaml"))) if d]
+    (tmp_path / "renamed.yaml").write_text(yaml.safe_dump_all(renamed))
+    pods, cfg = write(tmp_path)
+
+    def admit(path):
+        return json.loads(labkit("numa", "admit", "-f", path, "--machine", "lab-two-node", "--config", cfg, "--json",
+                                 check=0).stdout)
+
+    for path in (f"{scenarios}/qos-pods.yaml", str(tmp_path / "renamed.yaml")):
+        out = admit(path)
+        assert all(set(p) == {"name", "namespace", "withheld"} for p in out["pods"]) and len(out["pods"]) == 6
+        assert "withheld until you record your answer to exercise qos" in out["pods"][0]["withheld"]
+        assert "labkit check numa qos" in out["shared_pool"]
+    assert [p["qos"] for p in admit(pods)["pods"]] == ["Guaranteed", "Guaranteed", "Burstable"]   # not withheld
+    shown = labkit("numa", "show", "--machine", "lab-two-node", "-f", f"{scenarios}/memory-pods.yaml", "--config",
+                   f"{scenarios}/kubelet-memory.yaml", check=0)
+    assert "exercise memory: the picture leaves them out" in shown.stderr and "withheld" in shown.stderr
+    assert "orders" not in shown.stdout and "memory: allocatable 5Gi, taken 0, free 5Gi" in shown.stdout
+    merged = json.loads(labkit("numa", "merge", "-f", f"{scenarios}/merge-feeder.json", "--json", check=0).stdout)
+    assert list(merged) == ["withheld"] and "hints of exercise merge" in merged["withheld"]
+    took = labkit("numa", "take", "--machine", "dual-socket-ht", "--count", "2", check=0)
+    assert took.stdout.startswith("dual-socket-ht is the machine of exercise static-cpus") and "withheld" in took.stdout
+    assert labkit("numa", "take", "--machine", "lab-two-node", "--count", "2", check=0).stdout.strip() == "0,8"
+
+    class Env:      # what the checks hand to withhold.record once a complete answer was checked
+        dir = lab_state
+    for exercise in ("qos", "merge", "static-cpus", "memory"):
+        withhold.record(Env, exercise)
+    assert [p["qos"] for p in admit(f"{scenarios}/qos-pods.yaml")["pods"]] == \
+           ["Guaranteed", "BestEffort", "Guaranteed", "Burstable", "Burstable", "BestEffort"]
+    assert json.loads(labkit("numa", "merge", "-f", f"{scenarios}/merge-feeder.json", "--json", check=0).stdout)["admit"]
+    assert labkit("numa", "take", "--machine", "dual-socket-ht", "--count", "2", check=0).stdout.strip()
+    shown = labkit("numa", "show", "--machine", "lab-two-node", "-f", f"{scenarios}/memory-pods.yaml",
+                   "--config", f"{scenarios}/kubelet-memory.yaml", check=0)
+    assert "withheld" not in shown.stderr and "memory: allocatable 5Gi, taken 5Gi, free 0" in shown.stdout

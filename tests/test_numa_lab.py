@@ -49,11 +49,13 @@ def test_numa_lab_end_to_end(host_unchanged, lab_cleanup, tmp_path):
     # wrong answers fail and say what is wrong without the right answer
     answer("qos", {"qos": {"web": "Burstable", "batch": "BestEffort", "cache": "Burstable", "api": "Burstable",
                            "migrate": "Burstable", "scratch": "BestEffort"}})
-    wrong = check("qos", 1)
-    assert "wrong QoS classes" in wrong["message"] and "web: not Burstable" in wrong["message"]
-    assert "cache: not Burstable" in wrong["message"] and "Guaranteed" not in wrong["message"]
+    wrong = check("qos", 1)     # counted, with where to look, and no class named
+    assert "2 of the 6 QoS classes of your prediction are wrong" in wrong["message"]
+    assert "a limit without a request" in wrong["message"] and "Guaranteed" not in wrong["message"]
+    assert "web" not in wrong["message"] and "cache" not in wrong["message"]
     answer("single-numa", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "small"},
-                           "spec": {"containers": [{"name": "c", "resources": {"limits": {"cpu": "2", "memory": "1Gi"}}}]}})
+                           "spec": {"containers": [{"name": "c", "image": "app",
+                                                           "resources": {"limits": {"cpu": "2", "memory": "1Gi"}}}]}})
     assert "single-numa-node admits Pod small" in check("single-numa", 1)["message"]
     # deleting the checkpoint without draining the node first is not the documented repair
     (lab_dir / "node-b" / "kubelet" / "cpu_manager_state").unlink()
@@ -93,3 +95,44 @@ def test_numa_lab_end_to_end(host_unchanged, lab_cleanup, tmp_path):
     removed = [line for line in cleanup if line.startswith("removed cgroup")]
     assert removed and all(re.fullmatch(r"removed cgroup /sys/fs/cgroup/\S+", line) for line in removed), cleanup
     assert not (lab_dir / "pods").exists() and not (lab_dir / "kubelet").exists()
+
+
+@pytest.mark.host_exclusive
+def test_resetting_one_exercise_keeps_the_students_work(host_unchanged, lab_cleanup, tmp_path):
+    """`labkit reset numa EXERCISE` lists what it would revert and asks first; with --yes it restores
+    only that exercise's part and keeps a copy of every file the student changed under saved/."""
+    labkit("run", "numa", check=0)
+    lab_dir = Path(os.environ["LABKIT_STATE_DIR"]) / "numa"
+    (lab_dir / "scenarios" / "qos-pods.yaml").write_text("# my notes\n")
+    (lab_dir / "node-b" / "pods.yaml").write_text("# drained\n")
+    (lab_dir / "node-b" / "kubelet" / "cpu_manager_state").unlink()
+    config = lab_dir / "kubelet-config.yaml"
+    built_config = config.read_text()
+    config.write_text(built_config.replace("topologyManagerPolicy: best-effort", "topologyManagerPolicy: restricted"))
+    pod = tmp_path / "mine.yaml"
+    pod.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "mine"},
+                                   "spec": {"containers": [{"name": "app", "command": ["sleep", "infinity"]}]}}))
+    labkit("numa", "run", "-f", str(pod), check=0)
+
+    asked = labkit("reset", "numa", "qos", input="")
+    assert asked.returncode != 0 and "scenarios/qos-pods.yaml you edited (a copy is kept under saved/)" in asked.stderr
+    assert (lab_dir / "scenarios" / "qos-pods.yaml").read_text() == "# my notes\n"      # nothing reverted yet
+    labkit("reset", "numa", "qos", "--yes", check=0)
+    assert (lab_dir / "saved" / "qos-1" / "scenarios" / "qos-pods.yaml").read_text() == "# my notes\n"
+    assert (lab_dir / "scenarios" / "qos-pods.yaml").read_text().startswith("# Exercise qos")
+    assert (lab_dir / "node-b" / "pods.yaml").read_text() == "# drained\n"      # the other exercises keep theirs
+
+    listed = labkit("reset", "numa", "checkpoint", input="").stderr
+    assert "node-b/pods.yaml you changed" in listed and "node-b/kubelet/cpu_manager_state you changed" in listed
+    labkit("reset", "numa", "checkpoint", "--yes", check=0)
+    assert (lab_dir / "saved" / "checkpoint-1" / "node-b" / "pods.yaml").read_text() == "# drained\n"
+    assert "checkpoint is corrupted" in check("checkpoint", 1)["message"]
+
+    listed = labkit("reset", "numa", "pin", input="").stderr
+    assert "the Pod(s) you run on the live node (default/mine)" in listed and "kubelet-config.yaml" in listed
+    labkit("reset", "numa", "pin", "--yes", check=0)
+    assert "topologyManagerPolicy: restricted" in (lab_dir / "saved" / "pin-1" / "kubelet-config.yaml").read_text()
+    assert config.read_text() == built_config
+    live = json.loads(labkit("numa", "show", "--json", check=0).stdout)["containers"]
+    assert [c["pod"] for c in live] == ["node-agent"]
+    assert "would revert" not in labkit("reset", "numa", "pin", input="").stderr

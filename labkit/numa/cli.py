@@ -9,6 +9,7 @@ from typing import Optional
 import typer
 
 from labkit.errors import ConfigError, LabkitError
+from labkit.numa import withhold
 
 app = typer.Typer(help="kubelet's Topology, CPU and Memory Managers, reconstructed.", no_args_is_help=True)
 
@@ -72,19 +73,29 @@ def admit(
     node = Node(the_machine, cfg, state)
     released = [] if bound is None else node.remove_stale_state({p.uid for p in bound + pod_list})
     results = node.admit_all(pod_list)
-    written = node.save()
+    # a prediction exercise's Pod, while its answer is not recorded: its result, and everything after
+    # it in the file (which depends on it), is withheld (labkit.numa.withhold)
+    pending = withhold.pending_for_pods(pods)
+    first = min(pending) if pending else len(results)
+    reason = withhold.message(pending[first]) if pending else ""
+    written = node.save() if not pending else []
     for warning in cfg.warnings:
         typer.echo(f"warning: {warning}", err=True)
     if as_json:
-        _print_json({"pods": [r.to_json() for r in results], "shared_pool": sorted(node.shared_pool()),
+        shown = [r.to_json() if i < first else {"name": r.pod.name, "namespace": r.pod.namespace, "withheld": reason}
+                 for i, r in enumerate(results)]
+        _print_json({"pods": shown, "shared_pool": sorted(node.shared_pool()) if not pending else reason,
                      "reserved_cpus": sorted(node.reserved_cpus()), "released_pods": released})
         return
     if released:
         typer.echo(f"removeStaleState: released what the checkpoints held for {len(released)} Pod(s) no longer on the "
                    f"node: {', '.join(released)}")
     from labkit.numa.cpuset import format_cpus
-    for result in results:
+    for index, result in enumerate(results):
         pod = result.pod
+        if index >= first:
+            typer.echo(f"{pod.namespace}/{pod.name}: {reason}")
+            continue
         verdict = "admitted" if result.admitted else f"rejected: {result.result.reason}: {result.result.message}"
         typer.echo(f"{pod.namespace}/{pod.name} ({result.qos}): {verdict}")
         for entry in result.containers:
@@ -107,7 +118,13 @@ def admit(
                 where = "exclusive" if entry.exclusive else "shared pool"
                 mems = "any" if entry.memory_nodes is None else format_cpus(entry.memory_nodes)
                 typer.echo(f"    cpus: {format_cpus(entry.cpus)} ({where}); memory NUMA nodes: {mems}")
-    typer.echo(f"shared pool: {format_cpus(node.shared_pool())}; reserved CPUs: {format_cpus(node.reserved_cpus()) or 'none'}")
+    if pending:
+        typer.echo(f"shared pool: {reason}; reserved CPUs: {format_cpus(node.reserved_cpus()) or 'none'}")
+        if state is not None:
+            typer.echo(f"nothing written to {state} while a result is withheld")
+    else:
+        typer.echo(f"shared pool: {format_cpus(node.shared_pool())}; reserved CPUs: "
+                   f"{format_cpus(node.reserved_cpus()) or 'none'}")
     for path in written:
         typer.echo(f"wrote {path}")
 
@@ -174,6 +191,12 @@ def merge(
     from labkit.numa.merge import POLICIES
 
     nodes, distances, policy_name, options, providers = _merge_input(hints)
+    from labkit.inputs import load_json
+    exercise = withhold.pending_for_merge(load_json(hints))
+    if exercise is not None:
+        reason = f"{hints} holds the hints of exercise {exercise}: the merge is {withhold.message(exercise)}"
+        _print_json({"withheld": reason}) if as_json else typer.echo(reason)
+        return
     if policy is not None:
         if policy not in POLICIES:
             raise ConfigError("--policy", None, f"expected one of {', '.join(POLICIES)}, got {policy!r}")
@@ -261,6 +284,11 @@ def take(
     from labkit.numa.machine import load_machine
     from labkit.numa.topology import CPUTopology
 
+    exercise = withhold.pending_for_take(machine)
+    if exercise is not None:
+        reason = f"{machine} is the machine of exercise {exercise}: takeByTopology on it is {withhold.message(exercise)}"
+        _print_json({"withheld": reason}) if as_json else typer.echo(reason)
+        return
     topo = CPUTopology.discover(load_machine(machine))
     if group_size != 1 and not distribute:
         raise LabkitError("--group-size only applies with --distribute")

@@ -205,8 +205,19 @@ def _simulated_placement(machine, pods_path: Optional[Path], config_path: Option
     from labkit.numa.diagram import Placement
     from labkit.numa.pods import load_pods
 
+    from labkit.numa import withhold
+
     node = Node(machine, load_config(config_path))
     results = node.admit_all(load_pods(pods_path)) if pods_path is not None else []
+    pending = withhold.pending_for_pods(pods_path) if pods_path is not None else {}
+    if pending:     # the machine as kubelet sets it up, without the exercise's Pods
+        exercise = pending[min(pending)]
+        typer.echo(f"{pods_path} holds Pods of exercise {exercise}: the picture leaves them out; where they land "
+                   f"is {withhold.message(exercise)}", err=True)
+        results = results[:min(pending)]
+        node = Node(machine, load_config(config_path))
+        if results:
+            node.admit_all([r.pod for r in results])
     placement = Placement(reserved=sorted(node.reserved_cpus()), shared_pool=sorted(node.shared_pool()),
                           memory_tables=node.memory_tables())
     for result in results:

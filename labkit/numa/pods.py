@@ -28,11 +28,30 @@ def pod_from_dict(data: Any, source=None, where: str = "", validate: bool = True
 
 
 def load_pods(path: str | Path, allow_empty: bool = False) -> list[Pod]:
-    """Pods from a YAML file (see labkit.pods.load_pods)."""
+    """Pods from a YAML file (see labkit.pods.load_pods), refused first as kube-apiserver v1.34
+    refuses them under kubectl's default fieldValidation=Strict: an unknown or duplicate field is
+    an error in kubectl's words (labkit.strict), not silently dropped."""
+    check_strict(path)
     pods = shared.load_pods(path, allow_empty=allow_empty, uid_scope=UID_SCOPE)
     for pod in pods:
         _refuse_pod_level(pod, path, "")
     return pods
+
+
+def check_strict(path: str | Path) -> None:
+    """Raise labkit.strict.StrictDecodingError for a file with an unknown or duplicate field."""
+    import yaml
+
+    from labkit.strict import load_strict
+
+    try:
+        text = Path(path).read_text()
+    except (OSError, UnicodeDecodeError):
+        return              # shared.load_pods reports the file it cannot read
+    try:
+        load_strict(text, str(path))
+    except yaml.YAMLError:
+        return              # and the syntax error, with its line
 
 
 def _refuse_pod_level(pod: Pod, source, where: str) -> None:

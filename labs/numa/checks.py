@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 
 from labkit.errors import LabkitError
-from labkit.exercises import CheckFailed
+from labkit.exercises import LIVE, CheckFailed
 from labkit.numa import bitmask, runtime
 from labkit.numa.cpuset import CPUSetParseError, format_cpus, parse
 
@@ -61,7 +61,7 @@ def _mask(value, where: str):
         return [value]
     if isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
         return sorted(set(value))
-    raise CheckFailed(f"{where}: expected a list of NUMA node ids (e.g. [0, 1]) or null, got {value!r}")
+    raise CheckFailed(f"{where}: expected a list of NUMA node ids (the mask) or null, got {value!r}")
 
 
 def _bool(value, where: str) -> bool:
@@ -78,7 +78,7 @@ def _cpus(value, where: str):
     try:
         return parse(str(value).replace(" ", ""))
     except CPUSetParseError:
-        raise CheckFailed(f"{where}: {value!r} is not a CPU list like \"2,8\" or \"1-3\"") from None
+        raise CheckFailed(f"{where}: {value!r} is not a CPU list in Linux list form (ids and ranges such as \"a,b\" or \"a-c\")") from None
 
 
 def _verdict(ctx, wrong: list[str], what: str, observed: str):
@@ -89,83 +89,155 @@ def _verdict(ctx, wrong: list[str], what: str, observed: str):
                       observed=observed)
 
 
+def _answer(ctx):
+    """The answer file, parsed, refusing a key given twice in one mapping (YAML keeps only the last
+    one, so the student's other value would silently not count)."""
+    from labkit.strict import key_positions
+
+    data = ctx.answer()
+    try:
+        text = ctx.answer_path.read_text()
+    except OSError:
+        return data
+    for positions in key_positions(text)[:1]:
+        if positions.duplicates:
+            line, path = positions.duplicates[0]
+            raise CheckFailed(f"your answer gives {path} twice (line {line + 1}): YAML keeps only the last one; "
+                              f"write each key once\n  {ctx.answer_path}")
+    return data
+
+
 def _answered(ctx) -> str:
     return f"your answer ({ctx.answer_path})"
 
 
+# -- the situation the prediction exercises describe ------------------------------------------------
+
+
+def _situation(ctx, *files: str) -> str:
+    """A note when the student changed the lab's copy of a scenario file: predictions are graded
+    against the lab as built (the pristine scenarios), not against the edited copy."""
+    changed = []
+    for name in files:
+        copy_in_lab = ctx.env.dir / "scenarios" / Path(name).name
+        try:
+            if copy_in_lab.read_bytes() != (SCENARIOS / Path(name).name).read_bytes():
+                changed.append(f"scenarios/{Path(name).name}")
+        except OSError:
+            changed.append(f"scenarios/{Path(name).name}")
+    if not changed:
+        return ""
+    return (f"\n(graded against the situation the exercise describes, the lab as built: your copy of "
+            f"{', '.join(changed)} differs from it or is gone, and that does not change the answer)")
+
+
+def _recorded(ctx, result):
+    """A complete answer was checked: from now on `labkit numa admit | merge | take | show` show this
+    exercise's outcome (labkit.numa.withhold), so the first prediction is the student's own."""
+    from labkit.numa import withhold
+
+    if result.status == "pass" or result.details.get("complete"):
+        withhold.record(ctx.env, ctx.exercise.id)
+    return result
+
+
+def _grid(ctx, wrong: list[str], total: int, what: str, where: str, note: str, shown: str):
+    """Pass, or fail with ctx.grid_feedback (counts, one cell named only after several different
+    wrong answers) and where to look, never the value."""
+    if not wrong:
+        return ctx.passed(f"all {total} {what} right{note}")
+    return ctx.failed(f"{ctx.grid_feedback(wrong, total, what)}.\n{where}{note}",
+                      expected=f"every one of the {total} {what} right", observed=f"{_answered(ctx)}: {shown}",
+                      complete=True)
+
+
 # -- (a) QoS -------------------------------------------------------------------------------------------
 
+QOS_RULES = ("Work each Pod through kubelet's rules again (ComputePodQOS in pkg/apis/core/v1/helper/qos/qos.go): only cpu and memory "
+             "count, init containers count like the others, and the API server turns a limit without a request "
+             "into the request before kubelet sees the Pod; `labkit hint numa qos`.")
 
-def _qos_reason(pod, answer: str, truth: str) -> str:
-    """Why `answer` is not the class of `pod`, from the rules (ComputePodQOS), not from the class."""
-    containers = pod.init_containers + pod.containers
-    counted = [c for c in containers if any(r in ("cpu", "memory") and q.value > 0
-                                            for r, q in {**c.requests, **c.limits}.items())]
-    if answer == "BestEffort":
-        return "a container has a cpu or memory request or limit (a limit counts as the request too)"
-    if truth == "BestEffort":
-        return "no container has a cpu or memory request or limit; other resources do not count"
-    if answer == "Guaranteed":
-        lacking = [c.name for c in containers if not all(c.limits.get(r) and c.limits[r].value > 0 for r in ("cpu", "memory"))]
-        if lacking:
-            return f"container {lacking[0]} has no cpu or no memory limit (init containers count too)"
-        return "a request differs from its limit"
-    return (f"every container ({len(containers)}, init containers too) has cpu and memory limits and its requests "
-            "equal them (the API server turns a limit without a request into the request)" if counted else "")
+
+def judge_qos(ctx, answer):
+    from labkit.numa.pods import qos_class
+
+    given = ctx.answer_field(answer, "qos", dict)
+    pods = _pods(Path(ctx.params["file"]).name)
+    names = [p.name for p in pods]
+    problems = []
+    for pod in pods:
+        value = given.get(pod.name)
+        if value is None:
+            problems.append(f"{pod.name}: missing")
+        elif value not in QOS_CLASSES:
+            problems.append(f"{pod.name}: {value!r} is not one of {', '.join(QOS_CLASSES)}")
+    problems += [f"{name}: no such Pod in {ctx.params['file']}" for name in sorted(set(given) - set(names), key=str)]
+    shown = ", ".join(f"{k}: {v}" for k, v in given.items())
+    if problems:
+        return ctx.failed("your answer needs one QoS class for each Pod of the file:\n  " + "\n  ".join(problems),
+                          expected=f"one class for each of the Pods {', '.join(names)}",
+                          observed=f"{_answered(ctx)}: {shown}")
+    wrong = [f"the class of Pod {pod.name}" for pod in pods if given[pod.name] != qos_class(pod)]
+    return _grid(ctx, wrong, len(pods), "QoS classes", QOS_RULES, _situation(ctx, ctx.params["file"]), shown)
 
 
 def check_qos(ctx):
-    from labkit.numa.pods import qos_class
-
-    given = ctx.answer_field(ctx.answer(), "qos", dict)
-    pods = _pods(Path(ctx.params["file"]).name)
-    wrong = []
-    for pod in pods:
-        answer = given.get(pod.name)
-        if answer is None:
-            wrong.append(f"{pod.name}: missing")
-        elif answer not in QOS_CLASSES:
-            wrong.append(f"{pod.name}: {answer!r} is not one of {', '.join(QOS_CLASSES)}")
-        elif answer != qos_class(pod):
-            wrong.append(f"{pod.name}: not {answer}: {_qos_reason(pod, answer, qos_class(pod))}")
-    extra = sorted(set(given) - {p.name for p in pods}, key=str)
-    wrong += [f"{name}: no such Pod in the file" for name in extra]
-    return _verdict(ctx, wrong, "QoS classes", f"{_answered(ctx)}: " + ", ".join(f"{k}: {v}" for k, v in given.items()))
+    return _recorded(ctx, judge_qos(ctx, _answer(ctx)))
 
 
 # -- (b) CPU hints ---------------------------------------------------------------------------------------
 
+HINT_RULES = ("Where to look: a mask is a hint when the free CPUs of its NUMA nodes (not reserved, not held "
+              "exclusively by a running container) can hold the request; it is preferred when no mask with fewer "
+              "NUMA nodes could hold the request by capacity, counting every CPU (GetTopologyHints / "
+              "generateCPUTopologyHints in pkg/kubelet/cm/cpumanager/policy_static.go).")
 
-def check_cpu_hints(ctx):
-    given = ctx.answer_field(ctx.answer(), "hints", list)
-    answer = {}
-    for i, hint in enumerate(given):
-        if not isinstance(hint, dict) or "mask" not in hint or "preferred" not in hint:
-            raise CheckFailed(f"hints[{i}]: expected {{mask: [node ids], preferred: true|false}}, got {hint!r}")
-        mask = _mask(hint["mask"], f"hints[{i}].mask")
-        answer[tuple(mask or ())] = _bool(hint["preferred"], f"hints[{i}].preferred")
+
+def _hint_truth(ctx):
     _, results = _admit(ctx.params["machine"], SCENARIOS / "kubelet-config.yaml",
                         [Path(ctx.params["running"]).name, Path(ctx.params["pod"]).name])
     question = results[-1]
-    request = question.pod.containers[0].requests["cpu"].value_int()
     truth = {tuple(bitmask.get_bits(h.mask)): h.preferred for h in question.containers[0].hints.get("cpu") or []}
-    wrong = []
-    for mask, preferred in sorted(answer.items()):
-        shown = list(mask)
-        if mask not in truth:
-            wrong.append(f"{shown}: not a hint: NUMA node(s) {shown} do not have {request} free CPUs (the reserved CPU "
-                         "and CPUs held exclusively by running containers are not free)")
-        elif truth[mask] != preferred:
-            wrong.append(f"{shown}: the preferred flag is wrong: preferred means no mask with fewer NUMA nodes could "
-                         f"hold {request} CPUs by capacity, counting every CPU, free or not")
-    if set(truth) - set(answer):
-        wrong.append("a hint is missing: every set of NUMA nodes whose free CPUs can hold the request is a hint")
-    if not wrong:
-        return ctx.passed(f"the CPU Manager gives {question.pod.name} exactly these {len(truth)} hint(s)")
-    return ctx.failed(f"the CPU Manager's hints for {question.pod.name} differ:\n  " + "\n  ".join(wrong),
-                      expected="every hint the CPU Manager gives, each with its preferred flag",
-                      observed=f"{_answered(ctx)}: " + ", ".join(f"{list(m)} {'preferred' if p else 'not preferred'}"
-                                                              for m, p in sorted(answer.items())))
+    return question, truth
+
+
+def judge_cpu_hints(ctx, answer):
+    from itertools import combinations
+
+    from labkit.numa.machine import load_machine
+    from labkit.numa.topology import CPUTopology
+
+    given = ctx.answer_field(answer, "hints", list)
+    nodes = sorted(CPUTopology.discover(load_machine(ctx.params["machine"])).numa_nodes())
+    stated: dict[tuple, bool] = {}
+    for i, hint in enumerate(given):
+        if not isinstance(hint, dict) or "mask" not in hint or "preferred" not in hint:
+            raise CheckFailed(f"hints[{i}]: expected {{mask: [node ids], preferred: true|false}}, got {hint!r}")
+        unknown_keys = sorted(set(hint) - {"mask", "preferred"}, key=str)
+        if unknown_keys:
+            raise CheckFailed(f"hints[{i}]: unknown key {unknown_keys[0]!r}: a hint is {{mask, preferred}}")
+        mask = tuple(_mask(hint["mask"], f"hints[{i}].mask") or ())
+        if not mask:
+            raise CheckFailed(f"hints[{i}].mask: a CPU hint names at least one NUMA node")
+        unknown = [n for n in mask if n not in nodes]
+        if unknown:
+            raise CheckFailed(f"hints[{i}].mask: NUMA node {unknown[0]} does not exist on {ctx.params['machine']} "
+                              f"(its nodes: {', '.join(map(str, nodes))})")
+        if mask in stated:
+            raise CheckFailed(f"hints[{i}]: the mask {list(mask)} is listed twice: each mask is one hint")
+        stated[mask] = _bool(hint["preferred"], f"hints[{i}].preferred")
+    question, truth = _hint_truth(ctx)
+    masks = [m for k in range(1, len(nodes) + 1) for m in combinations(nodes, k)]
+    say = lambda table, m: "no hint" if m not in table else ("preferred" if table[m] else "not preferred")
+    wrong = [f"mask {list(m)}" for m in masks if say(stated, m) != say(truth, m)]
+    shown = ", ".join(f"{list(m)} {'preferred' if p else 'not preferred'}" for m, p in stated.items()) or "no hints"
+    return _grid(ctx, wrong, len(masks), "masks",
+                 f"Each mask of {ctx.params['machine']} is a hint of {question.pod.name}'s container or not, preferred "
+                 f"or not. {HINT_RULES}", _situation(ctx, ctx.params["running"], ctx.params["pod"], "kubelet-config.yaml"), shown)
+
+
+def check_cpu_hints(ctx):
+    return _recorded(ctx, judge_cpu_hints(ctx, _answer(ctx)))
 
 
 # -- (c) merge --------------------------------------------------------------------------------------------
@@ -181,13 +253,12 @@ def _merge(path: Path, policy_name: str):
     return mask, result.hint.preferred, result.admit
 
 
-MERGE_RULES = {
-    "mask": "the best merged hint wins: preferred before not preferred, then the narrowest; among non-preferred "
-            "ones kubelet favours a mask as wide as the most demanding provider needs, and single-numa-node first "
-            "drops every hint that is not preferred or spans several NUMA nodes",
-    "preferred": "a merged hint is preferred only if every hint in it is preferred and all their masks are equal",
-    "admit": "best-effort admits every Pod; restricted and single-numa-node only a preferred best hint",
-}
+MERGE_RULES = ("Where to look (pkg/kubelet/cm/topologymanager/policy.go, mergePermutation and "
+               "HintMerger.compare): the best merged hint wins, preferred before not preferred, then the narrowest; "
+               "among non-preferred ones kubelet favours a mask as wide as the most demanding provider needs; a "
+               "merged hint is preferred only if every hint in it is preferred and all their masks are equal; "
+               "single-numa-node first drops every hint that is not preferred or spans several NUMA nodes; "
+               "best-effort admits every Pod, restricted and single-numa-node only a preferred best hint.")
 
 
 def _decision(entry) -> str:
@@ -197,52 +268,121 @@ def _decision(entry) -> str:
     return f"mask {entry.get('mask')}, preferred {yes(entry.get('preferred'))}, admit {yes(entry.get('admit'))}"
 
 
-def check_merge(ctx):
-    data = ctx.answer()
-    wrong, broken = [], []
+def judge_merge(ctx, data):
+    parsed, problems = {}, []
     for container in ("trainer", "feeder"):
         per_policy = ctx.answer_field(data, container, dict)
+        extra = sorted(set(per_policy) - set(MERGE_POLICIES), key=str)
+        problems += [f"{container}.{p}: not one of the policies {', '.join(MERGE_POLICIES)}" for p in extra]
         for policy in MERGE_POLICIES:
             where = f"{container}.{policy}"
             entry = per_policy.get(policy)
             if not isinstance(entry, dict) or not {"mask", "preferred", "admit"} <= set(entry):
-                wrong.append(f"{where}: expected {{mask, preferred, admit}}")
+                problems.append(f"{where}: expected {{mask, preferred, admit}}")
                 continue
-            mask, preferred, admit = _merge(SCENARIOS / Path(ctx.params[container]).name, policy)
-            problems = []
-            if _mask(entry["mask"], f"{where}.mask") != mask:
-                problems.append("mask")
-            if _bool(entry["preferred"], f"{where}.preferred") != preferred:
-                problems.append("preferred")
-            if _bool(entry["admit"], f"{where}.admit") != admit:
-                problems.append("admit")
-            if problems:
-                wrong.append(f"{where}: wrong {', '.join(problems)}")
-                broken += [p for p in problems if p not in broken]
-    wrong += [f"rule for {p}: {MERGE_RULES[p]}" for p in ("mask", "preferred", "admit") if p in broken]
-    shown = "; ".join(f"{c}.{p}: {_decision(e)}" for c in ("trainer", "feeder") for p, e in (data.get(c) or {}).items())
-    return _verdict(ctx, wrong, "policy decisions", f"{_answered(ctx)}: {shown}")
+            parsed[(container, policy)] = (_mask(entry["mask"], f"{where}.mask"),
+                                           _bool(entry["preferred"], f"{where}.preferred"),
+                                           _bool(entry["admit"], f"{where}.admit"))
+    shown = "; ".join(f"{c}.{p}: {_decision(e)}" for c in ("trainer", "feeder")
+                      for p, e in (data.get(c) or {}).items()) if isinstance(data, dict) else repr(data)
+    if problems:
+        return ctx.failed("your answer needs mask, preferred and admit for each container and policy:\n  "
+                          + "\n  ".join(problems), expected="trainer and feeder, each with best-effort, restricted "
+                          "and single-numa-node", observed=f"{_answered(ctx)}: {shown}")
+    wrong = []
+    for container in ("trainer", "feeder"):
+        path = SCENARIOS / Path(ctx.params[container]).name
+        for policy in MERGE_POLICIES:
+            truth = _merge(path, policy)
+            for field_name, said, right in zip(("mask", "preferred", "admit"), parsed[(container, policy)], truth):
+                if said != right:
+                    wrong.append(f"{container} / {policy} / {field_name}")
+    return _grid(ctx, wrong, 3 * len(MERGE_POLICIES) * 2, "policy decisions (mask, preferred, admit)", MERGE_RULES,
+                 _situation(ctx, ctx.params["trainer"], ctx.params["feeder"]), shown)
+
+
+def check_merge(ctx):
+    return _recorded(ctx, judge_merge(ctx, _answer(ctx)))
 
 
 # -- (d) a Pod for best-effort but not single-numa-node --------------------------------------------------
 
 
-def check_single_numa(ctx):
-    from labkit.numa.pods import pod_from_dict
-
-    manifest = ctx.answer()
-    try:
-        pod = pod_from_dict(manifest, ctx.answer_path)
-    except LabkitError as exc:
-        raise CheckFailed(f"your answer is not a Pod the API server creates: {exc}") from None
+def _two_policies(machine: str, pod):
+    """kubelet with the lab's configuration on an empty `machine`, once with best-effort, once with
+    single-numa-node: only topologyManagerPolicy differs (pkg/kubelet/cm/topologymanager/policy_*.go)."""
     config = yaml.safe_load((SCENARIOS / "kubelet-config.yaml").read_text())
     outcome = {}
     for policy in ("best-effort", "single-numa-node"):
         variant = copy.deepcopy(config)
         variant["topologyManagerPolicy"] = policy
-        (result,) = _node(ctx.params["machine"], variant).admit_all([pod])
+        (result,) = _node(machine, variant).admit_all([pod])
         outcome[policy] = result
-    best, single = outcome["best-effort"], outcome["single-numa-node"]
+    return outcome["best-effort"], outcome["single-numa-node"]
+
+
+def _missing_images(manifest: dict) -> list[str]:
+    """The containers without an image: kube-apiserver refuses such a Pod (validateContainerCommon:
+    `if len(ctr.Image) == 0 { field.Required(path.Child("image"), "") }`), which labkit.pods does not check."""
+    spec = manifest.get("spec") if isinstance(manifest.get("spec"), dict) else {}
+    out = []
+    for kind in ("initContainers", "containers"):
+        for i, container in enumerate(spec.get(kind) or []):
+            if isinstance(container, dict) and not container.get("image"):
+                out.append(f"spec.{kind}[{i}].image")
+    return out
+
+
+NATIVE = ("cpu", "memory", "ephemeral-storage", "pods")
+
+
+def _node_lacks(machine: str, pod) -> str | None:
+    """kubelet's predicate admission (pkg/kubelet/lifecycle/predicate.go, Admit: noderesources fit,
+    after the resource managers' own admission) rejects a Pod asking for an extended resource the node
+    has fewer of than it asks: reason OutOf<resource>. The node's extended resources here are its
+    devices (labkit.numa.machine); labkit.numa.admission reconstructs the managers only."""
+    from labkit.numa.machine import load_machine
+
+    devices = load_machine(machine).devices
+    for container in pod.init_containers + pod.containers:
+        for resource, quantity in sorted({**container.requests, **container.limits}.items()):
+            if resource in NATIVE or resource.startswith("hugepages-"):
+                continue
+            wanted, have = quantity.value_int(), len(devices.get(resource, []))
+            if wanted > have:
+                return (f"OutOf{resource}: Node didn't have enough resource: {resource}, requested: {wanted}, "
+                        f"used: 0, capacity: {have}")
+    return None
+
+
+def check_single_numa(ctx):
+    from labkit.numa.pods import pod_from_dict
+    from labkit.strict import StrictDecodingError, load_strict
+
+    manifest = ctx.answer()
+    try:
+        load_strict(ctx.answer_path.read_text(), str(ctx.answer_path))
+    except StrictDecodingError as exc:
+        raise CheckFailed(f"your answer is not a Pod the API server creates as written: {exc}") from None
+    if not isinstance(manifest, dict) or manifest.get("kind") != "Pod" or manifest.get("apiVersion") != "v1":
+        raise CheckFailed("your answer is not a Pod the API server creates: it must be one manifest with "
+                          f"apiVersion: v1 and kind: Pod (found apiVersion {manifest.get('apiVersion')!r}, kind "
+                          f"{manifest.get('kind')!r})" if isinstance(manifest, dict) else
+                          "your answer is not a Pod the API server creates: it must be one Pod manifest")
+    try:
+        pod = pod_from_dict(manifest, ctx.answer_path)
+    except LabkitError as exc:
+        raise CheckFailed(f"your answer is not a Pod the API server creates: {exc}") from None
+    missing = _missing_images(manifest)
+    if missing:     # validateContainerCommon (pkg/apis/core/validation/validation.go): a container needs an image
+        raise CheckFailed(f"your answer is not a Pod the API server creates: The Pod {pod.name!r} is invalid: "
+                          + ", ".join(f"{path}: Required value" for path in missing))
+    lacking = _node_lacks(ctx.params["machine"], pod)
+    if lacking:
+        return ctx.failed(f"best-effort rejects Pod {pod.name} too, before it runs: {lacking}",
+                          expected="best-effort: admitted; single-numa-node: rejected (TopologyAffinityError)",
+                          observed=f"kubelet with your Pod: rejected under both policies ({lacking.split(':')[0]})")
+    best, single = _two_policies(ctx.params["machine"], pod)
     observed = (f"best-effort: {'admitted' if best.admitted else 'rejected (' + best.result.reason + ')'}; "
                 f"single-numa-node: {'admitted' if single.admitted else 'rejected (' + single.result.reason + ')'}")
     expected = "best-effort: admitted; single-numa-node: rejected (TopologyAffinityError)"
@@ -281,36 +421,43 @@ def _cpu_reason(topo, reserved, entry, cpus, hint_nodes, taken_in_answer) -> str
             "from a core whose other thread is taken), lower ids first")
 
 
-def check_static_cpus(ctx):
-    data = ctx.answer()
+SHARED_RULE = ("the static policy gives exclusive CPUs only to containers of Guaranteed Pods whose CPU request is a "
+               "whole number (guaranteedCPUs, pkg/kubelet/cm/cpumanager/policy_static.go)")
+
+
+def judge_static_cpus(ctx, data):
     given = ctx.answer_field(data, "cpus", dict)
+    pool_given = ctx.answer_field(data, "defaultCpuSet", (str, int, list))
     node, results = _admit(ctx.params["machine"], SCENARIOS / Path(ctx.params["config"]).name,
                            [Path(ctx.params["pods"]).name])
     topo, reserved = node.topology, node.reserved_cpus()
-    wrong, taken_in_answer = [], {}
+    known = {f"{r.pod.name}/{e.name}" for r in results for e in r.containers}
+    wrong = [f"{key}: no such container in {ctx.params['pods']} (keys are <pod>/<container>)"
+             for key in sorted(set(given) - known, key=str)]
+    taken_in_answer, toggles, total = {}, [], 0
     for result in results:
         for entry in result.containers:
             key = f"{result.pod.name}/{entry.name}"
+            total += 1
             if key not in given:
                 wrong.append(f"{key}: missing")
                 continue
-            container = next(c for c in result.pod.all_containers() if c.name == entry.name)
-            request = container.requests.get("cpu")
             if str(given[key]).strip().lower() == "shared":
                 if entry.exclusive:
-                    wrong.append(f"{key}: gets exclusive CPUs: its Pod is Guaranteed and it asks for a whole number of CPUs")
+                    toggles.append(f"whether {key} gets exclusive CPUs")
                 continue
             cpus = _cpus(given[key], f"cpus.{key}")
-            if not entry.exclusive:
-                why = (f"its Pod is {result.qos}" if result.qos != "Guaranteed"
-                       else f"its CPU request {request} is not a whole number")
-                wrong.append(f"{key}: stays in the shared pool: {why}")
+            unknown = cpus - topo.cpus()
+            if unknown:
+                wrong.append(f"{key}: CPU {format_cpus(unknown)} does not exist on {ctx.params['machine']}")
+            elif not entry.exclusive:
+                toggles.append(f"whether {key} gets exclusive CPUs")
             elif cpus != entry.cpus:
                 hint = entry.best_hint
                 hint_nodes = None if hint is None or hint.mask is None else set(bitmask.get_bits(hint.mask))
                 wrong.append(f"{key}: {_cpu_reason(topo, reserved, entry, cpus, hint_nodes, taken_in_answer)}")
             taken_in_answer[key] = cpus
-    pool = _cpus(ctx.answer_field(data, "defaultCpuSet", (str, int, list)), "defaultCpuSet")
+    pool = _cpus(pool_given, "defaultCpuSet")
     if pool != node.shared_pool():
         mine = frozenset().union(*taken_in_answer.values()) if taken_in_answer else frozenset()
         if reserved - pool:
@@ -319,56 +466,98 @@ def check_static_cpus(ctx):
             wrong.append(f"defaultCpuSet: CPU {format_cpus(pool & mine)} is given exclusively in your own answer")
         else:
             wrong.append("defaultCpuSet: not the CPUs left after every exclusive assignment")
-    return _verdict(ctx, wrong, "CPU sets", f"{_answered(ctx)}: " + ", ".join(f"{k}: {v}" for k, v in given.items())
-                    + f"; defaultCpuSet: {data.get('defaultCpuSet')}")
+    note = _situation(ctx, ctx.params["pods"], ctx.params["config"])
+    if toggles:     # a small grid of its own (shared or exclusive per container): counted, not named
+        wrong.insert(0, f"{ctx.grid_feedback(toggles, total, 'shared-or-exclusive choices')}: {SHARED_RULE}")
+    if not wrong:
+        return ctx.passed(f"all CPU sets right{note}")
+    complete = not any(w.endswith(": missing") or "no such container" in w for w in wrong)
+    return ctx.failed("wrong CPU sets:\n  " + "\n  ".join(wrong) + note, expected="every one of the CPU sets right",
+                      observed=f"{_answered(ctx)}: " + ", ".join(f"{k}: {v}" for k, v in given.items())
+                      + f"; defaultCpuSet: {pool_given}", complete=complete)
+
+
+def check_static_cpus(ctx):
+    return _recorded(ctx, judge_static_cpus(ctx, _answer(ctx)))
 
 
 # -- (f) Memory Manager -------------------------------------------------------------------------------------
 
+MEMORY_RULES = ("Where to look: allocatable memory per NUMA node (`labkit numa show --machine lab-two-node --config "
+                "scenarios/kubelet-memory.yaml`); the narrowest NUMA placement with enough free memory wins, lower "
+                "nodes first; a container that fits on no single node needs a group of nodes, a node that serves a "
+                "single-node allocation cannot join a group, and a group is only ever used whole "
+                "(pkg/kubelet/cm/memorymanager/policy_static.go, calculateHints and isAffinitySatisfyRequest).")
 
-def check_memory(ctx):
-    data = ctx.answer()
+
+def judge_memory(ctx, data):
     admitted = ctx.answer_field(data, "admitted", dict)
     memory = ctx.answer_field(data, "memory", dict)
-    node, results = _admit(ctx.params["machine"], SCENARIOS / Path(ctx.params["config"]).name,
-                           [Path(ctx.params["pods"]).name])
-    allocatable = {n: t["memory"][0] for n, t in node.memory_tables().items()}
-    wrong = []
-    for result in results:
-        name = result.pod.name
+    _, results = _admit(ctx.params["machine"], SCENARIOS / Path(ctx.params["config"]).name,
+                        [Path(ctx.params["pods"]).name])
+    pods = {r.pod.name: r for r in results}
+    containers = {f"{r.pod.name}/{e.name}": r for r in results for e in r.containers}
+    problems = [f"admitted.{name}: no such Pod in {ctx.params['pods']}" for name in sorted(set(admitted) - set(pods), key=str)]
+    problems += [f"memory.{key}: no such container in {ctx.params['pods']} (keys are <pod>/<container>)"
+                 for key in sorted(set(memory) - set(containers), key=str)]
+    said = {}
+    for name in pods:
         if name not in admitted:
-            wrong.append(f"{name}: admission missing")
-            continue
-        if _bool(admitted[name], f"admitted.{name}") != result.admitted:
-            wrong.append(f"{name}: {'admitted' if admitted[name] else 'rejected'} is wrong: a container that fits on no "
-                         "single NUMA node needs a group of nodes, a node serving a single-node allocation cannot join "
-                         "a group, and a group is only ever used whole")
-            continue
+            problems.append(f"admitted.{name}: missing")
+        else:
+            said[name] = _bool(admitted[name], f"admitted.{name}")
+    for key, result in containers.items():
+        name = result.pod.name
+        if key in memory:
+            if said.get(name) is False:
+                problems.append(f"memory.{key}: given for a Pod your answer rejects (only admitted containers get "
+                                "memory)")
+            elif not _mask(memory[key], f"memory.{key}"):
+                problems.append(f"memory.{key}: a list of one or more NUMA node ids")
+        elif said.get(name) is True:
+            problems.append(f"memory.{key}: missing (your answer admits {name})")
+    shown = ", ".join(f"{k}: {'admitted' if v is True else 'rejected' if v is False else v}" for k, v in admitted.items())
+    shown += "; memory " + ", ".join(f"{k}: {v}" for k, v in memory.items())
+    if problems:
+        return ctx.failed("your answer needs admitted for every Pod and memory for every container it admits:\n  "
+                          + "\n  ".join(problems), expected="admitted for each Pod, memory for each admitted container",
+                          observed=f"{_answered(ctx)}: {shown}")
+    wrong, total = [], 0
+    for result in results:
+        total += 1
+        if said[result.pod.name] != result.admitted:
+            wrong.append(f"whether {result.pod.name} is admitted")
         if not result.admitted:
             continue
         for entry in result.containers:
-            key = f"{name}/{entry.name}"
-            if key not in memory:
-                wrong.append(f"{key}: memory nodes missing")
-                continue
-            nodes = _mask(memory[key], f"memory.{key}")
-            if nodes == sorted(entry.memory_nodes or []):
-                continue
-            size = result.pod.containers[0].requests["memory"].value_int()
-            if nodes and sum(allocatable.get(n, 0) for n in nodes) < size:
-                why = "those nodes cannot hold it (allocatable = memory - reservedMemory - hugepages)"
-            elif len(nodes or []) > len(entry.memory_nodes or []):
-                why = "fewer NUMA nodes can hold it: the narrowest hint wins"
-            else:
-                why = ("not where the Memory Manager puts it: where it has the free memory, narrowest hint first, "
-                       "then the lowest node")
-            wrong.append(f"{key}: memory on {nodes}: {why}")
-    shown = ", ".join(f"{k}: {'admitted' if v is True else 'rejected' if v is False else v}" for k, v in admitted.items())
-    shown += "; memory " + ", ".join(f"{k}: {v}" for k, v in memory.items())
-    return _verdict(ctx, wrong, "answers", f"{_answered(ctx)}: {shown}")
+            key = f"{result.pod.name}/{entry.name}"
+            total += 1
+            if key not in memory or _mask(memory[key], key) != sorted(entry.memory_nodes or []):
+                wrong.append(f"the memory nodes of {key}")
+    return _grid(ctx, wrong, total, "admissions and memory placements", MEMORY_RULES,
+                 _situation(ctx, ctx.params["pods"], ctx.params["config"]), shown)
+
+
+def check_memory(ctx):
+    return _recorded(ctx, judge_memory(ctx, _answer(ctx)))
 
 
 # -- (g) the corrupted checkpoint -----------------------------------------------------------------------------
+
+NODE_FILES = ("machine.json", "kubelet-config.yaml", "probe-pod.yaml", "pods.yaml",
+              "kubelet/cpu_manager_state", "kubelet/memory_manager_state")
+
+
+def observe_checkpoint(ctx) -> dict:
+    """node-b's files as they are (None: absent): the kubelet's view is reconstructed from them."""
+    node_dir = ctx.env.dir / ctx.params["node"]
+    out = {}
+    for name in NODE_FILES:
+        try:
+            out[name] = (node_dir / name).read_text()
+        except (OSError, UnicodeDecodeError):
+            out[name] = None
+    return out
 
 
 def _bound_pods(path: Path) -> list:
@@ -380,70 +569,149 @@ def _bound_pods(path: Path) -> list:
     try:
         return load_pods(path, allow_empty=True)
     except LabkitError as exc:
-        raise CheckFailed(f"{path} cannot be read: {exc}") from None
+        raise CheckFailed(f"{path.name} of node-b cannot be read: {exc}") from None
 
 
-def check_checkpoint(ctx):
+def _pristine_node_b() -> dict:
+    """What node-b's unchanged files hold as the lab builds them (lab.build_node_b)."""
+    from labkit.numa.machine import load_machine
+    return {"machine.json": Path(load_machine("lab-two-node").source).read_text(),
+            "kubelet-config.yaml": (SCENARIOS / "kubelet-config.yaml").read_text(),
+            "probe-pod.yaml": (SCENARIOS / "node-b-probe.yaml").read_text()}
+
+
+def judge_checkpoint(ctx, files: dict):
+    """The kubelet of node-b, reconstructed (labkit.numa.admission.Node: cpu_manager.go Start, the
+    checkpoints' restore in cpumanager/state/state_checkpoint.go) from the observed files, written
+    to a scratch directory: nothing here changes node-b."""
+    import tempfile
+
     from labkit.numa.admission import KubeletStartError
     from labkit.numa.pods import load_pods
 
-    lab_dir = f"{ctx.env.dir}/"
     name = ctx.params["node"]
-    node_dir = ctx.env.dir / name
-    state = node_dir / "kubelet"
-    pods = _bound_pods(node_dir / "pods.yaml")
-    try:   # the checkpoints are read, never written: nothing here changes node-b
-        node = _node(str(node_dir / "machine.json"), node_dir / "kubelet-config.yaml", state)
-    except KubeletStartError as exc:
-        return ctx.failed(f"{name}'s kubelet still does not start: {str(exc).replace(lab_dir, '')}",
-                          expected="kubelet starts", observed=f"on {name}: kubelet refuses to start")
-    originally = {pod.uid: pod for pod in load_pods(HERE / "scenarios" / "node-b-pods.yaml")}
-    kept = sorted(f"{originally[uid].namespace}/{originally[uid].name}" for uid in node.cpu_state.assignments
-                  if uid in originally)
-    lost = []
-    for pod in pods:
-        for container in pod.all_containers():
-            wants = node.cpu_policy.guaranteed_cpus(pod, container)
-            if wants and node.cpu_state.get_cpu_set(pod.uid, container.name) is None:
-                lost.append(f"{pod.namespace}/{pod.name}/{container.name}")
-    if lost:
-        return ctx.failed(
-            f"the kubelet starts, but Pods still bound to {name} lost their exclusive CPUs ({', '.join(lost)}): "
-            f"they would now share CPUs with the next Pods. The node must be drained before the checkpoint is deleted.",
-            expected=f"no Pod on {name} without its exclusive CPUs", observed=f"on {name}: {len(pods)} Pod(s) still bound")
-    if kept:
-        return ctx.failed(
-            f"{name}/kubelet/cpu_manager_state was edited by hand again: it still holds the CPUs of {', '.join(kept)}, "
-            "which ran before. The documented way is to drain the node, delete the file and start the kubelet, "
-            "which writes a fresh one.", expected="a checkpoint the kubelet wrote afresh (or none)",
-            observed=f"on {name}: assignments of the Pods that ran before")
-    node.remove_stale_state({pod.uid for pod in pods} | {p.uid for p in load_pods(node_dir / "probe-pod.yaml")})
-    (probe,) = node.admit_all(load_pods(node_dir / "probe-pod.yaml"))
-    if not probe.admitted:
-        return ctx.failed(f"the kubelet starts but rejects the probe Pod: {probe.result.message}",
-                          expected="the probe Pod admitted", observed=f"on {name}: {probe.result.reason}")
-    return ctx.passed(f"{name}'s kubelet starts ({len(pods)} Pod(s) still bound) and admits the probe Pod "
-                      f"on CPUs {format_cpus(probe.containers[0].cpus)}")
+    changed = [f"{name}/{f}" for f, text in _pristine_node_b().items() if files.get(f) != text]
+    if changed:
+        return ctx.failed(f"{', '.join(changed)} changed: the exercise repairs the checkpoint only; the machine, the "
+                          "kubelet configuration and the probe Pod stay as the lab built them (`labkit reset numa "
+                          "checkpoint` keeps a copy of your files)", expected=f"{name}'s other files unchanged",
+                          observed=f"on {name}: {', '.join(changed)} differ from the lab as built")
+    with tempfile.TemporaryDirectory(prefix="numa-node-b-") as scratch:
+        node_dir = Path(scratch)
+        (node_dir / "kubelet").mkdir()
+        for f, text in files.items():
+            if text is not None:
+                (node_dir / f).write_text(text)
+        pods = _bound_pods(node_dir / "pods.yaml")
+        state = node_dir / "kubelet"
+        try:
+            node = _node(str(node_dir / "machine.json"), node_dir / "kubelet-config.yaml", state)
+        except KubeletStartError as exc:
+            message = str(exc).replace(f"{scratch}/", f"{name}/").replace(scratch, name)
+            return ctx.failed(f"{name}'s kubelet still does not start: {message}",
+                              expected="kubelet starts", observed=f"on {name}: kubelet refuses to start")
+        originally = {pod.uid: pod for pod in load_pods(SCENARIOS / "node-b-pods.yaml")}
+        lost = []
+        for pod in pods:
+            for container in pod.all_containers():
+                wants = node.cpu_policy.guaranteed_cpus(pod, container)
+                if wants and node.cpu_state.get_cpu_set(pod.uid, container.name) is None:
+                    lost.append(f"{pod.namespace}/{pod.name}/{container.name}")
+        if lost:
+            return ctx.failed(
+                f"the kubelet starts, but Pods still bound to {name} lost their exclusive CPUs ({', '.join(lost)}): "
+                f"they would now share CPUs with the next Pods. The node must be drained before the checkpoint is "
+                "deleted.", expected=f"no Pod on {name} without its exclusive CPUs",
+                observed=f"on {name}: {len(pods)} Pod(s) still bound")
+        kept = sorted(f"{originally[uid].namespace}/{originally[uid].name}" for uid in node.cpu_state.assignments
+                      if uid in originally)
+        if kept:
+            return ctx.failed(
+                f"{name}/kubelet/cpu_manager_state was edited by hand again: it still holds the CPUs of {', '.join(kept)}, "
+                "which ran before. The documented way is to drain the node, delete the file and start the kubelet, "
+                "which writes a fresh one.", expected="a checkpoint the kubelet wrote afresh (or none)",
+                observed=f"on {name}: assignments of the Pods that ran before")
+        probe_pods = load_pods(node_dir / "probe-pod.yaml")
+        node.remove_stale_state({pod.uid for pod in pods} | {p.uid for p in probe_pods})
+        (probe,) = node.admit_all(probe_pods)
+        if not probe.admitted:
+            return ctx.failed(f"the kubelet starts but rejects the probe Pod: {probe.result.message}",
+                              expected="the probe Pod admitted", observed=f"on {name}: {probe.result.reason}")
+        return ctx.passed(f"{name}'s kubelet starts ({len(pods)} Pod(s) still bound) and admits the probe Pod "
+                          f"on CPUs {format_cpus(probe.containers[0].cpus)}")
+
+
+def check_checkpoint(ctx):
+    return judge_checkpoint(ctx, observe_checkpoint(ctx))
 
 
 # -- (h) real pinning ----------------------------------------------------------------------------------------
 
 
-def _live_views(ctx):
+def observe_pin(ctx) -> dict:
+    """The answer, and the live node as kubelet and the kernel see it: every container of every Pod,
+    what kubelet wants for it (exclusive CPUs or the shared pool) and each of its processes'
+    Cpus_allowed_list from /proc; the kubelet configuration's text."""
     from labkit.numa.livenode import LiveNode
+
     live = LiveNode(ctx.env)
+    try:
+        answer = _answer(ctx)
+    except CheckFailed as exc:
+        answer = {"unreadable": exc.message}
     node = live.kubelet()
-    return node, [v for v in live.views(node) if v.pids]
+    containers = []
+    for view in live.views(node):
+        affinity = {}
+        for pid in view.pids:
+            found = runtime.proc_affinity(pid)
+            if found is not None:
+                affinity[pid] = sorted(found.cpus)
+        containers.append({"pod": view.pod.name, "namespace": view.pod.namespace, "qos": view.pod.qos,
+                           "container": view.container.name, "init": view.container.init and not view.container.sidecar,
+                           "exclusive": view.exclusive, "want_cpus": sorted(view.want_cpus), "pids": affinity})
+    return {"answer": answer, "containers": containers, "shared_pool": sorted(node.shared_pool()),
+            "reserved": sorted(node.reserved_cpus()), "config": live.config_path.read_text(),
+            "machine": json.loads(live.machine_path.read_text())}
 
 
-def check_pin(ctx):
-    data = ctx.answer()
-    node, views = _live_views(ctx)
-    shared_pool = node.shared_pool()
+def judge_pin(ctx, seen: dict):
+    """The whole of pin on an observation: the node as built, the answer read from /proc, every
+    container of the Guaranteed Pod exclusive, nobody else on its CPUs, the Burstable Pod on the shared
+    pool. What was seen on the node is reported as seen in the live lab."""
+    try:
+        return _judge_pin(ctx, seen)
+    except CheckFailed as exc:
+        if isinstance(exc.observed, str) and exc.observed.startswith("live: "):
+            exc.observed_in = LIVE
+        raise
+
+
+def _judge_pin(ctx, seen: dict):
+    from labkit.numa.cpuset import format_cpus as fmt
+
+    data = seen["answer"]
+    if isinstance(data, dict) and set(data) == {"unreadable"}:
+        raise CheckFailed(data["unreadable"])
+    containers = seen["containers"]
+    shared_pool = frozenset(seen["shared_pool"])
+    reserved = frozenset(seen["reserved"])
+    # the node as built: its kubelet configuration and its node agent
+    if seen["config"] != ctx.lab.environment_module().live_config(seen["machine"]):
+        raise CheckFailed("the live node's kubelet-config.yaml was changed: the exercise runs Pods on the kubelet as "
+                          "built (reserved CPU, static policy); `labkit reset numa pin` keeps a copy of your file",
+                          expected="kubelet-config.yaml as the lab built it", observed="live: kubelet-config.yaml differs",
+                          observed_in=LIVE)
+    if not any(c["namespace"] == "kube-system" and c["pod"] == "node-agent" and c["pids"] for c in containers):
+        raise CheckFailed("the node agent Pod kube-system/node-agent no longer runs: it stays as the lab built it "
+                          "(it shows that the exclusive CPU is taken from every other container)",
+                          expected="kube-system/node-agent running", observed="live: node-agent gone",
+                          observed_in=LIVE)
     by_pod: dict[str, list] = {}
-    for view in views:
-        by_pod.setdefault(view.pod.name, []).append(view)
-    observed = {}
+    for c in containers:
+        if c["namespace"] == "default":
+            by_pod.setdefault(c["pod"], []).append(c)
+    chosen = {}
     for role, qos in (("guaranteed", "Guaranteed"), ("burstable", "Burstable")):
         entry = ctx.answer_field(data, role, dict)
         name, pid, listed = entry.get("pod"), entry.get("pid"), entry.get("cpus_allowed_list")
@@ -451,42 +719,68 @@ def check_pin(ctx):
             raise CheckFailed(f"{ctx.answer_path}: {role}.pod should be a Pod's name, got {name!r}")
         if not isinstance(pid, int) or isinstance(pid, bool):
             raise CheckFailed(f"{ctx.answer_path}: {role}.pid should be a process id (a number), got {pid!r}")
+        elsewhere = sorted({c["namespace"] for c in containers if c["pod"] == name and c["namespace"] != "default"})
+        if name not in by_pod and elsewhere:
+            raise CheckFailed(f"{role}: Pod {name} is the lab's own, in namespace {elsewhere[0]}: name a Pod you ran "
+                              "with `labkit numa run -f FILE`", observed=f"live: {elsewhere[0]}/{name}")
         if name not in by_pod:
             running = ", ".join(sorted(by_pod)) or "none"
             raise CheckFailed(f"{role}: no running Pod {name!r} on the live node (running: {running})",
                               observed=f"live: Pods {running}")
-        pod_views = by_pod[name]
-        if pod_views[0].pod.qos != qos:
-            raise CheckFailed(f"{role}: Pod {name} is {pod_views[0].pod.qos}, not {qos}", expected=qos,
-                              observed=f"live: Pod {name} is {pod_views[0].pod.qos}")
-        view = next((v for v in pod_views if pid in v.pids), None)
-        if view is None:
+        pod = by_pod[name]
+        if pod[0]["qos"] != qos:
+            raise CheckFailed(f"{role}: Pod {name} is {pod[0]['qos']}, not {qos}", expected=qos,
+                              observed=f"live: Pod {name} is {pod[0]['qos']}")
+        owner = next((c for c in pod if pid in c["pids"]), None)
+        if owner is None:
             raise CheckFailed(f"{role}: process {pid!r} is not a container process of Pod {name}: `labkit numa show` "
                               "lists them", observed=f"your answer: pid {pid}")
-        live = runtime.proc_affinity(pid)
-        if live is None:
-            raise CheckFailed(f"{role}: process {pid} is gone")
-        if _cpus(listed, f"{role}.cpus_allowed_list") != frozenset(live.cpus):
+        if _cpus(listed, f"{role}.cpus_allowed_list") != frozenset(owner["pids"][pid]):
             raise CheckFailed(f"{role}: {listed!r} is not what /proc/{pid}/status says in Cpus_allowed_list: read it "
                               "there", expected="Cpus_allowed_list as the kernel reports it",
                               observed=f"your answer: {listed}")
-        observed[role] = (view, frozenset(live.cpus))
-    g_view, g_cpus = observed["guaranteed"]
-    b_view, b_cpus = observed["burstable"]
-    if not g_view.exclusive:
-        raise CheckFailed(f"container {g_view.label} has no exclusive CPUs: ask for a whole number of CPUs "
-                          "with requests equal to limits", expected="exclusive CPUs",
-                          observed=f"live: {g_view.label} in the shared pool")
-    if g_cpus != g_view.want_cpus:
-        raise CheckFailed(f"{g_view.label} runs on {format_cpus(g_cpus)}, not on its exclusive CPUs "
-                          f"{format_cpus(g_view.want_cpus)}", observed=f"live: Cpus_allowed_list {format_cpus(g_cpus)}")
-    sharing = [v.label for v in views if v is not g_view and v.proc and set(v.proc.cpus) & g_cpus]
+        chosen[role] = (name, pod)
+    g_name, g_pod = chosen["guaranteed"]
+    b_name, b_pod = chosen["burstable"]
+    label = lambda c: f"default/{c['pod']}/{c['container']}"
+    # every running container of the Guaranteed Pod: exclusive, none reserved, every process on exactly those CPUs
+    exclusive = frozenset()
+    for c in g_pod:
+        if c["init"]:
+            continue
+        if not c["exclusive"]:
+            raise CheckFailed(f"container {label(c)} has no exclusive CPUs: ask for a whole number of CPUs "
+                              "with requests equal to limits", expected="exclusive CPUs",
+                              observed=f"live: {label(c)} in the shared pool")
+        want = frozenset(c["want_cpus"])
+        if want & reserved:
+            raise CheckFailed(f"container {label(c)} holds the reserved CPU {fmt(want & reserved)} exclusively",
+                              observed=f"live: {label(c)} on {fmt(want)}")
+        for pid, cpus in c["pids"].items():
+            if frozenset(cpus) != want:
+                raise CheckFailed(f"{label(c)}: process {pid} runs on {fmt(cpus)}, not on its exclusive CPUs "
+                                  f"{fmt(want)}", observed=f"live: Cpus_allowed_list {fmt(cpus)}")
+        if want & shared_pool:
+            raise CheckFailed(f"the exclusive CPU(s) {fmt(want & shared_pool)} of {label(c)} are still in the shared "
+                              "pool", observed=f"live: shared pool {fmt(shared_pool)}")
+        exclusive |= want
+    # no other container of any Pod may run there
+    sharing = sorted({f"{c['namespace']}/{c['pod']}/{c['container']}" for c in containers
+                      if not (c["namespace"] == "default" and c["pod"] == g_name)
+                      for cpus in c["pids"].values() if set(cpus) & exclusive})
     if sharing:
-        raise CheckFailed(f"CPU(s) {format_cpus(g_cpus)} of {g_view.label} are also allowed to {', '.join(sharing)}",
+        raise CheckFailed(f"CPU(s) {fmt(exclusive)} of Pod {g_name} are also allowed to {', '.join(sharing)}",
                           observed=f"live: {', '.join(sharing)} may run there")
-    if b_cpus != shared_pool:
-        raise CheckFailed(f"{b_view.label} runs on {format_cpus(b_cpus)}, not on the shared pool {format_cpus(shared_pool)}",
-                          observed=f"live: Cpus_allowed_list {format_cpus(b_cpus)}")
-    return ctx.passed(f"{g_view.label} has CPU(s) {format_cpus(g_cpus)} to itself among the Pods' containers (system "
-                      f"processes may still run there); {b_view.label} on the shared pool {format_cpus(b_cpus)} "
+    # every process of every running container of the Burstable Pod on exactly the shared pool
+    for c in b_pod:
+        for pid, cpus in c["pids"].items():
+            if frozenset(cpus) != shared_pool:
+                raise CheckFailed(f"{label(c)}: process {pid} runs on {fmt(cpus)}, not on the shared pool "
+                                  f"{fmt(shared_pool)}", observed=f"live: Cpus_allowed_list {fmt(cpus)}")
+    return ctx.passed(f"Pod {g_name} has CPU(s) {fmt(exclusive)} to itself among the Pods' containers (system "
+                      f"processes may still run there); Pod {b_name} runs on the shared pool {fmt(shared_pool)} "
                       "(read from /proc)")
+
+
+def check_pin(ctx):
+    return judge_pin(ctx, observe_pin(ctx))

@@ -83,12 +83,16 @@ def up(env):
 
 def build_node_b(env) -> None:
     """node-b runs three Pods; then someone 'gave back' a CPU by editing cpu_manager_state by hand."""
+    write_node_b(_record_dir(env, NODE_B))
+
+
+def write_node_b(node_b: Path) -> None:
+    """node-b's files, as the lab builds them, into the directory `node_b` (made here)."""
     from labkit.numa.admission import Node
     from labkit.numa.config import load_config
     from labkit.numa.machine import load_machine
     from labkit.numa.pods import load_pods
 
-    node_b = _record_dir(env, NODE_B)
     (node_b / "kubelet").mkdir(parents=True)
     shutil.copy(load_machine(EXAMPLE_MACHINE).source, node_b / "machine.json")
     shutil.copy(SCENARIOS / "kubelet-config.yaml", node_b / "kubelet-config.yaml")
@@ -104,6 +108,147 @@ def build_node_b(env) -> None:
     # the hand edit: an exclusive CPU written back into the shared pool, checksum left as it was
     data["defaultCpuSet"] = format_cpus(set(node.cpu_state.default_cpu_set) | {exclusive[-1]})
     state_file.write_text(json.dumps(data, separators=(",", ":")))
+
+
+# -- resetting one exercise, keeping the student's work ------------------------------------------------
+
+# the lab-directory files each exercise's part consists of (the answer files live elsewhere and are
+# never touched by a reset)
+SCENARIO_FILES = {
+    "qos": ["qos-pods.yaml"],
+    "cpu-hints": ["hints-running.yaml", "hints-pod.yaml", "kubelet-config.yaml"],
+    "merge": ["merge-trainer.json", "merge-feeder.json"],
+    "single-numa": ["kubelet-config.yaml"],
+    "static-cpus": ["static-pods.yaml", "kubelet-static.yaml"],
+    "memory": ["memory-pods.yaml", "kubelet-memory.yaml"],
+    "checkpoint": ["node-b-pods.yaml", "node-b-probe.yaml", "kubelet-config.yaml"],
+    "pin": ["node-agent.yaml"],
+}
+SAVED = "saved"
+
+
+def _differs(path: Path, original: bytes | None) -> bool:
+    try:
+        return path.read_bytes() != original
+    except OSError:
+        return original is not None
+
+
+def _changed_scenarios(env, exercise_id: str) -> list[str]:
+    return [name for name in SCENARIO_FILES[exercise_id]
+            if _differs(env.dir / "scenarios" / name, (SCENARIOS / name).read_bytes())]
+
+
+def _node_b_originals() -> dict[str, bytes]:
+    import tempfile
+    with tempfile.TemporaryDirectory(prefix="numa-node-b-") as scratch:
+        write_node_b(Path(scratch) / NODE_B)
+        root = Path(scratch) / NODE_B
+        return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _changed_node_b(env, originals: dict[str, bytes] | None = None) -> list[str]:
+    originals = originals if originals is not None else _node_b_originals()
+    here = env.dir / NODE_B
+    present = {str(p.relative_to(here)) for p in here.rglob("*") if p.is_file()} if here.is_dir() else set()
+    return sorted(name for name in set(originals) | present if _differs(here / name, originals.get(name)))
+
+
+def _student_pods(env) -> list[str]:
+    return [rec.key for rec in LiveNode(env).records() if rec.key != "kube-system/node-agent"]
+
+
+def _live_config_changed(env) -> bool:
+    live = LiveNode(env)
+    try:
+        return live.config_path.read_text() != live_config(json.loads(live.machine_path.read_text()))
+    except (OSError, ValueError):
+        return True
+
+
+def _keep_aside(env, exercise_id: str, relpaths: list[str]) -> str:
+    """Copy the student's versions of `relpaths` (relative to the lab directory) to
+    saved/<exercise>-<n>/ before the originals come back; returns that directory, relative."""
+    saved = env.dir / SAVED
+    if not saved.exists():
+        env.ledger.record("path", path=str(saved))
+        saved.mkdir()
+    n = 1
+    while (saved / f"{exercise_id}-{n}").exists():
+        n += 1
+    target = saved / f"{exercise_id}-{n}"
+    for rel in relpaths:
+        source = env.dir / rel
+        if source.is_file():
+            (target / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target / rel)
+    target.mkdir(parents=True, exist_ok=True)
+    return str(target.relative_to(env.dir))
+
+
+def student_work(env, exercise_id: str | None) -> list[str]:
+    """What `labkit reset numa [EXERCISE]` would revert of the student's work, one phrase each.
+    A reset of one exercise keeps a copy of each edited file under saved/; a reset of the whole lab
+    rebuilds the lab directory (the answer files stay either way)."""
+    ids = [exercise_id] if exercise_id else list(SCENARIO_FILES)
+    kept = " (a copy is kept under saved/)" if exercise_id else ""
+    out, seen = [], set()
+    for ex in ids:
+        for name in _changed_scenarios(env, ex):
+            if name not in seen:
+                seen.add(name)
+                out.append(f"scenarios/{name} you edited{kept}")
+    if "checkpoint" in ids and (env.dir / NODE_B).exists():
+        out += [f"{NODE_B}/{name} you changed{kept}" for name in _changed_node_b(env)]
+    if "pin" in ids and LiveNode(env).exists():
+        pods = _student_pods(env)
+        if pods:
+            out.append(f"the Pod(s) you run on the live node ({', '.join(pods)}): they are deleted")
+        if not LiveNode(env).record("node-agent", "kube-system"):
+            out.append("the node agent you deleted (it is started again)")
+        if _live_config_changed(env):
+            out.append(f"kubelet-config.yaml of the live node you edited{kept}")
+    return out
+
+
+def reset_exercise(env, exercise_id: str) -> None:
+    """Restore only `exercise_id`'s part of the lab; the student's versions of files it restores are
+    copied to saved/<exercise>-<n>/ first, and nothing of theirs is deleted."""
+    aside = [f"scenarios/{name}" for name in _changed_scenarios(env, exercise_id)]
+    if exercise_id == "checkpoint":
+        originals = _node_b_originals()
+        aside += [f"{NODE_B}/{name}" for name in _changed_node_b(env, originals)]
+    live = LiveNode(env)
+    if exercise_id == "pin" and _live_config_changed(env):
+        aside.append(live.config_path.name)
+    if aside:
+        _keep_aside(env, exercise_id, aside)
+    for name in SCENARIO_FILES[exercise_id]:
+        shutil.copy(SCENARIOS / name, env.dir / "scenarios" / name)
+    if exercise_id == "checkpoint":
+        here = env.dir / NODE_B
+        for rel in _changed_node_b(env, originals):
+            path = here / rel
+            if rel in originals:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(originals[rel])
+            else:
+                path.unlink()       # a file the student added: its copy is under saved/
+    if exercise_id == "pin":
+        if _live_config_changed(env):
+            live.config_path.write_text(live_config(json.loads(live.machine_path.read_text())))
+        try:
+            live.kubelet()
+        except LabkitError:     # checkpoints the kubelet refuses: start afresh, as kubelet's docs say
+            for name in ("cpu_manager_state", "memory_manager_state"):
+                (live.kubelet_dir / name).unlink(missing_ok=True)
+        for key in _student_pods(env):
+            namespace, name = key.split("/", 1)
+            live.delete(name, namespace)
+        live.kubelet().save()
+        if live.record("node-agent", "kube-system") is None:
+            live.run(env.dir / "scenarios" / "node-agent.yaml")
+        live.reconcile()
 
 
 def is_up(env):

@@ -26,3 +26,11 @@ def delete_without_draining(env):
 def drain_only(env):
     """Drains node-b but leaves the broken checkpoint in place."""
     (env.dir / "node-b" / "pods.yaml").write_text("# drained\n")
+
+
+@mistake("kubelet-config.yaml changed")
+def policy_switched_off(env):
+    """Drains node-b and switches its CPU Manager to the none policy instead of deleting the checkpoint."""
+    (env.dir / "node-b" / "pods.yaml").write_text("# drained\n")
+    path = env.dir / "node-b" / "kubelet-config.yaml"
+    path.write_text(path.read_text().replace("cpuManagerPolicy: static", "cpuManagerPolicy: none"))

@@ -15,19 +15,25 @@ def _write(env, admitted=None, memory=None):
                                     "memory": {**RIGHT_MEMORY, **(memory or {})}}))
 
 
-@mistake("reports: admitted is wrong", "cannot join a group")
+@mistake("1 of the 7 admissions and memory placements", "cannot join a group")
 def free_memory_adds_up(env):
     """Admits reports on both NUMA nodes because their free memory adds up to 4Gi."""
     _write(env, admitted={"reports": True}, memory={"reports/app": [0, 1]})
 
 
-@mistake("search/app: memory on [1]", "lowest node")
+@mistake("1 of the 7 admissions and memory placements", "lower nodes first")
 def most_free_node(env):
     """Puts search on the node with more free memory instead of where the Memory Manager puts it."""
     _write(env, memory={"search/app": [1]})
 
 
-@mistake("payments/app: memory on [0, 1]", "fewer NUMA nodes can hold it")
+@mistake("1 of the 7 admissions and memory placements", "narrowest")
 def spreads_over_nodes(env):
     """Spreads payments over both nodes instead of the one node that can hold it."""
     _write(env, memory={"payments/app": [0, 1]})
+
+
+@mistake("given for a Pod your answer rejects")
+def memory_for_a_rejected_pod(env):
+    """Rejects reports but still gives it memory nodes."""
+    _write(env, memory={"reports/app": [0, 1]})

@@ -80,3 +80,29 @@ def pids_swapped(env):
     guaranteed, burstable = _entry(env, "pinned"), _entry(env, "bursty")
     guaranteed["pid"], burstable["pid"] = burstable["pid"], guaranteed["pid"]
     _write(env, guaranteed, burstable)
+
+
+@mistake("node agent", "no longer runs")
+def node_agent_deleted(env):
+    """Deletes the node agent so that nothing else could run on the exclusive CPU anyway."""
+    LiveNode(env).delete("node-agent", "kube-system")
+    _run(env, _pinned("1") + "---\n" + BURSTY)
+    _write(env, _entry(env, "pinned"), _entry(env, "bursty"))
+
+
+@mistake("kubelet-config.yaml was changed")
+def reservation_moved(env):
+    """Switches the live kubelet's Topology Manager to restricted in kubelet-config.yaml before running the Pods."""
+    path = env.dir / "kubelet-config.yaml"
+    path.write_text(path.read_text().replace("topologyManagerPolicy: best-effort", "topologyManagerPolicy: restricted"))
+    _run(env, _pinned("1") + "---\n" + BURSTY)
+    _write(env, _entry(env, "pinned"), _entry(env, "bursty"))
+
+
+@mistake("default/pinned/side has no exclusive CPUs")
+def fractional_sidecar(env):
+    """Runs the Guaranteed Pod with a second container asking for 500m: that container stays in the shared pool,
+    and the answer names only the pinned container's process."""
+    _run(env, _pinned("1") + "    - name: side\n      command: [sleep, infinity]\n      resources:\n"
+         "        limits: {cpu: 500m, memory: 32Mi}\n---\n" + BURSTY)
+    _write(env, _entry(env, "pinned"), _entry(env, "bursty"))

@@ -14,19 +14,46 @@ def _write(env, **changes):
     path.write_text(yaml.safe_dump({"qos": {**RIGHT, **changes}}))
 
 
-@mistake("cache: not Burstable", "the API server turns a limit without a request into the request")
+@mistake("1 of the 6 QoS classes of your prediction is wrong", "a limit without a request")
 def limits_without_requests(env):
     """Forgets that the API server copies a limit into the missing request: limits only looks Burstable."""
     _write(env, cache="Burstable")
 
 
-@mistake("scratch: not Burstable", "other resources do not count")
+@mistake("1 of the 6 QoS classes of your prediction is wrong", "only cpu and memory count")
 def ephemeral_storage_counts(env):
     """Counts ephemeral-storage requests and limits towards the QoS class."""
     _write(env, scratch="Burstable")
 
 
-@mistake("migrate: not Guaranteed", "init containers count too")
+@mistake("1 of the 6 QoS classes of your prediction is wrong", "init containers count")
 def init_containers_ignored(env):
     """Looks only at the app containers, not at the init container without limits."""
     _write(env, migrate="Guaranteed")
+
+
+@mistake("3 of the 6 QoS classes of your prediction are wrong")
+def limits_make_guaranteed(env):
+    """Calls every Pod with cpu and memory limits Guaranteed and every Pod without them BestEffort, looking at
+    nothing else: the reported feedback then named the class of each wrong Pod in its reason."""
+    _write(env, web="Guaranteed", cache="Guaranteed", api="BestEffort", migrate="Guaranteed", scratch="Burstable")
+
+
+@mistake("gives qos.web twice")
+def pod_listed_twice(env):
+    """Lists web twice with two classes, hoping one of them counts."""
+    path = answer_path(env.lab.id, "qos")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = "".join(f"  {pod}: {qos}\n" for pod, qos in RIGHT.items())
+    path.write_text(f"qos:\n{lines}  web: Burstable\n")
+
+
+@mistake("1 of the 6 QoS classes of your prediction is wrong", "graded against the situation the exercise describes",
+         "scenarios/qos-pods.yaml differs")
+def edits_the_scenario(env):
+    """Gives cache explicit requests below its limits in the lab's copy of qos-pods.yaml, then answers for the
+    edited file: the prediction is about the Pods as the lab built them."""
+    path = env.dir / "scenarios" / "qos-pods.yaml"
+    path.write_text(path.read_text().replace("limits: {cpu: \"2\", memory: 1Gi}",
+                                             "requests: {cpu: \"1\", memory: 512Mi}\n        limits: {cpu: \"2\", memory: 1Gi}"))
+    _write(env, cache="Burstable")

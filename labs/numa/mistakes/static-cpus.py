@@ -21,7 +21,7 @@ def splits_a_core(env):
     _write(env, alpha_main="2,4")
 
 
-@mistake("beta/b: stays in the shared pool", "not a whole number")
+@mistake("1 of the 6 shared-or-exclusive choices of your prediction is wrong", "whole number")
 def fractional_gets_exclusive(env):
     """Gives beta's 500m container an exclusive CPU too."""
     _write(env, beta_b="11", pool="0")
@@ -31,3 +31,16 @@ def fractional_gets_exclusive(env):
 def reserved_leaves_the_pool(env):
     """Takes the reserved CPU out of the shared pool."""
     _write(env, pool="11")
+
+
+@mistake("1 of the 6 shared-or-exclusive choices of your prediction is wrong", "Guaranteed Pods")
+def burstable_gets_exclusive(env):
+    """Gives the Burstable delta (requests only, 2 CPUs) exclusive CPUs too; the reported feedback then said which
+    class its Pod is and that it stays shared."""
+    _write(env, delta_web="11", pool="0")
+
+
+@mistake("no such container")
+def extra_container(env):
+    """Adds a container that is not in the file."""
+    _write(env, zeta_main="shared")
