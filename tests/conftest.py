@@ -60,6 +60,39 @@ def fresh_environment(base: Path) -> dict[str, str]:
     }
 
 
+def drive_labs(request, tmp_path_factory, script: str, what: str, timeout: float) -> dict:
+    """For every lab the calling module's selected tests name (their `lab_id` parameter): build it
+    in a labkit instance of its own, run `python SCRIPT LAB` there (it prints JSON), clean up;
+    the labs at the same time. Lab id -> the parsed output."""
+    import json
+    import subprocess
+    from concurrent.futures import ThreadPoolExecutor
+
+    from support import labkit
+
+    wanted = sorted({item.callspec.params["lab_id"] for item in request.session.items
+                     if item.module is request.module and hasattr(item, "callspec")
+                     and "lab_id" in item.callspec.params})
+    bases = {lab_id: tmp_path_factory.mktemp(f"{what}-{lab_id}") for lab_id in wanted}
+
+    def run(lab_id):
+        env = {**os.environ, **fresh_environment(bases[lab_id])}
+        try:
+            with host_lock(False):
+                labkit("run", lab_id, env=env, check=0, timeout=300)
+                out = subprocess.run([sys.executable, script, lab_id], env=env, cwd=REPO, capture_output=True,
+                                     text=True, timeout=timeout)
+            if out.returncode != 0:
+                raise AssertionError(f"driving the {what} of {lab_id} failed:\n{out.stderr[-3000:]}")
+            return json.loads(out.stdout)
+        finally:
+            with host_lock(False):
+                labkit("cleanup", lab_id, env=env, check=0)
+
+    with ThreadPoolExecutor(max_workers=max(1, len(wanted))) as pool:
+        return dict(zip(wanted, pool.map(run, wanted)))
+
+
 @pytest.fixture(autouse=True)
 def isolated_labkit(tmp_path, monkeypatch, request):
     """Per-test labkit instance (state, answers, prefix) and the host lock."""

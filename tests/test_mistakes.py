@@ -17,18 +17,16 @@ import functools
 import json
 import os
 import re
-import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from conftest import TEST_LABS, fresh_environment  # noqa: E402
+from conftest import TEST_LABS, drive_labs  # noqa: E402
 from labkit.labs import discover, load_lab  # noqa: E402
-from support import REPO, host_lock, labkit  # noqa: E402
+from support import REPO  # noqa: E402
 
 # MISTAKES_AWAITED: the only exercises of the built-in labs allowed fewer than two common mistakes,
 # each with the reason. Every other exercise of every lab under labs/ and tests/labs/ must have
@@ -104,27 +102,7 @@ def drive(lab_id: str) -> list[dict]:
 def outcomes(request, tmp_path_factory):
     """(lab, exercise, mistake or None for the reference solution) -> record, for every lab
     the selected tests need; the labs are driven at the same time."""
-    wanted = sorted({item.callspec.params["lab_id"] for item in request.session.items
-                     if item.module is request.module and hasattr(item, "callspec")})
-
-    bases = {lab_id: tmp_path_factory.mktemp(f"mistakes-{lab_id}") for lab_id in wanted}
-
-    def run(lab_id):
-        env = {**os.environ, **fresh_environment(bases[lab_id])}
-        try:
-            with host_lock(False):
-                labkit("run", lab_id, env=env, check=0, timeout=300)
-                out = subprocess.run([sys.executable, __file__, lab_id], env=env, cwd=REPO, capture_output=True,
-                                     text=True, timeout=900)
-            if out.returncode != 0:
-                raise AssertionError(f"driving the mistakes of {lab_id} failed:\n{out.stderr[-3000:]}")
-            return json.loads(out.stdout)
-        finally:
-            with host_lock(False):
-                labkit("cleanup", lab_id, env=env, check=0)
-
-    with ThreadPoolExecutor(max_workers=max(1, len(wanted))) as pool:
-        found = dict(zip(wanted, pool.map(run, wanted)))
+    found = drive_labs(request, tmp_path_factory, __file__, "mistakes", timeout=900)
     return {(lab_id, r["exercise"], r["mistake"]): r for lab_id, records in found.items() for r in records}
 
 

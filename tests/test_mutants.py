@@ -15,18 +15,16 @@ from __future__ import annotations
 import functools
 import json
 import os
-import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from conftest import TEST_LABS, fresh_environment  # noqa: E402
+from conftest import TEST_LABS, drive_labs  # noqa: E402
 from labkit import mutants  # noqa: E402
 from labkit.labs import discover, load_lab  # noqa: E402
-from support import REPO, host_lock, labkit  # noqa: E402
+from support import REPO  # noqa: E402
 
 # MUTANTS_AWAITED: exercises of the built-in labs that have no mutants yet, with the reason. Every
 # other exercise must have labs/<lab>/mutants/<exercise>.py; an entry here whose exercise has its
@@ -94,27 +92,7 @@ def drive(lab_id: str) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def reports(request, tmp_path_factory):
-    wanted = sorted({item.callspec.params["lab_id"] for item in request.session.items
-                     if item.module is request.module and hasattr(item, "callspec")
-                     and "lab_id" in item.callspec.params})
-    bases = {lab_id: tmp_path_factory.mktemp(f"mutants-{lab_id}") for lab_id in wanted}
-
-    def run(lab_id):
-        env = {**os.environ, **fresh_environment(bases[lab_id])}
-        try:
-            with host_lock(False):
-                labkit("run", lab_id, env=env, check=0, timeout=300)
-                out = subprocess.run([sys.executable, __file__, lab_id], env=env, cwd=REPO, capture_output=True,
-                                     text=True, timeout=1500)
-            if out.returncode != 0:
-                raise AssertionError(f"driving the mutants of {lab_id} failed:\n{out.stderr[-3000:]}")
-            return json.loads(out.stdout)
-        finally:
-            with host_lock(False):
-                labkit("cleanup", lab_id, env=env, check=0)
-
-    with ThreadPoolExecutor(max_workers=max(1, len(wanted))) as pool:
-        found = dict(zip(wanted, pool.map(run, wanted)))
+    found = drive_labs(request, tmp_path_factory, __file__, "mutants", timeout=1500)
     out = {(r["lab"], r["exercise"]): r for records in found.values() for r in records}
     target = os.environ.get("LABKIT_MUTANT_REPORT")
     if target:
