@@ -45,12 +45,19 @@ def grade(
     reveal: bool = typer.Option(False, "--reveal-answers",
                                 help="After the deadline: the reports also carry the right answer of each failed "
                                      "exercise (`labkit check --reveal-answers` on every machine)."),
+    accept_recorded: bool = typer.Option(False, "--accept-recorded",
+                                         help="Also count the passes a machine reports as recorded earlier (a file "
+                                              "on the student's machine, which its root can write). Without it they "
+                                              "are shown, not counted, unless an earlier grading run into --out saw "
+                                              "them pass live (OUT/passes-seen.jsonl)."),
 ):
     """Run `labkit check LAB --format json` as root on every student machine and write the
     gradebook (CSV), per-student Gradescope results.json and JUnit XML, the raw JSON and an HTML
-    class report. Exit code 0 when every machine was graded, 1 when some could not be (they are
+    class report. A pass counts when seen live, now or by an earlier run into the same --out (its
+    ledger, passes-seen.jsonl); a pass only recorded on the machine counts with --accept-recorded. Exit code 0 when every machine was graded, 1 when some could not be (they are
     in the results with the reason), 2 on a usage error."""
     from labkit.classroom import grade as grading_run, inventory as inv, outputs, remote
+    from labkit.classroom.seen import Ledger
     from labkit.labs import discover, get_lab
 
     machines = inv.load(inventory)
@@ -67,25 +74,34 @@ def grade(
     settings = remote.Settings(known_hosts=(out / "known_hosts").resolve(), timeout=timeout,
                                connect_timeout=connect_timeout, retries=retries, labkit=remote_labkit,
                                reveal_answers=reveal)
-    _say(f"grading {len(machines)} machines, labs {', '.join(lab_ids)}, {parallel} at a time")
+    ledger = Ledger.load(out)
+    _say(f"grading {len(machines)} machines, labs {', '.join(lab_ids)}, {parallel} at a time; "
+         f"{len(ledger.sightings)} passes seen by earlier runs in {ledger.path}"
+         + ("; recorded passes counted (--accept-recorded)" if accept_recorded else ""))
 
     def progress(student):
         score, max_score = result_totals(student)
         line = f"  {student.name}: {student.state}"
         if student.problems:
             line += " (" + "; ".join(student.problems) + ")"
+        uncounted = partial(student).uncounted(student)
+        if uncounted:
+            line += f", {len(uncounted)} recorded passes not counted ({' '.join(uncounted)})"
         _say(line + f", {score}/{max_score} points")
 
-    def result_totals(student):
-        partial = grading_run.ClassResult(chosen, [student], "")
-        return partial.totals(student)
+    def partial(student):
+        return grading_run.ClassResult(chosen, [student], "", ledger=ledger, accept_recorded=accept_recorded)
 
-    result = grading_run.grade_class(machines, chosen, settings, parallel=parallel, progress=progress)
+    def result_totals(student):
+        return partial(student).totals(student)
+
+    result = grading_run.grade_class(machines, chosen, settings, parallel=parallel, progress=progress,
+                                     ledger=ledger, accept_recorded=accept_recorded)
     try:
         files = outputs.write_all(result, out)
     except OSError as exc:
         raise LabkitError(f"--out {out}: cannot write the results: {exc}")
     graded = sum(1 for s in result.students if s.state == remote.OK)
     _say(f"{graded} of {len(result.students)} machines graded in {result.seconds:.1f} s; "
-         f"gradebook {files['gradebook']}, report {files['report']}")
+         f"{len(ledger.added)} new passes in the ledger; gradebook {files['gradebook']}, report {files['report']}")
     raise typer.Exit(0 if graded == len(result.students) else 1)

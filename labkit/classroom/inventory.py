@@ -42,7 +42,7 @@ NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 HOST_RE = re.compile(r"^[A-Za-z0-9_\[][A-Za-z0-9._:%\[\]-]{0,252}$")
 USER_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,31}$")
 # names the outputs use at the top of the output directory
-RESERVED_NAMES = {"gradebook.csv", "report.html", "class.json", "known_hosts"}
+RESERVED_NAMES = {"gradebook.csv", "report.html", "class.json", "known_hosts", "passes-seen.jsonl"}
 FIELDS = ("name", "host", "port", "user", "key")
 # ssh-config keywords passed on to ssh as -o KEY=VALUE (lower-case keyword -> ssh's spelling)
 PASSED_OPTIONS = {
