@@ -14,6 +14,11 @@ app = typer.Typer(help="Grade a whole class: every student machine's checks, run
                   no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})
 
 
+INVENTORY_HELP = ("The machines: YAML or CSV (name, host, port, user, key), `vagrant ssh-config` output as is, "
+                  "or an Ansible inventory (INI, YAML, or `ansible-inventory --list` JSON).")
+GROUP_HELP = "Ansible inventories: only the hosts of this group (default: every host)."
+
+
 def _say(message: str) -> None:
     sys.stderr.write(message + "\n")
     sys.stderr.flush()
@@ -28,9 +33,8 @@ def _lab_ids(values: list[str] | None) -> list[str] | None:
 
 @app.command()
 def grade(
-    inventory: Path = typer.Option(..., "--inventory", "-i", metavar="FILE",
-                                   help="The machines: YAML or CSV (name, host, port, user, key), "
-                                        "or `vagrant ssh-config` output as is."),
+    inventory: Path = typer.Option(..., "--inventory", "-i", metavar="FILE", help=INVENTORY_HELP),
+    group: Optional[str] = typer.Option(None, "--group", "-g", metavar="GROUP", help=GROUP_HELP),
     labs: Optional[List[str]] = typer.Option(None, "--labs", "-l", metavar="LAB[,LAB...]",
                                              help="Labs to grade (repeat or comma-separate); default: every lab here."),
     parallel: int = typer.Option(8, "--parallel", "-j", min=1, max=256, help="Machines graded at the same time."),
@@ -60,7 +64,7 @@ def grade(
     from labkit.classroom.seen import Ledger
     from labkit.labs import discover, get_lab
 
-    machines = inv.load(inventory)
+    machines = inv.load(inventory, group)
     lab_ids = _lab_ids(labs) or sorted(discover())
     if not lab_ids:
         raise LabkitError("--labs: no labs found on this machine; name the labs to grade")
