@@ -109,3 +109,30 @@ def grade(
     _say(f"{graded} of {len(result.students)} machines graded in {result.seconds:.1f} s; "
          f"{len(ledger.added)} new passes in the ledger; gradebook {files['gradebook']}, report {files['report']}")
     raise typer.Exit(0 if graded == len(result.students) else 1)
+
+
+@app.command()
+def credentials(
+    students: int = typer.Option(..., "--students", "-n", min=1, max=500, help="How many students (student-01 ...)."),
+    out: Path = typer.Option(..., "--out", "-o", metavar="DIR", help="Where to write them (never overwritten)."),
+    user: str = typer.Option("student", "--user", help="The student's account on their machine."),
+    host: str = typer.Option("", "--host", metavar="ADDRESS",
+                             help="Where students reach their machines: the roster says ADDRESS and port "
+                                  "BASE+NN (the Vagrantfile's forwarded SSH ports)."),
+    base_port: int = typer.Option(22000, "--base-port", min=1, max=65000, help="With --host: student NN's port is BASE+NN."),
+):
+    """Make every student's SSH key pair (ed25519) and sudo password, and the roster: which student
+    has which machine, account and key. The Vagrantfile (LABKIT_CREDENTIALS=DIR) and
+    deploy/ansible/workshop.yml (DIR/host_vars) put them on the machines."""
+    from labkit.classroom import credentials as creds
+    from labkit.classroom.inventory import HOST_RE, USER_RE
+
+    if not USER_RE.match(user) or user == "root":
+        raise LabkitError(f"--user: {user!r} is not a user name for a student")
+    if host and not HOST_RE.match(host):
+        raise LabkitError(f"--host: {host!r} is not a host name or address")
+    if host and base_port + students > 65535:
+        raise LabkitError(f"--base-port: {base_port} + {students} students is beyond port 65535")
+    made = creds.make(out, students, user=user, host=host, base_port=base_port)
+    _say(f"{len(made)} students: keys in {out / 'keys'}, roster {out / 'roster.csv'} (private: it holds the sudo "
+         f"passwords), for the machines {out / 'credentials.json'} and {out / 'host_vars'}")
