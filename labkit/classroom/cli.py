@@ -10,7 +10,7 @@ import typer
 
 from labkit.errors import LabkitError
 
-app = typer.Typer(help="Grade a whole class: every student machine's checks, run over SSH.",
+app = typer.Typer(help="A whole class of student machines: credentials, prepare a lab, status, grade (over SSH).",
                   no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})
 
 
@@ -136,3 +136,99 @@ def credentials(
     made = creds.make(out, students, user=user, host=host, base_port=base_port)
     _say(f"{len(made)} students: keys in {out / 'keys'}, roster {out / 'roster.csv'} (private: it holds the sudo "
          f"passwords), for the machines {out / 'credentials.json'} and {out / 'host_vars'}")
+
+
+def _machines_and_settings(inventory: Path, group: str | None, out: Path, timeout: float, retries: int,
+                           connect_timeout: int, remote_labkit: str):
+    from labkit.classroom import inventory as inv, remote
+
+    machines = inv.load(inventory, group)
+    if not remote_labkit.strip() or "\n" in remote_labkit:
+        raise LabkitError("--labkit: expected a command name or path")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise LabkitError(f"--out {out}: cannot create the directory: {exc.strerror or exc}")
+    settings = remote.Settings(known_hosts=(out / "known_hosts").resolve(), timeout=timeout,
+                               connect_timeout=connect_timeout, retries=retries, labkit=remote_labkit)
+    return machines, settings
+
+
+OUT_HELP = "The grading directory: host keys are pinned in DIR/known_hosts, as by `labkit class grade`."
+
+
+@app.command()
+def prepare(
+    lab: str = typer.Argument(..., metavar="LAB", help="The lab to start on every machine."),
+    inventory: Path = typer.Option(..., "--inventory", "-i", metavar="FILE", help=INVENTORY_HELP),
+    group: Optional[str] = typer.Option(None, "--group", "-g", metavar="GROUP", help=GROUP_HELP),
+    parallel: int = typer.Option(8, "--parallel", "-j", min=1, max=256, help="Machines at the same time."),
+    out: Path = typer.Option(Path("grades"), "--out", "-o", metavar="DIR", help=OUT_HELP),
+    timeout: float = typer.Option(600.0, "--timeout", min=1.0, help="Seconds `labkit run` may take on one machine."),
+    retries: int = typer.Option(2, "--retries", min=0, max=10, help="Further attempts when a machine cannot be reached."),
+    connect_timeout: int = typer.Option(10, "--connect-timeout", min=1, max=300, help="Seconds to wait for an SSH connection."),
+    remote_labkit: str = typer.Option("labkit", "--labkit", metavar="COMMAND", help="The labkit command on the machines."),
+):
+    """Start LAB on every machine (`labkit run LAB` as root over SSH; a lab that is up stays up).
+    Exit code 0 when it is up everywhere, 1 when some machines failed (listed with the reason)."""
+    from labkit.classroom import operations, remote
+    from labkit.labs import get_lab
+
+    chosen = get_lab(lab)
+    machines, settings = _machines_and_settings(inventory, group, out, timeout, retries, connect_timeout, remote_labkit)
+    _say(f"starting {chosen.id} on {len(machines)} machines, {parallel} at a time")
+    done = [0]
+
+    def progress(machine, outcome):
+        done[0] += 1
+        what = "up" if outcome.outcome == remote.OK else f"{outcome.outcome}: {outcome.reason}"
+        _say(f"  [{done[0]}/{len(machines)}] {machine.name}: {what} ({outcome.seconds:.1f} s)")
+
+    outcomes = operations.prepare(machines, chosen, settings, parallel=parallel, progress=progress)
+    failed = [(m, o) for m, o in zip(machines, outcomes) if o.outcome != remote.OK]
+    _say(f"{chosen.id} is up on {len(machines) - len(failed)} of {len(machines)} machines"
+         + ("; not on: " + ", ".join(m.name for m, _ in failed) if failed else ""))
+    raise typer.Exit(0 if not failed else 1)
+
+
+@app.command()
+def status(
+    inventory: Path = typer.Option(..., "--inventory", "-i", metavar="FILE", help=INVENTORY_HELP),
+    group: Optional[str] = typer.Option(None, "--group", "-g", metavar="GROUP", help=GROUP_HELP),
+    labs: Optional[List[str]] = typer.Option(None, "--labs", "-l", metavar="LAB[,LAB...]",
+                                             help="Labs to report on (repeat or comma-separate); default: every lab here."),
+    parallel: int = typer.Option(8, "--parallel", "-j", min=1, max=256, help="Machines at the same time."),
+    out: Path = typer.Option(Path("grades"), "--out", "-o", metavar="DIR", help=OUT_HELP),
+    timeout: float = typer.Option(300.0, "--timeout", min=1.0, help="Seconds one command may take on one machine."),
+    retries: int = typer.Option(2, "--retries", min=0, max=10, help="Further attempts when a machine cannot be reached."),
+    connect_timeout: int = typer.Option(10, "--connect-timeout", min=1, max=300, help="Seconds to wait for an SSH connection."),
+    remote_labkit: str = typer.Option("labkit", "--labkit", metavar="COMMAND", help="The labkit command on the machines."),
+):
+    """Every machine's labkit version (a warning where it differs from this one's) and, per lab,
+    whether it runs and how many exercises pass now. One line per machine on stdout; exit code 0
+    when every machine answered, 1 otherwise."""
+    from labkit import __version__
+    from labkit.classroom import operations, remote
+    from labkit.labs import discover, get_lab
+
+    lab_ids = _lab_ids(labs) or sorted(discover())
+    chosen = [get_lab(lab_id) for lab_id in lab_ids]
+    machines, settings = _machines_and_settings(inventory, group, out, timeout, retries, connect_timeout, remote_labkit)
+    _say(f"asking {len(machines)} machines (labkit {__version__} here), labs {', '.join(lab_ids) or '(none)'}, "
+         f"{parallel} at a time")
+    done = [0]
+
+    def progress(machine, result):
+        done[0] += 1
+        _say(f"  [{done[0]}/{len(machines)}] {machine.name}: {result.outcome}")
+
+    results = operations.status(machines, chosen, settings, parallel=parallel, progress=progress)
+    for result in results:
+        sys.stdout.write(result.describe() + "\n")
+    answered = [r for r in results if r.outcome == remote.OK]
+    skewed = [r.machine.name for r in answered if r.skew]
+    running = {lab.id: sum(1 for r in answered for s in r.labs if s.lab == lab.id and s.running) for lab in chosen}
+    _say(f"{len(answered)} of {len(results)} machines answered"
+         + (f"; labkit version differs from {__version__} on: {', '.join(skewed)}" if skewed else "; same labkit version everywhere")
+         + "".join(f"; {lab} running on {n}" for lab, n in running.items()))
+    raise typer.Exit(0 if len(answered) == len(results) else 1)
