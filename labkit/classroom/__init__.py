@@ -6,9 +6,9 @@ grading run into the same output directory (seen.py, the instructor's ledger); a
 only reports as recorded (a file the student, root there, can write) is shown and not counted,
 unless the instructor asks for it (--accept-recorded).
 
-  inventory.py   the machines: YAML, CSV, or `vagrant ssh-config` output as is
-  remote.py      one labkit command on one machine over the system ssh client (timeouts, retries)
+  inventory.py   the machines: YAML, CSV, `vagrant ssh-config` output as is, Ansible inventories
   ansible_inventory.py  Ansible inventories (INI, YAML, `ansible-inventory --list` JSON)
+  remote.py      one labkit command on one machine over the system ssh client (timeouts, retries)
   grade.py       all machines with bounded parallelism; the class result model and its statistics
   seen.py        the instructor's ledger of passes seen live (OUT/passes-seen.jsonl)
   outputs.py     gradebook.csv, per-student Gradescope results.json and JUnit XML, raw JSON
