@@ -1,0 +1,83 @@
+"""The workshop box's locked Python packages (deploy/box-requirements.txt) against pyproject.toml:
+every package pinned once with a sha256, every dependency of labkit locked at a version its
+specifier accepts, and the lock closed under the dependencies of its packages."""
+
+import re
+import tomllib
+from importlib import metadata
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from support import REPO
+
+LOCK = REPO / "deploy" / "box-requirements.txt"
+# the box: Debian 12's Python 3.11 on amd64
+BOX = {"python_version": "3.11", "python_full_version": "3.11.2", "sys_platform": "linux", "platform_system": "Linux",
+       "platform_machine": "x86_64", "os_name": "posix", "implementation_name": "cpython",
+       "platform_python_implementation": "CPython", "extra": ""}
+
+
+def locked() -> dict:
+    text = LOCK.read_text()
+    entries = re.findall(r"^(\S+)==(\S+) \\\n((?:    --hash=\S+(?: \\\n)?)+)", text, re.M)
+    assert entries, "no pinned packages"
+    body = [l for l in text.splitlines() if l.strip() and not l.startswith("#")]
+    assert len(body) == 2 * len(entries), "every line is a pin or its hash"
+    pins = {}
+    for name, version, hashes in entries:
+        key = canonicalize_name(name)
+        assert key not in pins, f"{name} is pinned twice"
+        digests = re.findall(r"--hash=(\S+)", hashes)
+        assert digests and all(re.fullmatch(r"sha256:[0-9a-f]{64}", d) for d in digests), f"{name}: {digests}"
+        pins[key] = Version(version)
+    return pins
+
+
+def box_requirements(requires):
+    for text in requires or []:
+        req = Requirement(text)
+        if req.marker is None or req.marker.evaluate(BOX):
+            yield req
+
+
+def test_every_dependency_of_labkit_is_locked_within_its_range():
+    pins = locked()
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    direct = list(box_requirements(project["dependencies"]))
+    assert len(direct) == len(project["dependencies"])
+    for req in direct:
+        key = canonicalize_name(req.name)
+        assert key in pins, f"{req.name} is not in {LOCK.name}: run deploy/lock-box-requirements"
+        assert req.specifier.contains(pins[key], prereleases=True), \
+            f"{req.name}=={pins[key]} is outside pyproject.toml's {req.specifier}: run deploy/lock-box-requirements"
+    assert "labkit" not in pins
+
+
+def test_the_lock_is_closed_under_its_packages_dependencies():
+    """Each locked package that this environment has at the locked version (its metadata says what
+    it needs): what it needs on the box is locked too, at a version it accepts."""
+    pins = locked()
+    checked = 0
+    for key, version in pins.items():
+        try:
+            dist = metadata.distribution(key)
+        except metadata.PackageNotFoundError:
+            continue
+        if Version(dist.version) != version:
+            continue
+        checked += 1
+        for req in box_requirements(dist.requires):
+            need = canonicalize_name(req.name)
+            assert need in pins, f"{key} needs {req}, which is not locked"
+            assert req.specifier.contains(pins[need], prereleases=True), f"{key} needs {req}, locked {pins[need]}"
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert checked >= len(project["dependencies"]), f"only {checked} locked packages are installed here at their version"
+
+
+def test_the_box_installs_the_lock_with_hashes():
+    text = (REPO / "scripts" / "build-box").read_text()
+    assert "--require-hashes -r /tmp/labkit/box-requirements.txt" in text
+    assert '--no-deps "/tmp/labkit/$(basename "$BOX_WHEEL")"' in text
+    assert "deploy/box-requirements.txt" in text.split("source_hash() {")[1].split("}")[0]
