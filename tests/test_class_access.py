@@ -9,6 +9,7 @@ import re
 import shutil
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -202,3 +203,12 @@ def test_the_box_has_no_password_logins():
     assert "chpasswd" not in text and "echo vagrant:" not in text
     assert "usermod -p '*' vagrant" in text and '"PasswordAuthentication no"' in text
     assert subprocess.run(["bash", "-n", str(REPO / "scripts" / "build-box")]).returncode == 0
+
+
+def test_the_booted_proof_boots_nothing_unless_asked(tmp_path):
+    """deploy/prove-class boots VMs only with --boot (it is not part of the suite)."""
+    script = REPO / "deploy" / "prove-class"
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PATH": str(tmp_path)})       # no vagrant, no ssh to be found
+    assert run.returncode == 2 and "say --boot to do it" in run.stderr, run.stderr
+    assert not list(tmp_path.iterdir())
