@@ -428,3 +428,26 @@ def test_a_forged_credit_record_earns_nothing(klass, tmp_path):
         assert ("bob", "find-address") not in seen
     finally:
         credit.write_text(original)
+
+
+def test_a_machine_that_no_longer_answers_keeps_the_passes_grading_saw(klass, tmp_path):
+    """alice's VM is gone (nothing listens on her port now): in the grading directory whose ledger
+    saw her passes they keep their points; in a fresh one she has none."""
+    inventory = tmp_path / "gone.csv"
+    inventory.write_text(f"name,host,port,key\nalice,127.0.0.1,{free_port()},{klass.base / 'client_key'}\n")
+    out = tmp_path / "out"
+    shutil.copytree(klass.out, out)
+    run = grade(klass, out, "--retries", "0", inventory=inventory)
+    assert run.returncode == 1 and "alice: unreachable" in run.stderr, run.stderr
+    book = gradebook(out)
+    assert [book["alice"][f"demo/{ex}"] for ex in EXERCISES] == ["2", "3", "5"]
+    assert (book["alice"]["score"], book["alice"]["state"]) == ("10", "unreachable")
+    scores = json.loads((out / "alice" / "results.json").read_text())
+    assert scores["score"] == 10 and [t["status"] for t in scores["tests"]] == ["passed"] * 3
+    page = (out / "report.html").read_text()
+    assert "passed (now no report)" in page and "seen live by class grade" in page
+
+    fresh = tmp_path / "fresh"
+    assert grade(klass, fresh, "--retries", "0", inventory=inventory).returncode == 1
+    assert [gradebook(fresh)["alice"][f"demo/{ex}"] for ex in EXERCISES] == ["", "", ""]
+    assert json.loads((fresh / "alice" / "results.json").read_text())["score"] == 0

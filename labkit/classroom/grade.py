@@ -12,7 +12,8 @@ Each exercise of each student ends up in one of four states:
   failed          the check failed (or could not decide) on the machine
   not attempted   the lab is not running on the machine (`labkit run LAB` was never done, or the
                   environment is down): the machine's report marks these `lab_running: false`
-  unreachable     no report: the machine could not be reached, or was broken (see the reason)
+  unreachable     no report: the machine could not be reached, or was broken (see the reason);
+                  an exercise the ledger saw pass is passed all the same
 
 A recorded pass comes from a file on the student's machine (labkit's credit record), which the
 student, root there, can write: by default it is shown beside the live result ("recorded on the
@@ -71,7 +72,7 @@ class Cell:
         """The live result and, where the live result does not show it, what the pass rests on."""
         if self.basis == SEEN:
             return (f"passed when graded at {self.seen.time} (the instructor's ledger: {self.seen.message}); "
-                    f"now {self.live}: {self.message}")
+                    f"now {self.live or 'no report'}: {self.message}")
         if self.basis == RECORDED:
             return (f"passed at {self.recorded.get('time', '?')} (recorded on the machine, counted by "
                     f"--accept-recorded: {self.recorded.get('message', '')}); now {self.live}: {self.message}")
@@ -130,6 +131,9 @@ class ClassResult:
         if outcome is None or outcome.report is None:
             reason = outcome.reason if outcome else "not graded"
             kind = outcome.outcome if outcome else remote.UNREACHABLE
+            seen = self.ledger.get(student.name, lab.id, exercise.id) if self.ledger else None
+            if seen is not None:        # no answer now, but an earlier grading run saw it pass
+                return Cell(PASSED, exercise.points, exercise.points, f"{kind}: {reason}", None, SEEN, seen)
             return Cell(UNREACHABLE, 0, exercise.points, f"{kind}: {reason}")
         for r in outcome.report["results"]:
             if r["exercise"] == exercise.id:

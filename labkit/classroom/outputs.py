@@ -31,7 +31,7 @@ from pathlib import Path
 
 from labkit import __version__, grading
 from labkit.classroom import remote, report
-from labkit.classroom.grade import UNREACHABLE, ClassResult, StudentResult
+from labkit.classroom.grade import PASSED, UNREACHABLE, ClassResult, StudentResult
 from labkit.labs import Lab
 
 
@@ -74,13 +74,18 @@ def lab_report(result: ClassResult, student: StudentResult, lab: Lab) -> dict:
         return counted
     outcome = student.outcomes.get(lab.id)
     why = f"machine {outcome.outcome}: {outcome.reason}" if outcome else "not graded"
-    results = [{"exercise": ex.id, "title": ex.title, "status": "error", "points": 0, "max_points": ex.points,
-                "message": why, "expected": None, "observed": None,
-                "details": {"machine": outcome.outcome if outcome else remote.UNREACHABLE}, "duration_s": 0.0}
-               for ex in lab.exercises]
+    results = []
+    for ex in lab.exercises:
+        cell = result.cell(student, lab, ex)
+        seen = cell.seen if cell.state == PASSED else None      # the ledger's pass of a machine that did not answer
+        results.append({"exercise": ex.id, "title": ex.title, "status": "error", "points": 0, "max_points": ex.points,
+                        "message": why, "expected": None, "observed": None,
+                        "details": {"machine": outcome.outcome if outcome else remote.UNREACHABLE}, "duration_s": 0.0,
+                        "recorded": {"time": seen.time, "message": seen.message, "by": "class grade"} if seen else None})
     return {"labkit": __version__, "lab": lab.id, "title": lab.title, "host": student.machine.host,
-            "time": result.time, "score": 0, "max_score": sum(ex.points for ex in lab.exercises),
-            "passed": 0, "total": len(results), "results": results}
+            "time": result.time, "score": sum(grading.credited_points(r) for r in results),
+            "max_score": sum(ex.points for ex in lab.exercises),
+            "passed": sum(1 for r in results if grading.credited(r)), "total": len(results), "results": results}
 
 
 def write_all(result: ClassResult, out: Path) -> dict[str, Path]:

@@ -146,7 +146,7 @@ def _student_details(result: ClassResult) -> str:
         for lab, ex, cell in result.cells(s):
             lines = feedback_lines(cell.result, recorded=False) if cell.result else [cell.message]
             feedback = "\n".join(lines + cell.notes())
-            live = f" (now {cell.live})" if cell.state == PASSED and cell.basis != LIVE else ""
+            live = f" (now {cell.live or 'no report'})" if cell.state == PASSED and cell.basis != LIVE else ""
             if cell.uncounted_record:
                 live = " (recorded on the machine, not counted)"
             rows.append(f'<tr><td>{_e(lab.id)}/{_e(ex.id)}</td><td class="state {CSS_CLASS[cell.state]}">'
