@@ -92,6 +92,7 @@ RUBY = r'''
 require "json"
 $vms = {}
 $provider = {}
+$synced = []
 class Recorder
   def initialize(into) @into = into end
   def method_missing(name, *args, **kw, &blk)
@@ -99,6 +100,7 @@ class Recorder
     when :define then vm = {"networks" => [], "provisions" => []}; $vms[args[0]] = vm; blk.call(Recorder.new(vm))
     when :provider then blk.call(Recorder.new($provider)) if args[0] == "libvirt"
     when :network then @into["networks"] << [args[0], kw]
+    when :synced_folder then $synced << [args[1], kw]
     when :provision then @into["provisions"] << kw.merge("type" => args[0])
     when :vm then Recorder.new(@into)
     else
@@ -112,7 +114,7 @@ module Vagrant
   def self.configure(_version) yield Recorder.new({}) end
 end
 load ARGV[0]
-puts JSON.generate({"vms" => $vms, "libvirt" => $provider})
+puts JSON.generate({"vms" => $vms, "libvirt" => $provider, "synced" => $synced})
 '''
 
 
@@ -176,6 +178,25 @@ def test_the_vagrantfile_bridges_keeps_passwords_and_spans_libvirt_hosts(tmp_pat
 def test_the_vagrantfile_rejects_bad_access_settings(tmp_path, env, message):
     run = vagrantfile(tmp_path, env)
     assert run.returncode != 0 and message in run.stderr, run.stderr
+
+
+def test_credentials_inside_the_checkout_are_not_synced_to_the_vms(tmp_path):
+    """Without the box, the checkout is rsynced to each VM: never the credentials kept in it."""
+    copy = tmp_path / "checkout"
+    copy.mkdir()
+    labkit("class", "credentials", "--students", "1", "--out", str(copy / "creds"), check=0)
+    (copy / "load.rb").write_text(RUBY)
+    shutil.copy(REPO / "Vagrantfile", copy / "Vagrantfile")
+    run = subprocess.run(["ruby", "load.rb", "Vagrantfile"], cwd=copy, capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "LABKIT_BOX_DIR": str(tmp_path / "no-box"), "LABKIT_CREDENTIALS": "creds"})
+    assert run.returncode == 0, run.stderr
+    synced = [kw for path, kw in json.loads(run.stdout)["synced"] if path == "/opt/labkit"]
+    assert len(synced) == 1 and "/creds/" in synced[0]["rsync__exclude"] and ".git/" in synced[0]["rsync__exclude"]
+    other = tmp_path / "other"                  # another checkout, with the credentials outside it
+    other.mkdir()
+    outside = vagrantfile(other, {"LABKIT_CREDENTIALS": str(copy / "creds")})
+    excludes = [kw for path, kw in json.loads(outside.stdout)["synced"] if path == "/opt/labkit"][0]["rsync__exclude"]
+    assert not [e for e in excludes if "creds" in e]
 
 
 def test_credentials_for_too_few_students_are_refused(tmp_path):

@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -173,7 +174,12 @@ def test_a_check_run_against_this_machine_changes_nothing(tmp_path):
     assert "+PasswordAuthentication no" in out and "+KbdInteractiveAuthentication no" in out
     assert f"/home/{user}/.ssh/authorized_keys" in out and "+ssh-ed25519 AAAAC3Nz" in out
     assert "TASK [labkit : Start a lab (demo)]" in out
-    assert (tmp_path / "labkit.tar.gz").stat().st_size > 100_000      # the controller's archive is made
+    # the controller's archive is made, of labkit's sources only (no credentials kept in the checkout)
+    with tarfile.open(tmp_path / "labkit.tar.gz") as archive:
+        names = archive.getnames()
+    assert {n.split("/")[0] for n in names} == {"labkit", "labs", "scripts", "pyproject.toml", "README.md"}
+    assert "scripts/setup" in names and "labkit/classroom/cli.py" in names
+    assert not [n for n in names if "__pycache__" in n]
     # nothing changed on the machine
     assert subprocess.run(["getent", "passwd", user], capture_output=True).returncode == 2
     assert list(target.iterdir()) == []
