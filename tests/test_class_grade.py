@@ -451,3 +451,16 @@ def test_a_machine_that_no_longer_answers_keeps_the_passes_grading_saw(klass, tm
     assert grade(klass, fresh, "--retries", "0", inventory=inventory).returncode == 1
     assert [gradebook(fresh)["alice"][f"demo/{ex}"] for ex in EXERCISES] == ["", "", ""]
     assert json.loads((fresh / "alice" / "results.json").read_text())["score"] == 0
+
+
+def test_a_damaged_ledger_stops_the_run_with_one_line(tmp_path):
+    """The ledger is evidence: one that cannot be read is an error (exit 2), never silently empty."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "passes-seen.jsonl").write_text('{"machine": "alice", "lab": "demo"}\n')
+    inventory = tmp_path / "one.csv"
+    inventory.write_text(f"name,host,port\nalice,127.0.0.1,{free_port()}\n")
+    run = labkit("class", "grade", "--inventory", str(inventory), "--labs", "demo", "--out", str(out))
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.startswith(f"labkit: {out / 'passes-seen.jsonl'}: line 1: not a ledger entry")
+    assert "Traceback" not in run.stderr and not (out / "gradebook.csv").exists()
