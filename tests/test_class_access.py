@@ -63,6 +63,23 @@ def test_credentials_are_a_key_pair_and_a_password_per_student(tmp_path):
     assert bad.returncode == 2 and "--user" in bad.stderr and not (tmp_path / "x").exists()
 
 
+def test_the_roster_names_the_students(tmp_path):
+    names = tmp_path / "names.txt"
+    names.write_text("Ada Lovelace\n\n# late enrolment below\n=HYPERLINK(1)\nGrace Hopper\n")
+    run = labkit("class", "credentials", "--names", str(names), "--out", str(tmp_path / "creds"))
+    assert run.returncode == 0, run.stderr
+    rows = roster(tmp_path / "creds")
+    assert [(r["student"], r["machine"]) for r in rows] == [
+        ("Ada Lovelace", "student-01"), ("'=HYPERLINK(1)", "student-02"), ("Grace Hopper", "student-03")]
+    assert sorted(json.loads((tmp_path / "creds" / "credentials.json").read_text())) == ["student-01", "student-02", "student-03"]
+    mismatch = labkit("class", "credentials", "--names", str(names), "--students", "2", "--out", str(tmp_path / "x"))
+    assert (mismatch.returncode, mismatch.stderr) == (2, "labkit: --names: 3 names for 2 students\n")
+    names.write_text("Ada\nAda\n")
+    twice = labkit("class", "credentials", "--names", str(names), "--out", str(tmp_path / "y"))
+    assert twice.returncode == 2 and "'Ada' is listed twice" in twice.stderr
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
+
+
 def test_each_students_key_opens_their_machine_only(tmp_path):
     """A real sshd that lets student-01's key in: her key logs in, student-02's is refused."""
     out = tmp_path / "creds"

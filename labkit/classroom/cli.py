@@ -113,7 +113,10 @@ def grade(
 
 @app.command()
 def credentials(
-    students: int = typer.Option(..., "--students", "-n", min=1, max=500, help="How many students (student-01 ...)."),
+    students: Optional[int] = typer.Option(None, "--students", "-n", min=1, max=500,
+                                           help="How many students (student-01 ...); default: one per --names line."),
+    names: Optional[Path] = typer.Option(None, "--names", metavar="FILE",
+                                         help="The students, one per line, in the order of their machines."),
     out: Path = typer.Option(..., "--out", "-o", metavar="DIR", help="Where to write them (never overwritten)."),
     user: str = typer.Option("student", "--user", help="The student's account on their machine."),
     host: str = typer.Option("", "--host", metavar="ADDRESS",
@@ -127,13 +130,18 @@ def credentials(
     from labkit.classroom import credentials as creds
     from labkit.classroom.inventory import HOST_RE, USER_RE
 
+    who = creds.read_names(names) if names is not None else None
+    if students is None:
+        if not who:
+            raise LabkitError("--students N or --names FILE: how many students?")
+        students = len(who)
     if not USER_RE.match(user) or user == "root":
         raise LabkitError(f"--user: {user!r} is not a user name for a student")
     if host and not HOST_RE.match(host):
         raise LabkitError(f"--host: {host!r} is not a host name or address")
     if host and base_port + students > 65535:
         raise LabkitError(f"--base-port: {base_port} + {students} students is beyond port 65535")
-    made = creds.make(out, students, user=user, host=host, base_port=base_port)
+    made = creds.make(out, students, user=user, host=host, base_port=base_port, names=who)
     _say(f"{len(made)} students: keys in {out / 'keys'}, roster {out / 'roster.csv'} (private: it holds the sudo "
          f"passwords), for the machines {out / 'credentials.json'} and {out / 'host_vars'}")
 

@@ -6,7 +6,8 @@ For each student NN (student-01, student-02, ...), in the output directory:
                                          the private key unencrypted and mode 0600): the student
                                          logs in to their own machine with it, and no one else's
                                          key opens that machine's student account
-  roster.csv                             student -> machine -> host, port -> user -> key file, and
+  roster.csv                             student (--names: one per line, else the machine's name) ->
+                                         machine -> host, port -> user -> key file, and
                                          the student's sudo password (mode 0600: hand each student
                                          their line and their private key, nothing else)
   credentials.json                       what the machines need (user, public key, sudo password
@@ -46,7 +47,7 @@ ROSTER_COLUMNS = ("student", "machine", "host", "port", "user", "key", "public_k
 
 @dataclass
 class Student:
-    name: str            # also the machine's name
+    name: str            # the machine's name: student-NN
     user: str
     key: Path            # the private key file
     public_key: str      # one OpenSSH line
@@ -54,6 +55,7 @@ class Student:
     password_hash: str
     host: str = ""
     port: int | None = None
+    person: str = ""     # who the student is (--names), else the machine's name
 
 
 def key_pair(comment: str) -> tuple[bytes, str]:
@@ -86,8 +88,11 @@ def _write(path: Path, data: str | bytes, mode: int) -> None:
     os.chmod(path, mode)
 
 
-def make(out: Path, students: int, user: str = "student", host: str = "", base_port: int = 22000) -> list[Student]:
+def make(out: Path, students: int, user: str = "student", host: str = "", base_port: int = 22000,
+         names: list[str] | None = None) -> list[Student]:
     out = Path(out)
+    if names is not None and len(names) != students:
+        raise LabkitError(f"--names: {len(names)} names for {students} students")
     if (out / "roster.csv").exists() or (out / "keys").exists():
         raise LabkitError(f"--out {out}: holds credentials already; they are never overwritten "
                           "(choose another directory, or remove this one yourself)")
@@ -105,7 +110,7 @@ def make(out: Path, students: int, user: str = "student", host: str = "", base_p
         _write(key.with_name(name + ".pub"), public + "\n", 0o644)
         password = "".join(secrets.choice(string.ascii_letters + string.digits) for _ in range(16))
         made.append(Student(name, user, key, public, password, crypt_sha512(password), host,
-                            base_port + number if host else None))
+                            base_port + number if host else None, names[number - 1] if names else name))
     _write(out / "roster.csv", roster_csv(made), 0o600)
     _write(out / "credentials.json", json.dumps(
         {s.name: {"user": s.user, "public_key": s.public_key, "password_hash": s.password_hash} for s in made},
@@ -122,5 +127,26 @@ def roster_csv(students: list[Student]) -> str:
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(ROSTER_COLUMNS)
     for s in students:
-        writer.writerow([s.name, s.name, s.host, s.port or "", s.user, str(s.key), s.public_key, s.password])
+        writer.writerow([_spreadsheet_safe(s.person or s.name), s.name, s.host, s.port or "", s.user, str(s.key),
+                         s.public_key, s.password])
     return buf.getvalue()
+
+
+def _spreadsheet_safe(value: str) -> str:
+    """A name must not turn into a formula in a spreadsheet."""
+    return "'" + value if value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
+
+
+def read_names(path: Path) -> list[str]:
+    """One student per line (blank lines and # comments left out), each name once."""
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LabkitError(f"--names {path}: cannot read it: {exc}")
+    names = [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+    seen = set()
+    for name in names:
+        if name in seen:
+            raise LabkitError(f"--names {path}: {name!r} is listed twice")
+        seen.add(name)
+    return names
