@@ -3,6 +3,7 @@
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -174,6 +175,8 @@ def test_a_check_run_against_this_machine_changes_nothing(tmp_path):
     assert "+PasswordAuthentication no" in out and "+KbdInteractiveAuthentication no" in out
     assert f"/home/{user}/.ssh/authorized_keys" in out and "+ssh-ed25519 AAAAC3Nz" in out
     assert "TASK [labkit : Start a lab (demo)]" in out
+    # Debian: kubectl from Debian's archive (scripts/setup), not from the snap
+    assert re.search(r"TASK \[labkit : The kubectl snap\] \*+\nskipping: \[alice\]", out)
     # the controller's archive is made, of labkit's sources only (no credentials kept in the checkout)
     with tarfile.open(tmp_path / "labkit.tar.gz") as archive:
         names = archive.getnames()
