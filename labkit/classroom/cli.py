@@ -1,4 +1,4 @@
-"""`labkit class ...`: grading a whole class of student machines over SSH."""
+"""`labkit class ...`: a whole class of student machines: grade, prepare, status over SSH; credentials."""
 
 from __future__ import annotations
 
@@ -39,7 +39,8 @@ def grade(
                                              help="Labs to grade (repeat or comma-separate); default: every lab here."),
     parallel: int = typer.Option(8, "--parallel", "-j", min=1, max=256, help="Machines graded at the same time."),
     out: Path = typer.Option(Path("grades"), "--out", "-o", metavar="DIR",
-                             help="Output directory (rewritten on every run; host keys are pinned in DIR/known_hosts)."),
+                             help="Output directory (rewritten on every run, but for its ledger of passes seen live, "
+                                  "DIR/passes-seen.jsonl, which only grows; host keys are pinned in DIR/known_hosts)."),
     timeout: float = typer.Option(300.0, "--timeout", min=1.0, help="Seconds one lab's checks may take on one machine."),
     retries: int = typer.Option(2, "--retries", min=0, max=10,
                                 help="Further attempts, with exponential backoff, when a machine cannot be reached."),
@@ -58,8 +59,9 @@ def grade(
     """Run `labkit check LAB --format json` as root on every student machine and write the
     gradebook (CSV), per-student Gradescope results.json and JUnit XML, the raw JSON and an HTML
     class report. A pass counts when seen live, now or by an earlier run into the same --out (its
-    ledger, passes-seen.jsonl); a pass only recorded on the machine counts with --accept-recorded. Exit code 0 when every machine was graded, 1 when some could not be (they are
-    in the results with the reason), 2 on a usage error."""
+    ledger, passes-seen.jsonl); a pass only recorded on the machine counts with --accept-recorded.
+    Exit code 0 when every machine was graded, 1 when some could not be (they are in the results
+    with the reason), 2 on a usage error."""
     from labkit.classroom import grade as grading_run, inventory as inv, outputs, remote
     from labkit.classroom.seen import Ledger
     from labkit.labs import discover, get_lab
