@@ -93,6 +93,9 @@ def test_labkit_yaml_is_not_taken_for_an_ansible_inventory(tmp_path):
     assert rows(inventory.load(tmp_path / "class.yaml")) == [("alice", "10.0.0.11", 22, "root", None)]
     with pytest.raises(ConfigError, match="a group can be chosen in an Ansible inventory only"):
         inventory.load(tmp_path / "class.yaml", "students")
+    # without a suffix, YAML in flow style starts with { as JSON does: it is still labkit's YAML
+    (tmp_path / "flow").write_text("{machines: [{name: alice, host: 10.0.0.11}]}\n")
+    assert rows(inventory.load(tmp_path / "flow")) == [("alice", "10.0.0.11", 22, "root", None)]
 
 
 BAD = [

@@ -85,8 +85,10 @@ def load(path: Path, group: str | None = None) -> list[Machine]:
         raise ConfigError(path, None, f"cannot read it: {exc}")
     suffix = path.suffix.lower()
     data = None
-    if suffix == ".json" or (suffix not in (".csv", ".yaml", ".yml", ".ini") and text.lstrip().startswith("{")):
+    if suffix == ".json":
         data = _json(path, text)                                   # ansible-inventory --list
+    elif suffix not in (".csv", ".yaml", ".yml", ".ini") and _listed_json(text) is not None:
+        data = _listed_json(text)
     elif suffix == ".ini" or (suffix not in (".csv", ".yaml", ".yml") and ansible_inventory.looks_like_ini(text)):
         data = ansible_inventory.list_with_ansible(path)           # Ansible INI
     elif suffix != ".csv" and (suffix in (".yaml", ".yml") or not _looks_like_ssh_config(text)):
@@ -216,6 +218,17 @@ def _json(path: Path, text: str):
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(path, f"line {exc.lineno}", f"not valid JSON: {exc.msg}")
+
+
+def _listed_json(text: str):
+    """The content as `ansible-inventory --list` JSON, or None when it is not that (YAML may start with { too)."""
+    if not text.lstrip().startswith("{"):
+        return None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    return data if ansible_inventory.looks_like_json_list(data) else None
 
 
 def _from_ansible(path: Path, data, group: str | None) -> list[tuple[Machine, str]]:
