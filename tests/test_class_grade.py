@@ -13,6 +13,7 @@ The class is graded once for the module; the tests read what that run wrote.
 import csv
 import json
 import os
+import shutil
 import sys
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
@@ -119,6 +120,19 @@ def test_gradebook_has_points_totals_and_states(klass):
     assert "exited 2" in book["erin"]["problems"] and "no lab named 'demo'" in book["erin"]["problems"]
 
 
+def test_the_ledger_keeps_each_pass_seen_live(klass):
+    """The instructor's ledger in the grading directory: one line per exercise that passed live,
+    with machine, lab, exercise and the time of the grading run that saw it."""
+    lines = [json.loads(line) for line in (klass.out / "passes-seen.jsonl").read_text().splitlines()]
+    assert sorted((e["machine"], e["lab"], e["exercise"]) for e in lines) == sorted(
+        [("alice", "demo", ex) for ex in EXERCISES] + [("bob", "demo", "serve-greeting")])
+    graded = json.loads((klass.out / "class.json").read_text())["time"]
+    for entry in lines:
+        assert (entry["host"], entry["port"]) == ("127.0.0.1", klass.machines[entry["machine"]].port)
+        assert entry["time"] == graded and entry["report_time"] and entry["message"]
+    assert "4 new passes in the ledger" in klass.run.stderr
+
+
 def test_per_student_files_are_what_labkit_check_writes(klass):
     # alice's Gradescope file is exactly what `labkit check --format gradescope` gives on her machine
     mine = labkit("check", "demo", "--format", "gradescope", env=klass.machines["alice"].env, check=0)
@@ -154,6 +168,7 @@ def test_raw_json_keeps_each_machines_report(klass):
 
 
 def test_regrading_rewrites_the_same_results(klass):
+    ledger = (klass.out / "passes-seen.jsonl").read_bytes()
     before = {p.relative_to(klass.out): p.read_bytes() for p in klass.out.rglob("*")
               if p.is_file() and p.suffix in (".csv", ".xml") or p.name == "results.json"}
     again = grade(klass, klass.out)
@@ -162,6 +177,7 @@ def test_regrading_rewrites_the_same_results(klass):
              if p.is_file() and p.suffix in (".csv", ".xml") or p.name == "results.json"}
     assert set(after) == set(before)
     assert after[Path("gradebook.csv")] == before[Path("gradebook.csv")]
+    assert (klass.out / "passes-seen.jsonl").read_bytes() == ledger      # the first sightings stay
     for name in ("alice", "bob", "carol", "dave", "erin"):
         assert after[Path(name) / "results.json"] == before[Path(name) / "results.json"], name
     assert not [p for p in klass.out.rglob("*.tmp")]
@@ -326,16 +342,18 @@ def test_parallelism_is_bounded(klass, tmp_path):
     assert reasons == {"labkit check exited 3: no output"}
 
 
-def test_a_recorded_pass_keeps_its_points_beside_the_live_result(klass, tmp_path):
-    """alice's exercises passed when the class was graded (each check records its first pass);
-    her container is restarted since, so the mount is gone: the live check fails, the points stay.
-    Graded after the deadline with --reveal-answers, the reports carry the right answers."""
+def test_a_pass_seen_by_grading_keeps_its_points_beside_the_live_result(klass, tmp_path):
+    """alice's exercises passed live when the class was graded (the grading directory's ledger saw
+    them); her container is restarted since, so the mount is gone: the live check fails, the points
+    stay. Graded after the deadline with --reveal-answers, the reports carry the right answers."""
     alice = klass.machines["alice"].env
     labkit("reset", "demo", "container-mount", env=alice, check=0)
     out = tmp_path / "out"
+    shutil.copytree(klass.out, out)        # the same grading directory, with its ledger
     assert grade(klass, out, "--reveal-answers").returncode == 1       # carol and erin
     book = gradebook(out)
     assert (book["alice"]["demo/container-mount"], book["alice"]["score"]) == ("5", "10")
+    assert book["alice"]["recorded_not_counted"] == ""
     report = json.loads((out / "alice" / "demo.json").read_text())
     mount = next(r for r in report["results"] if r["exercise"] == "container-mount")
     assert mount["status"] == "fail" and mount["recorded"]["message"].startswith("host c sees a tmpfs")
@@ -346,3 +364,103 @@ def test_a_recorded_pass_keeps_its_points_beside_the_live_result(klass, tmp_path
     revealed = json.loads((out / "bob" / "demo.json").read_text())["results"][0]
     assert revealed["right_answer"]["address"].startswith("10.77.")
     assert json.loads((klass.out / "bob" / "demo.json").read_text())["results"][0]["right_answer"] is None
+
+
+def test_a_pass_recorded_only_on_the_machine_is_shown_not_counted(klass, tmp_path):
+    """Graded into a fresh directory, no grading run saw alice's container-mount pass: the pass her
+    machine recorded is shown and earns nothing, unless the instructor says --accept-recorded."""
+    alice = klass.machines["alice"].env
+    labkit("reset", "demo", "container-mount", env=alice, check=0)
+    out = tmp_path / "out"
+    run = grade(klass, out)
+    assert run.returncode == 1, run.stderr
+    assert "alice: ok, 1 recorded passes not counted (demo/container-mount), 5/10 points" in run.stderr
+    book = gradebook(out)
+    assert (book["alice"]["demo/container-mount"], book["alice"]["score"]) == ("0", "5")
+    assert book["alice"]["recorded_not_counted"] == "demo/container-mount"
+    scores = json.loads((out / "alice" / "results.json").read_text())
+    assert (scores["score"], [t["status"] for t in scores["tests"]]) == (5, ["passed", "passed", "failed"])
+    suite = ET.parse(out / "alice" / "junit.xml").getroot().find("testsuite")
+    assert {p.get("name"): p.get("value") for p in suite.iter("property")}["score"] == "5"
+    # the machine's report itself is kept as received, recorded pass included
+    raw = json.loads((out / "alice" / "demo.json").read_text())
+    assert raw["results"][2]["recorded"]["message"].startswith("host c sees a tmpfs")
+    page = (out / "report.html").read_text()
+    assert "failed (recorded on the machine, not counted)" in page and "Recorded passes not counted: 1." in page
+    assert "no grading run saw it pass" in page
+
+    accepted = tmp_path / "accepted"
+    run = grade(klass, accepted, "--accept-recorded")
+    assert run.returncode == 1 and "recorded passes counted (--accept-recorded)" in run.stderr, run.stderr
+    book = gradebook(accepted)
+    assert (book["alice"]["demo/container-mount"], book["alice"]["score"], book["alice"]["recorded_not_counted"]) \
+        == ("5", "10", "")
+    assert json.loads((accepted / "alice" / "results.json").read_text())["score"] == 10
+    assert "counted: --accept-recorded" in (accepted / "report.html").read_text()
+    # only live passes enter the ledger, never accepted records
+    seen = [json.loads(line) for line in (accepted / "passes-seen.jsonl").read_text().splitlines()]
+    assert ("alice", "container-mount") not in {(e["machine"], e["exercise"]) for e in seen}
+
+
+def test_a_forged_credit_record_earns_nothing(klass, tmp_path):
+    """bob, root on his machine, writes a pass of find-address into labkit's credit record there:
+    the grading directory that graded his class before (its ledger included) does not count it."""
+    credit = Path(klass.machines["bob"].env["LABKIT_STATE_DIR"]) / "demo" / "credit.json"
+    original = credit.read_text()
+    forged = json.loads(original)
+    forged["find-address"] = {"at": 1.0, "time": "2026-01-01T09:00:00+0000", "points": 2, "max_points": 2,
+                              "message": "forged", "details": {}, "build": None}
+    credit.write_text(json.dumps(forged))
+    try:
+        out = tmp_path / "out"
+        shutil.copytree(klass.out, out)
+        run = grade(klass, out)
+        assert run.returncode == 1, run.stderr
+        assert "bob: ok, 1 recorded passes not counted (demo/find-address), 3/10 points" in run.stderr
+        book = gradebook(out)
+        assert (book["bob"]["demo/find-address"], book["bob"]["score"]) == ("0", "3")
+        assert book["bob"]["recorded_not_counted"] == "demo/find-address"
+        bob = json.loads((out / "bob" / "results.json").read_text())
+        assert bob["score"] == 3 and bob["tests"][0]["status"] == "failed"
+        received = json.loads((out / "bob" / "demo.json").read_text())["results"][0]
+        assert received["recorded"]["message"] == "forged"          # shown as the machine sent it
+        seen = {(e["machine"], e["exercise"]) for e in map(json.loads, (out / "passes-seen.jsonl").read_text().splitlines())}
+        assert ("bob", "find-address") not in seen
+    finally:
+        credit.write_text(original)
+
+
+def test_a_machine_that_no_longer_answers_keeps_the_passes_grading_saw(klass, tmp_path):
+    """alice's VM is gone (nothing listens on her port now): in the grading directory whose ledger
+    saw her passes they keep their points; in a fresh one she has none."""
+    inventory = tmp_path / "gone.csv"
+    inventory.write_text(f"name,host,port,key\nalice,127.0.0.1,{free_port()},{klass.base / 'client_key'}\n")
+    out = tmp_path / "out"
+    shutil.copytree(klass.out, out)
+    run = grade(klass, out, "--retries", "0", inventory=inventory)
+    assert run.returncode == 1 and "alice: unreachable" in run.stderr, run.stderr
+    book = gradebook(out)
+    assert [book["alice"][f"demo/{ex}"] for ex in EXERCISES] == ["2", "3", "5"]
+    assert (book["alice"]["score"], book["alice"]["state"]) == ("10", "unreachable")
+    scores = json.loads((out / "alice" / "results.json").read_text())
+    assert scores["score"] == 10 and [t["status"] for t in scores["tests"]] == ["passed"] * 3
+    page = (out / "report.html").read_text()
+    assert "passed (now no report)" in page and "seen live by class grade" in page
+
+    fresh = tmp_path / "fresh"
+    assert grade(klass, fresh, "--retries", "0", inventory=inventory).returncode == 1
+    assert [gradebook(fresh)["alice"][f"demo/{ex}"] for ex in EXERCISES] == ["", "", ""]
+    assert json.loads((fresh / "alice" / "results.json").read_text())["score"] == 0
+
+
+def test_a_damaged_ledger_stops_the_run_with_one_line(tmp_path):
+    """The ledger is evidence: one that cannot be read is an error (exit 2), never silently empty."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "passes-seen.jsonl").write_text('{"machine": "alice", "lab": "demo"}\n')
+    inventory = tmp_path / "one.csv"
+    inventory.write_text(f"name,host,port\nalice,127.0.0.1,{free_port()}\n")
+    run = labkit("class", "grade", "--inventory", str(inventory), "--labs", "demo", "--out", str(out))
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.startswith(f"labkit: {out / 'passes-seen.jsonl'}: line 1: not a ledger entry")
+    assert "Traceback" not in run.stderr and not (out / "gradebook.csv").exists()

@@ -5,13 +5,19 @@ the other. A machine that cannot be reached for its first lab is not tried again
 (they get the same reason), so an unreachable machine costs one round of retries, not one per lab.
 
 Each exercise of each student ends up in one of four states:
-  passed          the check passed on the machine, now or before (a recorded pass: the machine's
-                  report carries it, with when it passed and what the check said; the cell keeps
-                  both that and the live result)
+  passed          the check passed live on the machine in this run, or an earlier grading run into
+                  the same output directory saw it pass live (the instructor's ledger, seen.py),
+                  or the machine reports a recorded pass and the instructor chose to count those
+                  (--accept-recorded)
   failed          the check failed (or could not decide) on the machine
   not attempted   the lab is not running on the machine (`labkit run LAB` was never done, or the
                   environment is down): the machine's report marks these `lab_running: false`
-  unreachable     no report: the machine could not be reached, or was broken (see the reason)
+  unreachable     no report: the machine could not be reached, or was broken (see the reason);
+                  an exercise the ledger saw pass is passed all the same
+
+A recorded pass comes from a file on the student's machine (labkit's credit record), which the
+student, root there, can write: by default it is shown beside the live result ("recorded on the
+machine, not counted") and earns nothing. Each cell says on what its pass rests (`basis`).
 """
 
 from __future__ import annotations
@@ -25,11 +31,15 @@ from typing import Callable
 from labkit import __version__
 from labkit.classroom import remote
 from labkit.classroom.inventory import Machine
+from labkit.classroom.seen import Ledger, Sighting
+from labkit.exercises import PASS
 from labkit.grading import credited, credited_points
 from labkit.labs import Lab
 
 PASSED, FAILED, NOT_ATTEMPTED, UNREACHABLE = "passed", "failed", "not attempted", "unreachable"
 CELL_STATES = (PASSED, FAILED, NOT_ATTEMPTED, UNREACHABLE)
+# what a passed cell rests on: the live check, the instructor's ledger, an accepted recorded pass
+LIVE, SEEN, RECORDED = "live", "seen by grading", "recorded on the machine"
 
 
 @dataclass
@@ -39,6 +49,8 @@ class Cell:
     max_points: int
     message: str
     result: dict | None = None      # the exercise's CheckResult as the machine reported it
+    basis: str | None = None        # for a passed cell: LIVE, SEEN or RECORDED
+    seen: Sighting | None = None    # the instructor's earlier sighting of a live pass, if any
 
     @property
     def live(self) -> str | None:
@@ -47,16 +59,39 @@ class Cell:
 
     @property
     def recorded(self) -> dict | None:
-        """The exercise's recorded pass (when, and what the check said then), if any."""
+        """The pass the machine says it recorded (when, and what the check said then), if any."""
         return (self.result or {}).get("recorded")
 
     @property
+    def uncounted_record(self) -> bool:
+        """The machine reports a recorded pass that earns nothing here."""
+        return bool(self.recorded) and self.state != PASSED
+
+    @property
     def summary(self) -> str:
-        """The live result and, where there is one that the live result does not show, the recorded pass."""
-        if self.recorded and self.live != "pass":
-            return (f"passed at {self.recorded.get('time', '?')} (recorded: {self.recorded.get('message', '')}); "
-                    f"now {self.live}: {self.message}")
+        """The live result and, where the live result does not show it, what the pass rests on."""
+        if self.basis == SEEN:
+            return (f"passed when graded at {self.seen.time} (the instructor's ledger: {self.seen.message}); "
+                    f"now {self.live or 'no report'}: {self.message}")
+        if self.basis == RECORDED:
+            return (f"passed at {self.recorded.get('time', '?')} (recorded on the machine, counted by "
+                    f"--accept-recorded: {self.recorded.get('message', '')}); now {self.live}: {self.message}")
+        if self.uncounted_record:
+            return (f"recorded on the machine as passed at {self.recorded.get('time', '?')}, not counted "
+                    f"(no grading run saw it pass); now {self.live}: {self.message}")
         return self.message
+
+    def notes(self) -> list[str]:
+        """Lines for the feedback: what a pass that does not hold now rests on, or why it earns nothing."""
+        if self.basis == SEEN:
+            return [f"passed before, at {self.seen.time}, seen live by class grade: the points stay"]
+        if self.basis == RECORDED:
+            return [f"passed before, at {self.recorded.get('time', '?')}, as recorded on the machine "
+                    "(counted: --accept-recorded)"]
+        if self.uncounted_record:
+            return [f"recorded on the machine as passed at {self.recorded.get('time', '?')}: not counted, "
+                    "no grading run saw it pass"]
+        return []
 
 
 @dataclass
@@ -88,23 +123,73 @@ class ClassResult:
     students: list[StudentResult]
     time: str
     seconds: float = 0.0
+    ledger: Ledger | None = None     # passes seen live by earlier grading runs (counted)
+    accept_recorded: bool = False    # count the passes the machines report as recorded
 
     def cell(self, student: StudentResult, lab: Lab, exercise) -> Cell:
         outcome = student.outcomes.get(lab.id)
         if outcome is None or outcome.report is None:
             reason = outcome.reason if outcome else "not graded"
             kind = outcome.outcome if outcome else remote.UNREACHABLE
+            seen = self.ledger.get(student.name, lab.id, exercise.id) if self.ledger else None
+            if seen is not None:        # no answer now, but an earlier grading run saw it pass
+                return Cell(PASSED, exercise.points, exercise.points, f"{kind}: {reason}", None, SEEN, seen)
             return Cell(UNREACHABLE, 0, exercise.points, f"{kind}: {reason}")
         for r in outcome.report["results"]:
             if r["exercise"] == exercise.id:
-                if credited(r):
-                    state = PASSED
-                elif r.get("details", {}).get("lab_running") is False:
-                    state = NOT_ATTEMPTED
-                else:
-                    state = FAILED
-                return Cell(state, credited_points(r), r["max_points"], r["message"], r)
+                return self._judge(student, lab, r)
         return Cell(FAILED, 0, exercise.points, f"the machine's lab {lab.id} has no exercise {exercise.id}")
+
+    def _judge(self, student: StudentResult, lab: Lab, r: dict) -> Cell:
+        seen = self.ledger.get(student.name, lab.id, r["exercise"]) if self.ledger else None
+        if r["status"] == PASS:
+            return Cell(PASSED, r["points"], r["max_points"], r["message"], r, LIVE, seen)
+        if seen is not None:
+            return Cell(PASSED, r["max_points"], r["max_points"], r["message"], r, SEEN, seen)
+        if r.get("recorded") and self.accept_recorded:
+            return Cell(PASSED, r["max_points"], r["max_points"], r["message"], r, RECORDED)
+        state = NOT_ATTEMPTED if r.get("details", {}).get("lab_running") is False else FAILED
+        return Cell(state, 0, r["max_points"], r["message"], r)
+
+    def counted_report(self, student: StudentResult, lab: Lab) -> dict | None:
+        """The machine's report of the lab as this grading counts it (None without one): a result
+        earns points through its `recorded` pass only when that pass counts here, so a recorded pass
+        that does not count is moved to `recorded_on_machine`, and a pass only the ledger shows
+        becomes the result's recorded pass. Score and passed are recomputed; the rest is as received."""
+        outcome = student.outcomes.get(lab.id)
+        if outcome is None or outcome.report is None:
+            return None
+        results = []
+        for r in outcome.report["results"]:
+            cell = self._judge(student, lab, r)
+            r = dict(r)
+            if cell.basis == SEEN:
+                r["recorded"] = {"time": cell.seen.time, "message": cell.seen.message, "by": "class grade"}
+            elif cell.uncounted_record:
+                r["recorded_on_machine"], r["recorded"] = r["recorded"], None
+            results.append(r)
+        return {**outcome.report, "results": results,
+                "score": sum(credited_points(r) for r in results),
+                "passed": sum(1 for r in results if credited(r))}
+
+    def uncounted(self, student: StudentResult) -> list[str]:
+        """lab/exercise of every recorded pass the machine reports that earns nothing here."""
+        return [f"{lab.id}/{ex.id}" for lab, ex, cell in self.cells(student) if cell.uncounted_record]
+
+    def record_sightings(self) -> list[Sighting]:
+        """Add this run's live passes to the ledger; returns the ones it did not hold yet."""
+        if self.ledger is None:
+            return []
+        added = []
+        for s in self.students:
+            for lab, ex, cell in self.cells(s):
+                if cell.basis == LIVE:
+                    outcome = s.outcomes[lab.id]
+                    sighting = Sighting(s.name, s.machine.host, s.machine.port, lab.id, ex.id, self.time,
+                                        outcome.report["time"], cell.message)
+                    if self.ledger.add(sighting):
+                        added.append(sighting)
+        return added
 
     def cells(self, student: StudentResult):
         for lab in self.labs:
@@ -152,10 +237,11 @@ class ClassResult:
             "labkit": __version__,
             "time": self.time,
             "seconds": round(self.seconds, 3),
+            "accept_recorded": self.accept_recorded,
             "labs": [{"id": lab.id, "title": lab.title,
                       "exercises": [{"id": e.id, "title": e.title, "points": e.points} for e in lab.exercises]}
                      for lab in self.labs],
-            "students": [{**s.machine.to_dict(), "state": s.state,
+            "students": [{**s.machine.to_dict(), "state": s.state, "recorded_not_counted": self.uncounted(s),
                           "labs": {lab: o.to_dict() for lab, o in s.outcomes.items()}}
                          for s in self.students],
         }
@@ -175,7 +261,8 @@ def grade_machine(machine: Machine, labs: list[Lab], settings: remote.Settings) 
 
 
 def grade_class(machines: list[Machine], labs: list[Lab], settings: remote.Settings, parallel: int = 8,
-                progress: Callable[[StudentResult], None] | None = None) -> ClassResult:
+                progress: Callable[[StudentResult], None] | None = None, ledger: Ledger | None = None,
+                accept_recorded: bool = False) -> ClassResult:
     started = time.monotonic()
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     results: dict[str, StudentResult] = {}
@@ -186,4 +273,5 @@ def grade_class(machines: list[Machine], labs: list[Lab], settings: remote.Setti
             results[student.name] = student
             if progress:
                 progress(student)
-    return ClassResult(labs, [results[m.name] for m in machines], stamp, time.monotonic() - started)
+    return ClassResult(labs, [results[m.name] for m in machines], stamp, time.monotonic() - started,
+                       ledger, accept_recorded)

@@ -1,6 +1,6 @@
 """The class inventory: which machine belongs to which student and how to reach it over SSH.
 
-Three formats, chosen by the file name and, failing that, by the content:
+Six formats, chosen by the file name and, failing that, by the content:
 
 YAML (`.yaml` / `.yml`): a list of machines, or a mapping with `machines:` and optional
 `defaults:` (any machine field, applied where a machine leaves it out):
@@ -18,6 +18,12 @@ machine per line.
 (old boxes need `+ssh-rsa`); the rest are ignored, notably `StrictHostKeyChecking no` and
 `UserKnownHostsFile /dev/null` (labkit pins host keys itself, see remote.py).
 
+Ansible inventories (ansible_inventory.py): INI (`.ini`, or a first line that is a `[group]`
+header), YAML (a mapping of groups with `hosts:` / `children:` / `vars:`), and the JSON of
+`ansible-inventory --list` (`.json`, or content starting with `{`). The host name is the
+student's name; `ansible_host`, `ansible_port`, `ansible_user`, `ansible_ssh_private_key_file`
+the rest. `group` takes one group's hosts only (Ansible inventories only).
+
 Fields: `name` (the student; also a directory name in the output, so letters, digits, `.`, `_`,
 `-`), `host`, `port` (default 22), `user` (default root; other users run labkit through
 `sudo -n`), `key` (a private key file; relative paths are relative to the inventory file).
@@ -28,6 +34,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -35,6 +42,7 @@ from pathlib import Path
 
 import yaml
 
+from labkit.classroom import ansible_inventory
 from labkit.errors import ConfigError
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -42,7 +50,7 @@ NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 HOST_RE = re.compile(r"^[A-Za-z0-9_\[][A-Za-z0-9._:%\[\]-]{0,252}$")
 USER_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,31}$")
 # names the outputs use at the top of the output directory
-RESERVED_NAMES = {"gradebook.csv", "report.html", "class.json", "known_hosts"}
+RESERVED_NAMES = {"gradebook.csv", "report.html", "class.json", "known_hosts", "passes-seen.jsonl"}
 FIELDS = ("name", "host", "port", "user", "key")
 # ssh-config keywords passed on to ssh as -o KEY=VALUE (lower-case keyword -> ssh's spelling)
 PASSED_OPTIONS = {
@@ -66,7 +74,7 @@ class Machine:
         return {"name": self.name, "host": self.host, "port": self.port, "user": self.user, "key": self.key}
 
 
-def load(path: Path) -> list[Machine]:
+def load(path: Path, group: str | None = None) -> list[Machine]:
     """Read an inventory; raises ConfigError (one line, exit 2) naming the file and field."""
     path = Path(path)
     try:
@@ -76,14 +84,27 @@ def load(path: Path) -> list[Machine]:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(path, None, f"cannot read it: {exc}")
     suffix = path.suffix.lower()
-    if suffix == ".csv":
+    data = None
+    if suffix == ".json":
+        data = _json(path, text)                                   # ansible-inventory --list
+    elif suffix not in (".csv", ".yaml", ".yml", ".ini") and _listed_json(text) is not None:
+        data = _listed_json(text)
+    elif suffix == ".ini" or (suffix not in (".csv", ".yaml", ".yml") and ansible_inventory.looks_like_ini(text)):
+        data = ansible_inventory.list_with_ansible(path)           # Ansible INI
+    elif suffix != ".csv" and (suffix in (".yaml", ".yml") or not _looks_like_ssh_config(text)):
+        raw = _yaml(path, text)
+        if ansible_inventory.looks_like_yaml(raw):
+            data = ansible_inventory.list_with_ansible(path)       # Ansible YAML
+        else:
+            machines = _from_yaml(path, raw)
+    elif suffix == ".csv":
         machines = _from_csv(path, text)
-    elif suffix in (".yaml", ".yml"):
-        machines = _from_yaml(path, text)
-    elif _looks_like_ssh_config(text):
-        machines = _from_ssh_config(path, text)
     else:
-        machines = _from_yaml(path, text)
+        machines = _from_ssh_config(path, text)
+    if data is not None:
+        machines = _from_ansible(path, data, group)
+    elif group is not None:
+        raise ConfigError(path, None, "a group can be chosen in an Ansible inventory only; this one is not")
     if not machines:
         raise ConfigError(path, None, "lists no machines")
     seen: dict[str, str] = {}
@@ -151,13 +172,16 @@ def _text(path: Path, where: str, value) -> str:
 
 # -- YAML ----------------------------------------------------------------------------------------
 
-def _from_yaml(path: Path, text: str) -> list[tuple[Machine, str]]:
+def _yaml(path: Path, text: str):
     try:
-        data = yaml.safe_load(text)
+        return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark else None
         raise ConfigError(path, where, f"not valid YAML: {getattr(exc, 'problem', None) or exc}")
+
+
+def _from_yaml(path: Path, data) -> list[tuple[Machine, str]]:
     defaults: dict = {}
     if isinstance(data, dict):
         unknown = sorted(set(data) - {"machines", "defaults"}, key=str)
@@ -185,6 +209,30 @@ def _from_yaml(path: Path, text: str) -> list[tuple[Machine, str]]:
             raise ConfigError(path, where, f"expected a mapping with name, host, port, user, key, got {item!r}")
         out.append(_machine(path, where, {**defaults, **item}))
     return out
+
+
+# -- Ansible -------------------------------------------------------------------------------------
+
+def _json(path: Path, text: str):
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(path, f"line {exc.lineno}", f"not valid JSON: {exc.msg}")
+
+
+def _listed_json(text: str):
+    """The content as `ansible-inventory --list` JSON, or None when it is not that (YAML may start with { too)."""
+    if not text.lstrip().startswith("{"):
+        return None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    return data if ansible_inventory.looks_like_json_list(data) else None
+
+
+def _from_ansible(path: Path, data, group: str | None) -> list[tuple[Machine, str]]:
+    return [_machine(path, where, fields) for where, fields in ansible_inventory.hosts(path, data, group)]
 
 
 # -- CSV -----------------------------------------------------------------------------------------

@@ -1,4 +1,6 @@
-"""One `labkit check LAB --format json` on one student machine, over the system ssh client.
+"""One labkit command on one student machine, over the system ssh client: `labkit check LAB
+--format json` (check_lab, for grading and status), or another one (run_labkit: `labkit run LAB`
+for prepare, `labkit --version` for status).
 
 ssh runs with BatchMode (never a password or passphrase prompt), a connect timeout, keep-alives,
 and the machine's port, user and key from the inventory. The remote command line is built with
@@ -63,14 +65,21 @@ class LabOutcome:
                 "seconds": round(self.seconds, 3), "report": self.report}
 
 
-def remote_command(machine: Machine, lab: str, settings: Settings) -> str:
-    argv = [settings.labkit, "check", lab, "--format", "json"] + (["--reveal-answers"] if settings.reveal_answers else [])
+def labkit_command(machine: Machine, args: list[str], settings: Settings) -> str:
+    """`labkit ARGS` as one shell-quoted command line, as root (sudo -n for another user)."""
+    argv = [settings.labkit, *args]
     if machine.user != "root":
-        argv = ["sudo", "-n", "--"] + argv      # checks run as root; -n: fail rather than prompt
+        argv = ["sudo", "-n", "--"] + argv      # labkit runs as root; -n: fail rather than prompt
     return shlex.join(argv)
 
 
-def ssh_argv(machine: Machine, lab: str, settings: Settings) -> list[str]:
+def remote_command(machine: Machine, lab: str, settings: Settings) -> str:
+    return labkit_command(machine, ["check", lab, "--format", "json"]
+                          + (["--reveal-answers"] if settings.reveal_answers else []), settings)
+
+
+def ssh_argv(machine: Machine, lab: str | None, settings: Settings, command: str | None = None) -> list[str]:
+    """ssh's argv for the lab's checks on the machine, or for another remote `command` line."""
     argv = [
         "ssh", "-T",
         "-o", "BatchMode=yes",
@@ -86,7 +95,7 @@ def ssh_argv(machine: Machine, lab: str, settings: Settings) -> list[str]:
         argv += ["-i", machine.key, "-o", "IdentitiesOnly=yes"]
     for key, value in machine.options:
         argv += ["-o", f"{key}={value}"]
-    return argv + ["--", machine.host, remote_command(machine, lab, settings)]
+    return argv + ["--", machine.host, command if command is not None else remote_command(machine, lab, settings)]
 
 
 def _last_line(text: str, limit: int = 300) -> str:
@@ -135,12 +144,47 @@ def parse_report(stdout: str, lab: str) -> dict:
 
 def check_lab(machine: Machine, lab: str, settings: Settings) -> LabOutcome:
     """Run the lab's checks on the machine; never raises for anything the machine does."""
-    argv = ssh_argv(machine, lab, settings)
+    return _with_retries(ssh_argv(machine, lab, settings), settings, lambda proc: _check_outcome(proc, lab, settings), lab)
+
+
+@dataclass
+class CommandOutcome:
+    """One other labkit command on one machine (`labkit run LAB`, `labkit --version`)."""
+    outcome: str                    # ok (exit 0) | unreachable | broken
+    reason: str | None = None
+    stdout: str = ""
+    attempts: int = 0
+    seconds: float = 0.0
+
+
+def run_labkit(machine: Machine, args: list[str], settings: Settings) -> CommandOutcome:
+    """`labkit ARGS` as root on the machine, with check_lab's timeout, retries and outcomes; ok only
+    when it exits 0. Never raises for anything the machine does."""
+    command = labkit_command(machine, args, settings)
+
+    def interpret(proc: subprocess.CompletedProcess) -> CommandOutcome:
+        if proc.returncode == 0:
+            return CommandOutcome(OK, None, proc.stdout)
+        detail = _last_line(proc.stderr) or _last_line(proc.stdout) or "no output"
+        if proc.returncode == 127:
+            detail = f"{settings.labkit!r} not found on the machine ({detail})"
+        return CommandOutcome(BROKEN, f"labkit {args[0]} exited {proc.returncode}: {detail}", proc.stdout)
+
+    return _with_retries(ssh_argv(machine, None, settings, command), settings, interpret, None)
+
+
+def _with_retries(argv: list[str], settings: Settings, interpret, lab: str | None):
     start = time.monotonic()
     attempt = 0
     while True:
         attempt += 1
-        outcome = _attempt(argv, lab, settings)
+        kind, reason, proc = _ssh(argv, settings)
+        if proc is not None:
+            outcome = interpret(proc)
+        elif lab is not None:
+            outcome = LabOutcome(lab, kind, reason)
+        else:
+            outcome = CommandOutcome(kind, reason)
         outcome.attempts = attempt
         if outcome.outcome != UNREACHABLE or attempt > settings.retries:
             outcome.seconds = time.monotonic() - start
@@ -157,26 +201,31 @@ def _kill_group(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def _attempt(argv: list[str], lab: str, settings: Settings) -> LabOutcome:
+def _ssh(argv: list[str], settings: Settings) -> tuple[str, str | None, subprocess.CompletedProcess | None]:
+    """Run ssh once: (kind, reason, None) when ssh itself failed or timed out, else (OK, None, the
+    completed process) whatever the remote command's exit code."""
     try:
         # a session of its own: on a timeout, ssh and anything it started (a ProxyCommand) are killed
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
                                 text=True, errors="replace", start_new_session=True)
     except OSError as exc:
-        return LabOutcome(lab, BROKEN, f"cannot run ssh: {exc}")
+        return BROKEN, f"cannot run ssh: {exc}", None
     try:
         stdout, stderr = proc.communicate(timeout=settings.timeout)
     except subprocess.TimeoutExpired:
         _kill_group(proc)
         proc.communicate()
-        return LabOutcome(lab, UNREACHABLE, f"no answer within {settings.timeout:g} s")
-    proc = subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
+        return UNREACHABLE, f"no answer within {settings.timeout:g} s", None
     if proc.returncode == 255:
-        line = _last_line(proc.stderr) or "connection failed (exit 255)"
+        line = _last_line(stderr) or "connection failed (exit 255)"
         reason = line if line.startswith("ssh:") else f"ssh: {line}"
         # refused keys and changed host keys do not get better by trying again
-        kind = BROKEN if any(s in proc.stderr for s in NOT_TRANSIENT) else UNREACHABLE
-        return LabOutcome(lab, kind, reason)
+        kind = BROKEN if any(s in stderr for s in NOT_TRANSIENT) else UNREACHABLE
+        return kind, reason, None
+    return OK, None, subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
+
+
+def _check_outcome(proc: subprocess.CompletedProcess, lab: str, settings: Settings) -> LabOutcome:
     if proc.returncode not in (0, 1):
         detail = _last_line(proc.stderr) or _last_line(proc.stdout) or "no output"
         if proc.returncode == 127:

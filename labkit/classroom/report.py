@@ -13,7 +13,7 @@ from html import escape
 
 from labkit import __version__
 from labkit.classroom import remote
-from labkit.classroom.grade import CELL_STATES, FAILED, NOT_ATTEMPTED, PASSED, UNREACHABLE, ClassResult
+from labkit.classroom.grade import CELL_STATES, FAILED, LIVE, NOT_ATTEMPTED, PASSED, UNREACHABLE, ClassResult
 from labkit.grading import feedback_lines
 
 COLORS = {PASSED: "#2ea44f", FAILED: "#d73a49", NOT_ATTEMPTED: "#f2c94c", UNREACHABLE: "#6a737d"}
@@ -144,8 +144,11 @@ def _student_details(result: ClassResult) -> str:
         score, max_score = result.totals(s)
         rows = []
         for lab, ex, cell in result.cells(s):
-            feedback = "\n".join(feedback_lines(cell.result)) if cell.result else cell.message
-            live = f" (now {cell.live})" if cell.recorded and cell.live != "pass" else ""
+            lines = feedback_lines(cell.result, recorded=False) if cell.result else [cell.message]
+            feedback = "\n".join(lines + cell.notes())
+            live = f" (now {cell.live or 'no report'})" if cell.state == PASSED and cell.basis != LIVE else ""
+            if cell.uncounted_record:
+                live = " (recorded on the machine, not counted)"
             rows.append(f'<tr><td>{_e(lab.id)}/{_e(ex.id)}</td><td class="state {CSS_CLASS[cell.state]}">'
                         f'{_e(cell.state)}{_e(live)}</td>'
                         f'<td>{cell.points}/{cell.max_points}</td><td><pre>{_e(feedback)}</pre></td></tr>')
@@ -158,6 +161,17 @@ def _student_details(result: ClassResult) -> str:
             '<table class="list"><thead><tr><th>exercise</th><th>state</th><th>points</th><th>feedback</th></tr></thead>'
             f'<tbody>{"".join(rows)}</tbody></table></details>')
     return "".join(parts)
+
+
+def _trust(result: ClassResult) -> str:
+    uncounted = sum(len(result.uncounted(s)) for s in result.students)
+    if result.accept_recorded:
+        rule = ("Passes count when the check passed live in this run, when an earlier grading run into this "
+                "directory saw it pass, or when the machine reports it as recorded (--accept-recorded).")
+    else:
+        rule = ("Passes count when the check passed live in this run or an earlier grading run into this "
+                "directory saw it pass; a pass only recorded on a student's machine is shown, not counted.")
+    return _e(rule + f" Recorded passes not counted: {uncounted}.")
 
 
 def render(result: ClassResult) -> str:
@@ -175,6 +189,7 @@ def render(result: ClassResult) -> str:
 <p class="meta" id="summary">{len(result.students)} students \u00b7 labs: {_e(labs)} \u00b7 graded {_e(result.time)}
 in {result.seconds:.1f} s \u00b7 machines: {counts[remote.OK]} ok, {counts[remote.UNREACHABLE]} unreachable,
 {counts[remote.BROKEN]} broken \u00b7 labkit {_e(__version__)}</p>
+<p class="meta" id="trust">{_trust(result)}</p>
 <input id="filter" type="search" placeholder="filter students" aria-label="filter students">
 <h2>Students \u00d7 exercises</h2>
 <p class="legend">{legend}</p>

@@ -1,0 +1,152 @@
+"""Per-student credentials, made on the instructor's machine: `labkit class credentials`.
+
+For each student NN (student-01, student-02, ...), in the output directory:
+
+  keys/student-NN, keys/student-NN.pub   an ed25519 SSH key pair (cryptography; OpenSSH formats,
+                                         the private key unencrypted and mode 0600): the student
+                                         logs in to their own machine with it, and no one else's
+                                         key opens that machine's student account
+  roster.csv                             student (--names: one per line, else the machine's name) ->
+                                         machine -> host, port -> user -> key file, and
+                                         the student's sudo password (mode 0600: hand each student
+                                         their line and their private key, nothing else)
+  credentials.json                       what the machines need (user, public key, sudo password
+                                         hash per machine): the Vagrantfile reads it
+                                         (LABKIT_CREDENTIALS=DIR)
+  host_vars/student-NN.yml               the same for deploy/ansible/workshop.yml (an inventory in
+                                         DIR, or -e @DIR/host_vars/student-NN.yml)
+
+Machines are named student-NN, like the Vagrantfile's VMs. With `host`, the roster says where each
+student reaches their machine: HOST, port `base_port + NN` (the Vagrantfile's forwarded SSH ports).
+
+The sudo password is random per student (there is no shared password, and SSH password logins are
+off: it only lets the student become root on their own machine, where labs run as root). Its
+SHA-512 crypt(3) hash comes from `openssl passwd -6`. An existing directory's credentials are
+never overwritten: a re-run refuses, so a class cannot lose its keys by accident.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import secrets
+import string
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from labkit.errors import LabkitError
+
+ROSTER_COLUMNS = ("student", "machine", "host", "port", "user", "key", "public_key", "sudo_password")
+
+
+@dataclass
+class Student:
+    name: str            # the machine's name: student-NN
+    user: str
+    key: Path            # the private key file
+    public_key: str      # one OpenSSH line
+    password: str
+    password_hash: str
+    host: str = ""
+    port: int | None = None
+    person: str = ""     # who the student is (--names), else the machine's name
+
+
+def key_pair(comment: str) -> tuple[bytes, str]:
+    """An ed25519 key pair: the private key in OpenSSH's format, the public key as one line."""
+    private = Ed25519PrivateKey.generate()
+    pem = private.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
+                                serialization.NoEncryption())
+    public = private.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+    return pem, f"{public.decode()} {comment}"
+
+
+def crypt_sha512(password: str) -> str:
+    """The password's SHA-512 crypt(3) hash ($6$...), as /etc/shadow holds it."""
+    try:
+        run = subprocess.run(["openssl", "passwd", "-6", "-stdin"], input=password + "\n", capture_output=True,
+                             text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise LabkitError(f"cannot hash the sudo passwords with openssl: {exc}")
+    digest = run.stdout.strip()
+    if run.returncode != 0 or not digest.startswith("$6$"):
+        raise LabkitError(f"openssl passwd -6 failed: {run.stderr.strip() or digest}")
+    return digest
+
+
+def _write(path: Path, data: str | bytes, mode: int) -> None:
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+    fd = os.open(path, flags, mode)
+    with os.fdopen(fd, "wb" if isinstance(data, bytes) else "w") as f:
+        f.write(data)
+    os.chmod(path, mode)
+
+
+def make(out: Path, students: int, user: str = "student", host: str = "", base_port: int = 22000,
+         names: list[str] | None = None) -> list[Student]:
+    out = Path(out)
+    if names is not None and len(names) != students:
+        raise LabkitError(f"--names: {len(names)} names for {students} students")
+    if (out / "roster.csv").exists() or (out / "keys").exists():
+        raise LabkitError(f"--out {out}: holds credentials already; they are never overwritten "
+                          "(choose another directory, or remove this one yourself)")
+    try:
+        (out / "keys").mkdir(parents=True, mode=0o700)
+        (out / "host_vars").mkdir(mode=0o700, exist_ok=True)
+    except OSError as exc:
+        raise LabkitError(f"--out {out}: cannot create the directory: {exc.strerror or exc}")
+    made = []
+    for number in range(1, students + 1):
+        name = f"student-{number:02d}"
+        private, public = key_pair(f"{name}@labkit")
+        key = (out / "keys" / name).resolve()
+        _write(key, private, 0o600)
+        _write(key.with_name(name + ".pub"), public + "\n", 0o644)
+        password = "".join(secrets.choice(string.ascii_letters + string.digits) for _ in range(16))
+        made.append(Student(name, user, key, public, password, crypt_sha512(password), host,
+                            base_port + number if host else None, names[number - 1] if names else name))
+    _write(out / "roster.csv", roster_csv(made), 0o600)
+    _write(out / "credentials.json", json.dumps(
+        {s.name: {"user": s.user, "public_key": s.public_key, "password_hash": s.password_hash} for s in made},
+        indent=2) + "\n", 0o600)
+    for s in made:
+        _write(out / "host_vars" / f"{s.name}.yml",
+               f"labkit_student_user: {json.dumps(s.user)}\nlabkit_student_key: {json.dumps(str(s.key) + '.pub')}\n"
+               f"labkit_student_password_hash: {json.dumps(s.password_hash)}\n", 0o600)
+    return made
+
+
+def roster_csv(students: list[Student]) -> str:
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(ROSTER_COLUMNS)
+    for s in students:
+        writer.writerow([_spreadsheet_safe(s.person or s.name), s.name, s.host, s.port or "", s.user, str(s.key),
+                         s.public_key, s.password])
+    return buf.getvalue()
+
+
+def _spreadsheet_safe(value: str) -> str:
+    """A name must not turn into a formula in a spreadsheet."""
+    return "'" + value if value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
+
+
+def read_names(path: Path) -> list[str]:
+    """One student per line (blank lines and # comments left out), each name once."""
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LabkitError(f"--names {path}: cannot read it: {exc}")
+    names = [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+    seen = set()
+    for name in names:
+        if name in seen:
+            raise LabkitError(f"--names {path}: {name!r} is listed twice")
+        seen.add(name)
+    return names
