@@ -18,6 +18,21 @@ from labkit.controllers.workqueue import RateLimitingQueue
 EXPECTATIONS_TTL = 300.0
 
 
+def bind(client, pod: dict, node_name: str) -> bool:
+    """POST pods/<name>/binding (what the scheduler's DefaultBinder does); False when the Pod is
+    gone or bound meanwhile (404, 409)."""
+    meta = pod["metadata"]
+    binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
+               "target": {"apiVersion": "v1", "kind": "Node", "name": node_name}}
+    try:
+        client.create("v1", "pods", binding, meta["namespace"], subresource="binding", name=meta["name"])
+    except ApiError as exc:
+        if exc.code not in (404, 409):
+            raise
+        return False
+    return True
+
+
 def controller_of(obj: dict) -> dict | None:
     for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
         if ref.get("controller") is True:

@@ -39,7 +39,7 @@ import time
 
 from labkit.apiserver.errors import ApiError
 from labkit.apiserver.registry import now_rfc3339
-from labkit.controllers.base import KeyedController
+from labkit.controllers.base import KeyedController, bind
 from labkit.controllers.events import EventRecorder, involved
 
 CONTROLLER = "node"
@@ -202,13 +202,7 @@ class NodeController(KeyedController):
             if meta.get("deletionTimestamp") or spec.get("schedulerName", "default-scheduler") != "default-scheduler" \
                     or self.defer_binding():
                 return
-            binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name, "namespace": ns},
-                       "target": {"apiVersion": "v1", "kind": "Node", "name": NODE_NAME}}
-            try:
-                self.client.create("v1", "pods", binding, ns, subresource="binding", name=name)
-            except ApiError as exc:
-                if exc.code not in (404, 409):
-                    raise
+            if not bind(self.client, pod, NODE_NAME):
                 return
             self.scheduler_events.event(involved(pod), "Normal", "Scheduled",
                                         f"Successfully assigned {ns}/{name} to {NODE_NAME}")

@@ -23,7 +23,7 @@ import random
 
 from labkit.apiserver.errors import ApiError
 from labkit.apiserver.registry import now_rfc3339
-from labkit.controllers.base import KeyedController, object_key
+from labkit.controllers.base import KeyedController, bind, object_key
 from labkit.scheduler import framework as fw
 from labkit.scheduler.objects import Node, NodeInfo, Pod
 from labkit.scheduler.preemption import DefaultPreemption
@@ -107,13 +107,7 @@ class SchedulerController(KeyedController):
         self.cycles[key] = cycle
         ns, name = pod.namespace, pod.name
         if cycle.chosen is not None:
-            binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name, "namespace": ns},
-                       "target": {"apiVersion": "v1", "kind": "Node", "name": cycle.chosen}}
-            try:
-                self.client.create("v1", "pods", binding, ns, subresource="binding", name=name)
-            except ApiError as exc:
-                if exc.code not in (404, 409):
-                    raise
+            if not bind(self.client, obj, cycle.chosen):
                 return
             self.attempts.pop(key, None)
             self.log.record(self.name, "bind", None, f"pod {ns}/{name} → {cycle.chosen}")
