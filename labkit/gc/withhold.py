@@ -1,0 +1,55 @@
+"""The gc lab's prediction is not answered by labkit's own tools: `labkit gc run` on the
+experiment of exercise predict-dangling (its scenario file, or a copy of its objects) shows the
+outcome only once a prediction is written down, and keeps a copy of that prediction, which the
+check then judges (a prediction changed after seeing the outcome is not one)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+LAB, EXERCISE = "gc", "predict-dangling"
+REVEALED = "revealed-predict-dangling.yaml"       # in the lab's state directory (checks.py reads it)
+
+
+def signature(scenario) -> tuple:
+    """The experiment's shape: each object by kind, namespace and name, with the kinds and names
+    of its owners (not their UIDs, which are the server's)."""
+    return tuple(sorted((o.kind, o.namespace or "", o.name or "",
+                         tuple(sorted((r.get("kind", ""), r.get("name", "")) for r in o.raw.get("ownerReferences") or [])))
+                        for o in scenario.objects))
+
+
+def experiment_path() -> Path | None:
+    from labkit.labs import discover, load_lab
+    directory = discover().get(LAB)
+    if directory is None:
+        return None
+    return load_lab(directory).directory / load_lab(directory).exercise(EXERCISE).params["experiment"]
+
+
+def is_the_experiment(scenario) -> bool:
+    from labkit.gc.scenario import load
+    path = experiment_path()
+    if path is None or not path.exists():
+        return False
+    return signature(scenario) == signature(load(path))
+
+
+def gate(scenario) -> str | None:
+    """None when `scenario` may be played and shown; else what to say instead. Playing the
+    experiment with a prediction written keeps a copy of that prediction (the first time)."""
+    from labkit import paths
+    from labkit.exercises import answer_path
+    if not is_the_experiment(scenario):
+        return None
+    answer = answer_path(LAB, EXERCISE)
+    if not answer.exists():
+        return (f"{scenario.path} is the experiment of exercise {EXERCISE}, whose outcome you are to predict: "
+                f"write your prediction to {answer} first (`labkit show {LAB} {EXERCISE}`); then `labkit gc run` "
+                "plays it, and the check judges the prediction you had written then")
+    kept = paths.state_root() / LAB / REVEALED
+    if not kept.exists():
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(answer, kept)
+    return None
