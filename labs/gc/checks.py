@@ -207,7 +207,8 @@ def _chain_writes(events, ns: str, app: str, verbs=("update", "patch", "delete")
         if not (name == app or name.startswith(app + "-")):
             continue
         out.append({"verb": e["verb"], "kind": KINDS[ref["resource"]], "name": name,
-                    "finalizers": "finalizers" in json.dumps(e.get("requestObject") or "")})
+                    "finalizers": "finalizers" in json.dumps(e.get("requestObject") or ""),
+                    **({"policy": _policy(e)} if e["verb"] == "delete" else {})})
     return out
 
 
@@ -249,20 +250,34 @@ def _cascade_observation(ctx, client, target, resource: str) -> dict:
 
 def _order_answer(ctx, answer, key):
     value = ctx.answer_field(answer, key, list)
-    kinds = [str(v).strip() for v in value]
+    canonical = {k.lower(): k for k in KINDS.values()}
+    kinds = [canonical.get(str(v).strip().lower(), str(v).strip()) for v in value]
     if sorted(kinds) != sorted(KINDS.values()):
         raise CheckFailed(f"{key}: list each of Deployment, ReplicaSet and Pod once, in the order their DELETE "
                           "requests came", expected="Deployment, ReplicaSet and Pod, each once", observed=value)
     return kinds
 
 
-def _own_deletes(writes: list[dict], name: str) -> list[str]:
-    """`2 Pods` — what of the Deployment's dependents the student deleted themselves."""
-    counts = {}
+def _own_changes(writes: list[dict], name: str) -> list[str]:
+    """`deleted 2 Pods`, `changed the Deployment (patch)` — what the student did to the chain
+    besides deleting the Deployment once."""
+    counts, changed = {}, []
+    first = next((w for w in writes if w["verb"] == "delete" and w["kind"] == "Deployment" and w["name"] == name), None)
     for w in writes:
-        if w["verb"] == "delete" and not (w["kind"] == "Deployment" and w["name"] == name):
+        if w is first:
+            continue
+        if w["verb"] == "delete":
             counts[w["kind"]] = counts.get(w["kind"], 0) + 1
-    return [f"{n} {k}{'s' if n > 1 else ''}" for k, n in counts.items()]
+        elif f"changed {w['kind']} {w['name']} ({w['verb']})" not in changed:
+            changed.append(f"changed {w['kind']} {w['name']} ({w['verb']})")
+    return [f"deleted {n} {k}{'s' if n > 1 else ''} of {name}" for k, n in counts.items()] + changed
+
+
+def _changed_note(writes: list[dict], name: str) -> str:
+    own = _own_changes(writes, name)
+    return (f" (You {' and '.join(own)} yourself, which changed the situation: your answer is judged "
+            "against what the garbage collector does to the lab as built, where you only delete the Deployment.)"
+            if own else "")
 
 
 def observe_background_delete(ctx):
@@ -287,10 +302,7 @@ def judge_background_delete(ctx, obs):
     if obs["left"]:
         _still_going_obs(obs["left"], "the background deletion", ns)
     truth = _cascade(ctx, "Background")["delete_order"]
-    own = _own_deletes(obs["writes"], name)
-    changed = (f" (You deleted {' and '.join(own)} of {name} yourself, which changed the situation: your "
-               "answer is judged against what the garbage collector does to the lab as built, where only the "
-               "Deployment is deleted by you.)") if own else ""
+    changed = _changed_note(obs["writes"], name)
     if order != truth:
         return ctx.failed("order: that is not the order in which the DELETE requests of the Deployment, its "
                           "ReplicaSet and its Pods come when the Deployment is deleted in the background: look "
@@ -322,6 +334,7 @@ def judge_foreground_delete(ctx, obs):
     answer = ctx.answer()
     finalizer = str(ctx.answer_field(answer, "finalizer", str)).strip()
     last = str(ctx.answer_field(answer, "last", str)).strip()
+    last = {k.lower(): k for k in KINDS.values()}.get(last.lower(), last)
     if last not in KINDS.values():
         raise CheckFailed("last: write one of Deployment, ReplicaSet, Pod", expected="Deployment, ReplicaSet or Pod",
                           observed=last)
@@ -335,23 +348,28 @@ def judge_foreground_delete(ctx, obs):
                               f"the owner did not wait for its dependents (`labkit reset gc {ctx.exercise.id}` and try "
                               "`--cascade=foreground`)", expected="propagationPolicy Foreground", observed=obs["delete"],
                               observed_in=LIVE)
-    hand = [w for w in obs["writes"] if w["verb"] in ("update", "patch")]
+    # a second DELETE of the waiting Deployment with Background or Orphan changes its finalizers too:
+    # the API server drops foregroundDeletion (store.go, deletionFinalizersForGarbageCollection)
+    again = [w for w in [w for w in obs["writes"] if w["verb"] == "delete" and w["kind"] == "Deployment"
+                         and w["name"] == name][1:] if w.get("policy") in ("Background", "Orphan")]
+    hand = [w for w in obs["writes"] if w["verb"] in ("update", "patch")] + again
     if hand:
         first = hand[0]
-        what = "removed or changed its finalizers" if first["finalizers"] else f"changed it ({first['verb']})"
-        return ctx.failed(f"you {what} by hand on {first['kind']} {first['name']} while the foreground deletion "
-                          "went on: the finalizers of a foreground deletion are the garbage collector's, which "
-                          "removes each once no dependent blocks it; removing one by hand lets the owner go before "
-                          "its dependents, so what you saw is not what the exercise asks about "
+        obj = f"{first['kind']} {first['name']}"
+        what = (f"deleted {obj} a second time, with propagationPolicy {first.get('policy')}" if first["verb"] == "delete" else
+                f"removed or changed the finalizers of {obj} by hand" if first["finalizers"] else
+                f"changed {obj} by hand ({first['verb']})")
+        return ctx.failed(f"you {what} while the foreground deletion went on: the finalizers of a foreground "
+                          "deletion are the garbage collector's, which removes each once no dependent blocks it; "
+                          "removing one by hand, or a second DELETE with Background or Orphan (which drops it), lets the "
+                          "owner go before its dependents, so what you saw is not what the exercise asks about "
                           f"(`labkit reset gc {ctx.exercise.id}` and delete it again, without touching it)",
                           expected="no change to the Deployment, its ReplicaSet or its Pods but your DELETE",
                           observed=[f"{w['verb']} {w['kind']} {w['name']}" for w in hand], observed_in=LIVE)
     if obs["left"]:
         _still_going_obs(obs["left"], "the foreground deletion", ns)
     truth = _cascade(ctx, "Foreground")
-    own = _own_deletes(obs["writes"], name)
-    changed = (f" (You deleted {' and '.join(own)} of {name} yourself, which changed the situation: your "
-               "answer is judged against what the garbage collector does to the lab as built.)") if own else ""
+    changed = _changed_note(obs["writes"], name)
     problems = []
     if finalizer not in truth["waited_with"]:
         problems.append(f"finalizer: {finalizer!r} is not the finalizer the Deployment waited with: look at the "
@@ -548,8 +566,8 @@ def judge_unblocking_dependent(ctx, obs):
                           observed=[f"{r.get('kind')} {r.get('name')}" for r in extra], observed_in=LIVE)
     for ref in kept:
         original = originals.get(ref.get("uid")) or next(iter(originals.values()), {})
-        changed = [k for k in ("apiVersion", "kind", "name", "uid", "controller")
-                   if ref.get(k) != original.get(k)]
+        changed = [k for k in ("apiVersion", "kind", "name", "uid") if ref.get(k) != original.get(k)]
+        changed += ["controller"] if bool(ref.get("controller")) != bool(original.get("controller")) else []
         if changed:
             return ctx.failed(f"{dep_name}'s owner reference to {owner} was changed ({', '.join(changed)}): it no "
                               f"longer points at the ConfigMap {owner} as the lab built it; keep the reference, change "

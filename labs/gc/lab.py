@@ -17,7 +17,8 @@ Starting state, namespace `shop` (each exercise has its own objects, so they do 
   ReplicaSet reports, deleted with Foreground; one of its Pods holds the finalizer
                                  example.com/upload                        (g)
   ConfigMap settings, Service web: loose objects without owners
-Namespaces predict-a and predict-b stay empty: the check of (f) plays its experiment there.
+Namespaces predict-a and predict-b stay empty (the check of (f) plays its experiment on a server
+of its own, labkit.gc.reconstruct).
 
 `labkit reset gc EXERCISE` (reset_exercise) builds one exercise's objects afresh and leaves the
 others as they are; the lab's state directory records when (labkit.state ready.json), so the

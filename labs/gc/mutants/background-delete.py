@@ -26,7 +26,10 @@ def _with(obs, **changes):
 
 
 def mutants(ctx):
-    yield from answer_mutants(ctx.answer(), names=lambda e: ("order",))
+    answer = ctx.answer()
+    yield from answer_mutants(answer, names=lambda e: ("order",))
+    yield Mutant("answer-lower-case", "answer: the kinds in lower case", answer={"order": [k.lower() for k in answer["order"]]},
+                 equivalent="kinds are names of the same three kinds whatever their case; the check compares them so")
     obs = _checks(ctx).observe_background_delete(ctx)
     name = ctx.params["deployment"]
     yield Mutant("deployment-present", "the Deployment is still there", names=("still there",),
@@ -43,6 +46,11 @@ def mutants(ctx):
     yield Mutant("pod-on-its-way", "a Pod is still in its grace period", names=("still going on",),
                  observation=_with(obs, left=[pod]))
     own = [{"verb": "delete", "kind": "Pod", "name": f"{name}-5d8f7c9b6-{s}", "finalizers": False} for s in ("a1b2c", "d3e4f")]
+    patch = {"verb": "patch", "kind": "Deployment", "name": name, "finalizers": False}
+    yield Mutant("scaled-first", "the student scaled the Deployment before deleting it",
+                 observation=_with(obs, writes=[patch, *obs["writes"]]),
+                 equivalent="the order is judged against labkit's reconstruction of the lab as built; the student's "
+                            "change of the Deployment is noted, not counted")
     yield Mutant("own-pod-deletes", "the student deleted the Pods themselves first", observation=_with(obs, writes=own),
                  equivalent="the order is judged against labkit's reconstruction of a background deletion of the "
                             "Deployment as the lab builds it; the student's own deletes are noted, not counted")

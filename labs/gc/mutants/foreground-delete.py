@@ -41,6 +41,15 @@ def mutants(ctx):
             hand = {"verb": verb, "kind": kind, "name": target, "finalizers": True}
             yield Mutant(f"by-hand:{verb}:{kind}", f"the finalizers of the {kind} changed by hand ({verb})",
                          names=("by hand", kind), observation=_with(obs, writes=[hand]))
+    first = {"verb": "delete", "kind": "Deployment", "name": name, "finalizers": False, "policy": "Foreground"}
+    for policy in ("Background", "Orphan"):
+        yield Mutant(f"deleted-again={policy}", f"the waiting Deployment deleted a second time with {policy} (which "
+                     "drops its foregroundDeletion)", names=("a second time", policy),
+                     observation=_with(obs, writes=[first, {**first, "policy": policy}]))
+    yield Mutant("deleted-again=Foreground", "the waiting Deployment deleted a second time, in the foreground again",
+                 observation=_with(obs, writes=[first, first]),
+                 equivalent="a second Foreground DELETE keeps foregroundDeletion (store.go, "
+                            "deletionFinalizersForGarbageCollection): the deletion goes on as before")
     yield Mutant("deployment-waiting", "the Deployment still waits", names=("still going on",),
                  observation=_with(obs, deployment="deleting", left=[{"kind": "Deployment", "name": name, "deleting": True,
                                                                       "finalizers": ["foregroundDeletion"]}]))

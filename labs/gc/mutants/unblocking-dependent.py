@@ -64,6 +64,10 @@ def mutants(ctx):
                                                                                     "uid": "00000000-0000-0000-0000-0000000000aa"}]}))
     yield Mutant("controller-set", "the reference made the controller", names=("was changed", "controller"),
                  observation=_with(obs, dependent={**dep, "ownerReferences": [{**ref, "controller": True}]}))
+    yield Mutant("controller-false", "the reference says controller: false", observation=_with(
+        obs, dependent={**dep, "ownerReferences": [{**ref, "controller": False}]}),
+        equivalent="controller: false and unset are the same: only controller: true makes an owner the controller "
+                   "(metav1.GetControllerOf)")
     yield Mutant("another-finalizer", "a finalizer added", names=("finalizers",),
                  observation=_with(obs, dependent={**dep, "finalizers": [*dep["finalizers"], "example.com/more"]}))
     yield Mutant("secret-gone", "the Secret is gone", names=("finalizer was removed",), observation=_with(obs, dependent=None))
