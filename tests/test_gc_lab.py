@@ -278,3 +278,27 @@ def test_the_predict_experiment_is_shown_only_after_a_prediction_and_that_predic
     assert result.status == "fail" and "when `labkit gc run` first showed you" in result.message, result.message
     (env.dir / REVEALED).unlink()
     assert statuses(lab, "predict-dangling")["predict-dangling"].status == "pass"
+
+
+def test_the_prediction_is_judged_on_the_experiment_as_the_lab_was_built(lab):
+    """An experiment changed after `labkit run` (here: its copy as built, where the orphan lost
+    its owner reference) is what the check plays, and it says the file differs."""
+    lab, env = lab
+    (env.dir / REVEALED).unlink(missing_ok=True)
+    runner.solve(lab, "predict-dangling")
+    assert statuses(lab, "predict-dangling")["predict-dangling"].status == "pass"
+    path = env.dir / "built.json"
+    original = path.read_text()
+    data = json.loads(original)
+    text = data["predict-dangling"]["experiment"]
+    ghost = "    ownerReferences:\n      - {apiVersion: v1, kind: ReplicationController, name: ghost, uid: 00000000-0000-0000-0000-00000000dead}\n"
+    assert ghost in text
+    data["predict-dangling"]["experiment"] = text.replace(ghost, "", 1)
+    path.write_text(json.dumps(data))
+    try:
+        result = statuses(lab, "predict-dangling")["predict-dangling"]
+        assert result.status == "fail" and "differs from the experiment the lab was built with" in result.message, \
+            result.message
+        assert result.right_answer["orphan"] == "kept"
+    finally:
+        path.write_text(original)

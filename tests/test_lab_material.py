@@ -484,7 +484,9 @@ class LabRunner:
             return None, out        # still running
 
     def reset(self, changes: str) -> None:
-        self.labkit("reset", self.lab.id, *([] if changes == "*" else [changes]))
+        # the command just changed the lab on purpose: revert without asking (`labkit reset` lists
+        # the student's work it would revert and asks first)
+        self.labkit("reset", self.lab.id, *([] if changes == "*" else [changes]), "--yes")
 
     def run_all(self) -> list[Outcome]:
         with host_lock(False):

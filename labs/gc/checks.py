@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import tempfile
 from pathlib import Path
 
 import yaml
@@ -147,18 +148,28 @@ def _built(ctx) -> dict:
     return ctx.lab.environment_module().built(ctx.env).get(ctx.exercise.id) or {}
 
 
-def _reconstructed(ctx, key: str, inputs, compute):
-    """`compute()` once per lab state for the same `inputs` (a fresh embedded server takes a few
-    seconds): cached in the lab's state directory, as JSON."""
+_MEMORY: dict[str, object] = {}
+
+
+def _reconstructed(ctx, key: str, inputs, compute, persist: bool = True):
+    """`compute()` once for the same `inputs` (a fresh embedded server takes a few seconds):
+    kept in this process, and with `persist` in the lab's state directory too (as JSON). A
+    prediction's truth is never written down where a student could read it."""
     digest = hashlib.sha256(json.dumps([key, inputs], sort_keys=True).encode()).hexdigest()[:16]
+    if digest in _MEMORY:
+        return _MEMORY[digest]
     path = Path(ctx.env.dir) / "reconstruction.json"
-    try:
-        cache = json.loads(path.read_text())
-    except (OSError, ValueError):
-        cache = {}
+    cache = {}
+    if persist:
+        try:
+            cache = json.loads(path.read_text())
+        except (OSError, ValueError):
+            cache = {}
     if digest not in cache:
         cache[digest] = compute()
-        write_json_atomic(path, cache)
+        if persist:
+            write_json_atomic(path, cache)
+    _MEMORY[digest] = cache[digest]
     return cache[digest]
 
 
@@ -253,8 +264,9 @@ def _order_answer(ctx, answer, key):
     canonical = {k.lower(): k for k in KINDS.values()}
     kinds = [canonical.get(str(v).strip().lower(), str(v).strip()) for v in value]
     if sorted(kinds) != sorted(KINDS.values()):
-        raise CheckFailed(f"{key}: list each of Deployment, ReplicaSet and Pod once, in the order their DELETE "
-                          "requests came", expected="Deployment, ReplicaSet and Pod, each once", observed=value)
+        raise CheckFailed(f"{key}: list each of the three kinds (Deployment, Pod and ReplicaSet) once, in the order "
+                          "their DELETE requests came", expected="Deployment, Pod and ReplicaSet, each once, in some order",
+                          observed=value)
     return kinds
 
 
@@ -336,8 +348,8 @@ def judge_foreground_delete(ctx, obs):
     last = str(ctx.answer_field(answer, "last", str)).strip()
     last = {k.lower(): k for k in KINDS.values()}.get(last.lower(), last)
     if last not in KINDS.values():
-        raise CheckFailed("last: write one of Deployment, ReplicaSet, Pod", expected="Deployment, ReplicaSet or Pod",
-                          observed=last)
+        raise CheckFailed("last: write one of Deployment, Pod and ReplicaSet", expected="one of Deployment, Pod and "
+                          "ReplicaSet", observed=last)
     if obs["deployment"] == "present":
         raise CheckFailed(f"the Deployment {name} is still there: delete it with --cascade=foreground")
     if obs["audit"]:
@@ -516,7 +528,10 @@ def observe_unblocking_dependent(ctx):
                                                    "ownerReferences": dep["metadata"].get("ownerReferences") or [],
                                                    "data": dep.get("data") or {}},
             "audit": events is not None, "built": _built(ctx),
-            "delete": _delete_of(events, "configmaps", ns, owner) if events is not None else None}
+            "delete": _delete_of(events, "configmaps", ns, owner) if events is not None else None,
+            "owner_writes": [{"verb": e["verb"], **({"policy": _policy(e)} if e["verb"] == "delete" else {})}
+                             for e in _students(events or []) if e["verb"] in ("update", "patch", "delete") and _ok(e)
+                             and _on(e, "configmaps", owner) and (e.get("objectRef") or {}).get("namespace") == ns]}
 
 
 def judge_unblocking_dependent(ctx, obs):
@@ -551,6 +566,20 @@ def judge_unblocking_dependent(ctx, obs):
             return ctx.failed(f"you deleted {owner} with propagationPolicy {obs['delete']}: without Foreground the owner "
                               f"goes at once whatever its dependents say (`labkit reset gc {ctx.exercise.id}`)",
                               expected="propagationPolicy Foreground", observed=obs["delete"], observed_in=LIVE)
+    # the owner's foregroundDeletion is the garbage collector's: a patch, or a second DELETE with
+    # Background or Orphan (store.go, deletionFinalizersForGarbageCollection), takes it off by hand
+    forced = [w for w in obs.get("owner_writes") or [] if w["verb"] in ("update", "patch")] + \
+        [w for w in [w for w in obs.get("owner_writes") or [] if w["verb"] == "delete"][1:]
+         if w.get("policy") in ("Background", "Orphan")]
+    if forced:
+        how = (f"a second DELETE with propagationPolicy {forced[0].get('policy')}" if forced[0]["verb"] == "delete"
+               else f"a {forced[0]['verb']}")
+        return ctx.failed(f"you changed ConfigMap {owner} by hand ({how}) while its foreground deletion waited: its "
+                          "foregroundDeletion finalizer is the garbage collector's to remove; the task is to change "
+                          f"the dependent so that the garbage collector lets {owner} go "
+                          f"(`labkit reset gc {ctx.exercise.id}` to start over)",
+                          expected=f"no change to {owner} but your DELETE", observed=[w["verb"] for w in forced],
+                          observed_in=LIVE)
     originals = {r.get("uid"): r for r in built_secret.get("ownerReferences") or []}
     refs = dep["ownerReferences"]
     kept = [r for r in refs if r.get("uid") in originals or r.get("name") == owner]
@@ -599,17 +628,28 @@ SUBJECTS = ("orphan", "shared", "stranger")
 from labkit.gc.withhold import REVEALED      # the prediction as it was when `labkit gc run` showed the outcome
 
 
-def _predicted(ctx) -> dict:
+def _predicted(ctx, experiment: str) -> dict:
     """What labkit's reconstruction does to the experiment (labkit.gc.reconstruct.predict, on a
     server of its own: nothing of it shows in the lab's logs): {subject: deleted | kept},
     shared_owners, stranger_event."""
-    path = ctx.lab.directory / ctx.params["experiment"]
-
     def compute():
-        played = reconstruct.predict(path)
+        with tempfile.TemporaryDirectory(prefix="labkit-gc-predict-") as tmp:
+            path = Path(tmp) / Path(ctx.params["experiment"]).name
+            path.write_text(experiment)
+            played = reconstruct.predict(path)
         return {**{k: "deleted" if played.present[k] is None else "kept" for k in SUBJECTS},
                 "shared_owners": played.owners["shared"], "stranger_event": (played.warnings["stranger"] or ["none"])[0]}
-    return _reconstructed(ctx, "predict", path.read_text(), compute)
+    return _reconstructed(ctx, "predict", experiment, compute, persist=False)
+
+
+def _experiment_text(ctx) -> tuple[str, str]:
+    """The experiment as the lab was built (built.json), and a note when the file differs now."""
+    path = ctx.lab.directory / ctx.params["experiment"]
+    now = path.read_text() if path.exists() else ""
+    built = _built(ctx).get("experiment") or now
+    note = (f" ({ctx.params['experiment']} differs from the experiment the lab was built with: your prediction is "
+            "judged on the experiment as built)") if now != built else ""
+    return built, note
 
 
 def _prediction(ctx):
@@ -629,9 +669,11 @@ def _prediction(ctx):
 
 
 def observe_predict_dangling(ctx):
-    """The prediction to judge (the check reads nothing live: the truth is the reconstruction)."""
+    """The prediction to judge, and the experiment as the lab was built (the check reads nothing
+    live: the truth is the reconstruction of that experiment)."""
     answer, note = _prediction(ctx)
-    return {"answer": answer, "note": note}
+    experiment, changed = _experiment_text(ctx)
+    return {"answer": answer, "note": note + changed, "experiment": experiment}
 
 
 def judge_predict_dangling(ctx, obs):
@@ -644,7 +686,7 @@ def judge_predict_dangling(ctx, obs):
         given[key] = value
     shared_owners = sorted(str(v).strip() for v in ctx.answer_field(answer, "shared_owners", list))
     event = str(ctx.answer_field(answer, "stranger_event", str)).strip()
-    truth = _predicted(ctx)
+    truth = _predicted(ctx, obs["experiment"])
     wrong = [k for k in SUBJECTS if given[k] != truth[k]]
     if shared_owners != sorted(truth["shared_owners"]) and not (truth["shared"] == "deleted" and given["shared"] == "deleted"):
         wrong.append("shared_owners")

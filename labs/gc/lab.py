@@ -152,6 +152,8 @@ def _record_built(env, client, parts) -> None:
             entry["secret"] = {"finalizers": secret["metadata"].get("finalizers") or [],
                                "ownerReferences": secret["metadata"].get("ownerReferences") or [],
                                "data": secret.get("data") or {}}
+        if part == "predict-dangling":      # the experiment as the lab was built: what the check plays
+            entry["experiment"] = (Path(__file__).resolve().parent / "scenarios" / "predict.yaml").read_text()
         if part == "stuck-finalizer":
             held = [p for p in pods_of(client, "reports") if UPLOAD_FINALIZER in (p["metadata"].get("finalizers") or [])]
             entry["held"] = {p["metadata"]["name"]: [UPLOAD_FINALIZER] for p in held}

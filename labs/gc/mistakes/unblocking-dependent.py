@@ -47,3 +47,14 @@ def points_the_reference_elsewhere(env):
                          '[{"op":"replace","path":"/metadata/ownerReferences/0/uid",'
                          '"value":"00000000-0000-0000-0000-00000000beef"}]')
     _delete_owner(env, "foreground")
+
+
+@mistake("by hand", "ConfigMap archive")
+def strips_the_owners_finalizer(env):
+    """Deletes the owner in the foreground, takes foregroundDeletion off the waiting ConfigMap by hand, then
+    unblocks the Secret: the owner went, but not because its dependent stopped blocking it."""
+    target = for_env(env)
+    target.kubectl("delete", "configmap", "archive", "-n", "shop", "--cascade=foreground", "--wait=false")
+    target.kubectl("patch", "configmap", "archive", "-n", "shop", "--type=merge", "-p", '{"metadata":{"finalizers":null}}')
+    target.kubectl("patch", "secret", "archive-key", "-n", "shop", "--type=json", "-p",
+                   '[{"op":"replace","path":"/metadata/ownerReferences/0/blockOwnerDeletion","value":false}]')

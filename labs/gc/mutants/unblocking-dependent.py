@@ -78,5 +78,16 @@ def mutants(ctx):
     for policy in ("Background", "Orphan", "default"):
         yield Mutant(f"policy={policy}", f"the ConfigMap deleted with propagationPolicy {policy}",
                      names=(f"propagationPolicy {policy}",), observation=_with(obs, delete=policy))
+    deleted = {"verb": "delete", "policy": "Foreground"}
+    yield Mutant("owner-patched", "the ConfigMap's finalizer taken off by hand (patch)", names=("by hand", "patch"),
+                 observation=_with(obs, owner_writes=[deleted, {"verb": "patch"}]))
+    for policy in ("Background", "Orphan"):
+        yield Mutant(f"owner-deleted-again={policy}", f"the waiting ConfigMap deleted again with {policy}",
+                     names=("by hand", "second DELETE", policy),
+                     observation=_with(obs, owner_writes=[deleted, {**deleted, "policy": policy}]))
+    yield Mutant("owner-deleted-again=Foreground", "the waiting ConfigMap deleted again in the foreground",
+                 observation=_with(obs, owner_writes=[deleted, deleted]),
+                 equivalent="a second Foreground DELETE keeps foregroundDeletion (store.go, "
+                            "deletionFinalizersForGarbageCollection)")
     yield Mutant("no-delete", "nobody deleted the ConfigMap as the student", names=("no DELETE",),
                  observation=_with(obs, delete=None))
