@@ -302,3 +302,16 @@ def test_the_prediction_is_judged_on_the_experiment_as_the_lab_was_built(lab):
         assert result.right_answer["orphan"] == "kept"
     finally:
         path.write_text(original)
+
+
+def test_unblocking_feedback_says_what_is_wrong_and_where_to_look_not_the_value(lab):
+    """Reported: the feedback stated the answer (`expected: blockOwnerDeletion false or unset`)."""
+    from labkit.grading import show_value
+    lab, env = lab
+    runner.reset(lab, exercise_id="unblocking-dependent")
+    runner.apply_mistake(lab, "unblocking-dependent", "deletes_without_unblocking")
+    result = statuses(lab, "unblocking-dependent")["unblocking-dependent"]
+    shown = " ".join([result.message, show_value(result.expected), show_value(result.observed)]).lower()
+    assert result.status == "fail" and "owner reference" in shown and "archive-key" in shown, shown
+    assert "false" not in shown and "unset" not in shown and "blockownerdeletion" not in shown, shown
+    runner.reset(lab, exercise_id="unblocking-dependent")
