@@ -445,9 +445,16 @@ def observe_orphan_adopt(ctx):
             "pods": seen.value, "settled": seen.settled, "audit": events is not None,
             "originals": sorted((_built(ctx).get("pods") or {}).get(old) or []),
             "delete": _delete_of(events, "replicasets", ns, old) if events is not None else None,
+            # DELETEs of the old ReplicaSet's own Pods (by name: as the lab built them), by anyone
             "deleted_pods": sorted({e["objectRef"]["name"] for e in events or [] if e["verb"] == "delete" and _ok(e)
                                     and _on(e, "pods", prefix=f"{old}-")
-                                    and (e.get("objectRef") or {}).get("namespace") == ns})}
+                                    and e["objectRef"]["name"] in ((_built(ctx).get("pod_names") or {}).get(old) or [])
+                                    and (e.get("objectRef") or {}).get("namespace") == ns}),
+            # Pods created with the label app=<old> (by a controller or by hand) since the part was built
+            "created_pods": sum(1 for e in events or [] if e["verb"] == "create" and _ok(e)
+                                and _on(e, "pods", prefix="") and (e.get("objectRef") or {}).get("namespace") == ns
+                                and isinstance(e.get("requestObject"), dict)
+                                and ((e["requestObject"].get("metadata") or {}).get("labels") or {}).get("app") == old)}
 
 
 def judge_orphan_adopt(ctx, obs):
@@ -487,8 +494,10 @@ def judge_orphan_adopt(ctx, obs):
     killed = sorted(set(obs["deleted_pods"]) | {q["name"] for q in obs["pods"] if q["deleting"] and q["uid"] in originals}
                     | ({"(gone)"} if originals - {q["uid"] for q in obs["pods"]} else set()))
     if killed:
-        return ctx.failed(f"{old}'s own Pods were deleted after you orphaned them; the new ReplicaSet must adopt "
-                          "them, not replace them (`labkit gc log` says who deleted them and why; "
+        also = (f"; {obs['created_pods']} new Pod(s) labelled app={old} were created on the way"
+                if obs.get("created_pods") else "")
+        return ctx.failed(f"{old}'s own Pods were deleted after you orphaned them{also}; the new ReplicaSet must "
+                          "adopt them, not replace them (`labkit gc log` says who deleted them and why; "
                           f"`labkit reset gc {ctx.exercise.id}` to start over)",
                           expected=f"no Pod of {old} deleted", observed=killed, observed_in=LIVE)
     strays = [q for q in state if q["controller"] != new_rs["uid"]]
@@ -503,6 +512,12 @@ def judge_orphan_adopt(ctx, obs):
         return ctx.failed(f"{len(made)} Pod(s) labelled app={old} are new, not adopted: {new}'s controller created "
                           f"them (were {old}'s Pods gone before {new} could adopt them?)",
                           expected=f"only {old}'s own Pods, adopted by {new}", observed=made, observed_in=LIVE)
+    if obs.get("created_pods"):
+        return ctx.failed(f"{obs['created_pods']} new Pod(s) labelled app={old} were created on the way (and deleted "
+                          f"again): no Pod may be created or deleted. Was {new} there before {old}'s Pods were "
+                          f"orphans? (`labkit gc log` and the audit log say who created what; `labkit reset gc "
+                          f"{ctx.exercise.id}` to start over)", expected="no Pod created", observed=obs["created_pods"],
+                          observed_in=LIVE)
     if not obs["audit"]:
         return ctx.passed(f"{new} controls {old}'s own Pods; " + NO_LOG.format(what="the policy used"))
     return ctx.passed(f"{old}'s Pods were orphaned (Orphan) and {new} adopted the same {len(state)} Pods")

@@ -142,9 +142,10 @@ def built(env) -> dict:
 def _record_built(env, client, parts) -> None:
     data = built(env)
     for part in parts:
-        entry = {"pods": {app: sorted(p["metadata"]["uid"] for p in pods_of(client, app)
-                                      if not p["metadata"].get("deletionTimestamp"))
-                          for app in PARTS[part]["apps"]}}
+        live = {app: [p for p in pods_of(client, app) if not p["metadata"].get("deletionTimestamp")]
+                for app in PARTS[part]["apps"]}
+        entry = {"pods": {app: sorted(p["metadata"]["uid"] for p in pods) for app, pods in live.items()},
+                 "pod_names": {app: sorted(p["metadata"]["name"] for p in pods) for app, pods in live.items()}}
         if part == "unblocking-dependent":
             cm = client.get("v1", "configmaps", "archive", NAMESPACE)
             secret = client.get("v1", "secrets", "archive-key", NAMESPACE)

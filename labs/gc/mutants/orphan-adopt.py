@@ -55,6 +55,8 @@ def mutants(ctx):
                      names=(f"propagationPolicy {policy}",), observation=_with(obs, delete=policy))
     yield Mutant("no-delete", f"nobody deleted {old} as the student", names=("no DELETE",),
                  observation=_with(obs, delete=None))
+    yield Mutant("pods-created-on-the-way", f"{new} created two Pods of its own, deleted again once it adopted",
+                 names=("created on the way",), observation=_with(obs, created_pods=2))
     yield Mutant("no-new", f"no {new}", names=(f"no ReplicaSet {new}",), observation=_with(obs, new=None))
     extra = {**obs["pods"][0], "name": f"{old}-zz9zz", "uid": "00000000-0000-0000-0000-000000000003"}
     yield Mutant("pod-added", "one more Pod, new, controlled by the new ReplicaSet", names=("new, not adopted",),
