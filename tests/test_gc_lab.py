@@ -258,7 +258,7 @@ def test_background_prediction_is_judged_on_the_lab_as_built_when_the_student_de
     assert right.status == "pass" and "yourself" in right.message, right.message
 
 
-def test_the_predict_experiment_is_shown_only_after_a_prediction_and_that_prediction_is_judged(lab):
+def test_the_predict_experiment_is_shown_only_after_a_prediction_and_that_prediction_is_judged(lab, tmp_path):
     lab, env = lab
     experiment = str(lab.directory / "scenarios" / "predict.yaml")
     answer = answer_path(LAB, "predict-dangling")
@@ -266,6 +266,12 @@ def test_the_predict_experiment_is_shown_only_after_a_prediction_and_that_predic
     (env.dir / REVEALED).unlink(missing_ok=True)
     withheld = labkit("gc", "run", "-f", experiment, check=0).stdout
     assert withheld.startswith("withheld:") and "final objects" not in withheld and "orphan" not in withheld
+    # a copy with other names is the same experiment
+    text = (lab.directory / "scenarios" / "predict.yaml").read_text()
+    copy = tmp_path / "mine.yaml"
+    copy.write_text(text.replace("id: predict\n", "id: mine\n").replace("name: stranger", "name: visitor")
+                    .replace("predict-b", "elsewhere"))
+    assert labkit("gc", "run", "-f", str(copy), check=0).stdout.startswith("withheld:")
     assert not (env.dir / REVEALED).exists()
     wrong = {"orphan": "kept", "shared": "kept", "shared_owners": ["anchor"], "stranger": "deleted",
              "stranger_event": "none"}

@@ -13,11 +13,26 @@ REVEALED = "revealed-predict-dangling.yaml"       # in the lab's state directory
 
 
 def signature(scenario) -> tuple:
-    """The experiment's shape: each object by kind, namespace and name, with the kinds and names
-    of its owners (not their UIDs, which are the server's)."""
-    return tuple(sorted((o.kind, o.namespace or "", o.name or "",
-                         tuple(sorted((r.get("kind", ""), r.get("name", "")) for r in o.raw.get("ownerReferences") or [])))
-                        for o in scenario.objects))
+    """The experiment's shape, whatever its names: each object by kind and namespace (numbered in
+    order of appearance), with its owners, each by kind and as an owner that never existed (a
+    literal UID), one of the scenario's objects in the same namespace, or one in another."""
+    from labkit.gc.scenario import REF_EXPR
+    namespaces: dict[str, int] = {}
+    refs = {o.ref: o for o in scenario.objects}
+
+    def ns(o) -> int:
+        return namespaces.setdefault(o.namespace or "", len(namespaces))
+    shape = []
+    for o in scenario.objects:
+        owners = []
+        for r in o.raw.get("ownerReferences") or []:
+            found = REF_EXPR.fullmatch(str(r.get("uid", "")))
+            target = refs.get(found.group(1)) if found else None
+            where = "never-existed" if target is None else \
+                "same-namespace" if (target.namespace or "") == (o.namespace or "") else "other-namespace"
+            owners.append((str(r.get("kind", "")), where))
+        shape.append((o.kind, ns(o), tuple(sorted(owners))))
+    return tuple(sorted(shape))
 
 
 def experiment_path() -> Path | None:
