@@ -259,10 +259,16 @@ def _cascade_observation(ctx, client, target, resource: str) -> dict:
 
 # -- (b) background ---------------------------------------------------------------------------------
 
+def _kind(value) -> str:
+    """A kind as a student may write it (`pods`, `replicaset`) as the API names it (`Pod`)."""
+    text = str(value).strip()
+    canonical = {k.lower(): k for k in KINDS.values()}
+    return canonical.get(text.lower(), canonical.get(text.lower()[:-1], text) if text.lower().endswith("s") else text)
+
+
 def _order_answer(ctx, answer, key):
     value = ctx.answer_field(answer, key, list)
-    canonical = {k.lower(): k for k in KINDS.values()}
-    kinds = [canonical.get(str(v).strip().lower(), str(v).strip()) for v in value]
+    kinds = [_kind(v) for v in value]
     if sorted(kinds) != sorted(KINDS.values()):
         raise CheckFailed(f"{key}: list each of the three kinds (Deployment, Pod and ReplicaSet) once, in the order "
                           "their DELETE requests came", expected="Deployment, Pod and ReplicaSet, each once, in some order",
@@ -346,7 +352,7 @@ def judge_foreground_delete(ctx, obs):
     answer = ctx.answer()
     finalizer = str(ctx.answer_field(answer, "finalizer", str)).strip()
     last = str(ctx.answer_field(answer, "last", str)).strip()
-    last = {k.lower(): k for k in KINDS.values()}.get(last.lower(), last)
+    last = _kind(last)
     if last not in KINDS.values():
         raise CheckFailed("last: write one of Deployment, Pod and ReplicaSet", expected="one of Deployment, Pod and "
                           "ReplicaSet", observed=last)
