@@ -13,7 +13,8 @@ import pytest
 
 from conftest import fresh_environment
 from labkit import runner
-from labkit.exercises import wait_for
+from labkit.exercises import answer_path, wait_for, write_answer
+from labkit.gc.withhold import REVEALED
 from labkit.apiserver.target import for_env
 from labkit.labs import get_lab
 from labkit.state import LabEnv, LabState
@@ -100,8 +101,14 @@ def test_fresh_checks_fail_solutions_pass_and_credit_survives_a_reset(lab):
     # the GC decision log the lab points to (labkit gc log) explains what happened
     log = labkit("gc", "log", check=0).stdout
     assert "replicaset shop/reports: no dependent blocks its deletion any more → remove the foregroundDeletion" in log
+    # a reset that would undo the student's work lists it (from the audit log) and asks first
+    refused = labkit("reset", LAB, check=2)
+    assert "your deletion of Deployment shop/cart" in refused.stderr
+    assert "the ReplicaSet shop/worker-v2 you created" in refused.stderr
+    assert "your changes to Secret shop/archive-key" in refused.stderr
+    assert for_env(env).client().get_or_none("apps/v1", "deployments", "cart", "shop") is None    # nothing reset
     # a rebuild gives new UIDs: owner-chain's answer no longer matches, but its pass stays recorded
-    labkit("reset", LAB, check=0)
+    labkit("reset", LAB, "--yes", check=0)
     report = json.loads(labkit("check", LAB, "--format", "json", check=1).stdout)
     chain = next(r for r in report["results"] if r["exercise"] == "owner-chain")
     assert chain["status"] == "fail" and chain["recorded"]["message"].startswith("Pod web-")
@@ -111,7 +118,7 @@ def test_fresh_checks_fail_solutions_pass_and_credit_survives_a_reset(lab):
     assert next(row.status for row in runner.listing() if row.id == LAB) == "running: 7 of 7 exercises passed"
     # one exercise afresh: the others keep their objects (the web Deployment keeps its UID)
     web = for_env(env).client().get("apps/v1", "deployments", "web", "shop")["metadata"]["uid"]
-    out = labkit("reset", LAB, "background-delete", check=0)
+    out = labkit("reset", LAB, "background-delete", "--yes", check=0)
     assert "exercise background-delete of lab gc starts afresh" in out.stderr
     assert for_env(env).client().get("apps/v1", "deployments", "web", "shop")["metadata"]["uid"] == web
     runner.solve(lab, "background-delete")
@@ -211,3 +218,106 @@ def test_kill_9_during_run_then_cleanup_leaves_nothing(step, host_unchanged):
     assert (state.dir / "apiserver" / "server.json").exists()     # the server outlived labkit
     assert labkit("cleanup", LAB, check=0)
     assert not (state.dir / "apiserver").exists()
+
+
+def test_a_reset_of_one_exercise_lists_only_its_work_and_keeps_answer_files(lab):
+    lab, env = lab
+    runner.reset(lab, exercise_id="orphan-adopt")
+    runner.reset(lab, exercise_id="unblocking-dependent")
+    assert runner.work_at_risk(lab, "orphan-adopt") == []
+    runner.solve(lab, "orphan-adopt")
+    answer = answer_path(LAB, "owner-chain")
+    answer.parent.mkdir(parents=True, exist_ok=True)
+    answer.write_text("pod: mine\n")
+    assert runner.work_at_risk(lab, "orphan-adopt") == ["your deletion of ReplicaSet shop/worker",
+                                                       "the ReplicaSet shop/worker-v2 you created"]
+    assert runner.work_at_risk(lab, "unblocking-dependent") == []
+    assert runner.work_at_risk(lab, "owner-chain") == []
+    refused = labkit("reset", LAB, "orphan-adopt", check=2)
+    assert "the ReplicaSet shop/worker-v2 you created" in refused.stderr
+    labkit("reset", LAB, "orphan-adopt", "--yes", check=0)
+    assert runner.work_at_risk(lab, "orphan-adopt") == []
+    assert answer.read_text() == "pod: mine\n"
+
+
+def test_background_prediction_is_judged_on_the_lab_as_built_when_the_student_deleted_pods_first(lab):
+    """Reported: after `kubectl delete pod -l app=cart` and then the Deployment, the true order
+    failed and [Pod, Deployment, ReplicaSet] passed, with a message that contradicted itself."""
+    lab, env = lab
+    runner.reset(lab, exercise_id="background-delete")
+    target = for_env(env)
+    target.kubectl("delete", "pod", "-l", "app=cart", "-n", "shop", "--wait=false")
+    target.kubectl("delete", "deployment", "cart", "-n", "shop")
+    client = target.client()
+    assert wait_for(lambda: not client.list("v1", "pods", "shop", label_selector="app=cart")[0], timeout=60)
+    write_answer(env, "background-delete", {"order": ["Pod", "Deployment", "ReplicaSet"]})
+    wrong = statuses(lab, "background-delete")["background-delete"]
+    assert wrong.status == "fail" and "yourself" in wrong.message and "as built" in wrong.message, wrong.message
+    write_answer(env, "background-delete", {"order": ["Deployment", "ReplicaSet", "Pod"]})
+    right = statuses(lab, "background-delete")["background-delete"]
+    assert right.status == "pass" and "yourself" in right.message, right.message
+
+
+def test_the_predict_experiment_is_shown_only_after_a_prediction_and_that_prediction_is_judged(lab, tmp_path):
+    lab, env = lab
+    experiment = str(lab.directory / "scenarios" / "predict.yaml")
+    answer = answer_path(LAB, "predict-dangling")
+    answer.unlink(missing_ok=True)
+    (env.dir / REVEALED).unlink(missing_ok=True)
+    withheld = labkit("gc", "run", "-f", experiment, check=0).stdout
+    assert withheld.startswith("withheld:") and "final objects" not in withheld and "orphan" not in withheld
+    # a copy with other names is the same experiment
+    text = (lab.directory / "scenarios" / "predict.yaml").read_text()
+    copy = tmp_path / "mine.yaml"
+    copy.write_text(text.replace("id: predict\n", "id: mine\n").replace("name: stranger", "name: visitor")
+                    .replace("predict-b", "elsewhere"))
+    assert labkit("gc", "run", "-f", str(copy), check=0).stdout.startswith("withheld:")
+    assert not (env.dir / REVEALED).exists()
+    wrong = {"orphan": "kept", "shared": "kept", "shared_owners": ["anchor"], "stranger": "deleted",
+             "stranger_event": "none"}
+    write_answer(env, "predict-dangling", wrong)
+    shown = labkit("gc", "run", "-f", experiment, check=0).stdout
+    assert "final objects" in shown
+    # the prediction corrected after seeing the outcome: the check judges the one written before
+    runner.solve(lab, "predict-dangling")
+    result = statuses(lab, "predict-dangling")["predict-dangling"]
+    assert result.status == "fail" and "when `labkit gc run` first showed you" in result.message, result.message
+    (env.dir / REVEALED).unlink()
+    assert statuses(lab, "predict-dangling")["predict-dangling"].status == "pass"
+
+
+def test_the_prediction_is_judged_on_the_experiment_as_the_lab_was_built(lab):
+    """An experiment changed after `labkit run` (here: its copy as built, where the orphan lost
+    its owner reference) is what the check plays, and it says the file differs."""
+    lab, env = lab
+    (env.dir / REVEALED).unlink(missing_ok=True)
+    runner.solve(lab, "predict-dangling")
+    assert statuses(lab, "predict-dangling")["predict-dangling"].status == "pass"
+    path = env.dir / "built.json"
+    original = path.read_text()
+    data = json.loads(original)
+    text = data["predict-dangling"]["experiment"]
+    ghost = "    ownerReferences:\n      - {apiVersion: v1, kind: ReplicationController, name: ghost, uid: 00000000-0000-0000-0000-00000000dead}\n"
+    assert ghost in text
+    data["predict-dangling"]["experiment"] = text.replace(ghost, "", 1)
+    path.write_text(json.dumps(data))
+    try:
+        result = statuses(lab, "predict-dangling")["predict-dangling"]
+        assert result.status == "fail" and "differs from the experiment the lab was built with" in result.message, \
+            result.message
+        assert result.right_answer["orphan"] == "kept"
+    finally:
+        path.write_text(original)
+
+
+def test_unblocking_feedback_says_what_is_wrong_and_where_to_look_not_the_value(lab):
+    """Reported: the feedback stated the answer (`expected: blockOwnerDeletion false or unset`)."""
+    from labkit.grading import show_value
+    lab, env = lab
+    runner.reset(lab, exercise_id="unblocking-dependent")
+    runner.apply_mistake(lab, "unblocking-dependent", "deletes_without_unblocking")
+    result = statuses(lab, "unblocking-dependent")["unblocking-dependent"]
+    shown = " ".join([result.message, show_value(result.expected), show_value(result.observed)]).lower()
+    assert result.status == "fail" and "owner reference" in shown and "archive-key" in shown, shown
+    assert "false" not in shown and "unset" not in shown and "blockownerdeletion" not in shown, shown
+    runner.reset(lab, exercise_id="unblocking-dependent")

@@ -181,3 +181,22 @@ def test_kubeconfig_mode_plays_against_any_api_server(tmp_path):
         assert any("controllers: settings are not applied" in n for n in report.notes)
     finally:
         cluster.stop()
+
+
+def test_cli_refuses_unknown_and_duplicate_object_fields_in_kubectls_words(tmp_path):
+    # kubectl v1.34 sends fieldValidation=Strict: a misspelt field is refused, not dropped
+    def misspelt(data):
+        data["objects"][0]["ownerRefrences"] = []
+        data["objects"][0]["dat"] = {"a": "b"}
+    path = _variant(tmp_path, HERE / "scenarios" / "gc-owner-never-existed.yaml", "variant-misspelt", misspelt)
+    result = labkit("gc", "run", "-f", str(path), check=2)
+    (line,) = result.stderr.strip().splitlines()
+    assert line == (f'labkit: Error from server (BadRequest): error when creating "{path}": ConfigMap in version "v1" '
+                    'cannot be handled as a ConfigMap: strict decoding error: unknown field "ownerRefrences", '
+                    'unknown field "dat"'), line
+    doubled = tmp_path / "variant-doubled.yaml"
+    text = (HERE / "scenarios" / "gc-owner-never-existed.yaml").read_text().replace("id: gc-owner-never-existed",
+                                                                                    "id: variant-doubled")
+    doubled.write_text(text.replace("    name: orphaned\n", "    name: orphaned\n    name: orphaned\n", 1))
+    result = labkit("gc", "run", "-f", str(doubled), check=2)
+    assert 'strict decoding error: duplicate field "metadata.name"' in result.stderr, result.stderr

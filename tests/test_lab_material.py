@@ -484,7 +484,6 @@ class LabRunner:
             return None, out        # still running
 
     def reset(self, changes: str) -> None:
-        # the command changed the student's part of the lab on purpose: revert it without asking
         self.labkit("reset", self.lab.id, *([] if changes == "*" else [changes]), "--yes")
 
     def run_all(self) -> list[Outcome]:

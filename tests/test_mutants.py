@@ -30,14 +30,6 @@ from support import REPO  # noqa: E402
 # other exercise must have labs/<lab>/mutants/<exercise>.py; an entry here whose exercise has its
 # mutants now fails the test too (remove it).
 MUTANTS_AWAITED: dict[tuple[str, str], str] = {
-    # gc
-    ("gc", "owner-chain"): "not generated yet",
-    ("gc", "background-delete"): "not generated yet",
-    ("gc", "foreground-delete"): "not generated yet",
-    ("gc", "orphan-adopt"): "not generated yet",
-    ("gc", "unblocking-dependent"): "not generated yet",
-    ("gc", "predict-dangling"): "not generated yet",
-    ("gc", "stuck-finalizer"): "not generated yet",
     # kube-proxy
     ("kube-proxy", "follow-the-chain"): "not generated yet",
     ("kube-proxy", "nodeport"): "not generated yet",

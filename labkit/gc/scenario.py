@@ -137,6 +137,33 @@ def _object(path: Path, fld: str, raw) -> ObjectSpec:
                       raw.get("generateName"), bool(raw.get("existing")), raw)
 
 
+def _strict(path: Path, text: str, specs: list[tuple[str, ObjectSpec]]) -> None:
+    """Refuse an object with a field its kind does not have, or a key given twice, as kubectl v1.34
+    (fieldValidation=Strict) gets it refused by kube-apiserver (labkit.strict): a misspelt
+    `ownerRefrences` or `blockOwnerDeletoin` would otherwise be dropped without a word. The keys
+    a scenario writes beside `ref` (name, finalizers, ownerReferences, ...) are the object's
+    metadata, and named so. Values of the wrong type are left to the server (a `${ref.uid}` is
+    filled in when the scenario plays)."""
+    from labkit import strict
+    documents = strict.key_positions(text)
+    if not documents:
+        return
+    for prefix, spec in specs:
+        found = documents[0].within(prefix + ".")
+        positions = strict.KeyPositions()
+
+        def named(key: str) -> str:
+            head = key.split(".", 1)[0].split("[", 1)[0]
+            return f"metadata.{key}" if head in OBJECT_META_KEYS and head != "namespace" else key
+        positions.lines = {named(k): line for k, line in found.lines.items()}
+        positions.duplicates = [(line, named(k)) for line, k in found.duplicates]
+        try:
+            strict.check_object(spec.body(), str(path), positions)
+        except strict.StrictDecodingError as exc:
+            if "strict decoding error" in str(exc):
+                raise
+
+
 def load(path: str | Path) -> Scenario:
     path = Path(path)
     raw = load_yaml(path)
@@ -162,6 +189,7 @@ def load(path: str | Path) -> Scenario:
     objects_raw = raw.get("objects") or []
     _require(isinstance(objects_raw, list), path, "objects", "expected a list of objects")
     objects = [_object(path, f"objects[{i}]", o) for i, o in enumerate(objects_raw)]
+    specs = [(f"objects[{i}]", o) for i, o in enumerate(objects)]
     seen = set()
     for i, o in enumerate(objects):
         _require(o.ref not in seen, path, f"objects[{i}].ref", f"duplicate ref {o.ref!r}")
@@ -180,6 +208,7 @@ def load(path: str | Path) -> Scenario:
             _require(isinstance(s.get("target"), str), path, f"{fld}.target", "expected the ref of an object")
         if op == "create":
             step.object = _object(path, f"{fld}.object", s.get("object"))
+            specs.append((f"steps[{i}].object", step.object))
         if op == "find":
             raw_obj = s.get("object")
             _require(isinstance(raw_obj, dict) and bool(raw_obj.get("name")) != bool(raw_obj.get("labelSelector")),
@@ -235,6 +264,7 @@ def load(path: str | Path) -> Scenario:
     _require(isinstance(expect.get("conditions", {}), dict), path, "expect.conditions",
              "expected a mapping ref: [conditions]")
 
+    _strict(path, path.read_text(), specs)
     emulated = raw.get("emulatedVersion")
     if emulated is not None:
         from labkit.apiserver.version import EffectiveVersion, VersionError

@@ -1,7 +1,16 @@
-"""Checks of the gc lab. Truth comes from live objects, from the API server's audit log (how
-the student deleted: which verb, which propagationPolicy, in which order the requests came) and
-from the garbage collector's decision log. On a real cluster (`labkit run gc --kubeconfig`)
-there is neither log: those checks say so and judge the final state only.
+"""Checks of the gc lab. What the student did comes from live objects and the API server's audit
+log (how they deleted: which verb, which propagationPolicy; what else they changed by hand); what
+the lab was built as from lab.py's built.json (each part's Pods by UID, the Secret's owner
+reference, the Pod that holds a finalizer). Answers about what the garbage collector does (the
+order of a background deletion, the finalizer and last kind of a foreground one, the fate of the
+predict experiment's objects) are judged against labkit's reconstruction of the situation the
+exercise describes, played on a server of its own (labkit.gc.reconstruct): a student who changed
+the situation (deleting Pods by hand first) is told so, and judged on the lab as built. On a real
+cluster (`labkit run gc --kubeconfig`) there is no audit log: those checks say so and judge the
+final state only.
+
+Each check that reads live state is `judge_<name>(ctx, observe_<name>(ctx))`: the observation is
+plain data, and the judge a pure verdict on it (the mutant run judges mutated observations).
 
 Checks return within about 2 s: they judge what is there, waiting only briefly for what is
 visibly on its way (a Pod in its grace period), and otherwise say "check again in a few seconds".
@@ -11,14 +20,17 @@ the right answer goes only into `right_answer` (withheld from students)."""
 
 from __future__ import annotations
 
-import re
-import time
+import hashlib
+import json
+import tempfile
+from pathlib import Path
 
-from labkit.apiserver.audit import received_at
-from labkit.apiserver.errors import ApiError
+import yaml
+
 from labkit.exercises import LIVE, CheckFailed, settle, wait_for
 from labkit.apiserver.target import for_env
-from labkit.gc import scenario
+from labkit.gc import reconstruct
+from labkit.state import write_json_atomic
 
 KINDS = {"deployments": "Deployment", "replicasets": "ReplicaSet", "pods": "Pod"}
 GC_FINALIZERS = ("orphan", "foregroundDeletion")
@@ -66,14 +78,6 @@ def _policy(e: dict) -> str:
     return "default"
 
 
-def _student_delete(ctx, events, resource: str, name: str, what: str) -> dict:
-    deletes = [e for e in _students(events) if e["verb"] == "delete" and _on(e, resource, name) and _ok(e)]
-    if not deletes:
-        raise CheckFailed(f"the audit log has no DELETE of {what} after the lab started: delete it yourself "
-                          "(kubectl delete ...), so that the check can see how")
-    return deletes[0]
-
-
 def _gone(probe, timeout: float = BRIEF):
     """Wait briefly for what `probe` lists to be empty (Pods take their grace period to go)."""
     return [] if wait_for(lambda: not probe(), timeout=timeout, interval=0.1) else probe()
@@ -82,27 +86,6 @@ def _gone(probe, timeout: float = BRIEF):
 def _held(obj: dict) -> list[str]:
     """Finalizers that are not the garbage collector's: only whoever added them removes them."""
     return [f for f in obj["metadata"].get("finalizers") or [] if f not in GC_FINALIZERS]
-
-
-def _describe_left(objs: list[dict]) -> list[str]:
-    out = []
-    for o in objs:
-        meta = o["metadata"]
-        state = []
-        if meta.get("deletionTimestamp"):
-            state.append("deleting")
-        if meta.get("finalizers"):
-            state.append("finalizers " + ", ".join(meta["finalizers"]))
-        out.append(f"{o.get('kind', '')} {meta['name']}" + (f" ({'; '.join(state)})" if state else ""))
-    return out
-
-
-def _tally(objs: list[dict]) -> str:
-    """`the ReplicaSet and 2 Pods`: what is left, without names."""
-    counts = {}
-    for o in objs:
-        counts[o.get("kind", "object")] = counts.get(o.get("kind", "object"), 0) + 1
-    return " and ".join(f"{n} {k}{'s' if n > 1 else ''}" for k, n in counts.items()) or "nothing"
 
 
 def _controller_ref(obj: dict) -> dict | None:
@@ -124,7 +107,9 @@ def _chain(client, ns: str, app: str) -> list[dict]:
 def check_owner_chain(ctx):
     p = ctx.params
     answer = ctx.answer()
-    pod_name = ctx.answer_field(answer, "pod", str)
+    pod_name = str(ctx.answer_field(answer, "pod", str)).strip()
+    if not pod_name:
+        raise CheckFailed(f"pod: write the name of a Pod of the Deployment {p['deployment']}")
     rs_uid = str(ctx.answer_field(answer, "replicaset", str)).strip()
     dep_uid = str(ctx.answer_field(answer, "deployment", str)).strip()
     client = for_env(ctx.env).client()
@@ -156,339 +141,598 @@ def check_owner_chain(ctx):
                       expected="the UIDs in the ownerReferences chain", observed={k: given[k] for k in wrong})
 
 
-# -- (b) background ---------------------------------------------------------------------------------
+# -- the lab as built, and labkit's reconstruction of what the GC does to it ----------------------
 
-def _order_answer(ctx, answer, key):
-    value = ctx.answer_field(answer, key, list)
-    kinds = [str(v).strip() for v in value]
-    if sorted(kinds) != sorted(KINDS.values()):
-        raise CheckFailed(f"{key}: list each of Deployment, ReplicaSet and Pod once, in the order their DELETE "
-                          "requests came", expected="Deployment, ReplicaSet and Pod, each once", observed=value)
-    return kinds
+def _built(ctx) -> dict:
+    """What the exercise's part was built as (lab.py's built.json): Pods by UID, and so on."""
+    return ctx.lab.environment_module().built(ctx.env).get(ctx.exercise.id) or {}
 
 
-def _still_going(left: list[dict], what: str):
+_MEMORY: dict[str, object] = {}
+
+
+def _reconstructed(ctx, key: str, inputs, compute, persist: bool = True):
+    """`compute()` once for the same `inputs` (a fresh embedded server takes a few seconds):
+    kept in this process, and with `persist` in the lab's state directory too (as JSON). A
+    prediction's truth is never written down where a student could read it."""
+    digest = hashlib.sha256(json.dumps([key, inputs], sort_keys=True).encode()).hexdigest()[:16]
+    if digest in _MEMORY:
+        return _MEMORY[digest]
+    path = Path(ctx.env.dir) / "reconstruction.json"
+    cache = {}
+    if persist:
+        try:
+            cache = json.loads(path.read_text())
+        except (OSError, ValueError):
+            cache = {}
+    if digest not in cache:
+        cache[digest] = compute()
+        if persist:
+            write_json_atomic(path, cache)
+    _MEMORY[digest] = cache[digest]
+    return cache[digest]
+
+
+def _cascade(ctx, policy: str) -> dict:
+    """What labkit's garbage collector does when the exercise's Deployment, as the lab builds it,
+    is deleted with `policy` (labkit.gc.reconstruct.cascade), on a server of its own."""
+    lab = ctx.lab.environment_module()
+    name = ctx.params["deployment"]
+    workload = lab.deployment(name, lab.PARTS[ctx.exercise.id]["apps"][name])
+    return _reconstructed(ctx, "cascade", [workload, policy],
+                          lambda: reconstruct.cascade(workload, ctx.params["namespace"], policy).as_dict())
+
+
+def _left(objs: list[dict]) -> list[dict]:
+    """What is left of a chain, as observations: kind, name, being deleted, finalizers."""
+    return [{"kind": o.get("kind"), "name": o["metadata"]["name"],
+             "deleting": bool(o["metadata"].get("deletionTimestamp")),
+             "finalizers": list(o["metadata"].get("finalizers") or [])} for o in objs]
+
+
+def _still_going_obs(left: list[dict], what: str, ns: str):
     """The failure for dependents that are still there: on their way out, or not."""
-    deleting = all(o["metadata"].get("deletionTimestamp") for o in left)
+    deleting = all(o["deleting"] for o in left)
+    counts = {}
+    for o in left:
+        counts[o["kind"]] = counts.get(o["kind"], 0) + 1
+    tally = " and ".join(f"{n} {k}{'s' if n > 1 else ''}" for k, n in counts.items())
     raise CheckFailed((f"{what} is still going on: check again in a few seconds" if deleting else
-                       f"{_tally(left)} of it are still there and not being deleted: were they orphaned? "
-                       "`labkit gc graph -n shop` shows them"),
-                      expected="the Deployment, its ReplicaSet and its Pods gone", observed=_describe_left(left),
+                       f"{tally} of it are still there and not being deleted: were they orphaned? "
+                       f"`labkit gc graph -n {ns}` shows them"),
+                      expected="the Deployment, its ReplicaSet and its Pods gone",
+                      observed=[f"{o['kind']} {o['name']}" + (" (deleting)" if o["deleting"] else "") for o in left],
                       observed_in=LIVE)
 
 
-def check_background_delete(ctx):
+def _chain_writes(events, ns: str, app: str, verbs=("update", "patch", "delete")) -> list[dict]:
+    """The student's successful requests on the objects of `app` (its Deployment, ReplicaSets and
+    Pods), in the order they came: [{verb, kind, name, finalizers}], `finalizers` true when the
+    request touched metadata.finalizers."""
+    out = []
+    for e in _students(events):
+        ref = e.get("objectRef") or {}
+        if e["verb"] not in verbs or not _ok(e) or ref.get("namespace") != ns or ref.get("resource") not in KINDS:
+            continue
+        name = ref.get("name") or ""
+        if not (name == app or name.startswith(app + "-")):
+            continue
+        out.append({"verb": e["verb"], "kind": KINDS[ref["resource"]], "name": name,
+                    "finalizers": "finalizers" in json.dumps(e.get("requestObject") or ""),
+                    **({"policy": _policy(e)} if e["verb"] == "delete" else {})})
+    return out
+
+
+def _delete_of(events, resource: str, ns: str, name: str) -> str | None:
+    """The propagation policy of the student's first successful DELETE of the object, or None."""
+    deletes = [e for e in _students(events) if e["verb"] == "delete" and _ok(e) and _on(e, resource, name)
+               and (e.get("objectRef") or {}).get("namespace") == ns]
+    return _policy(deletes[0]) if deletes else None
+
+
+def _no_delete(what: str) -> CheckFailed:
+    return CheckFailed(f"the audit log has no DELETE of {what} after the lab started: delete it yourself "
+                       "(kubectl delete ...), so that the check can see how")
+
+
+def _cascade_observation(ctx, client, target, resource: str) -> dict:
+    """What the background and foreground exercises observe of the live lab."""
     p = ctx.params
     ns, name = p["namespace"], p["deployment"]
-    answer = ctx.answer()
-    order = _order_answer(ctx, answer, "order")
-    target = for_env(ctx.env)
-    client = target.client()
-    if client.get_or_none("apps/v1", "deployments", name, ns) is not None:
-        raise CheckFailed(f"the Deployment {name} is still there: delete it (`kubectl delete deployment {name} -n {ns}`)")
+    dep = client.get_or_none("apps/v1", "deployments", name, ns)
     events = _since_ready(ctx, target)
-    if events is not None:
-        policy = _policy(_student_delete(ctx, events, "deployments", name, f"Deployment {name}"))
-        if policy not in ("Background", "default"):
-            return ctx.failed(f"you deleted Deployment {name} with propagationPolicy {policy}: this exercise is about "
-                              "background deletion (kubectl's default, --cascade=background); "
-                              f"`labkit reset gc {ctx.exercise.id}` brings it back",
-                              expected="propagationPolicy Background", observed=policy, observed_in=LIVE)
-    left = _gone(lambda: _chain(client, ns, name))
-    if left:
-        _still_going(left, "the background deletion")
-    if events is None:
-        return ctx.passed("Deployment, ReplicaSet and Pods are gone; " + NO_LOG.format(what="the order of deletion"))
-    firsts = {}
-    for e in events:
-        if e["verb"] != "delete" or not _ok(e):
+    obs = {"deployment": "gone" if dep is None else "deleting" if dep["metadata"].get("deletionTimestamp")
+           else "present", "audit": events is not None,
+           "delete": _delete_of(events, "deployments", ns, name) if events is not None else None,
+           "writes": _chain_writes(events, ns, name) if events is not None else []}
+    if dep is not None and not dep["metadata"].get("deletionTimestamp"):
+        obs["left"] = []
+        return obs
+
+    def left():
+        found = _chain(client, ns, name)
+        now = client.get_or_none("apps/v1", "deployments", name, ns)
+        return ([dict(now, kind="Deployment")] if now else []) + found
+    obs["left"] = _left(_gone(left))
+    return obs
+
+
+# -- (b) background ---------------------------------------------------------------------------------
+
+def _kind(value) -> str:
+    """A kind as a student may write it (`pods`, `replicaset`) as the API names it (`Pod`)."""
+    text = str(value).strip()
+    canonical = {k.lower(): k for k in KINDS.values()}
+    return canonical.get(text.lower(), canonical.get(text.lower()[:-1], text) if text.lower().endswith("s") else text)
+
+
+def _order_answer(ctx, answer, key):
+    value = ctx.answer_field(answer, key, list)
+    kinds = [_kind(v) for v in value]
+    if sorted(kinds) != sorted(KINDS.values()):
+        raise CheckFailed(f"{key}: list each of the three kinds (Deployment, Pod and ReplicaSet) once, in the order "
+                          "their DELETE requests came", expected="Deployment, Pod and ReplicaSet, each once, in some order",
+                          observed=value)
+    return kinds
+
+
+def _own_changes(writes: list[dict], name: str) -> list[str]:
+    """`deleted 2 Pods`, `changed the Deployment (patch)` — what the student did to the chain
+    besides deleting the Deployment once."""
+    counts, changed = {}, []
+    first = next((w for w in writes if w["verb"] == "delete" and w["kind"] == "Deployment" and w["name"] == name), None)
+    for w in writes:
+        if w is first:
             continue
-        for resource, kind in KINDS.items():
-            if kind not in firsts and _on(e, resource, name if resource == "deployments" else None,
-                                          prefix=None if resource == "deployments" else f"{name}-"):
-                firsts[kind] = received_at(e)
-    truth = sorted(firsts, key=firsts.get)
-    if set(truth) != set(KINDS.values()):
-        return ctx.error("the audit log has DELETE requests for only " + (", ".join(truth) or "none")
-                         + f" of the chain: `labkit reset gc {ctx.exercise.id}` and delete the Deployment again")
+        if w["verb"] == "delete":
+            counts[w["kind"]] = counts.get(w["kind"], 0) + 1
+        elif f"changed {w['kind']} {w['name']} ({w['verb']})" not in changed:
+            changed.append(f"changed {w['kind']} {w['name']} ({w['verb']})")
+    return [f"deleted {n} {k}{'s' if n > 1 else ''} of {name}" for k, n in counts.items()] + changed
+
+
+def _changed_note(writes: list[dict], name: str) -> str:
+    own = _own_changes(writes, name)
+    return (f" (You {' and '.join(own)} yourself, which changed the situation: your answer is judged "
+            "against what the garbage collector does to the lab as built, where you only delete the Deployment.)"
+            if own else "")
+
+
+def observe_background_delete(ctx):
+    target = for_env(ctx.env)
+    return _cascade_observation(ctx, target.client(), target, "deployments")
+
+
+def judge_background_delete(ctx, obs):
+    p = ctx.params
+    ns, name = p["namespace"], p["deployment"]
+    order = _order_answer(ctx, ctx.answer(), "order")
+    if obs["deployment"] == "present":
+        raise CheckFailed(f"the Deployment {name} is still there: delete it (`kubectl delete deployment {name} -n {ns}`)")
+    if obs["audit"]:
+        if obs["delete"] is None:
+            raise _no_delete(f"Deployment {name}")
+        if obs["delete"] not in ("Background", "default"):
+            return ctx.failed(f"you deleted Deployment {name} with propagationPolicy {obs['delete']}: this exercise is "
+                              "about background deletion (kubectl's default, --cascade=background); "
+                              f"`labkit reset gc {ctx.exercise.id}` brings it back",
+                              expected="propagationPolicy Background", observed=obs["delete"], observed_in=LIVE)
+    if obs["left"]:
+        _still_going_obs(obs["left"], "the background deletion", ns)
+    truth = _cascade(ctx, "Background")["delete_order"]
+    changed = _changed_note(obs["writes"], name)
     if order != truth:
-        return ctx.failed("order: that is not the order in which the DELETE requests came: look them up in the "
-                          "audit log, or in `labkit gc log` (which says when the garbage collector deleted what)",
-                          expected="the order of the first DELETE of each kind in the audit log", observed=order,
+        return ctx.failed("order: that is not the order in which the DELETE requests of the Deployment, its "
+                          "ReplicaSet and its Pods come when the Deployment is deleted in the background: look "
+                          "them up in the audit log, or in `labkit gc log` (which says when the garbage collector "
+                          f"deleted what){changed}",
+                          expected="the order of the first DELETE of each kind", observed=order,
                           right_answer={"order": truth})
-    return ctx.passed(f"background deletion: {' → '.join(truth)} (DELETE requests in the audit log); "
-                      "the owner went at once, the GC deleted its dependents afterwards")
+    if not obs["audit"]:
+        return ctx.passed(f"background deletion: {' → '.join(truth)} (labkit's reconstruction); "
+                          + NO_LOG.format(what="how you deleted the Deployment"))
+    return ctx.passed(f"background deletion: {' → '.join(truth)}; the owner went at once, the GC deleted its "
+                      f"dependents afterwards{changed}")
+
+
+def check_background_delete(ctx):
+    return judge_background_delete(ctx, observe_background_delete(ctx))
 
 
 # -- (c) foreground ---------------------------------------------------------------------------------
 
-def check_foreground_delete(ctx):
+def observe_foreground_delete(ctx):
+    target = for_env(ctx.env)
+    return _cascade_observation(ctx, target.client(), target, "deployments")
+
+
+def judge_foreground_delete(ctx, obs):
     p = ctx.params
     ns, name = p["namespace"], p["deployment"]
     answer = ctx.answer()
     finalizer = str(ctx.answer_field(answer, "finalizer", str)).strip()
     last = str(ctx.answer_field(answer, "last", str)).strip()
+    last = _kind(last)
     if last not in KINDS.values():
-        raise CheckFailed("last: write one of Deployment, ReplicaSet, Pod", expected="Deployment, ReplicaSet or Pod",
-                          observed=last)
-    target = for_env(ctx.env)
-    client = target.client()
-    dep = client.get_or_none("apps/v1", "deployments", name, ns)
-    if dep is not None and not dep["metadata"].get("deletionTimestamp"):
+        raise CheckFailed("last: write one of Deployment, Pod and ReplicaSet", expected="one of Deployment, Pod and "
+                          "ReplicaSet", observed=last)
+    if obs["deployment"] == "present":
         raise CheckFailed(f"the Deployment {name} is still there: delete it with --cascade=foreground")
-    events = _since_ready(ctx, target)
-    if events is not None:
-        policy = _policy(_student_delete(ctx, events, "deployments", name, f"Deployment {name}"))
-        if policy != "Foreground":
-            return ctx.failed(f"you deleted Deployment {name} with propagationPolicy {policy}, not Foreground: the "
-                              f"owner did not wait for its dependents (`labkit reset gc {ctx.exercise.id}` and try "
-                              "`--cascade=foreground`)", expected="propagationPolicy Foreground", observed=policy,
+    if obs["audit"]:
+        if obs["delete"] is None:
+            raise _no_delete(f"Deployment {name}")
+        if obs["delete"] != "Foreground":
+            return ctx.failed(f"you deleted Deployment {name} with propagationPolicy {obs['delete']}, not Foreground: "
+                              f"the owner did not wait for its dependents (`labkit reset gc {ctx.exercise.id}` and try "
+                              "`--cascade=foreground`)", expected="propagationPolicy Foreground", observed=obs["delete"],
                               observed_in=LIVE)
-    left = _gone(lambda: ([dep] if client.get_or_none("apps/v1", "deployments", name, ns) else []) + _chain(client, ns, name))
-    if left:
-        _still_going(left, "the foreground deletion")
-    if events is None:
-        return ctx.passed("the Deployment and its dependents are gone; " + NO_LOG.format(what="the finalizer and the order"))
-    # the finalizer: what the GC removed from the Deployment when no dependent blocked it any more
-    removed = [d.get("finalizer") for d in target.decisions(since=ctx.ready_time) or []
-               if d.get("action") == "remove-finalizer" and (d.get("item") or {}).get("kind") == "Deployment"
-               and d["item"].get("name") == name and d["item"].get("namespace") == ns]
-    # the last object removed: the last successful write to the chain (removals are writes too:
-    # the node's final DELETE of a Pod, the GC's update that drops an owner's last finalizer)
-    writes = [e for e in events if e["verb"] in ("delete", "update", "patch") and _ok(e)
-              and (_on(e, "deployments", name) or _on(e, "replicasets", prefix=f"{name}-")
-                   or _on(e, "pods", prefix=f"{name}-"))]
-    truth = {"finalizer": removed[-1] if removed else None,
-             "last": KINDS[writes[-1]["objectRef"]["resource"]] if writes else None}
+    # a second DELETE of the waiting Deployment with Background or Orphan changes its finalizers too:
+    # the API server drops foregroundDeletion (store.go, deletionFinalizersForGarbageCollection)
+    again = [w for w in [w for w in obs["writes"] if w["verb"] == "delete" and w["kind"] == "Deployment"
+                         and w["name"] == name][1:] if w.get("policy") in ("Background", "Orphan")]
+    hand = [w for w in obs["writes"] if w["verb"] in ("update", "patch")] + again
+    if hand:
+        first = hand[0]
+        obj = f"{first['kind']} {first['name']}"
+        what = (f"deleted {obj} a second time, with propagationPolicy {first.get('policy')}" if first["verb"] == "delete" else
+                f"removed or changed the finalizers of {obj} by hand" if first["finalizers"] else
+                f"changed {obj} by hand ({first['verb']})")
+        return ctx.failed(f"you {what} while the foreground deletion went on: the finalizers of a foreground "
+                          "deletion are the garbage collector's, which removes each once no dependent blocks it; "
+                          "removing one by hand, or a second DELETE with Background or Orphan (which drops it), lets the "
+                          "owner go before its dependents, so what you saw is not what the exercise asks about "
+                          f"(`labkit reset gc {ctx.exercise.id}` and delete it again, without touching it)",
+                          expected="no change to the Deployment, its ReplicaSet or its Pods but your DELETE",
+                          observed=[f"{w['verb']} {w['kind']} {w['name']}" for w in hand], observed_in=LIVE)
+    if obs["left"]:
+        _still_going_obs(obs["left"], "the foreground deletion", ns)
+    truth = _cascade(ctx, "Foreground")
+    changed = _changed_note(obs["writes"], name)
     problems = []
-    if finalizer != truth["finalizer"]:
+    if finalizer not in truth["waited_with"]:
         problems.append(f"finalizer: {finalizer!r} is not the finalizer the Deployment waited with: look at the "
                         f"Deployment while it is being deleted (`kubectl get deploy {name} -n {ns} -o yaml`), or in "
                         "`labkit gc log`")
-    if last != truth["last"]:
-        problems.append(f"last: {last} is not the kind removed last: compare when the last request on each kind "
-                        "came, in the audit log or in `labkit gc log`")
+    if last != (truth["removed"] or [None])[-1]:
+        problems.append(f"last: {last} is not the kind removed last: compare when each kind leaves the API, in the "
+                        "audit log or in `labkit gc log`")
     if problems:
-        return ctx.failed("\n".join(problems), expected="the finalizer the Deployment carried while it waited, and "
-                          "the kind of the last object removed",
-                          observed={"finalizer": finalizer, "last": last}, right_answer=truth)
+        return ctx.failed("\n".join(problems) + changed, expected="the finalizer the Deployment carried while it "
+                          "waited, and the kind of the last object removed",
+                          observed={"finalizer": finalizer, "last": last},
+                          right_answer={"finalizer": truth["waited_with"][0] if truth["waited_with"] else None,
+                                        "last": (truth["removed"] or [None])[-1]})
+    if not obs["audit"]:
+        return ctx.passed("the Deployment and its dependents are gone, and your answer is what labkit's reconstruction "
+                          "does; " + NO_LOG.format(what="how you deleted the Deployment"))
     return ctx.passed(f"foreground deletion: the Deployment waited with {finalizer} while its dependents went, "
-                      f"and was removed last")
+                      f"and was removed last{changed}")
+
+
+def check_foreground_delete(ctx):
+    return judge_foreground_delete(ctx, observe_foreground_delete(ctx))
 
 
 # -- (d) orphan and adopt ---------------------------------------------------------------------------
 
-def check_orphan_adopt(ctx):
+def _selects_exactly(selector, label: str, value: str) -> bool:
+    """Whether a LabelSelector requires exactly `label=value` and nothing else (matchLabels, or a
+    matchExpressions `In` with that one value: the same set of objects)."""
+    if not isinstance(selector, dict):
+        return False
+    reqs = set()
+    for k, v in (selector.get("matchLabels") or {}).items():
+        reqs.add((k, "In", (str(v),)))
+    for e in selector.get("matchExpressions") or []:
+        reqs.add((e.get("key"), e.get("operator"), tuple(sorted(str(v) for v in e.get("values") or []))))
+    return reqs == {(label, "In", (value,))}
+
+
+def observe_orphan_adopt(ctx):
     p = ctx.params
     ns, old, new = p["namespace"], p["replicaset"], p["new_replicaset"]
     target = for_env(ctx.env)
     client = target.client()
-    rs = client.get_or_none("apps/v1", "replicasets", old, ns)
-    if rs is not None:
-        raise CheckFailed(f"the ReplicaSet {old} is still there" + (" (being deleted: check again in a moment)"
-                          if rs["metadata"].get("deletionTimestamp") else ": delete it without its Pods"))
     events = _since_ready(ctx, target)
-    # the old ReplicaSet's own Pods are named <old>-<5 characters> (the controller's generateName)
-    own_pod = re.compile(rf"^{re.escape(old)}-[a-z0-9]{{5}}$")
-    if events is not None:
-        policy = _policy(_student_delete(ctx, events, "replicasets", old, f"ReplicaSet {old}"))
-        if policy != "Orphan":
-            return ctx.failed(f"you deleted ReplicaSet {old} with propagationPolicy {policy}: its Pods went with it "
-                              f"(`labkit reset gc {ctx.exercise.id}`, then --cascade=orphan)",
-                              expected="propagationPolicy Orphan", observed=policy, observed_in=LIVE)
-        killed = sorted({e["objectRef"]["name"] for e in events if e["verb"] == "delete" and _ok(e)
-                         and _on(e, "pods", prefix=f"{old}-") and own_pod.match(e["objectRef"]["name"])})
-        if killed:
-            return ctx.failed(f"{len(killed)} of {old}'s own Pods were deleted after you orphaned them; the new "
-                              "ReplicaSet must adopt them, not replace them (`labkit gc log` says who deleted them "
-                              f"and why; `labkit reset gc {ctx.exercise.id}` to start over)",
-                              expected=f"no Pod of {old} deleted", observed=killed, observed_in=LIVE)
+    rs = client.get_or_none("apps/v1", "replicasets", old, ns)
     new_rs = client.get_or_none("apps/v1", "replicasets", new, ns)
+
+    def pods():
+        return sorted(({"name": q["metadata"]["name"], "uid": q["metadata"]["uid"],
+                        "controller": (_controller_ref(q) or {}).get("uid"),
+                        "deleting": bool(q["metadata"].get("deletionTimestamp"))}
+                       for q in client.list("v1", "pods", ns, label_selector=f"app={old}")[0]),
+                      key=lambda q: q["name"])
+    seen = settle(pods, timeout=BRIEF, stable_for=0.5)
+    return {"old": None if rs is None else ("deleting" if rs["metadata"].get("deletionTimestamp") else "present"),
+            "new": None if new_rs is None else {"uid": new_rs["metadata"]["uid"],
+                                                "replicas": (new_rs.get("spec") or {}).get("replicas", 1),
+                                                "selector": (new_rs.get("spec") or {}).get("selector")},
+            "pods": seen.value, "settled": seen.settled, "audit": events is not None,
+            "originals": sorted((_built(ctx).get("pods") or {}).get(old) or []),
+            "delete": _delete_of(events, "replicasets", ns, old) if events is not None else None,
+            # DELETEs of the old ReplicaSet's own Pods (by name: as the lab built them), by anyone
+            "deleted_pods": sorted({e["objectRef"]["name"] for e in events or [] if e["verb"] == "delete" and _ok(e)
+                                    and _on(e, "pods", prefix=f"{old}-")
+                                    and e["objectRef"]["name"] in ((_built(ctx).get("pod_names") or {}).get(old) or [])
+                                    and (e.get("objectRef") or {}).get("namespace") == ns}),
+            # Pods created with the label app=<old> (by a controller or by hand) since the part was built
+            "created_pods": sum(1 for e in events or [] if e["verb"] == "create" and _ok(e)
+                                and _on(e, "pods", prefix="") and (e.get("objectRef") or {}).get("namespace") == ns
+                                and isinstance(e.get("requestObject"), dict)
+                                and ((e["requestObject"].get("metadata") or {}).get("labels") or {}).get("app") == old)}
+
+
+def judge_orphan_adopt(ctx, obs):
+    p = ctx.params
+    ns, old, new = p["namespace"], p["replicaset"], p["new_replicaset"]
+    originals = set(obs["originals"])
+    if obs["old"] is not None:
+        raise CheckFailed(f"the ReplicaSet {old} is still there" + (" (being deleted: check again in a moment)"
+                          if obs["old"] == "deleting" else ": delete it without its Pods"))
+    if obs["audit"]:
+        if obs["delete"] is None:
+            raise _no_delete(f"ReplicaSet {old}")
+        if obs["delete"] != "Orphan":
+            return ctx.failed(f"you deleted ReplicaSet {old} with propagationPolicy {obs['delete']}: its Pods went with "
+                              f"it (`labkit reset gc {ctx.exercise.id}`, then --cascade=orphan)",
+                              expected="propagationPolicy Orphan", observed=obs["delete"], observed_in=LIVE)
+    new_rs = obs["new"]
     if new_rs is None:
         raise CheckFailed(f"there is no ReplicaSet {new} in {ns} yet: create it with the selector app={old}")
-
-    def owners():
-        pods = [q for q in client.list("v1", "pods", ns, label_selector=f"app={old}")[0]
-                if not q["metadata"].get("deletionTimestamp")]
-        return sorted((q["metadata"]["name"], (_controller_ref(q) or {}).get("uid")) for q in pods)
-    seen = settle(owners, timeout=BRIEF, stable_for=0.5)
-    if not seen.settled:
+    live_pods = [q for q in obs["pods"] if not q["deleting"]]
+    strays = [q for q in live_pods if q["controller"] != new_rs["uid"]]
+    made = [q["name"] for q in live_pods if q["uid"] not in originals]
+    if not _selects_exactly(new_rs["selector"], "app", old):
+        return ctx.failed(f"the selector of {new} is not the one the prompt asks for (app={old}, as {old} had): "
+                          f"the ReplicaSet controller adopts only orphans its selector matches, and {new} must match "
+                          f"just {old}'s Pods (compare `kubectl get rs {new} -n {ns} -o yaml` with the Pods' labels)"
+                          + (f"; {len(strays)} Pod(s) labelled app={old} are not controlled by {new}" if strays else ""),
+                          expected=f"a selector of exactly app={old}", observed=new_rs["selector"], observed_in=LIVE)
+    if new_rs["replicas"] != 2:
+        return ctx.failed(f"{new} asks for {new_rs['replicas']} replicas; the prompt asks for 2 (as many as {old} "
+                          "left to adopt): with more its controller creates new Pods, with fewer it deletes adopted ones"
+                          + (f"; {len(made)} Pod(s) labelled app={old} are new, not adopted" if made else ""),
+                          expected="2 replicas", observed=new_rs["replicas"], observed_in=LIVE)
+    if not obs["settled"]:
         return ctx.error(f"the Pods labelled app={old} are still changing owners: check again in a few seconds")
-    state = seen.value
-    uid = new_rs["metadata"]["uid"]
-    strays = [name for name, owner in state if owner != uid]
-    wanted = (new_rs.get("spec") or {}).get("replicas", 1)
+    state = [q for q in obs["pods"] if not q["deleting"]]
+    killed = sorted(set(obs["deleted_pods"]) | {q["name"] for q in obs["pods"] if q["deleting"] and q["uid"] in originals}
+                    | ({"(gone)"} if originals - {q["uid"] for q in obs["pods"]} else set()))
+    if killed:
+        also = (f"; {obs['created_pods']} new Pod(s) labelled app={old} were created on the way"
+                if obs.get("created_pods") else "")
+        return ctx.failed(f"{old}'s own Pods were deleted after you orphaned them{also}; the new ReplicaSet must "
+                          "adopt them, not replace them (`labkit gc log` says who deleted them and why; "
+                          f"`labkit reset gc {ctx.exercise.id}` to start over)",
+                          expected=f"no Pod of {old} deleted", observed=killed, observed_in=LIVE)
+    strays = [q for q in state if q["controller"] != new_rs["uid"]]
     if strays:
-        selector = (new_rs.get("spec") or {}).get("selector")
         return ctx.failed(f"{len(strays)} Pod(s) labelled app={old} are not controlled by {new}: the ReplicaSet "
                           "controller adopts only orphans that its selector matches (compare the selector of "
                           f"{new} with the Pods' labels)", expected=f"every Pod labelled app={old} controlled by {new}",
-                          observed=[f"{n}: {'controller ' + o[:8] if o else 'no controller'}" for n, o in state]
-                          + [f"{new}'s selector: {selector}"], observed_in=LIVE)
-    made = [n for n, _ in state if not own_pod.match(n)]
+                          observed=[f"{q['name']}: {'controller ' + q['controller'][:8] if q['controller'] else 'no controller'}"
+                                    for q in strays], observed_in=LIVE)
+    made = [q["name"] for q in state if q["uid"] not in originals]
     if made:
-        why = (f"{new} asks for {wanted} replicas while {old} left {len(state) - len(made)} Pods to adopt, so its "
-               "controller made up the difference (the prompt asks for 2)" if wanted > len(state) - len(made) else
-               f"{new}'s controller created them: were {old}'s Pods gone before {new} could adopt them?")
-        return ctx.failed(f"{len(made)} Pod(s) labelled app={old} are new, not adopted: {why}",
+        return ctx.failed(f"{len(made)} Pod(s) labelled app={old} are new, not adopted: {new}'s controller created "
+                          f"them (were {old}'s Pods gone before {new} could adopt them?)",
                           expected=f"only {old}'s own Pods, adopted by {new}", observed=made, observed_in=LIVE)
-    if events is None:
-        born = new_rs["metadata"]["creationTimestamp"]
-        newer = [q["metadata"]["name"] for q in client.list("v1", "pods", ns, label_selector=f"app={old}")[0]
-                 if q["metadata"]["creationTimestamp"] > born]
-        if newer:
-            return ctx.failed(f"Pods {', '.join(newer)} were created after {new}: they replaced the old ones")
-        return ctx.passed(f"{new} controls the Pods, which are older than it; " + NO_LOG.format(what="the policy used"))
+    if obs.get("created_pods"):
+        return ctx.failed(f"{obs['created_pods']} new Pod(s) labelled app={old} were created on the way (and deleted "
+                          f"again): no Pod may be created or deleted. Was {new} there before {old}'s Pods were "
+                          f"orphans? (`labkit gc log` and the audit log say who created what; `labkit reset gc "
+                          f"{ctx.exercise.id}` to start over)", expected="no Pod created", observed=obs["created_pods"],
+                          observed_in=LIVE)
+    if not obs["audit"]:
+        return ctx.passed(f"{new} controls {old}'s own Pods; " + NO_LOG.format(what="the policy used"))
     return ctx.passed(f"{old}'s Pods were orphaned (Orphan) and {new} adopted the same {len(state)} Pods")
+
+
+def check_orphan_adopt(ctx):
+    return judge_orphan_adopt(ctx, observe_orphan_adopt(ctx))
 
 
 # -- (e) blockOwnerDeletion -------------------------------------------------------------------------
 
-def check_unblocking_dependent(ctx):
+def observe_unblocking_dependent(ctx):
     p = ctx.params
-    ns, owner, dep_name, fin = p["namespace"], p["owner"], p["dependent"], p["finalizer"]
+    ns, owner, dep_name = p["namespace"], p["owner"], p["dependent"]
     target = for_env(ctx.env)
     client = target.client()
     cm = client.get_or_none("v1", "configmaps", owner, ns)
     dep = client.get_or_none("v1", "secrets", dep_name, ns)
-    if dep is None or fin not in (dep["metadata"].get("finalizers") or []):
+    events = _since_ready(ctx, target)
+    return {"owner": None if cm is None else {"uid": cm["metadata"]["uid"],
+                                              "deleting": bool(cm["metadata"].get("deletionTimestamp"))},
+            "dependent": None if dep is None else {"finalizers": list(dep["metadata"].get("finalizers") or []),
+                                                   "ownerReferences": dep["metadata"].get("ownerReferences") or [],
+                                                   "data": dep.get("data") or {}},
+            "audit": events is not None, "built": _built(ctx),
+            "delete": _delete_of(events, "configmaps", ns, owner) if events is not None else None,
+            "owner_writes": [{"verb": e["verb"], **({"policy": _policy(e)} if e["verb"] == "delete" else {})}
+                             for e in _students(events or []) if e["verb"] in ("update", "patch", "delete") and _ok(e)
+                             and _on(e, "configmaps", owner) and (e.get("objectRef") or {}).get("namespace") == ns]}
+
+
+def judge_unblocking_dependent(ctx, obs):
+    p = ctx.params
+    ns, owner, dep_name, fin = p["namespace"], p["owner"], p["dependent"], p["finalizer"]
+    built_secret = obs["built"].get("secret") or {}
+    dep = obs["dependent"]
+    if dep is not None:
+        dep = {"finalizers": dep.get("finalizers") or [], "ownerReferences": dep.get("ownerReferences") or [],
+               "data": dep.get("data") or {}}
+    if dep is None or fin not in dep["finalizers"]:
         return ctx.failed(f"Secret {dep_name} " + ("is gone" if dep is None else f"lost its finalizer {fin}")
                           + ": its finalizer was removed; the task was to keep it and stop the Secret from "
                           f"blocking its owner (`labkit reset gc {ctx.exercise.id}` to start over)",
                           expected=f"{dep_name} still there with {fin}",
-                          observed="gone" if dep is None else dep["metadata"].get("finalizers") or "no finalizers")
-    if cm is not None:
-        if cm["metadata"].get("deletionTimestamp"):
-            refs = [r for r in dep["metadata"].get("ownerReferences") or [] if r.get("uid") == cm["metadata"]["uid"]]
+                          observed="gone" if dep is None else dep["finalizers"] or "no finalizers", observed_in=LIVE)
+    if sorted(dep["finalizers"]) != sorted(built_secret.get("finalizers") or [fin]):
+        return ctx.failed(f"the finalizers of {dep_name} are not the ones it was built with: leave them as they were "
+                          "(only whoever added a finalizer removes it)", expected=f"the finalizers {dep_name} had",
+                          observed=dep["finalizers"], observed_in=LIVE)
+    if obs["owner"] is not None:
+        if obs["owner"]["deleting"]:
             return ctx.failed(f"ConfigMap {owner} is waiting (foregroundDeletion) for its dependent {dep_name}, "
-                              "whose owner reference blocks it", expected="blockOwnerDeletion false or unset",
-                              observed=refs)
+                              f"whose owner reference still blocks it: look at the fields of {dep_name}'s owner "
+                              f"reference to {owner}", expected=f"{owner} removed from the API while {dep_name} waits",
+                              observed=f"{owner} being deleted, waiting", observed_in=LIVE)
         raise CheckFailed(f"ConfigMap {owner} is still there: delete it with --cascade=foreground")
-    events = _since_ready(ctx, target)
-    if events is not None:
-        policy = _policy(_student_delete(ctx, events, "configmaps", owner, f"ConfigMap {owner}"))
-        if policy != "Foreground":
-            return ctx.failed(f"you deleted {owner} with propagationPolicy {policy}: without Foreground the owner "
-                              f"goes at once whatever blockOwnerDeletion says (`labkit reset gc {ctx.exercise.id}`)",
-                              expected="propagationPolicy Foreground", observed=policy)
-        stripped = [e for e in _students(events) if e["verb"] in ("update", "patch") and _ok(e)
-                    and _on(e, "secrets", dep_name) and "ownerReferences" in str(e.get("requestObject"))
-                    and owner not in str(e.get("requestObject"))]
-    else:
-        stripped = []
-    kept = [r for r in dep["metadata"].get("ownerReferences") or [] if r.get("name") == owner]
-    if not kept and not dep["metadata"].get("deletionTimestamp"):
+    if obs["audit"]:
+        if obs["delete"] is None:
+            raise _no_delete(f"ConfigMap {owner}")
+        if obs["delete"] != "Foreground":
+            return ctx.failed(f"you deleted {owner} with propagationPolicy {obs['delete']}: without Foreground the owner "
+                              f"goes at once whatever its dependents say (`labkit reset gc {ctx.exercise.id}`)",
+                              expected="propagationPolicy Foreground", observed=obs["delete"], observed_in=LIVE)
+    # the owner's foregroundDeletion is the garbage collector's: a patch, or a second DELETE with
+    # Background or Orphan (store.go, deletionFinalizersForGarbageCollection), takes it off by hand
+    forced = [w for w in obs.get("owner_writes") or [] if w["verb"] in ("update", "patch")] + \
+        [w for w in [w for w in obs.get("owner_writes") or [] if w["verb"] == "delete"][1:]
+         if w.get("policy") in ("Background", "Orphan")]
+    if forced:
+        how = (f"a second DELETE with propagationPolicy {forced[0].get('policy')}" if forced[0]["verb"] == "delete"
+               else f"a {forced[0]['verb']}")
+        return ctx.failed(f"you changed ConfigMap {owner} by hand ({how}) while its foreground deletion waited: its "
+                          "foregroundDeletion finalizer is the garbage collector's to remove; the task is to change "
+                          f"the dependent so that the garbage collector lets {owner} go "
+                          f"(`labkit reset gc {ctx.exercise.id}` to start over)",
+                          expected=f"no change to {owner} but your DELETE", observed=[w["verb"] for w in forced],
+                          observed_in=LIVE)
+    originals = {r.get("uid"): r for r in built_secret.get("ownerReferences") or []}
+    refs = dep["ownerReferences"]
+    kept = [r for r in refs if r.get("uid") in originals or r.get("name") == owner]
+    if not kept:
         return ctx.failed(f"{dep_name} no longer names {owner} as its owner: keep the owner reference, change only "
-                          "blockOwnerDeletion", expected=f"an owner reference to {owner}",
-                          observed=[f"{r.get('kind')} {r.get('name')}" for r in dep["metadata"].get("ownerReferences") or []]
-                          or "no owner references")
-    if stripped and not dep["metadata"].get("deletionTimestamp"):
-        return ctx.failed(f"you removed {dep_name}'s owner reference instead of unblocking it")
-    if events is None:
+                          "what makes it block its owner", expected=f"an owner reference to {owner}",
+                          observed=[f"{r.get('kind')} {r.get('name')}" for r in refs] or "no owner references",
+                          observed_in=LIVE)
+    extra = [r for r in refs if r not in kept]
+    if extra:
+        return ctx.failed(f"{dep_name} has owner references it did not have: leave its owners as they were",
+                          expected=f"only the owner reference to {owner}",
+                          observed=[f"{r.get('kind')} {r.get('name')}" for r in extra], observed_in=LIVE)
+    for ref in kept:
+        original = originals.get(ref.get("uid")) or next(iter(originals.values()), {})
+        changed = [k for k in ("apiVersion", "kind", "name", "uid") if ref.get(k) != original.get(k)]
+        changed += ["controller"] if bool(ref.get("controller")) != bool(original.get("controller")) else []
+        if changed:
+            return ctx.failed(f"{dep_name}'s owner reference to {owner} was changed ({', '.join(changed)}): it no "
+                              f"longer points at the ConfigMap {owner} as the lab built it; keep the reference, change "
+                              "only what makes it block", expected=f"the owner reference to {owner}, unchanged but for "
+                              "what makes it block", observed=changed, observed_in=LIVE)
+        if ref.get("blockOwnerDeletion") is True:
+            return ctx.failed(f"{dep_name}'s owner reference to {owner} still blocks a foreground deletion of its owner "
+                              f"(so {owner} cannot have gone in the foreground as the task asks): look at the fields of "
+                              "that reference", expected="a reference that does not block its owner",
+                              observed="a blocking reference", observed_in=LIVE)
+    if "data" in built_secret and dep["data"] != built_secret["data"]:
+        return ctx.failed(f"the data of {dep_name} changed: the task changes only its owner reference",
+                          expected=f"{dep_name}'s data as it was", observed="changed data", observed_in=LIVE)
+    if not obs["audit"]:
         return ctx.passed(f"ConfigMap {owner} is gone while {dep_name} still holds {fin} and names it as owner; "
                           + NO_LOG.format(what="the propagation policy you used"))
     return ctx.passed(f"ConfigMap {owner} went in the foreground while {dep_name} still holds {fin}: a dependent "
-                      "without blockOwnerDeletion does not hold up its owner")
+                      "that does not block does not hold up its owner")
+
+
+def check_unblocking_dependent(ctx):
+    return judge_unblocking_dependent(ctx, observe_unblocking_dependent(ctx))
 
 
 # -- (f) predict dangling owners ---------------------------------------------------------------------
 
 FATES = ("deleted", "kept")
 SUBJECTS = ("orphan", "shared", "stranger")
+from labkit.gc.withhold import REVEALED      # the prediction as it was when `labkit gc run` showed the outcome
 
 
-def _experiment(ctx, client):
-    """Create the scenario's objects with a fresh suffix (in its order: each owner before its
-    dependents) and return what the GC did: {subject: None if deleted, else its owners' base
-    names} and the reasons of the Warning events about `stranger`."""
-    play = scenario.load(ctx.lab.directory / ctx.params["experiment"])
-    suffix = f"{int(time.time() * 1000) % 10**8:08d}"
-    uids = {}
-    made = []
-
-    def expand(value: str) -> str:
-        return scenario.REF_EXPR.sub(lambda m: uids[m.group(1)] if m.group(2) == "uid" else f"{m.group(1)}", value)
-    try:
-        for spec in play.objects:
-            refs = [{**ref, "uid": expand(ref["uid"]), "name": f"{ref['name']}-{suffix}" if "${" in ref["uid"]
-                     else ref["name"]} for ref in spec.raw.get("ownerReferences") or []]
-            obj = {"metadata": {"name": f"{spec.name}-{suffix}", **({"ownerReferences": refs} if refs else {})}}
-            created = client.create("v1", "configmaps", obj, spec.namespace)
-            made.append((spec.namespace, obj["metadata"]["name"]))
-            uids[spec.ref] = created["metadata"]["uid"]
-        ns = ctx.params["namespace"]
-
-        def snapshot():
-            out = {}
-            for base in SUBJECTS:
-                obj = client.get_or_none("v1", "configmaps", f"{base}-{suffix}", ns)
-                out[base] = None if obj is None or obj["metadata"].get("deletionTimestamp") else \
-                    tuple(sorted(r["name"].rsplit("-", 1)[0] for r in obj["metadata"].get("ownerReferences") or []))
-            return out
-        wait_for(lambda: snapshot()["orphan"] is None, timeout=BRIEF, interval=0.05)
-        state = settle(snapshot, timeout=BRIEF, stable_for=0.3, interval=0.05).value
-        events = [e for e in client.list("v1", "events", ns)[0]
-                  if (e.get("involvedObject") or {}).get("name") == f"stranger-{suffix}" and e.get("type") == "Warning"]
-        return state, sorted({e.get("reason") for e in events})
-    finally:
-        for ns_, name in made:
-            try:
-                client.delete("v1", "configmaps", name, ns_)
-            except ApiError:
-                pass
+def _predicted(ctx, experiment: str) -> dict:
+    """What labkit's reconstruction does to the experiment (labkit.gc.reconstruct.predict, on a
+    server of its own: nothing of it shows in the lab's logs): {subject: deleted | kept},
+    shared_owners, stranger_event."""
+    def compute():
+        with tempfile.TemporaryDirectory(prefix="labkit-gc-predict-") as tmp:
+            path = Path(tmp) / Path(ctx.params["experiment"]).name
+            path.write_text(experiment)
+            played = reconstruct.predict(path)
+        return {**{k: "deleted" if played.present[k] is None else "kept" for k in SUBJECTS},
+                "shared_owners": played.owners["shared"], "stranger_event": (played.warnings["stranger"] or ["none"])[0]}
+    return _reconstructed(ctx, "predict", experiment, compute, persist=False)
 
 
-def check_predict_dangling(ctx):
-    answer = ctx.answer()
+def _experiment_text(ctx) -> tuple[str, str]:
+    """The experiment as the lab was built (built.json), and a note when the file differs now."""
+    path = ctx.lab.directory / ctx.params["experiment"]
+    now = path.read_text() if path.exists() else ""
+    built = _built(ctx).get("experiment") or now
+    note = (f" ({ctx.params['experiment']} differs from the experiment the lab was built with: your prediction is "
+            "judged on the experiment as built)") if now != built else ""
+    return built, note
+
+
+def _prediction(ctx):
+    """The answer to judge, and a note: the answer file, or the prediction as it was when
+    `labkit gc run` first showed the experiment's outcome (a prediction made after seeing it
+    is not one)."""
+    revealed = Path(ctx.env.dir) / REVEALED
+    if revealed.exists():
+        try:
+            data = yaml.safe_load(revealed.read_text())
+        except yaml.YAMLError:
+            data = None
+        if data is not None:
+            return data, (" (judged on the prediction you had written when `labkit gc run` first showed you the "
+                          "experiment's outcome)")
+    return ctx.answer(), ""
+
+
+def observe_predict_dangling(ctx):
+    """The prediction to judge, and the experiment as the lab was built (the check reads nothing
+    live: the truth is the reconstruction of that experiment)."""
+    answer, note = _prediction(ctx)
+    experiment, changed = _experiment_text(ctx)
+    return {"answer": answer, "note": note + changed, "experiment": experiment}
+
+
+def judge_predict_dangling(ctx, obs):
+    answer, note = obs["answer"], obs["note"]
     given = {}
     for key in SUBJECTS:
         value = str(ctx.answer_field(answer, key, str)).strip().lower()
         if value not in FATES:
             raise CheckFailed(f"{key}: write deleted or kept", expected="deleted or kept", observed=value)
         given[key] = value
-    shared_owners = sorted(str(v) for v in ctx.answer_field(answer, "shared_owners", list))
+    shared_owners = sorted(str(v).strip() for v in ctx.answer_field(answer, "shared_owners", list))
     event = str(ctx.answer_field(answer, "stranger_event", str)).strip()
-    client = for_env(ctx.env).client()
-    state, reasons = _experiment(ctx, client)
-    truth = {k: "deleted" if v is None else "kept" for k, v in state.items()}
-    truth_owners = sorted(state["shared"] or ())
-    truth_event = reasons[0] if reasons else "none"
+    truth = _predicted(ctx, obs["experiment"])
     wrong = [k for k in SUBJECTS if given[k] != truth[k]]
-    if truth["shared"] == "kept" and given["shared"] == "kept" and shared_owners != truth_owners:
+    if shared_owners != sorted(truth["shared_owners"]) and not (truth["shared"] == "deleted" and given["shared"] == "deleted"):
         wrong.append("shared_owners")
-    if event.lower() != truth_event.lower() and not (truth_event == "none" and event.lower() in ("", "none")):
+    if event.lower() != truth["stranger_event"].lower() and not (truth["stranger_event"] == "none" and event == ""):
         wrong.append("stranger_event")
-    right = {**truth, "shared_owners": truth_owners, "stranger_event": truth_event}
     if wrong:
-        return ctx.failed(f"the garbage collector did otherwise than you predicted for: {', '.join(wrong)}. For each "
-                          "owner reference the GC looks the owner up by name in the dependent's own namespace and "
-                          "compares UIDs (see the hints); play the experiment (`labkit gc run -f` on the scenario) "
-                          "and read what the GC decided and why",
-                          expected="what the GC does to fresh copies of the scenario's objects",
-                          observed={k: (shared_owners if k == "shared_owners" else event if k == "stranger_event"
-                                        else given[k]) for k in wrong}, right_answer=right)
-    return ctx.passed("your prediction is what the garbage collector did to freshly created objects")
+        return ctx.failed(ctx.grid_feedback(wrong, len(SUBJECTS) + 2, "parts") + note + ". For each owner reference "
+                          "the GC looks the owner up by name in the dependent's own namespace and compares UIDs (see "
+                          "the hints)", expected="what the garbage collector does to the experiment's objects",
+                          right_answer=truth)
+    return ctx.passed("your prediction is what labkit's garbage collector does to the experiment's objects" + note)
+
+
+def check_predict_dangling(ctx):
+    return judge_predict_dangling(ctx, observe_predict_dangling(ctx))
 
 
 # -- (g) stuck finalizer ------------------------------------------------------------------------------
 
-def check_stuck_finalizer(ctx):
+def observe_stuck_finalizer(ctx):
     p = ctx.params
     ns, name = p["namespace"], p["replicaset"]
-    answer = ctx.answer()
-    pod_name = str(ctx.answer_field(answer, "pod", str)).strip()
-    finalizer = str(ctx.answer_field(answer, "finalizer", str)).strip()
     target = for_env(ctx.env)
     client = target.client()
     events = _since_ready(ctx, target)
-    if events is not None:
-        forced = [e for e in _students(events) if e["verb"] in ("update", "patch") and _ok(e)
-                  and _on(e, "replicasets", name)]
-        if forced:
-            return ctx.failed(f"you changed the ReplicaSet {name} by hand ({forced[0]['verb']}): its foregroundDeletion "
-                              "finalizer is the garbage collector's to remove once no dependent blocks it; removing "
-                              "it leaves the blocking Pod behind. Release what holds the Pod instead "
-                              f"(`labkit reset gc {ctx.exercise.id}` to start over)")
 
     def left():
         rs = client.get_or_none("apps/v1", "replicasets", name, ns)
@@ -497,23 +741,36 @@ def check_stuck_finalizer(ctx):
     # wait only for what can go by itself: Pods in their grace period, an owner whose dependents went
     if remaining and not any(_held(o) for o in remaining):
         remaining = _gone(left)
-    if remaining:
+    return {"left": _left(remaining), "audit": events is not None, "held": _built(ctx).get("held") or {},
+            "writes": [w for w in _chain_writes(events or [], ns, name) if w["kind"] == "ReplicaSet"]}
+
+
+def judge_stuck_finalizer(ctx, obs):
+    p = ctx.params
+    ns, name = p["namespace"], p["replicaset"]
+    answer = ctx.answer()
+    pod_name = str(ctx.answer_field(answer, "pod", str)).strip()
+    finalizer = str(ctx.answer_field(answer, "finalizer", str)).strip()
+    if obs["writes"]:
+        first = obs["writes"][0]
+        return ctx.failed(f"you changed the ReplicaSet {name} by hand ({first['verb']}): its foregroundDeletion "
+                          "finalizer is the garbage collector's to remove once no dependent blocks it; removing "
+                          "it leaves the blocking Pod behind. Release what holds the Pod instead "
+                          f"(`labkit reset gc {ctx.exercise.id}` to start over)",
+                          expected=f"no change to {name} but the garbage collector's",
+                          observed=[f"{w['verb']} {w['kind']} {w['name']}" for w in obs["writes"]], observed_in=LIVE)
+    if any(o["kind"] == "ReplicaSet" for o in obs["left"]):
         return ctx.failed(f"ReplicaSet {name} is still Terminating: its foreground deletion waits for a dependent "
                           f"that is still there. `labkit gc graph -n {ns}` shows which, and what keeps it",
-                          expected="the ReplicaSet and its Pods gone", observed=f"{_tally(remaining)} still there",
+                          expected="the ReplicaSet and its Pods gone",
+                          observed=f"{len(obs['left'])} of {name}'s objects still there", observed_in=LIVE)
+    if obs["left"]:
+        return ctx.failed(f"{len(obs['left'])} Pod(s) of {name} are still there after the ReplicaSet went: every Pod "
+                          f"of it must be gone (`labkit gc graph -n {ns}` shows what keeps them)",
+                          expected="the ReplicaSet and its Pods gone",
+                          observed=[o["name"] + (" (deleting)" if o["deleting"] else "") for o in obs["left"]],
                           observed_in=LIVE)
-    if events is None:
-        return ctx.passed(f"ReplicaSet {name} and its Pods are gone; " + NO_LOG.format(what="your diagnosis"))
-    # who held it: the Pod the audit log shows being given a finalizer of its own
-    held = {}
-    for e in target.audit() or []:      # (the lab made the Pod stuck while it built the exercise)
-        if e["verb"] in ("patch", "update", "create") and _ok(e) and _on(e, "pods", prefix=f"{name}-"):
-            body = e.get("requestObject")
-            if not isinstance(body, dict):      # a JSON patch (a list of operations)
-                continue
-            extra = _held(body)
-            if extra:
-                held[e["objectRef"]["name"]] = extra
+    held = obs["held"]
     wrong = []
     if pod_name not in held:
         wrong.append(f"pod: {pod_name!r} is not the Pod that held things up (`labkit gc log` names the dependent the "
@@ -521,12 +778,19 @@ def check_stuck_finalizer(ctx):
     elif finalizer not in held[pod_name]:
         wrong.append(f"finalizer: {finalizer!r} is not the one that held things up"
                      + (": foregroundDeletion was the ReplicaSet's, waiting for the Pod; look at the Pod's own "
-                        "finalizers" if finalizer == "foregroundDeletion" else ": look at the Pod's finalizers"))
+                        "finalizers" if finalizer in GC_FINALIZERS else ": look at the Pod's finalizers"))
     truth = next(iter(held.items()), (None, []))
     if wrong:
         return ctx.failed("released correctly, but the diagnosis is wrong: " + "; ".join(wrong),
                           expected="the Pod that held a finalizer of its own, and that finalizer",
                           observed={"pod": pod_name, "finalizer": finalizer},
                           right_answer={"pod": truth[0], "finalizer": truth[1][0] if truth[1] else None})
+    if not obs["audit"]:
+        return ctx.passed(f"ReplicaSet {name} and its Pods are gone, and you named what held them; "
+                          + NO_LOG.format(what="how you released it"))
     return ctx.passed(f"Pod {pod_name}'s finalizer {finalizer} held up {name}'s foreground deletion; once it was "
                       "released the GC removed foregroundDeletion itself")
+
+
+def check_stuck_finalizer(ctx):
+    return judge_stuck_finalizer(ctx, observe_stuck_finalizer(ctx))

@@ -17,13 +17,18 @@ Starting state, namespace `shop` (each exercise has its own objects, so they do 
   ReplicaSet reports, deleted with Foreground; one of its Pods holds the finalizer
                                  example.com/upload                        (g)
   ConfigMap settings, Service web: loose objects without owners
-Namespaces predict-a and predict-b stay empty: the check of (f) plays its experiment there.
+Namespaces predict-a and predict-b stay empty (the check of (f) plays its experiment on a server
+of its own, labkit.gc.reconstruct).
 
 `labkit reset gc EXERCISE` (reset_exercise) builds one exercise's objects afresh and leaves the
 others as they are; the lab's state directory records when (labkit.state ready.json), so the
-checks read only the audit events of requests that came after.
+checks read only the audit events of requests that came after, and what was built
+(built.json: each part's Pods by UID, the objects the checks compare with). Before a reset,
+`student_work` lists what the student did to the part (their requests in the audit log) that
+the reset would undo; answer files are never touched.
 """
 
+import json
 from pathlib import Path
 
 from labkit.apiserver.errors import ApiError
@@ -32,6 +37,7 @@ from labkit.crashpoints import crash_point
 from labkit.errors import LabkitError
 from labkit.exercises import wait_for
 from labkit.apiserver.target import SERVER_TAG, Target, for_env
+from labkit.state import write_json_atomic
 
 OPTIONS = ("kubeconfig", "context")
 NAMESPACE = "shop"
@@ -122,6 +128,40 @@ PARTS = {
 }
 
 
+BUILT = "built.json"
+
+
+def built(env) -> dict:
+    """What each exercise's part was built as: {exercise: {"pods": {app: [uid, ...]}, ...}}."""
+    try:
+        return json.loads((Path(env.dir) / BUILT).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _record_built(env, client, parts) -> None:
+    data = built(env)
+    for part in parts:
+        live = {app: [p for p in pods_of(client, app) if not p["metadata"].get("deletionTimestamp")]
+                for app in PARTS[part]["apps"]}
+        entry = {"pods": {app: sorted(p["metadata"]["uid"] for p in pods) for app, pods in live.items()},
+                 "pod_names": {app: sorted(p["metadata"]["name"] for p in pods) for app, pods in live.items()}}
+        if part == "unblocking-dependent":
+            cm = client.get("v1", "configmaps", "archive", NAMESPACE)
+            secret = client.get("v1", "secrets", "archive-key", NAMESPACE)
+            entry["archive"] = cm["metadata"]["uid"]
+            entry["secret"] = {"finalizers": secret["metadata"].get("finalizers") or [],
+                               "ownerReferences": secret["metadata"].get("ownerReferences") or [],
+                               "data": secret.get("data") or {}}
+        if part == "predict-dangling":      # the experiment as the lab was built: what the check plays
+            entry["experiment"] = (Path(__file__).resolve().parent / "scenarios" / "predict.yaml").read_text()
+        if part == "stuck-finalizer":
+            held = [p for p in pods_of(client, "reports") if UPLOAD_FINALIZER in (p["metadata"].get("finalizers") or [])]
+            entry["held"] = {p["metadata"]["name"]: [UPLOAD_FINALIZER] for p in held}
+        data[part] = entry
+    write_json_atomic(Path(env.dir) / BUILT, data)
+
+
 def _settle(client, parts) -> None:
     counts = {app: n for part in parts for app, n in PARTS[part]["apps"].items()}
     if not wait_for(lambda: all(_running(client, app, n) for app, n in counts.items()), timeout=SETTLE_TIMEOUT,
@@ -156,6 +196,7 @@ def up(env):
     for part in PARTS.values():
         if part.get("after"):
             part["after"](env, target, client)
+    _record_built(env, client, PARTS)
     env.log(f"starting state loaded on {target.description}")
 
 
@@ -193,6 +234,7 @@ def reset_exercise(env, exercise_id: str) -> None:
     _settle(client, [exercise_id])
     if part.get("after"):
         part["after"](env, target, client)
+    _record_built(env, client, [exercise_id])
     env.log(f"exercise {exercise_id}: its objects were built afresh")
 
 
@@ -223,3 +265,58 @@ The objects live on {where}.
 - the experiment of predict-dangling: `{Path(__file__).resolve().parent}/scenarios/predict.yaml`
 - `labkit gc graph -n {NAMESPACE}` — the owner-reference graph with each object's state (`--format svg -o g.svg`)
 {follow}"""
+
+
+# -- what a reset would undo -----------------------------------------------------------------------
+
+KIND_NAMES = {"deployments": "Deployment", "replicasets": "ReplicaSet", "pods": "Pod", "configmaps": "ConfigMap",
+              "secrets": "Secret", "services": "Service", "events": "Event"}
+
+
+def part_of(namespace: str | None, resource: str | None, name: str | None) -> str | None:
+    """The exercise whose part of the lab an object belongs to (None: no exercise's)."""
+    if namespace in PREDICT_NAMESPACES:
+        return "predict-dangling"
+    if namespace != NAMESPACE or not name:
+        return None
+    for exercise_id, part in PARTS.items():
+        if resource in ("deployments", "replicasets", "pods") and any(
+                name == app or name.startswith(app + "-") for app in part["apps"]):
+            return exercise_id
+        if any(r == resource and n == name for _v, r, n in part.get("extra", [])):
+            return exercise_id
+    return None
+
+
+def student_work(env, exercise_id: str | None) -> list[str]:
+    """What `labkit reset gc [EXERCISE]` would undo of what the student did: each successful
+    request of theirs (kubectl, clients: not the cluster's own components) on the exercise's
+    objects since its part was built, from the audit log. Answer files are never touched."""
+    parts = [exercise_id] if exercise_id else list(PARTS)
+    target = for_env(env)
+    if not target.embedded:
+        return [f"whatever you changed in namespaces {', '.join((NAMESPACE, *PREDICT_NAMESPACES))} on "
+                f"{target.description} (labkit has no audit log of a real cluster to tell what)"]
+    since = {part: env.state.ready_time(part) for part in parts}
+    from labkit.apiserver.audit import received_at
+    found = []
+    for e in target.audit(since=min(since.values())) or []:
+        user = (e.get("user") or {}).get("username", "")
+        verb = e.get("verb")
+        if user.startswith("system:") or verb not in ("create", "update", "patch", "delete", "deletecollection") \
+                or (e.get("responseStatus") or {}).get("code", 500) >= 300:
+            continue
+        ref = e.get("objectRef") or {}
+        part = part_of(ref.get("namespace"), ref.get("resource"), ref.get("name"))
+        if part not in since or received_at(e) < since[part]:
+            continue
+        kind = KIND_NAMES.get(ref.get("resource"), ref.get("resource"))
+        what = f"{kind} {ref.get('namespace')}/{ref.get('name')}" if ref.get("name") else \
+            f"the {ref.get('resource')} of namespace {ref.get('namespace')}"
+        phrase = {"create": f"the {what} you created", "delete": f"your deletion of {what}",
+                  "deletecollection": f"your deletion of {what}"}.get(verb, f"your changes to {what}")
+        if ref.get("subresource"):
+            phrase = f"your changes to {what} ({ref['subresource']})"
+        if phrase not in found:
+            found.append(phrase)
+    return found

@@ -29,3 +29,12 @@ def orphan_cascade(env):
 def dependents_first(env):
     """Deletes the right way, then writes the order a foreground deletion would end in."""
     _delete_and_answer(env, "background", ["Pod", "ReplicaSet", "Deployment"])
+
+
+@mistake("order:", "not the order", "yourself", "changed the situation")
+def own_pod_deletes_count(env):
+    """Deletes the Pods first (`kubectl delete pod -l app=cart`), then the Deployment, and writes the order
+    the audit log then shows: Pod, Deployment, ReplicaSet."""
+    target = for_env(env)
+    target.kubectl("delete", "pod", "-l", "app=cart", "-n", "shop", "--wait=false")
+    _delete_and_answer(env, "background", ["Pod", "Deployment", "ReplicaSet"])

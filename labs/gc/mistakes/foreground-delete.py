@@ -28,3 +28,16 @@ def orphan_finalizer(env):
 def pods_last(env):
     """Deletes it in the foreground and thinks the Pods, which take their grace period, go last."""
     _delete_and_answer(env, "foreground", {"finalizer": "foregroundDeletion", "last": "Pod"})
+
+
+@mistake("by hand", "finalizers", "Deployment api")
+def removes_the_gc_finalizer_by_hand(env):
+    """Deletes it in the foreground, then takes foregroundDeletion off the Deployment by hand (so it goes at
+    once), and answers foregroundDeletion and Deployment."""
+    target = for_env(env)
+    target.kubectl("delete", "deployment", "api", "-n", "shop", "--cascade=foreground", "--wait=false")
+    target.kubectl("patch", "deployment", "api", "-n", "shop", "--type=json",
+                   "-p", '[{"op":"remove","path":"/metadata/finalizers"}]')
+    client = target.client()
+    wait_for(lambda: not client.list("v1", "pods", "shop", label_selector="app=api")[0], timeout=60)
+    write_answer(env, "foreground-delete", {"finalizer": "foregroundDeletion", "last": "Deployment"})

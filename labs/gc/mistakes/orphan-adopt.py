@@ -46,3 +46,15 @@ def three_replicas(env):
     _new_replicaset(env, replicas=3)
     client = for_env(env).client()
     wait_for(lambda: len(client.list("v1", "pods", "shop", label_selector="app=worker")[0]) == 3, timeout=30)
+
+
+@mistake("created on the way")
+def new_replicaset_first(env):
+    """Creates worker-v2 first, then orphans worker's Pods: worker-v2 makes two Pods of its own, adopts the
+    orphans and deletes its own again."""
+    _new_replicaset(env)
+    client = for_env(env).client()
+    wait_for(lambda: len(client.list("v1", "pods", "shop", label_selector="app=worker")[0]) == 4, timeout=30)
+    for_env(env).kubectl("delete", "rs", "worker", "-n", "shop", "--cascade=orphan", "--timeout=60s")
+    wait_for(lambda: len([p for p in client.list("v1", "pods", "shop", label_selector="app=worker")[0]
+                          if not p["metadata"].get("deletionTimestamp")]) == 2, timeout=30)

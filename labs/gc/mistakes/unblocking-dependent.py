@@ -1,7 +1,7 @@
 """Common wrong solutions to unblocking-dependent."""
 
 from labkit.apiserver.target import for_env
-from labkit.exercises import mistake
+from labkit.exercises import mistake, wait_for
 
 
 def _delete_owner(env, cascade):
@@ -28,3 +28,33 @@ def removes_the_owner_reference(env):
 def background_delete(env):
     """Deletes the owner with kubectl's default cascade: it goes at once, blockOwnerDeletion or not."""
     _delete_owner(env, "background")
+
+
+@mistake("waiting", "still blocks")
+def deletes_without_unblocking(env):
+    """Deletes the owner in the foreground without changing the Secret: the owner waits, "Terminating"."""
+    for_env(env).kubectl("delete", "configmap", "archive", "-n", "shop", "--cascade=foreground", "--wait=false")
+    client = for_env(env).client()
+    wait_for(lambda: (client.get_or_none("v1", "configmaps", "archive", "shop") or {}).get("metadata", {})
+             .get("deletionTimestamp"), timeout=30)
+
+
+@mistake("was changed", "uid")
+def points_the_reference_elsewhere(env):
+    """Replaces the owner reference's uid (a made-up one) instead of unblocking it: the GC finds the owner
+    dangling, and the ConfigMap is deleted in the foreground."""
+    for_env(env).kubectl("patch", "secret", "archive-key", "-n", "shop", "--type=json", "-p",
+                         '[{"op":"replace","path":"/metadata/ownerReferences/0/uid",'
+                         '"value":"00000000-0000-0000-0000-00000000beef"}]')
+    _delete_owner(env, "foreground")
+
+
+@mistake("by hand", "ConfigMap archive")
+def strips_the_owners_finalizer(env):
+    """Deletes the owner in the foreground, takes foregroundDeletion off the waiting ConfigMap by hand, then
+    unblocks the Secret: the owner went, but not because its dependent stopped blocking it."""
+    target = for_env(env)
+    target.kubectl("delete", "configmap", "archive", "-n", "shop", "--cascade=foreground", "--wait=false")
+    target.kubectl("patch", "configmap", "archive", "-n", "shop", "--type=merge", "-p", '{"metadata":{"finalizers":null}}')
+    target.kubectl("patch", "secret", "archive-key", "-n", "shop", "--type=json", "-p",
+                   '[{"op":"replace","path":"/metadata/ownerReferences/0/blockOwnerDeletion","value":false}]')

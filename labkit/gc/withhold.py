@@ -1,0 +1,96 @@
+"""The gc lab's prediction is not answered by labkit's own tools: `labkit gc run` on the
+experiment of exercise predict-dangling (its scenario file, or a copy of its objects) shows the
+outcome only once a prediction is written down, and keeps a copy of that prediction, which the
+check then judges (a prediction changed after seeing the outcome is not one)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+LAB, EXERCISE = "gc", "predict-dangling"
+REVEALED = "revealed-predict-dangling.yaml"       # in the lab's state directory (checks.py reads it)
+
+
+def signature(scenario) -> tuple:
+    """The experiment's shape, whatever its names: each object by kind and namespace (numbered in
+    order of appearance), with its owners, each by kind and as an owner that never existed (a
+    literal UID), one of the scenario's objects in the same namespace, or one in another."""
+    from labkit.gc.scenario import REF_EXPR
+    namespaces: dict[str, int] = {}
+    refs = {o.ref: o for o in scenario.objects}
+
+    def ns(o) -> int:
+        return namespaces.setdefault(o.namespace or "", len(namespaces))
+    shape = []
+    for o in scenario.objects:
+        owners = []
+        for r in o.raw.get("ownerReferences") or []:
+            found = REF_EXPR.fullmatch(str(r.get("uid", "")))
+            target = refs.get(found.group(1)) if found else None
+            where = "never-existed" if target is None else \
+                "same-namespace" if (target.namespace or "") == (o.namespace or "") else "other-namespace"
+            owners.append((str(r.get("kind", "")), where))
+        shape.append((o.kind, ns(o), tuple(sorted(owners))))
+    return tuple(sorted(shape))
+
+
+def experiment_path() -> Path | None:
+    from labkit.labs import discover, load_lab
+    directory = discover().get(LAB)
+    if directory is None:
+        return None
+    return load_lab(directory).directory / load_lab(directory).exercise(EXERCISE).params["experiment"]
+
+
+def _built_copy() -> str | None:
+    """The experiment as the running lab was built (lab.py keeps it in built.json), if any."""
+    import json
+    from labkit import paths
+    try:
+        return json.loads((paths.state_root() / LAB / "built.json").read_text())[EXERCISE]["experiment"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def is_the_experiment(scenario) -> bool:
+    """Whether `scenario` has the shape of the experiment: the lab's file as it is, or as the
+    running lab was built with it."""
+    import tempfile
+    from labkit.gc.scenario import load
+    shapes = []
+    path = experiment_path()
+    if path is not None and path.exists():
+        try:
+            shapes.append(signature(load(path)))
+        except Exception:       # a file broken by hand: its copy as built still counts
+            pass
+    text = _built_copy()
+    if text and path is not None:
+        with tempfile.TemporaryDirectory(prefix="labkit-gc-") as tmp:
+            copy = Path(tmp) / path.name
+            copy.write_text(text)
+            try:
+                shapes.append(signature(load(copy)))
+            except Exception:
+                pass
+    return signature(scenario) in shapes
+
+
+def gate(scenario) -> str | None:
+    """None when `scenario` may be played and shown; else what to say instead. Playing the
+    experiment with a prediction written keeps a copy of that prediction (the first time)."""
+    from labkit import paths
+    from labkit.exercises import answer_path
+    if not is_the_experiment(scenario):
+        return None
+    answer = answer_path(LAB, EXERCISE)
+    if not answer.exists():
+        return (f"{scenario.path} is the experiment of exercise {EXERCISE}, whose outcome you are to predict: "
+                f"write your prediction to {answer} first (`labkit show {LAB} {EXERCISE}`); then `labkit gc run` "
+                "plays it, and the check judges the prediction you had written then")
+    kept = paths.state_root() / LAB / REVEALED
+    if not kept.exists():
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(answer, kept)
+    return None
