@@ -31,7 +31,6 @@ The rules, each from the code that makes them so:
 from __future__ import annotations
 
 import errno
-import itertools
 from dataclasses import dataclass, replace
 
 from labkit.mounts import mountinfo
@@ -86,7 +85,7 @@ def reaches(maker_tags: str, observer_tags: str) -> bool:
 
 # -- the node's table --------------------------------------------------------------------------
 
-_groups = itertools.count(100000)     # peer group numbers the model hands out (never the kernel's)
+GROUPS_FROM = 100000      # peer group numbers the model hands out start here (far above the kernel's)
 
 
 @dataclass(frozen=True)
@@ -95,6 +94,7 @@ class Entry:
     source: str
     shared: int | None = None
     master: int | None = None
+    root: str = "/"
 
     @property
     def propagation(self) -> str:
@@ -113,7 +113,17 @@ class NodeTable:
     """The node's mounts, in mountinfo's order (later ones on top of earlier ones)."""
 
     def __init__(self, mounts: list[mountinfo.Mount]):
-        self.entries = [Entry(m.mountpoint, m.source, m.shared, m.master) for m in mounts]
+        self.entries = [Entry(m.mountpoint, m.source, m.shared, m.master, m.root) for m in mounts]
+
+    @classmethod
+    def from_rows(cls, rows) -> "NodeTable":
+        """From rows [mount point, source, propagation, tags, root] (what the lab's checks observe)."""
+        table = cls([])
+        table.entries = [Entry(mp, source, *parse_tags(tags), root) for mp, source, _prop, tags, root in rows]
+        return table
+
+    def rows(self) -> list[list]:
+        return [[e.mountpoint, e.source, e.propagation, e.tags, e.root] for e in self.entries]
 
     def holding(self, path: str) -> Entry | None:
         """The topmost mount a process on the node reaches `path` through."""
@@ -134,7 +144,9 @@ class NodeTable:
         held = self.holding(source)
         if held is None:
             raise OSError(errno.ENOENT, "No such file or directory", source)
-        self.entries.append(Entry(target, held.source, held.shared, held.master))
+        relative = source if held.mountpoint == "/" else source[len(held.mountpoint.rstrip("/")):]
+        root = (held.root.rstrip("/") + relative) or "/"
+        self.entries.append(Entry(target, held.source, held.shared, held.master, root.rstrip("/") or "/"))
 
     def change(self, target: str, kind: str, recursive: bool = False) -> None:
         index = self._at(target)
@@ -142,18 +154,24 @@ class NodeTable:
             raise OSError(errno.EINVAL, "Invalid argument", target)
         changed = [i for i, e in enumerate(self.entries)
                    if i == index or (recursive and e.mountpoint != target and mountinfo.is_under(e.mountpoint, target))]
+        if kind not in ("shared", "slave", "private", "unbindable"):
+            raise OSError(errno.EINVAL, "Invalid argument", target)
         for i in changed:
             e = self.entries[i]
             if kind == "shared":
-                e = replace(e, shared=e.shared if e.shared is not None else next(_groups))
+                e = replace(e, shared=e.shared if e.shared is not None else self._new_group())
             elif kind == "slave":
                 peers = [o for o in self.entries if o is not e and e.shared is not None and o.shared == e.shared]
                 e = replace(e, shared=None, master=e.shared if peers else e.master)
-            elif kind == "private":
+            else:       # private, and unbindable (no propagation either)
                 e = replace(e, shared=None, master=None)
-            else:
-                raise ValueError(kind)
             self.entries[i] = e
+
+    def _new_group(self) -> int:
+        """A peer group number no mount of the table has (the kernel's are a counter: which number
+        does not matter, that it is new does)."""
+        used = [g for e in self.entries for g in (e.shared, e.master) if g is not None]
+        return max([GROUPS_FROM - 1, *used]) + 1
 
     def umount(self, target: str, lazy: bool = False) -> None:
         index = self._at(target)
@@ -167,6 +185,6 @@ class NodeTable:
 
     def mounts(self) -> list[mountinfo.Mount]:
         """The table as mountinfo.Mount objects (what runtime_plan and the checks read)."""
-        return [mountinfo.Mount(i + 1, 0, "0:0", "/", e.mountpoint, "rw", "tmpfs", e.source, "rw",
+        return [mountinfo.Mount(i + 1, 0, "0:0", e.root, e.mountpoint, "rw", "tmpfs", e.source, "rw",
                                 shared=e.shared, master=e.master, optional=tuple(e.tags.split()))
                 for i, e in enumerate(self.entries)]

@@ -17,13 +17,12 @@ count the wrong parts of a prediction (CheckContext.grid_feedback) and never pri
 from __future__ import annotations
 
 import functools
-import json
-from pathlib import Path
+import hashlib
 
 import yaml
 
 from labkit.errors import LabkitError
-from labkit.exercises import ANSWER, LIVE, CheckFailed
+from labkit.exercises import GRID_NAME_AFTER, LIVE, CheckFailed
 from labkit.mounts import mountinfo, observe, scenario
 from labkit.mounts.node import NODE, Node
 from labkit.mounts.pods import Pod, Refused, load_pods, parse_pod, validate
@@ -73,8 +72,16 @@ def _view_of(volumes, host_path: str) -> str | None:
 
 
 def _tags(pid: int, path: str, holder: bool) -> str:
+    """The optional fields of the mount at `path` (holder: of the mount a process reaches `path`
+    through, the topmost of the deepest mount point above it)."""
     mounts = mountinfo.read(pid)
-    found = mountinfo.containing_mount(mounts, path) if holder else mountinfo.visible_at(mounts, path)
+    if holder:
+        found = None
+        for m in mounts:
+            if mountinfo.is_under(path, m.mountpoint) and (found is None or len(m.mountpoint) >= len(found.mountpoint)):
+                found = m
+    else:
+        found = mountinfo.visible_at(mounts, path)
     return found.tags if found else ""
 
 
@@ -134,18 +141,32 @@ def workload_change(pod: Pod, source: dict, shipped: Pod, shipped_source: dict, 
                         f"{vm.propagation or 'unset'}, not as shipped (mountPropagation)")
             if "readOnly" not in allowed and vm.read_only != svm.read_only:
                 return f"container {c.name} mounts {vm.mount_path} {'read-only' if vm.read_only else 'read-write'}, not as shipped (readOnly)"
-        if "privileged" not in allowed and c.privileged != s.privileged:
-            return (f"container {c.name} is {'now' if c.privileged else 'no longer'} privileged (securityContext.privileged): "
-                    "it must not get more privilege than it had")
-        if "capabilities" not in allowed and (c.capabilities_add, c.capabilities_drop) != (s.capabilities_add, s.capabilities_drop):
-            return (f"container {c.name} has other capabilities than shipped (securityContext.capabilities): it must "
-                    "not get more privilege than it had")
     volumes = {n: (v.path, v.type) for n, v in pod.volumes.items()}
     shipped_volumes = {n: (v.path, v.type) for n, v in shipped.volumes.items()}
     if volumes != shipped_volumes:
         return ("its volumes are not the shipped ones: " + ", ".join(f"{n}: hostPath {p}" + (f" type {t}" if t else "")
                                                                       for n, (p, t) in volumes.items()) + " (volumes: hostPath path, type)")
     return None
+
+
+def privilege_change(pod: Pod, shipped: Pod, allowed: set[str]) -> str | None:
+    """How the running Pod's containers got privileges the shipped ones did not have (or lost
+    them), unless `allowed` lets that field change."""
+    for c, s in zip(pod.containers, shipped.containers):
+        if "privileged" not in allowed and c.privileged != s.privileged:
+            return (f"container {c.name} is {'now' if c.privileged else 'no longer'} privileged (securityContext.privileged): "
+                    "least privilege, it must not get more than it had")
+        if "capabilities" not in allowed and (c.capabilities_add, c.capabilities_drop) != (s.capabilities_add, s.capabilities_drop):
+            return (f"container {c.name} has other capabilities than shipped (securityContext.capabilities): least "
+                    "privilege, it must not get more than it had")
+    return None
+
+
+def _require_least_privilege(ctx, pod: Pod, allowed: set[str]) -> None:
+    change = privilege_change(pod, _lab(ctx).shipped_pods()[pod.name], allowed)
+    if change:
+        raise CheckFailed(f"Pod {pod.name}: {change}", expected=f"Pod {pod.name} with the privileges it was shipped with",
+                          observed=f"on the node: Pod {pod.name} changed", observed_in=LIVE)
 
 
 def _require_workload(ctx, observation, pod: Pod, allowed: set[str], what: str) -> None:
@@ -264,7 +285,7 @@ def observe_reader_sees_node_mounts(ctx) -> dict:
     if view is None:
         return obs
     others = _others(node, p["host_path"], but=p["pod"])
-    obs["tags"].update({name: _tags(pid, path, holder=name == NODE) for name, (pid, path) in others.items()})
+    obs["tags"].update({name: _tags(pid, path, holder=True) for name, (pid, path) in others.items()})
     obs["tags"]["pod"] = _tags(party.pid, view, holder=False)
     obs["down"] = [seen["pod"] for seen in observe.probe_below(node, (node_pid, p["host_path"]), {"pod": (party.pid, view)})]
     obs["up"] = observe.probe_below(node, (party.pid, view), others, prepare=(node_pid, p["host_path"]))
@@ -281,15 +302,17 @@ def judge_reader_sees_node_mounts(ctx, observation) -> object:
     missing = [PLACES[i] for i, seen in enumerate(observation["down"] or [False]) if not seen]
     if missing:
         return ctx.failed(f"a tmpfs the node mounted {missing[0]} {p['host_path']} did not appear in {pod.name} at "
-                          f"{p['mount_path']}" + _unapplied_edit(observation, pod),
+                          f"{p['mount_path']} (mountPropagation: {mode}, volume mount {tag})" + _unapplied_edit(observation, pod),
                           expected="the node's mounts appear in the Pod",
                           observed=f"in Pod {pod.name}: not there; its volume mount is {tag} (mountPropagation: {mode})")
     reached = sorted({name for seen in observation["up"] or [] for name, ok in seen.items() if ok})
     if reached:
-        return ctx.failed(f"a tmpfs mounted inside {pod.name} at {p['mount_path']} reached {' and '.join(reached)}: the "
-                          "Pod can now change the node's mounts",
+        shown = ["the node" if name == NODE else name for name in reached]
+        return ctx.failed(f"a tmpfs mounted inside {pod.name} at {p['mount_path']} reached {' and '.join(shown)} "
+                          f"(mountPropagation: {mode}): the Pod can now change the node's mounts",
                           expected="mounts made in the Pod stay in the Pod",
                           observed=f"on {reached[0]}: the Pod's tmpfs is there (mountPropagation: {mode}, volume mount {tag})")
+    _require_least_privilege(ctx, pod, {"readOnly"})
     return ctx.passed(f"the node's mounts reach {pod.name} ({tag}), one and two levels down, and its own stay inside "
                       f"(mountPropagation: {mode})")
 
@@ -314,7 +337,7 @@ def observe_csi_publishes(ctx) -> dict:
     if view is None:
         return obs
     others = _others(node, p["host_path"], but=p["pod"])
-    obs["tags"].update({name: _tags(pid, path, holder=name == NODE) for name, (pid, path) in others.items()})
+    obs["tags"].update({name: _tags(pid, path, holder=True) for name, (pid, path) in others.items()})
     obs["tags"]["pod"] = _tags(party.pid, view, holder=False)
     # made by a process of the plugin's container, with the container's capabilities
     seen = observe.probe_below(node, (party.pid, view), others, capabilities=party.capabilities,
@@ -373,7 +396,7 @@ def observe_private_host_path(ctx) -> dict:
     node = Node(ctx.env)
     node_pid = node.require_pid()
     obs = _pod_observation(ctx, node, p["pod"])
-    obs.update(node=[[m.mountpoint, m.source, m.propagation, m.tags] for m in node.mounts(node_pid)],
+    obs.update(node=[[m.mountpoint, m.source, m.propagation, m.tags, m.root] for m in node.mounts(node_pid)],
                tags={}, down=None)
     party = next((x for x in node.parties() if x.pod == p["pod"]), None)
     view = _view_of(party.volumes, p["host_path"]) if party else None
@@ -391,7 +414,7 @@ def node_scope_change(built: list, now: list, host_path: str, kubelet_dir: str) 
     table = {}
     for mountpoint, source, propagation, *_ in now:
         table[(mountpoint, source)] = propagation      # the topmost of stacked ones last
-    for mountpoint, source, propagation in built:
+    for mountpoint, source, propagation, *_ in built:
         if mountinfo.is_under(mountpoint, host_path) or (mountinfo.is_under(mountpoint, kubelet_dir)
                                                           and mountpoint != kubelet_dir):
             continue
@@ -399,7 +422,7 @@ def node_scope_change(built: list, now: list, host_path: str, kubelet_dir: str) 
             return f"the node's mount at {mountpoint} is gone"
         if table[(mountpoint, source)] != propagation:
             return f"the node's {mountpoint} is now {table[(mountpoint, source)]}, not {propagation} as the node was built"
-    known = {(mountpoint, source) for mountpoint, source, _ in built}
+    known = {(mountpoint, source) for mountpoint, source, *_ in built}
     for mountpoint, source, *_ in now:
         if (mountpoint, source) in known or mountinfo.is_under(mountpoint, host_path) \
                 or (mountinfo.is_under(mountpoint, kubelet_dir) and mountpoint != kubelet_dir):
@@ -413,7 +436,7 @@ def judge_private_host_path(ctx, observation):
     lab = _lab(ctx)
     pod = _pod(ctx, observation, p["pod"], f"apply it again: labkit mounts apply -f {observation['file']['path']}")
     shipped = lab.shipped_pods()[pod.name]
-    change = workload_change(pod, observation["pod"], shipped, shipped.source, set())
+    change = workload_change(pod, observation["pod"], shipped, shipped.source, set()) or privilege_change(pod, shipped, set())
     if change:
         return ctx.failed(f"the Pod was right: fix the node, not the Pod. Pod {pod.name}: {change}",
                           expected=f"Pod {pod.name} as shipped: {p['host_path']} at {p['mount_path']} with HostToContainer",
@@ -422,11 +445,17 @@ def judge_private_host_path(ctx, observation):
     if scope:
         return ctx.failed(f"{scope}: change the node only at {p['host_path']}, the directory the Pod needs",
                           expected=f"the node as built, but for {p['host_path']}", observed=f"on the node: {scope}")
-    mounts = [mountinfo.Mount(i, 0, "", "/", mp, "", "", src, "", optional=tuple(tags.split()),
+    mounts = [mountinfo.Mount(i, 0, "", root, mp, "", "", src, "", optional=tuple(tags.split()),
                               shared=_field(tags, "shared"), master=_field(tags, "master"))
-              for i, (mp, src, _prop, tags) in enumerate(observation["node"])]
+              for i, (mp, src, _prop, tags, root) in enumerate(observation["node"])]
     holder = mountinfo.containing_mount(mounts, p["host_path"])
     holder_text = f"{holder.mountpoint} ({holder.tags or 'private'})" if holder else "nothing"
+    on_it = mountinfo.visible_at(mounts, p["host_path"])
+    if on_it is not None and on_it.root.rstrip("/") != p["host_path"].rstrip("/"):
+        return ctx.failed(f"on the node, what is mounted at {p['host_path']} shows {on_it.root}, not {p['host_path']}'s "
+                          "own files: the Pod would no longer see the node's data there",
+                          expected=f"{p['host_path']} showing its own directory", observed=f"on the node: {on_it.root} "
+                          f"mounted at {p['host_path']}")
     if holder is None or (holder.shared is None and holder.master is None):
         return ctx.failed(f"on the node, {p['host_path']} is held by {holder_text}: the runtime needs a shared or slave mount",
                           expected="shared:N or master:N", observed=f"on the node: {holder_text}")
@@ -479,11 +508,11 @@ def judge_leak_cleaned(ctx, observation):
                           "not cleaning up (its mount namespace is gone, the node's mount would not be)",
                           expected="the Pods that ran still run", observed=f"on the node: {', '.join(gone)} not running")
     node = {(mp, source): tags for mp, source, tags in parties.get(NODE, [])}
-    kubelet = node.get((lab.KUBELET_DIR, next((s for mp, s, _ in built["node"] if mp == lab.KUBELET_DIR), "")))
+    kubelet = node.get((lab.KUBELET_DIR, next((s for mp, s, *_ in built["node"] if mp == lab.KUBELET_DIR), "")))
     if kubelet is None or "shared:" not in kubelet:
         return ctx.failed(f"the leaked mount is gone, but so is {lab.KUBELET_DIR}'s own shared mount",
                           expected=f"{lab.KUBELET_DIR} shared:N", observed=f"on the node: {kubelet or 'no mount there'}")
-    lost = [mp for mp, source, _prop in built["node"] if (mp, source) not in node]
+    lost = [mp for mp, source, *_ in built["node"] if (mp, source) not in node]
     if lost:
         return ctx.failed(f"the leaked mount is gone, and so is the node's mount at {lost[0]}: unmount only the leak",
                           expected="every other mount of the node as it was", observed=f"on the node: {lost[0]} gone")
@@ -496,6 +525,11 @@ def check_leak_cleaned(ctx):
 
 
 # -- f: peer groups ---------------------------------------------------------------------------------
+
+
+def _is_field(item: str) -> bool:
+    name, _, number = item.partition(":")
+    return item == "unbindable" or (name in ("shared", "master", "propagate_from") and number.isdigit())
 
 
 def _normalized(tags: str) -> frozenset:
@@ -532,8 +566,7 @@ def check_peer_groups(ctx):
         text = (given or "").strip()
         if not text:
             empty.append(name)
-        elif text != "private" and not all(item.partition(":")[0] in ("shared", "master", "propagate_from", "unbindable")
-                                           for item in text.split()):
+        elif text != "private" and not all(_is_field(item) for item in text.split()):
             malformed.append(name)
         elif _normalized(text) != _normalized(truth[name]):
             wrong.append(name)
@@ -546,7 +579,16 @@ def check_peer_groups(ctx):
                           "word private", expected="shared:N, master:N, both, or private",
                           observed=f"your answer: {', '.join(malformed)}")
     if wrong:
-        return ctx.failed(ctx.grid_feedback(wrong, len(truth), "fields") + "; read each party's line in its own "
-                          "/proc/<pid>/mountinfo", expected="each party's optional fields, as in /proc/<pid>/mountinfo",
+        # counted, not named, until several different wrong answers (CheckContext.grid_feedback's
+        # policy, in this exercise's words): with three likely values per party, naming the wrong
+        # ones would let trying stand in for reading
+        digest = hashlib.sha256(ctx.answer_path.read_bytes()).hexdigest()[:16]
+        tries = ctx.env.state.answer_tries(ctx.exercise.id, digest)
+        message = (f"{len(wrong)} of the {len(truth)} values you wrote {'is' if len(wrong) == 1 else 'are'} not what "
+                   "mountinfo shows")
+        message += (f"; one of them: {wrong[0]}" if tries >= GRID_NAME_AFTER else
+                    f" (after {GRID_NAME_AFTER} different wrong answers labkit names one): read each party's line in its "
+                    "own /proc/<pid>/mountinfo")
+        return ctx.failed(message, expected="each party's optional fields, as in /proc/<pid>/mountinfo",
                           observed=f"your answer: {len(wrong)} wrong", right_answer=truth)
     return ctx.passed("you read every party's peer group and master right")

@@ -91,6 +91,18 @@ def _aside(path: Path) -> Path:
     return candidate
 
 
+def _kept_copy(path: Path) -> Path | None:
+    """A copy kept aside before that holds what `path` holds now, if there is one."""
+    data = path.read_bytes()
+    for candidate in sorted(path.parent.glob(path.name + ".yours*")):
+        try:
+            if candidate.read_bytes() == data:
+                return candidate
+        except OSError:
+            continue
+    return None
+
+
 def edited_files(env, names) -> list[Path]:
     """The students' copies among `names` that differ from the shipped files."""
     out = []
@@ -113,9 +125,11 @@ def restore_files(env, names) -> list[str]:
     directory.mkdir(parents=True, exist_ok=True)
     kept = []
     for path in edited_files(env, names):
-        aside = _aside(path)
-        aside.write_bytes(path.read_bytes())
-        kept.append(f"your {path} is kept as {aside}")
+        same = _kept_copy(path)
+        if same is None:
+            same = _aside(path)
+            same.write_bytes(path.read_bytes())
+        kept.append(f"your {path} is kept as {same}")
     for name in names:
         path = directory / f"{name}.yaml"
         original = shipped(name).read_text()
@@ -149,9 +163,11 @@ def _leak(env, node: Node) -> None:
 def _record_built(env, node: Node) -> None:
     holders = sorted({party.name for party in node.parties()
                       if any(m.source == LEAK_SOURCE for m in mountinfo.read(party.pid))})
+    leak = {party.name: [[m.mountpoint, m.source, m.tags, m.root] for m in mountinfo.read(party.pid)
+                         if m.source == LEAK_SOURCE] for party in node.parties() if party.name in holders}
     write_json_atomic(built_path(env), {
-        "node": [[m.mountpoint, m.source, m.propagation] for m in node.mounts() if m.source != LEAK_SOURCE],
-        "leak_holders": holders})
+        "node": [[m.mountpoint, m.source, m.propagation, m.tags, m.root] for m in node.mounts() if m.source != LEAK_SOURCE],
+        "leak_holders": holders, "leak": leak})
 
 
 def is_up(env):
@@ -173,6 +189,31 @@ def _unmount_below(node: Node, path: str, including: bool = False) -> None:
         deepest = max(mounts, key=lambda m: (m.mountpoint.count("/"), m.mount_id))
         node.umount(pid, deepest.mountpoint, lazy=True)
     raise LabkitError(f"the node keeps mounts below {path}")
+
+
+def _outside_kubelet(mountpoint: str) -> bool:
+    return not mountinfo.is_under(mountpoint, KUBELET_DIR)
+
+
+def _restore_node_outside_kubelet(env, node: Node) -> None:
+    """The node's mounts outside /var/lib/kubelet as built: the ones added since unmounted, the
+    ones whose propagation changed made private again (every one of them was built private)."""
+    pid = node.require_pid()
+    table = built(env)["node"]
+    known = {(entry[0], entry[1], entry[4]) for entry in table}
+    for _ in range(64):    # the newest first: a mount stacked on another, or on its parent, goes before it
+        extra = [m for m in node.mounts(pid) if _outside_kubelet(m.mountpoint)
+                 and (m.mountpoint, m.source, m.root) not in known]
+        if not extra:
+            break
+        node.umount(pid, max(extra, key=lambda m: m.mount_id).mountpoint, lazy=True)
+    else:
+        raise LabkitError("the node keeps mounts outside /var/lib/kubelet that it was not built with")
+    wanted = {(entry[0], entry[1]): entry[2] for entry in table}
+    for m in node.mounts(pid):
+        if _outside_kubelet(m.mountpoint) and wanted.get((m.mountpoint, m.source)) == "private" \
+                and m.propagation != "private":
+            node.run(pid, kernel.change_propagation, m.mountpoint, "private")
 
 
 def _recreate(env, node: Node, pod_names) -> None:
@@ -197,10 +238,7 @@ def reset_exercise(env, exercise_id):
     for name in part["pods"]:
         node.delete(name)
     if exercise_id == "private-host-path":
-        _unmount_below(node, PRIVATE_DIR, including=True)
-        root = mountinfo.visible_at(node.mounts(pid), "/")
-        if root is not None and root.propagation != "private":    # as the node was built: `/` private
-            node.run(pid, kernel.change_propagation, "/", "private")
+        _restore_node_outside_kubelet(env, node)
     for path in part["paths"]:
         _unmount_below(node, path)
     restore_files(env, part["files"])
@@ -223,7 +261,8 @@ def student_work(env, exercise_id):
     out = []
     files = [name for i in ids for name in PARTS[i]["files"]] if exercise_id else list(SHIPPED_FILES)
     for path in edited_files(env, files):
-        out.append(f"your edits to {path} (the shipped version comes back; yours is kept as {_aside(path)})")
+        out.append(f"your edits to {path} (the shipped version comes back; yours is kept as "
+                   f"{_kept_copy(path) or _aside(path)})")
     originals = shipped_pods()
     node_mounts = node.mounts()
     for i in ids:
