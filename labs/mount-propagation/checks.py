@@ -350,7 +350,7 @@ def observe_csi_publishes(ctx) -> dict:
 def judge_csi_publishes(ctx, observation):
     p = ctx.params
     pod = _pod(ctx, observation, p["pod"], f"apply it: labkit mounts apply -f {observation['file']['path']}, and read the answer")
-    _require_workload(ctx, observation, pod, {"privileged", "capabilities"},
+    _require_workload(ctx, observation, pod, {"privileged", "capabilities", "mountPropagation"},
                       "The plugin itself stays as its author wrote it; change only what the API server asks for")
     _require_running(ctx, observation, pod, f"apply it again: labkit mounts apply -f {observation['file']['path']}")
     if observation["observer"] != "running":
@@ -361,15 +361,17 @@ def judge_csi_publishes(ctx, observation):
     tag = observation["tags"].get("pod") or "private"
     if not observation["can_mount"]:
         return ctx.failed(f"the plugin cannot mount anything: mount(2) inside {pod.name} fails with EPERM, as its "
-                          "container has no CAP_SYS_ADMIN", expected="a plugin that can mount",
+                          f"container has no CAP_SYS_ADMIN (privileged: {str(pod.containers[0].privileged).lower()})",
+                          expected="a plugin that can mount",
                           observed=f"in Pod {pod.name}: mount: Operation not permitted")
     for i, seen in enumerate(observation["publish"]):
         missing = [name for name in (NODE, p["observer"]) if not seen.get(name)]
         missing += sorted(name for name, ok in seen.items() if name not in missing and name not in (NODE, p["observer"])
                           and not ok and observation["tags"].get(name))
         if missing:
+            mode = _mode(pod, _view_mount(pod, p["host_path"]))
             return ctx.failed(f"a tmpfs mounted inside {pod.name} {PLACES[i]} {p['host_path']} did not reach "
-                              f"{' and '.join(missing)}",
+                              f"{' and '.join('the node' if m == NODE else m for m in missing)} (mountPropagation: {mode})",
                               expected=f"visible on the node and in {p['observer']}",
                               observed=f"missing in {', '.join(missing)}; in Pod {pod.name} the volume mount is {tag} "
                                        f"(mountPropagation: {_mode(pod, _view_mount(pod, p['host_path']))})")

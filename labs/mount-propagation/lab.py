@@ -216,6 +216,35 @@ def _restore_node_outside_kubelet(env, node: Node) -> None:
             node.run(pid, kernel.change_propagation, m.mountpoint, "private")
 
 
+def kubelet_is_shared(node: Node) -> bool:
+    """Whether the node's /var/lib/kubelet is still a shared mount of its own, as kubelet keeps it."""
+    on_it = mountinfo.visible_at(node.mounts(), KUBELET_DIR)
+    return on_it is not None and on_it.shared is not None
+
+
+def _make_rshared(path: str) -> None:
+    kernel.bind(path, path)
+    kernel.change_propagation(path, "shared", recursive=True)
+
+
+def _repair_kubelet(env, node: Node) -> None:
+    """When the node lost /var/lib/kubelet's shared mount (unmounted, or made private), do what
+    kubelet does when it starts (MakeRShared: bind the directory onto itself, make it rshared), and
+    restart every running Pod with a hostPath below it, with the spec it has: their volume
+    mounts belong to the old mount's peer group, which no longer reaches the node."""
+    if kubelet_is_shared(node):
+        return
+    node.run(node.require_pid(), _make_rshared, KUBELET_DIR)
+    for name in node.pod_names():
+        pod = node.pod(name)
+        uses = any(mountinfo.is_under(v.path, KUBELET_DIR) for v in pod.volumes.values())
+        running = any(node.container_state(name, c.name)["state"] == "running" for c in pod.containers)
+        if uses and running:
+            node.delete(name)
+            node.apply_all([pod])
+    env.log(f"{KUBELET_DIR} was no longer shared: bound onto itself and made rshared again, its Pods restarted")
+
+
 def _recreate(env, node: Node, pod_names) -> None:
     """Delete these Pods and create them again as shipped (the ones the lab starts)."""
     originals = shipped_pods()
@@ -231,10 +260,7 @@ def reset_exercise(env, exercise_id):
     Answer files and the other exercises' parts stay as they are."""
     part = PARTS[exercise_id]
     node = Node(env)
-    pid = node.require_pid()
-    kubelet = mountinfo.containing_mount(node.mounts(pid), KUBELET_DIR)
-    if kubelet is None or kubelet.mountpoint != KUBELET_DIR or kubelet.shared is None:
-        raise LabkitError(f"the node's {KUBELET_DIR} is no longer its own shared mount, and every Pod depends on it")
+    _repair_kubelet(env, node)
     for name in part["pods"]:
         node.delete(name)
     if exercise_id == "private-host-path":
@@ -283,6 +309,9 @@ def student_work(env, exercise_id):
                      and (m.mountpoint != path or path == PRIVATE_DIR) and m.source != LEAK_SOURCE]
             if below:
                 out.append(f"the mounts on the node at or below {path}: {', '.join(below)} (unmounted)")
+        if not kubelet_is_shared(node) and f"the node's {KUBELET_DIR}" not in " ".join(out):
+            out.append(f"the node's {KUBELET_DIR} as you left it (it is made a shared mount again, as kubelet makes it, "
+                       "and the running Pods that use it are restarted)")
         if i == "leaked-mount" and not any(m.source == LEAK_SOURCE for m in node_mounts):
             out.append("your clean-up of the leaked staging mount (the dead publisher's mount is made again)")
     if exercise_id is None:

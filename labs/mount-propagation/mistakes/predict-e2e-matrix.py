@@ -31,3 +31,10 @@ def slave_only_from_host(env):
     container publishes to the host."""
     _write(env, {"host": ["master", "host"], "master": ["master", "host"], "slave": ["slave", "host"],
                  "private": ["private"], "default": ["default"]})
+
+
+@mistake("16 of the 25 cells")
+def everyone_sees_everything(env):
+    """Thinks one shared hostPath shows every mount to every party, whatever the propagation mode."""
+    everything = ["master", "slave", "private", "default", "host"]
+    _write(env, {party: everything for party in ("host", "master", "slave", "private", "default")})
