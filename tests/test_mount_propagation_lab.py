@@ -355,3 +355,18 @@ def test_wrong_cells_are_counted_and_one_is_named_only_after_several_wrong_answe
     assert not any(" / " in m for m in messages[:2]) and "one of them: host / " in messages[2]
     path.write_text(yaml.safe_dump(right))
     assert statuses(lab, "predict-e2e-matrix")["predict-e2e-matrix"].status == "pass"
+
+
+def test_the_prediction_graded_is_the_one_written_before_play_showed_the_outcome(running_lab):
+    lab, env = running_lab
+    path = answer_path(LAB, "predict-e2e-matrix")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    scenario_file = str(lab.directory / "scenarios" / "e2e.yaml")
+    labkit("mounts", "play", "-f", scenario_file, check=1)           # no prediction yet: nothing shown
+    path.write_text(yaml.safe_dump({p: [p] for p in ("host", "master", "slave", "private", "default")}))
+    labkit("mounts", "play", "-f", scenario_file, check=0)
+    runner.solve(lab, "predict-e2e-matrix")                           # the right matrix, written afterwards
+    result = statuses(lab, "predict-e2e-matrix")["predict-e2e-matrix"]
+    assert result.status == "fail" and "graded: the prediction you had written when `labkit mounts play`" in result.message
+    runner.reset(lab, exercise_id="predict-e2e-matrix")
+    assert statuses(lab, "predict-e2e-matrix")["predict-e2e-matrix"].status == "fail"
