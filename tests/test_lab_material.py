@@ -272,7 +272,7 @@ TEXTS: dict[str, dict[str, Run | list[Run] | Mention | Covered]] = {
         "labkit shell mount-propagation slave": Run("labkit shell mount-propagation slave < /dev/null"),
         "labkit mounts play -f <lab dir>/scenarios/e2e.yaml": Run(     # shown once a prediction is written
             "labkit mounts play -f $LAB_DIR/scenarios/e2e.yaml", changes="predict-e2e-matrix", output="slave",
-            before="mkdir -p $LABKIT_ANSWERS_DIR/mount-propagation && echo 'host: [host]' > "
+            before="mkdir -p $LABKIT_ANSWERS_DIR/mount-propagation && echo '{host: [], master: [], slave: [], private: [], default: []}' > "
                    "$LABKIT_ANSWERS_DIR/mount-propagation/predict-e2e-matrix.yaml"),
         "labkit run": Mention(),
         "labkit mounts delete reader": Run(changes="node-mounts-reach-reader"),

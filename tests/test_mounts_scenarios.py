@@ -209,7 +209,7 @@ def test_cli_play_prints_json_and_a_table(tmp_path):
     # the e2e experiment is what exercise predict-e2e-matrix asks to predict: shown once a prediction is written
     answer = tmp_path / "answers" / "mount-propagation" / "predict-e2e-matrix.yaml"
     answer.parent.mkdir(parents=True)
-    answer.write_text(yaml.safe_dump({"host": ["host"]}))
+    answer.write_text(yaml.safe_dump({p: [] for p in E2E}))
     out = labkit("mounts", "play", "-f", str(SCENARIOS / "e2e.yaml"), "--json", check=0)
     data = json.loads(out.stdout)
     assert set(data) == {"visible", "tags", "errors"} and data["visible"] == E2E
@@ -294,8 +294,10 @@ def test_play_withholds_the_predicted_experiment_until_a_prediction_is_written(t
             assert out.stdout == "" and "predict-e2e-matrix" in out.stderr and str(answer) in out.stderr
     # another experiment is shown as it is
     assert "master" in labkit("mounts", "play", "-f", str(SCENARIOS / "late-containers.yaml"), check=0).stdout
-    guess = {"host": ["host"], "master": ["master"], "slave": ["slave"], "private": ["private"], "default": ["default"]}
     answer.parent.mkdir(parents=True)
+    answer.write_text("host: [host]\n")          # a prediction of one party does not count
+    assert labkit("mounts", "play", "-f", str(SCENARIOS / "e2e.yaml"), check=1).stdout == ""
+    guess = {"host": ["host"], "master": ["master"], "slave": ["slave"], "private": ["private"], "default": ["default"]}
     answer.write_text(yaml.safe_dump(guess))
     shown = labkit("mounts", "play", "-f", str(SCENARIOS / "e2e.yaml"), "--json", check=0)
     assert json.loads(shown.stdout)["visible"] == E2E and "kept" in shown.stderr

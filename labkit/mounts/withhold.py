@@ -83,10 +83,10 @@ def release(say) -> bool:
         text = answer.read_text()
     except OSError:
         text = ""
-    if not text.strip():
+    if not _complete(text):
         say(f"this is the experiment of exercise {EXERCISE} of lab {LAB}: its outcome is what you are asked to predict. "
-            f"Write your prediction to {answer} first; then play shows the outcome (and the check grades the "
-            "prediction as it was at that moment)")
+            f"Write your prediction to {answer} first (every party, each with a list); then play shows the outcome, "
+            "and the check grades the prediction as it was at that moment")
         return False
     snapshot = _snapshot(LAB)
     if not snapshot.exists():
@@ -94,3 +94,15 @@ def release(say) -> bool:
         snapshot.write_text(text)
         say(f"your prediction is kept as it is now ({snapshot}): the check of {EXERCISE} grades this one")
     return True
+
+
+def _complete(text: str) -> bool:
+    """A prediction that says something of every party: a mapping of the five to lists."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return False
+    parties = ("host", "master", "slave", "private", "default")
+    return isinstance(data, dict) and all(isinstance(data.get(p), list) for p in parties)

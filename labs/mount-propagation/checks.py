@@ -245,7 +245,7 @@ def check_e2e_matrix(ctx):
         raise CheckFailed(f"your answer should be a YAML mapping from each party to the mounts it sees{note}\n  {ctx.answer_path}")
     extra = sorted(str(k) for k in answer if k not in MATRIX_PARTIES)
     if extra:
-        raise CheckFailed(f"{ctx.answer_path}: unknown part(ies) {', '.join(extra)}: the parties are "
+        raise CheckFailed(f"{ctx.answer_path}: unknown key(s) {', '.join(extra)}: the parties are "
                           f"{', '.join(MATRIX_PARTIES)}{note}")
     given = {}
     for party in MATRIX_PARTIES:
