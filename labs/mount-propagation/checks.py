@@ -454,8 +454,8 @@ def judge_private_host_path(ctx, observation):
     holder_text = f"{holder.mountpoint} ({holder.tags or 'private'})" if holder else "nothing"
     on_it = mountinfo.visible_at(mounts, p["host_path"])
     if on_it is not None and on_it.root.rstrip("/") != p["host_path"].rstrip("/"):
-        return ctx.failed(f"on the node, what is mounted at {p['host_path']} shows {on_it.root}, not {p['host_path']}'s "
-                          "own files: the Pod would no longer see the node's data there",
+        return ctx.failed(f"on the node, the mount at {p['host_path']} is not {p['host_path']}'s own directory (its root "
+                          f"in mountinfo is {on_it.root}): the Pod would no longer see the node's files there",
                           expected=f"{p['host_path']} showing its own directory", observed=f"on the node: {on_it.root} "
                           f"mounted at {p['host_path']}")
     if holder is None or (holder.shared is None and holder.master is None):

@@ -217,9 +217,14 @@ def _restore_node_outside_kubelet(env, node: Node) -> None:
 
 
 def kubelet_is_shared(node: Node) -> bool:
-    """Whether the node's /var/lib/kubelet is still a shared mount of its own, as kubelet keeps it."""
-    on_it = mountinfo.visible_at(node.mounts(), KUBELET_DIR)
-    return on_it is not None and on_it.shared is not None
+    """Whether the node's /var/lib/kubelet is still one shared mount of its own, as kubelet keeps it:
+    both the mount a process reaches there and the one containerd's lookup finds (the first
+    listed of the longest mount point, mountinfo.containing_mount) are shared."""
+    mounts = node.mounts()
+    on_it = mountinfo.visible_at(mounts, KUBELET_DIR)
+    looked_up = mountinfo.containing_mount(mounts, KUBELET_DIR)
+    return on_it is not None and on_it.shared is not None and looked_up is not None \
+        and looked_up.mountpoint == KUBELET_DIR and looked_up.shared is not None
 
 
 def _make_rshared(path: str) -> None:
@@ -228,21 +233,26 @@ def _make_rshared(path: str) -> None:
 
 
 def _repair_kubelet(env, node: Node) -> None:
-    """When the node lost /var/lib/kubelet's shared mount (unmounted, or made private), do what
-    kubelet does when it starts (MakeRShared: bind the directory onto itself, make it rshared), and
-    restart every running Pod with a hostPath below it, with the spec it has: their volume
-    mounts belong to the old mount's peer group, which no longer reaches the node."""
+    """When the node lost /var/lib/kubelet's shared mount (unmounted, made private, covered), take
+    every mount off /var/lib/kubelet and do what kubelet does when it starts (MakeRShared: bind
+    the directory onto itself, make it rshared); then restart every Pod with a hostPath below it
+    that is not dead, with the spec it has: their volume mounts belong to a peer group that no
+    longer reaches the node."""
     if kubelet_is_shared(node):
         return
-    node.run(node.require_pid(), _make_rshared, KUBELET_DIR)
+    pid = node.require_pid()
+    while mountinfo.visible_at(node.mounts(pid), KUBELET_DIR) is not None:
+        node.umount(pid, KUBELET_DIR, lazy=True)
+    node.run(pid, _make_rshared, KUBELET_DIR)
     for name in node.pod_names():
         pod = node.pod(name)
         uses = any(mountinfo.is_under(v.path, KUBELET_DIR) for v in pod.volumes.values())
-        running = any(node.container_state(name, c.name)["state"] == "running" for c in pod.containers)
-        if uses and running:
+        dead = all(node.container_state(name, c.name)["state"] == "terminated" for c in pod.containers)
+        if uses and not dead:
             node.delete(name)
             node.apply_all([pod])
-    env.log(f"{KUBELET_DIR} was no longer shared: bound onto itself and made rshared again, its Pods restarted")
+    env.log(f"{KUBELET_DIR} was no longer kubelet's shared mount: bound onto itself and made rshared again, its Pods "
+            "restarted")
 
 
 def _recreate(env, node: Node, pod_names) -> None:

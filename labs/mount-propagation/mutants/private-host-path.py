@@ -69,7 +69,7 @@ def _names(edit, observation, ctx):
                                                         ("[1].target", "/")):
         return ("change the node only at",)
     if edit.op == "set" and edit.path == "[0].source" and edit.after in PATHS:
-        return ("own files",)
+        return ("own directory",)
     return ("shared or slave",)
 
 
