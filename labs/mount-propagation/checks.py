@@ -177,10 +177,6 @@ def _require_workload(ctx, observation, pod: Pod, allowed: set[str], what: str) 
                           "exercise asks", observed=f"on the node: Pod {pod.name} changed", observed_in=LIVE)
 
 
-def _file_of(ctx, pod_name: str) -> str:
-    return "e2e" if pod_name in E2E_PARTIES else pod_name
-
-
 def _require_running(ctx, observation, pod: Pod, how: str) -> None:
     for c in pod.containers:
         state = observation["states"].get(c.name) or {"state": "waiting"}

@@ -313,7 +313,8 @@ def student_work(env, exercise_id):
             elif pod != originals[name]:
                 out.append(f"the Pod {name} you changed (it is created again as shipped)")
             elif name == "logger" and node.container_state(name, "logger")["state"] == "running":
-                out.append("the running logger container (it is created again, as refused as it was)")
+                out.append("the running logger container (the Pod is created again as shipped; the runtime refuses "
+                           "its container again until the node is fixed)")
         for path in part["paths"]:
             below = [m.mountpoint for m in node_mounts if mountinfo.is_under(m.mountpoint, path)
                      and (m.mountpoint != path or path == PRIVATE_DIR) and m.source != LEAK_SOURCE]
