@@ -16,8 +16,10 @@ count the wrong parts of a prediction (CheckContext.grid_feedback) and never pri
 
 from __future__ import annotations
 
+import errno
 import functools
 import hashlib
+import time
 
 import yaml
 
@@ -34,6 +36,25 @@ PLACES = observe.PROBE_PLACES
 
 def _lab(ctx):
     return ctx.lab.environment_module()
+
+
+def _settled(observe_fn):
+    """An observation made again when a container's process went away while it was being made
+    (its /proc entry vanished: the container had just exited); the next one sees it exited."""
+    @functools.wraps(observe_fn)
+    def observe_again(ctx):
+        for attempt in range(3):
+            try:
+                return observe_fn(ctx)
+            except (FileNotFoundError, ProcessLookupError) as exc:
+                problem = exc
+            except OSError as exc:
+                if exc.errno not in (errno.EINVAL, errno.ESRCH, errno.ENOENT):
+                    raise
+                problem = exc
+            time.sleep(0.2)
+        raise LabkitError(f"the lab's processes kept exiting while the check looked at them ({problem}); check again")
+    return observe_again
 
 
 # -- what is observed of a Pod -------------------------------------------------------------------
@@ -269,6 +290,7 @@ def check_e2e_matrix(ctx):
 # -- b: the reader receives the node's mounts --------------------------------------------------------
 
 
+@_settled
 def observe_reader_sees_node_mounts(ctx) -> dict:
     p = ctx.params
     node = Node(ctx.env)
@@ -320,6 +342,7 @@ def check_reader_sees_node_mounts(ctx):
 # -- c: the CSI plugin publishes ---------------------------------------------------------------------
 
 
+@_settled
 def observe_csi_publishes(ctx) -> dict:
     p = ctx.params
     node = Node(ctx.env)
@@ -389,6 +412,7 @@ def check_csi_publishes(ctx):
 # -- d: the node's private host path ----------------------------------------------------------------
 
 
+@_settled
 def observe_private_host_path(ctx) -> dict:
     p = ctx.params
     node = Node(ctx.env)
@@ -483,6 +507,7 @@ def check_private_host_path(ctx):
 # -- e: the leaked mount -----------------------------------------------------------------------------
 
 
+@_settled
 def observe_leak_cleaned(ctx) -> dict:
     node = Node(ctx.env)
     node.require_pid()

@@ -7,6 +7,8 @@ containerd's decision and the probes), and applied live the same way."""
 import copy
 import os
 
+import yaml
+
 from labkit.errors import LabkitError
 from labkit.mounts import kernel, model
 from labkit.mounts.node import Node
@@ -44,10 +46,10 @@ def mutants(ctx):
             c["securityContext"] = {"privileged": True}
         observation = predict(ctx, solved, before, REFERENCE, pod)
         yield Mutant(f"pod:{mode}", f"the node fixed, and the Pod changed too ({mode})", names=("fix the node, not the Pod",),
-                     observation=observation)
+                     observation=observation, apply=steps(REFERENCE[:2] + [{"do": "pod", "source": pod}]))
         observation = predict(ctx, solved, before, [], pod)
         yield Mutant(f"pod-only:{mode}", f"the Pod changed ({mode}) instead of the node", names=("fix the node, not the Pod",),
-                     observation=observation)
+                     observation=observation, apply=steps([{"do": "pod", "source": pod}]))
 
 
 def _at_or_below(path, directory):
@@ -126,6 +128,11 @@ def steps(ops):
                     node.run(pid, kernel.bind, op["source"], op["target"])
                 elif op["do"] == "make":
                     node.run(pid, kernel.change_propagation, op["target"], op["propagation"], op["recursive"])
+                elif op["do"] == "pod":           # the Pod file changed, the Pod deleted and applied again
+                    path = env.dir / "pods" / "logger.yaml"
+                    path.write_text(yaml.safe_dump(op["source"], sort_keys=False))
+                    node.delete("logger")
+                    node.apply_all(load_pods(path))
                 else:
                     node.apply_all(load_pods(env.dir / "pods" / "logger.yaml"))
             except (OSError, RuntimeError, LabkitError, Refused):
