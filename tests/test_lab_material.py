@@ -264,12 +264,16 @@ TEXTS: dict[str, dict[str, Run | list[Run] | Mention | Covered]] = {
                                            output="unchanged"),
         "labkit mounts delete POD": Run("labkit mounts delete reader", changes="node-mounts-reach-reader"),
         "labkit mounts play -f SCENARIO.yaml [--json]": runs(
-            Run("labkit mounts play -f $LAB_DIR/scenarios/e2e.yaml"),
-            Run("labkit mounts play -f $LAB_DIR/scenarios/e2e.yaml --json")),
+            Run("labkit mounts play -f $LAB_DIR/scenarios/late-containers.yaml"),
+            Run("labkit mounts play -f $LAB_DIR/scenarios/late-containers.yaml --json")),
+        "labkit mounts play -f SCENARIO.yaml": Run("labkit mounts play -f $LAB_DIR/scenarios/unmounting.yaml"),
         "mount --rbind <hostPath> <rootfs><mountPath>": Mention(),
         "labkit reset mount-propagation": Run(),
         "labkit shell mount-propagation slave": Run("labkit shell mount-propagation slave < /dev/null"),
-        "labkit mounts play -f <lab dir>/scenarios/e2e.yaml": Run("labkit mounts play -f $LAB_DIR/scenarios/e2e.yaml"),
+        "labkit mounts play -f <lab dir>/scenarios/e2e.yaml": Run(     # shown once a prediction is written
+            "labkit mounts play -f $LAB_DIR/scenarios/e2e.yaml", changes="predict-e2e-matrix", output="slave",
+            before="mkdir -p $LABKIT_ANSWERS_DIR/mount-propagation && echo '{host: [], master: [], slave: [], private: [], default: []}' > "
+                   "$LABKIT_ANSWERS_DIR/mount-propagation/predict-e2e-matrix.yaml"),
         "labkit run": Mention(),
         "labkit mounts delete reader": Run(changes="node-mounts-reach-reader"),
         "labkit mounts apply -f <lab dir>/pods/reader.yaml": Run("labkit mounts apply -f $LAB_STATE/pods/reader.yaml"),

@@ -2,7 +2,9 @@
 reference solution, wrong fixes fail, and the `labkit mounts` tools work on the live node."""
 
 import json
+import os
 import re
+import textwrap
 
 import pytest
 import yaml
@@ -60,7 +62,7 @@ def test_wrong_fixes_fail_with_a_reason(running_lab):
     path.write_text(yaml.safe_dump({"host": ["master", "slave", "host"], "master": ["master", "host"],
                                     "slave": ["master", "slave", "host"], "private": ["private"], "default": ["default"]}))
     result = statuses(lab, "predict-e2e-matrix")["predict-e2e-matrix"]
-    assert result.status == "fail" and "host" in result.message
+    assert result.status == "fail" and "1 of the 25 cells" in result.message
     # (b) Bidirectional (and privileged) lets the node's mounts in, and the Pod's own out
     pods = env.dir / "pods"
     reader = yaml.safe_load((pods / "reader.yaml").read_text())
@@ -88,7 +90,7 @@ def test_wrong_fixes_fail_with_a_reason(running_lab):
     truth = mountinfo.visible_at(mountinfo.read(node.party("master").pid), "/mnt/test").tags
     path.write_text(yaml.safe_dump({"node": truth, "master": truth, "slave": truth, "private": "private", "default": "private"}))
     result = statuses(lab, "peer-groups")["peer-groups"]
-    assert result.status == "fail" and "slave" in result.message
+    assert result.status == "fail" and "2 of the 5 values you wrote are not what mountinfo shows" in result.message
 
 
 def test_mounts_tools_on_the_live_node(tmp_path, running_lab):
@@ -204,3 +206,167 @@ def _read(path):
             return f.read()
     except OSError:
         return ""
+
+
+# -- the students' work survives resets ---------------------------------------------------------------
+
+
+def test_a_reset_never_deletes_or_overwrites_the_students_pod_files(running_lab):
+    lab, env = running_lab
+    pods = env.dir / "pods"
+    shipped = {name: (lab.directory / "pods" / f"{name}.yaml").read_text() for name in ("reader", "csi-node")}
+    edited = shipped["reader"].replace("mountPropagation: None", "mountPropagation: HostToContainer")
+    (pods / "reader.yaml").write_text(edited)
+    (pods / "csi-node.yaml").write_text(shipped["csi-node"] + "# mine\n")
+    (pods / "mine.yaml").write_text("# a file of my own\n")
+    inode = os.stat(pods).st_ino
+    held = os.open(pods, os.O_RDONLY)      # a shell whose working directory is pods/
+    try:
+        refused = labkit("reset", LAB, check=2)      # not a terminal: it lists what it would revert and stops
+        assert f"your edits to {pods / 'reader.yaml'}" in refused.stderr and f"{pods / 'csi-node.yaml'}" in refused.stderr
+        assert "--yes" in refused.stderr and (pods / "reader.yaml").read_text() == edited
+        done = labkit("reset", LAB, "--yes", check=0)
+        assert f"your {pods / 'reader.yaml'} is kept as {pods / 'reader.yaml.yours'}" in done.stderr
+        assert sorted(os.listdir(held)) == ["csi-node.yaml", "csi-node.yaml.yours", "e2e.yaml", "logger.yaml", "mine.yaml",
+                                            "publisher.yaml", "reader.yaml", "reader.yaml.yours", "watcher.yaml"]
+        assert os.stat(pods).st_ino == inode
+        assert (pods / "reader.yaml.yours").read_text() == edited and (pods / "reader.yaml").read_text() == shipped["reader"]
+        assert (pods / "csi-node.yaml.yours").read_text() == shipped["csi-node"] + "# mine\n"
+        assert (pods / "mine.yaml").read_text() == "# a file of my own\n"
+        # one exercise: its file only, and a second edit is kept beside the first one
+        (pods / "reader.yaml").write_text(edited + "# again\n")
+        (pods / "logger.yaml").write_text("# logger, edited\n")
+        assert "reader.yaml" in " ".join(runner.work_at_risk(lab, "node-mounts-reach-reader"))
+        labkit("reset", LAB, "node-mounts-reach-reader", "--yes", check=0)
+        assert (pods / "reader.yaml.yours.1").read_text() == edited + "# again\n"
+        assert (pods / "logger.yaml").read_text() == "# logger, edited\n"
+        # the same edit reset twice is kept once
+        (pods / "reader.yaml").write_text(edited)
+        labkit("reset", LAB, "node-mounts-reach-reader", "--yes", check=0)
+        assert sorted(p.name for p in pods.glob("reader.yaml*")) == ["reader.yaml", "reader.yaml.yours", "reader.yaml.yours.1"]
+    finally:
+        os.close(held)
+    # `labkit cleanup` removes the lab, not the students' files
+    labkit("cleanup", LAB, check=0)
+    assert (pods / "mine.yaml").exists() and (pods / "reader.yaml.yours").exists()
+
+
+def test_work_at_risk_names_the_live_work_of_each_exercise(running_lab):
+    lab, env = running_lab
+    assert runner.work_at_risk(lab) == []
+    for exercise in ("node-mounts-reach-reader", "csi-plugin-publishes", "private-host-path", "leaked-mount"):
+        runner.solve(lab, exercise)
+    risk = {ex.id: " ".join(runner.work_at_risk(lab, ex.id)) for ex in lab.exercises}
+    assert "the Pod reader you changed" in risk["node-mounts-reach-reader"]
+    assert "the Pod csi-node you created" in risk["csi-plugin-publishes"]
+    assert "/srv/data" in risk["private-host-path"] and "your clean-up of the leaked" in risk["leaked-mount"]
+    assert risk["predict-e2e-matrix"] == risk["peer-groups"] == ""
+    whole = " ".join(runner.work_at_risk(lab))
+    assert all(part in whole for part in ("reader", "csi-node", "/srv/data", "leaked"))
+    for exercise in ("node-mounts-reach-reader", "csi-plugin-publishes", "private-host-path", "leaked-mount"):
+        runner.reset(lab, exercise_id=exercise)
+        assert statuses(lab, exercise)[exercise].status == "fail"
+        assert runner.work_at_risk(lab, exercise) == [], exercise
+
+
+def test_a_reset_repairs_the_nodes_kubelet_mount_and_its_pods(running_lab):
+    lab, env = running_lab
+    node = Node(env)
+    node.umount(node.require_pid(), "/var/lib/kubelet", lazy=True)
+    assert "the node's /var/lib/kubelet as you left it" in " ".join(runner.work_at_risk(lab, "leaked-mount"))
+    runner.reset(lab, exercise_id="leaked-mount")
+    runner.solve(lab, "leaked-mount")
+    assert statuses(lab, "leaked-mount")["leaked-mount"].status == "pass"
+    runner.solve(lab, "peer-groups")
+    assert statuses(lab, "peer-groups")["peer-groups"].status == "pass"
+
+
+# -- kubectl's strict field validation ------------------------------------------------------------------
+
+
+def test_apply_refuses_unknown_and_duplicate_fields_in_kubectls_words(tmp_path, running_lab):
+    lab, env = running_lab
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(textwrap.dedent("""\
+        apiVersion: v1
+        kind: Pod
+        metadata: {name: typo}
+        spec:
+          privileged: true
+          containers:
+            - name: c
+              volumeMounts:
+                - {name: v, mountPath: /v, mountPropagaton: HostToContainer}
+          volumes:
+            - {name: v, hostPath: {path: /var/lib/kubelet/typo}}
+        """))
+    refused = labkit("mounts", "apply", "-f", str(bad), check=1)
+    assert refused.stderr.strip() == (
+        f'Error from server (BadRequest): error when creating "{bad}": Pod in version "v1" cannot be handled as a Pod: '
+        'strict decoding error: unknown field "spec.privileged", '
+        'unknown field "spec.containers[0].volumeMounts[0].mountPropagaton"')
+    doubled = tmp_path / "doubled.yaml"
+    doubled.write_text(bad.read_text().replace("  privileged: true\n", "").replace("mountPropagaton", "mountPropagation")
+                       .replace("metadata: {name: typo}", "metadata: {name: typo}\nmetadata: {name: typo}"))
+    assert 'strict decoding error: duplicate field "metadata"' in labkit("mounts", "apply", "-f", str(doubled), check=1).stderr
+    assert "typo" not in Node(env).pod_names()
+    # the check says why the exercise's Pod is missing, in the same words
+    pods = env.dir / "pods"
+    (pods / "reader.yaml").write_text((pods / "reader.yaml").read_text().replace("mountPropagation: None",
+                                                                                  "mountPropagaton: HostToContainer"))
+    labkit("mounts", "delete", "reader", check=0)
+    labkit("mounts", "apply", "-f", str(pods / "reader.yaml"), check=1)
+    result = statuses(lab, "node-mounts-reach-reader")["node-mounts-reach-reader"]
+    assert result.status == "fail" and 'unknown field "spec.containers[0].volumeMounts[0].mountPropagaton"' in result.message
+
+
+# -- no tool and no text answers a graded question -------------------------------------------------------
+
+
+def test_answer_examples_are_never_answers(running_lab):
+    lab, env = running_lab
+    from labkit.exercises import CheckContext
+    checks = lab._load("checks.py")
+    matrix = lab.exercise("predict-e2e-matrix")
+    truth = checks.e2e_truth(CheckContext(env, matrix))
+    examples = re.findall(r"`(\w+): \[([^\]]*)\]`", matrix.answer)
+    assert examples
+    for party, listed in examples:
+        assert sorted(m.strip() for m in listed.split(",") if m.strip()) != truth[party], (party, listed)
+    runner.solve(lab, "peer-groups")
+    read = yaml.safe_load(answer_path(LAB, "peer-groups").read_text())
+    examples = re.findall(r"`(\w+): ([^`]+)`", lab.exercise("peer-groups").answer)
+    assert examples
+    for party, value in examples:
+        assert value != read.get(party) and not all(checks._is_field(item) for item in value.split()), (party, value)
+
+
+def test_wrong_cells_are_counted_and_one_is_named_only_after_several_wrong_answers(running_lab):
+    lab, env = running_lab
+    path = answer_path(LAB, "predict-e2e-matrix")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    right = {"host": ["master", "host"], "master": ["master", "host"], "slave": ["master", "slave", "host"],
+             "private": ["private"], "default": ["default"]}
+    messages = []
+    for extra in ("slave", "private", "default"):
+        path.write_text(yaml.safe_dump({**right, "host": right["host"] + [extra]}))
+        messages.append(statuses(lab, "predict-e2e-matrix")["predict-e2e-matrix"].message)
+    assert all("1 of the 25 cells" in m for m in messages)
+    assert not any(" / " in m for m in messages[:2]) and "one of them: host / " in messages[2]
+    path.write_text(yaml.safe_dump(right))
+    assert statuses(lab, "predict-e2e-matrix")["predict-e2e-matrix"].status == "pass"
+
+
+def test_the_prediction_graded_is_the_one_written_before_play_showed_the_outcome(running_lab):
+    lab, env = running_lab
+    path = answer_path(LAB, "predict-e2e-matrix")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    scenario_file = str(lab.directory / "scenarios" / "e2e.yaml")
+    labkit("mounts", "play", "-f", scenario_file, check=1)           # no prediction yet: nothing shown
+    path.write_text(yaml.safe_dump({p: [p] for p in ("host", "master", "slave", "private", "default")}))
+    labkit("mounts", "play", "-f", scenario_file, check=0)
+    runner.solve(lab, "predict-e2e-matrix")                           # the right matrix, written afterwards
+    result = statuses(lab, "predict-e2e-matrix")["predict-e2e-matrix"]
+    assert result.status == "fail" and "graded: the prediction you had written when `labkit mounts play`" in result.message
+    runner.reset(lab, exercise_id="predict-e2e-matrix")
+    assert statuses(lab, "predict-e2e-matrix")["predict-e2e-matrix"].status == "fail"

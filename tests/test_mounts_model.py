@@ -238,3 +238,45 @@ def test_make_rshared_leaves_a_path_on_a_shared_mount_alone(tmp_path):
     assert seen[str(tmp_path / "shared")] == []
     [tags] = seen[str(tmp_path / "private")]
     assert tags.startswith("shared:")
+
+
+# -- labkit.mounts.model: the reconstruction mutants are judged with ------------------------------
+
+
+def test_model_node_table_follows_the_kernels_rules():
+    from labkit.mounts import model
+    table = model.NodeTable.from_rows([["/", "root", "private", "", "/"],
+                                       ["/var/lib/kubelet", "root", "shared", "shared:3", "/var/lib/kubelet"]])
+    with pytest.raises(OSError) as info:          # not a mount point: EINVAL, nothing changes
+        table.change("/srv/data", "shared", recursive=True)
+    assert info.value.errno == 22 and len(table.entries) == 2
+    table.bind("/srv/data", "/srv/data")          # a bind of a private mount is private, showing the directory
+    assert table.rows()[-1] == ["/srv/data", "root", "private", "", "/srv/data"]
+    table.change("/srv/data", "slave")            # a slave of nobody is private
+    assert table.holding("/srv/data/x").propagation == "private"
+    table.change("/srv/data", "shared", recursive=True)
+    group = table.holding("/srv/data").shared
+    assert group is not None and group != 3 and group >= model.GROUPS_FROM
+    table.bind("/var/lib/kubelet/pods", "/mnt")   # a bind of a shared mount joins its peer group
+    assert table.holding("/mnt").tags == "shared:3" and table.holding("/mnt").root == "/var/lib/kubelet/pods"
+    with pytest.raises(OSError) as info:          # mounts below: EBUSY unless lazy
+        table.umount("/")
+    assert info.value.errno == 16
+    table.umount("/srv/data")
+    assert [e.mountpoint for e in table.entries] == ["/", "/var/lib/kubelet", "/mnt"]
+
+
+def test_model_volume_tags_and_reach():
+    from labkit.mounts import model
+    node = mountinfo.parse("1 0 0:1 / / rw - tmpfs root rw\n"
+                           "2 1 0:1 /var/lib/kubelet /var/lib/kubelet rw shared:7 - tmpfs root rw\n")
+    tags = {}
+    for mode in ("None", "HostToContainer", "Bidirectional"):
+        pod = parse_pod({"metadata": {"name": "p"}, "spec": {
+            "volumes": [{"name": "v", "hostPath": {"path": "/var/lib/kubelet/x"}}],
+            "containers": [{"name": "c", "securityContext": {"privileged": True},
+                            "volumeMounts": [{"name": "v", "mountPath": "/d", "mountPropagation": mode}]}]}}, "p.yaml")
+        tags[mode] = model.volume_tags(pod, pod.containers[0], node)["/d"]
+    assert tags == {"None": "", "HostToContainer": "master:7", "Bidirectional": "shared:7"}
+    assert [model.reaches("shared:7", t) for t in tags.values()] == [False, True, True]      # from the node
+    assert [model.reaches(t, "shared:7") for t in tags.values()] == [False, False, True]     # to the node

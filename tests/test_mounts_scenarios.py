@@ -13,6 +13,7 @@ import subprocess
 import textwrap
 
 import pytest
+import yaml
 
 from labkit.errors import ConfigError
 from labkit.mounts import scenario
@@ -204,7 +205,11 @@ def test_plain_util_linux_reproduction_agrees(name, body):
 # -- the scenario format ------------------------------------------------------------------------
 
 
-def test_cli_play_prints_json_and_a_table():
+def test_cli_play_prints_json_and_a_table(tmp_path):
+    # the e2e experiment is what exercise predict-e2e-matrix asks to predict: shown once a prediction is written
+    answer = tmp_path / "answers" / "mount-propagation" / "predict-e2e-matrix.yaml"
+    answer.parent.mkdir(parents=True)
+    answer.write_text(yaml.safe_dump({p: [] for p in E2E}))
     out = labkit("mounts", "play", "-f", str(SCENARIOS / "e2e.yaml"), "--json", check=0)
     data = json.loads(out.stdout)
     assert set(data) == {"visible", "tags", "errors"} and data["visible"] == E2E
@@ -268,3 +273,36 @@ def test_scenarios_take_pods_too(tmp_path):
 def test_a_finished_play_leaves_nothing_in_the_state_dir(tmp_path):
     scenario.play(scenario.load(SCENARIOS / "e2e.yaml"))
     assert list((tmp_path / "state").iterdir()) == []
+
+
+def test_play_withholds_the_predicted_experiment_until_a_prediction_is_written(tmp_path):
+    """`labkit mounts play` of the e2e scenario (or of a copy with other names and another host
+    path) shows nothing before a prediction is in the exercise's answer file; once it shows the
+    outcome, the prediction as it was then is kept and graded."""
+    answer = tmp_path / "answers" / "mount-propagation" / "predict-e2e-matrix.yaml"
+    copy = tmp_path / "renamed.yaml"
+    names = {"master": "a", "slave": "b", "private": "c", "default": "d", "host": "h"}
+    text = (SCENARIOS / "e2e.yaml").read_text()
+    for old, new in names.items():
+        text = re.sub(rf"\b{old}\b(?!:)", new, text)
+    copy.write_text(text.replace("hostPath: {propagation: shared}",
+                                 "hostPath: {propagation: shared, path: /var/lib/kubelet/other}").replace("by: h,", "by: host,"))
+    assert scenario.load(copy).party_names == ["a", "b", "c", "d"]
+    for path in (SCENARIOS / "e2e.yaml", copy):
+        for extra in ((), ("--json",)):
+            out = labkit("mounts", "play", "-f", str(path), *extra, check=1)
+            assert out.stdout == "" and "predict-e2e-matrix" in out.stderr and str(answer) in out.stderr
+    # another experiment is shown as it is
+    assert "master" in labkit("mounts", "play", "-f", str(SCENARIOS / "late-containers.yaml"), check=0).stdout
+    answer.parent.mkdir(parents=True)
+    answer.write_text("host: [host]\n")          # a prediction of one party does not count
+    assert labkit("mounts", "play", "-f", str(SCENARIOS / "e2e.yaml"), check=1).stdout == ""
+    guess = {"host": ["host"], "master": ["master"], "slave": ["slave"], "private": ["private"], "default": ["default"]}
+    answer.write_text(yaml.safe_dump(guess))
+    shown = labkit("mounts", "play", "-f", str(SCENARIOS / "e2e.yaml"), "--json", check=0)
+    assert json.loads(shown.stdout)["visible"] == E2E and "kept" in shown.stderr
+    kept = tmp_path / "state" / "mount-propagation" / "predictions" / "predict-e2e-matrix.yaml"
+    assert yaml.safe_load(kept.read_text()) == guess
+    answer.write_text(yaml.safe_dump(E2E))          # corrected after seeing the outcome
+    labkit("mounts", "play", "-f", str(SCENARIOS / "e2e.yaml"), check=0)
+    assert yaml.safe_load(kept.read_text()) == guess

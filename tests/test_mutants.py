@@ -38,13 +38,6 @@ MUTANTS_AWAITED: dict[tuple[str, str], str] = {
     ("kube-proxy", "hairpin"): "not generated yet",
     ("kube-proxy", "debug-ruleset"): "not generated yet",
     ("kube-proxy", "clusterip-by-hand"): "not generated yet",
-    # mount-propagation
-    ("mount-propagation", "predict-e2e-matrix"): "not generated yet",
-    ("mount-propagation", "node-mounts-reach-reader"): "not generated yet",
-    ("mount-propagation", "csi-plugin-publishes"): "not generated yet",
-    ("mount-propagation", "private-host-path"): "not generated yet",
-    ("mount-propagation", "leaked-mount"): "not generated yet",
-    ("mount-propagation", "peer-groups"): "not generated yet",
     # namespace
     ("namespace", "conditions"): "not generated yet",
     ("namespace", "terminating-create"): "not generated yet",

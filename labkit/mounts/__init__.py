@@ -7,6 +7,9 @@ kubelet, containerd and runc make them, scenarios, and what every party sees.
   pods.py       Pods, API validation, kubelet's and containerd's propagation decisions
   node.py       a lab's node and its Pods (state, processes, actions inside namespaces)
   scenario.py   MountScenario files: play them on a fresh node
-  observe.py    the visibility matrix and the peer-group graph
+  observe.py    the visibility matrix, the peer-group graph, and probes
+  model.py      the same rules without mounting: a volume's propagation, who receives a mount
+                event, mount(8) steps on the node's table (the mutants of the lab's checks)
+  withhold.py   `play` keeps the predicted experiment's outcome until a prediction is written
   cli.py        `labkit mounts ...`
 """

@@ -60,8 +60,13 @@ def apply(
     Exits 1 when the API server refuses a Pod; containers that do not start are shown, with the
     runtime's error, and the Pod stays (as kubelet keeps it, retrying on the next apply)."""
     from labkit.mounts.pods import Refused, load_pods
+    from labkit.strict import StrictDecodingError
 
-    pods = load_pods(file)
+    try:      # kubectl v1.34 validates strictly by default: an unknown or doubled field is refused
+        pods = load_pods(file, strict=True)
+    except StrictDecodingError as exc:
+        _say(str(exc))
+        raise typer.Exit(1)
     env, node = _node(lab_id)
     refused = False
     with env.state.locked():
@@ -137,10 +142,15 @@ def play(
     file: Path = typer.Option(..., "-f", "--filename", help="A MountScenario YAML file."),
     as_json: bool = typer.Option(False, "--json", help="Print {visible, tags, errors} as JSON."),
 ):
-    """Play a scenario on a fresh node of its own and print what every party sees."""
-    from labkit.mounts import scenario
+    """Play a scenario on a fresh node of its own and print what every party sees.
+
+    The outcome of the experiment the lab's prediction exercise asks about is shown only once
+    the prediction is written (exit 1 before); the prediction is then kept as it was."""
+    from labkit.mounts import scenario, withhold
 
     loaded = scenario.load(file)
+    if withhold.guarded(loaded) and not withhold.release(_say):
+        raise typer.Exit(1)
     result = scenario.play(loaded)
     if as_json:
         print(json.dumps(result, indent=2))

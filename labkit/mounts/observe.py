@@ -217,3 +217,54 @@ def probe(node: Node, maker: tuple[int, str], observers: dict[str, tuple[int, st
         return seen
     finally:
         node.run(pid, _remove_probe, f"{path}/{name}")
+
+
+PROBE_PLACES = ("one level below", "two levels below")
+
+
+def _make_dirs(path: str) -> None:
+    os.makedirs(path, exist_ok=True)
+
+
+def _remove_dirs(paths: list[str]) -> None:
+    for path in paths:
+        try:
+            os.rmdir(path)
+        except OSError:
+            pass
+
+
+def probe_below(node: Node, maker: tuple[int, str], observers: dict[str, tuple[int, str]],
+                capabilities: int | None = None, prepare: tuple[int, str] | None = None) -> list[dict[str, bool]] | None:
+    """probe() at each of PROBE_PLACES: a tmpfs mounted one directory below the maker's path,
+    then one mounted two directories below it; for each, which observers see it there.
+
+    The directories are made first in `prepare` (pid, the same directory in its view; default:
+    the maker), so that a read-only volume, on which mkdir fails but mount(2) does not, is probed
+    too. None when the maker may not mount (EPERM)."""
+    token = secrets.token_hex(4)
+    places = [f"labkit-probe-{token}", f"labkit-probe-{token}-d/deeper"]
+    where_pid, where_path = prepare or maker
+    node.run(where_pid, _make_dirs, f"{where_path}/{places[0]}")
+    node.run(where_pid, _make_dirs, f"{where_path}/{places[1]}")
+    pid, path = maker
+    results = []
+    try:
+        for number, place in enumerate(places):
+            source = f"labkit-probe-{token}-{number}"
+            try:
+                node.mount_tmpfs(pid, f"{path}/{place}", source, capabilities=capabilities)
+            except PermissionError:
+                return None
+            try:
+                seen = {}
+                for observer, (opid, opath) in observers.items():
+                    found = mountinfo.visible_at(mountinfo.read(opid), f"{opath}/{place}")
+                    seen[observer] = found is not None and found.source == source
+                results.append(seen)
+            finally:
+                node.run(pid, kernel.umount, f"{path}/{place}", True)
+        return results
+    finally:
+        node.run(where_pid, _remove_dirs, [f"{where_path}/{places[1]}", f"{where_path}/{places[1].split('/')[0]}",
+                                           f"{where_path}/{places[0]}"])

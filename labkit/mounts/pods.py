@@ -186,11 +186,29 @@ def parse_pod(obj, path, where: str = "") -> Pod:
     return Pod(name, tuple(containers), volumes, obj)
 
 
-def load_pods(path) -> list[Pod]:
-    """Every Pod in a YAML file (several documents, or a List with items)."""
-    from labkit.inputs import load_yaml_all
+def load_pods(path, strict: bool = False) -> list[Pod]:
+    """Every Pod in a YAML file (several documents, or a List with items).
 
-    docs = [d for d in load_yaml_all(path) if d is not None]
+    With `strict`, a Pod with a field the API's Pod type does not have, or a key given twice,
+    is refused as kube-apiserver v1.34 refuses it under kubectl's default --validate=strict
+    (labkit.strict.StrictDecodingError, in kubectl's words), before anything else is read: a
+    misspelt `mountPropagaton` would otherwise be dropped without a word."""
+    from labkit.inputs import load_yaml_all, read_text
+
+    text = read_text(path)
+    raw = load_yaml_all(path, text)
+    if strict:
+        from labkit.strict import KeyPositions, check_object, key_positions
+
+        positions = key_positions(text)
+        for index, doc in enumerate(raw):
+            where = positions[index] if index < len(positions) else KeyPositions()
+            if isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
+                for i, item in enumerate(doc["items"]):
+                    check_object(item, str(path), where.within(f"items[{i}]."))
+            else:
+                check_object(doc, str(path), where)
+    docs = [d for d in raw if d is not None]
     pods = []
     for d, doc in enumerate(docs):
         where = f"document {d + 1}" if len(docs) > 1 else ""

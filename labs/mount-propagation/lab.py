@@ -1,8 +1,8 @@
 """The mount-propagation lab: a node whose /var/lib/kubelet is rshared, as kubelet keeps it, and Pods.
 
 Built from labkit.mounts only: the node and every container are processes holding mount
-namespaces of their own (nothing is mounted in the host's namespace). The Pod files are copied
-to <lab dir>/pods/, where students edit them.
+namespaces of their own (nothing is mounted in the host's namespace). The Pods are created from
+the shipped files in this directory; copies go to <lab dir>/pods/, where students edit them.
 
   master, slave, private, default   the e2e test's four Pods on /var/lib/kubelet/e2e
   reader                            mountPropagation None on /var/lib/kubelet/shared (exercise b)
@@ -10,15 +10,26 @@ to <lab dir>/pods/, where students edit them.
   csi-node                          not created: Bidirectional without privileged (exercise c)
   logger                            HostToContainer on /srv/data, a private directory: refused (exercise d)
   publisher                         Bidirectional; mounts a staging tmpfs, then dies (exercise e)
+
+The students' Pod files are their work: <lab dir>/pods/ is not in the ledger, so no teardown
+(`labkit reset`, `labkit cleanup`) deletes it. A reset that puts a shipped file back first copies
+the student's edited version beside it (pods/<name>.yaml.yours, .yours.1, ...), and says so.
+
+What the node looked like right after the build (its mounts and their propagation, which
+parties hold the leaked mount) is kept in <lab dir>/mounts/built.json: the checks judge "what must
+not change" against it.
 """
 
-import shutil
+import json
+import sys
 from pathlib import Path
 
-from labkit.mounts import kernel
+from labkit.errors import LabkitError
+from labkit.mounts import kernel, mountinfo
 from labkit.mounts.node import NODE, Node
 from labkit.mounts.pods import load_pods
 from labkit.shell import Host
+from labkit.state import write_json_atomic
 
 HERE = Path(__file__).resolve().parent
 KUBELET_DIR = "/var/lib/kubelet"
@@ -27,26 +38,299 @@ STARTED = ("e2e", "reader", "watcher", "logger", "publisher")
 # What the publisher mounts before it dies (exercise e): inside its container, and its source.
 LEAK_PATH = "/plugin/staging"
 LEAK_SOURCE = "publisher-staging"
+E2E_PODS = ("master", "slave", "private", "default")
+# Each exercise's part of the lab: the shipped Pod files (and the Pods made from them) and the
+# host paths below which the node's mounts belong to it.
+PARTS = {
+    "predict-e2e-matrix": {"files": (), "pods": (), "paths": ()},
+    "peer-groups": {"files": ("e2e",), "pods": E2E_PODS, "paths": (f"{KUBELET_DIR}/e2e",)},
+    "node-mounts-reach-reader": {"files": ("reader",), "pods": ("reader",), "paths": (f"{KUBELET_DIR}/shared",)},
+    "csi-plugin-publishes": {"files": ("csi-node",), "pods": ("csi-node",), "paths": (f"{KUBELET_DIR}/pods",)},
+    "private-host-path": {"files": ("logger",), "pods": ("logger",), "paths": (PRIVATE_DIR,)},
+    "leaked-mount": {"files": ("publisher",), "pods": ("publisher",), "paths": (f"{KUBELET_DIR}/plugins/publisher",)},
+}
+SHIPPED_FILES = ("csi-node", "e2e", "logger", "publisher", "reader", "watcher")
 
 
 def pods_dir(env) -> Path:
     return Path(env.dir) / "pods"
 
 
+def shipped(name: str) -> Path:
+    """The shipped Pod file `name` (the lab is built from these, never from the students' copies)."""
+    return HERE / "pods" / f"{name}.yaml"
+
+
+def shipped_pods() -> dict:
+    """Pod name -> the Pod as shipped, for every Pod of the lab."""
+    return {pod.name: pod for name in SHIPPED_FILES for pod in load_pods(shipped(name))}
+
+
+def built_path(env) -> Path:
+    return Path(env.dir) / "mounts" / "built.json"
+
+
+def built(env) -> dict:
+    """What the node looked like right after the build (see the module docstring)."""
+    try:
+        return json.loads(built_path(env).read_text())
+    except (OSError, ValueError):
+        return {"node": [], "leak_holders": []}
+
+
+# -- the students' Pod files -----------------------------------------------------------------
+
+
+def _aside(path: Path) -> Path:
+    """Where the student's version of `path` is kept: the first free pods/<name>.yaml.yours[.N]."""
+    candidate = path.with_name(path.name + ".yours")
+    number = 0
+    while candidate.exists():
+        number += 1
+        candidate = path.with_name(f"{path.name}.yours.{number}")
+    return candidate
+
+
+def _kept_copy(path: Path) -> Path | None:
+    """A copy kept aside before that holds what `path` holds now, if there is one."""
+    data = path.read_bytes()
+    for candidate in sorted(path.parent.glob(path.name + ".yours*")):
+        try:
+            if candidate.read_bytes() == data:
+                return candidate
+        except OSError:
+            continue
+    return None
+
+
+def edited_files(env, names) -> list[Path]:
+    """The students' copies among `names` that differ from the shipped files."""
+    out = []
+    for name in names:
+        path = pods_dir(env) / f"{name}.yaml"
+        try:
+            if path.read_text() != shipped(name).read_text():
+                out.append(path)
+        except FileNotFoundError:
+            pass           # gone: putting it back loses nothing
+        except (OSError, UnicodeDecodeError):
+            out.append(path)
+    return out
+
+
+def restore_files(env, names) -> list[str]:
+    """Put the shipped versions of `names` into pods/ (the directory itself stays, so a shell
+    inside it keeps seeing it); an edited copy is first kept beside it. Returns what was kept."""
+    directory = pods_dir(env)
+    directory.mkdir(parents=True, exist_ok=True)
+    kept = []
+    for path in edited_files(env, names):
+        same = _kept_copy(path)
+        if same is None:
+            same = _aside(path)
+            same.write_bytes(path.read_bytes())
+        kept.append(f"your {path} is kept as {same}")
+    for name in names:
+        path = directory / f"{name}.yaml"
+        original = shipped(name).read_text()
+        if not path.exists() or path.read_text(errors="replace") != original:
+            path.write_text(original)
+    for line in kept:
+        sys.stderr.write(f"{line}; {directory}/ has the shipped version again\n")
+        env.log(line)
+    return kept
+
+
+# -- building ----------------------------------------------------------------------------------
+
+
 def up(env):
     node = Node(env)
     node.start([{"path": KUBELET_DIR, "propagation": "shared"}], dirs=(PRIVATE_DIR,))
-    env.ledger.record("path", path=str(pods_dir(env)))
-    shutil.copytree(HERE / "pods", pods_dir(env))
-    node.apply_all([pod for name in STARTED for pod in load_pods(pods_dir(env) / f"{name}.yaml")])
+    restore_files(env, SHIPPED_FILES)
+    node.apply_all([pod for name in STARTED for pod in load_pods(shipped(name))])
+    _leak(env, node)
+    _record_built(env, node)
+    env.log("node and Pods are up; the publisher died after publishing its staging mount")
+
+
+def _leak(env, node: Node) -> None:
     publisher = node.container_state("publisher", "publisher")
     node.mount_tmpfs(publisher["pid"], LEAK_PATH, LEAK_SOURCE, "staged")
     node.stop("publisher", "publisher", reason="Error")
-    env.log("node and Pods are up; the publisher died after publishing its staging mount")
+
+
+def _record_built(env, node: Node) -> None:
+    holders = sorted({party.name for party in node.parties()
+                      if any(m.source == LEAK_SOURCE for m in mountinfo.read(party.pid))})
+    leak = {party.name: [[m.mountpoint, m.source, m.tags, m.root] for m in mountinfo.read(party.pid)
+                         if m.source == LEAK_SOURCE] for party in node.parties() if party.name in holders}
+    write_json_atomic(built_path(env), {
+        "node": [[m.mountpoint, m.source, m.propagation, m.tags, m.root] for m in node.mounts() if m.source != LEAK_SOURCE],
+        "leak_holders": holders, "leak": leak})
 
 
 def is_up(env):
     return Node(env).pid is not None
+
+
+# -- resetting one exercise, and what a reset reverts ------------------------------------------------
+
+
+def _unmount_below(node: Node, path: str, including: bool = False) -> None:
+    """Unmount, on the node, every mount below `path` (and on it, with `including`), deepest first;
+    lazily, as a busy one would otherwise stay. The unmounts propagate to every peer and slave."""
+    pid = node.require_pid()
+    for _ in range(32):
+        mounts = [m for m in node.mounts(pid) if mountinfo.is_under(m.mountpoint, path)
+                  and (including or m.mountpoint != path)]
+        if not mounts:
+            return
+        deepest = max(mounts, key=lambda m: (m.mountpoint.count("/"), m.mount_id))
+        node.umount(pid, deepest.mountpoint, lazy=True)
+    raise LabkitError(f"the node keeps mounts below {path}")
+
+
+def _outside_kubelet(mountpoint: str) -> bool:
+    return not mountinfo.is_under(mountpoint, KUBELET_DIR)
+
+
+def _restore_node_outside_kubelet(env, node: Node) -> None:
+    """The node's mounts outside /var/lib/kubelet as built: the ones added since unmounted, the
+    ones whose propagation changed made private again (every one of them was built private)."""
+    pid = node.require_pid()
+    table = built(env)["node"]
+    known = {(entry[0], entry[1], entry[4]) for entry in table}
+    for _ in range(64):    # the newest first: a mount stacked on another, or on its parent, goes before it
+        extra = [m for m in node.mounts(pid) if _outside_kubelet(m.mountpoint)
+                 and (m.mountpoint, m.source, m.root) not in known]
+        if not extra:
+            break
+        node.umount(pid, max(extra, key=lambda m: m.mount_id).mountpoint, lazy=True)
+    else:
+        raise LabkitError("the node keeps mounts outside /var/lib/kubelet that it was not built with")
+    wanted = {(entry[0], entry[1]): entry[2] for entry in table}
+    for m in node.mounts(pid):
+        if _outside_kubelet(m.mountpoint) and wanted.get((m.mountpoint, m.source)) == "private" \
+                and m.propagation != "private":
+            node.run(pid, kernel.change_propagation, m.mountpoint, "private")
+
+
+def kubelet_is_shared(node: Node) -> bool:
+    """Whether the node's /var/lib/kubelet is still one shared mount of its own, as kubelet keeps it:
+    both the mount a process reaches there and the one containerd's lookup finds (the first
+    listed of the longest mount point, mountinfo.containing_mount) are shared."""
+    mounts = node.mounts()
+    on_it = mountinfo.visible_at(mounts, KUBELET_DIR)
+    looked_up = mountinfo.containing_mount(mounts, KUBELET_DIR)
+    return on_it is not None and on_it.shared is not None and looked_up is not None \
+        and looked_up.mountpoint == KUBELET_DIR and looked_up.shared is not None
+
+
+def _make_rshared(path: str) -> None:
+    kernel.bind(path, path)
+    kernel.change_propagation(path, "shared", recursive=True)
+
+
+def _repair_kubelet(env, node: Node) -> None:
+    """When the node lost /var/lib/kubelet's shared mount (unmounted, made private, covered), take
+    every mount off /var/lib/kubelet and do what kubelet does when it starts (MakeRShared: bind
+    the directory onto itself, make it rshared); then restart every Pod with a hostPath below it
+    that is not dead, with the spec it has: their volume mounts belong to a peer group that no
+    longer reaches the node."""
+    if kubelet_is_shared(node):
+        return
+    pid = node.require_pid()
+    while mountinfo.visible_at(node.mounts(pid), KUBELET_DIR) is not None:
+        node.umount(pid, KUBELET_DIR, lazy=True)
+    node.run(pid, _make_rshared, KUBELET_DIR)
+    for name in node.pod_names():
+        pod = node.pod(name)
+        uses = any(mountinfo.is_under(v.path, KUBELET_DIR) for v in pod.volumes.values())
+        dead = all(node.container_state(name, c.name)["state"] == "terminated" for c in pod.containers)
+        if uses and not dead:
+            node.delete(name)
+            node.apply_all([pod])
+    env.log(f"{KUBELET_DIR} was no longer kubelet's shared mount: bound onto itself and made rshared again, its Pods "
+            "restarted")
+
+
+def _recreate(env, node: Node, pod_names) -> None:
+    """Delete these Pods and create them again as shipped (the ones the lab starts)."""
+    originals = shipped_pods()
+    for name in pod_names:
+        node.delete(name)
+    started = {pod.name for name in STARTED for pod in load_pods(shipped(name))}
+    node.apply_all([originals[name] for name in pod_names if name in started])
+
+
+def reset_exercise(env, exercise_id):
+    """That exercise's part afresh: its Pods deleted and created as shipped, the node's mounts below
+    its host paths unmounted, its Pod file put back (the student's edited copy kept beside it).
+    Answer files and the other exercises' parts stay as they are."""
+    part = PARTS[exercise_id]
+    node = Node(env)
+    _repair_kubelet(env, node)
+    for name in part["pods"]:
+        node.delete(name)
+    if exercise_id == "private-host-path":
+        _restore_node_outside_kubelet(env, node)
+    for path in part["paths"]:
+        _unmount_below(node, path)
+    restore_files(env, part["files"])
+    if exercise_id == "leaked-mount":
+        watcher = node.container_state("watcher", "watcher")
+        if watcher["state"] != "running" or node.pod("watcher") != shipped_pods()["watcher"]:
+            _recreate(env, node, ("watcher",))
+        _recreate(env, node, ("publisher",))
+        _leak(env, node)
+    else:
+        _recreate(env, node, part["pods"])
+
+
+def student_work(env, exercise_id):
+    """What a reset of `exercise_id` (None: the whole lab) would revert of the student's work."""
+    node = Node(env)
+    if node.pid is None:
+        return []
+    ids = [exercise_id] if exercise_id else list(PARTS)
+    out = []
+    files = [name for i in ids for name in PARTS[i]["files"]] if exercise_id else list(SHIPPED_FILES)
+    for path in edited_files(env, files):
+        out.append(f"your edits to {path} (the shipped version comes back; yours is kept as "
+                   f"{_kept_copy(path) or _aside(path)})")
+    originals = shipped_pods()
+    node_mounts = node.mounts()
+    for i in ids:
+        part = PARTS[i]
+        for name in part["pods"]:
+            pod = node.pod(name)
+            if name == "csi-node":
+                if pod is not None:
+                    out.append("the Pod csi-node you created (it is deleted)")
+            elif pod is None:
+                out.append(f"your deletion of the Pod {name} (it is created again)")
+            elif pod != originals[name]:
+                out.append(f"the Pod {name} you changed (it is created again as shipped)")
+            elif name == "logger" and node.container_state(name, "logger")["state"] == "running":
+                out.append("the running logger container (the Pod is created again as shipped; the runtime refuses "
+                           "its container again until the node is fixed)")
+        for path in part["paths"]:
+            below = [m.mountpoint for m in node_mounts if mountinfo.is_under(m.mountpoint, path)
+                     and (m.mountpoint != path or path == PRIVATE_DIR) and m.source != LEAK_SOURCE]
+            if below:
+                out.append(f"the mounts on the node at or below {path}: {', '.join(below)} (unmounted)")
+        if not kubelet_is_shared(node) and f"the node's {KUBELET_DIR}" not in " ".join(out):
+            out.append(f"the node's {KUBELET_DIR} as you left it (it is made a shared mount again, as kubelet makes it, "
+                       "and the running Pods that use it are restarted)")
+        if i == "leaked-mount" and not any(m.source == LEAK_SOURCE for m in node_mounts):
+            out.append("your clean-up of the leaked staging mount (the dead publisher's mount is made again)")
+    if exercise_id is None:
+        known = set(originals)
+        extra = [name for name in node.pod_names() if name not in known]
+        if extra:
+            out.append(f"the Pods you created: {', '.join(extra)} (the rebuilt node has none of them)")
+    return out
 
 
 def hosts(env):
@@ -66,11 +350,11 @@ def hosts(env):
 def access(env):
     return f"""## Your node and Pods
 
-- Pod files (edit these): `{pods_dir(env)}/`
+- Pod files (edit these): `{pods_dir(env)}/` (a reset puts the shipped ones back and keeps your edited copies beside them, as `NAME.yaml.yours`)
 - `labkit mounts get` — Pods, their volume mounts and container states
 - `labkit mounts exec node -- findmnt -o TARGET,PROPAGATION,OPT-FIELDS` — a command on the node
 - `labkit mounts exec slave -- cat /proc/self/mountinfo` — a command in a container (also `labkit shell {env.lab.id} slave`)
 - `labkit mounts apply -f FILE`, `labkit mounts delete POD`
 - `labkit mounts matrix` and `labkit mounts graph` — who sees what, live
-- `labkit mounts play -f {HERE}/scenarios/e2e.yaml` — replay an experiment on a fresh node
+- `labkit mounts play -f SCENARIO.yaml` — an experiment on a fresh node (scenarios: `{HERE}/scenarios/`)
 """

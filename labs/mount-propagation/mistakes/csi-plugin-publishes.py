@@ -2,6 +2,7 @@
 
 import yaml
 
+from labkit.errors import LabkitError
 from labkit.exercises import mistake
 from labkit.mounts.node import Node
 from labkit.mounts.pods import Refused, load_pods
@@ -33,3 +34,25 @@ def capability_instead_of_privileged(env):
     """Adds CAP_SYS_ADMIN to the container instead of making it privileged: the API server still refuses
     Bidirectional."""
     _edit_and_apply(env, lambda c: c.setdefault("securityContext", {}).update(capabilities={"add": ["SYS_ADMIN"]}))
+
+
+@mistake("no Pod", 'unknown field "spec.privileged"')
+def privileged_on_the_pod(env):
+    """Writes `privileged: true` under the Pod's spec instead of the container's securityContext: kubectl
+    v1.34 refuses the unknown field (an older client dropped it, and the API server then refused Bidirectional)."""
+    path = env.dir / "pods" / "csi-node.yaml"
+    pod = yaml.safe_load(path.read_text())
+    pod["spec"]["privileged"] = True
+    path.write_text(yaml.safe_dump(pod, sort_keys=False))
+    try:
+        Node(env).apply_all(load_pods(path, strict=True))
+    except (Refused, LabkitError):
+        pass
+
+
+@mistake("watcher", "not running")
+def watcher_deleted(env):
+    """Makes the plugin privileged and runs it, but deleted the watcher Pod on the way (it is one of the Pods
+    that must see the plugin's mounts)."""
+    _edit_and_apply(env, lambda c: c.setdefault("securityContext", {}).update(privileged=True))
+    Node(env).delete("watcher")

@@ -15,3 +15,11 @@ def unmount_kubelet_dir(env):
     """Lazily unmounts all of /var/lib/kubelet on the node: the leak goes, and kubelet's shared mount with it."""
     node = Node(env)
     node.umount(node.require_pid(), "/var/lib/kubelet", lazy=True)
+
+
+@mistake("watcher", "no longer runs")
+def unmount_and_delete_the_watcher(env):
+    """Unmounts the leak on the node, and deletes the watcher Pod as well, which had a copy of it."""
+    node = Node(env)
+    node.umount(node.require_pid(), "/var/lib/kubelet/plugins/publisher/staging")
+    node.delete("watcher")

@@ -43,3 +43,30 @@ def not_applied_again(env):
     """Makes /srv/data shared on the node but does not apply the Pod again, so its container stays refused."""
     node = Node(env)
     node.run(node.require_pid(), _make_rshared, "/srv/data")
+
+
+def _make_root_rshared(_path):
+    kernel.change_propagation("/", "shared", recursive=True)
+
+
+@mistake("change the node only at")
+def whole_node_rshared(env):
+    """Makes the node's whole tree rshared (`mount --make-rshared /`, what systemd does) instead of /srv/data:
+    the Pod starts, but every mount of the node now propagates."""
+    node = Node(env)
+    node.run(node.require_pid(), _make_root_rshared, "/")
+    node.apply_all(load_pods(env.dir / "pods" / "logger.yaml"))
+
+
+def _bind_parent(_path):
+    kernel.bind("/srv", "/srv")
+    kernel.change_propagation("/srv", "shared", recursive=True)
+
+
+@mistake("change the node only at", "/srv")
+def parent_rshared(env):
+    """Binds /srv (the parent) onto itself and makes it rshared: the Pod works, but the node changed beyond
+    the directory the Pod needs."""
+    node = Node(env)
+    node.run(node.require_pid(), _bind_parent, "/srv")
+    node.apply_all(load_pods(env.dir / "pods" / "logger.yaml"))
