@@ -55,14 +55,6 @@ MUTANTS_AWAITED: dict[tuple[str, str], str] = {
     ("mount-propagation", "private-host-path"): "not generated yet",
     ("mount-propagation", "leaked-mount"): "not generated yet",
     ("mount-propagation", "peer-groups"): "not generated yet",
-    # namespace
-    ("namespace", "conditions"): "not generated yet",
-    ("namespace", "terminating-create"): "not generated yet",
-    ("namespace", "release-finalizer"): "not generated yet",
-    ("namespace", "broken-apiservice"): "not generated yet",
-    ("namespace", "force-finalize"): "not generated yet",
-    ("namespace", "own-finalizer"): "not generated yet",
-    ("namespace", "volume-in-use"): "not generated yet",
     # numa
     ("numa", "qos"): "not generated yet",
     ("numa", "cpu-hints"): "not generated yet",
