@@ -93,7 +93,7 @@ def test_student_work_lists_each_exercise_changes(lab):
 
 def test_terminating_create_is_judged_against_the_lab_s_namespace_and_never_told(lab):
     truth = kubectl(lab, "create", "configmap", "late", "-n", "attic", check=False).stderr.strip()
-    assert truth.startswith("Error from server (Forbidden): ")
+    assert truth.startswith("error: failed to create configmap: configmaps \"late\" is forbidden: "), truth
     told = []
     for wrong in ('Error from server (NotFound): namespaces "attic" not found',
                   'configmaps "late" is forbidden: namespace attic is terminating',

@@ -254,8 +254,9 @@ _KUBECTL_PREFIX = re.compile(r"^\s*Error from server \((\w+)\):\s*")
 
 def check_terminating_create(ctx):
     """Graded against the situation the exercise describes: the lab's namespace, Terminating. The
-    API server's answer comes from a dry run of the create (the NamespaceLifecycle admission
-    plugin of the embedded server: plugin/pkg/admission/namespace/lifecycle/admission.go, Admit)."""
+    API server's answer comes from labkit's NamespaceLifecycle admission plugin
+    (k8s.io/apiserver/pkg/admission/plugin/namespace/lifecycle/admission.go, Lifecycle.Admit), see
+    _create_answer."""
     name, cm = ctx.params["namespace"], ctx.params["configmap"]
     c = _lab(ctx.env).client(ctx.env)
     ns = _namespace(c, name)
@@ -264,8 +265,7 @@ def check_terminating_create(ctx):
             or not ns["metadata"].get("deletionTimestamp"):
         raise CheckFailed(f"the situation the exercise describes has changed: namespace {name} is not the lab's "
                           f"Terminating namespace any more, and your prediction is judged against that one — {reset}")
-    code, body = c.request("POST", f"/api/v1/namespaces/{name}/configmaps", {"dryRun": "All"},
-                           body={"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": cm}})
+    code, body = _create_answer(ctx, c, name, cm)
     if code < 300:
         raise CheckFailed(f"namespace {name} accepts new content now (it is no longer Terminating): {reset}")
     truth = body.get("message", "")
@@ -275,6 +275,32 @@ def check_terminating_create(ctx):
                           expected="the message of the API server's answer, word for word", observed=answer,
                           right_answer=truth)
     return ctx.passed(f"right: {code} {body.get('reason')}: {truth}")
+
+
+def _create_answer(ctx, c, namespace: str, name: str) -> tuple[int, dict]:
+    """What the API server answers a create of ConfigMap `name` in `namespace`: (code, Status).
+
+    On the embedded server, labkit's NamespaceLifecycle plugin (the first of the admission chain,
+    labkit.apiserver.admission.plugins.namespace_lifecycle, as Lifecycle.Admit) judges the create
+    in-process against the live namespace: no request is sent, so the answer does not appear in
+    the lab's audit log, which students read. On a real cluster: a dry-run create."""
+    if not _lab(ctx.env).target(ctx.env).embedded:
+        return c.request("POST", f"/api/v1/namespaces/{namespace}/configmaps", {"dryRun": "All"},
+                         body={"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}})
+    from types import SimpleNamespace
+
+    from labkit.apiserver.admission import Attributes
+    from labkit.apiserver.admission.plugins import namespace_lifecycle
+    from labkit.apiserver.errors import ApiError
+
+    store = SimpleNamespace(get=lambda _key, _ns, ns_name: c.get_or_none("v1", "namespaces", ns_name))
+    rt = SimpleNamespace(resource="configmaps", group="", version="v1", kind="ConfigMap", namespaced=True)
+    obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace}}
+    try:
+        namespace_lifecycle(store)(Attributes("CREATE", rt, namespace, name, obj, dry_run=True))
+    except ApiError as exc:
+        return exc.code, {"reason": exc.reason, "message": exc.message}
+    return 201, {}
 
 
 def _which_part(answer: str, body: dict) -> str:
