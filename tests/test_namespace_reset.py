@@ -47,7 +47,7 @@ def test_a_deleted_crd_fails_release_finalizer_and_its_reset_repairs_it(lab):
 
     refused = labkit("reset", "namespace", "release-finalizer", env=lab, check=2, timeout=300)
     listed = refused.stderr
-    assert "namespace reports is gone" in listed, listed
+    assert "namespace reports is gone: it is built again" in listed, listed
     assert "the CustomResourceDefinition backups.example.com you deleted (it is made again)" in listed, listed
     assert "namespace legacy of exercise force-finalize" in listed, listed
     assert "--yes" in listed

@@ -86,9 +86,9 @@ def observation_mutants(observation, *, names: Callable[[Edit], tuple | None],
                 yield m
 
 
-GONE_STILL_HELD = {"phase": "Terminating", "deleting": True, "held": 1}
-GONE_NOTHING_HELD = {"phase": "Terminating", "deleting": True, "held": 0}
-GONE_ACTIVE = {"phase": "Active", "deleting": False, "held": 0}
+GONE_STILL_HELD = {"phase": "Terminating", "deleting": True, "held": 1, "held_by": ["configmaps/other"]}
+GONE_NOTHING_HELD = {"phase": "Terminating", "deleting": True, "held": 0, "held_by": []}
+GONE_ACTIVE = {"phase": "Active", "deleting": False, "held": 0, "held_by": []}
 
 
 def gone_edits(prefix: Path, stored: str) -> tuple[dict, dict]:

@@ -1,16 +1,23 @@
 """Checks of the namespace lab.
 
-The truth comes from the live API server (namespaces, their conditions, a dry-run create, every
-namespaced resource type through discovery) and from its audit log (who sent which finalize
+The truth comes from the live API server (namespaces, their conditions, every
+namespaced resource type through discovery), labkit's NamespaceLifecycle plugin (what a create in
+a Terminating namespace is answered) and the API server's audit log (who sent which finalize
 request) — never from answers stored here. On a real cluster (`labkit run namespace
 --kubeconfig`) there is no audit log to read: the checks that need it say so and judge the live
 state only.
 
 Audit events count from when the exercise's namespace was last built (`labkit run`, `labkit
-reset namespace EXERCISE`). Checks answer within about 2 s: where the namespace controller is
-still at work they say so ("check again in a few seconds") instead of waiting for it. Feedback
-on answers names the part that is wrong and where to look, never the right value (that goes
-only into `right_answer`).
+reset namespace EXERCISE`). Where the mechanism judged is still settling, checks wait for it,
+bounded, so that the verdict does not depend on machine load: an APIService until its Service's
+EndpointSlices are published and its Available condition stayed the same for 2 s; a namespace
+that nothing holds any more until the namespace controller removed it (20 s at most). Where the
+controllers work on a longer period (the pod garbage collector's 20 s, the namespace controller's
+backoff) they say so ("check again shortly"). Feedback on answers names the part that is wrong
+and where to look, never the right value (that goes only into `right_answer`).
+
+The checks of exercises that change live state are `judge_<name>(ctx, observe_<name>(ctx))`:
+the observation is plain data, and labs/namespace/mutants/ judges near-misses of it in-process.
 """
 
 import json
@@ -123,9 +130,9 @@ def observe_gone(ctx, c, namespace, wait: bool = True) -> dict:
         ns = _namespace(c, namespace)
         if ns is None or ns["metadata"]["uid"] != original:
             return None
-        held = sum(1 for obj in _stored_objects(c, namespace).values() if obj["metadata"].get("finalizers"))
+        held = sorted(k for k, obj in _stored_objects(c, namespace).items() if obj["metadata"].get("finalizers"))
         return {"phase": (ns.get("status") or {}).get("phase"), "deleting": bool(ns["metadata"].get("deletionTimestamp")),
-                "held": held}
+                "held": len(held), "held_by": held}
     current = look()
     if wait and current is not None and current["deleting"] and not current["held"]:
         # nothing holds it: the namespace controller removes it within one requeue (8 s), give it two
@@ -191,7 +198,10 @@ def _compare_counts(got: dict, truth: dict, what: str) -> list[str]:
             problems.append(f"{what}: {key!r} needs its group, as the condition writes it: <resource>.<group>")
         else:
             problems.append(f"{what}: {key!r} is not among what the condition lists")
-    wrong_counts = sorted(k for k in set(got) & set(truth) if got[k] != truth[k])
+    not_numbers = sorted(k for k in set(got) & set(truth) if isinstance(got[k], bool) or not isinstance(got[k], int))
+    if not_numbers:
+        problems.append(f"{what}: the count of {', '.join(not_numbers)} should be a whole number (no quotes)")
+    wrong_counts = sorted(k for k in set(got) & set(truth) if k not in not_numbers and got[k] != truth[k])
     if wrong_counts:
         problems.append(f"{what}: the count of {', '.join(wrong_counts)} is not the one in the condition")
     missing = len(set(truth) - set(got) - {k for k in truth if k.rstrip('.') in got or
@@ -751,6 +761,15 @@ def judge_volume_in_use(ctx, seen: dict):
     if seen["pod_deleted_by_podgc"] is False:
         raise CheckFailed(f"Pod {pod_name} is gone, but not because the pod garbage collector deleted it — {reset} "
                           "and let it")
+    waiting = seen["gone"]["namespace"]
+    if waiting is not None and waiting["deleting"] and waiting.get("held_by") == [f"persistentvolumeclaims/{claim}"]:
+        # pkg/controller/namespace/deletion: a failed pass (pods remained) is retried with backoff; the
+        # claim is deleted on the next pass, and the PVC protection controller then removes
+        # kubernetes.io/pvc-protection, as no Pod uses it any more
+        raise CheckFailed(f"Pod {pod_name} is gone; namespace {name} still exists because the namespace controller "
+                          "retries a failed pass with backoff (up to a minute), and then deletes the claim, whose "
+                          "kubernetes.io/pvc-protection its controller removes: check again shortly — leave the "
+                          "finalizers to their controllers")
     note = judge_gone(ctx, name, seen["gone"])
     who = "the pod garbage collector deleted it" if seen["pod_deleted_by_podgc"] else "it is gone"
     return ctx.passed(f"{pod_name} no longer holds {name}: {who}, the claim's protection was released by its "

@@ -374,7 +374,7 @@ def _work_in(env, c, exercise_id: str) -> list[str]:
     out = []
     live = c.get_or_none("v1", "namespaces", ns)
     if live is None:
-        out.append(f"namespace {ns} is gone (your deletion or finalize): it is built again")
+        out.append(f"namespace {ns} is gone: it is built again")
     elif live["metadata"]["uid"] != original_uid(env, ns):
         out.append(f"namespace {ns} you made anew (with what is in it now): it is replaced by the lab's")
     else:

@@ -47,6 +47,8 @@ def mutants(ctx):
             return ("not because the pod garbage collector",)
         if path == "node/None":
             return ("was deleted",)
+        if path == "gone/namespace" and edit.after == claim_held:
+            return ("still exists", "check again shortly", "leave the finalizers to their controllers")
         return gone_names(edit, "gone/") or gone_names(edit, "gone.")
 
     def equivalent(edit):
@@ -60,6 +62,10 @@ def mutants(ctx):
         return gone_equivalent(edit, "gone.")
 
     replace, add = gone_edits(("gone",), "persistentvolumeclaims/data")
+    # the Pod gone, the claim still protected: the namespace controller has not come back yet
+    claim_held = {"phase": "Terminating", "deleting": True, "held": 1,
+                  "held_by": [f"persistentvolumeclaims/{ctx.params['claim']}"]}
+    replace[("gone", "namespace")].append(claim_held)
     add.update({("claim_finalizers_edited_by",): ["kubernetes-admin"], ("pod_force_deleted_by",): ["kubernetes-admin"]})
 
     def node_names(edit):
