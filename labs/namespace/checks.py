@@ -428,50 +428,70 @@ UNAVAILABLE = {
 }
 
 
-def _apiservice_state(c, apiservice):
+class _ClientStore:
+    """The two reads of kube-aggregator's availability check (labkit.apiserver.availability:
+    the Service, the Service's EndpointSlices), answered by the API server through `c`."""
+
+    def __init__(self, c):
+        self.c = c
+
+    def get(self, key, namespace, name):
+        assert key == "/services", key
+        return self.c.get_or_none("v1", "services", name, namespace)
+
+    def list(self, key, namespace=None):
+        assert key == "discovery.k8s.io/endpointslices", key
+        return self.c.list("discovery.k8s.io/v1", "endpointslices", namespace)
+
+
+def _apiservice_state(ctx, c, apiservice):
     """`apiservice` once kube-aggregator's availability check has settled on it (None: it does not
     exist): its Available condition and what it serves from where.
 
     The availability controller looks again whenever the APIService, its Service or the Service's
     EndpointSlices change (remote_available_controller.go), and the EndpointSlice controller
     publishes a selector's endpoints some time after the Service appears: a verdict taken before
-    the Service has its EndpointSlice would judge a transient state (EndpointsNotFound). So this
-    waits (bounded) until a Service with a selector has an EndpointSlice, and then until the
-    condition, the Service and its slices stayed the same for 2 s."""
-    def service_of(svc):
-        ref = (svc.get("spec") or {}).get("service") or {}
-        return ref.get("namespace"), ref.get("name")
+    the controllers caught up would judge a transient state (EndpointsNotFound while the slice is
+    being made). So on the embedded server this waits (bounded) until the condition says what
+    labkit's reconstruction of that check (labkit.apiserver.availability.availability, run here
+    on the live Service and EndpointSlices) says now, and until the condition, the Service and its
+    slices stayed the same for 2 s."""
+    from labkit.apiserver.availability import availability
 
-    def slices(namespace, service):
-        code, body = c.request("GET", f"/apis/discovery.k8s.io/v1/namespaces/{namespace}/endpointslices",
-                               {"labelSelector": f"kubernetes.io/service-name={service}"})
-        return tuple(sorted(s["metadata"]["resourceVersion"] for s in body.get("items") or [])) if code == 200 else ()
+    embedded = _lab(ctx.env).target(ctx.env).embedded
 
     def probe():
         code, svc = c.request("GET", f"/apis/apiregistration.k8s.io/v1/apiservices/{apiservice}")
         if code == 404:
             return None
         cond = next((x for x in (svc.get("status") or {}).get("conditions") or [] if x.get("type") == "Available"), {})
-        namespace, service = service_of(svc)
+        ref = (svc.get("spec") or {}).get("service") or {}
         backend = None
-        if service:
-            code, found = c.request("GET", f"/api/v1/namespaces/{namespace}/services/{service}")
-            backend = (found["metadata"]["resourceVersion"], bool((found.get("spec") or {}).get("selector")),
-                       slices(namespace, service)) if code == 200 else "missing"
+        if ref.get("name"):
+            found = c.get_or_none("v1", "services", ref["name"], ref.get("namespace"))
+            slices = c.list("discovery.k8s.io/v1", "endpointslices", ref.get("namespace"),
+                            label_selector=f"kubernetes.io/service-name={ref['name']}")[0] if found else []
+            backend = (found or {}).get("metadata", {}).get("resourceVersion"), \
+                tuple(sorted(s["metadata"]["resourceVersion"] for s in slices))
         spec = svc.get("spec") or {}
         return {"status": cond.get("status"), "reason": cond.get("reason"), "message": cond.get("message"),
                 "group": spec.get("group"), "version": spec.get("version"),
-                "service": f"{namespace}/{service}" if service else None, "_backend": backend}
+                "service": f"{ref.get('namespace')}/{ref['name']}" if ref.get("name") else None,
+                "_backend": backend, "_object": svc}
 
-    def published():
+    def agrees():
         now = probe()
-        backend = (now or {}).get("_backend")
-        return now is None or not isinstance(backend, tuple) or not backend[1] or bool(backend[2])
-    wait_for(published, timeout=15, interval=0.2)
-    seen = settle(probe, timeout=20, stable_for=2.0, interval=0.2)
-    value = None if seen.value is None else {k: v for k, v in seen.value.items() if k != "_backend"}
-    if value is not None:
-        value["settled"] = seen.settled
+        if now is None or not embedded or not now["service"]:
+            return True
+        _status, reason, _message = availability(_ClientStore(c), now["_object"])
+        return now["reason"] == reason
+    agreed = bool(wait_for(agrees, timeout=20, interval=0.3))
+    seen = settle(lambda: (lambda v: v and {k: x for k, x in v.items() if k != "_object"})(probe()),
+                  timeout=20, stable_for=2.0, interval=0.2)
+    if seen.value is None:
+        return None
+    value = {k: v for k, v in seen.value.items() if k != "_backend"}
+    value["settled"] = seen.settled and agreed
     return value
 
 
@@ -482,7 +502,7 @@ def observe_broken_apiservice(ctx) -> dict:
     untouched = ns is not None and ns["metadata"]["uid"] == _lab(ctx.env).original_uid(ctx.env, name) \
         and not ns["metadata"].get("deletionTimestamp")
     failure = _discovery_failures_written(ctx, name)
-    state = _apiservice_state(c, apiservice)
+    state = _apiservice_state(ctx, c, apiservice)
     working = state is None or state.get("status") == "True"
     return {"deleted": not untouched, "discovery_failure": failure, "apiservice": state,
             "gone": observe_gone(ctx, c, name, wait=working)}
