@@ -452,7 +452,8 @@ def _apiservice_state(ctx, c, apiservice):
     EndpointSlices change (remote_available_controller.go), and the EndpointSlice controller
     publishes a selector's endpoints some time after the Service appears: a verdict taken before
     the controllers caught up would judge a transient state (EndpointsNotFound while the slice is
-    being made). So on the embedded server this waits (bounded) until the condition says what
+    being made). So on the embedded server this waits (bounded) until a Service with a selector has
+    its EndpointSlice, and until the condition says what
     labkit's reconstruction of that check (labkit.apiserver.availability.availability, run here
     on the live Service and EndpointSlices) says now, and until the condition, the Service and its
     slices stayed the same for 2 s."""
@@ -483,6 +484,13 @@ def _apiservice_state(ctx, c, apiservice):
         now = probe()
         if now is None or not embedded or not now["service"]:
             return True
+        namespace, name = now["service"].split("/", 1)
+        service = c.get_or_none("v1", "services", name, namespace)
+        if service is not None and (service.get("spec") or {}).get("selector") and not now["_backend"][1]:
+            # the EndpointSlice controller always writes a slice (maybe without endpoints) for a
+            # Service with a selector (pkg/controller/endpointslice reconciler: placeholder slice):
+            # none yet means it has not got to this Service
+            return False
         _status, reason, _message = availability(_ClientStore(c), now["_object"])
         return now["reason"] == reason
     agreed = bool(wait_for(agrees, timeout=20, interval=0.3))
