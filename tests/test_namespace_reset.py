@@ -124,3 +124,14 @@ def test_terminating_create_is_judged_against_the_lab_s_namespace_and_never_told
     labkit("reset", "namespace", "terminating-create", "--yes", env=lab, check=0, timeout=300)
     answer(lab, "terminating-create", {"error": truth})
     assert results(lab, "terminating-create", code=0)["terminating-create"]["status"] == "pass"
+
+
+def test_kubectl_apply_on_the_lab_refuses_unknown_fields_as_kubectl_1_34(lab):
+    """The lab's own commands read no object files; what students apply goes to the embedded API
+    server, which decodes strictly as kube-apiserver does with kubectl's fieldValidation=Strict."""
+    unknown = subprocess.run(["kubectl", "apply", "-f", "-"], capture_output=True, text=True, env=lab, timeout=60,
+                             input="apiVersion: v1\nkind: ConfigMap\nmetadata: {name: typo, namespace: sandbox}\n"
+                                   "dta: {a: b}\n")
+    assert unknown.returncode == 1
+    assert 'strict decoding error: unknown field "dta"' in unknown.stderr, unknown.stderr
+    assert kubectl(lab, "get", "configmap", "typo", "-n", "sandbox", check=False).returncode == 1
