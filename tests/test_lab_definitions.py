@@ -112,14 +112,6 @@ SPEC_AWAITED: set[tuple[str, str]] = {
     ("kube-proxy", "hairpin"),
     ("kube-proxy", "debug-ruleset"),
     ("kube-proxy", "clusterip-by-hand"),
-    # namespace
-    ("namespace", "conditions"),
-    ("namespace", "terminating-create"),
-    ("namespace", "release-finalizer"),
-    ("namespace", "broken-apiservice"),
-    ("namespace", "force-finalize"),
-    ("namespace", "own-finalizer"),
-    ("namespace", "volume-in-use"),
 }
 
 
@@ -146,7 +138,7 @@ def test_solved_is_parsed_with_params_and_both_parts_are_required(tmp_path):
 # RESET_HOOKS_AWAITED: shipped labs without lab.py's reset_exercise(env, exercise_id) (one
 # exercise's part afresh) or student_work(env, exercise_id) (what a reset would revert of the
 # student's work, so `labkit reset` can ask first). An entry whose lab has both fails the test too.
-RESET_HOOKS_AWAITED = {"kube-proxy", "namespace"}
+RESET_HOOKS_AWAITED = {"kube-proxy"}
 
 
 def test_every_lab_resets_one_exercise_and_says_what_a_reset_reverts():

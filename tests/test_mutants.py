@@ -38,14 +38,6 @@ MUTANTS_AWAITED: dict[tuple[str, str], str] = {
     ("kube-proxy", "hairpin"): "not generated yet",
     ("kube-proxy", "debug-ruleset"): "not generated yet",
     ("kube-proxy", "clusterip-by-hand"): "not generated yet",
-    # namespace
-    ("namespace", "conditions"): "not generated yet",
-    ("namespace", "terminating-create"): "not generated yet",
-    ("namespace", "release-finalizer"): "not generated yet",
-    ("namespace", "broken-apiservice"): "not generated yet",
-    ("namespace", "force-finalize"): "not generated yet",
-    ("namespace", "own-finalizer"): "not generated yet",
-    ("namespace", "volume-in-use"): "not generated yet",
 }
 
 

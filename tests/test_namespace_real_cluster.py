@@ -109,7 +109,7 @@ def test_the_lab_runs_on_a_cluster_through_its_kubeconfig(tmp_path):
             assert "judged by the live state only" in results[exercise].message, results[exercise].message
         # reset rebuilds on the cluster once the lab's own objects from before are gone (answer
         # files stay: the prediction of terminating-create is still right on the new attic)
-        labkit("reset", "namespace", check=0, timeout=300)
+        labkit("reset", "namespace", "--yes", check=0, timeout=300)
         again = {r.exercise: r.status for r in runner.check(lab)}
         assert again == {**{e: "fail" for e in EXERCISES}, "terminating-create": "pass"}, again
         labkit("cleanup", "namespace", check=0)

@@ -1,22 +1,29 @@
 """Checks of the namespace lab.
 
-The truth comes from the live API server (namespaces, their conditions, a dry-run create, every
-namespaced resource type through discovery) and from its audit log (who sent which finalize
+The truth comes from the live API server (namespaces, their conditions, every
+namespaced resource type through discovery), labkit's NamespaceLifecycle plugin (what a create in
+a Terminating namespace is answered) and the API server's audit log (who sent which finalize
 request) — never from answers stored here. On a real cluster (`labkit run namespace
 --kubeconfig`) there is no audit log to read: the checks that need it say so and judge the live
 state only.
 
 Audit events count from when the exercise's namespace was last built (`labkit run`, `labkit
-reset namespace EXERCISE`). Checks answer within about 2 s: where the namespace controller is
-still at work they say so ("check again in a few seconds") instead of waiting for it. Feedback
-on answers names the part that is wrong and where to look, never the right value (that goes
-only into `right_answer`).
+reset namespace EXERCISE`). Where the mechanism judged is still settling, checks wait for it,
+bounded, so that the verdict does not depend on machine load: an APIService until its Service's
+EndpointSlices are published and its Available condition stayed the same for 2 s; a namespace
+that nothing holds any more until the namespace controller removed it (20 s at most). Where the
+controllers work on a longer period (the pod garbage collector's 20 s, the namespace controller's
+backoff) they say so ("check again shortly"). Feedback on answers names the part that is wrong
+and where to look, never the right value (that goes only into `right_answer`).
+
+The checks of exercises that change live state are `judge_<name>(ctx, observe_<name>(ctx))`:
+the observation is plain data, and labs/namespace/mutants/ judges near-misses of it in-process.
 """
 
 import json
 import re
 
-from labkit.exercises import LIVE, CheckFailed, settle
+from labkit.exercises import LIVE, CheckFailed, settle, wait_for
 
 CONTROLLER_USER = "system:serviceaccount:kube-system:namespace-controller"
 _REMAINING = re.compile(r"^(\S+) has (\d+) resource instances$")
@@ -90,41 +97,75 @@ def _stored_objects(c, namespace):
     return objects
 
 
-def _spec_edits(ctx, namespace) -> str:
-    """A note when the student updated or patched the namespace itself since the exercise began."""
+def _spec_edit_verb(ctx, namespace) -> str:
+    """"patched" or "updated" when the student changed the namespace itself (not a subresource)
+    since the exercise began, else ""."""
     events = _audit(ctx) or []
     edits = [e for e in events if (e.get("objectRef") or {}).get("resource") == "namespaces"
              and (e.get("objectRef") or {}).get("name") == namespace and not (e.get("objectRef") or {}).get("subresource")
-             and e.get("verb") in ("update", "patch") and (e.get("user") or {}).get("username") != CONTROLLER_USER]
-    if not edits:
+             and e.get("verb") in ("update", "patch") and (e.get("user") or {}).get("username") != CONTROLLER_USER
+             and (e.get("responseStatus") or {}).get("code", 0) < 300]
+    return {"patch": "patched", "update": "updated"}[edits[-1]["verb"]] if edits else ""
+
+
+def _spec_edit_note(verb) -> str:
+    if not verb:
         return ""
-    verb = {"patch": "patched", "update": "updated"}[edits[-1]["verb"]]
     return (f". You {verb} the namespace itself: a normal update keeps spec.finalizers as they are "
             "(only the finalize subresource changes them)")
 
 
-def _gone_cleanly(ctx, c, namespace):
-    """The namespace the lab made is gone, emptied by the namespace controller (not forced).
-    Returns a note when the audit log could not be read (a real cluster): then only the live
-    state says it was not forced (nothing stayed behind in storage under its name)."""
-    ns = _namespace(c, namespace)
+def _spec_edits(ctx, namespace) -> str:
+    """A note when the student updated or patched the namespace itself since the exercise began."""
+    return _spec_edit_note(_spec_edit_verb(ctx, namespace))
+
+
+def observe_gone(ctx, c, namespace, wait: bool = True) -> dict:
+    """What the checks that want `namespace` gone judge: whether the lab's namespace still exists
+    (waiting, bounded, while nothing holds it any more: the namespace controller then finishes on
+    one of its next passes), who force-finalized it, what is still stored under its name."""
     original = _lab(ctx.env).original_uid(ctx.env, namespace)
-    if ns is not None and ns["metadata"]["uid"] == original:
-        state = ns.get("status", {}).get("phase")
-        held = [k for k, obj in _stored_objects(c, namespace).items() if obj["metadata"].get("finalizers")]
-        why = (f"{len(held)} object(s) in it still carry finalizers: `labkit ns explain {namespace}` says which"
-               if held or not ns["metadata"].get("deletionTimestamp") else
-               "nothing in it carries a finalizer any more: the namespace controller removes it on one of its next "
-               "passes (every 8 s at most): check again in a few seconds")
-        raise CheckFailed(f"namespace {namespace} still exists ({state}); {why}" + _spec_edits(ctx, namespace))
+
+    def look():
+        ns = _namespace(c, namespace)
+        if ns is None or ns["metadata"]["uid"] != original:
+            return None
+        held = sorted(k for k, obj in _stored_objects(c, namespace).items() if obj["metadata"].get("finalizers"))
+        return {"phase": (ns.get("status") or {}).get("phase"), "deleting": bool(ns["metadata"].get("deletionTimestamp")),
+                "held": len(held), "held_by": held}
+    current = look()
+    if wait and current is not None and current["deleting"] and not current["held"]:
+        # nothing holds it: the namespace controller removes it within one requeue (8 s), give it two
+        def finished():
+            now = look()
+            return "gone" if now is None else (now if now["held"] or not now["deleting"] else None)
+        found = wait_for(finished, timeout=20, interval=0.5)
+        current = None if found == "gone" else (found or look())
     forced = _force_finalized(ctx, namespace)
+    return {"namespace": current, "spec_edit": _spec_edit_verb(ctx, namespace),
+            "forced": None if forced is None else [{"user": f["user"], "finalizers": f["finalizers"]} for f in forced],
+            "stored": sorted(_stored_objects(c, namespace)) if current is None else []}
+
+
+def judge_gone(ctx, namespace, seen: dict) -> str:
+    """The namespace the lab made is gone, emptied by the namespace controller (not forced), and
+    nothing is stored under its name. Returns a note when the audit log could not be read (a real
+    cluster): then only the live state says it was not forced."""
+    ns = seen["namespace"]
+    edit = _spec_edit_note(seen.get("spec_edit"))
+    if ns is not None:
+        why = (f"{ns['held']} object(s) in it still carry finalizers: `labkit ns explain {namespace}` says which"
+               if ns["held"] or not ns["deleting"] else
+               "nothing in it carries a finalizer any more, but the namespace controller has not finished it yet: "
+               "check again in a few seconds")
+        raise CheckFailed(f"namespace {namespace} still exists ({ns['phase']}); {why}" + edit)
+    forced = seen["forced"]
     if forced:
         raise CheckFailed(f"namespace {namespace} was force-finalized by {forced[0]['user']} (PUT …/finalize with "
-                          f"spec.finalizers {forced[0]['finalizers']}): that is not a fix — `labkit reset namespace` "
-                          "and do it without touching the namespace's finalizers")
-    left = _stored_objects(c, namespace)
-    if left:
-        raise CheckFailed(f"objects are still stored under {namespace}: {', '.join(sorted(left))}")
+                          f"spec.finalizers {forced[0]['finalizers']}): that is not a fix — `labkit reset namespace "
+                          f"{ctx.exercise.id}` and do it without touching the namespace's finalizers")
+    if seen["stored"]:
+        raise CheckFailed(f"objects are still stored under {namespace}: {', '.join(seen['stored'])}")
     return "" if forced is not None else " (" + NO_AUDIT.format(what="who finalized it") + ")"
 
 
@@ -157,7 +198,10 @@ def _compare_counts(got: dict, truth: dict, what: str) -> list[str]:
             problems.append(f"{what}: {key!r} needs its group, as the condition writes it: <resource>.<group>")
         else:
             problems.append(f"{what}: {key!r} is not among what the condition lists")
-    wrong_counts = sorted(k for k in set(got) & set(truth) if got[k] != truth[k])
+    not_numbers = sorted(k for k in set(got) & set(truth) if isinstance(got[k], bool) or not isinstance(got[k], int))
+    if not_numbers:
+        problems.append(f"{what}: the count of {', '.join(not_numbers)} should be a whole number (no quotes)")
+    wrong_counts = sorted(k for k in set(got) & set(truth) if k not in not_numbers and got[k] != truth[k])
     if wrong_counts:
         problems.append(f"{what}: the count of {', '.join(wrong_counts)} is not the one in the condition")
     missing = len(set(truth) - set(got) - {k for k in truth if k.rstrip('.') in got or
@@ -215,31 +259,140 @@ def _normalize(text):
     return " ".join(text.split())
 
 
+_KUBECTL_PREFIX = re.compile(r"^\s*Error from server \((\w+)\):\s*")
+
+
 def check_terminating_create(ctx):
+    """Graded against the situation the exercise describes: the lab's namespace, Terminating. The
+    API server's answer comes from labkit's NamespaceLifecycle admission plugin
+    (k8s.io/apiserver/pkg/admission/plugin/namespace/lifecycle/admission.go, Lifecycle.Admit), see
+    _create_answer."""
     name, cm = ctx.params["namespace"], ctx.params["configmap"]
     c = _lab(ctx.env).client(ctx.env)
-    code, body = c.request("POST", f"/api/v1/namespaces/{name}/configmaps", {"dryRun": "All"},
-                           body={"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": cm}})
+    ns = _namespace(c, name)
+    reset = f"`labkit reset namespace {ctx.exercise.id}` builds it again"
+    if ns is None or ns["metadata"]["uid"] != _lab(ctx.env).original_uid(ctx.env, name) \
+            or not ns["metadata"].get("deletionTimestamp"):
+        raise CheckFailed(f"the situation the exercise describes has changed: namespace {name} is not the lab's "
+                          f"Terminating namespace any more, and your prediction is judged against that one — {reset}")
+    code, body = _create_answer(ctx, c, name, cm)
     if code < 300:
-        raise CheckFailed(f"namespace {name} accepts new content now (it is no longer Terminating): "
-                          "`labkit reset namespace` to get it back")
+        raise CheckFailed(f"namespace {name} accepts new content now (it is no longer Terminating): {reset}")
     truth = body.get("message", "")
     answer = ctx.answer_field(ctx.answer(), "error", str)
     if _normalize(answer) != _normalize(truth):
-        hint = "the HTTP status is 403 (Forbidden)" if "forbidden" not in answer.lower() else \
-            "close, but not the exact message"
-        raise CheckFailed(f"that is not what the API server answers ({hint})",
-                          expected="the message of the API server's answer", observed=answer, right_answer=truth)
+        raise CheckFailed(f"that is not what the API server answers: {_which_part(answer, body)}",
+                          expected="the message of the API server's answer, word for word", observed=answer,
+                          right_answer=truth)
     return ctx.passed(f"right: {code} {body.get('reason')}: {truth}")
+
+
+def _create_answer(ctx, c, namespace: str, name: str) -> tuple[int, dict]:
+    """What the API server answers a create of ConfigMap `name` in `namespace`: (code, Status).
+
+    On the embedded server, labkit's NamespaceLifecycle plugin (the first of the admission chain,
+    labkit.apiserver.admission.plugins.namespace_lifecycle, as Lifecycle.Admit) judges the create
+    in-process against the live namespace: no request is sent, so the answer does not appear in
+    the lab's audit log, which students read. On a real cluster: a dry-run create."""
+    if not _lab(ctx.env).target(ctx.env).embedded:
+        return c.request("POST", f"/api/v1/namespaces/{namespace}/configmaps", {"dryRun": "All"},
+                         body={"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}})
+    from types import SimpleNamespace
+
+    from labkit.apiserver.admission import Attributes
+    from labkit.apiserver.admission.plugins import namespace_lifecycle
+    from labkit.apiserver.errors import ApiError
+
+    store = SimpleNamespace(get=lambda _key, _ns, ns_name: c.get_or_none("v1", "namespaces", ns_name))
+    rt = SimpleNamespace(resource="configmaps", group="", version="v1", kind="ConfigMap", namespaced=True)
+    obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace}}
+    try:
+        namespace_lifecycle(store)(Attributes("CREATE", rt, namespace, name, obj, dry_run=True))
+    except ApiError as exc:
+        return exc.code, {"reason": exc.reason, "message": exc.message}
+    return 201, {}
+
+
+def _which_part(answer: str, body: dict) -> str:
+    """Which part of a wrong prediction differs, without the right words: the kind of error
+    kubectl prints (when the prediction has it), the object part (`<resource> "<name>" is ...`
+    built by apimachinery's errors.NewForbidden), or the reason after it (the admission plugin's)."""
+    prefix = _KUBECTL_PREFIX.match(str(answer).strip().strip("'\""))
+    if prefix and prefix.group(1) != body.get("reason"):
+        return (f"the kind of error in your prediction ({prefix.group(1)}) is not the one the API server answers "
+                "with — what does the admission plugin that guards namespaces return?")
+    truth = _normalize(body.get("message", ""))
+    head, _, _reason = truth.partition(": ")
+    given = _normalize(answer)
+    if not given.startswith(head + ":") and given != head:
+        return ("the start of your message (which object, and what kind of refusal) is not the API server's — "
+                "apimachinery's errors package writes it for the plugin")
+    return "the object part is right, but the reason after it is not the admission plugin's words, word for word"
 
 
 # -- (c) release the custom resource's finalizer ---------------------------------------------
 
-def check_release_finalizer(ctx):
+def _kind_of_held(env, namespace):
+    """The custom resources the lab put into `namespace`, and the CRD and the lab's objects of
+    that kind in the other namespaces (lab.py's CONTENT: labkit's record of the lab as built)."""
+    lab = _lab(env)
+    mine = [(v, r) for v, r, _obj in lab.CONTENT[namespace] if "." in v.split("/")[0]]
+    others = sorted((ns, obj["metadata"]["name"], list(obj["metadata"].get("finalizers") or []))
+                    for ns, content in lab.CONTENT.items() if ns != namespace
+                    for v, r, obj in content if (v, r) in mine)
+    return mine, others
+
+
+def observe_release_finalizer(ctx) -> dict:
     name = ctx.params["namespace"]
-    note = _gone_cleanly(ctx, _lab(ctx.env).client(ctx.env), name)
+    c = _lab(ctx.env).client(ctx.env)
+    mine, others = _kind_of_held(ctx.env, name)
+    crds = {}
+    for api_version, resource in mine:
+        crd_name = f"{resource}.{api_version.split('/')[0]}"
+        crd = c.get_or_none("apiextensions.k8s.io/v1", "customresourcedefinitions", crd_name)
+        crds[crd_name] = None if crd is None else "deleting" if crd["metadata"].get("deletionTimestamp") else "present"
+    elsewhere = {}
+    for (api_version, resource), (ns, obj, _built) in ((m, o) for m in mine for o in others):
+        found = c.get_or_none(api_version, resource, obj, ns) if crds.get(
+            f"{resource}.{api_version.split('/')[0]}") is not None else None
+        elsewhere[f"{resource}.{api_version.split('/')[0]}/{obj} in {ns}"] = {
+            "state": None if found is None else "deleting" if found["metadata"].get("deletionTimestamp") else "present",
+            "finalizers": [] if found is None else list(found["metadata"].get("finalizers") or [])}
+    return {"gone": observe_gone(ctx, c, name), "crds": crds, "elsewhere": elsewhere}
+
+
+def judge_release_finalizer(ctx, seen: dict):
+    name = ctx.params["namespace"]
+    _mine, others = _kind_of_held(ctx.env, name)
+    built = {f"{k}/{obj} in {ns}": fins for ns, obj, fins in others for k in seen["crds"]}
+    reset = f"`labkit reset namespace {ctx.exercise.id}` repairs it"
+    for crd, state in sorted(seen["crds"].items()):
+        if state != "present":
+            raise CheckFailed(f"the CustomResourceDefinition {crd} {'is being deleted' if state == 'deleting' else 'is gone'}"
+                              ": that deletes every object of its kind in every namespace, not only the one that held "
+                              f"{name} — {reset} (and the other namespaces' objects of that kind)")
+    terminating = {f"{k}/{obj} in {ns}" for ns, obj, _f in others for k in seen["crds"]
+                   if ns in _lab(ctx.env).DELETED_AT_SETUP}
+    for key, state in sorted(seen["elsewhere"].items()):
+        if key not in built:
+            continue
+        # in a namespace the lab built Terminating, the namespace controller has asked to delete
+        # everything already: there, only the object's finalizer keeps it, as built
+        if state["state"] is None or (state["state"] == "deleting" and key not in terminating):
+            raise CheckFailed(f"{key} {'is being deleted' if state['state'] == 'deleting' else 'is gone'}: the fix of "
+                              f"{name} must leave "
+                              f"the other namespaces' objects alone — {reset}")
+        if state["finalizers"] != built[key]:
+            raise CheckFailed(f"the finalizers of {key} were changed: the fix of {name} must leave the other "
+                              f"namespaces' objects alone — {reset}")
+    note = judge_gone(ctx, name, seen["gone"])
     return ctx.passed(f"namespace {name} emptied itself and went away; its kubernetes finalizer was removed by the "
                       "namespace controller, not by hand" + note)
+
+
+def check_release_finalizer(ctx):
+    return judge_release_finalizer(ctx, observe_release_finalizer(ctx))
 
 
 # -- (d) unavailable APIService --------------------------------------------------------------
@@ -275,52 +428,144 @@ UNAVAILABLE = {
 }
 
 
-def _apiservice_condition(c, apiservice):
-    """The settled Available condition of `apiservice` (None: it does not exist, {}: no condition yet)."""
+class _ClientStore:
+    """The two reads of kube-aggregator's availability check (labkit.apiserver.availability:
+    the Service, the Service's EndpointSlices), answered by the API server through `c`."""
+
+    def __init__(self, c):
+        self.c = c
+
+    def get(self, key, namespace, name):
+        assert key == "/services", key
+        return self.c.get_or_none("v1", "services", name, namespace)
+
+    def list(self, key, namespace=None):
+        assert key == "discovery.k8s.io/endpointslices", key
+        return self.c.list("discovery.k8s.io/v1", "endpointslices", namespace)
+
+
+def _apiservice_state(ctx, c, apiservice):
+    """`apiservice` once kube-aggregator's availability check has settled on it (None: it does not
+    exist): its Available condition and what it serves from where.
+
+    The availability controller looks again whenever the APIService, its Service or the Service's
+    EndpointSlices change (remote_available_controller.go), and the EndpointSlice controller
+    publishes a selector's endpoints some time after the Service appears: a verdict taken before
+    the controllers caught up would judge a transient state (EndpointsNotFound while the slice is
+    being made). So on the embedded server this waits (bounded) until a Service with a selector has
+    its EndpointSlice, and until the condition says what
+    labkit's reconstruction of that check (labkit.apiserver.availability.availability, run here
+    on the live Service and EndpointSlices) says now, and until the condition, the Service and its
+    slices stayed the same for 2 s."""
+    from labkit.apiserver.availability import availability
+
+    embedded = _lab(ctx.env).target(ctx.env).embedded
+
     def probe():
         code, svc = c.request("GET", f"/apis/apiregistration.k8s.io/v1/apiservices/{apiservice}")
         if code == 404:
             return None
         cond = next((x for x in (svc.get("status") or {}).get("conditions") or [] if x.get("type") == "Available"), {})
-        return {k: cond.get(k) for k in ("status", "reason", "message")}
-    return settle(probe, timeout=10, stable_for=1.0).value
+        ref = (svc.get("spec") or {}).get("service") or {}
+        backend = None
+        if ref.get("name"):
+            found = c.get_or_none("v1", "services", ref["name"], ref.get("namespace"))
+            slices = c.list("discovery.k8s.io/v1", "endpointslices", ref.get("namespace"),
+                            label_selector=f"kubernetes.io/service-name={ref['name']}")[0] if found else []
+            backend = (found or {}).get("metadata", {}).get("resourceVersion"), \
+                tuple(sorted(s["metadata"]["resourceVersion"] for s in slices))
+        spec = svc.get("spec") or {}
+        return {"status": cond.get("status"), "reason": cond.get("reason"), "message": cond.get("message"),
+                "group": spec.get("group"), "version": spec.get("version"),
+                "service": f"{ref.get('namespace')}/{ref['name']}" if ref.get("name") else None,
+                "_backend": backend, "_object": svc}
+
+    def agrees():
+        now = probe()
+        if now is None or not embedded or not now["service"]:
+            return True
+        namespace, name = now["service"].split("/", 1)
+        service = c.get_or_none("v1", "services", name, namespace)
+        if service is not None and (service.get("spec") or {}).get("selector") and not now["_backend"][1]:
+            # the EndpointSlice controller always writes a slice (maybe without endpoints) for a
+            # Service with a selector (pkg/controller/endpointslice reconciler: placeholder slice):
+            # none yet means it has not got to this Service
+            return False
+        _status, reason, _message = availability(_ClientStore(c), now["_object"])
+        return now["reason"] == reason
+    agreed = bool(wait_for(agrees, timeout=20, interval=0.3))
+    seen = settle(lambda: (lambda v: v and {k: x for k, x in v.items() if k != "_object"})(probe()),
+                  timeout=20, stable_for=2.0, interval=0.2)
+    if seen.value is None:
+        return None
+    value = {k: v for k, v in seen.value.items() if k != "_backend"}
+    value["settled"] = seen.settled and agreed
+    return value
 
 
-def _require_available(c, apiservice, namespace):
-    cond = _apiservice_condition(c, apiservice)
-    if cond is None or cond.get("status") == "True":
-        return cond
-    reason = cond.get("reason") or "no condition yet"
-    words = UNAVAILABLE.get(reason, "see its conditions")
-    raise CheckFailed(f"APIService {apiservice} is not Available ({reason}): {words}. Discovery of its group keeps "
-                      f"failing, so namespace {namespace} (and every other namespace being deleted) keeps waiting "
-                      f"— `kubectl get apiservice {apiservice} -o yaml`",
-                      observed=f"{reason}: {cond.get('message')}")
-
-
-def check_broken_apiservice(ctx):
+def observe_broken_apiservice(ctx) -> dict:
     name, apiservice = ctx.params["namespace"], ctx.params["apiservice"]
     c = _lab(ctx.env).client(ctx.env)
     ns = _namespace(c, name)
-    if ns is not None and ns["metadata"]["uid"] == _lab(ctx.env).original_uid(ctx.env, name) \
-            and not ns["metadata"].get("deletionTimestamp"):
-        raise CheckFailed(f"namespace {name} has not been deleted yet: break the API and delete it (see the prompt)")
+    untouched = ns is not None and ns["metadata"]["uid"] == _lab(ctx.env).original_uid(ctx.env, name) \
+        and not ns["metadata"].get("deletionTimestamp")
     failure = _discovery_failures_written(ctx, name)
-    if failure is None and ns is not None:
+    state = _apiservice_state(ctx, c, apiservice)
+    working = state is None or state.get("status") == "True"
+    return {"deleted": not untouched, "discovery_failure": failure, "apiservice": state,
+            "gone": observe_gone(ctx, c, name, wait=working)}
+
+
+def judge_broken_apiservice(ctx, seen: dict):
+    name, apiservice, service = (ctx.params[k] for k in ("namespace", "apiservice", "service"))
+    if not seen["deleted"]:
+        raise CheckFailed(f"namespace {name} has not been deleted yet: break the API and delete it (see the prompt)")
+    failure = seen["discovery_failure"]
+    if failure is None and seen["gone"]["namespace"] is not None:
         raise CheckFailed(f"namespace {name} never waited for a failing discovery: delete the Service "
-                          "kube-system/metrics-server before you delete the namespace")
+                          f"kube-system/{service} before you delete the namespace")
     if failure is None:
         raise CheckFailed(f"namespace {name} went away without ever waiting for a failing discovery: "
-                          "`labkit reset namespace` and break the API first (see the prompt)")
-    cond = _require_available(c, apiservice, name)
-    _gone_cleanly(ctx, c, name)
+                          f"`labkit reset namespace {ctx.exercise.id}` and break the API first (see the prompt)")
+    state = seen["apiservice"]
+    if state is not None:
+        group, version = apiservice.split(".", 1)[1], apiservice.split(".", 1)[0]
+        if (state.get("group"), state.get("version"), state.get("service")) != (group, version, f"kube-system/{service}"):
+            raise CheckFailed(f"APIService {apiservice} was changed: it must still serve {group}/{version} from the "
+                              f"Service kube-system/{service} (or be deleted, if that backend is gone for good)",
+                              observed={k: state.get(k) for k in ("group", "version", "service")})
+        if state.get("status") != "True":
+            reason = state.get("reason") or "no condition yet"
+            words = UNAVAILABLE.get(reason, "see its conditions")
+            still = "" if state.get("settled", True) else " (its availability was still changing: check again shortly)"
+            raise CheckFailed(f"APIService {apiservice} is not Available ({reason}): {words}. Discovery of its group "
+                              f"keeps failing, so namespace {name} (and every other namespace being deleted) keeps "
+                              f"waiting — `kubectl get apiservice {apiservice} -o yaml`{still}",
+                              observed=f"{reason}: {state.get('message')}")
+    judge_gone(ctx, name, seen["gone"])
     note = " (" + NO_AUDIT.format(what="the discovery failure it waited for") + ")" if failure is NO_AUDIT else ""
     return ctx.passed(f"namespace {name} finished once discovery worked again"
-                      + (f" (APIService {apiservice} deleted)" if cond is None else f" ({apiservice} Available again)")
+                      + (f" (APIService {apiservice} deleted)" if state is None else f" ({apiservice} Available again)")
                       + note)
 
 
+def check_broken_apiservice(ctx):
+    return judge_broken_apiservice(ctx, observe_broken_apiservice(ctx))
+
+
 # -- (e) force-finalize ----------------------------------------------------------------------
+
+def _built_held(env, namespace) -> set[str]:
+    """The objects the lab built in `namespace` with finalizers (lab.py's CONTENT): what a
+    force-finalize of the namespace as built leaves in storage, nothing having released them (the
+    namespace controller deletes everything else before it would remove `kubernetes`)."""
+    out = set()
+    for api_version, resource, obj in _lab(env).CONTENT[namespace]:
+        if obj["metadata"].get("finalizers"):
+            group = api_version.split("/")[0] if "/" in api_version else ""
+            out.add(f"{resource}.{group}/{obj['metadata']['name']}" if group else f"{resource}/{obj['metadata']['name']}")
+    return out
+
 
 def check_force_finalize(ctx):
     name = ctx.params["namespace"]
@@ -351,6 +596,11 @@ def check_force_finalize(ctx):
     if forced is None and not left:
         raise CheckFailed(f"nothing outlived the old namespace {name}: it went away the normal way, not "
                           f"force-finalized ({NO_AUDIT.format(what='the finalize request')})")
+    if not _built_held(ctx.env, name) <= set(left):
+        raise CheckFailed(f"the situation the exercise describes has changed: some of what the old namespace {name} "
+                          "left behind was deleted or released since, and the answer is about what it left — "
+                          f"`labkit reset namespace {ctx.exercise.id}`, force-finalize it again and look before you "
+                          "clean up")
     data = ctx.answer()
     got = ctx.answer_field(data, "left_behind", list)
     visible = ctx.answer_field(data, "visible_again", bool)
@@ -386,47 +636,68 @@ def check_force_finalize(ctx):
 
 # -- (f) own finalizer -----------------------------------------------------------------------
 
-def check_own_finalizer(ctx):
+def observe_own_finalizer(ctx) -> dict:
+    """The finalize requests sent on the namespace by anyone but the namespace controller (None on
+    a real cluster), whether the namespace itself was updated or patched, and the namespace now."""
     name = ctx.params["namespace"]
     c = _lab(ctx.env).client(ctx.env)
     requests = _finalize_requests(ctx, name)
+    ns = _namespace(c, name)
+    return {"requests": None if requests is None else [r["finalizers"] for r in requests if r["user"] != CONTROLLER_USER],
+            "spec_edit": _spec_edit_verb(ctx, name),
+            "namespace": None if ns is None else {
+                "original": ns["metadata"]["uid"] == _lab(ctx.env).original_uid(ctx.env, name),
+                "deleting": bool(ns["metadata"].get("deletionTimestamp")),
+                "finalizers": list((ns.get("spec") or {}).get("finalizers") or []),
+                "changed": ns["metadata"].get("resourceVersion") != _lab(ctx.env).built_resource_version(ctx.env, name)}}
+
+
+def judge_own_finalizer(ctx, seen: dict):
+    name = ctx.params["namespace"]
+    ns = seen["namespace"]
+    if ns is None or not ns["original"]:
+        raise CheckFailed(f"namespace {name} is not the lab's any more (deleted or made anew): leave it as it was — "
+                          f"`labkit reset namespace {ctx.exercise.id}`")
+    requests = seen["requests"]
     if requests is None:
-        return _own_finalizer_live(ctx, c, name)
-    requests = [r for r in requests if r["user"] != CONTROLLER_USER]
-    added = next((i for i, r in enumerate(requests) if any(f != "kubernetes" for f in r["finalizers"])), None)
+        return _own_finalizer_live(ctx, name, ns)
+    added = next((i for i, sent in enumerate(requests) if any(f != "kubernetes" for f in sent)), None)
     if added is None:
         raise CheckFailed(f"no finalizer of your own was put on {name} through the finalize subresource yet"
-                          + _spec_edits(ctx, name))
-    mine = [f for f in requests[added]["finalizers"] if f != "kubernetes"]
-    if not any(set(mine).isdisjoint(r["finalizers"]) for r in requests[added + 1:]):
-        raise CheckFailed(f"you added {', '.join(mine)}; now remove it again (through the same subresource)")
-    ns = _namespace(c, name)
-    if ns is None or ns["metadata"]["uid"] != _lab(ctx.env).original_uid(ctx.env, name):
-        raise CheckFailed(f"namespace {name} is not the lab's any more: `labkit reset namespace`")
-    spec = (ns.get("spec") or {}).get("finalizers") or []
-    if spec != ["kubernetes"] or ns["metadata"].get("deletionTimestamp"):
+                          + _spec_edit_note(seen["spec_edit"]))
+    mine = [f for f in requests[added] if f != "kubernetes"]
+    if not any(set(mine).isdisjoint(sent) for sent in requests[added + 1:]) \
+            or any(f != "kubernetes" for f in requests[-1]):
+        raise CheckFailed(f"you added {', '.join(mine)}; now remove it again (through the same subresource): your "
+                          "last finalize request must leave only `kubernetes`")
+    if ns["finalizers"] != ["kubernetes"] or ns["deleting"]:
         raise CheckFailed(f"leave {name} as it was: Active with spec.finalizers [kubernetes]",
-                          expected=["kubernetes"], observed=spec)
+                          expected=["kubernetes"], observed=ns["finalizers"])
+    if any("kubernetes" not in sent for sent in requests):
+        # pkg/registry/core/namespace/storage/storage.go (REST.Delete): a namespace without
+        # finalizers is removed at once when deleted, so the namespace controller never empties it
+        raise CheckFailed(f"one of your finalize requests left out `kubernetes`: while it is missing, deleting {name} "
+                          "removes the namespace at once and leaves its content in storage — keep `kubernetes` in "
+                          "every request")
     return ctx.passed(f"added and removed {', '.join(mine)} through PUT …/namespaces/{name}/finalize")
 
 
+def check_own_finalizer(ctx):
+    return judge_own_finalizer(ctx, observe_own_finalizer(ctx))
 
 
-def _own_finalizer_live(ctx, c, name):
+def _own_finalizer_live(ctx, name, ns):
     """(f) without an audit log (a real cluster): the namespace is the lab's, Active with
     spec.finalizers [kubernetes] again, and was written since the lab built it (each finalize
     request gives it a new resourceVersion). Weaker than the audit log: any other write to the
     namespace (a label) would count too, and the message says so."""
-    ns = _namespace(c, name)
-    if ns is None or ns["metadata"]["uid"] != _lab(ctx.env).original_uid(ctx.env, name):
-        raise CheckFailed(f"namespace {name} is not the lab's any more: `labkit reset namespace`")
-    spec = (ns.get("spec") or {}).get("finalizers") or []
+    spec = ns["finalizers"]
     if spec != ["kubernetes"]:
         raise CheckFailed(f"spec.finalizers of {name} is {spec}: remove your finalizer again (through the same "
                           "subresource)", expected=["kubernetes"], observed=spec)
-    if ns["metadata"].get("deletionTimestamp"):
+    if ns["deleting"]:
         raise CheckFailed(f"leave {name} as it was: Active with spec.finalizers [kubernetes]")
-    if ns["metadata"].get("resourceVersion") == _lab(ctx.env).built_resource_version(ctx.env, name):
+    if not ns["changed"]:
         raise CheckFailed(f"namespace {name} has not been changed since the lab built it: add a finalizer of your "
                           "own through the finalize subresource, then remove it")
     return ctx.passed(f"{name} was changed and is back to spec.finalizers [kubernetes] ("
@@ -458,37 +729,80 @@ def _student_writes(ctx, resource, namespace, name, verbs):
     return found
 
 
-def check_volume_in_use(ctx):
+def observe_volume_in_use(ctx) -> dict:
     name, node_name, claim, pod_name = (ctx.params[k] for k in ("namespace", "node", "claim", "pod"))
     c = _lab(ctx.env).client(ctx.env)
     edits = _student_writes(ctx, "persistentvolumeclaims", name, claim, ("patch", "update"))
-    touched = [e for e in edits or [] if "finalizers" in json.dumps(e["request"] or {})]
-    if touched:
-        raise CheckFailed(f"{touched[0]['user']} changed the finalizers of PVC {claim} by hand: "
-                          "kubernetes.io/pvc-protection keeps a claim while a Pod still uses it, and its controller "
-                          "removes it itself once no Pod does — `labkit reset namespace` and leave it to it")
     deletes = _student_writes(ctx, "pods", name, pod_name, ("delete",))
-    forced = [e for e in deletes or [] if (e["request"] or {}).get("gracePeriodSeconds") == 0]
-    if forced:
-        raise CheckFailed(f"{forced[0]['user']} force-deleted Pod {pod_name} (grace period 0): the API server "
-                          f"forgets it at once, although nothing confirmed that {node_name} stopped it and released "
-                          f"the volume — `labkit reset namespace` and tell Kubernetes about the node instead")
     pod = c.get_or_none("v1", "pods", pod_name, name)
-    if pod is not None and pod["metadata"].get("uid"):
-        node = c.get_or_none("v1", "nodes", node_name) or {}
-        taints = [t.get("key") for t in (node.get("spec") or {}).get("taints") or []]
+    node = c.get_or_none("v1", "nodes", node_name)
+    events = _audit(ctx)
+    return {
+        "claim_finalizers_edited_by": None if edits is None else
+        [e["user"] for e in edits if "finalizers" in json.dumps(e["request"] or {})],
+        "pod_force_deleted_by": None if deletes is None else
+        [e["user"] for e in deletes if (e["request"] or {}).get("gracePeriodSeconds") == 0],
+        "pod": None if pod is None else {"terminating": bool(pod["metadata"].get("deletionTimestamp"))},
+        "node": None if node is None else {
+            "unschedulable": bool((node.get("spec") or {}).get("unschedulable")),
+            "taints": [{k: t.get(k) for k in ("key", "value", "effect")} for t in (node.get("spec") or {}).get("taints") or []]},
+        "pod_deleted_by_podgc": None if events is None else any(
+            (e.get("objectRef") or {}).get("resource") == "pods" and (e.get("objectRef") or {}).get("name") == pod_name
+            and (e.get("objectRef") or {}).get("namespace") == name and e.get("verb") == "delete"
+            and (e.get("user") or {}).get("username") == PODGC_USER and (e.get("responseStatus") or {}).get("code", 0) < 300
+            for e in events),
+        "gone": observe_gone(ctx, c, name, wait=pod is None),
+    }
+
+
+def judge_volume_in_use(ctx, seen: dict):
+    name, node_name, claim, pod_name = (ctx.params[k] for k in ("namespace", "node", "claim", "pod"))
+    reset = f"`labkit reset namespace {ctx.exercise.id}`"
+    if seen["claim_finalizers_edited_by"]:
+        raise CheckFailed(f"{seen['claim_finalizers_edited_by'][0]} changed the finalizers of PVC {claim} by hand: "
+                          "kubernetes.io/pvc-protection keeps a claim while a Pod still uses it, and its controller "
+                          f"removes it itself once no Pod does — {reset} and leave it to it")
+    if seen["pod_force_deleted_by"]:
+        raise CheckFailed(f"{seen['pod_force_deleted_by'][0]} force-deleted Pod {pod_name} (grace period 0): the API "
+                          f"server forgets it at once, although nothing confirmed that {node_name} stopped it and "
+                          f"released the volume — {reset} and tell Kubernetes about the node instead")
+    node = seen["node"]
+    if node is None:
+        raise CheckFailed(f"the Node {node_name} was deleted: the pod garbage collector then force-deletes its Pods as "
+                          "orphans, but nothing told Kubernetes that the machine is shut down for good, so nothing "
+                          f"knows the volume was released — {reset} and keep the Node")
+    # pkg/controller/podgc/gc_controller.go gcTerminating and the attach/detach reconciler's
+    # hasOutOfServiceTaint both test the taint's key only (taints.TaintKeyExists)
+    marked = any(t.get("key") == OUT_OF_SERVICE for t in node["taints"])
+    if seen["pod"] is not None:
         extra = ""
-        if (node.get("spec") or {}).get("unschedulable"):
+        if node["unschedulable"] and not marked:
             extra = (f" {node_name} is cordoned, which only keeps new Pods from being scheduled there; it does not "
                      "end the Pods it had.")
-        elif OUT_OF_SERVICE in taints:
+        elif marked:
             extra = " (the pod garbage collector looks every 20 s: check again shortly)"
         raise CheckFailed(f"Pod {pod_name} is still Terminating on {node_name}, whose kubelet will never confirm "
                           f"it stopped, and namespace {name} deletes pods first.{extra}")
-    note = _gone_cleanly(ctx, c, name)
-    deleted_by = [e for e in (_audit(ctx) or []) if (e.get("objectRef") or {}).get("resource") == "pods"
-                  and (e.get("objectRef") or {}).get("name") == pod_name and e.get("verb") == "delete"
-                  and (e.get("user") or {}).get("username") == PODGC_USER]
-    who = "the pod garbage collector deleted it" if deleted_by else "it is gone"
+    if not marked:
+        raise CheckFailed(f"Node {node_name} does not say (any more) that it is shut down for good: Kubernetes must "
+                          "know it, to know that the volume is released — look at its taints")
+    if seen["pod_deleted_by_podgc"] is False:
+        raise CheckFailed(f"Pod {pod_name} is gone, but not because the pod garbage collector deleted it — {reset} "
+                          "and let it")
+    waiting = seen["gone"]["namespace"]
+    if waiting is not None and waiting["deleting"] and waiting.get("held_by") == [f"persistentvolumeclaims/{claim}"]:
+        # pkg/controller/namespace/deletion: a failed pass (pods remained) is retried with backoff; the
+        # claim is deleted on the next pass, and the PVC protection controller then removes
+        # kubernetes.io/pvc-protection, as no Pod uses it any more
+        raise CheckFailed(f"Pod {pod_name} is gone; namespace {name} still exists because the namespace controller "
+                          "retries a failed pass with backoff (up to a minute), and then deletes the claim, whose "
+                          "kubernetes.io/pvc-protection its controller removes: check again shortly — leave the "
+                          "finalizers to their controllers")
+    note = judge_gone(ctx, name, seen["gone"])
+    who = "the pod garbage collector deleted it" if seen["pod_deleted_by_podgc"] else "it is gone"
     return ctx.passed(f"{pod_name} no longer holds {name}: {who}, the claim's protection was released by its "
                       f"controller, and the namespace emptied itself" + note)
+
+
+def check_volume_in_use(ctx):
+    return judge_volume_in_use(ctx, observe_volume_in_use(ctx))

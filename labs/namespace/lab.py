@@ -245,9 +245,78 @@ def reset_exercise(env, exercise_id: str) -> None:
     """Build one exercise's namespace afresh: everything stored under its name goes (finalizers
     released, the namespace finalized once it is empty), then it is made again as `labkit run`
     makes it. For broken-apiservice, the metrics-server Deployment, Service and APIService come
-    back too; for volume-in-use, the dead node node-b and the Pod stranded on it."""
-    ns = EXERCISE_NAMESPACES[exercise_id]
+    back too; for volume-in-use, the dead node node-b and the Pod stranded on it. For
+    release-finalizer, a deleted (or Terminating) CRD backups.example.com is made again, and the
+    other namespaces whose Backups that took with it (or whose Backups were changed) are built
+    again too: their exercises' namespaces are rebuilt, as `student_work` says before the reset.
+    Answer files are never touched."""
     t = target(env)
+    c = t.client()
+    extra = []
+    if exercise_id == "release-finalizer":
+        extra = _damaged_backup_namespaces(c, EXERCISE_NAMESPACES[exercise_id])
+        if _crd_damaged(c):
+            _repair_crd(env, t)
+    _rebuild(env, t, exercise_id)
+    for ns in extra:
+        _rebuild(env, t, next(ex for ex, name in EXERCISE_NAMESPACES.items() if name == ns))
+
+
+def _crd_damaged(c) -> bool:
+    crd = c.get_or_none("apiextensions.k8s.io/v1", "customresourcedefinitions", CRD_NAME)
+    return crd is None or bool(crd["metadata"].get("deletionTimestamp"))
+
+
+def _lab_backups():
+    """(namespace, name, finalizers) of every Backup the lab builds."""
+    return [(ns, obj["metadata"]["name"], list(obj["metadata"].get("finalizers") or []))
+            for ns, content in CONTENT.items() for _v, resource, obj in content if resource == "backups"]
+
+
+def _damaged_backup_namespaces(c, except_ns: str) -> list[str]:
+    """The namespaces other than `except_ns` whose Backups are not as the lab built them (gone,
+    finalizers changed, being deleted in a namespace the lab built Active): a deleted CRD takes
+    them all."""
+    damaged = []
+    crd_ok = not _crd_damaged(c)
+    for ns, name, finalizers in _lab_backups():
+        if ns == except_ns or ns in damaged:
+            continue
+        found = c.get_or_none("example.com/v1", "backups", name, ns) if crd_ok else None
+        if found is None or (found["metadata"].get("deletionTimestamp") and ns not in DELETED_AT_SETUP) \
+                or list(found["metadata"].get("finalizers") or []) != finalizers:
+            damaged.append(ns)
+    return damaged
+
+
+def _repair_crd(env, t: Target) -> None:
+    """A CRD being deleted waits for its custom resources, and those for their finalizers: release
+    the lab's example finalizers on every Backup left, let the CRD go, and make it again."""
+    c = t.client()
+    if c.get_or_none("apiextensions.k8s.io/v1", "customresourcedefinitions", CRD_NAME) is not None:
+        def released():
+            try:
+                items = c.list("example.com/v1", "backups")[0]
+            except ApiError:
+                items = []
+            for item in items:
+                meta = item["metadata"]
+                keep = [f for f in meta.get("finalizers") or [] if not f.endswith(".example.com/upload")]
+                if keep != list(meta.get("finalizers") or []):
+                    try:
+                        c.patch("example.com/v1", "backups", meta["name"], {"metadata": {"finalizers": keep or None}},
+                                "merge", meta["namespace"])
+                    except ApiError as exc:
+                        if exc.code != 404:
+                            raise
+            return c.get_or_none("apiextensions.k8s.io/v1", "customresourcedefinitions", CRD_NAME) is None
+        _wait(released, f"the CustomResourceDefinition {CRD_NAME} to go", timeout=60)
+    t.create(env, "apiextensions.k8s.io/v1", "customresourcedefinitions", CRD)
+    _wait(lambda: c.request("GET", "/apis/example.com/v1")[0] == 200, "the Backup CRD to be served")
+
+
+def _rebuild(env, t: Target, exercise_id: str) -> None:
+    ns = EXERCISE_NAMESPACES[exercise_id]
     c = t.client()
     if exercise_id == "broken-apiservice":
         for api_version, resource, name, namespace in (
@@ -272,6 +341,88 @@ def reset_exercise(env, exercise_id: str) -> None:
         (data["resourceVersions"] if name == BUILT_FILE else data)[ns] = value
         path.write_text(json.dumps(data, indent=2) + "\n")
     env.log(f"exercise {exercise_id}: namespace {ns} built afresh")
+
+
+def student_work(env, exercise_id: str | None) -> list[str]:
+    """What a reset of `exercise_id` (None: the whole lab) would revert of the student's work in
+    the live lab, one phrase each. Answer files are never reverted (not listed)."""
+    try:
+        c = client(env)
+        c.request("GET", "/api")
+    except (LabkitError, ApiError, OSError):
+        return []
+    exercises = list(EXERCISE_NAMESPACES) if exercise_id is None else [exercise_id]
+    out = []
+    for ex in exercises:
+        out += _work_in(env, c, ex)
+    if exercise_id == "release-finalizer":
+        if _crd_damaged(c):
+            out.append(f"the CustomResourceDefinition {CRD_NAME} you deleted (it is made again)")
+        for ns in _damaged_backup_namespaces(c, EXERCISE_NAMESPACES[exercise_id]):
+            other = next(ex for ex, name in EXERCISE_NAMESPACES.items() if name == ns)
+            out.append(f"namespace {ns} of exercise {other}, whose Backups went with the CRD or were changed: it is "
+                       "built again too")
+            out += [f"{phrase} (exercise {other})" for phrase in _work_in(env, c, other)]
+    elif exercise_id is None and _crd_damaged(c):
+        out.append(f"the CustomResourceDefinition {CRD_NAME} you deleted (it is made again)")
+    return list(dict.fromkeys(out))
+
+
+def _work_in(env, c, exercise_id: str) -> list[str]:
+    """The changes to one exercise's part of the lab since it was built."""
+    ns = EXERCISE_NAMESPACES[exercise_id]
+    out = []
+    live = c.get_or_none("v1", "namespaces", ns)
+    if live is None:
+        out.append(f"namespace {ns} is gone: it is built again")
+    elif live["metadata"]["uid"] != original_uid(env, ns):
+        out.append(f"namespace {ns} you made anew (with what is in it now): it is replaced by the lab's")
+    else:
+        if ns not in DELETED_AT_SETUP and live["metadata"].get("deletionTimestamp"):
+            out.append(f"your deletion of namespace {ns}: it is built again, Active")
+        elif live["metadata"].get("resourceVersion") != built_resource_version(env, ns) and \
+                list((live.get("spec") or {}).get("finalizers") or []) != ["kubernetes"]:
+            out.append(f"the spec.finalizers you set on namespace {ns}")
+        elif exercise_id == "own-finalizer" and live["metadata"].get("resourceVersion") != built_resource_version(env, ns):
+            out.append(f"your changes to namespace {ns} (its finalize requests)")
+        for api_version, resource, obj in CONTENT[ns]:
+            built = list(obj["metadata"].get("finalizers") or [])
+            if not built:
+                continue
+            name = obj["metadata"]["name"]
+            try:
+                found = c.get_or_none(api_version, resource, name, ns)
+            except ApiError:
+                found = None
+            if found is None:
+                out.append(f"{resource} {ns}/{name}, which you released or deleted: it is made again")
+            elif list(found["metadata"].get("finalizers") or []) != built:
+                out.append(f"the finalizers you changed on {resource} {ns}/{name}")
+    if exercise_id == "broken-apiservice":
+        if c.get_or_none("apiregistration.k8s.io/v1", "apiservices", APISERVICE) is None:
+            out.append(f"the APIService {APISERVICE} you deleted (it is made again)")
+        svc = c.get_or_none("v1", "services", METRICS_SERVICE[1], METRICS_SERVICE[0])
+        if svc is None or (svc.get("spec") or {}).get("selector") != {"k8s-app": "metrics-server"} or \
+                [(p.get("port"), p.get("targetPort")) for p in (svc.get("spec") or {}).get("ports") or []] != [(443, "https")]:
+            out.append(f"the Service {'/'.join(METRICS_SERVICE)} as you left it (deleted or changed): the lab's is made again")
+        dep = c.get_or_none("apps/v1", "deployments", METRICS_SERVICE[1], METRICS_SERVICE[0])
+        if _embedded(env) and (dep is None or (dep.get("spec") or {}).get("replicas") != 1):
+            out.append(f"the Deployment {'/'.join(METRICS_SERVICE)} as you left it (deleted or scaled)")
+    if exercise_id == "volume-in-use":
+        node = c.get_or_none("v1", "nodes", DEAD_NODE)
+        if node is None:
+            out.append(f"the Node {DEAD_NODE} you deleted (it is made again, NotReady)")
+        else:
+            taints = {t.get("key") for t in (node.get("spec") or {}).get("taints") or []}
+            if taints != {"node.kubernetes.io/unreachable"}:
+                out.append(f"the taints you changed on node {DEAD_NODE}")
+            if (node.get("spec") or {}).get("unschedulable"):
+                out.append(f"your cordon of node {DEAD_NODE}")
+    return out
+
+
+def _embedded(env) -> bool:
+    return not env.options.get("kubeconfig")
 
 
 def _delete_and_wait(c, api_version: str, resource: str, name: str, namespace: str | None) -> None:

@@ -48,3 +48,15 @@ def _reference(env):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+@mistake("situation the exercise describes has changed")
+def cleans_up_before_answering(env):
+    """Force-finalizes and recreates legacy, then releases and deletes what was left before
+    answering, and answers that nothing is left."""
+    _force_and_recreate(env)
+    c = env.lab.environment_module().client(env)
+    for api_version, resource, name in (("v1", "configmaps", "app-config"), ("example.com/v1", "backups", "weekly")):
+        c.patch(api_version, resource, name, {"metadata": {"finalizers": None}}, "merge", "legacy")
+        c.delete(api_version, resource, name, "legacy")
+    _answer(env, [], visible_again=False)

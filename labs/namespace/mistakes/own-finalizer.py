@@ -25,3 +25,11 @@ def removes_kubernetes_too(env):
     """Adds its finalizer, then clears spec.finalizers entirely, the kubernetes finalizer with it."""
     _finalize(env, ["kubernetes", "example.com/hold"])
     _finalize(env, [])
+
+
+@mistake("left out `kubernetes`")
+def drops_kubernetes_meanwhile(env):
+    """Sends only its own finalizer (spec.finalizers [example.com/hold]), then puts `kubernetes`
+    back: the namespace ends as it was, but was without its `kubernetes` finalizer meanwhile."""
+    _finalize(env, ["example.com/hold"])
+    _finalize(env, ["kubernetes"])

@@ -1,5 +1,7 @@
 """Common wrong fixes of release-finalizer."""
 
+import time
+
 from labkit.exercises import mistake
 
 
@@ -23,3 +25,29 @@ def patches_the_namespace(env):
 def deletes_the_backup(env):
     """Deletes the Backup: it only gets a deletionTimestamp, its finalizer still holds it."""
     _kubectl(env, "delete", "backup", "nightly", "-n", "reports", "--wait=false")
+
+
+@mistake("CustomResourceDefinition backups.example.com", "is being deleted")
+def deletes_the_crd(env):
+    """Deletes the CRD backups.example.com (on a real cluster every Backup in every namespace is
+    gone with it), then removes the Backup's finalizer, so that reports empties and goes."""
+    _kubectl(env, "delete", "crd", "backups.example.com", "--wait=false")
+    _kubectl(env, "-n", "reports", "patch", "backup", "nightly", "--type=json",
+             "-p", '[{"op":"remove","path":"/metadata/finalizers"}]')
+    c = env.lab.environment_module().client(env)
+    deadline = time.monotonic() + 60
+    while c.get_or_none("v1", "namespaces", "reports") is not None and time.monotonic() < deadline:
+        time.sleep(0.3)
+
+
+@mistake("backups.example.com/weekly in legacy", "other namespaces' objects alone")
+def releases_every_backup(env):
+    """Removes the finalizer from every Backup of the cluster (`kubectl get backups -A` and a patch
+    for each), not only from the one that holds reports."""
+    for ns, name in (("reports", "nightly"), ("legacy", "weekly")):
+        _kubectl(env, "-n", ns, "patch", "backup", name, "--type=json",
+                 "-p", '[{"op":"remove","path":"/metadata/finalizers"}]')
+    c = env.lab.environment_module().client(env)
+    deadline = time.monotonic() + 60
+    while c.get_or_none("v1", "namespaces", "reports") is not None and time.monotonic() < deadline:
+        time.sleep(0.3)

@@ -7,13 +7,21 @@ def _answer(env, error):
     write_answer(env, "terminating-create", {"error": error})
 
 
-@mistake("403 (Forbidden)")
+@mistake("kind of error", "NotFound")
 def thinks_it_is_gone(env):
     """Predicts a Terminating namespace answers as if it did not exist."""
     _answer(env, 'Error from server (NotFound): namespaces "attic" not found')
 
 
-@mistake("close, but not the exact message")
+@mistake("the object part is right", "reason after it")
 def paraphrases(env):
     """Predicts the gist (forbidden, terminating) in words of its own."""
     _answer(env, 'Error from server (Forbidden): configmaps "late" is forbidden: namespace attic is terminating')
+
+
+@mistake("situation the exercise describes has changed")
+def makes_the_namespace_go_first(env):
+    """Force-finalizes attic, then runs the create and writes down what it got (the namespace is
+    not found): a prediction about a situation it changed."""
+    env.lab.environment_module().finalize(env, "attic", [])
+    _answer(env, 'Error from server (NotFound): namespaces "attic" not found')

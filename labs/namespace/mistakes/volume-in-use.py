@@ -26,3 +26,10 @@ def cordon_the_node(env):
     """`kubectl cordon node-b`, expecting that to end what ran there."""
     _client(env).patch("v1", "nodes", "node-b", {"spec": {"unschedulable": True}}, "merge")
     time.sleep(1)
+
+
+@mistake("Node node-b was deleted")
+def delete_the_node(env):
+    """`kubectl delete node node-b`: the pod garbage collector then deletes the Pod as an orphan
+    (after 40 s), but nothing told Kubernetes the machine is shut down for good."""
+    _client(env).delete("v1", "nodes", "node-b")
