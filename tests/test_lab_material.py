@@ -132,9 +132,7 @@ TEXTS: dict[str, dict[str, Run | list[Run] | Mention | Covered]] = {
                 """-p '[{"op":"remove","path":"/metadata/finalizers/0"}]'""", changes="stuck-finalizer"),
     },
     "namespace": {
-        # the namespace lab's reset asks before it reverts a student's work: these reset their part
-        # themselves, with --yes (after the shown command succeeded)
-        "kubectl delete namespace X": Run("kubectl delete namespace sandbox && labkit reset namespace own-finalizer --yes >/dev/null"),
+        "kubectl delete namespace X": Run("kubectl delete namespace sandbox", changes="own-finalizer"),
         "labkit ns explain NAME": Run("labkit ns explain attic"),
         "labkit apiserver --emulated-version 1.32": Run(stream=True),
         "labkit ns log [-f]": runs(Run("labkit ns log"), Run("labkit ns log -f", stream=True)),
@@ -146,19 +144,14 @@ TEXTS: dict[str, dict[str, Run | list[Run] | Mention | Covered]] = {
         "labkit ns explain NAME --kubeconfig ~/.kube/config": Run("labkit ns explain attic --kubeconfig $KUBECONFIG"),
         "labkit gc run -f SCENARIO.yaml --kubeconfig ~/.kube/config":
             Covered("tests/test_namespace_real_cluster.py::test_namespace_scenarios_replay_against_a_cluster"),
-        "kubectl delete namespace billing --wait=false":
-            Run("kubectl delete namespace billing --wait=false && labkit reset namespace conditions --yes >/dev/null"),
+        "kubectl delete namespace billing --wait=false": Run(changes="conditions"),
         "kubectl create configmap late -n attic": Run(code=1, output="forbidden"),
         "kubectl -n reports patch backup nightly --type=json -p '[{\"op\":\"remove\",\"path\":\"/metadata/finalizers\"}]'":
-            Run("kubectl -n reports patch backup nightly --type=json "
-                """-p '[{"op":"remove","path":"/metadata/finalizers"}]' """
-                "&& labkit reset namespace release-finalizer --yes >/dev/null"),
-        "kubectl -n kube-system delete service metrics-server":
-            Run("kubectl -n kube-system delete service metrics-server && labkit reset namespace broken-apiservice --yes >/dev/null"),
+            Run(changes="release-finalizer"),
+        "kubectl -n kube-system delete service metrics-server": Run(changes="broken-apiservice"),
         "kubectl get ns legacy -o json | jq '.spec.finalizers=[]' | kubectl replace --raw "
         "/api/v1/namespaces/legacy/finalize -f -":
-            Run("kubectl get ns legacy -o json | jq '.spec.finalizers=[]' | kubectl replace --raw "
-                "/api/v1/namespaces/legacy/finalize -f - && labkit reset namespace force-finalize --yes >/dev/null"),
+            Run(changes="force-finalize"),
         "kubectl edit": Mention(),
         "kubectl patch": Mention(),
         "kubectl replace --raw /api/v1/namespaces/sandbox/finalize -f FILE":
