@@ -48,9 +48,9 @@ def resolve_output(output: Optional[str], formats: tuple[str, ...], default: str
         deprecated(f"-o {output} (a file)", f"--output-file {output}")
         output_file = Path(output)
     if legacy_format is not None:
-        deprecated(f"--format {legacy_format}", f"-o {legacy_format}")
         if legacy_format not in formats:
             raise LabkitError(f"--format: expected one of {', '.join(formats)}, got {legacy_format!r}")
+        deprecated(f"--format {legacy_format}", f"-o {legacy_format}")
         if fmt is not None and fmt != legacy_format:
             raise LabkitError(f"-o {fmt} and --format {legacy_format} contradict each other")
         fmt = legacy_format
