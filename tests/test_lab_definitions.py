@@ -112,14 +112,6 @@ SPEC_AWAITED: set[tuple[str, str]] = {
     ("gc", "unblocking-dependent"),
     ("gc", "predict-dangling"),
     ("gc", "stuck-finalizer"),
-    # kube-proxy
-    ("kube-proxy", "follow-the-chain"),
-    ("kube-proxy", "nodeport"),
-    ("kube-proxy", "session-affinity"),
-    ("kube-proxy", "traffic-policy"),
-    ("kube-proxy", "hairpin"),
-    ("kube-proxy", "debug-ruleset"),
-    ("kube-proxy", "clusterip-by-hand"),
     # mount-propagation
     ("mount-propagation", "predict-e2e-matrix"),
     ("mount-propagation", "node-mounts-reach-reader"),
@@ -184,7 +176,7 @@ def test_solved_is_parsed_with_params_and_both_parts_are_required(tmp_path):
 # RESET_HOOKS_AWAITED: shipped labs without lab.py's reset_exercise(env, exercise_id) (one
 # exercise's part afresh) or student_work(env, exercise_id) (what a reset would revert of the
 # student's work, so `labkit reset` can ask first). An entry whose lab has both fails the test too.
-RESET_HOOKS_AWAITED = {"gc", "kube-proxy", "mount-propagation", "namespace", "numa", "requests", "resources"}
+RESET_HOOKS_AWAITED = {"gc", "mount-propagation", "namespace", "numa", "requests", "resources"}
 
 
 def test_every_lab_resets_one_exercise_and_says_what_a_reset_reverts():

@@ -40,14 +40,6 @@ MUTANTS_AWAITED: dict[tuple[str, str], str] = {
     ("gc", "unblocking-dependent"): "not generated yet",
     ("gc", "predict-dangling"): "not generated yet",
     ("gc", "stuck-finalizer"): "not generated yet",
-    # kube-proxy
-    ("kube-proxy", "follow-the-chain"): "not generated yet",
-    ("kube-proxy", "nodeport"): "not generated yet",
-    ("kube-proxy", "session-affinity"): "not generated yet",
-    ("kube-proxy", "traffic-policy"): "not generated yet",
-    ("kube-proxy", "hairpin"): "not generated yet",
-    ("kube-proxy", "debug-ruleset"): "not generated yet",
-    ("kube-proxy", "clusterip-by-hand"): "not generated yet",
     # mount-propagation
     ("mount-propagation", "predict-e2e-matrix"): "not generated yet",
     ("mount-propagation", "node-mounts-reach-reader"): "not generated yet",
