@@ -199,12 +199,13 @@ def probes(state, node: str, services: list[dict], *, other_ports=(80, 8080, 300
 # -- outcomes and their comparison ------------------------------------------------------------------
 
 def outcome(tracer: Tracer, probe: Probe) -> dict[tuple, float]:
-    """{(DNAT target or None, "dropped"/"rejected"/"passes", masqueraded): probability}."""
+    """{(DNAT target or None, "dropped"/"rejected"/"passes", masqueraded, recent lists the client
+    is added to): probability}."""
     result = tracer.trace(Packet(src=probe.src, dst=probe.dst, dport=probe.dport, proto=probe.proto))
     out: dict[tuple, float] = {}
     for b in result.branches:
         verdict = {"DROP": "dropped", "REJECT": "rejected"}.get(b.verdict, "passes")
-        key = (b.dnat, verdict, bool(b.masquerade))
+        key = (b.dnat, verdict, bool(b.masquerade), tuple(sorted(set(b.recent_set))))
         out[key] = out.get(key, 0.0) + b.probability
     return out
 
@@ -224,7 +225,7 @@ class Difference:
         """How the live rules treat the probe differently, in words (the live side only)."""
         def targets(o):
             t: dict = {}
-            for (dnat, _v, _m), p in o.items():
+            for (dnat, _v, _m, _r), p in o.items():
                 if dnat:
                     t[dnat] = t.get(dnat, 0.0) + p
             return t
@@ -251,6 +252,10 @@ class Difference:
             if True in mg and True not in me:
                 return "is masqueraded (source NAT) where kube-proxy's rules do not masquerade it"
             return "is not masqueraded where kube-proxy's rules masquerade it (KUBE-MARK-MASQ)"
+        re_, rg = fates(self.expected, 3), fates(self.got, 3)
+        if re_ != rg:
+            return ("is remembered for session affinity differently from kube-proxy's rules (the `recent --set` "
+                    "of the KUBE-SEP chain that DNATs it)")
         ve, vg = fates(self.expected, 1), fates(self.got, 1)
         if ve != vg:
             shown = " or ".join(sorted(vg))
