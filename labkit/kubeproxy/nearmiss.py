@@ -94,6 +94,34 @@ def service_mutants(ctx, observation: dict, name: str, reference_rules: Callable
                      observation=obs, apply=apply, equivalent=proof)
 
 
+def refused(rules: list[list[str]], text: str, table: str) -> str | None:
+    """Why iptables would refuse the edited rules, or None: a port match without a protocol that
+    has ports (`--dport` needs `-p tcp|udp|sctp`: "unknown option"), or jumps that loop (the
+    kernel's mark_source_chains refuses them with ELOOP, whether or not a packet takes them)."""
+    for rule in rules:
+        protos = [rule[i + 1] for i, w in enumerate(rule[:-1]) if w == "-p" and (i == 0 or rule[i - 1] != "!")]
+        has_ports = any(p in ("tcp", "udp", "sctp") for p in protos)
+        if any(w in ("--dport", "--sport") for w in rule) and not has_ports:
+            return "a port match without -p tcp|udp|sctp"
+        # the DNAT target: "Need TCP, UDP, SCTP or DCCP with port specification"
+        targets = [rule[i + 1] for i, w in enumerate(rule[:-1]) if w == "--to-destination"]
+        if any(":" in t for t in targets) and not has_ports:
+            return "a DNAT to a port without -p tcp|udp|sctp"
+    t = parse(text).table(table)
+    graph = {name: {r.target for r in chain.rules if r.target and t.chain(r.target) is not None}
+             for name, chain in t.chains.items()}
+    state: dict[str, int] = {}
+
+    def loops(name) -> bool:
+        state[name] = 1
+        for nxt in graph.get(name, ()):
+            if state.get(nxt) == 1 or (state.get(nxt) is None and loops(nxt)):
+                return True
+        state[name] = 2
+        return False
+    return "jumps that loop" if any(state.get(n) is None and loops(n) for n in graph) else None
+
+
 def rule_mutants(ctx, observation: dict, node: str, table: str, chains: list[str], rules: list[list[str]], *,
                  values: dict | None = None, keep: Callable | None = None, names=(), prefix: str = "",
                  equivalent_space: Callable | None = None) -> Iterable[Mutant]:
@@ -109,7 +137,8 @@ def rule_mutants(ctx, observation: dict, node: str, table: str, chains: list[str
         obs = {**observation, "rules": {**observation["rules"], node: text}}
         proof = None
         try:
-            parse(text)
+            if refused(edit.rules, text, table):
+                continue
             found = equivalent_space(text) if equivalent_space is not None else None
         except LabkitError:
             continue            # iptables-restore refuses it (a loop, say): not a state a student can reach
