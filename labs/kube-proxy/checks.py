@@ -438,7 +438,7 @@ def situation_changes(ctx, services: list[str], ignore=()) -> str:
     if not changed:
         return ""
     return (f" Note: you changed Service {'; '.join(changed)} since the lab was built; the exercise is graded "
-            "against the lab as built (`labkit reset kube-proxy EXERCISE` puts it back)")
+            f"against the lab as built (`labkit reset kube-proxy {ctx.exercise.id}` puts it back)")
 
 
 def check_traffic_policy(ctx):

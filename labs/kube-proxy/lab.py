@@ -113,8 +113,15 @@ def restore_services(env, names: list[str]) -> None:
     """Apply the scenario's version of each changed Service (kube-proxy syncs the change)."""
     state = live.load(env)
     documents = [scenario_service(n) for n in names if service_changes(state, n)]
-    if documents:
-        live.apply_documents(env, documents, "labkit reset")
+    if not documents:
+        return
+    # kube-proxy's sync rewrites KUBE-SERVICES and deletes the chains it does not know: the rules
+    # the student wrote for clusterip-by-hand (another exercise's work) are put back after it
+    keep = {} if HAND_BUILT_SERVICE in names else {n: hand_built_lines(env, state, n) for n in state.node_names()}
+    live.apply_documents(env, documents, "labkit reset")
+    for node, lines in keep.items():
+        if lines:
+            restore(env.netns_name(node), "*nat\n" + "\n".join(lines) + "\nCOMMIT\n", noflush=True)
 
 
 def saved_dir() -> Path:

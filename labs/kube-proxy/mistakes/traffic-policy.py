@@ -24,3 +24,15 @@ def cluster_keeps_the_client_address(env):
     yes = {"answers": True, "client_ip_preserved": True}
     _write(env, {"shop-cluster": {"node1": yes, "node2": yes},
                  "shop-local": {"node1": yes, "node2": {"answers": False}}})
+
+
+@mistake("2 of the 7 cells", "wrong", "you changed Service shop-local", "as built")
+def predicts_after_changing_the_situation(env):
+    """Sets shop-local's externalTrafficPolicy to Cluster to experiment, observes, and writes down what it then
+    sees (both Services behaving like Cluster), instead of predicting the lab as built."""
+    from labkit.kubeproxy import live
+    svc = live.load(env).service("shop-local")
+    svc["spec"]["externalTrafficPolicy"] = "Cluster"
+    live.apply_documents(env, [svc], "mistakes/traffic-policy.py")
+    cluster = {"answers": True, "client_ip_preserved": False}
+    _write(env, {"shop-cluster": {"node1": cluster, "node2": cluster}, "shop-local": {"node1": cluster, "node2": cluster}})
