@@ -112,13 +112,31 @@ def service_changes(state, name: str) -> list[str]:
 def restore_services(env, names: list[str]) -> None:
     """Apply the scenario's version of each changed Service (kube-proxy syncs the change)."""
     state = live.load(env)
-    documents = [scenario_service(n) for n in names if service_changes(state, n)]
-    if not documents:
+    if not names:
         return
+    documents = [scenario_service(n) for n in names if service_changes(state, n)]
     # kube-proxy's sync rewrites KUBE-SERVICES and deletes the chains it does not know: the rules
     # the student wrote for clusterip-by-hand (another exercise's work) are put back after it
     keep = {} if HAND_BUILT_SERVICE in names else {n: hand_built_lines(env, state, n) for n in state.node_names()}
-    live.apply_documents(env, documents, "labkit reset")
+    if documents:
+        live.apply_documents(env, documents, "labkit reset")
+    # and the Services' chains are kube-proxy's again on every node, whatever was typed into them
+    # (a partial sync of these Services: proxier.go's syncProxyRules with tryPartialSync)
+    from labkit.kubeproxy.sync import sync_node
+    state = live.load(env)
+    from labkit.errors import LabkitError
+    for node in state.node_names():
+        changed = {f"default/{n}" for n in names}
+        config = live.proxier_config(state, node)
+        try:
+            sync_node(env.netns_name(node), state.objects(), config, changed_services=changed)
+        except LabkitError:
+            # iptables-restore refused the partial sync (hand edits elsewhere in the node's nat
+            # table, e.g. a chain it would delete is still referenced): as kube-proxy does after a
+            # failed restore (syncProxyRules leaves needFullSync set), a full sync
+            changed = None
+            sync_node(env.netns_name(node), state.objects(), config)
+        judge.record_sync(env, node, changed)
     for node, lines in keep.items():
         if lines:
             restore(env.netns_name(node), "*nat\n" + "\n".join(lines) + "\nCOMMIT\n", noflush=True)
