@@ -677,6 +677,11 @@ def judge_clusterip_by_hand(ctx, observation):
             return ctx.failed(f"{node} has no KUBE-SVC chain with kube-proxy's name for {spn} (tcp){yours}: the name "
                               "is KUBE-SVC- and the first 16 characters of the base32 of sha256 of the service port "
                               "name and protocol (hint 2)")
+        services_chain = nat.chain("KUBE-SERVICES")
+        if services_chain is None or not any(r.target == svc_chain for r in services_chain.rules):
+            return ctx.failed(f"on {node}, KUBE-SERVICES has no rule that jumps to your KUBE-SVC chain for {service}: "
+                              "kube-proxy sends cluster-IP traffic there from KUBE-SERVICES, which both PREROUTING "
+                              "(pods) and OUTPUT (the node itself) jump to")
         jumps = {r.target for r in chain.rules}
         for target, sep in sep_chains.items():
             if nat.chain(sep) is None or sep not in jumps:

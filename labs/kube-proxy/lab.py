@@ -207,8 +207,8 @@ def hand_built_lines(env, state, node: str) -> list[str]:
     for name, chain in current.chains.items():
         if name in own:
             continue
-        aimed = [r for r in chain.rules if r.cond("dst") is not None and not r.cond("dst").negated
-                 and str(r.cond("dst").value.network_address) == ip]
+        aimed = [r for r in chain.rules if r.target in own or (r.cond("dst") is not None and not r.cond("dst").negated
+                 and str(r.cond("dst").value.network_address) == ip)]
         for rule in reversed(aimed):
             lines.append(rule.text.replace(f"-A {name} ", f"-I {name} 1 ", 1))
     return lines
@@ -240,28 +240,40 @@ def reset_exercise(env, exercise_id: str) -> None:
         for node in state.node_names():
             if hand_built_rules(env, state, node):
                 env.log(f"your {node} rules before the reset: {keep_aside(env, exercise_id, node)}")
+            _remove_hand_built(env, state, node)
+        # then what kube-proxy does on any sync: KUBE-SERVICES rewritten, unknown service chains deleted
         restore_services(env, SERVICES_OF[exercise_id])
-        state = live.load(env)
-        from labkit.kubeproxy.sync import sync_node
-        for node in state.node_names():
-            # what kube-proxy does on any sync: KUBE-SERVICES rewritten, unknown service chains deleted;
-            # other rules aimed at legacy's cluster IP (outside kube-proxy's chains) go too
-            sync_node(env.netns_name(node), state.objects(), live.proxier_config(state, node), changed_services=set())
-            judge.record_sync(env, node, set())
-            _drop_rules_to(env, node, state.service(HAND_BUILT_SERVICE)["spec"]["clusterIP"])
         return
     restore_services(env, SERVICES_OF.get(exercise_id, []))
 
 
-def _drop_rules_to(env, node: str, ip: str) -> None:
+def _remove_hand_built(env, state, node: str) -> None:
+    """Delete what the student built on a node for clusterip-by-hand: every rule aimed at legacy's
+    cluster IP or jumping to a chain kube-proxy would not write, then those chains."""
     from labkit.netlab import run_in
-    for table in ("nat", "filter"):
-        current = parse(save(env.netns_name(node), table)).table(table)
-        for name, chain in (current.chains.items() if current else []):
-            for number, rule in reversed(list(enumerate(chain.rules, 1))):
-                dst = rule.cond("dst")
-                if dst is not None and not dst.negated and str(dst.value.network_address) == ip:
-                    run_in(env.netns_name(node), ["iptables-legacy", "-w", "-t", table, "-D", name, str(number)])
+    if not judge.built_path(env, node).exists():
+        return
+    svc = state.service(HAND_BUILT_SERVICE) or scenario_service(HAND_BUILT_SERVICE)
+    ip = svc["spec"]["clusterIP"]
+    netns = env.netns_name(node)
+    current = parse(save(netns, "nat")).table("nat")
+    reference = parse(judge.reference_rules(judge.built_rules(env, node), state.objects(),
+                                            live.proxier_config(state, node))).table("nat")
+    others = judge.kube_proxy_chain_names(state, exclude={HAND_BUILT_SERVICE})
+    own = {name for name in current.chains if reference.chain(name) is None and name not in others}
+    iptables = lambda *args: run_in(netns, ["iptables-legacy", "-w", "-t", "nat", *args], check=False)
+    for name, chain in current.chains.items():
+        if name in own:
+            continue
+        for number, rule in reversed(list(enumerate(chain.rules, 1))):
+            dst = rule.cond("dst")
+            aimed = dst is not None and not dst.negated and str(dst.value.network_address) == ip
+            if aimed or rule.target in own:
+                iptables("-D", name, str(number))
+    for name in own:
+        iptables("-F", name)
+    for name in own:
+        iptables("-X", name)
 
 
 def broken_chains(env) -> dict[str, list[str]] | None:

@@ -55,3 +55,23 @@ def no_masquerade_for_off_cluster_sources(env):
     """Leaves out kube-proxy's first KUBE-SVC rule, `! -s <cluster CIDR> … -j KUBE-MARK-MASQ`, so traffic from
     outside the pod network (the nodes themselves) reaches the endpoints unmasqueraded."""
     _write(env, lambda chains, rules, entry: (chains, [r for r in rules if "!" not in r], entry))
+
+
+@mistake("node1", "KUBE-SERVICES has no rule that jumps to your KUBE-SVC chain")
+def jumps_from_the_builtin_chains(env):
+    """Jumps to the KUBE-SVC chain straight from nat PREROUTING and OUTPUT instead of from KUBE-SERVICES: the
+    packets go the same way, but these are not the rules kube-proxy writes."""
+    from labkit.kubeproxy import live
+    from labkit.netlab import run_in
+
+    def change(chains, rules, entry):
+        return chains, rules, None
+    _write(env, change)
+    for node in live.load(env).node_names():
+        for builtin in ("PREROUTING", "OUTPUT"):
+            run_in(env.netns_name(node), ["iptables-legacy", "-w", "-t", "nat", "-I", builtin, "1", *entry_args(env)])
+
+
+def entry_args(env):
+    _chains, _rules, entry = _solution().rules_for(env)
+    return entry[2:]
