@@ -55,6 +55,36 @@ def test_the_graphs_probabilities_are_an_answer_the_check_accepts(lab):
     assert result(lab, "follow-the-chain")["status"] == "pass"
 
 
+def test_traffic_policy_grades_the_prediction_written_before_labkit_showed_the_outcome(lab):
+    from pathlib import Path
+    answer = Path(lab["LABKIT_ANSWERS_DIR"]) / "kube-proxy" / "traffic-policy.yaml"
+    answer.unlink(missing_ok=True)
+    labkit("reset", "kube-proxy", "traffic-policy", "--yes", env=lab, check=0)
+    # observed before any prediction: the exercise cannot be passed until it is reset
+    seen = labkit("kube-proxy", "curl", "--from", "client", "--to", "192.168.50.12:30101", "-n", "1",
+                  "--timeout", "0.3", env=lab, check=1)
+    assert "there is no prediction" in seen.stderr
+    labkit("solve", "kube-proxy", "traffic-policy", env=lab, check=0)
+    graded = result(lab, "traffic-policy")
+    assert graded["status"] == "fail" and "before your answer file held a prediction" in graded["message"]
+    # a wrong prediction, then a trace shows the outcome, then the right one: the wrong one is graded
+    labkit("reset", "kube-proxy", "traffic-policy", "--yes", env=lab, check=0)
+    right = answer.read_text()
+    wrong = yaml.safe_load(right)
+    wrong["shop-local"]["node2"] = {"answers": True, "client_ip_preserved": True}
+    answer.write_text(yaml.safe_dump(wrong))
+    traced = labkit("trace", "--node", "node2", "--src", "192.168.50.100", "--dst", "192.168.50.12:30101", env=lab,
+                    check=0)
+    assert "keeps your traffic-policy prediction" in traced.stderr
+    answer.write_text(right)
+    graded = result(lab, "traffic-policy")
+    assert graded["status"] == "fail" and "changes after observing do not count" in graded["message"]
+    # predicted right before observing: passes, and observing again changes nothing
+    labkit("reset", "kube-proxy", "traffic-policy", "--yes", env=lab, check=0)
+    labkit("kube-proxy", "curl", "--from", "client", "--to", "192.168.50.11:30101", "-n", "1", env=lab, check=0)
+    assert result(lab, "traffic-policy")["status"] == "pass"
+
+
 def test_traffic_policy_is_graded_against_the_lab_as_built(lab, tmp_path):
     labkit("solve", "kube-proxy", "traffic-policy", env=lab, check=0)
     shop = yaml.safe_load(labkit("kube-proxy", "get", "services", "shop-local", "-o", "yaml", env=lab, check=0).stdout)

@@ -147,12 +147,6 @@ def test_a_partial_sync_leaves_other_services_chains_alone(env, lab, tmp_path):
 
 
 def test_curl_command_reports_pods_counts_and_seen_addresses(lab):
-    # the client's outcome at shop's NodePorts is the traffic-policy prediction: withheld until written
-    withheld = labkit("kube-proxy", "curl", "--from", "client", "--to", f"{NODE2}:30100", "-n", "1", env=lab, check=2)
-    assert "traffic-policy asks you to predict" in withheld.stderr and "sent" not in withheld.stdout
-    traced = labkit("trace", "--node", "node2", "--src", CLIENT, "--dst", f"{NODE2}:30101", env=lab, check=2)
-    assert "traffic-policy asks you to predict" in traced.stderr and "DNAT" not in traced.stdout
-    labkit("solve", "kube-proxy", "traffic-policy", env=lab, check=0)
     out = json.loads(labkit("kube-proxy", "curl", "--from", "client", "--to", f"{NODE2}:30100", "-n", "5",
                             "--json", env=lab, check=0).stdout)
     assert out["sent"] == 5 and out["ok"] == 5 and out["failed"] == {}

@@ -178,16 +178,14 @@ def curl(
     """Send real HTTP requests from a lab host and report which pods answered and the address each pod saw."""
     from labkit.kubeproxy import live
 
-    from labkit.errors import LabkitError
-    from labkit.kubeproxy.predictions import withheld
+    from labkit.kubeproxy.predictions import observed
 
     env = running_lab()
     state = live.load(env)
     target = live.resolve_target(state, to)
-    if from_host == "client":
-        reason = withheld(env, state, source, target.ip, target.port)
-        if reason:
-            raise LabkitError(reason)
+    note = observed(env, state, source, target.ip, target.port) if from_host == "client" else None
+    if note:
+        print(note, file=sys.stderr)
     result = live.send(env, from_host, target.ip, target.port, count, source=source, timeout=timeout)
     if as_json:
         sys.stdout.write(json.dumps({"from": from_host, "source": source, "to": target.description,

@@ -31,21 +31,21 @@ def parse_destination(text: str) -> tuple[str, int]:
     return host, number
 
 
-def withhold_prediction(lab_id: str, src: str, dst: str, dport: int) -> None:
-    """The kube-proxy lab's traffic-policy outcome stays hidden until it is predicted
-    (labkit.kubeproxy.predictions)."""
+def note_prediction(lab_id: str, src: str, dst: str, dport: int) -> None:
+    """The kube-proxy lab's traffic-policy prediction is graded as it stood when a tool first
+    showed the client's outcome (labkit.kubeproxy.predictions)."""
     if lab_id != "kube-proxy":
         return
     from labkit.kubeproxy import live
-    from labkit.kubeproxy.predictions import withheld
+    from labkit.kubeproxy.predictions import observed
     from labkit.labs import get_lab
     from labkit.state import LabEnv, LabState
 
     lab = get_lab(lab_id)
     env = LabEnv(lab, LabState(lab.id))
-    reason = withheld(env, live.load(env), src, dst, dport)
-    if reason:
-        raise LabkitError(reason)
+    note = observed(env, live.load(env), src, dst, dport)
+    if note:
+        print(note, file=sys.stderr)
 
 
 def lab_node(lab_id: str, node: str) -> tuple[str, list[str]]:
@@ -152,7 +152,7 @@ def trace(
     if node is not None:
         from labkit.netfilter.live import read_live
         netns, addresses = lab_node(lab, node)
-        withhold_prediction(lab, src, dst_ip, dport)
+        note_prediction(lab, src, dst_ip, dport)
         ruleset = read_live(netns, family="IPv6" if ":" in dst_ip else "IPv4")
         addresses += list(local_address or [])
     else:

@@ -444,7 +444,21 @@ def situation_changes(ctx, services: list[str], ignore=()) -> str:
 def check_traffic_policy(ctx):
     services = [ctx.params["cluster_service"], ctx.params["local_service"]]
     client_address = ctx.params["client_address"]
-    answer = ctx.answer()
+    from labkit.kubeproxy import predictions
+    first = predictions.kept(ctx.env)
+    graded_note = ""
+    if first is not None and first.get("prediction") is None:
+        return ctx.failed("labkit's curl or trace showed what the client gets at these NodePorts before your answer "
+                          f"file held a prediction: `labkit reset kube-proxy {ctx.exercise.id}` (your answer file "
+                          "stays), then predict before you observe")
+    if first is not None:
+        import yaml
+        answer = yaml.safe_load(first["prediction"])
+        if ctx.answer_path.exists() and ctx.answer_path.read_text() != first["prediction"]:
+            graded_note = (" (graded: your prediction as it stood when labkit first showed you the outcome; "
+                           "changes after observing do not count)")
+    else:
+        answer = ctx.answer()
     truth = built_outcomes(ctx, services, client_address)
     wrong, total = [], 0
     for service in services:
@@ -461,7 +475,7 @@ def check_traffic_policy(ctx):
                 wrong.append(f"{service} / {node} / answers")
             elif expected["answers"] and guess["client_ip_preserved"] != expected["client_ip_preserved"]:
                 wrong.append(f"{service} / {node} / client_ip_preserved")
-    note = situation_changes(ctx, services)
+    note = graded_note + situation_changes(ctx, services)
     if wrong:
         return ctx.failed(ctx.grid_feedback(wrong, total, "cells") + ". Observe with `labkit kube-proxy curl --from "
                           "client --to NODE-IP:NODE-PORT` and explain each case from the node's KUBE-EXT-…, "

@@ -244,6 +244,9 @@ def reset_exercise(env, exercise_id: str) -> None:
         # then what kube-proxy does on any sync: KUBE-SERVICES rewritten, unknown service chains deleted
         restore_services(env, SERVICES_OF[exercise_id])
         return
+    if exercise_id == "traffic-policy":
+        from labkit.kubeproxy import predictions
+        predictions.forget(env)     # the next observation keeps the prediction afresh
     restore_services(env, SERVICES_OF.get(exercise_id, []))
 
 
