@@ -107,9 +107,19 @@ def test_a_one_exercise_reset_keeps_the_other_exercises_work_and_the_students_ru
     for exercise in ("session-affinity", "nodeport", "clusterip-by-hand"):
         labkit("solve", "kube-proxy", exercise, env=lab, check=0)
     from labkit import runner
-    assert any("Service web as you changed it" in w for w in runner.work_at_risk(env.lab, "nodeport"))
+    # what `labkit solve` left is not the student's work; what the student changes after is
+    assert runner.work_at_risk(env.lab, "nodeport") == [] and runner.work_at_risk(env.lab, "clusterip-by-hand") == []
+    web = live.load(env).service("web")
+    web["metadata"]["labels"] = {"team": "mine"}
+    live.apply_documents(env, [web], "test")
+    assert any("Service web as you changed it (changed: spec.externalTrafficPolicy, spec.ports, spec.type, "
+               "metadata.labels)" in w for w in runner.work_at_risk(env.lab, "nodeport"))
+    labkit("shell", "kube-proxy", "node1", "--", "iptables", "-t", "nat", "-I", "KUBE-SERVICES", "1", "-d",
+           "10.96.0.30/32", "-p", "udp", "--dport", "80", "-j", "KUBE-MARK-MASQ", env=lab, check=0)
     hand = runner.work_at_risk(env.lab, "clusterip-by-hand")
     assert any("rules and chains you wrote on node1 for legacy" in w for w in hand), hand
+    asked = labkit("reset", "kube-proxy", "clusterip-by-hand", env=lab, check=2)
+    assert "rules and chains you wrote on node1" in asked.stderr and "--yes" in asked.stderr
     labkit("reset", "kube-proxy", "nodeport", "--yes", env=lab, check=0)
     state = live.load(env)
     assert state.service("web")["spec"]["type"] == "ClusterIP"

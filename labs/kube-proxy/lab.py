@@ -1,6 +1,7 @@
 """The kube-proxy lab's environment: a two-node cluster in network namespaces, programmed like
 kube-proxy (labkit.kubeproxy.live), plus the damage the debug-ruleset exercise asks to repair."""
 
+import json
 import re
 import time
 from pathlib import Path
@@ -51,7 +52,6 @@ def break_rules(env, state):
         lines.append(re.sub(r"(--to-destination [\d.]+:)(\d+)", lambda m: m.group(1) + str(int(m.group(2)) + 1), rule.text))
     restore(netns, "*nat\n" + "\n".join(lines) + "\nCOMMIT\n", noflush=True)
     judge.record_mark(env, BROKEN_MARK)
-    import json
     (Path(env.dir) / "broken-chains.json").write_text(json.dumps(catalog_chains(state, BROKEN_NODE, save(netns, "nat"))))
 
 
@@ -178,9 +178,8 @@ def hand_built_rules(env, state, node: str) -> list[str]:
     current = parse(save(env.netns_name(node), "nat")).table("nat")
     reference = parse(judge.reference_rules(judge.built_rules(env, node), state.objects(),
                                             live.proxier_config(state, node))).table("nat")
-    out = [f"chain {name}" for name in current.chains if name.startswith(("KUBE-SVC-", "KUBE-SEP-", "KUBE-SVL-",
-                                                                         "KUBE-EXT-", "KUBE-FW-"))
-           and reference.chain(name) is None]
+    others = judge.kube_proxy_chain_names(state, exclude={HAND_BUILT_SERVICE})
+    out = [f"chain {name}" for name in current.chains if reference.chain(name) is None and name not in others]
     for name, chain in current.chains.items():
         for rule in chain.rules:
             dst = rule.cond("dst")
@@ -280,11 +279,44 @@ def _remove_hand_built(env, state, node: str) -> None:
 
 
 def broken_chains(env) -> dict[str, list[str]] | None:
-    import json
     try:
         return json.loads((Path(env.dir) / "broken-chains.json").read_text())
     except (OSError, ValueError):
         return None
+
+
+SOLVED_BY_LABKIT = "solved-by-labkit.json"
+
+
+def _work_of(env, state, exercise_id: str) -> dict:
+    """What an exercise's part of the lab is now: its Services and, for the rule exercises, the
+    rules typed for it (comparable with what `labkit solve` left)."""
+    out = {"services": {n: state.service(n) for n in SERVICES_OF.get(exercise_id, [])}}
+    if exercise_id == "debug-ruleset":
+        out["rules"] = catalog_chains(state, BROKEN_NODE, save(env.netns_name(BROKEN_NODE), "nat"))
+    if exercise_id == "clusterip-by-hand":
+        out["rules"] = {n: hand_built_rules(env, state, n) for n in state.node_names()}
+    return json.loads(json.dumps(out))
+
+
+def record_solution(env, exercise_id: str) -> None:
+    """Called by the reference solutions: what `labkit solve` left is not the student's work, so a
+    reset that reverts just that does not ask."""
+    path = Path(env.dir) / SOLVED_BY_LABKIT
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        data = {}
+    data[exercise_id] = _work_of(env, live.load(env), exercise_id)
+    path.write_text(json.dumps(data))
+
+
+def _left_by_labkit(env, state, exercise_id: str) -> bool:
+    try:
+        data = json.loads((Path(env.dir) / SOLVED_BY_LABKIT).read_text())
+    except (OSError, ValueError):
+        return False
+    return exercise_id in data and data[exercise_id] == _work_of(env, state, exercise_id)
 
 
 def student_work(env, exercise_id: str | None) -> list[str]:
@@ -294,6 +326,8 @@ def student_work(env, exercise_id: str | None) -> list[str]:
     wanted = [exercise_id] if exercise_id else list(SERVICES_OF)
     out = []
     for ex in wanted:
+        if _left_by_labkit(env, state, ex):
+            continue        # as `labkit solve` left it: not the student's work
         for name in SERVICES_OF.get(ex, []):
             changed = service_changes(state, name)
             if changed:
