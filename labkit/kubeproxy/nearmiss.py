@@ -103,6 +103,10 @@ def refused(rules: list[list[str]], text: str, table: str) -> str | None:
         has_ports = any(p in ("tcp", "udp", "sctp") for p in protos)
         if any(w in ("--dport", "--sport") for w in rule) and not has_ports:
             return "a port match without -p tcp|udp|sctp"
+        # a target's options belong to it: another target refuses them ("unknown option --to-destination")
+        target = rule[rule.index("-j") + 1] if "-j" in rule[:-1] else None
+        if ("--to-destination" in rule and target != "DNAT") or ("--to-source" in rule and target != "SNAT"):
+            return "a target option without its target"
         # the DNAT target: "Need TCP, UDP, SCTP or DCCP with port specification"
         targets = [rule[i + 1] for i, w in enumerate(rule[:-1]) if w == "--to-destination"]
         if any(":" in t for t in targets) and not has_ports:
