@@ -103,16 +103,7 @@ def test_every_shipped_lab_is_complete():
 # SPEC_AWAITED: exercises of the shipped labs without `solved:` in lab.yaml yet. Every other
 # exercise must state what "solved" means (what holds, what stays as it was); an entry here whose
 # exercise has its statement now fails the test too (remove it).
-SPEC_AWAITED: set[tuple[str, str]] = {
-    # kube-proxy
-    ("kube-proxy", "follow-the-chain"),
-    ("kube-proxy", "nodeport"),
-    ("kube-proxy", "session-affinity"),
-    ("kube-proxy", "traffic-policy"),
-    ("kube-proxy", "hairpin"),
-    ("kube-proxy", "debug-ruleset"),
-    ("kube-proxy", "clusterip-by-hand"),
-}
+SPEC_AWAITED: set[tuple[str, str]] = set()
 
 
 def test_every_exercise_says_what_solved_means():
@@ -138,7 +129,7 @@ def test_solved_is_parsed_with_params_and_both_parts_are_required(tmp_path):
 # RESET_HOOKS_AWAITED: shipped labs without lab.py's reset_exercise(env, exercise_id) (one
 # exercise's part afresh) or student_work(env, exercise_id) (what a reset would revert of the
 # student's work, so `labkit reset` can ask first). An entry whose lab has both fails the test too.
-RESET_HOOKS_AWAITED = {"kube-proxy"}
+RESET_HOOKS_AWAITED: set[str] = set()
 
 
 def test_every_lab_resets_one_exercise_and_says_what_a_reset_reverts():

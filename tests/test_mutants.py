@@ -29,16 +29,7 @@ from support import REPO  # noqa: E402
 # MUTANTS_AWAITED: exercises of the built-in labs that have no mutants yet, with the reason. Every
 # other exercise must have labs/<lab>/mutants/<exercise>.py; an entry here whose exercise has its
 # mutants now fails the test too (remove it).
-MUTANTS_AWAITED: dict[tuple[str, str], str] = {
-    # kube-proxy
-    ("kube-proxy", "follow-the-chain"): "not generated yet",
-    ("kube-proxy", "nodeport"): "not generated yet",
-    ("kube-proxy", "session-affinity"): "not generated yet",
-    ("kube-proxy", "traffic-policy"): "not generated yet",
-    ("kube-proxy", "hairpin"): "not generated yet",
-    ("kube-proxy", "debug-ruleset"): "not generated yet",
-    ("kube-proxy", "clusterip-by-hand"): "not generated yet",
-}
+MUTANTS_AWAITED: dict[tuple[str, str], str] = {}
 
 
 @functools.cache

@@ -53,8 +53,10 @@ def apply(
 
     if subresource not in (None, "status"):
         raise LabkitError(f"--subresource: expected status, got {subresource!r}")
+    documents = read_documents(file)
     with locked_lab() as env:
-        report, synced = live.apply_documents(env, read_documents(file), str(file), status=subresource == "status")
+        refuse_unknown_fields(file, live.load(env))
+        report, synced = live.apply_documents(env, documents, str(file), status=subresource == "status")
     for line in report:
         print(line)
     for node, changed in synced.items():
@@ -64,6 +66,33 @@ def apply(
             print(f"{node}: kube-proxy synced (rewrote the chains of {', '.join(sorted(changed))})")
         else:
             print(f"{node}: no service changed, no sync")
+
+
+def refuse_unknown_fields(file: Path, state) -> None:
+    """kubectl v1.34 validates strictly (fieldValidation=Strict): a field the kind does not have
+    (`sessionAfinity`) or a key given twice refuses the whole file, in kube-apiserver's words
+    (labkit.strict). The lab's apply replaces existing objects (kubectl replace: "replacing") and
+    creates new ones ("creating")."""
+    import yaml
+
+    from labkit import strict
+
+    text = file.read_text()
+    positions = strict.key_positions(text)
+    for index, doc in enumerate(yaml.safe_load_all(text)):
+        where = positions[index] if index < len(positions) else strict.KeyPositions()
+        items = [(doc, where)]
+        if isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
+            items = [(item, where.within(f"items[{i}].")) for i, item in enumerate(doc["items"])]
+        for obj, at in items:
+            if not isinstance(obj, dict):
+                continue
+            name = (obj.get("metadata") or {}).get("name")
+            namespace = (obj.get("metadata") or {}).get("namespace") or "default"
+            exists = ((state.service(name, namespace) is not None) if obj.get("kind") == "Service" else
+                      any((s["metadata"].get("namespace") or "default", s["metadata"]["name"]) == (namespace, name)
+                          for s in state.endpoint_slices))
+            strict.check_object(obj, str(file), at, verb="replacing" if exists else "creating")
 
 
 def get(
@@ -149,8 +178,14 @@ def curl(
     """Send real HTTP requests from a lab host and report which pods answered and the address each pod saw."""
     from labkit.kubeproxy import live
 
+    from labkit.kubeproxy.predictions import observed
+
     env = running_lab()
-    target = live.resolve_target(live.load(env), to)
+    state = live.load(env)
+    target = live.resolve_target(state, to)
+    note = observed(env, state, source, target.ip, target.port) if from_host == "client" else None
+    if note:
+        print(note, file=sys.stderr)
     result = live.send(env, from_host, target.ip, target.port, count, source=source, timeout=timeout)
     if as_json:
         sys.stdout.write(json.dumps({"from": from_host, "source": source, "to": target.description,

@@ -23,6 +23,7 @@ from labkit.kubeproxy import node as nodesetup
 from labkit.kubeproxy.chains import endpoint_chain, is_service_chain, port_proto_hash, SERVICE_CHAIN_PREFIXES
 from labkit.kubeproxy.cluster_state import ClusterState, load_scenario
 from labkit.kubeproxy.config import ProxierConfig
+from labkit.kubeproxy.judge import record_sync
 from labkit.kubeproxy.proxier import changed_services, health_check_services
 from labkit.kubeproxy.sync import canary_present, sync_node
 from labkit.netlab import brnetfilter
@@ -145,6 +146,7 @@ def sync_nodes(env, state: ClusterState, before: list[dict] | None = None) -> di
             done[node] = changed
             continue
         sync_node(netns, objects, config, changed_services=changed)
+        record_sync(env, node, changed)
         write_health_config(env, node, health_check_services(objects, config))
         done[node] = changed
     return done

@@ -31,6 +31,23 @@ def parse_destination(text: str) -> tuple[str, int]:
     return host, number
 
 
+def note_prediction(lab_id: str, src: str, dst: str, dport: int) -> None:
+    """The kube-proxy lab's traffic-policy prediction is graded as it stood when a tool first
+    showed the client's outcome (labkit.kubeproxy.predictions)."""
+    if lab_id != "kube-proxy":
+        return
+    from labkit.kubeproxy import live
+    from labkit.kubeproxy.predictions import observed
+    from labkit.labs import get_lab
+    from labkit.state import LabEnv, LabState
+
+    lab = get_lab(lab_id)
+    env = LabEnv(lab, LabState(lab.id))
+    note = observed(env, live.load(env), src, dst, dport)
+    if note:
+        print(note, file=sys.stderr)
+
+
 def lab_node(lab_id: str, node: str) -> tuple[str, list[str]]:
     """The network namespace of a host of a running lab, and its interface addresses."""
     from labkit import runner, shell
@@ -135,6 +152,7 @@ def trace(
     if node is not None:
         from labkit.netfilter.live import read_live
         netns, addresses = lab_node(lab, node)
+        note_prediction(lab, src, dst_ip, dport)
         ruleset = read_live(netns, family="IPv6" if ":" in dst_ip else "IPv4")
         addresses += list(local_address or [])
     else:

@@ -116,7 +116,9 @@ def conditions(rule: Rule) -> str:
             continue
         if c.kind == "statistic":
             v = c.value
-            words.append(f"{neg}probability {float(v['probability']):.4g}" if "probability" in v
+            # every digit the rule has (iptables-save prints the kernel's 11 decimals): a rounded
+            # value would be a wrong answer where the exact probability is asked
+            words.append(f"{neg}probability {v['probability']}" if "probability" in v
                          else f"{neg}statistic {' '.join(f'{k} {x}' for k, x in v.items())}")
         elif c.kind == "recent":
             v = c.value

@@ -99,6 +99,7 @@ class Branch:
     masquerade: bool                 # SNATed by MASQUERADE in nat POSTROUTING
     marked_for_masquerade: bool
     steps: list[Step]
+    recent_set: tuple = ()          # the `recent` lists a --set rule added the client to on the way
 
     def to_dict(self) -> dict:
         return {"probability": round(self.probability, 10), "dnat": self.dnat, "verdict": self.verdict,
@@ -221,7 +222,8 @@ class Tracer:
         local_origin = start.src in self.local
         self.first_packet = "NEW" in start.ctstate
         finished = self._path(start, local_origin)
-        branches = [Branch(s.probability, s.dnat, s.verdict or "none", s.masquerade, s.marked, s.steps) for s in finished]
+        branches = [Branch(s.probability, s.dnat, s.verdict or "none", s.masquerade, s.marked, s.steps,
+                           tuple(s.recent_set)) for s in finished]
         output, masq = "", False
         if self.first_packet:      # kube-proxy's test tracer models first packets only
             output, masq = kube_proxy_test_trace(self.rules, packet.src, packet.proto.lower(), packet.dst,
@@ -367,12 +369,22 @@ class Tracer:
             return [(st, None)]
         if target == "KUBE-MARK-MASQ":
             st.marked = True
+        # The kernel refuses a ruleset whose jumps loop (mark_source_chains in
+        # net/ipv4/netfilter/ip_tables.c: iptables-restore fails with ELOOP), so none is live.
+        stack = getattr(self, "_stack", [])
+        if (table, target) in stack:
+            from labkit.errors import LabkitError
+            raise LabkitError(f"the jumps from {rule.chain} to {target} loop: the kernel refuses such rules (ELOOP)")
+        self._stack = stack + [(table, target)]
         results = []
-        for s2, verdict in self._walk(table, chain, st, depth + 1):
-            if verdict is None and rule.goto:
-                results.append((s2, "RETURN"))
-            else:
-                results.append((s2, verdict))
+        try:
+            for s2, verdict in self._walk(table, chain, st, depth + 1):
+                if verdict is None and rule.goto:
+                    results.append((s2, "RETURN"))
+                else:
+                    results.append((s2, verdict))
+        finally:
+            self._stack = stack
         return results
 
     def _note(self, text: str) -> None:

@@ -1,26 +1,37 @@
-"""Checks of the kube-proxy lab. Truth comes from the live cluster: real requests through the
-nodes' rules, the nodes' live iptables tables, and the cluster state the nodes were synced from.
+"""Checks of the kube-proxy lab.
 
-Traffic checks are statistical. Each one sends enough requests that a correct setup fails it with
-probability below 1e-6; the computation is next to each sample size.
+Every exercise that changes the cluster is judged over its whole `solved:` statement (lab.yaml):
+`check_X(ctx) = judge_X(ctx, observe_X(ctx))`, where observe_X reads the live lab (the cluster
+state, each node's iptables-save, real requests) and judge_X is a pure verdict on that. The judge
+compares each node's live rules with what kube-proxy would write (labkit.kubeproxy.judge: the node
+as built with labkit's reconstruction of kube-proxy's sync on top) over a generated packet space,
+both followed with labkit's packet tracer, and checks the Service fields the exercise may change
+against the lab as built. Real requests are judged last: a correct setup fails them with
+probability below 1e-6 (the computation is next to each sample size).
 
-Feedback on the answer-file exercises (follow-the-chain, traffic-policy, hairpin) says which part
-is wrong and where to look, never the value expected; the other checks may show what the live
-rules do (the distribution of endpoints, the addresses pods saw), since that is what the student
-observes anyway.
+The prediction exercise (traffic-policy) and the find-out exercises with an answer file
+(follow-the-chain, hairpin) are graded against labkit's reconstruction of the lab as built or the
+live rules the exercise points at; their feedback counts what is wrong and says where to look,
+never the value expected.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 from labkit.exercises import CheckFailed
-from labkit.kubeproxy import live
+from labkit.kubeproxy import judge, live
 from labkit.kubeproxy.chains import endpoint_chain, service_chain, service_port_name
+from labkit.kubeproxy.cluster_state import load_scenario
 from labkit.netfilter import Packet, Tracer, parse, save
 
 # How far a probability may be from the rule's: iptables-save prints the kernel's rounding
 # (0.33333333349 for the 0.3333333333 kube-proxy wrote), which is well inside it.
-TOLERANCE = 1e-6
+TOLERANCE = judge.TOLERANCE
 NODEPORTS_JUMP_COMMENT = "kubernetes service nodeports; NOTE: this must be the last rule in this chain"
+PROXY_NAME_LABEL = "service.kubernetes.io/service-proxy-name"
+_MISSING = object()
 
 
 # -- shared helpers --------------------------------------------------------------------------------
@@ -88,6 +99,124 @@ def probability_of_rule(rule) -> float:
     return float(cond.value["probability"])
 
 
+def diff_paths(a, b, path: str) -> list[str]:
+    """The paths (`spec.ports[0].nodePort`) where two nested values differ."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = []
+        for key in sorted(a.keys() | b.keys(), key=str):
+            out += diff_paths(a.get(key, _MISSING), b.get(key, _MISSING), f"{path}.{key}")
+        return out
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [p for i, (x, y) in enumerate(zip(a, b)) for p in diff_paths(x, y, f"{path}[{i}]")]
+    return [] if a == b else [path]
+
+
+def service_diff(expected: dict, now: dict) -> list[str]:
+    """Where a Service differs from the expected one: its spec, labels and annotations."""
+    out = diff_paths(expected.get("spec") or {}, now.get("spec") or {}, "spec")
+    for key in ("labels", "annotations"):
+        out += diff_paths((expected.get("metadata") or {}).get(key) or {}, (now.get("metadata") or {}).get(key) or {},
+                          f"metadata.{key}")
+    return out
+
+
+def as_built(ctx):
+    """The cluster state as the lab builds it (labkit's reconstruction of the scenario)."""
+    return load_scenario(ctx.lab.environment_module().SCENARIO)
+
+
+def expected_service(ctx, name: str, change) -> dict:
+    """The Service as the lab built it with `change(doc)` applied, as the API server stores it
+    (defaults and allocations: labkit.kubeproxy.cluster_state)."""
+    state = as_built(ctx)
+    doc = state.service(name)
+    change(doc)
+    state.apply([doc], "the exercise")
+    return state.service(name)
+
+
+_REFERENCES: dict = {}
+
+
+def reference(ctx, state, node: str, objects=None) -> str:
+    """What the node's rules would be had kube-proxy synced `objects` (default: the current
+    Services and EndpointSlices) onto the node as built."""
+    objects = state.objects() if objects is None else objects
+    built = judge.built_rules(ctx.env, node)
+    key = hashlib.sha256((built + json.dumps(objects, sort_keys=True)).encode()).hexdigest()
+    if key not in _REFERENCES:
+        if len(_REFERENCES) > 64:
+            _REFERENCES.clear()
+        _REFERENCES[key] = judge.reference_rules(built, objects, live.proxier_config(state, node))
+    return _REFERENCES[key]
+
+
+def require_like_kube_proxy(ctx, observation, services: list[str], *, nodes=None, objects=None, skip=None,
+                            affinity: bool = False, why: str = "") -> None:
+    """Each node's live rules treat every probe of `services`' packet space as kube-proxy's rules
+    for `objects` would (judge.compare); the first difference fails, named."""
+    state = observation["state"]
+    chosen = [state.service(n) for n in services if state.service(n) is not None]
+    for node in nodes or state.node_names():
+        space = judge.probes(state, node, chosen)
+        if skip:
+            space = [p for p in space if not skip(node, p)]
+        found = judge.compare(node, observation["rules"][node], reference(ctx, state, node, objects),
+                              live.proxier_config(state, node).local_addresses, space, affinity=affinity)
+        if found:
+            raise CheckFailed(found[0].sentence() + why)
+
+
+class Deferred:
+    """A part of an observation that costs real requests: sent when the judge first needs it (a
+    wrong setup is judged on its rules and costs no traffic), then kept."""
+
+    def __init__(self, send):
+        self._send, self._value, self._done = send, None, False
+
+    def __call__(self):
+        if not self._done:
+            self._value, self._done = self._send(), True
+        return self._value
+
+
+def traffic(observation) -> dict:
+    value = observation.get("traffic")
+    return value() if callable(value) else (value or {})
+
+
+def observe_nodes(ctx) -> dict:
+    """The cluster state, each node's live rules (iptables-save, every table)."""
+    state = live.load(ctx.env)
+    return {"state": state, "rules": {n: save(ctx.env.netns_name(n)) for n in state.node_names()}}
+
+
+def trace_live(observation, node: str, source: str, ip: str, port: int, proto: str = "tcp", affinity=()):
+    state = observation["state"]
+    return Tracer(parse(observation["rules"][node]), live.proxier_config(state, node).local_addresses,
+                  affinity=affinity).trace(Packet(src=source, dst=ip, dport=port, proto=proto))
+
+
+def dnat_distribution(result) -> dict[str, float]:
+    """The chance of each DNAT target in a trace."""
+    out: dict[str, float] = {}
+    for d in result.dnat:
+        out[d["target"]] = out.get(d["target"], 0.0) + d["probability"]
+    return out
+
+
+def require_uniform(distribution: dict[str, float], endpoints: list[str], what: str) -> None:
+    share = 1 / len(endpoints)
+    wrong = [t for t, p in distribution.items() if t not in endpoints or abs(p - share) > TOLERANCE]
+    missing = [e for e in endpoints if e not in distribution]
+    if wrong or missing:
+        shares = ", ".join(f"{t} {number(p)}" for t, p in sorted(distribution.items())) or "no DNAT at all"
+        raise CheckFailed(f"{what}: the rules do not give every endpoint the same chance",
+                          expected=f"each of {', '.join(endpoints)}: 1/{len(endpoints)} = {number(share)} "
+                                   f"(± {TOLERANCE:g})",
+                          observed=shares + (f"; never chosen: {', '.join(missing)}" if missing else ""))
+
+
 # -- follow-the-chain ------------------------------------------------------------------------------
 
 
@@ -120,6 +249,8 @@ def check_follow_the_chain(ctx):
         numbers = [float(p) for p in given]
     except (TypeError, ValueError):
         raise CheckFailed(f"{ctx.answer_path}: probabilities must be numbers, got {', '.join(map(str, given))}")
+    if any(isinstance(p, bool) for p in given):
+        raise CheckFailed(f"{ctx.answer_path}: probabilities must be numbers, not true/false")
     if len(numbers) != len(live_probabilities):
         return ctx.failed(f"{chain_name} has {len(live_probabilities)} jumps to KUBE-SEP chains, your answer lists "
                           f"{len(numbers)} probabilities", observed=", ".join(map(str, given)))
@@ -136,44 +267,75 @@ def check_follow_the_chain(ctx):
 # -- nodeport --------------------------------------------------------------------------------------
 
 
-def check_nodeport(ctx):
+def observe_nodeport(ctx) -> dict:
+    observation = observe_nodes(ctx)
+    state = observation["state"]
+    # Every request must be answered and every one of the 4 pods must answer through each node.
+    # A correct setup (each node picks uniformly among 4 pods) misses a given pod in n requests
+    # with probability (3/4)^n; for 2 nodes x 4 pods: 8 * (3/4)^56 = 8.1e-7 < 1e-6, so n = 56.
+    # Judged only once the rules are right (judge_nodeport), so a wrong setup costs no requests.
+    observation["traffic"] = Deferred(lambda: {
+        node: live.send(ctx.env, "client", state.node_address(node), ctx.params["node_port"], 56, timeout=1.0,
+                        parallel=8) for node in state.node_names()})
+    return observation
+
+
+def judge_nodeport(ctx, observation):
     service, node_port = ctx.params["service"], ctx.params["node_port"]
-    state = live.load(ctx.env)
+    state = observation["state"]
     svc = service_of(state, service)
     kind = svc["spec"].get("type", "ClusterIP")
-    if kind not in ("NodePort", "LoadBalancer"):
-        return ctx.failed(f"Service {service} is still of type {kind}: only NodePort (or LoadBalancer) Services get "
-                          "a port on every node")
+    if kind != "NodePort":
+        more = (" (a LoadBalancer opens more than asked: keep to least privilege)" if kind == "LoadBalancer" else
+                ": only NodePort (or LoadBalancer) Services get a port on every node")
+        return ctx.failed(f"Service {service} is of type {kind}, not NodePort{more}")
     ports = [p.get("nodePort") for p in svc["spec"]["ports"]]
     if node_port not in ports:
         return ctx.failed(f"Service {service} has nodePort {', '.join(map(str, ports))}, not {node_port}: without a "
                           "nodePort in the Service, the API server picks a free one from 30000-32767")
+    if svc["spec"].get("externalTrafficPolicy") == "Local":
+        return ctx.failed(f"Service {service} has externalTrafficPolicy Local: a node forwards external clients only "
+                          "to its own pods, and the exercise asks for every pod through each node")
+
+    def change(doc):
+        doc["spec"]["type"] = "NodePort"
+        for p in doc["spec"]["ports"]:
+            if p.get("name") == "http" or len(doc["spec"]["ports"]) == 1:
+                p["nodePort"] = node_port
+    changed = service_diff(expected_service(ctx, service, change), svc)
+    if changed:
+        return ctx.failed(f"Service {service}: {', '.join(changed)} changed; the exercise changes only its type and "
+                          "the nodePort of its port (everything else stays as the lab built it)")
+    require_like_kube_proxy(ctx, observation, [service],
+                            why=f" (each node's rules for {service} must be kube-proxy's for the Service you applied: "
+                                "change the Service, not the rules)")
     pods = {e["pod"] for e in endpoints_of(state, service)}
-    # Every request must be answered and every one of the 4 pods must answer through each node.
-    # A correct setup (each node picks uniformly among 4 pods) misses a given pod in n requests
-    # with probability (3/4)^n; for 2 nodes x 4 pods: 8 * (3/4)^56 = 8.1e-7 < 1e-6, so n = 56.
+    targets = [f"{e['ip']}:{e['port']}" for e in endpoints_of(state, service)]
+    client = next(h for h in state.hosts if h["name"] == "client")["addresses"][0]
     for node in state.node_names():
         address = state.node_address(node)
-        tally = live.send(ctx.env, "client", address, node_port, 56, timeout=1.0, parallel=8)
-        try:
-            require_all_answered(tally, f"client -> {node} ({address}:{node_port})", pods)
-        except CheckFailed as failure:
-            if svc["spec"].get("externalTrafficPolicy") == "Local":
-                failure.message += (" (the Service has externalTrafficPolicy Local: a node forwards external clients "
-                                    "only to its own pods)")
-            raise
-    return ctx.passed(f"the client reaches all {len(pods)} {service} pods through port {node_port} of every node")
+        require_uniform(dnat_distribution(trace_live(observation, node, client, address, node_port)), targets,
+                        f"client -> {node} ({address}:{node_port})")
+    sent = traffic(observation)
+    for node in state.node_names():
+        require_all_answered(sent[node], f"client -> {node} ({state.node_address(node)}:{node_port})", pods)
+    return ctx.passed(f"the client reaches all {len(pods)} {service} pods through port {node_port} of every node, "
+                      "and both nodes' rules for it are kube-proxy's")
+
+
+def check_nodeport(ctx):
+    return judge_nodeport(ctx, observe_nodeport(ctx))
 
 
 # -- session-affinity -------------------------------------------------------------------------------
 
+DEFAULT_AFFINITY_SECONDS = 10800     # pkg/apis/core/v1/defaults.go: DefaultClientIPServiceAffinitySeconds
 
-def check_session_affinity(ctx):
-    service, node_port = ctx.params["service"], ctx.params["node_port"]
-    state = live.load(ctx.env)
-    pods = {e["pod"] for e in endpoints_of(state, service)}
+
+def observe_session_affinity(ctx) -> dict:
+    observation = observe_nodes(ctx)
+    state = observation["state"]
     client = next(h for h in state.hosts if h["name"] == "client")
-    sources = client["addresses"][1:17]
     nodes = state.node_names()
     # Affinity is per node (each node's `recent` lists remember the clients it saw), so each client
     # talks through one node. Sticky: with ClientIP affinity every request of a client after its
@@ -182,10 +344,40 @@ def check_session_affinity(ctx):
     # probability 27^-16 (~1e-23). Spread: each client's first request picks uniformly among the 3
     # pods, independently, so a correct setup sends all 16 clients to one pod with probability
     # 3 * (1/3)^16 = 7.0e-8 < 1e-6.
+    observation["traffic"] = Deferred(lambda: [
+        (source, nodes[i % len(nodes)], live.send(ctx.env, "client", state.node_address(nodes[i % len(nodes)]),
+                                                  ctx.params["node_port"], 4, source=source, timeout=1.0))
+        for i, source in enumerate(client["addresses"][1:17])])
+    return observation
+
+
+def judge_session_affinity(ctx, observation):
+    service, node_port = ctx.params["service"], ctx.params["node_port"]
+    state = observation["state"]
+    svc = service_of(state, service)
+    affinity = svc["spec"].get("sessionAffinity", "None")
+    if affinity != "ClientIP":
+        return ctx.failed(f"Service {service} has sessionAffinity {affinity}: kube-proxy keeps a client with its pod "
+                          "only for ClientIP affinity in the Service (nodes' rules written by hand are rewritten "
+                          "at kube-proxy's next sync)")
+    seconds = ((svc["spec"].get("sessionAffinityConfig") or {}).get("clientIP") or {}).get("timeoutSeconds")
+    if not isinstance(seconds, int) or seconds < DEFAULT_AFFINITY_SECONDS:
+        return ctx.failed(f"Service {service}'s sessionAffinityConfig.clientIP.timeoutSeconds is {seconds}: a client "
+                          "is forgotten sooner than with Kubernetes' default, and the clients want to stay")
+
+    def change(doc):
+        doc["spec"]["sessionAffinity"] = "ClientIP"
+        doc["spec"]["sessionAffinityConfig"] = {"clientIP": {"timeoutSeconds": seconds}}
+    changed = service_diff(expected_service(ctx, service, change), svc)
+    if changed:
+        return ctx.failed(f"Service {service}: {', '.join(changed)} changed; the exercise changes only its session "
+                          "affinity (everything else stays as the lab built it)")
+    require_like_kube_proxy(ctx, observation, [service], affinity=True,
+                            why=f" (each node's rules for {service} must be kube-proxy's for the Service you applied: "
+                                "change the Service, not the rules)")
+    pods = {e["pod"] for e in endpoints_of(state, service)}
     chosen = {}
-    for i, source in enumerate(sources):
-        node = nodes[i % len(nodes)]
-        tally = live.send(ctx.env, "client", state.node_address(node), node_port, 4, source=source, timeout=1.0)
+    for source, node, tally in traffic(observation):
         if tally.failures or set(tally.answered) - pods:
             return ctx.failed(f"requests from {source} through {node} did not all reach {service} pods",
                               expected=f"4 answers from {', '.join(sorted(pods))}", observed=describe(tally))
@@ -195,152 +387,160 @@ def check_session_affinity(ctx):
         chosen[source] = next(iter(tally.answered))
     spread = {pod: sum(1 for p in chosen.values() if p == pod) for pod in set(chosen.values())}
     if len(spread) < 2:
-        return ctx.failed(f"all {len(sources)} clients went to {next(iter(chosen.values()))}",
+        return ctx.failed(f"all {len(chosen)} clients went to {next(iter(chosen.values()))}",
                           expected="different clients spread over the pods", observed=f"clients per pod: {counts(spread)}")
-    return ctx.passed(f"each of {len(sources)} clients stays with one pod through its node; together they use "
+    return ctx.passed(f"each of {len(chosen)} clients stays with one pod through its node; together they use "
                       f"{counts(spread)} (clients per pod)")
+
+
+def check_session_affinity(ctx):
+    return judge_session_affinity(ctx, observe_session_affinity(ctx))
 
 
 # -- traffic-policy --------------------------------------------------------------------------------
 
 
-def observe_policy(ctx, state, service: str, client_address: str) -> dict:
-    """What the client really gets from each node's NodePort: {node: {answers, client_ip_preserved}}."""
-    node_port = service_of(state, service)["spec"]["ports"][0].get("nodePort")
-    if not node_port:
-        raise CheckFailed(f"Service {service} has no NodePort any more: `labkit reset kube-proxy` restores the lab")
-    seen = {}
-    for node in state.node_names():
-        # A node either forwards (every request answered) or drops (none answered): deterministic,
-        # three requests in parallel so that a dropping node costs one timeout, not three.
-        tally = live.send(ctx.env, "client", state.node_address(node), node_port, 3, timeout=1.0, parallel=3)
-        answers = tally.ok > 0
-        entry = {"answers": answers}
-        if answers:
-            addresses = {a for c in tally.seen_clients.values() for a in c}
-            entry["client_ip_preserved"] = addresses == {client_address}
-        seen[node] = entry
-    return seen
+def built_outcomes(ctx, services: list[str], client_address: str) -> dict:
+    """What the client gets from each node's NodePort of each Service in the lab as built
+    (labkit's reconstruction: the nodes' rules as `labkit run` wrote them, followed with the packet
+    tracer): {service: {node: {answers, client_ip_preserved}}}. A node answers when the packet is
+    DNATed to an endpoint and nothing drops it; the pod sees the client's address unless the node
+    masquerades it."""
+    state = as_built(ctx)
+    out = {}
+    for service in services:
+        node_port = state.service(service)["spec"]["ports"][0]["nodePort"]
+        out[service] = {}
+        for node in state.node_names():
+            rules = parse(judge.built_rules(ctx.env, node))
+            result = Tracer(rules, live.proxier_config(state, node).local_addresses).trace(
+                Packet(src=client_address, dst=state.node_address(node), dport=node_port))
+            answered = [b for b in result.branches if b.dnat and b.verdict not in ("DROP", "REJECT")]
+            entry = {"answers": bool(answered)}
+            if answered:
+                entry["client_ip_preserved"] = not any(b.masquerade for b in answered)
+            out[service][node] = entry
+    return out
 
 
-def policy_table(observed: dict) -> str:
-    parts = []
-    for service, nodes in observed.items():
-        for node, entry in nodes.items():
-            what = ("answers, client address " + ("kept" if entry["client_ip_preserved"] else "replaced")
-                    if entry["answers"] else "no answer")
-            parts.append(f"{service} via {node}: {what}")
-    return "; ".join(parts)
+def situation_changes(ctx, services: list[str], ignore=()) -> str:
+    """A sentence naming what the student changed of the situation an exercise describes, or ""
+    (fields in `ignore`, which the exercise's outcome does not depend on, are not named)."""
+    state = live.load(ctx.env)
+    built = as_built(ctx)
+    changed = []
+    for name in services:
+        now, then = state.service(name), built.service(name)
+        paths = ["deleted"] if now is None else [
+            p for p in service_diff(then, now) if not any(p == i or p.endswith("." + i) for i in ignore)]
+        if paths:
+            changed.append(f"{name} ({', '.join(paths)})")
+    if not changed:
+        return ""
+    return (f" Note: you changed Service {'; '.join(changed)} since the lab was built; the exercise is graded "
+            f"against the lab as built (`labkit reset kube-proxy {ctx.exercise.id}` puts it back)")
 
 
 def check_traffic_policy(ctx):
     services = [ctx.params["cluster_service"], ctx.params["local_service"]]
     client_address = ctx.params["client_address"]
-    answer = ctx.answer()
-    state = live.load(ctx.env)
-    wrong, observed, total = [], {}, 0
+    from labkit.kubeproxy import predictions
+    first = predictions.kept(ctx.env)
+    graded_note = ""
+    if first is not None and first.get("prediction") is None:
+        return ctx.failed("labkit's curl or trace showed what the client gets at these NodePorts before your answer "
+                          f"file held a prediction: `labkit reset kube-proxy {ctx.exercise.id}` (your answer file "
+                          "stays), then predict before you observe")
+    if first is not None:
+        import yaml
+        answer = yaml.safe_load(first["prediction"])
+        if ctx.answer_path.exists() and ctx.answer_path.read_text() != first["prediction"]:
+            graded_note = (" (graded: your prediction as it stood when labkit first showed you the outcome; "
+                           "changes after observing do not count)")
+    else:
+        answer = ctx.answer()
+    truth = built_outcomes(ctx, services, client_address)
+    wrong, total = [], 0
     for service in services:
         predicted = ctx.answer_field(answer, service, dict)
-        observed[service] = seen = observe_policy(ctx, state, service, client_address)
-        for node, truth in seen.items():
+        for node, expected in truth[service].items():
             guess = predicted.get(node)
             if not isinstance(guess, dict) or not isinstance(guess.get("answers"), bool):
                 raise CheckFailed(f"{ctx.answer_path}: {service}.{node} must be a mapping with answers: true|false")
-            if truth["answers"] and not isinstance(guess.get("client_ip_preserved"), bool) and guess["answers"]:
+            if guess["answers"] and not isinstance(guess.get("client_ip_preserved"), bool):
                 raise CheckFailed(f"{ctx.answer_path}: {service}.{node} predicts an answer, so it needs "
                                   "client_ip_preserved: true|false")
-            total += 1
-            if guess["answers"] != truth["answers"] or (
-                    truth["answers"] and guess.get("client_ip_preserved") != truth["client_ip_preserved"]):
-                wrong.append(f"{service} via {node}")
+            total += 2 if expected["answers"] else 1
+            if guess["answers"] != expected["answers"]:
+                wrong.append(f"{service} / {node} / answers")
+            elif expected["answers"] and guess["client_ip_preserved"] != expected["client_ip_preserved"]:
+                wrong.append(f"{service} / {node} / client_ip_preserved")
+    note = graded_note + situation_changes(ctx, services)
     if wrong:
-        # Which predictions are wrong, never what is right: that is for the student to observe.
-        return ctx.failed(f"{len(wrong)} of your {total} predictions are wrong: {', '.join(wrong)}. Observe each "
-                          "with `labkit kube-proxy curl --from client --to NODE-IP:NODE-PORT` and explain it from "
-                          "the node's KUBE-EXT-…, KUBE-SVL-… and KUBE-MARK-MASQ rules")
-    return ctx.passed(f"your predictions match what the client really got: {policy_table(observed)}")
+        return ctx.failed(ctx.grid_feedback(wrong, total, "cells") + ". Observe with `labkit kube-proxy curl --from "
+                          "client --to NODE-IP:NODE-PORT` and explain each case from the node's KUBE-EXT-…, "
+                          "KUBE-SVL-… and KUBE-MARK-MASQ rules." + note)
+    return ctx.passed(f"your {total} predictions match what the client gets in the lab as built." + note)
 
 
 # -- hairpin ---------------------------------------------------------------------------------------
+
+
+def hairpin_truth(ctx, pod_name: str, service: str) -> dict:
+    """From labkit's reconstruction of the lab as built: the pod's requests to its Service traced
+    through its node's rules as `labkit run` wrote them. The branch that picks the pod itself is
+    masqueraded (KUBE-POSTROUTING SNATs it to the address of the interface it leaves by: the node's
+    pod bridge, whose address is the pods' gateway); the others are not, so the other pods see the
+    pod's own address. The rule that marks it is the one of the pod's KUBE-SEP chain for the
+    Service that the hairpin branch passed."""
+    state = as_built(ctx)
+    pod = state.pod(pod_name)
+    node = pod["spec"]["nodeName"]
+    layout = state.network_layout()
+    svc = state.service(service)
+    port = svc["spec"]["ports"][0]["port"]
+    rules = parse(judge.built_rules(ctx.env, node))
+    result = Tracer(rules, live.proxier_config(state, node).local_addresses).trace(
+        Packet(src=pod["status"]["podIP"], dst=svc["spec"]["clusterIP"], dport=port))
+    nodes_of = {p["status"]["podIP"]: p["spec"]["nodeName"] for p in state.pods}
+
+    def seen(branch) -> str:
+        if not branch.masquerade:
+            return pod["status"]["podIP"]
+        target_node = nodes_of.get(branch.dnat.split(":")[0])
+        return layout.node(node).pod_gateway if target_node == node else state.node_address(node)
+
+    own = [b for b in result.branches if b.dnat and b.dnat.split(":")[0] == pod["status"]["podIP"]]
+    others = [b for b in result.branches if b.dnat and b.dnat.split(":")[0] != pod["status"]["podIP"]]
+    chain = None
+    for step in (own[0].steps if own else []):
+        words = step.text.split()
+        if len(words) > 1 and words[0] == "-A" and words[1].startswith("KUBE-SEP-") and "KUBE-MARK-MASQ" in words:
+            chain = words[1]
+    return {"seen_by_itself": seen(own[0]) if own else None,
+            "seen_by_others": seen(others[0]) if others else None, "chain": chain, "node": node}
 
 
 def check_hairpin(ctx):
     pod_name, service = ctx.params["pod"], ctx.params["service"]
     answer = ctx.answer()
     given = {k: str(ctx.answer_field(answer, k, str)).strip() for k in ("seen_by_itself", "seen_by_others", "chain")}
-    state = live.load(ctx.env)
-    pod = state.pod(pod_name)
-    svc = service_of(state, service)
-    port = svc["spec"]["ports"][0]
-    # The pod is one of 4 endpoints: n requests miss its own answer with probability (3/4)^n and
-    # every other pod's with (1/4)^n; n = 50 gives 5.7e-7 + 7.9e-31 < 1e-6.
-    tally = live.send(ctx.env, pod_name, svc["spec"]["clusterIP"], port["port"], 50, timeout=1.0, parallel=4)
-    own = set(tally.seen_clients.get(pod_name, {}))
-    others = {a for p, c in tally.seen_clients.items() if p != pod_name for a in c}
-    if len(own) != 1 or len(others) != 1:
-        return ctx.error(f"could not observe both cases cleanly from {pod_name} ({describe(tally)}); "
-                         "is the Service working? `labkit reset kube-proxy` restores the lab")
-    truth = {"seen_by_itself": own.pop(), "seen_by_others": others.pop()}
-    # The rule: in the KUBE-SEP chain of the pod's own endpoint of this Service,
-    # "-s <pod IP>/32 -j KUBE-MARK-MASQ". Other Services selecting the same pod have their own
-    # KUBE-SEP chain for it, with the same kind of rule.
-    node = pod["spec"]["nodeName"]
-    nat = nat_table(ctx, node)
-    endpoint = f"{pod['status']['podIP']}:{endpoints_of(state, service)[0]['port']}"
-    hairpin_chains = {c.name: next((r.comment for r in c.rules if r.comment), None) for c in nat.chains.values()
-                      if c.name.startswith("KUBE-SEP-")
-                      and any(r.target == "DNAT" and r.target_option("--to-destination") == endpoint for r in c.rules)
-                      and any(r.target == "KUBE-MARK-MASQ" and r.cond("src") for r in c.rules)}
-    own_comment = f"default/{service}:{port.get('name', '')}".rstrip(":")
-    truth["chain"] = next((name for name, comment in hairpin_chains.items() if comment == own_comment), None)
+    truth = hairpin_truth(ctx, pod_name, service)
     wrong = [k for k in given if given[k] != truth[k]]
+    # the type, node ports and external policy (the nodeport exercise's) do not change a pod's
+    # requests to the cluster IP
+    note = situation_changes(ctx, [service], ignore=("spec.type", "nodePort", "spec.externalTrafficPolicy"))
     if wrong:
-        hints = {"seen_by_itself": "the client address the pod saw in the answers it gave itself",
-                 "seen_by_others": "the client address the other pods saw",
-                 "chain": f"the chain on {node} with the -s <pod IP> ... -j KUBE-MARK-MASQ rule for {service}'s traffic"}
-        message = f"{', '.join(wrong)} not right (look for {'; '.join(hints[k] for k in wrong)})"
-        if "chain" in wrong and given["chain"] in hairpin_chains:
-            message += (f". {given['chain']} is the hairpin chain of {pod_name} for another Service "
-                        f"({hairpin_chains[given['chain']]}); the requests went to Service {service}")
-        return ctx.failed(message)
+        return ctx.failed(ctx.grid_feedback(wrong, len(given), "fields") + f". Observe with `labkit kube-proxy curl "
+                          f"--from {pod_name} --to {service} -n 40` (the address each pod saw) and look for the "
+                          f"-s <pod IP> ... -j KUBE-MARK-MASQ rule of {service} in {truth['node']}'s nat table." + note)
     return ctx.passed(f"{pod_name} sees {truth['seen_by_itself']} (its node's address on the pod bridge) when it "
                       f"answers itself: {truth['chain']} marks the packet (KUBE-MARK-MASQ), KUBE-POSTROUTING "
                       f"masquerades it, and the bridge port's hairpin mode sends it back out the port it came in; "
-                      f"the others see {truth['seen_by_others']}")
+                      f"the others see {truth['seen_by_others']}." + note)
 
 
-# -- debug-ruleset and clusterip-by-hand: traffic and the shape of the rules --------------------------
-
-
-def local_addresses(state, node: str) -> list[str]:
-    return live.proxier_config(state, node).local_addresses
-
-
-def trace(ctx, state, node: str, source: str, ip: str, port: int, rules=None):
-    """A new connection from `source` to ip:port, traced through the node's live rules
-    (labkit.netfilter.Tracer explores every statistic branch)."""
-    rules = rules if rules is not None else parse(save(ctx.env.netns_name(node)))
-    return Tracer(rules, local_addresses(state, node)).trace(Packet(src=source, dst=ip, dport=port))
-
-
-def dnat_distribution(result) -> dict[str, float]:
-    """The chance of each DNAT target in a trace."""
-    out: dict[str, float] = {}
-    for d in result.dnat:
-        out[d["target"]] = out.get(d["target"], 0.0) + d["probability"]
-    return out
-
-
-def require_uniform(distribution: dict[str, float], endpoints: list[str], what: str) -> None:
-    share = 1 / len(endpoints)
-    wrong = [t for t, p in distribution.items() if t not in endpoints or abs(p - share) > TOLERANCE]
-    missing = [e for e in endpoints if e not in distribution]
-    if wrong or missing:
-        shares = ", ".join(f"{t} {number(p)}" for t, p in sorted(distribution.items())) or "no DNAT at all"
-        raise CheckFailed(f"{what}: the rules do not give every endpoint the same chance",
-                          expected=f"each of {', '.join(endpoints)}: 1/{len(endpoints)} = {number(share)} "
-                                   f"(± {TOLERANCE:g})",
-                          observed=shares + (f"; never chosen: {', '.join(missing)}" if missing else ""))
+# -- debug-ruleset ---------------------------------------------------------------------------------
 
 
 def traffic_sources(state, node: str, pod_name: str | None = None) -> list[tuple[str, str]]:
@@ -350,25 +550,76 @@ def traffic_sources(state, node: str, pod_name: str | None = None) -> list[tuple
     return [(node, state.node_address(node)), (pod["metadata"]["name"], pod["status"]["podIP"])]
 
 
-def check_debug_ruleset(ctx):
+def observe_debug_ruleset(ctx) -> dict:
+    observation = observe_nodes(ctx)
+    lab = ctx.lab.environment_module()
+    observation["syncs"] = judge.syncs_since(ctx.env, lab.BROKEN_MARK)
+    state = observation["state"]
+    service = ctx.params["service"]
+    # Symptoms, judged after the rules: with every endpoint at 1/4, a source misses a given pod in
+    # n requests with probability (3/4)^n; 2 sources x 4 pods: 8 * (3/4)^56 = 8.1e-7.
+    svc = state.service(service)
+
+    def send():
+        ip, port = svc["spec"]["clusterIP"], svc["spec"]["ports"][0]["port"]
+        return {host: live.send(ctx.env, host, ip, port, 56, timeout=1.0, parallel=8)
+                for host, _ in traffic_sources(state, ctx.params["node"], ctx.params["pod"])}
+    observation["traffic"] = Deferred(send)
+    return observation
+
+
+def judge_debug_ruleset(ctx, observation):
     service, node = ctx.params["service"], ctx.params["node"]
-    state = live.load(ctx.env)
+    state = observation["state"]
+    lab = ctx.lab.environment_module()
     svc = service_of(state, service)
-    ip, port = svc["spec"]["clusterIP"], svc["spec"]["ports"][0]["port"]
+    rewrote = [s for s in observation["syncs"] if s["node"] == node
+               and (s["services"] is None or f"default/{service}" in s["services"])]
+    if rewrote:
+        how = ("a full sync (its canary chain KUBE-PROXY-CANARY had gone)" if rewrote[0]["services"] is None
+               else f"a sync after {service} changed")
+        return ctx.failed(f"kube-proxy rewrote {service}'s chains on {node} in {how}: the repair was kube-proxy's, "
+                          f"and the two mistakes were never found. `labkit reset kube-proxy debug-ruleset` breaks "
+                          f"them again; repair them by hand in {node}'s rules")
+    rules = observation["rules"][node]
+    missing = [t for t in ("mangle", "nat", "filter")
+               if (parse(rules).table(t) is None or parse(rules).chain(t, "KUBE-PROXY-CANARY") is None)]
+    if missing:
+        return ctx.failed(f"{node} has no KUBE-PROXY-CANARY chain in {', '.join(missing)}: kube-proxy's canary must "
+                          "stay (without it, kube-proxy's next sync is a full one that rewrites every chain)")
+    changed = lab.service_changes(state, service)
+    if changed:
+        return ctx.failed(f"Service {service}: {', '.join(changed)} changed; repair {node}'s rules, not the Service")
+    others = {lab.HAND_BUILT_SERVICE}
+    names = judge.kube_proxy_chain_names(state, others)
+    ref_nat = parse(reference(ctx, state, node)).table("nat")
+    strangers = sorted(c for c in (parse(rules).table("nat").chains if parse(rules).table("nat") else {})
+                       if c in names and ref_nat.chain(c) is None)
+    if strangers:
+        return ctx.failed(f"{node} has chain {strangers[0]}, which kube-proxy does not write on {node} (a chain of "
+                          "another node, or of an endpoint that is gone): a node's rules are its own")
+    for_services = [s["metadata"]["name"] for s in state.services if s["metadata"]["name"] not in others]
+    require_like_kube_proxy(ctx, observation, for_services, nodes=[node],
+                            why=f" (compare {node}'s chains with node1's and with what kube-proxy writes)")
+    svc_ip, port = svc["spec"]["clusterIP"], svc["spec"]["ports"][0]["port"]
     endpoints = endpoints_of(state, service)
     targets = [f"{e['ip']}:{e['port']}" for e in endpoints]
+    for host, address in traffic_sources(state, node, ctx.params["pod"]):
+        require_uniform(dnat_distribution(trace_live(observation, node, address, svc_ip, port)), targets,
+                        f"from {host}")
     pods = {e["pod"] for e in endpoints}
-    sources = traffic_sources(state, node, ctx.params["pod"])
-    # Symptoms first: with every endpoint at 1/4 (the rules are checked below), a source misses a
-    # given pod in n requests with probability (3/4)^n; 2 sources x 4 pods: 8 * (3/4)^56 = 8.1e-7.
-    for host, _ in sources:
-        tally = live.send(ctx.env, host, ip, port, 56, timeout=1.0, parallel=8)
-        require_all_answered(tally, f"{host} -> {service}", pods)
-    rules = parse(save(ctx.env.netns_name(node)))
-    for host, address in sources:
-        require_uniform(dnat_distribution(trace(ctx, state, node, address, ip, port, rules)), targets, f"from {host}")
-    return ctx.passed(f"from {node} and its pods every request to {service} is answered, "
-                      f"and each of its {len(pods)} pods gets 1/{len(pods)} of them")
+    sent = traffic(observation)
+    for host, _ in traffic_sources(state, node, ctx.params["pod"]):
+        require_all_answered(sent[host], f"{host} -> {service}", pods)
+    return ctx.passed(f"from {node} and its pods every request to {service} is answered, each of its {len(pods)} "
+                      f"pods gets 1/{len(pods)} of them, and {node}'s rules are kube-proxy's again, repaired by hand")
+
+
+def check_debug_ruleset(ctx):
+    return judge_debug_ruleset(ctx, observe_debug_ruleset(ctx))
+
+
+# -- clusterip-by-hand -----------------------------------------------------------------------------
 
 
 def nodeports_not_last(nat) -> bool:
@@ -380,13 +631,45 @@ def nodeports_not_last(nat) -> bool:
     return last_jump is not None and last_jump < len(rules) - 1
 
 
-def check_clusterip_by_hand(ctx):
+def programmed_objects(state, service: str) -> list[dict]:
+    """The cluster's objects with `service` as kube-proxy would see it without its
+    service-proxy-name label: what kube-proxy would write for it is what the student writes."""
+    objects = state.objects()
+    for obj in objects:
+        if obj["kind"] == "Service" and obj["metadata"]["name"] == service:
+            (obj["metadata"].get("labels") or {}).pop(PROXY_NAME_LABEL, None)
+    return objects
+
+
+def observe_clusterip_by_hand(ctx) -> dict:
+    observation = observe_nodes(ctx)
+    state = observation["state"]
+    svc = state.service(ctx.params["service"])
+    # Each source picks uniformly among 3 endpoints (judged on the rules first) and misses a given
+    # one in n requests with probability (2/3)^n. 7 sources (both nodes, a pod on each node, and the
+    # 3 endpoint pods, which must also reach themselves) x 3 endpoints: 21 * (2/3)^42 = 8.6e-7 < 1e-6.
+
+    def send():
+        ip, port = svc["spec"]["clusterIP"], svc["spec"]["ports"][0]["port"]
+        senders = [h for node in state.node_names() for h, _ in traffic_sources(state, node)]
+        senders += [e["pod"] for e in endpoints_of(state, ctx.params["service"]) if e["pod"] not in senders]
+        return {host: live.send(ctx.env, host, ip, port, 42, timeout=1.0, parallel=6) for host in senders}
+    observation["traffic"] = Deferred(send)
+    return observation
+
+
+def judge_clusterip_by_hand(ctx, observation):
     service, port_name = ctx.params["service"], ctx.params["port_name"]
-    state = live.load(ctx.env)
+    state = observation["state"]
+    lab = ctx.lab.environment_module()
     svc = service_of(state, service)
-    if "service.kubernetes.io/service-proxy-name" not in (svc["metadata"].get("labels") or {}):
-        return ctx.failed(f"Service {service} lost its service.kubernetes.io/service-proxy-name label, so kube-proxy "
-                          "programs it now; put the label back and build the rules yourself")
+    if PROXY_NAME_LABEL not in (svc["metadata"].get("labels") or {}):
+        return ctx.failed(f"Service {service} lost its {PROXY_NAME_LABEL} label, so kube-proxy programs it now; put "
+                          "the label back and build the rules yourself")
+    changed = lab.service_changes(state, service)
+    if changed:
+        return ctx.failed(f"Service {service}: {', '.join(changed)} changed; build the rules for the Service as the "
+                          "lab built it")
     ip, port = svc["spec"]["clusterIP"], svc["spec"]["ports"][0]["port"]
     endpoints = endpoints_of(state, service)
     targets = [f"{e['ip']}:{e['port']}" for e in endpoints]
@@ -394,10 +677,12 @@ def check_clusterip_by_hand(ctx):
     spn = service_port_name("default", service, port_name)
     svc_chain = service_chain(spn, "tcp")
     sep_chains = {t: endpoint_chain(spn, "tcp", t) for t in targets}
+    objects = programmed_objects(state, service)
+    broken = state.service(lab.BROKEN_SERVICE)
+    broken_ip = broken["spec"]["clusterIP"] if broken else None
     # Feedback never names the chains kube-proxy would use: computing them is part of the exercise.
     for node in state.node_names():
-        netns_rules = parse(save(ctx.env.netns_name(node)))
-        nat = netns_rules.table("nat")
+        nat = parse(observation["rules"][node]).table("nat")
         chain = nat.chain(svc_chain)
         if chain is None:
             mine = sorted(c for c in nat.chains if c.startswith("KUBE-SVC-") and not any(
@@ -406,6 +691,11 @@ def check_clusterip_by_hand(ctx):
             return ctx.failed(f"{node} has no KUBE-SVC chain with kube-proxy's name for {spn} (tcp){yours}: the name "
                               "is KUBE-SVC- and the first 16 characters of the base32 of sha256 of the service port "
                               "name and protocol (hint 2)")
+        services_chain = nat.chain("KUBE-SERVICES")
+        if services_chain is None or not any(r.target == svc_chain for r in services_chain.rules):
+            return ctx.failed(f"on {node}, KUBE-SERVICES has no rule that jumps to your KUBE-SVC chain for {service}: "
+                              "kube-proxy sends cluster-IP traffic there from KUBE-SERVICES, which both PREROUTING "
+                              "(pods) and OUTPUT (the node itself) jump to")
         jumps = {r.target for r in chain.rules}
         for target, sep in sep_chains.items():
             if nat.chain(sep) is None or sep not in jumps:
@@ -416,24 +706,31 @@ def check_clusterip_by_hand(ctx):
         if nodeports_not_last(nat):
             return ctx.failed(f"on {node}, KUBE-SERVICES has rules after its KUBE-NODEPORTS jump, which must be the last "
                               f"rule in this chain (\"{NODEPORTS_JUMP_COMMENT}\"): insert your rule before it (-I)")
-        sources = traffic_sources(state, node)
-        sources += [(e["pod"], e["ip"]) for e in endpoints if e["node"] == node]
-        for host, address in sources:
-            result = trace(ctx, state, node, address, ip, port, netns_rules)
-            require_uniform(dnat_distribution(result), targets, f"on {node}, from {host}")
+        for host, address in traffic_sources(state, node) + [(e["pod"], e["ip"]) for e in endpoints if e["node"] == node]:
+            result = trace_live(observation, node, address, ip, port)
             own = [b for b in result.branches if b.dnat and b.dnat.split(":")[0] == address]
             if own and not all(b.masquerade for b in own):
                 return ctx.failed(f"on {node}, a request from {host} to {service} that picks {host} itself is not "
                                   "masqueraded: the pod would get a packet from its own address and answer itself "
                                   "directly, and the connection times out (the hairpin case). kube-proxy marks it "
                                   "in each KUBE-SEP chain: -s <endpoint IP> -j KUBE-MARK-MASQ")
-    # Each source picks uniformly among 3 endpoints (checked on the rules above) and misses a given
-    # one in n requests with probability (2/3)^n. 7 sources (both nodes, a pod on each node, and the
-    # 3 endpoint pods, which must also reach themselves) x 3 endpoints: 21 * (2/3)^42 = 8.6e-7 < 1e-6.
-    senders = [h for node in state.node_names() for h, _ in traffic_sources(state, node)]
-    senders += [e["pod"] for e in endpoints if e["pod"] not in senders]
-    for host in senders:
-        tally = live.send(ctx.env, host, ip, port, 42, timeout=1.0, parallel=6)
+        # The whole space: legacy's cluster IP on every port and protocol, from every kind of source,
+        # and every other Service, as kube-proxy's rules for the lab with legacy programmed would do.
+        # (catalog on the node debug-ruleset breaks is that exercise's.)
+        require_like_kube_proxy(
+            ctx, observation, [s["metadata"]["name"] for s in state.services], nodes=[node], objects=objects,
+            skip=lambda n, p: n == lab.BROKEN_NODE and p.dst == broken_ip,
+            why=" (write the rules kube-proxy would write: compare with another Service's chains, e.g. "
+                "`iptables-save -t nat | grep default/api`)")
+        for host, address in traffic_sources(state, node):
+            require_uniform(dnat_distribution(trace_live(observation, node, address, ip, port)), targets,
+                            f"on {node}, from {host}")
+    for host, tally in traffic(observation).items():
         require_all_answered(tally, f"{host} -> {service} ({ip}:{port})", pods)
     return ctx.passed(f"both nodes send {service}'s cluster IP through kube-proxy's chains to all {len(pods)} endpoints, "
-                      "from the nodes, from pods, and from each endpoint to itself")
+                      "from the nodes, from pods, and from each endpoint to itself, and treat every other packet as "
+                      "kube-proxy would")
+
+
+def check_clusterip_by_hand(ctx):
+    return judge_clusterip_by_hand(ctx, observe_clusterip_by_hand(ctx))

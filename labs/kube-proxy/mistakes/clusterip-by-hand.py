@@ -1,54 +1,77 @@
 """Common wrong solutions to clusterip-by-hand: the rules typed by hand, each time with one thing
 a student plausibly gets wrong."""
 
+import importlib.util
+from pathlib import Path
+
 from labkit.exercises import mistake
-from labkit.kubeproxy import live
-from labkit.kubeproxy.chains import endpoint_chain, probability, service_chain, service_port_name
-from labkit.netlab import run_in
 
 
-def _write_rules(env, *, hairpin=True, append=False, nodes=None, names=None):
-    state = live.load(env)
-    svc = state.service("legacy")
-    ip, port = svc["spec"]["clusterIP"], svc["spec"]["ports"][0]["port"]
-    spn = service_port_name("default", "legacy", "http")
-    endpoints = sorted(f"{ep['addresses'][0]}:{s['ports'][0]['port']}"
-                       for s in state.slices_of("default", "legacy") for ep in s["endpoints"])
-    svc_chain = names[0] if names else service_chain(spn, "tcp")
-    seps = names[1:] if names else [endpoint_chain(spn, "tcp", e) for e in endpoints]
-    rules = []
-    for i, (endpoint, sep) in enumerate(zip(endpoints, seps)):
-        pick = ["-m", "statistic", "--mode", "random", "--probability", probability(len(endpoints) - i)]
-        rules.append(["-A", svc_chain, *(pick if i < len(endpoints) - 1 else []), "-j", sep])
-        if hairpin:
-            rules.append(["-A", sep, "-s", endpoint.split(":")[0], "-j", "KUBE-MARK-MASQ"])
-        rules.append(["-A", sep, "-p", "tcp", "-j", "DNAT", "--to-destination", endpoint])
-    entry = ["KUBE-SERVICES", "-d", ip, "-p", "tcp", "--dport", str(port), "-j", svc_chain]
-    for node in nodes or state.node_names():
-        netns = env.netns_name(node)
-        for chain in [svc_chain, *seps]:
-            run_in(netns, ["iptables-legacy", "-w", "-t", "nat", "-N", chain])
-        for args in rules:
-            run_in(netns, ["iptables-legacy", "-w", "-t", "nat", *args])
-        if append:
-            run_in(netns, ["iptables-legacy", "-w", "-t", "nat", "-A", *entry])
-        else:
-            run_in(netns, ["iptables-legacy", "-w", "-t", "nat", "-I", entry[0], "1", *entry[1:]])
+def _solution():
+    path = Path(__file__).resolve().parent.parent / "solutions" / "clusterip-by-hand.py"
+    spec = importlib.util.spec_from_file_location("kube_proxy_clusterip_solution", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _write(env, change=lambda chains, rules, entry: (chains, rules, entry)):
+    solution = _solution()
+    solution.write(env, *change(*solution.rules_for(env)))
 
 
 @mistake("hairpin", "KUBE-MARK-MASQ")
 def no_hairpin_masquerade(env):
     """Writes each KUBE-SEP chain with only its DNAT, without the -s <endpoint> -j KUBE-MARK-MASQ rule."""
-    _write_rules(env, hairpin=False)
+    _write(env, lambda chains, rules, entry: (chains, [r for r in rules if not (r[1].startswith("KUBE-SEP-")
+                                                                               and r[-1] == "KUBE-MARK-MASQ")], entry))
 
 
 @mistake("must be the last rule")
 def jump_appended_after_nodeports(env):
     """Appends the KUBE-SERVICES rule (-A), so it comes after the jump to KUBE-NODEPORTS."""
-    _write_rules(env, append=True)
+    _write(env, lambda chains, rules, entry: (chains, rules, ["-A", *entry[1:]]))
 
 
 @mistake("kube-proxy's name", "KUBE-SVC-LEGACY")
 def own_chain_names(env):
     """Names the chains KUBE-SVC-LEGACY and KUBE-SEP-LEGACY-1..3 instead of computing kube-proxy's hashes."""
-    _write_rules(env, names=["KUBE-SVC-LEGACY", "KUBE-SEP-LEGACY-1", "KUBE-SEP-LEGACY-2", "KUBE-SEP-LEGACY-3"])
+    def rename(chains, rules, entry):
+        names = dict(zip(chains, ["KUBE-SVC-LEGACY", "KUBE-SEP-LEGACY-1", "KUBE-SEP-LEGACY-2", "KUBE-SEP-LEGACY-3"]))
+        fix = lambda args: [names.get(a, a) for a in args]
+        return [names[c] for c in chains], [fix(r) for r in rules], fix(entry)
+    _write(env, rename)
+
+
+@mistake("node1", "10.96.0.30:", "where kube-proxy's rules leave it alone")
+def entry_without_protocol_and_port(env):
+    """Jumps from KUBE-SERVICES on the cluster IP alone (`-d 10.96.0.30 -j KUBE-SVC-…`, no `-p tcp --dport 80`):
+    the cluster IP then answers on every port and protocol."""
+    _write(env, lambda chains, rules, entry: (chains, rules, ["-I", "KUBE-SERVICES", *entry[2:4], *entry[-2:]]))
+
+
+@mistake("node1", "masquerade", "KUBE-MARK-MASQ")
+def no_masquerade_for_off_cluster_sources(env):
+    """Leaves out kube-proxy's first KUBE-SVC rule, `! -s <cluster CIDR> … -j KUBE-MARK-MASQ`, so traffic from
+    outside the pod network (the nodes themselves) reaches the endpoints unmasqueraded."""
+    _write(env, lambda chains, rules, entry: (chains, [r for r in rules if "!" not in r], entry))
+
+
+@mistake("node1", "KUBE-SERVICES has no rule that jumps to your KUBE-SVC chain")
+def jumps_from_the_builtin_chains(env):
+    """Jumps to the KUBE-SVC chain straight from nat PREROUTING and OUTPUT instead of from KUBE-SERVICES: the
+    packets go the same way, but these are not the rules kube-proxy writes."""
+    from labkit.kubeproxy import live
+    from labkit.netlab import run_in
+
+    def change(chains, rules, entry):
+        return chains, rules, None
+    _write(env, change)
+    for node in live.load(env).node_names():
+        for builtin in ("PREROUTING", "OUTPUT"):
+            run_in(env.netns_name(node), ["iptables-legacy", "-w", "-t", "nat", "-I", builtin, "1", *entry_args(env)])
+
+
+def entry_args(env):
+    _chains, _rules, entry = _solution().rules_for(env)
+    return entry[2:]

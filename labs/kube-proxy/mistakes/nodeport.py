@@ -23,3 +23,32 @@ def local_traffic_policy(env):
         spec.update(type="NodePort", externalTrafficPolicy="Local")
         spec["ports"][0]["nodePort"] = 30080
     _apply(env, change)
+
+
+@mistake("type LoadBalancer", "least privilege")
+def load_balancer_instead(env):
+    """Makes web a LoadBalancer with nodePort 30080: reachable too, but it opens more than the exercise asks."""
+    def change(spec):
+        spec.update(type="LoadBalancer")
+        spec["ports"][0]["nodePort"] = 30080
+    _apply(env, change)
+
+
+@mistake("type ClusterIP", "not NodePort")
+def node_port_rules_by_hand(env):
+    """Writes kube-proxy's NodePort rules for web (KUBE-NODEPORTS, KUBE-EXT) into both nodes by hand instead of
+    changing the Service."""
+    from labkit.kubeproxy.proxier import render
+    from labkit.netfilter import parse, restore, save
+
+    state = live.load(env)
+    svc = state.service("web")
+    svc["spec"]["type"] = "NodePort"
+    svc["spec"]["ports"][0]["nodePort"] = 30080
+    objects = [o for o in state.objects() if not (o["kind"] == "Service" and o["metadata"]["name"] == "web")] + [svc]
+    for node in state.node_names():
+        nat = parse(render(objects, live.proxier_config(state, node))).table("nat")
+        chains = [c for c in nat.chains.values() if c.name == "KUBE-NODEPORTS" or c.name.startswith("KUBE-EXT-")]
+        text = "*nat\n" + "".join(f":{c.name} - [0:0]\n" for c in chains)
+        text += "".join(r.text + "\n" for c in chains for r in c.rules) + "COMMIT\n"
+        restore(env.netns_name(node), text, noflush=True)

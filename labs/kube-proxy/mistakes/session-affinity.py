@@ -4,7 +4,7 @@ from labkit.exercises import mistake
 from labkit.kubeproxy import live
 
 
-@mistake("is not sticky")
+@mistake("Service api", "sessionAffinity None")
 def affinity_on_the_wrong_service(env):
     """Gives ClientIP affinity to Service web instead of api."""
     svc = live.load(env).service("web")
@@ -12,7 +12,7 @@ def affinity_on_the_wrong_service(env):
     live.apply_documents(env, [svc], "mistakes/session-affinity.py")
 
 
-@mistake("is not sticky", "node2")
+@mistake("Service api", "sessionAffinity None", "rewritten")
 def recent_rules_on_one_node_only(env):
     """Writes kube-proxy's `recent` affinity rules by hand, on node1 only, instead of changing the Service."""
     from labkit.kubeproxy.proxier import render

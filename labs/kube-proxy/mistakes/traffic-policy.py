@@ -11,16 +11,28 @@ def _write(env, prediction):
     path.write_text(yaml.safe_dump(prediction))
 
 
-@mistake("3 of your 4 predictions are wrong", "shop-local via node2")
+@mistake("3 of the 7 cells", "wrong")
 def everything_answers_everywhere(env):
     """Predicts that every node answers for both Services, keeping the client's address."""
     yes = {"answers": True, "client_ip_preserved": True}
     _write(env, {"shop-cluster": {"node1": yes, "node2": yes}, "shop-local": {"node1": yes, "node2": yes}})
 
 
-@mistake("2 of your 4 predictions are wrong", "shop-cluster via node1", "shop-cluster via node2")
+@mistake("2 of the 7 cells", "wrong")
 def cluster_keeps_the_client_address(env):
     """Predicts the answers right but thinks Cluster keeps the client's address too."""
     yes = {"answers": True, "client_ip_preserved": True}
     _write(env, {"shop-cluster": {"node1": yes, "node2": yes},
                  "shop-local": {"node1": yes, "node2": {"answers": False}}})
+
+
+@mistake("2 of the 7 cells", "wrong", "you changed Service shop-local", "as built")
+def predicts_after_changing_the_situation(env):
+    """Sets shop-local's externalTrafficPolicy to Cluster to experiment, observes, and writes down what it then
+    sees (both Services behaving like Cluster), instead of predicting the lab as built."""
+    from labkit.kubeproxy import live
+    svc = live.load(env).service("shop-local")
+    svc["spec"]["externalTrafficPolicy"] = "Cluster"
+    live.apply_documents(env, [svc], "mistakes/traffic-policy.py")
+    cluster = {"answers": True, "client_ip_preserved": False}
+    _write(env, {"shop-cluster": {"node1": cluster, "node2": cluster}, "shop-local": {"node1": cluster, "node2": cluster}})

@@ -18,3 +18,4 @@ def solve(env):
     chains = [svc_chain] + [nat.chain(r.target) for r in svc_chain.rules if r.target.startswith("KUBE-SEP-")]
     lines = [f":{c.name} - [0:0]" for c in chains] + [r.text for c in chains for r in c.rules]
     restore(env.netns_name(params["node"]), "*nat\n" + "\n".join(lines) + "\nCOMMIT\n", noflush=True)
+    env.lab.environment_module().record_solution(env, "debug-ruleset")

@@ -9,3 +9,4 @@ def solve(env):
     svc["spec"]["type"] = "NodePort"
     svc["spec"]["ports"][0]["nodePort"] = params["node_port"]
     live.apply_documents(env, [svc], "solutions/nodeport.py")
+    env.lab.environment_module().record_solution(env, "nodeport")

@@ -8,3 +8,4 @@ def solve(env):
     svc = live.load(env).service(params["service"])
     svc["spec"]["sessionAffinity"] = "ClientIP"
     live.apply_documents(env, [svc], "solutions/session-affinity.py")
+    env.lab.environment_module().record_solution(env, "session-affinity")

@@ -1,0 +1,306 @@
+"""Judging a node's live rules against what kube-proxy would write, over a packet space.
+
+The kube-proxy lab's checks do not sample one or two requests: they ask, for every packet of a
+generated space, whether the node's live rules treat it as kube-proxy's rules would, both followed
+with labkit's packet tracer (labkit.netfilter.trace, which explores every statistic branch):
+
+- the reference ruleset of a node is the node as the lab built it (its iptables-save right after
+  `labkit run`, kubelet's and the CNI's rules included: `save_built`) with kube-proxy's sync of
+  the objects that should be programmed loaded on top, as `iptables-restore --noflush` loads it
+  (labkit.kubeproxy.proxier.render, the reconstruction of syncProxyRules in
+  pkg/proxy/iptables/proxier.go, v1.34);
+- the packet space (`probes`): tcp, udp and sctp; every Service's cluster IP on its ports and on
+  other ports; every node address and 127.0.0.1 on every nodePort and on other ports; sent by the
+  client outside the cluster, by a pod on the node, by a pod on another node, by the node itself,
+  and by every endpoint pod on the node to its own Service (the hairpin);
+- an outcome is the chance of each (DNAT target, dropped or not, masqueraded or not): two rulesets
+  behave alike when every probe has the same outcomes within TOLERANCE.
+
+The lab also keeps a log of kube-proxy's syncs (`record_sync`, `syncs_since`), so that a check can
+tell a repair made by hand from one kube-proxy made.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from labkit.kubeproxy.proxier import render
+from labkit.netfilter import Packet, Tracer, parse
+
+TOLERANCE = 1e-6
+PROTOCOLS = ("tcp", "udp", "sctp")
+BUILT_FILE = "built-{node}.rules"
+SYNC_LOG = "syncs.jsonl"
+
+
+# -- the node as built, and kube-proxy's syncs since ---------------------------------------------
+
+def built_path(env, node: str) -> Path:
+    return Path(env.dir) / BUILT_FILE.format(node=node)
+
+
+def save_built(env, node: str, text: str) -> None:
+    """Keep a node's iptables-save as the lab built it (before any exercise changes it)."""
+    built_path(env, node).write_text(text)
+
+
+def built_rules(env, node: str) -> str:
+    try:
+        return built_path(env, node).read_text()
+    except OSError:
+        from labkit.errors import LabkitError
+        raise LabkitError(f"lab {env.lab.id} has no record of how {node} was built: `labkit reset {env.lab.id}` "
+                          "rebuilds it")
+
+
+def record_sync(env, node: str, services) -> None:
+    """One kube-proxy sync of a node: `services` the "namespace/name"s rewritten, None for a full sync."""
+    with (Path(env.dir) / SYNC_LOG).open("a") as log:
+        log.write(json.dumps({"time": time.time(), "node": node,
+                              "services": None if services is None else sorted(services)}) + "\n")
+
+
+def record_mark(env, mark: str) -> None:
+    """A point in the sync log (e.g. "debug-ruleset broken"), for syncs_since."""
+    with (Path(env.dir) / SYNC_LOG).open("a") as log:
+        log.write(json.dumps({"time": time.time(), "mark": mark}) + "\n")
+
+
+def syncs_since(env, mark: str) -> list[dict]:
+    """The syncs logged after the last `mark` (all of them if the mark is not there)."""
+    try:
+        lines = (Path(env.dir) / SYNC_LOG).read_text().splitlines()
+    except OSError:
+        return []
+    entries = [json.loads(line) for line in lines if line.strip()]
+    last = max((i for i, e in enumerate(entries) if e.get("mark") == mark), default=-1)
+    return [e for e in entries[last + 1:] if "node" in e]
+
+
+def kube_proxy_chain_names(state, exclude=()) -> set[str]:
+    """Every per-service chain name kube-proxy could write for the cluster's Services on any node
+    (KUBE-SVC/SVL/EXT/FW for each port, KUBE-SEP for each endpoint: labkit.kubeproxy.chains, the
+    names of servicePortPolicyClusterChain & co. in proxier.go), but for the Services in `exclude`."""
+    from labkit.kubeproxy.chains import (endpoint_chain, external_chain, firewall_chain, local_service_chain,
+                                         service_chain, service_port_name)
+    out = set()
+    for svc in state.services:
+        namespace, name = svc["metadata"].get("namespace", "default"), svc["metadata"]["name"]
+        if name in exclude:
+            continue
+        for port in svc["spec"].get("ports") or []:
+            spn = service_port_name(namespace, name, port.get("name", ""))
+            proto = port.get("protocol", "TCP").lower()
+            out |= {service_chain(spn, proto), local_service_chain(spn, proto), external_chain(spn, proto),
+                    firewall_chain(spn, proto)}
+            for sl in state.slices_of(namespace, name):
+                for sl_port in sl.get("ports") or []:
+                    if sl_port.get("name", "") == port.get("name", ""):
+                        for ep in sl.get("endpoints") or []:
+                            out.add(endpoint_chain(spn, proto, f"{ep['addresses'][0]}:{sl_port['port']}"))
+    return out
+
+
+# -- the reference --------------------------------------------------------------------------------
+
+def reference_rules(built_text: str, objects, config) -> str:
+    """The node as built with kube-proxy's full sync of `objects` loaded on top (restore input
+    appended to save output: parse() applies its chain lines, flushes and -X as restore does)."""
+    existing = parse(built_text).chain_names("nat")
+    return built_text + render(objects, config, existing_nat_chains=existing)
+
+
+# -- the packet space --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Probe:
+    who: str            # "the client", "pod web-1", "node1 itself"
+    src: str
+    dst: str
+    dport: int
+    proto: str
+    service: str | None  # the Service whose address/port the probe is aimed at (None: other ports)
+
+    def describe(self) -> str:
+        return f"{self.proto} from {self.who} ({self.src}) to {self.dst}:{self.dport}"
+
+
+def service_addresses(svc: dict) -> list[str]:
+    spec = svc.get("spec") or {}
+    out = [spec.get("clusterIP")] + list(spec.get("externalIPs") or [])
+    out += [i.get("ip") for i in ((svc.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []]
+    return [a for a in out if a and a != "None"]
+
+
+def probes(state, node: str, services: list[dict], *, other_ports=(80, 8080, 30080)) -> list[Probe]:
+    """The packet space of `services` as seen by `node` (see the module's docstring)."""
+    pods_here = [p for p in state.pods if p["spec"]["nodeName"] == node]
+    pods_there = [p for p in state.pods if p["spec"]["nodeName"] != node]
+    client = next((h for h in state.hosts if h["name"] == "client"), state.hosts[0] if state.hosts else None)
+    senders = []
+    if client:
+        senders.append(("the client", client["addresses"][0]))
+    if pods_here:
+        senders.append((f"pod {pods_here[0]['metadata']['name']}", pods_here[0]["status"]["podIP"]))
+    if pods_there:
+        senders.append((f"pod {pods_there[0]['metadata']['name']}", pods_there[0]["status"]["podIP"]))
+    own = (f"{node} itself", state.node_address(node))
+    senders.append(own)
+    node_addresses = [state.node_address(n) for n in state.node_names()]
+    out: list[Probe] = []
+    seen = set()
+
+    def add(who, src, dst, port, name):
+        for proto in PROTOCOLS:
+            key = (src, dst, port, proto)
+            if key not in seen:
+                seen.add(key)
+                out.append(Probe(who, src, dst, port, proto, name))
+
+    for svc in services:
+        name = f"{svc['metadata'].get('namespace', 'default')}/{svc['metadata']['name']}"
+        ports = svc["spec"].get("ports") or []
+        service_ports = sorted({p["port"] for p in ports})
+        extra = sorted({p + 1 for p in service_ports} | set(other_ports))
+        node_ports = sorted({p["nodePort"] for p in ports if p.get("nodePort")})
+        extra_node_ports = sorted({p + 1 for p in node_ports} | {30000})
+        for address in service_addresses(svc):
+            for who, src in senders:
+                for port in service_ports:
+                    add(who, src, address, port, name)
+                for port in extra:
+                    add(who, src, address, port, None)
+        for address in node_addresses:
+            mine = address == state.node_address(node)
+            for who, src in senders:
+                if (who, src) == own and not mine:
+                    continue
+                for port in node_ports:
+                    add(who, src, address, port, name)
+                for port in extra_node_ports:
+                    add(who, src, address, port, None)
+        for port in node_ports:
+            add(*own, "127.0.0.1", port, name)
+        # the hairpin: each endpoint pod on this node to its own Service
+        endpoints = {ep["addresses"][0] for sl in state.slices_of(svc["metadata"].get("namespace", "default"),
+                                                                   svc["metadata"]["name"])
+                     for ep in sl.get("endpoints") or []}
+        for pod in pods_here:
+            if pod["status"]["podIP"] in endpoints:
+                for address in service_addresses(svc)[:1]:
+                    for port in service_ports:
+                        add(f"endpoint pod {pod['metadata']['name']}", pod["status"]["podIP"], address, port, name)
+    return out
+
+
+# -- outcomes and their comparison ------------------------------------------------------------------
+
+def outcome(tracer: Tracer, probe: Probe) -> dict[tuple, float]:
+    """{(DNAT target or None, "dropped"/"rejected"/"passes", masqueraded, recent lists the client
+    is added to): probability}."""
+    result = tracer.trace(Packet(src=probe.src, dst=probe.dst, dport=probe.dport, proto=probe.proto))
+    out: dict[tuple, float] = {}
+    for b in result.branches:
+        verdict = {"DROP": "dropped", "REJECT": "rejected"}.get(b.verdict, "passes")
+        key = (b.dnat, verdict, bool(b.masquerade), tuple(sorted(set(b.recent_set))))
+        out[key] = out.get(key, 0.0) + b.probability
+    return out
+
+
+def same(a: dict, b: dict) -> bool:
+    return all(abs(a.get(k, 0.0) - b.get(k, 0.0)) <= TOLERANCE for k in a.keys() | b.keys())
+
+
+@dataclass
+class Difference:
+    node: str
+    probe: Probe
+    expected: dict
+    got: dict
+
+    def what(self) -> str:
+        """How the live rules treat the probe differently, in words (the live side only)."""
+        def targets(o):
+            t: dict = {}
+            for (dnat, _v, _m, _r), p in o.items():
+                if dnat:
+                    t[dnat] = t.get(dnat, 0.0) + p
+            return t
+
+        def fates(o, index):
+            return {k[index] for k, p in o.items() if p > TOLERANCE}
+
+        te, tg = targets(self.expected), targets(self.got)
+        if set(te) != set(tg):
+            if not tg:
+                return "is not DNATed to any endpoint (kube-proxy's rules send it to one)"
+            if not te:
+                return (f"is DNATed (to {', '.join(sorted(tg))}) where kube-proxy's rules leave it alone")
+            extra = sorted(set(tg) - set(te))
+            if extra:
+                return f"can be DNATed to {', '.join(extra)}, where kube-proxy's rules never send it"
+            return (f"never reaches {len(set(te) - set(tg))} of the endpoints kube-proxy's rules send it to "
+                    f"(yours reach {', '.join(sorted(tg))})")
+        if not same({(k,): v for k, v in te.items()}, {(k,): v for k, v in tg.items()}):
+            shares = ", ".join(f"{t} {p:.12g}" for t, p in sorted(tg.items()))
+            return f"picks the endpoints with other chances than kube-proxy's rules (yours: {shares})"
+        me, mg = fates(self.expected, 2), fates(self.got, 2)
+        if me != mg:
+            if True in mg and True not in me:
+                return "is masqueraded (source NAT) where kube-proxy's rules do not masquerade it"
+            return "is not masqueraded where kube-proxy's rules masquerade it (KUBE-MARK-MASQ)"
+        re_, rg = fates(self.expected, 3), fates(self.got, 3)
+        if re_ != rg:
+            return ("is remembered for session affinity differently from kube-proxy's rules (the `recent --set` "
+                    "of the KUBE-SEP chain that DNATs it)")
+        ve, vg = fates(self.expected, 1), fates(self.got, 1)
+        if ve != vg:
+            shown = " or ".join(sorted(vg))
+            return f"is {shown} where kube-proxy's rules {'let it pass' if 'passes' in ve else 'stop it'}"
+        return "is treated differently from kube-proxy's rules (masquerade or verdict on some branches)"
+
+    memory: tuple = ()
+
+    def sentence(self) -> str:
+        remembered = (f" (a client the node's recent list {self.memory[0]} remembers)" if self.memory else "")
+        return f"on {self.node}, {self.probe.describe()}{remembered} {self.what()}"
+
+
+def recent_lists(text: str) -> list[str]:
+    """The `recent` list names a ruleset's nat rules use (kube-proxy: one per KUBE-SEP chain of a
+    Service with ClientIP affinity, named like the chain)."""
+    nat = parse(text).table("nat")
+    names = set()
+    for chain in (nat.chains.values() if nat else []):
+        for rule in chain.rules:
+            cond = rule.cond("recent")
+            if cond is not None and cond.value.get("name"):
+                names.add(cond.value["name"])
+    return sorted(names)
+
+
+def compare(node: str, live_text: str, reference_text: str, local_addresses, space: list[Probe],
+            limit: int = 1, affinity: bool = False) -> list[Difference]:
+    """The probes the live rules treat differently from the reference (at most `limit`). With
+    `affinity`, also for a client that each `recent` list of either ruleset already remembers
+    (the xt_recent state session affinity keeps: a remembered client skips the statistic rules)."""
+    live_rules, ref_rules = parse(live_text), parse(reference_text)
+    memories = [()]
+    if affinity:
+        memories += [(name,) for name in sorted(set(recent_lists(live_text)) | set(recent_lists(reference_text)))]
+    out = []
+    for memory in memories:
+        live_tracer = Tracer(live_rules, local_addresses, affinity=memory)
+        ref_tracer = Tracer(ref_rules, local_addresses, affinity=memory)
+        for probe in space:
+            expected, got = outcome(ref_tracer, probe), outcome(live_tracer, probe)
+            if not same(expected, got):
+                diff = Difference(node, probe, expected, got)
+                diff.memory = memory
+                out.append(diff)
+                if len(out) >= limit:
+                    return out
+    return out

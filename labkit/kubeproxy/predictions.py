@@ -1,0 +1,82 @@
+"""Predictions are graded as they stood before labkit's tools showed the outcome.
+
+The kube-proxy lab's traffic-policy exercise asks the student to *predict*, for Services
+shop-cluster and shop-local, whether the client's request to each node's NodePort is answered and
+which address the pod sees, and only then to observe. `labkit kube-proxy curl` from the client and
+`labkit trace` of a client's packet on a node's live rules show exactly that outcome. So the first
+time either shows it, labkit keeps the prediction the answer file holds at that moment (or notes
+that there was none), and the check grades that kept prediction: a prediction written after
+observing does not count. `labkit reset kube-proxy traffic-policy` forgets both.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import yaml
+
+from labkit.exercises import answer_path
+
+EXERCISE = "traffic-policy"
+KEPT = "traffic-policy-prediction.json"
+
+
+def kept_path(env) -> Path:
+    return Path(env.dir) / KEPT
+
+
+def prediction_text(env) -> str | None:
+    """The answer file's text when it holds a prediction (a mapping for both Services), else None."""
+    exercise = env.lab.exercise(EXERCISE)
+    try:
+        text = answer_path(env.lab.id, EXERCISE).read_text()
+        data = yaml.safe_load(text)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    names = (exercise.params["cluster_service"], exercise.params["local_service"])
+    return text if isinstance(data, dict) and all(isinstance(data.get(n), dict) for n in names) else None
+
+
+def kept(env) -> dict | None:
+    """{"time", "prediction": text or None} from the first observation, or None (not observed yet)."""
+    try:
+        return json.loads(kept_path(env).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def forget(env) -> None:
+    kept_path(env).unlink(missing_ok=True)
+
+
+def shows_outcome(env, state, src: str | None, dst: str, dport: int) -> bool:
+    """Whether a request or trace from `src` (None: the client's first address) to dst:dport shows
+    the client's outcome at the NodePort of one of the exercise's Services."""
+    if env.lab.id != "kube-proxy":
+        return False
+    exercise = env.lab.exercise(EXERCISE)
+    client = next((h for h in state.hosts if h["name"] == "client"), None)
+    if client is None or (src is not None and src not in client["addresses"]):
+        return False
+    if dst not in {state.node_address(n) for n in state.node_names()}:
+        return False
+    names = (exercise.params["cluster_service"], exercise.params["local_service"])
+    return dport in {p.get("nodePort") for n in names if state.service(n)
+                     for p in state.service(n)["spec"].get("ports") or []}
+
+
+def observed(env, state, src: str | None, dst: str, dport: int) -> str | None:
+    """Record the first observation of the exercise's outcome; a note for the student, or None."""
+    if not shows_outcome(env, state, src, dst, dport) or kept(env) is not None:
+        return None
+    text = prediction_text(env)
+    path = kept_path(env)
+    path.write_text(json.dumps({"time": time.time(), "prediction": text}))
+    if text is None:
+        return (f"note: this shows what exercise {EXERCISE} asks you to predict, and there is no prediction in "
+                f"{answer_path(env.lab.id, EXERCISE)} yet: the exercise can now only be passed after "
+                f"`labkit reset kube-proxy {EXERCISE}`, predicting first")
+    return (f"note: labkit keeps your {EXERCISE} prediction as it is now; that is what `labkit check` grades "
+            "(changes after observing do not count)")

@@ -1,0 +1,161 @@
+"""The kube-proxy lab's judging, resets and tools: checks judged against labkit's reconstruction
+(the lab as built, kube-proxy's rules for the Services), one-exercise resets that keep the
+student's work, strict field validation in `labkit kube-proxy apply`, and a graph whose numbers
+the follow-the-chain check accepts."""
+
+import json
+import re
+
+import pytest
+import yaml
+
+from kube_proxy_support import kube_proxy_lab, use
+from support import labkit
+
+from labkit.kubeproxy import judge, live
+from labkit.netfilter import save
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    with kube_proxy_lab(tmp_path_factory.mktemp("kube-proxy-judging")) as env:
+        yield env
+
+
+def result(lab, exercise):
+    out = labkit("check", "kube-proxy", exercise, "--format", "json", env=lab)
+    return json.loads(out.stdout)["results"][0]
+
+
+def test_apply_refuses_unknown_and_duplicate_fields_in_kubectls_words(lab, tmp_path):
+    api = yaml.safe_load(labkit("kube-proxy", "get", "services", "api", "-o", "yaml", env=lab, check=0).stdout)
+    api["spec"]["sessionAfinity"] = "ClientIP"
+    path = tmp_path / "api.yaml"
+    path.write_text(yaml.safe_dump(api))
+    refused = labkit("kube-proxy", "apply", "-f", str(path), env=lab, check=2)
+    assert (f'Error from server (BadRequest): error when replacing "{path}": Service in version "v1" cannot be '
+            'handled as a Service: strict decoding error: unknown field "spec.sessionAfinity"') in refused.stderr
+    after = yaml.safe_load(labkit("kube-proxy", "get", "services", "api", "-o", "yaml", env=lab, check=0).stdout)
+    assert "sessionAfinity" not in after["spec"] and after["spec"]["sessionAffinity"] == "None"
+    path.write_text("apiVersion: v1\nkind: Service\nmetadata:\n  name: extra\n  name: extra2\n"
+                    "spec:\n  ports: [{port: 80}]\n")
+    refused = labkit("kube-proxy", "apply", "-f", str(path), env=lab, check=2)
+    assert f'error when creating "{path}"' in refused.stderr and 'duplicate field "metadata.name"' in refused.stderr
+
+
+def test_the_graphs_probabilities_are_an_answer_the_check_accepts(lab):
+    out = labkit("kube-proxy", "graph", "--node", "node1", "--service", "web", env=lab, check=0).stdout
+    svc = re.search(r"(KUBE-SVC-[A-Z0-9]{16})", out).group(1)
+    printed = [float(p) for p in re.findall(r"probability (\S+)", out)]
+    assert len(printed) == 3 and printed[1] != round(printed[1], 4)       # every digit, not 0.3333
+    from pathlib import Path
+    target = Path(lab["LABKIT_ANSWERS_DIR"]) / "kube-proxy" / "follow-the-chain.yaml"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(yaml.safe_dump({"chain": svc, "probabilities": printed + [1]}))
+    assert result(lab, "follow-the-chain")["status"] == "pass"
+
+
+def test_traffic_policy_grades_the_prediction_written_before_labkit_showed_the_outcome(lab):
+    from pathlib import Path
+    answer = Path(lab["LABKIT_ANSWERS_DIR"]) / "kube-proxy" / "traffic-policy.yaml"
+    answer.unlink(missing_ok=True)
+    labkit("reset", "kube-proxy", "traffic-policy", "--yes", env=lab, check=0)
+    # observed before any prediction: the exercise cannot be passed until it is reset
+    seen = labkit("kube-proxy", "curl", "--from", "client", "--to", "192.168.50.12:30101", "-n", "1",
+                  "--timeout", "0.3", env=lab, check=1)
+    assert "there is no prediction" in seen.stderr
+    labkit("solve", "kube-proxy", "traffic-policy", env=lab, check=0)
+    graded = result(lab, "traffic-policy")
+    assert graded["status"] == "fail" and "before your answer file held a prediction" in graded["message"]
+    # a wrong prediction, then a trace shows the outcome, then the right one: the wrong one is graded
+    labkit("reset", "kube-proxy", "traffic-policy", "--yes", env=lab, check=0)
+    right = answer.read_text()
+    wrong = yaml.safe_load(right)
+    wrong["shop-local"]["node2"] = {"answers": True, "client_ip_preserved": True}
+    answer.write_text(yaml.safe_dump(wrong))
+    traced = labkit("trace", "--node", "node2", "--src", "192.168.50.100", "--dst", "192.168.50.12:30101", env=lab,
+                    check=0)
+    assert "keeps your traffic-policy prediction" in traced.stderr
+    answer.write_text(right)
+    graded = result(lab, "traffic-policy")
+    assert graded["status"] == "fail" and "changes after observing do not count" in graded["message"]
+    # predicted right before observing: passes, and observing again changes nothing
+    labkit("reset", "kube-proxy", "traffic-policy", "--yes", env=lab, check=0)
+    labkit("kube-proxy", "curl", "--from", "client", "--to", "192.168.50.11:30101", "-n", "1", env=lab, check=0)
+    assert result(lab, "traffic-policy")["status"] == "pass"
+
+
+def test_traffic_policy_is_graded_against_the_lab_as_built(lab, tmp_path):
+    labkit("solve", "kube-proxy", "traffic-policy", env=lab, check=0)
+    shop = yaml.safe_load(labkit("kube-proxy", "get", "services", "shop-local", "-o", "yaml", env=lab, check=0).stdout)
+    shop["spec"]["externalTrafficPolicy"] = "Cluster"
+    path = tmp_path / "shop.yaml"
+    path.write_text(yaml.safe_dump(shop))
+    labkit("kube-proxy", "apply", "-f", str(path), env=lab, check=0)
+    graded = result(lab, "traffic-policy")
+    assert graded["status"] == "pass" and "you changed Service shop-local (spec.externalTrafficPolicy)" in graded["message"]
+    at_risk = labkit("reset", "kube-proxy", "traffic-policy", env=lab, check=None)
+    assert "Service shop-local as you changed it" in at_risk.stdout + at_risk.stderr
+    labkit("reset", "kube-proxy", "traffic-policy", "--yes", env=lab, check=0)
+    restored = yaml.safe_load(labkit("kube-proxy", "get", "services", "shop-local", "-o", "yaml", env=lab, check=0).stdout)
+    assert restored["spec"]["externalTrafficPolicy"] == "Local"
+    assert "you changed" not in result(lab, "traffic-policy")["message"]
+
+
+def test_a_one_exercise_reset_keeps_the_other_exercises_work_and_the_students_rules(lab, monkeypatch):
+    env = use(monkeypatch, lab)
+    for exercise in ("session-affinity", "nodeport", "clusterip-by-hand"):
+        labkit("solve", "kube-proxy", exercise, env=lab, check=0)
+    from labkit import runner
+    # what `labkit solve` left is not the student's work; what the student changes after is
+    assert runner.work_at_risk(env.lab, "nodeport") == [] and runner.work_at_risk(env.lab, "clusterip-by-hand") == []
+    web = live.load(env).service("web")
+    web["metadata"]["labels"] = {"team": "mine"}
+    live.apply_documents(env, [web], "test")
+    assert any("Service web as you changed it (changed: spec.externalTrafficPolicy, spec.ports, spec.type, "
+               "metadata.labels)" in w for w in runner.work_at_risk(env.lab, "nodeport"))
+    labkit("shell", "kube-proxy", "node1", "--", "iptables", "-t", "nat", "-I", "KUBE-SERVICES", "1", "-d",
+           "10.96.0.30/32", "-p", "udp", "--dport", "80", "-j", "KUBE-MARK-MASQ", env=lab, check=0)
+    hand = runner.work_at_risk(env.lab, "clusterip-by-hand")
+    assert any("rules and chains you wrote on node1 for legacy" in w for w in hand), hand
+    asked = labkit("reset", "kube-proxy", "clusterip-by-hand", env=lab, check=2)
+    assert "rules and chains you wrote on node1" in asked.stderr and "--yes" in asked.stderr
+    labkit("reset", "kube-proxy", "nodeport", "--yes", env=lab, check=0)
+    state = live.load(env)
+    assert state.service("web")["spec"]["type"] == "ClusterIP"
+    assert state.service("api")["spec"]["sessionAffinity"] == "ClientIP"         # session-affinity's work stays
+    # debug-ruleset's reset rebuilds node2's rules as kube-proxy would, and breaks them again; the
+    # hand-built legacy rules on node2 stay
+    labkit("reset", "kube-proxy", "debug-ruleset", "--yes", env=lab, check=0)
+    assert result(lab, "clusterip-by-hand")["status"] == "pass"
+    assert result(lab, "debug-ruleset")["status"] == "fail"
+    # clusterip-by-hand's reset removes the hand-built rules, keeping a copy of each node's rules
+    saved = judge_saved(lab)
+    labkit("reset", "kube-proxy", "clusterip-by-hand", "--yes", env=lab, check=0)
+    copies = set(judge_saved(lab)) - set(saved)
+    assert {p.name.rsplit("-", 2)[0] for p in copies} == {"clusterip-by-hand-node1", "clusterip-by-hand-node2"}, copies
+    assert all("KUBE-SVC-NL6WUNHPOWUYGHR7" in p.read_text() for p in copies)
+    assert "KUBE-SVC-NL6WUNHPOWUYGHR7" not in save(env.netns_name("node1"), "nat")
+    assert result(lab, "clusterip-by-hand")["status"] == "fail"
+    assert live.load(env).service("api")["spec"]["sessionAffinity"] == "ClientIP"
+
+
+def judge_saved(lab):
+    from pathlib import Path
+    return sorted((Path(lab["LABKIT_ANSWERS_DIR"]) / "kube-proxy" / "saved").glob("*.rules"))
+
+
+def test_the_packet_space_sees_a_changed_port_and_not_a_dropped_comment(lab, monkeypatch):
+    env = use(monkeypatch, lab)
+    state = live.load(env)
+    node = "node1"
+    built = judge.built_rules(env, node)
+    reference = judge.reference_rules(built, state.objects(), live.proxier_config(state, node))
+    space = judge.probes(state, node, [state.service("catalog")])
+    local = live.proxier_config(state, node).local_addresses
+    assert judge.compare(node, reference, reference, local, space) == []
+    no_comments = re.sub(r' -m comment --comment ("[^"]*"|\S+)', "", reference)
+    assert judge.compare(node, no_comments, reference, local, space) == []
+    moved = reference.replace("--to-destination 10.244.2.3:8080", "--to-destination 10.244.2.3:8081")
+    [found] = judge.compare(node, moved, reference, local, space)
+    assert found.probe.dst == "10.96.0.11" and "10.244.2.3:8081" in found.sentence()
