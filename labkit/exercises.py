@@ -223,19 +223,21 @@ class CheckContext:
         return value
 
     def grid_feedback(self, wrong: list[str], total: int, what: str = "entries",
-                      advice: str = "observe each case in the live lab before you change it") -> str:
+                      advice: str = "observe each case in the live lab before you change it",
+                      noun: str = "prediction") -> str:
         """Feedback on a prediction of a few true/false (or few-valued) cells that does not let
         flipping cells stand in for observing: it counts the wrong cells, and names one of them
         (the first of `wrong`) only once the student has checked GRID_NAME_AFTER different wrong
         answers. `wrong` names the wrong cells in a fixed order (`shop-local / node2 / answers`);
-        `advice` says where to look (an exercise whose answer is frozen once observed says so)."""
+        `advice` says where to look (an exercise whose answer is frozen once observed says so);
+        `noun` what the answer is (a prediction, or the findings of a reading exercise)."""
         import hashlib
         try:
             text = self.answer_path.read_bytes()
         except OSError:
             text = b""
         tries = self.env.state.answer_tries(self.exercise.id, hashlib.sha256(text).hexdigest()[:16])
-        message = f"{len(wrong)} of the {total} {what} of your prediction {'is' if len(wrong) == 1 else 'are'} wrong"
+        message = f"{len(wrong)} of the {total} {what} of your {noun} {'is' if len(wrong) == 1 else 'are'} wrong"
         if tries >= GRID_NAME_AFTER and wrong:
             message += f"; one of them: {wrong[0]}"
         else:
