@@ -41,7 +41,7 @@ FAMILIES = {
                                                "stage; serve an admission `webhook` you wrote."),
     "scheduler": ("labkit.scheduler.cli", "app", "kube-scheduler v1.34.1, reconstructed: play scheduling cases (`play`), and `explain` one."),
     "devices": ("labkit.devices.cli", "app", "kubelet's device manager v1.34.1, reconstructed: play device-plugin cases (`play`)."),
-    "class": ("labkit.classroom.cli", "app", "Grade a whole class: every student machine's checks, run over SSH."),
+    "class": ("labkit.classroom.cli", "app", "A whole class of student machines: credentials, prepare a lab, status, grade (over SSH)."),
 }
 
 
