@@ -333,8 +333,7 @@ def tree_edits(value, path: str = "", *, alternatives: dict[str, list] | None = 
         elif isinstance(node, list):
             if list_items:
                 for i, item in enumerate(node):
-                    if len(node) > 0:
-                        yield Edit("drop-item", f"{here}[{i}]", item, None, at(value, steps + [i], drop=True))
+                    yield Edit("drop-item", f"{here}[{i}]", item, None, at(value, steps + [i], drop=True))
                 if len(node) >= 2 and node[0] != node[1]:
                     swapped = [node[1], node[0], *node[2:]]
                     yield Edit("swap", here, node, swapped, at(value, steps, swapped) if steps else swapped)
