@@ -11,6 +11,7 @@ import pytest
 from labkit import cgroups, procs
 from labkit.labs import get_lab
 from labkit.netlab import create_netns, exists
+from labkit.netlab.netns import release_run_netns
 from labkit.state import LabEnv, LabState
 
 
@@ -22,6 +23,14 @@ def env():
     e = LabEnv(lab, state)
     yield e
     state.ledger.cleanup()
+
+
+def drop_foreign_netns(name: str) -> None:
+    """Remove a namespace the test made without labkit; it kept /run/netns in use when labkit's
+    cleanup ran, so undo the /run/netns mount now as that cleanup would have (else the host keeps
+    it, and a later host comparison sees it go)."""
+    subprocess.run(["ip", "netns", "del", name])
+    release_run_netns()
 
 
 def test_recorded_netns_and_process_are_removed_unrecorded_survive(env):
@@ -43,7 +52,7 @@ def test_recorded_netns_and_process_are_removed_unrecorded_survive(env):
     finally:
         stranger.kill()
         stranger.wait()
-        subprocess.run(["ip", "netns", "del", foreign])
+        drop_foreign_netns(foreign)
 
 
 def test_processes_a_student_starts_inside_a_lab_netns_go_with_it(env):
@@ -101,4 +110,4 @@ def test_links_go_with_their_recorded_namespace_and_others_are_removed_one_by_on
         assert "keep" in links and "mine" not in links   # a link in an unrecorded namespace: removed itself
         assert netns_path(foreign).exists()
     finally:
-        subprocess.run(["ip", "netns", "del", foreign])
+        drop_foreign_netns(foreign)
