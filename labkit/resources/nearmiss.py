@@ -127,7 +127,9 @@ def container_of(edit: Edit, manifest: dict) -> str | None:
     return items[index].get("name") if index < len(items) else None
 
 
-def _strip(spec: dict, container: str, free) -> dict:
+def without_resources(spec: dict, container: str, free) -> dict:
+    """A copy of a Pod spec with the given (requests|limits, resource) of one container removed:
+    what an exercise leaves the student free to change, taken out before comparing."""
     spec = copy.deepcopy(spec)
     for c in spec.get("containers") or []:
         if c.get("name") == container:
@@ -144,7 +146,7 @@ def _strip(spec: dict, container: str, free) -> dict:
 def fixed_part_changed(pe: PodEdit, original_spec: dict, container: str, free) -> tuple[str, ...] | None:
     """The words a failure must name when the edit changes what the exercise keeps as the
     scenario gives it (None: it only touches the free fields)."""
-    if _strip(pe.manifest["spec"], container, free) == _strip(original_spec, container, free):
+    if without_resources(pe.manifest["spec"], container, free) == without_resources(original_spec, container, free):
         return None
     return ("command",) if "command" in pe.edit.path else ("changed",)
 

@@ -30,6 +30,7 @@ import yaml
 from labkit.exercises import CheckFailed, settle
 from labkit.pods import BEST_EFFORT, BURSTABLE, GUARANTEED, load_pods, pod_from_dict, pod_request, qos_class
 from labkit.resources import eviction, kubelet, predictions
+from labkit.resources.nearmiss import without_resources
 from labkit.resources.node import lab_nodes
 from labkit.resources.workload import memory_target
 
@@ -101,25 +102,9 @@ def _diff(a, b, path: str = "") -> list[str]:
     return [] if a == b else [path]
 
 
-def _without(spec: dict, container: str, paths: list[tuple[str, str]]) -> dict:
-    """A copy of a Pod spec with the given (requests|limits, resource) of one container removed."""
-    import copy
-    spec = copy.deepcopy(spec)
-    for c in spec.get("containers") or []:
-        if c.get("name") == container:
-            resources = c.get("resources") or {}
-            for kind, resource in paths:
-                (resources.get(kind) or {}).pop(resource, None)
-                if kind in resources and not resources[kind]:
-                    del resources[kind]
-            if "resources" in c and not c["resources"]:
-                del c["resources"]
-    return spec
-
-
 def _changed_fields(observed_spec: dict, original_spec: dict, container: str, free: list[tuple[str, str]]) -> list[str]:
     """The fields of a Pod's spec that differ from the scenario's, the exercise's free ones aside."""
-    return _diff(_without(observed_spec, container, free), _without(original_spec, container, free), "spec")
+    return _diff(without_resources(observed_spec, container, free), without_resources(original_spec, container, free), "spec")
 
 
 def _container_names(spec: dict) -> list[str]:
