@@ -43,11 +43,24 @@ def test_a_lab_command_without_root_or_sudo_says_so_in_one_line():
     assert as_nobody("list", env_extra={"LABKIT_NO_SUDO": "1"}).stderr.startswith("labkit: `labkit list` needs root")
 
 
-def test_a_lab_command_runs_again_through_sudo_with_the_labkit_variables(open_dir):
-    fake = open_dir / "bin"
+@pytest.fixture
+def exec_dir():
+    """A directory any user can enter and run programs from. Not under /tmp, which may be mounted
+    noexec (then the fake sudo would not be found and labkit would rightly say root is needed):
+    under the repository's virtual environment, whose programs this suite runs."""
+    path = Path(tempfile.mkdtemp(prefix="nonroot-", dir=Path(sys.prefix)))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path)
+
+
+def test_a_lab_command_runs_again_through_sudo_with_the_labkit_variables(exec_dir):
+    fake = exec_dir / "bin"
     fake.mkdir(mode=0o755)
     (fake / "sudo").write_text('#!/bin/sh\n[ "$1" = "-n" ] && exit 0\necho "sudo $*"\n')
     (fake / "sudo").chmod(0o755)
+    probe = subprocess.run([*NOBODY, str(fake / "sudo"), "-n"], capture_output=True, text=True)
+    assert probe.returncode == 0, f"the fake sudo cannot run as nobody from {fake}: {probe.stderr}"
     out = as_nobody("check", "demo", "--format", "json", path_first=fake)
     assert out.returncode == 0, out.stderr
     keep = sorted(k for k in os.environ if k.startswith("LABKIT_"))

@@ -206,28 +206,36 @@ def reset_exercise(env, exercise_id: str) -> None:
     part = PARTS[exercise_id]
     target = for_env(env)
     client = target.client()
-    doomed = [("v1", "configmaps", cm["metadata"]["name"], ns) for ns in PREDICT_NAMESPACES
-              for cm in client.list("v1", "configmaps", ns)[0] if cm["metadata"]["name"] != "kube-root-ca.crt"] \
+    extra = [("v1", "configmaps", cm["metadata"]["name"], ns) for ns in PREDICT_NAMESPACES
+             for cm in client.list("v1", "configmaps", ns)[0] if cm["metadata"]["name"] != "kube-root-ca.crt"] \
         if exercise_id == "predict-dangling" else []
+    extra += [(v, r, n, NAMESPACE) for v, r, n in part.get("extra", [])]
     for app in part["apps"]:
-        for api_version, resource in (("apps/v1", "deployments"), ("apps/v1", "replicasets"), ("v1", "pods")):
-            doomed += [(api_version, resource, o["metadata"]["name"], NAMESPACE)
-                       for o in client.list(api_version, resource, NAMESPACE, label_selector=f"app={app}")[0]]
-        doomed += [(api_version, resource, app, NAMESPACE) for api_version, resource in
-                   (("apps/v1", "deployments"), ("apps/v1", "replicasets"))]
-    doomed += [(v, r, n, NAMESPACE) for v, r, n in part.get("extra", [])]
+        extra += [(api_version, resource, app, NAMESPACE) for api_version, resource in
+                  (("apps/v1", "deployments"), ("apps/v1", "replicasets"))]
 
     def present():
-        return [d for d in dict.fromkeys(doomed) if client.get_or_none(d[0], d[1], d[2], d[3]) is not None]
-    for api_version, resource, name, ns in present():
-        try:
-            client.patch(api_version, resource, name, {"metadata": {"finalizers": None}}, "merge", ns)
-            client.delete(api_version, resource, name, ns, options={"propagationPolicy": "Background",
-                                                                    "gracePeriodSeconds": 0})
-        except ApiError as exc:
-            if exc.code != 404:
-                raise
-    if not wait_for(lambda: not present(), timeout=60, interval=0.1):
+        # listed afresh each time: a ReplicaSet may still create a Pod between one listing and its
+        # own deletion, and that Pod would otherwise outlive the reset (and be copied by a student)
+        found = list(extra)
+        for app in part["apps"]:
+            for api_version, resource in (("apps/v1", "deployments"), ("apps/v1", "replicasets"), ("v1", "pods")):
+                found += [(api_version, resource, o["metadata"]["name"], NAMESPACE)
+                          for o in client.list(api_version, resource, NAMESPACE, label_selector=f"app={app}")[0]]
+        return [d for d in dict.fromkeys(found) if client.get_or_none(d[0], d[1], d[2], d[3]) is not None]
+
+    def delete_present() -> bool:
+        left = present()
+        for api_version, resource, name, ns in left:
+            try:
+                client.patch(api_version, resource, name, {"metadata": {"finalizers": None}}, "merge", ns)
+                client.delete(api_version, resource, name, ns, options={"propagationPolicy": "Background",
+                                                                        "gracePeriodSeconds": 0})
+            except ApiError as exc:
+                if exc.code != 404:
+                    raise
+        return not left
+    if not wait_for(delete_present, timeout=60, interval=0.1):
         raise LabkitError(f"{', '.join(f'{r} {n}' for _, r, n, _ in present())} did not go away within 60 s")
     for build in part["build"]:
         build(env, target, client)

@@ -9,7 +9,8 @@ from labkit.exercises import mistake, write_answer
 def _chain(env):
     """A Pod of web, its ReplicaSet's ownerReference, the ReplicaSet's ownerReference."""
     target = for_env(env)
-    pod = json.loads(target.kubectl("get", "pods", "-n", "shop", "-l", "app=web", "-o", "json"))["items"][0]
+    pods = json.loads(target.kubectl("get", "pods", "-n", "shop", "-l", "app=web", "-o", "json"))["items"]
+    pod = next(p for p in pods if not p["metadata"].get("deletionTimestamp"))
     rs_ref = pod["metadata"]["ownerReferences"][0]
     rs = json.loads(target.kubectl("get", "rs", rs_ref["name"], "-n", "shop", "-o", "json"))
     return pod, rs_ref, rs["metadata"]["ownerReferences"][0]
