@@ -173,7 +173,7 @@ def list_labs(output: Optional[str] = cliopts.output_option(("table", "json", "y
     fmt, _ = cliopts.resolve_output(output, ("table", "json", "yaml", "name"), "table")
     rows = runner.listing()
     if fmt != "table":
-        _print_data([row.__dict__ for row in rows], fmt, name=lambda row: row["id"])
+        cliopts.print_data([row.__dict__ for row in rows], fmt, name=lambda row: row["id"])
         return
     from rich.table import Table
     # lab and status whole on one line each; the title takes what is left of the width
@@ -186,18 +186,6 @@ def list_labs(output: Optional[str] = cliopts.output_option(("table", "json", "y
     out.print(table)
     if not rows:
         out.print("no labs found")
-
-
-def _print_data(data, fmt: str, name=None) -> None:
-    """Machine output: json, yaml, or (for listings) one name a line."""
-    import json as jsonlib
-    if fmt == "json":
-        sys.stdout.write(jsonlib.dumps(data, indent=2) + "\n")
-    elif fmt == "yaml":
-        import yaml
-        sys.stdout.write(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
-    elif fmt == "name":
-        sys.stdout.write("".join(f"{name(item)}\n" for item in data))
 
 
 def _print_exercises(lab) -> None:
@@ -265,7 +253,7 @@ def show(
         data = described(lab.exercise(exercise), True) if exercise is not None else \
             {"id": lab.id, "title": lab.title, "summary": lab.summary,
              "exercises": [described(ex, False) for ex in lab.exercises]}
-        _print_data(data, fmt)
+        cliopts.print_data(data, fmt)
         return
     if exercise is None:
         _markdown(lab.instructions)
@@ -405,7 +393,7 @@ def doctor(output: Optional[str] = cliopts.output_option(("table", "json", "yaml
     fmt, _ = cliopts.resolve_output(output, ("table", "json", "yaml"), "table", legacy_json=as_json)
     findings = doc.run_checks()
     if fmt != "table":
-        _print_data([f.__dict__ for f in findings], fmt)
+        cliopts.print_data([f.__dict__ for f in findings], fmt)
     else:
         mark = {"ok": "[green]ok[/]  ", "warn": "[yellow]warn[/]", "fail": "[red]FAIL[/]", "skipped": "[dim]--[/]  "}
         from rich.markup import escape

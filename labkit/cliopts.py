@@ -30,6 +30,44 @@ def output_file_option():
     return typer.Option(None, "--output-file", metavar="FILE", help="Write the output to FILE instead of printing it.")
 
 
+def legacy_json_option():
+    return typer.Option(False, "--json", hidden=True, help="Old spelling of -o json.")
+
+
+def legacy_format_option():
+    return typer.Option(None, "--format", hidden=True, help="Old spelling of -o.")
+
+
+def legacy_file_option():
+    return typer.Option(None, "--file", hidden=True, help="Old spelling of -f/--filename.")
+
+
+def filenames(new: Optional[list], old: Optional[list]) -> list:
+    """-f/--filename values, with those of the old `--file` spelling (said to be deprecated);
+    at least one is needed."""
+    if old:
+        deprecated("--file", "-f/--filename")
+    found = [*(new or []), *(old or [])]
+    if not found:
+        raise LabkitError("give the file to read with -f/--filename FILE")
+    return found
+
+
+def print_data(data, fmt: str, name=None) -> None:
+    """Machine output: json, yaml, or (for listings) one name a line."""
+    import json
+    if fmt == "json":
+        sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+    elif fmt == "yaml":
+        import yaml
+        sys.stdout.write(yaml.safe_dump(json.loads(json.dumps(data, default=str)), sort_keys=False,
+                                        allow_unicode=True))
+    elif fmt == "name":
+        sys.stdout.write("".join(f"{name(item)}\n" for item in data))
+    else:
+        raise ValueError(f"no machine format {fmt!r}")
+
+
 def deprecated(old: str, new: str) -> None:
     sys.stderr.write(f"labkit: {old} is deprecated and goes away in the next release: write {new}\n")
 

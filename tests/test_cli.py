@@ -168,3 +168,55 @@ def test_one_output_vocabulary_and_the_old_spellings_still_work_with_a_line_that
     found = json.loads(labkit("doctor", "-o", "json").stdout)
     assert {"root", "netns"} <= {f["name"] for f in found}
     assert "write -o json" in labkit("doctor", "--json").stderr
+
+
+def _visible_options():
+    """(command path, option names, metavar) of every visible option of every command."""
+    from labkit.cli import full_command
+
+    def walk(cmd, path):
+        for param in getattr(cmd, "params", []):
+            if getattr(param, "hidden", False) or not getattr(param, "opts", None) or param.param_type_name != "option":
+                continue
+            yield " ".join(path), tuple(param.opts + param.secondary_opts), param.metavar
+        for name, sub in getattr(cmd, "commands", {}).items():
+            yield from walk(sub, path + [name])
+    return list(walk(full_command(), ["labkit"]))
+
+
+# The class commands write grades into a directory (-o/--out DIR, as they did before kubectl's
+# meaning was adopted elsewhere): the one place -o names no format.
+OUTPUT_DIRECTORY_COMMANDS = {"labkit class grade", "labkit class credentials", "labkit class prepare",
+                             "labkit class status"}
+
+
+def test_every_command_speaks_one_flag_vocabulary():
+    """-o/--output is a format (kubectl's meaning) in every command, -f is -f/--filename (or
+    kubectl logs' -f/--follow); the old spellings --json, --format and --file are hidden."""
+    wrong = []
+    for command, names, metavar in _visible_options():
+        if {"--json", "--format", "--file"} & set(names):
+            wrong.append(f"{command}: {'/'.join(names)} is visible (write -o FORMAT, -f/--filename)")
+        if "-o" in names and command not in OUTPUT_DIRECTORY_COMMANDS and (names != ("--output", "-o") or metavar != "FORMAT"):
+            wrong.append(f"{command}: -o is {'/'.join(names)} {metavar} (it must be -o/--output FORMAT)")
+        if "-f" in names and set(names) not in ({"-f", "--filename"}, {"-f", "--follow"}):
+            wrong.append(f"{command}: -f is {'/'.join(names)} (kubectl's -f/--filename, or -f/--follow)")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_family_commands_take_o_json_and_their_old_spellings(tmp_path):
+    rules = tmp_path / "rules.txt"
+    rules.write_text("*nat\n:PREROUTING ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n-A PREROUTING -d 10.96.0.1/32 -p tcp --dport 80 "
+                     "-j DNAT --to-destination 10.0.0.5:8080\nCOMMIT\n")
+    trace = ["trace", "--rules", str(rules), "--src", "10.0.0.2", "--dst", "10.96.0.1:80"]
+    now = labkit(*trace, "-o", "json", check=0)
+    assert json.loads(now.stdout)["dnat"] and now.stderr == ""
+    assert "dnat:" in labkit(*trace, "-o", "yaml", check=0).stdout
+    old = labkit(*trace, "--json", check=0)
+    assert json.loads(old.stdout) == json.loads(now.stdout)
+    assert old.stderr == "labkit: --json is deprecated and goes away in the next release: write -o json\n"
+    take = labkit("numa", "take", "--machine", "dual-socket-ht", "--count", "2", "-o", "json", check=0)
+    assert len(json.loads(take.stdout)["cpus"]) == 2 and take.stderr == ""
+    target = tmp_path / "machine.json"
+    labkit("numa", "discover", "--output-file", str(target), check=0)
+    assert json.loads(target.read_text())["num_cores"] == os.cpu_count()

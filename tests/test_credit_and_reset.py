@@ -105,7 +105,7 @@ def answer(answers: Path, lab: str, value) -> None:
 
 
 def report(lab: str, *extra: str, code: int = 1) -> dict:
-    return json.loads(labkit("check", lab, "--format", "json", *extra, check=code).stdout)
+    return json.loads(labkit("check", lab, "-o", "json", *extra, check=code).stdout)
 
 
 def test_a_pass_is_recorded_and_outlives_a_rebuild(labs):

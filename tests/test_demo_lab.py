@@ -34,14 +34,14 @@ def test_demo_lab_end_to_end(host_unchanged, tmp_path):
     assert "already running" in again.stderr
 
     # a fresh lab fails every check, in every format, with exit code 1
-    fresh = labkit("check", "demo", "--format", "json", check=1)
+    fresh = labkit("check", "demo", "-o", "json", check=1)
     assert statuses(fresh) == {e: "fail" for e in EXERCISES}
-    junit = labkit("check", "demo", "--format", "junit", check=1)
+    junit = labkit("check", "demo", "-o", "junit", check=1)
     suite = ET.fromstring(junit.stdout.encode()).find("testsuite")
     assert [c.get("name") for c in suite.findall("testcase")] == EXERCISES
     assert len(suite.findall("testcase/failure")) == 3
     out = tmp_path / "results.json"
-    labkit("check", "demo", "--format", "gradescope", "--output", str(out), check=1)
+    labkit("check", "demo", "-o", "gradescope", "--output-file", str(out), check=1)
     gs = json.loads(out.read_text())
     assert gs["score"] == 0 and [t["status"] for t in gs["tests"]] == ["failed"] * 3
     assert [t["max_score"] for t in gs["tests"]] == [2, 3, 5]
@@ -52,10 +52,10 @@ def test_demo_lab_end_to_end(host_unchanged, tmp_path):
     answers = Path(os.environ["LABKIT_ANSWERS_DIR"]) / "demo"
     answers.mkdir(parents=True)
     (answers / "find-address.yaml").write_text("address: 192.0.2.1\n")
-    wrong = labkit("check", "demo", "find-address", "--format", "json", check=1)
+    wrong = labkit("check", "demo", "find-address", "-o", "json", check=1)
     assert json.loads(wrong.stdout)["results"][0]["observed"] == "192.0.2.1"
     (answers / "find-address.yaml").write_text("address: [unclosed\n")
-    broken = json.loads(labkit("check", "demo", "find-address", "--format", "json", check=1).stdout)
+    broken = json.loads(labkit("check", "demo", "find-address", "-o", "json", check=1).stdout)
     assert "not valid YAML" in broken["results"][0]["message"]
 
     # hints come one at a time and are remembered
@@ -66,7 +66,7 @@ def test_demo_lab_end_to_end(host_unchanged, tmp_path):
     # the reference solutions make every check pass
     for ex in EXERCISES:
         labkit("solve", "demo", ex, check=0)
-    solved = labkit("check", "demo", "--format", "json", check=0)
+    solved = labkit("check", "demo", "-o", "json", check=0)
     assert statuses(solved) == {e: "pass" for e in EXERCISES}
     assert json.loads(solved.stdout)["score"] == 10
     assert "running: 3 of 3" in labkit("list", check=0).stdout
@@ -77,12 +77,12 @@ def test_demo_lab_end_to_end(host_unchanged, tmp_path):
 
     # reset rebuilds: the environment is fresh, the answer file is kept
     labkit("reset", "demo", check=0)
-    after_reset = statuses(labkit("check", "demo", "--format", "json", check=1))
+    after_reset = statuses(labkit("check", "demo", "-o", "json", check=1))
     assert after_reset["serve-greeting"] == "fail" and after_reset["container-mount"] == "fail"
     assert (answers / "find-address.yaml").exists()
 
     labkit("cleanup", "demo", check=0)
-    gone = json.loads(labkit("check", "demo", "--format", "json", check=1).stdout)
+    gone = json.loads(labkit("check", "demo", "-o", "json", check=1).stdout)
     assert all(r["status"] == "error" and "labkit run demo" in r["message"] for r in gone["results"])
 
 
@@ -108,7 +108,7 @@ def test_run_repairs_a_damaged_lab():
         state = Path(os.environ["LABKIT_STATE_DIR"]) / "demo"
         prefix = os.environ["LABKIT_PREFIX"]
         subprocess.run(["ip", "netns", "del", f"{prefix}-demo-a"], check=True)   # damage it
-        check = json.loads(labkit("check", "demo", "serve-greeting", "--format", "json", check=1).stdout)
+        check = json.loads(labkit("check", "demo", "serve-greeting", "-o", "json", check=1).stdout)
         assert "damaged" in check["results"][0]["message"]
         rebuilt = labkit("run", "demo", check=0)
         assert "rebuilding" in rebuilt.stderr

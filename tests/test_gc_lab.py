@@ -78,7 +78,7 @@ def test_run_prints_a_kubeconfig_that_kubectl_uses(lab_vars, lab):
     assert "Secret shop/archive-key" in text and "[finalizers: example.com/keep] (blockOwnerDeletion)" in text
     pods = [line for line in text.splitlines() if "Pod shop/web-" in line]
     assert len(pods) == 3 and all(line.startswith("   ") for line in pods)     # below their ReplicaSet
-    nodes = json.loads(labkit("gc", "graph", "--json", check=0).stdout)
+    nodes = json.loads(labkit("gc", "graph", "-o", "json", check=0).stdout)
     assert not any(n["namespace"] == "kube-system" for n in nodes)     # without -n: only objects in relations
     assert "kube-root-ca.crt" not in labkit("gc", "graph", check=0).stdout
     assert "ConfigMap shop/settings" in labkit("gc", "graph", "-a", check=0).stdout
@@ -96,7 +96,7 @@ def test_fresh_checks_fail_solutions_pass_and_credit_survives_a_reset(lab):
     results = statuses(lab)
     assert {e: r.status for e, r in results.items()} == {e: "pass" for e in EXERCISES}, \
         {e: r.message for e, r in results.items()}
-    report = json.loads(labkit("check", LAB, "--format", "json", check=0).stdout)
+    report = json.loads(labkit("check", LAB, "-o", "json", check=0).stdout)
     assert report["passed"] == report["total"] == len(EXERCISES)
     # the GC decision log the lab points to (labkit gc log) explains what happened
     log = labkit("gc", "log", check=0).stdout
@@ -109,7 +109,7 @@ def test_fresh_checks_fail_solutions_pass_and_credit_survives_a_reset(lab):
     assert for_env(env).client().get_or_none("apps/v1", "deployments", "cart", "shop") is None    # nothing reset
     # a rebuild gives new UIDs: owner-chain's answer no longer matches, but its pass stays recorded
     labkit("reset", LAB, "--yes", check=0)
-    report = json.loads(labkit("check", LAB, "--format", "json", check=1).stdout)
+    report = json.loads(labkit("check", LAB, "-o", "json", check=1).stdout)
     chain = next(r for r in report["results"] if r["exercise"] == "owner-chain")
     assert chain["status"] == "fail" and chain["recorded"]["message"].startswith("Pod web-")
     # (a prediction does not depend on the objects: it still passes on the rebuilt lab)
@@ -153,17 +153,17 @@ def test_graph_of_any_api_server_virtual_owners_and_images(tmp_path):
         assert "ConfigMap a/owner  uid=" + owner_b["metadata"]["uid"][:8] + \
             "  [virtual: referenced but absent (exists in namespace b)]\n└─ ConfigMap a/stranger" in text
         assert "… (cycle)" in text and "deleting since" in text and "finalizers: example.com/f" in text
-        dot = labkit("gc", "graph", "-n", "a", "--kubeconfig", kc, "--format", "dot", check=0).stdout
+        dot = labkit("gc", "graph", "-n", "a", "--kubeconfig", kc, "-o", "dot", check=0).stdout
         assert f'"{y["metadata"]["uid"]}" -> "{x["metadata"]["uid"]}";' in dot
         assert f'"{x["metadata"]["uid"]}" -> "{y["metadata"]["uid"]}" [label="controller, blockOwnerDeletion"];' in dot
         svg = tmp_path / "g.svg"
-        labkit("gc", "graph", "-n", "a", "--kubeconfig", kc, "--format", "svg", "-o", str(svg), check=0)
+        labkit("gc", "graph", "-n", "a", "--kubeconfig", kc, "-o", "svg", "--output-file", str(svg), check=0)
         assert svg.read_text().lstrip().startswith("<?xml") and "a/ghost" in svg.read_text()
         png = tmp_path / "g.png"
-        labkit("gc", "graph", "--kubeconfig", kc, "--format", "png", "-o", str(png), check=0)
+        labkit("gc", "graph", "--kubeconfig", kc, "-o", "png", "--output-file", str(png), check=0)
         assert png.read_bytes().startswith(b"\x89PNG")
-        assert labkit("gc", "graph", "--format", "png", "--kubeconfig", kc, check=2).stderr.strip() == \
-            "labkit: --format png: give a file with -o FILE"
+        assert labkit("gc", "graph", "-o", "png", "--kubeconfig", kc, check=2).stderr.strip() == \
+            "labkit: -o png: give a file with --output-file FILE"
         assert "the gc lab is not running" in labkit("gc", "graph", check=2).stderr
     finally:
         server.stop()

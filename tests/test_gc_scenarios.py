@@ -138,7 +138,7 @@ def test_unsupported_requirements_fail_at_once(tmp_path):
 
 def test_cli_runs_scenarios_and_reports_json():
     case = HERE / "scenarios" / "gc-owner-never-existed.yaml"
-    result = labkit("gc", "run", "-f", str(case), "--json", check=0)
+    result = labkit("gc", "run", "-f", str(case), "-o", "json", check=0)
     report = json.loads(result.stdout)
     assert report["passed"] and report["id"] == "gc-owner-never-existed"
     assert any(d["action"] == "delete" and d["item"]["name"] == "orphaned" for d in report["decisions"])

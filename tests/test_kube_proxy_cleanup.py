@@ -19,7 +19,7 @@ from support import LABKIT, REPO, diff_snapshots, host_snapshot, labkit
 def test_a_lab_run_and_cleanup_leave_the_host_unchanged(host_unchanged, tmp_path):
     labkit("run", "kube-proxy", check=0)
     out = json.loads(labkit("kube-proxy", "curl", "--from", "client", "--to", "192.168.50.12:30090", "-n", "5",
-                            "--json", check=0).stdout)
+                            "-o", "json", check=0).stdout)
     assert out["ok"] == 5
     path = tmp_path / "web.yaml"
     path.write_text("apiVersion: v1\nkind: Service\nmetadata: {name: web}\n"

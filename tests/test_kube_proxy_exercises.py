@@ -24,7 +24,7 @@ def lab(tmp_path_factory):
 
 
 def results(lab, *exercise):
-    out = labkit("check", "kube-proxy", *exercise, "--format", "json", env=lab)
+    out = labkit("check", "kube-proxy", *exercise, "-o", "json", env=lab)
     return {r["exercise"]: r for r in json.loads(out.stdout)["results"]}
 
 
@@ -40,7 +40,7 @@ def test_each_check_fails_on_a_fresh_lab_and_passes_after_its_solution(lab):
         result = results(lab, exercise)[exercise]
         assert result["status"] == "pass", result
     # solutions do not undo each other: everything passes together
-    final = json.loads(labkit("check", "kube-proxy", "--format", "json", env=lab, check=0).stdout)
+    final = json.loads(labkit("check", "kube-proxy", "-o", "json", env=lab, check=0).stdout)
     assert final["passed"] == len(EXERCISES)
 
 

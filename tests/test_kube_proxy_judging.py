@@ -23,7 +23,7 @@ def lab(tmp_path_factory):
 
 
 def result(lab, exercise):
-    out = labkit("check", "kube-proxy", exercise, "--format", "json", env=lab)
+    out = labkit("check", "kube-proxy", exercise, "-o", "json", env=lab)
     return json.loads(out.stdout)["results"][0]
 
 

@@ -148,7 +148,7 @@ def test_a_partial_sync_leaves_other_services_chains_alone(env, lab, tmp_path):
 
 def test_curl_command_reports_pods_counts_and_seen_addresses(lab):
     out = json.loads(labkit("kube-proxy", "curl", "--from", "client", "--to", f"{NODE2}:30100", "-n", "5",
-                            "--json", env=lab, check=0).stdout)
+                            "-o", "json", env=lab, check=0).stdout)
     assert out["sent"] == 5 and out["ok"] == 5 and out["failed"] == {}
     assert {p["node"] for p in out["pods"].values()} == {"node1"}
     assert all(p["clients"] == {NODE2: p["count"]} for p in out["pods"].values())
@@ -168,9 +168,11 @@ def test_graph_command_draws_the_live_chains(lab, tmp_path):
     assert "DNAT --to-destination 10.244.2.3:8080" in out and "probability 0.25" in out
     assert "catalog" not in out
     assert (tmp_path / "g.svg").read_text().lstrip().startswith(("<?xml", "<svg"))
-    dot = tmp_path / "g.dot"
-    labkit("kube-proxy", "graph", "--node", "node2", "-o", str(dot), env=lab, check=0)
-    assert dot.read_text().startswith("digraph chains {") and "KUBE-POSTROUTING" in dot.read_text()
+    dot = labkit("kube-proxy", "graph", "--node", "node2", "-o", "dot", env=lab, check=0).stdout
+    assert dot.startswith("digraph chains {") and "KUBE-POSTROUTING" in dot
+    png = tmp_path / "g.png"
+    labkit("kube-proxy", "graph", "--node", "node2", "-o", "png", "--output-file", str(png), env=lab, check=0)
+    assert png.read_bytes().startswith(b"\x89PNG")
 
 
 def test_apply_of_a_malformed_file_is_one_clear_line(lab, tmp_path):
@@ -293,7 +295,7 @@ def test_a_later_packet_is_traced_with_its_conntrack_entry(env, lab):
                  if "sport=41234" in l][0]
         endpoint = entry.split("src=")[2].split()[0] + ":8080"
         result = json.loads(labkit("trace", "--node", "node1", "--src", "10.244.1.2", "--sport", "41234", "--dst",
-                                   "10.96.0.10:80", "--ctstate", "ESTABLISHED", "--json", env=lab, check=0).stdout)
+                                   "10.96.0.10:80", "--ctstate", "ESTABLISHED", "-o", "json", env=lab, check=0).stdout)
         assert result["dnat"] == [{"target": endpoint, "probability": 1.0}]
         assert not any("statistic" in s["text"] for s in result["branches"][0]["steps"])
         assert result["summary"].startswith(f"summary: DNAT to {endpoint}, accepted")

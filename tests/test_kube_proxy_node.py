@@ -102,7 +102,7 @@ def test_this_machine_has_per_namespace_bridge_sysctls():
 
 
 def test_doctor_explains_br_netfilter_and_nfacct():
-    findings = {f["name"]: f for f in json.loads(labkit("doctor", "--json").stdout)}
+    findings = {f["name"]: f for f in json.loads(labkit("doctor", "-o", "json").stdout)}
     assert findings["br_netfilter"]["status"] == "ok" and "per network namespace" in findings["br_netfilter"]["detail"]
     assert findings["nfacct"]["status"] == "ok"
 

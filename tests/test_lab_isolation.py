@@ -116,7 +116,7 @@ def test_all_labs_up_together_work_and_stay_apart(host_unchanged):
 
         # each lab works next to the others: every check runs, and a solved exercise passes
         for lab in LABS:
-            report = json.loads(labkit("check", lab, "--format", "json").stdout)
+            report = json.loads(labkit("check", lab, "-o", "json").stdout)
             statuses = {r["exercise"]: r["status"] for r in report["results"]}
             assert "error" not in statuses.values(), (lab, report["results"])
             first = sorted((REPO / "labs" / lab / "solutions").glob("*.py"))[0].stem

@@ -49,7 +49,7 @@ def test_every_check_fails_on_a_fresh_lab_and_passes_after_its_solution(running_
         runner.solve(lab, ex.id)
         result = statuses(lab, ex.id)[ex.id]
         assert result.status == "pass", f"{ex.id}: {result.message} {result.observed}"
-    report = json.loads(labkit("check", LAB, "--format", "json", check=0).stdout)
+    report = json.loads(labkit("check", LAB, "-o", "json", check=0).stdout)
     assert report["passed"] == report["total"] == len(lab.exercises)
 
 
@@ -103,7 +103,7 @@ def test_mounts_tools_on_the_live_node(tmp_path, running_lab):
     assert re.search(r'logger: CreateContainerError: failed to generate container "[0-9a-f]{64}" spec: failed to generate '
                      r'spec: path "/srv/data" is mounted on "/" but it is not a shared or slave mount\n', waiting.stdout)
     states = {f"{r['pod']}/{r['container']}": r["state"]["state"]
-              for r in json.loads(labkit("mounts", "get", "--json", check=0).stdout)}
+              for r in json.loads(labkit("mounts", "get", "-o", "json", check=0).stdout)}
     assert states == {"master/cntr": "running", "slave/cntr": "running", "private/cntr": "running",
                       "default/cntr": "running", "reader/reader": "running", "watcher/watcher": "running",
                       "logger/logger": "waiting", "publisher/publisher": "terminated"}
@@ -114,7 +114,7 @@ def test_mounts_tools_on_the_live_node(tmp_path, running_lab):
     assert inside["/mnt/test/mine"].source == "mine" and "/var/lib/kubelet" not in inside
     on_node = labkit("mounts", "exec", "node", "--", "findmnt", "-n", "-o", "SOURCE", "/var/lib/kubelet/e2e/mine", check=0)
     assert on_node.stdout.strip() == "mine"
-    table = json.loads(labkit("mounts", "matrix", "--json", check=0).stdout)["/var/lib/kubelet/e2e"]
+    table = json.loads(labkit("mounts", "matrix", "-o", "json", check=0).stdout)["/var/lib/kubelet/e2e"]
     sees = {party: "mine" in row["sees"] for party, row in table["rows"].items()}
     assert sees == {"node": True, "master": True, "slave": True, "private": False, "default": False}
     assert table["rows"]["slave"]["tags"] == "master:" + table["rows"]["node"]["tags"].split(":")[1]
@@ -125,7 +125,7 @@ def test_mounts_tools_on_the_live_node(tmp_path, running_lab):
     assert f"shared:{group}  members: node:/var/lib/kubelet, master:/mnt/test" in graph
     assert f"master:{group}  slaves:  slave:/mnt/test, watcher:/var/lib/kubelet" in graph
     svg = tmp_path / "g.svg"
-    labkit("mounts", "graph", "--format", "svg", "-o", str(svg), check=0)
+    labkit("mounts", "graph", "-o", "svg", "--output-file", str(svg), check=0)
     assert svg.read_text().lstrip().startswith("<?xml") and f"peer group {group}" in svg.read_text()
     g = observe.graph(Node(env))
     assert observe.render_graph_image(g, "png").startswith(b"\x89PNG")

@@ -210,7 +210,7 @@ def test_cli_play_prints_json_and_a_table(tmp_path):
     answer = tmp_path / "answers" / "mount-propagation" / "predict-e2e-matrix.yaml"
     answer.parent.mkdir(parents=True)
     answer.write_text(yaml.safe_dump({p: [] for p in E2E}))
-    out = labkit("mounts", "play", "-f", str(SCENARIOS / "e2e.yaml"), "--json", check=0)
+    out = labkit("mounts", "play", "-f", str(SCENARIOS / "e2e.yaml"), "-o", "json", check=0)
     data = json.loads(out.stdout)
     assert set(data) == {"visible", "tags", "errors"} and data["visible"] == E2E
     table = labkit("mounts", "play", "-f", str(SCENARIOS / "exiting-container.yaml"), check=0).stdout
@@ -289,7 +289,7 @@ def test_play_withholds_the_predicted_experiment_until_a_prediction_is_written(t
                                  "hostPath: {propagation: shared, path: /var/lib/kubelet/other}").replace("by: h,", "by: host,"))
     assert scenario.load(copy).party_names == ["a", "b", "c", "d"]
     for path in (SCENARIOS / "e2e.yaml", copy):
-        for extra in ((), ("--json",)):
+        for extra in ((), ("-o", "json")):
             out = labkit("mounts", "play", "-f", str(path), *extra, check=1)
             assert out.stdout == "" and "predict-e2e-matrix" in out.stderr and str(answer) in out.stderr
     # another experiment is shown as it is
@@ -299,7 +299,7 @@ def test_play_withholds_the_predicted_experiment_until_a_prediction_is_written(t
     assert labkit("mounts", "play", "-f", str(SCENARIOS / "e2e.yaml"), check=1).stdout == ""
     guess = {"host": ["host"], "master": ["master"], "slave": ["slave"], "private": ["private"], "default": ["default"]}
     answer.write_text(yaml.safe_dump(guess))
-    shown = labkit("mounts", "play", "-f", str(SCENARIOS / "e2e.yaml"), "--json", check=0)
+    shown = labkit("mounts", "play", "-f", str(SCENARIOS / "e2e.yaml"), "-o", "json", check=0)
     assert json.loads(shown.stdout)["visible"] == E2E and "kept" in shown.stderr
     kept = tmp_path / "state" / "mount-propagation" / "predictions" / "predict-e2e-matrix.yaml"
     assert yaml.safe_load(kept.read_text()) == guess

@@ -48,12 +48,12 @@ def kubectl(env, *args, check=True, input=None):
 
 
 def results(env, *exercise, code=None):
-    out = labkit("check", "namespace", *exercise, "--format", "json", env=env, check=code)
+    out = labkit("check", "namespace", *exercise, "-o", "json", env=env, check=code)
     return {r["exercise"]: r for r in json.loads(out.stdout)["results"]}
 
 
 def explain(env, name) -> dict:
-    return json.loads(labkit("ns", "explain", name, "--json", env=env, check=0).stdout)
+    return json.loads(labkit("ns", "explain", name, "-o", "json", env=env, check=0).stdout)
 
 
 def answer(env, exercise, data):
@@ -111,7 +111,7 @@ def test_each_check_fails_on_a_fresh_lab_and_passes_after_its_solution(lab):
         labkit("solve", "namespace", exercise, env=lab, check=0)
         result = results(lab, exercise)[exercise]
         assert result["status"] == "pass", result
-    final = json.loads(labkit("check", "namespace", "--format", "json", env=lab, check=0).stdout)
+    final = json.loads(labkit("check", "namespace", "-o", "json", env=lab, check=0).stdout)
     assert final["passed"] == len(EXERCISES)
     decisions = labkit("ns", "log", env=lab, check=0).stdout
     assert "namespace reports: no content left → remove the kubernetes finalizer (PUT …/finalize); the API server " \

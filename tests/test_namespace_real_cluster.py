@@ -34,7 +34,7 @@ def test_explain_against_a_cluster_through_its_kubeconfig(cluster):
     c.create("v1", "namespaces", {"metadata": {"name": "held"}})
     c.create("v1", "configmaps", {"metadata": {"name": "keep", "finalizers": ["example.com/keep"]}}, "held")
     c.delete("v1", "namespaces", "held")
-    out = labkit("ns", "explain", "held", "--kubeconfig", str(cluster.kubeconfig), "--json", check=0)
+    out = labkit("ns", "explain", "held", "--kubeconfig", str(cluster.kubeconfig), "-o", "json", check=0)
     found = json.loads(out.stdout)
     assert found["phase"] == "Terminating" and found["spec_finalizers"] == ["kubernetes"]
     causes = [(x["kind"], x["message"]) for x in found["causes"]]
@@ -59,7 +59,7 @@ def test_explain_errors_are_one_line():
 def test_namespace_scenarios_replay_against_a_cluster(cluster):
     files = [FIDELITY / "ns-07-finalize-subresource-add-remove.yaml", FIDELITY / "ns-04-create-in-terminating-forbidden.yaml"]
     args = [a for f in files for a in ("-f", str(f))]
-    out = labkit("gc", "run", *args, "--kubeconfig", str(cluster.kubeconfig), "--json", check=0, timeout=180)
+    out = labkit("gc", "run", *args, "--kubeconfig", str(cluster.kubeconfig), "-o", "json", check=0, timeout=180)
     reports = json.loads(out.stdout)
     assert [r["passed"] for r in reports] == [True, True]
     assert all(r["target"].startswith("cluster https://127.0.0.1:") for r in reports)
@@ -91,7 +91,7 @@ def test_the_lab_runs_on_a_cluster_through_its_kubeconfig(tmp_path):
         fresh = {r.exercise: r for r in runner.check(lab)}
         assert {e: r.status for e, r in fresh.items()} == {e: "fail" for e in EXERCISES}, \
             {e: r.message for e, r in fresh.items()}
-        explained = json.loads(labkit("ns", "explain", "attic", "--json", check=0).stdout)
+        explained = json.loads(labkit("ns", "explain", "attic", "-o", "json", check=0).stdout)
         # the cluster's aggregator finds no endpoints behind the lab's APIService: discovery fails first
         causes = [(x["kind"], x["message"]) for x in explained["causes"]]
         assert causes[0][0] == "discovery" and "is not Available: MissingEndpoints" in causes[0][1]

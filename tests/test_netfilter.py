@@ -178,7 +178,7 @@ def test_trace_cli_on_a_saved_ruleset(tmp_path):
     for ip in case["proxier_config"]["tracerLocalIPs"]:
         locals_ += ["--local-address", ip]
     result = json.loads(labkit("trace", "--rules", str(rules), "--src", "10.0.0.2", "--dst", "172.30.0.44:80",
-                               "--json", *locals_, check=0).stdout)
+                               "-o", "json", *locals_, check=0).stdout)
     assert result["dnat"] == [{"target": "10.180.0.4:80", "probability": 0.5}, {"target": "10.180.0.5:80", "probability": 0.5}]
     assert result["output"] == "10.180.0.4:80, 10.180.0.5:80" and result["masquerade"] is False
     assert any("jump rules" in n for n in result["notes"])
@@ -197,7 +197,7 @@ def test_trace_cli_on_a_running_labs_node():
         netns = LabEnv(SimpleNamespace(id="demo"), LabState("demo")).netns_name("a")
         sync_node(netns, load_objects(case["objects"]), proxier_config(case["proxier_config"]))
         result = json.loads(labkit("trace", "--lab", "demo", "--node", "a", "--src", "203.0.113.2",
-                                   "--dst", "5.6.7.8:80", "--json", check=0).stdout)
+                                   "--dst", "5.6.7.8:80", "-o", "json", check=0).stdout)
         assert result["dnat"] == [{"target": "10.180.0.3:80", "probability": 1.0}]
         assert result["masquerade"] is True and result["verdict"] == "ACCEPT"
         assert result["affinity"] and result["affinity"][0]["dnat"] == ["10.180.0.3:80"]

@@ -61,10 +61,10 @@ def test_a_lab_command_runs_again_through_sudo_with_the_labkit_variables(exec_di
     (fake / "sudo").chmod(0o755)
     probe = subprocess.run([*NOBODY, str(fake / "sudo"), "-n"], capture_output=True, text=True)
     assert probe.returncode == 0, f"the fake sudo cannot run as nobody from {fake}: {probe.stderr}"
-    out = as_nobody("check", "demo", "--format", "json", path_first=fake)
+    out = as_nobody("check", "demo", "-o", "json", path_first=fake)
     assert out.returncode == 0, out.stderr
     keep = sorted(k for k in os.environ if k.startswith("LABKIT_"))
-    assert out.stdout == f"sudo --preserve-env={','.join(keep)} {sys.executable} -m labkit check demo --format json\n"
+    assert out.stdout == f"sudo --preserve-env={','.join(keep)} {sys.executable} -m labkit check demo -o json\n"
 
 
 def test_commands_that_need_no_root_run_as_they_are():

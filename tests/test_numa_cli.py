@@ -30,7 +30,7 @@ def write(tmp_path):
 def test_admit_json_then_again_from_the_checkpoints(tmp_path):
     pods, cfg = write(tmp_path)
     args = ["numa", "admit", "-f", pods, "--machine", "lab-two-node", "--config", cfg, "--state", str(tmp_path / "state")]
-    out = json.loads(labkit(*args, "--json", check=0).stdout)
+    out = json.loads(labkit(*args, "-o", "json", check=0).stdout)
     web, two, batch = out["pods"]
     assert (web["qos"], web["admitted"], web["containers"][0]["cpus"], web["containers"][0]["memory_nodes"]) == \
            ("Guaranteed", True, [1, 9], [0])
@@ -73,7 +73,7 @@ def test_merge_json_and_explained(tmp_path):
         "providers": [{"cpu": [{"mask": [0], "preferred": True}, {"mask": [1], "preferred": True},
                                {"mask": [0, 1], "preferred": False}]},
                       {"example.com/gpu": [{"mask": [0, 1], "preferred": True}]}, None, {"memory": None}]}))
-    out = json.loads(labkit("numa", "merge", "-f", str(hints), "--json", check=0).stdout)
+    out = json.loads(labkit("numa", "merge", "-f", str(hints), "-o", "json", check=0).stdout)
     assert out == {"hint": {"mask": [0, 1], "preferred": False}, "admit": False}
     text = labkit("numa", "merge", "-f", str(hints), check=0).stdout
     assert "policy restricted: best hint {0,1}; reject (TopologyAffinityError)" in text
@@ -93,7 +93,7 @@ def test_take_packed_distributed_and_errors():
     assert labkit("numa", "take", "--machine", "single-socket-ht", "--available", "1,3,5,6,7", "--count", "1",
                   check=0).stdout.strip() == "6"
     out = json.loads(labkit("numa", "take", "--machine", "dual-socket-multi-numa-ht", "--count", "26", "--distribute",
-                            "--json", check=0).stdout)
+                            "-o", "json", check=0).stdout)
     assert out["cpuset"] == "0-6,10-16,40-45,50-55" and out["error"] is None
     failed = labkit("numa", "take", "--machine", "single-socket-ht", "--available", "0,2,4,6", "--count", "5", check=1)
     assert failed.stdout.strip() == "error: not enough cpus available to satisfy request: requested=5, available=4"
@@ -107,7 +107,7 @@ def test_admit_running_releases_drained_pods_and_take_and_merge_follow_kubelet(t
     (tmp_path / "drained.yaml").write_text("# no Pod is bound to the node any more\n")
     args = ["numa", "admit", "-f", str(tmp_path / "probe.yaml"), "--machine", "lab-two-node", "--config", cfg,
             "--state", state]
-    kept = json.loads(labkit(*args, "--json", check=0).stdout)
+    kept = json.loads(labkit(*args, "-o", "json", check=0).stdout)
     assert kept["released_pods"] == []                   # without --running every Pod still counts
     drained = labkit(*args, "--running", str(tmp_path / "drained.yaml"), check=0).stdout
     assert "removeStaleState: released what the checkpoints held for 1 Pod(s)" in drained   # web; the others held nothing
@@ -125,8 +125,8 @@ def test_admit_running_releases_drained_pods_and_take_and_merge_follow_kubelet(t
     hints = str(tmp_path / "hints.json")
     (tmp_path / "hints.json").write_text(json.dumps({"numaNodes": [0, 1], "policy": "best-effort", "providers": [
         {"cpu": [{"mask": [0, 1], "preferred": False}]}]}))
-    assert json.loads(labkit("numa", "merge", "-f", hints, "--json", check=0).stdout)["admit"] is True
-    assert json.loads(labkit("numa", "merge", "-f", hints, "--policy", "restricted", "--json", check=0).stdout)["admit"] is False
+    assert json.loads(labkit("numa", "merge", "-f", hints, "-o", "json", check=0).stdout)["admit"] is True
+    assert json.loads(labkit("numa", "merge", "-f", hints, "--policy", "restricted", "-o", "json", check=0).stdout)["admit"] is False
     assert "expected one of" in labkit("numa", "merge", "-f", hints, "--policy", "strict", check=2).stderr
 
 
@@ -166,7 +166,7 @@ def test_tools_withhold_a_prediction_exercises_outcome_until_its_answer_is_check
     pods, cfg = write(tmp_path)
 
     def admit(path):
-        return json.loads(labkit("numa", "admit", "-f", path, "--machine", "lab-two-node", "--config", cfg, "--json",
+        return json.loads(labkit("numa", "admit", "-f", path, "--machine", "lab-two-node", "--config", cfg, "-o", "json",
                                  check=0).stdout)
 
     for path in (f"{scenarios}/qos-pods.yaml", str(tmp_path / "renamed.yaml")):
@@ -179,7 +179,7 @@ def test_tools_withhold_a_prediction_exercises_outcome_until_its_answer_is_check
                    f"{scenarios}/kubelet-memory.yaml", check=0)
     assert "exercise memory: the picture leaves them out" in shown.stderr and "withheld" in shown.stderr
     assert "orders" not in shown.stdout and "memory: allocatable 5Gi, taken 0, free 5Gi" in shown.stdout
-    merged = json.loads(labkit("numa", "merge", "-f", f"{scenarios}/merge-feeder.json", "--json", check=0).stdout)
+    merged = json.loads(labkit("numa", "merge", "-f", f"{scenarios}/merge-feeder.json", "-o", "json", check=0).stdout)
     assert list(merged) == ["withheld"] and "hints of exercise merge" in merged["withheld"]
     took = labkit("numa", "take", "--machine", "dual-socket-ht", "--count", "2", check=0)
     assert took.stdout.startswith("dual-socket-ht is the machine of exercise static-cpus") and "withheld" in took.stdout
@@ -191,7 +191,7 @@ def test_tools_withhold_a_prediction_exercises_outcome_until_its_answer_is_check
         withhold.record(Env, exercise)
     assert [p["qos"] for p in admit(f"{scenarios}/qos-pods.yaml")["pods"]] == \
            ["Guaranteed", "BestEffort", "Guaranteed", "Burstable", "Burstable", "BestEffort"]
-    assert json.loads(labkit("numa", "merge", "-f", f"{scenarios}/merge-feeder.json", "--json", check=0).stdout)["admit"]
+    assert json.loads(labkit("numa", "merge", "-f", f"{scenarios}/merge-feeder.json", "-o", "json", check=0).stdout)["admit"]
     assert labkit("numa", "take", "--machine", "dual-socket-ht", "--count", "2", check=0).stdout.strip()
     shown = labkit("numa", "show", "--machine", "lab-two-node", "-f", f"{scenarios}/memory-pods.yaml",
                    "--config", f"{scenarios}/kubelet-memory.yaml", check=0)

@@ -69,7 +69,7 @@ def test_kill_numa_run_at_each_step_then_recover_and_clean_up(point, host_unchan
 
     # the node still works: a Pod left half-started is listed and can be deleted; a Pod that was
     # only admitted is forgotten (removeStaleState) when the next Pod arrives
-    shown = {c["pod"]: c for c in json.loads(labkit("numa", "show", "--json", check=0).stdout)["containers"]}
+    shown = {c["pod"]: c for c in json.loads(labkit("numa", "show", "-o", "json", check=0).stdout)["containers"]}
     if point != "admitted":
         assert "victim" in shown
         labkit("numa", "delete", "victim", check=0)
@@ -77,9 +77,9 @@ def test_kill_numa_run_at_each_step_then_recover_and_clean_up(point, host_unchan
         assert "victim" not in shown
     after = tmp_path / "after.yaml"
     after.write_text(yaml.safe_dump(guaranteed("after")))
-    (result,) = json.loads(labkit("numa", "run", "-f", str(after), "--json", check=0).stdout)
+    (result,) = json.loads(labkit("numa", "run", "-f", str(after), "-o", "json", check=0).stdout)
     assert result["containers"][0]["cpus_allowed_list"] == str(CPUS[1])
-    agent = next(c for c in json.loads(labkit("numa", "show", "--json", check=0).stdout)["containers"]
+    agent = next(c for c in json.loads(labkit("numa", "show", "-o", "json", check=0).stdout)["containers"]
                  if c["pod"] == "node-agent")
     assert str(CPUS[1]) not in agent["cpus_allowed_list"].split(",")
 

@@ -25,7 +25,7 @@ def answer(exercise: str, data) -> None:
 
 
 def check(exercise: str, code: int) -> dict:
-    return results(labkit("check", "numa", exercise, "--format", "json", check=code))[exercise]
+    return results(labkit("check", "numa", exercise, "-o", "json", check=code))[exercise]
 
 
 @pytest.fixture
@@ -41,7 +41,7 @@ def test_numa_lab_end_to_end(host_unchanged, lab_cleanup, tmp_path):
     lab_dir = Path(os.environ["LABKIT_STATE_DIR"]) / "numa"
     assert (lab_dir / "diagrams" / "lab-two-node.svg").read_text().startswith("<svg")
 
-    fresh = results(labkit("check", "numa", "--format", "json", check=1))
+    fresh = results(labkit("check", "numa", "-o", "json", check=1))
     assert {e: r["status"] for e, r in fresh.items()} == {e: "fail" for e in EXERCISES}
     assert "checkpoint is corrupted" in fresh["checkpoint"]["message"]
     assert 'checkpoint file "node-b/kubelet/cpu_manager_state"' in fresh["checkpoint"]["message"]
@@ -70,7 +70,7 @@ def test_numa_lab_end_to_end(host_unchanged, lab_cleanup, tmp_path):
          "spec": {"containers": [{"name": "app", "command": ["sleep", "infinity"],
                                   "resources": {"requests": {"cpu": "100m"}}}]}}]))
     labkit("numa", "run", "-f", str(pods), check=0)
-    live = {c["pod"]: c for c in json.loads(labkit("numa", "show", "--json", check=0).stdout)["containers"]}
+    live = {c["pod"]: c for c in json.loads(labkit("numa", "show", "-o", "json", check=0).stdout)["containers"]}
     answer("pin", {role: {"pod": name, "pid": live[name]["pids"][0], "cpus_allowed_list": live[name]["cpus_allowed_list"]}
                    for role, name in (("guaranteed", "half"), ("burstable", "burst"))})
     assert "has no exclusive CPUs" in check("pin", 1)["message"]
@@ -82,7 +82,7 @@ def test_numa_lab_end_to_end(host_unchanged, lab_cleanup, tmp_path):
 
     for exercise in EXERCISES:
         labkit("solve", "numa", exercise, check=0)
-    solved = results(labkit("check", "numa", "--format", "json", check=0))
+    solved = results(labkit("check", "numa", "-o", "json", check=0))
     assert {e: r["status"] for e, r in solved.items()} == {e: "pass" for e in EXERCISES}
     assert "read from /proc" in solved["pin"]["message"]
 
@@ -133,6 +133,6 @@ def test_resetting_one_exercise_keeps_the_students_work(host_unchanged, lab_clea
     labkit("reset", "numa", "pin", "--yes", check=0)
     assert "topologyManagerPolicy: restricted" in (lab_dir / "saved" / "pin-1" / "kubelet-config.yaml").read_text()
     assert config.read_text() == built_config
-    live = json.loads(labkit("numa", "show", "--json", check=0).stdout)["containers"]
+    live = json.loads(labkit("numa", "show", "-o", "json", check=0).stdout)["containers"]
     assert [c["pod"] for c in live] == ["node-agent"]
     assert "would revert" not in labkit("reset", "numa", "pin", input="").stderr

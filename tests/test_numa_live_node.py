@@ -31,11 +31,11 @@ def pod(name, cpu=None, memory="64Mi", request_only=False, init=None):
 def run(tmp_path, *pods, code=0):
     path = tmp_path / f"{pods[0]['metadata']['name']}.yaml"
     path.write_text(yaml.safe_dump_all(pods))
-    return json.loads(labkit("numa", "run", "-f", str(path), "--json", check=code).stdout)
+    return json.loads(labkit("numa", "run", "-f", str(path), "-o", "json", check=code).stdout)
 
 
 def containers():
-    return {c["pod"]: c for c in json.loads(labkit("numa", "show", "--json", check=0).stdout)["containers"]}
+    return {c["pod"]: c for c in json.loads(labkit("numa", "show", "-o", "json", check=0).stdout)["containers"]}
 
 
 def kernel_cpus(pid) -> set[int]:

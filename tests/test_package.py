@@ -97,10 +97,10 @@ def test_installed_labkit_runs_a_lab_cycle_from_anywhere(venv, tmp_path, host_un
     assert "Demo lab" in run("show", "demo")
     try:
         run("run", LAB)
-        exercises = [r["exercise"] for r in json.loads(run("check", LAB, "--format", "json", code=1))["results"]]
+        exercises = [r["exercise"] for r in json.loads(run("check", LAB, "-o", "json", code=1))["results"]]
         for exercise in exercises:
             run("solve", LAB, exercise)
-        report = json.loads(run("check", LAB, "--format", "json"))
+        report = json.loads(run("check", LAB, "-o", "json"))
         assert report["passed"] == report["total"] == len(exercises) > 0
     finally:
         run("cleanup", LAB)

@@ -74,6 +74,9 @@ def labkit_command(machine: Machine, args: list[str], settings: Settings) -> str
 
 
 def remote_command(machine: Machine, lab: str, settings: Settings) -> str:
+    # `--format json`, not `-o json`: a student machine still on an older labkit reads `-o` as a
+    # file name (and would write the report into ./json); this labkit reads --format as -o, with a
+    # deprecation line on stderr, which grading does not parse
     return labkit_command(machine, ["check", lab, "--format", "json"]
                           + (["--reveal-answers"] if settings.reveal_answers else []), settings)
 

@@ -10,6 +10,8 @@ from typing import List, Optional
 
 import typer
 
+from labkit import cliopts
+
 app = typer.Typer(help="Garbage collection: play scenarios (`run`), follow the GC's decisions (`log`), draw the owner graph (`graph`).",
                   no_args_is_help=True)
 
@@ -56,8 +58,10 @@ def _print_report(report) -> None:
 
 @app.command("run")
 def run(
-    files: List[Path] = typer.Option(..., "-f", "--file", help="Scenario file (repeat for several)."),
-    as_json: bool = typer.Option(False, "--json", help="Print the reports as JSON."),
+    files: Optional[List[Path]] = typer.Option(None, "-f", "--filename", help="Scenario file (repeat for several)."),
+    output: Optional[str] = cliopts.output_option(("text", "json", "yaml"), "text"),
+    old_files: Optional[List[Path]] = cliopts.legacy_file_option(),
+    as_json: bool = cliopts.legacy_json_option(),
     kubeconfig: Optional[Path] = typer.Option(None, "--kubeconfig",
                                               help="Play against this cluster instead of a fresh embedded server."),
     context: Optional[str] = typer.Option(None, "--context", help="kubeconfig context (default: the current one)."),
@@ -72,6 +76,8 @@ def run(
     from labkit.gc.scenario import load
     from labkit.gc.withhold import gate
 
+    fmt, _ = cliopts.resolve_output(output, ("text", "json", "yaml"), "text", legacy_json=as_json)
+    files = [Path(f) for f in cliopts.filenames(files, old_files)]
     withheld = [(f, gate(load(f))) for f in files]
     for f, reason in withheld:
         if reason:
@@ -80,9 +86,9 @@ def run(
     if not files:
         raise typer.Exit(0)
     reports = [run_scenario(f, str(kubeconfig) if kubeconfig else None, context) for f in files]
-    if as_json:
+    if fmt != "text":
         data = [r.as_dict() for r in reports]
-        sys.stdout.write(json.dumps(data[0] if len(data) == 1 else data, indent=2, default=str) + "\n")
+        cliopts.print_data(data[0] if len(data) == 1 else data, fmt)
     else:
         for report in reports:
             _print_report(report)
@@ -102,12 +108,15 @@ def log(
     all_levels: bool = typer.Option(False, "-a", "--all", help="Also the no-op decisions (waits, kept objects)."),
     controller: Optional[str] = typer.Option("garbagecollector", "--controller",
                                              help="Only this controller's decisions ('' for all)."),
-    as_json: bool = typer.Option(False, "--json", help="Raw JSON lines."),
+    output: Optional[str] = cliopts.output_option(("text", "json"), "text"),
+    as_json: bool = cliopts.legacy_json_option(),
 ):
-    """Print the garbage collector's decisions, each with its reason."""
+    """Print the garbage collector's decisions, each with its reason (-o json: the raw JSON lines)."""
     from labkit.controllers.decisions import format_entry
     from labkit.errors import LabkitError
 
+    fmt, _ = cliopts.resolve_output(output, ("text", "json"), "text", legacy_json=as_json)
+    as_json = fmt == "json"
     path = (state or default_state_dir()) / "decisions.log"
     if not path.exists() and state is None:
         from labkit.state import LabState
@@ -146,16 +155,20 @@ def log(
         time.sleep(0.2)
 
 
+GRAPH_FORMATS = ("text", "dot", "svg", "png", "json")
+
+
 @app.command("graph")
 def graph(
     namespace: Optional[str] = typer.Option(None, "-n", "--namespace",
                                             help="Only this namespace (and the namespace object itself)."),
-    fmt: str = typer.Option("text", "--format", help="text | dot | svg | png"),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write to this file (needed for png)."),
+    output: Optional[str] = cliopts.output_option(GRAPH_FORMATS, "text"),
+    output_file: Optional[Path] = cliopts.output_file_option(),
+    old_format: Optional[str] = cliopts.legacy_format_option(),
     all_objects: bool = typer.Option(False, "-a", "--all",
                                      help="Also objects without owners, dependents, finalizers or deletion "
                                           "(always on with -n)."),
-    as_json: bool = typer.Option(False, "--json", help="The nodes as JSON."),
+    as_json: bool = cliopts.legacy_json_option(),
     kubeconfig: Optional[Path] = typer.Option(None, "--kubeconfig",
                                               help="Read this cluster instead of the running gc lab's."),
     context: Optional[str] = typer.Option(None, "--context", help="kubeconfig context (default: the current one)."),
@@ -173,10 +186,10 @@ def graph(
     from labkit.gc import graph as owner_graph
     from labkit.apiserver.target import Target, lab_target
 
-    if fmt not in ("text", "dot", "svg", "png"):
-        raise LabkitError(f"--format: expected text, dot, svg or png, got {fmt!r}")
+    fmt, output = cliopts.resolve_output(output, GRAPH_FORMATS, "text", legacy_format=old_format,
+                                         legacy_json=as_json, output_file=output_file)
     if fmt == "png" and output is None:
-        raise LabkitError("--format png: give a file with -o FILE")
+        raise LabkitError("-o png: give a file with --output-file FILE")
     if kubeconfig is not None and not kubeconfig.is_file():
         raise LabkitError(f"--kubeconfig: {kubeconfig}: no such file")
     target = Target(kubeconfig, context) if kubeconfig else lab_target("gc")
@@ -186,7 +199,7 @@ def graph(
     except OSError as exc:
         raise LabkitError(f"cannot reach {target.description}: {exc}")
     everything = all_objects or namespace is not None
-    if as_json:
+    if fmt == "json":
         data = (json.dumps([n.as_dict() for n in nodes.values()
                             if everything or owner_graph.interesting(n, nodes)], indent=2) + "\n").encode()
     elif fmt == "text":

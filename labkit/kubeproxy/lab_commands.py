@@ -14,6 +14,8 @@ from typing import Optional
 
 import typer
 
+from labkit import cliopts
+
 LAB_ID = "kube-proxy"
 
 
@@ -98,7 +100,7 @@ def refuse_unknown_fields(file: Path, state) -> None:
 def get(
     kind: str = typer.Argument(..., help="services | endpointslices | pods | nodes"),
     name: Optional[str] = typer.Argument(None, help="Only this object."),
-    output: str = typer.Option("table", "-o", "--output", help="table | yaml | json"),
+    output: Optional[str] = cliopts.output_option(("table", "yaml", "json"), "table"),
 ):
     """Show the lab's Services, EndpointSlices, pods or nodes (like kubectl get)."""
     import yaml
@@ -106,6 +108,9 @@ def get(
     from labkit.errors import LabkitError
     from labkit.kubeproxy import live
 
+    if output is not None and output not in ("table", "yaml", "json"):
+        raise LabkitError(f"-o/--output: expected table, yaml or json, got {output!r}")
+    output = output or "table"
     env = running_lab()
     state = live.load(env)
     kinds = {"services": state.services, "svc": state.services, "endpointslices": state.endpoint_slices,
@@ -173,11 +178,13 @@ def curl(
     count: int = typer.Option(10, "-n", "--count", min=1, max=10000, help="How many requests (each a new connection)."),
     source: Optional[str] = typer.Option(None, "--source", help="Send from this address of the host (e.g. one of the client's)."),
     timeout: float = typer.Option(1.0, "--timeout", help="Seconds to wait for each request."),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    output: Optional[str] = cliopts.output_option(("text", "json", "yaml"), "text"),
+    as_json: bool = cliopts.legacy_json_option(),
 ):
     """Send real HTTP requests from a lab host and report which pods answered and the address each pod saw."""
     from labkit.kubeproxy import live
 
+    fmt, _ = cliopts.resolve_output(output, ("text", "json", "yaml"), "text", legacy_json=as_json)
     from labkit.kubeproxy.predictions import observed
 
     env = running_lab()
@@ -187,9 +194,9 @@ def curl(
     if note:
         print(note, file=sys.stderr)
     result = live.send(env, from_host, target.ip, target.port, count, source=source, timeout=timeout)
-    if as_json:
-        sys.stdout.write(json.dumps({"from": from_host, "source": source, "to": target.description,
-                                     "ip": target.ip, "port": target.port, **result.to_dict()}, indent=2) + "\n")
+    if fmt != "text":
+        cliopts.print_data({"from": from_host, "source": source, "to": target.description,
+                            "ip": target.ip, "port": target.port, **result.to_dict()}, fmt)
         return
     via = f" (from {source})" if source else ""
     print(f"{count} requests from {from_host}{via} to {target.description}: {result.ok} answered")
@@ -205,13 +212,18 @@ def curl(
         raise typer.Exit(1)
 
 
+GRAPH_FORMATS = ("text", "dot", "svg", "png")
+
+
 def graph(
     node: str = typer.Option("node1", "--node", help="The node whose live rules to draw."),
     service: Optional[str] = typer.Option(None, "--service", help="Only the rules of this Service (name or namespace/name)."),
     table: str = typer.Option("nat", "--table", help="nat | filter"),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Also write the graph: FILE.svg or FILE.png (Graphviz), FILE.dot (its source)."),
+    output: Optional[str] = cliopts.output_option(GRAPH_FORMATS, "text"),
+    output_file: Optional[Path] = cliopts.output_file_option(),
 ):
-    """Draw the chain graph of a node's live iptables rules: a tree in the terminal, SVG/PNG with -o."""
+    """Draw the chain graph of a node's live iptables rules: a tree in the terminal; -o dot (its
+    Graphviz source), svg or png (drawn by Graphviz; png needs --output-file)."""
     from labkit import graphviz
     from labkit.errors import LabkitError
     from labkit.kubeproxy import live
@@ -220,6 +232,14 @@ def graph(
 
     if table not in ("nat", "filter"):
         raise LabkitError(f"--table: expected nat or filter, got {table!r}")
+    fmt, output_file = cliopts.resolve_output(output, GRAPH_FORMATS, "text", output_file=output_file)
+    also_tree = fmt == "text" and output_file is not None
+    if also_tree:       # the old `-o FILE.svg`: the tree, and the file in the format of its suffix
+        fmt = output_file.suffix.lower().lstrip(".")
+        if fmt not in GRAPH_FORMATS[1:]:
+            raise LabkitError(f"--output-file {output_file}: say the format with -o dot, svg or png")
+    if fmt == "png" and output_file is None:
+        raise LabkitError("-o png: give a file with --output-file FILE")
     env = running_lab()
     state = live.load(env)
     if node not in state.node_names():
@@ -235,14 +255,13 @@ def graph(
     if table == "filter":
         roots = ["INPUT", "FORWARD", "OUTPUT"]
     chain_graph = ChainGraph.build(rules, roots, keep)
-    sys.stdout.write(chain_graph.tree())
-    if output is None:
+    if fmt == "text" or also_tree:
+        sys.stdout.write(chain_graph.tree())
+    if fmt == "text":
         return
-    suffix = output.suffix.lower()
-    if suffix == ".dot":
-        output.write_text(chain_graph.dot())
-    elif suffix in (".svg", ".png"):
-        output.write_bytes(graphviz.render(chain_graph.dot(), suffix[1:]))
-    else:
-        raise LabkitError(f"-o: expected a .svg, .png or .dot file, got {output}")
-    print(f"wrote {output}", file=sys.stderr)
+    data = chain_graph.dot().encode() if fmt == "dot" else graphviz.render(chain_graph.dot(), fmt)
+    if output_file is None:
+        sys.stdout.buffer.write(data)
+        return
+    output_file.write_bytes(data)
+    print(f"wrote {output_file}", file=sys.stderr)

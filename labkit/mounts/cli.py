@@ -6,7 +6,6 @@ errors and malformed files.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
@@ -14,7 +13,11 @@ from typing import Optional
 
 import typer
 
+from labkit import cliopts
+
 LAB = "mount-propagation"
+DATA_FORMATS = ("text", "json", "yaml")
+GRAPH_FORMATS = ("text", "dot", "svg", "png")
 
 app = typer.Typer(
     help="Mount propagation: Pods on the lab's node (apply, get, exec, delete), scenarios on a "
@@ -97,8 +100,10 @@ def delete(pod: str = typer.Argument(..., metavar="POD"), lab_id: str = LAB_OPTI
 
 
 @app.command()
-def get(lab_id: str = LAB_OPTION, as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")):
+def get(lab_id: str = LAB_OPTION, output: Optional[str] = cliopts.output_option(DATA_FORMATS, "text"),
+        as_json: bool = cliopts.legacy_json_option()):
     """Pods, their containers, the propagation of each volume mount, and the containers' state."""
+    fmt, _ = cliopts.resolve_output(output, DATA_FORMATS, "text", legacy_json=as_json)
     env, node = _node(lab_id)
     rows = []
     for name in node.pod_names():
@@ -107,8 +112,8 @@ def get(lab_id: str = LAB_OPTION, as_json: bool = typer.Option(False, "--json", 
             mounts = [f"{pod.volumes[m.name].path} -> {m.mount_path} ({m.propagation or 'unset'})" for m in c.volume_mounts]
             rows.append({"pod": name, "container": c.name, "privileged": c.privileged, "mounts": mounts,
                          "state": node.container_state(name, c.name)})
-    if as_json:
-        print(json.dumps(rows, indent=2))
+    if fmt != "text":
+        cliopts.print_data(rows, fmt)
         return
     for r in rows:   # long runtime errors stay whole on their line
         print(f"{r['pod']}/{r['container']}{'  privileged' if r['privileged'] else ''}  {_describe(r['state'])}")
@@ -140,7 +145,8 @@ def exec_command(
 @app.command()
 def play(
     file: Path = typer.Option(..., "-f", "--filename", help="A MountScenario YAML file."),
-    as_json: bool = typer.Option(False, "--json", help="Print {visible, tags, errors} as JSON."),
+    output: Optional[str] = cliopts.output_option(DATA_FORMATS, "text"),
+    as_json: bool = cliopts.legacy_json_option(),
 ):
     """Play a scenario on a fresh node of its own and print what every party sees.
 
@@ -148,12 +154,13 @@ def play(
     the prediction is written (exit 1 before); the prediction is then kept as it was."""
     from labkit.mounts import scenario, withhold
 
+    fmt, _ = cliopts.resolve_output(output, DATA_FORMATS, "text", legacy_json=as_json)
     loaded = scenario.load(file)
     if withhold.guarded(loaded) and not withhold.release(_say):
         raise typer.Exit(1)
     result = scenario.play(loaded)
-    if as_json:
-        print(json.dumps(result, indent=2))
+    if fmt != "text":         # {visible, tags, errors}
+        cliopts.print_data(result, fmt)
         return
     names = []
     for kind, arg in loaded.steps:
@@ -172,30 +179,36 @@ def play(
 
 
 @app.command()
-def matrix(lab_id: str = LAB_OPTION, as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")):
+def matrix(lab_id: str = LAB_OPTION, output: Optional[str] = cliopts.output_option(DATA_FORMATS, "text"),
+           as_json: bool = cliopts.legacy_json_option()):
     """Who sees which mount below each hostPath, live from every party's mountinfo."""
     from labkit.mounts import observe
 
+    fmt, _ = cliopts.resolve_output(output, DATA_FORMATS, "text", legacy_json=as_json)
     env, node = _node(lab_id)
     table = observe.matrix(node)
-    sys.stdout.write(json.dumps(table, indent=2) + "\n" if as_json else observe.render_matrix(table))
+    if fmt != "text":
+        cliopts.print_data(table, fmt)
+    else:
+        sys.stdout.write(observe.render_matrix(table))
 
 
 @app.command()
 def graph(
     lab_id: str = LAB_OPTION,
-    fmt: str = typer.Option("text", "--format", help="text | dot | svg | png"),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write to this file instead of stdout."),
+    output: Optional[str] = cliopts.output_option(GRAPH_FORMATS, "text"),
+    output_file: Optional[Path] = cliopts.output_file_option(),
+    old_format: Optional[str] = cliopts.legacy_format_option(),
 ):
     """Peer groups (shared:N) and their slaves (master:N) across the node and all containers."""
     from labkit.mounts import observe
 
-    if fmt not in ("text", "dot", "svg", "png"):
-        _say(f"labkit: --format: expected text, dot, svg or png, got {fmt!r}")
-        raise typer.Exit(2)
+    from labkit.errors import LabkitError
+
+    fmt, output = cliopts.resolve_output(output, GRAPH_FORMATS, "text", legacy_format=old_format,
+                                         output_file=output_file)
     if fmt == "png" and output is None:
-        _say("labkit: --format png needs --output FILE")
-        raise typer.Exit(2)
+        raise LabkitError("-o png: give a file with --output-file FILE")
     env, node = _node(lab_id)
     g = observe.graph(node)
     if fmt in ("svg", "png"):

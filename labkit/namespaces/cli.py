@@ -9,6 +9,8 @@ from typing import Optional
 
 import typer
 
+from labkit import cliopts
+
 app = typer.Typer(help="Namespaces: why one is still Terminating (`explain`), the namespace controller's "
                        "decisions (`log`), what changed between releases (`versions`).", no_args_is_help=True)
 
@@ -36,7 +38,8 @@ def explain_command(
     context: Optional[str] = typer.Option(None, "--context", help="kubeconfig context (default: the current one)."),
     state: Optional[Path] = typer.Option(None, "--state", help="The embedded API server's state directory "
                                          "(default: the namespace lab's, <state root>/namespace/apiserver)."),
-    as_json: bool = typer.Option(False, "--json", help="Print the explanation as JSON."),
+    output: Optional[str] = cliopts.output_option(("text", "json", "yaml"), "text"),
+    as_json: bool = cliopts.legacy_json_option(),
 ):
     """Why NAME is still Terminating: remaining resources by type, the finalizers that hold them
     and the objects carrying them, failing discovery groups and unavailable APIServices, the
@@ -45,6 +48,7 @@ def explain_command(
     from labkit.errors import LabkitError
     from labkit.namespaces.explain import explain, render
 
+    fmt, _ = cliopts.resolve_output(output, ("text", "json", "yaml"), "text", legacy_json=as_json)
     decisions = None
     if kubeconfig is None and state is None:
         kubeconfig, context = _lab_cluster() or (None, context)
@@ -71,8 +75,8 @@ def explain_command(
         out = explain(client, name, decisions)
     except OSError as exc:
         raise LabkitError(f"cannot reach the API server: {exc}")
-    if as_json:
-        sys.stdout.write(json.dumps(out.as_dict(), indent=2) + "\n")
+    if fmt != "text":
+        cliopts.print_data(out.as_dict(), fmt)
     else:
         sys.stdout.write(render(out))
 
@@ -83,9 +87,10 @@ def log(
                                          "(default: the namespace lab's, <state root>/namespace/apiserver)."),
     follow: bool = typer.Option(False, "-f", "--follow", help="Keep printing new decisions."),
     all_levels: bool = typer.Option(False, "-a", "--all", help="Also the no-op decisions."),
-    as_json: bool = typer.Option(False, "--json", help="Raw JSON lines."),
+    output: Optional[str] = cliopts.output_option(("text", "json"), "text"),
+    as_json: bool = cliopts.legacy_json_option(),
 ):
-    """Print the namespace controller's decisions, each with its reason."""
+    """Print the namespace controller's decisions, each with its reason (-o json: the raw JSON lines)."""
     from labkit.errors import LabkitError
     from labkit.gc.cli import log as decision_log
 
@@ -94,8 +99,9 @@ def log(
                           "of its namespace controller; the namespaces' conditions (kubectl get ns NAME -o yaml) "
                           "and `labkit ns explain NAME` say why one is still Terminating")
 
+    fmt, _ = cliopts.resolve_output(output, ("text", "json"), "text", legacy_json=as_json)
     decision_log(state=state or default_state_dir(), follow=follow, all_levels=all_levels, controller="namespace",
-                 as_json=as_json)
+                 output=fmt, as_json=False)
 
 
 @app.command("versions")

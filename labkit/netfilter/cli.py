@@ -10,6 +10,7 @@ from typing import List, Optional
 
 import typer
 
+from labkit import cliopts
 from labkit.errors import ConfigError, LabkitError
 
 
@@ -134,11 +135,13 @@ def trace(
     affinity: Optional[List[str]] = typer.Option(None, "--affinity",
         help="A recent list (KUBE-SEP-…) the client is already in: its --rcheck affinity rule matches (repeat)."),
     in_interface: Optional[str] = typer.Option(None, "--in-interface", help="Interface the packet arrives on (for -i rules)."),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    output: Optional[str] = cliopts.output_option(("text", "json", "yaml"), "text"),
+    as_json: bool = cliopts.legacy_json_option(),
 ):
     """Follow a packet through a node's iptables rules (nat, filter) as the kernel would."""
     from labkit.netfilter import Packet, Tracer
 
+    fmt, _ = cliopts.resolve_output(output, ("text", "json", "yaml"), "text", legacy_json=as_json)
     if proto.lower() not in ("tcp", "udp", "sctp"):
         raise ConfigError("--proto", None, f"expected tcp, udp or sctp, got {proto!r}")
     dst_ip, dport = parse_destination(dst)
@@ -182,7 +185,7 @@ def trace(
             raise
         raise ConfigError(rules, None, str(exc)) from None
     result.notes[:0] = notes
-    if as_json:
-        sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
+    if fmt != "text":
+        cliopts.print_data(result.to_dict(), fmt)
     else:
         sys.stdout.write(result.tree())

@@ -8,6 +8,7 @@ from typing import Optional
 
 import typer
 
+from labkit import cliopts
 from labkit.errors import ConfigError, LabkitError
 from labkit.numa import withhold
 
@@ -56,9 +57,11 @@ def admit(
                                            "(YAML; an empty file: none). What the checkpoints hold for any other Pod is "
                                            "released first, as kubelet's removeStaleState does. Without it, every Pod in "
                                            "the checkpoints counts as still running."),
-    as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
+    output: Optional[str] = cliopts.output_option(("text", "json"), "text"),
+    as_json: bool = cliopts.legacy_json_option(),
 ):
     """Admit Pods as kubelet does: QoS, hints, merge, policy decision, exclusive CPUs, memory nodes."""
+    as_json = cliopts.resolve_output(output, ("text", "json"), "text", legacy_json=as_json)[0] == "json"
     from labkit.numa.admission import Node
     from labkit.numa.config import load_config
     from labkit.numa.machine import load_machine
@@ -182,9 +185,11 @@ def merge(
                                '"policyOptions": {...}, "distances": {...}, "providers": [...]}'),
     policy: Optional[str] = typer.Option(None, "--policy", help="The Topology Manager policy to merge with (none, "
                                          "best-effort, restricted, single-numa-node); default: the file's `policy`."),
-    as_json: bool = typer.Option(False, "--json", help='Print {"hint": {"mask", "preferred"}, "admit"} only.'),
+    output: Optional[str] = cliopts.output_option(("text", "json"), "text"),
+    as_json: bool = cliopts.legacy_json_option(),
 ):
     """Merge providers' hints as the Topology Manager does, and explain the decision."""
+    as_json = cliopts.resolve_output(output, ("text", "json"), "text", legacy_json=as_json)[0] == "json"
     from labkit.numa.merge import HintMerger, NUMAInfo, Policy, provider_list_labels
     from labkit.numa.topologymanager import PolicyOptions, TopologyManagerError
 
@@ -271,12 +276,14 @@ def take(
     distribute: bool = typer.Option(False, "--distribute", help="distribute-cpus-across-numa (takeByTopologyNUMADistributed)."),
     group_size: int = typer.Option(1, "--group-size", min=1, help="CPUs handed out together with --distribute "
                                    "(kubelet uses the CPUs per core with full-pcpus-only)."),
-    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    output: Optional[str] = cliopts.output_option(("text", "json"), "text"),
+    as_json: bool = cliopts.legacy_json_option(),
 ):
     """The CPUs kubelet's allocator (takeByTopology) would take, or its error.
 
     `--available` are the CPUs it may take (the static policy passes the shared pool minus the
     reserved CPUs); with `--hint`, allocateCPUs' order: the hint's NUMA nodes first."""
+    as_json = cliopts.resolve_output(output, ("text", "json"), "text", legacy_json=as_json)[0] == "json"
     from labkit.numa import cpuset
     from labkit.numa.cpumanager import take_aligned_first
     from labkit.numa.cpu_assignment import (CPUAllocationError, take_by_topology_numa_distributed,

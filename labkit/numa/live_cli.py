@@ -13,6 +13,7 @@ from typing import Optional
 
 import typer
 
+from labkit import cliopts
 from labkit.errors import LabkitError
 
 LAB_ID = "numa"
@@ -26,11 +27,13 @@ def register(app: typer.Typer) -> None:
 
 
 def discover(
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the JSON to this file instead of stdout."),
+    output: Optional[str] = cliopts.output_option(("json",), "json"),
+    output_file: Optional[Path] = cliopts.output_file_option(),
 ):
     """This host's machine as cadvisor MachineInfo JSON, read from sysfs the way cadvisor reads it."""
     from labkit.numa.discover import discover as read_host, to_json
 
+    _, output = cliopts.resolve_output(output, ("json",), "json", output_file=output_file)
     text = to_json(read_host())
     if output is None:
         sys.stdout.write(text)
@@ -85,9 +88,11 @@ def _view_json(v) -> dict:
 
 def run(
     filename: Path = typer.Option(..., "-f", "--filename", help="Pod(s) to run on the live node (YAML)."),
-    as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
+    output: Optional[str] = cliopts.output_option(("text", "json"), "text"),
+    as_json: bool = cliopts.legacy_json_option(),
 ):
     """Admit Pods on the live node and start their containers as real processes, pinned as kubelet would."""
+    as_json = cliopts.resolve_output(output, ("text", "json"), "text", legacy_json=as_json)[0] == "json"
     from labkit.numa.cli import console as make_console
     from labkit.numa.livenode import LiveNode
 
@@ -161,9 +166,11 @@ def show(
                                         "(no state) and draw where they land."),
     config: Optional[Path] = typer.Option(None, "--config", help="With --machine -f: the KubeletConfiguration."),
     svg: Optional[Path] = typer.Option(None, "--svg", help="Also write the picture as SVG to this file."),
-    as_json: bool = typer.Option(False, "--json", help="Print the live node's containers as JSON."),
+    output: Optional[str] = cliopts.output_option(("text", "json"), "text"),
+    as_json: bool = cliopts.legacy_json_option(),
 ):
     """Draw a machine: sockets, NUMA nodes, cores and threads, coloured by who runs where."""
+    as_json = cliopts.resolve_output(output, ("text", "json"), "text", legacy_json=as_json)[0] == "json"
     from labkit.numa import diagram
     from labkit.numa.cli import console as make_console
 

@@ -15,6 +15,7 @@ from typing import List, Optional
 
 import typer
 
+from labkit import cliopts
 from labkit.errors import LabkitError
 
 LAB_ID = "requests"
@@ -55,7 +56,8 @@ def explain_command(
                                            "not only kubectl's requests for resources."),
     state: Optional[Path] = typer.Option(None, "--state", help="The embedded API server's state directory "
                                          "(default: the requests lab's, <state root>/requests/apiserver)."),
-    as_json: bool = typer.Option(False, "--json", help="Print the stages and the audit events as JSON."),
+    output: Optional[str] = cliopts.output_option(("text", "json"), "text"),
+    as_json: bool = cliopts.legacy_json_option(),
 ):
     """Show what happened to a request inside the API server, stage by stage: the authenticator
     that recognised the caller, impersonation, the RBAC binding and role that allowed it (or that
@@ -69,6 +71,7 @@ def explain_command(
       labkit requests explain -- kubectl run x -n web --image=nginx:1.27
                                                     run kubectl, then explain what it sent
     """
+    as_json = cliopts.resolve_output(output, ("text", "json"), "text", legacy_json=as_json)[0] == "json"
     from labkit.apiserver import audit as audit_log
     from labkit.apiserver.client import HttpClient
     from labkit.requests.explain import combine, is_kubectl, is_resource_request, render

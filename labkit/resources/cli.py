@@ -13,6 +13,7 @@ from typing import Optional
 
 import typer
 
+from labkit import cliopts
 from labkit.errors import LabkitError
 
 LAB_ID = "resources"
@@ -96,8 +97,10 @@ def delete(pod: str = typer.Argument(..., metavar="POD"),
 
 
 @app.command("nodes")
-def list_nodes(as_json: bool = typer.Option(False, "--json")):
+def list_nodes(output: Optional[str] = cliopts.output_option(("text", "json"), "text"),
+               as_json: bool = cliopts.legacy_json_option()):
     """The lab's nodes: memory capacity (the lab's budget), allocatable, eviction threshold, memory.available."""
+    as_json = cliopts.resolve_output(output, ("text", "json"), "text", legacy_json=as_json)[0] == "json"
     env = _env()
     rows = []
     for n in nodes(env).values():
@@ -144,8 +147,10 @@ def _pod_rows(n) -> list[dict]:
 
 @app.command()
 def get(node_name: Optional[str] = typer.Option(None, "--node", help="Only this node (default: all)."),
-        as_json: bool = typer.Option(False, "--json", help="Everything, as JSON.")):
+        output: Optional[str] = cliopts.output_option(("text", "json"), "text"),
+        as_json: bool = cliopts.legacy_json_option()):
     """Pods, their QoS class and state; each container's cgroup settings next to its spec."""
+    as_json = cliopts.resolve_output(output, ("text", "json"), "text", legacy_json=as_json)[0] == "json"
     env = _env()
     selected = [node(env, node_name)] if node_name else list(nodes(env).values())
     rows = [row for n in selected for row in _pod_rows(n)]
@@ -297,9 +302,11 @@ def plan(filename: Path = typer.Option(..., "-f", "--filename", help="Pods (YAML
          priority_class: list[str] = typer.Option(
              [], "--priority-class", metavar="NAME=VALUE",
              help="A PriorityClass the Pods may name (repeatable); the lab's own (nodes.yaml) are known already."),
-         as_json: bool = typer.Option(False, "--json")):
+         output: Optional[str] = cliopts.output_option(("text", "json"), "text"),
+        as_json: bool = cliopts.legacy_json_option()):
     """What kubelet and the runtime would write for Pods, without running them: QoS, pod and
     container cgroups (v1 and v2 values), oom_score_adj."""
+    as_json = cliopts.resolve_output(output, ("text", "json"), "text", legacy_json=as_json)[0] == "json"
     from labkit.numa.quantity import Quantity
     from labkit.resources import kubelet
     from labkit.pods import qos_class

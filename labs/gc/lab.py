@@ -271,7 +271,7 @@ The objects live on {where}.
     kubectl get deploy,rs,pods,cm,secrets -n {NAMESPACE}
 
 - the experiment of predict-dangling: `{Path(__file__).resolve().parent}/scenarios/predict.yaml`
-- `labkit gc graph -n {NAMESPACE}` — the owner-reference graph with each object's state (`--format svg -o g.svg`)
+- `labkit gc graph -n {NAMESPACE}` — the owner-reference graph with each object's state (`-o svg --output-file g.svg`)
 {follow}"""
 
 

@@ -213,7 +213,7 @@ def access(env):
         "## Your lab\n\n"
         f"`cd {env.dir}` — `scenarios/` holds the exercises' Pods.\n\n"
         "* `labkit resources nodes` — the nodes, their memory budget and `memory.available`\n"
-        "* `labkit resources get [--node N] [--json]` — Pods, QoS, containers, cgroup settings next to the spec\n"
+        "* `labkit resources get [--node N] [-o json]` — Pods, QoS, containers, cgroup settings next to the spec\n"
         "* `labkit resources top [--node N] [--watch]` — live CPU, throttling, memory, OOM kills\n"
         "* `labkit resources apply -f FILE`, `labkit resources delete POD [--node N]`\n"
         "* `labkit resources oom-kills` — the kernel's log of OOM kills in the lab's cgroups\n"

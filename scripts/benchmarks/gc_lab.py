@@ -26,13 +26,13 @@ def run() -> list[Figure]:
             up = time_command(labkit + ["run", "gc"], env)
             check = time_command(labkit + ["check", "gc"], env, ok=(1,))      # a fresh lab: every check fails
             graph = time_command(labkit + ["gc", "graph", "-n", "shop"], env)
-            svg = time_command(labkit + ["gc", "graph", "-n", "shop", "--format", "svg", "-o", f"{scratch}/g.svg"], env)
+            svg = time_command(labkit + ["gc", "graph", "-n", "shop", "-o", "svg", "--output-file", f"{scratch}/g.svg"], env)
         finally:
             down = time_command(labkit + ["cleanup", "gc"], env)
     return [
         Figure("gc lab", "labkit run gc (API server, controllers, starting state settled)", round(up, 3), "s"),
         Figure("gc lab", "labkit check gc (7 exercises, fresh lab)", round(check, 3), "s"),
         Figure("gc lab", "labkit gc graph -n shop (text)", round(graph, 3), "s"),
-        Figure("gc lab", "labkit gc graph -n shop --format svg", round(svg, 3), "s"),
+        Figure("gc lab", "labkit gc graph -n shop -o svg", round(svg, 3), "s"),
         Figure("gc lab", "labkit cleanup gc", round(down, 3), "s"),
     ]

@@ -133,7 +133,7 @@ def run() -> list[Figure]:
         for name, path in (("restore", rules), ("save", saved_rules)):
             argv = [sys.executable, "-m", "labkit", "trace", "--rules", str(path), "--src", "10.0.0.2",
                     "--dst", "172.30.17.3:80", "--local-address", "192.168.0.2"]
-            check = subprocess.run(argv + ["--json"], capture_output=True, text=True, cwd=REPO)
+            check = subprocess.run(argv + ["-o", "json"], capture_output=True, text=True, cwd=REPO)
             if len(json.loads(check.stdout)["dnat"]) != ENDPOINTS:
                 raise RuntimeError(f"trace of {path} found {check.stdout[:300]}")
             trace_s[name] = min(time_command(argv, env) for _ in range(3))

@@ -37,14 +37,14 @@ def run() -> list[Figure]:
         try:
             up = time_command(labkit + ["run", "numa"], env)
             pin = time_command(labkit + ["numa", "run", "-f", str(pod)], env)
-            show = time_command(labkit + ["numa", "show", "--json"], env)
+            show = time_command(labkit + ["numa", "show", "-o", "json"], env)
             delete = time_command(labkit + ["numa", "delete", "bench"], env)
         finally:
             down = time_command(labkit + ["cleanup", "numa"], env)
     return [
         Figure("numa lab", "labkit run numa (discover, node, node-b, node agent)", round(up, 3), "s"),
         Figure("numa lab", "labkit numa run: admit + start + reconcile, 1 Guaranteed Pod", round(pin, 3), "s"),
-        Figure("numa lab", "labkit numa show --json (kubelet state + /proc)", round(show, 3), "s"),
+        Figure("numa lab", "labkit numa show -o json (kubelet state + /proc)", round(show, 3), "s"),
         Figure("numa lab", "labkit numa delete", round(delete, 3), "s"),
         Figure("numa lab", "labkit cleanup numa", round(down, 3), "s"),
     ]
