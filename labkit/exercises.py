@@ -35,7 +35,7 @@ from labkit import paths
 PASS, FAIL, ERROR = "pass", "fail", "error"
 ANSWER, LIVE = "your answer", "the live lab"        # where a check observed what it reports
 REVEAL_ENV = "LABKIT_REVEAL_ANSWERS"
-GRID_NAME_AFTER = 3     # different wrong answers to a prediction grid before feedback names a cell
+GRID_NAME_AFTER = 3     # the mount-propagation lab's peer-groups feedback still names a value after so many
 
 
 @dataclass
@@ -224,25 +224,28 @@ class CheckContext:
 
     def grid_feedback(self, wrong: list[str], total: int, what: str = "entries",
                       advice: str = "observe each case in the live lab before you change it",
-                      noun: str = "prediction") -> str:
-        """Feedback on a prediction of a few true/false (or few-valued) cells that does not let
-        flipping cells stand in for observing: it counts the wrong cells, and names one of them
-        (the first of `wrong`) only once the student has checked GRID_NAME_AFTER different wrong
-        answers. `wrong` names the wrong cells in a fixed order (`shop-local / node2 / answers`);
-        `advice` says where to look (an exercise whose answer is frozen once observed says so);
-        `noun` what the answer is (a prediction, or the findings of a reading exercise)."""
+                      noun: str = "prediction", settled: bool = False) -> str:
+        """Feedback on an answer of a few few-valued cells (a prediction, or the findings of a
+        reading exercise) that does not let changing cells stand in for observing.
+
+        While the answer can still earn its points, it says that the answer is not right and where
+        to look (`advice`), but neither how many cells are wrong nor which: either would let a
+        student find the answer by changing one cell at a time, in about as many checks as there
+        are cells. The different wrong answers checked are counted (LabState.answer_tries) and a
+        pass reports how many came before it (run_check), so an instructor sees an answer found by
+        trying. Once the answer is `settled` (the lab froze it, so it can earn nothing more), the
+        wrong cells are named, in `wrong`'s order: the feedback teaches without giving points."""
         import hashlib
+        if settled:
+            return (f"{len(wrong)} of the {total} {what} of your {noun} {'is' if len(wrong) == 1 else 'are'} "
+                    f"wrong: {', '.join(wrong)}")
         try:
             text = self.answer_path.read_bytes()
         except OSError:
             text = b""
         tries = self.env.state.answer_tries(self.exercise.id, hashlib.sha256(text).hexdigest()[:16])
-        message = f"{len(wrong)} of the {total} {what} of your {noun} {'is' if len(wrong) == 1 else 'are'} wrong"
-        if tries >= GRID_NAME_AFTER and wrong:
-            message += f"; one of them: {wrong[0]}"
-        else:
-            message += f" (after {GRID_NAME_AFTER} different wrong answers labkit names one): {advice}"
-        return message
+        return (f"your {noun} is not right ({tries} different wrong {'answer' if tries == 1 else 'answers'} checked; "
+                f"labkit does not say how many of its {total} {what} are wrong, or which): {advice}")
 
     def passed(self, message: str, **details) -> CheckResult:
         return self._result(PASS, self.exercise.points, message, details=details)
@@ -287,5 +290,9 @@ def run_check(env, exercise, down_reason: str | None = None) -> CheckResult:
         except Exception as exc:  # a broken check must not hide the other results
             result = ctx.error(f"check {exercise.check} crashed: {type(exc).__name__}: {exc}",
                                traceback=traceback.format_exc())
+    if result.status == PASS and exercise.answer:
+        tried = env.state.wrong_answers_checked(exercise.id)
+        if tried:       # an answer found by trying shows in the report (CheckContext.grid_feedback)
+            result.details["wrong_answers_checked_before"] = tried
     result.duration_s = round(time.monotonic() - start, 3)
     return result

@@ -158,6 +158,10 @@ class LabState:
             write_json_atomic(self.dir / "tries.json", data)
         return len(seen)
 
+    def wrong_answers_checked(self, exercise_id: str) -> int:
+        """How many different wrong answers of the exercise were checked since its part was last built."""
+        return len(_read_json(self.dir / "tries.json", {}).get(exercise_id) or [])
+
     def hints_shown(self, exercise_id: str) -> int:
         return int(_read_json(self.dir / "hints.json", {}).get(exercise_id, 0))
 

@@ -194,8 +194,10 @@ def test_reveal_answers_must_be_true_or_false(tmp_path, monkeypatch):
         "lab.yaml: reveal_answers: expected true or false, got str 'later'")
 
 
-def test_a_prediction_grid_is_counted_and_a_cell_named_only_after_several_different_wrong_answers(labs):
-    from labkit.exercises import GRID_NAME_AFTER, CheckContext
+def test_a_prediction_grid_says_neither_how_many_cells_are_wrong_nor_which_until_it_is_settled(labs):
+    """A count or a named cell would let a student find the answer one cell at a time; labkit
+    counts the different wrong answers instead, and a settled (frozen) answer is told its cells."""
+    from labkit.exercises import CheckContext
     from labkit.labs import get_lab
     from labkit.state import LabEnv, LabState
 
@@ -205,12 +207,20 @@ def test_a_prediction_grid_is_counted_and_a_cell_named_only_after_several_differ
     ctx = CheckContext(LabEnv(lab, LabState("parts")), lab.exercise("answer"))
     wrong = ["web / node2 / answers", "web / node1 / client address"]
     messages = []
-    for value in range(GRID_NAME_AFTER):
+    for value in range(5):
         answer(answers, "parts", value)
         messages.append(ctx.grid_feedback(wrong, 8, "cells"))
         messages.append(ctx.grid_feedback(wrong, 8, "cells"))      # the same answer again counts once
-    assert messages[0].startswith("2 of the 8 cells of your prediction are wrong (after 3 different wrong answers")
-    assert not any("web /" in m for m in messages[:-2])
-    assert messages[-1] == "2 of the 8 cells of your prediction are wrong; one of them: web / node2 / answers"
+    assert messages[0] == ("your prediction is not right (1 different wrong answer checked; labkit does not say how "
+                           "many of its 8 cells are wrong, or which): observe each case in the live lab before you "
+                           "change it")
+    assert messages[-1].startswith("your prediction is not right (5 different wrong answers checked;")
+    assert not any("web /" in m or "2 of" in m for m in messages)
+    assert LabState("parts").wrong_answers_checked("answer") == 5
+    answer(answers, "parts", 7)                         # the right one: the pass says how it was found
+    [passed] = [r for r in report("parts")["results"] if r["exercise"] == "answer"]
+    assert passed["status"] == "pass" and passed["details"]["wrong_answers_checked_before"] == 5
+    assert ctx.grid_feedback(wrong, 8, "cells", settled=True) == \
+        "2 of the 8 cells of your prediction are wrong: web / node2 / answers, web / node1 / client address"
     labkit("reset", "parts", "answer", check=0)         # its part afresh: the count starts again
-    assert "one of them" not in ctx.grid_feedback(wrong, 8, "cells")
+    assert LabState("parts").wrong_answers_checked("answer") == 0

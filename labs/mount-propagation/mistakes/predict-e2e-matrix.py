@@ -11,21 +11,21 @@ def _write(env, matrix):
     path.write_text(yaml.safe_dump(matrix))
 
 
-@mistake("2 of the 25 cells")
+@mistake("prediction is not right")
 def slave_sends_back(env):
     """Thinks HostToContainer also sends the container's own mounts back to the host (and so to master)."""
     _write(env, {"host": ["master", "slave", "host"], "master": ["master", "slave", "host"],
                  "slave": ["master", "slave", "host"], "private": ["private"], "default": ["default"]})
 
 
-@mistake("2 of the 25 cells")
+@mistake("prediction is not right")
 def none_receives_from_host(env):
     """Thinks None (and unset) still receive what the host mounts later, like HostToContainer."""
     _write(env, {"host": ["master", "host"], "master": ["master", "host"], "slave": ["master", "slave", "host"],
                  "private": ["private", "host"], "default": ["default", "host"]})
 
 
-@mistake("1 of the 25 cells")
+@mistake("prediction is not right")
 def slave_only_from_host(env):
     """Thinks a HostToContainer container receives only the host's own mounts, not what a Bidirectional
     container publishes to the host."""
@@ -33,7 +33,7 @@ def slave_only_from_host(env):
                  "private": ["private"], "default": ["default"]})
 
 
-@mistake("16 of the 25 cells")
+@mistake("prediction is not right")
 def everyone_sees_everything(env):
     """Thinks one shared hostPath shows every mount to every party, whatever the propagation mode."""
     everything = ["master", "slave", "private", "default", "host"]

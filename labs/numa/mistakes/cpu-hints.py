@@ -11,19 +11,19 @@ def _write(env, hints):
     path.write_text(yaml.safe_dump({"hints": hints}))
 
 
-@mistake("1 of the 3 masks of your prediction", "by capacity, counting every CPU")
+@mistake("prediction is not right", "by capacity, counting every CPU")
 def preferred_from_free_cpus(env):
     """Calls the only hint preferred because no narrower mask has enough *free* CPUs (preference counts capacity)."""
     _write(env, [{"mask": [0, 1], "preferred": True}])
 
 
-@mistake("2 of the 3 masks of your prediction", "free CPUs")
+@mistake("prediction is not right", "free CPUs")
 def ignores_running_pods(env):
     """Works out the hints of an empty node, forgetting the CPUs db and cache hold exclusively."""
     _write(env, [{"mask": [0], "preferred": True}, {"mask": [1], "preferred": True}, {"mask": [0, 1], "preferred": False}])
 
 
-@mistake("1 of the 3 masks of your prediction")
+@mistake("prediction is not right")
 def no_placement(env):
     """Concludes that no NUMA node has 5 free CPUs, so there is no hint at all."""
     _write(env, [])

@@ -15,19 +15,19 @@ def _write(env, admitted=None, memory=None):
                                     "memory": {**RIGHT_MEMORY, **(memory or {})}}))
 
 
-@mistake("1 of the 7 admissions and memory placements", "cannot join a group")
+@mistake("prediction is not right", "cannot join a group")
 def free_memory_adds_up(env):
     """Admits reports on both NUMA nodes because their free memory adds up to 4Gi."""
     _write(env, admitted={"reports": True}, memory={"reports/app": [0, 1]})
 
 
-@mistake("1 of the 7 admissions and memory placements", "lower nodes first")
+@mistake("prediction is not right", "lower nodes first")
 def most_free_node(env):
     """Puts search on the node with more free memory instead of where the Memory Manager puts it."""
     _write(env, memory={"search/app": [1]})
 
 
-@mistake("1 of the 7 admissions and memory placements", "narrowest")
+@mistake("prediction is not right", "narrowest")
 def spreads_over_nodes(env):
     """Spreads payments over both nodes instead of the one node that can hold it."""
     _write(env, memory={"payments/app": [0, 1]})

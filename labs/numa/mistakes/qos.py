@@ -14,25 +14,25 @@ def _write(env, **changes):
     path.write_text(yaml.safe_dump({"qos": {**RIGHT, **changes}}))
 
 
-@mistake("1 of the 6 QoS classes of your prediction is wrong", "a limit without a request")
+@mistake("prediction is not right", "a limit without a request")
 def limits_without_requests(env):
     """Forgets that the API server copies a limit into the missing request: limits only looks Burstable."""
     _write(env, cache="Burstable")
 
 
-@mistake("1 of the 6 QoS classes of your prediction is wrong", "only cpu and memory count")
+@mistake("prediction is not right", "only cpu and memory count")
 def ephemeral_storage_counts(env):
     """Counts ephemeral-storage requests and limits towards the QoS class."""
     _write(env, scratch="Burstable")
 
 
-@mistake("1 of the 6 QoS classes of your prediction is wrong", "init containers count")
+@mistake("prediction is not right", "init containers count")
 def init_containers_ignored(env):
     """Looks only at the app containers, not at the init container without limits."""
     _write(env, migrate="Guaranteed")
 
 
-@mistake("3 of the 6 QoS classes of your prediction are wrong")
+@mistake("prediction is not right")
 def limits_make_guaranteed(env):
     """Calls every Pod with cpu and memory limits Guaranteed and every Pod without them BestEffort, looking at
     nothing else: the reported feedback then named the class of each wrong Pod in its reason."""
@@ -48,7 +48,7 @@ def pod_listed_twice(env):
     path.write_text(f"qos:\n{lines}  web: Burstable\n")
 
 
-@mistake("1 of the 6 QoS classes of your prediction is wrong", "graded against the situation the exercise describes",
+@mistake("prediction is not right", "graded against the situation the exercise describes",
          "scenarios/qos-pods.yaml differs")
 def edits_the_scenario(env):
     """Gives cache explicit requests below its limits in the lab's copy of qos-pods.yaml, then answers for the

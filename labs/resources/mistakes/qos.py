@@ -19,7 +19,7 @@ def _write(env, change):
     path.write_text(yaml.safe_dump(data))
 
 
-@mistake("1 of the 5 QoS classes", "observe each case")
+@mistake("prediction is not right", "observe each case")
 def forgot_defaulting(env):
     """Classifies the limits-only Pod as Burstable, forgetting that the API server copies limits into requests."""
     _write(env, lambda d: d["qos"].update(queue="Burstable"))
@@ -37,7 +37,7 @@ def burstable_without_request_as_besteffort(env):
     _write(env, lambda d: d["oom_score_adj"].update({"api/log-shipper": 1000}))
 
 
-@mistake("2 of the 5 QoS classes")
+@mistake("prediction is not right")
 def init_container_ignored(env):
     """Ignores the init container without limits (migrate Guaranteed) and the container without
     requests next to a Guaranteed one (api Guaranteed), with the scores that would follow."""
