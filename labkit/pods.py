@@ -376,8 +376,9 @@ def _has_cpu_and_memory_limits(limits: Resources) -> bool:
     return all(name in limits and limits[name].value > 0 for name in QOS_RESOURCES)
 
 
-def qos_class(pod: Pod) -> str:
-    """ComputePodQOS (v1.34 shape, PodLevelResources on)."""
+def _qos_inputs(pod: Pod) -> tuple[Resources, Resources, bool]:
+    """What ComputePodQOS looks at: the summed positive requests and limits, and whether every
+    container (or the pod level) limits both cpu and memory."""
     requests: Resources = {}
     limits: Resources = {}
     guaranteed = True
@@ -391,11 +392,27 @@ def qos_class(pod: Pod) -> str:
             _add_positive(requests, c.requests)
             _add_positive(limits, c.limits)
             guaranteed = _has_cpu_and_memory_limits(c.limits) and guaranteed
+    return requests, limits, guaranteed
+
+
+def qos_class(pod: Pod) -> str:
+    """ComputePodQOS (v1.34 shape, PodLevelResources on)."""
+    requests, limits, guaranteed = _qos_inputs(pod)
     if not requests and not limits:
         return BEST_EFFORT
     matching = all(name in limits and limits[name].value == q.value for name, q in requests.items()) \
         and len(requests) == len(limits)
     return GUARANTEED if guaranteed and matching else BURSTABLE
+
+
+def qos_signature(pod: Pod) -> tuple:
+    """Everything of a Pod that its QoS class depends on, and nothing else: which resources it
+    requests and limits, whether each request equals its limit, and whether cpu and memory are
+    limited everywhere. Two Pods with the same signature have the same class whatever their
+    names and amounts."""
+    requests, limits, guaranteed = _qos_inputs(pod)
+    return (tuple(sorted(requests)), tuple(sorted(limits)), guaranteed,
+            tuple(sorted(name for name, q in requests.items() if name in limits and limits[name].value == q.value)))
 
 
 # -- pod-wide requests and limits ----------------------------------------------------------------

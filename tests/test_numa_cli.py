@@ -169,12 +169,43 @@ def test_tools_withhold_a_prediction_exercises_outcome_until_its_answer_is_check
         return json.loads(labkit("numa", "admit", "-f", path, "--machine", "lab-two-node", "--config", cfg, "-o", "json",
                                  check=0).stdout)
 
-    for path in (f"{scenarios}/qos-pods.yaml", str(tmp_path / "renamed.yaml")):
+    # a copy with other amounts that do not change the class is the exercise's Pods too
+    changed = [yaml.safe_load(yaml.safe_dump(d).replace("256Mi", "300Mi").replace("512Mi", "600Mi")) for d in renamed]
+    (tmp_path / "changed.yaml").write_text(yaml.safe_dump_all(changed))
+    for path in (f"{scenarios}/qos-pods.yaml", str(tmp_path / "renamed.yaml"), str(tmp_path / "changed.yaml")):
         out = admit(path)
-        assert all(set(p) == {"name", "namespace", "withheld"} for p in out["pods"]) and len(out["pods"]) == 6
-        assert "withheld until you record your answer to exercise qos" in out["pods"][0]["withheld"]
-        assert "labkit check numa qos" in out["shared_pool"]
-    assert [p["qos"] for p in admit(pods)["pods"]] == ["Guaranteed", "Guaranteed", "Burstable"]   # not withheld
+        assert len(out["pods"]) == 6 and all("withheld until you record your answer to exercise qos" in p["qos"]
+                                             for p in out["pods"])
+        assert out["pods"][0]["admitted"] is True and isinstance(out["shared_pool"], list)   # the rest is shown
+        text = labkit("numa", "admit", "-f", path, "--machine", "lab-two-node", "--config", cfg, check=0).stdout
+        assert not any(word in text for word in ("Guaranteed", "Burstable", "BestEffort"))
+    other = tmp_path / "other.yaml"         # a class no Pod of the exercise has: shown
+    other.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "o"}, "spec": {
+        "containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": "1"}}}]}}))
+    assert [p["qos"] for p in admit(str(other))["pods"]] == ["Burstable"]
+    # cpu-hints: the running Pods and the question in one file, renamed, with memory no CPU decision looks at
+    docs = [d for f in ("hints-running.yaml", "hints-pod.yaml") for d in yaml.safe_load_all(open(f"{scenarios}/{f}")) if d]
+    docs[-1]["metadata"]["name"] = "zz"
+    docs[-1]["spec"]["containers"][0]["resources"]["limits"]["memory"] = "2Gi"
+    (tmp_path / "hints.yaml").write_text(yaml.safe_dump_all(docs))
+    out = json.loads(labkit("numa", "admit", "-f", str(tmp_path / "hints.yaml"), "--machine", "lab-two-node", "--config",
+                            f"{scenarios}/kubelet-config.yaml", "-o", "json", check=0).stdout)
+    assert "exercise cpu-hints" in out["pods"][-1]["withheld"] and "withheld" not in out["pods"][0]
+    frontend = out["pods"][2]["containers"][0]      # the shared pool it shows would tell what zz took
+    assert not frontend["exclusive"] and "exercise cpu-hints" in frontend["cpus"]
+    # static-cpus: memory amounts changed (no Memory Manager there)
+    static = yaml.safe_dump_all([d for d in yaml.safe_load_all(open(f"{scenarios}/static-pods.yaml")) if d])
+    (tmp_path / "static.yaml").write_text(static.replace("memory: 1Gi", "memory: 1025Mi").replace("memory: 2Gi", "memory: 2049Mi"))
+    out = json.loads(labkit("numa", "admit", "-f", str(tmp_path / "static.yaml"), "--machine", "dual-socket-ht", "--config",
+                            f"{scenarios}/kubelet-static.yaml", "-o", "json", check=0).stdout)
+    assert "exercise static-cpus" in out["pods"][0]["withheld"] and "exercise static-cpus" in out["shared_pool"]
+    # merge: the same providers in another order, another description
+    feeder = json.load(open(f"{scenarios}/merge-feeder.json"))
+    feeder.update(description="mine", providers=feeder["providers"][::-1])
+    (tmp_path / "t.json").write_text(json.dumps(feeder))
+    merged = json.loads(labkit("numa", "merge", "-f", str(tmp_path / "t.json"), "--policy", "restricted", "-o", "json",
+                               check=0).stdout)
+    assert list(merged) == ["withheld"]
     shown = labkit("numa", "show", "--machine", "lab-two-node", "-f", f"{scenarios}/memory-pods.yaml", "--config",
                    f"{scenarios}/kubelet-memory.yaml", check=0)
     assert "exercise memory: the picture leaves them out" in shown.stderr and "withheld" in shown.stderr

@@ -136,3 +136,14 @@ def test_resetting_one_exercise_keeps_the_students_work(host_unchanged, lab_clea
     live = json.loads(labkit("numa", "show", "-o", "json", check=0).stdout)["containers"]
     assert [c["pod"] for c in live] == ["node-agent"]
     assert "would revert" not in labkit("reset", "numa", "pin", input="").stderr
+
+    # the whole lab's rebuild: a file the student added and the copies earlier resets kept survive it
+    (lab_dir / "scenarios" / "mine.yaml").write_text("# mine\n")
+    asked = labkit("reset", "numa", input="")
+    assert asked.returncode != 0 and "scenarios/mine.yaml you added (a copy is kept under kept/)" in asked.stderr
+    assert "saved/, the copies earlier resets kept" in asked.stderr
+    labkit("reset", "numa", "--yes", check=0)
+    [kept] = (lab_dir / "kept").iterdir()
+    assert (kept / "scenarios" / "mine.yaml").read_text() == "# mine\n"
+    assert (kept / "saved" / "qos-1" / "scenarios" / "qos-pods.yaml").read_text() == "# my notes\n"
+    assert not (lab_dir / "scenarios" / "mine.yaml").exists()

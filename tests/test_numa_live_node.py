@@ -64,7 +64,14 @@ def test_exclusive_cpu_and_a_shared_pool_that_follows_it(live_node, tmp_path):
     assert kernel_cpus(b_pid) == set(CPUS)
 
     (pinned,) = run(tmp_path, pod("pinned", "1"))
-    assert pinned["admitted"] and pinned["qos"] == "Guaranteed"
+    # its class is the class of a Pod of exercise qos: shown once that exercise has an answer
+    assert pinned["admitted"] and pinned["qos"] == "withheld" and containers()["pinned"]["qos"] == "withheld"
+
+    class Lab:      # what the qos check hands to withhold.record once it has seen an answer
+        dir = Path(os.environ["LABKIT_STATE_DIR"]) / "numa"
+    from labkit.numa import withhold
+    withhold.record(Lab, "qos")
+    assert containers()["pinned"]["qos"] == "Guaranteed"
     assert {r["container"] for r in pinned["reconciled"]} == {"kube-system/node-agent/agent", "default/burst/app"}
     g_pid = pinned["containers"][0]["pids"][0]
     assert kernel_cpus(g_pid) == {EXCLUSIVE}

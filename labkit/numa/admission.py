@@ -193,9 +193,14 @@ class Node:
                     entry.best_hint = by_name[entry.name].best
         return PodResult(pod, qos_class(pod), decision.result, self.topology_manager.scope_name, containers)
 
-    def admit_all(self, pods: list[Pod]) -> list[PodResult]:
-        """Admit Pods in order, then fill in where each admitted container runs."""
-        results = [self.admit(pod) for pod in pods]
+    def admit_all(self, pods: list[Pod], before=None) -> list[PodResult]:
+        """Admit Pods in order, then fill in where each admitted container runs. `before(node, pod)`
+        is called just before each Pod's admission (labkit.numa.withhold looks at the situation)."""
+        results = []
+        for pod in pods:
+            if before is not None:
+                before(self, pod)
+            results.append(self.admit(pod))
         for result in results:
             if result.admitted:
                 for entry in result.containers:

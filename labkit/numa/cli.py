@@ -75,18 +75,32 @@ def admit(
     bound = load_pods(running, allow_empty=True) if running is not None else None
     node = Node(the_machine, cfg, state)
     released = [] if bound is None else node.remove_stale_state({p.uid for p in bound + pod_list})
-    results = node.admit_all(pod_list)
-    # a prediction exercise's Pod, while its answer is not recorded: its result, and everything after
-    # it in the file (which depends on it), is withheld (labkit.numa.withhold)
-    pending = withhold.pending_for_pods(pods)
+    # a Pod met in the situation of a prediction exercise whose answer is not recorded: its result,
+    # and everything after it (which depends on it), is withheld; so is a QoS class that would
+    # answer the qos exercise (labkit.numa.withhold)
+    gate = withhold.Gate()
+    situations: list[str | None] = []
+    results = node.admit_all(pod_list, before=lambda n, pod: situations.append(gate.admission(n, pod)))
+    pending = {i: ex for i, ex in enumerate(situations) if ex}
     first = min(pending) if pending else len(results)
     reason = withhold.message(pending[first]) if pending else ""
+    qos_held = {i for i, r in enumerate(results[:first]) if gate.qos(r.pod)}
+    if pending:     # the shared pool as it is now includes what the withheld Pods took
+        for result in results[:first]:
+            for entry in result.containers:
+                if not entry.exclusive:
+                    entry.cpus = frozenset()
     written = node.save() if not pending else []
     for warning in cfg.warnings:
         typer.echo(f"warning: {warning}", err=True)
     if as_json:
         shown = [r.to_json() if i < first else {"name": r.pod.name, "namespace": r.pod.namespace, "withheld": reason}
                  for i, r in enumerate(results)]
+        for i in qos_held:
+            shown[i]["qos"] = withhold.message("qos")
+        if pending:
+            for entry in (c for r in shown[:first] for c in r["containers"] if not c["exclusive"]):
+                entry["cpus"] = reason
         _print_json({"pods": shown, "shared_pool": sorted(node.shared_pool()) if not pending else reason,
                      "reserved_cpus": sorted(node.reserved_cpus()), "released_pods": released})
         return
@@ -100,7 +114,8 @@ def admit(
             typer.echo(f"{pod.namespace}/{pod.name}: {reason}")
             continue
         verdict = "admitted" if result.admitted else f"rejected: {result.result.reason}: {result.result.message}"
-        typer.echo(f"{pod.namespace}/{pod.name} ({result.qos}): {verdict}")
+        qos = f"QoS class {withhold.message('qos')}" if index in qos_held else result.qos
+        typer.echo(f"{pod.namespace}/{pod.name} ({qos}): {verdict}")
         for entry in result.containers:
             kind = "init container" if entry.init else "container"
             if not entry.evaluated:
@@ -120,7 +135,9 @@ def admit(
             if result.admitted:
                 where = "exclusive" if entry.exclusive else "shared pool"
                 mems = "any" if entry.memory_nodes is None else format_cpus(entry.memory_nodes)
-                typer.echo(f"    cpus: {format_cpus(entry.cpus)} ({where}); memory NUMA nodes: {mems}")
+                cpus = "the shared pool (withheld, see below)" if pending and not entry.exclusive else \
+                    f"{format_cpus(entry.cpus)} ({where})"
+                typer.echo(f"    cpus: {cpus}; memory NUMA nodes: {mems}")
     if pending:
         typer.echo(f"shared pool: {reason}; reserved CPUs: {format_cpus(node.reserved_cpus()) or 'none'}")
         if state is not None:

@@ -69,7 +69,7 @@ def _views_table(views, title: str):
     for v in views:
         want = f"{format_cpus(v.want_cpus)} {'exclusive' if v.exclusive else 'shared'}"
         pid = str(min(v.pids)) if v.pids else v.state
-        table.add_row(v.label + (" (init)" if v.container.init else ""), v.pod.qos, pid, want,
+        table.add_row(v.label + (" (init)" if v.container.init else ""), v.pod.shown_qos, pid, want,
                       format_cpus(v.cgroup_cpus) if v.cgroup_cpus is not None else "-",
                       format_cpus(v.proc.cpus) if v.proc else "-", format_cpus(v.proc.mems) if v.proc else "-")
     return table
@@ -78,7 +78,7 @@ def _views_table(views, title: str):
 def _view_json(v) -> dict:
     from labkit.numa.cpuset import format_cpus
     return {"pod": v.pod.name, "namespace": v.pod.namespace, "uid": v.pod.uid, "container": v.container.name,
-            "init": v.container.init, "qos": v.pod.qos, "state": v.state, "pids": v.pids,
+            "init": v.container.init, "qos": v.pod.shown_qos, "state": v.state, "pids": v.pids,
             "cgroup": v.container.cgroup, "exclusive": v.exclusive, "want_cpus": format_cpus(v.want_cpus),
             "want_mems": None if v.want_mems is None else format_cpus(v.want_mems),
             "cpuset_cpus": None if v.cgroup_cpus is None else format_cpus(v.cgroup_cpus),
@@ -101,7 +101,7 @@ def run(
         live = LiveNode(env)
         results = live.run(filename)
     if as_json:
-        typer.echo(json.dumps([{"pod": r.pod.key, "uid": r.pod.uid, "qos": r.pod.qos, "admitted": r.admitted,
+        typer.echo(json.dumps([{"pod": r.pod.key, "uid": r.pod.uid, "qos": r.pod.shown_qos, "admitted": r.admitted,
                                 "reason": r.reason, "message": r.message, "init_exit_codes": r.init_exit_codes,
                                 "reconciled": [{"container": c, "cpuset_cpus": cpus} for c, cpus in r.reconciled],
                                 "containers": [_view_json(v) for v in r.started]} for r in results], indent=2))
@@ -110,9 +110,9 @@ def run(
         for r in results:
             _explain_merges(live, r)
             if not r.admitted:
-                console.print(f"{r.pod.key} ({r.pod.qos}): rejected: {r.reason}: {r.message}", highlight=False)
+                console.print(f"{r.pod.key} ({r.pod.shown_qos}): rejected: {r.reason}: {r.message}", highlight=False)
                 continue
-            console.print(f"{r.pod.key} ({r.pod.qos}): admitted and started", highlight=False)
+            console.print(f"{r.pod.key} ({r.pod.shown_qos}): admitted and started", highlight=False)
             for name, code in r.init_exit_codes.items():
                 console.print(f"  init container {name} exited with {code}", highlight=False)
             for label, cpus in r.reconciled:   # kubelet's loop: every cpuManagerReconcilePeriod (10 s by default)
@@ -215,8 +215,11 @@ def _simulated_placement(machine, pods_path: Optional[Path], config_path: Option
     from labkit.numa import withhold
 
     node = Node(machine, load_config(config_path))
-    results = node.admit_all(load_pods(pods_path)) if pods_path is not None else []
-    pending = withhold.pending_for_pods(pods_path) if pods_path is not None else {}
+    gate = withhold.Gate()
+    situations: list[str | None] = []
+    results = node.admit_all(load_pods(pods_path), before=lambda n, pod: situations.append(gate.admission(n, pod))) \
+        if pods_path is not None else []
+    pending = {i: ex for i, ex in enumerate(situations) if ex}
     if pending:     # the machine as kubelet sets it up, without the exercise's Pods
         exercise = pending[min(pending)]
         typer.echo(f"{pods_path} holds Pods of exercise {exercise}: the picture leaves them out; where they land "

@@ -65,19 +65,26 @@ class PodRecord:
     uid: str
     qos: str
     containers: list[ContainerRecord]
+    qos_answers_exercise: bool = False     # its class would answer exercise qos (labkit.numa.withhold)
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
 
+    @property
+    def shown_qos(self) -> str:
+        """The class as the tools show it: withheld while it would answer an unanswered exercise."""
+        from labkit.numa import withhold
+        return "withheld" if self.qos_answers_exercise and not withhold.recorded("qos") else self.qos
+
     def to_json(self) -> dict:
         return {"name": self.name, "namespace": self.namespace, "uid": self.uid, "qos": self.qos,
-                "containers": [c.__dict__ for c in self.containers]}
+                "containers": [c.__dict__ for c in self.containers], "qos_answers_exercise": self.qos_answers_exercise}
 
     @classmethod
     def from_json(cls, data: dict) -> "PodRecord":
         return cls(data["name"], data["namespace"], data["uid"], data["qos"],
-                   [ContainerRecord(**c) for c in data["containers"]])
+                   [ContainerRecord(**c) for c in data["containers"]], bool(data.get("qos_answers_exercise")))
 
 
 @dataclass
@@ -188,6 +195,8 @@ class LiveNode:
         pods = load_pods(path)
         documents = _pod_documents(path)
         running = {rec.key for rec in self.records()}
+        from labkit.numa import withhold
+        self._gate = withhold.Gate()
         plans = []
         for index, (pod, doc) in enumerate(zip(pods, documents)):
             where = f"items[{index}]" if len(pods) > 1 else ""
@@ -199,6 +208,14 @@ class LiveNode:
         for pod, containers in plans:
             results.append(self._run_one(pod, containers))
         return results
+
+    def _refuse_an_exercise_situation(self, node, pod) -> None:
+        from labkit.numa import withhold
+        gate = getattr(self, "_gate", None) or withhold.Gate()
+        exercise = gate.admission(node, pod)
+        if exercise:
+            raise LabkitError(f"Pod {pod.namespace}/{pod.name} meets the situation of exercise {exercise} on this node: "
+                              f"running it is {withhold.message(exercise)}")
 
     def _container_records(self, pod, doc: dict, path: Path, where: str) -> list[ContainerRecord]:
         spec = doc.get("spec") or {}
@@ -215,10 +232,12 @@ class LiveNode:
     def _run_one(self, pod, containers: list[ContainerRecord]) -> RunResult:
         from labkit.numa.pods import qos_class
 
-        record = PodRecord(pod.name, pod.namespace, pod.uid, qos_class(pod), containers)
+        gate = getattr(self, "_gate", None)
+        record = PodRecord(pod.name, pod.namespace, pod.uid, qos_class(pod), containers,
+                           bool(gate and gate.qos(pod)))
         node = self.kubelet()
         node.remove_stale_state({rec.uid for rec in self.records()} | {pod.uid})
-        (admission,) = node.admit_all([pod])
+        (admission,) = node.admit_all([pod], before=self._refuse_an_exercise_situation)
         node.save()
         crash_point("numa:admitted")
         if not admission.admitted:

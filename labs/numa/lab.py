@@ -186,18 +186,68 @@ def _keep_aside(env, exercise_id: str, relpaths: list[str]) -> str:
     return str(target.relative_to(env.dir))
 
 
+KEPT = "kept"       # the whole lab's rebuild keeps the student's files here (not in the ledger)
+
+
+def _added_scenarios(env) -> list[str]:
+    """Files the student added to scenarios/ (the rebuild would not bring them back)."""
+    mine = env.dir / "scenarios"
+    ours = {str(p.relative_to(SCENARIOS)) for p in SCENARIOS.rglob("*") if p.is_file()}
+    return sorted(rel for p in mine.rglob("*") if p.is_file() and (rel := str(p.relative_to(mine))) not in ours) \
+        if mine.is_dir() else []
+
+
+def _whole_lab_work(env) -> list[str]:
+    """Every file of the student's that a rebuild of the whole lab would remove or put back,
+    relative to the lab directory."""
+    changed = sorted({name for ex in SCENARIO_FILES for name in _changed_scenarios(env, ex)})
+    files = [f"scenarios/{name}" for name in changed + _added_scenarios(env)]
+    if (env.dir / NODE_B).exists():
+        files += [f"{NODE_B}/{name}" for name in _changed_node_b(env)]
+    live = LiveNode(env)
+    if live.exists() and _live_config_changed(env):
+        files.append(str(live.config_path.relative_to(env.dir)))
+    saved = env.dir / SAVED
+    if saved.is_dir():
+        files += sorted(str(p.relative_to(env.dir)) for p in saved.rglob("*") if p.is_file())
+    return [f for f in files if (env.dir / f).is_file()]
+
+
+def keep_student_work(env, exercise_id: str | None) -> list[str]:
+    """Before the whole lab is rebuilt: copy every file of the student's it would remove or put
+    back (edited and added scenario files, node-b, the live kubelet config, saved/) to
+    kept/<time>/, which the rebuild leaves alone, and say where. A one-exercise reset keeps its
+    own copies under saved/ (reset_exercise)."""
+    import time
+    if exercise_id is not None:
+        return []
+    files = _whole_lab_work(env)
+    if not files:
+        return []
+    target = env.dir / KEPT / time.strftime("%Y%m%d-%H%M%S")
+    for rel in files:
+        (target / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(env.dir / rel, target / rel)
+    return [f"your {len(files)} file(s) are kept under {target} (the rebuilt lab leaves them there)"]
+
+
 def student_work(env, exercise_id: str | None) -> list[str]:
     """What `labkit reset numa [EXERCISE]` would revert of the student's work, one phrase each.
     A reset of one exercise keeps a copy of each edited file under saved/; a reset of the whole lab
-    rebuilds the lab directory (the answer files stay either way)."""
+    rebuilds the lab directory and keeps every file of the student's under kept/<time>/ first
+    (keep_student_work). The answer files stay either way."""
     ids = [exercise_id] if exercise_id else list(SCENARIO_FILES)
-    kept = " (a copy is kept under saved/)" if exercise_id else ""
+    kept = " (a copy is kept under saved/)" if exercise_id else " (a copy is kept under kept/)"
     out, seen = [], set()
     for ex in ids:
         for name in _changed_scenarios(env, ex):
             if name not in seen:
                 seen.add(name)
                 out.append(f"scenarios/{name} you edited{kept}")
+    if exercise_id is None:
+        out += [f"scenarios/{name} you added{kept}" for name in _added_scenarios(env)]
+        if (env.dir / SAVED).is_dir() and any((env.dir / SAVED).rglob("*")):
+            out.append(f"{SAVED}/, the copies earlier resets kept{kept}")
     if "checkpoint" in ids and (env.dir / NODE_B).exists():
         out += [f"{NODE_B}/{name} you changed{kept}" for name in _changed_node_b(env)]
     if "pin" in ids and LiveNode(env).exists():

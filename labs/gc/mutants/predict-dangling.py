@@ -17,7 +17,7 @@ def mutants(ctx):
     def names(edit):
         if edit.op == "drop" or (edit.path in fates and edit.after not in FATES):
             return (edit.key,)
-        return ("of the 5 parts",)
+        return ("prediction is not right",)
     yield from answer_mutants(answer, alternatives=alternatives, names=names)
-    yield Mutant("add-item:shared_owners", "answer: the ghost added to shared's owners", names=("of the 5 parts",),
+    yield Mutant("add-item:shared_owners", "answer: the ghost added to shared's owners", names=("prediction is not right",),
                  answer={**answer, "shared_owners": [*answer["shared_owners"], "ghost"]})

@@ -31,4 +31,4 @@ def mutants(ctx):
             yield Mutant(f"{op}:{path}", f"answer: {change}", answer=value,
                          equivalent="the check compares each party's list as a set: order and repeats do not matter")
         else:
-            yield Mutant(f"{op}:{path}", f"answer: {change}", names=(f"{wrong} of the 25",), answer=value)
+            yield Mutant(f"{op}:{path}", f"answer: {change}", names=("prediction is not right",), answer=value)

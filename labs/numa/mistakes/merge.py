@@ -23,19 +23,19 @@ def _write(env, answer):
     path.write_text(yaml.safe_dump(answer))
 
 
-@mistake("1 of the 18 policy decisions", "only a preferred best hint")
+@mistake("prediction is not right", "only a preferred best hint")
 def restricted_admits_like_best_effort(env):
     """Thinks restricted admits whatever best-effort admits."""
     _write(env, _answer(restricted={"mask": [0, 1], "preferred": False, "admit": True}))
 
 
-@mistake("2 of the 18 policy decisions", "all their masks are equal")
+@mistake("prediction is not right", "all their masks are equal")
 def preferred_if_all_preferred(env):
     """Calls the GPU hint {0,1} combined with the CPU hint {0} preferred because both were preferred."""
     _write(env, _answer(**{"best-effort": {"mask": [0], "preferred": True, "admit": True}}))
 
 
-@mistake("1 of the 18 policy decisions", "spans several NUMA nodes")
+@mistake("prediction is not right", "spans several NUMA nodes")
 def single_numa_keeps_wide_hints(env):
     """Lets single-numa-node merge the two-node GPU hint like the other policies do."""
     _write(env, _answer(**{"single-numa-node": {"mask": [0, 1], "preferred": False, "admit": False}}))

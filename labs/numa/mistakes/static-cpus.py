@@ -21,7 +21,7 @@ def splits_a_core(env):
     _write(env, alpha_main="2,4")
 
 
-@mistake("1 of the 6 shared-or-exclusive choices of your prediction is wrong", "whole number")
+@mistake("shared-or-exclusive choices", "whole number")
 def fractional_gets_exclusive(env):
     """Gives beta's 500m container an exclusive CPU too."""
     _write(env, beta_b="11", pool="0")
@@ -33,7 +33,7 @@ def reserved_leaves_the_pool(env):
     _write(env, pool="11")
 
 
-@mistake("1 of the 6 shared-or-exclusive choices of your prediction is wrong", "Guaranteed Pods")
+@mistake("shared-or-exclusive choices", "Guaranteed Pods")
 def burstable_gets_exclusive(env):
     """Gives the Burstable delta (requests only, 2 CPUs) exclusive CPUs too; the reported feedback then said which
     class its Pod is and that it stays shared."""

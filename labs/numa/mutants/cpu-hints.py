@@ -23,12 +23,12 @@ def mutants(ctx):
 
     def names(edit):
         if edit.op in ("drop-item", "swap") or (edit.op == "set" and edit.key == "preferred"):
-            return ("of your prediction", "wrong")
+            return ("your prediction", "not right")
         if edit.op == "set" and edit.key == "mask" or "mask[" in edit.path:
             value = edit.after
             if isinstance(value, int) and value not in nodes:
                 return ("does not exist",)
-            return ("of your prediction", "wrong")
+            return ("your prediction", "not right")
         return (edit.key,)
 
     alternatives = {}
@@ -48,7 +48,7 @@ def mutants(ctx):
             more = copy.deepcopy(answer)
             more["hints"].append({"mask": mask, "preferred": preferred})
             yield Mutant(f"add:{mask}:{preferred}", f"answer: {mask} added as a hint, preferred {preferred}",
-                         names=("of your prediction", "wrong"), answer=more)
+                         names=("your prediction", "not right"), answer=more)
     if answer["hints"]:
         twice = copy.deepcopy(answer)
         first = twice["hints"][0]

@@ -27,7 +27,7 @@ def mutants(ctx):
                 return ("given for a Pod your answer rejects",)
         if edit.op == "set" and edit.path.startswith("admitted.") and edit.after:
             return ("missing", "your answer admits")
-        return ("of your prediction", "wrong")
+        return ("your prediction", "not right")
 
     yield from answer_mutants(answer, alternatives=alternatives, names=names)
     for pod, ok in admitted.items():
@@ -36,7 +36,7 @@ def mutants(ctx):
             both["admitted"][pod] = True
             both["memory"][f"{pod}/app"] = [0, 1]
             yield Mutant(f"admit:{pod}", f"answer: {pod} admitted with memory on both nodes",
-                         names=("of your prediction", "wrong"), answer=both)
+                         names=("your prediction", "not right"), answer=both)
             extra = copy.deepcopy(answer)
             extra["memory"][f"{pod}/app"] = [0, 1]
             yield Mutant(f"memory-for-rejected:{pod}", f"answer: {pod} rejected, yet given memory",
@@ -47,4 +47,4 @@ def mutants(ctx):
                 changed = copy.deepcopy(answer)
                 changed["memory"][key] = other
                 yield Mutant(f"memory:{key}={other}", f"answer: memory.{key} -> {other}",
-                             names=("of your prediction", "wrong"), answer=changed)
+                             names=("your prediction", "not right"), answer=changed)

@@ -22,7 +22,7 @@ def mutants(ctx):
     def names(edit):
         if edit.op == "drop":
             return (edit.key,) if edit.path.count(".") < 2 else ("expected", "mask, preferred, admit")
-        return ("of your prediction", "wrong")
+        return ("your prediction", "not right")
 
     for mutant in answer_mutants(answer, alternatives=alternatives, names=names):
         if mutant.name.startswith("swap:") and mutant.name.endswith(".mask"):
@@ -41,4 +41,4 @@ def mutants(ctx):
                 changed = copy.deepcopy(answer)
                 changed[container][policy]["mask"] = other
                 yield Mutant(f"mask:{container}.{policy}={other}", f"answer: {container}.{policy}.mask -> {other}",
-                             names=("of your prediction", "wrong"), answer=changed)
+                             names=("your prediction", "not right"), answer=changed)

@@ -10,7 +10,7 @@ CLASSES = ("Guaranteed", "Burstable", "BestEffort")
 
 def _names(edit):
     if edit.op == "set" and edit.after in CLASSES:
-        return ("of your prediction", "wrong")        # a well-formed grid: counted, not named
+        return ("your prediction", "not right")        # a well-formed grid: counted, not named
     return (edit.key,)                               # the key that is missing or malformed
 
 

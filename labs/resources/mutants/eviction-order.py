@@ -13,7 +13,7 @@ def _words(checks, pods, truth, order):
         return ("QoS class",)
     if order == checks._without_priority(pods, truth):
         return ("ignores priority",)
-    return ("places of your prediction",)
+    return ("places", "not right")
 
 
 def _forget_watching(env):
