@@ -101,11 +101,47 @@ class Resource:
     namespaced: bool
 
 
+# The subresources of core/v1 that a v1.34 kube-apiserver serves (its discovery of /api/v1; storage
+# in pkg/registry/core/rest/storage_core.go) and RBAC rules may grant, whether or not labkit's
+# embedded server answers them: a grant of pods/exec is a grant even where exec is not served.
+BUILTIN_SUBRESOURCES = (
+    ("pods/attach", True), ("pods/binding", True), ("pods/ephemeralcontainers", True), ("pods/eviction", True),
+    ("pods/exec", True), ("pods/log", True), ("pods/portforward", True), ("pods/proxy", True),
+    ("pods/resize", True), ("pods/status", True), ("services/proxy", True), ("services/status", True),
+    ("nodes/proxy", False), ("nodes/status", False), ("namespaces/finalize", False), ("namespaces/status", False),
+    ("persistentvolumeclaims/status", True), ("persistentvolumes/status", False),
+    ("replicationcontrollers/scale", True), ("replicationcontrollers/status", True),
+    ("resourcequotas/status", True), ("serviceaccounts/token", True))
+
+
 @dataclass
 class Space:
     """What exists to be asked about: namespaces, served resources and the names RBAC rules name."""
     namespaces: list[str]
     resources: list[Resource]
+    names: tuple[str, ...] = ()
+
+    def covering(self, *object_lists) -> "Space":
+        """This space, plus what RBAC could grant beyond the served resources: core/v1's built-in
+        subresources, every resource a rule of `object_lists` names (a grant of a resource not
+        served now is still a grant), and every name a rule lists in resourceNames (so that
+        access() of different rule sets asks about the same names)."""
+        found = {(r.group, r.resource): r for r in self.resources}
+        for resource, namespaced in BUILTIN_SUBRESOURCES:
+            found.setdefault(("", resource), Resource("", resource, namespaced))
+        names = set(self.names)
+        for objects in object_lists:
+            for obj in objects:
+                if obj.get("kind") not in ("Role", "ClusterRole"):
+                    continue
+                for rule in obj.get("rules") or []:
+                    names.update(rule.get("resourceNames") or [])
+                    for group in rule.get("apiGroups") or []:
+                        for resource in rule.get("resources") or []:
+                            if "*" not in group and "*" not in resource:
+                                found.setdefault((group, resource), Resource(group, resource, True))
+        return Space(self.namespaces, sorted(found.values(), key=lambda r: (r.group, r.resource)),
+                     tuple(sorted(names)))
 
     @classmethod
     def from_observation(cls, data: dict) -> "Space":
@@ -179,7 +215,7 @@ def access(objects, subject: Subject, space: Space) -> frozenset:
     for ns, rules in per_ns.items():
         if not rules:
             continue
-        names = sorted({""} | {n for r in rules for n in (r.get("resourceNames") or [])})
+        names = sorted({"", *space.names} | {n for r in rules for n in (r.get("resourceNames") or [])})
         for r in space.resources:
             if ns and not r.namespaced:
                 continue
@@ -260,6 +296,29 @@ def pod_attributes(namespace: str, pod: dict, operation: str = "CREATE", dry_run
     return Attributes(operation, rt, namespace, (pod.get("metadata") or {}).get("name", ""), pod, dry_run=dry_run,
                       options={"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1",
                                **({"dryRun": ["All"]} if dry_run else {})})
+
+
+def other_requests(namespace: str, labels: dict | None = None):
+    """admission.Attributes of every request in `namespace` that is not a Pod creation: each
+    namespaced built-in kind created, updated and deleted (the Pods' own updates and deletions, and
+    their status subresource, among them), and a connection to a Pod (exec, attach, port-forward,
+    which admission sees as CONNECT). With `labels`, the objects carry them (for objectSelectors)."""
+    from labkit.apiserver.admission import Attributes
+    from labkit.apiserver.kinds import builtin_types
+    for rt in builtin_types():
+        if not getattr(rt, "namespaced", True):
+            continue
+        obj = {"apiVersion": f"{rt.group}/{rt.version}".lstrip("/"), "kind": rt.kind,
+               "metadata": {"name": "probe", "namespace": namespace, **({"labels": dict(labels)} if labels else {})}}
+        is_pods = (rt.group, rt.resource) == ("", "pods")
+        operations = (("UPDATE", ""), ("DELETE", ""), ("UPDATE", "status")) if is_pods else \
+            (("CREATE", ""), ("UPDATE", ""), ("DELETE", ""))
+        for operation, sub in operations:
+            yield Attributes(operation, rt, namespace, "probe", None if operation == "DELETE" else obj,
+                             old=None if operation == "CREATE" else obj, subresource=sub)
+        if is_pods:
+            for sub in ("exec", "attach", "portforward"):
+                yield Attributes("CONNECT", rt, namespace, "probe", None, subresource=sub)
 
 
 def webhook_called(registry: Registry, configuration: str, index: int, hook: dict, attrs) -> str:

@@ -222,11 +222,11 @@ def judge_alice(ctx, obs) -> object:
         raise CheckFailed(f"the API server sees the kubeconfig {path} as {who.get('username') or 'nobody'!r}, not {user} "
                           f"(SelfSubjectReview answered {who.get('code')}: {who.get('message', '')})")
     lab = _lab(ctx.env)
-    space = reconstruct.Space.from_observation(obs["space"])
+    built = lab.rbac_as_built()
+    space = reconstruct.Space.from_observation(obs["space"]).covering(obs["rbac"], built)
     groups = tuple(who.get("groups") or ("system:authenticated",))
     her = reconstruct.Subject(user, groups, f"the user {user}")
     plain = reconstruct.Subject(user, ("system:authenticated",), f"the user {user}")
-    built = lab.rbac_as_built()
     role = {"apiVersion": RBAC, "kind": "RoleBinding", "metadata": {"name": "reference", "namespace": ns},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
             "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": user}]}
@@ -254,7 +254,8 @@ def judge_alice(ctx, obs) -> object:
         if writes:
             g = _pick(writes, ("configmaps", "pods"), ns)
             raise CheckFailed(f"{user} can write: she may {reconstruct.describe(g)}{_more(writes)}{where}. Read-only "
-                              "means get, list and watch, and only what a read-only user may read", observed=len(extra))
+                              "means get, list and watch, and only what a read-only user may read",
+                              observed=f"{len(extra)} requests she may make beyond what view grants in {ns}")
         if elsewhere:
             g = _pick(elsewhere, ("configmaps", "pods"), "default")
             raise CheckFailed(f"{user} can read in other namespaces or cluster-wide: she may "
@@ -291,7 +292,7 @@ def observe_forbidden(ctx) -> dict:
 def judge_forbidden(ctx, obs) -> object:
     ns, account, role_name = ctx.params["namespace"], ctx.params["account"], ctx.params["role"]
     lab = _lab(ctx.env)
-    space = reconstruct.Space.from_observation(obs["space"])
+    space = reconstruct.Space.from_observation(obs["space"]).covering(obs["rbac"], lab.rbac_as_built())
     role = next((o for o in obs["rbac"] if o["kind"] == "Role" and o["metadata"]["name"] == role_name
                  and o["metadata"].get("namespace") == ns), None)
     if role is None:
@@ -386,6 +387,17 @@ def judge_mutating_webhook(ctx, obs) -> object:
         attrs.user = admin_user
         return any(reconstruct.webhook_called(registry, c["metadata"]["name"], i, h, attrs) != "skipped"
                    for c in obs["configurations"] for i, h in enumerate(c.get("webhooks") or []))
+    # the registration asks for Pod creations: no other request of the enabled namespace is sent
+    # (the rules, operations and scope of each webhook, judged by the server's own matching)
+    for labels in PROBES.values():
+        for attrs in reconstruct.other_requests(ns, labels):
+            attrs.user = admin_user
+            if any(reconstruct.webhook_called(registry, c["metadata"]["name"], i, h, attrs) != "skipped"
+                   for c in obs["configurations"] for i, h in enumerate(c.get("webhooks") or [])):
+                what = f"{attrs.rt.resource}{'/' + attrs.subresource if attrs.subresource else ''}"
+                raise CheckFailed(f"your webhook is also asked about {attrs.operation} of {what} in {ns}: it is "
+                                  "registered for Pod creations only — look at its rules (apiGroups, resources, "
+                                  "operations)")
     for n in sorted(namespaces, key=lambda n: (n["name"] != ns, n["name"])):
         name, on = n["name"], (n["labels"] or {}).get(enabler) == "enabled"
         if name in (later_on, later_off):
@@ -567,7 +579,7 @@ def judge_image_tag_policy(ctx, obs) -> object:
     if wrong_refused:
         image, init, msg = wrong_refused[0]
         where = "an init container's" if init else "the"
-        raise CheckFailed(f"a Pod with {where} image {image} was refused although it is pinned ({msg})"
+        raise CheckFailed(f"a Pod with {where} image {image} was refused although it names a tag or a digest ({msg})"
                           f"{_more(wrong_refused)}")
     for n in namespaces:
         other = n["name"]
@@ -648,8 +660,13 @@ def outage_fates(ctx, obs, config):
     fails closed, or its matchConditions fail to evaluate), from the server's own matching."""
     webhook, home = ctx.params["webhook"], ctx.params["namespace"]
     namespaces = list(obs["namespaces"])
-    if not any(n["name"] == LATER_NAMESPACE for n in namespaces):
-        namespaces.append({"name": LATER_NAMESPACE, "labels": {"kubernetes.io/metadata.name": LATER_NAMESPACE}})
+    # namespaces made later: one of any name, and ones whose names begin or end like the cluster's
+    # own or the backend's (a scope by prefix or suffix leaves those out too, and they are
+    # application namespaces)
+    later = [LATER_NAMESPACE] + [n for s in (*SYSTEM_NAMESPACES, home) for n in (f"{s}-apps", f"apps-{s}")]
+    for name in later:
+        if not any(n["name"] == name for n in namespaces):
+            namespaces.append({"name": name, "labels": {"kubernetes.io/metadata.name": name}})
     registry = reconstruct.Registry(reconstruct.Objects(
         [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n["name"], "labels": n["labels"]}}
          for n in namespaces]))
@@ -691,6 +708,8 @@ def outage_fates(ctx, obs, config):
         for labels in label_sets:
             for init in (False, True):
                 yield "app", ns, labels, fate(ns, _pod(labels, privileged=True, init=init), admin_user, True)
+        # while the backend is down the policy is still in force there: nothing gets through unchecked
+        yield "app-down", ns, None, fate(ns, _pod(None, privileged=True), admin_user, False)
 
 
 def judge_outage(ctx, obs) -> object:
@@ -736,16 +755,18 @@ def judge_outage(ctx, obs) -> object:
             raise CheckFailed(f"Pod creations in {ns} still fail while the backend of the webhook {webhook} is down: "
                               "the cluster's own namespaces must never be blocked by it")
         if requirement == "app" and outcome != "refused":
-            where = f"a namespace created later ({ns})" if ns == LATER_NAMESPACE else ns
+            where = f"a namespace created later ({ns})" if ns not in {n["name"] for n in obs["namespaces"]} else ns
             shown = f" ({', '.join(f'{k}={v}' for k, v in labels.items())})" if labels else ""
             raise CheckFailed(f"the webhook {webhook} no longer applies to some Pods in {where}{shown}: a privileged "
                               "Pod gets through while its backend is up. The policy must stay in force for the "
                               "application namespaces — narrow its scope to leave out the cluster's own, do not "
                               "switch it off")
-    ignore = any((h.get("failurePolicy") or "Fail") == "Ignore" for h in config.get("webhooks") or [])
-    how = "its backend is back" if obs["backend_ready"] else \
-        "it lets Pods through while its backend is down (failurePolicy Ignore)" if ignore else \
-        f"Pods in {app} wait for its backend (failing closed)"
+        if requirement == "app-down" and outcome == "admitted":
+            where = "a namespace created later" if ns not in {n["name"] for n in obs["namespaces"]} else ns
+            raise CheckFailed(f"while its backend is down, the webhook {webhook} lets a privileged Pod in {where} "
+                              "through unchecked: the policy must stay in force for the application namespaces, "
+                              "down or not — look at its failurePolicy")
+    how = "its backend is back" if obs["backend_ready"] else f"Pods in {app} wait for its backend (failing closed)"
     return ctx.passed(f"the webhook {webhook} still checks {app} and the other application namespaces, never blocks "
                       f"the cluster's own namespaces or its backend, and {how}")
 
@@ -796,6 +817,12 @@ def check_audit(ctx):
     # the deletion the exercise's story tells of is the first since the scene was set: a later one
     # (the ConfigMap made again and deleted, by you or anyone) changes the situation, not the answer
     truth = (deletes[0].get("user") or {}).get("username", "")
+    story = _lab(ctx.env).audit_story(ctx.env)
+    if story.get("deleter") and story["deleter"] != truth:
+        # the audit log is evidence, and the lab knows what it did: the two must agree
+        raise CheckFailed("the audit log does not say what the lab did when it set the scene: it was changed after "
+                          "the API server wrote it, and an edited log is no evidence. `labkit reset requests audit` "
+                          "sets the scene again", observed=user)
     later = {(e.get("user") or {}).get("username", "") for e in deletes[1:]}
     changed = (f" (the ConfigMap was deleted again later, by {len(later)} user{'s' if len(later) > 1 else ''}: the "
                "exercise asks about the deletion of the lab's story, the first one)") if later else ""
@@ -805,17 +832,18 @@ def check_audit(ctx):
         raise CheckFailed(f"{user} deleted configmap {ns}/{name} after the lab's story had it deleted: the exercise "
                           "asks who deleted the ConfigMap it describes — the first deletion since the lab set the "
                           "scene", observed=user, right_answer=truth)
-    theirs = [e for e in about if (e.get("user") or {}).get("username") == user]
-    here = sorted({e.get("verb") for e in theirs if _ref(e).get("namespace") == ns})
-    elsewhere = sorted({_ref(e).get("namespace") for e in theirs if _ref(e).get("namespace") != ns
-                        and e.get("verb") == "delete"})
-    verbs = {"get": "read", "patch": "updated", "update": "updated", "create": "created", "list": "listed",
-             "watch": "watched"}
+    # what the named person did instead is not said: it would let trying names stand in for reading
+    # the log (only the mistake the exercise is about, the other namespace, is named)
+    elsewhere = [e for e in deletes_anywhere(about, ns) if (e.get("user") or {}).get("username") == user]
     if elsewhere:
-        said = (f"{user} deleted a configmap {name} in another namespace ({', '.join(elsewhere)}), not the one in "
-                f"{ns}: look at objectRef.namespace")
-    elif here:
-        said = f"{user} {', '.join(verbs.get(v, v) for v in here)} configmap {ns}/{name}, but did not delete it"
+        said = f"{user} deleted a configmap {name} in another namespace, not the one in {ns}: look at objectRef.namespace"
     else:
-        said = f"the audit log has no request of {user!r} about configmap {ns}/{name}: {user} did not delete it"
-    raise CheckFailed(f"{said}. Look for the event whose verb is delete{changed}", observed=user, right_answer=truth)
+        said = f"{user} did not delete configmap {ns}/{name}"
+    raise CheckFailed(f"{said}. Look for the event whose verb is delete and whose objectRef is that ConfigMap, and read "
+                      f"who sent it{changed}", observed=user, right_answer=truth)
+
+
+def deletes_anywhere(events, but_not: str) -> list:
+    """Successful deletions among `events` outside namespace `but_not`."""
+    return [e for e in events if _ref(e).get("namespace") != but_not and e.get("verb") == "delete"
+            and (e.get("responseStatus") or {}).get("code", 0) < 300]

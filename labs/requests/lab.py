@@ -280,7 +280,16 @@ def _audit_scene(env, c) -> None:
     person_client(env, changer, c).patch("v1", "configmaps", "prices", {"data": {"pear": "0.75"}}, "merge", "shop")
     person_client(env, other, c).delete("v1", "configmaps", "prices", "dev")
     person_client(env, deleter, c).delete("v1", "configmaps", "prices", "shop")
-    (Path(env.dir) / AUDIT_FILE).write_text(json.dumps({"started": started}) + "\n")
+    story = {"reader": reader, "changer": changer, "deleter": deleter, "dev_deleter": other}
+    (Path(env.dir) / AUDIT_FILE).write_text(json.dumps({"started": started, "story": story}) + "\n")
+
+
+def audit_story(env) -> dict:
+    """Who the lab had read, change and delete the ConfigMaps when it last set the scene."""
+    try:
+        return dict(json.loads((Path(env.dir) / AUDIT_FILE).read_text())["story"])
+    except (FileNotFoundError, ValueError, KeyError, TypeError):
+        return {}
 
 
 def audit_scene_start(env) -> float:
@@ -611,10 +620,13 @@ def serve_webhook(env, source: str, name: str = "labeler"):
     return webhook.serve(env, path, name)
 
 
-def register_mutating(env, served, *, namespace_selector=None, side_effects="None", failure="Fail", name="labeler"):
+POD_CREATIONS = [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}]
+
+
+def register_mutating(env, served, *, namespace_selector=None, side_effects="None", failure="Fail", name="labeler",
+                      rules=None):
     hook = {"name": f"{name}.example.com", "admissionReviewVersions": ["v1"], "sideEffects": side_effects,
-            "failurePolicy": failure, "timeoutSeconds": 5,
-            "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}],
+            "failurePolicy": failure, "timeoutSeconds": 5, "rules": rules or POD_CREATIONS,
             "clientConfig": {"url": f"{served.url}/mutate", "caBundle": pki.ca_bundle(webhook.pki_dir(env))}}
     if namespace_selector is not None:
         hook["namespaceSelector"] = namespace_selector

@@ -77,3 +77,32 @@ def certificate_in_system_masters(env):
     config = lab.write_kubeconfig(env, work / "alice.kubeconfig", "alice", crt, key)
     write_answer(env, "alice", {"kubeconfig": str(config)})
     lab.bind(env, "alice-view", "dev", "ClusterRole", "view", ALICE)
+
+
+def _role(lab, env, name, rules):
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": name, "namespace": "dev"},
+            "rules": rules}
+    lab.kubectl(env, "apply", "-f", "-", input=json.dumps(role))
+
+
+@mistake("can write", "pods/")
+def view_and_exec(env):
+    """Binds view, and a Role of its own that lets her exec, attach and port-forward into Pods of dev:
+    none of these is a read."""
+    lab = _alice(env)
+    lab.bind(env, "alice-view", "dev", "ClusterRole", "view", ALICE)
+    _role(lab, env, "alice-exec", [{"apiGroups": [""], "verbs": ["create", "get"],
+                                    "resources": ["pods/exec", "pods/attach", "pods/portforward", "pods/proxy",
+                                                  "services/proxy"]}])
+    lab.bind(env, "alice-exec", "dev", "Role", "alice-exec", ALICE)
+
+
+@mistake("can write", "impersonate")
+def view_and_impersonation_of_herself(env):
+    """Binds view, and a ClusterRole that lets her impersonate the user alice (only herself, she thinks)."""
+    lab = _alice(env)
+    lab.bind(env, "alice-view", "dev", "ClusterRole", "view", ALICE)
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "alice-self"},
+            "rules": [{"apiGroups": [""], "verbs": ["impersonate"], "resources": ["users"], "resourceNames": ["alice"]}]}
+    lab.kubectl(env, "apply", "-f", "-", input=json.dumps(role))
+    lab.bind(env, "alice-self", None, "ClusterRole", "alice-self", ALICE)

@@ -50,3 +50,21 @@ def names_a_later_deletion(env):
     lab.kubectl(env, "-n", "shop", "create", "configmap", "prices", "--from-literal=apple=0.50")
     lab.kubectl(env, "-n", "shop", "delete", "configmap", "prices")
     write_answer(env, "audit", {"user": _who(env, "delete", "shop")})
+
+
+@mistake("was changed after", "no evidence")
+def edits_the_log(env):
+    """Rewrites the user of the shop deletion in the audit log to another person, then names that person."""
+    lab = env.lab.environment_module()
+    path = lab.server_dir(env) / "audit.log"
+    deleter, other = _who(env, "delete", "shop"), _who(env, "delete", "dev")
+    lines = []
+    for line in path.read_text().splitlines():
+        e = json.loads(line)
+        ref = e.get("objectRef") or {}
+        if (ref.get("resource"), ref.get("namespace"), ref.get("name"), e.get("verb")) == \
+                ("configmaps", "shop", "prices", "delete") and e["user"]["username"] == deleter:
+            e["user"]["username"] = other
+        lines.append(json.dumps(e))
+    path.write_text("\n".join(lines) + "\n")
+    write_answer(env, "audit", {"user": other})

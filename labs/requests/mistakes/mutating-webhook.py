@@ -94,3 +94,17 @@ def review(review):
         patch.append({"op": "add", "path": "/metadata/labels/example.com~1owner", "value": "web-team"})
     return answer(request, patch)
 ''')
+
+
+@mistake("also asked about", "rules")
+def registered_for_everything(env):
+    """Right webhook and namespaceSelector, registered for every resource and for updates too
+    (`apiGroups: ["*"], resources: ["*"], operations: [CREATE, UPDATE]`): ConfigMaps and Services
+    created in the namespace come back labelled as well."""
+    _serve(env, '''
+def review(review):
+    request = review["request"]
+    if request["object"]["metadata"].get("labels") is None:
+        return answer(request, [{"op": "add", "path": "/metadata/labels", "value": {"example.com/owner": "web-team"}}])
+    return answer(request, [{"op": "add", "path": "/metadata/labels/example.com~1owner", "value": "web-team"}])
+''', rules=[{"operations": ["CREATE", "UPDATE"], "apiGroups": ["*"], "apiVersions": ["*"], "resources": ["*"]}])

@@ -64,3 +64,25 @@ def shortens_the_timeout(env):
     lab.kubectl(env, "patch", "validatingwebhookconfiguration", "pod-policy", "--type=json", "-p",
                 json.dumps([{"op": "add", "path": "/webhooks/0/namespaceSelector", "value": selector},
                             {"op": "replace", "path": "/webhooks/0/timeoutSeconds", "value": 1}]))
+
+
+@mistake("through unchecked", "failurePolicy")
+def fails_open(env):
+    """Only switches failurePolicy to Ignore: nothing is blocked any more, and while the backend is down
+    every privileged Pod of the application namespaces gets in unchecked."""
+    lab = env.lab.environment_module()
+    lab.start_outage(env)
+    lab.kubectl(env, "patch", "validatingwebhookconfiguration", "pod-policy", "--type=json", "-p",
+                json.dumps([{"op": "replace", "path": "/webhooks/0/failurePolicy", "value": "Ignore"}]))
+
+
+@mistake("no longer applies", "created later")
+def excludes_by_prefix(env):
+    """Leaves out the cluster's namespaces by a name prefix in CEL: a namespace kube-apps made later is an
+    application namespace, and is left out too."""
+    lab = env.lab.environment_module()
+    lab.start_outage(env)
+    condition = [{"name": "not-system", "expression": "!request.namespace.startsWith('kube-') && "
+                                                      "request.namespace != 'policy'"}]
+    lab.kubectl(env, "patch", "validatingwebhookconfiguration", "pod-policy", "--type=json", "-p",
+                json.dumps([{"op": "add", "path": "/webhooks/0/matchConditions", "value": condition}]))

@@ -33,6 +33,11 @@ def mutants(ctx):
                 out[(n["name"], case)] = any(
                     reconstruct.webhook_called(registry, configuration["metadata"]["name"], i, h, attrs) != "skipped"
                     for i, h in enumerate(configuration.get("webhooks") or []))
+        for case, labels in checks.PROBES.items():      # every request that is not a Pod creation
+            for attrs in reconstruct.other_requests(ns, labels):
+                out[(ns, case, attrs.operation, attrs.rt.resource, attrs.subresource)] = any(
+                    reconstruct.webhook_called(registry, configuration["metadata"]["name"], i, h, attrs) != "skipped"
+                    for i, h in enumerate(configuration.get("webhooks") or []))
         return out
 
     reference = scope(config)
@@ -56,8 +61,10 @@ def mutants(ctx):
         mutated = copy.deepcopy(config)
         mutated["webhooks"] = [edit.value]
         changed = {**obs, "configurations": [mutated]}
-        if scope(mutated) != reference:
-            names, equivalent = ("sent to your webhook",), None
+        mine = scope(mutated)
+        if mine != reference:
+            wider = any(mine[k] and not reference[k] for k in reference if len(k) > 2)
+            names, equivalent = ("also asked about",) if wider else ("sent to your webhook",), None
         else:
             names, equivalent = (), ("sent the same requests (labkit's webhook matching over every namespace and "
                                      "namespaces made later, labelled or not); the webhook answers every one of them, "
