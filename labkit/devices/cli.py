@@ -75,3 +75,52 @@ def plugin_serve(
         pass
     finally:
         plugin.stop()
+
+
+LAB_ID = "device-plugins"
+
+
+def _lab_env():
+    from labkit import runner
+    from labkit.labs import get_lab
+    from labkit.state import LabEnv, LabState
+
+    lab = get_lab(LAB_ID)
+    state = LabState(lab.id)
+    env = LabEnv(lab, state)
+    if state.phase != "up" or not runner.lab_is_up(env):
+        raise LabkitError(f"the {LAB_ID} lab is not running: start it with `labkit run {LAB_ID}`")
+    return env
+
+
+@app.command("try")
+def try_plugin(
+    file: Path = typer.Argument(..., help="Your plugin: a Python file (run as `python FILE`)."),
+    resource: str = typer.Option("example.com/widget", "--resource", help="The resource to follow."),
+    broken: Optional[str] = typer.Option(None, "--break", metavar="ID",
+                                         help="Mark this device Unhealthy in $DEVICE_HEALTH_FILE, then healthy again."),
+    pod: int = typer.Option(0, "--pod", min=0, metavar="N", help="Admit a Pod asking for N devices and start its "
+                            "container with your Allocate answer."),
+    restart: bool = typer.Option(False, "--restart", help="Restart kubelet, then wait for your plugin to register again."),
+    output: Optional[str] = cliopts.output_option(FORMATS, "table"),
+):
+    """Run your device plugin against a fresh kubelet of the device-plugins lab (labkit's kubelet
+    v1.34.1 device manager on a real kubelet.sock) and show what kubelet saw: the registration,
+    the device lists, the node's capacity and allocatable, the rpcs kubelet made and, with --pod,
+    what the container's process got. The plugin runs with DEVICE_PLUGIN_DIR and
+    DEVICE_HEALTH_FILE in its environment and is stopped at the end."""
+    import json
+    import sys
+
+    from labkit.devices import trial
+
+    fmt, _ = cliopts.resolve_output(output, FORMATS, "table")
+    env = _lab_env()
+    if not file.is_file():
+        raise LabkitError(f"{file}: no such file")
+    session = env.lab.environment_module().session(env, "try", file.resolve())
+    steps = trial.run(session, resource, broken=broken, pod=pod, restart=restart)
+    if fmt == "json":
+        sys.stdout.write(json.dumps(steps, indent=1) + "\n")
+    else:
+        sys.stdout.write(trial.render(steps))

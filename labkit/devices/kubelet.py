@@ -46,6 +46,7 @@ from labkit.devices import api, checkpoint
 from labkit.devices.manager import (HEALTHY, Device, DeviceError, DeviceManager, Options, admission_error)
 
 CHECKPOINT = "kubelet_internal_checkpoint"     # manager.go kCheckpointName
+SUN_PATH_MAX = 107                             # struct sockaddr_un's sun_path, less its NUL
 
 
 def go_status(exc: grpc.RpcError) -> str:
@@ -175,6 +176,7 @@ class Kubelet:
         self.clients: dict[str, GrpcPlugin] = {}
         self.server: grpc.Server | None = None
         self.events: list[str] = []               # what kubelet logged, for the lab's views
+        self.registrations: list[dict] = []       # every Register call: what it asked, kubelet's error
         self.node_capacity: dict[str, int] = {}   # what the Node status shows (removed: 0)
 
     @property
@@ -187,6 +189,9 @@ class Kubelet:
 
     # -- start / stop / restart -------------------------------------------------------------------
     def start(self) -> None:
+        if len(os.fsencode(self.socket)) > SUN_PATH_MAX:
+            raise DeviceError(f"{self.socket}: longer than a unix socket's path may be ({SUN_PATH_MAX} bytes); "
+                              "a shorter directory is needed (LABKIT_STATE_DIR)")
         self.directory.mkdir(mode=0o750, parents=True, exist_ok=True)
         self.cleanup_directory()
         with self.lock:
@@ -238,6 +243,8 @@ class Kubelet:
     # -- Registration service ---------------------------------------------------------------------
     def Register(self, request, context):
         resource = request.resource_name
+        record = {"resource": resource, "endpoint": request.endpoint, "version": request.version, "error": None}
+        self.registrations.append(record)
         client = GrpcPlugin(resource, str(self.directory / request.endpoint), self.dial_timeout)
         try:
             with self.lock:
@@ -246,6 +253,7 @@ class Kubelet:
                 self.clients[resource] = client
         except DeviceError as exc:
             client.close()
+            record["error"] = str(exc)
             self.events.append(f"registration of {resource!r} refused: {exc}")
             context.abort(grpc.StatusCode.UNKNOWN, str(exc))
         if old is not None:
@@ -270,7 +278,8 @@ class Kubelet:
                     checkpoint.write(self.manager, self.checkpoint_path)
                 self.on_change()
         except grpc.RpcError as exc:
-            self.events.append(f"ListAndWatch ended unexpectedly for device plugin {resource}: {go_status(exc)}")
+            if self.clients.get(resource) is client:     # not kubelet's own stop or a replaced client
+                self.events.append(f"ListAndWatch ended unexpectedly for device plugin {resource}: {go_status(exc)}")
         with self.lock:
             if self.clients.get(resource) is not client:
                 return
