@@ -3,11 +3,13 @@
 Lab directory (env.dir):
   plugins/<exercise>.py   the student's plugins, one per exercise (a starter until written)
   widget-driver/          the directory the Allocate answer mounts into containers (VERSION inside)
-  node/<run>/             one fresh node per run (`labkit devices try`, each check): kubelet's
-                          device-plugins directory with kubelet.sock, the plugin's socket and
-                          the checkpoint; node/<run>.files/ the health file, the containers'
-                          specs and root directories
   logs/                   the plugin processes' and containers' output
+
+Nodes: /run/labkit/<prefix>-device-plugins/<run>/, one fresh node per run (`labkit devices try`,
+each check): kubelet's device-plugins directory with kubelet.sock, the plugin's socket and the
+checkpoint; beside it <run>.files/ with the health file and the containers' specs and roots. They
+are not in the lab directory because a unix socket's path has at most 107 bytes, and a lab
+directory may be deep; /run/labkit is labkit's own (it holds the labs' kernel-module claims).
 
 Nothing runs between runs: each `labkit devices try` and each check starts labkit's kubelet and
 the plugin afresh, as processes recorded in the ledger, and stops them at the end. A reset puts
@@ -42,13 +44,19 @@ def up(env):
     driver = _record_dir(env, "widget-driver")
     driver.mkdir()
     (driver / "VERSION").write_text(DRIVER_VERSION)
-    _record_dir(env, "node").mkdir()
+    nodes = node_root(env)
+    env.ledger.record("path", path=str(nodes))
+    nodes.mkdir()          # /run/labkit exists: the lab's kernel-module claim (labkit.kmodules) made it
     crash_point("device-plugins:node")
+
+
+def node_root(env) -> Path:
+    return Path("/run/labkit") / f"{env.prefix}-device-plugins"
 
 
 def is_up(env):
     return (env.dir / "plugins").is_dir() and (env.dir / "widget-driver" / "VERSION").is_file() \
-        and (env.dir / "node").is_dir()
+        and node_root(env).is_dir()
 
 
 def plugin_path(env, exercise_id: str) -> Path:
@@ -63,7 +71,7 @@ def write_plugin(env, exercise_id: str, source: str) -> Path:
 
 
 def session(env, run: str, plugin_file: Path):
-    """A fresh node in node/<run>/ with `plugin_file` started against it (labkit.devices.session),
+    """A fresh node in <node root>/<run>/ with `plugin_file` started against it (labkit.devices.session),
     its processes in the lab's ledger and their output in logs/<run>-<tag>.log."""
     from labkit.devices.session import Session
 
@@ -74,7 +82,7 @@ def session(env, run: str, plugin_file: Path):
         log(tag).unlink(missing_ok=True)
         return procs.spawn(env, f"{run}-{tag}", argv, cwd=env.dir, extra_env=extra_env)
 
-    return Session(env.dir / "node" / run, plugin_file, spawn, log)
+    return Session(node_root(env) / run, plugin_file, spawn, log)
 
 
 # -- resetting one exercise, keeping the student's work ---------------------------------------------
@@ -121,7 +129,7 @@ def reset_exercise(env, exercise_id: str) -> None:
     """The starter back in plugins/<exercise>.py (keep_student_work has copied the student's
     file first); the exercise's node directory goes."""
     shutil.copy(STARTER, plugin_path(env, exercise_id))
-    for run in (env.dir / "node" / exercise_id, env.dir / "node" / f"{exercise_id}.files"):
+    for run in (node_root(env) / exercise_id, node_root(env) / f"{exercise_id}.files"):
         if run.exists():
             shutil.rmtree(run)
 
@@ -132,6 +140,7 @@ def access(env):
         f"`cd {env.dir}` — the exercises' paths are relative to it.\n\n"
         "* `plugins/` — your plugins, one per exercise (each starts as a skeleton to complete)\n"
         "* `widget-driver/` — the driver directory containers get mounted (exercise allocate)\n"
-        "* `node/` — the nodes `labkit devices try` and the checks start; `logs/` — your plugins' output\n\n"
+        "* `logs/` — your plugins' output\n"
+        f"* `{node_root(env)}/` — the nodes `labkit devices try` and the checks start\n\n"
         "Run a plugin against a fresh kubelet: `labkit devices try plugins/register.py`."
     )
