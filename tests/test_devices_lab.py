@@ -72,3 +72,13 @@ def test_kill_during_a_check_then_cleanup_leaves_nothing(host_unchanged, lab_cle
     assert (nodes / "restart" / "widget.sock").exists()      # the plugin was serving
     labkit("cleanup", "device-plugins", check=0)
     assert not nodes.exists() and not (lab_dir / "plugins").exists()
+
+
+@pytest.mark.host_exclusive
+@pytest.mark.parametrize("step", ["plugins", "node"])
+def test_kill_run_after_each_build_step_then_cleanup(step, host_unchanged, lab_cleanup):
+    run = subprocess.run(LABKIT + ["run", "device-plugins"], cwd=REPO, capture_output=True,
+                         env={**os.environ, "LABKIT_CRASH_AT": f"device-plugins:{step}"})
+    assert run.returncode == -signal.SIGKILL
+    labkit("cleanup", "device-plugins", check=0)
+    assert not (Path("/run/labkit") / f"{os.environ['LABKIT_PREFIX']}-device-plugins").exists()

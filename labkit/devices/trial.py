@@ -3,6 +3,8 @@ step, as a list of steps each saying what was done and what kubelet then showed.
 
 from __future__ import annotations
 
+import json
+
 REGISTER_S, CHANGE_S, SETTLE_S = 3.0, 3.0, 0.3
 
 
@@ -50,11 +52,17 @@ def run(session, resource: str, *, broken: str | None = None, pod: int = 0, rest
     return steps
 
 
+def _flat(value) -> str:
+    """A value on one line: nested mappings and lists as JSON."""
+    return json.dumps(value) if isinstance(value, (dict, list)) else str(value)
+
+
 def _line(key: str, value) -> str:
     if isinstance(value, list) and value and isinstance(value[0], dict):
-        return f"  {key}:\n" + "".join(f"    - {', '.join(f'{k}={v}' for k, v in item.items())}\n" for item in value)
+        return f"  {key}:\n" + "".join(f"    - {', '.join(f'{k}={_flat(v)}' for k, v in item.items())}\n"
+                                       for item in value)
     if isinstance(value, dict):
-        return f"  {key}: {', '.join(f'{k}={v}' for k, v in value.items()) or '(none)'}\n"
+        return f"  {key}: {', '.join(f'{k}={_flat(v)}' for k, v in value.items()) or '(none)'}\n"
     if isinstance(value, str) and "\n" in value:
         return f"  {key}:\n" + "".join(f"    | {line}\n" for line in value.splitlines())
     return f"  {key}: {value}\n"
