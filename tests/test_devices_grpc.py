@@ -271,3 +271,22 @@ def test_the_container_process_receives_envs_and_mounts(tmp_path):
         proc.wait()
     assert Path("/proc/self/mountinfo").read_text() == before
     assert not (root / "usr/local/widget/libwidget.so").exists()
+
+
+def test_a_plugin_that_never_answers_its_options_is_refused_with_kubelets_words(node):
+    kubelet, plugin = node
+    p = ReferencePlugin(spec(), kubelet.directory)
+
+    def hangs(request, context):
+        time.sleep(5)
+        return api.DevicePluginOptions()
+    p.GetDevicePluginOptions = hangs
+    p.server = api.serve_plugin(p, str(p.socket_path))
+    try:
+        with pytest.raises(grpc.RpcError) as refused:
+            api.register(str(kubelet.socket), "widget.sock", WIDGET)
+        assert refused.value.details() == ("failed to get device plugin options: rpc error: code = DeadlineExceeded "
+                                           "desc = Deadline Exceeded")
+        assert kubelet.registrations[-1]["answered"] and kubelet.node_status() == ({}, {})
+    finally:
+        p.stop()

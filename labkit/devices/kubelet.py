@@ -118,7 +118,7 @@ class GrpcPlugin:
             if self.stub is None:
                 self.dial()
             try:
-                got = self.stub.GetDevicePluginOptions(api.Empty(), timeout=api.DIAL_TIMEOUT)
+                got = self.stub.GetDevicePluginOptions(api.Empty(), timeout=self.dial_timeout)
             except grpc.RpcError as exc:
                 raise DeviceError(f"failed to get device plugin options: {go_status(exc)}") from None
             self._options = Options(got.pre_start_required, got.get_preferred_allocation_available)
@@ -243,7 +243,8 @@ class Kubelet:
     # -- Registration service ---------------------------------------------------------------------
     def Register(self, request, context):
         resource = request.resource_name
-        record = {"resource": resource, "endpoint": request.endpoint, "version": request.version, "error": None}
+        record = {"resource": resource, "endpoint": request.endpoint, "version": request.version, "error": None,
+                  "answered": False}
         self.registrations.append(record)
         client = GrpcPlugin(resource, str(self.directory / request.endpoint), self.dial_timeout)
         try:
@@ -253,11 +254,12 @@ class Kubelet:
                 self.clients[resource] = client
         except DeviceError as exc:
             client.close()
-            record["error"] = str(exc)
+            record["error"], record["answered"] = str(exc), True
             self.events.append(f"registration of {resource!r} refused: {exc}")
             context.abort(grpc.StatusCode.UNKNOWN, str(exc))
         if old is not None:
             old.close()
+        record["answered"] = True
         self.events.append(f"registered {resource} at {request.endpoint}")
         client.stream = client.stub.ListAndWatch(api.Empty())
         threading.Thread(target=self._watch, args=(client,), daemon=True, name=f"listandwatch {resource}").start()

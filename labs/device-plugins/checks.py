@@ -19,6 +19,7 @@ HEALTHY, UNHEALTHY = "Healthy", "Unhealthy"
 REGISTER_S = 3.0          # how long a plugin has to register (Python and grpc start in well under 1 s)
 CHANGE_S = 3.0            # how long it has to send a changed list
 SETTLE_S = 0.3
+PENDING = "(no answer yet)"    # a Register call kubelet has not answered when the check looks
 
 
 # -- observing ------------------------------------------------------------------------------------
@@ -43,8 +44,8 @@ def _first_list(s, resource: str) -> None:
 def _registration(s, resource: str) -> dict:
     """What every check judges first: did the plugin register, and what kubelet then listed."""
     return {"exited": s.exited, "log": s.plugin_log(),
-            "registrations": [{"resource": r["resource"], "version": r["version"], "error": r["error"]}
-                              for r in s.registrations()],
+            "registrations": [{"resource": r["resource"], "version": r["version"],
+                               "error": r["error"] if r["answered"] else PENDING} for r in s.registrations()],
             "devices": sorted(s.devices(resource), key=lambda d: d["ID"]), "node": s.node()}
 
 
@@ -75,6 +76,9 @@ def _judge_registered(ctx, obs: dict) -> None:
         _fail(f"no Register call reached $DEVICE_PLUGIN_DIR/kubelet.sock within {REGISTER_S:g} s{tail}",
               "a Register call from your plugin", "none")
     last = regs[-1]
+    if last.get("error") == PENDING:
+        _fail(f"your Register call has not returned: kubelet dials your endpoint back and waits for "
+              f"GetDevicePluginOptions before it answers{tail}", "an accepted registration", "pending")
     if last.get("error"):
         _fail(f"kubelet refused your registration: {last['error']}{tail}", "an accepted registration", "refused")
     if last.get("resource") != resource:
