@@ -33,7 +33,7 @@ def test_device_plugins_lab_end_to_end(host_unchanged, lab_cleanup):
     assert "labkit devices try plugins/register.py" in run.stdout
     lab_dir = Path(os.environ["LABKIT_STATE_DIR"]) / "device-plugins"
 
-    fresh = results(labkit("check", "device-plugins", "--format", "json", check=1))
+    fresh = results(labkit("check", "device-plugins", "-o", "json", check=1))
     assert {e: r["status"] for e, r in fresh.items()} == {e: "fail" for e in EXERCISES}
     assert all("your plugin exited (code 1) without a Register call" in r["message"] for r in fresh.values())
 
@@ -44,7 +44,7 @@ def test_device_plugins_lab_end_to_end(host_unchanged, lab_cleanup):
     container = steps[1]["container"]
     assert container["envs"] == {"WIDGET_VISIBLE_DEVICES": ",".join(steps[1]["admitted"]["devices"])}
     assert container["mounts"]["/var/lib/widget"]["read_only"]
-    passed = results(labkit("check", "device-plugins", "allocate", "--format", "json", check=0))["allocate"]
+    passed = results(labkit("check", "device-plugins", "allocate", "-o", "json", check=0))["allocate"]
     assert passed["status"] == "pass"
 
     # a reset puts the starter back; the student's plugin is kept in the answers directory
