@@ -287,6 +287,10 @@ TEXTS: dict[str, dict[str, Run | list[Run] | Mention | Covered]] = {
             "labkit mounts exec node -- umount /var/lib/kubelet/plugins/publisher/"
             "$(labkit mounts exec node -- ls /var/lib/kubelet/plugins/publisher | head -1)", changes="leaked-mount"),
     },
+    "device-plugins": {
+        "labkit devices try": Mention(),
+        "labkit reset device-plugins EXERCISE": Run("labkit reset device-plugins register", changes="register"),
+    },
     "numa": {
         "labkit numa show --machine FILE_OR_FIXTURE": runs(Run("labkit numa show --machine lab-two-node"),
                                                           Run("labkit numa show --machine machine.json")),
@@ -468,7 +472,7 @@ class LabRunner:
         self.env.update(KUBECONFIG=str(state / "apiserver" / "kubeconfig"), LAB_STATE=str(state),
                         LAB_DIR=str(self.lab.directory), SCRATCH=str(self.scratch))
         # numa's and resources' texts are relative to the lab's state directory (their access texts say so)
-        self.cwd = state if lab_id in ("numa", "resources") else self.scratch
+        self.cwd = state if lab_id in ("numa", "resources", "device-plugins") else self.scratch
         self.outcomes: list[Outcome] = []
 
     def labkit(self, *args, check=0):

@@ -1,5 +1,6 @@
 """`labkit devices`: kubelet's device manager, reconstructed. `play` runs device-plugin cases
-(plugin events, allocations, checkpoints, restarts) and compares them with what they expect."""
+(plugin events, allocations, checkpoints, restarts) and compares them with what they expect;
+`plugin serve` runs labkit's reference device plugin over real gRPC against a kubelet.sock."""
 
 from __future__ import annotations
 
@@ -9,9 +10,13 @@ from typing import List, Optional
 import typer
 
 from labkit import cases, cliopts
+from labkit.errors import LabkitError
 
 app = typer.Typer(help="kubelet's device manager v1.34.1, reconstructed: play device-plugin cases (`play`).",
                   no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})
+plugin_app = typer.Typer(help="labkit's reference device plugin (v1beta1 over gRPC on a unix socket).",
+                         no_args_is_help=True)
+app.add_typer(plugin_app, name="plugin")
 
 FORMATS = ("table", "json")
 
@@ -26,3 +31,96 @@ def play(files: List[Path] = typer.Option(..., "-f", "--filename", help="A case 
     fmt, _ = cliopts.resolve_output(output, FORMATS, "table")
     results = [play_case(load_case(path)) for path in files]
     raise typer.Exit(cases.report(results, fmt))
+
+
+@plugin_app.command("serve")
+def plugin_serve(
+    filename: Optional[Path] = typer.Option(None, "-f", "--filename",
+                                            help="The plugin's spec (YAML or JSON: resource, socket, devices, "
+                                                 "preferred, pre_start, allocate); re-read when it changes."),
+    resource: Optional[str] = typer.Option(None, "--resource", help="The extended resource, e.g. example.com/widget."),
+    device: List[str] = typer.Option([], "--device", help="A device ID, or ID@NUMA (repeat for several)."),
+    directory: Path = typer.Option(..., "--dir", help="kubelet's device-plugins directory (where kubelet.sock "
+                                                      "is; a real kubelet's is /var/lib/kubelet/device-plugins)."),
+):
+    """Serve the reference device plugin on <dir>/<socket> and register it with <dir>/kubelet.sock;
+    register again whenever kubelet.sock is created anew. Runs until interrupted."""
+    from labkit.devices.plugin import ReferencePlugin, load_spec
+
+    if filename is not None:
+        try:
+            spec = load_spec(filename)
+        except (OSError, ValueError) as exc:
+            raise LabkitError(str(exc)) from None
+    elif resource:
+        spec = {"resource": resource, "devices": []}
+    else:
+        raise LabkitError("give the plugin's spec (-f FILE) or at least --resource and --device")
+    if resource:
+        spec["resource"] = resource
+    for item in device:
+        dev_id, _, numa = item.partition("@")
+        spec.setdefault("devices", []).append({"id": dev_id, **({"numa": int(numa)} if numa else {})})
+    import signal
+
+    def stop(_signum, _frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    plugin = ReferencePlugin(spec, directory, filename)
+    typer.echo(f"device plugin {plugin.resource}: {len(plugin.devices)} devices, socket {plugin.socket_path}")
+    try:
+        plugin.run()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        plugin.stop()
+
+
+LAB_ID = "device-plugins"
+
+
+def _lab_env():
+    from labkit import runner
+    from labkit.labs import get_lab
+    from labkit.state import LabEnv, LabState
+
+    lab = get_lab(LAB_ID)
+    state = LabState(lab.id)
+    env = LabEnv(lab, state)
+    if state.phase != "up" or not runner.lab_is_up(env):
+        raise LabkitError(f"the {LAB_ID} lab is not running: start it with `labkit run {LAB_ID}`")
+    return env
+
+
+@app.command("try")
+def try_plugin(
+    file: Path = typer.Argument(..., help="Your plugin: a Python file (run as `python FILE`)."),
+    resource: str = typer.Option("example.com/widget", "--resource", help="The resource to follow."),
+    broken: Optional[str] = typer.Option(None, "--break", metavar="ID",
+                                         help="Mark this device Unhealthy in $DEVICE_HEALTH_FILE, then healthy again."),
+    pod: int = typer.Option(0, "--pod", min=0, metavar="N", help="Admit a Pod asking for N devices and start its "
+                            "container with your Allocate answer."),
+    restart: bool = typer.Option(False, "--restart", help="Restart kubelet, then wait for your plugin to register again."),
+    output: Optional[str] = cliopts.output_option(FORMATS, "table"),
+):
+    """Run your device plugin against a fresh kubelet of the device-plugins lab (labkit's kubelet
+    v1.34.1 device manager on a real kubelet.sock) and show what kubelet saw: the registration,
+    the device lists, the node's capacity and allocatable, the rpcs kubelet made and, with --pod,
+    what the container's process got. The plugin runs with DEVICE_PLUGIN_DIR and
+    DEVICE_HEALTH_FILE in its environment and is stopped at the end."""
+    import json
+    import sys
+
+    from labkit.devices import trial
+
+    fmt, _ = cliopts.resolve_output(output, FORMATS, "table")
+    env = _lab_env()
+    if not file.is_file():
+        raise LabkitError(f"{file}: no such file")
+    session = env.lab.environment_module().session(env, "try", file.resolve())
+    steps = trial.run(session, resource, broken=broken, pod=pod, restart=restart)
+    if fmt == "json":
+        sys.stdout.write(json.dumps(steps, indent=1) + "\n")
+    else:
+        sys.stdout.write(trial.render(steps))

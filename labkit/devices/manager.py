@@ -242,8 +242,14 @@ class DeviceManager:
                 raise DeviceError(f"unknown Device Plugin {resource}")
             try:
                 response = endpoint.plugin.allocate(sorted(chosen)) if endpoint.plugin is not None else {}
+            except DeviceError:
+                raise
             except Exception as exc:
-                raise DeviceError(f"rpc error: code = Unknown desc = {exc}") from None
+                # endpoint.go allocate returns the rpc's error as grpc-go words it; a transport
+                # that already words it so (labkit.devices.kubelet) is passed through
+                text = str(exc)
+                raise DeviceError(text if text.startswith("rpc error: ") else
+                                  f"rpc error: code = Unknown desc = {text}") from None
             self.calls.append({"call": "Allocate", "resource": resource, "devices": sorted(chosen), "answer": response})
             numa: dict[int, list[str]] = {}
             for dev_id in sorted(chosen):

@@ -1,0 +1,181 @@
+"""One run of a device plugin against a fresh node: labkit's kubelet (labkit.devices.kubelet)
+serving kubelet.sock in `directory` (its device-plugins directory; the run's other files — the
+health file, the containers' specs and roots — go to `<directory>.files`), the plugin started as a
+process of its own with
+
+    DEVICE_PLUGIN_DIR   kubelet's device-plugins directory (kubelet.sock is there; the plugin's
+                        own socket goes there too, its file name being the RegisterRequest's endpoint)
+    DEVICE_HEALTH_FILE  a YAML mapping device ID -> Healthy | Unhealthy that the session rewrites
+                        to make devices fail; a plugin watching its devices reads it
+
+and Pods admitted by that kubelet whose containers start as real processes with the Allocate
+answer (labkit.devices.container). `labkit devices try` and the device-plugins lab's checks both
+drive a plugin through this; what they show or judge is what the session saw on the wire and in
+the processes.
+
+The caller passes `spawn(tag, argv, extra_env) -> Popen` (the lab's ledger-recorded processes)
+and `log(tag) -> Path` (where that process's output goes).
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+import yaml
+
+from labkit.devices import container
+from labkit.devices.kubelet import Kubelet
+
+PLUGIN_TAG = "plugin"
+POLL = 0.02
+
+
+class Session:
+    def __init__(self, directory: Path, plugin_file: Path, spawn: Callable, log: Callable,
+                 numa_nodes: list[int] | None = None):
+        self.directory = Path(directory)
+        self.plugin_file = Path(plugin_file)
+        self.spawn = spawn
+        self.log = log
+        self.files = self.directory.with_name(self.directory.name + ".files")
+        self.kubelet = Kubelet(self.directory, numa_nodes=list(numa_nodes or [0, 1]), dial_timeout=2.0)
+        self.health_file = self.files / "health.yaml"
+        self.process: subprocess.Popen | None = None
+        self.containers = 0
+
+    # -- start and stop ---------------------------------------------------------------------------
+    def __enter__(self) -> "Session":
+        for path in (self.directory, self.files):
+            if path.exists():
+                shutil.rmtree(path)
+        self.files.mkdir(parents=True)
+        self.health_file.write_text("{}\n")
+        self.kubelet.start()
+        self.process = self.spawn(PLUGIN_TAG, [sys.executable, "-u", str(self.plugin_file)],
+                                  {"DEVICE_PLUGIN_DIR": str(self.kubelet.directory),
+                                   "DEVICE_HEALTH_FILE": str(self.health_file)})
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop_plugin()
+        self.kubelet.stop()
+
+    def stop_plugin(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=1)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    # -- what the node sees -----------------------------------------------------------------------
+    @property
+    def exited(self) -> int | None:
+        return None if self.process is None else self.process.poll()
+
+    def wait(self, condition: Callable[[], object], seconds: float) -> bool:
+        """Wait for `condition` (False when the time is up or the plugin exited first)."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if condition():
+                return True
+            if self.exited is not None:
+                return bool(condition())
+            time.sleep(POLL)
+        return bool(condition())
+
+    def lists(self, resource: str) -> int:
+        """How many ListAndWatch messages kubelet received for `resource`."""
+        return sum(1 for c in list(self.kubelet.manager.calls) if c["call"] == "ListAndWatch" and c["resource"] == resource)
+
+    def devices(self, resource: str) -> list[dict]:
+        """The resource's devices as the last ListAndWatch message listed them."""
+        with self.kubelet.lock:
+            found = self.kubelet.manager.all_devices.get(resource, {})
+            return [{"ID": d.id, "health": d.health, "numa": list(d.numa or [])} for d in found.values()]
+
+    def node(self) -> dict:
+        capacity, allocatable = self.kubelet.node_status()
+        return {"capacity": capacity, "allocatable": allocatable}
+
+    def registrations(self) -> list[dict]:
+        return [dict(r) for r in self.kubelet.registrations]
+
+    def options(self, resource: str) -> dict | None:
+        endpoint = self.kubelet.manager.endpoints.get(resource)
+        return None if endpoint is None else dict(endpoint.options.__dict__)
+
+    def set_health(self, health: dict[str, str]) -> None:
+        tmp = self.health_file.with_suffix(".tmp")
+        tmp.write_text(yaml.safe_dump(health))
+        tmp.replace(self.health_file)
+
+    def plugin_log(self, lines: int = 8) -> str:
+        try:
+            text = self.log(PLUGIN_TAG).read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    # -- Pods and their containers ----------------------------------------------------------------
+    def admit(self, name: str, resource: str, count: int) -> dict:
+        """A Pod of one container `c` asking `count` of `resource`: {"admitted", "devices", "error"}."""
+        rejected = self.kubelet.admit({"name": name, "uid": name, "containers": [{"name": "c", "limits": {resource: count}}]})
+        held = self.kubelet.manager.pod_devices.get(name, {}).get("c", {}).get(resource)
+        return {"admitted": rejected is None, "devices": list(held.devices) if held else [],
+                "error": rejected["message"] if rejected else None}
+
+    def run_container(self, pod: str, seconds: float = 3.0) -> dict:
+        """Start the Pod's container `c` as a process with what Allocate returned (after
+        PreStartContainer when asked); what the process has: its environment (the Allocate
+        envs), and each mount point under its root with the host path and options."""
+        options = self.kubelet.run_options(pod, "c")
+        self.containers += 1
+        here = self.files / "containers" / f"{pod}-c"
+        here.mkdir(parents=True, exist_ok=True)
+        root = here / "root"
+        spec = container.write_spec(here / "spec.json", root, options, ["sleep", "30"])
+        proc = self.spawn(f"container-{self.containers}", container.argv(spec), {})
+        try:
+            def started():
+                try:
+                    return Path(f"/proc/{proc.pid}/cmdline").read_bytes().startswith(b"sleep")
+                except OSError:
+                    return False
+            deadline = time.monotonic() + seconds
+            while not started() and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(POLL)
+            if not started():
+                return {"started": False, "envs": {}, "mounts": {}, "options": options}
+            env = container.environ(proc.pid)
+            mounts = {}
+            prefix = str(root)
+            for path, seen in container.mounts(proc.pid).items():
+                if path.startswith(prefix + "/"):
+                    inside = Path(f"/proc/{proc.pid}/root{path}")
+                    mounts[path[len(prefix):]] = {"read_only": "ro" in seen["options"], "files": _files(inside)}
+            return {"started": True, "envs": {k: v for k, v in env.items() if k not in container.BASE_ENV},
+                    "mounts": mounts, "options": options}
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+
+
+def _files(directory: Path) -> dict[str, str]:
+    """The regular files at the top of a directory as a process sees it, with their first line."""
+    out = {}
+    try:
+        for entry in sorted(directory.iterdir())[:20]:
+            if entry.is_file():
+                out[entry.name] = entry.read_text(errors="replace").split("\n", 1)[0][:200]
+    except OSError:
+        pass
+    return out

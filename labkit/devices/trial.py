@@ -1,0 +1,82 @@
+"""`labkit devices try`: one plugin run against a fresh node (labkit.devices.session), step by
+step, as a list of steps each saying what was done and what kubelet then showed."""
+
+from __future__ import annotations
+
+import json
+
+REGISTER_S, CHANGE_S, SETTLE_S = 3.0, 3.0, 0.3
+
+
+def _devices(s, resource):
+    return sorted(s.devices(resource), key=lambda d: d["ID"])
+
+
+def _step(what: str, **shown) -> dict:
+    return {"step": what, **shown}
+
+
+def run(session, resource: str, *, broken: str | None = None, pod: int = 0, restart: bool = False) -> list[dict]:
+    steps = []
+    with session as s:
+        s.wait(lambda: s.lists(resource) >= 1 or any(r["error"] for r in s.registrations()), REGISTER_S)
+        s.wait(lambda: False, SETTLE_S)
+        steps.append(_step("plugin started", registrations=s.registrations(), options=s.options(resource),
+                           devices=_devices(s, resource), node=s.node(), exited=s.exited, log=s.plugin_log()))
+        if not s.lists(resource):
+            return steps
+        if broken:
+            for health in ("Unhealthy", "Healthy"):
+                before = s.lists(resource)
+                s.set_health({broken: health})
+                sent = s.wait(lambda: s.lists(resource) > before, CHANGE_S)
+                s.wait(lambda: False, SETTLE_S)
+                steps.append(_step(f"health file: {broken}: {health}", new_list=sent, devices=_devices(s, resource),
+                                   node=s.node()))
+        if pod:
+            start = len(s.kubelet.manager.calls)
+            admitted = s.admit("pod-a", resource, pod)
+            calls = [c for c in s.kubelet.manager.calls[start:] if c["call"] != "ListAndWatch"]
+            seen = s.run_container("pod-a") if admitted["admitted"] else None
+            steps.append(_step(f"Pod pod-a asks for {pod}", admitted=admitted, calls=calls, container=seen))
+        if restart:
+            count = len(s.registrations())
+            s.kubelet.restart()
+            steps.append(_step("kubelet restarted", node=s.node(), files=sorted(p.name for p in s.kubelet.directory.iterdir())))
+            again = s.wait(lambda: len(s.registrations()) > count and s.lists(resource) >= 1, CHANGE_S)
+            s.wait(lambda: False, SETTLE_S)
+            held = {uid: {c: {r: a.devices for r, a in rs.items()} for c, rs in cs.items()}
+                    for uid, cs in s.kubelet.manager.pod_devices.items()}
+            steps.append(_step("after the restart", registered_again=again, registrations=s.registrations()[count:],
+                               node=s.node(), pod_devices=held, events=s.kubelet.events[-3:]))
+    return steps
+
+
+def _flat(value) -> str:
+    """A value on one line: nested mappings and lists as JSON."""
+    return json.dumps(value) if isinstance(value, (dict, list)) else str(value)
+
+
+def _line(key: str, value) -> str:
+    if isinstance(value, list) and value and isinstance(value[0], dict):
+        return f"  {key}:\n" + "".join(f"    - {', '.join(f'{k}={_flat(v)}' for k, v in item.items())}\n"
+                                       for item in value)
+    if isinstance(value, dict):
+        return f"  {key}: {', '.join(f'{k}={_flat(v)}' for k, v in value.items()) or '(none)'}\n"
+    if isinstance(value, str) and "\n" in value:
+        return f"  {key}:\n" + "".join(f"    | {line}\n" for line in value.splitlines())
+    return f"  {key}: {value}\n"
+
+
+def render(steps: list[dict]) -> str:
+    out = []
+    for step in steps:
+        out.append(f"== {step['step']}\n")
+        for key, value in step.items():
+            if key == "step" or value in (None, "", []):
+                continue
+            if key == "node":
+                value = {f"capacity {r}": n for r, n in value["capacity"].items()} | \
+                        {f"allocatable {r}": n for r, n in value["allocatable"].items()}
+            out.append(_line(key, value))
+    return "".join(out)

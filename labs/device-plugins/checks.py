@@ -1,0 +1,460 @@
+"""Checks of the device-plugins lab.
+
+Each check starts the student's plugin file as a process against a fresh node (labkit's kubelet,
+labkit.devices.kubelet, serving kubelet.sock over real gRPC: labkit.devices.session) and observes
+what crossed the wire and what the node and its container processes show; `judge_<name>` then
+holds that observation against the exercise's statement in lab.yaml (`solved`). Nothing here is a
+stored answer: the widgets, their NUMA nodes, the env and mount are the exercise's specification,
+and what kubelet does with them is labkit's kubelet's doing.
+"""
+
+from pathlib import Path
+
+import grpc
+
+from labkit.exercises import LIVE, CheckFailed
+
+WIDGETS = {"widget-0": 0, "widget-1": 0, "widget-2": 1, "widget-3": 1}    # the exercise's devices
+HEALTHY, UNHEALTHY = "Healthy", "Unhealthy"
+REGISTER_S = 3.0          # how long a plugin has to register (Python and grpc start in well under 1 s)
+CHANGE_S = 3.0            # how long it has to send a changed list
+SETTLE_S = 0.3
+PENDING = "(no answer yet)"    # a Register call kubelet has not answered when the check looks
+
+
+# -- observing ------------------------------------------------------------------------------------
+
+def _plugin(ctx) -> Path:
+    path = ctx.env.dir / ctx.params["file"]
+    if not path.is_file():
+        raise CheckFailed(f"no plugin yet: write it to\n  {path}")
+    return path
+
+
+def _session(ctx):
+    lab = ctx.env.lab.environment_module()
+    return lab.session(ctx.env, ctx.exercise.id, _plugin(ctx))
+
+
+def _first_list(s, resource: str) -> None:
+    s.wait(lambda: s.lists(resource) >= 1 or any(r["error"] for r in s.registrations()), REGISTER_S)
+    s.wait(lambda: False, SETTLE_S) if s.lists(resource) else None
+
+
+def _registration(s, resource: str) -> dict:
+    """What every check judges first: did the plugin register, and what kubelet then listed."""
+    return {"exited": s.exited, "log": s.plugin_log(),
+            "registrations": [{"resource": r["resource"], "version": r["version"],
+                               "error": r["error"] if r["answered"] else PENDING} for r in s.registrations()],
+            "devices": sorted(s.devices(resource), key=lambda d: d["ID"]), "node": s.node()}
+
+
+def _changed(s, resource: str, health: dict) -> dict:
+    """Rewrite the health file; wait for a new ListAndWatch message (and its followers)."""
+    before = s.lists(resource)
+    s.set_health(health)
+    sent = s.wait(lambda: s.lists(resource) > before, CHANGE_S)
+    if sent:
+        s.wait(lambda: False, SETTLE_S)
+    return {"sent": sent, "devices": sorted(s.devices(resource), key=lambda d: d["ID"]), "node": s.node()}
+
+
+# -- judging: the registration and the device list -------------------------------------------------
+
+def _fail(message: str, expected=None, observed=None, **details):
+    raise CheckFailed(message, expected, observed, observed_in=LIVE, **details)
+
+
+def _judge_registered(ctx, obs: dict) -> None:
+    resource = ctx.params["resource"]
+    regs = obs.get("registrations") or []
+    log = obs.get("log") or ""
+    tail = f"\nThe end of its output (logs/):\n{log}" if log else ""
+    if not regs:
+        if obs.get("exited") is not None:
+            _fail(f"your plugin exited (code {obs['exited']}) without a Register call reaching kubelet.sock{tail}")
+        _fail(f"no Register call reached $DEVICE_PLUGIN_DIR/kubelet.sock within {REGISTER_S:g} s{tail}",
+              "a Register call from your plugin", "none")
+    last = regs[-1]
+    if last.get("error") == PENDING:
+        _fail(f"your Register call has not returned: kubelet dials your endpoint back and waits for "
+              f"GetDevicePluginOptions before it answers{tail}", "an accepted registration", "pending")
+    if last.get("error"):
+        _fail(f"kubelet refused your registration: {last['error']}{tail}", "an accepted registration", "refused")
+    if last.get("resource") != resource:
+        _fail(f"the resource your plugin registered is {last.get('resource')!r}, not the exercise's {resource}",
+              resource, last.get("resource"))
+    if last.get("version") != "v1beta1":
+        _fail(f"your RegisterRequest names API version {last.get('version')!r}: kubelet v1.34 supports v1beta1 only",
+              "v1beta1", last.get("version"))
+
+
+def _judge_devices(devices: list, broken: str | None = None, when: str = "") -> None:
+    """The list kubelet keeps: exactly the four widgets, their NUMA nodes, their health."""
+    by_id = {}
+    for d in devices or []:
+        by_id[d.get("ID")] = d
+    missing = sorted(set(WIDGETS) - set(by_id))
+    extra = sorted(str(i) for i in set(by_id) - set(WIDGETS))
+    if missing or extra:
+        what = "; ".join(p for p in (f"missing: {', '.join(missing)}" if missing else "",
+                                     f"not a widget of the exercise: {', '.join(extra)}" if extra else "") if p)
+        _fail(f"{when}kubelet's device list does not hold the exercise's device IDs ({what}); kubelet forgets "
+              "every device a ListAndWatch message leaves out, and capacity counts what is listed",
+              sorted(WIDGETS), sorted(str(i) for i in by_id))
+    for dev, node in WIDGETS.items():
+        numa = by_id[dev].get("numa") or []
+        if list(numa) != [node]:
+            _fail(f"{when}{dev} is listed on NUMA node(s) {list(numa) or 'none (no topology)'}; the exercise puts "
+                  f"it on NUMA node {node} (Device.topology.nodes)", node, list(numa))
+    for dev in WIDGETS:
+        want = UNHEALTHY if dev == broken else HEALTHY
+        got = by_id[dev].get("health")
+        if got != want:
+            _fail(f"{when}{dev} is listed with health {got!r}; it should be {want} (kubelet counts a device as healthy "
+                  f"only when its health is exactly \"{HEALTHY}\")", want, got)
+
+
+def _judge_node(ctx, node: dict, capacity: int, allocatable: int, when: str = "") -> None:
+    resource = ctx.params["resource"]
+    node = node or {}
+    others = sorted(set(node.get("capacity") or {}) - {resource})
+    if others:
+        _fail(f"{when}the node has another extended resource besides {resource}: {', '.join(others)}")
+    got = ((node.get("capacity") or {}).get(resource), (node.get("allocatable") or {}).get(resource))
+    if got != (capacity, allocatable):
+        _fail(f"{when}the node's capacity of {resource} is {got[0]} and its allocatable {got[1]}; "
+              f"{capacity} and {allocatable} expected", {"capacity": capacity, "allocatable": allocatable},
+              {"capacity": got[0], "allocatable": got[1]})
+
+
+# -- register -------------------------------------------------------------------------------------
+
+def observe_register(ctx) -> dict:
+    with _session(ctx) as s:
+        _first_list(s, ctx.params["resource"])
+        return _registration(s, ctx.params["resource"])
+
+
+def judge_register(ctx, obs: dict):
+    _judge_registered(ctx, obs)
+    _judge_devices(obs.get("devices"))
+    _judge_node(ctx, obs.get("node"), 4, 4)
+    return ctx.passed(f"your plugin registered {ctx.params['resource']}: four widgets on two NUMA nodes, capacity "
+                      "and allocatable 4")
+
+
+def check_register(ctx):
+    return judge_register(ctx, observe_register(ctx))
+
+
+# -- health ---------------------------------------------------------------------------------------
+
+def observe_health(ctx) -> dict:
+    resource, broken = ctx.params["resource"], ctx.params["broken"]
+    with _session(ctx) as s:
+        _first_list(s, resource)
+        obs = _registration(s, resource)
+        if s.lists(resource):
+            obs["broken"] = _changed(s, resource, {broken: UNHEALTHY})
+            if obs["broken"]["sent"]:
+                obs["healed"] = _changed(s, resource, {broken: HEALTHY})
+        return obs
+
+
+def judge_health(ctx, obs: dict):
+    broken = ctx.params["broken"]
+    judge_register(ctx, obs)
+    for phase, label, sick, allocatable in (("broken", f"{broken} Unhealthy", broken, 3),
+                                            ("healed", f"{broken} Healthy again", None, 4)):
+        seen = obs.get(phase) or {}
+        when = f"after $DEVICE_HEALTH_FILE said {label}: "
+        if not seen.get("sent"):
+            _fail(f"{when}your plugin sent kubelet no new device list within {CHANGE_S:g} s (ListAndWatch must "
+                  "send the whole list again whenever a device's health changes)")
+        _judge_devices(seen.get("devices"), sick, when)
+        _judge_node(ctx, seen.get("node"), 4, allocatable, when)
+    return ctx.passed(f"{broken} went Unhealthy and back: allocatable 3 then 4, capacity 4 throughout")
+
+
+def check_health(ctx):
+    return judge_health(ctx, observe_health(ctx))
+
+
+# -- allocate -------------------------------------------------------------------------------------
+
+PODS = ("pod-a", "pod-b")
+
+
+def observe_allocate(ctx) -> dict:
+    resource = ctx.params["resource"]
+    with _session(ctx) as s:
+        _first_list(s, resource)
+        obs = _registration(s, resource)
+        obs["pods"] = {}
+        if s.lists(resource):
+            for pod in PODS:
+                admitted = s.admit(pod, resource, 2)
+                admitted["container"] = s.run_container(pod) if admitted["admitted"] else None
+                obs["pods"][pod] = admitted
+        return obs
+
+
+def judge_allocate(ctx, obs: dict):
+    env_name, mount = ctx.params["env"], ctx.params["mount"]
+    judge_register(ctx, obs)
+    driver = ctx.env.dir / "widget-driver"
+    want_files = {p.name: p.read_text().split("\n", 1)[0] for p in sorted(driver.iterdir()) if p.is_file()}
+    pods = obs.get("pods") or {}
+    for pod in PODS:
+        seen = pods.get(pod) or {}
+        if not seen.get("admitted"):
+            _fail(f"kubelet did not admit {pod} (two widgets): {seen.get('error') or 'not tried'}")
+        container = seen.get("container") or {}
+        if not container.get("started"):
+            _fail(f"the container of {pod} did not start with your Allocate answer (see logs/)")
+        devices = seen.get("devices") or []
+        envs = container.get("envs") or {}
+        if env_name not in envs:
+            _fail(f"the process of {pod}'s container has no {env_name} in its environment (ContainerAllocateResponse.envs)")
+        if envs[env_name] != ",".join(devices):
+            _fail(f"{env_name} in {pod}'s container is {envs[env_name]!r}, but kubelet allocated it "
+                  f"{', '.join(devices)}: it must name exactly those, comma-separated in the order of devices_ids",
+                  ",".join(devices), envs[env_name])
+        more = sorted(set(envs) - {env_name})
+        if more:
+            _fail(f"your Allocate answer puts more than {env_name} into the environment of {pod}'s container: "
+                  f"{', '.join(more)}")
+        mounts = container.get("mounts") or {}
+        if mount not in mounts:
+            _fail(f"{pod}'s container has nothing mounted at {mount} (ContainerAllocateResponse.mounts)",
+                  mount, sorted(mounts))
+        other = sorted(set(mounts) - {mount})
+        if other:
+            _fail(f"your Allocate answer mounts more than {mount} into {pod}'s container: {', '.join(other)}")
+        if not mounts[mount].get("read_only"):
+            _fail(f"{mount} in {pod}'s container is writable: the driver directory must be mounted read-only")
+        if mounts[mount].get("files") != want_files:
+            _fail(f"what {pod}'s container sees at {mount} is not the lab's widget-driver directory "
+                  f"(it sees {', '.join(sorted(mounts[mount].get('files') or {})) or 'no files'})")
+    held = [set((pods.get(p) or {}).get("devices") or []) for p in PODS]
+    if held[0] & held[1]:
+        _fail("kubelet gave the two Pods the same widget: your device list has fewer than four distinct devices")
+    return ctx.passed(f"both containers got {env_name} with their own widgets and {mount} read-only")
+
+
+def check_allocate(ctx):
+    return judge_allocate(ctx, observe_allocate(ctx))
+
+
+# -- preferred ------------------------------------------------------------------------------------
+
+ALL = sorted(WIDGETS)
+# (available, must_include, size): the requests the check sends to GetPreferredAllocation
+REQUESTS = ((ALL, [], 2), (["widget-0", "widget-2", "widget-3"], [], 2), (ALL, ["widget-1"], 2),
+            (["widget-0", "widget-1", "widget-2"], ["widget-2"], 2), (ALL, [], 3), (ALL, ["widget-0", "widget-3"], 2),
+            (["widget-1", "widget-3"], [], 1))
+
+
+def one_node_possible(available, must, size) -> bool:
+    """Whether `size` devices on one NUMA node, with every must-include one, can be chosen."""
+    nodes = {WIDGETS.get(d) for d in must}
+    if len(nodes) > 1:
+        return False
+    candidates = nodes or {WIDGETS.get(d) for d in available}
+    return any(sum(1 for d in available if WIDGETS.get(d) == n) >= size for n in candidates)
+
+
+def answer_problem(available, must, size, answer) -> tuple[str, str] | None:
+    """What is wrong with a preferred allocation, by the exercise's rules: (word, what), or None."""
+    got = list(answer or [])
+    if len(got) != size or len(set(got)) != len(got):
+        repeats = " with repeats" if len(set(got)) != len(got) else ""
+        return "allocation_size", f"has {len(got)} device ID(s){repeats}; it must have allocation_size distinct ones"
+    if set(got) - set(available):
+        return "not available", "names a device that is not available (a device another container holds)"
+    if set(must) - set(got):
+        return "must_include", "leaves out a device of must_include_deviceIDs"
+    if one_node_possible(available, must, size) and len({WIDGETS.get(d) for d in got}) > 1:
+        return "NUMA", "spans two NUMA nodes, though the available devices allow one NUMA node"
+    return None
+
+
+def observe_preferred(ctx) -> dict:
+    from labkit.devices import api
+    from labkit.devices.kubelet import GrpcPlugin, go_status
+
+    resource = ctx.params["resource"]
+    with _session(ctx) as s:
+        _first_list(s, resource)
+        obs = _registration(s, resource)
+        obs["options"] = s.options(resource)
+        obs["answers"] = []
+        obs["pod"] = None
+        client = s.kubelet.clients.get(resource)
+        if client is None or not s.lists(resource):
+            return obs
+        for available, must, size in REQUESTS:
+            answer = {"available": list(available), "must_include": list(must), "size": size}
+            try:
+                answer["answer"] = client.get_preferred_allocation(list(available), list(must), size)
+            except Exception as exc:      # an rpc error, an unimplemented method
+                answer["error"] = str(exc)
+            obs["answers"].append(answer)
+        admitted = s.admit("pod-a", resource, 2)
+        calls = [c for c in s.kubelet.manager.calls if c["call"] == "GetPreferredAllocation"]
+        obs["pod"] = {"devices": admitted["devices"], "kubelet_called": bool(calls)}
+        return obs
+
+
+def judge_preferred(ctx, obs: dict):
+    judge_register(ctx, obs)
+    if not (obs.get("options") or {}).get("get_preferred_allocation_available"):
+        _fail("your plugin's GetDevicePluginOptions answer does not say get_preferred_allocation_available: "
+              "kubelet never calls GetPreferredAllocation then")
+    answers = obs.get("answers") or []
+    if len(answers) != len(REQUESTS):
+        _fail("not every GetPreferredAllocation request got an answer")
+    for i, seen in enumerate(answers, start=1):
+        available, must, size = seen.get("available") or [], seen.get("must_include") or [], seen.get("size")
+        asked = (f"request {i} (available {', '.join(available)}; must_include {', '.join(must) or 'none'}; "
+                 f"allocation_size {size})")
+        if seen.get("error"):
+            _fail(f"GetPreferredAllocation failed for {asked}: {seen['error']}")
+        problem = answer_problem(available, must, size, seen.get("answer"))
+        if problem:
+            _fail(f"your answer to {asked} {problem[1]}")
+    pod = obs.get("pod") or {}
+    if not pod.get("kubelet_called"):
+        _fail("kubelet did not call GetPreferredAllocation when it admitted a Pod")
+    if len({WIDGETS.get(d) for d in pod.get("devices") or []}) != 1 or len(pod.get("devices") or []) != 2:
+        _fail("the Pod asking for two widgets on the empty node did not get two widgets on one NUMA node")
+    return ctx.passed("every preferred allocation kept to one NUMA node where it could, and the Pod got aligned widgets")
+
+
+def check_preferred(ctx):
+    return judge_preferred(ctx, observe_preferred(ctx))
+
+
+# -- restart --------------------------------------------------------------------------------------
+
+def observe_restart(ctx) -> dict:
+    resource = ctx.params["resource"]
+    with _session(ctx) as s:
+        _first_list(s, resource)
+        obs = _registration(s, resource)
+        if not s.lists(resource):
+            return obs
+        before = s.admit("pod-a", resource, 2)
+        count = len(s.registrations())
+        s.kubelet.restart()
+        again = s.wait(lambda: len(s.registrations()) > count and s.lists(resource) >= 1, CHANGE_S)   # a fresh manager
+        if again:
+            s.wait(lambda: False, SETTLE_S)
+        held = s.kubelet.manager.pod_devices.get("pod-a", {}).get("c", {}).get(resource)
+        after = s.admit("pod-b", resource, 2) if again else None
+        obs["restart"] = {"registered_again": again, "errors": [r["error"] for r in s.registrations()[count:] if r["error"]],
+                          "node": s.node(), "held_before": before["devices"], "held_after": list(held.devices) if held else [],
+                          "later_pod": after["devices"] if after else None}
+        return obs
+
+
+def judge_restart(ctx, obs: dict):
+    judge_register(ctx, obs)
+    seen = obs.get("restart") or {}
+    if not seen.get("registered_again"):
+        errors = seen.get("errors") or []
+        why = f"; kubelet refused it: {errors[-1]}" if errors else ""
+        _fail(f"after kubelet restarted (kubelet.sock made anew, your socket removed) your plugin did not register again "
+              f"within {CHANGE_S:g} s{why}")
+    _judge_node(ctx, seen.get("node"), 4, 4, "after the restart and your re-registration: ")
+    if sorted(seen.get("held_after") or []) != sorted(seen.get("held_before") or []):
+        _fail("the Pod admitted before the restart does not hold its two widgets afterwards (kubelet_internal_checkpoint)")
+    later = seen.get("later_pod")
+    if later is None or len(set(later)) != 2 or set(later) - set(WIDGETS) or set(later) & set(seen.get("held_after") or []):
+        _fail("a Pod admitted after the restart did not get two widgets nobody held")
+    return ctx.passed("your plugin registered again after kubelet's restart; the Pod kept its widgets")
+
+
+def check_restart(ctx):
+    return judge_restart(ctx, observe_restart(ctx))
+
+
+# -- near-misses of what the check observed (mutants/) ----------------------------------------------
+
+# (generic path pattern, words the failure must name): the first that matches an edit's path wins
+REGISTRATION_WORDS = [
+    (r"registrations(\[\])?", ("Register",)), (r"registrations\[\]\.resource", ("resource",)),
+    (r"registrations\[\]\.version", ("version",)), (r"registrations\[\]\.error", ("refused",)),
+    (r"(\w+\.)?devices(\[\])?(\.ID)?", ("device IDs",)), (r"(\w+\.)?devices\[\]\.health", ("health",)),
+    (r"(\w+\.)?devices\[\]\.numa.*", ("NUMA",)),
+    (r"(\w+\.)?node(\.capacity.*)?", ("capacity",)), (r"(\w+\.)?node\.allocatable.*", ("allocatable",)),
+]
+ORDER_ONLY = ("kubelet keeps a resource's devices in a map by ID (manager.go genericDeviceUpdateCallback): the "
+              "order of a ListAndWatch message does not matter")
+NO_ERROR = "a registration without an error field is one kubelet accepted, as with error null"
+
+
+def _generic(path: str) -> str:
+    import re
+    return re.sub(r"\[\d+\]", "[]", path)
+
+
+def observation_mutants(exercise: str, obs: dict, words: list, *, skip=(), equivalent=None, alternatives=None):
+    """Every one-step edit of the observation (labkit.mutants.tree_edits) as a Mutant judged by
+    observation: `words` [(generic path regex, words)] say what the failure must name;
+    `equivalent(edit)` gives the reason an edit changes nothing the exercise states (else None);
+    `skip` [regex] leaves paths alone (what the check only shows: the plugin's output)."""
+    import re
+    from labkit.mutants import Mutant, tree_edits
+
+    alternatives = {"registrations[].error": ['the ResourceName "widget" is invalid'],
+                    "registrations[].version": ["v1alpha1", "v1"], **(alternatives or {})}
+    for key in ("devices[].health", "broken.devices[].health", "healed.devices[].health"):
+        alternatives.setdefault(key, [UNHEALTHY, HEALTHY, "healthy", ""])
+    skipped = lambda p: any(re.fullmatch(x, _generic(p)) for x in ("exited", "log", *skip))  # noqa: E731
+    for edit in tree_edits(obs, alternatives=alternatives, skip=skipped):
+        generic = _generic(edit.path)
+        reason = equivalent(edit) if equivalent else None
+        if reason is None and edit.op == "swap" and re.fullmatch(r"(\w+\.)?devices", generic):
+            reason = ORDER_ONLY
+        if reason is None and edit.op == "drop" and generic == "registrations[].error":
+            reason = NO_ERROR
+        named = next((w for pattern, w in words + REGISTRATION_WORDS if re.fullmatch(pattern, generic)), None)
+        if reason is None and named is None:
+            raise ValueError(f"no words for a near-miss at {edit.path}")
+        yield Mutant(f"{edit.op}:{edit.path}" + (f"={edit.after}" if edit.op == "set" else ""),
+                     f"observed: {edit.describe()}", names=() if reason else tuple(named),
+                     equivalent=reason, observation=edit.value, apply=None if reason else _live(exercise, edit))
+
+
+# A plugin that lists what a near-miss's device list says, for applying it live: labkit's
+# reference plugin (labkit.devices.plugin) given those devices.
+SPEC_PLUGIN = """\
+import json
+import os
+from pathlib import Path
+
+from labkit.devices.plugin import ReferencePlugin
+
+plugin = ReferencePlugin(json.loads({spec!r}), Path(os.environ["DEVICE_PLUGIN_DIR"]))
+plugin.start()
+plugin.run()
+"""
+
+
+def _live(exercise: str, edit):
+    """apply(env) for a near-miss of the first device list that a plugin can really send (every
+    device with its ID and health, at most one NUMA node each); None for the others."""
+    if not edit.path.startswith("devices") or not isinstance(edit.value.get("devices"), list):
+        return None
+    devices = edit.value["devices"]
+    if not all(isinstance(d, dict) and "ID" in d and "health" in d and len(d.get("numa") or []) <= 1 for d in devices):
+        return None
+    spec = {"resource": "example.com/widget", "socket": "widget.sock",
+            "devices": [{"id": d["ID"], "health": d["health"], "numa": (d.get("numa") or [None])[0]} for d in devices]}
+    source = SPEC_PLUGIN.format(spec=__import__("json").dumps(spec))
+
+    def apply(env):
+        env.lab.environment_module().write_plugin(env, exercise, source)
+    return apply

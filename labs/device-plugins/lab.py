@@ -1,0 +1,146 @@
+"""The device-plugins lab's environment.
+
+Lab directory (env.dir):
+  plugins/<exercise>.py   the student's plugins, one per exercise (a starter until written)
+  widget-driver/          the directory the Allocate answer mounts into containers (VERSION inside)
+  logs/                   the plugin processes' and containers' output
+
+Nodes: /run/labkit/<prefix>-device-plugins/<run>/, one fresh node per run (`labkit devices try`,
+each check): kubelet's device-plugins directory with kubelet.sock, the plugin's socket and the
+checkpoint; beside it <run>.files/ with the health file and the containers' specs and roots. They
+are not in the lab directory because a unix socket's path has at most 107 bytes, and a lab
+directory may be deep; /run/labkit is labkit's own (it holds the labs' kernel-module claims).
+
+Nothing runs between runs: each `labkit devices try` and each check starts labkit's kubelet and
+the plugin afresh, as processes recorded in the ledger, and stops them at the end. A reset puts
+the starter back in place of an exercise's plugin; the student's file is copied first to the
+answers directory (`kept/`), which no reset or cleanup touches.
+"""
+
+import shutil
+from pathlib import Path
+
+from labkit import paths, procs
+from labkit.crashpoints import crash_point
+
+HERE = Path(__file__).resolve().parent
+STARTER = HERE / "starter" / "plugin.py"
+EXERCISES = ("register", "health", "allocate", "preferred", "restart")
+DRIVER_VERSION = "widget driver 1.4.2 (labkit device-plugins lab)\n"
+
+
+def _record_dir(env, name: str) -> Path:
+    path = env.dir / name
+    env.ledger.record("path", path=str(path))
+    return path
+
+
+def up(env):
+    plugins = _record_dir(env, "plugins")
+    plugins.mkdir()
+    for exercise in EXERCISES:
+        shutil.copy(STARTER, plugins / f"{exercise}.py")
+    crash_point("device-plugins:plugins")
+    driver = _record_dir(env, "widget-driver")
+    driver.mkdir()
+    (driver / "VERSION").write_text(DRIVER_VERSION)
+    nodes = node_root(env)
+    env.ledger.record("path", path=str(nodes))
+    nodes.mkdir()          # /run/labkit exists: the lab's kernel-module claim (labkit.kmodules) made it
+    crash_point("device-plugins:node")
+
+
+def node_root(env) -> Path:
+    return Path("/run/labkit") / f"{env.prefix}-device-plugins"
+
+
+def is_up(env):
+    return (env.dir / "plugins").is_dir() and (env.dir / "widget-driver" / "VERSION").is_file() \
+        and node_root(env).is_dir()
+
+
+def plugin_path(env, exercise_id: str) -> Path:
+    return env.dir / "plugins" / f"{exercise_id}.py"
+
+
+def write_plugin(env, exercise_id: str, source: str) -> Path:
+    """Write a plugin as a student would (reference solutions, common mistakes)."""
+    path = plugin_path(env, exercise_id)
+    path.write_text(source)
+    return path
+
+
+def session(env, run: str, plugin_file: Path):
+    """A fresh node in <node root>/<run>/ with `plugin_file` started against it (labkit.devices.session),
+    its processes in the lab's ledger and their output in logs/<run>-<tag>.log."""
+    from labkit.devices.session import Session
+
+    def log(tag: str) -> Path:
+        return env.dir / "logs" / f"{run}-{tag}.log"
+
+    def spawn(tag: str, argv, extra_env):
+        log(tag).unlink(missing_ok=True)
+        return procs.spawn(env, f"{run}-{tag}", argv, cwd=env.dir, extra_env=extra_env)
+
+    return Session(node_root(env) / run, plugin_file, spawn, log)
+
+
+# -- resetting one exercise, keeping the student's work ---------------------------------------------
+
+def _edited(env, exercise_id: str) -> bool:
+    path = plugin_path(env, exercise_id)
+    try:
+        return path.read_bytes() != STARTER.read_bytes()
+    except OSError:
+        return False
+
+
+def _kept_dir() -> Path:
+    return paths.answers_root() / "device-plugins" / "kept"
+
+
+def student_work(env, exercise_id: str | None) -> list[str]:
+    """What `labkit reset device-plugins [EXERCISE]` replaces of the student's work: each plugin
+    they wrote (the starter comes back; their file is kept in the answers directory first)."""
+    ids = [exercise_id] if exercise_id else list(EXERCISES)
+    return [f"plugins/{ex}.py you wrote (the starter comes back; your file is kept under {_kept_dir()})"
+            for ex in ids if _edited(env, ex)]
+
+
+def keep_student_work(env, exercise_id: str | None) -> list[str]:
+    """Copy each plugin the student wrote to <answers>/device-plugins/kept/<exercise>-<n>.py
+    before a reset replaces it; one line each saying where it went."""
+    ids = [exercise_id] if exercise_id else list(EXERCISES)
+    lines = []
+    for ex in ids:
+        if not _edited(env, ex):
+            continue
+        kept = _kept_dir()
+        kept.mkdir(parents=True, exist_ok=True)
+        n = 1
+        while (kept / f"{ex}-{n}.py").exists():
+            n += 1
+        shutil.copy2(plugin_path(env, ex), kept / f"{ex}-{n}.py")
+        lines.append(f"plugins/{ex}.py kept as {kept / f'{ex}-{n}.py'}")
+    return lines
+
+
+def reset_exercise(env, exercise_id: str) -> None:
+    """The starter back in plugins/<exercise>.py (keep_student_work has copied the student's
+    file first); the exercise's node directory goes."""
+    shutil.copy(STARTER, plugin_path(env, exercise_id))
+    for run in (node_root(env) / exercise_id, node_root(env) / f"{exercise_id}.files"):
+        if run.exists():
+            shutil.rmtree(run)
+
+
+def access(env):
+    return (
+        "## Your lab directory\n\n"
+        f"`cd {env.dir}` — the exercises' paths are relative to it.\n\n"
+        "* `plugins/` — your plugins, one per exercise (each starts as a skeleton to complete)\n"
+        "* `widget-driver/` — the driver directory containers get mounted (exercise allocate)\n"
+        "* `logs/` — your plugins' output\n"
+        f"* `{node_root(env)}/` — the nodes `labkit devices try` and the checks start\n\n"
+        "Run a plugin against a fresh kubelet: `labkit devices try plugins/register.py`."
+    )

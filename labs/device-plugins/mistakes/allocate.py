@@ -1,0 +1,31 @@
+"""Common wrong plugins of allocate: the model plugin (solutions/register.py) with one mistake."""
+
+from labkit.exercises import mistake
+
+
+def _write(env, *edits):
+    source = env.lab._load("solutions/register.py").MODEL
+    for old, new in edits:
+        assert old in source, old
+        source = source.replace(old, new)
+    env.lab.environment_module().write_plugin(env, "allocate", source)
+
+
+@mistake("WIDGET_VISIBLE_DEVICES", "allocated")
+def every_widget_visible(env):
+    """Sets WIDGET_VISIBLE_DEVICES to all the widgets, whichever ones kubelet chose."""
+    _write(env, ('envs={"WIDGET_VISIBLE_DEVICES": ",".join(req.devices_ids)}',
+                 'envs={"WIDGET_VISIBLE_DEVICES": ",".join(DEVICES)}'))
+
+
+@mistake("read-only")
+def writable_driver(env):
+    """Mounts the driver directory without read_only."""
+    _write(env, ('host_path=str(DRIVER), read_only=True)', 'host_path=str(DRIVER))'))
+
+
+@mistake("nothing mounted", "/var/lib/widget")
+def mount_at_the_host_path(env):
+    """Mounts the driver at the same path as on the host instead of /var/lib/widget."""
+    _write(env, ('api.Mount(container_path="/var/lib/widget", host_path=str(DRIVER)',
+                 'api.Mount(container_path=str(DRIVER), host_path=str(DRIVER)'))

@@ -1,0 +1,41 @@
+"""Common wrong plugins of health: the model plugin (solutions/register.py) with one mistake."""
+
+from labkit.exercises import mistake
+
+
+def _write(env, *edits):
+    source = env.lab._load("solutions/register.py").MODEL
+    for old, new in edits:
+        assert old in source, old
+        source = source.replace(old, new)
+    env.lab.environment_module().write_plugin(env, "health", source)
+
+
+@mistake("device IDs", "capacity")
+def leaves_the_broken_one_out(env):
+    """Sends the healthy widgets only, leaving the broken one out of the list."""
+    _write(env, ('''        for dev, node in DEVICES.items()])''',
+                 '''        for dev, node in DEVICES.items() if now[dev] == api.HEALTHY])'''))
+
+
+@mistake("no new device list")
+def reads_health_once(env):
+    """Reads the health file once, sends the list, and never looks again."""
+    _write(env, ('''        last = None
+        while context.is_active():
+            now = health()
+            if now != last:
+                last = now
+                yield device_list(now)
+            time.sleep(0.1)''',
+                 '''        yield device_list(health())
+        while context.is_active():
+            time.sleep(0.1)'''))
+
+
+@mistake("health")
+def everything_unhealthy(env):
+    """Marks every widget Unhealthy as soon as the health file names any broken one."""
+    _write(env, ('''    return {dev: given.get(dev, api.HEALTHY) for dev in DEVICES}''',
+                 '''    broken = api.UNHEALTHY in given.values()
+    return {dev: api.UNHEALTHY if broken else api.HEALTHY for dev in DEVICES}'''))

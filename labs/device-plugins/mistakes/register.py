@@ -1,0 +1,41 @@
+"""Common wrong plugins of register: the model plugin (solutions/register.py) with one mistake."""
+
+from labkit.exercises import mistake
+
+
+def _write(env, *edits):
+    source = env.lab._load("solutions/register.py").MODEL
+    for old, new in edits:
+        assert old in source, old
+        source = source.replace(old, new)
+    env.lab.environment_module().write_plugin(env, "register", source)
+
+
+@mistake("refused", "dial")
+def registers_before_serving(env):
+    """Calls Register first and starts its gRPC server afterwards: kubelet dials back at once and
+    finds nobody listening."""
+    _write(env, ('''    server = api.serve_plugin(Widgets(), str(PLUGIN_DIR / SOCKET))
+    api.register(str(PLUGIN_DIR / api.KUBELET_SOCKET), SOCKET, RESOURCE, OPTIONS)''',
+                 '''    api.register(str(PLUGIN_DIR / api.KUBELET_SOCKET), SOCKET, RESOURCE, OPTIONS)
+    server = api.serve_plugin(Widgets(), str(PLUGIN_DIR / SOCKET))'''))
+
+
+@mistake("refused", "ResourceName")
+def resource_without_domain(env):
+    """Registers the resource as plain `widget`, like a built-in resource."""
+    _write(env, ('RESOURCE = "example.com/widget"', 'RESOURCE = "widget"'))
+
+
+@mistake("NUMA")
+def no_topology(env):
+    """Lists the widgets without their topology."""
+    _write(env, ("api.Device(ID=dev, health=now[dev], topology=api.TopologyInfo(nodes=[api.NUMANode(ID=node)]))",
+                 "api.Device(ID=dev, health=now[dev])"))
+
+
+@mistake("health")
+def lowercase_health(env):
+    """Writes the health as `healthy`: kubelet counts only the exact string Healthy."""
+    _write(env, ("return {dev: given.get(dev, api.HEALTHY) for dev in DEVICES}",
+                 'return {dev: given.get(dev, "healthy") for dev in DEVICES}'))

@@ -1,0 +1,23 @@
+"""Near-misses of what the containers got from the reference plugin's Allocate: each Pod not
+admitted, its container not started, its environment variable changed or gone or joined by
+another, its mount gone, writable or showing other files, the devices kubelet allocated changed
+(so the variable no longer names them) — one at a time."""
+
+
+def mutants(ctx):
+    checks = ctx.lab._load("checks.py")
+    env = ctx.params["env"]
+    words = [(r"pods(\.pod-[ab])?(\.admitted)?", ("did not admit",)),
+             (r"pods\.pod-[ab]\.devices.*", (env,)),
+             (r"pods\.pod-[ab]\.container(\.started)?", ("did not start",)),
+             (r"pods\.pod-[ab]\.container\.envs.*", (env,)),
+             (r"pods\.pod-[ab]\.container\.mounts(\./var/lib/widget)?", ("nothing mounted",)),
+             (r"pods\.pod-[ab]\.container\.mounts\./var/lib/widget\.read_only", ("read-only",)),
+             (r"pods\.pod-[ab]\.container\.mounts\./var/lib/widget\.files.*", ("widget-driver",))]
+
+    def equivalent(edit):
+        if edit.op == "drop" and edit.path.endswith(".error"):
+            return "an admitted Pod has no admission error: dropped or null, the same"
+        return None
+    yield from checks.observation_mutants(ctx.exercise.id, checks.observe_allocate(ctx), words, equivalent=equivalent,
+                                          skip=(r"pods\.pod-[ab]\.container\.options.*", r"pods\.pod-[ab]\.error"))

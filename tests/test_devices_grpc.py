@@ -1,0 +1,293 @@
+"""kubelet's side of the device plugin API over real gRPC (labkit/devices/kubelet.py) against
+labkit's reference plugin (labkit/devices/plugin.py), both on real unix sockets in a temporary
+directory: the schema, registration and its refusals, ListAndWatch and health, preferred
+allocation and Allocate, PreStartContainer, plugin death, kubelet restart with its checkpoint,
+the `plugin serve` command, and a container process that receives what Allocate returned."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+
+from labkit.devices import api, checkpoint, container
+from labkit.devices.kubelet import Kubelet, is_socket
+from labkit.devices.plugin import ReferencePlugin
+from support import REPO
+
+WIDGET = "example.com/widget"
+
+
+def wait_for(condition, what: str, seconds: float = 10.0):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        got = condition()
+        if got:
+            return got
+        time.sleep(0.02)
+    raise AssertionError(f"not reached: {what}")
+
+
+@pytest.fixture
+def node(tmp_path):
+    kubelet = Kubelet(tmp_path / "device-plugins", numa_nodes=[0, 1], dial_timeout=0.5)
+    kubelet.start()
+    plugins = []
+
+    def plugin(spec):
+        p = ReferencePlugin(spec, kubelet.directory)
+        plugins.append(p)
+        p.start()
+        return p
+
+    yield kubelet, plugin
+    for p in plugins:
+        p.stop()
+    kubelet.stop()
+
+
+def spec(**extra):
+    return {"resource": WIDGET, "socket": "widget.sock",
+            "devices": [{"id": "w0", "numa": 0}, {"id": "w1", "numa": 1}, {"id": "w2", "numa": 1}],
+            "allocate": {"envs": {"WIDGETS": "{ids}"},
+                         "mounts": [{"container_path": "/run/widget", "host_path": "/srv/{ids}", "read_only": True}]},
+            **extra}
+
+
+# -- the schema ------------------------------------------------------------------------------------
+
+def test_messages_carry_api_proto_field_numbers():
+    # api.proto (staging/src/k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1), message by message
+    want = {"RegisterRequest": {"version": 1, "endpoint": 2, "resource_name": 3, "options": 4},
+            "DevicePluginOptions": {"pre_start_required": 1, "get_preferred_allocation_available": 2},
+            "Device": {"ID": 1, "health": 2, "topology": 3}, "NUMANode": {"ID": 1},
+            "ContainerPreferredAllocationRequest": {"available_deviceIDs": 1, "must_include_deviceIDs": 2,
+                                                    "allocation_size": 3},
+            "ContainerAllocateResponse": {"envs": 1, "mounts": 2, "devices": 3, "annotations": 4, "cdi_devices": 5},
+            "Mount": {"container_path": 1, "host_path": 2, "read_only": 3},
+            "DeviceSpec": {"container_path": 1, "host_path": 2, "permissions": 3}}
+    for name, fields in want.items():
+        got = {f.name: f.number for f in api.message(name).DESCRIPTOR.fields}
+        assert got == fields, name
+    assert api.message("ContainerAllocateResponse").DESCRIPTOR.fields_by_name["envs"].message_type.GetOptions().map_entry
+    assert [m.name for m in api._FILE.services_by_name["DevicePlugin"].methods] == \
+        ["GetDevicePluginOptions", "ListAndWatch", "GetPreferredAllocation", "Allocate", "PreStartContainer"]
+    assert api._FILE.services_by_name["DevicePlugin"].methods_by_name["ListAndWatch"].server_streaming
+
+
+def test_the_checkpoint_encoder_and_the_schema_write_the_same_bytes():
+    response = {"envs": {"B": "2", "A": "1"}, "mounts": [{"container_path": "/c", "host_path": "/h", "read_only": True}],
+                "devices": [{"container_path": "/dev/w", "host_path": "/dev/null", "permissions": "rw"}],
+                "annotations": {"k": "v"}, "cdi_devices": [{"name": "example.com/widget=w0"}]}
+    message = api.ContainerAllocateResponse(
+        envs={"A": "1", "B": "2"}, mounts=[api.Mount(container_path="/c", host_path="/h", read_only=True)],
+        devices=[api.DeviceSpec(container_path="/dev/w", host_path="/dev/null", permissions="rw")],
+        annotations={"k": "v"}, cdi_devices=[api.CDIDevice(name="example.com/widget=w0")])
+    assert api.ContainerAllocateResponse.FromString(checkpoint.encode_response(response)) == message
+
+
+# -- registration ----------------------------------------------------------------------------------
+
+def test_a_registered_plugin_puts_its_devices_on_the_node(node):
+    kubelet, plugin = node
+    assert is_socket(kubelet.socket)
+    plugin(spec())
+    assert wait_for(lambda: kubelet.node_status() == ({WIDGET: 3}, {WIDGET: 3}), "3 widgets")
+    calls = [c["call"] for c in kubelet.manager.calls]
+    assert calls[:2] == ["GetDevicePluginOptions", "ListAndWatch"]
+    assert kubelet.manager.all_devices[WIDGET]["w1"].numa == (1,)
+    saved = json.loads(kubelet.checkpoint_path.read_text())
+    assert saved["Data"]["RegisteredDevices"] == {WIDGET: ["w0", "w1", "w2"]}
+
+
+@pytest.mark.parametrize("version, resource, message", [
+    ("v1alpha", WIDGET, 'requested API version "v1alpha" is not supported by kubelet. Supported version is ["v1beta1"]'),
+    ("v1beta1", "widget", 'the ResourceName "widget" is invalid'),
+    ("v1beta1", "kubernetes.io/widget", 'the ResourceName "kubernetes.io/widget" is invalid'),
+    ("v1beta1", WIDGET, "failed to dial device plugin: context deadline exceeded"),
+])
+def test_registration_refusals_carry_kubelets_words(node, version, resource, message):
+    kubelet, _ = node
+    with pytest.raises(grpc.RpcError) as refused:
+        api.register(str(kubelet.socket), "nobody-listens.sock", resource, version=version)
+    assert refused.value.code() == grpc.StatusCode.UNKNOWN
+    assert refused.value.details() == message
+    assert kubelet.node_status() == ({}, {})
+
+
+# -- ListAndWatch, health, plugin death -------------------------------------------------------------
+
+def test_an_unhealthy_device_leaves_allocatable_not_capacity(node):
+    kubelet, plugin = node
+    p = plugin(spec())
+    wait_for(lambda: kubelet.node_status()[1] == {WIDGET: 3}, "3 allocatable")
+    p._apply({**p.spec, "devices": [{"id": "w0", "numa": 0, "health": "Unhealthy"}, {"id": "w1", "numa": 1},
+                                    {"id": "w2", "numa": 1}]})
+    assert wait_for(lambda: kubelet.node_status() == ({WIDGET: 3}, {WIDGET: 2}), "3 capacity, 2 allocatable")
+    p.stop()
+    # PluginDisconnected: every device unhealthy, capacity kept for the grace period
+    assert wait_for(lambda: kubelet.node_status() == ({WIDGET: 3}, {WIDGET: 0}), "plugin gone")
+    kubelet.clock = lambda: time.time() + 5 * 60 + 10
+    assert kubelet.node_status() == ({WIDGET: 0}, {WIDGET: 0})
+
+
+# -- allocation ------------------------------------------------------------------------------------
+
+def pod(uid, count):
+    return {"name": uid, "uid": uid, "containers": [{"name": "c", "limits": {WIDGET: count}}]}
+
+
+def test_preferred_allocation_and_allocate_over_the_wire(node):
+    kubelet, plugin = node
+    plugin(spec(preferred=True))
+    wait_for(lambda: kubelet.node_status()[1] == {WIDGET: 3}, "registered")
+    assert kubelet.admit(pod("p1", 2)) is None
+    preferred = [c for c in kubelet.manager.calls if c["call"] == "GetPreferredAllocation"]
+    assert preferred == [{"call": "GetPreferredAllocation", "resource": WIDGET, "available": ["w0", "w1", "w2"],
+                          "must_include": [], "size": 2, "answer": ["w1", "w2"]}]
+    options = kubelet.run_options("p1", "c")
+    assert options["envs"] == {"WIDGETS": "w1,w2"}
+    assert options["mounts"] == [{"container_path": "/run/widget", "host_path": "/srv/w1,w2", "read_only": True}]
+    rejected = kubelet.admit(pod("p2", 2))
+    assert rejected["message"] == (f"Allocate failed due to requested number of devices unavailable for {WIDGET}. "
+                                   "Requested: 2, Available: 1, which is unexpected")
+
+
+def test_a_plugin_error_on_allocate_rejects_the_pod(node):
+    kubelet, plugin = node
+    p = plugin(spec())
+    wait_for(lambda: kubelet.node_status()[1] == {WIDGET: 3}, "registered")
+
+    def broken(request, context):
+        context.abort(grpc.StatusCode.UNKNOWN, "widget firmware busy")
+    p.Allocate = broken
+    got = kubelet.admit(pod("p1", 1))
+    assert got["reason"] == "UnexpectedAdmissionError"
+    assert got["message"] == ("Allocate failed due to rpc error: code = Unknown desc = widget firmware busy, "
+                              "which is unexpected")
+    assert kubelet.manager.pod_devices == {}
+
+
+def test_pre_start_container_only_when_the_plugin_asks(node):
+    kubelet, plugin = node
+    p = plugin(spec(pre_start=True))
+    wait_for(lambda: kubelet.node_status()[1] == {WIDGET: 3}, "registered")
+    seen = []
+    p.PreStartContainer = lambda request, context: seen.append(list(request.devices_ids)) or api.PreStartContainerResponse()
+    kubelet.admit(pod("p1", 1))
+    kubelet.run_options("p1", "c")
+    assert len(seen) == 1 and len(seen[0]) == 1
+
+
+# -- kubelet restart -------------------------------------------------------------------------------
+
+def test_a_restarted_kubelet_keeps_allocations_and_waits_for_re_registration(node):
+    kubelet, plugin = node
+    p = plugin(spec())
+    wait_for(lambda: kubelet.node_status()[1] == {WIDGET: 3}, "registered")
+    kubelet.admit(pod("p1", 2))
+    held = kubelet.manager.pod_devices["p1"]["c"][WIDGET].devices
+    kubelet.restart()
+    # CleanupPluginDirectory removed the plugin's socket; the checkpoint stays
+    assert not (kubelet.directory / "widget.sock").exists() and kubelet.checkpoint_path.exists()
+    assert kubelet.node_status() == ({WIDGET: 0}, {WIDGET: 0})
+    restored = kubelet.manager.pod_devices["p1"]["c"][WIDGET]
+    assert restored.devices == held and restored.response["envs"] == {"WIDGETS": ",".join(held)}
+    p.step()                      # the plugin sees a new kubelet.sock and registers again
+    assert wait_for(lambda: kubelet.node_status() == ({WIDGET: 3}, {WIDGET: 3}), "re-registered")
+    assert kubelet.admit(pod("p2", 2))["message"].startswith(
+        f"Allocate failed due to requested number of devices unavailable for {WIDGET}. Requested: 2, Available: 1")
+
+
+def test_a_corrupted_checkpoint_is_logged_and_the_state_starts_empty(node):
+    kubelet, plugin = node
+    plugin(spec())
+    wait_for(lambda: kubelet.node_status()[1] == {WIDGET: 3}, "registered")
+    kubelet.admit(pod("p1", 1))
+    blob = json.loads(kubelet.checkpoint_path.read_text())
+    blob["Checksum"] += 1
+    kubelet.checkpoint_path.write_text(json.dumps(blob))
+    kubelet.restart()
+    assert kubelet.manager.pod_devices == {}
+    assert kubelet.events[-1].startswith("Continue after failing to read checkpoint file. Device allocation info "
+                                         "may NOT be up-to-date: checkpoint is corrupted")
+
+
+# -- the command -----------------------------------------------------------------------------------
+
+def test_plugin_serve_registers_and_leaves_no_socket(tmp_path):
+    kubelet = Kubelet(tmp_path / "dp")
+    kubelet.start()
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "labkit", "devices", "plugin", "serve", "--resource", WIDGET,
+                                 "--device", "w0@0", "--device", "w1", "--dir", str(kubelet.directory)],
+                                cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert wait_for(lambda: kubelet.node_status() == ({WIDGET: 2}, {WIDGET: 2}), "served plugin", 20)
+            assert is_socket(kubelet.directory / "widget.sock")
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            out, err = proc.communicate(timeout=20)
+        assert proc.returncode == 0, err
+        assert out.startswith(f"device plugin {WIDGET}: 2 devices, socket {kubelet.directory}/widget.sock")
+        assert not (kubelet.directory / "widget.sock").exists()
+        assert wait_for(lambda: kubelet.node_status() == ({WIDGET: 2}, {WIDGET: 0}), "plugin gone")
+    finally:
+        kubelet.stop()
+
+
+# -- the container ---------------------------------------------------------------------------------
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mount namespaces need root")
+def test_the_container_process_receives_envs_and_mounts(tmp_path):
+    host = tmp_path / "widget-lib"
+    host.mkdir()
+    (host / "libwidget.so").write_text("widget\n")
+    root = tmp_path / "rootfs"
+    options = {"envs": {"WIDGETS": "w1,w2"},
+               "mounts": [{"container_path": "/usr/local/widget", "host_path": str(host), "read_only": True}]}
+    spec_file = container.write_spec(tmp_path / "spec.json", root, options, ["sleep", "30"])
+    proc = subprocess.Popen(container.argv(spec_file), cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        target = f"{root}/usr/local/widget"
+        mounted = wait_for(lambda: proc.poll() is None and Path(f"/proc/{proc.pid}/cmdline").read_bytes().startswith(b"sleep")
+                           and container.mounts(proc.pid).get(target), "container started")
+        assert "ro" in mounted["options"]
+        env = container.environ(proc.pid)
+        assert env["WIDGETS"] == "w1,w2" and "PYTHONPATH" not in env
+        assert Path(f"/proc/{proc.pid}/root{target}/libwidget.so").read_text() == "widget\n"
+        assert Path(f"/proc/{proc.pid}/cwd").resolve() == root
+        assert str(tmp_path) not in Path("/proc/self/mountinfo").read_text()
+    finally:
+        proc.kill()
+        proc.wait()
+    # the bind mount was made in the container's own mount namespace: the host's never had it
+    assert str(tmp_path) not in Path("/proc/self/mountinfo").read_text()
+    assert not (root / "usr/local/widget/libwidget.so").exists()
+
+
+def test_a_plugin_that_never_answers_its_options_is_refused_with_kubelets_words(node):
+    kubelet, plugin = node
+    p = ReferencePlugin(spec(), kubelet.directory)
+
+    def hangs(request, context):
+        time.sleep(5)
+        return api.DevicePluginOptions()
+    p.GetDevicePluginOptions = hangs
+    p.server = api.serve_plugin(p, str(p.socket_path))
+    try:
+        with pytest.raises(grpc.RpcError) as refused:
+            api.register(str(kubelet.socket), "widget.sock", WIDGET)
+        assert refused.value.details() == ("failed to get device plugin options: rpc error: code = DeadlineExceeded "
+                                           "desc = Deadline Exceeded")
+        assert kubelet.registrations[-1]["answered"] and kubelet.node_status() == ({}, {})
+    finally:
+        p.stop()

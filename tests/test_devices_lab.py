@@ -1,0 +1,84 @@
+"""The device-plugins lab end to end through the real CLI: a fresh lab fails every check (the
+starter plugin registers nothing) quickly, `labkit devices try` shows a plugin against a fresh
+kubelet, the reference plugin passes, a reset puts the starter back and keeps the student's file,
+and cleanup — also after kill -9 in the middle of a check — leaves the host as it was."""
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from support import LABKIT, REPO, labkit
+
+EXERCISES = ["register", "health", "allocate", "preferred", "restart"]
+
+
+def results(run) -> dict:
+    return {r["exercise"]: r for r in json.loads(run.stdout)["results"]}
+
+
+@pytest.fixture
+def lab_cleanup():
+    yield
+    labkit("cleanup", "device-plugins", check=0)
+
+
+@pytest.mark.host_exclusive
+def test_device_plugins_lab_end_to_end(host_unchanged, lab_cleanup):
+    run = labkit("run", "device-plugins", check=0)
+    assert "labkit devices try plugins/register.py" in run.stdout
+    lab_dir = Path(os.environ["LABKIT_STATE_DIR"]) / "device-plugins"
+
+    fresh = results(labkit("check", "device-plugins", "-o", "json", check=1))
+    assert {e: r["status"] for e, r in fresh.items()} == {e: "fail" for e in EXERCISES}
+    assert all("your plugin exited (code 1) without a Register call" in r["message"] for r in fresh.values())
+
+    labkit("solve", "device-plugins", "allocate", check=0)
+    shown = labkit("devices", "try", str(lab_dir / "plugins" / "allocate.py"), "--pod", "2", "-o", "json", check=0)
+    steps = json.loads(shown.stdout)
+    assert steps[0]["node"] == {"capacity": {"example.com/widget": 4}, "allocatable": {"example.com/widget": 4}}
+    container = steps[1]["container"]
+    assert container["envs"] == {"WIDGET_VISIBLE_DEVICES": ",".join(steps[1]["admitted"]["devices"])}
+    assert container["mounts"]["/var/lib/widget"]["read_only"]
+    passed = results(labkit("check", "device-plugins", "allocate", "-o", "json", check=0))["allocate"]
+    assert passed["status"] == "pass"
+
+    # a reset puts the starter back; the student's plugin is kept in the answers directory
+    mine = (lab_dir / "plugins" / "allocate.py").read_text()
+    reset = labkit("reset", "device-plugins", "allocate", "--yes", check=0)
+    kept = Path(os.environ["LABKIT_ANSWERS_DIR"]) / "device-plugins" / "kept" / "allocate-1.py"
+    assert str(kept) in reset.stdout + reset.stderr and kept.read_text() == mine
+    assert (lab_dir / "plugins" / "allocate.py").read_text() == (REPO / "labs" / "device-plugins" / "starter" /
+                                                                 "plugin.py").read_text()
+
+
+@pytest.mark.host_exclusive
+def test_kill_during_a_check_then_cleanup_leaves_nothing(host_unchanged, lab_cleanup):
+    labkit("run", "device-plugins", check=0)
+    labkit("solve", "device-plugins", "restart", check=0)
+    check = subprocess.Popen(LABKIT + ["check", "device-plugins", "restart"], cwd=REPO,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    lab_dir = Path(os.environ["LABKIT_STATE_DIR"]) / "device-plugins"
+    nodes = Path("/run/labkit") / f"{os.environ['LABKIT_PREFIX']}-device-plugins"
+    deadline = time.monotonic() + 20
+    while not (nodes / "restart" / "widget.sock").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    check.send_signal(signal.SIGKILL)
+    check.wait()
+    assert (nodes / "restart" / "widget.sock").exists()      # the plugin was serving
+    labkit("cleanup", "device-plugins", check=0)
+    assert not nodes.exists() and not (lab_dir / "plugins").exists()
+
+
+@pytest.mark.host_exclusive
+@pytest.mark.parametrize("step", ["plugins", "node"])
+def test_kill_run_after_each_build_step_then_cleanup(step, host_unchanged, lab_cleanup):
+    run = subprocess.run(LABKIT + ["run", "device-plugins"], cwd=REPO, capture_output=True,
+                         env={**os.environ, "LABKIT_CRASH_AT": f"device-plugins:{step}"})
+    assert run.returncode == -signal.SIGKILL
+    labkit("cleanup", "device-plugins", check=0)
+    assert not (Path("/run/labkit") / f"{os.environ['LABKIT_PREFIX']}-device-plugins").exists()
