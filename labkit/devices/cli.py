@@ -12,7 +12,7 @@ import typer
 from labkit import cases, cliopts
 from labkit.errors import LabkitError
 
-app = typer.Typer(help="kubelet's device manager v1.34.1, reconstructed: play device-plugin cases (`play`).",
+app = typer.Typer(help="kubelet's device manager v1.34.1, reconstructed: play device-plugin cases (`play`), run a plugin against it (`try`), labkit's reference plugin (`plugin serve`).",
                   no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})
 plugin_app = typer.Typer(help="labkit's reference device plugin (v1beta1 over gRPC on a unix socket).",
                          no_args_is_help=True)
