@@ -18,6 +18,17 @@ app = typer.Typer(help="kube-scheduler v1.34.1, reconstructed: play scheduling c
 FORMATS = ("table", "json", "yaml")
 
 
+def _withhold(loaded) -> None:
+    """The case of a scheduler-lab prediction is shown only once a prediction is written."""
+    from labkit.scheduler.withhold import gate
+
+    refusals = [message for message in (gate(case, path) for path, case in loaded) if message]
+    if refusals:
+        for message in refusals:
+            typer.echo(message, err=True)
+        raise typer.Exit(1)
+
+
 @app.command()
 def play(files: List[Path] = typer.Option(..., "-f", "--filename", help="A case file (repeat for several)."),
          output: Optional[str] = cliopts.output_option(FORMATS, "table"),
@@ -27,7 +38,9 @@ def play(files: List[Path] = typer.Option(..., "-f", "--filename", help="A case 
     from labkit.scheduler.play import load_case, play as play_case
 
     fmt, _ = cliopts.resolve_output(output, FORMATS, "table")
-    results = [play_case(load_case(path), seed=seed) for path in files]
+    loaded = [(path, load_case(path)) for path in files]
+    _withhold(loaded)
+    results = [play_case(case, seed=seed) for _path, case in loaded]
     raise typer.Exit(cases.report(results, fmt))
 
 
@@ -44,6 +57,7 @@ def explain(file: Path = typer.Option(..., "-f", "--filename", help="A case file
     from labkit.scheduler.profiles import make_profile
 
     case = load_case(file)
+    _withhold([(file, case)])
     nodes, _pods = snapshot_of(case)
     cycle = fw.schedule(make_profile(case.get("config")), nodes, pod_of(case["incoming"]),
                         pdbs=case.get("pdbs"), rng=random.Random(seed))

@@ -1,0 +1,323 @@
+"""Checks of the scheduler lab.
+
+why-pending reads the live lab (the Pod web, the Nodes node-a..d) and judges the Pod's
+tolerations with labkit's reconstruction of the TaintToleration plugin (labkit.scheduler.objects
+tolerates, after toleration.go ToleratesTaint) against the taints of the lab's Nodes as lab.py
+builds them. The predictions are judged against labkit's reconstruction of v1.34.1: the
+taint-eviction controller (labkit.scheduler.tainteviction) on the Pods of node-e as lab.py builds
+them, and the default profile's scheduling cycle with DefaultPreemption (labkit.scheduler.framework)
+on the case files the lab ships. A prediction whose case `labkit scheduler explain` has already
+shown is judged as it was written then (labkit.scheduler.withhold keeps that copy).
+
+Each check is `judge_<name>(ctx, observe_<name>(ctx))`: the observation is plain data, the
+judge a pure verdict on it (the mutant run judges mutated observations). Feedback names what is
+wrong and where to look; the right answer goes only into `right_answer` (withheld from students).
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import yaml
+
+from labkit.apiserver.target import for_env
+from labkit.exercises import LIVE, CheckFailed, wait_for
+from labkit.scheduler import framework as fw
+from labkit.scheduler import tainteviction
+from labkit.scheduler.objects import Pod, tolerates
+from labkit.scheduler.play import load_case, pod_of, snapshot_of
+from labkit.scheduler.profiles import make_profile
+from labkit.scheduler.withhold import revealed_name
+
+BRIEF = 1.5         # seconds a check waits for the scheduler's next attempt before it says "check again"
+NEVER = "never"
+
+
+def _lab(ctx):
+    return ctx.lab.environment_module()
+
+
+def _taint_text(taint: dict) -> str:
+    return f"{taint['key']}={taint.get('value', '')}:{taint['effect']}"
+
+
+# -- why-pending ------------------------------------------------------------------------------------
+
+def _node_view(node: dict | None) -> dict | None:
+    """What of a Node the exercise keeps as it was: its taints, labels and allocatable resources."""
+    if node is None:
+        return None
+    return {"taints": [{k: t[k] for k in ("key", "value", "effect") if k in t} for t in (node.get("spec") or {}).get("taints") or []],
+            "labels": dict(node["metadata"].get("labels") or {}),
+            "allocatable": dict((node.get("status") or {}).get("allocatable") or {})}
+
+
+def _pod_view(pod: dict | None) -> dict | None:
+    if pod is None:
+        return None
+    spec = pod.get("spec") or {}
+    return {"nodeName": spec.get("nodeName"), "nodeSelector": spec.get("nodeSelector") or {},
+            "requests": [((c.get("resources") or {}).get("requests") or {}) for c in spec.get("containers") or []],
+            "tolerations": list(spec.get("tolerations") or [])}
+
+
+def observe_why_pending(ctx):
+    p = ctx.params
+    client = for_env(ctx.env).client()
+    lab = _lab(ctx)
+
+    def pod():
+        return _pod_view(client.get_or_none("v1", "pods", p["pod"], p["namespace"]))
+    seen = pod()
+    # tolerations that fit: the scheduler binds on its next attempt (a cluster event, or its backoff)
+    if seen is not None and not seen["nodeName"]:
+        wait_for(lambda: (pod() or {}).get("nodeName"), timeout=BRIEF, interval=0.1)
+        seen = pod()
+    return {"pod": seen, "nodes": {name: _node_view(client.get_or_none("v1", "nodes", name))
+                                   for name in lab.PENDING_NODES}}
+
+
+def judge_why_pending(ctx, obs):
+    p = ctx.params
+    ns, name = p["namespace"], p["pod"]
+    lab = _lab(ctx)
+    changed = [n for n, node in lab.PENDING_NODES.items() if obs["nodes"].get(n) != _node_view(node)]
+    if changed:
+        what = []
+        for n in changed:
+            now, built = obs["nodes"].get(n), _node_view(lab.PENDING_NODES[n])
+            what.append(f"{n} ({'gone' if now is None else ', '.join(k for k in built if now.get(k) != built[k])})")
+        return ctx.failed(f"the Node(s) {', '.join(what)} changed: the task is to change the Pod, not the nodes "
+                          f"(`labkit reset scheduler {ctx.exercise.id}` brings them back as they were)",
+                          expected="node-a to node-d as the lab registered them", observed=what, observed_in=LIVE)
+    pod = obs["pod"]
+    if pod is None:
+        raise CheckFailed(f"there is no Pod {name} in namespace {ns}: `labkit reset scheduler {ctx.exercise.id}` "
+                          "creates it again")
+    built = _pod_view({"spec": lab.WEB["spec"]})
+    if pod["requests"] != built["requests"]:
+        return ctx.failed(f"the resource requests of {name} changed: keep its CPU request (it needs 2 CPUs); "
+                          "the nodes with too little CPU are not the ones to use", expected="the requests as built",
+                          observed=pod["requests"], observed_in=LIVE)
+    if pod["nodeSelector"] != built["nodeSelector"]:
+        return ctx.failed(f"the nodeSelector of {name} changed: keep it (the Pod needs a disk=ssd node); the nodes "
+                          "it does not match are not the ones to use", expected="the nodeSelector as built",
+                          observed=pod["nodeSelector"], observed_in=LIVE)
+    taints = [(n, t) for n, node in lab.PENDING_NODES.items() for t in node["spec"].get("taints") or []]
+    allowed = p["allowed_taint"]
+    too_many = [f"{_taint_text(t)} (on {n})" for n, t in taints if _taint_text(t) != allowed
+                and any(tolerates(tol, t) for tol in pod["tolerations"])]
+    if too_many:
+        return ctx.failed(f"the tolerations of {name} tolerate more than the team's taint: also "
+                          f"{', '.join(too_many)}, which keeps the Pod away on purpose. Compare each toleration's "
+                          "key, operator, value and effect with the taints of `kubectl describe node`",
+                          expected=f"tolerations of {allowed} only", observed=pod["tolerations"], observed_in=LIVE)
+    team = next(t for _n, t in taints if _taint_text(t) == allowed)
+    if not any(tolerates(tol, team) for tol in pod["tolerations"]):
+        return ctx.failed(f"{name} does not tolerate the taint {allowed}"
+                          + (f" (its tolerations match no taint of node-a to node-d: compare key, operator, value "
+                             "and effect)" if pod["tolerations"] else "")
+                          + f": read the FailedScheduling event of `kubectl describe pod {name} -n {ns}`, and the "
+                          "nodes' taints", expected=f"a toleration of {allowed}",
+                          observed=pod["tolerations"] or "no tolerations", observed_in=LIVE)
+    if not pod["nodeName"]:
+        return ctx.error(f"{name} tolerates {allowed} but is not bound yet: the scheduler retries it after its "
+                         "backoff (at most 10 s); check again in a few seconds")
+    return ctx.passed(f"{name} is bound to {pod['nodeName']}: it tolerates {allowed} and nothing else, and keeps "
+                      "its requests and nodeSelector")
+
+
+def check_why_pending(ctx):
+    return judge_why_pending(ctx, observe_why_pending(ctx))
+
+
+# -- the predictions: the answer as it was when labkit showed the outcome ---------------------------
+
+def _prediction(ctx):
+    """The answer to judge, and a note: the answer file, or the prediction as it was when
+    `labkit scheduler explain` first showed the case's outcome."""
+    revealed = Path(ctx.env.dir) / revealed_name(ctx.exercise.id)
+    if revealed.exists():
+        try:
+            data = yaml.safe_load(revealed.read_text())
+        except yaml.YAMLError:
+            data = None
+        if data is not None:
+            return data, (" (judged on the prediction you had written when `labkit scheduler explain` first showed "
+                          "you the outcome)")
+    return ctx.answer(), ""
+
+
+def _case(ctx) -> dict:
+    return load_case(ctx.lab.directory / ctx.params["case"])
+
+
+def _cycle(case: dict) -> fw.Cycle:
+    """The default profile's decision for the case's incoming Pod (ties broken with seed 0, as
+    `labkit scheduler explain` does)."""
+    nodes, _pods = snapshot_of(case)
+    return fw.schedule(make_profile(case.get("config")), nodes, pod_of(case["incoming"]), pdbs=case.get("pdbs"),
+                       rng=random.Random(0))
+
+
+def _int(value):
+    if isinstance(value, bool):
+        return None
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        return None
+
+
+# -- noexecute ---------------------------------------------------------------------------------------
+
+def eviction_truth(lab) -> dict:
+    """Seconds until each Pod of node-e is deleted once the drain taint is added (or never), by
+    labkit's reconstruction of taint_eviction.go processPodOnNode."""
+    out = {}
+    for name in lab.DRAIN_PODS:
+        delay = tainteviction.eviction_delay(Pod(lab.drain_pod(name)), [lab.DRAIN_TAINT])
+        out[name] = NEVER if delay is None else int(delay)
+    return out
+
+
+def observe_noexecute(ctx):
+    p = ctx.params
+    lab = _lab(ctx)
+    client = for_env(ctx.env).client()
+    changed = []
+    for name in lab.DRAIN_PODS:
+        live = client.get_or_none("v1", "pods", name, p["namespace"])
+        built = lab.drain_pod(name)["spec"].get("tolerations") or []
+        if live is None or ((live.get("spec") or {}).get("tolerations") or []) != built:
+            changed.append(name)
+    return {"answer": ctx.answer(), "changed": changed}
+
+
+def judge_noexecute(ctx, obs):
+    lab = _lab(ctx)
+    answer = obs["answer"]
+    if not isinstance(answer, dict):
+        raise CheckFailed("write a mapping of each Pod name to 0, a number of seconds, or never",
+                          expected="a mapping", observed=answer)
+    truth = eviction_truth(lab)
+    given = {}
+    for name in truth:
+        value = ctx.answer_field(answer, name, (int, str))
+        text = str(value).strip().lower()
+        if text == NEVER:
+            given[name] = NEVER
+        elif _int(value) is not None and _int(value) >= 0:
+            given[name] = _int(value)
+        else:
+            raise CheckFailed(f"{name}: write 0 (at once), a number of seconds, or never",
+                              expected="0, seconds, or never", observed=value)
+    extra = sorted(set(map(str, answer)) - set(truth))
+    if extra:
+        raise CheckFailed(f"{', '.join(extra)}: not a Pod on {ctx.params['node']}: predict for the six Pods labelled "
+                          "app=drain", expected=sorted(truth), observed=sorted(map(str, answer)))
+    note = (f" (you changed or removed {', '.join(obs['changed'])}: the check judges the Pods as the lab built them)"
+            if obs.get("changed") else "")
+    wrong = [name for name in truth if given[name] != truth[name]]
+    if wrong:
+        return ctx.failed(ctx.grid_feedback(wrong, len(truth), "Pods", advice="for each Pod, find the toleration "
+                                            "that matches the taint, if any, and its tolerationSeconds (see the hints)")
+                          + note, expected="when the taint-eviction controller deletes each Pod",
+                          right_answer=truth)
+    return ctx.passed("your prediction is what v1.34.1's taint-eviction controller does to each Pod (labkit's "
+                      "reconstruction)" + note)
+
+
+def check_noexecute(ctx):
+    return judge_noexecute(ctx, observe_noexecute(ctx))
+
+
+# -- score-predict -----------------------------------------------------------------------------------
+
+def score_truth(case: dict) -> dict:
+    cycle = _cycle(case)
+    return {"node": cycle.chosen, "fit": {n: v[1] for n, v in cycle.scores.get("NodeResourcesFit", {}).items()}}
+
+
+def observe_score_predict(ctx):
+    answer, note = _prediction(ctx)
+    return {"answer": answer, "note": note}
+
+
+def judge_score_predict(ctx, obs):
+    answer, note = obs["answer"], obs["note"]
+    truth = score_truth(_case(ctx))
+    node = str(ctx.answer_field(answer, "node", str)).strip()
+    fit = ctx.answer_field(answer, "fit", dict)
+    if node not in truth["fit"]:
+        raise CheckFailed(f"node: {node!r} is not a node of the case", expected=sorted(truth["fit"]), observed=node)
+    for name in fit:
+        if str(name) not in truth["fit"]:
+            raise CheckFailed(f"fit: {name!r} is not a node of the case", expected=sorted(truth["fit"]),
+                              observed=sorted(map(str, fit)))
+    missing = [n for n in truth["fit"] if n not in fit]
+    if missing:
+        raise CheckFailed(f"fit: give a score for every node ({', '.join(missing)} missing)",
+                          expected=sorted(truth["fit"]), observed=sorted(map(str, fit)))
+    scores = {n: _int(fit[n]) for n in truth["fit"]}
+    bad = [n for n, v in scores.items() if v is None or not 0 <= v <= fw.MAX_NODE_SCORE]
+    if bad:
+        raise CheckFailed(f"fit: each score is a whole number from 0 to 100 ({', '.join(bad)} is not)",
+                          expected="0..100", observed={n: fit[n] for n in bad})
+    wrong = (["node"] if node != truth["node"] else []) + [f"fit of {n}" for n in truth["fit"] if scores[n] != truth["fit"][n]]
+    if wrong:
+        return ctx.failed(ctx.grid_feedback(wrong, 1 + len(truth["fit"]), "parts", advice="work out each node's "
+                                            "requested CPU and memory with the incoming Pod, then each plugin's "
+                                            "score and weight (see the hints)") + note,
+                          expected="the node chosen and each node's NodeResourcesFit score", right_answer=truth)
+    return ctx.passed(f"the default profile binds {ctx.params['pod']} to {node}, as you predicted, with the "
+                      "NodeResourcesFit scores you worked out" + note)
+
+
+def check_score_predict(ctx):
+    return judge_score_predict(ctx, observe_score_predict(ctx))
+
+
+# -- preempt-predict ---------------------------------------------------------------------------------
+
+def preempt_truth(case: dict) -> dict:
+    cycle = _cycle(case)
+    return {"node": cycle.nominated_node, "victims": sorted(v.name for v in cycle.victims)}
+
+
+def observe_preempt_predict(ctx):
+    answer, note = _prediction(ctx)
+    return {"answer": answer, "note": note}
+
+
+def judge_preempt_predict(ctx, obs):
+    answer, note = obs["answer"], obs["note"]
+    case = _case(ctx)
+    truth = preempt_truth(case)
+    nodes = [n["name"] for n in case["nodes"]]
+    pods = {p["name"]: p.get("nodeName") for p in case.get("pods") or []}
+    node = str(ctx.answer_field(answer, "node", str)).strip()
+    victims = [str(v).strip() for v in ctx.answer_field(answer, "victims", list)]
+    if node not in nodes:
+        raise CheckFailed(f"node: {node!r} is not a node of the case", expected=nodes, observed=node)
+    unknown = [v for v in victims if v not in pods]
+    if unknown:
+        raise CheckFailed(f"victims: {', '.join(unknown)} is not a Pod of the case", expected=sorted(pods),
+                          observed=victims)
+    elsewhere = [v for v in victims if pods[v] != node]
+    if elsewhere:
+        raise CheckFailed(f"victims: {', '.join(elsewhere)} do not run on {node}: preemption evicts Pods of the "
+                          "nominated node only", expected=f"Pods on {node}", observed=victims)
+    wrong = (["node"] if node != truth["node"] else []) + (["victims"] if sorted(victims) != truth["victims"] else [])
+    if wrong:
+        return ctx.failed(ctx.grid_feedback(wrong, 2, "parts", advice="on each node, take away the lower-priority "
+                                            "Pods, put back what still leaves room, then compare the nodes (see the "
+                                            "hints)") + note,
+                          expected="the nominated node and the Pods evicted there", right_answer=truth)
+    return ctx.passed(f"DefaultPreemption nominates {node} and evicts {', '.join(truth['victims'])}, as you "
+                      "predicted" + note)
+
+
+def check_preempt_predict(ctx):
+    return judge_preempt_predict(ctx, observe_preempt_predict(ctx))
