@@ -34,7 +34,7 @@ def drops_the_selector(env):
     """Re-creates the Pod without its nodeSelector (and tolerating the team's taint)."""
     target = for_env(env)
     pod = json.loads(target.kubectl("get", "pod", "web", "-n", "sched", "-o", "json"))
-    target.kubectl("delete", "pod", "web", "-n", "sched", "--grace-period=0")
+    target.kubectl("delete", "pod", "web", "-n", "sched", "--force", "--grace-period=0")
     spec = {"containers": pod["spec"]["containers"],
             "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "batch", "effect": "NoSchedule"}]}
     target.kubectl("create", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {

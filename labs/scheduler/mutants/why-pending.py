@@ -28,7 +28,7 @@ def _tolerated(lab, tolerations) -> list[bool]:
 
 def _patch_toleration(value):
     def apply(env):
-        for_env(env).kubectl("delete", "pod", "web", "-n", "sched", "--grace-period=0")
+        for_env(env).kubectl("delete", "pod", "web", "-n", "sched", "--force", "--grace-period=0")
         pod = json.loads(json.dumps(env.lab.environment_module().WEB))
         pod["spec"]["tolerations"] = [value]
         for_env(env).kubectl("create", "-n", "sched", "-f", "-", input=json.dumps(pod))
