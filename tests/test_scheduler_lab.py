@@ -3,10 +3,13 @@ FailedScheduling text of the Pending Pod web that real kubectl shows; every chec
 fresh lab and passes after its reference solution; `labkit scheduler explain` withholds the
 prediction cases until a prediction is written, then keeps that prediction, which the check
 judges (a prediction changed afterwards is not one); a reset of why-pending brings the Pod and
-the Nodes back and says what it undoes."""
+the Nodes back and says what it undoes; kill -9 of `labkit run` midway leaves nothing after
+`labkit cleanup`."""
 
 import json
 import os
+import signal
+import subprocess
 
 import pytest
 
@@ -16,7 +19,7 @@ from labkit.apiserver.target import for_env
 from labkit.exercises import answer_path, write_answer
 from labkit.labs import get_lab
 from labkit.state import LabEnv, LabState
-from support import host_lock, labkit
+from support import LABKIT, REPO, host_lock, labkit
 
 LAB = "scheduler"
 EXERCISES = ["why-pending", "noexecute", "score-predict", "preempt-predict"]
@@ -113,3 +116,15 @@ def test_a_reset_of_why_pending_brings_back_the_pod_and_nodes_and_names_what_it_
     node = target.client().get("v1", "nodes", "node-a")
     assert node["spec"]["taints"] == [{"key": "dedicated", "value": "batch", "effect": "NoSchedule"}]
     assert not target.client().get("v1", "pods", "web", "sched")["spec"].get("nodeName")
+
+
+@pytest.mark.host_exclusive
+@pytest.mark.parametrize("step", ["server", "noexecute"])
+def test_kill_9_during_run_then_cleanup_leaves_nothing(step, host_unchanged):
+    run = subprocess.run([*LABKIT, "run", LAB], cwd=REPO, capture_output=True,
+                         env={**os.environ, "LABKIT_CRASH_AT": f"scheduler:{step}"})
+    assert run.returncode == -signal.SIGKILL
+    state = LabState(LAB)
+    assert (state.dir / "apiserver" / "server.json").exists()     # the server outlived labkit
+    assert labkit("cleanup", LAB, check=0)
+    assert not (state.dir / "apiserver").exists()

@@ -162,6 +162,7 @@ def up(env):
     client.create("v1", "namespaces", {"metadata": {"name": NAMESPACE}})
     for part in BUILD_ORDER:
         PARTS[part](client)
+        crash_point(f"scheduler:{part}")
     env.log("starting state loaded on labkit's embedded API server, with its scheduler")
 
 
