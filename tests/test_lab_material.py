@@ -351,6 +351,9 @@ TEXTS: dict[str, dict[str, Run | list[Run] | Mention | Covered]] = {
         "kubectl describe pod NAME -n sched": Run("kubectl describe pod web -n sched"),
         "kubectl edit": Mention(),
         "kubectl patch": Mention(),
+        "kubectl cordon": Mention(),
+        "kubectl taint node node-f KEY=VALUE:EFFECT": Run("kubectl taint node node-f retiring=true:PreferNoSchedule",
+                                                         changes="taint-effects"),
         "labkit scheduler explain": Mention(),
         "labkit scheduler explain -f": Mention(),
         "kubectl get pods -n sched -l app=drain -o custom-columns=NAME:.metadata.name,TOLERATIONS:.spec.tolerations":

@@ -22,7 +22,7 @@ from labkit.state import LabEnv, LabState
 from support import LABKIT, REPO, host_lock, labkit
 
 LAB = "scheduler"
-EXERCISES = ["why-pending", "noexecute", "score-predict", "preempt-predict"]
+EXERCISES = ["why-pending", "taint-effects", "noexecute", "score-predict", "preempt-predict"]
 
 
 @pytest.fixture(scope="module")
@@ -57,10 +57,10 @@ def test_the_pending_pod_shows_v1_34_1s_failedscheduling_text(lab):
     condition = next(c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled")
     assert (condition["status"], condition["reason"]) == ("False", "Unschedulable")
     assert condition["message"] == (
-        "0/5 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint {dedicated: batch}, "
-        "1 node(s) had untolerated taint {maintenance: true}, 2 node(s) didn't match Pod's node affinity/selector. "
-        "no new claims to deallocate, preemption: 0/5 nodes are available: 1 No preemption victims found for "
-        "incoming pod, 4 Preemption is not helpful for scheduling.")
+        "0/6 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint {dedicated: batch}, "
+        "1 node(s) had untolerated taint {maintenance: true}, 3 node(s) didn't match Pod's node affinity/selector. "
+        "no new claims to deallocate, preemption: 0/6 nodes are available: 1 No preemption victims found for "
+        "incoming pod, 5 Preemption is not helpful for scheduling.")
     events = target.kubectl("get", "events", "-n", "sched", "--field-selector", "involvedObject.name=web",
                             "-o", "jsonpath={.items[*].reason}")
     assert "FailedScheduling" in events.split()

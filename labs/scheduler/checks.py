@@ -45,12 +45,30 @@ def _taint_text(taint: dict) -> str:
 # -- why-pending ------------------------------------------------------------------------------------
 
 def _node_view(node: dict | None) -> dict | None:
-    """What of a Node the exercise keeps as it was: its taints, labels and allocatable resources."""
+    """What of a Node the exercises keep as it was: its taints, labels, allocatable resources and
+    spec.unschedulable."""
     if node is None:
         return None
-    return {"taints": [{k: t[k] for k in ("key", "value", "effect") if k in t} for t in (node.get("spec") or {}).get("taints") or []],
+    spec = node.get("spec") or {}
+    return {"taints": [{k: t[k] for k in ("key", "value", "effect") if k in t} for t in spec.get("taints") or []],
             "labels": dict(node["metadata"].get("labels") or {}),
-            "allocatable": dict((node.get("status") or {}).get("allocatable") or {})}
+            "allocatable": dict((node.get("status") or {}).get("allocatable") or {}),
+            "unschedulable": bool(spec.get("unschedulable"))}
+
+
+def _lab_nodes(lab) -> dict:
+    """Every Node the lab registers, as lab.py builds it."""
+    return {n["metadata"]["name"]: n for n in (*lab.PENDING_NODES.values(), lab.DRAIN_NODE, lab.RETIRING_NODE)}
+
+
+def _changed_nodes(lab, seen: dict, names) -> list[str]:
+    """`node-a (taints, labels)` for each of `names` whose view differs from the lab's build."""
+    out = []
+    for name in names:
+        now, built = seen.get(name), _node_view(_lab_nodes(lab)[name])
+        if now != built:
+            out.append(f"{name} ({'gone' if now is None else ', '.join(k for k in built if now.get(k) != built[k])})")
+    return out
 
 
 def _pod_view(pod: dict | None) -> dict | None:
@@ -82,12 +100,8 @@ def judge_why_pending(ctx, obs):
     p = ctx.params
     ns, name = p["namespace"], p["pod"]
     lab = _lab(ctx)
-    changed = [n for n, node in lab.PENDING_NODES.items() if obs["nodes"].get(n) != _node_view(node)]
-    if changed:
-        what = []
-        for n in changed:
-            now, built = obs["nodes"].get(n), _node_view(lab.PENDING_NODES[n])
-            what.append(f"{n} ({'gone' if now is None else ', '.join(k for k in built if now.get(k) != built[k])})")
+    what = _changed_nodes(lab, obs["nodes"], lab.PENDING_NODES)
+    if what:
         return ctx.failed(f"the Node(s) {', '.join(what)} changed: the task is to change the Pod, not the nodes "
                           f"(`labkit reset scheduler {ctx.exercise.id}` brings them back as they were)",
                           expected="node-a to node-d as the lab registered them", observed=what, observed_in=LIVE)
@@ -130,6 +144,67 @@ def judge_why_pending(ctx, obs):
 
 def check_why_pending(ctx):
     return judge_why_pending(ctx, observe_why_pending(ctx))
+
+
+# -- taint-effects -----------------------------------------------------------------------------------
+
+def observe_taint_effects(ctx):
+    p = ctx.params
+    client = for_env(ctx.env).client()
+    return {"nodes": {name: _node_view(client.get_or_none("v1", "nodes", name)) for name in _lab_nodes(_lab(ctx))},
+            "pod": client.get_or_none("v1", "pods", p["pod"], p["namespace"]) is not None}
+
+
+def judge_taint_effects(ctx, obs):
+    p = ctx.params
+    lab = _lab(ctx)
+    name = p["node"]
+    others = _changed_nodes(lab, obs["nodes"], [n for n in _lab_nodes(lab) if n != name])
+    if others:
+        return ctx.failed(f"the Node(s) {', '.join(others)} changed: only {name} is being retired; put them back "
+                          "as they were",
+                          expected=f"every Node but {name} as the lab registered it", observed=others, observed_in=LIVE)
+    node = obs["nodes"].get(name)
+    if node is None:
+        raise CheckFailed(f"the Node {name} is gone: `labkit reset scheduler {ctx.exercise.id}` registers it again")
+    built = _node_view(lab.RETIRING_NODE)
+    fields = [k for k in ("labels", "allocatable") if node.get(k) != built[k]]
+    if fields:
+        return ctx.failed(f"the {' and '.join(fields)} of {name} changed: add a taint and change nothing else",
+                          expected=f"the {' and '.join(fields)} as registered", observed={k: node.get(k) for k in fields},
+                          observed_in=LIVE)
+    if node.get("unschedulable"):
+        return ctx.failed(f"{name} is cordoned (spec.unschedulable): the NodeUnschedulable plugin's Filter then "
+                          "rejects it for every Pod that does not tolerate node.kubernetes.io/unschedulable, even when "
+                          "no other node fits (`kubectl uncordon`, then think about taint effects)",
+                          expected="spec.unschedulable false", observed=True, observed_in=LIVE)
+    taints = node.get("taints") or []
+    if not taints:
+        raise CheckFailed(f"{name} has no taint yet: `kubectl describe node {name}` shows its taints")
+    legacy = Pod(lab.LEGACY)
+    evicts = [t for t in taints if t.get("effect") == "NoExecute"
+              and tainteviction.eviction_delay(legacy, [t]) is not None]
+    if evicts:
+        return ctx.failed(f"the taint {_taint_text(evicts[0])} has effect NoExecute: besides keeping new Pods off, it "
+                          f"makes the taint-eviction controller delete {p['pod']} (it tolerates no taint)",
+                          expected=f"{p['pod']} left running", observed=[_taint_text(t) for t in taints],
+                          observed_in=LIVE)
+    forbids = [t for t in taints if t.get("effect") == "NoSchedule"]
+    if forbids:
+        return ctx.failed(f"the taint {_taint_text(forbids[0])} has effect NoSchedule: the TaintToleration Filter "
+                          f"rejects {name} for every Pod that does not tolerate it, even when no other node fits",
+                          expected=f"a taint that only lowers {name}'s score", observed=[_taint_text(t) for t in taints],
+                          observed_in=LIVE)
+    if not obs["pod"]:
+        return ctx.failed(f"the Pod {p['pod']} is gone: it was to keep running on {name} (`labkit reset scheduler "
+                          f"{ctx.exercise.id}` brings it back)", expected=f"{p['pod']} still there", observed="gone",
+                          observed_in=LIVE)
+    return ctx.passed(f"{name}'s PreferNoSchedule taint passes Filter and lowers its TaintToleration score for Pods "
+                      f"that do not tolerate it (0 against 100, weight 3); {p['pod']} stays")
+
+
+def check_taint_effects(ctx):
+    return judge_taint_effects(ctx, observe_taint_effects(ctx))
 
 
 # -- the predictions: the answer as it was when labkit showed the outcome ---------------------------

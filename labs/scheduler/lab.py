@@ -1,9 +1,9 @@
 """The scheduler lab: labkit's embedded API server with labkit's reconstruction of kube-scheduler
 v1.34.1 (labkit.controllers.scheduler, the default profile) deciding for every Pod that names no
-node, and five Nodes the lab registers with capacity, labels and taints. Students use kubectl.
+node, and six Nodes the lab registers with capacity, labels and taints. Students use kubectl.
 
 The lab runs the embedded server's controllers without the node stand-in (labkit.controllers.node,
-which would register a sixth Node, `labkit-node`): the lab's Nodes run no kubelet, so a Pod bound
+which would register a seventh Node, `labkit-node`): the lab's Nodes run no kubelet, so a Pod bound
 to one keeps phase Pending with spec.nodeName set (`kubectl get pods -o wide` shows its node), as
 on a cluster whose node has no kubelet running. The Nodes' status is written once, as a kubelet
 would register it (capacity, allocatable, the condition Ready True).
@@ -16,6 +16,8 @@ Starting state (cluster-scoped Nodes; namespace `sched`):
   node-d  disk=ssd, 4 CPU, taint maintenance=true:NoSchedule       /   disk=ssd; it is Pending)
   node-e  disk=hdd, 8 CPU; six Pods bound to it by nodeName, each with other tolerations
           (noexecute: predict what a NoExecute taint on node-e does to each)
+  node-f  disk=hdd, 2 CPU; the Pod legacy bound to it by nodeName
+          (taint-effects: taint node-f so that new Pods avoid it, legacy stays)
   score-predict, preempt-predict: case files in scenarios/, played by `labkit scheduler
           explain -f` only once a prediction is written (labkit.scheduler.withhold)
 
@@ -65,6 +67,7 @@ PENDING_NODES = {
     "node-d": _node("node-d", "ssd", "4", "8Gi", [{"key": "maintenance", "value": "true", "effect": "NoSchedule"}]),
 }
 DRAIN_NODE = _node("node-e", "hdd", "8", "16Gi", [])
+RETIRING_NODE = _node("node-f", "hdd", "2", "4Gi", [])
 # the taint the noexecute exercise adds to node-e (in the prompt: `{{taint}}`)
 DRAIN_TAINT = {"key": "drain", "value": "now", "effect": "NoExecute"}
 
@@ -87,6 +90,10 @@ DRAIN_PODS = {
     "other-value": [{"key": "drain", "operator": "Equal", "value": "later", "effect": "NoExecute",
                      "tolerationSeconds": 300}],
 }
+
+
+LEGACY = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "legacy", "labels": {"app": "legacy"}},
+          "spec": {"nodeName": "node-f", "containers": _container("500m", "256Mi")}}
 
 
 def drain_pod(name: str) -> dict:
@@ -151,8 +158,16 @@ def _build_drain(client) -> None:
         client.create("v1", "pods", drain_pod(name), NAMESPACE)
 
 
-PARTS = {"why-pending": _build_pending, "noexecute": _build_drain, "score-predict": None, "preempt-predict": None}
-BUILD_ORDER = ("noexecute", "why-pending")      # every Node before the Pod web: its first attempt sees all five
+def _build_retiring(client) -> None:
+    _put_node(client, RETIRING_NODE)
+    _delete_pods(client, ["legacy"])
+    client.create("v1", "pods", copy.deepcopy(LEGACY), NAMESPACE)
+
+
+PARTS = {"why-pending": _build_pending, "noexecute": _build_drain, "taint-effects": _build_retiring,
+         "score-predict": None, "preempt-predict": None}
+# every Node before the Pod web: its first scheduling attempt sees all six
+BUILD_ORDER = ("noexecute", "taint-effects", "why-pending")
 
 
 def up(env):
@@ -207,9 +222,11 @@ binding every Pod that names no node. The Nodes run no kubelet: a bound Pod stay
 def part_of(resource: str | None, namespace: str | None, name: str | None) -> str | None:
     """The exercise whose part of the lab an object belongs to (None: no exercise's)."""
     if resource == "nodes":
-        return "why-pending" if name in PENDING_NODES else "noexecute" if name == DRAIN_NODE["metadata"]["name"] else None
+        return "why-pending" if name in PENDING_NODES else "noexecute" if name == DRAIN_NODE["metadata"]["name"] \
+            else "taint-effects" if name == RETIRING_NODE["metadata"]["name"] else None
     if resource == "pods" and namespace == NAMESPACE:
-        return "why-pending" if name == "web" else "noexecute" if name in DRAIN_PODS else None
+        return "why-pending" if name == "web" else "noexecute" if name in DRAIN_PODS \
+            else "taint-effects" if name == "legacy" else None
     return None
 
 

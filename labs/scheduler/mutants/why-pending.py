@@ -68,9 +68,10 @@ def mutants(ctx):
         yield Mutant(f"selector={json.dumps(selector, sort_keys=True)}", f"web's nodeSelector: {selector}",
                      names=("nodeSelector",), observation=_with_pod(obs, nodeSelector=selector))
     for node, view in obs["nodes"].items():
-        for edit in tree_edits(view, alternatives={"allocatable.cpu": ["8", "2"], "labels.disk": ["hdd", "ssd"]}):
-            if edit.value == view:
-                continue
+        for edit in tree_edits(view, alternatives={"allocatable.cpu": ["8", "2"], "labels.disk": ["hdd", "ssd"],
+                                                   "unschedulable": [True]}):
+            if edit.value == view or (edit.op == "drop" and edit.path == "unschedulable"):
+                continue        # (the observation always says whether a node is unschedulable)
             name = f"node:{node}:{edit.op}:{edit.path}" + (f"={edit.after}" if edit.op == "set" else "")
             yield Mutant(name, f"{node}: {edit.describe()}", names=(node, "changed"),
                          observation={**obs, "nodes": {**obs["nodes"], node: edit.value}},
