@@ -103,6 +103,8 @@ REQUEST_TOKEN = ("kubectl create --raw /api/v1/namespaces/shop/serviceaccounts/r
 AUDIT_JQ = ("""jq -c 'select(.objectRef.resource=="configmaps" and .objectRef.name=="prices") | """
             """[.verb, .objectRef.namespace, .responseStatus.code]'""")
 
+SLEEPY_SCHEDULER = "printf 'import time\\nwhile True:\\n    time.sleep(1)\\n' > sched.py"
+
 TEXTS: dict[str, dict[str, Run | list[Run] | Mention | Covered]] = {
     "gc": {
         "kubectl get pods -n shop -w": Run(stream=True),
@@ -352,6 +354,12 @@ TEXTS: dict[str, dict[str, Run | list[Run] | Mention | Covered]] = {
         "kubectl edit": Mention(),
         "kubectl patch": Mention(),
         "kubectl cordon": Mention(),
+        "labkit scheduler serve": Mention(),
+        "labkit scheduler serve FILE": Run(f"{SLEEPY_SCHEDULER} && labkit scheduler serve sched.py",
+                                           changes="own-scheduler", output="my-scheduler: running"),
+        "labkit scheduler stop": Run(before=f"{SLEEPY_SCHEDULER} && labkit scheduler serve sched.py",
+                                     changes="own-scheduler", output="my-scheduler stopped"),
+        "labkit cleanup scheduler": Run(changes="*"),
         "kubectl taint node node-f KEY=VALUE:EFFECT": Run("kubectl taint node node-f retiring=true:PreferNoSchedule",
                                                          changes="taint-effects"),
         "labkit scheduler explain": Mention(),

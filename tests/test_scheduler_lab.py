@@ -22,7 +22,7 @@ from labkit.state import LabEnv, LabState
 from support import LABKIT, REPO, host_lock, labkit
 
 LAB = "scheduler"
-EXERCISES = ["why-pending", "taint-effects", "noexecute", "score-predict", "preempt-predict"]
+EXERCISES = ["why-pending", "taint-effects", "noexecute", "score-predict", "preempt-predict", "own-scheduler"]
 
 
 @pytest.fixture(scope="module")
@@ -76,6 +76,15 @@ def test_each_check_fails_on_a_fresh_lab_and_passes_after_its_solution(lab):
         result = statuses(lab, exercise)[exercise]
         assert result.status == "pass", (exercise, result.message)
     assert for_env(env).client().get("v1", "pods", "web", "sched")["spec"]["nodeName"] == "node-a"
+    # the student's scheduler is a lab process: a reset of its exercise says so, and stops it
+    from labkit.scheduler import own
+    assert own.running(env)
+    assert lab.environment_module().student_work(env, "own-scheduler") == [
+        "your binding of Pod sched/job-1", "your binding of Pod sched/job-2", "your binding of Pod sched/job-3",
+        "the scheduler you run with `labkit scheduler serve` (it is stopped; your file stays)"]
+    runner.reset(lab, exercise_id="own-scheduler")
+    assert not own.running(env)
+    assert not for_env(env).client().get("v1", "pods", "job-1", "sched")["spec"].get("nodeName")
 
 
 def test_explain_withholds_a_prediction_case_and_the_check_judges_the_prediction_made_before(lab, tmp_path):

@@ -1,5 +1,8 @@
 """`labkit scheduler`: kube-scheduler v1.34.1, reconstructed. `play` runs scheduler cases (nodes,
-Pods, the incoming Pod, a profile) and compares the outcome with what the case expects."""
+Pods, the incoming Pod, a profile) and compares the outcome with what the case expects; `explain`
+shows one decision; `serve`/`stop` run a scheduler the student wrote, in the scheduler lab. The
+cases of the lab's prediction exercises are played only once a prediction is written
+(labkit.scheduler.withhold)."""
 
 from __future__ import annotations
 
@@ -11,8 +14,10 @@ from typing import List, Optional
 import typer
 
 from labkit import cases, cliopts
+from labkit.errors import LabkitError
 
-app = typer.Typer(help="kube-scheduler v1.34.1, reconstructed: play scheduling cases (`play`), and `explain` one.",
+app = typer.Typer(help="kube-scheduler v1.34.1, reconstructed: play scheduling cases (`play`), `explain` one, "
+                       "`simulate` a cluster; `serve` a scheduler you wrote in the scheduler lab.",
                   no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})
 
 FORMATS = ("table", "json", "yaml")
@@ -82,3 +87,39 @@ def simulate(nodes: int = typer.Option(100, "--nodes", help="Nodes of 32 CPUs, 1
     else:
         typer.echo(f"{result.bound} of {result.pods} Pods bound on {result.nodes} nodes in {result.seconds:.2f} s "
                    f"({result.pods_per_second:.0f} Pods/s); {result.unschedulable} unschedulable")
+
+
+def _lab_env():
+    from labkit import runner
+    from labkit.labs import get_lab
+    from labkit.state import LabEnv, LabState
+
+    lab = get_lab("scheduler")
+    state = LabState(lab.id)
+    env = LabEnv(lab, state)
+    if state.phase != "up" or not runner.lab_is_up(env):
+        raise LabkitError("the scheduler lab is not running: start it with `labkit run scheduler`")
+    return env
+
+
+@app.command()
+def serve(file: Path = typer.Argument(..., help="Your scheduler: a Python program (it finds the lab's API server "
+                                               "through KUBECONFIG, as config.load_kube_config() reads it).")):
+    """Run a scheduler you wrote as a process of the scheduler lab (restarting it if it runs):
+    `python FILE` in FILE's directory, with KUBECONFIG naming the lab's API server; `labkit scheduler
+    stop` or `labkit cleanup scheduler` stops it."""
+    from labkit.apiserver.target import for_env
+    from labkit.scheduler import own
+
+    env = _lab_env()
+    log = own.serve(env, file, for_env(env).kubeconfig)
+    typer.echo(f"my-scheduler: running {file} (log: {log})")
+
+
+@app.command()
+def stop():
+    """Stop the scheduler you started with `labkit scheduler serve`."""
+    from labkit.scheduler import own
+
+    env = _lab_env()
+    typer.echo("my-scheduler stopped" if own.stop(env) else "my-scheduler was not running")

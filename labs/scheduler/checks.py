@@ -207,6 +207,118 @@ def check_taint_effects(ctx):
     return judge_taint_effects(ctx, observe_taint_effects(ctx))
 
 
+# -- own-scheduler ----------------------------------------------------------------------------------
+
+def _bound_view(pod: dict) -> dict:
+    """What of a bound Pod the Filter plugins read (labkit.scheduler.objects.Pod takes it)."""
+    spec = pod.get("spec") or {}
+    return {"name": pod["metadata"]["name"], "namespace": pod["metadata"].get("namespace"),
+            "nodeName": spec.get("nodeName"), "schedulerName": spec.get("schedulerName"),
+            "nodeSelector": spec.get("nodeSelector") or {}, "tolerations": spec.get("tolerations") or [],
+            "requests": [((c.get("resources") or {}).get("requests") or {}) for c in spec.get("containers") or []]}
+
+
+def _as_pod(view: dict) -> Pod:
+    obj = {"metadata": {"name": view["name"], "namespace": view["namespace"], "uid": f"{view['namespace']}/{view['name']}"},
+           "spec": {"nodeName": view["nodeName"], "nodeSelector": view["nodeSelector"], "tolerations": view["tolerations"],
+                    "containers": [{"name": f"c{i}", "resources": {"requests": r}} for i, r in enumerate(view["requests"])]}}
+    return Pod(obj)
+
+
+def observe_own_scheduler(ctx):
+    from labkit.scheduler import own
+    lab = _lab(ctx)
+    target = for_env(ctx.env)
+    client = target.client()
+
+    def jobs():
+        return {name: (lambda p: None if p is None else _bound_view(p))(client.get_or_none("v1", "pods", name,
+                                                                                       ctx.params["namespace"]))
+                for name in lab.JOBS}
+    seen = jobs()
+    if any(j is not None and not j["nodeName"] for j in seen.values()):
+        wait_for(lambda: all(j is None or j["nodeName"] for j in jobs().values()), timeout=BRIEF, interval=0.1)
+        seen = jobs()
+    bindings = sorted({(e.get("objectRef") or {}).get("name") for e in target.audit(since=ctx.ready_time) or []
+                       if e.get("verb") == "create" and (e.get("objectRef") or {}).get("subresource") == "binding"
+                       and (e.get("objectRef") or {}).get("resource") == "pods"
+                       and (e.get("objectRef") or {}).get("namespace") == ctx.params["namespace"]
+                       and not (e.get("user") or {}).get("username", "").startswith("system:")
+                       and (e.get("responseStatus") or {}).get("code", 500) < 300} - {None})
+    nodes = sorted(client.list("v1", "nodes")[0], key=lambda n: n["metadata"]["name"])
+    others = [_bound_view(p) for p in client.list("v1", "pods")[0] if (p.get("spec") or {}).get("nodeName")
+              and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed") and
+              not (p["metadata"].get("namespace") == ctx.params["namespace"] and p["metadata"]["name"] in lab.JOBS)]
+    return {"jobs": seen, "bindings": bindings, "running": own.running(ctx.env),
+            "nodes": [{"metadata": {"name": n["metadata"]["name"], "labels": n["metadata"].get("labels") or {}},
+                       "spec": {k: v for k, v in (n.get("spec") or {}).items() if k in ("taints", "unschedulable")},
+                       "status": {"allocatable": (n.get("status") or {}).get("allocatable") or {}}} for n in nodes],
+            "others": others}
+
+
+def judge_own_scheduler(ctx, obs):
+    from labkit.scheduler.objects import Node, NodeInfo
+    p = ctx.params
+    lab = _lab(ctx)
+    ns, name = p["namespace"], p["scheduler"]
+    jobs = obs["jobs"]
+    missing = [j for j, v in jobs.items() if v is None]
+    if missing:
+        raise CheckFailed(f"the Pod(s) {', '.join(missing)} are gone: `labkit reset scheduler {ctx.exercise.id}` "
+                          "creates them again")
+    built = {j: _bound_view({"metadata": {"name": j, "namespace": ns}, "spec": lab.job_pod(j)["spec"]}) for j in jobs}
+    keys = ("schedulerName", "nodeSelector", "tolerations", "requests")
+    changed = [f"{j} ({', '.join(k for k in keys if v[k] != built[j][k])})" for j, v in jobs.items()
+               if any(v[k] != built[j][k] for k in keys)]
+    if changed:
+        return ctx.failed(f"the Pod(s) {', '.join(changed)} are not as the lab made them: your scheduler is to place "
+                          f"the Pods as they are (`labkit reset scheduler {ctx.exercise.id}` makes them again)",
+                          expected="schedulerName, tolerations, requests and nodeSelector as built", observed=changed,
+                          observed_in=LIVE)
+    unbound = [j for j, v in jobs.items() if not v["nodeName"]]
+    if unbound and not obs["running"]:
+        return ctx.failed(f"{', '.join(unbound)} not bound, and your scheduler is not running: start it with "
+                          "`labkit scheduler serve` and your file (its log says why it stopped, if it did)",
+                          expected="every Pod bound", observed=f"{', '.join(unbound)} Pending", observed_in=LIVE)
+    if unbound:
+        return ctx.failed(f"{', '.join(unbound)} not bound yet, though your scheduler runs: look at its log "
+                          "(`labkit scheduler serve` printed where) and check again", expected="every Pod bound",
+                          observed=f"{', '.join(unbound)} Pending", observed_in=LIVE)
+    unbinding = [j for j in jobs if j not in obs["bindings"]]
+    if unbinding:
+        return ctx.failed(f"{', '.join(unbinding)} got a node without a binding of yours: a scheduler binds a Pod "
+                          "with POST pods/NAME/binding (setting spec.nodeName when creating the Pod bypasses the "
+                          "scheduler)", expected="a binding per Pod, from your program", observed=obs["bindings"],
+                          observed_in=LIVE)
+    infos = {n["metadata"]["name"]: NodeInfo(Node(n)) for n in obs["nodes"]}
+    placed = [*obs["others"], *jobs.values()]
+    profile = make_profile("default")
+    problems = []
+    for job, view in jobs.items():
+        info = infos.get(view["nodeName"])
+        if info is None:
+            problems.append(f"{job} is bound to {view['nodeName']}, which is no Node")
+            continue
+        node = NodeInfo(info.node, [_as_pod(v) for v in placed if v["nodeName"] == info.name and v is not view])
+        pod = _as_pod(view)
+        cycle = fw.Cycle(pod, profile, [node], [])
+        fw.run_pre_filters(cycle, pod)
+        status = fw.run_filters(cycle, pod, node)
+        if not status.ok:
+            problems.append(f"{job} on {info.name}: {status.plugin}: {'; '.join(status.reasons)}")
+    if problems:
+        return ctx.failed("your scheduler put Pods where kube-scheduler's Filter plugins would not: "
+                          + "; ".join(problems) + ". Compare what your scheduler checks with those plugins "
+                          "(and count the Pods it bound already)", expected="each Pod on a node that fits it",
+                          observed=problems, observed_in=LIVE)
+    where = ", ".join(f"{j} → {v['nodeName']}" for j, v in jobs.items())
+    return ctx.passed(f"{name} bound every Pod through pods/binding to a node that fits it: {where}")
+
+
+def check_own_scheduler(ctx):
+    return judge_own_scheduler(ctx, observe_own_scheduler(ctx))
+
+
 # -- the predictions: the answer as it was when labkit showed the outcome ---------------------------
 
 def _prediction(ctx):

@@ -18,6 +18,8 @@ Starting state (cluster-scoped Nodes; namespace `sched`):
           (noexecute: predict what a NoExecute taint on node-e does to each)
   node-f  disk=hdd, 2 CPU; the Pod legacy bound to it by nodeName
           (taint-effects: taint node-f so that new Pods avoid it, legacy stays)
+  job-1..3  Pods for a scheduler of the student's own (schedulerName my-scheduler, disk=hdd),
+          which labkit runs as a lab process: `labkit scheduler serve FILE`     (own-scheduler)
   score-predict, preempt-predict: case files in scenarios/, played by `labkit scheduler
           explain -f` only once a prediction is written (labkit.scheduler.withhold)
 
@@ -56,8 +58,12 @@ def _node(name: str, disk: str, cpu: str, memory: str, taints: list[dict]) -> di
                        "allocatable": {"cpu": cpu, "memory": memory, "pods": "110"},
                        "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
                                        "message": "kubelet is posting ready status"}],
-                       "nodeInfo": {"kubeletVersion": KUBELET_VERSION, "operatingSystem": "linux",
-                                    "architecture": "amd64"}}}
+                       # every field of NodeSystemInfo is required in the API (the kubernetes client
+                       # refuses a Node without one): those a kubelet would report of a machine are empty
+                       "nodeInfo": {"kubeletVersion": KUBELET_VERSION, "kubeProxyVersion": "",
+                                    "operatingSystem": "linux", "architecture": "amd64",
+                                    "containerRuntimeVersion": "", "osImage": "", "kernelVersion": "",
+                                    "machineID": "", "systemUUID": "", "bootID": ""}}}
 
 
 PENDING_NODES = {
@@ -94,6 +100,17 @@ DRAIN_PODS = {
 
 LEGACY = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "legacy", "labels": {"app": "legacy"}},
           "spec": {"nodeName": "node-f", "containers": _container("500m", "256Mi")}}
+
+
+# own-scheduler: Pods for the student's scheduler (spec.schedulerName), each on a disk=hdd node
+OWN_SCHEDULER = "my-scheduler"
+JOBS = {"job-1": "3", "job-2": "3", "job-3": "2"}      # name: CPU request
+
+
+def job_pod(name: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"app": "job"}},
+            "spec": {"schedulerName": OWN_SCHEDULER, "nodeSelector": {"disk": "hdd"},
+                     "containers": _container(JOBS[name], "512Mi")}}
 
 
 def drain_pod(name: str) -> dict:
@@ -164,10 +181,16 @@ def _build_retiring(client) -> None:
     client.create("v1", "pods", copy.deepcopy(LEGACY), NAMESPACE)
 
 
+def _build_jobs(client) -> None:
+    _delete_pods(client, list(JOBS))
+    for name in JOBS:
+        client.create("v1", "pods", job_pod(name), NAMESPACE)
+
+
 PARTS = {"why-pending": _build_pending, "noexecute": _build_drain, "taint-effects": _build_retiring,
-         "score-predict": None, "preempt-predict": None}
+         "score-predict": None, "preempt-predict": None, "own-scheduler": _build_jobs}
 # every Node before the Pod web: its first scheduling attempt sees all six
-BUILD_ORDER = ("noexecute", "taint-effects", "why-pending")
+BUILD_ORDER = ("noexecute", "taint-effects", "why-pending", "own-scheduler")
 
 
 def up(env):
@@ -183,9 +206,13 @@ def up(env):
 
 def reset_exercise(env, exercise_id: str) -> None:
     """Build one exercise's objects afresh (its Nodes as the lab registered them, its Pods
-    re-created); the other exercises' objects are not touched. The prediction exercises have
+    re-created, the student's scheduler stopped for own-scheduler); the other exercises' objects
+    are not touched. The prediction exercises have
     nothing live: their reset changes nothing."""
     build = PARTS[exercise_id]
+    if exercise_id == "own-scheduler":      # the student's scheduler would bind the new Pods at once
+        from labkit.scheduler import own
+        own.stop(env)
     if build:
         build(for_env(env).client())
     env.log(f"exercise {exercise_id}: its objects were built afresh")
@@ -226,7 +253,7 @@ def part_of(resource: str | None, namespace: str | None, name: str | None) -> st
             else "taint-effects" if name == RETIRING_NODE["metadata"]["name"] else None
     if resource == "pods" and namespace == NAMESPACE:
         return "why-pending" if name == "web" else "noexecute" if name in DRAIN_PODS \
-            else "taint-effects" if name == "legacy" else None
+            else "taint-effects" if name == "legacy" else "own-scheduler" if name in JOBS else None
     return None
 
 
@@ -253,6 +280,13 @@ def student_work(env, exercise_id: str | None) -> list[str]:
         what = f"{kind} {ref['namespace'] + '/' if ref.get('namespace') else ''}{ref.get('name')}"
         phrase = {"create": f"the {what} you created", "delete": f"your deletion of {what}"}.get(
             verb, f"your changes to {what}")
+        if ref.get("subresource") == "binding":
+            phrase = f"your binding of {what}"
+        elif ref.get("subresource"):
+            phrase = f"your changes to {what} ({ref['subresource']})"
         if phrase not in found:
             found.append(phrase)
+    from labkit.scheduler import own
+    if "own-scheduler" in parts and own.running(env):
+        found.append("the scheduler you run with `labkit scheduler serve` (it is stopped; your file stays)")
     return found
