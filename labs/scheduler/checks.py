@@ -38,6 +38,17 @@ def _lab(ctx):
     return ctx.lab.environment_module()
 
 
+# the tolerations the DefaultTolerationSeconds admission plugin adds to a Pod that has none of its
+# own for these taints (plugin/pkg/admission/defaulttolerationseconds/admission.go)
+DEFAULT_TOLERATIONS = [{"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+                       for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")]
+
+
+def own_tolerations(tolerations: list) -> list:
+    """A Pod's tolerations without those DefaultTolerationSeconds added."""
+    return [t for t in tolerations or [] if t not in DEFAULT_TOLERATIONS]
+
+
 def _taint_text(taint: dict) -> str:
     return f"{taint['key']}={taint.get('value', '')}:{taint['effect']}"
 
@@ -268,8 +279,13 @@ def judge_own_scheduler(ctx, obs):
                           "creates them again")
     built = {j: _bound_view({"metadata": {"name": j, "namespace": ns}, "spec": lab.job_pod(j)["spec"]}) for j in jobs}
     keys = ("schedulerName", "nodeSelector", "tolerations", "requests")
-    changed = [f"{j} ({', '.join(k for k in keys if v[k] != built[j][k])})" for j, v in jobs.items()
-               if any(v[k] != built[j][k] for k in keys)]
+
+    def differs(view, key):
+        if key == "tolerations":
+            return own_tolerations(view[key]) != own_tolerations(built[view["name"]][key])
+        return view[key] != built[view["name"]][key]
+    changed = [f"{j} ({', '.join(k for k in keys if differs(v, k))})" for j, v in jobs.items()
+               if any(differs(v, k) for k in keys)]
     if changed:
         return ctx.failed(f"the Pod(s) {', '.join(changed)} are not as the lab made them: your scheduler is to place "
                           f"the Pods as they are (`labkit reset scheduler {ctx.exercise.id}` makes them again)",
@@ -377,7 +393,7 @@ def observe_noexecute(ctx):
     for name in lab.DRAIN_PODS:
         live = client.get_or_none("v1", "pods", name, p["namespace"])
         built = lab.drain_pod(name)["spec"].get("tolerations") or []
-        if live is None or ((live.get("spec") or {}).get("tolerations") or []) != built:
+        if live is None or own_tolerations((live.get("spec") or {}).get("tolerations")) != built:
             changed.append(name)
     return {"answer": ctx.answer(), "changed": changed}
 

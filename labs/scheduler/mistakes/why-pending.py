@@ -8,7 +8,7 @@ from labkit.exercises import mistake
 
 def _tolerate(env, *tolerations):
     for_env(env).kubectl("patch", "pod", "web", "-n", "sched", "--type=json", "-p",
-                         json.dumps([{"op": "add", "path": "/spec/tolerations", "value": list(tolerations)}]))
+                         json.dumps([{"op": "add", "path": "/spec/tolerations/-", "value": t} for t in tolerations]))
 
 
 @mistake("more than the team's taint")

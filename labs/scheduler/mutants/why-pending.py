@@ -1,5 +1,5 @@
-"""Near-misses of why-pending, on the observation of the solved lab: the Pod's toleration edited
-one field at a time (tree_edits: each field dropped or changed); a mutant that tolerates exactly
+"""Near-misses of why-pending, on the observation of the solved lab: the Pod's tolerations (its
+own and the two DefaultTolerationSeconds added) edited one field at a time (tree_edits: each field dropped or changed); a mutant that tolerates exactly
 the same taints of the lab's Nodes as the reference (labkit's TaintToleration reconstruction,
 objects.tolerates, over every taint of node-a to node-e) is proven equivalent, every other must
 be killed. Besides: the wildcard toleration, a second toleration of node-d's taint, each Node's
@@ -26,11 +26,11 @@ def _tolerated(lab, tolerations) -> list[bool]:
     return [any(tolerates(tol, t) for tol in tolerations) for t in taints]
 
 
-def _patch_toleration(value):
+def _patch_toleration(tolerations):
     def apply(env):
         for_env(env).kubectl("delete", "pod", "web", "-n", "sched", "--force", "--grace-period=0")
         pod = json.loads(json.dumps(env.lab.environment_module().WEB))
-        pod["spec"]["tolerations"] = [value]
+        pod["spec"]["tolerations"] = tolerations
         for_env(env).kubectl("create", "-n", "sched", "-f", "-", input=json.dumps(pod))
     return apply
 
@@ -44,15 +44,17 @@ def mutants(ctx):
     obs = ctx.lab._load("checks.py").observe_why_pending(ctx)
     tolerations = obs["pod"]["tolerations"]
     reference = _tolerated(lab, tolerations)
+    team = next(i for i, t in enumerate(tolerations) if t.get("key") == "dedicated")
     alternatives = {"[].key": ["maintenance", "dedicate", ""], "[].value": ["gpu", "true", "batc", ""],
                     "[].operator": ["Exists", "In", ""], "[].effect": ["NoExecute", "PreferNoSchedule", ""]}
-    for edit in tree_edits(tolerations, alternatives={k.replace("[]", "[0]"): v for k, v in alternatives.items()}):
+    for edit in tree_edits(tolerations, alternatives={k.replace("[]", f"[{team}]"): v for k, v in alternatives.items()}):
         same = _tolerated(lab, edit.value) == reference
         name = f"toleration:{edit.op}:{edit.path}" + (f"={edit.after}" if edit.op == "set" else "")
         yield Mutant(name, f"web's tolerations: {edit.describe()}",
                      names=() if same else ("tolerate",),
                      observation=_with_pod(obs, tolerations=edit.value),
-                     apply=_patch_toleration(edit.value[0]) if edit.path == "[0].value" and edit.after == "gpu" else None,
+                     apply=_patch_toleration(edit.value) if edit.path == f"[{team}].value" and edit.after == "gpu"
+                     else None,
                      equivalent="it tolerates the same taints of the lab's Nodes as the reference toleration "
                                 "(labkit's TaintToleration reconstruction, every taint of node-a to node-e)"
                      if same else None)
