@@ -16,8 +16,7 @@ import typer
 from labkit import cases, cliopts
 from labkit.errors import LabkitError
 
-app = typer.Typer(help="kube-scheduler v1.34.1, reconstructed: play scheduling cases (`play`), `explain` one, "
-                       "`simulate` a cluster; `serve` a scheduler you wrote in the scheduler lab.",
+app = typer.Typer(help="kube-scheduler v1.34.1, reconstructed: play scheduling cases (`play`), and `explain` one.",
                   no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})
 
 FORMATS = ("table", "json", "yaml")
@@ -39,7 +38,8 @@ def play(files: List[Path] = typer.Option(..., "-f", "--filename", help="A case 
          output: Optional[str] = cliopts.output_option(FORMATS, "table"),
          seed: int = typer.Option(0, "--seed", help="Seed for breaking ties between equal scores.")):
     """Play each case on a fresh reconstruction and compare with its `expect`. Exit code 0 only
-    when every expectation of every case holds."""
+    when every expectation of every case holds. The case of a prediction exercise of the
+    scheduler lab is played only once its prediction is written."""
     from labkit.scheduler.play import load_case, play as play_case
 
     fmt, _ = cliopts.resolve_output(output, FORMATS, "table")
@@ -53,7 +53,8 @@ def play(files: List[Path] = typer.Option(..., "-f", "--filename", help="A case 
 def explain(file: Path = typer.Option(..., "-f", "--filename", help="A case file: nodes, Pods, the incoming Pod."),
             seed: int = typer.Option(0, "--seed", help="Seed for breaking ties between equal scores.")):
     """Schedule a case's incoming Pod and show why: every node's Filter verdict, every score,
-    the node chosen, or why none fits and what preemption did."""
+    the node chosen, or why none fits and what preemption did. The case of a prediction exercise
+    of the scheduler lab is shown only once its prediction is written."""
     import random
 
     from labkit.scheduler import framework as fw
