@@ -6,7 +6,9 @@ The lab runs the embedded server's controllers without the node stand-in (labkit
 which would register a seventh Node, `labkit-node`): the lab's Nodes run no kubelet, so a Pod bound
 to one keeps phase Pending with spec.nodeName set (`kubectl get pods -o wide` shows its node), as
 on a cluster whose node has no kubelet running. The Nodes' status is written once, as a kubelet
-would register it (capacity, allocatable, the condition Ready True).
+would register it (capacity, allocatable, the condition Ready True). The server's admission
+chain includes DefaultTolerationSeconds: every Pod without tolerations of the not-ready and
+unreachable taints gets them (300 s), as on a cluster.
 
 Starting state (cluster-scoped Nodes; namespace `sched`):
 
@@ -24,7 +26,8 @@ Starting state (cluster-scoped Nodes; namespace `sched`):
           explain -f` only once a prediction is written (labkit.scheduler.withhold)
 
 `labkit reset scheduler EXERCISE` (reset_exercise) builds one exercise's objects afresh (the Pod
-web and node-a..d; node-e and its Pods) and leaves the others as they are; `student_work` lists,
+web and node-a..d; node-e and its Pods; node-f and legacy; job-1..3, the student's scheduler
+stopped) and leaves the others as they are; `student_work` lists,
 from the audit log, what the student changed that a reset would undo. Answer files are never
 touched.
 """
