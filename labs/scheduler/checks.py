@@ -100,7 +100,9 @@ def observe_why_pending(ctx):
         return _pod_view(client.get_or_none("v1", "pods", p["pod"], p["namespace"]))
     seen = pod()
     # tolerations that fit: the scheduler binds on its next attempt (a cluster event, or its backoff)
-    if seen is not None and not seen["nodeName"]:
+    team = next(t for node in lab.PENDING_NODES.values() for t in node["spec"].get("taints") or []
+                if _taint_text(t) == p["allowed_taint"])
+    if seen is not None and not seen["nodeName"] and any(tolerates(t, team) for t in seen["tolerations"]):
         wait_for(lambda: (pod() or {}).get("nodeName"), timeout=BRIEF, interval=0.1)
         seen = pod()
     return {"pod": seen, "nodes": {name: _node_view(client.get_or_none("v1", "nodes", name))
@@ -247,7 +249,8 @@ def observe_own_scheduler(ctx):
                                                                                        ctx.params["namespace"]))
                 for name in lab.JOBS}
     seen = jobs()
-    if any(j is not None and not j["nodeName"] for j in seen.values()):
+    running = own.running(ctx.env)
+    if running and any(j is not None and not j["nodeName"] for j in seen.values()):
         wait_for(lambda: all(j is None or j["nodeName"] for j in jobs().values()), timeout=BRIEF, interval=0.1)
         seen = jobs()
     bindings = sorted({(e.get("objectRef") or {}).get("name") for e in target.audit(since=ctx.ready_time) or []
@@ -260,7 +263,7 @@ def observe_own_scheduler(ctx):
     others = [_bound_view(p) for p in client.list("v1", "pods")[0] if (p.get("spec") or {}).get("nodeName")
               and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed") and
               not (p["metadata"].get("namespace") == ctx.params["namespace"] and p["metadata"]["name"] in lab.JOBS)]
-    return {"jobs": seen, "bindings": bindings, "running": own.running(ctx.env),
+    return {"jobs": seen, "bindings": bindings, "running": running,
             "nodes": [{"metadata": {"name": n["metadata"]["name"], "labels": n["metadata"].get("labels") or {}},
                        "spec": {k: v for k, v in (n.get("spec") or {}).items() if k in ("taints", "unschedulable")},
                        "status": {"allocatable": (n.get("status") or {}).get("allocatable") or {}}} for n in nodes],
