@@ -82,6 +82,9 @@ def samples(ns: str, tag: str) -> dict[tuple[str, str], dict]:
             "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": f"cr-{tag}"},
             "subjects": [{"kind": "Group", "name": "devs", "apiGroup": "rbac.authorization.k8s.io"}]},
         ("coordination.k8s.io/v1", "leases"): {"metadata": {"name": "lease"}, "spec": {"holderIdentity": "me"}},
+        ("scheduling.k8s.io/v1", "priorityclasses"): {"metadata": {"name": f"pc-{tag}"}, "value": 100},
+        ("policy/v1", "poddisruptionbudgets"): {"metadata": {"name": "pdb"}, "spec": {
+            "minAvailable": 1, "selector": {"matchLabels": {"app": "x"}}}},
         # admission configuration that matches no request of the test (CONNECT of a resource nobody serves)
         ("admissionregistration.k8s.io/v1", "mutatingwebhookconfigurations"): {
             "metadata": {"name": f"mwc-{tag}"}, "webhooks": [UNUSED_WEBHOOK]},

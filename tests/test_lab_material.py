@@ -103,6 +103,8 @@ REQUEST_TOKEN = ("kubectl create --raw /api/v1/namespaces/shop/serviceaccounts/r
 AUDIT_JQ = ("""jq -c 'select(.objectRef.resource=="configmaps" and .objectRef.name=="prices") | """
             """[.verb, .objectRef.namespace, .responseStatus.code]'""")
 
+SLEEPY_SCHEDULER = "printf 'import time\\nwhile True:\\n    time.sleep(1)\\n' > sched.py"
+
 TEXTS: dict[str, dict[str, Run | list[Run] | Mention | Covered]] = {
     "gc": {
         "kubectl get pods -n shop -w": Run(stream=True),
@@ -350,6 +352,32 @@ TEXTS: dict[str, dict[str, Run | list[Run] | Mention | Covered]] = {
         "labkit resources plan -f FILE": Run("labkit resources plan -f scenarios/node-1.yaml"),
         "labkit resources convert": Mention(),
     },
+    "scheduler": {
+        "kubectl describe node NAME": Run("kubectl describe node node-a"),
+        "kubectl describe pod NAME -n sched": Run("kubectl describe pod web -n sched"),
+        "kubectl edit": Mention(),
+        "kubectl patch": Mention(),
+        "kubectl cordon": Mention(),
+        "labkit scheduler serve": Mention(),
+        "labkit scheduler serve FILE": Run(f"{SLEEPY_SCHEDULER} && labkit scheduler serve sched.py",
+                                           changes="own-scheduler", output="my-scheduler: running"),
+        "labkit scheduler stop": Run(before=f"{SLEEPY_SCHEDULER} && labkit scheduler serve sched.py",
+                                     changes="own-scheduler", output="my-scheduler stopped"),
+        "labkit cleanup scheduler": Run(changes="*"),
+        "kubectl taint node node-f KEY=VALUE:EFFECT": Run("kubectl taint node node-f retiring=true:PreferNoSchedule",
+                                                         changes="taint-effects"),
+        "labkit scheduler explain": Mention(),
+        "labkit scheduler explain -f": Mention(),
+        "kubectl get pods -n sched -l app=drain -o custom-columns=NAME:.metadata.name,TOLERATIONS:.spec.tolerations":
+            Run(output="wrong-effect"),
+        # the prediction cases are withheld until a prediction is written
+        "labkit scheduler explain -f CASE.yaml": runs(
+            Run("labkit scheduler explain -f $LAB_DIR/scenarios/preempt.yaml", code=1, output="write your prediction"),
+            Run("labkit scheduler explain -f $LAB_DIR/scenarios/score.yaml", before="labkit solve scheduler score-predict",
+                changes="score-predict", output="Bound to node-1")),
+        "labkit scheduler play -f CASE.yaml": Run("labkit scheduler play -f $LAB_DIR/scenarios/preempt.yaml", code=1,
+                                                  output="write your prediction"),
+    },
 }
 
 def _every_lab(lab) -> dict:
@@ -364,6 +392,9 @@ def _every_lab(lab) -> dict:
 # ({path}: the file; run from the lab's working directory, like the texts' commands).
 FILES: dict[str, str | Run | Covered] = {
     "labs/gc/scenarios/predict.yaml": "labkit gc run -f {path}",
+    # the prediction cases are withheld until a prediction is written
+    **{f"labs/scheduler/scenarios/{name}.yaml": Run("labkit scheduler explain -f {path}", code=1,
+                                                    output="write your prediction") for name in ("score", "preempt")},
     "labs/kube-proxy/scenarios/cluster.yaml": "labkit kube-proxy render -f {path} --hostname node1",
     # refused, as exercise csi-plugin-publishes has it, with the API server's reason
     "labs/mount-propagation/pods/csi-node.yaml": Run("labkit mounts apply -f {path}", code=1,

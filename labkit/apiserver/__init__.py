@@ -37,6 +37,7 @@ Modules, request path first:
                 validation
   resources.py  resource types, strategies, the status and scale subresources, the REST mapper
   kinds.py      the served kinds and their strategies (per-kind behaviour)
+  policykinds.py  PriorityClass (and the system classes created at start) and PodDisruptionBudget
   storage.py    SQLite + in-memory index + event log; group commit, durable before answering
   validation.py, selectors.py, patch.py, protobuf.py, tables.py, discovery.py, errors.py
   audit.py      the audit log (audit.k8s.io/v1 Event JSON lines), per request and stage
@@ -49,7 +50,8 @@ Modules, request path first:
                 discovery request to the backend) and its proxy to Available backends
   storageprotection.py  the StorageObjectInUseProtection admission plugin (PVC/PV protection finalizers)
   admission/    the admission chain in AllOrderedPlugins' order (__init__: Attributes, Chain),
-                NamespaceLifecycle (plugins.py), Mutating/ValidatingAdmissionWebhook over HTTPS
+                NamespaceLifecycle (plugins.py), Priority (priority.py), DefaultTolerationSeconds
+                (tolerations.py), Mutating/ValidatingAdmissionWebhook over HTTPS
                 (webhook.py), ValidatingAdmissionPolicy (policy.py) with CEL (cel.py, cel-python),
                 the admissionregistration.k8s.io/v1 kinds (configkinds.py)
   client.py     HttpClient (any cluster, from a kubeconfig), LocalClient (in-process), RESTMapper
@@ -99,8 +101,8 @@ controllers are not authorized (authorizer.py says why). Impersonation headers (
 --as-group, --as-uid) are honoured when the authorizer allows the verb `impersonate`. There is
 no Node authorizer, and namespaced bootstrap roles are not created.
 
-Admission (admission/): NamespaceLifecycle, StorageObjectInUseProtection, the webhooks and
-ValidatingAdmissionPolicy run where kube-apiserver runs them; GET /labkit/v1/admission lists
+Admission (admission/): NamespaceLifecycle, Priority, DefaultTolerationSeconds,
+StorageObjectInUseProtection, the webhooks and ValidatingAdmissionPolicy run where kube-apiserver runs them; GET /labkit/v1/admission lists
 every plugin of AllOrderedPlugins with what labkit does with it, and each request's trace
 (/labkit/v1/traces) has a step per plugin, webhook and policy binding.
 

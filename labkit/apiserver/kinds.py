@@ -17,6 +17,7 @@ import json
 from labkit.apiserver import crd, tables
 from labkit.apiserver.admission.configkinds import admissionregistration_types
 from labkit.apiserver.certificates import CertificateSigningRequestStrategy
+from labkit.apiserver.policykinds import policy_types
 from labkit.apiserver.errors import (FieldError, RawJSON, field_forbidden, field_invalid, field_required, field_unsupported)
 from labkit.apiserver.resources import (DELETE_DEPENDENTS, NAMESPACE_FINALIZER, NO_COLLECTION_DELETE, ORPHAN_DEPENDENTS,
                                         RESET_META_FOR_STATUS, UNSUPPORTED, ResourceType, ScaleSubresource,
@@ -1516,6 +1517,7 @@ def builtin_types() -> list[ResourceType]:
         rt("authentication.k8s.io", "v1", "selfsubjectreviews", "SelfSubjectReview", False,
            SelfSubjectReviewStrategy(), verbs=["create"]),
         *admissionregistration_types(),
+        *policy_types(),
         rt("certificates.k8s.io", "v1", "certificatesigningrequests", "CertificateSigningRequest", False,
            CertificateSigningRequestStrategy(), "certificatesigningrequest", ["csr"]),
     ]

@@ -120,6 +120,13 @@ SCHEMAS: dict[str, dict[int, tuple]] = {
     "EnvVar": {1: ("name", S, False), 2: ("value", S, False)},
     "ResourceRequirements": {1: ("limits", "map:quantity", False), 2: ("requests", "map:quantity", False)},
     # apps/v1
+    # policy/v1 (kubectl create poddisruptionbudget) and scheduling.k8s.io/v1 (kubectl create priorityclass)
+    "PodDisruptionBudget": {1: ("metadata", "msg:ObjectMeta", False), 2: ("spec", "msg:PodDisruptionBudgetSpec", False),
+                            3: ("status", "msg:Ignored", False)},
+    "PodDisruptionBudgetSpec": {1: ("minAvailable", "intorstr", True), 2: ("selector", "msg:LabelSelector", True),
+                                3: ("maxUnavailable", "intorstr", True), 4: ("unhealthyPodEvictionPolicy", S, True)},
+    "PriorityClass": {1: ("metadata", "msg:ObjectMeta", False), 2: ("value", I, False), 3: ("globalDefault", B, False),
+                      4: ("description", S, False), 5: ("preemptionPolicy", S, True)},
     "Deployment": {1: ("metadata", "msg:ObjectMeta", False), 2: ("spec", "msg:DeploymentSpec", False),
                    3: ("status", "msg:Ignored", False)},
     "DeploymentSpec": {1: ("replicas", I, True), 2: ("selector", "msg:LabelSelector", True),

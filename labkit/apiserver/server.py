@@ -29,7 +29,7 @@ from pathlib import Path
 
 from cryptography import x509
 
-from labkit.apiserver import auditpolicy, authn, bootstrappolicy, certs, users
+from labkit.apiserver import auditpolicy, authn, bootstrappolicy, certs, policykinds, users
 from labkit.apiserver.audit import AuditLog
 from labkit.apiserver.client import HttpClient, LocalClient
 from labkit.apiserver.errors import ApiError, bad_request, not_found_path
@@ -148,10 +148,11 @@ class EmbeddedServer:
         return self.internals.idle() and self.controllers.idle()
 
     def _bootstrap(self) -> None:
-        """What a fresh cluster has: the default RBAC policy, the system namespaces and the
-        `kubernetes` Service."""
+        """What a fresh cluster has: the default RBAC policy, the system priority classes, the
+        system namespaces and the `kubernetes` Service."""
         client = self.client("system:apiserver", PRIVILEGED_GROUPS)
         bootstrappolicy.ensure(client)
+        policykinds.ensure_system_classes(client)
         for name in SYSTEM_NAMESPACES:
             try:
                 client.create("v1", "namespaces", {"metadata": {"name": name}})

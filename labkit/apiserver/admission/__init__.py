@@ -70,8 +70,6 @@ NOT_RECONSTRUCTED = {
     "ServiceAccount": "pods keep the service account and volumes they are given",
     "TaintNodesByCondition": "nodes are registered by labkit's stand-ins",
     "PodSecurity": "no Pod Security Standards are enforced",
-    "Priority": "priority classes are not served",
-    "DefaultTolerationSeconds": "pods get no default not-ready/unreachable tolerations",
     "DefaultStorageClass": "storage classes are not served",
     "PersistentVolumeClaimResize": "storage classes are not served",
     "RuntimeClass": "runtime classes are not served",
@@ -199,6 +197,7 @@ class Chain:
             self._run(attrs, "admit")
 
     def validate(self, attrs: Attributes) -> None:
+        attrs.round = 0         # the validating phase runs once: its steps and annotations are round 0
         self._run(attrs, "validate")
 
     def _run(self, attrs: Attributes, phase: str) -> None:

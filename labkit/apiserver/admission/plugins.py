@@ -6,7 +6,8 @@ themselves and every DELETE of other objects pass; any other write of namespaced
 existing namespace (404 `namespaces "x" not found`, also for an update of an object left behind
 in a namespace that is gone), and a CREATE needs one that is not being terminated (403).
 
-StorageObjectInUseProtection: labkit.apiserver.storageprotection.
+StorageObjectInUseProtection: labkit.apiserver.storageprotection. Priority: priority.py.
+DefaultTolerationSeconds: tolerations.py.
 """
 
 from __future__ import annotations
@@ -45,9 +46,14 @@ def namespace_lifecycle(store):
 def default_chain(registry) -> Chain:
     """The default-enabled plugins of v1.34 that labkit reconstructs, in AllOrderedPlugins' order."""
     from labkit.apiserver.admission.policy import ValidatingPolicies
+    from labkit.apiserver.admission.priority import Priority
+    from labkit.apiserver.admission.tolerations import default_toleration_seconds
     from labkit.apiserver.admission.webhook import MutatingWebhooks, ValidatingWebhooks
+    priority = Priority(registry.store)
     return Chain([
         Plugin("NamespaceLifecycle", admit=namespace_lifecycle(registry.store)),
+        Plugin("Priority", admit=priority.admit, validate=priority.validate, handles=("CREATE", "UPDATE", "DELETE")),
+        Plugin("DefaultTolerationSeconds", admit=default_toleration_seconds, handles=("CREATE", "UPDATE")),
         Plugin("StorageObjectInUseProtection", admit=storage_object_in_use_protection, handles=("CREATE",)),
         Plugin("MutatingAdmissionWebhook", admit=MutatingWebhooks(registry).admit),
         Plugin("ValidatingAdmissionPolicy", validate=ValidatingPolicies(registry).validate),

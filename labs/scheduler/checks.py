@@ -1,0 +1,529 @@
+"""Checks of the scheduler lab.
+
+why-pending reads the live lab (the Pod web, the Nodes node-a..d) and judges the Pod's
+tolerations with labkit's reconstruction of the TaintToleration plugin (labkit.scheduler.objects
+tolerates, after toleration.go ToleratesTaint) against the taints of the lab's Nodes as lab.py
+builds them. The predictions are judged against labkit's reconstruction of v1.34.1: the
+taint-eviction controller (labkit.scheduler.tainteviction) on the Pods of node-e as lab.py builds
+them, and the default profile's scheduling cycle with DefaultPreemption (labkit.scheduler.framework)
+on the case files the lab ships. A prediction whose case `labkit scheduler explain` has already
+shown is judged as it was written then (labkit.scheduler.withhold keeps that copy).
+
+Each check is `judge_<name>(ctx, observe_<name>(ctx))`: the observation is plain data, the
+judge a pure verdict on it (the mutant run judges mutated observations). Feedback names what is
+wrong and where to look; the right answer goes only into `right_answer` (withheld from students).
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import yaml
+
+from labkit.apiserver.target import for_env
+from labkit.exercises import LIVE, CheckFailed, wait_for
+from labkit.scheduler import framework as fw
+from labkit.scheduler import tainteviction
+from labkit.scheduler.objects import Pod, tolerates
+from labkit.scheduler.play import load_case, pod_of, snapshot_of
+from labkit.scheduler.profiles import make_profile
+from labkit.scheduler.withhold import revealed_name
+
+BRIEF = 1.5         # seconds a check waits for the scheduler's next attempt before it says "check again"
+NEVER = "never"
+
+
+def _lab(ctx):
+    return ctx.lab.environment_module()
+
+
+# the tolerations the DefaultTolerationSeconds admission plugin adds to a Pod that has none of its
+# own for these taints (plugin/pkg/admission/defaulttolerationseconds/admission.go)
+DEFAULT_TOLERATIONS = [{"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+                       for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")]
+
+
+def own_tolerations(tolerations: list) -> list:
+    """A Pod's tolerations without those DefaultTolerationSeconds added."""
+    return [t for t in tolerations or [] if t not in DEFAULT_TOLERATIONS]
+
+
+def _taint_text(taint: dict) -> str:
+    return f"{taint['key']}={taint.get('value', '')}:{taint['effect']}"
+
+
+# -- why-pending ------------------------------------------------------------------------------------
+
+def _node_view(node: dict | None) -> dict | None:
+    """What of a Node the exercises keep as it was: its taints, labels, allocatable resources and
+    spec.unschedulable."""
+    if node is None:
+        return None
+    spec = node.get("spec") or {}
+    return {"taints": [{k: t[k] for k in ("key", "value", "effect") if k in t} for t in spec.get("taints") or []],
+            "labels": dict(node["metadata"].get("labels") or {}),
+            "allocatable": dict((node.get("status") or {}).get("allocatable") or {}),
+            "unschedulable": bool(spec.get("unschedulable"))}
+
+
+def _lab_nodes(lab) -> dict:
+    """Every Node the lab registers, as lab.py builds it."""
+    return {n["metadata"]["name"]: n for n in (*lab.PENDING_NODES.values(), lab.DRAIN_NODE, lab.RETIRING_NODE)}
+
+
+def _changed_nodes(lab, seen: dict, names) -> list[str]:
+    """`node-a (taints, labels)` for each of `names` whose view differs from the lab's build."""
+    out = []
+    for name in names:
+        now, built = seen.get(name), _node_view(_lab_nodes(lab)[name])
+        if now != built:
+            out.append(f"{name} ({'gone' if now is None else ', '.join(k for k in built if now.get(k) != built[k])})")
+    return out
+
+
+def _pod_view(pod: dict | None) -> dict | None:
+    if pod is None:
+        return None
+    spec = pod.get("spec") or {}
+    return {"nodeName": spec.get("nodeName"), "nodeSelector": spec.get("nodeSelector") or {},
+            "requests": [((c.get("resources") or {}).get("requests") or {}) for c in spec.get("containers") or []],
+            "tolerations": list(spec.get("tolerations") or [])}
+
+
+def observe_why_pending(ctx):
+    p = ctx.params
+    client = for_env(ctx.env).client()
+    lab = _lab(ctx)
+
+    def pod():
+        return _pod_view(client.get_or_none("v1", "pods", p["pod"], p["namespace"]))
+    seen = pod()
+    # tolerations that fit: the scheduler binds on its next attempt (a cluster event, or its backoff)
+    team = next(t for node in lab.PENDING_NODES.values() for t in node["spec"].get("taints") or []
+                if _taint_text(t) == p["allowed_taint"])
+    if seen is not None and not seen["nodeName"] and any(tolerates(t, team) for t in seen["tolerations"]):
+        wait_for(lambda: (pod() or {}).get("nodeName"), timeout=BRIEF, interval=0.1)
+        seen = pod()
+    return {"pod": seen, "nodes": {name: _node_view(client.get_or_none("v1", "nodes", name))
+                                   for name in lab.PENDING_NODES}}
+
+
+def judge_why_pending(ctx, obs):
+    p = ctx.params
+    ns, name = p["namespace"], p["pod"]
+    lab = _lab(ctx)
+    what = _changed_nodes(lab, obs["nodes"], lab.PENDING_NODES)
+    if what:
+        return ctx.failed(f"the Node(s) {', '.join(what)} changed: the task is to change the Pod, not the nodes "
+                          f"(`labkit reset scheduler {ctx.exercise.id}` brings them back as they were)",
+                          expected="node-a to node-d as the lab registered them", observed=what, observed_in=LIVE)
+    pod = obs["pod"]
+    if pod is None:
+        raise CheckFailed(f"there is no Pod {name} in namespace {ns}: `labkit reset scheduler {ctx.exercise.id}` "
+                          "creates it again")
+    built = _pod_view({"spec": lab.WEB["spec"]})
+    if pod["requests"] != built["requests"]:
+        return ctx.failed(f"the resource requests of {name} changed: keep its CPU request (it needs 2 CPUs); "
+                          "the nodes with too little CPU are not the ones to use", expected="the requests as built",
+                          observed=pod["requests"], observed_in=LIVE)
+    if pod["nodeSelector"] != built["nodeSelector"]:
+        return ctx.failed(f"the nodeSelector of {name} changed: keep it (the Pod needs a disk=ssd node); the nodes "
+                          "it does not match are not the ones to use", expected="the nodeSelector as built",
+                          observed=pod["nodeSelector"], observed_in=LIVE)
+    taints = [(n, t) for n, node in lab.PENDING_NODES.items() for t in node["spec"].get("taints") or []]
+    allowed = p["allowed_taint"]
+    too_many = [f"{_taint_text(t)} (on {n})" for n, t in taints if _taint_text(t) != allowed
+                and any(tolerates(tol, t) for tol in pod["tolerations"])]
+    if too_many:
+        return ctx.failed(f"the tolerations of {name} tolerate more than the team's taint: also "
+                          f"{', '.join(too_many)}, which keeps the Pod away on purpose. Compare each toleration's "
+                          "key, operator, value and effect with the taints of `kubectl describe node`",
+                          expected=f"tolerations of {allowed} only", observed=pod["tolerations"], observed_in=LIVE)
+    team = next(t for _n, t in taints if _taint_text(t) == allowed)
+    if not any(tolerates(tol, team) for tol in pod["tolerations"]):
+        return ctx.failed(f"{name} does not tolerate the taint {allowed}"
+                          + (f" (its tolerations match no taint of node-a to node-d: compare key, operator, value "
+                             "and effect)" if pod["tolerations"] else "")
+                          + f": read the FailedScheduling event of `kubectl describe pod {name} -n {ns}`, and the "
+                          "nodes' taints", expected=f"a toleration of {allowed}",
+                          observed=pod["tolerations"] or "no tolerations", observed_in=LIVE)
+    if not pod["nodeName"]:
+        return ctx.error(f"{name} tolerates {allowed} but is not bound yet: the scheduler retries it after its "
+                         "backoff (at most 10 s); check again in a few seconds")
+    return ctx.passed(f"{name} is bound to {pod['nodeName']}: it tolerates {allowed} and nothing else, and keeps "
+                      "its requests and nodeSelector")
+
+
+def check_why_pending(ctx):
+    return judge_why_pending(ctx, observe_why_pending(ctx))
+
+
+# -- taint-effects -----------------------------------------------------------------------------------
+
+def observe_taint_effects(ctx):
+    p = ctx.params
+    client = for_env(ctx.env).client()
+    return {"nodes": {name: _node_view(client.get_or_none("v1", "nodes", name)) for name in _lab_nodes(_lab(ctx))},
+            "pod": client.get_or_none("v1", "pods", p["pod"], p["namespace"]) is not None}
+
+
+def judge_taint_effects(ctx, obs):
+    p = ctx.params
+    lab = _lab(ctx)
+    name = p["node"]
+    others = _changed_nodes(lab, obs["nodes"], [n for n in _lab_nodes(lab) if n != name])
+    if others:
+        return ctx.failed(f"the Node(s) {', '.join(others)} changed: only {name} is being retired; put them back "
+                          "as they were",
+                          expected=f"every Node but {name} as the lab registered it", observed=others, observed_in=LIVE)
+    node = obs["nodes"].get(name)
+    if node is None:
+        raise CheckFailed(f"the Node {name} is gone: `labkit reset scheduler {ctx.exercise.id}` registers it again")
+    built = _node_view(lab.RETIRING_NODE)
+    fields = [k for k in ("labels", "allocatable") if node.get(k) != built[k]]
+    if fields:
+        return ctx.failed(f"the {' and '.join(fields)} of {name} changed: add a taint and change nothing else",
+                          expected=f"the {' and '.join(fields)} as registered", observed={k: node.get(k) for k in fields},
+                          observed_in=LIVE)
+    if node.get("unschedulable"):
+        return ctx.failed(f"{name} is cordoned (spec.unschedulable): the NodeUnschedulable plugin's Filter then "
+                          "rejects it for every Pod that does not tolerate node.kubernetes.io/unschedulable, even when "
+                          "no other node fits (`kubectl uncordon`, then think about taint effects)",
+                          expected="spec.unschedulable false", observed=True, observed_in=LIVE)
+    taints = node.get("taints") or []
+    if not taints:
+        raise CheckFailed(f"{name} has no taint yet: `kubectl describe node {name}` shows its taints")
+    legacy = Pod(lab.LEGACY)
+    evicts = [t for t in taints if t.get("effect") == "NoExecute"
+              and tainteviction.eviction_delay(legacy, [t]) is not None]
+    if evicts:
+        return ctx.failed(f"the taint {_taint_text(evicts[0])} has effect NoExecute: besides keeping new Pods off, it "
+                          f"makes the taint-eviction controller delete {p['pod']} (it tolerates no taint)",
+                          expected=f"{p['pod']} left running", observed=[_taint_text(t) for t in taints],
+                          observed_in=LIVE)
+    forbids = [t for t in taints if t.get("effect") == "NoSchedule"]
+    if forbids:
+        return ctx.failed(f"the taint {_taint_text(forbids[0])} has effect NoSchedule: the TaintToleration Filter "
+                          f"rejects {name} for every Pod that does not tolerate it, even when no other node fits",
+                          expected=f"a taint that only lowers {name}'s score", observed=[_taint_text(t) for t in taints],
+                          observed_in=LIVE)
+    if not obs["pod"]:
+        return ctx.failed(f"the Pod {p['pod']} is gone: it was to keep running on {name} (`labkit reset scheduler "
+                          f"{ctx.exercise.id}` brings it back)", expected=f"{p['pod']} still there", observed="gone",
+                          observed_in=LIVE)
+    return ctx.passed(f"{name}'s PreferNoSchedule taint passes Filter and lowers its TaintToleration score for Pods "
+                      f"that do not tolerate it (0 against 100, weight 3); {p['pod']} stays")
+
+
+def check_taint_effects(ctx):
+    return judge_taint_effects(ctx, observe_taint_effects(ctx))
+
+
+# -- own-scheduler ----------------------------------------------------------------------------------
+
+def _bound_view(pod: dict) -> dict:
+    """What of a bound Pod the Filter plugins read (labkit.scheduler.objects.Pod takes it)."""
+    spec = pod.get("spec") or {}
+    return {"name": pod["metadata"]["name"], "namespace": pod["metadata"].get("namespace"),
+            "nodeName": spec.get("nodeName"), "schedulerName": spec.get("schedulerName"),
+            "nodeSelector": spec.get("nodeSelector") or {}, "tolerations": spec.get("tolerations") or [],
+            "requests": [((c.get("resources") or {}).get("requests") or {}) for c in spec.get("containers") or []]}
+
+
+def _as_pod(view: dict) -> Pod:
+    obj = {"metadata": {"name": view["name"], "namespace": view["namespace"], "uid": f"{view['namespace']}/{view['name']}"},
+           "spec": {"nodeName": view["nodeName"], "nodeSelector": view["nodeSelector"], "tolerations": view["tolerations"],
+                    "containers": [{"name": f"c{i}", "resources": {"requests": r}} for i, r in enumerate(view["requests"])]}}
+    return Pod(obj)
+
+
+def observe_own_scheduler(ctx):
+    from labkit.scheduler import own
+    lab = _lab(ctx)
+    target = for_env(ctx.env)
+    client = target.client()
+
+    def jobs():
+        return {name: (lambda p: None if p is None else _bound_view(p))(client.get_or_none("v1", "pods", name,
+                                                                                       ctx.params["namespace"]))
+                for name in lab.JOBS}
+    seen = jobs()
+    running = own.running(ctx.env)
+    if running and any(j is not None and not j["nodeName"] for j in seen.values()):
+        wait_for(lambda: all(j is None or j["nodeName"] for j in jobs().values()), timeout=BRIEF, interval=0.1)
+        seen = jobs()
+    bindings = sorted({(e.get("objectRef") or {}).get("name") for e in target.audit(since=ctx.ready_time) or []
+                       if e.get("verb") == "create" and (e.get("objectRef") or {}).get("subresource") == "binding"
+                       and (e.get("objectRef") or {}).get("resource") == "pods"
+                       and (e.get("objectRef") or {}).get("namespace") == ctx.params["namespace"]
+                       and not (e.get("user") or {}).get("username", "").startswith("system:")
+                       and (e.get("responseStatus") or {}).get("code", 500) < 300} - {None})
+    nodes = sorted(client.list("v1", "nodes")[0], key=lambda n: n["metadata"]["name"])
+    others = [_bound_view(p) for p in client.list("v1", "pods")[0] if (p.get("spec") or {}).get("nodeName")
+              and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed") and
+              not (p["metadata"].get("namespace") == ctx.params["namespace"] and p["metadata"]["name"] in lab.JOBS)]
+    return {"jobs": seen, "bindings": bindings, "running": running,
+            "nodes": [{"metadata": {"name": n["metadata"]["name"], "labels": n["metadata"].get("labels") or {}},
+                       "spec": {k: v for k, v in (n.get("spec") or {}).items() if k in ("taints", "unschedulable")},
+                       "status": {"allocatable": (n.get("status") or {}).get("allocatable") or {}}} for n in nodes],
+            "others": others}
+
+
+def judge_own_scheduler(ctx, obs):
+    from labkit.scheduler.objects import Node, NodeInfo
+    p = ctx.params
+    lab = _lab(ctx)
+    ns, name = p["namespace"], p["scheduler"]
+    jobs = obs["jobs"]
+    missing = [j for j, v in jobs.items() if v is None]
+    if missing:
+        raise CheckFailed(f"the Pod(s) {', '.join(missing)} are gone: `labkit reset scheduler {ctx.exercise.id}` "
+                          "creates them again")
+    built = {j: _bound_view({"metadata": {"name": j, "namespace": ns}, "spec": lab.job_pod(j)["spec"]}) for j in jobs}
+    keys = ("schedulerName", "nodeSelector", "tolerations", "requests")
+
+    def differs(view, key):
+        if key == "tolerations":
+            return own_tolerations(view[key]) != own_tolerations(built[view["name"]][key])
+        return view[key] != built[view["name"]][key]
+    changed = [f"{j} ({', '.join(k for k in keys if differs(v, k))})" for j, v in jobs.items()
+               if any(differs(v, k) for k in keys)]
+    if changed:
+        return ctx.failed(f"the Pod(s) {', '.join(changed)} are not as the lab made them: your scheduler is to place "
+                          f"the Pods as they are (`labkit reset scheduler {ctx.exercise.id}` makes them again)",
+                          expected="schedulerName, tolerations, requests and nodeSelector as built", observed=changed,
+                          observed_in=LIVE)
+    unbound = [j for j, v in jobs.items() if not v["nodeName"]]
+    if unbound and not obs["running"]:
+        return ctx.failed(f"{', '.join(unbound)} not bound, and your scheduler is not running: start it with "
+                          "`labkit scheduler serve` and your file (its log says why it stopped, if it did)",
+                          expected="every Pod bound", observed=f"{', '.join(unbound)} Pending", observed_in=LIVE)
+    if unbound:
+        return ctx.failed(f"{', '.join(unbound)} not bound yet, though your scheduler runs: look at its log "
+                          "(`labkit scheduler serve` printed where) and check again", expected="every Pod bound",
+                          observed=f"{', '.join(unbound)} Pending", observed_in=LIVE)
+    unbinding = [j for j in jobs if j not in obs["bindings"]]
+    if unbinding:
+        return ctx.failed(f"{', '.join(unbinding)} got a node without a binding of yours: a scheduler binds a Pod "
+                          "with POST pods/NAME/binding (setting spec.nodeName when creating the Pod bypasses the "
+                          "scheduler)", expected="a binding per Pod, from your program", observed=obs["bindings"],
+                          observed_in=LIVE)
+    infos = {n["metadata"]["name"]: NodeInfo(Node(n)) for n in obs["nodes"]}
+    placed = [*obs["others"], *jobs.values()]
+    profile = make_profile("default")
+    problems = []
+    for job, view in jobs.items():
+        info = infos.get(view["nodeName"])
+        if info is None:
+            problems.append(f"{job} is bound to {view['nodeName']}, which is no Node")
+            continue
+        node = NodeInfo(info.node, [_as_pod(v) for v in placed if v["nodeName"] == info.name and v is not view])
+        pod = _as_pod(view)
+        cycle = fw.Cycle(pod, profile, [node], [])
+        fw.run_pre_filters(cycle, pod)
+        status = fw.run_filters(cycle, pod, node)
+        if not status.ok:
+            problems.append(f"{job} on {info.name}: {status.plugin}: {'; '.join(status.reasons)}")
+    if problems:
+        return ctx.failed("your scheduler put Pods where kube-scheduler's Filter plugins would not: "
+                          + "; ".join(problems) + ". Compare what your scheduler checks with those plugins "
+                          "(and count the Pods it bound already)", expected="each Pod on a node that fits it",
+                          observed=problems, observed_in=LIVE)
+    where = ", ".join(f"{j} → {v['nodeName']}" for j, v in jobs.items())
+    return ctx.passed(f"{name} bound every Pod through pods/binding to a node that fits it: {where}")
+
+
+def check_own_scheduler(ctx):
+    return judge_own_scheduler(ctx, observe_own_scheduler(ctx))
+
+
+# -- the predictions: the answer as it was when labkit showed the outcome ---------------------------
+
+def _prediction(ctx):
+    """The answer to judge, and a note: the answer file, or the prediction as it was when
+    `labkit scheduler explain` first showed the case's outcome."""
+    revealed = Path(ctx.env.dir) / revealed_name(ctx.exercise.id)
+    if revealed.exists():
+        try:
+            data = yaml.safe_load(revealed.read_text())
+        except yaml.YAMLError:
+            data = None
+        if data is not None:
+            return data, (" (judged on the prediction you had written when `labkit scheduler explain` first showed "
+                          "you the outcome)")
+    return ctx.answer(), ""
+
+
+def _case(ctx) -> dict:
+    return load_case(ctx.lab.directory / ctx.params["case"])
+
+
+def _cycle(case: dict) -> fw.Cycle:
+    """The default profile's decision for the case's incoming Pod (ties broken with seed 0, as
+    `labkit scheduler explain` does)."""
+    nodes, _pods = snapshot_of(case)
+    return fw.schedule(make_profile(case.get("config")), nodes, pod_of(case["incoming"]), pdbs=case.get("pdbs"),
+                       rng=random.Random(0))
+
+
+def _int(value):
+    if isinstance(value, bool):
+        return None
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        return None
+
+
+# -- noexecute ---------------------------------------------------------------------------------------
+
+def eviction_truth(lab) -> dict:
+    """Seconds until each Pod of node-e is deleted once the drain taint is added (or never), by
+    labkit's reconstruction of taint_eviction.go processPodOnNode."""
+    out = {}
+    for name in lab.DRAIN_PODS:
+        delay = tainteviction.eviction_delay(Pod(lab.drain_pod(name)), [lab.DRAIN_TAINT])
+        out[name] = NEVER if delay is None else int(delay)
+    return out
+
+
+def observe_noexecute(ctx):
+    p = ctx.params
+    lab = _lab(ctx)
+    client = for_env(ctx.env).client()
+    changed = []
+    for name in lab.DRAIN_PODS:
+        live = client.get_or_none("v1", "pods", name, p["namespace"])
+        built = lab.drain_pod(name)["spec"].get("tolerations") or []
+        if live is None or own_tolerations((live.get("spec") or {}).get("tolerations")) != built:
+            changed.append(name)
+    return {"answer": ctx.answer(), "changed": changed}
+
+
+def judge_noexecute(ctx, obs):
+    lab = _lab(ctx)
+    answer = obs["answer"]
+    if not isinstance(answer, dict):
+        raise CheckFailed("write a mapping of each Pod name to 0, a number of seconds, or never",
+                          expected="a mapping", observed=answer)
+    truth = eviction_truth(lab)
+    given = {}
+    for name in truth:
+        value = ctx.answer_field(answer, name, (int, str))
+        text = str(value).strip().lower()
+        if text == NEVER:
+            given[name] = NEVER
+        elif _int(value) is not None and _int(value) >= 0:
+            given[name] = _int(value)
+        else:
+            raise CheckFailed(f"{name}: write 0 (at once), a number of seconds, or never",
+                              expected="0, seconds, or never", observed=value)
+    extra = sorted(set(map(str, answer)) - set(truth))
+    if extra:
+        raise CheckFailed(f"{', '.join(extra)}: not a Pod on {ctx.params['node']}: predict for the six Pods labelled "
+                          "app=drain", expected=sorted(truth), observed=sorted(map(str, answer)))
+    note = (f" (you changed or removed {', '.join(obs['changed'])}: the check judges the Pods as the lab built them)"
+            if obs.get("changed") else "")
+    wrong = [name for name in truth if given[name] != truth[name]]
+    if wrong:
+        return ctx.failed(ctx.grid_feedback(wrong, len(truth), "Pods", advice="for each Pod, find the toleration "
+                                            "that matches the taint, if any, and its tolerationSeconds (see the hints)")
+                          + note, expected="when the taint-eviction controller deletes each Pod",
+                          right_answer=truth)
+    return ctx.passed("your prediction is what v1.34.1's taint-eviction controller does to each Pod (labkit's "
+                      "reconstruction)" + note)
+
+
+def check_noexecute(ctx):
+    return judge_noexecute(ctx, observe_noexecute(ctx))
+
+
+# -- score-predict -----------------------------------------------------------------------------------
+
+def score_truth(case: dict) -> dict:
+    cycle = _cycle(case)
+    return {"node": cycle.chosen, "fit": {n: v[1] for n, v in cycle.scores.get("NodeResourcesFit", {}).items()}}
+
+
+def observe_score_predict(ctx):
+    answer, note = _prediction(ctx)
+    return {"answer": answer, "note": note}
+
+
+def judge_score_predict(ctx, obs):
+    answer, note = obs["answer"], obs["note"]
+    truth = score_truth(_case(ctx))
+    node = str(ctx.answer_field(answer, "node", str)).strip()
+    fit = ctx.answer_field(answer, "fit", dict)
+    if node not in truth["fit"]:
+        raise CheckFailed(f"node: {node!r} is not a node of the case", expected=sorted(truth["fit"]), observed=node)
+    for name in fit:
+        if str(name) not in truth["fit"]:
+            raise CheckFailed(f"fit: {name!r} is not a node of the case", expected=sorted(truth["fit"]),
+                              observed=sorted(map(str, fit)))
+    missing = [n for n in truth["fit"] if n not in fit]
+    if missing:
+        raise CheckFailed(f"fit: give a score for every node ({', '.join(missing)} missing)",
+                          expected=sorted(truth["fit"]), observed=sorted(map(str, fit)))
+    scores = {n: _int(fit[n]) for n in truth["fit"]}
+    bad = [n for n, v in scores.items() if v is None or not 0 <= v <= fw.MAX_NODE_SCORE]
+    if bad:
+        raise CheckFailed(f"fit: each score is a whole number from 0 to 100 ({', '.join(bad)} is not)",
+                          expected="0..100", observed={n: fit[n] for n in bad})
+    wrong = (["node"] if node != truth["node"] else []) + [f"fit of {n}" for n in truth["fit"] if scores[n] != truth["fit"][n]]
+    if wrong:
+        return ctx.failed(ctx.grid_feedback(wrong, 1 + len(truth["fit"]), "parts", advice="work out each node's "
+                                            "requested CPU and memory with the incoming Pod, then each plugin's "
+                                            "score and weight (see the hints)") + note,
+                          expected="the node chosen and each node's NodeResourcesFit score", right_answer=truth)
+    return ctx.passed(f"the default profile binds {ctx.params['pod']} to {node}, as you predicted, with the "
+                      "NodeResourcesFit scores you worked out" + note)
+
+
+def check_score_predict(ctx):
+    return judge_score_predict(ctx, observe_score_predict(ctx))
+
+
+# -- preempt-predict ---------------------------------------------------------------------------------
+
+def preempt_truth(case: dict) -> dict:
+    cycle = _cycle(case)
+    return {"node": cycle.nominated_node, "victims": sorted(v.name for v in cycle.victims)}
+
+
+def observe_preempt_predict(ctx):
+    answer, note = _prediction(ctx)
+    return {"answer": answer, "note": note}
+
+
+def judge_preempt_predict(ctx, obs):
+    answer, note = obs["answer"], obs["note"]
+    case = _case(ctx)
+    truth = preempt_truth(case)
+    nodes = [n["name"] for n in case["nodes"]]
+    pods = {p["name"]: p.get("nodeName") for p in case.get("pods") or []}
+    node = str(ctx.answer_field(answer, "node", str)).strip()
+    victims = [str(v).strip() for v in ctx.answer_field(answer, "victims", list)]
+    if node not in nodes:
+        raise CheckFailed(f"node: {node!r} is not a node of the case", expected=nodes, observed=node)
+    unknown = [v for v in victims if v not in pods]
+    if unknown:
+        raise CheckFailed(f"victims: {', '.join(unknown)} is not a Pod of the case", expected=sorted(pods),
+                          observed=victims)
+    elsewhere = [v for v in victims if pods[v] != node]
+    if elsewhere:
+        raise CheckFailed(f"victims: {', '.join(elsewhere)} do not run on {node}: preemption evicts Pods of the "
+                          "nominated node only", expected=f"Pods on {node}", observed=victims)
+    wrong = (["node"] if node != truth["node"] else []) + (["victims"] if sorted(victims) != truth["victims"] else [])
+    if wrong:
+        return ctx.failed(ctx.grid_feedback(wrong, 2, "parts", advice="on each node, take away the lower-priority "
+                                            "Pods, put back what still leaves room, then compare the nodes (see the "
+                                            "hints)") + note,
+                          expected="the nominated node and the Pods evicted there", right_answer=truth)
+    return ctx.passed(f"DefaultPreemption nominates {node} and evicts {', '.join(truth['victims'])}, as you "
+                      "predicted" + note)
+
+
+def check_preempt_predict(ctx):
+    return judge_preempt_predict(ctx, observe_preempt_predict(ctx))

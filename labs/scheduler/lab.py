@@ -1,0 +1,295 @@
+"""The scheduler lab: labkit's embedded API server with labkit's reconstruction of kube-scheduler
+v1.34.1 (labkit.controllers.scheduler, the default profile) deciding for every Pod that names no
+node, and six Nodes the lab registers with capacity, labels and taints. Students use kubectl.
+
+The lab runs the embedded server's controllers without the node stand-in (labkit.controllers.node,
+which would register a seventh Node, `labkit-node`): the lab's Nodes run no kubelet, so a Pod bound
+to one keeps phase Pending with spec.nodeName set (`kubectl get pods -o wide` shows its node), as
+on a cluster whose node has no kubelet running. The Nodes' status is written once, as a kubelet
+would register it (capacity, allocatable, the condition Ready True). The server's admission
+chain includes DefaultTolerationSeconds: every Pod without tolerations of the not-ready and
+unreachable taints gets them (300 s), as on a cluster.
+
+Starting state (cluster-scoped Nodes; namespace `sched`):
+
+  node-a  disk=ssd, 4 CPU, taint dedicated=batch:NoSchedule       \
+  node-b  disk=hdd, 4 CPU                                           | (why-pending: the Pod `web`
+  node-c  disk=ssd, 1 CPU                                           |  requests 2 CPU and selects
+  node-d  disk=ssd, 4 CPU, taint maintenance=true:NoSchedule       /   disk=ssd; it is Pending)
+  node-e  disk=hdd, 8 CPU; six Pods bound to it by nodeName, each with other tolerations
+          (noexecute: predict what a NoExecute taint on node-e does to each)
+  node-f  disk=hdd, 2 CPU; the Pod legacy bound to it by nodeName
+          (taint-effects: taint node-f so that new Pods avoid it, legacy stays)
+  job-1..3  Pods for a scheduler of the student's own (schedulerName my-scheduler, disk=hdd),
+          which labkit runs as a lab process: `labkit scheduler serve FILE`     (own-scheduler)
+  score-predict, preempt-predict: case files in scenarios/, played by `labkit scheduler
+          explain -f` only once a prediction is written (labkit.scheduler.withhold)
+
+`labkit reset scheduler EXERCISE` (reset_exercise) builds one exercise's objects afresh (the Pod
+web and node-a..d; node-e and its Pods; node-f and legacy; job-1..3, the student's scheduler
+stopped) and leaves the others as they are; `student_work` lists,
+from the audit log, what the student changed that a reset would undo. Answer files are never
+touched.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from labkit.apiserver.errors import ApiError
+from labkit.apiserver.server import spawn
+from labkit.apiserver.target import SERVER_TAG, for_env
+from labkit.controllers.manager import DEFAULT_CONTROLLERS
+from labkit.crashpoints import crash_point
+from labkit.errors import LabkitError
+from labkit.exercises import wait_for
+
+NAMESPACE = "sched"
+KUBELET_VERSION = "v1.34.1"
+# the embedded server's default controllers, without the node stand-in (it registers labkit-node
+# and would bind Pods itself), with the scheduler
+CONTROLLERS = tuple(c for c in DEFAULT_CONTROLLERS if c != "node") + ("scheduler",)
+SETTLE_TIMEOUT = 30
+
+
+def _node(name: str, disk: str, cpu: str, memory: str, taints: list[dict]) -> dict:
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+                                                  "kubernetes.io/arch": "amd64", "disk": disk}},
+            "spec": {"taints": taints} if taints else {},
+            "status": {"capacity": {"cpu": cpu, "memory": memory, "pods": "110"},
+                       "allocatable": {"cpu": cpu, "memory": memory, "pods": "110"},
+                       "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                                       "message": "kubelet is posting ready status"}],
+                       # every field of NodeSystemInfo is required in the API (the kubernetes client
+                       # refuses a Node without one): those a kubelet would report of a machine are empty
+                       "nodeInfo": {"kubeletVersion": KUBELET_VERSION, "kubeProxyVersion": "",
+                                    "operatingSystem": "linux", "architecture": "amd64",
+                                    "containerRuntimeVersion": "", "osImage": "", "kernelVersion": "",
+                                    "machineID": "", "systemUUID": "", "bootID": ""}}}
+
+
+PENDING_NODES = {
+    "node-a": _node("node-a", "ssd", "4", "8Gi", [{"key": "dedicated", "value": "batch", "effect": "NoSchedule"}]),
+    "node-b": _node("node-b", "hdd", "4", "8Gi", []),
+    "node-c": _node("node-c", "ssd", "1", "8Gi", []),
+    "node-d": _node("node-d", "ssd", "4", "8Gi", [{"key": "maintenance", "value": "true", "effect": "NoSchedule"}]),
+}
+DRAIN_NODE = _node("node-e", "hdd", "8", "16Gi", [])
+RETIRING_NODE = _node("node-f", "hdd", "2", "4Gi", [])
+# the taint the noexecute exercise adds to node-e (in the prompt: `{{taint}}`)
+DRAIN_TAINT = {"key": "drain", "value": "now", "effect": "NoExecute"}
+
+
+def _container(cpu: str = "100m", memory: str = "64Mi") -> list[dict]:
+    return [{"name": "app", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": cpu, "memory": memory}}}]
+
+
+WEB = {"apiVersion": "v1", "kind": "Pod",
+       "metadata": {"name": "web", "labels": {"app": "web", "team": "batch"}},
+       "spec": {"nodeSelector": {"disk": "ssd"}, "containers": _container("2", "1Gi")}}
+
+# noexecute: the Pods on node-e, each with other tolerations of the drain taint
+DRAIN_PODS = {
+    "plain": [],
+    "patient": [{"key": "drain", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 120}],
+    "stubborn": [{"key": "drain", "operator": "Exists", "effect": "NoExecute"}],
+    "wrong-effect": [{"key": "drain", "operator": "Exists", "effect": "NoSchedule"}],
+    "wildcard": [{"operator": "Exists"}],
+    "other-value": [{"key": "drain", "operator": "Equal", "value": "later", "effect": "NoExecute",
+                     "tolerationSeconds": 300}],
+}
+
+
+LEGACY = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "legacy", "labels": {"app": "legacy"}},
+          "spec": {"nodeName": "node-f", "containers": _container("500m", "256Mi")}}
+
+
+# own-scheduler: Pods for the student's scheduler (spec.schedulerName), each on a disk=hdd node
+OWN_SCHEDULER = "my-scheduler"
+JOBS = {"job-1": "3", "job-2": "3", "job-3": "2"}      # name: CPU request
+
+
+def job_pod(name: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"app": "job"}},
+            "spec": {"schedulerName": OWN_SCHEDULER, "nodeSelector": {"disk": "hdd"},
+                     "containers": _container(JOBS[name], "512Mi")}}
+
+
+def drain_pod(name: str) -> dict:
+    spec = {"nodeName": DRAIN_NODE["metadata"]["name"], "containers": _container()}
+    if DRAIN_PODS[name]:
+        spec["tolerations"] = copy.deepcopy(DRAIN_PODS[name])
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"app": "drain"}}, "spec": spec}
+
+
+# -- each exercise's part of the starting state ------------------------------------------------------
+
+def _put_node(client, node: dict) -> None:
+    """Create (or bring back to what the lab built) a Node with its status, as a kubelet registers it."""
+    name = node["metadata"]["name"]
+    current = client.get_or_none("v1", "nodes", name)
+    if current is None:
+        current = client.create("v1", "nodes", copy.deepcopy(node))
+    else:
+        body = copy.deepcopy(node)
+        body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+        current = client.update("v1", "nodes", body)
+    if (current.get("status") or {}).get("allocatable") != node["status"]["allocatable"] or \
+            not (current.get("status") or {}).get("conditions"):
+        client.update("v1", "nodes", dict(current, status=copy.deepcopy(node["status"])), None, "status")
+
+
+def _delete_pods(client, names) -> None:
+    def gone() -> bool:
+        left = False
+        for name in names:
+            if client.get_or_none("v1", "pods", name, NAMESPACE) is None:
+                continue
+            left = True
+            try:
+                client.delete("v1", "pods", name, NAMESPACE, options={"gracePeriodSeconds": 0})
+            except ApiError as exc:
+                if exc.code != 404:
+                    raise
+        return not left
+    if not wait_for(gone, timeout=SETTLE_TIMEOUT, interval=0.1):
+        raise LabkitError(f"the Pods {', '.join(names)} did not go away within {SETTLE_TIMEOUT} s")
+
+
+def _build_pending(client) -> None:
+    for node in PENDING_NODES.values():
+        _put_node(client, node)
+    _delete_pods(client, ["web"])
+    client.create("v1", "pods", copy.deepcopy(WEB), NAMESPACE)
+
+    def failed_once():
+        pod = client.get_or_none("v1", "pods", "web", NAMESPACE) or {}
+        return any(c.get("type") == "PodScheduled" and c.get("status") == "False"
+                   for c in (pod.get("status") or {}).get("conditions") or [])
+    if not wait_for(failed_once, timeout=SETTLE_TIMEOUT, interval=0.1):
+        raise LabkitError(f"the scheduler did not try the Pod web within {SETTLE_TIMEOUT} s")
+
+
+def _build_drain(client) -> None:
+    _put_node(client, DRAIN_NODE)
+    _delete_pods(client, list(DRAIN_PODS))
+    for name in DRAIN_PODS:
+        client.create("v1", "pods", drain_pod(name), NAMESPACE)
+
+
+def _build_retiring(client) -> None:
+    _put_node(client, RETIRING_NODE)
+    _delete_pods(client, ["legacy"])
+    client.create("v1", "pods", copy.deepcopy(LEGACY), NAMESPACE)
+
+
+def _build_jobs(client) -> None:
+    _delete_pods(client, list(JOBS))
+    for name in JOBS:
+        client.create("v1", "pods", job_pod(name), NAMESPACE)
+
+
+PARTS = {"why-pending": _build_pending, "noexecute": _build_drain, "taint-effects": _build_retiring,
+         "score-predict": None, "preempt-predict": None, "own-scheduler": _build_jobs}
+# every Node before the Pod web: its first scheduling attempt sees all six
+BUILD_ORDER = ("noexecute", "taint-effects", "why-pending", "own-scheduler")
+
+
+def up(env):
+    spawn(env, SERVER_TAG, controllers=CONTROLLERS)     # its state directory is in the ledger
+    crash_point("scheduler:server")
+    client = for_env(env).client()
+    client.create("v1", "namespaces", {"metadata": {"name": NAMESPACE}})
+    for part in BUILD_ORDER:
+        PARTS[part](client)
+        crash_point(f"scheduler:{part}")
+    env.log("starting state loaded on labkit's embedded API server, with its scheduler")
+
+
+def reset_exercise(env, exercise_id: str) -> None:
+    """Build one exercise's objects afresh (its Nodes as the lab registered them, its Pods
+    re-created, the student's scheduler stopped for own-scheduler); the other exercises' objects
+    are not touched. The prediction exercises have
+    nothing live: their reset changes nothing."""
+    build = PARTS[exercise_id]
+    if exercise_id == "own-scheduler":      # the student's scheduler would bind the new Pods at once
+        from labkit.scheduler import own
+        own.stop(env)
+    if build:
+        build(for_env(env).client())
+    env.log(f"exercise {exercise_id}: its objects were built afresh")
+
+
+def is_up(env):
+    try:
+        for_env(env).client().get("v1", "namespaces", NAMESPACE)
+        return True
+    except (LabkitError, ApiError, OSError):
+        return False
+
+
+def access(env):
+    target = for_env(env)
+    from pathlib import Path
+    here = Path(__file__).resolve().parent
+    return f"""## Your cluster
+
+labkit's embedded API server, with labkit's reconstruction of kube-scheduler v1.34.1 (default profile)
+binding every Pod that names no node. The Nodes run no kubelet: a bound Pod stays Pending, with its node.
+
+    export KUBECONFIG={target.kubeconfig}
+    kubectl get nodes -L disk
+    kubectl get pods -n {NAMESPACE} -o wide
+
+- the case files of score-predict and preempt-predict: `{here}/scenarios/`
+- audit log (every request): `{target.state_dir}/audit.log`
+"""
+
+
+# -- what a reset would undo -----------------------------------------------------------------------
+
+def part_of(resource: str | None, namespace: str | None, name: str | None) -> str | None:
+    """The exercise whose part of the lab an object belongs to (None: no exercise's)."""
+    if resource == "nodes":
+        return "why-pending" if name in PENDING_NODES else "noexecute" if name == DRAIN_NODE["metadata"]["name"] \
+            else "taint-effects" if name == RETIRING_NODE["metadata"]["name"] else None
+    if resource == "pods" and namespace == NAMESPACE:
+        return "why-pending" if name == "web" else "noexecute" if name in DRAIN_PODS \
+            else "taint-effects" if name == "legacy" else "own-scheduler" if name in JOBS else None
+    return None
+
+
+def student_work(env, exercise_id: str | None) -> list[str]:
+    """What `labkit reset scheduler [EXERCISE]` would undo of what the student did: each successful
+    request of theirs (not the cluster's own components) on the exercise's Nodes and Pods since its
+    part was built, from the audit log. Answer files are never touched."""
+    parts = [exercise_id] if exercise_id else list(PARTS)
+    target = for_env(env)
+    since = {part: env.state.ready_time(part) for part in parts}
+    from labkit.apiserver.audit import received_at
+    found = []
+    for e in target.audit(since=min(since.values())) or []:
+        user = (e.get("user") or {}).get("username", "")
+        verb = e.get("verb")
+        if user.startswith("system:") or verb not in ("create", "update", "patch", "delete") \
+                or (e.get("responseStatus") or {}).get("code", 500) >= 300:
+            continue
+        ref = e.get("objectRef") or {}
+        part = part_of(ref.get("resource"), ref.get("namespace"), ref.get("name"))
+        if part not in since or received_at(e) < since[part]:
+            continue
+        kind = "Node" if ref.get("resource") == "nodes" else "Pod"
+        what = f"{kind} {ref['namespace'] + '/' if ref.get('namespace') else ''}{ref.get('name')}"
+        phrase = {"create": f"the {what} you created", "delete": f"your deletion of {what}"}.get(
+            verb, f"your changes to {what}")
+        if ref.get("subresource") == "binding":
+            phrase = f"your binding of {what}"
+        elif ref.get("subresource"):
+            phrase = f"your changes to {what} ({ref['subresource']})"
+        if phrase not in found:
+            found.append(phrase)
+    from labkit.scheduler import own
+    if "own-scheduler" in parts and own.running(env):
+        found.append("the scheduler you run with `labkit scheduler serve` (it is stopped; your file stays)")
+    return found

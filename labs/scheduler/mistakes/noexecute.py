@@ -1,0 +1,27 @@
+"""Common wrong predictions in noexecute."""
+
+from labkit.exercises import mistake, write_answer
+
+
+def _predict(env, **changes):
+    answer = {"plain": 0, "patient": 120, "stubborn": "never", "wrong-effect": 0, "wildcard": "never", "other-value": 0}
+    answer.update({k.replace("_", "-"): v for k, v in changes.items()})
+    write_answer(env, "noexecute", answer)
+
+
+@mistake("1 of the 6 Pods", "wrong")
+def effect_ignored(env):
+    """Thinks a toleration of the key protects whatever its effect: wrong-effect stays."""
+    _predict(env, wrong_effect="never")
+
+
+@mistake("1 of the 6 Pods", "wrong")
+def empty_key_matches_nothing(env):
+    """Thinks a toleration without a key matches no taint: wildcard goes at once."""
+    _predict(env, wildcard=0)
+
+
+@mistake("1 of the 6 Pods", "wrong")
+def key_is_enough(env):
+    """Thinks the key and effect are enough, whatever the value: other-value stays 300 s."""
+    _predict(env, other_value=300)

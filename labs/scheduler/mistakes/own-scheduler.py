@@ -1,0 +1,60 @@
+"""Common wrong schedulers in own-scheduler: each a variant of the reference program, run as the
+student's would be (labkit scheduler serve), or the Pods given a node without any scheduler."""
+
+import json
+from pathlib import Path
+
+from labkit import paths
+from labkit.apiserver.target import for_env
+from labkit.errors import LabkitError
+from labkit.exercises import mistake, wait_for
+from labkit.scheduler import own
+
+FITS_RESOURCES = "    return all(room[r] >= amount for r, amount in requests(pod).items())"
+BEST = "    best = max(feasible, key=lambda n: (rooms[n.metadata.name][\"cpu\"], n.metadata.name))"
+
+
+def _serve_variant(env, *replacements):
+    text = (Path(env.lab.directory) / "programs" / "my_scheduler.py").read_text()
+    for old, new in replacements:
+        if old not in text:
+            raise LabkitError(f"the reference scheduler has no line {old.strip()!r} to change")
+        text = text.replace(old, new)
+    program = paths.answers_root() / "scheduler" / "my_scheduler.py"
+    program.parent.mkdir(parents=True, exist_ok=True)
+    program.write_text(text)
+    target = for_env(env)
+    own.serve(env, program, target.kubeconfig)
+    client = target.client()
+    if not wait_for(lambda: all((client.get("v1", "pods", name, "sched").get("spec") or {}).get("nodeName")
+                                for name in env.lab.environment_module().JOBS), timeout=30, interval=0.2):
+        raise LabkitError(f"the variant did not bind the Pods within 30 s (log: {own.log_path(env)})")
+
+
+@mistake("job-2", "Insufficient cpu")
+def first_fit_without_resources(env):
+    """Binds each Pod to the first node (by name) that matches its selector and taints, without
+    counting the CPU of the Pods already there."""
+    _serve_variant(env, (FITS_RESOURCES, "    return True"),
+                   (BEST, "    best = min(feasible, key=lambda n: n.metadata.name)"))
+
+
+@mistake("job-3", "TaintToleration")
+def resources_only(env):
+    """Looks only at free CPU and memory: ignores taints and the nodeSelector."""
+    _serve_variant(env, ("    if node.spec.unschedulable:\n        return False\n", "    if False:\n        pass\n"),
+                   ("    if any(t.effect in", "    if False and any(t.effect in"),
+                   ("    if any(labels.get(k) != v", "    if False and any(labels.get(k) != v"))
+
+
+@mistake("without a binding")
+def node_name_by_hand(env):
+    """Gives each Pod a node by re-creating it with spec.nodeName set, without a scheduler."""
+    target = for_env(env)
+    for name, node in (("job-1", "node-e"), ("job-2", "node-e"), ("job-3", "node-b")):
+        pod = json.loads(target.kubectl("get", "pod", name, "-n", "sched", "-o", "json"))
+        target.kubectl("delete", "pod", name, "-n", "sched", "--force", "--grace-period=0")
+        spec = {k: v for k, v in pod["spec"].items() if k in ("schedulerName", "nodeSelector", "containers")}
+        spec["nodeName"] = node
+        target.kubectl("create", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {
+            "name": name, "namespace": "sched", "labels": pod["metadata"]["labels"]}, "spec": spec}))

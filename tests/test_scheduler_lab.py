@@ -1,0 +1,139 @@
+"""The scheduler lab end to end, on one `labkit run scheduler`: the scheduler controller writes the
+FailedScheduling text of the Pending Pod web that real kubectl shows; every check fails on a
+fresh lab and passes after its reference solution; `labkit scheduler explain` withholds the
+prediction cases until a prediction is written, then keeps that prediction, which the check
+judges (a prediction changed afterwards is not one); a reset of why-pending brings the Pod and
+the Nodes back and says what it undoes; kill -9 of `labkit run` midway leaves nothing after
+`labkit cleanup`."""
+
+import json
+import os
+import signal
+import subprocess
+
+import pytest
+
+from conftest import fresh_environment
+from labkit import runner
+from labkit.apiserver.target import for_env
+from labkit.exercises import answer_path, write_answer
+from labkit.labs import get_lab
+from labkit.state import LabEnv, LabState
+from support import LABKIT, REPO, host_lock, labkit
+
+LAB = "scheduler"
+EXERCISES = ["why-pending", "taint-effects", "noexecute", "score-predict", "preempt-predict", "own-scheduler"]
+
+
+@pytest.fixture(scope="module")
+def lab_vars(tmp_path_factory):
+    env = {**os.environ, **fresh_environment(tmp_path_factory.mktemp("scheduler-lab"))}
+    with host_lock(False):
+        run = labkit("run", LAB, env=env, check=0)
+    try:
+        yield env, run.stdout
+    finally:
+        with host_lock(False):
+            labkit("cleanup", LAB, env=env, check=0)
+
+
+@pytest.fixture
+def lab(lab_vars, monkeypatch):
+    env, _ = lab_vars
+    for key in ("LABKIT_STATE_DIR", "LABKIT_ANSWERS_DIR", "LABKIT_PREFIX", "LABKIT_LABS_PATH"):
+        monkeypatch.setenv(key, env[key])
+    lab = get_lab(LAB)
+    return lab, LabEnv(lab, LabState(lab.id))
+
+
+def statuses(lab, exercise=None):
+    return {r.exercise: r for r in runner.check(lab, exercise)}
+
+
+def test_the_pending_pod_shows_v1_34_1s_failedscheduling_text(lab):
+    lab, env = lab
+    target = for_env(env)
+    pod = json.loads(target.kubectl("get", "pod", "web", "-n", "sched", "-o", "json"))
+    condition = next(c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled")
+    assert (condition["status"], condition["reason"]) == ("False", "Unschedulable")
+    assert condition["message"] == (
+        "0/6 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint {dedicated: batch}, "
+        "1 node(s) had untolerated taint {maintenance: true}, 3 node(s) didn't match Pod's node affinity/selector. "
+        "no new claims to deallocate, preemption: 0/6 nodes are available: 1 No preemption victims found for "
+        "incoming pod, 5 Preemption is not helpful for scheduling.")
+    events = target.kubectl("get", "events", "-n", "sched", "--field-selector", "involvedObject.name=web",
+                            "-o", "jsonpath={.items[*].reason}")
+    assert "FailedScheduling" in events.split()
+
+
+def test_each_check_fails_on_a_fresh_lab_and_passes_after_its_solution(lab):
+    lab, env = lab
+    for exercise in EXERCISES:
+        answer_path(LAB, exercise).unlink(missing_ok=True)
+        runner.reset(lab, exercise_id=exercise)
+        assert statuses(lab, exercise)[exercise].status == "fail", exercise
+        runner.solve(lab, exercise)
+        result = statuses(lab, exercise)[exercise]
+        assert result.status == "pass", (exercise, result.message)
+    assert for_env(env).client().get("v1", "pods", "web", "sched")["spec"]["nodeName"] == "node-a"
+    # the student's scheduler is a lab process: a reset of its exercise says so, and stops it
+    from labkit.scheduler import own
+    assert own.running(env)
+    assert lab.environment_module().student_work(env, "own-scheduler") == [
+        "your binding of Pod sched/job-1", "your binding of Pod sched/job-2", "your binding of Pod sched/job-3",
+        "the scheduler you run with `labkit scheduler serve` (it is stopped; your file stays)"]
+    runner.reset(lab, exercise_id="own-scheduler")
+    assert not own.running(env)
+    assert not for_env(env).client().get("v1", "pods", "job-1", "sched")["spec"].get("nodeName")
+
+
+def test_explain_withholds_a_prediction_case_and_the_check_judges_the_prediction_made_before(lab, tmp_path):
+    lab, env = lab
+    case = str(lab.directory / "scenarios" / "preempt.yaml")
+    answer_path(LAB, "preempt-predict").unlink(missing_ok=True)
+    (env.state.dir / "revealed-preempt-predict.yaml").unlink(missing_ok=True)
+    refused = labkit("scheduler", "explain", "-f", case, check=1)
+    assert "write your prediction" in refused.stderr and "victims" not in refused.stdout
+    # a copy with other names is the same case
+    renamed = tmp_path / "mine.yaml"
+    renamed.write_text(open(case).read().replace("node-", "worker-").replace("urgent", "vip"))
+    assert "write your prediction" in labkit("scheduler", "explain", "-f", str(renamed), check=1).stderr
+    write_answer(env, "preempt-predict", {"node": "node-2", "victims": ["etl-a", "etl-b"]})
+    shown = labkit("scheduler", "explain", "-f", case, check=0).stdout
+    assert "Preemption: nominated node-1; victims (deleted): batch-a, batch-b." in shown
+    runner.solve(lab, "preempt-predict")          # the right answer, written after seeing it
+    result = statuses(lab, "preempt-predict")["preempt-predict"]
+    assert result.status == "fail" and "first showed you the outcome" in result.message
+    # another case (urgent asks for 1 CPU) is played at once, whatever the answer files say
+    other = tmp_path / "other.yaml"
+    other.write_text(open(case).read().replace('cpu: "3"', 'cpu: "1"'))
+    answer_path(LAB, "preempt-predict").unlink()
+    assert "victims (deleted): batch-b." in labkit("scheduler", "explain", "-f", str(other), check=0).stdout
+
+
+def test_a_reset_of_why_pending_brings_back_the_pod_and_nodes_and_names_what_it_undoes(lab):
+    lab, env = lab
+    runner.reset(lab, exercise_id="why-pending")
+    target = for_env(env)
+    target.kubectl("taint", "node", "node-a", "dedicated-")
+    module = lab.environment_module()
+    assert module.student_work(env, "why-pending") == ["your changes to Node node-a"]
+    assert module.student_work(env, "noexecute") == []
+    result = statuses(lab, "why-pending")["why-pending"]
+    assert result.status == "fail" and "node-a (taints) changed" in result.message
+    runner.reset(lab, exercise_id="why-pending")
+    node = target.client().get("v1", "nodes", "node-a")
+    assert node["spec"]["taints"] == [{"key": "dedicated", "value": "batch", "effect": "NoSchedule"}]
+    assert not target.client().get("v1", "pods", "web", "sched")["spec"].get("nodeName")
+
+
+@pytest.mark.host_exclusive
+@pytest.mark.parametrize("step", ["server", "noexecute"])
+def test_kill_9_during_run_then_cleanup_leaves_nothing(step, host_unchanged):
+    run = subprocess.run([*LABKIT, "run", LAB], cwd=REPO, capture_output=True,
+                         env={**os.environ, "LABKIT_CRASH_AT": f"scheduler:{step}"})
+    assert run.returncode == -signal.SIGKILL
+    state = LabState(LAB)
+    assert (state.dir / "apiserver" / "server.json").exists()     # the server outlived labkit
+    assert labkit("cleanup", LAB, check=0)
+    assert not (state.dir / "apiserver").exists()
