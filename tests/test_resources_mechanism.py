@@ -14,8 +14,8 @@ from labkit.errors import ConfigError
 from labkit.labs import get_lab
 from labkit.numa.quantity import Quantity
 from labkit.resources import eviction, kmsg, kubelet
-from labkit.resources.node import Node, NodeConfig, quantity_string
-from labkit.pods import PodInvalid, pod_from_dict, qos_class
+from labkit.resources.node import Node, NodeConfig, load_pods_strict, quantity_string
+from labkit.pods import PodInvalid, pod_from_dict, qos_class, stable_uid
 from labkit.state import LabEnv, LabState
 from support import wait_until
 
@@ -182,3 +182,83 @@ def test_eviction_ranks_and_evicts_with_kubelets_message(node, tmp_path):
         ("Failed", "Evicted", "TerminationByKubelet")
     assert node.record("modest")["status"]["phase"] == "Running"
     assert (node.dir / "eviction.json").exists()
+
+
+# -- pod-level resources and sidecars (v1.34) -----------------------------------------------------
+
+def test_pod_level_requests_below_the_containers_aggregate_are_refused_as_the_api_server_does(tmp_path):
+    path = tmp_path / "pod.yaml"
+    path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "fry"}, "spec": {
+        "resources": {"requests": {"cpu": "1", "memory": "576Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
+        "containers": [{"name": "a", "resources": {"requests": {"cpu": "1", "memory": "4Gi"}}},
+                       {"name": "b", "resources": {"requests": {"cpu": "500m", "memory": "2Gi"},
+                                                   "limits": {"cpu": "2"}}}]}}))
+    with pytest.raises(PodInvalid) as info:
+        load_pods_strict(path, "n1")
+    # validation.go validatePodResourceConsistency
+    assert info.value.problem == (
+        'The Pod "fry" is invalid: [spec.resources.requests[cpu]: Invalid value: "1": must be greater than or equal '
+        'to aggregate container requests of 1500m, spec.resources.requests[memory]: Invalid value: "576Mi": must be '
+        'greater than or equal to aggregate container requests of 6Gi, spec.resources.containers[1][cpu].limits: '
+        'Invalid value: "2": must be less than or equal to pod limits of 1]')
+
+
+def test_the_pod_level_aggregate_counts_an_init_container_with_the_sidecars_before_it(tmp_path):
+    spec = {"resources": {"requests": {"memory": "300Mi"}},
+            "initContainers": [{"name": "proxy", "restartPolicy": "Always", "resources": {"requests": {"memory": "100Mi"}}},
+                               {"name": "setup", "resources": {"requests": {"memory": "250Mi"}}}],
+            "containers": [{"name": "app", "resources": {"requests": {"memory": "100Mi"}}}]}
+    path = tmp_path / "pod.yaml"
+    path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": spec}))
+    with pytest.raises(PodInvalid, match=r'requests\[memory\]: Invalid value: "300Mi": must be greater than or equal '
+                                         r'to aggregate container requests of 350Mi'):
+        load_pods_strict(path, "n1")
+
+
+def test_oom_score_adj_shares_what_the_pod_requests_beyond_the_aggregate_not_the_sum():
+    # policy.go GetContainerOOMScoreAdjust + helpers.go remainingPodMemReqPerContainer: 1000Mi pod
+    # request, aggregate max(100+200 app, 600 init) = 600Mi, 400Mi left over 3 containers
+    pod = make({"resources": {"requests": {"memory": "1000Mi"}},
+                "initContainers": [{"name": "init", "resources": {"requests": {"memory": "600Mi"}}}],
+                "containers": [{"name": "a", "resources": {"requests": {"memory": "100Mi"}, "limits": {"memory": "1Gi"}}},
+                               {"name": "b", "resources": {"requests": {"memory": "200Mi"}}}]})
+    capacity = 4000 * 2 ** 20
+    share = (1000 - 600) * 2 ** 20 // 3
+    for name, own in (("a", 100), ("b", 200), ("init", 600)):
+        container = next(c for c in pod.all_containers() if c.name == name)
+        expected = 1000 - 1000 * (own * 2 ** 20 + share) // capacity
+        assert kubelet.oom_score_adj(pod, container, capacity) == expected, name
+
+
+def test_a_sidecar_with_limits_before_an_init_container_without_keeps_the_pod_cgroups_limits():
+    # AggregateContainerLimits hands ResourceConfigForPod's ContainerFn the init container's limits
+    # plus those of the sidecars before it: here 500m / 64Mi, never zero
+    limits = {"cpu": "500m", "memory": "64Mi"}
+    pod = make({"initContainers": [{"name": "proxy", "restartPolicy": "Always",
+                                    "resources": {"requests": {"cpu": "100m", "memory": "32Mi"}, "limits": limits}},
+                                   {"name": "setup"}],
+                "containers": [{"name": "app", "resources": {"requests": {"cpu": "100m"}, "limits": limits}}]})
+    assert qos_class(pod) == "Burstable"
+    settings = kubelet.pod_cgroup(pod)
+    assert (settings.cpu_quota, settings.cpu_period, settings.memory_limit) == (100000, 100000, 128 * 2 ** 20)
+    # without the sidecar before it, the init container's missing limits leave the pod unlimited
+    pod = make({"initContainers": [{"name": "setup"}, {"name": "proxy", "restartPolicy": "Always",
+                                                       "resources": {"limits": limits}}],
+                "containers": [{"name": "app", "resources": {"limits": limits}}]})
+    settings = kubelet.pod_cgroup(pod)
+    assert (settings.cpu_quota, settings.memory_limit) == (None, None)
+
+
+def test_a_sidecar_runs_before_the_init_containers_declared_after_it(node, tmp_path):
+    sidecar_cgroup = f"{node.cgroups.unique_dirs('n1/kubepods')[0]}/burstable/pod{stable_uid('default', 'mesh')}/proxy"
+    apply(node, tmp_path, ("mesh", {
+        "initContainers": [{"name": "proxy", "restartPolicy": "Always", "command": ["sleep", "infinity"],
+                            "resources": {"requests": {"memory": "8Mi"}}},
+                           # succeeds only while the sidecar declared before it is running
+                           {"name": "wait-for-proxy", "command": ["sh", "-c", f"grep -q . {sidecar_cgroup}/cgroup.procs"]}],
+        "containers": [{"name": "app", "command": ["sleep", "infinity"]}]}))
+    record = node.record("mesh")
+    assert record["status"]["phase"] == "Running", record["status"]
+    views = {v.name: v for v in node.containers(record)}
+    assert views["wait-for-proxy"].state == "completed" and views["wait-for-proxy"].exit_code == 0
+    assert views["proxy"].state == "running" and views["app"].state == "running"

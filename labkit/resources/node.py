@@ -17,7 +17,8 @@ node's allocatable, lifecycle/predicate.go), the pod cgroup (ResourceConfigForPo
 cgroup's shares, then each container's cgroup (calculateLinuxResources; on v2 also
 memory.oom.group=1, kubelet's default singleProcessOOMKill=false) and its process, which joins
 its cgroups and sets its oom_score_adj before it executes the container's command, as runc does.
-Regular init containers run to completion first. labkit's runtime does not restart containers:
+Init containers start in declaration order: a regular one runs to completion before the next
+starts, a sidecar (restartPolicy: Always) keeps running (kuberuntime computeInitContainerActions). labkit's runtime does not restart containers:
 a container the kernel killed stays terminated (kubelet would restart it, restartPolicy Always,
 and back off: CrashLoopBackOff); apply the Pod again after a fix.
 
@@ -256,16 +257,25 @@ class Node:
         self.cgroups.create(pod_rel)
         self.cgroups.apply(pod_rel, kubelet.pod_cgroup(pod))
         self._update_burstable()
-        for c in [c for c in pod.init_containers if not c.sidecar]:
+        # kuberuntime_container.go computeInitContainerActions: init containers start in the order
+        # they are declared; a regular one runs to completion before the next starts, a sidecar
+        # (restartPolicy: Always) starts and keeps running while the next ones start
+        for c in pod.init_containers:
+            if c.sidecar:
+                self._pending.append((self._start(pod, c, record, wait=False), record["containers"][c.name]["cgroup"]))
+                self.wait_started()
+                continue
             code = self._start(pod, c, record).wait()
             record["containers"][c.name]["exit_code"] = code
             self.cgroups.remove(record["containers"][c.name]["cgroup"])
             if code != 0:
+                # labkit's runtime does not restart: the Pod ends here, its started sidecars with it
+                self.stop(record)
                 record["status"] = {"phase": "Failed", "reason": "Init:Error",
                                     "message": f"init container {c.name} exited with {code}"}
                 self._write(record)
                 return f"init container {c.name} failed (exit {code})"
-        for c in pod.running_containers():
+        for c in pod.containers:
             self._pending.append((self._start(pod, c, record, wait=False), record["containers"][c.name]["cgroup"]))
             crash_point("resources:container-started")
         record["status"] = {"phase": "Running", "startedAt": round(time.time(), 3)}
@@ -372,7 +382,8 @@ def load_pods_strict(path, default_node: str = "", priority_classes: dict | None
         load_strict(read_text(path), str(path))
     except yaml.YAMLError:
         pass         # load_pods reports the syntax error, with its line
-    return load_pods(path, default_node, priority_classes)
+    from labkit.resources.validation import check_consistency
+    return [check_consistency(pod, path) for pod in load_pods(path, default_node, priority_classes)]
 
 
 def lab_nodes(env) -> dict[str, "Node"]:
