@@ -262,3 +262,63 @@ def test_a_sidecar_runs_before_the_init_containers_declared_after_it(node, tmp_p
     views = {v.name: v for v in node.containers(record)}
     assert views["wait-for-proxy"].state == "completed" and views["wait-for-proxy"].exit_code == 0
     assert views["proxy"].state == "running" and views["app"].state == "running"
+
+
+# -- swap: kubelet's NoSwap (v1.34 default) -------------------------------------------------------
+
+def test_containers_get_no_swap_where_the_swap_controller_exists(node, tmp_path):
+    apply(node, tmp_path, ("capped", {"containers": [
+        {"name": "limited", "command": ["sleep", "infinity"], "resources": {"limits": {"memory": "32Mi"}}},
+        {"name": "free", "command": ["sleep", "infinity"], "resources": {"requests": {"memory": "8Mi"}}}]}))
+    record = node.record("capped")
+    limited = node.cgroups.settings(record["containers"]["limited"]["cgroup"])
+    free = node.cgroups.settings(record["containers"]["free"]["cgroup"])
+    swap_files = {"v1": "memory.memsw.limit_in_bytes", "v2": "memory.swap.max"}[node.cgroups.version]
+    controller = (node.cgroups.paths(record["containers"]["limited"]["cgroup"])["memory"] / swap_files).exists()
+    if not controller:      # swapControllerAvailable() false: kubelet configures no swap
+        assert swap_files not in limited and swap_files not in free
+    elif node.cgroups.version == "v1":
+        # ConfigureNoSwap: memory+swap limited to the memory limit; without a memory limit, none
+        assert limited["memory.memsw.limit_in_bytes"] == 32 * 2 ** 20
+        assert free["memory.memsw.limit_in_bytes"] is None
+    else:
+        assert limited["memory.swap.max"] == 0 and free["memory.swap.max"] == 0
+
+
+def test_no_swap_is_written_as_runc_writes_it_on_cgroup_v2(tmp_path):
+    from labkit.resources.cgroupfs import LabCgroups
+
+    groups = object.__new__(LabCgroups)
+    groups.version, groups.roots = "v2", {"cpu": tmp_path, "memory": tmp_path}
+    container = tmp_path / "n1" / "c"
+    container.mkdir(parents=True)
+    for name, text in (("cpu.weight", "100"), ("cpu.max", "max 100000"), ("memory.max", "max"),
+                       ("memory.swap.max", "max")):
+        (container / name).write_text(text)
+    pod = make({"containers": [{"name": "c", "resources": {"limits": {"memory": "32Mi"}}}]})
+    groups.apply("n1/c", kubelet.container_cgroup(pod, pod.containers[0]), oom_group=True)
+    assert (container / "memory.swap.max").read_text() == "0"
+    assert (container / "memory.max").read_text() == str(32 * 2 ** 20)
+    assert groups.settings("n1/c")["memory.swap.max"] == 0
+    # a kernel without the swap controller has no memory.swap.max: nothing is written
+    (container / "memory.swap.max").unlink()
+    groups.apply("n1/c", kubelet.container_cgroup(pod, pod.containers[0]))
+    assert not (container / "memory.swap.max").exists() and "memory.swap.max" not in groups.settings("n1/c")
+
+
+def test_the_doctor_says_what_swap_does_to_the_resources_lab(tmp_path, monkeypatch):
+    from labkit import doctor
+
+    swaps = tmp_path / "swaps"
+    monkeypatch.setattr(doctor, "SWAPS", str(swaps))
+    memory = ("v1", tmp_path / "memory")
+    memory[1].mkdir()
+    swaps.write_text("Filename\tType\tSize\tUsed\tPriority\n")
+    assert doctor._swap_note(memory) == (False, "no swap active: a container at its memory limit is OOM-killed once "
+                                                "the kernel cannot reclaim its cache")
+    swaps.write_text("Filename\tType\tSize\tUsed\tPriority\n/swapfile file 1048572 0 -2\n")
+    warn, detail = doctor._swap_note(memory)       # no memory.memsw.* files: no swap controller
+    assert warn and "cannot keep containers out of swap" in detail and "oom exercise may find no kill" in detail
+    (memory[1] / "memory.memsw.limit_in_bytes").write_text("9223372036854771712\n")
+    warn, detail = doctor._swap_note(memory)
+    assert not warn and "keeps containers out of swap" in detail

@@ -328,6 +328,9 @@ def plan(filename: Path = typer.Option(..., "-f", "--filename", help="Pods (YAML
         def both(s):
             d = s.to_json()
             d["cpu.weight (v2)"] = kubelet.shares_to_weight(s.cpu_shares) if s.cpu_shares else None
+            if d.pop("no_swap"):      # NoSwap, where the kernel has the swap controller
+                d["memory.swap.max (v2)"] = 0
+                d["memory.memsw.limit_in_bytes (v1)"] = s.memory_limit
             return d
         out.append({"pod": pod.name, "qos": qos_class(pod), "pod_cgroup": both(kubelet.pod_cgroup(pod)),
                     "containers": {c.name: {**both(kubelet.container_cgroup(pod, c)),

@@ -16,6 +16,10 @@
   container shares from the request (from the limit when only a limit is set), quota from the
   limit (pod-level limit when the container has none), memory limit.
 * pkg/kubelet/qos/policy.go `GetContainerOOMScoreAdjust`: the container's oom_score_adj.
+* pkg/kubelet/kuberuntime/kuberuntime_container_linux.go `ConfigureNoSwap` (swapBehavior NoSwap,
+  the v1.34 default), where the swap controller exists (`swapControllerAvailable`): cgroup v2
+  memory.swap.max = 0 on every container; cgroup v1 memory.memsw.limit_in_bytes = the memory
+  limit (no swap beyond it; a container without a memory limit gets none).
 """
 
 from __future__ import annotations
@@ -87,6 +91,7 @@ class CgroupSettings:
     cpu_quota: int | None = None     # microseconds per period; -1 or None: no quota
     cpu_period: int | None = None
     memory_limit: int | None = None  # bytes; None: no limit
+    no_swap: bool = False            # kubelet's NoSwap for a container (written where the swap controller exists)
 
     def to_json(self) -> dict:
         return dict(self.__dict__)
@@ -155,7 +160,10 @@ def container_cgroup(pod: Pod, container, enforce_cpu_limits: bool = True) -> Cg
         shares = milli_cpu_to_shares(limit.milli_value())
     else:
         shares = milli_cpu_to_shares(request.milli_value() if request is not None else 0)
-    out = CgroupSettings(shares)
+    # kuberuntime_container_linux.go configureContainerSwapResources: memorySwap.swapBehavior
+    # defaults to NoSwap in v1.34 (KubeletConfiguration), so every container gets
+    # swapConfigurationHelper.ConfigureNoSwap where the swap controller exists
+    out = CgroupSettings(shares, no_swap=True)
     memory_bytes = memory.value_int() if memory is not None else 0
     if memory_bytes:
         out.memory_limit = memory_bytes
