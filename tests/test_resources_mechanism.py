@@ -93,6 +93,18 @@ def test_the_kernels_oom_lines_say_whose_limit_was_hit():
     assert (kill.task, kill.pid, kill.oom_score_adj, kill.limit_of) == ("python", 42, 954, "pod")
 
 
+def test_the_kernels_machine_wide_oom_kills_are_kept_too():
+    # mem_cgroup_print_oom_context writes ",global_oom" where no cgroup's limit was hit
+    lines = [
+        "oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=/,mems_allowed=0,global_oom,task_memcg=/labkit-x-"
+        "resources/n/kubepods/besteffort/podu/c,task=python,pid=43,uid=0",
+        "Out of memory: Killed process 43 (python) total-vm:178188kB, anon-rss:163212kB, file-rss:5476kB, "
+        "shmem-rss:0kB, UID:0 pgtables:380kB oom_score_adj:1000",
+    ]
+    kill, = kmsg.oom_kills("labkit-x-resources/", lines=lines)
+    assert (kill.task, kill.pid, kill.oom_score_adj, kill.oom_memcg, kill.limit_of) == ("python", 43, 1000, "", "machine")
+
+
 def test_byte_counts_print_as_kubelet_prints_quantities():
     assert quantity_string(104857600) == "100Mi"
     assert quantity_string(59875328) == "58472Ki"
@@ -322,3 +334,85 @@ def test_the_doctor_says_what_swap_does_to_the_resources_lab(tmp_path, monkeypat
     (memory[1] / "memory.memsw.limit_in_bytes").write_text("9223372036854771712\n")
     warn, detail = doctor._swap_note(memory)
     assert not warn and "keeps containers out of swap" in detail
+
+
+# -- the eviction manager's memory: unresolved thresholds, MemoryPressure, admission -------------
+
+class FakeNode:
+    """What eviction.synchronize reads of a node, with memory.available set by the test."""
+
+    def __init__(self, directory, pods):
+        self.dir = directory
+        self.name = "n1"
+        self.config = NodeConfig("n1", 512 * 2 ** 20, 2000, eviction_hard={"memory.available": "100Mi"},
+                                 eviction_minimum_reclaim={"memory.available": "250Mi"})
+        self.available = 0
+        self.pods = {p.name: p for p in pods}
+        self.evicted = []
+
+    def memory_available(self):
+        return self.available, self.config.memory_capacity - self.available
+
+    def active(self):
+        return [({"name": n}, p) for n, p in self.pods.items() if n not in self.evicted]
+
+    def pod_working_set(self, record):
+        return 64 * 2 ** 20
+
+    def container_working_set(self, record, container):
+        return 64 * 2 ** 20
+
+    def evict(self, name, message):
+        self.evicted.append(name)
+
+
+def test_a_threshold_stays_met_until_the_minimum_reclaim_from_one_evict_run_to_the_next(tmp_path):
+    pods = [make({"containers": [{"name": "c"}]}, name) for name in ("a", "b", "c")]
+    fake = FakeNode(tmp_path, pods)
+    fake.available = 90 * 2 ** 20                  # below the 100Mi threshold: evict one
+    assert eviction.synchronize(fake).evicted == "a"
+    fake.available = 200 * 2 ** 20                 # above the threshold, short of 100Mi + 250Mi
+    second = eviction.synchronize(fake)            # a later `labkit resources evict` run
+    assert second.evicted == "b"
+    fake.available = 400 * 2 ** 20                 # resolved
+    assert eviction.synchronize(fake).evicted is None
+    assert eviction.synchronize(fake).evicted is None and fake.evicted == ["a", "b"]
+
+
+def test_under_memory_pressure_kubelet_rejects_besteffort_pods(node, tmp_path):
+    from labkit.resources import pressure
+
+    assert pressure.condition(node.dir)["status"] == "False"
+    pressure.observe(node.dir, available=10 * 2 ** 20, threshold=40 * 2 ** 20, min_reclaim=0)
+    assert pressure.condition(node.dir) == {"type": "MemoryPressure", "status": "True",
+                                            "reason": "KubeletHasInsufficientMemory",
+                                            "message": "kubelet has insufficient memory available"}
+    outcome = dict(apply(node, tmp_path,
+                         ("idle", {"containers": [{"name": "c", "command": ["sleep", "infinity"]}]}),
+                         ("modest", {"containers": [{"name": "c", "command": ["sleep", "infinity"],
+                                                     "resources": {"requests": {"memory": "8Mi"}}}]}),
+                         ("tolerant", {"tolerations": [{"key": "node.kubernetes.io/memory-pressure",
+                                                        "operator": "Exists", "effect": "NoSchedule"}],
+                                       "containers": [{"name": "c", "command": ["sleep", "infinity"]}]})))
+    assert outcome["idle"] == "rejected: Evicted: The node had condition: [MemoryPressure]. "
+    status = node.record("idle")["status"]
+    assert (status["phase"], status["reason"], status["message"]) == \
+        ("Failed", "Evicted", "The node had condition: [MemoryPressure]. ")
+    assert outcome["modest"].startswith("running") and outcome["tolerant"].startswith("running")
+    # the condition lasts evictionPressureTransitionPeriod (5m) after it was last observed
+    later = pressure.load(node.dir)["pressure_last_observed"] + pressure.PRESSURE_TRANSITION_PERIOD
+    assert pressure.memory_pressure(node.dir, now=later - 1) and not pressure.memory_pressure(node.dir, now=later)
+
+
+def test_convert_shows_the_open_range_at_the_top_and_refuses_shares_kubelet_never_writes():
+    from typer.testing import CliRunner
+
+    from labkit.resources.cli import app
+
+    runner = CliRunner()
+    top = runner.invoke(app, ["convert", "--shares", "262144"])
+    assert "cpu.shares 262144 <- cpu requests 256000m and above" in top.output, top.output
+    assert "cpu requests 256000m and above" in runner.invoke(app, ["convert", "--weight", "10000"]).output
+    assert "cpu requests 98m..98m" in runner.invoke(app, ["convert", "--shares", "100"]).output
+    refused = runner.invoke(app, ["convert", "--shares", "300000"])
+    assert refused.exit_code != 0 and "outside 2..262144" in str(refused.exception) + refused.output

@@ -97,21 +97,26 @@ def delete(pod: str = typer.Argument(..., metavar="POD"),
 
 @app.command("nodes")
 def list_nodes(as_json: bool = typer.Option(False, "--json")):
-    """The lab's nodes: memory capacity (the lab's budget), allocatable, eviction threshold, memory.available."""
+    """The lab's nodes: memory capacity (the lab's budget), allocatable, eviction threshold,
+    memory.available, and the MemoryPressure condition as the eviction manager last left it."""
+    from labkit.resources import pressure
+
     env = _env()
     rows = []
     for n in nodes(env).values():
         available, working_set = n.memory_available()
         rows.append({"node": n.name, "capacity": n.config.memory_capacity, "allocatable": n.config.allocatable_memory,
                      "evictionHard": n.config.eviction_hard, "memory.available": available,
-                     "working_set": working_set, "cgroup": str(n.cgroups.paths(n.rel("kubepods"))["memory"])})
+                     "working_set": working_set, "cgroup": str(n.cgroups.paths(n.rel("kubepods"))["memory"]),
+                     "conditions": [pressure.condition(n.dir)]})
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return
     for r in rows:
+        condition = r["conditions"][0]
         typer.echo(f"{r['node']}: memory capacity {_mib(r['capacity'])}, allocatable {_mib(r['allocatable'])}, "
-                   f"evictionHard {r['evictionHard']}, memory.available now {_mib(r['memory.available'])}  "
-                   f"({r['cgroup']})")
+                   f"evictionHard {r['evictionHard']}, memory.available now {_mib(r['memory.available'])}, "
+                   f"MemoryPressure {condition['status']} ({condition['reason']})  ({r['cgroup']})")
 
 
 def _pod_rows(n) -> list[dict]:
@@ -253,8 +258,10 @@ def oom_kills(node_name: Optional[str] = typer.Option(None, "--node", help="Only
         typer.echo("the kernel's log has no OOM kill in the lab's cgroups" +
                    (" (or it cannot be read here)" if not Path("/dev/kmsg").exists() else ""))
     for k in kills:
+        where = (f"the {k.limit_of} limit was hit ({k.oom_memcg})" if k.oom_memcg else
+                 "the whole machine ran out of memory (global_oom)")
         typer.echo(f"{k.task} (pid {k.pid}, oom_score_adj {k.oom_score_adj}) killed in {k.task_memcg}: "
-                   f"{k.constraint}, the {k.limit_of} limit was hit ({k.oom_memcg})")
+                   f"{k.constraint}, {where}")
 
 
 @app.command()
@@ -394,11 +401,21 @@ def convert(cpu: Optional[str] = typer.Option(None, "--cpu", help="A cpu quantit
         raise LabkitError(predictions.withheld("weight", f"the cpu requests behind {'cpu.shares' if shares is not None else 'cpu.weight'} "
                                                          f"{shares if shares is not None else weight}"))
     elif shares is not None:
+        if not kubelet.MIN_SHARES <= shares <= kubelet.MAX_SHARES:
+            raise LabkitError(f"cpu.shares {shares} is outside {kubelet.MIN_SHARES}..{kubelet.MAX_SHARES}, "
+                              "the values MilliCPUToShares gives")
         lo, hi = kubelet.shares_to_milli_range(shares)
-        typer.echo(f"cpu.shares {shares} <- cpu requests {lo}m..{hi}m; cpu.weight {kubelet.shares_to_weight(shares)}")
+        typer.echo(f"cpu.shares {shares} <- cpu requests {_milli_range(lo, hi, shares == kubelet.MAX_SHARES)}; "
+                   f"cpu.weight {kubelet.shares_to_weight(shares)}")
     else:
         try:
             lo, hi = kubelet.weight_to_milli_range(weight)
         except ValueError as exc:
             raise LabkitError(str(exc)) from None
-        typer.echo(f"cpu.weight {weight} (kubelet's line) <- cpu requests {lo}m..{hi}m")
+        typer.echo(f"cpu.weight {weight} (kubelet's line) <- cpu requests {_milli_range(lo, hi, weight == 10000)}")
+
+
+def _milli_range(lo: int, hi: int, capped: bool) -> str:
+    """A range of cpu requests; at the top, MilliCPUToShares caps every larger request at 262144
+    shares (weight 10000), so the range has no upper end."""
+    return f"{lo}m and above (MilliCPUToShares caps larger requests at 262144 shares)" if capped else f"{lo}m..{hi}m"

@@ -221,7 +221,14 @@ class Node:
         return out
 
     def _admit(self, pod: Pod) -> tuple[str, str] | None:
-        """GeneralPredicates' resource fit (lifecycle/predicate.go): requests against allocatable."""
+        """kubelet's admit handlers in their order (kubelet.go): the eviction manager's (no
+        BestEffort Pod under MemoryPressure: labkit.resources.pressure), then GeneralPredicates'
+        resource fit (lifecycle/predicate.go): requests against allocatable."""
+        from labkit.resources import pressure
+
+        rejected = pressure.admit(self.dir, pod)
+        if rejected:
+            return rejected
         wanted = pod_requests(pod)
         used = {"cpu": 0, "memory": 0}
         for _record, other in self.active():
