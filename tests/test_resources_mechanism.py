@@ -416,3 +416,62 @@ def test_convert_shows_the_open_range_at_the_top_and_refuses_shares_kubelet_neve
     assert "cpu requests 98m..98m" in runner.invoke(app, ["convert", "--shares", "100"]).output
     refused = runner.invoke(app, ["convert", "--shares", "300000"])
     assert refused.exit_code != 0 and "outside 2..262144" in str(refused.exception) + refused.output
+
+
+def test_plan_uses_the_memory_capacity_of_the_node_the_pod_names():
+    from typer.testing import CliRunner
+
+    from labkit.resources.cli import app
+
+    import json as _json
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "pod.yaml"
+        path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bound"}, "spec": {
+            "nodeName": "node-2", "containers": [{"name": "c", "resources": {"requests": {"memory": "32Mi"}}}]}}))
+        planned = CliRunner().invoke(app, ["plan", "-f", str(path), "--json"])
+        out, = _json.loads(planned.output)
+        # node-2 has 320Mi: 1000 - 1000 * 32Mi / 320Mi = 900 (with 2Gi it would be 985)
+        assert (out["node"], out["memory_capacity"], out["containers"]["c"]["oom_score_adj"]) == \
+            ("node-2", 320 * 2 ** 20, 900)
+        given = CliRunner().invoke(app, ["plan", "-f", str(path), "--json", "--memory-capacity", "2Gi"])
+        assert _json.loads(given.output)[0]["containers"]["c"]["oom_score_adj"] == 985
+
+
+def test_apply_reads_every_document_and_reports_each_refused_one(tmp_path):
+    from labkit.resources.node import load_documents
+
+    docs = [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": {"containers": [
+        {"name": "c", "resources": {"requests": {"cpu": request}, "limits": {"cpu": "1"}}}]}}
+            for name, request in (("first", "2"), ("good", "500m"), ("third", "3"))]
+    path = tmp_path / "pods.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+    errors = []
+    pods = load_documents(path, "node-1", {}, errors)
+    assert [p.name for p in pods] == ["good"]
+    assert len(errors) == 2 and 'The Pod "first" is invalid' in errors[0] and 'The Pod "third" is invalid' in errors[1]
+
+
+def test_delete_finds_the_pod_on_the_node_it_is_on(monkeypatch):
+    from typer.testing import CliRunner
+
+    from labkit.resources import cli
+
+    class Held:
+        def __init__(self, name, pods):
+            self.name, self.pods, self.deleted = name, pods, []
+
+        def record(self, pod):
+            return {"name": pod} if pod in self.pods else None
+
+        def delete(self, pod):
+            if pod not in self.pods:
+                raise cli.LabkitError(f'pods "{pod}" not found on {self.name}')
+            self.deleted.append(pod)
+
+    held = {"node-1": Held("node-1", ["web"]), "node-2": Held("node-2", ["cache"]), "node-3": Held("node-3", [])}
+    monkeypatch.setattr(cli, "_env", lambda: None)
+    monkeypatch.setattr(cli, "nodes", lambda env: held)
+    result = CliRunner().invoke(cli.app, ["delete", "cache"])
+    assert result.exit_code == 0 and held["node-2"].deleted == ["cache"], result.output
+    assert 'pod "cache" deleted' in result.output

@@ -214,7 +214,8 @@ class Node:
                         'than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,'
                         '`spec.tolerations` (only additions to existing tolerations),'
                         '`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative) '
-                        f"— delete it first: `labkit resources delete {pod.name}`")
+                        f"— delete it first: `labkit resources delete {pod.name}` (a v1.34 cluster would change its CPU and "
+                        "memory in place through the Pod's resize subresource; labkit's nodes do not reconstruct it)")
                 self.delete(pod.name)    # a Pod that ended (evicted, rejected) is replaced
             _check_command(pod)
             out.append((pod.name, self._run(pod)))
@@ -391,6 +392,38 @@ def load_pods_strict(path, default_node: str = "", priority_classes: dict | None
         pass         # load_pods reports the syntax error, with its line
     from labkit.resources.validation import check_consistency
     return [check_consistency(pod, path) for pod in load_pods(path, default_node, priority_classes)]
+
+
+def load_documents(path, default_node: str, priority_classes: dict, errors: list[str]) -> list[Pod]:
+    """The Pods of a file one document at a time, as `kubectl apply -f` sends them: a document the
+    API server refuses adds its message to `errors` and the others go on (strict field validation
+    still covers the whole file first, as load_pods_strict)."""
+    from labkit.errors import ConfigError
+    from labkit.inputs import load_yaml_all, read_text
+    from labkit.resources.validation import check_consistency
+    from labkit.strict import load_strict
+
+    try:
+        load_strict(read_text(path), str(path))
+    except yaml.YAMLError:
+        pass         # load_yaml_all reports the syntax error, with its line
+    documents = [d for d in load_yaml_all(Path(path)) if d is not None]
+    objects = []
+    for i, doc in enumerate(documents):
+        where = f"document {i + 1}" if len(documents) > 1 else ""
+        if isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
+            objects += [(f"{where}: items[{j}]" if where else f"items[{j}]", item) for j, item in enumerate(doc["items"])]
+        else:
+            objects.append((where, doc))
+    if not objects:
+        raise ConfigError(path, None, "no Pod found")
+    pods = []
+    for where, obj in objects:
+        try:
+            pods.append(check_consistency(pod_from_dict(obj, path, where, default_node, priority_classes), path, where))
+        except (ConfigError, PodInvalid) as exc:
+            errors.append(str(exc))
+    return pods
 
 
 def lab_nodes(env) -> dict[str, "Node"]:
