@@ -19,6 +19,7 @@ from labkit.labs import PREREQUISITES
 OK, WARN, FAIL, SKIPPED = "ok", "warn", "fail", "skipped"
 NOT_PROBED = "not probed (needs root)"
 # what only root can probe: a throwaway namespace, links, netfilter tables, nfacct counters
+SWAPS = "/proc/swaps"
 ROOT_PROBES = ("netns", "veth", "bridge", "iptables-legacy", "iptables-extensions", "br_netfilter", "nfacct",
                "mount-namespaces")
 
@@ -181,11 +182,47 @@ def _cpu_memory_finding() -> Finding:
         return Finding("cgroup-cpu-memory", FAIL, "the cpu controller has no CFS bandwidth control (cpu.cfs_quota_us)",
                        "a kernel with CONFIG_CFS_BANDWIDTH")
     detail = f"cpu and memory controllers on cgroup {cpu[0]} ({cpu[1]}, {memory[1]})"
+    swap_warning, swap_detail = _swap_note(memory)
+    detail += "; " + swap_detail
+    if swap_warning:
+        return Finding("cgroup-cpu-memory", WARN, detail,
+                       "boot with swapaccount=1 (cgroup v1) or a kernel with CONFIG_MEMCG_SWAP, or turn swap off (swapoff -a)")
     if not _has_capability(24):   # CAP_SYS_RESOURCE: needed to lower oom_score_adj (Guaranteed: -997)
         return Finding("cgroup-cpu-memory", WARN, detail + "; no CAP_SYS_RESOURCE here: negative oom_score_adj "
                        "values are refused, so Guaranteed containers run with 0 (their log says so)",
                        "run labkit as root outside a restricted container")
     return Finding("cgroup-cpu-memory", OK, detail)
+
+
+def _swap_note(memory) -> tuple[bool, str]:
+    """Swap and the resources lab: kubelet v1.34's default swap behaviour, NoSwap, keeps containers
+    from swapping through the memory controller's swap files (v2 memory.swap.max = 0, v1
+    memory.memsw.limit_in_bytes = the memory limit; kuberuntime_container_linux.go ConfigureNoSwap,
+    only where swapControllerAvailable). (warn, what was found)."""
+    active = 0
+    try:
+        with open(SWAPS) as swaps:
+            active = sum(1 for line in swaps.readlines()[1:] if line.strip())
+    except OSError:
+        pass
+    if memory[0] == "v1":
+        controller = (memory[1] / "memory.memsw.limit_in_bytes").exists()
+    else:
+        own = "/"
+        try:
+            with open("/proc/self/cgroup") as lines:
+                own = next((line.split(":", 2)[2].strip() for line in lines if line.startswith("0::")), "/")
+        except OSError:
+            pass
+        controller = (memory[1] / own.lstrip("/") / "memory.swap.max").exists()
+    if not active:
+        return False, "no swap active: a container at its memory limit is OOM-killed once the kernel cannot reclaim its cache"
+    if controller:
+        return False, ("swap is active; the swap controller is there, so labkit, as kubelet's default NoSwap, "
+                       "keeps containers out of swap: one at its memory limit is OOM-killed, not swapped")
+    return True, ("swap is active but the memory controller has no swap files: kubelet (and labkit) cannot keep "
+                  "containers out of swap, so a container at its memory limit swaps instead of being OOM-killed "
+                  "and the resources lab's oom exercise may find no kill")
 
 
 def _has_capability(bit: int) -> bool:

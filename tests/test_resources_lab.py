@@ -33,7 +33,7 @@ def test_resources_lab_end_to_end(host_unchanged, lab_cleanup, tmp_path):
     assert "labkit resources top" in run.stdout
     lab_dir = Path(os.environ["LABKIT_STATE_DIR"]) / "resources"
 
-    fresh = results(labkit("check", "resources", "--format", "json", check=1))
+    fresh = results(labkit("check", "resources", "-o", "json", check=1))
     assert {e: r["status"] for e, r in fresh.items()} == {e: "fail" for e in EXERCISES}
     assert "still throttled" in fresh["throttled"]["message"]
     assert "below its eviction threshold" in fresh["noisy-neighbour"]["message"]
@@ -53,14 +53,14 @@ def test_resources_lab_end_to_end(host_unchanged, lab_cleanup, tmp_path):
     assert "pod updates may not change fields" in running.stderr and "labkit resources delete frontend" in running.stderr
     labkit("resources", "delete", "frontend", check=0)
     labkit("resources", "apply", "-f", str(changed), check=0)
-    shown = {p["name"]: p for p in json.loads(labkit("resources", "get", "--node", "node-1", "--json", check=0).stdout)}
+    shown = {p["name"]: p for p in json.loads(labkit("resources", "get", "--node", "node-1", "-o", "json", check=0).stdout)}
     server = shown["frontend"]["containers"][0]
     assert server["state"] == "running" and server["spec"] == "req cpu=200m,memory=32Mi / lim memory=64Mi"
     assert labkit("resources", "get", check=0).stdout.count("OOMKilled") == 1     # shop/indexer, killed at start
 
     for exercise in EXERCISES:
         labkit("solve", "resources", exercise, check=0, timeout=120)
-    solved = results(labkit("check", "resources", "--format", "json", check=0))
+    solved = results(labkit("check", "resources", "-o", "json", check=0))
     assert {e: r["status"] for e, r in solved.items()} == {e: "pass" for e in EXERCISES}
 
     evicted = labkit("resources", "get", "--node", "node-3", check=0).stdout
@@ -81,7 +81,7 @@ def test_kill_lab_build_at_each_step_then_clean_up(point, host_unchanged):
 def test_plan_works_offline_with_the_labs_and_the_students_priority_classes(tmp_path):
     """`labkit resources plan` needs no running lab: the shipped pressure scenario names the lab's
     own PriorityClasses; others come from --priority-class."""
-    planned = json.loads(labkit("resources", "plan", "-f", "labs/resources/scenarios/pressure.yaml", "--json",
+    planned = json.loads(labkit("resources", "plan", "-f", "labs/resources/scenarios/pressure.yaml", "-o", "json",
                                 check=0).stdout)
     assert "crawler" in {p["pod"] for p in planned}
     pod = tmp_path / "pod.yaml"
@@ -156,10 +156,10 @@ def test_predictions_are_graded_as_they_were_when_a_tool_showed_the_outcome(lab_
     assert "withheld: exercise eviction-order" in refused.stderr and "ranking:" not in refused.stdout
     order = ["crawler", "analytics", "logs", "reports", "payments", "checkout"]
     (answers / "eviction-order.yaml").write_text(yaml.safe_dump({"order": order[::-1]}))
-    wrong = results(labkit("check", "resources", "eviction-order", "--format", "json", check=1))["eviction-order"]
+    wrong = results(labkit("check", "resources", "eviction-order", "-o", "json", check=1))["eviction-order"]
     assert "places of your prediction" in wrong["message"]
     (answers / "eviction-order.yaml").write_text(yaml.safe_dump({"order": order}))
-    right = results(labkit("check", "resources", "eviction-order", "--format", "json", check=1))["eviction-order"]
+    right = results(labkit("check", "resources", "eviction-order", "-o", "json", check=1))["eviction-order"]
     assert "not watched it yet" in right["message"]
     # once evict has shown the ranking, changing the answer changes nothing
     for name in order:
@@ -172,13 +172,13 @@ def test_predictions_are_graded_as_they_were_when_a_tool_showed_the_outcome(lab_
             time.sleep(0.2)
     assert "ranking: crawler" in labkit("resources", "evict", "--node", "node-3", check=0).stdout
     (answers / "eviction-order.yaml").write_text(yaml.safe_dump({"order": order[::-1]}))
-    kept = results(labkit("check", "resources", "eviction-order", "--format", "json", check=0))["eviction-order"]
+    kept = results(labkit("check", "resources", "eviction-order", "-o", "json", check=0))["eviction-order"]
     assert kept["status"] == "pass" and "as it was when `labkit resources evict` first showed" in kept["message"]
     # a reset of the exercise forgets the kept answer, after listing what it reverts
     asked = labkit("reset", "resources", "eviction-order", check=2)
     assert "Pod crawler you ran on node-3" in asked.stderr and "the evictions you watched on node-3" in asked.stderr
     labkit("reset", "resources", "eviction-order", "--yes", check=0)
-    again = results(labkit("check", "resources", "eviction-order", "--format", "json", check=1))["eviction-order"]
+    again = results(labkit("check", "resources", "eviction-order", "-o", "json", check=1))["eviction-order"]
     assert "places of your prediction" in again["message"]
 
 
@@ -194,7 +194,7 @@ def test_a_one_exercise_reset_keeps_the_other_exercises_and_the_students_files(l
     asked = labkit("reset", "resources", "throttled", check=2)
     assert "your changes to Pod frontend on node-1" in asked.stderr and "shop" not in asked.stderr
     labkit("reset", "resources", "throttled", "--yes", check=0)
-    after = results(labkit("check", "resources", "--format", "json", check=1))
+    after = results(labkit("check", "resources", "-o", "json", check=1))
     assert after["throttled"]["status"] == "fail" and after["oom"]["status"] == "pass"
     # the whole lab's rebuild keeps the scenario file the student edited
     edited = lab_dir / "scenarios" / "node-1.yaml"

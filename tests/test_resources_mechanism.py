@@ -14,8 +14,8 @@ from labkit.errors import ConfigError
 from labkit.labs import get_lab
 from labkit.numa.quantity import Quantity
 from labkit.resources import eviction, kmsg, kubelet
-from labkit.resources.node import Node, NodeConfig, quantity_string
-from labkit.pods import PodInvalid, pod_from_dict, qos_class
+from labkit.resources.node import Node, NodeConfig, load_pods_strict, quantity_string
+from labkit.pods import PodInvalid, pod_from_dict, qos_class, stable_uid
 from labkit.state import LabEnv, LabState
 from support import wait_until
 
@@ -91,6 +91,18 @@ def test_the_kernels_oom_lines_say_whose_limit_was_hit():
     ]
     kill, = kmsg.oom_kills("labkit-x-resources/", lines=lines)
     assert (kill.task, kill.pid, kill.oom_score_adj, kill.limit_of) == ("python", 42, 954, "pod")
+
+
+def test_the_kernels_machine_wide_oom_kills_are_kept_too():
+    # mem_cgroup_print_oom_context writes ",global_oom" where no cgroup's limit was hit
+    lines = [
+        "oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=/,mems_allowed=0,global_oom,task_memcg=/labkit-x-"
+        "resources/n/kubepods/besteffort/podu/c,task=python,pid=43,uid=0",
+        "Out of memory: Killed process 43 (python) total-vm:178188kB, anon-rss:163212kB, file-rss:5476kB, "
+        "shmem-rss:0kB, UID:0 pgtables:380kB oom_score_adj:1000",
+    ]
+    kill, = kmsg.oom_kills("labkit-x-resources/", lines=lines)
+    assert (kill.task, kill.pid, kill.oom_score_adj, kill.oom_memcg, kill.limit_of) == ("python", 43, 1000, "", "machine")
 
 
 def test_byte_counts_print_as_kubelet_prints_quantities():
@@ -182,3 +194,284 @@ def test_eviction_ranks_and_evicts_with_kubelets_message(node, tmp_path):
         ("Failed", "Evicted", "TerminationByKubelet")
     assert node.record("modest")["status"]["phase"] == "Running"
     assert (node.dir / "eviction.json").exists()
+
+
+# -- pod-level resources and sidecars (v1.34) -----------------------------------------------------
+
+def test_pod_level_requests_below_the_containers_aggregate_are_refused_as_the_api_server_does(tmp_path):
+    path = tmp_path / "pod.yaml"
+    path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "fry"}, "spec": {
+        "resources": {"requests": {"cpu": "1", "memory": "576Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
+        "containers": [{"name": "a", "resources": {"requests": {"cpu": "1", "memory": "4Gi"}}},
+                       {"name": "b", "resources": {"requests": {"cpu": "500m", "memory": "2Gi"},
+                                                   "limits": {"cpu": "2"}}}]}}))
+    with pytest.raises(PodInvalid) as info:
+        load_pods_strict(path, "n1")
+    # validation.go validatePodResourceConsistency
+    assert info.value.problem == (
+        'The Pod "fry" is invalid: [spec.resources.requests[cpu]: Invalid value: "1": must be greater than or equal '
+        'to aggregate container requests of 1500m, spec.resources.requests[memory]: Invalid value: "576Mi": must be '
+        'greater than or equal to aggregate container requests of 6Gi, spec.resources.containers[1][cpu].limits: '
+        'Invalid value: "2": must be less than or equal to pod limits of 1]')
+
+
+def test_the_pod_level_aggregate_counts_an_init_container_with_the_sidecars_before_it(tmp_path):
+    spec = {"resources": {"requests": {"memory": "300Mi"}},
+            "initContainers": [{"name": "proxy", "restartPolicy": "Always", "resources": {"requests": {"memory": "100Mi"}}},
+                               {"name": "setup", "resources": {"requests": {"memory": "250Mi"}}}],
+            "containers": [{"name": "app", "resources": {"requests": {"memory": "100Mi"}}}]}
+    path = tmp_path / "pod.yaml"
+    path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": spec}))
+    with pytest.raises(PodInvalid, match=r'requests\[memory\]: Invalid value: "300Mi": must be greater than or equal '
+                                         r'to aggregate container requests of 350Mi'):
+        load_pods_strict(path, "n1")
+
+
+def test_oom_score_adj_shares_what_the_pod_requests_beyond_the_aggregate_not_the_sum():
+    # policy.go GetContainerOOMScoreAdjust + helpers.go remainingPodMemReqPerContainer: 1000Mi pod
+    # request, aggregate max(100+200 app, 600 init) = 600Mi, 400Mi left over 3 containers
+    pod = make({"resources": {"requests": {"memory": "1000Mi"}},
+                "initContainers": [{"name": "init", "resources": {"requests": {"memory": "600Mi"}}}],
+                "containers": [{"name": "a", "resources": {"requests": {"memory": "100Mi"}, "limits": {"memory": "1Gi"}}},
+                               {"name": "b", "resources": {"requests": {"memory": "200Mi"}}}]})
+    capacity = 4000 * 2 ** 20
+    share = (1000 - 600) * 2 ** 20 // 3
+    for name, own in (("a", 100), ("b", 200), ("init", 600)):
+        container = next(c for c in pod.all_containers() if c.name == name)
+        expected = 1000 - 1000 * (own * 2 ** 20 + share) // capacity
+        assert kubelet.oom_score_adj(pod, container, capacity) == expected, name
+
+
+def test_a_sidecar_with_limits_before_an_init_container_without_keeps_the_pod_cgroups_limits():
+    # AggregateContainerLimits hands ResourceConfigForPod's ContainerFn the init container's limits
+    # plus those of the sidecars before it: here 500m / 64Mi, never zero
+    limits = {"cpu": "500m", "memory": "64Mi"}
+    pod = make({"initContainers": [{"name": "proxy", "restartPolicy": "Always",
+                                    "resources": {"requests": {"cpu": "100m", "memory": "32Mi"}, "limits": limits}},
+                                   {"name": "setup"}],
+                "containers": [{"name": "app", "resources": {"requests": {"cpu": "100m"}, "limits": limits}}]})
+    assert qos_class(pod) == "Burstable"
+    settings = kubelet.pod_cgroup(pod)
+    assert (settings.cpu_quota, settings.cpu_period, settings.memory_limit) == (100000, 100000, 128 * 2 ** 20)
+    # without the sidecar before it, the init container's missing limits leave the pod unlimited
+    pod = make({"initContainers": [{"name": "setup"}, {"name": "proxy", "restartPolicy": "Always",
+                                                       "resources": {"limits": limits}}],
+                "containers": [{"name": "app", "resources": {"limits": limits}}]})
+    settings = kubelet.pod_cgroup(pod)
+    assert (settings.cpu_quota, settings.memory_limit) == (None, None)
+
+
+def test_a_sidecar_runs_before_the_init_containers_declared_after_it(node, tmp_path):
+    sidecar_cgroup = f"{node.cgroups.unique_dirs('n1/kubepods')[0]}/burstable/pod{stable_uid('default', 'mesh')}/proxy"
+    apply(node, tmp_path, ("mesh", {
+        "initContainers": [{"name": "proxy", "restartPolicy": "Always", "command": ["sleep", "infinity"],
+                            "resources": {"requests": {"memory": "8Mi"}}},
+                           # succeeds only while the sidecar declared before it is running
+                           {"name": "wait-for-proxy", "command": ["sh", "-c", f"grep -q . {sidecar_cgroup}/cgroup.procs"]}],
+        "containers": [{"name": "app", "command": ["sleep", "infinity"]}]}))
+    record = node.record("mesh")
+    assert record["status"]["phase"] == "Running", record["status"]
+    views = {v.name: v for v in node.containers(record)}
+    assert views["wait-for-proxy"].state == "completed" and views["wait-for-proxy"].exit_code == 0
+    assert views["proxy"].state == "running" and views["app"].state == "running"
+
+
+# -- swap: kubelet's NoSwap (v1.34 default) -------------------------------------------------------
+
+def test_containers_get_no_swap_where_the_swap_controller_exists(node, tmp_path):
+    apply(node, tmp_path, ("capped", {"containers": [
+        {"name": "limited", "command": ["sleep", "infinity"], "resources": {"limits": {"memory": "32Mi"}}},
+        {"name": "free", "command": ["sleep", "infinity"], "resources": {"requests": {"memory": "8Mi"}}}]}))
+    record = node.record("capped")
+    limited = node.cgroups.settings(record["containers"]["limited"]["cgroup"])
+    free = node.cgroups.settings(record["containers"]["free"]["cgroup"])
+    swap_files = {"v1": "memory.memsw.limit_in_bytes", "v2": "memory.swap.max"}[node.cgroups.version]
+    controller = (node.cgroups.paths(record["containers"]["limited"]["cgroup"])["memory"] / swap_files).exists()
+    if not controller:      # swapControllerAvailable() false: kubelet configures no swap
+        assert swap_files not in limited and swap_files not in free
+    elif node.cgroups.version == "v1":
+        # ConfigureNoSwap: memory+swap limited to the memory limit; without a memory limit, none
+        assert limited["memory.memsw.limit_in_bytes"] == 32 * 2 ** 20
+        assert free["memory.memsw.limit_in_bytes"] is None
+    else:
+        assert limited["memory.swap.max"] == 0 and free["memory.swap.max"] == 0
+
+
+def test_no_swap_is_written_as_runc_writes_it_on_cgroup_v2(tmp_path):
+    from labkit.resources.cgroupfs import LabCgroups
+
+    groups = object.__new__(LabCgroups)
+    groups.version, groups.roots = "v2", {"cpu": tmp_path, "memory": tmp_path}
+    container = tmp_path / "n1" / "c"
+    container.mkdir(parents=True)
+    for name, text in (("cpu.weight", "100"), ("cpu.max", "max 100000"), ("memory.max", "max"),
+                       ("memory.swap.max", "max")):
+        (container / name).write_text(text)
+    pod = make({"containers": [{"name": "c", "resources": {"limits": {"memory": "32Mi"}}}]})
+    groups.apply("n1/c", kubelet.container_cgroup(pod, pod.containers[0]), oom_group=True)
+    assert (container / "memory.swap.max").read_text() == "0"
+    assert (container / "memory.max").read_text() == str(32 * 2 ** 20)
+    assert groups.settings("n1/c")["memory.swap.max"] == 0
+    # a kernel without the swap controller has no memory.swap.max: nothing is written
+    (container / "memory.swap.max").unlink()
+    groups.apply("n1/c", kubelet.container_cgroup(pod, pod.containers[0]))
+    assert not (container / "memory.swap.max").exists() and "memory.swap.max" not in groups.settings("n1/c")
+
+
+def test_the_doctor_says_what_swap_does_to_the_resources_lab(tmp_path, monkeypatch):
+    from labkit import doctor
+
+    swaps = tmp_path / "swaps"
+    monkeypatch.setattr(doctor, "SWAPS", str(swaps))
+    memory = ("v1", tmp_path / "memory")
+    memory[1].mkdir()
+    swaps.write_text("Filename\tType\tSize\tUsed\tPriority\n")
+    assert doctor._swap_note(memory) == (False, "no swap active: a container at its memory limit is OOM-killed once "
+                                                "the kernel cannot reclaim its cache")
+    swaps.write_text("Filename\tType\tSize\tUsed\tPriority\n/swapfile file 1048572 0 -2\n")
+    warn, detail = doctor._swap_note(memory)       # no memory.memsw.* files: no swap controller
+    assert warn and "cannot keep containers out of swap" in detail and "oom exercise may find no kill" in detail
+    (memory[1] / "memory.memsw.limit_in_bytes").write_text("9223372036854771712\n")
+    warn, detail = doctor._swap_note(memory)
+    assert not warn and "keeps containers out of swap" in detail
+
+
+# -- the eviction manager's memory: unresolved thresholds, MemoryPressure, admission -------------
+
+class FakeNode:
+    """What eviction.synchronize reads of a node, with memory.available set by the test."""
+
+    def __init__(self, directory, pods):
+        self.dir = directory
+        self.name = "n1"
+        self.config = NodeConfig("n1", 512 * 2 ** 20, 2000, eviction_hard={"memory.available": "100Mi"},
+                                 eviction_minimum_reclaim={"memory.available": "250Mi"})
+        self.available = 0
+        self.pods = {p.name: p for p in pods}
+        self.evicted = []
+
+    def memory_available(self):
+        return self.available, self.config.memory_capacity - self.available
+
+    def active(self):
+        return [({"name": n}, p) for n, p in self.pods.items() if n not in self.evicted]
+
+    def pod_working_set(self, record):
+        return 64 * 2 ** 20
+
+    def container_working_set(self, record, container):
+        return 64 * 2 ** 20
+
+    def evict(self, name, message):
+        self.evicted.append(name)
+
+
+def test_a_threshold_stays_met_until_the_minimum_reclaim_from_one_evict_run_to_the_next(tmp_path):
+    pods = [make({"containers": [{"name": "c"}]}, name) for name in ("a", "b", "c")]
+    fake = FakeNode(tmp_path, pods)
+    fake.available = 90 * 2 ** 20                  # below the 100Mi threshold: evict one
+    assert eviction.synchronize(fake).evicted == "a"
+    fake.available = 200 * 2 ** 20                 # above the threshold, short of 100Mi + 250Mi
+    second = eviction.synchronize(fake)            # a later `labkit resources evict` run
+    assert second.evicted == "b"
+    fake.available = 400 * 2 ** 20                 # resolved
+    assert eviction.synchronize(fake).evicted is None
+    assert eviction.synchronize(fake).evicted is None and fake.evicted == ["a", "b"]
+
+
+def test_under_memory_pressure_kubelet_rejects_besteffort_pods(node, tmp_path):
+    from labkit.resources import pressure
+
+    assert pressure.condition(node.dir)["status"] == "False"
+    pressure.observe(node.dir, available=10 * 2 ** 20, threshold=40 * 2 ** 20, min_reclaim=0)
+    assert pressure.condition(node.dir) == {"type": "MemoryPressure", "status": "True",
+                                            "reason": "KubeletHasInsufficientMemory",
+                                            "message": "kubelet has insufficient memory available"}
+    outcome = dict(apply(node, tmp_path,
+                         ("idle", {"containers": [{"name": "c", "command": ["sleep", "infinity"]}]}),
+                         ("modest", {"containers": [{"name": "c", "command": ["sleep", "infinity"],
+                                                     "resources": {"requests": {"memory": "8Mi"}}}]}),
+                         ("tolerant", {"tolerations": [{"key": "node.kubernetes.io/memory-pressure",
+                                                        "operator": "Exists", "effect": "NoSchedule"}],
+                                       "containers": [{"name": "c", "command": ["sleep", "infinity"]}]})))
+    assert outcome["idle"] == "rejected: Evicted: The node had condition: [MemoryPressure]. "
+    status = node.record("idle")["status"]
+    assert (status["phase"], status["reason"], status["message"]) == \
+        ("Failed", "Evicted", "The node had condition: [MemoryPressure]. ")
+    assert outcome["modest"].startswith("running") and outcome["tolerant"].startswith("running")
+    # the condition lasts evictionPressureTransitionPeriod (5m) after it was last observed
+    later = pressure.load(node.dir)["pressure_last_observed"] + pressure.PRESSURE_TRANSITION_PERIOD
+    assert pressure.memory_pressure(node.dir, now=later - 1) and not pressure.memory_pressure(node.dir, now=later)
+
+
+def test_convert_shows_the_open_range_at_the_top_and_refuses_shares_kubelet_never_writes():
+    from typer.testing import CliRunner
+
+    from labkit.resources.cli import app
+
+    runner = CliRunner()
+    top = runner.invoke(app, ["convert", "--shares", "262144"])
+    assert "cpu.shares 262144 <- cpu requests 256000m and above" in top.output, top.output
+    assert "cpu requests 256000m and above" in runner.invoke(app, ["convert", "--weight", "10000"]).output
+    assert "cpu requests 98m..98m" in runner.invoke(app, ["convert", "--shares", "100"]).output
+    refused = runner.invoke(app, ["convert", "--shares", "300000"])
+    assert refused.exit_code != 0 and "outside 2..262144" in str(refused.exception) + refused.output
+
+
+def test_plan_uses_the_memory_capacity_of_the_node_the_pod_names():
+    from typer.testing import CliRunner
+
+    from labkit.resources.cli import app
+
+    import json as _json
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "pod.yaml"
+        path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bound"}, "spec": {
+            "nodeName": "node-2", "containers": [{"name": "c", "resources": {"requests": {"memory": "32Mi"}}}]}}))
+        planned = CliRunner().invoke(app, ["plan", "-f", str(path), "-o", "json"])
+        out, = _json.loads(planned.output)
+        # node-2 has 320Mi: 1000 - 1000 * 32Mi / 320Mi = 900 (with 2Gi it would be 985)
+        assert (out["node"], out["memory_capacity"], out["containers"]["c"]["oom_score_adj"]) == \
+            ("node-2", 320 * 2 ** 20, 900)
+        given = CliRunner().invoke(app, ["plan", "-f", str(path), "-o", "json", "--memory-capacity", "2Gi"])
+        assert _json.loads(given.output)[0]["containers"]["c"]["oom_score_adj"] == 985
+
+
+def test_apply_reads_every_document_and_reports_each_refused_one(tmp_path):
+    from labkit.resources.node import load_documents
+
+    docs = [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": {"containers": [
+        {"name": "c", "resources": {"requests": {"cpu": request}, "limits": {"cpu": "1"}}}]}}
+            for name, request in (("first", "2"), ("good", "500m"), ("third", "3"))]
+    path = tmp_path / "pods.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+    errors = []
+    pods = load_documents(path, "node-1", {}, errors)
+    assert [p.name for p in pods] == ["good"]
+    assert len(errors) == 2 and 'The Pod "first" is invalid' in errors[0] and 'The Pod "third" is invalid' in errors[1]
+
+
+def test_delete_finds_the_pod_on_the_node_it_is_on(monkeypatch):
+    from typer.testing import CliRunner
+
+    from labkit.resources import cli
+
+    class Held:
+        def __init__(self, name, pods):
+            self.name, self.pods, self.deleted = name, pods, []
+
+        def record(self, pod):
+            return {"name": pod} if pod in self.pods else None
+
+        def delete(self, pod):
+            if pod not in self.pods:
+                raise cli.LabkitError(f'pods "{pod}" not found on {self.name}')
+            self.deleted.append(pod)
+
+    held = {"node-1": Held("node-1", ["web"]), "node-2": Held("node-2", ["cache"]), "node-3": Held("node-3", [])}
+    monkeypatch.setattr(cli, "_env", lambda: None)
+    monkeypatch.setattr(cli, "nodes", lambda env: held)
+    result = CliRunner().invoke(cli.app, ["delete", "cache"])
+    assert result.exit_code == 0 and held["node-2"].deleted == ["cache"], result.output
+    assert 'pod "cache" deleted' in result.output

@@ -138,6 +138,10 @@ class LabCgroups:
                 (cpu / "cpu.cfs_quota_us").write_text(str(settings.cpu_quota))
             if settings.memory_limit:
                 (memory / "memory.limit_in_bytes").write_text(str(settings.memory_limit))
+                # ConfigureNoSwap on v1: memory+swap limited to the memory limit (runc writes it
+                # after memory.limit_in_bytes; 0, no memory limit, is not written)
+                if settings.no_swap and (memory / "memory.memsw.limit_in_bytes").exists():
+                    (memory / "memory.memsw.limit_in_bytes").write_text(str(settings.memory_limit))
             return
         group = paths["memory"]
         if settings.cpu_shares is not None:
@@ -147,6 +151,8 @@ class LabCgroups:
             (group / "cpu.max").write_text(f"{quota} {settings.cpu_period}")
         if settings.memory_limit:
             (group / "memory.max").write_text(str(settings.memory_limit))
+        if settings.no_swap and (group / "memory.swap.max").exists():    # ConfigureNoSwap on v2
+            (group / "memory.swap.max").write_text("0")
         if oom_group:
             (group / "memory.oom.group").write_text("1")
 
@@ -162,16 +168,24 @@ class LabCgroups:
         if self.version == "v1":
             cpu, memory = paths["cpu"], paths["memory"]
             limit = int((_read(memory / "memory.limit_in_bytes") or "0").strip() or 0)
-            return {"cpu.shares": int((_read(cpu / "cpu.shares") or "0").strip() or 0),
-                    "cpu.cfs_quota_us": int((_read(cpu / "cpu.cfs_quota_us") or "0").strip() or 0),
-                    "cpu.cfs_period_us": int((_read(cpu / "cpu.cfs_period_us") or "0").strip() or 0),
-                    "memory.limit_in_bytes": None if limit >= UNLIMITED_V1 else limit}
+            out = {"cpu.shares": int((_read(cpu / "cpu.shares") or "0").strip() or 0),
+                   "cpu.cfs_quota_us": int((_read(cpu / "cpu.cfs_quota_us") or "0").strip() or 0),
+                   "cpu.cfs_period_us": int((_read(cpu / "cpu.cfs_period_us") or "0").strip() or 0),
+                   "memory.limit_in_bytes": None if limit >= UNLIMITED_V1 else limit}
+            memsw = _read(memory / "memory.memsw.limit_in_bytes")
+            if memsw is not None:       # the swap controller (swapaccount) is there
+                out["memory.memsw.limit_in_bytes"] = None if int(memsw) >= UNLIMITED_V1 else int(memsw)
+            return out
         group = paths["memory"]
         quota, _, period = ((_read(group / "cpu.max") or "max 100000").strip()).partition(" ")
         memory_max = (_read(group / "memory.max") or "max").strip()
-        return {"cpu.weight": int((_read(group / "cpu.weight") or "0").strip() or 0),
-                "cpu.max": f"{quota} {period}",
-                "memory.max": None if memory_max == "max" else int(memory_max)}
+        out = {"cpu.weight": int((_read(group / "cpu.weight") or "0").strip() or 0),
+               "cpu.max": f"{quota} {period}",
+               "memory.max": None if memory_max == "max" else int(memory_max)}
+        swap_max = _read(group / "memory.swap.max")
+        if swap_max is not None:        # the swap controller is there
+            out["memory.swap.max"] = None if swap_max.strip() == "max" else int(swap_max)
+        return out
 
     def quota(self, relpath: str) -> tuple[int, int]:
         """(quota us, period us); quota -1 when there is none."""

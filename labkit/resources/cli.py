@@ -69,10 +69,12 @@ def apply(filename: Path = typer.Option(..., "-f", "--filename", help="Pods (YAM
 
     from labkit.resources import predictions
 
+    from labkit.resources.node import load_documents
+
     env = _env()
     target = node(env, node_name)
     errors = []
-    for pod in target.load(filename):
+    for pod in load_documents(filename, target.name, target.config.priority_classes, errors):
         where = node(env, pod.node)
         try:
             applied = where.apply([pod])
@@ -90,16 +92,27 @@ def apply(filename: Path = typer.Option(..., "-f", "--filename", help="Pods (YAM
 @app.command()
 def delete(pod: str = typer.Argument(..., metavar="POD"),
            node_name: Optional[str] = typer.Option(None, "--node", help=NODE_HELP)):
-    """Delete a Pod: its containers stop, its cgroups go."""
+    """Delete a Pod: its containers stop, its cgroups go. Without --node, on the node it is on."""
     env = _env()
-    node(env, node_name).delete(pod)
+    if node_name is None:
+        holding = [n for n in nodes(env).values() if n.record(pod) is not None]
+        if len(holding) > 1:
+            raise LabkitError(f'pod "{pod}" is on {", ".join(n.name for n in holding)}: name one with --node')
+        target = holding[0] if holding else node(env, None)
+    else:
+        target = node(env, node_name)
+    target.delete(pod)
     typer.echo(f'pod "{pod}" deleted')
 
 
 @app.command("nodes")
 def list_nodes(output: Optional[str] = cliopts.output_option(("text", "json"), "text"),
                as_json: bool = cliopts.legacy_json_option()):
-    """The lab's nodes: memory capacity (the lab's budget), allocatable, eviction threshold, memory.available."""
+    """The lab's nodes: memory capacity (the lab's budget), allocatable, eviction threshold,
+    memory.available, and the MemoryPressure condition as the eviction manager last left it; the
+    PriorityClasses Pods may name."""
+    from labkit.resources import pressure
+
     as_json = cliopts.resolve_output(output, ("text", "json"), "text", legacy_json=as_json)[0] == "json"
     env = _env()
     rows = []
@@ -107,14 +120,20 @@ def list_nodes(output: Optional[str] = cliopts.output_option(("text", "json"), "
         available, working_set = n.memory_available()
         rows.append({"node": n.name, "capacity": n.config.memory_capacity, "allocatable": n.config.allocatable_memory,
                      "evictionHard": n.config.eviction_hard, "memory.available": available,
-                     "working_set": working_set, "cgroup": str(n.cgroups.paths(n.rel("kubepods"))["memory"])})
+                     "working_set": working_set, "cgroup": str(n.cgroups.paths(n.rel("kubepods"))["memory"]),
+                     "conditions": [pressure.condition(n.dir)]})
+    from labkit.pods import BUILTIN_PRIORITY_CLASSES
+
+    classes = {**BUILTIN_PRIORITY_CLASSES, **_lab_priority_classes()}
     if as_json:
-        typer.echo(json.dumps(rows, indent=2))
+        typer.echo(json.dumps({"nodes": rows, "priorityClasses": classes}, indent=2))
         return
+    typer.echo("PriorityClasses of the lab's cluster: " + ", ".join(f"{k} {v}" for k, v in classes.items()))
     for r in rows:
+        condition = r["conditions"][0]
         typer.echo(f"{r['node']}: memory capacity {_mib(r['capacity'])}, allocatable {_mib(r['allocatable'])}, "
-                   f"evictionHard {r['evictionHard']}, memory.available now {_mib(r['memory.available'])}  "
-                   f"({r['cgroup']})")
+                   f"evictionHard {r['evictionHard']}, memory.available now {_mib(r['memory.available'])}, "
+                   f"MemoryPressure {condition['status']} ({condition['reason']})  ({r['cgroup']})")
 
 
 def _pod_rows(n) -> list[dict]:
@@ -258,8 +277,10 @@ def oom_kills(node_name: Optional[str] = typer.Option(None, "--node", help="Only
         typer.echo("the kernel's log has no OOM kill in the lab's cgroups" +
                    (" (or it cannot be read here)" if not Path("/dev/kmsg").exists() else ""))
     for k in kills:
+        where = (f"the {k.limit_of} limit was hit ({k.oom_memcg})" if k.oom_memcg else
+                 "the whole machine ran out of memory (global_oom)")
         typer.echo(f"{k.task} (pid {k.pid}, oom_score_adj {k.oom_score_adj}) killed in {k.task_memcg}: "
-                   f"{k.constraint}, the {k.limit_of} limit was hit ({k.oom_memcg})")
+                   f"{k.constraint}, {where}")
 
 
 @app.command()
@@ -298,7 +319,9 @@ def evict(node_name: Optional[str] = typer.Option(None, "--node", help=NODE_HELP
 
 @app.command()
 def plan(filename: Path = typer.Option(..., "-f", "--filename", help="Pods (YAML)."),
-         memory_capacity: str = typer.Option("2Gi", "--memory-capacity", help="The node's memory (for oom_score_adj)."),
+         memory_capacity: Optional[str] = typer.Option(
+             None, "--memory-capacity",
+             help="The node's memory, for oom_score_adj (default: that of the lab node in the Pod's spec.nodeName, else 2Gi)."),
          priority_class: list[str] = typer.Option(
              [], "--priority-class", metavar="NAME=VALUE",
              help="A PriorityClass the Pods may name (repeatable); the lab's own (nodes.yaml) are known already."),
@@ -312,7 +335,9 @@ def plan(filename: Path = typer.Option(..., "-f", "--filename", help="Pods (YAML
     from labkit.pods import qos_class
     from labkit.resources.node import load_pods_strict
 
-    capacity = Quantity.parse(memory_capacity).value_int()
+    capacity_given = memory_capacity is not None
+    capacity = Quantity.parse(memory_capacity or "2Gi").value_int()
+    lab_capacities = _lab_memory_capacities()
     classes = _lab_priority_classes()
     for item in priority_class:
         name, _, value = item.partition("=")
@@ -335,16 +360,24 @@ def plan(filename: Path = typer.Option(..., "-f", "--filename", help="Pods (YAML
         def both(s):
             d = s.to_json()
             d["cpu.weight (v2)"] = kubelet.shares_to_weight(s.cpu_shares) if s.cpu_shares else None
+            if d.pop("no_swap"):      # NoSwap, where the kernel has the swap controller
+                d["memory.swap.max (v2)"] = 0
+                d["memory.memsw.limit_in_bytes (v1)"] = s.memory_limit
             return d
-        out.append({"pod": pod.name, "qos": qos_class(pod), "pod_cgroup": both(kubelet.pod_cgroup(pod)),
+        # a Pod bound to one of the lab's nodes (spec.nodeName) gets that node's memory capacity
+        own = lab_capacities.get(pod.node, capacity) if not capacity_given else capacity
+        out.append({"pod": pod.name, "node": pod.node or None, "memory_capacity": own, "qos": qos_class(pod),
+                    "pod_cgroup": both(kubelet.pod_cgroup(pod)),
                     "containers": {c.name: {**both(kubelet.container_cgroup(pod, c)),
-                                            "oom_score_adj": kubelet.oom_score_adj(pod, c, capacity)}
+                                            "oom_score_adj": kubelet.oom_score_adj(pod, c, own)}
                                    for c in pod.all_containers()}})
     if as_json:
         typer.echo(json.dumps(out, indent=2))
         return
     for p in out:
-        typer.echo(f"pod/{p['pod']}: {p['qos']}; pod cgroup {p['pod_cgroup']}")
+        on = f" on {p['node']}" if p["node"] else ""
+        typer.echo(f"pod/{p['pod']}{on} (memory capacity {_mib(p['memory_capacity'])}): {p['qos']}; "
+                   f"pod cgroup {p['pod_cgroup']}")
         for name, c in p["containers"].items():
             typer.echo(f"  {name}: {c}")
 
@@ -367,6 +400,17 @@ def _weight_answer(shares: int | None, weight: int | None) -> bool:
     ours = (shares is not None and (shares == pod_shares or kubelet.shares_to_weight(max(shares, 2)) == pod_weight)) \
         or (weight is not None and weight == pod_weight)
     return ours and not predictions.reveal(_state_env(), "weight", "labkit resources convert")
+
+
+def _lab_memory_capacities() -> dict[str, int]:
+    """The lab's nodes' memory capacities (labs/resources/nodes.yaml), by node name."""
+    from labkit.inputs import load_yaml
+    from labkit.labs import get_lab
+    from labkit.numa.quantity import Quantity
+
+    data = load_yaml(get_lab(LAB_ID).directory / "nodes.yaml") or {}
+    return {n["name"]: Quantity.parse(n["memoryCapacity"]).value_int() for n in data.get("nodes") or []
+            if isinstance(n, dict) and "name" in n and "memoryCapacity" in n}
 
 
 def _lab_priority_classes() -> dict[str, int]:
@@ -398,11 +442,21 @@ def convert(cpu: Optional[str] = typer.Option(None, "--cpu", help="A cpu quantit
         raise LabkitError(predictions.withheld("weight", f"the cpu requests behind {'cpu.shares' if shares is not None else 'cpu.weight'} "
                                                          f"{shares if shares is not None else weight}"))
     elif shares is not None:
+        if not kubelet.MIN_SHARES <= shares <= kubelet.MAX_SHARES:
+            raise LabkitError(f"cpu.shares {shares} is outside {kubelet.MIN_SHARES}..{kubelet.MAX_SHARES}, "
+                              "the values MilliCPUToShares gives")
         lo, hi = kubelet.shares_to_milli_range(shares)
-        typer.echo(f"cpu.shares {shares} <- cpu requests {lo}m..{hi}m; cpu.weight {kubelet.shares_to_weight(shares)}")
+        typer.echo(f"cpu.shares {shares} <- cpu requests {_milli_range(lo, hi, shares == kubelet.MAX_SHARES)}; "
+                   f"cpu.weight {kubelet.shares_to_weight(shares)}")
     else:
         try:
             lo, hi = kubelet.weight_to_milli_range(weight)
         except ValueError as exc:
             raise LabkitError(str(exc)) from None
-        typer.echo(f"cpu.weight {weight} (kubelet's line) <- cpu requests {lo}m..{hi}m")
+        typer.echo(f"cpu.weight {weight} (kubelet's line) <- cpu requests {_milli_range(lo, hi, weight == 10000)}")
+
+
+def _milli_range(lo: int, hi: int, capped: bool) -> str:
+    """A range of cpu requests; at the top, MilliCPUToShares caps every larger request at 262144
+    shares (weight 10000), so the range has no upper end."""
+    return f"{lo}m and above (MilliCPUToShares caps larger requests at 262144 shares)" if capped else f"{lo}m..{hi}m"

@@ -7,7 +7,8 @@ runs nothing but Pods and reserves nothing for the system, so the two are one nu
 the node's kubepods cgroup.
 
 A threshold is met when threshold > available (thresholdsMet); with a minimum reclaim, it stays met
-until available >= threshold + minimum reclaim. Each pass (eviction_manager.go synchronize)
+until available >= threshold + minimum reclaim, across passes and runs (labkit.resources.pressure,
+which also keeps the MemoryPressure condition). Each pass (eviction_manager.go synchronize)
 ranks the active Pods with rankMemoryPressure — usage above request first, then lower priority,
 then the larger usage above request (helpers.go exceedMemoryRequests, priority, memory) — and
 evicts the first that may be evicted (never a critical Pod), one Pod per pass, then waits for it
@@ -25,6 +26,7 @@ import time
 from dataclasses import dataclass, field
 
 from labkit.numa.quantity import Quantity
+from labkit.resources import pressure
 from labkit.resources.node import Node, quantity_string
 from labkit.pods import Pod, pod_request
 
@@ -96,9 +98,6 @@ class Observation:
     threshold: int
     min_reclaim: int
 
-    def met(self, enforce_min_reclaim: bool) -> bool:
-        return self.threshold + (self.min_reclaim if enforce_min_reclaim else 0) > self.available
-
 
 @dataclass
 class Pass:
@@ -138,11 +137,12 @@ def message(node: Node, record: dict, candidate: Candidate, observation: Observa
     return text
 
 
-def synchronize(node: Node, enforce_min_reclaim: bool = False) -> Pass:
-    """One pass of the eviction manager: observe, and if a threshold is met, evict one Pod."""
+def synchronize(node: Node) -> Pass:
+    """One pass of the eviction manager: observe, and if a threshold is met (now, or still
+    unresolved from an earlier pass: labkit.resources.pressure), evict one Pod."""
     observation = observe(node)
     result = Pass(observation)
-    if not observation.met(enforce_min_reclaim):
+    if not pressure.observe(node.dir, observation.available, observation.threshold, observation.min_reclaim):
         return result
     found = candidates(node)
     ranked = rank([c for _r, c in found])
@@ -161,8 +161,8 @@ def synchronize(node: Node, enforce_min_reclaim: bool = False) -> Pass:
 
 
 def run(node: Node, say=lambda _p: None, max_passes: int = 20, settle_s: float = 0.3) -> list[Pass]:
-    """Passes until no threshold is met: after an eviction the threshold stays met until the
-    minimum reclaim is reached too (thresholdsNotYetResolved). The run is appended to the
+    """Passes until no threshold is met: a threshold once met stays met until the minimum reclaim
+    is reached too (thresholdsNotYetResolved), from one run to the next. The run is appended to the
     node's eviction.json (what happened, for `labkit resources` and the lab's checks)."""
     passes = []
     try:
@@ -191,12 +191,10 @@ def _log(node: Node, passes: list[Pass]) -> None:
 
 
 def _run(node: Node, passes: list[Pass], say, max_passes: int, settle_s: float) -> None:
-    reclaiming = False
     for _ in range(max_passes):
-        result = synchronize(node, enforce_min_reclaim=reclaiming)
+        result = synchronize(node)
         passes.append(result)
         say(result)
         if result.evicted is None:
             break
-        reclaiming = True
         time.sleep(settle_s)     # the kernel uncharges the evicted Pod's memory

@@ -4,6 +4,8 @@ When a memory cgroup hits its limit the kernel logs, among others (mm/oom_kill.c
   oom-kill:constraint=CONSTRAINT_MEMCG,...,oom_memcg=<cgroup whose limit was hit>,
            task_memcg=<cgroup of the victim>,task=<comm>,pid=<pid>,uid=<uid>
   Memory cgroup out of memory: Killed process <pid> (<comm>) ... oom_score_adj:<n>
+and when the whole machine ran out, `global_oom` in place of oom_memcg and "Out of memory:
+Killed process ..." (mem_cgroup_print_oom_context, oom_kill_process).
 oom_memcg equal to task_memcg: the container hit its own limit; its pod cgroup: the Pod's (the
 sum of its containers' limits — with a single container the Pod's counter, which also holds the
 Pod's own charges, is usually the one that fails); kubepods: the node's allocatable ran out;
@@ -17,14 +19,17 @@ import os
 import re
 from dataclasses import dataclass
 
-_OOM = re.compile(r"oom-kill:constraint=(\w+),.*?oom_memcg=([^,]*),task_memcg=([^,]*),task=([^,]*),pid=(\d+)")
+# mem_cgroup_print_oom_context: ",oom_memcg=<path>" when a cgroup's limit was hit, ",global_oom" when
+# the machine ran out (no cgroup's limit: constraint CONSTRAINT_NONE, or a cpuset/mempolicy one)
+_OOM = re.compile(r"oom-kill:constraint=(\w+),.*?(?:oom_memcg=([^,]*)|global_oom),task_memcg=([^,]*),task=([^,]*),"
+                  r"pid=(\d+)")
 _KILLED = re.compile(r"Killed process (\d+) \(([^)]*)\).*?oom_score_adj:(-?\d+)")
 
 
 @dataclass
 class OOMKill:
     constraint: str
-    oom_memcg: str          # the cgroup whose limit was hit
+    oom_memcg: str          # the cgroup whose limit was hit ("": none, a global OOM)
     task_memcg: str         # the victim's cgroup
     task: str
     pid: int
@@ -38,7 +43,7 @@ class OOMKill:
     def limit_of(self) -> str:
         """Whose limit was hit, in kubelet's layout: container, pod, QoS class, kubepods (the node's
         allocatable) or machine (CONSTRAINT_NONE)."""
-        if self.constraint == "CONSTRAINT_NONE":
+        if self.constraint == "CONSTRAINT_NONE" or not self.oom_memcg:
             return "machine"
         if self.own_limit:
             return "container"
@@ -90,7 +95,8 @@ def oom_kills(cgroup_marker: str, since: float = 0.0, lines: list[str] | None = 
     for line in records(since) if lines is None else lines:
         match = _OOM.search(line)
         if match and cgroup_marker in match.group(3):
-            kills.append(OOMKill(match.group(1), match.group(2), match.group(3), match.group(4), int(match.group(5))))
+            kills.append(OOMKill(match.group(1), match.group(2) or "", match.group(3), match.group(4),
+                                 int(match.group(5))))
             continue
         killed = _KILLED.search(line)
         if killed and kills and kills[-1].pid == int(killed.group(1)) and kills[-1].oom_score_adj is None:

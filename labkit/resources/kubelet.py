@@ -16,6 +16,10 @@
   container shares from the request (from the limit when only a limit is set), quota from the
   limit (pod-level limit when the container has none), memory limit.
 * pkg/kubelet/qos/policy.go `GetContainerOOMScoreAdjust`: the container's oom_score_adj.
+* pkg/kubelet/kuberuntime/kuberuntime_container_linux.go `ConfigureNoSwap` (swapBehavior NoSwap,
+  the v1.34 default), where the swap controller exists (`swapControllerAvailable`): cgroup v2
+  memory.swap.max = 0 on every container; cgroup v1 memory.memsw.limit_in_bytes = the memory
+  limit (no swap beyond it; a container without a memory limit gets none).
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from labkit.pods import BEST_EFFORT, BURSTABLE, GUARANTEED, Pod, pod_limits, pod_requests, qos_class
+from labkit.pods import (BEST_EFFORT, BURSTABLE, GUARANTEED, Pod, aggregate_container_requests, pod_limits,
+                         pod_requests, qos_class)
 
 MIN_SHARES, MAX_SHARES = 2, 262144
 SHARES_PER_CPU, MILLI_CPU_TO_CPU = 1024, 1000
@@ -86,26 +91,45 @@ class CgroupSettings:
     cpu_quota: int | None = None     # microseconds per period; -1 or None: no quota
     cpu_period: int | None = None
     memory_limit: int | None = None  # bytes; None: no limit
+    no_swap: bool = False            # kubelet's NoSwap for a container (written where the swap controller exists)
 
     def to_json(self) -> dict:
         return dict(self.__dict__)
 
 
-def pod_cgroup(pod: Pod, enforce_cpu_limits: bool = True) -> CgroupSettings:
-    """ResourceConfigForPod (MemoryQoS off, the v1.34 default)."""
+def _limits_declared(pod: Pod) -> dict[str, bool]:
+    """ResourceConfigForPod's ContainerFn over AggregateContainerLimits
+    (k8s.io/component-helpers/resource/helpers.go): it sees each app container's limits, each
+    sidecar's limits added to those of the sidecars before it, and each regular init container's
+    limits added to those of the sidecars before it. A resource is declared when none of these is
+    zero; pod-level limits declare it too."""
     declared = {"cpu": True, "memory": True}
-
-    def visit(container):
+    seen = [{name: q.value for name, q in c.limits.items()} for c in pod.containers]
+    sidecars: dict = {}
+    for c in pod.init_containers:
+        own = {name: q.value for name, q in c.limits.items()}
+        if c.sidecar:
+            for name, value in own.items():
+                sidecars[name] = sidecars.get(name, 0) + value
+            seen.append(dict(sidecars))
+        else:
+            seen.append({name: own.get(name, 0) + sidecars.get(name, 0) for name in {*own, *sidecars}})
+    for limits in seen:
         for resource in declared:
-            if container.limit(resource).value == 0:
+            if not limits.get(resource, 0):
                 declared[resource] = False
-
-    requests = pod_requests(pod)
-    limits = pod_limits(pod, visit)
     if pod.pod_level_set:
         for resource in declared:
             if (pod.pod_limits or {}).get(resource) is not None and pod.pod_limits[resource].value != 0:
                 declared[resource] = True
+    return declared
+
+
+def pod_cgroup(pod: Pod, enforce_cpu_limits: bool = True) -> CgroupSettings:
+    """ResourceConfigForPod (pkg/kubelet/cm/helpers_linux.go; MemoryQoS off, the v1.34 default)."""
+    declared = _limits_declared(pod)
+    requests = pod_requests(pod)
+    limits = pod_limits(pod)
     cpu_request = requests["cpu"].milli_value() if "cpu" in requests else 0
     cpu_limit = limits["cpu"].milli_value() if "cpu" in limits else 0
     memory_limit = limits["memory"].value_int() if "memory" in limits else 0
@@ -136,7 +160,10 @@ def container_cgroup(pod: Pod, container, enforce_cpu_limits: bool = True) -> Cg
         shares = milli_cpu_to_shares(limit.milli_value())
     else:
         shares = milli_cpu_to_shares(request.milli_value() if request is not None else 0)
-    out = CgroupSettings(shares)
+    # kuberuntime_container_linux.go configureContainerSwapResources: memorySwap.swapBehavior
+    # defaults to NoSwap in v1.34 (KubeletConfiguration), so every container gets
+    # swapConfigurationHelper.ConfigureNoSwap where the swap controller exists
+    out = CgroupSettings(shares, no_swap=True)
     memory_bytes = memory.value_int() if memory is not None else 0
     if memory_bytes:
         out.memory_limit = memory_bytes
@@ -154,14 +181,21 @@ def burstable_shares(pods: list[Pod]) -> int:
 
 
 def _effective_memory_requests(pod: Pod) -> dict[str, int]:
-    """Each container's memory request as policy.go counts it: with pod-level memory requests, what
-    the containers leave of the pod's request is shared out equally among all of them."""
+    """Each container's memory request as policy.go counts it. With pod-level requests set
+    (resourcehelper.IsPodLevelRequestsSet), remainingPodMemReqPerContainer (pkg/kubelet/qos/helpers.go):
+    the pod's memory request minus the containers' *aggregate* memory request
+    (AggregateContainerRequests: the larger of app+sidecar sum and the largest init container with
+    the sidecars before it), divided by the number of containers, init ones included (Go integer
+    division, towards zero), is added to every container's own request."""
     containers = pod.init_containers + pod.containers
     requests = {c.name: c.request("memory").value_int() for c in containers}
-    if pod.pod_level_set and (pod.pod_requests or {}).get("memory") is not None:
-        spare = pod.pod_requests["memory"].value_int() - sum(requests.values())
+    pod_memory = (pod.pod_requests or {}).get("memory")
+    if pod.pod_level_set and pod_memory is not None and pod_memory.value != 0:
+        aggregate = aggregate_container_requests(pod).get("memory")
+        remaining = pod_memory.value_int() - (aggregate.value_int() if aggregate is not None else 0)
+        share = abs(remaining) // len(containers) * (1 if remaining >= 0 else -1)
         for name in requests:
-            requests[name] += max(spare, 0) // len(containers)
+            requests[name] += share
     return requests
 
 

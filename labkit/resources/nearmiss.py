@@ -3,7 +3,7 @@
 `pod_edits` takes a Pod as the reference solution leaves it on its node and yields each one-step
 change of it as the student would write it (labkit.mutants.tree_edits over the manifest; each
 resource quantity also halved, doubled, one unit less and more), run through the API server's
-defaulting and validation (labkit.pods): a change the API server refuses is no Pod a student can
+defaulting and validation (labkit.pods, labkit.resources.validation): a change the API server refuses is no Pod a student can
 run and is left out; the rest come with the stored manifest they would give.
 """
 
@@ -16,6 +16,7 @@ from labkit.errors import ConfigError, LabkitError
 from labkit.mutants import Edit, tree_edits
 from labkit.numa.quantity import Quantity
 from labkit.pods import Pod, pod_from_dict
+from labkit.resources.validation import check_consistency
 
 MIB = 2 ** 20
 SKIPPED = ("apiVersion", "kind", "metadata.namespace", "metadata.uid", "spec.nodeName", "spec.priority", "status")
@@ -79,8 +80,8 @@ def pod_edits(manifest: dict, node: str, priority_classes: dict) -> list[PodEdit
     out = []
     for edit in tree_edits(base, alternatives=alternatives, skip=lambda p: p in SKIPPED):
         try:
-            pod = pod_from_dict(copy.deepcopy(edit.value), f"{node}/mutant", default_node=node,
-                                priority_classes=priority_classes)
+            pod = check_consistency(pod_from_dict(copy.deepcopy(edit.value), f"{node}/mutant", default_node=node,
+                                                  priority_classes=priority_classes))
         except (ConfigError, LabkitError, ValueError, TypeError, KeyError, AttributeError):
             continue        # the API server refuses it
         out.append(PodEdit(edit, pod.manifest, pod))

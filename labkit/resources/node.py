@@ -17,7 +17,8 @@ node's allocatable, lifecycle/predicate.go), the pod cgroup (ResourceConfigForPo
 cgroup's shares, then each container's cgroup (calculateLinuxResources; on v2 also
 memory.oom.group=1, kubelet's default singleProcessOOMKill=false) and its process, which joins
 its cgroups and sets its oom_score_adj before it executes the container's command, as runc does.
-Regular init containers run to completion first. labkit's runtime does not restart containers:
+Init containers start in declaration order: a regular one runs to completion before the next
+starts, a sidecar (restartPolicy: Always) keeps running (kuberuntime computeInitContainerActions). labkit's runtime does not restart containers:
 a container the kernel killed stays terminated (kubelet would restart it, restartPolicy Always,
 and back off: CrashLoopBackOff); apply the Pod again after a fix.
 
@@ -213,14 +214,22 @@ class Node:
                         'than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,'
                         '`spec.tolerations` (only additions to existing tolerations),'
                         '`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative) '
-                        f"— delete it first: `labkit resources delete {pod.name}`")
+                        f"— delete it first: `labkit resources delete {pod.name}` (a v1.34 cluster would change its CPU and "
+                        "memory in place through the Pod's resize subresource; labkit's nodes do not reconstruct it)")
                 self.delete(pod.name)    # a Pod that ended (evicted, rejected) is replaced
             _check_command(pod)
             out.append((pod.name, self._run(pod)))
         return out
 
     def _admit(self, pod: Pod) -> tuple[str, str] | None:
-        """GeneralPredicates' resource fit (lifecycle/predicate.go): requests against allocatable."""
+        """kubelet's admit handlers in their order (kubelet.go): the eviction manager's (no
+        BestEffort Pod under MemoryPressure: labkit.resources.pressure), then GeneralPredicates'
+        resource fit (lifecycle/predicate.go): requests against allocatable."""
+        from labkit.resources import pressure
+
+        rejected = pressure.admit(self.dir, pod)
+        if rejected:
+            return rejected
         wanted = pod_requests(pod)
         used = {"cpu": 0, "memory": 0}
         for _record, other in self.active():
@@ -256,16 +265,25 @@ class Node:
         self.cgroups.create(pod_rel)
         self.cgroups.apply(pod_rel, kubelet.pod_cgroup(pod))
         self._update_burstable()
-        for c in [c for c in pod.init_containers if not c.sidecar]:
+        # kuberuntime_container.go computeInitContainerActions: init containers start in the order
+        # they are declared; a regular one runs to completion before the next starts, a sidecar
+        # (restartPolicy: Always) starts and keeps running while the next ones start
+        for c in pod.init_containers:
+            if c.sidecar:
+                self._pending.append((self._start(pod, c, record, wait=False), record["containers"][c.name]["cgroup"]))
+                self.wait_started()
+                continue
             code = self._start(pod, c, record).wait()
             record["containers"][c.name]["exit_code"] = code
             self.cgroups.remove(record["containers"][c.name]["cgroup"])
             if code != 0:
+                # labkit's runtime does not restart: the Pod ends here, its started sidecars with it
+                self.stop(record)
                 record["status"] = {"phase": "Failed", "reason": "Init:Error",
                                     "message": f"init container {c.name} exited with {code}"}
                 self._write(record)
                 return f"init container {c.name} failed (exit {code})"
-        for c in pod.running_containers():
+        for c in pod.containers:
             self._pending.append((self._start(pod, c, record, wait=False), record["containers"][c.name]["cgroup"]))
             crash_point("resources:container-started")
         record["status"] = {"phase": "Running", "startedAt": round(time.time(), 3)}
@@ -372,7 +390,40 @@ def load_pods_strict(path, default_node: str = "", priority_classes: dict | None
         load_strict(read_text(path), str(path))
     except yaml.YAMLError:
         pass         # load_pods reports the syntax error, with its line
-    return load_pods(path, default_node, priority_classes)
+    from labkit.resources.validation import check_consistency
+    return [check_consistency(pod, path) for pod in load_pods(path, default_node, priority_classes)]
+
+
+def load_documents(path, default_node: str, priority_classes: dict, errors: list[str]) -> list[Pod]:
+    """The Pods of a file one document at a time, as `kubectl apply -f` sends them: a document the
+    API server refuses adds its message to `errors` and the others go on (strict field validation
+    still covers the whole file first, as load_pods_strict)."""
+    from labkit.errors import ConfigError
+    from labkit.inputs import load_yaml_all, read_text
+    from labkit.resources.validation import check_consistency
+    from labkit.strict import load_strict
+
+    try:
+        load_strict(read_text(path), str(path))
+    except yaml.YAMLError:
+        pass         # load_yaml_all reports the syntax error, with its line
+    documents = [d for d in load_yaml_all(Path(path)) if d is not None]
+    objects = []
+    for i, doc in enumerate(documents):
+        where = f"document {i + 1}" if len(documents) > 1 else ""
+        if isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
+            objects += [(f"{where}: items[{j}]" if where else f"items[{j}]", item) for j, item in enumerate(doc["items"])]
+        else:
+            objects.append((where, doc))
+    if not objects:
+        raise ConfigError(path, None, "no Pod found")
+    pods = []
+    for where, obj in objects:
+        try:
+            pods.append(check_consistency(pod_from_dict(obj, path, where, default_node, priority_classes), path, where))
+        except (ConfigError, PodInvalid) as exc:
+            errors.append(str(exc))
+    return pods
 
 
 def lab_nodes(env) -> dict[str, "Node"]:

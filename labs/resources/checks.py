@@ -2,8 +2,9 @@
 
 Truth comes from labkit's reconstruction of kubelet (labkit.resources: QoS, oom_score_adj, CFS
 quota, cpu.shares/cpu.weight, the eviction ranking) applied to the lab's pristine scenario files,
-or from the live kernel: cgroup files and counters. Nothing depends on timing: throttling is
-judged from the CFS quota kubelet derives from the spec and the one the kernel enforces, OOM from
+or from the live kernel: cgroup files and counters. Throttling is judged from the CFS quota
+kubelet derives from the spec, the one the kernel enforces, and the kernel's throttling counter
+over ten periods (the one reading that waits), OOM from
 the memory each workload needs (its command) against its limit and from the kernel's kill
 counters, eviction from kubelet's ranking.
 
@@ -288,8 +289,11 @@ def check_qos(ctx):
 
 # -- throttled ------------------------------------------------------------------------------------
 
-def _best_case_ms(work_ms: float, quota_us: int, period_us: int) -> float:
-    """One request of work_ms of CPU, starting with a period, under a CFS quota per period."""
+def _longest_ms(work_ms: float, quota_us: int, period_us: int) -> float:
+    """The longest one request of work_ms of CPU takes under a CFS quota per period when it finds
+    the quota unspent (kernel/sched/fair.c CFS bandwidth: the group runs until the period's quota
+    is used, then waits for the refill at the period's end): it starts as a period begins. One
+    that starts closer to the refill waits less (down to none: work_ms)."""
     quota_ms, period_ms = quota_us / 1000, period_us / 1000
     if quota_us <= 0:
         return work_ms
@@ -304,12 +308,37 @@ MAX_REQUEST_MILLI = 1000     # a request above one CPU reserves far more than th
 # period with the next) spends the quota and the kernel throttles it (measured on the lab: 150m
 # of limit for 150m of use throttled 21 of 30 periods, 300m none).
 HEADROOM = 2
+# The kernel's own verdict: the container's cpu.stat read twice this far apart (ten CFS periods);
+# a throttled period between the two reads means a quota still holds it back.
+WATCH_SECONDS = 1.0
+
+
+def _throttling(node, record: dict, container: str) -> dict | None:
+    entry = record["containers"].get(container)
+    if entry is None or not node.cgroups.exists(entry["cgroup"]):
+        return None
+    stats = node.cgroups.cpu(entry["cgroup"])
+    return {"periods": stats.nr_periods, "throttled": stats.nr_throttled}
 
 
 def observe_throttled(ctx):
-    """The Pod on the node: its stored spec, status and each container's cgroup state."""
-    node = _node(ctx, ctx.params["node"])
-    return _observe_pods(node, None)
+    """The Pods on the node: their stored spec, status and each container's cgroup state; for the
+    exercise's container also how many CFS periods it ran in and was throttled in while watched."""
+    import time
+
+    p = ctx.params
+    node = _node(ctx, p["node"])
+    record = node.record(p["pod"])
+    before = _throttling(node, record, p["container"]) if record else None
+    if before is not None:
+        time.sleep(WATCH_SECONDS)
+    observation = _observe_pods(node, None)
+    live = observation.get(p["pod"])
+    after = _throttling(node, node.record(p["pod"]), p["container"]) if before is not None else None
+    if live is not None and p["container"] in live["containers"] and after is not None:
+        live["containers"][p["container"]]["watched"] = {
+            "periods": after["periods"] - before["periods"], "throttled": after["throttled"] - before["throttled"]}
+    return observation
 
 
 def _explanation_problems(ctx, settings, work_ms) -> list[str]:
@@ -325,20 +354,21 @@ def _explanation_problems(ctx, settings, work_ms) -> list[str]:
             problems.append("quota_us is not the CFS quota kubelet gives the container's limit")
         if period != settings.cpu_period:
             problems.append("period_us is not the CFS period")
-        if abs(request_ms - _best_case_ms(work_ms, settings.cpu_quota, settings.cpu_period)) > 0.5:
+        if abs(request_ms - _longest_ms(work_ms, settings.cpu_quota, settings.cpu_period)) > 0.5:
             problems.append("request_ms is off: a request needing more CPU than one period's quota waits for the "
-                            "next period")
+                            "next period, longest when it starts as a period begins")
     except CheckFailed as exc:
         problems.append(exc.message)
     return problems
 
 
 def judge_throttled(ctx, observation):
-    """Solved: the explanation (quota, period, best-case request time of the Pod as given) is
-    right; the other Pods of the node that no exercise changes are as given; the Pod runs with its
-    server container's cpu request covering what it uses (work/every),
-    at most one CPU, and no CFS quota below twice that, neither in its spec nor in its cgroup; nothing
-    else of the Pod changed (its command, memory, name, containers)."""
+    """Solved: the explanation (quota, period, and the longest a request takes finding the quota
+    unspent, for the Pod as given) is right; the other Pods of the node that no exercise changes
+    are as given; the Pod runs with its server container's cpu request covering what it uses
+    (work/every), at most one CPU, no CFS quota below twice that, neither in its spec nor in its
+    cgroup, and no period throttled while the check watched (cpu.stat); nothing else of the Pod
+    changed (its command, memory, name, containers)."""
     p = ctx.params
     need_milli = p["work_ms"] * 1000 // p["every_ms"]
     original = _pristine("node-1.yaml", p["node"])[p["pod"]]
@@ -370,6 +400,11 @@ def judge_throttled(ctx, observation):
     elif state.get("quota") and state["quota"] > 0 and state["quota"] * 1000 // state["period"] < HEADROOM * need_milli:
         problems.append(f"{p['container']} is still throttled: its cgroup's CFS quota per period is not well above "
                         "what it uses")
+    elif (state.get("watched") or {}).get("throttled", 0) > 0:
+        watched = state["watched"]
+        problems.append(f"{p['container']} is still throttled: the kernel held it back in {watched['throttled']} of the "
+                        f"{watched['periods']} CFS periods it ran in while the check watched (cpu.stat nr_throttled; "
+                        "`labkit resources top` shows it too)")
     if request is None or request.milli_value() < need_milli:
         problems.append(f"{p['container']}'s cpu request does not cover what it uses: under contention its "
                         "cpu.shares/cpu.weight would not get it its CPU")

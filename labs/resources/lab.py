@@ -4,6 +4,8 @@ Lab directory (env.dir):
   nodes/<node>/node.json        the node's configuration (from nodes.yaml)
   nodes/<node>/pods/<pod>.json  its Pods: the stored (defaulted) object, status, containers
   nodes/<node>/eviction.json    what `labkit resources evict` did there
+  nodes/<node>/eviction-manager.json  what the eviction manager keeps between runs (thresholds
+                                not yet resolved, when MemoryPressure was last observed)
   scenarios/                    the Pods of the exercises, to read, copy and apply again
   predictions/<exercise>.yaml   a prediction as it was when a tool first showed its outcome
                                 (labkit.resources.predictions)
@@ -103,7 +105,7 @@ def reset_exercise(env, exercise_id):
     node-1's Pods that no exercise changes (SHARED) run as built again if the student changed them.
     A prediction kept when a tool showed its outcome is forgotten: the answer file is graded
     again."""
-    from labkit.resources import predictions
+    from labkit.resources import predictions, pressure
 
     node, file, names = _part(env, exercise_id)
     if names is not None:
@@ -115,6 +117,9 @@ def reset_exercise(env, exercise_id):
         node.delete(name)
     if exercise_id == "eviction-order":
         (node.dir / "eviction.json").unlink(missing_ok=True)
+    # the rebuilt node's eviction manager starts afresh: no threshold still unresolved, no
+    # MemoryPressure that would reject the exercise's BestEffort Pods (labkit.resources.pressure)
+    (node.dir / pressure.STATE_FILE).unlink(missing_ok=True)
     if file in BUILT_WITH:
         node.apply(_original_pods(node, file, names))
     predictions.forget(env, exercise_id)

@@ -1,8 +1,9 @@
 """Reference solution.
 
 1. limits.cpu 100m -> CFS quota 100 * 100000 / 1000 = 10000 us per 100000 us period. A request
-   needs 15 ms of CPU: 10 ms in its first period, then the container waits until the period ends,
-   and finishes with 5 ms in the next: 100 + 5 = 105 ms at best, even with every other CPU idle.
+   needs 15 ms of CPU. Starting as a period begins with the quota unspent: 10 ms, then the container
+   waits until the period ends, and finishes with 5 ms in the next: 100 + 5 = 105 ms at most, even
+   with every other CPU idle (one that starts 10 ms before a refill takes 15 ms: the bound is 105).
 2. The server uses 15 ms per 100 ms = 150m: request 200m, and no CPU limit.
 """
 

@@ -1,0 +1,85 @@
+"""The resources lab's judges in-process, on observations built from the lab's own scenario files:
+what they grade, against kubelet's reconstruction and the kernel's counters as an observation
+carries them."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import yaml
+
+from labkit.exercises import CheckContext
+from labkit.labs import get_lab
+from labkit.state import LabEnv, LabState
+
+
+@pytest.fixture
+def lab():
+    the_lab = get_lab("resources")
+    state = LabState(the_lab.id)
+    state.ensure_dir()
+    return the_lab, LabEnv(the_lab, state)
+
+
+def context(lab, exercise: str, answer: dict | None) -> CheckContext:
+    the_lab, env = lab
+    ctx = CheckContext(env, the_lab.exercise(exercise))
+    if answer is not None:
+        ctx.answer_path.parent.mkdir(parents=True, exist_ok=True)
+        ctx.answer_path.write_text(yaml.safe_dump(answer))
+    return ctx
+
+
+def node_1(checks, frontend_resources: dict, server_state: dict) -> dict:
+    """node-1 as the scenario gives it, with frontend's server container changed and observed so."""
+    observation = {}
+    for name, pod in checks._pristine("node-1.yaml", "node-1").items():
+        manifest = copy.deepcopy(pod.manifest)
+        containers = {c.name: {"running": True, "oom_kills": 0, "working_set": 0, "limit": None, "quota": -1,
+                               "period": 100000} for c in pod.all_containers()}
+        if name == "frontend":
+            raw = copy.deepcopy(manifest)
+            raw["spec"]["containers"][0]["resources"] = frontend_resources
+            raw.pop("status")
+            manifest = checks._pod_of(raw, "node-1").manifest
+            containers["server"].update(server_state)
+        observation[name] = {"manifest": manifest, "phase": "Running", "reason": "", "containers": containers}
+    return observation
+
+
+EXPLAINED = {"quota_us": 10000, "period_us": 100000, "request_ms": 105}
+
+
+def test_the_graded_request_time_is_the_longest_a_request_takes_finding_the_quota_unspent(lab):
+    checks = lab[0]._load("checks.py")
+    # a request of 15 ms of CPU under 10 ms per 100 ms, started at each millisecond of a period
+    # with the quota unspent: it runs until the quota is spent, then waits for the refill
+    times = []
+    for start in range(100):
+        left, quota_left, now = 15, 10, start
+        while left:
+            if quota_left == 0 and now % 100:
+                now = (now // 100 + 1) * 100        # throttled until the period ends
+            if now % 100 == 0 and now != start:
+                quota_left = 10                     # the refill
+            step = min(left, quota_left, 100 - now % 100)
+            left, quota_left, now = left - step, quota_left - step, now + step
+        times.append(now - start)
+    assert (min(times), max(times)) == (15, 105)
+    assert checks._longest_ms(15, 10000, 100000) == max(times)
+    prompt = lab[0].exercise("throttled").prompt
+    assert "at best" not in prompt and "longest" in prompt
+
+
+def test_a_limit_the_kernel_keeps_throttling_fails_on_the_live_counters(lab):
+    checks = lab[0]._load("checks.py")
+    ctx = context(lab, "throttled", EXPLAINED)
+    resources = {"requests": {"cpu": "200m", "memory": "32Mi"}, "limits": {"cpu": "300m", "memory": "64Mi"}}
+    calm = node_1(checks, resources, {"quota": 30000, "watched": {"periods": 10, "throttled": 0}})
+    passed = checks.judge_throttled(ctx, calm)
+    assert passed.status == "pass", passed.message
+    # kubelet's reconstruction leaves it twice its use, but the kernel throttled it while watched
+    held = node_1(checks, resources, {"quota": 30000, "watched": {"periods": 10, "throttled": 3}})
+    verdict = checks.judge_throttled(ctx, held)
+    assert verdict.status == "fail" and "held it back in 3 of the 10 CFS periods" in verdict.message
