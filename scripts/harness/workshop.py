@@ -164,13 +164,22 @@ class Workshop:
         with tarfile.open(self.args.box_file) as box:
             box.extract("box.img", probe)
         run(["qemu-img", "create", "-q", "-f", "qcow2", "-b", str(probe / "box.img"), "-F", "qcow2", str(probe / "disk")])
-        start = time.monotonic()
-        booted = boots(["qemu-system-x86_64", "-accel", "kvm", "-cpu", "host", "-m", "1024", "-nographic",
-                        "-no-reboot", "-nic", "none", "-drive", f"file={probe / 'disk'},if=virtio"], timeout=120)
+        # the host's CPU as it is, then without the features nested KVM may fail to give a guest
+        # (QEMU aborts with "failed to set MSR 0x10a" for arch-capabilities there)
+        for disabled in ((), ("arch-capabilities",)):
+            start = time.monotonic()
+            cpu = ",".join(["host", *(f"-{f}" for f in disabled)])
+            booted = boots(["qemu-system-x86_64", "-accel", "kvm", "-cpu", cpu, "-m", "1024", "-nographic",
+                            "-no-reboot", "-nic", "none", "-drive", f"file={probe / 'disk'},if=virtio"], timeout=120)
+            say(f"   a VM with KVM and -cpu {cpu} {'reached' if booted else 'did not reach'} the login prompt "
+                f"({time.monotonic() - start:.0f} s)")
+            if booted:
+                shutil.rmtree(probe)
+                self.env["LABKIT_VM_CPU_DISABLE"] = ",".join(disabled)
+                return "kvm"
         shutil.rmtree(probe)
-        say(f"   a VM with KVM {'reached' if booted else 'did not reach'} the login prompt "
-            f"({time.monotonic() - start:.0f} s): {'KVM' if booted else 'QEMU software emulation'}")
-        return "kvm" if booted else "qemu"
+        say("   QEMU software emulation")
+        return "qemu"
 
     # -- vagrant and the VMs ------------------------------------------------------------------------
     def vagrant(self, *args: str, timeout: float = 3600) -> subprocess.CompletedProcess:
