@@ -122,14 +122,11 @@ class LabState:
         write_json_atomic(self.dir / "credit.json", credit)
 
     def clear_progress(self, exercise_id: str | None = None) -> None:
-        """Forget the latest results (of one exercise) and its wrong answers; recorded passes stay."""
+        """Forget the latest results (of one exercise); recorded passes stay, and so do the wrong
+        answers checked (a reset is no second first try: answer_tries)."""
         if exercise_id is None:
             (self.dir / "progress.json").unlink(missing_ok=True)
-            (self.dir / "tries.json").unlink(missing_ok=True)
             return
-        tries = _read_json(self.dir / "tries.json", {})
-        if tries.pop(exercise_id, None) is not None:
-            write_json_atomic(self.dir / "tries.json", tries)
         progress = self.progress
         if progress.pop(exercise_id, None) is not None:
             write_json_atomic(self.dir / "progress.json", progress)
@@ -149,7 +146,7 @@ class LabState:
 
     def answer_tries(self, exercise_id: str, answer_digest: str) -> int:
         """Record that an answer (by its digest) was checked and found wrong; how many different
-        wrong answers of the exercise were checked since its part was last built."""
+        wrong answers of the exercise were checked while the lab existed (resets included)."""
         data = _read_json(self.dir / "tries.json", {})
         seen = data.get(exercise_id) or []
         if answer_digest not in seen:
@@ -159,7 +156,7 @@ class LabState:
         return len(seen)
 
     def wrong_answers_checked(self, exercise_id: str) -> int:
-        """How many different wrong answers of the exercise were checked since its part was last built."""
+        """How many different wrong answers of the exercise were checked while the lab existed."""
         return len(_read_json(self.dir / "tries.json", {}).get(exercise_id) or [])
 
     def hints_shown(self, exercise_id: str) -> int:

@@ -56,7 +56,8 @@ def exec_dir():
 
 def test_a_lab_command_runs_again_through_sudo_with_the_labkit_variables(exec_dir):
     fake = exec_dir / "bin"
-    fake.mkdir(mode=0o755)
+    fake.mkdir()
+    fake.chmod(0o755)       # whatever the umask
     (fake / "sudo").write_text('#!/bin/sh\n[ "$1" = "-n" ] && exit 0\necho "sudo $*"\n')
     (fake / "sudo").chmod(0o755)
     probe = subprocess.run([*NOBODY, str(fake / "sudo"), "-n"], capture_output=True, text=True)
