@@ -169,16 +169,20 @@ def host_unchanged(request):
     assert not problems, "the host changed:\n" + "\n".join(problems)
 
 
-# The test files that take longest, longest first (per-file sums of `pytest --durations=0` on this
-# suite, idle 2-core machine). They are collected first, and scripts/test hands whole files to its
+# The test files that take longest, longest first (per-file sums of setup, call and teardown from
+# `pytest --durations=0` of the whole suite, 2 workers on a 2-core machine, the files after the
+# first two in that order; refresh it the same way). They are collected first, and scripts/test hands whole files to its
 # workers in collection order (--dist loadfile --no-loadscope-reorder), so the long files start at
 # once and the short ones fill the gaps; a long file handed out last would end the run alone.
 LONGEST_FIRST = [
     "test_mutants.py", "test_mistakes.py",      # every lab, driven (one build per lab for both)
-    "test_lab_material.py", "test_reliability.py", "test_lab_isolation.py",     # every lab, built
-    "test_class_ansible.py", "test_class_grade.py", "test_class_box_lock.py",
-    "test_crash_cleanup.py", "test_numa_crash_cleanup.py", "test_mounts_crash_cleanup.py",
-    "test_kube_proxy_cleanup.py", "test_gc_scenarios.py", "test_cli.py",
+    "test_gc_lab.py", "test_fuzz_answers.py", "test_kube_proxy_judging.py", "test_mount_propagation_lab.py",
+    "test_netfilter.py", "test_kube_proxy_node.py", "test_namespace_reset.py", "test_numa_cli.py", "test_cli.py",
+    "test_fuzz_inputs.py", "test_demo_lab.py", "test_namespace_real_cluster.py", "test_resources_lab.py",
+    "test_numa_discover.py", "test_reliability.py", "test_credit_and_reset.py", "test_requests_lab.py",
+    "test_lab_material.py", "test_numa_crash_cleanup.py", "test_mounts_scenarios.py", "test_admission_kubectl.py",
+    "test_mounts_crash_cleanup.py", "test_namespace_lab.py", "test_kube_proxy_lab.py", "test_kube_proxy_exercises.py",
+    "test_gc_scenarios.py", "test_apiserver_kubectl.py", "test_class_operations.py", "test_class_ansible.py",
 ]
 
 
