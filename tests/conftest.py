@@ -46,7 +46,7 @@ HOST_FREE = {
     "test_namespace_requeue.py", "test_numa_admission.py", "test_numa_diagram.py", "test_numa_fidelity.py",
     "test_numa_merge_properties.py", "test_resources_fidelity.py", "test_yaml_fast.py", "test_scheduler_fidelity.py",
     "test_strict.py", "test_discovery_cost.py", "test_import_cycles.py", "test_devices_fidelity.py",
-    "test_scheduler_controller.py",
+    "test_scheduler_controller.py", "test_host_snapshot.py", "test_suite_order.py",
 }
 
 
@@ -60,34 +60,82 @@ def fresh_environment(base: Path) -> dict[str, str]:
     }
 
 
+# Modules whose tests are judged from labs driven by `python MODULE LAB` (their `drive(lab_id)`,
+# printing JSON), with the seconds each drive may take. Every drive starts each exercise it works
+# on with `labkit reset` (and leaves it reset), so several drives share one build of a lab.
+LAB_DRIVERS = {"test_mistakes.py": 900, "test_mutants.py": 1500}
+
+
+def _shared_directory(tmp_path_factory) -> Path:
+    """A directory of this test run that every test worker sees (pytest-xdist gives each worker a
+    base temporary directory of its own, inside the run's)."""
+    base = tmp_path_factory.getbasetemp()
+    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "lab-drives"
+    shared.mkdir(exist_ok=True)
+    return shared
+
+
 def drive_labs(request, tmp_path_factory, script: str, what: str, timeout: float) -> dict:
-    """For every lab the calling module's selected tests name (their `lab_id` parameter): build it
-    in a labkit instance of its own, run `python SCRIPT LAB` there (it prints JSON), clean up;
-    the labs at the same time. Lab id -> the parsed output."""
+    """For every lab the calling module's selected tests name (their `lab_id` parameter): its
+    outcome of `python SCRIPT LAB` (the parsed JSON), run in a labkit instance of its own; the labs
+    at the same time. Lab id -> the parsed output.
+
+    A lab is built once for all the LAB_DRIVERS whose selected tests name it: whichever test worker
+    needs it first builds it, runs each of those drivers in turn, cleans up and writes their outputs
+    to the run's shared directory, under a lock per lab; the other reads them from there."""
+    import fcntl
     import json
     import subprocess
     from concurrent.futures import ThreadPoolExecutor
 
     from support import labkit
 
-    wanted = sorted({item.callspec.params["lab_id"] for item in request.session.items
-                     if item.module is request.module and hasattr(item, "callspec")
-                     and "lab_id" in item.callspec.params})
-    bases = {lab_id: tmp_path_factory.mktemp(f"{what}-{lab_id}") for lab_id in wanted}
+    def labs_of(module) -> set[str]:
+        return {item.callspec.params["lab_id"] for item in request.session.items
+                if item.path.name == module and hasattr(item, "callspec") and "lab_id" in item.callspec.params}
 
-    def run(lab_id):
-        env = {**os.environ, **fresh_environment(bases[lab_id])}
+    mine = Path(script).name
+    wanted = sorted(labs_of(mine))
+    drivers = {module: labs_of(module) for module in LAB_DRIVERS}
+    drivers[mine] = set(wanted)
+    shared = _shared_directory(tmp_path_factory)
+    here = Path(__file__).resolve().parent
+
+    def drive_once(lab_id, modules: list[str]) -> dict:
+        """Driver module -> {"out": its JSON output} or {"error": why it failed}."""
+        env = {**os.environ, **fresh_environment(tmp_path_factory.mktemp(f"{what}-{lab_id}"))}
+        outputs = {}
         try:
             with host_lock(False):
                 labkit("run", lab_id, env=env, check=0, timeout=300)
-                out = subprocess.run([sys.executable, script, lab_id], env=env, cwd=REPO, capture_output=True,
-                                     text=True, timeout=timeout)
-            if out.returncode != 0:
-                raise AssertionError(f"driving the {what} of {lab_id} failed:\n{out.stderr[-3000:]}")
-            return json.loads(out.stdout)
+                for module in modules:
+                    out = subprocess.run([sys.executable, str(here / module), lab_id], env=env, cwd=REPO,
+                                         capture_output=True, text=True, timeout=LAB_DRIVERS.get(module, timeout))
+                    outputs[module] = {"out": json.loads(out.stdout)} if out.returncode == 0 else \
+                        {"error": f"driving {module} on {lab_id} failed:\n{out.stderr[-3000:]}"}
+        except Exception as exc:        # the build, or a driver that ran out of time
+            for module in modules:
+                outputs.setdefault(module, {"error": f"driving {lab_id} for {module} failed: {exc}"})
         finally:
             with host_lock(False):
                 labkit("cleanup", lab_id, env=env, check=0)
+        return outputs
+
+    def run(lab_id):
+        fd = os.open(shared / f"{lab_id}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            done = shared / f"{lab_id}.json"
+            outputs = json.loads(done.read_text()) if done.exists() else {}
+            if mine not in outputs:
+                outputs = {**outputs, **drive_once(lab_id, [m for m in drivers if lab_id in drivers[m]
+                                                            and m not in outputs])}
+                done.write_text(json.dumps(outputs))
+        finally:
+            os.close(fd)
+        if "error" in outputs[mine]:
+            raise AssertionError(outputs[mine]["error"])
+        return outputs[mine]["out"]
 
     with ThreadPoolExecutor(max_workers=max(1, len(wanted))) as pool:
         return dict(zip(wanted, pool.map(run, wanted)))
@@ -121,7 +169,32 @@ def host_unchanged(request):
     assert not problems, "the host changed:\n" + "\n".join(problems)
 
 
+# The test files that take longest, longest first (per-file sums of setup, call and teardown from
+# `pytest --durations=0` of the whole suite, 2 workers on a 2-core machine, the files after the
+# first two in that order; refresh it the same way). They are collected first, and scripts/test hands whole files to its
+# workers in collection order (--dist loadfile --no-loadscope-reorder), so the long files start at
+# once and the short ones fill the gaps; a long file handed out last would end the run alone.
+LONGEST_FIRST = [
+    "test_mutants.py", "test_mistakes.py",      # every lab, driven (one build per lab for both)
+    "test_gc_lab.py", "test_fuzz_answers.py", "test_kube_proxy_judging.py", "test_mount_propagation_lab.py",
+    "test_netfilter.py", "test_kube_proxy_node.py", "test_namespace_reset.py", "test_numa_cli.py", "test_cli.py",
+    "test_fuzz_inputs.py", "test_demo_lab.py", "test_namespace_real_cluster.py", "test_resources_lab.py",
+    "test_numa_discover.py", "test_reliability.py", "test_credit_and_reset.py", "test_requests_lab.py",
+    "test_lab_material.py", "test_numa_crash_cleanup.py", "test_mounts_scenarios.py", "test_admission_kubectl.py",
+    "test_mounts_crash_cleanup.py", "test_namespace_lab.py", "test_kube_proxy_lab.py", "test_kube_proxy_exercises.py",
+    "test_gc_scenarios.py", "test_apiserver_kubectl.py", "test_class_operations.py", "test_class_ansible.py",
+]
+
+
+def longest_first(items: list) -> None:
+    """Sort collected items: the files of LONGEST_FIRST first, in its order, then the others as
+    collected; the items of one file stay together and in their order (the sort is stable)."""
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
 def pytest_collection_modifyitems(config, items):
+    longest_first(items)
     for item in items:
         if item.path.name in HOST_FREE:
             assert item.get_closest_marker("host_exclusive") is None, f"{item.nodeid}: host_free and host_exclusive"

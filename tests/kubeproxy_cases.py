@@ -8,6 +8,8 @@ overrides), which maps field by field onto a ProxierConfig.
 
 from __future__ import annotations
 
+import copy
+import functools
 import re
 from contextlib import contextmanager
 from pathlib import Path
@@ -37,7 +39,15 @@ def case_files() -> list[Path]:
 
 
 def load_case(path: Path) -> dict:
-    return yaml.safe_load(path.read_text())
+    """The case's data (a copy of its own: a test may change it). Each file is parsed once per
+    process, with libyaml's parser when PyYAML has it (the same safe constructors; collection reads
+    every case three times)."""
+    return copy.deepcopy(_parsed(Path(path)))
+
+
+@functools.cache
+def _parsed(path: Path) -> dict:
+    return yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
 def proxier_config(pc: dict) -> ProxierConfig:
