@@ -83,3 +83,24 @@ def test_a_limit_the_kernel_keeps_throttling_fails_on_the_live_counters(lab):
     held = node_1(checks, resources, {"quota": 30000, "watched": {"periods": 10, "throttled": 3}})
     verdict = checks.judge_throttled(ctx, held)
     assert verdict.status == "fail" and "held it back in 3 of the 10 CFS periods" in verdict.message
+
+
+def test_the_eviction_order_pods_are_known_under_other_names(lab, tmp_path):
+    """`labkit resources evict` withholds the ranking of the exercise's Pods until a prediction is
+    recorded: a renamed copy of them is ranked exactly as they are, so it is theirs too."""
+    from labkit.inputs import load_yaml
+    from labkit.resources import predictions
+    from labkit.resources.node import load_pods_strict
+
+    the_lab, _env = lab
+    params = the_lab.exercise("eviction-order").params
+    docs = [d for d in yaml.safe_load_all((the_lab.directory / params["file"]).read_text()) if d]
+    renamed = [dict(copy.deepcopy(d), metadata={**d["metadata"], "name": "x" + d["metadata"]["name"]}) for d in docs]
+    other = copy.deepcopy(docs[0])
+    other["metadata"]["name"] = "mine"
+    other["spec"]["containers"][0]["resources"] = {"requests": {"memory": "1Mi"}}
+    (tmp_path / "copy.yaml").write_text(yaml.safe_dump_all(renamed + [other]))
+    classes = {str(k): int(v) for k, v in load_yaml(the_lab.directory / "nodes.yaml")["priorityClasses"].items()}
+    pods = load_pods_strict(tmp_path / "copy.yaml", params["node"], classes)
+    found = predictions.eviction_pods_among(the_lab, pods)
+    assert found == {"x" + d["metadata"]["name"] for d in docs} and "mine" not in found

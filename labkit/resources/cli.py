@@ -294,7 +294,7 @@ def evict(node_name: Optional[str] = typer.Option(None, "--node", help=NODE_HELP
     env = _env()
     n = node(env, node_name)
     exercise = env.lab.exercise("eviction-order")
-    ours = predictions.eviction_pods(env.lab) & {r["name"] for r, _p in n.active()}
+    ours = predictions.eviction_pods_among(env.lab, [pod for _r, pod in n.active()])
     if ours and not predictions.reveal(env, exercise.id, "labkit resources evict"):     # on any node
         raise LabkitError(predictions.withheld(exercise.id, f"the eviction manager's ranking of {', '.join(sorted(ours))}"))
 

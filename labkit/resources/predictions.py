@@ -105,9 +105,14 @@ def is_qos_pod(lab, pod) -> bool:
     return any(_bare_spec(pod.manifest) == _bare_spec(p.manifest) for p in qos_pods(lab).values())
 
 
-def eviction_pods(lab) -> set[str]:
+def eviction_pods_among(lab, pods) -> set[str]:
+    """The names of `pods` that are the eviction-order exercise's Pods: by name, or by spec under
+    another name (a renamed copy is ranked exactly as the original is)."""
     params = _exercise(lab, "eviction-order").params
-    return {p.name for p in _scenario(lab, params["file"].rsplit("/", 1)[-1], params["node"])}
+    ours = _scenario(lab, params["file"].rsplit("/", 1)[-1], params["node"])
+    names = {p.name for p in ours}
+    specs = [_bare_spec(p.manifest) for p in ours]
+    return {p.name for p in pods if p.name in names or _bare_spec(p.manifest) in specs}
 
 
 def weight_values(lab) -> tuple[int, int]:
