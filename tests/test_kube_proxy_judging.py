@@ -144,6 +144,9 @@ def test_a_one_exercise_reset_keeps_the_other_exercises_work_and_the_students_ru
     assert result(lab, "clusterip-by-hand")["status"] == "pass"
     assert result(lab, "debug-ruleset")["status"] == "fail"
     # clusterip-by-hand's reset removes the hand-built rules, keeping a copy of each node's rules
+    # (the student's work: what `labkit solve` left, and one rule more)
+    labkit("shell", "kube-proxy", "node1", "--", "iptables", "-t", "nat", "-I", "KUBE-SERVICES", "1", "-d",
+           "10.96.0.30/32", "-p", "udp", "--dport", "80", "-j", "KUBE-MARK-MASQ", env=lab, check=0)
     saved = judge_saved(lab)
     labkit("reset", "kube-proxy", "clusterip-by-hand", "--yes", env=lab, check=0)
     copies = set(judge_saved(lab)) - set(saved)
