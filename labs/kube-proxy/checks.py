@@ -193,6 +193,42 @@ def clusterip_differences(ctx, state, node: str, text: str, objects) -> list:
     return found
 
 
+def service_rule_differences(ctx, state, node: str, text: str, service: str) -> list:
+    """Where `text` differs from kube-proxy's rules for the node (every chain and rule of nat and
+    filter) in what concerns `service`: its own chains, and any rule elsewhere that jumps to them,
+    is aimed at its cluster IP or one of its node ports, or carries its comment."""
+    from labkit.netfilter.ruleset import parse_rule
+    svc = state.service(service)
+    names = service_chain_names(state, service)
+    ip = svc["spec"].get("clusterIP")
+    node_ports = {p["nodePort"] for p in svc["spec"].get("ports") or [] if p.get("nodePort")}
+
+    def concerns(d) -> bool:
+        if d.chain in names:
+            return True
+        rule = parse_rule(d.rule) if d.rule else None
+        if rule is None:
+            return False
+        dst, dport = rule.cond("dst"), rule.cond("dport")
+        return (rule.target in names
+                or (dst is not None and not dst.negated and str(dst.value.network_address) == ip)
+                or (dport is not None and not dport.negated
+                    and any(lo <= n <= hi for lo, hi in dport.value for n in node_ports))
+                or (rule.comment or "").startswith(f"default/{service}:"))
+    return [d for d in judge.structure_differences(node, text, reference(ctx, state, node)) if concerns(d)]
+
+
+def require_rules_from_the_service(ctx, observation, service: str) -> None:
+    """The exercise's "nothing is written by hand": on every node, what concerns `service` in the
+    nat and filter tables is exactly what kube-proxy writes for it."""
+    state = observation["state"]
+    for node in state.node_names():
+        found = service_rule_differences(ctx, state, node, observation["rules"][node], service)
+        if found:
+            raise CheckFailed(structure_feedback(found, set(), f"{service}'s rules") + f". kube-proxy writes "
+                              f"{service}'s rules from the Service: change the Service, not the rules")
+
+
 def structure_feedback(found: list, secret: set[str], what: str) -> str:
     """The first difference in words: an added chain or rule outside `secret` (the chains the
     exercise is about) is named with the student's own rule; differences inside them are counted
@@ -373,6 +409,7 @@ def judge_nodeport(ctx, observation):
     require_like_kube_proxy(ctx, observation, [service],
                             why=f" (each node's rules for {service} must be kube-proxy's for the Service you applied: "
                                 "change the Service, not the rules)")
+    require_rules_from_the_service(ctx, observation, service)
     pods = {e["pod"] for e in endpoints_of(state, service)}
     targets = [f"{e['ip']}:{e['port']}" for e in endpoints_of(state, service)]
     client = next(h for h in state.hosts if h["name"] == "client")["addresses"][0]
@@ -384,7 +421,7 @@ def judge_nodeport(ctx, observation):
     for node in state.node_names():
         require_all_answered(sent[node], f"client -> {node} ({state.node_address(node)}:{node_port})", pods)
     return ctx.passed(f"the client reaches all {len(pods)} {service} pods through port {node_port} of every node, "
-                      "and both nodes' rules for it are kube-proxy's")
+                      "and both nodes' rules for it are kube-proxy's, every chain and rule")
 
 
 def check_nodeport(ctx):
@@ -439,6 +476,7 @@ def judge_session_affinity(ctx, observation):
     require_like_kube_proxy(ctx, observation, [service], affinity=True,
                             why=f" (each node's rules for {service} must be kube-proxy's for the Service you applied: "
                                 "change the Service, not the rules)")
+    require_rules_from_the_service(ctx, observation, service)
     pods = {e["pod"] for e in endpoints_of(state, service)}
     chosen = {}
     for source, node, tally in traffic(observation):
