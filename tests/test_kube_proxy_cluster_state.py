@@ -57,6 +57,24 @@ def test_service_defaults_and_node_port_allocation(state):
     assert len(slice_["endpoints"]) == 3
 
 
+def test_one_node_port_serves_a_port_number_for_each_protocol(state):
+    # pkg/registry/core/service/storage/alloc.go initNodePorts: ports with the same port number share
+    # their node port; validation refuses a duplicate only for the same protocol
+    ports = [{"name": "http", "port": 80, "protocol": "TCP", "nodePort": 30555},
+             {"name": "udp", "port": 80, "protocol": "UDP", "nodePort": 30555}]
+    assert state.apply([svc_doc("both", type="NodePort", selector={"app": "web"}, ports=ports)], "x.yaml") == [
+        "service/both created"]
+    assert [p["nodePort"] for p in state.service("both")["spec"]["ports"]] == [30555, 30555]
+    # the second port without a nodePort gets the first one's
+    ports = [{"name": "http", "port": 81, "protocol": "TCP"}, {"name": "udp", "port": 81, "protocol": "UDP"}]
+    state.apply([svc_doc("shared", type="NodePort", selector={"app": "web"}, ports=ports)], "x.yaml")
+    (a, b) = state.service("shared")["spec"]["ports"]
+    assert a["nodePort"] == b["nodePort"] != 30555
+    # another Service cannot have it
+    with pytest.raises(ConfigError, match="provided port is already allocated"):
+        state.apply([svc_doc("other", type="NodePort", ports=[{"port": 80, "nodePort": 30555}])], "x.yaml")
+
+
 def test_client_ip_affinity_gets_the_default_timeout(state):
     svc = state.service("api")
     svc["spec"]["sessionAffinity"] = "ClientIP"
@@ -70,6 +88,13 @@ def test_client_ip_affinity_gets_the_default_timeout(state):
     ({"ports": [{"port": 80}, {"port": 81}]}, "documents[0].spec.ports[0].name", "must name each one"),
     ({"type": "NodePort", "ports": [{"port": 80, "nodePort": 30090}]}, "documents[0].spec.ports[0].nodePort", "already allocated"),
     ({"type": "NodePort", "ports": [{"port": 80, "nodePort": 80}]}, "documents[0].spec.ports[0].nodePort", "30000-32767"),
+    # one node port for two port numbers (initNodePorts allocates it twice), or twice for one protocol
+    ({"type": "NodePort", "ports": [{"name": "a", "port": 80, "nodePort": 30555},
+                                    {"name": "b", "port": 81, "protocol": "UDP", "nodePort": 30555}]},
+     "documents[0].spec.ports[1].nodePort", "Invalid value: 30555: provided port is already allocated"),
+    ({"type": "NodePort", "ports": [{"name": "a", "port": 80, "nodePort": 30555},
+                                    {"name": "b", "port": 81, "nodePort": 30555}]},
+     "documents[0].spec.ports[1].nodePort", "Duplicate value: 30555"),
     ({"ports": [{"port": 80, "nodePort": 30555}]}, "documents[0].spec.ports[0].nodePort", "may not be used"),
     ({"clusterIP": "10.0.0.1", "ports": [{"port": 80}]}, "documents[0].spec.clusterIP", "service CIDR"),
     ({"sessionAffinity": "Sticky", "ports": [{"port": 80}]}, "documents[0].spec.sessionAffinity", "None or ClientIP"),

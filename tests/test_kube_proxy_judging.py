@@ -5,6 +5,7 @@ the follow-the-chain check accepts."""
 
 import json
 import re
+import shlex
 
 import pytest
 import yaml
@@ -58,17 +59,18 @@ def test_the_graphs_probabilities_are_an_answer_the_check_accepts(lab):
 def test_traffic_policy_grades_the_prediction_written_before_labkit_showed_the_outcome(lab):
     from pathlib import Path
     answer = Path(lab["LABKIT_ANSWERS_DIR"]) / "kube-proxy" / "traffic-policy.yaml"
+    kept = Path(lab["LABKIT_STATE_DIR"]) / "kube-proxy" / "traffic-policy-prediction.json"
     answer.unlink(missing_ok=True)
-    labkit("reset", "kube-proxy", "traffic-policy", "--yes", env=lab, check=0)
-    # observed before any prediction: the exercise cannot be passed until it is reset
+    kept.unlink(missing_ok=True)        # the lab as built: nothing observed yet
+    # before a prediction is written, labkit withholds the outcome and keeps nothing
     seen = labkit("kube-proxy", "curl", "--from", "client", "--to", "192.168.50.12:30101", "-n", "1",
-                  "--timeout", "0.3", env=lab, check=1)
-    assert "there is no prediction" in seen.stderr
-    labkit("solve", "kube-proxy", "traffic-policy", env=lab, check=0)
-    graded = result(lab, "traffic-policy")
-    assert graded["status"] == "fail" and "before your answer file held a prediction" in graded["message"]
+                  "--timeout", "0.3", env=lab, check=None)
+    assert seen.returncode != 0 and "there is no prediction" in seen.stderr and not kept.exists()
+    traced = labkit("trace", "--node", "node2", "--src", "192.168.50.100", "--dst", "192.168.50.12:30101", env=lab,
+                    check=None)
+    assert traced.returncode != 0 and "there is no prediction" in traced.stderr and not kept.exists()
     # a wrong prediction, then a trace shows the outcome, then the right one: the wrong one is graded
-    labkit("reset", "kube-proxy", "traffic-policy", "--yes", env=lab, check=0)
+    labkit("solve", "kube-proxy", "traffic-policy", env=lab, check=0)
     right = answer.read_text()
     wrong = yaml.safe_load(right)
     wrong["shop-local"]["node2"] = {"answers": True, "client_ip_preserved": True}
@@ -79,8 +81,13 @@ def test_traffic_policy_grades_the_prediction_written_before_labkit_showed_the_o
     answer.write_text(right)
     graded = result(lab, "traffic-policy")
     assert graded["status"] == "fail" and "changes after observing do not count" in graded["message"]
-    # predicted right before observing: passes, and observing again changes nothing
+    # a reset keeps what was predicted before observing: the right answer written after still fails
     labkit("reset", "kube-proxy", "traffic-policy", "--yes", env=lab, check=0)
+    graded = result(lab, "traffic-policy")
+    assert graded["status"] == "fail" and "changes after observing do not count" in graded["message"]
+    # predicted right before observing (a lab as built): passes, and observing again changes nothing
+    kept.unlink()
+    labkit("kube-proxy", "curl", "--from", "client", "--to", "192.168.50.11:30101", "-n", "1", env=lab, check=0)
     labkit("kube-proxy", "curl", "--from", "client", "--to", "192.168.50.11:30101", "-n", "1", env=lab, check=0)
     assert result(lab, "traffic-policy")["status"] == "pass"
 
@@ -117,19 +124,29 @@ def test_a_one_exercise_reset_keeps_the_other_exercises_work_and_the_students_ru
     labkit("shell", "kube-proxy", "node1", "--", "iptables", "-t", "nat", "-I", "KUBE-SERVICES", "1", "-d",
            "10.96.0.30/32", "-p", "udp", "--dport", "80", "-j", "KUBE-MARK-MASQ", env=lab, check=0)
     hand = runner.work_at_risk(env.lab, "clusterip-by-hand")
-    assert any("rules and chains you wrote on node1 for legacy" in w for w in hand), hand
+    # (the solution's rules with it: the exercise's part is no longer as `labkit solve` left it)
+    assert any("changes to node1's rules, in" in w and "nat KUBE-SERVICES" in w for w in hand), hand
     asked = labkit("reset", "kube-proxy", "clusterip-by-hand", env=lab, check=2)
-    assert "rules and chains you wrote on node1" in asked.stderr and "--yes" in asked.stderr
+    assert "changes to node1's rules" in asked.stderr and "--yes" in asked.stderr
+    # a rule kube-proxy does not write for legacy fails the exercise, named
+    graded = result(lab, "clusterip-by-hand")
+    assert graded["status"] == "fail" and "-p udp" in graded["message"] and "kube-proxy does not write" in graded["message"]
     labkit("reset", "kube-proxy", "nodeport", "--yes", env=lab, check=0)
     state = live.load(env)
     assert state.service("web")["spec"]["type"] == "ClusterIP"
     assert state.service("api")["spec"]["sessionAffinity"] == "ClientIP"         # session-affinity's work stays
+    assert "-p udp" in result(lab, "clusterip-by-hand")["message"]                # and clusterip-by-hand's
+    labkit("shell", "kube-proxy", "node1", "--", "iptables", "-t", "nat", "-D", "KUBE-SERVICES", "-d",
+           "10.96.0.30/32", "-p", "udp", "--dport", "80", "-j", "KUBE-MARK-MASQ", env=lab, check=0)
     # debug-ruleset's reset rebuilds node2's rules as kube-proxy would, and breaks them again; the
     # hand-built legacy rules on node2 stay
     labkit("reset", "kube-proxy", "debug-ruleset", "--yes", env=lab, check=0)
     assert result(lab, "clusterip-by-hand")["status"] == "pass"
     assert result(lab, "debug-ruleset")["status"] == "fail"
     # clusterip-by-hand's reset removes the hand-built rules, keeping a copy of each node's rules
+    # (the student's work: what `labkit solve` left, and one rule more)
+    labkit("shell", "kube-proxy", "node1", "--", "iptables", "-t", "nat", "-I", "KUBE-SERVICES", "1", "-d",
+           "10.96.0.30/32", "-p", "udp", "--dport", "80", "-j", "KUBE-MARK-MASQ", env=lab, check=0)
     saved = judge_saved(lab)
     labkit("reset", "kube-proxy", "clusterip-by-hand", "--yes", env=lab, check=0)
     copies = set(judge_saved(lab)) - set(saved)
@@ -159,3 +176,71 @@ def test_the_packet_space_sees_a_changed_port_and_not_a_dropped_comment(lab, mon
     moved = reference.replace("--to-destination 10.244.2.3:8080", "--to-destination 10.244.2.3:8081")
     [found] = judge.compare(node, moved, reference, local, space)
     assert found.probe.dst == "10.96.0.11" and "10.244.2.3:8081" in found.sentence()
+
+
+def nat_of(env, node):
+    """A node's nat table without the built-in chains' packet counters (traffic changes them)."""
+    return re.sub(r"\[\d+:\d+\]", "[counters]", save(env.netns_name(node), "nat"))
+
+
+def test_debug_ruleset_bypass_fails_and_its_reset_lists_saves_and_removes_it_once(lab, monkeypatch):
+    env = use(monkeypatch, lab)
+    from labkit import runner
+    labkit("reset", "kube-proxy", "debug-ruleset", "--yes", env=lab, check=0)
+    broken = nat_of(env, "node2")
+    # the broken chains left as they are, correct copies jumped to first from PREROUTING and OUTPUT
+    labkit("solve", "kube-proxy", "debug-ruleset", "--mistake", "bypass_in_front_of_the_broken_chains", env=lab, check=0)
+    graded = result(lab, "debug-ruleset")
+    assert graded["status"] == "fail" and "MY-CATALOG" in graded["message"]
+    at_risk = runner.work_at_risk(env.lab, "debug-ruleset")
+    assert any("node2's rules" in w and "nat MY-CATALOG" in w and "nat PREROUTING" in w for w in at_risk), at_risk
+    # and a chain of the student's own, which no rule jumps to
+    for args in (("-N", "MY-WORK"), ("-A", "MY-WORK", "-j", "RETURN")):
+        labkit("shell", "kube-proxy", "node2", "--", "iptables", "-t", "nat", *args, env=lab, check=0)
+    at_risk = runner.work_at_risk(env.lab, "debug-ruleset")
+    assert any("nat MY-CATALOG" in w and "nat MY-WORK" in w for w in at_risk), at_risk
+    assert any("nat MY-WORK" in w for w in runner.work_at_risk(env.lab, None))
+    assert not any("MY-" in w for w in runner.work_at_risk(env.lab, "clusterip-by-hand"))   # none of it is legacy's
+    saved = set(judge_saved(lab))
+    labkit("reset", "kube-proxy", "debug-ruleset", "--yes", env=lab, check=0)
+    (copy,) = set(judge_saved(lab)) - saved
+    assert copy.name.startswith("debug-ruleset-node2-") and copy.read_text().count("-j MY-CATALOG\n") == 2
+    after = nat_of(env, "node2")
+    assert "MY-CATALOG" not in after and "MY-WORK" not in after and after == broken     # as the lab broke it
+    labkit("reset", "kube-proxy", "debug-ruleset", "--yes", env=lab, check=0)
+    assert nat_of(env, "node2") == broken and runner.work_at_risk(env.lab, "debug-ruleset") == []
+
+
+def test_follow_the_chain_is_graded_against_kube_proxys_rules_and_its_reset_restores_them(lab, monkeypatch):
+    env = use(monkeypatch, lab)
+    from pathlib import Path
+    from labkit import runner
+    from labkit.kubeproxy.chains import service_chain, service_port_name
+    labkit("reset", "kube-proxy", "follow-the-chain", "--yes", env=lab, check=0)
+    chain = service_chain(service_port_name("default", "web", "http"), "tcp")
+    before = nat_of(env, "node1")
+    second = [line for line in before.splitlines() if line.startswith(f"-A {chain} ")
+              and "KUBE-SEP-" in line][1]
+    tampered = shlex.split(re.sub(r"--probability \S+", "--probability 0.1", second))[2:]
+    labkit("shell", "kube-proxy", "node1", "--", "iptables", "-t", "nat", "-R", chain, "2", *tampered, env=lab, check=0)
+    answer = Path(lab["LABKIT_ANSWERS_DIR"]) / "kube-proxy" / "follow-the-chain.yaml"
+    answer.parent.mkdir(parents=True, exist_ok=True)
+    answer.write_text(yaml.safe_dump({"chain": chain, "probabilities": [0.1, 0.33333333349, 0.5, 1]}))
+    graded = result(lab, "follow-the-chain")
+    assert graded["status"] == "fail" and "is not what kube-proxy wrote" in graded["message"]
+    answer.write_text(yaml.safe_dump({"chain": chain, "probabilities": [0.25, 0.33333333349, 0.5, 1]}))
+    graded = result(lab, "follow-the-chain")
+    assert graded["status"] == "pass" and "is not what kube-proxy wrote" in graded["message"]
+    # a key given twice is refused, not silently the last one
+    answer.write_text(f"chain: {chain}\nprobabilities: [0.1, 0.2, 0.5, 1]\nprobabilities: [0.25, 0.33333333349, 0.5, 1]\n")
+    graded = result(lab, "follow-the-chain")
+    assert graded["status"] != "pass" and "probabilities is given twice" in graded["message"]
+    # every reset lists the edit, and follow-the-chain's puts node1's rules back
+    assert any("node1's rules, in nat " + chain in w for w in runner.work_at_risk(env.lab, None))
+    assert any("node1's rules, in nat " + chain in w for w in runner.work_at_risk(env.lab, "follow-the-chain"))
+    assert runner.work_at_risk(env.lab, "debug-ruleset") == []
+    saved = set(judge_saved(lab))
+    labkit("reset", "kube-proxy", "follow-the-chain", "--yes", env=lab, check=0)
+    (copy,) = set(judge_saved(lab)) - saved
+    assert "--probability 0.10000000009" in copy.read_text()
+    assert nat_of(env, "node1") == before

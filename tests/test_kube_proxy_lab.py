@@ -147,6 +147,8 @@ def test_a_partial_sync_leaves_other_services_chains_alone(env, lab, tmp_path):
 
 
 def test_curl_command_reports_pods_counts_and_seen_addresses(lab):
+    # the shop NodePorts from the client show what traffic-policy asks to predict: predicted first
+    labkit("solve", "kube-proxy", "traffic-policy", env=lab, check=0)
     out = json.loads(labkit("kube-proxy", "curl", "--from", "client", "--to", f"{NODE2}:30100", "-n", "5",
                             "-o", "json", env=lab, check=0).stdout)
     assert out["sent"] == 5 and out["ok"] == 5 and out["failed"] == {}

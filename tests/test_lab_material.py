@@ -215,9 +215,9 @@ TEXTS: dict[str, dict[str, Run | list[Run] | Mention | Covered]] = {
         "labkit kube-proxy curl --from HOST --to SERVICE|IP:PORT [-n N] [--source IP]": runs(
             Run("labkit kube-proxy curl --from web-1 --to web"),
             Run("labkit kube-proxy curl --from client --to 192.168.50.11:30090 -n 5 --source 192.168.50.101")),
-        "labkit kube-proxy graph --node NODE [--service NAME] [-o graph.svg]": runs(
+        "labkit kube-proxy graph --node NODE [--service NAME] [-o svg --output-file graph.svg]": runs(
             Run("labkit kube-proxy graph --node node1"),
-            Run("labkit kube-proxy graph --node node2 --service web -o graph.svg")),
+            Run("labkit kube-proxy graph --node node2 --service web -o svg --output-file graph.svg")),
         "labkit trace --node NODE --src IP --dst IP:PORT": Run("labkit trace --node node1 --src 10.244.1.2 --dst 10.96.0.10:80"),
         "labkit kube-proxy apply -f service.yaml": Run("labkit kube-proxy get services web -o yaml > service.yaml && "
                                                        "labkit kube-proxy apply -f service.yaml", changes="nodeport"),
@@ -248,8 +248,9 @@ TEXTS: dict[str, dict[str, Run | list[Run] | Mention | Covered]] = {
             "cat /proc/net/xt_recent/$(ls /proc/net/xt_recent | grep KUBE-SEP | head -1)", on="node1",
             before="labkit solve kube-proxy session-affinity && "
                    "labkit kube-proxy curl --from client --to 192.168.50.11:30090 -n 2", changes="session-affinity"),
-        "labkit kube-proxy curl --from client --to NODE-IP:NODE-PORT": Run(
-            "labkit kube-proxy curl --from client --to 192.168.50.11:30100"),
+        "labkit kube-proxy curl --from client --to NODE-IP:NODE-PORT": Run(     # (shown after a prediction)
+            "labkit kube-proxy curl --from client --to 192.168.50.11:30100",
+            before="labkit solve kube-proxy traffic-policy", changes="traffic-policy"),
         "labkit shell kube-proxy node2": Run("labkit shell kube-proxy node2 < /dev/null"),
         "iptables-save -t nat | grep catalog": Run(on="node2"),
         "iptables -t nat -R CHAIN N ...": Run(     # rule 1 of KUBE-SERVICES replaced by itself

@@ -368,6 +368,7 @@ def default_service(doc: dict, old: dict | None, alloc: _Allocator, source: str,
         _fail(source, f"{where}.spec.ports", "expected a non-empty list of ports")
     old_ports = {(p.get("port"), p.get("protocol")): p for p in (old or {}).get("spec", {}).get("ports", [])}
     seen_names, seen = set(), set()
+    by_port, node_port_protocols = {}, set()      # initNodePorts' svcPortToNodePort; validation's nodePorts
     for i, port in enumerate(ports):
         pw = f"{where}.spec.ports[{i}]"
         if not isinstance(port, dict):
@@ -392,15 +393,34 @@ def default_service(doc: dict, old: dict | None, alloc: _Allocator, source: str,
         if not _int_or_str(port["targetPort"]):
             _fail(source, f"{pw}.targetPort", f"expected a port number or a container port name, got {port['targetPort']!r}")
         if svc_type in ("NodePort", "LoadBalancer"):
+            # pkg/registry/core/service/storage/alloc.go, initNodePorts: ports with the same port
+            # number share one node port (the first one requested among them, findRequestedNodePort,
+            # or one allocated), so port 80/TCP and 80/UDP may both have nodePort 30080; any other
+            # node port already taken is refused with portallocator's ErrAllocated. Validation
+            # (pkg/apis/core/validation/validation.go, ValidateService) refuses a nodePort given
+            # twice only for the same protocol.
             node_port = port.get("nodePort")
-            if node_port is None:
-                previous = old_ports.get((number, port["protocol"]), {}).get("nodePort")
-                node_port = previous if previous and previous not in alloc.used_ports else alloc.node_port()
-            elif node_port not in alloc.node_ports:
+            shared = by_port.get(number)
+            if node_port is not None and node_port not in alloc.node_ports:
                 _fail(source, f"{pw}.nodePort", f"expected a port in {alloc.node_ports.start}-{alloc.node_ports.stop - 1}, got {node_port!r}")
-            elif node_port in alloc.used_ports:
-                _fail(source, f"{pw}.nodePort", f"port {node_port} is already allocated to another Service")
+            if node_port is not None and (node_port, port["protocol"]) in node_port_protocols:
+                _fail(source, f"{pw}.nodePort", f"Duplicate value: {node_port}")
+            if shared is not None and node_port is None:
+                node_port = shared
+            elif shared is None and node_port is None:
+                node_port = next((p.get("nodePort") for p in ports if isinstance(p, dict)
+                                  and p.get("port") == number and p.get("nodePort")), None)
+                if node_port is None:
+                    previous = old_ports.get((number, port["protocol"]), {}).get("nodePort")
+                    node_port = previous if previous and previous not in alloc.used_ports else alloc.node_port()
+                    shared = node_port      # allocated here: taken now
+            if node_port != shared:
+                if node_port in alloc.used_ports:
+                    _fail(source, f"{pw}.nodePort", f"Invalid value: {node_port}: provided port is already allocated")
+                alloc.used_ports.add(node_port)
             alloc.used_ports.add(node_port)
+            by_port.setdefault(number, node_port)
+            node_port_protocols.add((node_port, port["protocol"]))
             port["nodePort"] = node_port
         elif "nodePort" in port:
             _fail(source, f"{pw}.nodePort", f"may not be used when type is {svc_type!r}")

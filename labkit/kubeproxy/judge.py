@@ -10,11 +10,17 @@ with labkit's packet tracer (labkit.netfilter.trace, which explores every statis
   (labkit.kubeproxy.proxier.render, the reconstruction of syncProxyRules in
   pkg/proxy/iptables/proxier.go, v1.34);
 - the packet space (`probes`): tcp, udp and sctp; every Service's cluster IP on its ports and on
-  other ports; every node address and 127.0.0.1 on every nodePort and on other ports; sent by the
+  other ports; every node address and 127.0.0.1 on every nodePort, on the Service's ports and on
+  other ports; sent by the
   client outside the cluster, by a pod on the node, by a pod on another node, by the node itself,
   and by every endpoint pod on the node to its own Service (the hairpin);
 - an outcome is the chance of each (DNAT target, dropped or not, masqueraded or not): two rulesets
   behave alike when every probe has the same outcomes within TOLERANCE.
+
+Behaving alike is not all: `structure_differences` compares every chain and rule of a node's nat
+and filter tables with the reference's, as the kernel keeps them (the way a rule is spelled aside),
+so that rules added beside kube-proxy's, or a bypass in front of broken chains, are seen even where
+the packets end up in the same places.
 
 The lab also keeps a log of kube-proxy's syncs (`record_sync`, `syncs_since`), so that a check can
 tell a repair made by hand from one kube-proxy made.
@@ -180,7 +186,9 @@ def probes(state, node: str, services: list[dict], *, other_ports=(80, 8080, 300
                     continue
                 for port in node_ports:
                     add(who, src, address, port, name)
-                for port in extra_node_ports:
+                # a node's addresses on the Service's ports: kube-proxy answers there only for
+                # externalIPs and load balancers (a node port is the only way in through a node)
+                for port in extra_node_ports + service_ports:
                     add(who, src, address, port, None)
         for port in node_ports:
             add(*own, "127.0.0.1", port, name)
@@ -303,4 +311,159 @@ def compare(node: str, live_text: str, reference_text: str, local_addresses, spa
                 out.append(diff)
                 if len(out) >= limit:
                     return out
+    return out
+
+
+# -- the rules themselves: every chain and rule of a table, as kube-proxy would have it ---------------
+
+# The tables kube-proxy's iptables mode writes (proxier.go: syncProxyRules writes filter and nat;
+# the mangle and nat/filter canaries are KUBE-PROXY-CANARY, compared too).
+STRUCTURE_TABLES = ("nat", "filter")
+# Chains whose rules kube-proxy writes in Go map order (one rule per Service, each with its own
+# comment): their order carries no meaning but for nat KUBE-SERVICES' last rule (canonical.py's
+# sortIPTablesRules sorts exactly these), so they are compared as multisets and that rule's place apart.
+UNORDERED_CHAINS = {("nat", "KUBE-SERVICES"), ("nat", "KUBE-NODEPORTS"), ("filter", "KUBE-SERVICES"),
+                    ("filter", "KUBE-NODEPORTS"), ("filter", "KUBE-EXTERNAL-SERVICES"),
+                    ("filter", "KUBE-PROXY-FIREWALL")}
+
+
+def _mark_value(args: list[str]) -> tuple | None:
+    """MARK's target options as (value, mask) the way iptables-save prints them (--set-xmark):
+    --or-mark X is X/X, --xor-mark X is X/0, --and-mark X is 0/~X, --set-mark X[/M] is X/(M or ~0)."""
+    for i, word in enumerate(args[:-1]):
+        value, _, mask = args[i + 1].partition("/")
+        v = int(value, 0)
+        if word == "--set-xmark":
+            return (v, int(mask, 0) if mask else 0xFFFFFFFF)
+        if word == "--set-mark":
+            return (v, int(mask, 0) if mask else 0xFFFFFFFF)
+        if word == "--or-mark":
+            return (v, v)
+        if word == "--xor-mark":
+            return (v, 0)
+        if word == "--and-mark":
+            return (0, (~v) & 0xFFFFFFFF)
+    return None
+
+
+def _target_key(rule) -> tuple:
+    args = list(rule.target_args)
+    if rule.target == "MARK":
+        return ("MARK", _mark_value(args))
+    if rule.target == "REJECT" and "--reject-with" not in args:
+        args += ["--reject-with", "icmp-port-unreachable"]       # iptables' default, printed by iptables-save
+    return (rule.target, rule.goto, tuple(args))
+
+
+def _cond_key(cond) -> tuple:
+    value = cond.value
+    if cond.kind == "statistic":
+        value = tuple(sorted((k, v) for k, v in value.items() if k not in ("probability", "p")))
+    elif cond.kind == "recent":
+        value = tuple(sorted((k, v) for k, v in value.items() if k != "mask" or v != "255.255.255.255"))
+    elif cond.kind in ("src", "dst"):
+        value = str(value)
+    elif cond.kind in ("dport", "sport"):
+        value = tuple(value)
+    elif cond.kind in ("src-type", "dst-type", "ctstate"):
+        value = tuple(sorted(value))
+    elif cond.kind == "other":
+        value = (value[0], value[1], tuple(value[2]))
+    return (cond.kind, cond.negated, repr(value))
+
+
+def rule_key(rule) -> tuple:
+    """A rule as the kernel keeps it, whichever way it was written (kube-proxy's restore input or
+    iptables-save's output: option order, /32, MARK's spellings, REJECT's default), but for its
+    statistic probability (probability_of) and its comment (a label for people: a rule typed
+    without kube-proxy's comment is still kube-proxy's rule)."""
+    return (tuple(sorted(_cond_key(c) for c in rule.conds)), _target_key(rule))
+
+
+def probability_of(rule) -> float | None:
+    cond = rule.cond("statistic")
+    return None if cond is None else float(cond.value.get("p", 1.0))
+
+
+def _same_rule(a, b) -> bool:
+    if rule_key(a) != rule_key(b):
+        return False
+    pa, pb = probability_of(a), probability_of(b)
+    return pa == pb or (pa is not None and pb is not None and abs(pa - pb) <= TOLERANCE)
+
+
+def same_rules(a: list, b: list) -> bool:
+    """Two chains' rules are the same, in order, as the kernel keeps them (rule_key; probabilities
+    within TOLERANCE)."""
+    return len(a) == len(b) and all(_same_rule(x, y) for x, y in zip(a, b))
+
+
+@dataclass
+class RuleDifference:
+    """One place where a node's live rules are not what kube-proxy would have there."""
+    node: str
+    table: str
+    chain: str
+    kind: str           # "extra chain", "missing chain", "extra rule", "missing rule", "order"
+    rule: str | None = None     # the live rule (extra, order) or kube-proxy's (missing)
+
+    def sentence(self, hide_chain: bool = False) -> str:
+        """In words; with `hide_chain`, a missing chain is not named (naming it would give away
+        what the student is to work out)."""
+        where = f"{self.node}'s {self.table} table"
+        if self.kind == "extra chain":
+            return f"{where} has chain {self.chain}, which kube-proxy does not write there"
+        if self.kind == "missing chain":
+            return (f"{where} lacks a chain kube-proxy writes there" if hide_chain
+                    else f"{where} lacks chain {self.chain}, which kube-proxy writes there")
+        if self.kind == "extra rule":
+            return f"{where}, chain {self.chain}, has a rule kube-proxy does not write: {self.rule}"
+        if self.kind == "missing rule":
+            return f"{where}, chain {self.chain}, lacks one of the rules kube-proxy writes there"
+        return f"{where}, chain {self.chain}: its rules are not in kube-proxy's order"
+
+    def key(self) -> tuple:
+        return (self.table, self.chain, self.kind, self.rule)
+
+
+def structure_differences(node: str, live_text: str, reference_text: str, *, tables=STRUCTURE_TABLES,
+                          ignore=lambda table, chain, rule: False) -> list[RuleDifference]:
+    """Every chain and rule of `tables` in which the live rules differ from the reference, as the
+    kernel sees them (rule_key; probabilities within TOLERANCE). Rules for which
+    `ignore(table, chain, rule)` holds, on either side, are left out (another exercise's part)."""
+    live_rules, ref_rules = parse(live_text), parse(reference_text)
+    out: list[RuleDifference] = []
+    for table in tables:
+        lt, rt = live_rules.table(table), ref_rules.table(table)
+        lchains = lt.chains if lt else {}
+        rchains = rt.chains if rt else {}
+        for name in lchains:
+            if name not in rchains and not (ignore(table, name, None)):
+                out.append(RuleDifference(node, table, name, "extra chain"))
+        for name in rchains:
+            if name not in lchains and not ignore(table, name, None):
+                out.append(RuleDifference(node, table, name, "missing chain"))
+        for name in lchains:
+            if name not in rchains:
+                continue
+            got = [r for r in lchains[name].rules if not ignore(table, name, r)]
+            want = [r for r in rchains[name].rules if not ignore(table, name, r)]
+            unmatched = list(want)
+            extra = []
+            for rule in got:
+                match = next((i for i, w in enumerate(unmatched) if _same_rule(rule, w)), None)
+                if match is None:
+                    extra.append(rule)
+                else:
+                    unmatched.pop(match)
+            out += [RuleDifference(node, table, name, "extra rule", r.text) for r in extra]
+            out += [RuleDifference(node, table, name, "missing rule", r.text) for r in unmatched]
+            if extra or unmatched:
+                continue
+            ordered = (table, name) not in UNORDERED_CHAINS
+            if ordered and not all(_same_rule(a, b) for a, b in zip(got, want)):
+                out.append(RuleDifference(node, table, name, "order"))
+            elif not ordered and got and want and not _same_rule(got[-1], want[-1]) and table == "nat" \
+                    and name == "KUBE-SERVICES":
+                out.append(RuleDifference(node, table, name, "order"))
     return out

@@ -4,9 +4,11 @@ The kube-proxy lab's traffic-policy exercise asks the student to *predict*, for 
 shop-cluster and shop-local, whether the client's request to each node's NodePort is answered and
 which address the pod sees, and only then to observe. `labkit kube-proxy curl` from the client and
 `labkit trace` of a client's packet on a node's live rules show exactly that outcome. So the first
-time either shows it, labkit keeps the prediction the answer file holds at that moment (or notes
-that there was none), and the check grades that kept prediction: a prediction written after
-observing does not count. `labkit reset kube-proxy traffic-policy` forgets both.
+time either shows it, labkit keeps the prediction the answer file holds at that moment, and the
+check grades that kept prediction: a prediction written after observing does not count. Before
+the answer file holds a prediction, both withhold that outcome (as `labkit mounts play` does for
+the mount-propagation lab's prediction). A reset keeps the kept prediction, as it keeps the
+recorded passes: what was seen cannot be unseen.
 """
 
 from __future__ import annotations
@@ -72,11 +74,12 @@ def observed(env, state, src: str | None, dst: str, dport: int) -> str | None:
     if not shows_outcome(env, state, src, dst, dport) or kept(env) is not None:
         return None
     text = prediction_text(env)
+    if text is None:
+        from labkit.errors import LabkitError
+        raise LabkitError(f"this would show what exercise {EXERCISE} asks you to predict, and there is no prediction "
+                          f"in {answer_path(env.lab.id, EXERCISE)} yet: write your prediction there first (labkit "
+                          "keeps it when it first shows the outcome, and the check grades that one)")
     path = kept_path(env)
     path.write_text(json.dumps({"time": time.time(), "prediction": text}))
-    if text is None:
-        return (f"note: this shows what exercise {EXERCISE} asks you to predict, and there is no prediction in "
-                f"{answer_path(env.lab.id, EXERCISE)} yet: the exercise can now only be passed after "
-                f"`labkit reset kube-proxy {EXERCISE}`, predicting first")
     return (f"note: labkit keeps your {EXERCISE} prediction as it is now; that is what `labkit check` grades "
             "(changes after observing do not count)")

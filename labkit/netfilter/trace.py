@@ -151,8 +151,8 @@ class TraceResult:
         parts = []
         for b in self.branches:
             where = f"DNAT to {b.dnat}" if b.dnat else "no DNAT"
-            verdict = {"none": "passes", "ACCEPT": "accepted"}.get(b.verdict, b.verdict.lower() + "ed"
-                                                                   if b.verdict in ("DROP", "REJECT") else b.verdict)
+            verdict = {"none": "passes", "ACCEPT": "accepted", "DROP": "dropped", "REJECT": "rejected"}.get(
+                b.verdict, b.verdict)
             masq = "masqueraded" if b.masquerade else ("marked for masquerade, not masqueraded"
                                                        if b.marked_for_masquerade else "not masqueraded")
             chance = f"p={b.probability:.6g}: " if len(self.branches) > 1 else ""

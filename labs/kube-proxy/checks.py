@@ -167,6 +167,83 @@ def require_like_kube_proxy(ctx, observation, services: list[str], *, nodes=None
             raise CheckFailed(found[0].sentence() + why)
 
 
+def service_chain_names(state, service: str) -> set[str]:
+    """The per-service chains kube-proxy could write for `service` on any node."""
+    return judge.kube_proxy_chain_names(state) - judge.kube_proxy_chain_names(state, exclude={service})
+
+
+def debug_ruleset_differences(ctx, state, node: str, text: str) -> list:
+    """Where `text` (a node's iptables-save) differs from kube-proxy's rules for the node in its
+    nat and filter tables, every chain and rule, but for clusterip-by-hand's work (legacy's rules:
+    lab.hand_built_part), which is that exercise's to judge."""
+    lab = ctx.lab.environment_module()
+    ref_text = reference(ctx, state, node)
+    return judge.structure_differences(node, text, ref_text, ignore=lab.hand_built_part(state, text, ref_text))
+
+
+def clusterip_differences(ctx, state, node: str, text: str, objects) -> list:
+    """Where `text` differs from kube-proxy's rules for the node with legacy programmed, every chain
+    and rule of nat and filter, but for what debug-ruleset judges on its node (catalog's damage, and
+    anything not aimed at legacy that differs there already without legacy)."""
+    lab = ctx.lab.environment_module()
+    found = judge.structure_differences(node, text, reference(ctx, state, node, objects))
+    if node == lab.BROKEN_NODE:
+        theirs = {d.key() for d in debug_ruleset_differences(ctx, state, node, text)}
+        found = [d for d in found if d.key() not in theirs]
+    return found
+
+
+def service_rule_differences(ctx, state, node: str, text: str, service: str) -> list:
+    """Where `text` differs from kube-proxy's rules for the node (every chain and rule of nat and
+    filter) in what concerns `service`: its own chains, and any rule elsewhere that jumps to them,
+    is aimed at its cluster IP or one of its node ports, or carries its comment."""
+    from labkit.netfilter.ruleset import parse_rule
+    svc = state.service(service)
+    names = service_chain_names(state, service)
+    ip = svc["spec"].get("clusterIP")
+    node_ports = {p["nodePort"] for p in svc["spec"].get("ports") or [] if p.get("nodePort")}
+
+    def concerns(d) -> bool:
+        if d.chain in names:
+            return True
+        rule = parse_rule(d.rule) if d.rule else None
+        if rule is None:
+            return False
+        dst, dport = rule.cond("dst"), rule.cond("dport")
+        return (rule.target in names
+                or (dst is not None and not dst.negated and str(dst.value.network_address) == ip)
+                or (dport is not None and not dport.negated
+                    and any(lo <= n <= hi for lo, hi in dport.value for n in node_ports))
+                or (rule.comment or "").startswith(f"default/{service}:"))
+    return [d for d in judge.structure_differences(node, text, reference(ctx, state, node)) if concerns(d)]
+
+
+def require_rules_from_the_service(ctx, observation, service: str) -> None:
+    """The exercise's "nothing is written by hand": on every node, what concerns `service` in the
+    nat and filter tables is exactly what kube-proxy writes for it."""
+    state = observation["state"]
+    for node in state.node_names():
+        found = service_rule_differences(ctx, state, node, observation["rules"][node], service)
+        if found:
+            raise CheckFailed(structure_feedback(found, set(), f"{service}'s rules") + f". kube-proxy writes "
+                              f"{service}'s rules from the Service: change the Service, not the rules")
+
+
+def structure_feedback(found: list, secret: set[str], what: str) -> str:
+    """The first difference in words: an added chain or rule outside `secret` (the chains the
+    exercise is about) is named with the student's own rule; differences inside them are counted
+    and located by chain, never shown as kube-proxy's rule."""
+    outside = [d for d in found if d.chain not in secret]
+    more = len(found) - 1
+    tail = f" ({more} more difference{'s' if more != 1 else ''} from kube-proxy's rules)" if more else ""
+    if outside:
+        return outside[0].sentence(hide_chain=outside[0].chain in secret) + tail
+    chains = sorted({d.chain for d in found})
+    return (f"{found[0].node}'s {found[0].table} table: {what} still differ{'s' if len(chains) == 1 else ''} from "
+            f"kube-proxy's rules in {len(found)} place{'s' if len(found) != 1 else ''} "
+            f"({len(chains)} chain{'s' if len(chains) != 1 else ''})")
+
+
 class Deferred:
     """A part of an observation that costs real requests: sent when the judge first needs it (a
     wrong setup is judged on its rules and costs no traffic), then kept."""
@@ -217,6 +294,18 @@ def require_uniform(distribution: dict[str, float], endpoints: list[str], what: 
                           observed=shares + (f"; never chosen: {', '.join(missing)}" if missing else ""))
 
 
+def answer_without_duplicates(ctx):
+    """The answer file, parsed; a key given twice in one mapping is refused (YAML would silently keep
+    the last one: labkit.strict's positions name where each stands)."""
+    answer = ctx.answer()
+    from labkit.strict import key_positions
+    duplicates = [d for doc in key_positions(ctx.answer_path.read_text()) for d in doc.duplicates]
+    if duplicates:
+        line, path = duplicates[0]
+        raise CheckFailed(f"{ctx.answer_path}: line {line + 1}: {path} is given twice; write each field once")
+    return answer
+
+
 # -- follow-the-chain ------------------------------------------------------------------------------
 
 
@@ -230,38 +319,49 @@ def cluster_ip_chain(nat, comment: str) -> str | None:
 
 def check_follow_the_chain(ctx):
     service, node = ctx.params["service"], ctx.params["node"]
-    answer = ctx.answer()
+    answer = answer_without_duplicates(ctx)
     given_chain = str(ctx.answer_field(answer, "chain", str)).strip()
     given = ctx.answer_field(answer, "probabilities", list)
-    nat = nat_table(ctx, node)
+    # Graded against kube-proxy's rules for the lab as built (the node's rules as `labkit run` wrote
+    # them: labkit's reconstruction of syncProxyRules), not against the live rules, which the
+    # exercise leaves unchanged: an edit of the live chain does not change the right answer.
+    nat = parse(judge.built_rules(ctx.env, node)).table("nat")
     chain_name = cluster_ip_chain(nat, f"default/{service}:http cluster IP")
     if chain_name is None:
-        return ctx.error(f"{node} has no cluster-IP rule for {service} in KUBE-SERVICES: `labkit reset kube-proxy` restores the lab")
+        return ctx.error(f"the lab as built has no cluster-IP rule for {service} on {node}: `labkit reset kube-proxy` "
+                         "rebuilds it")
+    note = ""
+    live_nat = nat_table(ctx, node)
+    live_chain = live_nat.chain(chain_name) if live_nat else None
+    if live_chain is None or not judge.same_rules(live_chain.rules, nat.chain(chain_name).rules):
+        note = (f" Note: {node}'s live {chain_name} is not what kube-proxy wrote (it was changed since the lab was "
+                f"built); the answer is graded against kube-proxy's rules, and `labkit reset kube-proxy "
+                f"{ctx.exercise.id}` puts them back")
     if given_chain != chain_name:
         other = next((r.comment for r in (nat.chain("KUBE-SERVICES").rules if nat.chain("KUBE-SERVICES") else [])
                       if r.target == given_chain and r.comment), None)
         whose = f" (it is the chain of \"{other}\")" if other else ""
         return ctx.failed(f"{given_chain} is not the chain {node} sends {service}'s cluster-IP traffic to{whose}: "
-                          "follow the KUBE-SERVICES rule for its cluster IP")
-    live_probabilities = [probability_of_rule(r) for r in nat.chain(chain_name).rules
-                          if r.target and r.target.startswith("KUBE-SEP-") and not r.cond("recent")]
+                          "follow the KUBE-SERVICES rule for its cluster IP" + note)
+    built_probabilities = [probability_of_rule(r) for r in nat.chain(chain_name).rules
+                           if r.target and r.target.startswith("KUBE-SEP-") and not r.cond("recent")]
     try:
         numbers = [float(p) for p in given]
     except (TypeError, ValueError):
         raise CheckFailed(f"{ctx.answer_path}: probabilities must be numbers, got {', '.join(map(str, given))}")
     if any(isinstance(p, bool) for p in given):
         raise CheckFailed(f"{ctx.answer_path}: probabilities must be numbers, not true/false")
-    if len(numbers) != len(live_probabilities):
-        return ctx.failed(f"{chain_name} has {len(live_probabilities)} jumps to KUBE-SEP chains, your answer lists "
-                          f"{len(numbers)} probabilities", observed=", ".join(map(str, given)))
-    wrong = [i for i, (a, b) in enumerate(zip(numbers, live_probabilities)) if abs(a - b) > TOLERANCE]
+    if len(numbers) != len(built_probabilities):
+        return ctx.failed(f"{chain_name} has {len(built_probabilities)} jumps to KUBE-SEP chains, your answer lists "
+                          f"{len(numbers)} probabilities" + note, observed=", ".join(map(str, given)))
+    wrong = [i for i, (a, b) in enumerate(zip(numbers, built_probabilities)) if abs(a - b) > TOLERANCE]
     if wrong:
         shown = "; ".join(f"jump {i + 1}: you wrote {number(numbers[i])}" for i in wrong)
         return ctx.failed(f"{shown}. Each must be the --probability of that jump in {chain_name}, within a tolerance "
                           f"of ±{TOLERANCE:g} (so copy every digit: rounded values such as 0.33 are outside it; the last "
-                          "jump has none: write 1)")
+                          "jump has none: write 1)" + note)
     return ctx.passed(f"{chain_name} picks among {len(numbers)} endpoints with probabilities "
-                      f"{', '.join(number(n) for n in numbers)}: each endpoint gets 1/{len(numbers)} overall")
+                      f"{', '.join(number(n) for n in numbers)}: each endpoint gets 1/{len(numbers)} overall" + note)
 
 
 # -- nodeport --------------------------------------------------------------------------------------
@@ -309,6 +409,7 @@ def judge_nodeport(ctx, observation):
     require_like_kube_proxy(ctx, observation, [service],
                             why=f" (each node's rules for {service} must be kube-proxy's for the Service you applied: "
                                 "change the Service, not the rules)")
+    require_rules_from_the_service(ctx, observation, service)
     pods = {e["pod"] for e in endpoints_of(state, service)}
     targets = [f"{e['ip']}:{e['port']}" for e in endpoints_of(state, service)]
     client = next(h for h in state.hosts if h["name"] == "client")["addresses"][0]
@@ -320,7 +421,7 @@ def judge_nodeport(ctx, observation):
     for node in state.node_names():
         require_all_answered(sent[node], f"client -> {node} ({state.node_address(node)}:{node_port})", pods)
     return ctx.passed(f"the client reaches all {len(pods)} {service} pods through port {node_port} of every node, "
-                      "and both nodes' rules for it are kube-proxy's")
+                      "and both nodes' rules for it are kube-proxy's, every chain and rule")
 
 
 def check_nodeport(ctx):
@@ -375,6 +476,7 @@ def judge_session_affinity(ctx, observation):
     require_like_kube_proxy(ctx, observation, [service], affinity=True,
                             why=f" (each node's rules for {service} must be kube-proxy's for the Service you applied: "
                                 "change the Service, not the rules)")
+    require_rules_from_the_service(ctx, observation, service)
     pods = {e["pod"] for e in endpoints_of(state, service)}
     chosen = {}
     for source, node, tally in traffic(observation):
@@ -448,9 +550,7 @@ def check_traffic_policy(ctx):
     first = predictions.kept(ctx.env)
     graded_note = ""
     if first is not None and first.get("prediction") is None:
-        return ctx.failed("labkit's curl or trace showed what the client gets at these NodePorts before your answer "
-                          f"file held a prediction: `labkit reset kube-proxy {ctx.exercise.id}` (your answer file "
-                          "stays), then predict before you observe")
+        first = None        # kept by an older labkit, which showed the outcome without a prediction
     if first is not None:
         import yaml
         answer = yaml.safe_load(first["prediction"])
@@ -458,7 +558,7 @@ def check_traffic_policy(ctx):
             graded_note = (" (graded: your prediction as it stood when labkit first showed you the outcome; "
                            "changes after observing do not count)")
     else:
-        answer = ctx.answer()
+        answer = answer_without_duplicates(ctx)
     truth = built_outcomes(ctx, services, client_address)
     wrong, total = [], 0
     for service in services:
@@ -523,7 +623,7 @@ def hairpin_truth(ctx, pod_name: str, service: str) -> dict:
 
 def check_hairpin(ctx):
     pod_name, service = ctx.params["pod"], ctx.params["service"]
-    answer = ctx.answer()
+    answer = answer_without_duplicates(ctx)
     given = {k: str(ctx.answer_field(answer, k, str)).strip() for k in ("seen_by_itself", "seen_by_others", "chain")}
     truth = hairpin_truth(ctx, pod_name, service)
     wrong = [k for k in given if given[k] != truth[k]]
@@ -532,8 +632,9 @@ def check_hairpin(ctx):
     note = situation_changes(ctx, [service], ignore=("spec.type", "nodePort", "spec.externalTrafficPolicy"))
     if wrong:
         return ctx.failed(ctx.grid_feedback(wrong, len(given), "fields") + f". Observe with `labkit kube-proxy curl "
-                          f"--from {pod_name} --to {service} -n 40` (the address each pod saw) and look for the "
-                          f"-s <pod IP> ... -j KUBE-MARK-MASQ rule of {service} in {truth['node']}'s nat table." + note)
+                          f"--from {pod_name} --to {service} -n 40` (the address each pod saw), then follow {service}'s chains "
+                          f"in {truth['node']}'s nat table from KUBE-SERVICES to the one that DNATs to {pod_name}, and "
+                          "ask which of their rules decides that KUBE-POSTROUTING masquerades a packet." + note)
     return ctx.passed(f"{pod_name} sees {truth['seen_by_itself']} (its node's address on the pod bridge) when it "
                       f"answers itself: {truth['chain']} marks the packet (KUBE-MARK-MASQ), KUBE-POSTROUTING "
                       f"masquerades it, and the bridge port's hairpin mode sends it back out the port it came in; "
@@ -601,6 +702,14 @@ def judge_debug_ruleset(ctx, observation):
     for_services = [s["metadata"]["name"] for s in state.services if s["metadata"]["name"] not in others]
     require_like_kube_proxy(ctx, observation, for_services, nodes=[node],
                             why=f" (compare {node}'s chains with node1's and with what kube-proxy writes)")
+    # the rules themselves, every chain and rule of the node's nat and filter tables: the damage
+    # repaired where it is, nothing added in front of or beside kube-proxy's chains
+    found = debug_ruleset_differences(ctx, state, node, rules)
+    if found:
+        mine = service_chain_names(state, service)
+        return ctx.failed(structure_feedback(found, mine, f"{service}'s chains") + ". The exercise is to repair "
+                          f"kube-proxy's own chains for {service} in place, so that {node}'s rules are the ones "
+                          "kube-proxy writes: compare them with node1's, rule by rule")
     svc_ip, port = svc["spec"]["clusterIP"], svc["spec"]["ports"][0]["port"]
     endpoints = endpoints_of(state, service)
     targets = [f"{e['ip']}:{e['port']}" for e in endpoints]
@@ -612,7 +721,8 @@ def judge_debug_ruleset(ctx, observation):
     for host, _ in traffic_sources(state, node, ctx.params["pod"]):
         require_all_answered(sent[host], f"{host} -> {service}", pods)
     return ctx.passed(f"from {node} and its pods every request to {service} is answered, each of its {len(pods)} "
-                      f"pods gets 1/{len(pods)} of them, and {node}'s rules are kube-proxy's again, repaired by hand")
+                      f"pods gets 1/{len(pods)} of them, and every chain and rule of {node}'s nat and filter tables "
+                      f"is kube-proxy's again (rules written for {lab.HAND_BUILT_SERVICE} aside), repaired by hand")
 
 
 def check_debug_ruleset(ctx):
@@ -725,11 +835,21 @@ def judge_clusterip_by_hand(ctx, observation):
         for host, address in traffic_sources(state, node):
             require_uniform(dnat_distribution(trace_live(observation, node, address, ip, port)), targets,
                             f"on {node}, from {host}")
+        # every chain and rule: exactly kube-proxy's chains for legacy and its one KUBE-SERVICES jump,
+        # nothing more anywhere (a rule that opens legacy on a node's address or a node port is one
+        # kube-proxy never writes for a ClusterIP Service)
+        found = clusterip_differences(ctx, state, node, observation["rules"][node], objects)
+        if found:
+            return ctx.failed(structure_feedback(found, {svc_chain, *sep_chains.values()}, f"{service}'s chains")
+                              + f". Write exactly the rules kube-proxy writes for a ClusterIP Service, nothing more: "
+                              "its KUBE-SVC and KUBE-SEP chains and one KUBE-SERVICES rule for the cluster IP and port")
     for host, tally in traffic(observation).items():
         require_all_answered(tally, f"{host} -> {service} ({ip}:{port})", pods)
     return ctx.passed(f"both nodes send {service}'s cluster IP through kube-proxy's chains to all {len(pods)} endpoints, "
-                      "from the nodes, from pods, and from each endpoint to itself, and treat every other packet as "
-                      "kube-proxy would")
+                      "from the nodes, from pods, and from each endpoint to itself; every other chain and rule of "
+                      "their nat and filter tables is as kube-proxy writes it (what debug-ruleset judges on node2 aside), so "
+                      "nothing else answers for "
+                      f"{service} (not its node addresses, not a node port)")
 
 
 def check_clusterip_by_hand(ctx):

@@ -11,6 +11,7 @@ from labkit.kubeproxy import judge, live
 from labkit.kubeproxy.chains import endpoint_chain, service_chain, service_port_name
 from labkit.kubeproxy.cluster_state import load_scenario
 from labkit.netfilter import parse, restore, save
+from labkit.netfilter.ruleset import parse_rule
 
 SCENARIO = Path(__file__).resolve().parent / "scenarios" / "cluster.yaml"
 # debug-ruleset: these rules of one node are edited by hand after kube-proxy's first sync
@@ -110,36 +111,106 @@ def service_changes(state, name: str) -> list[str]:
 
 
 def restore_services(env, names: list[str]) -> None:
-    """Apply the scenario's version of each changed Service (kube-proxy syncs the change)."""
+    """Apply the scenario's version of each changed Service (kube-proxy syncs the change). The
+    sync rewrites KUBE-SERVICES and deletes the service chains kube-proxy does not know: the rules
+    the student wrote for clusterip-by-hand (another exercise's work) are put back after it."""
     state = live.load(env)
-    if not names:
-        return
     documents = [scenario_service(n) for n in names if service_changes(state, n)]
-    # kube-proxy's sync rewrites KUBE-SERVICES and deletes the chains it does not know: the rules
-    # the student wrote for clusterip-by-hand (another exercise's work) are put back after it
-    keep = {} if HAND_BUILT_SERVICE in names else {n: hand_built_lines(env, state, n) for n in state.node_names()}
-    if documents:
-        live.apply_documents(env, documents, "labkit reset")
-    # and the Services' chains are kube-proxy's again on every node, whatever was typed into them
-    # (a partial sync of these Services: proxier.go's syncProxyRules with tryPartialSync)
-    from labkit.kubeproxy.sync import sync_node
-    state = live.load(env)
-    from labkit.errors import LabkitError
-    for node in state.node_names():
-        changed = {f"default/{n}" for n in names}
-        config = live.proxier_config(state, node)
-        try:
-            sync_node(env.netns_name(node), state.objects(), config, changed_services=changed)
-        except LabkitError:
-            # iptables-restore refused the partial sync (hand edits elsewhere in the node's nat
-            # table, e.g. a chain it would delete is still referenced): as kube-proxy does after a
-            # failed restore (syncProxyRules leaves needFullSync set), a full sync
-            changed = None
-            sync_node(env.netns_name(node), state.objects(), config)
-        judge.record_sync(env, node, changed)
-    for node, lines in keep.items():
-        if lines:
-            restore(env.netns_name(node), "*nat\n" + "\n".join(lines) + "\nCOMMIT\n", noflush=True)
+    if not documents:
+        return
+    keep = {} if HAND_BUILT_SERVICE in names else {n: _hand_built_of(env, state, n) for n in state.node_names()}
+    live.apply_documents(env, documents, "labkit reset")
+    for node, part in keep.items():
+        _put_back(env, node, part)
+
+
+# -- a node's rules as text, by table and chain (iptables-save's form) ---------------------------------
+
+
+def _tables(text: str) -> dict:
+    """iptables-save text as {table: {chain: {"decl": ":CHAIN ...", "rules": ["-A CHAIN ...", ...]}}}."""
+    tables: dict = {}
+    table = None
+    for line in text.splitlines():
+        if line.startswith("*"):
+            table = tables.setdefault(line[1:], {})
+        elif line.startswith(":") and table is not None:
+            table[line[1:].split()[0]] = {"decl": line, "rules": []}
+        elif line.startswith("-A ") and table is not None:
+            table[line.split()[1]]["rules"].append(line)
+    return tables
+
+
+def _text(tables: dict) -> str:
+    out = []
+    for name, chains in tables.items():
+        out.append(f"*{name}")
+        out += [c["decl"] for c in chains.values()]
+        out += [r for c in chains.values() for r in c["rules"]]
+        out.append("COMMIT")
+    return "\n".join(out) + "\n"
+
+
+def _reference(env, state, node: str) -> str:
+    return judge.reference_rules(judge.built_rules(env, node), state.objects(), live.proxier_config(state, node))
+
+
+def _hand_built_of(env, state, node: str) -> dict:
+    """clusterip-by-hand's work on a node (hand_built_part): {"chains": {name: decl and rules},
+    "entries": [(chain, position, rule line)]} from its live nat table."""
+    text = save(env.netns_name(node))
+    if not judge.built_path(env, node).exists():
+        return {"chains": {}, "entries": []}
+    ignore = hand_built_part(state, text, _reference(env, state, node))
+    nat = _tables(text).get("nat", {})
+    chains = {name: c for name, c in nat.items() if ignore("nat", name, None)}
+    entries = [(name, i, line) for name, c in nat.items() if name not in chains
+               for i, line in enumerate(c["rules"]) if ignore("nat", name, parse_rule(line))]
+    return {"chains": chains, "entries": entries}
+
+
+def _without_hand_built(env, state, node: str, text: str) -> str:
+    part = _hand_built_of(env, state, node)
+    tables = _tables(text)
+    nat = tables.get("nat", {})
+    for name in part["chains"]:
+        nat.pop(name, None)
+    gone = {line for _c, _i, line in part["entries"]}
+    for chain in nat.values():
+        chain["rules"] = [r for r in chain["rules"] if r not in gone]
+    return _text(tables)
+
+
+def _put_back(env, node: str, part: dict) -> None:
+    """Load clusterip-by-hand's work (from _hand_built_of) into a node's nat table again, once: its
+    chains, and its rules in kube-proxy's chains at their old places (the table is written whole,
+    so nothing is doubled)."""
+    if not part["chains"] and not part["entries"]:
+        return
+    netns = env.netns_name(node)
+    tables = _tables(save(netns))
+    nat = tables.setdefault("nat", {})
+    for name, chain in part["chains"].items():
+        nat[name] = {"decl": chain["decl"], "rules": list(chain["rules"])}
+    for name, position, line in part["entries"]:
+        if name in nat and line not in nat[name]["rules"]:
+            nat[name]["rules"].insert(min(position, len(nat[name]["rules"])), line)
+    restore(netns, _text({"nat": nat}), noflush=False)
+
+
+def rebuild_node_rules(env, state, node: str, *, keep_hand_built: bool = True) -> None:
+    """A node's rules as the lab builds them for the current Services: the node as built, with
+    kube-proxy's full sync of the current objects on top (what judge.reference_rules reconstructs),
+    written whole, so that every chain and rule typed since is gone; clusterip-by-hand's work is
+    put back when `keep_hand_built` (another exercise's)."""
+    from labkit.kubeproxy.proxier import render
+    netns = env.netns_name(node)
+    part = _hand_built_of(env, state, node) if keep_hand_built else {"chains": {}, "entries": []}
+    built = judge.built_rules(env, node)
+    restore(netns, built, noflush=False)
+    restore(netns, render(state.objects(), live.proxier_config(state, node),
+                          existing_nat_chains=parse(built).chain_names("nat")), noflush=True)
+    _put_back(env, node, part)
 
 
 def saved_dir() -> Path:
@@ -168,114 +239,91 @@ def catalog_chains(state, node: str, rules_text: str | None = None) -> dict[str,
     return {n: [r.text for r in nat.chain(n).rules] if nat and nat.chain(n) else [] for n in names}
 
 
-def hand_built_rules(env, state, node: str) -> list[str]:
-    """What the student wrote on a node for clusterip-by-hand: rules aimed at legacy's cluster IP
-    and service chains kube-proxy would not write (they go at its next sync)."""
+def hand_built_part(state, live_text: str, reference_text: str):
+    """What of a node's nat table is clusterip-by-hand's work, as ignore(table, chain, rule) for
+    judge.structure_differences: the chains kube-proxy would write for legacy, the chains the
+    reference does not have that rules aimed at legacy's cluster IP (or at legacy's chains) lead
+    to, and those rules. Anything else hand-made (a bypass in front of catalog's chains, say) is
+    not legacy's."""
     svc = state.service(HAND_BUILT_SERVICE) or scenario_service(HAND_BUILT_SERVICE)
     ip = svc["spec"]["clusterIP"]
-    if not judge.built_path(env, node).exists():
-        return []        # a lab built before labkit kept this record: nothing to compare with
-    current = parse(save(env.netns_name(node), "nat")).table("nat")
-    reference = parse(judge.reference_rules(judge.built_rules(env, node), state.objects(),
-                                            live.proxier_config(state, node))).table("nat")
-    others = judge.kube_proxy_chain_names(state, exclude={HAND_BUILT_SERVICE})
-    out = [f"chain {name}" for name in current.chains if reference.chain(name) is None and name not in others]
-    for name, chain in current.chains.items():
-        for rule in chain.rules:
-            dst = rule.cond("dst")
-            if dst is not None and not dst.negated and str(dst.value.network_address) == ip:
-                out.append(f"rule {rule.text}")
-    return out
+    nat = parse(live_text).table("nat")
+    ref = parse(reference_text).table("nat")
+    chains = nat.chains if nat else {}
+    own = {n for n in chains if ref is None or ref.chain(n) is None}
+    names = judge.kube_proxy_chain_names(state) - judge.kube_proxy_chain_names(state, exclude={HAND_BUILT_SERVICE})
 
+    def aimed(rule) -> bool:
+        dst = rule.cond("dst")
+        return dst is not None and not dst.negated and str(dst.value.network_address) == ip
 
-def hand_built_lines(env, state, node: str) -> list[str]:
-    """clusterip-by-hand's rules on a node as iptables-restore input that puts them back after a
-    full sync: the chains kube-proxy would not write (declared, with their rules) and the rules
-    aimed at legacy's cluster IP in kube-proxy's chains (inserted first, in their order)."""
-    if not judge.built_path(env, node).exists():
-        return []
-    svc = state.service(HAND_BUILT_SERVICE) or scenario_service(HAND_BUILT_SERVICE)
-    ip = svc["spec"]["clusterIP"]
-    current = parse(save(env.netns_name(node), "nat")).table("nat")
-    reference = parse(judge.reference_rules(judge.built_rules(env, node), state.objects(),
-                                            live.proxier_config(state, node))).table("nat")
-    others = judge.kube_proxy_chain_names(state, exclude={HAND_BUILT_SERVICE})
-    own = [name for name in current.chains if reference.chain(name) is None and name not in others]
-    lines = [f":{name} - [0:0]" for name in own]
-    lines += [rule.text for name in own for rule in current.chain(name).rules]
-    for name, chain in current.chains.items():
-        if name in own:
+    part = set(names)
+    entries = [r for n, c in chains.items() if n not in part for r in c.rules if aimed(r) or r.target in names]
+    todo = [r.target for r in entries if r.target in own] + [n for n in names if n in chains]
+    seen = set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
             continue
-        aimed = [r for r in chain.rules if r.target in own or (r.cond("dst") is not None and not r.cond("dst").negated
-                 and str(r.cond("dst").value.network_address) == ip)]
-        for rule in reversed(aimed):
-            lines.append(rule.text.replace(f"-A {name} ", f"-I {name} 1 ", 1))
-    return lines
+        seen.add(name)
+        part.add(name)
+        todo += [r.target for r in chains[name].rules if r.target in own]
+
+    def ignore(table, chain, rule) -> bool:
+        if table != "nat":
+            return False
+        return chain in part or (rule is not None and (aimed(rule) or rule.target in part))
+    return ignore
 
 
 def reset_exercise(env, exercise_id: str) -> None:
-    """Restore only what the exercise changes. Answer files are never touched; rules the student
-    wrote are copied to the answers directory's saved/ before they are rewritten."""
+    """Restore exactly the exercise's part as the lab built it, nothing of the other exercises'.
+    Answer files and the traffic-policy prediction labkit kept are never touched; the rules the
+    student wrote were copied to saved/ before (keep_student_work)."""
     state = live.load(env)
+    if exercise_id == "follow-the-chain":
+        if reverted(env, state, exercise_id):
+            rebuild_node_rules(env, state, FOLLOW_NODE)
+        return
     if exercise_id == "debug-ruleset":
         restore_services(env, SERVICES_OF[exercise_id])
         state = live.load(env)
-        netns = env.netns_name(BROKEN_NODE)
-        broken = broken_chains(env)
-        current = catalog_chains(state, BROKEN_NODE, save(netns, "nat"))
-        if broken is not None and current != broken:
-            env.log(f"your {BROKEN_NODE} rules before the reset: {keep_aside(env, exercise_id, BROKEN_NODE)}")
-        keep = hand_built_lines(env, state, BROKEN_NODE)
-        # kube-proxy's full sync of the node (what it does when its canary goes): every chain of
-        # every Service as kube-proxy writes it, whatever was done to the node's nat table
-        from labkit.kubeproxy.sync import sync_node
-        sync_node(netns, state.objects(), live.proxier_config(state, BROKEN_NODE))
-        judge.record_sync(env, BROKEN_NODE, None)
-        if keep:        # clusterip-by-hand's rules on the node stay (that exercise's work)
-            restore(netns, "*nat\n" + "\n".join(keep) + "\nCOMMIT\n", noflush=True)
+        rebuild_node_rules(env, state, BROKEN_NODE)
         break_rules(env, state)
         return
     if exercise_id == "clusterip-by-hand":
         for node in state.node_names():
-            if hand_built_rules(env, state, node):
-                env.log(f"your {node} rules before the reset: {keep_aside(env, exercise_id, node)}")
-            _remove_hand_built(env, state, node)
-        # then what kube-proxy does on any sync: KUBE-SERVICES rewritten, unknown service chains deleted
+            netns = env.netns_name(node)
+            without = _tables(_without_hand_built(env, state, node, save(netns)))
+            restore(netns, _text({"nat": without.get("nat", {})}), noflush=False)
         restore_services(env, SERVICES_OF[exercise_id])
         return
-    if exercise_id == "traffic-policy":
-        from labkit.kubeproxy import predictions
-        predictions.forget(env)     # the next observation keeps the prediction afresh
     restore_services(env, SERVICES_OF.get(exercise_id, []))
+    names = _syncs_of(live.load(env), exercise_id)
+    if names:
+        sync_services(env, names)
 
 
-def _remove_hand_built(env, state, node: str) -> None:
-    """Delete what the student built on a node for clusterip-by-hand: every rule aimed at legacy's
-    cluster IP or jumping to a chain kube-proxy would not write, then those chains."""
-    from labkit.netlab import run_in
-    if not judge.built_path(env, node).exists():
-        return
-    svc = state.service(HAND_BUILT_SERVICE) or scenario_service(HAND_BUILT_SERVICE)
-    ip = svc["spec"]["clusterIP"]
-    netns = env.netns_name(node)
-    current = parse(save(netns, "nat")).table("nat")
-    reference = parse(judge.reference_rules(judge.built_rules(env, node), state.objects(),
-                                            live.proxier_config(state, node))).table("nat")
-    others = judge.kube_proxy_chain_names(state, exclude={HAND_BUILT_SERVICE})
-    own = {name for name in current.chains if reference.chain(name) is None and name not in others}
-    iptables = lambda *args: run_in(netns, ["iptables-legacy", "-w", "-t", "nat", *args], check=False)
-    for name, chain in current.chains.items():
-        if name in own:
-            continue
-        for number, rule in reversed(list(enumerate(chain.rules, 1))):
-            dst = rule.cond("dst")
-            aimed = dst is not None and not dst.negated and str(dst.value.network_address) == ip
-            if aimed or rule.target in own:
-                iptables("-D", name, str(number))
-    for name in own:
-        iptables("-F", name)
-    for name in own:
-        iptables("-X", name)
+def sync_services(env, names: list[str]) -> None:
+    """kube-proxy's partial sync of `names` on every node (syncProxyRules with tryPartialSync,
+    pkg/proxy/iptables/proxier.go): their chains are kube-proxy's again, whatever was typed into
+    them; clusterip-by-hand's work, which a sync deletes, is put back."""
+    from labkit.errors import LabkitError
+    from labkit.kubeproxy.sync import sync_node
+    state = live.load(env)
+    for node in state.node_names():
+        keep = _hand_built_of(env, state, node)
+        changed = {f"default/{n}" for n in names}
+        config = live.proxier_config(state, node)
+        try:
+            sync_node(env.netns_name(node), state.objects(), config, changed_services=changed)
+        except LabkitError:
+            # iptables-restore refused the partial sync (e.g. a chain it would delete is still
+            # referenced): as kube-proxy does after a failed restore (needFullSync), a full sync
+            changed = None
+            sync_node(env.netns_name(node), state.objects(), config)
+        judge.record_sync(env, node, changed)
+        _put_back(env, node, keep)
 
 
 def broken_chains(env) -> dict[str, list[str]] | None:
@@ -288,14 +336,94 @@ def broken_chains(env) -> dict[str, list[str]] | None:
 SOLVED_BY_LABKIT = "solved-by-labkit.json"
 
 
+FOLLOW_NODE = "node1"        # follow-the-chain reads this node's rules (and changes nothing)
+
+
+def expected_rules(env, state, node: str) -> str:
+    """A node's rules as the lab leaves them for the current Services: kube-proxy's (the node as
+    built with its sync on top), and on BROKEN_NODE catalog's chains as the lab broke them, unless a
+    kube-proxy sync has rewritten them since."""
+    text = _reference(env, state, node)
+    broken = broken_chains(env)
+    resynced = [s for s in judge.syncs_since(env, BROKEN_MARK) if s["node"] == node
+                and (s["services"] is None or f"default/{BROKEN_SERVICE}" in s["services"])]
+    if node == BROKEN_NODE and broken and not resynced:
+        text += "*nat\n" + "".join(f":{c} - [0:0]\n" for c in broken)
+        text += "".join(line + "\n" for lines in broken.values() for line in lines) + "COMMIT\n"
+    return text
+
+
+def rule_work(env, state) -> dict[str, list]:
+    """Every difference of each node's nat and filter tables from the rules as the lab leaves them
+    (expected_rules): {node: [(RuleDifference, whether it is clusterip-by-hand's work)]}."""
+    out: dict = {}
+    for node in state.node_names():
+        if not judge.built_path(env, node).exists():
+            continue        # a lab built before labkit kept this record: nothing to compare with
+        text = save(env.netns_name(node))
+        expected = expected_rules(env, state, node)
+        ignore = hand_built_part(state, text, expected)
+        for d in judge.structure_differences(node, text, expected):
+            rule = parse_rule(d.rule) if d.rule else None
+            out.setdefault(node, []).append((d, ignore(d.table, d.chain, rule)))
+    return out
+
+
+def _synced(env, state, node: str, services: list[str]) -> tuple[set, set]:
+    """What kube-proxy's partial sync of `services` writes on a node: the (table, chain)s it
+    declares (and so rewrites whole) and the chains it deletes (render's -X lines)."""
+    from labkit.kubeproxy.proxier import render
+    text = render(state.objects(), live.proxier_config(state, node),
+                  existing_nat_chains=parse(save(env.netns_name(node), "nat")).chain_names("nat"),
+                  changed_services={f"default/{n}" for n in services})
+    declared, deleted, table = set(), set(), None
+    for line in text.splitlines():
+        if line.startswith("*"):
+            table = line[1:]
+        elif line.startswith(":"):
+            declared.add((table, line[1:].split()[0]))
+        elif line.startswith("-X "):
+            deleted.add(line.split()[1])
+    return declared, deleted
+
+
+def _syncs_of(state, exercise_id: str) -> list[str]:
+    """The Services whose chains a reset of the exercise has kube-proxy sync on every node."""
+    names = SERVICES_OF.get(exercise_id, [])
+    if exercise_id in ("debug-ruleset", "clusterip-by-hand"):
+        return [n for n in names if service_changes(state, n)]      # only a Service put back is synced
+    return names
+
+
+def reverted(env, state, exercise_id: str | None) -> dict[str, list]:
+    """{node: differences} that a reset of `exercise_id` (None: the whole lab) reverts, exactly:
+    follow-the-chain and debug-ruleset rewrite their node whole (but for clusterip-by-hand's work),
+    clusterip-by-hand removes its own work, and a Service's exercise has kube-proxy sync the Service
+    (rewriting every chain that sync writes)."""
+    own_node = {"follow-the-chain": FOLLOW_NODE, "debug-ruleset": BROKEN_NODE}.get(exercise_id)
+    syncs = _syncs_of(state, exercise_id) if exercise_id else []
+    out = {}
+    for node, items in rule_work(env, state).items():
+        declared, deleted = _synced(env, state, node, syncs) if syncs else (set(), set())
+        found = []
+        for d, hand_built in items:
+            if exercise_id is None or (exercise_id == "clusterip-by-hand" and hand_built):
+                found.append(d)
+            elif hand_built:
+                continue
+            elif node == own_node or (d.table, d.chain) in declared or (d.kind == "extra chain" and d.chain in deleted):
+                found.append(d)
+        if found:
+            out[node] = found
+    return out
+
+
 def _work_of(env, state, exercise_id: str) -> dict:
-    """What an exercise's part of the lab is now: its Services and, for the rule exercises, the
-    rules typed for it (comparable with what `labkit solve` left)."""
+    """What an exercise's part of the lab is now: its Services and the rule differences its reset
+    reverts (comparable with what `labkit solve` left)."""
     out = {"services": {n: state.service(n) for n in SERVICES_OF.get(exercise_id, [])}}
-    if exercise_id == "debug-ruleset":
-        out["rules"] = catalog_chains(state, BROKEN_NODE, save(env.netns_name(BROKEN_NODE), "nat"))
-    if exercise_id == "clusterip-by-hand":
-        out["rules"] = {n: hand_built_rules(env, state, n) for n in state.node_names()}
+    out["rules"] = sorted([node, *map(str, d.key())] for node, found in reverted(env, state, exercise_id).items()
+                          for d in found)
     return json.loads(json.dumps(out))
 
 
@@ -319,9 +447,18 @@ def _left_by_labkit(env, state, exercise_id: str) -> bool:
     return exercise_id in data and data[exercise_id] == _work_of(env, state, exercise_id)
 
 
+def _work_on_rules(env, state, exercise_id: str | None) -> dict[str, list]:
+    """{node: differences} that a reset of `exercise_id` reverts and that are the student's (not
+    what `labkit solve` left)."""
+    if exercise_id and _left_by_labkit(env, state, exercise_id):
+        return {}
+    return reverted(env, state, exercise_id)
+
+
 def student_work(env, exercise_id: str | None) -> list[str]:
-    """What a reset of `exercise_id` (None: the whole lab) would revert of the student's work.
-    Answer files are never reverted, so they are not listed."""
+    """What a reset of `exercise_id` (None: the whole lab) would revert of the student's work:
+    changed Services, and every chain and rule of any node that differs from the rules as the lab
+    left them. Answer files (and the kept traffic-policy prediction) are never reverted."""
     state = live.load(env)
     wanted = [exercise_id] if exercise_id else list(SERVICES_OF)
     out = []
@@ -333,16 +470,15 @@ def student_work(env, exercise_id: str | None) -> list[str]:
             if changed:
                 what = "deleted" if changed == ["deleted"] else f"changed: {', '.join(changed)}"
                 out.append(f"Service {name} as you changed it ({what}), put back as the lab built it")
-        if ex == "debug-ruleset":
-            broken = broken_chains(env)
-            current = catalog_chains(state, BROKEN_NODE, save(env.netns_name(BROKEN_NODE), "nat"))
-            if broken is not None and current != broken:
-                out.append(f"your edits of {BROKEN_SERVICE}'s chains on {BROKEN_NODE} (a copy of {BROKEN_NODE}'s "
-                           f"rules goes to {saved_dir()})")
-        if ex == "clusterip-by-hand":
-            for node in state.node_names():
-                found = hand_built_rules(env, state, node)
-                if found:
-                    out.append(f"the {len(found)} rules and chains you wrote on {node} for {HAND_BUILT_SERVICE} "
-                               f"(a copy of {node}'s rules goes to {saved_dir()})")
+    for node, found in _work_on_rules(env, state, exercise_id).items():
+        shown = ", ".join(sorted({f"{d.table} {d.chain}" for d in found}))
+        out.append(f"your {len(found)} change{'s' if len(found) != 1 else ''} to {node}'s rules, in {shown} "
+                   f"(a copy of {node}'s rules goes to {saved_dir()})")
     return out
+
+
+def keep_student_work(env, exercise_id: str | None) -> list[str]:
+    """Before a reset: a copy of the rules of every node on which it reverts the student's work."""
+    state = live.load(env)
+    return [f"your {node} rules before the reset: {keep_aside(env, exercise_id or 'lab', node)}"
+            for node in _work_on_rules(env, state, exercise_id)]

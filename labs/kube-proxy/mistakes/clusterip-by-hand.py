@@ -75,3 +75,36 @@ def jumps_from_the_builtin_chains(env):
 def entry_args(env):
     _chains, _rules, entry = _solution().rules_for(env)
     return entry[2:]
+
+
+def _also_run(env, build):
+    """The reference rules on every node, then more rules typed on each node (`build(node, svc_chain)`
+    gives their iptables arguments)."""
+    from labkit.kubeproxy import live
+    from labkit.netlab import run_in
+    chains, rules, entry = _solution().rules_for(env)
+    _solution().write(env, chains, rules, entry)
+    state = live.load(env)
+    for node in state.node_names():
+        for args in build(state, node, chains[0]):
+            run_in(env.netns_name(node), ["iptables-legacy", "-w", "-t", "nat", *args])
+
+
+@mistake("node1", "KUBE-NODEPORTS", "kube-proxy does not write")
+def also_opens_a_node_port(env):
+    """Correct chains, and also a node port for legacy in KUBE-NODEPORTS (mark for masquerade, then the
+    KUBE-SVC chain), as if it were a NodePort Service: a ClusterIP Service has no node port."""
+    _also_run(env, lambda state, node, svc: [
+        ["-A", "KUBE-NODEPORTS", "-p", "tcp", "--dport", "30200", "-j", "KUBE-MARK-MASQ"],
+        ["-A", "KUBE-NODEPORTS", "-p", "tcp", "--dport", "30200", "-j", svc]])
+
+
+@mistake("node1", "where kube-proxy's rules leave it alone")
+def also_opens_the_node_addresses(env):
+    """Correct chains, and also the Service's port on the node's own address, first in KUBE-SERVICES: a
+    ClusterIP Service is not reachable on node addresses."""
+    def build(state, node, svc):
+        address = f"{state.node_address(node)}/32"
+        return [["-I", "KUBE-SERVICES", "1", "-d", address, "-p", "tcp", "--dport", "80", "-j", "KUBE-MARK-MASQ"],
+                ["-I", "KUBE-SERVICES", "2", "-d", address, "-p", "tcp", "--dport", "80", "-j", svc]]
+    _also_run(env, build)

@@ -68,3 +68,43 @@ def copies_node1s_nat_table(env):
     """Copies node1's whole nat table onto node2 (`iptables-save -t nat` on node1, `iptables-restore` on node2),
     which leaves node1's node-specific KUBE-SVL- chain (shop-local's pods run on node1) on node2."""
     restore(env.netns_name(NODE), save(env.netns_name("node1"), "nat"), noflush=False)
+
+
+def _bypass(env, builtins=("PREROUTING", "OUTPUT")):
+    """Copies of kube-proxy's catalog chains under own names, jumped to first from `builtins` for
+    catalog's cluster IP and port; the broken chains stay as they are."""
+    names, _live_nat, good = _chains(env)
+    state = live.load(env)
+    svc = state.service(SERVICE)
+    ip, port = svc["spec"]["clusterIP"], svc["spec"]["ports"][0]["port"]
+    mine = {names[0]: "MY-CATALOG"} | {c: f"MY-CATALOG-{i}" for i, c in enumerate(names[1:], 1)}
+    rename = lambda text: " ".join(mine.get(w, w) for w in text.split(" "))
+    _load(env, {mine[c]: [rename(r.text) for r in good.chain(c).rules] for c in names})
+    from labkit.netlab import run_in
+    for chain in builtins:
+        run_in(env.netns_name(NODE), ["iptables-legacy", "-w", "-t", "nat", "-I", chain, "1", "-d", f"{ip}/32", "-p",
+                                      "tcp", "--dport", str(port), "-j", "MY-CATALOG"])
+
+
+@mistake("node2", "MY-CATALOG", "kube-proxy does not write")
+def bypass_in_front_of_the_broken_chains(env):
+    """Leaves catalog's broken KUBE-SVC and KUBE-SEP chains as they are and sends its cluster IP, from
+    nat PREROUTING and OUTPUT, to correct copies under own names first: the packets go right, but the
+    broken rules are still there."""
+    _bypass(env)
+
+
+@mistake("node2", "catalog's chains", "still differ")
+def repairs_the_dnat_into_an_extra_rule(env):
+    """Repairs the probabilities, and repairs the DNAT by inserting a correct DNAT rule before the wrong one
+    instead of replacing it: packets never reach the wrong rule, but it is still there."""
+    names, live_nat, good = _chains(env)
+    chains = {names[0]: [r.text for r in good.chain(names[0]).rules]}
+    for c in names[1:]:
+        rules = [r.text for r in live_nat.chain(c).rules]
+        right = [r.text for r in good.chain(c).rules]
+        if rules != right:
+            dnat = next(i for i, r in enumerate(rules) if "DNAT" in r)
+            rules = rules[:dnat] + [right[dnat]] + rules[dnat:]
+        chains[c] = rules
+    _load(env, chains)

@@ -52,3 +52,19 @@ def node_port_rules_by_hand(env):
         text = "*nat\n" + "".join(f":{c.name} - [0:0]\n" for c in chains)
         text += "".join(r.text + "\n" for c in chains for r in c.rules) + "COMMIT\n"
         restore(env.netns_name(node), text, noflush=True)
+
+
+@mistake("node1", "kube-proxy does not write", "change the Service, not the rules")
+def also_a_rule_by_hand(env):
+    """Applies the right Service, and also types a second jump for port 30080 into node1's KUBE-NODEPORTS:
+    the packets go the same way, but the rule is not kube-proxy's."""
+    from labkit.kubeproxy.chains import external_chain, service_port_name
+    from labkit.netlab import run_in
+
+    def change(spec):
+        spec.update(type="NodePort")
+        spec["ports"][0]["nodePort"] = 30080
+    _apply(env, change)
+    chain = external_chain(service_port_name("default", "web", "http"), "tcp")
+    run_in(env.netns_name("node1"), ["iptables-legacy", "-w", "-t", "nat", "-A", "KUBE-NODEPORTS", "-p", "tcp",
+                                     "--dport", "30080", "-j", chain])

@@ -1,5 +1,7 @@
 """Common wrong solutions to session-affinity."""
 
+import shlex
+
 from labkit.exercises import mistake
 from labkit.kubeproxy import live
 
@@ -29,3 +31,21 @@ def recent_rules_on_one_node_only(env):
     text = "*nat\n" + "".join(f":{c.name} - [0:0]\n" for c in chains)
     text += "".join(r.text + "\n" for c in chains for r in c.rules) + "COMMIT\n"
     restore(env.netns_name("node1"), text, noflush=True)
+
+
+@mistake("node2", "kube-proxy does not write", "change the Service, not the rules")
+def also_a_rule_by_hand(env):
+    """Gives api ClientIP affinity, and also appends a copy of kube-proxy's first `recent --rcheck` rule to api's
+    KUBE-SVC chain on node2 (after its last jump, never reached): the packets go the same way, but the rule is not
+    kube-proxy's."""
+    from labkit.kubeproxy.chains import service_chain, service_port_name
+    from labkit.netfilter import parse, save
+    from labkit.netlab import run_in
+
+    svc = live.load(env).service("api")
+    svc["spec"]["sessionAffinity"] = "ClientIP"
+    live.apply_documents(env, [svc], "mistakes/session-affinity.py")
+    chain = service_chain(service_port_name("default", "api", "http"), "tcp")
+    netns = env.netns_name("node2")
+    first = next(r for r in parse(save(netns, "nat")).table("nat").chain(chain).rules if r.cond("recent"))
+    run_in(netns, ["iptables-legacy", "-w", "-t", "nat", "-A", chain, *shlex.split(first.text)[2:]])

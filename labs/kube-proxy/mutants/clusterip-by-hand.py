@@ -2,15 +2,18 @@
 on node1 (the KUBE-SERVICES jump, the KUBE-SVC chain's masquerade mark and statistic jumps, each
 KUBE-SEP chain's hairpin mark and DNAT: a rule or option dropped, negated, or changed to another
 address, port, protocol, probability, endpoint or chain; neighbours swapped), and each rule left
-out on node2. An edit whose rules treat every probe of the packet space (legacy's cluster IP on
-every protocol and port, every other Service, from every kind of source) as kube-proxy's rules
-would is proven equivalent."""
+out on node2; and the solution with more than kube-proxy writes (a node port for legacy, its port
+on a node's address or on every local address, a second jump from a built-in chain). An edit is
+proven equivalent only when its rules treat every probe of the packet space (legacy's cluster IP
+on every protocol and port, every other Service, from every kind of source) as kube-proxy's rules
+would and every chain and rule is kube-proxy's."""
 
 import importlib.util
 from pathlib import Path
 
 from labkit.kubeproxy import live, nearmiss
 from labkit.kubeproxy import judge as packets
+from labkit.mutants import Mutant
 from labkit.netfilter import parse
 from labkit.netlab import run_in
 
@@ -59,7 +62,8 @@ def mutants(ctx):
             space = packets.probes(state, node, [state.service(n) for n in everything])
             space = [p for p in space if not (node == lab.BROKEN_NODE and p.dst == broken)]
             return packets.compare(node, new_text, checks.reference(ctx, state, node, objects),
-                                   live.proxier_config(state, node).local_addresses, space)
+                                   live.proxier_config(state, node).local_addresses, space) or \
+                checks.clusterip_differences(ctx, state, node, new_text, objects)
 
         def keep(rule, node=node):
             return False
@@ -81,3 +85,25 @@ def mutants(ctx):
                 from labkit.netfilter import restore
                 restore(netns, mutant_block, noflush=True)
             yield mutant.__class__(**{**mutant.__dict__, "apply": apply})
+    # more than kube-proxy writes: the solution, and legacy also opened where a ClusterIP Service is
+    # not reached (a node port in KUBE-NODEPORTS, the node's address or every local address on the
+    # Service's port in KUBE-SERVICES), or another rule for it in a built-in chain
+    solved = observation["rules"]
+    for node in state.node_names():
+        address = state.node_address(node)
+        extras = {
+            "node-port": ["-A KUBE-NODEPORTS -p tcp -m tcp --dport 30200 -j KUBE-MARK-MASQ",
+                          f"-A KUBE-NODEPORTS -p tcp -m tcp --dport 30200 -j {chains[0]}"],
+            "node-address": [f"-I KUBE-SERVICES 1 -d {address}/32 -p tcp -m tcp --dport {port} -j {chains[0]}"],
+            "local-addresses": [f"-I KUBE-SERVICES 1 -p tcp -m addrtype --dst-type LOCAL -m tcp --dport {port} "
+                                f"-j {chains[0]}"],
+            "prerouting-too": [f"-I PREROUTING 1 -d {ip}/32 -p tcp -m tcp --dport {port} -j {chains[0]}"],
+        }
+        for what, lines in extras.items():
+            block = "*nat\n" + "".join(line + "\n" for line in lines) + "COMMIT\n"
+
+            def apply(env, block=block, node=node):
+                from labkit.netfilter import restore
+                restore(env.netns_name(node), block, noflush=True)
+            yield Mutant(f"{node}:more:{what}", f"on {node}: the solution and {'; '.join(lines)}", names=(node,),
+                         observation={**observation, "rules": {**solved, node: solved[node] + block}}, apply=apply)

@@ -27,7 +27,8 @@ def mutants(ctx):
     def differences(new_text):
         space = packets.probes(state, node, [state.service(n) for n in everything])
         return packets.compare(node, new_text, checks.reference(ctx, state, node),
-                             live.proxier_config(state, node).local_addresses, space)
+                             live.proxier_config(state, node).local_addresses, space) or \
+            checks.service_rule_differences(ctx, state, node, new_text, service)
     yield from nearmiss.rule_mutants(
         ctx, observation, node, "nat", ["KUBE-NODEPORTS", ext], rules, keep=ours, names=(node,),
         values={"--dport": [str(ctx.params["node_port"] + 1), "30090"], "-p": ["udp"], "-j": ["KUBE-MARK-MASQ", "RETURN"],

@@ -40,7 +40,8 @@ def mutants(ctx):
     def differences(new_text):
         space = packets.probes(state, node, [state.service(n) for n in everything])
         return packets.compare(node, new_text, checks.reference(ctx, state, node),
-                               live.proxier_config(state, node).local_addresses, space, affinity=True)
+                               live.proxier_config(state, node).local_addresses, space, affinity=True) or \
+            checks.service_rule_differences(ctx, state, node, new_text, service)
     yield from nearmiss.rule_mutants(
         ctx, observation, node, "nat", chains, rules, names=(node,),
         values={"--probability": ["0.5", "0.33"], "-j": [seps[-1], "KUBE-MARK-MASQ"],
