@@ -228,13 +228,13 @@ def test_rule_matcher(rule, operation, gvr, sub, namespace, expected):
 
 def test_chain_runs_enabled_plugins_in_order_and_says_what_it_left_out(api):
     chain = api.registry.admission
-    assert [p.name for p in chain.plugins] == ["NamespaceLifecycle", "Priority", "DefaultTolerationSeconds",
-                                                "StorageObjectInUseProtection", "MutatingAdmissionWebhook", "ValidatingAdmissionPolicy",
+    assert [p.name for p in chain.plugins] == ["NamespaceLifecycle", "LimitRanger", "Priority",
+                                                "DefaultTolerationSeconds", "StorageObjectInUseProtection", "MutatingAdmissionWebhook", "ValidatingAdmissionPolicy",
                                                 "ValidatingAdmissionWebhook"]
     rows = {r["name"]: r for r in chain.order()}
     assert [r["name"] for r in chain.order()] == list(ALL_ORDERED_PLUGINS)
     assert rows["MutatingAdmissionPolicy"]["state"] == "inactive"
-    assert rows["ServiceAccount"]["state"] == "not reconstructed"
+    assert rows["PodSecurity"]["state"] == "not reconstructed"
     assert rows["AlwaysDeny"]["state"] == "off by default"
 
 
@@ -426,10 +426,11 @@ def test_each_plugin_leaves_a_step_in_the_trace(api, hooks):
              if s["stage"].endswith("admission")]
     # the webhook changed the object: the mutating phase runs again (reinvocation.go), in-tree plugins
     # all, the webhook not (its reinvocationPolicy is Never)
-    in_tree = ("NamespaceLifecycle", "Priority", "DefaultTolerationSeconds")
+    in_tree = ("NamespaceLifecycle", "LimitRanger", "Priority", "DefaultTolerationSeconds")
     assert steps == [*(("mutating-admission", name, "admitted", 0) for name in in_tree),
                      ("mutating-admission", "addlabel.example.com", "patched", 0),
                      *(("mutating-admission", name, "admitted", 1) for name in in_tree),
+                     ("validating-admission", "LimitRanger", "admitted", 0),
                      ("validating-admission", "Priority", "admitted", 0)]
 
 

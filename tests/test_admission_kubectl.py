@@ -202,9 +202,9 @@ def test_a_down_webhook_blocks_pods_until_its_failure_policy_is_ignore(server):
 def test_the_plugin_order_is_served(server):
     plugins = server.client().check(*server.client().request("GET", "/labkit/v1/admission"))["plugins"]
     running = [p["name"] for p in plugins if p["state"] == "runs"]
-    assert running == ["NamespaceLifecycle", "Priority", "DefaultTolerationSeconds", "StorageObjectInUseProtection",
-                       "MutatingAdmissionWebhook",
-                       "ValidatingAdmissionPolicy", "ValidatingAdmissionWebhook"]
+    assert running == ["NamespaceLifecycle", "LimitRanger", "Priority", "DefaultTolerationSeconds",
+                       "StorageObjectInUseProtection", "MutatingAdmissionWebhook", "ValidatingAdmissionPolicy",
+                       "ValidatingAdmissionWebhook"]
 
 
 def test_a_policy_rejects_images_without_a_tag(server):

@@ -182,10 +182,14 @@ def test_toleration_of_everything_needs_no_defaults(client):
 
 def test_chain_lists_the_new_plugins_in_upstream_order(client):
     names = [p.name for p in client.registry.admission.plugins]
-    assert names[:3] == ["NamespaceLifecycle", "Priority", "DefaultTolerationSeconds"]
+    assert names[:4] == ["NamespaceLifecycle", "LimitRanger", "Priority", "DefaultTolerationSeconds"]
     rows = {r["name"]: r for r in client.registry.admission.order()}
     assert rows["Priority"]["phases"] == ["mutating", "validating"]
     assert rows["DefaultTolerationSeconds"]["phases"] == ["mutating"]
+    # CertificateSigningRequests are served: what is left out of the CSR plugins is said as it is
+    assert rows["CertificateSubjectRestriction"]["state"] == "not reconstructed"
+    assert all("not served" not in rows[name]["why"] for name in ("CertificateApproval", "CertificateSigning",
+                                                                    "CertificateSubjectRestriction"))
 
 
 # -- PodDisruptionBudget -----------------------------------------------------------------------------------

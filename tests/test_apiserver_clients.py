@@ -82,6 +82,8 @@ def samples(ns: str, tag: str) -> dict[tuple[str, str], dict]:
             "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": f"cr-{tag}"},
             "subjects": [{"kind": "Group", "name": "devs", "apiGroup": "rbac.authorization.k8s.io"}]},
         ("coordination.k8s.io/v1", "leases"): {"metadata": {"name": "lease"}, "spec": {"holderIdentity": "me"}},
+        ("v1", "limitranges"): {"metadata": {"name": "lr"}, "spec": {"limits": [
+            {"type": "PersistentVolumeClaim", "max": {"storage": "10Gi"}}]}},
         ("scheduling.k8s.io/v1", "priorityclasses"): {"metadata": {"name": f"pc-{tag}"}, "value": 100},
         ("policy/v1", "poddisruptionbudgets"): {"metadata": {"name": "pdb"}, "spec": {
             "minAvailable": 1, "selector": {"matchLabels": {"app": "x"}}}},

@@ -31,9 +31,11 @@ def node(name, cpu, taints=()):
 
 
 def pod(name, cpu, priority=None, node_name=None):
+    """A Pod; its priority comes from the PriorityClass `prio-<priority>` (the Priority admission
+    plugin refuses a spec.priority set directly)."""
     spec = {"containers": [{"name": "c", "image": "nginx:1.27", "resources": {"requests": {"cpu": cpu}}}]}
     if priority is not None:
-        spec["priority"] = priority
+        spec["priorityClassName"] = f"prio-{priority}"
     if node_name:
         spec["nodeName"] = node_name
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"}, "spec": spec}
@@ -72,6 +74,8 @@ def test_an_unschedulable_pod_is_told_why_and_bound_when_a_node_changes(server):
 def test_a_higher_priority_pod_preempts_the_lowest_and_is_nominated(server):
     c = server.client()
     c.create("v1", "nodes", node("node-1", "3"))
+    for value in (1, 2, 3, 10):
+        c.create("scheduling.k8s.io/v1", "priorityclasses", {"metadata": {"name": f"prio-{value}"}, "value": value})
     for i, priority in enumerate((1, 2, 3), start=1):
         c.create("v1", "pods", pod(f"p{i}", "1", priority, node_name="node-1"), "default")
     c.create("v1", "pods", pod("high", "1", 10), "default")

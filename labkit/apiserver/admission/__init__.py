@@ -31,7 +31,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Callable
 
-from labkit.apiserver.errors import ApiError
+from labkit.apiserver.errors import ApiError, forbidden
 from labkit.apiserver.trace import Trace
 
 # pkg/kubeapiserver/options/plugins.go, AllOrderedPlugins (v1.34)
@@ -64,19 +64,24 @@ DEFAULT_ENABLED = frozenset((
 GATED_OFF = {"MutatingAdmissionPolicy": "feature gate MutatingAdmissionPolicy is off by default in v1.34",
              "PodTopologyLabels": "feature gate PodTopologyLabelsAdmission is off by default in v1.34"}
 
-# Enabled by default upstream, but not reconstructed here: no lab meets what they do.
+# Enabled by default upstream, but not reconstructed here: what a request meets instead.
 NOT_RECONSTRUCTED = {
-    "LimitRanger": "no LimitRange objects are served",
-    "ServiceAccount": "pods keep the service account and volumes they are given",
-    "TaintNodesByCondition": "nodes are registered by labkit's stand-ins",
-    "PodSecurity": "no Pod Security Standards are enforced",
+    "ServiceAccount": "Pods keep the service account and volumes they are given: no default account, no "
+                      "kube-api-access-* projected token volume (admission/serviceaccount.py has it, not yet in the "
+                      "chain)",
+    "TaintNodesByCondition": "new Nodes do not get the node.kubernetes.io/not-ready:NoSchedule taint (no node "
+                             "lifecycle controller here would remove it)",
+    "PodSecurity": "the pod-security.kubernetes.io/enforce|warn|audit labels of namespaces have no effect",
     "DefaultStorageClass": "storage classes are not served",
     "PersistentVolumeClaimResize": "storage classes are not served",
     "RuntimeClass": "runtime classes are not served",
-    "CertificateApproval": "certificate signing requests are not served here",
-    "CertificateSigning": "certificate signing requests are not served here",
+    "CertificateApproval": "approving a CertificateSigningRequest needs update on certificatesigningrequests/approval "
+                           "only; the approve verb on signers is not checked",
+    "CertificateSigning": "writing status.certificate needs update on certificatesigningrequests/status only; the "
+                          "sign verb on signers is not checked",
     "ClusterTrustBundleAttest": "cluster trust bundles are not served",
-    "CertificateSubjectRestriction": "certificate signing requests are not served here",
+    "CertificateSubjectRestriction": "a kubernetes.io/kube-apiserver-client request naming the group system:masters "
+                                     "is not refused",
     "DefaultIngressClass": "ingresses are not served",
     "ResourceQuota": "resource quotas are not served",
 }
@@ -150,6 +155,15 @@ class Attributes:
     def annotate(self, key: str, value: str) -> None:
         """AddAnnotation: an audit annotation of the request (the first value of a key stays)."""
         self.trace.annotations.setdefault(key, value)
+
+
+def forbidden_by(attrs: Attributes, message: str):
+    """admission.NewForbidden: `<resource> "<name>" is forbidden: <message>` (403); a Pod still
+    to be named by generateName is called by its prefix."""
+    rt = attrs.rt
+    meta = (attrs.obj or attrs.old or {}).get("metadata") or {}
+    name = attrs.name or meta.get("name") or meta.get("generateName") or ""
+    return forbidden(rt.resource, rt.group, name, message)
 
 
 @dataclass

@@ -17,20 +17,10 @@ refused (403 `PriorityClass X is already marked as default. Only one default can
 
 from __future__ import annotations
 
-from labkit.apiserver.admission import Attributes
-from labkit.apiserver.errors import forbidden
+from labkit.apiserver.admission import Attributes, forbidden_by
 from labkit.apiserver.policykinds import DEFAULT_PRIORITY_WHEN_NO_DEFAULT_CLASS_EXISTS
 
 PRIORITY_CLASSES = "scheduling.k8s.io/priorityclasses"
-
-
-def forbidden_by(attrs: Attributes, message: str):
-    """admission.NewForbidden: `<resource> "<name>" is forbidden: <message>` (403); a Pod still
-    to be named by generateName is called by its prefix."""
-    rt = attrs.rt
-    meta = (attrs.obj or attrs.old or {}).get("metadata") or {}
-    name = attrs.name or meta.get("name") or meta.get("generateName") or ""
-    return forbidden(rt.resource, rt.group, name, message)
 
 
 class Priority:
