@@ -166,7 +166,8 @@ def _record_built(env, node: Node) -> None:
     leak = {party.name: [[m.mountpoint, m.source, m.tags, m.root] for m in mountinfo.read(party.pid)
                          if m.source == LEAK_SOURCE] for party in node.parties() if party.name in holders}
     write_json_atomic(built_path(env), {
-        "node": [[m.mountpoint, m.source, m.propagation, m.tags, m.root] for m in node.mounts() if m.source != LEAK_SOURCE],
+        "node": [[m.mountpoint, m.source, m.propagation, m.tags, m.root, m.device] for m in node.mounts()
+                 if m.source != LEAK_SOURCE],
         "leak_holders": holders, "leak": leak})
 
 
@@ -197,18 +198,21 @@ def _outside_kubelet(mountpoint: str) -> bool:
 
 def _restore_node_outside_kubelet(env, node: Node) -> None:
     """The node's mounts outside /var/lib/kubelet as built: the ones added since unmounted, the
-    ones whose propagation changed made private again (every one of them was built private)."""
+    ones whose propagation changed made private again (every one of them was built private);
+    and below /var/lib/kubelet, binds of the node's own files it was not built with (a new
+    filesystem there is a Pod's or another exercise's)."""
     pid = node.require_pid()
     table = built(env)["node"]
     known = {(entry[0], entry[1], entry[4]) for entry in table}
+    node_files = {entry[5] for entry in table if len(entry) > 5}
     for _ in range(64):    # the newest first: a mount stacked on another, or on its parent, goes before it
-        extra = [m for m in node.mounts(pid) if _outside_kubelet(m.mountpoint)
+        extra = [m for m in node.mounts(pid) if (_outside_kubelet(m.mountpoint) or m.device in node_files)
                  and (m.mountpoint, m.source, m.root) not in known]
         if not extra:
             break
         node.umount(pid, max(extra, key=lambda m: m.mount_id).mountpoint, lazy=True)
     else:
-        raise LabkitError("the node keeps mounts outside /var/lib/kubelet that it was not built with")
+        raise LabkitError("the node keeps mounts it was not built with (outside /var/lib/kubelet, or binds of its files)")
     wanted = {(entry[0], entry[1]): entry[2] for entry in table}
     for m in node.mounts(pid):
         if _outside_kubelet(m.mountpoint) and wanted.get((m.mountpoint, m.source)) == "private" \
@@ -278,10 +282,11 @@ def reset_exercise(env, exercise_id):
     for path in part["paths"]:
         _unmount_below(node, path)
     restore_files(env, part["files"])
-    if exercise_id == "leaked-mount":
+    if exercise_id in ("leaked-mount", "csi-plugin-publishes"):     # the observer both checks need
         watcher = node.container_state("watcher", "watcher")
         if watcher["state"] != "running" or node.pod("watcher") != shipped_pods()["watcher"]:
             _recreate(env, node, ("watcher",))
+    if exercise_id == "leaked-mount":
         _recreate(env, node, ("publisher",))
         _leak(env, node)
     else:
@@ -320,6 +325,15 @@ def student_work(env, exercise_id):
                      and (m.mountpoint != path or path == PRIVATE_DIR) and m.source != LEAK_SOURCE]
             if below:
                 out.append(f"the mounts on the node at or below {path}: {', '.join(below)} (unmounted)")
+        if i == "private-host-path":
+            table = built(env)["node"]
+            known = {(entry[0], entry[1], entry[4]) for entry in table}
+            node_files = {entry[5] for entry in table if len(entry) > 5}
+            extra = [m.mountpoint for m in node_mounts if not mountinfo.is_under(m.mountpoint, PRIVATE_DIR)
+                     and (_outside_kubelet(m.mountpoint) or m.device in node_files)
+                     and (m.mountpoint, m.source, m.root) not in known]
+            if extra:
+                out.append(f"the mounts you added on the node: {', '.join(extra)} (unmounted)")
         if not kubelet_is_shared(node) and f"the node's {KUBELET_DIR}" not in " ".join(out):
             out.append(f"the node's {KUBELET_DIR} as you left it (it is made a shared mount again, as kubelet makes it, "
                        "and the running Pods that use it are restarted)")
