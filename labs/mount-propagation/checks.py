@@ -314,8 +314,8 @@ def check_e2e_matrix(ctx):
         current = ctx.answer_path.read_text()
         if locked["text"] != current:
             answer = yaml.safe_load(locked["text"])
-            note = (f" (graded: the prediction you had written when `labkit mounts play` first showed this experiment's "
-                    f"outcome, kept in {locked['path']}; later changes to your answer file do not count)")
+            note = (" (graded: the prediction you had written when labkit first showed this experiment's outcome; "
+                    "later changes to your answer file do not count)")
     if not isinstance(answer, dict):
         raise CheckFailed(f"your answer should be a YAML mapping from each party to the mounts it sees{note}\n  {ctx.answer_path}")
     extra = sorted(str(k) for k in answer if k not in MATRIX_PARTIES)
@@ -600,8 +600,10 @@ def check_private_host_path(ctx):
 def observe_leak_cleaned(ctx) -> dict:
     node = Node(ctx.env)
     node.require_pid()
+    parties = node.parties()
     return {"parties": {party.name: [[m.mountpoint, m.source, m.tags] for m in mountinfo.read(party.pid)]
-                        for party in node.parties()}}
+                        for party in parties},
+            "pids": {party.name: party.pid for party in parties}}
 
 
 def judge_leak_cleaned(ctx, observation):
@@ -628,8 +630,22 @@ def judge_leak_cleaned(ctx, observation):
     if lost:
         return ctx.failed(f"the leaked mount is gone, and so is the node's mount at {lost[0]}: unmount only the leak",
                           expected="every other mount of the node as it was", observed=f"on the node: {lost[0]} gone")
-    return ctx.passed(f"the leaked mount is gone everywhere; {lab.KUBELET_DIR} is still shared and the node's other mounts "
-                      "are there")
+    # "as it is": the peer group the Pods were started in, not only a shared flag (a mount made
+    # private and shared again is in a new group, and the Pods' copies no longer hear from it)
+    cut = lab.relation_losses(built, parties, observation.get("pids") or {})
+    if cut:
+        return ctx.failed(f"the leaked mount is gone, but the node's {lab.KUBELET_DIR} ({kubelet}) is no longer in the "
+                          f"peer group its Pods' volume mounts are peers or slaves of: {', '.join(cut)}. Mounts the node "
+                          "makes there no longer reach them; compare the shared:/master: numbers in each party's "
+                          "mountinfo", expected=f"{lab.KUBELET_DIR} in the peer group the Pods were started with",
+                          observed=f"on the node: {lab.KUBELET_DIR} {kubelet}; " + "; ".join(cut))
+    relations = sum(len(rows) for rows in (built.get("relations") or {}).values())
+    if not relations:       # a lab built before its relations were recorded
+        return ctx.passed(f"the leaked mount is gone everywhere; {lab.KUBELET_DIR} is still shared and the node's other "
+                          "mounts are there")
+    return ctx.passed(f"the leaked mount is gone everywhere; {lab.KUBELET_DIR} is still the node's shared mount, in the "
+                      f"peer group the Pods' {relations} volume mounts below it are peers or slaves of, and the node's "
+                      "other mounts are there")
 
 
 def check_leak_cleaned(ctx):
