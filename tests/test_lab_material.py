@@ -267,10 +267,11 @@ TEXTS: dict[str, dict[str, Run | list[Run] | Mention | Covered]] = {
         "labkit mounts apply -f FILE": Run("labkit mounts apply -f $LAB_STATE/pods/reader.yaml",
                                            output="unchanged"),
         "labkit mounts delete POD": Run("labkit mounts delete reader", changes="node-mounts-reach-reader"),
-        "labkit mounts play -f SCENARIO.yaml [--json]": runs(
-            Run("labkit mounts play -f $LAB_DIR/scenarios/late-containers.yaml"),
-            Run("labkit mounts play -f $LAB_DIR/scenarios/late-containers.yaml --json")),
-        "labkit mounts play -f SCENARIO.yaml": Run("labkit mounts play -f $LAB_DIR/scenarios/unmounting.yaml"),
+        # scenarios that show none of predict-e2e-matrix's answer (the others wait for the prediction)
+        "labkit mounts play -f SCENARIO.yaml [-o json]": runs(
+            Run("labkit mounts play -f $LAB_DIR/scenarios/slave-host-path.yaml"),
+            Run("labkit mounts play -f $LAB_DIR/scenarios/slave-host-path.yaml -o json")),
+        "labkit mounts play -f SCENARIO.yaml": Run("labkit mounts play -f $LAB_DIR/scenarios/private-host-path.yaml"),
         "mount --rbind <hostPath> <rootfs><mountPath>": Mention(),
         "labkit reset mount-propagation": Run(),
         "labkit shell mount-propagation slave": Run("labkit shell mount-propagation slave < /dev/null"),

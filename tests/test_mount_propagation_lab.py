@@ -114,6 +114,20 @@ def test_mounts_tools_on_the_live_node(tmp_path, running_lab):
     assert inside["/mnt/test/mine"].source == "mine" and "/var/lib/kubelet" not in inside
     on_node = labkit("mounts", "exec", "node", "--", "findmnt", "-n", "-o", "SOURCE", "/var/lib/kubelet/e2e/mine", check=0)
     assert on_node.stdout.strip() == "mine"
+    # nothing of the e2e Pods' answers before the prediction is written and peer-groups has passed
+    withheld = labkit("mounts", "matrix", "-o", "json", check=0)
+    table = json.loads(withheld.stdout)
+    assert "mine" not in table["/var/lib/kubelet/e2e"]["columns"] and "e2e/mine" not in table["/var/lib/kubelet"]["columns"]
+    assert {row["tags"] for row in table["/var/lib/kubelet/e2e"]["rows"].values()} == {"(withheld)"}
+    assert table["/var/lib/kubelet"]["rows"]["node"]["tags"] == "(withheld)"
+    assert "predict-e2e-matrix" in withheld.stderr and "peer-groups" in withheld.stderr
+    assert "master:/mnt/test" not in labkit("mounts", "graph", check=0).stdout
+    answer = answer_path(LAB, "predict-e2e-matrix")
+    answer.parent.mkdir(parents=True, exist_ok=True)
+    answer.write_text(yaml.safe_dump({p: [] for p in ("host", "master", "slave", "private", "default")}))
+    assert "kept" in labkit("mounts", "matrix", check=0).stderr              # kept at the first look, as play keeps it
+    runner.solve(lab, "peer-groups")
+    assert statuses(lab, "peer-groups")["peer-groups"].status == "pass"
     table = json.loads(labkit("mounts", "matrix", "-o", "json", check=0).stdout)["/var/lib/kubelet/e2e"]
     sees = {party: "mine" in row["sees"] for party, row in table["rows"].items()}
     assert sees == {"node": True, "master": True, "slave": True, "private": False, "default": False}
@@ -281,6 +295,29 @@ def test_a_reset_repairs_the_nodes_kubelet_mount_and_its_pods(running_lab):
     assert statuses(lab, "peer-groups")["peer-groups"].status == "pass"
 
 
+def test_a_kubelet_mount_cut_out_of_its_peer_group_fails_and_a_reset_puts_the_pods_back_in_it(running_lab):
+    lab, env = running_lab
+    node = Node(env)
+    pid = node.require_pid()
+    module = lab.environment_module()
+    node.umount(pid, "/var/lib/kubelet/plugins/publisher/staging")
+    node.run(pid, kernel.change_propagation, "/var/lib/kubelet", "private")
+    node.run(pid, kernel.change_propagation, "/var/lib/kubelet", "shared")
+    assert module.kubelet_is_shared(node)             # still shared: the flag alone would pass it
+    result = statuses(lab, "leaked-mount")["leaked-mount"]
+    assert result.status == "fail" and "peer group" in result.message and "watcher" in result.message, result.message
+    assert "the node's /var/lib/kubelet as you left it" in " ".join(runner.work_at_risk(lab, "leaked-mount"))
+    runner.reset(lab, exercise_id="leaked-mount")
+    group = mountinfo.visible_at(node.mounts(), "/var/lib/kubelet").shared
+    watcher = [m for m in mountinfo.read(node.party("watcher").pid) if m.mountpoint == "/var/lib/kubelet"]
+    assert [m.master for m in watcher] == [group]
+    staged = [name for name in ("node", "watcher") if any(m.source == module.LEAK_SOURCE
+                                                          for m in mountinfo.read(node.party(name).pid))]
+    assert staged == ["node", "watcher"]             # the leak made again reaches the node and its slaves
+    runner.solve(lab, "leaked-mount")
+    assert statuses(lab, "leaked-mount")["leaked-mount"].status == "pass"
+
+
 # -- kubectl's strict field validation ------------------------------------------------------------------
 
 
@@ -367,6 +404,7 @@ def test_the_prediction_graded_is_the_one_written_before_play_showed_the_outcome
     labkit("mounts", "play", "-f", scenario_file, check=0)
     runner.solve(lab, "predict-e2e-matrix")                           # the right matrix, written afterwards
     result = statuses(lab, "predict-e2e-matrix")["predict-e2e-matrix"]
-    assert result.status == "fail" and "graded: the prediction you had written when `labkit mounts play`" in result.message
+    assert result.status == "fail" and "graded: the prediction you had written when labkit first showed" in result.message
+    assert str(env.state.dir) not in result.message
     runner.reset(lab, exercise_id="predict-e2e-matrix")
     assert statuses(lab, "predict-e2e-matrix")["predict-e2e-matrix"].status == "fail"

@@ -245,13 +245,13 @@ def test_make_rshared_leaves_a_path_on_a_shared_mount_alone(tmp_path):
 
 def test_model_node_table_follows_the_kernels_rules():
     from labkit.mounts import model
-    table = model.NodeTable.from_rows([["/", "root", "private", "", "/"],
-                                       ["/var/lib/kubelet", "root", "shared", "shared:3", "/var/lib/kubelet"]])
+    table = model.NodeTable.from_rows([["/", "root", "private", "", "/", "0:43"],
+                                       ["/var/lib/kubelet", "root", "shared", "shared:3", "/var/lib/kubelet", "0:43"]])
     with pytest.raises(OSError) as info:          # not a mount point: EINVAL, nothing changes
         table.change("/srv/data", "shared", recursive=True)
     assert info.value.errno == 22 and len(table.entries) == 2
     table.bind("/srv/data", "/srv/data")          # a bind of a private mount is private, showing the directory
-    assert table.rows()[-1] == ["/srv/data", "root", "private", "", "/srv/data"]
+    assert table.rows()[-1] == ["/srv/data", "root", "private", "", "/srv/data", "0:43"]     # of the same filesystem
     table.change("/srv/data", "slave")            # a slave of nobody is private
     assert table.holding("/srv/data/x").propagation == "private"
     table.change("/srv/data", "shared", recursive=True)

@@ -288,12 +288,21 @@ def test_play_withholds_the_predicted_experiment_until_a_prediction_is_written(t
     copy.write_text(text.replace("hostPath: {propagation: shared}",
                                  "hostPath: {propagation: shared, path: /var/lib/kubelet/other}").replace("by: h,", "by: host,"))
     assert scenario.load(copy).party_names == ["a", "b", "c", "d"]
-    for path in (SCENARIOS / "e2e.yaml", copy):
+    reversed_steps = tmp_path / "reversed.yaml"          # the same mounts, the host's first
+    lines = (SCENARIOS / "e2e.yaml").read_text().splitlines()
+    mounts = [line for line in lines if line.lstrip().startswith("- mount:")]
+    reversed_steps.write_text("\n".join([line for line in lines if line not in mounts] + mounts[::-1]) + "\n")
+    without_default = tmp_path / "three.yaml"             # unset is None: three containers tell it all
+    shipped = (SCENARIOS / "e2e.yaml").read_text().replace(", default]", "]").splitlines()
+    without_default.write_text("\n".join(line for line in shipped if "default" not in line) + "\n")
+    assert scenario.load(reversed_steps).steps[1][1]["by"] == "host" and len(scenario.load(reversed_steps).steps) == 6
+    assert scenario.load(without_default).party_names == ["master", "slave", "private"]
+    for path in (SCENARIOS / "e2e.yaml", copy, reversed_steps, without_default, SCENARIOS / "late-containers.yaml"):
         for extra in ((), ("-o", "json")):
             out = labkit("mounts", "play", "-f", str(path), *extra, check=1)
             assert out.stdout == "" and "predict-e2e-matrix" in out.stderr and str(answer) in out.stderr
-    # another experiment is shown as it is
-    assert "master" in labkit("mounts", "play", "-f", str(SCENARIOS / "late-containers.yaml"), check=0).stdout
+    # an experiment that shows none of the predicted pairs (another host path propagation) is shown as it is
+    assert "master" in labkit("mounts", "play", "-f", str(SCENARIOS / "slave-host-path.yaml"), check=0).stdout
     answer.parent.mkdir(parents=True)
     answer.write_text("host: [host]\n")          # a prediction of one party does not count
     assert labkit("mounts", "play", "-f", str(SCENARIOS / "e2e.yaml"), check=1).stdout == ""
@@ -301,7 +310,8 @@ def test_play_withholds_the_predicted_experiment_until_a_prediction_is_written(t
     answer.write_text(yaml.safe_dump(guess))
     shown = labkit("mounts", "play", "-f", str(SCENARIOS / "e2e.yaml"), "-o", "json", check=0)
     assert json.loads(shown.stdout)["visible"] == E2E and "kept" in shown.stderr
-    kept = tmp_path / "state" / "mount-propagation" / "predictions" / "predict-e2e-matrix.yaml"
+    assert str(tmp_path / "state") not in shown.stderr                # where it is kept is not advertised
+    kept = tmp_path / "state" / "mount-propagation" / ".kept" / "predict-e2e-matrix.yaml"
     assert yaml.safe_load(kept.read_text()) == guess
     answer.write_text(yaml.safe_dump(E2E))          # corrected after seeing the outcome
     labkit("mounts", "play", "-f", str(SCENARIOS / "e2e.yaml"), check=0)

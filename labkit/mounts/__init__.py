@@ -10,6 +10,6 @@ kubelet, containerd and runc make them, scenarios, and what every party sees.
   observe.py    the visibility matrix, the peer-group graph, and probes
   model.py      the same rules without mounting: a volume's propagation, who receives a mount
                 event, mount(8) steps on the node's table (the mutants of the lab's checks)
-  withhold.py   `play` keeps the predicted experiment's outcome until a prediction is written
+  withhold.py   play, matrix and graph keep the prediction and reading exercises' answers until due
   cli.py        `labkit mounts ...`
 """

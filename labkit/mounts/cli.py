@@ -185,8 +185,10 @@ def matrix(lab_id: str = LAB_OPTION, output: Optional[str] = cliopts.output_opti
     from labkit.mounts import observe
 
     fmt, _ = cliopts.resolve_output(output, DATA_FORMATS, "text", legacy_json=as_json)
+    from labkit.mounts import withhold
+
     env, node = _node(lab_id)
-    table = observe.matrix(node)
+    table = withhold.redact_matrix(observe.matrix(node), withhold.live_withheld(env, _say))
     if fmt != "text":
         cliopts.print_data(table, fmt)
     else:
@@ -209,8 +211,10 @@ def graph(
                                          output_file=output_file)
     if fmt == "png" and output is None:
         raise LabkitError("-o png: give a file with --output-file FILE")
+    from labkit.mounts import withhold
+
     env, node = _node(lab_id)
-    g = observe.graph(node)
+    g = withhold.redact_graph(observe.graph(node), withhold.live_withheld(env, _say))
     if fmt in ("svg", "png"):
         data = observe.render_graph_image(g, fmt)
     else:

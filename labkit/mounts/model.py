@@ -95,6 +95,7 @@ class Entry:
     shared: int | None = None
     master: int | None = None
     root: str = "/"
+    device: str = ""       # major:minor of the filesystem: a bind keeps it, a new mount has its own
 
     @property
     def propagation(self) -> str:
@@ -113,17 +114,19 @@ class NodeTable:
     """The node's mounts, in mountinfo's order (later ones on top of earlier ones)."""
 
     def __init__(self, mounts: list[mountinfo.Mount]):
-        self.entries = [Entry(m.mountpoint, m.source, m.shared, m.master, m.root) for m in mounts]
+        self.entries = [Entry(m.mountpoint, m.source, m.shared, m.master, m.root, m.device) for m in mounts]
 
     @classmethod
     def from_rows(cls, rows) -> "NodeTable":
-        """From rows [mount point, source, propagation, tags, root] (what the lab's checks observe)."""
+        """From rows [mount point, source, propagation, tags, root, device] (what the lab's checks
+        observe; rows without the device, as older labs recorded them, have none)."""
         table = cls([])
-        table.entries = [Entry(mp, source, *parse_tags(tags), root) for mp, source, _prop, tags, root in rows]
+        table.entries = [Entry(row[0], row[1], *parse_tags(row[3]), row[4], row[5] if len(row) > 5 else "")
+                         for row in rows]
         return table
 
     def rows(self) -> list[list]:
-        return [[e.mountpoint, e.source, e.propagation, e.tags, e.root] for e in self.entries]
+        return [[e.mountpoint, e.source, e.propagation, e.tags, e.root, e.device] for e in self.entries]
 
     def holding(self, path: str) -> Entry | None:
         """The topmost mount a process on the node reaches `path` through."""
@@ -146,7 +149,7 @@ class NodeTable:
             raise OSError(errno.ENOENT, "No such file or directory", source)
         relative = source if held.mountpoint == "/" else source[len(held.mountpoint.rstrip("/")):]
         root = (held.root.rstrip("/") + relative) or "/"
-        self.entries.append(Entry(target, held.source, held.shared, held.master, root.rstrip("/") or "/"))
+        self.entries.append(Entry(target, held.source, held.shared, held.master, root.rstrip("/") or "/", held.device))
 
     def change(self, target: str, kind: str, recursive: bool = False) -> None:
         index = self._at(target)
@@ -185,6 +188,6 @@ class NodeTable:
 
     def mounts(self) -> list[mountinfo.Mount]:
         """The table as mountinfo.Mount objects (what runtime_plan and the checks read)."""
-        return [mountinfo.Mount(i + 1, 0, "0:0", e.root, e.mountpoint, "rw", "tmpfs", e.source, "rw",
+        return [mountinfo.Mount(i + 1, 0, e.device or "0:0", e.root, e.mountpoint, "rw", "tmpfs", e.source, "rw",
                                 shared=e.shared, master=e.master, optional=tuple(e.tags.split()))
                 for i, e in enumerate(self.entries)]

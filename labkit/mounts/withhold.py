@@ -1,12 +1,22 @@
-"""`labkit mounts play` must not answer the prediction exercise of the mount-propagation lab.
+"""`labkit mounts play`, `matrix` and `graph` must not answer the mount-propagation lab's reading
+and prediction exercises for the student.
 
-Playing the lab's e2e scenario (or a copy of it with other names or another host path: what the
-outcome depends on is the same) shows the matrix the exercise asks students to predict. So play
-withholds that outcome until the prediction is written to the exercise's answer file; when it
-shows the outcome the first time, it keeps a copy of the prediction as it was then in the lab's
-state directory (predictions/<exercise>.yaml), and the check grades that copy: a prediction
-corrected after seeing the outcome does not count. A reset keeps the copy, as it keeps the
-recorded passes.
+predict-e2e-matrix asks which party of the e2e experiment sees which tmpfs. A scenario reveals
+part of that answer when it has a party of one propagation class see (or not see) a mount made
+by a party of another class, both running on a host path of the experiment's propagation, the
+viewer started before the mount (`facts`: pairs (viewer class, mounter class), the classes being
+host, Bidirectional, HostToContainer and private, which None and unset both are, kubelet
+translateMountPropagation). Names, paths, the order of steps and the number of parties do not
+change what a scenario reveals, so they do not change whether it is withheld: play withholds any
+scenario that reveals one such pair of the exercise's own scenario until the prediction is
+written to the exercise's answer file; when it first shows one, it keeps a copy of the
+prediction as it was then, and the check grades that copy (a prediction corrected after seeing
+the outcome does not count). A reset keeps the copy, as it keeps the recorded passes.
+
+The live lab runs the same four Pods: `matrix` and `graph` show what they see only once the
+prediction is kept (a complete prediction is kept at that moment, as play keeps it), and the
+propagation fields of their volume mounts (what peer-groups asks to read from mountinfo) only
+once peer-groups has passed.
 """
 
 from __future__ import annotations
@@ -17,27 +27,47 @@ from labkit.mounts.scenario import Scenario
 
 LAB = "mount-propagation"
 EXERCISE = "predict-e2e-matrix"
+READING = "peer-groups"
+E2E_PODS = ("master", "slave", "private", "default")
+PARTIES = ("host", *E2E_PODS)
+E2E_HOST_PATH = "/var/lib/kubelet/e2e"     # the lab's e2e Pods' hostPath (pods/e2e.yaml)
+WITHHELD = "(withheld)"
 
 
-def signature(s: Scenario) -> tuple:
-    """What the outcome of a scenario depends on, without names and paths: the host path's
-    propagation, each container's mode and privilege, and the steps with parties and mounts
-    numbered in the order they first appear."""
-    roles, numbers = {"host": "host", "upstream": "upstream"}, {}
-    containers = []
+def _class(container) -> str:
+    mode = container.volume_mounts[0].propagation if container.volume_mounts else None
+    return mode if mode in ("Bidirectional", "HostToContainer") else "private"
+
+
+def _can_mount(container) -> bool:
+    added = {name.upper() for name in container.capabilities_add}
+    return container.privileged or bool(added & {"SYS_ADMIN", "CAP_SYS_ADMIN", "ALL"})
+
+
+def facts(s: Scenario) -> frozenset:
+    """The (viewer class, mounter class) pairs a scenario shows, viewer and mounter different
+    parties, both running when the mount is made and the viewer still running at the end (see the
+    module docstring); each with the host path's propagation."""
+    classes, can_mount = {"host": "host"}, {"host": True}
     for pod in s.pods:
         for c in pod.containers:
-            modes = tuple((vm.propagation or "None", vm.read_only) for vm in c.volume_mounts)
-            roles[pod.name if len(pod.containers) == 1 else f"{pod.name}/{c.name}"] = f"c{len(containers)}"
-            containers.append((modes, c.privileged, c.capabilities_add, c.capabilities_drop, bool(c.command)))
-    steps = []
+            name = pod.name if len(pod.containers) == 1 else f"{pod.name}/{c.name}"
+            classes[name], can_mount[name] = _class(c), _can_mount(c)
+            classes.setdefault(pod.name, classes[name])
+            can_mount.setdefault(pod.name, can_mount[name])
+    running, seen = {"host"}, set()
     for kind, arg in s.steps:
-        if isinstance(arg, dict):
-            number = numbers.setdefault(arg["name"], len(numbers))
-            steps.append((kind, roles.get(arg["by"], arg["by"]), number, arg.get("lazy", False)))
-        else:
-            steps.append((kind, tuple(sorted(roles.get(a, a) for a in arg))))
-    return s.propagation, tuple(containers), tuple(steps)
+        names = [arg] if isinstance(arg, str) else arg if isinstance(arg, (list, tuple)) else []
+        if kind == "start":
+            running |= set(names)
+        elif kind == "stop":
+            running -= set(names)
+        elif kind == "mount" and isinstance(arg, dict):
+            maker = arg.get("by")
+            if maker in running and can_mount.get(maker):
+                seen |= {(viewer, maker) for viewer in running if viewer != maker}
+    return frozenset((s.propagation, classes[v], classes[m]) for v, m in seen
+                     if v in running and v in classes and m in classes)
 
 
 def _exercise():
@@ -48,33 +78,35 @@ def _exercise():
 
 
 def guarded(s: Scenario) -> bool:
-    """Whether playing `s` would show the outcome the prediction exercise asks for."""
+    """Whether playing `s` would show part of the outcome the prediction exercise asks for."""
     from labkit.mounts import scenario
 
     try:
         lab, exercise = _exercise()
     except Exception:      # the lab is not installed: nothing to protect
         return False
-    return signature(s) == signature(scenario.load(lab.directory / exercise.params["scenario"]))
+    return bool(facts(s) & facts(scenario.load(lab.directory / exercise.params["scenario"])))
 
 
 def _snapshot(lab_id: str) -> Path:
+    """Where the kept prediction is: in the lab's state, under a name no labkit command prints or
+    points to. The student is root on this machine, so this is no security boundary; it keeps
+    the kept copy out of the way of the files the student works on."""
     from labkit.state import LabState
 
-    return LabState(lab_id).dir / "predictions" / f"{EXERCISE}.yaml"
+    return LabState(lab_id).dir / ".kept" / f"{EXERCISE}.yaml"
 
 
 def recorded_prediction(lab_id: str) -> dict | None:
-    """{"text", "path"} of the prediction kept when play first showed the outcome, or None."""
-    path = _snapshot(lab_id)
+    """{"text"} of the prediction kept when its outcome was first shown, or None."""
     try:
-        return {"text": path.read_text(), "path": str(path)}
+        return {"text": _snapshot(lab_id).read_text()}
     except OSError:
         return None
 
 
 def release(say) -> bool:
-    """Before play shows the guarded outcome: False (and why, through `say`) while there is no
+    """Before the guarded outcome is shown: False (and why, through `say`) while there is no
     prediction; else keep the prediction as it is now (the first time) and return True."""
     from labkit.exercises import answer_path
 
@@ -84,15 +116,15 @@ def release(say) -> bool:
     except OSError:
         text = ""
     if not _complete(text):
-        say(f"this is the experiment of exercise {EXERCISE} of lab {LAB}: its outcome is what you are asked to predict. "
-            f"Write your prediction to {answer} first (every party, each with a list); then play shows the outcome, "
-            "and the check grades the prediction as it was at that moment")
+        say(f"this shows part of the experiment of exercise {EXERCISE} of lab {LAB}: its outcome is what you are asked "
+            f"to predict. Write your prediction to {answer} first (every party, each with a list); then the outcome is "
+            "shown, and the check grades the prediction as it was at that moment")
         return False
     snapshot = _snapshot(LAB)
     if not snapshot.exists():
         snapshot.parent.mkdir(parents=True, exist_ok=True)
         snapshot.write_text(text)
-        say(f"your prediction is kept as it is now ({snapshot}): the check of {EXERCISE} grades this one")
+        say(f"your prediction is kept as it is now: the check of {EXERCISE} grades this one")
     return True
 
 
@@ -104,5 +136,73 @@ def _complete(text: str) -> bool:
         data = yaml.safe_load(text)
     except yaml.YAMLError:
         return False
-    parties = ("host", "master", "slave", "private", "default")
-    return isinstance(data, dict) and all(isinstance(data.get(p), list) for p in parties)
+    return isinstance(data, dict) and all(isinstance(data.get(p), list) for p in PARTIES)
+
+
+def _reading_passed(env) -> bool:
+    return READING in env.state.credit
+
+
+def live_withheld(env, say) -> dict:
+    """What of the e2e Pods `matrix` and `graph` must not show on the lab `env` now:
+    {"seen": what they see below their volume, "tags": their volume mount's fields}."""
+    if env.lab.id != LAB:
+        return {"seen": False, "tags": False}
+    kept = []          # release's "kept" note is passed on; its refusal is said below, in these words
+    seen = recorded_prediction(LAB) is None and not release(kept.append)
+    for note in kept if not seen else []:
+        say(note)
+    tags = not _reading_passed(env)
+    if seen:
+        say(f"the e2e Pods' mounts are withheld until your prediction for {EXERCISE} is written (its outcome is what "
+            "these Pods would show)")
+    if tags:
+        say(f"the propagation fields of the e2e Pods' volume mounts are withheld until {READING} passes: read them "
+            "from each one's /proc/<pid>/mountinfo")
+    return {"seen": seen, "tags": tags}
+
+
+def _below_e2e(host_path: str, relative: str) -> bool:
+    from labkit.mounts import mountinfo
+
+    return mountinfo.is_under(f"{host_path.rstrip('/')}/{relative}", E2E_HOST_PATH)
+
+
+def redact_matrix(table: dict, withheld: dict) -> dict:
+    """`table` (observe.matrix) without what `withheld` says must not show: the volume mount
+    fields of the e2e Pods and of every party on the e2e host path or a directory above it;
+    every party's cells of mounts below the e2e host path (the watcher sees them
+    too)."""
+    from labkit.mounts import mountinfo
+
+    for host_path, entry in table.items():
+        # the node's answer is the mount holding the e2e host path: any entry at or above it shows it
+        related = mountinfo.is_under(E2E_HOST_PATH, host_path) or mountinfo.is_under(host_path, E2E_HOST_PATH)
+        for party, row in entry["rows"].items():
+            if withheld["tags"] and (party in E2E_PODS or related):
+                row["tags"] = WITHHELD
+            if withheld["seen"]:
+                row["sees"] = {rel: src for rel, src in row["sees"].items() if not _below_e2e(host_path, rel)}
+        if withheld["seen"]:
+            entry["columns"] = [rel for rel in entry["columns"] if not _below_e2e(host_path, rel)]
+    return table
+
+
+def redact_graph(g: dict, withheld: dict) -> dict:
+    """`g` (observe.graph) without the e2e Pods' mounts (when anything of them is withheld) and,
+    while the prediction is, without any party's mounts below the e2e host path."""
+    from labkit.mounts import mountinfo
+
+    def keep(v):
+        if (withheld["seen"] or withheld["tags"]) and v.party in E2E_PODS:
+            return False
+        return not (withheld["seen"] and mountinfo.is_under(v.mount.mountpoint, E2E_HOST_PATH)
+                    and v.mount.mountpoint != E2E_HOST_PATH)
+
+    groups = {}
+    for number, group in g["groups"].items():
+        members, slaves = [v for v in group["members"] if keep(v)], [v for v in group["slaves"] if keep(v)]
+        if members or slaves:
+            groups[number] = {"members": members, "slaves": slaves}
+    return {"vertices": [v for v in g["vertices"] if keep(v)], "groups": groups,
+            "private": [v for v in g["private"] if keep(v)]}

@@ -19,6 +19,7 @@ from __future__ import annotations
 import errno
 import functools
 import hashlib
+import re
 import time
 
 import yaml
@@ -32,6 +33,12 @@ from labkit.mounts.pods import Pod, Refused, load_pods, parse_pod, validate
 E2E_PARTIES = ("master", "slave", "private", "default")
 MATRIX_PARTIES = ("host", *E2E_PARTIES)
 PLACES = observe.PROBE_PLACES
+# What each Pod-fixing exercise lets change in the Pod object (spec_changes paths). The API
+# server's refusal of the plugin (pkg/apis/core/validation/validation.go, validateMountPropagation:
+# "Bidirectional mount propagation is available only to privileged containers") asks for the
+# container's securityContext.privileged and nothing else.
+READER_MAY_CHANGE = {"spec.containers[].volumeMounts[].mountPropagation", "spec.containers[].volumeMounts[].readOnly"}
+CSI_MAY_CHANGE = {"spec.containers[].securityContext.privileged"}
 
 
 def _lab(ctx):
@@ -170,6 +177,57 @@ def workload_change(pod: Pod, source: dict, shipped: Pod, shipped_source: dict, 
     return None
 
 
+def _meaningful(value):
+    """`value` without what the API server would default away: unset, false, empty fields."""
+    if isinstance(value, dict):
+        kept = {k: _meaningful(v) for k, v in value.items()}
+        return {k: v for k, v in kept.items() if v not in (None, False, "", {}, [])}
+    if isinstance(value, list):
+        return [_meaningful(v) for v in value]
+    return value
+
+
+def spec_changes(source: dict, shipped_source: dict, allowed: set[str]) -> list[str]:
+    """Every field path in which the Pod object `source` differs from the shipped one (the whole
+    object: metadata, pod-level spec such as hostPID or hostNetwork, every container), but for
+    those `allowed` (paths with the list indices left out, e.g.
+    spec.containers[].securityContext.privileged). Unset, false and empty count as the same."""
+    out = []
+
+    def walk(now, was, path):
+        if isinstance(now, dict) and was is None or isinstance(was, dict) and now is None:
+            now, was = now or {}, was or {}
+        if isinstance(now, dict) and isinstance(was, dict):
+            for key in sorted(set(now) | set(was), key=str):
+                walk(now.get(key), was.get(key), f"{path}.{key}" if path else str(key))
+        elif isinstance(now, list) and isinstance(was, list) and len(now) == len(was):
+            for i, (a, b) in enumerate(zip(now, was)):
+                walk(a, b, f"{path}[{i}]")
+        elif now != was and _INDEX.sub("[]", path) not in allowed:
+            out.append(path)
+
+    walk(_meaningful(source), _meaningful(shipped_source), "")
+    return out
+
+
+_INDEX = re.compile(r"\[\d+\]")
+
+
+def _fields(paths: list[str]) -> str:
+    shown = ", ".join(paths[:6]) + (f" and {len(paths) - 6} more" if len(paths) > 6 else "")
+    return shown + (" is" if len(paths) == 1 else " are")
+
+
+def _require_only(ctx, pod: Pod, source: dict, allowed: set[str], what: str) -> None:
+    """The whole running Pod object against the shipped one: a failure naming the fields that
+    changed beyond `allowed` (never their shipped values)."""
+    changed = spec_changes(source, _lab(ctx).shipped_pods()[pod.name].source, allowed)
+    if changed:
+        raise CheckFailed(f"Pod {pod.name}: {_fields(changed)} not as shipped. {what}",
+                          expected=f"Pod {pod.name} as shipped, but for what the exercise asks",
+                          observed=f"on the node: Pod {pod.name} changed in {', '.join(changed)}", observed_in=LIVE)
+
+
 def privilege_change(pod: Pod, shipped: Pod, allowed: set[str]) -> str | None:
     """How the running Pod's containers got privileges the shipped ones did not have (or lost
     them), unless `allowed` lets that field change."""
@@ -256,8 +314,8 @@ def check_e2e_matrix(ctx):
         current = ctx.answer_path.read_text()
         if locked["text"] != current:
             answer = yaml.safe_load(locked["text"])
-            note = (f" (graded: the prediction you had written when `labkit mounts play` first showed this experiment's "
-                    f"outcome, kept in {locked['path']}; later changes to your answer file do not count)")
+            note = (" (graded: the prediction you had written when labkit first showed this experiment's outcome; "
+                    "later changes to your answer file do not count)")
     if not isinstance(answer, dict):
         raise CheckFailed(f"your answer should be a YAML mapping from each party to the mounts it sees{note}\n  {ctx.answer_path}")
     extra = sorted(str(k) for k in answer if k not in MATRIX_PARTIES)
@@ -331,6 +389,9 @@ def judge_reader_sees_node_mounts(ctx, observation) -> object:
                           expected="mounts made in the Pod stay in the Pod",
                           observed=f"on {reached[0]}: the Pod's tmpfs is there (mountPropagation: {mode}, volume mount {tag})")
     _require_least_privilege(ctx, pod, {"readOnly"})
+    _require_only(ctx, pod, observation["pod"], READER_MAY_CHANGE,
+                  "Change only how its volume mount propagates (or make it read-only): no other field of the Pod, "
+                  "and no privilege it did not have")
     return ctx.passed(f"the node's mounts reach {pod.name} ({tag}), one and two levels down, and its own stay inside "
                       f"(mountPropagation: {mode})")
 
@@ -394,6 +455,8 @@ def judge_csi_publishes(ctx, observation):
                               expected=f"visible on the node and in {p['observer']}",
                               observed=f"missing in {', '.join(missing)}; in Pod {pod.name} the volume mount is {tag} "
                                        f"(mountPropagation: {_mode(pod, _view_mount(pod, p['host_path']))})")
+    _require_only(ctx, pod, observation["pod"], CSI_MAY_CHANGE,
+                  "The plugin stays as its author wrote it: change only the field the API server's refusal names")
     return ctx.passed(f"mounts made inside {pod.name}, one and two levels below {p['host_path']}, reach the node and "
                       f"{p['observer']}")
 
@@ -418,7 +481,7 @@ def observe_private_host_path(ctx) -> dict:
     node = Node(ctx.env)
     node_pid = node.require_pid()
     obs = _pod_observation(ctx, node, p["pod"])
-    obs.update(node=[[m.mountpoint, m.source, m.propagation, m.tags, m.root] for m in node.mounts(node_pid)],
+    obs.update(node=[[m.mountpoint, m.source, m.propagation, m.tags, m.root, m.device] for m in node.mounts(node_pid)],
                tags={}, down=None)
     party = next((x for x in node.parties() if x.pod == p["pod"]), None)
     view = _view_of(party.volumes, p["host_path"]) if party else None
@@ -431,8 +494,11 @@ def observe_private_host_path(ctx) -> dict:
 
 def node_scope_change(built: list, now: list, host_path: str, kubelet_dir: str) -> str | None:
     """How the node's mount table went beyond `host_path`: a mount it had at build time gone or
-    with another propagation, or a new mount elsewhere than at or below `host_path` (mounts below
-    kubelet's directory are the Pods' business and not counted)."""
+    with another propagation; a new mount elsewhere than at or below `host_path` (below kubelet's
+    directory, where Pods publish theirs, a new filesystem is theirs and not counted); or the
+    node's own files mounted somewhere new, which shows them to every Pod that sees that place
+    (a bind keeps its filesystem's major:minor in mountinfo: rows [mount point, source,
+    propagation, tags, root, device])."""
     table = {}
     for mountpoint, source, propagation, *_ in now:
         table[(mountpoint, source)] = propagation      # the topmost of stacked ones last
@@ -444,13 +510,33 @@ def node_scope_change(built: list, now: list, host_path: str, kubelet_dir: str) 
             return f"the node's mount at {mountpoint} is gone"
         if table[(mountpoint, source)] != propagation:
             return f"the node's {mountpoint} is now {table[(mountpoint, source)]}, not {propagation} as the node was built"
-    known = {(mountpoint, source) for mountpoint, source, *_ in built}
-    for mountpoint, source, *_ in now:
-        if (mountpoint, source) in known or mountinfo.is_under(mountpoint, host_path) \
-                or (mountinfo.is_under(mountpoint, kubelet_dir) and mountpoint != kubelet_dir):
+    known = {(row[0], row[1], row[4]) for row in built}
+    node_files = {_filesystem(row) for row in built}
+    for row in now:
+        mountpoint, source, root = row[0], row[1], row[4]
+        if (mountpoint, source, root) in known:
+            continue
+        if _filesystem(row) in node_files:
+            shown = "the directory itself" if mountpoint == root else f"the node's {root}"
+            if mountinfo.is_under(mountpoint, host_path) and mountinfo.is_under(root, host_path):
+                continue          # binds within the host path show nothing the Pod would not see there
+            if mountpoint == host_path:
+                continue          # what shows at the host path itself is judged apart (its own directory)
+            if mountinfo.is_under(mountpoint, host_path):
+                return f"the node's {root} is now also mounted at {mountpoint}: the Pod that reads {host_path} sees it"
+            return (f"the node's files are now also mounted at {mountpoint} ({shown}, a bind): every Pod that sees "
+                    f"{mountpoint} sees them")
+        if mountinfo.is_under(mountpoint, host_path) or (mountinfo.is_under(mountpoint, kubelet_dir)
+                                                         and mountpoint != kubelet_dir):
             continue
         return f"the node has a new mount at {mountpoint}"
     return None
+
+
+def _filesystem(row) -> str:
+    """Which filesystem a row of the node's table shows: its major:minor (rows recorded without it:
+    the source)."""
+    return row[5] if len(row) > 5 and row[5] else f"source {row[1]}"
 
 
 def judge_private_host_path(ctx, observation):
@@ -459,6 +545,9 @@ def judge_private_host_path(ctx, observation):
     pod = _pod(ctx, observation, p["pod"], f"apply it again: labkit mounts apply -f {observation['file']['path']}")
     shipped = lab.shipped_pods()[pod.name]
     change = workload_change(pod, observation["pod"], shipped, shipped.source, set()) or privilege_change(pod, shipped, set())
+    changed = spec_changes(observation["pod"], shipped.source, set())
+    if changed and not change:
+        change = f"{_fields(changed)} not as shipped"
     if change:
         return ctx.failed(f"the Pod was right: fix the node, not the Pod. Pod {pod.name}: {change}",
                           expected=f"Pod {pod.name} as shipped: {p['host_path']} at {p['mount_path']} with HostToContainer",
@@ -469,7 +558,7 @@ def judge_private_host_path(ctx, observation):
                           expected=f"the node as built, but for {p['host_path']}", observed=f"on the node: {scope}")
     mounts = [mountinfo.Mount(i, 0, "", root, mp, "", "", src, "", optional=tuple(tags.split()),
                               shared=_field(tags, "shared"), master=_field(tags, "master"))
-              for i, (mp, src, _prop, tags, root) in enumerate(observation["node"])]
+              for i, (mp, src, _prop, tags, root, *_) in enumerate(observation["node"])]
     holder = mountinfo.containing_mount(mounts, p["host_path"])
     holder_text = f"{holder.mountpoint} ({holder.tags or 'private'})" if holder else "nothing"
     on_it = mountinfo.visible_at(mounts, p["host_path"])
@@ -511,8 +600,10 @@ def check_private_host_path(ctx):
 def observe_leak_cleaned(ctx) -> dict:
     node = Node(ctx.env)
     node.require_pid()
+    parties = node.parties()
     return {"parties": {party.name: [[m.mountpoint, m.source, m.tags] for m in mountinfo.read(party.pid)]
-                        for party in node.parties()}}
+                        for party in parties},
+            "pids": {party.name: party.pid for party in parties}}
 
 
 def judge_leak_cleaned(ctx, observation):
@@ -539,8 +630,22 @@ def judge_leak_cleaned(ctx, observation):
     if lost:
         return ctx.failed(f"the leaked mount is gone, and so is the node's mount at {lost[0]}: unmount only the leak",
                           expected="every other mount of the node as it was", observed=f"on the node: {lost[0]} gone")
-    return ctx.passed(f"the leaked mount is gone everywhere; {lab.KUBELET_DIR} is still shared and the node's other mounts "
-                      "are there")
+    # "as it is": the peer group the Pods were started in, not only a shared flag (a mount made
+    # private and shared again is in a new group, and the Pods' copies no longer hear from it)
+    cut = lab.relation_losses(built, parties, observation.get("pids") or {})
+    if cut:
+        return ctx.failed(f"the leaked mount is gone, but the node's {lab.KUBELET_DIR} ({kubelet}) is no longer in the "
+                          f"peer group its Pods' volume mounts are peers or slaves of: {', '.join(cut)}. Mounts the node "
+                          "makes there no longer reach them; compare the shared:/master: numbers in each party's "
+                          "mountinfo", expected=f"{lab.KUBELET_DIR} in the peer group the Pods were started with",
+                          observed=f"on the node: {lab.KUBELET_DIR} {kubelet}; " + "; ".join(cut))
+    relations = sum(len(rows) for rows in (built.get("relations") or {}).values())
+    if not relations:       # a lab built before its relations were recorded
+        return ctx.passed(f"the leaked mount is gone everywhere; {lab.KUBELET_DIR} is still shared and the node's other "
+                          "mounts are there")
+    return ctx.passed(f"the leaked mount is gone everywhere; {lab.KUBELET_DIR} is still the node's shared mount, in the "
+                      f"peer group the Pods' {relations} volume mounts below it are peers or slaves of, and the node's "
+                      "other mounts are there")
 
 
 def check_leak_cleaned(ctx):

@@ -166,8 +166,57 @@ def _record_built(env, node: Node) -> None:
     leak = {party.name: [[m.mountpoint, m.source, m.tags, m.root] for m in mountinfo.read(party.pid)
                          if m.source == LEAK_SOURCE] for party in node.parties() if party.name in holders}
     write_json_atomic(built_path(env), {
-        "node": [[m.mountpoint, m.source, m.propagation, m.tags, m.root] for m in node.mounts() if m.source != LEAK_SOURCE],
-        "leak_holders": holders, "leak": leak})
+        "node": [[m.mountpoint, m.source, m.propagation, m.tags, m.root, m.device] for m in node.mounts()
+                 if m.source != LEAK_SOURCE],
+        "leak_holders": holders, "leak": leak, **kubelet_relations(node)})
+
+
+def kubelet_relations(node: Node) -> dict:
+    """Which mounts of the running Pods are peers ("peer": shared:N) or slaves ("slave": master:N)
+    of the node's /var/lib/kubelet peer group N, and the pid of each Pod's process then (a Pod
+    started again since is another container, in whatever group it was started in):
+    {"relations": {party: [[mount point, "peer" | "slave"]]}, "pids": {party: pid}}."""
+    mounts = node.mounts()
+    kubelet = mountinfo.visible_at(mounts, KUBELET_DIR)
+    group = kubelet.shared if kubelet is not None and kubelet.mountpoint == KUBELET_DIR else None
+    relations, pids = {}, {}
+    for party in node.parties():
+        if party.name == NODE:
+            continue
+        pids[party.name] = party.pid
+        rows = [[m.mountpoint, "peer" if m.shared == group else "slave"] for m in mountinfo.read(party.pid)
+                if group is not None and m.source != LEAK_SOURCE and group in (m.shared, m.master)]
+        if rows:
+            relations[party.name] = rows
+    return {"relations": relations, "pids": pids}
+
+
+def relation_losses(built_state: dict, parties: dict, pids: dict) -> list[str]:
+    """The Pods whose mounts were peers or slaves of the node's /var/lib/kubelet when the lab was
+    built and no longer are of the peer group the node's /var/lib/kubelet is in now, as
+    "party mount-point (tags now)"; `parties`: name -> rows [mount point, source, tags] of every
+    running party; `pids`: name -> pid. Pods started again since the build are not counted.
+    Propagation relations are the kernel's peer groups and master links (fs/pnode.c)."""
+    node_rows = parties.get(NODE, [])
+    kubelet = [tags for mp, _source, tags in node_rows if mp == KUBELET_DIR]
+    group = _shared_of(kubelet[-1]) if kubelet else None
+    lost = []
+    for name, rows in sorted((built_state.get("relations") or {}).items()):
+        if name not in parties or pids.get(name) != (built_state.get("pids") or {}).get(name):
+            continue
+        for mountpoint, kind in rows:
+            here = [tags for mp, _source, tags in parties[name] if mp == mountpoint]
+            wanted = f"shared:{group}" if kind == "peer" else f"master:{group}"
+            if group is None or not any(wanted in tags.split() for tags in here):
+                lost.append(f"{name} {mountpoint} ({' / '.join(t or 'private' for t in here) or 'gone'})")
+    return lost
+
+
+def _shared_of(tags: str) -> int | None:
+    for item in tags.split():
+        if item.startswith("shared:") and item[7:].isdigit():
+            return int(item[7:])
+    return None
 
 
 def is_up(env):
@@ -197,18 +246,21 @@ def _outside_kubelet(mountpoint: str) -> bool:
 
 def _restore_node_outside_kubelet(env, node: Node) -> None:
     """The node's mounts outside /var/lib/kubelet as built: the ones added since unmounted, the
-    ones whose propagation changed made private again (every one of them was built private)."""
+    ones whose propagation changed made private again (every one of them was built private);
+    and below /var/lib/kubelet, binds of the node's own files it was not built with (a new
+    filesystem there is a Pod's or another exercise's)."""
     pid = node.require_pid()
     table = built(env)["node"]
     known = {(entry[0], entry[1], entry[4]) for entry in table}
+    node_files = {entry[5] for entry in table if len(entry) > 5}
     for _ in range(64):    # the newest first: a mount stacked on another, or on its parent, goes before it
-        extra = [m for m in node.mounts(pid) if _outside_kubelet(m.mountpoint)
+        extra = [m for m in node.mounts(pid) if (_outside_kubelet(m.mountpoint) or m.device in node_files)
                  and (m.mountpoint, m.source, m.root) not in known]
         if not extra:
             break
         node.umount(pid, max(extra, key=lambda m: m.mount_id).mountpoint, lazy=True)
     else:
-        raise LabkitError("the node keeps mounts outside /var/lib/kubelet that it was not built with")
+        raise LabkitError("the node keeps mounts it was not built with (outside /var/lib/kubelet, or binds of its files)")
     wanted = {(entry[0], entry[1]): entry[2] for entry in table}
     for m in node.mounts(pid):
         if _outside_kubelet(m.mountpoint) and wanted.get((m.mountpoint, m.source)) == "private" \
@@ -238,7 +290,7 @@ def _repair_kubelet(env, node: Node) -> None:
     the directory onto itself, make it rshared); then restart every Pod with a hostPath below it
     that is not dead, with the spec it has: their volume mounts belong to a peer group that no
     longer reaches the node."""
-    if kubelet_is_shared(node):
+    if kubelet_is_shared(node) and not _relations_lost(env, node):
         return
     pid = node.require_pid()
     while mountinfo.visible_at(node.mounts(pid), KUBELET_DIR) is not None:
@@ -251,8 +303,14 @@ def _repair_kubelet(env, node: Node) -> None:
         if uses and not dead:
             node.delete(name)
             node.apply_all([pod])
-    env.log(f"{KUBELET_DIR} was no longer kubelet's shared mount: bound onto itself and made rshared again, its Pods "
-            "restarted")
+    _record_relations(env, node)       # the restarted Pods, in the new peer group
+    env.log(f"{KUBELET_DIR} was no longer kubelet's shared mount, or no longer the peer group its Pods were started "
+            "in: bound onto itself and made rshared again, its Pods restarted")
+
+
+def _relations_lost(env, node: Node) -> list[str]:
+    parties = {p.name: [[m.mountpoint, m.source, m.tags] for m in mountinfo.read(p.pid)] for p in node.parties()}
+    return relation_losses(built(env), parties, {p.name: p.pid for p in node.parties()})
 
 
 def _recreate(env, node: Node, pod_names) -> None:
@@ -278,14 +336,24 @@ def reset_exercise(env, exercise_id):
     for path in part["paths"]:
         _unmount_below(node, path)
     restore_files(env, part["files"])
-    if exercise_id == "leaked-mount":
+    if exercise_id in ("leaked-mount", "csi-plugin-publishes"):     # the observer both checks need
         watcher = node.container_state("watcher", "watcher")
         if watcher["state"] != "running" or node.pod("watcher") != shipped_pods()["watcher"]:
             _recreate(env, node, ("watcher",))
+    if exercise_id == "leaked-mount":
         _recreate(env, node, ("publisher",))
         _leak(env, node)
     else:
         _recreate(env, node, part["pods"])
+    _record_relations(env, node)
+
+
+def _record_relations(env, node: Node) -> None:
+    """The Pods' relations with the node's /var/lib/kubelet as the lab is now (after a reset, which
+    repaired /var/lib/kubelet first and may have started Pods again): what leaked-mount keeps."""
+    state = built(env)
+    state.update(kubelet_relations(node))
+    write_json_atomic(built_path(env), state)
 
 
 def student_work(env, exercise_id):
@@ -320,9 +388,18 @@ def student_work(env, exercise_id):
                      and (m.mountpoint != path or path == PRIVATE_DIR) and m.source != LEAK_SOURCE]
             if below:
                 out.append(f"the mounts on the node at or below {path}: {', '.join(below)} (unmounted)")
-        if not kubelet_is_shared(node) and f"the node's {KUBELET_DIR}" not in " ".join(out):
+        if i == "private-host-path":
+            table = built(env)["node"]
+            known = {(entry[0], entry[1], entry[4]) for entry in table}
+            node_files = {entry[5] for entry in table if len(entry) > 5}
+            extra = [m.mountpoint for m in node_mounts if not mountinfo.is_under(m.mountpoint, PRIVATE_DIR)
+                     and (_outside_kubelet(m.mountpoint) or m.device in node_files)
+                     and (m.mountpoint, m.source, m.root) not in known]
+            if extra:
+                out.append(f"the mounts you added on the node: {', '.join(extra)} (unmounted)")
+        if (not kubelet_is_shared(node) or _relations_lost(env, node)) and f"the node's {KUBELET_DIR}" not in " ".join(out):
             out.append(f"the node's {KUBELET_DIR} as you left it (it is made a shared mount again, as kubelet makes it, "
-                       "and the running Pods that use it are restarted)")
+                       "and the running Pods that use it are restarted, so that they are its peers and slaves again)")
         if i == "leaked-mount" and not any(m.source == LEAK_SOURCE for m in node_mounts):
             out.append("your clean-up of the leaked staging mount (the dead publisher's mount is made again)")
     if exercise_id is None:

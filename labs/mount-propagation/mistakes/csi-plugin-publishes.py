@@ -56,3 +56,16 @@ def watcher_deleted(env):
     that must see the plugin's mounts)."""
     _edit_and_apply(env, lambda c: c.setdefault("securityContext", {}).update(privileged=True))
     Node(env).delete("watcher")
+
+
+@mistake("hostPID", "not as shipped")
+def more_than_the_refusal_asks(env):
+    """Makes the container privileged, as the refusal asks, and on the way gives the Pod the host's PID and
+    IPC namespaces and a label: the plugin runs and publishes, but it is no longer the Pod its author wrote."""
+    path = env.dir / "pods" / "csi-node.yaml"
+    pod = yaml.safe_load(path.read_text())
+    pod["spec"]["containers"][0]["securityContext"] = {"privileged": True}
+    pod["spec"].update(hostPID=True, hostIPC=True)
+    pod["metadata"]["labels"] = {"app": "csi-node"}
+    path.write_text(yaml.safe_dump(pod, sort_keys=False))
+    Node(env).apply_all(load_pods(path, strict=True))

@@ -23,3 +23,20 @@ def unmount_and_delete_the_watcher(env):
     node = Node(env)
     node.umount(node.require_pid(), "/var/lib/kubelet/plugins/publisher/staging")
     node.delete("watcher")
+
+
+def _reshape_kubelet(_path):
+    from labkit.mounts import kernel
+
+    kernel.change_propagation("/var/lib/kubelet", "private")
+    kernel.change_propagation("/var/lib/kubelet", "shared")
+
+
+@mistake("peer group", "no longer reach")
+def kubelet_made_private_and_shared_again(env):
+    """Unmounts the leak on the node, then makes /var/lib/kubelet private and shared again: it is still shared,
+    but in a new peer group, which the Pods' volume mounts are neither peers nor slaves of."""
+    node = Node(env)
+    pid = node.require_pid()
+    node.umount(pid, "/var/lib/kubelet/plugins/publisher/staging")
+    node.run(pid, _reshape_kubelet, "/var/lib/kubelet")

@@ -63,3 +63,16 @@ def host_to_container_and_privileged(env):
     node = Node(env)
     node.delete("reader")
     node.apply_all(load_pods(path))
+
+
+@mistake("hostNetwork", "not as shipped")
+def host_namespaces_too(env):
+    """Uses HostToContainer, and gives the Pod the host's PID and network namespaces as well: the mounts
+    propagate as asked, but the Pod got privileges it did not have."""
+    path = _edit(env, "HostToContainer")
+    pod = yaml.safe_load(path.read_text())
+    pod["spec"].update(hostPID=True, hostNetwork=True)
+    path.write_text(yaml.safe_dump(pod, sort_keys=False))
+    node = Node(env)
+    node.delete("reader")
+    node.apply_all(load_pods(path, strict=True))

@@ -70,3 +70,21 @@ def parent_rshared(env):
     node = Node(env)
     node.run(node.require_pid(), _bind_parent, "/srv")
     node.apply_all(load_pods(env.dir / "pods" / "logger.yaml"))
+
+
+def _fix_and_expose(_path):
+    import os
+
+    _make_rshared("/srv/data")
+    os.makedirs("/var/lib/kubelet/exposed-srv", exist_ok=True)
+    kernel.bind("/srv/data", "/var/lib/kubelet/exposed-srv")
+
+
+@mistake("also mounted at", "/var/lib/kubelet/exposed-srv")
+def exposed_below_kubelet(env):
+    """Fixes /srv/data as kubelet would, and also binds it below /var/lib/kubelet: the logger works, but the
+    node's /srv/data (node-secret included) is now in every Pod that sees /var/lib/kubelet, the watcher first."""
+    node = Node(env)
+    node.run(node.require_pid(), _fix_and_expose, "/srv/data")
+    node.delete("logger")
+    node.apply_all(load_pods(env.dir / "pods" / "logger.yaml"))

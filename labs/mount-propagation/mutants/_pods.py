@@ -32,6 +32,27 @@ def edits(reference: dict, alternatives: dict | None = None):
                       skip=lambda path: path.split(".")[0].split("[")[0] in ("apiVersion", "kind", "metadata"))
 
 
+# Fields a Pod file may gain beside what an exercise asks for: the pod-level privileges (the
+# host's PID, IPC and network namespaces) and what only labels the object. Each is a change the
+# exercises' `unchanged:` forbids ("change only ..."), whatever the kernel then does.
+EXTRA_FIELDS = (
+    ("hostPID", lambda pod: pod["spec"].update(hostPID=True)),
+    ("hostIPC", lambda pod: pod["spec"].update(hostIPC=True)),
+    ("hostNetwork", lambda pod: pod["spec"].update(hostNetwork=True)),
+    ("labels", lambda pod: pod["metadata"].setdefault("labels", {}).update(app="extra")),
+    ("annotations", lambda pod: pod["metadata"].setdefault("annotations", {}).update(note="extra")),
+    ("serviceAccountName", lambda pod: pod["spec"].update(serviceAccountName="node-agent")),
+)
+
+
+def extra_fields(reference: dict):
+    """(field, the reference Pod with that field added) for each of EXTRA_FIELDS."""
+    for key, add in EXTRA_FIELDS:
+        source = copy.deepcopy(reference)
+        add(source)
+        yield key, source
+
+
 def names_for(edit) -> tuple[str, ...]:
     """The words the check's failure must hold for an edit of this field."""
     key = edit.key

@@ -43,6 +43,13 @@ def mutants(ctx):
     yield _mutant("and-umount-run", "the leak unmounted, and the node's /run as well",
                   reference_ops + [{"do": "umount", "in": NODE, "target": "/run", "lazy": True}], before, views, reference,
                   ("/run",), live=False)
+    # the leak unmounted, then /var/lib/kubelet's own propagation changed on the node: it leaves
+    # the peer group the Pods' volume mounts are peers and slaves of, even when it ends up shared
+    for kinds in (["private", "shared"], ["private"], ["slave", "shared"], ["slave"]):
+        reshape = [{"do": "make", "in": NODE, "target": KUBELET, "propagation": k} for k in kinds]
+        yield _mutant("reshape-kubelet:" + "+".join(kinds), f"the leak unmounted, then {KUBELET} made "
+                      + " then ".join(kinds), reference_ops + reshape, before, views, reference,
+                      ("peer group",) if kinds[-1] == "shared" else (KUBELET,), live=False)
     yield _mutant("umount-in-watcher-privileged", "unmounted inside the watcher only, as if it could",
                   [{"do": "umount", "in": "watcher", "target": leak_path, "lazy": False, "all-capabilities": True}],
                   before, views, reference, ("still there",))
@@ -63,6 +70,10 @@ def predict(before, ops, views):
         if op["do"] == "delete":
             for name in [n for n, p in views.items() if p.pod == op["pod"]]:
                 parties.pop(name, None)
+            continue
+        if op["do"] == "make":              # a propagation change of the node's own mount: no event sent
+            parties[NODE] = [[mp, src, _made(tags, op["propagation"], parties) if mp == op["target"] else tags]
+                             for mp, src, tags in parties[NODE]]
             continue
         where = op["in"]
         party = views.get(where)
@@ -90,7 +101,22 @@ def predict(before, ops, views):
             if view is None or holder is None or group not in model.parse_tags(holder.tags):
                 continue
             parties[other] = [row for row in other_rows if not mountinfo.is_under(row[0], view)]
-    return {"parties": parties}
+    return {"parties": parties, "pids": before.get("pids", {})}
+
+
+def _made(tags, kind, parties):
+    """The tags of a mount after mount --make-<kind> (labkit.mounts.model.NodeTable.change's rules:
+    shared keeps its group or gets a new one; slave becomes a slave of its group when it had peers;
+    private leaves both)."""
+    shared, master = model.parse_tags(tags)
+    used = [g for rows in parties.values() for _mp, _src, t in rows for g in model.parse_tags(t) if g is not None]
+    if kind == "shared":
+        return model.format_tags(shared if shared is not None else max([model.GROUPS_FROM - 1, *used]) + 1, master)
+    if kind == "slave":
+        peers = shared is not None and sum(f"shared:{shared}" in t.split() for rows in parties.values()
+                                           for _mp, _src, t in rows) > 1
+        return model.format_tags(None, shared if peers else master)
+    return ""
 
 
 def _mounts(rows):

@@ -27,6 +27,8 @@ def mutants(ctx):
     for edit in spec.edits(reference):
         yield mutant(f"{edit.op}:{edit.path}" + (f"={edit.after}" if edit.op == "set" else ""), edit.describe(),
                      edit.value, spec.names_for(edit))
+    for key, source in spec.extra_fields(reference):
+        yield mutant(f"add:{key}", f"{key} added to the Pod", source, (key,))
     yield mutant("privileged", "the container made privileged as well", spec.with_change(
         reference, lambda c: c.setdefault("securityContext", {}).update(privileged=True)), ("privileged",))
     yield mutant("sys-admin", "CAP_SYS_ADMIN added", spec.with_change(

@@ -37,6 +37,13 @@ def mutants(ctx):
                      names=() if same else _names(edit, observation, ctx), observation=observation,
                      equivalent="labkit.mounts.model gives the same node table, Pod state and probes" if same else None,
                      apply=None if _unsafe(edit.value) else steps(edit.value))
+    # the fix, plus the node's files bound somewhere new: below /var/lib/kubelet they reach every
+    # Pod that sees that directory (the watcher sees all of it), elsewhere they change the node
+    for source, target in ((DIR, "/var/lib/kubelet/plugins"), ("/srv", "/var/lib/kubelet/e2e"), (DIR, "/srv"),
+                           ("/etc", "/var/lib/kubelet/pods")):
+        ops = REFERENCE[:2] + [{"do": "bind", "source": source, "target": target}] + REFERENCE[2:]
+        yield Mutant(f"expose:{source}->{target}", f"the fix, and {source} also bound at {target}",
+                     names=("also mounted at", target), observation=predict(ctx, solved, before, ops, shipped))
     for mode in ("None", "HostToContainer+privileged"):
         pod = copy.deepcopy(shipped)
         c = pod["spec"]["containers"][0]
