@@ -35,7 +35,6 @@ from labkit import paths
 PASS, FAIL, ERROR = "pass", "fail", "error"
 ANSWER, LIVE = "your answer", "the live lab"        # where a check observed what it reports
 REVEAL_ENV = "LABKIT_REVEAL_ANSWERS"
-GRID_NAME_AFTER = 3     # the mount-propagation lab's peer-groups feedback still names a value after so many
 
 
 @dataclass
@@ -244,7 +243,8 @@ class CheckContext:
         except OSError:
             text = b""
         tries = self.env.state.answer_tries(self.exercise.id, hashlib.sha256(text).hexdigest()[:16])
-        return (f"your {noun} is not right ({tries} different wrong {'answer' if tries == 1 else 'answers'} checked; "
+        return (f"your {noun} {'are' if noun.endswith('s') else 'is'} not right ({tries} different wrong "
+                f"{'answer' if tries == 1 else 'answers'} checked; "
                 f"labkit does not say how many of its {total} {what} are wrong, or which): {advice}")
 
     def passed(self, message: str, **details) -> CheckResult:
@@ -290,6 +290,9 @@ def run_check(env, exercise, down_reason: str | None = None) -> CheckResult:
         except Exception as exc:  # a broken check must not hide the other results
             result = ctx.error(f"check {exercise.check} crashed: {type(exc).__name__}: {exc}",
                                traceback=traceback.format_exc())
+    if result.status == FAIL and exercise.answer and ctx.answer_path.is_file():
+        import hashlib      # every wrong answer checked is counted, whatever the check says about it
+        env.state.answer_tries(exercise.id, hashlib.sha256(ctx.answer_path.read_bytes()).hexdigest()[:16])
     if result.status == PASS and exercise.answer:
         tried = env.state.wrong_answers_checked(exercise.id)
         if tried:       # an answer found by trying shows in the report (CheckContext.grid_feedback)

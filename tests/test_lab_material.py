@@ -312,12 +312,12 @@ TEXTS: dict[str, dict[str, Run | list[Run] | Mention | Covered]] = {
         "labkit numa show --machine M [-f pods.yaml --config C] [--svg F]": Run(
             "labkit numa show --machine lab-two-node -f scenarios/qos-pods.yaml --config scenarios/kubelet-config.yaml "
             "--svg two.svg"),
-        "labkit numa admit -f pods.yaml --machine M --config kubelet.yaml [--state DIR [--running bound.yaml]] [--json]": runs(
+        "labkit numa admit -f pods.yaml --machine M --config kubelet.yaml [--state DIR [--running bound.yaml]] [-o json]": runs(
             Run("labkit numa admit -f scenarios/qos-pods.yaml --machine lab-two-node --config scenarios/kubelet-config.yaml"),
             Run("labkit numa admit -f scenarios/qos-pods.yaml --machine lab-two-node "
-                "--config scenarios/kubelet-config.yaml --state $SCRATCH/admitted --json")),
-        "labkit numa merge -f hints.json [--policy P] [--json]": runs(
-            Run("labkit numa merge -f scenarios/merge-trainer.json --json"),
+                "--config scenarios/kubelet-config.yaml --state $SCRATCH/admitted -o json")),
+        "labkit numa merge -f hints.json [--policy P] [-o json]": runs(
+            Run("labkit numa merge -f scenarios/merge-trainer.json -o json"),
             Run("labkit numa merge -f scenarios/merge-trainer.json --policy restricted")),
         "labkit numa take --machine M --available CPUS --count N [--hint NODES]": runs(
             Run("labkit numa take --machine lab-two-node --available 1-7 --count 2"),
@@ -336,11 +336,11 @@ TEXTS: dict[str, dict[str, Run | list[Run] | Mention | Covered]] = {
         "labkit numa admit -f node-b/probe-pod.yaml --machine node-b/machine.json --config node-b/kubelet-config.yaml "
         "--state node-b/kubelet --running node-b/pods.yaml": Run(code=2, output="checkpoint is corrupted"),    # the exercise's broken kubelet
         "grep Cpus_allowed_list /proc/PID/status": Run(
-            "grep Cpus_allowed_list /proc/$(labkit numa show --json | jq '.containers[0].pids[0]')/status"),
+            "grep Cpus_allowed_list /proc/$(labkit numa show -o json | jq '.containers[0].pids[0]')/status"),
     },
     "resources": {
-        "labkit resources get [--node N] [--json]": runs(Run("labkit resources get --node node-2"),
-                                                         Run("labkit resources get --json")),
+        "labkit resources get [--node N] [-o json]": runs(Run("labkit resources get --node node-2"),
+                                                         Run("labkit resources get -o json")),
         "labkit resources top [--node N] [--watch]": runs(Run("labkit resources top --node node-1"),
                                                           Run("labkit resources top --watch", stream=True)),
         "labkit resources apply -f FILE": Run("labkit resources apply -f scenarios/pressure.yaml",
@@ -432,10 +432,11 @@ FILES: dict[str, str | Run | Covered] = {
 
 # The pictures each lab's graph commands draw of the lab's own state ({out}: the file to write).
 PICTURES: dict[str, list[str]] = {
-    "gc": ["labkit gc graph -n shop --format png -o {out}.png", "labkit gc graph -n shop --format svg -o {out}.svg"],
-    "kube-proxy": [f"labkit kube-proxy graph --node {node} {service}-o {{out}}.{fmt}" for node in ("node1", "node2")
+    "gc": ["labkit gc graph -n shop -o png --output-file {out}.png", "labkit gc graph -n shop -o svg --output-file {out}.svg"],
+    "kube-proxy": [f"labkit kube-proxy graph --node {node} {service}-o {fmt} --output-file {{out}}.{fmt}"
+                   for node in ("node1", "node2")
                    for service in ("", "--service web ") for fmt in ("png", "svg")],
-    "mount-propagation": ["labkit mounts graph --format png -o {out}.png", "labkit mounts graph --format svg -o {out}.svg"],
+    "mount-propagation": ["labkit mounts graph -o png --output-file {out}.png", "labkit mounts graph -o svg --output-file {out}.svg"],
     "numa": ["labkit numa show --svg {out}.svg", "labkit numa show --machine lab-two-node --svg {out}.svg",
              "labkit numa show --machine dual-socket-ht -f scenarios/static-pods.yaml "
              "--config scenarios/kubelet-static.yaml --svg {out}.svg"],

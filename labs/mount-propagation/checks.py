@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import errno
 import functools
-import hashlib
 import re
 import time
 
 import yaml
 
 from labkit.errors import LabkitError
-from labkit.exercises import GRID_NAME_AFTER, LIVE, CheckFailed
+from labkit.exercises import LIVE, CheckFailed
 from labkit.mounts import mountinfo, observe, scenario
 from labkit.mounts.node import NODE, Node
 from labkit.mounts.pods import Pod, Refused, load_pods, parse_pod, validate
@@ -707,16 +706,10 @@ def check_peer_groups(ctx):
                           "word private", expected="shared:N, master:N, both, or private",
                           observed=f"your answer: {', '.join(malformed)}")
     if wrong:
-        # counted, not named, until several different wrong answers (CheckContext.grid_feedback's
-        # policy, in this exercise's words): with three likely values per party, naming the wrong
-        # ones would let trying stand in for reading
-        digest = hashlib.sha256(ctx.answer_path.read_bytes()).hexdigest()[:16]
-        tries = ctx.env.state.answer_tries(ctx.exercise.id, digest)
-        message = (f"{len(wrong)} of the {len(truth)} values you wrote {'is' if len(wrong) == 1 else 'are'} not what "
-                   "mountinfo shows")
-        message += (f"; one of them: {wrong[0]}" if tries >= GRID_NAME_AFTER else
-                    f" (after {GRID_NAME_AFTER} different wrong answers labkit names one): read each party's line in its "
-                    "own /proc/<pid>/mountinfo")
+        # neither counted nor named (CheckContext.grid_feedback): with three likely values per
+        # party, either would let trying stand in for reading
+        message = ctx.grid_feedback(wrong, len(truth), "values", noun="findings",
+                                    advice="read each party's line in its own /proc/<pid>/mountinfo")
         return ctx.failed(message, expected="each party's optional fields, as in /proc/<pid>/mountinfo",
-                          observed=f"your answer: {len(wrong)} wrong", right_answer=truth)
+                          observed="your answer", right_answer=truth)
     return ctx.passed("you read every party's peer group and master right")

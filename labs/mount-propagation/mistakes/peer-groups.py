@@ -29,7 +29,7 @@ def empty_for_private(env):
     _write(env, answer)
 
 
-@mistake("1 of the 5 values you wrote is not what mountinfo shows")
+@mistake("findings are not right", "mountinfo")
 def slave_as_peer(env):
     """Takes the HostToContainer container for a member of the node's peer group (shared:N) instead of its slave."""
     answer = _live(env)
@@ -37,7 +37,7 @@ def slave_as_peer(env):
     _write(env, answer)
 
 
-@mistake("3 of the 5 values")
+@mistake("findings are not right")
 def numbers_from_elsewhere(env):
     """Copies peer group numbers from notes of another machine instead of reading this lab's mountinfo."""
     answer = _live(env)

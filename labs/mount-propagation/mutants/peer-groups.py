@@ -26,6 +26,5 @@ def mutants(ctx):
                                            and i.partition(":")[2].isdigit() for i in text.split()):
             names = (edit.key,)
         else:
-            wrong = sum(1 for k in answer if set(value[k].split()) != set(answer[k].split()))
-            names = (f"{wrong} of the 5",)
+            names = ("findings are not right",)
         yield Mutant(name, f"answer: {edit.describe()}", names=names, answer=value)
