@@ -35,3 +35,27 @@ def pod_uid(env):
     """Copies metadata.uid of the Pod itself as the ReplicaSet's UID."""
     pod, _rs_ref, dep_ref = _chain(env)
     write_answer(env, "owner-chain", {"pod": pod["metadata"]["name"], "replicaset": pod["metadata"]["uid"], "deployment": dep_ref["uid"]})
+
+
+@mistake("changed the chain of Deployment web by hand", "reading an owner chain changes nothing")
+def scales_while_reading(env):
+    """Reads the chain right, after `kubectl scale deploy web -n shop --replicas=4`."""
+    for_env(env).kubectl("scale", "deployment", "web", "-n", "shop", "--replicas=4")
+    pod, rs_ref, dep_ref = _chain(env)
+    write_answer(env, "owner-chain", {"pod": pod["metadata"]["name"], "replicaset": rs_ref["uid"], "deployment": dep_ref["uid"]})
+
+
+@mistake("changed the chain of Deployment web by hand", "patch Pod")
+def labels_the_pod(env):
+    """Reads the chain right, after `kubectl label pod <the Pod> -n shop extra=1` (a patch)."""
+    pod, rs_ref, dep_ref = _chain(env)
+    for_env(env).kubectl("label", "pod", pod["metadata"]["name"], "-n", "shop", "extra=1")
+    write_answer(env, "owner-chain", {"pod": pod["metadata"]["name"], "replicaset": rs_ref["uid"], "deployment": dep_ref["uid"]})
+
+
+@mistake("pod:", "name alone, without a namespace")
+def namespace_in_the_name(env):
+    """Writes the Pod as `shop/<name>`, as some tools print it."""
+    pod, rs_ref, dep_ref = _chain(env)
+    write_answer(env, "owner-chain", {"pod": "shop/" + pod["metadata"]["name"], "replicaset": rs_ref["uid"],
+                                      "deployment": dep_ref["uid"]})
