@@ -4,10 +4,12 @@ the lab was built as from lab.py's built.json (each part's Pods by UID, the Secr
 reference, the Pod that holds a finalizer). Answers about what the garbage collector does (the
 order of a background deletion, the finalizer and last kind of a foreground one, the fate of the
 predict experiment's objects) are judged against labkit's reconstruction of the situation the
-exercise describes, played on a server of its own (labkit.gc.reconstruct): a student who changed
-the situation (deleting Pods by hand first) is told so, and judged on the lab as built. On a real
-cluster (`labkit run gc --kubeconfig`) there is no audit log: those checks say so and judge the
-final state only.
+exercise describes, played on a server of its own (labkit.gc.reconstruct). What the exercises
+leave to the garbage collector must have been done by it: a student who deleted or scaled away
+the dependents of a background deletion, or changed the Pods of a stuck one beyond the finalizer
+that holds them, is told so and earns nothing; a prediction written after its experiment was
+tried by hand in the lab's cluster is not judged. On a real cluster (`labkit run gc
+--kubeconfig`) there is no audit log: those checks say so and judge the final state only.
 
 Each check that reads live state is `judge_<name>(ctx, observe_<name>(ctx))`: the observation is
 plain data, and the judge a pure verdict on it (the mutant run judges mutated observations).
