@@ -305,8 +305,11 @@ def observe_terminating_create_tries(ctx, namespace: str) -> list[dict] | None:
     events = _audit(ctx)
     if events is None:
         return None
-    return [{"at": audit_log.received_at(e), "time": e.get("requestReceivedTimestamp", "")[11:19],
-             "what": f"create {(e.get('objectRef') or {}).get('resource')} {(e.get('objectRef') or {}).get('name') or ''}".strip()}
+    def what(e):
+        ref = e.get("objectRef") or {}
+        body = e.get("requestObject") if isinstance(e.get("requestObject"), dict) else {}
+        return f"create {ref.get('resource')} {ref.get('name') or (body.get('metadata') or {}).get('name') or ''}".strip()
+    return [{"at": audit_log.received_at(e), "time": e.get("requestReceivedTimestamp", "")[11:19], "what": what(e)}
             for e in events if e.get("verb") == "create" and (e.get("objectRef") or {}).get("namespace") == namespace
             and not (e.get("user") or {}).get("username", "").startswith("system:")]
 
