@@ -17,7 +17,7 @@ def mutants(ctx):
     def names(edit):
         if edit.op == "drop" or (edit.path in fates and edit.after not in FATES):
             return (edit.key,)
-        return ("of the 5 parts",)
+        return ("of its 5 parts",)
     yield from answer_mutants(answer, alternatives=alternatives, names=names)
-    yield Mutant("add-item:shared_owners", "answer: the ghost added to shared's owners", names=("of the 5 parts",),
+    yield Mutant("add-item:shared_owners", "answer: the ghost added to shared's owners", names=("of its 5 parts",),
                  answer={**answer, "shared_owners": [*answer["shared_owners"], "ghost"]})
