@@ -59,3 +59,14 @@ def namespace_in_the_name(env):
     pod, rs_ref, dep_ref = _chain(env)
     write_answer(env, "owner-chain", {"pod": "shop/" + pod["metadata"]["name"], "replicaset": rs_ref["uid"],
                                       "deployment": dep_ref["uid"]})
+
+
+@mistake("gives replicaset twice", "YAML keeps only the last one")
+def keys_given_twice(env):
+    """Writes the two UIDs swapped, then again the right way round below (YAML would keep the last)."""
+    from labkit.exercises import answer_path
+    pod, rs_ref, dep_ref = _chain(env)
+    path = answer_path("gc", "owner-chain")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"pod: {pod['metadata']['name']}\nreplicaset: {dep_ref['uid']}\ndeployment: {rs_ref['uid']}\n"
+                    f"replicaset: {rs_ref['uid']}\ndeployment: {dep_ref['uid']}\n")

@@ -42,3 +42,14 @@ def tries_it_first(env):
     time.sleep(0.05)        # the answer file is written after the tries, as a person would
     _answer(env, 'error: failed to create configmap: configmaps "late" is forbidden: unable to create new content '
                  'in namespace attic because it is being terminated')
+
+
+@mistake("gives error twice", "YAML keeps only the last one")
+def two_guesses_in_one_file(env):
+    """Writes two `error:` keys, a guess and the message, hoping one of them counts."""
+    from labkit.exercises import answer_path
+    path = answer_path("namespace", "terminating-create")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("error: 'namespaces \"attic\" not found'\n"
+                    "error: 'configmaps \"late\" is forbidden: unable to create new content in namespace attic "
+                    "because it is being terminated'\n")
