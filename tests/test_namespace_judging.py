@@ -107,3 +107,23 @@ def test_an_unquoted_error_message_is_told_to_be_quoted():
     with pytest.raises(AnswerMissing) as failed:
         checks("namespace")._prediction_file(ctx)
     assert "not valid YAML (line 1)" in str(failed.value) and "quote the whole message" in str(failed.value)
+
+
+def test_own_finalizer_counts_other_namespaces_but_not_the_other_exercises_work(monkeypatch):
+    module = checks("namespace")
+
+    def finalize(ns, finalizers, user="labkit-admin"):
+        return {"verb": "update", "objectRef": {"resource": "namespaces", "name": ns, "subresource": "finalize"},
+                "user": {"username": user}, "responseStatus": {"code": 200},
+                "requestObject": {"spec": {"finalizers": finalizers}}}
+    events = [finalize("legacy", []),                                       # force-finalize's own work
+              {"verb": "delete", "objectRef": {"resource": "namespaces", "name": "billing"},
+               "user": {"username": "labkit-admin"}, "responseStatus": {"code": 200}},   # conditions' own work
+              finalize("reports", [], user=module.CONTROLLER_USER),
+              finalize("sandbox", ["kubernetes", "example.com/hold"]), finalize("sandbox", ["kubernetes"])]
+    monkeypatch.setattr(module, "_audit", lambda ctx: events)
+    ctx = context("namespace", "own-finalizer")
+    assert module._other_namespace_writes(ctx, "sandbox") == []
+    events += [finalize("default", ["kubernetes", "example.com/hold"]), finalize("billing", ["kubernetes", "x.io/y"])]
+    assert module._other_namespace_writes(ctx, "sandbox") == ["update …/finalize on default",
+                                                             "update …/finalize on billing"]

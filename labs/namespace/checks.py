@@ -753,12 +753,16 @@ def observe_own_finalizer(ctx) -> dict:
 
 
 def _other_namespace_writes(ctx, name) -> list[str] | None:
-    """The student's successful writes to namespaces other than `name` (the namespace object or
-    its finalize/status subresource: update, patch, delete), as `PUT …/finalize on default`;
-    None on a real cluster (no audit log)."""
+    """The student's successful writes to namespaces other than `name` that are not another
+    exercise's work: any update, patch or delete (of the namespace or its finalize/status
+    subresource) of a namespace that is no exercise's (default, kube-system, ...), and a finalize
+    request that puts a finalizer other than `kubernetes` on any other namespace (what this
+    exercise does; the other exercises only take finalizers away). As `update …/finalize on
+    default`; None on a real cluster (no audit log)."""
     events = _audit(ctx)
     if events is None:
         return None
+    exercises = set(getattr(_lab(ctx.env), "EXERCISE_NAMESPACES", {}).values())
     out = []
     for e in events:
         ref = e.get("objectRef") or {}
@@ -766,6 +770,10 @@ def _other_namespace_writes(ctx, name) -> list[str] | None:
                 or e.get("verb") not in ("update", "patch", "delete") \
                 or (e.get("user") or {}).get("username", "").startswith("system:") \
                 or (e.get("responseStatus") or {}).get("code", 0) >= 300:
+            continue
+        sent = ((e.get("requestObject") or {}).get("spec") or {}).get("finalizers") or [] \
+            if ref.get("subresource") == "finalize" else []
+        if ref["name"] in exercises and not any(f != "kubernetes" for f in sent):
             continue
         what = f"{e['verb']} …/{ref['subresource']}" if ref.get("subresource") else e["verb"]
         entry = f"{what} on {ref['name']}"
