@@ -204,6 +204,14 @@ class CheckContext:
             raise AnswerMissing(f"your answer is not valid YAML{line}: {getattr(exc, 'problem', exc)}\n  {path}{what}")
         if data is None:
             raise AnswerMissing(f"your answer is empty\n  {path}{what}")
+        # a key given twice in one mapping: YAML keeps only the last one, so the student's other
+        # value would silently not count (and trying two values in one file would pass on either)
+        from labkit.strict import key_positions
+        for positions in key_positions(text)[:1]:
+            if positions.duplicates:
+                line, key = positions.duplicates[0]
+                raise CheckFailed(f"your answer gives {key} twice (line {line + 1}): YAML keeps only the last one; "
+                                  f"write each key once\n  {path}")
         return data
 
     def answer_field(self, data: Any, key: str, kind: type | tuple = object) -> Any:

@@ -204,3 +204,27 @@ def test_an_apiservice_without_its_backend_is_unavailable_and_fails_discovery(se
     client.delete("v1", "services", "metrics-server", "kube-system")
 
 
+
+
+def test_a_deleted_builtin_apiservice_stays_deleted_and_a_custom_resources_comes_back(server):
+    """kube-aggregator's autoregister controller (checkAPIService): a built-in group's local
+    APIService is created once per start (2B), a CRD's whenever it is missing (2C)."""
+    client = server.http_client()
+    assert wait_until(lambda: client.get_or_none("apiregistration.k8s.io/v1", "apiservices", "v1.batch") is not None)
+    client.create("apiextensions.k8s.io/v1", "customresourcedefinitions", {
+        "metadata": {"name": "gadgets.example.org"},
+        "spec": {"group": "example.org", "scope": "Namespaced",
+                 "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
+                 "versions": [{"name": "v1", "served": True, "storage": True,
+                               "schema": {"openAPIV3Schema": {"type": "object",
+                                                              "x-kubernetes-preserve-unknown-fields": True}}}]}})
+    assert wait_until(lambda: client.get_or_none("apiregistration.k8s.io/v1", "apiservices", "v1.example.org"))
+    client.delete("apiregistration.k8s.io/v1", "apiservices", "v1.batch")
+    first = client.get("apiregistration.k8s.io/v1", "apiservices", "v1.example.org")
+    client.delete("apiregistration.k8s.io/v1", "apiservices", "v1.example.org")
+    assert wait_until(lambda: (client.get_or_none("apiregistration.k8s.io/v1", "apiservices", "v1.example.org") or
+                               first)["metadata"]["uid"] != first["metadata"]["uid"])
+    # a later CRD change runs the registration again: the built-in one still does not come back
+    client.delete("apiextensions.k8s.io/v1", "customresourcedefinitions", "gadgets.example.org")
+    assert wait_until(lambda: client.get_or_none("apiregistration.k8s.io/v1", "apiservices", "v1.example.org") is None)
+    assert client.get_or_none("apiregistration.k8s.io/v1", "apiservices", "v1.batch") is None

@@ -4,7 +4,9 @@
   being deleted gets condition Terminating, all its custom resources are deleted, then its
   `customresourcecleanup.apiextensions.k8s.io` finalizer is removed, which removes the CRD;
 - APIService auto-registration (kube-aggregator's autoregister and crdregistration controllers):
-  a local APIService `<version>.<group>` for every served built-in and custom group/version;
+  a local APIService `<version>.<group>` for every served built-in and custom group/version; a
+  built-in one is made once per start (deleted, it stays deleted), a custom resource's whenever
+  it is missing;
 - APIService availability: kube-aggregator's remote AvailableConditionController, in
   availability.py.
 """
@@ -25,6 +27,7 @@ from labkit.apiserver.kinds import CRD_CLEANUP_FINALIZER
 from labkit.apiserver.storage import Event
 
 CRD_KEY = "apiextensions.k8s.io/customresourcedefinitions"
+APISERVICES_KEY = "apiregistration.k8s.io/apiservices"
 AUTOMANAGED = "kube-aggregator.kubernetes.io/automanaged"
 # kube-aggregator's apiVersionPriorities: (groupPriorityMinimum, versionPriority) of the built-in
 # group/versions; other versions of a built-in group get the group's priority and version 15
@@ -45,6 +48,7 @@ class ApiServerInternals:
         self._pending = 0
         self._lock = threading.Lock()
         self.availability = AvailableConditionController(api)
+        self._synced_once: set[str] = set()     # built-in APIServices synced since this start
 
     def start(self) -> None:
         self.registry.store.add_listener(self._on_event)
@@ -71,6 +75,9 @@ class ApiServerInternals:
     def _on_event(self, event: Event) -> None:
         if event.key == CRD_KEY:
             self._enqueue(("crd", event.name))
+            self._enqueue(("apiservices", None))
+        elif event.key == APISERVICES_KEY and event.type == "DELETED":
+            # the autoregister controller's informer requeues a deleted APIService's name
             self._enqueue(("apiservices", None))
 
     def _run(self) -> None:
@@ -143,6 +150,16 @@ class ApiServerInternals:
         existing, _ = self.client.list("apiregistration.k8s.io/v1", "apiservices")
         have = {a["metadata"]["name"]: a for a in existing}
         for name, spec in wanted.items():
+            # kube-aggregator autoregister_controller.go checkAPIService: a built-in group's APIService
+            # (automanaged "onstart", pkg/controlplane/apiserver aggregator.go) is created once per
+            # start (2B): deleted after that, it stays deleted until kube-apiserver restarts; a
+            # custom resource's (automanaged "true", crdregistration_controller.go) is created
+            # whenever it is missing (2C)
+            once = spec["group"] in BUILTIN_PRIORITY
+            if once and name in self._synced_once:
+                continue
+            if once:
+                self._synced_once.add(name)
             if name not in have:
                 obj = {"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
                        "metadata": {"name": name, "labels": {AUTOMANAGED: "onstart" if spec["group"] in

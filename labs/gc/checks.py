@@ -4,10 +4,12 @@ the lab was built as from lab.py's built.json (each part's Pods by UID, the Secr
 reference, the Pod that holds a finalizer). Answers about what the garbage collector does (the
 order of a background deletion, the finalizer and last kind of a foreground one, the fate of the
 predict experiment's objects) are judged against labkit's reconstruction of the situation the
-exercise describes, played on a server of its own (labkit.gc.reconstruct): a student who changed
-the situation (deleting Pods by hand first) is told so, and judged on the lab as built. On a real
-cluster (`labkit run gc --kubeconfig`) there is no audit log: those checks say so and judge the
-final state only.
+exercise describes, played on a server of its own (labkit.gc.reconstruct). What the exercises
+leave to the garbage collector must have been done by it: a student who deleted or scaled away
+the dependents of a background deletion, or changed the Pods of a stuck one beyond the finalizer
+that holds them, is told so and earns nothing; a prediction written after its experiment was
+tried by hand in the lab's cluster is not judged. On a real cluster (`labkit run gc
+--kubeconfig`) there is no audit log: those checks say so and judge the final state only.
 
 Each check that reads live state is `judge_<name>(ctx, observe_<name>(ctx))`: the observation is
 plain data, and the judge a pure verdict on it (the mutant run judges mutated observations).
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import tempfile
 from pathlib import Path
 
@@ -104,14 +107,53 @@ def _chain(client, ns: str, app: str) -> list[dict]:
 
 # -- (a) owner chain -------------------------------------------------------------------------------
 
+# a Pod's name is a DNS subdomain (apimachinery validation.IsDNS1123Subdomain, as ValidatePodName)
+_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+def _object_name(ctx, value: str, key: str, kind: str, ns: str) -> str:
+    """A name from the answer, checked before it goes into a URL: a clear message for what cannot
+    be an object's name (`shop/web-…`, `pod/web-…`, spaces)."""
+    if "/" in value:
+        raise CheckFailed(f"{key}: write the {kind}'s name alone, without a namespace or kind in front of it "
+                          f"({value.split('/')[0]}/): as `kubectl get {kind.lower()}s -n {ns}` lists it",
+                          expected=f"a {kind} name", observed=value)
+    if len(value) > 253 or not _NAME.fullmatch(value):
+        raise CheckFailed(f"{key}: {value!r} cannot be the name of a {kind} (lower-case letters, digits, '-' and '.'): "
+                          f"copy it from `kubectl get {kind.lower()}s -n {ns}`", expected=f"a {kind} name",
+                          observed=value)
+    return value
+
+
+def observe_owner_chain(ctx):
+    """The student's requests that changed the chain of the Deployment (its ReplicaSets, its
+    Pods: scale, label, patch, delete) since the part was built; None on a real cluster."""
+    p = ctx.params
+    events = _since_ready(ctx, for_env(ctx.env))
+    return {"writes": None if events is None else
+            [f"{w['verb']} {w['kind']} {w['name']}" for w in _chain_writes(events, p["namespace"], p["deployment"])]}
+
+
 def check_owner_chain(ctx):
+    return judge_owner_chain(ctx, observe_owner_chain(ctx))
+
+
+def judge_owner_chain(ctx, obs):
     p = ctx.params
     answer = ctx.answer()
     pod_name = str(ctx.answer_field(answer, "pod", str)).strip()
     if not pod_name:
         raise CheckFailed(f"pod: write the name of a Pod of the Deployment {p['deployment']}")
+    _object_name(ctx, pod_name, "pod", "Pod", p["namespace"])
     rs_uid = str(ctx.answer_field(answer, "replicaset", str)).strip()
     dep_uid = str(ctx.answer_field(answer, "deployment", str)).strip()
+    if obs["writes"]:
+        return ctx.failed(f"you changed the chain of Deployment {p['deployment']} by hand ({'; '.join(obs['writes'][:3])}"
+                          f"{'; …' if len(obs['writes']) > 3 else ''}): reading an owner chain changes nothing, and "
+                          "the exercise is judged on the chain as the lab built it — `labkit reset gc "
+                          f"{ctx.exercise.id}` builds it again (your answer file stays)",
+                          expected=f"no change to Deployment {p['deployment']}, its ReplicaSet or its Pods",
+                          observed=obs["writes"], observed_in=LIVE)
     client = for_env(ctx.env).client()
     pod = client.get_or_none("v1", "pods", pod_name, p["namespace"])
     if pod is None:
@@ -223,6 +265,30 @@ def _chain_writes(events, ns: str, app: str, verbs=("update", "patch", "delete")
     return out
 
 
+GC_USER = "system:serviceaccount:kube-system:generic-garbage-collector"
+DELETERS = {GC_USER: "the garbage collector",
+            "system:serviceaccount:kube-system:replicaset-controller": "the ReplicaSet controller",
+            "system:serviceaccount:kube-system:deployment-controller": "the Deployment controller"}
+
+
+def _deleters(events, ns: str, app: str) -> list[dict]:
+    """Who sent the first successful DELETE of each ReplicaSet and Pod of `app` (the one that
+    starts its deletion; a kubelet's final DELETE of a Pod comes after): [{kind, name, user}]."""
+    out, seen = [], set()
+    for e in events:
+        ref = e.get("objectRef") or {}
+        if e.get("verb") != "delete" or not _ok(e) or ref.get("namespace") != ns or ref.get("subresource") \
+                or ref.get("resource") not in ("replicasets", "pods") or not (ref.get("name") or "").startswith(app + "-"):
+            continue
+        key = (ref["resource"], ref["name"])
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append({"kind": KINDS[ref["resource"]], "name": ref["name"],
+                    "user": (e.get("user") or {}).get("username", "")})
+    return out
+
+
 def _delete_of(events, resource: str, ns: str, name: str) -> str | None:
     """The propagation policy of the student's first successful DELETE of the object, or None."""
     deletes = [e for e in _students(events) if e["verb"] == "delete" and _ok(e) and _on(e, resource, name)
@@ -244,7 +310,8 @@ def _cascade_observation(ctx, client, target, resource: str) -> dict:
     obs = {"deployment": "gone" if dep is None else "deleting" if dep["metadata"].get("deletionTimestamp")
            else "present", "audit": events is not None,
            "delete": _delete_of(events, "deployments", ns, name) if events is not None else None,
-           "writes": _chain_writes(events, ns, name) if events is not None else []}
+           "writes": _chain_writes(events, ns, name) if events is not None else [],
+           "deleted_by": _deleters(events, ns, name) if events is not None else []}
     if dep is not None and not dep["metadata"].get("deletionTimestamp"):
         obs["left"] = []
         return obs
@@ -317,22 +384,41 @@ def judge_background_delete(ctx, obs):
                               "about background deletion (kubectl's default, --cascade=background); "
                               f"`labkit reset gc {ctx.exercise.id}` brings it back",
                               expected="propagationPolicy Background", observed=obs["delete"], observed_in=LIVE)
+    own = _own_changes(obs["writes"], name)
+    if own:
+        return ctx.failed(f"you {' and '.join(own)} yourself: in this exercise the ReplicaSet and the Pods are left "
+                          "to the garbage collector, and what you did changed the situation the question is about "
+                          f"(a background deletion of the Deployment as the lab builds it) — `labkit reset gc "
+                          f"{ctx.exercise.id}`, then delete only the Deployment (your answer file stays)",
+                          expected=f"no request of yours on {name}'s objects but one DELETE of the Deployment",
+                          observed=own, observed_in=LIVE)
+    # solved: "the garbage collector deleted the dependents" — who sent each first DELETE
+    others = [d for d in obs.get("deleted_by") or [] if d["user"] != GC_USER]
+    if others:
+        first = others[0]
+        who = DELETERS.get(first["user"], first["user"])
+        return ctx.failed(f"{first['kind']} {first['name']} was deleted by {who}, not by the garbage collector"
+                          f"{f' (and {len(others) - 1} more)' if len(others) > 1 else ''}: the exercise is about the "
+                          "garbage collector removing the dependents of a Deployment deleted in the background; the "
+                          f"audit log and `labkit gc log` show who deleted what (`labkit reset gc {ctx.exercise.id}`)",
+                          expected="every ReplicaSet and Pod of the Deployment deleted by the garbage collector",
+                          observed=[f"{d['kind']} {d['name']}: {DELETERS.get(d['user'], d['user'])}" for d in others],
+                          observed_in=LIVE)
     if obs["left"]:
         _still_going_obs(obs["left"], "the background deletion", ns)
     truth = _cascade(ctx, "Background")["delete_order"]
-    changed = _changed_note(obs["writes"], name)
     if order != truth:
         return ctx.failed("order: that is not the order in which the DELETE requests of the Deployment, its "
                           "ReplicaSet and its Pods come when the Deployment is deleted in the background: look "
                           "them up in the audit log, or in `labkit gc log` (which says when the garbage collector "
-                          f"deleted what){changed}",
+                          "deleted what)",
                           expected="the order of the first DELETE of each kind", observed=order,
                           right_answer={"order": truth})
     if not obs["audit"]:
         return ctx.passed(f"background deletion: {' → '.join(truth)} (labkit's reconstruction); "
-                          + NO_LOG.format(what="how you deleted the Deployment"))
+                          + NO_LOG.format(what="how you deleted the Deployment and who deleted its dependents"))
     return ctx.passed(f"background deletion: {' → '.join(truth)}; the owner went at once, the GC deleted its "
-                      f"dependents afterwards{changed}")
+                      "dependents afterwards")
 
 
 def check_background_delete(ctx):
@@ -370,7 +456,18 @@ def judge_foreground_delete(ctx, obs):
     # the API server drops foregroundDeletion (store.go, deletionFinalizersForGarbageCollection)
     again = [w for w in [w for w in obs["writes"] if w["verb"] == "delete" and w["kind"] == "Deployment"
                          and w["name"] == name][1:] if w.get("policy") in ("Background", "Orphan")]
-    hand = [w for w in obs["writes"] if w["verb"] in ("update", "patch")] + again
+    first_delete = next((i for i, w in enumerate(obs["writes"]) if w["verb"] == "delete" and w["kind"] == "Deployment"
+                         and w["name"] == name), len(obs["writes"]))
+    before = [w for w in obs["writes"][:first_delete] if w["verb"] in ("update", "patch", "delete")]
+    if before:
+        first = before[0]
+        return ctx.failed(f"you changed {first['kind']} {first['name']} by hand ({first['verb']}) before you deleted the "
+                          "Deployment: the exercise is about a foreground deletion of the Deployment as the lab builds "
+                          "it, and a change made first changes what the deletion has to wait for "
+                          f"(`labkit reset gc {ctx.exercise.id}` and delete it without touching it first)",
+                          expected="no change to the Deployment, its ReplicaSet or its Pods but your DELETE",
+                          observed=[f"{w['verb']} {w['kind']} {w['name']}" for w in before], observed_in=LIVE)
+    hand = [w for w in obs["writes"][first_delete:] if w["verb"] in ("update", "patch")] + again
     if hand:
         first = hand[0]
         obj = f"{first['kind']} {first['name']}"
@@ -388,18 +485,20 @@ def judge_foreground_delete(ctx, obs):
         _still_going_obs(obs["left"], "the foreground deletion", ns)
     truth = _cascade(ctx, "Foreground")
     changed = _changed_note(obs["writes"], name)
-    problems = []
+    wrong = []
     if finalizer not in truth["waited_with"]:
-        problems.append(f"finalizer: {finalizer!r} is not the finalizer the Deployment waited with: look at the "
-                        f"Deployment while it is being deleted (`kubectl get deploy {name} -n {ns} -o yaml`), or in "
-                        "`labkit gc log`")
+        wrong.append("finalizer")
     if last != (truth["removed"] or [None])[-1]:
-        problems.append(f"last: {last} is not the kind removed last: compare when each kind leaves the API, in the "
-                        "audit log or in `labkit gc log`")
-    if problems:
-        return ctx.failed("\n".join(problems) + changed, expected="the finalizer the Deployment carried while it "
-                          "waited, and the kind of the last object removed",
-                          observed={"finalizer": finalizer, "last": last},
+        wrong.append("last")
+    if wrong:
+        # no verdict per field while the answer can earn its points: `last` has three values, and
+        # naming the wrong field would let them be tried in turn
+        return ctx.failed(ctx.grid_feedback(wrong, 2, "parts", noun="answer",
+                                            advice=f"look at the Deployment while it is being deleted (`kubectl get "
+                                                   f"deploy {name} -n {ns} -o yaml`), and compare when each kind leaves "
+                                                   "the API, in the audit log or in `labkit gc log`") + changed,
+                          expected="the finalizer the Deployment carried while it waited, and the kind of the last "
+                          "object removed", observed={"finalizer": finalizer, "last": last},
                           right_answer={"finalizer": truth["waited_with"][0] if truth["waited_with"] else None,
                                         "last": (truth["removed"] or [None])[-1]})
     if not obs["audit"]:
@@ -689,16 +788,54 @@ def _prediction(ctx):
     return ctx.answer(), ""
 
 
+def _first_try(ctx) -> dict | None:
+    """The student's first create in the experiment's namespaces of the lab's own cluster since the
+    part was built (the lab leaves them empty: anything made there is the experiment tried by
+    hand), from the audit log: {at, time, what}; None if none, or on a real cluster."""
+    from labkit.apiserver import audit as audit_log
+    events = _since_ready(ctx, for_env(ctx.env)) or []
+    where = (ctx.params["namespace"], ctx.params["other"])
+    for e in _students(events):
+        ref = e.get("objectRef") or {}
+        if e.get("verb") == "create" and ref.get("namespace") in where and not ref.get("subresource"):
+            return {"at": audit_log.received_at(e), "time": e.get("requestReceivedTimestamp", "")[11:19],
+                    "what": f"{ref.get('resource')} {ref.get('name') or ''} in {ref['namespace']}".strip()}
+    return None
+
+
+def _written_at(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return None
+
+
 def observe_predict_dangling(ctx):
-    """The prediction to judge, and the experiment as the lab was built (the check reads nothing
-    live: the truth is the reconstruction of that experiment)."""
+    """The prediction to judge, and the experiment as the lab was built (the truth is the
+    reconstruction of that experiment). Live, only the audit log: a prediction written (or
+    changed) after the student made objects in the experiment's namespaces of the lab's cluster
+    is not judged (`tried`)."""
+    tried = _first_try(ctx)
+    revealed = _written_at(Path(ctx.env.dir) / REVEALED)
+    if tried is not None and revealed is not None and revealed <= tried["at"]:
+        tried = None            # the copy `labkit gc run` kept was written before the try: that one is judged
+    if tried is not None and (_written_at(ctx.answer_path) or 0) < tried["at"]:
+        tried = None            # the answer file has not changed since before the try
     answer, note = _prediction(ctx)
     experiment, changed = _experiment_text(ctx)
-    return {"answer": answer, "note": note + changed, "experiment": experiment}
+    return {"answer": answer, "note": note + changed, "experiment": experiment, "tried": tried}
 
 
 def judge_predict_dangling(ctx, obs):
     answer, note = obs["answer"], obs["note"]
+    if obs.get("tried"):
+        tried = obs["tried"]
+        return ctx.failed(f"you made objects in the experiment's namespaces of the lab's cluster yourself (create "
+                          f"{tried['what']}, at {tried['time']}), and your prediction was written or changed after "
+                          "that: a prediction made after trying the experiment by hand is not one, and earns no "
+                          "points. Work it out from how the garbage collector decides (see the hints)",
+                          expected="a prediction written before any object was made in the experiment's namespaces",
+                          observed=f"answer written after: create {tried['what']}", observed_in=LIVE)
     given = {}
     for key in SUBJECTS:
         value = str(ctx.answer_field(answer, key, str)).strip().lower()
@@ -714,9 +851,12 @@ def judge_predict_dangling(ctx, obs):
     if event.lower() != truth["stranger_event"].lower() and not (truth["stranger_event"] == "none" and event == ""):
         wrong.append("stranger_event")
     if wrong:
-        return ctx.failed(ctx.grid_feedback(wrong, len(SUBJECTS) + 2, "parts") + note + ". For each owner reference "
-                          "the GC looks the owner up by name in the dependent's own namespace and compares UIDs (see "
-                          "the hints)", expected="what the garbage collector does to the experiment's objects",
+        return ctx.failed(ctx.grid_feedback(wrong, len(SUBJECTS) + 2, "parts",
+                                            advice="work it out from how the garbage collector decides, not by "
+                                                   "trying it (a prediction written after trying it in the lab's "
+                                                   "cluster earns no points)") + note + ". For each owner "
+                          "reference the GC looks the owner up by name in the dependent's own namespace and compares "
+                          "UIDs (see the hints)", expected="what the garbage collector does to the experiment's objects",
                           right_answer=truth)
     return ctx.passed("your prediction is what labkit's garbage collector does to the experiment's objects" + note)
 
@@ -742,7 +882,42 @@ def observe_stuck_finalizer(ctx):
     if remaining and not any(_held(o) for o in remaining):
         remaining = _gone(left)
     return {"left": _left(remaining), "audit": events is not None, "held": _built(ctx).get("held") or {},
-            "writes": [w for w in _chain_writes(events or [], ns, name) if w["kind"] == "ReplicaSet"]}
+            "writes": [w for w in _chain_writes(events or [], ns, name) if w["kind"] == "ReplicaSet"],
+            "pod_writes": _pod_writes(events or [], ns, name)}
+
+
+def _touched(verb: str, body) -> list[str]:
+    """What a patch or update of a Pod sets besides metadata.finalizers (and the resourceVersion
+    it is sent with): `metadata.ownerReferences`, `metadata.labels`, `spec`, ... An update sends
+    the whole object: it counts as changing what it leaves out of metadata that a Pod of the lab
+    has (its ownerReferences, its labels)."""
+    if isinstance(body, list):          # JSON patch: each operation's path
+        return sorted({"/".join(str(op.get("path", "")).split("/")[:3]).lstrip("/").replace("/", ".")
+                       for op in body if isinstance(op, dict) and op.get("op") != "test"
+                       and not str(op.get("path", "")).startswith("/metadata/finalizers")})
+    if not isinstance(body, dict):
+        return []
+    meta = body.get("metadata") or {}
+    if verb == "update":
+        return [f"metadata.{k}" for k in ("ownerReferences", "labels") if not meta.get(k)]
+    return sorted([k for k in body if k not in ("metadata", "apiVersion", "kind")] +
+                  [f"metadata.{k}" for k in meta if k not in ("finalizers", "resourceVersion", "name", "namespace",
+                                                           "uid", "$deleteFromPrimitiveList/finalizers",
+                                                           "$setElementOrder/finalizers")])
+
+
+def _pod_writes(events, ns: str, app: str) -> list[dict]:
+    """The student's successful requests on the Pods of `app`: [{verb, name, touched}]; a DELETE
+    touches the whole Pod."""
+    out = []
+    for e in _students(events):
+        ref = e.get("objectRef") or {}
+        if ref.get("resource") != "pods" or ref.get("namespace") != ns or not _ok(e) \
+                or e.get("verb") not in ("update", "patch", "delete") or not (ref.get("name") or "").startswith(app + "-"):
+            continue
+        touched = ["the Pod (DELETE)"] if e["verb"] == "delete" else _touched(e["verb"], e.get("requestObject"))
+        out.append({"verb": e["verb"], "name": ref["name"], "touched": touched})
+    return out
 
 
 def judge_stuck_finalizer(ctx, obs):
@@ -769,6 +944,19 @@ def judge_stuck_finalizer(ctx, obs):
                           f"of it must be gone (`labkit gc graph -n {ns}` shows what keeps them)",
                           expected="the ReplicaSet and its Pods gone",
                           observed=[o["name"] + (" (deleting)" if o["deleting"] else "") for o in obs["left"]],
+                          observed_in=LIVE)
+    # the unchanged part: only the holding finalizer is released; nothing else of the dependents
+    # changes (cutting their ownerReferences frees the owner without releasing what holds the Pod)
+    other = [w for w in obs.get("pod_writes") or [] if w["touched"]]
+    if other:
+        first = other[0]
+        return ctx.failed(f"you changed Pod {first['name']} by hand beyond its finalizers ({first['verb']}: "
+                          f"{', '.join(first['touched'])}): the task is to release only what holds the Pod; anything "
+                          "else changes the situation (cutting a Pod's ownerReferences, say, lets the ReplicaSet go "
+                          "while the Pod still holds its finalizer). `labkit gc graph -n "
+                          f"{ns}` shows what holds what (`labkit reset gc {ctx.exercise.id}` to start over)",
+                          expected="no change to the Pods but the release of the finalizer that holds one",
+                          observed=[f"{w['verb']} Pod {w['name']}: {', '.join(w['touched'])}" for w in other],
                           observed_in=LIVE)
     held = obs["held"]
     wrong = []

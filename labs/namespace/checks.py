@@ -279,12 +279,65 @@ def check_terminating_create(ctx):
     if code < 300:
         raise CheckFailed(f"namespace {name} accepts new content now (it is no longer Terminating): {reset}")
     truth = body.get("message", "")
-    answer = ctx.answer_field(ctx.answer(), "error", str)
+    answer = ctx.answer_field(_prediction_file(ctx), "error", str)
+    tried = _first_try(ctx, name)
+    if tried is not None and _answer_written_at(ctx) >= tried["at"]:
+        # a prediction is judged as it stood before the student's first create in the namespace:
+        # an answer file written (or changed) after that create is what the server answered, not a
+        # prediction, so it earns nothing
+        raise CheckFailed(f"you sent a create into {name} yourself ({tried['what']}, at {tried['time']}) before your "
+                          "prediction was written, and changed your answer file after it: this exercise asks for a "
+                          "prediction made before trying, and trying first earns no points. Work it out from the "
+                          "admission plugin's source and apimachinery's errors package (see the hints)",
+                          expected="a prediction written before any create in the namespace", observed_in=LIVE,
+                          observed=f"answer file changed after {tried['what']}")
     if _normalize(answer) != _normalize(truth):
         raise CheckFailed(f"that is not what the API server answers: {_which_part(answer, body)}",
                           expected="the message of the API server's answer, word for word", observed=answer,
                           right_answer=truth)
     return ctx.passed(f"right: {code} {body.get('reason')}: {truth}")
+
+
+def observe_terminating_create_tries(ctx, namespace: str) -> list[dict] | None:
+    """The student's own create requests in `namespace` since the exercise was built (accepted or
+    refused, any resource), oldest first: [{at, time, what}]; None on a real cluster."""
+    from labkit.apiserver import audit as audit_log
+    events = _audit(ctx)
+    if events is None:
+        return None
+    def what(e):
+        ref = e.get("objectRef") or {}
+        body = e.get("requestObject") if isinstance(e.get("requestObject"), dict) else {}
+        return f"create {ref.get('resource')} {ref.get('name') or (body.get('metadata') or {}).get('name') or ''}".strip()
+    return [{"at": audit_log.received_at(e), "time": e.get("requestReceivedTimestamp", "")[11:19], "what": what(e)}
+            for e in events if e.get("verb") == "create" and (e.get("objectRef") or {}).get("namespace") == namespace
+            and not (e.get("user") or {}).get("username", "").startswith("system:")]
+
+
+def _first_try(ctx, namespace: str) -> dict | None:
+    tries = observe_terminating_create_tries(ctx, namespace)
+    return tries[0] if tries else None
+
+
+def _answer_written_at(ctx) -> float:
+    try:
+        return ctx.answer_path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _prediction_file(ctx):
+    """The answer file, parsed; an unquoted message (`error: configmaps "late" is forbidden: ...`)
+    is not valid YAML (a second `: ` in a plain value), and the failure says to quote it."""
+    from labkit.exercises import AnswerMissing
+    try:
+        return ctx.answer()
+    except AnswerMissing as exc:
+        if "mapping values are not allowed" not in str(exc):
+            raise
+        raise AnswerMissing(f"{exc}\nThe message itself contains `: `, which YAML reads as another key: quote the "
+                            "whole message, in single quotes (error: '...'; a ' inside is written twice) or "
+                            "write it as a block (error: |, then the message indented on the next line)") from None
 
 
 def _create_answer(ctx, c, namespace: str, name: str) -> tuple[int, dict]:
@@ -513,11 +566,42 @@ def observe_broken_apiservice(ctx) -> dict:
     state = _apiservice_state(ctx, c, apiservice)
     working = state is None or state.get("status") == "True"
     return {"deleted": not untouched, "discovery_failure": failure, "apiservice": state,
+            "other_apiservices": _other_apiservice_writes(ctx, apiservice),
             "gone": observe_gone(ctx, c, name, wait=working)}
+
+
+def _other_apiservice_writes(ctx, apiservice) -> list[str] | None:
+    """The student's successful deletes and changes of APIServices other than `apiservice`, as
+    `delete v1.apps`; None on a real cluster (no audit log)."""
+    events = _audit(ctx)
+    if events is None:
+        return None
+    out = []
+    for e in events:
+        ref = e.get("objectRef") or {}
+        if ref.get("resource") != "apiservices" or e.get("verb") not in ("update", "patch", "delete", "deletecollection") \
+                or ref.get("name") == apiservice or (e.get("user") or {}).get("username", "").startswith("system:") \
+                or (e.get("responseStatus") or {}).get("code", 0) >= 300:
+            continue
+        entry = f"{e['verb']} {ref.get('name') or '(every APIService)'}"
+        if entry not in out:
+            out.append(entry)
+    return out
 
 
 def judge_broken_apiservice(ctx, seen: dict):
     name, apiservice, service = (ctx.params[k] for k in ("namespace", "apiservice", "service"))
+    others = seen.get("other_apiservices") or []
+    if others:
+        # the built-in groups' APIServices (Local: served by kube-apiserver itself) are registered
+        # once per start by kube-aggregator's autoregister controller (checkAPIService, 2B: created
+        # once); without one, its group drops out of discovery until kube-apiserver restarts
+        raise CheckFailed(f"you deleted or changed {len(others)} APIService(s) besides {apiservice} "
+                          f"({', '.join(others[:3])}{', …' if len(others) > 3 else ''}): the fix concerns the one "
+                          "APIService whose backend is gone; the others serve the cluster's own APIs (`kubectl get "
+                          "apiservice` shows them as Local) and stay as they were — `labkit reset namespace "
+                          f"{ctx.exercise.id}` makes them again", expected=f"no change to any APIService but {apiservice}",
+                          observed=others, observed_in=LIVE)
     if not seen["deleted"]:
         raise CheckFailed(f"namespace {name} has not been deleted yet: break the API and delete it (see the prompt)")
     failure = seen["discovery_failure"]
@@ -612,8 +696,14 @@ def check_force_finalize(ctx):
             resource, _, obj = entry.partition("/")
             grouped = [k for k in left if k.startswith(f"{resource}.") and k.endswith(f"/{obj}")]
             named.update(grouped)
+            other_form = [k for k in left if k.endswith(f"/{obj}") and _other_form(resource, k.split("/", 1)[0])]
             if not obj:
                 parts.append(f"{entry!r}: write <resource>/<name> (core group) or <resource>.<group>/<name>")
+            elif other_form:
+                named.update(other_form)
+                parts.append(f"{entry}: written in another form than the answer asks for (kubectl's `-o name` writes "
+                             "the kind, singular): write the resource, plural and lowercase, as `kubectl api-resources` "
+                             "names it — <resource>/<name> for the core group, <resource>.<group>/<name> otherwise")
             elif grouped:
                 parts.append(f"{entry}: the resource {resource} is not in the core group: write "
                              "<resource>.<group>/<name> (`kubectl api-resources` shows its group)")
@@ -634,6 +724,15 @@ def check_force_finalize(ctx):
                       "same name — nothing will ever delete them, and their finalizers' cleanup never ran")
 
 
+def _other_form(written: str, stored: str) -> bool:
+    """Whether `written` names the resource type `stored` (<resource>[.<group>]) in another form:
+    singular or capitalized, as kubectl's `-o name` writes it (configmap/x, backup.example.com/x)."""
+    w_res, _, w_group = written.partition(".")
+    s_res, _, s_group = stored.partition(".")
+    return written != stored and w_group.lower() == s_group.lower() and \
+        w_res.lower().removesuffix("s") == s_res.lower().removesuffix("s")
+
+
 # -- (f) own finalizer -----------------------------------------------------------------------
 
 def observe_own_finalizer(ctx) -> dict:
@@ -645,11 +744,42 @@ def observe_own_finalizer(ctx) -> dict:
     ns = _namespace(c, name)
     return {"requests": None if requests is None else [r["finalizers"] for r in requests if r["user"] != CONTROLLER_USER],
             "spec_edit": _spec_edit_verb(ctx, name),
+            "other_namespaces": _other_namespace_writes(ctx, name),
             "namespace": None if ns is None else {
                 "original": ns["metadata"]["uid"] == _lab(ctx.env).original_uid(ctx.env, name),
                 "deleting": bool(ns["metadata"].get("deletionTimestamp")),
                 "finalizers": list((ns.get("spec") or {}).get("finalizers") or []),
                 "changed": ns["metadata"].get("resourceVersion") != _lab(ctx.env).built_resource_version(ctx.env, name)}}
+
+
+def _other_namespace_writes(ctx, name) -> list[str] | None:
+    """The student's successful writes to namespaces other than `name` that are not another
+    exercise's work: any update, patch or delete (of the namespace or its finalize/status
+    subresource) of a namespace that is no exercise's (default, kube-system, ...), and a finalize
+    request that puts a finalizer other than `kubernetes` on any other namespace (what this
+    exercise does; the other exercises only take finalizers away). As `update …/finalize on
+    default`; None on a real cluster (no audit log)."""
+    events = _audit(ctx)
+    if events is None:
+        return None
+    exercises = set(getattr(_lab(ctx.env), "EXERCISE_NAMESPACES", {}).values())
+    out = []
+    for e in events:
+        ref = e.get("objectRef") or {}
+        if ref.get("resource") != "namespaces" or not ref.get("name") or ref.get("name") == name \
+                or e.get("verb") not in ("update", "patch", "delete") \
+                or (e.get("user") or {}).get("username", "").startswith("system:") \
+                or (e.get("responseStatus") or {}).get("code", 0) >= 300:
+            continue
+        sent = ((e.get("requestObject") or {}).get("spec") or {}).get("finalizers") or [] \
+            if ref.get("subresource") == "finalize" else []
+        if ref["name"] in exercises and not any(f != "kubernetes" for f in sent):
+            continue
+        what = f"{e['verb']} …/{ref['subresource']}" if ref.get("subresource") else e["verb"]
+        entry = f"{what} on {ref['name']}"
+        if entry not in out:
+            out.append(entry)
+    return out
 
 
 def judge_own_finalizer(ctx, seen: dict):
@@ -658,6 +788,15 @@ def judge_own_finalizer(ctx, seen: dict):
     if ns is None or not ns["original"]:
         raise CheckFailed(f"namespace {name} is not the lab's any more (deleted or made anew): leave it as it was — "
                           f"`labkit reset namespace {ctx.exercise.id}`")
+    others = seen.get("other_namespaces") or []
+    if others:
+        touched = sorted({o.rsplit(" on ", 1)[1] for o in others})
+        raise CheckFailed(f"you also changed namespace {', '.join(touched)} ({'; '.join(others)}): the exercise is "
+                          f"about {name} only, and every other namespace stays as it was — a finalizer of your own left "
+                          "on another namespace keeps it from ever being deleted. Look at "
+                          f"`kubectl get ns {touched[0]} -o yaml` (spec.finalizers), and `labkit reset namespace "
+                          f"{ctx.exercise.id}` to start over", expected=f"requests on namespace {name} only",
+                          observed=others, observed_in=LIVE)
     requests = seen["requests"]
     if requests is None:
         return _own_finalizer_live(ctx, name, ns)
@@ -737,7 +876,10 @@ def observe_volume_in_use(ctx) -> dict:
     pod = c.get_or_none("v1", "pods", pod_name, name)
     node = c.get_or_none("v1", "nodes", node_name)
     events = _audit(ctx)
+    others = [n for n in c.list("v1", "nodes")[0] if n["metadata"]["name"] != node_name]
     return {
+        "other_nodes_marked": sorted(n["metadata"]["name"] for n in others
+                                     if any(t.get("key") == OUT_OF_SERVICE for t in (n.get("spec") or {}).get("taints") or [])),
         "claim_finalizers_edited_by": None if edits is None else
         [e["user"] for e in edits if "finalizers" in json.dumps(e["request"] or {})],
         "pod_force_deleted_by": None if deletes is None else
@@ -766,6 +908,17 @@ def judge_volume_in_use(ctx, seen: dict):
         raise CheckFailed(f"{seen['pod_force_deleted_by'][0]} force-deleted Pod {pod_name} (grace period 0): the API "
                           f"server forgets it at once, although nothing confirmed that {node_name} stopped it and "
                           f"released the volume — {reset} and tell Kubernetes about the node instead")
+    if seen.get("other_nodes_marked"):
+        # pkg/controller/podgc/gc_controller.go gcTerminating and the attach/detach controller act on
+        # every node with the taint that is not Ready: a node marked by mistake loses its Pods and
+        # volumes as soon as it is not Ready for a moment
+        marked_too = seen["other_nodes_marked"]
+        raise CheckFailed(f"node {', '.join(marked_too)} is marked out of service too: only the machine behind "
+                          f"{node_name} was shut down for good, and the mark tells Kubernetes that whatever runs on a "
+                          "node is dead and its volumes released — look at every node's taints (`kubectl get nodes "
+                          "-o custom-columns=NAME:.metadata.name,TAINTS:.spec.taints`), and mark only the dead one "
+                          f"({reset} takes the mark off the others)", expected=f"the out-of-service mark on {node_name} only",
+                          observed=marked_too, observed_in=LIVE)
     node = seen["node"]
     if node is None:
         raise CheckFailed(f"the Node {node_name} was deleted: the pod garbage collector then force-deletes its Pods as "

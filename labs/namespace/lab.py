@@ -179,9 +179,29 @@ def up(env):
     _strand_uploader(t)
     for ns in DELETED_AT_SETUP:
         c.delete("v1", "namespaces", ns, options={"propagationPolicy": "Background"})
-    (Path(env.dir) / BUILT_FILE).write_text(json.dumps({"resourceVersions": versions}, indent=2) + "\n")
+    (Path(env.dir) / BUILT_FILE).write_text(json.dumps({"resourceVersions": versions,
+                                                       "localAPIServices": _local_apiservices(c)}, indent=2) + "\n")
     (Path(env.dir) / "namespaces.json").write_text(json.dumps(uids, indent=2) + "\n")
     env.log("namespaces " + ", ".join(CONTENT) + f" created on {t.description}; {', '.join(DELETED_AT_SETUP)} deleted")
+
+
+def _local_apiservices(c) -> list[dict]:
+    """The APIServices of the API server's own groups (no spec.service: Local), as the lab found
+    them: (d) may delete only the broken one, and its reset makes again any of these that is gone
+    (kube-aggregator's autoregister controller creates a built-in one only once per start,
+    autoregister_controller.go checkAPIService, case 2B)."""
+    return [{"metadata": {"name": a["metadata"]["name"], "labels": a["metadata"].get("labels") or {}},
+             "spec": a.get("spec") or {}}
+            for a in c.list("apiregistration.k8s.io/v1", "apiservices")[0] if not (a.get("spec") or {}).get("service")]
+
+
+def _missing_local_apiservices(env, c) -> list[dict]:
+    try:
+        recorded = json.loads((Path(env.dir) / BUILT_FILE).read_text()).get("localAPIServices") or []
+    except (OSError, ValueError):
+        return []
+    have = {a["metadata"]["name"] for a in c.list("apiregistration.k8s.io/v1", "apiservices")[0]}
+    return [a for a in recorded if a["metadata"]["name"] not in have]
 
 
 def _build_namespace(env, t: Target, ns: str) -> tuple[str, str]:
@@ -239,6 +259,16 @@ def _metrics_apiservice(env, t: Target) -> None:
 EXERCISE_NAMESPACES = {"conditions": "billing", "terminating-create": "attic", "release-finalizer": "reports",
                        "broken-apiservice": "monitoring", "force-finalize": "legacy", "own-finalizer": "sandbox",
                        "volume-in-use": "archive"}
+
+
+OUT_OF_SERVICE = "node.kubernetes.io/out-of-service"
+
+
+def _other_nodes_marked(c) -> list[dict]:
+    """The nodes other than the dead one that carry the out-of-service taint (volume-in-use marks
+    only node-b; its reset takes the mark off the others)."""
+    return [n for n in c.list("v1", "nodes")[0] if n["metadata"]["name"] != DEAD_NODE
+            and any(x.get("key") == OUT_OF_SERVICE for x in (n.get("spec") or {}).get("taints") or [])]
 
 
 def reset_exercise(env, exercise_id: str) -> None:
@@ -324,9 +354,19 @@ def _rebuild(env, t: Target, exercise_id: str) -> None:
                 ("v1", "services", METRICS_SERVICE[1], METRICS_SERVICE[0]),
                 ("apps/v1", "deployments", METRICS_SERVICE[1], METRICS_SERVICE[0])):
             _delete_and_wait(c, api_version, resource, name, namespace)
+        for local in _missing_local_apiservices(env, c):
+            try:
+                c.create("apiregistration.k8s.io/v1", "apiservices",
+                         {"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService", **local})
+            except ApiError as exc:
+                if exc.code != 409:
+                    raise
         _metrics_apiservice(env, t)
     if exercise_id == "volume-in-use":
         _delete_and_wait(c, "v1", "nodes", DEAD_NODE, None)
+        for node in _other_nodes_marked(c):
+            taints = [x for x in node["spec"]["taints"] if x.get("key") != OUT_OF_SERVICE]
+            c.patch("v1", "nodes", node["metadata"]["name"], {"spec": {"taints": taints or None}}, "merge")
     _empty(c, ns)
     if exercise_id == "volume-in-use":
         _dead_node(env, t)
@@ -401,6 +441,10 @@ def _work_in(env, c, exercise_id: str) -> list[str]:
     if exercise_id == "broken-apiservice":
         if c.get_or_none("apiregistration.k8s.io/v1", "apiservices", APISERVICE) is None:
             out.append(f"the APIService {APISERVICE} you deleted (it is made again)")
+        missing = [a["metadata"]["name"] for a in _missing_local_apiservices(env, c)]
+        if missing:
+            out.append(f"the {len(missing)} APIService(s) of the API server's own groups you deleted "
+                       f"({', '.join(missing[:3])}{', …' if len(missing) > 3 else ''}): they are made again")
         svc = c.get_or_none("v1", "services", METRICS_SERVICE[1], METRICS_SERVICE[0])
         if svc is None or (svc.get("spec") or {}).get("selector") != {"k8s-app": "metrics-server"} or \
                 [(p.get("port"), p.get("targetPort")) for p in (svc.get("spec") or {}).get("ports") or []] != [(443, "https")]:
@@ -418,6 +462,8 @@ def _work_in(env, c, exercise_id: str) -> list[str]:
                 out.append(f"the taints you changed on node {DEAD_NODE}")
             if (node.get("spec") or {}).get("unschedulable"):
                 out.append(f"your cordon of node {DEAD_NODE}")
+        for other in _other_nodes_marked(c):
+            out.append(f"the out-of-service taint you put on node {other['metadata']['name']} (it is taken off)")
     return out
 
 

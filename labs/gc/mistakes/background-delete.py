@@ -31,10 +31,31 @@ def dependents_first(env):
     _delete_and_answer(env, "background", ["Pod", "ReplicaSet", "Deployment"])
 
 
-@mistake("order:", "not the order", "yourself", "changed the situation")
+@mistake("yourself", "left to the garbage collector", "changed the situation")
 def own_pod_deletes_count(env):
     """Deletes the Pods first (`kubectl delete pod -l app=cart`), then the Deployment, and writes the order
     the audit log then shows: Pod, Deployment, ReplicaSet."""
     target = for_env(env)
     target.kubectl("delete", "pod", "-l", "app=cart", "-n", "shop", "--wait=false")
     _delete_and_answer(env, "background", ["Pod", "Deployment", "ReplicaSet"])
+
+
+@mistake("deleted 1 ReplicaSet of cart yourself", "left to the garbage collector")
+def deletes_the_replicaset_first(env):
+    """`kubectl delete rs <cart's ReplicaSet> -n shop --wait=false`, then the Deployment, and
+    writes Deployment, ReplicaSet, Pod."""
+    target = for_env(env)
+    rs = target.client().list("apps/v1", "replicasets", "shop", label_selector="app=cart")[0][0]
+    target.kubectl("delete", "rs", rs["metadata"]["name"], "-n", "shop", "--wait=false")
+    _delete_and_answer(env, "background", ["Deployment", "ReplicaSet", "Pod"])
+
+
+@mistake("changed Deployment cart", "yourself", "left to the garbage collector")
+def scales_to_zero_first(env):
+    """`kubectl scale deploy cart -n shop --replicas=0` (the ReplicaSet controller deletes the
+    Pods), then deletes the Deployment, and writes Deployment, ReplicaSet, Pod."""
+    target = for_env(env)
+    target.kubectl("scale", "deployment", "cart", "-n", "shop", "--replicas=0")
+    client = target.client()
+    wait_for(lambda: not client.list("v1", "pods", "shop", label_selector="app=cart")[0], timeout=60)
+    _delete_and_answer(env, "background", ["Deployment", "ReplicaSet", "Pod"])

@@ -18,13 +18,13 @@ def background_cascade(env):
     _delete_and_answer(env, "background", {"finalizer": "foregroundDeletion", "last": "Deployment"})
 
 
-@mistake("finalizer:", "not the finalizer the Deployment waited with")
+@mistake("answer is not right", "does not say how many of its 2 parts")
 def orphan_finalizer(env):
     """Deletes it in the foreground, then names the orphan finalizer."""
     _delete_and_answer(env, "foreground", {"finalizer": "orphan", "last": "Deployment"})
 
 
-@mistake("last:", "not the kind removed last")
+@mistake("answer is not right", "does not say how many of its 2 parts")
 def pods_last(env):
     """Deletes it in the foreground and thinks the Pods, which take their grace period, go last."""
     _delete_and_answer(env, "foreground", {"finalizer": "foregroundDeletion", "last": "Pod"})
@@ -41,3 +41,13 @@ def removes_the_gc_finalizer_by_hand(env):
     client = target.client()
     wait_for(lambda: not client.list("v1", "pods", "shop", label_selector="app=api")[0], timeout=60)
     write_answer(env, "foreground-delete", {"finalizer": "foregroundDeletion", "last": "Deployment"})
+
+
+@mistake("before you deleted the Deployment", "Deployment api")
+def scales_first(env):
+    """`kubectl scale deploy api -n shop --replicas=0`, waits, then deletes it in the foreground."""
+    target = for_env(env)
+    target.kubectl("scale", "deployment", "api", "-n", "shop", "--replicas=0")
+    client = target.client()
+    wait_for(lambda: not client.list("v1", "pods", "shop", label_selector="app=api")[0], timeout=60)
+    _delete_and_answer(env, "foreground", {"finalizer": "foregroundDeletion", "last": "Deployment"})

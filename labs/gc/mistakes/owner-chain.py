@@ -35,3 +35,38 @@ def pod_uid(env):
     """Copies metadata.uid of the Pod itself as the ReplicaSet's UID."""
     pod, _rs_ref, dep_ref = _chain(env)
     write_answer(env, "owner-chain", {"pod": pod["metadata"]["name"], "replicaset": pod["metadata"]["uid"], "deployment": dep_ref["uid"]})
+
+
+@mistake("changed the chain of Deployment web by hand", "reading an owner chain changes nothing")
+def scales_while_reading(env):
+    """Reads the chain right, after `kubectl scale deploy web -n shop --replicas=4`."""
+    for_env(env).kubectl("scale", "deployment", "web", "-n", "shop", "--replicas=4")
+    pod, rs_ref, dep_ref = _chain(env)
+    write_answer(env, "owner-chain", {"pod": pod["metadata"]["name"], "replicaset": rs_ref["uid"], "deployment": dep_ref["uid"]})
+
+
+@mistake("changed the chain of Deployment web by hand", "patch Pod")
+def labels_the_pod(env):
+    """Reads the chain right, after `kubectl label pod <the Pod> -n shop extra=1` (a patch)."""
+    pod, rs_ref, dep_ref = _chain(env)
+    for_env(env).kubectl("label", "pod", pod["metadata"]["name"], "-n", "shop", "extra=1")
+    write_answer(env, "owner-chain", {"pod": pod["metadata"]["name"], "replicaset": rs_ref["uid"], "deployment": dep_ref["uid"]})
+
+
+@mistake("pod:", "name alone, without a namespace")
+def namespace_in_the_name(env):
+    """Writes the Pod as `shop/<name>`, as some tools print it."""
+    pod, rs_ref, dep_ref = _chain(env)
+    write_answer(env, "owner-chain", {"pod": "shop/" + pod["metadata"]["name"], "replicaset": rs_ref["uid"],
+                                      "deployment": dep_ref["uid"]})
+
+
+@mistake("gives replicaset twice", "YAML keeps only the last one")
+def keys_given_twice(env):
+    """Writes the two UIDs swapped, then again the right way round below (YAML would keep the last)."""
+    from labkit.exercises import answer_path
+    pod, rs_ref, dep_ref = _chain(env)
+    path = answer_path("gc", "owner-chain")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"pod: {pod['metadata']['name']}\nreplicaset: {dep_ref['uid']}\ndeployment: {rs_ref['uid']}\n"
+                    f"replicaset: {rs_ref['uid']}\ndeployment: {dep_ref['uid']}\n")

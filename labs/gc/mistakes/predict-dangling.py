@@ -32,3 +32,24 @@ def dangling_reference_stays(env):
 def flips_one_cell(env):
     """Predicts that the orphan, whose only owner never existed, is kept."""
     _predict(env, orphan="kept")
+
+
+@mistake("made objects in the experiment's namespaces", "earns no points")
+def tries_it_in_the_lab(env):
+    """Makes the experiment's objects in the lab's own predict-a and predict-b (anchor in both;
+    orphan, owned by a ghost ReplicationController; shared; stranger, owned by predict-b's anchor),
+    watches what the garbage collector does, and writes that down."""
+    import time
+    from labkit.apiserver.target import for_env
+    client = for_env(env).client()
+    anchors = {ns: client.create("v1", "configmaps", {"metadata": {"name": "anchor"}}, ns)["metadata"]["uid"]
+               for ns in ("predict-a", "predict-b")}
+
+    def ref(kind, name, uid):
+        return {"apiVersion": "v1", "kind": kind, "name": name, "uid": uid}
+    ghost = ref("ReplicationController", "ghost", "00000000-0000-0000-0000-00000000dead")
+    for name, owners in (("orphan", [ghost]), ("shared", [ghost, ref("ConfigMap", "anchor", anchors["predict-a"])]),
+                         ("stranger", [ref("ConfigMap", "anchor", anchors["predict-b"])])):
+        client.create("v1", "configmaps", {"metadata": {"name": name, "ownerReferences": owners}}, "predict-a")
+    time.sleep(2)           # what `kubectl get cm,events -n predict-a` then shows
+    _predict(env)

@@ -3,6 +3,7 @@
 import json
 
 from labkit.apiserver.target import for_env
+from labkit.errors import LabkitError
 from labkit.exercises import mistake, wait_for, write_answer
 
 
@@ -42,3 +43,24 @@ def names_the_replicasets_finalizer(env):
     client = target.client()
     wait_for(lambda: client.get_or_none("apps/v1", "replicasets", "reports", "shop") is None, timeout=30)
     _answer(env, pod["metadata"]["name"], "foregroundDeletion")
+
+
+@mistake("beyond its finalizers", "metadata.ownerReferences")
+def cuts_the_owner_references(env):
+    """Removes the ownerReferences of every Pod of reports (the ReplicaSet then goes while a Pod
+    still holds example.com/upload), then removes that finalizer, and names the Pod and it."""
+    target = for_env(env)
+    pod = _stuck_pod(env)
+    client = target.client()
+    for p in client.list("v1", "pods", "shop", label_selector="app=reports")[0]:
+        if p["metadata"].get("ownerReferences"):
+            try:
+                target.kubectl("patch", "pod", p["metadata"]["name"], "-n", "shop", "--type=json",
+                               "-p", '[{"op":"remove","path":"/metadata/ownerReferences"}]')
+            except LabkitError:     # a Pod that finished its grace period meanwhile
+                pass
+    wait_for(lambda: client.get_or_none("apps/v1", "replicasets", "reports", "shop") is None, timeout=30)
+    target.kubectl("patch", "pod", pod["metadata"]["name"], "-n", "shop", "--type=json",
+                   "-p", '[{"op":"remove","path":"/metadata/finalizers/0"}]')
+    wait_for(lambda: not client.list("v1", "pods", "shop", label_selector="app=reports")[0], timeout=30)
+    _answer(env, pod["metadata"]["name"], pod["metadata"]["finalizers"][0])

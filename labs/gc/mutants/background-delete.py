@@ -1,8 +1,9 @@
 """Near-misses of background-delete: the order answer edited (a kind dropped, changed, two swapped),
 and the observation of the solved lab changed one thing at a time — the Deployment still there
 (also made live: created again), no DELETE of it by the student, another propagationPolicy,
-a dependent left behind (orphaned, or still on its way out), and Pods the student deleted
-themselves (equivalent: the answer is judged against the lab as built)."""
+a dependent left behind (orphaned, or still on its way out), the Pods or the ReplicaSet deleted
+by the student, the Deployment scaled first, a dependent deleted by someone other than the
+garbage collector (the ReplicaSet controller after a scale-down)."""
 
 import copy
 
@@ -47,10 +48,20 @@ def mutants(ctx):
                  observation=_with(obs, left=[pod]))
     own = [{"verb": "delete", "kind": "Pod", "name": f"{name}-5d8f7c9b6-{s}", "finalizers": False} for s in ("a1b2c", "d3e4f")]
     patch = {"verb": "patch", "kind": "Deployment", "name": name, "finalizers": False}
-    yield Mutant("scaled-first", "the student scaled the Deployment before deleting it",
-                 observation=_with(obs, writes=[patch, *obs["writes"]]),
-                 equivalent="the order is judged against labkit's reconstruction of the lab as built; the student's "
-                            "change of the Deployment is noted, not counted")
-    yield Mutant("own-pod-deletes", "the student deleted the Pods themselves first", observation=_with(obs, writes=own),
-                 equivalent="the order is judged against labkit's reconstruction of a background deletion of the "
-                            "Deployment as the lab builds it; the student's own deletes are noted, not counted")
+    yield Mutant("scaled-first", "the student scaled the Deployment before deleting it", names=("yourself", "changed"),
+                 observation=_with(obs, writes=[patch, *obs["writes"]]))
+    yield Mutant("own-pod-deletes", "the student deleted the Pods themselves first", names=("yourself", "deleted"),
+                 observation=_with(obs, writes=own))
+    own_rs = {"verb": "delete", "kind": "ReplicaSet", "name": f"{name}-5d8f7c9b6", "finalizers": False,
+              "policy": "Background"}
+    yield Mutant("own-replicaset-delete", "the student deleted the ReplicaSet themselves first",
+                 names=("yourself", "ReplicaSet"), observation=_with(obs, writes=[own_rs, *obs["writes"]]))
+    by_rs = [{**d, "user": "system:serviceaccount:kube-system:replicaset-controller"} if d["kind"] == "Pod" else d
+             for d in obs["deleted_by"]]
+    yield Mutant("pods-deleted-by-replicaset-controller", "the Pods deleted by the ReplicaSet controller (scaled down), "
+                 "not by the garbage collector", names=("the ReplicaSet controller", "not by the garbage collector"),
+                 observation=_with(obs, deleted_by=by_rs))
+    by_student = [{**obs["deleted_by"][0], "user": "kubernetes-admin"}, *obs["deleted_by"][1:]]
+    yield Mutant("dependent-deleted-by-a-person", "a dependent deleted by a person's request the check did not see as "
+                 "the student's", names=("kubernetes-admin", "not by the garbage collector"),
+                 observation=_with(obs, deleted_by=by_student))

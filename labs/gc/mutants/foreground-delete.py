@@ -1,7 +1,8 @@
 """Near-misses of foreground-delete: the answer edited (the finalizer changed to the other GC
 finalizer, another, or cut; the last kind changed), and the observation of the solved lab changed
 one thing at a time — the Deployment still there (also made live), no DELETE by the student,
-another propagationPolicy, a finalizer removed by hand from the Deployment or its ReplicaSet,
+another propagationPolicy, a finalizer removed by hand from the Deployment or its ReplicaSet, the Deployment
+scaled before or while it is deleted,
 something of the chain left behind."""
 
 import copy
@@ -26,7 +27,9 @@ def mutants(ctx):
     kinds = ["Deployment", "ReplicaSet", "Pod"]
     yield from answer_mutants(answer, alternatives={"finalizer": ["orphan", "kubernetes", "example.com/keep"],
                                                     "last": [k for k in kinds if k != answer["last"]]},
-                              names=lambda e: (e.key,))
+                              names=lambda e: (e.key,) if e.op == "drop" or (e.key == "last" and str(e.after).lower()
+                                                                              not in ("deployment", "replicaset", "pod"))
+                              else ("answer is not right",))
     obs = ctx.lab._load("checks.py").observe_foreground_delete(ctx)
     name = ctx.params["deployment"]
     yield Mutant("deployment-present", "the Deployment is still there, not being deleted", names=("still there",),
@@ -50,6 +53,11 @@ def mutants(ctx):
                  observation=_with(obs, writes=[first, first]),
                  equivalent="a second Foreground DELETE keeps foregroundDeletion (store.go, "
                             "deletionFinalizersForGarbageCollection): the deletion goes on as before")
+    scale = {"verb": "patch", "kind": "Deployment", "name": name, "finalizers": False}
+    yield Mutant("scaled-before", "the Deployment scaled by hand before the foreground DELETE",
+                 names=("before you deleted",), observation=_with(obs, writes=[scale, first]))
+    yield Mutant("scaled-while", "the Deployment scaled by hand while the foreground deletion went on",
+                 names=("while the foreground deletion went on",), observation=_with(obs, writes=[first, scale]))
     yield Mutant("deployment-waiting", "the Deployment still waits", names=("still going on",),
                  observation=_with(obs, deployment="deleting", left=[{"kind": "Deployment", "name": name, "deleting": True,
                                                                       "finalizers": ["foregroundDeletion"]}]))

@@ -44,3 +44,10 @@ def mutants(ctx):
     yield Mutant("pod-not-deleted", "a Pod of the ReplicaSet stays, not being deleted", names=("still there",),
                  observation=_with(obs, left=[{"kind": "Pod", "name": "reports-zz9zz", "deleting": False,
                                                "finalizers": []}]), apply=_leftover_pod)
+    # the dependents changed beyond the release of the holding finalizer
+    for what, touched in (("ownerReferences", ["metadata.ownerReferences"]), ("labels", ["metadata.labels"]),
+                          ("spec", ["spec"]), ("delete", ["the Pod (DELETE)"])):
+        verb = "delete" if what == "delete" else "patch"
+        yield Mutant(f"pod-changed:{what}", f"a Pod of the ReplicaSet changed by hand beyond its finalizers ({what})",
+                     names=("beyond its finalizers", touched[0]),
+                     observation=_with(obs, pod_writes=[*obs["pod_writes"], {"verb": verb, "name": pod, "touched": touched}]))

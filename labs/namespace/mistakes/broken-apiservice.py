@@ -62,3 +62,16 @@ def wrong_target_port(env):
     kubelet's port, as in many manifests), where metrics-server's process does not listen."""
     c = _break(env)
     c.create("v1", "services", _service({"k8s-app": "metrics-server"}, 10250), SERVICE[0])
+
+
+@mistake("besides v1beta1.metrics.k8s.io", "stay as they were")
+def deletes_every_apiservice(env):
+    """`kubectl delete apiservice --all`: the stale one goes, and with it the Local APIServices of
+    the API server's own groups."""
+    c = _break(env)
+    for item in c.list("apiregistration.k8s.io/v1", "apiservices")[0]:
+        try:
+            c.delete("apiregistration.k8s.io/v1", "apiservices", item["metadata"]["name"])
+        except ApiError as exc:
+            if exc.code != 404:
+                raise

@@ -60,3 +60,17 @@ def cleans_up_before_answering(env):
         c.patch(api_version, resource, name, {"metadata": {"finalizers": None}}, "merge", "legacy")
         c.delete(api_version, resource, name, "legacy")
     _answer(env, [], visible_again=False)
+
+
+@mistake("written in another form", "`-o name`")
+def kubectl_name_form(env):
+    """Lists the objects as `kubectl get ... -o name` prints them (configmap/app-config,
+    backup.example.com/weekly): the kind, singular, where the answer asks for the resource."""
+    _reference(env).solve(env)
+    answer = yaml.safe_load(answer_path("namespace", "force-finalize").read_text())
+    singular = []
+    for entry in answer["left_behind"]:
+        resource, _, name = entry.partition("/")
+        plural, dot, group = resource.partition(".")
+        singular.append(f"{plural.removesuffix('s')}{dot}{group}/{name}")
+    _answer(env, singular, visible_again=answer["visible_again"])

@@ -33,3 +33,13 @@ def drops_kubernetes_meanwhile(env):
     back: the namespace ends as it was, but was without its `kubernetes` finalizer meanwhile."""
     _finalize(env, ["example.com/hold"])
     _finalize(env, ["kubernetes"])
+
+
+@mistake("you also changed namespace default", "every other namespace stays as it was")
+def finalizes_another_namespace_too(env):
+    """Puts its finalizer on sandbox and on default through /finalize, then removes it from
+    sandbox only: default keeps example.com/hold."""
+    lab = env.lab.environment_module()
+    lab.finalize(env, "default", ["kubernetes", "example.com/hold"])
+    _finalize(env, ["kubernetes", "example.com/hold"])
+    _finalize(env, ["kubernetes"])

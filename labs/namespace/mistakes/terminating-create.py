@@ -25,3 +25,31 @@ def makes_the_namespace_go_first(env):
     not found): a prediction about a situation it changed."""
     env.lab.environment_module().finalize(env, "attic", [])
     _answer(env, 'Error from server (NotFound): namespaces "attic" not found')
+
+
+@mistake("trying first earns no points")
+def tries_it_first(env):
+    """Sends creates into attic itself (`kubectl create configmap probe -n attic`, then `late`),
+    and writes down the message the server answered: the server's answer, not a prediction."""
+    import time
+    from labkit.apiserver.errors import ApiError
+    c = env.lab.environment_module().client(env)
+    for name in ("probe", "late"):
+        try:
+            c.create("v1", "configmaps", {"metadata": {"name": name}}, "attic")
+        except ApiError:
+            pass
+    time.sleep(0.05)        # the answer file is written after the tries, as a person would
+    _answer(env, 'error: failed to create configmap: configmaps "late" is forbidden: unable to create new content '
+                 'in namespace attic because it is being terminated')
+
+
+@mistake("gives error twice", "YAML keeps only the last one")
+def two_guesses_in_one_file(env):
+    """Writes two `error:` keys, a guess and the message, hoping one of them counts."""
+    from labkit.exercises import answer_path
+    path = answer_path("namespace", "terminating-create")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("error: 'namespaces \"attic\" not found'\n"
+                    "error: 'configmaps \"late\" is forbidden: unable to create new content in namespace attic "
+                    "because it is being terminated'\n")

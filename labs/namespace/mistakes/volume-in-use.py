@@ -33,3 +33,14 @@ def delete_the_node(env):
     """`kubectl delete node node-b`: the pod garbage collector then deletes the Pod as an orphan
     (after 40 s), but nothing told Kubernetes the machine is shut down for good."""
     _client(env).delete("v1", "nodes", "node-b")
+
+
+@mistake("labkit-node", "marked out of service too", "look at every node's taints")
+def marks_every_node(env):
+    """`kubectl taint nodes --all node.kubernetes.io/out-of-service=nodeshutdown:NoExecute`: the
+    healthy node is marked as shut down for good too."""
+    c = _client(env)
+    for node in c.list("v1", "nodes")[0]:
+        taints = list((node.get("spec") or {}).get("taints") or [])
+        taints.append({"key": "node.kubernetes.io/out-of-service", "value": "nodeshutdown", "effect": "NoExecute"})
+        c.patch("v1", "nodes", node["metadata"]["name"], {"spec": {"taints": taints}}, "merge")

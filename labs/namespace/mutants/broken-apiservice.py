@@ -2,7 +2,8 @@
 the namespace never deleted, or deleted without waiting on the failing discovery; the APIService
 still there and not Available for each of kube-aggregator's reasons; still there and Available
 but serving another group, version or Service; the namespace still there, force-finalized, or
-something stored under its name. Bringing the backend back (the APIService Available again,
+something stored under its name; another APIService (a Local one of the API server's own groups)
+deleted or changed too. Bringing the backend back (the APIService Available again,
 unchanged) is the other right fix: equivalent, as kube-aggregator's availability check says."""
 
 from labkit.namespaces.mutants import gone_edits, gone_equivalent, gone_names, observation_mutants
@@ -46,6 +47,8 @@ def mutants(ctx):
     available = {"status": "True", "reason": "Passed", "message": "all checks passed", **base}
 
     def names(edit):
+        if edit.path.startswith("other_apiservices"):
+            return ("besides", "stay as they were")
         if edit.path == "deleted":
             return ("has not been deleted yet",)
         if edit.path == "discovery_failure":
@@ -68,6 +71,7 @@ def mutants(ctx):
         seen, names=names, equivalent=equivalent,
         alternatives={"gone.spec_edit": ["patched"], "deleted": [False], "discovery_failure": [None]},
         skip=lambda p: p.startswith("apiservice"),
-        replace={("apiservice",): [*unavailable, *changed, available], **replace}, add=add,
+        replace={("apiservice",): [*unavailable, *changed, available], **replace},
+        add={**add, ("other_apiservices",): ["delete v1.apps", "deletecollection (every APIService)", "patch v1."]},
         apply={"replace:apiservice=" + str(unavailable[0]): _stale_apiservice,
                "replace:apiservice=" + str(unavailable[2]): _service_without_selector})

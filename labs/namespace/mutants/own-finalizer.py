@@ -2,7 +2,7 @@
 of the solved lab: either request dropped, the two swapped, one more that adds it again, a
 request that leaves out `kubernetes` or keeps the own finalizer, the own finalizer named
 `kubernetes` (so none of its own); the namespace deleted, made anew, or left with other
-spec.finalizers. Another name for the own finalizer, and a patch of the namespace on the side,
+spec.finalizers; a write to another namespace (its finalize subresource, a patch). Another name for the own finalizer, and a patch of the namespace on the side,
 are equivalent."""
 
 from labkit.namespaces.mutants import observation_mutants
@@ -10,6 +10,13 @@ from labkit.namespaces.mutants import observation_mutants
 
 def _finalize_again(env):
     env.lab.environment_module().finalize(env, "sandbox", ["kubernetes", "example.com/hold"])
+
+
+def _finalize_default(env):
+    """The own finalizer put on default too, and taken off again: default was changed meanwhile."""
+    lab = env.lab.environment_module()
+    lab.finalize(env, "default", ["kubernetes", "example.com/hold"])
+    lab.finalize(env, "default", ["kubernetes"])
 
 
 def _delete(env):
@@ -38,6 +45,8 @@ def mutants(ctx):
             if any("kubernetes" not in sent for sent in requests):
                 return ("left out `kubernetes`",)
             return None
+        if path.startswith("other_namespaces"):
+            return ("you also changed namespace",)
         if path in ("namespace.original", "namespace.deleting"):
             return ("as it was",)
         if path.startswith("namespace.finalizers"):
@@ -61,5 +70,7 @@ def mutants(ctx):
         alternatives={"requests[0][1]": ["kubernetes", "example.com/other"], "requests[1][0]": [own],
                       "requests[0][0]": [own + "2"], "spec_edit": ["patched"],
                       "namespace.finalizers[0]": [own, "example.com/other"]},
-        add={("requests",): [added, [own]], ("namespace", "finalizers"): [own]},
-        apply={f"add:requests={added}": _finalize_again, "set:namespace.deleting=True": _delete})
+        add={("requests",): [added, [own]], ("namespace", "finalizers"): [own],
+             ("other_namespaces",): ["update …/finalize on default", "patch on kube-public"]},
+        apply={f"add:requests={added}": _finalize_again, "set:namespace.deleting=True": _delete,
+               "add:other_namespaces=update …/finalize on default": _finalize_default})

@@ -1,7 +1,7 @@
 """Near-misses of marking node-b out of service, as what the check observes of the solved lab:
 the out-of-service taint dropped or its key changed; the Node deleted; the Pod still there; the
 claim's finalizers changed by hand; the Pod force-deleted; the Pod gone but not by the pod garbage
-collector; the namespace still there, force-finalized, or something stored under its name. The
+collector; another node marked out of service too; the namespace still there, force-finalized, or something stored under its name. The
 taint's value and effect, the other taints and a cordon on the side are equivalent: the pod garbage
 collector and the attach/detach controller test the node's readiness and the taint's key only
 (labkit.controllers.podgc, as gc_controller.go gcTerminating and reconciler.go hasOutOfServiceTaint)."""
@@ -43,6 +43,8 @@ def mutants(ctx):
             return ("pvc-protection",)
         if path == "pod_force_deleted_by":
             return ("force-deleted",)
+        if path.startswith("other_nodes_marked"):
+            return ("marked out of service too",)
         if path == "pod_deleted_by_podgc":
             return ("not because the pod garbage collector",)
         if path == "node/None":
@@ -66,7 +68,8 @@ def mutants(ctx):
     claim_held = {"phase": "Terminating", "deleting": True, "held": 1,
                   "held_by": [f"persistentvolumeclaims/{ctx.params['claim']}"]}
     replace[("gone", "namespace")].append(claim_held)
-    add.update({("claim_finalizers_edited_by",): ["kubernetes-admin"], ("pod_force_deleted_by",): ["kubernetes-admin"]})
+    add.update({("claim_finalizers_edited_by",): ["kubernetes-admin"], ("pod_force_deleted_by",): ["kubernetes-admin"],
+                ("other_nodes_marked",): ["labkit-node"]})
 
     def node_names(edit):
         return ("was deleted",) if edit.path == "node" and edit.after is None else names(edit)

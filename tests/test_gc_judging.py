@@ -1,0 +1,135 @@
+"""In-process judgement of the gc lab's checks on observations of work a newcomer did: each piece of
+wrong work that used to earn full points fails, saying what is wrong and where to look. No lab is
+built: the judges get plain observations (the audit log's requests as the checks read them)."""
+
+from __future__ import annotations
+
+import pytest
+
+from labkit.exercises import CheckFailed
+from test_namespace_judging import checks, context
+
+CHAIN = "pod: web-84cccc9b67-fckjx\nreplicaset: 11111111-1111-1111-1111-111111111111\n" \
+        "deployment: 22222222-2222-2222-2222-222222222222\n"
+
+
+def _fails(result_or_raise, *words):
+    try:
+        result = result_or_raise()
+    except CheckFailed as exc:
+        message = str(exc)
+    else:
+        assert result.status == "fail", result.message
+        message = result.message
+    for word in words:
+        assert word in message, message
+    return message
+
+
+@pytest.mark.parametrize("writes,words", [
+    (["patch Deployment web"], ("patch Deployment web",)),
+    (["patch Pod web-84cccc9b67-fckjx"], ("patch Pod web-84cccc9b67-fckjx",))])
+def test_owner_chain_fails_when_the_chain_was_scaled_or_labelled(writes, words):
+    ctx = context("gc", "owner-chain", CHAIN)
+    _fails(lambda: checks("gc").judge_owner_chain(ctx, {"writes": writes}),
+           "you changed the chain of Deployment web by hand", "reading an owner chain changes nothing", *words)
+
+
+@pytest.mark.parametrize("pod,words", [
+    ("shop/web-84cccc9b67-fckjx", ("name alone", "(shop/)")),
+    ("Web 1", ("cannot be the name of a Pod",)),
+    ("web-%2F", ("cannot be the name of a Pod",))])
+def test_owner_chain_refuses_what_cannot_be_a_pods_name_before_any_request(pod, words):
+    ctx = context("gc", "owner-chain", CHAIN.replace("web-84cccc9b67-fckjx", pod))
+    _fails(lambda: checks("gc").judge_owner_chain(ctx, {"writes": []}), "pod:", *words)
+
+
+def _cascade_obs(**changes):
+    obs = {"deployment": "gone", "audit": True, "delete": "Background", "left": [],
+           "writes": [{"verb": "delete", "kind": "Deployment", "name": "cart", "finalizers": False,
+                       "policy": "Background"}],
+           "deleted_by": [{"kind": "ReplicaSet", "name": "cart-98598c785",
+                           "user": "system:serviceaccount:kube-system:generic-garbage-collector"},
+                          {"kind": "Pod", "name": "cart-98598c785-a1b2c",
+                           "user": "system:serviceaccount:kube-system:generic-garbage-collector"}]}
+    obs.update(changes)
+    return obs
+
+
+def test_background_fails_when_the_replicaset_was_deleted_by_hand_first():
+    ctx = context("gc", "background-delete", "order: [Deployment, ReplicaSet, Pod]\n")
+    own = {"verb": "delete", "kind": "ReplicaSet", "name": "cart-98598c785", "finalizers": False, "policy": "default"}
+    obs = _cascade_obs()
+    obs["writes"] = [own, *obs["writes"]]
+    obs["deleted_by"][0]["user"] = "kubernetes-admin"
+    message = _fails(lambda: checks("gc").judge_background_delete(ctx, obs),
+                     "you deleted 1 ReplicaSet of cart yourself", "left to the garbage collector")
+    assert "the GC deleted its dependents" not in message
+
+
+def test_background_fails_when_the_deployment_was_scaled_to_zero_first():
+    ctx = context("gc", "background-delete", "order: [Deployment, ReplicaSet, Pod]\n")
+    obs = _cascade_obs()
+    obs["writes"] = [{"verb": "patch", "kind": "Deployment", "name": "cart", "finalizers": False}, *obs["writes"]]
+    obs["deleted_by"][1]["user"] = "system:serviceaccount:kube-system:replicaset-controller"
+    _fails(lambda: checks("gc").judge_background_delete(ctx, obs), "changed Deployment cart (patch)", "yourself")
+
+
+def test_background_fails_when_a_dependent_was_deleted_by_anyone_but_the_garbage_collector():
+    ctx = context("gc", "background-delete", "order: [Deployment, ReplicaSet, Pod]\n")
+    obs = _cascade_obs()
+    obs["deleted_by"][1]["user"] = "system:serviceaccount:kube-system:replicaset-controller"
+    _fails(lambda: checks("gc").judge_background_delete(ctx, obs),
+           "Pod cart-98598c785-a1b2c was deleted by the ReplicaSet controller, not by the garbage collector")
+
+
+def test_foreground_says_a_change_before_the_delete_came_before_it():
+    ctx = context("gc", "foreground-delete", "finalizer: foregroundDeletion\nlast: Deployment\n")
+    delete = {"verb": "delete", "kind": "Deployment", "name": "api", "finalizers": False, "policy": "Foreground"}
+    scale = {"verb": "patch", "kind": "Deployment", "name": "api", "finalizers": False}
+    obs = {"deployment": "gone", "audit": True, "delete": "Foreground", "left": [], "deleted_by": [],
+           "writes": [scale, delete]}
+    message = _fails(lambda: checks("gc").judge_foreground_delete(ctx, obs),
+                     "you changed Deployment api by hand (patch) before you deleted the Deployment")
+    assert "while" not in message
+    _fails(lambda: checks("gc").judge_foreground_delete(ctx, {**obs, "writes": [delete, scale]}),
+           "while the foreground deletion went on")
+
+
+def test_stuck_finalizer_fails_when_the_pods_owner_references_were_cut():
+    ctx = context("gc", "stuck-finalizer", "pod: reports-abcde\nfinalizer: example.com/upload\n")
+    gc = checks("gc")
+    cut = [{"op": "remove", "path": "/metadata/ownerReferences"}]
+    release = [{"op": "remove", "path": "/metadata/finalizers/0"}]
+    obs = {"left": [], "audit": True, "held": {"reports-abcde": ["example.com/upload"]}, "writes": [],
+           "pod_writes": [{"verb": "patch", "name": "reports-abcde", "touched": gc._touched("patch", cut)},
+                          {"verb": "patch", "name": "reports-abcde", "touched": gc._touched("patch", release)}]}
+    message = _fails(lambda: gc.judge_stuck_finalizer(ctx, obs), "beyond its finalizers", "metadata.ownerReferences")
+    assert "example.com/upload" not in message
+    assert gc.judge_stuck_finalizer(ctx, {**obs, "pod_writes": obs["pod_writes"][1:]}).status == "pass"
+
+
+@pytest.mark.parametrize("verb,body,touched", [
+    ("patch", [{"op": "remove", "path": "/metadata/finalizers/0"}], []),
+    ("patch", {"metadata": {"finalizers": None}}, []),
+    ("patch", {"metadata": {"$deleteFromPrimitiveList/finalizers": ["example.com/upload"]}}, []),
+    ("patch", [{"op": "remove", "path": "/metadata/ownerReferences"}], ["metadata.ownerReferences"]),
+    ("patch", {"metadata": {"ownerReferences": None, "finalizers": None}}, ["metadata.ownerReferences"]),
+    ("patch", {"metadata": {"labels": {"extra": "1"}}}, ["metadata.labels"]),
+    ("patch", {"spec": {"activeDeadlineSeconds": 1}}, ["spec"]),
+    ("update", {"metadata": {"name": "p", "labels": {"app": "reports"}, "ownerReferences": [{"uid": "u"}]}}, []),
+    ("update", {"metadata": {"name": "p", "labels": {"app": "reports"}}}, ["metadata.ownerReferences"])])
+def test_what_a_pod_write_changes_besides_its_finalizers(verb, body, touched):
+    assert checks("gc")._touched(verb, body) == touched
+
+
+def test_predict_dangling_fails_a_prediction_written_after_trying_it_in_the_lab():
+    answer = ("orphan: deleted\nshared: kept\nshared_owners: [anchor]\nstranger: deleted\n"
+              "stranger_event: OwnerRefInvalidNamespace\n")
+    ctx = context("gc", "predict-dangling", answer)
+    import yaml
+    obs = {"answer": yaml.safe_load(answer), "note": "", "experiment": "",
+           "tried": {"at": 0.0, "time": "04:40:00", "what": "configmaps anchor in predict-a"}}
+    message = _fails(lambda: checks("gc").judge_predict_dangling(ctx, obs),
+                     "you made objects in the experiment's namespaces", "earns no points")
+    assert "observe each case" not in message

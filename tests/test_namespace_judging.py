@@ -1,0 +1,129 @@
+"""In-process judgement of the namespace lab's checks (and the shared answer loading they use) on
+observations of work a student could do: each wrong piece of work fails with a message that says
+what is wrong and where to look. No lab is built: the judges get plain observations."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from labkit.exercises import AnswerMissing, CheckContext, CheckFailed, answer_path
+from labkit.labs import get_lab
+from labkit.state import LabEnv, LabState
+
+
+def context(lab_id: str, exercise_id: str, answer_text: str | None = None) -> CheckContext:
+    lab = get_lab(lab_id)
+    state = LabState(lab.id)
+    state.ensure_dir()
+    ctx = CheckContext(LabEnv(lab, state, token="test"), lab.exercise(exercise_id))
+    if answer_text is not None:
+        path = answer_path(lab.id, exercise_id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(answer_text)
+    return ctx
+
+
+def checks(lab_id: str):
+    lab = get_lab(lab_id)
+    spec = importlib.util.spec_from_file_location(f"{lab_id}_checks_under_test", lab.directory / "checks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# -- the shared answer loading ------------------------------------------------------------------
+
+@pytest.mark.parametrize("lab_id,exercise,text,key,line", [
+    ("namespace", "terminating-create", "error: first guess\nerror: second guess\n", "error", 2),
+    ("gc", "owner-chain", "pod: p\nreplicaset: a\ndeployment: b\nreplicaset: b\ndeployment: a\n", "replicaset", 4),
+    ("numa", "cpu-hints", "hints: []\nhints: [1]\n", "hints", 2),
+])
+def test_an_answer_that_gives_a_key_twice_is_refused_not_read_as_the_last_one(lab_id, exercise, text, key, line):
+    ctx = context(lab_id, exercise, text)
+    with pytest.raises(CheckFailed) as failed:
+        ctx.answer()
+    assert f"your answer gives {key} twice (line {line}): YAML keeps only the last one" in str(failed.value)
+    assert not isinstance(failed.value, AnswerMissing)
+
+
+def test_a_key_used_once_in_each_of_two_mappings_is_not_a_duplicate():
+    ctx = context("gc", "predict-dangling", "orphan: deleted\nshared_owners: [anchor]\nnested: {orphan: kept}\n")
+    assert ctx.answer()["nested"] == {"orphan": "kept"}
+
+
+# -- the namespace lab's judges on the newcomer's work --------------------------------------------
+
+def test_own_finalizer_fails_when_another_namespace_was_finalized_too():
+    ctx = context("namespace", "own-finalizer")
+    seen = {"requests": [["kubernetes", "example.com/hold"], ["kubernetes"]], "spec_edit": "",
+            "other_namespaces": ["update …/finalize on default"],
+            "namespace": {"original": True, "deleting": False, "finalizers": ["kubernetes"], "changed": True}}
+    with pytest.raises(CheckFailed) as failed:
+        checks("namespace").judge_own_finalizer(ctx, seen)
+    assert "you also changed namespace default" in str(failed.value)
+    assert "example.com/hold" not in str(failed.value).split("(")[0]
+    assert checks("namespace").judge_own_finalizer(ctx, {**seen, "other_namespaces": []}).status == "pass"
+
+
+def test_volume_in_use_fails_when_a_healthy_node_is_marked_out_of_service_too():
+    ctx = context("namespace", "volume-in-use")
+    seen = {"claim_finalizers_edited_by": [], "pod_force_deleted_by": [], "pod": None,
+            "other_nodes_marked": ["labkit-node"], "pod_deleted_by_podgc": True,
+            "node": {"unschedulable": False, "taints": [{"key": "node.kubernetes.io/out-of-service",
+                                                          "value": "nodeshutdown", "effect": "NoExecute"}]},
+            "gone": {"namespace": None, "spec_edit": "", "forced": [], "stored": []}}
+    with pytest.raises(CheckFailed) as failed:
+        checks("namespace").judge_volume_in_use(ctx, seen)
+    assert "node labkit-node is marked out of service too" in str(failed.value)
+    assert checks("namespace").judge_volume_in_use(ctx, {**seen, "other_nodes_marked": []}).status == "pass"
+
+
+def test_broken_apiservice_fails_when_the_local_apiservices_were_deleted_too():
+    ctx = context("namespace", "broken-apiservice")
+    seen = {"deleted": True, "discovery_failure": "discovery failed", "apiservice": None,
+            "other_apiservices": [f"delete v1.{g}" for g in ("apps", "batch", "rbac.authorization.k8s.io")]
+            + ["delete v1."],
+            "gone": {"namespace": None, "spec_edit": "", "forced": [], "stored": []}}
+    with pytest.raises(CheckFailed) as failed:
+        checks("namespace").judge_broken_apiservice(ctx, seen)
+    assert "4 APIService(s) besides v1beta1.metrics.k8s.io" in str(failed.value)
+    assert checks("namespace").judge_broken_apiservice(ctx, {**seen, "other_apiservices": []}).status == "pass"
+
+
+@pytest.mark.parametrize("written,stored,other", [
+    ("configmap", "configmaps", True), ("backup.example.com", "backups.example.com", True),
+    ("Backup.example.com", "backups.example.com", True), ("configmaps", "configmaps", False),
+    ("backups", "backups.example.com", False), ("secret", "configmaps", False),
+    ("backup.other.io", "backups.example.com", False)])
+def test_force_finalize_tells_kubectls_name_form_apart_from_an_object_not_stored(written, stored, other):
+    assert checks("namespace")._other_form(written, stored) is other
+
+
+def test_an_unquoted_error_message_is_told_to_be_quoted():
+    ctx = context("namespace", "terminating-create",
+                  'error: configmaps "late" is forbidden: unable to create new content in namespace attic\n')
+    with pytest.raises(AnswerMissing) as failed:
+        checks("namespace")._prediction_file(ctx)
+    assert "not valid YAML (line 1)" in str(failed.value) and "quote the whole message" in str(failed.value)
+
+
+def test_own_finalizer_counts_other_namespaces_but_not_the_other_exercises_work(monkeypatch):
+    module = checks("namespace")
+
+    def finalize(ns, finalizers, user="labkit-admin"):
+        return {"verb": "update", "objectRef": {"resource": "namespaces", "name": ns, "subresource": "finalize"},
+                "user": {"username": user}, "responseStatus": {"code": 200},
+                "requestObject": {"spec": {"finalizers": finalizers}}}
+    events = [finalize("legacy", []),                                       # force-finalize's own work
+              {"verb": "delete", "objectRef": {"resource": "namespaces", "name": "billing"},
+               "user": {"username": "labkit-admin"}, "responseStatus": {"code": 200}},   # conditions' own work
+              finalize("reports", [], user=module.CONTROLLER_USER),
+              finalize("sandbox", ["kubernetes", "example.com/hold"]), finalize("sandbox", ["kubernetes"])]
+    monkeypatch.setattr(module, "_audit", lambda ctx: events)
+    ctx = context("namespace", "own-finalizer")
+    assert module._other_namespace_writes(ctx, "sandbox") == []
+    events += [finalize("default", ["kubernetes", "example.com/hold"]), finalize("billing", ["kubernetes", "x.io/y"])]
+    assert module._other_namespace_writes(ctx, "sandbox") == ["update …/finalize on default",
+                                                             "update …/finalize on billing"]
