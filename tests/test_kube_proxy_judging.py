@@ -234,7 +234,7 @@ def test_follow_the_chain_is_graded_against_kube_proxys_rules_and_its_reset_rest
     # a key given twice is refused, not silently the last one
     answer.write_text(f"chain: {chain}\nprobabilities: [0.1, 0.2, 0.5, 1]\nprobabilities: [0.25, 0.33333333349, 0.5, 1]\n")
     graded = result(lab, "follow-the-chain")
-    assert graded["status"] != "pass" and "probabilities is given twice" in graded["message"]
+    assert graded["status"] != "pass" and "gives probabilities twice" in graded["message"]
     # every reset lists the edit, and follow-the-chain's puts node1's rules back
     assert any("node1's rules, in nat " + chain in w for w in runner.work_at_risk(env.lab, None))
     assert any("node1's rules, in nat " + chain in w for w in runner.work_at_risk(env.lab, "follow-the-chain"))

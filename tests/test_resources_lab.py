@@ -157,7 +157,7 @@ def test_predictions_are_graded_as_they_were_when_a_tool_showed_the_outcome(lab_
     order = ["crawler", "analytics", "logs", "reports", "payments", "checkout"]
     (answers / "eviction-order.yaml").write_text(yaml.safe_dump({"order": order[::-1]}))
     wrong = results(labkit("check", "resources", "eviction-order", "-o", "json", check=1))["eviction-order"]
-    assert "places of your prediction" in wrong["message"]
+    assert "its 6 places are wrong, or which" in wrong["message"]
     (answers / "eviction-order.yaml").write_text(yaml.safe_dump({"order": order}))
     right = results(labkit("check", "resources", "eviction-order", "-o", "json", check=1))["eviction-order"]
     assert "not watched it yet" in right["message"]
@@ -179,7 +179,7 @@ def test_predictions_are_graded_as_they_were_when_a_tool_showed_the_outcome(lab_
     assert "Pod crawler you ran on node-3" in asked.stderr and "the evictions you watched on node-3" in asked.stderr
     labkit("reset", "resources", "eviction-order", "--yes", check=0)
     again = results(labkit("check", "resources", "eviction-order", "-o", "json", check=1))["eviction-order"]
-    assert "places of your prediction" in again["message"]
+    assert "its 6 places are wrong, or which" in again["message"]
 
 
 @pytest.mark.host_exclusive

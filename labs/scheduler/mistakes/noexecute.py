@@ -9,19 +9,19 @@ def _predict(env, **changes):
     write_answer(env, "noexecute", answer)
 
 
-@mistake("1 of the 6 Pods", "wrong")
+@mistake("prediction is not right")
 def effect_ignored(env):
     """Thinks a toleration of the key protects whatever its effect: wrong-effect stays."""
     _predict(env, wrong_effect="never")
 
 
-@mistake("1 of the 6 Pods", "wrong")
+@mistake("prediction is not right")
 def empty_key_matches_nothing(env):
     """Thinks a toleration without a key matches no taint: wildcard goes at once."""
     _predict(env, wildcard=0)
 
 
-@mistake("1 of the 6 Pods", "wrong")
+@mistake("prediction is not right")
 def key_is_enough(env):
     """Thinks the key and effect are enough, whatever the value: other-value stays 300 s."""
     _predict(env, other_value=300)

@@ -14,7 +14,7 @@ def mutants(ctx):
     def names(edit):
         if edit.op == "drop" or edit.after == "soon":
             return (edit.key,)
-        return ("of the 6 Pods",)
+        return ("prediction is not right",)
     yield from answer_mutants(answer, alternatives=alternatives, names=names)
     yield Mutant("extra-pod", "answer: a Pod that is not on the node added", names=("not a Pod",),
                  answer={**answer, "web": 0})

@@ -25,7 +25,7 @@ def mutants(ctx):
             return ("victims",) if edit.path != "node" else ("do not run on",)
         if edit.op == "set" and edit.after not in on:
             return ("victims", "not a Pod")
-        return ("of the 2 parts",)
+        return ("prediction is not right",)
     for m in answer_mutants(answer, alternatives=alternatives, names=names):
         if m.name.startswith("swap:"):
             yield Mutant(m.name, m.change, answer=m.answer, equivalent="the victims are a set: the check compares "
@@ -33,5 +33,5 @@ def mutants(ctx):
         else:
             yield m
     extra = next(p for p, n in on.items() if n == answer["node"] and p not in answer["victims"])
-    yield Mutant("add-victim", f"answer: {extra} added to the victims", names=("of the 2 parts",),
+    yield Mutant("add-victim", f"answer: {extra} added to the victims", names=("prediction is not right",),
                  answer={**answer, "victims": [*answer["victims"], extra]})

@@ -19,7 +19,7 @@ def mutants(ctx):
             return ("node",)
         if edit.path.startswith("fit.") and not 0 <= edit.after <= 100:
             return ("fit", "0 to 100")
-        return ("of the 4 parts",)
+        return ("prediction is not right",)
     yield from answer_mutants(answer, alternatives=alternatives, names=names)
     yield Mutant("extra-node", "answer: a node that is not in the case added", names=("fit", "not a node"),
                  answer={**answer, "fit": {**answer["fit"], "node-4": 50}})
