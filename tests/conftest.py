@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import signal
 import sys
 from pathlib import Path
 
@@ -156,6 +157,28 @@ def isolated_labkit(tmp_path, monkeypatch, request):
     exclusive = request.node.get_closest_marker("host_exclusive") is not None
     with host_lock(exclusive):
         yield tmp_path
+        _clean_up_what_the_test_left(Path(os.environ["LABKIT_STATE_DIR"]))
+
+
+def _clean_up_what_the_test_left(state_dir: Path) -> None:
+    """A test that fails before its own cleanup (an assertion in the middle of a crash test, say)
+    would leave its labs up: cgroups, processes and network namespaces on the host. Every lab of
+    the test's own instance is cleaned up after it, through labkit's ledger, whatever happened; a
+    leak is still reported by the test's own comparison (host_unchanged), which runs first."""
+    if not any(ledger.stat().st_size for ledger in state_dir.glob("*/ledger.jsonl")):
+        return      # nothing recorded, or everything released (a cleanup empties the ledger)
+    from support import labkit
+    labkit("cleanup", "--all", check=None)
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def pytest_configure(config):
+    # a suite stopped with SIGTERM (kill, a CI timeout) tears its fixtures down as after Ctrl-C,
+    # so that the labs they built are cleaned up instead of being left on the host
+    signal.signal(signal.SIGTERM, _interrupt)
 
 
 @pytest.fixture

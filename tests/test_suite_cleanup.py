@@ -1,0 +1,68 @@
+"""The suite leaves nothing on the host however a test ends: a test that fails before its own
+cleanup, and a run stopped with SIGTERM (kill, a CI timeout), still have their labs cleaned up
+(tests/conftest.py isolated_labkit, pytest_configure). Each case runs a small test file in a pytest
+of its own with this suite's conftest, then looks for the lab's network namespaces. (Not host_exclusive: the inner run takes the host lock
+shared, and would wait for ever behind this test's exclusive hold.)"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+from support import REPO
+
+INNER = '''
+import os, time
+from pathlib import Path
+from support import labkit
+
+def test_builds_a_lab_then_fails():
+    Path(os.environ["PREFIX_FILE"]).write_text(os.environ["LABKIT_PREFIX"])
+    labkit("run", "demo", check=0)
+    if os.environ.get("WAIT"):
+        Path(os.environ["PREFIX_FILE"] + ".up").write_text("up")
+        time.sleep(600)
+    assert False, "fails before any cleanup of its own"
+'''
+
+
+def _namespaces(prefix: str) -> list[str]:
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return [line.split()[0] for line in out.splitlines() if line.startswith(prefix + "-")]
+
+
+def _inner(tmp_path: Path, wait: bool) -> tuple[subprocess.Popen, Path]:
+    (tmp_path / "test_inner.py").write_text(INNER)
+    prefix_file = tmp_path / "prefix"
+    env = {**os.environ, "PYTHONPATH": str(REPO / "tests"), "PREFIX_FILE": str(prefix_file),
+           **({"WAIT": "1"} if wait else {})}
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:xdist", "-p", "no:cacheprovider", "-p", "conftest",
+                             "-q", "--rootdir", str(tmp_path), "--basetemp", str(tmp_path / "base"),
+                             str(tmp_path / "test_inner.py")],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return proc, prefix_file
+
+
+def test_a_test_that_fails_before_its_cleanup_leaves_no_lab(tmp_path):
+    proc, prefix_file = _inner(tmp_path, wait=False)
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 1 and "fails before any cleanup of its own" in out, out[-2000:]
+    assert prefix_file.read_text() and _namespaces(prefix_file.read_text()) == [], out[-2000:]
+
+
+def test_a_run_stopped_with_sigterm_leaves_no_lab(tmp_path):
+    proc, prefix_file = _inner(tmp_path, wait=True)
+    up = Path(str(prefix_file) + ".up")
+    deadline = time.monotonic() + 300
+    while not up.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert up.exists(), proc.communicate(timeout=60)[0][-2000:]
+    assert _namespaces(prefix_file.read_text())         # the lab is up while the run goes on
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=300)
+    assert _namespaces(prefix_file.read_text()) == [], out[-2000:]
