@@ -145,7 +145,8 @@ def drive_labs(request, tmp_path_factory, script: str, what: str, timeout: float
 @pytest.fixture(autouse=True)
 def isolated_labkit(tmp_path, monkeypatch, request):
     """Per-test labkit instance (state, answers, prefix) and the host lock."""
-    for key, value in fresh_environment(tmp_path).items():
+    own = fresh_environment(tmp_path)
+    for key, value in own.items():
         monkeypatch.setenv(key, value)
     if request.node.get_closest_marker("host_free"):
         # no lab can be built here: its state directory would be under a file
@@ -157,18 +158,21 @@ def isolated_labkit(tmp_path, monkeypatch, request):
     exclusive = request.node.get_closest_marker("host_exclusive") is not None
     with host_lock(exclusive):
         yield tmp_path
-        _clean_up_what_the_test_left(Path(os.environ["LABKIT_STATE_DIR"]))
+        # the test's own instance, not whatever the environment names now: a test working on a
+        # module's shared lab points LABKIT_* at that lab, which must outlive the test
+        _clean_up_what_the_test_left({**os.environ, **own})
 
 
-def _clean_up_what_the_test_left(state_dir: Path) -> None:
+def _clean_up_what_the_test_left(env: dict[str, str]) -> None:
     """A test that fails before its own cleanup (an assertion in the middle of a crash test, say)
     would leave its labs up: cgroups, processes and network namespaces on the host. Every lab of
     the test's own instance is cleaned up after it, through labkit's ledger, whatever happened; a
     leak is still reported by the test's own comparison (host_unchanged), which runs first."""
+    state_dir = Path(env["LABKIT_STATE_DIR"])
     if not any(ledger.stat().st_size for ledger in state_dir.glob("*/ledger.jsonl")):
         return      # nothing recorded, or everything released (a cleanup empties the ledger)
     from support import labkit
-    labkit("cleanup", "--all", check=None)
+    labkit("cleanup", "--all", env=env, check=None)
 
 
 def _interrupt(signum, frame):

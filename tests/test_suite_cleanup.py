@@ -30,14 +30,47 @@ def test_builds_a_lab_then_fails():
     assert False, "fails before any cleanup of its own"
 '''
 
+# a module's shared lab, built once under an environment of its own, which each test points
+# LABKIT_* at (as tests/test_gc_lab.py's `lab` fixture does): it must outlive every test
+SHARED = '''
+import os, subprocess
+from pathlib import Path
+import pytest
+from conftest import fresh_environment
+from support import labkit
+
+def up(prefix):
+    return [l for l in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.splitlines()
+            if l.startswith(prefix + "-")]
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    env = {**os.environ, **fresh_environment(tmp_path_factory.mktemp("shared"))}
+    Path(os.environ["PREFIX_FILE"]).write_text(env["LABKIT_PREFIX"])
+    labkit("run", "demo", env=env, check=0)
+    yield env
+    labkit("cleanup", "demo", env=env, check=0)
+
+@pytest.fixture
+def on_shared(shared, monkeypatch):
+    for key in ("LABKIT_STATE_DIR", "LABKIT_ANSWERS_DIR", "LABKIT_PREFIX", "LABKIT_LABS_PATH"):
+        monkeypatch.setenv(key, shared[key])
+
+def test_first(on_shared):
+    assert up(os.environ["LABKIT_PREFIX"])
+
+def test_second(on_shared):
+    assert up(os.environ["LABKIT_PREFIX"]), "the shared lab was taken down after the first test"
+'''
+
 
 def _namespaces(prefix: str) -> list[str]:
     out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     return [line.split()[0] for line in out.splitlines() if line.startswith(prefix + "-")]
 
 
-def _inner(tmp_path: Path, wait: bool) -> tuple[subprocess.Popen, Path]:
-    (tmp_path / "test_inner.py").write_text(INNER)
+def _inner(tmp_path: Path, wait: bool, source: str = INNER) -> tuple[subprocess.Popen, Path]:
+    (tmp_path / "test_inner.py").write_text(source)
     prefix_file = tmp_path / "prefix"
     env = {**os.environ, "PYTHONPATH": str(REPO / "tests"), "PREFIX_FILE": str(prefix_file),
            **({"WAIT": "1"} if wait else {})}
@@ -66,3 +99,13 @@ def test_a_run_stopped_with_sigterm_leaves_no_lab(tmp_path):
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=300)
     assert _namespaces(prefix_file.read_text()) == [], out[-2000:]
+
+
+def test_a_modules_shared_lab_outlives_each_test_that_uses_it(tmp_path):
+    """The cleanup after each test is of the test's own instance, not of the shared lab its
+    environment points at while it runs (that teardown once took the gc, kube-proxy and scheduler
+    labs down under every module's second test)."""
+    proc, prefix_file = _inner(tmp_path, wait=False, source=SHARED)
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0 and "2 passed" in out, out[-3000:]
+    assert _namespaces(prefix_file.read_text()) == [], out[-2000:]     # its own teardown ran
