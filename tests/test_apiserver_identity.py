@@ -354,3 +354,31 @@ def test_token_request_defaults_extension_and_bindings(server):
         "match the UID in record. The object might have been deleted and then recreated")
     code, body = admin.request("POST", "/api/v1/namespaces/default/serviceaccounts/nobody/token", body={})
     assert (code, body["message"]) == (404, 'serviceaccounts "nobody" not found')
+
+
+def test_csr_admission_with_kubectl(server, tmp_path):
+    """CertificateSubjectRestriction and CertificateApproval as kubectl reports them."""
+    subprocess.run(["openssl", "req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                    "-keyout", "k", "-out", "r", "-subj", "/CN=mallory/O=system:masters"], cwd=tmp_path, check=True,
+                   capture_output=True)
+    request = base64.b64encode((tmp_path / "r").read_bytes()).decode()
+    manifest = (f"apiVersion: certificates.k8s.io/v1\nkind: CertificateSigningRequest\nmetadata:\n  name: root\n"
+                f"spec:\n  request: {request}\n  signerName: kubernetes.io/kube-apiserver-client\n"
+                f"  usages: [client auth]\n")
+    refused = kubectl(server.kubeconfig, "create", "-f", "-", input=manifest, check=False)
+    assert refused.stderr.strip() == (
+        'Error from server (Forbidden): error when creating "STDIN": certificatesigningrequests.certificates.k8s.io '
+        '"root" is forbidden: use of kubernetes.io/kube-apiserver-client signer with system:masters group is not '
+        "allowed")
+    kubectl(server.kubeconfig, "create", "-f", "-", input=manifest.replace("name: root", "name: approve-me").replace(
+        request, base64.b64encode(subprocess.run(
+            ["openssl", "req", "-new", "-key", "k", "-subj", "/CN=mallory"], cwd=tmp_path, check=True,
+            capture_output=True).stdout).decode()))
+    kubectl(server.kubeconfig, "create", "clusterrole", "csr-approval-only", "--verb=get,list,update",
+            "--resource=certificatesigningrequests,certificatesigningrequests/approval")
+    kubectl(server.kubeconfig, "create", "clusterrolebinding", "csr-approval-only", "--clusterrole=csr-approval-only",
+            "--user=carol")
+    denied = kubectl(server.kubeconfig, "certificate", "approve", "approve-me", "--as=carol", check=False)
+    assert 'user not permitted to approve requests with signerName "kubernetes.io/kube-apiserver-client"' in \
+        denied.stderr, denied.stderr
+    assert "Pending" in kubectl(server.kubeconfig, "get", "csr", "approve-me").stdout

@@ -142,11 +142,21 @@ def _key_matches(cert: bytes, key: bytes) -> bool:
     return True
 
 
+def _refused_requests(ctx) -> list[str]:
+    """What the API server answered each CertificateSigningRequest create it refused with 403
+    since the lab was ready (admission: CertificateSubjectRestriction), from its audit log."""
+    events = _lab(ctx.env).target(ctx.env).audit(since=ctx.ready_time) or []
+    return [(e.get("responseStatus") or {}).get("message", "") for e in events
+            if (e.get("objectRef") or {}).get("resource") == "certificatesigningrequests"
+            and not (e.get("objectRef") or {}).get("subresource") and e.get("verb") == "create"
+            and (e.get("responseStatus") or {}).get("code") == 403]
+
+
 def observe_alice(ctx) -> dict:
     from pathlib import Path
     path = Path(ctx.answer_field(ctx.answer(), "kubeconfig", str)).expanduser()
     obs = {"kubeconfig": str(path), "problem": "", "token": False, "certificate": False, "subject": None,
-           "key_matches": False, "issued": False, "whoami": None}
+           "key_matches": False, "issued": False, "whoami": None, "refused": _refused_requests(ctx)}
     if not path.is_file():
         obs["problem"] = f"the kubeconfig your answer names does not exist: {path}"
         return obs
@@ -187,15 +197,25 @@ def observe_alice(ctx) -> dict:
     return obs
 
 
+def _refusal_note(obs) -> str:
+    """Why no certificate came, when the API server refused a request naming system:masters."""
+    masters = [m for m in obs.get("refused") or [] if "system:masters" in m]
+    if not masters:
+        return ""
+    return (f". The API server refused a CertificateSigningRequest because its subject names the group "
+            f"system:masters (O=system:masters): {masters[-1]}. Every O of the CSR's subject becomes a group of "
+            "the user; that request was never stored, so no certificate was issued for it")
+
+
 def judge_alice(ctx, obs) -> object:
     user, ns = ctx.params["user"], ctx.params["namespace"]
     path = obs["kubeconfig"]
     if obs["problem"]:
-        raise CheckFailed(obs["problem"])
+        raise CheckFailed(obs["problem"] + _refusal_note(obs))
     if obs["token"]:
         raise CheckFailed(f"the kubeconfig {path} authenticates with a token, not with {user}'s client certificate")
     if not obs["certificate"]:
-        raise CheckFailed(f"the kubeconfig {path} has no client certificate and key for its user")
+        raise CheckFailed(f"the kubeconfig {path} has no client certificate and key for its user" + _refusal_note(obs))
     if obs["subject"] is None:
         raise CheckFailed(f"the client certificate in the kubeconfig {path} is not a PEM certificate openssl can read")
     if obs.get("encrypted"):
@@ -204,14 +224,15 @@ def judge_alice(ctx, obs) -> object:
     if not obs["key_matches"]:
         raise CheckFailed(f"the private key in the kubeconfig {path} does not belong to its client certificate: "
                           "a certificate works only with the key its CSR was made from (compare `openssl x509 "
-                          "-noout -pubkey` of the certificate with `openssl pkey -pubout` of the key)")
+                          "-noout -pubkey` of the certificate with `openssl pkey -pubout` of the key)" +
+                          _refusal_note(obs))
     cn, orgs = obs["subject"]
     if cn != user:
         raise CheckFailed(f"the certificate in {path} has the common name (CN) {cn or 'none'!r}: the API server takes "
                           f"the user name from the CN, so it does not stand for {user}")
     if not obs["issued"]:
         raise CheckFailed(f"the certificate in {path} was not issued through a CertificateSigningRequest of this cluster "
-                          "(`kubectl get csr`): make it the way the exercise says")
+                          "(`kubectl get csr`): make it the way the exercise says" + _refusal_note(obs))
     who = obs["whoami"] or {}
     if who.get("code") == 401:
         raise CheckFailed(f"the API server does not accept the credentials of {path} (401 Unauthorized)")

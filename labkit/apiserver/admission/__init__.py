@@ -75,13 +75,7 @@ NOT_RECONSTRUCTED = {
     "DefaultStorageClass": "storage classes are not served",
     "PersistentVolumeClaimResize": "storage classes are not served",
     "RuntimeClass": "runtime classes are not served",
-    "CertificateApproval": "approving a CertificateSigningRequest needs update on certificatesigningrequests/approval "
-                           "only; the approve verb on signers is not checked",
-    "CertificateSigning": "writing status.certificate needs update on certificatesigningrequests/status only; the "
-                          "sign verb on signers is not checked",
     "ClusterTrustBundleAttest": "cluster trust bundles are not served",
-    "CertificateSubjectRestriction": "a kubernetes.io/kube-apiserver-client request naming the group system:masters "
-                                     "is not refused",
     "DefaultIngressClass": "ingresses are not served",
     "ResourceQuota": "resource quotas are not served",
 }

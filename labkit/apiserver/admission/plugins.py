@@ -7,7 +7,8 @@ existing namespace (404 `namespaces "x" not found`, also for an update of an obj
 in a namespace that is gone), and a CREATE needs one that is not being terminated (403).
 
 The others, each in a module of its own: LimitRanger (limitranger.py), Priority (priority.py),
-DefaultTolerationSeconds (tolerations.py), StorageObjectInUseProtection
+DefaultTolerationSeconds (tolerations.py), CertificateApproval, CertificateSigning and
+CertificateSubjectRestriction (certificates.py), StorageObjectInUseProtection
 (labkit.apiserver.storageprotection). ServiceAccount (serviceaccount.py) is reconstructed but not
 in the chain yet: with it every Pod needs its namespace's ServiceAccount, which the servers that
 labkit starts without the serviceaccount controller (the gc reconstruction and scenario runner,
@@ -49,11 +50,15 @@ def namespace_lifecycle(store):
 
 def default_chain(registry) -> Chain:
     """The default-enabled plugins of v1.34 that labkit reconstructs, in AllOrderedPlugins' order."""
+    from labkit.apiserver.admission.certificates import (CertificateApproval, CertificateSigning,
+                                                         certificate_subject_restriction)
     from labkit.apiserver.admission.limitranger import LimitRanger
     from labkit.apiserver.admission.policy import ValidatingPolicies
     from labkit.apiserver.admission.priority import Priority
     from labkit.apiserver.admission.tolerations import default_toleration_seconds
     from labkit.apiserver.admission.webhook import MutatingWebhooks, ValidatingWebhooks
+    from labkit.apiserver.authorizer import Authorizer
+    authorizer = Authorizer(registry.store)
     priority = Priority(registry.store)
     limit_ranger = LimitRanger(registry.store)
     return Chain([
@@ -62,6 +67,9 @@ def default_chain(registry) -> Chain:
         Plugin("Priority", admit=priority.admit, validate=priority.validate, handles=("CREATE", "UPDATE", "DELETE")),
         Plugin("DefaultTolerationSeconds", admit=default_toleration_seconds, handles=("CREATE", "UPDATE")),
         Plugin("StorageObjectInUseProtection", admit=storage_object_in_use_protection, handles=("CREATE",)),
+        Plugin("CertificateApproval", validate=CertificateApproval(authorizer).validate, handles=("UPDATE",)),
+        Plugin("CertificateSigning", validate=CertificateSigning(authorizer).validate, handles=("UPDATE",)),
+        Plugin("CertificateSubjectRestriction", validate=certificate_subject_restriction, handles=("CREATE",)),
         Plugin("MutatingAdmissionWebhook", admit=MutatingWebhooks(registry).admit),
         Plugin("ValidatingAdmissionPolicy", validate=ValidatingPolicies(registry).validate),
         Plugin("ValidatingAdmissionWebhook", validate=ValidatingWebhooks(registry).validate),

@@ -2,8 +2,8 @@
 namespace, subject kind or name), one more subject (bob, the team's group, every authenticated
 user), made cluster-wide; her certificate with another common name, an organization that puts
 her in a group (system:masters, the team's), a key that does not belong to it, not issued by the
-cluster, a token instead; the answer's path cut short. The RBAC ones are classified by labkit's
-reconstruction (what she may do; what anyone else gains)."""
+cluster, a token instead, a CSR refused for naming system:masters; the answer's path cut short.
+The RBAC ones are classified by labkit's reconstruction (what she may do; what anyone else gains)."""
 
 import copy
 
@@ -67,6 +67,12 @@ def mutants(ctx):
         yield Mutant(f"organization={group}", f"the certificate also has O={group}", names=(group,),
                      observation={**obs, "subject": [cn, [*orgs, group]],
                                   "whoami": {**who, "groups": [group, *who["groups"]]}})
+    yield Mutant("csr-refused", "her CSR named O=system:masters: refused at creation, no certificate",
+                 names=("no client certificate", "system:masters"),
+                 observation={**obs, "certificate": False, "subject": None, "whoami": None,
+                              "refused": ['certificatesigningrequests.certificates.k8s.io "alice" is forbidden: use of '
+                                          "kubernetes.io/kube-apiserver-client signer with system:masters group is "
+                                          "not allowed"]})
     yield Mutant("key-mismatch", "the kubeconfig's key is another key than the certificate's", names=("private key",),
                  observation={**obs, "key_matches": False, "whoami": None})
     yield Mutant("not-issued", "a certificate the cluster did not issue", names=("CertificateSigningRequest",),
