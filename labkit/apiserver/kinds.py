@@ -231,6 +231,59 @@ def _validate_containers(containers, path: str) -> list[FieldError]:
             names.add(name)
         if not c.get("image"):
             errors.append(field_required(f"{path}[{i}].image"))
+        errors += _validate_container_ports(c.get("ports") or [], f"{path}[{i}].ports")
+        errors += _validate_resource_names(c.get("resources") or {}, f"{path}[{i}].resources")
+    return errors
+
+
+# pkg/apis/core/validation/validation.go supportedPortProtocols
+PORT_PROTOCOLS = ("SCTP", "TCP", "UDP")
+PORT_RANGE = "must be between 1 and 65535, inclusive"      # validation.IsValidPortNum's InclusiveRangeError
+# pkg/apis/core/helper standardContainerResources (IsStandardContainerResourceName: also hugepages-*)
+STANDARD_CONTAINER_RESOURCES = ("cpu", "memory", "ephemeral-storage")
+
+
+def _validate_container_ports(ports, path: str) -> list[FieldError]:
+    """validateContainerPorts (pkg/apis/core/validation/validation.go): the container port is
+    required and in 1-65535, a host port given is in 1-65535, the protocol one of SCTP, TCP, UDP."""
+    errors = []
+    for i, port in enumerate(ports if isinstance(ports, list) else []):
+        if not isinstance(port, dict):
+            continue
+        at = f"{path}[{i}]"
+        number = port.get("containerPort") or 0
+        if not number:
+            errors.append(field_required(f"{at}.containerPort"))
+        elif isinstance(number, int) and not 1 <= number <= 65535:
+            errors.append(field_invalid(f"{at}.containerPort", number, PORT_RANGE))
+        host = port.get("hostPort") or 0
+        if isinstance(host, int) and host and not 1 <= host <= 65535:
+            errors.append(field_invalid(f"{at}.hostPort", host, PORT_RANGE))
+        protocol = port.get("protocol")
+        if not protocol:
+            errors.append(field_required(f"{at}.protocol"))
+        elif protocol not in PORT_PROTOCOLS:
+            errors.append(field_unsupported(f"{at}.protocol", protocol, list(PORT_PROTOCOLS)))
+    return errors
+
+
+def _validate_resource_names(resources: dict, path: str) -> list[FieldError]:
+    """validateContainerResourceName (pkg/apis/core/validation/validation.go), for the names of
+    limits and requests: a name without a domain must be a standard container resource; a
+    resource in a domain other than kubernetes.io must be an extended resource name (not
+    requests.*)."""
+    errors = []
+    for kind in ("limits", "requests"):
+        for name in (resources.get(kind) or {}) if isinstance(resources.get(kind), dict) else ():
+            at = f"{path}.{kind}[{name}]"
+            if "/" not in name:
+                if name not in STANDARD_CONTAINER_RESOURCES and not name.startswith("hugepages-"):
+                    errors.append(field_invalid(at, name, "must be a standard resource type or fully qualified"))
+            else:
+                domain = name.split("/", 1)[0]
+                native = domain == "kubernetes.io" or domain.endswith(".kubernetes.io")
+                if not native and name.startswith("requests."):
+                    errors.append(field_invalid(at, name, "doesn't follow extended resource name standard"))
     return errors
 
 
