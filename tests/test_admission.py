@@ -138,6 +138,7 @@ def api(tmp_path, hooks):
     api = Api(Registry(store))
     admin = LocalClient(api, "admin", ["system:masters", "system:authenticated"])
     admin.create("v1", "namespaces", {"metadata": {"name": "ns", "labels": {"runlevel": "0"}}})
+    admin.create("v1", "serviceaccounts", {"metadata": {"name": "default"}}, "ns")    # the controller's
     admin.create("v1", "pods", {"metadata": {"name": "my-pod", "labels": {"pod.name": "my-pod"}},
                                 "spec": {"containers": [{"name": "c", "image": "busybox:1.36"}]}}, "ns")
     hooks.calls.clear()
@@ -228,7 +229,7 @@ def test_rule_matcher(rule, operation, gvr, sub, namespace, expected):
 
 def test_chain_runs_enabled_plugins_in_order_and_says_what_it_left_out(api):
     chain = api.registry.admission
-    assert [p.name for p in chain.plugins] == ["NamespaceLifecycle", "LimitRanger", "Priority",
+    assert [p.name for p in chain.plugins] == ["NamespaceLifecycle", "LimitRanger", "ServiceAccount", "Priority",
                                                 "DefaultTolerationSeconds", "StorageObjectInUseProtection",
                                                 "CertificateApproval", "CertificateSigning",
                                                 "CertificateSubjectRestriction", "MutatingAdmissionWebhook",

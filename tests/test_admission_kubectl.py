@@ -226,3 +226,35 @@ def test_a_policy_rejects_images_without_a_tag(server):
     finally:
         kubectl(server, "delete", "validatingadmissionpolicybinding", "require-image-tag", "--ignore-not-found")
         kubectl(server, "delete", "validatingadmissionpolicy", "require-image-tag", "--ignore-not-found")
+
+
+def test_pods_get_their_service_account_and_token_volume(server):
+    """The serviceaccount controller and root-ca-cert-publisher fill a new namespace; the
+    ServiceAccount plugin gives each Pod `default` and the kube-api-access-<5> projected volume
+    (plugin/pkg/admission/serviceaccount/admission.go), as `kubectl get pod -o yaml` shows."""
+    import time
+    import yaml
+    kubectl(server, "create", "namespace", "sa-demo")
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and kubectl(server, "get", "sa", "default", "cm", "-n", "sa-demo",
+                                                  check=False).returncode:
+        time.sleep(0.1)
+    assert "kube-root-ca.crt" in kubectl(server, "get", "configmap", "kube-root-ca.crt", "-n", "sa-demo").stdout
+    kubectl(server, "run", "web", "-n", "sa-demo", "--image=nginx:1.27", "--restart=Never")
+    pod = yaml.safe_load(kubectl(server, "get", "pod", "web", "-n", "sa-demo", "-o", "yaml").stdout)
+    spec = pod["spec"]
+    assert (spec["serviceAccountName"], spec["serviceAccount"]) == ("default", "default")
+    [volume] = spec["volumes"]
+    assert volume["name"].startswith("kube-api-access-") and len(volume["name"]) == len("kube-api-access-") + 5
+    assert volume["projected"]["defaultMode"] == 420
+    assert [next(iter(s)) for s in volume["projected"]["sources"]] == ["serviceAccountToken", "configMap",
+                                                                      "downwardAPI"]
+    assert spec["containers"][0]["volumeMounts"] == [
+        {"name": volume["name"], "readOnly": True, "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}]
+    off = kubectl(server, "run", "quiet", "-n", "sa-demo", "--image=nginx:1.27", "--restart=Never",
+                  "--overrides", '{"spec": {"automountServiceAccountToken": false}}', "-o", "yaml")
+    assert "volumes" not in yaml.safe_load(off.stdout)["spec"]
+    ghost = kubectl(server, "run", "ghost", "-n", "sa-demo", "--image=nginx:1.27", "--restart=Never",
+                    "--overrides", '{"spec": {"serviceAccountName": "ghost"}}', check=False)
+    assert ghost.stderr.strip() == ('Error from server (Forbidden): pods "ghost" is forbidden: error looking up '
+                                    'service account sa-demo/ghost: serviceaccount "ghost" not found')

@@ -23,6 +23,7 @@ def client(tmp_path):
     api = Api(Registry(Store(tmp_path / "objects.db")))
     admin = LocalClient(api, "admin", ["system:masters", "system:authenticated"])
     admin.create("v1", "namespaces", {"metadata": {"name": "ns"}})
+    admin.create("v1", "serviceaccounts", {"metadata": {"name": "default"}}, "ns")    # the controller's
     return admin
 
 

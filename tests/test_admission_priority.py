@@ -38,6 +38,7 @@ def client(tmp_path):
     admin.registry = api.registry
     ensure_system_classes(admin)
     admin.create("v1", "namespaces", {"metadata": {"name": "ns"}})
+    admin.create("v1", "serviceaccounts", {"metadata": {"name": "default"}}, "ns")    # the controller's
     return admin
 
 
@@ -182,14 +183,13 @@ def test_toleration_of_everything_needs_no_defaults(client):
 
 def test_chain_lists_the_new_plugins_in_upstream_order(client):
     names = [p.name for p in client.registry.admission.plugins]
-    assert names[:4] == ["NamespaceLifecycle", "LimitRanger", "Priority", "DefaultTolerationSeconds"]
+    assert names[:5] == ["NamespaceLifecycle", "LimitRanger", "ServiceAccount", "Priority", "DefaultTolerationSeconds"]
     rows = {r["name"]: r for r in client.registry.admission.order()}
     assert rows["Priority"]["phases"] == ["mutating", "validating"]
     assert rows["DefaultTolerationSeconds"]["phases"] == ["mutating"]
-    # CertificateSigningRequests are served: what is left out of the CSR plugins is said as it is
-    assert rows["CertificateSubjectRestriction"]["state"] == "not reconstructed"
-    assert all("not served" not in rows[name]["why"] for name in ("CertificateApproval", "CertificateSigning",
-                                                                    "CertificateSubjectRestriction"))
+    # CertificateSigningRequests are served and so are their three plugins
+    assert all(rows[name]["state"] == "runs" for name in ("CertificateApproval", "CertificateSigning",
+                                                           "CertificateSubjectRestriction"))
 
 
 # -- PodDisruptionBudget -----------------------------------------------------------------------------------

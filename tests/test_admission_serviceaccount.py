@@ -1,6 +1,6 @@
 """The ServiceAccount admission plugin: the default account, the kube-api-access projected volume and
 its mounts, automount opt-outs, pull secrets, missing accounts and mountable-secret enforcement.
-The plugin is not in the server's default chain yet; these tests put it in its place in the chain.
+The plugin is in the server's default chain, between LimitRanger and Priority.
 
 Expected values from kubernetes v1.34 plugin/pkg/admission/serviceaccount/admission.go (Admit,
 Validate, mountServiceAccountToken, TokenVolumeSource, limitSecretReferences) and its
@@ -14,7 +14,6 @@ import re
 
 import pytest
 
-from labkit.apiserver.admission import Chain, Plugin
 from labkit.apiserver.admission.serviceaccount import ServiceAccount
 from labkit.apiserver.client import LocalClient
 from labkit.apiserver.errors import ApiError
@@ -30,17 +29,9 @@ PROJECTION = {"defaultMode": 420, "sources": [
                                                                    "fieldPath": "metadata.namespace"}}]}}]}
 
 
-def with_service_account(registry: Registry) -> Registry:
-    """The registry's chain with the ServiceAccount plugin (Chain sorts it into AllOrderedPlugins' place)."""
-    plugin = ServiceAccount(registry.store)
-    registry.admission = Chain(registry.admission.plugins + [
-        Plugin("ServiceAccount", admit=plugin.admit, validate=plugin.validate, handles=("CREATE", "UPDATE"))])
-    return registry
-
-
 @pytest.fixture
 def client(tmp_path):
-    api = Api(with_service_account(Registry(Store(tmp_path / "objects.db"))))
+    api = Api(Registry(Store(tmp_path / "objects.db")))
     admin = LocalClient(api, "admin", ["system:masters", "system:authenticated"])
     admin.create("v1", "namespaces", {"metadata": {"name": "ns"}})
     admin.create("v1", "serviceaccounts", {"metadata": {"name": "default"}}, "ns")    # the controller's

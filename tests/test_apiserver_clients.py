@@ -137,7 +137,7 @@ def test_every_served_kind_has_a_sample():
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     with host_lock(False):
-        srv = EmbeddedServer(tmp_path_factory.mktemp("apiserver"), controllers=[]).start()
+        srv = EmbeddedServer(tmp_path_factory.mktemp("apiserver"), controllers=["serviceaccount"]).start()
     admin = srv.client()
     for name in CLIENTS:
         admin.create("v1", "namespaces", {"metadata": {"name": name}})

@@ -26,7 +26,9 @@ DEPLOYMENT = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name"
 def api(tmp_path):
     store = Store(tmp_path / "objects.db")
     api = Api(Registry(store))
-    LocalClient(api, "admin", ["system:masters", "system:authenticated"]).create("v1", "namespaces", {"metadata": {"name": "ns"}})
+    admin = LocalClient(api, "admin", ["system:masters", "system:authenticated"])
+    admin.create("v1", "namespaces", {"metadata": {"name": "ns"}})
+    admin.create("v1", "serviceaccounts", {"metadata": {"name": "default"}}, "ns")    # the controller's
     yield api
     store.close()
 

@@ -26,7 +26,7 @@ UNAUTHORIZED = (b'{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Fai
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     with host_lock(False):
-        s = EmbeddedServer(tmp_path_factory.mktemp("identity") / "apiserver", controllers=["csrsigning"]).start()
+        s = EmbeddedServer(tmp_path_factory.mktemp("identity") / "apiserver", controllers=["csrsigning", "serviceaccount"]).start()
     admin = s.client()
     admin.create("v1", "serviceaccounts", {"metadata": {"name": "robot"}}, "default")
     yield s

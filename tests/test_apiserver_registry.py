@@ -22,6 +22,7 @@ def api(tmp_path):
     api = Api(Registry(store))
     admin = LocalClient(api, "admin", ["system:masters", "system:authenticated"])
     admin.create("v1", "namespaces", {"metadata": {"name": "ns"}})
+    admin.create("v1", "serviceaccounts", {"metadata": {"name": "default"}}, "ns")    # the controller's
     yield api
     store.close()
 

@@ -29,7 +29,7 @@ CONTAINERS = MANIFEST["spec"]["template"]["spec"]["containers"]
 def server(tmp_path):
     with host_lock(False):
         srv = EmbeddedServer(tmp_path / "apiserver",
-                             controllers=["deployment", "replicaset", "node", "garbagecollector"]).start()
+                             controllers=["deployment", "replicaset", "node", "garbagecollector", "serviceaccount"]).start()
     yield srv
     with host_lock(False):
         srv.stop()
@@ -156,7 +156,7 @@ def set_image(c, name: str, image: str) -> None:
 def no_node(tmp_path):
     """A server whose pods never run (no scheduler/kubelet stand-in): rollouts wait on availability."""
     with host_lock(False):
-        srv = EmbeddedServer(tmp_path / "apiserver", controllers=["deployment", "replicaset"]).start()
+        srv = EmbeddedServer(tmp_path / "apiserver", controllers=["deployment", "replicaset", "serviceaccount"]).start()
     yield srv
     with host_lock(False):
         srv.stop()

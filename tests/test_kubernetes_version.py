@@ -36,7 +36,7 @@ def test_versions_outside_what_a_1_34_binary_emulates_are_refused(text, message)
 
 
 def test_version_reports_the_binary_and_the_emulated_release(tmp_path):
-    server = EmbeddedServer(tmp_path / "srv", controllers=[], emulated_version="1.32").start()
+    server = EmbeddedServer(tmp_path / "srv", controllers=["serviceaccount"], emulated_version="1.32").start()
     try:
         code, body = server.http_client().request("GET", "/version")
         assert code == 200
@@ -77,7 +77,7 @@ def test_before_1_33_a_namespace_loses_everything_in_one_pass():
 ])
 def test_ns_explain_names_the_version_and_its_order(tmp_path, emulated, header, pods_first):
     from labkit.namespaces.explain import explain, render
-    server = EmbeddedServer(tmp_path / "srv", controllers=[], emulated_version=emulated).start()
+    server = EmbeddedServer(tmp_path / "srv", controllers=["serviceaccount"], emulated_version=emulated).start()
     try:
         c = server.client()
         c.create("v1", "namespaces", {"metadata": {"name": "old"}})

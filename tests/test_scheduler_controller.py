@@ -17,7 +17,7 @@ SCHED_07 = ("0/3 nodes are available: 1 node(s) had untolerated taint {dedicated
 @pytest.fixture
 def server(tmp_path):
     with host_lock(False):
-        srv = EmbeddedServer(tmp_path / "apiserver", controllers=["scheduler"]).start()
+        srv = EmbeddedServer(tmp_path / "apiserver", controllers=["scheduler", "serviceaccount"]).start()
     yield srv
     with host_lock(False):
         srv.stop()

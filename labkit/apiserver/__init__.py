@@ -52,7 +52,8 @@ Modules, request path first:
   admission/    the admission chain in AllOrderedPlugins' order (__init__: Attributes, Chain),
                 NamespaceLifecycle (plugins.py), LimitRanger and the LimitRange kind (limitranger.py),
                 Priority (priority.py), DefaultTolerationSeconds (tolerations.py), ServiceAccount
-                (serviceaccount.py, not yet in the chain), Mutating/ValidatingAdmissionWebhook over HTTPS
+                (serviceaccount.py), CertificateApproval, CertificateSigning and
+                CertificateSubjectRestriction (certificates.py), Mutating/ValidatingAdmissionWebhook over HTTPS
                 (webhook.py), ValidatingAdmissionPolicy (policy.py) with CEL (cel.py, cel-python),
                 the admissionregistration.k8s.io/v1 kinds (configkinds.py)
   client.py     HttpClient (any cluster, from a kubeconfig), LocalClient (in-process), RESTMapper

@@ -24,7 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 KIND_OF = {"deployments": "Deployment", "replicasets": "ReplicaSet", "pods": "Pod"}
-CONTROLLERS = ("garbagecollector", "deployment", "replicaset", "node")
+# and the serviceaccount controller: the ServiceAccount admission plugin refuses the ReplicaSet's Pods
+# in a namespace without its ServiceAccount `default`
+CONTROLLERS = ("garbagecollector", "deployment", "replicaset", "node", "serviceaccount")
 
 
 @dataclass

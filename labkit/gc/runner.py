@@ -476,6 +476,11 @@ class Runner:
             for name, state in s.controllers.items():
                 if state == "running" and self.target.controller_available(name):
                     self.target.start_controller(name)
+            if "serviceaccount" not in s.controllers:
+                # kube-controller-manager's serviceaccount controller runs in every cluster unless a case
+                # stops it: the ServiceAccount admission plugin refuses a Pod whose namespace has no
+                # ServiceAccount `default` (plugin/pkg/admission/serviceaccount/admission.go)
+                self.target.start_controller("serviceaccount")
             self.target.server.store.add_listener(self._on_commit)
         if s.discovery:
             if self.target.embedded:

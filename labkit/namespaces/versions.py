@@ -44,7 +44,8 @@ def deletion_timeline(emulated_version: str, grace: int = 3, timeout: float = 90
 
     with tempfile.TemporaryDirectory(prefix="labkit-ns-versions-") as tmp:
         server = EmbeddedServer(tmp, controllers=["garbagecollector", "deployment", "replicaset", "node",
-                                                  "namespace"], emulated_version=emulated_version).start()
+                                                  "serviceaccount", "namespace"],
+                                emulated_version=emulated_version).start()
         try:
             c = server.client()
             c.create("v1", "namespaces", {"metadata": {"name": NAMESPACE}})

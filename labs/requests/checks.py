@@ -7,6 +7,7 @@ from the audit log. Feedback names what is wrong and where to look, never the an
 """
 
 import base64
+import copy
 import re
 import subprocess
 import uuid
@@ -365,6 +366,28 @@ def check_forbidden(ctx):
 PROBES = {"own-labels": {"app": "probe"}, "no-labels": None}
 
 
+TOKEN_VOLUME = re.compile(r"kube-api-access-[bcdfghjklmnpqrstvwxz2456789]{5}")
+
+
+def _token_volume_named(spec):
+    """The Pod spec with the name of its service-account token volume made the same for every Pod:
+    the ServiceAccount admission plugin names it kube-api-access-<5 random characters> for each Pod
+    (plugin/pkg/admission/serviceaccount/admission.go, mountServiceAccountToken), so two Pods a
+    webhook left alone differ there."""
+    if not isinstance(spec, dict):
+        return spec
+    spec = copy.deepcopy(spec)
+    for volume in spec.get("volumes") or []:
+        if TOKEN_VOLUME.fullmatch(str(volume.get("name", ""))):
+            volume["name"] = "kube-api-access-*"
+    for key in ("initContainers", "containers"):
+        for container in spec.get(key) or []:
+            for mount in container.get("volumeMounts") or []:
+                if TOKEN_VOLUME.fullmatch(str(mount.get("name", ""))):
+                    mount["name"] = "kube-api-access-*"
+    return spec
+
+
 def observe_mutating_webhook(ctx) -> dict:
     lab = _lab(ctx.env)
     admin = _admin(ctx)
@@ -382,7 +405,7 @@ def observe_mutating_webhook(ctx) -> dict:
                 probes[f"{n['name']}/{case}"] = {
                     "code": code, "message": _message(body) if code != 201 else "",
                     "labels": (meta.get("labels") or {}) if code == 201 else None,
-                    "rest": {"annotations": meta.get("annotations") or {}, "spec": body.get("spec")}
+                    "rest": {"annotations": meta.get("annotations") or {}, "spec": _token_volume_named(body.get("spec"))}
                     if code == 201 else None}
     return {"configurations": mine, "namespaces": namespaces, "probes": probes}
 

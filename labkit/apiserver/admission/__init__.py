@@ -66,9 +66,6 @@ GATED_OFF = {"MutatingAdmissionPolicy": "feature gate MutatingAdmissionPolicy is
 
 # Enabled by default upstream, but not reconstructed here: what a request meets instead.
 NOT_RECONSTRUCTED = {
-    "ServiceAccount": "Pods keep the service account and volumes they are given: no default account, no "
-                      "kube-api-access-* projected token volume (admission/serviceaccount.py has it, not yet in the "
-                      "chain)",
     "TaintNodesByCondition": "new Nodes do not get the node.kubernetes.io/not-ready:NoSchedule taint (no node "
                              "lifecycle controller here would remove it)",
     "PodSecurity": "the pod-security.kubernetes.io/enforce|warn|audit labels of namespaces have no effect",

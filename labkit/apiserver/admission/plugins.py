@@ -6,13 +6,12 @@ themselves and every DELETE of other objects pass; any other write of namespaced
 existing namespace (404 `namespaces "x" not found`, also for an update of an object left behind
 in a namespace that is gone), and a CREATE needs one that is not being terminated (403).
 
-The others, each in a module of its own: LimitRanger (limitranger.py), Priority (priority.py),
-DefaultTolerationSeconds (tolerations.py), CertificateApproval, CertificateSigning and
-CertificateSubjectRestriction (certificates.py), StorageObjectInUseProtection
-(labkit.apiserver.storageprotection). ServiceAccount (serviceaccount.py) is reconstructed but not
-in the chain yet: with it every Pod needs its namespace's ServiceAccount, which the servers that
-labkit starts without the serviceaccount controller (the gc reconstruction and scenario runner,
-tests) do not have.
+The others, each in a module of its own: LimitRanger (limitranger.py), ServiceAccount
+(serviceaccount.py: every Pod needs its namespace's ServiceAccount, which the serviceaccount
+controller of labkit.controllers makes, as kube-controller-manager's does), Priority
+(priority.py), DefaultTolerationSeconds (tolerations.py), CertificateApproval, CertificateSigning
+and CertificateSubjectRestriction (certificates.py), StorageObjectInUseProtection
+(labkit.apiserver.storageprotection).
 """
 
 from __future__ import annotations
@@ -55,15 +54,19 @@ def default_chain(registry) -> Chain:
     from labkit.apiserver.admission.limitranger import LimitRanger
     from labkit.apiserver.admission.policy import ValidatingPolicies
     from labkit.apiserver.admission.priority import Priority
+    from labkit.apiserver.admission.serviceaccount import ServiceAccount
     from labkit.apiserver.admission.tolerations import default_toleration_seconds
     from labkit.apiserver.admission.webhook import MutatingWebhooks, ValidatingWebhooks
     from labkit.apiserver.authorizer import Authorizer
     authorizer = Authorizer(registry.store)
     priority = Priority(registry.store)
     limit_ranger = LimitRanger(registry.store)
+    service_account = ServiceAccount(registry.store)
     return Chain([
         Plugin("NamespaceLifecycle", admit=namespace_lifecycle(registry.store)),
         Plugin("LimitRanger", admit=limit_ranger.admit, validate=limit_ranger.validate, handles=("CREATE", "UPDATE")),
+        # admission.NewHandler(admission.Create)
+        Plugin("ServiceAccount", admit=service_account.admit, validate=service_account.validate, handles=("CREATE",)),
         Plugin("Priority", admit=priority.admit, validate=priority.validate, handles=("CREATE", "UPDATE", "DELETE")),
         Plugin("DefaultTolerationSeconds", admit=default_toleration_seconds, handles=("CREATE", "UPDATE")),
         Plugin("StorageObjectInUseProtection", admit=storage_object_in_use_protection, handles=("CREATE",)),
