@@ -262,3 +262,22 @@ def test_explain_reads_the_served_schemas(server):
     assert "FIELD: targetPort <IntOrString>" in out and "Number or name of the port to access" in out
     missing = kubectl(server, "explain", "deployment.spec.nonsense", check=False)
     assert missing.returncode != 0 and 'field "nonsense" does not exist' in missing.stderr
+
+
+def test_a_binding_posted_to_the_bindings_collection_assigns_its_pod(server, namespace):
+    """`bindings` (LegacyBindingREST, pkg/registry/core/pod/storage/storage.go) as v1.34.1 serves
+    it: kubectl create of a Binding assigns the Pod its name names, once; api-resources lists it."""
+    rows = {line.split()[0]: line.split() for line in kubectl(server, "api-resources").stdout.splitlines()[1:]}
+    assert rows["bindings"][1:] == ["v1", "true", "Binding"]
+    kubectl(server, "-n", namespace, "run", "bound", "--image=nginx",        # a scheduler no one runs
+            '--overrides={"spec": {"schedulerName": "by-hand"}}')
+    binding = json.dumps({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "bound"},
+                          "target": {"apiVersion": "v1", "kind": "Node", "name": "node-x"}})
+    kubectl(server, "-n", namespace, "create", "-f", "-", input=binding)
+    pod = json.loads(kubectl(server, "-n", namespace, "get", "pod", "bound", "-o", "json").stdout)
+    assert pod["spec"]["nodeName"] == "node-x"
+    again = kubectl(server, "-n", namespace, "create", "-f", "-", input=binding, check=False)
+    assert again.returncode == 1 and 'pod bound is already assigned to node "node-x"' in again.stderr, again.stderr
+    missing = kubectl(server, "-n", namespace, "create", "-f", "-", input=binding.replace('"bound"', '"ghost"'),
+                      check=False)
+    assert missing.returncode == 1 and 'pods "ghost" not found' in missing.stderr, missing.stderr

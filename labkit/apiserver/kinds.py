@@ -78,6 +78,14 @@ class BindingSubresource(Subresource):
     verbs = ["create"]
 
 
+class LegacyBindingStrategy(Strategy):
+    """`POST /api/v1/namespaces/<ns>/bindings`, the older way to bind a Pod (LegacyBindingREST in
+    pkg/registry/core/pod/storage/storage.go, served as `bindings` by storage_core.go): the Binding's
+    own metadata.name names the Pod, and it does what `pods/<name>/binding` does. Nothing is stored."""
+
+    binds_pods = True
+
+
 # -- strategies ------------------------------------------------------------------------------
 
 class NamespaceStrategy(Strategy):
@@ -1519,6 +1527,7 @@ def builtin_types() -> list[ResourceType]:
         rt("", "v1", "namespaces", "Namespace", False, NamespaceStrategy(), "namespace", ["ns"],
            verbs=NO_COLLECTION_DELETE),
         rt("", "v1", "pods", "Pod", True, PodStrategy(), "pod", ["po"], ["all"]),
+        rt("", "v1", "bindings", "Binding", True, LegacyBindingStrategy(), "binding", verbs=["create"]),
         rt("", "v1", "replicationcontrollers", "ReplicationController", True, ReplicationControllerStrategy(),
            "replicationcontroller", ["rc"], ["all"]),
         rt("", "v1", "configmaps", "ConfigMap", True, ConfigMapStrategy(), "configmap", ["cm"]),

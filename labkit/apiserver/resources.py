@@ -138,6 +138,7 @@ class Strategy:
 
     builtin = True
     virtual = False             # a question answered on create, never stored (the access reviews)
+    binds_pods = False          # a Binding posted to the collection assigns the Pod it names (bindings)
     # pkg/apis/core/validation: finalizer names without "/" must be standard ones (kube types only;
     # apiextensions, apiregistration and custom resources use apimachinery's generic validation)
     standard_finalizer_names = True
