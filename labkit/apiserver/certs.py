@@ -139,11 +139,17 @@ def request_client_certificates(ctx: ssl.SSLContext) -> bool:
     authenticator verifies the certificate afterwards, so an expired or foreign one is a 401
     with a reason in the trace, not a failed handshake.
 
-    Python's ssl module can only ask for a certificate with verification on (CERT_OPTIONAL);
-    an OpenSSL verify callback that accepts every certificate turns that into "request". It is
-    set on the SSL_CTX under the SSLContext object (the first field after the object header in
-    every CPython 3), checked through SSL_CTX_get_verify_mode before it is trusted. Returns False,
-    with the context still asking for certificates (CERT_OPTIONAL), where that cannot be done."""
+    Python's ssl module has no supported way to do this. CERT_OPTIONAL on a server context is
+    Go's VerifyClientCertIfGiven, not RequestClientCert: a certificate that is sent is verified
+    against the context's CAs during the handshake and any verification error aborts it (the
+    ssl module's documentation of CERT_OPTIONAL); the module exposes no verify callback
+    (python/cpython#75425, "Add SSLContext.set_verify_callback()", open; its pull request
+    #31391 was abandoned). So an OpenSSL verify callback that accepts every certificate is set
+    with ctypes on the SSL_CTX under the SSLContext object (the first field after the object
+    header in every CPython 3), checked through SSL_CTX_get_verify_mode before it is trusted.
+    pyOpenSSL's Context.set_verify would be the supported route, at the price of serving
+    through pyOpenSSL connections instead of the ssl module's sockets. Returns False, with the
+    context still asking for certificates (CERT_OPTIONAL), where the callback cannot be set."""
     import _ssl
     ctx.verify_mode = ssl.CERT_OPTIONAL
     try:

@@ -158,8 +158,7 @@ def observe_alice(ctx) -> dict:
         return obs
     obs["token"] = bool(config.user.get("token") or config.user.get("tokenFile"))
     try:
-        cert = config._file_or_data(config.user, "client-certificate")
-        key = config._file_or_data(config.user, "client-key")
+        cert, key = config.client_credentials()
     except OSError as exc:
         obs["problem"] = f"the kubeconfig {path} names a certificate or key file that cannot be read: {exc}"
         return obs

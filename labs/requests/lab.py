@@ -142,7 +142,7 @@ def _token_file(state: Path) -> None:
 def person_client(env, name: str, admin: HttpClient | None = None) -> HttpClient:
     """A client that authenticates as `name` with their static token (the team's people)."""
     info = read_server_info(server_dir(env))
-    admin = admin or HttpClient.from_kubeconfig(info.kubeconfig)
+    admin = admin or HttpClient.for_embedded(info.kubeconfig)
     for line in (server_dir(env) / "tokens.csv").read_text().splitlines():
         parts = line.split(",")
         if len(parts) > 1 and parts[1] == name:
