@@ -178,3 +178,63 @@ def test_labkits_own_kubeconfig_is_read_without_the_kubernetes_package(server, t
     with pytest.raises(ConfigError, match="not a kubeconfig labkit wrote"):
         HttpClient.for_embedded(other)
     assert whoami(HttpClient.from_kubeconfig(other)) == "alice"
+
+
+def test_proxy_url_tunnels_through_the_proxy(server, tmp_path):
+    """proxy-url: the client asks the proxy to CONNECT to the server and speaks TLS through the
+    tunnel, verifying the server's certificate as if it had dialled it directly."""
+    import socket
+    import socketserver
+    import threading
+
+    tunnels = []
+
+    class Proxy(socketserver.StreamRequestHandler):
+        def handle(self):
+            request = self.rfile.readline().decode()
+            while self.rfile.readline() not in (b"\r\n", b""):
+                pass
+            method, target, _ = request.split()
+            tunnels.append((method, target))
+            host, port = target.rsplit(":", 1)
+            upstream = socket.create_connection((host, int(port)))
+            self.wfile.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            self.wfile.flush()
+
+            def pump(src, dst):
+                try:
+                    while data := src.recv(65536):
+                        dst.sendall(data)
+                except OSError:
+                    pass
+                finally:
+                    for s in (src, dst):
+                        try:
+                            s.shutdown(socket.SHUT_RDWR)
+                        except OSError:
+                            pass
+            back = threading.Thread(target=pump, args=(upstream, self.connection), daemon=True)
+            back.start()
+            pump(self.connection, upstream)
+            back.join()
+            upstream.close()
+
+    class Server(socketserver.ThreadingTCPServer):
+        daemon_threads = True
+
+    with Server(("127.0.0.1", 0), Proxy) as proxy:
+        threading.Thread(target=proxy.serve_forever, daemon=True).start()
+        path = tmp_path / "kubeconfig"
+        path.write_text(yaml.safe_dump({
+            "apiVersion": "v1", "kind": "Config", "current-context": "c",
+            "clusters": [cluster_entry(server, **{"proxy-url": f"http://127.0.0.1:{proxy.server_address[1]}"})],
+            "users": [{"name": "admin", "user": {"token": server.token}}],
+            "contexts": [{"name": "c", "context": {"cluster": "lab", "user": "admin"}}]}))
+        client = HttpClient.from_kubeconfig(path)
+        assert whoami(client) == "labkit-admin"
+        proxy.shutdown()
+    assert tunnels == [("CONNECT", f"127.0.0.1:{server.port}")]
+    socks = tmp_path / "socks"
+    socks.write_text(path.read_text().replace("http://127.0.0.1", "socks5://127.0.0.1"))
+    with pytest.raises(ConfigError, match="an http:// proxy only"):
+        HttpClient.from_kubeconfig(socks)
