@@ -305,9 +305,13 @@ class KubeConfig:
             merged = KubeConfigMerger(self.path)
         except (OSError, yaml.YAMLError) as exc:
             raise ConfigError(self.path, None, f"cannot read kubeconfig: {exc}")
+        except (AttributeError, TypeError) as exc:          # YAML that is not a mapping
+            raise ConfigError(self.path, None, f"not a kubeconfig: {exc}")
         if merged.config is None:
             raise ConfigError(self.path, None, "no kubeconfig file found")
-        # clientcmd/loader.go: the first file that sets current-context wins (the package takes the last)
+        # client-go tools/clientcmd/loader.go ClientConfigLoadingRules.Load: the first file to set a
+        # named cluster, user or context wins (the package merges so too), and so does the first to
+        # set current-context (the package takes the last: corrected here)
         firsts = [c.get("current-context") for c in merged.config_files.values() if isinstance(c, dict)]
         current = next((c for c in firsts if c), None)
         if current is not None:
