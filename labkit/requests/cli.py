@@ -80,7 +80,7 @@ def explain_command(
     config = state_dir / "kubeconfig"
     if not config.is_file():
         raise LabkitError(f"no API server state at {state_dir}: is the lab running? (`labkit run {LAB_ID}`, or --state DIR)")
-    client = HttpClient.from_kubeconfig(config)
+    client = HttpClient.for_embedded(config)
     args = list(args or [])
     command = args[args.index("kubectl"):] if "kubectl" in args else None
     ids = [a for a in args if a != "--"] if command is None else []

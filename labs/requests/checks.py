@@ -8,7 +8,6 @@ from the audit log. Feedback names what is wrong and where to look, never the an
 
 import base64
 import re
-import subprocess
 import uuid
 
 from labkit.apiserver.audit import received_at
@@ -112,17 +111,19 @@ def _others_gained(ctx, obs, target: reconstruct.Subject, before_objects, space,
 # -- alice --------------------------------------------------------------------------------------
 
 def _subject(pem: bytes) -> tuple[str, list[str]] | None:
-    """The certificate's common name and organizations (the user and groups the API server's
-    x509 authenticator takes, request/x509/x509.go CommonNameUserConversion), or None."""
-    out = subprocess.run(["openssl", "x509", "-noout", "-subject", "-nameopt", "RFC2253"], input=pem,
-                         capture_output=True, timeout=30)
-    if out.returncode != 0:
+    """The certificate's common name and organizations in the subject's order (the user and
+    groups the API server's x509 authenticator takes, request/x509/x509.go
+    CommonNameUserConversion), or None when `pem` is not a PEM certificate."""
+    from cryptography import x509
+    from cryptography.x509.oid import NameOID
+    try:
+        subject = x509.load_pem_x509_certificate(pem).subject
+    except ValueError:
         return None
-    text = out.stdout.decode().split("=", 1)[1].strip() if "=" in out.stdout.decode() else ""
-    parts = re.split(r"(?<!\\),", text)
-    cn = [p.split("=", 1)[1] for p in parts if p.strip().startswith("CN=")]
-    orgs = [p.split("=", 1)[1] for p in parts if p.strip().startswith("O=")]
-    return (cn[0].strip() if cn else ""), [o.strip() for o in orgs]
+    # Go's crypto/x509/pkix Name.FillFromRDNSequence: the last CN is the CommonName, every O an Organization
+    cn = subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+    orgs = subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)
+    return (str(cn[-1].value) if cn else ""), [str(o.value) for o in orgs]
 
 
 def _key_matches(cert: bytes, key: bytes) -> bool:
@@ -157,8 +158,7 @@ def observe_alice(ctx) -> dict:
         return obs
     obs["token"] = bool(config.user.get("token") or config.user.get("tokenFile"))
     try:
-        cert = config._file_or_data(config.user, "client-certificate")
-        key = config._file_or_data(config.user, "client-key")
+        cert, key = config.client_credentials()
     except OSError as exc:
         obs["problem"] = f"the kubeconfig {path} names a certificate or key file that cannot be read: {exc}"
         return obs
@@ -197,7 +197,7 @@ def judge_alice(ctx, obs) -> object:
     if not obs["certificate"]:
         raise CheckFailed(f"the kubeconfig {path} has no client certificate and key for its user")
     if obs["subject"] is None:
-        raise CheckFailed(f"the client certificate in the kubeconfig {path} is not a PEM certificate openssl can read")
+        raise CheckFailed(f"the client certificate in the kubeconfig {path} is not a PEM certificate")
     if obs.get("encrypted"):
         raise CheckFailed(f"the private key in the kubeconfig {path} is encrypted: a client must read it without a "
                           "passphrase (openssl req -nodes)")
