@@ -330,7 +330,7 @@ def plan(filename: Path = typer.Option(..., "-f", "--filename", help="Pods (YAML
     """What kubelet and the runtime would write for Pods, without running them: QoS, pod and
     container cgroups (v1 and v2 values), oom_score_adj."""
     as_json = cliopts.resolve_output(output, ("text", "json"), "text", legacy_json=as_json)[0] == "json"
-    from labkit.numa.quantity import Quantity
+    from labkit.quantity import Quantity
     from labkit.resources import kubelet
     from labkit.pods import qos_class
     from labkit.resources.node import load_pods_strict
@@ -406,7 +406,7 @@ def _lab_memory_capacities() -> dict[str, int]:
     """The lab's nodes' memory capacities (labs/resources/nodes.yaml), by node name."""
     from labkit.inputs import load_yaml
     from labkit.labs import get_lab
-    from labkit.numa.quantity import Quantity
+    from labkit.quantity import Quantity
 
     data = load_yaml(get_lab(LAB_ID).directory / "nodes.yaml") or {}
     return {n["name"]: Quantity.parse(n["memoryCapacity"]).value_int() for n in data.get("nodes") or []
@@ -428,7 +428,7 @@ def convert(cpu: Optional[str] = typer.Option(None, "--cpu", help="A cpu quantit
             shares: Optional[int] = typer.Option(None, "--shares", help="A cpu.shares value."),
             weight: Optional[int] = typer.Option(None, "--weight", help="A cpu.weight value (cgroup v2).")):
     """Convert between a cpu request, cpu.shares and cpu.weight (kubelet's and newer runc's)."""
-    from labkit.numa.quantity import Quantity
+    from labkit.quantity import Quantity
     from labkit.resources import kubelet, predictions
 
     if sum(x is not None for x in (cpu, shares, weight)) != 1:
