@@ -47,6 +47,11 @@ def test_every_command_has_help(path):
     assert "Usage:" in result.stdout
     # every command says what it does
     assert len(result.stdout.strip().splitlines()) > 3
+    # and reads as command lines do: `LAB [EXERCISE]`, no type after a flag or an argument
+    usage = next(line for line in result.stdout.splitlines() if "Usage:" in line)
+    assert "{" not in usage and "[[" not in usage, usage
+    for shown in ("<bool>", "<str>", "<int>", "<path>"):
+        assert shown not in result.stdout, result.stdout
 
 
 def test_version():
