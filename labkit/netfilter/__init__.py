@@ -6,6 +6,8 @@ network namespaces, and a packet tracer.
     save(netns, table=None) -> str          iptables-legacy-save inside a lab namespace
     read_live(netns) -> Ruleset             the live tables, read with python-iptables (in a child
                                             process that joined the namespace)
+    conntrack.entry(netns, ...) -> Conntrack  a connection's entry in the namespace's conntrack
+                                            table, over ctnetlink (pyroute2), for the tracer
     ensure_nfacct(netns, names)             nfacct counters (as kube-proxy creates them)
     Tracer(ruleset, local_addresses).trace(Packet(...)) -> TraceResult
     kube_proxy_test_trace(...)              kube-proxy's unit-test tracer (tracePacket)
