@@ -308,6 +308,41 @@ def test_a_later_packet_is_traced_with_its_conntrack_entry(env, lab):
         holder.wait()
 
 
+def test_kubectl_habits_in_the_labs_own_commands(env, lab, tmp_path):
+    """apply -f - and -f DIR, get svc/NAME, -o name and -o wide, get -w, delete svc/NAME and
+    delete -f FILE, as kubectl takes them; a deleted Service's chains leave the nodes."""
+    from support import LABKIT
+
+    doc = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "habits", "namespace": "default"},
+           "spec": {"selector": {"app": "web"}, "ports": [{"port": 8181, "targetPort": 8080}]}}
+    text = yaml.safe_dump(doc)
+    assert "service/habits created" in labkit("kube-proxy", "apply", "-f", "-", input=text, env=lab, check=0).stdout
+    assert labkit("kube-proxy", "get", "svc/habits", "-o", "name", env=lab, check=0).stdout == "service/habits\n"
+    wide = labkit("kube-proxy", "get", "services", "habits", "-o", "wide", env=lab, check=0).stdout.splitlines()
+    assert wide[0].split()[:3] == ["NAME", "TYPE", "CLUSTER-IP"] and wide[1].split()[:2] == ["habits", "ClusterIP"]
+    cluster_ip = wide[1].split()[2]
+    assert f"-d {cluster_ip}/32" in save(env.netns_name("node1"), "nat")          # kube-proxy's rules for it
+    watcher = subprocess.Popen(LABKIT + ["kube-proxy", "get", "svc/habits", "-w", "-o", "name"], env=lab,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert watcher.stdout.readline() == "service/habits\n"          # the list
+        deleted = labkit("kube-proxy", "delete", "svc/habits", env=lab, check=0).stdout
+        assert deleted.startswith('service "habits" deleted\n') and "node1: kube-proxy synced" in deleted
+        assert watcher.stdout.readline() == "service/habits\n"          # and the deletion, watched
+    finally:
+        watcher.kill()
+        watcher.wait()
+    assert f"-d {cluster_ip}/32" not in save(env.netns_name("node1"), "nat")
+    assert 'services "habits" not found' in labkit("kube-proxy", "get", "svc", "habits", env=lab, check=2).stderr
+    (tmp_path / "habits.yaml").write_text(text)
+    assert "service/habits created" in labkit("kube-proxy", "apply", "-f", str(tmp_path), env=lab, check=0).stdout
+    assert labkit("kube-proxy", "delete", "-f", str(tmp_path / "habits.yaml"), env=lab,
+                  check=0).stdout.startswith('service "habits" deleted\n')
+    missing = labkit("kube-proxy", "delete", "svc", "habits", env=lab, check=2)
+    assert 'Error from server (NotFound): services "habits" not found' in missing.stderr
+    assert "fixed by the lab" in labkit("kube-proxy", "delete", "pods", "web-1", env=lab, check=2).stderr
+
+
 def test_a_nodes_conntrack_entry_is_read_over_ctnetlink(env, lab):
     """labkit.netfilter.conntrack reads the node's table over ctnetlink in the node's namespace:
     node1's own connection to the ClusterIP was DNATed to an endpoint and masqueraded ("! -s
