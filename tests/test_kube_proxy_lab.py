@@ -364,6 +364,11 @@ def test_a_nodes_conntrack_entry_is_read_over_ctnetlink(env, lab):
                                    "10.96.0.10:80", "--ctstate", "ESTABLISHED", "-o", "json", env=lab, check=0).stdout)
         assert result["dnat"] == [{"target": entry.dnat, "probability": 1.0}]
         assert any("source NAT (from the conntrack entry)" in s["text"] for s in result["branches"][0]["steps"])
+        # the conntrack tool in the node (scripts/setup installs it) lists the same entry
+        listed = labkit("shell", "kube-proxy", "node1", "--", "conntrack", "-L", "-p", "tcp", "--sport", "41235",
+                        env=lab, check=0).stdout
+        assert f"src={NODE1} dst=10.96.0.10 sport=41235 dport=80" in listed
+        assert f"src={found['reply']['src']} dst={found['reply']['dst']} sport=8080 dport=" in listed
         assert conntrack.entry(env.netns_name("node1"), "tcp", NODE1, 41236, "10.96.0.10", 80) is None
         assert conntrack.entry(env.netns_name("node2"), "tcp", NODE1, 41235, "10.96.0.10", 80) is None
     finally:
