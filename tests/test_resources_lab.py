@@ -65,6 +65,9 @@ def test_resources_lab_end_to_end(host_unchanged, lab_cleanup, tmp_path):
     server = shown["frontend"]["containers"][0]
     assert server["state"] == "running" and server["spec"] == "req cpu=200m,memory=32Mi / lim memory=64Mi"
     assert labkit("resources", "get", check=0).stdout.count("OOMKilled") == 1     # shop/indexer, killed at start
+    kills = json.loads(labkit("resources", "oom-kills", "-o", "json", check=0).stdout)
+    text = labkit("resources", "oom-kills", check=0).stdout
+    assert all(f"{k['task']} (pid {k['pid']}" in text for k in kills) and all("ownLimit" in k for k in kills)
 
     for exercise in EXERCISES:
         labkit("solve", "resources", exercise, check=0, timeout=120)

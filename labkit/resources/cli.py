@@ -315,14 +315,21 @@ def top(node_name: Optional[str] = typer.Option(None, "--node", help="Only this 
 
 
 @app.command("oom-kills")
-def oom_kills(node_name: Optional[str] = typer.Option(None, "--node", help="Only this node (default: all).")):
+def oom_kills(node_name: Optional[str] = typer.Option(None, "--node", help="Only this node (default: all)."),
+              output: Optional[str] = cliopts.output_option(("text", "json", "yaml"), "text")):
     """The kernel's log of OOM kills in the lab's cgroups: whose limit was hit, who died."""
+    from dataclasses import asdict
+
     from labkit import cgroups
     from labkit.resources.kmsg import oom_kills as read, seconds_since_boot
 
+    fmt = cliopts.resolve_output(output, ("text", "json", "yaml"), "text")[0]
     env = _env()
     marker = f"{cgroups.lab_root_name(env)}/" + (f"{node_name}/" if node_name else "")
     kills = read(marker, since=seconds_since_boot(env.state.status.get("started", 0)))
+    if fmt != "text":
+        cliopts.print_data([{**asdict(k), "ownLimit": k.own_limit} for k in kills], fmt)
+        return
     if not kills:
         typer.echo("the kernel's log has no OOM kill in the lab's cgroups" +
                    (" (or it cannot be read here)" if not Path("/dev/kmsg").exists() else ""))
