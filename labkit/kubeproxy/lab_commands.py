@@ -212,7 +212,7 @@ def get(
     env = running_lab()
     objects = select(live.load(env))
     if name is not None and not objects:
-        raise LabkitError(f'{plural} "{name}" not found')
+        raise LabkitError(f'Error from server (NotFound): {plural} "{name}" not found')
     if fmt == "yaml":
         sys.stdout.write(yaml.safe_dump_all(objects, sort_keys=False))
     elif fmt == "json":

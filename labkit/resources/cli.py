@@ -221,7 +221,7 @@ def get(names: Optional[list[str]] = typer.Argument(None, metavar="[POD...]", he
         wanted = [pod_name(n) for n in names]
         missing = [n for n in wanted if n not in {row["name"] for row in rows}]
         if missing:
-            raise LabkitError("\n".join(f'pods "{n}" not found' for n in missing))
+            raise LabkitError("\n".join(f'Error from server (NotFound): pods "{n}" not found' for n in missing))
         rows = [row for row in rows if row["name"] in wanted]
     note = _withhold_qos(env, rows)
     if fmt != "text":
