@@ -163,6 +163,12 @@ def _run_checks(names: tuple[str, ...] | None) -> list[Finding]:
         dot = shutil.which("dot")
         findings.append(Finding("graphviz", OK if dot else WARN, f"dot at {dot}" if dot else "Graphviz's dot not found: diagrams only in the terminal",
                                 "" if dot else "apt-get install graphviz"))
+    if want("conntrack"):
+        tool = shutil.which("conntrack")
+        findings.append(Finding("conntrack", OK if tool else WARN,
+                                f"conntrack at {tool}" if tool else "the conntrack tool not found: no `conntrack -L` in "
+                                "the lab's nodes (labkit trace reads their tables without it)",
+                                "" if tool else "apt-get install conntrack"))
     if names is None:
         findings.append(_python_finding())
     return findings

@@ -35,6 +35,7 @@ PARAM_RE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 PREREQUISITES = (
     "root", "netns", "veth", "bridge", "iptables-legacy", "iptables-extensions",
     "mount-namespaces", "cgroup-cpuset", "cgroup-cpu-memory", "kubectl", "graphviz", "br_netfilter", "nfacct",
+    "conntrack",
 )
 
 

@@ -96,7 +96,7 @@ def test_doctor_reports_every_prerequisite():
     result = labkit("doctor", "--json")
     findings = {f["name"]: f for f in json.loads(result.stdout)}
     for name in ("root", "netns", "veth", "bridge", "iptables-legacy", "iptables-extensions",
-                 "mount-namespaces", "cgroup-cpuset", "kubectl", "graphviz", "python-packages"):
+                 "mount-namespaces", "cgroup-cpuset", "kubectl", "graphviz", "conntrack", "python-packages"):
         assert name in findings, name
         assert findings[name]["status"] in ("ok", "warn", "fail")
         if findings[name]["status"] != "ok":
