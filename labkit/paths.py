@@ -9,7 +9,9 @@ Environment variables (all optional):
                       built-in labs
 
 The built-in labs are the repository's labs/ in a checkout; an installed labkit (wheel, sdist)
-carries them as its package data labkit/_labs/ (pyproject.toml maps one to the other).
+carries them as its package data labkit/_labs/ (pyproject.toml maps one to the other), without
+their reference material (each lab's solutions/, mistakes/, mutants/): that is the instructor
+package's, labkit_instructor/labs/<lab>/ (instructor/, `pip install 'labkit[instructor]'`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from labkit.errors import LabkitError
 
 _PACKAGE = Path(__file__).resolve().parent
 BUILTIN_LABS = _PACKAGE / "_labs" if (_PACKAGE / "_labs").is_dir() else _PACKAGE.parent / "labs"
+
+REFERENCE_KINDS = ("solutions", "mistakes", "mutants")
 
 _PREFIX_RE = re.compile(r"^[a-z][a-z0-9]{0,5}$")
 
@@ -60,3 +64,35 @@ def prefix() -> str:
 def labs_path() -> list[Path]:
     extra = [Path(p) for p in os.environ.get("LABKIT_LABS_PATH", "").split(os.pathsep) if p]
     return extra + [BUILTIN_LABS]
+
+
+def instructor_labs() -> Path | None:
+    """labkit_instructor/labs/ of the installed instructor package, None without it. A package of
+    another version than labkit's is refused: its solutions would be another release's."""
+    import importlib.util
+    from importlib import metadata
+
+    spec = importlib.util.find_spec("labkit_instructor")
+    if spec is None or not spec.origin:
+        return None
+    from labkit import __version__
+    try:
+        version = metadata.version("labkit-instructor")
+    except metadata.PackageNotFoundError:
+        version = None
+    if version != __version__:
+        raise LabkitError(f"labkit-instructor {version or '(of unknown version)'} does not go with labkit "
+                          f"{__version__}: install labkit-instructor=={__version__}")
+    return Path(spec.origin).parent / "labs"
+
+
+def reference_file(lab_directory: Path, relpath: str) -> Path:
+    """Where a lab's file is: in its directory; a reference file (solutions/, mistakes/, mutants/)
+    of a built-in lab that an installed labkit carries without it, in the instructor package."""
+    path = lab_directory / relpath
+    if path.exists() or relpath.split("/", 1)[0] not in REFERENCE_KINDS:
+        return path
+    if lab_directory.resolve().parent != BUILTIN_LABS.resolve() or BUILTIN_LABS.name != "_labs":
+        return path
+    root = instructor_labs()
+    return root / lab_directory.name / relpath if root is not None else path

@@ -155,12 +155,18 @@ def webhook_stop(name: str = typer.Argument("my-webhook", help="The webhook's na
 
 
 @webhook_app.command("list")
-def webhook_list():
+def webhook_list(output: Optional[str] = cliopts.output_option(("text", "json", "yaml", "name"), "text")):
     """The webhooks you served: name, state, URL, file and log."""
     from labkit.requests import webhook
 
+    fmt = cliopts.resolve_output(output, ("text", "json", "yaml", "name"), "text")[0]
     env = _env()
     served = webhook.all_served(env)
+    if fmt != "text":
+        cliopts.print_data([{"name": s.name, "state": "running" if s.running else "stopped", "url": s.url,
+                             "file": s.file, "mode": s.mode, "log": str(s.log)} for s in served],
+                           fmt, name=lambda row: row["name"])
+        return
     if not served:
         typer.echo("no webhook yet: `labkit requests webhook serve FILE`")
     for s in served:
