@@ -828,11 +828,14 @@ def judge_own_finalizer(ctx, seen: dict):
         raise CheckFailed(f"leave {name} as it was: Active with spec.finalizers [kubernetes]",
                           expected=["kubernetes"], observed=ns["finalizers"])
     if any("kubernetes" not in sent for sent in requests):
-        # pkg/registry/core/namespace/storage/storage.go (REST.Delete): a namespace without
-        # finalizers is removed at once when deleted, so the namespace controller never empties it
-        raise CheckFailed(f"one of your finalize requests left out `kubernetes`: while it is missing, deleting {name} "
-                          "removes the namespace at once and leaves its content in storage — keep `kubernetes` in "
-                          "every request")
+        # pkg/registry/core/namespace/storage/storage.go (REST.Delete): a namespace is removed once
+        # spec.finalizers is empty; pkg/controller/namespace/deletion/namespaced_resources_deleter.go
+        # (Delete, finalized: an empty list) removes a deleted namespace with no finalizers without
+        # deleting its content. Only `kubernetes` makes the namespace wait for its content to go.
+        raise CheckFailed(f"one of your finalize requests left out `kubernetes`: it is what keeps {name} until the "
+                          "namespace controller has deleted its content — without it, once no other finalizer is "
+                          f"left, deleting {name} removes it at once and leaves its content in storage. Keep "
+                          "`kubernetes` in every request")
     return ctx.passed(f"added and removed {', '.join(mine)} through PUT …/namespaces/{name}/finalize")
 
 
