@@ -2,10 +2,10 @@
 
 The kube-proxy lab's traffic-policy exercise asks the student to *predict*, for Services
 shop-cluster and shop-local, whether the client's request to each node's NodePort is answered and
-which address the pod sees, and only then to observe. `labkit kube-proxy curl` from the client and
-`labkit trace` of a client's packet on a node's live rules show exactly that outcome. So the first
-time either shows it, labkit keeps the prediction the answer file holds at that moment, and the
-check grades that kept prediction: a prediction written after observing does not count. Before
+which address the pod sees, and only then to observe. `labkit kube-proxy curl` and `labkit trace`
+to a node's address on those Services' NodePorts show that outcome, from the client and from any
+other sender (shows_outcome). So the first time either shows it, labkit keeps the prediction the
+answer file holds at that moment, and the check grades that kept prediction: a prediction written after observing does not count. Before
 the answer file holds a prediction, both withhold that outcome (as `labkit mounts play` does for
 the mount-propagation lab's prediction). A reset keeps the kept prediction, as it keeps the
 recorded passes: what was seen cannot be unseen.
@@ -54,14 +54,18 @@ def forget(env) -> None:
 
 
 def shows_outcome(env, state, src: str | None, dst: str, dport: int) -> bool:
-    """Whether a request or trace from `src` (None: the client's first address) to dst:dport shows
-    the client's outcome at the NodePort of one of the exercise's Services."""
+    """Whether a request or trace to dst:dport shows what the exercise asks to predict: how a node's
+    NodePort of one of its Services treats a new connection. Every sender's packet to a node address
+    on such a port meets the same KUBE-NODEPORTS and KUBE-EXT-… chains (and, on a node without local
+    endpoints, the same DROP in KUBE-EXTERNAL-SERVICES) as the client's, and for many the outcome is
+    the client's own: another address outside the cluster (`labkit trace --src 1.2.3.4`), the other
+    node (node1 asking node2), a pod asking shop-cluster's NodePort, which kube-proxy masquerades as
+    it does the client's (pkg/proxy/iptables/proxier.go syncProxyRules: "masquerade traffic for ...
+    external destinations"). So whoever sends it, the outcome is withheld until a prediction is
+    written, and kept with it. `src` (None: the sender's own address) does not change that."""
     if env.lab.id != "kube-proxy":
         return False
     exercise = env.lab.exercise(EXERCISE)
-    client = next((h for h in state.hosts if h["name"] == "client"), None)
-    if client is None or (src is not None and src not in client["addresses"]):
-        return False
     if dst not in {state.node_address(n) for n in state.node_names()}:
         return False
     names = (exercise.params["cluster_service"], exercise.params["local_service"])
