@@ -219,6 +219,7 @@ def judge_allocate(ctx, obs: dict):
     judge_register(ctx, obs)
     driver = ctx.env.dir / "widget-driver"
     want_files = {p.name: p.read_text().split("\n", 1)[0] for p in sorted(driver.iterdir()) if p.is_file()}
+    want_source = [driver.stat().st_dev, driver.stat().st_ino]      # a bind mount shows the directory's own
     pods = obs.get("pods") or {}
     for pod in PODS:
         seen = pods.get(pod) or {}
@@ -251,6 +252,10 @@ def judge_allocate(ctx, obs: dict):
         if mounts[mount].get("files") != want_files:
             _fail(f"what {pod}'s container sees at {mount} is not the lab's widget-driver directory "
                   f"(it sees {', '.join(sorted(mounts[mount].get('files') or {})) or 'no files'})")
+        if mounts[mount].get("source") != want_source:
+            _fail(f"what {pod}'s container sees at {mount} has the files of the lab's widget-driver directory but "
+                  "is another directory (a copy: a driver update would not reach the container); the mount's "
+                  "host_path must be the lab's widget-driver directory itself")
     held = [set((pods.get(p) or {}).get("devices") or []) for p in PODS]
     if held[0] & held[1]:
         _fail("kubelet gave the two Pods the same widget: your device list has fewer than four distinct devices")
