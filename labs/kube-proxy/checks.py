@@ -218,15 +218,36 @@ def service_rule_differences(ctx, state, node: str, text: str, service: str) -> 
     return [d for d in judge.structure_differences(node, text, reference(ctx, state, node)) if concerns(d)]
 
 
+def hand_written_differences(ctx, state, node: str, text: str) -> list:
+    """Where a node's nat and filter tables differ from kube-proxy's rules for the live Services,
+    every chain and rule, but for what other exercises own: clusterip-by-hand's rules for legacy
+    (lab.hand_built_part) and, on debug-ruleset's node, what concerns its Service (the damage the
+    lab made there, or the student's repair in progress)."""
+    lab = ctx.lab.environment_module()
+    ref_text = reference(ctx, state, node)
+    found = judge.structure_differences(node, text, ref_text, ignore=lab.hand_built_part(state, text, ref_text))
+    if node == lab.BROKEN_NODE:
+        theirs = {d.key() for d in service_rule_differences(ctx, state, node, text, lab.BROKEN_SERVICE)}
+        found = [d for d in found if d.key() not in theirs]
+    return found
+
+
 def require_rules_from_the_service(ctx, observation, service: str) -> None:
     """The exercise's "nothing is written by hand": on every node, what concerns `service` in the
-    nat and filter tables is exactly what kube-proxy writes for it."""
+    nat and filter tables is exactly what kube-proxy writes for it, and no other rule was written
+    by hand either (a DNAT to one of its pods on another port of the node concerns none of its
+    addresses, yet opens more than the exercise asks)."""
     state = observation["state"]
     for node in state.node_names():
         found = service_rule_differences(ctx, state, node, observation["rules"][node], service)
         if found:
             raise CheckFailed(structure_feedback(found, set(), f"{service}'s rules") + f". kube-proxy writes "
                               f"{service}'s rules from the Service: change the Service, not the rules")
+    for node in state.node_names():
+        found = hand_written_differences(ctx, state, node, observation["rules"][node])
+        if found:
+            raise CheckFailed(structure_feedback(found, set(), "the rules") + ". Nothing in the nat and filter tables "
+                              "is written by hand in this exercise: kube-proxy writes every rule from the Services")
 
 
 def structure_feedback(found: list, secret: set[str], what: str) -> str:
