@@ -652,7 +652,9 @@ def check_hairpin(ctx):
     # requests to the cluster IP
     note = situation_changes(ctx, [service], ignore=("spec.type", "nodePort", "spec.externalTrafficPolicy"))
     if wrong:
-        return ctx.failed(ctx.grid_feedback(wrong, len(given), "fields") + f". Observe with `labkit kube-proxy curl "
+        return ctx.failed(ctx.grid_feedback(wrong, len(given), "fields", noun="answer",
+                                            advice="each field can be read off the live lab") +
+                          f". Observe with `labkit kube-proxy curl "
                           f"--from {pod_name} --to {service} -n 40` (the address each pod saw), then follow {service}'s chains "
                           f"in {truth['node']}'s nat table from KUBE-SERVICES to the one that DNATs to {pod_name}, and "
                           "ask which of their rules decides that KUBE-POSTROUTING masquerades a packet." + note)
