@@ -78,6 +78,13 @@ def test_traffic_policy_grades_the_prediction_written_before_labkit_showed_the_o
     # a wrong prediction, then a trace shows the outcome, then the right one: the wrong one is graded
     labkit("solve", "kube-proxy", "traffic-policy", env=lab, check=0)
     right = answer.read_text()
+    # one the check could not grade is not kept: said while it can be fixed, the outcome still withheld
+    malformed = yaml.safe_load(right)
+    malformed["shop-local"]["node1"] = {"answers": True, "client_ip_preserved": "no"}
+    answer.write_text(yaml.safe_dump(malformed))
+    traced = labkit("trace", "--node", "node2", "--src", "192.168.50.100", "--dst", "192.168.50.12:30101", env=lab,
+                    check=None)
+    assert traced.returncode != 0 and "shop-local.node1 predicts an answer" in traced.stderr and not kept.exists()
     wrong = yaml.safe_load(right)
     wrong["shop-local"]["node2"] = {"answers": True, "client_ip_preserved": True}
     answer.write_text(yaml.safe_dump(wrong))

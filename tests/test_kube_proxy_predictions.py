@@ -33,3 +33,20 @@ def test_every_sender_to_a_shop_node_port_shows_the_outcome(lab_and_state, src, 
 def test_other_destinations_do_not(lab_and_state, dst, port):
     env, state = lab_and_state
     assert not shows_outcome(env, state, "1.2.3.4", dst, port)
+
+
+def test_a_prediction_is_kept_only_when_the_check_can_grade_it():
+    # the gate keeps the answer file as the graded prediction: one the check must refuse is refused now
+    from labkit.kubeproxy.predictions import prediction_problem
+
+    names, nodes = ("shop-cluster", "shop-local"), ["node1", "node2"]
+    whole = {"shop-cluster": {"node1": {"answers": True, "client_ip_preserved": False},
+                              "node2": {"answers": True, "client_ip_preserved": False}},
+             "shop-local": {"node1": {"answers": True, "client_ip_preserved": True}, "node2": {"answers": False}}}
+    assert prediction_problem(whole, names, nodes) is None
+    quoted = {**whole, "shop-local": {**whole["shop-local"], "node2": {"answers": True, "client_ip_preserved": "no"}}}
+    assert "shop-local.node2 predicts an answer, so it needs client_ip_preserved" in prediction_problem(quoted, names, nodes)
+    assert "shop-cluster.node2 must be a mapping" in prediction_problem(
+        {**whole, "shop-cluster": {"node1": whole["shop-cluster"]["node1"]}}, names, nodes)
+    assert "shop-cluster must be a mapping" in prediction_problem({"shop-cluster": "maybe"}, names, nodes)
+    assert prediction_problem([], names, nodes)

@@ -572,9 +572,12 @@ def check_traffic_policy(ctx):
     graded_note = ""
     if first is not None and first.get("prediction") is None:
         first = None        # kept by an older labkit, which showed the outcome without a prediction
+    where = str(ctx.answer_path)
     if first is not None:
         import yaml
         answer = yaml.safe_load(first["prediction"])
+        where = (f"your prediction as {ctx.answer_path} held it when labkit first showed the outcome (kept in "
+                 f"{predictions.kept_path(ctx.env)}; changes after that do not count)")
         if ctx.answer_path.exists() and ctx.answer_path.read_text() != first["prediction"]:
             graded_note = (" (graded: your prediction as it stood when labkit first showed you the outcome; "
                            "changes after observing do not count)")
@@ -587,9 +590,9 @@ def check_traffic_policy(ctx):
         for node, expected in truth[service].items():
             guess = predicted.get(node)
             if not isinstance(guess, dict) or not isinstance(guess.get("answers"), bool):
-                raise CheckFailed(f"{ctx.answer_path}: {service}.{node} must be a mapping with answers: true|false")
+                raise CheckFailed(f"{where}: {service}.{node} must be a mapping with answers: true|false")
             if guess["answers"] and not isinstance(guess.get("client_ip_preserved"), bool):
-                raise CheckFailed(f"{ctx.answer_path}: {service}.{node} predicts an answer, so it needs "
+                raise CheckFailed(f"{where}: {service}.{node} predicts an answer, so it needs "
                                   "client_ip_preserved: true|false")
             total += 2 if expected["answers"] else 1
             if guess["answers"] != expected["answers"]:
