@@ -260,9 +260,10 @@ def structure_feedback(found: list, secret: set[str], what: str) -> str:
     if outside:
         return outside[0].sentence(hide_chain=outside[0].chain in secret) + tail
     chains = sorted({d.chain for d in found})
-    return (f"{found[0].node}'s {found[0].table} table: {what} still differ{'s' if len(chains) == 1 else ''} from "
-            f"kube-proxy's rules in {len(found)} place{'s' if len(found) != 1 else ''} "
-            f"({len(chains)} chain{'s' if len(chains) != 1 else ''})")
+    # `what` names rules or chains (plural); a changed rule is one missing and one added
+    return (f"{found[0].node}'s {found[0].table} table: {what} still differ from kube-proxy's rules: "
+            f"{len(found)} rule{'s' if len(found) != 1 else ''} or chain{'s' if len(found) != 1 else ''} missing "
+            f"or added, in {len(chains)} chain{'s' if len(chains) != 1 else ''}")
 
 
 class Deferred:
