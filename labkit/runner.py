@@ -232,7 +232,30 @@ def cleanup(lab_id: str, say: Say = _quiet) -> list[str]:
     if not state.dir.exists():
         return []
     with state.locked():
+        _keep_at_cleanup(lab_id, state, say)
         return _teardown(state, say)
+
+
+def _keep_at_cleanup(lab_id: str, state: LabState, say: Say) -> None:
+    """Before cleanup removes a lab's directory: the lab's optional hook `keep_at_cleanup(env)`
+    copies the student's work that lives there (not in the answers directory) to where cleanup
+    does not reach, and says where each piece went. Cleanup works without the lab's definition:
+    a lab that cannot be loaded keeps nothing."""
+    if state.phase != "up":
+        return
+    try:
+        lab = get_lab(lab_id)
+    except LabkitError:
+        return
+    keeper = getattr(lab.environment_module(), "keep_at_cleanup", None)
+    if not callable(keeper):
+        return
+    try:
+        lines = keeper(LabEnv(lab, state)) or []
+    except Exception as exc:      # cleanup must go on, also for a damaged lab
+        lines = [f"could not keep your work of lab {lab_id} before cleanup: {type(exc).__name__}: {exc}"]
+    for line in lines:
+        say(line)
 
 
 def instances() -> list[str]:

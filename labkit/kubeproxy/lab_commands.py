@@ -319,7 +319,7 @@ def curl(
     env = running_lab()
     state = live.load(env)
     target = live.resolve_target(state, to)
-    note = observed(env, state, source, target.ip, target.port) if from_host == "client" else None
+    note = observed(env, state, source, target.ip, target.port)
     if note:
         print(note, file=sys.stderr)
     result = live.send(env, from_host, target.ip, target.port, count, source=source, timeout=timeout)
