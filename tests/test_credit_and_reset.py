@@ -220,6 +220,7 @@ def test_a_prediction_grid_says_neither_how_many_cells_are_wrong_nor_which_until
     answer(answers, "parts", 7)                         # the right one: the pass says how it was found
     [passed] = [r for r in report("parts")["results"] if r["exercise"] == "answer"]
     assert passed["status"] == "pass" and passed["details"]["wrong_answers_checked_before"] == 5
+    assert passed["message"].endswith("(passed after 5 different wrong answers had been checked)"), passed["message"]
     assert ctx.grid_feedback(wrong, 8, "cells", settled=True) == \
         "2 of the 8 cells of your prediction are wrong: web / node2 / answers, web / node1 / client address"
     labkit("reset", "parts", "answer", check=0)         # its part afresh: the count goes on (no second first try)
