@@ -253,17 +253,22 @@ def observe_own_scheduler(ctx):
     if running and any(j is not None and not j["nodeName"] for j in seen.values()):
         wait_for(lambda: all(j is None or j["nodeName"] for j in jobs().values()), timeout=BRIEF, interval=0.1)
         seen = jobs()
-    bindings = sorted({(e.get("objectRef") or {}).get("name") for e in target.audit(since=ctx.ready_time) or []
-                       if e.get("verb") == "create" and (e.get("objectRef") or {}).get("subresource") == "binding"
-                       and (e.get("objectRef") or {}).get("resource") == "pods"
-                       and (e.get("objectRef") or {}).get("namespace") == ctx.params["namespace"]
-                       and not (e.get("user") or {}).get("username", "").startswith("system:")
-                       and (e.get("responseStatus") or {}).get("code", 500) < 300} - {None})
+    # each successful binding of a Pod of sched that is not the cluster's own, by who sent it: the
+    # program `labkit scheduler serve` runs authenticates as own.USER, the student's kubectl does not
+    bound_by: dict[str, set] = {}
+    for e in target.audit(since=ctx.ready_time) or []:
+        ref, user = e.get("objectRef") or {}, (e.get("user") or {}).get("username", "")
+        if e.get("verb") == "create" and ref.get("subresource") == "binding" and ref.get("resource") == "pods" \
+                and ref.get("namespace") == ctx.params["namespace"] and ref.get("name") \
+                and not user.startswith("system:") and (e.get("responseStatus") or {}).get("code", 500) < 300:
+            bound_by.setdefault(user, set()).add(ref["name"])
+    bindings = sorted(bound_by.get(own.USER, set()))
+    by_hand = sorted({n for user, names in bound_by.items() if user != own.USER for n in names})
     nodes = sorted(client.list("v1", "nodes")[0], key=lambda n: n["metadata"]["name"])
     others = [_bound_view(p) for p in client.list("v1", "pods")[0] if (p.get("spec") or {}).get("nodeName")
               and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed") and
               not (p["metadata"].get("namespace") == ctx.params["namespace"] and p["metadata"]["name"] in lab.JOBS)]
-    return {"jobs": seen, "bindings": bindings, "running": running,
+    return {"jobs": seen, "bindings": bindings, "by_hand": by_hand, "running": running,
             "nodes": [{"metadata": {"name": n["metadata"]["name"], "labels": n["metadata"].get("labels") or {}},
                        "spec": {k: v for k, v in (n.get("spec") or {}).items() if k in ("taints", "unschedulable")},
                        "status": {"allocatable": (n.get("status") or {}).get("allocatable") or {}}} for n in nodes],
@@ -271,6 +276,7 @@ def observe_own_scheduler(ctx):
 
 
 def judge_own_scheduler(ctx, obs):
+    from labkit.scheduler import own
     from labkit.scheduler.objects import Node, NodeInfo
     p = ctx.params
     lab = _lab(ctx)
@@ -304,6 +310,13 @@ def judge_own_scheduler(ctx, obs):
                           "(`labkit scheduler serve` printed where) and check again", expected="every Pod bound",
                           observed=f"{', '.join(unbound)} Pending", observed_in=LIVE)
     unbinding = [j for j in jobs if j not in obs["bindings"]]
+    typed = [j for j in unbinding if j in obs.get("by_hand", ())]
+    if typed:
+        return ctx.failed(f"{', '.join(typed)} got a node through a binding sent by hand, not by your program: "
+                          "the exercise is a scheduler that does it, run with `labkit scheduler serve` (its "
+                          f"requests come as the user {own.USER}; `labkit reset scheduler {ctx.exercise.id}` makes "
+                          "the Pods Pending again)", expected=f"a binding per Pod from {own.USER}",
+                          observed=f"bound by hand: {', '.join(typed)}", observed_in=LIVE)
     if unbinding:
         return ctx.failed(f"{', '.join(unbinding)} got a node without a binding of yours: a scheduler binds a Pod "
                           "with POST pods/NAME/binding (setting spec.nodeName when creating the Pod bypasses the "
