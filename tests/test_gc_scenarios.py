@@ -138,6 +138,14 @@ def test_unsupported_requirements_fail_at_once(tmp_path):
 
 def test_cli_runs_scenarios_and_reports_json():
     case = HERE / "scenarios" / "gc-owner-never-existed.yaml"
+    # an owner that never existed is what exercise predict-dangling asks to predict: the scenario
+    # is played only once a prediction is written (labkit.gc.withhold)
+    from labkit.exercises import answer_path
+    answer_path("gc", "predict-dangling").unlink(missing_ok=True)
+    withheld = labkit("gc", "run", "-f", str(case), check=0).stdout
+    assert withheld.startswith("withheld:") and "orphaned" not in withheld
+    answer_path("gc", "predict-dangling").parent.mkdir(parents=True, exist_ok=True)
+    answer_path("gc", "predict-dangling").write_text("orphan: kept\n")
     result = labkit("gc", "run", "-f", str(case), "-o", "json", check=0)
     report = json.loads(result.stdout)
     assert report["passed"] and report["id"] == "gc-owner-never-existed"
@@ -200,3 +208,16 @@ def test_cli_refuses_unknown_and_duplicate_object_fields_in_kubectls_words(tmp_p
     doubled.write_text(text.replace("    name: orphaned\n", "    name: orphaned\n    name: orphaned\n", 1))
     result = labkit("gc", "run", "-f", str(doubled), check=2)
     assert 'strict decoding error: duplicate field "metadata.name"' in result.stderr, result.stderr
+
+
+def test_scenarios_that_show_part_of_the_predict_experiment_are_withheld_before_a_prediction():
+    """labkit.gc.withhold: the experiment of predict-dangling, and any scenario with an owner that
+    never existed or lives in another namespace (each one subject of the experiment alone, renamed);
+    a scenario whose owners all exist in the same namespace is played at once."""
+    from labkit.gc.scenario import load
+    from labkit.gc.withhold import shows_part_of_the_experiment
+    cases = {p.stem: load(p) for p in OWN_CASES}
+    assert shows_part_of_the_experiment(cases["gc-owner-never-existed"])
+    assert shows_part_of_the_experiment(cases["gc-owner-in-another-namespace"])
+    assert not shows_part_of_the_experiment(cases["gc-crd-deletion-cascades"])
+    assert not shows_part_of_the_experiment(cases["runner-format-additions"])

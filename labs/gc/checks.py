@@ -26,12 +26,14 @@ import hashlib
 import json
 import re
 import tempfile
+import time
 from pathlib import Path
 
 import yaml
 
 from labkit.exercises import LIVE, CheckFailed, settle, wait_for
 from labkit.apiserver.target import for_env
+from labkit.controllers.decisions import describe
 from labkit.gc import reconstruct
 from labkit.state import write_json_atomic
 
@@ -789,18 +791,39 @@ def _prediction(ctx):
 
 
 def _first_try(ctx) -> dict | None:
-    """The student's first create in the experiment's namespaces of the lab's own cluster since the
-    part was built (the lab leaves them empty: anything made there is the experiment tried by
-    hand), from the audit log: {at, time, what}; None if none, or on a real cluster."""
+    """The first sign, since the part was built, that the student tried the experiment in the lab's
+    own cluster, from its logs: {at, time, what, how}; None if none, or on a real cluster.
+      create  a create of theirs in the experiment's namespaces (the lab leaves them empty), audit log;
+      gc      anywhere in the cluster, the lab's garbage collector doing what the experiment asks
+              about (decision log): dropping an owner that was never observed and does not exist
+              (garbagecollector.go attemptToDeleteItem, a virtual node's 404), or reporting an
+              owner in another namespace (graph_builder.go reportInvalidNamespaceOwnerRef). Nothing
+              the lab builds does either: only objects made with such owner references."""
     from labkit.apiserver import audit as audit_log
-    events = _since_ready(ctx, for_env(ctx.env)) or []
+    target = for_env(ctx.env)
+    tries = []
     where = (ctx.params["namespace"], ctx.params["other"])
-    for e in _students(events):
+    for e in _students(_since_ready(ctx, target) or []):
         ref = e.get("objectRef") or {}
         if e.get("verb") == "create" and ref.get("namespace") in where and not ref.get("subresource"):
-            return {"at": audit_log.received_at(e), "time": e.get("requestReceivedTimestamp", "")[11:19],
-                    "what": f"{ref.get('resource')} {ref.get('name') or ''} in {ref['namespace']}".strip()}
-    return None
+            tries.append({"at": audit_log.received_at(e), "time": e.get("requestReceivedTimestamp", "")[11:19],
+                          "what": f"{ref.get('resource')} {ref.get('name') or ''} in {ref['namespace']}".strip(),
+                          "how": "create"})
+            break
+    for d in target.decisions(since=ctx.ready_time) or []:
+        if d.get("controller") != "garbagecollector":
+            continue
+        item = d.get("item") or {}
+        if d.get("action") == "virtual-delete" and d.get("never_observed"):
+            what = f"{describe(item)}, an owner that never existed"
+        elif d.get("action") == "invalid-owner-reference":
+            what = f"{describe(item)}, whose owner lives in another namespace"
+        else:
+            continue
+        tries.append({"at": d["ts"], "time": time.strftime("%H:%M:%S", time.gmtime(d["ts"])), "what": what,
+                      "how": "gc"})
+        break
+    return min(tries, key=lambda t: t["at"]) if tries else None
 
 
 def _written_at(path: Path) -> float | None:
@@ -812,9 +835,9 @@ def _written_at(path: Path) -> float | None:
 
 def observe_predict_dangling(ctx):
     """The prediction to judge, and the experiment as the lab was built (the truth is the
-    reconstruction of that experiment). Live, only the audit log: a prediction written (or
-    changed) after the student made objects in the experiment's namespaces of the lab's cluster
-    is not judged (`tried`)."""
+    reconstruction of that experiment). Live, only the audit and decision logs: a prediction
+    written (or changed) after the student tried the experiment in the lab's cluster is not
+    judged (`tried`, see _first_try)."""
     tried = _first_try(ctx)
     revealed = _written_at(Path(ctx.env.dir) / REVEALED)
     if tried is not None and revealed is not None and revealed <= tried["at"]:
@@ -830,12 +853,19 @@ def judge_predict_dangling(ctx, obs):
     answer, note = obs["answer"], obs["note"]
     if obs.get("tried"):
         tried = obs["tried"]
-        return ctx.failed(f"you made objects in the experiment's namespaces of the lab's cluster yourself (create "
-                          f"{tried['what']}, at {tried['time']}), and your prediction was written or changed after "
-                          "that: a prediction made after trying the experiment by hand is not one, and earns no "
-                          "points. Work it out from how the garbage collector decides (see the hints)",
-                          expected="a prediction written before any object was made in the experiment's namespaces",
-                          observed=f"answer written after: create {tried['what']}", observed_in=LIVE)
+        if tried.get("how") == "gc":
+            how = (f"you tried the experiment in the lab's cluster yourself: its garbage collector already handled "
+                   f"{tried['what']} (at {tried['time']}; `labkit gc log` has it)")
+            seen = f"answer written after: the garbage collector handled {tried['what']}"
+        else:
+            how = (f"you made objects in the experiment's namespaces of the lab's cluster yourself (create "
+                   f"{tried['what']}, at {tried['time']})")
+            seen = f"answer written after: create {tried['what']}"
+        return ctx.failed(f"{how}, and your prediction was written or changed after that: a prediction made after "
+                          "trying the experiment by hand is not one, and earns no points. Work it out from how the "
+                          "garbage collector decides (see the hints)",
+                          expected="a prediction written before the experiment was tried in the lab's cluster",
+                          observed=seen, observed_in=LIVE)
     given = {}
     for key in SUBJECTS:
         value = str(ctx.answer_field(answer, key, str)).strip().lower()
