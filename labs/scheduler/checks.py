@@ -53,6 +53,21 @@ def _taint_text(taint: dict) -> str:
     return f"{taint['key']}={taint.get('value', '')}:{taint['effect']}"
 
 
+EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+def tolerated_taints(tolerations: list, known: list) -> set[str]:
+    """The taints, as `key=value:effect`, that some of `tolerations` tolerates (labkit's
+    TaintToleration reconstruction, objects.tolerates after toleration.go ToleratesTaint), over
+    the whole space that tells tolerations apart: every key and value the tolerations and the
+    `known` taints name, one key and one value none names, and every effect."""
+    keys = {t.get("key") for t in [*tolerations, *known] if t.get("key")} | {"labkit.example/another-key"}
+    values = {t.get("value") or "" for t in [*tolerations, *known]} | {"another-value"}
+    return {_taint_text(taint) for taint in ({"key": k, "value": v, "effect": e} for k in keys for v in values
+                                             for e in EFFECTS)
+            if any(tolerates(tol, taint) for tol in tolerations)}
+
+
 # -- why-pending ------------------------------------------------------------------------------------
 
 def _node_view(node: dict | None) -> dict | None:
@@ -105,8 +120,26 @@ def observe_why_pending(ctx):
     if seen is not None and not seen["nodeName"] and any(tolerates(t, team) for t in seen["tolerations"]):
         wait_for(lambda: (pod() or {}).get("nodeName"), timeout=BRIEF, interval=0.1)
         seen = pod()
+    target = for_env(ctx.env)
+    by_hand = sorted({(e.get("user") or {}).get("username", "") for e in target.audit(since=ctx.ready_time) or []
+                      if e.get("verb") == "create" and (e.get("objectRef") or {}).get("subresource") == "binding"
+                      and (e.get("objectRef") or {}).get("resource") == "pods"
+                      and (e.get("objectRef") or {}).get("namespace") == p["namespace"]
+                      and (e.get("objectRef") or {}).get("name") == p["pod"]
+                      and not (e.get("user") or {}).get("username", "").startswith("system:")
+                      and (e.get("responseStatus") or {}).get("code", 500) < 300})
+    node_name = (seen or {}).get("nodeName")
+    live = client.get_or_none("v1", "nodes", node_name) if node_name else None
     return {"pod": seen, "nodes": {name: _node_view(client.get_or_none("v1", "nodes", name))
-                                   for name in lab.PENDING_NODES}}
+                                   for name in lab.PENDING_NODES},
+            "bound_by_hand": by_hand,
+            "placement": None if live is None else {
+                "node": _filter_node(live),
+                "others": [_bound_view(o) for o in client.list("v1", "pods")[0]
+                           if (o.get("spec") or {}).get("nodeName") == node_name
+                           and (o.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+                           and not (o["metadata"].get("namespace") == p["namespace"]
+                                    and o["metadata"]["name"] == p["pod"])]}}
 
 
 def judge_why_pending(ctx, obs):
@@ -148,9 +181,28 @@ def judge_why_pending(ctx, obs):
                           + f": read the FailedScheduling event of `kubectl describe pod {name} -n {ns}`, and the "
                           "nodes' taints", expected=f"a toleration of {allowed}",
                           observed=pod["tolerations"] or "no tolerations", observed_in=LIVE)
+    wider = tolerated_taints(own_tolerations(pod["tolerations"]), [t for _n, t in taints]) - {allowed}
+    if wider:
+        return ctx.failed(f"the tolerations of {name} tolerate more than the team's taint: besides {allowed} they "
+                          "also tolerate taints with another value, key or effect (none of which is on a node "
+                          "today). Tolerate the team's taint only: compare each toleration's key, operator, value "
+                          "and effect with it", expected=f"tolerations of {allowed} only",
+                          observed=own_tolerations(pod["tolerations"]), observed_in=LIVE)
     if not pod["nodeName"]:
         return ctx.error(f"{name} tolerates {allowed} but is not bound yet: the scheduler retries it after its "
                          "backoff (at most 10 s); check again in a few seconds")
+    if obs.get("bound_by_hand"):
+        return ctx.failed(f"{name} was bound to {pod['nodeName']} by hand (a POST of pods/{name}/binding by "
+                          f"{', '.join(obs['bound_by_hand'])}): the task is to make the Pod schedulable, so that the "
+                          f"scheduler places it (`labkit reset scheduler {ctx.exercise.id}` to start over)",
+                          expected="bound by the scheduler", observed=f"bound by {', '.join(obs['bound_by_hand'])}",
+                          observed_in=LIVE)
+    problem = _filter_problem(pod | {"name": name, "namespace": ns}, obs.get("placement"))
+    if problem:
+        return ctx.failed(f"{name} is on {pod['nodeName']}, where kube-scheduler's Filter plugins would not put it "
+                          f"({problem}): the scheduler places a Pod that names no node; `labkit reset scheduler "
+                          f"{ctx.exercise.id}` to start over", expected="a node that passes Filter for the Pod",
+                          observed=f"{pod['nodeName']}: {problem}", observed_in=LIVE)
     return ctx.passed(f"{name} is bound to {pod['nodeName']}: it tolerates {allowed} and nothing else, and keeps "
                       "its requests and nodeSelector")
 
@@ -236,6 +288,28 @@ def _as_pod(view: dict) -> Pod:
            "spec": {"nodeName": view["nodeName"], "nodeSelector": view["nodeSelector"], "tolerations": view["tolerations"],
                     "containers": [{"name": f"c{i}", "resources": {"requests": r}} for i, r in enumerate(view["requests"])]}}
     return Pod(obj)
+
+
+def _filter_node(node: dict) -> dict:
+    """What of a Node the Filter plugins read (labkit.scheduler.objects.Node takes it)."""
+    return {"metadata": {"name": node["metadata"]["name"], "labels": node["metadata"].get("labels") or {}},
+            "spec": {k: v for k, v in (node.get("spec") or {}).items() if k in ("taints", "unschedulable")},
+            "status": {"allocatable": (node.get("status") or {}).get("allocatable") or {}}}
+
+
+def _filter_problem(view: dict, placement: dict | None) -> str | None:
+    """Why the default profile's Filter plugins (labkit's reconstruction, framework.run_filters)
+    reject the Pod `view` (a _bound_view) on the node it is bound to, next to the `others` bound
+    there; None when it passes."""
+    from labkit.scheduler.objects import Node, NodeInfo
+    if placement is None:
+        return f"{view['nodeName']} is no Node"
+    node = NodeInfo(Node(placement["node"]), [_as_pod(o) for o in placement["others"]])
+    pod = _as_pod(view)
+    cycle = fw.Cycle(pod, make_profile("default"), [node], [])
+    fw.run_pre_filters(cycle, pod)
+    status = fw.run_filters(cycle, pod, node)
+    return None if status.ok else f"{status.plugin}: {'; '.join(status.reasons)}"
 
 
 def observe_own_scheduler(ctx):
