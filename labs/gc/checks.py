@@ -653,7 +653,53 @@ def observe_unblocking_dependent(ctx):
             "delete": _delete_of(events, "configmaps", ns, owner) if events is not None else None,
             "owner_writes": [{"verb": e["verb"], **({"policy": _policy(e)} if e["verb"] == "delete" else {})}
                              for e in _students(events or []) if e["verb"] in ("update", "patch", "delete") and _ok(e)
-                             and _on(e, "configmaps", owner) and (e.get("objectRef") or {}).get("namespace") == ns]}
+                             and _on(e, "configmaps", owner) and (e.get("objectRef") or {}).get("namespace") == ns],
+            # what each of the student's writes to the Secret sent (the audit log keeps write bodies):
+            # a reference pointed elsewhere and back again shows only here
+            "dependent_writes": [{"verb": e["verb"], "body": e.get("requestObject")}
+                                 for e in _students(events or []) if e["verb"] in ("update", "patch") and _ok(e)
+                                 and _on(e, "secrets", dep_name) and (e.get("objectRef") or {}).get("namespace") == ns]}
+
+
+IDENTITY = ("apiVersion", "kind", "name", "uid", "controller")     # what makes an owner reference that owner
+
+
+def _reference_rewrites(writes: list[dict], built: dict) -> list[str]:
+    """The fields of the owner reference `built` that one of `writes` (update and patch bodies: a
+    whole object, a merge patch, or a JSON patch) set to something else or removed on the way,
+    whatever the reference says now: `uid (patch)`."""
+    out = []
+
+    def compare(ref, verb):
+        if not isinstance(ref, dict):
+            return
+        for key in IDENTITY:
+            if key in ref and (bool(ref[key]) != bool(built.get(key)) if key == "controller"
+                               else ref[key] != built.get(key)):
+                out.append(f"{key} ({verb})")
+    for w in writes:
+        body, verb = w.get("body"), w.get("verb")
+        if isinstance(body, list):              # a JSON patch: its operations on ownerReferences
+            for op in body:
+                path = str((op or {}).get("path", "")).split("/")[1:]
+                if path[:2] != ["metadata", "ownerReferences"]:
+                    continue
+                field = path[3] if len(path) > 3 else None
+                if op.get("op") in ("add", "replace") and field in IDENTITY:
+                    compare({field: op.get("value")}, verb)
+                elif op.get("op") in ("add", "replace") and field is None:
+                    value = op.get("value")
+                    for ref in value if isinstance(value, list) else [value]:
+                        compare(ref, verb)
+                elif op.get("op") in ("remove", "move") and (field is None or field in IDENTITY):
+                    out.append(f"{field or 'the reference'} removed ({verb})")
+        elif isinstance(body, dict) and "ownerReferences" in (body.get("metadata") or {}):
+            refs = body["metadata"]["ownerReferences"]
+            if not refs:
+                out.append(f"the reference removed ({verb})")
+            for ref in refs or []:
+                compare(ref, verb)
+    return list(dict.fromkeys(out))
 
 
 def judge_unblocking_dependent(ctx, obs):
@@ -729,6 +775,15 @@ def judge_unblocking_dependent(ctx, obs):
                               f"(so {owner} cannot have gone in the foreground as the task asks): look at the fields of "
                               "that reference", expected="a reference that does not block its owner",
                               observed="a blocking reference", observed_in=LIVE)
+    rewrites = _reference_rewrites(obs.get("dependent_writes") or [],
+                                   next(iter(originals.values()), {}))
+    if rewrites:
+        return ctx.failed(f"{dep_name}'s owner reference to {owner} was changed on the way ({', '.join(rewrites)}), "
+                          f"though it may be back now: while it pointed elsewhere {owner} had no dependent to wait "
+                          "for, so it did not go because its dependent stopped blocking it. Keep the reference, "
+                          f"change only what makes it block (`labkit reset gc {ctx.exercise.id}` to start over)",
+                          expected=f"no write of the reference's owner (apiVersion, kind, name, uid, controller)",
+                          observed=rewrites, observed_in=LIVE)
     if "data" in built_secret and dep["data"] != built_secret["data"]:
         return ctx.failed(f"the data of {dep_name} changed: the task changes only its owner reference",
                           expected=f"{dep_name}'s data as it was", observed="changed data", observed_in=LIVE)
