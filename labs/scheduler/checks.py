@@ -213,11 +213,34 @@ def check_why_pending(ctx):
 
 # -- taint-effects -----------------------------------------------------------------------------------
 
+def _node_rest(node: dict | None) -> dict | None:
+    """What else of a Node the lab registers, beyond _node_view: its annotations, the rest of its
+    spec, its capacity and conditions (type and status), as a kubelet reports them."""
+    if node is None:
+        return None
+    status = node.get("status") or {}
+    return {"annotations": dict(node["metadata"].get("annotations") or {}),
+            "spec": {k: v for k, v in (node.get("spec") or {}).items() if k not in ("taints", "unschedulable")},
+            "capacity": dict(status.get("capacity") or {}),
+            "conditions": sorted(f"{c.get('type')}={c.get('status')}" for c in status.get("conditions") or [])}
+
+
 def observe_taint_effects(ctx):
     p = ctx.params
-    client = for_env(ctx.env).client()
+    target = for_env(ctx.env)
+    client = target.client()
+    retiring = client.get_or_none("v1", "nodes", p["node"])
+    # a Pod legacy deleted by the student and made again is not the Pod that ran there
+    replaced = any(e.get("verb") == "delete" and (e.get("objectRef") or {}).get("resource") == "pods"
+                   and (e.get("objectRef") or {}).get("namespace") == p["namespace"]
+                   and (e.get("objectRef") or {}).get("name") == p["pod"]
+                   and not (e.get("user") or {}).get("username", "").startswith("system:")
+                   and (e.get("responseStatus") or {}).get("code", 500) < 300
+                   for e in target.audit(since=ctx.ready_time) or [])
     return {"nodes": {name: _node_view(client.get_or_none("v1", "nodes", name)) for name in _lab_nodes(_lab(ctx))},
-            "pod": client.get_or_none("v1", "pods", p["pod"], p["namespace"]) is not None}
+            "rest": _node_rest(retiring),
+            "pod": client.get_or_none("v1", "pods", p["pod"], p["namespace"]) is not None,
+            "pod_deleted": replaced}
 
 
 def judge_taint_effects(ctx, obs):
@@ -238,6 +261,14 @@ def judge_taint_effects(ctx, obs):
         return ctx.failed(f"the {' and '.join(fields)} of {name} changed: add a taint and change nothing else",
                           expected=f"the {' and '.join(fields)} as registered", observed={k: node.get(k) for k in fields},
                           observed_in=LIVE)
+    rest, built_rest = obs.get("rest"), _node_rest(lab.RETIRING_NODE)
+    if rest is not None:
+        fields = [k for k in built_rest if rest.get(k) != built_rest[k]]
+        if fields:
+            return ctx.failed(f"the {' and '.join(fields)} of {name} changed: add a taint and change nothing else "
+                              f"(`labkit reset scheduler {ctx.exercise.id}` registers {name} again)",
+                              expected=f"the {' and '.join(fields)} as registered",
+                              observed={k: rest.get(k) for k in fields}, observed_in=LIVE)
     if node.get("unschedulable"):
         return ctx.failed(f"{name} is cordoned (spec.unschedulable): the NodeUnschedulable plugin's Filter then "
                           "rejects it for every Pod that does not tolerate node.kubernetes.io/unschedulable, even when "
@@ -264,6 +295,10 @@ def judge_taint_effects(ctx, obs):
         return ctx.failed(f"the Pod {p['pod']} is gone: it was to keep running on {name} (`labkit reset scheduler "
                           f"{ctx.exercise.id}` brings it back)", expected=f"{p['pod']} still there", observed="gone",
                           observed_in=LIVE)
+    if obs.get("pod_deleted"):
+        return ctx.failed(f"you deleted the Pod {p['pod']}: one made again under its name is not the Pod that ran on "
+                          f"{name}, which was to keep running (`labkit reset scheduler {ctx.exercise.id}` brings it "
+                          "back)", expected=f"{p['pod']} never deleted", observed="deleted", observed_in=LIVE)
     return ctx.passed(f"{name}'s PreferNoSchedule taint passes Filter and lowers its TaintToleration score for Pods "
                       f"that do not tolerate it (0 against 100, weight 3); {p['pod']} stays")
 
