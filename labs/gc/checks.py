@@ -133,7 +133,33 @@ def observe_owner_chain(ctx):
     p = ctx.params
     events = _since_ready(ctx, for_env(ctx.env))
     return {"writes": None if events is None else
-            [f"{w['verb']} {w['kind']} {w['name']}" for w in _chain_writes(events, p["namespace"], p["deployment"])]}
+            [f"{w['verb']} {w['kind']} {w['name']}" for w in _chain_writes(events, p["namespace"], p["deployment"])]
+            + _joined_chain(events, p["namespace"], p["deployment"])}
+
+
+def _joined_chain(events, ns: str, app: str) -> list[str]:
+    """The student's objects made to join the chain of `app` under a name of their own (a create
+    whose ownerReferences name one of its objects, or whose labels say app=<app>, so that its
+    ReplicaSet selects it), and every later write of theirs to them: ['create Pod NAME', ...]."""
+    out, joined = [], set()
+    for e in _students(events):
+        ref = e.get("objectRef") or {}
+        if not _ok(e) or ref.get("namespace") != ns or ref.get("resource") not in KINDS or ref.get("subresource"):
+            continue
+        name = ref.get("name") or ""
+        if name == app or name.startswith(app + "-"):
+            continue            # the chain's own objects: _chain_writes has them
+        body = e.get("requestObject") if isinstance(e.get("requestObject"), dict) else {}
+        meta = body.get("metadata") or {}
+        if e.get("verb") == "create":
+            owners = [str(o.get("name", "")) for o in meta.get("ownerReferences") or [] if isinstance(o, dict)]
+            if any(o == app or o.startswith(app + "-") for o in owners) or (meta.get("labels") or {}).get("app") == app:
+                name = name or meta.get("name") or ""
+                joined.add((ref["resource"], name))
+                out.append(f"create {KINDS[ref['resource']]} {name}")
+        elif (ref["resource"], name) in joined and e.get("verb") in ("update", "patch", "delete"):
+            out.append(f"{e['verb']} {KINDS[ref['resource']]} {name}")
+    return out
 
 
 def check_owner_chain(ctx):
