@@ -58,3 +58,4 @@ def test_another_incoming_pod_or_other_pods_on_every_node_make_another_case(exer
     for n in moved["nodes"]:
         n["allocatable"] = {**n["allocatable"], "cpu": "32"}
     assert withhold.exercise_of(moved) is None
+

@@ -492,6 +492,8 @@ def _cycle(case: dict) -> fw.Cycle:
 def _int(value):
     if isinstance(value, bool):
         return None
+    if isinstance(value, float) and value.is_integer():     # 50.0 is a whole number too
+        return int(value)
     try:
         return int(str(value).strip())
     except ValueError:
@@ -591,7 +593,9 @@ def judge_score_predict(ctx, obs):
     scores = {n: _int(fit[n]) for n in truth["fit"]}
     bad = [n for n, v in scores.items() if v is None or not 0 <= v <= fw.MAX_NODE_SCORE]
     if bad:
-        raise CheckFailed(f"fit: each score is a whole number from 0 to 100 ({', '.join(bad)} is not)",
+        raise CheckFailed(f"fit: each score is a whole number from 0 to 100 "
+                          f"({'that of' if len(bad) == 1 else 'those of'} {', '.join(bad)} "
+                          f"{'is' if len(bad) == 1 else 'are'} not)",
                           expected="0..100", observed={n: fit[n] for n in bad})
     wrong = (["node"] if node != truth["node"] else []) + [f"fit of {n}" for n in truth["fit"] if scores[n] != truth["fit"][n]]
     if wrong:
