@@ -136,6 +136,15 @@ def test_unsupported_requirements_fail_at_once(tmp_path):
     assert not report.passed and report.unsupported.startswith("requires no-such-feature")
 
 
+def _prediction_written() -> None:
+    """A prediction of exercise predict-dangling in this test's answers directory: `labkit gc run`
+    then plays scenarios with owners that never existed or live in another namespace."""
+    from labkit.exercises import answer_path
+    path = answer_path("gc", "predict-dangling")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("orphan: kept\n")
+
+
 def test_cli_runs_scenarios_and_reports_json():
     case = HERE / "scenarios" / "gc-owner-never-existed.yaml"
     # an owner that never existed is what exercise predict-dangling asks to predict: the scenario
@@ -144,8 +153,7 @@ def test_cli_runs_scenarios_and_reports_json():
     answer_path("gc", "predict-dangling").unlink(missing_ok=True)
     withheld = labkit("gc", "run", "-f", str(case), check=0).stdout
     assert withheld.startswith("withheld:") and "orphaned" not in withheld
-    answer_path("gc", "predict-dangling").parent.mkdir(parents=True, exist_ok=True)
-    answer_path("gc", "predict-dangling").write_text("orphan: kept\n")
+    _prediction_written()
     result = labkit("gc", "run", "-f", str(case), "-o", "json", check=0)
     report = json.loads(result.stdout)
     assert report["passed"] and report["id"] == "gc-owner-never-existed"
@@ -170,6 +178,7 @@ def test_cli_says_in_one_line_that_a_kind_is_not_served(tmp_path, api_version, k
     def unserved(data):
         data["objects"][0].update(apiVersion=api_version, kind=kind)
     path = _variant(tmp_path, HERE / "scenarios" / "gc-owner-never-existed.yaml", "variant-unserved", unserved)
+    _prediction_written()       # (an owner that never existed: played only once predict-dangling is answered)
     result = labkit("gc", "run", "-f", str(path), check=2)
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith(f'labkit: {path}: ref real: no matches for kind "{kind}" in version "{api_version}": '
