@@ -51,6 +51,21 @@ def answers_root() -> Path:
     return Path(env) if env else invoking_user_home() / "labkit-answers"
 
 
+def ensure_answers_dir(lab_id: str) -> Path:
+    """<answers>/<lab>/, made if it is missing, so that the answer files the lab names can be
+    written at once. Under sudo the directories labkit makes belong to the user who ran sudo:
+    the student writes there, and a root-owned directory would refuse them."""
+    root = answers_root()
+    path = root / lab_id
+    made = [p for p in (root, path) if not p.exists()]
+    path.mkdir(parents=True, exist_ok=True)
+    uid, gid = os.environ.get("SUDO_UID"), os.environ.get("SUDO_GID")
+    if uid and gid and os.geteuid() == 0:
+        for directory in made:
+            os.chown(directory, int(uid), int(gid))
+    return path
+
+
 def prefix() -> str:
     """Short prefix of kernel-global names (netns, cgroups); kept short for 15-char link names."""
     value = os.environ.get("LABKIT_PREFIX") or "lk"

@@ -48,11 +48,13 @@ def _check_options(lab: Lab, options: dict | None) -> dict:
 
 def run(lab: Lab, say: Say = _quiet, options: dict | None = None) -> tuple[LabEnv, bool]:
     """Build the lab's environment unless it is already up and healthy. Returns (env, built).
+    The lab's answers directory exists afterwards (paths.ensure_answers_dir).
 
     `options` (e.g. {"kubeconfig": path}) are kept in the lab's status for its whole life: lab
     code reads them as env.options."""
     require_prerequisites(lab)
     options = _check_options(lab, options)
+    paths.ensure_answers_dir(lab.id)
     state = LabState(lab.id)
     with state.locked():
         if state.phase == "up":
