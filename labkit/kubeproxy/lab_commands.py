@@ -74,6 +74,11 @@ def apply(
                     synced[node] = (synced.get(node) or set()) | changed
     for line in report:
         print(line)
+    _print_syncs(synced)
+
+
+def _print_syncs(synced: dict) -> None:
+    """What each node's kube-proxy did: a full sync (None), the chains it rewrote, or nothing."""
     for node, changed in synced.items():
         if changed is None:
             print(f"{node}: kube-proxy synced fully (its canary chain KUBE-PROXY-CANARY was gone, as after a flush)")
@@ -131,13 +136,7 @@ def delete(
         deleted, missing, synced = live.delete_objects(env, refs)
     for line in deleted:
         print(line)
-    for node, changed in synced.items():
-        if changed is None:
-            print(f"{node}: kube-proxy synced fully (its canary chain KUBE-PROXY-CANARY was gone, as after a flush)")
-        elif changed:
-            print(f"{node}: kube-proxy synced (rewrote the chains of {', '.join(sorted(changed))})")
-        else:
-            print(f"{node}: no service changed, no sync")
+    _print_syncs(synced)
     if missing:
         raise LabkitError("\n".join(missing))
 
