@@ -131,14 +131,46 @@ def _situation(ctx, *files: str) -> str:
             f"{', '.join(changed)} differs from it or is gone, and that does not change the answer)")
 
 
-def _recorded(ctx, result):
+def _recorded(ctx, result, note: str = ""):
     """A complete answer was checked: from now on `labkit numa admit | merge | take | show` show this
     exercise's outcome (labkit.numa.withhold), so the first prediction is the student's own."""
     from labkit.numa import withhold
 
     if result.status == "pass" or result.details.get("complete"):
-        withhold.record(ctx.env, ctx.exercise.id)
+        try:
+            text = ctx.answer_path.read_text()
+        except (OSError, UnicodeDecodeError):
+            text = None
+        withhold.record(ctx.env, ctx.exercise.id, None if note else text)
+    if note:
+        result.message += note
     return result
+
+
+def _prediction(ctx):
+    """(the answer to grade, a note): the answer as it was when a labkit tool first showed the
+    exercise's outcome (labkit.numa.withhold.keep), else the answer file. A prediction rewritten
+    after its outcome was shown is a copy of the outcome."""
+    from labkit.numa import withhold
+    from labkit.strict import key_positions
+
+    found = withhold.kept(ctx.env.dir, ctx.exercise.id)
+    if found is None:
+        return _answer(ctx), ""
+    text, info = found
+    note = (f"\n(graded on your answer as it was when `{info.get('tool') or 'labkit numa'}` first showed this "
+            f"exercise's outcome; `labkit reset {ctx.lab.id} {ctx.exercise.id}` lets you answer afresh)")
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:
+        data = None
+    if not data:
+        raise CheckFailed("your answer was not valid YAML when its outcome was shown" + note)
+    for positions in key_positions(text)[:1]:
+        if positions.duplicates:
+            line, path = positions.duplicates[0]
+            raise CheckFailed(f"your answer gave {path} twice (line {line + 1}) when its outcome was shown" + note)
+    return data, note
 
 
 def _grid(ctx, wrong: list[str], total: int, what: str, where: str, note: str, shown: str):
@@ -182,7 +214,8 @@ def judge_qos(ctx, answer):
 
 
 def check_qos(ctx):
-    return _recorded(ctx, judge_qos(ctx, _answer(ctx)))
+    answer, note = _prediction(ctx)
+    return _recorded(ctx, judge_qos(ctx, answer), note)
 
 
 # -- (b) CPU hints ---------------------------------------------------------------------------------------
@@ -237,7 +270,8 @@ def judge_cpu_hints(ctx, answer):
 
 
 def check_cpu_hints(ctx):
-    return _recorded(ctx, judge_cpu_hints(ctx, _answer(ctx)))
+    answer, note = _prediction(ctx)
+    return _recorded(ctx, judge_cpu_hints(ctx, answer), note)
 
 
 # -- (c) merge --------------------------------------------------------------------------------------------
@@ -302,7 +336,8 @@ def judge_merge(ctx, data):
 
 
 def check_merge(ctx):
-    return _recorded(ctx, judge_merge(ctx, _answer(ctx)))
+    answer, note = _prediction(ctx)
+    return _recorded(ctx, judge_merge(ctx, answer), note)
 
 
 # -- (d) a Pod for best-effort but not single-numa-node --------------------------------------------------
@@ -478,7 +513,8 @@ def judge_static_cpus(ctx, data):
 
 
 def check_static_cpus(ctx):
-    return _recorded(ctx, judge_static_cpus(ctx, _answer(ctx)))
+    answer, note = _prediction(ctx)
+    return _recorded(ctx, judge_static_cpus(ctx, answer), note)
 
 
 # -- (f) Memory Manager -------------------------------------------------------------------------------------
@@ -539,7 +575,8 @@ def judge_memory(ctx, data):
 
 
 def check_memory(ctx):
-    return _recorded(ctx, judge_memory(ctx, _answer(ctx)))
+    answer, note = _prediction(ctx)
+    return _recorded(ctx, judge_memory(ctx, answer), note)
 
 
 # -- (g) the corrupted checkpoint -----------------------------------------------------------------------------
