@@ -173,12 +173,16 @@ def _prediction(ctx):
     return data, note
 
 
+# the predictions are about the lab's scenario files: there is nothing live to observe or change first
+GRID_ADVICE = "work each one out again from kubelet's rules, not by trying values"
+
+
 def _grid(ctx, wrong: list[str], total: int, what: str, where: str, note: str, shown: str):
     """Pass, or fail with ctx.grid_feedback (counts, one cell named only after several different
     wrong answers) and where to look, never the value."""
     if not wrong:
         return ctx.passed(f"all {total} {what} right{note}")
-    return ctx.failed(f"{ctx.grid_feedback(wrong, total, what)}.\n{where}{note}",
+    return ctx.failed(f"{ctx.grid_feedback(wrong, total, what, advice=GRID_ADVICE)}.\n{where}{note}",
                       expected=f"every one of the {total} {what} right", observed=f"{_answered(ctx)}: {shown}",
                       complete=True)
 
@@ -503,7 +507,7 @@ def judge_static_cpus(ctx, data):
             wrong.append("defaultCpuSet: not the CPUs left after every exclusive assignment")
     note = _situation(ctx, ctx.params["pods"], ctx.params["config"])
     if toggles:     # a small grid of its own (shared or exclusive per container): counted, not named
-        wrong.insert(0, f"{ctx.grid_feedback(toggles, total, 'shared-or-exclusive choices')}: {SHARED_RULE}")
+        wrong.insert(0, f"{ctx.grid_feedback(toggles, total, 'shared-or-exclusive choices', advice=GRID_ADVICE)}: {SHARED_RULE}")
     if not wrong:
         return ctx.passed(f"all CPU sets right{note}")
     complete = not any(w.endswith(": missing") or "no such container" in w for w in wrong)
