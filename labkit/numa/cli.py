@@ -54,7 +54,7 @@ def admit(
     # a Pod met in the situation of a prediction exercise whose answer is not recorded: its result,
     # and everything after it (which depends on it), is withheld; so is a QoS class that would
     # answer the qos exercise (labkit.numa.withhold)
-    gate = withhold.Gate()
+    gate = withhold.Gate("labkit numa admit")
     situations: list[str | None] = []
     results = node.admit_all(pod_list, before=lambda n, pod: situations.append(gate.admission(n, pod)))
     pending = {i: ex for i, ex in enumerate(situations) if ex}
@@ -190,7 +190,7 @@ def merge(
 
     nodes, distances, policy_name, options, providers = _merge_input(hints)
     from labkit.inputs import load_json
-    exercise = withhold.pending_for_merge(load_json(hints))
+    exercise = withhold.pending_for_merge(load_json(hints), "labkit numa merge")
     if exercise is not None:
         reason = f"{hints} holds the hints of exercise {exercise}: the merge is {withhold.message(exercise)}"
         _print_json({"withheld": reason}) if as_json else typer.echo(reason)

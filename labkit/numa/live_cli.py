@@ -215,7 +215,7 @@ def _simulated_placement(machine, pods_path: Optional[Path], config_path: Option
     from labkit.numa import withhold
 
     node = Node(machine, load_config(config_path))
-    gate = withhold.Gate()
+    gate = withhold.Gate("labkit numa show")
     situations: list[str | None] = []
     results = node.admit_all(load_pods(pods_path), before=lambda n, pod: situations.append(gate.admission(n, pod))) \
         if pods_path is not None else []

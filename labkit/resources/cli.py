@@ -237,6 +237,8 @@ def get(names: Optional[list[str]] = typer.Argument(None, metavar="[POD...]", he
             typer.echo(f"    message: {row['message']}")
         if row["cgroup_settings"]:
             typer.echo(f"    pod cgroup: {_settings(row['cgroup_settings'])}")
+        elif row.get("pod_cgroup") == WITHHELD:
+            typer.echo(f"    pod cgroup: {WITHHELD}")
         for c in row["containers"]:
             state = c["state"] + (f" ({c['reason']}" + (f", exit {c['exit_code']}" if c["exit_code"] is not None else "")
                                   + ")" if c["reason"] else "")
@@ -264,10 +266,14 @@ def _withhold_qos(env, rows: list[dict]) -> str:
     if not mine or predictions.reveal(env, "qos", "labkit resources get"):
         return ""
     for row in mine:
-        row.update(qos=WITHHELD, cgroup=WITHHELD)
+        # the pod cgroup's settings tell the class too (cpu.shares=2: BestEffort; a memory limit on
+        # the pod cgroup: every container limited), and a process id leads to /proc/<pid>/oom_score_adj
+        # and /proc/<pid>/cgroup, which name the answer
+        row.update(qos=WITHHELD, cgroup=WITHHELD, cgroup_settings=None, pod_cgroup=WITHHELD)
         for c in row["containers"]:
-            c.update(oom_score_adj=None, kubelet_oom_score_adj=None, cgroup=WITHHELD)
-    return predictions.withheld("qos", f"QoS class, oom_score_adj and cgroup of {', '.join(sorted(n['name'] for n in mine))}")
+            c.update(oom_score_adj=None, kubelet_oom_score_adj=None, cgroup=WITHHELD, pids=WITHHELD)
+    return predictions.withheld("qos", "QoS class, oom_score_adj, cgroups and processes of "
+                                       f"{', '.join(sorted(n['name'] for n in mine))}")
 
 
 def _settings(settings: dict) -> str:
