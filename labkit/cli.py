@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 from typer.core import TyperCommand, TyperGroup
 
 from labkit import __version__, cliopts
@@ -64,6 +63,44 @@ def load_family(name: str):
     return command
 
 
+def _conventional_help() -> None:
+    """Help as command lines have always read: `LAB [EXERCISE]` in the usage line (typer 0.2x
+    writes a required argument as `{LAB}`), no type after a flag (`--version <bool>`), and
+    option values named as click names them (TEXT, INTEGER, PATH) or by their metavar. Two
+    display methods of typer's parameter classes are replaced; parsing is untouched."""
+    from typer.core import TyperArgument, TyperOption
+
+    typer_option_type = getattr(TyperOption, "display_type_rich", None)
+
+    def usage_name(self) -> str:
+        name = self.display_name_raw
+        if name.startswith("["):          # a metavar that writes its own brackets
+            return name
+        name += "..." if self.nargs != 1 and not name.endswith("...") else ""
+        return name if self.required else f"[{name}]"
+
+    def option_type(self, ctx):
+        if self.is_flag or self.count:
+            return None
+        if self.metavar is not None:
+            return self.metavar
+        shown = typer_option_type(self, ctx)
+        if shown and shown.startswith("<") and ">" in shown:
+            bare, rest = shown[1:].split(">", 1)
+            shown = _CLICK_TYPE_NAMES.get(bare, bare.upper()) + rest
+        return shown
+
+    if hasattr(TyperArgument, "_usage_display_name"):
+        TyperArgument._usage_display_name = usage_name
+        TyperArgument.display_type_rich = lambda self, ctx: None     # the argument's name says it
+    if hasattr(TyperOption, "display_type_rich"):
+        TyperOption.display_type_rich = option_type
+
+
+_CLICK_TYPE_NAMES = {"str": "TEXT", "int": "INTEGER", "float": "FLOAT", "path": "PATH", "file": "PATH"}
+_conventional_help()
+
+
 class LabkitGroup(TyperGroup):
     """The top-level group: the core commands, and the families loaded on first use. Listings
     (help, completion of the command name) see a stand-in with the family's short help."""
@@ -91,8 +128,23 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
     pretty_exceptions_enable=False,
 )
-out = Console()
-err = Console(stderr=True)
+
+
+class _Console:
+    """rich's Console, made when first used (completion and help never import it from here)."""
+
+    def __init__(self, **options):
+        self._options, self._console = options, None
+
+    def __getattr__(self, name):
+        if self._console is None:
+            from rich.console import Console
+            self._console = Console(**self._options)
+        return getattr(self._console, name)
+
+
+out = _Console()
+err = _Console(stderr=True)
 
 
 def get_lab(lab_id: str):
@@ -298,6 +350,7 @@ def check(
     if fmt == "table":
         if output_file:
             with open(output_file, "w") as f:
+                from rich.console import Console
                 grading.render_text(rep, Console(file=f, width=100))
         else:
             grading.render_text(rep, out)
@@ -345,7 +398,7 @@ def solve(lab_id: str = typer.Argument(..., metavar="LAB", autocompletion=comple
 
 @app.command()
 def reset(lab_id: str = typer.Argument(..., metavar="LAB", autocompletion=complete_lab),
-          exercise: Optional[str] = typer.Argument(None, metavar="[EXERCISE]", autocompletion=complete_exercise,
+          exercise: Optional[str] = typer.Argument(None, metavar="EXERCISE", autocompletion=complete_exercise,
                                                    help="Only this exercise's part of the lab (id or number)."),
           yes: bool = typer.Option(False, "--yes", "-y", help="Revert your changes without asking.")):
     """Build the lab (or one exercise's part of it) fresh. Your answer files and the exercises
@@ -370,7 +423,7 @@ def reset(lab_id: str = typer.Argument(..., metavar="LAB", autocompletion=comple
 
 @app.command()
 def cleanup(
-    lab_id: Optional[str] = typer.Argument(None, metavar="[LAB]", autocompletion=complete_lab),
+    lab_id: Optional[str] = typer.Argument(None, metavar="LAB", autocompletion=complete_lab),
     all_labs: bool = typer.Option(False, "--all", help="Clean up every lab that has state on this machine."),
 ):
     """Remove everything labkit created for a lab (or all labs), also after a crash."""

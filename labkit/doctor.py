@@ -163,6 +163,12 @@ def _run_checks(names: tuple[str, ...] | None) -> list[Finding]:
         dot = shutil.which("dot")
         findings.append(Finding("graphviz", OK if dot else WARN, f"dot at {dot}" if dot else "Graphviz's dot not found: diagrams only in the terminal",
                                 "" if dot else "apt-get install graphviz"))
+    if want("conntrack"):
+        tool = shutil.which("conntrack")
+        findings.append(Finding("conntrack", OK if tool else WARN,
+                                f"conntrack at {tool}" if tool else "the conntrack tool not found: no `conntrack -L` in "
+                                "the lab's nodes (labkit trace reads their tables without it)",
+                                "" if tool else "apt-get install conntrack"))
     if names is None:
         findings.append(_python_finding())
     return findings
@@ -243,7 +249,7 @@ def _legacy_finding(net: dict) -> Finding:
     detail = "legacy backend works"
     if variant == "nft":
         detail += ("; note: plain `iptables` on this machine is the nf_tables variant. labkit writes rules "
-                   "with the legacy backend (python-iptables only sees legacy tables), so in lab hosts use "
+                   "with the legacy backend (and reads them back with iptables-legacy-save), so in lab hosts use "
                    "`labkit shell`, where `iptables` means iptables-legacy, or call iptables-legacy yourself; "
                    "rules added with iptables-nft land in other tables that labkit does not read")
         return Finding("iptables-legacy", WARN, detail,
@@ -299,10 +305,10 @@ def _nfacct_finding() -> Finding:
 
 def _python_finding() -> Finding:
     missing = []
-    for module in ("iptc", "pyroute2", "kubernetes", "yaml", "typer", "cryptography.x509"):
+    for module in ("pyroute2", "kubernetes", "yaml", "typer", "cryptography.x509"):
         try:
             __import__(module)
-        except Exception as exc:  # iptc raises XTablesError/OSError when libxtables is missing
+        except Exception as exc:  # a broken install can raise more than ImportError
             missing.append(f"{module} ({type(exc).__name__}: {exc})")
     # CEL (ValidatingAdmissionPolicy) takes seconds to import: found is enough here
     import importlib.util
@@ -311,7 +317,7 @@ def _python_finding() -> Finding:
     if missing:
         return Finding("python-packages", FAIL, "cannot import " + "; ".join(missing),
                        "reinstall labkit with its dependencies: scripts/setup in a checkout, or pip install its wheel")
-    return Finding("python-packages", OK, "python-iptables, pyroute2, kubernetes, PyYAML, typer, cryptography import; "
+    return Finding("python-packages", OK, "pyroute2, kubernetes, PyYAML, typer, cryptography import; "
                    "cel-python is installed")
 
 

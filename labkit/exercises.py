@@ -305,5 +305,7 @@ def run_check(env, exercise, down_reason: str | None = None) -> CheckResult:
         tried = env.state.wrong_answers_checked(exercise.id)
         if tried:       # an answer found by trying shows in the report (CheckContext.grid_feedback)
             result.details["wrong_answers_checked_before"] = tried
+            result.message = (f"{result.message} (passed after {tried} different wrong "
+                              f"answer{'s' if tried != 1 else ''} had been checked)")
     result.duration_s = round(time.monotonic() - start, 3)
     return result

@@ -2,7 +2,8 @@
 
 Every loader of a user-supplied file reads it through here, so a missing, unreadable, non-UTF-8
 or syntactically broken file fails the same way everywhere: ConfigError(path, "line L, column C",
-problem), which the CLI prints as one line with exit code 2.
+problem), which the CLI prints as one line with exit code 2. The path `-` is standard input (read
+once, as kubectl's `-f -`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,20 @@ import yaml
 from labkit.errors import ConfigError
 
 
+STDIN = "-"
+_stdin_text: str | None = None
+
+
 def read_text(path) -> str:
+    global _stdin_text
+    if str(path) == STDIN:
+        if _stdin_text is None:
+            import sys
+            try:
+                _stdin_text = sys.stdin.read()
+            except UnicodeDecodeError as exc:
+                raise ConfigError("STDIN", None, f"not UTF-8 text (byte {exc.start})") from None
+        return _stdin_text
     try:
         return Path(path).read_text()
     except FileNotFoundError:

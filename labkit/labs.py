@@ -8,6 +8,9 @@ A lab is a directory `<id>/` holding:
   solutions/      <exercise-id>.py with solve(env): the reference solution
   mistakes/       <exercise-id>.py with common wrong solutions, each a function fn(env) marked
                   with @labkit.exercises.mistake("words", "the", "failure names")
+  mutants/        <exercise-id>.py with the near-misses of the solution (labkit.mutants)
+The last three are reference material: an installed labkit finds those of its built-in labs in
+the instructor package (labkit.paths.reference_file).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ PARAM_RE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 PREREQUISITES = (
     "root", "netns", "veth", "bridge", "iptables-legacy", "iptables-extensions",
     "mount-namespaces", "cgroup-cpuset", "cgroup-cpu-memory", "kubectl", "graphviz", "br_netfilter", "nfacct",
+    "conntrack",
 )
 
 
@@ -95,7 +99,7 @@ class Lab:
     def _load(self, relpath: str, required: bool = True) -> ModuleType | None:
         if relpath in self._modules:
             return self._modules[relpath]
-        path = self.directory / relpath
+        path = paths.reference_file(self.directory, relpath)
         if not path.exists():
             if required:
                 raise ConfigError(path, None, "file missing")
@@ -126,14 +130,14 @@ class Lab:
         return fn
 
     def solution_path(self, exercise: Exercise) -> Path:
-        return self.directory / "solutions" / f"{exercise.id}.py"
+        return paths.reference_file(self.directory, f"solutions/{exercise.id}.py")
 
     def solution_function(self, exercise: Exercise):
         path = self.solution_path(exercise)
         if not path.exists():
             raise LabNotFound(
-                f"no reference solution for {self.id}/{exercise.id} ({path} is missing; "
-                "solutions may have been left out of this machine)"
+                f"no reference solution for {self.id}/{exercise.id} ({path} is missing): an installed labkit "
+                "carries none; instructors add them with `pip install 'labkit[instructor]'` (or run from a checkout)"
             )
         module = self._load(f"solutions/{exercise.id}.py")
         fn = getattr(module, "solve", None)

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from labkit.errors import ConfigError, LabkitError
-from labkit.numa.quantity import BINARY, Quantity, QuantityError
+from labkit.quantity import BINARY, Quantity, QuantityError
 
 GUARANTEED, BURSTABLE, BEST_EFFORT = "Guaranteed", "Burstable", "BestEffort"
 QOS_RESOURCES = ("cpu", "memory")

@@ -48,11 +48,13 @@ def _check_options(lab: Lab, options: dict | None) -> dict:
 
 def run(lab: Lab, say: Say = _quiet, options: dict | None = None) -> tuple[LabEnv, bool]:
     """Build the lab's environment unless it is already up and healthy. Returns (env, built).
+    The lab's answers directory exists afterwards (paths.ensure_answers_dir).
 
     `options` (e.g. {"kubeconfig": path}) are kept in the lab's status for its whole life: lab
     code reads them as env.options."""
     require_prerequisites(lab)
     options = _check_options(lab, options)
+    paths.ensure_answers_dir(lab.id)
     state = LabState(lab.id)
     with state.locked():
         if state.phase == "up":
@@ -232,7 +234,30 @@ def cleanup(lab_id: str, say: Say = _quiet) -> list[str]:
     if not state.dir.exists():
         return []
     with state.locked():
+        _keep_at_cleanup(lab_id, state, say)
         return _teardown(state, say)
+
+
+def _keep_at_cleanup(lab_id: str, state: LabState, say: Say) -> None:
+    """Before cleanup removes a lab's directory: the lab's optional hook `keep_at_cleanup(env)`
+    copies the student's work that lives there (not in the answers directory) to where cleanup
+    does not reach, and says where each piece went. Cleanup works without the lab's definition:
+    a lab that cannot be loaded keeps nothing."""
+    if state.phase != "up":
+        return
+    try:
+        lab = get_lab(lab_id)
+    except LabkitError:
+        return
+    keeper = getattr(lab.environment_module(), "keep_at_cleanup", None)
+    if not callable(keeper):
+        return
+    try:
+        lines = keeper(LabEnv(lab, state)) or []
+    except Exception as exc:      # cleanup must go on, also for a damaged lab
+        lines = [f"could not keep your work of lab {lab_id} before cleanup: {type(exc).__name__}: {exc}"]
+    for line in lines:
+        say(line)
 
 
 def instances() -> list[str]:

@@ -1,6 +1,7 @@
 """`labkit shell <lab> <host>`: a shell (or one command) inside a lab host.
 
-A lab's lab.py may define hosts(env) -> {name: Host}. A host is a named network namespace, a
+A lab's lab.py may define hosts(env) -> {name: Host}, and before_shell(env, host_name), which may
+refuse (LabkitError) to run anything in a host now. A host is a named network namespace, a
 process whose namespaces to join (mount namespace "containers"), or both. Inside, `iptables`,
 `iptables-save` and `iptables-restore` mean the legacy backend labkit writes to, and the prompt
 names the host. Processes started from the shell carry the lab's owner token, so `labkit
@@ -52,6 +53,9 @@ def command(env, host_name: str, argv: list[str] | None) -> tuple[list[str], dic
         names = ", ".join(sorted(known)) or "none"
         raise LabkitError(f"lab {env.lab.id} has no host {host_name!r} (hosts: {names})")
     host = known[host_name]
+    gate = getattr(env.lab.environment_module(), "before_shell", None)
+    if callable(gate):
+        gate(env, host_name)
     enter = ["nsenter"]
     if host.netns:
         enter.append(f"--net=/run/netns/{host.netns}")

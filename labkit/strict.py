@@ -116,6 +116,7 @@ def check_object(obj: Any, source: str, positions: KeyPositions | None = None, *
         return
     kind, api_version = obj.get("kind"), obj.get("apiVersion")
     version = str(api_version).rpartition("/")[2] if api_version else ""
+    source = "STDIN" if source == "-" else source          # kubectl's name for `-f -`
     prefix = (f'Error from server (BadRequest): error when {verb} "{source}": '
               f'{kind} in version "{version}" cannot be handled as a {kind}: ')
     try:

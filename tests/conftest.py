@@ -51,14 +51,28 @@ HOST_FREE = {
 }
 
 
+# every labkit instance this process made, for the cleanup after a SIGTERM (_on_sigterm)
+_INSTANCES: list[dict[str, str]] = []
+
+
 def fresh_environment(base: Path) -> dict[str, str]:
     """Environment variables for an isolated labkit instance rooted at `base`."""
-    return {
+    env = {
         "LABKIT_STATE_DIR": str(base / "state"),
         "LABKIT_ANSWERS_DIR": str(base / "answers"),
         "LABKIT_PREFIX": "t" + secrets.token_hex(2),
         "LABKIT_LABS_PATH": str(TEST_LABS),
     }
+    _INSTANCES.append(env)
+    return env
+
+
+def _has_labs(env: dict[str, str]) -> bool:
+    """Whether the instance has anything recorded (a cleanup empties the ledger)."""
+    try:
+        return any(ledger.stat().st_size for ledger in Path(env["LABKIT_STATE_DIR"]).glob("*/ledger.jsonl"))
+    except OSError:
+        return False
 
 
 # Modules whose tests are judged from labs driven by `python MODULE LAB` (their `drive(lab_id)`,
@@ -168,21 +182,30 @@ def _clean_up_what_the_test_left(env: dict[str, str]) -> None:
     would leave its labs up: cgroups, processes and network namespaces on the host. Every lab of
     the test's own instance is cleaned up after it, through labkit's ledger, whatever happened; a
     leak is still reported by the test's own comparison (host_unchanged), which runs first."""
-    state_dir = Path(env["LABKIT_STATE_DIR"])
-    if not any(ledger.stat().st_size for ledger in state_dir.glob("*/ledger.jsonl")):
-        return      # nothing recorded, or everything released (a cleanup empties the ledger)
+    if not _has_labs(env):
+        return      # nothing recorded, or everything released
     from support import labkit
     labkit("cleanup", "--all", env=env, check=None)
 
 
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt(f"signal {signum}")
+def _on_sigterm(signum, frame):
+    """A test process stopped with SIGTERM (kill, a CI timeout) leaves no lab behind: a detached
+    process (tests/cleanup_after.py) cleans up every instance it made once it is gone, and it dies
+    of the signal at once, as it would have without this handler (under pytest-xdist the worker is
+    replaced and the run goes on; turned into an interrupt, it stopped the whole run)."""
+    left = [env for env in _INSTANCES if _has_labs(env)]
+    if left:
+        import json
+        import subprocess
+        subprocess.Popen([sys.executable, str(Path(__file__).with_name("cleanup_after.py")), str(os.getpid()),
+                          json.dumps(left)], start_new_session=True, stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 def pytest_configure(config):
-    # a suite stopped with SIGTERM (kill, a CI timeout) tears its fixtures down as after Ctrl-C,
-    # so that the labs they built are cleaned up instead of being left on the host
-    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGTERM, _on_sigterm)
 
 
 @pytest.fixture

@@ -24,6 +24,23 @@ def roster(out):
         return list(csv.DictReader(f))
 
 
+
+@pytest.mark.parametrize("password", ["Hello world!", "x", "a" * 63, "b" * 64, "c" * 65, "pässwörd " * 20])
+def test_sudo_password_hash_is_sha512_crypt(password):
+    """The in-process $6$ hash equals what `openssl passwd -6` makes of the same password and
+    salt, at the lengths the algorithm treats apart (below, at and above 64 bytes; openssl reads
+    at most 256 characters and no empty password)."""
+    from labkit.classroom.credentials import crypt_sha512, sha512_crypt
+    # the test vector of the SHA-crypt specification
+    assert sha512_crypt(b"Hello world!", b"saltstring") == ("$6$saltstring$svn8UoSVapNtMuq1ukKS4tPQd8iKwSMHWjl/O817G3u"
+                                                          "BnIFNjnQJuesI68u4OTLiBFdcbYEdFCoEOfaS35inz1")
+    digest = crypt_sha512(password)
+    salt = digest.split("$")[2]
+    assert re.fullmatch(r"[./0-9A-Za-z]{16}", salt)
+    again = subprocess.run(["openssl", "passwd", "-6", "-salt", salt, "-stdin"], input=password + "\n",
+                           capture_output=True, text=True, check=True).stdout.strip()
+    assert digest == again
+
 def test_credentials_are_a_key_pair_and_a_password_per_student(tmp_path):
     out = tmp_path / "creds"
     run = labkit("class", "credentials", "--students", "3", "--out", str(out), "--host", "192.0.2.5")

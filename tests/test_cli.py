@@ -47,6 +47,11 @@ def test_every_command_has_help(path):
     assert "Usage:" in result.stdout
     # every command says what it does
     assert len(result.stdout.strip().splitlines()) > 3
+    # and reads as command lines do: `LAB [EXERCISE]`, no type after a flag or an argument
+    usage = next(line for line in result.stdout.splitlines() if "Usage:" in line)
+    assert "{" not in usage and "[[" not in usage, usage
+    for shown in ("<bool>", "<str>", "<int>", "<path>"):
+        assert shown not in result.stdout, result.stdout
 
 
 def test_version():
@@ -91,7 +96,7 @@ def test_doctor_reports_every_prerequisite():
     result = labkit("doctor", "--json")
     findings = {f["name"]: f for f in json.loads(result.stdout)}
     for name in ("root", "netns", "veth", "bridge", "iptables-legacy", "iptables-extensions",
-                 "mount-namespaces", "cgroup-cpuset", "kubectl", "graphviz", "python-packages"):
+                 "mount-namespaces", "cgroup-cpuset", "kubectl", "graphviz", "conntrack", "python-packages"):
         assert name in findings, name
         assert findings[name]["status"] in ("ok", "warn", "fail")
         if findings[name]["status"] != "ok":

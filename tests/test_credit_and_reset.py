@@ -220,7 +220,17 @@ def test_a_prediction_grid_says_neither_how_many_cells_are_wrong_nor_which_until
     answer(answers, "parts", 7)                         # the right one: the pass says how it was found
     [passed] = [r for r in report("parts")["results"] if r["exercise"] == "answer"]
     assert passed["status"] == "pass" and passed["details"]["wrong_answers_checked_before"] == 5
+    assert passed["message"].endswith("(passed after 5 different wrong answers had been checked)"), passed["message"]
     assert ctx.grid_feedback(wrong, 8, "cells", settled=True) == \
         "2 of the 8 cells of your prediction are wrong: web / node2 / answers, web / node1 / client address"
     labkit("reset", "parts", "answer", check=0)         # its part afresh: the count goes on (no second first try)
     assert LabState("parts").wrong_answers_checked("answer") == 5
+
+def test_run_makes_the_answers_directory_for_the_student_who_ran_sudo(labs):
+    """The answer files the lab names can be written at once: `labkit run` makes <answers>/<lab>/,
+    and under sudo the directories it makes belong to the user who ran sudo, not to root."""
+    _, answers = labs
+    assert not answers.exists()
+    labkit("run", "parts", env={**os.environ, "SUDO_UID": "65534", "SUDO_GID": "65534"}, check=0)
+    for directory in (answers, answers / "parts"):
+        assert directory.is_dir() and (directory.stat().st_uid, directory.stat().st_gid) == (65534, 65534)

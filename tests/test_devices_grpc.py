@@ -291,3 +291,24 @@ def test_a_plugin_that_never_answers_its_options_is_refused_with_kubelets_words(
         assert kubelet.registrations[-1]["answered"] and kubelet.node_status() == ({}, {})
     finally:
         p.stop()
+
+
+def test_plugin_serve_refuses_the_device_plugins_labs_nodes(tmp_path):
+    # there the plugin is the student's exercise: labkit's own would pass for theirs
+    from labkit.devices.cli import refuse_lab_node
+    from labkit.errors import LabkitError
+
+    for node in ("/run/labkit/na-device-plugins/try", "/run/labkit/x-device-plugins/register/"):
+        with pytest.raises(LabkitError, match="yours to write"):
+            refuse_lab_node(Path(node))
+    refuse_lab_node(tmp_path / "dp")
+    refuse_lab_node(Path("/var/lib/kubelet/device-plugins"))
+
+
+def test_a_spec_device_without_an_id_is_a_clear_error():
+    from labkit.devices.plugin import ReferencePlugin
+
+    with pytest.raises(ValueError, match="needs an `id`"):
+        ReferencePlugin({"resource": WIDGET, "devices": [{"ID": "w0", "numa": [0]}]}, Path("/nonexistent"))
+    with pytest.raises(ValueError, match="`numa` is a NUMA node number"):
+        ReferencePlugin({"resource": WIDGET, "devices": [{"id": "w0", "numa": "x"}]}, Path("/nonexistent"))

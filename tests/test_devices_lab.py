@@ -56,6 +56,18 @@ def test_device_plugins_lab_end_to_end(host_unchanged, lab_cleanup):
                                                                  "plugin.py").read_text()
 
 
+def test_cleanup_keeps_the_plugins_the_student_wrote(lab_cleanup):
+    # plugins/ lives in the lab directory, which cleanup removes: the student's plugins go to kept/ first
+    labkit("run", "device-plugins", check=0)
+    plugin = Path(os.environ["LABKIT_STATE_DIR"]) / "device-plugins" / "plugins" / "health.py"
+    plugin.write_text("# my health plugin\n")
+    done = labkit("cleanup", "device-plugins", check=0)
+    kept = Path(os.environ["LABKIT_ANSWERS_DIR"]) / "device-plugins" / "kept" / "health-1.py"
+    assert kept.read_text() == "# my health plugin\n" and str(kept) in done.stdout + done.stderr
+    assert not plugin.exists()
+    assert not list(kept.parent.glob("register-*.py"))        # a starter left as it was is no work
+
+
 @pytest.mark.host_exclusive
 def test_kill_during_a_check_then_cleanup_leaves_nothing(host_unchanged, lab_cleanup):
     labkit("run", "device-plugins", check=0)

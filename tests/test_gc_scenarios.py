@@ -136,8 +136,24 @@ def test_unsupported_requirements_fail_at_once(tmp_path):
     assert not report.passed and report.unsupported.startswith("requires no-such-feature")
 
 
+def _prediction_written() -> None:
+    """A prediction of exercise predict-dangling in this test's answers directory: `labkit gc run`
+    then plays scenarios with owners that never existed or live in another namespace."""
+    from labkit.exercises import answer_path
+    path = answer_path("gc", "predict-dangling")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("orphan: kept\n")
+
+
 def test_cli_runs_scenarios_and_reports_json():
     case = HERE / "scenarios" / "gc-owner-never-existed.yaml"
+    # an owner that never existed is what exercise predict-dangling asks to predict: the scenario
+    # is played only once a prediction is written (labkit.gc.withhold)
+    from labkit.exercises import answer_path
+    answer_path("gc", "predict-dangling").unlink(missing_ok=True)
+    withheld = labkit("gc", "run", "-f", str(case), check=0).stdout
+    assert withheld.startswith("withheld:") and "orphaned" not in withheld
+    _prediction_written()
     result = labkit("gc", "run", "-f", str(case), "-o", "json", check=0)
     report = json.loads(result.stdout)
     assert report["passed"] and report["id"] == "gc-owner-never-existed"
@@ -162,6 +178,7 @@ def test_cli_says_in_one_line_that_a_kind_is_not_served(tmp_path, api_version, k
     def unserved(data):
         data["objects"][0].update(apiVersion=api_version, kind=kind)
     path = _variant(tmp_path, HERE / "scenarios" / "gc-owner-never-existed.yaml", "variant-unserved", unserved)
+    _prediction_written()       # (an owner that never existed: played only once predict-dangling is answered)
     result = labkit("gc", "run", "-f", str(path), check=2)
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith(f'labkit: {path}: ref real: no matches for kind "{kind}" in version "{api_version}": '
@@ -200,3 +217,16 @@ def test_cli_refuses_unknown_and_duplicate_object_fields_in_kubectls_words(tmp_p
     doubled.write_text(text.replace("    name: orphaned\n", "    name: orphaned\n    name: orphaned\n", 1))
     result = labkit("gc", "run", "-f", str(doubled), check=2)
     assert 'strict decoding error: duplicate field "metadata.name"' in result.stderr, result.stderr
+
+
+def test_scenarios_that_show_part_of_the_predict_experiment_are_withheld_before_a_prediction():
+    """labkit.gc.withhold: the experiment of predict-dangling, and any scenario with an owner that
+    never existed or lives in another namespace (each one subject of the experiment alone, renamed);
+    a scenario whose owners all exist in the same namespace is played at once."""
+    from labkit.gc.scenario import load
+    from labkit.gc.withhold import shows_part_of_the_experiment
+    cases = {p.stem: load(p) for p in OWN_CASES}
+    assert shows_part_of_the_experiment(cases["gc-owner-never-existed"])
+    assert shows_part_of_the_experiment(cases["gc-owner-in-another-namespace"])
+    assert not shows_part_of_the_experiment(cases["gc-crd-deletion-cascades"])
+    assert not shows_part_of_the_experiment(cases["runner-format-additions"])

@@ -18,8 +18,6 @@ KNOWN_CYCLES = [
     {"labkit.apiserver.admission.plugins", "labkit.apiserver.admission.policy", "labkit.apiserver.admission.webhook",
      "labkit.apiserver.authn", "labkit.apiserver.availability", "labkit.apiserver.client", "labkit.apiserver.handler",
      "labkit.apiserver.kinds", "labkit.apiserver.patch", "labkit.apiserver.registry", "labkit.apiserver.tokenrequest"},
-    {"labkit.kubeproxy", "labkit.kubeproxy.objects", "labkit.kubeproxy.proxier"},
-    {"labkit.numa.cli", "labkit.numa.live_cli"},
 ]
 
 

@@ -69,9 +69,22 @@ def test_traffic_policy_grades_the_prediction_written_before_labkit_showed_the_o
     traced = labkit("trace", "--node", "node2", "--src", "192.168.50.100", "--dst", "192.168.50.12:30101", env=lab,
                     check=None)
     assert traced.returncode != 0 and "there is no prediction" in traced.stderr and not kept.exists()
+    # ... whoever sends: another outside address, the other node, a pod (shop-cluster masquerades it too)
+    for argv in (("trace", "--node", "node2", "--src", "1.2.3.4", "--dst", "192.168.50.12:30101"),
+                 ("kube-proxy", "curl", "--from", "node1", "--to", "192.168.50.12:30101", "-n", "1", "--timeout", "0.3"),
+                 ("kube-proxy", "curl", "--from", "web-3", "--to", "192.168.50.12:30100", "-n", "1", "--timeout", "0.3")):
+        shown = labkit(*argv, env=lab, check=None)
+        assert shown.returncode != 0 and "there is no prediction" in shown.stderr and not kept.exists(), argv
     # a wrong prediction, then a trace shows the outcome, then the right one: the wrong one is graded
     labkit("solve", "kube-proxy", "traffic-policy", env=lab, check=0)
     right = answer.read_text()
+    # one the check could not grade is not kept: said while it can be fixed, the outcome still withheld
+    malformed = yaml.safe_load(right)
+    malformed["shop-local"]["node1"] = {"answers": True, "client_ip_preserved": "no"}
+    answer.write_text(yaml.safe_dump(malformed))
+    traced = labkit("trace", "--node", "node2", "--src", "192.168.50.100", "--dst", "192.168.50.12:30101", env=lab,
+                    check=None)
+    assert traced.returncode != 0 and "shop-local.node1 predicts an answer" in traced.stderr and not kept.exists()
     wrong = yaml.safe_load(right)
     wrong["shop-local"]["node2"] = {"answers": True, "client_ip_preserved": True}
     answer.write_text(yaml.safe_dump(wrong))

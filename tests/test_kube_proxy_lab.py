@@ -292,15 +292,85 @@ def test_a_later_packet_is_traced_with_its_conntrack_entry(env, lab):
                               stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "up"
-        entry = [l for l in subprocess.run(["nsenter", f"--net=/run/netns/{env.netns_name('node1')}", "--", "cat",
-                                            "/proc/net/nf_conntrack"], capture_output=True, text=True).stdout.splitlines()
-                 if "sport=41234" in l][0]
-        endpoint = entry.split("src=")[2].split()[0] + ":8080"
+        # the node's table read over ctnetlink in the node, as `conntrack -L` does (not through labkit)
+        dump = ("from pyroute2 import Conntrack\nwith Conntrack() as ct:\n    for e in ct.dump_entries():\n"
+                "        if e.tuple_orig.sport == 41234: print(e.tuple_reply.saddr, e.tuple_reply.sport)")
+        endpoint = ":".join(subprocess.run(["nsenter", f"--net=/run/netns/{env.netns_name('node1')}", "--", sys.executable,
+                                            "-c", dump], capture_output=True, text=True, check=True).stdout.split())
+        assert endpoint.startswith("10.244.") and endpoint.endswith(":8080"), endpoint
         result = json.loads(labkit("trace", "--node", "node1", "--src", "10.244.1.2", "--sport", "41234", "--dst",
                                    "10.96.0.10:80", "--ctstate", "ESTABLISHED", "-o", "json", env=lab, check=0).stdout)
         assert result["dnat"] == [{"target": endpoint, "probability": 1.0}]
         assert not any("statistic" in s["text"] for s in result["branches"][0]["steps"])
         assert result["summary"].startswith(f"summary: DNAT to {endpoint}, accepted")
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_kubectl_habits_in_the_labs_own_commands(env, lab, tmp_path):
+    """apply -f - and -f DIR, get svc/NAME, -o name and -o wide, get -w, delete svc/NAME and
+    delete -f FILE, as kubectl takes them; a deleted Service's chains leave the nodes."""
+    from support import LABKIT
+
+    doc = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "habits", "namespace": "default"},
+           "spec": {"selector": {"app": "web"}, "ports": [{"port": 8181, "targetPort": 8080}]}}
+    text = yaml.safe_dump(doc)
+    assert "service/habits created" in labkit("kube-proxy", "apply", "-f", "-", input=text, env=lab, check=0).stdout
+    assert labkit("kube-proxy", "get", "svc/habits", "-o", "name", env=lab, check=0).stdout == "service/habits\n"
+    wide = labkit("kube-proxy", "get", "services", "habits", "-o", "wide", env=lab, check=0).stdout.splitlines()
+    assert wide[0].split()[:3] == ["NAME", "TYPE", "CLUSTER-IP"] and wide[1].split()[:2] == ["habits", "ClusterIP"]
+    cluster_ip = wide[1].split()[2]
+    assert f"-d {cluster_ip}/32" in save(env.netns_name("node1"), "nat")          # kube-proxy's rules for it
+    watcher = subprocess.Popen(LABKIT + ["kube-proxy", "get", "svc/habits", "-w", "-o", "name"], env=lab,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert watcher.stdout.readline() == "service/habits\n"          # the list
+        deleted = labkit("kube-proxy", "delete", "svc/habits", env=lab, check=0).stdout
+        assert deleted.startswith('service "habits" deleted\n') and "node1: kube-proxy synced" in deleted
+        assert watcher.stdout.readline() == "service/habits\n"          # and the deletion, watched
+    finally:
+        watcher.kill()
+        watcher.wait()
+    assert f"-d {cluster_ip}/32" not in save(env.netns_name("node1"), "nat")
+    assert 'services "habits" not found' in labkit("kube-proxy", "get", "svc", "habits", env=lab, check=2).stderr
+    (tmp_path / "habits.yaml").write_text(text)
+    assert "service/habits created" in labkit("kube-proxy", "apply", "-f", str(tmp_path), env=lab, check=0).stdout
+    assert labkit("kube-proxy", "delete", "-f", str(tmp_path / "habits.yaml"), env=lab,
+                  check=0).stdout.startswith('service "habits" deleted\n')
+    missing = labkit("kube-proxy", "delete", "svc", "habits", env=lab, check=2)
+    assert 'Error from server (NotFound): services "habits" not found' in missing.stderr
+    assert "fixed by the lab" in labkit("kube-proxy", "delete", "pods", "web-1", env=lab, check=2).stderr
+
+
+def test_a_nodes_conntrack_entry_is_read_over_ctnetlink(env, lab):
+    """labkit.netfilter.conntrack reads the node's table over ctnetlink in the node's namespace:
+    node1's own connection to the ClusterIP was DNATed to an endpoint and masqueraded ("! -s
+    10.244.0.0/16 -j KUBE-MARK-MASQ"); a connection the node never saw has no entry."""
+    from labkit.netfilter import conntrack
+
+    code = ("import socket,time; s=socket.socket(); s.bind(('192.168.50.11', 41235)); "
+            "s.connect(('10.96.0.10', 80)); print('up', flush=True); time.sleep(20)")
+    holder = subprocess.Popen(["nsenter", f"--net=/run/netns/{env.netns_name('node1')}", "--", sys.executable, "-c", code],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "up"
+        [found] = conntrack.entries(env.netns_name("node1"), "tcp", NODE1, 41235)
+        assert found["original"] == {"src": NODE1, "dst": "10.96.0.10", "sport": 41235, "dport": 80}
+        assert found["reply"]["src"].startswith("10.244.") and found["reply"]["sport"] == 8080
+        entry = conntrack.entry(env.netns_name("node1"), "tcp", NODE1, 41235, "10.96.0.10", 80)
+        assert entry.dnat == f"{found['reply']['src']}:8080" and entry.masquerade
+        result = json.loads(labkit("trace", "--node", "node1", "--src", NODE1, "--sport", "41235", "--dst",
+                                   "10.96.0.10:80", "--ctstate", "ESTABLISHED", "-o", "json", env=lab, check=0).stdout)
+        assert result["dnat"] == [{"target": entry.dnat, "probability": 1.0}]
+        assert any("source NAT (from the conntrack entry)" in s["text"] for s in result["branches"][0]["steps"])
+        # the conntrack tool in the node (scripts/setup installs it) lists the same entry
+        listed = labkit("shell", "kube-proxy", "node1", "--", "conntrack", "-L", "-p", "tcp", "--sport", "41235",
+                        env=lab, check=0).stdout
+        assert f"src={NODE1} dst=10.96.0.10 sport=41235 dport=80" in listed
+        assert f"src={found['reply']['src']} dst={found['reply']['dst']} sport=8080 dport=" in listed
+        assert conntrack.entry(env.netns_name("node1"), "tcp", NODE1, 41236, "10.96.0.10", 80) is None
+        assert conntrack.entry(env.netns_name("node2"), "tcp", NODE1, 41235, "10.96.0.10", 80) is None
     finally:
         holder.kill()
         holder.wait()

@@ -309,7 +309,7 @@ OBSERVED = [p for p in CASES if (load_case(p).get("expected") or {}).get("observ
 def test_loaded_into_a_namespace(path):
     """The rendered rules loaded like a kube-proxy full sync (jump rules, nfacct counters,
     iptables-legacy-restore --noflush) print back from iptables-legacy-save exactly as the case
-    observed; read back through python-iptables they give the same packet flows."""
+    observed; read back as live tables (labkit.netfilter.read_live) they give the same packet flows."""
     case = load_case(path)
     config = proxier_config(case["proxier_config"])
     objects = load_objects(case["objects"])

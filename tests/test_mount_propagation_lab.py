@@ -112,8 +112,10 @@ def test_mounts_tools_on_the_live_node(tmp_path, running_lab):
                  "mkdir -p /mnt/test/mine && mount -t tmpfs mine /mnt/test/mine && cat /proc/self/mountinfo", check=0)
     inside = {m.mountpoint: m for m in mountinfo.parse(out.stdout)}
     assert inside["/mnt/test/mine"].source == "mine" and "/var/lib/kubelet" not in inside
-    on_node = labkit("mounts", "exec", "node", "--", "findmnt", "-n", "-o", "SOURCE", "/var/lib/kubelet/e2e/mine", check=0)
-    assert on_node.stdout.strip() == "mine"
+    # from now on any command in the lab can show the e2e experiment's outcome: not before the prediction
+    refused = labkit("mounts", "exec", "node", "--", "findmnt", "-n", "-o", "SOURCE", "/var/lib/kubelet/e2e/mine", check=2)
+    assert refused.stdout == "" and "predict-e2e-matrix" in refused.stderr and "node:/var/lib/kubelet/e2e/mine" not in refused.stderr
+    assert labkit("shell", "mount-propagation", "private", "--", "true", check=2).stdout == ""
     # nothing of the e2e Pods' answers before the prediction is written and peer-groups has passed
     withheld = labkit("mounts", "matrix", "-o", "json", check=0)
     table = json.loads(withheld.stdout)
@@ -126,6 +128,8 @@ def test_mounts_tools_on_the_live_node(tmp_path, running_lab):
     answer.parent.mkdir(parents=True, exist_ok=True)
     answer.write_text(yaml.safe_dump({p: [] for p in ("host", "master", "slave", "private", "default")}))
     assert "kept" in labkit("mounts", "matrix", check=0).stderr              # kept at the first look, as play keeps it
+    on_node = labkit("mounts", "exec", "node", "--", "findmnt", "-n", "-o", "SOURCE", "/var/lib/kubelet/e2e/mine", check=0)
+    assert on_node.stdout.strip() == "mine"
     runner.solve(lab, "peer-groups")
     assert statuses(lab, "peer-groups")["peer-groups"].status == "pass"
     table = json.loads(labkit("mounts", "matrix", "-o", "json", check=0).stdout)["/var/lib/kubelet/e2e"]

@@ -127,3 +127,27 @@ def test_own_finalizer_counts_other_namespaces_but_not_the_other_exercises_work(
     events += [finalize("default", ["kubernetes", "example.com/hold"]), finalize("billing", ["kubernetes", "x.io/y"])]
     assert module._other_namespace_writes(ctx, "sandbox") == ["update …/finalize on default",
                                                              "update …/finalize on billing"]
+
+
+def test_a_create_refused_in_another_terminating_namespace_is_a_try(monkeypatch):
+    module = checks("namespace")
+
+    def create(ns, code, message="", causes=(), user="labkit-admin"):
+        return {"verb": "create", "objectRef": {"resource": "configmaps", "namespace": ns, "name": "late"},
+                "user": {"username": user}, "requestReceivedTimestamp": "2026-12-06T07:37:12.000000Z",
+                "responseStatus": {"code": code, "message": message,
+                                   **({"details": {"causes": list(causes)}} if causes else {})}}
+    terminating = [{"reason": "NamespaceTerminating", "message": "namespace reports is being terminated",
+                    "field": "metadata.namespace"}]
+    events = [create("dev", 201),                                            # content elsewhere: no answer in it
+              create("nowhere", 404, 'namespaces "nowhere" not found'),      # another refusal: not the answer
+              create("reports", 403, "refused", terminating, user=module.CONTROLLER_USER)]     # not the student
+    monkeypatch.setattr(module, "_audit", lambda ctx: events)
+    ctx = context("namespace", "terminating-create")
+    assert module.observe_terminating_create_tries(ctx, "attic") == []
+    events.append(create("reports", 403, 'configmaps "late" is forbidden: unable to create new content in namespace '
+                                         'reports because it is being terminated', terminating))
+    events.append(create("attic", 201))
+    tries = module.observe_terminating_create_tries(ctx, "attic")
+    assert [(t["namespace"], t["what"]) for t in tries] == [("reports", "create configmaps late"),
+                                                            ("attic", "create configmaps late")]

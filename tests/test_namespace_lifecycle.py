@@ -200,6 +200,12 @@ def test_an_apiservice_without_its_backend_is_unavailable_and_fails_discovery(se
                                      "spec": {"ports": [{"port": 443}]}}, "kube-system")
     assert wait_until(lambda: available()["reason"] == "EndpointsNotFound")
     assert available()["status"] == "False" and client.discover().failed
+    # made local by an update, it is Available as the local controller says (local_available_controller.go)
+    local = client.get("apiregistration.k8s.io/v1", "apiservices", "v1beta1.metrics.k8s.io")
+    local["spec"].pop("service")
+    client.update("apiregistration.k8s.io/v1", "apiservices", local)
+    assert wait_until(lambda: available()["reason"] == "Local")
+    assert available()["status"] == "True" and available()["message"] == "Local APIServices are always available"
     client.delete("apiregistration.k8s.io/v1", "apiservices", "v1beta1.metrics.k8s.io")
     client.delete("v1", "services", "metrics-server", "kube-system")
 

@@ -188,7 +188,7 @@ def test_trace_cli_on_a_saved_ruleset(tmp_path):
 
 
 def test_trace_cli_on_a_running_labs_node():
-    """--node resolves a host of a running lab (hosts(env)) and reads its live rules with python-iptables."""
+    """--node resolves a host of a running lab (hosts(env)) and reads its live rules (iptables-legacy-save in the node)."""
     case = _case01()
     labkit("run", "demo", check=0)
     try:

@@ -13,7 +13,7 @@ from labkit.numa.admission import KubeletStartError, Node
 from labkit.numa.config import config_from_dict
 from labkit.numa.machine import fixture_names, load_machine, machine_from_dict
 from labkit.numa.pods import BEST_EFFORT, BURSTABLE, GUARANTEED, pod_from_dict, qos_class
-from labkit.numa.quantity import Quantity
+from labkit.quantity import Quantity
 
 GiB = 1 << 30
 

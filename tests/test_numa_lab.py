@@ -79,6 +79,12 @@ def test_numa_lab_end_to_end(host_unchanged, lab_cleanup, tmp_path):
     assert "process 1 is not a container process of Pod half" in check("pin", 1)["message"]
     labkit("numa", "delete", "half", check=0)
     labkit("numa", "delete", "burst", check=0)
+    # `numa run` showed half's class (Guaranteed, as the qos exercise's web) after the wrong qos answer
+    # was checked: that answer is the one graded, whatever the file says later
+    labkit("solve", "numa", "qos", check=0)
+    kept = check("qos", 1)
+    assert "your prediction is not right" in kept["message"] and "as it was when `labkit numa run`" in kept["message"]
+    labkit("reset", "numa", "qos", "--yes", check=0)        # answering afresh
 
     for exercise in EXERCISES:
         labkit("solve", "numa", exercise, check=0)

@@ -96,6 +96,10 @@ def test_the_webhook_runner_serves_a_function_as_a_lab_process(lab, tmp_path):
     assert json.loads(answer.stdout)["response"] == {"uid": "u-1", "allowed": True}
     listed = labkit("requests", "webhook", "list", env=lab, check=0).stdout
     assert "echo  running  " + url in listed
+    [row] = [r for r in json.loads(labkit("requests", "webhook", "list", "-o", "json", env=lab, check=0).stdout)
+             if r["name"] == "echo"]
+    assert row["state"] == "running" and row["url"] == url and row["file"].endswith("echo.py")
+    assert "echo\n" in labkit("requests", "webhook", "list", "-o", "name", env=lab, check=0).stdout
     # its serving certificate is for 127.0.0.1, signed by the lab's webhook CA
     text = subprocess.run(["openssl", "x509", "-noout", "-text", "-in", str(state / "webhook-pki" / "echo.crt")],
                           capture_output=True, text=True).stdout

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from labkit.numa.quantity import Quantity
+from labkit.quantity import Quantity
 from labkit.resources import eviction, kubelet
 from labkit.pods import Container, Pod, pod_from_dict, qos_class
 

@@ -51,12 +51,23 @@ def test_resources_lab_end_to_end(host_unchanged, lab_cleanup, tmp_path):
     changed.write_text(yaml.safe_dump(frontend))
     running = labkit("resources", "apply", "-f", str(changed), check=2)
     assert "pod updates may not change fields" in running.stderr and "labkit resources delete frontend" in running.stderr
-    labkit("resources", "delete", "frontend", check=0)
-    labkit("resources", "apply", "-f", str(changed), check=0)
+    # kubectl's habits: delete -f FILE, apply -f - (standard input), delete pod/NAME, apply -f DIR,
+    # get NAME -o yaml, get pod/NAME -o name
+    assert labkit("resources", "delete", "-f", str(changed), check=0).stdout == 'pod "frontend" deleted\n'
+    assert "pod/frontend on node-1: " in labkit("resources", "apply", "-f", "-", input=changed.read_text(), check=0).stdout
+    assert labkit("resources", "delete", "pod/frontend", check=0).stdout == 'pod "frontend" deleted\n'
+    assert "pod/frontend on node-1: " in labkit("resources", "apply", "-f", str(tmp_path), check=0).stdout
+    [row] = yaml.safe_load(labkit("resources", "get", "frontend", "-o", "yaml", check=0).stdout)
+    assert row["name"] == "frontend" and row["node"] == "node-1"
+    assert labkit("resources", "get", "pod/frontend", "-o", "name", check=0).stdout == "pod/frontend\n"
+    assert 'pods "nosuch" not found' in labkit("resources", "get", "nosuch", check=2).stderr
     shown = {p["name"]: p for p in json.loads(labkit("resources", "get", "--node", "node-1", "-o", "json", check=0).stdout)}
     server = shown["frontend"]["containers"][0]
     assert server["state"] == "running" and server["spec"] == "req cpu=200m,memory=32Mi / lim memory=64Mi"
     assert labkit("resources", "get", check=0).stdout.count("OOMKilled") == 1     # shop/indexer, killed at start
+    kills = json.loads(labkit("resources", "oom-kills", "-o", "json", check=0).stdout)
+    text = labkit("resources", "oom-kills", check=0).stdout
+    assert all(f"{k['task']} (pid {k['pid']}" in text for k in kills) and all("ownLimit" in k for k in kills)
 
     for exercise in EXERCISES:
         labkit("solve", "resources", exercise, check=0, timeout=120)

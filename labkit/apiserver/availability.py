@@ -282,9 +282,14 @@ class AvailableConditionController:
     def sync(self, name: str) -> bool:
         """Write the Available condition of APIService `name`; False when its discovery check failed."""
         apiservice = self.store.get(APISERVICE_KEY, "", name)
-        if apiservice is None or not (apiservice.get("spec") or {}).get("service"):
-            return True         # gone, or local (always Available)
-        cond = availability(self.store, apiservice)
+        if apiservice is None:
+            return True
+        if not (apiservice.get("spec") or {}).get("service"):
+            # the local AvailableConditionController (kube-aggregator pkg/controllers/status/local/
+            # local_available_controller.go, sync): an APIService made local, by an update too
+            cond = ("True", "Local", "Local APIServices are always available")
+        else:
+            cond = availability(self.store, apiservice)
         status = dict(apiservice.get("status") or {})
         conditions = [dict(c) for c in status.get("conditions") or []]
         old = next((c for c in conditions if c.get("type") == "Available"), None)

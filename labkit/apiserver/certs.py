@@ -1,6 +1,8 @@
 """The server's TLS material: a private CA and a serving certificate for 127.0.0.1 / localhost,
-made once per state directory with the openssl command (keys mode 0600). The CA is also the
-client CA (--client-ca-file) and the signer of approved CertificateSigningRequests.
+made once per state directory in-process with the cryptography package (EC P-256 keys, mode
+0600). The CA is also the client CA (--client-ca-file) and the signer of approved
+CertificateSigningRequests. `self_signed_ca` and `issue_serving` are the same steps for other
+CAs (the requests lab's webhook CA).
 
 TLS is not optional: client-go (kubectl) sends bearer tokens only over HTTPS.
 """
@@ -8,25 +10,21 @@ TLS is not optional: client-go (kubectl) sends bearer tokens only over HTTPS.
 from __future__ import annotations
 
 import ctypes
+import ipaddress
 import os
+import secrets
 import ssl
-import subprocess
-import tempfile
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from labkit.errors import LabkitError
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 CA_CERT, CA_KEY = "ca.crt", "ca.key"
 SERVER_CERT, SERVER_KEY = "apiserver.crt", "apiserver.key"
-
-
-def _openssl(*args: str, cwd: Path) -> None:
-    try:
-        subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, text=True, timeout=60)
-    except FileNotFoundError:
-        raise LabkitError("the openssl command is missing: run scripts/setup (it installs the openssl package)")
-    except subprocess.CalledProcessError as exc:
-        raise LabkitError(f"openssl {' '.join(args[:2])} failed: {exc.stderr.strip()}")
+SERVER_SANS = ("IP:127.0.0.1", "DNS:localhost", "DNS:kubernetes", "DNS:kubernetes.default")
 
 
 def write_private(path: Path, data: str | bytes) -> None:
@@ -42,32 +40,78 @@ def write_private(path: Path, data: str | bytes) -> None:
     os.replace(tmp, path)
 
 
+def general_names(sans: list[str] | tuple[str, ...]) -> list[x509.GeneralName]:
+    """subjectAltNames written as openssl writes them ("IP:127.0.0.1", "DNS:localhost")."""
+    names: list[x509.GeneralName] = []
+    for san in sans:
+        kind, _, value = san.partition(":")
+        if kind == "IP":
+            names.append(x509.IPAddress(ipaddress.ip_address(value)))
+        elif kind == "DNS":
+            names.append(x509.DNSName(value))
+        else:
+            raise ValueError(f"subjectAltName {san!r}: expected IP:<address> or DNS:<name>")
+    return names
+
+
+def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption())
+
+
+def _name(common_name: str) -> x509.Name:
+    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+
+
+def _builder(subject: x509.Name, issuer: x509.Name, public_key, days: int) -> x509.CertificateBuilder:
+    now = datetime.now(timezone.utc)
+    return (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer).public_key(public_key)
+            .serial_number(secrets.randbits(127) + 1)
+            .not_valid_before(now).not_valid_after(now + timedelta(days=days))
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(public_key), critical=False))
+
+
+def self_signed_ca(common_name: str, days: int = 3650) -> tuple[bytes, bytes]:
+    """A new CA: (certificate PEM, key PEM), basicConstraints CA:TRUE and keyCertSign/cRLSign, both critical."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (_builder(_name(common_name), _name(common_name), key.public_key(), days)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .add_extension(x509.KeyUsage(digital_signature=False, content_commitment=False, key_encipherment=False,
+                                         data_encipherment=False, key_agreement=False, key_cert_sign=True,
+                                         crl_sign=True, encipher_only=False, decipher_only=False), critical=True)
+            .sign(key, hashes.SHA256()))
+    return cert.public_bytes(serialization.Encoding.PEM), _key_pem(key)
+
+
+def issue_serving(ca_cert_pem: bytes, ca_key_pem: bytes, common_name: str, sans: list[str] | tuple[str, ...],
+                  days: int) -> tuple[bytes, bytes]:
+    """A serving certificate for `sans` signed by the CA, and its new key: (certificate PEM, key PEM)."""
+    ca_cert = x509.load_pem_x509_certificate(ca_cert_pem)
+    ca_key = serialization.load_pem_private_key(ca_key_pem, None)
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (_builder(_name(common_name), ca_cert.subject, key.public_key(), days)
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.KeyUsage(digital_signature=True, content_commitment=False, key_encipherment=True,
+                                         data_encipherment=False, key_agreement=False, key_cert_sign=False,
+                                         crl_sign=False, encipher_only=False, decipher_only=False), critical=True)
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+            .add_extension(x509.SubjectAlternativeName(general_names(sans)), critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    return cert.public_bytes(serialization.Encoding.PEM), _key_pem(key)
+
+
 def ensure_certificates(directory: Path) -> Path:
     """Create the CA and serving certificate in `directory` unless present; returns the directory."""
     directory = Path(directory)
     if all((directory / f).exists() for f in (CA_CERT, CA_KEY, SERVER_CERT, SERVER_KEY)):
         return directory
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    old_umask = os.umask(0o077)
-    try:
-        with tempfile.TemporaryDirectory(dir=directory, prefix=".certs-") as tmp:
-            work = Path(tmp)
-            curve = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
-            _openssl("req", "-x509", *curve, "-keyout", CA_KEY, "-out", CA_CERT, "-days", "3650",
-                     "-subj", "/CN=labkit-ca", "-addext", "basicConstraints=critical,CA:TRUE",
-                     "-addext", "keyUsage=critical,keyCertSign,cRLSign", cwd=work)
-            _openssl("req", "-new", *curve, "-keyout", SERVER_KEY, "-out", "apiserver.csr",
-                     "-subj", "/CN=kube-apiserver", cwd=work)
-            (work / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,"
-                                          "DNS:kubernetes.default\nextendedKeyUsage=serverAuth\n"
-                                          "keyUsage=critical,digitalSignature,keyEncipherment\n")
-            _openssl("x509", "-req", "-in", "apiserver.csr", "-CA", CA_CERT, "-CAkey", CA_KEY,
-                     "-CAcreateserial", "-out", SERVER_CERT, "-days", "3650", "-extfile", "ext.cnf", cwd=work)
-            for name in (CA_CERT, CA_KEY, SERVER_CERT, SERVER_KEY):
-                os.chmod(work / name, 0o600)
-                os.replace(work / name, directory / name)
-    finally:
-        os.umask(old_umask)
+    ca_cert, ca_key = self_signed_ca("labkit-ca")
+    server_cert, server_key = issue_serving(ca_cert, ca_key, "kube-apiserver", SERVER_SANS, 3650)
+    # the CA last: a directory interrupted half-way has no CA and is made again whole
+    for name, data in ((SERVER_KEY, server_key), (SERVER_CERT, server_cert), (CA_KEY, ca_key), (CA_CERT, ca_cert)):
+        write_private(directory / name, data)
     return directory
 
 
@@ -95,11 +139,17 @@ def request_client_certificates(ctx: ssl.SSLContext) -> bool:
     authenticator verifies the certificate afterwards, so an expired or foreign one is a 401
     with a reason in the trace, not a failed handshake.
 
-    Python's ssl module can only ask for a certificate with verification on (CERT_OPTIONAL);
-    an OpenSSL verify callback that accepts every certificate turns that into "request". It is
-    set on the SSL_CTX under the SSLContext object (the first field after the object header in
-    every CPython 3), checked through SSL_CTX_get_verify_mode before it is trusted. Returns False,
-    with the context still asking for certificates (CERT_OPTIONAL), where that cannot be done."""
+    Python's ssl module has no supported way to do this. CERT_OPTIONAL on a server context is
+    Go's VerifyClientCertIfGiven, not RequestClientCert: a certificate that is sent is verified
+    against the context's CAs during the handshake and any verification error aborts it (the
+    ssl module's documentation of CERT_OPTIONAL); the module exposes no verify callback
+    (python/cpython#75425, "Add SSLContext.set_verify_callback()", open; its pull request
+    #31391 was abandoned). So an OpenSSL verify callback that accepts every certificate is set
+    with ctypes on the SSL_CTX under the SSLContext object (the first field after the object
+    header in every CPython 3), checked through SSL_CTX_get_verify_mode before it is trusted.
+    pyOpenSSL's Context.set_verify would be the supported route, at the price of serving
+    through pyOpenSSL connections instead of the ssl module's sockets. Returns False, with the
+    context still asking for certificates (CERT_OPTIONAL), where the callback cannot be set."""
     import _ssl
     ctx.verify_mode = ssl.CERT_OPTIONAL
     try:

@@ -17,10 +17,9 @@ import os
 import queue
 import socket
 import ssl
-import subprocess
-import tempfile
 import threading
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
@@ -278,113 +277,250 @@ class RESTMapper:
 
 # -- HTTP ----------------------------------------------------------------------------------------
 
-class KubeConfig:
-    """The parts of a kubeconfig file an HTTP client needs (current or named context)."""
+def default_kubeconfig() -> str:
+    """Where kubectl looks when no --kubeconfig is given (client-go clientcmd/loader.go
+    NewDefaultClientConfigLoadingRules): $KUBECONFIG, a list of files separated by ':' and merged,
+    else ~/.kube/config."""
+    return os.environ.get("KUBECONFIG") or "~/.kube/config"
 
-    def __init__(self, path: str | os.PathLike, context: str | None = None):
-        try:
-            data = yaml.safe_load(Path(path).read_text()) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            from labkit.errors import ConfigError
-            raise ConfigError(path, None, f"cannot read kubeconfig: {exc}")
+
+class KubeConfig:
+    """A kubeconfig's server and credentials for one context, loaded by the kubernetes package
+    (kubernetes.config.kube_config): files merged in order (`path` may be a ':'-separated list;
+    None: `default_kubeconfig()`), token or tokenFile (relative to the file that names it), client
+    certificates, exec credential plugins (a token or a client certificate, fetched again when
+    the credential expires), auth-provider, basic auth, certificate-authority, tls-server-name and
+    insecure-skip-tls-verify. proxy-url (an http:// proxy, tunnelled with CONNECT) is read here:
+    the package does not read it.
+
+    The package is imported on first use: its import alone takes most of a second."""
+
+    def __init__(self, path: str | os.PathLike | None = None, context: str | None = None):
+        from kubernetes.config.config_exception import ConfigException
+        from kubernetes.config.kube_config import KubeConfigLoader, KubeConfigMerger
+
         from labkit.errors import ConfigError
-        context_name = context or data.get("current-context")
-        contexts = {c.get("name"): c.get("context") or {} for c in data.get("contexts") or []}
-        if context_name not in contexts:
-            raise ConfigError(path, "current-context", f"context {context_name!r} not found")
-        ctx = contexts[context_name]
-        clusters = {c.get("name"): c.get("cluster") or {} for c in data.get("clusters") or []}
-        users = {u.get("name"): u.get("user") or {} for u in data.get("users") or []}
+        self.path = str(path) if path is not None else default_kubeconfig()
+        try:
+            merged = KubeConfigMerger(self.path)
+        except (OSError, yaml.YAMLError) as exc:
+            raise ConfigError(self.path, None, f"cannot read kubeconfig: {exc}")
+        except (AttributeError, TypeError) as exc:          # YAML that is not a mapping
+            raise ConfigError(self.path, None, f"not a kubeconfig: {exc}")
+        if merged.config is None:
+            raise ConfigError(self.path, None, "no kubeconfig file found")
+        # client-go tools/clientcmd/loader.go ClientConfigLoadingRules.Load: the first file to set a
+        # named cluster, user or context wins (the package merges so too), and so does the first to
+        # set current-context (the package takes the last: corrected here)
+        firsts = [c.get("current-context") for c in merged.config_files.values() if isinstance(c, dict)]
+        current = next((c for c in firsts if c), None)
+        if current is not None:
+            merged.config.value["current-context"] = current
+        data = merged.config.value          # its clusters, contexts and users: ConfigNodes holding their file's path
+        self.context_name = context or data.get("current-context")
+        contexts = {c.value.get("name"): c.value.get("context") or {} for c in data.get("contexts") or []}
+        if self.context_name not in contexts:
+            raise ConfigError(self.path, "current-context" if context is None else "contexts",
+                              f"context {self.context_name!r} not found")
+        ctx = contexts[self.context_name]
+        clusters = {c.value.get("name"): c.value.get("cluster") or {} for c in data.get("clusters") or []}
         if ctx.get("cluster") not in clusters:
-            raise ConfigError(path, "contexts.context.cluster", f"cluster {ctx.get('cluster')!r} not found")
+            raise ConfigError(self.path, "contexts.context.cluster", f"cluster {ctx.get('cluster')!r} not found")
         self.cluster = clusters[ctx["cluster"]]
-        self.user = users.get(ctx.get("user"), {})
+        user = next((u for u in data.get("users") or [] if u.value.get("name") == ctx.get("user")), None)
+        self.user = (user.value.get("user") or {}) if user is not None else {}
+        # the file that defines the user: its relative paths (tokenFile, client-certificate) are relative to it
+        self.user_dir = Path(user.path).resolve().parent if user is not None and user.path else Path.cwd()
         self.namespace = ctx.get("namespace") or "default"
         self.server = self.cluster.get("server", "")
         if not self.server:
-            raise ConfigError(path, "clusters.cluster.server", "expected the API server's URL")
-        self.base_dir = Path(path).resolve().parent
+            raise ConfigError(self.path, "clusters.cluster.server", "expected the API server's URL")
+        self._errors = (ConfigException,)
+        try:
+            self._loader = KubeConfigLoader(config_dict=merged.config, active_context=self.context_name,
+                                            config_base_path=None)
+        except ConfigException as exc:
+            raise ConfigError(self.path, None, str(exc))
+        self.proxy = self.cluster.get("proxy-url") or None
+        if self.proxy and urlsplit(self.proxy).scheme != "http":
+            raise ConfigError(self.path, "clusters.cluster.proxy-url",
+                              f"{self.proxy}: labkit reaches a cluster through an http:// proxy only")
+        self.generation = 0
+        self._lock = threading.Lock()
+        self.configuration = None
 
-    def _file_or_data(self, section: dict, key: str) -> bytes | None:
-        if section.get(f"{key}-data"):
-            return base64.b64decode(section[f"{key}-data"])
-        if section.get(key):
-            return (self.base_dir / section[key]).read_bytes()
-        return None
+    def load(self) -> "KubeConfig":
+        """Resolve the credentials (run the exec plugin, read token and certificate files);
+        raises ConfigError where that fails. Done on first use otherwise."""
+        with self._lock:
+            self._load()
+        return self
+
+    def _loaded(self):
+        if self.configuration is None:
+            self._load()
+        return self.configuration
+
+    def _load(self) -> None:
+        from kubernetes.client import Configuration
+
+        from labkit.errors import ConfigError
+        configuration = Configuration()
+        try:
+            self._loader.load_and_set(configuration)
+        except (*self._errors, OSError) as exc:
+            raise ConfigError(self.path, None, str(exc))
+        if self.user.get("exec") and not configuration.api_key.get("authorization") and not configuration.cert_file:
+            # the package logs the plugin's failure and carries on without a credential
+            raise ConfigError(self.path, "users.user.exec",
+                              f"the credential plugin {self.user['exec'].get('command')!r} gave no credential")
+        self.configuration = configuration
+        self.expiry = getattr(self._loader, "expiry", None)
+        self._ssl_context = None
+        self.generation += 1
+
+    def _expired(self) -> bool:
+        from kubernetes.config.kube_config import EXPIRY_SKEW_PREVENTION_DELAY
+        return (self.expiry is not None
+                and self.expiry - EXPIRY_SKEW_PREVENTION_DELAY <= datetime.now(timezone.utc))
+
+    def authorization(self) -> str | None:
+        """The Authorization header's value, the credential fetched again first when it expired
+        (the package's refresh hook for tokens; an expired client certificate from an exec
+        plugin is fetched again here, the package keeps it)."""
+        with self._lock:
+            configuration = self._loaded()
+            if configuration.refresh_api_key_hook is not None:
+                before = configuration.api_key.get("authorization")
+                configuration.refresh_api_key_hook(configuration)
+                self.expiry = getattr(self._loader, "expiry", None)
+                if configuration.api_key.get("authorization") != before:
+                    self.generation += 1
+            elif self.user.get("exec") and self._expired():
+                self._load()
+            value = configuration.api_key.get("authorization")
+            # a tokenFile's trailing newline is no part of the token (client-go trims it)
+            return value.strip() if value else None
 
     def ssl_context(self) -> ssl.SSLContext | None:
         if not self.server.startswith("https"):
             return None
-        ctx = ssl.create_default_context()
-        if self.cluster.get("insecure-skip-tls-verify"):
-            ctx.check_hostname = False
-            ctx.verify_mode = ssl.CERT_NONE
-        ca = self._file_or_data(self.cluster, "certificate-authority")
-        if ca:
-            ctx.load_verify_locations(cadata=ca.decode())
-        cert = self._file_or_data(self.user, "client-certificate")
-        key = self._file_or_data(self.user, "client-key")
-        if cert and key:
-            with tempfile.TemporaryDirectory(prefix="labkit-kubeconfig-") as tmp:
-                cert_path, key_path = Path(tmp, "cert.pem"), Path(tmp, "key.pem")
-                for p, data in ((cert_path, cert), (key_path, key)):
-                    fd = os.open(p, os.O_WRONLY | os.O_CREAT, 0o600)
-                    with os.fdopen(fd, "wb") as f:
-                        f.write(data)
-                ctx.load_cert_chain(cert_path, key_path)
-        return ctx
+        with self._lock:
+            if self._ssl_context is None:
+                configuration = self._loaded()
+                ctx = ssl.create_default_context(cafile=configuration.ssl_ca_cert or None)
+                if not configuration.verify_ssl:
+                    ctx.check_hostname = False
+                    ctx.verify_mode = ssl.CERT_NONE
+                if configuration.cert_file and configuration.key_file:
+                    ctx.load_cert_chain(configuration.cert_file, configuration.key_file)
+                self._ssl_context = ctx
+            return self._ssl_context
 
-    def token(self) -> str | None:
-        if self.user.get("token"):
-            return self.user["token"]
-        if self.user.get("tokenFile"):
-            return Path(self.user["tokenFile"]).read_text().strip()
-        exec_config = self.user.get("exec")
-        if exec_config:
-            env = dict(os.environ)
-            for item in exec_config.get("env") or []:
-                env[item["name"]] = item["value"]
-            out = subprocess.run([exec_config["command"], *(exec_config.get("args") or [])], env=env,
-                                 capture_output=True, text=True, timeout=60, check=True).stdout
-            return json.loads(out)["status"]["token"]
-        return None
+    @property
+    def tls_server_name(self) -> str | None:
+        with self._lock:
+            return self._loaded().tls_server_name or None
+
+    def client_credentials(self) -> tuple[bytes | None, bytes | None]:
+        """The user's client certificate and key as the file names them (data, or a file relative
+        to the kubeconfig that names it), not an exec plugin's: (certificate, key), None where absent."""
+        def read(key: str) -> bytes | None:
+            if self.user.get(f"{key}-data"):
+                return base64.b64decode(self.user[f"{key}-data"])
+            if self.user.get(key):
+                return (self.user_dir / os.path.expanduser(self.user[key])).read_bytes()
+            return None
+        return read("client-certificate"), read("client-key")
+
+
+class _HTTPSConnection(http.client.HTTPSConnection):
+    """HTTPS with the server name to verify and send (SNI) given apart from the host dialled:
+    the kubeconfig's tls-server-name."""
+
+    def __init__(self, *args, server_name: str | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._server_name = server_name
+
+    def connect(self) -> None:
+        http.client.HTTPConnection.connect(self)        # TCP, and the proxy's CONNECT tunnel if any
+        self.sock = self._context.wrap_socket(self.sock,
+                                              server_hostname=self._server_name or self._tunnel_host or self.host)
 
 
 class HttpClient(Client):
-    """A client for any API server: `HttpClient.from_kubeconfig(path)` or `HttpClient(url, token)`."""
+    """A client for any API server: `HttpClient.from_kubeconfig(path, context)` (kubectl's
+    loading rules, through the kubernetes package), `HttpClient.for_embedded(path)` (the
+    kubeconfig labkit wrote for its own server) or `HttpClient(url, token)`."""
 
     def __init__(self, server: str, token: str | None = None, ssl_context: ssl.SSLContext | None = None,
-                 user_agent: str = "labkit", timeout: float = 60):
+                 user_agent: str = "labkit", timeout: float = 60, kubeconfig: KubeConfig | None = None):
         url = urlsplit(server)
         self.scheme = url.scheme or "http"
         self.host = url.hostname or "127.0.0.1"
         self.port = url.port or (443 if self.scheme == "https" else 80)
         self.prefix = url.path.rstrip("/")
         self.token = token
-        self.ssl_context = ssl_context
+        self._ssl_context = ssl_context
+        self.kubeconfig = kubeconfig
         self.user_agent = user_agent
         self.timeout = timeout
         self._local = threading.local()
 
     @classmethod
-    def from_kubeconfig(cls, path: str | os.PathLike, context: str | None = None, **kwargs) -> "HttpClient":
-        config = KubeConfig(path, context)
-        return cls(config.server, config.token(), config.ssl_context(), **kwargs)
+    def from_kubeconfig(cls, path: str | os.PathLike | None = None, context: str | None = None,
+                        **kwargs) -> "HttpClient":
+        """A client for the cluster of `context` (default: the current one) of the kubeconfig at
+        `path` (default: $KUBECONFIG, else ~/.kube/config), credentials kept fresh."""
+        config = KubeConfig(path, context).load()
+        return cls(config.server, kubeconfig=config, **kwargs)
+
+    @classmethod
+    def for_embedded(cls, path: str | os.PathLike, **kwargs) -> "HttpClient":
+        """A client for labkit's embedded API server from the kubeconfig labkit wrote for it
+        (users.kubeconfig_text: one cluster with its CA data, one user with a token, current),
+        read directly: a labkit command talking to its own server does not pay the kubernetes
+        package's import. Any other file: `from_kubeconfig`."""
+        from labkit.errors import ConfigError
+        try:
+            data = yaml.safe_load(Path(path).read_text()) or {}
+            (cluster,), (user,) = data["clusters"], data["users"]
+            server, ca = cluster["cluster"]["server"], cluster["cluster"]["certificate-authority-data"]
+            token = user["user"]["token"]
+        except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError) as exc:
+            raise ConfigError(path, None, f"not a kubeconfig labkit wrote for its API server ({exc!r}): "
+                                          "read it with HttpClient.from_kubeconfig")
+        return cls(server, token, ssl.create_default_context(cadata=base64.b64decode(ca).decode()), **kwargs)
+
+    @property
+    def ssl_context(self) -> ssl.SSLContext | None:
+        return self.kubeconfig.ssl_context() if self.kubeconfig is not None else self._ssl_context
+
+    def _generation(self) -> int:
+        return self.kubeconfig.generation if self.kubeconfig is not None else 0
 
     def _connect(self, timeout: float | None = None) -> http.client.HTTPConnection:
+        timeout = timeout or self.timeout
+        proxy = urlsplit(self.kubeconfig.proxy) if self.kubeconfig is not None and self.kubeconfig.proxy else None
+        host, port = (proxy.hostname, proxy.port or 80) if proxy else (self.host, self.port)
         if self.scheme == "https":
-            conn = http.client.HTTPSConnection(self.host, self.port, timeout=timeout or self.timeout,
-                                               context=self.ssl_context)
+            conn = _HTTPSConnection(host, port, timeout=timeout, context=self.ssl_context,
+                                    server_name=self.kubeconfig.tls_server_name if self.kubeconfig else None)
         else:
-            conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout or self.timeout)
+            conn = http.client.HTTPConnection(host, port, timeout=timeout)
+        if proxy:
+            conn.set_tunnel(self.host, self.port)
         conn.connect()
         conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        conn.labkit_generation = self._generation()
         return conn
 
     def _headers(self, content_type: str | None, accept: str | None) -> dict:
         headers = {"Accept": accept or "application/json", "User-Agent": self.user_agent}
-        if self.token:
-            headers["Authorization"] = f"Bearer {self.token}"
+        authorization = self.kubeconfig.authorization() if self.kubeconfig is not None else (
+            f"Bearer {self.token}" if self.token else None)
+        if authorization:
+            headers["Authorization"] = authorization
         if content_type:
             headers["Content-Type"] = content_type
         return headers
@@ -398,6 +534,9 @@ class HttpClient(Client):
         headers = self._headers(content_type, accept)
         for attempt in (1, 2):
             conn = getattr(self._local, "conn", None)
+            if conn is not None and conn.labkit_generation != self._generation():
+                conn.close()            # made with a client certificate since replaced
+                conn = None
             if conn is None:
                 conn = self._local.conn = self._connect()
             try:

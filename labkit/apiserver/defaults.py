@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from labkit.apiserver import models, quantity
+from labkit import quantity
+from labkit.apiserver import models
 
 DEFAULT_TERMINATION_GRACE_PERIOD = 30          # v1.DefaultTerminationGracePeriodSeconds
 DEFAULT_MODE = 0o644                           # Secret/ConfigMap/DownwardAPI/Projected volumes

@@ -299,7 +299,7 @@ def qos_class(spec: dict) -> str:
     """pkg/apis/core/helper/qos GetPodQOS (container-level resources): BestEffort without any cpu
     or memory request or limit; Guaranteed when every container limits both and requests equal
     limits; Burstable otherwise."""
-    from labkit.apiserver.quantity import QuantityError, parse
+    from labkit.quantity import QuantityError, parse
 
     def amount(value):
         try:

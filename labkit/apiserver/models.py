@@ -304,7 +304,7 @@ _ZERO = {"str": "", "int": 0, "bool": False, "float": 0.0, "datetime": None, "ob
 
 
 def _quantities(value):
-    from labkit.apiserver import quantity
+    from labkit import quantity
     try:
         if isinstance(value, dict):
             return {k: quantity.canonical(v) for k, v in value.items() if v is not None}

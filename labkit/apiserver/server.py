@@ -228,7 +228,7 @@ class ServerInfo:
         return next(t for t, u in authn.load_token_file(self.state_dir / "tokens.csv").items() if u.name == ADMIN_USER)
 
     def client(self) -> HttpClient:
-        return HttpClient.from_kubeconfig(self.kubeconfig)
+        return HttpClient.for_embedded(self.kubeconfig)
 
     def set_controller(self, name: str, running: bool | None = None, restart: bool = False) -> dict:
         body = {"restart": True} if restart else {"running": running}

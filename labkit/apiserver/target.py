@@ -39,6 +39,8 @@ class Target:
         return "labkit's embedded API server" if self.embedded else f"the cluster of {self.kubeconfig}"
 
     def client(self) -> HttpClient:
+        if self.embedded:
+            return HttpClient.for_embedded(self.kubeconfig)
         return HttpClient.from_kubeconfig(self.kubeconfig, self.context)
 
     def kubectl(self, *args: str, input: str | None = None) -> str:

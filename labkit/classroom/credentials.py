@@ -21,19 +21,20 @@ student reaches their machine: HOST, port `base_port + NN` (the Vagrantfile's fo
 
 The sudo password is random per student (there is no shared password, and SSH password logins are
 off: it only lets the student become root on their own machine, where labs run as root). Its
-SHA-512 crypt(3) hash comes from `openssl passwd -6`. An existing directory's credentials are
+SHA-512 crypt(3) hash is computed in-process (`crypt_sha512`, what `openssl passwd -6` and
+mkpasswd make). An existing directory's credentials are
 never overwritten: a re-run refuses, so a class cannot lose its keys by accident.
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import os
 import secrets
 import string
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,17 +68,50 @@ def key_pair(comment: str) -> tuple[bytes, str]:
     return pem, f"{public.decode()} {comment}"
 
 
+# SHA-crypt (Ulrich Drepper, "Unix crypt using SHA-256 and SHA-512", the $6$ scheme of glibc's
+# crypt(3)), written out because Python's crypt module is deprecated and gone in 3.13 and no
+# maintained library in the environment provides it; checked against the specification's test
+# vector and `openssl passwd -6` (tests/test_class_access.py).
+_CRYPT_ALPHABET = "./0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+_CRYPT_ROUNDS = 5000        # the scheme's default: no rounds= in the hash
+
+
+def sha512_crypt(password: bytes, salt: bytes) -> str:
+    """The $6$ hash of `password` with `salt` (up to 16 characters of ./0-9A-Za-z)."""
+    h = hashlib.sha512
+    n = len(password)
+    b = h(password + salt + password).digest()
+    a = h(password + salt)
+    for i in range(0, n, 64):                   # B for each 64 bytes of the password, then the rest
+        a.update(b[:min(64, n - i)])
+    i = n
+    while i:                                    # each bit of the length: B for 1, the password for 0
+        a.update(b if i & 1 else password)
+        i >>= 1
+    c = a.digest()
+    p = (h(password * n).digest() * (n // 64 + 1))[:n]
+    s = (h(salt * (16 + c[0])).digest() * (len(salt) // 64 + 1))[:len(salt)]
+    for r in range(_CRYPT_ROUNDS):
+        d = h(p if r & 1 else c)
+        if r % 3:
+            d.update(s)
+        if r % 7:
+            d.update(p)
+        d.update(c if r & 1 else p)
+        c = d.digest()
+    out = []
+    for k in range(21):                         # the scheme's byte order, 3 bytes to 4 characters
+        x, y, z = c[k], c[k + 21], c[k + 42]
+        word = ((x << 16) | (y << 8) | z, (y << 16) | (z << 8) | x, (z << 16) | (x << 8) | y)[k % 3]
+        out += [_CRYPT_ALPHABET[(word >> (6 * j)) & 63] for j in range(4)]
+    out += [_CRYPT_ALPHABET[(c[63] >> (6 * j)) & 63] for j in range(2)]
+    return f"$6${salt.decode()}${''.join(out)}"
+
+
 def crypt_sha512(password: str) -> str:
-    """The password's SHA-512 crypt(3) hash ($6$...), as /etc/shadow holds it."""
-    try:
-        run = subprocess.run(["openssl", "passwd", "-6", "-stdin"], input=password + "\n", capture_output=True,
-                             text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise LabkitError(f"cannot hash the sudo passwords with openssl: {exc}")
-    digest = run.stdout.strip()
-    if run.returncode != 0 or not digest.startswith("$6$"):
-        raise LabkitError(f"openssl passwd -6 failed: {run.stderr.strip() or digest}")
-    return digest
+    """The password's SHA-512 crypt(3) hash ($6$...) with a random 16-character salt, as /etc/shadow holds it."""
+    salt = "".join(secrets.choice(_CRYPT_ALPHABET) for _ in range(16))
+    return sha512_crypt(password.encode(), salt.encode())
 
 
 def _write(path: Path, data: str | bytes, mode: int) -> None:

@@ -47,6 +47,7 @@ def plugin_serve(
     register again whenever kubelet.sock is created anew. Runs until interrupted."""
     from labkit.devices.plugin import ReferencePlugin, load_spec
 
+    refuse_lab_node(directory)
     if filename is not None:
         try:
             spec = load_spec(filename)
@@ -60,14 +61,17 @@ def plugin_serve(
         spec["resource"] = resource
     for item in device:
         dev_id, _, numa = item.partition("@")
-        spec.setdefault("devices", []).append({"id": dev_id, **({"numa": int(numa)} if numa else {})})
+        spec.setdefault("devices", []).append({"id": dev_id, **({"numa": numa} if numa else {})})
     import signal
 
     def stop(_signum, _frame):
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, stop)
-    plugin = ReferencePlugin(spec, directory, filename)
+    try:
+        plugin = ReferencePlugin(spec, directory, filename)
+    except ValueError as exc:
+        raise LabkitError(f"{filename or 'the plugin'}: {exc}") from None
     typer.echo(f"device plugin {plugin.resource}: {len(plugin.devices)} devices, socket {plugin.socket_path}")
     try:
         plugin.run()
@@ -78,6 +82,20 @@ def plugin_serve(
 
 
 LAB_ID = "device-plugins"
+LAB_NODES = Path("/run/labkit")       # the device-plugins lab's nodes: <this>/<prefix>-device-plugins/<run>/
+
+
+def refuse_lab_node(directory: Path) -> None:
+    """The reference plugin does not serve a node of the device-plugins lab (`labkit devices try`,
+    the checks): there the plugin is the exercise, and running labkit's own would pass it for the
+    student's (it offers GetPreferredAllocation, fills Allocate from a template and registers
+    again after a kubelet restart)."""
+    resolved = Path(directory).resolve()
+    for parent in resolved.parents:
+        if parent.parent == LAB_NODES and parent.name.endswith(f"-{LAB_ID}"):
+            raise LabkitError(f"{directory} is a node of the {LAB_ID} lab: there the device plugin is yours to "
+                              f"write (plugins/EXERCISE.py); labkit's reference plugin does not serve it "
+                              "(labkit/devices/plugin.py is there to read, as a model of your own)")
 
 
 def _lab_env():

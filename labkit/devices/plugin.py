@@ -54,9 +54,15 @@ def _identity(path: Path) -> tuple[int, int]:
 def _device(item) -> "api.Device":
     if isinstance(item, str):
         item = {"id": item}
+    if not isinstance(item, dict) or item.get("id") in (None, ""):
+        raise ValueError(f"a device of the spec needs an `id` (and optionally `numa`, `health`), got {item!r}")
+    try:
+        numa = None if item.get("numa") is None else int(item["numa"])
+    except (TypeError, ValueError):
+        raise ValueError(f"device {item['id']}: `numa` is a NUMA node number, got {item['numa']!r}") from None
     d = api.Device(ID=str(item["id"]), health=str(item.get("health", api.HEALTHY)))
-    if item.get("numa") is not None:
-        d.topology.nodes.add(ID=int(item["numa"]))
+    if numa is not None:
+        d.topology.nodes.add(ID=numa)
     return d
 
 

@@ -160,13 +160,24 @@ class Session:
             for path, seen in container.mounts(proc.pid).items():
                 if path.startswith(prefix + "/"):
                     inside = Path(f"/proc/{proc.pid}/root{path}")
-                    mounts[path[len(prefix):]] = {"read_only": "ro" in seen["options"], "files": _files(inside)}
+                    mounts[path[len(prefix):]] = {"read_only": "ro" in seen["options"], "files": _files(inside),
+                                                  "source": _identity(inside)}
             return {"started": True, "envs": {k: v for k, v in env.items() if k not in container.BASE_ENV},
                     "mounts": mounts, "options": options}
         finally:
             if proc.poll() is None:
                 proc.kill()
             proc.wait()
+
+
+def _identity(path: Path) -> list[int] | None:
+    """[device, inode] of what the process sees at a mount point: a bind mount shows its host
+    directory's own, a copy of that directory has others."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return [st.st_dev, st.st_ino]
 
 
 def _files(directory: Path) -> dict[str, str]:

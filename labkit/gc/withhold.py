@@ -1,6 +1,7 @@
 """The gc lab's prediction is not answered by labkit's own tools: `labkit gc run` on the
-experiment of exercise predict-dangling (its scenario file, or a copy of its objects) shows the
-outcome only once a prediction is written down, and keeps a copy of that prediction, which the
+experiment of exercise predict-dangling (its scenario file, a copy of its objects, or any scenario
+with an owner that never existed or lives in another namespace) shows the outcome only once a
+prediction is written down, and keeps a copy of that prediction, which the
 check then judges (a prediction changed after seeing the outcome is not one)."""
 
 from __future__ import annotations
@@ -77,16 +78,29 @@ def is_the_experiment(scenario) -> bool:
     return signature(scenario) in shapes
 
 
+UNTOLD = ("never-existed", "other-namespace")       # the owners whose fate the experiment asks about
+
+
+def shows_part_of_the_experiment(scenario) -> bool:
+    """Whether playing `scenario` shows part of the experiment's outcome: the experiment itself,
+    or any scenario with an object whose owner never existed (a UID of no object of the scenario)
+    or lives in another namespace, whatever its names and whatever else it holds (what the
+    garbage collector does to such an object is what the prediction is about)."""
+    return is_the_experiment(scenario) or any(where in UNTOLD for _kind, _ns, owners in signature(scenario)
+                                              for _owner, where in owners)
+
+
 def gate(scenario) -> str | None:
     """None when `scenario` may be played and shown; else what to say instead. Playing the
     experiment with a prediction written keeps a copy of that prediction (the first time)."""
     from labkit import paths
     from labkit.exercises import answer_path
-    if not is_the_experiment(scenario):
+    if not shows_part_of_the_experiment(scenario):
         return None
     answer = answer_path(LAB, EXERCISE)
     if not answer.exists():
-        return (f"{scenario.path} is the experiment of exercise {EXERCISE}, whose outcome you are to predict: "
+        return (f"{scenario.path} is, or holds part of, the experiment of exercise {EXERCISE} (an owner that never "
+                "existed or lives in another namespace), whose outcome you are to predict: "
                 f"write your prediction to {answer} first (`labkit show {LAB} {EXERCISE}`); then `labkit gc run` "
                 "plays it, and the check judges the prediction you had written then")
     kept = paths.state_root() / LAB / REVEALED

@@ -97,5 +97,6 @@ from labkit.kubeproxy import lab_commands  # noqa: E402
 
 app.command("apply")(lab_commands.apply)
 app.command("get")(lab_commands.get)
+app.command("delete")(lab_commands.delete)
 app.command("curl")(lab_commands.curl)
 app.command("graph")(lab_commands.graph)

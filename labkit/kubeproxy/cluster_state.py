@@ -203,6 +203,26 @@ class ClusterState:
         self.reconcile_endpoint_slices()
         return report
 
+    def delete(self, refs: list[tuple[str, str, str]]) -> tuple[list[str], list[str]]:
+        """Delete Services and EndpointSlices, (kind, namespace, name) each, as `kubectl delete`
+        does: (lines like `service "web" deleted`, the NotFound errors of the others). A deleted
+        Service's own EndpointSlices go with it (the EndpointSlice controller's, owned by it)."""
+        deleted, missing = [], []
+        for kind, namespace, name in refs:
+            plural = {"Service": "services", "EndpointSlice": "endpointslices"}[kind]
+            objects = self.services if kind == "Service" else self.endpoint_slices
+            kept = [o for o in objects if _key(o) != (namespace, name)]
+            if len(kept) == len(objects):
+                missing.append(f'Error from server (NotFound): {plural} "{name}" not found')
+                continue
+            if kind == "Service":
+                self.services = kept
+            else:
+                self.endpoint_slices = kept
+            deleted.append(f'{kind.lower()} "{name}" deleted')
+        self.reconcile_endpoint_slices()
+        return deleted, missing
+
     def apply_status(self, documents: list[dict], source: str) -> list[str]:
         """Replace the status of existing Services, like `kubectl replace --subresource status`
         (what a load-balancer controller does to publish status.loadBalancer.ingress)."""

@@ -1,4 +1,4 @@
-"""`labkit kube-proxy apply|get|curl|graph`: commands that work on the running kube-proxy lab.
+"""`labkit kube-proxy apply|get|delete|curl|graph`: commands that work on the running kube-proxy lab.
 
 Registered in the kube-proxy sub-app (labkit/kubeproxy/cli.py). They need `labkit run kube-proxy`
 first; heavy imports stay inside the functions so that the CLI starts fast.
@@ -43,7 +43,9 @@ def locked_lab():
 
 
 def apply(
-    file: Path = typer.Option(..., "-f", "--filename", help="Services and/or EndpointSlices (YAML, several documents or a List)."),
+    filename: list[str] = typer.Option(..., "-f", "--filename", metavar="PATH",
+                                       help="Services and/or EndpointSlices (YAML, several documents or a List): a file, "
+                                            "a directory's .yaml/.yml/.json files, or - (standard input); repeatable."),
     subresource: Optional[str] = typer.Option(None, "--subresource",
         help="status: replace only the Services' status (e.g. status.loadBalancer.ingress, as a load-balancer controller does)."),
 ):
@@ -55,12 +57,28 @@ def apply(
 
     if subresource not in (None, "status"):
         raise LabkitError(f"--subresource: expected status, got {subresource!r}")
-    documents = read_documents(file)
+    files = cliopts.filename_paths(filename)
+    documents = {file: read_documents(file) for file in files}
+    report, synced = [], {}
     with locked_lab() as env:
-        refuse_unknown_fields(file, live.load(env))
-        report, synced = live.apply_documents(env, documents, str(file), status=subresource == "status")
+        for file in files:
+            refuse_unknown_fields(file, live.load(env))
+        for file in files:                # as kubectl goes through its files, one after the other
+            lines, nodes = live.apply_documents(env, documents[file], "STDIN" if file == "-" else str(file),
+                                                status=subresource == "status")
+            report += lines
+            for node, changed in nodes.items():
+                if changed is None or (node in synced and synced[node] is None):
+                    synced[node] = None          # a full sync
+                else:
+                    synced[node] = (synced.get(node) or set()) | changed
     for line in report:
         print(line)
+    _print_syncs(synced)
+
+
+def _print_syncs(synced: dict) -> None:
+    """What each node's kube-proxy did: a full sync (None), the chains it rewrote, or nothing."""
     for node, changed in synced.items():
         if changed is None:
             print(f"{node}: kube-proxy synced fully (its canary chain KUBE-PROXY-CANARY was gone, as after a flush)")
@@ -70,7 +88,60 @@ def apply(
             print(f"{node}: no service changed, no sync")
 
 
-def refuse_unknown_fields(file: Path, state) -> None:
+def delete(
+    kind: Optional[str] = typer.Argument(None, metavar="KIND[/NAME]", help="services (svc) | endpointslices, or svc/NAME"),
+    names: Optional[list[str]] = typer.Argument(None, metavar="[NAME...]", help="The objects of KIND to delete."),
+    filename: Optional[list[str]] = typer.Option(None, "-f", "--filename", metavar="PATH",
+                                                 help="The Services and EndpointSlices of these files: a file, a "
+                                                      "directory's .yaml/.yml/.json files, or - (standard input)."),
+):
+    """Delete Services or EndpointSlices from the lab (like kubectl delete), then sync kube-proxy's
+    rules on every node. A Service's EndpointSlices go with it."""
+    from labkit.errors import ConfigError, LabkitError
+    from labkit.inputs import load_yaml_all
+    from labkit.kubeproxy import live
+
+    refs: list[tuple[str, str, str]] = []
+    if filename:
+        if kind or names:
+            raise LabkitError("give either KIND NAME... (or KIND/NAME) or -f/--filename, not both")
+        for path in cliopts.filename_paths(filename):
+            for doc in load_yaml_all(path):
+                items = doc.get("items") if isinstance(doc, dict) and doc.get("kind") == "List" else [doc]
+                for obj in items or []:
+                    if obj is None:
+                        continue
+                    meta = (obj.get("metadata") or {}) if isinstance(obj, dict) else {}
+                    if not isinstance(obj, dict) or obj.get("kind") not in ("Service", "EndpointSlice") or not meta.get("name"):
+                        raise ConfigError(path, None, "expected Services or EndpointSlices with a metadata.name "
+                                                      "(pods and nodes are fixed by the lab)")
+                    refs.append((obj["kind"], meta.get("namespace") or "default", meta["name"]))
+    else:
+        if not kind:
+            raise LabkitError("name what to delete: KIND NAME..., KIND/NAME, or -f/--filename FILE")
+        kind, slash, named = kind.partition("/")
+        if kind not in KINDS:
+            raise LabkitError(f'the server doesn\'t have a resource type "{kind}" in this lab: expected services (svc) '
+                              "or endpointslices")
+        plural = KINDS[kind][0]
+        if plural not in ("services", "endpointslices"):
+            raise LabkitError(f"{plural} are fixed by the lab: delete Services or EndpointSlices")
+        wanted = ([named] if slash and named else []) + list(names or [])
+        if not wanted:
+            raise LabkitError(f"name the {plural} to delete (KIND NAME... or KIND/NAME)")
+        for name in wanted:
+            namespace, _, name = name.rpartition("/") if "/" in name else ("", "", name)
+            refs.append(("Service" if plural == "services" else "EndpointSlice", namespace or "default", name))
+    with locked_lab() as env:
+        deleted, missing, synced = live.delete_objects(env, refs)
+    for line in deleted:
+        print(line)
+    _print_syncs(synced)
+    if missing:
+        raise LabkitError("\n".join(missing))
+
+
+def refuse_unknown_fields(file, state) -> None:
     """kubectl v1.34 validates strictly (fieldValidation=Strict): a field the kind does not have
     (`sessionAfinity`) or a key given twice refuses the whole file, in kube-apiserver's words
     (labkit.strict). The lab's apply replaces existing objects (kubectl replace: "replacing") and
@@ -78,8 +149,9 @@ def refuse_unknown_fields(file: Path, state) -> None:
     import yaml
 
     from labkit import strict
+    from labkit.inputs import read_text
 
-    text = file.read_text()
+    text = read_text(file)
     positions = strict.key_positions(text)
     for index, doc in enumerate(yaml.safe_load_all(text)):
         where = positions[index] if index < len(positions) else strict.KeyPositions()
@@ -97,10 +169,21 @@ def refuse_unknown_fields(file: Path, state) -> None:
             strict.check_object(obj, str(file), at, verb="replacing" if exists else "creating")
 
 
+# kubectl's names of the lab's kinds: plural, singular, short name -> (plural, what `-o name` prints)
+KINDS = {**{n: ("services", "service") for n in ("services", "service", "svc")},
+         **{n: ("endpointslices", "endpointslice.discovery.k8s.io") for n in ("endpointslices", "endpointslice")},
+         **{n: ("pods", "pod") for n in ("pods", "pod", "po")},
+         **{n: ("nodes", "node") for n in ("nodes", "node", "no")}}
+GET_FORMATS = ("table", "wide", "yaml", "json", "name")
+
+
 def get(
-    kind: str = typer.Argument(..., help="services | endpointslices | pods | nodes"),
-    name: Optional[str] = typer.Argument(None, help="Only this object."),
-    output: Optional[str] = cliopts.output_option(("table", "yaml", "json"), "table"),
+    kind: str = typer.Argument(..., metavar="KIND[/NAME]", help="services (svc) | endpointslices | pods (po) | nodes (no), "
+                                                             "or one object as svc/NAME"),
+    name: Optional[str] = typer.Argument(None, metavar="NAME", help="Only this object."),
+    output: Optional[str] = cliopts.output_option(GET_FORMATS, "table"),
+    watch: bool = typer.Option(False, "--watch", "-w", help="After the list, print each object again when it changes "
+                                                           "(until Ctrl-C), as kubectl get -w does."),
 ):
     """Show the lab's Services, EndpointSlices, pods or nodes (like kubectl get)."""
     import yaml
@@ -108,26 +191,71 @@ def get(
     from labkit.errors import LabkitError
     from labkit.kubeproxy import live
 
-    if output is not None and output not in ("table", "yaml", "json"):
-        raise LabkitError(f"-o/--output: expected table, yaml or json, got {output!r}")
-    output = output or "table"
+    if output is not None and output not in GET_FORMATS:
+        raise LabkitError(f"-o/--output: expected one of {', '.join(GET_FORMATS)}, got {output!r}")
+    fmt = output or "table"
+    kind, slash, named = kind.partition("/")
+    if slash and (name is not None or not named):
+        raise LabkitError("name the object either as KIND/NAME or as KIND NAME")
+    name = named or name
+    if kind not in KINDS:
+        raise LabkitError(f'the server doesn\'t have a resource type "{kind}" in this lab: expected services (svc), '
+                          "endpointslices, pods (po) or nodes (no)")
+    plural, shown = KINDS[kind]
+
+    def select(state) -> list[dict]:
+        every = {"services": state.services, "endpointslices": state.endpoint_slices, "pods": state.pods,
+                 "nodes": state.nodes}[plural]
+        return [o for o in every if name is None or o["metadata"]["name"] == name]
+
     env = running_lab()
-    state = live.load(env)
-    kinds = {"services": state.services, "svc": state.services, "endpointslices": state.endpoint_slices,
-             "pods": state.pods, "nodes": state.nodes}
-    if kind not in kinds:
-        raise LabkitError(f"unknown kind {kind!r}: expected services, endpointslices, pods or nodes")
-    objects = [o for o in kinds[kind] if name is None or o["metadata"]["name"] == name]
+    objects = select(live.load(env))
     if name is not None and not objects:
-        raise LabkitError(f"no {kind} named {name!r}")
-    if output == "yaml":
+        raise LabkitError(f'Error from server (NotFound): {plural} "{name}" not found')
+    if fmt == "yaml":
         sys.stdout.write(yaml.safe_dump_all(objects, sort_keys=False))
-    elif output == "json":
+    elif fmt == "json":
         sys.stdout.write(json.dumps(objects[0] if name else {"kind": "List", "items": objects}, indent=2) + "\n")
-    elif output == "table":
-        print_table(table(kind, objects))
-    else:
-        raise LabkitError(f"--output: expected table, yaml or json, got {output!r}")
+    elif fmt == "name":
+        sys.stdout.write("".join(f"{shown}/{o['metadata']['name']}\n" for o in objects))
+    else:       # table; wide is the same table: it already has the node, IP and selector columns kubectl adds
+        print_table(table(plural, objects))
+    sys.stdout.flush()
+    if watch:
+        _watch(env, select, plural, fmt, shown, objects)
+
+
+def _watch(env, select, plural: str, fmt: str, shown: str, seen: list[dict], interval: float = 1.0) -> None:
+    """kubectl get -w: every object that changes (or appears) printed again, one row (or document)
+    each, and a deleted one once more; until interrupted."""
+    import time
+
+    import yaml
+
+    from labkit.kubeproxy import live
+
+    def key(o):
+        return (o["metadata"].get("namespace") or "", o["metadata"]["name"])
+
+    last = {key(o): o for o in seen}
+    try:
+        while True:
+            time.sleep(interval)
+            now = {key(o): o for o in select(live.load(env))}
+            changed = [o for k, o in now.items() if last.get(k) != o] + [o for k, o in last.items() if k not in now]
+            last = now
+            for o in changed:
+                if fmt == "yaml":
+                    sys.stdout.write("---\n" + yaml.safe_dump(o, sort_keys=False))
+                elif fmt == "json":
+                    sys.stdout.write(json.dumps(o, indent=2) + "\n")
+                elif fmt == "name":
+                    sys.stdout.write(f"{shown}/{o['metadata']['name']}\n")
+                else:
+                    print_table(table(plural, [o]), header=False)
+            sys.stdout.flush()
+    except KeyboardInterrupt:
+        pass
 
 
 def table(kind: str, objects: list[dict]) -> list[list[str]]:
@@ -166,9 +294,9 @@ def table(kind: str, objects: list[dict]) -> list[list[str]]:
     return rows
 
 
-def print_table(rows: list[list[str]]) -> None:
+def print_table(rows: list[list[str]], header: bool = True) -> None:
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
-    for row in rows:
+    for row in rows if header else rows[1:]:
         print("   ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip())
 
 
@@ -190,7 +318,7 @@ def curl(
     env = running_lab()
     state = live.load(env)
     target = live.resolve_target(state, to)
-    note = observed(env, state, source, target.ip, target.port) if from_host == "client" else None
+    note = observed(env, state, source, target.ip, target.port)
     if note:
         print(note, file=sys.stderr)
     result = live.send(env, from_host, target.ip, target.port, count, source=source, timeout=timeout)

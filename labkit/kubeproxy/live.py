@@ -115,6 +115,19 @@ def apply_documents(env, documents: list[dict], source: str, *, status: bool = F
     return report, sync_nodes(env, state, before=before)
 
 
+def delete_objects(env, refs: list[tuple[str, str, str]]) -> tuple[list[str], list[str], dict[str, set[str]]]:
+    """`labkit kube-proxy delete`: remove Services/EndpointSlices ((kind, namespace, name) each),
+    then sync every node as kube-proxy reacts to the deletion (a partial sync of what changed).
+    Returns kubectl's lines, the NotFound errors, and per node the services rewritten."""
+    state = load(env)
+    before = state.objects()
+    deleted, missing = state.delete(refs)
+    if not deleted:
+        return deleted, missing, {}
+    state.save(env)
+    return deleted, missing, sync_nodes(env, state, before=before)
+
+
 # -- kube-proxy on the nodes ---------------------------------------------------------------------
 
 def proxier_config(state: ClusterState, node: str) -> ProxierConfig:

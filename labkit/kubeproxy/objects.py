@@ -32,7 +32,7 @@ import yaml
 from labkit import yaml_fast
 from labkit.errors import ConfigError
 from labkit.inputs import load_yaml_all, read_text
-from labkit.kubeproxy import chains
+import labkit.kubeproxy.chains as chains
 
 log = logging.getLogger("labkit.kubeproxy")
 

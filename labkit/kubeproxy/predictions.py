@@ -2,10 +2,10 @@
 
 The kube-proxy lab's traffic-policy exercise asks the student to *predict*, for Services
 shop-cluster and shop-local, whether the client's request to each node's NodePort is answered and
-which address the pod sees, and only then to observe. `labkit kube-proxy curl` from the client and
-`labkit trace` of a client's packet on a node's live rules show exactly that outcome. So the first
-time either shows it, labkit keeps the prediction the answer file holds at that moment, and the
-check grades that kept prediction: a prediction written after observing does not count. Before
+which address the pod sees, and only then to observe. `labkit kube-proxy curl` and `labkit trace`
+to a node's address on those Services' NodePorts show that outcome, from the client and from any
+other sender (shows_outcome). So the first time either shows it, labkit keeps the prediction the
+answer file holds at that moment, and the check grades that kept prediction: a prediction written after observing does not count. Before
 the answer file holds a prediction, both withhold that outcome (as `labkit mounts play` does for
 the mount-propagation lab's prediction). A reset keeps the kept prediction, as it keeps the
 recorded passes: what was seen cannot be unseen.
@@ -29,16 +29,40 @@ def kept_path(env) -> Path:
     return Path(env.dir) / KEPT
 
 
-def prediction_text(env) -> str | None:
-    """The answer file's text when it holds a prediction (a mapping for both Services), else None."""
+def prediction_problem(data, names, nodes) -> str | None:
+    """What keeps `data` (the answer file, read) from being a whole prediction the check can grade,
+    in the check's words, or None: a mapping per Service, in it one per node with answers
+    true|false and, where it answers, client_ip_preserved true|false."""
+    if not isinstance(data, dict):
+        return "it must be a mapping with one entry per Service"
+    for service in names:
+        predicted = data.get(service)
+        if not isinstance(predicted, dict):
+            return f"{service} must be a mapping with one entry per node"
+        for node in nodes:
+            guess = predicted.get(node)
+            if not isinstance(guess, dict) or not isinstance(guess.get("answers"), bool):
+                return f"{service}.{node} must be a mapping with answers: true|false"
+            if guess["answers"] and not isinstance(guess.get("client_ip_preserved"), bool):
+                return f"{service}.{node} predicts an answer, so it needs client_ip_preserved: true|false"
+    return None
+
+
+def prediction_text(env, nodes) -> tuple[str | None, str | None]:
+    """(the answer file's text, None) when it holds a whole prediction for `nodes`; else (None,
+    what is missing or malformed; None when there is no answer file at all)."""
     exercise = env.lab.exercise(EXERCISE)
     try:
         text = answer_path(env.lab.id, EXERCISE).read_text()
+    except (OSError, UnicodeDecodeError):
+        return None, None
+    try:
         data = yaml.safe_load(text)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return None
+    except yaml.YAMLError as exc:
+        return None, f"it is not YAML ({str(exc).splitlines()[0]})"
     names = (exercise.params["cluster_service"], exercise.params["local_service"])
-    return text if isinstance(data, dict) and all(isinstance(data.get(n), dict) for n in names) else None
+    problem = prediction_problem(data, names, nodes)
+    return (None, problem) if problem else (text, None)
 
 
 def kept(env) -> dict | None:
@@ -54,14 +78,18 @@ def forget(env) -> None:
 
 
 def shows_outcome(env, state, src: str | None, dst: str, dport: int) -> bool:
-    """Whether a request or trace from `src` (None: the client's first address) to dst:dport shows
-    the client's outcome at the NodePort of one of the exercise's Services."""
+    """Whether a request or trace to dst:dport shows what the exercise asks to predict: how a node's
+    NodePort of one of its Services treats a new connection. Every sender's packet to a node address
+    on such a port meets the same KUBE-NODEPORTS and KUBE-EXT-… chains (and, on a node without local
+    endpoints, the same DROP in KUBE-EXTERNAL-SERVICES) as the client's, and for many the outcome is
+    the client's own: another address outside the cluster (`labkit trace --src 1.2.3.4`), the other
+    node (node1 asking node2), a pod asking shop-cluster's NodePort, which kube-proxy masquerades as
+    it does the client's (pkg/proxy/iptables/proxier.go syncProxyRules: "masquerade traffic for ...
+    external destinations"). So whoever sends it, the outcome is withheld until a prediction is
+    written, and kept with it. `src` (None: the sender's own address) does not change that."""
     if env.lab.id != "kube-proxy":
         return False
     exercise = env.lab.exercise(EXERCISE)
-    client = next((h for h in state.hosts if h["name"] == "client"), None)
-    if client is None or (src is not None and src not in client["addresses"]):
-        return False
     if dst not in {state.node_address(n) for n in state.node_names()}:
         return False
     names = (exercise.params["cluster_service"], exercise.params["local_service"])
@@ -73,11 +101,16 @@ def observed(env, state, src: str | None, dst: str, dport: int) -> str | None:
     """Record the first observation of the exercise's outcome; a note for the student, or None."""
     if not shows_outcome(env, state, src, dst, dport) or kept(env) is not None:
         return None
-    text = prediction_text(env)
+    text, problem = prediction_text(env, state.node_names())
     if text is None:
         from labkit.errors import LabkitError
+        where = answer_path(env.lab.id, EXERCISE)
+        if problem:      # kept as it is, the check could only refuse it: said now, while it can be fixed
+            raise LabkitError(f"this would show what exercise {EXERCISE} asks you to predict, and the prediction in "
+                              f"{where} is not whole yet: {problem}. Complete it first (labkit keeps it when it "
+                              "first shows the outcome, and the check grades that one)")
         raise LabkitError(f"this would show what exercise {EXERCISE} asks you to predict, and there is no prediction "
-                          f"in {answer_path(env.lab.id, EXERCISE)} yet: write your prediction there first (labkit "
+                          f"in {where} yet: write your prediction there first (labkit "
                           "keeps it when it first shows the outcome, and the check grades that one)")
     path = kept_path(env)
     path.write_text(json.dumps({"time": time.time(), "prediction": text}))

@@ -24,7 +24,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Iterable
 
-from labkit.kubeproxy import chains
+import labkit.kubeproxy.chains as chains
 from labkit.kubeproxy.config import CT_STATE_INVALID_DROPPED, LOCALHOST_NODEPORTS_ACCEPTED, ProxierConfig
 from labkit.kubeproxy.objects import ClusterState, EndpointInfo, ServicePortInfo, build_state
 

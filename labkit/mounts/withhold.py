@@ -206,3 +206,59 @@ def redact_graph(g: dict, withheld: dict) -> dict:
             groups[number] = {"members": members, "slaves": slaves}
     return {"vertices": [v for v in g["vertices"] if keep(v)], "groups": groups,
             "private": [v for v in g["private"] if keep(v)]}
+
+
+def e2e_paths(party) -> list[str]:
+    """Where the e2e host path is in `party`'s mount namespace: on the node the path itself; in a
+    container below each volume mount whose host path holds it (the e2e Pods' /mnt/test, the
+    watcher's /var/lib/kubelet/e2e)."""
+    from labkit.mounts import mountinfo
+    from labkit.mounts.node import NODE
+
+    if party.name == NODE:
+        return [E2E_HOST_PATH]
+    out = []
+    for volume in party.volumes:
+        if mountinfo.is_under(E2E_HOST_PATH, volume.host_path):
+            rest = E2E_HOST_PATH[len(volume.host_path.rstrip("/")):]
+            out.append(volume.path.rstrip("/") + rest if rest else volume.path)
+    return out
+
+
+def experiment_live(parties) -> list[str]:
+    """The mounts made in the live lab below the e2e host path, party by party ("party:path"): once
+    there is one, what any party sees there is the e2e experiment's outcome, done by hand."""
+    from labkit.mounts import mountinfo
+
+    found = []
+    for party in parties:
+        paths = e2e_paths(party)
+        if not paths:
+            continue
+        try:
+            mounts = mountinfo.read(party.pid)
+        except OSError:
+            continue
+        found += [f"{party.name}:{m.mountpoint}" for m in mounts
+                  if any(mountinfo.is_under(m.mountpoint, p) and m.mountpoint != p for p in paths)]
+    return found
+
+
+def before_shell(env, parties, say) -> bool:
+    """`labkit mounts exec` / `labkit shell` into any party of the live lab: once mounts were made
+    below the e2e host path and the prediction is not kept yet, whatever the command prints can be
+    the e2e experiment's outcome (the e2e Pods run exactly that experiment): like matrix and graph,
+    it runs only once the prediction is written, which is then kept. False (and why, through
+    `say`) when it must not run."""
+    if env.lab.id != LAB or recorded_prediction(LAB) is not None or not experiment_live(parties):
+        return True
+    kept = []
+    if release(kept.append):
+        for note in kept:
+            say(note)
+        return True
+    say(f"mounts were made below {E2E_HOST_PATH} (the e2e Pods' volume): what any container or the node shows "
+        f"there now is the outcome exercise {EXERCISE} asks you to predict. Write your prediction to its answer file "
+        f"first (`labkit show {LAB} {EXERCISE}`); then this runs, and the check grades the prediction as it was at "
+        f"that moment. (`labkit reset {LAB} {EXERCISE}` unmounts what was mounted there.)")
+    return False

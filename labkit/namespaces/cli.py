@@ -62,7 +62,7 @@ def explain_command(
         if not config.is_file():
             raise LabkitError(f"no API server state at {state_dir}: is the lab running? (`labkit run namespace`, "
                               "or --state DIR, or --kubeconfig FILE for a cluster)")
-        client = HttpClient.from_kubeconfig(config)
+        client = HttpClient.for_embedded(config)
         log = state_dir / "decisions.log"
         if log.is_file():
             decisions = []

@@ -70,29 +70,6 @@ def lab_node(lab_id: str, node: str) -> tuple[str, list[str]]:
     return netns, addresses
 
 
-def conntrack_entry(netns: str, proto: str, src: str, sport: int, dst: str, dport: int):
-    """The node's conntrack entry for a connection (/proc/net/nf_conntrack in its namespace), as a
-    Conntrack: where its first packet was DNATed and whether its source was masqueraded; None when
-    the node tracks no such connection."""
-    from labkit.netfilter import Conntrack
-    from labkit.netlab import run_in
-
-    text = run_in(netns, ["cat", "/proc/net/nf_conntrack"], check=False).stdout
-    for line in text.splitlines():
-        words = line.split()
-        if len(words) < 3 or words[2] != proto:
-            continue
-        fields = [w.split("=", 1) for w in words if "=" in w]
-        tuples = [dict(fields[i:i + 4]) for i in (0, 4)] if len(fields) >= 8 else []
-        if not tuples or tuples[0].get("src") != src or tuples[0].get("dst") != dst \
-                or tuples[0].get("sport") != str(sport) or tuples[0].get("dport") != str(dport):
-            continue
-        original, reply = tuples
-        dnat = f"{reply['src']}:{reply['sport']}" if (reply["src"], reply["sport"]) != (dst, str(dport)) else None
-        return Conntrack(dnat=dnat, masquerade=reply["dst"] != src)
-    return None
-
-
 def load_ruleset_file(path: Path):
     """A saved ruleset; kube-proxy's restore input gets kube-proxy's jump rules from the built-in
     chains added (kube-proxy installs them outside iptables-restore). Returns (ruleset, notes)."""
@@ -171,7 +148,8 @@ def trace(
     conntrack = None
     if "NEW" not in ctstate.upper().split(","):
         if node is not None:
-            conntrack = conntrack_entry(netns, proto.lower(), src, sport, dst_ip, dport)
+            from labkit.netfilter import conntrack as conntrack_table
+            conntrack = conntrack_table.entry(netns, proto.lower(), src, sport, dst_ip, dport)
             if conntrack is None:
                 notes.append(f"{node} tracks no {proto.lower()} connection {src}:{sport} -> {dst_ip}:{dport}")
         else:

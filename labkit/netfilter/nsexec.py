@@ -1,6 +1,6 @@
 """Run a Python function inside a lab network namespace, in a forked child.
 
-Netlink and libiptc (python-iptables) work on the calling process's network namespace. So that
+Netlink (the conntrack table through pyroute2, nfacct counters) works on the calling process's network namespace. So that
 labkit never touches the host's tables (even *reading* a legacy table from the root namespace
 creates it there), such work runs in a child process that joined the lab namespace with setns(2)
 before doing anything else; the result comes back pickled through a pipe.

@@ -70,5 +70,6 @@ Checkpoints — `labkit.numa.checkpoint`
     and the exact go-spew dumps they hash.
 
 Small values: labkit.numa.bitmask (masks are ints), labkit.numa.cpuset (parse / format_cpus),
-labkit.numa.quantity (Quantity.parse("500m"), value_int(), milli_value(), as_int64(), str()).
+labkit.quantity (shared with the API server: Quantity.parse("500m"), value_int(), milli_value(),
+as_int64(), str()).
 """

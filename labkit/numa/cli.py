@@ -11,41 +11,17 @@ import typer
 from labkit import cliopts
 from labkit.errors import ConfigError, LabkitError
 from labkit.numa import withhold
+from labkit.numa.display import cross_product_table, format_hint
 
 app = typer.Typer(help="kubelet's Topology, CPU and Memory Managers, reconstructed.", no_args_is_help=True)
-
-MACHINE_HELP = "cadvisor MachineInfo JSON, or a shipped machine: " \
-               "single-socket-ht, dual-socket-ht, dual-socket-no-ht, dual-socket-multi-numa-ht, " \
-               "quad-socket-four-way-ht, lab-two-node."
-CROSS_PRODUCT_ROWS = 40
-
-
-def console():
-    """Where tables and pictures go: the terminal as it is, or, when the output is a pipe or a
-    file, a console wide enough that no name, path or CPU list is broken at 80 columns."""
-    from rich.console import Console
-
-    found = Console()
-    return found if found.is_terminal else Console(width=1000)
-
 
 def _print_json(data) -> None:
     typer.echo(json.dumps(data, indent=2))
 
 
-def _mask(mask) -> str:
-    return "nil" if mask is None else "{" + ",".join(str(b) for b in _bits(mask)) + "}"
-
-
-def _bits(mask):
-    from labkit.numa import bitmask
-    return bitmask.get_bits(mask)
-
-
-def format_hint(hint) -> str:
-    return f"{_mask(hint.mask)}{' preferred' if hint.preferred else ''}"
-
-
+MACHINE_HELP = "cadvisor MachineInfo JSON, or a shipped machine: " \
+               "single-socket-ht, dual-socket-ht, dual-socket-no-ht, dual-socket-multi-numa-ht, " \
+               "quad-socket-four-way-ht, lab-two-node."
 @app.command()
 def admit(
     pods: Path = typer.Option(..., "-f", "--filename", help="Pods to admit, in order (YAML: Pods, documents or a List)."),
@@ -78,7 +54,7 @@ def admit(
     # a Pod met in the situation of a prediction exercise whose answer is not recorded: its result,
     # and everything after it (which depends on it), is withheld; so is a QoS class that would
     # answer the qos exercise (labkit.numa.withhold)
-    gate = withhold.Gate()
+    gate = withhold.Gate("labkit numa admit")
     situations: list[str | None] = []
     results = node.admit_all(pod_list, before=lambda n, pod: situations.append(gate.admission(n, pod)))
     pending = {i: ex for i, ex in enumerate(situations) if ex}
@@ -214,7 +190,7 @@ def merge(
 
     nodes, distances, policy_name, options, providers = _merge_input(hints)
     from labkit.inputs import load_json
-    exercise = withhold.pending_for_merge(load_json(hints))
+    exercise = withhold.pending_for_merge(load_json(hints), "labkit numa merge")
     if exercise is not None:
         reason = f"{hints} holds the hints of exercise {exercise}: the merge is {withhold.message(exercise)}"
         _print_json({"withheld": reason}) if as_json else typer.echo(reason)
@@ -254,32 +230,6 @@ def merge(
             "single-numa-node": "single-numa-node admits only a preferred hint on one NUMA node (the all-nodes "
                                 "mask becomes nil)"}[policy_name]
     typer.echo(rule)
-
-
-def cross_product_table(lists, labels, numa_info, merger) -> None:
-    from rich.table import Table
-
-    from labkit.numa.merge import iterate_permutations, merge_permutation
-
-    total = 1
-    for hints in lists:
-        total *= len(hints)
-    best_fold = merger.merge_brute_force() if total <= 10_000 else merger.merge()
-    table = Table(title=f"cross product: {total} permutation(s)")
-    for label in labels:
-        table.add_column(label)
-    table.add_column("merged")
-    table.add_column("")
-    default = numa_info.default_affinity_mask()
-    for n, permutation in enumerate(iterate_permutations(lists)):
-        if n == CROSS_PRODUCT_ROWS:
-            break
-        merged = merge_permutation(default, permutation)
-        note = "best" if merged == best_fold else ("ignored: empty mask" if merged.mask == 0 else "")
-        table.add_row(*[format_hint(h) for h in permutation], format_hint(merged), note)
-    console().print(table)
-    if total > CROSS_PRODUCT_ROWS:
-        typer.echo(f"... {total - CROSS_PRODUCT_ROWS} more permutation(s) not shown")
 
 
 @app.command()

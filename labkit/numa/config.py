@@ -27,7 +27,7 @@ from labkit.errors import ConfigError, LabkitError
 from labkit.numa import cpuset
 from labkit.numa.machine import Machine
 from labkit.numa.memorymanager import hugepage_resource_name, is_memory_resource
-from labkit.numa.quantity import BINARY, Quantity, QuantityError
+from labkit.quantity import BINARY, Quantity, QuantityError
 
 TOPOLOGY_POLICIES = ("none", "best-effort", "restricted", "single-numa-node")
 TOPOLOGY_SCOPES = ("container", "pod")

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from html import escape
 
 from labkit.numa.cpuset import format_cpus
-from labkit.numa.quantity import BINARY, canonical
+from labkit.quantity import BINARY, format_quantity
 
 # Colours for containers with exclusive CPUs, in order of appearance (terminal name, SVG fill).
 PALETTE = (
@@ -89,7 +89,7 @@ def _node_memory(node_id: int, placement: Placement) -> list[str]:
 
 
 def _size(value: int) -> str:
-    return canonical(value, BINARY)
+    return format_quantity(value, BINARY)
 
 
 def memory_lines(machine: dict, node_id: int, placement: Placement) -> list[str]:

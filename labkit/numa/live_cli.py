@@ -93,7 +93,7 @@ def run(
 ):
     """Admit Pods on the live node and start their containers as real processes, pinned as kubelet would."""
     as_json = cliopts.resolve_output(output, ("text", "json"), "text", legacy_json=as_json)[0] == "json"
-    from labkit.numa.cli import console as make_console
+    from labkit.numa.display import console as make_console
     from labkit.numa.livenode import LiveNode
 
     env, state = _live_env()
@@ -125,7 +125,7 @@ def run(
 
 def _explain_merges(live, result) -> None:
     """For each container that had hints: the Topology Manager's cross product (as `labkit numa merge`)."""
-    from labkit.numa.cli import cross_product_table, format_hint
+    from labkit.numa.display import cross_product_table, format_hint
     from labkit.numa.config import load_config
     from labkit.numa.merge import HintMerger, NUMAInfo, Policy, provider_list_labels
     from labkit.numa.topologymanager import PolicyOptions
@@ -172,7 +172,7 @@ def show(
     """Draw a machine: sockets, NUMA nodes, cores and threads, coloured by who runs where."""
     as_json = cliopts.resolve_output(output, ("text", "json"), "text", legacy_json=as_json)[0] == "json"
     from labkit.numa import diagram
-    from labkit.numa.cli import console as make_console
+    from labkit.numa.display import console as make_console
 
     console = make_console()
     if machine is None:
@@ -215,7 +215,7 @@ def _simulated_placement(machine, pods_path: Optional[Path], config_path: Option
     from labkit.numa import withhold
 
     node = Node(machine, load_config(config_path))
-    gate = withhold.Gate()
+    gate = withhold.Gate("labkit numa show")
     situations: list[str | None] = []
     results = node.admit_all(load_pods(pods_path), before=lambda n, pod: situations.append(gate.admission(n, pod))) \
         if pods_path is not None else []

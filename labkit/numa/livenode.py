@@ -75,7 +75,12 @@ class PodRecord:
     def shown_qos(self) -> str:
         """The class as the tools show it: withheld while it would answer an unanswered exercise."""
         from labkit.numa import withhold
-        return "withheld" if self.qos_answers_exercise and not withhold.recorded("qos") else self.qos
+        if not self.qos_answers_exercise:
+            return self.qos
+        if not withhold.recorded("qos"):
+            return "withheld"
+        withhold.keep("qos", "labkit numa show")       # shown now: the answer as it is is the one graded
+        return self.qos
 
     def to_json(self) -> dict:
         return {"name": self.name, "namespace": self.namespace, "uid": self.uid, "qos": self.qos,
@@ -196,7 +201,7 @@ class LiveNode:
         documents = _pod_documents(path)
         running = {rec.key for rec in self.records()}
         from labkit.numa import withhold
-        self._gate = withhold.Gate()
+        self._gate = withhold.Gate("labkit numa run")
         plans = []
         for index, (pod, doc) in enumerate(zip(pods, documents)):
             where = f"items[{index}]" if len(pods) > 1 else ""
@@ -211,7 +216,7 @@ class LiveNode:
 
     def _refuse_an_exercise_situation(self, node, pod) -> None:
         from labkit.numa import withhold
-        gate = getattr(self, "_gate", None) or withhold.Gate()
+        gate = getattr(self, "_gate", None) or withhold.Gate("labkit numa run")
         exercise = gate.admission(node, pod)
         if exercise:
             raise LabkitError(f"Pod {pod.namespace}/{pod.name} meets the situation of exercise {exercise} on this node: "

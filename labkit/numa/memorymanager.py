@@ -30,7 +30,7 @@ from labkit.numa import bitmask
 from labkit.numa.machine import HugePages, Machine, Node
 from labkit.numa.merge import TopologyHint
 from labkit.numa.pods import GUARANTEED, Container, Pod, qos_class
-from labkit.numa.quantity import BINARY, DECIMAL, Quantity, canonical
+from labkit.quantity import BINARY, DECIMAL, Quantity, format_quantity
 
 POLICY_NONE = "None"
 POLICY_STATIC = "Static"
@@ -43,7 +43,7 @@ class MemoryManagerError(Exception):
 
 def hugepage_resource_name(page_size_kb: int) -> str:
     """HugePageResourceName: "hugepages-" + the page size as a BinarySI quantity ("2Mi", "1Gi")."""
-    return "hugepages-" + canonical(page_size_kb * 1024, BINARY)
+    return "hugepages-" + format_quantity(page_size_kb * 1024, BINARY)
 
 
 def is_memory_resource(name: str) -> bool:

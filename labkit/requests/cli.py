@@ -80,7 +80,7 @@ def explain_command(
     config = state_dir / "kubeconfig"
     if not config.is_file():
         raise LabkitError(f"no API server state at {state_dir}: is the lab running? (`labkit run {LAB_ID}`, or --state DIR)")
-    client = HttpClient.from_kubeconfig(config)
+    client = HttpClient.for_embedded(config)
     args = list(args or [])
     command = args[args.index("kubectl"):] if "kubectl" in args else None
     ids = [a for a in args if a != "--"] if command is None else []
@@ -155,12 +155,18 @@ def webhook_stop(name: str = typer.Argument("my-webhook", help="The webhook's na
 
 
 @webhook_app.command("list")
-def webhook_list():
+def webhook_list(output: Optional[str] = cliopts.output_option(("text", "json", "yaml", "name"), "text")):
     """The webhooks you served: name, state, URL, file and log."""
     from labkit.requests import webhook
 
+    fmt = cliopts.resolve_output(output, ("text", "json", "yaml", "name"), "text")[0]
     env = _env()
     served = webhook.all_served(env)
+    if fmt != "text":
+        cliopts.print_data([{"name": s.name, "state": "running" if s.running else "stopped", "url": s.url,
+                             "file": s.file, "mode": s.mode, "log": str(s.log)} for s in served],
+                           fmt, name=lambda row: row["name"])
+        return
     if not served:
         typer.echo("no webhook yet: `labkit requests webhook serve FILE`")
     for s in served:

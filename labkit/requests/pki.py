@@ -1,4 +1,4 @@
-"""The requests lab's webhook CA and the serving certificates it signs, made with openssl like the
+"""The requests lab's webhook CA and the serving certificates it signs, made in-process like the
 API server's own (labkit.apiserver.certs). Keys are mode 0600.
 
 The API server verifies a webhook's serving certificate against the configuration's
@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import base64
 import ipaddress
-import os
 import re
-import tempfile
 from pathlib import Path
 
-from labkit.apiserver.certs import _openssl
+from labkit.apiserver.certs import issue_serving as _issue, self_signed_ca, write_private
 from labkit.errors import LabkitError
 
 CA_CERT, CA_KEY = "ca.crt", "ca.key"
@@ -29,17 +27,9 @@ def ensure_ca(directory: Path) -> Path:
     if (directory / CA_CERT).exists() and (directory / CA_KEY).exists():
         return directory
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    old = os.umask(0o077)
-    try:
-        with tempfile.TemporaryDirectory(dir=directory, prefix=".ca-") as tmp:
-            _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-                     "-keyout", CA_KEY, "-out", CA_CERT, "-days", "3650", "-subj", "/CN=labkit-webhook-ca",
-                     "-addext", "basicConstraints=critical,CA:TRUE",
-                     "-addext", "keyUsage=critical,keyCertSign,cRLSign", cwd=Path(tmp))
-            for name in (CA_CERT, CA_KEY):
-                os.replace(Path(tmp) / name, directory / name)
-    finally:
-        os.umask(old)
+    cert, key = self_signed_ca("labkit-webhook-ca")
+    write_private(directory / CA_KEY, key)          # the certificate last: it marks the CA complete
+    write_private(directory / CA_CERT, cert)
     return directory
 
 
@@ -62,21 +52,9 @@ def issue_serving(directory: Path, name: str, sans: list[str]) -> tuple[Path, Pa
     if not NAME_RE.match(name):
         raise LabkitError(f"webhook name {name!r}: use lowercase letters, digits and dashes")
     directory = ensure_ca(directory)
-    old = os.umask(0o077)
-    try:
-        with tempfile.TemporaryDirectory(dir=directory, prefix=".issue-") as tmp:
-            work = Path(tmp)
-            _openssl("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-                     "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={name}", cwd=work)
-            (work / "ext.cnf").write_text(f"subjectAltName={','.join(sans)}\nextendedKeyUsage=serverAuth\n"
-                                          "keyUsage=critical,digitalSignature,keyEncipherment\n")
-            _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", str(directory / CA_CERT), "-CAkey",
-                     str(directory / CA_KEY), "-CAcreateserial", "-out", f"{name}.crt", "-days", "825",
-                     "-extfile", "ext.cnf", cwd=work)
-            for suffix in (".crt", ".key"):
-                os.replace(work / f"{name}{suffix}", directory / f"{name}{suffix}")
-    finally:
-        os.umask(old)
+    cert, key = _issue((directory / CA_CERT).read_bytes(), (directory / CA_KEY).read_bytes(), name, sans, 825)
+    write_private(directory / f"{name}.key", key)
+    write_private(directory / f"{name}.crt", cert)
     return directory / f"{name}.crt", directory / f"{name}.key"
 
 

@@ -35,6 +35,10 @@ KEYS = {  # (apiVersion, kind) -> the store's key (resources.ResourceType.storag
         "admissionregistration.k8s.io/validatingadmissionpolicies",
     ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"):
         "admissionregistration.k8s.io/validatingadmissionpolicybindings",
+    ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration"):
+        "admissionregistration.k8s.io/mutatingwebhookconfigurations",
+    ("v1", "Service"): "/services",                                         # a webhook's Service and its
+    ("discovery.k8s.io/v1", "EndpointSlice"): "discovery.k8s.io/endpointslices",    # endpoints, to call it
 }
 # every verb RBAC rules name (kubectl auth can-i's and the special verbs of rbac, certificates,
 # impersonation and pod security policies)
@@ -89,6 +93,10 @@ class Registry:
     catalog: _Catalog = field(default_factory=_Catalog)
 
     def present(self, rt, obj):
+        return obj
+
+    def redecode(self, rt, obj):
+        """A webhook's patched object as it stands (the Pods judged here need no defaulting)."""
         return obj
 
 

@@ -61,8 +61,11 @@ def _spec(c) -> str:
     return f"req {show(c.requests)} / lim {show(c.limits)}"
 
 
+FILENAME_HELP = "Pods (YAML: a Pod, several, or a List): a file, a directory's .yaml/.yml/.json files, or - (standard input); repeatable."
+
+
 @app.command()
-def apply(filename: Path = typer.Option(..., "-f", "--filename", help="Pods (YAML: a Pod, several, or a List)."),
+def apply(filename: list[str] = typer.Option(..., "-f", "--filename", metavar="PATH", help=FILENAME_HELP),
           node_name: Optional[str] = typer.Option(None, "--node", help=NODE_HELP)):
     """Run Pods on a node: defaulting and validation as the API server, then kubelet and the runtime."""
     import re
@@ -74,7 +77,9 @@ def apply(filename: Path = typer.Option(..., "-f", "--filename", help="Pods (YAM
     env = _env()
     target = node(env, node_name)
     errors = []
-    for pod in load_documents(filename, target.name, target.config.priority_classes, errors):
+    pods = [pod for path in cliopts.filename_paths(filename)
+            for pod in load_documents(path, target.name, target.config.priority_classes, errors)]
+    for pod in pods:
         where = node(env, pod.node)
         try:
             applied = where.apply([pod])
@@ -89,20 +94,55 @@ def apply(filename: Path = typer.Option(..., "-f", "--filename", help="Pods (YAM
         raise LabkitError("\n".join(errors))
 
 
+def pod_name(value: str) -> str:
+    """A Pod named as kubectl takes it: NAME or pod/NAME (pods/NAME, po/NAME)."""
+    kind, slash, name = value.partition("/")
+    if not slash:
+        return value
+    if kind not in ("pod", "pods", "po") or not name:
+        raise LabkitError(f"{value!r}: the lab's nodes run Pods only (write NAME or pod/NAME)")
+    return name
+
+
+def _pods_in_files(values: list[str]) -> list[tuple[str, str | None]]:
+    """(name, spec.nodeName) of every Pod in the files, as `kubectl delete -f` reads them."""
+    from labkit.errors import ConfigError
+    from labkit.inputs import load_yaml_all
+
+    found = []
+    for path in cliopts.filename_paths(values):
+        for doc in load_yaml_all(path):
+            items = doc.get("items") if isinstance(doc, dict) and str(doc.get("kind", "")).endswith("List") else [doc]
+            for obj in items or []:
+                if obj is None:
+                    continue
+                name = (obj.get("metadata") or {}).get("name") if isinstance(obj, dict) else None
+                if not isinstance(obj, dict) or obj.get("kind") != "Pod" or not name:
+                    raise ConfigError(path, None, "expected Pods with a metadata.name (the lab's nodes run Pods only)")
+                found.append((name, (obj.get("spec") or {}).get("nodeName")))
+    return found
+
+
 @app.command()
-def delete(pod: str = typer.Argument(..., metavar="POD"),
+def delete(pods: Optional[list[str]] = typer.Argument(None, metavar="[POD...]", help="NAME or pod/NAME."),
+           filename: Optional[list[str]] = typer.Option(None, "-f", "--filename", metavar="PATH",
+                                                        help="The Pods of these files (as for apply)."),
            node_name: Optional[str] = typer.Option(None, "--node", help=NODE_HELP)):
-    """Delete a Pod: its containers stop, its cgroups go. Without --node, on the node it is on."""
+    """Delete Pods: their containers stop, their cgroups go. Without --node, on the node each is on."""
+    if bool(pods) == bool(filename):
+        raise LabkitError("name the Pods to delete, or give their files with -f/--filename (not both)")
+    wanted = [(pod_name(p), None) for p in pods or []] + _pods_in_files(filename or [])
     env = _env()
-    if node_name is None:
-        holding = [n for n in nodes(env).values() if n.record(pod) is not None]
-        if len(holding) > 1:
-            raise LabkitError(f'pod "{pod}" is on {", ".join(n.name for n in holding)}: name one with --node')
-        target = holding[0] if holding else node(env, None)
-    else:
-        target = node(env, node_name)
-    target.delete(pod)
-    typer.echo(f'pod "{pod}" deleted')
+    for pod, in_file in wanted:
+        if node_name is None:
+            holding = [n for n in nodes(env).values() if n.record(pod) is not None]
+            if len(holding) > 1:
+                raise LabkitError(f'pod "{pod}" is on {", ".join(n.name for n in holding)}: name one with --node')
+            target = holding[0] if holding else node(env, in_file)
+        else:
+            target = node(env, node_name)
+        target.delete(pod)
+        typer.echo(f'pod "{pod}" deleted')
 
 
 @app.command("nodes")
@@ -164,18 +204,28 @@ def _pod_rows(n) -> list[dict]:
     return rows
 
 
+GET_FORMATS = ("text", "json", "yaml", "name")
+
+
 @app.command()
-def get(node_name: Optional[str] = typer.Option(None, "--node", help="Only this node (default: all)."),
-        output: Optional[str] = cliopts.output_option(("text", "json"), "text"),
+def get(names: Optional[list[str]] = typer.Argument(None, metavar="[POD...]", help="Only these Pods (NAME or pod/NAME)."),
+        node_name: Optional[str] = typer.Option(None, "--node", help="Only this node (default: all)."),
+        output: Optional[str] = cliopts.output_option(GET_FORMATS, "text"),
         as_json: bool = cliopts.legacy_json_option()):
     """Pods, their QoS class and state; each container's cgroup settings next to its spec."""
-    as_json = cliopts.resolve_output(output, ("text", "json"), "text", legacy_json=as_json)[0] == "json"
+    fmt = cliopts.resolve_output(output, GET_FORMATS, "text", legacy_json=as_json)[0]
     env = _env()
     selected = [node(env, node_name)] if node_name else list(nodes(env).values())
     rows = [row for n in selected for row in _pod_rows(n)]
+    if names:
+        wanted = [pod_name(n) for n in names]
+        missing = [n for n in wanted if n not in {row["name"] for row in rows}]
+        if missing:
+            raise LabkitError("\n".join(f'Error from server (NotFound): pods "{n}" not found' for n in missing))
+        rows = [row for row in rows if row["name"] in wanted]
     note = _withhold_qos(env, rows)
-    if as_json:
-        typer.echo(json.dumps(rows, indent=2))
+    if fmt != "text":
+        cliopts.print_data(rows, fmt, name=lambda row: f"pod/{row['name']}")
         if note:
             typer.echo(note, err=True)
         return
@@ -187,6 +237,8 @@ def get(node_name: Optional[str] = typer.Option(None, "--node", help="Only this 
             typer.echo(f"    message: {row['message']}")
         if row["cgroup_settings"]:
             typer.echo(f"    pod cgroup: {_settings(row['cgroup_settings'])}")
+        elif row.get("pod_cgroup") == WITHHELD:
+            typer.echo(f"    pod cgroup: {WITHHELD}")
         for c in row["containers"]:
             state = c["state"] + (f" ({c['reason']}" + (f", exit {c['exit_code']}" if c["exit_code"] is not None else "")
                                   + ")" if c["reason"] else "")
@@ -214,10 +266,14 @@ def _withhold_qos(env, rows: list[dict]) -> str:
     if not mine or predictions.reveal(env, "qos", "labkit resources get"):
         return ""
     for row in mine:
-        row.update(qos=WITHHELD, cgroup=WITHHELD)
+        # the pod cgroup's settings tell the class too (cpu.shares=2: BestEffort; a memory limit on
+        # the pod cgroup: every container limited), and a process id leads to /proc/<pid>/oom_score_adj
+        # and /proc/<pid>/cgroup, which name the answer
+        row.update(qos=WITHHELD, cgroup=WITHHELD, cgroup_settings=None, pod_cgroup=WITHHELD)
         for c in row["containers"]:
-            c.update(oom_score_adj=None, kubelet_oom_score_adj=None, cgroup=WITHHELD)
-    return predictions.withheld("qos", f"QoS class, oom_score_adj and cgroup of {', '.join(sorted(n['name'] for n in mine))}")
+            c.update(oom_score_adj=None, kubelet_oom_score_adj=None, cgroup=WITHHELD, pids=WITHHELD)
+    return predictions.withheld("qos", "QoS class, oom_score_adj, cgroups and processes of "
+                                       f"{', '.join(sorted(n['name'] for n in mine))}")
 
 
 def _settings(settings: dict) -> str:
@@ -265,14 +321,21 @@ def top(node_name: Optional[str] = typer.Option(None, "--node", help="Only this 
 
 
 @app.command("oom-kills")
-def oom_kills(node_name: Optional[str] = typer.Option(None, "--node", help="Only this node (default: all).")):
+def oom_kills(node_name: Optional[str] = typer.Option(None, "--node", help="Only this node (default: all)."),
+              output: Optional[str] = cliopts.output_option(("text", "json", "yaml"), "text")):
     """The kernel's log of OOM kills in the lab's cgroups: whose limit was hit, who died."""
+    from dataclasses import asdict
+
     from labkit import cgroups
     from labkit.resources.kmsg import oom_kills as read, seconds_since_boot
 
+    fmt = cliopts.resolve_output(output, ("text", "json", "yaml"), "text")[0]
     env = _env()
     marker = f"{cgroups.lab_root_name(env)}/" + (f"{node_name}/" if node_name else "")
     kills = read(marker, since=seconds_since_boot(env.state.status.get("started", 0)))
+    if fmt != "text":
+        cliopts.print_data([{**asdict(k), "ownLimit": k.own_limit} for k in kills], fmt)
+        return
     if not kills:
         typer.echo("the kernel's log has no OOM kill in the lab's cgroups" +
                    (" (or it cannot be read here)" if not Path("/dev/kmsg").exists() else ""))
@@ -330,7 +393,7 @@ def plan(filename: Path = typer.Option(..., "-f", "--filename", help="Pods (YAML
     """What kubelet and the runtime would write for Pods, without running them: QoS, pod and
     container cgroups (v1 and v2 values), oom_score_adj."""
     as_json = cliopts.resolve_output(output, ("text", "json"), "text", legacy_json=as_json)[0] == "json"
-    from labkit.numa.quantity import Quantity
+    from labkit.quantity import Quantity
     from labkit.resources import kubelet
     from labkit.pods import qos_class
     from labkit.resources.node import load_pods_strict
@@ -406,7 +469,7 @@ def _lab_memory_capacities() -> dict[str, int]:
     """The lab's nodes' memory capacities (labs/resources/nodes.yaml), by node name."""
     from labkit.inputs import load_yaml
     from labkit.labs import get_lab
-    from labkit.numa.quantity import Quantity
+    from labkit.quantity import Quantity
 
     data = load_yaml(get_lab(LAB_ID).directory / "nodes.yaml") or {}
     return {n["name"]: Quantity.parse(n["memoryCapacity"]).value_int() for n in data.get("nodes") or []
@@ -428,7 +491,7 @@ def convert(cpu: Optional[str] = typer.Option(None, "--cpu", help="A cpu quantit
             shares: Optional[int] = typer.Option(None, "--shares", help="A cpu.shares value."),
             weight: Optional[int] = typer.Option(None, "--weight", help="A cpu.weight value (cgroup v2).")):
     """Convert between a cpu request, cpu.shares and cpu.weight (kubelet's and newer runc's)."""
-    from labkit.numa.quantity import Quantity
+    from labkit.quantity import Quantity
     from labkit.resources import kubelet, predictions
 
     if sum(x is not None for x in (cpu, shares, weight)) != 1:

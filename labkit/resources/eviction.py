@@ -25,7 +25,7 @@ import functools
 import time
 from dataclasses import dataclass, field
 
-from labkit.numa.quantity import Quantity
+from labkit.quantity import Quantity
 from labkit.resources import pressure
 from labkit.resources.node import Node, quantity_string
 from labkit.pods import Pod, pod_request

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from labkit.errors import ConfigError, LabkitError
 from labkit.mutants import Edit, tree_edits
-from labkit.numa.quantity import Quantity
+from labkit.quantity import Quantity
 from labkit.pods import Pod, pod_from_dict
 from labkit.resources.validation import check_consistency
 

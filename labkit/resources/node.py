@@ -41,7 +41,7 @@ import yaml
 from labkit import procs
 from labkit.crashpoints import crash_point
 from labkit.errors import LabkitError
-from labkit.numa.quantity import BINARY, Quantity
+from labkit.quantity import BINARY, Quantity
 from labkit.resources import kubelet
 from labkit.resources.cgroupfs import LabCgroups
 from labkit.pods import (BEST_EFFORT, BURSTABLE, GUARANTEED, Pod, PodInvalid, load_pods, pod_from_dict,

@@ -19,7 +19,7 @@ Upstream iterates Go maps; the errors are given here in resource-name order.
 
 from __future__ import annotations
 
-from labkit.numa.quantity import Quantity
+from labkit.quantity import Quantity
 from labkit.pods import Pod, PodInvalid, aggregate_container_requests
 
 

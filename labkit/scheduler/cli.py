@@ -113,7 +113,7 @@ def serve(file: Path = typer.Argument(..., help="Your scheduler: a Python progra
     from labkit.scheduler import own
 
     env = _lab_env()
-    log = own.serve(env, file, for_env(env).kubeconfig)
+    log = own.serve(env, file, for_env(env))
     typer.echo(f"my-scheduler: running {file} (log: {log})")
 
 

@@ -11,7 +11,7 @@ import functools
 import math
 from dataclasses import dataclass, field
 
-from labkit.apiserver import quantity
+from labkit import quantity
 
 CPU, MEMORY, PODS, EPHEMERAL = "cpu", "memory", "pods", "ephemeral-storage"
 # k8s.io/component-helpers/resource: a container without a cpu / memory request counts as this

@@ -1,7 +1,8 @@
 """The scheduler lab's predictions are not answered by labkit's own tools: `labkit scheduler
 explain` and `play` on the case of a prediction exercise (score-predict, preempt-predict: its
-file, or a copy of it with other names) show the decision only once a prediction is written
-down, and keep a copy of that prediction, which the check then judges (a prediction changed
+file, a copy of it with other names, or any case that holds one of its nodes with the same Pods
+and the same incoming Pod, other nodes added or left out) show the decision only once a
+prediction is written down, and keep a copy of that prediction, which the check then judges (a prediction changed
 after seeing the decision is not one)."""
 
 from __future__ import annotations
@@ -19,42 +20,51 @@ def revealed_name(exercise: str) -> str:
     return f"revealed-{exercise}.yaml"
 
 
-def signature(case: dict) -> str:
-    """The case's shape, whatever its names: each node's allocatable resources, labels other than
-    its hostname, taints; each Pod's node (by position), priority, labels, containers and
-    tolerations; the PDBs' selectors and budgets; the incoming Pod the same way."""
-    nodes = case.get("nodes") or []
-    position = {n.get("name"): i for i, n in enumerate(nodes)}
-
-    def node(n: dict) -> dict:
+def _node_shapes(case: dict) -> set[str]:
+    """Each node of the case with the Pods bound to it, whatever their names: the node's allocatable
+    resources, labels other than its hostname, taints; each of its Pods' priority, labels,
+    containers' requests and tolerations."""
+    def pod(p: dict) -> str:
+        return json.dumps({"priority": p.get("priority", 0), "labels": p.get("labels") or {},
+                           "containers": [c.get("requests") for c in p.get("containers") or []],
+                           "tolerations": p.get("tolerations") or []}, sort_keys=True)
+    shapes = set()
+    for n in case.get("nodes") or []:
         labels = {k: v for k, v in (n.get("labels") or {}).items() if k != "kubernetes.io/hostname"}
-        return {"allocatable": n.get("allocatable"), "labels": labels, "taints": n.get("taints") or []}
+        pods = sorted(pod(p) for p in case.get("pods") or [] if p.get("nodeName") == n.get("name"))
+        shapes.add(json.dumps({"allocatable": n.get("allocatable"), "labels": labels,
+                               "taints": n.get("taints") or [], "pods": pods}, sort_keys=True))
+    return shapes
 
-    def pod(p: dict) -> dict:
-        return {"node": position.get(p.get("nodeName")), "priority": p.get("priority", 0),
-                "labels": p.get("labels") or {}, "containers": [c.get("requests") for c in p.get("containers") or []],
-                "tolerations": p.get("tolerations") or []}
-    shape = {"nodes": [node(n) for n in nodes],
-             "pods": sorted(json.dumps(pod(p), sort_keys=True) for p in case.get("pods") or []),
-             "pdbs": sorted(json.dumps({"selector": d.get("selector"), "status": d.get("status")}, sort_keys=True)
-                            for d in case.get("pdbs") or []),
-             "incoming": pod(case.get("incoming") or {})}
-    return json.dumps(shape, sort_keys=True)
+
+def _incoming(case: dict) -> str:
+    """What of the incoming Pod decides its scores and its victims: its requests and priority."""
+    incoming = case.get("incoming") or {}
+    return json.dumps({"priority": incoming.get("priority", 0),
+                       "containers": [c.get("requests") for c in incoming.get("containers") or []]}, sort_keys=True)
+
+
+def reveals(case: dict, exercise_case: dict) -> bool:
+    """Whether playing `case` shows part of the exercise case's outcome: the same incoming Pod
+    (requests, priority) and at least one of the exercise's nodes with the same Pods on it, whatever
+    the names, other nodes added or some left out (each node's NodeResourcesFit score, and the
+    victims preemption would pick there, depend on that node, its Pods and the incoming Pod alone)."""
+    return _incoming(case) == _incoming(exercise_case) and bool(_node_shapes(case) & _node_shapes(exercise_case))
 
 
 def exercise_of(case: dict) -> tuple[str, Path] | None:
-    """The prediction exercise whose case this is (by shape), with the case file, or None."""
+    """The prediction exercise whose case this is, or shows a part of (`reveals`), with the case
+    file, or None."""
     from labkit.inputs import load_yaml
     from labkit.labs import discover, load_lab
     directory = discover().get(LAB)
     if directory is None:
         return None
     lab = load_lab(directory)
-    wanted = signature(case)
     for exercise in EXERCISES:
         path = lab.directory / lab.exercise(exercise).params["case"]
         try:
-            if signature(load_yaml(path)) == wanted:
+            if reveals(case, load_yaml(path)):
                 return exercise, path
         except Exception:       # a file broken by hand is no longer the exercise's case
             continue
@@ -72,7 +82,8 @@ def gate(case: dict, path: Path) -> str | None:
     exercise, _case_path = found
     answer = answer_path(LAB, exercise)
     if not answer.exists():
-        return (f"{path} is the case of exercise {exercise}, whose outcome you are to predict: write your "
+        return (f"{path} is, or holds part of, the case of exercise {exercise}, whose outcome you are to predict: "
+                "write your "
                 f"prediction to {answer} first (`labkit show {LAB} {exercise}`); then `labkit scheduler explain` "
                 "shows the decision, and the check judges the prediction you had written then")
     kept = paths.state_root() / LAB / revealed_name(exercise)

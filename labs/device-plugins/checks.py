@@ -89,7 +89,7 @@ def _judge_registered(ctx, obs: dict) -> None:
               "v1beta1", last.get("version"))
 
 
-def _judge_devices(devices: list, broken: str | None = None, when: str = "") -> None:
+def _judge_devices(devices: list, sick=(), when: str = "") -> None:
     """The list kubelet keeps: exactly the four widgets, their NUMA nodes, their health."""
     by_id = {}
     for d in devices or []:
@@ -108,7 +108,7 @@ def _judge_devices(devices: list, broken: str | None = None, when: str = "") -> 
             _fail(f"{when}{dev} is listed on NUMA node(s) {list(numa) or 'none (no topology)'}; the exercise puts "
                   f"it on NUMA node {node} (Device.topology.nodes)", node, list(numa))
     for dev in WIDGETS:
-        want = UNHEALTHY if dev == broken else HEALTHY
+        want = UNHEALTHY if dev in sick else HEALTHY
         got = by_id[dev].get("health")
         if got != want:
             _fail(f"{when}{dev} is listed with health {got!r}; it should be {want} (kubelet counts a device as healthy "
@@ -150,31 +150,45 @@ def check_register(ctx):
 
 # -- health ---------------------------------------------------------------------------------------
 
+def health_phases(params) -> list[tuple[str, dict, list[str]]]:
+    """What the health check writes to $DEVICE_HEALTH_FILE, in order: (phase, the file's mapping,
+    the devices it makes Unhealthy). The exercise's widget breaks and heals; then two others, one
+    on each NUMA node, break at once while the file names the first no more, and heal as the file
+    names none: a plugin must follow the file for every device, not for one it expects."""
+    broken, others = params["broken"], list(params["others"])
+    return [("broken", {broken: UNHEALTHY}, [broken]), ("healed", {broken: HEALTHY}, []),
+            ("others_broken", {d: UNHEALTHY for d in others}, others), ("others_healed", {}, [])]
+
+
 def observe_health(ctx) -> dict:
-    resource, broken = ctx.params["resource"], ctx.params["broken"]
+    resource = ctx.params["resource"]
     with _session(ctx) as s:
         _first_list(s, resource)
         obs = _registration(s, resource)
         if s.lists(resource):
-            obs["broken"] = _changed(s, resource, {broken: UNHEALTHY})
-            if obs["broken"]["sent"]:
-                obs["healed"] = _changed(s, resource, {broken: HEALTHY})
+            for phase, health, _sick in health_phases(ctx.params):
+                obs[phase] = _changed(s, resource, health)
+                if not obs[phase]["sent"]:
+                    break
         return obs
 
 
 def judge_health(ctx, obs: dict):
     broken = ctx.params["broken"]
     judge_register(ctx, obs)
-    for phase, label, sick, allocatable in (("broken", f"{broken} Unhealthy", broken, 3),
-                                            ("healed", f"{broken} Healthy again", None, 4)):
+    for phase, health, sick in health_phases(ctx.params):
         seen = obs.get(phase) or {}
-        when = f"after $DEVICE_HEALTH_FILE said {label}: "
+        said = (" and ".join(f"{d} {h}" for d, h in health.items()) if health else "no device") + \
+            (" again" if phase == "healed" else "")
+        when = f"after $DEVICE_HEALTH_FILE said {said}: "
         if not seen.get("sent"):
             _fail(f"{when}your plugin sent kubelet no new device list within {CHANGE_S:g} s (ListAndWatch must "
                   "send the whole list again whenever a device's health changes)")
         _judge_devices(seen.get("devices"), sick, when)
-        _judge_node(ctx, seen.get("node"), 4, allocatable, when)
-    return ctx.passed(f"{broken} went Unhealthy and back: allocatable 3 then 4, capacity 4 throughout")
+        _judge_node(ctx, seen.get("node"), 4, 4 - len(sick), when)
+    others = " and ".join(ctx.params["others"])
+    return ctx.passed(f"{broken} went Unhealthy and back, then {others} together: allocatable 3, 4, 2 and 4, "
+                      "capacity 4 throughout")
 
 
 def check_health(ctx):
@@ -205,6 +219,7 @@ def judge_allocate(ctx, obs: dict):
     judge_register(ctx, obs)
     driver = ctx.env.dir / "widget-driver"
     want_files = {p.name: p.read_text().split("\n", 1)[0] for p in sorted(driver.iterdir()) if p.is_file()}
+    want_source = [driver.stat().st_dev, driver.stat().st_ino]      # a bind mount shows the directory's own
     pods = obs.get("pods") or {}
     for pod in PODS:
         seen = pods.get(pod) or {}
@@ -237,6 +252,10 @@ def judge_allocate(ctx, obs: dict):
         if mounts[mount].get("files") != want_files:
             _fail(f"what {pod}'s container sees at {mount} is not the lab's widget-driver directory "
                   f"(it sees {', '.join(sorted(mounts[mount].get('files') or {})) or 'no files'})")
+        if mounts[mount].get("source") != want_source:
+            _fail(f"what {pod}'s container sees at {mount} has the files of the lab's widget-driver directory but "
+                  "is another directory (a copy: a driver update would not reach the container); the mount's "
+                  "host_path must be the lab's widget-driver directory itself")
     held = [set((pods.get(p) or {}).get("devices") or []) for p in PODS]
     if held[0] & held[1]:
         _fail("kubelet gave the two Pods the same widget: your device list has fewer than four distinct devices")
@@ -410,7 +429,8 @@ def observation_mutants(exercise: str, obs: dict, words: list, *, skip=(), equiv
 
     alternatives = {"registrations[].error": ['the ResourceName "widget" is invalid'],
                     "registrations[].version": ["v1alpha1", "v1"], **(alternatives or {})}
-    for key in ("devices[].health", "broken.devices[].health", "healed.devices[].health"):
+    phases = ("broken", "healed", "others_broken", "others_healed")      # health_phases
+    for key in ("devices[].health", *(f"{p}.devices[].health" for p in phases)):
         alternatives.setdefault(key, [UNHEALTHY, HEALTHY, "healthy", ""])
     skipped = lambda p: any(re.fullmatch(x, _generic(p)) for x in ("exited", "log", *skip))  # noqa: E731
     for edit in tree_edits(obs, alternatives=alternatives, skip=skipped):

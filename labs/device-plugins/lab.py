@@ -14,7 +14,8 @@ directory may be deep; /run/labkit is labkit's own (it holds the labs' kernel-mo
 Nothing runs between runs: each `labkit devices try` and each check starts labkit's kubelet and
 the plugin afresh, as processes recorded in the ledger, and stops them at the end. A reset puts
 the starter back in place of an exercise's plugin; the student's file is copied first to the
-answers directory (`kept/`), which no reset or cleanup touches.
+answers directory (`kept/`), which no reset or cleanup touches. `labkit cleanup` copies every plugin
+the student wrote there too before it removes plugins/ (keep_at_cleanup).
 """
 
 import shutil
@@ -123,6 +124,12 @@ def keep_student_work(env, exercise_id: str | None) -> list[str]:
         shutil.copy2(plugin_path(env, ex), kept / f"{ex}-{n}.py")
         lines.append(f"plugins/{ex}.py kept as {kept / f'{ex}-{n}.py'}")
     return lines
+
+
+def keep_at_cleanup(env) -> list[str]:
+    """`labkit cleanup device-plugins` removes the lab directory, plugins/ with it: every plugin
+    the student wrote is kept first, as before a reset."""
+    return keep_student_work(env, None)
 
 
 def reset_exercise(env, exercise_id: str) -> None:

@@ -26,12 +26,14 @@ import hashlib
 import json
 import re
 import tempfile
+import time
 from pathlib import Path
 
 import yaml
 
 from labkit.exercises import LIVE, CheckFailed, settle, wait_for
 from labkit.apiserver.target import for_env
+from labkit.controllers.decisions import describe
 from labkit.gc import reconstruct
 from labkit.state import write_json_atomic
 
@@ -131,7 +133,33 @@ def observe_owner_chain(ctx):
     p = ctx.params
     events = _since_ready(ctx, for_env(ctx.env))
     return {"writes": None if events is None else
-            [f"{w['verb']} {w['kind']} {w['name']}" for w in _chain_writes(events, p["namespace"], p["deployment"])]}
+            [f"{w['verb']} {w['kind']} {w['name']}" for w in _chain_writes(events, p["namespace"], p["deployment"])]
+            + _joined_chain(events, p["namespace"], p["deployment"])}
+
+
+def _joined_chain(events, ns: str, app: str) -> list[str]:
+    """The student's objects made to join the chain of `app` under a name of their own (a create
+    whose ownerReferences name one of its objects, or whose labels say app=<app>, so that its
+    ReplicaSet selects it), and every later write of theirs to them: ['create Pod NAME', ...]."""
+    out, joined = [], set()
+    for e in _students(events):
+        ref = e.get("objectRef") or {}
+        if not _ok(e) or ref.get("namespace") != ns or ref.get("resource") not in KINDS or ref.get("subresource"):
+            continue
+        name = ref.get("name") or ""
+        if name == app or name.startswith(app + "-"):
+            continue            # the chain's own objects: _chain_writes has them
+        body = e.get("requestObject") if isinstance(e.get("requestObject"), dict) else {}
+        meta = body.get("metadata") or {}
+        if e.get("verb") == "create":
+            owners = [str(o.get("name", "")) for o in meta.get("ownerReferences") or [] if isinstance(o, dict)]
+            if any(o == app or o.startswith(app + "-") for o in owners) or (meta.get("labels") or {}).get("app") == app:
+                name = name or meta.get("name") or ""
+                joined.add((ref["resource"], name))
+                out.append(f"create {KINDS[ref['resource']]} {name}")
+        elif (ref["resource"], name) in joined and e.get("verb") in ("update", "patch", "delete"):
+            out.append(f"{e['verb']} {KINDS[ref['resource']]} {name}")
+    return out
 
 
 def check_owner_chain(ctx):
@@ -651,7 +679,53 @@ def observe_unblocking_dependent(ctx):
             "delete": _delete_of(events, "configmaps", ns, owner) if events is not None else None,
             "owner_writes": [{"verb": e["verb"], **({"policy": _policy(e)} if e["verb"] == "delete" else {})}
                              for e in _students(events or []) if e["verb"] in ("update", "patch", "delete") and _ok(e)
-                             and _on(e, "configmaps", owner) and (e.get("objectRef") or {}).get("namespace") == ns]}
+                             and _on(e, "configmaps", owner) and (e.get("objectRef") or {}).get("namespace") == ns],
+            # what each of the student's writes to the Secret sent (the audit log keeps write bodies):
+            # a reference pointed elsewhere and back again shows only here
+            "dependent_writes": [{"verb": e["verb"], "body": e.get("requestObject")}
+                                 for e in _students(events or []) if e["verb"] in ("update", "patch") and _ok(e)
+                                 and _on(e, "secrets", dep_name) and (e.get("objectRef") or {}).get("namespace") == ns]}
+
+
+IDENTITY = ("apiVersion", "kind", "name", "uid", "controller")     # what makes an owner reference that owner
+
+
+def _reference_rewrites(writes: list[dict], built: dict) -> list[str]:
+    """The fields of the owner reference `built` that one of `writes` (update and patch bodies: a
+    whole object, a merge patch, or a JSON patch) set to something else or removed on the way,
+    whatever the reference says now: `uid (patch)`."""
+    out = []
+
+    def compare(ref, verb):
+        if not isinstance(ref, dict):
+            return
+        for key in IDENTITY:
+            if key in ref and (bool(ref[key]) != bool(built.get(key)) if key == "controller"
+                               else ref[key] != built.get(key)):
+                out.append(f"{key} ({verb})")
+    for w in writes:
+        body, verb = w.get("body"), w.get("verb")
+        if isinstance(body, list):              # a JSON patch: its operations on ownerReferences
+            for op in body:
+                path = str((op or {}).get("path", "")).split("/")[1:]
+                if path[:2] != ["metadata", "ownerReferences"]:
+                    continue
+                field = path[3] if len(path) > 3 else None
+                if op.get("op") in ("add", "replace") and field in IDENTITY:
+                    compare({field: op.get("value")}, verb)
+                elif op.get("op") in ("add", "replace") and field is None:
+                    value = op.get("value")
+                    for ref in value if isinstance(value, list) else [value]:
+                        compare(ref, verb)
+                elif op.get("op") in ("remove", "move") and (field is None or field in IDENTITY):
+                    out.append(f"{field or 'the reference'} removed ({verb})")
+        elif isinstance(body, dict) and "ownerReferences" in (body.get("metadata") or {}):
+            refs = body["metadata"]["ownerReferences"]
+            if not refs:
+                out.append(f"the reference removed ({verb})")
+            for ref in refs or []:
+                compare(ref, verb)
+    return list(dict.fromkeys(out))
 
 
 def judge_unblocking_dependent(ctx, obs):
@@ -727,6 +801,15 @@ def judge_unblocking_dependent(ctx, obs):
                               f"(so {owner} cannot have gone in the foreground as the task asks): look at the fields of "
                               "that reference", expected="a reference that does not block its owner",
                               observed="a blocking reference", observed_in=LIVE)
+    rewrites = _reference_rewrites(obs.get("dependent_writes") or [],
+                                   next(iter(originals.values()), {}))
+    if rewrites:
+        return ctx.failed(f"{dep_name}'s owner reference to {owner} was changed on the way ({', '.join(rewrites)}), "
+                          f"though it may be back now: while it pointed elsewhere {owner} had no dependent to wait "
+                          "for, so it did not go because its dependent stopped blocking it. Keep the reference, "
+                          f"change only what makes it block (`labkit reset gc {ctx.exercise.id}` to start over)",
+                          expected=f"no write of the reference's owner (apiVersion, kind, name, uid, controller)",
+                          observed=rewrites, observed_in=LIVE)
     if "data" in built_secret and dep["data"] != built_secret["data"]:
         return ctx.failed(f"the data of {dep_name} changed: the task changes only its owner reference",
                           expected=f"{dep_name}'s data as it was", observed="changed data", observed_in=LIVE)
@@ -789,18 +872,39 @@ def _prediction(ctx):
 
 
 def _first_try(ctx) -> dict | None:
-    """The student's first create in the experiment's namespaces of the lab's own cluster since the
-    part was built (the lab leaves them empty: anything made there is the experiment tried by
-    hand), from the audit log: {at, time, what}; None if none, or on a real cluster."""
+    """The first sign, since the part was built, that the student tried the experiment in the lab's
+    own cluster, from its logs: {at, time, what, how}; None if none, or on a real cluster.
+      create  a create of theirs in the experiment's namespaces (the lab leaves them empty), audit log;
+      gc      anywhere in the cluster, the lab's garbage collector doing what the experiment asks
+              about (decision log): dropping an owner that was never observed and does not exist
+              (garbagecollector.go attemptToDeleteItem, a virtual node's 404), or reporting an
+              owner in another namespace (graph_builder.go reportInvalidNamespaceOwnerRef). Nothing
+              the lab builds does either: only objects made with such owner references."""
     from labkit.apiserver import audit as audit_log
-    events = _since_ready(ctx, for_env(ctx.env)) or []
+    target = for_env(ctx.env)
+    tries = []
     where = (ctx.params["namespace"], ctx.params["other"])
-    for e in _students(events):
+    for e in _students(_since_ready(ctx, target) or []):
         ref = e.get("objectRef") or {}
         if e.get("verb") == "create" and ref.get("namespace") in where and not ref.get("subresource"):
-            return {"at": audit_log.received_at(e), "time": e.get("requestReceivedTimestamp", "")[11:19],
-                    "what": f"{ref.get('resource')} {ref.get('name') or ''} in {ref['namespace']}".strip()}
-    return None
+            tries.append({"at": audit_log.received_at(e), "time": e.get("requestReceivedTimestamp", "")[11:19],
+                          "what": f"{ref.get('resource')} {ref.get('name') or ''} in {ref['namespace']}".strip(),
+                          "how": "create"})
+            break
+    for d in target.decisions(since=ctx.ready_time) or []:
+        if d.get("controller") != "garbagecollector":
+            continue
+        item = d.get("item") or {}
+        if d.get("action") == "virtual-delete" and d.get("never_observed"):
+            what = f"{describe(item)}, an owner that never existed"
+        elif d.get("action") == "invalid-owner-reference":
+            what = f"{describe(item)}, whose owner lives in another namespace"
+        else:
+            continue
+        tries.append({"at": d["ts"], "time": time.strftime("%H:%M:%S", time.gmtime(d["ts"])), "what": what,
+                      "how": "gc"})
+        break
+    return min(tries, key=lambda t: t["at"]) if tries else None
 
 
 def _written_at(path: Path) -> float | None:
@@ -812,9 +916,9 @@ def _written_at(path: Path) -> float | None:
 
 def observe_predict_dangling(ctx):
     """The prediction to judge, and the experiment as the lab was built (the truth is the
-    reconstruction of that experiment). Live, only the audit log: a prediction written (or
-    changed) after the student made objects in the experiment's namespaces of the lab's cluster
-    is not judged (`tried`)."""
+    reconstruction of that experiment). Live, only the audit and decision logs: a prediction
+    written (or changed) after the student tried the experiment in the lab's cluster is not
+    judged (`tried`, see _first_try)."""
     tried = _first_try(ctx)
     revealed = _written_at(Path(ctx.env.dir) / REVEALED)
     if tried is not None and revealed is not None and revealed <= tried["at"]:
@@ -830,12 +934,19 @@ def judge_predict_dangling(ctx, obs):
     answer, note = obs["answer"], obs["note"]
     if obs.get("tried"):
         tried = obs["tried"]
-        return ctx.failed(f"you made objects in the experiment's namespaces of the lab's cluster yourself (create "
-                          f"{tried['what']}, at {tried['time']}), and your prediction was written or changed after "
-                          "that: a prediction made after trying the experiment by hand is not one, and earns no "
-                          "points. Work it out from how the garbage collector decides (see the hints)",
-                          expected="a prediction written before any object was made in the experiment's namespaces",
-                          observed=f"answer written after: create {tried['what']}", observed_in=LIVE)
+        if tried.get("how") == "gc":
+            how = (f"you tried the experiment in the lab's cluster yourself: its garbage collector already handled "
+                   f"{tried['what']} (at {tried['time']}; `labkit gc log` has it)")
+            seen = f"answer written after: the garbage collector handled {tried['what']}"
+        else:
+            how = (f"you made objects in the experiment's namespaces of the lab's cluster yourself (create "
+                   f"{tried['what']}, at {tried['time']})")
+            seen = f"answer written after: create {tried['what']}"
+        return ctx.failed(f"{how}, and your prediction was written or changed after that: a prediction made after "
+                          "trying the experiment by hand is not one, and earns no points. Work it out from how the "
+                          "garbage collector decides (see the hints)",
+                          expected="a prediction written before the experiment was tried in the lab's cluster",
+                          observed=seen, observed_in=LIVE)
     given = {}
     for key in SUBJECTS:
         value = str(ctx.answer_field(answer, key, str)).strip().lower()

@@ -218,15 +218,36 @@ def service_rule_differences(ctx, state, node: str, text: str, service: str) -> 
     return [d for d in judge.structure_differences(node, text, reference(ctx, state, node)) if concerns(d)]
 
 
+def hand_written_differences(ctx, state, node: str, text: str) -> list:
+    """Where a node's nat and filter tables differ from kube-proxy's rules for the live Services,
+    every chain and rule, but for what other exercises own: clusterip-by-hand's rules for legacy
+    (lab.hand_built_part) and, on debug-ruleset's node, what concerns its Service (the damage the
+    lab made there, or the student's repair in progress)."""
+    lab = ctx.lab.environment_module()
+    ref_text = reference(ctx, state, node)
+    found = judge.structure_differences(node, text, ref_text, ignore=lab.hand_built_part(state, text, ref_text))
+    if node == lab.BROKEN_NODE:
+        theirs = {d.key() for d in service_rule_differences(ctx, state, node, text, lab.BROKEN_SERVICE)}
+        found = [d for d in found if d.key() not in theirs]
+    return found
+
+
 def require_rules_from_the_service(ctx, observation, service: str) -> None:
     """The exercise's "nothing is written by hand": on every node, what concerns `service` in the
-    nat and filter tables is exactly what kube-proxy writes for it."""
+    nat and filter tables is exactly what kube-proxy writes for it, and no other rule was written
+    by hand either (a DNAT to one of its pods on another port of the node concerns none of its
+    addresses, yet opens more than the exercise asks)."""
     state = observation["state"]
     for node in state.node_names():
         found = service_rule_differences(ctx, state, node, observation["rules"][node], service)
         if found:
             raise CheckFailed(structure_feedback(found, set(), f"{service}'s rules") + f". kube-proxy writes "
                               f"{service}'s rules from the Service: change the Service, not the rules")
+    for node in state.node_names():
+        found = hand_written_differences(ctx, state, node, observation["rules"][node])
+        if found:
+            raise CheckFailed(structure_feedback(found, set(), "the rules") + ". Nothing in the nat and filter tables "
+                              "is written by hand in this exercise: kube-proxy writes every rule from the Services")
 
 
 def structure_feedback(found: list, secret: set[str], what: str) -> str:
@@ -239,9 +260,10 @@ def structure_feedback(found: list, secret: set[str], what: str) -> str:
     if outside:
         return outside[0].sentence(hide_chain=outside[0].chain in secret) + tail
     chains = sorted({d.chain for d in found})
-    return (f"{found[0].node}'s {found[0].table} table: {what} still differ{'s' if len(chains) == 1 else ''} from "
-            f"kube-proxy's rules in {len(found)} place{'s' if len(found) != 1 else ''} "
-            f"({len(chains)} chain{'s' if len(chains) != 1 else ''})")
+    # `what` names rules or chains (plural); a changed rule is one missing and one added
+    return (f"{found[0].node}'s {found[0].table} table: {what} still differ from kube-proxy's rules: "
+            f"{len(found)} rule{'s' if len(found) != 1 else ''} or chain{'s' if len(found) != 1 else ''} missing "
+            f"or added, in {len(chains)} chain{'s' if len(chains) != 1 else ''}")
 
 
 class Deferred:
@@ -551,9 +573,12 @@ def check_traffic_policy(ctx):
     graded_note = ""
     if first is not None and first.get("prediction") is None:
         first = None        # kept by an older labkit, which showed the outcome without a prediction
+    where = str(ctx.answer_path)
     if first is not None:
         import yaml
         answer = yaml.safe_load(first["prediction"])
+        where = (f"your prediction as {ctx.answer_path} held it when labkit first showed the outcome (kept in "
+                 f"{predictions.kept_path(ctx.env)}; changes after that do not count)")
         if ctx.answer_path.exists() and ctx.answer_path.read_text() != first["prediction"]:
             graded_note = (" (graded: your prediction as it stood when labkit first showed you the outcome; "
                            "changes after observing do not count)")
@@ -566,9 +591,9 @@ def check_traffic_policy(ctx):
         for node, expected in truth[service].items():
             guess = predicted.get(node)
             if not isinstance(guess, dict) or not isinstance(guess.get("answers"), bool):
-                raise CheckFailed(f"{ctx.answer_path}: {service}.{node} must be a mapping with answers: true|false")
+                raise CheckFailed(f"{where}: {service}.{node} must be a mapping with answers: true|false")
             if guess["answers"] and not isinstance(guess.get("client_ip_preserved"), bool):
-                raise CheckFailed(f"{ctx.answer_path}: {service}.{node} predicts an answer, so it needs "
+                raise CheckFailed(f"{where}: {service}.{node} predicts an answer, so it needs "
                                   "client_ip_preserved: true|false")
             total += 2 if expected["answers"] else 1
             if guess["answers"] != expected["answers"]:
@@ -631,7 +656,9 @@ def check_hairpin(ctx):
     # requests to the cluster IP
     note = situation_changes(ctx, [service], ignore=("spec.type", "nodePort", "spec.externalTrafficPolicy"))
     if wrong:
-        return ctx.failed(ctx.grid_feedback(wrong, len(given), "fields") + f". Observe with `labkit kube-proxy curl "
+        return ctx.failed(ctx.grid_feedback(wrong, len(given), "fields", noun="answer",
+                                            advice="each field can be read off the live lab") +
+                          f". Observe with `labkit kube-proxy curl "
                           f"--from {pod_name} --to {service} -n 40` (the address each pod saw), then follow {service}'s chains "
                           f"in {truth['node']}'s nat table from KUBE-SERVICES to the one that DNATs to {pod_name}, and "
                           "ask which of their rules decides that KUBE-POSTROUTING masquerades a packet." + note)

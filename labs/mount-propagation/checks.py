@@ -234,9 +234,17 @@ def privilege_change(pod: Pod, shipped: Pod, allowed: set[str]) -> str | None:
         if "privileged" not in allowed and c.privileged != s.privileged:
             return (f"container {c.name} is {'now' if c.privileged else 'no longer'} privileged (securityContext.privileged): "
                     "least privilege, it must not get more than it had")
-        if "capabilities" not in allowed and (c.capabilities_add, c.capabilities_drop) != (s.capabilities_add, s.capabilities_drop):
-            return (f"container {c.name} has other capabilities than shipped (securityContext.capabilities): least "
-                    "privilege, it must not get more than it had")
+        if "capabilities" not in allowed and not c.privileged:
+            # what the process gets (labkit.mounts.pods.capabilities: containerd's default set changed
+            # by add and drop), not how it is written: dropping more is less privilege, not more
+            from labkit.mounts import kernel
+            from labkit.mounts.pods import capabilities
+            everything = kernel.capability_mask(kernel.CAPABILITIES)
+            gained = capabilities(c, everything) & ~capabilities(s, everything)
+            if gained:
+                return (f"container {c.name} gets {len(kernel.capability_names(gained))} capabilit"
+                        f"{'y' if len(kernel.capability_names(gained)) == 1 else 'ies'} it did not have "
+                        "(securityContext.capabilities): least privilege, it must not get more than it had")
     return None
 
 

@@ -345,7 +345,27 @@ def reset_exercise(env, exercise_id):
         _leak(env, node)
     else:
         _recreate(env, node, part["pods"])
+    if exercise_id == "predict-e2e-matrix":
+        _unmount_e2e_experiment(node)
     _record_relations(env, node)
+
+
+def _unmount_e2e_experiment(node: Node) -> None:
+    """The e2e experiment done by hand in the live lab undone: every mount below the e2e host path
+    unmounted, on the node first (which reaches its peers and slaves), then in each container that
+    kept one of its own (None and HostToContainer send nothing back); the Pods keep running, so
+    their peer groups stay what peer-groups asks about."""
+    from labkit.mounts import withhold
+
+    for party in node.parties():
+        for path in withhold.e2e_paths(party):
+            for _ in range(32):
+                mounts = [m for m in node.mounts(party.pid) if mountinfo.is_under(m.mountpoint, path)
+                          and m.mountpoint != path]
+                if not mounts:
+                    break
+                deepest = max(mounts, key=lambda m: (m.mountpoint.count("/"), m.mount_id))
+                node.umount(party.pid, deepest.mountpoint, lazy=True)
 
 
 def _record_relations(env, node: Node) -> None:
@@ -388,6 +408,11 @@ def student_work(env, exercise_id):
                      and (m.mountpoint != path or path == PRIVATE_DIR) and m.source != LEAK_SOURCE]
             if below:
                 out.append(f"the mounts on the node at or below {path}: {', '.join(below)} (unmounted)")
+        if i == "predict-e2e-matrix":
+            from labkit.mounts import withhold
+            made = withhold.experiment_live(node.parties())
+            if made:
+                out.append(f"the mounts made below the e2e Pods' volume: {', '.join(made)} (unmounted)")
         if i == "private-host-path":
             table = built(env)["node"]
             known = {(entry[0], entry[1], entry[4]) for entry in table}
@@ -422,6 +447,18 @@ def hosts(env):
             found[party.name] = Host(f"container {party.container} of Pod {party.pod}", pid=party.pid,
                                      wrapper=kernel.exec_wrapper(party.capabilities or 0))
     return found
+
+
+def before_shell(env, host_name):
+    """A command in the node or a container shows the e2e experiment's outcome once mounts were made
+    below its host path: only after the prediction is written (labkit.mounts.withhold.before_shell)."""
+    from labkit.mounts import withhold
+
+    said = []
+    if not withhold.before_shell(env, Node(env).parties(), said.append):
+        raise LabkitError("\n".join(said))
+    for note in said:
+        print(f"labkit: {note}", file=sys.stderr)
 
 
 def access(env):

@@ -285,7 +285,8 @@ def check_terminating_create(ctx):
         # a prediction is judged as it stood before the student's first create in the namespace:
         # an answer file written (or changed) after that create is what the server answered, not a
         # prediction, so it earns nothing
-        raise CheckFailed(f"you sent a create into {name} yourself ({tried['what']}, at {tried['time']}) before your "
+        where = name if tried["namespace"] == name else f"{tried['namespace']}, a namespace being terminated too"
+        raise CheckFailed(f"you sent a create into {where} yourself ({tried['what']}, at {tried['time']}) before your "
                           "prediction was written, and changed your answer file after it: this exercise asks for a "
                           "prediction made before trying, and trying first earns no points. Work it out from the "
                           "admission plugin's source and apimachinery's errors package (see the hints)",
@@ -298,9 +299,21 @@ def check_terminating_create(ctx):
     return ctx.passed(f"right: {code} {body.get('reason')}: {truth}")
 
 
+def _refused_as_terminating(event) -> bool:
+    """Whether the API server refused the request because its namespace is being terminated: the
+    Status NamespaceLifecycle answers (lifecycle/admission.go Admit: errors.NewForbidden with the
+    cause NamespaceTerminating, apimachinery's StatusCause in the audit event's responseStatus)."""
+    status = event.get("responseStatus") or {}
+    causes = (status.get("details") or {}).get("causes") or []
+    return status.get("code") == 403 and (any(c.get("reason") == "NamespaceTerminating" for c in causes)
+                                          or "because it is being terminated" in status.get("message", ""))
+
+
 def observe_terminating_create_tries(ctx, namespace: str) -> list[dict] | None:
-    """The student's own create requests in `namespace` since the exercise was built (accepted or
-    refused, any resource), oldest first: [{at, time, what}]; None on a real cluster."""
+    """The student's own create requests since the exercise was built that show the answer: any
+    create in `namespace` (accepted or refused, any resource), and a create in any other namespace
+    that the server refused because that namespace is being terminated (the same message, another
+    name in it). Oldest first: [{at, time, what, namespace}]; None on a real cluster."""
     from labkit.apiserver import audit as audit_log
     events = _audit(ctx)
     if events is None:
@@ -309,8 +322,10 @@ def observe_terminating_create_tries(ctx, namespace: str) -> list[dict] | None:
         ref = e.get("objectRef") or {}
         body = e.get("requestObject") if isinstance(e.get("requestObject"), dict) else {}
         return f"create {ref.get('resource')} {ref.get('name') or (body.get('metadata') or {}).get('name') or ''}".strip()
-    return [{"at": audit_log.received_at(e), "time": e.get("requestReceivedTimestamp", "")[11:19], "what": what(e)}
-            for e in events if e.get("verb") == "create" and (e.get("objectRef") or {}).get("namespace") == namespace
+    return [{"at": audit_log.received_at(e), "time": e.get("requestReceivedTimestamp", "")[11:19], "what": what(e),
+             "namespace": (e.get("objectRef") or {}).get("namespace")}
+            for e in events if e.get("verb") == "create"
+            and ((e.get("objectRef") or {}).get("namespace") == namespace or _refused_as_terminating(e))
             and not (e.get("user") or {}).get("username", "").startswith("system:")]
 
 
@@ -813,11 +828,14 @@ def judge_own_finalizer(ctx, seen: dict):
         raise CheckFailed(f"leave {name} as it was: Active with spec.finalizers [kubernetes]",
                           expected=["kubernetes"], observed=ns["finalizers"])
     if any("kubernetes" not in sent for sent in requests):
-        # pkg/registry/core/namespace/storage/storage.go (REST.Delete): a namespace without
-        # finalizers is removed at once when deleted, so the namespace controller never empties it
-        raise CheckFailed(f"one of your finalize requests left out `kubernetes`: while it is missing, deleting {name} "
-                          "removes the namespace at once and leaves its content in storage — keep `kubernetes` in "
-                          "every request")
+        # pkg/registry/core/namespace/storage/storage.go (REST.Delete): a namespace is removed once
+        # spec.finalizers is empty; pkg/controller/namespace/deletion/namespaced_resources_deleter.go
+        # (Delete, finalized: an empty list) removes a deleted namespace with no finalizers without
+        # deleting its content. Only `kubernetes` makes the namespace wait for its content to go.
+        raise CheckFailed(f"one of your finalize requests left out `kubernetes`: it is what keeps {name} until the "
+                          "namespace controller has deleted its content — without it, once no other finalizer is "
+                          f"left, deleting {name} removes it at once and leaves its content in storage. Keep "
+                          "`kubernetes` in every request")
     return ctx.passed(f"added and removed {', '.join(mine)} through PUT …/namespaces/{name}/finalize")
 
 

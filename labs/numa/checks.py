@@ -131,14 +131,50 @@ def _situation(ctx, *files: str) -> str:
             f"{', '.join(changed)} differs from it or is gone, and that does not change the answer)")
 
 
-def _recorded(ctx, result):
+def _recorded(ctx, result, note: str = ""):
     """A complete answer was checked: from now on `labkit numa admit | merge | take | show` show this
     exercise's outcome (labkit.numa.withhold), so the first prediction is the student's own."""
     from labkit.numa import withhold
 
     if result.status == "pass" or result.details.get("complete"):
-        withhold.record(ctx.env, ctx.exercise.id)
+        try:
+            text = ctx.answer_path.read_text()
+        except (OSError, UnicodeDecodeError):
+            text = None
+        withhold.record(ctx.env, ctx.exercise.id, None if note else text)
+    if note:
+        result.message += note
     return result
+
+
+def _prediction(ctx):
+    """(the answer to grade, a note): the answer as it was when a labkit tool first showed the
+    exercise's outcome (labkit.numa.withhold.keep), else the answer file. A prediction rewritten
+    after its outcome was shown is a copy of the outcome."""
+    from labkit.numa import withhold
+    from labkit.strict import key_positions
+
+    found = withhold.kept(ctx.env.dir, ctx.exercise.id)
+    if found is None:
+        return _answer(ctx), ""
+    text, info = found
+    note = (f"\n(graded on your answer as it was when `{info.get('tool') or 'labkit numa'}` first showed this "
+            f"exercise's outcome; `labkit reset {ctx.lab.id} {ctx.exercise.id}` lets you answer afresh)")
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:
+        data = None
+    if not data:
+        raise CheckFailed("your answer was not valid YAML when its outcome was shown" + note)
+    for positions in key_positions(text)[:1]:
+        if positions.duplicates:
+            line, path = positions.duplicates[0]
+            raise CheckFailed(f"your answer gave {path} twice (line {line + 1}) when its outcome was shown" + note)
+    return data, note
+
+
+# the predictions are about the lab's scenario files: there is nothing live to observe or change first
+GRID_ADVICE = "work each one out again from kubelet's rules, not by trying values"
 
 
 def _grid(ctx, wrong: list[str], total: int, what: str, where: str, note: str, shown: str):
@@ -146,7 +182,7 @@ def _grid(ctx, wrong: list[str], total: int, what: str, where: str, note: str, s
     wrong answers) and where to look, never the value."""
     if not wrong:
         return ctx.passed(f"all {total} {what} right{note}")
-    return ctx.failed(f"{ctx.grid_feedback(wrong, total, what)}.\n{where}{note}",
+    return ctx.failed(f"{ctx.grid_feedback(wrong, total, what, advice=GRID_ADVICE)}.\n{where}{note}",
                       expected=f"every one of the {total} {what} right", observed=f"{_answered(ctx)}: {shown}",
                       complete=True)
 
@@ -182,7 +218,8 @@ def judge_qos(ctx, answer):
 
 
 def check_qos(ctx):
-    return _recorded(ctx, judge_qos(ctx, _answer(ctx)))
+    answer, note = _prediction(ctx)
+    return _recorded(ctx, judge_qos(ctx, answer), note)
 
 
 # -- (b) CPU hints ---------------------------------------------------------------------------------------
@@ -237,7 +274,8 @@ def judge_cpu_hints(ctx, answer):
 
 
 def check_cpu_hints(ctx):
-    return _recorded(ctx, judge_cpu_hints(ctx, _answer(ctx)))
+    answer, note = _prediction(ctx)
+    return _recorded(ctx, judge_cpu_hints(ctx, answer), note)
 
 
 # -- (c) merge --------------------------------------------------------------------------------------------
@@ -302,7 +340,8 @@ def judge_merge(ctx, data):
 
 
 def check_merge(ctx):
-    return _recorded(ctx, judge_merge(ctx, _answer(ctx)))
+    answer, note = _prediction(ctx)
+    return _recorded(ctx, judge_merge(ctx, answer), note)
 
 
 # -- (d) a Pod for best-effort but not single-numa-node --------------------------------------------------
@@ -468,7 +507,7 @@ def judge_static_cpus(ctx, data):
             wrong.append("defaultCpuSet: not the CPUs left after every exclusive assignment")
     note = _situation(ctx, ctx.params["pods"], ctx.params["config"])
     if toggles:     # a small grid of its own (shared or exclusive per container): counted, not named
-        wrong.insert(0, f"{ctx.grid_feedback(toggles, total, 'shared-or-exclusive choices')}: {SHARED_RULE}")
+        wrong.insert(0, f"{ctx.grid_feedback(toggles, total, 'shared-or-exclusive choices', advice=GRID_ADVICE)}: {SHARED_RULE}")
     if not wrong:
         return ctx.passed(f"all CPU sets right{note}")
     complete = not any(w.endswith(": missing") or "no such container" in w for w in wrong)
@@ -478,7 +517,8 @@ def judge_static_cpus(ctx, data):
 
 
 def check_static_cpus(ctx):
-    return _recorded(ctx, judge_static_cpus(ctx, _answer(ctx)))
+    answer, note = _prediction(ctx)
+    return _recorded(ctx, judge_static_cpus(ctx, answer), note)
 
 
 # -- (f) Memory Manager -------------------------------------------------------------------------------------
@@ -539,7 +579,8 @@ def judge_memory(ctx, data):
 
 
 def check_memory(ctx):
-    return _recorded(ctx, judge_memory(ctx, _answer(ctx)))
+    answer, note = _prediction(ctx)
+    return _recorded(ctx, judge_memory(ctx, answer), note)
 
 
 # -- (g) the corrupted checkpoint -----------------------------------------------------------------------------

@@ -9,7 +9,6 @@ from the audit log. Feedback names what is wrong and where to look, never the an
 import base64
 import copy
 import re
-import subprocess
 import uuid
 
 from labkit.apiserver.audit import received_at
@@ -113,17 +112,19 @@ def _others_gained(ctx, obs, target: reconstruct.Subject, before_objects, space,
 # -- alice --------------------------------------------------------------------------------------
 
 def _subject(pem: bytes) -> tuple[str, list[str]] | None:
-    """The certificate's common name and organizations (the user and groups the API server's
-    x509 authenticator takes, request/x509/x509.go CommonNameUserConversion), or None."""
-    out = subprocess.run(["openssl", "x509", "-noout", "-subject", "-nameopt", "RFC2253"], input=pem,
-                         capture_output=True, timeout=30)
-    if out.returncode != 0:
+    """The certificate's common name and organizations in the subject's order (the user and
+    groups the API server's x509 authenticator takes, request/x509/x509.go
+    CommonNameUserConversion), or None when `pem` is not a PEM certificate."""
+    from cryptography import x509
+    from cryptography.x509.oid import NameOID
+    try:
+        subject = x509.load_pem_x509_certificate(pem).subject
+    except ValueError:
         return None
-    text = out.stdout.decode().split("=", 1)[1].strip() if "=" in out.stdout.decode() else ""
-    parts = re.split(r"(?<!\\),", text)
-    cn = [p.split("=", 1)[1] for p in parts if p.strip().startswith("CN=")]
-    orgs = [p.split("=", 1)[1] for p in parts if p.strip().startswith("O=")]
-    return (cn[0].strip() if cn else ""), [o.strip() for o in orgs]
+    # Go's crypto/x509/pkix Name.FillFromRDNSequence: the last CN is the CommonName, every O an Organization
+    cn = subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+    orgs = subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)
+    return (str(cn[-1].value) if cn else ""), [str(o.value) for o in orgs]
 
 
 def _key_matches(cert: bytes, key: bytes) -> bool:
@@ -168,8 +169,7 @@ def observe_alice(ctx) -> dict:
         return obs
     obs["token"] = bool(config.user.get("token") or config.user.get("tokenFile"))
     try:
-        cert = config._file_or_data(config.user, "client-certificate")
-        key = config._file_or_data(config.user, "client-key")
+        cert, key = config.client_credentials()
     except OSError as exc:
         obs["problem"] = f"the kubeconfig {path} names a certificate or key file that cannot be read: {exc}"
         return obs
@@ -218,7 +218,7 @@ def judge_alice(ctx, obs) -> object:
     if not obs["certificate"]:
         raise CheckFailed(f"the kubeconfig {path} has no client certificate and key for its user" + _refusal_note(obs))
     if obs["subject"] is None:
-        raise CheckFailed(f"the client certificate in the kubeconfig {path} is not a PEM certificate openssl can read")
+        raise CheckFailed(f"the client certificate in the kubeconfig {path} is not a PEM certificate")
     if obs.get("encrypted"):
         raise CheckFailed(f"the private key in the kubeconfig {path} is encrypted: a client must read it without a "
                           "passphrase (openssl req -nodes)")
@@ -286,8 +286,14 @@ def judge_alice(ctx, obs) -> object:
             raise CheckFailed(f"{user} can read the secrets in {ns}: she may {reconstruct.describe(_pick(secrets))}"
                               f"{_more(secrets)}{where}. The cluster's read-only role leaves Secrets out (they hold "
                               "credentials that would let her do more)")
-        g = _pick(extra)
-        raise CheckFailed(f"{user} may {reconstruct.describe(g)}{_more(extra)}{where}: more than read-only access to "
+        # an example the server serves first: a rule's resource in a group that has no such
+        # resource (cronjobs in the core group) reads like what view grants when its group is empty
+        served = {(r.group, r.resource) for r in reconstruct.Space.from_observation(obs["space"]).resources}
+        g = _pick([x for x in extra if (x[2], x[3]) in served] or extra)
+        described = reconstruct.describe(g)
+        if (g[2], g[3]) not in served and not g[2]:
+            described = described.replace(f" {g[3]} ", f" {g[3]} (of the core group, which serves none) ", 1)
+        raise CheckFailed(f"{user} may {described}{_more(extra)}{where}: more than read-only access to "
                           f"{ns} — look at the roles your bindings grant (`kubectl auth can-i --list -n {ns} --as={user}`)")
     missing = expected - actual
     if missing:
@@ -407,7 +413,47 @@ def observe_mutating_webhook(ctx) -> dict:
                     "labels": (meta.get("labels") or {}) if code == 201 else None,
                     "rest": {"annotations": meta.get("annotations") or {}, "spec": _token_volume_named(body.get("spec"))}
                     if code == 201 else None}
+    if mine:
+        probes.update(_later_probes(ctx, admin, mine))
     return {"configurations": mine, "namespaces": namespaces, "probes": probes}
+
+
+def _later_probes(ctx, admin, configurations) -> dict:
+    """What a Pod created (dry run) in a namespace made later with the label comes back as: the
+    student's webhooks called with the AdmissionReview the API server would send, by labkit's own
+    mutating dispatcher (pkg/admission/plugin/webhook/mutating/dispatcher.go Dispatch: matching,
+    the call, the JSON Patch applied in order), over the live Services and endpoints they may name.
+    A namespace that does not exist yet cannot be asked of the live server; its webhooks can."""
+    from labkit.apiserver.admission.webhook import MutatingWebhooks
+    from labkit.apiserver.errors import ApiError
+    later = later_namespaces(ctx.params["enabler"])[0]
+    services = [{**o, "apiVersion": "v1", "kind": "Service"} for o in admin.list("v1", "services")[0]]
+    slices = [{**o, "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice"}
+              for o in admin.list("discovery.k8s.io/v1", "endpointslices")[0]]
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": later["name"], "labels": later["labels"]}}
+    registry = reconstruct.Registry(reconstruct.Objects([namespace, *configurations, *services, *slices]))
+    admin_user = _requester("labkit-admin", ("kubeadm:cluster-admins", "system:authenticated"))
+    out = {}
+    for case, labels in PROBES.items():
+        attrs = reconstruct.pod_attributes(later["name"], _pod(labels), dry_run=True)
+        attrs.user = admin_user
+        try:
+            MutatingWebhooks(registry).admit(attrs)
+        except ApiError as exc:
+            out[f"{later['name']}/{case}"] = {"code": exc.code, "message": exc.message, "labels": None, "rest": None}
+            continue
+        meta = attrs.obj.get("metadata") or {}
+        out[f"{later['name']}/{case}"] = {"code": 201, "message": "", "labels": meta.get("labels") or {},
+                                          "rest": None}
+    return out
+
+
+def later_namespaces(enabler: str) -> list[dict]:
+    """Namespaces made after the fix: one labelled `enabler`=enabled, one without the label, one
+    with the label set to another value (a selector on the key alone takes that one too)."""
+    return [{"name": name, "labels": {"kubernetes.io/metadata.name": name, **labels}}
+            for name, labels in ((f"{LATER_NAMESPACE}-{enabler}", {enabler: "enabled"}), (LATER_NAMESPACE, {}),
+                                 (f"{LATER_NAMESPACE}-{enabler}-off", {enabler: "disabled"}))]
 
 
 def judge_mutating_webhook(ctx, obs) -> object:
@@ -415,12 +461,11 @@ def judge_mutating_webhook(ctx, obs) -> object:
     if not obs["configurations"]:
         raise CheckFailed("there is no MutatingWebhookConfiguration of yours yet (`kubectl get "
                           "mutatingwebhookconfigurations`)")
-    # the webhooks' scope over the whole story: every namespace, and namespaces made later with and
-    # without the label (the server's own matching: selectors, rules, matchConditions)
-    later_on, later_off = f"{LATER_NAMESPACE}-{enabler}", LATER_NAMESPACE
-    namespaces = list(obs["namespaces"]) + [
-        {"name": later_on, "labels": {"kubernetes.io/metadata.name": later_on, enabler: "enabled"}},
-        {"name": later_off, "labels": {"kubernetes.io/metadata.name": later_off}}]
+    # the webhooks' scope over the whole story: every namespace, and namespaces made later with the
+    # label, without it, and with it set to another value (the server's own matching: selectors,
+    # rules, matchConditions)
+    later = later_namespaces(enabler)
+    namespaces = list(obs["namespaces"]) + later
     registry = reconstruct.Registry(reconstruct.Objects(
         [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n["name"], "labels": n["labels"]}}
          for n in namespaces]))
@@ -444,13 +489,33 @@ def judge_mutating_webhook(ctx, obs) -> object:
                                   "operations)")
     for n in sorted(namespaces, key=lambda n: (n["name"] != ns, n["name"])):
         name, on = n["name"], (n["labels"] or {}).get(enabler) == "enabled"
-        if name in (later_on, later_off):
+        if n in later:
+            other = (n["labels"] or {}).get(enabler)
+            which = f"the label {enabler}=enabled" if on else f"{enabler}={other} (not enabled)" \
+                if other is not None else f"no label {enabler}"
             for labels in PROBES.values():
                 if sent(name, labels) != on:
-                    raise CheckFailed(f"a namespace {'labelled' if on else 'without'} {enabler}=enabled made later "
-                                      f"would {'not ' if on else ''}be sent to your webhook: the namespaces it applies "
-                                      f"to must be exactly those labelled {enabler}=enabled — look at its "
+                    raise CheckFailed(f"a namespace made later with {which} would "
+                                      f"{'not ' if on else ''}be sent to your webhook: the namespaces it applies to "
+                                      f"must be exactly those labelled {enabler}=enabled — look at its "
                                       "namespaceSelector")
+            for case, labels in PROBES.items() if on else ():
+                # what the webhook itself answers there (labkit's dispatcher, see _later_probes)
+                probe = obs["probes"].get(f"{name}/{case}")
+                if probe is None:
+                    continue
+                own = " with its own labels" if labels else " without labels"
+                got = probe["labels"] or {}
+                if probe["code"] != 201:
+                    raise CheckFailed(f"creating a Pod{own} in a namespace made later with the label {enabler}=enabled "
+                                      f"would fail: {probe['code']}: {probe['message']}.{_patch_note(probe['message'])}"
+                                      " Your webhook's log: `labkit requests webhook list`")
+                if got.get(label) != value or any(got.get(k) != v for k, v in (labels or {}).items()):
+                    raise CheckFailed(f"a Pod created{own} in a namespace made later with the label {enabler}=enabled "
+                                      f"would come back without the label {label}: {value} (or without its own): "
+                                      "your webhook must label the Pods of every namespace labelled "
+                                      f"{enabler}=enabled, not only of {ns} — look at what it decides by",
+                                      observed=got)
             continue
         for labels in PROBES.values():
             if sent(name, labels) != on:
@@ -562,6 +627,20 @@ def observe_image_tag_policy(ctx) -> dict:
                            for n in admin.list("v1", "namespaces")[0]]}
 
 
+def namespaces_like(ns: str, namespaces: list[dict]) -> list[dict]:
+    """Namespaces created later that are not `ns`: one of any name, ones whose names begin or end
+    with `ns`'s, and one with the labels `ns` has besides its name (a selector on a label `ns`
+    happens to carry takes every namespace that is given it too)."""
+    own = next((n["labels"] for n in namespaces if n["name"] == ns), {})
+    shared = {k: v for k, v in (own or {}).items() if k != "kubernetes.io/metadata.name"}
+    made = [(LATER_NAMESPACE, {}), (f"{ns}-apps", {}), (f"apps-{ns}", {})]
+    if shared:
+        made.append((f"{LATER_NAMESPACE}-labelled", shared))
+    present = {n["name"] for n in namespaces}
+    return [{"name": name, "labels": {**labels, "kubernetes.io/metadata.name": name}}
+            for name, labels in made if name not in present]
+
+
 def _image_pod(image, init):
     spec = {"containers": [{"name": "app", "image": "nginx:1.27" if init else image}]}
     if init:
@@ -579,8 +658,8 @@ def judge_image_tag_policy(ctx, obs) -> object:
         raise CheckFailed("your ValidatingAdmissionPolicy has no ValidatingAdmissionPolicyBinding: a policy does "
                           "nothing until a binding puts it to work")
     namespaces = list(obs["namespaces"])
-    if not any(n["name"] == LATER_NAMESPACE for n in namespaces):
-        namespaces.append({"name": LATER_NAMESPACE, "labels": {"kubernetes.io/metadata.name": LATER_NAMESPACE}})
+    later = namespaces_like(ns, namespaces)
+    namespaces += later
     registry = reconstruct.Registry(reconstruct.Objects(
         obs["policies"] + obs["bindings"] +
         [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n["name"], "labels": n["labels"]}}
@@ -632,7 +711,11 @@ def judge_image_tag_policy(ctx, obs) -> object:
         for image in ("nginx", "registry.example.com:5000/app"):
             result, warnings = verdict(other, image, False)
             if result != "admitted" or warnings:
-                where = f"a namespace created later ({other})" if other == LATER_NAMESPACE else other
+                where = other
+                if n in later:
+                    shown = ", ".join(f"{k}={v}" for k, v in sorted(n["labels"].items())
+                                      if k != "kubernetes.io/metadata.name")
+                    where = f"a namespace created later ({other}{', labelled ' + shown if shown else ''})"
                 what = "refused" if result != "admitted" else "warned about"
                 raise CheckFailed(f"a Pod created in {where} was {what} by your policy: it must apply to {ns} only — "
                                   "look at the binding's matchResources (and the policy's matchConstraints)")
@@ -695,13 +778,42 @@ def _requester(name, groups):
     return User(name, list(groups))
 
 
+def _service_account(namespace, name):
+    """A ServiceAccount's user (serviceaccount.UserInfo: its name and the groups of every
+    ServiceAccount and of its namespace's)."""
+    return _requester(f"system:serviceaccount:{namespace}:{name}",
+                      ("system:serviceaccounts", f"system:serviceaccounts:{namespace}", "system:authenticated"))
+
+
+def _controller(name):
+    """A kube-controller-manager controller as the API server sees it (kubeadm runs it with
+    --use-service-account-credentials: each controller its own ServiceAccount in kube-system,
+    cmd/kube-controller-manager/app/controllermanager.go)."""
+    return _service_account("kube-system", name)
+
+
+# who creates Pods in an application namespace besides the admin: a person of the team, the
+# namespace's own ServiceAccount (an operator, a CI job), and the controllers that make Pods from
+# workloads (pkg/controller/replicaset, job, statefulset, daemon: the names of
+# plugin/pkg/auth/authorizer/rbac/bootstrappolicy/controller_policy.go)
+POD_CONTROLLERS = ("replicaset-controller", "job-controller", "statefulset-controller", "daemon-set-controller")
+
+
+def _app_requesters(namespace):
+    return (_requester("bob", ("shop-team", "system:authenticated")), _service_account(namespace, "default"),
+            *(_controller(c) for c in POD_CONTROLLERS))
+
+
 def outage_fates(ctx, obs, config):
-    """(requirement, namespace, Pod labels, outcome) over the whole story, in the order the
-    requirements are judged: "backend" (its own Pod while it is down), "system" (the cluster's own
-    namespaces while it is down: any Pod, from the admin or a controller), "app" (a privileged Pod,
-    in a container or an init container, in every other namespace and one made later, while it is
-    up). Outcomes: admitted | refused (by the backend) | blocked (the webhook cannot be called and
-    fails closed, or its matchConditions fail to evaluate), from the server's own matching."""
+    """(requirement, namespace, Pod labels, requester, outcome) over the whole story, in the order
+    the requirements are judged: "backend" (its own Pod while it is down), "system" (the cluster's
+    own namespaces while it is down: any Pod, from the admin or a controller), "app" (a privileged
+    Pod, in a container or an init container, in every other namespace and one made later, while
+    it is up, whoever creates it: the admin, a person, the namespace's ServiceAccount, the
+    controllers of workloads), "app-down" (the same while it is down). The requester is None for
+    the admin. Outcomes: admitted | refused (by the backend) | blocked (the webhook cannot be
+    called and fails closed, or its matchConditions fail to evaluate), from the server's own
+    matching."""
     webhook, home = ctx.params["webhook"], ctx.params["namespace"]
     namespaces = list(obs["namespaces"])
     # namespaces made later: one of any name, and ones whose names begin or end like the cluster's
@@ -715,8 +827,7 @@ def outage_fates(ctx, obs, config):
         [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n["name"], "labels": n["labels"]}}
          for n in namespaces]))
     admin_user = _requester("labkit-admin", ("kubeadm:cluster-admins", "system:authenticated"))
-    controller = _requester("system:serviceaccount:kube-system:replicaset-controller",
-                            ("system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"))
+    controller = _controller("replicaset-controller")
     label_sets = (None, {"run": "probe"}, dict(obs["backend_labels"]))
 
     def fate(ns, pod, user, backend_up):
@@ -740,20 +851,27 @@ def outage_fates(ctx, obs, config):
                     out = "refused"
         return out
 
-    yield "backend", home, dict(obs["backend_labels"]), fate(home, _pod(dict(obs["backend_labels"])), controller, False)
+    yield "backend", home, dict(obs["backend_labels"]), controller, \
+        fate(home, _pod(dict(obs["backend_labels"])), controller, False)
     for ns in SYSTEM_NAMESPACES:
         for labels in label_sets:
             for user in (admin_user, controller):
-                yield "system", ns, labels, fate(ns, _pod(labels), user, False)
+                yield "system", ns, labels, None if user is admin_user else user, fate(ns, _pod(labels), user, False)
     for n in namespaces:
         ns = n["name"]
         if ns in SYSTEM_NAMESPACES or ns == home:
             continue
         for labels in label_sets:
             for init in (False, True):
-                yield "app", ns, labels, fate(ns, _pod(labels, privileged=True, init=init), admin_user, True)
+                yield "app", ns, labels, None, fate(ns, _pod(labels, privileged=True, init=init), admin_user, True)
+        # whoever creates the Pod: a person, the namespace's own ServiceAccount, or a controller
+        # making it from a Deployment, Job, StatefulSet or DaemonSet (most application Pods)
+        for user in _app_requesters(ns):
+            for labels in label_sets:
+                yield "app", ns, labels, user, fate(ns, _pod(labels, privileged=True), user, True)
         # while the backend is down the policy is still in force there: nothing gets through unchecked
-        yield "app-down", ns, None, fate(ns, _pod(None, privileged=True), admin_user, False)
+        for user in (None, *_app_requesters(ns)):
+            yield "app-down", ns, None, user, fate(ns, _pod(None, privileged=True), user or admin_user, False)
 
 
 def judge_outage(ctx, obs) -> object:
@@ -790,7 +908,7 @@ def judge_outage(ctx, obs) -> object:
                           f"{'deleted' if not service else 'changed'}: with its backend back, Pod creations would "
                           "still fail — the Service must lead to the backend's Pods as it did")
     config = present[("validatingwebhookconfigurations", webhook)]
-    for requirement, ns, labels, outcome in outage_fates(ctx, obs, config):
+    for requirement, ns, labels, user, outcome in outage_fates(ctx, obs, config):
         if requirement == "backend" and outcome == "blocked":
             raise CheckFailed(f"the webhook {webhook} still fails closed for the Pods of its own backend in {home}: "
                               "while the backend is down, its new Pod is refused by the very webhook it serves, so "
@@ -801,13 +919,15 @@ def judge_outage(ctx, obs) -> object:
         if requirement == "app" and outcome != "refused":
             where = f"a namespace created later ({ns})" if ns not in {n["name"] for n in obs["namespaces"]} else ns
             shown = f" ({', '.join(f'{k}={v}' for k, v in labels.items())})" if labels else ""
-            raise CheckFailed(f"the webhook {webhook} no longer applies to some Pods in {where}{shown}: a privileged "
-                              "Pod gets through while its backend is up. The policy must stay in force for the "
-                              "application namespaces — narrow its scope to leave out the cluster's own, do not "
-                              "switch it off")
+            by = f" that {user.name} creates" if user is not None else ""
+            raise CheckFailed(f"the webhook {webhook} no longer applies to some Pods{by} in {where}{shown}: a "
+                              "privileged Pod gets through while its backend is up. The policy must stay in force for "
+                              "the application namespaces, whoever creates the Pod — narrow its scope to leave out "
+                              "the cluster's own, do not switch it off")
         if requirement == "app-down" and outcome == "admitted":
             where = "a namespace created later" if ns not in {n["name"] for n in obs["namespaces"]} else ns
-            raise CheckFailed(f"while its backend is down, the webhook {webhook} lets a privileged Pod in {where} "
+            by = f" that {user.name} creates" if user is not None else ""
+            raise CheckFailed(f"while its backend is down, the webhook {webhook} lets a privileged Pod{by} in {where} "
                               "through unchecked: the policy must stay in force for the application namespaces, "
                               "down or not — look at its failurePolicy")
     how = "its backend is back" if obs["backend_ready"] else f"Pods in {app} wait for its backend (failing closed)"

@@ -33,6 +33,7 @@ from pathlib import Path
 import yaml
 
 from labkit import procs
+from labkit.apiserver.certs import write_private
 from labkit.apiserver.client import HttpClient
 from labkit.apiserver.errors import ApiError
 from labkit.apiserver.server import ADMIN_GROUP, ADMIN_USER, read_server_info, server_alive, spawn
@@ -141,7 +142,7 @@ def _token_file(state: Path) -> None:
 def person_client(env, name: str, admin: HttpClient | None = None) -> HttpClient:
     """A client that authenticates as `name` with their static token (the team's people)."""
     info = read_server_info(server_dir(env))
-    admin = admin or HttpClient.from_kubeconfig(info.kubeconfig)
+    admin = admin or HttpClient.for_embedded(info.kubeconfig)
     for line in (server_dir(env) / "tokens.csv").read_text().splitlines():
         parts = line.split(",")
         if len(parts) > 1 and parts[1] == name:
@@ -555,14 +556,24 @@ def kubectl(env, *args, input=None) -> str:
 
 def make_certificate(env, directory: Path, user: str, cn: str | None = None, signer: str = CLIENT_SIGNER,
                      groups: tuple[str, ...] = ()) -> tuple[Path, Path | None]:
-    """openssl key and CSR, a CertificateSigningRequest object, `kubectl certificate approve`, the
-    certificate from .status.certificate: (key, certificate or None when none was issued)."""
-    import subprocess
+    """A key and CSR as `openssl req -new -newkey rsa:2048 -nodes -subj /CN=<cn>/O=<group>` makes
+    them (an unencrypted PKCS#8 RSA key, the subject's RDNs in that order), a
+    CertificateSigningRequest object, `kubectl certificate approve`, the certificate from
+    .status.certificate: (key, certificate or None when none was issued)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from cryptography.x509.oid import NameOID
+
     directory.mkdir(parents=True, exist_ok=True)
     key, csr, crt = directory / f"{user}.key", directory / f"{user}.csr", directory / f"{user}.crt"
-    subject = f"/CN={cn or user}" + "".join(f"/O={g}" for g in groups)
-    subprocess.run(["openssl", "req", "-new", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(csr),
-                    "-subj", subject], check=True, capture_output=True, timeout=60)
+    private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn or user)]
+                        + [x509.NameAttribute(NameOID.ORGANIZATION_NAME, g) for g in groups])
+    request = x509.CertificateSigningRequestBuilder().subject_name(subject).sign(private, hashes.SHA256())
+    write_private(key, private.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                             serialization.NoEncryption()))
+    csr.write_bytes(request.public_bytes(serialization.Encoding.PEM))
     obj = {"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest", "metadata": {"name": user},
            "spec": {"request": base64.b64encode(csr.read_bytes()).decode(), "signerName": signer,
                     "expirationSeconds": 86400, "usages": ["client auth"]}}

@@ -350,13 +350,18 @@ def _explanation_problems(ctx, settings, work_ms) -> list[str]:
         request_ms = ctx.answer_field(data, "request_ms", (int, float))
         if isinstance(request_ms, bool):
             raise CheckFailed("request_ms: expected a number")
-        if quota != settings.cpu_quota:
-            problems.append("quota_us is not the CFS quota kubelet gives the container's limit")
-        if period != settings.cpu_period:
-            problems.append("period_us is not the CFS period")
-        if abs(request_ms - _longest_ms(work_ms, settings.cpu_quota, settings.cpu_period)) > 0.5:
-            problems.append("request_ms is off: a request needing more CPU than one period's quota waits for the "
-                            "next period, longest when it starts as a period begins")
+        wrong = [name for name, right in (("quota_us", quota == settings.cpu_quota),
+                                          ("period_us", period == settings.cpu_period),
+                                          ("request_ms", abs(request_ms - _longest_ms(work_ms, settings.cpu_quota,
+                                                                                      settings.cpu_period)) <= 0.5))
+                 if not right]
+        if wrong:       # counted, never named: naming the wrong value would let values be tried one by one
+            problems.append(ctx.grid_feedback(
+                wrong, 3, "values (quota_us, period_us, request_ms)", noun="explanation",
+                advice="the quota and period are what kubelet derives from the CPU limit of the Pod as it was given "
+                       "(MilliCPUToQuota; the container cgroup's cpu.cfs_quota_us and cpu.cfs_period_us, or cpu.max); "
+                       "a request needing more CPU than one period's quota waits for the next period, longest when "
+                       "it starts as a period begins"))
     except CheckFailed as exc:
         problems.append(exc.message)
     return problems

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from labkit.crashpoints import crash_point
 from labkit.inputs import load_yaml
-from labkit.numa.quantity import Quantity
+from labkit.quantity import Quantity
 from labkit.resources import cgroupfs
 from labkit.resources.node import Node, NodeConfig
 

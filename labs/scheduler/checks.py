@@ -53,6 +53,21 @@ def _taint_text(taint: dict) -> str:
     return f"{taint['key']}={taint.get('value', '')}:{taint['effect']}"
 
 
+EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+def tolerated_taints(tolerations: list, known: list) -> set[str]:
+    """The taints, as `key=value:effect`, that some of `tolerations` tolerates (labkit's
+    TaintToleration reconstruction, objects.tolerates after toleration.go ToleratesTaint), over
+    the whole space that tells tolerations apart: every key and value the tolerations and the
+    `known` taints name, one key and one value none names, and every effect."""
+    keys = {t.get("key") for t in [*tolerations, *known] if t.get("key")} | {"labkit.example/another-key"}
+    values = {t.get("value") or "" for t in [*tolerations, *known]} | {"another-value"}
+    return {_taint_text(taint) for taint in ({"key": k, "value": v, "effect": e} for k in keys for v in values
+                                             for e in EFFECTS)
+            if any(tolerates(tol, taint) for tol in tolerations)}
+
+
 # -- why-pending ------------------------------------------------------------------------------------
 
 def _node_view(node: dict | None) -> dict | None:
@@ -105,8 +120,26 @@ def observe_why_pending(ctx):
     if seen is not None and not seen["nodeName"] and any(tolerates(t, team) for t in seen["tolerations"]):
         wait_for(lambda: (pod() or {}).get("nodeName"), timeout=BRIEF, interval=0.1)
         seen = pod()
+    target = for_env(ctx.env)
+    by_hand = sorted({(e.get("user") or {}).get("username", "") for e in target.audit(since=ctx.ready_time) or []
+                      if e.get("verb") == "create" and (e.get("objectRef") or {}).get("subresource") == "binding"
+                      and (e.get("objectRef") or {}).get("resource") == "pods"
+                      and (e.get("objectRef") or {}).get("namespace") == p["namespace"]
+                      and (e.get("objectRef") or {}).get("name") == p["pod"]
+                      and not (e.get("user") or {}).get("username", "").startswith("system:")
+                      and (e.get("responseStatus") or {}).get("code", 500) < 300})
+    node_name = (seen or {}).get("nodeName")
+    live = client.get_or_none("v1", "nodes", node_name) if node_name else None
     return {"pod": seen, "nodes": {name: _node_view(client.get_or_none("v1", "nodes", name))
-                                   for name in lab.PENDING_NODES}}
+                                   for name in lab.PENDING_NODES},
+            "bound_by_hand": by_hand,
+            "placement": None if live is None else {
+                "node": _filter_node(live),
+                "others": [_bound_view(o) for o in client.list("v1", "pods")[0]
+                           if (o.get("spec") or {}).get("nodeName") == node_name
+                           and (o.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+                           and not (o["metadata"].get("namespace") == p["namespace"]
+                                    and o["metadata"]["name"] == p["pod"])]}}
 
 
 def judge_why_pending(ctx, obs):
@@ -148,9 +181,28 @@ def judge_why_pending(ctx, obs):
                           + f": read the FailedScheduling event of `kubectl describe pod {name} -n {ns}`, and the "
                           "nodes' taints", expected=f"a toleration of {allowed}",
                           observed=pod["tolerations"] or "no tolerations", observed_in=LIVE)
+    wider = tolerated_taints(own_tolerations(pod["tolerations"]), [t for _n, t in taints]) - {allowed}
+    if wider:
+        return ctx.failed(f"the tolerations of {name} tolerate more than the team's taint: besides {allowed} they "
+                          "also tolerate taints with another value, key or effect (none of which is on a node "
+                          "today). Tolerate the team's taint only: compare each toleration's key, operator, value "
+                          "and effect with it", expected=f"tolerations of {allowed} only",
+                          observed=own_tolerations(pod["tolerations"]), observed_in=LIVE)
     if not pod["nodeName"]:
         return ctx.error(f"{name} tolerates {allowed} but is not bound yet: the scheduler retries it after its "
                          "backoff (at most 10 s); check again in a few seconds")
+    if obs.get("bound_by_hand"):
+        return ctx.failed(f"{name} was bound to {pod['nodeName']} by hand (a POST of pods/{name}/binding by "
+                          f"{', '.join(obs['bound_by_hand'])}): the task is to make the Pod schedulable, so that the "
+                          f"scheduler places it (`labkit reset scheduler {ctx.exercise.id}` to start over)",
+                          expected="bound by the scheduler", observed=f"bound by {', '.join(obs['bound_by_hand'])}",
+                          observed_in=LIVE)
+    problem = _filter_problem(pod | {"name": name, "namespace": ns}, obs.get("placement"))
+    if problem:
+        return ctx.failed(f"{name} is on {pod['nodeName']}, where kube-scheduler's Filter plugins would not put it "
+                          f"({problem}): the scheduler places a Pod that names no node; `labkit reset scheduler "
+                          f"{ctx.exercise.id}` to start over", expected="a node that passes Filter for the Pod",
+                          observed=f"{pod['nodeName']}: {problem}", observed_in=LIVE)
     return ctx.passed(f"{name} is bound to {pod['nodeName']}: it tolerates {allowed} and nothing else, and keeps "
                       "its requests and nodeSelector")
 
@@ -161,11 +213,34 @@ def check_why_pending(ctx):
 
 # -- taint-effects -----------------------------------------------------------------------------------
 
+def _node_rest(node: dict | None) -> dict | None:
+    """What else of a Node the lab registers, beyond _node_view: its annotations, the rest of its
+    spec, its capacity and conditions (type and status), as a kubelet reports them."""
+    if node is None:
+        return None
+    status = node.get("status") or {}
+    return {"annotations": dict(node["metadata"].get("annotations") or {}),
+            "spec": {k: v for k, v in (node.get("spec") or {}).items() if k not in ("taints", "unschedulable")},
+            "capacity": dict(status.get("capacity") or {}),
+            "conditions": sorted(f"{c.get('type')}={c.get('status')}" for c in status.get("conditions") or [])}
+
+
 def observe_taint_effects(ctx):
     p = ctx.params
-    client = for_env(ctx.env).client()
+    target = for_env(ctx.env)
+    client = target.client()
+    retiring = client.get_or_none("v1", "nodes", p["node"])
+    # a Pod legacy deleted by the student and made again is not the Pod that ran there
+    replaced = any(e.get("verb") == "delete" and (e.get("objectRef") or {}).get("resource") == "pods"
+                   and (e.get("objectRef") or {}).get("namespace") == p["namespace"]
+                   and (e.get("objectRef") or {}).get("name") == p["pod"]
+                   and not (e.get("user") or {}).get("username", "").startswith("system:")
+                   and (e.get("responseStatus") or {}).get("code", 500) < 300
+                   for e in target.audit(since=ctx.ready_time) or [])
     return {"nodes": {name: _node_view(client.get_or_none("v1", "nodes", name)) for name in _lab_nodes(_lab(ctx))},
-            "pod": client.get_or_none("v1", "pods", p["pod"], p["namespace"]) is not None}
+            "rest": _node_rest(retiring),
+            "pod": client.get_or_none("v1", "pods", p["pod"], p["namespace"]) is not None,
+            "pod_deleted": replaced}
 
 
 def judge_taint_effects(ctx, obs):
@@ -186,6 +261,14 @@ def judge_taint_effects(ctx, obs):
         return ctx.failed(f"the {' and '.join(fields)} of {name} changed: add a taint and change nothing else",
                           expected=f"the {' and '.join(fields)} as registered", observed={k: node.get(k) for k in fields},
                           observed_in=LIVE)
+    rest, built_rest = obs.get("rest"), _node_rest(lab.RETIRING_NODE)
+    if rest is not None:
+        fields = [k for k in built_rest if rest.get(k) != built_rest[k]]
+        if fields:
+            return ctx.failed(f"the {' and '.join(fields)} of {name} changed: add a taint and change nothing else "
+                              f"(`labkit reset scheduler {ctx.exercise.id}` registers {name} again)",
+                              expected=f"the {' and '.join(fields)} as registered",
+                              observed={k: rest.get(k) for k in fields}, observed_in=LIVE)
     if node.get("unschedulable"):
         return ctx.failed(f"{name} is cordoned (spec.unschedulable): the NodeUnschedulable plugin's Filter then "
                           "rejects it for every Pod that does not tolerate node.kubernetes.io/unschedulable, even when "
@@ -212,6 +295,10 @@ def judge_taint_effects(ctx, obs):
         return ctx.failed(f"the Pod {p['pod']} is gone: it was to keep running on {name} (`labkit reset scheduler "
                           f"{ctx.exercise.id}` brings it back)", expected=f"{p['pod']} still there", observed="gone",
                           observed_in=LIVE)
+    if obs.get("pod_deleted"):
+        return ctx.failed(f"you deleted the Pod {p['pod']}: one made again under its name is not the Pod that ran on "
+                          f"{name}, which was to keep running (`labkit reset scheduler {ctx.exercise.id}` brings it "
+                          "back)", expected=f"{p['pod']} never deleted", observed="deleted", observed_in=LIVE)
     return ctx.passed(f"{name}'s PreferNoSchedule taint passes Filter and lowers its TaintToleration score for Pods "
                       f"that do not tolerate it (0 against 100, weight 3); {p['pod']} stays")
 
@@ -238,6 +325,28 @@ def _as_pod(view: dict) -> Pod:
     return Pod(obj)
 
 
+def _filter_node(node: dict) -> dict:
+    """What of a Node the Filter plugins read (labkit.scheduler.objects.Node takes it)."""
+    return {"metadata": {"name": node["metadata"]["name"], "labels": node["metadata"].get("labels") or {}},
+            "spec": {k: v for k, v in (node.get("spec") or {}).items() if k in ("taints", "unschedulable")},
+            "status": {"allocatable": (node.get("status") or {}).get("allocatable") or {}}}
+
+
+def _filter_problem(view: dict, placement: dict | None) -> str | None:
+    """Why the default profile's Filter plugins (labkit's reconstruction, framework.run_filters)
+    reject the Pod `view` (a _bound_view) on the node it is bound to, next to the `others` bound
+    there; None when it passes."""
+    from labkit.scheduler.objects import Node, NodeInfo
+    if placement is None:
+        return f"{view['nodeName']} is no Node"
+    node = NodeInfo(Node(placement["node"]), [_as_pod(o) for o in placement["others"]])
+    pod = _as_pod(view)
+    cycle = fw.Cycle(pod, make_profile("default"), [node], [])
+    fw.run_pre_filters(cycle, pod)
+    status = fw.run_filters(cycle, pod, node)
+    return None if status.ok else f"{status.plugin}: {'; '.join(status.reasons)}"
+
+
 def observe_own_scheduler(ctx):
     from labkit.scheduler import own
     lab = _lab(ctx)
@@ -253,17 +362,22 @@ def observe_own_scheduler(ctx):
     if running and any(j is not None and not j["nodeName"] for j in seen.values()):
         wait_for(lambda: all(j is None or j["nodeName"] for j in jobs().values()), timeout=BRIEF, interval=0.1)
         seen = jobs()
-    bindings = sorted({(e.get("objectRef") or {}).get("name") for e in target.audit(since=ctx.ready_time) or []
-                       if e.get("verb") == "create" and (e.get("objectRef") or {}).get("subresource") == "binding"
-                       and (e.get("objectRef") or {}).get("resource") == "pods"
-                       and (e.get("objectRef") or {}).get("namespace") == ctx.params["namespace"]
-                       and not (e.get("user") or {}).get("username", "").startswith("system:")
-                       and (e.get("responseStatus") or {}).get("code", 500) < 300} - {None})
+    # each successful binding of a Pod of sched that is not the cluster's own, by who sent it: the
+    # program `labkit scheduler serve` runs authenticates as own.USER, the student's kubectl does not
+    bound_by: dict[str, set] = {}
+    for e in target.audit(since=ctx.ready_time) or []:
+        ref, user = e.get("objectRef") or {}, (e.get("user") or {}).get("username", "")
+        if e.get("verb") == "create" and ref.get("subresource") == "binding" and ref.get("resource") == "pods" \
+                and ref.get("namespace") == ctx.params["namespace"] and ref.get("name") \
+                and not user.startswith("system:") and (e.get("responseStatus") or {}).get("code", 500) < 300:
+            bound_by.setdefault(user, set()).add(ref["name"])
+    bindings = sorted(bound_by.get(own.USER, set()))
+    by_hand = sorted({n for user, names in bound_by.items() if user != own.USER for n in names})
     nodes = sorted(client.list("v1", "nodes")[0], key=lambda n: n["metadata"]["name"])
     others = [_bound_view(p) for p in client.list("v1", "pods")[0] if (p.get("spec") or {}).get("nodeName")
               and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed") and
               not (p["metadata"].get("namespace") == ctx.params["namespace"] and p["metadata"]["name"] in lab.JOBS)]
-    return {"jobs": seen, "bindings": bindings, "running": running,
+    return {"jobs": seen, "bindings": bindings, "by_hand": by_hand, "running": running,
             "nodes": [{"metadata": {"name": n["metadata"]["name"], "labels": n["metadata"].get("labels") or {}},
                        "spec": {k: v for k, v in (n.get("spec") or {}).items() if k in ("taints", "unschedulable")},
                        "status": {"allocatable": (n.get("status") or {}).get("allocatable") or {}}} for n in nodes],
@@ -271,6 +385,7 @@ def observe_own_scheduler(ctx):
 
 
 def judge_own_scheduler(ctx, obs):
+    from labkit.scheduler import own
     from labkit.scheduler.objects import Node, NodeInfo
     p = ctx.params
     lab = _lab(ctx)
@@ -304,6 +419,13 @@ def judge_own_scheduler(ctx, obs):
                           "(`labkit scheduler serve` printed where) and check again", expected="every Pod bound",
                           observed=f"{', '.join(unbound)} Pending", observed_in=LIVE)
     unbinding = [j for j in jobs if j not in obs["bindings"]]
+    typed = [j for j in unbinding if j in obs.get("by_hand", ())]
+    if typed:
+        return ctx.failed(f"{', '.join(typed)} got a node through a binding sent by hand, not by your program: "
+                          "the exercise is a scheduler that does it, run with `labkit scheduler serve` (its "
+                          f"requests come as the user {own.USER}; `labkit reset scheduler {ctx.exercise.id}` makes "
+                          "the Pods Pending again)", expected=f"a binding per Pod from {own.USER}",
+                          observed=f"bound by hand: {', '.join(typed)}", observed_in=LIVE)
     if unbinding:
         return ctx.failed(f"{', '.join(unbinding)} got a node without a binding of yours: a scheduler binds a Pod "
                           "with POST pods/NAME/binding (setting spec.nodeName when creating the Pod bypasses the "
@@ -370,6 +492,8 @@ def _cycle(case: dict) -> fw.Cycle:
 def _int(value):
     if isinstance(value, bool):
         return None
+    if isinstance(value, float) and value.is_integer():     # 50.0 is a whole number too
+        return int(value)
     try:
         return int(str(value).strip())
     except ValueError:
@@ -469,7 +593,9 @@ def judge_score_predict(ctx, obs):
     scores = {n: _int(fit[n]) for n in truth["fit"]}
     bad = [n for n, v in scores.items() if v is None or not 0 <= v <= fw.MAX_NODE_SCORE]
     if bad:
-        raise CheckFailed(f"fit: each score is a whole number from 0 to 100 ({', '.join(bad)} is not)",
+        raise CheckFailed(f"fit: each score is a whole number from 0 to 100 "
+                          f"({'that of' if len(bad) == 1 else 'those of'} {', '.join(bad)} "
+                          f"{'is' if len(bad) == 1 else 'are'} not)",
                           expected="0..100", observed={n: fit[n] for n in bad})
     wrong = (["node"] if node != truth["node"] else []) + [f"fit of {n}" for n in truth["fit"] if scores[n] != truth["fit"][n]]
     if wrong:

@@ -135,8 +135,10 @@ def _put_node(client, node: dict) -> None:
         body = copy.deepcopy(node)
         body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
         current = client.update("v1", "nodes", body)
-    if (current.get("status") or {}).get("allocatable") != node["status"]["allocatable"] or \
-            not (current.get("status") or {}).get("conditions"):
+    status = current.get("status") or {}
+    if any(status.get(k) != node["status"][k] for k in ("allocatable", "capacity")) or \
+            sorted((c.get("type"), c.get("status")) for c in status.get("conditions") or []) != \
+            sorted((c["type"], c["status"]) for c in node["status"]["conditions"]):
         client.update("v1", "nodes", dict(current, status=copy.deepcopy(node["status"])), None, "status")
 
 

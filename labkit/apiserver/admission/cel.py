@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 import celpy
 from celpy import celtypes
 
-from labkit.apiserver import quantity as quantities
+from labkit import quantity as quantities
 
 
 class EvaluationError(Exception):

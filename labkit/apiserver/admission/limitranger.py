@@ -26,7 +26,7 @@ from fractions import Fraction
 from labkit.apiserver import defaults
 from labkit.apiserver.admission import Attributes, forbidden_by
 from labkit.apiserver.errors import FieldError, field_forbidden, field_invalid, field_required, field_unsupported
-from labkit.apiserver.quantity import QuantityError, canonical, format_quantity, parse
+from labkit.quantity import QuantityError, canonical, format_quantity, parse
 from labkit.apiserver.resources import ResourceType, Strategy
 
 LIMIT_RANGER_ANNOTATION = "kubernetes.io/limit-ranger"

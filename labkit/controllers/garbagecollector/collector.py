@@ -301,7 +301,7 @@ class GarbageCollector:
             self.log.record(CONTROLLER, "virtual-delete", item.identity,
                             f"{who}: not found on the server → remove it from the graph"
                             + (" (it was never observed: a virtual owner that does not exist)" if item.virtual else ""),
-                            level="info" if item.virtual else "debug")
+                            level="info" if item.virtual else "debug", never_observed=item.virtual)
             self.builder.enqueue_virtual_delete_event(item.identity)
             raise EnqueuedVirtualDeleteEvent()
         if latest["metadata"].get("uid") != item.identity.uid:

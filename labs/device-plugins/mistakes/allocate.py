@@ -29,3 +29,15 @@ def mount_at_the_host_path(env):
     """Mounts the driver at the same path as on the host instead of /var/lib/widget."""
     _write(env, ('api.Mount(container_path="/var/lib/widget", host_path=str(DRIVER)',
                  'api.Mount(container_path=str(DRIVER), host_path=str(DRIVER)'))
+
+
+@mistake("widget-driver", "copy")
+def mounts_a_copy_of_the_driver(env):
+    """Copies the widget-driver directory next to itself at start and mounts the copy: the
+    container sees the same files, but not the lab's directory (a driver update never reaches it)."""
+    _write(env, ('DRIVER = Path(__file__).resolve().parent.parent / "widget-driver"',
+                 'DRIVER = Path(__file__).resolve().parent.parent / "widget-driver"\n'
+                 'import shutil\n'
+                 'COPY = Path(__file__).resolve().parent / "widget-driver-copy"\n'
+                 'shutil.copytree(DRIVER, COPY, dirs_exist_ok=True)'),
+           ('host_path=str(DRIVER), read_only=True)', 'host_path=str(COPY), read_only=True)'))

@@ -39,3 +39,11 @@ def everything_unhealthy(env):
     _write(env, ('''    return {dev: given.get(dev, api.HEALTHY) for dev in DEVICES}''',
                  '''    broken = api.UNHEALTHY in given.values()
     return {dev: api.UNHEALTHY if broken else api.HEALTHY for dev in DEVICES}'''))
+
+
+@mistake("widget-0 Unhealthy", "no new device list")
+def watches_only_the_widget_the_check_breaks(env):
+    """Reads the health file for widget-2 only (the widget the exercise names) and keeps every
+    other widget Healthy whatever the file says."""
+    _write(env, ("    return {dev: given.get(dev, api.HEALTHY) for dev in DEVICES}",
+                 '    return {dev: given.get(dev, api.HEALTHY) if dev == "widget-2" else api.HEALTHY for dev in DEVICES}'))

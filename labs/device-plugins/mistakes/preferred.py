@@ -31,3 +31,20 @@ def first_available(env):
 def ignores_must_include(env):
     """Chooses from the available devices only, leaving out the ones kubelet says it must include."""
     _write(env, ('''            chosen = list(req.must_include_deviceIDs)''', '''            chosen = []'''))
+
+
+@mistake("reference plugin", "yours to write")
+def runs_labkits_reference_plugin(env):
+    """Writes no plugin: execs `labkit devices plugin serve` with a spec of the four widgets and
+    `preferred: true`, so that labkit's own plugin answers GetPreferredAllocation."""
+    spec = {"resource": "example.com/widget", "socket": "widget.sock", "preferred": True,
+            "devices": [{"id": f"widget-{i}", "numa": i // 2} for i in range(4)]}
+    env.lab.environment_module().write_plugin(env, "preferred", f'''\
+import json, os, sys
+from pathlib import Path
+
+spec = Path(__file__).with_suffix(".spec.json")
+spec.write_text(json.dumps({spec!r}))
+os.execvp(sys.executable, [sys.executable, "-m", "labkit", "devices", "plugin", "serve",
+                           "--dir", os.environ["DEVICE_PLUGIN_DIR"], "-f", str(spec)])
+''')

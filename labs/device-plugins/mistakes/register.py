@@ -39,3 +39,17 @@ def lowercase_health(env):
     """Writes the health as `healthy`: kubelet counts only the exact string Healthy."""
     _write(env, ("return {dev: given.get(dev, api.HEALTHY) for dev in DEVICES}",
                  'return {dev: given.get(dev, "healthy") for dev in DEVICES}'))
+
+
+@mistake("reference plugin", "yours to write")
+def runs_labkits_reference_plugin(env):
+    """Writes no plugin: execs `labkit devices plugin serve --resource example.com/widget --device
+    widget-0@0 ...`, labkit's own plugin, in its place."""
+    env.lab.environment_module().write_plugin(env, "register", '''\
+import os, sys
+
+os.execvp(sys.executable, [sys.executable, "-m", "labkit", "devices", "plugin", "serve",
+                           "--dir", os.environ["DEVICE_PLUGIN_DIR"], "--resource", "example.com/widget",
+                           "--device", "widget-0@0", "--device", "widget-1@0",
+                           "--device", "widget-2@1", "--device", "widget-3@1"])
+''')

@@ -1,6 +1,6 @@
 """Near-misses of what the containers got from the reference plugin's Allocate: each Pod not
 admitted, its container not started, its environment variable changed or gone or joined by
-another, its mount gone, writable or showing other files, the devices kubelet allocated changed
+another, its mount gone, writable, showing other files or another directory, the devices kubelet allocated changed
 (so the variable no longer names them) — one at a time."""
 
 
@@ -13,7 +13,7 @@ def mutants(ctx):
              (r"pods\.pod-[ab]\.container\.envs.*", (env,)),
              (r"pods\.pod-[ab]\.container\.mounts(\./var/lib/widget)?", ("nothing mounted",)),
              (r"pods\.pod-[ab]\.container\.mounts\./var/lib/widget\.read_only", ("read-only",)),
-             (r"pods\.pod-[ab]\.container\.mounts\./var/lib/widget\.files.*", ("widget-driver",))]
+             (r"pods\.pod-[ab]\.container\.mounts\./var/lib/widget\.(files|source).*", ("widget-driver",))]
 
     def equivalent(edit):
         if edit.op == "drop" and edit.path.endswith(".error"):

@@ -70,3 +70,21 @@ def keys_given_twice(env):
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(f"pod: {pod['metadata']['name']}\nreplicaset: {dep_ref['uid']}\ndeployment: {rs_ref['uid']}\n"
                     f"replicaset: {rs_ref['uid']}\ndeployment: {dep_ref['uid']}\n")
+
+
+@mistake("changed the chain", "create Pod")
+def adds_a_pod_to_the_chain(env):
+    """Makes a Pod of their own, `extra`, controlled by web's ReplicaSet (its
+    ownerReference by UID), deletes it again, and answers with a real Pod's chain: the chain was
+    changed on the way."""
+    from labkit.apiserver.target import for_env
+    client = for_env(env).client()
+    pods = client.list("v1", "pods", "shop", label_selector="app=web")[0]
+    pod = next(p for p in pods if not p["metadata"].get("deletionTimestamp"))
+    rs = next(r for r in pod["metadata"]["ownerReferences"] if r.get("controller"))
+    extra = {"metadata": {"name": "extra", "labels": {"app": "web"}, "ownerReferences": [rs]},
+             "spec": {"containers": [{"name": "c", "image": "busybox:1.36", "command": ["sleep", "infinity"]}]}}
+    client.create("v1", "pods", extra, "shop")
+    client.delete("v1", "pods", "extra", "shop", options={"gracePeriodSeconds": 0})
+    dep = client.get("apps/v1", "replicasets", rs["name"], "shop")["metadata"]["ownerReferences"][0]["uid"]
+    write_answer(env, "owner-chain", {"pod": pod["metadata"]["name"], "replicaset": rs["uid"], "deployment": dep})

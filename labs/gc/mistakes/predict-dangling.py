@@ -53,3 +53,26 @@ def tries_it_in_the_lab(env):
         client.create("v1", "configmaps", {"metadata": {"name": name, "ownerReferences": owners}}, "predict-a")
     time.sleep(2)           # what `kubectl get cm,events -n predict-a` then shows
     _predict(env)
+
+
+@mistake("tried the experiment", "earns no points")
+def tries_it_elsewhere_in_the_lab(env):
+    """Leaves predict-a and predict-b empty but plays the experiment in the lab's cluster all the
+    same: orphan, shared and stranger in namespace shop (shared also owned by shop's ConfigMap
+    settings), stranger owned by the ConfigMap anchor of a namespace of their own; watches what
+    the garbage collector does, and writes that down."""
+    import time
+    from labkit.apiserver.target import for_env
+    client = for_env(env).client()
+    client.create("v1", "namespaces", {"metadata": {"name": "try-b"}})
+    anchor = client.create("v1", "configmaps", {"metadata": {"name": "anchor"}}, "try-b")["metadata"]["uid"]
+    settings = client.get("v1", "configmaps", "settings", "shop")["metadata"]["uid"]
+
+    def ref(kind, name, uid):
+        return {"apiVersion": "v1", "kind": kind, "name": name, "uid": uid}
+    ghost = ref("ReplicationController", "ghost", "00000000-0000-0000-0000-00000000dead")
+    for name, owners in (("orphan", [ghost]), ("shared", [ghost, ref("ConfigMap", "settings", settings)]),
+                         ("stranger", [ref("ConfigMap", "anchor", anchor)])):
+        client.create("v1", "configmaps", {"metadata": {"name": name, "ownerReferences": owners}}, "shop")
+    time.sleep(2)           # what `kubectl get cm,events -n shop` then shows
+    _predict(env)

@@ -58,3 +58,20 @@ def strips_the_owners_finalizer(env):
     target.kubectl("patch", "configmap", "archive", "-n", "shop", "--type=merge", "-p", '{"metadata":{"finalizers":null}}')
     target.kubectl("patch", "secret", "archive-key", "-n", "shop", "--type=json", "-p",
                    '[{"op":"replace","path":"/metadata/ownerReferences/0/blockOwnerDeletion","value":false}]')
+
+
+@mistake("was changed on the way", "uid")
+def points_the_reference_elsewhere_and_back(env):
+    """Points the owner reference at a made-up uid, deletes the owner in the foreground (it has no
+    dependent any more, and goes), then puts the uid back and sets blockOwnerDeletion false: the
+    Secret ends as the task asks, but the owner did not go because its dependent stopped blocking."""
+    target = for_env(env)
+    client = target.client()
+    uid = client.get("v1", "configmaps", "archive", "shop")["metadata"]["uid"]
+    target.kubectl("patch", "secret", "archive-key", "-n", "shop", "--type=json", "-p",
+                   '[{"op":"replace","path":"/metadata/ownerReferences/0/uid",'
+                   '"value":"00000000-0000-0000-0000-00000000beef"}]')
+    _delete_owner(env, "foreground")
+    target.kubectl("patch", "secret", "archive-key", "-n", "shop", "--type=json", "-p",
+                   '[{"op":"replace","path":"/metadata/ownerReferences/0/uid","value":"%s"},'
+                   '{"op":"replace","path":"/metadata/ownerReferences/0/blockOwnerDeletion","value":false}]' % uid)

@@ -91,3 +91,25 @@ def mutants(ctx):
                             "deletionFinalizersForGarbageCollection)")
     yield Mutant("no-delete", "nobody deleted the ConfigMap as the student", names=("no DELETE",),
                  observation=_with(obs, delete=None))
+    # the reference pointed elsewhere on the way and back again (the final Secret as solved): each
+    # identity field rewritten by a JSON patch, a merge patch or an update, and one write that
+    # repeats the reference as it is (equivalent: nothing of its owner changed)
+    writes = obs.get("dependent_writes") or []
+    for key, value in (("uid", "00000000-0000-0000-0000-00000000beef"), ("name", "settings"), ("kind", "Secret"),
+                       ("apiVersion", "apps/v1")):
+        yield Mutant(f"rewritten-on-the-way:json:{key}", f"the reference's {key} replaced and put back (JSON patch)",
+                     names=("was changed on the way", key),
+                     observation=_with(obs, dependent_writes=[*writes, {"verb": "patch", "body": [
+                         {"op": "replace", "path": f"/metadata/ownerReferences/0/{key}", "value": value}]}]))
+        yield Mutant(f"rewritten-on-the-way:merge:{key}", f"the reference's {key} replaced and put back (merge patch)",
+                     names=("was changed on the way", key),
+                     observation=_with(obs, dependent_writes=[*writes, {"verb": "update", "body": {
+                         "metadata": {"ownerReferences": [{**ref, key: value}]}}}]))
+    yield Mutant("reference-removed-on-the-way", "the reference removed and added again",
+                 names=("was changed on the way", "removed"),
+                 observation=_with(obs, dependent_writes=[*writes, {"verb": "patch", "body": [
+                     {"op": "remove", "path": "/metadata/ownerReferences"}]}]))
+    yield Mutant("reference-rewritten-as-it-is", "a write that sends the reference as it is",
+                 observation=_with(obs, dependent_writes=[*writes, {"verb": "update", "body": {
+                     "metadata": {"ownerReferences": [dict(ref)]}}}]),
+                 equivalent="the write names the same owner (apiVersion, kind, name, uid, controller)")

@@ -18,13 +18,13 @@ def _write(env, seen_by_itself=None, seen_by_others=None, chain_service="web"):
                                     "seen_by_others": seen_by_others or pod["status"]["podIP"], "chain": chain}))
 
 
-@mistake("prediction is not right")
+@mistake("answer is not right")
 def itself_sees_its_own_address(env):
     """Thinks pod-to-Service traffic is never masqueraded, so web-1 sees its own address in its own answers too."""
     _write(env, seen_by_itself=live.load(env).pod("web-1")["status"]["podIP"])
 
 
-@mistake("prediction is not right")
+@mistake("answer is not right")
 def the_chain_of_another_service(env):
     """Names web-1's KUBE-SEP chain of Service catalog, which selects the same pod, instead of web's."""
     _write(env, chain_service="catalog")

@@ -68,3 +68,19 @@ def also_a_rule_by_hand(env):
     chain = external_chain(service_port_name("default", "web", "http"), "tcp")
     run_in(env.netns_name("node1"), ["iptables-legacy", "-w", "-t", "nat", "-A", "KUBE-NODEPORTS", "-p", "tcp",
                                      "--dport", "30080", "-j", chain])
+
+
+@mistake("node1", "kube-proxy does not write", "written by hand")
+def also_a_dnat_to_a_pod_by_hand(env):
+    """Applies the right Service, and also DNATs port 31000 of node1 to web-1 by hand in nat PREROUTING:
+    the rule concerns none of web's addresses or ports, yet it is written by hand and opens web-1 on a
+    port the exercise does not ask for."""
+    from labkit.netlab import run_in
+
+    def change(spec):
+        spec.update(type="NodePort")
+        spec["ports"][0]["nodePort"] = 30080
+    _apply(env, change)
+    pod_ip = live.load(env).pod("web-1")["status"]["podIP"]
+    run_in(env.netns_name("node1"), ["iptables-legacy", "-w", "-t", "nat", "-I", "PREROUTING", "-p", "tcp",
+                                     "--dport", "31000", "-j", "DNAT", "--to-destination", f"{pod_ip}:8080"])

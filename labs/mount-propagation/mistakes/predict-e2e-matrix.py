@@ -38,3 +38,31 @@ def everyone_sees_everything(env):
     """Thinks one shared hostPath shows every mount to every party, whatever the propagation mode."""
     everything = ["master", "slave", "private", "default", "host"]
     _write(env, {party: everything for party in ("host", "master", "slave", "private", "default")})
+
+
+@mistake("prediction is not right")
+def does_the_experiment_on_the_live_pods_first(env):
+    """Before predicting, does the e2e experiment by hand on the live e2e Pods (`labkit mounts exec PARTY -- mount
+    -t tmpfs ...` in each, then on the node) and writes down what each party's mountinfo shows. Where labkit
+    refuses to show it, there is nothing to copy and the answer is a guess: every party sees only its own."""
+    import subprocess
+    import sys
+
+    def labkit(party, script):
+        return subprocess.run([sys.executable, "-m", "labkit", "mounts", "exec", party, "--", "sh", "-c", script],
+                              capture_output=True, text=True)
+
+    parties = ("master", "slave", "private", "default")
+    for party in parties:
+        labkit(party, f"mkdir -p /mnt/test/{party} && mount -t tmpfs {party} /mnt/test/{party}")
+    labkit("node", "mkdir -p /var/lib/kubelet/e2e/host && mount -t tmpfs host /var/lib/kubelet/e2e/host")
+    names = ("host", *parties)
+    seen = {}
+    for party in ("host", *parties):
+        out = labkit("node" if party == "host" else party, "cat /proc/self/mountinfo")
+        if out.returncode != 0:
+            seen = {p: [p] for p in names}
+            break
+        seen[party] = [n for n in names if any(line.split(" - ")[-1].split()[1:2] == [n]
+                                               for line in out.stdout.splitlines())]
+    _write(env, seen)

@@ -44,6 +44,11 @@ def mutants(ctx):
                  spec.with_change(reference, lambda c: c["volumeMounts"][0].update(readOnly=True)), (),
                  equivalent="readOnly remounts the bind MS_RDONLY, which changes no propagation flag (runc "
                             "mountToRootfs, then mountPropagate): the node's mounts still arrive, the Pod's still stay")
+    # fewer capabilities is no privilege gained, but another change of the Pod than the exercise asks:
+    # the feedback says so (it once said the Pod "must not get more than it had")
+    yield mutant("drop-all", "every capability dropped as well", spec.with_change(
+        reference, lambda c: c.setdefault("securityContext", {}).update(capabilities={"drop": ["ALL"]})),
+        ("capabilities.drop", "not as shipped"))
     shipped = ctx.lab.environment_module().shipped_pods()[POD].source
     fixed = copy.deepcopy(shipped)
     fixed["spec"]["containers"][0]["volumeMounts"][0]["mountPropagation"] = "HostToContainer"

@@ -53,3 +53,22 @@ def two_guesses_in_one_file(env):
     path.write_text("error: 'namespaces \"attic\" not found'\n"
                     "error: 'configmaps \"late\" is forbidden: unable to create new content in namespace attic "
                     "because it is being terminated'\n")
+
+
+@mistake("trying first earns no points", "a namespace being terminated too")
+def tries_it_in_another_terminating_namespace(env):
+    """Sends the create into another namespace that is Terminating (reports, legacy or archive, as
+    the lab starts), and writes down the message with attic's name put in: the server's answer,
+    not a prediction."""
+    import time
+    from labkit.apiserver.errors import ApiError
+    c = env.lab.environment_module().client(env)
+    other = next(n["metadata"]["name"] for n in c.list("v1", "namespaces")[0]
+                 if n["metadata"].get("deletionTimestamp") and n["metadata"]["name"] != "attic")
+    try:
+        c.create("v1", "configmaps", {"metadata": {"name": "late"}}, other)
+    except ApiError:
+        pass
+    time.sleep(0.05)        # the answer file is written after the try, as a person would
+    _answer(env, 'error: failed to create configmap: configmaps "late" is forbidden: unable to create new content '
+                 'in namespace attic because it is being terminated')

@@ -39,3 +39,31 @@ def preferred_if_all_preferred(env):
 def single_numa_keeps_wide_hints(env):
     """Lets single-numa-node merge the two-node GPU hint like the other policies do."""
     _write(env, _answer(**{"single-numa-node": {"mask": [0, 1], "preferred": False, "admit": False}}))
+
+
+def _labkit(*args) -> str:
+    """A labkit command as the student types it (the lab's own state, this Python)."""
+    import subprocess
+    import sys
+    return subprocess.run([sys.executable, "-m", "labkit", *args], capture_output=True, text=True, check=True).stdout
+
+
+@mistake("prediction is not right", "as it was when")
+def copies_the_merge_after_a_placeholder(env):
+    """Writes a placeholder (every decision null, not preferred, rejected) and checks it, so that the tools
+    answer; then copies what `labkit numa merge` shows for the exercise's two hints files under each policy."""
+    import json
+
+    from labkit import runner
+
+    _write(env, {c: {p: {"mask": None, "preferred": False, "admit": False}
+                     for p in ("best-effort", "restricted", "single-numa-node")} for c in ("trainer", "feeder")})
+    runner.check(env.lab, "merge")
+    copied = {}
+    for container in ("trainer", "feeder"):
+        hints = env.dir / "scenarios" / f"merge-{container}.json"
+        copied[container] = {}
+        for policy in ("best-effort", "restricted", "single-numa-node"):
+            shown = json.loads(_labkit("numa", "merge", "-f", str(hints), "--policy", policy, "-o", "json"))
+            copied[container][policy] = {**shown["hint"], "admit": shown["admit"]}
+    _write(env, copied)

@@ -14,7 +14,7 @@ def _write(env, **changes):
     path.write_text(yaml.safe_dump({"qos": {**RIGHT, **changes}}))
 
 
-@mistake("prediction is not right", "a limit without a request")
+@mistake("prediction is not right", "not by trying values", "a limit without a request")
 def limits_without_requests(env):
     """Forgets that the API server copies a limit into the missing request: limits only looks Burstable."""
     _write(env, cache="Burstable")

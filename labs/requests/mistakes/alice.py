@@ -61,11 +61,14 @@ def wrong_common_name(env):
 def key_of_another_csr(env):
     """Makes a second key and CSR by mistake and writes the kubeconfig with the new key and the
     certificate issued for the first."""
-    import subprocess
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
     lab = _alice(env)
     lab.bind(env, "alice-view", "dev", "ClusterRole", "view", ALICE)
     key = Path(env.dir) / "student" / "alice" / "alice.key"
-    subprocess.run(["openssl", "genrsa", "-out", str(key), "2048"], check=True, capture_output=True, timeout=60)
+    # what `openssl genrsa -out alice.key 2048` writes over the first key
+    key.write_bytes(rsa.generate_private_key(public_exponent=65537, key_size=2048).private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
 
 
 @mistake("system:masters")

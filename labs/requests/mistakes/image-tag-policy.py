@@ -49,3 +49,13 @@ def bound_everywhere(env):
     binding = ref.binding()
     del binding["spec"]["matchResources"]
     ref.apply(env, ref.policy(ref.EXPRESSIONS), binding)
+
+
+@mistake("refused", "created later", "pod-labeler=enabled")
+def bound_by_a_label_web_has(env):
+    """Binds the right policy to the namespaces labelled pod-labeler=enabled, which web is: a
+    namespace made later and given that label is judged too."""
+    ref = _reference(env)
+    binding = ref.binding()
+    binding["spec"]["matchResources"] = {"namespaceSelector": {"matchLabels": {"pod-labeler": "enabled"}}}
+    ref.apply(env, ref.policy(ref.EXPRESSIONS), binding)

@@ -108,3 +108,34 @@ def review(review):
         return answer(request, [{"op": "add", "path": "/metadata/labels", "value": {"example.com/owner": "web-team"}}])
     return answer(request, [{"op": "add", "path": "/metadata/labels/example.com~1owner", "value": "web-team"}])
 ''', rules=[{"operations": ["CREATE", "UPDATE"], "apiGroups": ["*"], "apiVersions": ["*"], "resources": ["*"]}])
+
+
+@mistake("sent to your webhook", "pod-labeler=disabled")
+def selects_the_key_only(env):
+    """Right webhook, registered for every namespace that has the label pod-labeler at all
+    (`operator: Exists`): a namespace labelled pod-labeler=disabled gets its Pods labelled too."""
+    from importlib import util
+    lab = env.lab.environment_module()
+    spec = util.spec_from_file_location("reference", env.lab.directory / "solutions" / "mutating-webhook.py")
+    reference = util.module_from_spec(spec)
+    spec.loader.exec_module(reference)
+    served = lab.serve_webhook(env, reference.SOURCE)
+    lab.register_mutating(env, served, namespace_selector={"matchExpressions": [{"key": "pod-labeler",
+                                                                                   "operator": "Exists"}]})
+
+
+@mistake("made later", "without the label")
+def labels_web_by_name(env):
+    """Registered right, but the webhook itself decides by the namespace's name: it labels the Pods
+    of web and answers every other namespace without a patch, so a namespace labelled later gets
+    nothing."""
+    _serve(env, '''
+def review(review):
+    request = review["request"]
+    if request.get("namespace") != "web":
+        return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                "response": {"uid": request["uid"], "allowed": True}}
+    if request["object"]["metadata"].get("labels") is None:
+        return answer(request, [{"op": "add", "path": "/metadata/labels", "value": {"example.com/owner": "web-team"}}])
+    return answer(request, [{"op": "add", "path": "/metadata/labels/example.com~1owner", "value": "web-team"}])
+''')

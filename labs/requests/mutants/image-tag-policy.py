@@ -85,6 +85,28 @@ def mutants(ctx):
         yield Mutant(f"binding:{edit.op}:{edit.path}" + (f"={edit.after}" if edit.op == "set" else ""),
                      f"binding {edit.describe()}", names=names, observation=changed, equivalent=equivalent,
                      apply=mutate.live_change(binding, mutated) if valid else None)
+    # selected by something other than the name: a label web carries, or a name pattern
+    for name, selector in (("label", {"matchLabels": {"pod-labeler": "enabled"}}),
+                           ("not-the-others", {"matchExpressions": [{
+                               "key": "kubernetes.io/metadata.name", "operator": "NotIn",
+                               "values": sorted(n["name"] for n in obs["namespaces"] if n["name"] != ns)}]}),
+                           ("name-in", {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In",
+                                                              "values": [ns]}]})):
+        mutated = copy.deepcopy(binding)
+        mutated["spec"]["matchResources"] = {"namespaceSelector": selector}
+        changed = {**obs, "bindings": [mutated]}
+        names, equivalent = classify(changed)
+        yield Mutant(f"binding:selector-{name}", f"binding namespaceSelector {selector}", names=names,
+                     observation=changed, equivalent=equivalent)
+    policy_scoped = copy.deepcopy(policy)
+    policy_scoped["spec"]["matchConditions"] = [{"name": "web-like",
+                                                 "expression": f"request.namespace.startsWith('{ns}')"}]
+    unbound = copy.deepcopy(binding)
+    unbound["spec"].pop("matchResources", None)
+    changed = {**obs, "policies": [policy_scoped], "bindings": [unbound]}
+    names, equivalent = classify(changed)
+    yield Mutant("policy:condition-prefix", f"policy matchConditions request.namespace.startsWith('{ns}'), bound "
+                 "everywhere", names=names, observation=changed, equivalent=equivalent)
     for extra in ("Warn", "Audit"):
         mutated = copy.deepcopy(binding)
         mutated["spec"]["validationActions"] = ["Deny", extra]
@@ -101,8 +123,7 @@ def mutants(ctx):
 def _table(checks, obs, ns) -> dict:
     """(namespace, image, in an init container) -> admitted | refused | warned, by the server's
     own dispatcher (the judge's corpus in the exercise's namespace; two references elsewhere)."""
-    namespaces = list(obs["namespaces"]) + [{"name": checks.LATER_NAMESPACE,
-                                             "labels": {"kubernetes.io/metadata.name": checks.LATER_NAMESPACE}}]
+    namespaces = list(obs["namespaces"]) + checks.namespaces_like(ns, obs["namespaces"])
     registry = reconstruct.Registry(reconstruct.Objects(
         obs["policies"] + obs["bindings"] +
         [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n["name"], "labels": n["labels"]}}

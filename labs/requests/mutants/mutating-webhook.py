@@ -20,9 +20,7 @@ def mutants(ctx):
 
     def scope(configuration):
         """(namespace, labels case) -> sent, over the namespaces and two made later."""
-        namespaces = list(obs["namespaces"]) + [
-            {"name": "later-on", "labels": {"kubernetes.io/metadata.name": "later-on", enabler: "enabled"}},
-            {"name": "later-off", "labels": {"kubernetes.io/metadata.name": "later-off"}}]
+        namespaces = list(obs["namespaces"]) + checks.later_namespaces(enabler)
         registry = reconstruct.Registry(reconstruct.Objects(
             [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n["name"], "labels": n["labels"]}}
              for n in namespaces]))
@@ -76,12 +74,43 @@ def mutants(ctx):
                                                "kind": "MutatingWebhookConfiguration"},
                                               {**mutated, "apiVersion": mutate.ADMISSION,
                                                "kind": "MutatingWebhookConfiguration"}) if valid else None)
+    # selectors that take web and more: the key alone, any value but one
+    for name, selector in (("exists", {"matchExpressions": [{"key": enabler, "operator": "Exists"}]}),
+                           ("not-disabled", {"matchExpressions": [{"key": enabler, "operator": "NotIn",
+                                                                   "values": ["disabled"]}]}),
+                           ("in-enabled", {"matchExpressions": [{"key": enabler, "operator": "In",
+                                                                 "values": ["enabled"]}]})):
+        mutated = copy.deepcopy(config)
+        mutated["webhooks"][0]["namespaceSelector"] = selector
+        mine = scope(mutated)
+        names, equivalent = (("sent to your webhook",), None) if mine != reference else \
+            ((), "the same namespaces selected (labkit's webhook matching over every namespace and namespaces made "
+                 "later: labelled enabled, another value, not at all)")
+        yield Mutant(f"selector:{name}", f"registration: namespaceSelector {selector}", names=names,
+                     equivalent=equivalent, observation={**obs, "configurations": [mutated]})
     yield Mutant("no-registration", "no registration", names=("no MutatingWebhookConfiguration",),
                  observation={**obs, "configurations": []})
     # what the webhook answered, one Pod at a time
+    later = {n["name"] for n in checks.later_namespaces(enabler)}
     for key, probe in sorted(obs["probes"].items()):
         where, case = key.split("/")
         got = probe["labels"] or {}
+        if where in later:
+            # what the webhook answers for a namespace made later with the label (the dispatcher's
+            # call): the label missing there (a webhook that decides by the namespace's name), an error
+            for name, labels in (("label-missing", {k: v for k, v in got.items() if k != label}),
+                                 ("own-labels-lost", {label: value})):
+                if name == "own-labels-lost" and case != "own-labels":
+                    continue
+                yield Mutant(f"probe:{key}:{name}", f"the Pod {case} in a namespace made later came back with {labels}",
+                             names=("made later", "without the label"),
+                             observation={**obs, "probes": {**obs["probes"], key: {**probe, "labels": labels}}})
+            yield Mutant(f"probe:{key}:error", f"creating the Pod {case} in a namespace made later failed",
+                         names=("made later", "would fail"),
+                         observation={**obs, "probes": {**obs["probes"], key: {"code": 500, "labels": None,
+                                                                               "message": "Internal error occurred",
+                                                                               "rest": None}}})
+            continue
         variants = []
         if where == ns:
             variants += [("label-missing", {k: v for k, v in got.items() if k != label}, ("without the label",)),

@@ -19,7 +19,7 @@ SAFE = "the webhook still refuses privileged Pods in every application namespace
 def mutants(ctx):
     checks = ctx.env.lab._load("checks.py")
     lab = ctx.env.lab.environment_module()
-    webhook = ctx.params["webhook"]
+    webhook, home = ctx.params["webhook"], ctx.params["namespace"]
     obs = checks.observe_outage(ctx)
     configs = obs["configs"]
     vwc = next(c for c in configs["validatingwebhookconfigurations"] if c["metadata"]["name"] == webhook)
@@ -32,7 +32,7 @@ def mutants(ctx):
         return {**obs, "configs": {**configs, resource: items + ([new] if new is not None else [])}}
 
     def classify(mutated_config):
-        for requirement, ns, _labels, outcome in checks.outage_fates(ctx, obs, mutated_config):
+        for requirement, ns, _labels, _user, outcome in checks.outage_fates(ctx, obs, mutated_config):
             if requirement == "backend" and outcome == "blocked":
                 return ("own backend",), None
             if requirement == "system" and outcome == "blocked":
@@ -96,11 +96,29 @@ def mutants(ctx):
                                                    "has(c.securityContext.privileged) && c.securityContext.privileged)"}]),
             ("match-conditions-system-instead", "matchConditions",
              [{"name": "not-system", "expression": "!request.namespace.startsWith('kube-') && "
-                                                   "request.namespace != 'policy'"}])):
+                                                   "request.namespace != 'policy'"}]),
+            # the backend's Pod let through by who creates it, not where: every workload's Pod with it
+            ("match-conditions-not-controllers", "matchConditions",
+             [{"name": "not-controllers",
+               "expression": "!request.userInfo.username.startsWith('system:serviceaccount:kube-system:')"}]),
+            ("match-conditions-not-replicasets", "matchConditions",
+             [{"name": "not-replicasets",
+               "expression": "request.userInfo.username != 'system:serviceaccount:kube-system:replicaset-controller'"}]),
+            ("match-conditions-not-service-accounts", "matchConditions",
+             [{"name": "not-service-accounts", "expression": "!('system:serviceaccounts' in request.userInfo.groups)"}]),
+            # the narrow exemption: the backend's own Pods only (its namespace and its controller)
+            ("match-conditions-backend-only", "matchConditions",
+             [{"name": "not-the-backend",
+               "expression": "!(request.namespace == 'policy' && request.userInfo.username == "
+                             "'system:serviceaccount:kube-system:replicaset-controller')"}])):
         mutated = copy.deepcopy(vwc)
         mutated["webhooks"][0][key] = value
         if name == "match-conditions-system-instead":
             mutated["webhooks"][0].pop("namespaceSelector")
+        if name.startswith(("match-conditions-not-", "match-conditions-backend")) and name != "match-conditions-not-shop":
+            # with the cluster's own namespaces left out by the selector, the backend's by the condition
+            expressions = mutated["webhooks"][0]["namespaceSelector"]["matchExpressions"]
+            expressions[0] = {**expressions[0], "values": [v for v in expressions[0]["values"] if v != home]}
         names, equivalent = classify(mutated)
         yield Mutant(name, f"{webhook}: {key} {value}", names=names, equivalent=equivalent,
                      observation=with_config("validatingwebhookconfigurations", vwc, mutated))

@@ -43,3 +43,36 @@ def init_container_ignored(env):
     requests next to a Guaranteed one (api Guaranteed), with the scores that would follow."""
     _write(env, lambda d: (d["qos"].update(migrate="Guaranteed", api="Guaranteed"),
                            d["oom_score_adj"].update({"migrate/app": -997, "api/server": -997, "api/log-shipper": -997})))
+
+
+@mistake("prediction is not right")
+def reads_the_processes_labkit_lists(env):
+    """Before writing anything, takes the process ids `labkit resources get` lists for the qos Pods and reads
+    /proc/<pid>/cgroup (kubepods/, kubepods/burstable/, kubepods/besteffort/: the class) and
+    /proc/<pid>/oom_score_adj (-997 for Guaranteed, which a kernel may refuse and run with 0). Where labkit lists
+    no process there is nothing to read and the answer is a guess: every Pod Burstable, every container 999."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    rows = json.loads(subprocess.run([sys.executable, "-m", "labkit", "resources", "get", "--node", "node-1",
+                                      "-o", "json"], capture_output=True, text=True, check=True).stdout)
+    pods = [n.strip() for n in env.lab.exercise("qos").params["pods"].split(",")]
+    answer = {"qos": {}, "oom_score_adj": {}}
+    for row in (r for r in rows if r["name"] in pods):
+        for c in row["containers"]:
+            if c["state"] != "running":
+                continue
+            pids = c["pids"] if isinstance(c["pids"], list) else []
+            if pids:
+                cgroup = Path(f"/proc/{pids[0]}/cgroup").read_text()
+                qos = "Burstable" if "/burstable/" in cgroup else "BestEffort" if "/besteffort/" in cgroup else "Guaranteed"
+                adj = -997 if qos == "Guaranteed" else int(Path(f"/proc/{pids[0]}/oom_score_adj").read_text())
+            else:
+                qos, adj = "Burstable", 999
+            answer["qos"][row["name"]] = qos
+            answer["oom_score_adj"][f"{row['name']}/{c['name']}"] = adj
+    path = answer_path(env.lab.id, "qos")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(answer))

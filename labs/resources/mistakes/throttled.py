@@ -5,10 +5,10 @@ import yaml
 from labkit.exercises import answer_path, mistake
 
 
-def _explain(env, request_ms=105):
+def _explain(env, request_ms=105, quota_us=10000):
     path = answer_path(env.lab.id, "throttled")
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump({"quota_us": 10000, "period_us": 100000, "request_ms": request_ms}))
+    path.write_text(yaml.safe_dump({"quota_us": quota_us, "period_us": 100000, "request_ms": request_ms}))
 
 
 def _run(env, resources):
@@ -32,10 +32,18 @@ def removed_all_cpu_settings(env):
     _run(env, {"requests": {"memory": "32Mi"}, "limits": {"memory": "64Mi"}})
 
 
-@mistake("request_ms")
+@mistake("explanation is not right", "does not say how many", "waits for the next period")
 def ignored_the_period(env):
-    """Says a request takes its 15 ms of CPU, as if the quota were spread over the whole period."""
+    """Says a request takes its 15 ms of CPU, as if the quota were spread over the whole period. The
+    feedback once said that request_ms was the wrong one, which let a student find it by trying values."""
     _explain(env, request_ms=15)
+    _run(env, {"requests": {"cpu": "200m", "memory": "32Mi"}, "limits": {"memory": "64Mi"}})
+
+
+@mistake("explanation is not right", "does not say how many")
+def quota_as_the_limit_in_millicores(env):
+    """Writes the 100m limit itself as the quota (100 µs), the period and the longest request right."""
+    _explain(env, quota_us=100)
     _run(env, {"requests": {"cpu": "200m", "memory": "32Mi"}, "limits": {"memory": "64Mi"}})
 
 

@@ -24,7 +24,7 @@ def _serve_variant(env, *replacements):
     program.parent.mkdir(parents=True, exist_ok=True)
     program.write_text(text)
     target = for_env(env)
-    own.serve(env, program, target.kubeconfig)
+    own.serve(env, program, target)
     client = target.client()
     if not wait_for(lambda: all((client.get("v1", "pods", name, "sched").get("spec") or {}).get("nodeName")
                                 for name in env.lab.environment_module().JOBS), timeout=30, interval=0.2):
@@ -58,3 +58,15 @@ def node_name_by_hand(env):
         spec["nodeName"] = node
         target.kubectl("create", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {
             "name": name, "namespace": "sched", "labels": pod["metadata"]["labels"]}, "spec": spec}))
+
+
+@mistake("job-1", "by hand")
+def bindings_by_hand(env):
+    """No program at all: each Pod bound with a binding POSTed by hand with kubectl, to a node that
+    fits it."""
+    target = for_env(env)
+    for name, node in (("job-1", "node-b"), ("job-2", "node-e"), ("job-3", "node-e")):
+        binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name, "namespace": "sched"},
+                   "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
+        target.kubectl("create", "--raw", f"/api/v1/namespaces/sched/pods/{name}/binding", "-f", "-",
+                       input=json.dumps(binding))

@@ -22,7 +22,29 @@ def cordon(env):
     for_env(env).kubectl("cordon", "node-f")
 
 
+@mistake("conditions", "changed")
+def marks_the_node_not_ready(env):
+    """Taints node-f PreferNoSchedule and also reports it NotReady (its Ready condition False),
+    which a node lifecycle controller turns into not-ready taints: another field of the node."""
+    target = for_env(env)
+    target.kubectl("taint", "node", "node-f", "retiring=true:PreferNoSchedule")
+    target.kubectl("patch", "node", "node-f", "--subresource=status", "--type=json", "-p",
+                   '[{"op":"replace","path":"/status/conditions/0/status","value":"False"}]')
+
+
+@mistake("legacy", "deleted")
+def makes_legacy_again(env):
+    """Deletes legacy and creates a Pod of that name again on node-f, then taints node-f
+    PreferNoSchedule: the Pod that ran there did not keep running."""
+    import json
+    target = for_env(env)
+    target.kubectl("delete", "pod", "legacy", "-n", "sched", "--force", "--grace-period=0")
+    target.kubectl("create", "-n", "sched", "-f", "-", input=json.dumps(env.lab.environment_module().LEGACY))
+    target.kubectl("taint", "node", "node-f", "retiring=true:PreferNoSchedule")
+
+
 @mistake("node-e", "changed")
 def wrong_node(env):
     """Taints node-e, the other hdd node, by mistake."""
     for_env(env).kubectl("taint", "node", "node-e", "retiring=true:PreferNoSchedule")
+

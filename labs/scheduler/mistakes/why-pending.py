@@ -39,3 +39,21 @@ def drops_the_selector(env):
             "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "batch", "effect": "NoSchedule"}]}
     target.kubectl("create", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {
         "name": "web", "namespace": "sched", "labels": pod["metadata"]["labels"]}, "spec": spec}))
+
+
+@mistake("more than the team's taint")
+def tolerates_the_whole_key(env):
+    """Tolerates the key dedicated with operator Exists and no effect: every value and every effect
+    of it (dedicated=anything:NoExecute too), not the team's taint only."""
+    _tolerate(env, {"key": "dedicated", "operator": "Exists"})
+
+
+@mistake("by hand")
+def binds_it_by_hand(env):
+    """Binds web to node-b (disk=hdd, against its nodeSelector) with a binding POSTed by hand,
+    then adds the team's toleration."""
+    target = for_env(env)
+    binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "web", "namespace": "sched"},
+               "target": {"apiVersion": "v1", "kind": "Node", "name": "node-b"}}
+    target.kubectl("create", "--raw", "/api/v1/namespaces/sched/pods/web/binding", "-f", "-", input=json.dumps(binding))
+    _tolerate(env, {"key": "dedicated", "operator": "Equal", "value": "batch", "effect": "NoSchedule"})

@@ -1,7 +1,7 @@
 """Near-misses of own-scheduler, on the observation of the solved lab: each Pod's node swapped for
 every other Node (proven equivalent when labkit's reconstruction of the default profile's Filter
 plugins lets every Pod through where it then is: any placement that fits is right), each Pod's
-binding missing, its schedulerName, requests, tolerations or nodeSelector changed, the Pod gone,
+binding missing or sent by hand, its schedulerName, requests, tolerations or nodeSelector changed, the Pod gone,
 unbound with the scheduler running or not, a large Pod bound beside them. Two are also made live:
 a Pod deleted, and a Pod made again with the scheduler stopped."""
 
@@ -48,6 +48,10 @@ def mutants(ctx):
                                                        "node that fits" if same else None)
         yield Mutant(f"{job}:no-binding", f"{job} bound without a binding", names=(job, "without a binding"),
                      observation={**obs, "bindings": [b for b in obs["bindings"] if b != job]})
+        yield Mutant(f"{job}:bound-by-hand", f"{job} bound by a binding sent by hand, not by the program",
+                     names=(job, "by hand"),
+                     observation={**obs, "bindings": [b for b in obs["bindings"] if b != job],
+                                  "by_hand": sorted({*obs.get("by_hand", ()), job})})
         for key, value in (("schedulerName", "default-scheduler"), ("requests", [{"cpu": "1", "memory": "512Mi"}]),
                            ("nodeSelector", {}), ("tolerations", [{"operator": "Exists"}])):
             yield Mutant(f"{job}:{key}", f"{job}'s {key} changed", names=(job, key),

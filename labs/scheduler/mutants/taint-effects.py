@@ -2,7 +2,8 @@
 field at a time (tree_edits: key, value or effect dropped or changed; a mutant whose taints are
 all PreferNoSchedule is proven equivalent, the key and value being free), a second taint of
 each effect added, node-f cordoned, its labels or allocatable changed, every other Node's taints,
-labels, allocatable and spec.unschedulable edited one step at a time, legacy gone. Two are also
+labels, allocatable and spec.unschedulable edited one step at a time, node-f's annotations, other
+spec fields, capacity or conditions changed, legacy gone or deleted and made again. Two are also
 made live: the effect NoSchedule, and node-f cordoned."""
 
 import copy
@@ -61,6 +62,15 @@ def mutants(ctx):
                      equivalent="two PreferNoSchedule taints: Filter passes, Score counts them (still the lowest)"
                      if not words else None)
     yield Mutant("legacy-gone", "the Pod legacy is gone", names=("legacy", "gone"), observation={**obs, "pod": False})
+    yield Mutant("legacy-made-again", "the Pod legacy deleted and made again", names=("legacy", "deleted"),
+                 observation={**obs, "pod_deleted": True})
+    rest = obs["rest"]
+    for key, value in (("annotations", {**rest["annotations"], "retired": "yes"}),
+                       ("spec", {**rest["spec"], "podCIDR": "10.9.0.0/24"}),
+                       ("capacity", {**rest["capacity"], "cpu": "64"}),
+                       ("conditions", ["Ready=False"])):
+        yield Mutant(f"rest:{key}", f"{name}'s {key} changed", names=(key, "changed"),
+                     observation={**obs, "rest": {**rest, key: value}})
     yield Mutant("node-gone", f"{name} deleted", names=(name, "gone"), observation=_node(obs, name, None))
     for other, other_view in obs["nodes"].items():
         if other == name:

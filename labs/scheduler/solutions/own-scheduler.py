@@ -17,7 +17,7 @@ def solve(env):
     program.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(Path(env.lab.directory) / "programs" / "my_scheduler.py", program)
     target = for_env(env)
-    own.serve(env, program, target.kubeconfig)
+    own.serve(env, program, target)
     client = target.client()
     jobs = env.lab.environment_module().JOBS
 

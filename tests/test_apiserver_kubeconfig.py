@@ -1,0 +1,240 @@
+"""Real-cluster paths load a kubeconfig as kubectl does, through the kubernetes package, against
+the embedded API server over real HTTPS: an exec credential plugin (a script printing an
+ExecCredential) giving a token or a client certificate, fetched again when it expires and kept
+while it does not; $KUBECONFIG files merged (the first current-context wins), ~/.kube/config as
+the default; tokenFile relative to the kubeconfig naming it; tls-server-name."""
+
+from __future__ import annotations
+
+import base64
+import json
+import ssl
+import sys
+from datetime import datetime, timedelta, timezone
+
+import pytest
+import yaml
+
+from labkit.apiserver import users
+from labkit.apiserver.client import HttpClient
+from labkit.apiserver.server import EmbeddedServer
+from labkit.errors import ConfigError
+from support import host_lock
+
+PLUGIN = """#!{python}
+import json, os, pathlib
+state = pathlib.Path(os.environ["PLUGIN_STATE"])
+calls = int((state / "calls").read_text()) + 1 if (state / "calls").exists() else 1
+(state / "calls").write_text(str(calls))
+credential = json.loads((state / "credentials").read_text())[min(calls, 2) - 1]
+print(json.dumps({{"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential",
+                  "status": credential}}))
+"""
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    with host_lock(False):
+        s = EmbeddedServer(tmp_path_factory.mktemp("kubeconfig") / "apiserver", controllers=[]).start()
+    admin = s.client()
+    for name in ("robot-a", "robot-b"):
+        admin.create("v1", "serviceaccounts", {"metadata": {"name": name}}, "default")
+    yield s
+    with host_lock(False):
+        s.stop()
+
+
+def sa_token(server, name: str) -> str:
+    request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}}
+    return server.client().create("v1", "serviceaccounts", request, "default", subresource="token",
+                                  name=name)["status"]["token"]
+
+
+def whoami(client: HttpClient) -> str:
+    review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+    return client.check(*client.request("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", body=review)
+                        )["status"]["userInfo"]["username"]
+
+
+def cluster_entry(server, name: str = "lab", **extra) -> dict:
+    ca = (server.pki / "ca.crt").read_bytes()
+    return {"name": name, "cluster": {"server": server.url, "certificate-authority-data": base64.b64encode(ca).decode(),
+                                      **extra}}
+
+
+def exec_kubeconfig(server, tmp_path, credentials: list[dict]):
+    state = tmp_path / "plugin"
+    state.mkdir()
+    (state / "credentials").write_text(json.dumps(credentials))
+    plugin = tmp_path / "plugin.py"
+    plugin.write_text(PLUGIN.format(python=sys.executable))
+    plugin.chmod(0o755)
+    config = {"apiVersion": "v1", "kind": "Config", "clusters": [cluster_entry(server)],
+              "users": [{"name": "robot", "user": {"exec": {
+                  "apiVersion": "client.authentication.k8s.io/v1", "command": str(plugin),
+                  "env": [{"name": "PLUGIN_STATE", "value": str(state)}], "interactiveMode": "Never"}}}],
+              "contexts": [{"name": "robot", "context": {"cluster": "lab", "user": "robot"}}],
+              "current-context": "robot"}
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    return path, state
+
+
+def rfc3339(delta: timedelta) -> str:
+    return (datetime.now(timezone.utc) + delta).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def later(monkeypatch, hours: int) -> None:
+    """Let `hours` pass for the kubernetes package's expiry test (a credential counts as expired
+    once fewer than EXPIRY_SKEW_PREVENTION_DELAY are left): a skew of that much more."""
+    from kubernetes.config import kube_config
+    monkeypatch.setattr(kube_config, "EXPIRY_SKEW_PREVENTION_DELAY",
+                        kube_config.EXPIRY_SKEW_PREVENTION_DELAY + timedelta(hours=hours))
+
+
+@pytest.mark.parametrize("kind", ["token", "certificate"])
+def test_an_exec_plugin_credential_is_fetched_again_once_it_expires(server, tmp_path, monkeypatch, kind):
+    if kind == "token":
+        first, second = ({"token": sa_token(server, name)} for name in ("robot-a", "robot-b"))
+        names = ("system:serviceaccount:default:robot-a", "system:serviceaccount:default:robot-b")
+    else:
+        pairs = [users.client_certificate(server.pki, name) for name in ("alice", "bob")]
+        first, second = ({"clientCertificateData": cert.decode(), "clientKeyData": key.decode()} for cert, key in pairs)
+        names = ("alice", "bob")
+    first["expirationTimestamp"] = rfc3339(timedelta(hours=1))
+    second["expirationTimestamp"] = rfc3339(timedelta(hours=4))
+    path, state = exec_kubeconfig(server, tmp_path, [first, second])
+    client = HttpClient.from_kubeconfig(path)
+    assert [whoami(client), whoami(client)] == [names[0]] * 2
+    assert (state / "calls").read_text() == "1"
+    later(monkeypatch, hours=2)             # the credential has expired: the plugin runs again
+    assert [whoami(client), whoami(client)] == [names[1]] * 2
+    assert (state / "calls").read_text() == "2"
+
+
+def test_a_failing_exec_plugin_is_an_error_not_an_anonymous_client(server, tmp_path):
+    path, state = exec_kubeconfig(server, tmp_path, [])
+    (state / "credentials").write_text("not json")
+    with pytest.raises(ConfigError, match="credential plugin .* gave no credential"):
+        HttpClient.from_kubeconfig(path)
+
+
+def test_kubeconfig_files_merge_as_kubectl_merges_them(server, tmp_path, monkeypatch):
+    """$KUBECONFIG: the first file to set current-context wins; clusters and users come from any
+    file; a relative tokenFile is relative to the file naming it, not to the working directory."""
+    first, second, elsewhere = tmp_path / "one", tmp_path / "two", tmp_path / "cwd"
+    for d in (first, second, elsewhere):
+        d.mkdir()
+    (first / "robot.token").write_text(sa_token(server, "robot-b") + "\n")
+    (first / "config").write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "robot",
+        "users": [{"name": "robot", "user": {"tokenFile": "robot.token"}}],
+        "contexts": [{"name": "robot", "context": {"cluster": "lab", "user": "robot"}}]}))
+    (second / "config").write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "admin", "clusters": [cluster_entry(server)],
+        "users": [{"name": "admin", "user": {"token": server.token}}],
+        "contexts": [{"name": "admin", "context": {"cluster": "lab", "user": "admin"}}]}))
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.setenv("KUBECONFIG", f"{first / 'config'}:{tmp_path / 'missing'}:{second / 'config'}")
+    assert whoami(HttpClient.from_kubeconfig()) == "system:serviceaccount:default:robot-b"
+    assert whoami(HttpClient.from_kubeconfig(context="admin")) == "labkit-admin"
+    monkeypatch.setenv("KUBECONFIG", f"{second / 'config'}:{first / 'config'}")
+    assert whoami(HttpClient.from_kubeconfig()) == "labkit-admin"
+    with pytest.raises(ConfigError, match="context 'nowhere' not found"):
+        HttpClient.from_kubeconfig(context="nowhere")
+
+
+def test_without_kubeconfig_the_default_is_the_home_directorys(server, tmp_path, monkeypatch):
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / ".kube").mkdir()
+    users.write_kubeconfig(tmp_path / ".kube" / "config", server.url, server.pki, "robot",
+                           token=sa_token(server, "robot-a"))
+    assert whoami(HttpClient.from_kubeconfig()) == "system:serviceaccount:default:robot-a"
+
+
+def test_tls_server_name_is_the_name_verified(server, tmp_path):
+    """The serving certificate names 127.0.0.1, localhost and kubernetes(.default): dialling
+    127.0.0.1 with tls-server-name kubernetes.default verifies, with another name it does not."""
+    for name, verifies in (("kubernetes.default", True), ("elsewhere.example", False)):
+        path = tmp_path / name
+        path.write_text(yaml.safe_dump({
+            "apiVersion": "v1", "kind": "Config", "current-context": "c",
+            "clusters": [cluster_entry(server, **{"tls-server-name": name})],
+            "users": [{"name": "admin", "user": {"token": server.token}}],
+            "contexts": [{"name": "c", "context": {"cluster": "lab", "user": "admin"}}]}))
+        client = HttpClient.from_kubeconfig(path)
+        if verifies:
+            assert whoami(client) == "labkit-admin"
+        else:
+            with pytest.raises(ssl.SSLCertVerificationError, match="elsewhere.example"):
+                whoami(client)
+
+
+def test_labkits_own_kubeconfig_is_read_without_the_kubernetes_package(server, tmp_path):
+    assert whoami(HttpClient.for_embedded(server.kubeconfig)) == "labkit-admin"
+    cert, key = users.client_certificate(server.pki, "alice")
+    other = users.write_kubeconfig(tmp_path / "alice", server.url, server.pki, "alice", certificate=cert, key=key)
+    with pytest.raises(ConfigError, match="not a kubeconfig labkit wrote"):
+        HttpClient.for_embedded(other)
+    assert whoami(HttpClient.from_kubeconfig(other)) == "alice"
+
+
+def test_proxy_url_tunnels_through_the_proxy(server, tmp_path):
+    """proxy-url: the client asks the proxy to CONNECT to the server and speaks TLS through the
+    tunnel, verifying the server's certificate as if it had dialled it directly."""
+    import socket
+    import socketserver
+    import threading
+
+    tunnels = []
+
+    class Proxy(socketserver.StreamRequestHandler):
+        def handle(self):
+            request = self.rfile.readline().decode()
+            while self.rfile.readline() not in (b"\r\n", b""):
+                pass
+            method, target, _ = request.split()
+            tunnels.append((method, target))
+            host, port = target.rsplit(":", 1)
+            upstream = socket.create_connection((host, int(port)))
+            self.wfile.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            self.wfile.flush()
+
+            def pump(src, dst):
+                try:
+                    while data := src.recv(65536):
+                        dst.sendall(data)
+                except OSError:
+                    pass
+                finally:
+                    for s in (src, dst):
+                        try:
+                            s.shutdown(socket.SHUT_RDWR)
+                        except OSError:
+                            pass
+            back = threading.Thread(target=pump, args=(upstream, self.connection), daemon=True)
+            back.start()
+            pump(self.connection, upstream)
+            back.join()
+            upstream.close()
+
+    class Server(socketserver.ThreadingTCPServer):
+        daemon_threads = True
+
+    with Server(("127.0.0.1", 0), Proxy) as proxy:
+        threading.Thread(target=proxy.serve_forever, daemon=True).start()
+        path = tmp_path / "kubeconfig"
+        path.write_text(yaml.safe_dump({
+            "apiVersion": "v1", "kind": "Config", "current-context": "c",
+            "clusters": [cluster_entry(server, **{"proxy-url": f"http://127.0.0.1:{proxy.server_address[1]}"})],
+            "users": [{"name": "admin", "user": {"token": server.token}}],
+            "contexts": [{"name": "c", "context": {"cluster": "lab", "user": "admin"}}]}))
+        client = HttpClient.from_kubeconfig(path)
+        assert whoami(client) == "labkit-admin"
+        proxy.shutdown()
+    assert tunnels == [("CONNECT", f"127.0.0.1:{server.port}")]
+    socks = tmp_path / "socks"
+    socks.write_text(path.read_text().replace("http://127.0.0.1", "socks5://127.0.0.1"))
+    with pytest.raises(ConfigError, match="an http:// proxy only"):
+        HttpClient.from_kubeconfig(socks)

@@ -1,0 +1,87 @@
+"""labkit.numa.withhold, in-process: what counts as a prediction exercise's own situation (a machine
+or hints file under another name, written by hand), and the answer kept when a tool first shows
+an answered exercise's outcome (graded instead of later edits; forgotten by a reset)."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from labkit.exercises import answer_path
+from labkit.numa import withhold
+from labkit.numa.machine import load_machine, machine_from_dict
+
+SCENARIOS = Path(__file__).resolve().parent.parent / "labs" / "numa" / "scenarios"
+
+
+def handwritten(name: str) -> dict:
+    """A shipped machine as a student would write it: other core ids, no distances, keys reordered."""
+    data = json.loads(json.dumps(load_machine(name).to_dict()))
+    for node in data["topology"]:
+        node.pop("distances", None)
+        for core in node["cores"]:
+            core["core_id"] = 1000 - min(core["thread_ids"])
+    data["topology"] = data["topology"][::-1]
+    return data
+
+
+@pytest.mark.parametrize("name", ["dual-socket-ht", "lab-two-node"])
+def test_a_handwritten_copy_of_a_machine_is_that_machine(name):
+    copy = machine_from_dict(handwritten(name), "<mine>")
+    for aspects in (("cpu",), ("cpu", "memory")):
+        assert withhold.machine_key(copy, aspects) == withhold.machine_key(load_machine(name), aspects)
+    other = handwritten(name)        # the same CPUs paired into cores differently: another machine
+    a, b = other["topology"][0]["cores"][:2]
+    a["thread_ids"], b["thread_ids"] = [a["thread_ids"][0], b["thread_ids"][0]], [a["thread_ids"][1], b["thread_ids"][1]]
+    assert withhold.machine_key(machine_from_dict(other, "<other>"), ("cpu",)) != \
+        withhold.machine_key(load_machine(name), ("cpu",))
+
+
+@pytest.fixture
+def lab_up():
+    state = Path(os.environ["LABKIT_STATE_DIR"]) / "numa"
+    state.mkdir(parents=True, exist_ok=True)
+    (state / "status.json").write_text(json.dumps({"phase": "up"}))
+
+    class Env:
+        dir = state
+    return Env
+
+
+def test_the_merge_exercises_hints_renamed_and_regrouped_are_still_withheld(lab_up):
+    trainer = json.loads((SCENARIOS / "merge-trainer.json").read_text())
+    gpu, cpu = trainer["providers"]
+    mine = {"numaNodes": [1, 0], "policy": "restricted",
+            "providers": [{"cpu": [dict(h, mask=h["mask"][::-1]) for h in cpu["cpu"]][::-1],
+                           "foo.io/gpu": gpu["example.com/gpu"]}, {"nothing": None}]}
+    assert withhold.pending_for_merge(mine) == "merge"
+    mine["providers"][0]["cpu"] = mine["providers"][0]["cpu"][:2]       # other hints: another merge
+    assert withhold.pending_for_merge(mine) is None
+
+
+def test_the_answer_shown_first_is_kept_and_a_reset_forgets_it(lab_up):
+    feeder = json.loads((SCENARIOS / "merge-feeder.json").read_text())
+    path = answer_path("numa", "merge")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("placeholder: 1\n")
+    withhold.record(lab_up, "merge", path.read_text())
+    assert withhold.kept(lab_up.dir, "merge") is None
+    assert withhold.pending_for_merge(feeder) is None           # shown: the answer as it is now is kept
+    path.write_text("copied: 2\n")
+    assert withhold.pending_for_merge(feeder) is None
+    text, info = withhold.kept(lab_up.dir, "merge")
+    assert text == "placeholder: 1\n" and info["tool"] == "labkit numa merge"
+    withhold.forget(lab_up, "merge")
+    assert withhold.kept(lab_up.dir, "merge") is None and not withhold.recorded("merge")
+    assert withhold.pending_for_merge(feeder) == "merge"        # unanswered again: withheld
+
+
+def test_an_answer_removed_after_its_check_is_the_one_kept(lab_up):
+    path = answer_path("numa", "merge")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("checked: 1\n")
+    withhold.record(lab_up, "merge", path.read_text())
+    path.unlink()
+    withhold.keep("merge", "labkit numa merge")
+    assert withhold.kept(lab_up.dir, "merge")[0] == "checked: 1\n"

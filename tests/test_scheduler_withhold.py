@@ -1,0 +1,61 @@
+"""Which cases `labkit scheduler explain` and `play` withhold before a prediction is written
+(labkit.scheduler.withhold), in-process: the cases of score-predict and preempt-predict, and any
+case that shows part of their outcome, whatever its names, with nodes added or left out."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from labkit.inputs import load_yaml
+from labkit.labs import get_lab
+from labkit.scheduler import withhold
+
+CASES = {"score-predict": "score.yaml", "preempt-predict": "preempt.yaml"}
+TINY = {"name": "tiny", "labels": {"kubernetes.io/hostname": "tiny"},
+        "allocatable": {"cpu": "100m", "memory": "1Gi", "pods": "110"}}
+
+
+def _case(exercise: str) -> dict:
+    return load_yaml(get_lab("scheduler").directory / "scenarios" / CASES[exercise])
+
+
+def _renamed(case: dict) -> dict:
+    case = copy.deepcopy(case)
+    names = {n["name"]: f"w{i}" for i, n in enumerate(case["nodes"])}
+    for n in case["nodes"]:
+        n["name"] = names[n["name"]]
+        n["labels"]["kubernetes.io/hostname"] = n["name"]
+    for i, p in enumerate(case.get("pods") or []):
+        p["name"], p["nodeName"] = f"p{i}", names[p["nodeName"]]
+    case["incoming"]["name"] = "mine"
+    return case
+
+
+@pytest.mark.parametrize("exercise", sorted(CASES))
+def test_the_case_a_renamed_copy_and_copies_with_nodes_added_or_left_out_are_the_exercises(exercise):
+    case = _case(exercise)
+    assert withhold.exercise_of(case)[0] == exercise
+    assert withhold.exercise_of(_renamed(case))[0] == exercise
+    bigger = copy.deepcopy(case)
+    bigger["nodes"].append(TINY)            # a node the incoming Pod fits nowhere: the same decision
+    assert withhold.exercise_of(bigger)[0] == exercise
+    for node in case["nodes"]:              # each node alone shows its score, or its victims
+        alone = copy.deepcopy(case)
+        alone["nodes"] = [n for n in alone["nodes"] if n["name"] == node["name"]]
+        alone["pods"] = [p for p in alone.get("pods") or [] if p["nodeName"] == node["name"]]
+        assert withhold.exercise_of(alone)[0] == exercise, node["name"]
+
+
+@pytest.mark.parametrize("exercise", sorted(CASES))
+def test_another_incoming_pod_or_other_pods_on_every_node_make_another_case(exercise):
+    case = _case(exercise)
+    other = copy.deepcopy(case)
+    other["incoming"]["containers"][0]["requests"]["cpu"] = "250m"
+    assert withhold.exercise_of(other) is None
+    moved = copy.deepcopy(case)
+    for n in moved["nodes"]:
+        n["allocatable"] = {**n["allocatable"], "cpu": "32"}
+    assert withhold.exercise_of(moved) is None
+
