@@ -517,7 +517,7 @@ class Api:
                 return Response(201, reg.bind(ns, name, body, self._dry_run(request))), None
             if rt.strategy.binds_pods:      # POST bindings: the Binding's name is the Pod's
                 named = (body.get("metadata") or {}).get("name", "") if isinstance(body, dict) else ""
-                return Response(201, reg.bind(ns, named, body, self._dry_run(request))), None
+                return Response(201, reg.bind(ns, named, body, self._dry_run(request))), body
             if info.subresource == "token":
                 from labkit.apiserver import tokenrequest      # (it imports authn, which imports this module)
                 request.trace.add("storage", "TokenREST", "not stored", "a TokenRequest is answered with a "

@@ -34,6 +34,12 @@ BRIEF = 1.5         # seconds a check waits for the scheduler's next attempt bef
 NEVER = "never"
 
 
+
+def _is_binding(ref: dict) -> bool:
+    """An audit objectRef of a Pod's binding: POST pods/NAME/binding, or POST bindings with the
+    Pod's name in the Binding (both are served; client libraries use either)."""
+    return (ref.get("resource"), ref.get("subresource", "")) in (("pods", "binding"), ("bindings", ""))
+
 def _lab(ctx):
     return ctx.lab.environment_module()
 
@@ -122,8 +128,7 @@ def observe_why_pending(ctx):
         seen = pod()
     target = for_env(ctx.env)
     by_hand = sorted({(e.get("user") or {}).get("username", "") for e in target.audit(since=ctx.ready_time) or []
-                      if e.get("verb") == "create" and (e.get("objectRef") or {}).get("subresource") == "binding"
-                      and (e.get("objectRef") or {}).get("resource") == "pods"
+                      if e.get("verb") == "create" and _is_binding(e.get("objectRef") or {})
                       and (e.get("objectRef") or {}).get("namespace") == p["namespace"]
                       and (e.get("objectRef") or {}).get("name") == p["pod"]
                       and not (e.get("user") or {}).get("username", "").startswith("system:")
@@ -367,7 +372,7 @@ def observe_own_scheduler(ctx):
     bound_by: dict[str, set] = {}
     for e in target.audit(since=ctx.ready_time) or []:
         ref, user = e.get("objectRef") or {}, (e.get("user") or {}).get("username", "")
-        if e.get("verb") == "create" and ref.get("subresource") == "binding" and ref.get("resource") == "pods" \
+        if e.get("verb") == "create" and _is_binding(ref) \
                 and ref.get("namespace") == ctx.params["namespace"] and ref.get("name") \
                 and not user.startswith("system:") and (e.get("responseStatus") or {}).get("code", 500) < 300:
             bound_by.setdefault(user, set()).add(ref["name"])
