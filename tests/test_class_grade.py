@@ -69,7 +69,7 @@ def klass(tmp_path_factory):
             labkit("run", "demo", env=bob, check=0)
             labkit("solve", "demo", "serve-greeting", env=bob, check=0)
             answers = Path(bob["LABKIT_ANSWERS_DIR"]) / "demo"
-            answers.mkdir(parents=True)
+            answers.mkdir(parents=True, exist_ok=True)
             (answers / "find-address.yaml").write_text(json.dumps({"address": NASTY}) + "\n")
 
             inventory = base / "class.yaml"

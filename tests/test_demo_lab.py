@@ -50,7 +50,7 @@ def test_demo_lab_end_to_end(host_unchanged, tmp_path):
 
     # the answer check reads the student's file; a wrong answer fails with what was observed
     answers = Path(os.environ["LABKIT_ANSWERS_DIR"]) / "demo"
-    answers.mkdir(parents=True)
+    answers.mkdir(parents=True, exist_ok=True)
     (answers / "find-address.yaml").write_text("address: 192.0.2.1\n")
     wrong = labkit("check", "demo", "find-address", "-o", "json", check=1)
     assert json.loads(wrong.stdout)["results"][0]["observed"] == "192.0.2.1"

@@ -146,7 +146,7 @@ def test_convert_and_plan_withhold_the_answers_until_one_is_recorded(tmp_path):
     copy = tmp_path / "mine.yaml"
     copy.write_text(yaml.safe_dump(queue))
     assert "pod/mine" not in labkit("resources", "plan", "-f", str(copy), check=0).stdout
-    answers.mkdir(parents=True)
+    answers.mkdir(parents=True, exist_ok=True)
     (answers / "weight.yaml").write_text("cgroup_value: 256\nmin_millicores: 1\nmax_millicores: 2\n")
     assert "cpu requests 250m..250m" in labkit("resources", "convert", "--shares", "256", check=0).stdout
     kept = Path(os.environ["LABKIT_STATE_DIR"]) / "resources" / "predictions" / "weight.yaml"
@@ -157,7 +157,7 @@ def test_convert_and_plan_withhold_the_answers_until_one_is_recorded(tmp_path):
 def test_predictions_are_graded_as_they_were_when_a_tool_showed_the_outcome(lab_cleanup):
     labkit("run", "resources", check=0)
     answers = Path(os.environ["LABKIT_ANSWERS_DIR"]) / "resources"
-    answers.mkdir(parents=True)
+    answers.mkdir(parents=True, exist_ok=True)
     # get withholds the qos Pods' classes and scores until the qos answer is written
     shown = labkit("resources", "get", "--node", "node-1", check=0)
     assert "withheld: exercise qos" in shown.stderr and "Guaranteed" not in shown.stdout and "-997" not in shown.stdout
