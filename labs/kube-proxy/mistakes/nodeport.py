@@ -72,9 +72,10 @@ def also_a_rule_by_hand(env):
 
 @mistake("node1", "kube-proxy does not write", "written by hand")
 def also_a_dnat_to_a_pod_by_hand(env):
-    """Applies the right Service, and also DNATs port 31000 of node1 to web-1 by hand in nat PREROUTING:
-    the rule concerns none of web's addresses or ports, yet it is written by hand and opens web-1 on a
-    port the exercise does not ask for."""
+    """Applies the right Service, and also DNATs port 31000 of node1 to web-1 by hand in kube-proxy's
+    KUBE-NODEPORTS chain: the rule concerns none of web's addresses or ports, yet it is written by
+    hand and opens web-1 on a port the exercise does not ask for. (In KUBE-NODEPORTS, which the
+    exercise's reset rewrites as kube-proxy's sync does; one in PREROUTING would outlive it.)"""
     from labkit.netlab import run_in
 
     def change(spec):
@@ -82,5 +83,5 @@ def also_a_dnat_to_a_pod_by_hand(env):
         spec["ports"][0]["nodePort"] = 30080
     _apply(env, change)
     pod_ip = live.load(env).pod("web-1")["status"]["podIP"]
-    run_in(env.netns_name("node1"), ["iptables-legacy", "-w", "-t", "nat", "-I", "PREROUTING", "-p", "tcp",
+    run_in(env.netns_name("node1"), ["iptables-legacy", "-w", "-t", "nat", "-I", "KUBE-NODEPORTS", "-p", "tcp",
                                      "--dport", "31000", "-j", "DNAT", "--to-destination", f"{pod_ip}:8080"])
