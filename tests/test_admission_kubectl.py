@@ -202,8 +202,10 @@ def test_a_down_webhook_blocks_pods_until_its_failure_policy_is_ignore(server):
 def test_the_plugin_order_is_served(server):
     plugins = server.client().check(*server.client().request("GET", "/labkit/v1/admission"))["plugins"]
     running = [p["name"] for p in plugins if p["state"] == "runs"]
-    assert running == ["NamespaceLifecycle", "LimitRanger", "Priority", "DefaultTolerationSeconds",
-                       "StorageObjectInUseProtection", "MutatingAdmissionWebhook", "ValidatingAdmissionPolicy",
+    # v1.34.1's AllOrderedPlugins (pkg/kubeapiserver/options/plugins.go), the ones labkit runs
+    assert running == ["NamespaceLifecycle", "LimitRanger", "ServiceAccount", "Priority", "DefaultTolerationSeconds",
+                       "StorageObjectInUseProtection", "CertificateApproval", "CertificateSigning",
+                       "CertificateSubjectRestriction", "MutatingAdmissionWebhook", "ValidatingAdmissionPolicy",
                        "ValidatingAdmissionWebhook"]
 
 

@@ -81,8 +81,10 @@ class BindingSubresource(Subresource):
 class LegacyBindingStrategy(Strategy):
     """`POST /api/v1/namespaces/<ns>/bindings`, the older way to bind a Pod (LegacyBindingREST in
     pkg/registry/core/pod/storage/storage.go, served as `bindings` by storage_core.go): the Binding's
-    own metadata.name names the Pod, and it does what `pods/<name>/binding` does. Nothing is stored."""
+    own metadata.name names the Pod, and it does what `pods/<name>/binding` does. Nothing is stored
+    as a Binding: like the reviews, it is answered on create (only POST is served, in OpenAPI too)."""
 
+    virtual = True
     binds_pods = True
 
 
