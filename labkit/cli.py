@@ -400,24 +400,38 @@ def solve(lab_id: str = typer.Argument(..., metavar="LAB", autocompletion=comple
 def reset(lab_id: str = typer.Argument(..., metavar="LAB", autocompletion=complete_lab),
           exercise: Optional[str] = typer.Argument(None, metavar="EXERCISE", autocompletion=complete_exercise,
                                                    help="Only this exercise's part of the lab (id or number)."),
-          yes: bool = typer.Option(False, "--yes", "-y", help="Revert your changes without asking.")):
+          yes: bool = typer.Option(False, "--yes", "-y", help="Revert your changes without asking."),
+          forget_prediction: bool = typer.Option(
+              False, "--forget-prediction",
+              help="Also forget the prediction labkit kept when a tool showed the outcome of the prediction exercise "
+                   "(or, without EXERCISE, of every prediction exercise of the lab): its tools withhold the outcome "
+                   "again until you record an answer, which is then graded. The grade report shows that it was "
+                   "forgotten.")):
     """Build the lab (or one exercise's part of it) fresh. Your answer files and the exercises
-    you passed are kept. If the reset would revert work of yours, it lists it and asks first."""
+    you passed are kept. If the reset would revert work of yours, it lists it and asks first.
+
+    A prediction exercise's answer that labkit kept when one of its tools showed the outcome is
+    kept too, by every reset of the exercise or of the lab: the check goes on grading it (what
+    was shown cannot be unseen). Only --forget-prediction forgets it."""
     from labkit import runner
     lab = get_lab(lab_id)
     at_risk = runner.work_at_risk(lab, exercise)
+    if forget_prediction:
+        at_risk += [f"your {ex} answer as labkit kept it when a tool showed the outcome (--forget-prediction: "
+                    "forgotten, and the grade report says so)" for ex in runner.kept_predictions(lab, exercise)]
     if at_risk and not yes:
         what = f"exercise {lab.exercise(exercise).id} of lab {lab.id}" if exercise else f"the whole lab {lab.id}"
         listing = "".join(f"\n  - {item}" for item in at_risk)
         if not sys.stdin.isatty():
             fail(f"resetting {what} would revert:{listing}\nrun `labkit reset {lab_id}"
-                 f"{' ' + exercise if exercise else ''} --yes` to revert it")
+                 f"{' ' + exercise if exercise else ''}{' --forget-prediction' if forget_prediction else ''} --yes` "
+                 "to revert it")
         typer.echo(f"Resetting {what} reverts:{listing}", err=True)
         if not typer.confirm("Revert it?", default=False, err=True):
             fail("nothing was reset")
     from labkit import progress
     with progress.shown(err, f"resetting lab {lab.id}") as shown:
-        runner.reset(lab, say=_say, exercise_id=exercise)
+        runner.reset(lab, say=_say, exercise_id=exercise, forget_prediction=forget_prediction)
         shown["summary"] = "done in {seconds:.1f} s"
 
 

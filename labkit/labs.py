@@ -52,6 +52,13 @@ class Exercise:
     # what "solved" means as a whole, as the check judges it: `holds`, what must be true;
     # `unchanged`, what the solution must leave as it was (scope, least privilege, the workload)
     solved: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # for a prediction exercise: the labkit commands that can show its outcome, and withhold it
+    # until the student's answer is recorded (labkit.predictions)
+    withheld_by: tuple[str, ...] = ()
+
+    @property
+    def is_prediction(self) -> bool:
+        return bool(self.withheld_by)
 
 
 @dataclass(frozen=True)
@@ -195,7 +202,7 @@ def _parse_exercise(path, index: int, raw) -> Exercise:
     where = f"exercises[{index}]"
     if not isinstance(raw, dict):
         raise ConfigError(path, where, f"expected a mapping, got {_show(raw)}")
-    known = {"id", "title", "points", "prompt", "hints", "check", "params", "answer", "solved"}
+    known = {"id", "title", "points", "prompt", "hints", "check", "params", "answer", "solved", "withheld_by"}
     unknown = sorted(set(raw) - known, key=str)
     if unknown:
         raise ConfigError(path, f"{where}.{unknown[0]}", f"unknown field (known: {', '.join(sorted(known))})")
@@ -224,7 +231,13 @@ def _parse_exercise(path, index: int, raw) -> Exercise:
     if answer is not None:
         answer = _substitute(path, f"{where}.answer", _expect_str(path, f"{where}.answer", answer), params)
     solved = _parse_solved(path, f"{where}.solved", raw.get("solved"), params)
-    return Exercise(ex_id, title, points, prompt, hints, check, dict(params), answer, solved)
+    withheld_by = raw.get("withheld_by", [])
+    if not isinstance(withheld_by, list) or not all(isinstance(t, str) and t.startswith("labkit ") for t in withheld_by):
+        raise ConfigError(path, f"{where}.withheld_by",
+                          f"expected a list of labkit commands (\"labkit LAB-TOOL COMMAND\"), got {_show(withheld_by)}")
+    if withheld_by and answer is None:
+        raise ConfigError(path, f"{where}.withheld_by", "only an exercise with an answer file withholds its outcome")
+    return Exercise(ex_id, title, points, prompt, hints, check, dict(params), answer, solved, tuple(withheld_by))
 
 
 SOLVED_PARTS = ("holds", "unchanged")

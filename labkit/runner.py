@@ -113,6 +113,10 @@ def check(lab: Lab, exercise_id: str | None = None) -> list[CheckResult]:
     elif not lab_is_up(env):
         down_reason = f"the lab's environment is damaged or stopped: `labkit run {lab.id}` repairs it"
     results = [run_check(env, ex, down_reason) for ex in exercises]
+    from labkit import predictions
+    for ex, r in zip(exercises, results):
+        if ex.is_prediction:      # the kept prediction, and any forgotten one, show in the grade report
+            r.details.update(predictions.grade_details(lab.id, ex.id))
     if state.dir.exists():
         state.record_results(results)
         credit = state.credit
@@ -184,16 +188,48 @@ def _keep_student_work(lab: Lab, state: LabState, exercise_id: str | None, say: 
         say(line)
 
 
-def reset(lab: Lab, say: Say = _quiet, exercise_id: str | None = None) -> LabEnv:
-    """Rebuild the lab fresh; recorded passes and answer files stay.
+def kept_predictions(lab: Lab, exercise_id: str | None = None) -> list[str]:
+    """The prediction exercises (of `exercise_id`, or of the whole lab) whose answer labkit kept
+    when a tool showed their outcome: what `--forget-prediction` would forget."""
+    from labkit import predictions
+    exercises = [lab.exercise(exercise_id)] if exercise_id is not None else list(lab.exercises)
+    return [ex.id for ex in exercises if ex.is_prediction and predictions.kept(lab.id, ex.id) is not None]
+
+
+def _forget_predictions(lab: Lab, exercise_id: str | None, say: Say) -> None:
+    """`labkit reset LAB [EXERCISE] --forget-prediction`: the prediction exercises' kept answers
+    are forgotten (recorded for the grade report), their outcomes withheld again."""
+    from labkit import predictions
+    exercises = [lab.exercise(exercise_id)] if exercise_id is not None else list(lab.exercises)
+    ours = [ex for ex in exercises if ex.is_prediction]
+    if not ours:
+        raise LabkitError(f"--forget-prediction: {'exercise ' + exercises[0].id if exercise_id else 'lab ' + lab.id} "
+                          "has no prediction exercise")
+    for ex in ours:
+        found = predictions.forget(lab.id, ex.id, "labkit reset --forget-prediction")
+        if found is not None:
+            say(f"forgot your {ex.id} answer as labkit kept it when `{found.tool}` showed the outcome; the tools "
+                f"withhold it again until you record an answer, and the grade report says it was forgotten")
+
+
+def reset(lab: Lab, say: Say = _quiet, exercise_id: str | None = None, forget_prediction: bool = False) -> LabEnv:
+    """Rebuild the lab fresh; recorded passes, answer files and kept predictions stay.
 
     With `exercise_id`, only that exercise's part, through the lab's optional hook
     `reset_exercise(env, exercise_id)` in lab.py (the other exercises keep their state); a lab
-    without the hook is rebuilt whole."""
+    without the hook is rebuilt whole.
+
+    The rule for prediction exercises is the same in every lab (labkit.predictions): a reset keeps
+    the prediction kept when a tool showed its outcome, as it keeps recorded passes: what was shown
+    cannot be unseen, and a reset must not be a way to see the outcome and then answer again. With
+    `forget_prediction` the kept predictions of the exercise (or of the whole lab) are forgotten
+    first, and that is recorded for the grade report."""
     require_prerequisites(lab)
     hook = getattr(lab.environment_module(), "reset_exercise", None)
     state = LabState(lab.id)
     with state.locked():
+        if forget_prediction:
+            _forget_predictions(lab, exercise_id, say)
         _keep_student_work(lab, state, exercise_id, say)
         if exercise_id is not None and callable(hook):
             exercise_id = lab.exercise(exercise_id).id

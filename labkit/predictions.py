@@ -1,0 +1,278 @@
+"""Predictions come before the outcome: one mechanism for every lab's prediction exercises.
+
+A prediction exercise (lab.yaml: `withheld_by`, the labkit commands that can show its outcome)
+asks the student to work an outcome out before seeing it. The lab's own tools compute exactly that
+outcome, so:
+
+- a tool asks `reveal` (or a `Gate`) before it shows an exercise's outcome. While no answer is
+  recorded, the tool withholds it and says so (`refusal`: which exercise, which answer file to
+  write; never the answer);
+- once an answer is recorded, the first time a tool shows the outcome the answer is kept as it is
+  then (<lab state>/predictions/<exercise>.yaml, with which tool showed what situation, and when),
+  and the exercise's check grades that kept copy (`graded_text`): a prediction rewritten after its
+  outcome was shown is a copy of the outcome, not a prediction.
+
+"Recorded" is, per exercise, one of two rules, chosen by the lab: `written` (the answer file holds
+an answer the lab calls complete) or `checked` (the exercise's check has seen one: `record`).
+
+Which results are an exercise's outcome is the lab's to say, by what the result depends on rather
+than the file it came from: a *situation key* (a JSON text of everything the outcome depends on
+and nothing else: no names, no order that does not count). The lab computes the keys of the
+exercise's own situation; a tool computes the key of what it is about to show; equal keys are the
+same outcome, so a hand-made near-copy of the exercise's scenario is withheld as the scenario is
+(`Gate.about`).
+
+Reset rule (labkit.runner.reset, for every lab): a reset, of one exercise or of the whole lab,
+keeps the answer file and the kept prediction, as it keeps recorded passes: what was shown cannot
+be unseen, and a reset must not be a way to see the outcome and then answer again. Only an
+explicit `labkit reset LAB EXERCISE --forget-prediction` forgets the kept copy (`forget`); it is
+recorded (<lab state>/predictions/forgotten.json), and every later check result of the exercise
+carries it (`grade_details`), so an instructor sees it in the grade report.
+
+The student is root on their machine and could read labkit's files: this keeps labkit's tools from
+answering, it is not a security boundary.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable
+
+DIR = "predictions"
+CHECKED = "answered.json"       # the exercises whose check has seen an answer (rule `checked`)
+FORGOTTEN = "forgotten.json"
+
+WRITTEN, CHECKED_RULE = "written", "checked"
+
+
+@dataclass(frozen=True)
+class Kept:
+    text: str           # the answer file as it was when a tool first showed the outcome
+    tool: str           # the command that showed it
+    at: float           # when (epoch seconds)
+    situation: str | None = None    # what it showed, in the tool's words, when it said
+
+
+def _state_dir(lab_id: str) -> Path:
+    from labkit.state import LabState
+    return LabState(lab_id).dir
+
+
+def directory(lab_id: str) -> Path:
+    return _state_dir(lab_id) / DIR
+
+
+def kept_path(lab_id: str, exercise_id: str) -> Path:
+    return directory(lab_id) / f"{exercise_id}.yaml"
+
+
+def _info_path(lab_id: str, exercise_id: str) -> Path:
+    return directory(lab_id) / f"{exercise_id}.json"
+
+
+def _checked_path(lab_id: str, exercise_id: str) -> Path:
+    return directory(lab_id) / f"{exercise_id}.checked.yaml"
+
+
+def kept(lab_id: str, exercise_id: str) -> Kept | None:
+    """The prediction kept when a tool first showed the exercise's outcome, or None."""
+    try:
+        text = kept_path(lab_id, exercise_id).read_text()
+        info = json.loads(_info_path(lab_id, exercise_id).read_text())
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    return Kept(text, str(info.get("tool", "")), float(info.get("at", 0)), info.get("situation"))
+
+
+def answer_file(lab_id: str, exercise_id: str) -> Path:
+    from labkit.exercises import answer_path
+    return answer_path(lab_id, exercise_id)
+
+
+def answer_text(lab_id: str, exercise_id: str) -> str | None:
+    """The answer file's text, or None when there is none (missing, unreadable, blank)."""
+    try:
+        text = answer_file(lab_id, exercise_id).read_text()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return text if text.strip() else None
+
+
+def _read_json(path: Path, default):
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return default
+
+
+def record(lab_id: str, exercise_id: str, text: str | None = None) -> None:
+    """The exercise's check saw an answer (`text`; rule `checked`): its tools may show the outcome
+    from now on. The text is kept aside as checked, so that an answer file removed before a tool
+    shows the outcome still leaves the checked one to keep."""
+    path = directory(lab_id) / CHECKED
+    done = _read_json(path, [])
+    if exercise_id not in done:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(sorted(set(done) | {exercise_id})))
+    if text is not None and kept(lab_id, exercise_id) is None:
+        _checked_path(lab_id, exercise_id).write_text(text)
+
+
+def checked(lab_id: str, exercise_id: str) -> bool:
+    return exercise_id in _read_json(directory(lab_id) / CHECKED, [])
+
+
+def recorded(lab_id: str, exercise_id: str, rule: str = WRITTEN,
+             complete: Callable[[str], bool] | None = None) -> bool:
+    """Whether the student's answer counts as recorded: kept already, or by `rule`."""
+    if kept(lab_id, exercise_id) is not None:
+        return True
+    if rule == CHECKED_RULE:
+        return checked(lab_id, exercise_id)
+    text = answer_text(lab_id, exercise_id)
+    return text is not None and (complete is None or complete(text))
+
+
+def keep(lab_id: str, exercise_id: str, tool: str, situation: str | None = None) -> Kept | None:
+    """A tool is showing the exercise's outcome: keep the answer as it is now, the first time only
+    (the one its check saw when the answer file is gone). The kept prediction, or None when there
+    is no answer to keep."""
+    found = kept(lab_id, exercise_id)
+    if found is not None:
+        return found
+    text = answer_text(lab_id, exercise_id)
+    if text is None:
+        try:
+            text = _checked_path(lab_id, exercise_id).read_text()
+        except OSError:
+            return None
+    now = round(time.time(), 3)
+    info = {"tool": tool, "at": now, **({"situation": situation} if situation else {})}
+    directory(lab_id).mkdir(parents=True, exist_ok=True)
+    _info_path(lab_id, exercise_id).write_text(json.dumps(info))
+    kept_path(lab_id, exercise_id).write_text(text)
+    return Kept(text, tool, now, situation)
+
+
+def reveal(lab_id: str, exercise_id: str, tool: str, *, situation: str | None = None, rule: str = WRITTEN,
+           complete: Callable[[str], bool] | None = None) -> bool:
+    """A tool is about to show the exercise's outcome: True when it may (an answer is recorded; it
+    is kept as it is now unless one was kept before), False when it must withhold it."""
+    if not recorded(lab_id, exercise_id, rule, complete):
+        return False
+    keep(lab_id, exercise_id, tool, situation)
+    return True
+
+
+def refusal(lab_id: str, exercise_id: str, what: str | None = None, rule: str = WRITTEN) -> str:
+    """What a tool says instead of the outcome: which exercise, which answer file to write."""
+    where = answer_file(lab_id, exercise_id)
+    head = f"{what} withheld" if what else "withheld"
+    record_it = (f"write it to {where} and run `labkit check {lab_id} {exercise_id}`" if rule == CHECKED_RULE
+                 else f"write it to {where}")
+    return (f"{head} until you record your answer to exercise {exercise_id} of lab {lab_id}: {record_it}; from then "
+            "on labkit shows it, and the check grades your answer as it was at that moment")
+
+
+def kept_note(lab_id: str, exercise_id: str) -> str:
+    """A note for the student when a tool has just kept their answer."""
+    return (f"labkit keeps your {exercise_id} answer as it is now ({kept_path(lab_id, exercise_id)}): that is what "
+            f"`labkit check {lab_id} {exercise_id}` grades (changes after this do not count)")
+
+
+class Gate:
+    """Asked situation by situation while a tool computes results: which exercise, if any, a result
+    about to be shown would answer while it is unanswered; an answered one's answer is kept as the
+    result is shown. `keys(exercise)` gives the situation keys of the exercise's own scenario (built
+    once, on first need)."""
+
+    def __init__(self, lab_id: str, exercises: Iterable[str], tool: str, keys: Callable[[str], Iterable[str]],
+                 rule: str = WRITTEN):
+        self.lab_id, self.tool, self.rule, self._keys = lab_id, tool, rule, keys
+        exercises = list(exercises)
+        self.pending = [ex for ex in exercises if not recorded(lab_id, ex, rule)]
+        # recorded exercises whose outcome no tool has shown yet: the first showing keeps the answer
+        self.unkept = [ex for ex in exercises if ex not in self.pending and kept(lab_id, ex) is None]
+        self._known: dict[str, set[str]] = {}
+
+    def watching(self, exercise: str) -> bool:
+        return exercise in self.pending or exercise in self.unkept
+
+    def _own(self, exercise: str) -> set[str]:
+        if exercise not in self._known:
+            self._known[exercise] = set(self._keys(exercise))
+        return self._known[exercise]
+
+    def shown(self, exercise: str, situation: str | None = None) -> None:
+        """The exercise's (recorded) outcome is about to be shown: keep its answer."""
+        if exercise in self.unkept:
+            keep(self.lab_id, exercise, self.tool, situation)
+            self.unkept.remove(exercise)
+
+    def about(self, key: Callable[[str], str] | str, exercises: Iterable[str] | None = None,
+              situation: str | None = None) -> str | None:
+        """The unanswered exercise whose outcome a result with situation `key` (a text, or a
+        function of the exercise giving one) would show, or None; answered ones are kept."""
+        found = []
+        for ex in list(exercises if exercises is not None else (*self.pending, *self.unkept)):
+            if not self.watching(ex):
+                continue
+            if (key(ex) if callable(key) else key) in self._own(ex):
+                found.append(ex)
+        for ex in found:
+            if ex not in self.pending:
+                self.shown(ex, situation)
+        return next((ex for ex in found if ex in self.pending), None)
+
+
+def graded_text(lab_id: str, exercise_id: str) -> tuple[str | None, str]:
+    """The answer text the check grades, and a note: the kept prediction, when a tool has shown the
+    outcome (note says so), else None (the check reads the answer file)."""
+    found = kept(lab_id, exercise_id)
+    if found is None:
+        return None, ""
+    return found.text, (f" (graded on your answer as it was when `{found.tool}` first showed this exercise's "
+                        "outcome; changes after that do not count)")
+
+
+def forget(lab_id: str, exercise_id: str, why: str) -> Kept | None:
+    """Forget the kept prediction and the recorded answer (`labkit reset ... --forget-prediction`):
+    the tools withhold the outcome again until an answer is recorded. Recorded in forgotten.json,
+    with the text forgotten, for the grade report. Returns what was kept, or None."""
+    found = kept(lab_id, exercise_id)
+    was_checked = checked(lab_id, exercise_id)
+    for path in (kept_path(lab_id, exercise_id), _info_path(lab_id, exercise_id), _checked_path(lab_id, exercise_id)):
+        path.unlink(missing_ok=True)
+    marker = directory(lab_id) / CHECKED
+    done = _read_json(marker, [])
+    if exercise_id in done:
+        marker.write_text(json.dumps(sorted(set(done) - {exercise_id})))
+    if found is not None or was_checked:
+        log = _read_json(directory(lab_id) / FORGOTTEN, [])
+        log.append({"exercise": exercise_id, "at": round(time.time(), 3), "why": why,
+                    "kept_by": found.tool if found else None, "kept_at": found.at if found else None,
+                    "kept_text": found.text if found else None})
+        directory(lab_id).mkdir(parents=True, exist_ok=True)
+        (directory(lab_id) / FORGOTTEN).write_text(json.dumps(log, indent=1))
+    return found
+
+
+def forgotten(lab_id: str, exercise_id: str) -> list[dict]:
+    """Each time the exercise's kept prediction was forgotten, oldest first."""
+    return [e for e in _read_json(directory(lab_id) / FORGOTTEN, []) if e.get("exercise") == exercise_id]
+
+
+def grade_details(lab_id: str, exercise_id: str) -> dict:
+    """What a check result of a prediction exercise carries for the grade report: the kept
+    prediction's tool and time, and every time one was forgotten."""
+    out: dict = {}
+    found = kept(lab_id, exercise_id)
+    if found is not None:
+        out["prediction_kept"] = {"by": found.tool, "at": found.at}
+    gone = forgotten(lab_id, exercise_id)
+    if gone:
+        out["predictions_forgotten"] = [{"at": e["at"], "why": e["why"], "kept_by": e.get("kept_by")} for e in gone]
+    return out

@@ -1,0 +1,92 @@
+"""labkit.predictions, in-process: when a tool may show a prediction exercise's outcome, which answer
+is kept and graded, what forgetting records. (The rule applied to every lab's prediction exercises
+is tests/test_prediction_exercises.py.)"""
+
+from __future__ import annotations
+
+import json
+
+from labkit import predictions
+from labkit.exercises import answer_path
+
+LAB, EX = "demo-predict", "guess"
+
+
+def _write(text: str) -> None:
+    path = answer_path(LAB, EX)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def test_withheld_until_written_then_the_first_showing_keeps_the_answer():
+    assert not predictions.reveal(LAB, EX, "labkit demo show")
+    assert predictions.kept(LAB, EX) is None
+    _write("   \n")                                   # blank is no answer
+    assert not predictions.reveal(LAB, EX, "labkit demo show")
+    _write("a: 1\n")
+    assert predictions.reveal(LAB, EX, "labkit demo show", situation="the scenario")
+    _write("a: 2\n")                                  # rewritten after seeing: the first one stays
+    assert predictions.reveal(LAB, EX, "labkit demo other")
+    found = predictions.kept(LAB, EX)
+    assert (found.text, found.tool, found.situation) == ("a: 1\n", "labkit demo show", "the scenario")
+    assert predictions.graded_text(LAB, EX)[0] == "a: 1\n"
+    assert "labkit demo show" in predictions.graded_text(LAB, EX)[1]
+
+
+def test_an_incomplete_answer_is_not_recorded():
+    _write("a: 1\n")
+    assert not predictions.reveal(LAB, EX, "labkit demo show", complete=lambda text: "b:" in text)
+    assert predictions.kept(LAB, EX) is None
+    _write("a: 1\nb: 2\n")
+    assert predictions.reveal(LAB, EX, "labkit demo show", complete=lambda text: "b:" in text)
+
+
+def test_rule_checked_needs_the_check_and_keeps_the_checked_text_when_the_file_is_gone():
+    _write("a: 1\n")
+    assert not predictions.reveal(LAB, EX, "labkit demo show", rule=predictions.CHECKED_RULE)
+    predictions.record(LAB, EX, "a: 1\n")
+    answer_path(LAB, EX).unlink()
+    assert predictions.reveal(LAB, EX, "labkit demo show", rule=predictions.CHECKED_RULE)
+    assert predictions.kept(LAB, EX).text == "a: 1\n"
+
+
+def test_refusal_names_the_exercise_and_the_answer_file_and_how_to_record():
+    text = predictions.refusal(LAB, EX, "the outcome")
+    assert str(answer_path(LAB, EX)) in text and f"exercise {EX} of lab {LAB}" in text
+    assert "labkit check" not in text
+    assert f"labkit check {LAB} {EX}" in predictions.refusal(LAB, EX, rule=predictions.CHECKED_RULE)
+
+
+def test_gate_withholds_the_exercise_s_own_situations_and_keeps_answered_ones():
+    asked = []
+
+    def keys(ex):
+        asked.append(ex)
+        return {"k1", "k2"} if ex == EX else {"other"}
+    gate = predictions.Gate(LAB, [EX, "second"], "labkit demo run", keys)
+    assert gate.about("k3") is None
+    assert gate.about("k2") == EX
+    assert gate.about(lambda ex: "other" if ex == "second" else "x") == "second"
+    assert sorted(set(asked)) == ["guess", "second"]          # the keys are built once per exercise
+    assert len(asked) == 2
+    _write("a: 1\n")
+    gate = predictions.Gate(LAB, [EX], "labkit demo run", keys)
+    assert predictions.kept(LAB, EX) is None
+    assert gate.about("k1", situation="pod a") is None      # answered: shown, and kept now
+    assert predictions.kept(LAB, EX).situation == "pod a"
+
+
+def test_forget_records_what_was_forgotten_for_the_grade_report():
+    _write("a: 1\n")
+    predictions.reveal(LAB, EX, "labkit demo show")
+    assert predictions.grade_details(LAB, EX)["prediction_kept"]["by"] == "labkit demo show"
+    forgotten = predictions.forget(LAB, EX, "labkit reset --forget-prediction")
+    assert forgotten.text == "a: 1\n" and predictions.kept(LAB, EX) is None
+    details = predictions.grade_details(LAB, EX)
+    assert "prediction_kept" not in details
+    assert [(e["why"], e["kept_by"]) for e in details["predictions_forgotten"]] == \
+        [("labkit reset --forget-prediction", "labkit demo show")]
+    log = json.loads((predictions.directory(LAB) / predictions.FORGOTTEN).read_text())
+    assert log[0]["kept_text"] == "a: 1\n"
+    assert predictions.forget(LAB, EX, "again") is None           # nothing kept: nothing recorded
+    assert len(predictions.forgotten(LAB, EX)) == 1
