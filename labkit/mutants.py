@@ -177,7 +177,8 @@ def run_exercise(lab, exercise_id: str, *, live_all: bool | None = None) -> Exer
 
     def solved() -> CheckResult:
         path.unlink(missing_ok=True)
-        runner.reset(lab, exercise_id=exercise.id)
+        # a fresh start: also a prediction kept when a tool showed an earlier mutant's outcome is forgotten
+        runner.reset(lab, exercise_id=exercise.id, forget_prediction=exercise.is_prediction)
         runner.solve(lab, exercise.id)
         return run_check(env, exercise)
 

@@ -171,10 +171,10 @@ def refusal(lab_id: str, exercise_id: str, what: str | None = None, rule: str = 
     """What a tool says instead of the outcome: which exercise, which answer file to write."""
     where = answer_file(lab_id, exercise_id)
     head = f"{what} withheld" if what else "withheld"
-    record_it = (f"write it to {where} and run `labkit check {lab_id} {exercise_id}`" if rule == CHECKED_RULE
-                 else f"write it to {where}")
-    return (f"{head} until you record your answer to exercise {exercise_id} of lab {lab_id}: {record_it}; from then "
-            "on labkit shows it, and the check grades your answer as it was at that moment")
+    record_it = (f"write your prediction to {where} and run `labkit check {lab_id} {exercise_id}`"
+                 if rule == CHECKED_RULE else f"write your prediction to {where}")
+    return (f"{head} until your answer to exercise {exercise_id} of lab {lab_id} is recorded: {record_it}; from "
+            "then on labkit shows it, and the check grades your prediction as it was at that moment")
 
 
 def kept_note(lab_id: str, exercise_id: str) -> str:
@@ -234,7 +234,7 @@ def graded_text(lab_id: str, exercise_id: str) -> tuple[str | None, str]:
     found = kept(lab_id, exercise_id)
     if found is None:
         return None, ""
-    return found.text, (f" (graded on your answer as it was when `{found.tool}` first showed this exercise's "
+    return found.text, (f" (judged on the prediction you had written when `{found.tool}` first showed you the "
                         "outcome; changes after that do not count)")
 
 

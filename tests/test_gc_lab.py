@@ -14,7 +14,7 @@ import pytest
 from conftest import fresh_environment
 from labkit import runner
 from labkit.exercises import answer_path, wait_for, write_answer
-from labkit.gc.withhold import REVEALED
+from labkit import predictions
 from labkit.apiserver.target import for_env
 from labkit.labs import get_lab
 from labkit.state import LabEnv, LabState
@@ -268,7 +268,7 @@ def test_the_predict_experiment_is_shown_only_after_a_prediction_and_that_predic
     experiment = str(lab.directory / "scenarios" / "predict.yaml")
     answer = answer_path(LAB, "predict-dangling")
     answer.unlink(missing_ok=True)
-    (env.dir / REVEALED).unlink(missing_ok=True)
+    predictions.forget(LAB, "predict-dangling", "test: a fresh start")
     withheld = labkit("gc", "run", "-f", experiment, check=0).stdout
     assert withheld.startswith("withheld:") and "final objects" not in withheld and "orphan" not in withheld
     # a copy with other names is the same experiment
@@ -277,7 +277,7 @@ def test_the_predict_experiment_is_shown_only_after_a_prediction_and_that_predic
     copy.write_text(text.replace("id: predict\n", "id: mine\n").replace("name: stranger", "name: visitor")
                     .replace("predict-b", "elsewhere"))
     assert labkit("gc", "run", "-f", str(copy), check=0).stdout.startswith("withheld:")
-    assert not (env.dir / REVEALED).exists()
+    assert predictions.kept(LAB, "predict-dangling") is None
     wrong = {"orphan": "kept", "shared": "kept", "shared_owners": ["anchor"], "stranger": "deleted",
              "stranger_event": "none"}
     write_answer(env, "predict-dangling", wrong)
@@ -287,7 +287,7 @@ def test_the_predict_experiment_is_shown_only_after_a_prediction_and_that_predic
     runner.solve(lab, "predict-dangling")
     result = statuses(lab, "predict-dangling")["predict-dangling"]
     assert result.status == "fail" and "when `labkit gc run` first showed you" in result.message, result.message
-    (env.dir / REVEALED).unlink()
+    assert predictions.forget(LAB, "predict-dangling", "test: judge the answer file") is not None
     assert statuses(lab, "predict-dangling")["predict-dangling"].status == "pass"
 
 
@@ -295,7 +295,7 @@ def test_the_prediction_is_judged_on_the_experiment_as_the_lab_was_built(lab):
     """An experiment changed after `labkit run` (here: its copy as built, where the orphan lost
     its owner reference) is what the check plays, and it says the file differs."""
     lab, env = lab
-    (env.dir / REVEALED).unlink(missing_ok=True)
+    predictions.forget(LAB, "predict-dangling", "test: a fresh start")
     runner.solve(lab, "predict-dangling")
     assert statuses(lab, "predict-dangling")["predict-dangling"].status == "pass"
     path = env.dir / "built.json"

@@ -75,8 +75,8 @@ def drive(lab_id: str) -> list[dict]:
     def attempt(exercise, apply, **record):
         path = answer_path(lab.id, exercise.id)
         path.unlink(missing_ok=True)
-        try:
-            runner.reset(lab, exercise_id=exercise.id)
+        try:      # a fresh start: also a prediction kept by an earlier attempt's tool is forgotten
+            runner.reset(lab, exercise_id=exercise.id, forget_prediction=exercise.is_prediction)
             apply()
         except Exception as exc:    # reported by the test, with the mistake's name
             records.append({**record, "exercise": exercise.id, "error": f"{type(exc).__name__}: {exc}"})

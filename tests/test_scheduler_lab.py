@@ -16,6 +16,7 @@ import pytest
 from conftest import fresh_environment
 from labkit import runner
 from labkit.apiserver.target import for_env
+from labkit import predictions
 from labkit.exercises import answer_path, write_answer
 from labkit.labs import get_lab
 from labkit.state import LabEnv, LabState
@@ -91,7 +92,7 @@ def test_explain_withholds_a_prediction_case_and_the_check_judges_the_prediction
     lab, env = lab
     case = str(lab.directory / "scenarios" / "preempt.yaml")
     answer_path(LAB, "preempt-predict").unlink(missing_ok=True)
-    (env.state.dir / "revealed-preempt-predict.yaml").unlink(missing_ok=True)
+    predictions.forget(LAB, "preempt-predict", "test: a fresh start")
     refused = labkit("scheduler", "explain", "-f", case, check=1)
     assert "write your prediction" in refused.stderr and "victims" not in refused.stdout
     # a copy with other names is the same case

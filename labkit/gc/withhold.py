@@ -1,16 +1,15 @@
-"""The gc lab's prediction is not answered by labkit's own tools: `labkit gc run` on the
-experiment of exercise predict-dangling (its scenario file, a copy of its objects, or any scenario
-with an owner that never existed or lives in another namespace) shows the outcome only once a
-prediction is written down, and keeps a copy of that prediction, which the
-check then judges (a prediction changed after seeing the outcome is not one)."""
+"""The gc lab's prediction exercise predict-dangling, for labkit.predictions: which scenarios
+`labkit gc run` plays only once a prediction is recorded (its experiment file, a copy of its objects
+with other names, or any scenario with an owner that never existed or lives in another namespace),
+by what they are (`signature`), not by the file they came from. Keeping the prediction when the
+outcome is first shown, and grading that kept copy, is labkit.predictions'."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 LAB, EXERCISE = "gc", "predict-dangling"
-REVEALED = "revealed-predict-dangling.yaml"       # in the lab's state directory (checks.py reads it)
+TOOL = "labkit gc run"
 
 
 def signature(scenario) -> tuple:
@@ -92,19 +91,12 @@ def shows_part_of_the_experiment(scenario) -> bool:
 
 def gate(scenario) -> str | None:
     """None when `scenario` may be played and shown; else what to say instead. Playing the
-    experiment with a prediction written keeps a copy of that prediction (the first time)."""
-    from labkit import paths
-    from labkit.exercises import answer_path
+    experiment with a prediction written keeps that prediction (the first time)."""
+    from labkit import predictions
     if not shows_part_of_the_experiment(scenario):
         return None
-    answer = answer_path(LAB, EXERCISE)
-    if not answer.exists():
-        return (f"{scenario.path} is, or holds part of, the experiment of exercise {EXERCISE} (an owner that never "
-                "existed or lives in another namespace), whose outcome you are to predict: "
-                f"write your prediction to {answer} first (`labkit show {LAB} {EXERCISE}`); then `labkit gc run` "
-                "plays it, and the check judges the prediction you had written then")
-    kept = paths.state_root() / LAB / REVEALED
-    if not kept.exists():
-        kept.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(answer, kept)
-    return None
+    if predictions.reveal(LAB, EXERCISE, TOOL, situation=str(scenario.path)):
+        return None
+    return (f"{scenario.path} is, or holds part of, the experiment of exercise {EXERCISE} (an owner that never "
+            f"existed or lives in another namespace), whose outcome you are to predict (`labkit show {LAB} {EXERCISE}`): "
+            + predictions.refusal(LAB, EXERCISE, "playing it is"))

@@ -22,11 +22,11 @@ app = typer.Typer(help="kube-scheduler v1.34.1, reconstructed: play scheduling c
 FORMATS = ("table", "json", "yaml")
 
 
-def _withhold(loaded) -> None:
+def _withhold(loaded, tool: str) -> None:
     """The case of a scheduler-lab prediction is shown only once a prediction is written."""
     from labkit.scheduler.withhold import gate
 
-    refusals = [message for message in (gate(case, path) for path, case in loaded) if message]
+    refusals = [message for message in (gate(case, path, tool) for path, case in loaded) if message]
     if refusals:
         for message in refusals:
             typer.echo(message, err=True)
@@ -44,7 +44,7 @@ def play(files: List[Path] = typer.Option(..., "-f", "--filename", help="A case 
 
     fmt, _ = cliopts.resolve_output(output, FORMATS, "table")
     loaded = [(path, load_case(path)) for path in files]
-    _withhold(loaded)
+    _withhold(loaded, "labkit scheduler play")
     results = [play_case(case, seed=seed) for _path, case in loaded]
     raise typer.Exit(cases.report(results, fmt))
 
@@ -63,7 +63,7 @@ def explain(file: Path = typer.Option(..., "-f", "--filename", help="A case file
     from labkit.scheduler.profiles import make_profile
 
     case = load_case(file)
-    _withhold([(file, case)])
+    _withhold([(file, case)], "labkit scheduler explain")
     nodes, _pods = snapshot_of(case)
     cycle = fw.schedule(make_profile(case.get("config")), nodes, pod_of(case["incoming"]),
                         pdbs=case.get("pdbs"), rng=random.Random(seed))

@@ -1,23 +1,16 @@
-"""The scheduler lab's predictions are not answered by labkit's own tools: `labkit scheduler
-explain` and `play` on the case of a prediction exercise (score-predict, preempt-predict: its
-file, a copy of it with other names, or any case that holds one of its nodes with the same Pods
-and the same incoming Pod, other nodes added or left out) show the decision only once a
-prediction is written down, and keep a copy of that prediction, which the check then judges (a prediction changed
-after seeing the decision is not one)."""
+"""The scheduler lab's prediction exercises (score-predict, preempt-predict), for
+labkit.predictions: which cases `labkit scheduler explain` and `play` show only once a prediction is
+recorded (the exercise's case file, a copy of it with other names, or any case that holds one of
+its nodes with the same Pods and the same incoming Pod, other nodes added or left out). Keeping the
+prediction when the decision is first shown, and grading that kept copy, is labkit.predictions'."""
 
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 LAB = "scheduler"
 EXERCISES = ("score-predict", "preempt-predict")     # each has params.case: the case file it is about
-
-
-def revealed_name(exercise: str) -> str:
-    """The copy of the prediction, in the lab's state directory (the lab's checks read it)."""
-    return f"revealed-{exercise}.yaml"
 
 
 def _node_shapes(case: dict) -> set[str]:
@@ -71,23 +64,15 @@ def exercise_of(case: dict) -> tuple[str, Path] | None:
     return None
 
 
-def gate(case: dict, path: Path) -> str | None:
+def gate(case: dict, path: Path, tool: str = "labkit scheduler explain") -> str | None:
     """None when `case` may be played and shown; else what to say instead. Showing the case of a
-    prediction exercise with a prediction written keeps a copy of that prediction (the first time)."""
-    from labkit import paths
-    from labkit.exercises import answer_path
+    prediction exercise with a prediction written keeps that prediction (the first time)."""
+    from labkit import predictions
     found = exercise_of(case)
     if found is None:
         return None
     exercise, _case_path = found
-    answer = answer_path(LAB, exercise)
-    if not answer.exists():
-        return (f"{path} is, or holds part of, the case of exercise {exercise}, whose outcome you are to predict: "
-                "write your "
-                f"prediction to {answer} first (`labkit show {LAB} {exercise}`); then `labkit scheduler explain` "
-                "shows the decision, and the check judges the prediction you had written then")
-    kept = paths.state_root() / LAB / revealed_name(exercise)
-    if not kept.exists():
-        kept.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(answer, kept)
-    return None
+    if predictions.reveal(LAB, exercise, tool, situation=str(path)):
+        return None
+    return (f"{path} is, or holds part of, the case of exercise {exercise}, whose outcome you are to predict "
+            f"(`labkit show {LAB} {exercise}`): " + predictions.refusal(LAB, exercise, "the decision is"))

@@ -828,7 +828,7 @@ def check_unblocking_dependent(ctx):
 
 FATES = ("deleted", "kept")
 SUBJECTS = ("orphan", "shared", "stranger")
-from labkit.gc.withhold import REVEALED      # the prediction as it was when `labkit gc run` showed the outcome
+from labkit import predictions      # the prediction as it was when `labkit gc run` showed the outcome
 
 
 def _predicted(ctx, experiment: str) -> dict:
@@ -859,15 +859,14 @@ def _prediction(ctx):
     """The answer to judge, and a note: the answer file, or the prediction as it was when
     `labkit gc run` first showed the experiment's outcome (a prediction made after seeing it
     is not one)."""
-    revealed = Path(ctx.env.dir) / REVEALED
-    if revealed.exists():
+    text, note = predictions.graded_text(ctx.lab.id, ctx.exercise.id)
+    if text is not None:
         try:
-            data = yaml.safe_load(revealed.read_text())
+            data = yaml.safe_load(text)
         except yaml.YAMLError:
             data = None
         if data is not None:
-            return data, (" (judged on the prediction you had written when `labkit gc run` first showed you the "
-                          "experiment's outcome)")
+            return data, note
     return ctx.answer(), ""
 
 
@@ -925,7 +924,8 @@ def observe_predict_dangling(ctx):
     written (or changed) after the student tried the experiment in the lab's cluster is not
     judged (`tried`, see _first_try)."""
     tried = _first_try(ctx)
-    revealed = _written_at(Path(ctx.env.dir) / REVEALED)
+    kept = predictions.kept(ctx.lab.id, ctx.exercise.id)
+    revealed = kept.at if kept is not None else None
     if tried is not None and revealed is not None and revealed <= tried["at"]:
         tried = None            # the copy `labkit gc run` kept was written before the try: that one is judged
     if tried is not None and (_written_at(ctx.answer_path) or 0) < tried["at"]:

@@ -28,7 +28,7 @@ from labkit.scheduler import tainteviction
 from labkit.scheduler.objects import Pod, tolerates
 from labkit.scheduler.play import load_case, pod_of, snapshot_of
 from labkit.scheduler.profiles import make_profile
-from labkit.scheduler.withhold import revealed_name
+from labkit import predictions
 
 BRIEF = 1.5         # seconds a check waits for the scheduler's next attempt before it says "check again"
 NEVER = "never"
@@ -470,15 +470,14 @@ def check_own_scheduler(ctx):
 def _prediction(ctx):
     """The answer to judge, and a note: the answer file, or the prediction as it was when
     `labkit scheduler explain` first showed the case's outcome."""
-    revealed = Path(ctx.env.dir) / revealed_name(ctx.exercise.id)
-    if revealed.exists():
+    text, note = predictions.graded_text(ctx.lab.id, ctx.exercise.id)
+    if text is not None:
         try:
-            data = yaml.safe_load(revealed.read_text())
+            data = yaml.safe_load(text)
         except yaml.YAMLError:
             data = None
         if data is not None:
-            return data, (" (judged on the prediction you had written when `labkit scheduler explain` first showed "
-                          "you the outcome)")
+            return data, note
     return ctx.answer(), ""
 
 
