@@ -167,14 +167,19 @@ def reveal(lab_id: str, exercise_id: str, tool: str, *, situation: str | None = 
     return True
 
 
+def how_to_record(lab_id: str, exercise_id: str, rule: str = WRITTEN) -> str:
+    """How the student records an answer, and what follows: for every refusal."""
+    where = answer_file(lab_id, exercise_id)
+    record_it = (f"write your prediction to {where} and run `labkit check {lab_id} {exercise_id}`"
+                 if rule == CHECKED_RULE else f"write your prediction to {where} first")
+    return f"{record_it}; from then on labkit shows it, and the check grades your prediction as it was at that moment"
+
+
 def refusal(lab_id: str, exercise_id: str, what: str | None = None, rule: str = WRITTEN) -> str:
     """What a tool says instead of the outcome: which exercise, which answer file to write."""
-    where = answer_file(lab_id, exercise_id)
-    head = f"{what} withheld" if what else "withheld"
-    record_it = (f"write your prediction to {where} and run `labkit check {lab_id} {exercise_id}`"
-                 if rule == CHECKED_RULE else f"write your prediction to {where}")
-    return (f"{head} until your answer to exercise {exercise_id} of lab {lab_id} is recorded: {record_it}; from "
-            "then on labkit shows it, and the check grades your prediction as it was at that moment")
+    lead = f"{what} withheld: exercise" if what else "withheld: exercise"
+    how = how_to_record(lab_id, exercise_id, rule)
+    return f"{lead} {exercise_id} of lab {lab_id} asks you to work it out. {how[0].upper()}{how[1:]}"
 
 
 def kept_note(lab_id: str, exercise_id: str) -> str:
@@ -234,8 +239,8 @@ def graded_text(lab_id: str, exercise_id: str) -> tuple[str | None, str]:
     found = kept(lab_id, exercise_id)
     if found is None:
         return None, ""
-    return found.text, (f" (judged on the prediction you had written when `{found.tool}` first showed you the "
-                        "outcome; changes after that do not count)")
+    return found.text, (f" (judged on your prediction as it was when `{found.tool}` first showed you the outcome; "
+                        "changes after that do not count)")
 
 
 def forget(lab_id: str, exercise_id: str, why: str) -> Kept | None:

@@ -89,7 +89,7 @@ def test_the_eviction_order_pods_are_known_under_other_names(lab, tmp_path):
     """`labkit resources evict` withholds the ranking of the exercise's Pods until a prediction is
     recorded: a renamed copy of them is ranked exactly as they are, so it is theirs too."""
     from labkit.inputs import load_yaml
-    from labkit.resources import predictions
+    from labkit.resources import situations
     from labkit.resources.node import load_pods_strict
 
     the_lab, _env = lab
@@ -102,5 +102,5 @@ def test_the_eviction_order_pods_are_known_under_other_names(lab, tmp_path):
     (tmp_path / "copy.yaml").write_text(yaml.safe_dump_all(renamed + [other]))
     classes = {str(k): int(v) for k, v in load_yaml(the_lab.directory / "nodes.yaml")["priorityClasses"].items()}
     pods = load_pods_strict(tmp_path / "copy.yaml", params["node"], classes)
-    found = predictions.eviction_pods_among(the_lab, pods)
+    found = situations.eviction_pods_among(the_lab, pods)
     assert found == {"x" + d["metadata"]["name"] for d in docs} and "mine" not in found

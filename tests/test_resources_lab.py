@@ -185,12 +185,21 @@ def test_predictions_are_graded_as_they_were_when_a_tool_showed_the_outcome(lab_
     (answers / "eviction-order.yaml").write_text(yaml.safe_dump({"order": order[::-1]}))
     kept = results(labkit("check", "resources", "eviction-order", "-o", "json", check=0))["eviction-order"]
     assert kept["status"] == "pass" and "as it was when `labkit resources evict` first showed" in kept["message"]
-    # a reset of the exercise forgets the kept answer, after listing what it reverts
+    # a reset of the exercise keeps the kept answer (labkit.predictions), after listing what it reverts
     asked = labkit("reset", "resources", "eviction-order", check=2)
     assert "Pod crawler you ran on node-3" in asked.stderr and "the evictions you watched on node-3" in asked.stderr
+    assert "kept it" not in asked.stderr
     labkit("reset", "resources", "eviction-order", "--yes", check=0)
+    still = results(labkit("check", "resources", "eviction-order", "-o", "json", check=1))["eviction-order"]
+    assert "you have not watched it yet" in still["message"], still["message"]     # the kept order is graded:
+    assert "as it was when `labkit resources evict` first showed" in still["message"]   # the file's is reversed
+    # only --forget-prediction forgets it, says so before, and the grade report shows it
+    asked = labkit("reset", "resources", "eviction-order", "--forget-prediction", check=2)
+    assert "your eviction-order answer as labkit kept it" in asked.stderr and "--forget-prediction --yes" in asked.stderr
+    labkit("reset", "resources", "eviction-order", "--forget-prediction", "--yes", check=0)
     again = results(labkit("check", "resources", "eviction-order", "-o", "json", check=1))["eviction-order"]
     assert "its 6 places are wrong, or which" in again["message"]
+    assert [e["kept_by"] for e in again["details"]["predictions_forgotten"]] == ["labkit resources evict"]
 
 
 @pytest.mark.host_exclusive

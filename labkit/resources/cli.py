@@ -70,7 +70,8 @@ def apply(filename: list[str] = typer.Option(..., "-f", "--filename", metavar="P
     """Run Pods on a node: defaulting and validation as the API server, then kubelet and the runtime."""
     import re
 
-    from labkit.resources import predictions
+    from labkit import predictions
+    from labkit.resources import situations
 
     from labkit.resources.node import load_documents
 
@@ -87,7 +88,7 @@ def apply(filename: list[str] = typer.Option(..., "-f", "--filename", metavar="P
             errors.append(str(exc))
             continue
         for name, outcome in applied:
-            if predictions.is_qos_pod(env.lab, pod) and not predictions.reveal(env, "qos", "labkit resources apply"):
+            if situations.is_qos_pod(env.lab, pod) and not predictions.reveal(LAB_ID, "qos", "labkit resources apply"):
                 outcome = re.sub(r" \((Guaranteed|Burstable|BestEffort)\)$", " (QoS class withheld: exercise qos)", outcome)
             typer.echo(f"pod/{name} on {where.name}: {outcome}")
     if errors:
@@ -257,13 +258,14 @@ WITHHELD = "(withheld)"
 
 def _withhold_qos(env, rows: list[dict]) -> str:
     """The qos exercise's Pods on its node: their QoS class, oom_score_adj and cgroup paths (which
-    name the QoS class) only once the qos answer is recorded (labkit.resources.predictions)."""
-    from labkit.resources import predictions
+    name the QoS class) only once the qos answer is recorded (labkit.predictions)."""
+    from labkit import predictions
+    from labkit.resources import situations
 
     params = env.lab.exercise("qos").params
-    names = set(predictions.qos_pods(env.lab))
+    names = set(situations.qos_pods(env.lab))
     mine = [r for r in rows if r["node"] == params["node"] and r["name"] in names]
-    if not mine or predictions.reveal(env, "qos", "labkit resources get"):
+    if not mine or predictions.reveal(LAB_ID, "qos", "labkit resources get"):
         return ""
     for row in mine:
         # the pod cgroup's settings tell the class too (cpu.shares=2: BestEffort; a memory limit on
@@ -272,7 +274,7 @@ def _withhold_qos(env, rows: list[dict]) -> str:
         row.update(qos=WITHHELD, cgroup=WITHHELD, cgroup_settings=None, pod_cgroup=WITHHELD)
         for c in row["containers"]:
             c.update(oom_score_adj=None, kubelet_oom_score_adj=None, cgroup=WITHHELD, pids=WITHHELD)
-    return predictions.withheld("qos", "QoS class, oom_score_adj, cgroups and processes of "
+    return predictions.refusal(LAB_ID, "qos", "QoS class, oom_score_adj, cgroups and processes of "
                                        f"{', '.join(sorted(n['name'] for n in mine))}")
 
 
@@ -352,14 +354,15 @@ def evict(node_name: Optional[str] = typer.Option(None, "--node", help=NODE_HELP
     """Run kubelet's eviction manager on a node now: pass after pass until no threshold is met."""
     from labkit.resources import eviction
 
-    from labkit.resources import predictions
+    from labkit import predictions
+    from labkit.resources import situations
 
     env = _env()
     n = node(env, node_name)
     exercise = env.lab.exercise("eviction-order")
-    ours = predictions.eviction_pods_among(env.lab, [pod for _r, pod in n.active()])
-    if ours and not predictions.reveal(env, exercise.id, "labkit resources evict"):     # on any node
-        raise LabkitError(predictions.withheld(exercise.id, f"the eviction manager's ranking of {', '.join(sorted(ours))}"))
+    ours = situations.eviction_pods_among(env.lab, [pod for _r, pod in n.active()])
+    if ours and not predictions.reveal(LAB_ID, exercise.id, "labkit resources evict"):     # on any node
+        raise LabkitError(predictions.refusal(LAB_ID, exercise.id, f"the eviction manager's ranking of {', '.join(sorted(ours))}"))
 
     def say(result):
         o = result.observation
@@ -409,14 +412,15 @@ def plan(filename: Path = typer.Option(..., "-f", "--filename", help="Pods (YAML
         except ValueError:
             raise LabkitError(f"--priority-class {item!r}: expected NAME=VALUE with an integer value") from None
     from labkit.labs import get_lab
-    from labkit.resources import predictions
+    from labkit import predictions
+    from labkit.resources import situations
 
     pods = load_pods_strict(filename, priority_classes=classes)
     lab = get_lab(LAB_ID)
-    hidden = [p.name for p in pods if predictions.is_qos_pod(lab, p)]
-    if hidden and not predictions.reveal(_state_env(), "qos", "labkit resources plan"):
+    hidden = [p.name for p in pods if situations.is_qos_pod(lab, p)]
+    if hidden and not predictions.reveal(LAB_ID, "qos", "labkit resources plan"):
         pods = [p for p in pods if p.name not in hidden]
-        typer.echo(predictions.withheld("qos", f"what kubelet makes of {', '.join(hidden)} (the qos exercise's Pods)"),
+        typer.echo(predictions.refusal(LAB_ID, "qos", f"what kubelet makes of {', '.join(hidden)} (the qos exercise's Pods)"),
                    err=True)
     out = []
     for pod in pods:
@@ -445,24 +449,17 @@ def plan(filename: Path = typer.Option(..., "-f", "--filename", help="Pods (YAML
             typer.echo(f"  {name}: {c}")
 
 
-def _state_env():
-    """The lab's environment as far as its state directory goes (the lab need not be running)."""
-    from labkit.labs import get_lab
-    from labkit.state import LabEnv, LabState
-    lab = get_lab(LAB_ID)
-    return LabEnv(lab, LabState(lab.id))
-
-
 def _weight_answer(shares: int | None, weight: int | None) -> bool:
     """True when converting this value back would answer the weight exercise before its answer
     is recorded: the pod cgroup's cpu.shares or cpu.weight, or shares giving that weight."""
     from labkit.labs import get_lab
-    from labkit.resources import kubelet, predictions
+    from labkit import predictions
+    from labkit.resources import kubelet, situations
 
-    pod_shares, pod_weight = predictions.weight_values(get_lab(LAB_ID))
+    pod_shares, pod_weight = situations.weight_values(get_lab(LAB_ID))
     ours = (shares is not None and (shares == pod_shares or kubelet.shares_to_weight(max(shares, 2)) == pod_weight)) \
         or (weight is not None and weight == pod_weight)
-    return ours and not predictions.reveal(_state_env(), "weight", "labkit resources convert")
+    return ours and not predictions.reveal(LAB_ID, "weight", "labkit resources convert")
 
 
 def _lab_memory_capacities() -> dict[str, int]:
@@ -492,7 +489,8 @@ def convert(cpu: Optional[str] = typer.Option(None, "--cpu", help="A cpu quantit
             weight: Optional[int] = typer.Option(None, "--weight", help="A cpu.weight value (cgroup v2).")):
     """Convert between a cpu request, cpu.shares and cpu.weight (kubelet's and newer runc's)."""
     from labkit.quantity import Quantity
-    from labkit.resources import kubelet, predictions
+    from labkit import predictions
+    from labkit.resources import kubelet
 
     if sum(x is not None for x in (cpu, shares, weight)) != 1:
         raise LabkitError("give exactly one of --cpu, --shares, --weight")
@@ -502,7 +500,7 @@ def convert(cpu: Optional[str] = typer.Option(None, "--cpu", help="A cpu quantit
         typer.echo(f"cpu {cpu} = {milli}m -> cpu.shares {s} -> cpu.weight {kubelet.shares_to_weight(s)} "
                    f"(kubelet, runc < 1.3.2) or {kubelet.runc_weight_new(s)} (runc >= 1.3.2, crun >= 1.23)")
     elif _weight_answer(shares, weight):
-        raise LabkitError(predictions.withheld("weight", f"the cpu requests behind {'cpu.shares' if shares is not None else 'cpu.weight'} "
+        raise LabkitError(predictions.refusal(LAB_ID, "weight", f"the cpu requests behind {'cpu.shares' if shares is not None else 'cpu.weight'} "
                                                          f"{shares if shares is not None else weight}"))
     elif shares is not None:
         if not kubelet.MIN_SHARES <= shares <= kubelet.MAX_SHARES:

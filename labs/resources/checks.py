@@ -18,7 +18,7 @@ every field the exercise does not ask to change).
 
 Prediction exercises (qos, eviction-order, weight) are graded against the Pods as the lab ships
 them, on the answer as it was when a labkit tool first showed the outcome
-(labkit.resources.predictions), and say so when the student changed the Pods.
+(labkit.predictions), and say so when the student changed the Pods.
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ import yaml
 
 from labkit.exercises import CheckFailed, settle
 from labkit.pods import BEST_EFFORT, BURSTABLE, GUARANTEED, load_pods, pod_from_dict, pod_request, qos_class
-from labkit.resources import eviction, kubelet, predictions
+from labkit import predictions
+from labkit.resources import eviction, kubelet
 from labkit.resources.nearmiss import without_resources
 from labkit.resources.node import lab_nodes
 from labkit.resources.workload import memory_target
@@ -131,17 +132,14 @@ def _describe_changes(pod: str, paths: list[str], spec: dict) -> str:
 
 def _prediction(ctx):
     """(the answer to grade, a note): the answer kept when a labkit tool first showed the
-    exercise's outcome (labkit.resources.predictions), else the answer file."""
-    found = predictions.kept(ctx.env, ctx.exercise.id)
-    if found is None:
+    exercise's outcome (labkit.predictions), else the answer file."""
+    text, note = predictions.graded_text(ctx.lab.id, ctx.exercise.id)
+    if text is None:
         return ctx.answer(), ""
-    text, info = found
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError:
         data = None
-    note = (f" (graded on your answer as it was when `{info.get('tool')}` first showed the outcome; "
-            f"`labkit reset {ctx.lab.id} {ctx.exercise.id}` lets you answer afresh)")
     if data is None:
         raise CheckFailed("your answer was not valid YAML when its outcome was shown" + note)
     return data, note

@@ -7,10 +7,10 @@ Lab directory (env.dir):
   nodes/<node>/eviction-manager.json  what the eviction manager keeps between runs (thresholds
                                 not yet resolved, when MemoryPressure was last observed)
   scenarios/                    the Pods of the exercises, to read, copy and apply again
-  predictions/<exercise>.yaml   a prediction as it was when a tool first showed its outcome
-                                (labkit.resources.predictions)
   kept/<time>/                  scenario files the student had edited, kept when the whole lab
                                 was rebuilt (`labkit reset resources`)
+  predictions/                  predictions kept when a tool showed their outcome (labkit.predictions;
+                                not in the ledger: every reset keeps them, as it keeps passes)
 The cgroups are under the lab's own subtree (labkit.resources.cgroupfs): on cgroup v1 in the cpu,
 cpuacct and memory hierarchies, on v2 in one tree.
 """
@@ -52,7 +52,6 @@ def up(env):
     cgroupfs.version()    # a clear error when cpu and memory controllers are missing
     shutil.copytree(HERE / "scenarios", _record(env, "scenarios"))
     _record(env, "nodes")
-    _record(env, "predictions")
     crash_point("resources:scenarios")
     started = []
     for config, pods in node_configs():
@@ -103,9 +102,9 @@ def reset_exercise(env, exercise_id):
     (the student's copies under scenarios/ stay as they are); the Pods the student added on a
     node the exercise owns (node-2, node-3) go, node-3 is empty again and forgets its evictions;
     node-1's Pods that no exercise changes (SHARED) run as built again if the student changed them.
-    A prediction kept when a tool showed its outcome is forgotten: the answer file is graded
-    again."""
-    from labkit.resources import predictions, pressure
+    A prediction kept when a tool showed its outcome stays kept (labkit.predictions: the rule of
+    every lab's resets)."""
+    from labkit.resources import pressure
 
     node, file, names = _part(env, exercise_id)
     if names is not None:
@@ -122,7 +121,6 @@ def reset_exercise(env, exercise_id):
     (node.dir / pressure.STATE_FILE).unlink(missing_ok=True)
     if file in BUILT_WITH:
         node.apply(_original_pods(node, file, names))
-    predictions.forget(env, exercise_id)
 
 
 def _changed_shared(node) -> list[str]:
@@ -182,16 +180,10 @@ def student_work(env, exercise_id):
     first (they survive the rebuild there) and listed with where they are."""
     import time
 
-    from labkit.resources import predictions
-
     exercises = [exercise_id] if exercise_id is not None else list(PARTS)
     out = []
     for ex in exercises:
         out += [item for item in _changed_pods(env, ex) if item not in out]
-        kept = predictions.kept(env, ex)
-        if kept is not None:
-            out.append(f"your {ex} answer as labkit kept it when `{kept[1].get('tool')}` showed the outcome "
-                       f"({predictions.kept_path(env, ex)}; after the reset your answer file is graded as it is then)")
     if exercise_id is None:
         edited = _edited_scenarios(env)
         if edited:
