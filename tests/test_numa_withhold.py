@@ -1,6 +1,7 @@
 """labkit.numa.withhold, in-process: what counts as a prediction exercise's own situation (a machine
 or hints file under another name, written by hand), and the answer kept when a tool first shows
-an answered exercise's outcome (graded instead of later edits; forgotten by a reset)."""
+an answered exercise's outcome (graded instead of later edits; forgotten only by
+--forget-prediction, labkit.predictions)."""
 
 import json
 import os
@@ -8,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from labkit import predictions
 from labkit.exercises import answer_path
 from labkit.numa import withhold
 from labkit.numa.machine import load_machine, machine_from_dict
@@ -60,20 +62,20 @@ def test_the_merge_exercises_hints_renamed_and_regrouped_are_still_withheld(lab_
     assert withhold.pending_for_merge(mine) is None
 
 
-def test_the_answer_shown_first_is_kept_and_a_reset_forgets_it(lab_up):
+def test_the_answer_shown_first_is_kept_and_only_forgetting_it_withholds_again(lab_up):
     feeder = json.loads((SCENARIOS / "merge-feeder.json").read_text())
     path = answer_path("numa", "merge")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("placeholder: 1\n")
     withhold.record(lab_up, "merge", path.read_text())
-    assert withhold.kept(lab_up.dir, "merge") is None
+    assert predictions.kept("numa", "merge") is None
     assert withhold.pending_for_merge(feeder) is None           # shown: the answer as it is now is kept
     path.write_text("copied: 2\n")
     assert withhold.pending_for_merge(feeder) is None
-    text, info = withhold.kept(lab_up.dir, "merge")
-    assert text == "placeholder: 1\n" and info["tool"] == "labkit numa merge"
-    withhold.forget(lab_up, "merge")
-    assert withhold.kept(lab_up.dir, "merge") is None and not withhold.recorded("merge")
+    found = predictions.kept("numa", "merge")
+    assert found.text == "placeholder: 1\n" and found.tool == "labkit numa merge"
+    predictions.forget("numa", "merge", "labkit reset --forget-prediction")
+    assert predictions.kept("numa", "merge") is None and not withhold.recorded("merge")
     assert withhold.pending_for_merge(feeder) == "merge"        # unanswered again: withheld
 
 
@@ -84,4 +86,4 @@ def test_an_answer_removed_after_its_check_is_the_one_kept(lab_up):
     withhold.record(lab_up, "merge", path.read_text())
     path.unlink()
     withhold.keep("merge", "labkit numa merge")
-    assert withhold.kept(lab_up.dir, "merge")[0] == "checked: 1\n"
+    assert predictions.kept("numa", "merge").text == "checked: 1\n"

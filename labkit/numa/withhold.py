@@ -22,12 +22,9 @@ The machine counts by what the result depends on too (machine_key), not by its n
 file spells it: a hand-written copy of a shipped machine is that machine.
 
 Once recorded, the first time a tool shows an exercise's outcome it keeps the answer file as it is
-then (<lab dir>/predictions/<exercise>.yaml, `keep`), and the exercise's check grades that copy: a
-prediction rewritten after its outcome was shown is a copy of the outcome, not a prediction.
-`labkit reset numa EXERCISE` forgets the kept copy and the recorded answer (`forget`): the tools
-withhold the outcome again until a new answer is checked.
-(A student is root on their machine and could read labkit's files; this keeps tools from
-answering, it is not a security boundary.)
+then, and the exercise's check grades that copy; resets keep it too (labkit.predictions: storing,
+keeping and the reset rule are the same for every lab; numa records an answer when the exercise's
+check has seen it, rule `checked`).
 """
 
 from __future__ import annotations
@@ -36,7 +33,6 @@ import json
 from pathlib import Path
 
 LAB_ID = "numa"
-MARKER = "answered.json"
 POD_SCENARIOS = {"qos": "qos-pods.yaml", "cpu-hints": "hints-pod.yaml", "static-cpus": "static-pods.yaml",
                  "memory": "memory-pods.yaml"}
 MERGE_SCENARIOS = ("merge-trainer.json", "merge-feeder.json")
@@ -64,95 +60,32 @@ def _scenarios() -> Path:
 
 
 def record(env, exercise_id: str, text: str | None = None) -> None:
-    """The exercise's check saw an answer file (`text`): its tools may show the outcome from now on.
-    The text is kept aside as checked, so that an answer file removed before a tool shows the
-    outcome still leaves the checked one to grade (`keep`)."""
-    path = Path(env.dir) / MARKER
-    try:
-        done = json.loads(path.read_text())
-    except (OSError, ValueError):
-        done = []
-    if exercise_id not in done:
-        path.write_text(json.dumps(sorted(set(done) | {exercise_id})))
-    if text is not None and kept(Path(env.dir), exercise_id) is None:
-        checked = _predictions(Path(env.dir)) / f"{exercise_id}.checked.yaml"
-        checked.parent.mkdir(parents=True, exist_ok=True)
-        checked.write_text(text)
-
-
-PREDICTIONS = "predictions"
-
-
-def _predictions(lab_dir: Path) -> Path:
-    return Path(lab_dir) / PREDICTIONS
-
-
-def kept_path(lab_dir: Path, exercise_id: str) -> Path:
-    return _predictions(lab_dir) / f"{exercise_id}.yaml"
-
-
-def kept(lab_dir: Path, exercise_id: str) -> tuple[str, dict] | None:
-    """(the answer as it was when a tool first showed the exercise's outcome, {tool, at}), or None."""
-    path = kept_path(lab_dir, exercise_id)
-    try:
-        return path.read_text(), json.loads(path.with_suffix(".json").read_text())
-    except (OSError, ValueError):
-        return None
+    """The exercise's check saw an answer file (`text`): its tools may show the outcome from now on
+    (labkit.predictions.record)."""
+    from labkit import predictions
+    predictions.record(env.lab.id if hasattr(env, "lab") else LAB_ID, exercise_id, text)
 
 
 def keep(exercise_id: str, tool: str, state=None) -> None:
     """A tool is showing the recorded exercise's outcome: keep the answer as it is now (the first
-    time only), or the one its check saw when the answer file is gone."""
-    import time
-
-    from labkit.exercises import answer_path
-
-    state = state or _state()
-    if state is None or kept(state.dir, exercise_id) is not None:
-        return
-    checked = _predictions(state.dir) / f"{exercise_id}.checked.yaml"
-    try:
-        text = answer_path(LAB_ID, exercise_id).read_text()
-    except (OSError, UnicodeDecodeError):
-        try:
-            text = checked.read_text()
-        except OSError:
-            return
-    path = kept_path(state.dir, exercise_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.with_suffix(".json").write_text(json.dumps({"tool": tool, "at": round(time.time(), 3)}))
-    path.write_text(text)
-
-
-def forget(env, exercise_id: str) -> None:
-    """A reset of the exercise: it is unanswered again, so the tools withhold its outcome until the
-    check has seen a new answer, and that answer is graded afresh."""
-    for path in (kept_path(env.dir, exercise_id), kept_path(env.dir, exercise_id).with_suffix(".json"),
-                 _predictions(env.dir) / f"{exercise_id}.checked.yaml"):
-        path.unlink(missing_ok=True)
-    marker = Path(env.dir) / MARKER
-    try:
-        done = json.loads(marker.read_text())
-    except (OSError, ValueError):
-        return
-    if exercise_id in done:
-        marker.write_text(json.dumps(sorted(set(done) - {exercise_id})))
+    time only), while the lab runs."""
+    from labkit import predictions
+    if (state or _state()) is not None:
+        predictions.keep(LAB_ID, exercise_id, tool)
 
 
 def recorded(exercise_id: str, state=None) -> bool:
-    state = state or _state()
-    if state is None:
+    """Whether the exercise's outcome may be shown: its answer is recorded, or no lab runs."""
+    from labkit import predictions
+    if (state or _state()) is None:
         return True
-    try:
-        return exercise_id in json.loads((state.dir / MARKER).read_text())
-    except (OSError, ValueError):
-        return False
+    return predictions.recorded(LAB_ID, exercise_id, predictions.CHECKED_RULE)
 
 
 def message(exercise_id: str) -> str:
-    from labkit.exercises import answer_path
-    return (f"withheld until you record your answer to exercise {exercise_id}: write it to "
-            f"{answer_path(LAB_ID, exercise_id)} and run `labkit check {LAB_ID} {exercise_id}`")
+    from labkit import predictions
+    return (f"withheld until you record your answer to exercise {exercise_id}: "
+            + predictions.how_to_record(LAB_ID, exercise_id, predictions.CHECKED_RULE))
 
 
 # what each exercise's answer is made of, so what a situation must share with the exercise's to
@@ -210,54 +143,42 @@ def machine_key(machine, aspects: tuple[str, ...], distances: bool = False) -> d
 
 class Gate:
     """Asked Pod by Pod while a tool admits them: which unanswered exercise, if any, the Pod's
-    QoS class or its admission result would answer."""
+    QoS class or its admission result would answer (labkit.predictions.Gate, with numa's
+    situation keys); nothing while no lab runs."""
 
     def __init__(self, tool: str = "labkit numa"):
-        state = _state()
-        self.state, self.tool = state, tool
-        self.pending = [] if state is None else \
-            [ex for ex in (*POD_SCENARIOS, *SITUATIONS) if not recorded(ex, state)]
-        # recorded exercises whose outcome no tool has shown yet: the first showing keeps the answer
-        self.unkept = [] if state is None else \
-            [ex for ex in (*POD_SCENARIOS, *SITUATIONS) if ex not in self.pending and kept(state.dir, ex) is None]
-        self._signatures: dict | None = None
-        self._situations: dict | None = None
+        from labkit import predictions
+        self.running = _state() is not None
+        self._gate = predictions.Gate(LAB_ID, (*POD_SCENARIOS, *SITUATIONS) if self.running else (), tool,
+                                      self._keys, predictions.CHECKED_RULE)
 
-    def _shown(self, exercise: str) -> None:
-        if exercise in self.unkept:
-            keep(exercise, self.tool, self.state)
-            self.unkept.remove(exercise)
+    @staticmethod
+    def _keys(exercise: str) -> list[str]:
+        if exercise == "qos":
+            from labkit.numa.pods import load_pods
+            from labkit.pods import qos_signature
+            return [json.dumps(qos_signature(p), default=str) for p in load_pods(_scenarios() / POD_SCENARIOS["qos"])]
+        return _exercise_keys(exercise) if exercise in SITUATIONS else []
+
+    @property
+    def pending(self) -> list[str]:
+        return self._gate.pending
 
     def qos(self, pod) -> str | None:
         """"qos" when the Pod's class would answer the qos exercise, still unanswered (when it is
         answered, the class is about to be shown: the answer is kept)."""
-        if "qos" not in self.pending and "qos" not in self.unkept:
+        if not self._gate.watching("qos"):
             return None
-        from labkit.numa.pods import load_pods
         from labkit.pods import qos_signature
-        if self._signatures is None:
-            self._signatures = {qos_signature(p) for p in load_pods(_scenarios() / POD_SCENARIOS["qos"])}
-        if qos_signature(pod) not in self._signatures:
-            return None
-        if "qos" in self.pending:
-            return "qos"
-        self._shown("qos")
-        return None
+        return self._gate.about(json.dumps(qos_signature(pod), default=str), ["qos"])
 
     def admission(self, node, pod) -> str | None:
         """The unanswered exercise whose answer the admission of `pod` on `node` (not yet admitted)
         would give; an answered one's answer is kept, as the result is about to be shown."""
-        watched = [ex for ex in (*self.pending, *self.unkept) if ex in SITUATIONS]
+        watched = [ex for ex in SITUATIONS if self._gate.watching(ex)]
         if not watched:
             return None
-        if self._situations is None:
-            self._situations = {ex: set(_exercise_keys(ex)) for ex in watched}
-        found = [ex for ex, keys in self._situations.items()
-                 if (ex in self.pending or ex in self.unkept) and situation_key(node, pod, ASPECTS[ex]) in keys]
-        for ex in found:
-            if ex not in self.pending:
-                self._shown(ex)
-        return next((ex for ex in found if ex in self.pending), None)
+        return self._gate.about(lambda ex: situation_key(node, pod, ASPECTS[ex]), watched)
 
 
 def _exercise_keys(exercise: str) -> list[str]:

@@ -149,17 +149,15 @@ def _recorded(ctx, result, note: str = ""):
 
 def _prediction(ctx):
     """(the answer to grade, a note): the answer as it was when a labkit tool first showed the
-    exercise's outcome (labkit.numa.withhold.keep), else the answer file. A prediction rewritten
+    exercise's outcome (labkit.predictions), else the answer file. A prediction rewritten
     after its outcome was shown is a copy of the outcome."""
-    from labkit.numa import withhold
+    from labkit import predictions
     from labkit.strict import key_positions
 
-    found = withhold.kept(ctx.env.dir, ctx.exercise.id)
-    if found is None:
+    text, note = predictions.graded_text(ctx.lab.id, ctx.exercise.id)
+    if text is None:
         return _answer(ctx), ""
-    text, info = found
-    note = (f"\n(graded on your answer as it was when `{info.get('tool') or 'labkit numa'}` first showed this "
-            f"exercise's outcome; `labkit reset {ctx.lab.id} {ctx.exercise.id}` lets you answer afresh)")
+    note = "\n" + note.strip()
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError:

@@ -250,12 +250,6 @@ def student_work(env, exercise_id: str | None) -> list[str]:
             out.append(f"{SAVED}/, the copies earlier resets kept{kept}")
     if "checkpoint" in ids and (env.dir / NODE_B).exists():
         out += [f"{NODE_B}/{name} you changed{kept}" for name in _changed_node_b(env)]
-    from labkit.numa import withhold
-    for ex in ids:
-        found = withhold.kept(env.dir, ex)
-        if found is not None:
-            out.append(f"your {ex} answer as labkit kept it when `{found[1].get('tool')}` showed the outcome "
-                       f"({withhold.kept_path(env.dir, ex)}; after the reset your answer file is graded as it is then)")
     if "pin" in ids and LiveNode(env).exists():
         pods = _student_pods(env)
         if pods:
@@ -281,8 +275,6 @@ def reset_exercise(env, exercise_id: str) -> None:
         _keep_aside(env, exercise_id, aside)
     for name in SCENARIO_FILES[exercise_id]:
         shutil.copy(SCENARIOS / name, env.dir / "scenarios" / name)
-    from labkit.numa import withhold
-    withhold.forget(env, exercise_id)        # the answer kept when a tool showed the outcome
     if exercise_id == "checkpoint":
         here = env.dir / NODE_B
         for rel in _changed_node_b(env, originals):
