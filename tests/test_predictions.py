@@ -52,7 +52,8 @@ def test_rule_checked_needs_the_check_and_keeps_the_checked_text_when_the_file_i
 
 def test_refusal_names_the_exercise_and_the_answer_file_and_how_to_record():
     text = predictions.refusal(LAB, EX, "the outcome")
-    assert str(answer_path(LAB, EX)) in text and f"exercise {EX} of lab {LAB}" in text
+    assert text.startswith(f"the outcome withheld: exercise {EX} of lab {LAB}")
+    assert str(answer_path(LAB, EX)) in text
     assert "labkit check" not in text
     assert f"labkit check {LAB} {EX}" in predictions.refusal(LAB, EX, rule=predictions.CHECKED_RULE)
 

@@ -99,4 +99,4 @@ def gate(scenario) -> str | None:
         return None
     return (f"{scenario.path} is, or holds part of, the experiment of exercise {EXERCISE} (an owner that never "
             f"existed or lives in another namespace), whose outcome you are to predict (`labkit show {LAB} {EXERCISE}`): "
-            + predictions.refusal(LAB, EXERCISE, "playing it is"))
+            + predictions.how_to_record(LAB, EXERCISE))

@@ -75,4 +75,4 @@ def gate(case: dict, path: Path, tool: str = "labkit scheduler explain") -> str 
     if predictions.reveal(LAB, exercise, tool, situation=str(path)):
         return None
     return (f"{path} is, or holds part of, the case of exercise {exercise}, whose outcome you are to predict "
-            f"(`labkit show {LAB} {exercise}`): " + predictions.refusal(LAB, exercise, "the decision is"))
+            f"(`labkit show {LAB} {exercise}`): " + predictions.how_to_record(LAB, exercise))
