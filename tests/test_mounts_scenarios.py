@@ -311,7 +311,7 @@ def test_play_withholds_the_predicted_experiment_until_a_prediction_is_written(t
     shown = labkit("mounts", "play", "-f", str(SCENARIOS / "e2e.yaml"), "-o", "json", check=0)
     assert json.loads(shown.stdout)["visible"] == E2E and "kept" in shown.stderr
     assert str(tmp_path / "state") not in shown.stderr                # where it is kept is not advertised
-    kept = tmp_path / "state" / "mount-propagation" / ".kept" / "predict-e2e-matrix.yaml"
+    kept = tmp_path / "state" / "mount-propagation" / "predictions" / "predict-e2e-matrix.yaml"   # labkit.predictions
     assert yaml.safe_load(kept.read_text()) == guess
     answer.write_text(yaml.safe_dump(E2E))          # corrected after seeing the outcome
     labkit("mounts", "play", "-f", str(SCENARIOS / "e2e.yaml"), check=0)

@@ -9,9 +9,9 @@ host, Bidirectional, HostToContainer and private, which None and unset both are,
 translateMountPropagation). Names, paths, the order of steps and the number of parties do not
 change what a scenario reveals, so they do not change whether it is withheld: play withholds any
 scenario that reveals one such pair of the exercise's own scenario until the prediction is
-written to the exercise's answer file; when it first shows one, it keeps a copy of the
+written to the exercise's answer file; when it first shows one, labkit.predictions keeps the
 prediction as it was then, and the check grades that copy (a prediction corrected after seeing
-the outcome does not count). A reset keeps the copy, as it keeps the recorded passes.
+the outcome does not count). Resets keep the copy (labkit.predictions: the rule of every lab).
 
 The live lab runs the same four Pods: `matrix` and `graph` show what they see only once the
 prediction is kept (a complete prediction is kept at that moment, as play keeps it), and the
@@ -88,43 +88,27 @@ def guarded(s: Scenario) -> bool:
     return bool(facts(s) & facts(scenario.load(lab.directory / exercise.params["scenario"])))
 
 
-def _snapshot(lab_id: str) -> Path:
-    """Where the kept prediction is: in the lab's state, under a name no labkit command prints or
-    points to. The student is root on this machine, so this is no security boundary; it keeps
-    the kept copy out of the way of the files the student works on."""
-    from labkit.state import LabState
-
-    return LabState(lab_id).dir / ".kept" / f"{EXERCISE}.yaml"
-
-
 def recorded_prediction(lab_id: str) -> dict | None:
     """{"text"} of the prediction kept when its outcome was first shown, or None."""
-    try:
-        return {"text": _snapshot(lab_id).read_text()}
-    except OSError:
-        return None
+    from labkit import predictions
+    found = predictions.kept(lab_id, EXERCISE)
+    return None if found is None else {"text": found.text}
 
 
-def release(say) -> bool:
+def release(say, tool: str = "labkit mounts play") -> bool:
     """Before the guarded outcome is shown: False (and why, through `say`) while there is no
     prediction; else keep the prediction as it is now (the first time) and return True."""
+    from labkit import predictions
     from labkit.exercises import answer_path
 
-    answer = answer_path(LAB, EXERCISE)
-    try:
-        text = answer.read_text()
-    except OSError:
-        text = ""
-    if not _complete(text):
+    if predictions.kept(LAB, EXERCISE) is not None:
+        return True
+    if not predictions.reveal(LAB, EXERCISE, tool, complete=_complete):
         say(f"this shows part of the experiment of exercise {EXERCISE} of lab {LAB}: its outcome is what you are asked "
-            f"to predict. Write your prediction to {answer} first (every party, each with a list); then the outcome is "
-            "shown, and the check grades the prediction as it was at that moment")
+            f"to predict. Write your prediction to {answer_path(LAB, EXERCISE)} first (every party, each with a list); "
+            "then the outcome is shown, and the check grades the prediction as it was at that moment")
         return False
-    snapshot = _snapshot(LAB)
-    if not snapshot.exists():
-        snapshot.parent.mkdir(parents=True, exist_ok=True)
-        snapshot.write_text(text)
-        say(f"your prediction is kept as it is now: the check of {EXERCISE} grades this one")
+    say(f"your prediction is kept as it is now: the check of {EXERCISE} grades this one")
     return True
 
 
@@ -143,13 +127,13 @@ def _reading_passed(env) -> bool:
     return READING in env.state.credit
 
 
-def live_withheld(env, say) -> dict:
+def live_withheld(env, say, tool: str = "labkit mounts matrix") -> dict:
     """What of the e2e Pods `matrix` and `graph` must not show on the lab `env` now:
     {"seen": what they see below their volume, "tags": their volume mount's fields}."""
     if env.lab.id != LAB:
         return {"seen": False, "tags": False}
     kept = []          # release's "kept" note is passed on; its refusal is said below, in these words
-    seen = recorded_prediction(LAB) is None and not release(kept.append)
+    seen = recorded_prediction(LAB) is None and not release(kept.append, tool)
     for note in kept if not seen else []:
         say(note)
     tags = not _reading_passed(env)
@@ -253,7 +237,7 @@ def before_shell(env, parties, say) -> bool:
     if env.lab.id != LAB or recorded_prediction(LAB) is not None or not experiment_live(parties):
         return True
     kept = []
-    if release(kept.append):
+    if release(kept.append, "labkit shell"):
         for note in kept:
             say(note)
         return True
