@@ -59,9 +59,10 @@ def test_the_graphs_probabilities_are_an_answer_the_check_accepts(lab):
 def test_traffic_policy_grades_the_prediction_written_before_labkit_showed_the_outcome(lab):
     from pathlib import Path
     answer = Path(lab["LABKIT_ANSWERS_DIR"]) / "kube-proxy" / "traffic-policy.yaml"
-    kept = Path(lab["LABKIT_STATE_DIR"]) / "kube-proxy" / "traffic-policy-prediction.json"
+    kept = Path(lab["LABKIT_STATE_DIR"]) / "kube-proxy" / "predictions" / "traffic-policy.yaml"   # labkit.predictions
     answer.unlink(missing_ok=True)
-    kept.unlink(missing_ok=True)        # the lab as built: nothing observed yet
+    labkit("reset", "kube-proxy", "traffic-policy", "--forget-prediction", "--yes", env=lab, check=0)
+    assert not kept.exists()            # the lab as built: nothing observed yet
     # before a prediction is written, labkit withholds the outcome and keeps nothing
     seen = labkit("kube-proxy", "curl", "--from", "client", "--to", "192.168.50.12:30101", "-n", "1",
                   "--timeout", "0.3", env=lab, check=None)
@@ -98,8 +99,9 @@ def test_traffic_policy_grades_the_prediction_written_before_labkit_showed_the_o
     labkit("reset", "kube-proxy", "traffic-policy", "--yes", env=lab, check=0)
     graded = result(lab, "traffic-policy")
     assert graded["status"] == "fail" and "changes after observing do not count" in graded["message"]
-    # predicted right before observing (a lab as built): passes, and observing again changes nothing
-    kept.unlink()
+    # predicted right before observing (forgotten explicitly): passes, and observing again changes nothing
+    labkit("reset", "kube-proxy", "traffic-policy", "--forget-prediction", "--yes", env=lab, check=0)
+    assert not kept.exists()
     labkit("kube-proxy", "curl", "--from", "client", "--to", "192.168.50.11:30101", "-n", "1", env=lab, check=0)
     labkit("kube-proxy", "curl", "--from", "client", "--to", "192.168.50.11:30101", "-n", "1", env=lab, check=0)
     assert result(lab, "traffic-policy")["status"] == "pass"

@@ -1,4 +1,4 @@
-"""Which requests and traces show what traffic-policy asks to predict (labkit.kubeproxy.predictions),
+"""Which requests and traces show what traffic-policy asks to predict (labkit.kubeproxy.situations),
 in-process on the lab's scenario: every sender's packet to a node's NodePort of shop-cluster or
 shop-local, not only the client's."""
 
@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from labkit.kubeproxy.cluster_state import load_scenario
-from labkit.kubeproxy.predictions import shows_outcome
+from labkit.kubeproxy.situations import shows_outcome
 from labkit.labs import get_lab
 
 NODES = ("192.168.50.11", "192.168.50.12")
@@ -37,7 +37,7 @@ def test_other_destinations_do_not(lab_and_state, dst, port):
 
 def test_a_prediction_is_kept_only_when_the_check_can_grade_it():
     # the gate keeps the answer file as the graded prediction: one the check must refuse is refused now
-    from labkit.kubeproxy.predictions import prediction_problem
+    from labkit.kubeproxy.situations import prediction_problem
 
     names, nodes = ("shop-cluster", "shop-local"), ["node1", "node2"]
     whole = {"shop-cluster": {"node1": {"answers": True, "client_ip_preserved": False},

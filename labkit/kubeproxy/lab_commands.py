@@ -313,12 +313,12 @@ def curl(
     from labkit.kubeproxy import live
 
     fmt, _ = cliopts.resolve_output(output, ("text", "json", "yaml"), "text", legacy_json=as_json)
-    from labkit.kubeproxy.predictions import observed
+    from labkit.kubeproxy.situations import observed
 
     env = running_lab()
     state = live.load(env)
     target = live.resolve_target(state, to)
-    note = observed(env, state, source, target.ip, target.port)
+    note = observed(env, state, source, target.ip, target.port, "labkit kube-proxy curl")
     if note:
         print(note, file=sys.stderr)
     result = live.send(env, from_host, target.ip, target.port, count, source=source, timeout=timeout)

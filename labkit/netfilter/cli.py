@@ -34,17 +34,17 @@ def parse_destination(text: str) -> tuple[str, int]:
 
 def note_prediction(lab_id: str, src: str, dst: str, dport: int) -> None:
     """The kube-proxy lab's traffic-policy prediction is graded as it stood when a tool first
-    showed the client's outcome (labkit.kubeproxy.predictions)."""
+    showed the client's outcome (labkit.kubeproxy.situations, labkit.predictions)."""
     if lab_id != "kube-proxy":
         return
     from labkit.kubeproxy import live
-    from labkit.kubeproxy.predictions import observed
+    from labkit.kubeproxy.situations import observed
     from labkit.labs import get_lab
     from labkit.state import LabEnv, LabState
 
     lab = get_lab(lab_id)
     env = LabEnv(lab, LabState(lab.id))
-    note = observed(env, live.load(env), src, dst, dport)
+    note = observed(env, live.load(env), src, dst, dport, "labkit trace")
     if note:
         print(note, file=sys.stderr)
 

@@ -568,18 +568,16 @@ def situation_changes(ctx, services: list[str], ignore=()) -> str:
 def check_traffic_policy(ctx):
     services = [ctx.params["cluster_service"], ctx.params["local_service"]]
     client_address = ctx.params["client_address"]
-    from labkit.kubeproxy import predictions
-    first = predictions.kept(ctx.env)
+    from labkit import predictions
+    first = predictions.kept(ctx.lab.id, ctx.exercise.id)
     graded_note = ""
-    if first is not None and first.get("prediction") is None:
-        first = None        # kept by an older labkit, which showed the outcome without a prediction
     where = str(ctx.answer_path)
     if first is not None:
         import yaml
-        answer = yaml.safe_load(first["prediction"])
+        answer = yaml.safe_load(first.text)
         where = (f"your prediction as {ctx.answer_path} held it when labkit first showed the outcome (kept in "
-                 f"{predictions.kept_path(ctx.env)}; changes after that do not count)")
-        if ctx.answer_path.exists() and ctx.answer_path.read_text() != first["prediction"]:
+                 f"{predictions.kept_path(ctx.lab.id, ctx.exercise.id)}; changes after that do not count)")
+        if ctx.answer_path.exists() and ctx.answer_path.read_text() != first.text:
             graded_note = (" (graded: your prediction as it stood when labkit first showed you the outcome; "
                            "changes after observing do not count)")
     else:

@@ -1,32 +1,21 @@
-"""Predictions are graded as they stood before labkit's tools showed the outcome.
+"""The kube-proxy lab's prediction exercise traffic-policy, for labkit.predictions.
 
-The kube-proxy lab's traffic-policy exercise asks the student to *predict*, for Services
-shop-cluster and shop-local, whether the client's request to each node's NodePort is answered and
-which address the pod sees, and only then to observe. `labkit kube-proxy curl` and `labkit trace`
-to a node's address on those Services' NodePorts show that outcome, from the client and from any
-other sender (shows_outcome). So the first time either shows it, labkit keeps the prediction the
-answer file holds at that moment, and the check grades that kept prediction: a prediction written after observing does not count. Before
-the answer file holds a prediction, both withhold that outcome (as `labkit mounts play` does for
-the mount-propagation lab's prediction). A reset keeps the kept prediction, as it keeps the
-recorded passes: what was seen cannot be unseen.
+It asks the student to *predict*, for Services shop-cluster and shop-local, whether the client's
+request to each node's NodePort is answered and which address the pod sees, and only then to
+observe. `labkit kube-proxy curl` and `labkit trace` to a node's address on those Services'
+NodePorts show that outcome, from the client and from any other sender (shows_outcome). Until the
+answer file holds a whole prediction (prediction_problem) both withhold it; the first time either
+shows it, labkit.predictions keeps the prediction as it is then, and the check grades that kept
+prediction. Resets keep it (labkit.predictions: the same rule in every lab).
 """
 
 from __future__ import annotations
-
-import json
-import time
-from pathlib import Path
 
 import yaml
 
 from labkit.exercises import answer_path
 
 EXERCISE = "traffic-policy"
-KEPT = "traffic-policy-prediction.json"
-
-
-def kept_path(env) -> Path:
-    return Path(env.dir) / KEPT
 
 
 def prediction_problem(data, names, nodes) -> str | None:
@@ -65,18 +54,6 @@ def prediction_text(env, nodes) -> tuple[str | None, str | None]:
     return (None, problem) if problem else (text, None)
 
 
-def kept(env) -> dict | None:
-    """{"time", "prediction": text or None} from the first observation, or None (not observed yet)."""
-    try:
-        return json.loads(kept_path(env).read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def forget(env) -> None:
-    kept_path(env).unlink(missing_ok=True)
-
-
 def shows_outcome(env, state, src: str | None, dst: str, dport: int) -> bool:
     """Whether a request or trace to dst:dport shows what the exercise asks to predict: how a node's
     NodePort of one of its Services treats a new connection. Every sender's packet to a node address
@@ -97,9 +74,12 @@ def shows_outcome(env, state, src: str | None, dst: str, dport: int) -> bool:
                      for p in state.service(n)["spec"].get("ports") or []}
 
 
-def observed(env, state, src: str | None, dst: str, dport: int) -> str | None:
-    """Record the first observation of the exercise's outcome; a note for the student, or None."""
-    if not shows_outcome(env, state, src, dst, dport) or kept(env) is not None:
+def observed(env, state, src: str | None, dst: str, dport: int, tool: str) -> str | None:
+    """Before `tool` shows what is sent to dst:dport: keep the prediction the first time it shows
+    the exercise's outcome (labkit.predictions); a note for the student, or None. Refused (a
+    LabkitError saying what is missing) while there is no whole prediction."""
+    from labkit import predictions
+    if not shows_outcome(env, state, src, dst, dport) or predictions.kept(env.lab.id, EXERCISE) is not None:
         return None
     text, problem = prediction_text(env, state.node_names())
     if text is None:
@@ -112,7 +92,6 @@ def observed(env, state, src: str | None, dst: str, dport: int) -> str | None:
         raise LabkitError(f"this would show what exercise {EXERCISE} asks you to predict, and there is no prediction "
                           f"in {where} yet: write your prediction there first (labkit "
                           "keeps it when it first shows the outcome, and the check grades that one)")
-    path = kept_path(env)
-    path.write_text(json.dumps({"time": time.time(), "prediction": text}))
+    predictions.keep(env.lab.id, EXERCISE, tool, situation=f"{src or 'from the sender'} to {dst}:{dport}")
     return (f"note: labkit keeps your {EXERCISE} prediction as it is now; that is what `labkit check` grades "
             "(changes after observing do not count)")
