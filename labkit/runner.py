@@ -203,8 +203,8 @@ def _forget_predictions(lab: Lab, exercise_id: str | None, say: Say) -> None:
     exercises = [lab.exercise(exercise_id)] if exercise_id is not None else list(lab.exercises)
     ours = [ex for ex in exercises if ex.is_prediction]
     if not ours:
-        raise LabkitError(f"--forget-prediction: {'exercise ' + exercises[0].id if exercise_id else 'lab ' + lab.id} "
-                          "has no prediction exercise")
+        raise LabkitError(f"--forget-prediction: exercise {exercises[0].id} predicts nothing (no labkit tool withholds "
+                          "its outcome)" if exercise_id else f"--forget-prediction: lab {lab.id} has no prediction exercise")
     for ex in ours:
         found = predictions.forget(lab.id, ex.id, "labkit reset --forget-prediction")
         if found is not None:
