@@ -276,7 +276,8 @@ def grade_details(lab_id: str, exercise_id: str) -> dict:
     out: dict = {}
     found = kept(lab_id, exercise_id)
     if found is not None:
-        out["prediction_kept"] = {"by": found.tool, "at": found.at}
+        out["prediction_kept"] = {"by": found.tool, "at": found.at, **({"situation": found.situation}
+                                                                         if found.situation else {})}
     gone = forgotten(lab_id, exercise_id)
     if gone:
         out["predictions_forgotten"] = [{"at": e["at"], "why": e["why"], "kept_by": e.get("kept_by")} for e in gone]

@@ -173,6 +173,7 @@ def test_the_tool_withholds_until_answered_then_keeps_the_answer_and_resets_keep
     path.write_text(first.replace("prediction", "copied").replace("false", "true").replace("[host]", "[]"))
     assert shows(lab, ex) is None
     assert predictions.graded_text(lab.id, ex.id)[0] == first      # what the check grades
+    assert predictions.grade_details(lab.id, ex.id)["prediction_kept"]["by"] in ex.withheld_by
 
     # a one-exercise reset keeps it (the lab's own reset of its part is not run here: it needs the
     # built lab; tests/test_mistakes.py resets every exercise of every built lab)

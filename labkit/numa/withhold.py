@@ -66,12 +66,12 @@ def record(env, exercise_id: str, text: str | None = None) -> None:
     predictions.record(env.lab.id if hasattr(env, "lab") else LAB_ID, exercise_id, text)
 
 
-def keep(exercise_id: str, tool: str, state=None) -> None:
+def keep(exercise_id: str, tool: str, state=None, situation: str | None = None) -> None:
     """A tool is showing the recorded exercise's outcome: keep the answer as it is now (the first
     time only), while the lab runs."""
     from labkit import predictions
     if (state or _state()) is not None:
-        predictions.keep(LAB_ID, exercise_id, tool)
+        predictions.keep(LAB_ID, exercise_id, tool, situation)
 
 
 def recorded(exercise_id: str, state=None) -> bool:
@@ -170,7 +170,7 @@ class Gate:
         if not self._gate.watching("qos"):
             return None
         from labkit.pods import qos_signature
-        return self._gate.about(json.dumps(qos_signature(pod), default=str), ["qos"])
+        return self._gate.about(json.dumps(qos_signature(pod), default=str), ["qos"], situation=f"Pod {pod.name}")
 
     def admission(self, node, pod) -> str | None:
         """The unanswered exercise whose answer the admission of `pod` on `node` (not yet admitted)
@@ -178,7 +178,8 @@ class Gate:
         watched = [ex for ex in SITUATIONS if self._gate.watching(ex)]
         if not watched:
             return None
-        return self._gate.about(lambda ex: situation_key(node, pod, ASPECTS[ex]), watched)
+        return self._gate.about(lambda ex: situation_key(node, pod, ASPECTS[ex]), watched,
+                                situation=f"admission of Pod {pod.name}")
 
 
 def _exercise_keys(exercise: str) -> list[str]:
@@ -208,7 +209,7 @@ def pending_for_merge(data: dict, tool: str = "labkit numa merge") -> str | None
                 sorted(data.get("numaNodes") or []) == sorted(scenario["numaNodes"]):
             if not recorded("merge", state):
                 return "merge"
-            keep("merge", tool, state)
+            keep("merge", tool, state, f"the hints of {name}")
             return None
     return None
 
@@ -255,5 +256,5 @@ def pending_for_take(machine: str, tool: str = "labkit numa take") -> str | None
         return None
     if not recorded("static-cpus", state):
         return "static-cpus"
-    keep("static-cpus", tool, state)
+    keep("static-cpus", tool, state, f"takeByTopology on {machine}")
     return None
