@@ -41,8 +41,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
+import yaml
+
 DIR = "predictions"
-CHECKED = "answered.json"       # the exercises whose check has seen an answer (rule `checked`)
+ANSWERED = "answered.json"      # the exercises whose check has seen an answer (rule `checked`)
 FORGOTTEN = "forgotten.json"
 
 WRITTEN, CHECKED_RULE = "written", "checked"
@@ -112,7 +114,7 @@ def record(lab_id: str, exercise_id: str, text: str | None = None) -> None:
     """The exercise's check saw an answer (`text`; rule `checked`): its tools may show the outcome
     from now on. The text is kept aside as checked, so that an answer file removed before a tool
     shows the outcome still leaves the checked one to keep."""
-    path = directory(lab_id) / CHECKED
+    path = directory(lab_id) / ANSWERED
     done = _read_json(path, [])
     if exercise_id not in done:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -122,7 +124,7 @@ def record(lab_id: str, exercise_id: str, text: str | None = None) -> None:
 
 
 def checked(lab_id: str, exercise_id: str) -> bool:
-    return exercise_id in _read_json(directory(lab_id) / CHECKED, [])
+    return exercise_id in _read_json(directory(lab_id) / ANSWERED, [])
 
 
 def recorded(lab_id: str, exercise_id: str, rule: str = WRITTEN,
@@ -243,6 +245,29 @@ def graded_text(lab_id: str, exercise_id: str) -> tuple[str | None, str]:
                         "changes after that do not count)")
 
 
+def graded_answer(ctx) -> tuple[object, str]:
+    """(the answer a prediction exercise's check grades, a note): the kept prediction, parsed, when
+    a tool has shown the outcome; else the answer file (CheckContext.answer). A kept prediction
+    that is not YAML, or gives a key twice, fails: it is what was predicted."""
+    from labkit.exercises import CheckFailed
+    from labkit.strict import key_positions
+
+    text, note = graded_text(ctx.lab.id, ctx.exercise.id)
+    if text is None:
+        return ctx.answer(), ""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:
+        data = None
+    if data is None:
+        raise CheckFailed("your answer was not valid YAML when its outcome was shown" + note)
+    for positions in key_positions(text)[:1]:
+        if positions.duplicates:
+            line, key = positions.duplicates[0]
+            raise CheckFailed(f"your answer gave {key} twice (line {line + 1}) when its outcome was shown" + note)
+    return data, note
+
+
 def forget(lab_id: str, exercise_id: str, why: str) -> Kept | None:
     """Forget the kept prediction and the recorded answer (`labkit reset ... --forget-prediction`):
     the tools withhold the outcome again until an answer is recorded. Recorded in forgotten.json,
@@ -251,7 +276,7 @@ def forget(lab_id: str, exercise_id: str, why: str) -> Kept | None:
     was_checked = checked(lab_id, exercise_id)
     for path in (kept_path(lab_id, exercise_id), _info_path(lab_id, exercise_id), _checked_path(lab_id, exercise_id)):
         path.unlink(missing_ok=True)
-    marker = directory(lab_id) / CHECKED
+    marker = directory(lab_id) / ANSWERED
     done = _read_json(marker, [])
     if exercise_id in done:
         marker.write_text(json.dumps(sorted(set(done) - {exercise_id})))

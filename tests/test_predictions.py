@@ -91,3 +91,28 @@ def test_forget_records_what_was_forgotten_for_the_grade_report():
     assert log[0]["kept_text"] == "a: 1\n"
     assert predictions.forget(LAB, EX, "again") is None           # nothing kept: nothing recorded
     assert len(predictions.forgotten(LAB, EX)) == 1
+
+
+def test_the_check_gets_the_kept_answer_and_a_broken_kept_one_fails():
+    import pytest
+    from types import SimpleNamespace
+
+    from labkit.exercises import CheckFailed
+    ctx = SimpleNamespace(lab=SimpleNamespace(id=LAB), exercise=SimpleNamespace(id=EX), answer=lambda: {"file": 1})
+    assert predictions.graded_answer(ctx) == ({"file": 1}, "")         # nothing kept: the answer file
+    _write("a: [1\n")
+    predictions.reveal(LAB, EX, "labkit demo show")
+    _write("a: 1\n")                                                     # fixed after seeing: does not count
+    with pytest.raises(CheckFailed, match="not valid YAML when its outcome was shown"):
+        predictions.graded_answer(ctx)
+    predictions.forget(LAB, EX, "test")
+    _write("a: 1\na: 2\n")
+    predictions.reveal(LAB, EX, "labkit demo show")
+    with pytest.raises(CheckFailed, match=r"gave a twice \(line 2\)"):
+        predictions.graded_answer(ctx)
+    predictions.forget(LAB, EX, "test")
+    _write("a: 1\n")
+    predictions.reveal(LAB, EX, "labkit demo show")
+    _write("a: 2\n")
+    data, note = predictions.graded_answer(ctx)
+    assert data == {"a": 1} and "`labkit demo show` first showed you the outcome" in note

@@ -21,8 +21,6 @@ once peer-groups has passed.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from labkit.mounts.scenario import Scenario
 
 LAB = "mount-propagation"

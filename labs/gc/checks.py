@@ -859,15 +859,7 @@ def _prediction(ctx):
     """The answer to judge, and a note: the answer file, or the prediction as it was when
     `labkit gc run` first showed the experiment's outcome (a prediction made after seeing it
     is not one)."""
-    text, note = predictions.graded_text(ctx.lab.id, ctx.exercise.id)
-    if text is not None:
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError:
-            data = None
-        if data is not None:
-            return data, note
-    return ctx.answer(), ""
+    return predictions.graded_answer(ctx)
 
 
 def _first_try(ctx) -> dict | None:

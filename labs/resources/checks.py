@@ -26,8 +26,6 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import yaml
-
 from labkit.exercises import CheckFailed, settle
 from labkit.pods import BEST_EFFORT, BURSTABLE, GUARANTEED, load_pods, pod_from_dict, pod_request, qos_class
 from labkit import predictions
@@ -133,16 +131,7 @@ def _describe_changes(pod: str, paths: list[str], spec: dict) -> str:
 def _prediction(ctx):
     """(the answer to grade, a note): the answer kept when a labkit tool first showed the
     exercise's outcome (labkit.predictions), else the answer file."""
-    text, note = predictions.graded_text(ctx.lab.id, ctx.exercise.id)
-    if text is None:
-        return ctx.answer(), ""
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError:
-        data = None
-    if data is None:
-        raise CheckFailed("your answer was not valid YAML when its outcome was shown" + note)
-    return data, note
+    return predictions.graded_answer(ctx)
 
 
 def _situation(ctx, node_name: str, file: str, names) -> str:

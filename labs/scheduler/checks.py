@@ -17,7 +17,6 @@ wrong and where to look; the right answer goes only into `right_answer` (withhel
 from __future__ import annotations
 
 import random
-from pathlib import Path
 
 import yaml
 
@@ -470,15 +469,7 @@ def check_own_scheduler(ctx):
 def _prediction(ctx):
     """The answer to judge, and a note: the answer file, or the prediction as it was when
     `labkit scheduler explain` first showed the case's outcome."""
-    text, note = predictions.graded_text(ctx.lab.id, ctx.exercise.id)
-    if text is not None:
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError:
-            data = None
-        if data is not None:
-            return data, note
-    return ctx.answer(), ""
+    return predictions.graded_answer(ctx)
 
 
 def _case(ctx) -> dict:
