@@ -152,23 +152,11 @@ def _prediction(ctx):
     exercise's outcome (labkit.predictions), else the answer file. A prediction rewritten
     after its outcome was shown is a copy of the outcome."""
     from labkit import predictions
-    from labkit.strict import key_positions
 
-    text, note = predictions.graded_text(ctx.lab.id, ctx.exercise.id)
-    if text is None:
+    if predictions.kept(ctx.lab.id, ctx.exercise.id) is None:
         return _answer(ctx), ""
-    note = "\n" + note.strip()
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError:
-        data = None
-    if not data:
-        raise CheckFailed("your answer was not valid YAML when its outcome was shown" + note)
-    for positions in key_positions(text)[:1]:
-        if positions.duplicates:
-            line, path = positions.duplicates[0]
-            raise CheckFailed(f"your answer gave {path} twice (line {line + 1}) when its outcome was shown" + note)
-    return data, note
+    data, note = predictions.graded_answer(ctx)
+    return data, "\n" + note.strip()
 
 
 # the predictions are about the lab's scenario files: there is nothing live to observe or change first
