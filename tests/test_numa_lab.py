@@ -84,7 +84,9 @@ def test_numa_lab_end_to_end(host_unchanged, lab_cleanup, tmp_path):
     labkit("solve", "numa", "qos", check=0)
     kept = check("qos", 1)
     assert "your prediction is not right" in kept["message"] and "as it was when `labkit numa run`" in kept["message"]
-    labkit("reset", "numa", "qos", "--yes", check=0)        # answering afresh
+    labkit("reset", "numa", "qos", "--yes", check=0)        # a reset keeps the kept answer (labkit.predictions)
+    assert "as it was when `labkit numa run`" in check("qos", 1)["message"]
+    labkit("reset", "numa", "qos", "--forget-prediction", "--yes", check=0)        # answering afresh
 
     for exercise in EXERCISES:
         labkit("solve", "numa", exercise, check=0)
