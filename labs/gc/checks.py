@@ -877,7 +877,8 @@ def _first_try(ctx) -> dict | None:
       create  a create of theirs in the experiment's namespaces (the lab leaves them empty), audit log;
       gc      anywhere in the cluster, the lab's garbage collector doing what the experiment asks
               about (decision log): dropping an owner that was never observed and does not exist
-              (garbagecollector.go attemptToDeleteItem, a virtual node's 404), or reporting an
+              (garbagecollector.go attemptToDeleteItem, a virtual node's 404; the decision says
+              whether the GC's monitors ever saw that UID as that kind), or reporting an
               owner in another namespace (graph_builder.go reportInvalidNamespaceOwnerRef). Nothing
               the lab builds does either: only objects made with such owner references."""
     from labkit.apiserver import audit as audit_log
@@ -891,16 +892,13 @@ def _first_try(ctx) -> dict | None:
                           "what": f"{ref.get('resource')} {ref.get('name') or ''} in {ref['namespace']}".strip(),
                           "how": "create"})
             break
-    # an owner some client created once did exist: the GC may still call it unobserved, when
-    # another exercise's reset deleted and made it again faster than the graph saw it
-    made = {(ref.get("namespace"), ref.get("name")) for e in target.audit() or []
-            for ref in [e.get("objectRef") or {}] if e.get("verb") == "create" and not ref.get("subresource")}
     for d in target.decisions(since=ctx.ready_time) or []:
         if d.get("controller") != "garbagecollector":
             continue
         item = d.get("item") or {}
-        if d.get("action") == "virtual-delete" and d.get("never_observed") \
-                and (item.get("namespace"), item.get("name")) not in made:
+        # never_observed: no monitor of the GC ever saw that UID as that kind; an owner deleted
+        # before its dependent's event reached the graph (another exercise's reset) was observed
+        if d.get("action") == "virtual-delete" and d.get("never_observed"):
             what = f"{describe(item)}, an owner that never existed"
         elif d.get("action") == "invalid-owner-reference":
             what = f"{describe(item)}, whose owner lives in another namespace"
