@@ -191,3 +191,27 @@ def test_predict_dangling_tells_an_owner_deleted_before_the_graph_saw_its_depend
     finally:
         server.stop()
 
+
+def test_stuck_finalizer_diagnosis_feedback_does_not_say_which_part_is_wrong():
+    """Naming the wrong part would let the two Pods and the lab's few finalizers be tried in turn:
+    a wrong Pod and a wrong finalizer get the same words; a GC finalizer is named as the GC's."""
+    gc = checks("gc")
+    obs = {"left": [], "audit": True, "held": {"reports-abcde": ["example.com/upload"]}, "writes": [],
+           "pod_writes": []}
+    messages = []
+    for answer in ("pod: reports-vwxyz\nfinalizer: example.com/upload\n",
+                   "pod: reports-abcde\nfinalizer: example.com/keep\n",
+                   "pod: reports-vwxyz\nfinalizer: example.com/keep\n"):
+        ctx = context("gc", "stuck-finalizer", answer)
+        result = gc.judge_stuck_finalizer(ctx, obs)
+        assert result.status == "fail"
+        messages.append(result.message)
+    assert all("does not say how many of its 2 parts are wrong, or which" in m for m in messages), messages
+    assert len({m.replace(m[m.index("("):m.index(")") + 1], "") for m in messages}) == 1, messages
+    assert not any(word in m for m in messages for word in ("pod:", "finalizer:", "example.com/upload"))
+    ctx = context("gc", "stuck-finalizer", "pod: reports-vwxyz\nfinalizer: foregroundDeletion\n")
+    message = gc.judge_stuck_finalizer(ctx, obs).message
+    assert "foregroundDeletion is a finalizer of the garbage collector's own" in message
+    assert "reports-abcde" not in message and "example.com/upload" not in message
+    ctx = context("gc", "stuck-finalizer", "pod: reports-abcde\nfinalizer: example.com/upload\n")
+    assert gc.judge_stuck_finalizer(ctx, obs).status == "pass"
