@@ -133,3 +133,85 @@ def test_predict_dangling_fails_a_prediction_written_after_trying_it_in_the_lab(
     message = _fails(lambda: checks("gc").judge_predict_dangling(ctx, obs),
                      "you made objects in the experiment's namespaces", "earns no points")
     assert "observe each case" not in message
+
+
+def test_predict_dangling_tells_an_owner_deleted_before_the_graph_saw_its_dependent_from_one_that_never_existed(
+        tmp_path, monkeypatch):
+    """orphan-adopt's reset deletes the student's ReplicaSet worker-v2 while its controller may
+    still make a Pod: that Pod reaches the GC's graph after the owner left it, as a virtual owner
+    whose lookup finds nothing. The GC's decision says the owner was observed before, so a right
+    prediction written afterwards is judged; an owner named like an object that existed under
+    another kind (a ReplicationController worker-v2) never existed, and voids it."""
+    from types import SimpleNamespace
+
+    from labkit.apiserver.server import EmbeddedServer
+    from labkit.controllers import decisions
+    from support import wait_until
+    server = EmbeddedServer(tmp_path / "apiserver", controllers=["garbagecollector"]).start()
+    try:
+        c = server.client()
+        c.create("v1", "namespaces", {"metadata": {"name": "shop"}})
+        gc = server.controllers.get("garbagecollector")
+        rs = c.create("apps/v1", "replicasets", {"metadata": {"name": "worker-v2"}, "spec": {
+            "replicas": 0, "selector": {"matchLabels": {"app": "worker"}},
+            "template": {"metadata": {"labels": {"app": "worker"}},
+                         "spec": {"containers": [{"name": "c", "image": "busybox:1.36"}]}}}}, "shop")
+        uid = rs["metadata"]["uid"]
+        assert wait_until(lambda: gc.graph_has_uid(uid))
+        c.delete("apps/v1", "replicasets", "worker-v2", "shop")
+        assert wait_until(lambda: not gc.graph_has_uid(uid))
+
+        def owned(name, kind, api_version, owner_uid):
+            c.create("v1", "configmaps", {"metadata": {"name": name, "ownerReferences": [
+                {"apiVersion": api_version, "kind": kind, "name": "worker-v2", "uid": owner_uid}]}}, "shop")
+
+        def dropped(owner_uid):
+            return [d for d in decisions.read(server.state_dir / "decisions.log")
+                    if d.get("action") == "virtual-delete" and (d.get("item") or {}).get("uid") == owner_uid]
+        owned("worker-v2-late", "ReplicaSet", "apps/v1", uid)        # made just before its owner's deletion
+        assert wait_until(lambda: dropped(uid))
+        [late] = dropped(uid)
+        assert late["never_observed"] is False and "observed earlier and deleted since" in late["message"]
+
+        ctx = context("gc", "predict-dangling", "orphan: deleted\n")
+        gc_checks = checks("gc")
+        target = SimpleNamespace(audit=lambda since=0.0: [],
+                                 decisions=lambda since=0.0: decisions.read(server.state_dir / "decisions.log"))
+        monkeypatch.setattr(gc_checks, "for_env", lambda env: target)
+        assert gc_checks._first_try(ctx) is None
+
+        ghost = "00000000-0000-0000-0000-00000000dead"
+        owned("orphan", "ReplicationController", "v1", ghost)        # the experiment, tried in shop
+        assert wait_until(lambda: dropped(ghost))
+        [tried] = dropped(ghost)
+        assert tried["never_observed"] is True
+        found = gc_checks._first_try(ctx)
+        assert found["how"] == "gc" and found["what"] == \
+            "replicationcontroller shop/worker-v2, an owner that never existed", found
+    finally:
+        server.stop()
+
+
+def test_stuck_finalizer_diagnosis_feedback_does_not_say_which_part_is_wrong():
+    """Naming the wrong part would let the two Pods and the lab's few finalizers be tried in turn:
+    a wrong Pod and a wrong finalizer get the same words; a GC finalizer is named as the GC's."""
+    gc = checks("gc")
+    obs = {"left": [], "audit": True, "held": {"reports-abcde": ["example.com/upload"]}, "writes": [],
+           "pod_writes": []}
+    messages = []
+    for answer in ("pod: reports-vwxyz\nfinalizer: example.com/upload\n",
+                   "pod: reports-abcde\nfinalizer: example.com/keep\n",
+                   "pod: reports-vwxyz\nfinalizer: example.com/keep\n"):
+        ctx = context("gc", "stuck-finalizer", answer)
+        result = gc.judge_stuck_finalizer(ctx, obs)
+        assert result.status == "fail"
+        messages.append(result.message)
+    assert all("does not say how many of its 2 parts are wrong, or which" in m for m in messages), messages
+    assert len({m.replace(m[m.index("("):m.index(")") + 1], "") for m in messages}) == 1, messages
+    assert not any(word in m for m in messages for word in ("pod:", "finalizer:", "example.com/upload"))
+    ctx = context("gc", "stuck-finalizer", "pod: reports-vwxyz\nfinalizer: foregroundDeletion\n")
+    message = gc.judge_stuck_finalizer(ctx, obs).message
+    assert "foregroundDeletion is a finalizer of the garbage collector's own" in message
+    assert "reports-abcde" not in message and "example.com/upload" not in message
+    ctx = context("gc", "stuck-finalizer", "pod: reports-abcde\nfinalizer: example.com/upload\n")
+    assert gc.judge_stuck_finalizer(ctx, obs).status == "pass"

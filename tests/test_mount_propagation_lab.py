@@ -322,6 +322,30 @@ def test_a_kubelet_mount_cut_out_of_its_peer_group_fails_and_a_reset_puts_the_po
     assert statuses(lab, "leaked-mount")["leaked-mount"].status == "pass"
 
 
+def test_the_leak_is_judged_by_the_mount_itself_not_by_its_source_name(running_lab):
+    """A tmpfs of the student's own that happens to be called publisher-staging is not the leak
+    (it has a device of its own); a bind copy of the leak is, wherever it is. The reset leaks a
+    new tmpfs, and the lab records that one."""
+    lab, env = running_lab
+    node = Node(env)
+    pid = node.require_pid()
+    module = lab.environment_module()
+    leaked = module.leak_identity(module.built(env))
+    assert len(leaked) == 1 and all(source == module.LEAK_SOURCE for _device, source in leaked)
+    node.umount(pid, "/var/lib/kubelet/plugins/publisher/staging")
+    node.mount_tmpfs(pid, "/tmp/try", module.LEAK_SOURCE, "mine")
+    result = statuses(lab, "leaked-mount")["leaked-mount"]
+    assert result.status == "pass", result.message
+    runner.reset(lab, exercise_id="leaked-mount")
+    again = module.leak_identity(module.built(env))
+    assert len(again) == 1 and again != leaked and again == {
+        (m.device, m.source) for m in node.mounts() if m.mountpoint == "/var/lib/kubelet/plugins/publisher/staging"}
+    runner.apply_mistake(lab, "leaked-mount", "keeps_a_copy_then_unmounts_it")
+    result = statuses(lab, "leaked-mount")["leaked-mount"]
+    assert result.status == "fail" and "node:/tmp/keep" in str(result.observed) and "node:/tmp/try" not in str(
+        result.observed), (result.message, result.observed)
+
+
 # -- kubectl's strict field validation ------------------------------------------------------------------
 
 

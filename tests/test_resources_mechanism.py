@@ -418,6 +418,38 @@ def test_convert_shows_the_open_range_at_the_top_and_refuses_shares_kubelet_neve
     assert refused.exit_code != 0 and "outside 2..262144" in str(refused.exception) + refused.output
 
 
+def test_convert_forward_withholds_the_requests_that_give_the_weight_pods_value_until_an_answer_is_recorded():
+    """`convert --cpu` over the requests around the weight Pod's would find its range one request
+    at a time: those that land on its value are withheld until the answer is written, and the
+    first one shown afterwards keeps the answer as it was then."""
+    import os
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    from labkit.labs import get_lab
+    from labkit.resources import kubelet, predictions
+    from labkit.resources.cli import app
+
+    runner = CliRunner()
+    shares, weight = predictions.weight_values(get_lab("resources"))
+    lands = [m for m in range(1, 2000) if kubelet.shares_to_weight(kubelet.milli_cpu_to_shares(m)) == weight]
+    for milli in (lands[0], lands[-1], 250):
+        withheld = runner.invoke(app, ["convert", "--cpu", f"{milli}m"])
+        assert withheld.exit_code != 0 and "withheld: exercise weight" in str(withheld.exception), withheld.output
+        assert "cpu.weight" not in withheld.output
+    for milli in (lands[0] - 1, lands[-1] + 1):
+        shown = runner.invoke(app, ["convert", "--cpu", f"{milli}m"])
+        assert shown.exit_code == 0 and "cpu.weight" in shown.output and f"cpu.weight {weight} " not in shown.output
+    answers = Path(os.environ["LABKIT_ANSWERS_DIR"]) / "resources"
+    answers.mkdir(parents=True, exist_ok=True)
+    (answers / "weight.yaml").write_text("cgroup_value: 10\nmin_millicores: 240\nmax_millicores: 260\n")
+    shown = runner.invoke(app, ["convert", "--cpu", "250m"])
+    assert f"cpu.shares {shares} -> cpu.weight {weight} " in shown.output, shown.output
+    kept = Path(os.environ["LABKIT_STATE_DIR"]) / "resources" / "predictions" / "weight.yaml"
+    assert kept.read_text() == "cgroup_value: 10\nmin_millicores: 240\nmax_millicores: 260\n"
+
+
 def test_plan_uses_the_memory_capacity_of_the_node_the_pod_names():
     from typer.testing import CliRunner
 

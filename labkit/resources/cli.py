@@ -450,8 +450,9 @@ def plan(filename: Path = typer.Option(..., "-f", "--filename", help="Pods (YAML
 
 
 def _weight_answer(shares: int | None, weight: int | None) -> bool:
-    """True when converting this value back would answer the weight exercise before its answer
-    is recorded: the pod cgroup's cpu.shares or cpu.weight, or shares giving that weight."""
+    """True when converting this value (back, or forward from a request) would answer the
+    weight exercise before its answer is recorded: the pod cgroup's cpu.shares or cpu.weight,
+    or shares giving that weight."""
     from labkit.labs import get_lab
     from labkit import predictions
     from labkit.resources import kubelet, situations
@@ -497,6 +498,8 @@ def convert(cpu: Optional[str] = typer.Option(None, "--cpu", help="A cpu quantit
     if cpu is not None:
         milli = Quantity.parse(cpu).milli_value()
         s = kubelet.milli_cpu_to_shares(milli)
+        if _weight_answer(s, None):     # forward too: a request that lands on the weight Pod's value
+            raise LabkitError(predictions.withheld("weight", f"the cpu.shares and cpu.weight of cpu {cpu}"))
         typer.echo(f"cpu {cpu} = {milli}m -> cpu.shares {s} -> cpu.weight {kubelet.shares_to_weight(s)} "
                    f"(kubelet, runc < 1.3.2) or {kubelet.runc_weight_new(s)} (runc >= 1.3.2, crun >= 1.23)")
     elif _weight_answer(shares, weight):

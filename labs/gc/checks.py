@@ -868,7 +868,8 @@ def _first_try(ctx) -> dict | None:
       create  a create of theirs in the experiment's namespaces (the lab leaves them empty), audit log;
       gc      anywhere in the cluster, the lab's garbage collector doing what the experiment asks
               about (decision log): dropping an owner that was never observed and does not exist
-              (garbagecollector.go attemptToDeleteItem, a virtual node's 404), or reporting an
+              (garbagecollector.go attemptToDeleteItem, a virtual node's 404; the decision says
+              whether the GC's monitors ever saw that UID as that kind), or reporting an
               owner in another namespace (graph_builder.go reportInvalidNamespaceOwnerRef). Nothing
               the lab builds does either: only objects made with such owner references."""
     from labkit.apiserver import audit as audit_log
@@ -882,16 +883,13 @@ def _first_try(ctx) -> dict | None:
                           "what": f"{ref.get('resource')} {ref.get('name') or ''} in {ref['namespace']}".strip(),
                           "how": "create"})
             break
-    # an owner some client created once did exist: the GC may still call it unobserved, when
-    # another exercise's reset deleted and made it again faster than the graph saw it
-    made = {(ref.get("namespace"), ref.get("name")) for e in target.audit() or []
-            for ref in [e.get("objectRef") or {}] if e.get("verb") == "create" and not ref.get("subresource")}
     for d in target.decisions(since=ctx.ready_time) or []:
         if d.get("controller") != "garbagecollector":
             continue
         item = d.get("item") or {}
-        if d.get("action") == "virtual-delete" and d.get("never_observed") \
-                and (item.get("namespace"), item.get("name")) not in made:
+        # never_observed: no monitor of the GC ever saw that UID as that kind; an owner deleted
+        # before its dependent's event reached the graph (another exercise's reset) was observed
+        if d.get("action") == "virtual-delete" and d.get("never_observed"):
             what = f"{describe(item)}, an owner that never existed"
         elif d.get("action") == "invalid-owner-reference":
             what = f"{describe(item)}, whose owner lives in another namespace"
@@ -1067,20 +1065,28 @@ def judge_stuck_finalizer(ctx, obs):
                           observed=[f"{w['verb']} Pod {w['name']}: {', '.join(w['touched'])}" for w in other],
                           observed_in=LIVE)
     held = obs["held"]
-    wrong = []
-    if pod_name not in held:
-        wrong.append(f"pod: {pod_name!r} is not the Pod that held things up (`labkit gc log` names the dependent the "
-                     "ReplicaSet waited for)")
-    elif finalizer not in held[pod_name]:
-        wrong.append(f"finalizer: {finalizer!r} is not the one that held things up"
-                     + (": foregroundDeletion was the ReplicaSet's, waiting for the Pod; look at the Pod's own "
-                        "finalizers" if finalizer in GC_FINALIZERS else ": look at the Pod's finalizers"))
     truth = next(iter(held.items()), (None, []))
+    right = {"pod": truth[0], "finalizer": truth[1][0] if truth[1] else None}
+    expected = "the Pod that held a finalizer of its own, and that finalizer"
+    if finalizer in GC_FINALIZERS:
+        # a category error the prompt rules out (the holding finalizer is not the GC's): named, as
+        # it says nothing of the value asked for, and nothing of the other part
+        return ctx.failed(f"released correctly, but the diagnosis is wrong: {finalizer} is a finalizer of the garbage "
+                          "collector's own, which it removes itself (here foregroundDeletion was the ReplicaSet's, "
+                          "waiting for the Pod); what held things up is a finalizer the Pod carried of its own. Look "
+                          "at the Pod's finalizers (`labkit gc log` names the dependent the ReplicaSet waited for)",
+                          expected=expected, observed={"pod": pod_name, "finalizer": finalizer}, right_answer=right)
+    wrong = [part for part, bad in (("pod", pod_name not in held),
+                                    ("finalizer", finalizer not in {f for fs in held.values() for f in fs})) if bad]
     if wrong:
-        return ctx.failed("released correctly, but the diagnosis is wrong: " + "; ".join(wrong),
-                          expected="the Pod that held a finalizer of its own, and that finalizer",
-                          observed={"pod": pod_name, "finalizer": finalizer},
-                          right_answer={"pod": truth[0], "finalizer": truth[1][0] if truth[1] else None})
+        # neither part named nor counted while the answer can earn its points: the ReplicaSet had
+        # two Pods and the lab shows a few finalizers, so a verdict per part would let each be
+        # tried in turn (CheckContext.grid_feedback)
+        return ctx.failed("released correctly, but the diagnosis is wrong: "
+                          + ctx.grid_feedback(wrong, 2, "parts", noun="diagnosis",
+                                              advice="`labkit gc log` names the dependent the ReplicaSet waited for, "
+                                                     "and the audit log shows the finalizer your release removed"),
+                          expected=expected, observed={"pod": pod_name, "finalizer": finalizer}, right_answer=right)
     if not obs["audit"]:
         return ctx.passed(f"ReplicaSet {name} and its Pods are gone, and you named what held them; "
                           + NO_LOG.format(what="how you released it"))

@@ -608,7 +608,7 @@ def observe_leak_cleaned(ctx) -> dict:
     node = Node(ctx.env)
     node.require_pid()
     parties = node.parties()
-    return {"parties": {party.name: [[m.mountpoint, m.source, m.tags] for m in mountinfo.read(party.pid)]
+    return {"parties": {party.name: [[m.mountpoint, m.source, m.tags, m.device] for m in mountinfo.read(party.pid)]
                         for party in parties},
             "pids": {party.name: party.pid for party in parties}}
 
@@ -618,17 +618,26 @@ def judge_leak_cleaned(ctx, observation):
     lab = _lab(ctx)
     built = lab.built(ctx.env)
     parties = observation["parties"]
-    still = [f"{name}:{mp}" for name, mounts in parties.items() for mp, source, _tags in mounts if source == lab.LEAK_SOURCE]
+    # the leaked filesystem itself: its device with its source, as the lab recorded it when it
+    # leaked (lab.leaked_copies); any copy of it anywhere (a bind of it too) shares both, while a
+    # tmpfs someone else mounts has a device of its own, whatever its source says
+    leak = lab.leak_identity(built)
+
+    def leaked(source, device):
+        return (device, source) in leak if leak else source == lab.LEAK_SOURCE
+    still = [f"{name}:{row[0]}" for name, mounts in parties.items() for row in mounts
+             if leaked(row[1], row[3] if len(row) > 3 else None)]
     if still:
-        return ctx.failed(f"the mount {p['pod']} published is still there: only an unmount on the node reaches every "
-                          "namespace that has a copy", expected="gone from the node and every Pod",
+        return ctx.failed(f"the mount {p['pod']} published is still there ({', '.join(still[:3])}"
+                          f"{', ...' if len(still) > 3 else ''}): only an unmount on the node reaches every "
+                          "namespace that has a copy, and a copy made of it is the same filesystem", expected="gone from the node and every Pod",
                           observed="live: " + ", ".join(still))
     gone = [name for name in built["leak_holders"] if name not in parties]
     if gone:
         return ctx.failed(f"{' and '.join(gone)} no longer runs: it had a copy of the leaked mount, and stopping a Pod is "
                           "not cleaning up (its mount namespace is gone, the node's mount would not be)",
                           expected="the Pods that ran still run", observed=f"on the node: {', '.join(gone)} not running")
-    node = {(mp, source): tags for mp, source, tags in parties.get(NODE, [])}
+    node = {(mp, source): tags for mp, source, tags, *_ in parties.get(NODE, [])}
     kubelet = node.get((lab.KUBELET_DIR, next((s for mp, s, *_ in built["node"] if mp == lab.KUBELET_DIR), "")))
     if kubelet is None or "shared:" not in kubelet:
         return ctx.failed(f"the leaked mount is gone, but so is {lab.KUBELET_DIR}'s own shared mount",

@@ -38,6 +38,7 @@ STARTED = ("e2e", "reader", "watcher", "logger", "publisher")
 # What the publisher mounts before it dies (exercise e): inside its container, and its source.
 LEAK_PATH = "/plugin/staging"
 LEAK_SOURCE = "publisher-staging"
+LEAK_HOST_PATH = f"{KUBELET_DIR}/plugins/publisher/staging"      # where the node receives it (Bidirectional)
 E2E_PODS = ("master", "slave", "private", "default")
 # Each exercise's part of the lab: the shipped Pod files (and the Pods made from them) and the
 # host paths below which the node's mounts belong to it.
@@ -161,14 +162,32 @@ def _leak(env, node: Node) -> None:
 
 
 def _record_built(env, node: Node) -> None:
-    holders = sorted({party.name for party in node.parties()
-                      if any(m.source == LEAK_SOURCE for m in mountinfo.read(party.pid))})
-    leak = {party.name: [[m.mountpoint, m.source, m.tags, m.root] for m in mountinfo.read(party.pid)
-                         if m.source == LEAK_SOURCE] for party in node.parties() if party.name in holders}
     write_json_atomic(built_path(env), {
         "node": [[m.mountpoint, m.source, m.propagation, m.tags, m.root, m.device] for m in node.mounts()
                  if m.source != LEAK_SOURCE],
-        "leak_holders": holders, "leak": leak, **kubelet_relations(node)})
+        **leaked_copies(node), **kubelet_relations(node)})
+
+
+def leaked_copies(node: Node) -> dict:
+    """Every copy of the mount the publisher just leaked: {"leak_holders": [party], "leak": {party:
+    [[mount point, source, tags, root, device]]}}. The leak is the mount the node received at
+    LEAK_HOST_PATH; its device (major:minor of the tmpfs's superblock, the same in every copy: a
+    bind or a propagated copy shares it) with its source is what leaked-mount judges by, as a
+    tmpfs a student mounts has a device of its own, whatever its source says."""
+    devices = {m.device for m in node.mounts() if m.mountpoint == LEAK_HOST_PATH and m.source == LEAK_SOURCE}
+    leak = {}
+    for party in node.parties():
+        rows = [[m.mountpoint, m.source, m.tags, m.root, m.device] for m in mountinfo.read(party.pid)
+                if m.device in devices and m.source == LEAK_SOURCE]
+        if rows:
+            leak[party.name] = rows
+    return {"leak_holders": sorted(leak), "leak": leak}
+
+
+def leak_identity(built_state: dict) -> set[tuple[str, str]]:
+    """(device, source) of the leaked filesystem as built; empty for a lab built before devices
+    were recorded (then its source alone names it)."""
+    return {(row[4], row[1]) for rows in (built_state.get("leak") or {}).values() for row in rows if len(row) > 4}
 
 
 def kubelet_relations(node: Node) -> dict:
@@ -198,14 +217,14 @@ def relation_losses(built_state: dict, parties: dict, pids: dict) -> list[str]:
     running party; `pids`: name -> pid. Pods started again since the build are not counted.
     Propagation relations are the kernel's peer groups and master links (fs/pnode.c)."""
     node_rows = parties.get(NODE, [])
-    kubelet = [tags for mp, _source, tags in node_rows if mp == KUBELET_DIR]
+    kubelet = [tags for mp, _source, tags, *_ in node_rows if mp == KUBELET_DIR]
     group = _shared_of(kubelet[-1]) if kubelet else None
     lost = []
     for name, rows in sorted((built_state.get("relations") or {}).items()):
         if name not in parties or pids.get(name) != (built_state.get("pids") or {}).get(name):
             continue
         for mountpoint, kind in rows:
-            here = [tags for mp, _source, tags in parties[name] if mp == mountpoint]
+            here = [tags for mp, _source, tags, *_ in parties[name] if mp == mountpoint]
             wanted = f"shared:{group}" if kind == "peer" else f"master:{group}"
             if group is None or not any(wanted in tags.split() for tags in here):
                 lost.append(f"{name} {mountpoint} ({' / '.join(t or 'private' for t in here) or 'gone'})")
@@ -343,6 +362,9 @@ def reset_exercise(env, exercise_id):
     if exercise_id == "leaked-mount":
         _recreate(env, node, ("publisher",))
         _leak(env, node)
+        state = built(env)          # a new tmpfs: a device of its own
+        state.update(leaked_copies(node))
+        write_json_atomic(built_path(env), state)
     else:
         _recreate(env, node, part["pods"])
     if exercise_id == "predict-e2e-matrix":

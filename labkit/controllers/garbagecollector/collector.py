@@ -66,6 +66,7 @@ class GarbageCollector:
         self._threads: list[threading.Thread] = []
         self._resources: set[ApiResource] = set()
         self._pending_checked = (0.0, False)     # (when, result) of the last discovery comparison
+        self.observed: dict[str, set[tuple[str, str]]] = {}     # GraphBuilder.observed, kept across restarts
         self.running = False
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -74,7 +75,7 @@ class GarbageCollector:
             return
         self._stop = threading.Event()
         self.recorder = EventRecorder(self.client, "garbage-collector-controller")
-        self.builder = GraphBuilder(self.client, self.log, self.recorder)
+        self.builder = GraphBuilder(self.client, self.log, self.recorder, observed=self.observed)
         self.mapper = RESTMapper(self.client)
         self._resources = set()
         self._sync_once()
@@ -298,10 +299,18 @@ class GarbageCollector:
         except ApiError as exc:
             if exc.code != 404:
                 raise
+            # labkit's record: a virtual node is an owner the graph does not hold now; whether any
+            # monitor ever observed its UID (as this kind) tells one that never existed from one
+            # deleted before its dependent's event reached the graph (GraphBuilder.observed)
+            never = item.virtual and not self.builder.was_observed(item.identity)
+            why = ""
+            if never:
+                why = " (it was never observed: a virtual owner that does not exist)"
+            elif item.virtual:
+                why = " (observed earlier and deleted since: a virtual owner that no longer exists)"
             self.log.record(CONTROLLER, "virtual-delete", item.identity,
-                            f"{who}: not found on the server → remove it from the graph"
-                            + (" (it was never observed: a virtual owner that does not exist)" if item.virtual else ""),
-                            level="info" if item.virtual else "debug", never_observed=item.virtual)
+                            f"{who}: not found on the server → remove it from the graph{why}",
+                            level="info" if item.virtual else "debug", never_observed=never)
             self.builder.enqueue_virtual_delete_event(item.identity)
             raise EnqueuedVirtualDeleteEvent()
         if latest["metadata"].get("uid") != item.identity.uid:

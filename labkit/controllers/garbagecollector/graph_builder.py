@@ -81,9 +81,21 @@ def references_diffs(old: list[dict], new: list[dict]):
     return added, removed, changed
 
 
+def group_kind(api_version: str, kind: str) -> tuple[str, str]:
+    """(group, kind) of an apiVersion and kind: the core group is ""."""
+    return (api_version.split("/", 1)[0] if "/" in api_version else "", kind)
+
+
 class GraphBuilder:
+    """`observed` (labkit's own record, not upstream's: upstream keeps no history) maps each UID
+    any monitor has ever delivered an event for to the (group, kind)s it was observed as; the
+    collector passes the same dict to every builder it starts, so it outlives a restart. The
+    decision log reads it to tell an owner that never existed from one observed and deleted
+    since (both are virtual nodes whose lookup finds nothing)."""
+
     def __init__(self, client: Client, log: DecisionLog, recorder: EventRecorder,
-                 ignored: set[tuple[str, str]] | None = None):
+                 ignored: set[tuple[str, str]] | None = None,
+                 observed: dict[str, set[tuple[str, str]]] | None = None):
         self.client = client
         self.log = log
         self.recorder = recorder
@@ -93,6 +105,7 @@ class GraphBuilder:
         self._changes_processed = 0
         self.uid_to_node: dict[str, Node] = {}
         self._uid_lock = threading.Lock()
+        self.observed = observed if observed is not None else {}
         self.attempt_to_delete = RateLimitingQueue("garbage_collector_attempt_to_delete")
         self.attempt_to_orphan = RateLimitingQueue("garbage_collector_attempt_to_orphan")
         self.absent_owner_cache = ReferenceCache(500)
@@ -118,6 +131,17 @@ class GraphBuilder:
     def nodes(self) -> list[Node]:
         with self._uid_lock:
             return list(self.uid_to_node.values())
+
+    def was_observed(self, identity: ObjectReference) -> bool:
+        """A monitor has delivered an event for this UID as this group and kind (at any time)."""
+        with self._uid_lock:
+            return group_kind(identity.api_version, identity.kind) in self.observed.get(identity.uid, ())
+
+    def _observe(self, event: GraphEvent) -> None:
+        uid = _meta(event.obj).get("uid")
+        if uid and not event.virtual:
+            with self._uid_lock:
+                self.observed.setdefault(uid, set()).add(group_kind(event.api_version, event.kind))
 
     # -- monitors ----------------------------------------------------------------------------------
     def sync_monitors(self, resources: set[ApiResource]) -> None:
@@ -303,6 +327,7 @@ class GraphBuilder:
 
     # -- processGraphChanges ------------------------------------------------------------------------
     def process_graph_changes(self, event: GraphEvent) -> None:
+        self._observe(event)
         obj = event.obj
         meta = _meta(obj)
         uid = meta.get("uid", "")

@@ -76,3 +76,23 @@ def tries_it_elsewhere_in_the_lab(env):
         client.create("v1", "configmaps", {"metadata": {"name": name, "ownerReferences": owners}}, "shop")
     time.sleep(2)           # what `kubectl get cm,events -n shop` then shows
     _predict(env)
+
+
+@mistake("tried the experiment", "earns no points")
+def tries_it_with_an_owner_named_like_another_kind(env):
+    """Plays the dangling part of the experiment in namespace shop, with a ghost owner named after
+    an object that does exist there under another kind (ReplicationController worker, where the
+    lab made a ReplicaSet worker): orphan owned by the ghost alone, shared by the ghost and shop's
+    ConfigMap settings (as ConfigMaps orphan-rc and shared-rc); watches what the garbage collector
+    does, and writes that down."""
+    import time
+    from labkit.apiserver.target import for_env
+    client = for_env(env).client()
+    settings = client.get("v1", "configmaps", "settings", "shop")["metadata"]["uid"]
+    ghost = {"apiVersion": "v1", "kind": "ReplicationController", "name": "worker",
+             "uid": "00000000-0000-0000-0000-0000000000aa"}
+    for name, owners in (("orphan-rc", [ghost]), ("shared-rc", [ghost, {"apiVersion": "v1", "kind": "ConfigMap",
+                                                                         "name": "settings", "uid": settings}])):
+        client.create("v1", "configmaps", {"metadata": {"name": name, "ownerReferences": owners}}, "shop")
+    time.sleep(2)           # what `kubectl get cm -n shop` then shows
+    _predict(env)

@@ -33,7 +33,7 @@ def force_deletes_the_pod(env):
     _answer(env, pod["metadata"]["name"], pod["metadata"]["finalizers"][0])
 
 
-@mistake("diagnosis is wrong", "foregroundDeletion was the ReplicaSet's")
+@mistake("diagnosis is wrong", "foregroundDeletion was the ReplicaSet's", "finalizer of the garbage collector's own")
 def names_the_replicasets_finalizer(env):
     """Releases the Pod's finalizer the right way, but writes down foregroundDeletion."""
     target = for_env(env)
@@ -64,3 +64,17 @@ def cuts_the_owner_references(env):
                    "-p", '[{"op":"remove","path":"/metadata/finalizers/0"}]')
     wait_for(lambda: not client.list("v1", "pods", "shop", label_selector="app=reports")[0], timeout=30)
     _answer(env, pod["metadata"]["name"], pod["metadata"]["finalizers"][0])
+
+
+@mistake("diagnosis is wrong", "does not say how many")
+def names_a_finalizer_seen_elsewhere(env):
+    """Releases the Pod's finalizer the right way and names the Pod, but writes down the other
+    finalizer of its own the lab shows (the Secret archive-key's example.com/keep): the feedback
+    must not tell which of the two parts is wrong, or flipping parts would find the answer."""
+    target = for_env(env)
+    pod = _stuck_pod(env)
+    target.kubectl("patch", "pod", pod["metadata"]["name"], "-n", "shop", "--type=json",
+                   "-p", '[{"op":"remove","path":"/metadata/finalizers/0"}]')
+    client = target.client()
+    wait_for(lambda: client.get_or_none("apps/v1", "replicasets", "reports", "shop") is None, timeout=30)
+    _answer(env, pod["metadata"]["name"], "example.com/keep")

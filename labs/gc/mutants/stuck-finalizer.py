@@ -22,6 +22,16 @@ def _with(obs, **changes):
     return out
 
 
+def _names(edit):
+    """A dropped key is named; a GC finalizer is named as the GC's; any other wrong value gets the
+    diagnosis's verdict without its part (CheckContext.grid_feedback)."""
+    if edit.op == "drop":
+        return (edit.key,)
+    if edit.key == "finalizer" and edit.after in ("foregroundDeletion", "orphan"):
+        return ("diagnosis is wrong", "finalizer of the garbage collector's own")
+    return ("diagnosis is wrong", "does not say how many")
+
+
 def mutants(ctx):
     answer = ctx.answer()
     name = ctx.params["replicaset"]
@@ -30,7 +40,7 @@ def mutants(ctx):
     yield from answer_mutants(answer, alternatives={"pod": [name, other, pod[:-1], ""],
                                                     "finalizer": ["foregroundDeletion", "orphan",
                                                                   answer["finalizer"][:-1], ""]},
-                              names=lambda e: (e.key,))
+                              names=_names)
     obs = ctx.lab._load("checks.py").observe_stuck_finalizer(ctx)
     for verb in ("patch", "update"):
         yield Mutant(f"by-hand:{verb}", f"the ReplicaSet changed by hand ({verb})", names=("by hand",),

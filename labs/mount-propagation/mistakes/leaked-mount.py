@@ -40,3 +40,22 @@ def kubelet_made_private_and_shared_again(env):
     pid = node.require_pid()
     node.umount(pid, "/var/lib/kubelet/plugins/publisher/staging")
     node.run(pid, _reshape_kubelet, "/var/lib/kubelet")
+
+
+def _keep_then_unmount(path):
+    import os
+
+    from labkit.mounts import kernel
+
+    os.makedirs("/tmp/keep", exist_ok=True)
+    kernel.bind(path, "/tmp/keep")
+    kernel.umount(path)
+
+
+@mistake("still there", "node:/tmp/keep")
+def keeps_a_copy_then_unmounts_it(env):
+    """Binds the staging mount to /tmp/keep on the node "to look at it later", then unmounts it
+    where it leaked: the leak's place below /var/lib/kubelet is empty, but the node still has the
+    filesystem the publisher published."""
+    node = Node(env)
+    node.run(node.require_pid(), _keep_then_unmount, "/var/lib/kubelet/plugins/publisher/staging")

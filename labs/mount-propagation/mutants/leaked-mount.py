@@ -23,7 +23,7 @@ def mutants(ctx):
     before = copy.deepcopy(solved)
     for party, rows in lab.built(ctx.env)["leak"].items():
         if party in before["parties"]:
-            before["parties"][party] += [row[:3] for row in rows]
+            before["parties"][party] += [[*row[:3], row[4] if len(row) > 4 else None] for row in rows]
     views = {p.name: p for p in Node(ctx.env).parties()}
     reference_ops = [{"do": "umount", "in": NODE, "target": leak_path, "lazy": False}]
     reference = predict(before, reference_ops, views)
@@ -72,8 +72,8 @@ def predict(before, ops, views):
                 parties.pop(name, None)
             continue
         if op["do"] == "make":              # a propagation change of the node's own mount: no event sent
-            parties[NODE] = [[mp, src, _made(tags, op["propagation"], parties) if mp == op["target"] else tags]
-                             for mp, src, tags in parties[NODE]]
+            parties[NODE] = [[mp, src, _made(tags, op["propagation"], parties) if mp == op["target"] else tags, *rest]
+                             for mp, src, tags, *rest in parties[NODE]]
             continue
         where = op["in"]
         party = views.get(where)
@@ -82,7 +82,7 @@ def predict(before, ops, views):
         if where != NODE and not op.get("all-capabilities") and not (party.capabilities or 0) >> 21 & 1:
             continue                                   # EPERM: no CAP_SYS_ADMIN in the container
         rows = parties[where]
-        table = model.NodeTable.from_rows([[mp, src, "", tags, "/"] for mp, src, tags in rows])
+        table = model.NodeTable.from_rows([[mp, src, "", tags, "/"] for mp, src, tags, *_ in rows])
         parent = next((e for e in reversed(table.entries) if e.mountpoint != op["target"]
                        and mountinfo.is_under(op["target"], e.mountpoint)), None)
         try:
@@ -109,12 +109,12 @@ def _made(tags, kind, parties):
     shared keeps its group or gets a new one; slave becomes a slave of its group when it had peers;
     private leaves both)."""
     shared, master = model.parse_tags(tags)
-    used = [g for rows in parties.values() for _mp, _src, t in rows for g in model.parse_tags(t) if g is not None]
+    used = [g for rows in parties.values() for _mp, _src, t, *_ in rows for g in model.parse_tags(t) if g is not None]
     if kind == "shared":
         return model.format_tags(shared if shared is not None else max([model.GROUPS_FROM - 1, *used]) + 1, master)
     if kind == "slave":
         peers = shared is not None and sum(f"shared:{shared}" in t.split() for rows in parties.values()
-                                           for _mp, _src, t in rows) > 1
+                                           for _mp, _src, t, *_ in rows) > 1
         return model.format_tags(None, shared if peers else master)
     return ""
 
@@ -122,7 +122,7 @@ def _made(tags, kind, parties):
 def _mounts(rows):
     return [mountinfo.Mount(i, 0, "", "/", mp, "", "", src, "", optional=tuple(tags.split()),
                             shared=model.parse_tags(tags)[0], master=model.parse_tags(tags)[1])
-            for i, (mp, src, tags) in enumerate(rows)]
+            for i, (mp, src, tags, *_) in enumerate(rows)]
 
 
 def _where(party, host_path):
