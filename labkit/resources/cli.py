@@ -499,7 +499,7 @@ def convert(cpu: Optional[str] = typer.Option(None, "--cpu", help="A cpu quantit
         milli = Quantity.parse(cpu).milli_value()
         s = kubelet.milli_cpu_to_shares(milli)
         if _weight_answer(s, None):     # forward too: a request that lands on the weight Pod's value
-            raise LabkitError(predictions.withheld("weight", f"the cpu.shares and cpu.weight of cpu {cpu}"))
+            raise LabkitError(predictions.refusal(LAB_ID, "weight", f"the cpu.shares and cpu.weight of cpu {cpu}"))
         typer.echo(f"cpu {cpu} = {milli}m -> cpu.shares {s} -> cpu.weight {kubelet.shares_to_weight(s)} "
                    f"(kubelet, runc < 1.3.2) or {kubelet.runc_weight_new(s)} (runc >= 1.3.2, crun >= 1.23)")
     elif _weight_answer(shares, weight):
