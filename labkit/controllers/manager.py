@@ -43,6 +43,11 @@ def _scheduler(client, log, settings):
     return SchedulerController(client, log, seed=settings.get("scheduler_seed"))
 
 
+def _tainteviction(client, log, settings):
+    from labkit.controllers.tainteviction import TaintEvictionController
+    return TaintEvictionController(client, log, clock=settings.get("clock"))
+
+
 def _serviceaccount(client, log, _settings):
     from labkit.controllers.serviceaccount import ServiceAccountsController
     return ServiceAccountsController(client, log)
@@ -116,6 +121,9 @@ CONTROLLERS: dict[str, tuple[str, Callable]] = {
     # kube-scheduler's own identity (not a controller-manager controller); off by default: the node
     # stand-in binds the labs' Pods to its one node unless the scheduler runs
     "scheduler": ("system:kube-scheduler", _scheduler),
+    # taint_eviction.go runs with the node-controller's client (core.go newTaintEvictionController:
+    # "taint-manager uses existing cluster role from node-controller")
+    "tainteviction": ("system:serviceaccount:kube-system:node-controller", _tainteviction),
 }
 
 # what `labkit apiserver` and the labs run by default
