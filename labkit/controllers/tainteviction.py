@@ -186,7 +186,8 @@ class TaintEvictionController(KeyedController):
         if had:
             event = tainteviction.cancel_event(Pod({"metadata": {"name": name, "namespace": namespace}}))
             self.recorder.event(_ref(namespace, name), event["type"], event["reason"], event["message"])
-            self.log.record(self.name, "cancel", None, f"pod {namespace}/{name}: eviction cancelled")
+            self.log.record(self.name, "cancel", {"namespace": namespace, "name": name},
+                            f"pod {namespace}/{name}: eviction cancelled")
 
     # -- the timed workers and deletePodHandler ----------------------------------------------------
     def _fire_loop(self) -> None:
@@ -211,7 +212,8 @@ class TaintEvictionController(KeyedController):
         for _ in range(RETRIES):
             try:
                 self._add_condition_and_delete(namespace, name)
-                self.log.record(self.name, "evict", None, f"pod {namespace}/{name}: deleted (NoExecute taint)")
+                self.log.record(self.name, "evict", {"namespace": namespace, "name": name},
+                                f"pod {namespace}/{name}: deleted (NoExecute taint)")
                 return
             except ApiError as exc:
                 error = exc

@@ -527,7 +527,30 @@ def observe_noexecute(ctx):
         built = lab.drain_pod(name)["spec"].get("tolerations") or []
         if live is None or own_tolerations((live.get("spec") or {}).get("tolerations")) != built:
             changed.append(name)
-    return {"answer": ctx.answer(), "changed": changed}
+    tried = _first_eviction(ctx, lab)
+    written = _written_at(ctx.answer_path)
+    if tried is not None and written is not None and written < tried["at"]:
+        tried = None            # the prediction was written before the first eviction, and not changed since
+    return {"answer": ctx.answer(), "changed": changed, "tried": tried}
+
+
+def _written_at(path) -> float | None:
+    try:
+        return Path(path).stat().st_mtime
+    except OSError:
+        return None
+
+
+def _first_eviction(ctx, lab) -> dict | None:
+    """The first of the six Pods the lab's taint-eviction controller deleted since the part was
+    built (its decision log): {at, time, pod}; None if none, or on a real cluster."""
+    import time
+    for d in for_env(ctx.env).decisions(since=ctx.ready_time) or []:
+        item = d.get("item") or {}
+        if d.get("controller") == "tainteviction" and d.get("action") == "evict" \
+                and item.get("namespace") == ctx.params["namespace"] and item.get("name") in lab.DRAIN_PODS:
+            return {"at": d["ts"], "time": time.strftime("%H:%M:%S", time.gmtime(d["ts"])), "pod": item["name"]}
+    return None
 
 
 def judge_noexecute(ctx, obs):
@@ -552,6 +575,15 @@ def judge_noexecute(ctx, obs):
     if extra:
         raise CheckFailed(f"{', '.join(extra)}: not a Pod on {ctx.params['node']}: predict for the six Pods labelled "
                           "app=drain", expected=sorted(truth), observed=sorted(map(str, answer)))
+    if obs.get("tried"):
+        tried = obs["tried"]
+        return ctx.failed(f"the taint-eviction controller already deleted {tried['pod']} from {ctx.params['node']} "
+                          f"(at {tried['time']}: a NoExecute taint was added to it), and your prediction was written "
+                          "or changed after that: a prediction made after watching is not one, and earns no points. "
+                          f"Work it out from the Pods' tolerations (see the hints); `labkit reset scheduler "
+                          f"{ctx.exercise.id}` builds node-e and its Pods afresh, and a prediction written then counts",
+                          expected="a prediction written before the first eviction from the node",
+                          observed=f"answer written after the eviction of {tried['pod']}", observed_in=LIVE)
     note = (f" (you changed or removed {', '.join(obs['changed'])}: the check judges the Pods as the lab built them)"
             if obs.get("changed") else "")
     wrong = [name for name in truth if given[name] != truth[name]]

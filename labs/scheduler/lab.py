@@ -8,7 +8,9 @@ to one keeps phase Pending with spec.nodeName set (`kubectl get pods -o wide` sh
 on a cluster whose node has no kubelet running. The Nodes' status is written once, as a kubelet
 would register it (capacity, allocatable, the condition Ready True). The server's admission
 chain includes DefaultTolerationSeconds: every Pod without tolerations of the not-ready and
-unreachable taints gets them (300 s), as on a cluster.
+unreachable taints gets them (300 s), as on a cluster. The taint-eviction controller
+(labkit.controllers.tainteviction, after taint_eviction.go) runs too: a NoExecute taint on a
+Node deletes the Pods there that do not tolerate it, at once or after their tolerationSeconds.
 
 Starting state (cluster-scoped Nodes; namespace `sched`):
 
@@ -17,7 +19,7 @@ Starting state (cluster-scoped Nodes; namespace `sched`):
   node-c  disk=ssd, 1 CPU                                           |  requests 2 CPU and selects
   node-d  disk=ssd, 4 CPU, taint maintenance=true:NoSchedule       /   disk=ssd; it is Pending)
   node-e  disk=hdd, 8 CPU; six Pods bound to it by nodeName, each with other tolerations
-          (noexecute: predict what a NoExecute taint on node-e does to each)
+          (noexecute: predict what a NoExecute taint on node-e does to each, then watch it)
   node-f  disk=hdd, 2 CPU; the Pod legacy bound to it by nodeName
           (taint-effects: taint node-f so that new Pods avoid it, legacy stays)
   job-1..3  Pods for a scheduler of the student's own (schedulerName my-scheduler, disk=hdd),
@@ -47,8 +49,8 @@ from labkit.exercises import wait_for
 NAMESPACE = "sched"
 KUBELET_VERSION = "v1.34.1"
 # the embedded server's default controllers, without the node stand-in (it registers labkit-node
-# and would bind Pods itself), with the scheduler
-CONTROLLERS = tuple(c for c in DEFAULT_CONTROLLERS if c != "node") + ("scheduler",)
+# and would bind Pods itself), with the scheduler and the taint-eviction controller
+CONTROLLERS = tuple(c for c in DEFAULT_CONTROLLERS if c != "node") + ("scheduler", "tainteviction")
 SETTLE_TIMEOUT = 30
 
 
