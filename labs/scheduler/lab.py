@@ -188,7 +188,29 @@ def _build_retiring(client) -> None:
     client.create("v1", "pods", copy.deepcopy(LEGACY), NAMESPACE)
 
 
+# the Nodes and the Pod a check of own-scheduler makes for the student's scheduler, and deletes again
+PROBE_LABEL = ("labkit.example/probe", "own-scheduler")
+
+
+def remove_probes(client) -> None:
+    """Delete the Pods and Nodes a check of own-scheduler made (by their label), at once."""
+    selector = f"{PROBE_LABEL[0]}={PROBE_LABEL[1]}"
+    for pod in client.list("v1", "pods", NAMESPACE, label_selector=selector)[0]:
+        try:
+            client.delete("v1", "pods", pod["metadata"]["name"], NAMESPACE, options={"gracePeriodSeconds": 0})
+        except ApiError as exc:
+            if exc.code != 404:
+                raise
+    for node in client.list("v1", "nodes", label_selector=selector)[0]:
+        try:
+            client.delete("v1", "nodes", node["metadata"]["name"])
+        except ApiError as exc:
+            if exc.code != 404:
+                raise
+
+
 def _build_jobs(client) -> None:
+    remove_probes(client)       # left by a check that was interrupted
     _delete_pods(client, list(JOBS))
     for name in JOBS:
         client.create("v1", "pods", job_pod(name), NAMESPACE)
