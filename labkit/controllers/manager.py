@@ -48,6 +48,11 @@ def _tainteviction(client, log, settings):
     return TaintEvictionController(client, log, clock=settings.get("clock"))
 
 
+def _kubeletadmit(client, log, settings):
+    from labkit.controllers.kubeletadmit import KubeletAdmitController
+    return KubeletAdmitController(client, log, client_for=settings.get("client_for"))
+
+
 def _serviceaccount(client, log, _settings):
     from labkit.controllers.serviceaccount import ServiceAccountsController
     return ServiceAccountsController(client, log)
@@ -124,6 +129,9 @@ CONTROLLERS: dict[str, tuple[str, Callable]] = {
     # taint_eviction.go runs with the node-controller's client (core.go newTaintEvictionController:
     # "taint-manager uses existing cluster role from node-controller")
     "tainteviction": ("system:serviceaccount:kube-system:node-controller", _tainteviction),
+    # the admission step of the kubelets of Nodes that run none of labkit's (off by default): each
+    # rejection is written as system:node:<node>, the node's own kubelet
+    "kubeletadmit": ("system:node:kubelet-admission", _kubeletadmit),
 }
 
 # what `labkit apiserver` and the labs run by default
@@ -138,6 +146,7 @@ class ControllerManager:
         self.log = log
         self.settings = dict(settings or {})
         self.settings.setdefault("scheduler_runs", lambda: self.running("scheduler"))
+        self.settings.setdefault("client_for", self.client)
         self._controllers: dict[str, object] = {}
         self._lock = threading.Lock()
 
