@@ -11,6 +11,9 @@ chain includes DefaultTolerationSeconds: every Pod without tolerations of the no
 unreachable taints gets them (300 s), as on a cluster. The taint-eviction controller
 (labkit.controllers.tainteviction, after taint_eviction.go) runs too: a NoExecute taint on a
 Node deletes the Pods there that do not tolerate it, at once or after their tolerationSeconds.
+And each Node's kubelet still admits every Pod bound to it (labkit.controllers.kubeletadmit, after
+lifecycle/predicate.go): a Pod given a node by spec.nodeName alone where its requests do not fit
+is rejected, phase Failed with reason OutOfcpu (or OutOfmemory, OutOfpods).
 
 Starting state (cluster-scoped Nodes; namespace `sched`):
 
@@ -49,8 +52,9 @@ from labkit.exercises import wait_for
 NAMESPACE = "sched"
 KUBELET_VERSION = "v1.34.1"
 # the embedded server's default controllers, without the node stand-in (it registers labkit-node
-# and would bind Pods itself), with the scheduler and the taint-eviction controller
-CONTROLLERS = tuple(c for c in DEFAULT_CONTROLLERS if c != "node") + ("scheduler", "tainteviction")
+# and would bind Pods itself), with the scheduler, the taint-eviction controller and the kubelets'
+# admission step
+CONTROLLERS = tuple(c for c in DEFAULT_CONTROLLERS if c != "node") + ("scheduler", "tainteviction", "kubeletadmit")
 SETTLE_TIMEOUT = 30
 
 
