@@ -144,3 +144,38 @@ def test_a_pod_update_keeps_the_eviction_pending_since_earlier_and_removing_the_
     clock.now = 5000.0
     settle(srv)
     assert not deleting(c, "patient") and not deleting(c, "longer")
+
+
+def test_a_node_turning_not_ready_gets_the_lifecycle_taints_and_its_pods_leave_after_the_default_300_s(cluster):
+    srv, controller, clock = cluster
+    srv.controllers.start("nodelifecycle")
+    c = srv.client()
+    c.create("v1", "nodes", node("node-1"))
+    assert wait_until(lambda: c.get_or_none("v1", "serviceaccounts", "default", "default"), timeout=30)
+    c.create("v1", "pods", pod("web"), "default")       # DefaultTolerationSeconds: 300 s of not-ready
+    settle(srv)
+    assert not (c.get("v1", "nodes", "node-1").get("spec") or {}).get("taints")
+    sick = c.get("v1", "nodes", "node-1")
+    sick["status"]["conditions"] = [{"type": "Ready", "status": "False"}, {"type": "MemoryPressure", "status": "True"}]
+    c.update("v1", "nodes", sick, None, "status")
+
+    def taints():
+        return sorted((t["key"], t["effect"], bool(t.get("timeAdded")))
+                      for t in (c.get("v1", "nodes", "node-1").get("spec") or {}).get("taints") or [])
+    assert wait_until(lambda: len(taints()) == 3, timeout=30)
+    assert taints() == [("node.kubernetes.io/memory-pressure", "NoSchedule", True),
+                        ("node.kubernetes.io/not-ready", "NoExecute", True),
+                        ("node.kubernetes.io/not-ready", "NoSchedule", True)]
+    assert wait_until(lambda: controller.pending() == {"default/web": 1300.0}, timeout=30)
+    clock.now = 1299.0
+    settle(srv)
+    assert not deleting(c, "web")
+    well = c.get("v1", "nodes", "node-1")
+    well["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    c.update("v1", "nodes", well, None, "status")
+    assert wait_until(lambda: taints() == [], timeout=30)
+    assert wait_until(lambda: controller.pending() == {}, timeout=30)
+    clock.now = 5000.0
+    settle(srv)
+    assert not deleting(c, "web")
+    assert wait_until(lambda: events(c, "web") == ["Cancelling deletion of Pod default/web"], timeout=10)

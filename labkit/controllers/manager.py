@@ -48,6 +48,11 @@ def _tainteviction(client, log, settings):
     return TaintEvictionController(client, log, clock=settings.get("clock"))
 
 
+def _nodelifecycle(client, log, _settings):
+    from labkit.controllers.nodelifecycle import NodeLifecycleController
+    return NodeLifecycleController(client, log)
+
+
 def _kubeletadmit(client, log, settings):
     from labkit.controllers.kubeletadmit import KubeletAdmitController
     return KubeletAdmitController(client, log, client_for=settings.get("client_for"))
@@ -129,6 +134,8 @@ CONTROLLERS: dict[str, tuple[str, Callable]] = {
     # taint_eviction.go runs with the node-controller's client (core.go newTaintEvictionController:
     # "taint-manager uses existing cluster role from node-controller")
     "tainteviction": ("system:serviceaccount:kube-system:node-controller", _tainteviction),
+    # the condition taints of the node lifecycle controller (off by default)
+    "nodelifecycle": ("system:serviceaccount:kube-system:node-controller", _nodelifecycle),
     # the admission step of the kubelets of Nodes that run none of labkit's (off by default): each
     # rejection is written as system:node:<node>, the node's own kubelet
     "kubeletadmit": ("system:node:kubelet-admission", _kubeletadmit),
