@@ -20,7 +20,7 @@ from labkit import predictions
 from labkit.exercises import answer_path, write_answer
 from labkit.labs import get_lab
 from labkit.state import LabEnv, LabState
-from support import LABKIT, REPO, host_lock, labkit
+from support import LABKIT, REPO, host_lock, labkit, wait_until
 
 LAB = "scheduler"
 EXERCISES = ["why-pending", "taint-effects", "noexecute", "score-predict", "preempt-predict", "own-scheduler"]
@@ -126,6 +126,27 @@ def test_a_reset_of_why_pending_brings_back_the_pod_and_nodes_and_names_what_it_
     node = target.client().get("v1", "nodes", "node-a")
     assert node["spec"]["taints"] == [{"key": "dedicated", "value": "batch", "effect": "NoSchedule"}]
     assert not target.client().get("v1", "pods", "web", "sched")["spec"].get("nodeName")
+
+
+def test_a_pod_given_a_node_by_node_name_alone_is_rejected_by_its_kubelet_out_of_cpu(lab):
+    lab, env = lab
+    target = for_env(env)
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "hand-placed", "namespace": "sched"},
+           "spec": {"nodeName": "node-c", "containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10",
+                                                         "resources": {"requests": {"cpu": "2"}}}]}}
+    target.kubectl("create", "-f", "-", input=json.dumps(pod))
+    try:
+        client = target.client()
+
+        def phase():
+            return (client.get("v1", "pods", "hand-placed", "sched").get("status") or {}).get("phase")
+        assert wait_until(lambda: phase() == "Failed", timeout=30)
+        got = json.loads(target.kubectl("get", "pod", "hand-placed", "-n", "sched", "-o", "json"))["status"]
+        assert (got["reason"], got["message"]) == (
+            "OutOfcpu", "Pod was rejected: Node didn't have enough resource: cpu, requested: 2000, used: 0, "
+                        "capacity: 1000")
+    finally:
+        target.kubectl("delete", "pod", "hand-placed", "-n", "sched", "--force", "--grace-period=0")
 
 
 @pytest.mark.host_exclusive

@@ -59,3 +59,49 @@ def test_another_incoming_pod_or_other_pods_on_every_node_make_another_case(exer
         n["allocatable"] = {**n["allocatable"], "cpu": "32"}
     assert withhold.exercise_of(moved) is None
 
+
+
+def _near_copies(case: dict) -> dict:
+    """Hand edits of the score case that leave every node's scores as they are, or a point off."""
+    out = {}
+    written = copy.deepcopy(case)           # the same quantities, written otherwise
+    written["incoming"]["containers"][0]["requests"] = {"cpu": "1000m", "memory": "2048Mi"}
+    for n in written["nodes"]:
+        n["allocatable"] = {**n["allocatable"], "cpu": f"{int(n['allocatable']['cpu']) * 1000}m"}
+    for p in written["pods"]:
+        p["containers"][0]["requests"]["memory"] = f"{int(p['containers'][0]['requests']['memory'][:-2]) * 1024}Mi"
+    out["quantities written otherwise"] = written
+    split = copy.deepcopy(case)             # each Pod's requests split between two Pods
+    for i, pod in enumerate(list(split["pods"])):
+        asked = pod["containers"][0]["requests"]
+        half = {"cpu": f"{int(asked['cpu']) * 500}m", "memory": f"{int(asked['memory'][:-2]) * 512}Mi"}
+        pod["containers"][0]["requests"] = dict(half)
+        split["pods"].append({"name": f"twin-{i}", "nodeName": pod["nodeName"],
+                              "containers": [{"name": "c", "requests": dict(half)}]})
+    spare = next(n["name"] for n in split["nodes"] if all(p["nodeName"] != n["name"] for p in split["pods"]))
+    split["pods"].append({"name": "speck", "nodeName": spare,          # and a Pod too small to change a score
+                          "containers": [{"name": "c", "requests": {"cpu": "10m", "memory": "1Mi"}}]})
+    out["a Pod split in two"] = split
+    more = copy.deepcopy(case)              # a few MiB more on every Pod and a label
+    for p in more["pods"]:
+        p["containers"][0]["requests"]["memory"] = f"{int(p['containers'][0]['requests']['memory'][:-2]) * 1024 + 3}Mi"
+        p["labels"] = {"edited": "yes"}
+    for n in more["nodes"]:
+        n["allocatable"] = {**n["allocatable"], "memory": f"{int(n['allocatable']['memory'][:-2]) * 1024 + 3}Mi"}
+    out["a few MiB more"] = more
+    return out
+
+
+@pytest.mark.parametrize("edit", ["quantities written otherwise", "a Pod split in two", "a few MiB more"])
+def test_hand_edited_near_copies_of_the_score_case_are_withheld(edit):
+    case = _case("score-predict")
+    assert withhold.exercise_of(_near_copies(case)[edit])[0] == "score-predict"
+
+
+def test_the_shared_cases_and_labkits_own_are_not_withheld():
+    from support import shared_fidelity
+    from pathlib import Path
+    own = Path(__file__).resolve().parent / "fidelity" / "scheduler"
+    paths = sorted(own.glob("*.yaml")) + sorted((shared_fidelity("scheduler") or own).glob("*.yaml"))
+    assert paths
+    assert [p.name for p in paths if withhold.exercise_of(load_yaml(p))] == []

@@ -43,6 +43,21 @@ def _scheduler(client, log, settings):
     return SchedulerController(client, log, seed=settings.get("scheduler_seed"))
 
 
+def _tainteviction(client, log, settings):
+    from labkit.controllers.tainteviction import TaintEvictionController
+    return TaintEvictionController(client, log, clock=settings.get("clock"))
+
+
+def _nodelifecycle(client, log, _settings):
+    from labkit.controllers.nodelifecycle import NodeLifecycleController
+    return NodeLifecycleController(client, log)
+
+
+def _kubeletadmit(client, log, settings):
+    from labkit.controllers.kubeletadmit import KubeletAdmitController
+    return KubeletAdmitController(client, log, client_for=settings.get("client_for"))
+
+
 def _serviceaccount(client, log, _settings):
     from labkit.controllers.serviceaccount import ServiceAccountsController
     return ServiceAccountsController(client, log)
@@ -116,6 +131,14 @@ CONTROLLERS: dict[str, tuple[str, Callable]] = {
     # kube-scheduler's own identity (not a controller-manager controller); off by default: the node
     # stand-in binds the labs' Pods to its one node unless the scheduler runs
     "scheduler": ("system:kube-scheduler", _scheduler),
+    # taint_eviction.go runs with the node-controller's client (core.go newTaintEvictionController:
+    # "taint-manager uses existing cluster role from node-controller")
+    "tainteviction": ("system:serviceaccount:kube-system:node-controller", _tainteviction),
+    # the condition taints of the node lifecycle controller (off by default)
+    "nodelifecycle": ("system:serviceaccount:kube-system:node-controller", _nodelifecycle),
+    # the admission step of the kubelets of Nodes that run none of labkit's (off by default): each
+    # rejection is written as system:node:<node>, the node's own kubelet
+    "kubeletadmit": ("system:node:kubelet-admission", _kubeletadmit),
 }
 
 # what `labkit apiserver` and the labs run by default
@@ -130,6 +153,7 @@ class ControllerManager:
         self.log = log
         self.settings = dict(settings or {})
         self.settings.setdefault("scheduler_runs", lambda: self.running("scheduler"))
+        self.settings.setdefault("client_for", self.client)
         self._controllers: dict[str, object] = {}
         self._lock = threading.Lock()
 

@@ -37,12 +37,18 @@ def eviction_delay(pod: Pod, node_taints: list[dict]) -> float | None:
     all_tolerated, used = matching_tolerations(taints, pod.tolerations)
     if not all_tolerated:
         return 0
-    seconds = [t["tolerationSeconds"] for t in used if t.get("tolerationSeconds") is not None]
+    return min_toleration_seconds(used)
+
+
+def min_toleration_seconds(used: list[dict]) -> int | None:
+    """getMinTolerationTime: 0 without tolerations or when one sets tolerationSeconds <= 0, the
+    smallest tolerationSeconds set, or None (forever) when none sets it."""
     if not used:
         return 0
+    seconds = [int(t["tolerationSeconds"]) for t in used if t.get("tolerationSeconds") is not None]
     if not seconds:
         return None
-    least = min(int(s) for s in seconds)
+    least = min(seconds)
     return 0 if least <= 0 else least
 
 

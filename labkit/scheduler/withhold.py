@@ -1,8 +1,10 @@
 """The scheduler lab's prediction exercises (score-predict, preempt-predict), for
 labkit.predictions: which cases `labkit scheduler explain` and `play` show only once a prediction is
 recorded (the exercise's case file, a copy of it with other names, or any case that holds one of
-its nodes with the same Pods and the same incoming Pod, other nodes added or left out). Keeping the
-prediction when the decision is first shown, and grading that kept copy, is labkit.predictions'."""
+its nodes with the same Pods and the same incoming Pod, other nodes added or left out; for
+score-predict also a near-copy: any case with a node scored as one of its nodes is, give or take a
+point). Keeping the prediction when the decision is first shown, and grading that kept copy, is
+labkit.predictions'."""
 
 from __future__ import annotations
 
@@ -37,12 +39,53 @@ def _incoming(case: dict) -> str:
                        "containers": [c.get("requests") for c in incoming.get("containers") or []]}, sort_keys=True)
 
 
-def reveals(case: dict, exercise_case: dict) -> bool:
+NEAR = 1     # score points: a node scored this close to one of the score exercise's shows its scores
+
+
+def _scored(case: dict) -> list[tuple]:
+    """Each node of the case as the default profile scores the incoming Pod there (labkit's
+    reconstruction, ties broken with seed 0 as explain does): NodeResourcesFit's and
+    NodeResourcesBalancedAllocation's scores (from the node's and the Pods' CPU and memory,
+    whatever way the quantities are written or the requests split between Pods), and whether
+    the node has a PreferNoSchedule taint the Pod does not tolerate. Nothing for a case labkit
+    cannot play."""
+    import random
+
+    from labkit.scheduler import framework as fw
+    from labkit.scheduler.play import pod_of, snapshot_of
+    from labkit.scheduler.profiles import make_profile
+    try:
+        nodes, _pods = snapshot_of(case)
+        cycle = fw.schedule(make_profile("default"), nodes, pod_of(case["incoming"]), rng=random.Random(0))
+    except Exception:       # a broken case shows nothing; play and explain say what is wrong with it
+        return []
+    fit = cycle.scores.get("NodeResourcesFit", {})
+    balanced = cycle.scores.get("NodeResourcesBalancedAllocation", {})
+    taint = cycle.scores.get("TaintToleration", {})
+    return [(fit[n][0], balanced[n][0] if n in balanced else None, bool(taint.get(n, (0,))[0])) for n in fit]
+
+
+def _near(one: tuple, other: tuple) -> bool:
+    if one[2] != other[2] or (one[1] is None) != (other[1] is None):
+        return False
+    return abs(one[0] - other[0]) <= NEAR and (one[1] is None or abs(one[1] - other[1]) <= NEAR)
+
+
+def reveals(case: dict, exercise_case: dict, exercise: str = "") -> bool:
     """Whether playing `case` shows part of the exercise case's outcome: the same incoming Pod
     (requests, priority) and at least one of the exercise's nodes with the same Pods on it, whatever
     the names, other nodes added or some left out (each node's NodeResourcesFit score, and the
-    victims preemption would pick there, depend on that node, its Pods and the incoming Pod alone)."""
-    return _incoming(case) == _incoming(exercise_case) and bool(_node_shapes(case) & _node_shapes(exercise_case))
+    victims preemption would pick there, depend on that node, its Pods and the incoming Pod alone).
+    For score-predict, also any case with a node the default profile scores for its incoming Pod
+    within NEAR points of one of the exercise's (NodeResourcesFit and BalancedAllocation, with the
+    same PreferNoSchedule verdict): a hand-edited near-copy (quantities written otherwise, a Pod
+    split in two, a few MiB more) shows the same scores."""
+    if _incoming(case) == _incoming(exercise_case) and bool(_node_shapes(case) & _node_shapes(exercise_case)):
+        return True
+    if exercise != "score-predict":
+        return False
+    theirs = _scored(exercise_case)
+    return any(_near(mine, one) for mine in _scored(case) for one in theirs)
 
 
 def exercise_of(case: dict) -> tuple[str, Path] | None:
@@ -57,7 +100,7 @@ def exercise_of(case: dict) -> tuple[str, Path] | None:
     for exercise in EXERCISES:
         path = lab.directory / lab.exercise(exercise).params["case"]
         try:
-            if reveals(case, load_yaml(path)):
+            if reveals(case, load_yaml(path), exercise):
                 return exercise, path
         except Exception:       # a file broken by hand is no longer the exercise's case
             continue

@@ -381,11 +381,71 @@ def observe_own_scheduler(ctx):
     others = [_bound_view(p) for p in client.list("v1", "pods")[0] if (p.get("spec") or {}).get("nodeName")
               and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed") and
               not (p["metadata"].get("namespace") == ctx.params["namespace"] and p["metadata"]["name"] in lab.JOBS)]
+    probe = None
+    if running and all(v is not None and v["nodeName"] for v in seen.values()):
+        probe = _probe(ctx, lab, target)
     return {"jobs": seen, "bindings": bindings, "by_hand": by_hand, "running": running,
             "nodes": [{"metadata": {"name": n["metadata"]["name"], "labels": n["metadata"].get("labels") or {}},
                        "spec": {k: v for k, v in (n.get("spec") or {}).items() if k in ("taints", "unschedulable")},
                        "status": {"allocatable": (n.get("status") or {}).get("allocatable") or {}}} for n in nodes],
-            "others": others}
+            "others": others, "probe": probe}
+
+
+PROBE_WAIT = 5.0        # seconds the check gives the student's scheduler to bind its Pod
+
+
+def _probe(ctx, lab, target) -> dict:
+    """A situation the student's scheduler cannot have been written for: two Nodes it has never
+    seen, under names drawn at random, both disk=hdd, one of 16 CPUs and one of 32 CPUs that is
+    cordoned (which is which, drawn at random), and a Pod for it that asks for 12 CPUs: no other
+    node has that much free, and the cordoned one fails NodeUnschedulable. The check waits until
+    the Pod is bound (at most PROBE_WAIT s), notes where and by whom, and deletes the three
+    objects again. The judge says, with labkit's reconstruction of the Filter plugins, whether the
+    Pod's node fits it."""
+    import secrets
+    import time as _time
+    from labkit.scheduler import own
+    client = target.client()
+    ns = ctx.params["namespace"]
+    token = secrets.token_hex(3)
+    names = [f"probe-{token}-{i}" for i in (1, 2)]
+    secrets.SystemRandom().shuffle(names)
+    fit, cordoned, pod_name = names[0], names[1], f"probe-{token}"
+    built = []
+    for name, cpu, unschedulable in ((fit, "16", False), (cordoned, "32", True)):
+        node = lab._node(name, "hdd", cpu, "32Gi", [])
+        node["metadata"]["labels"][lab.PROBE_LABEL[0]] = lab.PROBE_LABEL[1]
+        if unschedulable:
+            node["spec"]["unschedulable"] = True
+        built.append(node)
+    pod = lab.job_pod("job-1")
+    pod["metadata"] = {"name": pod_name, "labels": {"app": "job", lab.PROBE_LABEL[0]: lab.PROBE_LABEL[1]}}
+    pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "12"
+    since = _time.time()
+    try:
+        for node in built:
+            lab._put_node(client, node)
+        client.create("v1", "pods", pod, ns)
+        wait_for(lambda: ((client.get_or_none("v1", "pods", pod_name, ns) or {}).get("spec") or {}).get("nodeName"),
+                 timeout=PROBE_WAIT, interval=0.05)
+        live = client.get_or_none("v1", "pods", pod_name, ns)
+        view = None if live is None else _bound_view(live)
+        node_name = (view or {}).get("nodeName")
+        node = client.get_or_none("v1", "nodes", node_name) if node_name else None
+        by = sorted({(e.get("user") or {}).get("username", "") for e in target.audit(since=since) or []
+                     if e.get("verb") == "create" and _is_binding(e.get("objectRef") or {})
+                     and (e.get("objectRef") or {}).get("namespace") == ns
+                     and (e.get("objectRef") or {}).get("name") == pod_name
+                     and (e.get("responseStatus") or {}).get("code", 500) < 300})
+        return {"pod": view, "fit": fit, "cordoned": cordoned, "bound_by": by, "user": own.USER,
+                "placement": None if node is None else {
+                    "node": _filter_node(node),
+                    "others": [_bound_view(o) for o in client.list("v1", "pods")[0]
+                               if (o.get("spec") or {}).get("nodeName") == node_name
+                               and (o.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+                               and o["metadata"]["name"] != pod_name]}}
+    finally:
+        lab.remove_probes(client)
 
 
 def judge_own_scheduler(ctx, obs):
@@ -456,8 +516,33 @@ def judge_own_scheduler(ctx, obs):
                           + "; ".join(problems) + ". Compare what your scheduler checks with those plugins "
                           "(and count the Pods it bound already)", expected="each Pod on a node that fits it",
                           observed=problems, observed_in=LIVE)
+    probe = obs.get("probe")
+    if probe is None:
+        return ctx.failed("your scheduler is not running: the check gives it a Pod of its own to place, on Nodes it "
+                          "has not seen before; start it again with `labkit scheduler serve` and your file",
+                          expected="your scheduler running", observed="not running", observed_in=LIVE)
+    what = (f"the check's test Pod {(probe.get('pod') or {}).get('name', 'probe')} (like the jobs, but asking for 12 "
+            f"CPUs), made after two Nodes your scheduler had never seen joined ({probe['fit']} and "
+            f"{probe['cordoned']}, disk=hdd, one cordoned)")
+    if probe.get("pod") is None or not probe["pod"].get("nodeName"):
+        return ctx.failed(f"your scheduler did not bind {what} within {PROBE_WAIT:g} s: a scheduler decides for each "
+                          "new Pod on the Nodes as they are at that moment, including Nodes that joined after it "
+                          "started; look at its log (`labkit scheduler serve` printed where)",
+                          expected="the test Pod bound by your scheduler", observed="the test Pod Pending",
+                          observed_in=LIVE)
+    if probe["user"] not in probe.get("bound_by", ()):
+        return ctx.failed(f"{what} got a node without a binding from your program", expected="a binding from "
+                          f"{probe['user']}", observed=probe.get("bound_by") or "no binding", observed_in=LIVE)
+    problem = _filter_problem(probe["pod"], probe.get("placement"))
+    if problem:
+        return ctx.failed(f"your scheduler put {what} on {probe['pod']['nodeName']}, where kube-scheduler's Filter "
+                          f"plugins would not ({problem}): decide from the live Nodes and Pods, with the checks the "
+                          "default profile makes, not from node names or sizes you know in advance",
+                          expected="the test Pod on a node that fits it",
+                          observed=f"{probe['pod']['nodeName']}: {problem}", observed_in=LIVE)
     where = ", ".join(f"{j} → {v['nodeName']}" for j, v in jobs.items())
-    return ctx.passed(f"{name} bound every Pod through pods/binding to a node that fits it: {where}")
+    return ctx.passed(f"{name} bound every Pod through pods/binding to a node that fits it: {where}; and the check's "
+                      "test Pod, on Nodes it had never seen, to the one that fits")
 
 
 def check_own_scheduler(ctx):
@@ -517,7 +602,30 @@ def observe_noexecute(ctx):
         built = lab.drain_pod(name)["spec"].get("tolerations") or []
         if live is None or own_tolerations((live.get("spec") or {}).get("tolerations")) != built:
             changed.append(name)
-    return {"answer": ctx.answer(), "changed": changed}
+    tried = _first_eviction(ctx, lab)
+    written = _written_at(ctx.answer_path)
+    if tried is not None and written is not None and written < tried["at"]:
+        tried = None            # the prediction was written before the first eviction, and not changed since
+    return {"answer": ctx.answer(), "changed": changed, "tried": tried}
+
+
+def _written_at(path) -> float | None:
+    try:
+        return Path(path).stat().st_mtime
+    except OSError:
+        return None
+
+
+def _first_eviction(ctx, lab) -> dict | None:
+    """The first of the six Pods the lab's taint-eviction controller deleted since the part was
+    built (its decision log): {at, time, pod}; None if none, or on a real cluster."""
+    import time
+    for d in for_env(ctx.env).decisions(since=ctx.ready_time) or []:
+        item = d.get("item") or {}
+        if d.get("controller") == "tainteviction" and d.get("action") == "evict" \
+                and item.get("namespace") == ctx.params["namespace"] and item.get("name") in lab.DRAIN_PODS:
+            return {"at": d["ts"], "time": time.strftime("%H:%M:%S", time.gmtime(d["ts"])), "pod": item["name"]}
+    return None
 
 
 def judge_noexecute(ctx, obs):
@@ -542,6 +650,15 @@ def judge_noexecute(ctx, obs):
     if extra:
         raise CheckFailed(f"{', '.join(extra)}: not a Pod on {ctx.params['node']}: predict for the six Pods labelled "
                           "app=drain", expected=sorted(truth), observed=sorted(map(str, answer)))
+    if obs.get("tried"):
+        tried = obs["tried"]
+        return ctx.failed(f"the taint-eviction controller already deleted {tried['pod']} from {ctx.params['node']} "
+                          f"(at {tried['time']}: a NoExecute taint was added to it), and your prediction was written "
+                          "or changed after that: a prediction made after watching is not one, and earns no points. "
+                          f"Work it out from the Pods' tolerations (see the hints); `labkit reset scheduler "
+                          f"{ctx.exercise.id}` builds node-e and its Pods afresh, and a prediction written then counts",
+                          expected="a prediction written before the first eviction from the node",
+                          observed=f"answer written after the eviction of {tried['pod']}", observed_in=LIVE)
     note = (f" (you changed or removed {', '.join(obs['changed'])}: the check judges the Pods as the lab built them)"
             if obs.get("changed") else "")
     wrong = [name for name in truth if given[name] != truth[name]]

@@ -8,7 +8,12 @@ to one keeps phase Pending with spec.nodeName set (`kubectl get pods -o wide` sh
 on a cluster whose node has no kubelet running. The Nodes' status is written once, as a kubelet
 would register it (capacity, allocatable, the condition Ready True). The server's admission
 chain includes DefaultTolerationSeconds: every Pod without tolerations of the not-ready and
-unreachable taints gets them (300 s), as on a cluster.
+unreachable taints gets them (300 s), as on a cluster. The taint-eviction controller
+(labkit.controllers.tainteviction, after taint_eviction.go) runs too: a NoExecute taint on a
+Node deletes the Pods there that do not tolerate it, at once or after their tolerationSeconds.
+And each Node's kubelet still admits every Pod bound to it (labkit.controllers.kubeletadmit, after
+lifecycle/predicate.go): a Pod given a node by spec.nodeName alone where its requests do not fit
+is rejected, phase Failed with reason OutOfcpu (or OutOfmemory, OutOfpods).
 
 Starting state (cluster-scoped Nodes; namespace `sched`):
 
@@ -17,7 +22,7 @@ Starting state (cluster-scoped Nodes; namespace `sched`):
   node-c  disk=ssd, 1 CPU                                           |  requests 2 CPU and selects
   node-d  disk=ssd, 4 CPU, taint maintenance=true:NoSchedule       /   disk=ssd; it is Pending)
   node-e  disk=hdd, 8 CPU; six Pods bound to it by nodeName, each with other tolerations
-          (noexecute: predict what a NoExecute taint on node-e does to each)
+          (noexecute: predict what a NoExecute taint on node-e does to each, then watch it)
   node-f  disk=hdd, 2 CPU; the Pod legacy bound to it by nodeName
           (taint-effects: taint node-f so that new Pods avoid it, legacy stays)
   job-1..3  Pods for a scheduler of the student's own (schedulerName my-scheduler, disk=hdd),
@@ -47,8 +52,9 @@ from labkit.exercises import wait_for
 NAMESPACE = "sched"
 KUBELET_VERSION = "v1.34.1"
 # the embedded server's default controllers, without the node stand-in (it registers labkit-node
-# and would bind Pods itself), with the scheduler
-CONTROLLERS = tuple(c for c in DEFAULT_CONTROLLERS if c != "node") + ("scheduler",)
+# and would bind Pods itself), with the scheduler, the taint-eviction controller and the kubelets'
+# admission step
+CONTROLLERS = tuple(c for c in DEFAULT_CONTROLLERS if c != "node") + ("scheduler", "tainteviction", "kubeletadmit")
 SETTLE_TIMEOUT = 30
 
 
@@ -186,7 +192,29 @@ def _build_retiring(client) -> None:
     client.create("v1", "pods", copy.deepcopy(LEGACY), NAMESPACE)
 
 
+# the Nodes and the Pod a check of own-scheduler makes for the student's scheduler, and deletes again
+PROBE_LABEL = ("labkit.example/probe", "own-scheduler")
+
+
+def remove_probes(client) -> None:
+    """Delete the Pods and Nodes a check of own-scheduler made (by their label), at once."""
+    selector = f"{PROBE_LABEL[0]}={PROBE_LABEL[1]}"
+    for pod in client.list("v1", "pods", NAMESPACE, label_selector=selector)[0]:
+        try:
+            client.delete("v1", "pods", pod["metadata"]["name"], NAMESPACE, options={"gracePeriodSeconds": 0})
+        except ApiError as exc:
+            if exc.code != 404:
+                raise
+    for node in client.list("v1", "nodes", label_selector=selector)[0]:
+        try:
+            client.delete("v1", "nodes", node["metadata"]["name"])
+        except ApiError as exc:
+            if exc.code != 404:
+                raise
+
+
 def _build_jobs(client) -> None:
+    remove_probes(client)       # left by a check that was interrupted
     _delete_pods(client, list(JOBS))
     for name in JOBS:
         client.create("v1", "pods", job_pod(name), NAMESPACE)

@@ -25,3 +25,17 @@ def empty_key_matches_nothing(env):
 def key_is_enough(env):
     """Thinks the key and effect are enough, whatever the value: other-value stays 300 s."""
     _predict(env, other_value=300)
+
+
+@mistake("already deleted", "after")
+def watches_first(env):
+    """Adds the drain taint to node-e, watches the taint-eviction controller delete plain, then
+    writes the right prediction: one made after watching earns nothing."""
+    from labkit.apiserver.target import for_env
+    from labkit.exercises import wait_for
+    target = for_env(env)
+    target.kubectl("taint", "node", "node-e", "drain=now:NoExecute")
+    client = target.client()
+    assert wait_for(lambda: (client.get_or_none("v1", "pods", "plain", "sched") or {"metadata": {"x": 1}})
+                    ["metadata"].get("deletionTimestamp"), timeout=30, interval=0.1)
+    _predict(env)

@@ -70,3 +70,11 @@ def bindings_by_hand(env):
                    "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
         target.kubectl("create", "--raw", f"/api/v1/namespaces/sched/pods/{name}/binding", "-f", "-",
                        input=json.dumps(binding))
+
+
+@mistake("test Pod", "Insufficient cpu")
+def hard_coded_nodes(env):
+    """Binds job-1 and job-2 to node-e and job-3 to node-b, places that fit, named in the program;
+    any other Pod goes to node-e: it cannot place a Pod on Nodes it was not written for."""
+    _serve_variant(env, (BEST, "    best = next(n for n in nodes if n.metadata.name == {\"job-1\": \"node-e\", "
+                               "\"job-2\": \"node-e\", \"job-3\": \"node-b\"}.get(pod.metadata.name, \"node-e\"))"))

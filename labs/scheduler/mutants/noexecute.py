@@ -1,7 +1,10 @@
 """Near-misses of the noexecute prediction: each Pod's entry dropped, or set to each other
 outcome the six Pods can have (0, 120, 300, never), to a neighbour number, or to something that is
-no outcome."""
+no outcome; and the right prediction written after the lab's taint-eviction controller deleted
+a Pod of node-e (judged on the observation)."""
 
+from labkit.apiserver.target import for_env
+from labkit.exercises import wait_for, write_answer
 from labkit.mutants import Mutant, answer_mutants
 
 OUTCOMES = (0, 120, 300, "never")
@@ -18,3 +21,17 @@ def mutants(ctx):
     yield from answer_mutants(answer, alternatives=alternatives, names=names)
     yield Mutant("extra-pod", "answer: a Pod that is not on the node added", names=("not a Pod",),
                  answer={**answer, "web": 0})
+    checks = ctx.lab._load("checks.py")
+    obs = checks.observe_noexecute(ctx)
+
+    def watch_first(env):
+        """Taint node-e, wait for plain's eviction, then write the same prediction again."""
+        target = for_env(env)
+        target.kubectl("taint", "node", "node-e", "drain=now:NoExecute")
+        client = target.client()
+        assert wait_for(lambda: (client.get_or_none("v1", "pods", "plain", "sched") or {"metadata": {"x": 1}})
+                        ["metadata"].get("deletionTimestamp"), timeout=30, interval=0.1)
+        write_answer(env, "noexecute", answer)
+    yield Mutant("written-after-eviction", "the right prediction, written after the first eviction from node-e",
+                 names=("already deleted", "after"),
+                 observation={**obs, "tried": {"at": 0.0, "time": "00:00:00", "pod": "plain"}}, apply=watch_first)

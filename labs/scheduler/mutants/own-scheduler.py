@@ -2,8 +2,10 @@
 every other Node (proven equivalent when labkit's reconstruction of the default profile's Filter
 plugins lets every Pod through where it then is: any placement that fits is right), each Pod's
 binding missing or sent by hand, its schedulerName, requests, tolerations or nodeSelector changed, the Pod gone,
-unbound with the scheduler running or not, a large Pod bound beside them. Two are also made live:
-a Pod deleted, and a Pod made again with the scheduler stopped."""
+unbound with the scheduler running or not, a large Pod bound beside them; the check's test Pod
+(on two Nodes made for it) left Pending, bound without the program's binding, or placed on the
+cordoned test Node or on node-e (too little CPU), the scheduler stopped before the test. Two are
+also made live: a Pod deleted, and a Pod made again with the scheduler stopped."""
 
 import copy
 import json
@@ -69,3 +71,23 @@ def mutants(ctx):
                "nodeSelector": {}, "tolerations": [], "requests": [{"cpu": "3", "memory": "1Gi"}]}
         yield Mutant(f"hog-on-{node}", f"a 3-CPU Pod bound to {node} too", names=("Insufficient cpu",),
                      observation={**obs, "others": [*obs["others"], big]})
+    probe = obs["probe"]
+    by_name = {n["metadata"]["name"]: n for n in obs["nodes"]}
+
+    def probe_on(node_view, others):
+        return {**obs, "probe": {**probe, "pod": {**probe["pod"], "nodeName": node_view["metadata"]["name"]},
+                                 "placement": {"node": node_view, "others": others}}}
+    cordoned = copy.deepcopy(probe["placement"]["node"])
+    cordoned["metadata"]["name"] = probe["cordoned"]
+    cordoned["spec"]["unschedulable"] = True
+    yield Mutant("probe:cordoned", "the test Pod bound to the cordoned test Node", names=("NodeUnschedulable",),
+                 observation=probe_on(cordoned, []))
+    on_e = [v for v in (*obs["others"], *obs["jobs"].values()) if v["nodeName"] == "node-e"]
+    yield Mutant("probe:node-e", "the test Pod bound to node-e (a node the scheduler was written for)",
+                 names=("Insufficient cpu", "node names"), observation=probe_on(by_name["node-e"], on_e))
+    yield Mutant("probe:pending", "the test Pod left Pending", names=("did not bind", "test Pod"),
+                 observation={**obs, "probe": {**probe, "pod": {**probe["pod"], "nodeName": None}, "placement": None}})
+    yield Mutant("probe:no-binding", "the test Pod bound without the program's binding", names=("without a binding",),
+                 observation={**obs, "probe": {**probe, "bound_by": []}})
+    yield Mutant("probe:not-running", "the scheduler stopped once the jobs were bound", names=("not running",),
+                 observation={**obs, "running": False, "probe": None})
