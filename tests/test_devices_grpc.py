@@ -151,14 +151,48 @@ def test_preferred_allocation_and_allocate_over_the_wire(node):
     wait_for(lambda: kubelet.node_status()[1] == {WIDGET: 3}, "registered")
     assert kubelet.admit(pod("p1", 2)) is None
     preferred = [c for c in kubelet.manager.calls if c["call"] == "GetPreferredAllocation"]
-    assert preferred == [{"call": "GetPreferredAllocation", "resource": WIDGET, "available": ["w0", "w1", "w2"],
-                          "must_include": [], "size": 2, "answer": ["w1", "w2"]}]
+    assert len(preferred) == 1 and sorted(preferred[0]["available"]) == ["w0", "w1", "w2"]
+    assert {k: sorted(v) if isinstance(v, list) else v for k, v in preferred[0].items()} == \
+        {"call": "GetPreferredAllocation", "resource": WIDGET, "available": ["w0", "w1", "w2"],
+         "must_include": [], "size": 2, "answer": ["w1", "w2"]}
     options = kubelet.run_options("p1", "c")
-    assert options["envs"] == {"WIDGETS": "w1,w2"}
-    assert options["mounts"] == [{"container_path": "/run/widget", "host_path": "/srv/w1,w2", "read_only": True}]
+    sent = ",".join(next(c["devices"] for c in kubelet.manager.calls if c["call"] == "Allocate"))   # in no order
+    assert sorted(sent.split(",")) == ["w1", "w2"]
+    assert options["envs"] == {"WIDGETS": sent}
+    assert options["mounts"] == [{"container_path": "/run/widget", "host_path": f"/srv/{sent}", "read_only": True}]
     rejected = kubelet.admit(pod("p2", 2))
     assert rejected["message"] == (f"Allocate failed due to requested number of devices unavailable for {WIDGET}. "
                                    "Requested: 2, Available: 1, which is unexpected")
+
+
+def test_device_ids_reach_the_plugin_as_a_go_sets_unsorted_list(node):
+    # manager.go hands Allocate, GetPreferredAllocation and PreStartContainer `UnsortedList()` of a
+    # set: what the plugin receives is the manager's unsorted order, not labkit's sorted bookkeeping
+    kubelet, plugin = node
+    p = plugin(spec(preferred=True, pre_start=True))
+    wait_for(lambda: kubelet.node_status()[1] == {WIDGET: 3}, "registered")
+    kubelet.manager.unsorted = lambda ids: sorted(ids, reverse=True)
+    seen = {}
+    answer_preferred, answer_allocate = p.GetPreferredAllocation, p.Allocate
+    p.GetPreferredAllocation = lambda request, context: seen.setdefault(
+        "preferred", list(request.container_requests[0].available_deviceIDs)) and answer_preferred(request, context)
+    p.Allocate = lambda request, context: seen.setdefault(
+        "allocate", list(request.container_requests[0].devices_ids)) and answer_allocate(request, context)
+    p.PreStartContainer = lambda request, context: seen.setdefault(
+        "pre_start", list(request.devices_ids)) and api.PreStartContainerResponse()
+    assert kubelet.admit(pod("p1", 2)) is None
+    kubelet.run_options("p1", "c")
+    assert seen == {"preferred": ["w2", "w1", "w0"], "allocate": ["w2", "w1"], "pre_start": ["w2", "w1"]}
+    assert kubelet.manager.pod_devices["p1"]["c"][WIDGET].devices == ["w1", "w2"]     # the bookkeeping is a set
+
+
+def test_unsorted_list_is_a_permutation_in_no_fixed_order():
+    import random
+
+    from labkit.devices.manager import unsorted_list
+    rng = random.Random(7)
+    orders = {tuple(unsorted_list(["a", "b", "c"], rng)) for _ in range(200)}
+    assert all(sorted(o) == ["a", "b", "c"] for o in orders) and len(orders) == 6
 
 
 def test_a_plugin_error_on_allocate_rejects_the_pod(node):
@@ -200,7 +234,7 @@ def test_a_restarted_kubelet_keeps_allocations_and_waits_for_re_registration(nod
     assert not (kubelet.directory / "widget.sock").exists() and kubelet.checkpoint_path.exists()
     assert kubelet.node_status() == ({WIDGET: 0}, {WIDGET: 0})
     restored = kubelet.manager.pod_devices["p1"]["c"][WIDGET]
-    assert restored.devices == held and restored.response["envs"] == {"WIDGETS": ",".join(held)}
+    assert restored.devices == held and sorted(restored.response["envs"]["WIDGETS"].split(",")) == held
     p.step()                      # the plugin sees a new kubelet.sock and registers again
     assert wait_for(lambda: kubelet.node_status() == ({WIDGET: 3}, {WIDGET: 3}), "re-registered")
     assert kubelet.admit(pod("p2", 2))["message"].startswith(

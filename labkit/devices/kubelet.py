@@ -16,7 +16,8 @@ the manager's rules.
   (plugin gone, socket closed), PluginDisconnected marks every device unhealthy and stops the
   endpoint (the manager's 5-minute grace period follows).
 * Allocate / GetPreferredAllocation (endpoint.go allocate, getPreferredAllocation): one container
-  request per call, `container_responses[0]` used. PreStartContainer (manager.go
+  request per call, `container_responses[0]` used; the device IDs in no order (a Go set's
+  UnsortedList(): manager.unsorted_list). PreStartContainer (manager.go
   callPreStartContainerIfNeeded) only when the plugin's options ask for it, 30 s timeout.
 * Restart (`restart`): the Registration server stops, every plugin connection closes, and a
   fresh device manager starts as above from the checkpoint: the plugins' sockets are gone and
@@ -330,9 +331,9 @@ class Kubelet:
             allocation = held[resource]
             client = clients.get(resource)
             if client is not None and client.options().pre_start_required:
-                client.pre_start(allocation.devices)
-                self.manager.calls.append({"call": "PreStartContainer", "resource": resource,
-                                           "devices": allocation.devices})
+                sent = self.manager.unsorted(allocation.devices)     # callPreStartContainerIfNeeded: UnsortedList()
+                client.pre_start(sent)
+                self.manager.calls.append({"call": "PreStartContainer", "resource": resource, "devices": sent})
             response = allocation.response or {}
             for key, value in (response.get("envs") or {}).items():
                 merged["envs"].setdefault(key, value)

@@ -232,9 +232,11 @@ def judge_allocate(ctx, obs: dict):
         envs = container.get("envs") or {}
         if env_name not in envs:
             _fail(f"the process of {pod}'s container has no {env_name} in its environment (ContainerAllocateResponse.envs)")
-        if envs[env_name] != ",".join(devices):
+        # kubelet sends devices_ids as a Go set's UnsortedList() (manager.go allocateContainerResources):
+        # no order is kubelet's, so the IDs are judged as a set, each named once
+        if sorted(str(envs[env_name]).split(",")) != sorted(devices):
             _fail(f"{env_name} in {pod}'s container is {envs[env_name]!r}, but kubelet allocated it "
-                  f"{', '.join(devices)}: it must name exactly those, comma-separated in the order of devices_ids",
+                  f"{', '.join(devices)}: it must name exactly those, each once, comma-separated (in any order)",
                   ",".join(devices), envs[env_name])
         more = sorted(set(envs) - {env_name})
         if more:
