@@ -123,6 +123,27 @@ def test_registration_refusals_carry_kubelets_words(node, version, resource, mes
     assert kubelet.node_status() == ({}, {})
 
 
+def test_kubelet_records_each_registration_and_what_became_of_its_stream(node):
+    # the record the device-plugins checks judge over their whole window: a registration again
+    # with the same kubelet, a stream the plugin ended, a kubelet restart, each says so
+    kubelet, plugin = node
+    p = plugin(spec())
+    wait_for(lambda: kubelet.node_status()[1] == {WIDGET: 3}, "registered")
+    fate = lambda: [(r["kubelet"], r["stream"]) for r in kubelet.registrations]   # noqa: E731
+    assert fate() == [(1, "open")]
+    api.register(str(kubelet.socket), "widget.sock", WIDGET)            # the same plugin registers again
+    assert wait_for(lambda: fate() == [(1, "replaced"), (1, "open")], "the first stream replaced")
+    kubelet.restart()
+    assert fate() == [(1, "replaced"), (1, "closed")]
+    p.step()                                                            # it sees kubelet.sock made anew
+    assert wait_for(lambda: fate() == [(1, "replaced"), (1, "closed"), (2, "open")], "registered again")
+    p.stop()
+    assert wait_for(lambda: fate()[-1] == (2, "ended"), "the stream ended with the plugin")
+    end = kubelet.registrations[-1]["end"]        # its handler returned, or its server went first
+    assert end == "the plugin finished the stream" or end.startswith("rpc error: code = "), end
+    assert kubelet.registrations[0]["at"] <= kubelet.registrations[-1]["at"]
+
+
 # -- ListAndWatch, health, plugin death -------------------------------------------------------------
 
 def test_an_unhealthy_device_leaves_allocatable_not_capacity(node):

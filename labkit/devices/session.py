@@ -91,6 +91,15 @@ class Session:
             time.sleep(POLL)
         return bool(condition())
 
+    def streams_settled(self, seconds: float = 1.0) -> None:
+        """Once the plugin has exited, wait (`seconds` at most) until kubelet has seen the
+        ListAndWatch streams it opened end: its record of registrations then says so."""
+        if self.exited is None:
+            return
+        deadline = time.monotonic() + seconds
+        while any(r["stream"] == "open" for r in list(self.kubelet.registrations)) and time.monotonic() < deadline:
+            time.sleep(POLL)
+
     def lists(self, resource: str) -> int:
         """How many ListAndWatch messages kubelet received for `resource`."""
         return sum(1 for c in list(self.kubelet.manager.calls) if c["call"] == "ListAndWatch" and c["resource"] == resource)
