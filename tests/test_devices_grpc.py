@@ -262,6 +262,38 @@ def test_a_restarted_kubelet_keeps_allocations_and_waits_for_re_registration(nod
         f"Allocate failed due to requested number of devices unavailable for {WIDGET}. Requested: 2, Available: 1")
 
 
+def test_the_checkpoint_command_decodes_the_file_and_verifies_its_checksum(node, tmp_path):
+    from typer.testing import CliRunner
+
+    from labkit.devices.cli import app
+    from labkit.errors import LabkitError
+    kubelet, plugin = node
+    plugin(spec())
+    wait_for(lambda: kubelet.node_status()[1] == {WIDGET: 3}, "registered")
+    kubelet.admit(pod("p1", 2))
+    held = kubelet.manager.pod_devices["p1"]["c"][WIDGET]
+    run = CliRunner().invoke(app, ["checkpoint", "-f", str(kubelet.checkpoint_path), "-o", "json"])
+    assert run.exit_code == 0, run.output
+    shown = json.loads(run.output)
+    assert shown["checksum"]["verdict"] == "ok" and shown["checksum"]["stored"] == shown["checksum"]["computed"]
+    assert shown["registered"] == {WIDGET: ["w0", "w1", "w2"]}
+    [entry] = shown["entries"]
+    assert (entry["pod"], entry["container"], entry["resource"]) == ("p1", "c", WIDGET)
+    assert entry["devices"] == {str(n): ids for n, ids in held.numa.items()}
+    assert entry["allocate_response"] == held.response       # AllocResp decoded from its protobuf bytes
+    # a changed device ID: kubelet would log `checkpoint is corrupted` and start empty; exit code 1
+    blob = json.loads(kubelet.checkpoint_path.read_text())
+    blob["Data"]["RegisteredDevices"][WIDGET] = ["w0", "w1", "w9"]
+    changed = tmp_path / "changed"
+    changed.write_text(json.dumps(blob))
+    run = CliRunner().invoke(app, ["checkpoint", "-f", str(changed)])
+    assert run.exit_code == 1 and "checkpoint is corrupted" in run.output
+    garbage = tmp_path / "garbage"
+    garbage.write_text('{"Data": 3}')
+    run = CliRunner().invoke(app, ["checkpoint", "-f", str(garbage)])
+    assert isinstance(run.exception, LabkitError) and "not a device manager checkpoint" in str(run.exception)
+
+
 def test_a_corrupted_checkpoint_is_logged_and_the_state_starts_empty(node):
     kubelet, plugin = node
     plugin(spec())
