@@ -39,7 +39,7 @@ FAMILIES = {
     "requests": ("labkit.requests.cli", "app", "The API server's request pipeline: `explain` a request stage by "
                                                "stage; serve an admission `webhook` you wrote."),
     "scheduler": ("labkit.scheduler.cli", "app", "kube-scheduler v1.34.1, reconstructed: play scheduling cases (`play`), and `explain` one."),
-    "devices": ("labkit.devices.cli", "app", "kubelet's device manager v1.34.1, reconstructed: play device-plugin cases (`play`), run a plugin against it (`try`), labkit's reference plugin (`plugin serve`)."),
+    "devices": ("labkit.devices.cli", "app", "kubelet's device manager v1.34.1, reconstructed: play device-plugin cases (`play`), run a plugin against it (`try`), read its checkpoint (`checkpoint`), labkit's reference plugin (`plugin serve`)."),
     "class": ("labkit.classroom.cli", "app", "A whole class of student machines: credentials, prepare a lab, status, grade (over SSH)."),
 }
 

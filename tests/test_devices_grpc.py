@@ -123,6 +123,27 @@ def test_registration_refusals_carry_kubelets_words(node, version, resource, mes
     assert kubelet.node_status() == ({}, {})
 
 
+def test_kubelet_records_each_registration_and_what_became_of_its_stream(node):
+    # the record the device-plugins checks judge over their whole window: a registration again
+    # with the same kubelet, a stream the plugin ended, a kubelet restart, each says so
+    kubelet, plugin = node
+    p = plugin(spec())
+    wait_for(lambda: kubelet.node_status()[1] == {WIDGET: 3}, "registered")
+    fate = lambda: [(r["kubelet"], r["stream"]) for r in kubelet.registrations]   # noqa: E731
+    assert fate() == [(1, "open")]
+    api.register(str(kubelet.socket), "widget.sock", WIDGET)            # the same plugin registers again
+    assert wait_for(lambda: fate() == [(1, "replaced"), (1, "open")], "the first stream replaced")
+    kubelet.restart()
+    assert fate() == [(1, "replaced"), (1, "closed")]
+    p.step()                                                            # it sees kubelet.sock made anew
+    assert wait_for(lambda: fate() == [(1, "replaced"), (1, "closed"), (2, "open")], "registered again")
+    p.stop()
+    assert wait_for(lambda: fate()[-1] == (2, "ended"), "the stream ended with the plugin")
+    end = kubelet.registrations[-1]["end"]        # its handler returned, or its server went first
+    assert end == "the plugin finished the stream" or end.startswith("rpc error: code = "), end
+    assert kubelet.registrations[0]["at"] <= kubelet.registrations[-1]["at"]
+
+
 # -- ListAndWatch, health, plugin death -------------------------------------------------------------
 
 def test_an_unhealthy_device_leaves_allocatable_not_capacity(node):
@@ -151,14 +172,48 @@ def test_preferred_allocation_and_allocate_over_the_wire(node):
     wait_for(lambda: kubelet.node_status()[1] == {WIDGET: 3}, "registered")
     assert kubelet.admit(pod("p1", 2)) is None
     preferred = [c for c in kubelet.manager.calls if c["call"] == "GetPreferredAllocation"]
-    assert preferred == [{"call": "GetPreferredAllocation", "resource": WIDGET, "available": ["w0", "w1", "w2"],
-                          "must_include": [], "size": 2, "answer": ["w1", "w2"]}]
+    assert len(preferred) == 1 and sorted(preferred[0]["available"]) == ["w0", "w1", "w2"]
+    assert {k: sorted(v) if isinstance(v, list) else v for k, v in preferred[0].items()} == \
+        {"call": "GetPreferredAllocation", "resource": WIDGET, "available": ["w0", "w1", "w2"],
+         "must_include": [], "size": 2, "answer": ["w1", "w2"]}
     options = kubelet.run_options("p1", "c")
-    assert options["envs"] == {"WIDGETS": "w1,w2"}
-    assert options["mounts"] == [{"container_path": "/run/widget", "host_path": "/srv/w1,w2", "read_only": True}]
+    sent = ",".join(next(c["devices"] for c in kubelet.manager.calls if c["call"] == "Allocate"))   # in no order
+    assert sorted(sent.split(",")) == ["w1", "w2"]
+    assert options["envs"] == {"WIDGETS": sent}
+    assert options["mounts"] == [{"container_path": "/run/widget", "host_path": f"/srv/{sent}", "read_only": True}]
     rejected = kubelet.admit(pod("p2", 2))
     assert rejected["message"] == (f"Allocate failed due to requested number of devices unavailable for {WIDGET}. "
                                    "Requested: 2, Available: 1, which is unexpected")
+
+
+def test_device_ids_reach_the_plugin_as_a_go_sets_unsorted_list(node):
+    # manager.go hands Allocate, GetPreferredAllocation and PreStartContainer `UnsortedList()` of a
+    # set: what the plugin receives is the manager's unsorted order, not labkit's sorted bookkeeping
+    kubelet, plugin = node
+    p = plugin(spec(preferred=True, pre_start=True))
+    wait_for(lambda: kubelet.node_status()[1] == {WIDGET: 3}, "registered")
+    kubelet.manager.unsorted = lambda ids: sorted(ids, reverse=True)
+    seen = {}
+    answer_preferred, answer_allocate = p.GetPreferredAllocation, p.Allocate
+    p.GetPreferredAllocation = lambda request, context: seen.setdefault(
+        "preferred", list(request.container_requests[0].available_deviceIDs)) and answer_preferred(request, context)
+    p.Allocate = lambda request, context: seen.setdefault(
+        "allocate", list(request.container_requests[0].devices_ids)) and answer_allocate(request, context)
+    p.PreStartContainer = lambda request, context: seen.setdefault(
+        "pre_start", list(request.devices_ids)) and api.PreStartContainerResponse()
+    assert kubelet.admit(pod("p1", 2)) is None
+    kubelet.run_options("p1", "c")
+    assert seen == {"preferred": ["w2", "w1", "w0"], "allocate": ["w2", "w1"], "pre_start": ["w2", "w1"]}
+    assert kubelet.manager.pod_devices["p1"]["c"][WIDGET].devices == ["w1", "w2"]     # the bookkeeping is a set
+
+
+def test_unsorted_list_is_a_permutation_in_no_fixed_order():
+    import random
+
+    from labkit.devices.manager import unsorted_list
+    rng = random.Random(7)
+    orders = {tuple(unsorted_list(["a", "b", "c"], rng)) for _ in range(200)}
+    assert all(sorted(o) == ["a", "b", "c"] for o in orders) and len(orders) == 6
 
 
 def test_a_plugin_error_on_allocate_rejects_the_pod(node):
@@ -200,11 +255,43 @@ def test_a_restarted_kubelet_keeps_allocations_and_waits_for_re_registration(nod
     assert not (kubelet.directory / "widget.sock").exists() and kubelet.checkpoint_path.exists()
     assert kubelet.node_status() == ({WIDGET: 0}, {WIDGET: 0})
     restored = kubelet.manager.pod_devices["p1"]["c"][WIDGET]
-    assert restored.devices == held and restored.response["envs"] == {"WIDGETS": ",".join(held)}
+    assert restored.devices == held and sorted(restored.response["envs"]["WIDGETS"].split(",")) == held
     p.step()                      # the plugin sees a new kubelet.sock and registers again
     assert wait_for(lambda: kubelet.node_status() == ({WIDGET: 3}, {WIDGET: 3}), "re-registered")
     assert kubelet.admit(pod("p2", 2))["message"].startswith(
         f"Allocate failed due to requested number of devices unavailable for {WIDGET}. Requested: 2, Available: 1")
+
+
+def test_the_checkpoint_command_decodes_the_file_and_verifies_its_checksum(node, tmp_path):
+    from typer.testing import CliRunner
+
+    from labkit.devices.cli import app
+    from labkit.errors import LabkitError
+    kubelet, plugin = node
+    plugin(spec())
+    wait_for(lambda: kubelet.node_status()[1] == {WIDGET: 3}, "registered")
+    kubelet.admit(pod("p1", 2))
+    held = kubelet.manager.pod_devices["p1"]["c"][WIDGET]
+    run = CliRunner().invoke(app, ["checkpoint", "-f", str(kubelet.checkpoint_path), "-o", "json"])
+    assert run.exit_code == 0, run.output
+    shown = json.loads(run.output)
+    assert shown["checksum"]["verdict"] == "ok" and shown["checksum"]["stored"] == shown["checksum"]["computed"]
+    assert shown["registered"] == {WIDGET: ["w0", "w1", "w2"]}
+    [entry] = shown["entries"]
+    assert (entry["pod"], entry["container"], entry["resource"]) == ("p1", "c", WIDGET)
+    assert entry["devices"] == {str(n): ids for n, ids in held.numa.items()}
+    assert entry["allocate_response"] == held.response       # AllocResp decoded from its protobuf bytes
+    # a changed device ID: kubelet would log `checkpoint is corrupted` and start empty; exit code 1
+    blob = json.loads(kubelet.checkpoint_path.read_text())
+    blob["Data"]["RegisteredDevices"][WIDGET] = ["w0", "w1", "w9"]
+    changed = tmp_path / "changed"
+    changed.write_text(json.dumps(blob))
+    run = CliRunner().invoke(app, ["checkpoint", "-f", str(changed)])
+    assert run.exit_code == 1 and "checkpoint is corrupted" in run.output
+    garbage = tmp_path / "garbage"
+    garbage.write_text('{"Data": 3}')
+    run = CliRunner().invoke(app, ["checkpoint", "-f", str(garbage)])
+    assert isinstance(run.exception, LabkitError) and "not a device manager checkpoint" in str(run.exception)
 
 
 def test_a_corrupted_checkpoint_is_logged_and_the_state_starts_empty(node):

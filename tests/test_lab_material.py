@@ -293,6 +293,8 @@ TEXTS: dict[str, dict[str, Run | list[Run] | Mention | Covered]] = {
     },
     "device-plugins": {
         "labkit devices try": Mention(),
+        "labkit devices checkpoint": Covered("tests/test_devices_grpc.py::"
+                                             "test_the_checkpoint_command_decodes_the_file_and_verifies_its_checksum"),
         "labkit reset device-plugins EXERCISE": Run("labkit reset device-plugins register", changes="register"),
     },
     "numa": {

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import json
 from pathlib import Path
+from typing import Callable
 
 from labkit.apiserver.protobuf import length_delimited, varint_field
 from labkit.devices.manager import Allocation, DeviceManager, Endpoint, Options
@@ -94,6 +95,29 @@ def write(manager: DeviceManager, path: Path) -> Path:
     data = to_data(manager)
     path.write_text(json.dumps({"Data": data, "Checksum": checksum(data)}, separators=(",", ":")))
     return path
+
+
+def decode(path: Path, response: Callable[[bytes], dict]) -> dict:
+    """The file as readCheckpoint sees it, for people: its checksum stored and computed (a
+    mismatch is what kubelet logs as `checkpoint is corrupted` and then starts empty), the
+    registered resources, and each container's devices per NUMA node with its Allocate answer
+    (`response(bytes)` decodes a ContainerAllocateResponse). Raises ValueError for a file that
+    is not a checkpoint at all."""
+    try:
+        blob = json.loads(Path(path).read_text())
+        data = blob["Data"]
+        entries = [{"pod": e["PodUID"], "container": e["ContainerName"], "resource": e["ResourceName"],
+                    "devices": {str(k): list(v) for k, v in (e.get("DeviceIDs") or {}).items()},
+                    "allocate_response": response(base64.b64decode(e.get("AllocResp") or ""))}
+                   for e in data.get("PodDeviceEntries") or []]
+        stored = int(blob.get("Checksum") or 0)
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        raise ValueError(f"{path}: not a device manager checkpoint ({type(exc).__name__}: {exc})") from None
+    computed = checksum(data)
+    return {"file": str(path), "checksum": {"stored": stored, "computed": computed,
+                                           "verdict": "ok" if stored == computed else CORRUPTED},
+            "registered": {r: list(ids) for r, ids in (data.get("RegisteredDevices") or {}).items()},
+            "entries": entries}
 
 
 def read(manager: DeviceManager, path: Path, now: float, responses: dict | None = None) -> None:

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import List, Optional
 
@@ -12,7 +13,7 @@ import typer
 from labkit import cases, cliopts
 from labkit.errors import LabkitError
 
-app = typer.Typer(help="kubelet's device manager v1.34.1, reconstructed: play device-plugin cases (`play`), run a plugin against it (`try`), labkit's reference plugin (`plugin serve`).",
+app = typer.Typer(help="kubelet's device manager v1.34.1, reconstructed: play device-plugin cases (`play`), run a plugin against it (`try`), read its checkpoint (`checkpoint`), labkit's reference plugin (`plugin serve`).",
                   no_args_is_help=True, context_settings={"help_option_names": ["-h", "--help"]})
 plugin_app = typer.Typer(help="labkit's reference device plugin (v1beta1 over gRPC on a unix socket).",
                          no_args_is_help=True)
@@ -31,6 +32,57 @@ def play(files: List[Path] = typer.Option(..., "-f", "--filename", help="A case 
     fmt, _ = cliopts.resolve_output(output, FORMATS, "table")
     results = [play_case(load_case(path)) for path in files]
     raise typer.Exit(cases.report(results, fmt))
+
+
+@app.command("checkpoint")
+def show_checkpoint(
+    filename: Optional[Path] = typer.Option(None, "-f", "--filename",
+                                            help="A kubelet_internal_checkpoint file (default: the one of the "
+                                                 "device-plugins lab's last `labkit devices try`)."),
+    output: Optional[str] = cliopts.output_option(FORMATS, "table"),
+):
+    """Show a device manager checkpoint decoded (checkpoint/checkpoint.go): its checksum as kubelet
+    verifies it on start (a mismatch: `checkpoint is corrupted`, and kubelet starts with no
+    allocations), the registered resources, and each container's devices per NUMA node with the
+    Allocate answer kept for it. Exit code 1 when the checksum does not match."""
+    import sys
+
+    from labkit.devices import api, checkpoint
+    from labkit.devices.kubelet import CHECKPOINT, response_dict
+
+    fmt, _ = cliopts.resolve_output(output, FORMATS, "table")
+    if filename is None:
+        env = _lab_env()
+        filename = env.lab.environment_module().node_root(env) / "try" / CHECKPOINT
+    if not filename.is_file():
+        raise LabkitError(f"{filename}: no such file (a node's checkpoint is written once its kubelet has a plugin "
+                          "or an allocation: `labkit devices try FILE --pod 2`)")
+    try:
+        shown = checkpoint.decode(filename, lambda raw: response_dict(api.ContainerAllocateResponse.FromString(raw)))
+    except ValueError as exc:
+        raise LabkitError(str(exc)) from None
+    except Exception as exc:          # protobuf's DecodeError: AllocResp is not a ContainerAllocateResponse
+        raise LabkitError(f"{filename}: an AllocResp is not a ContainerAllocateResponse ({exc})") from None
+    if fmt == "json":
+        sys.stdout.write(json.dumps(shown, indent=1) + "\n")
+    else:
+        sys.stdout.write(render_checkpoint(shown))
+    raise typer.Exit(0 if shown["checksum"]["verdict"] == "ok" else 1)
+
+
+def render_checkpoint(shown: dict) -> str:
+    sums = shown["checksum"]
+    lines = [f"{shown['file']}",
+             f"checksum: stored {sums['stored']}, computed {sums['computed']}: {sums['verdict']}",
+             "registered: " + ("; ".join(f"{r}: {', '.join(ids) or '(none)'}" for r, ids in shown["registered"].items())
+                              or "(none)")]
+    for e in shown["entries"]:
+        per_numa = ", ".join(f"NUMA {n}: {' '.join(ids)}" if n != "-1" else f"no topology: {' '.join(ids)}"
+                             for n, ids in e["devices"].items())
+        lines.append(f"pod {e['pod']} container {e['container']} {e['resource']}: {per_numa}")
+        for key, value in e["allocate_response"].items():
+            lines.append(f"  {key}: {json.dumps(value)}")
+    return "\n".join(lines) + "\n"
 
 
 @plugin_app.command("serve")

@@ -16,7 +16,8 @@ the manager's rules.
   (plugin gone, socket closed), PluginDisconnected marks every device unhealthy and stops the
   endpoint (the manager's 5-minute grace period follows).
 * Allocate / GetPreferredAllocation (endpoint.go allocate, getPreferredAllocation): one container
-  request per call, `container_responses[0]` used. PreStartContainer (manager.go
+  request per call, `container_responses[0]` used; the device IDs in no order (a Go set's
+  UnsortedList(): manager.unsorted_list). PreStartContainer (manager.go
   callPreStartContainerIfNeeded) only when the plugin's options ask for it, 30 s timeout.
 * Restart (`restart`): the Registration server stops, every plugin connection closes, and a
   fresh device manager starts as above from the checkpoint: the plugins' sockets are gone and
@@ -101,6 +102,7 @@ class GrpcPlugin:
         self.channel: grpc.Channel | None = None
         self.stub: api.Stub | None = None
         self.stream = None
+        self.record: dict | None = None          # the Register call that made this client (Kubelet.registrations)
         self._options: Options | None = None
 
     def dial(self) -> None:
@@ -176,7 +178,12 @@ class Kubelet:
         self.clients: dict[str, GrpcPlugin] = {}
         self.server: grpc.Server | None = None
         self.events: list[str] = []               # what kubelet logged, for the lab's views
-        self.registrations: list[dict] = []       # every Register call: what it asked, kubelet's error
+        # every Register call: what it asked, kubelet's error, which kubelet start it reached
+        # (`kubelet`: 1 for the first start, 2 after one restart, ...) and what became of the
+        # ListAndWatch stream it opened (`stream`: open | ended (the plugin's side: `end` says how) |
+        # replaced (the plugin registered again) | closed (kubelet stopped or restarted))
+        self.registrations: list[dict] = []
+        self.starts = 0
         self.node_capacity: dict[str, int] = {}   # what the Node status shows (removed: 0)
 
     @property
@@ -204,6 +211,7 @@ class Kubelet:
                 self.events.append(f"Continue after failing to read checkpoint file. Device allocation info "
                                    f"may NOT be up-to-date: {exc}")
         self.socket.unlink(missing_ok=True)
+        self.starts += 1
         self.server = api.serve("Registration", self, str(self.socket))
 
     def _saved_responses(self) -> dict:
@@ -232,6 +240,8 @@ class Kubelet:
         with self.lock:
             clients, self.clients = self.clients, {}
         for client in clients.values():
+            if client.record is not None and client.record["stream"] == "open":
+                client.record["stream"] = "closed"
             client.close()
         self.socket.unlink(missing_ok=True)
 
@@ -244,9 +254,10 @@ class Kubelet:
     def Register(self, request, context):
         resource = request.resource_name
         record = {"resource": resource, "endpoint": request.endpoint, "version": request.version, "error": None,
-                  "answered": False}
+                  "answered": False, "kubelet": self.starts, "at": self.clock(), "stream": None, "end": None}
         self.registrations.append(record)
         client = GrpcPlugin(resource, str(self.directory / request.endpoint), self.dial_timeout)
+        client.record = record
         try:
             with self.lock:
                 self.manager.register(resource, client, request.version)
@@ -258,8 +269,10 @@ class Kubelet:
             self.events.append(f"registration of {resource!r} refused: {exc}")
             context.abort(grpc.StatusCode.UNKNOWN, str(exc))
         if old is not None:
+            if old.record is not None and old.record["stream"] == "open":
+                old.record["stream"] = "replaced"
             old.close()
-        record["answered"] = True
+        record["answered"], record["stream"] = True, "open"
         self.events.append(f"registered {resource} at {request.endpoint}")
         client.stream = client.stub.ListAndWatch(api.Empty())
         threading.Thread(target=self._watch, args=(client,), daemon=True, name=f"listandwatch {resource}").start()
@@ -279,12 +292,16 @@ class Kubelet:
                                                           for d in devices]})
                     checkpoint.write(self.manager, self.checkpoint_path)
                 self.on_change()
+            ended = "the plugin finished the stream"          # grpc-go's Recv gives io.EOF then
         except grpc.RpcError as exc:
+            ended = go_status(exc)
             if self.clients.get(resource) is client:     # not kubelet's own stop or a replaced client
-                self.events.append(f"ListAndWatch ended unexpectedly for device plugin {resource}: {go_status(exc)}")
+                self.events.append(f"ListAndWatch ended unexpectedly for device plugin {resource}: {ended}")
         with self.lock:
             if self.clients.get(resource) is not client:
                 return
+            if client.record is not None:
+                client.record["stream"], client.record["end"] = "ended", ended
             del self.clients[resource]
             self.manager.plugin_stopped(resource, self.clock())
             if self.checkpoint_path.parent.exists():
@@ -330,9 +347,9 @@ class Kubelet:
             allocation = held[resource]
             client = clients.get(resource)
             if client is not None and client.options().pre_start_required:
-                client.pre_start(allocation.devices)
-                self.manager.calls.append({"call": "PreStartContainer", "resource": resource,
-                                           "devices": allocation.devices})
+                sent = self.manager.unsorted(allocation.devices)     # callPreStartContainerIfNeeded: UnsortedList()
+                client.pre_start(sent)
+                self.manager.calls.append({"call": "PreStartContainer", "resource": resource, "devices": sent})
             response = allocation.response or {}
             for key, value in (response.get("envs") or {}).items():
                 merged["envs"].setdefault(key, value)

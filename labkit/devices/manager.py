@@ -10,15 +10,27 @@ stream ended has all its devices marked unhealthy and its endpoint stopped, and 
 
 from __future__ import annotations
 
+import random
 import re
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Callable, Iterable, Protocol
 
 VERSION = "v1beta1"
 SUPPORTED_VERSIONS = ["v1beta1"]
 HEALTHY, UNHEALTHY = "Healthy", "Unhealthy"
 STOP_GRACE_PERIOD = 5 * 60            # endpointStopGracePeriod
 NO_TOPOLOGY = -1                      # the checkpoint's NUMA key for a device without topology
+
+
+def unsorted_list(ids: Iterable[str], rng: random.Random | None = None) -> list[str]:
+    """sets.Set[string].UnsortedList (k8s.io/apimachinery/pkg/util/sets/set.go): a Go set's items
+    in map iteration order, which Go leaves unspecified and its runtime randomises. kubelet hands
+    device IDs to a plugin so: manager.go allocateContainerResources (`allocDevices.UnsortedList()`
+    for Allocate), callGetPreferredAllocationIfAvailable (available and must_include) and
+    callPreStartContainerIfNeeded. A plugin can rely on no order; labkit shuffles them."""
+    out = list(ids)
+    (rng or random).shuffle(out)
+    return out
 
 
 class DeviceError(Exception):
@@ -77,8 +89,10 @@ class Allocation:
 
 
 class DeviceManager:
-    def __init__(self, numa_nodes: list[int] | None = None):
+    def __init__(self, numa_nodes: list[int] | None = None,
+                 unsorted: Callable[[Iterable[str]], list[str]] = unsorted_list):
         self.numa_nodes = list(numa_nodes or [0])
+        self.unsorted = unsorted              # how a Go set's IDs reach a plugin (unsorted_list)
         self.endpoints: dict[str, Endpoint] = {}
         self.all_devices: dict[str, dict[str, Device]] = {}
         self.healthy: dict[str, set[str]] = {}
@@ -169,10 +183,12 @@ class DeviceManager:
         endpoint = self.endpoints.get(resource)
         if endpoint is None or not endpoint.options.get_preferred_allocation_available:
             return None
-        call = {"call": "GetPreferredAllocation", "resource": resource, "available": sorted(available),
-                "must_include": sorted(must_include), "size": size}
+        # manager.go callGetPreferredAllocationIfAvailable: both sets as UnsortedList()
+        available, must_include = self.unsorted(available), self.unsorted(must_include)
+        call = {"call": "GetPreferredAllocation", "resource": resource, "available": available,
+                "must_include": must_include, "size": size}
         try:
-            answer = endpoint.plugin.get_preferred_allocation(sorted(available), sorted(must_include), size)
+            answer = endpoint.plugin.get_preferred_allocation(list(available), list(must_include), size)
         except Exception as exc:
             raise DeviceError(f"device plugin GetPreferredAllocation rpc failed with err: {exc}") from None
         call["answer"] = answer
@@ -240,8 +256,9 @@ class DeviceManager:
             endpoint = self.endpoints.get(resource)
             if endpoint is None:
                 raise DeviceError(f"unknown Device Plugin {resource}")
+            sent = self.unsorted(chosen)    # allocateContainerResources: devs := allocDevices.UnsortedList()
             try:
-                response = endpoint.plugin.allocate(sorted(chosen)) if endpoint.plugin is not None else {}
+                response = endpoint.plugin.allocate(list(sent)) if endpoint.plugin is not None else {}
             except DeviceError:
                 raise
             except Exception as exc:
@@ -250,7 +267,7 @@ class DeviceManager:
                 text = str(exc)
                 raise DeviceError(text if text.startswith("rpc error: ") else
                                   f"rpc error: code = Unknown desc = {text}") from None
-            self.calls.append({"call": "Allocate", "resource": resource, "devices": sorted(chosen), "answer": response})
+            self.calls.append({"call": "Allocate", "resource": resource, "devices": sent, "answer": response})
             numa: dict[int, list[str]] = {}
             for dev_id in sorted(chosen):
                 device = self.all_devices.get(resource, {}).get(dev_id)

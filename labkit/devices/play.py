@@ -32,7 +32,8 @@ class ScriptedPlugin:
         return self.preferred_answer
 
     def allocate(self, device_ids):
-        return self.responses.get(tuple(device_ids), {"envs": {"DEVICES": ",".join(device_ids)}})
+        ids_ = sorted(device_ids)            # they come in no order (manager.unsorted_list)
+        return self.responses.get(tuple(ids_), {"envs": {"DEVICES": ",".join(ids_)}})
 
 
 def load_case(path: Path) -> dict:
@@ -131,7 +132,9 @@ def _allocation(case: dict, played: Played) -> None:
             got = calls[0] if calls else None
             played.check("preferred_call", {"available": sorted(ids(want["available"])), "must_include": sorted(ids(want["must_include"])),
                                             "size": want["size"]},
-                         {k: got[k] for k in ("available", "must_include", "size")} if got else None)
+                         # both lists reach the plugin as a set's UnsortedList (manager.unsorted_list)
+                         {"available": sorted(got["available"]), "must_include": sorted(got["must_include"]),
+                          "size": got["size"]} if got else None)
 
 
 def _hints(case: dict, played: Played) -> None:

@@ -57,6 +57,7 @@ class Session:
         self.files.mkdir(parents=True)
         self.health_file.write_text("{}\n")
         self.kubelet.start()
+        self.started_at = self.kubelet.clock()
         self.process = self.spawn(PLUGIN_TAG, [sys.executable, "-u", str(self.plugin_file)],
                                   {"DEVICE_PLUGIN_DIR": str(self.kubelet.directory),
                                    "DEVICE_HEALTH_FILE": str(self.health_file)})
@@ -91,6 +92,15 @@ class Session:
             time.sleep(POLL)
         return bool(condition())
 
+    def streams_settled(self, seconds: float = 1.0) -> None:
+        """Once the plugin has exited, wait (`seconds` at most) until kubelet has seen the
+        ListAndWatch streams it opened end: its record of registrations then says so."""
+        if self.exited is None:
+            return
+        deadline = time.monotonic() + seconds
+        while any(r["stream"] == "open" for r in list(self.kubelet.registrations)) and time.monotonic() < deadline:
+            time.sleep(POLL)
+
     def lists(self, resource: str) -> int:
         """How many ListAndWatch messages kubelet received for `resource`."""
         return sum(1 for c in list(self.kubelet.manager.calls) if c["call"] == "ListAndWatch" and c["resource"] == resource)
@@ -107,6 +117,10 @@ class Session:
 
     def registrations(self) -> list[dict]:
         return [dict(r) for r in self.kubelet.registrations]
+
+    def registrations_shown(self, first: int = 0) -> list[dict]:
+        """The registrations from the `first`-th on, each one's time as seconds since the run began."""
+        return [{**r, "at": f"{r['at'] - self.started_at:.2f} s"} for r in self.registrations()[first:]]
 
     def options(self, resource: str) -> dict | None:
         endpoint = self.kubelet.manager.endpoints.get(resource)

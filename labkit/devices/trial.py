@@ -21,7 +21,7 @@ def run(session, resource: str, *, broken: str | None = None, pod: int = 0, rest
     with session as s:
         s.wait(lambda: s.lists(resource) >= 1 or any(r["error"] for r in s.registrations()), REGISTER_S)
         s.wait(lambda: False, SETTLE_S)
-        steps.append(_step("plugin started", registrations=s.registrations(), options=s.options(resource),
+        steps.append(_step("plugin started", registrations=s.registrations_shown(), options=s.options(resource),
                            devices=_devices(s, resource), node=s.node(), exited=s.exited, log=s.plugin_log()))
         if not s.lists(resource):
             return steps
@@ -47,7 +47,7 @@ def run(session, resource: str, *, broken: str | None = None, pod: int = 0, rest
             s.wait(lambda: False, SETTLE_S)
             held = {uid: {c: {r: a.devices for r, a in rs.items()} for c, rs in cs.items()}
                     for uid, cs in s.kubelet.manager.pod_devices.items()}
-            steps.append(_step("after the restart", registered_again=again, registrations=s.registrations()[count:],
+            steps.append(_step("after the restart", registered_again=again, registrations=s.registrations_shown(count),
                                node=s.node(), pod_devices=held, events=s.kubelet.events[-3:]))
     return steps
 

@@ -19,6 +19,10 @@ HEALTHY, UNHEALTHY = "Healthy", "Unhealthy"
 REGISTER_S = 3.0          # how long a plugin has to register (Python and grpc start in well under 1 s)
 CHANGE_S = 3.0            # how long it has to send a changed list
 SETTLE_S = 0.3
+WATCH_S = 1.0             # how long register watches a registered plugin: one that dies or registers
+                          # again within that time (a timer of up to 1 s) shows in kubelet's record
+RESTART_WATCH_S = 1.5     # how long restart watches it before restarting kubelet: a plugin registering
+                          # again every second instead of noticing kubelet.sock made anew does so meanwhile
 PENDING = "(no answer yet)"    # a Register call kubelet has not answered when the check looks
 
 
@@ -41,12 +45,38 @@ def _first_list(s, resource: str) -> None:
     s.wait(lambda: False, SETTLE_S) if s.lists(resource) else None
 
 
+def _registrations(s, start: int) -> list[dict]:
+    """The Register calls that reached kubelet's `start`-th start (1: before any restart), from
+    kubelet's own record (labkit.devices.kubelet Kubelet.registrations): what each asked, kubelet's
+    answer, and what became of the ListAndWatch stream it opened (`end` says how one ended)."""
+    return [{"resource": r["resource"], "version": r["version"], "error": r["error"] if r["answered"] else PENDING,
+             "stream": r["stream"], **({"end": r["end"]} if r["end"] else {})}
+            for r in s.registrations() if r["kubelet"] == start]
+
+
 def _registration(s, resource: str) -> dict:
-    """What every check judges first: did the plugin register, and what kubelet then listed."""
-    return {"exited": s.exited, "log": s.plugin_log(),
-            "registrations": [{"resource": r["resource"], "version": r["version"],
-                               "error": r["error"] if r["answered"] else PENDING} for r in s.registrations()],
+    """What every check judges first: did the plugin register, and what kubelet then listed.
+    `_window` brings the registrations up to the end of the check's window."""
+    return {"exited": s.exited, "log": s.plugin_log(), "registrations": _registrations(s, 1),
             "devices": sorted(s.devices(resource), key=lambda d: d["ID"]), "node": s.node()}
+
+
+def _window(s, obs: dict) -> dict:
+    """The end of a check's window: the registrations kubelet recorded over all of it (a plugin
+    that died or registered again since its first device list shows here) and the plugin's state."""
+    s.streams_settled()
+    obs.update({"exited": s.exited, "log": s.plugin_log(), "registrations": _registrations(s, 1)})
+    return obs
+
+
+def _hold(s, since: float, seconds: float = WATCH_S) -> None:
+    """Watch the plugin until `seconds` after kubelet's clock read `since` (or until it exits)."""
+    s.wait(lambda: False, since + seconds - s.kubelet.clock())
+
+
+def _registered_at(s) -> float:
+    accepted = [r["at"] for r in s.registrations() if r["stream"] is not None]
+    return accepted[0] if accepted else s.kubelet.clock()
 
 
 def _changed(s, resource: str, health: dict) -> dict:
@@ -65,7 +95,13 @@ def _fail(message: str, expected=None, observed=None, **details):
     raise CheckFailed(message, expected, observed, observed_in=LIVE, **details)
 
 
-def _judge_registered(ctx, obs: dict) -> None:
+STREAM_WORDS = {"open": "still open", "closed": "closed by kubelet's restart"}
+
+
+def _judge_registered(ctx, obs: dict, stream: str = "open", when: str = "") -> None:
+    """One kubelet's record of the plugin's Register calls (obs["registrations"]): the last one
+    accepted, for the exercise's resource and v1beta1; exactly one accepted; its ListAndWatch stream
+    `stream` at the end of the window (open; or closed, when kubelet restarted)."""
     resource = ctx.params["resource"]
     regs = obs.get("registrations") or []
     log = obs.get("log") or ""
@@ -87,6 +123,24 @@ def _judge_registered(ctx, obs: dict) -> None:
     if last.get("version") != "v1beta1":
         _fail(f"your RegisterRequest names API version {last.get('version')!r}: kubelet v1.34 supports v1beta1 only",
               "v1beta1", last.get("version"))
+    accepted = [r for r in regs if not r.get("error")]
+    if len(accepted) > 1:
+        # plugin/v1beta1/handler.go connectClient: every Register dials the plugin anew, and
+        # manager.go PluginConnected asks GetDevicePluginOptions and sets a new endpoint
+        _fail(f"{when}your plugin registered {len(accepted)} times with the same kubelet: every Register makes kubelet "
+              "dial your socket again, ask GetDevicePluginOptions and open another ListAndWatch stream "
+              "(plugin/v1beta1/handler.go connectClient). Register once, and again only when kubelet.sock is "
+              "created anew (a restarted kubelet)", 1, len(accepted))
+    got = accepted[0].get("stream")
+    if got != stream:
+        if got == "ended":
+            exited = f" and your plugin exited (code {obs['exited']})" if obs.get("exited") is not None else ""
+            _fail(f"{when}the ListAndWatch stream kubelet opened when your plugin registered ended "
+                  f"({accepted[0].get('end') or 'no reason given'}){exited}: kubelet then marks every device of "
+                  "the resource Unhealthy (manager.go PluginDisconnected) and removes the resource 5 minutes later. "
+                  f"A plugin keeps serving and keeps the stream open{tail}", STREAM_WORDS[stream], "ended")
+        _fail(f"{when}the ListAndWatch stream kubelet opened when your plugin registered is {got or 'not recorded'}, "
+              f"not {STREAM_WORDS[stream]} at the end of the check", STREAM_WORDS[stream], got)
 
 
 def _judge_devices(devices: list, sick=(), when: str = "") -> None:
@@ -131,13 +185,17 @@ def _judge_node(ctx, node: dict, capacity: int, allocatable: int, when: str = ""
 # -- register -------------------------------------------------------------------------------------
 
 def observe_register(ctx) -> dict:
+    """The first device list and the node then; the registrations over WATCH_S from the
+    registration on (a plugin that dies or registers again in that time is seen)."""
     with _session(ctx) as s:
         _first_list(s, ctx.params["resource"])
-        return _registration(s, ctx.params["resource"])
+        obs = _registration(s, ctx.params["resource"])
+        _hold(s, _registered_at(s))
+        return _window(s, obs)
 
 
-def judge_register(ctx, obs: dict):
-    _judge_registered(ctx, obs)
+def judge_register(ctx, obs: dict, stream: str = "open"):
+    _judge_registered(ctx, obs, stream)
     _judge_devices(obs.get("devices"))
     _judge_node(ctx, obs.get("node"), 4, 4)
     return ctx.passed(f"your plugin registered {ctx.params['resource']}: four widgets on two NUMA nodes, capacity "
@@ -170,7 +228,7 @@ def observe_health(ctx) -> dict:
                 obs[phase] = _changed(s, resource, health)
                 if not obs[phase]["sent"]:
                     break
-        return obs
+        return _window(s, obs)
 
 
 def judge_health(ctx, obs: dict):
@@ -211,7 +269,7 @@ def observe_allocate(ctx) -> dict:
                 admitted = s.admit(pod, resource, 2)
                 admitted["container"] = s.run_container(pod) if admitted["admitted"] else None
                 obs["pods"][pod] = admitted
-        return obs
+        return _window(s, obs)
 
 
 def judge_allocate(ctx, obs: dict):
@@ -232,9 +290,11 @@ def judge_allocate(ctx, obs: dict):
         envs = container.get("envs") or {}
         if env_name not in envs:
             _fail(f"the process of {pod}'s container has no {env_name} in its environment (ContainerAllocateResponse.envs)")
-        if envs[env_name] != ",".join(devices):
+        # kubelet sends devices_ids as a Go set's UnsortedList() (manager.go allocateContainerResources):
+        # no order is kubelet's, so the IDs are judged as a set, each named once
+        if sorted(str(envs[env_name]).split(",")) != sorted(devices):
             _fail(f"{env_name} in {pod}'s container is {envs[env_name]!r}, but kubelet allocated it "
-                  f"{', '.join(devices)}: it must name exactly those, comma-separated in the order of devices_ids",
+                  f"{', '.join(devices)}: it must name exactly those, each once, comma-separated (in any order)",
                   ",".join(devices), envs[env_name])
         more = sorted(set(envs) - {env_name})
         if more:
@@ -312,7 +372,7 @@ def observe_preferred(ctx) -> dict:
         obs["pod"] = None
         client = s.kubelet.clients.get(resource)
         if client is None or not s.lists(resource):
-            return obs
+            return _window(s, obs)
         for available, must, size in REQUESTS:
             answer = {"available": list(available), "must_include": list(must), "size": size}
             try:
@@ -323,7 +383,7 @@ def observe_preferred(ctx) -> dict:
         admitted = s.admit("pod-a", resource, 2)
         calls = [c for c in s.kubelet.manager.calls if c["call"] == "GetPreferredAllocation"]
         obs["pod"] = {"devices": admitted["devices"], "kubelet_called": bool(calls)}
-        return obs
+        return _window(s, obs)
 
 
 def judge_preferred(ctx, obs: dict):
@@ -363,29 +423,38 @@ def observe_restart(ctx) -> dict:
         _first_list(s, resource)
         obs = _registration(s, resource)
         if not s.lists(resource):
-            return obs
+            return _window(s, obs)
         before = s.admit("pod-a", resource, 2)
-        count = len(s.registrations())
+        _hold(s, _registered_at(s), RESTART_WATCH_S)   # one that registers again on a timer does so before the restart
         s.kubelet.restart()
-        again = s.wait(lambda: len(s.registrations()) > count and s.lists(resource) >= 1, CHANGE_S)   # a fresh manager
+        start = s.kubelet.starts
+        # kubelet's record of Register calls says which start each reached: one after the restart
+        again = s.wait(lambda: any(r["kubelet"] == start for r in s.registrations()) and s.lists(resource) >= 1,
+                       CHANGE_S)   # s.lists counts the fresh manager's
         if again:
             s.wait(lambda: False, SETTLE_S)
         held = s.kubelet.manager.pod_devices.get("pod-a", {}).get("c", {}).get(resource)
         after = s.admit("pod-b", resource, 2) if again else None
-        obs["restart"] = {"registered_again": again, "errors": [r["error"] for r in s.registrations()[count:] if r["error"]],
-                          "node": s.node(), "held_before": before["devices"], "held_after": list(held.devices) if held else [],
+        obs["restart"] = {"registered_again": again, "node": s.node(), "held_before": before["devices"],
+                          "held_after": list(held.devices) if held else [],
                           "later_pod": after["devices"] if after else None}
+        _window(s, obs)
+        obs["restart"]["registrations"] = _registrations(s, start)
         return obs
 
 
 def judge_restart(ctx, obs: dict):
-    judge_register(ctx, obs)
+    # before the restart: one registration, its stream open until kubelet's restart closed it
+    judge_register(ctx, obs, stream="closed")
     seen = obs.get("restart") or {}
-    if not seen.get("registered_again"):
-        errors = seen.get("errors") or []
+    regs = seen.get("registrations") or []
+    if not seen.get("registered_again") or not regs:
+        errors = [r["error"] for r in regs if r.get("error")]
         why = f"; kubelet refused it: {errors[-1]}" if errors else ""
         _fail(f"after kubelet restarted (kubelet.sock made anew, your socket removed) your plugin did not register again "
               f"within {CHANGE_S:g} s{why}")
+    # after it: again exactly one registration, its stream open to the end
+    _judge_registered(ctx, {**obs, "registrations": regs}, "open", "after kubelet's restart: ")
     _judge_node(ctx, seen.get("node"), 4, 4, "after the restart and your re-registration: ")
     if sorted(seen.get("held_after") or []) != sorted(seen.get("held_before") or []):
         _fail("the Pod admitted before the restart does not hold its two widgets afterwards (kubelet_internal_checkpoint)")
@@ -405,10 +474,12 @@ def check_restart(ctx):
 REGISTRATION_WORDS = [
     (r"registrations(\[\])?", ("Register",)), (r"registrations\[\]\.resource", ("resource",)),
     (r"registrations\[\]\.version", ("version",)), (r"registrations\[\]\.error", ("refused",)),
+    (r"registrations\[\]\.stream", ("ListAndWatch",)),
     (r"(\w+\.)?devices(\[\])?(\.ID)?", ("device IDs",)), (r"(\w+\.)?devices\[\]\.health", ("health",)),
     (r"(\w+\.)?devices\[\]\.numa.*", ("NUMA",)),
     (r"(\w+\.)?node(\.capacity.*)?", ("capacity",)), (r"(\w+\.)?node\.allocatable.*", ("allocatable",)),
 ]
+STREAMS = ["open", "ended", "replaced", "closed"]
 ORDER_ONLY = ("kubelet keeps a resource's devices in a map by ID (manager.go genericDeviceUpdateCallback): the "
               "order of a ListAndWatch message does not matter")
 NO_ERROR = "a registration without an error field is one kubelet accepted, as with error null"
@@ -428,17 +499,19 @@ def observation_mutants(exercise: str, obs: dict, words: list, *, skip=(), equiv
     from labkit.mutants import Mutant, tree_edits
 
     alternatives = {"registrations[].error": ['the ResourceName "widget" is invalid'],
-                    "registrations[].version": ["v1alpha1", "v1"], **(alternatives or {})}
+                    "registrations[].version": ["v1alpha1", "v1"], "registrations[].stream": STREAMS,
+                    **(alternatives or {})}
     phases = ("broken", "healed", "others_broken", "others_healed")      # health_phases
     for key in ("devices[].health", *(f"{p}.devices[].health" for p in phases)):
         alternatives.setdefault(key, [UNHEALTHY, HEALTHY, "healthy", ""])
-    skipped = lambda p: any(re.fullmatch(x, _generic(p)) for x in ("exited", "log", *skip))  # noqa: E731
+    skipped = lambda p: any(re.fullmatch(x, _generic(p))  # noqa: E731
+                            for x in ("exited", "log", r"(\w+\.)?registrations\[\]\.end", *skip))
     for edit in tree_edits(obs, alternatives=alternatives, skip=skipped):
         generic = _generic(edit.path)
         reason = equivalent(edit) if equivalent else None
         if reason is None and edit.op == "swap" and re.fullmatch(r"(\w+\.)?devices", generic):
             reason = ORDER_ONLY
-        if reason is None and edit.op == "drop" and generic == "registrations[].error":
+        if reason is None and edit.op == "drop" and re.fullmatch(r"(\w+\.)?registrations\[\]\.error", generic):
             reason = NO_ERROR
         named = next((w for pattern, w in words + REGISTRATION_WORDS if re.fullmatch(pattern, generic)), None)
         if reason is None and named is None:

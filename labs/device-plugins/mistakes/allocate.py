@@ -41,3 +41,10 @@ def mounts_a_copy_of_the_driver(env):
                  'COPY = Path(__file__).resolve().parent / "widget-driver-copy"\n'
                  'shutil.copytree(DRIVER, COPY, dirs_exist_ok=True)'),
            ('host_path=str(DRIVER), read_only=True)', 'host_path=str(COPY), read_only=True)'))
+
+
+@mistake("WIDGET_VISIBLE_DEVICES", "each once")
+def space_separated(env):
+    """Joins the IDs with spaces instead of commas."""
+    _write(env, ('envs={"WIDGET_VISIBLE_DEVICES": ",".join(req.devices_ids)}',
+                 'envs={"WIDGET_VISIBLE_DEVICES": " ".join(req.devices_ids)}'))

@@ -53,3 +53,27 @@ os.execvp(sys.executable, [sys.executable, "-m", "labkit", "devices", "plugin", 
                            "--device", "widget-0@0", "--device", "widget-1@0",
                            "--device", "widget-2@1", "--device", "widget-3@1"])
 ''')
+
+
+@mistake("ListAndWatch", "ended")
+def stops_serving_after_registering(env):
+    """Registers, then leaves main through a `finally: server.stop(0)` instead of serving on:
+    the gRPC server stops, the process ends, and with them the ListAndWatch stream kubelet opened."""
+    _write(env, ('''    server = serve_and_register()
+    while True:''', '''    server = serve_and_register()
+    try:
+        time.sleep(0.3)
+        return
+    finally:
+        server.stop(0)
+    while True:'''))
+
+
+@mistake("registered", "times")
+def registers_again_on_a_timer(env):
+    """Serves anew and registers again every 0.7 s whether or not kubelet restarted, as a
+    substitute for noticing that kubelet.sock was created anew."""
+    _write(env, ('''        now = kubelet_socket()
+        if now is not None and now != registered_with:''', '''        time.sleep(0.5)
+        now = kubelet_socket()
+        if now is not None:'''))

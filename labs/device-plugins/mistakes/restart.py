@@ -24,3 +24,14 @@ def registers_on_the_old_socket(env):
             try:
                 server = serve_and_register()''', '''            try:
                 api.register(str(PLUGIN_DIR / api.KUBELET_SOCKET), SOCKET, RESOURCE, OPTIONS)'''))
+
+
+@mistake("registered", "times")
+def registers_again_every_second(env):
+    """Serves anew and registers again every second instead of noticing that kubelet.sock was
+    created anew: it is registered again after a restart too, but also again and again with a
+    kubelet that never restarted."""
+    _write(env, ('''        now = kubelet_socket()
+        if now is not None and now != registered_with:''', '''        time.sleep(0.8)
+        now = kubelet_socket()
+        if now is not None:'''))

@@ -1,6 +1,7 @@
-"""Near-misses of what kubelet saw of the reference plugin: each field of the registration and of
-every listed device dropped or changed (IDs, health, NUMA node), devices left out or reordered,
-the node's capacity and allocatable changed — one at a time, judged by the check's own judge."""
+"""Near-misses of what kubelet saw of the reference plugin: each field of the registration (its
+ListAndWatch stream's fate included) and of every listed device dropped or changed (IDs, health,
+NUMA node), devices left out or reordered, the node's capacity and allocatable changed — one at a
+time, judged by the check's own judge."""
 
 
 def mutants(ctx):
