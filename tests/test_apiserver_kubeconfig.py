@@ -112,6 +112,23 @@ def test_an_exec_plugin_credential_is_fetched_again_once_it_expires(server, tmp_
     assert (state / "calls").read_text() == "2"
 
 
+def test_an_exec_plugin_runs_again_when_its_credential_is_refused(server, tmp_path):
+    """client-go's exec round tripper: a 401 runs the plugin again and is returned as it is; the
+    next request carries the new credential. A credential that has not expired is not fetched
+    again for any other answer."""
+    path, state = exec_kubeconfig(server, tmp_path, [{"token": "revoked-or-never-valid"},
+                                                     {"token": sa_token(server, "robot-b")}])
+    client = HttpClient.from_kubeconfig(path)
+    review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+    code, _ = client.request("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", body=review)
+    assert code == 401
+    assert (state / "calls").read_text() == "2"
+    assert [whoami(client), whoami(client)] == ["system:serviceaccount:default:robot-b"] * 2
+    code, _ = client.request("GET", "/api/v1/namespaces/kube-system/secrets")
+    assert code == 403                              # refused, not unauthenticated: no new credential
+    assert (state / "calls").read_text() == "2"
+
+
 def test_a_failing_exec_plugin_is_an_error_not_an_anonymous_client(server, tmp_path):
     path, state = exec_kubeconfig(server, tmp_path, [])
     (state / "credentials").write_text("not json")

@@ -402,6 +402,18 @@ class KubeConfig:
             # a tokenFile's trailing newline is no part of the token (client-go trims it)
             return value.strip() if value else None
 
+    def credential_rejected(self, generation: int) -> None:
+        """A request made with the credential of `generation` was answered 401: an exec plugin
+        runs again, once for that credential (not when another request has replaced it since),
+        and the 401 goes back to the caller all the same; the next request carries the new
+        credential (client-go plugin/pkg/client/auth/exec/exec.go: roundTripper.RoundTrip calls
+        Authenticator.maybeRefreshCreds on http.StatusUnauthorized and returns the response)."""
+        if not self.user.get("exec"):
+            return
+        with self._lock:
+            if self.generation == generation:
+                self._load()
+
     def ssl_context(self) -> ssl.SSLContext | None:
         if not self.server.startswith("https"):
             return None
@@ -532,6 +544,7 @@ class HttpClient(Client):
             data = body if isinstance(body, bytes) else json.dumps(body).encode()
             content_type = content_type or "application/json"
         headers = self._headers(content_type, accept)
+        generation = self._generation()           # of the credential these headers carry
         for attempt in (1, 2):
             conn = getattr(self._local, "conn", None)
             if conn is not None and conn.labkit_generation != self._generation():
@@ -552,6 +565,8 @@ class HttpClient(Client):
         if response.getheader("Connection", "").lower() == "close":
             conn.close()
             self._local.conn = None
+        if response.status == 401 and self.kubeconfig is not None:
+            self.kubeconfig.credential_rejected(generation)
         try:
             payload = json.loads(raw) if raw else None
         except ValueError:
