@@ -64,37 +64,40 @@ def load_family(name: str):
 
 
 def _conventional_help() -> None:
-    """Help as command lines have always read: `LAB [EXERCISE]` in the usage line (typer 0.2x
-    writes a required argument as `{LAB}`), no type after a flag (`--version <bool>`), and
-    option values named as click names them (TEXT, INTEGER, PATH) or by their metavar. Two
-    display methods of typer's parameter classes are replaced; parsing is untouched."""
+    """Help as command lines have always read: `LAB [EXERCISE]` in the usage line (typer writes a
+    required argument as `{LAB}`), no type after an argument, and option values named as click
+    names them (TEXT, INTEGER, PATH) or by their metavar. Display methods of typer's parameter
+    classes are replaced; parsing is untouched.
+    typer is held below 0.29 (pyproject.toml), whose parameters import pydantic on every start."""
+    from typer._click.types import ParamType
     from typer.core import TyperArgument, TyperOption
 
-    typer_option_type = getattr(TyperOption, "display_type_rich", None)
+    original = TyperArgument.make_metavar
 
-    def usage_name(self) -> str:
-        name = self.display_name_raw
+    def make_metavar(self, ctx, *, usage: bool = False) -> str:
+        if not usage:
+            return original(self, ctx, usage=False)
+        name = self.metavar if self.metavar is not None else (self.name or "").upper()
         if name.startswith("["):          # a metavar that writes its own brackets
             return name
         name += "..." if self.nargs != 1 and not name.endswith("...") else ""
         return name if self.required else f"[{name}]"
 
-    def option_type(self, ctx):
-        if self.is_flag or self.count:
-            return None
-        if self.metavar is not None:
-            return self.metavar
-        shown = typer_option_type(self, ctx)
-        if shown and shown.startswith("<") and ">" in shown:
+    def option_metavar(self, ctx) -> str:
+        shown = option_original(self, ctx)
+        if shown.startswith("<") and ">" in shown:
             bare, rest = shown[1:].split(">", 1)
             shown = _CLICK_TYPE_NAMES.get(bare, bare.upper()) + rest
         return shown
 
-    if hasattr(TyperArgument, "_usage_display_name"):
-        TyperArgument._usage_display_name = usage_name
-        TyperArgument.display_type_rich = lambda self, ctx: None     # the argument's name says it
-    if hasattr(TyperOption, "display_type_rich"):
-        TyperOption.display_type_rich = option_type
+    def argument_type(self, param, ctx):
+        # the argument table shows no type after an argument: its name says it
+        return "" if isinstance(param, TyperArgument) else type_original(self, param, ctx)
+
+    option_original, type_original = TyperOption.make_metavar, ParamType.get_metavar
+    TyperArgument.make_metavar = make_metavar
+    TyperOption.make_metavar = option_metavar
+    ParamType.get_metavar = argument_type
 
 
 _CLICK_TYPE_NAMES = {"str": "TEXT", "int": "INTEGER", "float": "FLOAT", "path": "PATH", "file": "PATH"}

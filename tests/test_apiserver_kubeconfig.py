@@ -112,6 +112,52 @@ def test_an_exec_plugin_credential_is_fetched_again_once_it_expires(server, tmp_
     assert (state / "calls").read_text() == "2"
 
 
+def test_an_exec_plugin_runs_again_when_its_credential_is_refused(server, tmp_path):
+    """client-go's exec round tripper: a 401 runs the plugin again and is returned as it is; the
+    next request carries the new credential. A credential that has not expired is not fetched
+    again for any other answer."""
+    path, state = exec_kubeconfig(server, tmp_path, [{"token": "revoked-or-never-valid"},
+                                                     {"token": sa_token(server, "robot-b")}])
+    client = HttpClient.from_kubeconfig(path)
+    review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+    code, _ = client.request("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", body=review)
+    assert code == 401
+    assert (state / "calls").read_text() == "2"
+    assert [whoami(client), whoami(client)] == ["system:serviceaccount:default:robot-b"] * 2
+    code, _ = client.request("GET", "/api/v1/namespaces/kube-system/secrets")
+    assert code == 403                              # refused, not unauthenticated: no new credential
+    assert (state / "calls").read_text() == "2"
+
+
+def test_a_token_file_is_read_again_as_client_go_reads_it(server, tmp_path, monkeypatch):
+    """A projected token is rotated in place: the file is read again once its token is 50 s old
+    (a minute less client-go's ten seconds of leeway), and at once after a 401."""
+    from labkit.apiserver import client as client_module
+    now = [1000.0]
+    monkeypatch.setattr(client_module, "clock", lambda: now[0])
+    (tmp_path / "robot.token").write_text(sa_token(server, "robot-a") + "\n")
+    path = tmp_path / "config"
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "robot", "clusters": [cluster_entry(server)],
+        "users": [{"name": "robot", "user": {"tokenFile": "robot.token"}}],
+        "contexts": [{"name": "robot", "context": {"cluster": "lab", "user": "robot"}}]}))
+    client = HttpClient.from_kubeconfig(path)
+    assert whoami(client) == "system:serviceaccount:default:robot-a"
+    (tmp_path / "robot.token").write_text(sa_token(server, "robot-b"))
+    now[0] += 49
+    assert whoami(client) == "system:serviceaccount:default:robot-a"     # not yet
+    now[0] += 1
+    assert whoami(client) == "system:serviceaccount:default:robot-b"
+    (tmp_path / "robot.token").write_text("revoked")
+    assert whoami(client) == "system:serviceaccount:default:robot-b"     # read 0 s ago
+    now[0] += 55                                 # read again: the revoked token answers 401
+    review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+    code, _ = client.request("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", body=review)
+    assert code == 401
+    (tmp_path / "robot.token").write_text(sa_token(server, "robot-a"))
+    assert whoami(client) == "system:serviceaccount:default:robot-a"     # after the 401: at once
+
+
 def test_a_failing_exec_plugin_is_an_error_not_an_anonymous_client(server, tmp_path):
     path, state = exec_kubeconfig(server, tmp_path, [])
     (state / "credentials").write_text("not json")

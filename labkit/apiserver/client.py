@@ -18,6 +18,7 @@ import queue
 import socket
 import ssl
 import threading
+import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -277,6 +278,12 @@ class RESTMapper:
 
 # -- HTTP ----------------------------------------------------------------------------------------
 
+# A tokenFile is read again once it is a minute old, ten seconds early (client-go
+# transport/token_source.go NewCachedFileTokenSource: period time.Minute, leeway 10 s)
+TOKEN_FILE_PERIOD, TOKEN_FILE_LEEWAY = 60.0, 10.0
+clock = time.monotonic
+
+
 def default_kubeconfig() -> str:
     """Where kubectl looks when no --kubeconfig is given (client-go clientcmd/loader.go
     NewDefaultClientConfigLoadingRules): $KUBECONFIG, a list of files separated by ':' and merged,
@@ -348,6 +355,8 @@ class KubeConfig:
         self.generation = 0
         self._lock = threading.Lock()
         self.configuration = None
+        self._token_read_at = None        # a tokenFile is read again after TOKEN_FILE_PERIOD
+        self._file_token = None
 
     def load(self) -> "KubeConfig":
         """Resolve the credentials (run the exec plugin, read token and certificate files);
@@ -375,6 +384,7 @@ class KubeConfig:
             raise ConfigError(self.path, "users.user.exec",
                               f"the credential plugin {self.user['exec'].get('command')!r} gave no credential")
         self.configuration = configuration
+        self._token_read_at = clock()
         self.expiry = getattr(self._loader, "expiry", None)
         self._ssl_context = None
         self.generation += 1
@@ -398,9 +408,47 @@ class KubeConfig:
                     self.generation += 1
             elif self.user.get("exec") and self._expired():
                 self._load()
+            if self.user.get("tokenFile") and not self.user.get("token"):
+                if self._token_file_stale():
+                    self._reread_token_file()
+                if self._file_token:          # the package's hook puts back the token it read first
+                    configuration.api_key["authorization"] = self._file_token
             value = configuration.api_key.get("authorization")
             # a tokenFile's trailing newline is no part of the token (client-go trims it)
             return value.strip() if value else None
+
+    def _token_file_stale(self) -> bool:
+        return self._token_read_at is None or clock() - self._token_read_at >= TOKEN_FILE_PERIOD - TOKEN_FILE_LEEWAY
+
+    def _reread_token_file(self) -> None:
+        """The tokenFile read again (a projected ServiceAccount token is rotated in place); a file
+        that cannot be read keeps the token read last, as client-go's cachingTokenSource does."""
+        path = self.user_dir / os.path.expanduser(self.user["tokenFile"])
+        try:
+            token = path.read_text().strip()
+        except OSError:
+            return
+        self._token_read_at = clock()
+        if token and self.configuration.api_key.get("authorization") != f"Bearer {token}":
+            self._file_token = f"Bearer {token}"
+            self.generation += 1
+
+    def credential_rejected(self, generation: int) -> None:
+        """A request made with the credential of `generation` was answered 401: an exec plugin
+        runs again, once for that credential (not when another request has replaced it since),
+        and the 401 goes back to the caller all the same; the next request carries the new
+        credential (client-go plugin/pkg/client/auth/exec/exec.go: roundTripper.RoundTrip calls
+        Authenticator.maybeRefreshCreds on http.StatusUnauthorized and returns the response); a
+        tokenFile is read again for the next request."""
+        with self._lock:
+            if self.generation != generation:
+                return
+            if self.user.get("exec"):
+                self._load()
+            elif self.user.get("tokenFile"):
+                # client-go transport/token_source.go tokenSourceTransport.RoundTrip: on 401 the
+                # cached file token is reset (ResetTokenOlderThan), so the next request reads it
+                self._token_read_at = None
 
     def ssl_context(self) -> ssl.SSLContext | None:
         if not self.server.startswith("https"):
@@ -532,6 +580,7 @@ class HttpClient(Client):
             data = body if isinstance(body, bytes) else json.dumps(body).encode()
             content_type = content_type or "application/json"
         headers = self._headers(content_type, accept)
+        generation = self._generation()           # of the credential these headers carry
         for attempt in (1, 2):
             conn = getattr(self._local, "conn", None)
             if conn is not None and conn.labkit_generation != self._generation():
@@ -552,6 +601,8 @@ class HttpClient(Client):
         if response.getheader("Connection", "").lower() == "close":
             conn.close()
             self._local.conn = None
+        if response.status == 401 and self.kubeconfig is not None:
+            self.kubeconfig.credential_rejected(generation)
         try:
             payload = json.loads(raw) if raw else None
         except ValueError:
