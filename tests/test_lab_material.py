@@ -174,12 +174,8 @@ TEXTS: dict[str, dict[str, Run | list[Run] | Mention | Covered]] = {
         "kubectl create token": Mention(),
         "kubectl auth whoami": Mention(),
         "kubectl create --raw": Mention(),
-        "kubectl certificate approve": Mention(),
-        "kubectl auth can-i": Mention(),
         "kubectl config set-credentials": Mention(),
         "kubectl config set users.NAME.client-certificate FILE": Mention(),
-        # Debian 12's kubectl 1.20 crashes in set-credentials: the reference solution writes the
-        # same fields with `config set`, as the hint shows for that kubectl
         "kubectl config set-credentials alice --client-certificate=alice.crt --client-key=alice.key "
         "--embed-certs --kubeconfig=FILE": Run(
             "openssl req -x509 -newkey rsa:2048 -nodes -keyout alice.key -out alice.crt -subj /CN=alice -days 1 "
@@ -189,9 +185,10 @@ TEXTS: dict[str, dict[str, Run | list[Run] | Mention | Covered]] = {
         # alice's certificate is made by the reference solution, as hint 2 shows
         **{shown: Covered("tests/test_requests_lab.py::test_each_check_fails_on_a_fresh_lab_and_passes_after_its_solution")
            for shown in ("kubectl certificate approve NAME",
-                         "kubectl get csr NAME -o jsonpath='{.status.certificate}' | base64 -d > alice.crt",
-                         "kubectl config set users.alice.client-certificate $PWD/alice.crt --kubeconfig=FILE")},
+                         "kubectl get csr NAME -o jsonpath='{.status.certificate}' | base64 -d > alice.crt")},
         REVIEW_WHOAMI: Run(changes="alice", output='"username":"labkit-admin"'),
+        "kubectl auth whoami --kubeconfig=FILE": Run("kubectl auth whoami --kubeconfig=$KUBECONFIG", changes="alice",
+                                                     output="labkit-admin"),
         REQUEST_TOKEN: Run(changes="forbidden", output='"token":'),
         "kubectl create token reporter -n shop": Run(changes="forbidden"),
         # the job's identity is refused until exercise forbidden is solved

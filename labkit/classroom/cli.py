@@ -125,10 +125,21 @@ def credentials(
                              help="Where students reach their machines: the roster says ADDRESS and port "
                                   "BASE+NN (the Vagrantfile's forwarded SSH ports)."),
     base_port: int = typer.Option(22000, "--base-port", min=1, max=65000, help="With --host: student NN's port is BASE+NN."),
+    cloud_init: bool = typer.Option(False, "--cloud-init",
+                                    help="Also one cloud-init user-data (and NoCloud meta-data) per student, in "
+                                         "DIR/cloud-init/student-NN/, for machines from the cloud image."),
+    admin: str = typer.Option("instructor", "--admin", metavar="USER",
+                              help="With --cloud-init: the instructor's account (key only, passwordless sudo)."),
+    admin_key: Optional[Path] = typer.Option(None, "--admin-key", metavar="FILE",
+                                             help="With --cloud-init: the instructor's SSH public key (default: a new "
+                                                  "key pair, DIR/keys/instructor)."),
+    keep_solutions: bool = typer.Option(False, "--keep-solutions",
+                                        help="With --cloud-init: leave the labs' reference solutions on the machines."),
 ):
     """Make every student's SSH key pair (ed25519) and sudo password, and the roster: which student
     has which machine, account and key. The Vagrantfile (LABKIT_CREDENTIALS=DIR) and
-    deploy/ansible/workshop.yml (DIR/host_vars) put them on the machines."""
+    deploy/ansible/workshop.yml (DIR/host_vars) put them on the machines; with --cloud-init,
+    cloud-init does on machines booted from the cloud image (scripts/build-box --cloud)."""
     from labkit.classroom import credentials as creds
     from labkit.classroom.inventory import HOST_RE, USER_RE
 
@@ -143,9 +154,23 @@ def credentials(
         raise LabkitError(f"--host: {host!r} is not a host name or address")
     if host and base_port + students > 65535:
         raise LabkitError(f"--base-port: {base_port} + {students} students is beyond port 65535")
-    made = creds.make(out, students, user=user, host=host, base_port=base_port, names=who)
+    if (admin_key is not None or admin != "instructor" or keep_solutions) and not cloud_init:
+        raise LabkitError("--admin, --admin-key and --keep-solutions go with --cloud-init")
+    if not USER_RE.match(admin) or admin in ("root", user):
+        raise LabkitError(f"--admin: {admin!r} is not a user name for the instructor (nor the student's {user!r})")
+    admin_public = None
+    if admin_key is not None:
+        try:
+            admin_public = admin_key.read_text().strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise LabkitError(f"--admin-key {admin_key}: cannot read it: {exc}")
+        if len(admin_public.splitlines()) != 1 or not admin_public.startswith(("ssh-", "ecdsa-", "sk-")):
+            raise LabkitError(f"--admin-key {admin_key}: not one OpenSSH public key line")
+    made = creds.make(out, students, user=user, host=host, base_port=base_port, names=who, cloud_init=cloud_init,
+                      admin=admin, admin_key=admin_public, keep_solutions=keep_solutions)
     _say(f"{len(made)} students: keys in {out / 'keys'}, roster {out / 'roster.csv'} (private: it holds the sudo "
-         f"passwords), for the machines {out / 'credentials.json'} and {out / 'host_vars'}")
+         f"passwords), for the machines {out / 'credentials.json'} and {out / 'host_vars'}"
+         + (f"; cloud-init user-data in {out / 'cloud-init'}" if cloud_init else ""))
 
 
 def _machines_and_settings(inventory: Path, group: str | None, out: Path, timeout: float, retries: int,

@@ -16,6 +16,22 @@ For each student NN (student-01, student-02, ...), in the output directory:
   host_vars/student-NN.yml               the same for deploy/ansible/workshop.yml (an inventory in
                                          DIR, or -e @DIR/host_vars/student-NN.yml)
 
+With cloud_init (`--cloud-init`), for machines booted from the cloud image (scripts/build-box
+--cloud), which has no account of its own:
+
+  cloud-init/student-NN/user-data        #cloud-config for that machine: the student's account with
+                                         their public key and sudo password hash (sudo group: sudo
+                                         asks for the password), the instructor's account (ADMIN,
+                                         default `instructor`: key only, passwordless sudo, for
+                                         `labkit class` and Ansible), no SSH passwords, no root
+                                         login, and the labs' reference solutions removed unless
+                                         kept (mode 0600)
+  cloud-init/student-NN/meta-data        its instance-id and host name (student-NN): the two files
+                                         are a NoCloud seed (a disk labelled `cidata`, or
+                                         `ds=nocloud;s=URL/`), and user-data is what OpenStack,
+                                         Proxmox or a public cloud takes as user data
+  keys/instructor, keys/instructor.pub   the instructor's key pair, unless a public key is given
+
 Machines are named student-NN, like the Vagrantfile's VMs. With `host`, the roster says where each
 student reaches their machine: HOST, port `base_port + NN` (the Vagrantfile's forwarded SSH ports).
 
@@ -38,12 +54,17 @@ import string
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from labkit.errors import LabkitError
 
 ROSTER_COLUMNS = ("student", "machine", "host", "port", "user", "key", "public_key", "sudo_password")
+ADMIN = "instructor"
+# the labs' reference solutions, mistakes and mutants on the image (labkit-instructor), as the
+# Vagrantfile's LABKIT_NO_SOLUTIONS=1 removes them
+REMOVE_SOLUTIONS = ["/opt/labkit/venv/bin/pip", "uninstall", "-q", "-y", "labkit-instructor"]
 
 
 @dataclass
@@ -123,7 +144,8 @@ def _write(path: Path, data: str | bytes, mode: int) -> None:
 
 
 def make(out: Path, students: int, user: str = "student", host: str = "", base_port: int = 22000,
-         names: list[str] | None = None) -> list[Student]:
+         names: list[str] | None = None, cloud_init: bool = False, admin: str = ADMIN,
+         admin_key: str | None = None, keep_solutions: bool = False) -> list[Student]:
     out = Path(out)
     if names is not None and len(names) != students:
         raise LabkitError(f"--names: {len(names)} names for {students} students")
@@ -153,7 +175,44 @@ def make(out: Path, students: int, user: str = "student", host: str = "", base_p
         _write(out / "host_vars" / f"{s.name}.yml",
                f"labkit_student_user: {json.dumps(s.user)}\nlabkit_student_key: {json.dumps(str(s.key) + '.pub')}\n"
                f"labkit_student_password_hash: {json.dumps(s.password_hash)}\n", 0o600)
+    if cloud_init:
+        if admin_key is None:
+            private, admin_key = key_pair(f"{admin}@labkit")
+            _write(out / "keys" / ADMIN, private, 0o600)
+            _write(out / "keys" / f"{ADMIN}.pub", admin_key + "\n", 0o644)
+        (out / "cloud-init").mkdir(mode=0o700, exist_ok=True)
+        for s in made:
+            (out / "cloud-init" / s.name).mkdir(mode=0o700)
+            _write(out / "cloud-init" / s.name / "user-data",
+                   user_data(s, admin, admin_key, keep_solutions), 0o600)
+            _write(out / "cloud-init" / s.name / "meta-data", meta_data(s), 0o644)
     return made
+
+
+def user_data(student: Student, admin: str, admin_key: str, keep_solutions: bool = False) -> str:
+    """The #cloud-config of a student's machine (cloud-init's users, ssh_pwauth, disable_root and
+    runcmd modules): their account and the instructor's, and nothing that lets anyone else in."""
+    config = {
+        "hostname": student.name,
+        "users": [
+            {"name": admin, "gecos": "instructor (labkit class, Ansible)", "shell": "/bin/bash",
+             "lock_passwd": True, "sudo": "ALL=(ALL) NOPASSWD:ALL", "ssh_authorized_keys": [admin_key]},
+            {"name": student.user, "gecos": student.person, "shell": "/bin/bash", "lock_passwd": False,
+             "hashed_passwd": student.password_hash, "groups": ["sudo"],
+             "ssh_authorized_keys": [student.public_key]},
+        ],
+        "ssh_pwauth": False,
+        "disable_root": True,
+    }
+    if not keep_solutions:
+        config["runcmd"] = [REMOVE_SOLUTIONS]
+    header = (f"#cloud-config\n# {student.name}'s machine (labkit class credentials --cloud-init): {student.user} logs "
+              f"in with their key and sudoes with their password; {admin} is the instructor's\n")
+    return header + yaml.safe_dump(config, sort_keys=False, width=200)
+
+
+def meta_data(student: Student) -> str:
+    return yaml.safe_dump({"instance-id": f"labkit-{student.name}", "local-hostname": student.name}, sort_keys=False)
 
 
 def roster_csv(students: list[Student]) -> str:

@@ -601,12 +601,10 @@ def write_kubeconfig(env, path: Path, user: str, cert: Path | None = None, key: 
     k = ["--kubeconfig", str(path)]
     kubectl(env, "config", "set-cluster", "labkit", f"--server={info.url}", f"--certificate-authority={ca_file}",
             "--embed-certs", *k)
-    # `kubectl config set` rather than `config set-credentials`, which crashes in Debian 12's kubectl 1.20
     if token:
-        kubectl(env, "config", "set", f"users.{user}.token", token, *k)
+        kubectl(env, "config", "set-credentials", user, f"--token={token}", *k)
     else:
-        kubectl(env, "config", "set", f"users.{user}.client-certificate", str(cert), *k)
-        kubectl(env, "config", "set", f"users.{user}.client-key", str(key), *k)
+        kubectl(env, "config", "set-credentials", user, f"--client-certificate={cert}", f"--client-key={key}", *k)
     kubectl(env, "config", "set-context", user, "--cluster=labkit", f"--user={user}", "--namespace=dev", *k)
     kubectl(env, "config", "use-context", user, *k)
     return path
