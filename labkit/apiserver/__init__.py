@@ -51,9 +51,9 @@ Modules, request path first:
   storageprotection.py  the StorageObjectInUseProtection admission plugin (PVC/PV protection finalizers)
   admission/    the admission chain in AllOrderedPlugins' order (__init__: Attributes, Chain),
                 NamespaceLifecycle (plugins.py), LimitRanger and the LimitRange kind (limitranger.py),
-                Priority (priority.py), DefaultTolerationSeconds (tolerations.py), ServiceAccount
-                (serviceaccount.py), CertificateApproval, CertificateSigning and
-                CertificateSubjectRestriction (certificates.py), Mutating/ValidatingAdmissionWebhook over HTTPS
+                PodSecurity (podsecurity.py), Priority (priority.py), DefaultTolerationSeconds
+                (tolerations.py), ServiceAccount (serviceaccount.py), CertificateApproval,
+                CertificateSigning and CertificateSubjectRestriction (certificates.py), Mutating/ValidatingAdmissionWebhook over HTTPS
                 (webhook.py), ValidatingAdmissionPolicy (policy.py) with CEL (cel.py, cel-python),
                 the admissionregistration.k8s.io/v1 kinds (configkinds.py)
   client.py     HttpClient (any cluster, from a kubeconfig), LocalClient (in-process), RESTMapper
@@ -103,9 +103,9 @@ controllers are not authorized (authorizer.py says why). Impersonation headers (
 --as-group, --as-uid) are honoured when the authorizer allows the verb `impersonate`. There is
 no Node authorizer, and namespaced bootstrap roles are not created.
 
-Admission (admission/): NamespaceLifecycle, LimitRanger, Priority, DefaultTolerationSeconds,
-StorageObjectInUseProtection, the webhooks and ValidatingAdmissionPolicy run where kube-apiserver
-runs them; GET /labkit/v1/admission lists every plugin of AllOrderedPlugins with what labkit does
+Admission (admission/): NamespaceLifecycle, LimitRanger, ServiceAccount, PodSecurity, Priority,
+DefaultTolerationSeconds, StorageObjectInUseProtection, the certificate plugins, the webhooks and
+ValidatingAdmissionPolicy run where kube-apiserver runs them; GET /labkit/v1/admission lists every plugin of AllOrderedPlugins with what labkit does
 with it, and each request's trace (/labkit/v1/traces) has a step per plugin, webhook and policy
 binding.
 

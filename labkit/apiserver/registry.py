@@ -15,6 +15,7 @@ after the strategy's validation and before the write, both on the stored object 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import secrets
 import time
@@ -329,6 +330,10 @@ class Registry:
 
     def _validating_admission(self, rt: ResourceType, attrs: Attributes, obj: dict) -> None:
         attrs.obj = self.present(rt, copy.deepcopy(obj))
+        if not attrs.name and attrs.operation == "CREATE":
+            # rest.AdmissionToValidateObjectFunc: "in case the generated name is populated", the
+            # validating phase names the object by the name generateName gave it
+            attrs = dataclasses.replace(attrs, name=obj["metadata"].get("name", ""))
         self.admission.validate(attrs)
 
     def _create_one(self, rt: ResourceType, obj: dict, dry_run: bool, attrs: Attributes) -> dict:
