@@ -512,6 +512,12 @@ class Api:
         if info.verb == "watch":
             return self._watch(request, rt, ns), None
         if info.verb == "create":
+            if not info.subresource and reg.crd_terminating(rt):
+                # apiextensions-apiserver pkg/apiserver/customresource_handler.go serveResource: a
+                # create while the CRD's condition Terminating is True, answered before decoding
+                error = method_not_supported(rt.resource, rt.group, "create")
+                error.message = "create not allowed while custom resource definition is terminating"
+                raise error
             body = self._body(request)
             if info.subresource == "binding":
                 return Response(201, reg.bind(ns, name, body, self._dry_run(request))), None

@@ -895,6 +895,16 @@ class Registry:
     def crd_types(self, crd_name: str) -> list[ResourceType]:
         return list(self._crd_types.get(crd_name, []))
 
+    def crd_terminating(self, rt: ResourceType) -> bool:
+        """Whether `rt` is served by a CustomResourceDefinition whose condition Terminating is True
+        (apiextensionshelpers.IsCRDConditionTrue(crd, Terminating))."""
+        name = f"{rt.resource}.{rt.group}"
+        if rt not in self._crd_types.get(name, []):
+            return False
+        crd = self.store.get("apiextensions.k8s.io/customresourcedefinitions", "", name) or {}
+        return any(c.get("type") == "Terminating" and c.get("status") == "True"
+                   for c in (crd.get("status") or {}).get("conditions") or [])
+
 
 INCONSISTENT_CONTINUE = (
     "The provided continue parameter is too old to display a consistent list result. You can start a new list "
