@@ -234,7 +234,8 @@ def test_chain_runs_enabled_plugins_in_order_and_says_what_it_left_out(api):
                                                 "DefaultTolerationSeconds", "StorageObjectInUseProtection",
                                                 "CertificateApproval", "CertificateSigning",
                                                 "CertificateSubjectRestriction", "MutatingAdmissionWebhook",
-                                                "ValidatingAdmissionPolicy", "ValidatingAdmissionWebhook"]
+                                                "ValidatingAdmissionPolicy", "ValidatingAdmissionWebhook",
+                                                "ResourceQuota"]
     rows = {r["name"]: r for r in chain.order()}
     assert [r["name"] for r in chain.order()] == list(ALL_ORDERED_PLUGINS)
     assert rows["MutatingAdmissionPolicy"]["state"] == "inactive"
@@ -440,7 +441,8 @@ def test_each_plugin_leaves_a_step_in_the_trace(api, hooks):
                      ("validating-admission", "Priority", "admitted", 0),
                      # the update runs the CSR plugins too (Handles(UPDATE)); they leave other resources alone
                      ("validating-admission", "CertificateApproval", "admitted", 0),
-                     ("validating-admission", "CertificateSigning", "admitted", 0)]
+                     ("validating-admission", "CertificateSigning", "admitted", 0),
+                     ("validating-admission", "ResourceQuota", "admitted", 0)]
 
 
 @pytest.mark.parametrize("expression,policy,code,called", [

@@ -207,7 +207,7 @@ def test_the_plugin_order_is_served(server):
                        "DefaultTolerationSeconds",
                        "StorageObjectInUseProtection", "CertificateApproval", "CertificateSigning",
                        "CertificateSubjectRestriction", "MutatingAdmissionWebhook", "ValidatingAdmissionPolicy",
-                       "ValidatingAdmissionWebhook"]
+                       "ValidatingAdmissionWebhook", "ResourceQuota"]
 
 
 def test_a_policy_rejects_images_without_a_tag(server):

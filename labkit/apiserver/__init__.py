@@ -51,6 +51,7 @@ Modules, request path first:
   storageprotection.py  the StorageObjectInUseProtection admission plugin (PVC/PV protection finalizers)
   admission/    the admission chain in AllOrderedPlugins' order (__init__: Attributes, Chain),
                 NamespaceLifecycle (plugins.py), LimitRanger and the LimitRange kind (limitranger.py),
+                ResourceQuota and the ResourceQuota kind (resourcequota.py),
                 PodSecurity (podsecurity.py), Priority (priority.py), DefaultTolerationSeconds
                 (tolerations.py), ServiceAccount (serviceaccount.py), CertificateApproval,
                 CertificateSigning and CertificateSubjectRestriction (certificates.py), Mutating/ValidatingAdmissionWebhook over HTTPS
@@ -104,8 +105,8 @@ controllers are not authorized (authorizer.py says why). Impersonation headers (
 no Node authorizer, and namespaced bootstrap roles are not created.
 
 Admission (admission/): NamespaceLifecycle, LimitRanger, ServiceAccount, PodSecurity, Priority,
-DefaultTolerationSeconds, StorageObjectInUseProtection, the certificate plugins, the webhooks and
-ValidatingAdmissionPolicy run where kube-apiserver runs them; GET /labkit/v1/admission lists every plugin of AllOrderedPlugins with what labkit does
+DefaultTolerationSeconds, StorageObjectInUseProtection, the certificate plugins, the webhooks,
+ValidatingAdmissionPolicy and ResourceQuota run where kube-apiserver runs them; GET /labkit/v1/admission lists every plugin of AllOrderedPlugins with what labkit does
 with it, and each request's trace (/labkit/v1/traces) has a step per plugin, webhook and policy
 binding.
 

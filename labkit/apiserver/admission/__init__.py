@@ -73,7 +73,6 @@ NOT_RECONSTRUCTED = {
     "RuntimeClass": "runtime classes are not served",
     "ClusterTrustBundleAttest": "cluster trust bundles are not served",
     "DefaultIngressClass": "ingresses are not served",
-    "ResourceQuota": "resource quotas are not served",
 }
 
 

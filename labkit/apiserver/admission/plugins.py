@@ -9,9 +9,9 @@ in a namespace that is gone), and a CREATE needs one that is not being terminate
 The others, each in a module of its own: LimitRanger (limitranger.py), ServiceAccount
 (serviceaccount.py: every Pod needs its namespace's ServiceAccount, which the serviceaccount
 controller of labkit.controllers makes, as kube-controller-manager's does), PodSecurity
-(podsecurity.py), Priority (priority.py), DefaultTolerationSeconds (tolerations.py), CertificateApproval, CertificateSigning
-and CertificateSubjectRestriction (certificates.py), StorageObjectInUseProtection
-(labkit.apiserver.storageprotection).
+(podsecurity.py), Priority (priority.py), DefaultTolerationSeconds (tolerations.py),
+CertificateApproval, CertificateSigning and CertificateSubjectRestriction (certificates.py),
+ResourceQuota (resourcequota.py), StorageObjectInUseProtection (labkit.apiserver.storageprotection).
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ def default_chain(registry) -> Chain:
     from labkit.apiserver.admission.podsecurity import PodSecurity
     from labkit.apiserver.admission.policy import ValidatingPolicies
     from labkit.apiserver.admission.priority import Priority
+    from labkit.apiserver.admission.resourcequota import ResourceQuota
     from labkit.apiserver.admission.serviceaccount import ServiceAccount
     from labkit.apiserver.admission.tolerations import default_toleration_seconds
     from labkit.apiserver.admission.webhook import MutatingWebhooks, ValidatingWebhooks
@@ -79,4 +80,6 @@ def default_chain(registry) -> Chain:
         Plugin("MutatingAdmissionWebhook", admit=MutatingWebhooks(registry).admit),
         Plugin("ValidatingAdmissionPolicy", validate=ValidatingPolicies(registry).validate),
         Plugin("ValidatingAdmissionWebhook", validate=ValidatingWebhooks(registry).validate),
+        # admission.NewHandler(admission.Create, admission.Update)
+        Plugin("ResourceQuota", validate=ResourceQuota(registry.store).validate, handles=("CREATE", "UPDATE")),
     ])
