@@ -265,6 +265,7 @@ class Api:
         self.openapi = openapi.Documents(registry.catalog)
         # the issuer and validator of ServiceAccount tokens (TokenRequest), set by the server
         self.service_account_tokens = None
+        self.token_authenticator = None     # authn.Authenticator: what answers TokenReviews
         # non-resource paths served by the embedding program: prefix -> handler(request, rest)
         self.extensions: dict[str, Callable[[Request, str], Response]] = {}
 
@@ -568,13 +569,28 @@ class Api:
             "kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1", **options}
 
     def _review(self, rt: ResourceType, namespace: str | None, body, user: User, options: WriteOptions) -> dict:
-        """An access review: decoded and validated like any object, answered, not stored."""
+        """An access review or a TokenReview: decoded, through mutating admission (the create
+        handler's), validated, through validating admission (the REST's createValidation),
+        answered, not stored (pkg/registry/authorization/*/rest.go, authentication/*/storage.go)."""
         obj = self.registry.decode(rt, body, namespace, options)
         if rt.namespaced:
             obj["metadata"]["namespace"] = namespace
+        obj, validate_admission = self.registry.admit_unstored(rt, namespace, obj, options)
+        if rt.kind == "TokenReview":
+            # tokenreview/storage.go REST.Create: no namespace, a token, then createValidation
+            if namespace:
+                raise bad_request(f"namespace is not allowed on this type: {namespace}")
+            spec = obj.get("spec") or {}
+            if not spec.get("token"):
+                raise bad_request("token is required for TokenReview in authentication")
+            validate_admission(obj)
+            if self.token_authenticator is None:
+                return obj
+            return dict(obj, status=self.token_authenticator.review(spec["token"], list(spec.get("audiences") or [])))
         errors = rt.strategy.validate(obj)
         if errors:
             raise invalid(rt.kind, rt.group, obj["metadata"].get("name", ""), errors)
+        validate_admission(obj)
         return rt.strategy.review(obj, user, self.authorizer, namespace)
 
     def _authorize(self, request: Request) -> None:

@@ -1514,6 +1514,14 @@ class SelfSubjectRulesReviewStrategy(ReviewStrategy):
         return dict(obj, status=status)
 
 
+class TokenReviewStrategy(ReviewStrategy):
+    """authentication.k8s.io/v1 TokenReview: whether a bearer token authenticates, as whom and for
+    which audiences (answered by the server's token authenticators: authn.Authenticator.review)."""
+
+    def review(self, obj, user, authorizer, namespace):
+        raise NotImplementedError("the API answers TokenReviews with its authenticator")
+
+
 class SelfSubjectReviewStrategy(ReviewStrategy):
     """`kubectl auth whoami`: the requesting user's name, UID, groups and extra."""
 
@@ -1584,6 +1592,8 @@ def builtin_types() -> list[ResourceType]:
            LocalSubjectAccessReviewStrategy(), verbs=["create"]),
         rt("authentication.k8s.io", "v1", "selfsubjectreviews", "SelfSubjectReview", False,
            SelfSubjectReviewStrategy(), verbs=["create"]),
+        rt("authentication.k8s.io", "v1", "tokenreviews", "TokenReview", False, TokenReviewStrategy(),
+           verbs=["create"]),
         *admissionregistration_types(),
         *policy_types(),
         rt("certificates.k8s.io", "v1", "certificatesigningrequests", "CertificateSigningRequest", False,

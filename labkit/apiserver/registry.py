@@ -328,6 +328,18 @@ class Registry:
         defaults.apply(rt.storage_model, obj)
         return obj
 
+    def admit_unstored(self, rt: ResourceType, namespace: str | None, obj: dict, options: "WriteOptions"):
+        """Admission of a create that is answered and never stored (the reviews): the mutating
+        phase now, and the validating phase as a function of the final object."""
+        attrs = self._attributes("CREATE", rt, namespace, (obj.get("metadata") or {}).get("name", ""), obj, None,
+                                 options)
+        self.admission.admit(attrs)
+
+        def validate(final: dict) -> None:
+            attrs.obj = final
+            self.admission.validate(attrs)
+        return attrs.obj, validate
+
     def _validating_admission(self, rt: ResourceType, attrs: Attributes, obj: dict) -> None:
         attrs.obj = self.present(rt, copy.deepcopy(obj))
         if not attrs.name and attrs.operation == "CREATE":
