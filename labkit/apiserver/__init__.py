@@ -19,6 +19,7 @@ Modules, request path first:
   authn.py      authentication as kube-apiserver's chain: x509 client certificates, the static
                 token file, ServiceAccount JWTs, anonymous; 401s
   handler.py    routing (RequestInfo), verbs, content negotiation, DeleteOptions, audit
+  impersonation.py  the Impersonate-* headers, applied inside the audit filter as upstream does
   authorizer.py who may do what: every request, impersonation and the access reviews ask it
   rbac.py       RBAC rule matching and resolution (the RBAC authorizer)
   escalation.py privilege-escalation checks on writes of the RBAC kinds
@@ -101,8 +102,10 @@ checked for privilege escalation (escalation.py: `escalate`, `bind`, ConfirmNoEs
 admin kubeconfig's user is in kubeadm:cluster-admins, bound to cluster-admin, as kubeadm v1.29+
 writes admin.conf; the server's own loopback clients are in system:masters. labkit's in-process
 controllers are not authorized (authorizer.py says why). Impersonation headers (kubectl --as,
---as-group, --as-uid) are honoured when the authorizer allows the verb `impersonate`. There is
-no Node authorizer, and namespaced bootstrap roles are not created.
+--as-group, --as-uid, Impersonate-Extra-*) are honoured when the authorizer allows the verb
+`impersonate` on each (impersonation.py); a refusal is audited and traced. TokenReviews are
+answered by the server's token authenticators. There is no Node authorizer, and namespaced
+bootstrap roles are not created.
 
 Admission (admission/): NamespaceLifecycle, LimitRanger, ServiceAccount, PodSecurity, Priority,
 DefaultTolerationSeconds, StorageObjectInUseProtection, the certificate plugins, the webhooks,

@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterator
 
 import yaml
 
-from labkit.apiserver import availability, discovery, openapi, patch as patches, protobuf
+from labkit.apiserver import availability, discovery, impersonation, openapi, patch as patches, protobuf
 from labkit.apiserver.audit import AuditLog, RequestAudit
 from labkit.apiserver.auditpolicy import DEFAULT_POLICY, Policy
 from labkit.apiserver.escalation import EscalationCheck
@@ -72,6 +72,8 @@ class Request:
     source: str = "127.0.0.1"
     trace: Trace = field(default_factory=Trace)      # each pipeline stage's decision (trace.py)
     impersonator: User | None = None  # the authenticated user when `user` is an impersonated one
+    # the Impersonate-* headers (lower-case names, repeated ones repeated), applied inside the audit
+    impersonation: list[tuple[str, str]] = field(default_factory=list)
     # a request of labkit's in-process controllers, which the authorizer does not check (authorizer.py)
     trusted: bool = False
 
@@ -282,6 +284,7 @@ class Api:
         path = request.path.rstrip("/") or "/"
         try:
             audit = self._audit_begin(request, received)
+            self._impersonate(request, audit)   # WithAudit wraps WithImpersonation
             self._authorize(request)            # the filter chain authorizes before anything is routed
             remote = self._remote_answer(request, path)
             if remote is not None:
@@ -296,6 +299,13 @@ class Api:
                 response = self._serve_other(request, path)
         except ApiError as exc:
             response = Response(exc.code, exc.status())
+        except impersonation.WithoutUser as exc:
+            # responsewriters.InternalError: plain text, the request URI quoted
+            query = "&".join(f"{k}={v}" for k, v in request.query.items())
+            uri = request.path + (f"?{query}" if query else "")
+            response = Response(500, f"Internal Server Error: {json.dumps(uri)}: {exc}\n".encode(),
+                                "text/plain; charset=utf-8")
+            request.trace.add("impersonation", "headers", "error", str(exc))
         except Exception as exc:    # never let a request take the server down
             traceback.print_exc(file=sys.stderr)
             response = Response(500, internal(f"{type(exc).__name__}: {exc}").status())
@@ -592,6 +602,15 @@ class Api:
             raise invalid(rt.kind, rt.group, obj["metadata"].get("name", ""), errors)
         validate_admission(obj)
         return rt.strategy.review(obj, user, self.authorizer, namespace)
+
+    def _impersonate(self, request: Request, audit: RequestAudit) -> None:
+        """filters/impersonation.go WithImpersonation (impersonation.py)."""
+        if request.impersonator is not None or not request.impersonation:
+            return
+        acting = impersonation.impersonate(self.authorizer, request.user, request.impersonation, request.trace)
+        if acting is not None:
+            request.impersonator, request.user = request.user, User(*acting)
+            audit.event["impersonatedUser"] = request.user.info()      # audit.LogImpersonatedUser
 
     def _authorize(self, request: Request) -> None:
         """WithAuthorization: the authorizer's decision about this request, 403 when it does not allow it."""
