@@ -229,15 +229,18 @@ def test_rule_matcher(rule, operation, gvr, sub, namespace, expected):
 
 def test_chain_runs_enabled_plugins_in_order_and_says_what_it_left_out(api):
     chain = api.registry.admission
-    assert [p.name for p in chain.plugins] == ["NamespaceLifecycle", "LimitRanger", "ServiceAccount", "Priority",
+    assert [p.name for p in chain.plugins] == ["NamespaceLifecycle", "LimitRanger", "ServiceAccount", "PodSecurity",
+                                                "Priority",
                                                 "DefaultTolerationSeconds", "StorageObjectInUseProtection",
                                                 "CertificateApproval", "CertificateSigning",
                                                 "CertificateSubjectRestriction", "MutatingAdmissionWebhook",
-                                                "ValidatingAdmissionPolicy", "ValidatingAdmissionWebhook"]
+                                                "ValidatingAdmissionPolicy", "ValidatingAdmissionWebhook",
+                                                "ResourceQuota"]
     rows = {r["name"]: r for r in chain.order()}
     assert [r["name"] for r in chain.order()] == list(ALL_ORDERED_PLUGINS)
     assert rows["MutatingAdmissionPolicy"]["state"] == "inactive"
-    assert rows["PodSecurity"]["state"] == "not reconstructed"
+    assert rows["PodSecurity"]["state"] == "runs"
+    assert rows["TaintNodesByCondition"]["state"] == "not reconstructed"
     assert rows["AlwaysDeny"]["state"] == "off by default"
 
 
@@ -434,10 +437,12 @@ def test_each_plugin_leaves_a_step_in_the_trace(api, hooks):
                      ("mutating-admission", "addlabel.example.com", "patched", 0),
                      *(("mutating-admission", name, "admitted", 1) for name in in_tree),
                      ("validating-admission", "LimitRanger", "admitted", 0),
+                     ("validating-admission", "PodSecurity", "admitted", 0),
                      ("validating-admission", "Priority", "admitted", 0),
                      # the update runs the CSR plugins too (Handles(UPDATE)); they leave other resources alone
                      ("validating-admission", "CertificateApproval", "admitted", 0),
-                     ("validating-admission", "CertificateSigning", "admitted", 0)]
+                     ("validating-admission", "CertificateSigning", "admitted", 0),
+                     ("validating-admission", "ResourceQuota", "admitted", 0)]
 
 
 @pytest.mark.parametrize("expression,policy,code,called", [

@@ -201,7 +201,10 @@ def test_whoami_and_impersonation_over_https(tmp_path):
             api.set_default_header("Impersonate-Group", "team")
             with pytest.raises(k8s.ApiException) as exc:
                 k8s.CoreV1Api(api).list_namespace()
-            assert exc.value.status == 400 and "without impersonating a user" in exc.value.body
+            # filters/impersonation.go: responsewriters.InternalError, in plain text
+            assert exc.value.status == 500
+            assert exc.value.body == ('Internal Server Error: "/api/v1/namespaces": requested [{Group  team    }] '
+                                      "without impersonating a user\n")
     finally:
         with host_lock(False):
             server.stop()

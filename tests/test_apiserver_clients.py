@@ -84,6 +84,9 @@ def samples(ns: str, tag: str) -> dict[tuple[str, str], dict]:
         ("coordination.k8s.io/v1", "leases"): {"metadata": {"name": "lease"}, "spec": {"holderIdentity": "me"}},
         ("v1", "limitranges"): {"metadata": {"name": "lr"}, "spec": {"limits": [
             {"type": "PersistentVolumeClaim", "max": {"storage": "10Gi"}}]}},
+        # scoped to Pods with an active deadline, which no sample has: it blocks nothing without a controller
+        ("v1", "resourcequotas"): {"metadata": {"name": "rq"}, "spec": {"hard": {"pods": "5"},
+                                                                        "scopes": ["Terminating"]}},
         ("scheduling.k8s.io/v1", "priorityclasses"): {"metadata": {"name": f"pc-{tag}"}, "value": 100},
         ("policy/v1", "poddisruptionbudgets"): {"metadata": {"name": "pdb"}, "spec": {
             "minAvailable": 1, "selector": {"matchLabels": {"app": "x"}}}},

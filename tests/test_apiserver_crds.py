@@ -143,3 +143,22 @@ def test_server_side_apply_follows_the_schemas_list_types(c):
                       "spec": {"ports": [{"port": 80, "name": "web"}]}})
     assert err.value.code == 409 and err.value.message == \
         'Apply failed with 1 conflict: conflict with "alice": .spec.ports[port=80].name'
+
+
+def test_no_creates_while_the_crd_is_terminating(c):
+    """apiextensions-apiserver customresource_handler.go serveResource: while the CRD's condition
+    Terminating is True a create is refused with 405; reads, updates and deletes still work."""
+    c.create("example.com/v1", "widgets", widget(), "ns")
+    crd = c.get("apiextensions.k8s.io/v1", "customresourcedefinitions", "widgets.example.com")
+    crd["status"]["conditions"].append({"type": "Terminating", "status": "True", "reason": "InstanceDeletionInProgress",
+                                        "message": "CustomResource deletion is in progress",
+                                        "lastTransitionTime": "2025-01-01T00:00:00Z"})
+    c.update("apiextensions.k8s.io/v1", "customresourcedefinitions", crd, subresource="status")
+    with pytest.raises(ApiError) as info:
+        c.create("example.com/v1", "widgets", dict(widget(), metadata={"name": "late"}), "ns")
+    assert (info.value.code, info.value.reason) == (405, "MethodNotAllowed")
+    assert info.value.message == "create not allowed while custom resource definition is terminating"
+    assert info.value.details == {"group": "example.com", "kind": "widgets"}
+    assert c.get("example.com/v1", "widgets", "w", "ns")["spec"]["color"] == "red"
+    c.patch("example.com/v1", "widgets", "w", {"spec": {"color": "green"}}, namespace="ns")
+    c.delete("example.com/v1", "widgets", "w", "ns")

@@ -19,6 +19,7 @@ Modules, request path first:
   authn.py      authentication as kube-apiserver's chain: x509 client certificates, the static
                 token file, ServiceAccount JWTs, anonymous; 401s
   handler.py    routing (RequestInfo), verbs, content negotiation, DeleteOptions, audit
+  impersonation.py  the Impersonate-* headers, applied inside the audit filter as upstream does
   authorizer.py who may do what: every request, impersonation and the access reviews ask it
   rbac.py       RBAC rule matching and resolution (the RBAC authorizer)
   escalation.py privilege-escalation checks on writes of the RBAC kinds
@@ -51,9 +52,10 @@ Modules, request path first:
   storageprotection.py  the StorageObjectInUseProtection admission plugin (PVC/PV protection finalizers)
   admission/    the admission chain in AllOrderedPlugins' order (__init__: Attributes, Chain),
                 NamespaceLifecycle (plugins.py), LimitRanger and the LimitRange kind (limitranger.py),
-                Priority (priority.py), DefaultTolerationSeconds (tolerations.py), ServiceAccount
-                (serviceaccount.py), CertificateApproval, CertificateSigning and
-                CertificateSubjectRestriction (certificates.py), Mutating/ValidatingAdmissionWebhook over HTTPS
+                ResourceQuota and the ResourceQuota kind (resourcequota.py),
+                PodSecurity (podsecurity.py), Priority (priority.py), DefaultTolerationSeconds
+                (tolerations.py), ServiceAccount (serviceaccount.py), CertificateApproval,
+                CertificateSigning and CertificateSubjectRestriction (certificates.py), Mutating/ValidatingAdmissionWebhook over HTTPS
                 (webhook.py), ValidatingAdmissionPolicy (policy.py) with CEL (cel.py, cel-python),
                 the admissionregistration.k8s.io/v1 kinds (configkinds.py)
   client.py     HttpClient (any cluster, from a kubeconfig), LocalClient (in-process), RESTMapper
@@ -100,12 +102,14 @@ checked for privilege escalation (escalation.py: `escalate`, `bind`, ConfirmNoEs
 admin kubeconfig's user is in kubeadm:cluster-admins, bound to cluster-admin, as kubeadm v1.29+
 writes admin.conf; the server's own loopback clients are in system:masters. labkit's in-process
 controllers are not authorized (authorizer.py says why). Impersonation headers (kubectl --as,
---as-group, --as-uid) are honoured when the authorizer allows the verb `impersonate`. There is
-no Node authorizer, and namespaced bootstrap roles are not created.
+--as-group, --as-uid, Impersonate-Extra-*) are honoured when the authorizer allows the verb
+`impersonate` on each (impersonation.py); a refusal is audited and traced. TokenReviews are
+answered by the server's token authenticators. There is no Node authorizer, and namespaced
+bootstrap roles are not created.
 
-Admission (admission/): NamespaceLifecycle, LimitRanger, Priority, DefaultTolerationSeconds,
-StorageObjectInUseProtection, the webhooks and ValidatingAdmissionPolicy run where kube-apiserver
-runs them; GET /labkit/v1/admission lists every plugin of AllOrderedPlugins with what labkit does
+Admission (admission/): NamespaceLifecycle, LimitRanger, ServiceAccount, PodSecurity, Priority,
+DefaultTolerationSeconds, StorageObjectInUseProtection, the certificate plugins, the webhooks,
+ValidatingAdmissionPolicy and ResourceQuota run where kube-apiserver runs them; GET /labkit/v1/admission lists every plugin of AllOrderedPlugins with what labkit does
 with it, and each request's trace (/labkit/v1/traces) has a step per plugin, webhook and policy
 binding.
 

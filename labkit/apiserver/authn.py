@@ -265,18 +265,28 @@ class ServiceAccountTokens:
 
     # -- validating ----------------------------------------------------------------------------
     def authenticate(self, token: str, annotations: dict | None = None,
-                     now: float | None = None) -> User | None:
+                     now: float | None = None, audiences: list[str] | None = None) -> User | None:
+        """The token's user, None when the token is not this issuer's, ValueError when it is but
+        does not validate. `audiences` are the target audiences (a TokenReview's spec.audiences;
+        the API audiences otherwise)."""
+        return self.authenticate_for(token, annotations, now, audiences)[0]
+
+    def authenticate_for(self, token: str, annotations: dict | None = None, now: float | None = None,
+                         audiences: list[str] | None = None) -> tuple[User | None, list[str]]:
+        """`authenticate`, and the target audiences the token is for (jwt.go: the intersection
+        of the target audiences and the token's)."""
+        target = list(audiences or self.audiences)
         parts = token.split(".")
         if len(parts) != 3:
-            return None                         # not a JWT: not ours
+            return None, []                     # not a JWT: not ours
         try:
             header = json.loads(_unb64(parts[0]))
             claims = json.loads(_unb64(parts[1]))
             signature = _unb64(parts[2])
         except (ValueError, UnicodeDecodeError):
-            return None
+            return None, []
         if not isinstance(claims, dict) or not isinstance(header, dict) or claims.get("iss") != self.issuer:
-            return None                         # jwt.go `hasCorrectIssuer`: another issuer's token
+            return None, []                     # jwt.go `hasCorrectIssuer`: another issuer's token
         try:
             if header.get("alg") != "ES256" or len(signature) != 64:
                 raise InvalidSignature()
@@ -287,11 +297,12 @@ class ServiceAccountTokens:
         audiences = claims.get("aud") or []
         if isinstance(audiences, str):
             audiences = [audiences]
-        if not set(audiences) & set(self.audiences):
+        matched = [a for a in target if a in audiences]
+        if not matched:
             raise ValueError(f"token audiences {_go_quote_list(audiences)} is invalid for the target audiences "
-                             f"{_go_quote_list(self.audiences)}")
+                             f"{_go_quote_list(target)}")
         return self._validate(claims, annotations if annotations is not None else {},
-                              time.time() if now is None else now)
+                              time.time() if now is None else now), matched
 
     def _validate(self, claims: dict, annotations: dict, now: float) -> User:
         """claims.go `validator.Validate`."""
@@ -439,6 +450,35 @@ class Authenticator:
                   "the request carried no credentials, so it is system:anonymous in group "
                   "system:unauthenticated (--anonymous-auth defaults to true)")
         return User(ANONYMOUS, [UNAUTHENTICATED])
+
+    def review(self, token: str, audiences: list[str]) -> dict:
+        """A TokenReview's status (pkg/registry/authentication/tokenreview/storage.go REST.Create):
+        the token alone in a bearer header through the token authenticators, for spec.audiences
+        or the API audiences. The static token file is audience-agnostic
+        (authenticator.WrapAudienceAgnosticToken): it answers only for target audiences that meet
+        the API audiences, and its users are for that intersection. Unauthenticated, the status
+        carries the union's error (one error alone, several as `[a, b]`; `invalid bearer token`
+        when nothing recognised the token). Not cached (upstream's token cache is keyed by
+        audiences too; a review only ever asks once here)."""
+        target = list(audiences or API_AUDIENCES)
+        implicit = [a for a in target if a in API_AUDIENCES]
+        errors: list[str] = []
+        identity, matched = None, []
+        if implicit:
+            identity = self.token_file.authenticate(token)
+            matched = implicit
+        if identity is None and self.service_accounts is not None:
+            try:
+                identity, matched = self.service_accounts.authenticate_for(token, {}, audiences=target)
+            except ValueError as exc:
+                errors.append(str(exc))
+        if identity is None:
+            errors = errors or ["invalid bearer token"]
+            return {"user": {}, "error": errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"}
+        user = User(identity.name, list(identity.groups), identity.uid, dict(identity.extra))
+        if AUTHENTICATED not in user.groups and UNAUTHENTICATED not in user.groups:
+            user.groups.append(AUTHENTICATED)       # AuthenticatedGroupAdder wraps the token union
+        return {"authenticated": True, "user": user.info(), "audiences": matched}
 
     def _token(self, token: str, errors: list[str], trace: Trace) -> User | None:
         """The token cache around the token union."""

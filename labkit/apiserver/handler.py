@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterator
 
 import yaml
 
-from labkit.apiserver import availability, discovery, openapi, patch as patches, protobuf
+from labkit.apiserver import availability, discovery, impersonation, openapi, patch as patches, protobuf
 from labkit.apiserver.audit import AuditLog, RequestAudit
 from labkit.apiserver.auditpolicy import DEFAULT_POLICY, Policy
 from labkit.apiserver.escalation import EscalationCheck
@@ -72,6 +72,8 @@ class Request:
     source: str = "127.0.0.1"
     trace: Trace = field(default_factory=Trace)      # each pipeline stage's decision (trace.py)
     impersonator: User | None = None  # the authenticated user when `user` is an impersonated one
+    # the Impersonate-* headers (lower-case names, repeated ones repeated), applied inside the audit
+    impersonation: list[tuple[str, str]] = field(default_factory=list)
     # a request of labkit's in-process controllers, which the authorizer does not check (authorizer.py)
     trusted: bool = False
 
@@ -265,6 +267,7 @@ class Api:
         self.openapi = openapi.Documents(registry.catalog)
         # the issuer and validator of ServiceAccount tokens (TokenRequest), set by the server
         self.service_account_tokens = None
+        self.token_authenticator = None     # authn.Authenticator: what answers TokenReviews
         # non-resource paths served by the embedding program: prefix -> handler(request, rest)
         self.extensions: dict[str, Callable[[Request, str], Response]] = {}
 
@@ -281,6 +284,7 @@ class Api:
         path = request.path.rstrip("/") or "/"
         try:
             audit = self._audit_begin(request, received)
+            self._impersonate(request, audit)   # WithAudit wraps WithImpersonation
             self._authorize(request)            # the filter chain authorizes before anything is routed
             remote = self._remote_answer(request, path)
             if remote is not None:
@@ -295,6 +299,13 @@ class Api:
                 response = self._serve_other(request, path)
         except ApiError as exc:
             response = Response(exc.code, exc.status())
+        except impersonation.WithoutUser as exc:
+            # responsewriters.InternalError: plain text, the request URI quoted
+            query = "&".join(f"{k}={v}" for k, v in request.query.items())
+            uri = request.path + (f"?{query}" if query else "")
+            response = Response(500, f"Internal Server Error: {json.dumps(uri)}: {exc}\n".encode(),
+                                "text/plain; charset=utf-8")
+            request.trace.add("impersonation", "headers", "error", str(exc))
         except Exception as exc:    # never let a request take the server down
             traceback.print_exc(file=sys.stderr)
             response = Response(500, internal(f"{type(exc).__name__}: {exc}").status())
@@ -512,6 +523,12 @@ class Api:
         if info.verb == "watch":
             return self._watch(request, rt, ns), None
         if info.verb == "create":
+            if not info.subresource and reg.crd_terminating(rt):
+                # apiextensions-apiserver pkg/apiserver/customresource_handler.go serveResource: a
+                # create while the CRD's condition Terminating is True, answered before decoding
+                error = method_not_supported(rt.resource, rt.group, "create")
+                error.message = "create not allowed while custom resource definition is terminating"
+                raise error
             body = self._body(request)
             if info.subresource == "binding":
                 return Response(201, reg.bind(ns, name, body, self._dry_run(request))), None
@@ -562,14 +579,38 @@ class Api:
             "kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1", **options}
 
     def _review(self, rt: ResourceType, namespace: str | None, body, user: User, options: WriteOptions) -> dict:
-        """An access review: decoded and validated like any object, answered, not stored."""
+        """An access review or a TokenReview: decoded, through mutating admission (the create
+        handler's), validated, through validating admission (the REST's createValidation),
+        answered, not stored (pkg/registry/authorization/*/rest.go, authentication/*/storage.go)."""
         obj = self.registry.decode(rt, body, namespace, options)
         if rt.namespaced:
             obj["metadata"]["namespace"] = namespace
+        obj, validate_admission = self.registry.admit_unstored(rt, namespace, obj, options)
+        if rt.kind == "TokenReview":
+            # tokenreview/storage.go REST.Create: no namespace, a token, then createValidation
+            if namespace:
+                raise bad_request(f"namespace is not allowed on this type: {namespace}")
+            spec = obj.get("spec") or {}
+            if not spec.get("token"):
+                raise bad_request("token is required for TokenReview in authentication")
+            validate_admission(obj)
+            if self.token_authenticator is None:
+                return obj
+            return dict(obj, status=self.token_authenticator.review(spec["token"], list(spec.get("audiences") or [])))
         errors = rt.strategy.validate(obj)
         if errors:
             raise invalid(rt.kind, rt.group, obj["metadata"].get("name", ""), errors)
+        validate_admission(obj)
         return rt.strategy.review(obj, user, self.authorizer, namespace)
+
+    def _impersonate(self, request: Request, audit: RequestAudit) -> None:
+        """filters/impersonation.go WithImpersonation (impersonation.py)."""
+        if request.impersonator is not None or not request.impersonation:
+            return
+        acting = impersonation.impersonate(self.authorizer, request.user, request.impersonation, request.trace)
+        if acting is not None:
+            request.impersonator, request.user = request.user, User(*acting)
+            audit.event["impersonatedUser"] = request.user.info()      # audit.LogImpersonatedUser
 
     def _authorize(self, request: Request) -> None:
         """WithAuthorization: the authorizer's decision about this request, 403 when it does not allow it."""

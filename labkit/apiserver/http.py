@@ -18,7 +18,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qsl, urlsplit
 
 from labkit.apiserver.authn import Authenticator, Unauthenticated, attempted_methods
-from labkit.apiserver.authorizer import Attributes, require
 from labkit.apiserver.errors import ApiError, bad_request, too_large, unauthorized
 from labkit.apiserver.handler import Api, Request, Response, User
 from labkit.apiserver.trace import Trace
@@ -161,10 +160,9 @@ class _Handler(BaseHTTPRequestHandler):
             trace = Trace(str(uuid.uuid4()))
             request = Request(self.command, url.path, query, headers, self._read_body(),
                               source=self.client_address[0], trace=trace)
-            authenticated = self._authenticate(request)
-            request.user = self._impersonate(authenticated)
-            if request.user is not authenticated:
-                request.impersonator = authenticated
+            request.user = self._authenticate(request)
+            request.impersonation = [(k.lower(), v) for k, v in self.headers.items()
+                                     if k.lower().startswith("impersonate-")]
             response = self.server.api.handle(request)
         except ApiError as exc:
             response = Response(exc.code, exc.status())
@@ -198,36 +196,6 @@ class _Handler(BaseHTTPRequestHandler):
         # filters/authentication.go: the credentials go no further than authentication
         request.headers.pop("authorization", None)
         return user
-
-    def _impersonate(self, user: User) -> User:
-        """The Impersonate-User / -Group / -Uid headers (kubectl --as, --as-group, --as-uid), each
-        allowed when the authorizer lets the user impersonate it (filters/impersonation.go)."""
-        name = self.headers.get("Impersonate-User")
-        requested = self.headers.get_all("Impersonate-Group") or []
-        uid = self.headers.get("Impersonate-Uid", "")
-        if not name:
-            if requested or uid:
-                raise bad_request("requested impersonation of groups or a UID without impersonating a user")
-            return user
-        authorizer = self.server.api.authorizer
-        groups = list(requested)
-        if name.startswith("system:serviceaccount:") and name.count(":") == 3:
-            _, _, namespace, account = name.split(":")
-            require(authorizer, Attributes(user.name, user.groups, "impersonate", namespace, resource="serviceaccounts",
-                                           name=account))
-            if not requested:   # a ServiceAccount's groups are known when none are asked for
-                groups = ["system:serviceaccounts", f"system:serviceaccounts:{namespace}"]
-        else:
-            require(authorizer, Attributes(user.name, user.groups, "impersonate", resource="users", name=name))
-        for group in requested:
-            require(authorizer, Attributes(user.name, user.groups, "impersonate", resource="groups", name=group))
-        if uid:
-            require(authorizer, Attributes(user.name, user.groups, "impersonate", group="authentication.k8s.io",
-                                           resource="uids", name=uid))
-        extra = "system:unauthenticated" if name == "system:anonymous" else "system:authenticated"
-        if extra not in groups:
-            groups = groups + [extra]
-        return User(name, groups, uid)
 
     # -- response ------------------------------------------------------------------------------
     def _send(self, response: Response) -> None:

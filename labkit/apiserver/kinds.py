@@ -17,6 +17,7 @@ import json
 from labkit.apiserver import crd, tables
 from labkit.apiserver.admission.configkinds import admissionregistration_types
 from labkit.apiserver.admission.limitranger import limit_range_type
+from labkit.apiserver.admission.resourcequota import resource_quota_type
 from labkit.apiserver.certificates import CertificateSigningRequestStrategy
 from labkit.apiserver.policykinds import policy_types
 from labkit.apiserver.errors import (FieldError, RawJSON, field_forbidden, field_invalid, field_required, field_unsupported)
@@ -1513,6 +1514,14 @@ class SelfSubjectRulesReviewStrategy(ReviewStrategy):
         return dict(obj, status=status)
 
 
+class TokenReviewStrategy(ReviewStrategy):
+    """authentication.k8s.io/v1 TokenReview: whether a bearer token authenticates, as whom and for
+    which audiences (answered by the server's token authenticators: authn.Authenticator.review)."""
+
+    def review(self, obj, user, authorizer, namespace):
+        raise NotImplementedError("the API answers TokenReviews with its authenticator")
+
+
 class SelfSubjectReviewStrategy(ReviewStrategy):
     """`kubectl auth whoami`: the requesting user's name, UID, groups and extra."""
 
@@ -1539,6 +1548,7 @@ def builtin_types() -> list[ResourceType]:
         rt("", "v1", "serviceaccounts", "ServiceAccount", True, ServiceAccountStrategy(), "serviceaccount", ["sa"]),
         rt("", "v1", "events", "Event", True, EventStrategy(), "event", ["ev"]),
         limit_range_type(),
+        resource_quota_type(),
         rt("apps", "v1", "deployments", "Deployment", True, DeploymentStrategy(), "deployment", ["deploy"], ["all"]),
         rt("apps", "v1", "replicasets", "ReplicaSet", True, ReplicaSetStrategy(), "replicaset", ["rs"], ["all"]),
         rt("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False,
@@ -1582,6 +1592,8 @@ def builtin_types() -> list[ResourceType]:
            LocalSubjectAccessReviewStrategy(), verbs=["create"]),
         rt("authentication.k8s.io", "v1", "selfsubjectreviews", "SelfSubjectReview", False,
            SelfSubjectReviewStrategy(), verbs=["create"]),
+        rt("authentication.k8s.io", "v1", "tokenreviews", "TokenReview", False, TokenReviewStrategy(),
+           verbs=["create"]),
         *admissionregistration_types(),
         *policy_types(),
         rt("certificates.k8s.io", "v1", "certificatesigningrequests", "CertificateSigningRequest", False,

@@ -15,6 +15,7 @@ after the strategy's validation and before the write, both on the stored object 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import secrets
 import time
@@ -327,8 +328,24 @@ class Registry:
         defaults.apply(rt.storage_model, obj)
         return obj
 
+    def admit_unstored(self, rt: ResourceType, namespace: str | None, obj: dict, options: "WriteOptions"):
+        """Admission of a create that is answered and never stored (the reviews): the mutating
+        phase now, and the validating phase as a function of the final object."""
+        attrs = self._attributes("CREATE", rt, namespace, (obj.get("metadata") or {}).get("name", ""), obj, None,
+                                 options)
+        self.admission.admit(attrs)
+
+        def validate(final: dict) -> None:
+            attrs.obj = final
+            self.admission.validate(attrs)
+        return attrs.obj, validate
+
     def _validating_admission(self, rt: ResourceType, attrs: Attributes, obj: dict) -> None:
         attrs.obj = self.present(rt, copy.deepcopy(obj))
+        if not attrs.name and attrs.operation == "CREATE":
+            # rest.AdmissionToValidateObjectFunc: "in case the generated name is populated", the
+            # validating phase names the object by the name generateName gave it
+            attrs = dataclasses.replace(attrs, name=obj["metadata"].get("name", ""))
         self.admission.validate(attrs)
 
     def _create_one(self, rt: ResourceType, obj: dict, dry_run: bool, attrs: Attributes) -> dict:
@@ -889,6 +906,16 @@ class Registry:
 
     def crd_types(self, crd_name: str) -> list[ResourceType]:
         return list(self._crd_types.get(crd_name, []))
+
+    def crd_terminating(self, rt: ResourceType) -> bool:
+        """Whether `rt` is served by a CustomResourceDefinition whose condition Terminating is True
+        (apiextensionshelpers.IsCRDConditionTrue(crd, Terminating))."""
+        name = f"{rt.resource}.{rt.group}"
+        if rt not in self._crd_types.get(name, []):
+            return False
+        crd = self.store.get("apiextensions.k8s.io/customresourcedefinitions", "", name) or {}
+        return any(c.get("type") == "Terminating" and c.get("status") == "True"
+                   for c in (crd.get("status") or {}).get("conditions") or [])
 
 
 INCONSISTENT_CONTINUE = (

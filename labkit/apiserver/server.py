@@ -90,6 +90,7 @@ class EmbeddedServer:
         authenticator = authn.Authenticator(
             authn.X509Authenticator(x509.load_pem_x509_certificate((self.pki / certs.CA_CERT).read_bytes())),
             authn.TokenFileAuthenticator(authn.load_token_file(tokens_file)), self.api.service_account_tokens)
+        self.api.token_authenticator = authenticator
         self.controllers = ControllerManager(self.api, self.decisions,
                                              {"root_ca": (self.pki / certs.CA_CERT).read_bytes(), "pki": self.pki})
         self.http = HttpFrontend(self.api, authenticator, port, ssl_context=certs.server_context(self.pki))

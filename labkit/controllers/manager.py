@@ -58,6 +58,11 @@ def _kubeletadmit(client, log, settings):
     return KubeletAdmitController(client, log, client_for=settings.get("client_for"))
 
 
+def _resourcequota(client, log, _settings):
+    from labkit.controllers.resourcequota import ResourceQuotaController
+    return ResourceQuotaController(client, log)
+
+
 def _serviceaccount(client, log, _settings):
     from labkit.controllers.serviceaccount import ServiceAccountsController
     return ServiceAccountsController(client, log)
@@ -119,6 +124,7 @@ CONTROLLERS: dict[str, tuple[str, Callable]] = {
     "node": ("system:node:labkit-node", _node),
     "namespace": ("system:serviceaccount:kube-system:namespace-controller", _namespace),
     "serviceaccount": ("system:serviceaccount:kube-system:service-account-controller", _serviceaccount),
+    "resourcequota": ("system:serviceaccount:kube-system:resourcequota-controller", _resourcequota),
     "root-ca-cert-publisher": ("system:serviceaccount:kube-system:root-ca-cert-publisher", _root_ca_cert_publisher),
     "endpointslice": ("system:serviceaccount:kube-system:endpointslice-controller", _endpointslice),
     "endpoint": ("system:serviceaccount:kube-system:endpoint-controller", _endpoint),
@@ -144,7 +150,7 @@ CONTROLLERS: dict[str, tuple[str, Callable]] = {
 # what `labkit apiserver` and the labs run by default
 DEFAULT_CONTROLLERS = ("garbagecollector", "deployment", "replicaset", "node", "namespace", "serviceaccount",
                        "root-ca-cert-publisher", "endpointslice", "endpoint", "podgc", "pvc-protection",
-                       "pv-protection", "clusterrole-aggregation", "csrsigning")
+                       "pv-protection", "clusterrole-aggregation", "csrsigning", "resourcequota")
 
 
 class ControllerManager:

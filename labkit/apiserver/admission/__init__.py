@@ -68,13 +68,11 @@ GATED_OFF = {"MutatingAdmissionPolicy": "feature gate MutatingAdmissionPolicy is
 NOT_RECONSTRUCTED = {
     "TaintNodesByCondition": "new Nodes do not get the node.kubernetes.io/not-ready:NoSchedule taint (no node "
                              "lifecycle controller here would remove it)",
-    "PodSecurity": "the pod-security.kubernetes.io/enforce|warn|audit labels of namespaces have no effect",
     "DefaultStorageClass": "storage classes are not served",
     "PersistentVolumeClaimResize": "storage classes are not served",
     "RuntimeClass": "runtime classes are not served",
     "ClusterTrustBundleAttest": "cluster trust bundles are not served",
     "DefaultIngressClass": "ingresses are not served",
-    "ResourceQuota": "resource quotas are not served",
 }
 
 

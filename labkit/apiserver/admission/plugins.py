@@ -8,10 +8,10 @@ in a namespace that is gone), and a CREATE needs one that is not being terminate
 
 The others, each in a module of its own: LimitRanger (limitranger.py), ServiceAccount
 (serviceaccount.py: every Pod needs its namespace's ServiceAccount, which the serviceaccount
-controller of labkit.controllers makes, as kube-controller-manager's does), Priority
-(priority.py), DefaultTolerationSeconds (tolerations.py), CertificateApproval, CertificateSigning
-and CertificateSubjectRestriction (certificates.py), StorageObjectInUseProtection
-(labkit.apiserver.storageprotection).
+controller of labkit.controllers makes, as kube-controller-manager's does), PodSecurity
+(podsecurity.py), Priority (priority.py), DefaultTolerationSeconds (tolerations.py),
+CertificateApproval, CertificateSigning and CertificateSubjectRestriction (certificates.py),
+ResourceQuota (resourcequota.py), StorageObjectInUseProtection (labkit.apiserver.storageprotection).
 """
 
 from __future__ import annotations
@@ -52,8 +52,10 @@ def default_chain(registry) -> Chain:
     from labkit.apiserver.admission.certificates import (CertificateApproval, CertificateSigning,
                                                          certificate_subject_restriction)
     from labkit.apiserver.admission.limitranger import LimitRanger
+    from labkit.apiserver.admission.podsecurity import PodSecurity
     from labkit.apiserver.admission.policy import ValidatingPolicies
     from labkit.apiserver.admission.priority import Priority
+    from labkit.apiserver.admission.resourcequota import ResourceQuota
     from labkit.apiserver.admission.serviceaccount import ServiceAccount
     from labkit.apiserver.admission.tolerations import default_toleration_seconds
     from labkit.apiserver.admission.webhook import MutatingWebhooks, ValidatingWebhooks
@@ -67,6 +69,8 @@ def default_chain(registry) -> Chain:
         Plugin("LimitRanger", admit=limit_ranger.admit, validate=limit_ranger.validate, handles=("CREATE", "UPDATE")),
         # admission.NewHandler(admission.Create)
         Plugin("ServiceAccount", admit=service_account.admit, validate=service_account.validate, handles=("CREATE",)),
+        # admission.NewHandler(admission.Create, admission.Update)
+        Plugin("PodSecurity", validate=PodSecurity(registry.store).validate, handles=("CREATE", "UPDATE")),
         Plugin("Priority", admit=priority.admit, validate=priority.validate, handles=("CREATE", "UPDATE", "DELETE")),
         Plugin("DefaultTolerationSeconds", admit=default_toleration_seconds, handles=("CREATE", "UPDATE")),
         Plugin("StorageObjectInUseProtection", admit=storage_object_in_use_protection, handles=("CREATE",)),
@@ -76,4 +80,6 @@ def default_chain(registry) -> Chain:
         Plugin("MutatingAdmissionWebhook", admit=MutatingWebhooks(registry).admit),
         Plugin("ValidatingAdmissionPolicy", validate=ValidatingPolicies(registry).validate),
         Plugin("ValidatingAdmissionWebhook", validate=ValidatingWebhooks(registry).validate),
+        # admission.NewHandler(admission.Create, admission.Update)
+        Plugin("ResourceQuota", validate=ResourceQuota(registry.store).validate, handles=("CREATE", "UPDATE")),
     ])
