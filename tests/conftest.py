@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from support import REPO, diff_snapshots, host_lock, host_snapshot  # noqa: E402
+from support import LOCK_LOG_ENV, REPO, diff_snapshots, host_lock, host_snapshot, lock_summary  # noqa: E402
 
 TEST_LABS = REPO / "tests" / "labs"
 
@@ -206,6 +206,23 @@ def _on_sigterm(signum, frame):
 
 def pytest_configure(config):
     signal.signal(signal.SIGTERM, _on_sigterm)
+    if not hasattr(config, "workerinput") and not os.environ.get(LOCK_LOG_ENV):
+        # the run's record of host-lock holds (support.host_lock), summed up at its end; the test
+        # workers inherit the variable (they start after this)
+        import tempfile
+        fd, path = tempfile.mkstemp(prefix="labkit-test-lock-", suffix=".jsonl")
+        os.close(fd)
+        os.environ[LOCK_LOG_ENV] = path
+        config._labkit_lock_log = path
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    path = getattr(config, "_labkit_lock_log", None) or \
+        (os.environ.get(LOCK_LOG_ENV) if not hasattr(config, "workerinput") else None)
+    if path and os.path.exists(path):
+        terminalreporter.write_line(lock_summary(path))
+        if getattr(config, "_labkit_lock_log", None):
+            os.unlink(path)
 
 
 @pytest.fixture
