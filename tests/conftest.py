@@ -120,12 +120,16 @@ def drive_labs(request, tmp_path_factory, script: str, what: str, timeout: float
         """Driver module -> {"out": its JSON output} or {"error": why it failed}."""
         env = {**os.environ, **fresh_environment(tmp_path_factory.mktemp(f"{what}-{lab_id}"))}
         outputs = {}
+        seconds = _Stopwatch(shared / f"{lab_id}.seconds.json")
         try:
             with host_lock(False):
-                labkit("run", lab_id, env=env, check=0, timeout=300)
+                with seconds("run"):
+                    labkit("run", lab_id, env=env, check=0, timeout=300)
                 for module in modules:
-                    out = subprocess.run([sys.executable, str(here / module), lab_id], env=env, cwd=REPO,
-                                         capture_output=True, text=True, timeout=LAB_DRIVERS.get(module, timeout))
+                    with seconds(module):
+                        out = subprocess.run([sys.executable, str(here / module), lab_id], env=env, cwd=REPO,
+                                             capture_output=True, text=True,
+                                             timeout=LAB_DRIVERS.get(module, timeout))
                     outputs[module] = {"out": json.loads(out.stdout)} if out.returncode == 0 else \
                         {"error": f"driving {module} on {lab_id} failed:\n{out.stderr[-3000:]}"}
         except Exception as exc:        # the build, or a driver that ran out of time
@@ -133,7 +137,8 @@ def drive_labs(request, tmp_path_factory, script: str, what: str, timeout: float
                 outputs.setdefault(module, {"error": f"driving {lab_id} for {module} failed: {exc}"})
         finally:
             with host_lock(False):
-                labkit("cleanup", lab_id, env=env, check=0)
+                with seconds("cleanup"):
+                    labkit("cleanup", lab_id, env=env, check=0)
         return outputs
 
     def run(lab_id):
@@ -154,6 +159,42 @@ def drive_labs(request, tmp_path_factory, script: str, what: str, timeout: float
 
     with ThreadPoolExecutor(max_workers=max(1, len(wanted))) as pool:
         return dict(zip(wanted, pool.map(run, wanted)))
+
+
+class _Stopwatch:
+    """Wall seconds of each step of a lab's drive (build, each driver, cleanup), added to a JSON
+    file of the run's shared directory as each step ends; the run's summary lists them
+    (pytest_terminal_summary)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def __call__(self, step: str):
+        import contextlib
+        import json
+        import time
+
+        @contextlib.contextmanager
+        def timed():
+            started = time.monotonic()
+            try:
+                yield
+            finally:
+                found = json.loads(self.path.read_text()) if self.path.exists() else {}
+                found[step] = round(time.monotonic() - started, 1)
+                self.path.write_text(json.dumps(found))
+        return timed()
+
+
+def drive_summary(shared: Path) -> list[str]:
+    """One line per lab driven in this run: the seconds of its build, drivers and cleanup."""
+    import json
+    lines = []
+    for path in sorted(shared.glob("*.seconds.json")):
+        steps = json.loads(path.read_text())
+        lines.append(f"  {path.name.removesuffix('.seconds.json')}: {sum(steps.values()):.0f} s ("
+                     + ", ".join(f"{step.removesuffix('.py')} {s:.0f}" for step, s in steps.items()) + ")")
+    return lines
 
 
 @pytest.fixture(autouse=True)
@@ -221,6 +262,12 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         (os.environ.get(LOCK_LOG_ENV) if not hasattr(config, "workerinput") else None)
     if path and os.path.exists(path):
         terminalreporter.write_line(lock_summary(path))
+    if not hasattr(config, "workerinput"):
+        drives = drive_summary(config._tmp_path_factory.getbasetemp() / "lab-drives")
+        if drives:
+            terminalreporter.write_line("lab drives (seconds, wall; the labs side by side):")
+            for line in drives:
+                terminalreporter.write_line(line)
         if getattr(config, "_labkit_lock_log", None):
             os.unlink(path)
 
