@@ -47,7 +47,7 @@ HOST_FREE = {
     "test_namespace_requeue.py", "test_numa_admission.py", "test_numa_diagram.py", "test_numa_fidelity.py",
     "test_numa_merge_properties.py", "test_resources_fidelity.py", "test_yaml_fast.py", "test_scheduler_fidelity.py",
     "test_strict.py", "test_discovery_cost.py", "test_import_cycles.py", "test_devices_fidelity.py",
-    "test_scheduler_controller.py", "test_host_snapshot.py", "test_suite_order.py",
+    "test_scheduler_controller.py", "test_host_snapshot.py", "test_suite_order.py", "test_audit_read.py",
 }
 
 
