@@ -78,7 +78,7 @@ def _has_labs(env: dict[str, str]) -> bool:
 # Modules whose tests are judged from labs driven by `python MODULE LAB` (their `drive(lab_id)`,
 # printing JSON), with the seconds each drive may take. Every drive starts each exercise it works
 # on with `labkit reset` (and leaves it reset), so several drives share one build of a lab.
-LAB_DRIVERS = {"test_mistakes.py": 900, "test_mutants.py": 1500}
+LAB_DRIVERS = {"test_mistakes.py": 900, "test_mutants.py": 1500, "test_fuzz_answers.py": 600}
 
 
 def _shared_directory(tmp_path_factory) -> Path:
@@ -289,7 +289,7 @@ def host_unchanged(request):
 # workers in collection order (--dist loadfile --no-loadscope-reorder), so the long files start at
 # once and the short ones fill the gaps; a long file handed out last would end the run alone.
 LONGEST_FIRST = [
-    "test_mutants.py", "test_mistakes.py",      # every lab, driven (one build per lab for both)
+    "test_mutants.py", "test_mistakes.py",      # every lab, driven (one build per lab for all LAB_DRIVERS)
     "test_gc_lab.py", "test_fuzz_answers.py", "test_kube_proxy_judging.py", "test_mount_propagation_lab.py",
     "test_netfilter.py", "test_kube_proxy_node.py", "test_namespace_reset.py", "test_numa_cli.py", "test_cli.py",
     "test_fuzz_inputs.py", "test_demo_lab.py", "test_namespace_real_cluster.py", "test_resources_lab.py",
