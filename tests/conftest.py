@@ -262,14 +262,15 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         (os.environ.get(LOCK_LOG_ENV) if not hasattr(config, "workerinput") else None)
     if path and os.path.exists(path):
         terminalreporter.write_line(lock_summary(path))
-    if not hasattr(config, "workerinput"):
-        drives = drive_summary(config._tmp_path_factory.getbasetemp() / "lab-drives")
+        if getattr(config, "_labkit_lock_log", None):
+            os.unlink(path)
+    factory = getattr(config, "_tmp_path_factory", None)
+    if not hasattr(config, "workerinput") and factory is not None:
+        drives = drive_summary(factory.getbasetemp() / "lab-drives")
         if drives:
             terminalreporter.write_line("lab drives (seconds, wall; the labs side by side):")
             for line in drives:
                 terminalreporter.write_line(line)
-        if getattr(config, "_labkit_lock_log", None):
-            os.unlink(path)
 
 
 @pytest.fixture
