@@ -205,6 +205,7 @@ def run_exercise(lab, exercise_id: str, *, live_all: bool | None = None) -> Exer
         return report
     sample = live_sample(mutants, live_all)
     dirty = False        # the live lab differs from the solved one
+    verdicts: dict[str, Verdict] = {}
 
     def live(m: Mutant) -> CheckResult:
         nonlocal dirty
@@ -214,37 +215,49 @@ def run_exercise(lab, exercise_id: str, *, live_all: bool | None = None) -> Exer
         m.apply(env)
         return run_check(env, exercise)
 
+    # First every mutant judged on the solved lab as it stands (by observation, in-process, or by
+    # its answer file), then those applied live, each on the exercise solved afresh (but the first,
+    # which finds it solved still): solving again only between two live applications, not also
+    # after each live one that an in-process judgement follows.
     for m in mutants:
+        if m.judged_by == "apply":
+            continue
         try:
+            if dirty:
+                solved()
+                dirty = False
             if m.judged_by == "observation":
-                if dirty:
-                    solved()
-                    dirty = False
                 result = judged(ctx, judge, m.observation)
-            elif m.judged_by == "answer":
-                if dirty:
-                    solved()
-                    dirty = False
+            else:
                 write_answer(env, exercise.id, m.answer)
                 result = run_check(env, exercise)
                 if reference_answer is not None:
                     path.write_text(reference_answer)
-            else:
-                result = live(m)
         except Exception as exc:
-            report.verdicts.append(Verdict(m.name, m.change, BROKEN, m.judged_by, "",
-                                           f"{type(exc).__name__}: {exc}"))
+            verdicts[m.name] = Verdict(m.name, m.change, BROKEN, m.judged_by, "", f"{type(exc).__name__}: {exc}")
             dirty = True
             continue
-        verdict = Verdict(m.name, m.change, outcome_of(m, result), m.judged_by, result.status, result.message)
-        if m.name in sample:
+        verdicts[m.name] = Verdict(m.name, m.change, outcome_of(m, result), m.judged_by, result.status,
+                                   result.message)
+    for m in mutants:
+        if m.judged_by == "apply":
+            try:
+                result = live(m)
+            except Exception as exc:
+                verdicts[m.name] = Verdict(m.name, m.change, BROKEN, m.judged_by, "",
+                                           f"{type(exc).__name__}: {exc}")
+                dirty = True
+                continue
+            verdicts[m.name] = Verdict(m.name, m.change, outcome_of(m, result), m.judged_by, result.status,
+                                       result.message)
+        elif m.name in sample and verdicts[m.name].status:     # not when judging it in-process raised
             try:
                 live_result = live(m)
-                verdict.live = {"outcome": outcome_of(m, live_result), "status": live_result.status,
-                                "message": live_result.message}
+                verdicts[m.name].live = {"outcome": outcome_of(m, live_result), "status": live_result.status,
+                                         "message": live_result.message}
             except Exception as exc:
-                verdict.live = {"outcome": BROKEN, "status": "", "message": f"{type(exc).__name__}: {exc}"}
-        report.verdicts.append(verdict)
+                verdicts[m.name].live = {"outcome": BROKEN, "status": "", "message": f"{type(exc).__name__}: {exc}"}
+    report.verdicts = [verdicts[m.name] for m in mutants]
     path.unlink(missing_ok=True)
     runner.reset(lab, exercise_id=exercise.id)
     return report

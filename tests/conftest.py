@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from support import REPO, diff_snapshots, host_lock, host_snapshot  # noqa: E402
+from support import LOCK_LOG_ENV, REPO, diff_snapshots, host_lock, host_snapshot, lock_summary  # noqa: E402
 
 TEST_LABS = REPO / "tests" / "labs"
 
@@ -47,7 +47,7 @@ HOST_FREE = {
     "test_namespace_requeue.py", "test_numa_admission.py", "test_numa_diagram.py", "test_numa_fidelity.py",
     "test_numa_merge_properties.py", "test_resources_fidelity.py", "test_yaml_fast.py", "test_scheduler_fidelity.py",
     "test_strict.py", "test_discovery_cost.py", "test_import_cycles.py", "test_devices_fidelity.py",
-    "test_scheduler_controller.py", "test_host_snapshot.py", "test_suite_order.py",
+    "test_scheduler_controller.py", "test_host_snapshot.py", "test_suite_order.py", "test_audit_read.py",
 }
 
 
@@ -78,7 +78,7 @@ def _has_labs(env: dict[str, str]) -> bool:
 # Modules whose tests are judged from labs driven by `python MODULE LAB` (their `drive(lab_id)`,
 # printing JSON), with the seconds each drive may take. Every drive starts each exercise it works
 # on with `labkit reset` (and leaves it reset), so several drives share one build of a lab.
-LAB_DRIVERS = {"test_mistakes.py": 900, "test_mutants.py": 1500}
+LAB_DRIVERS = {"test_mistakes.py": 900, "test_mutants.py": 1500, "test_fuzz_answers.py": 600}
 
 
 def _shared_directory(tmp_path_factory) -> Path:
@@ -120,12 +120,16 @@ def drive_labs(request, tmp_path_factory, script: str, what: str, timeout: float
         """Driver module -> {"out": its JSON output} or {"error": why it failed}."""
         env = {**os.environ, **fresh_environment(tmp_path_factory.mktemp(f"{what}-{lab_id}"))}
         outputs = {}
+        seconds = _Stopwatch(shared / f"{lab_id}.seconds.json")
         try:
             with host_lock(False):
-                labkit("run", lab_id, env=env, check=0, timeout=300)
+                with seconds("run"):
+                    labkit("run", lab_id, env=env, check=0, timeout=300)
                 for module in modules:
-                    out = subprocess.run([sys.executable, str(here / module), lab_id], env=env, cwd=REPO,
-                                         capture_output=True, text=True, timeout=LAB_DRIVERS.get(module, timeout))
+                    with seconds(module):
+                        out = subprocess.run([sys.executable, str(here / module), lab_id], env=env, cwd=REPO,
+                                             capture_output=True, text=True,
+                                             timeout=LAB_DRIVERS.get(module, timeout))
                     outputs[module] = {"out": json.loads(out.stdout)} if out.returncode == 0 else \
                         {"error": f"driving {module} on {lab_id} failed:\n{out.stderr[-3000:]}"}
         except Exception as exc:        # the build, or a driver that ran out of time
@@ -133,7 +137,8 @@ def drive_labs(request, tmp_path_factory, script: str, what: str, timeout: float
                 outputs.setdefault(module, {"error": f"driving {lab_id} for {module} failed: {exc}"})
         finally:
             with host_lock(False):
-                labkit("cleanup", lab_id, env=env, check=0)
+                with seconds("cleanup"):
+                    labkit("cleanup", lab_id, env=env, check=0)
         return outputs
 
     def run(lab_id):
@@ -154,6 +159,42 @@ def drive_labs(request, tmp_path_factory, script: str, what: str, timeout: float
 
     with ThreadPoolExecutor(max_workers=max(1, len(wanted))) as pool:
         return dict(zip(wanted, pool.map(run, wanted)))
+
+
+class _Stopwatch:
+    """Wall seconds of each step of a lab's drive (build, each driver, cleanup), added to a JSON
+    file of the run's shared directory as each step ends; the run's summary lists them
+    (pytest_terminal_summary)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def __call__(self, step: str):
+        import contextlib
+        import json
+        import time
+
+        @contextlib.contextmanager
+        def timed():
+            started = time.monotonic()
+            try:
+                yield
+            finally:
+                found = json.loads(self.path.read_text()) if self.path.exists() else {}
+                found[step] = round(time.monotonic() - started, 1)
+                self.path.write_text(json.dumps(found))
+        return timed()
+
+
+def drive_summary(shared: Path) -> list[str]:
+    """One line per lab driven in this run: the seconds of its build, drivers and cleanup."""
+    import json
+    lines = []
+    for path in sorted(shared.glob("*.seconds.json")):
+        steps = json.loads(path.read_text())
+        lines.append(f"  {path.name.removesuffix('.seconds.json')}: {sum(steps.values()):.0f} s ("
+                     + ", ".join(f"{step.removesuffix('.py')} {s:.0f}" for step, s in steps.items()) + ")")
+    return lines
 
 
 @pytest.fixture(autouse=True)
@@ -206,6 +247,30 @@ def _on_sigterm(signum, frame):
 
 def pytest_configure(config):
     signal.signal(signal.SIGTERM, _on_sigterm)
+    if not hasattr(config, "workerinput") and not os.environ.get(LOCK_LOG_ENV):
+        # the run's record of host-lock holds (support.host_lock), summed up at its end; the test
+        # workers inherit the variable (they start after this)
+        import tempfile
+        fd, path = tempfile.mkstemp(prefix="labkit-test-lock-", suffix=".jsonl")
+        os.close(fd)
+        os.environ[LOCK_LOG_ENV] = path
+        config._labkit_lock_log = path
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    path = getattr(config, "_labkit_lock_log", None) or \
+        (os.environ.get(LOCK_LOG_ENV) if not hasattr(config, "workerinput") else None)
+    if path and os.path.exists(path):
+        terminalreporter.write_line(lock_summary(path))
+        if getattr(config, "_labkit_lock_log", None):
+            os.unlink(path)
+    factory = getattr(config, "_tmp_path_factory", None)
+    if not hasattr(config, "workerinput") and factory is not None:
+        drives = drive_summary(factory.getbasetemp() / "lab-drives")
+        if drives:
+            terminalreporter.write_line("lab drives (seconds, wall; the labs side by side):")
+            for line in drives:
+                terminalreporter.write_line(line)
 
 
 @pytest.fixture
@@ -225,7 +290,7 @@ def host_unchanged(request):
 # workers in collection order (--dist loadfile --no-loadscope-reorder), so the long files start at
 # once and the short ones fill the gaps; a long file handed out last would end the run alone.
 LONGEST_FIRST = [
-    "test_mutants.py", "test_mistakes.py",      # every lab, driven (one build per lab for both)
+    "test_mutants.py", "test_mistakes.py",      # every lab, driven (one build per lab for all LAB_DRIVERS)
     "test_gc_lab.py", "test_fuzz_answers.py", "test_kube_proxy_judging.py", "test_mount_propagation_lab.py",
     "test_netfilter.py", "test_kube_proxy_node.py", "test_namespace_reset.py", "test_numa_cli.py", "test_cli.py",
     "test_fuzz_inputs.py", "test_demo_lab.py", "test_namespace_real_cluster.py", "test_resources_lab.py",

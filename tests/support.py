@@ -23,6 +23,9 @@ REPO = Path(__file__).resolve().parent.parent
 LABKIT = [sys.executable, "-m", "labkit"]
 LOCK_PATH = "/tmp/labkit-tests.lock"
 TURNSTILE_PATH = "/tmp/labkit-tests.turnstile"
+# LABKIT_TEST_LOCK_LOG=FILE: every hold of the host lock appends one JSON line there (the test, shared
+# or exclusive, seconds waited for it and seconds held); conftest.py sets it for a run and sums it up
+LOCK_LOG_ENV = "LABKIT_TEST_LOCK_LOG"
 
 
 _GUARD = threading.Lock()
@@ -45,7 +48,8 @@ def host_lock(exclusive: bool):
     with _GUARD:
         hold = _HOLDS.get(pid)
         if hold is None:
-            hold = _HOLDS[pid] = [0, _acquire(exclusive)]
+            asked = time.monotonic()
+            hold = _HOLDS[pid] = [0, _acquire(exclusive), exclusive, asked, time.monotonic()]
         elif exclusive:
             raise RuntimeError("host_lock(exclusive=True) inside a hold of the same process would wait for itself")
         hold[0] += 1
@@ -58,6 +62,41 @@ def host_lock(exclusive: bool):
                 del _HOLDS[pid]
                 fcntl.flock(hold[1], fcntl.LOCK_UN)
                 os.close(hold[1])
+                _log_hold(*hold[2:])
+
+
+def _log_hold(exclusive: bool, asked: float, granted: float) -> None:
+    """One line in LABKIT_TEST_LOCK_LOG (when set) for a hold just released."""
+    target = os.environ.get(LOCK_LOG_ENV)
+    if not target:
+        return
+    import json
+    line = json.dumps({"test": os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" ", 1)[0],
+                       "worker": os.environ.get("PYTEST_XDIST_WORKER", "-"), "exclusive": exclusive,
+                       "waited": round(granted - asked, 3), "held": round(time.monotonic() - granted, 3)})
+    with open(target, "a") as log:     # one short write in append mode: lines of workers do not mix
+        log.write(line + "\n")
+
+
+def lock_summary(path: str) -> str:
+    """What LABKIT_TEST_LOCK_LOG recorded, summed up: seconds waited for the host lock, shared and
+    exclusive, and the test files that waited longest."""
+    import json
+    holds = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    if not holds:
+        return "host lock: no holds recorded"
+    waited = {kind: sum(h["waited"] for h in holds if h["exclusive"] == (kind == "exclusive"))
+              for kind in ("shared", "exclusive")}
+    held_exclusive = sum(h["held"] for h in holds if h["exclusive"])
+    by_file: dict[str, float] = {}
+    for h in holds:
+        name = h["test"].split("::")[0] or "(outside a test)"
+        by_file[name] = by_file.get(name, 0.0) + h["waited"]
+    longest = sorted(by_file.items(), key=lambda kv: -kv[1])[:8]
+    return (f"host lock: {len(holds)} holds; waited {waited['shared']:.0f} s for shared holds and "
+            f"{waited['exclusive']:.0f} s for exclusive ones (summed over workers); exclusive holds "
+            f"lasted {held_exclusive:.0f} s in all\n  waited longest: "
+            + ", ".join(f"{name} {seconds:.0f} s" for name, seconds in longest))
 
 
 def _acquire(exclusive: bool) -> int:

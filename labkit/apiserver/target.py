@@ -57,7 +57,7 @@ class Target:
         or later, oldest first; None on a real cluster."""
         if not self.embedded:
             return None
-        return [e for e in audit_log.read(self.state_dir / "audit.log") if audit_log.received_at(e) >= since]
+        return audit_log.read_since(self.state_dir / "audit.log", since)
 
     def decisions(self, since: float = 0.0) -> list[dict] | None:
         """The controllers' decision log (garbage collector, namespace controller, ...) from

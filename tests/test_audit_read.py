@@ -1,0 +1,68 @@
+"""Reading the audit log as checks do: `received_at` reads labkit's fixed timestamp layout without
+time.strptime and gives the same seconds; `read_since` (Target.audit) gives what filtering `read`
+gives, reading again only what was appended since its last call."""
+
+from __future__ import annotations
+
+import calendar
+import json
+import time
+
+from labkit.apiserver import audit
+
+
+def _strptime_seconds(stamp: str) -> float:
+    main, _, frac = stamp.rstrip("Z").partition(".")
+    return calendar.timegm(time.strptime(main, "%Y-%m-%dT%H:%M:%S")) + (float("0." + frac) if frac else 0.0)
+
+
+def test_received_at_gives_the_seconds_strptime_gives():
+    stamps = ["2026-12-06T10:46:50.123456Z", "1970-01-01T00:00:00Z", "2024-02-29T23:59:59.000001Z",
+              "2031-07-04T12:00:00.5Z", audit._timestamp(1_780_000_000.25), audit._timestamp(time.time())]
+    for stamp in stamps:
+        assert audit.received_at({"requestReceivedTimestamp": stamp}) == _strptime_seconds(stamp), stamp
+    assert audit.received_at({}) == 0.0
+
+
+def _event(n: int, at: float) -> str:
+    return json.dumps({"auditID": str(n), "requestReceivedTimestamp": audit._timestamp(at)},
+                      separators=(",", ":")) + "\n"
+
+
+def test_read_since_is_read_filtered_and_reads_only_what_was_appended(tmp_path, monkeypatch):
+    log = tmp_path / "audit.log"
+    start = 1_780_000_000.0
+    # written when each request ended: a long request's line comes after a later one's
+    log.write_text(_event(1, start) + _event(2, start + 2) + _event(3, start + 1) + "{cut short by a crash\n")
+
+    def expected(since):
+        return [e for e in audit.read(log) if audit.received_at(e) >= since]
+    for since in (0, start, start + 1, start + 1.5, start + 3):
+        assert audit.read_since(log, since) == expected(since), since
+    got = audit.read_since(log, start)
+    got[0]["changed"] = True                          # the caller's own events
+    assert "changed" not in audit.read_since(log, start)[0]
+
+    parsed = []
+    real_loads = json.loads
+    monkeypatch.setattr(audit.json, "loads", lambda text: parsed.append(text) or real_loads(text))
+    with log.open("a") as f:
+        f.write(_event(4, start + 4) + '{"auditID":"5","requestRecei')   # the last line still being written
+    assert [e["auditID"] for e in audit.read_since(log, start + 1)] == ["2", "3", "4"]
+    assert [real_loads(p)["auditID"] for p in parsed] == ["4", "2", "3", "4"]     # the new line, then the answer
+    with log.open("a") as f:
+        f.write('vedTimestamp":"' + audit._timestamp(start + 5)[:-1] + 'Z"}\n')
+    assert [e["auditID"] for e in audit.read_since(log, start + 3)] == ["4", "5"]
+    assert audit.read_since(log, 0) == expected(0)
+
+
+def test_read_since_reads_a_replaced_log_from_its_start(tmp_path):
+    log = tmp_path / "audit.log"
+    log.write_text(_event(1, 100.0) + _event(2, 200.0))
+    assert [e["auditID"] for e in audit.read_since(log, 0)] == ["1", "2"]
+    replaced = tmp_path / "new.log"
+    replaced.write_text(_event(7, 300.0))
+    replaced.replace(log)                   # a lab rebuilt: another file under the same name
+    assert [e["auditID"] for e in audit.read_since(log, 0)] == ["7"]
+    log.unlink()
+    assert audit.read_since(log, 0) == []
