@@ -55,8 +55,8 @@ in flight: what scenarios' `wait for: settle` waits for). Most controllers are k
 
 and register it in manager.CONTROLLERS with the user it authenticates as:
 
-    CONTROLLERS["widget"] = ("system:serviceaccount:kube-system:widget-controller",
-                             lambda client, log: WidgetController(client, log))
+    CONTROLLERS["widget"] = Controller("system:serviceaccount:kube-system:widget-controller",
+                                       "widget:WidgetController")
 
 Then `spawn(env, controllers=[..., "widget"])`, `labkit apiserver --controllers ...`,
 `/labkit/v1/controllers/widget` and scenarios' `controllers: {widget: running}` know it (a

@@ -6,106 +6,29 @@ CA that --cluster-signing-cert-file and --cluster-signing-key-file name)."""
 
 from __future__ import annotations
 
+import importlib
 import threading
 import time
+from dataclasses import dataclass
 from typing import Callable
 
 from labkit.controllers.decisions import DecisionLog
 
 
-def _garbage_collector(client, log, _settings):
-    from labkit.controllers.garbagecollector import GarbageCollector
-    return GarbageCollector(client, log)
+@dataclass(frozen=True)
+class Controller:
+    """One controller of the manager: the user it authenticates as, its class ("module:Class" of a
+    module of labkit.controllers, or a dotted module path; imported when it first starts), and how
+    it is made from its client, the decision log and the manager's settings (by default
+    `Class(client, log)`)."""
+    user: str
+    cls: str
+    make: Callable = lambda cls, client, log, settings: cls(client, log)
 
-
-def _deployment(client, log, _settings):
-    from labkit.controllers.deployment import DeploymentController
-    return DeploymentController(client, log)
-
-
-def _replicaset(client, log, _settings):
-    from labkit.controllers.replicaset import ReplicaSetController
-    return ReplicaSetController(client, log)
-
-
-def _namespace(client, log, _settings):
-    from labkit.controllers.namespace import NamespaceController
-    return NamespaceController(client, log, ordered=client.api.version.enabled("OrderedNamespaceDeletion"))
-
-
-def _node(client, log, settings):
-    from labkit.controllers.node import NodeController
-    return NodeController(client, log, defer_binding=settings.get("scheduler_runs"))
-
-
-def _scheduler(client, log, settings):
-    from labkit.controllers.scheduler import SchedulerController
-    return SchedulerController(client, log, seed=settings.get("scheduler_seed"))
-
-
-def _tainteviction(client, log, settings):
-    from labkit.controllers.tainteviction import TaintEvictionController
-    return TaintEvictionController(client, log, clock=settings.get("clock"))
-
-
-def _nodelifecycle(client, log, _settings):
-    from labkit.controllers.nodelifecycle import NodeLifecycleController
-    return NodeLifecycleController(client, log)
-
-
-def _kubeletadmit(client, log, settings):
-    from labkit.controllers.kubeletadmit import KubeletAdmitController
-    return KubeletAdmitController(client, log, client_for=settings.get("client_for"))
-
-
-def _resourcequota(client, log, _settings):
-    from labkit.controllers.resourcequota import ResourceQuotaController
-    return ResourceQuotaController(client, log)
-
-
-def _serviceaccount(client, log, _settings):
-    from labkit.controllers.serviceaccount import ServiceAccountsController
-    return ServiceAccountsController(client, log)
-
-
-def _root_ca_cert_publisher(client, log, settings):
-    from labkit.controllers.rootcacert import RootCACertPublisher
-    return RootCACertPublisher(client, log, settings.get("root_ca", b""))
-
-
-def _endpointslice(client, log, _settings):
-    from labkit.controllers.endpointslice import EndpointSliceController
-    return EndpointSliceController(client, log)
-
-
-def _endpoint(client, log, _settings):
-    from labkit.controllers.endpoint import EndpointsController
-    return EndpointsController(client, log)
-
-
-def _podgc(client, log, _settings):
-    from labkit.controllers.podgc import PodGCController
-    return PodGCController(client, log)
-
-
-def _pvc_protection(client, log, _settings):
-    from labkit.controllers.volumeprotection import PVCProtectionController
-    return PVCProtectionController(client, log)
-
-
-def _pv_protection(client, log, _settings):
-    from labkit.controllers.volumeprotection import PVProtectionController
-    return PVProtectionController(client, log)
-
-
-def _csrsigning(client, log, settings):
-    from labkit.controllers.csrsigning import CSRSigningController
-    return CSRSigningController(client, log, settings["pki"])
-
-
-def _clusterrole_aggregation(client, log, _settings):
-    from labkit.controllers.clusterroleaggregation import ClusterRoleAggregationController
-    return ClusterRoleAggregationController(client, log)
+    def build(self, client, log: DecisionLog, settings: dict):
+        module, name = self.cls.split(":")
+        module = module if "." in module else f"labkit.controllers.{module}"
+        return self.make(getattr(importlib.import_module(module), name), client, log, settings)
 
 
 def _component(user: str) -> str:
@@ -116,35 +39,44 @@ def _component(user: str) -> str:
     return "kubelet" if user.startswith("system:node:") else "kube-controller-manager"
 
 
-# name -> (user the controller authenticates as, factory(client, decision log) -> controller)
-CONTROLLERS: dict[str, tuple[str, Callable]] = {
-    "garbagecollector": ("system:serviceaccount:kube-system:generic-garbage-collector", _garbage_collector),
-    "deployment": ("system:serviceaccount:kube-system:deployment-controller", _deployment),
-    "replicaset": ("system:serviceaccount:kube-system:replicaset-controller", _replicaset),
-    "node": ("system:node:labkit-node", _node),
-    "namespace": ("system:serviceaccount:kube-system:namespace-controller", _namespace),
-    "serviceaccount": ("system:serviceaccount:kube-system:service-account-controller", _serviceaccount),
-    "resourcequota": ("system:serviceaccount:kube-system:resourcequota-controller", _resourcequota),
-    "root-ca-cert-publisher": ("system:serviceaccount:kube-system:root-ca-cert-publisher", _root_ca_cert_publisher),
-    "endpointslice": ("system:serviceaccount:kube-system:endpointslice-controller", _endpointslice),
-    "endpoint": ("system:serviceaccount:kube-system:endpoint-controller", _endpoint),
-    "podgc": ("system:serviceaccount:kube-system:pod-garbage-collector", _podgc),
-    "pvc-protection": ("system:serviceaccount:kube-system:pvc-protection-controller", _pvc_protection),
-    "pv-protection": ("system:serviceaccount:kube-system:pv-protection-controller", _pv_protection),
-    "csrsigning": ("system:serviceaccount:kube-system:certificate-controller", _csrsigning),
-    "clusterrole-aggregation": ("system:serviceaccount:kube-system:clusterrole-aggregation-controller",
-                                _clusterrole_aggregation),
+SA = "system:serviceaccount:kube-system:"     # the controller-manager's per-controller accounts
+
+CONTROLLERS: dict[str, Controller] = {
+    "garbagecollector": Controller(SA + "generic-garbage-collector", "garbagecollector:GarbageCollector"),
+    "deployment": Controller(SA + "deployment-controller", "deployment:DeploymentController"),
+    "replicaset": Controller(SA + "replicaset-controller", "replicaset:ReplicaSetController"),
+    "node": Controller("system:node:labkit-node", "node:NodeController",
+                       lambda cls, client, log, s: cls(client, log, defer_binding=s.get("scheduler_runs"))),
+    "namespace": Controller(SA + "namespace-controller", "namespace:NamespaceController",
+                            lambda cls, client, log, s: cls(client, log, ordered=client.api.version.enabled(
+                                "OrderedNamespaceDeletion"))),
+    "serviceaccount": Controller(SA + "service-account-controller", "serviceaccount:ServiceAccountsController"),
+    "resourcequota": Controller(SA + "resourcequota-controller", "resourcequota:ResourceQuotaController"),
+    "root-ca-cert-publisher": Controller(SA + "root-ca-cert-publisher", "rootcacert:RootCACertPublisher",
+                                         lambda cls, client, log, s: cls(client, log, s.get("root_ca", b""))),
+    "endpointslice": Controller(SA + "endpointslice-controller", "endpointslice:EndpointSliceController"),
+    "endpoint": Controller(SA + "endpoint-controller", "endpoint:EndpointsController"),
+    "podgc": Controller(SA + "pod-garbage-collector", "podgc:PodGCController"),
+    "pvc-protection": Controller(SA + "pvc-protection-controller", "volumeprotection:PVCProtectionController"),
+    "pv-protection": Controller(SA + "pv-protection-controller", "volumeprotection:PVProtectionController"),
+    "csrsigning": Controller(SA + "certificate-controller", "csrsigning:CSRSigningController",
+                             lambda cls, client, log, s: cls(client, log, s["pki"])),
+    "clusterrole-aggregation": Controller(SA + "clusterrole-aggregation-controller",
+                                          "clusterroleaggregation:ClusterRoleAggregationController"),
     # kube-scheduler's own identity (not a controller-manager controller); off by default: the node
     # stand-in binds the labs' Pods to its one node unless the scheduler runs
-    "scheduler": ("system:kube-scheduler", _scheduler),
+    "scheduler": Controller("system:kube-scheduler", "scheduler:SchedulerController",
+                            lambda cls, client, log, s: cls(client, log, seed=s.get("scheduler_seed"))),
     # taint_eviction.go runs with the node-controller's client (core.go newTaintEvictionController:
     # "taint-manager uses existing cluster role from node-controller")
-    "tainteviction": ("system:serviceaccount:kube-system:node-controller", _tainteviction),
+    "tainteviction": Controller(SA + "node-controller", "tainteviction:TaintEvictionController",
+                                lambda cls, client, log, s: cls(client, log, clock=s.get("clock"))),
     # the condition taints of the node lifecycle controller (off by default)
-    "nodelifecycle": ("system:serviceaccount:kube-system:node-controller", _nodelifecycle),
+    "nodelifecycle": Controller(SA + "node-controller", "nodelifecycle:NodeLifecycleController"),
     # the admission step of the kubelets of Nodes that run none of labkit's (off by default): each
     # rejection is written as system:node:<node>, the node's own kubelet
-    "kubeletadmit": ("system:node:kubelet-admission", _kubeletadmit),
+    "kubeletadmit": Controller("system:node:kubelet-admission", "kubeletadmit:KubeletAdmitController",
+                               lambda cls, client, log, s: cls(client, log, client_for=s.get("client_for"))),
 }
 
 # what `labkit apiserver` and the labs run by default
@@ -192,8 +124,8 @@ class ControllerManager:
         with self._lock:
             controller = self._controllers.get(name)
             if controller is None:
-                user, factory = CONTROLLERS[name]
-                controller = self._controllers[name] = factory(self.client(user), self.log, self.settings)
+                spec = CONTROLLERS[name]
+                controller = self._controllers[name] = spec.build(self.client(spec.user), self.log, self.settings)
         controller.start()
         return controller
 
