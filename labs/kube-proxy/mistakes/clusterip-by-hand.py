@@ -47,7 +47,24 @@ def own_chain_names(env):
 def entry_without_protocol_and_port(env):
     """Jumps from KUBE-SERVICES on the cluster IP alone (`-d 10.96.0.30 -j KUBE-SVC-…`, no `-p tcp --dport 80`):
     the cluster IP then answers on every port and protocol."""
-    _write(env, lambda chains, rules, entry: (chains, rules, ["-I", "KUBE-SERVICES", *entry[2:4], *entry[-2:]]))
+    def change(chains, rules, entry):
+        at = entry.index("-d")
+        return chains, rules, [*entry[:at], *entry[at:at + 2], *entry[-2:]]
+    _write(env, change)
+
+
+@mistake("node1", "comment", "default/api")
+def rules_without_comments(env):
+    """Writes every rule of kube-proxy's for legacy, but none with kube-proxy's `-m comment --comment …`: the
+    packets go where kube-proxy's would, yet these are not the rules kube-proxy writes (iptables-save shows
+    no default/legacy:http on them)."""
+    def strip(args):
+        out = list(args)
+        while "comment" in out:
+            at = out.index("comment") - 1
+            del out[at:at + 4]
+        return out
+    _write(env, lambda chains, rules, entry: (chains, [strip(r) for r in rules], strip(entry)))
 
 
 @mistake("node1", "masquerade", "KUBE-MARK-MASQ")
