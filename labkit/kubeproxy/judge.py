@@ -62,11 +62,14 @@ def built_rules(env, node: str) -> str:
                           "rebuilds it")
 
 
-def record_sync(env, node: str, services) -> None:
-    """One kube-proxy sync of a node: `services` the "namespace/name"s rewritten, None for a full sync."""
+def record_sync(env, node: str, services, programmed=()) -> None:
+    """One kube-proxy sync of a node: `services` the "namespace/name"s rewritten, None for a full
+    sync; `programmed` those of them kube-proxy wrote rules for (not left alone for their
+    service-proxy-name label)."""
     with (Path(env.dir) / SYNC_LOG).open("a") as log:
         log.write(json.dumps({"time": time.time(), "node": node,
-                              "services": None if services is None else sorted(services)}) + "\n")
+                              "services": None if services is None else sorted(services),
+                              "programmed": sorted(programmed)}) + "\n")
 
 
 def record_mark(env, mark: str) -> None:

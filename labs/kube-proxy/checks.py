@@ -788,6 +788,7 @@ def programmed_objects(state, service: str) -> list[dict]:
 
 def observe_clusterip_by_hand(ctx) -> dict:
     observation = observe_nodes(ctx)
+    observation["syncs"] = judge.syncs_since(ctx.env, ctx.lab.environment_module().HAND_BUILT_MARK)
     state = observation["state"]
     svc = state.service(ctx.params["service"])
     # Each source picks uniformly among 3 endpoints (judged on the rules first) and misses a given
@@ -815,6 +816,16 @@ def judge_clusterip_by_hand(ctx, observation):
     if changed:
         return ctx.failed(f"Service {service}: {', '.join(changed)} changed; build the rules for the Service as the "
                           "lab built it")
+    # kube-proxy itself wrote legacy's rules once its label was off: what is on the nodes may be a
+    # copy of them put back after the label was, and is kube-proxy's work, not the student's
+    programmed = [s for s in observation.get("syncs") or [] if f"default/{service}" in (s.get("programmed") or [])]
+    if programmed:
+        import time
+        when = time.strftime("%H:%M:%S", time.localtime(programmed[0]["time"]))
+        return ctx.failed(f"kube-proxy programmed {service} on {programmed[0]['node']} at {when}, while its "
+                          f"{PROXY_NAME_LABEL} label was off: rules copied from that sync are kube-proxy's work, not "
+                          f"yours. `labkit reset kube-proxy {ctx.exercise.id}` (it keeps a copy of your rules) starts "
+                          "the exercise afresh; build the rules yourself, with the label on all along")
     ip, port = svc["spec"]["clusterIP"], svc["spec"]["ports"][0]["port"]
     endpoints = endpoints_of(state, service)
     targets = [f"{e['ip']}:{e['port']}" for e in endpoints]

@@ -125,3 +125,30 @@ def also_opens_the_node_addresses(env):
         return [["-I", "KUBE-SERVICES", "1", "-d", address, "-p", "tcp", "--dport", "80", "-j", "KUBE-MARK-MASQ"],
                 ["-I", "KUBE-SERVICES", "2", "-d", address, "-p", "tcp", "--dport", "80", "-j", svc]]
     _also_run(env, build)
+
+
+@mistake("kube-proxy programmed legacy", "label was off")
+def copies_kube_proxys_own_rules(env):
+    """Removes legacy's service-proxy-name label so that kube-proxy programs it, saves the rules kube-proxy writes
+    for it on each node, puts the label back (the sync deletes them) and restores the saved copy: the rules are
+    right, but kube-proxy wrote them."""
+    import copy
+    from labkit.kubeproxy import live
+    from labkit.netfilter import restore, save
+    state = live.load(env)
+    labelled = copy.deepcopy(state.service("legacy"))
+    bare = copy.deepcopy(labelled)
+    bare["metadata"]["labels"].pop("service.kubernetes.io/service-proxy-name")
+    live.apply_documents(env, [bare], "mistakes/clusterip-by-hand.py")
+    chains, _rules, _entry = _solution().rules_for(env)
+    copies = {}
+    for node in state.node_names():
+        nat = save(env.netns_name(node), "nat").splitlines()
+        lines = ["*nat"] + [f":{c} - [0:0]" for c in chains]
+        lines += [line for line in nat if line.split()[:2] and line.split()[0] == "-A" and line.split()[1] in chains]
+        lines += [line.replace("-A KUBE-SERVICES", "-I KUBE-SERVICES 1", 1) for line in nat
+                  if line.startswith("-A KUBE-SERVICES") and any(line.endswith(f"-j {c}") for c in chains)]
+        copies[node] = "\n".join(lines + ["COMMIT"]) + "\n"
+    live.apply_documents(env, [labelled], "mistakes/clusterip-by-hand.py")
+    for node, text in copies.items():
+        restore(env.netns_name(node), text, noflush=True)
