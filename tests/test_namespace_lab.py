@@ -110,8 +110,9 @@ def test_each_check_fails_on_a_fresh_lab_and_passes_after_its_solution(lab):
     labkit("reset", "namespace", "terminating-create", "--yes", env=lab, check=0, timeout=300)
     answer(lab, "terminating-create", {"error": out.stderr.strip()})
     passed = results(lab, "terminating-create", code=0)["terminating-create"]
-    assert passed["status"] == "pass" and "written after a reset that followed your own create configmaps late" \
-        in passed["message"] and passed["details"]["tried_before_reset"] == "create configmaps late", passed
+    # (the audit log keeps a create's object name only where its level records the request body)
+    assert passed["status"] == "pass" and "written after a reset that followed your own create configmaps" \
+        in passed["message"] and passed["details"]["tried_before_reset"].startswith("create configmaps"), passed
 
     for exercise in EXERCISES:
         if exercise == "broken-apiservice":
