@@ -76,6 +76,15 @@ def test_traffic_policy_grades_the_prediction_written_before_labkit_showed_the_o
                  ("kube-proxy", "curl", "--from", "web-3", "--to", "192.168.50.12:30100", "-n", "1", "--timeout", "0.3")):
         shown = labkit(*argv, env=lab, check=None)
         assert shown.returncode != 0 and "there is no prediction" in shown.stderr and not kept.exists(), argv
+    # ... and a saved copy of node2's rules traced instead of the node, whatever address it is traced at
+    copy = Path(lab["LABKIT_ANSWERS_DIR"]) / "node2-copy.rules"
+    copy.write_text(labkit("shell", "kube-proxy", "node2", "--", "iptables-save", env=lab, check=0).stdout)
+    for dst in ("192.168.50.12:30101", "10.0.0.9:30101"):
+        shown = labkit("trace", "--rules", str(copy), "--src", "192.168.50.100", "--dst", dst, "--local-address",
+                       dst.split(":")[0], env=lab, check=None)
+        assert shown.returncode != 0 and "there is no prediction" in shown.stderr and not kept.exists(), dst
+    assert "DNAT" in labkit("trace", "--rules", str(copy), "--src", "10.244.1.2", "--dst", "10.96.0.10:80",
+                            env=lab, check=0).stdout            # other Services' rules are traced as before
     # a wrong prediction, then a trace shows the outcome, then the right one: the wrong one is graded
     labkit("solve", "kube-proxy", "traffic-policy", env=lab, check=0)
     right = answer.read_text()

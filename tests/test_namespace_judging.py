@@ -151,3 +151,10 @@ def test_a_create_refused_in_another_terminating_namespace_is_a_try(monkeypatch)
     tries = module.observe_terminating_create_tries(ctx, "attic")
     assert [(t["namespace"], t["what"]) for t in tries] == [("reports", "create configmaps late"),
                                                             ("attic", "create configmaps late")]
+    # a server-side apply of a new object (PATCH, admitted as a create) refused the same way is a try;
+    # a patch of an object that is there (an update) shows nothing
+    events[:] = [{**create("attic", 200), "verb": "patch"},
+                 {**create("attic", 403, 'configmaps "late2" is forbidden: unable to create new content in '
+                                         'namespace attic because it is being terminated', terminating), "verb": "patch"}]
+    tries = module.observe_terminating_create_tries(ctx, "attic")
+    assert [(t["namespace"], t["what"]) for t in tries] == [("attic", "patch configmaps late")]

@@ -102,13 +102,17 @@ def test_each_check_fails_on_a_fresh_lab_and_passes_after_its_solution(lab):
     assert results(lab, "terminating-create", code=1)["terminating-create"]["status"] == "fail"
     out = kubectl(lab, "create", "configmap", "late", "-n", "attic", check=False)
     assert out.returncode == 1
-    # written after trying it: not a prediction, no points; after a reset of the exercise it counts
+    # written after trying it: not a prediction, no points; after a reset of the exercise it counts,
+    # and the pass says that a try before the reset had shown the answer
     answer(lab, "terminating-create", {"error": out.stderr.strip()})
     tried = results(lab, "terminating-create", code=1)["terminating-create"]
     assert "trying first earns no points" in tried["message"], tried
     labkit("reset", "namespace", "terminating-create", "--yes", env=lab, check=0, timeout=300)
     answer(lab, "terminating-create", {"error": out.stderr.strip()})
-    assert results(lab, "terminating-create", code=0)["terminating-create"]["status"] == "pass"
+    passed = results(lab, "terminating-create", code=0)["terminating-create"]
+    # (the audit log keeps a create's object name only where its level records the request body)
+    assert passed["status"] == "pass" and "written after a reset that followed your own create configmaps" \
+        in passed["message"] and passed["details"]["tried_before_reset"].startswith("create configmaps"), passed
 
     for exercise in EXERCISES:
         if exercise == "broken-apiservice":

@@ -141,6 +141,22 @@ def proxier_config(state: ClusterState, node: str) -> ProxierConfig:
         state.kube_proxy_configuration, hostname=node, node_ips=[spec.address], local_addresses=local)
 
 
+def programmed_services(objects: list[dict], changed: set[str] | None) -> set[str]:
+    """The "namespace/name"s among `changed` (None: every Service) that kube-proxy writes rules for:
+    a Service labelled service.kubernetes.io/service-proxy-name is another proxy's, and kube-proxy's
+    informers never see it (cmd/kube-proxy/app/server.go, the label selector of newProxyServer's
+    informer factory: `!service.kubernetes.io/service-proxy-name`)."""
+    from labkit.kubeproxy.objects import SERVICE_PROXY_NAME_LABEL
+    out = set()
+    for obj in objects:
+        if obj.get("kind") != "Service" or SERVICE_PROXY_NAME_LABEL in ((obj.get("metadata") or {}).get("labels") or {}):
+            continue
+        key = f"{obj['metadata'].get('namespace', 'default')}/{obj['metadata']['name']}"
+        if changed is None or key in changed:
+            out.add(key)
+    return out
+
+
 def sync_nodes(env, state: ClusterState, before: list[dict] | None = None) -> dict[str, set[str] | None]:
     """Sync kube-proxy's rules on every node: a full sync without `before` (kube-proxy's first
     sync), otherwise a partial sync of the Services that changed since `before`. Returns, per
@@ -159,7 +175,7 @@ def sync_nodes(env, state: ClusterState, before: list[dict] | None = None) -> di
             done[node] = changed
             continue
         sync_node(netns, objects, config, changed_services=changed)
-        record_sync(env, node, changed)
+        record_sync(env, node, changed, programmed_services(objects, changed))
         write_health_config(env, node, health_check_services(objects, config))
         done[node] = changed
     return done

@@ -54,7 +54,7 @@ def prediction_text(env, nodes) -> tuple[str | None, str | None]:
     return (None, problem) if problem else (text, None)
 
 
-def shows_outcome(env, state, src: str | None, dst: str, dport: int) -> bool:
+def shows_outcome(env, state, src: str | None, dst: str, dport: int, *, traced: list[str] | None = None) -> bool:
     """Whether a request or trace to dst:dport shows what the exercise asks to predict: how a node's
     NodePort of one of its Services treats a new connection. Every sender's packet to a node address
     on such a port meets the same KUBE-NODEPORTS and KUBE-EXT-… chains (and, on a node without local
@@ -63,23 +63,46 @@ def shows_outcome(env, state, src: str | None, dst: str, dport: int) -> bool:
     node (node1 asking node2), a pod asking shop-cluster's NodePort, which kube-proxy masquerades as
     it does the client's (pkg/proxy/iptables/proxier.go syncProxyRules: "masquerade traffic for ...
     external destinations"). So whoever sends it, the outcome is withheld until a prediction is
-    written, and kept with it. `src` (None: the sender's own address) does not change that."""
+    written, and kept with it. `src` (None: the sender's own address) does not change that.
+
+    `traced`: for `labkit trace --rules FILE`, the rules the traced packet went through. A saved
+    copy of a node's rules shows the same outcome as the node, whatever addresses the file or the
+    packet use: the trace shows it when the packet is aimed at one of the Services' NodePorts, or
+    passes one of their chains (kube-proxy's names for them: labkit.kubeproxy.chains) or a rule
+    carrying one of their comments ("default/shop-local:http", as proxier.go writes them)."""
     if env.lab.id != "kube-proxy":
         return False
     exercise = env.lab.exercise(EXERCISE)
+    names = (exercise.params["cluster_service"], exercise.params["local_service"])
+    node_ports = {p.get("nodePort") for n in names if state.service(n)
+                  for p in state.service(n)["spec"].get("ports") or []}
+    if traced is not None:
+        return dport in node_ports or any(_concerns(text, state, names) for text in traced)
     if dst not in {state.node_address(n) for n in state.node_names()}:
         return False
-    names = (exercise.params["cluster_service"], exercise.params["local_service"])
-    return dport in {p.get("nodePort") for n in names if state.service(n)
-                     for p in state.service(n)["spec"].get("ports") or []}
+    return dport in node_ports
 
 
-def observed(env, state, src: str | None, dst: str, dport: int, tool: str) -> str | None:
+def _concerns(rule_text: str, state, names) -> bool:
+    """Whether a rule (its text as traced) is one of `names`' rules: in or to one of their chains, or
+    carrying their comment."""
+    from labkit.kubeproxy.judge import kube_proxy_chain_names
+    others = {s["metadata"]["name"] for s in state.services} - set(names)
+    chains = kube_proxy_chain_names(state, exclude=others)
+    words = rule_text.split()
+    return (any(w in chains for w in words)
+            or any(f"default/{n}:" in rule_text for n in names))
+
+
+def observed(env, state, src: str | None, dst: str, dport: int, tool: str, *,
+             traced: list[str] | None = None) -> str | None:
     """Before `tool` shows what is sent to dst:dport: keep the prediction the first time it shows
     the exercise's outcome (labkit.predictions); a note for the student, or None. Refused (a
-    LabkitError saying what is missing) while there is no whole prediction."""
+    LabkitError saying what is missing) while there is no whole prediction. `traced`: see
+    shows_outcome."""
     from labkit import predictions
-    if not shows_outcome(env, state, src, dst, dport) or predictions.kept(env.lab.id, EXERCISE) is not None:
+    if (not shows_outcome(env, state, src, dst, dport, traced=traced)
+            or predictions.kept(env.lab.id, EXERCISE) is not None):
         return None
     text, problem = prediction_text(env, state.node_names())
     if text is None:

@@ -32,11 +32,14 @@ def parse_destination(text: str) -> tuple[str, int]:
     return host, number
 
 
-def note_prediction(lab_id: str, src: str, dst: str, dport: int) -> None:
+def note_prediction(lab_id: str, src: str, dst: str, dport: int, traced: list[str] | None = None) -> None:
     """The kube-proxy lab's traffic-policy prediction is graded as it stood when a tool first
-    showed the client's outcome (labkit.kubeproxy.situations, labkit.predictions)."""
+    showed the client's outcome (labkit.kubeproxy.situations, labkit.predictions). `traced`: a
+    trace of a saved ruleset (--rules), the rules the packet went through; it counts while the lab
+    runs."""
     if lab_id != "kube-proxy":
         return
+    from labkit import runner
     from labkit.kubeproxy import live
     from labkit.kubeproxy.situations import observed
     from labkit.labs import get_lab
@@ -44,7 +47,10 @@ def note_prediction(lab_id: str, src: str, dst: str, dport: int) -> None:
 
     lab = get_lab(lab_id)
     env = LabEnv(lab, LabState(lab.id))
-    note = observed(env, live.load(env), src, dst, dport, "labkit trace")
+    if traced is not None and not runner.lab_is_up(env):
+        return
+    note = observed(env, live.load(env), src, dst, dport, "labkit trace --rules" if traced is not None
+                    else "labkit trace", traced=traced)
     if note:
         print(note, file=sys.stderr)
 
@@ -162,6 +168,10 @@ def trace(
         if rules is None:
             raise
         raise ConfigError(rules, None, str(exc)) from None
+    if rules is not None:
+        # a saved copy of a lab node's rules shows what the node would do: withheld like the node's
+        note_prediction("kube-proxy", src, dst_ip, dport,
+                        traced=[s.text for b in result.branches for s in b.steps if s.kind == "rule"])
     result.notes[:0] = notes
     if fmt != "text":
         cliopts.print_data(result.to_dict(), fmt)

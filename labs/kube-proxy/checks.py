@@ -193,6 +193,14 @@ def clusterip_differences(ctx, state, node: str, text: str, objects) -> list:
     return found
 
 
+def clusterip_comment_differences(ctx, state, node: str, text: str, objects) -> list:
+    """clusterip-by-hand's rules on a node (legacy's KUBE-SVC and KUBE-SEP chains, and the rules
+    that jump to them) that are kube-proxy's but for their comment (judge.comment_differences)."""
+    service = ctx.lab.environment_module().HAND_BUILT_SERVICE
+    return judge.comment_differences(node, text, reference(ctx, state, node, objects),
+                                     service_chain_names(state, service))
+
+
 def service_rule_differences(ctx, state, node: str, text: str, service: str) -> list:
     """Where `text` differs from kube-proxy's rules for the node (every chain and rule of nat and
     filter) in what concerns `service`: its own chains, and any rule elsewhere that jumps to them,
@@ -778,6 +786,7 @@ def programmed_objects(state, service: str) -> list[dict]:
 
 def observe_clusterip_by_hand(ctx) -> dict:
     observation = observe_nodes(ctx)
+    observation["syncs"] = judge.syncs_since(ctx.env, ctx.lab.environment_module().HAND_BUILT_MARK)
     state = observation["state"]
     svc = state.service(ctx.params["service"])
     # Each source picks uniformly among 3 endpoints (judged on the rules first) and misses a given
@@ -805,6 +814,16 @@ def judge_clusterip_by_hand(ctx, observation):
     if changed:
         return ctx.failed(f"Service {service}: {', '.join(changed)} changed; build the rules for the Service as the "
                           "lab built it")
+    # kube-proxy itself wrote legacy's rules once its label was off: what is on the nodes may be a
+    # copy of them put back after the label was, and is kube-proxy's work, not the student's
+    programmed = [s for s in observation.get("syncs") or [] if f"default/{service}" in (s.get("programmed") or [])]
+    if programmed:
+        import time
+        when = time.strftime("%H:%M:%S", time.localtime(programmed[0]["time"]))
+        return ctx.failed(f"kube-proxy programmed {service} on {programmed[0]['node']} at {when}, while its "
+                          f"{PROXY_NAME_LABEL} label was off: rules copied from that sync are kube-proxy's work, not "
+                          f"yours. `labkit reset kube-proxy {ctx.exercise.id}` (it keeps a copy of your rules) starts "
+                          "the exercise afresh; build the rules yourself, with the label on all along")
     ip, port = svc["spec"]["clusterIP"], svc["spec"]["ports"][0]["port"]
     endpoints = endpoints_of(state, service)
     targets = [f"{e['ip']}:{e['port']}" for e in endpoints]
@@ -820,8 +839,8 @@ def judge_clusterip_by_hand(ctx, observation):
         nat = parse(observation["rules"][node]).table("nat")
         chain = nat.chain(svc_chain)
         if chain is None:
-            mine = sorted(c for c in nat.chains if c.startswith("KUBE-SVC-") and not any(
-                r.comment for r in nat.chain(c).rules))
+            theirs = judge.kube_proxy_chain_names(state, exclude={service})
+            mine = sorted(c for c in nat.chains if c.startswith("KUBE-SVC-") and c not in theirs)
             yours = f" (yours: {', '.join(mine)})" if mine else ""
             return ctx.failed(f"{node} has no KUBE-SVC chain with kube-proxy's name for {spn} (tcp){yours}: the name "
                               "is KUBE-SVC- and the first 16 characters of the base32 of sha256 of the service port "
@@ -868,6 +887,14 @@ def judge_clusterip_by_hand(ctx, observation):
             return ctx.failed(structure_feedback(found, {svc_chain, *sep_chains.values()}, f"{service}'s chains")
                               + f". Write exactly the rules kube-proxy writes for a ClusterIP Service, nothing more: "
                               "its KUBE-SVC and KUBE-SEP chains and one KUBE-SERVICES rule for the cluster IP and port")
+        # the rules as kube-proxy writes them, comments included (the prompt asks for its rules)
+        unlabelled = clusterip_comment_differences(ctx, state, node, observation["rules"][node], objects)
+        if unlabelled:
+            return ctx.failed(f"on {node}, {len(unlabelled)} of the rules written for {service} lack the comment "
+                              f"kube-proxy gives them, or carry another (first: chain {unlabelled[0].chain}: "
+                              f"{unlabelled[0].rule}): kube-proxy labels every rule it writes for a Service port with "
+                              "`-m comment --comment …` (how its rules are found: `iptables-save -t nat | grep "
+                              "default/api`); compare each of yours with the same rule of api's")
     for host, tally in traffic(observation).items():
         require_all_answered(tally, f"{host} -> {service} ({ip}:{port})", pods)
     return ctx.passed(f"both nodes send {service}'s cluster IP through kube-proxy's chains to all {len(pods)} endpoints, "

@@ -22,6 +22,7 @@ BROKEN_NODE, BROKEN_SERVICE, BROKEN_PORT_NAME = "node2", "catalog", "http"
 SERVICES_OF = {"nodeport": ["web"], "session-affinity": ["api"], "traffic-policy": ["shop-cluster", "shop-local"],
                "debug-ruleset": ["catalog"], "clusterip-by-hand": ["legacy"]}
 BROKEN_MARK = "debug-ruleset broken"
+HAND_BUILT_MARK = "clusterip-by-hand reset"       # from here on kube-proxy must not have programmed legacy
 HAND_BUILT_SERVICE = "legacy"
 
 
@@ -297,6 +298,7 @@ def reset_exercise(env, exercise_id: str) -> None:
             without = _tables(_without_hand_built(env, state, node, save(netns)))
             restore(netns, _text({"nat": without.get("nat", {})}), noflush=False)
         restore_services(env, SERVICES_OF[exercise_id])
+        judge.record_mark(env, HAND_BUILT_MARK)
         return
     restore_services(env, SERVICES_OF.get(exercise_id, []))
     names = _syncs_of(live.load(env), exercise_id)

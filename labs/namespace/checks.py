@@ -285,8 +285,8 @@ def check_terminating_create(ctx):
         # a prediction is judged as it stood before the student's first create in the namespace:
         # an answer file written (or changed) after that create is what the server answered, not a
         # prediction, so it earns nothing
-        where = name if tried["namespace"] == name else f"{tried['namespace']}, a namespace being terminated too"
-        raise CheckFailed(f"you sent a create into {where} yourself ({tried['what']}, at {tried['time']}) before your "
+        where = name if tried["namespace"] == name else f"{tried['namespace']}, a namespace being terminated too,"
+        raise CheckFailed(f"you sent a request into {where} yourself ({tried['what']}, at {tried['time']}) before your "
                           "prediction was written, and changed your answer file after it: this exercise asks for a "
                           "prediction made before trying, and trying first earns no points. Work it out from the "
                           "admission plugin's source and apimachinery's errors package (see the hints)",
@@ -296,6 +296,14 @@ def check_terminating_create(ctx):
         raise CheckFailed(f"that is not what the API server answers: {_which_part(answer, body)}",
                           expected="the message of the API server's answer, word for word", observed=answer,
                           right_answer=truth)
+    # A reset builds attic again and starts the exercise afresh, but what a try before it showed was
+    # seen: the pass says so, where an instructor reads it (as a pass after wrong answers does)
+    earlier = (observe_terminating_create_tries(ctx, name, before_reset=True) or [])
+    if earlier:
+        seen = earlier[-1]
+        return ctx.passed(f"right: {code} {body.get('reason')}: {truth} (written after a reset that followed your own "
+                          f"{seen['what']} in {seen['namespace']} at {seen['time']}, which showed the server's "
+                          "answer)", tried_before_reset=seen["what"], tried_before_reset_at=seen["time"])
     return ctx.passed(f"right: {code} {body.get('reason')}: {truth}")
 
 
@@ -309,23 +317,35 @@ def _refused_as_terminating(event) -> bool:
                                           or "because it is being terminated" in status.get("message", ""))
 
 
-def observe_terminating_create_tries(ctx, namespace: str) -> list[dict] | None:
-    """The student's own create requests since the exercise was built that show the answer: any
-    create in `namespace` (accepted or refused, any resource), and a create in any other namespace
-    that the server refused because that namespace is being terminated (the same message, another
-    name in it). Oldest first: [{at, time, what, namespace}]; None on a real cluster."""
+def observe_terminating_create_tries(ctx, namespace: str, *, before_reset: bool = False) -> list[dict] | None:
+    """The student's own requests that showed the answer since the exercise was built (with
+    `before_reset`: the refusals before that, since the lab was run): any create in `namespace` (accepted or
+    refused, any resource), and any request the server refused because its namespace is being
+    terminated, whatever its verb (the same message, perhaps another name in it: a create
+    elsewhere, or a server-side apply, a PATCH that would create, which NamespaceLifecycle admits
+    as a Create: lifecycle/admission.go Admit, `a.GetOperation() == admission.Create`). Oldest
+    first: [{at, time, what, namespace}]; None on a real cluster."""
     from labkit.apiserver import audit as audit_log
-    events = _audit(ctx)
+    if before_reset:
+        # only the refusals, which showed the message: the lab's own build of the namespace (its
+        # content created before it is deleted) is in the log too
+        events = _lab(ctx.env).target(ctx.env).audit(since=0.0)
+        events = None if events is None else [e for e in events if audit_log.received_at(e) < ctx.ready_time
+                                              and _refused_as_terminating(e)]
+    else:
+        events = _audit(ctx)
     if events is None:
         return None
     def what(e):
         ref = e.get("objectRef") or {}
         body = e.get("requestObject") if isinstance(e.get("requestObject"), dict) else {}
-        return f"create {ref.get('resource')} {ref.get('name') or (body.get('metadata') or {}).get('name') or ''}".strip()
+        name = ref.get("name") or (body.get("metadata") or {}).get("name") or ""
+        return f"{e.get('verb')} {ref.get('resource')} {name}".strip()
     return [{"at": audit_log.received_at(e), "time": e.get("requestReceivedTimestamp", "")[11:19], "what": what(e),
              "namespace": (e.get("objectRef") or {}).get("namespace")}
-            for e in events if e.get("verb") == "create"
-            and ((e.get("objectRef") or {}).get("namespace") == namespace or _refused_as_terminating(e))
+            for e in events
+            if ((e.get("verb") == "create" and (e.get("objectRef") or {}).get("namespace") == namespace)
+                or _refused_as_terminating(e))
             and not (e.get("user") or {}).get("username", "").startswith("system:")]
 
 
@@ -764,7 +784,31 @@ def observe_own_finalizer(ctx) -> dict:
                 "original": ns["metadata"]["uid"] == _lab(ctx.env).original_uid(ctx.env, name),
                 "deleting": bool(ns["metadata"].get("deletionTimestamp")),
                 "finalizers": list((ns.get("spec") or {}).get("finalizers") or []),
-                "changed": ns["metadata"].get("resourceVersion") != _lab(ctx.env).built_resource_version(ctx.env, name)}}
+                "changed": ns["metadata"].get("resourceVersion") != _lab(ctx.env).built_resource_version(ctx.env, name),
+                "metadata": {"finalizers": list(ns["metadata"].get("finalizers") or []),
+                             "labels": dict(ns["metadata"].get("labels") or {}),
+                             "annotations": dict(ns["metadata"].get("annotations") or {})}}}
+
+
+def _built_metadata(name: str) -> dict:
+    """The namespace's metadata as the lab builds it (created with its name only): the label the
+    API server gives every namespace (pkg/registry/core/namespace/strategy.go, PrepareForCreate:
+    kubernetes.io/metadata.name), no annotations, no finalizers in metadata."""
+    return {"finalizers": [], "labels": {"kubernetes.io/metadata.name": name}, "annotations": {}}
+
+
+def _metadata_changes(name: str, metadata: dict | None) -> list[str]:
+    """Where the namespace's metadata (finalizers, labels, annotations) differs from as built."""
+    if metadata is None:
+        return []
+    built = _built_metadata(name)
+    out = []
+    if metadata.get("finalizers"):
+        out.append("metadata.finalizers")
+    for part in ("labels", "annotations"):
+        now, then = metadata.get(part) or {}, built[part]
+        out += [f"metadata.{part}.{k}" for k in sorted(now.keys() | then.keys()) if now.get(k) != then.get(k)]
+    return out
 
 
 def _other_namespace_writes(ctx, name) -> list[str] | None:
@@ -812,6 +856,20 @@ def judge_own_finalizer(ctx, seen: dict):
                           f"`kubectl get ns {touched[0]} -o yaml` (spec.finalizers), and `labkit reset namespace "
                           f"{ctx.exercise.id}` to start over", expected=f"requests on namespace {name} only",
                           observed=others, observed_in=LIVE)
+    changed = _metadata_changes(name, ns.get("metadata"))
+    if "metadata.finalizers" in changed:
+        # pkg/registry/core/namespace/storage/storage.go (REST.Delete): a namespace with
+        # metadata.finalizers is only marked for deletion; nothing but whoever set them removes them
+        raise CheckFailed(f"leave {name} as it was: it carries finalizers in metadata.finalizers "
+                          f"({', '.join(ns['metadata']['finalizers'])}), where a normal update or patch put them — "
+                          f"not spec.finalizers, and no controller removes them: once deleted, {name} would wait "
+                          "for them for ever. Look at `kubectl get ns " + name + " -o yaml` (metadata and spec)",
+                          expected="metadata.finalizers: none", observed=ns["metadata"]["finalizers"],
+                          observed_in=LIVE)
+    if changed:
+        raise CheckFailed(f"leave {name} as it was: {', '.join(changed)} changed since the lab built it (the "
+                          "exercise changes spec.finalizers through the finalize subresource, and nothing else)",
+                          expected="the labels and annotations the lab built", observed=changed, observed_in=LIVE)
     requests = seen["requests"]
     if requests is None:
         return _own_finalizer_live(ctx, name, ns)

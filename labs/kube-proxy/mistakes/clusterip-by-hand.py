@@ -47,7 +47,24 @@ def own_chain_names(env):
 def entry_without_protocol_and_port(env):
     """Jumps from KUBE-SERVICES on the cluster IP alone (`-d 10.96.0.30 -j KUBE-SVC-…`, no `-p tcp --dport 80`):
     the cluster IP then answers on every port and protocol."""
-    _write(env, lambda chains, rules, entry: (chains, rules, ["-I", "KUBE-SERVICES", *entry[2:4], *entry[-2:]]))
+    def change(chains, rules, entry):
+        at = entry.index("-d")
+        return chains, rules, [*entry[:at], *entry[at:at + 2], *entry[-2:]]
+    _write(env, change)
+
+
+@mistake("node1", "comment", "default/api")
+def rules_without_comments(env):
+    """Writes every rule of kube-proxy's for legacy, but none with kube-proxy's `-m comment --comment …`: the
+    packets go where kube-proxy's would, yet these are not the rules kube-proxy writes (iptables-save shows
+    no default/legacy:http on them)."""
+    def strip(args):
+        out = list(args)
+        while "comment" in out:
+            at = out.index("comment") - 1
+            del out[at:at + 4]
+        return out
+    _write(env, lambda chains, rules, entry: (chains, [strip(r) for r in rules], strip(entry)))
 
 
 @mistake("node1", "masquerade", "KUBE-MARK-MASQ")
@@ -108,3 +125,30 @@ def also_opens_the_node_addresses(env):
         return [["-I", "KUBE-SERVICES", "1", "-d", address, "-p", "tcp", "--dport", "80", "-j", "KUBE-MARK-MASQ"],
                 ["-I", "KUBE-SERVICES", "2", "-d", address, "-p", "tcp", "--dport", "80", "-j", svc]]
     _also_run(env, build)
+
+
+@mistake("kube-proxy programmed legacy", "label was off")
+def copies_kube_proxys_own_rules(env):
+    """Removes legacy's service-proxy-name label so that kube-proxy programs it, saves the rules kube-proxy writes
+    for it on each node, puts the label back (the sync deletes them) and restores the saved copy: the rules are
+    right, but kube-proxy wrote them."""
+    import copy
+    from labkit.kubeproxy import live
+    from labkit.netfilter import restore, save
+    state = live.load(env)
+    labelled = copy.deepcopy(state.service("legacy"))
+    bare = copy.deepcopy(labelled)
+    bare["metadata"]["labels"].pop("service.kubernetes.io/service-proxy-name")
+    live.apply_documents(env, [bare], "mistakes/clusterip-by-hand.py")
+    chains, _rules, _entry = _solution().rules_for(env)
+    copies = {}
+    for node in state.node_names():
+        nat = save(env.netns_name(node), "nat").splitlines()
+        lines = ["*nat"] + [f":{c} - [0:0]" for c in chains]
+        lines += [line for line in nat if line.split()[:2] and line.split()[0] == "-A" and line.split()[1] in chains]
+        lines += [line.replace("-A KUBE-SERVICES", "-I KUBE-SERVICES 1", 1) for line in nat
+                  if line.startswith("-A KUBE-SERVICES") and any(line.endswith(f"-j {c}") for c in chains)]
+        copies[node] = "\n".join(lines + ["COMMIT"]) + "\n"
+    live.apply_documents(env, [labelled], "mistakes/clusterip-by-hand.py")
+    for node, text in copies.items():
+        restore(env.netns_name(node), text, noflush=True)

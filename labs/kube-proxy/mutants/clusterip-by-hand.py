@@ -63,7 +63,8 @@ def mutants(ctx):
             space = [p for p in space if not (node == lab.BROKEN_NODE and p.dst == broken)]
             return packets.compare(node, new_text, checks.reference(ctx, state, node, objects),
                                    live.proxier_config(state, node).local_addresses, space) or \
-                checks.clusterip_differences(ctx, state, node, new_text, objects)
+                checks.clusterip_differences(ctx, state, node, new_text, objects) or \
+                checks.clusterip_comment_differences(ctx, state, node, new_text, objects)
 
         def keep(rule, node=node):
             return False

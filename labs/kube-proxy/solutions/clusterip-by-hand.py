@@ -13,7 +13,10 @@ def rules_for(env):
     cluster CIDR for masquerading (the "cluster IP" rule with localDetector.IfNotLocal, here
     `! -s <clusterCIDR>`), then one statistic jump per endpoint (computeProbability: 1/n, 1/(n-1),
     ..., the last without); each KUBE-SEP chain marks the endpoint's own packets (the hairpin)
-    and DNATs."""
+    and DNATs. Every rule carries kube-proxy's comment (`-m comment --comment`, first, as
+    kube-proxy writes it): "<service port> cluster IP" on the KUBE-SERVICES jump and the masquerade
+    mark, "<service port> -> <endpoint>" on the statistic jumps, the service port name on the
+    KUBE-SEP rules (appendServiceCommentLocked)."""
     params = env.lab.exercise("clusterip-by-hand").params
     state = live.load(env)
     svc = state.service(params["service"])
@@ -24,15 +27,18 @@ def rules_for(env):
     svc_chain = service_chain(spn, "tcp")
     chains = [svc_chain] + [endpoint_chain(spn, "tcp", e) for e in endpoints]
     cluster_cidr = state.kube_proxy_configuration["clusterCIDR"]
-    rules = [["-A", svc_chain, "-d", f"{ip}/32", "-p", "tcp", "--dport", str(port), "!", "-s", cluster_cidr,
-              "-j", "KUBE-MARK-MASQ"]]
+    comment = lambda text: ["-m", "comment", "--comment", text]
+    cluster_ip = comment(f"{spn} cluster IP")
+    rules = [["-A", svc_chain, *cluster_ip, "-d", f"{ip}/32", "-p", "tcp", "--dport", str(port), "!", "-s",
+              cluster_cidr, "-j", "KUBE-MARK-MASQ"]]
     for i, (endpoint, sep) in enumerate(zip(endpoints, chains[1:])):
         pick = ["-m", "statistic", "--mode", "random", "--probability", probability(len(endpoints) - i)]
-        rules.append(["-A", svc_chain, *(pick if i < len(endpoints) - 1 else []), "-j", sep])
+        rules.append(["-A", svc_chain, *comment(f"{spn} -> {endpoint}"), *(pick if i < len(endpoints) - 1 else []),
+                      "-j", sep])
     for endpoint, sep in zip(endpoints, chains[1:]):
-        rules.append(["-A", sep, "-s", endpoint.split(":")[0] + "/32", "-j", "KUBE-MARK-MASQ"])
-        rules.append(["-A", sep, "-p", "tcp", "-j", "DNAT", "--to-destination", endpoint])
-    entry = ["-I", "KUBE-SERVICES", "-d", f"{ip}/32", "-p", "tcp", "--dport", str(port), "-j", svc_chain]
+        rules.append(["-A", sep, *comment(spn), "-s", endpoint.split(":")[0] + "/32", "-j", "KUBE-MARK-MASQ"])
+        rules.append(["-A", sep, *comment(spn), "-p", "tcp", "-j", "DNAT", "--to-destination", endpoint])
+    entry = ["-I", "KUBE-SERVICES", *cluster_ip, "-d", f"{ip}/32", "-p", "tcp", "--dport", str(port), "-j", svc_chain]
     return chains, rules, entry
 
 

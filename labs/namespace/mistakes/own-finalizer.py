@@ -43,3 +43,14 @@ def finalizes_another_namespace_too(env):
     lab.finalize(env, "default", ["kubernetes", "example.com/hold"])
     _finalize(env, ["kubernetes", "example.com/hold"])
     _finalize(env, ["kubernetes"])
+
+
+@mistake("leave sandbox as it was", "metadata.finalizers")
+def leaves_a_metadata_finalizer(env):
+    """Puts its finalizer into metadata.finalizers with kubectl patch (where a normal patch puts finalizers), then
+    adds and removes one through /finalize as asked: sandbox keeps the metadata finalizer, and once deleted would
+    never go."""
+    env.lab.environment_module().target(env).kubectl(
+        "patch", "ns", "sandbox", "--type=merge", "-p", '{"metadata":{"finalizers":["example.com/hold"]}}')
+    _finalize(env, ["kubernetes", "example.com/hold"])
+    _finalize(env, ["kubernetes"])

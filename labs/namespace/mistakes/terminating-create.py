@@ -72,3 +72,21 @@ def tries_it_in_another_terminating_namespace(env):
     time.sleep(0.05)        # the answer file is written after the try, as a person would
     _answer(env, 'error: failed to create configmap: configmaps "late" is forbidden: unable to create new content '
                  'in namespace attic because it is being terminated')
+
+
+@mistake("trying first earns no points", "patch configmaps")
+def tries_it_with_server_side_apply(env):
+    """Runs `kubectl apply --server-side` of a new ConfigMap in attic (a PATCH, not a POST: the API
+    server admits it as a create, and NamespaceLifecycle refuses it with the same message), then
+    writes down what it got: the server's answer, not a prediction."""
+    import time
+    from labkit.apiserver.errors import ApiError
+    c = env.lab.environment_module().client(env)
+    try:
+        c.patch("v1", "configmaps", "late", {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "late"}},
+                patch_type="apply", namespace="attic", query={"fieldManager": "kubectl"})
+    except ApiError:
+        pass
+    time.sleep(0.05)        # the answer file is written after the try, as a person would
+    _answer(env, 'Error from server (Forbidden): configmaps "late" is forbidden: unable to create new content in '
+                 'namespace attic because it is being terminated')

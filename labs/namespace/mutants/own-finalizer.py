@@ -2,7 +2,7 @@
 of the solved lab: either request dropped, the two swapped, one more that adds it again, a
 request that leaves out `kubernetes` or keeps the own finalizer, the own finalizer named
 `kubernetes` (so none of its own); the namespace deleted, made anew, or left with other
-spec.finalizers; a write to another namespace (its finalize subresource, a patch). Another name for the own finalizer, and a patch of the namespace on the side,
+spec.finalizers, or with a finalizer in metadata.finalizers or a label changed; a write to another namespace (its finalize subresource, a patch). Another name for the own finalizer, and a patch of the namespace on the side,
 are equivalent."""
 
 from labkit.namespaces.mutants import observation_mutants
@@ -49,7 +49,7 @@ def mutants(ctx):
             return ("you also changed namespace",)
         if path in ("namespace.original", "namespace.deleting"):
             return ("as it was",)
-        if path.startswith("namespace.finalizers"):
+        if path.startswith("namespace.finalizers") or path.startswith("namespace.metadata"):
             return ("leave sandbox as it was",)
         return None
 
@@ -69,8 +69,10 @@ def mutants(ctx):
         seen, names=names, equivalent=equivalent,
         alternatives={"requests[0][1]": ["kubernetes", "example.com/other"], "requests[1][0]": [own],
                       "requests[0][0]": [own + "2"], "spec_edit": ["patched"],
-                      "namespace.finalizers[0]": [own, "example.com/other"]},
+                      "namespace.finalizers[0]": [own, "example.com/other"],
+                      "namespace.metadata.labels.kubernetes.io/metadata.name": ["other"]},
         add={("requests",): [added, [own]], ("namespace", "finalizers"): [own],
+             ("namespace", "metadata", "finalizers"): [own],
              ("other_namespaces",): ["update …/finalize on default", "patch on kube-public"]},
         apply={f"add:requests={added}": _finalize_again, "set:namespace.deleting=True": _delete,
                "add:other_namespaces=update …/finalize on default": _finalize_default})
