@@ -6,7 +6,6 @@ the `plugin serve` command, and a container process that receives what Allocate 
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import signal

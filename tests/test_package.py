@@ -10,8 +10,6 @@ read there), so the test needs no package index.
 """
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 import sysconfig

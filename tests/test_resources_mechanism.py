@@ -12,7 +12,6 @@ import yaml
 
 from labkit.errors import ConfigError
 from labkit.labs import get_lab
-from labkit.quantity import Quantity
 from labkit.resources import eviction, kmsg, kubelet
 from labkit.resources.node import Node, NodeConfig, load_pods_strict, quantity_string
 from labkit.pods import PodInvalid, pod_from_dict, qos_class, stable_uid

@@ -19,7 +19,7 @@ import shlex
 from typing import Callable, Iterable
 
 from labkit.errors import LabkitError
-from labkit.kubeproxy import judge, live
+from labkit.kubeproxy import live
 from labkit.mutants import Mutant, iptables_edits, tree_edits
 from labkit.netfilter import parse, restore
 from labkit.netfilter.ruleset import quote_word

@@ -10,7 +10,6 @@ and what kubelet does with them is labkit's kubelet's doing.
 
 from pathlib import Path
 
-import grpc
 
 from labkit.exercises import LIVE, CheckFailed
 
@@ -360,8 +359,6 @@ def answer_problem(available, must, size, answer) -> tuple[str, str] | None:
 
 
 def observe_preferred(ctx) -> dict:
-    from labkit.devices import api
-    from labkit.devices.kubelet import GrpcPlugin, go_status
 
     resource = ctx.params["resource"]
     with _session(ctx) as s:

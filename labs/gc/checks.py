@@ -29,7 +29,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import yaml
 
 from labkit.exercises import LIVE, CheckFailed, settle, wait_for
 from labkit.apiserver.target import for_env
@@ -730,7 +729,7 @@ def _reference_rewrites(writes: list[dict], built: dict) -> list[str]:
 
 def judge_unblocking_dependent(ctx, obs):
     p = ctx.params
-    ns, owner, dep_name, fin = p["namespace"], p["owner"], p["dependent"], p["finalizer"]
+    owner, dep_name, fin = p["owner"], p["dependent"], p["finalizer"]
     built_secret = obs["built"].get("secret") or {}
     dep = obs["dependent"]
     if dep is not None:
@@ -808,7 +807,7 @@ def judge_unblocking_dependent(ctx, obs):
                           f"though it may be back now: while it pointed elsewhere {owner} had no dependent to wait "
                           "for, so it did not go because its dependent stopped blocking it. Keep the reference, "
                           f"change only what makes it block (`labkit reset gc {ctx.exercise.id}` to start over)",
-                          expected=f"no write of the reference's owner (apiVersion, kind, name, uid, controller)",
+                          expected="no write of the reference's owner (apiVersion, kind, name, uid, controller)",
                           observed=rewrites, observed_in=LIVE)
     if "data" in built_secret and dep["data"] != built_secret["data"]:
         return ctx.failed(f"the data of {dep_name} changed: the task changes only its owner reference",

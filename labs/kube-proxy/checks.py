@@ -483,7 +483,7 @@ def observe_session_affinity(ctx) -> dict:
 
 
 def judge_session_affinity(ctx, observation):
-    service, node_port = ctx.params["service"], ctx.params["node_port"]
+    service = ctx.params["service"]
     state = observation["state"]
     svc = service_of(state, service)
     affinity = svc["spec"].get("sessionAffinity", "None")
@@ -885,7 +885,7 @@ def judge_clusterip_by_hand(ctx, observation):
         found = clusterip_differences(ctx, state, node, observation["rules"][node], objects)
         if found:
             return ctx.failed(structure_feedback(found, {svc_chain, *sep_chains.values()}, f"{service}'s chains")
-                              + f". Write exactly the rules kube-proxy writes for a ClusterIP Service, nothing more: "
+                              + ". Write exactly the rules kube-proxy writes for a ClusterIP Service, nothing more: "
                               "its KUBE-SVC and KUBE-SEP chains and one KUBE-SERVICES rule for the cluster IP and port")
         # the rules as kube-proxy writes them, comments included (the prompt asks for its rules)
         unlabelled = clusterip_comment_differences(ctx, state, node, observation["rules"][node], objects)

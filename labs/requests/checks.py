@@ -531,7 +531,7 @@ def judge_mutating_webhook(ctx, obs) -> object:
                                   f"run to a webhook whose sideEffects are not None or NoneOnDryRun ({unsafe[0]})")
         for case, labels in PROBES.items():
             probe = obs["probes"].get(f"{name}/{case}") or {"code": 0, "message": "not observed", "labels": None}
-            own = f" with its own labels" if labels else " without labels"
+            own = " with its own labels" if labels else " without labels"
             if probe["code"] != 201:
                 msg = probe["message"]
                 why = _patch_note(msg)

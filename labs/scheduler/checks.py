@@ -17,8 +17,7 @@ wrong and where to look; the right answer goes only into `right_answer` (withhel
 from __future__ import annotations
 
 import random
-
-import yaml
+from pathlib import Path
 
 from labkit.apiserver.target import for_env
 from labkit.exercises import LIVE, CheckFailed, wait_for
@@ -180,7 +179,7 @@ def judge_why_pending(ctx, obs):
     team = next(t for _n, t in taints if _taint_text(t) == allowed)
     if not any(tolerates(tol, team) for tol in pod["tolerations"]):
         return ctx.failed(f"{name} does not tolerate the taint {allowed}"
-                          + (f" (its tolerations match no taint of node-a to node-d: compare key, operator, value "
+                          + (" (its tolerations match no taint of node-a to node-d: compare key, operator, value "
                              "and effect)" if pod["tolerations"] else "")
                           + f": read the FailedScheduling event of `kubectl describe pod {name} -n {ns}`, and the "
                           "nodes' taints", expected=f"a toleration of {allowed}",

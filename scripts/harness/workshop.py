@@ -331,7 +331,7 @@ class Workshop:
                 raise Failed(f"labkit class grade exited {graded.returncode}:\n{tail(graded.stdout + graded.stderr, 2000)}")
             with open(out / "gradebook.csv", newline="") as f:
                 rows = {row["student"]: row for row in csv.DictReader(f)}
-            say(f"   gradebook: " + "; ".join(f"{name} {row['score']}/{row['max_score']} ({row['state']})"
+            say("   gradebook: " + "; ".join(f"{name} {row['score']}/{row['max_score']} ({row['state']})"
                                              for name, row in sorted(rows.items())))
             for student in students:
                 row = rows.get(student)

@@ -416,7 +416,7 @@ def verify_response(uid: str, version: str, mutating: bool, review) -> dict:
         if not patch and patch_type is not None:
             raise ValueError("webhook returned response.patchType but not response.patch")
         if patch_type is not None and not patch_type:
-            raise ValueError(f'webhook returned invalid response.patchType of ""')
+            raise ValueError('webhook returned invalid response.patchType of ""')
     else:
         if patch:
             raise ValueError("validating webhook may not return response.patch")

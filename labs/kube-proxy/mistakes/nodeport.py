@@ -39,7 +39,7 @@ def node_port_rules_by_hand(env):
     """Writes kube-proxy's NodePort rules for web (KUBE-NODEPORTS, KUBE-EXT) into both nodes by hand instead of
     changing the Service."""
     from labkit.kubeproxy.proxier import render
-    from labkit.netfilter import parse, restore, save
+    from labkit.netfilter import parse, restore
 
     state = live.load(env)
     svc = state.service("web")

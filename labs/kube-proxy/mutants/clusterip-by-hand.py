@@ -14,7 +14,6 @@ from pathlib import Path
 from labkit.kubeproxy import live, nearmiss
 from labkit.kubeproxy import judge as packets
 from labkit.mutants import Mutant
-from labkit.netfilter import parse
 from labkit.netlab import run_in
 
 
