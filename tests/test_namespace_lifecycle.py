@@ -99,6 +99,30 @@ def test_content_cannot_be_created_in_a_terminating_namespace(server):
     kubectl(server, "label", "configmap", "old", "-n", "life-c", "seen=yes")
 
 
+def test_a_token_or_a_binding_cannot_be_created_in_a_terminating_namespace(server):
+    """Subresource creates go through the same admission (handlers/create.go, then the REST's
+    createValidation): NamespaceLifecycle refuses a ServiceAccount token and a Pod's binding too."""
+    kubectl(server, "create", "namespace", "life-t")
+    kubectl(server, "create", "serviceaccount", "robot", "-n", "life-t")
+    client = server.http_client()
+    code, _ = client.request("POST", "/api/v1/namespaces/life-t/pods", body={
+        "metadata": {"name": "p"}, "spec": {"automountServiceAccountToken": False, "serviceAccountName": "robot",
+                                            "schedulerName": "nobody", "containers": [{"name": "c", "image": "x"}]}})
+    assert code == 201
+    kubectl(server, "delete", "namespace", "life-t", "--wait=false")
+    out = kubectl(server, "create", "token", "robot", "-n", "life-t", check=False)
+    assert out.returncode == 1
+    assert out.stderr.strip() == ('error: failed to create token: serviceaccounts "robot" is forbidden: unable to '
+                                  'create new content in namespace life-t because it is being terminated')
+    binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p"},
+               "target": {"apiVersion": "v1", "kind": "Node", "name": "labkit-node"}}
+    for path in ("/api/v1/namespaces/life-t/pods/p/binding", "/api/v1/namespaces/life-t/bindings"):
+        code, body = client.request("POST", path, body=binding)
+        assert code == 403, (path, body)
+        assert body["message"].endswith("unable to create new content in namespace life-t because it is being "
+                                        "terminated"), body
+
+
 def test_finalize_subresource_removes_the_namespace_once_both_finalizer_lists_are_empty(server):
     kubectl(server, "create", "namespace", "life-d")
     kubectl(server, "delete", "namespace", "life-d", "--wait=false", "--cascade=orphan")

@@ -530,10 +530,17 @@ class Api:
                 error.message = "create not allowed while custom resource definition is terminating"
                 raise error
             body = self._body(request)
+            if info.subresource in ("binding", "token") or rt.strategy.binds_pods:
+                named = name if info.subresource else \
+                    ((body.get("metadata") or {}).get("name", "") if isinstance(body, dict) else "")
+                if isinstance(body, dict):
+                    kind = ("authentication.k8s.io", "v1", "TokenRequest") if info.subresource == "token" \
+                        else ("", "v1", "Binding")
+                    body = reg.admit_subresource_create(rt, ns, named, body, info.subresource, kind,
+                                                        self._write_options(request, "CreateOptions"))
             if info.subresource == "binding":
                 return Response(201, reg.bind(ns, name, body, self._dry_run(request))), None
             if rt.strategy.binds_pods:      # POST bindings: the Binding's name is the Pod's
-                named = (body.get("metadata") or {}).get("name", "") if isinstance(body, dict) else ""
                 return Response(201, reg.bind(ns, named, body, self._dry_run(request))), body
             if info.subresource == "token":
                 from labkit.apiserver import tokenrequest      # (it imports authn, which imports this module)

@@ -340,6 +340,19 @@ class Registry:
             self.admission.validate(attrs)
         return attrs.obj, validate
 
+    def admit_subresource_create(self, rt: ResourceType, namespace: str | None, name: str, obj: dict,
+                                 subresource: str, kind: tuple[str, str, str], options: "WriteOptions") -> dict:
+        """A create that a subresource's REST answers (pods/binding, the legacy bindings,
+        serviceaccounts/token): the create handler's mutating admission, then the REST's
+        createValidation (pkg/registry/core/pod/storage/storage.go BindingREST.Create and
+        LegacyBindingREST, pkg/registry/core/serviceaccount/storage/token.go TokenREST.Create).
+        NamespaceLifecycle thus refuses a binding or a token in a namespace being terminated."""
+        attrs = self._attributes("CREATE", rt, namespace, name, obj, None, options, subresource)
+        attrs.kind = kind
+        self.admission.admit(attrs)
+        self.admission.validate(attrs)
+        return attrs.obj
+
     def _validating_admission(self, rt: ResourceType, attrs: Attributes, obj: dict) -> None:
         attrs.obj = self.present(rt, copy.deepcopy(obj))
         if not attrs.name and attrs.operation == "CREATE":
