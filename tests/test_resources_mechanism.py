@@ -426,16 +426,18 @@ def test_convert_forward_withholds_the_requests_that_give_the_weight_pods_value_
 
     from typer.testing import CliRunner
 
+    from labkit import predictions
     from labkit.labs import get_lab
-    from labkit.resources import kubelet, predictions
+    from labkit.resources import kubelet, situations
     from labkit.resources.cli import app
 
     runner = CliRunner()
-    shares, weight = predictions.weight_values(get_lab("resources"))
+    shares, weight = situations.weight_values(get_lab("resources"))
     lands = [m for m in range(1, 2000) if kubelet.shares_to_weight(kubelet.milli_cpu_to_shares(m)) == weight]
     for milli in (lands[0], lands[-1], 250):
         withheld = runner.invoke(app, ["convert", "--cpu", f"{milli}m"])
-        assert withheld.exit_code != 0 and "withheld: exercise weight" in str(withheld.exception), withheld.output
+        assert withheld.exit_code != 0 and "withheld: exercise weight of lab resources" in str(withheld.exception), \
+            withheld.output
         assert "cpu.weight" not in withheld.output
     for milli in (lands[0] - 1, lands[-1] + 1):
         shown = runner.invoke(app, ["convert", "--cpu", f"{milli}m"])
@@ -445,8 +447,7 @@ def test_convert_forward_withholds_the_requests_that_give_the_weight_pods_value_
     (answers / "weight.yaml").write_text("cgroup_value: 10\nmin_millicores: 240\nmax_millicores: 260\n")
     shown = runner.invoke(app, ["convert", "--cpu", "250m"])
     assert f"cpu.shares {shares} -> cpu.weight {weight} " in shown.output, shown.output
-    kept = Path(os.environ["LABKIT_STATE_DIR"]) / "resources" / "predictions" / "weight.yaml"
-    assert kept.read_text() == "cgroup_value: 10\nmin_millicores: 240\nmax_millicores: 260\n"
+    assert predictions.kept("resources", "weight").text == "cgroup_value: 10\nmin_millicores: 240\nmax_millicores: 260\n"
 
 
 def test_plan_uses_the_memory_capacity_of_the_node_the_pod_names():

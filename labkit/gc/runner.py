@@ -760,7 +760,7 @@ class Runner:
             self.report.notes.append("controller_requests: not checked on a real cluster (no request log)")
             return
         from labkit.controllers.manager import CONTROLLERS
-        user = CONTROLLERS.get("namespace", ("", None))[0]
+        user = CONTROLLERS["namespace"].user
         seen = {f"{_VERB_METHODS.get(e.get('verb'), e.get('verb', '').upper())} {e.get('requestURI', '').split('?')[0]}"
                 for e in self.target.audit_events() if (e.get("user") or {}).get("username") == user}
         for request in self.expand(expected):

@@ -29,7 +29,7 @@ def read_the_qos_level(env):
     solution.answer(env, *solution.read_value(env, record["cgroup"].rsplit("/", 1)[0]))
 
 
-@mistake("min_millicores is not the smallest", "graded on your answer as it was when")
+@mistake("min_millicores is not the smallest", "judged on your prediction as it was when")
 def refines_the_range_by_converting_forward(env):
     """Reads the pod cgroup's value, writes a guess around the scenario's 250m (240m to 260m),
     then runs `labkit resources convert --cpu` forward on the requests around it to see where the
