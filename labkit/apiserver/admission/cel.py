@@ -18,6 +18,11 @@ find, findAll; url — url, isURL, getScheme, getHost, getHostname, getPort, get
 getQuery; quantity — quantity, isQuantity, compareTo, isGreaterThan, isLessThan, asInteger,
 asApproximateFloat, sign, add, sub.
 
+Optional values (cel-go's OptionalTypes, which the Kubernetes environments enable): `x.?field`,
+`x[?key]`, `optional.of(v)`, `optional.none()`, `hasValue()`, `value()`, `orValue(default)`; cel-python
+has no such syntax, so the expression is rewritten into calls of this module's functions before
+it is parsed. What API validation refuses at creation is `compile_problem`'s.
+
 Errors read as cel-go's: `no such key: <key>`, `no such overload`, `division by zero`; an
 evaluation error of an expression reads `expression '<expr>' resulted in error: <error>`
 (activation.go, Evaluate).
