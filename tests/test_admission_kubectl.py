@@ -231,6 +231,40 @@ def test_a_policy_rejects_images_without_a_tag(server):
         kubectl(server, "delete", "validatingadmissionpolicy", "require-image-tag", "--ignore-not-found")
 
 
+def test_optional_fields_in_a_policy_and_one_that_does_not_compile(server):
+    """`object.spec.?initContainers.orValue([])` works (OptionalTypes, on since 1.28); a policy with
+    an invalid regular expression literal is refused by kubectl apply with upstream's 422."""
+    vap = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+           "metadata": {"name": "init-tags"}, "spec": {
+               "matchConstraints": {"resourceRules": [{"operations": ["CREATE"], "apiGroups": [""],
+                                                       "apiVersions": ["v1"], "resources": ["pods"]}]},
+               "matchConditions": [{"name": "has-init", "expression": "object.spec.?initContainers.hasValue()"}],
+               "validations": [{"expression": "object.spec.?initContainers.orValue([]).all(c, c.image.contains(':'))",
+                                "message": "init containers need a tag"}]}}
+    apply(server, vap)
+    apply(server, {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+                   "metadata": {"name": "init-tags"}, "spec": {"policyName": "init-tags", "validationActions": ["Deny"]}})
+    try:
+        apply(server, pod("no-init"))
+        with_init = pod("untagged-init")
+        with_init["spec"]["initContainers"] = [{"name": "i", "image": "busybox"}]
+        result = apply(server, with_init, check=False)
+        assert result.stderr.strip() == (
+            'The pods "untagged-init" is invalid: : ValidatingAdmissionPolicy \'init-tags\' with binding '
+            "'init-tags' denied request: init containers need a tag")
+        broken = {**vap, "metadata": {"name": "bad-regex"}}
+        broken["spec"] = {**vap["spec"], "validations": [{"expression": "object.metadata.name.matches('[')"}]}
+        result = apply(server, broken, check=False)
+        assert result.returncode != 0
+        assert result.stderr.strip() == (
+            'The ValidatingAdmissionPolicy "bad-regex" is invalid: spec.validations[0].expression: Invalid value: '
+            '"object.metadata.name.matches(\'[\')": compilation failed: ERROR: <input>:1:30: invalid matches '
+            "argument\n | object.metadata.name.matches('[')\n | .............................^")
+    finally:
+        kubectl(server, "delete", "validatingadmissionpolicybinding", "init-tags", "--ignore-not-found")
+        kubectl(server, "delete", "validatingadmissionpolicy", "init-tags", "--ignore-not-found")
+
+
 def test_pods_get_their_service_account_and_token_volume(server):
     """The serviceaccount controller and root-ca-cert-publisher fill a new namespace; the
     ServiceAccount plugin gives each Pod `default` and the kube-api-access-<5> projected volume

@@ -90,6 +90,10 @@ def samples(ns: str, tag: str) -> dict[tuple[str, str], dict]:
         ("scheduling.k8s.io/v1", "priorityclasses"): {"metadata": {"name": f"pc-{tag}"}, "value": 100},
         ("policy/v1", "poddisruptionbudgets"): {"metadata": {"name": "pdb"}, "spec": {
             "minAvailable": 1, "selector": {"matchLabels": {"app": "x"}}}},
+        ("storage.k8s.io/v1", "storageclasses"): {"metadata": {"name": f"sc-{tag}"}, "provisioner": "csi.example.com"},
+        ("storage.k8s.io/v1", "csidrivers"): {"metadata": {"name": f"csi-{tag}.example.com"}, "spec": {}},
+        ("storage.k8s.io/v1", "volumeattachments"): {"metadata": {"name": f"va-{tag}"}, "spec": {
+            "attacher": "csi.example.com", "nodeName": "node-a", "source": {"persistentVolumeName": "pv-1"}}},
         # admission configuration that matches no request of the test (CONNECT of a resource nobody serves)
         ("admissionregistration.k8s.io/v1", "mutatingwebhookconfigurations"): {
             "metadata": {"name": f"mwc-{tag}"}, "webhooks": [UNUSED_WEBHOOK]},

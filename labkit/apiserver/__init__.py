@@ -39,6 +39,7 @@ Modules, request path first:
   resources.py  resource types, strategies, the status and scale subresources, the REST mapper
   kinds.py      the served kinds and their strategies (per-kind behaviour)
   policykinds.py  PriorityClass (and the system classes created at start) and PodDisruptionBudget
+  storagekinds.py  storage.k8s.io: StorageClass, CSIDriver, VolumeAttachment
   storage.py    SQLite + in-memory index + event log; group commit, durable before answering
   validation.py, selectors.py, patch.py, protobuf.py, tables.py, discovery.py, errors.py
   audit.py      the audit log (audit.k8s.io/v1 Event JSON lines), per request and stage

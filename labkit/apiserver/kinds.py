@@ -20,6 +20,7 @@ from labkit.apiserver.admission.limitranger import limit_range_type
 from labkit.apiserver.admission.resourcequota import resource_quota_type
 from labkit.apiserver.certificates import CertificateSigningRequestStrategy
 from labkit.apiserver.policykinds import policy_types
+from labkit.apiserver.storagekinds import storage_types
 from labkit.apiserver.errors import (FieldError, RawJSON, field_forbidden, field_invalid, field_required, field_unsupported)
 from labkit.apiserver.resources import (DELETE_DEPENDENTS, NAMESPACE_FINALIZER, NO_COLLECTION_DELETE, ORPHAN_DEPENDENTS,
                                         RESET_META_FOR_STATUS, UNSUPPORTED, ResourceType, ScaleSubresource,
@@ -1596,6 +1597,7 @@ def builtin_types() -> list[ResourceType]:
            verbs=["create"]),
         *admissionregistration_types(),
         *policy_types(),
+        *storage_types(),
         rt("certificates.k8s.io", "v1", "certificatesigningrequests", "CertificateSigningRequest", False,
            CertificateSigningRequestStrategy(), "certificatesigningrequest", ["csr"]),
     ]

@@ -18,6 +18,11 @@ find, findAll; url — url, isURL, getScheme, getHost, getHostname, getPort, get
 getQuery; quantity — quantity, isQuantity, compareTo, isGreaterThan, isLessThan, asInteger,
 asApproximateFloat, sign, add, sub.
 
+Optional values (cel-go's OptionalTypes, which the Kubernetes environments enable): `x.?field`,
+`x[?key]`, `optional.of(v)`, `optional.none()`, `hasValue()`, `value()`, `orValue(default)`; cel-python
+has no such syntax, so the expression is rewritten into calls of this module's functions before
+it is parsed. What API validation refuses at creation is `compile_problem`'s.
+
 Errors read as cel-go's: `no such key: <key>`, `no such overload`, `division by zero`; an
 evaluation error of an expression reads `expression '<expr>' resulted in error: <error>`
 (activation.go, Evaluate).
@@ -25,6 +30,7 @@ evaluation error of an expression reads `expression '<expr>' resulted in error: 
 
 from __future__ import annotations
 
+import ast
 import functools
 import re
 import threading
@@ -47,16 +53,296 @@ _lock = threading.Lock()
 @functools.lru_cache(maxsize=2048)
 def _compiled(expression: str):
     with _lock:
-        return _env.program(_env.compile(expression), functions=FUNCTIONS)
+        return _env.program(_env.compile(_optional_syntax(expression)), functions=FUNCTIONS)
 
 
-def compile_problem(expression: str) -> str | None:
-    """A syntax error in the expression (what API validation refuses), or None."""
+def compile_problem(expression: str, returns: str | None = None) -> str | None:
+    """What API validation refuses in an expression, as staging/src/k8s.io/apiserver/pkg/admission/
+    plugin/cel/compile.go CompileCELExpression words it, or None: a syntax error (`compilation
+    failed: ...`), an invalid regular expression literal given to matches() (cel-go's
+    ValidateRegexLiterals, one of the AST validators k8s.io/apiserver/pkg/cel/environment/base.go
+    enables: `invalid matches argument`), and, when `returns` names the type the field needs
+    (ValidationCondition and MatchCondition: bool), an expression whose type is known to be another
+    (`must evaluate to bool but got int`). The type is inferred from literals, operators and the
+    library's functions; whatever depends on the objects is dyn, as upstream's admission
+    environment declares them, and passes."""
     try:
-        _env.compile(expression)
+        tree = _env.compile(_optional_syntax(expression))
     except celpy.CELParseError as exc:
         return f"compilation failed: ERROR: <input>: Syntax error: {_first_line(str(exc))}"
+    issues = [_issue(expression, offset, "invalid matches argument") for offset in _bad_regex_literals(tree)]
+    if issues:
+        return "compilation failed: " + "\n".join(issues)
+    if returns is not None:
+        found = _static_type(tree)
+        if found is not None and found != returns:
+            return f"must evaluate to {returns} but got {found}"
     return None
+
+
+def _issue(expression: str, offset: int, message: str) -> str:
+    """cel-go's Error.ToDisplayString: the 1-based line and column, the line and a caret under it."""
+    line_no = expression.count("\n", 0, offset) + 1
+    start = expression.rfind("\n", 0, offset) + 1
+    column = offset - start
+    line = expression.split("\n")[line_no - 1].replace("\t", " ")
+    return f"ERROR: <input>:{line_no}:{column + 1}: {message}\n | {line}\n | {'.' * column}^"
+
+
+# -- optional values (cel-go's OptionalTypes, on in the Kubernetes environments since 1.28) ------------
+# cel-python has no optional syntax: `x.?field`, `x[?key]`, `optional.of(v)` and `optional.none()`
+# are rewritten, outside string literals, into calls of the functions below; the resulting value
+# answers hasValue(), value(), orValue(default) and further optional selections.
+
+_OPTIONAL_FIELD = re.compile(r"\.\?\s*([_a-zA-Z][_a-zA-Z0-9]*)")
+
+
+def _optional_syntax(expression: str) -> str:
+    if "?" not in expression and "optional." not in expression:
+        return expression
+    out, i, brackets = [], 0, []
+    n = len(expression)
+    while i < n:
+        c = expression[i]
+        if c in "\"'":
+            end = _string_end(expression, i)
+            out.append(expression[i:end])
+            i = end
+            continue
+        m = _OPTIONAL_FIELD.match(expression, i)
+        if m and not _after_number(expression, i):
+            out.append(f'._opt_field("{m.group(1)}")')
+            i = m.end()
+            continue
+        if c == "[":
+            j = i + 1
+            while j < n and expression[j].isspace():
+                j += 1
+            optional = j < n and expression[j] == "?"
+            brackets.append(optional)
+            out.append("._opt_index(" if optional else "[")
+            i = j + 1 if optional else i + 1
+            continue
+        if c == "]" and brackets:
+            out.append(")" if brackets.pop() else "]")
+            i += 1
+            continue
+        for word, call in (("optional.of(", "_optional_of("), ("optional.none(", "_optional_none("),
+                           ("optional.ofNonZeroValue(", "_optional_of_non_zero(")):
+            if expression.startswith(word, i) and (i == 0 or not (expression[i - 1].isalnum()
+                                                                  or expression[i - 1] in "_.")):
+                out.append(call)
+                i += len(word)
+                break
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def _string_end(text: str, i: int) -> int:
+    """The index after the string literal starting at text[i] (a quote)."""
+    raw = i > 0 and text[i - 1] in "rR"
+    quote = text[i] * 3 if text.startswith(text[i] * 3, i) else text[i]
+    j = i + len(quote)
+    while j < len(text):
+        if not raw and text[j] == "\\":
+            j += 2
+            continue
+        if text.startswith(quote, j):
+            return j + len(quote)
+        j += 1
+    return len(text)
+
+
+def _after_number(text: str, i: int) -> bool:
+    """`1.?a:b` is a float literal in a conditional, not an optional selection."""
+    j = i
+    while j > 0 and (text[j - 1].isalnum() or text[j - 1] == "_"):
+        j -= 1
+    return text[j:i].isdigit()
+
+
+class Optional:
+    """cel-go's optional_type value."""
+
+    def __init__(self, value=None, present: bool = False):
+        self.value, self.present = value, present
+
+    def __eq__(self, other):
+        return isinstance(other, Optional) and (self.present, self.value) == (other.present, other.value)
+
+    def __hash__(self):
+        return hash(self.present)
+
+    def __repr__(self):
+        return f"optional.of({self.value!r})" if self.present else "optional.none()"
+
+
+NONE = Optional()
+
+
+def _opt_field(target, name):
+    if isinstance(target, Optional):
+        return _opt_field(target.value, name) if target.present else NONE
+    if isinstance(target, celtypes.MapType):
+        key = celtypes.StringType(name)
+        return Optional(target[key], True) if key in target else NONE
+    raise TypeError("no such overload")
+
+
+def _opt_index(target, key):
+    if isinstance(target, Optional):
+        return _opt_index(target.value, key) if target.present else NONE
+    if isinstance(target, celtypes.MapType):
+        return Optional(target[key], True) if key in target else NONE
+    if isinstance(target, celtypes.ListType):
+        return Optional(target[int(key)], True) if 0 <= int(key) < len(target) else NONE
+    raise TypeError("no such overload")
+
+
+def _optional_only(fn):
+    def call(target, *args):
+        if not isinstance(target, Optional):
+            raise TypeError("no such overload")
+        return fn(target, *args)
+    return call
+
+
+def _value(opt: Optional):
+    if not opt.present:
+        raise ValueError("optional.none() dereference")
+    return opt.value
+
+
+def _is_zero(value) -> bool:
+    return value is None or not value
+
+
+OPTIONAL_FUNCTIONS = {
+    "_opt_field": _opt_field,
+    "_opt_index": _opt_index,
+    "_optional_of": lambda value: Optional(value, True),
+    "_optional_none": lambda: NONE,
+    "_optional_of_non_zero": lambda value: NONE if _is_zero(value) else Optional(value, True),
+    "hasValue": _optional_only(lambda o: celtypes.BoolType(o.present)),
+    "value": _optional_only(_value),
+    "orValue": _optional_only(lambda o, default: o.value if o.present else default),
+}
+
+
+# -- what API validation sees without evaluating -----------------------------------------------------
+
+_PASS_THROUGH = {"expr", "conditionalor", "conditionaland", "relation", "addition", "multiplication", "unary",
+                 "member", "primary", "paren_expr"}
+_LITERAL_TYPES = {"INT_LIT": "int", "UINT_LIT": "uint", "FLOAT_LIT": "double", "STRING_LIT": "string",
+                  "MLSTRING_LIT": "string", "BYTES_LIT": "bytes", "BOOL_LIT": "bool", "NULL_LIT": "null_type"}
+# the result types of the standard and Kubernetes library functions whose result does not depend
+# on their arguments' types
+_CALL_TYPES = {"size": "int", "int": "int", "uint": "uint", "double": "double", "string": "string",
+               "bytes": "bytes", "bool": "bool", "has": "bool", "matches": "bool", "startsWith": "bool",
+               "endsWith": "bool", "contains": "bool", "all": "bool", "exists": "bool", "exists_one": "bool",
+               "isSorted": "bool", "isURL": "bool", "isQuantity": "bool", "hasValue": "bool",
+               "isGreaterThan": "bool", "isLessThan": "bool", "lowerAscii": "string", "upperAscii": "string",
+               "trim": "string", "replace": "string", "substring": "string", "charAt": "string",
+               "join": "string", "indexOf": "int", "lastIndexOf": "int", "compareTo": "int", "sign": "int",
+               "asInteger": "int", "asApproximateFloat": "double", "getScheme": "string", "getHost": "string",
+               "getHostname": "string", "getPort": "string", "getEscapedPath": "string", "find": "string"}
+
+
+def _unwrap(tree):
+    while hasattr(tree, "data") and tree.data in _PASS_THROUGH and len(tree.children) == 1 \
+            and hasattr(tree.children[0], "data"):
+        tree = tree.children[0]
+    return tree
+
+
+def _static_type(tree) -> str | None:
+    """The type cel-go's checker gives the expression when it does not depend on a dyn variable
+    (formatted as *cel.Type's String()), or None."""
+    tree = _unwrap(tree)
+    kind, children = tree.data, tree.children
+    if kind == "expr" and len(children) == 3:               # a ? b : c
+        a, b = _static_type(children[1]), _static_type(children[2])
+        return a if a == b else None
+    if kind in ("conditionalor", "conditionaland") and len(children) == 2:
+        return "bool"
+    # celpy's tree: relation(relation_gt(left), right), addition(addition_add(left), right), ...
+    if kind == "relation" and len(children) == 2:            # <, <=, >, >=, ==, !=, in
+        return "bool"
+    if kind in ("addition", "multiplication") and len(children) == 2:
+        left, right = _static_type(children[0].children[0]), _static_type(children[1])
+        return left if left == right else None               # the same type on both sides, or dyn
+    if kind == "unary" and len(children) == 2:
+        op = getattr(children[0], "data", "")
+        return "bool" if op == "unary_not" else _static_type(children[1])
+    if kind == "primary" and len(children) == 1:
+        return _static_type(children[0])
+    if kind == "literal":
+        return _LITERAL_TYPES.get(children[0].type)
+    if kind == "list_lit":
+        elements = children[0].children if children else []
+        types = {_static_type(e) for e in elements}
+        if not elements:
+            return None
+        return f"list({types.pop()})" if len(types) == 1 and None not in types else "list(dyn)"
+    if kind == "map_lit":
+        inits = children[0].children if children else []
+        keys, values = {_static_type(k) for k in inits[0::2]}, {_static_type(v) for v in inits[1::2]}
+        if not inits:
+            return None
+        key = keys.pop() if len(keys) == 1 and None not in keys else "dyn"
+        value = values.pop() if len(values) == 1 and None not in values else "dyn"
+        return f"map({key}, {value})"
+    if kind in ("ident_arg", "member_dot_arg"):
+        name = children[0 if kind == "ident_arg" else 1]
+        return _CALL_TYPES.get(str(name))
+    return None
+
+
+def _string_value(token) -> str | None:
+    text = str(token)
+    raw = text[0] in "rR"
+    body = text[1:] if raw else text
+    quote = body[:3] if body[:3] in ('"""', "'''") else body[0]
+    body = body[len(quote):-len(quote)]
+    if raw:
+        return body
+    try:
+        return ast.literal_eval(quote + body + quote)
+    except (ValueError, SyntaxError):
+        return None
+
+
+# constructs Python's re accepts and RE2 (Go's regexp) refuses
+_NOT_RE2 = re.compile(r"\(\?(?:=|!|<=|<!)|\\[1-9]|[*+?}]\+")
+
+
+def _bad_regex_literals(tree) -> list[int]:
+    """The offsets of string literals given to matches() as the pattern that RE2 would refuse."""
+    bad = []
+    for node in tree.iter_subtrees_topdown():
+        if node.data == "member_dot_arg" and str(node.children[1]) == "matches" and len(node.children) > 2:
+            args = node.children[2].children[:1]
+        elif node.data == "ident_arg" and str(node.children[0]) == "matches" and len(node.children) > 1:
+            args = node.children[1].children[1:2]
+        else:
+            continue
+        for arg in args:
+            literal = _unwrap(arg)
+            if literal.data != "literal" or literal.children[0].type not in ("STRING_LIT", "MLSTRING_LIT"):
+                continue
+            pattern = _string_value(literal.children[0])
+            if pattern is None:
+                continue
+            try:
+                re.compile(pattern)
+                ok = not _NOT_RE2.search(pattern)
+            except re.error:
+                ok = False
+            if not ok:
+                bad.append(literal.children[0].start_pos)
+    return bad
 
 
 def _first_line(text: str) -> str:
@@ -320,3 +606,4 @@ FUNCTIONS = {
     "add": lambda a, b: _q_new(_q(a) + (_q(b) if isinstance(b, celtypes.MapType) else int(b))),
     "sub": lambda a, b: _q_new(_q(a) - (_q(b) if isinstance(b, celtypes.MapType) else int(b))),
 }
+FUNCTIONS.update(OPTIONAL_FUNCTIONS)

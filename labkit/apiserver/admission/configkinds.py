@@ -149,15 +149,19 @@ def _match_conditions(conditions, path: str) -> list[FieldError]:
         elif name in seen:
             errors.append(FieldError("Duplicate value", f"{path}[{i}].name", "", name, True))
         seen.add(name)
-        errors += _expression(c.get("expression"), f"{path}[{i}].expression")
+        errors += _expression(c.get("expression"), f"{path}[{i}].expression", "bool")
     return errors
 
 
-def _expression(expression, path: str) -> list[FieldError]:
+def _expression(expression, path: str, returns: str | None = None) -> list[FieldError]:
+    """validateValidation / validateMatchCondition / validateMessageExpression / validateVariable
+    (pkg/apis/admissionregistration/validation/validation.go): the expression compiled, and of the
+    type its field needs (ValidationCondition and MatchCondition: bool; MessageExpressionCondition:
+    string; a variable: any)."""
     from labkit.apiserver.admission.cel import compile_problem
     if not expression:
         return [field_required(path, "")]
-    problem = compile_problem(expression)
+    problem = compile_problem(expression, returns)
     return [field_invalid(path, expression, problem)] if problem else []
 
 
@@ -238,9 +242,10 @@ class ValidatingAdmissionPolicyStrategy(Strategy):
             errors.append(field_required("spec.validations", "validations or auditAnnotations must contain at "
                                                              "least one item"))
         for i, v in enumerate(spec.get("validations") or []):
-            errors += _expression(v.get("expression"), f"spec.validations[{i}].expression")
+            errors += _expression(v.get("expression"), f"spec.validations[{i}].expression", "bool")
             if v.get("messageExpression"):
-                errors += _expression(v["messageExpression"], f"spec.validations[{i}].messageExpression")
+                errors += _expression(v["messageExpression"], f"spec.validations[{i}].messageExpression",
+                                      "string")
             if v.get("reason") not in (None, "Unauthorized", "Forbidden", "Invalid", "RequestEntityTooLarge"):
                 errors.append(field_unsupported(f"spec.validations[{i}].reason", v.get("reason"),
                                                 ["Forbidden", "Invalid", "RequestEntityTooLarge", "Unauthorized"]))
