@@ -23,7 +23,8 @@ from labkit.state import LabEnv, LabState
 from support import LABKIT, REPO, host_lock, labkit, wait_until
 
 LAB = "scheduler"
-EXERCISES = ["why-pending", "taint-effects", "noexecute", "score-predict", "preempt-predict", "own-scheduler"]
+EXERCISES = ["why-pending", "taint-effects", "noexecute", "score-predict", "preempt-predict", "own-scheduler",
+             "node-name"]
 
 
 @pytest.fixture(scope="module")
