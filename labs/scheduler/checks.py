@@ -815,7 +815,12 @@ def observe_node_name(ctx):
                       and (e.get("objectRef") or {}).get("name") != p["pod"]} - {None})
     node_name = (seen or {}).get("nodeName")
     live = client.get_or_none("v1", "nodes", node_name) if node_name else None
-    return {"pod": seen, "bound_by": bound_by, "nodes_changed": nodes_changed, "deleted": deleted,
+    try:
+        answer, unanswered = ctx.answer(), None
+    except CheckFailed as exc:          # judged after the live state: a wrong fix is named first
+        answer, unanswered = None, exc.message
+    return {"answer": answer, "unanswered": unanswered,
+            "pod": seen, "bound_by": bound_by, "nodes_changed": nodes_changed, "deleted": deleted,
             "placement": None if live is None else {
                 "node": _filter_node(live),
                 "others": [_bound_view(o) for o in client.list("v1", "pods")[0]
@@ -849,7 +854,7 @@ def judge_node_name(ctx, obs):
         return ctx.failed(f"you deleted the Pod(s) {', '.join(obs['deleted'])} of {ns} (the audit log has it): "
                           "other workloads are not to make room for this one; there are nodes with room for it "
                           "as they are", expected="no other Pod deleted", observed=obs["deleted"], observed_in=LIVE)
-    rejected = (f", and the kubelet of {pod['nodeName']} rejected it: {pod['reason']} ({pod['message']})"
+    rejected = (f", and the kubelet admission of {pod['nodeName']} rejected it (its status says why)"
                 if pod["phase"] == "Failed" else "")
     if pod["nodeName"] and SCHEDULER_USER not in obs["bound_by"]:
         how = (f"a binding sent by {', '.join(obs['bound_by'])}" if obs["bound_by"]
@@ -859,9 +864,9 @@ def judge_node_name(ctx, obs):
                           "let the scheduler choose a node for it", expected="bound by the scheduler",
                           observed=f"on {pod['nodeName']}, {how}", observed_in=LIVE)
     if pod["phase"] == "Failed":
-        return ctx.failed(f"{name} is Failed{rejected or ''}: a Failed Pod never runs again; read `kubectl describe "
-                          f"pod {name} -n {ns}`", expected="a Pod that is not Failed",
-                          observed=f"{pod['reason']}: {pod['message']}", observed_in=LIVE)
+        return ctx.failed(f"{name} is Failed{rejected}: a Failed Pod never runs again; read `kubectl describe "
+                          f"pod {name} -n {ns}`", expected="a Pod that is not Failed", observed="Failed",
+                          observed_in=LIVE)
     if not pod["nodeName"]:
         return ctx.failed(f"{name} is not bound to a node yet: if the scheduler cannot place it, its condition "
                           f"PodScheduled and a FailedScheduling event say why (`kubectl describe pod {name} -n {ns}`)",
@@ -871,8 +876,42 @@ def judge_node_name(ctx, obs):
         return ctx.failed(f"{name} is on {pod['nodeName']}, where kube-scheduler's Filter plugins would not put it "
                           f"({problem}) ({reset})", expected="a node that passes Filter for the Pod",
                           observed=f"{pod['nodeName']}: {problem}", observed_in=LIVE)
+    if obs["unanswered"]:
+        raise CheckFailed(obs["unanswered"])
+    answer = obs["answer"]
+    if not isinstance(answer, dict):
+        raise CheckFailed("write a mapping with reason, requested, used and capacity", expected="a mapping",
+                          observed=answer)
+    truth = rejection_truth(lab)
+    reason = str(ctx.answer_field(answer, "reason", str)).strip()
+    figures = {}
+    for key in ("requested", "used", "capacity"):
+        value = ctx.answer_field(answer, key, (int, str))
+        figures[key] = _int(value)
+        if figures[key] is None or figures[key] < 0:
+            raise CheckFailed(f"{key}: a whole number, as the message writes it", expected="a whole number",
+                              observed=value)
+    wrong = (["reason"] if reason != truth["reason"] else []) + [k for k in figures if figures[k] != truth[k]]
+    if wrong:
+        return ctx.failed(ctx.grid_feedback(wrong, 4, "entries", noun="reading", advice="read the status reason "
+                                            f"and message of the Pod {name} as the lab made it (`labkit reset "
+                                            f"scheduler {ctx.exercise.id}` makes it again; write down what you "
+                                            "read before you fix it)"),
+                          expected="the rejection as node-c's kubelet admission wrote it", right_answer=truth)
     return ctx.passed(f"{name} was bound to {pod['nodeName']} by the scheduler, a node where it fits next to the "
-                      "Pods there, with the requests it asked for")
+                      "Pods there, with the requests it asked for; and you read the kubelet's rejection right")
+
+
+def rejection_truth(lab) -> dict:
+    """The rejection of the Pod nightly as the lab makes it, by labkit's reconstruction of kubelet
+    admission (labkit.controllers.kubeletadmit, after pkg/kubelet/lifecycle/predicate.go Admit and
+    the scheduler's noderesources fitsRequest): the first insufficient resource of the Pod on its
+    node, with no Pod admitted there before it."""
+    from labkit.controllers.kubeletadmit import insufficient, rejection
+    from labkit.scheduler.objects import Node
+    found = insufficient(Pod(lab.NIGHTLY), Node(lab.PENDING_NODES[lab.PINNED_NODE]), [])
+    _resource, requested, used, capacity = found
+    return {"reason": rejection(found)[0], "requested": requested, "used": used, "capacity": capacity}
 
 
 def check_node_name(ctx):

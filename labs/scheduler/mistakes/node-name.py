@@ -4,7 +4,7 @@ import copy
 import json
 
 from labkit.apiserver.target import for_env
-from labkit.exercises import mistake
+from labkit.exercises import mistake, write_answer
 
 
 def _again(env, node=None, cpu=None, scheduler=None):
@@ -62,3 +62,11 @@ def binds_it_by_hand(env):
                "target": {"apiVersion": "v1", "kind": "Node", "name": "node-b"}}
     for_env(env).kubectl("create", "--raw", "/api/v1/namespaces/sched/pods/nightly/binding", "-f", "-",
                          input=json.dumps(binding))
+
+
+@mistake("not right")
+def reads_cpus_not_millicores(env):
+    """Makes the workload run as the reference does, but writes the figures in CPUs (2, 0, 1), not as
+    the message writes them (millicores)."""
+    env.lab._load("solutions/node-name.py").solve(env)
+    write_answer(env, "node-name", {"reason": "OutOfcpu", "requested": 2, "used": 0, "capacity": 1})

@@ -2,7 +2,9 @@
 field at a time (tree_edits), the Pod bound by nobody's binding (spec.nodeName at creation) or by
 a binding sent by hand, the Pod Failed although the scheduler bound it, the Pod not bound, the Pod
 on node-c or node-f (the Filter plugins reject each for 2 CPUs), a Node changed, another Pod
-deleted, the Pod gone. Two are also made live: the Pod made again on node-b by spec.nodeName, and
+deleted, the Pod gone; the answer edited one field at a time (tree_edits: dropped, or another
+reason or figure; an edit that writes the same figure another way, "2000" for 2000, is proven
+equivalent by the check's own reading of whole numbers). Two are also made live: the Pod made again on node-b by spec.nodeName, and
 made again asking for 1 CPU."""
 
 import copy
@@ -69,6 +71,19 @@ def mutants(ctx):
                  observation=_with(obs, nodes_changed=["node-e"]))
     yield Mutant("pod-deleted", "another Pod of the namespace deleted", names=("legacy", "deleted"),
                  observation=_with(obs, deleted=["legacy"]))
+    checks = ctx.lab._load("checks.py")
+    truth = checks.rejection_truth(lab)
+    for edit in tree_edits(obs["answer"], alternatives={"reason": ["OutOfmemory", "OutOfpods", "Unschedulable"],
+                                                        "requested": [2, 1000, 1500], "used": [500, 2000],
+                                                        "capacity": [1, 2000, 4000]}):
+        same = edit.op == "set" and edit.path in truth and (
+            str(edit.after).strip() == truth[edit.path] if edit.path == "reason"
+            else checks._int(edit.after) == truth[edit.path])
+        yield Mutant(f"answer:{edit.op}:{edit.path}" + (f"={edit.after}" if edit.op == "set" else ""),
+                     f"the answer's {edit.describe()}",
+                     names=() if same else (edit.path,) if edit.op == "drop" else ("not right",),
+                     observation=_with(obs, answer=edit.value),
+                     equivalent="the same figure, written another way" if same else None)
     yield Mutant("gone", "the Pod gone", names=("no Pod",), observation=_with(obs, pod=None, placement=None))
 
 

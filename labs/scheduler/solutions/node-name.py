@@ -8,9 +8,13 @@ import copy
 import json
 
 from labkit.apiserver.target import for_env
+from labkit.exercises import write_answer
 
 
 def solve(env):
+    # the Pod's status: reason OutOfcpu, "Pod was rejected: Node didn't have enough resource: cpu,
+    # requested: 2000, used: 0, capacity: 1000"
+    write_answer(env, "node-name", {"reason": "OutOfcpu", "requested": 2000, "used": 0, "capacity": 1000})
     target = for_env(env)
     pod = copy.deepcopy(env.lab.environment_module().NIGHTLY)
     del pod["spec"]["nodeName"]
