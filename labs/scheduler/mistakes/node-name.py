@@ -7,7 +7,7 @@ from labkit.apiserver.target import for_env
 from labkit.exercises import mistake, write_answer
 
 
-def _again(env, node=None, cpu=None, scheduler=None):
+def _again(env, node=None, cpu=None, scheduler=None, selector=None):
     """nightly deleted and made again: on `node` by spec.nodeName (or none), asking for `cpu`."""
     target = for_env(env)
     pod = copy.deepcopy(env.lab.environment_module().NIGHTLY)
@@ -18,6 +18,8 @@ def _again(env, node=None, cpu=None, scheduler=None):
         pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] = cpu
     if scheduler:
         pod["spec"]["schedulerName"] = scheduler
+    if selector:
+        pod["spec"]["nodeSelector"] = selector
     target.kubectl("delete", "pod", "nightly", "-n", "sched")
     target.kubectl("create", "-n", "sched", "-f", "-", input=json.dumps(pod))
 
@@ -47,11 +49,11 @@ def makes_room_on_node_f(env):
     _again(env, node="node-f")
 
 
-@mistake("node-e", "changed")
-def cordons_a_node(env):
-    """Cordons node-e to steer the scheduler, then makes the Pod again without nodeName."""
-    for_env(env).kubectl("cordon", "node-e")
-    _again(env)
+@mistake("not bound")
+def pins_it_by_selector(env):
+    """Makes the Pod again without nodeName but with the nodeSelector kubernetes.io/hostname=node-c:
+    the scheduler judges it now, and finds no room on node-c (its FailedScheduling says so)."""
+    _again(env, selector={"kubernetes.io/hostname": "node-c"})
 
 
 @mistake("by hand", "binding")
