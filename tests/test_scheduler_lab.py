@@ -23,7 +23,8 @@ from labkit.state import LabEnv, LabState
 from support import LABKIT, REPO, host_lock, labkit, wait_until
 
 LAB = "scheduler"
-EXERCISES = ["why-pending", "taint-effects", "noexecute", "score-predict", "preempt-predict", "own-scheduler"]
+EXERCISES = ["why-pending", "taint-effects", "noexecute", "score-predict", "preempt-predict", "own-scheduler",
+             "node-name"]
 
 
 @pytest.fixture(scope="module")
@@ -159,3 +160,18 @@ def test_kill_9_during_run_then_cleanup_leaves_nothing(step, host_unchanged):
     assert (state.dir / "apiserver" / "server.json").exists()     # the server outlived labkit
     assert labkit("cleanup", LAB, check=0)
     assert not (state.dir / "apiserver").exists()
+
+
+def test_a_reset_of_node_name_pins_the_pod_again_and_names_what_it_undoes(lab):
+    lab, env = lab
+    runner.reset(lab, exercise_id="node-name")
+    runner.solve(lab, "node-name")
+    module = lab.environment_module()
+    assert module.student_work(env, "node-name") == ["your deletion of Pod sched/nightly",
+                                                     "the Pod sched/nightly you created"]
+    runner.reset(lab, exercise_id="node-name")
+    pod = for_env(env).client().get("v1", "pods", "nightly", "sched")
+    assert pod["spec"]["nodeName"] == "node-c"
+    assert (pod["status"]["phase"], pod["status"]["reason"]) == ("Failed", "OutOfcpu")
+    result = statuses(lab, "node-name")["node-name"]
+    assert result.status == "fail" and "by hand" in result.message

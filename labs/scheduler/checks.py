@@ -764,3 +764,155 @@ def judge_preempt_predict(ctx, obs):
 
 def check_preempt_predict(ctx):
     return judge_preempt_predict(ctx, observe_preempt_predict(ctx))
+
+
+# -- node-name ---------------------------------------------------------------------------------------
+
+SCHEDULER_USER = "system:kube-scheduler"        # the identity the lab's scheduler binds with
+
+
+def observe_node_name(ctx):
+    """The Pod nightly (its node, requests, phase and rejection), who bound it since it was last
+    created (the audit log: a successful POST of its binding after its last create), the Nodes
+    and the other Pods of the namespace the student changed or deleted since the part was built
+    (the audit log), and what the Filter plugins read of its node."""
+    from labkit.apiserver.audit import received_at
+    p = ctx.params
+    target = for_env(ctx.env)
+    client = target.client()
+
+    def pod():
+        live = client.get_or_none("v1", "pods", p["pod"], p["namespace"])
+        if live is None:
+            return None
+        status = live.get("status") or {}
+        return {**_bound_view(live), "phase": status.get("phase"), "reason": status.get("reason"),
+                "message": status.get("message")}
+    seen = pod()
+    if seen is not None and not seen["nodeName"] and seen["phase"] != "Failed":
+        # made again without a node: the scheduler binds it on its next attempt
+        wait_for(lambda: (pod() or {}).get("nodeName"), timeout=BRIEF, interval=0.1)
+        seen = pod()
+    events = [e for e in target.audit(since=ctx.ready_time) or []
+              if (e.get("responseStatus") or {}).get("code", 500) < 300]
+    created = max((received_at(e) for e in events if e.get("verb") == "create"
+                   and (e.get("objectRef") or {}).get("resource") == "pods"
+                   and not (e.get("objectRef") or {}).get("subresource")
+                   and (e.get("objectRef") or {}).get("namespace") == p["namespace"]
+                   and (e.get("objectRef") or {}).get("name") == p["pod"]), default=0.0)
+    bound_by = sorted({(e.get("user") or {}).get("username", "") for e in events
+                       if e.get("verb") == "create" and _is_binding(e.get("objectRef") or {})
+                       and (e.get("objectRef") or {}).get("namespace") == p["namespace"]
+                       and (e.get("objectRef") or {}).get("name") == p["pod"] and received_at(e) >= created})
+    mine = [e for e in events if not (e.get("user") or {}).get("username", "").startswith("system:")
+            and e.get("verb") in ("create", "update", "patch", "delete")]
+    nodes_changed = sorted({(e.get("objectRef") or {}).get("name") for e in mine
+                            if (e.get("objectRef") or {}).get("resource") == "nodes"} - {None})
+    deleted = sorted({(e.get("objectRef") or {}).get("name") for e in mine if e.get("verb") == "delete"
+                      and (e.get("objectRef") or {}).get("resource") == "pods"
+                      and not (e.get("objectRef") or {}).get("subresource")
+                      and (e.get("objectRef") or {}).get("namespace") == p["namespace"]
+                      and (e.get("objectRef") or {}).get("name") != p["pod"]} - {None})
+    node_name = (seen or {}).get("nodeName")
+    live = client.get_or_none("v1", "nodes", node_name) if node_name else None
+    try:
+        answer, unanswered = ctx.answer(), None
+    except CheckFailed as exc:          # judged after the live state: a wrong fix is named first
+        answer, unanswered = None, exc.message
+    return {"answer": answer, "unanswered": unanswered,
+            "pod": seen, "bound_by": bound_by, "nodes_changed": nodes_changed, "deleted": deleted,
+            "placement": None if live is None else {
+                "node": _filter_node(live),
+                "others": [_bound_view(o) for o in client.list("v1", "pods")[0]
+                           if (o.get("spec") or {}).get("nodeName") == node_name
+                           and (o.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+                           and not (o["metadata"].get("namespace") == p["namespace"]
+                                    and o["metadata"]["name"] == p["pod"])]}}
+
+
+def judge_node_name(ctx, obs):
+    p = ctx.params
+    ns, name = p["namespace"], p["pod"]
+    lab = _lab(ctx)
+    reset = f"`labkit reset scheduler {ctx.exercise.id}` to start over"
+    pod = obs["pod"]
+    if pod is None:
+        raise CheckFailed(f"there is no Pod {name} in namespace {ns}: the workload is to run, with the requests it "
+                          f"had ({reset})")
+    built = _bound_view({"metadata": {"name": name, "namespace": ns}, "spec": lab.NIGHTLY["spec"]})
+    if pod["requests"] != built["requests"]:
+        return ctx.failed(f"the resource requests of {name} changed: the workload needs what it asked for; a Pod "
+                          "that asks for less than it uses is not one that fits. Keep its requests and find it a "
+                          f"node that has room ({reset})", expected="the requests as the lab made them",
+                          observed=pod["requests"], observed_in=LIVE)
+    if obs["nodes_changed"]:
+        return ctx.failed(f"you changed the Node(s) {', '.join(obs['nodes_changed'])} (the audit log has it): "
+                          "the task is to place the Pod, not to change the nodes (taints, cordons, capacity); "
+                          "put them back as they were", expected="no Node changed",
+                          observed=obs["nodes_changed"], observed_in=LIVE)
+    if obs["deleted"]:
+        return ctx.failed(f"you deleted the Pod(s) {', '.join(obs['deleted'])} of {ns} (the audit log has it): "
+                          "other workloads are not to make room for this one; there are nodes with room for it "
+                          "as they are", expected="no other Pod deleted", observed=obs["deleted"], observed_in=LIVE)
+    rejected = (f", and the kubelet admission of {pod['nodeName']} rejected it (its status says why)"
+                if pod["phase"] == "Failed" else "")
+    if pod["nodeName"] and SCHEDULER_USER not in obs["bound_by"]:
+        how = (f"a binding sent by {', '.join(obs['bound_by'])}" if obs["bound_by"]
+               else "spec.nodeName set when it was created")
+        return ctx.failed(f"{name} was given {pod['nodeName']} by hand ({how}): no scheduler judged that node"
+                          f"{rejected}. Read the Pod's status and events (`kubectl describe pod {name} -n {ns}`); "
+                          "let the scheduler choose a node for it", expected="bound by the scheduler",
+                          observed=f"on {pod['nodeName']}, {how}", observed_in=LIVE)
+    if pod["phase"] == "Failed":
+        return ctx.failed(f"{name} is Failed{rejected}: a Failed Pod never runs again; read `kubectl describe "
+                          f"pod {name} -n {ns}`", expected="a Pod that is not Failed", observed="Failed",
+                          observed_in=LIVE)
+    if not pod["nodeName"]:
+        return ctx.failed(f"{name} is not bound to a node yet: if the scheduler cannot place it, its condition "
+                          f"PodScheduled and a FailedScheduling event say why (`kubectl describe pod {name} -n {ns}`)",
+                          expected="bound by the scheduler", observed="no node", observed_in=LIVE)
+    problem = _filter_problem(pod, obs.get("placement"))
+    if problem:
+        return ctx.failed(f"{name} is on {pod['nodeName']}, where kube-scheduler's Filter plugins would not put it "
+                          f"({problem}) ({reset})", expected="a node that passes Filter for the Pod",
+                          observed=f"{pod['nodeName']}: {problem}", observed_in=LIVE)
+    if obs["unanswered"]:
+        raise CheckFailed(obs["unanswered"])
+    answer = obs["answer"]
+    if not isinstance(answer, dict):
+        raise CheckFailed("write a mapping with reason, requested, used and capacity", expected="a mapping",
+                          observed=answer)
+    truth = rejection_truth(lab)
+    reason = str(ctx.answer_field(answer, "reason", str)).strip()
+    figures = {}
+    for key in ("requested", "used", "capacity"):
+        value = ctx.answer_field(answer, key, (int, str))
+        figures[key] = _int(value)
+        if figures[key] is None or figures[key] < 0:
+            raise CheckFailed(f"{key}: a whole number, as the message writes it", expected="a whole number",
+                              observed=value)
+    wrong = (["reason"] if reason != truth["reason"] else []) + [k for k in figures if figures[k] != truth[k]]
+    if wrong:
+        return ctx.failed(ctx.grid_feedback(wrong, 4, "entries", noun="reading", advice="read the status reason "
+                                            f"and message of the Pod {name} as the lab made it (`labkit reset "
+                                            f"scheduler {ctx.exercise.id}` makes it again; write down what you "
+                                            "read before you fix it)"),
+                          expected="the rejection as node-c's kubelet admission wrote it", right_answer=truth)
+    return ctx.passed(f"{name} was bound to {pod['nodeName']} by the scheduler, a node where it fits next to the "
+                      "Pods there, with the requests it asked for; and you read the kubelet's rejection right")
+
+
+def rejection_truth(lab) -> dict:
+    """The rejection of the Pod nightly as the lab makes it, by labkit's reconstruction of kubelet
+    admission (labkit.controllers.kubeletadmit, after pkg/kubelet/lifecycle/predicate.go Admit and
+    the scheduler's noderesources fitsRequest): the first insufficient resource of the Pod on its
+    node, with no Pod admitted there before it."""
+    from labkit.controllers.kubeletadmit import insufficient, rejection
+    from labkit.scheduler.objects import Node
+    found = insufficient(Pod(lab.NIGHTLY), Node(lab.PENDING_NODES[lab.PINNED_NODE]), [])
+    _resource, requested, used, capacity = found
+    return {"reason": rejection(found)[0], "requested": requested, "used": used, "capacity": capacity}
+
+
+def check_node_name(ctx):
+    return judge_node_name(ctx, observe_node_name(ctx))

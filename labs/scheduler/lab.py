@@ -27,12 +27,14 @@ Starting state (cluster-scoped Nodes; namespace `sched`):
           (taint-effects: taint node-f so that new Pods avoid it, legacy stays)
   job-1..3  Pods for a scheduler of the student's own (schedulerName my-scheduler, disk=hdd),
           which labkit runs as a lab process: `labkit scheduler serve FILE`     (own-scheduler)
+  nightly  a Pod created with spec.nodeName node-c (2 CPU on a 1-CPU node): node-c's kubelet
+          admission rejected it, OutOfcpu                                          (node-name)
   score-predict, preempt-predict: case files in scenarios/, played by `labkit scheduler
           explain -f` only once a prediction is written (labkit.scheduler.withhold)
 
 `labkit reset scheduler EXERCISE` (reset_exercise) builds one exercise's objects afresh (the Pod
 web and node-a..d; node-e and its Pods; node-f and legacy; job-1..3, the student's scheduler
-stopped) and leaves the others as they are; `student_work` lists,
+stopped; nightly, pinned to node-c and rejected again) and leaves the others as they are; `student_work` lists,
 from the audit log, what the student changed that a reset would undo. Answer files are never
 touched.
 """
@@ -109,6 +111,16 @@ DRAIN_PODS = {
 
 LEGACY = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "legacy", "labels": {"app": "legacy"}},
           "spec": {"nodeName": "node-f", "containers": _container("500m", "256Mi")}}
+
+
+# node-name: a Pod someone gave a node by hand (spec.nodeName at creation): no scheduler sees a Pod
+# that names its node (pkg/scheduler/eventhandlers.go addAllEventHandlers: the scheduling queue
+# takes only Pods for which assignedPod is false), and node-c's kubelet admission rejects it, as
+# 2 CPUs do not fit node-c's 1 (pkg/kubelet/lifecycle/predicate.go Admit, kubelet_pods.go rejectPod;
+# labkit.controllers.kubeletadmit): phase Failed, reason OutOfcpu
+PINNED_NODE = "node-c"
+NIGHTLY = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "nightly", "labels": {"app": "nightly"}},
+           "spec": {"nodeName": PINNED_NODE, "containers": _container("2", "512Mi")}}
 
 
 # own-scheduler: Pods for the student's scheduler (spec.schedulerName), each on a disk=hdd node
@@ -192,6 +204,16 @@ def _build_retiring(client) -> None:
     client.create("v1", "pods", copy.deepcopy(LEGACY), NAMESPACE)
 
 
+def _build_pinned(client) -> None:
+    _delete_pods(client, ["nightly"])
+    client.create("v1", "pods", copy.deepcopy(NIGHTLY), NAMESPACE)
+
+    def rejected():
+        return ((client.get_or_none("v1", "pods", "nightly", NAMESPACE) or {}).get("status") or {}).get("phase") == "Failed"
+    if not wait_for(rejected, timeout=SETTLE_TIMEOUT, interval=0.1):
+        raise LabkitError(f"the kubelet admission of {PINNED_NODE} did not reject the Pod nightly within {SETTLE_TIMEOUT} s")
+
+
 # the Nodes and the Pod a check of own-scheduler makes for the student's scheduler, and deletes again
 PROBE_LABEL = ("labkit.example/probe", "own-scheduler")
 
@@ -221,9 +243,10 @@ def _build_jobs(client) -> None:
 
 
 PARTS = {"why-pending": _build_pending, "noexecute": _build_drain, "taint-effects": _build_retiring,
-         "score-predict": None, "preempt-predict": None, "own-scheduler": _build_jobs}
+         "score-predict": None, "preempt-predict": None, "own-scheduler": _build_jobs,
+         "node-name": _build_pinned}
 # every Node before the Pod web: its first scheduling attempt sees all six
-BUILD_ORDER = ("noexecute", "taint-effects", "why-pending", "own-scheduler")
+BUILD_ORDER = ("noexecute", "taint-effects", "why-pending", "own-scheduler", "node-name")
 
 
 def up(env):
@@ -286,7 +309,8 @@ def part_of(resource: str | None, namespace: str | None, name: str | None) -> st
             else "taint-effects" if name == RETIRING_NODE["metadata"]["name"] else None
     if resource == "pods" and namespace == NAMESPACE:
         return "why-pending" if name == "web" else "noexecute" if name in DRAIN_PODS \
-            else "taint-effects" if name == "legacy" else "own-scheduler" if name in JOBS else None
+            else "taint-effects" if name == "legacy" else "own-scheduler" if name in JOBS \
+            else "node-name" if name == NIGHTLY["metadata"]["name"] else None
     return None
 
 

@@ -1,0 +1,74 @@
+"""Common wrong fixes of node-name."""
+
+import copy
+import json
+
+from labkit.apiserver.target import for_env
+from labkit.exercises import mistake, write_answer
+
+
+def _again(env, node=None, cpu=None, scheduler=None, selector=None):
+    """nightly deleted and made again: on `node` by spec.nodeName (or none), asking for `cpu`."""
+    target = for_env(env)
+    pod = copy.deepcopy(env.lab.environment_module().NIGHTLY)
+    pod["spec"].pop("nodeName")
+    if node:
+        pod["spec"]["nodeName"] = node
+    if cpu:
+        pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] = cpu
+    if scheduler:
+        pod["spec"]["schedulerName"] = scheduler
+    if selector:
+        pod["spec"]["nodeSelector"] = selector
+    target.kubectl("delete", "pod", "nightly", "-n", "sched")
+    target.kubectl("create", "-n", "sched", "-f", "-", input=json.dumps(pod))
+
+
+@mistake("requests", "changed")
+def lowers_the_requests(env):
+    """Makes the Pod again on node-c asking for 500m CPU, so that it fits the node it was pinned to."""
+    _again(env, node="node-c", cpu="500m")
+
+
+@mistake("by hand", "node-f")
+def another_node_by_hand(env):
+    """Pins the Pod to node-f by spec.nodeName: node-f has 2 CPUs, but legacy uses 500m of them."""
+    _again(env, node="node-f")
+
+
+@mistake("by hand", "node-b")
+def a_node_that_fits_by_hand(env):
+    """Pins the Pod to node-b by spec.nodeName: it fits there, but no scheduler judged it."""
+    _again(env, node="node-b")
+
+
+@mistake("legacy", "deleted")
+def makes_room_on_node_f(env):
+    """Deletes the Pod legacy to make room on node-f, then pins nightly there."""
+    for_env(env).kubectl("delete", "pod", "legacy", "-n", "sched", "--force", "--grace-period=0")
+    _again(env, node="node-f")
+
+
+@mistake("not bound")
+def pins_it_by_selector(env):
+    """Makes the Pod again without nodeName but with the nodeSelector kubernetes.io/hostname=node-c:
+    the scheduler judges it now, and finds no room on node-c (its FailedScheduling says so)."""
+    _again(env, selector={"kubernetes.io/hostname": "node-c"})
+
+
+@mistake("by hand", "binding")
+def binds_it_by_hand(env):
+    """Makes the Pod again for a scheduler that does not run, then POSTs its binding to node-b."""
+    _again(env, scheduler="nobody")
+    binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "nightly", "namespace": "sched"},
+               "target": {"apiVersion": "v1", "kind": "Node", "name": "node-b"}}
+    for_env(env).kubectl("create", "--raw", "/api/v1/namespaces/sched/pods/nightly/binding", "-f", "-",
+                         input=json.dumps(binding))
+
+
+@mistake("not right")
+def reads_cpus_not_millicores(env):
+    """Makes the workload run as the reference does, but writes the figures in CPUs (2, 0, 1), not as
+    the message writes them (millicores)."""
+    env.lab._load("solutions/node-name.py").solve(env)
+    write_answer(env, "node-name", {"reason": "OutOfcpu", "requested": 2, "used": 0, "capacity": 1})
