@@ -136,13 +136,19 @@ def observe_why_pending(ctx):
     return {"pod": seen, "nodes": {name: _node_view(client.get_or_none("v1", "nodes", name))
                                    for name in lab.PENDING_NODES},
             "bound_by_hand": by_hand,
-            "placement": None if live is None else {
-                "node": _filter_node(live),
-                "others": [_bound_view(o) for o in client.list("v1", "pods")[0]
-                           if (o.get("spec") or {}).get("nodeName") == node_name
-                           and (o.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
-                           and not (o["metadata"].get("namespace") == p["namespace"]
-                                    and o["metadata"]["name"] == p["pod"])]}}
+            "placement": _placement(client, live, node_name, p["namespace"], p["pod"])}
+
+
+def _placement(client, live_node: dict | None, node_name: str, namespace: str, pod: str) -> dict | None:
+    """What the Filter plugins need to judge `pod` on its node: the Node, and the other Pods bound
+    there that still hold resources (not Succeeded or Failed); None without a node."""
+    if live_node is None:
+        return None
+    return {"node": _filter_node(live_node),
+            "others": [_bound_view(o) for o in client.list("v1", "pods")[0]
+                       if (o.get("spec") or {}).get("nodeName") == node_name
+                       and (o.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+                       and not (o["metadata"].get("namespace") == namespace and o["metadata"]["name"] == pod)]}
 
 
 def judge_why_pending(ctx, obs):
@@ -821,13 +827,7 @@ def observe_node_name(ctx):
         answer, unanswered = None, exc.message
     return {"answer": answer, "unanswered": unanswered,
             "pod": seen, "bound_by": bound_by, "nodes_changed": nodes_changed, "deleted": deleted,
-            "placement": None if live is None else {
-                "node": _filter_node(live),
-                "others": [_bound_view(o) for o in client.list("v1", "pods")[0]
-                           if (o.get("spec") or {}).get("nodeName") == node_name
-                           and (o.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
-                           and not (o["metadata"].get("namespace") == p["namespace"]
-                                    and o["metadata"]["name"] == p["pod"])]}}
+            "placement": _placement(client, live, node_name, p["namespace"], p["pod"])}
 
 
 def judge_node_name(ctx, obs):
