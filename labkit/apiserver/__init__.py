@@ -1,8 +1,8 @@
 """labkit's embedded Kubernetes API server.
 
-A real HTTPS API server on 127.0.0.1, reporting Kubernetes v1.34, that kubectl (1.32 here, 1.20
-on Debian 12: beyond kubectl's one-minor-version skew policy, but working) and the `kubernetes`
-Python client use as they would a cluster's, with upstream's semantics: deletion
+A real HTTPS API server on 127.0.0.1, reporting Kubernetes v1.34, that kubectl (v1.34 on the
+workshop machines, which scripts/setup installs; Debian's 1.20 still works, beyond kubectl's
+one-minor-version skew) and the `kubernetes` Python client use as they would a cluster's, with upstream's semantics: deletion
 with DeleteOptions (propagationPolicy, orphanDependents, preconditions, gracePeriodSeconds), GC
 finalizers, pods' graceful deletion, removal in the update that drops the last finalizer,
 optimistic concurrency, the three patch formats, watches with resourceVersions and bookmarks,
