@@ -2,8 +2,8 @@
 
 A real HTTPS API server on 127.0.0.1, reporting Kubernetes v1.34, that kubectl (v1.34 on the
 workshop machines, which scripts/setup installs; Debian's 1.20 still works, beyond kubectl's
-one-minor-version skew) and the `kubernetes` Python client use as they would a cluster's, with upstream's semantics: deletion
-with DeleteOptions (propagationPolicy, orphanDependents, preconditions, gracePeriodSeconds), GC
+one-minor-version skew) and the `kubernetes` Python client use as they would a cluster's, with
+upstream's semantics: deletion with DeleteOptions (propagationPolicy, orphanDependents, preconditions, gracePeriodSeconds), GC
 finalizers, pods' graceful deletion, removal in the update that drops the last finalizer,
 optimistic concurrency, the three patch formats, watches with resourceVersions and bookmarks,
 lists at an exact resourceVersion and paged on one snapshot (410 once it is compacted away),
