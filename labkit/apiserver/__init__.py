@@ -1,17 +1,17 @@
 """labkit's embedded Kubernetes API server.
 
 A real HTTPS API server on 127.0.0.1, reporting Kubernetes v1.34, that kubectl (v1.34 on the
-workshop machines, which scripts/setup installs; Debian's 1.20 still works, beyond kubectl's
-one-minor-version skew) and the `kubernetes` Python client use as they would a cluster's, with
-upstream's semantics: deletion with DeleteOptions (propagationPolicy, orphanDependents, preconditions, gracePeriodSeconds), GC
-finalizers, pods' graceful deletion, removal in the update that drops the last finalizer,
-optimistic concurrency, the three patch formats, watches with resourceVersions and bookmarks,
-lists at an exact resourceVersion and paged on one snapshot (410 once it is compacted away),
-discovery (legacy and aggregated), Tables, PartialObjectMetadata and YAML answers, OpenAPI v3
-and v2 documents with every served kind's schema (`kubectl explain`, client-side apply and
-validation), protobuf request bodies of kubectl's typed clients, custom resources served from
-their CRDs, access reviews (`kubectl auth can-i`, `auth whoami`) and impersonation, and
-Kubernetes Status errors with upstream's reasons and messages.
+workshop machines, which scripts/setup installs; Debian's 1.20 still works, beyond kubectl's one-
+minor-version skew) and the `kubernetes` Python client use as they would a cluster's, with
+upstream's semantics: deletion with DeleteOptions (propagationPolicy, orphanDependents,
+preconditions, gracePeriodSeconds), GC finalizers, pods' graceful deletion, removal in the update
+that drops the last finalizer, optimistic concurrency, the three patch formats, watches with
+resourceVersions and bookmarks, lists at an exact resourceVersion and paged on one snapshot (410
+once it is compacted away), discovery (legacy and aggregated), Tables, PartialObjectMetadata and
+YAML answers, OpenAPI v3 and v2 documents with every served kind's schema (`kubectl explain`,
+client-side apply and validation), protobuf request bodies of kubectl's typed clients, custom
+resources served from their CRDs, access reviews (`kubectl auth can-i`, `auth whoami`) and
+impersonation, and Kubernetes Status errors with upstream's reasons and messages.
 
 Modules, request path first:
 
