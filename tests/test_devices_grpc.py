@@ -37,7 +37,7 @@ def wait_for(condition, what: str, seconds: float = 10.0):
 
 @pytest.fixture
 def node(tmp_path):
-    kubelet = Kubelet(tmp_path / "device-plugins", numa_nodes=[0, 1], dial_timeout=0.5)
+    kubelet = Kubelet(tmp_path / "device-plugins", numa_nodes=[0, 1])     # upstream's 10 s dial timeout
     kubelet.start()
     plugins = []
 
@@ -115,6 +115,7 @@ def test_a_registered_plugin_puts_its_devices_on_the_node(node):
 ])
 def test_registration_refusals_carry_kubelets_words(node, version, resource, message):
     kubelet, _ = node
+    kubelet.dial_timeout = 0.5      # nobody listens: the refusal comes when the dial gives up
     with pytest.raises(grpc.RpcError) as refused:
         api.register(str(kubelet.socket), "nobody-listens.sock", resource, version=version)
     assert refused.value.code() == grpc.StatusCode.UNKNOWN
@@ -362,6 +363,7 @@ def test_the_container_process_receives_envs_and_mounts(tmp_path):
 
 def test_a_plugin_that_never_answers_its_options_is_refused_with_kubelets_words(node):
     kubelet, plugin = node
+    kubelet.dial_timeout = 0.5      # the options call's deadline: the plugin answers after 5 s
     p = ReferencePlugin(spec(), kubelet.directory)
 
     def hangs(request, context):
