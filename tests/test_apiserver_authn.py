@@ -406,12 +406,42 @@ def test_policy_validation_messages():
         "rules[2].nonResourceURLs: Invalid value: rules cannot apply to both regular resources and non-resource URLs"]
 
 
-def test_where_certificates_cannot_be_merely_requested_the_handshake_verifies_them(tmp_path, monkeypatch):
-    """Without the accept-any callback the serving context still asks for client certificates,
-    and then trusts only the lab CA's during the handshake instead of accepting any."""
+def test_the_serving_context_asks_for_certificates_and_verifies_none_itself(tmp_path):
+    """kube-apiserver serves with tls.RequestClientCert: a certificate from any CA, or none,
+    completes the handshake, and the server sees what was sent (the x509 authenticator judges
+    it afterwards). The ssl module's CERT_OPTIONAL would abort the handshake on a foreign one."""
+    import socket
+    import threading
+
     from labkit.apiserver import certs
     directory = certs.ensure_certificates(tmp_path / "pki")
-    assert certs.server_context(directory).cert_store_stats()["x509_ca"] == 0
-    monkeypatch.setattr(certs, "request_client_certificates", lambda ctx: False)
-    fallback = certs.server_context(directory)
-    assert fallback.verify_mode == ssl.CERT_OPTIONAL and fallback.cert_store_stats()["x509_ca"] == 1
+    serving = certs.apiserver_context(directory)
+    foreign_ca, foreign_key = certs.self_signed_ca("somewhere-else")
+    (tmp_path / "ca.pem").write_bytes(foreign_ca)
+    (tmp_path / "ca.key").write_bytes(foreign_key)
+    listener = socket.create_server(("127.0.0.1", 0))
+    seen = []
+
+    def serve(n):
+        for _ in range(n):
+            raw, _ = listener.accept()
+            tls = serving.wrap_socket(raw, server_side=True)
+            seen.append((tls.getpeercert(binary_form=True), tls.selected_alpn_protocol(), tls.version()))
+            tls.sendall(b"ok")
+            tls.close()
+
+    thread = threading.Thread(target=serve, args=(2,), daemon=True)
+    thread.start()
+    for with_certificate in (True, False):
+        client = ssl.create_default_context(cafile=str(directory / certs.CA_CERT))
+        client.set_alpn_protocols(["http/1.1"])
+        if with_certificate:
+            client.load_cert_chain(tmp_path / "ca.pem", tmp_path / "ca.key")
+        with client.wrap_socket(socket.create_connection(listener.getsockname()),
+                                server_hostname="127.0.0.1") as conn:
+            assert conn.recv(2) == b"ok"
+    thread.join(10)
+    listener.close()
+    sent = x509.load_pem_x509_certificate(foreign_ca).public_bytes(serialization.Encoding.DER)
+    assert seen[0] == (sent, "http/1.1", seen[0][2]) and seen[0][2] in ("TLSv1.2", "TLSv1.3")
+    assert seen[1][0] is None

@@ -9,7 +9,6 @@ TLS is not optional: client-go (kubectl) sends bearer tokens only over HTTPS.
 
 from __future__ import annotations
 
-import ctypes
 import ipaddress
 import os
 import secrets
@@ -116,55 +115,20 @@ def ensure_certificates(directory: Path) -> Path:
 
 
 def server_context(directory: Path) -> ssl.SSLContext:
+    """The ssl module's serving context for labkit's other HTTPS servers (the namespace lab's
+    metrics backend): no client certificates asked for."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     ctx.set_alpn_protocols(["http/1.1"])
     ctx.load_cert_chain(directory / SERVER_CERT, directory / SERVER_KEY)
-    if not request_client_certificates(ctx):
-        # this Python's ssl module cannot be reached: verify during the handshake instead, so a
-        # foreign or expired certificate fails the handshake rather than earning a 401
-        ctx.verify_mode = ssl.CERT_OPTIONAL
-        ctx.load_verify_locations(cafile=str(directory / CA_CERT))
     return ctx
 
 
-# int verify_callback(int preverify_ok, X509_STORE_CTX *ctx)
-_VERIFY_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_void_p)
-_ACCEPT_ANY = _VERIFY_CALLBACK(lambda preverify_ok, store: 1)   # kept alive as long as the module
-
-
-def request_client_certificates(ctx: ssl.SSLContext) -> bool:
-    """Ask every client for a certificate and accept the handshake whatever it presents, as Go's
-    tls.RequestClientCert does for kube-apiserver (server/options/serving.go): the x509
-    authenticator verifies the certificate afterwards, so an expired or foreign one is a 401
-    with a reason in the trace, not a failed handshake.
-
-    Python's ssl module has no supported way to do this. CERT_OPTIONAL on a server context is
-    Go's VerifyClientCertIfGiven, not RequestClientCert: a certificate that is sent is verified
-    against the context's CAs during the handshake and any verification error aborts it (the
-    ssl module's documentation of CERT_OPTIONAL); the module exposes no verify callback
-    (python/cpython#75425, "Add SSLContext.set_verify_callback()", open; its pull request
-    #31391 was abandoned). So an OpenSSL verify callback that accepts every certificate is set
-    with ctypes on the SSL_CTX under the SSLContext object (the first field after the object
-    header in every CPython 3), checked through SSL_CTX_get_verify_mode before it is trusted.
-    pyOpenSSL's Context.set_verify would be the supported route, at the price of serving
-    through pyOpenSSL connections instead of the ssl module's sockets. Returns False, with the
-    context still asking for certificates (CERT_OPTIONAL), where the callback cannot be set."""
-    import _ssl
-    ctx.verify_mode = ssl.CERT_OPTIONAL
-    try:
-        lib = ctypes.CDLL(getattr(_ssl, "__file__", None))
-    except OSError:
-        return False
-    lib.SSL_CTX_get_verify_mode.restype = ctypes.c_int
-    lib.SSL_CTX_get_verify_mode.argtypes = [ctypes.c_void_p]
-    lib.SSL_CTX_set_verify.restype = None
-    lib.SSL_CTX_set_verify.argtypes = [ctypes.c_void_p, ctypes.c_int, _VERIFY_CALLBACK]
-    pointer = ctypes.c_void_p.from_address(id(ctx) + object.__basicsize__).value
-    if not pointer or lib.SSL_CTX_get_verify_mode(pointer) != 1:        # SSL_VERIFY_PEER
-        return False
-    lib.SSL_CTX_set_verify(pointer, 1, _ACCEPT_ANY)
-    return True
+def apiserver_context(directory: Path):
+    """The API server's serving context: client certificates requested and accepted whatever
+    they are, verified afterwards by the x509 authenticator (tlsserve.py says why pyOpenSSL)."""
+    from labkit.apiserver.tlsserve import ServingContext
+    return ServingContext(directory / SERVER_CERT, directory / SERVER_KEY)
 
 
 def client_context(directory: Path) -> ssl.SSLContext:

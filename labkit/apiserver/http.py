@@ -41,7 +41,8 @@ class ApiHTTPServer(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 128
 
-    def __init__(self, address, api: Api, authenticator: Authenticator, ssl_context: ssl.SSLContext | None = None):
+    def __init__(self, address, api: Api, authenticator: Authenticator, ssl_context=None):
+        # ssl_context: anything with the ssl module's wrap_socket(sock, server_side=True) (tlsserve.py)
         self.api = api
         self.authenticator = authenticator
         self.ssl_context = ssl_context
@@ -183,7 +184,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _authenticate(self, request: Request) -> User:
         """The authenticators (authn.py); a request none recognises, with a credential that
         failed, is answered 401 and audited as upstream's WithFailedAuthenticationAudit does."""
-        certificate = self.connection.getpeercert(binary_form=True) if isinstance(self.connection, ssl.SSLSocket) \
+        certificate = self.connection.getpeercert(binary_form=True) if self.server.ssl_context is not None \
             else None
         authorization = self.headers.get("Authorization", "")
         try:
@@ -254,7 +255,7 @@ class HttpFrontend:
     """The HTTP server running in a background thread."""
 
     def __init__(self, api: Api, authenticator: Authenticator, port: int = 0, host: str = "127.0.0.1",
-                 ssl_context: ssl.SSLContext | None = None):
+                 ssl_context=None):
         self.httpd = ApiHTTPServer((host, port), api, authenticator, ssl_context)
         self.scheme = "https" if ssl_context else "http"
         self.thread: threading.Thread | None = None

@@ -93,7 +93,7 @@ class EmbeddedServer:
         self.api.token_authenticator = authenticator
         self.controllers = ControllerManager(self.api, self.decisions,
                                              {"root_ca": (self.pki / certs.CA_CERT).read_bytes(), "pki": self.pki})
-        self.http = HttpFrontend(self.api, authenticator, port, ssl_context=certs.server_context(self.pki))
+        self.http = HttpFrontend(self.api, authenticator, port, ssl_context=certs.apiserver_context(self.pki))
         self.api.extensions["/labkit/v1"] = self._admin
         self.kubeconfig = self.state_dir / "kubeconfig"
         self._started = False

@@ -156,14 +156,19 @@ def noop_server(state: Path) -> None:
     """The same TLS/HTTP/authentication stack as the API server, answering every request with the
     Deployment the real server would return."""
     import signal
-    from labkit.apiserver import certs, defaults, models
+    from cryptography import x509
+
+    from labkit.apiserver import authn, certs, defaults, models
     from labkit.apiserver.handler import Response
     from labkit.apiserver.http import HttpFrontend
-    from labkit.apiserver.server import ADMIN_USER, EmbeddedServer, _write_private, kubeconfig_text, load_tokens
+    from labkit.apiserver.server import ADMIN_USER, EmbeddedServer, kubeconfig_text
 
     EmbeddedServer(state, controllers=[]).stop()     # the real server's files: tokens, certificates
-    tokens = load_tokens(state / "tokens.csv")
+    tokens = authn.load_token_file(state / "tokens.csv")
     token = next(t for t, u in tokens.items() if u.name == ADMIN_USER)
+    authenticator = authn.Authenticator(
+        authn.X509Authenticator(x509.load_pem_x509_certificate((state / "pki" / certs.CA_CERT).read_bytes())),
+        authn.TokenFileAuthenticator(tokens), None)
     canned = defaults.apply("V1Deployment", models.Decoder().object("V1Deployment", MANIFEST))
     canned["metadata"].update({"uid": "7c1b5bfe-5d4b-4c8f-9a1e-0c5d6f3b2a10", "resourceVersion": "42",
                                "generation": 1, "creationTimestamp": "2026-01-01T00:00:00Z"})
@@ -178,10 +183,10 @@ def noop_server(state: Path) -> None:
                                       "items": []})
             return Response(201 if request.method == "POST" else 200, canned)
 
-    http = HttpFrontend(NoopApi(), tokens, 0, ssl_context=certs.server_context(state / "pki"))
+    http = HttpFrontend(NoopApi(), authenticator, 0, ssl_context=certs.apiserver_context(state / "pki"))
     http.start()
-    _write_private(state / "kubeconfig", kubeconfig_text(http.url, token, (state / "pki" / certs.CA_CERT).read_bytes()))
-    _write_private(state / "server.json", json.dumps({"url": http.url, "port": http.port, "pid": os.getpid(),
+    certs.write_private(state / "kubeconfig", kubeconfig_text(http.url, token, (state / "pki" / certs.CA_CERT).read_bytes()))
+    certs.write_private(state / "server.json", json.dumps({"url": http.url, "port": http.port, "pid": os.getpid(),
                                                       "kubeconfig": str(state / "kubeconfig")}))
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
