@@ -226,61 +226,117 @@ def test_labkits_own_kubeconfig_is_read_without_the_kubernetes_package(server, t
     assert whoami(HttpClient.from_kubeconfig(other)) == "alice"
 
 
-def test_proxy_url_tunnels_through_the_proxy(server, tmp_path):
-    """proxy-url: the client asks the proxy to CONNECT to the server and speaks TLS through the
+@pytest.mark.parametrize("scheme", ["http", "https", "socks5"])
+def test_proxy_url_tunnels_through_the_proxy(server, tmp_path, scheme):
+    """proxy-url with each scheme client-go accepts: the client asks the proxy to connect to the
+    server (HTTP CONNECT, over TLS for an https:// proxy; SOCKS5 CONNECT with the host name and
+    username/password), sends the URL's credentials, and speaks TLS to the server through the
     tunnel, verifying the server's certificate as if it had dialled it directly."""
     import socket
     import socketserver
     import threading
 
+    from labkit.apiserver import certs
     tunnels = []
 
-    class Proxy(socketserver.StreamRequestHandler):
+    def pump_both(client_side, upstream):
+        def pump(src, dst):
+            try:
+                while data := src.recv(65536):
+                    dst.sendall(data)
+            except OSError:
+                pass
+            finally:
+                for s in (src, dst):
+                    try:
+                        s.shutdown(socket.SHUT_RDWR)
+                    except (OSError, ValueError):
+                        pass
+        back = threading.Thread(target=pump, args=(upstream, client_side), daemon=True)
+        back.start()
+        pump(client_side, upstream)
+        back.join()
+        upstream.close()
+
+    def read_exactly(sock, n):
+        data = b""
+        while len(data) < n:
+            data += sock.recv(n - len(data))
+        return data
+
+    class HttpProxy(socketserver.StreamRequestHandler):
+        def setup(self):
+            if scheme == "https":       # the proxy's own certificate, from the cluster's CA here
+                context = certs.server_context(server.pki)
+                self.request = context.wrap_socket(self.request, server_side=True)
+            super().setup()
+
         def handle(self):
             request = self.rfile.readline().decode()
-            while self.rfile.readline() not in (b"\r\n", b""):
-                pass
+            headers = []
+            while (line := self.rfile.readline()) not in (b"\r\n", b""):
+                headers.append(line.decode().strip())
             method, target, _ = request.split()
-            tunnels.append((method, target))
+            tunnels.append((method, target, [h for h in headers if h.startswith("Proxy-Authorization")]))
             host, port = target.rsplit(":", 1)
             upstream = socket.create_connection((host, int(port)))
             self.wfile.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
             self.wfile.flush()
+            pump_both(self.connection, upstream)
 
-            def pump(src, dst):
-                try:
-                    while data := src.recv(65536):
-                        dst.sendall(data)
-                except OSError:
-                    pass
-                finally:
-                    for s in (src, dst):
-                        try:
-                            s.shutdown(socket.SHUT_RDWR)
-                        except OSError:
-                            pass
-            back = threading.Thread(target=pump, args=(upstream, self.connection), daemon=True)
-            back.start()
-            pump(self.connection, upstream)
-            back.join()
-            upstream.close()
+    class SocksProxy(socketserver.BaseRequestHandler):
+        def handle(self):
+            sock = self.request
+            version, count = read_exactly(sock, 2)
+            methods = read_exactly(sock, count)
+            assert 2 in methods
+            sock.sendall(b"\x05\x02")
+            _, ulen = read_exactly(sock, 2)
+            user = read_exactly(sock, ulen)
+            plen = read_exactly(sock, 1)[0]
+            password = read_exactly(sock, plen)
+            sock.sendall(b"\x01\x00")
+            _, command, _, kind = read_exactly(sock, 4)
+            host = (socket.inet_ntoa(read_exactly(sock, 4)) if kind == 1
+                    else read_exactly(sock, read_exactly(sock, 1)[0]).decode())
+            port = int.from_bytes(read_exactly(sock, 2), "big")
+            tunnels.append(("SOCKS5", f"{host}:{port}", [f"{user.decode()}:{password.decode()}"]))
+            upstream = socket.create_connection((host, port))
+            sock.sendall(b"\x05\x00\x00\x01" + socket.inet_aton("127.0.0.1") + b"\x00\x00")
+            pump_both(sock, upstream)
 
     class Server(socketserver.ThreadingTCPServer):
         daemon_threads = True
 
-    with Server(("127.0.0.1", 0), Proxy) as proxy:
+    with Server(("127.0.0.1", 0), SocksProxy if scheme == "socks5" else HttpProxy) as proxy:
         threading.Thread(target=proxy.serve_forever, daemon=True).start()
         path = tmp_path / "kubeconfig"
+        url = f"{scheme}://ann:s%40cret@127.0.0.1:{proxy.server_address[1]}"
         path.write_text(yaml.safe_dump({
             "apiVersion": "v1", "kind": "Config", "current-context": "c",
-            "clusters": [cluster_entry(server, **{"proxy-url": f"http://127.0.0.1:{proxy.server_address[1]}"})],
+            "clusters": [cluster_entry(server, **{"proxy-url": url})],
             "users": [{"name": "admin", "user": {"token": server.token}}],
             "contexts": [{"name": "c", "context": {"cluster": "lab", "user": "admin"}}]}))
         client = HttpClient.from_kubeconfig(path)
         assert whoami(client) == "labkit-admin"
+        watch = client.open_watch("/api/v1/namespaces", {"watch": "true"})
+        assert watch.next(10)["object"]["kind"] == "Namespace"
+        watch.stop()
         proxy.shutdown()
-    assert tunnels == [("CONNECT", f"127.0.0.1:{server.port}")]
-    socks = tmp_path / "socks"
-    socks.write_text(path.read_text().replace("http://127.0.0.1", "socks5://127.0.0.1"))
-    with pytest.raises(ConfigError, match="an http:// proxy only"):
-        HttpClient.from_kubeconfig(socks)
+    if scheme == "socks5":
+        assert tunnels[0] == ("SOCKS5", f"127.0.0.1:{server.port}", ["ann:s@cret"])
+    else:
+        assert tunnels[0] == ("CONNECT", f"127.0.0.1:{server.port}",
+                              ["Proxy-Authorization: Basic " + base64.b64encode(b"ann:s@cret").decode()])
+
+
+def test_a_proxy_url_of_another_scheme_is_refused_in_client_gos_words(server, tmp_path):
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [cluster_entry(server, **{"proxy-url": "socks4://127.0.0.1:1080"})],
+        "users": [{"name": "admin", "user": {"token": server.token}}],
+        "contexts": [{"name": "c", "context": {"cluster": "lab", "user": "admin"}}]}))
+    with pytest.raises(ConfigError, match=r"invalid 'proxy-url' 'socks4://127.0.0.1:1080' for cluster 'lab': "
+                                          r"unsupported scheme 'socks4', must be http, https, or socks5"):
+        HttpClient.from_kubeconfig(path)

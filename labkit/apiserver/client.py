@@ -297,8 +297,9 @@ class KubeConfig:
     None: `default_kubeconfig()`), token or tokenFile (relative to the file that names it), client
     certificates, exec credential plugins (a token or a client certificate, fetched again when
     the credential expires), auth-provider, basic auth, certificate-authority, tls-server-name and
-    insecure-skip-tls-verify. proxy-url (an http:// proxy, tunnelled with CONNECT) is read here:
-    the package does not read it.
+    insecure-skip-tls-verify. proxy-url is read here (the package does not read it): http:// and
+    https:// proxies tunnel with CONNECT, socks5:// ones with a SOCKS5 CONNECT, as Go's
+    net/http Transport does for client-go (clientcmd parseProxyURL allows these three).
 
     The package is imported on first use: its import alone takes most of a second."""
 
@@ -349,9 +350,11 @@ class KubeConfig:
         except ConfigException as exc:
             raise ConfigError(self.path, None, str(exc))
         self.proxy = self.cluster.get("proxy-url") or None
-        if self.proxy and urlsplit(self.proxy).scheme != "http":
+        if self.proxy and urlsplit(self.proxy).scheme not in ("http", "https", "socks5"):
+            # client-go tools/clientcmd validateClusterInfo and parseProxyURL
             raise ConfigError(self.path, "clusters.cluster.proxy-url",
-                              f"{self.proxy}: labkit reaches a cluster through an http:// proxy only")
+                              f"invalid 'proxy-url' {self.proxy!r} for cluster {ctx['cluster']!r}: unsupported scheme "
+                              f"{urlsplit(self.proxy).scheme!r}, must be http, https, or socks5")
         self.generation = 0
         self._lock = threading.Lock()
         self.configuration = None
@@ -482,18 +485,86 @@ class KubeConfig:
         return read("client-certificate"), read("client-key")
 
 
-class _HTTPSConnection(http.client.HTTPSConnection):
-    """HTTPS with the server name to verify and send (SNI) given apart from the host dialled:
-    the kubeconfig's tls-server-name."""
+class _Connection(http.client.HTTPConnection):
+    """HTTP/1.1 over a stream that `open_stream` makes (TCP, a proxy's tunnel, TLS); the Host
+    header names the API server whatever was dialled."""
 
-    def __init__(self, *args, server_name: str | None = None, **kwargs):
-        super().__init__(*args, **kwargs)
-        self._server_name = server_name
+    def __init__(self, host: str, port: int, timeout: float, open_stream):
+        super().__init__(host, port, timeout=timeout)
+        self._open_stream = open_stream
 
     def connect(self) -> None:
-        http.client.HTTPConnection.connect(self)        # TCP, and the proxy's CONNECT tunnel if any
-        self.sock = self._context.wrap_socket(self.sock,
-                                              server_hostname=self._server_name or self._tunnel_host or self.host)
+        self.sock = self._open_stream()
+
+
+def _proxy_connect(sock, host: str, port: int, proxy) -> None:
+    """An HTTP CONNECT through an http(s) proxy, with Basic proxy credentials from the URL's
+    userinfo, as Go's net/http Transport sends them (transport.go dialConn)."""
+    target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    lines = [f"CONNECT {target} HTTP/1.1", f"Host: {target}"]
+    if proxy.username is not None:
+        from urllib.parse import unquote
+        credentials = f"{unquote(proxy.username)}:{unquote(proxy.password or '')}".encode()
+        lines.append("Proxy-Authorization: Basic " + base64.b64encode(credentials).decode())
+    sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
+    answer = b""
+    while b"\r\n\r\n" not in answer:
+        data = sock.recv(1)             # byte by byte: nothing after the header may be consumed
+        if not data:
+            raise ConnectionError(f"proxy {proxy.hostname}:{proxy.port} closed the connection during CONNECT")
+        answer += data
+        if len(answer) > 65536:
+            raise ConnectionError(f"proxy {proxy.hostname}:{proxy.port}: CONNECT answer too long")
+    status = answer.split(b"\r\n", 1)[0].decode("latin-1")
+    parts = status.split(" ", 2)
+    if len(parts) < 2 or parts[1] != "200":
+        raise ConnectionError(f"proxyconnect: {status}")
+
+
+_SOCKS_REPLIES = {1: "general SOCKS server failure", 2: "connection not allowed by ruleset",
+                  3: "network unreachable", 4: "host unreachable", 5: "connection refused",
+                  6: "TTL expired", 7: "command not supported", 8: "address type not supported"}
+
+
+def _socks5_connect(sock, host: str, port: int, proxy) -> None:
+    """A SOCKS5 CONNECT (RFC 1928), the host name resolved by the proxy, username/password
+    authentication (RFC 1929) when the URL carries credentials: what golang.org/x/net's SOCKS
+    dialer does for Go's Transport."""
+    from urllib.parse import unquote
+
+    def read(n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = sock.recv(n - len(data))
+            if not chunk:
+                raise ConnectionError(f"socks connect {proxy.hostname}:{proxy.port}: the proxy closed the connection")
+            data += chunk
+        return data
+
+    methods = b"\x00\x02" if proxy.username is not None else b"\x00"
+    sock.sendall(b"\x05" + bytes([len(methods)]) + methods)
+    version, method = read(2)
+    if version != 5 or method == 0xFF:
+        raise ConnectionError(f"socks connect {proxy.hostname}:{proxy.port}: no acceptable authentication methods")
+    if method == 2:
+        user, password = unquote(proxy.username).encode(), unquote(proxy.password or "").encode()
+        sock.sendall(b"\x01" + bytes([len(user)]) + user + bytes([len(password)]) + password)
+        if read(2)[1] != 0:
+            raise ConnectionError(f"socks connect {proxy.hostname}:{proxy.port}: username/password authentication failed")
+    try:
+        import ipaddress
+        address = ipaddress.ip_address(host)
+        target = (b"\x01" if address.version == 4 else b"\x04") + address.packed
+    except ValueError:
+        name = host.encode("idna")
+        target = b"\x03" + bytes([len(name)]) + name
+    sock.sendall(b"\x05\x01\x00" + target + port.to_bytes(2, "big"))
+    _, reply, _, kind = read(4)
+    if reply != 0:
+        raise ConnectionError(f"socks connect {proxy.hostname}:{proxy.port}: "
+                              f"{_SOCKS_REPLIES.get(reply, f'unknown error {reply}')}")
+    read({1: 4, 4: 16}.get(kind) or read(1)[0])      # the bound address, unused
+    read(2)
 
 
 class HttpClient(Client):
@@ -547,19 +618,40 @@ class HttpClient(Client):
     def _generation(self) -> int:
         return self.kubeconfig.generation if self.kubeconfig is not None else 0
 
+    def _open_stream(self, timeout: float):
+        """A stream to the API server: TCP, through the kubeconfig's proxy-url if any (for an
+        https:// proxy, TLS to the proxy first, verified with the cluster's TLS settings as Go's
+        Transport does, then TLS to the server inside it), then TLS to the server."""
+        proxy = urlsplit(self.kubeconfig.proxy) if self.kubeconfig is not None and self.kubeconfig.proxy else None
+        if proxy is None:
+            sock = socket.create_connection((self.host, self.port), timeout)
+        else:
+            default_port = {"http": 80, "https": 443, "socks5": 1080}[proxy.scheme]
+            sock = socket.create_connection((proxy.hostname, proxy.port or default_port), timeout)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            if proxy is not None and proxy.scheme == "socks5":
+                _socks5_connect(sock, self.host, self.port, proxy)
+            elif proxy is not None:
+                if proxy.scheme == "https":
+                    sock = self.ssl_context.wrap_socket(sock, server_hostname=proxy.hostname)
+                _proxy_connect(sock, self.host, self.port, proxy)
+            if self.scheme == "https":
+                name = (self.kubeconfig.tls_server_name if self.kubeconfig else None) or self.host
+                if isinstance(sock, ssl.SSLSocket):         # TLS inside the https proxy's TLS
+                    from urllib3.util.ssltransport import SSLTransport
+                    sock = SSLTransport(sock, self.ssl_context, server_hostname=name)
+                else:
+                    sock = self.ssl_context.wrap_socket(sock, server_hostname=name)
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+
     def _connect(self, timeout: float | None = None) -> http.client.HTTPConnection:
         timeout = timeout or self.timeout
-        proxy = urlsplit(self.kubeconfig.proxy) if self.kubeconfig is not None and self.kubeconfig.proxy else None
-        host, port = (proxy.hostname, proxy.port or 80) if proxy else (self.host, self.port)
-        if self.scheme == "https":
-            conn = _HTTPSConnection(host, port, timeout=timeout, context=self.ssl_context,
-                                    server_name=self.kubeconfig.tls_server_name if self.kubeconfig else None)
-        else:
-            conn = http.client.HTTPConnection(host, port, timeout=timeout)
-        if proxy:
-            conn.set_tunnel(self.host, self.port)
+        conn = _Connection(self.host, self.port, timeout, lambda: self._open_stream(timeout))
         conn.connect()
-        conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         conn.labkit_generation = self._generation()
         return conn
 
@@ -658,7 +750,7 @@ class _HttpWatch(Watch):
         self.ended = True
         try:
             self._conn.sock and self._conn.sock.shutdown(2)
-        except OSError:
+        except (OSError, AttributeError):       # AttributeError: TLS inside an https proxy's TLS
             pass
         self._conn.close()
 
