@@ -104,3 +104,64 @@ def test_a_higher_priority_pod_preempts_the_lowest_and_is_nominated(server):
     # no kubelet runs here: finish the victim's termination as node-1's kubelet would
     c.delete("v1", "pods", "p1", "default", options={"gracePeriodSeconds": 0})
     assert wait_until(lambda: c.get("v1", "pods", "high", "default")["spec"].get("nodeName") == "node-1", timeout=30)
+
+
+class _Listed:
+    """An informer's store that never hears of a binding (as one that lags behind the server)."""
+
+    def __init__(self, objects):
+        self.objects = {f"{o['metadata'].get('namespace', '')}/{o['metadata']['name']}".lstrip("/"): o for o in objects}
+
+    def list(self):
+        return list(self.objects.values())
+
+    def get(self, key):
+        return self.objects.get(key)
+
+
+class _Bindings:
+    def __init__(self):
+        self.bound = []
+
+    def create(self, api_version, resource, body, namespace=None, subresource=None, name=None):
+        self.bound.append((name, body["target"]["name"]))
+        return body
+
+
+def test_a_pod_bound_a_moment_ago_counts_on_its_node_before_the_informer_sees_the_binding():
+    """schedule_one.go assume: the next cycle sees the Pod on the node it was just bound to, so a
+    batch created together spreads over the zones as the constraint asks, one replica per cycle."""
+    from labkit.controllers.decisions import DecisionLog
+    from labkit.controllers.scheduler import SchedulerController
+
+    zones = {"z1": "4", "z2": "4", "z3": "1"}
+    nodes = [{"metadata": {"name": f"n-{z}", "labels": {"topology.kubernetes.io/zone": z, "kubernetes.io/hostname": f"n-{z}"}},
+              "spec": {}, "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"}}}
+             for z, cpu in zones.items()]
+    spread = [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
+               "labelSelector": {"matchLabels": {"app": "shop"}}}]
+    pods = [{"metadata": {"name": f"shop-{i}", "namespace": "default", "uid": f"u{i}", "labels": {"app": "shop"}},
+             "spec": {"topologySpreadConstraints": spread,
+                      "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}} for i in range(6)]
+    bindings = _Bindings()
+    controller = SchedulerController(bindings, DecisionLog(), seed=1)
+    controller.informers = {"nodes": _Listed(nodes), "pods": _Listed(pods)}
+    controller.event = lambda *args: None
+    controller._mark_unschedulable = lambda obj, cycle: None
+
+    class Queue:
+        def add_after(self, key, seconds):
+            pass
+    controller.queue = Queue()
+    for i in range(6):
+        controller.sync(f"default/shop-{i}")
+    per_zone = {z: sum(1 for _pod, node in bindings.bound if node == f"n-{z}") for z in zones}
+    assert per_zone == {"z1": 2, "z2": 2, "z3": 1}
+    assert [name for name, _node in bindings.bound] == [f"shop-{i}" for i in range(5)]
+    # shop-5 fits nowhere: its cycle's record says why, node by node
+    record = controller.cycles["default/shop-5"]
+    assert record.chosen is None
+    assert {n: s.reasons for n, s in record.statuses.items()} == {
+        "n-z1": ["node(s) didn't match pod topology spread constraints"],
+        "n-z2": ["node(s) didn't match pod topology spread constraints"],
+        "n-z3": ["Insufficient cpu"]}

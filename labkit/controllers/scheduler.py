@@ -15,6 +15,12 @@ bound Pods the server holds.
   (preemption.go prepareCandidate, DefaultPreemption).
 
 Every cycle's record is kept (the last per Pod), for `explain`.
+
+A Pod bound in one cycle counts on its node in the next even before the Pod informer has seen the
+binding: the scheduler cache assumes it there (schedule_one.go assume, backend/cache/cache.go
+AssumePod) until the informer's copy names the node (AddPod/UpdatePod confirm it) or the Pod is
+gone. Without that, a batch of Pods created together (a Deployment's replicas) would each be
+decided on a snapshot that misses the ones bound just before it.
 """
 
 from __future__ import annotations
@@ -61,6 +67,7 @@ class SchedulerController(KeyedController):
         self.rng = random.Random(seed)
         self.attempts: dict[str, int] = {}
         self.cycles: dict[str, fw.Cycle] = {}
+        self.assumed: dict[str, dict] = {}      # key -> the Pod as bound, until the informer shows it bound
 
     def make_informers(self):
         def pod_changed(pod, *_):
@@ -91,6 +98,13 @@ class SchedulerController(KeyedController):
         nodes = [NodeInfo(Node(n)) for n in sorted(self.informers["nodes"].list(), key=lambda n: n["metadata"]["name"])]
         by_name = {n.name: n for n in nodes}
         for pod in self.informers["pods"].list():
+            key = object_key(pod)
+            if key in self.assumed:
+                if (pod.get("spec") or {}).get("nodeName") or pod["metadata"].get("uid") != \
+                        self.assumed[key]["metadata"].get("uid"):
+                    del self.assumed[key]        # confirmed by the informer, or another Pod now
+                else:
+                    pod = self.assumed[key]
             node = by_name.get((pod.get("spec") or {}).get("nodeName") or "")
             if node is not None and not _terminal(pod):
                 node.add(Pod(pod))
@@ -98,7 +112,11 @@ class SchedulerController(KeyedController):
 
     def sync(self, key: str) -> None:
         obj = self.informers["pods"].get(key)
-        if obj is None or not _pending(obj, self.profiles):
+        assumed = self.assumed.get(key)
+        if assumed is not None and (obj is None or obj["metadata"].get("uid") != assumed["metadata"].get("uid")):
+            self.assumed.pop(key, None)
+            assumed = None
+        if obj is None or not _pending(obj, self.profiles) or assumed is not None:
             self.attempts.pop(key, None)
             return
         pod = Pod(obj)
@@ -107,7 +125,9 @@ class SchedulerController(KeyedController):
         self.cycles[key] = cycle
         ns, name = pod.namespace, pod.name
         if cycle.chosen is not None:
+            self.assumed[key] = dict(obj, spec=dict(obj.get("spec") or {}, nodeName=cycle.chosen))
             if not bind(self.client, obj, cycle.chosen):
+                self.assumed.pop(key, None)     # ForgetPod: the binding failed
                 return
             self.attempts.pop(key, None)
             self.log.record(self.name, "bind", None, f"pod {ns}/{name} → {cycle.chosen}")
