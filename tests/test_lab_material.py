@@ -357,6 +357,7 @@ TEXTS: dict[str, dict[str, Run | list[Run] | Mention | Covered]] = {
         "kubectl describe node NAME": Run("kubectl describe node node-a"),
         "kubectl describe pod NAME -n sched": Run("kubectl describe pod web -n sched"),
         "kubectl edit": Mention(),
+        "kubectl edit deployment shop -n sched": Mention(),
         "kubectl patch": Mention(),
         "kubectl cordon": Mention(),
         "labkit scheduler serve": Mention(),

@@ -437,11 +437,16 @@ def _probe(ctx, lab, target) -> dict:
         view = None if live is None else _bound_view(live)
         node_name = (view or {}).get("nodeName")
         node = client.get_or_none("v1", "nodes", node_name) if node_name else None
-        by = sorted({(e.get("user") or {}).get("username", "") for e in target.audit(since=since) or []
-                     if e.get("verb") == "create" and _is_binding(e.get("objectRef") or {})
-                     and (e.get("objectRef") or {}).get("namespace") == ns
-                     and (e.get("objectRef") or {}).get("name") == pod_name
-                     and (e.get("responseStatus") or {}).get("code", 500) < 300})
+
+        def binders() -> list[str]:
+            return sorted({(e.get("user") or {}).get("username", "") for e in target.audit(since=since) or []
+                           if e.get("verb") == "create" and _is_binding(e.get("objectRef") or {})
+                           and (e.get("objectRef") or {}).get("namespace") == ns
+                           and (e.get("objectRef") or {}).get("name") == pod_name
+                           and (e.get("responseStatus") or {}).get("code", 500) < 300})
+        # the audit event of a request is written as its response completes: a watcher may see
+        # the Pod bound a moment before the binding's event is in the log
+        by = binders() if not node_name else (wait_for(binders, timeout=1.0, interval=0.05) or binders())
         return {"pod": view, "fit": fit, "cordoned": cordoned, "bound_by": by, "user": own.USER,
                 "placement": None if node is None else {
                     "node": _filter_node(node),
