@@ -147,7 +147,7 @@ def test_a_pod_bound_a_moment_ago_counts_on_its_node_before_the_informer_sees_th
     controller = SchedulerController(bindings, DecisionLog(), seed=1)
     controller.informers = {"nodes": _Listed(nodes), "pods": _Listed(pods)}
     controller.event = lambda *args: None
-    controller._mark_unschedulable = lambda obj, cycle: None
+    controller._mark_unschedulable = lambda obj, cycle, scheduler_name: None
 
     class Queue:
         def add_after(self, key, seconds):
@@ -165,3 +165,51 @@ def test_a_pod_bound_a_moment_ago_counts_on_its_node_before_the_informer_sees_th
         "n-z1": ["node(s) didn't match pod topology spread constraints"],
         "n-z2": ["node(s) didn't match pod topology spread constraints"],
         "n-z3": ["Insufficient cpu"]}
+
+
+BIN_PACKER = """apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: default-scheduler
+- schedulerName: bin-packer
+  pluginConfig:
+  - name: NodeResourcesFit
+    args:
+      scoringStrategy:
+        type: MostAllocated
+"""
+
+
+def test_a_second_profile_from_the_configuration_configmap_packs_its_pods(server):
+    """kube-system/kube-scheduler-config holds a KubeSchedulerConfiguration: a Pod whose
+    schedulerName is its second profile's is scored by that profile (NodeResourcesFit
+    MostAllocated: the fullest node that fits); a configuration kube-scheduler would refuse
+    changes nothing and says why in an event on the ConfigMap."""
+    c = server.client()
+    for name in ("node-1", "node-2", "node-3"):
+        c.create("v1", "nodes", node(name, "4"))
+    c.create("v1", "configmaps", {"metadata": {"name": "kube-scheduler-config", "namespace": "kube-system"},
+                                  "data": {"config.yaml": BIN_PACKER}}, "kube-system")
+    placed = []
+    for i in range(3):
+        p = pod(f"batch-{i}", "1")
+        p["spec"]["schedulerName"] = "bin-packer"
+        c.create("v1", "pods", p, "default")
+        assert wait_until(lambda: c.get("v1", "pods", f"batch-{i}", "default")["spec"].get("nodeName"), timeout=30)
+        placed.append(c.get("v1", "pods", f"batch-{i}", "default")["spec"]["nodeName"])
+    assert len(set(placed)) == 1, placed            # LeastAllocated would have spread them over three
+    assert wait_until(lambda: events(c, "batch-2", "Scheduled"), timeout=10)
+    assert events(c, "batch-2", "Scheduled")[0]["source"]["component"] == "bin-packer"   # the profile records it
+    cm = c.get("v1", "configmaps", "kube-scheduler-config", "kube-system")
+    cm["data"]["config.yaml"] = BIN_PACKER + "  plugins:\n    score:\n      enabled:\n      - name: MostPacked\n"
+    c.update("v1", "configmaps", cm, "kube-system")
+
+    def refused():
+        return [e for e in c.list("v1", "events", "kube-system")[0] if e["reason"] == "FailedToLoadConfiguration"]
+    assert wait_until(refused, timeout=30)
+    assert refused()[0]["message"] == ('initializing profiles: creating profile for scheduler name bin-packer: '
+                                       'ScorePlugin "MostPacked" does not exist')
+    p = pod("batch-3", "1")
+    p["spec"]["schedulerName"] = "bin-packer"          # the profile it had still decides
+    c.create("v1", "pods", p, "default")
+    assert wait_until(lambda: c.get("v1", "pods", "batch-3", "default")["spec"].get("nodeName") == placed[0], timeout=30)
