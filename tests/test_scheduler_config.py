@@ -64,3 +64,12 @@ def test_two_configs_of_one_plugin_and_two_profiles_of_one_name_are_refused():
     with pytest.raises(config.ConfigError) as refused:
         config.load(HEAD + "profiles:\n- schedulerName: x\n- schedulerName: x\n")
     assert str(refused.value).startswith("profiles[1].schedulerName: the same as profiles[0].schedulerName")
+
+
+def test_a_scoring_strategy_no_one_knows_is_refused_when_the_plugin_starts():
+    with pytest.raises(config.ConfigError) as refused:
+        config.load(HEAD + "profiles:\n- schedulerName: x\n  pluginConfig:\n  - name: NodeResourcesFit\n"
+                           "    args: {scoringStrategy: {type: MostAlocated}}\n")
+    assert str(refused.value) == WHERE + ('initializing plugin "NodeResourcesFit": scoringStrategy.type: Unsupported '
+                                          'value: "MostAlocated": supported values: "LeastAllocated", "MostAllocated", '
+                                          '"RequestedToCapacityRatio"')

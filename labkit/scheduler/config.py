@@ -16,6 +16,11 @@ Errors are kube-scheduler's own, for what labkit reconstructs of its start:
   getExtensionPoints' order): `<Kind>Plugin "<name>" does not exist`; a plugin an extension point
   lists that does not implement it: `plugin "<name>" does not extend <Kind>Plugin plugin`;
 - two pluginConfig entries for one plugin: NewFramework `repeated config for plugin <name>`;
+- NodeResourcesFit's scoringStrategy.type none of LeastAllocated, MostAllocated,
+  RequestedToCapacityRatio: noderesources/fit.go NewFit runs validation_pluginargs.go
+  ValidateNodeResourcesFitArgs (validation.go's own table names it NodeResourcesFitArgs, so only
+  NewFit checks it): `initializing plugin "NodeResourcesFit": scoringStrategy.type: Unsupported
+  value: "<type>": supported values: "LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"`;
 each wrapped as profile.go NewMap (`creating profile for scheduler name <name>: ...`) and
 scheduler.go New (`initializing profiles: ...`) wrap it. The configuration's validation
 (apis/config/validation/validation.go ValidateKubeSchedulerConfiguration) runs before and is not
@@ -48,6 +53,9 @@ POINTS = (("preFilter", "pre_filter", "PreFilterPlugin"), ("filter", "filter", "
 OUTSIDE = {"SchedulingGates": {"preEnqueue"}, "PrioritySort": {"queueSort"}, "DefaultBinder": {"bind"},
            "VolumeBinding": {"preFilter", "filter", "reserve", "preBind", "preScore", "score"},
            "DynamicResources": {"preFilter", "filter", "postFilter", "reserve", "preBind", "preScore", "score"}}
+
+
+STRATEGIES = ("LeastAllocated", "MostAllocated", "RequestedToCapacityRatio")     # sorted, as sets.List gives them
 
 
 class ConfigError(LabkitError):
@@ -118,6 +126,10 @@ def build_profile(spec: dict) -> Profile:
         if plugin in seen:
             raise ConfigError(where + f"repeated config for plugin {plugin}")
         seen[plugin] = copy.deepcopy(entry.get("args") or {})
+    strategy = ((seen.get("NodeResourcesFit") or {}).get("scoringStrategy") or {}).get("type") or "LeastAllocated"
+    if strategy not in STRATEGIES:
+        raise ConfigError(where + f'initializing plugin "NodeResourcesFit": scoringStrategy.type: Unsupported value: '
+                                  f'"{strategy}": supported values: ' + ", ".join(f'"{t}"' for t in STRATEGIES))
     # the plugins in order: multiPoint's, then those an extension point alone enables
     order = list(multi) + [p for point, _m, _k in POINTS for p in only.get(point, []) if p not in multi]
     built = []
