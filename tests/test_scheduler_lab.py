@@ -24,7 +24,7 @@ from support import LABKIT, REPO, host_lock, labkit, wait_until
 
 LAB = "scheduler"
 EXERCISES = ["why-pending", "taint-effects", "noexecute", "score-predict", "preempt-predict", "own-scheduler",
-             "node-name", "spread"]
+             "node-name", "spread", "binpack"]
 
 
 @pytest.fixture(scope="module")
@@ -59,11 +59,11 @@ def test_the_pending_pod_shows_v1_34_1s_failedscheduling_text(lab):
     condition = next(c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled")
     assert (condition["status"], condition["reason"]) == ("False", "Unschedulable")
     assert condition["message"] == (
-        "0/10 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint {dedicated: batch}, "
+        "0/13 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint {dedicated: batch}, "
         "1 node(s) had untolerated taint {maintenance: true}, 3 node(s) didn't match Pod's node affinity/selector, "
-        "4 node(s) had untolerated taint {dedicated: shop}. "
-        "no new claims to deallocate, preemption: 0/10 nodes are available: 1 No preemption victims found for "
-        "incoming pod, 9 Preemption is not helpful for scheduling.")
+        "3 node(s) had untolerated taint {dedicated: pack}, 4 node(s) had untolerated taint {dedicated: shop}. "
+        "no new claims to deallocate, preemption: 0/13 nodes are available: 1 No preemption victims found for "
+        "incoming pod, 12 Preemption is not helpful for scheduling.")
     events = target.kubectl("get", "events", "-n", "sched", "--field-selector", "involvedObject.name=web",
                             "-o", "jsonpath={.items[*].reason}")
     assert "FailedScheduling" in events.split()
@@ -193,7 +193,7 @@ def test_spread_leaves_one_replica_pending_and_a_reset_brings_shop_back_keeping_
         return tried if len(fresh) == 6 and len(waiting) == 1 else None
     assert wait_until(pending, timeout=30)
     message = next(c for c in pending()[0]["status"]["conditions"] if c["type"] == "PodScheduled")["message"]
-    assert message.startswith("0/10 nodes are available: 1 Insufficient cpu, ")
+    assert message.startswith("0/13 nodes are available: 1 Insufficient cpu, ")
     assert "3 node(s) didn't match pod topology spread constraints" in message
     zones = {}
     for p in client.list("v1", "pods", "sched", label_selector="app=shop")[0]:

@@ -16,6 +16,7 @@ wrong and where to look; the right answer goes only into `right_answer` (withhel
 
 from __future__ import annotations
 
+import copy
 import random
 from pathlib import Path
 
@@ -1249,3 +1250,167 @@ def judge_spread(ctx, obs):
 
 def check_spread(ctx):
     return judge_spread(ctx, observe_spread(ctx))
+
+
+# -- binpack -----------------------------------------------------------------------------------------
+
+def observe_binpack(ctx):
+    """The pool's Nodes, the scheduler's configuration (the ConfigMap's text), the batch's Pods
+    (what the scheduling cycle reads of each), and who bound each since the part was built (the
+    audit log). A batch just created is given BRIEF s to be bound."""
+    lab = _lab(ctx)
+    target = for_env(ctx.env)
+    client = target.client()
+    ns = ctx.params["namespace"]
+
+    def batch():
+        return {name: (lambda x: None if x is None else _sched_view(x))(client.get_or_none("v1", "pods", name, ns))
+                for name in lab.BATCH_PODS}
+    pods = batch()
+    if any(x is not None and not x["spec"].get("nodeName") for x in pods.values()):
+        wait_for(lambda: all(x is None or x["spec"].get("nodeName") for x in batch().values()), timeout=BRIEF,
+                 interval=0.1)
+        pods = batch()
+    bound_by: dict[str, list] = {}
+    for e in target.audit(since=ctx.ready_time) or []:
+        ref = e.get("objectRef") or {}
+        if e.get("verb") == "create" and _is_binding(ref) and ref.get("namespace") == ns \
+                and ref.get("name") in pods and (e.get("responseStatus") or {}).get("code", 500) < 300:
+            who = (e.get("user") or {}).get("username", "")
+            if who not in bound_by.setdefault(ref["name"], []):
+                bound_by[ref["name"]].append(who)
+    cm = client.get_or_none("v1", "configmaps", lab.CONFIG_MAP["metadata"]["name"], "kube-system")
+    return {"nodes": {name: _node_view(client.get_or_none("v1", "nodes", name)) for name in lab.PACK_NODES},
+            "config": None if cm is None else (cm.get("data") or {}).get("config.yaml"),
+            "pods": pods, "bound_by": bound_by}
+
+
+def _profile_signature(profile) -> dict:
+    """What tells two profiles apart in scheduling: the plugins at each extension point, the
+    Score weights, and the scoring arguments of NodeResourcesFit and BalancedAllocation."""
+    points = ("pre_filter", "filter", "post_filter", "pre_score", "score")
+    scorers = [p.name for p in profile.at("score")]
+    args = {p.name: (getattr(p, "strategy", None), getattr(p, "resources", None), getattr(p, "shape", None))
+            for p in profile.plugins if p.name in ("NodeResourcesFit", "NodeResourcesBalancedAllocation")}
+    return {"points": {pt: [p.name for p in profile.at(pt)] for pt in points},
+            "weights": {n: profile.weights.get(n, 1) for n in scorers}, "args": args,
+            "percentage": profile.percentage_of_nodes_to_score}
+
+
+def binpack_truth(lab, profile, pods: list[dict]) -> dict[str, str | None]:
+    """Where labkit's reconstruction of `profile` puts the batch's Pods, one after another in the
+    order of their names, on the pool as the lab registers it (ties broken with seed 0): Pod ->
+    node (None: no node fits)."""
+    from labkit.scheduler.objects import Node, NodeInfo
+    nodes = [NodeInfo(Node(n)) for n in lab.PACK_NODES.values()]
+    by_name = {n.name: n for n in nodes}
+    rng, placed = random.Random(0), {}
+    for view in sorted(pods, key=lambda x: x["metadata"]["name"]):
+        pod = copy.deepcopy(view)
+        pod["spec"].pop("nodeName", None)
+        cycle = fw.schedule(profile, nodes, Pod(pod), rng=rng)
+        placed[view["metadata"]["name"]] = cycle.chosen
+        if cycle.chosen is not None:
+            pod["spec"]["nodeName"] = cycle.chosen
+            by_name[cycle.chosen].add(Pod(pod))
+    return placed
+
+
+def judge_binpack(ctx, obs):
+    from labkit.scheduler import config as schedconfig
+    p = ctx.params
+    lab = _lab(ctx)
+    ns, packer = p["namespace"], p["profile"]
+    reset = f"`labkit reset scheduler {ctx.exercise.id}` to start over"
+    changed = []
+    for node, view in obs["nodes"].items():
+        built = _node_view(lab.PACK_NODES[node])
+        if view != built:
+            changed.append(f"{node} ({'gone' if view is None else ', '.join(k for k in built if view.get(k) != built[k])})")
+    if changed:
+        return ctx.failed(f"the Node(s) {', '.join(changed)} changed: the batch is to be packed by the scheduler's "
+                          f"scores on the pool as it is ({reset})", expected="the pool's Nodes as the lab registered them",
+                          observed=changed, observed_in=LIVE)
+    if obs["config"] is None:
+        raise CheckFailed(f"the ConfigMap kube-system/kube-scheduler-config (key config.yaml) is gone: {reset}")
+    try:
+        profiles = {prof.name: prof for prof in schedconfig.load(obs["config"])[0]}
+    except schedconfig.ConfigError as exc:
+        return ctx.failed(f"kube-scheduler would not start with the configuration in kube-system/kube-scheduler-config: "
+                          f"{exc} (labkit's scheduler keeps the profiles it had; `kubectl get events -n kube-system` "
+                          "shows the same)", expected="a configuration kube-scheduler starts with",
+                          observed=str(exc), observed_in=LIVE)
+    if fw.DEFAULT_SCHEDULER not in profiles or \
+            _profile_signature(profiles[fw.DEFAULT_SCHEDULER]) != _profile_signature(make_profile("default")):
+        what = "is gone" if fw.DEFAULT_SCHEDULER not in profiles else "no longer schedules as the default profile"
+        return ctx.failed(f"the profile {fw.DEFAULT_SCHEDULER} {what}: it decides for every other Pod of the lab; "
+                          f"leave it as it was and change the profile {packer}", expected="the default profile",
+                          observed=what, observed_in=LIVE)
+    if packer not in profiles:
+        return ctx.failed(f"the configuration has no profile {packer} any more: the batch is to be scheduled by it",
+                          expected=f"a profile {packer}", observed=sorted(profiles), observed_in=LIVE)
+    pods = obs["pods"]
+    missing = [n for n, x in pods.items() if x is None]
+    if missing:
+        raise CheckFailed(f"the Pod(s) {', '.join(missing)} of the batch do not exist in {ns}: create the batch from "
+                          "batch.yaml in the lab's directory")
+    for name, view in pods.items():
+        built = _sched_view({**lab.batch_pod(int(name.split("-")[1])), "metadata": {"name": name, "namespace": ns}})
+        for key in ("nodeSelector", "containers"):
+            if view["spec"].get(key) != built["spec"].get(key):
+                what = "requests" if key == "containers" else key
+                return ctx.failed(f"the {what} of {name} are not batch.yaml's: the batch is to be packed as it "
+                                  "is, by the scheduler's scores", expected=f"the {what} of batch.yaml",
+                                  observed=view["spec"].get(key), observed_in=LIVE)
+        if own_tolerations(view["spec"].get("tolerations")) != built["spec"]["tolerations"]:
+            return ctx.failed(f"the tolerations of {name} are not batch.yaml's", expected="batch.yaml's tolerations",
+                              observed=view["spec"].get("tolerations"), observed_in=LIVE)
+    names = {n: x["spec"].get("schedulerName") or fw.DEFAULT_SCHEDULER for n, x in pods.items()}
+    other = sorted({s for s in names.values() if s != packer})
+    if other:
+        lost = [s for s in other if s not in profiles]
+        return ctx.failed(f"{sum(1 for s in names.values() if s != packer)} Pod(s) of the batch name the scheduler "
+                          f"{', '.join(other)} in spec.schedulerName"
+                          + (f", which no profile has: no scheduler ever takes them" if lost else "")
+                          + f". The batch is to be scheduled by the profile {packer} (spec.schedulerName cannot be "
+                          "changed on an existing Pod: make them again)", expected=packer, observed=other,
+                          observed_in=LIVE)
+    unbound = [n for n, x in pods.items() if not x["spec"].get("nodeName")]
+    if unbound:
+        return ctx.error(f"{', '.join(unbound)} are not bound yet: the scheduler tries them again after its backoff "
+                         "(at most 10 s); check again in a few seconds")
+    by_hand = sorted({n for n, users in obs["bound_by"].items() for u in users if u != SCHEDULER_USER})
+    if by_hand:
+        return ctx.failed(f"{', '.join(by_hand)} were bound by a binding sent by hand: the scheduler's profile "
+                          f"{packer} is to place the batch ({reset})", expected="bound by the scheduler",
+                          observed=by_hand, observed_in=LIVE)
+    placed = {n: x["spec"]["nodeName"] for n, x in pods.items()}
+    truth = binpack_truth(lab, profiles[packer], list(pods.values()))
+    used, decided = len(set(placed.values())), len({v for v in truth.values() if v})
+    from labkit.scheduler.objects import CPU, Node
+    cpu = sum(Pod(x).requests().get(CPU, 0) for x in pods.values())
+    per_node = Node(lab.PACK_NODES["pack-1"]).allocatable[CPU]
+    fewest = -(-cpu // per_node)            # the pool's nodes are alike; CPU is what runs out first
+    if sorted(collections_count(placed.values())) != sorted(collections_count(v for v in truth.values() if v)):
+        return ctx.failed(f"the batch is spread as {sorted(collections_count(placed.values()), reverse=True)} Pods per "
+                          f"node, where the profile {packer} (labkit's reconstruction, the Pods one after another "
+                          f"in name order) gives {sorted(collections_count(v for v in truth.values() if v), reverse=True)}: "
+                          f"were they made before the configuration changed? Make them again ({reset})",
+                          expected="the placement the profile decides", observed=placed, observed_in=LIVE)
+    if used > fewest:
+        return ctx.failed(f"the batch uses {used} nodes of the pool: the profile {packer} scores the nodes as the "
+                          f"default profile does, which favours the emptiest; {fewest} nodes would hold it. Change "
+                          f"how {packer} scores (its pluginConfig), then make the batch again",
+                          expected=f"{fewest} nodes", observed=f"{used} nodes", observed_in=LIVE)
+    return ctx.passed(f"the profile {packer} packs the batch onto {used} nodes, the fewest that hold it, as labkit's "
+                      f"reconstruction decides it ({decided} nodes)")
+
+
+def collections_count(values) -> list[int]:
+    """How many times each value occurs, as a list of counts."""
+    import collections
+    return list(collections.Counter(values).values())
+
+
+def check_binpack(ctx):
+    return judge_binpack(ctx, observe_binpack(ctx))

@@ -1,6 +1,6 @@
 """The scheduler lab: labkit's embedded API server with labkit's reconstruction of kube-scheduler
 v1.34.1 (labkit.controllers.scheduler, the default profile) deciding for every Pod that names no
-node, and ten Nodes the lab registers with capacity, labels and taints. Students use kubectl.
+node, and thirteen Nodes the lab registers with capacity, labels and taints. Students use kubectl.
 
 The lab runs the embedded server's controllers without the node stand-in (labkit.controllers.node,
 which would register another Node, `labkit-node`): the lab's Nodes run no kubelet, so a Pod bound
@@ -32,6 +32,9 @@ Starting state (cluster-scoped Nodes; namespace `sched`):
   zone-a-1, zone-a-2 (zone-a), zone-b-1 (zone-b): 4 CPU; zone-c-1 (zone-c): 1.5 CPU; all pool=shop
           with the taint dedicated=shop:NoSchedule; the Deployment shop (6 replicas of 1 CPU, no
           spread constraint) and the Pod cart (tier=frontend, like shop's Pods) on them   (spread)
+  pack-1..3: 4 CPU, pool=pack, taint dedicated=pack:NoSchedule; the ConfigMap
+          kube-system/kube-scheduler-config: profiles default-scheduler and bin-packer (both as
+          the default); the batch's six Pods in batch.yaml, for the student to create   (binpack)
   score-predict, preempt-predict: case files in scenarios/, played by `labkit scheduler
           explain -f` only once a prediction is written (labkit.scheduler.withhold)
 
@@ -180,6 +183,48 @@ CART = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "cart", "labels"
                  "containers": _container("100m", "128Mi")}}
 
 
+# binpack: a pool of three Nodes for batch work, the scheduler's configuration with a second
+# profile, bin-packer, that scores as the default one does (NodeResourcesFit LeastAllocated), and
+# the batch's Pods in batch.yaml (in the lab's directory), which the student creates. Bare Pods,
+# owned by no ReplicaSet and selected by no Service: PodTopologySpread's system default
+# constraints (podtopologyspread/plugin.go, defaultingType System) apply to neither.
+PACK_POOL = ("pool", "pack")
+PACK_TAINT = {"key": "dedicated", "value": "pack", "effect": "NoSchedule"}
+BIN_PACKER = "bin-packer"
+BATCH = 6                   # Pods of 1 CPU and 1Gi, in batch.yaml
+
+
+def _pack_node(name: str) -> dict:
+    node = _node(name, "hdd", "4", "8Gi", [dict(PACK_TAINT)])
+    labels = node["metadata"]["labels"]
+    del labels["disk"]
+    labels[PACK_POOL[0]] = PACK_POOL[1]
+    return node
+
+
+PACK_NODES = {name: _pack_node(name) for name in ("pack-1", "pack-2", "pack-3")}
+SCHEDULER_CONFIG = f"""apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: default-scheduler
+- schedulerName: {BIN_PACKER}
+"""
+CONFIG_MAP = {"apiVersion": "v1", "kind": "ConfigMap",
+              "metadata": {"name": "kube-scheduler-config", "namespace": "kube-system"},
+              "data": {"config.yaml": SCHEDULER_CONFIG}}
+
+
+def batch_pod(i: int) -> dict:
+    """A Pod of the batch, as batch.yaml has it (no schedulerName: the default scheduler's)."""
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"batch-{i}", "labels": {"app": "batch"}},
+            "spec": {"nodeSelector": {PACK_POOL[0]: PACK_POOL[1]},
+                     "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "pack", "effect": "NoSchedule"}],
+                     "terminationGracePeriodSeconds": 0, "containers": _container("1", "1Gi")}}
+
+
+BATCH_PODS = [f"batch-{i}" for i in range(1, BATCH + 1)]
+
+
 # -- each exercise's part of the starting state ------------------------------------------------------
 
 def _put_node(client, node: dict) -> None:
@@ -274,6 +319,19 @@ def _build_spread(client) -> None:
                           f"{SETTLE_TIMEOUT} s")
 
 
+def _build_binpack(client) -> None:
+    """The pool's Nodes as registered, the scheduler's configuration as the lab ships it, and no
+    Pod of the batch (the student creates them from batch.yaml)."""
+    for node in PACK_NODES.values():
+        _put_node(client, node)
+    current = client.get_or_none("v1", "configmaps", "kube-scheduler-config", "kube-system")
+    if current is None:
+        client.create("v1", "configmaps", copy.deepcopy(CONFIG_MAP), "kube-system")
+    elif current.get("data") != CONFIG_MAP["data"]:
+        client.update("v1", "configmaps", dict(current, data=copy.deepcopy(CONFIG_MAP["data"])), "kube-system")
+    _delete_pods(client, BATCH_PODS)
+
+
 def _build_pinned(client) -> None:
     _delete_pods(client, ["nightly"])
     client.create("v1", "pods", copy.deepcopy(NIGHTLY), NAMESPACE)
@@ -314,9 +372,9 @@ def _build_jobs(client) -> None:
 
 PARTS = {"why-pending": _build_pending, "noexecute": _build_drain, "taint-effects": _build_retiring,
          "score-predict": None, "preempt-predict": None, "own-scheduler": _build_jobs,
-         "node-name": _build_pinned, "spread": _build_spread}
-# every Node before the Pod web: its first scheduling attempt sees all ten
-BUILD_ORDER = ("noexecute", "taint-effects", "spread", "why-pending", "own-scheduler", "node-name")
+         "node-name": _build_pinned, "spread": _build_spread, "binpack": _build_binpack}
+# every Node before the Pod web: its first scheduling attempt sees all thirteen
+BUILD_ORDER = ("noexecute", "taint-effects", "spread", "binpack", "why-pending", "own-scheduler", "node-name")
 
 
 def up(env):
@@ -366,6 +424,8 @@ binding every Pod that names no node. The Nodes run no kubelet: a bound Pod stay
     kubectl get pods -n {NAMESPACE} -o wide
 
 - the case files of score-predict and preempt-predict: `{here}/scenarios/`
+- the batch of binpack: `{here}/batch.yaml`; the scheduler's configuration: the ConfigMap
+  kube-system/kube-scheduler-config
 - audit log (every request): `{target.state_dir}/audit.log`
 """
 
@@ -377,12 +437,15 @@ def part_of(resource: str | None, namespace: str | None, name: str | None) -> st
     if resource == "nodes":
         return "why-pending" if name in PENDING_NODES else "noexecute" if name == DRAIN_NODE["metadata"]["name"] \
             else "taint-effects" if name == RETIRING_NODE["metadata"]["name"] \
-            else "spread" if name in ZONE_NODES else None
+            else "spread" if name in ZONE_NODES else "binpack" if name in PACK_NODES else None
     if resource == "pods" and namespace == NAMESPACE:
         return "why-pending" if name == "web" else "noexecute" if name in DRAIN_PODS \
             else "taint-effects" if name == "legacy" else "own-scheduler" if name in JOBS \
             else "node-name" if name == NIGHTLY["metadata"]["name"] \
-            else "spread" if name == "cart" or (name or "").startswith("shop-") else None
+            else "spread" if name == "cart" or (name or "").startswith("shop-") \
+            else "binpack" if name in BATCH_PODS else None
+    if resource == "configmaps" and namespace == "kube-system" and name == CONFIG_MAP["metadata"]["name"]:
+        return "binpack"
     if resource in ("deployments", "replicasets") and namespace == NAMESPACE and (name or "").startswith("shop"):
         return "spread"
     return None
@@ -407,7 +470,8 @@ def student_work(env, exercise_id: str | None) -> list[str]:
         part = part_of(ref.get("resource"), ref.get("namespace"), ref.get("name"))
         if part not in since or received_at(e) < since[part]:
             continue
-        kind = {"nodes": "Node", "deployments": "Deployment", "replicasets": "ReplicaSet"}.get(ref.get("resource"), "Pod")
+        kind = {"nodes": "Node", "deployments": "Deployment", "replicasets": "ReplicaSet",
+                "configmaps": "ConfigMap"}.get(ref.get("resource"), "Pod")
         what = f"{kind} {ref['namespace'] + '/' if ref.get('namespace') else ''}{ref.get('name')}"
         phrase = {"create": f"the {what} you created", "delete": f"your deletion of {what}"}.get(
             verb, f"your changes to {what}")
