@@ -213,3 +213,28 @@ def test_a_second_profile_from_the_configuration_configmap_packs_its_pods(server
     p["spec"]["schedulerName"] = "bin-packer"          # the profile it had still decides
     c.create("v1", "pods", p, "default")
     assert wait_until(lambda: c.get("v1", "pods", "batch-3", "default")["spec"].get("nodeName") == placed[0], timeout=30)
+
+
+def test_the_queue_pops_the_highest_priority_first_then_the_earliest_queued():
+    """queuesort/priority_sort.go Less: priority, then the time a Pod was queued."""
+    from labkit.controllers.scheduler import SchedulerController
+    from labkit.controllers.decisions import DecisionLog
+    from labkit.scheduler.queue import ActiveQueue, less
+
+    assert less(10, 5.0, 0, 1.0) and not less(0, 1.0, 10, 5.0)
+    assert less(10, 1.0, 10, 2.0) and not less(10, 2.0, 10, 1.0)
+    priorities = {"ns/low": 0, "ns/high": 1000, "ns/mid": 10, "ns/high-later": 1000, "ns/low-later": 0}
+    queue = ActiveQueue("scheduler", priorities.__getitem__)
+    for key in priorities:
+        queue.add(key)
+    popped = [queue.get(timeout=0) for _ in priorities]
+    assert popped == ["ns/high", "ns/high-later", "ns/mid", "ns/low", "ns/low-later"]
+    # the scheduler controller's queue is one, reading each Pod's spec.priority from its informer
+    controller = SchedulerController(None, DecisionLog())
+    controller.informers = {"pods": _Listed([
+        {"metadata": {"name": "a", "namespace": "ns"}, "spec": {}},
+        {"metadata": {"name": "b", "namespace": "ns"}, "spec": {"priority": 2000000000}}])}
+    made = controller.make_queue()
+    made.add("ns/a")
+    made.add("ns/b")
+    assert [made.get(timeout=0), made.get(timeout=0)] == ["ns/b", "ns/a"]

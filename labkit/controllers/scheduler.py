@@ -44,7 +44,7 @@ from labkit.scheduler import framework as fw
 from labkit.scheduler.objects import Node, NodeInfo, Pod
 from labkit.scheduler.preemption import DefaultPreemption
 from labkit.scheduler.profiles import make_profile
-from labkit.scheduler.queue import backoff_seconds
+from labkit.scheduler.queue import ActiveQueue, backoff_seconds
 
 CONTROLLER = "scheduler"
 CONFIG_NAMESPACE, CONFIG_NAME, CONFIG_KEY = "kube-system", "kube-scheduler-config", "config.yaml"
@@ -110,6 +110,15 @@ class SchedulerController(KeyedController):
             "nodes": self.informer("v1", "nodes", "Node", namespaced=False, on_add=lambda n: self._retry_all(),
                                    on_update=lambda old, new: self._retry_all(), on_delete=lambda n: self._retry_all()),
         }
+
+    def make_queue(self) -> ActiveQueue:
+        """Pods are taken as activeQ pops them: the highest spec.priority first, then the earliest
+        queued (queuesort/priority_sort.go Less)."""
+        def priority_of(key: str) -> int:
+            informers = getattr(self, "informers", None) or {}
+            pod = informers["pods"].get(key) if "pods" in informers else None
+            return int(((pod or {}).get("spec") or {}).get("priority") or 0)
+        return ActiveQueue(self.name, priority_of)
 
     def _event_of(self, scheduler_name: str, obj: dict, type_: str, reason: str, message: str) -> None:
         """An event of the profile that decided: each profile records with its schedulerName as the
