@@ -159,15 +159,17 @@ def mutants(ctx):
     bound = [x for x in obs["pods"] if x["spec"].get("nodeName")]
     pending = [x for x in obs["pods"] if not x["spec"].get("nodeName")]
     moved = next(x for x in bound if x["spec"]["nodeName"] != "zone-c-1")
-    for pod, node, what in ((moved, "zone-c-1", "a bound replica moved to zone-c-1"),
-                            (pending[0], "zone-a-1", "the Pending replica bound to zone-a-1")):
+    for pod, node, what, words in ((moved, "zone-c-1", "a bound replica moved to zone-c-1", ("Filter", "zone-c-1")),
+                                   (pending[0], "zone-a-1", "the Pending replica bound to zone-a-1",
+                                    ("Filter", "PodTopologySpread"))):
         out = copy.deepcopy(obs)
         for x in out["pods"]:
             if x["metadata"]["uid"] == pod["metadata"]["uid"]:
                 x["spec"]["nodeName"] = node
         out["cluster"]["pods"] = [x for x in out["cluster"]["pods"] if x["metadata"]["uid"] != pod["metadata"]["uid"]] \
             + [next(x for x in out["pods"] if x["metadata"]["uid"] == pod["metadata"]["uid"])]
-        yield Mutant(f"placed:{pod['metadata']['name']}:{node}", what, names=("Filter", node), observation=out)
+        # zone-a then holds three: the first of its Pods the check judges fails PodTopologySpread
+        yield Mutant(f"placed:{pod['metadata']['name']}:{node}", what, names=words, observation=out)
     truth, _placeable = checks.spread_truth(ctx, obs)
     for edit in tree_edits(obs["answer"], alternatives={
             "zones.zone-a": [1, 3, "2"], "zones.zone-b": [1, 3], "zones.zone-c": [0, 2],
