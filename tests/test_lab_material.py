@@ -357,6 +357,12 @@ TEXTS: dict[str, dict[str, Run | list[Run] | Mention | Covered]] = {
         "kubectl describe node NAME": Run("kubectl describe node node-a"),
         "kubectl describe pod NAME -n sched": Run("kubectl describe pod web -n sched"),
         "kubectl edit": Mention(),
+        "kubectl edit deployment shop -n sched": Run("KUBE_EDITOR=true kubectl edit deployment shop -n sched",
+                                                     changes="spread", output="Edit cancelled"),
+        "kubectl delete -f batch.yaml -n sched": Run("kubectl delete -f $LAB_DIR/batch.yaml -n sched --ignore-not-found",
+                                                     changes="binpack"),
+        "kubectl create -f batch.yaml -n sched": Run("kubectl create -f $LAB_DIR/batch.yaml -n sched", changes="binpack",
+                                                     output="pod/batch-1 created"),
         "kubectl patch": Mention(),
         "kubectl cordon": Mention(),
         "labkit scheduler serve": Mention(),
@@ -397,6 +403,7 @@ FILES: dict[str, str | Run | Covered] = {
     **{f"labs/scheduler/scenarios/{name}.yaml": Run("labkit scheduler explain -f {path}", code=1,
                                                     output="write your prediction") for name in ("score", "preempt")},
     "labs/kube-proxy/scenarios/cluster.yaml": "labkit kube-proxy render -f {path} --hostname node1",
+    "labs/scheduler/batch.yaml": Run("kubectl create --dry-run=client -o name -f {path}", output="pod/batch-1"),
     # refused, as exercise csi-plugin-publishes has it, with the API server's reason
     "labs/mount-propagation/pods/csi-node.yaml": Run("labkit mounts apply -f {path}", code=1,
                                                      output="Bidirectional mount propagation is available only to "

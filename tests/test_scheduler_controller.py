@@ -104,3 +104,137 @@ def test_a_higher_priority_pod_preempts_the_lowest_and_is_nominated(server):
     # no kubelet runs here: finish the victim's termination as node-1's kubelet would
     c.delete("v1", "pods", "p1", "default", options={"gracePeriodSeconds": 0})
     assert wait_until(lambda: c.get("v1", "pods", "high", "default")["spec"].get("nodeName") == "node-1", timeout=30)
+
+
+class _Listed:
+    """An informer's store that never hears of a binding (as one that lags behind the server)."""
+
+    def __init__(self, objects):
+        self.objects = {f"{o['metadata'].get('namespace', '')}/{o['metadata']['name']}".lstrip("/"): o for o in objects}
+
+    def list(self):
+        return list(self.objects.values())
+
+    def get(self, key):
+        return self.objects.get(key)
+
+
+class _Bindings:
+    def __init__(self):
+        self.bound = []
+
+    def create(self, api_version, resource, body, namespace=None, subresource=None, name=None):
+        self.bound.append((name, body["target"]["name"]))
+        return body
+
+
+def test_a_pod_bound_a_moment_ago_counts_on_its_node_before_the_informer_sees_the_binding():
+    """schedule_one.go assume: the next cycle sees the Pod on the node it was just bound to, so a
+    batch created together spreads over the zones as the constraint asks, one replica per cycle."""
+    from labkit.controllers.decisions import DecisionLog
+    from labkit.controllers.scheduler import SchedulerController
+
+    zones = {"z1": "4", "z2": "4", "z3": "1"}
+    nodes = [{"metadata": {"name": f"n-{z}", "labels": {"topology.kubernetes.io/zone": z, "kubernetes.io/hostname": f"n-{z}"}},
+              "spec": {}, "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"}}}
+             for z, cpu in zones.items()]
+    spread = [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
+               "labelSelector": {"matchLabels": {"app": "shop"}}}]
+    pods = [{"metadata": {"name": f"shop-{i}", "namespace": "default", "uid": f"u{i}", "labels": {"app": "shop"}},
+             "spec": {"topologySpreadConstraints": spread,
+                      "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}} for i in range(6)]
+    bindings = _Bindings()
+    controller = SchedulerController(bindings, DecisionLog(), seed=1)
+    controller.informers = {"nodes": _Listed(nodes), "pods": _Listed(pods)}
+    controller.event = lambda *args: None
+    controller._mark_unschedulable = lambda obj, cycle, scheduler_name: None
+
+    class Queue:
+        def add_after(self, key, seconds):
+            pass
+    controller.queue = Queue()
+    for i in range(6):
+        controller.sync(f"default/shop-{i}")
+    per_zone = {z: sum(1 for _pod, node in bindings.bound if node == f"n-{z}") for z in zones}
+    assert per_zone == {"z1": 2, "z2": 2, "z3": 1}
+    assert [name for name, _node in bindings.bound] == [f"shop-{i}" for i in range(5)]
+    # shop-5 fits nowhere: its cycle's record says why, node by node
+    record = controller.cycles["default/shop-5"]
+    assert record.chosen is None
+    assert {n: s.reasons for n, s in record.statuses.items()} == {
+        "n-z1": ["node(s) didn't match pod topology spread constraints"],
+        "n-z2": ["node(s) didn't match pod topology spread constraints"],
+        "n-z3": ["Insufficient cpu"]}
+
+
+BIN_PACKER = """apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: default-scheduler
+- schedulerName: bin-packer
+  pluginConfig:
+  - name: NodeResourcesFit
+    args:
+      scoringStrategy:
+        type: MostAllocated
+"""
+
+
+def test_a_second_profile_from_the_configuration_configmap_packs_its_pods(server):
+    """kube-system/kube-scheduler-config holds a KubeSchedulerConfiguration: a Pod whose
+    schedulerName is its second profile's is scored by that profile (NodeResourcesFit
+    MostAllocated: the fullest node that fits); a configuration kube-scheduler would refuse
+    changes nothing and says why in an event on the ConfigMap."""
+    c = server.client()
+    for name in ("node-1", "node-2", "node-3"):
+        c.create("v1", "nodes", node(name, "4"))
+    c.create("v1", "configmaps", {"metadata": {"name": "kube-scheduler-config", "namespace": "kube-system"},
+                                  "data": {"config.yaml": BIN_PACKER}}, "kube-system")
+    placed = []
+    for i in range(3):
+        p = pod(f"batch-{i}", "1")
+        p["spec"]["schedulerName"] = "bin-packer"
+        c.create("v1", "pods", p, "default")
+        assert wait_until(lambda: c.get("v1", "pods", f"batch-{i}", "default")["spec"].get("nodeName"), timeout=30)
+        placed.append(c.get("v1", "pods", f"batch-{i}", "default")["spec"]["nodeName"])
+    assert len(set(placed)) == 1, placed            # LeastAllocated would have spread them over three
+    assert wait_until(lambda: events(c, "batch-2", "Scheduled"), timeout=10)
+    assert events(c, "batch-2", "Scheduled")[0]["source"]["component"] == "bin-packer"   # the profile records it
+    cm = c.get("v1", "configmaps", "kube-scheduler-config", "kube-system")
+    cm["data"]["config.yaml"] = BIN_PACKER + "  plugins:\n    score:\n      enabled:\n      - name: MostPacked\n"
+    c.update("v1", "configmaps", cm, "kube-system")
+
+    def refused():
+        return [e for e in c.list("v1", "events", "kube-system")[0] if e["reason"] == "FailedToLoadConfiguration"]
+    assert wait_until(refused, timeout=30)
+    assert refused()[0]["message"] == ('initializing profiles: creating profile for scheduler name bin-packer: '
+                                       'ScorePlugin "MostPacked" does not exist')
+    p = pod("batch-3", "1")
+    p["spec"]["schedulerName"] = "bin-packer"          # the profile it had still decides
+    c.create("v1", "pods", p, "default")
+    assert wait_until(lambda: c.get("v1", "pods", "batch-3", "default")["spec"].get("nodeName") == placed[0], timeout=30)
+
+
+def test_the_queue_pops_the_highest_priority_first_then_the_earliest_queued():
+    """queuesort/priority_sort.go Less: priority, then the time a Pod was queued."""
+    from labkit.controllers.scheduler import SchedulerController
+    from labkit.controllers.decisions import DecisionLog
+    from labkit.scheduler.queue import ActiveQueue, less
+
+    assert less(10, 5.0, 0, 1.0) and not less(0, 1.0, 10, 5.0)
+    assert less(10, 1.0, 10, 2.0) and not less(10, 2.0, 10, 1.0)
+    priorities = {"ns/low": 0, "ns/high": 1000, "ns/mid": 10, "ns/high-later": 1000, "ns/low-later": 0}
+    queue = ActiveQueue("scheduler", priorities.__getitem__)
+    for key in priorities:
+        queue.add(key)
+    popped = [queue.get(timeout=0) for _ in priorities]
+    assert popped == ["ns/high", "ns/high-later", "ns/mid", "ns/low", "ns/low-later"]
+    # the scheduler controller's queue is one, reading each Pod's spec.priority from its informer
+    controller = SchedulerController(None, DecisionLog())
+    controller.informers = {"pods": _Listed([
+        {"metadata": {"name": "a", "namespace": "ns"}, "spec": {}},
+        {"metadata": {"name": "b", "namespace": "ns"}, "spec": {"priority": 2000000000}}])}
+    made = controller.make_queue()
+    made.add("ns/a")
+    made.add("ns/b")
+    assert [made.get(timeout=0), made.get(timeout=0)] == ["ns/b", "ns/a"]

@@ -24,7 +24,7 @@ from support import LABKIT, REPO, host_lock, labkit, wait_until
 
 LAB = "scheduler"
 EXERCISES = ["why-pending", "taint-effects", "noexecute", "score-predict", "preempt-predict", "own-scheduler",
-             "node-name"]
+             "node-name", "spread", "binpack"]
 
 
 @pytest.fixture(scope="module")
@@ -59,10 +59,11 @@ def test_the_pending_pod_shows_v1_34_1s_failedscheduling_text(lab):
     condition = next(c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled")
     assert (condition["status"], condition["reason"]) == ("False", "Unschedulable")
     assert condition["message"] == (
-        "0/6 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint {dedicated: batch}, "
-        "1 node(s) had untolerated taint {maintenance: true}, 3 node(s) didn't match Pod's node affinity/selector. "
-        "no new claims to deallocate, preemption: 0/6 nodes are available: 1 No preemption victims found for "
-        "incoming pod, 5 Preemption is not helpful for scheduling.")
+        "0/13 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint {dedicated: batch}, "
+        "1 node(s) had untolerated taint {maintenance: true}, 3 node(s) didn't match Pod's node affinity/selector, "
+        "3 node(s) had untolerated taint {dedicated: pack}, 4 node(s) had untolerated taint {dedicated: shop}. "
+        "no new claims to deallocate, preemption: 0/13 nodes are available: 1 No preemption victims found for "
+        "incoming pod, 12 Preemption is not helpful for scheduling.")
     events = target.kubectl("get", "events", "-n", "sched", "--field-selector", "involvedObject.name=web",
                             "-o", "jsonpath={.items[*].reason}")
     assert "FailedScheduling" in events.split()
@@ -151,7 +152,7 @@ def test_a_pod_given_a_node_by_node_name_alone_is_rejected_by_its_kubelet_out_of
 
 
 @pytest.mark.host_exclusive
-@pytest.mark.parametrize("step", ["server", "noexecute"])
+@pytest.mark.parametrize("step", ["server", "noexecute", "spread", "binpack"])
 def test_kill_9_during_run_then_cleanup_leaves_nothing(step, host_unchanged):
     run = subprocess.run([*LABKIT, "run", LAB], cwd=REPO, capture_output=True,
                          env={**os.environ, "LABKIT_CRASH_AT": f"scheduler:{step}"})
@@ -175,3 +176,35 @@ def test_a_reset_of_node_name_pins_the_pod_again_and_names_what_it_undoes(lab):
     assert (pod["status"]["phase"], pod["status"]["reason"]) == ("Failed", "OutOfcpu")
     result = statuses(lab, "node-name")["node-name"]
     assert result.status == "fail" and "by hand" in result.message
+
+
+def test_spread_leaves_one_replica_pending_and_a_reset_brings_shop_back_keeping_the_answer(lab):
+    lab, env = lab
+    runner.reset(lab, exercise_id="spread")
+    runner.solve(lab, "spread")             # the constraint, and the answer file
+    target = for_env(env)
+    client = target.client()
+
+    def pending():
+        pods = client.list("v1", "pods", "sched", label_selector="app=shop")[0]
+        fresh = [p for p in pods if p["spec"].get("topologySpreadConstraints") and not p["metadata"].get("deletionTimestamp")]
+        waiting = [p for p in fresh if not p["spec"].get("nodeName")]
+        tried = [p for p in waiting if any(c["type"] == "PodScheduled" for c in p["status"].get("conditions") or [])]
+        return tried if len(fresh) == 6 and len(waiting) == 1 else None
+    assert wait_until(pending, timeout=30)
+    message = next(c for c in pending()[0]["status"]["conditions"] if c["type"] == "PodScheduled")["message"]
+    assert message.startswith("0/13 nodes are available: 1 Insufficient cpu, ")
+    assert "3 node(s) didn't match pod topology spread constraints" in message
+    zones = {}
+    for p in client.list("v1", "pods", "sched", label_selector="app=shop")[0]:
+        if p["spec"].get("nodeName"):
+            zone = client.get("v1", "nodes", p["spec"]["nodeName"])["metadata"]["labels"]["topology.kubernetes.io/zone"]
+            zones[zone] = zones.get(zone, 0) + 1
+    assert zones == {"zone-a": 2, "zone-b": 2, "zone-c": 1}
+    assert lab.environment_module().student_work(env, "spread") == ["your changes to Deployment sched/shop"]
+    runner.reset(lab, exercise_id="spread")
+    shop = client.get("apps/v1", "deployments", "shop", "sched")
+    assert "topologySpreadConstraints" not in shop["spec"]["template"]["spec"]
+    assert len([p for p in client.list("v1", "pods", "sched", label_selector="app=shop")[0]
+                if p["spec"].get("nodeName")]) == 6
+    assert answer_path(LAB, "spread").exists()

@@ -105,3 +105,37 @@ def test_the_shared_cases_and_labkits_own_are_not_withheld():
     paths = sorted(own.glob("*.yaml")) + sorted((shared_fidelity("scheduler") or own).glob("*.yaml"))
     assert paths
     assert [p.name for p in paths if withhold.exercise_of(load_yaml(p))] == []
+
+
+def _preempt_near_copies(case: dict) -> dict:
+    """Hand edits of the preemption case that leave every node's victims as they are."""
+    out = {}
+    written = copy.deepcopy(case)           # the same quantities, written otherwise, and new names
+    written["incoming"]["containers"][0]["requests"] = {"cpu": "3000m", "memory": "1024Mi"}
+    written["incoming"]["name"] = "vip"
+    for p in written["pods"]:
+        p["containers"][0]["requests"] = {"cpu": f"{int(p['containers'][0]['requests']['cpu']) * 1000}m",
+                                          "memory": "1024Mi"}
+    out["quantities written otherwise"] = written
+    renumbered = copy.deepcopy(case)        # the priorities renumbered, in the same order
+    for p in renumbered["pods"]:
+        p["priority"] = p["priority"] * 3 + 7
+    renumbered["incoming"]["priority"] = 5000
+    out["priorities renumbered"] = renumbered
+    return out
+
+
+@pytest.mark.parametrize("edit", ["quantities written otherwise", "priorities renumbered"])
+def test_hand_edited_near_copies_of_the_preemption_case_are_withheld(edit):
+    case = _case("preempt-predict")
+    near = _preempt_near_copies(case)[edit]
+    assert withhold._node_shapes(near) != withhold._node_shapes(case) or withhold._incoming(near) != \
+        withhold._incoming(case)            # not the same case under other names: a near-copy
+    assert withhold.exercise_of(near)[0] == "preempt-predict"
+
+
+def test_a_preemption_case_that_evicts_other_pods_is_not_withheld():
+    case = _case("preempt-predict")
+    other = copy.deepcopy(case)
+    other["incoming"]["containers"][0]["requests"] = {"cpu": "1", "memory": "1Gi"}
+    assert withhold.exercise_of(other) is None

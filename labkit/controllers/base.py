@@ -108,6 +108,10 @@ class KeyedController:
     def sync(self, key: str) -> None:
         raise NotImplementedError
 
+    def make_queue(self) -> RateLimitingQueue:
+        """The work queue the workers take keys from (first in, first out)."""
+        return RateLimitingQueue(self.name)
+
     def informer(self, api_version: str, resource: str, kind: str, namespaced: bool = True, **handlers) -> Informer:
         group, _, version = api_version.rpartition("/")
         return Informer(self.client, ApiResource(group, version, resource, kind, namespaced, ()), **handlers)
@@ -116,7 +120,7 @@ class KeyedController:
         if self.running:
             return
         self._stop = threading.Event()
-        self.queue = RateLimitingQueue(self.name)
+        self.queue = self.make_queue()
         self.expectations = Expectations()
         if self.component and self.recorder is None:
             self.recorder = EventRecorder(self.client, self.component)

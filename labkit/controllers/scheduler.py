@@ -15,6 +15,22 @@ bound Pods the server holds.
   (preemption.go prepareCandidate, DefaultPreemption).
 
 Every cycle's record is kept (the last per Pod), for `explain`.
+
+Profiles: kube-scheduler reads its KubeSchedulerConfiguration from the file `--config` names, once,
+at its start. labkit's reads it from the ConfigMap kube-system/kube-scheduler-config (key
+config.yaml; labkit.scheduler.config builds the profiles as v1.34.1 does) and builds its profiles
+again whenever the ConfigMap changes, as a restart of kube-scheduler with that file would; without
+the ConfigMap it runs the default profile alone. A configuration kube-scheduler would not start
+with leaves the profiles as they were: the error is in labkit's decision log and in a Warning
+event `FailedToLoadConfiguration` on the ConfigMap. Each Pod is decided by the profile its
+spec.schedulerName names; a Pod whose schedulerName no profile has is left alone, as upstream's
+eventhandlers.go responsibleForPod does.
+
+A Pod bound in one cycle counts on its node in the next even before the Pod informer has seen the
+binding: the scheduler cache assumes it there (schedule_one.go assume, backend/cache/cache.go
+AssumePod) until the informer's copy names the node (AddPod/UpdatePod confirm it) or the Pod is
+gone. Without that, a batch of Pods created together (a Deployment's replicas) would each be
+decided on a snapshot that misses the ones bound just before it.
 """
 
 from __future__ import annotations
@@ -28,9 +44,10 @@ from labkit.scheduler import framework as fw
 from labkit.scheduler.objects import Node, NodeInfo, Pod
 from labkit.scheduler.preemption import DefaultPreemption
 from labkit.scheduler.profiles import make_profile
-from labkit.scheduler.queue import backoff_seconds
+from labkit.scheduler.queue import ActiveQueue, backoff_seconds
 
 CONTROLLER = "scheduler"
+CONFIG_NAMESPACE, CONFIG_NAME, CONFIG_KEY = "kube-system", "kube-scheduler-config", "config.yaml"
 
 
 def _pending(pod: dict, profiles: dict) -> bool:
@@ -57,10 +74,14 @@ class SchedulerController(KeyedController):
 
     def __init__(self, client, log, profiles=None, seed: int | None = None):
         super().__init__(client, log)
-        self.profiles = {p.name: p for p in (profiles or [make_profile("default")])}
+        self.given = list(profiles or [make_profile("default")])     # without a configuration ConfigMap
+        self.profiles = {p.name: p for p in self.given}
+        self.config_error: str | None = None
+        self.recorders: dict = {}         # schedulerName -> the EventRecorder of that profile
         self.rng = random.Random(seed)
         self.attempts: dict[str, int] = {}
         self.cycles: dict[str, fw.Cycle] = {}
+        self.assumed: dict[str, dict] = {}      # key -> the Pod as bound, until the informer shows it bound
 
     def make_informers(self):
         def pod_changed(pod, *_):
@@ -71,12 +92,76 @@ class SchedulerController(KeyedController):
             if _scheduling_relevant(old) != _scheduling_relevant(new):
                 pod_changed(new)
 
+        def config_changed(cm, *_):
+            meta = cm["metadata"]
+            if (meta.get("namespace"), meta["name"]) == (CONFIG_NAMESPACE, CONFIG_NAME):
+                self._configure(cm)
+
+        def config_deleted(cm):
+            meta = cm["metadata"]
+            if (meta.get("namespace"), meta["name"]) == (CONFIG_NAMESPACE, CONFIG_NAME):
+                self._configure(None)
+
         return {
+            "configmaps": self.informer("v1", "configmaps", "ConfigMap", on_add=config_changed,
+                                        on_update=lambda old, new: config_changed(new), on_delete=config_deleted),
             "pods": self.informer("v1", "pods", "Pod", on_add=pod_changed, on_update=pod_updated,
                                   on_delete=lambda pod: self._retry_all()),
             "nodes": self.informer("v1", "nodes", "Node", namespaced=False, on_add=lambda n: self._retry_all(),
                                    on_update=lambda old, new: self._retry_all(), on_delete=lambda n: self._retry_all()),
         }
+
+    def make_queue(self) -> ActiveQueue:
+        """Pods are taken as activeQ pops them: the highest spec.priority first, then the earliest
+        queued (queuesort/priority_sort.go Less)."""
+        def priority_of(key: str) -> int:
+            informers = getattr(self, "informers", None) or {}
+            pod = informers["pods"].get(key) if "pods" in informers else None
+            return int(((pod or {}).get("spec") or {}).get("priority") or 0)
+        return ActiveQueue(self.name, priority_of)
+
+    def _event_of(self, scheduler_name: str, obj: dict, type_: str, reason: str, message: str) -> None:
+        """An event of the profile that decided: each profile records with its schedulerName as the
+        reporting component (profile/profile.go newProfile: recorderFact(cfg.SchedulerName))."""
+        if scheduler_name == self.component:
+            self.event(obj, type_, reason, message)
+            return
+        if self.recorder is None:
+            return
+        from labkit.controllers.events import EventRecorder, involved
+        recorder = self.recorders.get(scheduler_name)
+        if recorder is None:
+            recorder = self.recorders[scheduler_name] = EventRecorder(self.client, scheduler_name)
+        recorder.event(involved(obj), type_, reason, message)
+
+    def idle(self) -> bool:
+        return super().idle() and all(r.idle() for r in self.recorders.values())
+
+    def stop(self) -> None:
+        super().stop()
+        for recorder in self.recorders.values():
+            recorder.stop()
+        self.recorders = {}
+
+    def _configure(self, cm: dict | None) -> None:
+        """The profiles of the configuration ConfigMap (or the given ones without it); a
+        configuration that fails to load changes nothing."""
+        from labkit.scheduler.config import ConfigError, load
+        if cm is None:
+            self.profiles, self.config_error = {p.name: p for p in self.given}, None
+            self.log.record(self.name, "config", None, "no configuration ConfigMap: the default profile")
+        else:
+            try:
+                profiles, _percentage = load(((cm.get("data") or {}).get(CONFIG_KEY)) or "")
+            except (ConfigError, ValueError, TypeError, AttributeError) as exc:
+                message = str(exc) if isinstance(exc, ConfigError) else f"couldn't read the configuration: {exc}"
+                self.config_error = message
+                self.log.record(self.name, "config-refused", None, message)
+                self.event(cm, "Warning", "FailedToLoadConfiguration", message)
+                return
+            self.profiles, self.config_error = {p.name: p for p in profiles}, None
+            self.log.record(self.name, "config", None, "profiles " + ", ".join(self.profiles))
+        self._retry_all()
 
     def _retry_all(self) -> None:
         """A cluster event: every Pod waiting to be scheduled is tried again now."""
@@ -91,6 +176,13 @@ class SchedulerController(KeyedController):
         nodes = [NodeInfo(Node(n)) for n in sorted(self.informers["nodes"].list(), key=lambda n: n["metadata"]["name"])]
         by_name = {n.name: n for n in nodes}
         for pod in self.informers["pods"].list():
+            key = object_key(pod)
+            if key in self.assumed:
+                if (pod.get("spec") or {}).get("nodeName") or pod["metadata"].get("uid") != \
+                        self.assumed[key]["metadata"].get("uid"):
+                    del self.assumed[key]        # confirmed by the informer, or another Pod now
+                else:
+                    pod = self.assumed[key]
             node = by_name.get((pod.get("spec") or {}).get("nodeName") or "")
             if node is not None and not _terminal(pod):
                 node.add(Pod(pod))
@@ -98,7 +190,11 @@ class SchedulerController(KeyedController):
 
     def sync(self, key: str) -> None:
         obj = self.informers["pods"].get(key)
-        if obj is None or not _pending(obj, self.profiles):
+        assumed = self.assumed.get(key)
+        if assumed is not None and (obj is None or obj["metadata"].get("uid") != assumed["metadata"].get("uid")):
+            self.assumed.pop(key, None)
+            assumed = None
+        if obj is None or not _pending(obj, self.profiles) or assumed is not None:
             self.attempts.pop(key, None)
             return
         pod = Pod(obj)
@@ -107,15 +203,17 @@ class SchedulerController(KeyedController):
         self.cycles[key] = cycle
         ns, name = pod.namespace, pod.name
         if cycle.chosen is not None:
+            self.assumed[key] = dict(obj, spec=dict(obj.get("spec") or {}, nodeName=cycle.chosen))
             if not bind(self.client, obj, cycle.chosen):
+                self.assumed.pop(key, None)     # ForgetPod: the binding failed
                 return
             self.attempts.pop(key, None)
             self.log.record(self.name, "bind", None, f"pod {ns}/{name} → {cycle.chosen}")
-            self.event(obj, "Normal", "Scheduled", f"Successfully assigned {ns}/{name} to {cycle.chosen}")
+            self._event_of(profile.name, obj, "Normal", "Scheduled", f"Successfully assigned {ns}/{name} to {cycle.chosen}")
             return
         for victim in cycle.victims:
             self._preempt(victim, pod, cycle.nominated_node, profile.name)
-        self._mark_unschedulable(obj, cycle)
+        self._mark_unschedulable(obj, cycle, profile.name)
         self.attempts[key] = self.attempts.get(key, 0) + 1
         self.queue.add_after(key, backoff_seconds(self.attempts[key]))
 
@@ -134,9 +232,9 @@ class SchedulerController(KeyedController):
         event = DefaultPreemption.victim_event(preemptor, node)
         self.log.record(self.name, "preempt", None, f"pod {victim.namespace}/{victim.name} on {node} for "
                                                     f"{preemptor.namespace}/{preemptor.name}")
-        self.event(obj, event["type"], event["reason"], event["message"])
+        self._event_of(scheduler_name, obj, event["type"], event["reason"], event["message"])
 
-    def _mark_unschedulable(self, obj: dict, cycle: fw.Cycle) -> None:
+    def _mark_unschedulable(self, obj: dict, cycle: fw.Cycle, scheduler_name: str = fw.DEFAULT_SCHEDULER) -> None:
         message = cycle.fit_error
         status = dict(obj.get("status") or {})
         old = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), None)
@@ -155,4 +253,4 @@ class SchedulerController(KeyedController):
                     raise
         self.log.record(self.name, "unschedulable", None,
                         f"pod {obj['metadata']['namespace']}/{obj['metadata']['name']}: {message}")
-        self.event(obj, "Warning", "FailedScheduling", message)
+        self._event_of(scheduler_name, obj, "Warning", "FailedScheduling", message)

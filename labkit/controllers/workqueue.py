@@ -111,7 +111,7 @@ class RateLimitingQueue:
             while True:
                 next_due = self._promote_due()
                 if self._queue:
-                    item = self._queue.popleft()
+                    item = self._pop()
                     self._dirty.discard(item)
                     self._processing.add(item)
                     return item
@@ -124,6 +124,10 @@ class RateLimitingQueue:
                         return None
                     wait = remaining if wait is None else min(wait, remaining)
                 self._cond.wait(wait)
+
+    def _pop(self):
+        """The next item of the queue (first in, first out; a subclass may order them otherwise)."""
+        return self._queue.popleft()
 
     def done(self, item) -> None:
         with self._cond:

@@ -69,12 +69,17 @@ class Profile:
     plugins: list
     weights: dict[str, int]
     percentage_of_nodes_to_score: int = 0
+    disabled: dict[str, set] = field(default_factory=dict)   # method (pre_filter, score, ...) -> plugin names
 
     def has(self, name: str) -> bool:
         return any(p.name == name for p in self.plugins)
 
+    def runs(self, plugin, point: str) -> bool:
+        """Whether `plugin` runs at the extension point `point` (its method) in this profile."""
+        return callable(getattr(plugin, point, None)) and plugin.name not in self.disabled.get(point, ())
+
     def at(self, point: str) -> list:
-        return [p for p in self.plugins if callable(getattr(p, point, None))]
+        return [p for p in self.plugins if self.runs(p, point)]
 
 
 # -- the cycle's state and its record ---------------------------------------------------------------
@@ -250,7 +255,7 @@ def prioritize(cycle: Cycle, pod: Pod) -> None:
     nodes = [cycle.node(name) for name in cycle.feasible]
     scorers = []
     for plugin in cycle.profile.at("score"):
-        pre = getattr(plugin, "pre_score", None)
+        pre = getattr(plugin, "pre_score", None) if cycle.profile.runs(plugin, "pre_score") else None
         if callable(pre) and pre(cycle, pod, nodes).code == SKIP:
             cycle.score_skipped.add(plugin.name)
             continue

@@ -304,9 +304,13 @@ def _constraints(pod: Pod, mode: str) -> list[dict]:
     return [c for c in pod.spec.get("topologySpreadConstraints") or [] if c.get("whenUnsatisfiable", "DoNotSchedule") == mode]
 
 
-def _selector_of(pod: Pod, c: dict) -> dict:
-    """The constraint's labelSelector, with matchLabelKeys folded in as `key In (pod's value)`."""
-    selector = dict(c.get("labelSelector") or {})
+def _selector_of(pod: Pod, c: dict) -> dict | None:
+    """The constraint's labelSelector, with matchLabelKeys folded in as `key In (pod's value)`;
+    None for a constraint without one (metav1.LabelSelectorAsSelector(nil) is labels.Nothing():
+    it matches no Pod, not even the incoming one)."""
+    if c.get("labelSelector") is None:
+        return None
+    selector = dict(c["labelSelector"])
     keys = [k for k in c.get("matchLabelKeys") or [] if k in pod.labels]
     if keys:
         selector["matchExpressions"] = list(selector.get("matchExpressions") or []) + \
@@ -326,7 +330,12 @@ def _eligible(pod: Pod, c: dict, node: NodeInfo) -> bool:
 
 
 def _count(pod: Pod, c: dict, node: NodeInfo) -> int:
+    """common.go countPodsMatchSelector: the Pods of the node in the incoming Pod's namespace that
+    the selector matches, terminating ones aside; an empty selector ({}: labels.Everything())
+    counts none, though the incoming Pod still matches it itself (Filter's selfMatchNum)."""
     selector = _selector_of(pod, c)
+    if selector is None or not (selector.get("matchLabels") or selector.get("matchExpressions")):
+        return 0
     return sum(1 for p in node.pods if p.namespace == pod.namespace and label_selector_matches(selector, p.labels)
                and not (p.obj.get("metadata") or {}).get("deletionTimestamp"))
 

@@ -3,7 +3,7 @@ labkit.predictions: which cases `labkit scheduler explain` and `play` show only 
 recorded (the exercise's case file, a copy of it with other names, or any case that holds one of
 its nodes with the same Pods and the same incoming Pod, other nodes added or left out; for
 score-predict also a near-copy: any case with a node scored as one of its nodes is, give or take a
-point). Keeping the prediction when the decision is first shown, and grading that kept copy, is
+point; for preempt-predict any case with a node whose victims are shaped as on one of its nodes). Keeping the prediction when the decision is first shown, and grading that kept copy, is
 labkit.predictions'."""
 
 from __future__ import annotations
@@ -71,6 +71,40 @@ def _near(one: tuple, other: tuple) -> bool:
     return abs(one[0] - other[0]) <= NEAR and (one[1] is None or abs(one[1] - other[1]) <= NEAR)
 
 
+def _victim_shapes(case: dict) -> set[str]:
+    """Each node of the case on which DefaultPreemption could make room for the incoming Pod
+    (labkit's reconstruction, default_preemption.go SelectVictimsOnNode with the case's PDBs), as
+    what decides its victims whatever the names, the way quantities are written or the priorities'
+    values (only their order counts): the node's CPU and memory, the incoming Pod's requests, the
+    requests of the Pods it evicts and of those it leaves there, and the PDB violations. Nothing
+    for a case labkit cannot play."""
+    from labkit.scheduler import framework as fw
+    from labkit.scheduler.objects import CPU, MEMORY
+    from labkit.scheduler.play import pod_of, snapshot_of
+    from labkit.scheduler.preemption import select_victims
+    from labkit.scheduler.profiles import make_profile
+    try:
+        nodes, _pods = snapshot_of(case)
+        incoming = pod_of(case["incoming"])
+        cycle = fw.Cycle(incoming, make_profile("default"), nodes, list(case.get("pdbs") or []))
+        shapes = set()
+
+        def shape(pod) -> list[int]:
+            asked = pod.requests()
+            return [asked.get(CPU, 0), asked.get(MEMORY, 0)]
+        for node in nodes:
+            victims, violations, _st = select_victims(cycle, incoming, node)
+            if not victims:
+                continue
+            kept = [p for p in node.pods if all(p is not v for v in victims)]
+            shapes.add(json.dumps({"node": [node.node.allocatable.get(CPU, 0), node.node.allocatable.get(MEMORY, 0)],
+                                   "incoming": shape(incoming), "victims": sorted(shape(v) for v in victims),
+                                   "kept": sorted(shape(p) for p in kept), "violations": violations}))
+        return shapes
+    except Exception:       # a broken case shows nothing; play and explain say what is wrong with it
+        return set()
+
+
 def reveals(case: dict, exercise_case: dict, exercise: str = "") -> bool:
     """Whether playing `case` shows part of the exercise case's outcome: the same incoming Pod
     (requests, priority) and at least one of the exercise's nodes with the same Pods on it, whatever
@@ -79,9 +113,14 @@ def reveals(case: dict, exercise_case: dict, exercise: str = "") -> bool:
     For score-predict, also any case with a node the default profile scores for its incoming Pod
     within NEAR points of one of the exercise's (NodeResourcesFit and BalancedAllocation, with the
     same PreferNoSchedule verdict): a hand-edited near-copy (quantities written otherwise, a Pod
-    split in two, a few MiB more) shows the same scores."""
+    split in two, a few MiB more) shows the same scores. For preempt-predict, also any case with a
+    node where preemption would evict Pods of the same requests as on one of the exercise's nodes,
+    for an incoming Pod of the same requests (_victim_shapes): a near-copy with the quantities
+    written otherwise or the priorities renumbered in the same order shows the same victims."""
     if _incoming(case) == _incoming(exercise_case) and bool(_node_shapes(case) & _node_shapes(exercise_case)):
         return True
+    if exercise == "preempt-predict":
+        return bool(_victim_shapes(case) & _victim_shapes(exercise_case))
     if exercise != "score-predict":
         return False
     theirs = _scored(exercise_case)

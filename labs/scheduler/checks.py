@@ -16,6 +16,7 @@ wrong and where to look; the right answer goes only into `right_answer` (withhel
 
 from __future__ import annotations
 
+import copy
 import random
 from pathlib import Path
 
@@ -437,11 +438,16 @@ def _probe(ctx, lab, target) -> dict:
         view = None if live is None else _bound_view(live)
         node_name = (view or {}).get("nodeName")
         node = client.get_or_none("v1", "nodes", node_name) if node_name else None
-        by = sorted({(e.get("user") or {}).get("username", "") for e in target.audit(since=since) or []
-                     if e.get("verb") == "create" and _is_binding(e.get("objectRef") or {})
-                     and (e.get("objectRef") or {}).get("namespace") == ns
-                     and (e.get("objectRef") or {}).get("name") == pod_name
-                     and (e.get("responseStatus") or {}).get("code", 500) < 300})
+
+        def binders() -> list[str]:
+            return sorted({(e.get("user") or {}).get("username", "") for e in target.audit(since=since) or []
+                           if e.get("verb") == "create" and _is_binding(e.get("objectRef") or {})
+                           and (e.get("objectRef") or {}).get("namespace") == ns
+                           and (e.get("objectRef") or {}).get("name") == pod_name
+                           and (e.get("responseStatus") or {}).get("code", 500) < 300})
+        # the audit event of a request is written as its response completes: a watcher may see
+        # the Pod bound a moment before the binding's event is in the log
+        by = binders() if not node_name else (wait_for(binders, timeout=1.0, interval=0.05) or binders())
         return {"pod": view, "fit": fit, "cordoned": cordoned, "bound_by": by, "user": own.USER,
                 "placement": None if node is None else {
                     "node": _filter_node(node),
@@ -916,3 +922,495 @@ def rejection_truth(lab) -> dict:
 
 def check_node_name(ctx):
     return judge_node_name(ctx, observe_node_name(ctx))
+
+
+# -- spread ------------------------------------------------------------------------------------------
+
+ROLLOUT_WAIT = 5.0      # seconds the check waits for a rollout of shop in progress to settle
+# the Pod fields the default profile's PreFilter and Filter plugins read (labkit.scheduler.objects.Pod)
+_SCHED_SPEC = ("nodeName", "nodeSelector", "affinity", "tolerations", "topologySpreadConstraints", "overhead",
+               "schedulerName", "priority")
+
+
+def _sched_view(pod: dict) -> dict:
+    """What of a Pod the scheduling cycle reads, in the API's shape (labkit.scheduler.objects.Pod
+    takes it): its name, namespace, labels and whether it terminates; the spec fields the
+    plugins read, and each container's requests and host ports."""
+    meta, spec = pod["metadata"], pod.get("spec") or {}
+
+    def containers(key):
+        return [{"name": c.get("name"), "resources": {"requests": (c.get("resources") or {}).get("requests") or {}},
+                 "ports": [p for p in c.get("ports") or [] if p.get("hostPort")]} for c in spec.get(key) or []]
+    return {"metadata": {"name": meta["name"], "namespace": meta.get("namespace"), "uid": meta.get("uid"),
+                         "labels": dict(meta.get("labels") or {}),
+                         "deletionTimestamp": meta.get("deletionTimestamp")},
+            "spec": {**{k: spec[k] for k in _SCHED_SPEC if k in spec},
+                     "containers": containers("containers"), "initContainers": containers("initContainers")},
+            "status": {"phase": (pod.get("status") or {}).get("phase"),
+                       "tried": any(c.get("type") == "PodScheduled" and c.get("status") == "False"
+                                    for c in (pod.get("status") or {}).get("conditions") or [])}}
+
+
+def _deployment_view(dep: dict | None) -> dict | None:
+    if dep is None:
+        return None
+    template = (dep.get("spec") or {}).get("template") or {}
+    spec = template.get("spec") or {}
+    return {"uid": dep["metadata"].get("uid"), "replicas": (dep.get("spec") or {}).get("replicas"),
+            "labels": dict((template.get("metadata") or {}).get("labels") or {}),
+            "constraints": spec.get("topologySpreadConstraints"),
+            "nodeSelector": spec.get("nodeSelector") or {}, "tolerations": spec.get("tolerations") or [],
+            "requests": [((c.get("resources") or {}).get("requests") or {}) for c in spec.get("containers") or []]}
+
+
+def observe_spread(ctx):
+    """The Deployment shop (its template's constraint, replicas, requests, nodeSelector and
+    tolerations), its Pods (through its ReplicaSets), the pool's Nodes, the labels of every other
+    Pod of the namespace, what the scheduler reads of every Node and bound Pod, the bindings of
+    shop's Pods sent by hand (the audit log), and the answer. A rollout in progress (fewer or more
+    Pods than replicas, some of another template, terminating, or not tried by the scheduler yet)
+    is waited for, at most ROLLOUT_WAIT s."""
+    p = ctx.params
+    lab = _lab(ctx)
+    target = for_env(ctx.env)
+    client = target.client()
+    ns = p["namespace"]
+
+    def look():
+        dep = _deployment_view(client.get_or_none("apps/v1", "deployments", p["deployment"], ns))
+        owners = {rs["metadata"]["uid"] for rs in client.list("apps/v1", "replicasets", ns)[0]
+                  if dep and any(r.get("uid") == dep["uid"] for r in rs["metadata"].get("ownerReferences") or [])}
+        pods = client.list("v1", "pods")[0]
+        mine = [_sched_view(x) for x in pods if x["metadata"].get("namespace") == ns
+                and any(r.get("uid") in owners for r in x["metadata"].get("ownerReferences") or [])]
+        return dep, mine, pods
+
+    def settled(dep, mine) -> bool:
+        return dep is not None and len(mine) == dep["replicas"] and all(
+            not x["metadata"]["deletionTimestamp"] and x["spec"].get("topologySpreadConstraints") == dep["constraints"]
+            and (x["spec"].get("nodeName") or x["status"]["tried"]) for x in mine)
+    dep, mine, pods = look()
+    if not settled(dep, mine):
+        wait_for(lambda: settled(*look()[:2]), timeout=ROLLOUT_WAIT, interval=0.1)
+        dep, mine, pods = look()
+    names = {x["metadata"]["name"] for x in mine}
+    nodes = sorted(client.list("v1", "nodes")[0], key=lambda n: n["metadata"]["name"])
+    by_hand = sorted({(e.get("user") or {}).get("username", "") for e in target.audit(since=ctx.ready_time) or []
+                      if e.get("verb") == "create" and _is_binding(e.get("objectRef") or {})
+                      and (e.get("objectRef") or {}).get("namespace") == ns
+                      and (e.get("objectRef") or {}).get("name") in names
+                      and not (e.get("user") or {}).get("username", "").startswith("system:")
+                      and (e.get("responseStatus") or {}).get("code", 500) < 300})
+    cart = next((x for x in pods if x["metadata"].get("namespace") == ns and x["metadata"]["name"] == "cart"), None)
+    try:
+        answer, unanswered = ctx.answer(), None
+    except CheckFailed as exc:          # judged after the live state: a wrong constraint is named first
+        answer, unanswered = None, exc.message
+    return {"deployment": dep, "pods": sorted(mine, key=lambda x: x["metadata"]["name"]),
+            "nodes": {name: _node_view(next((n for n in nodes if n["metadata"]["name"] == name), None))
+                      for name in lab.ZONE_NODES},
+            "cart": None if cart is None else {"labels": dict(cart["metadata"].get("labels") or {}),
+                                               "nodeName": (cart.get("spec") or {}).get("nodeName")},
+            "other_labels": [dict(x["metadata"].get("labels") or {}) for x in pods
+                             if x["metadata"].get("namespace") == ns and x["metadata"]["name"] not in names],
+            "cluster": {"nodes": [_filter_node(n) for n in nodes],
+                        "pods": [_sched_view(x) for x in pods if (x.get("spec") or {}).get("nodeName")
+                                 and (x.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]},
+            "bound_by_hand": by_hand, "answer": answer, "unanswered": unanswered}
+
+
+def selector_space(lab, template_labels: dict, own: list[dict], others: list[dict]) -> tuple[list[dict], list[dict]]:
+    """The label sets a spread constraint's selector is judged on: those it must match (shop's
+    Pods, and its template's labels) and those it must not: every other Pod of the namespace, live
+    and as the lab builds it, a Pod without labels, and one of each of the labels shop's Pods share
+    with cart (tier=frontend) or name their app by (app=cart)."""
+    must = [dict(template_labels)] + [dict(x) for x in own]
+    built = [lab.CART, lab.WEB, lab.LEGACY, lab.NIGHTLY, *(lab.drain_pod(n) for n in lab.DRAIN_PODS),
+             *(lab.job_pod(n) for n in lab.JOBS)]
+    near = [{}, {"tier": "frontend"}, {"app": "cart"}]
+    must_not = []
+    for x in [*others, *(b["metadata"].get("labels") or {} for b in built), *near]:
+        if x not in must and x not in must_not:
+            must_not.append(dict(x))
+    return must, must_not
+
+
+def _spread_constraint_problem(ctx, dep: dict, own_labels: list[dict], others: list[dict]) -> tuple | None:
+    """What is wrong with the template's spread constraint, as (message, expected, observed), or
+    None. Judged over the space the exercise covers: the pool's three zones, shop's Pods and the
+    label sets of selector_space."""
+    from labkit.scheduler.objects import label_selector_matches
+    from labkit.scheduler.plugins import _selector_of
+    lab = _lab(ctx)
+    constraints = dep["constraints"] or []
+    where = "the Deployment's spec.template.spec.topologySpreadConstraints"
+    if not constraints:
+        return (f"shop's Pod template has no topologySpreadConstraints: the scheduler places each replica where "
+                f"the scores say, whatever the zone (`kubectl get pods -n {ctx.params['namespace']} -l app=shop -o "
+                "wide`). Add one to " + where, "one constraint", "none")
+    if len(constraints) > 1:
+        return (f"{where} holds {len(constraints)} constraints: the task is one, over the zones; each further "
+                "one also filters nodes", "one constraint", constraints)
+    c = constraints[0]
+    if c.get("topologyKey") != lab.ZONE_KEY:
+        return (f"the constraint's topologyKey is {c.get('topologyKey')!r}: it spreads over the values of that "
+                "node label, not over the zones (`kubectl get nodes -l pool=shop --show-labels`)",
+                "the zone label", c.get("topologyKey"))
+    if c.get("whenUnsatisfiable") != "DoNotSchedule":
+        return (f"the constraint's whenUnsatisfiable is {c.get('whenUnsatisfiable')!r}: a constraint that is not "
+                "DoNotSchedule is only scored (PodTopologySpread Score), never filtered, so nothing stops a zone "
+                "from holding more", "DoNotSchedule", c.get("whenUnsatisfiable"))
+    if _int(c.get("maxSkew")) != 1:
+        return (f"the constraint's maxSkew is {c.get('maxSkew')!r}: it lets one zone hold that many replicas more "
+                "than the emptiest, more than the task allows", "the skew the task asks for", c.get("maxSkew"))
+    zones = len({n["metadata"]["labels"][lab.ZONE_KEY] for n in lab.ZONE_NODES.values()})
+    if c.get("minDomains") is not None and (_int(c["minDomains"]) or 0) > zones:
+        return (f"the constraint's minDomains is {c['minDomains']}, more zones than the pool has ({zones}): the "
+                "Filter then takes the global minimum as 0 and fewer replicas fit (filtering.go minMatchNum)",
+                f"no minDomains, or at most {zones}", c["minDomains"])
+    pod = Pod({"metadata": {"labels": own_labels[0] if own_labels else dep["labels"]}, "spec": {}})
+    selector = _selector_of(pod, c)
+    if selector is None:
+        return ("the constraint has no labelSelector: it then counts no Pod in any zone (a nil selector matches "
+                "nothing, podtopologyspread/common.go), so every zone looks empty and nothing is spread",
+                "a labelSelector of shop's Pods", None)
+    must, must_not = selector_space(lab, dep["labels"], own_labels, others)
+    missed = [x for x in must if not label_selector_matches(_selector_of(Pod({"metadata": {"labels": x}, "spec": {}}), c), x)]
+    if missed:
+        shown = ",".join(f"{k}={v}" for k, v in sorted(missed[0].items()))
+        return (f"the constraint's labelSelector does not match shop's own Pods (labels {shown}): they are "
+                "what it is to count per zone (`kubectl get pods -n sched --show-labels`)",
+                "a selector matching shop's Pods", c.get("labelSelector"))
+    if not (selector.get("matchLabels") or selector.get("matchExpressions")):
+        return ("the constraint's labelSelector is empty: an empty selector counts no Pod (podtopologyspread/"
+                "common.go countPodsMatchSelector), so every zone looks empty and nothing is spread",
+                "a labelSelector of shop's Pods", c.get("labelSelector"))
+    extra = [x for x in must_not if label_selector_matches(selector, x)]
+    if extra:
+        shown = ", ".join(",".join(f"{k}={v}" for k, v in sorted(x.items())) or "(no labels)" for x in extra[:3])
+        return (f"the constraint's labelSelector also matches Pods that are not shop's (labels {shown}): the "
+                "Filter would count them in their zones too. Select by what only shop's Pods carry "
+                "(`kubectl get pods -n sched --show-labels`)", "a selector of shop's Pods only",
+                c.get("labelSelector"))
+    return None
+
+
+_COUNT_PREFIX = __import__("re").compile(r"^\d+\s+")
+
+
+def _reason_text(value) -> str:
+    """A reason as a student may write it: as the message words it, with or without its count
+    and final period, in any case."""
+    text = " ".join(str(value).split()).strip().rstrip(".").strip()
+    return _COUNT_PREFIX.sub("", text).lower()
+
+
+def spread_truth(ctx, obs) -> tuple[dict | None, list[str]]:
+    """labkit's reconstruction of the default profile on the live Nodes and bound Pods: for the
+    first of shop's Pending Pods, the zone counts PodTopologySpread's PreFilter made
+    (filtering.go calPreFilterState) and each pool node's Filter reasons; and the names of
+    shop's Pending Pods the reconstruction would bind (the scheduler has not tried them again)."""
+    from labkit.scheduler.objects import Node, NodeInfo
+    lab = _lab(ctx)
+    nodes = [NodeInfo(Node(n)) for n in obs["cluster"]["nodes"]]
+    by_name = {n.name: n for n in nodes}
+    for x in obs["cluster"]["pods"]:
+        if x["spec"].get("nodeName") in by_name:
+            by_name[x["spec"]["nodeName"]].add(Pod(x))
+    pending = [x for x in obs["pods"] if not x["spec"].get("nodeName")]
+    placeable, truth = [], None
+    for x in pending:
+        cycle = fw.schedule(make_profile("default"), nodes, Pod(x), rng=random.Random(0))
+        if cycle.chosen is not None:
+            placeable.append(x["metadata"]["name"])
+        elif truth is None:
+            counts = (cycle.state.get("PodTopologySpread") or (None, [{}]))[1]
+            truth = {"zones": dict(sorted((counts[0] if counts else {}).items())),
+                     "nodes": {n: ", ".join(cycle.statuses[n].reasons) if n in cycle.statuses else "fits"
+                               for n in lab.ZONE_NODES}}
+    return truth, placeable
+
+
+def _placement_problem(obs) -> str | None:
+    """Why the Filter plugins (labkit's reconstruction) reject one of shop's bound Pods on its node,
+    next to every other Pod bound in the cluster; None when each passes."""
+    from labkit.scheduler.objects import Node, NodeInfo
+    for x in obs["pods"]:
+        node_name = x["spec"].get("nodeName")
+        if not node_name:
+            continue
+        nodes = [NodeInfo(Node(n)) for n in obs["cluster"]["nodes"]]
+        by_name = {n.name: n for n in nodes}
+        if node_name not in by_name:
+            return f"{x['metadata']['name']} is bound to {node_name}, which is no Node"
+        for other in obs["cluster"]["pods"]:
+            if other["spec"].get("nodeName") in by_name and other["metadata"]["uid"] != x["metadata"]["uid"]:
+                by_name[other["spec"]["nodeName"]].add(Pod(other))
+        pod = Pod(x)
+        cycle = fw.Cycle(pod, make_profile("default"), nodes, [])
+        st = fw.run_pre_filters(cycle, pod)
+        if st.ok:
+            st = fw.run_filters(cycle, pod, by_name[node_name])
+        if not st.ok:
+            return f"{x['metadata']['name']} on {node_name}: {st.plugin}: {'; '.join(st.reasons)}"
+    return None
+
+
+def judge_spread(ctx, obs):
+    p = ctx.params
+    ns, name = p["namespace"], p["deployment"]
+    lab = _lab(ctx)
+    reset = f"`labkit reset scheduler {ctx.exercise.id}` to start over"
+    changed = []
+    for node, view in obs["nodes"].items():
+        built = _node_view(lab.ZONE_NODES[node])
+        if view != built:
+            changed.append(f"{node} ({'gone' if view is None else ', '.join(k for k in built if view.get(k) != built[k])})")
+    if changed:
+        return ctx.failed(f"the Node(s) {', '.join(changed)} changed: the task is to spread the Deployment over the "
+                          f"zones as they are ({reset})", expected="the pool's Nodes as the lab registered them",
+                          observed=changed, observed_in=LIVE)
+    dep = obs["deployment"]
+    if dep is None:
+        raise CheckFailed(f"there is no Deployment {name} in namespace {ns}: {reset}")
+    built = _deployment_view(lab.SHOP)
+    if dep["replicas"] != built["replicas"]:
+        return ctx.failed(f"{name} asks for {dep['replicas']} replicas: keep its {built['replicas']}; the one that "
+                          "stays Pending is to be explained, not scaled away", expected=built["replicas"],
+                          observed=dep["replicas"], observed_in=LIVE)
+    fields = [k for k in ("requests", "nodeSelector", "tolerations") if dep[k] != built[k]]
+    if fields:
+        return ctx.failed(f"the {', '.join(fields)} of {name}'s Pod template changed: keep them (its Pods need "
+                          "1 CPU each and the pool's nodes); add the spread constraint and nothing else",
+                          expected={k: built[k] for k in fields}, observed={k: dep[k] for k in fields},
+                          observed_in=LIVE)
+    if obs["cart"] is None or obs["cart"]["labels"] != lab.CART["metadata"]["labels"]:
+        return ctx.failed(f"the Pod cart is gone or its labels changed: it is another team's Pod; leave it as it is "
+                          f"({reset})", expected=lab.CART["metadata"]["labels"],
+                          observed=(obs["cart"] or {}).get("labels", "gone"), observed_in=LIVE)
+    problem = _spread_constraint_problem(ctx, dep, [x["metadata"]["labels"] for x in obs["pods"]],
+                                         obs["other_labels"])
+    if problem:
+        message, expected, observed = problem
+        return ctx.failed(message, expected=expected, observed=observed, observed_in=LIVE)
+    pods = obs["pods"]
+    if len(pods) != dep["replicas"] or any(x["metadata"]["deletionTimestamp"]
+                                           or x["spec"].get("topologySpreadConstraints") != dep["constraints"]
+                                           for x in pods):
+        return ctx.error(f"{name}'s rollout is still in progress ({len(pods)} Pods of its ReplicaSets for "
+                         f"{dep['replicas']} replicas, some of an older template or terminating): check again in a "
+                         "moment")
+    if obs["bound_by_hand"]:
+        return ctx.failed(f"some of {name}'s Pods were bound by hand (a POST of their binding by "
+                          f"{', '.join(obs['bound_by_hand'])}): the scheduler is to place them ({reset})",
+                          expected="bound by the scheduler", observed=obs["bound_by_hand"], observed_in=LIVE)
+    problem = _placement_problem(obs)
+    if problem:
+        return ctx.failed(f"one of {name}'s Pods is where kube-scheduler's Filter plugins would not put it "
+                          f"({problem}) ({reset})", expected="each Pod on a node that passes Filter for it",
+                          observed=problem, observed_in=LIVE)
+    truth, placeable = spread_truth(ctx, obs)
+    if placeable:
+        return ctx.error(f"{', '.join(placeable)} fit a node now but the scheduler has not tried again yet (its "
+                         "backoff is at most 10 s): check again in a few seconds")
+    if truth is None:
+        return ctx.failed(f"no replica of {name} is Pending: with the constraint the task asks for, one replica has "
+                          "nowhere to go in this pool; read `kubectl get pods -n sched -l app=shop -o wide`",
+                          expected="one replica Pending", observed="none", observed_in=LIVE)
+    if obs["unanswered"]:
+        raise CheckFailed(obs["unanswered"])
+    answer = obs["answer"]
+    zones = ctx.answer_field(answer, "zones", dict)
+    reasons = ctx.answer_field(answer, "nodes", dict)
+    for key, known, what in (("zones", truth["zones"], "zone"), ("nodes", truth["nodes"], "node of the pool")):
+        given = {str(k) for k in (zones if key == "zones" else reasons)}
+        unknown, missing = sorted(given - set(known)), [k for k in known if k not in given]
+        if unknown or missing:
+            raise CheckFailed(f"{key}: give each {what} once: "
+                              + "; ".join(([f"{', '.join(unknown)} is not one"] if unknown else [])
+                                          + ([f"{', '.join(missing)} missing"] if missing else [])),
+                              expected=sorted(known), observed=sorted(given))
+    counts = {str(k): _int(v) for k, v in zones.items()}
+    bad = [k for k, v in counts.items() if v is None or v < 0]
+    if bad:
+        raise CheckFailed(f"zones: each count is a whole number ({', '.join(bad)} is not)", expected="0, 1, 2, ...",
+                          observed={k: zones[k] for k in bad})
+    wrong = [f"zones.{z}" for z in truth["zones"] if counts[z] != truth["zones"][z]] + \
+            [f"nodes.{n}" for n in truth["nodes"]
+             if _reason_text({str(k): v for k, v in reasons.items()}[n]) != _reason_text(truth["nodes"][n])]
+    if wrong:
+        return ctx.failed(ctx.grid_feedback(wrong, len(truth["zones"]) + len(truth["nodes"]), "entries",
+                                            noun="explanation", advice="count shop's Pods per zone with `kubectl "
+                                            "get pods -o wide` and the nodes' zone labels, then work out, node by node, "
+                                            "the first Filter plugin that rejects the Pending replica (see the hints)"),
+                          expected="the zone counts and each pool node's Filter reason", right_answer=truth)
+    return ctx.passed(f"{name}'s replicas are spread over the zones with at most one more in any zone, and you "
+                      "explained the Pending one as the Filter plugins decide it")
+
+
+def check_spread(ctx):
+    return judge_spread(ctx, observe_spread(ctx))
+
+
+# -- binpack -----------------------------------------------------------------------------------------
+
+def observe_binpack(ctx):
+    """The pool's Nodes, the scheduler's configuration (the ConfigMap's text), the batch's Pods
+    (what the scheduling cycle reads of each), and who bound each since the part was built (the
+    audit log). A batch just created is given BRIEF s to be bound."""
+    lab = _lab(ctx)
+    target = for_env(ctx.env)
+    client = target.client()
+    ns = ctx.params["namespace"]
+
+    def batch():
+        return {name: (lambda x: None if x is None else _sched_view(x))(client.get_or_none("v1", "pods", name, ns))
+                for name in lab.BATCH_PODS}
+    pods = batch()
+    if any(x is not None and not x["spec"].get("nodeName") for x in pods.values()):
+        wait_for(lambda: all(x is None or x["spec"].get("nodeName") for x in batch().values()), timeout=BRIEF,
+                 interval=0.1)
+        pods = batch()
+    bound_by: dict[str, list] = {}
+    for e in target.audit(since=ctx.ready_time) or []:
+        ref = e.get("objectRef") or {}
+        if e.get("verb") == "create" and _is_binding(ref) and ref.get("namespace") == ns \
+                and ref.get("name") in pods and (e.get("responseStatus") or {}).get("code", 500) < 300:
+            who = (e.get("user") or {}).get("username", "")
+            if who not in bound_by.setdefault(ref["name"], []):
+                bound_by[ref["name"]].append(who)
+    cm = client.get_or_none("v1", "configmaps", lab.CONFIG_MAP["metadata"]["name"], "kube-system")
+    return {"nodes": {name: _node_view(client.get_or_none("v1", "nodes", name)) for name in lab.PACK_NODES},
+            "config": None if cm is None else (cm.get("data") or {}).get("config.yaml"),
+            "pods": pods, "bound_by": bound_by}
+
+
+def _profile_signature(profile) -> dict:
+    """What tells two profiles apart in scheduling: the plugins at each extension point, the
+    Score weights, and the scoring arguments of NodeResourcesFit and BalancedAllocation."""
+    points = ("pre_filter", "filter", "post_filter", "pre_score", "score")
+    scorers = [p.name for p in profile.at("score")]
+    args = {p.name: (getattr(p, "strategy", None), getattr(p, "resources", None), getattr(p, "shape", None))
+            for p in profile.plugins if p.name in ("NodeResourcesFit", "NodeResourcesBalancedAllocation")}
+    return {"points": {pt: [p.name for p in profile.at(pt)] for pt in points},
+            "weights": {n: profile.weights.get(n, 1) for n in scorers}, "args": args,
+            "percentage": profile.percentage_of_nodes_to_score}
+
+
+def binpack_truth(lab, profile, pods: list[dict]) -> dict[str, str | None]:
+    """Where labkit's reconstruction of `profile` puts the batch's Pods, one after another in the
+    order of their names, on the pool as the lab registers it (ties broken with seed 0): Pod ->
+    node (None: no node fits)."""
+    from labkit.scheduler.objects import Node, NodeInfo
+    nodes = [NodeInfo(Node(n)) for n in lab.PACK_NODES.values()]
+    by_name = {n.name: n for n in nodes}
+    rng, placed = random.Random(0), {}
+    for view in sorted(pods, key=lambda x: x["metadata"]["name"]):
+        pod = copy.deepcopy(view)
+        pod["spec"].pop("nodeName", None)
+        cycle = fw.schedule(profile, nodes, Pod(pod), rng=rng)
+        placed[view["metadata"]["name"]] = cycle.chosen
+        if cycle.chosen is not None:
+            pod["spec"]["nodeName"] = cycle.chosen
+            by_name[cycle.chosen].add(Pod(pod))
+    return placed
+
+
+def judge_binpack(ctx, obs):
+    from labkit.scheduler import config as schedconfig
+    p = ctx.params
+    lab = _lab(ctx)
+    ns, packer = p["namespace"], p["profile"]
+    reset = f"`labkit reset scheduler {ctx.exercise.id}` to start over"
+    changed = []
+    for node, view in obs["nodes"].items():
+        built = _node_view(lab.PACK_NODES[node])
+        if view != built:
+            changed.append(f"{node} ({'gone' if view is None else ', '.join(k for k in built if view.get(k) != built[k])})")
+    if changed:
+        return ctx.failed(f"the Node(s) {', '.join(changed)} changed: the batch is to be packed by the scheduler's "
+                          f"scores on the pool as it is ({reset})", expected="the pool's Nodes as the lab registered them",
+                          observed=changed, observed_in=LIVE)
+    if obs["config"] is None:
+        raise CheckFailed(f"the ConfigMap kube-system/kube-scheduler-config (key config.yaml) is gone: {reset}")
+    try:
+        profiles = {prof.name: prof for prof in schedconfig.load(obs["config"])[0]}
+    except schedconfig.ConfigError as exc:
+        return ctx.failed(f"kube-scheduler would not start with the configuration in kube-system/kube-scheduler-config: "
+                          f"{exc} (labkit's scheduler keeps the profiles it had; `kubectl get events -n kube-system` "
+                          "shows the same)", expected="a configuration kube-scheduler starts with",
+                          observed=str(exc), observed_in=LIVE)
+    if fw.DEFAULT_SCHEDULER not in profiles or \
+            _profile_signature(profiles[fw.DEFAULT_SCHEDULER]) != _profile_signature(make_profile("default")):
+        what = "is gone" if fw.DEFAULT_SCHEDULER not in profiles else "no longer schedules as the default profile"
+        return ctx.failed(f"the profile {fw.DEFAULT_SCHEDULER} {what}: it decides for every other Pod of the lab; "
+                          f"leave it as it was and change the profile {packer}", expected="the default profile",
+                          observed=what, observed_in=LIVE)
+    if packer not in profiles:
+        return ctx.failed(f"the configuration has no profile {packer} any more: the batch is to be scheduled by it",
+                          expected=f"a profile {packer}", observed=sorted(profiles), observed_in=LIVE)
+    pods = obs["pods"]
+    missing = [n for n, x in pods.items() if x is None]
+    if missing:
+        raise CheckFailed(f"the Pod(s) {', '.join(missing)} of the batch do not exist in {ns}: create the batch from "
+                          "batch.yaml in the lab's directory")
+    for name, view in pods.items():
+        built = _sched_view({**lab.batch_pod(int(name.split("-")[1])), "metadata": {"name": name, "namespace": ns}})
+        for key in ("nodeSelector", "containers"):
+            if view["spec"].get(key) != built["spec"].get(key):
+                what = "requests" if key == "containers" else key
+                return ctx.failed(f"the {what} of {name} are not batch.yaml's: the batch is to be packed as it "
+                                  "is, by the scheduler's scores", expected=f"the {what} of batch.yaml",
+                                  observed=view["spec"].get(key), observed_in=LIVE)
+        if own_tolerations(view["spec"].get("tolerations")) != built["spec"]["tolerations"]:
+            return ctx.failed(f"the tolerations of {name} are not batch.yaml's", expected="batch.yaml's tolerations",
+                              observed=view["spec"].get("tolerations"), observed_in=LIVE)
+    names = {n: x["spec"].get("schedulerName") or fw.DEFAULT_SCHEDULER for n, x in pods.items()}
+    other = sorted({s for s in names.values() if s != packer})
+    if other:
+        lost = [s for s in other if s not in profiles]
+        return ctx.failed(f"{sum(1 for s in names.values() if s != packer)} Pod(s) of the batch name the scheduler "
+                          f"{', '.join(other)} in spec.schedulerName"
+                          + (f", which no profile has: no scheduler ever takes them" if lost else "")
+                          + f". The batch is to be scheduled by the profile {packer} (spec.schedulerName cannot be "
+                          "changed on an existing Pod: make them again)", expected=packer, observed=other,
+                          observed_in=LIVE)
+    unbound = [n for n, x in pods.items() if not x["spec"].get("nodeName")]
+    if unbound:
+        return ctx.error(f"{', '.join(unbound)} are not bound yet: the scheduler tries them again after its backoff "
+                         "(at most 10 s); check again in a few seconds")
+    by_hand = sorted({n for n, users in obs["bound_by"].items() for u in users if u != SCHEDULER_USER})
+    if by_hand:
+        return ctx.failed(f"{', '.join(by_hand)} were bound by a binding sent by hand: the scheduler's profile "
+                          f"{packer} is to place the batch ({reset})", expected="bound by the scheduler",
+                          observed=by_hand, observed_in=LIVE)
+    placed = {n: x["spec"]["nodeName"] for n, x in pods.items()}
+    truth = binpack_truth(lab, profiles[packer], list(pods.values()))
+    used, decided = len(set(placed.values())), len({v for v in truth.values() if v})
+    from labkit.scheduler.objects import CPU, Node
+    cpu = sum(Pod(x).requests().get(CPU, 0) for x in pods.values())
+    per_node = Node(lab.PACK_NODES["pack-1"]).allocatable[CPU]
+    fewest = -(-cpu // per_node)            # the pool's nodes are alike; CPU is what runs out first
+    if sorted(collections_count(placed.values())) != sorted(collections_count(v for v in truth.values() if v)):
+        return ctx.failed(f"the batch is spread as {sorted(collections_count(placed.values()), reverse=True)} Pods per "
+                          f"node, where the profile {packer} (labkit's reconstruction, the Pods one after another "
+                          f"in name order) gives {sorted(collections_count(v for v in truth.values() if v), reverse=True)}: "
+                          f"were they made before the configuration changed? Make them again ({reset})",
+                          expected="the placement the profile decides", observed=placed, observed_in=LIVE)
+    if used > fewest:
+        return ctx.failed(f"the batch uses {used} nodes of the pool: the profile {packer} scores the nodes as the "
+                          f"default profile does, which favours the emptiest; {fewest} nodes would hold it. Change "
+                          f"how {packer} scores (its pluginConfig), then make the batch again",
+                          expected=f"{fewest} nodes", observed=f"{used} nodes", observed_in=LIVE)
+    return ctx.passed(f"the profile {packer} packs the batch onto {used} nodes, the fewest that hold it, as labkit's "
+                      f"reconstruction decides it ({decided} nodes)")
+
+
+def collections_count(values) -> list[int]:
+    """How many times each value occurs, as a list of counts."""
+    import collections
+    return list(collections.Counter(values).values())
+
+
+def check_binpack(ctx):
+    return judge_binpack(ctx, observe_binpack(ctx))

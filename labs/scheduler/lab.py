@@ -1,9 +1,9 @@
 """The scheduler lab: labkit's embedded API server with labkit's reconstruction of kube-scheduler
 v1.34.1 (labkit.controllers.scheduler, the default profile) deciding for every Pod that names no
-node, and six Nodes the lab registers with capacity, labels and taints. Students use kubectl.
+node, and thirteen Nodes the lab registers with capacity, labels and taints. Students use kubectl.
 
 The lab runs the embedded server's controllers without the node stand-in (labkit.controllers.node,
-which would register a seventh Node, `labkit-node`): the lab's Nodes run no kubelet, so a Pod bound
+which would register another Node, `labkit-node`): the lab's Nodes run no kubelet, so a Pod bound
 to one keeps phase Pending with spec.nodeName set (`kubectl get pods -o wide` shows its node), as
 on a cluster whose node has no kubelet running. The Nodes' status is written once, as a kubelet
 would register it (capacity, allocatable, the condition Ready True). The server's admission
@@ -29,6 +29,12 @@ Starting state (cluster-scoped Nodes; namespace `sched`):
           which labkit runs as a lab process: `labkit scheduler serve FILE`     (own-scheduler)
   nightly  a Pod created with spec.nodeName node-c (2 CPU on a 1-CPU node): node-c's kubelet
           admission rejected it, OutOfcpu                                          (node-name)
+  zone-a-1, zone-a-2 (zone-a), zone-b-1 (zone-b): 4 CPU; zone-c-1 (zone-c): 1.5 CPU; all pool=shop
+          with the taint dedicated=shop:NoSchedule; the Deployment shop (6 replicas of 1 CPU, no
+          spread constraint) and the Pod cart (tier=frontend, like shop's Pods) on them   (spread)
+  pack-1..3: 4 CPU, pool=pack, taint dedicated=pack:NoSchedule; the ConfigMap
+          kube-system/kube-scheduler-config: profiles default-scheduler and bin-packer (both as
+          the default); the batch's six Pods in batch.yaml, for the student to create   (binpack)
   score-predict, preempt-predict: case files in scenarios/, played by `labkit scheduler
           explain -f` only once a prediction is written (labkit.scheduler.withhold)
 
@@ -141,6 +147,84 @@ def drain_pod(name: str) -> dict:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"app": "drain"}}, "spec": spec}
 
 
+# spread: a pool of four Nodes over three zones (two in zone-a; zone-c's one node has room for a
+# single replica), kept for the team shop by a taint its Pods tolerate and a label they select;
+# the Deployment shop (six replicas, no spread constraint yet) and the Pod cart, whose labels
+# share tier=frontend with shop's. Recreate, and Pods that need no grace period: a new template
+# replaces every replica at once (no kubelet runs to end a graceful deletion).
+ZONE_KEY = "topology.kubernetes.io/zone"
+POOL = ("pool", "shop")
+SHOP_TAINT = {"key": "dedicated", "value": "shop", "effect": "NoSchedule"}
+SHOP_TOLERATION = {"key": "dedicated", "operator": "Equal", "value": "shop", "effect": "NoSchedule"}
+
+
+def _zone_node(name: str, zone: str, cpu: str) -> dict:
+    node = _node(name, "hdd", cpu, "8Gi", [dict(SHOP_TAINT)])
+    labels = node["metadata"]["labels"]
+    del labels["disk"]
+    labels.update({ZONE_KEY: zone, POOL[0]: POOL[1]})
+    return node
+
+
+ZONE_NODES = {"zone-a-1": _zone_node("zone-a-1", "zone-a", "4"), "zone-a-2": _zone_node("zone-a-2", "zone-a", "4"),
+              "zone-b-1": _zone_node("zone-b-1", "zone-b", "4"), "zone-c-1": _zone_node("zone-c-1", "zone-c", "1500m")}
+SHOP_LABELS = {"app": "shop", "tier": "frontend"}
+SHOP_REPLICAS = 6
+SHOP = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "shop", "labels": {"app": "shop"}},
+        "spec": {"replicas": SHOP_REPLICAS, "selector": {"matchLabels": {"app": "shop"}},
+                 "strategy": {"type": "Recreate"},
+                 "template": {"metadata": {"labels": dict(SHOP_LABELS)},
+                              "spec": {"nodeSelector": {POOL[0]: POOL[1]}, "tolerations": [dict(SHOP_TOLERATION)],
+                                       "terminationGracePeriodSeconds": 0,
+                                       "containers": _container("1", "256Mi")}}}}
+CART = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "cart", "labels": {"app": "cart", "tier": "frontend"}},
+        "spec": {"nodeSelector": {POOL[0]: POOL[1], "kubernetes.io/hostname": "zone-a-1"},
+                 "tolerations": [dict(SHOP_TOLERATION)], "terminationGracePeriodSeconds": 0,
+                 "containers": _container("100m", "128Mi")}}
+
+
+# binpack: a pool of three Nodes for batch work, the scheduler's configuration with a second
+# profile, bin-packer, that scores as the default one does (NodeResourcesFit LeastAllocated), and
+# the batch's Pods in batch.yaml (in the lab's directory), which the student creates. Bare Pods,
+# owned by no ReplicaSet and selected by no Service: PodTopologySpread's system default
+# constraints (podtopologyspread/plugin.go, defaultingType System) apply to neither.
+PACK_POOL = ("pool", "pack")
+PACK_TAINT = {"key": "dedicated", "value": "pack", "effect": "NoSchedule"}
+BIN_PACKER = "bin-packer"
+BATCH = 6                   # Pods of 1 CPU and 1Gi, in batch.yaml
+
+
+def _pack_node(name: str) -> dict:
+    node = _node(name, "hdd", "4", "8Gi", [dict(PACK_TAINT)])
+    labels = node["metadata"]["labels"]
+    del labels["disk"]
+    labels[PACK_POOL[0]] = PACK_POOL[1]
+    return node
+
+
+PACK_NODES = {name: _pack_node(name) for name in ("pack-1", "pack-2", "pack-3")}
+SCHEDULER_CONFIG = f"""apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: default-scheduler
+- schedulerName: {BIN_PACKER}
+"""
+CONFIG_MAP = {"apiVersion": "v1", "kind": "ConfigMap",
+              "metadata": {"name": "kube-scheduler-config", "namespace": "kube-system"},
+              "data": {"config.yaml": SCHEDULER_CONFIG}}
+
+
+def batch_pod(i: int) -> dict:
+    """A Pod of the batch, as batch.yaml has it (no schedulerName: the default scheduler's)."""
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"batch-{i}", "labels": {"app": "batch"}},
+            "spec": {"nodeSelector": {PACK_POOL[0]: PACK_POOL[1]},
+                     "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "pack", "effect": "NoSchedule"}],
+                     "terminationGracePeriodSeconds": 0, "containers": _container("1", "1Gi")}}
+
+
+BATCH_PODS = [f"batch-{i}" for i in range(1, BATCH + 1)]
+
+
 # -- each exercise's part of the starting state ------------------------------------------------------
 
 def _put_node(client, node: dict) -> None:
@@ -204,6 +288,50 @@ def _build_retiring(client) -> None:
     client.create("v1", "pods", copy.deepcopy(LEGACY), NAMESPACE)
 
 
+def _shop_pods(client) -> list[dict]:
+    return client.list("v1", "pods", NAMESPACE, label_selector="app=shop")[0]
+
+
+def _build_spread(client) -> None:
+    """The pool's Nodes as registered, the Deployment shop made afresh (deleted with its
+    ReplicaSets and Pods, foreground, then created) and the Pod cart; waits until the scheduler
+    has bound all six replicas (without a constraint they all fit)."""
+    for node in ZONE_NODES.values():
+        _put_node(client, node)
+    if client.get_or_none("apps/v1", "deployments", "shop", NAMESPACE) is not None:
+        try:
+            client.delete("apps/v1", "deployments", "shop", NAMESPACE, options={"propagationPolicy": "Foreground"})
+        except ApiError as exc:
+            if exc.code != 404:
+                raise
+    if not wait_for(lambda: client.get_or_none("apps/v1", "deployments", "shop", NAMESPACE) is None,
+                    timeout=SETTLE_TIMEOUT, interval=0.1):
+        raise LabkitError(f"the Deployment shop did not go away within {SETTLE_TIMEOUT} s")
+    _delete_pods(client, [p["metadata"]["name"] for p in _shop_pods(client)] + ["cart"])
+    client.create("v1", "pods", copy.deepcopy(CART), NAMESPACE)
+    client.create("apps/v1", "deployments", copy.deepcopy(SHOP), NAMESPACE)
+
+    def placed():
+        pods = _shop_pods(client)
+        return len(pods) == SHOP_REPLICAS and all((p.get("spec") or {}).get("nodeName") for p in pods)
+    if not wait_for(placed, timeout=SETTLE_TIMEOUT, interval=0.05):
+        raise LabkitError(f"the scheduler did not place the Deployment shop's {SHOP_REPLICAS} Pods within "
+                          f"{SETTLE_TIMEOUT} s")
+
+
+def _build_binpack(client) -> None:
+    """The pool's Nodes as registered, the scheduler's configuration as the lab ships it, and no
+    Pod of the batch (the student creates them from batch.yaml)."""
+    for node in PACK_NODES.values():
+        _put_node(client, node)
+    current = client.get_or_none("v1", "configmaps", "kube-scheduler-config", "kube-system")
+    if current is None:
+        client.create("v1", "configmaps", copy.deepcopy(CONFIG_MAP), "kube-system")
+    elif current.get("data") != CONFIG_MAP["data"]:
+        client.update("v1", "configmaps", dict(current, data=copy.deepcopy(CONFIG_MAP["data"])), "kube-system")
+    _delete_pods(client, BATCH_PODS)
+
+
 def _build_pinned(client) -> None:
     _delete_pods(client, ["nightly"])
     client.create("v1", "pods", copy.deepcopy(NIGHTLY), NAMESPACE)
@@ -244,9 +372,9 @@ def _build_jobs(client) -> None:
 
 PARTS = {"why-pending": _build_pending, "noexecute": _build_drain, "taint-effects": _build_retiring,
          "score-predict": None, "preempt-predict": None, "own-scheduler": _build_jobs,
-         "node-name": _build_pinned}
-# every Node before the Pod web: its first scheduling attempt sees all six
-BUILD_ORDER = ("noexecute", "taint-effects", "why-pending", "own-scheduler", "node-name")
+         "node-name": _build_pinned, "spread": _build_spread, "binpack": _build_binpack}
+# every Node before the Pod web: its first scheduling attempt sees all thirteen
+BUILD_ORDER = ("noexecute", "taint-effects", "spread", "binpack", "why-pending", "own-scheduler", "node-name")
 
 
 def up(env):
@@ -296,6 +424,8 @@ binding every Pod that names no node. The Nodes run no kubelet: a bound Pod stay
     kubectl get pods -n {NAMESPACE} -o wide
 
 - the case files of score-predict and preempt-predict: `{here}/scenarios/`
+- the batch of binpack: `{here}/batch.yaml`; the scheduler's configuration: the ConfigMap
+  kube-system/kube-scheduler-config
 - audit log (every request): `{target.state_dir}/audit.log`
 """
 
@@ -306,11 +436,18 @@ def part_of(resource: str | None, namespace: str | None, name: str | None) -> st
     """The exercise whose part of the lab an object belongs to (None: no exercise's)."""
     if resource == "nodes":
         return "why-pending" if name in PENDING_NODES else "noexecute" if name == DRAIN_NODE["metadata"]["name"] \
-            else "taint-effects" if name == RETIRING_NODE["metadata"]["name"] else None
+            else "taint-effects" if name == RETIRING_NODE["metadata"]["name"] \
+            else "spread" if name in ZONE_NODES else "binpack" if name in PACK_NODES else None
     if resource == "pods" and namespace == NAMESPACE:
         return "why-pending" if name == "web" else "noexecute" if name in DRAIN_PODS \
             else "taint-effects" if name == "legacy" else "own-scheduler" if name in JOBS \
-            else "node-name" if name == NIGHTLY["metadata"]["name"] else None
+            else "node-name" if name == NIGHTLY["metadata"]["name"] \
+            else "spread" if name == "cart" or (name or "").startswith("shop-") \
+            else "binpack" if name in BATCH_PODS else None
+    if resource == "configmaps" and namespace == "kube-system" and name == CONFIG_MAP["metadata"]["name"]:
+        return "binpack"
+    if resource in ("deployments", "replicasets") and namespace == NAMESPACE and (name or "").startswith("shop"):
+        return "spread"
     return None
 
 
@@ -333,7 +470,8 @@ def student_work(env, exercise_id: str | None) -> list[str]:
         part = part_of(ref.get("resource"), ref.get("namespace"), ref.get("name"))
         if part not in since or received_at(e) < since[part]:
             continue
-        kind = "Node" if ref.get("resource") == "nodes" else "Pod"
+        kind = {"nodes": "Node", "deployments": "Deployment", "replicasets": "ReplicaSet",
+                "configmaps": "ConfigMap"}.get(ref.get("resource"), "Pod")
         what = f"{kind} {ref['namespace'] + '/' if ref.get('namespace') else ''}{ref.get('name')}"
         phrase = {"create": f"the {what} you created", "delete": f"your deletion of {what}"}.get(
             verb, f"your changes to {what}")
