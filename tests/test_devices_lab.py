@@ -88,7 +88,7 @@ def test_kill_during_a_check_then_cleanup_leaves_nothing(host_unchanged, lab_cle
 
 
 @pytest.mark.host_exclusive
-@pytest.mark.parametrize("step", ["plugins", "node"])
+@pytest.mark.parametrize("step", ["plugins", "node", "server"])
 def test_kill_run_after_each_build_step_then_cleanup(step, host_unchanged, lab_cleanup):
     run = subprocess.run(LABKIT + ["run", "device-plugins"], cwd=REPO, capture_output=True,
                          env={**os.environ, "LABKIT_CRASH_AT": f"device-plugins:{step}"})

@@ -9,7 +9,10 @@ process of its own with
                         to make devices fail; a plugin watching its devices reads it
 
 and Pods admitted by that kubelet whose containers start as real processes with the Allocate
-answer (labkit.devices.container). `labkit devices try` and the device-plugins lab's checks both
+answer (labkit.devices.container). Given a Node on an API server (`node_status`:
+labkit.devices.nodestatus), the kubelet registers it at the start (a fresh node: its extended
+resources zeroed), writes its status whenever the device manager's numbers change, and `node()`
+reads what a client of the API server (kubectl) sees there. `labkit devices try` and the device-plugins lab's checks both
 drive a plugin through this; what they show or judge is what the session saw on the wire and in
 the processes.
 
@@ -38,7 +41,7 @@ POLL = 0.02
 
 class Session:
     def __init__(self, directory: Path, plugin_file: Path, spawn: Callable, log: Callable,
-                 numa_nodes: list[int] | None = None):
+                 numa_nodes: list[int] | None = None, node_status=None):
         self.directory = Path(directory)
         self.plugin_file = Path(plugin_file)
         self.spawn = spawn
@@ -48,6 +51,9 @@ class Session:
         self.health_file = self.files / "health.yaml"
         self.process: subprocess.Popen | None = None
         self.containers = 0
+        self.node_status = node_status
+        if node_status is not None:
+            self.kubelet.on_change = self.sync_node
 
     # -- start and stop ---------------------------------------------------------------------------
     def __enter__(self) -> "Session":
@@ -58,6 +64,11 @@ class Session:
         self.health_file.write_text("{}\n")
         self.kubelet.start()
         self.started_at = self.kubelet.clock()
+        if self.node_status is not None:
+            # kubelet_node_status.go tryRegisterWithAPIServer -> reconcileExtendedResource: no
+            # checkpoint in the device-plugins directory (ShouldResetExtendedResourceCapacity)
+            self.node_status.register(node_recreated=not self.kubelet.checkpoint_path.exists())
+            self.sync_node()
         self.process = self.spawn(PLUGIN_TAG, [sys.executable, "-u", str(self.plugin_file)],
                                   {"DEVICE_PLUGIN_DIR": str(self.kubelet.directory),
                                    "DEVICE_HEALTH_FILE": str(self.health_file)})
@@ -65,6 +76,11 @@ class Session:
 
     def __exit__(self, *exc) -> None:
         self.stop_plugin()
+        if self.node_status is not None:
+            # the plugin's streams end: kubelet marks its devices unhealthy (allocatable 0) and
+            # writes that to the Node before it stops
+            self.streams_settled()
+            self.sync_node()
         self.kubelet.stop()
 
     def stop_plugin(self) -> None:
@@ -112,8 +128,24 @@ class Session:
             return [{"ID": d.id, "health": d.health, "numa": list(d.numa or [])} for d in found.values()]
 
     def node(self) -> dict:
-        capacity, allocatable = self.kubelet.node_status()
-        return {"capacity": capacity, "allocatable": allocatable}
+        """The node's extended resources: {"capacity": {resource: n}, "allocatable": {...}}; with a
+        Node on an API server, as the API server has them once kubelet has written its status."""
+        if self.node_status is None:
+            capacity, allocatable = self.kubelet.node_status()
+            return {"capacity": capacity, "allocatable": allocatable}
+        self.sync_node()
+        return self.node_status.read()
+
+    def sync_node(self) -> None:
+        """Write the device manager's capacity to the Node (nodestatus.NodeStatus.update); an API
+        server that cannot be reached is logged in kubelet's events, as kubelet logs it."""
+        if self.node_status is None:
+            return
+        capacity, allocatable, removed = self.kubelet.device_capacity()
+        try:
+            self.node_status.update(capacity, allocatable, removed)
+        except Exception as exc:          # ApiError, OSError: the API server is away
+            self.kubelet.events.append(f"Error updating node status, will retry: {exc}")
 
     def registrations(self) -> list[dict]:
         return [dict(r) for r in self.kubelet.registrations]

@@ -171,7 +171,9 @@ def _judge_devices(devices: list, sick=(), when: str = "") -> None:
 def _judge_node(ctx, node: dict, capacity: int, allocatable: int, when: str = "") -> None:
     resource = ctx.params["resource"]
     node = node or {}
-    others = sorted(set(node.get("capacity") or {}) - {resource})
+    # a resource of an earlier run stays on the Node with capacity 0 (a fresh node's kubelet zeroes
+    # them: kubelet_node_status.go reconcileExtendedResource); one with devices is another plugin's
+    others = sorted(r for r, n in (node.get("capacity") or {}).items() if r != resource and n)
     if others:
         _fail(f"{when}the node has another extended resource besides {resource}: {', '.join(others)}")
     got = ((node.get("capacity") or {}).get(resource), (node.get("allocatable") or {}).get(resource))

@@ -5,6 +5,15 @@ Lab directory (env.dir):
   widget-driver/          the directory the Allocate answer mounts into containers (VERSION inside)
   logs/                   the plugin processes' and containers' output
 
+API server: labkit's embedded API server (apiserver/ in the lab directory) with its controllers
+and labkit's kube-scheduler (not the node stand-in: the lab's Node is the one its kubelet
+registers). The Node `widget-node` is registered at the start as its kubelet registers it
+(labkit.devices.nodestatus); every run's kubelet then writes its status: capacity and allocatable
+of the plugin's resource. Pods created with kubectl are validated and scheduled against it (an
+extended resource is a whole number, its request equal to its limit; `Insufficient
+example.com/widget` when the Node's allocatable is short); no kubelet runs them, so a bound Pod
+stays Pending with its node, as on a cluster whose kubelet is stopped.
+
 Nodes: /run/labkit/<prefix>-device-plugins/<run>/, one fresh node per run (`labkit devices try`,
 each check): kubelet's device-plugins directory with kubelet.sock, the plugin's socket and the
 checkpoint; beside it <run>.files/ with the health file and the containers' specs and roots. They
@@ -22,12 +31,18 @@ import shutil
 from pathlib import Path
 
 from labkit import paths, procs
+from labkit.apiserver.target import SERVER_TAG, for_env
 from labkit.crashpoints import crash_point
 
 HERE = Path(__file__).resolve().parent
 STARTER = HERE / "starter" / "plugin.py"
 EXERCISES = ("register", "health", "allocate", "preferred", "restart")
 DRIVER_VERSION = "widget driver 1.4.2 (labkit device-plugins lab)\n"
+NODE = "widget-node"
+# what Pods made with kubectl need (a namespace's default ServiceAccount and root CA ConfigMap,
+# namespace deletion, owner references) and the scheduler; not the node stand-in (it would register
+# a Node of its own and bind Pods itself): the lab's Node is the one its kubelet registers
+CONTROLLERS = ("garbagecollector", "namespace", "serviceaccount", "root-ca-cert-publisher", "scheduler")
 
 
 def _record_dir(env, name: str) -> Path:
@@ -49,6 +64,18 @@ def up(env):
     env.ledger.record("path", path=str(nodes))
     nodes.mkdir()          # /run/labkit exists: the lab's kernel-module claim (labkit.kmodules) made it
     crash_point("device-plugins:node")
+    from labkit.apiserver.server import spawn
+    spawn(env, SERVER_TAG, controllers=CONTROLLERS)     # its state directory is in the ledger
+    crash_point("device-plugins:server")
+    node_status(env).register(node_recreated=True)
+    env.log(f"the Node {NODE} registered on labkit's embedded API server, with its scheduler")
+
+
+def node_status(env):
+    """The lab's Node as its kubelet writes it (labkit.devices.nodestatus), on the lab's API server."""
+    from labkit.apiserver.client import HttpClient
+    from labkit.devices.nodestatus import USER_AGENT, NodeStatus
+    return NodeStatus(HttpClient.for_embedded(for_env(env).kubeconfig, user_agent=USER_AGENT), NODE)
 
 
 def node_root(env) -> Path:
@@ -56,8 +83,15 @@ def node_root(env) -> Path:
 
 
 def is_up(env):
-    return (env.dir / "plugins").is_dir() and (env.dir / "widget-driver" / "VERSION").is_file() \
-        and node_root(env).is_dir()
+    if not ((env.dir / "plugins").is_dir() and (env.dir / "widget-driver" / "VERSION").is_file()
+            and node_root(env).is_dir()):
+        return False
+    from labkit.apiserver.errors import ApiError
+    from labkit.errors import LabkitError
+    try:
+        return for_env(env).client().get_or_none("v1", "nodes", NODE) is not None
+    except (LabkitError, ApiError, OSError):
+        return False
 
 
 def plugin_path(env, exercise_id: str) -> Path:
@@ -83,7 +117,7 @@ def session(env, run: str, plugin_file: Path):
         log(tag).unlink(missing_ok=True)
         return procs.spawn(env, f"{run}-{tag}", argv, cwd=env.dir, extra_env=extra_env)
 
-    return Session(node_root(env) / run, plugin_file, spawn, log)
+    return Session(node_root(env) / run, plugin_file, spawn, log, node_status=node_status(env))
 
 
 # -- resetting one exercise, keeping the student's work ---------------------------------------------
@@ -149,5 +183,11 @@ def access(env):
         "* `widget-driver/` — the driver directory containers get mounted (exercise allocate)\n"
         "* `logs/` — your plugins' output\n"
         f"* `{node_root(env)}/` — the nodes `labkit devices try` and the checks start\n\n"
-        "Run a plugin against a fresh kubelet: `labkit devices try plugins/register.py`."
+        "Run a plugin against a fresh kubelet: `labkit devices try plugins/register.py`.\n\n"
+        "## Your cluster\n\n"
+        f"labkit's embedded API server with labkit's kube-scheduler; each run's kubelet writes the Node {NODE}'s "
+        "status (capacity and allocatable of your plugin's resource).\n\n"
+        f"    export KUBECONFIG={for_env(env).kubeconfig}\n"
+        f"    kubectl get node {NODE} -o yaml\n"
+        f"    kubectl describe node {NODE}\n"
     )
