@@ -34,8 +34,9 @@ def test_device_plugins_lab_end_to_end(host_unchanged, lab_cleanup):
     lab_dir = Path(os.environ["LABKIT_STATE_DIR"]) / "device-plugins"
 
     fresh = results(labkit("check", "device-plugins", "-o", "json", check=1))
-    assert {e: r["status"] for e, r in fresh.items()} == {e: "fail" for e in EXERCISES}
-    assert all("your plugin exited (code 1) without a Register call" in r["message"] for r in fresh.values())
+    assert {e: r["status"] for e, r in fresh.items()} == {e: "fail" for e in EXERCISES + ["checkpoint"]}
+    assert all("your plugin exited (code 1) without a Register call" in fresh[e]["message"] for e in EXERCISES)
+    assert "checkpoint.yaml" in fresh["checkpoint"]["message"]           # the prediction's answer file
 
     labkit("solve", "device-plugins", "allocate", check=0)
     shown = labkit("devices", "try", str(lab_dir / "plugins" / "allocate.py"), "--pod", "2", "-o", "json", check=0)

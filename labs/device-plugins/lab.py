@@ -3,6 +3,8 @@
 Lab directory (env.dir):
   plugins/<exercise>.py   the student's plugins, one per exercise (a starter until written)
   widget-driver/          the directory the Allocate answer mounts into containers (VERSION inside)
+  scenarios/              the checkpoint exercise's case (restart.yaml) and the checkpoint it gives,
+                          as kubelet writes it (kubelet_internal_checkpoint); graded on the lab's copy
   logs/                   the plugin processes' and containers' output
 
 API server: labkit's embedded API server (apiserver/ in the lab directory) with its controllers
@@ -36,7 +38,8 @@ from labkit.crashpoints import crash_point
 
 HERE = Path(__file__).resolve().parent
 STARTER = HERE / "starter" / "plugin.py"
-EXERCISES = ("register", "health", "allocate", "preferred", "restart")
+EXERCISES = ("register", "health", "allocate", "preferred", "restart")    # the plugin exercises
+SCENARIO = HERE / "scenarios" / "restart.yaml"      # exercise checkpoint: the lab's own case
 DRIVER_VERSION = "widget driver 1.4.2 (labkit device-plugins lab)\n"
 NODE = "widget-node"
 # what Pods made with kubectl need (a namespace's default ServiceAccount and root CA ConfigMap,
@@ -57,6 +60,8 @@ def up(env):
     for exercise in EXERCISES:
         shutil.copy(STARTER, plugins / f"{exercise}.py")
     crash_point("device-plugins:plugins")
+    _record_dir(env, "scenarios").mkdir()
+    write_scenario(env)
     driver = _record_dir(env, "widget-driver")
     driver.mkdir()
     (driver / "VERSION").write_text(DRIVER_VERSION)
@@ -69,6 +74,15 @@ def up(env):
     crash_point("device-plugins:server")
     node_status(env).register(node_recreated=True)
     env.log(f"the Node {NODE} registered on labkit's embedded API server, with its scheduler")
+
+
+def write_scenario(env) -> None:
+    """scenarios/ in the lab directory: the checkpoint exercise's case file, and the checkpoint it
+    gives written as kubelet writes kubelet_internal_checkpoint (`labkit devices checkpoint -f`)."""
+    from labkit.devices.play import load_case, write_given_checkpoint
+    target = env.dir / "scenarios"
+    shutil.copy(SCENARIO, target / SCENARIO.name)
+    write_given_checkpoint(load_case(SCENARIO)["given"]["checkpoint"], target / "kubelet_internal_checkpoint")
 
 
 def node_status(env):
@@ -84,7 +98,7 @@ def node_root(env) -> Path:
 
 def is_up(env):
     if not ((env.dir / "plugins").is_dir() and (env.dir / "widget-driver" / "VERSION").is_file()
-            and node_root(env).is_dir()):
+            and (env.dir / "scenarios" / SCENARIO.name).is_file() and node_root(env).is_dir()):
         return False
     from labkit.apiserver.errors import ApiError
     from labkit.errors import LabkitError
@@ -137,7 +151,7 @@ def _kept_dir() -> Path:
 def student_work(env, exercise_id: str | None) -> list[str]:
     """What `labkit reset device-plugins [EXERCISE]` replaces of the student's work: each plugin
     they wrote (the starter comes back; their file is kept in the answers directory first)."""
-    ids = [exercise_id] if exercise_id else list(EXERCISES)
+    ids = [exercise_id] if exercise_id in EXERCISES else [] if exercise_id else list(EXERCISES)
     return [f"plugins/{ex}.py you wrote (the starter comes back; your file is kept under {_kept_dir()})"
             for ex in ids if _edited(env, ex)]
 
@@ -145,7 +159,7 @@ def student_work(env, exercise_id: str | None) -> list[str]:
 def keep_student_work(env, exercise_id: str | None) -> list[str]:
     """Copy each plugin the student wrote to <answers>/device-plugins/kept/<exercise>-<n>.py
     before a reset replaces it; one line each saying where it went."""
-    ids = [exercise_id] if exercise_id else list(EXERCISES)
+    ids = [exercise_id] if exercise_id in EXERCISES else [] if exercise_id else list(EXERCISES)
     lines = []
     for ex in ids:
         if not _edited(env, ex):
@@ -168,7 +182,11 @@ def keep_at_cleanup(env) -> list[str]:
 
 def reset_exercise(env, exercise_id: str) -> None:
     """The starter back in plugins/<exercise>.py (keep_student_work has copied the student's
-    file first); the exercise's node directory goes."""
+    file first); the exercise's node directory goes. checkpoint: the scenario files are written
+    afresh (the answer file is the student's work, and no reset touches it)."""
+    if exercise_id not in EXERCISES:
+        write_scenario(env)
+        return
     shutil.copy(STARTER, plugin_path(env, exercise_id))
     for run in (node_root(env) / exercise_id, node_root(env) / f"{exercise_id}.files"):
         if run.exists():
@@ -182,6 +200,7 @@ def access(env):
         "* `plugins/` — your plugins, one per exercise (each starts as a skeleton to complete)\n"
         "* `widget-driver/` — the driver directory containers get mounted (exercise allocate)\n"
         "* `logs/` — your plugins' output\n"
+        "* `scenarios/` — the checkpoint exercise's case file and kubelet_internal_checkpoint\n"
         f"* `{node_root(env)}/` — the nodes `labkit devices try` and the checks start\n\n"
         "Run a plugin against a fresh kubelet: `labkit devices try plugins/register.py`.\n\n"
         "## Your cluster\n\n"
