@@ -22,8 +22,10 @@ and `log(tag) -> Path` (where that process's output goes).
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -208,12 +210,32 @@ class Session:
                     inside = Path(f"/proc/{proc.pid}/root{path}")
                     mounts[path[len(prefix):]] = {"read_only": "ro" in seen["options"], "files": _files(inside),
                                                   "source": _identity(inside)}
-            return {"started": True, "envs": {k: v for k, v in env.items() if k not in container.BASE_ENV},
+            seen = {"started": True, "envs": {k: v for k, v in env.items() if k not in container.BASE_ENV},
                     "mounts": mounts, "options": options}
+            if options["devices"]:       # each DeviceSpec as the process sees it at its container path
+                seen["devices"] = {d["container_path"]: _device_node(Path(f"/proc/{proc.pid}/root{prefix}"
+                                                                          f"{d['container_path']}"))
+                                   for d in options["devices"]}
+            return seen
         finally:
             if proc.poll() is None:
                 proc.kill()
             proc.wait()
+
+
+def _device_node(path: Path) -> dict | None:
+    """What a process finds at a device's container path: a character or block device and its
+    numbers (`major:minor`), or another kind of file; None when nothing is there."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    kind = "char" if stat.S_ISCHR(info.st_mode) else "block" if stat.S_ISBLK(info.st_mode) else \
+        "directory" if stat.S_ISDIR(info.st_mode) else "file"
+    out = {"kind": kind}
+    if kind in ("char", "block"):
+        out["device"] = f"{os.major(info.st_rdev)}:{os.minor(info.st_rdev)}"
+    return out
 
 
 def _identity(path: Path) -> list[int] | None:

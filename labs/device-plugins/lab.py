@@ -3,6 +3,9 @@
 Lab directory (env.dir):
   plugins/<exercise>.py   the student's plugins, one per exercise (a starter until written)
   widget-driver/          the directory the Allocate answer mounts into containers (VERSION inside)
+  devices/                the widgets' stand-in device nodes: widget-0 .. widget-3, character devices
+                          with /dev/null's numbers (1:3), made with mknod; a DeviceSpec naming one
+                          puts it into the container's mount namespace
   scenarios/              the checkpoint exercise's case (restart.yaml) and the checkpoint it gives,
                           as kubelet writes it (kubelet_internal_checkpoint); graded on the lab's copy
   logs/                   the plugin processes' and containers' output
@@ -29,7 +32,9 @@ answers directory (`kept/`), which no reset or cleanup touches. `labkit cleanup`
 the student wrote there too before it removes plugins/ (keep_at_cleanup).
 """
 
+import os
 import shutil
+import stat
 from pathlib import Path
 
 from labkit import paths, procs
@@ -42,6 +47,10 @@ EXERCISES = ("register", "health", "allocate", "preferred", "restart")    # the 
 SCENARIO = HERE / "scenarios" / "restart.yaml"      # exercise checkpoint: the lab's own case
 DRIVER_VERSION = "widget driver 1.4.2 (labkit device-plugins lab)\n"
 NODE = "widget-node"
+WIDGETS = ("widget-0", "widget-1", "widget-2", "widget-3")
+# the stand-in widgets' device numbers: /dev/null's (the mem driver, minor 3): a process that
+# opens one reads nothing and writes into nothing, and no hardware is behind it
+STAND_IN = (1, 3)
 # what Pods made with kubectl need (a namespace's default ServiceAccount and root CA ConfigMap,
 # namespace deletion, owner references) and the scheduler; not the node stand-in (it would register
 # a Node of its own and bind Pods itself): the lab's Node is the one its kubelet registers
@@ -65,6 +74,8 @@ def up(env):
     driver = _record_dir(env, "widget-driver")
     driver.mkdir()
     (driver / "VERSION").write_text(DRIVER_VERSION)
+    make_devices(_record_dir(env, "devices"))      # in the ledger before it exists
+    crash_point("device-plugins:devices")
     nodes = node_root(env)
     env.ledger.record("path", path=str(nodes))
     nodes.mkdir()          # /run/labkit exists: the lab's kernel-module claim (labkit.kmodules) made it
@@ -74,6 +85,23 @@ def up(env):
     crash_point("device-plugins:server")
     node_status(env).register(node_recreated=True)
     env.log(f"the Node {NODE} registered on labkit's embedded API server, with its scheduler")
+
+
+def make_devices(directory: Path) -> None:
+    """The stand-in character devices, one per widget (mknod; mode 0666 whatever the umask)."""
+    directory.mkdir()
+    for widget in WIDGETS:
+        node = directory / widget
+        os.mknod(node, 0o666 | stat.S_IFCHR, os.makedev(*STAND_IN))
+        os.chmod(node, 0o666)
+
+
+def devices_ready(env) -> bool:
+    try:
+        return all(stat.S_ISCHR((st := os.lstat(env.dir / "devices" / w)).st_mode)
+                   and (os.major(st.st_rdev), os.minor(st.st_rdev)) == STAND_IN for w in WIDGETS)
+    except OSError:
+        return False
 
 
 def write_scenario(env) -> None:
@@ -98,7 +126,7 @@ def node_root(env) -> Path:
 
 def is_up(env):
     if not ((env.dir / "plugins").is_dir() and (env.dir / "widget-driver" / "VERSION").is_file()
-            and (env.dir / "scenarios" / SCENARIO.name).is_file() and node_root(env).is_dir()):
+            and (env.dir / "scenarios" / SCENARIO.name).is_file() and devices_ready(env) and node_root(env).is_dir()):
         return False
     from labkit.apiserver.errors import ApiError
     from labkit.errors import LabkitError
@@ -199,6 +227,7 @@ def access(env):
         f"`cd {env.dir}` — the exercises' paths are relative to it.\n\n"
         "* `plugins/` — your plugins, one per exercise (each starts as a skeleton to complete)\n"
         "* `widget-driver/` — the driver directory containers get mounted (exercise allocate)\n"
+        "* `devices/` — the widgets' stand-in device nodes (character devices 1:3, /dev/null's numbers)\n"
         "* `logs/` — your plugins' output\n"
         "* `scenarios/` — the checkpoint exercise's case file and kubelet_internal_checkpoint\n"
         f"* `{node_root(env)}/` — the nodes `labkit devices try` and the checks start\n\n"
