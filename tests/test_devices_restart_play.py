@@ -7,10 +7,12 @@ from __future__ import annotations
 import copy
 import json
 
+import yaml
+
 from labkit.devices.manager import Allocation, Device, DeviceManager
 from labkit.devices.play import final_pod_devices, load_case, play
 from labkit.devices.withhold import situation
-from support import REPO
+from support import REPO, labkit
 
 SCENARIO = REPO / "labs" / "device-plugins" / "scenarios" / "restart.yaml"
 WIDGET = "example.com/widget"
@@ -62,3 +64,22 @@ def test_the_situation_ignores_names_times_and_answers_not_devices():
     fewer = copy.deepcopy(case)
     fewer["given"]["active_pods"] = ["train", "prep", "infer"]
     assert situation(fewer) != situation(case)
+
+
+def test_play_withholds_a_renamed_copy_and_plays_another_story(tmp_path):
+    # `labkit devices play` on a copy of the exercise's scenario with other names: withheld until a
+    # prediction is written; the same story with widget-1 healthy is another situation: played
+    case = load_case(SCENARIO)
+    renamed = json.loads(json.dumps(case).replace('"infer"', '"batch-9"'))
+    copy_file = tmp_path / "copy.yaml"
+    copy_file.write_text(yaml.safe_dump(renamed))
+    refused = labkit("devices", "play", "-f", str(copy_file), check=2)
+    assert "exercise checkpoint" in refused.stderr and "checkpoint.yaml" in refused.stderr
+    other = copy.deepcopy(case)
+    other["steps"][2]["devices"][1]["health"] = "Healthy"
+    other_file = tmp_path / "other.yaml"
+    other_file.write_text(yaml.safe_dump(other))
+    played = labkit("devices", "play", "-f", str(other_file), check=0)
+    assert "PLAYED device-plugins-restart" in played.stdout and "pod next container c" in played.stdout
+    as_json = json.loads(labkit("devices", "play", "-f", str(other_file), "-o", "json", check=0).stdout)
+    assert as_json[0]["outcome"]["pod_devices"]["train"] == {"main": {WIDGET: ["widget-0", "widget-1"]}}

@@ -52,7 +52,8 @@ def play(files: List[Path] = typer.Option(..., "-f", "--filename", help="A case 
         results = [r for r in results if r.checks]
         if not results:
             raise typer.Exit(0)
-    raise typer.Exit(cases.report(results, fmt))
+    code = cases.report(results, fmt)
+    raise typer.Exit(code if any(r.checks for r in results) else 0)
 
 
 @app.command("checkpoint")
