@@ -58,3 +58,56 @@ def test_valid_ports_and_resources_are_stored(client):
         "resources": {"limits": {"cpu": "1", "nvidia.com/gpu": "1", "hugepages-2Mi": "2Mi", "memory": "1Gi"}}}]}},
         "ns")
     assert pod["spec"]["containers"][0]["ports"] == [{"containerPort": 8080, "protocol": "TCP"}]
+
+
+# -- extended resources: integers, not overcommitted (validateResourceRequirements,
+#    ValidateResourceQuantityValue) ---------------------------------------------------------------
+
+def test_extended_resource_request_must_equal_its_limit(client):
+    assert refused(client, {"resources": {"requests": {"example.com/widget": "1"},
+                                          "limits": {"example.com/widget": "2"}}}) == (
+        'Pod "p" is invalid: spec.containers[0].resources.requests: Invalid value: "1": must be equal to '
+        "example.com/widget limit of 2")
+
+
+def test_extended_resource_request_needs_a_limit(client):
+    assert refused(client, {"resources": {"requests": {"example.com/widget": "1"}}}) == (
+        'Pod "p" is invalid: spec.containers[0].resources.limits: Required value: Limit must be set for non '
+        "overcommitable resources")
+
+
+def test_extended_resource_must_be_an_integer(client):
+    # the limit alone: the request is defaulted from it, so both say so
+    message = refused(client, {"resources": {"limits": {"example.com/widget": "500m"}}})
+    assert message == (
+        'Pod "p" is invalid: [spec.containers[0].resources.limits[example.com/widget]: Invalid value: "500m": '
+        'must be an integer, spec.containers[0].resources.requests[example.com/widget]: Invalid value: "500m": '
+        "must be an integer]")
+    assert "must be an integer" in refused(client, {"resources": {"limits": {"example.com/widget": "1.5"}}})
+
+
+def test_init_container_resources_are_validated_too(client):
+    body = {"metadata": {"name": "p"}, "spec": {
+        "initContainers": [{"name": "i", "image": "nginx", "resources": {"requests": {"example.com/widget": "2"},
+                                                                        "limits": {"example.com/widget": "3"}}}],
+        "containers": [{"name": "c", "image": "nginx"}]}}
+    with pytest.raises(ApiError) as info:
+        client.create("v1", "pods", body, "ns")
+    assert info.value.message == ('Pod "p" is invalid: spec.initContainers[0].resources.requests: Invalid value: '
+                                  '"2": must be equal to example.com/widget limit of 3')
+
+
+def test_native_requests_may_be_below_their_limit_not_above(client):
+    ok = client.create("v1", "pods", {"metadata": {"name": "below"}, "spec": {"containers": [{
+        "name": "c", "image": "nginx", "resources": {"requests": {"cpu": "500m"}, "limits": {"cpu": "1"}}}]}}, "ns")
+    assert ok["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "500m"}
+    assert refused(client, {"resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}}) == (
+        'Pod "p" is invalid: spec.containers[0].resources.requests: Invalid value: "2": must be less than or equal '
+        "to cpu limit of 1")
+
+
+def test_whole_extended_resources_are_stored(client):
+    pod = client.create("v1", "pods", {"metadata": {"name": "widgets"}, "spec": {"containers": [{
+        "name": "c", "image": "nginx", "resources": {"limits": {"example.com/widget": "2"}}}]}}, "ns")
+    assert pod["spec"]["containers"][0]["resources"] == {"limits": {"example.com/widget": "2"},
+                                                         "requests": {"example.com/widget": "2"}}

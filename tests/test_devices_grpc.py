@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -359,6 +360,32 @@ def test_the_container_process_receives_envs_and_mounts(tmp_path):
     # the bind mount was made in the container's own mount namespace: the host's never had it
     assert str(tmp_path) not in Path("/proc/self/mountinfo").read_text()
     assert not (root / "usr/local/widget/libwidget.so").exists()
+
+
+def test_the_container_process_receives_a_device_node_in_its_mount_namespace(tmp_path):
+    # a stand-in character device (/dev/null's numbers) named by a DeviceSpec: the process finds it
+    # at its container path, a character device it can write to; the host never had the mount
+    host = tmp_path / "devices" / "widget-0"
+    host.parent.mkdir()
+    os.mknod(host, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    root = tmp_path / "rootfs"
+    options = {"envs": {}, "mounts": [],
+               "devices": [{"container_path": "/dev/widget-0", "host_path": str(host), "permissions": "rw"}]}
+    spec_file = container.write_spec(tmp_path / "spec.json", root, options, ["sleep", "30"])
+    proc = subprocess.Popen(container.argv(spec_file), cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        target = f"{root}/dev/widget-0"
+        wait_for(lambda: proc.poll() is None and Path(f"/proc/{proc.pid}/cmdline").read_bytes().startswith(b"sleep")
+                 and container.mounts(proc.pid).get(target), "container started")
+        inside = os.stat(f"/proc/{proc.pid}/root{target}")
+        assert stat.S_ISCHR(inside.st_mode) and (os.major(inside.st_rdev), os.minor(inside.st_rdev)) == (1, 3)
+        with open(f"/proc/{proc.pid}/root{target}", "w") as device:
+            device.write("discarded\n")
+        assert str(tmp_path) not in Path("/proc/self/mountinfo").read_text()
+    finally:
+        proc.kill()
+        proc.wait()
+    assert (root / "dev" / "widget-0").stat().st_size == 0 and not stat.S_ISCHR((root / "dev" / "widget-0").stat().st_mode)
 
 
 def test_a_plugin_that_never_answers_its_options_is_refused_with_kubelets_words(node):

@@ -6,6 +6,7 @@ and cleanup — also after kill -9 in the middle of a check — leaves the host 
 import json
 import os
 import signal
+import stat
 import subprocess
 import time
 from pathlib import Path
@@ -15,6 +16,23 @@ import pytest
 from support import LABKIT, REPO, labkit
 
 EXERCISES = ["register", "health", "allocate", "preferred", "restart"]
+
+
+# labkit's reference plugin answering Allocate with a DeviceSpec for the lab's stand-in node of the widget
+DEVICE_NODE_PLUGIN = """\
+import os
+from pathlib import Path
+
+from labkit.devices.plugin import ReferencePlugin
+
+lab = Path(__file__).resolve().parent.parent
+spec = {"resource": "example.com/widget", "socket": "widget.sock",
+        "devices": [{"id": f"widget-{i}", "numa": i // 2} for i in range(4)],
+        "allocate": {"devices": [{"container_path": "/dev/{ids}", "host_path": str(lab / "devices") + "/{ids}"}]}}
+plugin = ReferencePlugin(spec, Path(os.environ["DEVICE_PLUGIN_DIR"]))
+plugin.start()
+plugin.run()
+"""
 
 
 def results(run) -> dict:
@@ -34,8 +52,9 @@ def test_device_plugins_lab_end_to_end(host_unchanged, lab_cleanup):
     lab_dir = Path(os.environ["LABKIT_STATE_DIR"]) / "device-plugins"
 
     fresh = results(labkit("check", "device-plugins", "-o", "json", check=1))
-    assert {e: r["status"] for e, r in fresh.items()} == {e: "fail" for e in EXERCISES}
-    assert all("your plugin exited (code 1) without a Register call" in r["message"] for r in fresh.values())
+    assert {e: r["status"] for e, r in fresh.items()} == {e: "fail" for e in EXERCISES + ["checkpoint"]}
+    assert all("your plugin exited (code 1) without a Register call" in fresh[e]["message"] for e in EXERCISES)
+    assert "checkpoint.yaml" in fresh["checkpoint"]["message"]           # the prediction's answer file
 
     labkit("solve", "device-plugins", "allocate", check=0)
     shown = labkit("devices", "try", str(lab_dir / "plugins" / "allocate.py"), "--pod", "2", "-o", "json", check=0)
@@ -47,6 +66,15 @@ def test_device_plugins_lab_end_to_end(host_unchanged, lab_cleanup):
     assert container["mounts"]["/var/lib/widget"]["read_only"]
     passed = results(labkit("check", "device-plugins", "allocate", "-o", "json", check=0))["allocate"]
     assert passed["status"] == "pass"
+
+    # the stand-in device nodes: a DeviceSpec naming one puts it into the container's mount namespace
+    assert all(stat.S_ISCHR(os.lstat(lab_dir / "devices" / f"widget-{i}").st_mode) for i in range(4))
+    nodes = lab_dir / "plugins" / "nodes.py"
+    nodes.write_text(DEVICE_NODE_PLUGIN)
+    shown = json.loads(labkit("devices", "try", str(nodes), "--pod", "1", "-o", "json", check=0).stdout)
+    container = shown[1]["container"]
+    (widget,) = shown[1]["admitted"]["devices"]
+    assert container["devices"] == {f"/dev/{widget}": {"kind": "char", "device": "1:3"}}
 
     # a reset puts the starter back; the student's plugin is kept in the answers directory
     mine = (lab_dir / "plugins" / "allocate.py").read_text()
@@ -88,7 +116,7 @@ def test_kill_during_a_check_then_cleanup_leaves_nothing(host_unchanged, lab_cle
 
 
 @pytest.mark.host_exclusive
-@pytest.mark.parametrize("step", ["plugins", "node"])
+@pytest.mark.parametrize("step", ["plugins", "devices", "node", "server"])
 def test_kill_run_after_each_build_step_then_cleanup(step, host_unchanged, lab_cleanup):
     run = subprocess.run(LABKIT + ["run", "device-plugins"], cwd=REPO, capture_output=True,
                          env={**os.environ, "LABKIT_CRASH_AT": f"device-plugins:{step}"})

@@ -293,6 +293,14 @@ TEXTS: dict[str, dict[str, Run | list[Run] | Mention | Covered]] = {
         "labkit devices checkpoint": Covered("tests/test_devices_grpc.py::"
                                              "test_the_checkpoint_command_decodes_the_file_and_verifies_its_checksum"),
         "labkit reset device-plugins EXERCISE": Run("labkit reset device-plugins register", changes="register"),
+        "labkit devices checkpoint -f FILE": Run("labkit devices checkpoint -f scenarios/kubelet_internal_checkpoint",
+                                                 output="checksum"),
+        # the checkpoint exercise's case is withheld until a prediction is written
+        "labkit devices play -f CASE": Run("labkit devices play -f scenarios/restart.yaml", code=2,
+                                           output="write your prediction"),
+        "labkit devices play -f scenarios/restart.yaml": runs(
+            Run(code=2, output="write your prediction"),
+            Run(before="labkit solve device-plugins checkpoint", changes="checkpoint", output="PLAYED")),
     },
     "numa": {
         "labkit numa show --machine FILE_OR_FIXTURE": runs(Run("labkit numa show --machine lab-two-node"),
@@ -404,6 +412,8 @@ FILES: dict[str, str | Run | Covered] = {
                                                     output="write your prediction") for name in ("score", "preempt")},
     "labs/kube-proxy/scenarios/cluster.yaml": "labkit kube-proxy render -f {path} --hostname node1",
     "labs/scheduler/batch.yaml": Run("kubectl create --dry-run=client -o name -f {path}", output="pod/batch-1"),
+    "labs/device-plugins/scenarios/restart.yaml": Run("labkit devices play -f {path}", code=2,
+                                                      output="write your prediction"),
     # refused, as exercise csi-plugin-publishes has it, with the API server's reason
     "labs/mount-propagation/pods/csi-node.yaml": Run("labkit mounts apply -f {path}", code=1,
                                                      output="Bidirectional mount propagation is available only to "

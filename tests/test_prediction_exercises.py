@@ -116,7 +116,15 @@ def _mounts(lab, ex):
     return None if withhold.release(said.append, "labkit mounts play") else " ".join(said)
 
 
+def _devices(lab, ex):
+    from labkit.devices.play import load_case
+    from labkit.devices.withhold import gate
+    path = lab.directory / ex.params["case"]
+    return gate(load_case(path), path)
+
+
 SHOWS = {("gc", "predict-dangling"): _gc,
+         ("device-plugins", "checkpoint"): _devices,
          ("scheduler", "score-predict"): _scheduler, ("scheduler", "preempt-predict"): _scheduler,
          ("numa", "qos"): _numa_pods, ("numa", "cpu-hints"): _numa_pods, ("numa", "static-cpus"): _numa_pods,
          ("numa", "memory"): _numa_pods, ("numa", "merge"): _numa_merge,

@@ -25,13 +25,35 @@ FORMATS = ("table", "json")
 @app.command()
 def play(files: List[Path] = typer.Option(..., "-f", "--filename", help="A case file (repeat for several)."),
          output: Optional[str] = cliopts.output_option(FORMATS, "table")):
-    """Play each case on a fresh device manager and compare with its `expect`. Exit code 0 only
-    when every expectation of every case holds."""
+    """Play each case on a fresh device manager and compare with its `expect`; the table ends with
+    the devices every Pod holds after the case's last step. Exit code 0 only when every
+    expectation of every case holds. The situation of the device-plugins lab's exercise
+    checkpoint is played only once your prediction is written."""
+    import sys
+
     from labkit.devices.play import load_case, play as play_case
+    from labkit.devices.withhold import gate
 
     fmt, _ = cliopts.resolve_output(output, FORMATS, "table")
-    results = [play_case(load_case(path)) for path in files]
-    raise typer.Exit(cases.report(results, fmt))
+    loaded = [(path, load_case(path)) for path in files]
+    refusals = [message for message in (gate(case, path) for path, case in loaded) if message]
+    if refusals:
+        raise LabkitError("\n".join(refusals))
+    results = [play_case(case) for _path, case in loaded]
+    if fmt == "table":
+        for r in results:
+            for uid, containers in (r.outcome.get("pod_devices") or {}).items():
+                for name, held in containers.items():
+                    sys.stdout.write(f"{r.id}: pod {uid} container {name}: " +
+                                     "; ".join(f"{res} {' '.join(ids)}" for res, ids in held.items()) + "\n")
+        for r in results:
+            if not r.checks:        # a story to watch, nothing to compare
+                sys.stdout.write(f"PLAYED {r.id}: {r.title} (the case expects nothing)\n")
+        results = [r for r in results if r.checks]
+        if not results:
+            raise typer.Exit(0)
+    code = cases.report(results, fmt)
+    raise typer.Exit(code if any(r.checks for r in results) else 0)
 
 
 @app.command("checkpoint")

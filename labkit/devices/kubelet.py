@@ -310,13 +310,20 @@ class Kubelet:
         self.on_change()
 
     # -- node status and pods ---------------------------------------------------------------------
-    def node_status(self) -> tuple[dict[str, int], dict[str, int]]:
-        """nodestatus/setters.go MachineInfo: capacity per resource (a removed one stays at 0),
-        allocatable the healthy devices."""
+    def device_capacity(self) -> tuple[dict[str, int], dict[str, int], list[str]]:
+        """manager.go GetCapacity now: (capacity, allocatable, the resources removed by this call
+        after their grace period); a removal rewrites the checkpoint."""
         with self.lock:
             capacity, allocatable, removed = self.manager.get_capacity(self.clock())
             if removed:
                 checkpoint.write(self.manager, self.checkpoint_path)
+            return capacity, allocatable, removed
+
+    def node_status(self) -> tuple[dict[str, int], dict[str, int]]:
+        """nodestatus/setters.go MachineInfo: capacity per resource (a removed one stays at 0),
+        allocatable the healthy devices (labkit.devices.nodestatus writes the same to a Node)."""
+        with self.lock:
+            capacity, allocatable, removed = self.device_capacity()
             self.node_capacity.update(capacity)
             for resource in removed:
                 self.node_capacity[resource] = 0

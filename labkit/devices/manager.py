@@ -100,6 +100,10 @@ class DeviceManager:
         # pod uid -> container -> resource -> Allocation (podDevices)
         self.pod_devices: dict[str, dict[str, dict[str, Allocation]]] = {}
         self.calls: list[dict] = []           # every call kubelet made to a plugin, for explain
+        # kubelet's active Pods (UIDs) once its config sources are ready (sourcesReady.AllReady);
+        # None: not ready yet, so UpdateAllocatedDevices frees nothing
+        self.active_pods: set[str] | None = None
+        self.pending_admission: str | None = None     # setPodPendingAdmission: the Pod being admitted
 
     # -- registration (plugin/v1beta1/server.go Register, manager.go PluginConnected) --------------
     def register(self, resource: str, plugin, version: str = VERSION) -> None:
@@ -246,9 +250,13 @@ class DeviceManager:
                            hint_numa: list[int] | None = None) -> dict[str, list[str]]:
         """allocateContainerResources: every device-plugin resource in the container's limits."""
         made: dict[str, list[str]] = {}
+        updated = False
         for resource, count in limits.items():
             if not self.is_device_plugin_resource(resource):
                 continue
+            if not updated:     # garbage-collect stranded devices before the first allocation
+                self.update_allocated_devices()
+                updated = True
             chosen = self.devices_to_allocate(pod_uid, container, resource, int(count), reusable.get(resource, set()),
                                               hint_numa)
             if chosen is None:
@@ -283,6 +291,7 @@ class DeviceManager:
         as admission calls it): non-restartable init containers' devices are reusable by the app
         containers after them."""
         uid = pod.get("uid") or pod["name"]
+        self.pending_admission = uid
         reusable: dict[str, set[str]] = {}
         out = {}
         for c in pod.get("initContainers") or []:
@@ -297,6 +306,17 @@ class DeviceManager:
             for resource, ids in got.items():
                 reusable.get(resource, set()).difference_update(ids)
         return out
+
+    def update_allocated_devices(self) -> None:
+        """UpdateAllocatedDevices: once kubelet's sources are ready, the allocations of every Pod
+        that is neither active nor being admitted are dropped (podDevices.delete) and their
+        devices are free again; before that, nothing is freed. Restored from a checkpoint, the
+        allocations of a Pod that ended while kubelet was down go at the next allocation."""
+        if self.active_pods is None:
+            return
+        keep = set(self.active_pods) | ({self.pending_admission} if self.pending_admission else set())
+        for uid in [u for u in self.pod_devices if u not in keep]:
+            del self.pod_devices[uid]
 
     def forget_pod(self, pod_uid: str) -> None:
         self.pod_devices.pop(pod_uid, None)

@@ -194,7 +194,11 @@ def _steps(case: dict, played: Played) -> None:
     plugins: dict[str, ScriptedPlugin] = {}
     with tempfile.TemporaryDirectory(prefix="labkit-devices-") as tmp:
         checkpoint_file = Path(tmp) / "kubelet_internal_checkpoint"
-        responses = _write_given_checkpoint(given.get("checkpoint"), checkpoint_file)
+        responses = write_given_checkpoint(given.get("checkpoint"), checkpoint_file)
+        # the Pods kubelet knows as active once its sources are ready (UpdateAllocatedDevices);
+        # a case without them: sources not ready, nothing freed
+        active = given.get("active_pods")
+        dm.active_pods = None if active is None else {str(uid) for uid in active}
         for resource, spec in (given.get("resources") or {}).items():
             plugins[resource] = ScriptedPlugin()
             dm.connect(resource, plugins[resource])
@@ -226,9 +230,22 @@ def _steps(case: dict, played: Played) -> None:
                     status_alloc = {r: allocatable.get(r, 0) for r in node_capacity}
                     played.check(f"{what} node capacity", expect["node_status"].get("capacity"), dict(node_capacity))
                     played.check(f"{what} node allocatable", expect["node_status"].get("allocatable"), status_alloc)
+        if case.get("steps"):
+            played.outcome["pod_devices"] = pod_devices(dm)       # what every Pod holds at the end
 
 
-def _write_given_checkpoint(spec: dict | None, path: Path) -> dict:
+def final_pod_devices(case: dict) -> dict:
+    """The case played: {pod uid: {container: {resource: [IDs]}}} after its last step."""
+    return play(case).outcome.get("pod_devices", {})
+
+
+def pod_devices(dm: DeviceManager) -> dict:
+    """{pod uid: {container: {resource: [device IDs, sorted]}}}: what kubelet's podDevices holds."""
+    return {uid: {c: {r: sorted(a.devices) for r, a in rs.items()} for c, rs in cs.items()}
+            for uid, cs in dm.pod_devices.items()}
+
+
+def write_given_checkpoint(spec: dict | None, path: Path) -> dict:
     """The case's logical checkpoint written as kubelet writes it (`Checksum: computed`); the
     decoded responses it carries, for the restore to hand back."""
     if not spec:
@@ -262,6 +279,7 @@ def _step(dm: DeviceManager, step: dict, now: float, plugins: dict, checkpoint_f
     elif op == "kubelet_restart":
         fresh = DeviceManager(dm.numa_nodes)
         checkpoint.read(fresh, checkpoint_file, now, responses)
+        fresh.active_pods = dm.active_pods          # kubelet's Pods outlive its restart
         dm.__dict__.update(fresh.__dict__)
         restored = expect.get("restored")
         if restored:
@@ -296,6 +314,8 @@ def _step(dm: DeviceManager, step: dict, now: float, plugins: dict, checkpoint_f
         if "devices" in expect:
             played.check(f"{what} devices", {c: sorted(v) for c, v in expect["devices"].items()},
                          {c: sorted(d for ids_ in got.values() for d in ids_) for c, got in made.items()})
+        if "pod_devices" in expect:        # every Pod's devices after this admission
+            played.check(f"{what} pod devices", expect["pod_devices"], pod_devices(dm))
         checkpoint.write(dm, checkpoint_file)
         return error
     elif op in ("wait", "get_capacity"):

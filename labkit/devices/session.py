@@ -9,7 +9,10 @@ process of its own with
                         to make devices fail; a plugin watching its devices reads it
 
 and Pods admitted by that kubelet whose containers start as real processes with the Allocate
-answer (labkit.devices.container). `labkit devices try` and the device-plugins lab's checks both
+answer (labkit.devices.container). Given a Node on an API server (`node_status`:
+labkit.devices.nodestatus), the kubelet registers it at the start (a fresh node: its extended
+resources zeroed), writes its status whenever the device manager's numbers change, and `node()`
+reads what a client of the API server (kubectl) sees there. `labkit devices try` and the device-plugins lab's checks both
 drive a plugin through this; what they show or judge is what the session saw on the wire and in
 the processes.
 
@@ -19,8 +22,10 @@ and `log(tag) -> Path` (where that process's output goes).
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -38,7 +43,7 @@ POLL = 0.02
 
 class Session:
     def __init__(self, directory: Path, plugin_file: Path, spawn: Callable, log: Callable,
-                 numa_nodes: list[int] | None = None):
+                 numa_nodes: list[int] | None = None, node_status=None):
         self.directory = Path(directory)
         self.plugin_file = Path(plugin_file)
         self.spawn = spawn
@@ -48,6 +53,9 @@ class Session:
         self.health_file = self.files / "health.yaml"
         self.process: subprocess.Popen | None = None
         self.containers = 0
+        self.node_status = node_status
+        if node_status is not None:
+            self.kubelet.on_change = self.sync_node
 
     # -- start and stop ---------------------------------------------------------------------------
     def __enter__(self) -> "Session":
@@ -58,6 +66,11 @@ class Session:
         self.health_file.write_text("{}\n")
         self.kubelet.start()
         self.started_at = self.kubelet.clock()
+        if self.node_status is not None:
+            # kubelet_node_status.go tryRegisterWithAPIServer -> reconcileExtendedResource: no
+            # checkpoint in the device-plugins directory (ShouldResetExtendedResourceCapacity)
+            self.node_status.register(node_recreated=not self.kubelet.checkpoint_path.exists())
+            self.sync_node()
         self.process = self.spawn(PLUGIN_TAG, [sys.executable, "-u", str(self.plugin_file)],
                                   {"DEVICE_PLUGIN_DIR": str(self.kubelet.directory),
                                    "DEVICE_HEALTH_FILE": str(self.health_file)})
@@ -65,6 +78,11 @@ class Session:
 
     def __exit__(self, *exc) -> None:
         self.stop_plugin()
+        if self.node_status is not None:
+            # the plugin's streams end: kubelet marks its devices unhealthy (allocatable 0) and
+            # writes that to the Node before it stops
+            self.streams_settled()
+            self.sync_node()
         self.kubelet.stop()
 
     def stop_plugin(self) -> None:
@@ -112,8 +130,24 @@ class Session:
             return [{"ID": d.id, "health": d.health, "numa": list(d.numa or [])} for d in found.values()]
 
     def node(self) -> dict:
-        capacity, allocatable = self.kubelet.node_status()
-        return {"capacity": capacity, "allocatable": allocatable}
+        """The node's extended resources: {"capacity": {resource: n}, "allocatable": {...}}; with a
+        Node on an API server, as the API server has them once kubelet has written its status."""
+        if self.node_status is None:
+            capacity, allocatable = self.kubelet.node_status()
+            return {"capacity": capacity, "allocatable": allocatable}
+        self.sync_node()
+        return self.node_status.read()
+
+    def sync_node(self) -> None:
+        """Write the device manager's capacity to the Node (nodestatus.NodeStatus.update); an API
+        server that cannot be reached is logged in kubelet's events, as kubelet logs it."""
+        if self.node_status is None:
+            return
+        capacity, allocatable, removed = self.kubelet.device_capacity()
+        try:
+            self.node_status.update(capacity, allocatable, removed)
+        except Exception as exc:          # ApiError, OSError: the API server is away
+            self.kubelet.events.append(f"Error updating node status, will retry: {exc}")
 
     def registrations(self) -> list[dict]:
         return [dict(r) for r in self.kubelet.registrations]
@@ -176,12 +210,32 @@ class Session:
                     inside = Path(f"/proc/{proc.pid}/root{path}")
                     mounts[path[len(prefix):]] = {"read_only": "ro" in seen["options"], "files": _files(inside),
                                                   "source": _identity(inside)}
-            return {"started": True, "envs": {k: v for k, v in env.items() if k not in container.BASE_ENV},
+            seen = {"started": True, "envs": {k: v for k, v in env.items() if k not in container.BASE_ENV},
                     "mounts": mounts, "options": options}
+            if options["devices"]:       # each DeviceSpec as the process sees it at its container path
+                seen["devices"] = {d["container_path"]: _device_node(Path(f"/proc/{proc.pid}/root{prefix}"
+                                                                          f"{d['container_path']}"))
+                                   for d in options["devices"]}
+            return seen
         finally:
             if proc.poll() is None:
                 proc.kill()
             proc.wait()
+
+
+def _device_node(path: Path) -> dict | None:
+    """What a process finds at a device's container path: a character or block device and its
+    numbers (`major:minor`), or another kind of file; None when nothing is there."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    kind = "char" if stat.S_ISCHR(info.st_mode) else "block" if stat.S_ISBLK(info.st_mode) else \
+        "directory" if stat.S_ISDIR(info.st_mode) else "file"
+    out = {"kind": kind}
+    if kind in ("char", "block"):
+        out["device"] = f"{os.major(info.st_rdev)}:{os.minor(info.st_rdev)}"
+    return out
 
 
 def _identity(path: Path) -> list[int] | None:

@@ -171,7 +171,9 @@ def _judge_devices(devices: list, sick=(), when: str = "") -> None:
 def _judge_node(ctx, node: dict, capacity: int, allocatable: int, when: str = "") -> None:
     resource = ctx.params["resource"]
     node = node or {}
-    others = sorted(set(node.get("capacity") or {}) - {resource})
+    # a resource of an earlier run stays on the Node with capacity 0 (a fresh node's kubelet zeroes
+    # them: kubelet_node_status.go reconcileExtendedResource); one with devices is another plugin's
+    others = sorted(r for r, n in (node.get("capacity") or {}).items() if r != resource and n)
     if others:
         _fail(f"{when}the node has another extended resource besides {resource}: {', '.join(others)}")
     got = ((node.get("capacity") or {}).get(resource), (node.get("allocatable") or {}).get(resource))
@@ -463,6 +465,95 @@ def judge_restart(ctx, obs: dict):
 
 def check_restart(ctx):
     return judge_restart(ctx, observe_restart(ctx))
+
+
+# -- checkpoint (a prediction) ----------------------------------------------------------------------
+
+def reconstructed_held(lab_dir: Path, case: str) -> dict[str, list[str]]:
+    """The widgets each Pod holds at the end of the exercise's scenario, as labkit's reconstruction
+    of kubelet's device manager plays it (labkit.devices.play: readCheckpoint on restart,
+    UpdateAllocatedDevices and devicesToAllocate when the new Pod is admitted); all of a Pod's
+    containers together."""
+    from labkit.devices.play import final_pod_devices, load_case
+    held = final_pod_devices(load_case(lab_dir / case))
+    return {uid: sorted({d for c in containers.values() for ids in c.values() for d in ids})
+            for uid, containers in held.items()}
+
+
+def scenario_facts(lab_dir: Path, case: str) -> dict:
+    """What the feedback may point at: the Pods of the checkpoint, the Pods admitted later, the
+    devices listed unhealthy after the restart."""
+    from labkit.devices.play import load_case
+    scenario = load_case(lab_dir / case)
+    data = ((scenario.get("given") or {}).get("checkpoint") or {}).get("Data") or {}
+    restored = {str(e["PodUID"]) for e in data.get("PodDeviceEntries") or []}
+    created = {str((s.get("pod") or {}).get("uid") or (s.get("pod") or {}).get("name"))
+               for s in scenario.get("steps") or [] if s.get("op") == "create_pod"}
+    sick = {str(d["id"]) for s in scenario.get("steps") or [] if s.get("op") == "list_and_watch"
+            for d in s.get("devices") or [] if d.get("health", HEALTHY) != HEALTHY}
+    return {"restored": restored, "created": created, "unhealthy": sick}
+
+
+def _held_answer(answer) -> dict[str, list[str]]:
+    if not isinstance(answer, dict) or not isinstance(answer.get("held"), dict):
+        raise CheckFailed("your answer needs `held:` — a mapping from each Pod that holds widgets once next is "
+                          "admitted to the list of its widgets")
+    out = {}
+    for pod, widgets in answer["held"].items():
+        if widgets is None:
+            widgets = []
+        if not isinstance(widgets, list) or not all(isinstance(w, str) for w in widgets):
+            raise CheckFailed(f"held: {pod} in your answer is not a list of widget IDs")
+        if len(set(widgets)) != len(widgets):
+            raise CheckFailed(f"held: {pod} in your answer names a widget twice: a Pod holds a widget once, however "
+                              "many of its containers use it")
+        if widgets:
+            out[str(pod)] = sorted(widgets)
+    return out
+
+
+def judge_checkpoint(ctx, answer, note: str = ""):
+    truth = reconstructed_held(ctx.lab.directory, ctx.params["case"])
+    facts = scenario_facts(ctx.lab.directory, ctx.params["case"])
+    said = _held_answer(answer)
+    for pod in sorted(set(said) - set(truth)):
+        if pod in facts["restored"]:
+            raise CheckFailed(f"your answer has {pod} holding widgets once next is admitted, and it holds none then: "
+                              "look at which Pods kubelet still runs after the restart, and what it does with the "
+                              "allocations of the others before it allocates for a new Pod (manager.go "
+                              f"UpdateAllocatedDevices){note}")
+        if pod in facts["created"]:
+            raise CheckFailed(f"your answer gives {pod} widgets, and kubelet rejects it: count the healthy widgets "
+                              f"that no active Pod holds when it is admitted (manager.go devicesToAllocate){note}")
+        raise CheckFailed(f"{pod} in your answer is not a Pod of the scenario{note}")
+    for pod in sorted(set(truth) - set(said)):
+        if pod in facts["created"]:
+            raise CheckFailed(f"your answer has {pod} holding no widget, and kubelet admits it with one: count the "
+                              "healthy widgets that no active Pod holds when it is admitted (manager.go "
+                              f"UpdateAllocatedDevices, devicesToAllocate){note}")
+        raise CheckFailed(f"your answer leaves out {pod}, which holds widgets once next is admitted: kubelet reads "
+                          f"its checkpoint when it starts (manager.go readCheckpoint){note}")
+    for pod in sorted(truth):
+        if said[pod] == truth[pod]:
+            continue
+        if pod in facts["created"]:
+            raise CheckFailed(f"the widgets of {pod} in your answer are not the ones kubelet gives it: it takes them "
+                              "from the healthy widgets no active Pod holds (manager.go devicesToAllocate){note}")
+        if (set(truth[pod]) - set(said[pod])) & facts["unhealthy"]:
+            raise CheckFailed(f"your answer takes a widget away from {pod}: look at what a device turning Unhealthy "
+                              "changes for a running Pod that holds it, and at its entries in the checkpoint "
+                              f"(`labkit devices checkpoint -f`){note}")
+        raise CheckFailed(f"the widgets of {pod} in your answer are not the ones kubelet restores for it: read its "
+                          "entries in the checkpoint (`labkit devices checkpoint -f`), each container's as "
+                          f"well{note}")
+    return ctx.passed("every Pod's widgets after kubelet's restart and the admission of next, as kubelet's device "
+                      f"manager has them{note}")
+
+
+def check_checkpoint(ctx):
+    from labkit import predictions
+    answer, note = predictions.graded_answer(ctx)
+    return judge_checkpoint(ctx, answer, note)
 
 
 # -- near-misses of what the check observed (mutants/) ----------------------------------------------
