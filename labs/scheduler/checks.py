@@ -1371,7 +1371,7 @@ def judge_binpack(ctx, obs):
         lost = [s for s in other if s not in profiles]
         return ctx.failed(f"{sum(1 for s in names.values() if s != packer)} Pod(s) of the batch name the scheduler "
                           f"{', '.join(other)} in spec.schedulerName"
-                          + (f", which no profile has: no scheduler ever takes them" if lost else "")
+                          + (", which no profile has: no scheduler ever takes them" if lost else "")
                           + f". The batch is to be scheduled by the profile {packer} (spec.schedulerName cannot be "
                           "changed on an existing Pod: make them again)", expected=packer, observed=other,
                           observed_in=LIVE)
