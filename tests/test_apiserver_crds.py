@@ -8,7 +8,8 @@ import pytest
 
 from labkit.apiserver.client import LocalClient
 from labkit.apiserver.errors import ApiError
-from labkit.apiserver.handler import NO_BODY, Api, Request, User
+from labkit.apiserver.handler import Api
+from labkit.apiserver.request import NO_BODY, Request, User
 from labkit.apiserver.registry import Registry
 from labkit.apiserver.storage import Store
 

@@ -139,7 +139,7 @@ def test_delete_preconditions_and_options_validation(c):
 
 
 def test_body_options_win_over_query_options(api, c):
-    from labkit.apiserver.handler import Request, User
+    from labkit.apiserver.request import Request, User
     c.create("v1", "configmaps", {"metadata": {"name": "cm"}}, "ns")
     response = api.handle(Request("DELETE", "/api/v1/namespaces/ns/configmaps/cm",
                                   {"propagationPolicy": "Orphan"}, {}, b'{"propagationPolicy":"Foreground"}',

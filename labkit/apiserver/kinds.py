@@ -21,6 +21,7 @@ from labkit.apiserver.admission.resourcequota import resource_quota_type
 from labkit.apiserver.certificates import CertificateSigningRequestStrategy
 from labkit.apiserver.policykinds import policy_types
 from labkit.apiserver.storagekinds import storage_types
+from labkit.apiserver.timestamps import now_rfc3339
 from labkit.apiserver.errors import (FieldError, RawJSON, field_forbidden, field_invalid, field_required, field_unsupported)
 from labkit.apiserver.resources import (DELETE_DEPENDENTS, NAMESPACE_FINALIZER, NO_COLLECTION_DELETE, ORPHAN_DEPENDENTS,
                                         RESET_META_FOR_STATUS, UNSUPPORTED, ResourceType, ScaleSubresource,
@@ -150,7 +151,6 @@ class NamespaceStrategy(Strategy):
     def delete(self, registry, rt, namespace, name, options, dry_run=False):
         """storage.go REST.Delete."""
         from labkit.apiserver.errors import conflict, invalid, not_found
-        from labkit.apiserver.registry import now_rfc3339
         from labkit.apiserver.validation import validate_delete_options
         errors = validate_delete_options(options)
         if errors:
@@ -824,7 +824,6 @@ class PersistentVolumeStrategy(Strategy):
     printer = tables.PRINTERS["PersistentVolume"]
 
     def prepare_for_create(self, obj):
-        from labkit.apiserver.registry import now_rfc3339
         obj["status"] = {"phase": "Pending", "lastPhaseTransitionTime": now_rfc3339()}
 
     def validate(self, obj):
@@ -850,8 +849,7 @@ class PersistentVolumeStatusSubresource(StatusSubresource):
     def prepare_for_update(self, new, old):
         new = super().prepare_for_update(new, old)
         if (new.get("status") or {}).get("phase") != (old.get("status") or {}).get("phase"):
-            from labkit.apiserver.registry import now_rfc3339
-            new.setdefault("status", {})["lastPhaseTransitionTime"] = now_rfc3339()
+                new.setdefault("status", {})["lastPhaseTransitionTime"] = now_rfc3339()
         return new
 
 
