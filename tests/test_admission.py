@@ -26,7 +26,7 @@ from labkit.apiserver.client import LocalClient
 from labkit.apiserver.errors import ApiError
 from labkit.apiserver.handler import Api
 from labkit.apiserver.request import Request
-from labkit.apiserver.registry import Registry
+from labkit.apiserver.registry.store import Registry
 from labkit.apiserver.storage import Store
 
 AR = "admissionregistration.k8s.io/v1"

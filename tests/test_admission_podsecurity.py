@@ -23,7 +23,7 @@ from labkit.apiserver.admission.podsecurity import evaluate, forbidden_detail
 from labkit.apiserver.client import LocalClient
 from labkit.apiserver.errors import ApiError
 from labkit.apiserver.handler import Api
-from labkit.apiserver.registry import Registry
+from labkit.apiserver.registry.store import Registry
 from labkit.apiserver.server import EmbeddedServer
 from labkit.apiserver.storage import Store
 from support import host_lock

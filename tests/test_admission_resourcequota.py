@@ -153,7 +153,7 @@ def test_a_quota_without_status_blocks_what_it_limits(tmp_path):
     """Without the controller nothing fills in status.used: hasUsageStats fails."""
     from labkit.apiserver.client import LocalClient
     from labkit.apiserver.handler import Api
-    from labkit.apiserver.registry import Registry
+    from labkit.apiserver.registry.store import Registry
     from labkit.apiserver.storage import Store
     client = LocalClient(Api(Registry(Store(tmp_path / "objects.db"))), "admin",
                          ["system:masters", "system:authenticated"])

@@ -10,7 +10,7 @@ from labkit.apiserver.client import LocalClient
 from labkit.apiserver.errors import ApiError
 from labkit.apiserver.handler import Api
 from labkit.apiserver.request import NO_BODY, Request, User
-from labkit.apiserver.registry import Registry
+from labkit.apiserver.registry.store import Registry
 from labkit.apiserver.storage import Store
 
 TEMPLATE = {"metadata": {"labels": {"app": "x"}}, "spec": {"containers": [{"name": "c", "image": "busybox:1.36"}]}}

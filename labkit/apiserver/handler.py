@@ -26,7 +26,7 @@ from labkit.apiserver.trace import Traces
 from labkit.apiserver.errors import (ApiError, FieldError, bad_request, field_invalid, field_unsupported,
                                      internal, invalid, method_not_supported, not_acceptable, not_found_path,
                                      unsupported_media_type)
-from labkit.apiserver.registry import Registry, WriteOptions, decode_delete_options
+from labkit.apiserver.registry.store import Registry, WriteOptions, decode_delete_options
 from labkit.apiserver.request import NO_BODY, Request, User, check_depth, request_attributes
 from labkit.apiserver.resources import ResourceType
 from labkit.apiserver.storage import BOOKMARK

@@ -37,7 +37,7 @@ from labkit.apiserver.handler import Api, Response
 from labkit.apiserver.request import Request
 from labkit.apiserver.http import HttpFrontend
 from labkit.apiserver.internal import ApiServerInternals
-from labkit.apiserver.registry import Registry
+from labkit.apiserver.registry.store import Registry
 from labkit.apiserver.storage import Store
 from labkit.apiserver.version import EffectiveVersion
 from labkit.controllers.decisions import DecisionLog

@@ -100,7 +100,7 @@ def decode_share(tmp: Path) -> list[Figure]:
     """In-process: the time Deployment creates spend inside `Api.handle` in the typed decoding and
     defaulting of the body (`Registry.decode`), in the defaults applied again to what is stored
     (`Registry._default_stored`), and in recording managedFields (`Registry._track`)."""
-    from labkit.apiserver.registry import Registry
+    from labkit.apiserver.registry.store import Registry
     from labkit.apiserver.server import EmbeddedServer
 
     spent = {"decode": 0.0, "_default_stored": 0.0, "_track": 0.0}

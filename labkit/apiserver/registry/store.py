@@ -29,7 +29,7 @@ from labkit.apiserver.admission.plugins import IMMORTAL_NAMESPACES, default_chai
 from labkit.apiserver.errors import (OPTIMISTIC_LOCK_MESSAGE, ApiError, already_exists, bad_request, conflict,
                                      expired, field_forbidden, field_invalid, field_required, field_unsupported,
                                      internal, invalid, invalid_request, not_found, unsupported_media_type)
-from labkit.apiserver.kinds import builtin_types, custom_resource_types
+from labkit.apiserver.registry.catalog import builtin_types, custom_resource_types
 from labkit.apiserver.resources import ORPHAN_DEPENDENTS, UNSUPPORTED, Catalog, ResourceType, Strategy
 from labkit.apiserver.selectors import FieldSelector, LabelSelector
 from labkit.apiserver.timestamps import now_rfc3339
