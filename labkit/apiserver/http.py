@@ -19,7 +19,8 @@ from urllib.parse import parse_qsl, urlsplit
 
 from labkit.apiserver.authn import Authenticator, Unauthenticated, attempted_methods
 from labkit.apiserver.errors import ApiError, bad_request, too_large, unauthorized
-from labkit.apiserver.handler import Api, Response
+from labkit.apiserver.handler import Api
+from labkit.apiserver.response import Response
 from labkit.apiserver.request import Request, User
 from labkit.apiserver.trace import Trace
 

@@ -33,7 +33,8 @@ from labkit.apiserver import auditpolicy, authn, bootstrappolicy, certs, policyk
 from labkit.apiserver.audit import AuditLog
 from labkit.apiserver.client import HttpClient, LocalClient
 from labkit.apiserver.errors import ApiError, bad_request, not_found_path
-from labkit.apiserver.handler import Api, Response
+from labkit.apiserver.handler import Api
+from labkit.apiserver.response import Response
 from labkit.apiserver.request import Request
 from labkit.apiserver.http import HttpFrontend
 from labkit.apiserver.internal import ApiServerInternals

@@ -157,7 +157,7 @@ def noop_server(state: Path) -> None:
     Deployment the real server would return."""
     import signal
     from labkit.apiserver import certs, defaults, models
-    from labkit.apiserver.handler import Response
+    from labkit.apiserver.response import Response
     from labkit.apiserver.http import HttpFrontend
     from labkit.apiserver.server import ADMIN_USER, EmbeddedServer, _write_private, kubeconfig_text, load_tokens
 
