@@ -1,33 +1,31 @@
-"""Request handling independent of HTTP: URL routing as kube-apiserver's RequestInfoFactory does
-it, verbs, content negotiation (JSON, Table, aggregated discovery), DeleteOptions from the body or
-the query, error Status answers, and the audit log. The HTTP server (http.py) and the in-process
-client (client.LocalClient) both call `Api.handle`.
+"""The director at the end of the handler chain and the REST handlers: URL routing, verbs,
+content negotiation (JSON, Table, aggregated discovery), DeleteOptions from the body or the
+query, error Status answers. The filters before it (audit, impersonation, authorization, and
+authentication for HTTP) are in filters/, composed by filters/chain.py; the HTTP server (http.py)
+runs that chain, and the in-process client (client.LocalClient) calls `Api.handle`, the same
+chain without authentication.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import sys
-import time
-import uuid
-import traceback
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import yaml
 
-from labkit.apiserver import availability, discovery, impersonation, openapi, patch as patches, protobuf, tokenrequest
-from labkit.apiserver.audit import AuditLog, RequestAudit
+from labkit.apiserver import availability, discovery, openapi, patch as patches, protobuf, tokenrequest
+from labkit.apiserver.audit import AuditLog
 from labkit.apiserver.auditpolicy import DEFAULT_POLICY, Policy
 from labkit.apiserver.escalation import EscalationCheck
-from labkit.apiserver.authorizer import TRUSTED_DETAIL, Authorizer, current_request, require
+from labkit.apiserver.authorizer import Authorizer
 from labkit.apiserver.trace import Traces
 from labkit.apiserver.errors import (ApiError, FieldError, bad_request, field_invalid, field_unsupported,
-                                     internal, invalid, method_not_supported, not_acceptable, not_found_path,
+                                     invalid, method_not_supported, not_acceptable, not_found_path,
                                      unsupported_media_type)
+from labkit.apiserver.filters.chain import build_handler_chain
 from labkit.apiserver.registry.store import Registry, WriteOptions, decode_delete_options
-from labkit.apiserver.request import NO_BODY, Request, User, check_depth, request_attributes
+from labkit.apiserver.request import NO_BODY, Request, User, check_depth
 from labkit.apiserver.response import ErrorStream, Response, WatchStream
 from labkit.apiserver.resources import ResourceType
 from labkit.apiserver.tables import build_table
@@ -129,122 +127,43 @@ class Api:
         self.token_authenticator = None     # authn.Authenticator: what answers TokenReviews
         # non-resource paths served by the embedding program: prefix -> handler(request, rest)
         self.extensions: dict[str, Callable[[Request, str], Response]] = {}
+        self._chain = build_handler_chain(self)
 
     # -- entry point ---------------------------------------------------------------------------
     def handle(self, request: Request) -> Response:
-        received = time.time()
-        info: ResourceRequest | None = None
-        audit_object = None
-        audit = None
-        panicked = False
-        if not request.trace.audit_id:
-            request.trace.audit_id = str(uuid.uuid4())
-        context = current_request.set(None)
+        """A request of an in-process client, through the handler chain (filters/chain.py)."""
+        return self._chain(request)
+
+    def serve(self, request: Request) -> Response:
+        """The director at the end of the handler chain (server/handler.go `director`): the
+        aggregator's proxy for remote API groups, the REST handlers under /api and /apis, and
+        discovery and the non-resource paths; errors are answered as Status objects. Answers
+        only what is on disk."""
         path = request.path.rstrip("/") or "/"
         try:
-            audit = self._audit_begin(request, received)
-            self._impersonate(request, audit)   # WithAudit wraps WithImpersonation
-            self._authorize(request)            # the filter chain authorizes before anything is routed
             remote = self._remote_answer(request, path)
             if remote is not None:
                 response = remote
             elif path.startswith("/api/") or path.startswith("/apis/"):
                 info = self._resource_request(request, path)
                 if info is not None:
-                    response, audit_object = self._serve_resource(request, info)
+                    response, request.audit_object = self._serve_resource(request, info)
                 else:
                     response = self._serve_discovery(request, path)
             else:
                 response = self._serve_other(request, path)
         except ApiError as exc:
             response = Response(exc.code, exc.status())
-        except impersonation.WithoutUser as exc:
-            # responsewriters.InternalError: plain text, the request URI quoted
-            query = "&".join(f"{k}={v}" for k, v in request.query.items())
-            uri = request.path + (f"?{query}" if query else "")
-            response = Response(500, f"Internal Server Error: {json.dumps(uri)}: {exc}\n".encode(),
-                                "text/plain; charset=utf-8")
-            request.trace.add("impersonation", "headers", "error", str(exc))
-        except Exception as exc:    # never let a request take the server down
-            traceback.print_exc(file=sys.stderr)
-            response = Response(500, internal(f"{type(exc).__name__}: {exc}").status())
-            panicked = True
         finally:
-            current_request.reset(context)
+            not_durable = self._wait_durable()
+        return not_durable or response
+
+    def _wait_durable(self) -> Response | None:
         try:
             self.registry.store.wait_durable()       # answer only what is on disk
         except ApiError as exc:
-            response = Response(exc.code, exc.status())
-        if audit is None:
-            audit = self._audit_begin(request, received)
-        self._audit_end(audit, request, response, audit_object, panicked)
-        self.traces.keep(request.trace)
-        return response
-
-    # -- audit (filters/audit.go WithAudit; the policy: auditpolicy.py) ---------------------------
-    def _audit_request(self, request: Request, received: float, user: "User | None") -> RequestAudit:
-        """The request's audit: its policy decision and objectRef from the RequestInfo
-        attributes (audit/request.go `NewEventFromRequest`), for the authenticated user — before
-        impersonation, as WithAudit wraps WithImpersonation — and the fields every stage shares."""
-        attributes = dataclasses.replace(request_attributes(request), user=user.name if user else "",
-                                         groups=list(user.groups) if user else [])
-        config = self.audit_policy.evaluate(attributes)
-        ref = None
-        if attributes.resource:
-            a = attributes
-            ref = {k: v for k, v in (("resource", a.resource), ("namespace", a.namespace), ("name", a.name),
-                                     ("apiGroup", a.group), ("apiVersion", a.version),
-                                     ("subresource", a.subresource)) if v}
-        query = "&".join(f"{k}={v}" for k, v in request.query.items())
-        impersonated = request.user.info() if request.impersonator is not None else None
-        return RequestAudit(self.audit, config, audit_id=request.trace.audit_id,
-                            uri=request.path + (f"?{query}" if query else ""), verb=attributes.verb,
-                            user=user.info() if user else None, source=request.source,
-                            user_agent=request.headers.get("user-agent", ""), object_ref=ref, received=received,
-                            impersonated=impersonated)
-
-    def _audit_begin(self, request: Request, received: float) -> RequestAudit:
-        audit = self._audit_request(request, received, request.impersonator or request.user)
-        audit.emit("RequestReceived")
-        return audit
-
-    def _audit_end(self, audit: RequestAudit, request: Request, response: Response, request_object,
-                   panicked: bool) -> None:
-        config = audit.config
-        if config.rule is None:
-            request.trace.add("audit", "policy", config.level,
-                              "no rule of the audit policy matches the request, so it is not audited (level None)")
-        else:
-            omitted = sorted(config.omit_stages)
-            request.trace.add("audit", "policy", config.level,
-                              f"rule {config.rule} of the audit policy is the first to match the request: level "
-                              f"{config.level}" + (f", stages {', '.join(omitted)} omitted" if omitted else ""),
-                              rule=config.rule)
-        if request_object is not None and audit.event["verb"] in ("create", "update"):
-            audit.complete_object_ref(request_object)
-        body = response.body if isinstance(response.body, dict) else None
-        annotations = request.trace.annotations
-        if response.stream is not None:
-            # a long-running request: ResponseStarted when its headers go out, ResponseComplete
-            # when it ends
-            audit.emit("ResponseStarted", code=response.code, request_object=request_object, annotations=annotations)
-            response.stream.on_close = lambda: audit.emit("ResponseComplete", code=response.code,
-                                                          request_object=request_object, annotations=annotations)
-            return
-        audit.emit("Panic" if panicked else "ResponseComplete", code=response.code, status=body,
-                   request_object=request_object, response_object=body, annotations=annotations)
-
-    def audit_failed_authentication(self, request: Request, message: str) -> None:
-        """filters/authn_audit.go WithFailedAuthenticationAudit: one event, stage ResponseStarted,
-        no user, code 401 and a message naming the methods the request tried."""
-        if not request.trace.audit_id:
-            request.trace.audit_id = str(uuid.uuid4())
-        audit = self._audit_request(request, time.time(), None)
-        if audit.enabled and "ResponseStarted" not in audit.config.omit_stages:
-            audit.emit("ResponseStarted", code=401, status={"kind": "Status", "message": message})
-            request.trace.add("audit", "policy", audit.config.level,
-                              f"the failed authentication is audited as one ResponseStarted event: {message}")
-        self.traces.keep(request.trace)
+            return Response(exc.code, exc.status())
+        return None
 
     def lookup(self, resource: str, namespace: str | None, name: str) -> dict | None:
         """A stored core/v1 object, or None (what token validation and TokenRequest read)."""
@@ -467,24 +386,6 @@ class Api:
             raise invalid(rt.kind, rt.group, obj["metadata"].get("name", ""), errors)
         validate_admission(obj)
         return rt.strategy.review(obj, user, self.authorizer, namespace)
-
-    def _impersonate(self, request: Request, audit: RequestAudit) -> None:
-        """filters/impersonation.go WithImpersonation (impersonation.py)."""
-        if request.impersonator is not None or not request.impersonation:
-            return
-        acting = impersonation.impersonate(self.authorizer, request.user, request.impersonation, request.trace)
-        if acting is not None:
-            request.impersonator, request.user = request.user, User(*acting)
-            audit.event["impersonatedUser"] = request.user.info()      # audit.LogImpersonatedUser
-
-    def _authorize(self, request: Request) -> None:
-        """WithAuthorization: the authorizer's decision about this request, 403 when it does not allow it."""
-        if request.trusted:
-            request.trace.add("authorization", "labkit", "allowed", TRUSTED_DETAIL)
-            return
-        attributes = request_attributes(request)
-        current_request.set((request.user, attributes))
-        require(self.authorizer, attributes, request.trace)
 
     def _delete_options(self, request: Request) -> dict:
         """handlers/delete.go: a non-empty body is the DeleteOptions and the query is ignored."""

@@ -52,6 +52,10 @@ class Request:
     impersonation: list[tuple[str, str]] = field(default_factory=list)
     # a request of labkit's in-process controllers, which the authorizer does not check (authorizer.py)
     trusted: bool = False
+    certificate: bytes | None = None  # the client certificate (DER) the TLS connection presented
+    # what the filters and the handler record for the audit (upstream keeps them in the context):
+    audit: Any = None                 # the request's audit.RequestAudit, set by the audit filter
+    audit_object: Any = None          # the object the audit event records as the request object
 
 
 NAMESPACE_SUBRESOURCE_NAMES = {"status", "finalize"}       # requestinfo.go namespaceSubresources
