@@ -35,6 +35,18 @@ def lab_is_up(env: LabEnv) -> bool:
     return bool(is_up(env)) if callable(is_up) else True
 
 
+def running_env(lab_id: str, what_belongs: str) -> LabEnv:
+    """The env of a lab that is up, for a lab's own commands (`labkit resources …`, `labkit numa
+    …`); else a LabkitError: "<what_belongs> to the <lab> lab, which is not running", and how to
+    start it."""
+    lab = get_lab(lab_id)
+    env = LabEnv(lab, LabState(lab.id))
+    if env.state.phase != "up" or not lab_is_up(env):
+        raise LabkitError(f"{what_belongs} to the {lab_id} lab, which is not running: start it with "
+                          f"`labkit run {lab_id}`")
+    return env
+
+
 def _check_options(lab: Lab, options: dict | None) -> dict:
     """Lab options (`labkit run LAB --kubeconfig FILE`) must be ones the lab's lab.py lists in OPTIONS."""
     options = {k: v for k, v in (options or {}).items() if v is not None}

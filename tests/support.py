@@ -314,3 +314,66 @@ def shared_fidelity(kind: str) -> Path | None:
         if base and (Path(base) / kind).is_dir():
             return Path(base) / kind
     return None
+
+
+# -- the in-process API server and real kubectl ---------------------------------------------------
+
+ADMIN_GROUPS = ["system:masters", "system:authenticated"]
+
+
+def admin_client(api):
+    """An in-process client of `api` as a member of system:masters."""
+    from labkit.apiserver.client import LocalClient
+    return LocalClient(api, "admin", list(ADMIN_GROUPS))
+
+
+@contextmanager
+def in_process_api(db: Path, namespaces: tuple[str, ...] = ("ns",)):
+    """The API server's request handling without HTTP or controllers: an Api over a fresh Store
+    at `db`, with `namespaces` created by an admin; the store is closed afterwards."""
+    from labkit.apiserver.handler import Api
+    from labkit.apiserver.registry.store import Registry
+    from labkit.apiserver.storage import Store
+    store = Store(db)
+    try:
+        api = Api(Registry(store))
+        for namespace in namespaces:
+            admin_client(api).create("v1", "namespaces", {"metadata": {"name": namespace}})
+        yield api
+    finally:
+        store.close()
+
+
+@contextmanager
+def embedded_server(state: Path, home: Path, controllers: list[str] | None = None, tokens: str | None = None):
+    """labkit's API server in-process (EmbeddedServer), started and stopped under the shared host
+    lock, with `server.test_env`: the environment kubectl runs in (the server's admin kubeconfig,
+    `home` as HOME, so kubectl's cache is the test's own). `controllers`: the server's default
+    set unless given; `tokens`: the lines of its static token file (tokens.csv, mode 0600). A
+    module-scoped fixture yields it from inside the `with`."""
+    from labkit.apiserver.server import EmbeddedServer
+    options = {} if controllers is None else {"controllers": controllers}
+    if tokens is not None:
+        state.mkdir(parents=True, exist_ok=True)
+        (state / "tokens.csv").write_text(tokens)
+        os.chmod(state / "tokens.csv", 0o600)
+    with host_lock(False):
+        server = EmbeddedServer(state, **options).start()
+    server.test_env = {**os.environ, "KUBECONFIG": str(server.kubeconfig), "HOME": str(home)}
+    try:
+        yield server
+    finally:
+        with host_lock(False):
+            server.stop()
+
+
+def kubectl(server, *args: str, input: str | None = None, check: bool = False, timeout: float = 60,
+            token: str | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Real kubectl against `server` (in its `test_env`, or `env`), as `token`'s user when given.
+    `check`: a failure is an AssertionError naming the command and what kubectl printed."""
+    argv = ["kubectl", *(["--token", token] if token else []), *args]
+    result = subprocess.run(argv, capture_output=True, text=True, input=input, timeout=timeout,
+                            env=env or server.test_env)
+    if check and result.returncode != 0:
+        raise AssertionError(f"kubectl {' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+    return result

@@ -24,8 +24,9 @@ from labkit.apiserver.admission import ALL_ORDERED_PLUGINS, Attributes
 from labkit.apiserver.admission.webhook import rule_matches, to_status_error
 from labkit.apiserver.client import LocalClient
 from labkit.apiserver.errors import ApiError
-from labkit.apiserver.handler import Api, Request
-from labkit.apiserver.registry import Registry
+from labkit.apiserver.handler import Api
+from labkit.apiserver.request import Request
+from labkit.apiserver.registry.store import Registry
 from labkit.apiserver.storage import Store
 
 AR = "admissionregistration.k8s.io/v1"
@@ -710,6 +711,6 @@ def test_kubernetes_cel_library(expression, expected):
 
 
 def test_attributes_user_info():
-    from labkit.apiserver.handler import User
+    from labkit.apiserver.request import User
     attrs = Attributes("CREATE", None, "ns", "x", {}, user=User("alice", ["dev", "system:authenticated"], "u1"))
     assert attrs.user_info() == {"username": "alice", "uid": "u1", "groups": ["dev", "system:authenticated"]}

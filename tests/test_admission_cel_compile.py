@@ -18,7 +18,7 @@ from labkit.apiserver.admission import cel
 from labkit.apiserver.client import LocalClient
 from labkit.apiserver.errors import ApiError
 from labkit.apiserver.handler import Api
-from labkit.apiserver.registry import Registry
+from labkit.apiserver.registry.store import Registry
 from labkit.apiserver.storage import Store
 
 A = "admissionregistration.k8s.io/v1"

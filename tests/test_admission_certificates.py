@@ -21,7 +21,7 @@ from cryptography.x509.oid import NameOID
 from labkit.apiserver.client import LocalClient
 from labkit.apiserver.errors import ApiError
 from labkit.apiserver.handler import Api
-from labkit.apiserver.registry import Registry
+from labkit.apiserver.registry.store import Registry
 from labkit.apiserver.storage import Store
 
 C = "certificates.k8s.io/v1"

@@ -6,8 +6,8 @@ through; a ValidatingAdmissionPolicy rejecting an image without a tag."""
 from __future__ import annotations
 
 import base64
+import functools
 import json
-import os
 import shutil
 import socket
 import ssl
@@ -17,8 +17,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from labkit.apiserver.server import EmbeddedServer
-from support import host_lock
+import support
+from support import embedded_server
 
 pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
 
@@ -83,23 +83,13 @@ class LabelWebhook:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    with host_lock(False):
-        srv = EmbeddedServer(tmp_path_factory.mktemp("apiserver")).start()
-    home = tmp_path_factory.mktemp("home")
-    srv.test_env = {**os.environ, "KUBECONFIG": str(srv.kubeconfig), "HOME": str(home)}
-    srv.hook = LabelWebhook(srv.pki, tmp_path_factory.mktemp("hook"))
-    yield srv
-    srv.hook.close()
-    with host_lock(False):
-        srv.stop()
+    with embedded_server(tmp_path_factory.mktemp("apiserver"), tmp_path_factory.mktemp("home")) as srv:
+        srv.hook = LabelWebhook(srv.pki, tmp_path_factory.mktemp("hook"))
+        yield srv
+        srv.hook.close()
 
 
-def kubectl(server, *args, input: str | None = None, check: bool = True):
-    result = subprocess.run(["kubectl", *args], capture_output=True, text=True, input=input, timeout=60,
-                            env=server.test_env)
-    if check and result.returncode != 0:
-        raise AssertionError(f"kubectl {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
-    return result
+kubectl = functools.partial(support.kubectl, check=True)
 
 
 def apply(server, doc: dict, check: bool = True):

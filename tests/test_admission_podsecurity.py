@@ -13,7 +13,6 @@ policy/check_*.go.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 
@@ -23,10 +22,9 @@ from labkit.apiserver.admission.podsecurity import evaluate, forbidden_detail
 from labkit.apiserver.client import LocalClient
 from labkit.apiserver.errors import ApiError
 from labkit.apiserver.handler import Api
-from labkit.apiserver.registry import Registry
-from labkit.apiserver.server import EmbeddedServer
+from labkit.apiserver.registry.store import Registry
 from labkit.apiserver.storage import Store
-from support import host_lock
+from support import embedded_server, kubectl
 
 RESTRICTED_NGINX = (
     'violates PodSecurity "restricted:latest": allowPrivilegeEscalation != false (container "c" must set '
@@ -209,18 +207,8 @@ def test_tightening_the_enforce_level_warns_about_existing_pods(client, api):
 def server(tmp_path_factory):
     if shutil.which("kubectl") is None:
         pytest.skip("kubectl is not installed")
-    with host_lock(False):
-        srv = EmbeddedServer(tmp_path_factory.mktemp("apiserver")).start()
-    home = tmp_path_factory.mktemp("home")
-    srv.test_env = {**os.environ, "KUBECONFIG": str(srv.kubeconfig), "HOME": str(home)}
-    yield srv
-    with host_lock(False):
-        srv.stop()
-
-
-def kubectl(server, *args, input: str | None = None):
-    return subprocess.run(["kubectl", *args], capture_output=True, text=True, input=input, timeout=60,
-                          env=server.test_env)
+    with embedded_server(tmp_path_factory.mktemp("apiserver"), tmp_path_factory.mktemp("home")) as srv:
+        yield srv
 
 
 def test_kubectl_sees_the_denial_and_the_warnings(server):

@@ -21,7 +21,7 @@ from labkit.apiserver.client import LocalClient
 from labkit.apiserver.errors import ApiError
 from labkit.apiserver.handler import Api
 from labkit.apiserver.policykinds import ensure_system_classes
-from labkit.apiserver.registry import Registry
+from labkit.apiserver.registry.store import Registry
 from labkit.apiserver.storage import Store
 
 S = "scheduling.k8s.io/v1"

@@ -11,36 +11,23 @@ podComputeUsageHelper, PodUsageFunc), pkg/controller/resourcequota/resource_quot
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 import time
 
 import pytest
 
 from labkit.apiserver.admission.resourcequota import calculate_usage, pod_compute_usage, pretty
 from labkit.apiserver.errors import ApiError
-from labkit.apiserver.server import EmbeddedServer
 from labkit.quantity import Quantity
-from support import host_lock
+from support import embedded_server, kubectl
 
 pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    with host_lock(False):
-        srv = EmbeddedServer(tmp_path_factory.mktemp("apiserver")).start()
-    home = tmp_path_factory.mktemp("home")
-    srv.test_env = {**os.environ, "KUBECONFIG": str(srv.kubeconfig), "HOME": str(home)}
-    yield srv
-    with host_lock(False):
-        srv.stop()
-
-
-def kubectl(server, *args, input: str | None = None):
-    return subprocess.run(["kubectl", *args], capture_output=True, text=True, input=input, timeout=60,
-                          env=server.test_env)
+    with embedded_server(tmp_path_factory.mktemp("apiserver"), tmp_path_factory.mktemp("home")) as srv:
+        yield srv
 
 
 def eventually(fn, what: str, timeout: float = 10.0):
@@ -153,7 +140,7 @@ def test_a_quota_without_status_blocks_what_it_limits(tmp_path):
     """Without the controller nothing fills in status.used: hasUsageStats fails."""
     from labkit.apiserver.client import LocalClient
     from labkit.apiserver.handler import Api
-    from labkit.apiserver.registry import Registry
+    from labkit.apiserver.registry.store import Registry
     from labkit.apiserver.storage import Store
     client = LocalClient(Api(Registry(Store(tmp_path / "objects.db"))), "admin",
                          ["system:masters", "system:authenticated"])

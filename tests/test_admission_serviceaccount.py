@@ -18,7 +18,7 @@ from labkit.apiserver.admission.serviceaccount import ServiceAccount
 from labkit.apiserver.client import LocalClient
 from labkit.apiserver.errors import ApiError
 from labkit.apiserver.handler import Api
-from labkit.apiserver.registry import Registry
+from labkit.apiserver.registry.store import Registry
 from labkit.apiserver.storage import Store
 
 MOUNT_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -109,7 +109,7 @@ def test_default_account_is_looked_up_again_before_refusing(tmp_path):
                                                              "metadata": {"name": "default", "namespace": "ns"}})
     plugin = ServiceAccount(store, sleep=sleep)
     from labkit.apiserver.admission import Attributes
-    from labkit.apiserver.kinds import builtin_types
+    from labkit.apiserver.registry.catalog import builtin_types
     rt = next(t for t in builtin_types() if t.resource == "pods")
     attrs = Attributes("CREATE", rt, "ns", "p", pod())
     plugin.admit(attrs)

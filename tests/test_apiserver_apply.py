@@ -10,9 +10,7 @@ import pytest
 
 from labkit.apiserver.client import LocalClient
 from labkit.apiserver.errors import ApiError
-from labkit.apiserver.handler import Api
-from labkit.apiserver.registry import Registry
-from labkit.apiserver.storage import Store
+from support import in_process_api
 
 DEPLOYMENT = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "labels": {"app": "web"}},
               "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
@@ -22,11 +20,8 @@ DEPLOYMENT = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name"
 
 @pytest.fixture
 def api(tmp_path):
-    store = Store(tmp_path / "objects.db")
-    api = Api(Registry(store))
-    LocalClient(api, "admin", ["system:masters", "system:authenticated"]).create("v1", "namespaces", {"metadata": {"name": "ns"}})
-    yield api
-    store.close()
+    with in_process_api(tmp_path / "objects.db") as api:
+        yield api
 
 
 def client(api, agent: str) -> LocalClient:

@@ -10,7 +10,7 @@ from labkit.apiserver import bootstrappolicy
 from labkit.apiserver.client import LocalClient
 from labkit.apiserver.errors import ApiError
 from labkit.apiserver.handler import Api
-from labkit.apiserver.registry import Registry
+from labkit.apiserver.registry.store import Registry
 from labkit.apiserver.server import ADMIN_USER, EmbeddedServer
 from labkit.apiserver.storage import Store
 from support import host_lock

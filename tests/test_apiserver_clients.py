@@ -11,7 +11,7 @@ import re
 import pytest
 from kubernetes import client as k8s, config as k8s_config, dynamic, watch as k8s_watch
 
-from labkit.apiserver import kinds
+from labkit.apiserver.registry import catalog as kinds
 from labkit.apiserver.resources import ORPHAN_DEPENDENTS
 from labkit.apiserver.storageprotection import FINALIZERS as PROTECTION_FINALIZERS
 from labkit.apiserver.server import EmbeddedServer

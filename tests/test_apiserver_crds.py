@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from labkit.apiserver.client import LocalClient
 from labkit.apiserver.errors import ApiError
-from labkit.apiserver.handler import NO_BODY, Api, Request, User
-from labkit.apiserver.registry import Registry
-from labkit.apiserver.storage import Store
+from labkit.apiserver.request import NO_BODY, Request, User
+from support import admin_client, in_process_api
 
 SCHEMA = {"type": "object", "properties": {
     "spec": {"type": "object", "required": ["color"], "properties": {
@@ -39,18 +37,14 @@ CRD = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinitio
 
 @pytest.fixture
 def api(tmp_path):
-    store = Store(tmp_path / "objects.db")
-    api = Api(Registry(store))
-    c = LocalClient(api, "admin", ["system:masters", "system:authenticated"])
-    c.create("v1", "namespaces", {"metadata": {"name": "ns"}})
-    c.create("apiextensions.k8s.io/v1", "customresourcedefinitions", CRD)
-    yield api
-    store.close()
+    with in_process_api(tmp_path / "objects.db") as api:
+        admin_client(api).create("apiextensions.k8s.io/v1", "customresourcedefinitions", CRD)
+        yield api
 
 
 @pytest.fixture
 def c(api):
-    return LocalClient(api, "admin", ["system:masters", "system:authenticated"])
+    return admin_client(api)
 
 
 def handle(api, method, path, body=None, query=None, accept="application/json", content_type=None):

@@ -10,11 +10,9 @@ import json
 import pytest
 
 from labkit.apiserver import defaults, models
-from labkit.apiserver.client import LocalClient
 from labkit.apiserver.errors import ApiError
-from labkit.apiserver.handler import NO_BODY, Api, Request, User
-from labkit.apiserver.registry import Registry
-from labkit.apiserver.storage import Store
+from labkit.apiserver.request import NO_BODY, Request, User
+from support import admin_client, in_process_api
 
 DEPLOYMENT = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
               "spec": {"selector": {"matchLabels": {"a": "b"}},
@@ -24,18 +22,14 @@ DEPLOYMENT = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name"
 
 @pytest.fixture
 def api(tmp_path):
-    store = Store(tmp_path / "objects.db")
-    api = Api(Registry(store))
-    admin = LocalClient(api, "admin", ["system:masters", "system:authenticated"])
-    admin.create("v1", "namespaces", {"metadata": {"name": "ns"}})
-    admin.create("v1", "serviceaccounts", {"metadata": {"name": "default"}}, "ns")    # the controller's
-    yield api
-    store.close()
+    with in_process_api(tmp_path / "objects.db") as api:
+        admin_client(api).create("v1", "serviceaccounts", {"metadata": {"name": "default"}}, "ns")    # the controller's
+        yield api
 
 
 @pytest.fixture
 def c(api):
-    return LocalClient(api, "admin", ["system:masters", "system:authenticated"])
+    return admin_client(api)
 
 
 def test_a_created_deployment_carries_upstreams_defaults(c):

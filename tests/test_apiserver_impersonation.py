@@ -5,20 +5,20 @@ authorized on userextras/<key>."""
 
 from __future__ import annotations
 
+import functools
 import http.client
 import json
-import os
 import secrets
 import shutil
-import subprocess
 
 import pytest
 
 from labkit.apiserver import audit
 from labkit.apiserver.client import HttpClient
 from labkit.apiserver.impersonation import WithoutUser, requests_from_headers
-from labkit.apiserver.server import ADMIN_GROUP, ADMIN_USER, EmbeddedServer
-from support import host_lock
+from labkit.apiserver.server import ADMIN_GROUP, ADMIN_USER
+import support
+from support import embedded_server
 
 pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
 
@@ -28,21 +28,13 @@ ADMIN_TOKEN = secrets.token_urlsafe(24)
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    state = tmp_path_factory.mktemp("apiserver")
-    (state / "tokens.csv").write_text(f'{ADMIN_TOKEN},{ADMIN_USER},{ADMIN_USER},"{ADMIN_GROUP}"\n'
-                                      f"{ALICE_TOKEN},alice,alice-uid\n")
-    os.chmod(state / "tokens.csv", 0o600)
-    with host_lock(False):
-        srv = EmbeddedServer(state, controllers=[]).start()
-    srv.test_env = {**os.environ, "KUBECONFIG": str(srv.kubeconfig), "HOME": str(tmp_path_factory.mktemp("home"))}
-    yield srv
-    with host_lock(False):
-        srv.stop()
+    tokens = f'{ADMIN_TOKEN},{ADMIN_USER},{ADMIN_USER},"{ADMIN_GROUP}"\n{ALICE_TOKEN},alice,alice-uid\n'
+    with embedded_server(tmp_path_factory.mktemp("apiserver"), tmp_path_factory.mktemp("home"), controllers=[],
+                         tokens=tokens) as srv:
+        yield srv
 
 
-def kubectl(server, *args, token: str = ADMIN_TOKEN):
-    return subprocess.run(["kubectl", "--token", token, *args], capture_output=True, text=True, timeout=60,
-                          env=server.test_env)
+kubectl = functools.partial(support.kubectl, token=ADMIN_TOKEN)
 
 
 def send(server, method: str, path: str, headers: list[tuple[str, str]], token: str = ADMIN_TOKEN,

@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from labkit.apiserver.client import LocalClient
 from labkit.apiserver.errors import ApiError
-from labkit.apiserver.handler import NO_BODY, Api, Request, User
-from labkit.apiserver.registry import Registry
-from labkit.apiserver.storage import Store
+from labkit.apiserver.request import NO_BODY, Request, User
+from support import admin_client, in_process_api
 
 TEMPLATE = {"metadata": {"labels": {"app": "x"}}, "spec": {"containers": [{"name": "c", "image": "busybox:1.36"}]}}
 JOB_TEMPLATE = {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox:1.36"}]}}
@@ -61,16 +59,13 @@ KINDS = [
 
 @pytest.fixture
 def api(tmp_path):
-    store = Store(tmp_path / "objects.db")
-    api = Api(Registry(store))
-    LocalClient(api, "admin", ["system:masters", "system:authenticated"]).create("v1", "namespaces", {"metadata": {"name": "ns"}})
-    yield api
-    store.close()
+    with in_process_api(tmp_path / "objects.db") as api:
+        yield api
 
 
 @pytest.fixture
 def c(api):
-    return LocalClient(api, "admin", ["system:masters", "system:authenticated"])
+    return admin_client(api)
 
 
 def handle(api, method, path, body=None, query=None, accept="application/json"):

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import base64
+import functools
 import json
-import os
 import shutil
 import subprocess
 import time
 
 import pytest
 
-from labkit.apiserver.server import EmbeddedServer
-from support import host_lock, wait_until
+import support
+from support import embedded_server, wait_until
 
 pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
 
@@ -39,23 +39,11 @@ spec:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    with host_lock(False):
-        srv = EmbeddedServer(tmp_path_factory.mktemp("apiserver")).start()
-    home = tmp_path_factory.mktemp("home")
-    srv.test_env = {**os.environ, "KUBECONFIG": str(srv.kubeconfig), "HOME": str(home)}
-    yield srv
-    with host_lock(False):
-        srv.stop()
+    with embedded_server(tmp_path_factory.mktemp("apiserver"), tmp_path_factory.mktemp("home")) as srv:
+        yield srv
 
 
-def kubectl(server, *args, input: str | None = None, check: bool = True, timeout: float = 60):
-    result = subprocess.run(["kubectl", *args], capture_output=True, text=True, input=input, timeout=timeout,
-                            env=server.test_env)
-    if check and result.returncode != 0:
-        raise AssertionError(f"kubectl {' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
-    return result
-
-
+kubectl = functools.partial(support.kubectl, check=True)
 
 
 @pytest.fixture(scope="module")

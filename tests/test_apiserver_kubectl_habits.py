@@ -6,7 +6,6 @@ describe, events, get -w, auth can-i / whoami, create job, get nodes."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -14,8 +13,8 @@ import time
 
 import pytest
 
-from labkit.apiserver.server import EmbeddedServer
-from support import host_lock, wait_until
+import support
+from support import embedded_server, wait_until
 
 pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
 
@@ -43,23 +42,15 @@ spec:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    with host_lock(False):
-        srv = EmbeddedServer(tmp_path_factory.mktemp("apiserver")).start()
-    home = tmp_path_factory.mktemp("home")
-    srv.test_env = {**os.environ, "KUBECONFIG": str(srv.kubeconfig), "HOME": str(home)}
-    srv.test_dir = tmp_path_factory.mktemp("files")
-    kubectl(srv, "create", "namespace", NS)
-    yield srv
-    with host_lock(False):
-        srv.stop()
+    with embedded_server(tmp_path_factory.mktemp("apiserver"), tmp_path_factory.mktemp("home")) as srv:
+        srv.test_dir = tmp_path_factory.mktemp("files")
+        kubectl(srv, "create", "namespace", NS)
+        yield srv
 
 
 def kubectl(server, *args, input: str | None = None, check: bool = True, env: dict | None = None):
-    result = subprocess.run(["kubectl", "-n", NS, *args], capture_output=True, text=True, input=input, timeout=90,
-                            env={**server.test_env, **(env or {})})
-    if check and result.returncode != 0:
-        raise AssertionError(f"kubectl {' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
-    return result
+    return support.kubectl(server, "-n", NS, *args, input=input, check=check, timeout=90,
+                           env={**server.test_env, **(env or {})})
 
 
 def jsonpath(server, what: str, path: str) -> str:

@@ -12,7 +12,7 @@ import yaml
 
 from labkit.apiserver.client import HttpClient
 from labkit.apiserver.errors import ApiError
-from labkit.apiserver.handler import Request, User
+from labkit.apiserver.request import Request, User
 from labkit.apiserver.server import EmbeddedServer
 from support import host_lock
 

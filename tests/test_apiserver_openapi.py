@@ -9,8 +9,9 @@ import pytest
 
 from labkit.apiserver import gotypes, models
 from labkit.apiserver.client import LocalClient
-from labkit.apiserver.handler import NO_BODY, Api, Request, User
-from labkit.apiserver.registry import Registry
+from labkit.apiserver.handler import Api
+from labkit.apiserver.request import NO_BODY, Request, User
+from labkit.apiserver.registry.store import Registry
 from labkit.apiserver.storage import Store
 
 ADMIN = ["system:masters", "system:authenticated"]

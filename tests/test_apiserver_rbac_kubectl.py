@@ -6,19 +6,18 @@ and a ClusterRole labelled aggregate-to-view widening `view`."""
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import shutil
 import ssl
-import subprocess
 import urllib.error
 import urllib.request
 
 import pytest
 
 from labkit.apiserver import audit, certs
-from labkit.apiserver.server import ADMIN_GROUP, ADMIN_USER, EmbeddedServer
-from support import host_lock, wait_until
+from labkit.apiserver.server import ADMIN_GROUP, ADMIN_USER
+import support
+from support import embedded_server, wait_until
 
 pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
 
@@ -28,21 +27,14 @@ ADMIN_TOKEN = secrets.token_urlsafe(24)
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    state = tmp_path_factory.mktemp("apiserver")
-    (state / "tokens.csv").write_text(f'{ADMIN_TOKEN},{ADMIN_USER},{ADMIN_USER},"{ADMIN_GROUP}"\n'
-                                      f"{ALICE_TOKEN},alice,alice-uid\n")
-    os.chmod(state / "tokens.csv", 0o600)
-    with host_lock(False):
-        srv = EmbeddedServer(state, controllers=["clusterrole-aggregation", "namespace"]).start()
-    srv.test_env = {**os.environ, "KUBECONFIG": str(srv.kubeconfig), "HOME": str(tmp_path_factory.mktemp("home"))}
-    yield srv
-    with host_lock(False):
-        srv.stop()
+    tokens = f'{ADMIN_TOKEN},{ADMIN_USER},{ADMIN_USER},"{ADMIN_GROUP}"\n{ALICE_TOKEN},alice,alice-uid\n'
+    with embedded_server(tmp_path_factory.mktemp("apiserver"), tmp_path_factory.mktemp("home"),
+                         controllers=["clusterrole-aggregation", "namespace"], tokens=tokens) as srv:
+        yield srv
 
 
 def kubectl(server, *args, user: str = "admin"):
-    token = ["--token", ALICE_TOKEN] if user == "alice" else []
-    return subprocess.run(["kubectl", *token, *args], capture_output=True, text=True, timeout=60, env=server.test_env)
+    return support.kubectl(server, *args, token=ALICE_TOKEN if user == "alice" else None)
 
 
 def ok(result) -> str:

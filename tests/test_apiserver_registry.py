@@ -12,24 +12,21 @@ import pytest
 from labkit.apiserver.errors import ApiError
 from labkit.apiserver.handler import Api
 from labkit.apiserver.client import LocalClient
-from labkit.apiserver.registry import Registry
+from labkit.apiserver.registry.store import Registry
 from labkit.apiserver.storage import Store
+from support import admin_client, in_process_api
 
 
 @pytest.fixture
 def api(tmp_path):
-    store = Store(tmp_path / "objects.db")
-    api = Api(Registry(store))
-    admin = LocalClient(api, "admin", ["system:masters", "system:authenticated"])
-    admin.create("v1", "namespaces", {"metadata": {"name": "ns"}})
-    admin.create("v1", "serviceaccounts", {"metadata": {"name": "default"}}, "ns")    # the controller's
-    yield api
-    store.close()
+    with in_process_api(tmp_path / "objects.db") as api:
+        admin_client(api).create("v1", "serviceaccounts", {"metadata": {"name": "default"}}, "ns")    # the controller's
+        yield api
 
 
 @pytest.fixture
 def c(api):
-    return LocalClient(api, "admin", ["system:masters", "system:authenticated"])
+    return admin_client(api)
 
 
 RC = {"metadata": {"name": "rc"}, "spec": {"replicas": 0, "selector": {"a": "b"},
@@ -139,7 +136,7 @@ def test_delete_preconditions_and_options_validation(c):
 
 
 def test_body_options_win_over_query_options(api, c):
-    from labkit.apiserver.handler import Request, User
+    from labkit.apiserver.request import Request, User
     c.create("v1", "configmaps", {"metadata": {"name": "cm"}}, "ns")
     response = api.handle(Request("DELETE", "/api/v1/namespaces/ns/configmaps/cm",
                                   {"propagationPolicy": "Orphan"}, {}, b'{"propagationPolicy":"Foreground"}',

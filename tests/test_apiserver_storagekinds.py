@@ -9,16 +9,14 @@ printers.go (storageClass, csiDriver and volumeAttachment column definitions and
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 
 import pytest
 
 from labkit.apiserver.client import LocalClient
 from labkit.apiserver.errors import ApiError
 from labkit.apiserver.handler import Api
-from labkit.apiserver.registry import Registry
+from labkit.apiserver.registry.store import Registry
 from labkit.apiserver.storage import Store
 
 S = "storage.k8s.io/v1"
@@ -110,18 +108,10 @@ def test_volume_attachment_validation_status_and_read_only_spec(client):
 
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
 def test_kubectl_get_and_describe_as_on_a_real_cluster(tmp_path):
-    from labkit.apiserver.server import EmbeddedServer
-    from support import host_lock
-    with host_lock(False):
-        srv = EmbeddedServer(tmp_path / "apiserver").start()
-    try:
-        env = {**os.environ, "KUBECONFIG": str(srv.kubeconfig), "HOME": str(tmp_path)}
-
+    from support import embedded_server, kubectl as run_kubectl
+    with embedded_server(tmp_path / "apiserver", tmp_path) as srv:
         def kubectl(*args, input=None):
-            result = subprocess.run(["kubectl", *args], capture_output=True, text=True, input=input, timeout=60,
-                                    env=env)
-            assert result.returncode == 0, result.stderr
-            return result.stdout
+            return run_kubectl(srv, *args, input=input, check=True).stdout
         docs = [{"apiVersion": S, "kind": "StorageClass", "provisioner": "csi.example.com",
                  "metadata": {"name": "std", "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}}},
                 {"apiVersion": S, "kind": "CSIDriver", "metadata": {"name": "csi.example.com"}, "spec": {}},
@@ -146,6 +136,3 @@ def test_kubectl_get_and_describe_as_on_a_real_cluster(tmp_path):
             ("Yes", "csi.example.com", "Delete")
         described = kubectl("describe", "volumeattachment", "csi-123")
         assert "node-a" in described and "csi.example.com" in described
-    finally:
-        with host_lock(False):
-            srv.stop()

@@ -9,34 +9,22 @@ pkg/registry/authorization/*/rest.go (createValidation).
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 
 import pytest
 
 from labkit.apiserver.authn import ISSUER
 from labkit.apiserver.errors import ApiError
-from labkit.apiserver.server import EmbeddedServer
-from support import host_lock
+from support import embedded_server, kubectl
 
 pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    with host_lock(False):
-        srv = EmbeddedServer(tmp_path_factory.mktemp("apiserver"), controllers=["serviceaccount"]).start()
-    home = tmp_path_factory.mktemp("home")
-    srv.test_env = {**os.environ, "KUBECONFIG": str(srv.kubeconfig), "HOME": str(home)}
-    yield srv
-    with host_lock(False):
-        srv.stop()
-
-
-def kubectl(server, *args, input: str | None = None):
-    return subprocess.run(["kubectl", *args], capture_output=True, text=True, input=input, timeout=60,
-                          env=server.test_env)
+    with embedded_server(tmp_path_factory.mktemp("apiserver"), tmp_path_factory.mktemp("home"),
+                         controllers=["serviceaccount"]) as srv:
+        yield srv
 
 
 def review(server, spec: dict) -> dict:

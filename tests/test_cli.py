@@ -65,6 +65,9 @@ def test_version():
     (["hint", "demo", "nope"], "has no exercise 'nope'"),
     (["solve", "demo", "find-address"], "lab demo is not running"),
     (["shell", "demo", "a"], "lab demo is not running"),
+    (["resources", "nodes"], "the nodes belong to the resources lab, which is not running: start it with "
+                             "`labkit run resources`"),
+    (["numa", "show"], "the live node belongs to the numa lab, which is not running: start it with `labkit run numa`"),
     (["cleanup"], "give a LAB or --all"),
 ])
 def test_usage_and_environment_errors_exit_2_with_one_line(args, message):

@@ -5,9 +5,7 @@ backend, the Node and pods that end like real pods — and real kubectl showing 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -15,22 +13,17 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from labkit.apiserver import certs
-from labkit.apiserver.server import EmbeddedServer
 from labkit.controllers.node import HOST_IP
-from support import host_lock, wait_until
+import support
+from support import embedded_server, wait_until
 
 GROUP, VERSION = "widgets.example.io", "v1"
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    with host_lock(False):
-        srv = EmbeddedServer(tmp_path_factory.mktemp("apiserver")).start()
-    home = tmp_path_factory.mktemp("home")
-    srv.test_env = {**os.environ, "KUBECONFIG": str(srv.kubeconfig), "HOME": str(home)}
-    yield srv
-    with host_lock(False):
-        srv.stop()
+    with embedded_server(tmp_path_factory.mktemp("apiserver"), tmp_path_factory.mktemp("home")) as srv:
+        yield srv
 
 
 @pytest.fixture(scope="module")
@@ -68,9 +61,7 @@ def backend(tmp_path_factory):
 
 
 def kubectl(server, *args):
-    result = subprocess.run(["kubectl", *args], capture_output=True, text=True, timeout=60, env=server.test_env)
-    assert result.returncode == 0, f"kubectl {' '.join(args)}: {result.stderr}"
-    return result.stdout
+    return support.kubectl(server, *args, check=True).stdout
 
 
 def available(c, name):

@@ -11,7 +11,7 @@ import pytest
 
 from labkit.apiserver.client import LocalClient
 from labkit.apiserver.handler import Api
-from labkit.apiserver.registry import Registry
+from labkit.apiserver.registry.store import Registry
 from labkit.apiserver.storage import Store
 from labkit.devices.kubelet import Kubelet
 from labkit.devices.nodestatus import MACHINE, NodeStatus, extended, initial_node, machine_info, reset_extended

@@ -18,7 +18,7 @@ from labkit.apiserver.escalation import compact_rules, compact_string, confirm_n
 from labkit.apiserver.handler import Api
 from labkit.apiserver.http import encode
 from labkit.apiserver.rbac import RBACAuthorizer, RuleResolver, rule_allows
-from labkit.apiserver.registry import Registry
+from labkit.apiserver.registry.store import Registry
 from labkit.apiserver.storage import Store
 from labkit.apiserver.trace import Trace
 from labkit.controllers.clusterroleaggregation import aggregate

@@ -16,15 +16,24 @@ impersonation, and Kubernetes Status errors with upstream's reasons and messages
 Modules, request path first:
 
   http.py       HTTPS front end (asks clients for certificates), body limits, streamed watches
+  request.py    the request, its user and its request info (RequestInfo): the bottom every stage reads
+  response.py   the Response and the event streams of watches
+  filters/      the handler chain: chain.py `build_handler_chain` composes the filters in
+                DefaultBuildHandlerChain's order — audit init, authentication (authentication.py),
+                audit (audit.py), impersonation (impersonation.py), authorization
+                (authorization.py) — then the director (handler.py)
   authn.py      authentication as kube-apiserver's chain: x509 client certificates, the static
                 token file, ServiceAccount JWTs, anonymous; 401s
-  handler.py    routing (RequestInfo), verbs, content negotiation, DeleteOptions, audit
+  handler.py    the director and the REST handlers: routing, verbs, content negotiation, DeleteOptions
   impersonation.py  the Impersonate-* headers, applied inside the audit filter as upstream does
   authorizer.py who may do what: every request, impersonation and the access reviews ask it
   rbac.py       RBAC rule matching and resolution (the RBAC authorizer)
   escalation.py privilege-escalation checks on writes of the RBAC kinds
   bootstrappolicy.py  the default ClusterRoles and ClusterRoleBindings, reconciled at start
-  registry.py   the generic registry: create/get/list/update/patch/delete/deletecollection/watch
+  registry/     store.py, the generic registry: create/get/list/update/patch/delete/
+                deletecollection/watch; one module per API group with its kinds' strategies
+                (per-kind behaviour; namespace.py and pod.py for those core kinds, core.py for the
+                other core/v1 kinds); catalog.py, the served kinds
   models.py     the built-in kinds' schemas, from the `kubernetes` package's generated models, and
                 the typed decoding of every request body (type errors, unknown fields, nulls)
   defaults.py   upstream's defaulting (SetDefaults_*), applied to every decoded body
@@ -37,7 +46,6 @@ Modules, request path first:
   crd.py        custom resources under their CRD's structural schema: pruning, defaults,
                 validation
   resources.py  resource types, strategies, the status and scale subresources, the REST mapper
-  kinds.py      the served kinds and their strategies (per-kind behaviour)
   policykinds.py  PriorityClass (and the system classes created at start) and PodDisruptionBudget
   storagekinds.py  storage.k8s.io: StorageClass, CSIDriver, VolumeAttachment
   storage.py    SQLite + in-memory index + event log; group commit, durable before answering
@@ -70,7 +78,7 @@ does: what a client leaves out reads the same however the object was written, un
 are dropped, refused (fieldValidation=Strict, kubectl's default) or warned about (Warn, the
 default: `Warning` headers).
 
-Served kinds (kinds.builtin_types): core Namespaces, Pods, ReplicationControllers, ConfigMaps,
+Served kinds (registry.catalog.builtin_types): core Namespaces, Pods, ReplicationControllers, ConfigMaps,
 Secrets, Services, ServiceAccounts, Events, Nodes, PersistentVolumes, PersistentVolumeClaims,
 Endpoints; apps Deployments, ReplicaSets, DaemonSets, StatefulSets; batch Jobs, CronJobs;
 autoscaling/v2 and v1 HorizontalPodAutoscalers; rbac Roles, RoleBindings, ClusterRoles,
@@ -116,12 +124,12 @@ binding.
 
 Not (yet) served: the default-enabled admission plugins no lab meets
 (admission.NOT_RECONSTRUCTED), MutatingAdmissionPolicy (off by default in v1.34), CEL validation
-rules of CRDs, kinds not listed in kinds.builtin_types().
+rules of CRDs, kinds not listed in registry.catalog.builtin_types().
 
 Adding a resource
 -----------------
-Write a `Strategy` subclass in kinds.py for what the kind does differently from the generic
-registry, and add a `ResourceType` to `builtin_types()` (its schema and defaults come from its
+Write a `Strategy` subclass in its group's module of registry/ for what the kind does
+differently from the generic registry, and add a `ResourceType` to `registry.catalog.builtin_types()` (its schema and defaults come from its
 model in the `kubernetes` package and defaults.py):
 
     class WidgetStrategy(Strategy):

@@ -41,7 +41,7 @@ from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from labkit.apiserver.certs import write_private
-from labkit.apiserver.handler import User
+from labkit.apiserver.request import User
 from labkit.apiserver.trace import Trace
 
 ANONYMOUS = "system:anonymous"

@@ -44,7 +44,7 @@ from concurrent.futures import ThreadPoolExecutor
 from labkit.apiserver.client import LocalClient
 from labkit.apiserver.discovery import user_agent
 from labkit.apiserver.errors import ApiError
-from labkit.apiserver.registry import now_rfc3339
+from labkit.apiserver.timestamps import now_rfc3339
 from labkit.apiserver.storage import Event
 from labkit.controllers.workqueue import RateLimitingQueue
 

@@ -28,6 +28,7 @@ from urllib.parse import quote, urlencode, urlsplit
 import yaml
 
 from labkit.apiserver.errors import ApiError
+from labkit.apiserver.request import NO_BODY, Request, User
 
 # what client-go's discovery client accepts: aggregated discovery first, the legacy lists last
 AGGREGATED_DISCOVERY_ACCEPT = ("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,"
@@ -762,14 +763,12 @@ class LocalClient(Client):
 
     def __init__(self, api, user: str, groups: list[str] | None = None, user_agent: str = "labkit",
                  trusted: bool = False):
-        from labkit.apiserver.handler import User
         self.api = api
         self.user = User(user, groups or ["system:authenticated"])
         self.user_agent = user_agent
         self.trusted = trusted          # labkit's own controllers: not authorized (authorizer.py)
 
     def _request(self, method, path, query, body, content_type, accept):
-        from labkit.apiserver.handler import NO_BODY, Request
         headers = {"user-agent": self.user_agent, "accept": accept or "application/json"}
         if content_type:
             headers["content-type"] = content_type

@@ -1,90 +1,40 @@
-"""Request handling independent of HTTP: URL routing as kube-apiserver's RequestInfoFactory does
-it, verbs, content negotiation (JSON, Table, aggregated discovery), DeleteOptions from the body or
-the query, error Status answers, and the audit log. The HTTP server (http.py) and the in-process
-client (client.LocalClient) both call `Api.handle`.
+"""The director at the end of the handler chain and the REST handlers: URL routing, verbs,
+content negotiation (JSON, Table, aggregated discovery), DeleteOptions from the body or the
+query, error Status answers. The filters before it (audit, impersonation, authorization, and
+authentication for HTTP) are in filters/, composed by filters/chain.py; the HTTP server (http.py)
+runs that chain, and the in-process client (client.LocalClient) calls `Api.handle`, the same
+chain without authentication.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import sys
-import time
-import uuid
-import traceback
-from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import yaml
 
-from labkit.apiserver import availability, discovery, impersonation, openapi, patch as patches, protobuf
-from labkit.apiserver.audit import AuditLog, RequestAudit
+from labkit.apiserver import availability, discovery, openapi, patch as patches, protobuf, tokenrequest
+from labkit.apiserver.audit import AuditLog
 from labkit.apiserver.auditpolicy import DEFAULT_POLICY, Policy
 from labkit.apiserver.escalation import EscalationCheck
-from labkit.apiserver.authorizer import TRUSTED_DETAIL, Attributes, Authorizer, current_request, require
-from labkit.apiserver.trace import Trace, Traces
+from labkit.apiserver.authorizer import Authorizer
+from labkit.apiserver.trace import Traces
 from labkit.apiserver.errors import (ApiError, FieldError, bad_request, field_invalid, field_unsupported,
-                                     internal, invalid, method_not_supported, not_acceptable, not_found_path,
+                                     invalid, method_not_supported, not_acceptable, not_found_path,
                                      unsupported_media_type)
-from labkit.apiserver.registry import Registry, WriteOptions, decode_delete_options
+from labkit.apiserver.filters.chain import build_handler_chain
+from labkit.apiserver.registry.store import Registry, WriteOptions, decode_delete_options
+from labkit.apiserver.request import NO_BODY, Request, User, check_depth
+from labkit.apiserver.response import ErrorStream, Response, WatchStream
 from labkit.apiserver.resources import ResourceType
-from labkit.apiserver.selectors import FieldSelector
-from labkit.apiserver.validation import path_segment_problems
-from labkit.apiserver.storage import BOOKMARK
 from labkit.apiserver.tables import build_table
 from labkit.apiserver.version import EffectiveVersion
 
-NO_BODY = object()
 DISCOVERY_V2 = "apidiscovery.k8s.io/v2"
 DISCOVERY_V2BETA1 = "apidiscovery.k8s.io/v2beta1"
 NAMESPACE_SUBRESOURCES = ("status", "finalize")
-BOOKMARK_INTERVAL = 5.0
 FIELD_VALIDATION = ("Ignore", "Strict", "Warn")
-
-
-@dataclass
-class User:
-    name: str
-    groups: list[str] = field(default_factory=lambda: ["system:authenticated"])
-    uid: str = ""
-    extra: dict[str, list[str]] = field(default_factory=dict)    # user.Info's Extra
-
-    def info(self) -> dict:
-        """authentication/v1 UserInfo: what SelfSubjectReview, audit events and a CSR's spec show."""
-        info = {"username": self.name}
-        if self.uid:
-            info["uid"] = self.uid
-        info["groups"] = list(self.groups)
-        if self.extra:
-            info["extra"] = {k: list(v) for k, v in self.extra.items()}
-        return info
-
-
-@dataclass
-class Request:
-    method: str
-    path: str
-    query: dict[str, str] = field(default_factory=dict)
-    headers: dict[str, str] = field(default_factory=dict)     # lower-case names
-    body: bytes | None = None
-    obj: Any = NO_BODY                # an already decoded body (in-process callers)
-    user: User = field(default_factory=lambda: User("anonymous"))
-    source: str = "127.0.0.1"
-    trace: Trace = field(default_factory=Trace)      # each pipeline stage's decision (trace.py)
-    impersonator: User | None = None  # the authenticated user when `user` is an impersonated one
-    # the Impersonate-* headers (lower-case names, repeated ones repeated), applied inside the audit
-    impersonation: list[tuple[str, str]] = field(default_factory=list)
-    # a request of labkit's in-process controllers, which the authorizer does not check (authorizer.py)
-    trusted: bool = False
-
-
-@dataclass
-class Response:
-    code: int
-    body: Any = None                  # dict/list (JSON) or bytes
-    content_type: str = "application/json"
-    stream: "WatchStream | None" = None
-    warnings: list[str] = field(default_factory=list)     # sent as `Warning: 299 - "..."` headers
 
 
 @dataclass
@@ -94,99 +44,6 @@ class ResourceRequest:
     name: str
     subresource: str
     verb: str
-
-
-class WatchStream:
-    """The events of one watch request, as dicts ready to be encoded (None = nothing new yet)."""
-
-    def __init__(self, watcher, initial: list[dict], transform: Callable[[dict], dict], timeout: float,
-                 bookmarks: bool, initial_events_end: bool, bookmark_object: Callable[[int], dict], store):
-        self.watcher = watcher
-        self.initial = initial
-        self.transform = transform
-        self.deadline = time.monotonic() + timeout
-        self.bookmarks = bookmarks
-        self.initial_events_end = initial_events_end
-        self.bookmark_object = bookmark_object
-        self.store = store
-        self.closed = False
-        self.on_close: Callable[[], None] | None = None     # the audit's ResponseComplete
-
-        self._pending = [{"type": "ADDED", "object": obj} for obj in initial]
-        if initial_events_end:
-            mark = bookmark_object(store.revision)
-            mark["metadata"]["annotations"] = {"k8s.io/initial-events-end": "true"}
-            self._pending.append({"type": BOOKMARK, "object": mark, "ready": True})
-        self._last_bookmark = time.monotonic()
-
-    @property
-    def expired(self) -> bool:
-        return self.closed or time.monotonic() >= self.deadline
-
-    def next(self, timeout: float) -> dict | None:
-        """The next event, or None when nothing happened within `timeout` (or the watch ended)."""
-        if self._pending:
-            event = self._pending.pop(0)
-            if not event.pop("ready", False):
-                event["object"] = self.transform(event["object"])
-            return event
-        if self.expired:
-            return None
-        item = self.watcher.next(max(0.0, min(timeout, self.deadline - time.monotonic())))
-        if item is not None:
-            _, type_, obj = item
-            return {"type": type_, "object": self.transform(obj)}
-        if self.bookmarks and not self.watcher.stopped and time.monotonic() - self._last_bookmark >= BOOKMARK_INTERVAL:
-            with self.store.lock:
-                rev = self.store.revision if not self.watcher.pending() else None
-            if rev is not None:
-                self._last_bookmark = time.monotonic()
-                return {"type": BOOKMARK, "object": self.bookmark_object(rev)}
-        return None
-
-    def events(self, poll: float = 1.0) -> Iterator[dict | None]:
-        """Events until the watch times out or is closed; None now and then while idle."""
-        try:
-            while not self.expired and not self.watcher.stopped:
-                yield self.next(poll)
-            while self._pending:
-                yield self.next(0)
-        finally:
-            self.close()
-
-    def close(self) -> None:
-        self.closed = True
-        self.watcher.stop()
-        self._closed()
-
-    def _closed(self) -> None:
-        callback, self.on_close = self.on_close, None
-        if callback is not None:
-            callback()
-
-
-class _Stopped:
-    """The watcher of a stream that watches nothing."""
-    stopped = True
-    offered = 0
-
-    def stop(self) -> None:
-        pass
-
-
-class ErrorStream(WatchStream):
-    """A watch that ends after one event (the ERROR event of a watch that cannot start)."""
-
-    def __init__(self, event: dict):
-        self.watcher = _Stopped()
-        self.closed = False
-        self.deadline = 0.0
-        self._pending = [dict(event, ready=True)]
-        self.on_close = None
-
-    def close(self) -> None:
-        self.closed = True
-        self._closed()
 
 
 def _accepts(headers: dict, needle: str) -> bool:
@@ -270,122 +127,43 @@ class Api:
         self.token_authenticator = None     # authn.Authenticator: what answers TokenReviews
         # non-resource paths served by the embedding program: prefix -> handler(request, rest)
         self.extensions: dict[str, Callable[[Request, str], Response]] = {}
+        self._chain = build_handler_chain(self)
 
     # -- entry point ---------------------------------------------------------------------------
     def handle(self, request: Request) -> Response:
-        received = time.time()
-        info: ResourceRequest | None = None
-        audit_object = None
-        audit = None
-        panicked = False
-        if not request.trace.audit_id:
-            request.trace.audit_id = str(uuid.uuid4())
-        context = current_request.set(None)
+        """A request of an in-process client, through the handler chain (filters/chain.py)."""
+        return self._chain(request)
+
+    def serve(self, request: Request) -> Response:
+        """The director at the end of the handler chain (server/handler.go `director`): the
+        aggregator's proxy for remote API groups, the REST handlers under /api and /apis, and
+        discovery and the non-resource paths; errors are answered as Status objects. Answers
+        only what is on disk."""
         path = request.path.rstrip("/") or "/"
         try:
-            audit = self._audit_begin(request, received)
-            self._impersonate(request, audit)   # WithAudit wraps WithImpersonation
-            self._authorize(request)            # the filter chain authorizes before anything is routed
             remote = self._remote_answer(request, path)
             if remote is not None:
                 response = remote
             elif path.startswith("/api/") or path.startswith("/apis/"):
                 info = self._resource_request(request, path)
                 if info is not None:
-                    response, audit_object = self._serve_resource(request, info)
+                    response, request.audit_object = self._serve_resource(request, info)
                 else:
                     response = self._serve_discovery(request, path)
             else:
                 response = self._serve_other(request, path)
         except ApiError as exc:
             response = Response(exc.code, exc.status())
-        except impersonation.WithoutUser as exc:
-            # responsewriters.InternalError: plain text, the request URI quoted
-            query = "&".join(f"{k}={v}" for k, v in request.query.items())
-            uri = request.path + (f"?{query}" if query else "")
-            response = Response(500, f"Internal Server Error: {json.dumps(uri)}: {exc}\n".encode(),
-                                "text/plain; charset=utf-8")
-            request.trace.add("impersonation", "headers", "error", str(exc))
-        except Exception as exc:    # never let a request take the server down
-            traceback.print_exc(file=sys.stderr)
-            response = Response(500, internal(f"{type(exc).__name__}: {exc}").status())
-            panicked = True
         finally:
-            current_request.reset(context)
+            not_durable = self._wait_durable()
+        return not_durable or response
+
+    def _wait_durable(self) -> Response | None:
         try:
             self.registry.store.wait_durable()       # answer only what is on disk
         except ApiError as exc:
-            response = Response(exc.code, exc.status())
-        if audit is None:
-            audit = self._audit_begin(request, received)
-        self._audit_end(audit, request, response, audit_object, panicked)
-        self.traces.keep(request.trace)
-        return response
-
-    # -- audit (filters/audit.go WithAudit; the policy: auditpolicy.py) ---------------------------
-    def _audit_request(self, request: Request, received: float, user: "User | None") -> RequestAudit:
-        """The request's audit: its policy decision and objectRef from the RequestInfo
-        attributes (audit/request.go `NewEventFromRequest`), for the authenticated user — before
-        impersonation, as WithAudit wraps WithImpersonation — and the fields every stage shares."""
-        attributes = dataclasses.replace(request_attributes(request), user=user.name if user else "",
-                                         groups=list(user.groups) if user else [])
-        config = self.audit_policy.evaluate(attributes)
-        ref = None
-        if attributes.resource:
-            a = attributes
-            ref = {k: v for k, v in (("resource", a.resource), ("namespace", a.namespace), ("name", a.name),
-                                     ("apiGroup", a.group), ("apiVersion", a.version),
-                                     ("subresource", a.subresource)) if v}
-        query = "&".join(f"{k}={v}" for k, v in request.query.items())
-        impersonated = request.user.info() if request.impersonator is not None else None
-        return RequestAudit(self.audit, config, audit_id=request.trace.audit_id,
-                            uri=request.path + (f"?{query}" if query else ""), verb=attributes.verb,
-                            user=user.info() if user else None, source=request.source,
-                            user_agent=request.headers.get("user-agent", ""), object_ref=ref, received=received,
-                            impersonated=impersonated)
-
-    def _audit_begin(self, request: Request, received: float) -> RequestAudit:
-        audit = self._audit_request(request, received, request.impersonator or request.user)
-        audit.emit("RequestReceived")
-        return audit
-
-    def _audit_end(self, audit: RequestAudit, request: Request, response: Response, request_object,
-                   panicked: bool) -> None:
-        config = audit.config
-        if config.rule is None:
-            request.trace.add("audit", "policy", config.level,
-                              "no rule of the audit policy matches the request, so it is not audited (level None)")
-        else:
-            omitted = sorted(config.omit_stages)
-            request.trace.add("audit", "policy", config.level,
-                              f"rule {config.rule} of the audit policy is the first to match the request: level "
-                              f"{config.level}" + (f", stages {', '.join(omitted)} omitted" if omitted else ""),
-                              rule=config.rule)
-        if request_object is not None and audit.event["verb"] in ("create", "update"):
-            audit.complete_object_ref(request_object)
-        body = response.body if isinstance(response.body, dict) else None
-        annotations = request.trace.annotations
-        if response.stream is not None:
-            # a long-running request: ResponseStarted when its headers go out, ResponseComplete
-            # when it ends
-            audit.emit("ResponseStarted", code=response.code, request_object=request_object, annotations=annotations)
-            response.stream.on_close = lambda: audit.emit("ResponseComplete", code=response.code,
-                                                          request_object=request_object, annotations=annotations)
-            return
-        audit.emit("Panic" if panicked else "ResponseComplete", code=response.code, status=body,
-                   request_object=request_object, response_object=body, annotations=annotations)
-
-    def audit_failed_authentication(self, request: Request, message: str) -> None:
-        """filters/authn_audit.go WithFailedAuthenticationAudit: one event, stage ResponseStarted,
-        no user, code 401 and a message naming the methods the request tried."""
-        if not request.trace.audit_id:
-            request.trace.audit_id = str(uuid.uuid4())
-        audit = self._audit_request(request, time.time(), None)
-        if audit.enabled and "ResponseStarted" not in audit.config.omit_stages:
-            audit.emit("ResponseStarted", code=401, status={"kind": "Status", "message": message})
-            request.trace.add("audit", "policy", audit.config.level,
-                              f"the failed authentication is audited as one ResponseStarted event: {message}")
-        self.traces.keep(request.trace)
+            return Response(exc.code, exc.status())
+        return None
 
     def lookup(self, resource: str, namespace: str | None, name: str) -> dict | None:
         """A stored core/v1 object, or None (what token validation and TokenRequest read)."""
@@ -543,7 +321,6 @@ class Api:
             if rt.strategy.binds_pods:      # POST bindings: the Binding's name is the Pod's
                 return Response(201, reg.bind(ns, named, body, self._dry_run(request))), body
             if info.subresource == "token":
-                from labkit.apiserver import tokenrequest      # (it imports authn, which imports this module)
                 request.trace.add("storage", "TokenREST", "not stored", "a TokenRequest is answered with a "
                                   "signed token and not stored (pkg/registry/core/serviceaccount/storage/token.go)")
                 return Response(201, tokenrequest.create(self.service_account_tokens, self.lookup, ns, name, body,
@@ -609,24 +386,6 @@ class Api:
             raise invalid(rt.kind, rt.group, obj["metadata"].get("name", ""), errors)
         validate_admission(obj)
         return rt.strategy.review(obj, user, self.authorizer, namespace)
-
-    def _impersonate(self, request: Request, audit: RequestAudit) -> None:
-        """filters/impersonation.go WithImpersonation (impersonation.py)."""
-        if request.impersonator is not None or not request.impersonation:
-            return
-        acting = impersonation.impersonate(self.authorizer, request.user, request.impersonation, request.trace)
-        if acting is not None:
-            request.impersonator, request.user = request.user, User(*acting)
-            audit.event["impersonatedUser"] = request.user.info()      # audit.LogImpersonatedUser
-
-    def _authorize(self, request: Request) -> None:
-        """WithAuthorization: the authorizer's decision about this request, 403 when it does not allow it."""
-        if request.trusted:
-            request.trace.add("authorization", "labkit", "allowed", TRUSTED_DETAIL)
-            return
-        attributes = request_attributes(request)
-        current_request.set((request.user, attributes))
-        require(self.authorizer, attributes, request.trace)
 
     def _delete_options(self, request: Request) -> dict:
         """handlers/delete.go: a non-empty body is the DeleteOptions and the query is ignored."""
@@ -798,74 +557,6 @@ class Api:
             if path == prefix or path.startswith(prefix + "/"):
                 return handler(request, path[len(prefix):])
         raise not_found_path()
-
-
-NAMESPACE_SUBRESOURCE_NAMES = {"status", "finalize"}       # requestinfo.go namespaceSubresources
-
-
-def request_attributes(request: Request) -> Attributes:
-    """The authorizer's attributes of a request, from its URL and method alone, as
-    RequestInfoFactory.NewRequestInfo (endpoints/request/requestinfo.go) parses them before
-    anything is routed: /api/<version>/... and /apis/<group>/<version>/... with at least a
-    resource are resource requests (`watch` as a path prefix or `?watch=true` make a watch, GET
-    and DELETE without a name a list or deletecollection); a namespace's own URL is in that
-    namespace; a list or watch whose field selector fixes metadata.name names that object.
-    Everything else is a non-resource request of the lower-case method on the path."""
-    user, method = request.user, request.method.upper()
-    parts = [p for p in request.path.strip("/").split("/") if p]
-    non_resource = Attributes(user.name, user.groups, method.lower(), path=request.path)
-    if len(parts) < 3 or parts[0] not in ("api", "apis"):
-        return non_resource
-    rest = parts[1:]
-    group = ""
-    if parts[0] == "apis":
-        if len(rest) < 3:
-            return non_resource
-        group, rest = rest[0], rest[1:]
-    version, rest = rest[0], rest[1:]
-    verb = {"POST": "create", "GET": "get", "HEAD": "get", "PUT": "update", "PATCH": "patch",
-            "DELETE": "delete"}.get(method, "")
-    if rest and rest[0] == "watch":
-        verb, rest = "watch", rest[1:]
-    namespace = ""
-    if rest and rest[0] == "namespaces" and len(rest) > 1:
-        namespace = rest[1]
-        if len(rest) > 2 and rest[2] not in NAMESPACE_SUBRESOURCE_NAMES:
-            rest = rest[2:]
-    resource = rest[0] if rest else ""
-    name = rest[1] if len(rest) > 1 else ""
-    subresource = rest[2] if len(rest) > 2 else ""
-    if not name and verb == "get":
-        verb = "watch" if request.query.get("watch", "").lower() in ("true", "1") else "list"
-        selector = request.query.get("fieldSelector")
-        if selector:
-            try:
-                selected = FieldSelector.parse(selector).single_value("metadata.name")
-            except ApiError:
-                selected = None
-            if selected and not path_segment_problems(selected):
-                name = selected
-    if not name and verb == "delete":
-        verb = "deletecollection"
-    return Attributes(user.name, user.groups, verb, namespace, group, version, resource, subresource, name)
-
-
-MAX_DEPTH = 200
-
-
-def check_depth(doc, limit: int = MAX_DEPTH):
-    """Refuse documents nested deeper than any Kubernetes object is (what is deeper would only
-    exhaust the stack of whatever walks it)."""
-    stack = [(doc, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if depth > limit:
-            raise bad_request(f"the request body is nested more than {limit} levels deep")
-        if isinstance(node, dict):
-            stack.extend((v, depth + 1) for v in node.values())
-        elif isinstance(node, list):
-            stack.extend((v, depth + 1) for v in node)
-    return doc
 
 
 def _strip_item_types(rt: ResourceType, body: dict) -> dict:

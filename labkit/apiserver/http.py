@@ -1,7 +1,8 @@
-"""The HTTP front end: HTTPS (HTTP/1.1, keep-alive) on 127.0.0.1, authentication (authn.py:
-client certificates, bearer tokens, ServiceAccount tokens, anonymous),
-request bodies by Content-Length or chunked (kubectl `replace --raw` streams them), a 3 MiB body
-limit like kube-apiserver's, and streamed (chunked) watch responses. Every failure is answered with
+"""The HTTP front end: HTTPS (HTTP/1.1, keep-alive) on 127.0.0.1, each request through the
+handler chain with authentication (filters/chain.py; authn.py: client certificates, bearer
+tokens, ServiceAccount tokens, anonymous), request bodies by Content-Length or chunked (kubectl
+`replace --raw` streams them), a 3 MiB body limit like kube-apiserver's, and streamed (chunked)
+watch responses. Every failure is answered with
 a Kubernetes Status object; no request can stop the server.
 """
 
@@ -17,9 +18,12 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qsl, urlsplit
 
-from labkit.apiserver.authn import Authenticator, Unauthenticated, attempted_methods
-from labkit.apiserver.errors import ApiError, bad_request, too_large, unauthorized
-from labkit.apiserver.handler import Api, Request, Response, User
+from labkit.apiserver.authn import Authenticator
+from labkit.apiserver.errors import ApiError, bad_request, too_large
+from labkit.apiserver.filters.chain import build_handler_chain
+from labkit.apiserver.handler import Api
+from labkit.apiserver.response import Response
+from labkit.apiserver.request import Request
 from labkit.apiserver.trace import Trace
 
 MAX_BODY_BYTES = 3 * 1024 * 1024
@@ -45,6 +49,7 @@ class ApiHTTPServer(ThreadingHTTPServer):
         # ssl_context: anything with the ssl module's wrap_socket(sock, server_side=True) (tlsserve.py)
         self.api = api
         self.authenticator = authenticator
+        self.handler = build_handler_chain(api, authenticator)     # filters/chain.py
         self.ssl_context = ssl_context
         super().__init__(address, _Handler)
         self.api.server_address = f"{self.server_address[0]}:{self.server_address[1]}"
@@ -158,13 +163,16 @@ class _Handler(BaseHTTPRequestHandler):
             url = urlsplit(self.path)
             query = dict(parse_qsl(url.query, keep_blank_values=True))
             headers = {k.lower(): v for k, v in self.headers.items()}
+            if "Authorization" in self.headers:     # the first one, as Go's Header.Get reads it
+                headers["authorization"] = self.headers.get("Authorization")
             trace = Trace(str(uuid.uuid4()))
+            certificate = self.connection.getpeercert(binary_form=True) \
+                if self.server.ssl_context is not None else None
             request = Request(self.command, url.path, query, headers, self._read_body(),
-                              source=self.client_address[0], trace=trace)
-            request.user = self._authenticate(request)
+                              source=self.client_address[0], trace=trace, certificate=certificate)
             request.impersonation = [(k.lower(), v) for k, v in self.headers.items()
                                      if k.lower().startswith("impersonate-")]
-            response = self.server.api.handle(request)
+            response = self.server.handler(request)
         except ApiError as exc:
             response = Response(exc.code, exc.status())
         except Exception as exc:
@@ -180,23 +188,6 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             if response.stream is not None:
                 response.stream.close()
-
-    def _authenticate(self, request: Request) -> User:
-        """The authenticators (authn.py); a request none recognises, with a credential that
-        failed, is answered 401 and audited as upstream's WithFailedAuthenticationAudit does."""
-        certificate = self.connection.getpeercert(binary_form=True) if self.server.ssl_context is not None \
-            else None
-        authorization = self.headers.get("Authorization", "")
-        try:
-            user = self.server.authenticator.authenticate(certificate, authorization, request.trace)
-        except Unauthenticated as exc:
-            print(f"labkit-apiserver: Unable to authenticate the request: {exc}", file=sys.stderr)
-            self.server.api.audit_failed_authentication(
-                request, attempted_methods(authorization, request.query.get("access_token", ""), bool(certificate)))
-            raise unauthorized()
-        # filters/authentication.go: the credentials go no further than authentication
-        request.headers.pop("authorization", None)
-        return user
 
     # -- response ------------------------------------------------------------------------------
     def _send(self, response: Response) -> None:

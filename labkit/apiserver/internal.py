@@ -22,8 +22,8 @@ from labkit.apiserver.availability import AvailableConditionController
 from labkit.apiserver.client import LocalClient
 from labkit.apiserver.discovery import user_agent
 from labkit.apiserver.errors import ApiError
-from labkit.apiserver.registry import now_rfc3339
-from labkit.apiserver.kinds import CRD_CLEANUP_FINALIZER
+from labkit.apiserver.timestamps import now_rfc3339
+from labkit.apiserver.registry.apiextensions import CRD_CLEANUP_FINALIZER
 from labkit.apiserver.storage import Event
 
 CRD_KEY = "apiextensions.k8s.io/customresourcedefinitions"

@@ -16,6 +16,7 @@ import copy
 import json
 
 from labkit.apiserver.errors import ApiError, bad_request, invalid_request
+from labkit.apiserver.request import check_depth
 
 MAX_JSON_PATCH_OPERATIONS = 10000
 
@@ -303,7 +304,6 @@ APPLY_PATCH = "application/apply-patch+yaml"
 
 
 def decode_patch_body(patch_type: str, body: bytes):
-    from labkit.apiserver.handler import check_depth
     try:
         return check_depth(_decode_patch_body(patch_type, body))
     except RecursionError:

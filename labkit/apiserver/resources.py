@@ -1,9 +1,10 @@
 """The framework of served resources: a `ResourceType` (group, version, resource, kind, scope)
 with its `Strategy` — the per-kind decisions of upstream's registry code, whose generic behaviour
-(the generic registry Store) lives in registry.py — the generic subresources (`status`, `scale`)
-and the `Catalog`, the server's REST mapper. The kinds themselves are in kinds.py: to serve a new
-built-in resource, write a Strategy subclass there and add a ResourceType to `builtin_types()`;
-custom resources get theirs from their CRD (`custom_resource_types`).
+(the generic registry Store) lives in registry/store.py — the generic subresources (`status`,
+`scale`) and the `Catalog`, the server's REST mapper. The kinds themselves are in registry/, one
+module per API group: to serve a new built-in resource, write a Strategy subclass in its group's
+module and add a ResourceType to registry/catalog.py `builtin_types()`; custom resources get theirs
+from their CRD (`custom_resource_types`).
 """
 
 from __future__ import annotations

@@ -33,10 +33,12 @@ from labkit.apiserver import auditpolicy, authn, bootstrappolicy, certs, policyk
 from labkit.apiserver.audit import AuditLog
 from labkit.apiserver.client import HttpClient, LocalClient
 from labkit.apiserver.errors import ApiError, bad_request, not_found_path
-from labkit.apiserver.handler import Api, Request, Response
+from labkit.apiserver.handler import Api
+from labkit.apiserver.response import Response
+from labkit.apiserver.request import Request
 from labkit.apiserver.http import HttpFrontend
 from labkit.apiserver.internal import ApiServerInternals
-from labkit.apiserver.registry import Registry
+from labkit.apiserver.registry.store import Registry
 from labkit.apiserver.storage import Store
 from labkit.apiserver.version import EffectiveVersion
 from labkit.controllers.decisions import DecisionLog

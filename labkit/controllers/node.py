@@ -38,7 +38,7 @@ import threading
 import time
 
 from labkit.apiserver.errors import ApiError
-from labkit.apiserver.registry import now_rfc3339
+from labkit.apiserver.timestamps import now_rfc3339
 from labkit.controllers.base import KeyedController, bind
 from labkit.controllers.events import EventRecorder, involved
 

@@ -25,7 +25,7 @@ Node at once): here a condition written to a Node's status is acted on at once.
 from __future__ import annotations
 
 from labkit.apiserver.errors import ApiError
-from labkit.apiserver.registry import now_rfc3339
+from labkit.apiserver.timestamps import now_rfc3339
 from labkit.controllers.base import KeyedController
 
 NOT_READY = "node.kubernetes.io/not-ready"

@@ -22,7 +22,7 @@ import threading
 import time
 
 from labkit.apiserver.errors import ApiError
-from labkit.apiserver.registry import now_rfc3339
+from labkit.apiserver.timestamps import now_rfc3339
 from labkit.controllers.informer import Informer
 from labkit.apiserver.client import ApiResource
 

@@ -38,7 +38,7 @@ from __future__ import annotations
 import random
 
 from labkit.apiserver.errors import ApiError
-from labkit.apiserver.registry import now_rfc3339
+from labkit.apiserver.timestamps import now_rfc3339
 from labkit.controllers.base import KeyedController, bind, object_key
 from labkit.scheduler import framework as fw
 from labkit.scheduler.objects import Node, NodeInfo, Pod

@@ -29,7 +29,7 @@ import threading
 import time
 
 from labkit.apiserver.errors import ApiError
-from labkit.apiserver.registry import now_rfc3339
+from labkit.apiserver.timestamps import now_rfc3339
 from labkit.controllers.base import KeyedController
 from labkit.scheduler import tainteviction
 from labkit.scheduler.objects import Pod

@@ -45,16 +45,8 @@ def discover(
 def _live_env():
     """The running numa lab's env; a clear error when the lab is not up."""
     from labkit import runner
-    from labkit.labs import get_lab
-    from labkit.state import LabEnv, LabState
-
-    lab = get_lab(LAB_ID)
-    state = LabState(lab.id)
-    env = LabEnv(lab, state)
-    if state.phase != "up" or not runner.lab_is_up(env):
-        raise LabkitError(f"the live node belongs to the {LAB_ID} lab, which is not running: start it with "
-                          f"`labkit run {LAB_ID}`")
-    return env, state
+    env = runner.running_env(LAB_ID, "the live node belongs")
+    return env, env.state
 
 
 def _views_table(views, title: str):

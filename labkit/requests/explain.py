@@ -18,11 +18,17 @@ TITLES = {"authentication": "authentication", "impersonation": "impersonation", 
           "mutating-admission": "mutating admission", "validation": "validation",
           "validating-admission": "validating admission", "storage": "storage", "audit": "audit"}
 # where a stage stands in kube-apiserver (staging/src/k8s.io/apiserver/pkg/server/config.go
-# DefaultBuildHandlerChain for the filters; pkg/endpoints/handlers/create.go etc. for the rest)
-WHERE = {"authentication": "filter WithAuthentication", "impersonation": "filter WithImpersonation",
-         "authorization": "filter WithAuthorization", "mutating-admission": "REST handler: admission.Admit",
-         "validation": "REST handler: strategy Validate", "validating-admission": "REST handler: admission.Validate",
-         "storage": "REST handler: storage (etcd)", "audit": "filter WithAudit"}
+# DefaultBuildHandlerChain for the filters; pkg/endpoints/handlers/create.go etc. for the rest), and
+# the module of labkit's API server that reconstructs it (the filters are composed in
+# labkit.apiserver.filters.chain in the same order)
+WHERE = {"authentication": ("filter WithAuthentication", "labkit.apiserver.filters.authentication"),
+         "audit": ("filter WithAudit", "labkit.apiserver.filters.audit"),
+         "impersonation": ("filter WithImpersonation", "labkit.apiserver.filters.impersonation"),
+         "authorization": ("filter WithAuthorization", "labkit.apiserver.filters.authorization"),
+         "mutating-admission": ("REST handler: admission.Admit", "labkit.apiserver.admission"),
+         "validation": ("REST handler: strategy Validate", "labkit.apiserver.registry"),
+         "validating-admission": ("REST handler: admission.Validate", "labkit.apiserver.admission"),
+         "storage": ("REST handler: storage (etcd)", "labkit.apiserver.registry.store")}
 
 
 @dataclass

@@ -285,7 +285,7 @@ def bindings_granting(objects, subject: Subject, grants) -> list[dict]:
 # -- admission -----------------------------------------------------------------------------------
 
 def _pods_type():
-    from labkit.apiserver.kinds import builtin_types
+    from labkit.apiserver.registry.catalog import builtin_types
     global _PODS
     if _PODS is None:
         _PODS = next(t for t in builtin_types() if (t.group, t.version, t.resource) == ("", "v1", "pods"))
@@ -312,7 +312,7 @@ def other_requests(namespace: str, labels: dict | None = None):
     their status subresource, among them), and a connection to a Pod (exec, attach, port-forward,
     which admission sees as CONNECT). With `labels`, the objects carry them (for objectSelectors)."""
     from labkit.apiserver.admission import Attributes
-    from labkit.apiserver.kinds import builtin_types
+    from labkit.apiserver.registry.catalog import builtin_types
     for rt in builtin_types():
         if not getattr(rt, "namespaced", True):
             continue

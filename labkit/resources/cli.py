@@ -24,16 +24,7 @@ NODE_HELP = "The node (see `labkit resources nodes`); default: the Pod's spec.no
 
 def _env():
     from labkit import runner
-    from labkit.labs import get_lab
-    from labkit.state import LabEnv, LabState
-
-    lab = get_lab(LAB_ID)
-    state = LabState(lab.id)
-    env = LabEnv(lab, state)
-    if state.phase != "up" or not runner.lab_is_up(env):
-        raise LabkitError(f"the nodes belong to the {LAB_ID} lab, which is not running: start it with "
-                          f"`labkit run {LAB_ID}`")
-    return env
+    return runner.running_env(LAB_ID, "the nodes belong")
 
 
 def nodes(env) -> dict:

@@ -774,7 +774,7 @@ def _pod(labels, privileged=False, init=False):
 
 
 def _requester(name, groups):
-    from labkit.apiserver.handler import User
+    from labkit.apiserver.request import User
     return User(name, list(groups))
 
 

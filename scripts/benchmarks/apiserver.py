@@ -100,7 +100,7 @@ def decode_share(tmp: Path) -> list[Figure]:
     """In-process: the time Deployment creates spend inside `Api.handle` in the typed decoding and
     defaulting of the body (`Registry.decode`), in the defaults applied again to what is stored
     (`Registry._default_stored`), and in recording managedFields (`Registry._track`)."""
-    from labkit.apiserver.registry import Registry
+    from labkit.apiserver.registry.store import Registry
     from labkit.apiserver.server import EmbeddedServer
 
     spent = {"decode": 0.0, "_default_stored": 0.0, "_track": 0.0}
@@ -159,7 +159,7 @@ def noop_server(state: Path) -> None:
     from cryptography import x509
 
     from labkit.apiserver import authn, certs, defaults, models
-    from labkit.apiserver.handler import Response
+    from labkit.apiserver.response import Response
     from labkit.apiserver.http import HttpFrontend
     from labkit.apiserver.server import ADMIN_USER, EmbeddedServer, kubeconfig_text
 
@@ -176,6 +176,10 @@ def noop_server(state: Path) -> None:
 
     class NoopApi:
         server_address = ""
+        authorizer = traces = None          # the chain is built, then replaced below
+
+        def serve(self, request):
+            return self.handle(request)
 
         def handle(self, request):
             if request.path.endswith("/deployments") and request.method == "GET":
@@ -184,6 +188,10 @@ def noop_server(state: Path) -> None:
             return Response(201 if request.method == "POST" else 200, canned)
 
     http = HttpFrontend(NoopApi(), authenticator, 0, ssl_context=certs.apiserver_context(state / "pki"))
+    # the same front end with authentication, then the canned answer instead of the handler chain's
+    # audit, impersonation, authorization and director
+    from labkit.apiserver.filters.authentication import unauthorized, with_authentication
+    http.httpd.handler = with_authentication(NoopApi().handle, authenticator, unauthorized)
     http.start()
     certs.write_private(state / "kubeconfig", kubeconfig_text(http.url, token, (state / "pki" / certs.CA_CERT).read_bytes()))
     certs.write_private(state / "server.json", json.dumps({"url": http.url, "port": http.port, "pid": os.getpid(),

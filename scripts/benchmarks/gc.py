@@ -231,7 +231,7 @@ def noop_server(state: Path) -> None:
     """The same TLS/HTTP/authentication stack as the API server, answering every request with {}."""
     import signal
     from labkit.apiserver import certs
-    from labkit.apiserver.handler import Response
+    from labkit.apiserver.response import Response
     from labkit.apiserver.http import HttpFrontend
     from labkit.apiserver.server import ADMIN_USER, _write_private, kubeconfig_text, load_tokens
     from labkit.apiserver.server import EmbeddedServer

@@ -46,6 +46,7 @@ from urllib.parse import urlsplit
 
 from labkit.apiserver import patch as patches
 from labkit.apiserver.admission import Attributes
+from labkit.apiserver.availability import Unresolvable, resolve_endpoint
 from labkit.apiserver.errors import ApiError, bad_request, forbidden, internal, not_found
 from labkit.apiserver.selectors import LabelSelector
 
@@ -269,7 +270,6 @@ def _endpoint(config: dict) -> tuple[str, int, str, dict | None]:
 
 def _dial_address(registry, service: dict) -> tuple[str, int]:
     """A ready endpoint of the Service (availability.resolve_endpoint, the aggregator's resolver)."""
-    from labkit.apiserver.availability import resolve_endpoint
     base = resolve_endpoint(registry.store, service.get("namespace", ""), service.get("name", ""),
                             service.get("port") or 443)
     address, _, number = base[len("https://"):].rpartition(":")
@@ -351,7 +351,6 @@ def call(registry, invocation: Invocation, mutating: bool) -> dict:
     url = f"https://{host}:{port}{path}" if ":" not in host else f"https://[{host}]:{port}{path}"
     address, dial_port = host, port
     if service is not None:
-        from labkit.apiserver.availability import Unresolvable
         try:
             address, dial_port = _dial_address(registry, service)
         except Unresolvable as exc:

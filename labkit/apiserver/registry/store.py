@@ -29,19 +29,16 @@ from labkit.apiserver.admission.plugins import IMMORTAL_NAMESPACES, default_chai
 from labkit.apiserver.errors import (OPTIMISTIC_LOCK_MESSAGE, ApiError, already_exists, bad_request, conflict,
                                      expired, field_forbidden, field_invalid, field_required, field_unsupported,
                                      internal, invalid, invalid_request, not_found, unsupported_media_type)
-from labkit.apiserver.kinds import builtin_types, custom_resource_types
+from labkit.apiserver.registry.catalog import builtin_types, custom_resource_types
 from labkit.apiserver.resources import ORPHAN_DEPENDENTS, UNSUPPORTED, Catalog, ResourceType, Strategy
 from labkit.apiserver.selectors import FieldSelector, LabelSelector
+from labkit.apiserver.timestamps import now_rfc3339
 from labkit.apiserver.storage import ADDED, DELETED, MODIFIED, Compacted, Event, Store
 from labkit.apiserver.trace import Trace
 from labkit.apiserver.validation import (path_segment_problems, validate_delete_options, validate_object_meta,
                                          validate_object_meta_update)
 
 GENERATE_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
-
-
-def now_rfc3339(offset: float = 0) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + offset))
 
 
 def _parse_rfc3339(value: str) -> float:

@@ -1,0 +1,272 @@
+"""The other core/v1 kinds: ReplicationControllers, ConfigMaps, Secrets, Services,
+ServiceAccounts (with their token subresource), Events, Nodes, PersistentVolumes,
+PersistentVolumeClaims and Endpoints (pkg/registry/core/<kind>/strategy.go).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import ipaddress
+
+from labkit.apiserver import tables
+from labkit.apiserver.timestamps import now_rfc3339
+from labkit.apiserver.errors import FieldError, field_forbidden, field_invalid, field_required, field_unsupported
+from labkit.apiserver.resources import (ORPHAN_DEPENDENTS, UNSUPPORTED, ScaleSubresource, StatusSubresource, Strategy,
+                                        Subresource)
+from labkit.apiserver.registry.pod import _pod_template_labels, _validate_containers
+
+
+class ReplicationControllerStrategy(Strategy):
+    """pkg/registry/core/replicationcontroller/strategy.go: orphans by default ("for back
+    compatibility"), selector defaulted from the template labels."""
+
+    default_gc_policy = ORPHAN_DEPENDENTS
+    subresources = (StatusSubresource(), ScaleSubresource(selector_is_map=True))
+    generation = True
+    field_labels = ("status.replicas",)
+    printer = tables.PRINTERS["ReplicationController"]
+
+    def prepare_for_create(self, obj):
+        super().prepare_for_create(obj)
+        obj["status"] = {"replicas": 0}
+
+    def validate(self, obj):
+        spec = obj.get("spec") or {}
+        errors = []
+        selector = spec.get("selector") or {}
+        if not selector:
+            errors.append(field_required("spec.selector"))
+        labels = _pod_template_labels(spec.get("template"))
+        if spec.get("template") is not None and any(labels.get(k) != v for k, v in selector.items()):
+            errors.append(field_invalid("spec.template.metadata.labels", labels, "`selector` does not match template `labels`"))
+        if spec.get("template") is not None:
+            errors += _validate_containers((spec["template"].get("spec") or {}).get("containers"),
+                                           "spec.template.spec.containers")
+        replicas = spec.get("replicas")
+        if isinstance(replicas, int) and replicas < 0:
+            errors.append(field_invalid("spec.replicas", replicas, "must be greater than or equal to 0"))
+        return errors
+
+
+def _immutable(new: dict, old: dict, path: str) -> list[FieldError]:
+    """ValidateImmutableField."""
+    a, b = new, old
+    for part in path.split("."):
+        a, b = (a or {}).get(part), (b or {}).get(part)
+    return [] if a == b else [field_invalid(path, a, "field is immutable")]
+
+
+class ConfigMapStrategy(Strategy):
+    printer = tables.PRINTERS["ConfigMap"]
+
+
+class SecretStrategy(Strategy):
+    field_labels = ("type",)
+    printer = tables.PRINTERS["Secret"]
+
+    def normalize(self, obj):
+        # Convert_v1_Secret_To_core_Secret: the write-only stringData is merged into data
+        if obj.get("stringData"):
+            import base64
+            data = obj.setdefault("data", {})
+            for k, v in obj.pop("stringData").items():
+                data[k] = base64.b64encode(v.encode()).decode()
+
+
+class ServiceStrategy(Strategy):
+    """pkg/registry/core/service: the REST layer allocates a cluster IP (and node ports) on create
+    — here a stable address from the service CIDR per namespace/name, the allocator's stand-in —
+    and an update that leaves them out keeps the allocated ones (patchAllocatedValues), so
+    `kubectl replace -f` of a manifest works; a set cluster IP cannot change."""
+
+    return_deleted_object = True
+    subresources = (StatusSubresource(),)
+    printer = tables.PRINTERS["Service"]
+    _network = ipaddress.ip_network("10.96.0.0/12")
+    NODE_PORTS = (30000, 32767)
+
+    def _digest(self, obj: dict, salt: str = "") -> int:
+        text = f"{obj['metadata'].get('namespace')}/{obj['metadata'].get('name')}{salt}"
+        return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "big")
+
+    def prepare_for_create(self, obj):
+        super().prepare_for_create(obj)
+        spec = obj.setdefault("spec", {})
+        if spec.get("type") != "ExternalName":
+            if not spec.get("clusterIP") and spec.get("clusterIPs"):
+                spec["clusterIP"] = spec["clusterIPs"][0]
+            if not spec.get("clusterIP"):
+                offset = self._digest(obj) % (self._network.num_addresses - 2) + 1
+                spec["clusterIP"] = str(self._network.network_address + offset)
+            spec.setdefault("clusterIPs", [spec["clusterIP"]])
+            spec.setdefault("ipFamilies", ["IPv4"])
+            spec.setdefault("ipFamilyPolicy", "SingleStack")
+        if spec.get("type") in ("NodePort", "LoadBalancer"):
+            low, high = self.NODE_PORTS
+            used = {p.get("nodePort") for p in spec.get("ports") or []}
+            for port in spec.get("ports") or []:
+                if not port.get("nodePort"):
+                    candidate = low + self._digest(obj, f"/{port.get('port')}/{port.get('protocol')}") % (high - low)
+                    while candidate in used:
+                        candidate = low + (candidate - low + 1) % (high - low)
+                    port["nodePort"] = candidate
+                    used.add(candidate)
+        obj["status"] = {"loadBalancer": {}}
+
+    def prepare_for_update(self, new, old):
+        super().prepare_for_update(new, old)
+        spec, old_spec = new.setdefault("spec", {}), old.get("spec") or {}
+        if spec.get("type") != "ExternalName" and old_spec.get("type") != "ExternalName":
+            for key in ("clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"):
+                if not spec.get(key) and old_spec.get(key):
+                    spec[key] = copy.deepcopy(old_spec[key])
+        if spec.get("type") in ("NodePort", "LoadBalancer"):
+            allocated = {(p.get("port"), p.get("protocol")): p.get("nodePort") for p in old_spec.get("ports") or []}
+            for port in spec.get("ports") or []:
+                if not port.get("nodePort") and allocated.get((port.get("port"), port.get("protocol"))):
+                    port["nodePort"] = allocated[(port.get("port"), port.get("protocol"))]
+
+    def validate_update(self, new, old):
+        errors = self.validate(new)
+        before, after = (old.get("spec") or {}).get("clusterIPs"), (new.get("spec") or {}).get("clusterIPs")
+        if before and after and before[0] != after[0] and (old.get("spec") or {}).get("type") != "ExternalName":
+            errors.append(field_invalid("spec.clusterIPs[0]", after, "may not change once set"))
+        return errors
+
+
+class TokenSubresource(Subresource):
+    """`serviceaccounts/<name>/token` (POST): a TokenRequest, answered by tokenrequest.py."""
+
+    name = "token"
+    verbs = ["create"]
+
+
+class ServiceAccountStrategy(Strategy):
+    printer = tables.PRINTERS["ServiceAccount"]
+    subresources = (TokenSubresource(),)
+
+
+class EventStrategy(Strategy):
+    """Events never get GC finalizers (DefaultGarbageCollectionPolicy: Unsupported)."""
+
+    default_gc_policy = UNSUPPORTED
+    field_labels = ("involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
+                    "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion",
+                    "involvedObject.fieldPath", "reason", "reportingComponent", "source", "type")
+    printer = tables.PRINTERS["Event"]
+
+    def fields(self, obj):
+        values = super().fields(obj)
+        values["source"] = ((obj.get("source") or {}).get("component") or obj.get("reportingComponent") or "")
+        return values
+
+    def name_problems(self, name, prefix):
+        from labkit.apiserver.validation import path_segment_problems
+        return path_segment_problems(name, prefix)
+
+
+# -- nodes and storage -------------------------------------------------------------------------
+
+class NodeStrategy(Strategy):
+    """pkg/registry/core/node: cluster-scoped; a kubelet registers its Node with a status, so a
+    create keeps it; normal updates keep the stored status."""
+
+    field_labels = ("spec.unschedulable",)
+    subresources = (StatusSubresource(),)
+    printer = tables.PRINTERS["Node"]
+
+    def prepare_for_create(self, obj):
+        pass
+
+
+VOLUME_SOURCES = ("gcePersistentDisk", "awsElasticBlockStore", "hostPath", "glusterfs", "nfs", "rbd", "iscsi",
+                  "cinder", "cephfs", "fc", "flocker", "flexVolume", "azureFile", "vsphereVolume", "quobyte",
+                  "azureDisk", "photonPersistentDisk", "portworxVolume", "scaleIO", "local", "storageos", "csi")
+
+
+class PersistentVolumeStrategy(Strategy):
+    """pkg/registry/core/persistentvolume: phase Pending and lastPhaseTransitionTime on create
+    (PersistentVolumeLastPhaseTransitionTime, GA in v1.31), a capacity, access modes and exactly
+    one volume source required; a status update that changes the phase stamps the transition."""
+
+    subresources = (StatusSubresource(),)
+    printer = tables.PRINTERS["PersistentVolume"]
+
+    def prepare_for_create(self, obj):
+        obj["status"] = {"phase": "Pending", "lastPhaseTransitionTime": now_rfc3339()}
+
+    def validate(self, obj):
+        spec = obj.get("spec") or {}
+        errors = []
+        if not spec.get("accessModes"):
+            errors.append(field_required("spec.accessModes"))
+        if not (spec.get("capacity") or {}).get("storage"):
+            errors.append(field_required("spec.capacity", "must specify a storage capacity") if not spec.get("capacity")
+                          else field_required("spec.capacity[storage]"))
+        sources = [k for k in VOLUME_SOURCES if spec.get(k) is not None]
+        if not sources:
+            errors.append(field_required("spec", "must specify a volume type"))
+        elif len(sources) > 1:
+            errors.append(field_forbidden(f"spec.{sources[1]}", "may not specify more than 1 volume type"))
+        policy = spec.get("persistentVolumeReclaimPolicy")
+        if policy not in (None, "Retain", "Delete", "Recycle"):
+            errors.append(field_unsupported("spec.persistentVolumeReclaimPolicy", policy, ["Delete", "Recycle", "Retain"]))
+        return errors
+
+
+class PersistentVolumeStatusSubresource(StatusSubresource):
+    def prepare_for_update(self, new, old):
+        new = super().prepare_for_update(new, old)
+        if (new.get("status") or {}).get("phase") != (old.get("status") or {}).get("phase"):
+                new.setdefault("status", {})["lastPhaseTransitionTime"] = now_rfc3339()
+        return new
+
+
+PersistentVolumeStrategy.subresources = (PersistentVolumeStatusSubresource(),)
+
+
+class PersistentVolumeClaimStrategy(Strategy):
+    """pkg/registry/core/persistentvolumeclaim: the status starts empty (phase Pending, a default),
+    access modes and a storage request are required; the spec is immutable but for the requested
+    size (and the volume attributes class)."""
+
+    subresources = (StatusSubresource(),)
+    printer = tables.PRINTERS["PersistentVolumeClaim"]
+
+    def validate(self, obj):
+        spec = obj.get("spec") or {}
+        errors = []
+        if not spec.get("accessModes"):
+            errors.append(field_required("spec.accessModes", "at least 1 access mode is required"))
+        if not ((spec.get("resources") or {}).get("requests") or {}).get("storage"):
+            errors.append(field_required("spec.resources[storage]"))
+        return errors
+
+    def validate_update(self, new, old):
+        errors = self.validate(new)
+        a, b = copy.deepcopy(new.get("spec") or {}), copy.deepcopy(old.get("spec") or {})
+        for spec in (a, b):
+            spec.get("resources", {}).pop("requests", None)
+            spec.pop("volumeAttributesClassName", None)
+            if not b.get("volumeName"):
+                spec.pop("volumeName", None)      # binding fills it in
+        if a != b:
+            errors.append(field_forbidden("spec", "spec is immutable after creation except resources.requests and "
+                                                  "volumeAttributesClassName for bound claims"))
+        return errors
+
+
+class EndpointsStrategy(Strategy):
+    printer = tables.PRINTERS["Endpoints"]
+
+    def validate(self, obj):
+        errors = []
+        for i, subset in enumerate(obj.get("subsets") or []):
+            if not subset.get("addresses") and not subset.get("notReadyAddresses"):
+                errors.append(field_required(f"subsets[{i}]", "must specify `addresses` or `notReadyAddresses`"))
+            for j, port in enumerate(subset.get("ports") or []):
+                if not 1 <= port.get("port", 0) <= 65535:
+                    errors.append(field_invalid(f"subsets[{i}].ports[{j}].port", port.get("port", 0),
+                                                "must be between 1 and 65535, inclusive"))
+        return errors
