@@ -56,6 +56,12 @@ def is_qos_pod(lab, pod) -> bool:
     return any(_bare_spec(pod.manifest) == _bare_spec(p.manifest) for p in qos_pods(lab).values())
 
 
+def eviction_pod_names(lab) -> set[str]:
+    """The names of the eviction-order exercise's Pods."""
+    params = _exercise(lab, "eviction-order").params
+    return {p.name for p in _scenario(lab, params["file"].rsplit("/", 1)[-1], params["node"])}
+
+
 def eviction_pods_among(lab, pods) -> set[str]:
     """The names of `pods` that are the eviction-order exercise's Pods: by name, or by spec under
     other names or with another workload (a near copy is ranked as the original is)."""
