@@ -76,13 +76,20 @@ def resolve_output(output: Optional[str], formats: tuple[str, ...], default: str
                    legacy_format: Optional[str] = None, legacy_json: bool = False,
                    output_file: Optional[Path] = None) -> tuple[str, Optional[Path]]:
     """(format, file) from -o/--output, --output-file and the old spellings: `--format F`,
-    `--json`, and `-o FILE` (a value of -o that is no format is taken as the old file option)."""
+    `--json`, and `-o FILE` (a value of -o that is no format but names a file, with a `/` or a `.`,
+    is taken as the old file option; any other is refused, as kubectl refuses a format it lacks)."""
     fmt = None
+    if output is not None and output.startswith("=") and output[1:] in formats:
+        output = output[1:]             # `-o=json`, as kubectl's flags take it
     if output is not None and output in formats:
         fmt = output
     elif output is not None:
         if output_file is not None:
             raise LabkitError(f"-o/--output: expected one of {', '.join(formats)}, got {output!r}")
+        if not any(c in output for c in "/."):
+            # a word that is no format of this command (`-o wide`) is a format asked for, not a file
+            raise LabkitError(f'-o/--output: unable to match a printer suitable for the output format "{output}", '
+                              f"allowed formats are: {', '.join(formats)}")
         deprecated(f"-o {output} (a file)", f"--output-file {output}")
         output_file = Path(output)
     if legacy_format is not None:

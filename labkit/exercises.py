@@ -225,6 +225,8 @@ class CheckContext:
         value = data[key]
         if not isinstance(value, kind):
             kinds = kind if isinstance(kind, tuple) else (kind,)
+            if int in kinds and float in kinds:         # "a whole number or a number" says "a number"
+                kinds = tuple(k for k in kinds if k is not int)
             raise CheckFailed(f"{key} in your answer should be {' or '.join(_yaml_type(k) for k in kinds)}, "
                               f"not {_yaml_type(value)}\n  {self.answer_path}{must}")
         return value

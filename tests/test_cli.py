@@ -235,3 +235,17 @@ def test_family_commands_take_o_json_and_their_old_spellings(tmp_path):
     target = tmp_path / "machine.json"
     labkit("numa", "discover", "--output-file", str(target), check=0)
     assert json.loads(target.read_text())["num_cores"] == os.cpu_count()
+
+
+def test_a_format_a_command_lacks_is_refused_and_kubectls_equals_form_is_taken():
+    """`-o wide` where a command has no wide output is a format asked for, not the old `-o FILE`:
+    refused naming the formats there are, as kubectl refuses it; `-o=json` is `-o json`."""
+    from labkit import cliopts
+    from labkit.errors import LabkitError
+
+    with pytest.raises(LabkitError, match='unable to match a printer suitable for the output format "wide", '
+                                          "allowed formats are: text, json"):
+        cliopts.resolve_output("wide", ("text", "json"), "text")
+    assert cliopts.resolve_output("=json", ("text", "json"), "text") == ("json", None)
+    from pathlib import Path
+    assert cliopts.resolve_output("out.txt", ("text", "json"), "text")[1] == Path("out.txt")

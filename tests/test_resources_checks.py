@@ -87,7 +87,8 @@ def test_a_limit_the_kernel_keeps_throttling_fails_on_the_live_counters(lab):
 
 def test_the_eviction_order_pods_are_known_under_other_names(lab, tmp_path):
     """`labkit resources evict` withholds the ranking of the exercise's Pods until a prediction is
-    recorded: a renamed copy of them is ranked exactly as they are, so it is theirs too."""
+    recorded: a renamed copy of them, or one whose workloads hold a little more, is ranked exactly
+    as they are, so it is theirs too."""
     from labkit.inputs import load_yaml
     from labkit.resources import situations
     from labkit.resources.node import load_pods_strict
@@ -96,6 +97,10 @@ def test_the_eviction_order_pods_are_known_under_other_names(lab, tmp_path):
     params = the_lab.exercise("eviction-order").params
     docs = [d for d in yaml.safe_load_all((the_lab.directory / params["file"]).read_text()) if d]
     renamed = [dict(copy.deepcopy(d), metadata={**d["metadata"], "name": "x" + d["metadata"]["name"]}) for d in docs]
+    for d in renamed[:3]:       # a near copy: other container names, a workload 1Mi larger
+        for c in d["spec"]["containers"]:
+            c["name"] += "-x"
+            c["command"] = [f"{int(w[:-2]) + 1}Mi" if w.endswith("Mi") else w for w in c["command"]]
     other = copy.deepcopy(docs[0])
     other["metadata"]["name"] = "mine"
     other["spec"]["containers"][0]["resources"] = {"requests": {"memory": "1Mi"}}

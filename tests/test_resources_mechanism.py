@@ -507,3 +507,57 @@ def test_delete_finds_the_pod_on_the_node_it_is_on(monkeypatch):
     result = CliRunner().invoke(cli.app, ["delete", "cache"])
     assert result.exit_code == 0 and held["node-2"].deleted == ["cache"], result.output
     assert 'pod "cache" deleted' in result.output
+
+
+def test_plan_withholds_the_qos_pods_whatever_their_names_and_workloads(tmp_path):
+    """A copy of the qos exercise's Pods with every Pod and container renamed and other commands
+    is classified and scored as the originals are: `plan` withholds it until the qos answer is
+    written, and still shows a Pod whose resources differ."""
+    from typer.testing import CliRunner
+
+    from labkit.resources.cli import app
+
+    docs = [d for d in yaml.safe_load_all(Path("labs/resources/scenarios/node-1.yaml").read_text()) if d]
+    qos = [d for d in docs if d["metadata"]["name"] in ("web", "queue", "batch", "api", "migrate")]
+    for d in qos:
+        d["metadata"]["name"] += "-copy"
+        for c in d["spec"].get("initContainers", []) + d["spec"]["containers"]:
+            c["name"] += "-x"
+            c["command"] = ["sleep", "3600"]
+    other = yaml.safe_load("apiVersion: v1\nkind: Pod\nmetadata: {name: other}\nspec:\n  containers:\n"
+                           "    - name: c\n      resources: {limits: {cpu: 100m, memory: 257Mi}}\n")
+    (tmp_path / "copy.yaml").write_text(yaml.safe_dump_all(qos + [other]))
+    planned = CliRunner().invoke(app, ["plan", "-f", str(tmp_path / "copy.yaml")])
+    assert "withheld: exercise qos" in planned.output, planned.output
+    shown = {line.split()[0] for line in planned.output.splitlines() if line.startswith("pod/")}
+    assert shown == {"pod/other"}, planned.output
+
+
+def test_plan_withholds_requests_that_land_on_the_weight_pods_value():
+    """`plan` converts a Pod's requests forward as `convert --cpu` does: a Pod whose pod cgroup gets
+    the weight Pod's cpu.shares or cpu.weight is withheld until the weight answer is written; the
+    weight Pod itself shows the value the exercise asks to read."""
+    import tempfile
+
+    from typer.testing import CliRunner
+
+    from labkit.resources.cli import app
+
+    _shares, weight = situations_weight()
+    lands = [m for m in range(1, 2000) if kubelet.shares_to_weight(kubelet.milli_cpu_to_shares(m)) == weight]
+    pods = [f"apiVersion: v1\nkind: Pod\nmetadata: {{name: p{m}}}\nspec:\n  containers:\n    - name: c\n"
+            f"      resources: {{requests: {{cpu: {m}m}}}}\n" for m in (lands[0] - 1, lands[0], 250, lands[-1], lands[-1] + 1)]
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
+        f.write("---\n".join(pods))
+        f.flush()
+        planned = CliRunner().invoke(app, ["plan", "-f", f.name])
+    assert "withheld: exercise weight" in planned.output, planned.output
+    shown = {line.split()[0] for line in planned.output.splitlines() if line.startswith("pod/")}
+    assert shown == {f"pod/p{lands[0] - 1}", f"pod/p{lands[-1] + 1}"}, planned.output
+    mystery = CliRunner().invoke(app, ["plan", "-f", "labs/resources/scenarios/node-1.yaml"])
+    assert "pod/mystery" in mystery.output and "exercise weight" not in mystery.output
+
+
+def situations_weight():
+    from labkit.resources import situations
+    return situations.weight_values(get_lab("resources"))

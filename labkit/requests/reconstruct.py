@@ -206,6 +206,15 @@ class Subject:
         return cls(name, ("system:authenticated",), f"the user {name}")
 
 
+def rules(objects, subject: Subject, namespaces) -> tuple:
+    """The rules RBAC's resolver finds for `subject` in each of `namespaces` ("" the cluster scope),
+    in a canonical form: two rule sets that are equal allow the same requests."""
+    store = objects if isinstance(objects, Objects) else Objects(objects)
+    resolver = RuleResolver(store)
+    return tuple(tuple(sorted(json.dumps(r, sort_keys=True) for r in resolver.rules_for(
+        subject.user, list(subject.groups), ns)[0])) for ns in namespaces)
+
+
 Grant = tuple        # (namespace, verb, group, resource, name) or ("", verb, "", path, "") for a path
 
 
@@ -309,8 +318,9 @@ def pod_attributes(namespace: str, pod: dict, operation: str = "CREATE", dry_run
 def other_requests(namespace: str, labels: dict | None = None):
     """admission.Attributes of every request in `namespace` that is not a Pod creation: each
     namespaced built-in kind created, updated and deleted (the Pods' own updates and deletions, and
-    their status subresource, among them), and a connection to a Pod (exec, attach, port-forward,
-    which admission sees as CONNECT). With `labels`, the objects carry them (for objectSelectors)."""
+    their status subresource, among them), a connection to a Pod (exec, attach, port-forward,
+    which admission sees as CONNECT), and the Pods' binding, eviction, ephemeralcontainers and
+    resize subresources. With `labels`, the objects carry them (for objectSelectors)."""
     from labkit.apiserver.admission import Attributes
     from labkit.apiserver.registry.catalog import builtin_types
     for rt in builtin_types():
@@ -327,6 +337,16 @@ def other_requests(namespace: str, labels: dict | None = None):
         if is_pods:
             for sub in ("exec", "attach", "portforward"):
                 yield Attributes("CONNECT", rt, namespace, "probe", None, subresource=sub)
+            # the Pods' other subresources that admission sees: a Binding and an Eviction created
+            # (the scheduler's bind, the eviction API), ephemeral containers added and a resize
+            # (pkg/registry/core/pod/storage/storage.go; UPDATE for a patch too)
+            for operation, sub, group, kind in (("CREATE", "binding", "", "Binding"),
+                                                ("CREATE", "eviction", "policy", "Eviction"),
+                                                ("UPDATE", "ephemeralcontainers", "", "Pod"),
+                                                ("UPDATE", "resize", "", "Pod")):
+                sub_obj = {**obj, "apiVersion": f"{group}/v1".lstrip("/"), "kind": kind}
+                yield Attributes(operation, rt, namespace, "probe", sub_obj, old=obj if operation == "UPDATE" else None,
+                                 subresource=sub, kind=(group, "v1", kind))
 
 
 def webhook_called(registry: Registry, configuration: str, index: int, hook: dict, attrs) -> str:

@@ -215,7 +215,9 @@ def get(names: Optional[list[str]] = typer.Argument(None, metavar="[POD...]", he
         if missing:
             raise LabkitError("\n".join(f'Error from server (NotFound): pods "{n}" not found' for n in missing))
         rows = [row for row in rows if row["name"] in wanted]
-    note = _withhold_qos(env, rows)
+    from labkit.resources import situations
+    like = {(n.name, r["name"]) for n in selected for r in n.records() if situations.is_qos_pod(env.lab, n.pod(r))}
+    note = _withhold_qos(env, rows, like)
     if fmt != "text":
         cliopts.print_data(rows, fmt, name=lambda row: f"pod/{row['name']}")
         if note:
@@ -247,15 +249,17 @@ def get(names: Optional[list[str]] = typer.Argument(None, metavar="[POD...]", he
 WITHHELD = "(withheld)"
 
 
-def _withhold_qos(env, rows: list[dict]) -> str:
-    """The qos exercise's Pods on its node: their QoS class, oom_score_adj and cgroup paths (which
-    name the QoS class) only once the qos answer is recorded (labkit.predictions)."""
+def _withhold_qos(env, rows: list[dict], like=frozenset()) -> str:
+    """The qos exercise's Pods on its node, and on any node every Pod whose spec is one of theirs
+    under other names or with another workload (`like`: (node, name) pairs; a copy is classified and
+    scored as the original is): their QoS class, oom_score_adj and cgroup paths (which name the QoS
+    class) only once the qos answer is recorded (labkit.predictions)."""
     from labkit import predictions
     from labkit.resources import situations
 
     params = env.lab.exercise("qos").params
     names = set(situations.qos_pods(env.lab))
-    mine = [r for r in rows if r["node"] == params["node"] and r["name"] in names]
+    mine = [r for r in rows if (r["node"] == params["node"] and r["name"] in names) or (r["node"], r["name"]) in like]
     if not mine or predictions.reveal(LAB_ID, "qos", "labkit resources get"):
         return ""
     for row in mine:
@@ -352,7 +356,10 @@ def evict(node_name: Optional[str] = typer.Option(None, "--node", help=NODE_HELP
     n = node(env, node_name)
     exercise = env.lab.exercise("eviction-order")
     ours = situations.eviction_pods_among(env.lab, [pod for _r, pod in n.active()])
-    if ours and not predictions.reveal(LAB_ID, exercise.id, "labkit resources evict"):     # on any node
+    # a ranking orders Pods: one of the exercise's, by name, or two alike them are about to be ranked
+    # (a lone look-alike, as a BestEffort Pod is of logs, is no order of theirs)
+    named = ours & situations.eviction_pod_names(env.lab)
+    if (named or len(ours) >= 2) and not predictions.reveal(LAB_ID, exercise.id, "labkit resources evict"):  # any node
         raise LabkitError(predictions.refusal(LAB_ID, exercise.id, f"the eviction manager's ranking of {', '.join(sorted(ours))}"))
 
     def say(result):
@@ -413,6 +420,16 @@ def plan(filename: Path = typer.Option(..., "-f", "--filename", help="Pods (YAML
         pods = [p for p in pods if p.name not in hidden]
         typer.echo(predictions.refusal(LAB_ID, "qos", f"what kubelet makes of {', '.join(hidden)} (the qos exercise's Pods)"),
                    err=True)
+    # the pod cgroup's cpu.shares and cpu.weight of a Pod whose requests land on the weight Pod's value
+    # answer the weight exercise forward, as `convert --cpu` would; the weight Pod itself shows only
+    # the value the exercise asks to read
+    weight_pod = situations.weight_pod(lab)
+    landing = [p.name for p in pods if not situations.same_spec(p, weight_pod)
+               and _weight_answer(kubelet.pod_cgroup(p).cpu_shares, None, "labkit resources plan")]
+    if landing:
+        pods = [p for p in pods if p.name not in landing]
+        typer.echo(predictions.refusal(LAB_ID, "weight", f"what kubelet makes of {', '.join(landing)} (cpu requests "
+                                                         "that give the weight exercise's value)"), err=True)
     out = []
     for pod in pods:
         def both(s):
@@ -440,10 +457,10 @@ def plan(filename: Path = typer.Option(..., "-f", "--filename", help="Pods (YAML
             typer.echo(f"  {name}: {c}")
 
 
-def _weight_answer(shares: int | None, weight: int | None) -> bool:
+def _weight_answer(shares: int | None, weight: int | None, tool: str = "labkit resources convert") -> bool:
     """True when converting this value (back, or forward from a request) would answer the
     weight exercise before its answer is recorded: the pod cgroup's cpu.shares or cpu.weight,
-    or shares giving that weight."""
+    or shares giving that weight (`plan` converts a Pod's requests forward as `convert --cpu` does)."""
     from labkit.labs import get_lab
     from labkit import predictions
     from labkit.resources import kubelet, situations
@@ -451,7 +468,7 @@ def _weight_answer(shares: int | None, weight: int | None) -> bool:
     pod_shares, pod_weight = situations.weight_values(get_lab(LAB_ID))
     ours = (shares is not None and (shares == pod_shares or kubelet.shares_to_weight(max(shares, 2)) == pod_weight)) \
         or (weight is not None and weight == pod_weight)
-    return ours and not predictions.reveal(LAB_ID, "weight", "labkit resources convert")
+    return ours and not predictions.reveal(LAB_ID, "weight", tool)
 
 
 def _lab_memory_capacities() -> dict[str, int]:

@@ -8,6 +8,8 @@ are labkit.predictions'.
 
 from __future__ import annotations
 
+import copy
+
 LAB_ID = "resources"
 
 
@@ -33,19 +35,36 @@ def qos_pods(lab) -> dict:
 
 
 def _bare_spec(manifest: dict) -> dict:
-    spec = dict(manifest.get("spec") or {})
+    """What of a Pod's spec decides the exercises' outcomes, whatever its names and its workload:
+    the spec without the node it is bound to, and without each container's name, command and
+    args. QoS class, oom_score_adj and cgroup values come from the resources alone
+    (pkg/apis/core/v1/helper/qos/qos.go ComputePodQOS, pkg/kubelet/qos/policy.go
+    GetContainerOOMScoreAdjust), and the eviction ranking from the requests, the priority and the
+    memory the workload holds (pkg/kubelet/eviction/helpers.go rankMemoryPressure): a copy with
+    other names, or a workload a few MiB larger, is ranked and classified as the original is."""
+    spec = copy.deepcopy(dict(manifest.get("spec") or {}))
     spec.pop("nodeName", None)
+    for field in ("initContainers", "containers"):
+        for container in spec.get(field) or []:
+            for key in ("name", "command", "args"):
+                container.pop(key, None)
     return spec
 
 
 def is_qos_pod(lab, pod) -> bool:
-    """A Pod whose spec is one of the qos exercise's (whatever its name or node)."""
+    """A Pod whose spec is one of the qos exercise's (whatever its names, node or workload)."""
     return any(_bare_spec(pod.manifest) == _bare_spec(p.manifest) for p in qos_pods(lab).values())
+
+
+def eviction_pod_names(lab) -> set[str]:
+    """The names of the eviction-order exercise's Pods."""
+    params = _exercise(lab, "eviction-order").params
+    return {p.name for p in _scenario(lab, params["file"].rsplit("/", 1)[-1], params["node"])}
 
 
 def eviction_pods_among(lab, pods) -> set[str]:
     """The names of `pods` that are the eviction-order exercise's Pods: by name, or by spec under
-    another name (a renamed copy is ranked exactly as the original is)."""
+    other names or with another workload (a near copy is ranked as the original is)."""
     params = _exercise(lab, "eviction-order").params
     ours = _scenario(lab, params["file"].rsplit("/", 1)[-1], params["node"])
     names = {p.name for p in ours}
@@ -53,10 +72,19 @@ def eviction_pods_among(lab, pods) -> set[str]:
     return {p.name for p in pods if p.name in names or _bare_spec(p.manifest) in specs}
 
 
+def same_spec(a, b) -> bool:
+    """Two Pods with the same spec, whatever their names, nodes and workloads (`_bare_spec`)."""
+    return _bare_spec(a.manifest) == _bare_spec(b.manifest)
+
+
+def weight_pod(lab):
+    """The weight exercise's Pod as the scenario gives it."""
+    params = _exercise(lab, "weight").params
+    return next(p for p in _scenario(lab, "node-1.yaml", params["node"]) if p.name == params["pod"])
+
+
 def weight_values(lab) -> tuple[int, int]:
     """(cpu.shares, cpu.weight) kubelet writes into the weight exercise's pod cgroup."""
     from labkit.resources import kubelet
-    params = _exercise(lab, "weight").params
-    pod = next(p for p in _scenario(lab, "node-1.yaml", params["node"]) if p.name == params["pod"])
-    shares = kubelet.pod_cgroup(pod).cpu_shares
+    shares = kubelet.pod_cgroup(weight_pod(lab)).cpu_shares
     return shares, kubelet.shares_to_weight(shares)

@@ -93,19 +93,61 @@ def _pick(grants, prefer=(), namespace=None) -> tuple:
     return min(grants, key=key)
 
 
-def _others_gained(ctx, obs, target: reconstruct.Subject, before_objects, space, bindings) -> str:
-    """A sentence when a subject other than `target` of `bindings` may now do more than the lab
-    as built let it, else ""."""
-    for b in sorted(bindings, key=_binding_name):
-        ns = b["metadata"].get("namespace", "")
-        for subject in b.get("subjects") or []:
-            other = reconstruct.Subject.of(subject, ns)
-            if other.user == target.user:       # the same user name is the same identity (a User subject
-                continue                        # may name a ServiceAccount's: rbac.go appliesToUser)
-            gained = reconstruct.access(obs["rbac"], other, space) - reconstruct.access(before_objects, other, space)
-            if gained:
-                return (f"{_binding_name(b)} also grants {other.label}: it may now "
-                        f"{reconstruct.describe(_pick(gained))}{_more(gained)} — grant nothing to anyone else")
+def _view_binding(user: str, namespace: str) -> dict:
+    """Exercise alice's reference grant: the read-only ClusterRole view, bound to her in one namespace."""
+    return {"apiVersion": RBAC, "kind": "RoleBinding", "metadata": {"name": "reference", "namespace": namespace},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+            "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": user}]}
+
+
+def _role_binding(namespace: str, account: str, role: str) -> dict:
+    """Exercise forbidden's reference grant: the Role bound to the ServiceAccount of its namespace."""
+    return {"apiVersion": RBAC, "kind": "RoleBinding", "metadata": {"name": "reference", "namespace": namespace},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
+            "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]}
+
+
+def _references(ctx) -> list[dict]:
+    """What the lab's RBAC exercises ask for, as bindings: one exercise's solution is not a gain
+    the other's check holds against it."""
+    alice, forbidden = ctx.lab.exercise("alice").params, ctx.lab.exercise("forbidden").params
+    return [_view_binding(alice["user"], alice["namespace"]),
+            _role_binding(forbidden["namespace"], forbidden["account"], forbidden["role"])]
+
+
+def _subjects(*object_lists) -> list[reconstruct.Subject]:
+    """Every subject any binding of `object_lists` names, as a request's user (its kind's groups)."""
+    found = {reconstruct.Subject.of(s, (b.get("metadata") or {}).get("namespace") or "")
+             for objects in object_lists for b in objects if b.get("kind") in ("RoleBinding", "ClusterRoleBinding")
+             for s in b.get("subjects") or []}
+    return sorted(found, key=lambda s: (s.user, s.groups))
+
+
+def _others_gained(ctx, obs, target: reconstruct.Subject, before_objects, space, other_exercise: str) -> str:
+    """A sentence when any subject but `target` may now do what the lab as built (plus what the
+    lab's RBAC exercises ask for) did not let it, else "". Every user, group and ServiceAccount
+    that any binding, old or new, names is asked about over the whole space: access changes only
+    through a binding that names the subject, or a role such a binding refers to (RBAC only ever
+    allows, plugin/pkg/auth/authorizer/rbac/rbac.go); a subject whose rules are the same in every
+    namespace (the rule resolver's answer, pkg/registry/rbac/validation/rule.go) gained nothing.
+    The bindings that are the student's work on `other_exercise` are that exercise's check's."""
+    lab = _lab(ctx.env)
+    current = [o for o in obs["rbac"] if not lab.exercise_binding(o, other_exercise)]
+    baseline = before_objects + _references(ctx)
+    now, then = reconstruct.Objects(current), reconstruct.Objects(baseline)
+    spaces = ["", *space.namespaces]
+    for other in _subjects(baseline, current):
+        if other.user == target.user:           # the same user name is the same identity (a User subject
+            continue                            # may name a ServiceAccount's: rbac.go appliesToUser)
+        if reconstruct.rules(now, other, spaces) == reconstruct.rules(then, other, spaces):
+            continue
+        gained = reconstruct.access(now, other, space) - reconstruct.access(then, other, space)
+        if not gained:
+            continue
+        via = reconstruct.bindings_granting(current, other, gained)
+        which = ", ".join(_binding_name(b) for b in sorted(via, key=_binding_name)) or "a change of a role"
+        return (f"{which} also grants {other.label}: it may now "
+                f"{reconstruct.describe(_pick(gained))}{_more(gained)} — grant nothing to anyone else")
     return ""
 
 
@@ -249,11 +291,7 @@ def judge_alice(ctx, obs) -> object:
     groups = tuple(who.get("groups") or ("system:authenticated",))
     her = reconstruct.Subject(user, groups, f"the user {user}")
     plain = reconstruct.Subject(user, ("system:authenticated",), f"the user {user}")
-    role = {"apiVersion": RBAC, "kind": "RoleBinding", "metadata": {"name": "reference", "namespace": ns},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
-            "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": user}]}
-    before = reconstruct.access(built, plain, space)
-    expected = reconstruct.access(built + [role], plain, space)
+    expected = reconstruct.access(built + [_view_binding(user, ns)], plain, space)
     actual = reconstruct.access(obs["rbac"], her, space)
     extra_groups = [g for g in orgs if g not in ("system:authenticated",)]
     if extra_groups:
@@ -300,8 +338,7 @@ def judge_alice(ctx, obs) -> object:
         g = _pick(missing, ("pods", "configmaps"), ns)
         raise CheckFailed(f"{user} cannot {reconstruct.describe(g)}{_more(missing)}: her read access to {ns} is "
                           f"missing or partial (`kubectl auth can-i --list -n {ns} --as={user}`)")
-    grants = reconstruct.bindings_granting(obs["rbac"], her, actual - before)
-    other = _others_gained(ctx, obs, plain, built, space, grants)
+    other = _others_gained(ctx, obs, plain, built, space, "forbidden")
     if other:
         raise CheckFailed(other)
     return ctx.passed(f"{user} authenticates with her certificate, reads {ns}, and may do nothing more")
@@ -330,9 +367,7 @@ def judge_forbidden(ctx, obs) -> object:
                           "it is and fix the binding")
     job = reconstruct.Subject.of({"kind": "ServiceAccount", "name": account, "namespace": ns})
     built = lab.rbac_as_built()
-    fixed = {"apiVersion": RBAC, "kind": "RoleBinding", "metadata": {"name": "reference", "namespace": ns},
-             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role_name},
-             "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": ns}]}
+    fixed = _role_binding(ns, account, role_name)
     before = reconstruct.access(built, job, space)
     expected = reconstruct.access(built + [fixed], job, space)
     actual = reconstruct.access(obs["rbac"], job, space)
@@ -354,9 +389,7 @@ def judge_forbidden(ctx, obs) -> object:
                for b in through):
         raise CheckFailed(f"the job gets its access through {', '.join(_binding_name(b) for b in through)}, not "
                           f"through a binding of the Role {role_name}: the exercise fixes the binding of that role")
-    # who else the bindings of this exercise grant to: the job's bindings, and every binding in the namespace
-    scope = [b for b in obs["rbac"] if b["kind"] == "RoleBinding" and b["metadata"].get("namespace") == ns]
-    other = _others_gained(ctx, obs, job, built, space, through + scope)
+    other = _others_gained(ctx, obs, job, built, space, "alice")
     if other:
         raise CheckFailed(other)
     return ctx.passed(f"the job lists pods in {ns} through a binding of {role_name}, and may do nothing more; "
@@ -448,6 +481,37 @@ def _later_probes(ctx, admin, configurations) -> dict:
     return out
 
 
+# labels Pods commonly carry: `kubectl run` sets run=<name>, workload controllers copy their
+# template's (app, tier, the recommended app.kubernetes.io/*) and add pod-template-hash
+COMMON_LABELS = {"run": "x", "app": "web", "tier": "frontend", "app.kubernetes.io/name": "web",
+                 "pod-template-hash": "5d8f7c9b4"}
+
+
+def pod_label_space(configurations, own_label: str) -> list[dict | None]:
+    """Label sets of Pods to ask a webhook's matching about, so that "every Pod" means every Pod:
+    none, the probes', each common label alone, and, for every key the configurations' objectSelectors
+    name, the key absent, with each value they name and with another value (an objectSelector
+    decides by these keys only, apimachinery labels.Selector). The exercise's own label is left out:
+    a Pod that already carries it is not the exercise's case."""
+    space: list[dict | None] = [None, *[dict(p) for p in PROBES.values() if p]]
+    keys: dict[str, set] = {}
+    for c in configurations:
+        for hook in c.get("webhooks") or []:
+            selector = hook.get("objectSelector") or {}
+            for k, v in (selector.get("matchLabels") or {}).items():
+                keys.setdefault(k, set()).add(str(v))
+            for e in selector.get("matchExpressions") or []:
+                keys.setdefault(str(e.get("key", "")), set()).update(str(v) for v in e.get("values") or [])
+    for k, v in COMMON_LABELS.items():
+        keys.setdefault(k, set()).add(v)
+    keys.pop(own_label, None)
+    for k in sorted(keys):
+        for v in sorted(keys[k]) + ["other-value"]:
+            if {k: v} not in space:
+                space.append({k: v})
+    return space
+
+
 def later_namespaces(enabler: str) -> list[dict]:
     """Namespaces made after the fix: one labelled `enabler`=enabled, one without the label, one
     with the label set to another value (a selector on the key alone takes that one too)."""
@@ -487,8 +551,21 @@ def judge_mutating_webhook(ctx, obs) -> object:
                 raise CheckFailed(f"your webhook is also asked about {attrs.operation} of {what} in {ns}: it is "
                                   "registered for Pod creations only — look at its rules (apiGroups, resources, "
                                   "operations)")
+    space = pod_label_space(obs["configurations"], label)
     for n in sorted(namespaces, key=lambda n: (n["name"] != ns, n["name"])):
         name, on = n["name"], (n["labels"] or {}).get(enabler) == "enabled"
+        # every Pod of the namespace, whatever its labels (objectSelector, matchConditions): sent there,
+        # and only there; a namespace where no Pod is is the namespaceSelector's business, below
+        wrong = [labels for labels in space if sent(name, labels) != on]
+        if wrong and len(wrong) < len(space):
+            shown = ", ".join(f"{k}={v}" for k, v in (wrong[0] or {}).items()) or "no labels"
+            where = (f"a namespace made later with the label {enabler}=enabled" if n in later else name) if on else \
+                (f"a namespace made later without {enabler}=enabled" if n in later else name)
+            raise CheckFailed(f"Pod creations in {where} labelled {shown} would {'not ' if on else ''}be sent to your "
+                              f"webhook{'' if on else ', though others are not'}: "
+                              + (f"every Pod created in a namespace labelled {enabler}=enabled must be, whatever "
+                                 "its labels" if on else f"no Pod of a namespace without {enabler}=enabled may be")
+                              + " — look at its objectSelector (and matchConditions)")
         if n in later:
             other = (n["labels"] or {}).get(enabler)
             which = f"the label {enabler}=enabled" if on else f"{enabler}={other} (not enabled)" \

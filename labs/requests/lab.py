@@ -307,13 +307,33 @@ EXERCISES = ("alice", "forbidden", "mutating-webhook", "image-tag-policy", "outa
 SAVED_DIR = "saved"       # the student's objects a reset removed or restored, as YAML
 
 
-def _alice_subject(s) -> bool:
-    return s.get("kind") == "User" and s.get("name") == "alice"
+def _alice_subject(s, namespace: str = "") -> bool:
+    """A subject of exercise alice's: her user, or a group named after her (a kind mistaken)."""
+    return s.get("kind") in ("User", "Group") and s.get("name") == "alice"
 
 
-def _reporter_subject(s) -> bool:
-    return (s.get("kind") == "ServiceAccount" and s.get("name") == "reporter") \
+def _reporter_subject(s, namespace: str = "") -> bool:
+    """A subject of exercise forbidden's: the job's ServiceAccount under any of its names, and every
+    ServiceAccount of shop (the job's neighbours there)."""
+    return (s.get("kind") == "ServiceAccount" and (s.get("name") == "reporter" or
+                                                   (s.get("namespace") or namespace) == "shop")) \
         or s.get("name") in ("reporter", "system:serviceaccount:shop:reporter")
+
+
+FORBIDDEN_LAB_MADE = {("shop", BINDING["metadata"]["name"]), ("shop", "shop-team-edit")}
+
+
+def exercise_binding(binding: dict, exercise_id: str) -> bool:
+    """Whether a binding (an object read from the server) is the student's work on exercise alice or
+    forbidden: what a reset of that exercise reverts, and what the other exercise's check leaves to it."""
+    meta = binding.get("metadata") or {}
+    ns = meta.get("namespace") or ""
+    if exercise_id == "alice":
+        return any(_alice_subject(s, ns) for s in binding.get("subjects") or [])
+    if (ns, meta.get("name")) in FORBIDDEN_LAB_MADE:
+        return False
+    return (binding.get("kind") == "RoleBinding" and ns == "shop") or \
+        any(_reporter_subject(s, ns) for s in binding.get("subjects") or [])
 
 
 def _bindings_of(c, subject_matches, keep=frozenset()) -> list[tuple[str, dict]]:
@@ -322,16 +342,16 @@ def _bindings_of(c, subject_matches, keep=frozenset()) -> list[tuple[str, dict]]
         for item in c.list(RBAC, resource)[0]:
             meta = item["metadata"]
             if (meta.get("namespace"), meta["name"]) not in keep and \
-                    any(subject_matches(s) for s in item.get("subjects") or []):
+                    any(subject_matches(s, meta.get("namespace") or "") for s in item.get("subjects") or []):
                 kind = "RoleBinding" if resource == "rolebindings" else "ClusterRoleBinding"
                 out.append((resource, {**item, "apiVersion": RBAC, "kind": kind}))
     return out
 
 
 def _forbidden_bindings(c) -> list[tuple[str, dict]]:
-    """The student's bindings of exercise forbidden: every one that names the ServiceAccount, and
-    every RoleBinding in shop the lab did not make."""
-    lab_made = {("shop", BINDING["metadata"]["name"]), ("shop", "shop-team-edit")}
+    """The student's bindings of exercise forbidden: every one that names the ServiceAccount or
+    another ServiceAccount of shop, and every RoleBinding in shop the lab did not make."""
+    lab_made = FORBIDDEN_LAB_MADE
     found = {(r, b["metadata"].get("namespace"), b["metadata"]["name"]): (r, b)
              for r, b in _bindings_of(c, _reporter_subject, lab_made)}
     for b in c.list(RBAC, "rolebindings", "shop")[0]:
@@ -510,7 +530,7 @@ def _unbind(c, subject_matches, keep=frozenset()) -> None:
             meta = item["metadata"]
             if (meta.get("namespace"), meta["name"]) in keep:
                 continue
-            if any(subject_matches(s) for s in item.get("subjects") or []):
+            if any(subject_matches(s, meta.get("namespace") or "") for s in item.get("subjects") or []):
                 _delete(c, RBAC, resource, meta["name"], meta.get("namespace"))
 
 
@@ -633,12 +653,14 @@ POD_CREATIONS = [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["
 
 
 def register_mutating(env, served, *, namespace_selector=None, side_effects="None", failure="Fail", name="labeler",
-                      rules=None):
+                      rules=None, object_selector=None):
     hook = {"name": f"{name}.example.com", "admissionReviewVersions": ["v1"], "sideEffects": side_effects,
             "failurePolicy": failure, "timeoutSeconds": 5, "rules": rules or POD_CREATIONS,
             "clientConfig": {"url": f"{served.url}/mutate", "caBundle": pki.ca_bundle(webhook.pki_dir(env))}}
     if namespace_selector is not None:
         hook["namespaceSelector"] = namespace_selector
+    if object_selector is not None:
+        hook["objectSelector"] = object_selector
     obj = {"apiVersion": ADMISSION, "kind": "MutatingWebhookConfiguration", "metadata": {"name": name},
            "webhooks": [hook]}
     kubectl(env, "apply", "-f", "-", input=json.dumps(obj))

@@ -128,6 +128,12 @@ def _describe_changes(pod: str, paths: list[str], spec: dict) -> str:
     return ", ".join(dict.fromkeys(shown))
 
 
+def _answer_kept(ctx) -> bool:
+    """Whether the prediction is kept (a labkit tool showed the outcome): it can earn nothing more,
+    so feedback may name what is wrong."""
+    return predictions.kept(ctx.lab.id, ctx.exercise.id) is not None
+
+
 def _prediction(ctx):
     """(the answer to grade, a note): the answer kept when a labkit tool first showed the
     exercise's outcome (labkit.predictions), else the answer file."""
@@ -260,8 +266,14 @@ def check_qos(ctx):
                  for key in sorted(set(given_adj) - expected_keys, key=str)]
     if problems:
         return ctx.failed("; ".join(problems) + note)
+    if (wrong_classes or wrong_adj) and not _answer_kept(ctx):
+        # while the answer can earn its points, neither how many cells are wrong nor which: either
+        # would let one cell at a time be tried by check runs (CheckContext.grid_feedback)
+        return ctx.failed(ctx.grid_feedback(wrong_classes + [f"{k}'s oom_score_adj" for k in wrong_adj],
+                                            len(names) + len(expected_keys), "QoS classes and oom_score_adj values")
+                          + note)
     if wrong_classes:
-        message = ctx.grid_feedback(wrong_classes, len(names), "QoS classes")
+        message = ctx.grid_feedback(wrong_classes, len(names), "QoS classes", settled=True)
         if wrong_adj:
             message += f"; and {len(wrong_adj)} of the {len(expected_keys)} oom_score_adj values are wrong"
         return ctx.failed(message + note, expected=f"{len(names)} QoS classes right",
@@ -421,6 +433,7 @@ def check_throttled(ctx):
 
 OOM_FREE = [("limits", "memory"), ("requests", "memory")]
 ROOM = 2        # a limit holds what the container uses, with room: at most twice that
+MIN_ROOM = 1.1  # and at least a tenth more: a limit about as large as the use is reached by the next allocation
 
 
 def _oom_truth(pod) -> tuple[str, str]:
@@ -459,8 +472,8 @@ def observe_oom(ctx):
 def judge_oom(ctx, observation):
     """Solved: the answer names the container the kernel killed and why (for the Pod as given);
     the Pod runs with every container holding all the memory its command allocates, none
-    OOM-killed, the other Pods of the node that no exercise changes as given, the killed one under a memory limit of its own that holds it, at most twice what
-    it uses; nothing of the Pod but that container's memory request and limit changed (the
+    OOM-killed, the other Pods of the node that no exercise changes as given, the killed one under a
+    memory limit of its own that holds it with room, at least a tenth more and at most twice what it uses; nothing of the Pod but that container's memory request and limit changed (the
     commands are the workload)."""
     p = ctx.params
     problems = []
@@ -515,6 +528,10 @@ def judge_oom(ctx, observation):
                 problems.append(f"{p['pod']} is still as it was given: one of its containers is OOMKilled")
             else:
                 problems.append("a container was OOMKilled again: its memory limit is still below what it uses")
+        elif c.name == killed and limit_bytes < MIN_ROOM * (target + _overhead(state, target)):
+            problems.append("the killed container's memory limit leaves hardly any room above what it uses (less than a "
+                            "tenth more): the next allocation, or the interpreter growing, reaches it and the kernel "
+                            "kills it again")
         elif not state.get("running"):
             problems.append("a container of the Pod is not running")
         elif state.get("working_set", 0) < target:
@@ -679,7 +696,9 @@ def judge_eviction_order(ctx, observation):
             return ctx.failed("the order ignores priority: among the Pods above their request, the lower priority "
                               "goes first" + note)
         wrong = [f"place {i + 1} ({a})" for i, (a, b) in enumerate(zip(given, truth)) if a != b]
-        return ctx.failed(ctx.grid_feedback(wrong, len(truth), "places") + note,
+        if not _answer_kept(ctx):       # no count of the right places either (CheckContext.grid_feedback)
+            return ctx.failed(ctx.grid_feedback(wrong, len(truth), "places") + note)
+        return ctx.failed(ctx.grid_feedback(wrong, len(truth), "places", settled=True) + note,
                           expected=f"{len(truth)} right", observed=f"{len(truth) - len(wrong)} right")
     if observation["ranking"] is None:
         return ctx.failed(f"the prediction is in; you have not watched it yet: no eviction on {p['node']} ranked these "
@@ -758,6 +777,9 @@ def check_weight(ctx):
         problems.append("min_millicores is not the smallest request giving this value")
     if given_hi != hi:
         problems.append("max_millicores is not the largest request giving this value")
+    if problems and not _answer_kept(ctx):      # which end is wrong would let each be tried on its own
+        return ctx.failed(ctx.grid_feedback(problems, 2, "ends of the range (min_millicores, max_millicores)",
+                                            advice="invert each step as a range") + note)
     if problems:
         return ctx.failed("; ".join(problems) + " (invert each step as a range)" + note)
     return ctx.passed(f"{key} {truth}: requests {lo}m to {hi}m give it" + note)

@@ -116,3 +116,4 @@ def view_and_impersonation_of_herself(env):
             "rules": [{"apiGroups": [""], "verbs": ["impersonate"], "resources": ["users"], "resourceNames": ["alice"]}]}
     lab.kubectl(env, "apply", "-f", "-", input=json.dumps(role))
     lab.bind(env, "alice-self", None, "ClusterRole", "alice-self", ALICE)
+

@@ -57,3 +57,16 @@ def binds_every_account_of_the_namespace(env):
     lab = env.lab.environment_module()
     lab.kubectl(env, "create", "rolebinding", "shop-accounts-read-pods", "-n", "shop", "--role=pod-reader",
                 "--group=system:serviceaccounts:shop")
+
+
+
+@mistake("also grants", "shop/default")
+def fixes_and_lets_the_neighbour_read_prod(env):
+    """Fixes the binding's subject, and while at it lets the other ServiceAccount of shop, default,
+    read prod with a RoleBinding of view there: the job gets exactly its Role, and an account that
+    every Pod of shop runs as unless it names another now reads prod."""
+    lab = env.lab.environment_module()
+    lab.kubectl(env, "-n", "shop", "patch", "rolebinding", "reporter-reads-pods", "--type=json",
+                "-p", '[{"op":"replace","path":"/subjects/0/namespace","value":"shop"}]')
+    lab.bind(env, "shop-default-view", "prod", "ClusterRole", "view",
+             {"kind": "ServiceAccount", "name": "default", "namespace": "shop"})

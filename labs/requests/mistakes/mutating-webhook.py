@@ -139,3 +139,32 @@ def review(review):
         return answer(request, [{"op": "add", "path": "/metadata/labels", "value": {"example.com/owner": "web-team"}}])
     return answer(request, [{"op": "add", "path": "/metadata/labels/example.com~1owner", "value": "web-team"}])
 ''')
+
+
+@mistake("labelled run=", "objectSelector")
+def skips_the_pods_kubectl_run_makes(env):
+    """Right webhook and namespaceSelector, and an objectSelector that leaves out Pods labelled
+    `run` (thinking those are somebody's tests): every Pod `kubectl run` makes in web stays
+    unlabelled."""
+    from importlib import util
+    lab = env.lab.environment_module()
+    spec = util.spec_from_file_location("reference", env.lab.directory / "solutions" / "mutating-webhook.py")
+    reference = util.module_from_spec(spec)
+    spec.loader.exec_module(reference)
+    served = lab.serve_webhook(env, reference.SOURCE)
+    lab.register_mutating(env, served, namespace_selector=SELECTOR,
+                          object_selector={"matchExpressions": [{"key": "run", "operator": "DoesNotExist"}]})
+
+
+@mistake("also asked about", "pods/binding")
+def registers_every_pod_subresource(env):
+    """Registers the right webhook for `pods` and `pods/*`, to be sure to catch every Pod: it is also
+    asked about every eviction and binding of a Pod in web."""
+    from importlib import util
+    lab = env.lab.environment_module()
+    spec = util.spec_from_file_location("reference", env.lab.directory / "solutions" / "mutating-webhook.py")
+    reference = util.module_from_spec(spec)
+    spec.loader.exec_module(reference)
+    served = lab.serve_webhook(env, reference.SOURCE)
+    rules = [{**r, "resources": ["pods", "pods/*"]} for r in lab.POD_CREATIONS]
+    lab.register_mutating(env, served, namespace_selector=SELECTOR, rules=rules)

@@ -1,6 +1,7 @@
 """Near-misses of alice: her RoleBinding with each field dropped or swapped (another role,
 namespace, subject kind or name), one more subject (bob, the team's group, every authenticated
-user), made cluster-wide; her certificate with another common name, an organization that puts
+user), made cluster-wide; one more binding for somebody else (the team's group, bob,
+a ServiceAccount); her certificate with another common name, an organization that puts
 her in a group (system:masters, the team's), a key that does not belong to it, not issued by the
 cluster, a token instead, a CSR refused for naming system:masters; the answer's path cut short.
 The RBAC ones are classified by labkit's reconstruction (what she may do; what anyone else gains)."""
@@ -56,6 +57,19 @@ def mutants(ctx):
         live = mutate.valid_binding(mutated) and name != "cluster-wide"
         yield Mutant(name, change, names=names, observation={**obs, "rbac": changed}, equivalent=equivalent,
                      apply=mutate.live_change(binding, mutated) if live else None)
+    # one binding more, for somebody else: what alice may do is the reference's, anyone else gains
+    for name, ns_, role, subject in (("team-cluster-admin", None, "cluster-admin", subjects[1]),
+                                     ("bob-view-in-prod", "prod", "view", subjects[0]),
+                                     ("account-edit-in-dev", ns, "edit",
+                                      {"kind": "ServiceAccount", "name": "default", "namespace": "dev"})):
+        extra = {"apiVersion": mutate.RBAC, "kind": "RoleBinding" if ns_ else "ClusterRoleBinding",
+                 "metadata": {"name": f"more-{name}", **({"namespace": ns_} if ns_ else {})},
+                 "roleRef": {"apiGroup": GROUP, "kind": "ClusterRole", "name": role}, "subjects": [subject]}
+        changed = mutate.replace_in(objects, None, extra)
+        names, equivalent = classify(changed)
+        # judged in-process only: a reset of alice reverts the bindings that name her, not these
+        yield Mutant(f"more:{name}", f"one more binding: {mutate.ident(extra)}", names=names,
+                     observation={**obs, "rbac": changed}, equivalent=equivalent)
     # her certificate and kubeconfig
     cn, orgs = obs["subject"]
     who = obs["whoami"]

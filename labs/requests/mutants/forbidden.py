@@ -2,8 +2,9 @@
 namespace, role, subject kind, name or namespace), one more subject (the groups the
 ServiceAccount is in, other accounts), the binding made cluster-wide; the Role changed; one more
 binding that grants the job more (the ClusterRole view in shop, as reported, edit, cluster-wide
-view). Judged by observation (the RBAC objects), each classified by labkit's reconstruction:
-what the job may do, what anyone else gains."""
+view), or somebody else something (bob cluster-admin, the account default view in prod).
+Judged by observation (the RBAC objects), each classified by labkit's reconstruction: what the
+job may do, what anyone else gains."""
 
 import copy
 
@@ -83,8 +84,14 @@ def mutants(ctx):
     for name, extra in (("reported-view-in-shop", _bind("reporter-view", ns, "ClusterRole", "view", sa)),
                         ("edit-in-shop", _bind("reporter-edit", ns, "ClusterRole", "edit", sa)),
                         ("view-cluster-wide", _bind("reporter-view", None, "ClusterRole", "view", sa)),
-                        ("pod-reader-for-all-accounts", _bind("all-read-pods", ns, "Role", role_name, subjects[0]))):
-        yield make(f"more:{name}", f"one more binding: {mutate.ident(extra)}", None, extra)
+                        ("pod-reader-for-all-accounts", _bind("all-read-pods", ns, "Role", role_name, subjects[0])),
+                        ("bob-cluster-admin", _bind("bob-admin", None, "ClusterRole", "cluster-admin",
+                                                    {"kind": "User", "apiGroup": GROUP, "name": "bob"})),
+                        ("default-account-view-in-prod", _bind("default-view", "prod", "ClusterRole", "view",
+                                                               subjects[3]))):
+        # a cluster-wide grant to somebody else is no binding a reset of this exercise reverts: in-process only
+        yield make(f"more:{name}", f"one more binding: {mutate.ident(extra)}", None, extra,
+                   live=name != "bob-cluster-admin")
     # a new binding for the job, the broken one left as it was
     kept = mutate.replace_in(mutate.replace_in(objects, binding, copy.deepcopy(lab.BINDING)), None,
                              _bind("reporter-reads-pods-2", ns, "Role", role_name, sa))

@@ -1,6 +1,7 @@
 """Near-misses of the labelling webhook: each field of its registration dropped or swapped (the
 namespaceSelector's key and value, the operations and resources of its rules, failurePolicy,
-sideEffects, timeout), the registration gone; what the webhook answers changed one Pod at a time
+sideEffects, timeout), an objectSelector or matchCondition that skips Pods by their labels, the
+registration gone; what the webhook answers changed one Pod at a time
 (the label missing or with another value, the Pod's own labels lost, one label more, an error, a
 Pod elsewhere labelled too); and, applied live, a registration that cannot reach it. The
 registrations are classified by the server's own webhook matching over every namespace and
@@ -88,6 +89,31 @@ def mutants(ctx):
                  "later: labelled enabled, another value, not at all)")
         yield Mutant(f"selector:{name}", f"registration: namespaceSelector {selector}", names=names,
                      equivalent=equivalent, observation={**obs, "configurations": [mutated]})
+    # registrations that skip some Pods of the labelled namespaces by their labels: `kubectl run`'s
+    # run=<name>, a controller's template labels, the probes' own
+    for name, field, value_ in (
+            ("object:run-absent", "objectSelector", {"matchExpressions": [{"key": "run", "operator": "DoesNotExist"}]}),
+            ("object:tier-not-frontend", "objectSelector",
+             {"matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["frontend"]}]}),
+            ("object:app-absent", "objectSelector", {"matchExpressions": [{"key": "app", "operator": "DoesNotExist"}]}),
+            ("condition:not-run", "matchConditions",
+             [{"name": "not-kubectl-run", "expression": "!has(object.metadata.labels) || !('run' in object.metadata.labels)"}])):
+        mutated = copy.deepcopy(config)
+        mutated["webhooks"][0][field] = value_
+        yield Mutant(f"selector:{name}", f"registration: {field} {value_}", names=("objectSelector", "whatever its labels"),
+                     observation={**obs, "configurations": [mutated]},
+                     apply=mutate.live_change({**config, "apiVersion": mutate.ADMISSION,
+                                               "kind": "MutatingWebhookConfiguration"},
+                                              {**mutated, "apiVersion": mutate.ADMISSION,
+                                               "kind": "MutatingWebhookConfiguration"}))
+    # the Pods and every subresource of theirs: evictions and bindings are creations too
+    mutated = copy.deepcopy(config)
+    mutated["webhooks"][0]["rules"] = [{**r, "resources": ["pods", "pods/*"]} for r in hook["rules"]]
+    yield Mutant("rules:pods-and-subresources", "registration: resources [pods, pods/*]", names=("also asked about",),
+                 observation={**obs, "configurations": [mutated]},
+                 apply=mutate.live_change({**config, "apiVersion": mutate.ADMISSION, "kind": "MutatingWebhookConfiguration"},
+                                          {**mutated, "apiVersion": mutate.ADMISSION,
+                                           "kind": "MutatingWebhookConfiguration"}))
     yield Mutant("no-registration", "no registration", names=("no MutatingWebhookConfiguration",),
                  observation={**obs, "configurations": []})
     # what the webhook answered, one Pod at a time

@@ -82,6 +82,14 @@ def limit_of_a_gigabyte(env):
     _run(env, "1Gi")
 
 
+@mistake("hardly any room")
+def limit_just_above_the_allocation(env):
+    """Gives the indexer a 210Mi limit: the 200Mi it allocates fit, with the interpreter's few MiB,
+    and nothing more — the next allocation would be killed again."""
+    _answer(env, "indexer", "limit")
+    _run(env, "210Mi")
+
+
 @mistake("web was changed")
 def made_room_elsewhere(env):
     """Fixes the indexer, and also takes the memory limit of Pod web away."""

@@ -25,13 +25,13 @@ def forgot_defaulting(env):
     _write(env, lambda d: d["qos"].update(queue="Burstable"))
 
 
-@mistake("1 of the 6 oom_score_adj values", "queue/broker's oom_score_adj")
+@mistake("prediction is not right", "oom_score_adj values")
 def old_guaranteed_score(env):
     """Gives Guaranteed containers -998, the value of kubelets before the sandbox got it."""
     _write(env, lambda d: d["oom_score_adj"].update({"queue/broker": -998}))
 
 
-@mistake("1 of the 6 oom_score_adj values", "api/log-shipper's oom_score_adj")
+@mistake("prediction is not right", "oom_score_adj values")
 def burstable_without_request_as_besteffort(env):
     """Gives a Burstable Pod's container without a memory request 1000, like a BestEffort one."""
     _write(env, lambda d: d["oom_score_adj"].update({"api/log-shipper": 1000}))
