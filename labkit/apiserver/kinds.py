@@ -19,6 +19,7 @@ from labkit.apiserver.admission.configkinds import admissionregistration_types
 from labkit.apiserver.admission.limitranger import limit_range_type
 from labkit.apiserver.admission.resourcequota import resource_quota_type
 from labkit.apiserver.certificates import CertificateSigningRequestStrategy
+from labkit.apiserver.podvalidation import validate_pod_containers
 from labkit.apiserver.policykinds import policy_types
 from labkit.apiserver.storagekinds import storage_types
 from labkit.apiserver.errors import (FieldError, RawJSON, field_forbidden, field_invalid, field_required, field_unsupported)
@@ -223,82 +224,6 @@ def _pod_template_labels(template) -> dict:
     return ((template or {}).get("metadata") or {}).get("labels") or {}
 
 
-def _validate_containers(containers, path: str) -> list[FieldError]:
-    errors = []
-    if not containers:
-        return [field_required(path)]
-    names = set()
-    for i, c in enumerate(containers):
-        if not isinstance(c, dict):
-            errors.append(field_invalid(f"{path}[{i}]", c, "must be an object"))
-            continue
-        name = c.get("name") or ""
-        if not name:
-            errors.append(field_required(f"{path}[{i}].name"))
-        else:
-            for msg in dns1123_label_problems(name):
-                errors.append(field_invalid(f"{path}[{i}].name", name, msg))
-            if name in names:
-                errors.append(FieldError("Duplicate value", f"{path}[{i}].name", "", name, True))
-            names.add(name)
-        if not c.get("image"):
-            errors.append(field_required(f"{path}[{i}].image"))
-        errors += _validate_container_ports(c.get("ports") or [], f"{path}[{i}].ports")
-        errors += _validate_resource_names(c.get("resources") or {}, f"{path}[{i}].resources")
-    return errors
-
-
-# pkg/apis/core/validation/validation.go supportedPortProtocols
-PORT_PROTOCOLS = ("SCTP", "TCP", "UDP")
-PORT_RANGE = "must be between 1 and 65535, inclusive"      # validation.IsValidPortNum's InclusiveRangeError
-# pkg/apis/core/helper standardContainerResources (IsStandardContainerResourceName: also hugepages-*)
-STANDARD_CONTAINER_RESOURCES = ("cpu", "memory", "ephemeral-storage")
-
-
-def _validate_container_ports(ports, path: str) -> list[FieldError]:
-    """validateContainerPorts (pkg/apis/core/validation/validation.go): the container port is
-    required and in 1-65535, a host port given is in 1-65535, the protocol one of SCTP, TCP, UDP."""
-    errors = []
-    for i, port in enumerate(ports if isinstance(ports, list) else []):
-        if not isinstance(port, dict):
-            continue
-        at = f"{path}[{i}]"
-        number = port.get("containerPort") or 0
-        if not number:
-            errors.append(field_required(f"{at}.containerPort"))
-        elif isinstance(number, int) and not 1 <= number <= 65535:
-            errors.append(field_invalid(f"{at}.containerPort", number, PORT_RANGE))
-        host = port.get("hostPort") or 0
-        if isinstance(host, int) and host and not 1 <= host <= 65535:
-            errors.append(field_invalid(f"{at}.hostPort", host, PORT_RANGE))
-        protocol = port.get("protocol")
-        if not protocol:
-            errors.append(field_required(f"{at}.protocol"))
-        elif protocol not in PORT_PROTOCOLS:
-            errors.append(field_unsupported(f"{at}.protocol", protocol, list(PORT_PROTOCOLS)))
-    return errors
-
-
-def _validate_resource_names(resources: dict, path: str) -> list[FieldError]:
-    """validateContainerResourceName (pkg/apis/core/validation/validation.go), for the names of
-    limits and requests: a name without a domain must be a standard container resource; a
-    resource in a domain other than kubernetes.io must be an extended resource name (not
-    requests.*)."""
-    errors = []
-    for kind in ("limits", "requests"):
-        for name in (resources.get(kind) or {}) if isinstance(resources.get(kind), dict) else ():
-            at = f"{path}.{kind}[{name}]"
-            if "/" not in name:
-                if name not in STANDARD_CONTAINER_RESOURCES and not name.startswith("hugepages-"):
-                    errors.append(field_invalid(at, name, "must be a standard resource type or fully qualified"))
-            else:
-                domain = name.split("/", 1)[0]
-                native = domain == "kubernetes.io" or domain.endswith(".kubernetes.io")
-                if not native and name.startswith("requests."):
-                    errors.append(field_invalid(at, name, "doesn't follow extended resource name standard"))
-    return errors
-
-
 def qos_class(spec: dict) -> str:
     """pkg/apis/core/helper/qos GetPodQOS (container-level resources): BestEffort without any cpu
     or memory request or limit; Guaranteed when every container limits both and requests equal
@@ -366,7 +291,7 @@ class PodStrategy(Strategy):
 
     def validate(self, obj):
         spec = obj.get("spec") or {}
-        errors = _validate_containers(spec.get("containers"), "spec.containers")
+        errors = validate_pod_containers(spec)
         grace = spec.get("terminationGracePeriodSeconds")
         if isinstance(grace, int) and grace < 0:
             errors.append(field_invalid("spec.terminationGracePeriodSeconds", grace, "must be greater than or equal to 0"))
@@ -434,8 +359,7 @@ def _validate_workload(obj: dict, require_selector: bool) -> list[FieldError]:
         if require_selector:
             errors.append(field_required("spec.template"))
     else:
-        errors += _validate_containers(((template or {}).get("spec") or {}).get("containers"),
-                                       "spec.template.spec.containers")
+        errors += validate_pod_containers((template or {}).get("spec") or {}, "spec.template.spec")
     return errors
 
 
@@ -463,8 +387,7 @@ class ReplicationControllerStrategy(Strategy):
         if spec.get("template") is not None and any(labels.get(k) != v for k, v in selector.items()):
             errors.append(field_invalid("spec.template.metadata.labels", labels, "`selector` does not match template `labels`"))
         if spec.get("template") is not None:
-            errors += _validate_containers((spec["template"].get("spec") or {}).get("containers"),
-                                           "spec.template.spec.containers")
+            errors += validate_pod_containers(spec["template"].get("spec") or {}, "spec.template.spec")
         replicas = spec.get("replicas")
         if isinstance(replicas, int) and replicas < 0:
             errors.append(field_invalid("spec.replicas", replicas, "must be greater than or equal to 0"))
@@ -1017,8 +940,7 @@ class CronJobStrategy(Strategy):
         if policy not in ("Allow", "Forbid", "Replace"):
             errors.append(field_unsupported("spec.concurrencyPolicy", policy or "", ["Allow", "Forbid", "Replace"]))
         template = ((spec.get("jobTemplate") or {}).get("spec") or {}).get("template")
-        errors += _validate_containers(((template or {}).get("spec") or {}).get("containers"),
-                                       "spec.jobTemplate.spec.template.spec.containers")
+        errors += validate_pod_containers((template or {}).get("spec") or {}, "spec.jobTemplate.spec.template.spec")
         errors += _restart_policy(template, "spec.jobTemplate.spec.template.spec.restartPolicy",
                                   ["OnFailure", "Never"])
         return errors
