@@ -53,9 +53,10 @@ from labkit.exercises import wait_for
 
 NAMESPACE = "sched"
 KUBELET_VERSION = "v1.34.1"
-# the embedded server's default controllers, without the node stand-in (it registers labkit-node
-# and would bind Pods itself), with the scheduler, the taint-eviction controller and the kubelets'
-# admission step
+# the embedded server's default controllers (the node lifecycle controller among them: it takes the
+# not-ready taint that admission puts on each new Node off once the Node reports Ready), without the
+# node stand-in (it registers labkit-node and would bind Pods itself), with the scheduler, the
+# taint-eviction controller and the kubelets' admission step
 CONTROLLERS = tuple(c for c in DEFAULT_CONTROLLERS if c != "node") + ("scheduler", "tainteviction", "kubeletadmit")
 SETTLE_TIMEOUT = 30
 
