@@ -63,6 +63,9 @@ CONTROLLERS: dict[str, Controller] = {
                              lambda cls, client, log, s: cls(client, log, s["pki"])),
     "clusterrole-aggregation": Controller(SA + "clusterrole-aggregation-controller",
                                           "clusterroleaggregation:ClusterRoleAggregationController"),
+    # status.typeChecking of ValidatingAdmissionPolicies (pkg/controller/validatingadmissionpolicystatus)
+    "validatingadmissionpolicy-status": Controller(SA + "validatingadmissionpolicy-status-controller",
+                                                   "vapstatus:ValidatingAdmissionPolicyStatusController"),
     # kube-scheduler's own identity (not a controller-manager controller); off by default: the node
     # stand-in binds the labs' Pods to its one node unless the scheduler runs
     "scheduler": Controller("system:kube-scheduler", "scheduler:SchedulerController",
@@ -83,7 +86,8 @@ CONTROLLERS: dict[str, Controller] = {
 # what `labkit apiserver` and the labs run by default
 DEFAULT_CONTROLLERS = ("garbagecollector", "deployment", "replicaset", "node", "namespace", "serviceaccount",
                        "root-ca-cert-publisher", "endpointslice", "endpoint", "podgc", "pvc-protection",
-                       "pv-protection", "clusterrole-aggregation", "csrsigning", "resourcequota", "nodelifecycle")
+                       "pv-protection", "clusterrole-aggregation", "csrsigning", "resourcequota", "nodelifecycle",
+                       "validatingadmissionpolicy-status")
 
 
 class ControllerManager:
