@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from labkit.apiserver.podvalidation import requirement_errors, validate_pod_containers, with_defaults
 from labkit.errors import ConfigError, LabkitError
 from labkit.quantity import BINARY, Quantity, QuantityError
 
@@ -171,12 +172,13 @@ def pod_from_dict(data: Any, source=None, where: str = "", default_node: str = "
     spec = data.get("spec")
     if not isinstance(spec, dict):
         raise ConfigError(shown, _at(where, "spec"), "expected the Pod spec")
-    containers = _containers(spec.get("containers"), shown, _at(where, "spec.containers"), False, defaulting)
+    containers = _containers(spec.get("containers"), shown, _at(where, "spec.containers"), False, defaulting,
+                             validation)
     init_containers = _containers(spec.get("initContainers"), shown, _at(where, "spec.initContainers"), True,
-                                  defaulting)
+                                  defaulting, validation)
     names = [c.name for c in init_containers + containers]
     for i, cname in enumerate(names):
-        if cname in names[:i]:
+        if cname in names[:i] and not validation:   # with validation: the API server's Duplicate value
             raise ConfigError(shown, _at(where, "spec"), f"container name {cname!r} is used twice")
     pod_requests = pod_limits = None
     if spec.get("resources") is not None:
@@ -191,13 +193,14 @@ def pod_from_dict(data: Any, source=None, where: str = "", default_node: str = "
     if not validation:
         pod.priority, pod.priority_class = int(spec.get("priority") or 0), spec.get("priorityClassName") or ""
         return pod
-    validate(pod, source, where)
+    validate(pod, source, where, spec)
     _admit_priority(pod, spec, priority_classes or {})
     pod.manifest = manifest(pod, data)
     return pod
 
 
-def _containers(items: Any, source, where: str, init: bool, defaulting: bool = True) -> list[Container]:
+def _containers(items: Any, source, where: str, init: bool, defaulting: bool = True,
+                validation: bool = True) -> list[Container]:
     if items is None and init:
         return []
     if not isinstance(items, list) or (not init and not items):
@@ -218,7 +221,7 @@ def _containers(items: Any, source, where: str, init: bool, defaulting: bool = T
         if not all(isinstance(a, (str, int, float)) for a in argv):
             raise ConfigError(source, f"{at}.command", "expected a list of strings")
         restart = item.get("restartPolicy")
-        if restart not in (None, "Always") or (restart and not init):
+        if not validation and (restart not in (None, "Always") or (restart and not init)):
             raise ConfigError(source, f"{at}.restartPolicy", "only init containers may set it, and only to Always (sidecars)")
         out.append(Container(item["name"], requests, limits, [str(a) for a in argv], init, restart == "Always"))
     return out
@@ -240,55 +243,40 @@ def _default_pod_requests(pod: Pod) -> None:
         pod.pod_requests = requests
 
 
-def validate(pod: Pod, source=None, where: str = "") -> None:
-    """The API server's checks on resources; raises PodInvalid with kubectl's wording."""
-    errors = []
-    for kind, items in (("initContainers", pod.init_containers), ("containers", pod.containers)):
-        for i, c in enumerate(items):
-            errors += _requirement_errors(f"spec.{kind}[{i}].resources", c.requests, c.limits)
+def validate(pod: Pod, source=None, where: str = "", spec: dict | None = None) -> None:
+    """The API server's checks, with its texts; raises PodInvalid as kubectl prints it.
+
+    The containers and init containers (names, ports, resource names, requests against limits,
+    restartPolicy) go through the API server's own validator, labkit.apiserver.podvalidation, on
+    the defaulted requests and limits; `image` is not required here (the labs' containers run
+    host commands, no image is pulled). Then the pod-level resources."""
+    errors = [str(e) for e in validate_pod_containers(
+        with_defaults(spec if spec is not None else _spec_of(pod)), "spec",
+        requirements=lambda c, kind, i: _defaulted(pod, kind, i), require_image=False)]
     if pod.pod_requests is not None or pod.pod_limits is not None:
         for part, values in (("requests", pod.pod_requests or {}), ("limits", pod.pod_limits or {})):
             for name in values:
                 if name not in QOS_RESOURCES:
                     errors.append(f'spec.resources.{part}[{name}]: Unsupported value: "{name}": '
                                   'supported values: "cpu", "memory"')
-        errors += _requirement_errors("spec.resources", pod.pod_requests or {}, pod.pod_limits or {})
+        errors += [str(e) for e in requirement_errors("spec.resources", pod.pod_requests or {}, pod.pod_limits or {})]
     if errors:   # field.ErrorList.ToAggregate: one error as it is, several in brackets
         detail = errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
         raise PodInvalid(f'The Pod "{pod.name}" is invalid: {detail}', source, where)
 
 
-def _overcommit_allowed(resource: str) -> bool:
-    """IsOvercommitAllowed: a native resource (no domain, or kubernetes.io) that is not hugepages."""
-    domain = resource.split("/")[0] if "/" in resource else ""
-    native = not domain or domain == "kubernetes.io" or domain.endswith(".kubernetes.io")
-    return native and not resource.startswith("hugepages-")
+def _spec_of(pod: Pod) -> dict:
+    """The containers of a Pod built in code (no manifest): names and sidecars."""
+    def raw(c: Container) -> dict:
+        return {"name": c.name, **({"restartPolicy": "Always"} if c.sidecar else {})}
+    return {"containers": [raw(c) for c in pod.containers], "initContainers": [raw(c) for c in pod.init_containers]}
 
 
-def _requirement_errors(path: str, requests: Resources, limits: Resources) -> list[str]:
-    """validateResourceRequirements on defaulted requests and limits."""
-    errors = []
-    for resource in sorted(limits):
-        if limits[resource].value < 0:
-            errors.append(f'{path}.limits[{resource}]: Invalid value: "{limits[resource]}": '
-                          "must be greater than or equal to 0")
-    for resource in sorted(requests):
-        request = requests[resource]
-        if request.value < 0:
-            errors.append(f'{path}.requests[{resource}]: Invalid value: "{request}": must be greater than or equal to 0')
-        limit = limits.get(resource)
-        if limit is not None:
-            if request.value != limit.value and not _overcommit_allowed(resource):
-                errors.append(f'{path}.requests: Invalid value: "{request}": must be equal to {resource} limit of {limit}')
-            elif request.value > limit.value:
-                errors.append(f'{path}.requests: Invalid value: "{request}": must be less than or equal to '
-                              f"{resource} limit of {limit}")
-        elif not _overcommit_allowed(resource):
-            errors.append(f"{path}.limits: Required value: Limit must be set for non overcommitable resources")
-    names = set(requests) | set(limits)
-    if any(n.startswith("hugepages-") for n in names) and not names & {"cpu", "memory"}:
-        errors.append(f"{path}: Forbidden: HugePages require cpu or memory")
-    return errors
+def _defaulted(pod: Pod, kind: str, index: int) -> tuple[Resources, Resources]:
+    containers = pod.init_containers if kind == "initContainers" else pod.containers
+    if index >= len(containers):
+        return {}, {}
+    return containers[index].requests, containers[index].limits
 
 
 def _admit_priority(pod: Pod, spec: dict, classes: dict[str, int]) -> None:

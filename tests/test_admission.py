@@ -230,8 +230,8 @@ def test_rule_matcher(rule, operation, gvr, sub, namespace, expected):
 
 def test_chain_runs_enabled_plugins_in_order_and_says_what_it_left_out(api):
     chain = api.registry.admission
-    assert [p.name for p in chain.plugins] == ["NamespaceLifecycle", "LimitRanger", "ServiceAccount", "PodSecurity",
-                                                "Priority",
+    assert [p.name for p in chain.plugins] == ["NamespaceLifecycle", "LimitRanger", "ServiceAccount",
+                                                "TaintNodesByCondition", "PodSecurity", "Priority",
                                                 "DefaultTolerationSeconds", "StorageObjectInUseProtection",
                                                 "CertificateApproval", "CertificateSigning",
                                                 "CertificateSubjectRestriction", "MutatingAdmissionWebhook",
@@ -241,8 +241,29 @@ def test_chain_runs_enabled_plugins_in_order_and_says_what_it_left_out(api):
     assert [r["name"] for r in chain.order()] == list(ALL_ORDERED_PLUGINS)
     assert rows["MutatingAdmissionPolicy"]["state"] == "inactive"
     assert rows["PodSecurity"]["state"] == "runs"
-    assert rows["TaintNodesByCondition"]["state"] == "not reconstructed"
+    assert rows["TaintNodesByCondition"]["state"] == "runs"
+    assert rows["TaintNodesByCondition"]["phases"] == ["mutating"]
+    assert rows["RuntimeClass"]["state"] == "not reconstructed"
     assert rows["AlwaysDeny"]["state"] == "off by default"
+
+
+def test_a_new_node_is_tainted_not_ready_until_it_reports_ready(api):
+    """TaintNodesByCondition (plugin/pkg/admission/nodetaint/admission.go): on create only, once."""
+    code, node = admin(api).request("POST", "/api/v1/nodes", body={
+        "metadata": {"name": "n1"}, "spec": {"taints": [{"key": "dedicated", "value": "db", "effect": "NoSchedule"}]}})
+    assert code == 201
+    assert node["spec"]["taints"] == [{"key": "dedicated", "value": "db", "effect": "NoSchedule"},
+                                      {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]
+    step = next(s for s in api.traces.newest(1)[0]["steps"] if s["name"] == "TaintNodesByCondition")
+    assert step["outcome"] == "mutated"
+    # a Node that already has it (any value) keeps its own; an update adds nothing
+    code, node = admin(api).request("POST", "/api/v1/nodes", body={
+        "metadata": {"name": "n2"}, "spec": {"taints": [{"key": "node.kubernetes.io/not-ready", "value": "x",
+                                                          "effect": "NoSchedule"}]}})
+    assert node["spec"]["taints"] == [{"key": "node.kubernetes.io/not-ready", "value": "x", "effect": "NoSchedule"}]
+    node["spec"]["taints"] = []
+    code, node = admin(api).request("PUT", "/api/v1/nodes/n2", body=node)
+    assert code == 200 and not node["spec"].get("taints")
 
 
 def test_in_tree_plugins_trace_their_patch(api):

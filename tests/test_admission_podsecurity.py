@@ -201,6 +201,42 @@ def test_tightening_the_enforce_level_warns_about_existing_pods(client, api):
     assert code == 200 and warnings == []
 
 
+def test_only_the_first_3000_pods_are_checked_and_the_warning_says_so(client, api, monkeypatch):
+    """EvaluatePodsInNamespace checks namespaceMaxPodsToCheck (3000) Pods and says how many of how
+    many; the limit is lowered here to keep the test small, the mechanism is the same."""
+    from labkit.apiserver.admission import podsecurity
+
+    assert podsecurity.NAMESPACE_MAX_PODS_TO_CHECK == 3000
+    monkeypatch.setattr(podsecurity, "NAMESPACE_MAX_PODS_TO_CHECK", 2)
+    for name in ("a", "b", "c"):
+        client.create("v1", "pods", compliant(name), "plain")
+    code, _, warnings = _raw(api, "PATCH", "/api/v1/namespaces/plain", {
+        "metadata": {"labels": {"pod-security.kubernetes.io/enforce": "restricted"}}})
+    assert code == 200
+    assert warnings == ["new PodSecurity enforce level only checked against the first 2 of 3 existing pods"]
+    namespace(client, "more")
+    for name in ("d", "e", "f"):
+        client.create("v1", "pods", pod(name, hostPID=True), "more")
+    code, _, warnings = _raw(api, "PATCH", "/api/v1/namespaces/more", {
+        "metadata": {"labels": {"pod-security.kubernetes.io/enforce": "restricted"}}})
+    assert warnings[:2] == ["new PodSecurity enforce level only checked against the first 2 of 3 existing pods",
+                            'existing pods in namespace "more" violate the new PodSecurity enforce level '
+                            '"restricted:latest"']
+    assert warnings[2].startswith("d (and 1 other pod): host namespaces")
+
+
+def test_a_pod_in_a_user_namespace_is_not_relaxed_in_v1_34(client):
+    """hostUsers: false relaxes runAsNonRoot and runAsUser only behind the alpha gate
+    UserNamespacesPodSecurityStandards, off by default in v1.34.1."""
+    body = compliant("userns")
+    body["spec"]["hostUsers"] = False
+    body["spec"]["securityContext"] = {"runAsUser": 0, "seccompProfile": {"type": "RuntimeDefault"}}
+    error = refused(client.create, "v1", "pods", body, "strict")
+    assert error.message == (
+        'pods "userns" is forbidden: violates PodSecurity "restricted:latest": runAsNonRoot != true (pod or container '
+        '"c" must set securityContext.runAsNonRoot=true), runAsUser=0 (pod must not set runAsUser=0)')
+
+
 # -- real kubectl ----------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

@@ -111,3 +111,89 @@ def test_whole_extended_resources_are_stored(client):
         "name": "c", "image": "nginx", "resources": {"limits": {"example.com/widget": "2"}}}]}}, "ns")
     assert pod["spec"]["containers"][0]["resources"] == {"limits": {"example.com/widget": "2"},
                                                          "requests": {"example.com/widget": "2"}}
+def _pod(containers: list[dict], init: list[dict] | None = None) -> dict:
+    spec = {"containers": containers, **({"initContainers": init} if init is not None else {})}
+    return {"metadata": {"name": "p"}, "spec": spec}
+
+
+# one case each of validateContainerPorts, validateContainers, validateInitContainers and
+# validateResourceRequirements, with kube-apiserver v1.34's texts
+SHARED_CASES = [
+    ([{"name": "c", "image": "i", "ports": [{"containerPort": 80, "name": "Web_Port"}]}], None,
+     'spec.containers[0].ports[0].name: Invalid value: "Web_Port": must contain only alpha-numeric characters '
+     "(a-z, 0-9), and hyphens (-)"),
+    ([{"name": "c", "image": "i", "ports": [{"containerPort": 80, "name": "a-much-too-long-name"}]}], None,
+     'spec.containers[0].ports[0].name: Invalid value: "a-much-too-long-name": must be no more than 15 characters'),
+    ([{"name": "c", "image": "i", "ports": [{"containerPort": 80, "name": "8080"}]}], None,
+     'spec.containers[0].ports[0].name: Invalid value: "8080": must contain at least one letter (a-z)'),
+    ([{"name": "c", "image": "i", "ports": [{"containerPort": 80, "name": "web--x"}]}], None,
+     'spec.containers[0].ports[0].name: Invalid value: "web--x": must not contain consecutive hyphens'),
+    ([{"name": "c", "image": "i", "ports": [{"containerPort": 80, "name": "web"},
+                                            {"containerPort": 81, "name": "web"}]}], None,
+     'spec.containers[0].ports[1].name: Duplicate value: "web"'),
+    ([{"name": "c", "image": "i", "ports": [{"containerPort": 80, "hostPort": 8080}]},
+      {"name": "d", "image": "i", "ports": [{"containerPort": 81, "hostPort": 8080}]}], None,
+     'spec.containers[1].ports[0].hostPort: Duplicate value: "TCP//8080"'),
+    ([{"name": "c", "image": "i"}, {"name": "c", "image": "i"}], None,
+     'spec.containers[1].name: Duplicate value: "c"'),
+    ([{"name": "c", "image": "i", "restartPolicy": "Always"}], None,
+     "spec.containers[0].restartPolicy: Forbidden: may not be set for non-init containers"),
+    ([{"name": "c", "image": "i"}], [{"name": "c", "image": "i"}],
+     'spec.initContainers[0].name: Duplicate value: "c"'),
+    ([{"name": "c", "image": "i"}], [{"name": "setup", "image": "i", "restartPolicy": "OnFailure"}],
+     'spec.initContainers[0].restartPolicy: Unsupported value: "OnFailure": supported values: "Always"'),
+    ([{"name": "c", "image": "i"}], [{"name": "setup", "image": "i", "ports": [{"containerPort": 0}]}],
+     "spec.initContainers[0].ports[0].containerPort: Required value"),
+    ([{"name": "c", "image": "i"}], [{"name": "Setup", "image": "i"}],
+     'spec.initContainers[0].name: Invalid value: "Setup": a lowercase RFC 1123 label must consist of lower case '
+     "alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or "
+     "'123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"),
+    ([{"name": "c", "image": "i", "resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}}], None,
+     'spec.containers[0].resources.requests: Invalid value: "2": must be less than or equal to cpu limit of 1'),
+    ([{"name": "c", "image": "i"}], [{"name": "setup", "image": "i", "resources": {"limits": {"gpu": "1"}}}],
+     '[spec.initContainers[0].resources.limits[gpu]: Invalid value: "gpu": must be a standard resource type or fully '
+     'qualified, spec.initContainers[0].resources.requests[gpu]: Invalid value: "gpu": must be a standard resource '
+     "type or fully qualified]"),
+]
+
+
+@pytest.mark.parametrize("containers, init, message", SHARED_CASES)
+def test_the_api_server_and_the_labs_pod_files_validate_alike(client, containers, init, message):
+    """One validator (labkit.apiserver.podvalidation) for the API server, labkit.pods (which the
+    resources and numa commands read Pod files with) and the mount lab's Pods: the same mistake,
+    the same words."""
+    from labkit.pods import PodInvalid, pod_from_dict
+
+    with pytest.raises(ApiError) as served:
+        client.create("v1", "pods", _pod(containers, init), "ns")
+    assert served.value.code == 422
+    assert served.value.message == f'Pod "p" is invalid: {message}'
+    with pytest.raises(PodInvalid) as read:
+        pod_from_dict(_pod(containers, init))
+    assert read.value.problem == f'The Pod "p" is invalid: {message}'
+    # the mount-propagation lab's Pod files (labkit.mounts.pods.validate)
+    from labkit.mounts.pods import Refused, parse_pod, validate
+
+    with pytest.raises(Refused) as mounted:
+        validate(parse_pod({"apiVersion": "v1", "kind": "Pod", **_pod(containers, init)}, "pods.yaml"))
+    assert str(mounted.value) == f'Pod "p" is invalid: {message}'
+
+
+def test_templates_validate_their_init_containers(client):
+    body = {"metadata": {"name": "d"}, "spec": {
+        "selector": {"matchLabels": {"app": "d"}},
+        "template": {"metadata": {"labels": {"app": "d"}}, "spec": {
+            "containers": [{"name": "c", "image": "i"}],
+            "initContainers": [{"name": "c", "image": "i"}]}}}}
+    with pytest.raises(ApiError) as info:
+        client.create("apps/v1", "deployments", body, "ns")
+    assert info.value.message == (
+        'Deployment.apps "d" is invalid: spec.template.spec.initContainers[0].name: Duplicate value: "c"')
+
+
+def test_a_sidecar_and_named_ports_are_stored(client):
+    pod = client.create("v1", "pods", _pod([{"name": "c", "image": "i", "ports": [{"containerPort": 80, "name": "web"},
+                                                                                  {"containerPort": 81, "name": "h2c"}]}],
+                                           [{"name": "proxy", "image": "i", "restartPolicy": "Always"}]), "ns")
+    assert [p["name"] for p in pod["spec"]["containers"][0]["ports"]] == ["web", "h2c"]
+    assert pod["spec"]["initContainers"][0]["restartPolicy"] == "Always"

@@ -17,7 +17,9 @@ SCHED_07 = ("0/3 nodes are available: 1 node(s) had untolerated taint {dedicated
 @pytest.fixture
 def server(tmp_path):
     with host_lock(False):
-        srv = EmbeddedServer(tmp_path / "apiserver", controllers=["scheduler", "serviceaccount"]).start()
+        # the node lifecycle controller takes off the not-ready taint admission puts on each new Node
+        srv = EmbeddedServer(tmp_path / "apiserver", controllers=["scheduler", "serviceaccount",
+                                                                  "nodelifecycle"]).start()
     yield srv
     with host_lock(False):
         srv.stop()
@@ -27,7 +29,8 @@ def node(name, cpu, taints=()):
     return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
             "spec": {"taints": list(taints)},
             "status": {"capacity": {"cpu": cpu, "memory": "8Gi", "pods": "110"},
-                       "allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"}}}
+                       "allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"},
+                       "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]}}
 
 
 def pod(name, cpu, priority=None, node_name=None):

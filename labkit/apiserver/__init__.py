@@ -116,9 +116,10 @@ controllers are not authorized (authorizer.py says why). Impersonation headers (
 answered by the server's token authenticators. There is no Node authorizer, and namespaced
 bootstrap roles are not created.
 
-Admission (admission/): NamespaceLifecycle, LimitRanger, ServiceAccount, PodSecurity, Priority,
-DefaultTolerationSeconds, StorageObjectInUseProtection, the certificate plugins, the webhooks,
-ValidatingAdmissionPolicy and ResourceQuota run where kube-apiserver runs them; GET /labkit/v1/admission lists every plugin of AllOrderedPlugins with what labkit does
+Admission (admission/): NamespaceLifecycle, LimitRanger, ServiceAccount, TaintNodesByCondition,
+PodSecurity, Priority, DefaultTolerationSeconds, StorageObjectInUseProtection, the certificate
+plugins, the webhooks, ValidatingAdmissionPolicy and ResourceQuota run where kube-apiserver runs
+them (a policy's status.typeChecking is written by labkit.controllers.vapstatus); GET /labkit/v1/admission lists every plugin of AllOrderedPlugins with what labkit does
 with it, and each request's trace (/labkit/v1/traces) has a step per plugin, webhook and policy
 binding.
 

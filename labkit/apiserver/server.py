@@ -40,6 +40,7 @@ from labkit.apiserver.http import HttpFrontend
 from labkit.apiserver.internal import ApiServerInternals
 from labkit.apiserver.registry.store import Registry
 from labkit.apiserver.storage import Store
+from labkit.apiserver.trace import TRACES_FILE, Traces
 from labkit.apiserver.version import EffectiveVersion
 from labkit.controllers.decisions import DecisionLog
 from labkit.controllers.manager import DEFAULT_CONTROLLERS, ControllerManager
@@ -79,6 +80,8 @@ class EmbeddedServer:
         self.audit = AuditLog(self.state_dir / "audit.log")
         self.api = Api(self.registry, self.audit, version=EffectiveVersion.parse(emulated_version),
                        audit_policy=auditpolicy.load(self.state_dir))
+        # every request's trace, beside its audit event, for `labkit requests explain AUDIT_ID`
+        self.api.traces = Traces(path=self.state_dir / TRACES_FILE)
         self.decisions = DecisionLog(self.state_dir / "decisions.log")
         self.internals = ApiServerInternals(self.api)
         self.initial_controllers = list(controllers)
@@ -130,6 +133,7 @@ class EmbeddedServer:
 
     def stop(self) -> None:
         if not self._started:
+            self.api.traces.close()
             self.store.close()
             return
         self._started = False
@@ -138,6 +142,7 @@ class EmbeddedServer:
         self.http.stop()
         self.decisions.close()
         self.audit.close()
+        self.api.traces.close()
         self.store.close()
         (self.state_dir / "server.json").unlink(missing_ok=True)
 

@@ -1,8 +1,8 @@
 """What each stage of the request pipeline decided about one request, in order: which
 authenticator recognised the caller, whether impersonation was allowed, which authorizer rule
 allowed or why none did, each admission plugin or webhook and what it changed, validation,
-storage, audit. `labkit requests explain` shows these steps; the server keeps the newest ones
-(`Traces`) and answers them by audit ID.
+storage, audit. `labkit requests explain` shows these steps; the server keeps them (`Traces`: the
+newest in memory, all of them in traces.log beside the audit log) and answers them by audit ID.
 
 A step is labkit's own record, not an upstream format; what the steps say must be true of the
 upstream stage they stand for (each stage's module cites its source).
@@ -10,8 +10,11 @@ upstream stage they stand for (each stage's module cites its source).
 
 from __future__ import annotations
 
+import json
+import os
 import threading
 from collections import OrderedDict
+from pathlib import Path
 from dataclasses import asdict, dataclass, field
 
 # the stages in the order kube-apiserver's handler chain and registry run them
@@ -46,26 +49,64 @@ class Trace:
                 "annotations": dict(self.annotations)}
 
 
-class Traces:
-    """The newest `limit` traces by audit ID."""
+TRACES_FILE = "traces.log"      # beside audit.log in the server's state directory
 
-    def __init__(self, limit: int = 1000):
+
+class Traces:
+    """The traces of the server's requests by audit ID: the newest `limit` in memory, and, with a
+    `path`, every one also appended to that file as a JSON line, so that `labkit requests explain
+    AUDIT_ID` finds the trace of every request in the audit log (the server writes both for each
+    request it answers, from its first start in a state directory on), however many came since.
+    Memory stays bounded by `limit`; the file grows with the audit log (see `get`)."""
+
+    def __init__(self, limit: int = 1000, path: str | os.PathLike | None = None):
         self.limit = limit
+        self.path = Path(path) if path else None
         self._items: OrderedDict[str, dict] = OrderedDict()
         self._lock = threading.Lock()
+        self._fd = None
+        if self.path is not None:
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
 
     def keep(self, trace: Trace) -> None:
         if not trace.audit_id:
             return
+        item = trace.to_dict()
+        line = (json.dumps(item, separators=(",", ":"), ensure_ascii=False, default=str) + "\n").encode() \
+            if self._fd is not None else b""
         with self._lock:
-            self._items[trace.audit_id] = trace.to_dict()
+            self._items[trace.audit_id] = item
             while len(self._items) > self.limit:
                 self._items.popitem(last=False)
+            if self._fd is not None:
+                os.write(self._fd, line)
 
     def get(self, audit_id: str) -> dict | None:
+        """The trace of one request: from memory, else the newest line of the file with its ID
+        (a read of the whole file, as `labkit requests explain` reads the whole audit log)."""
         with self._lock:
-            return self._items.get(audit_id)
+            found = self._items.get(audit_id)
+        if found is not None or self.path is None or not audit_id:
+            return found
+        needle = f'"auditID":{json.dumps(audit_id)}'.encode()
+        try:
+            with open(self.path, "rb") as f:
+                for line in f:
+                    if needle in line:
+                        try:
+                            found = json.loads(line)
+                        except ValueError:      # a line cut short by a crash
+                            continue
+        except FileNotFoundError:
+            return None
+        return found
 
     def newest(self, count: int) -> list[dict]:
         with self._lock:
             return list(self._items.values())[-count:]
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None

@@ -63,6 +63,9 @@ CONTROLLERS: dict[str, Controller] = {
                              lambda cls, client, log, s: cls(client, log, s["pki"])),
     "clusterrole-aggregation": Controller(SA + "clusterrole-aggregation-controller",
                                           "clusterroleaggregation:ClusterRoleAggregationController"),
+    # status.typeChecking of ValidatingAdmissionPolicies (pkg/controller/validatingadmissionpolicystatus)
+    "validatingadmissionpolicy-status": Controller(SA + "validatingadmissionpolicy-status-controller",
+                                                   "vapstatus:ValidatingAdmissionPolicyStatusController"),
     # kube-scheduler's own identity (not a controller-manager controller); off by default: the node
     # stand-in binds the labs' Pods to its one node unless the scheduler runs
     "scheduler": Controller("system:kube-scheduler", "scheduler:SchedulerController",
@@ -71,7 +74,8 @@ CONTROLLERS: dict[str, Controller] = {
     # "taint-manager uses existing cluster role from node-controller")
     "tainteviction": Controller(SA + "node-controller", "tainteviction:TaintEvictionController",
                                 lambda cls, client, log, s: cls(client, log, clock=s.get("clock"))),
-    # the condition taints of the node lifecycle controller (off by default)
+    # the condition taints of the node lifecycle controller: among other things it takes off the
+    # not-ready taint that TaintNodesByCondition admission puts on every new Node once it is Ready
     "nodelifecycle": Controller(SA + "node-controller", "nodelifecycle:NodeLifecycleController"),
     # the admission step of the kubelets of Nodes that run none of labkit's (off by default): each
     # rejection is written as system:node:<node>, the node's own kubelet
@@ -82,7 +86,8 @@ CONTROLLERS: dict[str, Controller] = {
 # what `labkit apiserver` and the labs run by default
 DEFAULT_CONTROLLERS = ("garbagecollector", "deployment", "replicaset", "node", "namespace", "serviceaccount",
                        "root-ca-cert-publisher", "endpointslice", "endpoint", "podgc", "pvc-protection",
-                       "pv-protection", "clusterrole-aggregation", "csrsigning", "resourcequota")
+                       "pv-protection", "clusterrole-aggregation", "csrsigning", "resourcequota", "nodelifecycle",
+                       "validatingadmissionpolicy-status")
 
 
 class ControllerManager:

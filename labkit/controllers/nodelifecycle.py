@@ -1,6 +1,8 @@
 """The taints the node lifecycle controller of kube-controller-manager v1.34.1 keeps on each Node
 from its conditions (pkg/controller/nodelifecycle/node_lifecycle_controller.go), as a controller of
-the embedded server (off by default):
+the embedded server (on by default, as in kube-controller-manager; the TaintNodesByCondition
+admission plugin taints every new Node node.kubernetes.io/not-ready:NoSchedule, and this controller
+takes the taint off when the Node reports Ready):
 
 - doNoScheduleTaintingPass (TaintNodesByCondition): for each condition in
   nodeConditionToTaintKeyStatusMap — Ready False → node.kubernetes.io/not-ready, Ready Unknown →

@@ -10,8 +10,9 @@ own binaries in place of an image.
 The decisions, each from the upstream code named beside it (read at kubernetes/kubernetes
 001a80e9 for kubelet, the API validation as of release 1.30+, containerd bbac058c (v2.x) and
 runc 7c71a227):
-  validate()            API server validation (pkg/apis/core/validation/validation.go,
-                        validateMountPropagation): only None / HostToContainer / Bidirectional,
+  validate()            API server validation (pkg/apis/core/validation/validation.go: the
+                        containers as labkit.apiserver.podvalidation checks them for the API
+                        server too, then validateMountPropagation): only None / HostToContainer / Bidirectional,
                         and Bidirectional only in privileged containers. The field path really is
                         "...volumeMounts.mountPropagation" without an index (fldPath.Child).
   cri_propagation()     kubelet translateMountPropagation (pkg/kubelet/kubelet_pods.go): unset and
@@ -226,8 +227,13 @@ def load_pods(path, strict: bool = False) -> list[Pod]:
 
 
 def validate(pod: Pod) -> None:
-    """API server validation of volume mounts; raises Refused with the server's message."""
-    errors = []
+    """API server validation; raises Refused with the server's message. The containers' names,
+    ports and resources go through the API server's own validator (labkit.apiserver.podvalidation;
+    no image required: the node's binaries run in its place), then the volume mounts."""
+    from labkit.apiserver.podvalidation import validate_pod_containers, with_defaults
+
+    spec = (pod.source or {}).get("spec") if isinstance(pod.source, dict) else None
+    errors = [str(e) for e in validate_pod_containers(with_defaults(spec or {}), require_image=False)] if spec else []
     for i, c in enumerate(pod.containers):
         seen_paths = set()
         for j, vm in enumerate(c.volume_mounts):

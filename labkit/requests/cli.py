@@ -67,7 +67,8 @@ def explain_command(
     \b
       labkit requests explain                       the newest request kubectl sent
       labkit requests explain -n 5                  the newest five
-      labkit requests explain AUDIT_ID              one request (its auditID in the audit log)
+      labkit requests explain AUDIT_ID              one request (its auditID in the audit log: the
+                                                    trace of every request in the log is kept)
       labkit requests explain -- kubectl run x -n web --image=nginx:1.27
                                                     run kubectl, then explain what it sent
     """
@@ -95,7 +96,10 @@ def explain_command(
             for audit_id in ids:
                 code, body = client.request("GET", f"/labkit/v1/traces/{audit_id}")
                 if code != 200:
-                    raise LabkitError(f"no trace of audit ID {audit_id}: the server keeps the newest 1000 requests")
+                    raise LabkitError(f"no trace of audit ID {audit_id}: the API server traces every request it "
+                                      f"answers, and keeps each one as long as its audit event "
+                                      f"({state_dir / 'traces.log'} beside {state_dir / 'audit.log'}); copy the ID "
+                                      "from this lab's audit log (`auditID`)")
                 traces.append(body)
         else:
             code, body = client.request("GET", "/labkit/v1/traces", {"limit": "1000"})

@@ -119,19 +119,30 @@ CONTENT = {
 
 
 def _dead_node(env, t: Target) -> None:
-    """(g) the Node node-b as the node lifecycle controller leaves a node whose kubelet stopped posting."""
-    node = t.create(env, "v1", "nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {
+    """(g) the Node node-b as the node lifecycle controller leaves a node whose kubelet stopped posting:
+    its conditions Unknown, and the unreachable taints the controller (which the server runs) keeps
+    on it for that (doNoScheduleTaintingPass, doNoExecuteTaintingPass). The not-ready taint that
+    admission gave it at creation (TaintNodesByCondition) the controller takes off again."""
+    t.create(env, "v1", "nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {
         "name": DEAD_NODE, "labels": {"kubernetes.io/hostname": DEAD_NODE, "kubernetes.io/os": "linux"}},
         "spec": {"taints": [{"key": "node.kubernetes.io/unreachable", "effect": effect}
                             for effect in ("NoSchedule", "NoExecute")]}})
     message = "Kubelet stopped posting node status."
-    node["status"] = {"conditions": [{"type": kind, "status": "Unknown", "reason": "NodeStatusUnknown",
-                                      "message": message, "lastHeartbeatTime": "2026-01-01T00:00:00Z",
-                                      "lastTransitionTime": "2026-01-01T00:00:40Z"}
-                                     for kind in ("MemoryPressure", "DiskPressure", "PIDPressure", "Ready")],
-                      "addresses": [{"type": "InternalIP", "address": "10.89.0.3"},
-                                    {"type": "Hostname", "address": DEAD_NODE}]}
-    t.client().update("v1", "nodes", node, subresource="status")
+    status = {"conditions": [{"type": kind, "status": "Unknown", "reason": "NodeStatusUnknown",
+                              "message": message, "lastHeartbeatTime": "2026-01-01T00:00:00Z",
+                              "lastTransitionTime": "2026-01-01T00:00:40Z"}
+                             for kind in ("MemoryPressure", "DiskPressure", "PIDPressure", "Ready")],
+              "addresses": [{"type": "InternalIP", "address": "10.89.0.3"},
+                            {"type": "Hostname", "address": DEAD_NODE}]}
+    client = t.client()
+    for attempt in range(10):       # the node lifecycle controller writes the Node's taints meanwhile
+        node = client.get("v1", "nodes", DEAD_NODE)
+        try:
+            client.update("v1", "nodes", dict(node, status=status), subresource="status")
+            return
+        except ApiError as exc:
+            if exc.code != 409 or attempt == 9:
+                raise
 
 
 def _strand_uploader(t: Target) -> None:

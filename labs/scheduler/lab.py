@@ -59,9 +59,10 @@ from labkit.exercises import wait_for
 
 NAMESPACE = "sched"
 KUBELET_VERSION = "v1.34.1"
-# the embedded server's default controllers, without the node stand-in (it registers labkit-node
-# and would bind Pods itself), with the scheduler, the taint-eviction controller and the kubelets'
-# admission step
+# the embedded server's default controllers (the node lifecycle controller among them: it takes the
+# not-ready taint that admission puts on each new Node off once the Node reports Ready), without the
+# node stand-in (it registers labkit-node and would bind Pods itself), with the scheduler, the
+# taint-eviction controller and the kubelets' admission step
 CONTROLLERS = tuple(c for c in DEFAULT_CONTROLLERS if c != "node") + ("scheduler", "tainteviction", "kubeletadmit")
 SETTLE_TIMEOUT = 30
 
@@ -228,7 +229,9 @@ BATCH_PODS = [f"batch-{i}" for i in range(1, BATCH + 1)]
 # -- each exercise's part of the starting state ------------------------------------------------------
 
 def _put_node(client, node: dict) -> None:
-    """Create (or bring back to what the lab built) a Node with its status, as a kubelet registers it."""
+    """Create (or bring back to what the lab built) a Node with its status, as a kubelet registers
+    it; then wait until the node lifecycle controller has taken off the not-ready taint that
+    admission (TaintNodesByCondition) gives every new Node, so that the Node is as built."""
     name = node["metadata"]["name"]
     current = client.get_or_none("v1", "nodes", name)
     if current is None:
@@ -237,11 +240,27 @@ def _put_node(client, node: dict) -> None:
         body = copy.deepcopy(node)
         body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
         current = client.update("v1", "nodes", body)
-    status = current.get("status") or {}
-    if any(status.get(k) != node["status"][k] for k in ("allocatable", "capacity")) or \
-            sorted((c.get("type"), c.get("status")) for c in status.get("conditions") or []) != \
-            sorted((c["type"], c["status"]) for c in node["status"]["conditions"]):
-        client.update("v1", "nodes", dict(current, status=copy.deepcopy(node["status"])), None, "status")
+    for attempt in range(10):       # the node lifecycle controller may write the Node's taints meanwhile
+        status = current.get("status") or {}
+        if not any(status.get(k) != node["status"][k] for k in ("allocatable", "capacity")) and \
+                sorted((c.get("type"), c.get("status")) for c in status.get("conditions") or []) == \
+                sorted((c["type"], c["status"]) for c in node["status"]["conditions"]):
+            break
+        try:
+            client.update("v1", "nodes", dict(current, status=copy.deepcopy(node["status"])), None, "status")
+            break
+        except ApiError as exc:
+            if exc.code != 409 or attempt == 9:
+                raise
+            current = client.get("v1", "nodes", name)
+    def ready() -> bool:
+        # (a cordoned Node keeps the unschedulable taint the same controller gives it)
+        taints = ((client.get_or_none("v1", "nodes", name) or {}).get("spec") or {}).get("taints") or []
+        return not any(t.get("key") == "node.kubernetes.io/not-ready" and t.get("effect") == "NoSchedule"
+                       for t in taints)
+    if not wait_for(ready, timeout=SETTLE_TIMEOUT, interval=0.05):
+        raise LabkitError(f"the node lifecycle controller did not take the not-ready taint off {name} within "
+                          f"{SETTLE_TIMEOUT} s")
 
 
 def _delete_pods(client, names) -> None:

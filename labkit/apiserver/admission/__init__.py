@@ -66,8 +66,6 @@ GATED_OFF = {"MutatingAdmissionPolicy": "feature gate MutatingAdmissionPolicy is
 
 # Enabled by default upstream, but not reconstructed here: what a request meets instead.
 NOT_RECONSTRUCTED = {
-    "TaintNodesByCondition": "new Nodes do not get the node.kubernetes.io/not-ready:NoSchedule taint (no node "
-                             "lifecycle controller here would remove it)",
     "DefaultStorageClass": "storage classes are not served",
     "PersistentVolumeClaimResize": "storage classes are not served",
     "RuntimeClass": "runtime classes are not served",

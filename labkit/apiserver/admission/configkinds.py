@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 from labkit.apiserver import defaults
 from labkit.apiserver.errors import (FieldError, field_forbidden, field_invalid, field_required,
                                      field_unsupported)
-from labkit.apiserver.resources import ResourceType, Strategy
+from labkit.apiserver.resources import RESET_META_FOR_STATUS, ResourceType, StatusSubresource, Strategy
 
 OPERATIONS = ["*", "CONNECT", "CREATE", "DELETE", "UPDATE"]
 FAILURE_POLICIES = ["Fail", "Ignore"]
@@ -231,7 +231,11 @@ def _match_resources(match: dict | None, path: str, required: bool) -> list[Fiel
 
 
 class ValidatingAdmissionPolicyStrategy(Strategy):
+    # pkg/registry/admissionregistration/validatingadmissionpolicy/strategy.go: the status (written
+    # by the status controller, labkit.controllers.vapstatus) is cleared on create and kept on
+    # update; validatingAdmissionPolicyStatusStrategy keeps the spec (and ResetObjectMetaForStatus)
     generation = True
+    subresources = (StatusSubresource(keeps=RESET_META_FOR_STATUS),)
 
     def validate(self, obj):
         spec = obj.get("spec") or {}

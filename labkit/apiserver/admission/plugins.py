@@ -8,7 +8,8 @@ in a namespace that is gone), and a CREATE needs one that is not being terminate
 
 The others, each in a module of its own: LimitRanger (limitranger.py), ServiceAccount
 (serviceaccount.py: every Pod needs its namespace's ServiceAccount, which the serviceaccount
-controller of labkit.controllers makes, as kube-controller-manager's does), PodSecurity
+controller of labkit.controllers makes, as kube-controller-manager's does), TaintNodesByCondition
+(nodetaint.py: a new Node is tainted not-ready until the node lifecycle controller sees it Ready), PodSecurity
 (podsecurity.py), Priority (priority.py), DefaultTolerationSeconds (tolerations.py),
 CertificateApproval, CertificateSigning and CertificateSubjectRestriction (certificates.py),
 ResourceQuota (resourcequota.py), StorageObjectInUseProtection (labkit.apiserver.storageprotection).
@@ -52,6 +53,7 @@ def default_chain(registry) -> Chain:
     from labkit.apiserver.admission.certificates import (CertificateApproval, CertificateSigning,
                                                          certificate_subject_restriction)
     from labkit.apiserver.admission.limitranger import LimitRanger
+    from labkit.apiserver.admission.nodetaint import taint_nodes_by_condition
     from labkit.apiserver.admission.podsecurity import PodSecurity
     from labkit.apiserver.admission.policy import ValidatingPolicies
     from labkit.apiserver.admission.priority import Priority
@@ -69,6 +71,8 @@ def default_chain(registry) -> Chain:
         Plugin("LimitRanger", admit=limit_ranger.admit, validate=limit_ranger.validate, handles=("CREATE", "UPDATE")),
         # admission.NewHandler(admission.Create)
         Plugin("ServiceAccount", admit=service_account.admit, validate=service_account.validate, handles=("CREATE",)),
+        # admission.NewHandler(admission.Create)
+        Plugin("TaintNodesByCondition", admit=taint_nodes_by_condition, handles=("CREATE",)),
         # admission.NewHandler(admission.Create, admission.Update)
         Plugin("PodSecurity", validate=PodSecurity(registry.store).validate, handles=("CREATE", "UPDATE")),
         Plugin("Priority", admit=priority.admit, validate=priority.validate, handles=("CREATE", "UPDATE", "DELETE")),

@@ -49,6 +49,9 @@ MAX_VERSION = 34              # the newest MinimumVersion of the v1.34 checks (p
 POD_CONTROLLERS = {("", "replicationcontrollers"), ("", "podtemplates"), ("apps", "replicasets"),
                    ("apps", "deployments"), ("apps", "statefulsets"), ("apps", "daemonsets"),
                    ("batch", "jobs"), ("batch", "cronjobs")}
+# pod-security-admission admission/admission.go CompleteConfiguration: namespaceMaxPodsToCheck,
+# how many of a namespace's Pods EvaluatePodsInNamespace checks against a new enforce level
+NAMESPACE_MAX_PODS_TO_CHECK = 3000
 # admission.go ignoredPodSubresources
 IGNORED_POD_SUBRESOURCES = {"exec", "attach", "binding", "eviction", "log", "portforward", "proxy", "status"}
 
@@ -409,7 +412,12 @@ def check_restricted_volumes(meta, spec, version):
 
 
 def check_run_as_non_root(meta, spec, version):
-    """check_runAsNonRoot.go (the user-namespace relaxation is off by default)."""
+    """check_runAsNonRoot.go runAsNonRoot_1_0. A Pod with `hostUsers: false` is checked like any
+    other: in v1.34.1 the relaxation of this check and of runAsUser for Pods in a user namespace
+    (policy/helpers.go relaxPolicyForUserNamespacePod) applies only when kube-apiserver runs with
+    the feature gate UserNamespacesPodSecurityStandards, alpha since 1.29 and off by default
+    (pkg/features/kube_features.go), which labkit does not turn on. No other check of v1.34.1
+    looks at hostUsers."""
     pod_value = _sc(spec).get("runAsNonRoot")
     explicit = [c.get("name", "") for c in _containers(spec) if _sc(c).get("runAsNonRoot") is False]
     setters = _setters(pod_value is False, explicit)
@@ -424,7 +432,8 @@ def check_run_as_non_root(meta, spec, version):
 
 
 def check_run_as_user(meta, spec, version):
-    """check_runAsUser.go runAsUser_1_23."""
+    """check_runAsUser.go runAsUser_1_23 (hostUsers: false relaxes it only behind the alpha gate
+    UserNamespacesPodSecurityStandards, off in v1.34.1: see check_run_as_non_root)."""
     containers = [c.get("name", "") for c in _containers(spec) if _sc(c).get("runAsUser") == 0]
     setters = _setters(_sc(spec).get("runAsUser") == 0, containers)
     return ("runAsUser=0", f"{' and '.join(setters)} must not set runAsUser=0") if setters else None
@@ -589,20 +598,32 @@ class PodSecurity:
 
     def evaluate_pods_in_namespace(self, namespace: str, enforce) -> list[str]:
         """Admission.EvaluatePodsInNamespace: the Pods that the new enforce level would refuse,
-        grouped by their reasons (ForbiddenReason), each group named by its lexically first Pod."""
+        grouped by their reasons (ForbiddenReason), each group named by its lexically first Pod.
+        Only the first NAMESPACE_MAX_PODS_TO_CHECK Pods as listed are checked, and the answer
+        says so first (`new PodSecurity enforce level only checked against the first 3000 of N
+        existing pods`). Not reconstructed: the one-second deadline (namespacePodCheckTimeout,
+        or half the request's remaining time) after which upstream stops checking and says how
+        many it checked; labkit checks all of the first 3000."""
+        pods = self.store.list("/pods", namespace)[0]
+        total = len(pods)
+        pods = pods[:NAMESPACE_MAX_PODS_TO_CHECK]
+        warnings = []
+        if len(pods) < total:
+            warnings.append(f"new PodSecurity enforce level only checked against the first {len(pods)} of {total} "
+                            "existing pods")
         groups: dict[str, list[str]] = {}
-        for pod in self.store.list("/pods", namespace)[0]:
+        for pod in pods:
             results = evaluate(*enforce, pod.get("metadata") or {}, pod.get("spec") or {})
             if results:
                 groups.setdefault(", ".join(reason for reason, _ in results), []).append(pod["metadata"]["name"])
         if not groups:
-            return []
+            return warnings
         lines = []
         for reasons, names in groups.items():
             first, others = min(names), len(names) - 1
             prefix = first if others == 0 else (f"{first} (and 1 other pod)" if others == 1
                                                 else f"{first} (and {others} other pods)")
             lines.append(f"{prefix}: {reasons}")
-        return [f"existing pods in namespace {go_quote(namespace)} violate the new PodSecurity enforce level "
-                f"{go_quote(level_version(*enforce))}"] + sorted(lines)
+        return warnings + [f"existing pods in namespace {go_quote(namespace)} violate the new PodSecurity enforce "
+                           f"level {go_quote(level_version(*enforce))}"] + sorted(lines)
 

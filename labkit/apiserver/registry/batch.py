@@ -7,7 +7,8 @@ from labkit.apiserver import tables
 from labkit.apiserver.errors import FieldError, field_invalid, field_required, field_unsupported
 from labkit.apiserver.resources import DELETE_DEPENDENTS, ORPHAN_DEPENDENTS, StatusSubresource, Strategy
 from labkit.apiserver.registry.core import _immutable
-from labkit.apiserver.registry.pod import _validate_containers, _validate_workload
+from labkit.apiserver.podvalidation import validate_pod_containers
+from labkit.apiserver.registry.pod import _validate_workload
 
 
 # -- batch/v1 ----------------------------------------------------------------------------------
@@ -106,8 +107,7 @@ class CronJobStrategy(Strategy):
         if policy not in ("Allow", "Forbid", "Replace"):
             errors.append(field_unsupported("spec.concurrencyPolicy", policy or "", ["Allow", "Forbid", "Replace"]))
         template = ((spec.get("jobTemplate") or {}).get("spec") or {}).get("template")
-        errors += _validate_containers(((template or {}).get("spec") or {}).get("containers"),
-                                       "spec.jobTemplate.spec.template.spec.containers")
+        errors += validate_pod_containers((template or {}).get("spec") or {}, "spec.jobTemplate.spec.template.spec")
         errors += _restart_policy(template, "spec.jobTemplate.spec.template.spec.restartPolicy",
                                   ["OnFailure", "Never"])
         return errors

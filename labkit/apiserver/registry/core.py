@@ -14,7 +14,8 @@ from labkit.apiserver.timestamps import now_rfc3339
 from labkit.apiserver.errors import FieldError, field_forbidden, field_invalid, field_required, field_unsupported
 from labkit.apiserver.resources import (ORPHAN_DEPENDENTS, UNSUPPORTED, ScaleSubresource, StatusSubresource, Strategy,
                                         Subresource)
-from labkit.apiserver.registry.pod import _pod_template_labels, _validate_containers
+from labkit.apiserver.podvalidation import validate_pod_containers
+from labkit.apiserver.registry.pod import _pod_template_labels
 
 
 class ReplicationControllerStrategy(Strategy):
@@ -41,8 +42,7 @@ class ReplicationControllerStrategy(Strategy):
         if spec.get("template") is not None and any(labels.get(k) != v for k, v in selector.items()):
             errors.append(field_invalid("spec.template.metadata.labels", labels, "`selector` does not match template `labels`"))
         if spec.get("template") is not None:
-            errors += _validate_containers((spec["template"].get("spec") or {}).get("containers"),
-                                           "spec.template.spec.containers")
+            errors += validate_pod_containers(spec["template"].get("spec") or {}, "spec.template.spec")
         replicas = spec.get("replicas")
         if isinstance(replicas, int) and replicas < 0:
             errors.append(field_invalid("spec.replicas", replicas, "must be greater than or equal to 0"))

@@ -6,13 +6,12 @@ legacy `bindings` resource, and the container and pod-template validation the wo
 from __future__ import annotations
 
 import copy
-import math
 
 from labkit.apiserver import tables
-from labkit.apiserver.errors import FieldError, field_forbidden, field_invalid, field_required, field_unsupported
+from labkit.apiserver.podvalidation import validate_pod_containers
+from labkit.apiserver.errors import FieldError, field_forbidden, field_invalid, field_required
 from labkit.apiserver.resources import StatusSubresource, Strategy, Subresource
 from labkit.apiserver.selectors import LabelSelector
-from labkit.apiserver.validation import dns1123_label_problems
 
 
 class BindingSubresource(Subresource):
@@ -34,157 +33,6 @@ class LegacyBindingStrategy(Strategy):
 
 def _pod_template_labels(template) -> dict:
     return ((template or {}).get("metadata") or {}).get("labels") or {}
-
-
-def _validate_containers(containers, path: str) -> list[FieldError]:
-    errors = []
-    if not containers:
-        return [field_required(path)]
-    names = set()
-    for i, c in enumerate(containers):
-        if not isinstance(c, dict):
-            errors.append(field_invalid(f"{path}[{i}]", c, "must be an object"))
-            continue
-        name = c.get("name") or ""
-        if not name:
-            errors.append(field_required(f"{path}[{i}].name"))
-        else:
-            for msg in dns1123_label_problems(name):
-                errors.append(field_invalid(f"{path}[{i}].name", name, msg))
-            if name in names:
-                errors.append(FieldError("Duplicate value", f"{path}[{i}].name", "", name, True))
-            names.add(name)
-        if not c.get("image"):
-            errors.append(field_required(f"{path}[{i}].image"))
-        errors += _validate_container_ports(c.get("ports") or [], f"{path}[{i}].ports")
-        errors += _validate_resource_requirements(c.get("resources") or {}, f"{path}[{i}].resources")
-    return errors
-
-
-# pkg/apis/core/validation/validation.go supportedPortProtocols
-PORT_PROTOCOLS = ("SCTP", "TCP", "UDP")
-PORT_RANGE = "must be between 1 and 65535, inclusive"      # validation.IsValidPortNum's InclusiveRangeError
-# pkg/apis/core/helper standardContainerResources (IsStandardContainerResourceName: also hugepages-*)
-STANDARD_CONTAINER_RESOURCES = ("cpu", "memory", "ephemeral-storage")
-
-
-def _validate_container_ports(ports, path: str) -> list[FieldError]:
-    """validateContainerPorts (pkg/apis/core/validation/validation.go): the container port is
-    required and in 1-65535, a host port given is in 1-65535, the protocol one of SCTP, TCP, UDP."""
-    errors = []
-    for i, port in enumerate(ports if isinstance(ports, list) else []):
-        if not isinstance(port, dict):
-            continue
-        at = f"{path}[{i}]"
-        number = port.get("containerPort") or 0
-        if not number:
-            errors.append(field_required(f"{at}.containerPort"))
-        elif isinstance(number, int) and not 1 <= number <= 65535:
-            errors.append(field_invalid(f"{at}.containerPort", number, PORT_RANGE))
-        host = port.get("hostPort") or 0
-        if isinstance(host, int) and host and not 1 <= host <= 65535:
-            errors.append(field_invalid(f"{at}.hostPort", host, PORT_RANGE))
-        protocol = port.get("protocol")
-        if not protocol:
-            errors.append(field_required(f"{at}.protocol"))
-        elif protocol not in PORT_PROTOCOLS:
-            errors.append(field_unsupported(f"{at}.protocol", protocol, list(PORT_PROTOCOLS)))
-    return errors
-
-
-def _resource_name_problems(name: str, at: str) -> list[FieldError]:
-    """validateContainerResourceName (pkg/apis/core/validation/validation.go), for the names of
-    limits and requests: a name without a domain must be a standard container resource; a
-    resource in a domain other than kubernetes.io must be an extended resource name (not
-    requests.*)."""
-    if "/" not in name:
-        if name not in STANDARD_CONTAINER_RESOURCES and not name.startswith("hugepages-"):
-            return [field_invalid(at, name, "must be a standard resource type or fully qualified")]
-        return []
-    if not _native_resource(name) and name.startswith("requests."):
-        return [field_invalid(at, name, "doesn't follow extended resource name standard")]
-    return []
-
-
-def _native_resource(name: str) -> bool:
-    """IsNativeResource (pkg/apis/core/helper): no domain, or kubernetes.io or a subdomain of it."""
-    if "/" not in name:
-        return True
-    domain = name.split("/", 1)[0]
-    return domain == "kubernetes.io" or domain.endswith(".kubernetes.io")
-
-
-def _overcommit_allowed(name: str) -> bool:
-    """IsOvercommitAllowed (pkg/apis/core/helper): a native resource that is not hugepages-*;
-    an extended resource (example.com/widget) can be neither overcommitted nor fractional."""
-    return _native_resource(name) and not name.startswith("hugepages-")
-
-
-def _integer_resource(name: str) -> bool:
-    """IsIntegerResourceName (pkg/apis/core/helper): the standard integer resources (pods,
-    services, ...: none of them a container resource) and every extended resource."""
-    return not _native_resource(name) and not name.startswith("requests.")
-
-
-def _quantity_problems(name: str, value, at: str) -> list[FieldError]:
-    """ValidateResourceQuantityValue: not negative; a whole number for an integer resource
-    (`value.MilliValue()%1000 != 0`: must be an integer). Upstream hands field.Invalid the
-    Quantity itself, which field.Error renders with Go's %#v (a resource.Quantity{...} struct
-    dump) [unsure of its exact fields for every input]; labkit writes the quantity's text."""
-    from labkit.quantity import QuantityError, parse
-
-    try:
-        amount, _ = parse(str(value))
-    except QuantityError:
-        return []       # the decoder already refused an unparsable quantity
-    errors = []
-    if amount < 0:
-        errors.append(field_invalid(at, str(value), "must be greater than or equal to 0"))
-    milli = math.ceil(abs(amount) * 1000)          # MilliValue rounds away from zero
-    if _integer_resource(name) and milli % 1000 != 0:
-        errors.append(field_invalid(at, str(value), "must be an integer"))
-    return errors
-
-
-def _validate_resource_requirements(resources: dict, path: str) -> list[FieldError]:
-    """ValidateContainerResourceRequirements -> validateResourceRequirements
-    (pkg/apis/core/validation/validation.go): for each limit its name and quantity; for each
-    request its name and quantity, then against the limit: a resource that cannot be
-    overcommitted (an extended resource, hugepages) needs a limit (`Limit must be set for non
-    overcommitable resources`) equal to the request (`must be equal to R limit of L`); any other
-    request must not exceed its limit. Go ranges over the maps in random order; labkit sorts."""
-    errors = []
-    limits = resources.get("limits") if isinstance(resources.get("limits"), dict) else {}
-    requests = resources.get("requests") if isinstance(resources.get("requests"), dict) else {}
-    for name in sorted(limits):
-        at = f"{path}.limits[{name}]"
-        errors += _resource_name_problems(name, at)
-        errors += _quantity_problems(name, limits[name], at)
-    for name in sorted(requests):
-        at = f"{path}.requests[{name}]"
-        errors += _resource_name_problems(name, at)
-        errors += _quantity_problems(name, requests[name], at)
-        errors += _request_against_limit(name, requests[name], limits.get(name), path)
-    return errors
-
-
-def _request_against_limit(name: str, request, limit, path: str) -> list[FieldError]:
-    from labkit.quantity import QuantityError, parse
-
-    try:
-        wanted = parse(str(request))[0]
-        capped = None if limit is None else parse(str(limit))[0]
-    except QuantityError:
-        return []
-    if capped is None:
-        if not _overcommit_allowed(name):
-            return [field_required(f"{path}.limits", "Limit must be set for non overcommitable resources")]
-        return []
-    if wanted != capped and not _overcommit_allowed(name):
-        return [field_invalid(f"{path}.requests", str(request), f"must be equal to {name} limit of {limit}")]
-    if wanted > capped:
-        return [field_invalid(f"{path}.requests", str(request), f"must be less than or equal to {name} limit of {limit}")]
-    return []
 
 
 def qos_class(spec: dict) -> str:
@@ -254,11 +102,7 @@ class PodStrategy(Strategy):
 
     def validate(self, obj):
         spec = obj.get("spec") or {}
-        errors = _validate_containers(spec.get("containers"), "spec.containers")
-        for i, c in enumerate(spec.get("initContainers") or []):
-            if isinstance(c, dict):     # validateInitContainers: the same resource requirements
-                errors += _validate_resource_requirements(c.get("resources") or {},
-                                                          f"spec.initContainers[{i}].resources")
+        errors = validate_pod_containers(spec)
         grace = spec.get("terminationGracePeriodSeconds")
         if isinstance(grace, int) and grace < 0:
             errors.append(field_invalid("spec.terminationGracePeriodSeconds", grace, "must be greater than or equal to 0"))
@@ -325,6 +169,5 @@ def _validate_workload(obj: dict, require_selector: bool) -> list[FieldError]:
         if require_selector:
             errors.append(field_required("spec.template"))
     else:
-        errors += _validate_containers(((template or {}).get("spec") or {}).get("containers"),
-                                       "spec.template.spec.containers")
+        errors += validate_pod_containers((template or {}).get("spec") or {}, "spec.template.spec")
     return errors
