@@ -13,7 +13,7 @@ import subprocess
 import pytest
 
 from labkit.apiserver.admission import typechecking
-from labkit.apiserver.registry import Registry
+from labkit.apiserver.registry.store import Registry
 from labkit.apiserver.server import EmbeddedServer
 from labkit.apiserver.storage import Store
 from support import host_lock, wait_until

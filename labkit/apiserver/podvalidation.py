@@ -1,8 +1,8 @@
 """Validation of a Pod spec's containers and init containers, with kube-apiserver v1.34's texts.
 
 One validator for every reader of Pods: the API server's Pod and pod-template strategies
-(labkit.apiserver.kinds) and the labs' own Pod files (labkit.pods, which the resources, numa and
-mounts commands read) give the same messages for the same mistakes.
+(labkit/apiserver/registry/: pod.py, core.py, batch.py) and the labs' own Pod files (labkit.pods,
+which the resources, numa and mounts commands read) give the same messages for the same mistakes.
 
 pkg/apis/core/validation/validation.go, in the order ValidatePodSpec calls them:
 
