@@ -30,6 +30,6 @@ def build_handler_chain(api, authenticator: Authenticator | None = None) -> Hand
     if authenticator is not None:
         failed = with_failed_authentication_audit(unauthorized, api)
         handler = with_authentication(handler, authenticator, failed)
-    handler = with_trace(handler, api.traces)
+    handler = with_trace(handler, api)
     handler = with_audit_init(handler)
     return handler

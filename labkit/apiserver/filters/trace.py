@@ -7,12 +7,13 @@ from __future__ import annotations
 from labkit.apiserver.filters import Handler
 from labkit.apiserver.request import Request
 from labkit.apiserver.response import Response
-from labkit.apiserver.trace import Traces
 
 
-def with_trace(handler: Handler, traces: Traces) -> Handler:
+def with_trace(handler: Handler, api) -> Handler:
+    """`api.traces` is looked up per request: the server gives the API its file-backed buffer
+    (server.py) after the API built its in-process chain."""
     def traced(request: Request) -> Response:
         response = handler(request)
-        traces.keep(request.trace)
+        api.traces.keep(request.trace)
         return response
     return traced
