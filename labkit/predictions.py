@@ -29,6 +29,11 @@ explicit `labkit reset LAB EXERCISE --forget-prediction` forgets the kept copy (
 recorded (<lab state>/predictions/forgotten.json), and every later check result of the exercise
 carries it (`grade_details`), so an instructor sees it in the grade report.
 
+Trying the experiment by hand in the lab's own environment shows the outcome too (the gc lab's
+cluster, say, whose logs say when). A lab keeps the first such try it finds (`keep_trial`: when,
+and what), before a reset would clear the logs that show it; like a kept prediction it outlives
+every reset, and only `--forget-prediction` forgets it (recorded as above).
+
 The student is root on their machine and could read labkit's files: this keeps labkit's tools from
 answering, it is not a security boundary.
 """
@@ -235,6 +240,29 @@ class Gate:
         return next((ex for ex in found if ex in self.pending), None)
 
 
+def _trial_path(lab_id: str, exercise_id: str) -> Path:
+    return directory(lab_id) / f"{exercise_id}.tried.json"
+
+
+def kept_trial(lab_id: str, exercise_id: str) -> dict | None:
+    """The first try of the exercise's experiment in the lab's own environment that the lab kept
+    (keep_trial), or None: {at (epoch seconds), and the lab's own fields (what, how, ...)}."""
+    found = _read_json(_trial_path(lab_id, exercise_id), None)
+    return found if isinstance(found, dict) and "at" in found else None
+
+
+def keep_trial(lab_id: str, exercise_id: str, trial: dict) -> dict:
+    """The lab found that the student tried the exercise's experiment by hand (its logs say when:
+    trial["at"], epoch seconds): keep the earliest such try, so that a reset, which clears or
+    skips those logs, cannot unsee it. Returns the try kept."""
+    found = kept_trial(lab_id, exercise_id)
+    if found is not None and float(found["at"]) <= float(trial["at"]):
+        return found
+    directory(lab_id).mkdir(parents=True, exist_ok=True)
+    _trial_path(lab_id, exercise_id).write_text(json.dumps(trial))
+    return trial
+
+
 def graded_text(lab_id: str, exercise_id: str) -> tuple[str | None, str]:
     """The answer text the check grades, and a note: the kept prediction, when a tool has shown the
     outcome (note says so), else None (the check reads the answer file)."""
@@ -269,22 +297,24 @@ def graded_answer(ctx) -> tuple[object, str]:
 
 
 def forget(lab_id: str, exercise_id: str, why: str) -> Kept | None:
-    """Forget the kept prediction and the recorded answer (`labkit reset ... --forget-prediction`):
+    """Forget the kept prediction, the recorded answer and a kept try (`labkit reset ... --forget-prediction`):
     the tools withhold the outcome again until an answer is recorded. Recorded in forgotten.json,
     with the text forgotten, for the grade report. Returns what was kept, or None."""
     found = kept(lab_id, exercise_id)
     was_checked = checked(lab_id, exercise_id)
-    for path in (kept_path(lab_id, exercise_id), _info_path(lab_id, exercise_id), _checked_path(lab_id, exercise_id)):
+    trial = kept_trial(lab_id, exercise_id)
+    for path in (kept_path(lab_id, exercise_id), _info_path(lab_id, exercise_id), _checked_path(lab_id, exercise_id),
+                 _trial_path(lab_id, exercise_id)):
         path.unlink(missing_ok=True)
     marker = directory(lab_id) / ANSWERED
     done = _read_json(marker, [])
     if exercise_id in done:
         marker.write_text(json.dumps(sorted(set(done) - {exercise_id})))
-    if found is not None or was_checked:
+    if found is not None or was_checked or trial is not None:
         log = _read_json(directory(lab_id) / FORGOTTEN, [])
         log.append({"exercise": exercise_id, "at": round(time.time(), 3), "why": why,
                     "kept_by": found.tool if found else None, "kept_at": found.at if found else None,
-                    "kept_text": found.text if found else None})
+                    "kept_text": found.text if found else None, **({"tried": trial} if trial else {})})
         directory(lab_id).mkdir(parents=True, exist_ok=True)
         (directory(lab_id) / FORGOTTEN).write_text(json.dumps(log, indent=1))
     return found
@@ -303,7 +333,11 @@ def grade_details(lab_id: str, exercise_id: str) -> dict:
     if found is not None:
         out["prediction_kept"] = {"by": found.tool, "at": found.at, **({"situation": found.situation}
                                                                          if found.situation else {})}
+    trial = kept_trial(lab_id, exercise_id)
+    if trial is not None:
+        out["experiment_tried"] = trial
     gone = forgotten(lab_id, exercise_id)
     if gone:
-        out["predictions_forgotten"] = [{"at": e["at"], "why": e["why"], "kept_by": e.get("kept_by")} for e in gone]
+        out["predictions_forgotten"] = [{"at": e["at"], "why": e["why"], "kept_by": e.get("kept_by"),
+                                         **({"tried": e["tried"]} if e.get("tried") else {})} for e in gone]
     return out

@@ -218,7 +218,11 @@ def _forget_predictions(lab: Lab, exercise_id: str | None, say: Say) -> None:
         raise LabkitError(f"--forget-prediction: exercise {exercises[0].id} predicts nothing (no labkit tool withholds "
                           "its outcome)" if exercise_id else f"--forget-prediction: lab {lab.id} has no prediction exercise")
     for ex in ours:
+        trial = predictions.kept_trial(lab.id, ex.id)
         found = predictions.forget(lab.id, ex.id, "labkit reset --forget-prediction")
+        if trial is not None:
+            say(f"forgot that you tried the experiment of {ex.id} in the lab ({trial.get('what', 'by hand')}); the grade "
+                "report says it was forgotten")
         if found is not None:
             say(f"forgot your {ex.id} answer as labkit kept it when `{found.tool}` showed the outcome; the tools "
                 f"withhold it again until you record an answer, and the grade report says it was forgotten")
@@ -240,9 +244,9 @@ def reset(lab: Lab, say: Say = _quiet, exercise_id: str | None = None, forget_pr
     hook = getattr(lab.environment_module(), "reset_exercise", None)
     state = LabState(lab.id)
     with state.locked():
-        if forget_prediction:
-            _forget_predictions(lab, exercise_id, say)
         _keep_student_work(lab, state, exercise_id, say)
+        if forget_prediction:       # after the lab's hook: a try of the experiment it kept is forgotten too
+            _forget_predictions(lab, exercise_id, say)
         if exercise_id is not None and callable(hook):
             exercise_id = lab.exercise(exercise_id).id
             env = LabEnv(lab, state)

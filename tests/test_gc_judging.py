@@ -177,7 +177,7 @@ def test_predict_dangling_tells_an_owner_deleted_before_the_graph_saw_its_depend
         gc_checks = checks("gc")
         target = SimpleNamespace(audit=lambda since=0.0: [],
                                  decisions=lambda since=0.0: decisions.read(server.state_dir / "decisions.log"))
-        monkeypatch.setattr(gc_checks, "for_env", lambda env: target)
+        monkeypatch.setattr(ctx.lab.environment_module(), "for_env", lambda env: target)
         assert gc_checks._first_try(ctx) is None
 
         ghost = "00000000-0000-0000-0000-00000000dead"
@@ -190,6 +190,45 @@ def test_predict_dangling_tells_an_owner_deleted_before_the_graph_saw_its_depend
             "replicationcontroller shop/worker-v2, an owner that never existed", found
     finally:
         server.stop()
+
+
+def test_predict_dangling_a_try_kept_before_a_reset_voids_a_prediction_written_after_it(monkeypatch):
+    """A reset of predict-dangling builds its part afresh (the check reads the logs from then on),
+    a reset of the lab starts a new API server: the try found before either is kept
+    (keep_student_work), and a prediction written after it still earns nothing; one written
+    before it is judged, and --forget-prediction forgets the try."""
+    import os
+    import time
+    from types import SimpleNamespace
+
+    from labkit import predictions
+    answer = ("orphan: deleted\nshared: kept\nshared_owners: [anchor]\nstranger: deleted\n"
+              "stranger_event: OwnerRefInvalidNamespace\n")
+    ctx = context("gc", "predict-dangling", answer)
+    lab = ctx.lab.environment_module()
+    now = time.time()
+    tried = {"controller": "garbagecollector", "action": "invalid-owner-reference", "ts": now - 60,
+             "item": {"kind": "ConfigMap", "namespace": "trial", "name": "stranger", "uid": "u"}}
+    logs = {"decisions": [tried]}
+    monkeypatch.setattr(lab, "for_env", lambda env: SimpleNamespace(
+        audit=lambda since=0.0: [], decisions=lambda since=0.0: [d for d in logs["decisions"] if d["ts"] >= since]))
+    monkeypatch.setattr(type(ctx.env.state), "ready_time", lambda self, ex: now - 120)
+    predictions.forget("gc", "predict-dangling", "test")
+    assert lab.keep_student_work(ctx.env, "background-delete") == []        # another part's reset: nothing kept
+    [said] = lab.keep_student_work(ctx.env, "predict-dangling")
+    assert "tried the experiment of predict-dangling" in said and "after this reset too" in said
+    logs["decisions"] = []                                                   # the reset: the logs start afresh
+    gc = checks("gc")
+    obs = gc.observe_predict_dangling(ctx)
+    assert obs["tried"]["how"] == "gc" and "stranger" in obs["tried"]["what"]
+    _fails(lambda: gc.judge_predict_dangling(ctx, obs), "you tried the experiment", "earns no points")
+    assert predictions.grade_details("gc", "predict-dangling")["experiment_tried"]["at"] == now - 60
+    os.utime(ctx.answer_path, (now - 90, now - 90))                          # written before the try: judged
+    assert gc.observe_predict_dangling(ctx)["tried"] is None
+    os.utime(ctx.answer_path, (now, now))
+    predictions.forget("gc", "predict-dangling", "labkit reset --forget-prediction")
+    assert gc.observe_predict_dangling(ctx)["tried"] is None
+    assert predictions.forgotten("gc", "predict-dangling")[-1]["tried"]["how"] == "gc"
 
 
 def test_stuck_finalizer_diagnosis_feedback_does_not_say_which_part_is_wrong():

@@ -90,6 +90,11 @@ STUCK_POD = "$(kubectl get pods -n shop -l app=reports -o jsonpath='{.items[?(@.
 UNBLOCK = ("kubectl patch secret archive-key -n shop --type=json -p "
            """'[{"op":"replace","path":"/metadata/ownerReferences/0/blockOwnerDeletion","value":false}]'""")
 
+# `labkit numa run` runs a Guaranteed Pod once exercise qos has an answer (labkit.numa.withhold.qos_run_refusal)
+QOS_ANSWERED = ("mkdir -p $LABKIT_ANSWERS_DIR/numa && echo '{qos: {web: Guaranteed, batch: BestEffort, cache: Guaranteed, "
+                "api: Burstable, migrate: Burstable, scratch: BestEffort}}' > $LABKIT_ANSWERS_DIR/numa/qos.yaml && "
+                "labkit check numa qos")
+
 GUARANTEED_POD = ("printf '%s\\n' 'apiVersion: v1' 'kind: Pod' 'metadata: {name: pinned}' 'spec:' "
                   "'  containers: [{name: c, image: pause, command: [sleep, infinity], resources: "
                   "{limits: {cpu: 1, memory: 64Mi}, requests: {cpu: 1, memory: 64Mi}}}]' > pod.yaml")
@@ -310,7 +315,8 @@ TEXTS: dict[str, dict[str, Run | list[Run] | Mention | Covered]] = {
         "labkit numa run": Mention(),
         "labkit numa admit": Mention(),
         "labkit run numa": Run(),
-        "labkit numa run -f pod.yaml": Run(f"{GUARANTEED_POD} && labkit numa run -f pod.yaml", changes="pin"),
+        "labkit numa run -f pod.yaml": Run(f"{GUARANTEED_POD} && labkit numa run -f pod.yaml", changes="pin",
+                                          before=QOS_ANSWERED),
         "labkit numa delete NAME": Run("labkit numa delete node-agent -n kube-system", changes="*"),
         "labkit numa admit --machine": Mention(),
         "labkit numa discover [--output F]": runs(Run("labkit numa discover"),
@@ -339,7 +345,8 @@ TEXTS: dict[str, dict[str, Run | list[Run] | Mention | Covered]] = {
         "scenarios/kubelet-config.yaml --state /tmp/hints": Run(
             "labkit numa admit -f scenarios/hints-running.yaml --machine lab-two-node "
             "--config scenarios/kubelet-config.yaml --state $SCRATCH/hints"),
-        "labkit numa run -f FILE": Run(f"{GUARANTEED_POD} && labkit numa run -f pod.yaml", changes="pin"),
+        "labkit numa run -f FILE": Run(f"{GUARANTEED_POD} && labkit numa run -f pod.yaml", changes="pin",
+                                       before=QOS_ANSWERED),
         "labkit numa admit -f node-b/probe-pod.yaml --machine node-b/machine.json --config node-b/kubelet-config.yaml "
         "--state node-b/kubelet --running node-b/pods.yaml": Run(code=2, output="checkpoint is corrupted"),    # the exercise's broken kubelet
         "grep Cpus_allowed_list /proc/PID/status": Run(

@@ -174,15 +174,27 @@ def test_tools_withhold_a_prediction_exercises_outcome_until_its_answer_is_check
     (tmp_path / "changed.yaml").write_text(yaml.safe_dump_all(changed))
     for path in (f"{scenarios}/qos-pods.yaml", str(tmp_path / "renamed.yaml"), str(tmp_path / "changed.yaml")):
         out = admit(path)
-        assert len(out["pods"]) == 6 and all("withheld until you record your answer to exercise qos" in p["qos"]
+        assert len(out["pods"]) == 6 and all("withheld until you record your answer to exercise qos" in p["withheld"]
                                              for p in out["pods"])
-        assert out["pods"][0]["admitted"] is True and isinstance(out["shared_pool"], list)   # the rest is shown
+        # hints, CPUs and memory nodes tell Guaranteed from the rest: withheld too, and the pool they leave
+        assert not any("admitted" in p or "containers" in p for p in out["pods"]) and "exercise qos" in out["shared_pool"]
         text = labkit("numa", "admit", "-f", path, "--machine", "lab-two-node", "--config", cfg, check=0).stdout
         assert not any(word in text for word in ("Guaranteed", "Burstable", "BestEffort"))
     other = tmp_path / "other.yaml"         # a class no Pod of the exercise has: shown
     other.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "o"}, "spec": {
         "containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": "1"}}}]}}))
     assert [p["qos"] for p in admit(str(other))["pods"]] == ["Burstable"]
+
+    class Env:      # what the checks hand to withhold.record once a complete answer was checked
+        dir = lab_state
+    # the other exercises' Pods are Guaranteed, as qos's web and cache are: withheld until qos is answered
+    hints = labkit("numa", "admit", "-f", f"{scenarios}/hints-running.yaml", "--machine", "lab-two-node", "--config",
+                   f"{scenarios}/kubelet-config.yaml", check=0).stdout
+    assert "exercise qos" in hints and "hints:" not in hints
+    shown = labkit("numa", "show", "--machine", "lab-two-node", "-f", f"{scenarios}/qos-pods.yaml", "--config",
+                   f"{scenarios}/kubelet-config.yaml", check=0)       # which Pods get NUMA memory: Guaranteed ones
+    assert "exercise qos: the picture leaves them out" in shown.stderr and "web" not in shown.stdout
+    withhold.record(Env, "qos")
     # cpu-hints: the running Pods and the question in one file, renamed, with memory no CPU decision looks at
     docs = [d for f in ("hints-running.yaml", "hints-pod.yaml") for d in yaml.safe_load_all(open(f"{scenarios}/{f}")) if d]
     docs[-1]["metadata"]["name"] = "zz"
@@ -216,9 +228,7 @@ def test_tools_withhold_a_prediction_exercises_outcome_until_its_answer_is_check
     assert took.stdout.startswith("dual-socket-ht is the machine of exercise static-cpus") and "withheld" in took.stdout
     assert labkit("numa", "take", "--machine", "lab-two-node", "--count", "2", check=0).stdout.strip() == "0,8"
 
-    class Env:      # what the checks hand to withhold.record once a complete answer was checked
-        dir = lab_state
-    for exercise in ("qos", "merge", "static-cpus", "memory"):
+    for exercise in ("merge", "static-cpus", "memory"):
         withhold.record(Env, exercise)
     assert [p["qos"] for p in admit(f"{scenarios}/qos-pods.yaml")["pods"]] == \
            ["Guaranteed", "BestEffort", "Guaranteed", "Burstable", "Burstable", "BestEffort"]

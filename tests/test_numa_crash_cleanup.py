@@ -60,7 +60,9 @@ def test_kill_lab_build_at_random_moments(host_unchanged):
 @pytest.mark.host_exclusive
 @pytest.mark.parametrize("point", RUN_POINTS)
 def test_kill_numa_run_at_each_step_then_recover_and_clean_up(point, host_unchanged, tmp_path):
+    from labkit import predictions
     labkit("run", "numa", check=0)
+    predictions.record("numa", "qos")   # what the qos check does: `numa run` then runs Guaranteed Pods
     victim = tmp_path / "victim.yaml"
     victim.write_text(yaml.safe_dump(guaranteed("victim")))
     crashed = subprocess.run(LABKIT + ["numa", "run", "-f", str(victim)], cwd=REPO, capture_output=True,

@@ -118,8 +118,10 @@ def test_resetting_one_exercise_keeps_the_students_work(host_unchanged, lab_clea
     built_config = config.read_text()
     config.write_text(built_config.replace("topologyManagerPolicy: best-effort", "topologyManagerPolicy: restricted"))
     pod = tmp_path / "mine.yaml"
+    # a cpu request alone: no Pod of exercise qos has that shape, so it runs before qos is answered
     pod.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "mine"},
-                                   "spec": {"containers": [{"name": "app", "command": ["sleep", "infinity"]}]}}))
+                                   "spec": {"containers": [{"name": "app", "command": ["sleep", "infinity"],
+                                                            "resources": {"requests": {"cpu": "100m"}}}]}}))
     labkit("numa", "run", "-f", str(pod), check=0)
 
     asked = labkit("reset", "numa", "qos", input="")

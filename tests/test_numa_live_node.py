@@ -34,6 +34,13 @@ def run(tmp_path, *pods, code=0):
     return json.loads(labkit("numa", "run", "-f", str(path), "-o", "json", check=code).stdout)
 
 
+def answer_qos():
+    """What the qos check does once it has seen an answer: from then on `labkit numa run` runs Pods
+    whose class would answer exercise qos (labkit.numa.withhold.qos_run_refusal)."""
+    from labkit import predictions
+    predictions.record("numa", "qos")
+
+
 def containers():
     return {c["pod"]: c for c in json.loads(labkit("numa", "show", "-o", "json", check=0).stdout)["containers"]}
 
@@ -63,15 +70,16 @@ def test_exclusive_cpu_and_a_shared_pool_that_follows_it(live_node, tmp_path):
     b_pid = burst["containers"][0]["pids"][0]
     assert kernel_cpus(b_pid) == set(CPUS)
 
+    # its class is the class of a Pod of exercise qos (web): while that exercise has no answer, it
+    # does not run, for its cgroup (kubepods/pod<uid>) and its exclusive CPU would show the class
+    path = tmp_path / "pinned.yaml"
+    path.write_text(yaml.safe_dump(pod("pinned", "1")))
+    refused = labkit("numa", "run", "-f", str(path), "-o", "json", check=2)
+    assert "exercise qos" in refused.stderr and "/proc/<pid>/cgroup" in refused.stderr and not refused.stdout
+    assert "pinned" not in containers()
+    answer_qos()
     (pinned,) = run(tmp_path, pod("pinned", "1"))
-    # its class is the class of a Pod of exercise qos: shown once that exercise has an answer
-    assert pinned["admitted"] and pinned["qos"] == "withheld" and containers()["pinned"]["qos"] == "withheld"
-
-    class Lab:      # what the qos check hands to withhold.record once it has seen an answer
-        dir = Path(os.environ["LABKIT_STATE_DIR"]) / "numa"
-    from labkit.numa import withhold
-    withhold.record(Lab, "qos")
-    assert containers()["pinned"]["qos"] == "Guaranteed"
+    assert pinned["admitted"] and pinned["qos"] == "Guaranteed" and containers()["pinned"]["qos"] == "Guaranteed"
     assert {r["container"] for r in pinned["reconciled"]} == {"kube-system/node-agent/agent", "default/burst/app"}
     g_pid = pinned["containers"][0]["pids"][0]
     assert kernel_cpus(g_pid) == {EXCLUSIVE}
@@ -96,6 +104,7 @@ def test_exclusive_cpu_and_a_shared_pool_that_follows_it(live_node, tmp_path):
 def test_a_pod_that_gets_no_cpu_is_rejected_and_nothing_starts(live_node, tmp_path):
     if len(CPUS) != 2:
         pytest.skip("needs exactly 2 CPUs, so that one Guaranteed container takes every exclusive CPU")
+    answer_qos()
     run(tmp_path, pod("first", "1"))
     state = Path(os.environ["LABKIT_STATE_DIR"]) / "numa" / "kubelet" / "cpu_manager_state"
     before = state.read_text()
@@ -110,6 +119,7 @@ def test_init_container_cpus_are_reused_by_the_app_container(live_node, tmp_path
     seen = tmp_path / "init-saw"
     init = {"name": "setup", "command": ["sh", "-c", f"grep Cpus_allowed_list /proc/self/status > {seen}"],
             "resources": {"limits": {"cpu": "1", "memory": "32Mi"}}}
+    answer_qos()
     (result,) = run(tmp_path, pod("warm", "1", init=init))
     assert result["init_exit_codes"] == {"setup": 0}
     assert set(parse(seen.read_text().split()[-1])) == {EXCLUSIVE}       # the init container ran pinned

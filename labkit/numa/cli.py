@@ -51,16 +51,17 @@ def admit(
     bound = load_pods(running, allow_empty=True) if running is not None else None
     node = Node(the_machine, cfg, state)
     released = [] if bound is None else node.remove_stale_state({p.uid for p in bound + pod_list})
-    # a Pod met in the situation of a prediction exercise whose answer is not recorded: its result,
-    # and everything after it (which depends on it), is withheld; so is a QoS class that would
-    # answer the qos exercise (labkit.numa.withhold)
+    # a Pod met in the situation of a prediction exercise whose answer is not recorded, or whose QoS
+    # class would answer the qos exercise (its hints, CPUs and memory nodes tell Guaranteed from the
+    # rest): its result, and everything after it (which depends on it), is withheld
+    # (labkit.numa.withhold)
     gate = withhold.Gate("labkit numa admit")
     situations: list[str | None] = []
-    results = node.admit_all(pod_list, before=lambda n, pod: situations.append(gate.admission(n, pod)))
+    results = node.admit_all(pod_list,
+                             before=lambda n, pod: situations.append(gate.admission(n, pod) or gate.qos(pod)))
     pending = {i: ex for i, ex in enumerate(situations) if ex}
     first = min(pending) if pending else len(results)
     reason = withhold.message(pending[first]) if pending else ""
-    qos_held = {i for i, r in enumerate(results[:first]) if gate.qos(r.pod)}
     if pending:     # the shared pool as it is now includes what the withheld Pods took
         for result in results[:first]:
             for entry in result.containers:
@@ -72,8 +73,6 @@ def admit(
     if as_json:
         shown = [r.to_json() if i < first else {"name": r.pod.name, "namespace": r.pod.namespace, "withheld": reason}
                  for i, r in enumerate(results)]
-        for i in qos_held:
-            shown[i]["qos"] = withhold.message("qos")
         if pending:
             for entry in (c for r in shown[:first] for c in r["containers"] if not c["exclusive"]):
                 entry["cpus"] = reason
@@ -90,8 +89,7 @@ def admit(
             typer.echo(f"{pod.namespace}/{pod.name}: {reason}")
             continue
         verdict = "admitted" if result.admitted else f"rejected: {result.result.reason}: {result.result.message}"
-        qos = f"QoS class {withhold.message('qos')}" if index in qos_held else result.qos
-        typer.echo(f"{pod.namespace}/{pod.name} ({qos}): {verdict}")
+        typer.echo(f"{pod.namespace}/{pod.name} ({result.qos}): {verdict}")
         for entry in result.containers:
             kind = "init container" if entry.init else "container"
             if not entry.evaluated:

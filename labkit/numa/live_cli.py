@@ -88,7 +88,13 @@ def run(
     from labkit.numa.display import console as make_console
     from labkit.numa.livenode import LiveNode
 
+    from labkit.numa import withhold
+    from labkit.numa.pods import load_pods
+
     env, state = _live_env()
+    refusal = withhold.qos_run_refusal(load_pods(filename))
+    if refusal:
+        raise LabkitError(refusal)
     with state.locked():
         live = LiveNode(env)
         results = live.run(filename)
@@ -209,7 +215,8 @@ def _simulated_placement(machine, pods_path: Optional[Path], config_path: Option
     node = Node(machine, load_config(config_path))
     gate = withhold.Gate("labkit numa show")
     situations: list[str | None] = []
-    results = node.admit_all(load_pods(pods_path), before=lambda n, pod: situations.append(gate.admission(n, pod))) \
+    results = node.admit_all(load_pods(pods_path),
+                             before=lambda n, pod: situations.append(gate.admission(n, pod) or gate.qos(pod))) \
         if pods_path is not None else []
     pending = {i: ex for i, ex in enumerate(situations) if ex}
     if pending:     # the machine as kubelet sets it up, without the exercise's Pods

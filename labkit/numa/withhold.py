@@ -11,7 +11,10 @@ instructors and everyone else).
 "Would answer" is decided by what the result depends on, not by the file it came from, so that a
 copy with other names, other order or changed fields that do not matter is still the exercise:
 - a Pod's QoS class depends only on its QoS signature (labkit.pods.qos_signature): while qos is
-  unanswered, the class of every Pod with the signature of one of the exercise's Pods is withheld;
+  unanswered, the class of every Pod with the signature of one of the exercise's Pods is withheld,
+  and so is everything its admission shows (hints, CPUs, memory nodes: they tell Guaranteed from
+  the rest); `labkit numa run` does not run such a Pod (qos_run_refusal: its cgroup's place shows
+  the class);
 - a Pod's admission result (hints, CPUs, NUMA nodes) depends on the machine, kubelet's policies,
   what the node holds before it (free CPUs, memory per NUMA node) and the Pod's resources: while
   cpu-hints, static-cpus or memory is unanswered, a Pod met in the same situation as one of the
@@ -180,6 +183,24 @@ class Gate:
             return None
         return self._gate.about(lambda ex: situation_key(node, pod, ASPECTS[ex]), watched,
                                 situation=f"admission of Pod {pod.name}")
+
+
+def qos_run_refusal(pods, tool: str = "labkit numa run") -> str | None:
+    """Why `labkit numa run` does not run these Pods on the live node, or None. While exercise qos
+    is unanswered, a Pod whose QoS class would answer it does not run: running shows the class,
+    whatever the tools print. kubelet's cgroupfs layout puts a Guaranteed Pod's cgroup directly
+    under kubepods and the others under kubepods/burstable or kubepods/besteffort
+    (pkg/kubelet/cm/pod_container_manager_linux.go GetPodContainerName, qosContainersInfo), which
+    /proc/<pid>/cgroup of its processes shows; and only a Guaranteed Pod gets exclusive CPUs (CPU
+    Manager static policy) or memory hints (Memory Manager Static policy, GetTopologyHints)."""
+    gate = Gate(tool)
+    held = [f"{pod.namespace}/{pod.name}" for pod in pods if gate.qos(pod)]
+    if not held:
+        return None
+    return (f"Pod {', '.join(held)}: its resources decide its QoS class as those of a Pod of exercise qos do, and "
+            "running it would show that class (its processes' /proc/<pid>/cgroup: kubepods/pod<uid> for Guaranteed, "
+            "kubepods/burstable/… or kubepods/besteffort/… otherwise; only a Guaranteed Pod gets exclusive CPUs or "
+            "memory hints). Running it is " + message("qos"))
 
 
 def _exercise_keys(exercise: str) -> list[str]:

@@ -26,13 +26,11 @@ import hashlib
 import json
 import re
 import tempfile
-import time
 from pathlib import Path
 
 
 from labkit.exercises import LIVE, CheckFailed, settle, wait_for
 from labkit.apiserver.target import for_env
-from labkit.controllers.decisions import describe
 from labkit.gc import reconstruct
 from labkit.state import write_json_atomic
 
@@ -863,41 +861,8 @@ def _prediction(ctx):
 
 def _first_try(ctx) -> dict | None:
     """The first sign, since the part was built, that the student tried the experiment in the lab's
-    own cluster, from its logs: {at, time, what, how}; None if none, or on a real cluster.
-      create  a create of theirs in the experiment's namespaces (the lab leaves them empty), audit log;
-      gc      anywhere in the cluster, the lab's garbage collector doing what the experiment asks
-              about (decision log): dropping an owner that was never observed and does not exist
-              (garbagecollector.go attemptToDeleteItem, a virtual node's 404; the decision says
-              whether the GC's monitors ever saw that UID as that kind), or reporting an
-              owner in another namespace (graph_builder.go reportInvalidNamespaceOwnerRef). Nothing
-              the lab builds does either: only objects made with such owner references."""
-    from labkit.apiserver import audit as audit_log
-    target = for_env(ctx.env)
-    tries = []
-    where = (ctx.params["namespace"], ctx.params["other"])
-    for e in _students(_since_ready(ctx, target) or []):
-        ref = e.get("objectRef") or {}
-        if e.get("verb") == "create" and ref.get("namespace") in where and not ref.get("subresource"):
-            tries.append({"at": audit_log.received_at(e), "time": e.get("requestReceivedTimestamp", "")[11:19],
-                          "what": f"{ref.get('resource')} {ref.get('name') or ''} in {ref['namespace']}".strip(),
-                          "how": "create"})
-            break
-    for d in target.decisions(since=ctx.ready_time) or []:
-        if d.get("controller") != "garbagecollector":
-            continue
-        item = d.get("item") or {}
-        # never_observed: no monitor of the GC ever saw that UID as that kind; an owner deleted
-        # before its dependent's event reached the graph (another exercise's reset) was observed
-        if d.get("action") == "virtual-delete" and d.get("never_observed"):
-            what = f"{describe(item)}, an owner that never existed"
-        elif d.get("action") == "invalid-owner-reference":
-            what = f"{describe(item)}, whose owner lives in another namespace"
-        else:
-            continue
-        tries.append({"at": d["ts"], "time": time.strftime("%H:%M:%S", time.gmtime(d["ts"])), "what": what,
-                      "how": "gc"})
-        break
-    return min(tries, key=lambda t: t["at"]) if tries else None
+    own cluster ({at, time, what, how}, see the lab's first_try), or None."""
+    return ctx.lab.environment_module().first_try(ctx.env, ctx.ready_time)
 
 
 def _written_at(path: Path) -> float | None:
@@ -911,8 +876,12 @@ def observe_predict_dangling(ctx):
     """The prediction to judge, and the experiment as the lab was built (the truth is the
     reconstruction of that experiment). Live, only the audit and decision logs: a prediction
     written (or changed) after the student tried the experiment in the lab's cluster is not
-    judged (`tried`, see _first_try)."""
+    judged (`tried`, see _first_try), also when the try was before a reset (the lab's
+    keep_student_work kept it: labkit.predictions.keep_trial)."""
     tried = _first_try(ctx)
+    earlier = predictions.kept_trial(ctx.lab.id, ctx.exercise.id)     # kept before a reset cleared the logs
+    if earlier is not None and (tried is None or earlier["at"] <= tried["at"]):
+        tried = earlier
     kept = predictions.kept(ctx.lab.id, ctx.exercise.id)
     revealed = kept.at if kept is not None else None
     if tried is not None and revealed is not None and revealed <= tried["at"]:

@@ -275,6 +275,68 @@ The objects live on {where}.
 {follow}"""
 
 
+# -- predict-dangling tried by hand in the lab's cluster --------------------------------------------
+
+def first_try(env, since: float) -> dict | None:
+    """The first sign, since `since` (the part's last build), that the student tried the experiment
+    of predict-dangling in the lab's own cluster, from its logs: {at, time, what, how}; None if
+    none, or on a real cluster.
+      create  a create of theirs in the experiment's namespaces (the lab leaves them empty), audit log;
+      gc      anywhere in the cluster, the lab's garbage collector doing what the experiment asks
+              about (decision log): dropping an owner that was never observed and does not exist
+              (garbagecollector.go attemptToDeleteItem, a virtual node's 404; the decision says
+              whether the GC's monitors ever saw that UID as that kind), or reporting an
+              owner in another namespace (graph_builder.go reportInvalidNamespaceOwnerRef). Nothing
+              the lab builds does either: only objects made with such owner references."""
+    import time
+
+    from labkit.apiserver import audit as audit_log
+    from labkit.controllers.decisions import describe
+    target = for_env(env)
+    tries = []
+    for e in target.audit(since=since) or []:
+        ref = e.get("objectRef") or {}
+        if (e.get("user") or {}).get("username", "").startswith("system:"):
+            continue
+        if e.get("verb") == "create" and ref.get("namespace") in PREDICT_NAMESPACES and not ref.get("subresource"):
+            tries.append({"at": audit_log.received_at(e), "time": e.get("requestReceivedTimestamp", "")[11:19],
+                          "what": f"{ref.get('resource')} {ref.get('name') or ''} in {ref['namespace']}".strip(),
+                          "how": "create"})
+            break
+    for d in target.decisions(since=since) or []:
+        if d.get("controller") != "garbagecollector":
+            continue
+        item = d.get("item") or {}
+        # never_observed: no monitor of the GC ever saw that UID as that kind; an owner deleted
+        # before its dependent's event reached the graph (another exercise's reset) was observed
+        if d.get("action") == "virtual-delete" and d.get("never_observed"):
+            what = f"{describe(item)}, an owner that never existed"
+        elif d.get("action") == "invalid-owner-reference":
+            what = f"{describe(item)}, whose owner lives in another namespace"
+        else:
+            continue
+        tries.append({"at": d["ts"], "time": time.strftime("%H:%M:%S", time.gmtime(d["ts"])), "what": what,
+                      "how": "gc"})
+        break
+    return min(tries, key=lambda t: t["at"]) if tries else None
+
+
+def keep_student_work(env, exercise_id: str | None) -> list[str]:
+    """Before `labkit reset gc [EXERCISE]`: a try of predict-dangling's experiment in the lab's
+    cluster is kept (labkit.predictions.keep_trial). A reset of the exercise builds its part afresh
+    and its check reads the logs from then on; a reset of the whole lab starts a new API server
+    with empty logs: neither may turn a prediction written after the try into one written before."""
+    if exercise_id not in (None, "predict-dangling"):
+        return []
+    from labkit import predictions
+    found = first_try(env, env.state.ready_time("predict-dangling"))
+    if found is None:
+        return []
+    kept = predictions.keep_trial(env.lab.id, "predict-dangling", found)
+    return [f"labkit keeps that you tried the experiment of predict-dangling in the lab's cluster ({kept['what']}, "
+            f"at {kept['time']}): a prediction written or changed after that earns no points, after this reset too"]
+
+
 # -- what a reset would undo -----------------------------------------------------------------------
 
 KIND_NAMES = {"deployments": "Deployment", "replicasets": "ReplicaSet", "pods": "Pod", "configmaps": "ConfigMap",

@@ -177,10 +177,11 @@ def workload_change(pod: Pod, source: dict, shipped: Pod, shipped_source: dict, 
 
 
 def _meaningful(value):
-    """`value` without what the API server would default away: unset, false, empty fields."""
+    """`value` without what the API server would default away: unset, false, empty fields (a 0 is a
+    value: `runAsUser: 0` asks for root)."""
     if isinstance(value, dict):
         kept = {k: _meaningful(v) for k, v in value.items()}
-        return {k: v for k, v in kept.items() if v not in (None, False, "", {}, [])}
+        return {k: v for k, v in kept.items() if not (v is None or v is False or v in ("", {}, []))}
     if isinstance(value, list):
         return [_meaningful(v) for v in value]
     return value

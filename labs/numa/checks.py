@@ -638,17 +638,26 @@ def judge_checkpoint(ctx, files: dict):
             return ctx.failed(f"{name}'s kubelet still does not start: {message}",
                               expected="kubelet starts", observed=f"on {name}: kubelet refuses to start")
         originally = {pod.uid: pod for pod in load_pods(SCENARIOS / "node-b-pods.yaml")}
-        lost = []
-        for pod in pods:
+        # a Pod still bound keeps the spec it was admitted with: a drain removes Pods from the list,
+        # an edit of their resources there changes nothing of them (a resize may not change the QoS
+        # class either: pkg/apis/core/validation ValidatePodResize), so each is judged as bound
+        lost, rewritten = [], []
+        for listed in pods:
+            pod = originally.get(listed.uid, listed)
             for container in pod.all_containers():
                 wants = node.cpu_policy.guaranteed_cpus(pod, container)
                 if wants and node.cpu_state.get_cpu_set(pod.uid, container.name) is None:
                     lost.append(f"{pod.namespace}/{pod.name}/{container.name}")
+                    as_listed = _container(listed, container.name)
+                    if pod is not listed and (as_listed is None or not node.cpu_policy.guaranteed_cpus(listed, as_listed)):
+                        rewritten.append(f"{pod.namespace}/{pod.name}")
         if lost:
+            note = (f" ({name}/pods.yaml lists {', '.join(dict.fromkeys(rewritten))} with other resources, but a bound "
+                    "Pod keeps those it was admitted with: only draining takes it off the list)") if rewritten else ""
             return ctx.failed(
                 f"the kubelet starts, but Pods still bound to {name} lost their exclusive CPUs ({', '.join(lost)}): "
                 f"they would now share CPUs with the next Pods. The node must be drained before the checkpoint is "
-                "deleted.", expected=f"no Pod on {name} without its exclusive CPUs",
+                f"deleted{note}.", expected=f"no Pod on {name} without its exclusive CPUs",
                 observed=f"on {name}: {len(pods)} Pod(s) still bound")
         kept = sorted(f"{originally[uid].namespace}/{originally[uid].name}" for uid in node.cpu_state.assignments
                       if uid in originally)
@@ -666,6 +675,11 @@ def judge_checkpoint(ctx, files: dict):
                               expected="the probe Pod admitted", observed=f"on {name}: {probe.result.reason}")
         return ctx.passed(f"{name}'s kubelet starts ({len(pods)} Pod(s) still bound) and admits the probe Pod "
                           f"on CPUs {format_cpus(probe.containers[0].cpus)}")
+
+
+def _container(pod, name: str):
+    """The Pod's container (or init container) of that name, or None."""
+    return next((c for c in pod.all_containers() if c.name == name), None)
 
 
 def check_checkpoint(ctx):

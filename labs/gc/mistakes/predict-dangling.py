@@ -96,3 +96,27 @@ def tries_it_with_an_owner_named_like_another_kind(env):
         client.create("v1", "configmaps", {"metadata": {"name": name, "ownerReferences": owners}}, "shop")
     time.sleep(2)           # what `kubectl get cm -n shop` then shows
     _predict(env)
+
+
+@mistake("tried the experiment", "earns no points")
+def tries_it_then_resets_the_exercise(env):
+    """Plays the part of the experiment about an owner in another namespace in the lab's cluster
+    (ConfigMap stranger-again in shop, owned by the ConfigMap anchor of a namespace of their own),
+    watches the garbage collector's Warning event, then resets the exercise (`labkit reset gc
+    predict-dangling`, which builds its part afresh, as labkit.runner.reset does: the lab's
+    keep_student_work hook first, then reset_exercise) and writes the prediction after that."""
+    import time
+    from labkit.apiserver.target import for_env
+    client = for_env(env).client()
+    client.create("v1", "namespaces", {"metadata": {"name": "try-reset"}})
+    anchor = client.create("v1", "configmaps", {"metadata": {"name": "anchor"}}, "try-reset")["metadata"]["uid"]
+    client.create("v1", "configmaps", {"metadata": {"name": "stranger-again", "ownerReferences": [
+        {"apiVersion": "v1", "kind": "ConfigMap", "name": "anchor", "uid": anchor}]}}, "shop")
+    time.sleep(2)           # what `kubectl get events -n shop` then shows
+    lab = env.lab.environment_module()
+    keeper = getattr(lab, "keep_student_work", None)
+    if callable(keeper):
+        keeper(env, "predict-dangling")
+    lab.reset_exercise(env, "predict-dangling")
+    env.state.set_ready(["predict-dangling"])
+    _predict(env)

@@ -69,3 +69,10 @@ def more_than_the_refusal_asks(env):
     pod["metadata"]["labels"] = {"app": "csi-node"}
     path.write_text(yaml.safe_dump(pod, sort_keys=False))
     Node(env).apply_all(load_pods(path, strict=True))
+
+
+@mistake("securityContext.runAsUser", "not as shipped")
+def privileged_and_root_on_top(env):
+    """Makes the plugin privileged, as the refusal asks, and sets runAsUser: 0 on top of it, which the
+    refusal did not ask for."""
+    _edit_and_apply(env, lambda c: c.setdefault("securityContext", {}).update(privileged=True, runAsUser=0))

@@ -34,3 +34,12 @@ def policy_switched_off(env):
     (env.dir / "node-b" / "pods.yaml").write_text("# drained\n")
     path = env.dir / "node-b" / "kubelet-config.yaml"
     path.write_text(path.read_text().replace("cpuManagerPolicy: static", "cpuManagerPolicy: none"))
+
+
+@mistake("must be drained", "keeps those it was admitted with")
+def rewrites_the_bound_pods_as_burstable(env):
+    """Instead of draining node-b, turns the limits of its Guaranteed Pods into requests in pods.yaml
+    (Burstable: no exclusive CPUs to lose), then deletes cpu_manager_state: the Pods are still bound."""
+    path = env.dir / "node-b" / "pods.yaml"
+    path.write_text(path.read_text().replace("limits: {cpu:", "requests: {cpu:"))
+    (env.dir / "node-b" / "kubelet" / "cpu_manager_state").unlink()

@@ -57,3 +57,32 @@ def edits_the_scenario(env):
     path.write_text(path.read_text().replace("limits: {cpu: \"2\", memory: 1Gi}",
                                              "requests: {cpu: \"1\", memory: 512Mi}\n        limits: {cpu: \"2\", memory: 1Gi}"))
     _write(env, cache="Burstable")
+
+
+@mistake("prediction is not right", "as it was when")
+def reads_the_classes_off_the_live_node(env):
+    """Runs the Pods of qos-pods.yaml on the live node before answering (`labkit numa run`; when labkit
+    refuses, first writes and checks a placeholder, every Pod BestEffort) and copies the class each one's
+    cgroup shows (/proc/<pid>/cgroup: kubepods/pod<uid>, kubepods/burstable/…, kubepods/besteffort/…), a
+    Pod the node rejected for want of CPUs being one that asked for exclusive CPUs, Guaranteed."""
+    from labkit import runner
+    from labkit.numa import withhold
+    from labkit.numa.livenode import LiveNode
+    from labkit.numa.pods import load_pods
+
+    path = env.dir / "scenarios" / "qos-pods.yaml"
+    if withhold.qos_run_refusal(load_pods(path)):      # what `labkit numa run` checks first
+        _write(env, **{pod: "BestEffort" for pod in RIGHT})
+        runner.check(env.lab, "qos")
+    live = LiveNode(env)
+    copied = {}
+    for result in live.run(path):
+        name = result.pod.name
+        if not result.admitted:
+            copied[name] = "Guaranteed"
+            continue
+        cgroup = result.started[0].container.cgroup
+        copied[name] = "Burstable" if "/burstable/" in cgroup else "BestEffort" if "/besteffort/" in cgroup \
+            else "Guaranteed"
+        live.delete(name, result.pod.namespace)
+    _write(env, **copied)
