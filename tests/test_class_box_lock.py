@@ -89,7 +89,8 @@ def test_the_box_installs_the_lock_with_hashes():
     assert '--no-deps "/tmp/labkit/$(basename "$BOX_WHEEL")"' in text
     assert '"$repo/deploy/source-hash"' in text.split("source_hash() {")[1].split("}")[0]
     hashed = (REPO / "deploy" / "source-hash").read_text().split("find ", 1)[1].split(" -type f")[0].split()
-    assert "deploy/box-requirements.txt" in hashed and "pyproject.toml" in hashed and "labkit" in hashed
+    assert {"labkit", "labs", "instructor", "pyproject.toml", "deploy/box-requirements.txt", "deploy/box-kubectl.txt",
+            "scripts/setup"} <= set(hashed)
 
 
 # -- kubectl v1.34 from PyPI (scripts/build-box --kubectl-from-pypi) ------------------------------
