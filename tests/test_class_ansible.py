@@ -196,6 +196,74 @@ def test_a_check_run_against_this_machine_changes_nothing(tmp_path):
     assert "labkit's workshop machines run Plan9 4" in wrong.stdout
 
 
+def _local_play(tmp_path, machines, *extra):
+    """The playbook's labkit role against this machine (-c local), once per machine name with its
+    own labkit_dir and labkit_command (host variables), all in one run."""
+    release = dict(line.split("=", 1) for line in Path("/etc/os-release").read_text().split("\n") if "=" in line)
+    this = f"{release['NAME'].strip(chr(34)).split()[0]} {release['VERSION_ID'].strip(chr(34)).split('.')[0]}"
+    (tmp_path / "hosts.ini").write_text("[students]\n" + "".join(
+        f"{name} ansible_connection=local ansible_python_interpreter={sys.executable} labkit_dir={target} "
+        f"labkit_command={command}\n" for name, (target, command) in machines.items()))
+    return subprocess.run([str(BIN / "ansible-playbook"), "-i", str(tmp_path / "hosts.ini"), "--tags", "labkit",
+                           "-e", f"labkit_archive={tmp_path / 'labkit.tar.gz'}",
+                           "-e", json.dumps({"labkit_supported": [this]}), *extra, str(PLAYBOOK)],
+                          capture_output=True, text=True, env=ansible_env(tmp_path), timeout=300)
+
+
+def _task(out, name, host):
+    """What the play said of one task on one machine: ok, changed, skipping."""
+    block = re.search(r"TASK \[labkit : " + re.escape(name) + r"\] \*+\n((?:.+\n)*)", out)
+    assert block, f"no {name!r} in\n{out}"
+    said = re.search(r"^(ok|changed|skipping|fatal): \[" + re.escape(host) + r"\]", block.group(1), re.M)
+    assert said, f"{name!r}: nothing about {host} in\n{block.group(1)}"
+    return said.group(1)
+
+
+INSTALL = ("Tools to unpack labkit", "Unpack labkit", "Install labkit and what it needs (scripts/setup lab)",
+           "labkit on PATH", "Record which labkit is installed")
+
+
+def test_a_machine_with_this_checkouts_labkit_is_left_as_it_is(tmp_path):
+    """A machine whose labkit_dir/.labkit-source is this checkout's line (deploy/source-hash --line,
+    as the image and an earlier run record it) and whose labkit answers that version: a real run
+    unpacks and installs nothing and changes nothing (changed=0). A stale line, none, or a
+    labkit that answers another version: the install runs (in --check: its tasks run, and the line
+    would be recorded where it is not the checkout's)."""
+    line = subprocess.run([str(REPO / "deploy" / "source-hash"), "--line"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    assert re.fullmatch(r"labkit \S+ source [0-9a-f]{16}", line), line
+    installed = subprocess.run([str(BIN / "labkit"), "--version"], capture_output=True, text=True).stdout.strip()
+    assert installed == line.split(" source ")[0]
+    other = tmp_path / "other-labkit"
+    other.write_text("#!/bin/sh\necho labkit 0.0.0\n")
+    other.chmod(0o755)
+    stale = line[:-4] + ("0000" if not line.endswith("0000") else "1111")
+    marker = {"current": line, "stale": stale, "none": None, "another": line}
+    machines = {}
+    for name, text in marker.items():
+        target = tmp_path / name
+        target.mkdir()
+        if text:
+            (target / ".labkit-source").write_text(text + "\n")
+        machines[name] = (target, other if name == "another" else BIN / "labkit")
+
+    run = _local_play(tmp_path, {"current": machines["current"]})
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert re.search(r"^current +: ok=\d+ +changed=0 +unreachable=0 +failed=0", run.stdout, re.M), run.stdout
+    for task in INSTALL:
+        assert _task(run.stdout, task, "current") == "skipping", task
+    assert _task(run.stdout, "labkit doctor", "current") == "ok"
+    assert [p.name for p in machines["current"][0].iterdir()] == [".labkit-source"]
+
+    run = _local_play(tmp_path, machines, "--check")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert _task(run.stdout, "Tools to unpack labkit", "current") == "skipping"
+    for name in ("stale", "none", "another"):
+        assert _task(run.stdout, "Tools to unpack labkit", name) == "ok", name
+        assert _task(run.stdout, "Record which labkit is installed", name) == ("ok" if name == "another" else "changed")
+        assert not (machines[name][0] / "labkit").exists()
+
+
 def _host_files():
     paths = [Path("/etc/ssh/sshd_config.d"), Path("/etc/sudoers.d")]
     listing = {str(p): sorted(os.listdir(p)) for p in paths if p.is_dir()}

