@@ -538,7 +538,7 @@ def judge_checkpoint(ctx, answer, note: str = ""):
             continue
         if pod in facts["created"]:
             raise CheckFailed(f"the widgets of {pod} in your answer are not the ones kubelet gives it: it takes them "
-                              "from the healthy widgets no active Pod holds (manager.go devicesToAllocate){note}")
+                              f"from the healthy widgets no active Pod holds (manager.go devicesToAllocate){note}")
         if (set(truth[pod]) - set(said[pod])) & facts["unhealthy"]:
             raise CheckFailed(f"your answer takes a widget away from {pod}: look at what a device turning Unhealthy "
                               "changes for a running Pod that holds it, and at its entries in the checkpoint "
