@@ -118,3 +118,11 @@ def test_a_case_restoring_the_exercises_pods_is_the_exercise_whatever_else_it_do
     del unready["given"]["active_pods"]
     assert not restores_exercise(fewer, case) and not restores_exercise(unready, case)
 
+
+def test_a_pod_admitted_earlier_in_the_case_keeps_its_devices():
+    # next, admitted with the last free healthy widget, is active from then on: a Pod admitted
+    # after it finds no widget (UpdateAllocatedDevices drops only Pods neither active nor admitted)
+    case = load_case(SCENARIO)
+    case["steps"].append({"op": "create_pod", "at_s": 6,
+                          "pod": {"name": "other", "containers": [{"name": "c", "limits": {WIDGET: 1}}]}})
+    assert held(case) == {"train": ["widget-0", "widget-1"], "prep": ["widget-3"], "next": ["widget-2"]}

@@ -304,6 +304,11 @@ def _step(dm: DeviceManager, step: dict, now: float, plugins: dict, checkpoint_f
         try:
             made = dm.admit_pod(pod)
             admitted, error = True, None
+            # an admitted Pod runs: it is one of kubelet's active Pods from then on (kubelet.go
+            # HandlePodAdditions adds it to the pod manager; GetActivePods leaves out only
+            # terminated ones), so a later UpdateAllocatedDevices keeps its devices
+            if dm.active_pods is not None:
+                dm.active_pods.add(pod["uid"])
         except DeviceError as exc:
             dm.forget_pod(pod["uid"])
             made, admitted, error = {}, False, str(exc)
