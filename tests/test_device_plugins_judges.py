@@ -40,3 +40,37 @@ def test_checkpoint_feedback_is_filled_in(lab, held):
     assert not re.search(r"\{\w+\}", message), message
     assert message.endswith(" (a note)"), message
     assert checks.judge_checkpoint(ctx, {"held": RIGHT}).passed
+
+
+WIDGETS = {"widget-0": 0, "widget-1": 0, "widget-2": 1, "widget-3": 1}
+
+
+def registered(*resources, stream: str = "open") -> dict:
+    """An observation of register: these Register calls accepted, the exercise's four widgets."""
+    return {"exited": None, "log": "",
+            "registrations": [{"resource": r, "version": "v1beta1", "error": None, "stream": stream} for r in resources],
+            "devices": [{"ID": d, "health": "Healthy", "numa": [n]} for d, n in WIDGETS.items()],
+            "node": {"capacity": {"example.com/widget": 4}, "allocatable": {"example.com/widget": 4}}}
+
+
+def test_register_names_the_extra_resource_not_the_exercises(lab):
+    the_lab, env = lab
+    checks = the_lab._load("checks.py")
+    ctx = CheckContext(env, the_lab.exercise("register"))
+    assert checks.judge_register(ctx, registered("example.com/widget")).passed
+    for order in (("example.com/widget", "example.com/gadget"), ("example.com/gadget", "example.com/widget")):
+        with pytest.raises(CheckFailed) as failed:
+            checks.judge_register(ctx, registered(*order))
+        message = str(failed.value)
+        assert "also the resource(s) example.com/gadget" in message and "is 'example.com/gadget'" not in message, message
+    with pytest.raises(CheckFailed) as failed:
+        checks.judge_register(ctx, registered("example.com/gadget"))
+    assert "is 'example.com/gadget', not the exercise's example.com/widget" in str(failed.value)
+
+
+def test_a_container_env_the_allocate_answer_sets_counts_even_labkits_own():
+    from labkit.devices.container import added_envs
+    process = {"PATH": "/usr/bin", "LABKIT_OWNER": "x", "WIDGET_VISIBLE_DEVICES": "widget-0"}
+    assert added_envs(process, {"envs": {"WIDGET_VISIBLE_DEVICES": "widget-0"}}) == {"WIDGET_VISIBLE_DEVICES": "widget-0"}
+    assert added_envs(process, {"envs": {"WIDGET_VISIBLE_DEVICES": "widget-0", "PATH": "/usr/bin"}}) == \
+        {"WIDGET_VISIBLE_DEVICES": "widget-0", "PATH": "/usr/bin"}
