@@ -5,9 +5,9 @@ Register calls, as labs/device-plugins/checks.py observes it)."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
-import yaml
 
 from labkit.exercises import CheckContext, CheckFailed
 from labkit.labs import get_lab
@@ -74,3 +74,23 @@ def test_a_container_env_the_allocate_answer_sets_counts_even_labkits_own():
     assert added_envs(process, {"envs": {"WIDGET_VISIBLE_DEVICES": "widget-0"}}) == {"WIDGET_VISIBLE_DEVICES": "widget-0"}
     assert added_envs(process, {"envs": {"WIDGET_VISIBLE_DEVICES": "widget-0", "PATH": "/usr/bin"}}) == \
         {"WIDGET_VISIBLE_DEVICES": "widget-0", "PATH": "/usr/bin"}
+
+
+def test_reset_of_checkpoint_keeps_a_changed_scenario_file(lab):
+    # labkit reset device-plugins checkpoint writes scenarios/ afresh: a student's changed copy is
+    # student work (named before the reset, kept first); an unchanged one is not
+    the_lab, env = lab
+    module = the_lab.environment_module()
+    (env.dir / "scenarios").mkdir(parents=True, exist_ok=True)
+    module.write_scenario(env)
+    assert module.student_work(env, "checkpoint") == [] and module.keep_student_work(env, "checkpoint") == []
+    case = env.dir / "scenarios" / "restart.yaml"
+    case.write_text(case.read_text() + "# my note: infer ended\n")
+    assert [w.split(" ")[0] for w in module.student_work(env, "checkpoint")] == ["scenarios/restart.yaml"]
+    assert module.student_work(env, "register") == []
+    kept = module.keep_student_work(env, "checkpoint")
+    assert len(kept) == 1 and kept[0].startswith("scenarios/restart.yaml kept as ")
+    assert kept[0].split(" kept as ")[1].endswith("restart.yaml")
+    assert "# my note: infer ended" in Path(kept[0].split(" kept as ")[1]).read_text()
+    module.reset_exercise(env, "checkpoint")
+    assert module.student_work(env, "checkpoint") == []
