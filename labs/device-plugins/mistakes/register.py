@@ -78,12 +78,3 @@ def registers_again_on_a_timer(env):
         now = kubelet_socket()
         if now is not None:'''))
 
-
-@mistake("also the resource", "example.com/gadget")
-def registers_a_second_resource(env):
-    """Registers example.com/widget and then, on a second socket, example.com/gadget with the same
-    devices: a resource the exercise does not ask for."""
-    _write(env, ('''    api.register(str(PLUGIN_DIR / api.KUBELET_SOCKET), SOCKET, RESOURCE, OPTIONS)''',
-                 '''    api.register(str(PLUGIN_DIR / api.KUBELET_SOCKET), SOCKET, RESOURCE, OPTIONS)
-    gadgets = api.serve_plugin(Widgets(), str(PLUGIN_DIR / "gadget.sock"))
-    api.register(str(PLUGIN_DIR / api.KUBELET_SOCKET), "gadget.sock", "example.com/gadget", OPTIONS)'''))
