@@ -11,7 +11,7 @@ import yaml
 
 from labkit.devices.manager import Allocation, Device, DeviceManager
 from labkit.devices.play import final_pod_devices, load_case, play
-from labkit.devices.withhold import situation
+from labkit.devices.withhold import restores_exercise, situation
 from support import REPO, labkit
 
 SCENARIO = REPO / "labs" / "device-plugins" / "scenarios" / "restart.yaml"
@@ -68,7 +68,8 @@ def test_the_situation_ignores_names_times_and_answers_not_devices():
 
 def test_play_withholds_a_renamed_copy_and_plays_another_story(tmp_path):
     # `labkit devices play` on a copy of the exercise's scenario with other names: withheld until a
-    # prediction is written; the same story with widget-1 healthy is another situation: played
+    # prediction is written; a story whose restart brings back other allocations (train held one
+    # widget) is another situation: played
     case = load_case(SCENARIO)
     renamed = json.loads(json.dumps(case).replace('"infer"', '"batch-9"'))
     copy_file = tmp_path / "copy.yaml"
@@ -76,10 +77,52 @@ def test_play_withholds_a_renamed_copy_and_plays_another_story(tmp_path):
     refused = labkit("devices", "play", "-f", str(copy_file), check=2)
     assert "exercise checkpoint" in refused.stderr and "checkpoint.yaml" in refused.stderr
     other = copy.deepcopy(case)
-    other["steps"][2]["devices"][1]["health"] = "Healthy"
+    other["given"]["checkpoint"]["Data"]["PodDeviceEntries"][0]["DeviceIDs"] = {"0": ["widget-0"]}
     other_file = tmp_path / "other.yaml"
     other_file.write_text(yaml.safe_dump(other))
     played = labkit("devices", "play", "-f", str(other_file), check=0)
     assert "PLAYED device-plugins-restart" in played.stdout and "pod next container c" in played.stdout
     as_json = json.loads(labkit("devices", "play", "-f", str(other_file), "-o", "json", check=0).stdout)
-    assert as_json[0]["outcome"]["pod_devices"]["train"] == {"main": {WIDGET: ["widget-0", "widget-1"]}}
+    assert as_json[0]["outcome"]["pod_devices"]["train"] == {"main": {WIDGET: ["widget-0"]}}
+
+
+def test_a_case_restoring_the_exercises_pods_is_the_exercise_whatever_else_it_does():
+    # what a restart restores answers most of the exercise (which Pods keep what): a copy with
+    # another id and more NUMA nodes, a Pod added after next, next asking for two, widget-1 healthy
+    # again, the checkpoint's entries in another order — each restores the exercise's Pods as they are
+    case = load_case(SCENARIO)
+    variants = []
+    more_numa = copy.deepcopy(case)
+    more_numa["id"], more_numa["given"]["numa_nodes"] = "mine", [0, 1, 2]
+    variants.append(more_numa)
+    another_pod = copy.deepcopy(case)
+    another_pod["steps"].append({"op": "create_pod", "at_s": 6,
+                                 "pod": {"name": "other", "containers": [{"name": "c", "limits": {WIDGET: 1}}]}})
+    variants.append(another_pod)
+    asks_two = copy.deepcopy(case)
+    asks_two["steps"][3]["pod"]["containers"][0]["limits"][WIDGET] = 2
+    variants.append(asks_two)
+    healthy = copy.deepcopy(case)
+    healthy["steps"][2]["devices"][1]["health"] = "Healthy"
+    variants.append(healthy)
+    reordered = copy.deepcopy(case)
+    reordered["given"]["checkpoint"]["Data"]["PodDeviceEntries"].reverse()
+    variants.append(reordered)
+    for variant in variants:
+        assert situation(variant) != situation(case) or variant is reordered
+        assert restores_exercise(variant, case), variant["id"]
+    # another restart: train held one widget; or kubelet's Pod sources not ready (nothing active)
+    fewer = copy.deepcopy(case)
+    fewer["given"]["checkpoint"]["Data"]["PodDeviceEntries"][0]["DeviceIDs"] = {"0": ["widget-0"]}
+    unready = copy.deepcopy(case)
+    del unready["given"]["active_pods"]
+    assert not restores_exercise(fewer, case) and not restores_exercise(unready, case)
+
+
+def test_a_pod_admitted_earlier_in_the_case_keeps_its_devices():
+    # next, admitted with the last free healthy widget, is active from then on: a Pod admitted
+    # after it finds no widget (UpdateAllocatedDevices drops only Pods neither active nor admitted)
+    case = load_case(SCENARIO)
+    case["steps"].append({"op": "create_pod", "at_s": 6,
+                          "pod": {"name": "other", "containers": [{"name": "c", "limits": {WIDGET: 1}}]}})
+    assert held(case) == {"train": ["widget-0", "widget-1"], "prep": ["widget-3"], "next": ["widget-2"]}

@@ -63,6 +63,14 @@ def inside(spec: dict) -> None:
     os.execvpe(spec["argv"][0], spec["argv"], env)
 
 
+def added_envs(environment: dict[str, str], options: dict) -> dict[str, str]:
+    """What of a container process's environment the Allocate answer accounts for and anything
+    else but labkit's own variables: a variable of BASE_ENV counts when the answer sets it (an
+    answer that sets PATH changes the container's PATH)."""
+    answered = options.get("envs") or {}
+    return {k: v for k, v in environment.items() if k not in BASE_ENV or k in answered}
+
+
 def environ(pid: int) -> dict[str, str]:
     raw = Path(f"/proc/{pid}/environ").read_bytes()
     return dict(item.split("=", 1) for item in raw.decode(errors="replace").split("\0") if "=" in item)

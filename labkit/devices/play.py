@@ -68,7 +68,8 @@ def devices(spec: list) -> list[Device]:
     return out
 
 
-def play(case: dict) -> Played:
+def play(case: dict, observe=None) -> Played:
+    """`observe(step, dm)`, when given, sees the device manager after each step of a steps case."""
     played = Played(str(case.get("id")), str(case.get("title") or ""))
     category = case.get("category")
     if category == "allocation":
@@ -78,7 +79,7 @@ def play(case: dict) -> Played:
     elif category == "gpu-manager":
         _gpu_share(case, played)
     else:
-        _steps(case, played)
+        _steps(case, played, observe)
     return played
 
 
@@ -186,7 +187,7 @@ def _gpu_share(case: dict, played: Played) -> None:
                 played.check(f"step {i + 1} cores of {minor}", cores, by_minor[int(minor)].allocatable_cores)
 
 
-def _steps(case: dict, played: Played) -> None:
+def _steps(case: dict, played: Played, observe=None) -> None:
     given = case.get("given") or {}
     dm = DeviceManager(given.get("numa_nodes"))
     now = 0.0
@@ -230,6 +231,8 @@ def _steps(case: dict, played: Played) -> None:
                     status_alloc = {r: allocatable.get(r, 0) for r in node_capacity}
                     played.check(f"{what} node capacity", expect["node_status"].get("capacity"), dict(node_capacity))
                     played.check(f"{what} node allocatable", expect["node_status"].get("allocatable"), status_alloc)
+            if observe is not None:
+                observe(step, dm)
         if case.get("steps"):
             played.outcome["pod_devices"] = pod_devices(dm)       # what every Pod holds at the end
 
@@ -301,6 +304,11 @@ def _step(dm: DeviceManager, step: dict, now: float, plugins: dict, checkpoint_f
         try:
             made = dm.admit_pod(pod)
             admitted, error = True, None
+            # an admitted Pod runs: it is one of kubelet's active Pods from then on (kubelet.go
+            # HandlePodAdditions adds it to the pod manager; GetActivePods leaves out only
+            # terminated ones), so a later UpdateAllocatedDevices keeps its devices
+            if dm.active_pods is not None:
+                dm.active_pods.add(pod["uid"])
         except DeviceError as exc:
             dm.forget_pod(pod["uid"])
             made, admitted, error = {}, False, str(exc)

@@ -210,7 +210,7 @@ class Session:
                     inside = Path(f"/proc/{proc.pid}/root{path}")
                     mounts[path[len(prefix):]] = {"read_only": "ro" in seen["options"], "files": _files(inside),
                                                   "source": _identity(inside)}
-            seen = {"started": True, "envs": {k: v for k, v in env.items() if k not in container.BASE_ENV},
+            seen = {"started": True, "envs": container.added_envs(env, options),
                     "mounts": mounts, "options": options}
             if options["devices"]:       # each DeviceSpec as the process sees it at its container path
                 seen["devices"] = {d["container_path"]: _device_node(Path(f"/proc/{proc.pid}/root{prefix}"

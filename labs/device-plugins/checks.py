@@ -110,7 +110,13 @@ def _judge_registered(ctx, obs: dict, stream: str = "open", when: str = "") -> N
             _fail(f"your plugin exited (code {obs['exited']}) without a Register call reaching kubelet.sock{tail}")
         _fail(f"no Register call reached $DEVICE_PLUGIN_DIR/kubelet.sock within {REGISTER_S:g} s{tail}",
               "a Register call from your plugin", "none")
-    last = regs[-1]
+    # a plugin that registers the exercise's resource and another one: the other is what is wrong
+    mine = [r for r in regs if r.get("resource") == resource]
+    others = sorted({str(r.get("resource")) for r in regs if r.get("resource") != resource and not r.get("error")})
+    if mine and others:
+        _fail(f"{when}your plugin registered {resource} and also the resource(s) {', '.join(others)}: the exercise's "
+              f"plugin registers {resource} only", [resource], [resource, *others])
+    last = (mine or regs)[-1]
     if last.get("error") == PENDING:
         _fail(f"your Register call has not returned: kubelet dials your endpoint back and waits for "
               f"GetDevicePluginOptions before it answers{tail}", "an accepted registration", "pending")
@@ -538,7 +544,7 @@ def judge_checkpoint(ctx, answer, note: str = ""):
             continue
         if pod in facts["created"]:
             raise CheckFailed(f"the widgets of {pod} in your answer are not the ones kubelet gives it: it takes them "
-                              "from the healthy widgets no active Pod holds (manager.go devicesToAllocate){note}")
+                              f"from the healthy widgets no active Pod holds (manager.go devicesToAllocate){note}")
         if (set(truth[pod]) - set(said[pod])) & facts["unhealthy"]:
             raise CheckFailed(f"your answer takes a widget away from {pod}: look at what a device turning Unhealthy "
                               "changes for a running Pod that holds it, and at its entries in the checkpoint "

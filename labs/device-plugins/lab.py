@@ -176,12 +176,38 @@ def _kept_dir() -> Path:
     return paths.answers_root() / "device-plugins" / "kept"
 
 
+def _edited_scenarios(env, exercise_id: str | None) -> list[Path]:
+    """The checkpoint exercise's scenario files in the lab directory the student changed (reset
+    writes them afresh): those that differ from what write_scenario writes."""
+    if exercise_id not in (None, "checkpoint"):
+        return []
+    import tempfile
+
+    from labkit.devices.play import load_case, write_given_checkpoint
+    with tempfile.TemporaryDirectory(prefix="labkit-devices-") as tmp:
+        fresh = Path(tmp) / "kubelet_internal_checkpoint"
+        write_given_checkpoint(load_case(SCENARIO)["given"]["checkpoint"], fresh)
+        given = {SCENARIO.name: SCENARIO.read_bytes(), fresh.name: fresh.read_bytes()}
+    out = []
+    for name, text in given.items():
+        path = env.dir / "scenarios" / name
+        try:
+            if path.read_bytes() != text:
+                out.append(path)
+        except OSError:
+            continue
+    return out
+
+
 def student_work(env, exercise_id: str | None) -> list[str]:
     """What `labkit reset device-plugins [EXERCISE]` replaces of the student's work: each plugin
-    they wrote (the starter comes back; their file is kept in the answers directory first)."""
+    they wrote (the starter comes back; their file is kept in the answers directory first), and
+    the checkpoint exercise's scenario files they changed (written afresh; theirs kept first)."""
     ids = [exercise_id] if exercise_id in EXERCISES else [] if exercise_id else list(EXERCISES)
     return [f"plugins/{ex}.py you wrote (the starter comes back; your file is kept under {_kept_dir()})"
-            for ex in ids if _edited(env, ex)]
+            for ex in ids if _edited(env, ex)] + \
+        [f"scenarios/{p.name} you changed (the lab's comes back; yours is kept under {_kept_dir()})"
+         for p in _edited_scenarios(env, exercise_id)]
 
 
 def keep_student_work(env, exercise_id: str | None) -> list[str]:
@@ -199,6 +225,14 @@ def keep_student_work(env, exercise_id: str | None) -> list[str]:
             n += 1
         shutil.copy2(plugin_path(env, ex), kept / f"{ex}-{n}.py")
         lines.append(f"plugins/{ex}.py kept as {kept / f'{ex}-{n}.py'}")
+    for path in _edited_scenarios(env, exercise_id):
+        kept = _kept_dir()
+        kept.mkdir(parents=True, exist_ok=True)
+        n = 1
+        while (kept / f"scenarios-{n}-{path.name}").exists():
+            n += 1
+        shutil.copy2(path, kept / f"scenarios-{n}-{path.name}")
+        lines.append(f"scenarios/{path.name} kept as {kept / f'scenarios-{n}-{path.name}'}")
     return lines
 
 

@@ -48,3 +48,11 @@ def space_separated(env):
     """Joins the IDs with spaces instead of commas."""
     _write(env, ('envs={"WIDGET_VISIBLE_DEVICES": ",".join(req.devices_ids)}',
                  'envs={"WIDGET_VISIBLE_DEVICES": " ".join(req.devices_ids)}'))
+
+
+@mistake("more than WIDGET_VISIBLE_DEVICES", "PATH")
+def sets_the_path_too(env):
+    """Also sets PATH for the container (to where a widget tool would be): the Allocate answer
+    changes the container's environment beyond the exercise's one variable."""
+    _write(env, ('envs={"WIDGET_VISIBLE_DEVICES": ",".join(req.devices_ids)}',
+                 'envs={"WIDGET_VISIBLE_DEVICES": ",".join(req.devices_ids), "PATH": "/var/lib/widget/bin:/usr/bin"}'))

@@ -77,3 +77,4 @@ def registers_again_on_a_timer(env):
         if now is not None and now != registered_with:''', '''        time.sleep(0.5)
         now = kubelet_socket()
         if now is not None:'''))
+

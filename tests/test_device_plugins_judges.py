@@ -1,0 +1,96 @@
+"""The device-plugins lab's judges in-process: the feedback on predictions of the checkpoint
+exercise, and what the plugin exercises' judges make of observations (kubelet's record of
+Register calls, as labs/device-plugins/checks.py observes it)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from labkit.exercises import CheckContext, CheckFailed
+from labkit.labs import get_lab
+from labkit.state import LabEnv, LabState
+
+
+@pytest.fixture
+def lab():
+    the_lab = get_lab("device-plugins")
+    state = LabState(the_lab.id)
+    state.ensure_dir()
+    return the_lab, LabEnv(the_lab, state)
+
+
+RIGHT = {"train": ["widget-0", "widget-1"], "prep": ["widget-3"], "next": ["widget-2"]}
+WRONG = [{**RIGHT, "next": ["widget-1"]}, {**RIGHT, "next": ["widget-3"]}, {**RIGHT, "train": ["widget-0"]},
+         {**RIGHT, "prep": ["widget-2"]}, {**RIGHT, "infer": ["widget-2"]}, {**RIGHT, "ghost": ["widget-2"]},
+         {"train": ["widget-0", "widget-1"], "prep": ["widget-3"]}, {"next": ["widget-0"]}]
+
+
+@pytest.mark.parametrize("held", WRONG)
+def test_checkpoint_feedback_is_filled_in(lab, held):
+    # every message of judge_checkpoint is a complete sentence: no {placeholder} left unformatted
+    the_lab, env = lab
+    checks = the_lab._load("checks.py")
+    ctx = CheckContext(env, the_lab.exercise("checkpoint"))
+    with pytest.raises(CheckFailed) as failed:
+        checks.judge_checkpoint(ctx, {"held": held}, " (a note)")
+    message = str(failed.value)
+    assert not re.search(r"\{\w+\}", message), message
+    assert message.endswith(" (a note)"), message
+    assert checks.judge_checkpoint(ctx, {"held": RIGHT}).passed
+
+
+WIDGETS = {"widget-0": 0, "widget-1": 0, "widget-2": 1, "widget-3": 1}
+
+
+def registered(*resources, stream: str = "open") -> dict:
+    """An observation of register: these Register calls accepted, the exercise's four widgets."""
+    return {"exited": None, "log": "",
+            "registrations": [{"resource": r, "version": "v1beta1", "error": None, "stream": stream} for r in resources],
+            "devices": [{"ID": d, "health": "Healthy", "numa": [n]} for d, n in WIDGETS.items()],
+            "node": {"capacity": {"example.com/widget": 4}, "allocatable": {"example.com/widget": 4}}}
+
+
+def test_register_names_the_extra_resource_not_the_exercises(lab):
+    the_lab, env = lab
+    checks = the_lab._load("checks.py")
+    ctx = CheckContext(env, the_lab.exercise("register"))
+    assert checks.judge_register(ctx, registered("example.com/widget")).passed
+    for order in (("example.com/widget", "example.com/gadget"), ("example.com/gadget", "example.com/widget")):
+        with pytest.raises(CheckFailed) as failed:
+            checks.judge_register(ctx, registered(*order))
+        message = str(failed.value)
+        assert "also the resource(s) example.com/gadget" in message and "is 'example.com/gadget'" not in message, message
+    with pytest.raises(CheckFailed) as failed:
+        checks.judge_register(ctx, registered("example.com/gadget"))
+    assert "is 'example.com/gadget', not the exercise's example.com/widget" in str(failed.value)
+
+
+def test_a_container_env_the_allocate_answer_sets_counts_even_labkits_own():
+    from labkit.devices.container import added_envs
+    process = {"PATH": "/usr/bin", "LABKIT_OWNER": "x", "WIDGET_VISIBLE_DEVICES": "widget-0"}
+    assert added_envs(process, {"envs": {"WIDGET_VISIBLE_DEVICES": "widget-0"}}) == {"WIDGET_VISIBLE_DEVICES": "widget-0"}
+    assert added_envs(process, {"envs": {"WIDGET_VISIBLE_DEVICES": "widget-0", "PATH": "/usr/bin"}}) == \
+        {"WIDGET_VISIBLE_DEVICES": "widget-0", "PATH": "/usr/bin"}
+
+
+def test_reset_of_checkpoint_keeps_a_changed_scenario_file(lab):
+    # labkit reset device-plugins checkpoint writes scenarios/ afresh: a student's changed copy is
+    # student work (named before the reset, kept first); an unchanged one is not
+    the_lab, env = lab
+    module = the_lab.environment_module()
+    (env.dir / "scenarios").mkdir(parents=True, exist_ok=True)
+    module.write_scenario(env)
+    assert module.student_work(env, "checkpoint") == [] and module.keep_student_work(env, "checkpoint") == []
+    case = env.dir / "scenarios" / "restart.yaml"
+    case.write_text(case.read_text() + "# my note: infer ended\n")
+    assert [w.split(" ")[0] for w in module.student_work(env, "checkpoint")] == ["scenarios/restart.yaml"]
+    assert module.student_work(env, "register") == []
+    kept = module.keep_student_work(env, "checkpoint")
+    assert len(kept) == 1 and kept[0].startswith("scenarios/restart.yaml kept as ")
+    assert kept[0].split(" kept as ")[1].endswith("restart.yaml")
+    assert "# my note: infer ended" in Path(kept[0].split(" kept as ")[1]).read_text()
+    module.reset_exercise(env, "checkpoint")
+    assert module.student_work(env, "checkpoint") == []
