@@ -22,7 +22,7 @@ import copy
 import json
 from dataclasses import dataclass, field
 
-from labkit.apiserver.rbac import RuleResolver, rule_allows
+from labkit.apiserver.rbac import RuleResolver, resource_name_matches, rule_allows
 
 RBAC_GROUP = "rbac.authorization.k8s.io"
 KEYS = {  # (apiVersion, kind) -> the store's key (resources.ResourceType.storage_key)
@@ -224,14 +224,19 @@ def access(objects, subject: Subject, space: Space) -> frozenset:
         if not rules:
             continue
         names = sorted({"", *space.names} | {n for r in rules for n in (r.get("resourceNames") or [])})
+        unnamed = [(rule, _any_name(rule)) for rule in rules]
         for r in space.resources:
             if ns and not r.namespaced:
                 continue
             resource, _, sub = r.resource.partition("/")
             for verb in VERBS:
+                # rule_allows (rbac.go RuleAllows) is verb, group, resource and name matching;
+                # only the name varies below, so the rules that match the other three are found
+                # once, with rule_allows itself (asked about a name every rule accepts)
+                anyname = _Attrs(subject.user, list(subject.groups), verb, ns, r.group, resource, sub, "")
+                fitting = [rule for rule, any_name in unnamed if rule_allows(anyname, any_name)]
                 for name in names:
-                    attrs = _Attrs(subject.user, list(subject.groups), verb, ns, r.group, resource, sub, name)
-                    if any(rule_allows(attrs, rule) for rule in rules):
+                    if any(resource_name_matches(rule, name) for rule in fitting):
                         granted.add((ns, verb, r.group, r.resource, name))
         if not ns:
             for path in NON_RESOURCE_PATHS:
@@ -240,6 +245,11 @@ def access(objects, subject: Subject, space: Space) -> frozenset:
                     if any(rule_allows(attrs, rule) for rule in rules):
                         granted.add(("", verb, "", path, ""))
     return frozenset(granted)
+
+
+def _any_name(rule: dict) -> dict:
+    """The rule without its resourceNames (so it accepts every name)."""
+    return {k: v for k, v in rule.items() if k != "resourceNames"} if rule.get("resourceNames") else rule
 
 
 @dataclass
