@@ -43,7 +43,7 @@ from typing import Any, Callable, Iterable, Iterator
 from labkit.exercises import CheckContext, CheckFailed, CheckResult, run_check, write_answer
 
 LIVE_ENV = "LABKIT_MUTANTS_LIVE"        # 1: apply every mutant that can be applied live
-LIVE_SAMPLE = 2                         # otherwise: this many per exercise (spread over the list)
+                                        # otherwise one per exercise (live_sample)
 KILLED, EQUIVALENT, SURVIVED, UNNAMED, FALSE_FAIL, BROKEN = (
     "killed", "equivalent", "survived", "unnamed", "false-fail", "broken")
 OUTCOMES = (KILLED, EQUIVALENT, SURVIVED, UNNAMED, FALSE_FAIL, BROKEN)
@@ -132,14 +132,33 @@ def judged(ctx: CheckContext, judge: Callable, observation) -> CheckResult:
         return ctx.error(f"judge crashed: {type(exc).__name__}: {exc}", traceback=traceback.format_exc())
 
 
-def live_sample(mutants: list[Mutant], every: bool) -> set[str]:
-    """Which of the observation-judged mutants are also applied live: all of them with `every`,
-    else LIVE_SAMPLE spread evenly over the list (the same ones on every run)."""
+def kind_of(mutant_name: str) -> str:
+    """The rule that made a mutant: the first part of its name (`drop`, `set`, `swap`, `drop-rule`,
+    or a lab generator's own, e.g. `bypass`)."""
+    return mutant_name.split(":", 1)[0]
+
+
+def live_sample(mutants: list[Mutant], every: bool, applied: dict[str, int] | None = None) -> set[str]:
+    """Which of the observation-judged mutants are also applied live: all of them with `every`;
+    otherwise one, a fixed stratified sample over the lab: of the kinds of mutation (kind_of)
+    among the candidates, the one applied live least often so far in this run of the lab
+    (`applied`: kind -> count, updated here; ties go to the kind that comes first in the list),
+    and of the mutants of that kind the middle one. The same ones on every run of the same tree,
+    the kinds taking turns over the lab's exercises.
+
+    One per exercise costs no second solving: the first live application finds the exercise
+    still solved (run_exercise), each further one solves it again."""
     candidates = [m.name for m in mutants if m.judged_by == "observation" and m.apply is not None]
-    if every or len(candidates) <= LIVE_SAMPLE:
+    if every or not candidates:
         return set(candidates)
-    step = len(candidates) / LIVE_SAMPLE
-    return {candidates[int(i * step)] for i in range(LIVE_SAMPLE)}
+    applied = {} if applied is None else applied
+    kinds: dict[str, list[str]] = {}
+    for name in candidates:
+        kinds.setdefault(kind_of(name), []).append(name)
+    kind = min(kinds, key=lambda k: applied.get(k, 0))       # min keeps the first of equals
+    applied[kind] = applied.get(kind, 0) + 1
+    names = kinds[kind]
+    return {names[len(names) // 2]}
 
 
 def module_of(lab, exercise):
@@ -156,9 +175,12 @@ def judge_of(lab, exercise, module) -> Callable | None:
     return found
 
 
-def run_exercise(lab, exercise_id: str, *, live_all: bool | None = None) -> ExerciseReport:
+def run_exercise(lab, exercise_id: str, *, live_all: bool | None = None,
+                 applied: dict[str, int] | None = None) -> ExerciseReport:
     """Solve the exercise on the running lab, generate its mutants and judge every one; the
-    exercise is reset afterwards. `live_all` defaults to LABKIT_MUTANTS_LIVE."""
+    exercise is reset afterwards. `live_all` defaults to LABKIT_MUTANTS_LIVE; `applied` counts
+    the kinds of mutation applied live over the lab's exercises (live_sample), shared by the
+    caller across them."""
     from labkit import runner
     from labkit.exercises import answer_path
     from labkit.state import LabEnv, LabState
@@ -203,7 +225,7 @@ def run_exercise(lab, exercise_id: str, *, live_all: bool | None = None) -> Exer
         report.problem = (f"mutants are judged by observation, but checks.py has no "
                           f"judge_{exercise.check.removeprefix('check_')}(ctx, observation)")
         return report
-    sample = live_sample(mutants, live_all)
+    sample = live_sample(mutants, live_all, applied)
     dirty = False        # the live lab differs from the solved one
     verdicts: dict[str, Verdict] = {}
 

@@ -239,9 +239,13 @@ def reset(lab: Lab, say: Say = _quiet, exercise_id: str | None = None, forget_pr
     the prediction kept when a tool showed its outcome, as it keeps recorded passes: what was shown
     cannot be unseen, and a reset must not be a way to see the outcome and then answer again. With
     `forget_prediction` the kept predictions of the exercise (or of the whole lab) are forgotten
-    first, and that is recorded for the grade report."""
-    require_prerequisites(lab)
+    first, and that is recorded for the grade report.
+
+    The prerequisites are probed (labkit doctor's checks) before a rebuild only: an exercise reset
+    through the hook needs the lab up, built on them already."""
     hook = getattr(lab.environment_module(), "reset_exercise", None)
+    if exercise_id is None or not callable(hook):
+        require_prerequisites(lab)
     state = LabState(lab.id)
     with state.locked():
         _keep_student_work(lab, state, exercise_id, say)

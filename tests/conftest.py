@@ -284,20 +284,31 @@ def host_unchanged(request):
     assert not problems, "the host changed:\n" + "\n".join(problems)
 
 
-# The test files that take longest, longest first (per-file sums of setup, call and teardown from
-# `pytest --durations=0` of the whole suite, 2 workers on a 2-core machine, the files after the
-# first two in that order; refresh it the same way). They are collected first, and scripts/test hands whole files to its
-# workers in collection order (--dist loadfile --no-loadscope-reorder), so the long files start at
-# once and the short ones fill the gaps; a long file handed out last would end the run alone.
+# The order in which scripts/test hands whole files to its workers (--dist loadfile
+# --no-loadscope-reorder: in collection order, which longest_first sets). The first file drives
+# every lab for all LAB_DRIVERS (drive_labs: minutes, the labs side by side); its worker waits for
+# that, holding the host lock shared. Meanwhile the other worker runs BESIDE_THE_DRIVES: long files
+# none of whose tests holds the host lock exclusively (such a test would wait for the drives to
+# end, and keep every new shared holder waiting behind it). Then the other drivers' files, whose
+# outputs are ready by then, and the rest, the longest first, so that no long file is handed out
+# last and ends the run alone. Durations: per-file sums of setup, call and teardown from
+# `pytest --junitxml` of the whole suite (2 workers, 2 cores), less the host-lock waits the run
+# reports; refresh them the same way.
+DRIVES_FIRST = "test_mutants.py"
+BESIDE_THE_DRIVES = [
+    "test_namespace_real_cluster.py", "test_namespace_lab.py", "test_lab_material.py", "test_requests_lab.py",
+    "test_gc_scenarios.py",
+]
 LONGEST_FIRST = [
-    "test_mutants.py", "test_mistakes.py",      # every lab, driven (one build per lab for all LAB_DRIVERS)
-    "test_gc_lab.py", "test_fuzz_answers.py", "test_kube_proxy_judging.py", "test_mount_propagation_lab.py",
-    "test_netfilter.py", "test_kube_proxy_node.py", "test_namespace_reset.py", "test_numa_cli.py", "test_cli.py",
-    "test_fuzz_inputs.py", "test_demo_lab.py", "test_namespace_real_cluster.py", "test_resources_lab.py",
-    "test_numa_discover.py", "test_reliability.py", "test_credit_and_reset.py", "test_requests_lab.py",
-    "test_lab_material.py", "test_numa_crash_cleanup.py", "test_mounts_scenarios.py", "test_admission_kubectl.py",
-    "test_mounts_crash_cleanup.py", "test_namespace_lab.py", "test_kube_proxy_lab.py", "test_kube_proxy_exercises.py",
-    "test_gc_scenarios.py", "test_apiserver_kubectl.py", "test_class_operations.py", "test_class_ansible.py",
+    DRIVES_FIRST, *BESIDE_THE_DRIVES,
+    "test_mistakes.py", "test_fuzz_answers.py",     # driven with test_mutants.py (one build per lab)
+    "test_reliability.py", "test_gc_lab.py", "test_lab_isolation.py", "test_kube_proxy_judging.py",
+    "test_namespace_reset.py", "test_mount_propagation_lab.py", "test_admission_kubectl.py", "test_class_grade.py",
+    "test_resources_lab.py", "test_kube_proxy_lab.py", "test_namespace_settle.py", "test_fuzz_inputs.py",
+    "test_class_ansible.py", "test_devices_grpc.py", "test_crash_cleanup.py", "test_mounts_scenarios.py",
+    "test_deployment_controller.py", "test_kube_proxy_exercises.py", "test_devices_lab.py", "test_numa_crash_cleanup.py",
+    "test_scheduler_lab.py", "test_demo_lab.py", "test_numa_lab.py", "test_mounts_crash_cleanup.py",
+    "test_cluster_controllers.py", "test_setup_scripts.py", "test_kubernetes_version.py", "test_controllers.py",
 ]
 
 

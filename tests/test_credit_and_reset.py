@@ -161,6 +161,21 @@ def test_one_exercise_afresh_through_the_hook_or_a_rebuild(labs):
     assert "lab parts is not running" in labkit("reset", "parts", "flag", check=2).stderr
 
 
+def test_an_exercise_reset_through_the_hook_does_not_probe_the_prerequisites_again(labs, monkeypatch):
+    from labkit import runner
+    from labkit.labs import get_lab
+    labkit("run", "parts", check=0)
+    labkit("run", "whole", check=0)
+    probed = []
+    monkeypatch.setattr(runner, "require_prerequisites", lambda lab: probed.append(lab.id))
+    runner.reset(get_lab("parts"), exercise_id="flag")
+    assert probed == []
+    runner.reset(get_lab("whole"), exercise_id="flag")      # no hook: a rebuild, which probes them
+    runner.reset(get_lab("parts"))
+    assert probed == ["whole", "parts"]
+    labkit("cleanup", "--all", check=0)
+
+
 def test_exercises_by_number(labs):
     assert labkit("show", "parts", "2", check=0).stdout.startswith("# Raise the flag (3 points)")
     shown = labkit("show", "parts", "1", check=0).stdout

@@ -6,8 +6,10 @@ and a live application whose verdict differs from the in-process one.
 
 Each lab is driven in its own labkit instance and process (`python test_mutants.py LAB` prints the
 reports as JSON), the labs at the same time. Most mutants are judged in-process against the
-check's own judge; a sample of each exercise's is also applied live (LABKIT_MUTANTS_LIVE=1: all of
-them). LABKIT_MUTANT_REPORT=FILE writes the per-lab counts there (scripts/mutants prints them).
+check's own judge; one of each exercise's is also applied live, a fixed sample in which the kinds
+of mutation take turns over the lab's exercises (labkit.mutants.live_sample), and
+LABKIT_MUTANTS_LIVE=1 applies every one of them live. LABKIT_MUTANT_REPORT=FILE writes the
+per-lab counts there (scripts/mutants prints them).
 """
 
 from __future__ import annotations
@@ -46,11 +48,12 @@ def _cases():
 def drive(lab_id: str) -> list[dict]:
     lab = _labs()[lab_id]
     reports = []
+    applied: dict[str, int] = {}        # the kinds applied live so far, for the stratified sample
     for exercise in lab.exercises:
         if mutants.module_of(lab, exercise) is None:
             continue
         try:
-            reports.append(mutants.run_exercise(lab, exercise.id).to_dict())
+            reports.append(mutants.run_exercise(lab, exercise.id, applied=applied).to_dict())
         except Exception as exc:
             import traceback
             reports.append({"lab": lab_id, "exercise": exercise.id, "verdicts": [],
@@ -126,6 +129,21 @@ def test_iptables_edits_treat_a_match_module_with_its_options_as_one_option():
     assert any(e.op == "set" and e.rules[0][-1] == "KUBE-SVC-Y" for e in edits)
     negated = next(e for e in edits if e.op == "negate" and e.option == "-d")
     assert negated.rules[0][2:5] == ["!", "-d", "10.96.0.30/32"]
+
+
+def test_the_live_sample_is_one_per_exercise_and_the_kinds_take_turns():
+    def m(name, observation=True):
+        return mutants.Mutant(name, name, observation=1 if observation else mutants._UNSET, apply=lambda env: None)
+    first = [m("set:a=1"), m("set:a=2"), m("set:b=0"), m("drop:a"), m("drop:b"), m("swap:c"), m("only-live", False)]
+    applied: dict[str, int] = {}
+    assert mutants.live_sample(first, False, applied) == {"set:a=2"}     # the first kind, its middle one
+    assert mutants.live_sample(first, False, applied) == {"drop:b"}      # then a kind not applied yet
+    assert mutants.live_sample(first, False, applied) == {"swap:c"}
+    assert mutants.live_sample(first, False, applied) == {"set:a=2"}     # every kind once: round again
+    assert applied == {"set": 2, "drop": 1, "swap": 1}
+    assert mutants.live_sample(first, False, {}) == mutants.live_sample(first, False, {})    # fixed
+    assert mutants.live_sample(first, True) == {m.name for m in first[:6]}                 # every one
+    assert mutants.live_sample([m("only-live", False)], False, {}) == set()
 
 
 def test_a_mutant_that_passes_is_a_survivor_unless_proven_equivalent():

@@ -98,3 +98,38 @@ def test_the_reference_image_policy_refuses_untagged_images_in_web_only():
     assert [verdict("web", i) for i in ("nginx", "nginx:1.27", "registry.example.com:5000/app",
                                         "app@sha256:" + "a" * 64)] == ["denied", "admitted", "denied", "admitted"]
     assert verdict("default", "nginx") == "admitted"
+
+
+def test_access_grants_exactly_what_rule_allows_grants_name_by_name():
+    """access() finds the rules fitting a verb and resource once, then matches names: the same
+    grants as asking the server's rule_allows about every request of the space, one by one."""
+    from labkit.apiserver.rbac import RuleResolver, rule_allows
+    built = LAB.rbac_as_built()
+    named = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "n", "namespace": "shop"},
+             "rules": [{"verbs": ["get", "update"], "apiGroups": [""], "resources": ["configmaps", "pods/log"],
+                        "resourceNames": ["cfg", "web"]},
+                       {"verbs": ["*"], "apiGroups": [""], "resources": ["secrets"], "resourceNames": ["token"]}]}
+    bound = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+             "metadata": {"name": "n", "namespace": "shop"},
+             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "n"},
+             "subjects": [{"kind": "ServiceAccount", "name": "reporter", "namespace": "shop"}]}
+    objects = built + [named, bound, _fixed_binding({"kind": "ServiceAccount", "name": "reporter"})]
+    space = reconstruct.Space(SPACE.namespaces, SPACE.resources, ("cfg", "other"))
+    resolver = RuleResolver(reconstruct.Objects(objects))
+    expected = set()
+    for ns in ["", *space.namespaces]:
+        rules = resolver.rules_for(JOB.user, list(JOB.groups), ns)[0]
+        names = {"", *space.names} | {n for r in rules for n in (r.get("resourceNames") or [])}
+        for r in space.resources:
+            if ns and not r.namespaced:
+                continue
+            resource, _, sub = r.resource.partition("/")
+            for verb in reconstruct.VERBS:
+                for name in names:
+                    attrs = reconstruct._Attrs(JOB.user, list(JOB.groups), verb, ns, r.group, resource, sub, name)
+                    if any(rule_allows(attrs, rule) for rule in rules):
+                        expected.add((ns, verb, r.group, r.resource, name))
+    got = {g for g in reconstruct.access(objects, JOB, space) if not g[3].startswith("/")}
+    assert ("shop", "update", "", "configmaps", "web") in got and ("shop", "delete", "", "secrets", "token") in got
+    assert ("shop", "update", "", "configmaps", "other") not in got
+    assert got == expected

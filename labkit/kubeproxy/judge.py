@@ -28,6 +28,7 @@ tell a repair made by hand from one kube-proxy made.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from dataclasses import dataclass
@@ -293,21 +294,35 @@ def recent_lists(text: str) -> list[str]:
     return sorted(names)
 
 
+@functools.lru_cache(maxsize=16)
+def _reference_tracer(reference_text: str, local: tuple, memory: tuple) -> tuple[Tracer, dict]:
+    """A tracer of the reference rules and the outcomes it gave, by probe: a check compares the
+    live rules of each node with one reference, and the mutant run hundreds of near-misses."""
+    return Tracer(parse(reference_text), list(local), affinity=memory), {}
+
+
+def _reference_outcome(reference_text: str, local: tuple, memory: tuple, probe: Probe) -> dict:
+    tracer, known = _reference_tracer(reference_text, local, memory)
+    if probe not in known:
+        known[probe] = outcome(tracer, probe)
+    return dict(known[probe])
+
+
 def compare(node: str, live_text: str, reference_text: str, local_addresses, space: list[Probe],
             limit: int = 1, affinity: bool = False) -> list[Difference]:
     """The probes the live rules treat differently from the reference (at most `limit`). With
     `affinity`, also for a client that each `recent` list of either ruleset already remembers
     (the xt_recent state session affinity keeps: a remembered client skips the statistic rules)."""
-    live_rules, ref_rules = parse(live_text), parse(reference_text)
+    live_rules = parse(live_text)
+    local = tuple(local_addresses)
     memories = [()]
     if affinity:
         memories += [(name,) for name in sorted(set(recent_lists(live_text)) | set(recent_lists(reference_text)))]
     out = []
     for memory in memories:
         live_tracer = Tracer(live_rules, local_addresses, affinity=memory)
-        ref_tracer = Tracer(ref_rules, local_addresses, affinity=memory)
         for probe in space:
-            expected, got = outcome(ref_tracer, probe), outcome(live_tracer, probe)
+            expected, got = _reference_outcome(reference_text, local, memory, probe), outcome(live_tracer, probe)
             if not same(expected, got):
                 diff = Difference(node, probe, expected, got)
                 diff.memory = memory

@@ -22,7 +22,8 @@ import copy
 import json
 from dataclasses import dataclass, field
 
-from labkit.apiserver.rbac import RuleResolver, rule_allows
+from labkit.apiserver.rbac import (RuleResolver, api_group_matches, resource_name_matches, rule_allows,
+                                  verb_matches)
 
 RBAC_GROUP = "rbac.authorization.k8s.io"
 KEYS = {  # (apiVersion, kind) -> the store's key (resources.ResourceType.storage_key)
@@ -233,14 +234,23 @@ def access(objects, subject: Subject, space: Space) -> frozenset:
         if not rules:
             continue
         names = sorted({"", *space.names} | {n for r in rules for n in (r.get("resourceNames") or [])})
+        # rule_allows (rbac.go RuleAllows) is verb, group, resource and name matching: the rules
+        # are sorted by verb and group once, the rules that match a resource too are found once
+        # (with rule_allows itself, asked about a name every rule accepts), then the names
+        unnamed: dict[tuple[str, str], list] = {}
+        for verb in VERBS:
+            for group in {r.group for r in space.resources}:
+                unnamed[(verb, group)] = [(rule, _any_name(rule)) for rule in rules
+                                          if verb_matches(rule, verb) and api_group_matches(rule, group)]
         for r in space.resources:
             if ns and not r.namespaced:
                 continue
             resource, _, sub = r.resource.partition("/")
             for verb in VERBS:
+                anyname = _Attrs(subject.user, list(subject.groups), verb, ns, r.group, resource, sub, "")
+                fitting = [rule for rule, any_name in unnamed[(verb, r.group)] if rule_allows(anyname, any_name)]
                 for name in names:
-                    attrs = _Attrs(subject.user, list(subject.groups), verb, ns, r.group, resource, sub, name)
-                    if any(rule_allows(attrs, rule) for rule in rules):
+                    if any(resource_name_matches(rule, name) for rule in fitting):
                         granted.add((ns, verb, r.group, r.resource, name))
         if not ns:
             for path in NON_RESOURCE_PATHS:
@@ -249,6 +259,11 @@ def access(objects, subject: Subject, space: Space) -> frozenset:
                     if any(rule_allows(attrs, rule) for rule in rules):
                         granted.add(("", verb, "", path, ""))
     return frozenset(granted)
+
+
+def _any_name(rule: dict) -> dict:
+    """The rule without its resourceNames (so it accepts every name)."""
+    return {k: v for k, v in rule.items() if k != "resourceNames"} if rule.get("resourceNames") else rule
 
 
 @dataclass
@@ -280,10 +295,11 @@ def bindings_granting(objects, subject: Subject, grants) -> list[dict]:
     resolver = RuleResolver(store)
     found = {}
     for ns in sorted({g[0] for g in grants}):
+        asked = [_Attrs(subject.user, list(subject.groups), g[1], ns, g[2], g[3].partition("/")[0],
+                        g[3].partition("/")[2], g[4]) for g in grants if g[0] == ns and not g[3].startswith("/")]
+
         def visit(source, rule, error):
-            if rule is not None and any(g[0] == ns and not g[3].startswith("/") and rule_allows(
-                    _Attrs(subject.user, list(subject.groups), g[1], ns, g[2], g[3].partition("/")[0],
-                           g[3].partition("/")[2], g[4]), rule) for g in grants):
+            if rule is not None and any(rule_allows(attrs, rule) for attrs in asked):
                 meta = source.binding["metadata"]
                 found[(source.binding.get("kind"), meta.get("namespace", ""), meta["name"])] = source.binding
             return True
