@@ -68,6 +68,26 @@ def test_register_names_the_extra_resource_not_the_exercises(lab):
     assert "is 'example.com/gadget', not the exercise's example.com/widget" in str(failed.value)
 
 
+def test_a_second_register_still_in_flight_is_a_second_registration(lab):
+    """Under load the window can end while kubelet still dials back a plugin's second Register
+    call: that call was made, and the feedback names the repeated registration, not a pending one."""
+    the_lab, env = lab
+    checks = the_lab._load("checks.py")
+    ctx = CheckContext(env, the_lab.exercise("register"))
+    seen = registered("example.com/widget")
+    seen["registrations"].append({"resource": "example.com/widget", "version": "v1beta1",
+                                  "error": checks.PENDING, "stream": None})
+    with pytest.raises(CheckFailed) as failed:
+        checks.judge_register(ctx, seen)
+    assert "registered 2 times with the same kubelet" in str(failed.value)
+    alone = registered()
+    alone["registrations"] = [{"resource": "example.com/widget", "version": "v1beta1", "error": checks.PENDING,
+                               "stream": None}]
+    with pytest.raises(CheckFailed) as failed:
+        checks.judge_register(ctx, alone)
+    assert "has not returned" in str(failed.value)
+
+
 def test_a_container_env_the_allocate_answer_sets_counts_even_labkits_own():
     from labkit.devices.container import added_envs
     process = {"PATH": "/usr/bin", "LABKIT_OWNER": "x", "WIDGET_VISIBLE_DEVICES": "widget-0"}
