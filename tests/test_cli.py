@@ -140,9 +140,12 @@ def test_completion_offers_commands_labs_and_exercises():
     assert _complete("labkit shell demo ") == ["a", "b", "c"]
     assert _complete("labkit kube-proxy ap") == ["apply"]        # a family's commands, loaded for it
     assert _complete("labkit class g") == ["grade"]
-    script = subprocess.run([sys.executable, "-m", "labkit", "--show-completion", "bash"], capture_output=True,
-                            text=True, cwd=REPO).stdout
-    assert "_LABKIT_COMPLETE=complete_bash" in script and "complete -o default -F _labkit_completion labkit" in script
+    shown = subprocess.run([sys.executable, "-m", "labkit", "--show-completion", "bash"], capture_output=True,
+                           text=True, cwd=REPO)
+    script = shown.stdout
+    # (it printed nothing once in a whole run at load 26: exit code and stderr say why next time)
+    assert "_LABKIT_COMPLETE=complete_bash" in script and "complete -o default -F _labkit_completion labkit" in script, \
+        (shown.returncode, script[-300:], shown.stderr[-1500:])
 
 
 def test_families_are_listed_with_their_own_help_and_loaded_only_when_used():
