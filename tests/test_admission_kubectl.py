@@ -193,8 +193,8 @@ def test_the_plugin_order_is_served(server):
     plugins = server.client().check(*server.client().request("GET", "/labkit/v1/admission"))["plugins"]
     running = [p["name"] for p in plugins if p["state"] == "runs"]
     # v1.34.1's AllOrderedPlugins (pkg/kubeapiserver/options/plugins.go), the ones labkit runs
-    assert running == ["NamespaceLifecycle", "LimitRanger", "ServiceAccount", "PodSecurity", "Priority",
-                       "DefaultTolerationSeconds",
+    assert running == ["NamespaceLifecycle", "LimitRanger", "ServiceAccount", "TaintNodesByCondition",
+                       "PodSecurity", "Priority", "DefaultTolerationSeconds",
                        "StorageObjectInUseProtection", "CertificateApproval", "CertificateSigning",
                        "CertificateSubjectRestriction", "MutatingAdmissionWebhook", "ValidatingAdmissionPolicy",
                        "ValidatingAdmissionWebhook", "ResourceQuota"]

@@ -183,8 +183,8 @@ def test_toleration_of_everything_needs_no_defaults(client):
 
 def test_chain_lists_the_new_plugins_in_upstream_order(client):
     names = [p.name for p in client.registry.admission.plugins]
-    assert names[:6] == ["NamespaceLifecycle", "LimitRanger", "ServiceAccount", "PodSecurity", "Priority",
-                         "DefaultTolerationSeconds"]
+    assert names[:7] == ["NamespaceLifecycle", "LimitRanger", "ServiceAccount", "TaintNodesByCondition",
+                         "PodSecurity", "Priority", "DefaultTolerationSeconds"]
     rows = {r["name"]: r for r in client.registry.admission.order()}
     assert rows["Priority"]["phases"] == ["mutating", "validating"]
     assert rows["DefaultTolerationSeconds"]["phases"] == ["mutating"]

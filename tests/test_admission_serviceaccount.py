@@ -147,7 +147,8 @@ def test_mirror_pods_may_not_name_accounts(client):
 
 def test_it_runs_between_limit_ranger_and_priority(client):
     names = [p.name for p in client.api.registry.admission.plugins]
-    assert names[:5] == ["NamespaceLifecycle", "LimitRanger", "ServiceAccount", "PodSecurity", "Priority"]
+    assert names[:6] == ["NamespaceLifecycle", "LimitRanger", "ServiceAccount", "TaintNodesByCondition",
+                         "PodSecurity", "Priority"]
 
 
 def test_update_changes_nothing(client):

@@ -645,7 +645,10 @@ def _live(exercise: str, edit):
     if not edit.path.startswith("devices") or not isinstance(edit.value.get("devices"), list):
         return None
     devices = edit.value["devices"]
-    if not all(isinstance(d, dict) and "ID" in d and "health" in d and len(d.get("numa") or []) <= 1 for d in devices):
+    # labkit's reference plugin refuses a device without an ID (labkit.devices.plugin._device): it
+    # would exit before registering, which is not the near-miss
+    if not all(isinstance(d, dict) and d.get("ID") not in (None, "") and "health" in d and len(d.get("numa") or []) <= 1
+               for d in devices):
         return None
     spec = {"resource": "example.com/widget", "socket": "widget.sock",
             "devices": [{"id": d["ID"], "health": d["health"], "numa": (d.get("numa") or [None])[0]} for d in devices]}
