@@ -31,6 +31,7 @@ MS_UNBINDABLE = 0x20000
 MS_PRIVATE = 0x40000
 MS_SLAVE = 0x80000
 MS_SHARED = 0x100000
+CLONE_FS = 0x00000200
 CLONE_NEWNS = 0x20000
 MNT_DETACH = 2
 
@@ -102,7 +103,13 @@ def unshare_mount_namespace() -> None:
 
 
 def enter_mount_namespace(pid: int) -> None:
-    """setns into the mount namespace of `pid`; root and cwd become that namespace's root."""
+    """setns into the mount namespace of `pid`; root and cwd become that namespace's root.
+
+    The kernel refuses (EINVAL) a caller whose root and cwd (its fs_struct) other threads share
+    (mntns_install: fs->users != 1). A forked child can have threads after all: grpc's fork
+    handlers start some in the child of a process that used grpc. unshare(CLONE_FS) first gives
+    the caller its own copy."""
+    _check(_libc.unshare(CLONE_FS), "unshare(CLONE_FS)")
     fd = os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
     try:
         _check(_libc.setns(fd, CLONE_NEWNS), f"setns into the mount namespace of pid {pid}")
