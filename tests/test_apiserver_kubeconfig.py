@@ -10,6 +10,7 @@ import base64
 import json
 import ssl
 import sys
+import time
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -239,7 +240,10 @@ def test_proxy_url_tunnels_through_the_proxy(server, tmp_path, scheme):
     from labkit.apiserver import certs
     tunnels = []
 
+    tunnels_open = []
+
     def pump_both(client_side, upstream):
+        tunnels_open.append(client_side)
         def pump(src, dst):
             try:
                 while data := src.recv(65536):
@@ -257,6 +261,7 @@ def test_proxy_url_tunnels_through_the_proxy(server, tmp_path, scheme):
         pump(client_side, upstream)
         back.join()
         upstream.close()
+        tunnels_open.remove(client_side)
 
     def read_exactly(sock, n):
         data = b""
@@ -307,6 +312,7 @@ def test_proxy_url_tunnels_through_the_proxy(server, tmp_path, scheme):
 
     class Server(socketserver.ThreadingTCPServer):
         daemon_threads = True
+        block_on_close = False      # a tunnel left open fails the assertion below instead of hanging
 
     with Server(("127.0.0.1", 0), SocksProxy if scheme == "socks5" else HttpProxy) as proxy:
         threading.Thread(target=proxy.serve_forever, daemon=True).start()
@@ -322,6 +328,10 @@ def test_proxy_url_tunnels_through_the_proxy(server, tmp_path, scheme):
         watch = client.open_watch("/api/v1/namespaces", {"watch": "true"})
         assert watch.next(10)["object"]["kind"] == "Namespace"
         watch.stop()
+        deadline = time.monotonic() + 10
+        while len(tunnels_open) > 1 and time.monotonic() < deadline:     # the watch's tunnel ends
+            time.sleep(0.01)
+        assert len(tunnels_open) <= 1, "the watch's tunnel through the proxy stayed open after stop()"
         proxy.shutdown()
     if scheme == "socks5":
         assert tunnels[0] == ("SOCKS5", f"127.0.0.1:{server.port}", ["ann:s@cret"])

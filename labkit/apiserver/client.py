@@ -749,9 +749,12 @@ class _HttpWatch(Watch):
 
     def stop(self) -> None:
         self.ended = True
+        sock = self._conn.sock
+        while sock is not None and not hasattr(sock, "shutdown"):
+            sock = getattr(sock, "socket", None)    # TLS inside an https proxy's TLS: the socket under it
         try:
-            self._conn.sock and self._conn.sock.shutdown(2)
-        except (OSError, AttributeError):       # AttributeError: TLS inside an https proxy's TLS
+            sock is not None and sock.shutdown(socket.SHUT_RDWR)     # wakes the reader and ends the tunnel
+        except OSError:
             pass
         self._conn.close()
 
