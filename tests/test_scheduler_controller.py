@@ -33,6 +33,18 @@ def node(name, cpu, taints=()):
                        "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]}}
 
 
+def create_nodes(c, *bodies):
+    """Create Nodes and wait until node lifecycle has taken off the not-ready taint that
+    TaintNodesByCondition admission gives every new Node (they report Ready): a Pod created
+    sooner meets that taint too, as it would on a cluster."""
+    for body in bodies:
+        c.create("v1", "nodes", body)
+    names = [b["metadata"]["name"] for b in bodies]
+    assert wait_until(lambda: not any(t.get("key") == "node.kubernetes.io/not-ready"
+                                      for n in names for t in c.get("v1", "nodes", n)["spec"].get("taints") or []),
+                      timeout=30)
+
+
 def pod(name, cpu, priority=None, node_name=None):
     """A Pod; its priority comes from the PriorityClass `prio-<priority>` (the Priority admission
     plugin refuses a spec.priority set directly)."""
@@ -56,9 +68,8 @@ def events(c, name, reason):
 
 def test_an_unschedulable_pod_is_told_why_and_bound_when_a_node_changes(server):
     c = server.client()
-    c.create("v1", "nodes", node("node-a", "4", [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]))
-    c.create("v1", "nodes", node("node-b", "1"))
-    c.create("v1", "nodes", node("node-c", "1"))
+    create_nodes(c, node("node-a", "4", [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]),
+                 node("node-b", "1"), node("node-c", "1"))
     c.create("v1", "pods", pod("web", "2"), "default")
     assert wait_until(lambda: condition(c, "web") is not None, timeout=30)
     got = condition(c, "web")
@@ -76,7 +87,7 @@ def test_an_unschedulable_pod_is_told_why_and_bound_when_a_node_changes(server):
 
 def test_a_higher_priority_pod_preempts_the_lowest_and_is_nominated(server):
     c = server.client()
-    c.create("v1", "nodes", node("node-1", "3"))
+    create_nodes(c, node("node-1", "3"))
     for value in (1, 2, 3, 10):
         c.create("scheduling.k8s.io/v1", "priorityclasses", {"metadata": {"name": f"prio-{value}"}, "value": value})
     for i, priority in enumerate((1, 2, 3), start=1):
@@ -189,8 +200,7 @@ def test_a_second_profile_from_the_configuration_configmap_packs_its_pods(server
     MostAllocated: the fullest node that fits); a configuration kube-scheduler would refuse
     changes nothing and says why in an event on the ConfigMap."""
     c = server.client()
-    for name in ("node-1", "node-2", "node-3"):
-        c.create("v1", "nodes", node(name, "4"))
+    create_nodes(c, *(node(name, "4") for name in ("node-1", "node-2", "node-3")))
     c.create("v1", "configmaps", {"metadata": {"name": "kube-scheduler-config", "namespace": "kube-system"},
                                   "data": {"config.yaml": BIN_PACKER}}, "kube-system")
     placed = []
