@@ -17,18 +17,9 @@ from labkit.devices.kubelet import Kubelet
 from labkit.devices.nodestatus import MACHINE, NodeStatus, extended, initial_node, machine_info, reset_extended
 from labkit.devices.plugin import ReferencePlugin
 from labkit.devices.session import Session
+from support import wait_until
 
 WIDGET = "example.com/widget"
-
-
-def wait_for(condition, what: str, seconds: float = 10.0):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        got = condition()
-        if got:
-            return got
-        time.sleep(0.02)
-    raise AssertionError(f"not reached: {what}")
 
 
 @pytest.fixture
@@ -99,13 +90,13 @@ def test_the_node_follows_health_plugin_death_and_the_grace_period(tmp_path, cli
                               "devices": [{"id": f"w{i}", "numa": i // 2} for i in range(4)]}, kubelet.directory)
     try:
         plugin.start()
-        assert wait_for(lambda: node.read() == {"capacity": {WIDGET: 4}, "allocatable": {WIDGET: 4}}, "4/4")
+        assert wait_until(lambda: node.read() == {"capacity": {WIDGET: 4}, "allocatable": {WIDGET: 4}}, 10), "4/4 not reached: " + repr(node.read())
         plugin._apply({**plugin.spec, "devices": [{"id": f"w{i}", "numa": i // 2, **(
             {"health": "Unhealthy"} if i == 2 else {})} for i in range(4)]})
-        assert wait_for(lambda: node.read() == {"capacity": {WIDGET: 4}, "allocatable": {WIDGET: 3}}, "4/3")
+        assert wait_until(lambda: node.read() == {"capacity": {WIDGET: 4}, "allocatable": {WIDGET: 3}}, 10), "4/3 not reached: " + repr(node.read())
         plugin.stop()
         # PluginDisconnected: every device unhealthy at once; capacity kept for the grace period
-        assert wait_for(lambda: node.read() == {"capacity": {WIDGET: 4}, "allocatable": {WIDGET: 0}}, "4/0")
+        assert wait_until(lambda: node.read() == {"capacity": {WIDGET: 4}, "allocatable": {WIDGET: 0}}, 10), "4/0 not reached: " + repr(node.read())
         kubelet.clock = lambda: time.time() + 5 * 60 + 10
         sync()
         assert node.read() == {"capacity": {WIDGET: 0}, "allocatable": {WIDGET: 0}}
