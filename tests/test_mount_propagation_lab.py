@@ -404,6 +404,15 @@ def test_answer_examples_are_never_answers(running_lab):
     assert examples
     for party, value in examples:
         assert value != read.get(party) and not all(checks._is_field(item) for item in value.split()), (party, value)
+    # a wrong reading: the feedback says what the answer gives, where, and not the node's values
+    from labkit.grading import feedback_lines
+    wrong = {**read, "slave": read["node"]}
+    answer_path(LAB, "peer-groups").write_text(yaml.safe_dump(wrong))
+    result = statuses(lab, "peer-groups")["peer-groups"]
+    assert result.status == "fail" and result.observed == wrong and result.observed_in == "your answer"
+    lines = feedback_lines(result.to_dict())
+    assert f"observed in your answer: node: {read['node']}, master: {read['master']}" in "\n".join(lines), lines
+    assert not any("your answer: your answer" in line for line in lines), lines
 
 
 def test_wrong_cells_are_neither_counted_nor_named_while_the_prediction_can_earn_points(running_lab):
