@@ -292,6 +292,12 @@ def take(
         error = None
     except CPUAllocationError as exc:
         result, error = frozenset(), str(exc)
+    exercise = withhold.pending_for_take(machine, taken=result)
+    if exercise is not None:
+        reason = (f"these CPUs are what a container of exercise {exercise} gets: takeByTopology's answer here is "
+                  f"{withhold.message(exercise)}")
+        _print_json({"withheld": reason}) if as_json else typer.echo(reason)
+        return
     if as_json:
         _print_json({"cpus": sorted(result), "cpuset": cpuset.format_cpus(result), "error": error})
     elif error:
