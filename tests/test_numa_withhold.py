@@ -142,3 +142,40 @@ def test_the_static_cpus_pods_on_a_machine_with_an_extra_socket_are_withheld(lab
     alpha = json.loads(sorted(withhold._static_outcomes())[0])[0]
     assert withhold.pending_for_take(str(path), taken=frozenset(alpha)) == "static-cpus"
     assert withhold.pending_for_take(str(path), taken=frozenset({99})) is None
+
+
+def test_a_pod_whose_admission_merges_the_trainers_hints_is_withheld_while_merge_is_unanswered(lab_up, tmp_path):
+    """A Pod with the trainer container's resources on lab-two-node: its admission shows the merge
+    exercise's outcome for that container under the node's policy, so admit/show/run withhold it."""
+    from labkit.numa.admission import Node
+    from labkit.numa.config import load_config
+    from labkit.numa.pods import load_pods
+
+    pod_file = tmp_path / "mine.yaml"
+    pod_file.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: mine}\nspec:\n  containers:\n"
+                        "    - name: c\n      image: x\n      resources:\n"
+                        "        limits: {cpu: '4', memory: 1Gi, example.com/gpu: '2'}\n")
+    mine = load_pods(pod_file)[0]
+    node = Node(load_machine("lab-two-node"), load_config(SCENARIOS / "kubelet-config.yaml"))
+    gate = withhold.Gate("labkit numa admit")
+    assert gate.merge(node, mine) == "merge"
+    assert node.admit_all([]) == [] and not node.cpu_state.assignments      # the node is left as it was
+    pod_file.write_text(pod_file.read_text().replace("limits: {cpu: '4', memory: 1Gi, ",
+                                                     "requests: {cpu: '4', memory: 1Gi}\n        limits: {"))
+    assert gate.merge(node, load_pods(pod_file)[0]) is None      # Burstable: no CPU hints, another merge
+
+
+def test_a_small_guaranteed_pods_admission_is_no_copy_of_the_merge_exercise(lab_up, tmp_path):
+    """Its hints merge as the feeder's do, but hold no NIC hints: shown while merge is unanswered."""
+    from labkit.numa.admission import Node
+    from labkit.numa.config import load_config
+    from labkit.numa.pods import load_pods
+
+    pod_file = tmp_path / "small.yaml"
+    pod_file.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: small}\nspec:\n  containers:\n"
+                        "    - name: c\n      image: x\n      resources:\n        limits: {cpu: '2', memory: 1Gi}\n")
+    node = Node(load_machine("lab-two-node"), load_config(SCENARIOS / "kubelet-config.yaml"))
+    small = load_pods(pod_file)[0]
+    feeder = json.loads((SCENARIOS / "merge-feeder.json").read_text())
+    assert any(withhold.merge_outcome(d) == withhold.merge_outcome(feeder) for d in withhold.container_hints(node, small))
+    assert withhold.Gate("labkit numa admit").merge(node, small) is None

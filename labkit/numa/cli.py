@@ -58,7 +58,8 @@ def admit(
     gate = withhold.Gate("labkit numa admit")
     situations: list[str | None] = []
     results = node.admit_all(pod_list,
-                             before=lambda n, pod: situations.append(gate.admission(n, pod) or gate.qos(pod)))
+                             before=lambda n, pod: situations.append(gate.admission(n, pod) or gate.qos(pod)
+                                                                    or gate.merge(n, pod)))
     pending = {i: ex for i, ex in enumerate(situations) if ex}
     first = min(pending) if pending else len(results)
     reason = withhold.message(pending[first]) if pending else ""

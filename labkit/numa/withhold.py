@@ -22,7 +22,9 @@ copy with other names, other order or changed fields that do not matter is still
 - a merge depends on the providers' hints, not their order: the merge exercise's hints in any order;
   and, judged by labkit's own merge (labkit.numa.merge.Policy), any hints whose merged hint and
   admission under each of the three policies the exercise asks about are those of one of its
-  containers (an inert extra provider, an extra NUMA node no hint uses: merge_outcome);
+  containers (an inert extra provider, say: merge_outcome), whether they come from a hints file
+  or from the admission of a Pod whose containers get such hints (Gate.merge: `admit`, `show -f`
+  and `run` withhold that Pod while merge is unanswered);
 - takeByTopology on the static-cpus exercise's machine, and anywhere a take gives the exclusive
   CPUs of one of the exercise's containers;
 - while static-cpus is unanswered, any Pod whose exclusive CPUs, admitted where it is, would be
@@ -158,6 +160,7 @@ class Gate:
 
     def __init__(self, tool: str = "labkit numa"):
         from labkit import predictions
+        self.tool = tool
         self.running = _state() is not None
         self._gate = predictions.Gate(LAB_ID, (*POD_SCENARIOS, *SITUATIONS) if self.running else (), tool,
                                       self._keys, predictions.CHECKED_RULE)
@@ -198,6 +201,19 @@ class Gate:
             if outcome is not None:
                 found = self._gate.about(outcome, [STATIC], situation=f"admission of Pod {pod.name}")
         return found
+
+    def merge(self, node, pod) -> str | None:
+        """"merge" when a container of `pod`, admitted now on `node`, would be merged from hints
+        that hold those of one of the merge exercise's containers, with its outcome
+        (pending_for_merge, containing), while that exercise is unanswered: the admission shows its best hint and whether it is admitted, under
+        the node's policy (a Pod with the trainer's resources on lab-two-node, say)."""
+        if not self.running:
+            return None
+        for data in container_hints(node, pod):
+            found = pending_for_merge(data, self.tool, containing=True)
+            if found:
+                return found
+        return None
 
 
 def qos_run_refusal(pods, tool: str = "labkit numa run") -> str | None:
@@ -256,7 +272,15 @@ def merge_outcome(data: dict) -> str | None:
     return json.dumps([[m.hint.to_json(), m.admit] for m in merged], sort_keys=True)
 
 
-def pending_for_merge(data: dict, tool: str = "labkit numa merge") -> str | None:
+def pending_for_merge(data: dict, tool: str = "labkit numa merge", containing: bool = False) -> str | None:
+    """"merge" while `data` (a hints file) would show the outcome of one of the merge exercise's
+    containers, unanswered: its hints in any order, or any hints with its merge_outcome. With
+    `containing` (hints a Pod's admission produced, not a file written to be merged), only hints
+    that hold every one of the container's hint lists count, the rest inert (a Pod with the
+    trainer's resources); that the hints of any small Guaranteed Pod merge as one of the
+    containers' do is not a copy of the exercise."""
+    from collections import Counter
+
     state = _state()
     if state is None or not isinstance(data, dict):
         return None
@@ -265,7 +289,8 @@ def pending_for_merge(data: dict, tool: str = "labkit numa merge") -> str | None
         scenario = json.loads((_scenarios() / name).read_text())
         same_hints = _canonical(data.get("providers")) == _canonical(scenario["providers"]) and \
             sorted(data.get("numaNodes") or []) == sorted(scenario["numaNodes"])
-        if same_hints or (outcome is not None and outcome == merge_outcome(scenario)):
+        holds = not containing or not Counter(_canonical(scenario["providers"])) - Counter(_canonical(data.get("providers")))
+        if same_hints or (outcome is not None and holds and outcome == merge_outcome(scenario)):
             if not recorded("merge", state):
                 return "merge"
             keep("merge", tool, state, f"the hints of {name}")
@@ -367,3 +392,28 @@ def _static_outcomes() -> set[str]:
             found.add(outcome)
         node.admit(pod)
     return found
+
+
+def container_hints(node, pod) -> list[dict]:
+    """The hints kubelet's Topology Manager merges for each container of `pod` admitted now on
+    `node` (tried on a copy, which is left as it is), as `labkit numa merge` reads a hints file:
+    {numaNodes, distances, policyOptions, providers}."""
+    import copy
+
+    trial = copy.deepcopy(node)
+    try:
+        result = trial.admit(pod)
+    except Exception:       # the tool reports what kubelet says about it
+        return []
+    machine, cfg = node.machine, node.config
+    base = {"numaNodes": sorted(n.node_id for n in machine.nodes),
+            "distances": {str(n.node_id): list(n.distances) for n in machine.nodes if n.distances is not None},
+            "policyOptions": dict(cfg.topology_manager_policy_options)}
+    out = []
+    for entry in result.containers:
+        if not entry.evaluated or not entry.hints:
+            continue
+        providers = [{resource: None if hints is None else [h.to_json() for h in hints]}
+                     for resource, hints in entry.hints.items()]
+        out.append({**base, "providers": providers})
+    return out
