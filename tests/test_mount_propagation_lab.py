@@ -404,6 +404,15 @@ def test_answer_examples_are_never_answers(running_lab):
     assert examples
     for party, value in examples:
         assert value != read.get(party) and not all(checks._is_field(item) for item in value.split()), (party, value)
+    # a wrong reading: the feedback says what the answer gives, where, and not the node's values
+    from labkit.grading import feedback_lines
+    wrong = {**read, "slave": read["node"]}
+    answer_path(LAB, "peer-groups").write_text(yaml.safe_dump(wrong))
+    result = statuses(lab, "peer-groups")["peer-groups"]
+    assert result.status == "fail" and result.observed == wrong and result.observed_in == "your answer"
+    lines = feedback_lines(result.to_dict())
+    assert f"observed in your answer: node: {read['node']}, master: {read['master']}" in "\n".join(lines), lines
+    assert not any("your answer: your answer" in line for line in lines), lines
 
 
 def test_wrong_cells_are_neither_counted_nor_named_while_the_prediction_can_earn_points(running_lab):
@@ -438,3 +447,44 @@ def test_the_prediction_graded_is_the_one_written_before_play_showed_the_outcome
     assert str(env.state.dir) not in result.message
     runner.reset(lab, exercise_id="predict-e2e-matrix")
     assert statuses(lab, "predict-e2e-matrix")["predict-e2e-matrix"].status == "fail"
+
+
+def test_copies_of_the_e2e_pods_elsewhere_show_nothing_of_the_prediction_before_it_is_written(tmp_path, running_lab):
+    """Judged by the propagation modes of the parties on a host path, not by its path or the Pods'
+    names: copies of the e2e Pods on another hostPath, under other names and in another namespace,
+    run the same experiment, so matrix, graph and exec withhold it as they withhold the e2e Pods'."""
+    lab, env = running_lab
+    text = (env.dir / "pods" / "e2e.yaml").read_text().replace("/var/lib/kubelet/e2e", "/var/lib/kubelet/copies")
+    for old, new in (("master", "cm"), ("slave", "cs"), ("private", "cp"), ("default", "cd")):
+        text = text.replace(f"{{name: {old}}}", f"{{name: {new}, namespace: elsewhere}}")
+    copies = tmp_path / "copies.yaml"
+    copies.write_text(text)
+    assert [p.name for p in load_pods(copies)] == ["cm", "cs", "cp", "cd"]
+    labkit("mounts", "exec", "node", "--", "mkdir", "-p", "/var/lib/kubelet/copies", check=0)
+    labkit("mounts", "apply", "-f", str(copies), check=0)
+    labkit("mounts", "exec", "cm", "--", "sh", "-c", "mkdir -p /mnt/test/cm && mount -t tmpfs cm /mnt/test/cm", check=0)
+    # the copy's mount is there (the node sees it), and no tool shows who sees it
+    node = Node(env)
+    assert mountinfo.visible_at(node.mounts(), "/var/lib/kubelet/copies/cm").source == "cm"
+    withheld = labkit("mounts", "matrix", "-o", "json", check=0)
+    table = json.loads(withheld.stdout)
+    assert table["/var/lib/kubelet/copies"]["columns"] == [] and table["/var/lib/kubelet/copies"]["withheld"] == 1
+    assert not any("cm" in row["sees"] for row in table["/var/lib/kubelet/copies"]["rows"].values())
+    assert "copies/cm" not in table["/var/lib/kubelet"]["columns"]
+    assert {table["/var/lib/kubelet/copies"]["rows"][p]["tags"] for p in ("node", "cm", "cs")} == {"(withheld)"}
+    assert "/var/lib/kubelet/copies" in withheld.stderr and "predict-e2e-matrix" in withheld.stderr
+    assert "1 mount(s) below it withheld" in labkit("mounts", "matrix", check=0).stdout
+    graph = labkit("mounts", "graph", check=0).stdout
+    assert "/mnt/test/cm" not in graph and "/var/lib/kubelet/copies/cm" not in graph and "cs:/mnt/test" not in graph
+    refused = labkit("mounts", "exec", "cs", "--", "cat", "/proc/self/mountinfo", check=2)
+    assert refused.stdout == "" and "predict-e2e-matrix" in refused.stderr and "/var/lib/kubelet/copies" in refused.stderr
+    assert labkit("shell", LAB, "node", "--", "true", check=2).stdout == ""
+    # the lab's own leaked mount is no experiment: shown as before
+    assert "plugins/publisher/staging" in table["/var/lib/kubelet"]["columns"]
+    # once the prediction is written, everything is shown (and the prediction is kept)
+    answer = answer_path(LAB, "predict-e2e-matrix")
+    answer.parent.mkdir(parents=True, exist_ok=True)
+    answer.write_text(yaml.safe_dump({p: [] for p in ("host", "master", "slave", "private", "default")}))
+    table = json.loads(labkit("mounts", "matrix", "-o", "json", check=0).stdout)["/var/lib/kubelet/copies"]
+    assert {party for party, row in table["rows"].items() if "cm" in row["sees"]} == {"node", "cm", "cs"}
+    assert "master:" in labkit("mounts", "exec", "cs", "--", "cat", "/proc/self/mountinfo", check=0).stdout

@@ -58,7 +58,9 @@ def test_the_merge_exercises_hints_renamed_and_regrouped_are_still_withheld(lab_
             "providers": [{"cpu": [dict(h, mask=h["mask"][::-1]) for h in cpu["cpu"]][::-1],
                            "foo.io/gpu": gpu["example.com/gpu"]}, {"nothing": None}]}
     assert withhold.pending_for_merge(mine) == "merge"
-    mine["providers"][0]["cpu"] = mine["providers"][0]["cpu"][:2]       # other hints: another merge
+    mine["providers"][0]["cpu"] = mine["providers"][0]["cpu"][:2]       # other hints, the same merge outcome
+    assert withhold.pending_for_merge(mine) == "merge"
+    mine["providers"][0]["cpu"] = mine["providers"][0]["cpu"][1:]       # other hints: another merge
     assert withhold.pending_for_merge(mine) is None
 
 
@@ -87,3 +89,93 @@ def test_an_answer_removed_after_its_check_is_the_one_kept(lab_up):
     path.unlink()
     withhold.keep("merge", "labkit numa merge")
     assert predictions.kept("numa", "merge").text == "checked: 1\n"
+
+
+def test_hints_with_the_exercises_merge_outcome_are_withheld_whatever_else_they_hold(lab_up):
+    """Judged by labkit's own merge under the three policies, not by the hints as written: an inert
+    extra provider does not make another exercise; hints that merge otherwise are not withheld."""
+    trainer = json.loads((SCENARIOS / "merge-trainer.json").read_text())
+    inert = {**trainer, "providers": trainer["providers"] + [{"x.io/nic": [{"mask": [0, 1], "preferred": True}]}]}
+    assert withhold._canonical(inert["providers"]) != withhold._canonical(trainer["providers"])
+    assert withhold.merge_outcome(inert) == withhold.merge_outcome(trainer)
+    assert withhold.pending_for_merge(inert) == "merge"
+    other = {**trainer, "providers": [{"example.com/gpu": [{"mask": [1], "preferred": True}]}, trainer["providers"][1]]}
+    assert withhold.merge_outcome(other) != withhold.merge_outcome(trainer)
+    assert withhold.pending_for_merge(other) is None
+
+
+def with_extra_socket(name: str) -> dict:
+    """A shipped machine with one more socket (its own NUMA node, CPUs numbered after the others)."""
+    data = json.loads(json.dumps(load_machine(name).to_dict()))
+    first = max(t for node in data["topology"] for c in node["cores"] for t in c["thread_ids"]) + 1
+    socket = max(c["socket_id"] for node in data["topology"] for c in node["cores"]) + 1
+    node = json.loads(json.dumps(data["topology"][0]))
+    node["node_id"] = len(data["topology"])
+    node.pop("distances", None)
+    for other in data["topology"]:
+        other.pop("distances", None)
+    for i, core in enumerate(node["cores"]):
+        core.update(core_id=first + i, socket_id=socket, thread_ids=[first + 2 * i, first + 2 * i + 1])
+    data["topology"].append(node)
+    data.update(num_cores=data["num_cores"] + 2 * len(node["cores"]),
+                num_physical_cores=data["num_physical_cores"] + len(node["cores"]), num_sockets=socket + 1)
+    data["memory_capacity"] += node["memory"]
+    return data
+
+
+def test_the_static_cpus_pods_on_a_machine_with_an_extra_socket_are_withheld(lab_up, tmp_path):
+    from labkit.numa.admission import Node
+    from labkit.numa.config import load_config
+    from labkit.numa.pods import load_pods
+
+    bigger = machine_from_dict(with_extra_socket("dual-socket-ht"), "<bigger>")
+    assert withhold.machine_key(bigger, ("cpu",)) != withhold.machine_key(load_machine("dual-socket-ht"), ("cpu",))
+    node = Node(bigger, load_config(SCENARIOS / "kubelet-static.yaml"))
+    gate = withhold.Gate("labkit numa admit")
+    found = []
+    node.admit_all(load_pods(SCENARIOS / "static-pods.yaml"), before=lambda n, pod: found.append(gate.admission(n, pod)))
+    assert found[0] == "static-cpus", found          # alpha gets the CPUs it gets on the exercise's machine
+    # takeByTopology on that machine, giving a container's exclusive CPUs of the exercise: withheld too
+    path = tmp_path / "bigger.json"
+    path.write_text(json.dumps(with_extra_socket("dual-socket-ht")))
+    assert withhold.pending_for_take(str(path)) is None
+    alpha = json.loads(sorted(withhold._static_outcomes())[0])[0]
+    assert withhold.pending_for_take(str(path), taken=frozenset(alpha)) == "static-cpus"
+    assert withhold.pending_for_take(str(path), taken=frozenset({99})) is None
+
+
+def test_a_pod_whose_admission_merges_the_trainers_hints_is_withheld_while_merge_is_unanswered(lab_up, tmp_path):
+    """A Pod with the trainer container's resources on lab-two-node: its admission shows the merge
+    exercise's outcome for that container under the node's policy, so admit/show/run withhold it."""
+    from labkit.numa.admission import Node
+    from labkit.numa.config import load_config
+    from labkit.numa.pods import load_pods
+
+    pod_file = tmp_path / "mine.yaml"
+    pod_file.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: mine}\nspec:\n  containers:\n"
+                        "    - name: c\n      image: x\n      resources:\n"
+                        "        limits: {cpu: '4', memory: 1Gi, example.com/gpu: '2'}\n")
+    mine = load_pods(pod_file)[0]
+    node = Node(load_machine("lab-two-node"), load_config(SCENARIOS / "kubelet-config.yaml"))
+    gate = withhold.Gate("labkit numa admit")
+    assert gate.merge(node, mine) == "merge"
+    assert node.admit_all([]) == [] and not node.cpu_state.assignments      # the node is left as it was
+    pod_file.write_text(pod_file.read_text().replace("limits: {cpu: '4', memory: 1Gi, ",
+                                                     "requests: {cpu: '4', memory: 1Gi}\n        limits: {"))
+    assert gate.merge(node, load_pods(pod_file)[0]) is None      # Burstable: no CPU hints, another merge
+
+
+def test_a_small_guaranteed_pods_admission_is_no_copy_of_the_merge_exercise(lab_up, tmp_path):
+    """Its hints merge as the feeder's do, but hold no NIC hints: shown while merge is unanswered."""
+    from labkit.numa.admission import Node
+    from labkit.numa.config import load_config
+    from labkit.numa.pods import load_pods
+
+    pod_file = tmp_path / "small.yaml"
+    pod_file.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: small}\nspec:\n  containers:\n"
+                        "    - name: c\n      image: x\n      resources:\n        limits: {cpu: '2', memory: 1Gi}\n")
+    node = Node(load_machine("lab-two-node"), load_config(SCENARIOS / "kubelet-config.yaml"))
+    small = load_pods(pod_file)[0]
+    feeder = json.loads((SCENARIOS / "merge-feeder.json").read_text())
+    assert any(withhold.merge_outcome(d) == withhold.merge_outcome(feeder) for d in withhold.container_hints(node, small))
+    assert withhold.Gate("labkit numa admit").merge(node, small) is None

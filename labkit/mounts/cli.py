@@ -188,7 +188,7 @@ def matrix(lab_id: str = LAB_OPTION, output: Optional[str] = cliopts.output_opti
     from labkit.mounts import withhold
 
     env, node = _node(lab_id)
-    table = withhold.redact_matrix(observe.matrix(node), withhold.live_withheld(env, _say, "labkit mounts matrix"))
+    table = withhold.redact_matrix(observe.matrix(node), withhold.live_withheld(env, _say, "labkit mounts matrix", node))
     if fmt != "text":
         cliopts.print_data(table, fmt)
     else:
@@ -214,7 +214,7 @@ def graph(
     from labkit.mounts import withhold
 
     env, node = _node(lab_id)
-    g = withhold.redact_graph(observe.graph(node), withhold.live_withheld(env, _say, "labkit mounts graph"))
+    g = withhold.redact_graph(observe.graph(node), withhold.live_withheld(env, _say, "labkit mounts graph", node))
     if fmt in ("svg", "png"):
         data = observe.render_graph_image(g, fmt)
     else:

@@ -85,7 +85,9 @@ def render_matrix(table: dict) -> str:
             rows.append([party, row["path"], row["tags"] or "private",
                          *("yes" if c in row["sees"] else "-" for c in cols)])
         widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-        out.append(f"hostPath {host_path}" + ("" if cols else " (nothing mounted below it)"))
+        hidden = entry.get("withheld")      # mounts a prediction exercise withholds (labkit.mounts.withhold)
+        note = f" ({hidden} mount(s) below it withheld)" if hidden else "" if cols else " (nothing mounted below it)"
+        out.append(f"hostPath {host_path}{note}")
         for i, r in enumerate(rows):
             out.append("  " + "  ".join(cell.ljust(widths[j]) for j, cell in enumerate(r)).rstrip())
             if i == 0:

@@ -13,13 +13,26 @@ written to the exercise's answer file; when it first shows one, labkit.predictio
 prediction as it was then, and the check grades that copy (a prediction corrected after seeing
 the outcome does not count). Resets keep the copy (labkit.predictions: the rule of every lab).
 
-The live lab runs the same four Pods: `matrix` and `graph` show what they see only once the
-prediction is kept (a complete prediction is kept at that moment, as play keeps it), and the
-propagation fields of their volume mounts (what peer-groups asks to read from mountinfo) only
-once peer-groups has passed.
+The live lab runs the same four Pods, and a student can make more (copies of them on another
+hostPath, under other names, in other namespaces). The live lab is judged as play judges a
+scenario, by the reconstruction's classes rather than by paths or names (`live_revealing`): on
+each host path a running party views, the node's propagation for it and each viewing party's
+class make the (propagation, viewer class, mounter class) pairs its mounts show; a mount made
+below it since the lab was built (the lab's own mounts, as built.json records them, are not an
+experiment) shows the pairs of every party that sees it and may have made it. While the
+prediction is not written, `matrix` and `graph` leave out every such mount whose pairs meet the
+exercise's, and `labkit mounts exec` / `labkit shell` do not run once there is one (a complete
+prediction is kept at the first look, as play keeps it). The propagation fields of the e2e Pods'
+volume mounts, and of every mount in their peer groups (what peer-groups asks to read from
+mountinfo: a copy of an e2e Pod is in the same group), are shown only once peer-groups has passed.
 """
 
 from __future__ import annotations
+
+import functools
+import json
+import re
+from pathlib import Path
 
 from labkit.mounts.scenario import Scenario
 
@@ -75,15 +88,136 @@ def _exercise():
     return lab, lab.exercise(EXERCISE)
 
 
-def guarded(s: Scenario) -> bool:
-    """Whether playing `s` would show part of the outcome the prediction exercise asks for."""
+def exercise_facts() -> frozenset:
+    """facts() of the exercise's own scenario (empty when the lab is not installed)."""
     from labkit.mounts import scenario
 
     try:
         lab, exercise = _exercise()
     except Exception:      # the lab is not installed: nothing to protect
-        return False
-    return bool(facts(s) & facts(scenario.load(lab.directory / exercise.params["scenario"])))
+        return frozenset()
+    path = lab.directory / exercise.params["scenario"]
+    return _facts_of(str(path), path.read_text())
+
+
+@functools.lru_cache(maxsize=2)
+def _facts_of(path: str, text: str) -> frozenset:
+    from labkit.mounts import scenario
+    return facts(scenario.load(path))
+
+
+def guarded(s: Scenario) -> bool:
+    """Whether playing `s` would show part of the outcome the prediction exercise asks for."""
+    return bool(facts(s) & exercise_facts())
+
+
+CAP_SYS_ADMIN = 21
+
+
+def _propagations(holder) -> set[str]:
+    """The hostPath propagation (scenario's terms) of the node's mount holding a host path."""
+    if holder is None:
+        return {"private"}
+    found = set()
+    if holder.shared is not None:
+        found.add("shared")
+    if holder.master is not None:
+        found.add("slave")
+    return found or {"private"}
+
+
+def _built_mounts(env) -> set[tuple[str, str, str]]:
+    """(party, mount point, device) of the mounts the lab itself made when it was built (recorded
+    by labs/mount-propagation/lab.py in <lab state>/mounts/built.json): not an experiment."""
+    try:
+        built = json.loads((Path(env.dir) / "mounts" / "built.json").read_text())
+    except (OSError, ValueError):
+        return set()
+    found = {("node", row[0], row[5]) for row in built.get("node") or [] if len(row) > 5}
+    for party, rows in (built.get("leak") or {}).items():
+        found |= {(party, row[0], row[4]) for row in rows if len(row) > 4}
+    return found
+
+
+def live_revealing(env, node) -> dict[str, dict]:
+    """The mounts of the live lab whose visibility shows part of the prediction exercise's outcome:
+    {host path: {"columns": {relative path}, "mounts": {(party, mount point)}}}, only host paths with
+    one. On each host path a running party views: the node's propagation for it (its mount
+    holding the path), each viewer's class (host, or its volume mount's mode as facts() classes
+    it), and for each mount below it made since the lab was built, the parties that see it and
+    could have made it (the node, or a container with CAP_SYS_ADMIN; anyone, when none of them
+    could): the pairs (propagation, viewer class, mounter class) of every other viewer."""
+    from labkit.mounts import mountinfo, observe
+    from labkit.mounts.node import NODE
+
+    wanted = exercise_facts()
+    if not wanted:
+        return {}
+    built = _built_mounts(env)
+    parties = {p.name: p for p in node.parties()}
+    classes: dict[tuple[str, str], str] = {}
+    for party in parties.values():
+        pod = node.pod(party.pod) if party.pod else None
+        container = next((c for c in pod.containers if c.name == party.container), None) if pod else None
+        for volume, mount in zip(party.volumes, container.volume_mounts if container else ()):
+            mode = mount.propagation
+            classes[(party.name, volume.host_path)] = mode if mode in ("Bidirectional", "HostToContainer") else "private"
+    cache: dict[int, list] = {}
+    views: dict[str, list] = {}
+    for view in observe.views(node):
+        views.setdefault(view.host_path, []).append(view)
+    found: dict[str, dict] = {}
+    for host_path, seen_by in views.items():
+        node_mounts = cache.setdefault(parties[NODE].pid, mountinfo.read(parties[NODE].pid))
+        props = _propagations(mountinfo.containing_mount(node_mounts, host_path))
+        cls = {v.party: "host" if v.party == NODE else classes.get((v.party, host_path), "private") for v in seen_by}
+        can_mount = {v.party: v.party == NODE or bool((parties[v.party].capabilities or 0) >> CAP_SYS_ADMIN & 1)
+                     for v in seen_by}
+        seers: dict[str, set[str]] = {}
+        where: dict[str, list[tuple[str, str]]] = {}
+        for view in seen_by:
+            mounts = cache.setdefault(view.pid, mountinfo.read(view.pid))
+            for m in mountinfo.submounts(mounts, view.path):
+                if (view.party, m.mountpoint, m.device) in built:
+                    continue
+                rel = m.mountpoint[len(view.path.rstrip("/")) + 1:]
+                seers.setdefault(rel, set()).add(view.party)
+                where.setdefault(rel, []).append((view.party, m.mountpoint))
+        for rel, who in seers.items():
+            makers = {p for p in who if can_mount[p]} or set(cls)
+            pairs = {(prop, cls[viewer], cls[maker]) for prop in props for viewer in cls for maker in makers
+                     if viewer != maker}
+            if pairs & wanted:
+                entry = found.setdefault(host_path, {"columns": set(), "mounts": set()})
+                entry["columns"].add(rel)
+                entry["mounts"] |= set(where[rel])
+    return found
+
+
+def e2e_groups(node) -> set[int]:
+    """The peer group numbers in the propagation fields peer-groups asks about: the node's mount
+    holding the e2e host path and the e2e Pods' volume mounts (a mount in one of these groups,
+    whoever holds it, shows the same fields)."""
+    from labkit.mounts import mountinfo
+    from labkit.mounts.node import NODE
+
+    numbers = set()
+    for party in node.parties():
+        if party.name != NODE and party.pod not in E2E_PODS:
+            continue
+        mounts = mountinfo.read(party.pid)
+        for path in e2e_paths(party):
+            m = mountinfo.containing_mount(mounts, path) if party.name == NODE else mountinfo.visible_at(mounts, path)
+            if m is not None:
+                numbers |= {n for n in (m.shared, m.master) if n is not None}
+    return numbers
+
+
+_GROUP = re.compile(r"(?:shared|master):(\d+)")
+
+
+def _in_groups(tags: str, numbers: set[int]) -> bool:
+    return any(int(n) in numbers for n in _GROUP.findall(tags or ""))
 
 
 def recorded_prediction(lab_id: str) -> dict | None:
@@ -125,23 +259,29 @@ def _reading_passed(env) -> bool:
     return READING in env.state.credit
 
 
-def live_withheld(env, say, tool: str = "labkit mounts matrix") -> dict:
-    """What of the e2e Pods `matrix` and `graph` must not show on the lab `env` now:
-    {"seen": what they see below their volume, "tags": their volume mount's fields}."""
+def live_withheld(env, say, tool: str = "labkit mounts matrix", node=None) -> dict:
+    """What `matrix` and `graph` must not show on the lab `env` now: {"seen": the mounts of the e2e
+    Pods' volume, "tags": their volume mount's fields, "revealing": live_revealing (with `node`;
+    what must not show while the prediction is not written), "groups": the peer groups of the
+    fields peer-groups asks about (while it has not passed)}."""
     if env.lab.id != LAB:
-        return {"seen": False, "tags": False}
+        return {"seen": False, "tags": False, "revealing": {}, "groups": set()}
     kept = []          # release's "kept" note is passed on; its refusal is said below, in these words
     seen = recorded_prediction(LAB) is None and not release(kept.append, tool)
     for note in kept if not seen else []:
         say(note)
     tags = not _reading_passed(env)
+    revealing = live_revealing(env, node) if seen and node is not None else {}
+    groups = e2e_groups(node) if tags and node is not None else set()
     if seen:
+        elsewhere = sorted(set(revealing) - {E2E_HOST_PATH})
         say(f"the e2e Pods' mounts are withheld until your prediction for {EXERCISE} is written (its outcome is what "
-            "these Pods would show)")
+            "these Pods would show)" + (f"; so are the mounts below {', '.join(elsewhere)}: the propagation modes of the "
+                                       "parties there show part of that outcome too" if elsewhere else ""))
     if tags:
         say(f"the propagation fields of the e2e Pods' volume mounts are withheld until {READING} passes: read them "
             "from each one's /proc/<pid>/mountinfo")
-    return {"seen": seen, "tags": tags}
+    return {"seen": seen, "tags": tags, "revealing": revealing, "groups": groups}
 
 
 def _below_e2e(host_path: str, relative: str) -> bool:
@@ -152,31 +292,48 @@ def _below_e2e(host_path: str, relative: str) -> bool:
 
 def redact_matrix(table: dict, withheld: dict) -> dict:
     """`table` (observe.matrix) without what `withheld` says must not show: the volume mount
-    fields of the e2e Pods and of every party on the e2e host path or a directory above it;
-    every party's cells of mounts below the e2e host path (the watcher sees them
-    too)."""
+    fields of the e2e Pods, of every party on the e2e host path or a directory above it and of
+    every mount in the peer groups peer-groups asks about; every party's cells of mounts below
+    the e2e host path (the watcher sees them too), and of the mounts that show part of the
+    prediction's outcome elsewhere (live_revealing)."""
     from labkit.mounts import mountinfo
 
     for host_path, entry in table.items():
         # the node's answer is the mount holding the e2e host path: any entry at or above it shows it
         related = mountinfo.is_under(E2E_HOST_PATH, host_path) or mountinfo.is_under(host_path, E2E_HOST_PATH)
+        hidden = (withheld.get("revealing") or {}).get(host_path, {}).get("columns", set())
+
+        def shown(rel: str) -> bool:
+            return not (_below_e2e(host_path, rel) or rel in hidden)
         for party, row in entry["rows"].items():
-            if withheld["tags"] and (party in E2E_PODS or related):
+            if withheld["tags"] and (party in E2E_PODS or related or _in_groups(row["tags"], withheld.get("groups") or set())):
                 row["tags"] = WITHHELD
             if withheld["seen"]:
-                row["sees"] = {rel: src for rel, src in row["sees"].items() if not _below_e2e(host_path, rel)}
+                row["sees"] = {rel: src for rel, src in row["sees"].items() if shown(rel)}
         if withheld["seen"]:
-            entry["columns"] = [rel for rel in entry["columns"] if not _below_e2e(host_path, rel)]
+            kept = [rel for rel in entry["columns"] if shown(rel)]
+            if len(kept) != len(entry["columns"]):
+                entry["withheld"] = len(entry["columns"]) - len(kept)
+            entry["columns"] = kept
     return table
 
 
 def redact_graph(g: dict, withheld: dict) -> dict:
-    """`g` (observe.graph) without the e2e Pods' mounts (when anything of them is withheld) and,
-    while the prediction is, without any party's mounts below the e2e host path."""
+    """`g` (observe.graph) without the e2e Pods' mounts (when anything of them is withheld), while
+    peer-groups has not passed without every mount in the peer groups it asks about, and while the
+    prediction is not written without any party's mounts below the e2e host path or revealing
+    part of its outcome elsewhere (live_revealing)."""
     from labkit.mounts import mountinfo
+
+    hidden = {m for entry in (withheld.get("revealing") or {}).values() for m in entry["mounts"]}
+    e2e_groups = withheld.get("groups") or set()
 
     def keep(v):
         if (withheld["seen"] or withheld["tags"]) and v.party in E2E_PODS:
+            return False
+        if withheld["tags"] and _in_groups(v.mount.tags, e2e_groups):
+            return False
+        if withheld["seen"] and (v.party, v.mount.mountpoint) in hidden:
             return False
         return not (withheld["seen"] and mountinfo.is_under(v.mount.mountpoint, E2E_HOST_PATH)
                     and v.mount.mountpoint != E2E_HOST_PATH)
@@ -226,21 +383,32 @@ def experiment_live(parties) -> list[str]:
     return found
 
 
-def before_shell(env, parties, say) -> bool:
+def before_shell(env, parties, say, node=None) -> bool:
     """`labkit mounts exec` / `labkit shell` into any party of the live lab: once mounts were made
     below the e2e host path and the prediction is not kept yet, whatever the command prints can be
     the e2e experiment's outcome (the e2e Pods run exactly that experiment): like matrix and graph,
     it runs only once the prediction is written, which is then kept. False (and why, through
     `say`) when it must not run."""
-    if env.lab.id != LAB or recorded_prediction(LAB) is not None or not experiment_live(parties):
+    if env.lab.id != LAB or recorded_prediction(LAB) is not None:
         return True
+    if experiment_live(parties):
+        where = f"{E2E_HOST_PATH} (the e2e Pods' volume)"
+        undo = f" (`labkit reset {LAB} {EXERCISE}` unmounts what was mounted there.)"
+    else:
+        from labkit.mounts.node import Node
+        revealing = live_revealing(env, node if node is not None else Node(env))
+        if not revealing:
+            return True
+        where = (f"{', '.join(sorted(revealing))}, where Pods of the e2e experiment's propagation modes view them "
+                 "(whatever their names, namespaces or host path)")
+        undo = " (Or unmount what was mounted there, from the party that mounted it.)"
     kept = []
     if release(kept.append, "labkit shell"):
         for note in kept:
             say(note)
         return True
-    say(f"mounts were made below {E2E_HOST_PATH} (the e2e Pods' volume): what any container or the node shows "
-        f"there now is the outcome exercise {EXERCISE} asks you to predict. Write your prediction to its answer file "
-        f"first (`labkit show {LAB} {EXERCISE}`); then this runs, and the check grades the prediction as it was at "
-        f"that moment. (`labkit reset {LAB} {EXERCISE}` unmounts what was mounted there.)")
+    say(f"mounts were made below {where}: what any container or the node shows there now is part of the outcome "
+        f"exercise {EXERCISE} asks you to predict. Write your prediction to its answer file first "
+        f"(`labkit show {LAB} {EXERCISE}`); then this runs, and the check grades the prediction as it was at that "
+        f"moment.{undo}")
     return False

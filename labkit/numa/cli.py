@@ -58,7 +58,8 @@ def admit(
     gate = withhold.Gate("labkit numa admit")
     situations: list[str | None] = []
     results = node.admit_all(pod_list,
-                             before=lambda n, pod: situations.append(gate.admission(n, pod) or gate.qos(pod)))
+                             before=lambda n, pod: situations.append(gate.admission(n, pod) or gate.qos(pod)
+                                                                    or gate.merge(n, pod)))
     pending = {i: ex for i, ex in enumerate(situations) if ex}
     first = min(pending) if pending else len(results)
     reason = withhold.message(pending[first]) if pending else ""
@@ -292,6 +293,12 @@ def take(
         error = None
     except CPUAllocationError as exc:
         result, error = frozenset(), str(exc)
+    exercise = withhold.pending_for_take(machine, taken=result)
+    if exercise is not None:
+        reason = (f"these CPUs are what a container of exercise {exercise} gets: takeByTopology's answer here is "
+                  f"{withhold.message(exercise)}")
+        _print_json({"withheld": reason}) if as_json else typer.echo(reason)
+        return
     if as_json:
         _print_json({"cpus": sorted(result), "cpuset": cpuset.format_cpus(result), "error": error})
     elif error:

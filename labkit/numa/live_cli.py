@@ -216,7 +216,8 @@ def _simulated_placement(machine, pods_path: Optional[Path], config_path: Option
     gate = withhold.Gate("labkit numa show")
     situations: list[str | None] = []
     results = node.admit_all(load_pods(pods_path),
-                             before=lambda n, pod: situations.append(gate.admission(n, pod) or gate.qos(pod))) \
+                             before=lambda n, pod: situations.append(gate.admission(n, pod) or gate.qos(pod)
+                                                                    or gate.merge(n, pod))) \
         if pods_path is not None else []
     pending = {i: ex for i, ex in enumerate(situations) if ex}
     if pending:     # the machine as kubelet sets it up, without the exercise's Pods

@@ -217,7 +217,7 @@ class LiveNode:
     def _refuse_an_exercise_situation(self, node, pod) -> None:
         from labkit.numa import withhold
         gate = getattr(self, "_gate", None) or withhold.Gate("labkit numa run")
-        exercise = gate.admission(node, pod)
+        exercise = gate.admission(node, pod) or gate.merge(node, pod)
         if exercise:
             raise LabkitError(f"Pod {pod.namespace}/{pod.name} meets the situation of exercise {exercise} on this node: "
                               f"running it is {withhold.message(exercise)}")

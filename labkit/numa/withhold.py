@@ -20,7 +20,16 @@ copy with other names, other order or changed fields that do not matter is still
   cpu-hints, static-cpus or memory is unanswered, a Pod met in the same situation as one of the
   exercise's Pods is withheld, with everything admitted after it (situation_key);
 - a merge depends on the providers' hints, not their order: the merge exercise's hints in any order;
-- takeByTopology on the static-cpus exercise's machine.
+  and, judged by labkit's own merge (labkit.numa.merge.Policy), any hints whose merged hint and
+  admission under each of the three policies the exercise asks about are those of one of its
+  containers (an inert extra provider, say: merge_outcome), whether they come from a hints file
+  or from the admission of a Pod whose containers get such hints (Gate.merge: `admit`, `show -f`
+  and `run` withhold that Pod while merge is unanswered);
+- takeByTopology on the static-cpus exercise's machine, and anywhere a take gives the exclusive
+  CPUs of one of the exercise's containers;
+- while static-cpus is unanswered, any Pod whose exclusive CPUs, admitted where it is, would be
+  those of one of the exercise's Pods (the same machine with an extra socket, say), judged by
+  labkit's own admission (static_outcome), whatever the situation key says.
 The machine counts by what the result depends on too (machine_key), not by its name or how its
 file spells it: a hand-written copy of a shipped machine is that machine.
 
@@ -151,6 +160,7 @@ class Gate:
 
     def __init__(self, tool: str = "labkit numa"):
         from labkit import predictions
+        self.tool = tool
         self.running = _state() is not None
         self._gate = predictions.Gate(LAB_ID, (*POD_SCENARIOS, *SITUATIONS) if self.running else (), tool,
                                       self._keys, predictions.CHECKED_RULE)
@@ -161,6 +171,8 @@ class Gate:
             from labkit.numa.pods import load_pods
             from labkit.pods import qos_signature
             return [json.dumps(qos_signature(p), default=str) for p in load_pods(_scenarios() / POD_SCENARIOS["qos"])]
+        if exercise == STATIC:
+            return _exercise_keys(exercise) + sorted(_static_outcomes())
         return _exercise_keys(exercise) if exercise in SITUATIONS else []
 
     @property
@@ -181,8 +193,27 @@ class Gate:
         watched = [ex for ex in SITUATIONS if self._gate.watching(ex)]
         if not watched:
             return None
-        return self._gate.about(lambda ex: situation_key(node, pod, ASPECTS[ex]), watched,
-                                situation=f"admission of Pod {pod.name}")
+        found = self._gate.about(lambda ex: situation_key(node, pod, ASPECTS[ex]), watched,
+                                 situation=f"admission of Pod {pod.name}")
+        if found is None and STATIC in watched:
+            # another situation with the same outcome (labkit's own admission says so)
+            outcome = static_outcome(node, pod)
+            if outcome is not None:
+                found = self._gate.about(outcome, [STATIC], situation=f"admission of Pod {pod.name}")
+        return found
+
+    def merge(self, node, pod) -> str | None:
+        """"merge" when a container of `pod`, admitted now on `node`, would be merged from hints
+        that hold those of one of the merge exercise's containers, with its outcome
+        (pending_for_merge, containing), while that exercise is unanswered: the admission shows its best hint and whether it is admitted, under
+        the node's policy (a Pod with the trainer's resources on lab-two-node, say)."""
+        if not self.running:
+            return None
+        for data in container_hints(node, pod):
+            found = pending_for_merge(data, self.tool, containing=True)
+            if found:
+                return found
+        return None
 
 
 def qos_run_refusal(pods, tool: str = "labkit numa run") -> str | None:
@@ -220,14 +251,46 @@ def _exercise_keys(exercise: str) -> list[str]:
     return keys
 
 
-def pending_for_merge(data: dict, tool: str = "labkit numa merge") -> str | None:
+def merge_outcome(data: dict) -> str | None:
+    """What the merge exercise asks of a hints file (numaNodes, providers, distances and
+    policyOptions as `labkit numa merge` reads them): the best hint and the admission under each
+    of best-effort, restricted and single-numa-node, by labkit's own merge
+    (topologymanager's policy Merge: pkg/kubelet/cm/topologymanager/policy.go mergeFilteredHints,
+    policy_best_effort.go, policy_restricted.go, policy_single_numa_node.go). None when the file is
+    not one the merge reads."""
+    from labkit.numa.merge import (POLICY_BEST_EFFORT, POLICY_RESTRICTED, POLICY_SINGLE_NUMA_NODE, NUMAInfo, Policy,
+                                   hints_from_json)
+    try:
+        options = data.get("policyOptions") or {}
+        closest = str(options.get("prefer-closest-numa-nodes", "")).lower() == "true"
+        info = NUMAInfo(list(data["numaNodes"]), {int(k): v for k, v in (data.get("distances") or {}).items()})
+        providers = hints_from_json(data["providers"])
+        merged = [Policy(name, info, closest).merge(providers)
+                  for name in (POLICY_BEST_EFFORT, POLICY_RESTRICTED, POLICY_SINGLE_NUMA_NODE)]
+    except Exception:       # not a hints file the merge reads: the tool says why
+        return None
+    return json.dumps([[m.hint.to_json(), m.admit] for m in merged], sort_keys=True)
+
+
+def pending_for_merge(data: dict, tool: str = "labkit numa merge", containing: bool = False) -> str | None:
+    """"merge" while `data` (a hints file) would show the outcome of one of the merge exercise's
+    containers, unanswered: its hints in any order, or any hints with its merge_outcome. With
+    `containing` (hints a Pod's admission produced, not a file written to be merged), only hints
+    that hold every one of the container's hint lists count, the rest inert (a Pod with the
+    trainer's resources); that the hints of any small Guaranteed Pod merge as one of the
+    containers' do is not a copy of the exercise."""
+    from collections import Counter
+
     state = _state()
     if state is None or not isinstance(data, dict):
         return None
+    outcome = merge_outcome(data)
     for name in MERGE_SCENARIOS:
         scenario = json.loads((_scenarios() / name).read_text())
-        if _canonical(data.get("providers")) == _canonical(scenario["providers"]) and \
-                sorted(data.get("numaNodes") or []) == sorted(scenario["numaNodes"]):
+        same_hints = _canonical(data.get("providers")) == _canonical(scenario["providers"]) and \
+            sorted(data.get("numaNodes") or []) == sorted(scenario["numaNodes"])
+        holds = not containing or not Counter(_canonical(scenario["providers"])) - Counter(_canonical(data.get("providers")))
+        if same_hints or (outcome is not None and holds and outcome == merge_outcome(scenario)):
             if not recorded("merge", state):
                 return "merge"
             keep("merge", tool, state, f"the hints of {name}")
@@ -263,7 +326,10 @@ def _hint(hint):
     return hint
 
 
-def pending_for_take(machine: str, tool: str = "labkit numa take") -> str | None:
+def pending_for_take(machine: str, tool: str = "labkit numa take", taken=None) -> str | None:
+    """"static-cpus" while a take on `machine` (or, given the CPUs it `taken`, its result) would
+    answer that exercise, unanswered: its machine, or a take that gives the exclusive CPUs of one
+    of its containers (labkit's own admission of its Pods: _static_outcomes)."""
     state = _state()
     if state is None:
         return None
@@ -273,9 +339,81 @@ def pending_for_take(machine: str, tool: str = "labkit numa take") -> str | None
             machine_key(load_machine(machine), ("cpu",)) == machine_key(load_machine(TAKE_MACHINE), ("cpu",))
     except Exception:
         return None
+    if not same and taken:
+        same = any(sorted(taken) in json.loads(outcome) for outcome in _static_outcomes())
     if not same:
         return None
     if not recorded("static-cpus", state):
         return "static-cpus"
     keep("static-cpus", tool, state, f"takeByTopology on {machine}")
     return None
+
+
+STATIC = "static-cpus"
+
+
+def static_outcome(node, pod) -> str | None:
+    """What the static-cpus exercise asks of a Pod: the exclusive CPUs of each of its containers
+    (`shared` for one in the shared pool), admitted now on `node` (labkit.numa.admission.Node,
+    left as it is: the admission is tried on a copy); None when it gets no exclusive CPU or is not
+    admitted (nothing the exercise asks then). The static policy's Allocate:
+    pkg/kubelet/cm/cpumanager/policy_static.go allocateCPUs."""
+    import copy
+
+    trial = copy.deepcopy(node)
+    try:
+        result = trial.admit(pod)
+    except Exception:       # the tool reports what kubelet says about it; nothing to compare
+        return None
+    if not result.admitted:
+        return None
+    cpus = []
+    for container in pod.all_containers():
+        found, exclusive = trial.container_cpus(pod.uid, container.name)
+        cpus.append(sorted(found) if exclusive else "shared")
+    return json.dumps(cpus) if any(c != "shared" for c in cpus) else None
+
+
+def _static_outcomes() -> set[str]:
+    """static_outcome of each of the exercise's Pods, admitted in order as its check builds them."""
+    from labkit.numa.admission import Node
+    from labkit.numa.config import load_config
+    from labkit.numa.machine import load_machine
+    from labkit.numa.pods import load_pods
+
+    machine, config, before, asked = SITUATIONS[STATIC]
+    node = Node(load_machine(machine), load_config(_scenarios() / config))
+    found = set()
+    for pod in (load_pods(_scenarios() / before) if before else []):
+        node.admit(pod)
+    for pod in load_pods(_scenarios() / asked):
+        outcome = static_outcome(node, pod)
+        if outcome is not None:
+            found.add(outcome)
+        node.admit(pod)
+    return found
+
+
+def container_hints(node, pod) -> list[dict]:
+    """The hints kubelet's Topology Manager merges for each container of `pod` admitted now on
+    `node` (tried on a copy, which is left as it is), as `labkit numa merge` reads a hints file:
+    {numaNodes, distances, policyOptions, providers}."""
+    import copy
+
+    trial = copy.deepcopy(node)
+    try:
+        result = trial.admit(pod)
+    except Exception:       # the tool reports what kubelet says about it
+        return []
+    machine, cfg = node.machine, node.config
+    base = {"numaNodes": sorted(n.node_id for n in machine.nodes),
+            "distances": {str(n.node_id): list(n.distances) for n in machine.nodes if n.distances is not None},
+            "policyOptions": dict(cfg.topology_manager_policy_options)}
+    out = []
+    for entry in result.containers:
+        if not entry.evaluated or not entry.hints:
+            continue
+        providers = [{resource: None if hints is None else [h.to_json() for h in hints]}
+                     for resource, hints in entry.hints.items()]
+        out.append({**base, "providers": providers})
+    return out

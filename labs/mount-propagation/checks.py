@@ -349,7 +349,7 @@ def check_e2e_matrix(ctx):
     return ctx.failed(ctx.grid_feedback(wrong, len(MATRIX_PARTIES) ** 2, "cells (does this party see that mount)")
                       + ". Think about which parties get mount events, and from whom" + note,
                       expected="what the replayed experiment shows, party by party",
-                      observed="your answer: " + "; ".join(f"{p}: [{', '.join(sorted(given[p]))}]" for p in MATRIX_PARTIES),
+                      observed={p: sorted(given[p]) for p in MATRIX_PARTIES},
                       right_answer=truth)
 
 
@@ -705,10 +705,10 @@ def check_peer_groups(ctx):
         if extra:
             raise CheckFailed(f"{ctx.answer_path}: unknown key(s) {', '.join(extra)}: write node, "
                               f"{', '.join(E2E_PARTIES)}")
-    wrong, empty, malformed = [], [], []
+    wrong, empty, malformed, written = [], [], [], {}
     for name in truth:
         given = ctx.answer_field(answer, name, (str, type(None)))
-        text = (given or "").strip()
+        text = written[name] = " ".join((given or "").split())
         if not text:
             empty.append(name)
         elif text != "private" and not all(_is_field(item) for item in text.split()):
@@ -718,16 +718,17 @@ def check_peer_groups(ctx):
     if empty:
         return ctx.failed(f"{', '.join(empty)}: the value is empty; write the optional fields as mountinfo prints them, "
                           "or the word private when a mount has none",
-                          expected="shared:N, master:N, both, or private", observed=f"your answer: {', '.join(empty)} empty")
+                          expected="shared:N, master:N, both, or private", observed={name: "(empty)" for name in empty})
     if malformed:
         return ctx.failed(f"{', '.join(malformed)}: not written as mountinfo's optional fields (shared:N, master:N) or the "
                           "word private", expected="shared:N, master:N, both, or private",
-                          observed=f"your answer: {', '.join(malformed)}")
+                          observed={name: written[name] for name in malformed})
     if wrong:
         # neither counted nor named (CheckContext.grid_feedback): with three likely values per
         # party, either would let trying stand in for reading
         message = ctx.grid_feedback(wrong, len(truth), "values", noun="findings",
                                     advice="read each party's line in its own /proc/<pid>/mountinfo")
+        # observed: the fields your answer gives, party by party (the node's are the right answer)
         return ctx.failed(message, expected="each party's optional fields, as in /proc/<pid>/mountinfo",
-                          observed="your answer", right_answer=truth)
+                          observed=written, right_answer=truth)
     return ctx.passed("you read every party's peer group and master right")

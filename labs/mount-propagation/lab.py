@@ -473,11 +473,13 @@ def hosts(env):
 
 def before_shell(env, host_name):
     """A command in the node or a container shows the e2e experiment's outcome once mounts were made
-    below its host path: only after the prediction is written (labkit.mounts.withhold.before_shell)."""
+    below its host path, or below any host path viewed by parties of its propagation modes: only
+    after the prediction is written (labkit.mounts.withhold.before_shell)."""
     from labkit.mounts import withhold
 
     said = []
-    if not withhold.before_shell(env, Node(env).parties(), said.append):
+    node = Node(env)
+    if not withhold.before_shell(env, node.parties(), said.append, node):
         raise LabkitError("\n".join(said))
     for note in said:
         print(f"labkit: {note}", file=sys.stderr)
