@@ -794,6 +794,27 @@ SCHEDULER_USER = "system:kube-scheduler"        # the identity the lab's schedul
 LABKIT_AGENT = "labkit"          # the user agent of labkit's own client (labkit.apiserver.client)
 
 
+def _another_exercises_taint(lab, event: dict) -> bool:
+    """Whether an audited write of a Node only sets taints that another exercise asks for (as
+    `kubectl taint` patches spec.taints): PreferNoSchedule taints on node-f (taint-effects), the
+    drain taint on node-e (noexecute), besides the taints the lab built the Node with. Such a
+    write is that exercise's work, not a way to steer nightly."""
+    ref, body = event.get("objectRef") or {}, event.get("requestObject")
+    if event.get("verb") != "patch" or ref.get("subresource") or not isinstance(body, dict) \
+            or set(body) != {"spec"} or set(body["spec"] or {}) != {"taints"}:
+        return False
+    name = ref.get("name")
+    built = [{k: t[k] for k in ("key", "value", "effect") if k in t}
+             for t in ((_lab_nodes(lab).get(name) or {}).get("spec") or {}).get("taints") or []]
+
+    def allowed(taint: dict) -> bool:
+        taint = {k: taint[k] for k in ("key", "value", "effect") if taint.get(k)}
+        return taint in built or (name == lab.RETIRING_NODE["metadata"]["name"]
+                                  and taint.get("effect") == "PreferNoSchedule") \
+            or (name == lab.DRAIN_NODE["metadata"]["name"] and taint == lab.DRAIN_TAINT)
+    return all(isinstance(t, dict) and allowed(t) for t in body["spec"]["taints"] or [])
+
+
 def observe_node_name(ctx):
     """The Pod nightly (its node, requests, phase and rejection), who bound it since it was last
     created (the audit log: a successful POST of its binding after its last create), the Nodes
@@ -837,7 +858,8 @@ def observe_node_name(ctx):
     counted = set(_lab_nodes(_lab(ctx))) | set(_lab(ctx).ZONE_NODES) | set(_lab(ctx).PACK_NODES) | \
         {n["metadata"]["name"] for n in client.list("v1", "nodes")[0]}
     nodes_changed = sorted({(e.get("objectRef") or {}).get("name") for e in mine
-                            if (e.get("objectRef") or {}).get("resource") == "nodes"} & counted)
+                            if (e.get("objectRef") or {}).get("resource") == "nodes"
+                            and not _another_exercises_taint(_lab(ctx), e)} & counted)
     deleted = sorted({(e.get("objectRef") or {}).get("name") for e in mine if e.get("verb") == "delete"
                       and (e.get("objectRef") or {}).get("resource") == "pods"
                       and not (e.get("objectRef") or {}).get("subresource")
