@@ -176,8 +176,8 @@ def test_a_reset_of_node_name_pins_the_pod_again_and_names_what_it_undoes(lab):
     assert statuses(lab, "node-name")["node-name"].status == "pass"
     # nor does taint-effects' work on node-f (a PreferNoSchedule taint, then taken off again)
     target = for_env(env)
-    target.kubectl("taint", "node", "node-f", "retiring=true:PreferNoSchedule")
-    target.kubectl("taint", "node", "node-f", "retiring-")
+    target.kubectl("taint", "node", "node-f", "retire-soon=yes:PreferNoSchedule")
+    target.kubectl("taint", "node", "node-f", "retire-soon-")
     assert statuses(lab, "node-name")["node-name"].status == "pass"
     runner.reset(lab, exercise_id="node-name")
     pod = for_env(env).client().get("v1", "pods", "nightly", "sched")
