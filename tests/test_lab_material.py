@@ -390,6 +390,9 @@ TEXTS: dict[str, dict[str, Run | list[Run] | Mention | Covered]] = {
                                                          changes="taint-effects"),
         "labkit scheduler explain": Mention(),
         "labkit scheduler explain -f": Mention(),
+        # a live Pod's last decision, from the record the scheduler kept
+        "labkit scheduler explain POD -n sched": Run("labkit scheduler explain web -n sched",
+                                                     output="Unschedulable: 0/13 nodes are available"),
         "kubectl get pods -n sched -l app=drain -o custom-columns=NAME:.metadata.name,TOLERATIONS:.spec.tolerations":
             Run(output="wrong-effect"),
         # the prediction cases are withheld until a prediction is written

@@ -102,6 +102,9 @@ def test_a_higher_priority_pod_preempts_the_lowest_and_is_nominated(server):
     marked = next(x for x in victim()["status"]["conditions"] if x["type"] == "DisruptionTarget")
     assert (marked["reason"], marked["message"]) == ("PreemptionByScheduler",
                                                     "default-scheduler: preempting to accommodate a higher priority pod")
+    # the victims are deleted before the preemptor's status names the node (preemption.go
+    # prepareCandidate, then schedule_one.go handleSchedulingFailure): two writes, in that order
+    assert wait_until(lambda: c.get("v1", "pods", "high", "default")["status"].get("nominatedNodeName"), timeout=10)
     high = c.get("v1", "pods", "high", "default")
     assert high["status"].get("nominatedNodeName") == "node-1"
     assert wait_until(lambda: [e for e in events(c, "high", "FailedScheduling")
@@ -179,6 +182,49 @@ def test_a_pod_bound_a_moment_ago_counts_on_its_node_before_the_informer_sees_th
         "n-z1": ["node(s) didn't match pod topology spread constraints"],
         "n-z2": ["node(s) didn't match pod topology spread constraints"],
         "n-z3": ["Insufficient cpu"]}
+
+
+def test_a_replicaset_pod_is_spread_by_the_system_defaults_and_each_decision_is_recorded_for_explain(tmp_path):
+    """A Pod of a ReplicaSet without constraints of its own is scored by PodTopologySpread's system
+    default constraints with the ReplicaSet's selector (the controller's informers of ReplicaSets,
+    Services, ReplicationControllers, StatefulSets feed helper.DefaultSelector): with two replicas
+    on n-z1 already, the third goes to the empty zone although LeastAllocated alone would tie.
+    Each cycle's record is written beside the decision log for `labkit scheduler explain POD`."""
+    import json
+
+    from labkit.controllers.decisions import DecisionLog
+    from labkit.controllers.scheduler import SchedulerController
+
+    nodes = [{"metadata": {"name": f"n-{z}", "labels": {"topology.kubernetes.io/zone": z,
+                                                         "kubernetes.io/hostname": f"n-{z}"}},
+              "spec": {}, "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}} for z in ("z1", "z2")]
+    owner = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-1", "uid": "rs", "controller": True}]
+
+    def pod(i, node=None):
+        spec = {"containers": [{"name": "c", "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]}
+        return {"metadata": {"name": f"web-{i}", "namespace": "default", "uid": f"u{i}", "labels": {"app": "web"},
+                             "ownerReferences": owner}, "spec": dict(spec, **({"nodeName": node} if node else {}))}
+    other = {"metadata": {"name": "other", "namespace": "default", "uid": "o", "labels": {"app": "other"}},
+             "spec": {"nodeName": "n-z2", "containers": [{"name": "c", "resources": {"requests": {"cpu": "200m",
+                                                                                                  "memory": "128Mi"}}}]}}
+    rs = {"metadata": {"name": "web-1", "namespace": "default"}, "spec": {"selector": {"matchLabels": {"app": "web"}}}}
+    bindings = _Bindings()
+    controller = SchedulerController(bindings, DecisionLog(tmp_path / "decisions.log"), seed=1)
+    controller.informers = {"nodes": _Listed(nodes), "pods": _Listed([pod(1, "n-z1"), pod(2, "n-z1"), other, pod(3)]),
+                            "replicasets": _Listed([rs]), "services": _Listed([]),
+                            "replicationcontrollers": _Listed([]), "statefulsets": _Listed([])}
+    controller.event = lambda *args: None
+    controller.sync("default/web-3")
+    assert bindings.bound == [("web-3", "n-z2")]
+    scores = controller.cycles["default/web-3"].scores["PodTopologySpread"]
+    assert scores["n-z2"][1] == 100 and scores["n-z1"][1] < 100
+    record = json.loads((tmp_path / "scheduler" / "default" / "web-3.json").read_text())
+    assert record["uid"] == "u3" and record["chosen"] == "n-z2" and record["rejected_by"] == {}
+    assert "PodTopologySpread: n-z1 " in record["explain"] and record["explain"].endswith("Bound to n-z2: the highest "
+                                                                                          f"total ({controller.cycles['default/web-3'].totals['n-z2']}).")
+    assert sorted(p["name"] for p in record["situation"]["pods"]) == ["other", "web-1", "web-2"]
+    assert record["situation"]["incoming"]["containers"] == [{"name": "c", "requests": {"cpu": "100m",
+                                                                                         "memory": "64Mi"}}]
 
 
 BIN_PACKER = """apiVersion: kubescheduler.config.k8s.io/v1

@@ -107,3 +107,134 @@ def test_simulate_binds_a_workload_and_spreads_it():
 
     result = simulate(6, 60, seed=1)
     assert (result.bound, result.unschedulable) == (60, 0)
+
+
+# -- PodTopologySpread's system default constraints (podtopologyspread/plugin.go systemDefaultConstraints,
+# common.go buildDefaultConstraints, helper/spread.go DefaultSelector, scoring.go) ----------------------
+
+def _api_node(name: str, zone: str | None = None) -> dict:
+    labels = {"kubernetes.io/hostname": name, **({"topology.kubernetes.io/zone": zone} if zone else {})}
+    return {"metadata": {"name": name, "labels": labels},
+            "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}}
+
+
+def _api_pod(name: str, labels: dict, node: str = "", owner: dict | None = None, namespace: str = "default") -> dict:
+    meta = {"name": name, "namespace": namespace, "labels": labels, "uid": f"uid-{name}"}
+    if owner:
+        meta["ownerReferences"] = [dict(owner, controller=True, uid="uid-owner")]
+    spec = {"containers": [{"name": "c", "image": "pause"}]}
+    if node:
+        spec["nodeName"] = node
+    return {"metadata": meta, "spec": spec}
+
+
+def _spread_scores(nodes: list[dict], pods: list[dict], incoming: dict, workloads: dict, profile=None):
+    import random as _random
+
+    from labkit.scheduler.objects import Node, NodeInfo
+    from labkit.scheduler.profiles import make_profile
+
+    infos = [NodeInfo(Node(n)) for n in nodes]
+    by_name = {n.name: n for n in infos}
+    for p in pods:
+        by_name[p["spec"]["nodeName"]].add(Pod(p))
+    profile = profile or make_profile({"plugins": ["PodTopologySpread"]})
+    cycle = fw.schedule(profile, infos, Pod(incoming), rng=_random.Random(0), workloads=workloads)
+    return cycle, cycle.scores.get("PodTopologySpread")
+
+
+def test_system_default_spreading_scores_a_pod_a_service_selects():
+    """scoring_test.go TestPodTopologySpreadScore, "system defaulting, nodes don't have zone, pods
+    match service": matching Pods spread 4/3/2/1 over four nodes without a zone label; the same
+    scores as one hostname constraint of maxSkew 3."""
+    nodes = [_api_node(n) for n in ("node-a", "node-b", "node-c", "node-d")]
+    pods = [_api_pod(f"p-{n[-1]}{i}", {"foo": ""}, n) for n, k in (("node-a", 4), ("node-b", 3), ("node-c", 2),
+                                                                    ("node-d", 1)) for i in range(k)]
+    service = {"metadata": {"name": "s", "namespace": "default"}, "spec": {"selector": {"foo": ""}}}
+    _cycle, scores = _spread_scores(nodes, pods, _api_pod("p", {"foo": ""}), {"services": [service]})
+    assert {n: norm for n, (_raw, norm) in scores.items()} == {"node-a": 44, "node-b": 66, "node-c": 77, "node-d": 100}
+
+
+def test_system_default_spreading_takes_the_replicaset_selector_and_keeps_nodes_without_a_zone():
+    """scoring_test.go TestPreScoreStateEmptyNodes, "system default constraints and a replicaset":
+    hostname maxSkew 3 and zone maxSkew 5 with the ReplicaSet's selector; nodes without a zone
+    label are not ignored (a zone "" of their own): weights log(4 + 2) and log(2 + 2)."""
+    import math
+
+    from labkit.scheduler.plugins import default_selector
+
+    nodes = [_api_node("node-a", "mars"), _api_node("node-b", "mars"), _api_node("node-c"), _api_node("node-d")]
+    rs = {"metadata": {"name": "rs1", "namespace": "default"}, "spec": {"selector": {"matchLabels": {"foo": "tar"}}}}
+    incoming = _api_pod("p", {"foo": "tar", "baz": "sup"}, owner={"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                                                                  "name": "rs1"})
+    assert default_selector(Pod(incoming), {"replicasets": [rs]}) == \
+        {"matchExpressions": [{"key": "foo", "operator": "In", "values": ["tar"]}]}
+    cycle, scores = _spread_scores(nodes, [], incoming, {"replicasets": [rs]})
+    constraints, weights, counts, ignored = cycle.state["PodTopologySpread/score"]
+    assert [(c["topologyKey"], c["maxSkew"], c["whenUnsatisfiable"]) for c in constraints] == \
+        [("kubernetes.io/hostname", 3, "ScheduleAnyway"), ("topology.kubernetes.io/zone", 5, "ScheduleAnyway")]
+    assert weights == [math.log(6), math.log(4)] and counts[1] == {"mars": 0, "": 0} and not ignored
+    assert set(scores) == {"node-a", "node-b", "node-c", "node-d"}
+
+
+def test_no_default_spreading_for_a_bare_pod_an_unknown_owner_or_a_pod_with_constraints_of_its_own():
+    """DefaultSelector is empty for a Pod no Service selects and no known controller owns
+    (scoring_test.go TestPreScoreSkip: PreScore skips); a Pod with constraints of its own is
+    spread by those alone ("default constraints and a replicaset, but pod has constraints")."""
+    nodes = [_api_node("node-a", "z1"), _api_node("node-b", "z2")]
+    rs = {"metadata": {"name": "rs1", "namespace": "default"}, "spec": {"selector": {"matchLabels": {"foo": "bar"}}}}
+    bare = _api_pod("p", {"foo": "bar"})
+    cycle, _scores = _spread_scores(nodes, [], bare, {"replicasets": [rs]})
+    assert "PodTopologySpread" in cycle.score_skipped
+    missing = _api_pod("p", {"foo": "bar"}, owner={"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs2"})
+    cycle, _scores = _spread_scores(nodes, [], missing, {"replicasets": [rs]})
+    assert "PodTopologySpread" in cycle.score_skipped
+    elsewhere = {"metadata": {"name": "s", "namespace": "other"}, "spec": {"selector": {"foo": "bar"}}}
+    cycle, _scores = _spread_scores(nodes, [], bare, {"services": [elsewhere, {"metadata": {"name": "x",
+                                                                                           "namespace": "default"},
+                                                                              "spec": {}}]})
+    assert "PodTopologySpread" in cycle.score_skipped
+    own = dict(missing, spec=dict(missing["spec"], topologySpreadConstraints=[
+        {"maxSkew": 2, "topologyKey": "planet", "whenUnsatisfiable": "ScheduleAnyway",
+         "labelSelector": {"matchLabels": {"baz": "sup"}}}]))
+    own["metadata"] = dict(own["metadata"], ownerReferences=[{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                                                              "name": "rs1", "controller": True}])
+    cycle, _scores = _spread_scores(nodes + [dict(_api_node("node-c"), metadata={"name": "node-c", "labels":
+                                                                                {"planet": "mars"}})],
+                                    [], own, {"replicasets": [rs]})
+    constraints = cycle.state["PodTopologySpread/score"][0]
+    assert [c["topologyKey"] for c in constraints] == ["planet"]
+
+
+def test_list_defaulting_uses_the_given_constraints_and_ignores_nodes_without_their_keys():
+    """PodTopologySpreadArgs defaultingType List: args.defaultConstraints (a DoNotSchedule one
+    filters); requireAllTopologies holds, so a node without a key is ignored at Score."""
+    from labkit.scheduler.profiles import make_profile
+
+    profile = make_profile({"plugins": ["PodTopologySpread"], "pluginConfig": {"PodTopologySpread": {
+        "defaultingType": "List", "defaultConstraints": [
+            {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule"},
+            {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "ScheduleAnyway"}]}}})
+    nodes = [_api_node("node-a", "z1"), _api_node("node-b", "z2"), _api_node("node-c")]
+    rs = {"metadata": {"name": "rs1", "namespace": "default"}, "spec": {"selector": {"matchLabels": {"app": "x"}}}}
+    owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs1"}
+    pods = [_api_pod("x-1", {"app": "x"}, "node-a", owner)]
+    cycle, _scores = _spread_scores(nodes, pods, _api_pod("x-2", {"app": "x"}, owner=owner), {"replicasets": [rs]},
+                                    profile)
+    assert cycle.statuses["node-a"].reasons == ["node(s) didn't match pod topology spread constraints"]
+    assert cycle.statuses["node-c"].reasons == \
+        ["node(s) didn't match pod topology spread constraints (missing required label)"]
+    assert cycle.chosen == "node-b"
+
+
+def test_spread_scores_round_halves_away_from_zero_as_go_does():
+    """scoring.go Score: int64(math.Round(score)); Python's round() would take 2.5 to 2."""
+    import math
+
+    from labkit.scheduler.plugins import PodTopologySpread
+
+    plugin = PodTopologySpread()
+    node = type("N", (), {"name": "n", "node": type("X", (), {"labels": {"k": "v"}})()})()
+    cycle = type("C", (), {"state": {"PodTopologySpread/score": (
+        [{"topologyKey": "k", "maxSkew": 1}], [2.5], [{"v": 1}], set())}})()
+    assert plugin.score(cycle, None, node) == 3 == math.floor(2.5 + 0.5)

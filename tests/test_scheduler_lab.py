@@ -170,6 +170,15 @@ def test_a_reset_of_node_name_pins_the_pod_again_and_names_what_it_undoes(lab):
     module = lab.environment_module()
     assert module.student_work(env, "node-name") == ["your deletion of Pod sched/nightly",
                                                      "the Pod sched/nightly you created"]
+    # a reset of another exercise rebuilds node-a..d and web (labkit's own writes): node-name keeps
+    # its pass, no Node changed and no other Pod deleted by the student
+    runner.reset(lab, exercise_id="why-pending")
+    assert statuses(lab, "node-name")["node-name"].status == "pass"
+    # nor does taint-effects' work on node-f (a PreferNoSchedule taint, then taken off again)
+    target = for_env(env)
+    target.kubectl("taint", "node", "node-f", "retire-soon=yes:PreferNoSchedule")
+    target.kubectl("taint", "node", "node-f", "retire-soon-")
+    assert statuses(lab, "node-name")["node-name"].status == "pass"
     runner.reset(lab, exercise_id="node-name")
     pod = for_env(env).client().get("v1", "pods", "nightly", "sched")
     assert pod["spec"]["nodeName"] == "node-c"

@@ -139,3 +139,95 @@ def test_a_preemption_case_that_evicts_other_pods_is_not_withheld():
     other = copy.deepcopy(case)
     other["incoming"]["containers"][0]["requests"] = {"cpu": "1", "memory": "1Gi"}
     assert withhold.exercise_of(other) is None
+
+
+def _live(case: dict, namespace: str = "copy") -> tuple[list, object]:
+    """The case as the live scheduler would meet it, built by hand in the lab: API-shaped Nodes
+    (status.allocatable) and Pods (resources.requests, the default not-ready/unreachable
+    tolerations admission adds, priority 0), in a namespace of the student's."""
+    from labkit.scheduler.objects import Node, NodeInfo, Pod
+
+    default = [{"key": f"node.kubernetes.io/{k}", "operator": "Exists", "effect": "NoExecute",
+                "tolerationSeconds": 300} for k in ("not-ready", "unreachable")]
+
+    def pod(p: dict, node: str | None) -> dict:
+        spec = {"priority": p.get("priority", 0), "tolerations": default + list(p.get("tolerations") or []),
+                "containers": [{"name": c["name"], "resources": {"requests": c["requests"]}} for c in p["containers"]]}
+        if node:
+            spec["nodeName"] = node
+        return {"metadata": {"name": p["name"], "namespace": namespace, "uid": f"u-{p['name']}"}, "spec": spec}
+    nodes = [NodeInfo(Node({"metadata": {"name": n["name"], "labels": n["labels"]},
+                            "spec": {"taints": n.get("taints") or []},
+                            "status": {"allocatable": n["allocatable"]}})) for n in case["nodes"]]
+    by_name = {n.name: n for n in nodes}
+    for p in case.get("pods") or []:
+        by_name[p["nodeName"]].add(Pod(pod(p, p["nodeName"])))
+    return nodes, Pod(pod(case["incoming"], None))
+
+
+@pytest.mark.parametrize("exercise", sorted(CASES))
+def test_a_live_decision_on_a_copy_of_the_case_built_in_the_lab_is_the_exercises(exercise):
+    """`labkit scheduler explain POD` gates the situation the live decision was made in
+    (explain.situation of the controller's cycle) as `explain -f` gates a case: a copy of the case
+    made with kubectl, Pods carrying the tolerations admission adds, is the exercise's."""
+    import random
+
+    from labkit.scheduler import framework as fw
+    from labkit.scheduler.explain import situation
+    from labkit.scheduler.profiles import make_profile
+
+    case = _case(exercise)
+    nodes, incoming = _live(case)
+    cycle = fw.schedule(make_profile("default"), nodes, incoming, pdbs=case.get("pdbs"), rng=random.Random(0))
+    assert withhold.exercise_of(situation(cycle))[0] == exercise
+    other = copy.deepcopy(case)
+    other["incoming"]["containers"][0]["requests"]["cpu"] = "250m"
+    nodes, incoming = _live(other)
+    cycle = fw.schedule(make_profile("default"), nodes, incoming, pdbs=case.get("pdbs"), rng=random.Random(0))
+    assert withhold.exercise_of(situation(cycle)) is None
+
+
+def test_a_decision_with_spreads_outcome_waits_for_the_spread_answer_whatever_the_names():
+    """spread asks, for shop's Pending replica, the zone counts and each pool node's Filter reason:
+    a decision with that outcome (explain.spread_outcome, without names) is withheld until spread's
+    answer is written, and that answer is then kept; the same pool with its zones and nodes renamed
+    has the same outcome; another outcome (the shared spread case's) is shown."""
+    import random
+
+    from labkit import predictions
+    from labkit.exercises import answer_path
+    from labkit.scheduler import framework as fw
+    from labkit.scheduler.explain import spread_outcome
+    from labkit.scheduler.objects import Node, NodeInfo, Pod
+    from labkit.scheduler.profiles import make_profile
+
+    spread = "node(s) didn't match pod topology spread constraints"
+    truth = withhold.spread_exercise_outcome()
+    assert truth == [[1, ["Insufficient cpu"]], [2, [spread]], [2, [spread, spread]]]
+    # the pool renamed: zones x, y, z and nodes n1..n4, the replicas already placed 2/2/1
+    zones = {"n1": ("x", "4"), "n2": ("x", "4"), "n3": ("y", "4"), "n4": ("z", "1500m")}
+    nodes = [NodeInfo(Node({"metadata": {"name": n, "labels": {"topology.kubernetes.io/zone": z,
+                                                               "kubernetes.io/hostname": n}},
+                            "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"}}}))
+             for n, (z, cpu) in zones.items()]
+
+    def replica(i, node=None):
+        spec = {"topologySpreadConstraints": [withhold.SPREAD_CONSTRAINT],
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "memory": "256Mi"}}}]}
+        return Pod({"metadata": {"name": f"r{i}", "namespace": "mine", "labels": {"app": "shop"}},
+                    "spec": dict(spec, **({"nodeName": node} if node else {}))})
+    for i, node in enumerate(("n1", "n2", "n3", "n3", "n4")):
+        next(n for n in nodes if n.name == node).add(replica(i, node))
+    cycle = fw.schedule(make_profile("default"), nodes, replica(9), rng=random.Random(0))
+    assert spread_outcome(cycle) == truth
+    assert withhold.spread_gate([[0, ["fits"]]], "Pod sched/other") is None
+    assert withhold.spread_gate(None, "Pod sched/bound") is None
+    refusal = withhold.spread_gate(spread_outcome(cycle), "Pod mine/r9")
+    assert refusal.startswith("Pod mine/r9: its zones and each node's Filter reason") and "exercise spread" in refusal
+    assert "Insufficient" not in refusal
+    path = answer_path("scheduler", "spread")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("zones: {zone-a: 3}\n")
+    assert withhold.spread_gate(spread_outcome(cycle), "Pod mine/r9") is None
+    path.write_text("zones: {zone-a: 2}\n")
+    assert predictions.kept("scheduler", "spread").text == "zones: {zone-a: 3}\n"

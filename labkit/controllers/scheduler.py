@@ -14,7 +14,8 @@ bound Pods the server holds.
   deleted, with the event Preempted; the preemptor's status.nominatedNodeName names the node
   (preemption.go prepareCandidate, DefaultPreemption).
 
-Every cycle's record is kept (the last per Pod), for `explain`.
+Every cycle's record is kept (the last per Pod, in memory and, beside the decision log,
+as <state>/scheduler/<namespace>/<name>.json), for `labkit scheduler explain POD`.
 
 Profiles: kube-scheduler reads its KubeSchedulerConfiguration from the file `--config` names, once,
 at its start. labkit's reads it from the ConfigMap kube-system/kube-scheduler-config (key
@@ -48,6 +49,9 @@ from labkit.scheduler.queue import ActiveQueue, backoff_seconds
 
 CONTROLLER = "scheduler"
 CONFIG_NAMESPACE, CONFIG_NAME, CONFIG_KEY = "kube-system", "kube-scheduler-config", "config.yaml"
+# what helper.DefaultSelector looks a Pod's Services and controller up in (framework.Cycle.workloads)
+WORKLOAD_KINDS = (("v1", "services", "Service"), ("v1", "replicationcontrollers", "ReplicationController"),
+                  ("apps/v1", "replicasets", "ReplicaSet"), ("apps/v1", "statefulsets", "StatefulSet"))
 
 
 def _pending(pod: dict, profiles: dict) -> bool:
@@ -102,7 +106,11 @@ class SchedulerController(KeyedController):
             if (meta.get("namespace"), meta["name"]) == (CONFIG_NAMESPACE, CONFIG_NAME):
                 self._configure(None)
 
+        # the listers PodTopologySpread's default constraints read (plugin.go setListers)
+        workloads = {resource: self.informer(api_version, resource, kind)
+                     for api_version, resource, kind in WORKLOAD_KINDS}
         return {
+            **workloads,
             "configmaps": self.informer("v1", "configmaps", "ConfigMap", on_add=config_changed,
                                         on_update=lambda old, new: config_changed(new), on_delete=config_deleted),
             "pods": self.informer("v1", "pods", "Pod", on_add=pod_changed, on_update=pod_updated,
@@ -188,6 +196,11 @@ class SchedulerController(KeyedController):
                 node.add(Pod(pod))
         return nodes
 
+    def workloads(self) -> dict:
+        """The Services, ReplicationControllers, ReplicaSets and StatefulSets the informers hold."""
+        return {resource: self.informers[resource].list() for _v, resource, _k in WORKLOAD_KINDS
+                if resource in self.informers}
+
     def sync(self, key: str) -> None:
         obj = self.informers["pods"].get(key)
         assumed = self.assumed.get(key)
@@ -199,8 +212,9 @@ class SchedulerController(KeyedController):
             return
         pod = Pod(obj)
         profile = self.profiles[(obj.get("spec") or {}).get("schedulerName", fw.DEFAULT_SCHEDULER)]
-        cycle = fw.schedule(profile, self.snapshot(), pod, rng=self.rng)
+        cycle = fw.schedule(profile, self.snapshot(), pod, rng=self.rng, workloads=self.workloads())
         self.cycles[key] = cycle
+        self._keep_record(cycle)
         ns, name = pod.namespace, pod.name
         if cycle.chosen is not None:
             self.assumed[key] = dict(obj, spec=dict(obj.get("spec") or {}, nodeName=cycle.chosen))
@@ -216,6 +230,24 @@ class SchedulerController(KeyedController):
         self._mark_unschedulable(obj, cycle, profile.name)
         self.attempts[key] = self.attempts.get(key, 0) + 1
         self.queue.add_after(key, backoff_seconds(self.attempts[key]))
+
+    def _keep_record(self, cycle: fw.Cycle) -> None:
+        """The cycle's record (labkit.scheduler.explain.record), the last per Pod, in the server's
+        state directory beside the decision log, for `labkit scheduler explain POD`; nothing when
+        the decision log has no file (a server of the tests)."""
+        path = getattr(self.log, "path", None)
+        if path is None:
+            return
+        import json
+        import os
+
+        from labkit.scheduler.explain import RECORDS, record
+        directory = path.parent / RECORDS / cycle.pod.namespace
+        directory.mkdir(parents=True, exist_ok=True)
+        target = directory / f"{cycle.pod.name}.json"
+        partial = target.with_name(target.name + ".tmp")
+        partial.write_text(json.dumps(record(cycle)))
+        os.replace(partial, target)
 
     def _preempt(self, victim: Pod, preemptor: Pod, node: str, scheduler_name: str) -> None:
         condition = dict(DefaultPreemption.victim_condition(scheduler_name), lastTransitionTime=now_rfc3339())

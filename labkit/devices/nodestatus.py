@@ -28,6 +28,7 @@ import threading
 
 from labkit.apiserver.errors import ApiError
 from labkit.devices.manager import valid_extended_resource_name
+from labkit.nodes import ready_node
 
 KUBELET_VERSION = "v1.34.1"
 USER_AGENT = f"kubelet/{KUBELET_VERSION} (linux/amd64) labkit"
@@ -37,18 +38,7 @@ MACHINE = {"cpu": "4", "memory": "8Gi", "pods": "110"}
 
 def initial_node(name: str) -> dict:
     """kubelet_node_status.go initialNode, with the status a first update writes."""
-    return {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
-                                                  "kubernetes.io/arch": "amd64"}},
-            "status": {"capacity": dict(MACHINE), "allocatable": dict(MACHINE),
-                       "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
-                                       "message": "kubelet is posting ready status"}],
-                       # every field of NodeSystemInfo is required in the API (the kubernetes client
-                       # refuses a Node without one); those of a machine labkit does not report are empty
-                       "nodeInfo": {"kubeletVersion": KUBELET_VERSION, "kubeProxyVersion": "",
-                                    "operatingSystem": "linux", "architecture": "amd64",
-                                    "containerRuntimeVersion": "", "osImage": "", "kernelVersion": "",
-                                    "machineID": "", "systemUUID": "", "bootID": ""}}}
+    return ready_node(name, MACHINE)
 
 
 def reset_extended(status: dict) -> dict:

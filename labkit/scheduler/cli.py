@@ -26,11 +26,7 @@ def _withhold(loaded, tool: str) -> None:
     """The case of a scheduler-lab prediction is shown only once a prediction is written."""
     from labkit.scheduler.withhold import gate
 
-    refusals = [message for message in (gate(case, path, tool) for path, case in loaded) if message]
-    if refusals:
-        for message in refusals:
-            typer.echo(message, err=True)
-        raise typer.Exit(1)
+    _refuse([gate(case, path, tool) for path, case in loaded])
 
 
 @app.command()
@@ -50,24 +46,79 @@ def play(files: List[Path] = typer.Option(..., "-f", "--filename", help="A case 
 
 
 @app.command()
-def explain(file: Path = typer.Option(..., "-f", "--filename", help="A case file: nodes, Pods, the incoming Pod."),
-            seed: int = typer.Option(0, "--seed", help="Seed for breaking ties between equal scores.")):
-    """Schedule a case's incoming Pod and show why: every node's Filter verdict, every score,
-    the node chosen, or why none fits and what preemption did. The case of a prediction exercise
-    of the scheduler lab is shown only once its prediction is written."""
+def explain(pod: Optional[str] = typer.Argument(None, help="A Pod of the scheduler lab: its last scheduling "
+                                                          "decision, as labkit's scheduler made it."),
+            namespace: str = typer.Option("default", "-n", "--namespace", help="The Pod's namespace."),
+            file: Optional[Path] = typer.Option(None, "-f", "--filename",
+                                                help="A case file: nodes, Pods, the incoming Pod."),
+            seed: int = typer.Option(0, "--seed", help="With -f: seed for breaking ties between equal scores.")):
+    """Show why a Pod goes where it goes: every node's Filter verdict, every score, the node
+    chosen, or why none fits and what preemption did. With POD, the last decision labkit's
+    scheduler made for that live Pod of the scheduler lab (from the record it kept as it decided);
+    with -f, a case file's incoming Pod, scheduled now. An outcome a prediction of the scheduler
+    lab asks for is shown only once that prediction is written."""
     import random
 
     from labkit.scheduler import framework as fw
     from labkit.scheduler.explain import explain as explain_cycle
+    from labkit.scheduler.explain import spread_outcome
     from labkit.scheduler.play import load_case, pod_of, snapshot_of
     from labkit.scheduler.profiles import make_profile
+    from labkit.scheduler.withhold import gate, spread_gate
 
+    tool = "labkit scheduler explain"
+    if (pod is None) == (file is None):
+        raise LabkitError("give a Pod (`labkit scheduler explain POD -n NAMESPACE`) or a case file (-f CASE), not "
+                          "both" if pod is not None else "give a Pod (`labkit scheduler explain POD -n NAMESPACE`) or a "
+                          "case file (-f CASE)")
+    if pod is not None:
+        found = _live_record(pod, namespace)
+        refusals = [gate(found["situation"], f"Pod {namespace}/{pod}", tool),
+                    spread_gate(found.get("spread"), f"Pod {namespace}/{pod}", tool)]
+        _refuse(refusals)
+        typer.echo(found["explain"])
+        return
     case = load_case(file)
-    _withhold([(file, case)], "labkit scheduler explain")
+    _withhold([(file, case)], tool)
     nodes, _pods = snapshot_of(case)
     cycle = fw.schedule(make_profile(case.get("config")), nodes, pod_of(case["incoming"]),
                         pdbs=case.get("pdbs"), rng=random.Random(seed))
+    _refuse([spread_gate(spread_outcome(cycle), str(file), tool)])
     typer.echo(explain_cycle(cycle))
+
+
+def _refuse(refusals) -> None:
+    refusals = [r for r in refusals if r]
+    if refusals:
+        for message in refusals:
+            typer.echo(message, err=True)
+        raise typer.Exit(1)
+
+
+def _live_record(name: str, namespace: str) -> dict:
+    """The record labkit's scheduler kept of its last decision for the Pod (labkit.scheduler.explain
+    .record), checked against the live Pod: the same Pod (uid), not one made again since."""
+    from labkit.apiserver.target import for_env
+    from labkit.scheduler.explain import RECORDS
+
+    target = for_env(_lab_env())
+    live = target.client().get_or_none("v1", "pods", name, namespace)
+    if live is None:
+        raise LabkitError(f'pods "{name}" not found in namespace {namespace}')
+    path = target.state_dir / RECORDS / namespace / f"{name}.json"
+    try:
+        found = json.loads(path.read_text())
+    except (OSError, ValueError):
+        found = None
+    if found is None or found.get("uid") != live["metadata"].get("uid"):
+        spec = live.get("spec") or {}
+        why = ("it was created with spec.nodeName set: kube-scheduler never sees such a Pod" if spec.get("nodeName")
+               else f"its schedulerName is {spec.get('schedulerName')}: labkit's scheduler decides for the profiles of "
+                    "its configuration only, and has not tried it under one"
+               if spec.get("schedulerName", "default-scheduler") != "default-scheduler"
+               else "it has not been tried yet")
+        raise LabkitError(f"labkit's scheduler has made no decision for Pod {namespace}/{name}: {why}")
+    return found
 
 
 @app.command()

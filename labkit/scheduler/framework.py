@@ -92,6 +92,9 @@ class Cycle:
     profile: Profile
     nodes: list[NodeInfo]                      # the snapshot's nodes, in order
     pdbs: list[dict] = field(default_factory=list)
+    # the Services, ReplicationControllers, ReplicaSets and StatefulSets the cycle's listers hold
+    # (resource -> objects): PodTopologySpread's default constraints take a Pod's selector from them
+    workloads: dict = field(default_factory=dict)
     state: dict = field(default_factory=dict)  # CycleState: plugin name -> its PreFilter/PreScore data
     pre_filter_msg: str = ""
     pre_filter_skipped: set = field(default_factory=set)
@@ -288,9 +291,9 @@ def select_host(totals: dict[str, int], order: list[str], rng: random.Random) ->
 
 
 def schedule(profile: Profile, nodes: list[NodeInfo], pod: Pod, *, pdbs: list[dict] | None = None,
-             rng: random.Random | None = None, start: int = 0) -> Cycle:
+             rng: random.Random | None = None, start: int = 0, workloads: dict | None = None) -> Cycle:
     """One scheduling attempt (schedulePod + the PostFilter of handleSchedulingFailure)."""
-    cycle = Cycle(pod, profile, nodes, list(pdbs or []))
+    cycle = Cycle(pod, profile, nodes, list(pdbs or []), dict(workloads or {}))
     rng = rng or random.Random(0)
     find_feasible(cycle, pod, start)
     if not cycle.feasible:

@@ -300,8 +300,78 @@ SPREAD_REASON = "node(s) didn't match pod topology spread constraints"
 SPREAD_MISSING = "node(s) didn't match pod topology spread constraints (missing required label)"
 
 
-def _constraints(pod: Pod, mode: str) -> list[dict]:
-    return [c for c in pod.spec.get("topologySpreadConstraints") or [] if c.get("whenUnsatisfiable", "DoNotSchedule") == mode]
+# podtopologyspread/plugin.go systemDefaultConstraints: what a Pod without constraints of its own
+# is spread by when the plugin's args have defaultingType System (v1 defaults.go
+# SetDefaults_PodTopologySpreadArgs: the default), both ScheduleAnyway: they only score
+SYSTEM_DEFAULT_CONSTRAINTS = (
+    {"topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "ScheduleAnyway", "maxSkew": 3},
+    {"topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "ScheduleAnyway", "maxSkew": 5},
+)
+HOSTNAME_KEY = "kubernetes.io/hostname"
+# the kinds whose selectors make a Pod's default selector (helper/spread.go DefaultSelector), as
+# Cycle.workloads holds them: resource -> objects
+WORKLOAD_RESOURCES = ("services", "replicationcontrollers", "replicasets", "statefulsets")
+
+
+def _selector_requirements(selector: dict) -> list[dict]:
+    """A metav1.LabelSelector as a list of requirements (matchLabels as `key In (value)`)."""
+    return [{"key": k, "operator": "In", "values": [v]} for k, v in sorted((selector.get("matchLabels") or {}).items())] \
+        + list(selector.get("matchExpressions") or [])
+
+
+def default_selector(pod: Pod, workloads: dict | None) -> dict:
+    """helper/spread.go DefaultSelector: the selectors of the Services of the Pod's namespace that
+    select it (a Service without a selector selects nothing), merged; then, when the Pod's
+    controller (the ownerReference with controller true) is a ReplicationController, its selector
+    merged in too, or when it is a ReplicaSet or a StatefulSet that exists, its selector's
+    requirements added. {} (empty: no default constraints) for a Pod none of them select."""
+    workloads = workloads or {}
+    labels: dict = {}
+    for service in workloads.get("services") or []:
+        meta, spec = service.get("metadata") or {}, service.get("spec") or {}
+        chosen = spec.get("selector")
+        if meta.get("namespace") != pod.namespace or chosen is None:
+            continue
+        if all(pod.labels.get(k) == v for k, v in chosen.items()):
+            labels.update(chosen)
+    expressions: list[dict] = []
+    owner = next((r for r in pod.meta.get("ownerReferences") or [] if r.get("controller")), None)
+    kinds = {("v1", "ReplicationController"): "replicationcontrollers", ("apps/v1", "ReplicaSet"): "replicasets",
+             ("apps/v1", "StatefulSet"): "statefulsets"}
+    resource = kinds.get(((owner or {}).get("apiVersion"), (owner or {}).get("kind")))
+    if resource:
+        found = next((o for o in workloads.get(resource) or []
+                      if (o.get("metadata") or {}).get("name") == owner.get("name")
+                      and (o.get("metadata") or {}).get("namespace") == pod.namespace), None)
+        chosen = ((found or {}).get("spec") or {}).get("selector")
+        if chosen is not None and resource == "replicationcontrollers":
+            labels.update(chosen)
+        elif chosen is not None:
+            expressions = _selector_requirements(chosen)
+    selector: dict = {}
+    if labels:
+        selector["matchLabels"] = labels
+    if expressions:
+        selector["matchExpressions"] = expressions
+    return selector
+
+
+def _constraints(plugin, cycle, pod: Pod, mode: str) -> list[dict]:
+    """The Pod's constraints of this whenUnsatisfiable (filterTopologySpreadConstraints); for a Pod
+    with none, the plugin's default constraints of this mode with the Pod's default selector
+    (common.go buildDefaultConstraints), none when that selector is empty."""
+    own = pod.spec.get("topologySpreadConstraints") or []
+    if own:
+        return [c for c in own if c.get("whenUnsatisfiable", "DoNotSchedule") == mode]
+    defaults = [c for c in plugin.default_constraints if c.get("whenUnsatisfiable", "DoNotSchedule") == mode]
+    if not defaults:
+        return []
+    selector = default_selector(pod, getattr(cycle, "workloads", None))
+    if not selector:
+        return []
+    # the default selector replaces whatever selector the constraint had (matchLabelKeys included)
+    return [dict({k: v for k, v in c.items() if k not in ("labelSelector", "matchLabelKeys")},
+                 labelSelector=selector) for c in defaults]
 
 
 def _selector_of(pod: Pod, c: dict) -> dict | None:
@@ -346,11 +416,33 @@ class PodTopologySpread:
     skew = the node's domain count + 1 (if the pod matches its own selector) - the global
     minimum (0 when fewer domains than minDomains); fail when skew > maxSkew, or when the node
     lacks a key. Score, for ScheduleAnyway constraints: count x log(domains + 2) + (maxSkew - 1)
-    summed, normalised as (max + min - s) x 100 / max."""
+    summed, normalised as (max + min - s) x 100 / max.
+
+    A Pod with no constraints of its own gets the plugin's default constraints (plugin.go New:
+    args.defaultingType System, the default, means systemDefaultConstraints; List means
+    args.defaultConstraints), each with the Pod's default selector (helper.DefaultSelector: its
+    Services, ReplicationController, ReplicaSet or StatefulSet), when it has one. With the system
+    defaults, nodes that lack a topology key are still scored (scoring.go PreScore:
+    requireAllTopologies only for the Pod's own constraints or List defaults), so hostname
+    spreading works on nodes without a zone label.
+
+    matchLabelKeys: in v1.34.1 kube-apiserver merges `key In (the Pod's value)` into the
+    labelSelector when it creates the Pod (registry/core/pod/strategy.go
+    mutateTopologySpreadConstraints, gates MatchLabelKeysInPodTopologySpread and
+    MatchLabelKeysInPodTopologySpreadSelectorMerge, both beta and on by default in
+    pkg/features/kube_features.go); the scheduler merges them again (common.go
+    filterTopologySpreadConstraints), which changes nothing for a selector that has them already.
+    labkit's API server does not merge them into the stored Pod: the plugin merges them here."""
     name = "PodTopologySpread"
 
+    def __init__(self, args: dict | None = None):
+        args = args or {}
+        self.system_defaulted = (args.get("defaultingType") or "System") == "System"
+        self.default_constraints = list(SYSTEM_DEFAULT_CONSTRAINTS) if self.system_defaulted \
+            else list(args.get("defaultConstraints") or [])
+
     def pre_filter(self, cycle, pod: Pod):
-        constraints = _constraints(pod, "DoNotSchedule")
+        constraints = _constraints(self, cycle, pod, "DoNotSchedule")
         if not constraints:
             return fw.Status(fw.SKIP), None
         counts = []
@@ -382,20 +474,38 @@ class PodTopologySpread:
         return fw.OK
 
     def pre_score(self, cycle, pod: Pod, nodes) -> fw.Status:
-        constraints = _constraints(pod, "ScheduleAnyway")
-        if not constraints:
+        """scoring.go PreScore and initPreScoreState: the feasible nodes that lack a topology key
+        are ignored (only when requireAllTopologies); each zone-like constraint counts, over every
+        node of the snapshot that its inclusion policies admit, the matching Pods of the domains
+        the feasible nodes have; a hostname constraint counts each node's own Pods at Score. The
+        normalising weight is log(number of domains + 2), the domains of the feasible nodes (for
+        hostname, the feasible nodes not ignored)."""
+        constraints = _constraints(self, cycle, pod, "ScheduleAnyway")
+        if not cycle.nodes or not constraints:
             return fw.Status(fw.SKIP)
-        ignored = {n.name for n in nodes if not all(c["topologyKey"] in n.node.labels for c in constraints)}
-        weights, counts = [], []
+        require_all = bool(pod.spec.get("topologySpreadConstraints")) or not self.system_defaulted
+
+        def has_keys(node: NodeInfo) -> bool:
+            return all(c["topologyKey"] in node.node.labels for c in constraints)
+        ignored = {n.name for n in nodes if require_all and not has_keys(n)}
+        counts: list[dict] = []
+        weights: list[float] = []
         for c in constraints:
             key = c["topologyKey"]
             domains: dict = {}
-            for node in cycle.nodes:
-                labels = node.node.labels
-                if key in labels and _eligible(pod, c, node):
-                    domains[labels[key]] = domains.get(labels[key], 0) + _count(pod, c, node)
-            size = len({n.node.labels[key] for n in nodes if key in n.node.labels and n.name not in ignored})
+            if key != HOSTNAME_KEY:
+                for n in nodes:
+                    if n.name not in ignored:
+                        domains.setdefault(n.node.labels.get(key, ""), 0)
+            size = len(nodes) - len(ignored) if key == HOSTNAME_KEY else len(domains)
             weights.append(math.log(size + 2))
+            if key != HOSTNAME_KEY:
+                for node in cycle.nodes:
+                    if require_all and not has_keys(node):
+                        continue
+                    value = node.node.labels.get(key, "")
+                    if value in domains and _eligible(pod, c, node):
+                        domains[value] += _count(pod, c, node)
             counts.append(domains)
         cycle.state[self.name + "/score"] = (constraints, weights, counts, ignored)
         return fw.OK
@@ -407,8 +517,11 @@ class PodTopologySpread:
         total = 0.0
         for c, weight, domains in zip(constraints, weights, counts):
             value = node.node.labels.get(c["topologyKey"])
-            total += domains.get(value, 0) * weight + (int(c.get("maxSkew") or 1) - 1)
-        return int(round(total))
+            if value is None:
+                continue
+            count = _count(pod, c, node) if c["topologyKey"] == HOSTNAME_KEY else domains.get(value, 0)
+            total += count * weight + (int(c.get("maxSkew") or 1) - 1)
+        return int(math.floor(total + 0.5))        # Go's math.Round: halves away from zero
 
     def normalize(self, cycle, pod, scores: dict) -> None:
         ignored = cycle.state[self.name + "/score"][3]
@@ -640,7 +753,7 @@ def build(name: str, args: dict):
               "NodeAffinity": NodeAffinity, "NodePorts": NodePorts, "ImageLocality": ImageLocality,
               "DynamicResources": DynamicResources}
     configured = {"NodeResourcesFit": NodeResourcesFit, "NodeResourcesBalancedAllocation": NodeResourcesBalancedAllocation,
-                  "PodTopologySpread": lambda a: PodTopologySpread(), "InterPodAffinity": InterPodAffinity,
+                  "PodTopologySpread": PodTopologySpread, "InterPodAffinity": InterPodAffinity,
                   "DefaultPreemption": DefaultPreemption}
     if name in simple:
         return simple[name]()

@@ -67,7 +67,7 @@ def _fits(cycle: fw.Cycle, pod: Pod, node: NodeInfo) -> fw.Status:
     """RunFilterPluginsWithNominatedPods on a changed node: the PreFilter state is computed again
     on the snapshot with that node (what the plugins' AddPod/RemovePod extensions keep up to date)."""
     nodes = [node if n.name == node.name else n for n in cycle.nodes]
-    trial = fw.Cycle(pod, cycle.profile, nodes, cycle.pdbs)
+    trial = fw.Cycle(pod, cycle.profile, nodes, cycle.pdbs, cycle.workloads)
     st = fw.run_pre_filters(trial, pod)
     if not st.ok:
         return st

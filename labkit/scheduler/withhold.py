@@ -158,3 +158,64 @@ def gate(case: dict, path: Path, tool: str = "labkit scheduler explain") -> str 
         return None
     return (f"{path} is, or holds part of, the case of exercise {exercise}, whose outcome you are to predict "
             f"(`labkit show {LAB} {exercise}`): " + predictions.how_to_record(LAB, exercise))
+
+
+# spread asks, for shop's Pending replica, how many of shop's Pods each zone holds and each pool
+# node's Filter reason: a decision with that outcome (explain.spread_outcome: per domain, the count
+# and the nodes' reasons, without names) is withheld until spread's answer is written, whatever the
+# Pod, the nodes or their names (the Pending replica, a copy of shop, a case built like the pool)
+SPREAD = "spread"
+# the constraint spread's prompt describes: over the zone label, maxSkew 1, DoNotSchedule, counting
+# shop's Pods only (every constraint the check accepts places the replicas alike)
+SPREAD_CONSTRAINT = {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
+                     "labelSelector": {"matchLabels": {"app": "shop"}}}
+
+
+def spread_exercise_outcome() -> list | None:
+    """spread's outcome by labkit's reconstruction: the six replicas of shop with the constraint
+    the prompt describes, scheduled one after another by the default profile on the pool as the lab
+    builds it (cart on its node), ties broken with seed 0; explain.spread_outcome of the first that
+    fits nowhere."""
+    import copy
+    import random
+
+    from labkit.labs import discover, load_lab
+    from labkit.scheduler import framework as fw
+    from labkit.scheduler.explain import spread_outcome
+    from labkit.scheduler.objects import Node, NodeInfo, Pod
+    from labkit.scheduler.profiles import make_profile
+
+    directory = discover().get(LAB)
+    if directory is None:
+        return None
+    lab = load_lab(directory).environment_module()
+    nodes = [NodeInfo(Node(copy.deepcopy(n))) for n in lab.ZONE_NODES.values()]
+    by_name = {n.name: n for n in nodes}
+    cart = copy.deepcopy(lab.CART)
+    cart["metadata"]["namespace"] = lab.NAMESPACE
+    by_name[cart["spec"]["nodeSelector"]["kubernetes.io/hostname"]].add(Pod(cart))
+    rng = random.Random(0)
+    for i in range(lab.SHOP_REPLICAS):
+        template = copy.deepcopy(lab.SHOP["spec"]["template"])
+        obj = {"metadata": {"name": f"shop-{i}", "namespace": lab.NAMESPACE, "uid": f"shop-{i}",
+                            "labels": template["metadata"]["labels"]},
+               "spec": {**template["spec"], "topologySpreadConstraints": [copy.deepcopy(SPREAD_CONSTRAINT)]}}
+        cycle = fw.schedule(make_profile("default"), nodes, Pod(obj), rng=rng)
+        if cycle.chosen is None:
+            return spread_outcome(cycle)
+        obj["spec"]["nodeName"] = cycle.chosen
+        by_name[cycle.chosen].add(Pod(obj))
+    return None
+
+
+def spread_gate(outcome: list | None, situation: str, tool: str = "labkit scheduler explain") -> str | None:
+    """None when a decision of this spread outcome (explain.spread_outcome) may be shown; else what
+    to say instead: it is spread's outcome and no answer to spread is written yet. Shown once one
+    is, which keeps that answer as it is then: spread's check grades that kept copy."""
+    from labkit import predictions
+    if outcome is None or outcome != spread_exercise_outcome():
+        return None
+    if predictions.reveal(LAB, SPREAD, tool, situation=situation):
+        return None
+    return (f"{situation}: its zones and each node's Filter reason are what exercise {SPREAD} asks you to work out "
+            f"(`labkit show {LAB} {SPREAD}`): " + predictions.how_to_record(LAB, SPREAD).replace("prediction", "answer"))

@@ -93,10 +93,12 @@ def _lab_nodes(lab) -> dict:
 
 
 def _changed_nodes(lab, seen: dict, names) -> list[str]:
-    """`node-a (taints, labels)` for each of `names` whose view differs from the lab's build."""
+    """`node-a (taints, labels)` for each of `names` whose view differs from the lab's build (any
+    Node the lab registers: those of _lab_nodes and the spread and binpack pools)."""
+    built_nodes = {**_lab_nodes(lab), **lab.ZONE_NODES, **lab.PACK_NODES}
     out = []
     for name in names:
-        now, built = seen.get(name), _node_view(_lab_nodes(lab)[name])
+        now, built = seen.get(name), _node_view(built_nodes[name])
         if now != built:
             out.append(f"{name} ({'gone' if now is None else ', '.join(k for k in built if now.get(k) != built[k])})")
     return out
@@ -398,13 +400,17 @@ def observe_own_scheduler(ctx):
 
 
 PROBE_WAIT = 5.0        # seconds the check gives the student's scheduler to bind its Pod
+PROBE_TAINT = {"key": "dedicated", "value": "probe", "effect": "NoSchedule"}     # on one of the test Nodes
 
 
 def _probe(ctx, lab, target) -> dict:
-    """A situation the student's scheduler cannot have been written for: two Nodes it has never
-    seen, under names drawn at random, both disk=hdd, one of 16 CPUs and one of 32 CPUs that is
-    cordoned (which is which, drawn at random), and a Pod for it that asks for 12 CPUs: no other
-    node has that much free, and the cordoned one fails NodeUnschedulable. The check waits until
+    """A situation the student's scheduler cannot have been written for: three Nodes it has never
+    seen, under names drawn at random, all disk=hdd: one of 16 CPUs, one of 32 CPUs that is
+    cordoned, and one of 64 CPUs with a NoSchedule taint the Pod does not tolerate (which is which,
+    drawn at random), and a Pod for it that asks for 12 CPUs: no other node has that much free,
+    the cordoned one fails NodeUnschedulable, the tainted one TaintToleration (a scheduler that
+    honours the cordon and the nodeSelector but not taints, and prefers the most room, goes
+    there). The check waits until
     the Pod is bound (at most PROBE_WAIT s), notes where and by whom, and deletes the three
     objects again. The judge says, with labkit's reconstruction of the Filter plugins, whether the
     Pod's node fits it."""
@@ -414,12 +420,13 @@ def _probe(ctx, lab, target) -> dict:
     client = target.client()
     ns = ctx.params["namespace"]
     token = secrets.token_hex(3)
-    names = [f"probe-{token}-{i}" for i in (1, 2)]
+    names = [f"probe-{token}-{i}" for i in (1, 2, 3)]
     secrets.SystemRandom().shuffle(names)
-    fit, cordoned, pod_name = names[0], names[1], f"probe-{token}"
+    fit, cordoned, tainted, pod_name = names[0], names[1], names[2], f"probe-{token}"
     built = []
-    for name, cpu, unschedulable in ((fit, "16", False), (cordoned, "32", True)):
-        node = lab._node(name, "hdd", cpu, "32Gi", [])
+    for name, cpu, unschedulable, taints in ((fit, "16", False, []), (cordoned, "32", True, []),
+                                             (tainted, "64", False, [PROBE_TAINT])):
+        node = lab._node(name, "hdd", cpu, "32Gi", taints)
         node["metadata"]["labels"][lab.PROBE_LABEL[0]] = lab.PROBE_LABEL[1]
         if unschedulable:
             node["spec"]["unschedulable"] = True
@@ -448,7 +455,7 @@ def _probe(ctx, lab, target) -> dict:
         # the audit event of a request is written as its response completes: a watcher may see
         # the Pod bound a moment before the binding's event is in the log
         by = binders() if not node_name else (wait_for(binders, timeout=1.0, interval=0.05) or binders())
-        return {"pod": view, "fit": fit, "cordoned": cordoned, "bound_by": by, "user": own.USER,
+        return {"pod": view, "fit": fit, "cordoned": cordoned, "tainted": tainted, "bound_by": by, "user": own.USER,
                 "placement": None if node is None else {
                     "node": _filter_node(node),
                     "others": [_bound_view(o) for o in client.list("v1", "pods")[0]
@@ -533,8 +540,9 @@ def judge_own_scheduler(ctx, obs):
                           "has not seen before; start it again with `labkit scheduler serve` and your file",
                           expected="your scheduler running", observed="not running", observed_in=LIVE)
     what = (f"the check's test Pod {(probe.get('pod') or {}).get('name', 'probe')} (like the jobs, but asking for 12 "
-            f"CPUs), made after two Nodes your scheduler had never seen joined ({probe['fit']} and "
-            f"{probe['cordoned']}, disk=hdd, one cordoned)")
+            f"CPUs), made after Nodes your scheduler had never seen joined ("
+            f"{', '.join(n for n in (probe['fit'], probe['cordoned'], probe.get('tainted')) if n)}, disk=hdd, one "
+            "cordoned" + (", one tainted)" if probe.get("tainted") else ")"))
     if probe.get("pod") is None or not probe["pod"].get("nodeName"):
         return ctx.failed(f"your scheduler did not bind {what} within {PROBE_WAIT:g} s: a scheduler decides for each "
                           "new Pod on the Nodes as they are at that moment, including Nodes that joined after it "
@@ -783,6 +791,30 @@ def check_preempt_predict(ctx):
 SCHEDULER_USER = "system:kube-scheduler"        # the identity the lab's scheduler binds with
 
 
+LABKIT_AGENT = "labkit"          # the user agent of labkit's own client (labkit.apiserver.client)
+
+
+def _another_exercises_taint(lab, event: dict) -> bool:
+    """Whether an audited write of a Node only sets taints that another exercise asks for (as
+    `kubectl taint` patches spec.taints): PreferNoSchedule taints on node-f (taint-effects), the
+    drain taint on node-e (noexecute), besides the taints the lab built the Node with. Such a
+    write is that exercise's work, not a way to steer nightly."""
+    ref, body = event.get("objectRef") or {}, event.get("requestObject")
+    if event.get("verb") != "patch" or ref.get("subresource") or not isinstance(body, dict) \
+            or set(body) != {"spec"} or set(body["spec"] or {}) != {"taints"}:
+        return False
+    name = ref.get("name")
+    built = [{k: t[k] for k in ("key", "value", "effect") if k in t}
+             for t in ((_lab_nodes(lab).get(name) or {}).get("spec") or {}).get("taints") or []]
+
+    def allowed(taint: dict) -> bool:
+        taint = {k: taint[k] for k in ("key", "value", "effect") if taint.get(k)}
+        return taint in built or (name == lab.RETIRING_NODE["metadata"]["name"]
+                                  and taint.get("effect") == "PreferNoSchedule") \
+            or (name == lab.DRAIN_NODE["metadata"]["name"] and taint == lab.DRAIN_TAINT)
+    return all(isinstance(t, dict) and allowed(t) for t in body["spec"]["taints"] or [])
+
+
 def observe_node_name(ctx):
     """The Pod nightly (its node, requests, phase and rejection), who bound it since it was last
     created (the audit log: a successful POST of its binding after its last create), the Nodes
@@ -816,10 +848,18 @@ def observe_node_name(ctx):
                        if e.get("verb") == "create" and _is_binding(e.get("objectRef") or {})
                        and (e.get("objectRef") or {}).get("namespace") == p["namespace"]
                        and (e.get("objectRef") or {}).get("name") == p["pod"] and received_at(e) >= created})
+    # the student's writes: not the cluster's components (system:), nor labkit's own building of the
+    # lab (user agent `labkit`: `labkit run`, and a reset of another exercise, which builds node-a..d
+    # and web again as they were)
     mine = [e for e in events if not (e.get("user") or {}).get("username", "").startswith("system:")
-            and e.get("verb") in ("create", "update", "patch", "delete")]
+            and e.get("userAgent") != LABKIT_AGENT and e.get("verb") in ("create", "update", "patch", "delete")]
+    # the lab's Nodes, and any other that exists now: a Node made and deleted again since leaves the
+    # cluster's Nodes as they were (if nightly went there, its node is gone: judged below)
+    counted = set(_lab_nodes(_lab(ctx))) | set(_lab(ctx).ZONE_NODES) | set(_lab(ctx).PACK_NODES) | \
+        {n["metadata"]["name"] for n in client.list("v1", "nodes")[0]}
     nodes_changed = sorted({(e.get("objectRef") or {}).get("name") for e in mine
-                            if (e.get("objectRef") or {}).get("resource") == "nodes"} - {None})
+                            if (e.get("objectRef") or {}).get("resource") == "nodes"
+                            and not _another_exercises_taint(_lab(ctx), e)} & counted)
     deleted = sorted({(e.get("objectRef") or {}).get("name") for e in mine if e.get("verb") == "delete"
                       and (e.get("objectRef") or {}).get("resource") == "pods"
                       and not (e.get("objectRef") or {}).get("subresource")
@@ -1002,10 +1042,10 @@ def observe_spread(ctx):
                       and not (e.get("user") or {}).get("username", "").startswith("system:")
                       and (e.get("responseStatus") or {}).get("code", 500) < 300})
     cart = next((x for x in pods if x["metadata"].get("namespace") == ns and x["metadata"]["name"] == "cart"), None)
-    try:
-        answer, unanswered = ctx.answer(), None
+    try:        # the answer as it was when `labkit scheduler explain` first showed such a decision, if it did
+        (answer, note), unanswered = predictions.graded_answer(ctx), None
     except CheckFailed as exc:          # judged after the live state: a wrong constraint is named first
-        answer, unanswered = None, exc.message
+        answer, note, unanswered = None, "", exc.message
     return {"deployment": dep, "pods": sorted(mine, key=lambda x: x["metadata"]["name"]),
             "nodes": {name: _node_view(next((n for n in nodes if n["metadata"]["name"] == name), None))
                       for name in lab.ZONE_NODES},
@@ -1016,7 +1056,7 @@ def observe_spread(ctx):
             "cluster": {"nodes": [_filter_node(n) for n in nodes],
                         "pods": [_sched_view(x) for x in pods if (x.get("spec") or {}).get("nodeName")
                                  and (x.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]},
-            "bound_by_hand": by_hand, "answer": answer, "unanswered": unanswered}
+            "bound_by_hand": by_hand, "answer": answer, "note": note, "unanswered": unanswered}
 
 
 def selector_space(lab, template_labels: dict, own: list[dict], others: list[dict]) -> tuple[list[dict], list[dict]]:
@@ -1161,11 +1201,7 @@ def judge_spread(ctx, obs):
     ns, name = p["namespace"], p["deployment"]
     lab = _lab(ctx)
     reset = f"`labkit reset scheduler {ctx.exercise.id}` to start over"
-    changed = []
-    for node, view in obs["nodes"].items():
-        built = _node_view(lab.ZONE_NODES[node])
-        if view != built:
-            changed.append(f"{node} ({'gone' if view is None else ', '.join(k for k in built if view.get(k) != built[k])})")
+    changed = _changed_nodes(lab, obs["nodes"], lab.ZONE_NODES)
     if changed:
         return ctx.failed(f"the Node(s) {', '.join(changed)} changed: the task is to spread the Deployment over the "
                           f"zones as they are ({reset})", expected="the pool's Nodes as the lab registered them",
@@ -1242,10 +1278,11 @@ def judge_spread(ctx, obs):
         return ctx.failed(ctx.grid_feedback(wrong, len(truth["zones"]) + len(truth["nodes"]), "entries",
                                             noun="explanation", advice="count shop's Pods per zone with `kubectl "
                                             "get pods -o wide` and the nodes' zone labels, then work out, node by node, "
-                                            "the first Filter plugin that rejects the Pending replica (see the hints)"),
+                                            "the first Filter plugin that rejects the Pending replica (see the hints)")
+                          + obs.get("note", ""),
                           expected="the zone counts and each pool node's Filter reason", right_answer=truth)
     return ctx.passed(f"{name}'s replicas are spread over the zones with at most one more in any zone, and you "
-                      "explained the Pending one as the Filter plugins decide it")
+                      "explained the Pending one as the Filter plugins decide it" + obs.get("note", ""))
 
 
 def check_spread(ctx):
@@ -1322,11 +1359,7 @@ def judge_binpack(ctx, obs):
     lab = _lab(ctx)
     ns, packer = p["namespace"], p["profile"]
     reset = f"`labkit reset scheduler {ctx.exercise.id}` to start over"
-    changed = []
-    for node, view in obs["nodes"].items():
-        built = _node_view(lab.PACK_NODES[node])
-        if view != built:
-            changed.append(f"{node} ({'gone' if view is None else ', '.join(k for k in built if view.get(k) != built[k])})")
+    changed = _changed_nodes(lab, obs["nodes"], lab.PACK_NODES)
     if changed:
         return ctx.failed(f"the Node(s) {', '.join(changed)} changed: the batch is to be packed by the scheduler's "
                           f"scores on the pool as it is ({reset})", expected="the pool's Nodes as the lab registered them",

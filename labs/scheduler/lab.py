@@ -56,9 +56,9 @@ from labkit.controllers.manager import DEFAULT_CONTROLLERS
 from labkit.crashpoints import crash_point
 from labkit.errors import LabkitError
 from labkit.exercises import wait_for
+from labkit.nodes import ready_node
 
 NAMESPACE = "sched"
-KUBELET_VERSION = "v1.34.1"
 # the embedded server's default controllers (the node lifecycle controller among them: it takes the
 # not-ready taint that admission puts on each new Node off once the Node reports Ready), without the
 # node stand-in (it registers labkit-node and would bind Pods itself), with the scheduler, the
@@ -68,20 +68,7 @@ SETTLE_TIMEOUT = 30
 
 
 def _node(name: str, disk: str, cpu: str, memory: str, taints: list[dict]) -> dict:
-    return {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
-                                                  "kubernetes.io/arch": "amd64", "disk": disk}},
-            "spec": {"taints": taints} if taints else {},
-            "status": {"capacity": {"cpu": cpu, "memory": memory, "pods": "110"},
-                       "allocatable": {"cpu": cpu, "memory": memory, "pods": "110"},
-                       "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
-                                       "message": "kubelet is posting ready status"}],
-                       # every field of NodeSystemInfo is required in the API (the kubernetes client
-                       # refuses a Node without one): those a kubelet would report of a machine are empty
-                       "nodeInfo": {"kubeletVersion": KUBELET_VERSION, "kubeProxyVersion": "",
-                                    "operatingSystem": "linux", "architecture": "amd64",
-                                    "containerRuntimeVersion": "", "osImage": "", "kernelVersion": "",
-                                    "machineID": "", "systemUUID": "", "bootID": ""}}}
+    return ready_node(name, {"cpu": cpu, "memory": memory, "pods": "110"}, {"disk": disk}, taints)
 
 
 PENDING_NODES = {
@@ -128,6 +115,29 @@ LEGACY = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "legacy", "lab
 PINNED_NODE = "node-c"
 NIGHTLY = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "nightly", "labels": {"app": "nightly"}},
            "spec": {"nodeName": PINNED_NODE, "containers": _container("2", "512Mi")}}
+
+
+def remake_nightly(env, node: str | None = None, cpu: str | None = None, scheduler: str | None = None,
+                   selector: dict | None = None, force: bool = False) -> None:
+    """nightly deleted and made again with kubectl, as a student would: as the lab made it but
+    placed on `node` by spec.nodeName (or by no one), asking for `cpu`, for the scheduler
+    `scheduler`, with the nodeSelector `selector` (each when given); `force` deletes it with
+    --force --grace-period=0. For node-name's common mistakes and mutants."""
+    import json
+    pod = copy.deepcopy(NIGHTLY)
+    pod["spec"].pop("nodeName")
+    if node:
+        pod["spec"]["nodeName"] = node
+    if cpu:
+        pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] = cpu
+    if scheduler:
+        pod["spec"]["schedulerName"] = scheduler
+    if selector:
+        pod["spec"]["nodeSelector"] = selector
+    target = for_env(env)
+    target.kubectl("delete", "pod", NIGHTLY["metadata"]["name"], "-n", NAMESPACE,
+                   *(("--force", "--grace-period=0") if force else ()))
+    target.kubectl("create", "-n", NAMESPACE, "-f", "-", input=json.dumps(pod))
 
 
 # own-scheduler: Pods for the student's scheduler (spec.schedulerName), each on a disk=hdd node

@@ -1,27 +1,14 @@
 """Common wrong fixes of node-name."""
 
-import copy
 import json
 
 from labkit.apiserver.target import for_env
 from labkit.exercises import mistake, write_answer
 
 
-def _again(env, node=None, cpu=None, scheduler=None, selector=None):
-    """nightly deleted and made again: on `node` by spec.nodeName (or none), asking for `cpu`."""
-    target = for_env(env)
-    pod = copy.deepcopy(env.lab.environment_module().NIGHTLY)
-    pod["spec"].pop("nodeName")
-    if node:
-        pod["spec"]["nodeName"] = node
-    if cpu:
-        pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] = cpu
-    if scheduler:
-        pod["spec"]["schedulerName"] = scheduler
-    if selector:
-        pod["spec"]["nodeSelector"] = selector
-    target.kubectl("delete", "pod", "nightly", "-n", "sched")
-    target.kubectl("create", "-n", "sched", "-f", "-", input=json.dumps(pod))
+def _again(env, **changes):
+    """nightly deleted and made again (lab.remake_nightly)."""
+    env.lab.environment_module().remake_nightly(env, **changes)
 
 
 @mistake("requests", "changed")

@@ -47,6 +47,14 @@ def resources_only(env):
                    ("    if any(labels.get(k) != v", "    if False and any(labels.get(k) != v"))
 
 
+@mistake("test Pod", "TaintToleration")
+def ignores_taints(env):
+    """Honours the nodeSelector, spec.unschedulable, CPU and memory, but not taints, and prefers the
+    node with the most room: the lab's disk=hdd nodes carry no taint, so the jobs land well; the
+    check's tainted test Node is the roomiest."""
+    _serve_variant(env, ("    if any(t.effect in", "    if False and any(t.effect in"))
+
+
 @mistake("without a binding")
 def node_name_by_hand(env):
     """Gives each Pod a node by re-creating it with spec.nodeName set, without a scheduler."""

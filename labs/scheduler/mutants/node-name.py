@@ -8,9 +8,7 @@ equivalent by the check's own reading of whole numbers). Two are also made live:
 made again asking for 1 CPU."""
 
 import copy
-import json
 
-from labkit.apiserver.target import for_env
 from labkit.mutants import Mutant, tree_edits
 
 
@@ -28,15 +26,7 @@ def _with_pod(obs, **changes):
 
 def _again(node=None, cpu=None):
     def apply(env):
-        pod = copy.deepcopy(env.lab.environment_module().NIGHTLY)
-        pod["spec"].pop("nodeName")
-        if node:
-            pod["spec"]["nodeName"] = node
-        if cpu:
-            pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] = cpu
-        target = for_env(env)
-        target.kubectl("delete", "pod", "nightly", "-n", "sched", "--force", "--grace-period=0")
-        target.kubectl("create", "-n", "sched", "-f", "-", input=json.dumps(pod))
+        env.lab.environment_module().remake_nightly(env, node=node, cpu=cpu, force=True)
     return apply
 
 

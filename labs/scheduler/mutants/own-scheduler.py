@@ -82,6 +82,11 @@ def mutants(ctx):
     cordoned["spec"]["unschedulable"] = True
     yield Mutant("probe:cordoned", "the test Pod bound to the cordoned test Node", names=("NodeUnschedulable",),
                  observation=probe_on(cordoned, []))
+    tainted = copy.deepcopy(probe["placement"]["node"])
+    tainted["metadata"]["name"] = probe["tainted"]
+    tainted["spec"]["taints"] = [dict(checks.PROBE_TAINT)]
+    yield Mutant("probe:tainted", "the test Pod bound to the tainted test Node", names=("TaintToleration",),
+                 observation=probe_on(tainted, []))
     on_e = [v for v in (*obs["others"], *obs["jobs"].values()) if v["nodeName"] == "node-e"]
     yield Mutant("probe:node-e", "the test Pod bound to node-e (a node the scheduler was written for)",
                  names=("Insufficient cpu", "node names"), observation=probe_on(by_name["node-e"], on_e))
