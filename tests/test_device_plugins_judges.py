@@ -114,3 +114,95 @@ def test_reset_of_checkpoint_keeps_a_changed_scenario_file(lab):
     assert "# my note: infer ended" in Path(kept[0].split(" kept as ")[1]).read_text()
     module.reset_exercise(env, "checkpoint")
     assert module.student_work(env, "checkpoint") == []
+
+
+# -- restart: the times of kubelet's restarts against plugins that keep time ---------------------------
+
+def _play_restarts(checks, schedule, rng) -> str:
+    """The restart check's timeline (checks.restart_quiet, RESTARTS, CHANGE_S, FINAL_S) against a
+    plugin that never looks at kubelet.sock: it registers at 0 and then at the times `schedule`
+    gives, whatever kubelet does. What the check would hold against it, or "passed"."""
+    times = [t for t in schedule if t > 0]
+    last, gap = 0.0, None
+    for n in range(checks.RESTARTS):
+        restart = last + checks.restart_quiet(gap, rng)
+        if any(last < t <= restart for t in times):
+            return f"registered again before restart {n + 1}"
+        answer = [t for t in times if restart < t <= restart + checks.CHANGE_S]
+        if not answer:
+            return f"did not register again after restart {n + 1}"
+        last, gap = answer[0], answer[0] - last
+    if any(last < t <= last + checks.FINAL_S for t in times):
+        return "registered again after the last restart"
+    return "passed"
+
+
+def test_a_plugin_on_any_fixed_timer_fails_the_restart_check_whatever_the_draw(lab):
+    # every period P of a periodic re-registration (every P s), every single delay T (once, T s
+    # after starting), with 40 draws of the restart times each: never a pass
+    import random
+    the_lab, _env = lab
+    checks = the_lab._load("checks.py")
+    for seed in range(40):
+        rng = random.Random(seed)
+        for tenth in range(1, 120):
+            p = tenth / 10
+            periodic = [p * k for k in range(1, 40)]
+            assert _play_restarts(checks, periodic, rng) != "passed", (p, seed)
+            assert _play_restarts(checks, [p], rng).startswith(("registered again", "did not register again after "
+                                                                "restart 2", "did not register again after restart 1"))
+    # a plugin that answers each restart 0.2 s after it (it watches kubelet.sock) passes every draw
+    for seed in range(40):
+        rng = random.Random(seed)
+        last, gap = 0.0, None
+        for _ in range(checks.RESTARTS):
+            quiet = checks.restart_quiet(gap, rng)
+            assert (checks.FIRST_QUIET_S[0] <= quiet <= checks.FIRST_QUIET_S[1] if gap is None
+                    else gap + checks.QUIET_MARGIN_S[0] <= quiet <= gap + checks.QUIET_MARGIN_S[1])
+            now = last + quiet + 0.2
+            last, gap = now, now - last
+
+
+def _restart_seen(start: int, stream: str, **more) -> dict:
+    return {"registered_again": True, "held_after": ["widget-0", "widget-1"],
+            "node": {"capacity": {"example.com/widget": 4}, "allocatable": {"example.com/widget": 4}},
+            "registrations": [{"resource": "example.com/widget", "version": "v1beta1", "error": None, "stream": stream,
+                               "at": 0.0, **more}]}
+
+
+def test_the_restart_judge_names_the_timing_mistake(lab):
+    the_lab, env = lab
+    checks = the_lab._load("checks.py")
+    ctx = CheckContext(env, the_lab.exercise("restart"))
+
+    def observed(*restarts, later=("widget-2", "widget-3")):
+        return {**registered("example.com/widget", stream="closed"), "held_before": ["widget-0", "widget-1"],
+                "restarts": list(restarts), **({"later_pod": list(later)} if later else {})}
+
+    assert checks.judge_restart(ctx, observed(_restart_seen(2, "closed"), _restart_seen(3, "open"))).passed
+    early = _restart_seen(2, "replaced")
+    early["registrations"].append({**early["registrations"][0], "stream": "closed", "at": 1.2})
+    with pytest.raises(CheckFailed) as failed:
+        checks.judge_restart(ctx, observed(early, later=None))
+    assert "after kubelet's first restart, before its second: your plugin registered 2 times" in str(failed.value)
+    assert "again 1.2 s after the first, kubelet not restarted" in str(failed.value)
+    with pytest.raises(CheckFailed) as failed:
+        checks.judge_restart(ctx, observed(_restart_seen(2, "closed"), {**_restart_seen(3, "open"),
+                                                                          "registered_again": False,
+                                                                          "registrations": []}, later=None))
+    assert "after kubelet's second restart" in str(failed.value) and "misses one" in str(failed.value)
+    dead = observed(_restart_seen(2, "closed"), _restart_seen(3, "ended", served=0.8, end="the plugin finished"))
+    with pytest.raises(CheckFailed) as failed:
+        checks.judge_restart(ctx, dead)
+    assert "after kubelet's second restart: your plugin stopped serving 0.8 s after registering" in str(failed.value)
+
+
+def test_register_says_how_long_the_plugin_served(lab):
+    the_lab, env = lab
+    checks = the_lab._load("checks.py")
+    ctx = CheckContext(env, the_lab.exercise("register"))
+    seen = registered("example.com/widget", stream="ended")
+    seen["registrations"][0].update(served=1.5, end="rpc error: code = Unavailable desc = Cancelling all calls")
+    with pytest.raises(CheckFailed) as failed:
+        checks.judge_register(ctx, seen)
+    assert "your plugin stopped serving 1.5 s after registering" in str(failed.value)
