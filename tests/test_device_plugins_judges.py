@@ -28,18 +28,51 @@ WRONG = [{**RIGHT, "next": ["widget-1"]}, {**RIGHT, "next": ["widget-3"]}, {**RI
          {"train": ["widget-0", "widget-1"], "prep": ["widget-3"]}, {"next": ["widget-0"]}]
 
 
+@pytest.mark.parametrize("settled", [False, True], ids=["before-play", "kept"])
 @pytest.mark.parametrize("held", WRONG)
-def test_checkpoint_feedback_is_filled_in(lab, held):
+def test_checkpoint_feedback_is_filled_in(lab, held, settled):
     # every message of judge_checkpoint is a complete sentence: no {placeholder} left unformatted
     the_lab, env = lab
     checks = the_lab._load("checks.py")
     ctx = CheckContext(env, the_lab.exercise("checkpoint"))
     with pytest.raises(CheckFailed) as failed:
-        checks.judge_checkpoint(ctx, {"held": held}, " (a note)")
+        checks.judge_checkpoint(ctx, {"held": held}, " (a note)", settled=settled)
     message = str(failed.value)
     assert not re.search(r"\{\w+\}", message), message
     assert message.endswith(" (a note)"), message
-    assert checks.judge_checkpoint(ctx, {"held": RIGHT}).passed
+    assert checks.judge_checkpoint(ctx, {"held": RIGHT}, settled=settled).passed
+
+
+SCENARIO_NAMES = r"\b(train|infer|prep|next|fetch|main)\b|widget-\d"      # the scenario's Pods, containers, widgets
+
+
+def test_checkpoint_feedback_names_no_pod_until_play_has_shown_the_outcome(lab):
+    """Before `labkit devices play` keeps the prediction, every well-formed wrong answer gets the
+    same words: not which Pod or widget is wrong (changing one Pod at a time would find the answer),
+    only that it is wrong, where to look, and how many different wrong answers were checked. Once
+    the answer is kept, the feedback names the Pod and the rule."""
+    the_lab, env = lab
+    checks = the_lab._load("checks.py")
+    ctx = CheckContext(env, the_lab.exercise("checkpoint"))
+    from labkit.exercises import answer_path
+    told = set()
+    well_formed = [held for held in WRONG if "ghost" not in held]
+    for n, held in enumerate(well_formed, start=1):
+        answer_path(the_lab.id, "checkpoint").parent.mkdir(parents=True, exist_ok=True)
+        answer_path(the_lab.id, "checkpoint").write_text(repr(held))       # each a different answer file
+        with pytest.raises(CheckFailed) as failed:
+            checks.judge_checkpoint(ctx, {"held": held})
+        message = str(failed.value)
+        assert not re.search(SCENARIO_NAMES, message), message
+        assert "prediction is not right" in message and f"({n} different wrong answer" in message, message
+        told.add(re.sub(r"\(\d+ different wrong answers? ", "(N different wrong answers ", message))
+    assert len(told) == 1, told
+    with pytest.raises(CheckFailed) as failed:
+        checks.judge_checkpoint(ctx, {"held": {**RIGHT, "train": ["widget-0"]}}, settled=True)
+    assert "takes a widget away from train" in str(failed.value)
+    with pytest.raises(CheckFailed) as failed:
+        checks.judge_checkpoint(ctx, {"held": {**RIGHT, "ghost": ["widget-2"]}})
+    assert "ghost in your answer is not a Pod of the scenario" in str(failed.value)
 
 
 WIDGETS = {"widget-0": 0, "widget-1": 0, "widget-2": 1, "widget-3": 1}

@@ -28,6 +28,8 @@ QUIET_MARGIN_S = (0.4, 0.7)   # each later restart comes this much later after t
                           # registering on a fixed timer (every P s, or once P s after the last) registers
                           # again before that restart, whatever P (see observe_restart)
 FINAL_S = 0.6             # restart: how long the check watches after the last re-registration
+REREGISTER_GRACE_S = 0.5  # how long after a plugin ended its stream the check waits for a Register that
+                          # may follow (a plugin serving anew), before it judges the plugin stopped serving
 ORDINALS = ("first", "second", "third")
 PENDING = "(no answer yet)"    # a Register call kubelet has not answered when the check looks
 
@@ -86,10 +88,17 @@ def _hold(s, since: float, seconds: float) -> None:
     registered ends."""
     start = s.kubelet.starts
 
-    def broken():
-        now = [r for r in s.registrations() if r["kubelet"] == start and r["error"] is None]   # not refused
-        return len(now) > 1 or any(r["stream"] == "ended" for r in now)
-    s.wait(broken, since + seconds - s.kubelet.clock())
+    def made():
+        return [r for r in s.registrations() if r["kubelet"] == start and r["error"] is None]   # not refused
+
+    def ended_ago(grace: float) -> bool:
+        # a stream the plugin ended: the plugin stopped serving, unless it registers again at once
+        # (one that stops its server to serve anew and register again ends its stream first)
+        return any(r["stream"] == "ended" and (s.exited is not None or s.kubelet.clock() - r["ended_at"] >= grace)
+                   for r in made())
+    s.wait(lambda: len(made()) > 1 or ended_ago(REREGISTER_GRACE_S), since + seconds - s.kubelet.clock())
+    if len(made()) == 1 and not ended_ago(REREGISTER_GRACE_S) and made()[0]["stream"] == "ended":
+        s.wait(lambda: len(made()) > 1, REREGISTER_GRACE_S)
 
 
 def _registered_at(s, start: int = 1) -> float:
@@ -596,10 +605,37 @@ def _held_answer(answer) -> dict[str, list[str]]:
     return out
 
 
-def judge_checkpoint(ctx, answer, note: str = ""):
+# what a wrong prediction is told while it can still earn its points: the same for every wrong answer
+CHECKPOINT_ADVICE = ("work it out again from kubelet's rules, not by trying answers: what it restores from its "
+                     "checkpoint when it starts (manager.go readCheckpoint), what an Unhealthy device changes for a "
+                     "Pod that holds it, what an init container's devices are to the containers after it "
+                     "(devicesToReuse), what it frees before it allocates for a new Pod (UpdateAllocatedDevices) and "
+                     "which widgets that Pod can get (devicesToAllocate). Once `labkit devices play` has shown the "
+                     "outcome (your answer is then kept as it is), the check names what was wrong")
+
+
+def judge_checkpoint(ctx, answer, note: str = "", settled: bool | None = None):
+    """The prediction against labkit's reconstruction. A well-formed wrong answer is told that it
+    is wrong and where to look, but not which Pod or widget (ctx.grid_feedback: the different wrong
+    answers are counted), while it can still earn its points; once `labkit devices play` has shown
+    the outcome and the answer is kept (`settled`; labkit.predictions), the feedback names the Pod
+    and the rule it got wrong. An answer that is not a prediction of the scenario's Pods (no
+    `held:`, a widget twice, a Pod the scenario does not have) is named at once: that gives
+    nothing away."""
+    from labkit import predictions
+    if settled is None:
+        settled = predictions.kept(ctx.lab.id, ctx.exercise.id) is not None
     truth = reconstructed_held(ctx.lab.directory, ctx.params["case"])
     facts = scenario_facts(ctx.lab.directory, ctx.params["case"])
     said = _held_answer(answer)
+    pods = facts["restored"] | facts["created"]
+    strangers = sorted(set(said) - pods)
+    if strangers:
+        raise CheckFailed(f"{strangers[0]} in your answer is not a Pod of the scenario{note}")
+    if not settled:
+        wrong = [pod for pod in sorted(pods) if said.get(pod, []) != truth.get(pod, [])]
+        if wrong:
+            raise CheckFailed(ctx.grid_feedback(wrong, len(pods), "Pods' widget lists", advice=CHECKPOINT_ADVICE) + note)
     for pod in sorted(set(said) - set(truth)):
         if pod in facts["restored"]:
             raise CheckFailed(f"your answer has {pod} holding widgets once next is admitted, and it holds none then: "
