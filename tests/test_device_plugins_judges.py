@@ -28,18 +28,51 @@ WRONG = [{**RIGHT, "next": ["widget-1"]}, {**RIGHT, "next": ["widget-3"]}, {**RI
          {"train": ["widget-0", "widget-1"], "prep": ["widget-3"]}, {"next": ["widget-0"]}]
 
 
+@pytest.mark.parametrize("settled", [False, True], ids=["before-play", "kept"])
 @pytest.mark.parametrize("held", WRONG)
-def test_checkpoint_feedback_is_filled_in(lab, held):
+def test_checkpoint_feedback_is_filled_in(lab, held, settled):
     # every message of judge_checkpoint is a complete sentence: no {placeholder} left unformatted
     the_lab, env = lab
     checks = the_lab._load("checks.py")
     ctx = CheckContext(env, the_lab.exercise("checkpoint"))
     with pytest.raises(CheckFailed) as failed:
-        checks.judge_checkpoint(ctx, {"held": held}, " (a note)")
+        checks.judge_checkpoint(ctx, {"held": held}, " (a note)", settled=settled)
     message = str(failed.value)
     assert not re.search(r"\{\w+\}", message), message
     assert message.endswith(" (a note)"), message
-    assert checks.judge_checkpoint(ctx, {"held": RIGHT}).passed
+    assert checks.judge_checkpoint(ctx, {"held": RIGHT}, settled=settled).passed
+
+
+SCENARIO_NAMES = r"\b(train|infer|prep|next|fetch|main)\b|widget-\d"      # the scenario's Pods, containers, widgets
+
+
+def test_checkpoint_feedback_names_no_pod_until_play_has_shown_the_outcome(lab):
+    """Before `labkit devices play` keeps the prediction, every well-formed wrong answer gets the
+    same words: not which Pod or widget is wrong (changing one Pod at a time would find the answer),
+    only that it is wrong, where to look, and how many different wrong answers were checked. Once
+    the answer is kept, the feedback names the Pod and the rule."""
+    the_lab, env = lab
+    checks = the_lab._load("checks.py")
+    ctx = CheckContext(env, the_lab.exercise("checkpoint"))
+    from labkit.exercises import answer_path
+    told = set()
+    well_formed = [held for held in WRONG if "ghost" not in held]
+    for n, held in enumerate(well_formed, start=1):
+        answer_path(the_lab.id, "checkpoint").parent.mkdir(parents=True, exist_ok=True)
+        answer_path(the_lab.id, "checkpoint").write_text(repr(held))       # each a different answer file
+        with pytest.raises(CheckFailed) as failed:
+            checks.judge_checkpoint(ctx, {"held": held})
+        message = str(failed.value)
+        assert not re.search(SCENARIO_NAMES, message), message
+        assert "prediction is not right" in message and f"({n} different wrong answer" in message, message
+        told.add(re.sub(r"\(\d+ different wrong answers? ", "(N different wrong answers ", message))
+    assert len(told) == 1, told
+    with pytest.raises(CheckFailed) as failed:
+        checks.judge_checkpoint(ctx, {"held": {**RIGHT, "train": ["widget-0"]}}, settled=True)
+    assert "takes a widget away from train" in str(failed.value)
+    with pytest.raises(CheckFailed) as failed:
+        checks.judge_checkpoint(ctx, {"held": {**RIGHT, "ghost": ["widget-2"]}})
+    assert "ghost in your answer is not a Pod of the scenario" in str(failed.value)
 
 
 WIDGETS = {"widget-0": 0, "widget-1": 0, "widget-2": 1, "widget-3": 1}
@@ -114,3 +147,95 @@ def test_reset_of_checkpoint_keeps_a_changed_scenario_file(lab):
     assert "# my note: infer ended" in Path(kept[0].split(" kept as ")[1]).read_text()
     module.reset_exercise(env, "checkpoint")
     assert module.student_work(env, "checkpoint") == []
+
+
+# -- restart: the times of kubelet's restarts against plugins that keep time ---------------------------
+
+def _play_restarts(checks, schedule, rng) -> str:
+    """The restart check's timeline (checks.restart_quiet, RESTARTS, CHANGE_S, FINAL_S) against a
+    plugin that never looks at kubelet.sock: it registers at 0 and then at the times `schedule`
+    gives, whatever kubelet does. What the check would hold against it, or "passed"."""
+    times = [t for t in schedule if t > 0]
+    last, gap = 0.0, None
+    for n in range(checks.RESTARTS):
+        restart = last + checks.restart_quiet(gap, rng)
+        if any(last < t <= restart for t in times):
+            return f"registered again before restart {n + 1}"
+        answer = [t for t in times if restart < t <= restart + checks.CHANGE_S]
+        if not answer:
+            return f"did not register again after restart {n + 1}"
+        last, gap = answer[0], answer[0] - last
+    if any(last < t <= last + checks.FINAL_S for t in times):
+        return "registered again after the last restart"
+    return "passed"
+
+
+def test_a_plugin_on_any_fixed_timer_fails_the_restart_check_whatever_the_draw(lab):
+    # every period P of a periodic re-registration (every P s), every single delay T (once, T s
+    # after starting), with 40 draws of the restart times each: never a pass
+    import random
+    the_lab, _env = lab
+    checks = the_lab._load("checks.py")
+    for seed in range(40):
+        rng = random.Random(seed)
+        for tenth in range(1, 120):
+            p = tenth / 10
+            periodic = [p * k for k in range(1, 40)]
+            assert _play_restarts(checks, periodic, rng) != "passed", (p, seed)
+            assert _play_restarts(checks, [p], rng).startswith(("registered again", "did not register again after "
+                                                                "restart 2", "did not register again after restart 1"))
+    # a plugin that answers each restart 0.2 s after it (it watches kubelet.sock) passes every draw
+    for seed in range(40):
+        rng = random.Random(seed)
+        last, gap = 0.0, None
+        for _ in range(checks.RESTARTS):
+            quiet = checks.restart_quiet(gap, rng)
+            assert (checks.FIRST_QUIET_S[0] <= quiet <= checks.FIRST_QUIET_S[1] if gap is None
+                    else gap + checks.QUIET_MARGIN_S[0] <= quiet <= gap + checks.QUIET_MARGIN_S[1])
+            now = last + quiet + 0.2
+            last, gap = now, now - last
+
+
+def _restart_seen(start: int, stream: str, **more) -> dict:
+    return {"registered_again": True, "held_after": ["widget-0", "widget-1"],
+            "node": {"capacity": {"example.com/widget": 4}, "allocatable": {"example.com/widget": 4}},
+            "registrations": [{"resource": "example.com/widget", "version": "v1beta1", "error": None, "stream": stream,
+                               "at": 0.0, **more}]}
+
+
+def test_the_restart_judge_names_the_timing_mistake(lab):
+    the_lab, env = lab
+    checks = the_lab._load("checks.py")
+    ctx = CheckContext(env, the_lab.exercise("restart"))
+
+    def observed(*restarts, later=("widget-2", "widget-3")):
+        return {**registered("example.com/widget", stream="closed"), "held_before": ["widget-0", "widget-1"],
+                "restarts": list(restarts), **({"later_pod": list(later)} if later else {})}
+
+    assert checks.judge_restart(ctx, observed(_restart_seen(2, "closed"), _restart_seen(3, "open"))).passed
+    early = _restart_seen(2, "replaced")
+    early["registrations"].append({**early["registrations"][0], "stream": "closed", "at": 1.2})
+    with pytest.raises(CheckFailed) as failed:
+        checks.judge_restart(ctx, observed(early, later=None))
+    assert "after kubelet's first restart, before its second: your plugin registered 2 times" in str(failed.value)
+    assert "again 1.2 s after the first, kubelet not restarted" in str(failed.value)
+    with pytest.raises(CheckFailed) as failed:
+        checks.judge_restart(ctx, observed(_restart_seen(2, "closed"), {**_restart_seen(3, "open"),
+                                                                          "registered_again": False,
+                                                                          "registrations": []}, later=None))
+    assert "after kubelet's second restart" in str(failed.value) and "misses one" in str(failed.value)
+    dead = observed(_restart_seen(2, "closed"), _restart_seen(3, "ended", served=0.8, end="the plugin finished"))
+    with pytest.raises(CheckFailed) as failed:
+        checks.judge_restart(ctx, dead)
+    assert "after kubelet's second restart: your plugin stopped serving 0.8 s after registering" in str(failed.value)
+
+
+def test_register_says_how_long_the_plugin_served(lab):
+    the_lab, env = lab
+    checks = the_lab._load("checks.py")
+    ctx = CheckContext(env, the_lab.exercise("register"))
+    seen = registered("example.com/widget", stream="ended")
+    seen["registrations"][0].update(served=1.5, end="rpc error: code = Unavailable desc = Cancelling all calls")
+    with pytest.raises(CheckFailed) as failed:
+        checks.judge_register(ctx, seen)
+    assert "your plugin stopped serving 1.5 s after registering" in str(failed.value)

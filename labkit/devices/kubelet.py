@@ -181,7 +181,8 @@ class Kubelet:
         # every Register call: what it asked, kubelet's error, which kubelet start it reached
         # (`kubelet`: 1 for the first start, 2 after one restart, ...) and what became of the
         # ListAndWatch stream it opened (`stream`: open | ended (the plugin's side: `end` says how) |
-        # replaced (the plugin registered again) | closed (kubelet stopped or restarted))
+        # replaced (the plugin registered again) | closed (kubelet stopped or restarted); `ended_at`:
+        # when the plugin's side ended it)
         self.registrations: list[dict] = []
         self.starts = 0
         self.node_capacity: dict[str, int] = {}   # what the Node status shows (removed: 0)
@@ -254,7 +255,8 @@ class Kubelet:
     def Register(self, request, context):
         resource = request.resource_name
         record = {"resource": resource, "endpoint": request.endpoint, "version": request.version, "error": None,
-                  "answered": False, "kubelet": self.starts, "at": self.clock(), "stream": None, "end": None}
+                  "answered": False, "kubelet": self.starts, "at": self.clock(), "stream": None, "end": None,
+                  "ended_at": None}
         self.registrations.append(record)
         client = GrpcPlugin(resource, str(self.directory / request.endpoint), self.dial_timeout)
         client.record = record
@@ -301,7 +303,7 @@ class Kubelet:
             if self.clients.get(resource) is not client:
                 return
             if client.record is not None:
-                client.record["stream"], client.record["end"] = "ended", ended
+                client.record.update(stream="ended", end=ended, ended_at=self.clock())
             del self.clients[resource]
             self.manager.plugin_stopped(resource, self.clock())
             if self.checkpoint_path.parent.exists():

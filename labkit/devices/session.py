@@ -154,7 +154,9 @@ class Session:
 
     def registrations_shown(self, first: int = 0) -> list[dict]:
         """The registrations from the `first`-th on, each one's time as seconds since the run began."""
-        return [{**r, "at": f"{r['at'] - self.started_at:.2f} s"} for r in self.registrations()[first:]]
+        return [{**r, "at": f"{r['at'] - self.started_at:.2f} s",
+                 **({"ended_at": f"{r['ended_at'] - self.started_at:.2f} s"} if r.get("ended_at") else {})}
+                for r in self.registrations()[first:]]
 
     def options(self, resource: str) -> dict | None:
         endpoint = self.kubelet.manager.endpoints.get(resource)

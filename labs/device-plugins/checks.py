@@ -8,8 +8,8 @@ stored answer: the widgets, their NUMA nodes, the env and mount are the exercise
 and what kubelet does with them is labkit's kubelet's doing.
 """
 
+import random
 from pathlib import Path
-
 
 from labkit.exercises import LIVE, CheckFailed
 
@@ -18,10 +18,19 @@ HEALTHY, UNHEALTHY = "Healthy", "Unhealthy"
 REGISTER_S = 3.0          # how long a plugin has to register (Python and grpc start in well under 1 s)
 CHANGE_S = 3.0            # how long it has to send a changed list
 SETTLE_S = 0.3
-WATCH_S = 1.0             # how long register watches a registered plugin: one that dies or registers
-                          # again within that time (a timer of up to 1 s) shows in kubelet's record
-RESTART_WATCH_S = 1.5     # how long restart watches it before restarting kubelet: a plugin registering
-                          # again every second instead of noticing kubelet.sock made anew does so meanwhile
+LIVE_S = 3.0              # register: how long the check watches a registered plugin (its bound): one
+                          # that stops serving, or registers again, within 3 s of registering is seen
+RESTARTS = 2              # restart: kubelet restarts twice; a plugin must notice every restart
+FIRST_QUIET_S = (0.5, 1.0)    # the first restart comes this long after the plugin registered, drawn at
+                          # random each run: the plugin cannot know when
+QUIET_MARGIN_S = (0.4, 0.7)   # each later restart comes this much later after the plugin's last
+                          # registration than that registration came after the one before it: a plugin
+                          # registering on a fixed timer (every P s, or once P s after the last) registers
+                          # again before that restart, whatever P (see observe_restart)
+FINAL_S = 0.6             # restart: how long the check watches after the last re-registration
+REREGISTER_GRACE_S = 0.5  # how long after a plugin ended its stream the check waits for a Register that
+                          # may follow (a plugin serving anew), before it judges the plugin stopped serving
+ORDINALS = ("first", "second", "third")
 PENDING = "(no answer yet)"    # a Register call kubelet has not answered when the check looks
 
 
@@ -47,10 +56,15 @@ def _first_list(s, resource: str) -> None:
 def _registrations(s, start: int) -> list[dict]:
     """The Register calls that reached kubelet's `start`-th start (1: before any restart), from
     kubelet's own record (labkit.devices.kubelet Kubelet.registrations): what each asked, kubelet's
-    answer, and what became of the ListAndWatch stream it opened (`end` says how one ended)."""
+    answer, and what became of the ListAndWatch stream it opened (`end` says how one ended). `at`:
+    seconds since the first of them; `served`: how long a stream the plugin ended was open."""
+    mine = [r for r in s.registrations() if r["kubelet"] == start]
+    first = mine[0]["at"] if mine else 0.0
     return [{"resource": r["resource"], "version": r["version"], "error": r["error"] if r["answered"] else PENDING,
-             "stream": r["stream"], **({"end": r["end"]} if r["end"] else {})}
-            for r in s.registrations() if r["kubelet"] == start]
+             "stream": r["stream"], "at": round(r["at"] - first, 2),
+             **({"end": r["end"]} if r["end"] else {}),
+             **({"served": round(r["ended_at"] - r["at"], 2)} if r.get("ended_at") else {})}
+            for r in mine]
 
 
 def _registration(s, resource: str) -> dict:
@@ -68,13 +82,28 @@ def _window(s, obs: dict) -> dict:
     return obs
 
 
-def _hold(s, since: float, seconds: float = WATCH_S) -> None:
-    """Watch the plugin until `seconds` after kubelet's clock read `since` (or until it exits)."""
-    s.wait(lambda: False, since + seconds - s.kubelet.clock())
+def _hold(s, since: float, seconds: float) -> None:
+    """Watch the plugin until `seconds` after kubelet's clock read `since`; sooner when what is
+    watched already fails: the plugin exits, registers again with the same kubelet, or a stream it
+    registered ends."""
+    start = s.kubelet.starts
+
+    def made():
+        return [r for r in s.registrations() if r["kubelet"] == start and r["error"] is None]   # not refused
+
+    def ended_ago(grace: float) -> bool:
+        # a stream the plugin ended: the plugin stopped serving, unless it registers again at once
+        # (one that stops its server to serve anew and register again ends its stream first)
+        return any(r["stream"] == "ended" and (s.exited is not None or s.kubelet.clock() - r["ended_at"] >= grace)
+                   for r in made())
+    s.wait(lambda: len(made()) > 1 or ended_ago(REREGISTER_GRACE_S), since + seconds - s.kubelet.clock())
+    if len(made()) == 1 and not ended_ago(REREGISTER_GRACE_S) and made()[0]["stream"] == "ended":
+        s.wait(lambda: len(made()) > 1, REREGISTER_GRACE_S)
 
 
-def _registered_at(s) -> float:
-    accepted = [r["at"] for r in s.registrations() if r["stream"] is not None]
+def _registered_at(s, start: int = 1) -> float:
+    """When kubelet's `start`-th start first accepted a registration (kubelet's clock)."""
+    accepted = [r["at"] for r in s.registrations() if r["stream"] is not None and r["kubelet"] == start]
     return accepted[0] if accepted else s.kubelet.clock()
 
 
@@ -122,7 +151,7 @@ def _judge_registered(ctx, obs: dict, stream: str = "open", when: str = "") -> N
     if accepted and len(calls) > 1:
         # a plugin that registers again while kubelet still dials its first answer back (a machine
         # under load): the calls made, not the one in flight at the window's end, are the mistake
-        _registered_again(when, len(calls))
+        _registered_again(when, calls)
     if last.get("error") == PENDING:
         _fail(f"your Register call has not returned: kubelet dials your endpoint back and waits for "
               f"GetDevicePluginOptions before it answers{tail}", "an accepted registration", "pending")
@@ -135,26 +164,31 @@ def _judge_registered(ctx, obs: dict, stream: str = "open", when: str = "") -> N
         _fail(f"your RegisterRequest names API version {last.get('version')!r}: kubelet v1.34 supports v1beta1 only",
               "v1beta1", last.get("version"))
     if len(accepted) > 1:
-        _registered_again(when, len(accepted))
+        _registered_again(when, accepted)
     got = accepted[0].get("stream")
     if got != stream:
         if got == "ended":
             exited = f" and your plugin exited (code {obs['exited']})" if obs.get("exited") is not None else ""
-            _fail(f"{when}the ListAndWatch stream kubelet opened when your plugin registered ended "
-                  f"({accepted[0].get('end') or 'no reason given'}){exited}: kubelet then marks every device of "
-                  "the resource Unhealthy (manager.go PluginDisconnected) and removes the resource 5 minutes later. "
-                  f"A plugin keeps serving and keeps the stream open{tail}", STREAM_WORDS[stream], "ended")
+            served = accepted[0].get("served")
+            after = f" {served:.1f} s" if isinstance(served, (int, float)) else ""
+            _fail(f"{when}your plugin stopped serving{after} after registering: the ListAndWatch stream kubelet "
+                  f"opened then ended ({accepted[0].get('end') or 'no reason given'}){exited}. kubelet then marks "
+                  "every device of the resource Unhealthy (manager.go PluginDisconnected) and removes the resource "
+                  "5 minutes later. A plugin keeps serving and keeps the stream open for as long as the node "
+                  f"runs{tail}", STREAM_WORDS[stream], "ended")
         _fail(f"{when}the ListAndWatch stream kubelet opened when your plugin registered is {got or 'not recorded'}, "
               f"not {STREAM_WORDS[stream]} at the end of the check", STREAM_WORDS[stream], got)
 
 
-def _registered_again(when: str, times: int) -> None:
+def _registered_again(when: str, calls: list[dict]) -> None:
     # plugin/v1beta1/handler.go connectClient: every Register dials the plugin anew, and
     # manager.go PluginConnected asks GetDevicePluginOptions and sets a new endpoint
-    _fail(f"{when}your plugin registered {times} times with the same kubelet: every Register makes kubelet "
-          "dial your socket again, ask GetDevicePluginOptions and open another ListAndWatch stream "
+    gap = calls[1].get("at") if isinstance(calls[1].get("at"), (int, float)) else None
+    again = f" (again {gap:.1f} s after the first, kubelet not restarted)" if gap is not None else ""
+    _fail(f"{when}your plugin registered {len(calls)} times with the same kubelet{again}: every Register makes "
+          "kubelet dial your socket again, ask GetDevicePluginOptions and open another ListAndWatch stream "
           "(plugin/v1beta1/handler.go connectClient). Register once, and again only when kubelet.sock is "
-          "created anew (a restarted kubelet)", 1, times)
+          "created anew (a restarted kubelet), not on a timer", 1, len(calls))
 
 
 def _judge_devices(devices: list, sick=(), when: str = "") -> None:
@@ -201,17 +235,19 @@ def _judge_node(ctx, node: dict, capacity: int, allocatable: int, when: str = ""
 # -- register -------------------------------------------------------------------------------------
 
 def observe_register(ctx) -> dict:
-    """The first device list and the node then; the registrations over WATCH_S from the
-    registration on (a plugin that dies or registers again in that time is seen)."""
+    """The first device list and the node then; the registrations over LIVE_S from the
+    registration on (a plugin that stops serving or registers again in that time is seen; the
+    check stops watching as soon as one does)."""
     with _session(ctx) as s:
         _first_list(s, ctx.params["resource"])
         obs = _registration(s, ctx.params["resource"])
-        _hold(s, _registered_at(s))
+        if s.lists(ctx.params["resource"]):
+            _hold(s, _registered_at(s), LIVE_S)
         return _window(s, obs)
 
 
-def judge_register(ctx, obs: dict, stream: str = "open"):
-    _judge_registered(ctx, obs, stream)
+def judge_register(ctx, obs: dict, stream: str = "open", when: str = ""):
+    _judge_registered(ctx, obs, stream, when)
     _judge_devices(obs.get("devices"))
     _judge_node(ctx, obs.get("node"), 4, 4)
     return ctx.passed(f"your plugin registered {ctx.params['resource']}: four widgets on two NUMA nodes, capacity "
@@ -431,51 +467,93 @@ def check_preferred(ctx):
 
 # -- restart --------------------------------------------------------------------------------------
 
-def observe_restart(ctx) -> dict:
+def restart_quiet(previous_gap: float | None, rng) -> float:
+    """How long after the plugin's last registration kubelet restarts next. The first time: a time
+    drawn from FIRST_QUIET_S. Later: the gap between the plugin's last two registrations, plus a
+    margin drawn from QUIET_MARGIN_S. A plugin on a fixed timer cannot pass both restarts: one that
+    registers again every P s (or once, P s after the last time) either does so before the first
+    restart (P shorter than that wait), or its second registration comes P s after its first, and
+    its third P s after that — before the second restart, which waits longer than P; one that
+    registers again only once never answers the second restart. The times are drawn anew each run,
+    so no plugin can wait for a known moment; the verdict on a timer does not depend on the draw."""
+    if previous_gap is None:
+        return rng.uniform(*FIRST_QUIET_S)
+    return previous_gap + rng.uniform(*QUIET_MARGIN_S)
+
+
+def observe_restart(ctx, rng=None) -> dict:
+    """The first registration and a Pod admitted; then RESTARTS kubelet restarts, each at a time
+    restart_quiet picks relative to the plugin's own registrations; after each, the registration
+    that answered it (CHANGE_S at most), the node and the Pod's widgets; then FINAL_S of watching
+    and a second Pod. The watching stops early at anything that already fails (_hold)."""
+    rng = rng or random.SystemRandom()
     resource = ctx.params["resource"]
     with _session(ctx) as s:
         _first_list(s, resource)
         obs = _registration(s, resource)
         if not s.lists(resource):
             return _window(s, obs)
-        before = s.admit("pod-a", resource, 2)
-        _hold(s, _registered_at(s), RESTART_WATCH_S)   # one that registers again on a timer does so before the restart
-        s.kubelet.restart()
-        start = s.kubelet.starts
-        # kubelet's record of Register calls says which start each reached: one after the restart
-        again = s.wait(lambda: any(r["kubelet"] == start for r in s.registrations()) and s.lists(resource) >= 1,
-                       CHANGE_S)   # s.lists counts the fresh manager's
-        if again:
-            s.wait(lambda: False, SETTLE_S)
-        held = s.kubelet.manager.pod_devices.get("pod-a", {}).get("c", {}).get(resource)
-        after = s.admit("pod-b", resource, 2) if again else None
-        obs["restart"] = {"registered_again": again, "node": s.node(), "held_before": before["devices"],
-                          "held_after": list(held.devices) if held else [],
-                          "later_pod": after["devices"] if after else None}
+        obs["held_before"] = s.admit("pod-a", resource, 2)["devices"]
+        obs["restarts"] = []
+        last, gap = _registered_at(s), None
+        for _ in range(RESTARTS):
+            _hold(s, last, restart_quiet(gap, rng))
+            made = [r for r in _registrations(s, s.kubelet.starts) if r["error"] in (None, PENDING)]
+            if s.exited is not None or len(made) != 1 or made[0]["stream"] != "open":
+                break           # registered again before this restart, or stopped serving: judged as it is
+            s.kubelet.restart()
+            start = s.kubelet.starts
+            # kubelet's record of Register calls says which start each reached: one after this restart
+            again = s.wait(lambda: any(r["kubelet"] == start and r["stream"] is not None for r in s.registrations())
+                           and s.lists(resource) >= 1, CHANGE_S)     # s.lists counts the fresh manager's
+            if again:
+                s.wait(lambda: False, SETTLE_S)
+            held = s.kubelet.manager.pod_devices.get("pod-a", {}).get("c", {}).get(resource)
+            obs["restarts"].append({"registered_again": again, "node": s.node(),
+                                    "held_after": list(held.devices) if held else []})
+            if not again:
+                break
+            now = _registered_at(s, start)
+            last, gap = now, now - last
+        else:
+            _hold(s, last, FINAL_S)
+            if s.exited is None:
+                obs["later_pod"] = s.admit("pod-b", resource, 2)["devices"]
         _window(s, obs)
-        obs["restart"]["registrations"] = _registrations(s, start)
+        for n, seen in enumerate(obs["restarts"], start=2):
+            seen["registrations"] = _registrations(s, n)
         return obs
 
 
 def judge_restart(ctx, obs: dict):
-    # before the restart: one registration, its stream open until kubelet's restart closed it
-    judge_register(ctx, obs, stream="closed")
-    seen = obs.get("restart") or {}
-    regs = seen.get("registrations") or []
-    if not seen.get("registered_again") or not regs:
-        errors = [r["error"] for r in regs if r.get("error")]
-        why = f"; kubelet refused it: {errors[-1]}" if errors else ""
-        _fail(f"after kubelet restarted (kubelet.sock made anew, your socket removed) your plugin did not register again "
-              f"within {CHANGE_S:g} s{why}")
-    # after it: again exactly one registration, its stream open to the end
-    _judge_registered(ctx, {**obs, "registrations": regs}, "open", "after kubelet's restart: ")
-    _judge_node(ctx, seen.get("node"), 4, 4, "after the restart and your re-registration: ")
-    if sorted(seen.get("held_after") or []) != sorted(seen.get("held_before") or []):
-        _fail("the Pod admitted before the restart does not hold its two widgets afterwards (kubelet_internal_checkpoint)")
-    later = seen.get("later_pod")
-    if later is None or len(set(later)) != 2 or set(later) - set(WIDGETS) or set(later) & set(seen.get("held_after") or []):
-        _fail("a Pod admitted after the restart did not get two widgets nobody held")
-    return ctx.passed("your plugin registered again after kubelet's restart; the Pod kept its widgets")
+    # before the first restart: one registration, its stream open until kubelet's restart closed it
+    judge_register(ctx, obs, stream="closed", when="before kubelet's first restart: ")
+    restarts = obs.get("restarts") or []
+    for n in range(RESTARTS):
+        which = ORDINALS[n]
+        seen = restarts[n] if n < len(restarts) else {}
+        regs = seen.get("registrations") or []
+        if not seen.get("registered_again") or not regs:
+            errors = [r["error"] for r in regs if r.get("error") and r.get("error") != PENDING]
+            why = f"; kubelet refused it: {errors[-1]}" if errors else ""
+            every = (" It registered again after the first restart: a plugin notices every restart, whenever it "
+                     "comes — one that registers again once, or after a fixed time, misses one") if n else ""
+            _fail(f"after kubelet's {which} restart (kubelet.sock made anew, your socket removed) your plugin did not "
+                  f"register again within {CHANGE_S:g} s{why}.{every}")
+        last = n == RESTARTS - 1
+        when = f"after kubelet's {which} restart" + ("" if last else f", before its {ORDINALS[n + 1]}") + ": "
+        # after it: again exactly one registration, its stream open until the next restart, or to the end
+        _judge_registered(ctx, {**obs, "registrations": regs}, "open" if last else "closed", when)
+        _judge_node(ctx, seen.get("node"), 4, 4, f"after kubelet's {which} restart and your re-registration: ")
+        if sorted(seen.get("held_after") or []) != sorted(obs.get("held_before") or []):
+            _fail(f"the Pod admitted before the restarts does not hold its two widgets after kubelet's {which} restart "
+                  "(kubelet_internal_checkpoint)")
+    later = obs.get("later_pod")
+    held = set(obs.get("held_before") or [])
+    if later is None or len(set(later)) != 2 or set(later) - set(WIDGETS) or set(later) & held:
+        _fail("a Pod admitted after the restarts did not get two widgets nobody held")
+    return ctx.passed(f"your plugin registered again after each of kubelet's {RESTARTS} restarts, and only then; the "
+                      "Pod kept its widgets")
 
 
 def check_restart(ctx):
@@ -527,10 +605,37 @@ def _held_answer(answer) -> dict[str, list[str]]:
     return out
 
 
-def judge_checkpoint(ctx, answer, note: str = ""):
+# what a wrong prediction is told while it can still earn its points: the same for every wrong answer
+CHECKPOINT_ADVICE = ("work it out again from kubelet's rules, not by trying answers: what it restores from its "
+                     "checkpoint when it starts (manager.go readCheckpoint), what an Unhealthy device changes for a "
+                     "Pod that holds it, what an init container's devices are to the containers after it "
+                     "(devicesToReuse), what it frees before it allocates for a new Pod (UpdateAllocatedDevices) and "
+                     "which widgets that Pod can get (devicesToAllocate). Once `labkit devices play` has shown the "
+                     "outcome (your answer is then kept as it is), the check names what was wrong")
+
+
+def judge_checkpoint(ctx, answer, note: str = "", settled: bool | None = None):
+    """The prediction against labkit's reconstruction. A well-formed wrong answer is told that it
+    is wrong and where to look, but not which Pod or widget (ctx.grid_feedback: the different wrong
+    answers are counted), while it can still earn its points; once `labkit devices play` has shown
+    the outcome and the answer is kept (`settled`; labkit.predictions), the feedback names the Pod
+    and the rule it got wrong. An answer that is not a prediction of the scenario's Pods (no
+    `held:`, a widget twice, a Pod the scenario does not have) is named at once: that gives
+    nothing away."""
+    from labkit import predictions
+    if settled is None:
+        settled = predictions.kept(ctx.lab.id, ctx.exercise.id) is not None
     truth = reconstructed_held(ctx.lab.directory, ctx.params["case"])
     facts = scenario_facts(ctx.lab.directory, ctx.params["case"])
     said = _held_answer(answer)
+    pods = facts["restored"] | facts["created"]
+    strangers = sorted(set(said) - pods)
+    if strangers:
+        raise CheckFailed(f"{strangers[0]} in your answer is not a Pod of the scenario{note}")
+    if not settled:
+        wrong = [pod for pod in sorted(pods) if said.get(pod, []) != truth.get(pod, [])]
+        if wrong:
+            raise CheckFailed(ctx.grid_feedback(wrong, len(pods), "Pods' widget lists", advice=CHECKPOINT_ADVICE) + note)
     for pod in sorted(set(said) - set(truth)):
         if pod in facts["restored"]:
             raise CheckFailed(f"your answer has {pod} holding widgets once next is admitted, and it holds none then: "
@@ -608,13 +713,14 @@ def observation_mutants(exercise: str, obs: dict, words: list, *, skip=(), equiv
     for key in ("devices[].health", *(f"{p}.devices[].health" for p in phases)):
         alternatives.setdefault(key, [UNHEALTHY, HEALTHY, "healthy", ""])
     skipped = lambda p: any(re.fullmatch(x, _generic(p))  # noqa: E731
-                            for x in ("exited", "log", r"(\w+\.)?registrations\[\]\.end", *skip))
+                            for x in ("exited", "log", r"(\w+\.)?registrations\[\]\.(end|at|served)",
+                                      r"restarts\[\]\.registrations\[\]\.(end|at|served)", *skip))
     for edit in tree_edits(obs, alternatives=alternatives, skip=skipped):
         generic = _generic(edit.path)
         reason = equivalent(edit) if equivalent else None
         if reason is None and edit.op == "swap" and re.fullmatch(r"(\w+\.)?devices", generic):
             reason = ORDER_ONLY
-        if reason is None and edit.op == "drop" and re.fullmatch(r"(\w+\.)?registrations\[\]\.error", generic):
+        if reason is None and edit.op == "drop" and re.fullmatch(r"(\w+(\[\])?\.)?registrations\[\]\.error", generic):
             reason = NO_ERROR
         named = next((w for pattern, w in words + REGISTRATION_WORDS if re.fullmatch(pattern, generic)), None)
         if reason is None and named is None:

@@ -2,6 +2,29 @@
 
 from labkit.exercises import mistake
 
+# the starter's ListAndWatch with the exercise's four widgets filled in: what a student who
+# completed the starter's first TODO has (timed_plugin)
+STARTER_DEVICES = ("""        # TODO: the devices, and again whenever they change
+        yield api.ListAndWatchResponse(devices=[])""", """        yield api.ListAndWatchResponse(devices=[
+            api.Device(ID=f"widget-{i}", health=api.HEALTHY, topology=api.TopologyInfo(nodes=[api.NUMANode(ID=i // 2)]))
+            for i in range(4)])""")
+STARTER_MAIN = """    # TODO: register with kubelet, then keep serving (and watch for what your exercise asks)
+    server.stop(0)
+    raise SystemExit("not written yet: the plugin does not register")"""
+REGISTER = "api.register(str(PLUGIN_DIR / api.KUBELET_SOCKET), SOCKET, RESOURCE, api.DevicePluginOptions())"
+
+
+def timed_plugin(env, exercise: str, main: str) -> None:
+    """The starter (starter/plugin.py) completed as a student would, its devices listed, with
+    `main` (indented as main's body, after the server is started) in place of its second TODO:
+    the plugins that keep time instead of watching kubelet."""
+    from pathlib import Path
+    source = (Path(env.lab.directory) / "starter" / "plugin.py").read_text()
+    for old, new in (STARTER_DEVICES, (STARTER_MAIN, main)):
+        assert old in source, old
+        source = source.replace(old, new)
+    env.lab.environment_module().write_plugin(env, exercise, source)
+
 
 def _write(env, *edits):
     source = env.lab._load("solutions/register.py").MODEL
@@ -78,3 +101,32 @@ def registers_again_on_a_timer(env):
         now = kubelet_socket()
         if now is not None:'''))
 
+
+
+@mistake("stopped serving", "after registering")
+def exits_a_while_after_registering(env):
+    """Registers, serves for 1.5 s (long enough, it thinks, for kubelet to read the devices) and
+    leaves main: the server stops and the process ends."""
+    timed_plugin(env, "register", f"""    {REGISTER}
+    time.sleep(1.5)
+    server.stop(0)""")
+
+
+@mistake("stopped serving", "after registering")
+def serves_for_two_and_a_half_seconds(env):
+    """Registers and keeps serving with a bounded loop (25 sleeps of 0.1 s), then stops the
+    server: it serves 2.5 s instead of for as long as the node runs."""
+    timed_plugin(env, "register", f"""    {REGISTER}
+    for _ in range(25):
+        time.sleep(0.1)
+    server.stop(0)""")
+
+
+@mistake("registered 2 times", "kubelet not restarted")
+def registers_again_after_a_second_or_so(env):
+    """Registers, and registers once more 1.3 s later "to be sure kubelet has it", then serves on."""
+    timed_plugin(env, "register", f"""    {REGISTER}
+    time.sleep(1.3)
+    {REGISTER}
+    while True:
+        time.sleep(1)""")

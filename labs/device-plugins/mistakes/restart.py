@@ -35,3 +35,39 @@ def registers_again_every_second(env):
         if now is not None and now != registered_with:''', '''        time.sleep(0.8)
         now = kubelet_socket()
         if now is not None:'''))
+
+
+def _timed(env, main: str) -> None:
+    env.lab._load("mistakes/register.py").timed_plugin(env, "restart", main)
+
+
+SERVE_AND_REGISTER = """server.stop(0)
+        (PLUGIN_DIR / SOCKET).unlink(missing_ok=True)
+        server = api.serve_plugin(Widgets(), str(PLUGIN_DIR / SOCKET))
+        try:
+            api.register(str(PLUGIN_DIR / api.KUBELET_SOCKET), SOCKET, RESOURCE, api.DevicePluginOptions())
+        except grpc.RpcError as exc:
+            print("register failed:", exc.details(), flush=True)"""
+
+
+@mistake("did not register again", "second restart", "misses one")
+def registers_again_once_after_a_while(env):
+    """Registers, waits 2.5 s "for kubelet to come back", serves anew and registers once more,
+    then only serves: it never watches kubelet.sock."""
+    _timed(env, f"""    import grpc
+    api.register(str(PLUGIN_DIR / api.KUBELET_SOCKET), SOCKET, RESOURCE, api.DevicePluginOptions())
+    time.sleep(2.5)
+    if True:
+        {SERVE_AND_REGISTER}
+    while True:
+        time.sleep(1)""")
+
+
+@mistake("registered 2 times", "kubelet not restarted")
+def registers_again_on_a_timer(env):
+    """Serves anew and registers again every 1.2 s, whether kubelet restarted or not."""
+    _timed(env, f"""    import grpc
+    api.register(str(PLUGIN_DIR / api.KUBELET_SOCKET), SOCKET, RESOURCE, api.DevicePluginOptions())
+    while True:
+        time.sleep(1.2)
+        {SERVE_AND_REGISTER}""")
