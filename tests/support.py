@@ -377,3 +377,35 @@ def kubectl(server, *args: str, input: str | None = None, check: bool = False, t
     if check and result.returncode != 0:
         raise AssertionError(f"kubectl {' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
     return result
+
+
+def labkit_in_process(*args: str, input: str = "") -> subprocess.CompletedProcess:
+    """`labkit ARGS` as `python -m labkit` runs it (labkit.cli.main), in this process: its exit
+    code and what it wrote to stdout and stderr, without an interpreter's start-up and labkit's
+    imports each time. For commands that only read or refuse (no lab is built, nothing started):
+    standard input is `input`, the working directory the repository's (as `labkit()` has it); an
+    exception main() lets through is a traceback on stderr and exit 1, as the process shows it."""
+    import io
+    import traceback
+    from contextlib import redirect_stderr, redirect_stdout
+    from labkit.cli import main
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    saved = sys.argv, sys.stdin, os.getcwd()
+    sys.argv, sys.stdin = ["labkit", *args], io.StringIO(input)
+    try:
+        os.chdir(REPO)
+        with redirect_stdout(out), redirect_stderr(err):
+            try:
+                main()
+            except SystemExit as exc:
+                if isinstance(exc.code, str):       # sys.exit(message): the message, exit 1
+                    err.write(exc.code + "\n")
+                code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+            except Exception:       # noqa: BLE001 - what the interpreter prints for it
+                err.write(traceback.format_exc())
+                code = 1
+    finally:
+        sys.argv, sys.stdin = saved[0], saved[1]
+        os.chdir(saved[2])
+    return subprocess.CompletedProcess(["labkit", *args], code, out.getvalue(), err.getvalue())
