@@ -247,7 +247,8 @@ def diff_snapshots(before: dict, after: dict) -> list[str]:
       - mount table: the /run/netns/<prefix>-<lab>-* namespaces of those instances' labs, and the
         /run/netns mount itself while any of those is in it (labkit keeps it for the last one);
       - /run/labkit existing, and the root cgroup's subtree_control, while another instance is live
-        (its claims live under /run/labkit; its cgroups need the controllers delegated).
+        (its claims live under /run/labkit; its cgroups need the controllers delegated);
+      - /run/netns existing, while another instance is live and no namespace of this one is there.
     Everything else is compared exactly, so a leak of this instance still fails, whoever else runs."""
     others: dict[str, set[str]] = {}
     for snap in (before, after):
@@ -276,6 +277,11 @@ def diff_snapshots(before: dict, after: dict) -> list[str]:
                 left_out.append(f"mounts {', '.join(changed)} (namespaces of {', '.join(holders)})")
                 continue
             b, a = "\n".join(mine(lines["before"])), "\n".join(mine(lines["after"]))
+        elif key == "netns" and others and not b and not a:
+            # /run/netns made (ip netns add) or removed by another instance, none of ours in it
+            left_out.append(f"/run/netns {'made' if b is None else 'removed'} (instances live: "
+                            f"{', '.join(f'{p} ({sorted(labs)[0]})' for p, labs in sorted(others.items()))})")
+            continue
         elif key in ("run-labkit", "cgroup-root-subtree-control") and others:
             left_out.append(f"{key} {b!r} -> {a!r} (instances live: "
                             f"{', '.join(f'{p} ({sorted(labs)[0]})' for p, labs in sorted(others.items()))})")
