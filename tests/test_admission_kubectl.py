@@ -20,7 +20,10 @@ import pytest
 import support
 from support import embedded_server
 
-pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+# the in-process API server (support.embedded_server holds the shared host lock while it starts
+# and stops) and a webhook on loopback: nothing on the host
+pytestmark = [pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed"),
+              pytest.mark.host_free]
 
 
 def _patch(ops):

@@ -93,6 +93,7 @@ def test_in_process_runs_answer_as_the_labkit_process_does(args):
         (process.returncode, process.stdout, process.stderr)
 
 
+@pytest.mark.host_free     # reads source files
 def test_no_shell_is_ever_asked_to_run_a_command():
     offenders = []
     for path in [*(REPO / "labkit").rglob("*.py"), *(REPO / "labs").rglob("*.py")]:

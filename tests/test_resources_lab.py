@@ -89,6 +89,7 @@ def test_kill_lab_build_at_each_step_then_clean_up(point, host_unchanged):
     assert_clean_after(host_unchanged, f"kill -9 of `labkit run resources` at {point}")
 
 
+@pytest.mark.host_free     # plan builds no lab
 def test_plan_works_offline_with_the_labs_and_the_students_priority_classes(tmp_path):
     """`labkit resources plan` needs no running lab: the shipped pressure scenario names the lab's
     own PriorityClasses; others come from --priority-class."""
@@ -107,6 +108,7 @@ def test_plan_works_offline_with_the_labs_and_the_students_priority_classes(tmp_
 
 # -- what the lab's own commands refuse and withhold ---------------------------------------------
 
+@pytest.mark.host_free     # plan builds no lab
 def test_apply_and_plan_refuse_unknown_and_duplicate_fields_as_kubectl_does(tmp_path):
     """kubectl v1.34 asks for fieldValidation=Strict: a pod-level `privileged` (it belongs in a
     container's securityContext) is refused, not silently dropped; so is a key given twice."""
