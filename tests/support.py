@@ -352,25 +352,24 @@ def in_process_api(db: Path, namespaces: tuple[str, ...] = ("ns",)):
 
 @contextmanager
 def embedded_server(state: Path, home: Path, controllers: list[str] | None = None, tokens: str | None = None):
-    """labkit's API server in-process (EmbeddedServer), started and stopped under the shared host
-    lock, with `server.test_env`: the environment kubectl runs in (the server's admin kubeconfig,
-    `home` as HOME, so kubectl's cache is the test's own). `controllers`: the server's default
-    set unless given; `tokens`: the lines of its static token file (tokens.csv, mode 0600). A
-    module-scoped fixture yields it from inside the `with`."""
+    """labkit's API server in-process (EmbeddedServer), with `server.test_env`: the environment
+    kubectl runs in (the server's admin kubeconfig, `home` as HOME, so kubectl's cache is the
+    test's own). `controllers`: the server's default set unless given; `tokens`: the lines of its static token file (tokens.csv, mode 0600). A
+    module-scoped fixture yields it from inside the `with`. It takes no host lock: the server
+    makes nothing on the host (its state directory, threads, loopback ports; its controllers act
+    through the API only), so a test waits for no host-wide comparison to start or stop it."""
     from labkit.apiserver.server import EmbeddedServer
     options = {} if controllers is None else {"controllers": controllers}
     if tokens is not None:
         state.mkdir(parents=True, exist_ok=True)
         (state / "tokens.csv").write_text(tokens)
         os.chmod(state / "tokens.csv", 0o600)
-    with host_lock(False):
-        server = EmbeddedServer(state, **options).start()
+    server = EmbeddedServer(state, **options).start()
     server.test_env = {**os.environ, "KUBECONFIG": str(server.kubeconfig), "HOME": str(home)}
     try:
         yield server
     finally:
-        with host_lock(False):
-            server.stop()
+        server.stop()
 
 
 def kubectl(server, *args: str, input: str | None = None, check: bool = False, timeout: float = 60,

@@ -20,8 +20,7 @@ import pytest
 import support
 from support import embedded_server
 
-# the in-process API server (support.embedded_server holds the shared host lock while it starts
-# and stops) and a webhook on loopback: nothing on the host
+# the in-process API server (support.embedded_server) and a webhook on loopback: nothing on the host
 pytestmark = [pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed"),
               pytest.mark.host_free]
 
