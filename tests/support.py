@@ -247,7 +247,8 @@ def diff_snapshots(before: dict, after: dict) -> list[str]:
       - mount table: the /run/netns/<prefix>-<lab>-* namespaces of those instances' labs, and the
         /run/netns mount itself while any of those is in it (labkit keeps it for the last one);
       - /run/labkit existing, and the root cgroup's subtree_control, while another instance is live
-        (its claims live under /run/labkit; its cgroups need the controllers delegated).
+        (its claims live under /run/labkit; its cgroups need the controllers delegated);
+      - /run/netns existing, while another instance is live and no namespace of this one is there.
     Everything else is compared exactly, so a leak of this instance still fails, whoever else runs."""
     others: dict[str, set[str]] = {}
     for snap in (before, after):
@@ -276,6 +277,11 @@ def diff_snapshots(before: dict, after: dict) -> list[str]:
                 left_out.append(f"mounts {', '.join(changed)} (namespaces of {', '.join(holders)})")
                 continue
             b, a = "\n".join(mine(lines["before"])), "\n".join(mine(lines["after"]))
+        elif key == "netns" and others and not b and not a:
+            # /run/netns made (ip netns add) or removed by another instance, none of ours in it
+            left_out.append(f"/run/netns {'made' if b is None else 'removed'} (instances live: "
+                            f"{', '.join(f'{p} ({sorted(labs)[0]})' for p, labs in sorted(others.items()))})")
+            continue
         elif key in ("run-labkit", "cgroup-root-subtree-control") and others:
             left_out.append(f"{key} {b!r} -> {a!r} (instances live: "
                             f"{', '.join(f'{p} ({sorted(labs)[0]})' for p, labs in sorted(others.items()))})")
@@ -346,25 +352,24 @@ def in_process_api(db: Path, namespaces: tuple[str, ...] = ("ns",)):
 
 @contextmanager
 def embedded_server(state: Path, home: Path, controllers: list[str] | None = None, tokens: str | None = None):
-    """labkit's API server in-process (EmbeddedServer), started and stopped under the shared host
-    lock, with `server.test_env`: the environment kubectl runs in (the server's admin kubeconfig,
-    `home` as HOME, so kubectl's cache is the test's own). `controllers`: the server's default
-    set unless given; `tokens`: the lines of its static token file (tokens.csv, mode 0600). A
-    module-scoped fixture yields it from inside the `with`."""
+    """labkit's API server in-process (EmbeddedServer), with `server.test_env`: the environment
+    kubectl runs in (the server's admin kubeconfig, `home` as HOME, so kubectl's cache is the
+    test's own). `controllers`: the server's default set unless given; `tokens`: the lines of its static token file (tokens.csv, mode 0600). A
+    module-scoped fixture yields it from inside the `with`. It takes no host lock: the server
+    makes nothing on the host (its state directory, threads, loopback ports; its controllers act
+    through the API only), so a test waits for no host-wide comparison to start or stop it."""
     from labkit.apiserver.server import EmbeddedServer
     options = {} if controllers is None else {"controllers": controllers}
     if tokens is not None:
         state.mkdir(parents=True, exist_ok=True)
         (state / "tokens.csv").write_text(tokens)
         os.chmod(state / "tokens.csv", 0o600)
-    with host_lock(False):
-        server = EmbeddedServer(state, **options).start()
+    server = EmbeddedServer(state, **options).start()
     server.test_env = {**os.environ, "KUBECONFIG": str(server.kubeconfig), "HOME": str(home)}
     try:
         yield server
     finally:
-        with host_lock(False):
-            server.stop()
+        server.stop()
 
 
 def kubectl(server, *args: str, input: str | None = None, check: bool = False, timeout: float = 60,
@@ -377,3 +382,35 @@ def kubectl(server, *args: str, input: str | None = None, check: bool = False, t
     if check and result.returncode != 0:
         raise AssertionError(f"kubectl {' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
     return result
+
+
+def labkit_in_process(*args: str, input: str = "") -> subprocess.CompletedProcess:
+    """`labkit ARGS` as `python -m labkit` runs it (labkit.cli.main), in this process: its exit
+    code and what it wrote to stdout and stderr, without an interpreter's start-up and labkit's
+    imports each time. For commands that only read or refuse (no lab is built, nothing started):
+    standard input is `input`, the working directory the repository's (as `labkit()` has it); an
+    exception main() lets through is a traceback on stderr and exit 1, as the process shows it."""
+    import io
+    import traceback
+    from contextlib import redirect_stderr, redirect_stdout
+    from labkit.cli import main
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    saved = sys.argv, sys.stdin, os.getcwd()
+    sys.argv, sys.stdin = ["labkit", *args], io.StringIO(input)
+    try:
+        os.chdir(REPO)
+        with redirect_stdout(out), redirect_stderr(err):
+            try:
+                main()
+            except SystemExit as exc:
+                if isinstance(exc.code, str):       # sys.exit(message): the message, exit 1
+                    err.write(exc.code + "\n")
+                code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+            except Exception:       # noqa: BLE001 - what the interpreter prints for it
+                err.write(traceback.format_exc())
+                code = 1
+    finally:
+        sys.argv, sys.stdin = saved[0], saved[1]
+        os.chdir(saved[2])
+    return subprocess.CompletedProcess(["labkit", *args], code, out.getvalue(), err.getvalue())

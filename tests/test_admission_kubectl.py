@@ -20,7 +20,9 @@ import pytest
 import support
 from support import embedded_server
 
-pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+# the in-process API server (support.embedded_server) and a webhook on loopback: nothing on the host
+pytestmark = [pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed"),
+              pytest.mark.host_free]
 
 
 def _patch(ops):
@@ -259,13 +261,12 @@ def test_pods_get_their_service_account_and_token_volume(server):
     """The serviceaccount controller and root-ca-cert-publisher fill a new namespace; the
     ServiceAccount plugin gives each Pod `default` and the kube-api-access-<5> projected volume
     (plugin/pkg/admission/serviceaccount/admission.go), as `kubectl get pod -o yaml` shows."""
-    import time
     import yaml
     kubectl(server, "create", "namespace", "sa-demo")
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and kubectl(server, "get", "sa", "default", "cm", "-n", "sa-demo",
-                                                  check=False).returncode:
-        time.sleep(0.1)
+    # both objects by type/name (`get sa default cm` would ask for two ServiceAccounts, `default`
+    # and `cm`, and wait out the whole bound)
+    assert support.wait_until(lambda: kubectl(server, "get", "serviceaccount/default", "configmap/kube-root-ca.crt",
+                                              "-n", "sa-demo", check=False).returncode == 0, timeout=20)
     assert "kube-root-ca.crt" in kubectl(server, "get", "configmap", "kube-root-ca.crt", "-n", "sa-demo").stdout
     kubectl(server, "run", "web", "-n", "sa-demo", "--image=nginx:1.27", "--restart=Never")
     pod = yaml.safe_load(kubectl(server, "get", "pod", "web", "-n", "sa-demo", "-o", "yaml").stdout)

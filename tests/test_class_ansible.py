@@ -71,6 +71,7 @@ STUDENTS = [("alice", "10.0.0.11", 22, "root", "instructor"), ("bob", "10.0.0.12
             ("student-01", "10.0.1.1", 22, "root", "instructor"), ("student-02", "10.0.1.1", 22, "root", "instructor")]
 
 
+@pytest.mark.host_free     # reads inventories and playbooks only
 def test_ini_yaml_and_json_inventories_give_the_same_class(tmp_path, key):
     (tmp_path / "hosts.ini").write_text(INI)
     (tmp_path / "hosts.yml").write_text(YAML)
@@ -87,6 +88,7 @@ def test_ini_yaml_and_json_inventories_give_the_same_class(tmp_path, key):
         assert rows(inventory.load(tmp_path / name, "teachers")) == [("tina", "10.0.9.9", 22, "root", None)]
 
 
+@pytest.mark.host_free     # reads inventories and playbooks only
 def test_labkit_yaml_is_not_taken_for_an_ansible_inventory(tmp_path):
     (tmp_path / "class.yaml").write_text("machines:\n  - {name: alice, host: 10.0.0.11}\n")
     assert rows(inventory.load(tmp_path / "class.yaml")) == [("alice", "10.0.0.11", 22, "root", None)]
@@ -111,6 +113,7 @@ BAD = [
 
 
 @pytest.mark.parametrize("filename,text,message", BAD, ids=[str(i) for i in range(len(BAD))])
+@pytest.mark.host_free     # reads inventories and playbooks only
 def test_bad_ansible_inventories_are_one_line(tmp_path, filename, text, message):
     path = tmp_path / filename
     path.write_text(text)
@@ -120,6 +123,7 @@ def test_bad_ansible_inventories_are_one_line(tmp_path, filename, text, message)
     assert "\n" not in str(caught.value)
 
 
+@pytest.mark.host_free     # reads inventories and playbooks only
 def test_an_unknown_group_and_a_missing_ansible_are_named(tmp_path, monkeypatch):
     (tmp_path / "hosts.ini").write_text(INI.replace("keys/instructor", "/dev/null/none").replace(
         "ansible_ssh_private_key_file", "comment"))
@@ -130,6 +134,7 @@ def test_an_unknown_group_and_a_missing_ansible_are_named(tmp_path, monkeypatch)
         inventory.load(tmp_path / "hosts.ini")
 
 
+@pytest.mark.host_free     # reads inventories and playbooks only
 def test_an_executable_inventory_is_never_run(tmp_path):
     """Only the ini and yaml inventory plugins are on: a script inventory is not executed."""
     marker = tmp_path / "ran"
@@ -141,6 +146,7 @@ def test_an_executable_inventory_is_never_run(tmp_path):
     assert not marker.exists()
 
 
+@pytest.mark.host_free     # reads inventories and playbooks only
 def test_the_playbook_passes_ansibles_syntax_check(tmp_path):
     run = subprocess.run([str(BIN / "ansible-playbook"), "-i", str(EXAMPLE), "--syntax-check", str(PLAYBOOK)],
                          capture_output=True, text=True, env=ansible_env(tmp_path))
@@ -272,6 +278,7 @@ def _host_files():
     return listing
 
 
+@pytest.mark.host_free     # grades no lab: no machine answers on its addresses
 def test_class_grade_takes_an_ansible_inventory_and_group(tmp_path):
     """The CLI reads an Ansible inventory with --group (no machine answers on these addresses:
     what matters is which machines it set out to grade)."""

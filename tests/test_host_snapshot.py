@@ -39,6 +39,20 @@ def test_another_instances_namespaces_and_the_run_netns_mount_they_hold_are_left
         assert diff_snapshots(after, before) == []
 
 
+def test_the_run_netns_directory_another_instance_makes_is_left_out_and_named():
+    """`ip netns add` of another instance makes /run/netns (absent before, empty of this
+    instance's namespaces after); with no other instance live, or with a namespace of this
+    instance in it, it still fails."""
+    before, after = {**snapshot(MOUNTS), "netns": None}, snapshot(MOUNTS, others={"lkdb": ["kube-proxy"]})
+    with pytest.warns(UserWarning, match=r"/run/netns made \(instances live: lkdb \(kube-proxy\)\)"):
+        assert diff_snapshots(before, after) == []
+    with pytest.warns(UserWarning, match=r"/run/netns removed"):
+        assert diff_snapshots(after, before) == []
+    assert [p.split(" ")[0] for p in diff_snapshots(before, snapshot(MOUNTS))] == ["netns"]
+    leaked = {**snapshot(MOUNTS, others={"lkdb": ["kube-proxy"]}), "netns": ["t1-demo-a"]}
+    assert [p.split(" ")[0] for p in diff_snapshots(before, leaked)] == ["netns"]
+
+
 def test_what_no_live_instance_explains_still_fails():
     before = snapshot(MOUNTS)
     # a namespace of this instance (prefix t1) left behind, with the /run/netns mount

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from support import REPO, labkit
+from support import REPO, labkit, labkit_in_process
 
 HARNESS = REPO / "scripts" / "harness" / "reliability.py"
 sys.path.insert(0, str(HARNESS.parent))
@@ -71,7 +71,7 @@ def test_bad_command_line_input_is_one_clear_line_with_exit_2(args, tmp_path):
     argv = [a.format(**{n: str(tmp_path / n) for n in files}) for a in args]
     state = Path(os.environ["LABKIT_STATE_DIR"])
     before = sorted(state.rglob("*")) if state.exists() else []
-    result = labkit(*argv)
+    result = labkit_in_process(*argv)
     assert result.returncode == 2, (argv, result.returncode, result.stdout, result.stderr)
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
@@ -84,6 +84,16 @@ def test_bad_command_line_input_is_one_clear_line_with_exit_2(args, tmp_path):
     assert [p for p in after if p not in before and p.is_file() and p.name != "lock"] == [], "partial state left behind"
 
 
+@pytest.mark.parametrize("args", [["check", HOSTILE], ["numa", "merge", "-f", "/"], ["show"], ["list", "--nosuch"]])
+def test_in_process_runs_answer_as_the_labkit_process_does(args):
+    """The tests above run labkit.cli.main in the test's process (support.labkit_in_process): for
+    a refusal, a usage error and a success, it answers exactly as `python -m labkit` does."""
+    process, in_process = labkit(*args), labkit_in_process(*args)
+    assert (in_process.returncode, in_process.stdout, in_process.stderr) == \
+        (process.returncode, process.stdout, process.stderr)
+
+
+@pytest.mark.host_free     # reads source files
 def test_no_shell_is_ever_asked_to_run_a_command():
     offenders = []
     for path in [*(REPO / "labkit").rglob("*.py"), *(REPO / "labs").rglob("*.py")]:
@@ -109,7 +119,7 @@ ARGUMENT = st.one_of(st.sampled_from(["numa", "kube-proxy", "mount-propagation",
           suppress_health_check=list(HealthCheck))
 @given(command=st.sampled_from(SAFE_COMMANDS), args=st.lists(ARGUMENT, max_size=4))
 def test_random_arguments_never_crash(command, args):
-    result = labkit(*command, *args)
+    result = labkit_in_process(*command, *args)
     assert result.returncode in (0, 1, 2), (command, args, result.returncode, result.stderr)
     assert "Traceback" not in result.stderr + result.stdout, (command, args, result.stderr)
     if result.returncode == 2 and result.stderr.startswith("labkit: "):

@@ -113,6 +113,7 @@ def test_the_webhook_runner_serves_a_function_as_a_lab_process(lab, tmp_path):
     assert "defines no function review" in refused.stderr
 
 
+@pytest.mark.host_free     # no lab
 def test_image_references_are_judged_by_upstreams_grammar():
     spec = importlib.util.spec_from_file_location("requests_checks", REPO / "labs" / "requests" / "checks.py")
     checks = importlib.util.module_from_spec(spec)
