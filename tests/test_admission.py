@@ -68,6 +68,7 @@ ANSWERS = {
                               "patch": _patch([{"op": "remove", "path": "/metadata/labels/remove"}])},
     "invalidPatch": lambda r: {"allowed": True, "patchType": "JSONPatch",
                                "patch": base64.b64encode(b"[{").decode()},
+    "badBase64Patch": lambda r: {"allowed": True, "patchType": "JSONPatch", "patch": "W3t9XQ==x"},
     "warn": lambda r: {"allowed": True, "warnings": ["mind the gap"]},
     "noop": lambda r: {"allowed": True},
 }
@@ -519,6 +520,15 @@ def test_match_and_invalid_patch(api, hooks, policy):
     else:
         assert code == 200
         assert got["failed-open.mutation.webhook.admission.k8s.io/round_0_index_0"] == "invalidpatch.example.com"
+
+
+def test_a_patch_that_is_not_base64_fails_the_call(api, hooks):
+    """The AdmissionReview is decoded into its Go type, whose response.patch is a []byte: Go's
+    base64 error, as a failed call (failurePolicy Fail: an internal error)."""
+    configure(api, "mutating", [hook("b64.example.com", "badBase64Patch", hooks)])
+    code, body = write_pod(api)
+    assert (code, body["message"]) == (500, 'Internal error occurred: failed calling webhook "b64.example.com": '
+                                             "failed to call webhook: illegal base64 data at input byte 8")
 
 
 def test_first_webhook_removes_labels_second_is_not_called(api, hooks):

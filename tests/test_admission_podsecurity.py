@@ -225,6 +225,56 @@ def test_only_the_first_3000_pods_are_checked_and_the_warning_says_so(client, ap
     assert warnings[2].startswith("d (and 1 other pod): host namespaces")
 
 
+class FakeClock:
+    """Seconds that advance by `step` each time they are read (each Pod's check reads it once)."""
+
+    def __init__(self, step: float):
+        self.now, self.step = 100.0, step
+
+    def __call__(self) -> float:
+        value = self.now
+        self.now += self.step
+        return value
+
+
+def test_the_check_stops_at_its_one_second_deadline(api, client):
+    """namespacePodCheckTimeout: the deadline is tested after each Pod's evaluation (so the Pod
+    being checked when it passes is counted), and the warning says how many of how many."""
+    from labkit.apiserver.admission import podsecurity
+
+    assert podsecurity.NAMESPACE_POD_CHECK_TIMEOUT == 1.0
+    for name in ("a", "b", "c", "d", "e"):
+        client.create("v1", "pods", pod(name, hostPID=True), "plain")
+    enforce = ("restricted", None)
+    # 0.4 s per read of the clock: the deadline (start + 1 s) has passed at the read after the 3rd Pod (1.2 s)
+    slow = podsecurity.PodSecurity(api.registry.store, clock=FakeClock(0.4))
+    warnings = slow.evaluate_pods_in_namespace("plain", enforce)
+    assert warnings[:2] == ["new PodSecurity enforce level only checked against the first 3 of 5 existing pods",
+                            'existing pods in namespace "plain" violate the new PodSecurity enforce level '
+                            '"restricted:latest"']
+    assert warnings[2].startswith("a (and 2 other pods): host namespaces")
+    # a clock that jumps past the deadline at once still lets the first Pod be checked
+    stalled = podsecurity.PodSecurity(api.registry.store, clock=FakeClock(5.0))
+    assert stalled.evaluate_pods_in_namespace("plain", enforce)[0] == \
+        "new PodSecurity enforce level only checked against the first 1 of 5 existing pods"
+    # a fast clock checks all: no count
+    fast = podsecurity.PodSecurity(api.registry.store, clock=FakeClock(0.0))
+    assert fast.evaluate_pods_in_namespace("plain", enforce)[1].startswith("a (and 4 other pods): ")
+
+
+def test_one_pod_per_controller_is_checked_first():
+    """prioritizePods: the first Pod of each controller and the Pods without one, in list order,
+    then the other Pods of controllers already represented."""
+    from labkit.apiserver.admission.podsecurity import prioritize_pods
+
+    def owned(name, uid):
+        return {"metadata": {"name": name, "ownerReferences": [{"uid": uid, "controller": True}]}}
+    pods = [owned("rs1-a", "1"), owned("rs1-b", "1"), {"metadata": {"name": "bare"}}, owned("rs2-a", "2"),
+            owned("rs1-c", "1"), {"metadata": {"name": "ref", "ownerReferences": [{"uid": "1"}]}}]
+    assert [p["metadata"]["name"] for p in prioritize_pods(pods)] == ["rs1-a", "bare", "rs2-a", "ref", "rs1-b",
+                                                                       "rs1-c"]
+
+
 def test_a_pod_in_a_user_namespace_is_not_relaxed_in_v1_34(client):
     """hostUsers: false relaxes runAsNonRoot and runAsUser only behind the alpha gate
     UserNamespacesPodSecurityStandards, off by default in v1.34.1."""

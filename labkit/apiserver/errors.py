@@ -30,11 +30,14 @@ class ApiError(Exception):
         self.message = message
         self.details = details
         self.list_continue = ""     # a Status' metadata.continue (a list whose continue token expired)
+        self.warnings: list[str] = []   # sent with the Status as `Warning:` headers
 
     def status(self) -> dict:
         body = {"kind": "Status", "apiVersion": "v1",
                 "metadata": {"continue": self.list_continue} if self.list_continue else {},
-                "status": "Failure", "message": self.message, "reason": self.reason}
+                "status": "Failure", "message": self.message}
+        if self.reason:       # metav1.Status reason is omitempty (StatusReasonUnknown is "")
+            body["reason"] = self.reason
         if self.details is not None:
             body["details"] = self.details
         body["code"] = self.code

@@ -27,6 +27,7 @@ struct, as they do when kube-apiserver compares typed objects.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import time
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ from labkit.apiserver.schema import Node
 ORDER = {"f": 0, "k": 1, "v": 2, "i": 3}
 
 
+@functools.lru_cache(maxsize=65536)
 def pe_key(pe) -> str:
     kind, value = pe
     if kind == "f":
@@ -51,6 +53,7 @@ def pe_key(pe) -> str:
     return f"i:{value}"
 
 
+@functools.lru_cache(maxsize=65536)
 def parse_pe(text: str):
     kind, _, rest = text.partition(":")
     if kind == "f":
@@ -94,7 +97,11 @@ def _plain(value):
 # -- field sets ------------------------------------------------------------------------------------
 
 class FieldSet:
-    """A set of field paths as a trie: `member` says whether the node's own path is in the set."""
+    """A set of field paths as a trie: `member` says whether the node's own path is in the set.
+
+    A set is built by `insert` and not changed afterwards: union, difference and intersection
+    make new sets that share the unchanged subtrees of their operands instead of copying them
+    (what keeps a write's field management cheap)."""
 
     __slots__ = ("member", "children")
 
@@ -105,7 +112,10 @@ class FieldSet:
     def insert(self, path) -> None:
         node = self
         for pe in path:
-            node = node.children.setdefault(pe, FieldSet())
+            child = node.children.get(pe)
+            if child is None:
+                child = node.children[pe] = FieldSet()
+            node = child
         node.member = True
 
     def child(self, pe) -> "FieldSet | None":
@@ -129,20 +139,28 @@ class FieldSet:
         return out
 
     def union(self, other: "FieldSet") -> "FieldSet":
-        out = self.copy()
-        out._add(other)
+        if other is self or other.empty():
+            return self
+        if self.empty():
+            return other
+        out = FieldSet()
+        out.member = self.member or other.member
+        children = dict(self.children)
+        for pe, c in other.children.items():
+            mine = children.get(pe)
+            children[pe] = c if mine is None else mine.union(c)
+        out.children = children
         return out
 
-    def _add(self, other: "FieldSet") -> None:
-        self.member = self.member or other.member
-        for pe, c in other.children.items():
-            self.children.setdefault(pe, FieldSet())._add(c)
-
     def difference(self, other: "FieldSet | None") -> "FieldSet":
+        if other is None or (not other.member and not other.children):
+            return self
         out = FieldSet()
-        out.member = self.member and not (other is not None and other.member)
+        out.member = self.member and not other.member
+        theirs = other.children
         for pe, c in self.children.items():
-            sub = c.difference(other.children.get(pe) if other is not None else None)
+            t = theirs.get(pe)
+            sub = c if t is None else c.difference(t)
             if not sub.empty():
                 out.children[pe] = sub
         return out
@@ -189,6 +207,7 @@ class FieldSet:
         return out
 
 
+@functools.lru_cache(maxsize=65536)
 def _pe_order(pe):
     return (ORDER[pe[0]], pe_key(pe))
 

@@ -24,6 +24,7 @@ from labkit.apiserver.errors import (ApiError, FieldError, bad_request, field_in
                                      invalid, method_not_supported, not_acceptable, not_found_path,
                                      unsupported_media_type)
 from labkit.apiserver.filters.chain import build_handler_chain
+from labkit.apiserver.registry import podconnect
 from labkit.apiserver.registry.store import Registry, WriteOptions, decode_delete_options
 from labkit.apiserver.request import NO_BODY, Request, User, check_depth
 from labkit.apiserver.response import ErrorStream, Response, WatchStream
@@ -127,6 +128,10 @@ class Api:
         self.token_authenticator = None     # authn.Authenticator: what answers TokenReviews
         # non-resource paths served by the embedding program: prefix -> handler(request, rest)
         self.extensions: dict[str, Callable[[Request, str], Response]] = {}
+        # pods/log, exec, attach, portforward: how the kubelet is dialled, and which lab process
+        # stands for a Pod's container (registry/podconnect.py)
+        self.kubelet_dialer = podconnect.dial
+        self.container_logs: Callable[[dict, str], str | None] = lambda pod, container: None
         self._chain = build_handler_chain(self)
 
     # -- entry point ---------------------------------------------------------------------------
@@ -153,7 +158,7 @@ class Api:
             else:
                 response = self._serve_other(request, path)
         except ApiError as exc:
-            response = Response(exc.code, exc.status())
+            response = Response(exc.code, exc.status(), warnings=list(exc.warnings))
         finally:
             not_durable = self._wait_durable()
         return not_durable or response
@@ -210,7 +215,12 @@ class Api:
             verb = {"GET": "watch" if watch else "list", "POST": "create", "DELETE": "deletecollection"}.get(method)
         if verb is None:
             raise method_not_supported(rt.resource, rt.group, method.lower())
-        if subresource:
+        if subresource and rt.group == "" and rt.resource == "pods" and subresource in podconnect.CONNECT_SUBRESOURCES:
+            # the kubelet-proxied subresources: log is read (GET), exec, attach and portforward are
+            # connected to with GET (WebSocket) or POST (SPDY) (pkg/registry/core/pod/rest)
+            if verb not in (("get",) if subresource == "log" else ("get", "create")):
+                raise method_not_supported(f"{rt.resource}/{subresource}", rt.group, verb)
+        elif subresource:
             sub = rt.strategy.subresource(subresource)
             if sub is None:
                 raise not_found_path()
@@ -221,6 +231,20 @@ class Api:
         if rt.namespaced and not namespace and verb in ("get", "update", "patch", "delete", "create"):
             raise not_found_path()
         return ResourceRequest(rt, namespace, name, subresource, verb)
+
+    # -- the kubelet-proxied Pod subresources --------------------------------------------------
+    def _serve_pod_connect(self, request: Request, info: ResourceRequest) -> Response:
+        nodes = self.registry.catalog.lookup("", "v1", "nodes")
+        try:
+            podconnect.connect(info.name, lambda: self.registry.get(info.rt, info.namespace, info.name),
+                               lambda node: self.registry.get(nodes, None, node), info.subresource, request.query,
+                               self.kubelet_dialer, self.container_logs)
+        except ApiError as exc:
+            request.trace.add("storage", "pod connect", "kubelet not reached" if exc.code >= 500 else "refused",
+                              exc.message)
+            raise
+        # a Pod without a node has an empty log (genericrest.LocationStreamer without a location)
+        return Response(204, b"", content_type="text/plain")
 
     # -- resources -----------------------------------------------------------------------------
     def _body(self, request: Request):
@@ -285,6 +309,8 @@ class Api:
     def _serve_resource(self, request: Request, info: ResourceRequest) -> tuple[Response, Any]:
         reg = self.registry
         rt, ns, name, q = info.rt, info.namespace, info.name, request.query
+        if info.subresource in podconnect.CONNECT_SUBRESOURCES and rt.resource == "pods" and rt.group == "":
+            return self._serve_pod_connect(request, info), None
         if info.verb == "get":
             obj = reg.get_scale(rt, ns, name) if info.subresource == "scale" else reg.get(rt, ns, name)
             return self._render(request, rt, [obj], single=True, rv=obj["metadata"].get("resourceVersion", "")), None

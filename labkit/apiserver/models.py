@@ -28,7 +28,7 @@ import re
 import threading
 from dataclasses import dataclass
 
-from labkit.apiserver import gotypes
+from labkit.apiserver import gobase64, gotypes
 
 _INT32 = (-(1 << 31), (1 << 31) - 1)
 _INT64 = (-(1 << 63), (1 << 63) - 1)
@@ -185,7 +185,7 @@ def _json_kind(value) -> str:
 def go_type(type_: str, scalar: str | None = None) -> str:
     """The Go type of a model's field type (`scalar`: the Go type gotypes.SCALARS names)."""
     if type_ == "str":
-        return "string"
+        return "[]uint8" if scalar == "[]byte" else "string"
     if type_ == "int":
         return scalar or "int32"
     if type_ == "bool":
@@ -268,6 +268,11 @@ class Decoder:
         if type_ == "str":
             if value.__class__ is not str:
                 self._fail(value, struct, plain, type_, scalar)
+            if scalar == "[]byte":      # base64, as Go decodes a []byte and encodes it back
+                try:
+                    return gobase64.canonical(value)
+                except gobase64.CorruptInputError as exc:
+                    raise DecodeError(str(exc))
             return value
         if type_ == "int":
             if isinstance(value, float) and value.is_integer():

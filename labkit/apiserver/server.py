@@ -38,6 +38,7 @@ from labkit.apiserver.response import Response
 from labkit.apiserver.request import Request
 from labkit.apiserver.http import HttpFrontend
 from labkit.apiserver.internal import ApiServerInternals
+from labkit.apiserver.registry import podconnect
 from labkit.apiserver.registry.store import Registry
 from labkit.apiserver.storage import Store
 from labkit.apiserver.trace import TRACES_FILE, Traces
@@ -100,6 +101,7 @@ class EmbeddedServer:
                                              {"root_ca": (self.pki / certs.CA_CERT).read_bytes(), "pki": self.pki})
         self.http = HttpFrontend(self.api, authenticator, port, ssl_context=certs.apiserver_context(self.pki))
         self.api.extensions["/labkit/v1"] = self._admin
+        self.api.container_logs = podconnect.container_log_finder(self.state_dir)
         self.kubeconfig = self.state_dir / "kubeconfig"
         self._started = False
 

@@ -55,6 +55,11 @@ class ResourceQuotaController(KeyedController):
                 self.queue.add(quota["metadata"]["namespace"])
 
     def sync(self, namespace: str) -> None:
+        # a failed status write (a conflict with the admission plugin's, a transient error) fails
+        # the sync after the namespace's other quotas are written: the worker requeues the key
+        # rate-limited and does not forget its backoff (resource_quota_controller.go worker:
+        # AddRateLimited on any error of syncResourceQuotaFromKey)
+        failure: ApiError | None = None
         for quota in self.informers["resourcequotas"].list(namespace):
             hard = dict((quota.get("spec") or {}).get("hard") or {})
             objects = {}
@@ -73,12 +78,11 @@ class ResourceQuotaController(KeyedController):
             try:
                 self.client.update("v1", "resourcequotas", dict(quota, status=status), namespace, subresource="status")
             except ApiError as exc:
-                if exc.code == 409:         # the admission plugin wrote the status meanwhile: again
-                    self.queue.add(namespace)
-                    continue
-                if exc.code == 404:
-                    continue
-                raise
+                if exc.code != 404:
+                    failure = failure or exc
+                continue
             self.log.record(self.name, "update-status", None,
                             f"resourcequota {namespace}/{quota['metadata']['name']}: used {status['used']}",
                             level="debug")
+        if failure is not None:
+            raise failure

@@ -36,6 +36,7 @@ from labkit import procs
 from labkit.apiserver.certs import write_private
 from labkit.apiserver.client import HttpClient
 from labkit.apiserver.errors import ApiError
+from labkit.apiserver.registry import podconnect
 from labkit.apiserver.server import ADMIN_GROUP, ADMIN_USER, read_server_info, server_alive, spawn
 from labkit.apiserver.target import SERVER_TAG, for_env
 from labkit.controllers.node import HOST_IP
@@ -222,6 +223,9 @@ BACKEND_SELECTOR = {"app": POLICY_NAME}
 def _backend_objects(env, c) -> None:
     port = _backend_port(env)
     labels = dict(BACKEND_SELECTOR)
+    # `kubectl logs` of the backend's Pod: the API server's answer points at the process' output
+    podconnect.register_container_log(Path(env.dir) / SERVER_TAG, POLICY_NS, labels, "webhook",
+                                      Path(env.dir) / "logs" / f"{BACKEND_TAG}.log")
     c.create("apps/v1", "deployments", {
         "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": POLICY_NAME, "labels": labels},
         "spec": {"replicas": 1, "selector": {"matchLabels": labels},

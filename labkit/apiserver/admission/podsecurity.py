@@ -36,6 +36,8 @@ seccomp) only at baseline, then the restricted checks (policy/registry.go Evalua
 
 from __future__ import annotations
 
+import time
+
 from labkit.apiserver.admission import Attributes
 from labkit.apiserver.errors import field_invalid, forbidden, go_quote, invalid
 
@@ -52,6 +54,10 @@ POD_CONTROLLERS = {("", "replicationcontrollers"), ("", "podtemplates"), ("apps"
 # pod-security-admission admission/admission.go CompleteConfiguration: namespaceMaxPodsToCheck,
 # how many of a namespace's Pods EvaluatePodsInNamespace checks against a new enforce level
 NAMESPACE_MAX_PODS_TO_CHECK = 3000
+# admission.go defaultNamespacePodCheckTimeout: how long EvaluatePodsInNamespace may check Pods
+# (or half the time the request has left, if less: labkit's requests carry no shorter deadline
+# than kube-apiserver's default --request-timeout of 60 s, so it is this second)
+NAMESPACE_POD_CHECK_TIMEOUT = 1.0
 # admission.go ignoredPodSubresources
 IGNORED_POD_SUBRESOURCES = {"exec", "attach", "binding", "eviction", "log", "portforward", "proxy", "status"}
 
@@ -510,9 +516,27 @@ def _template(rt, obj: dict):
     return template.get("metadata") or {}, template.get("spec") or {}
 
 
+def prioritize_pods(pods: list[dict]) -> list[dict]:
+    """admission.go prioritizePods: one Pod per controller first (in list order), the other Pods
+    of controllers already represented after them (no runtime class is exempt by default)."""
+    first, duplicates, seen = [], [], set()
+    for pod in pods:
+        owner = next((ref for ref in (pod.get("metadata") or {}).get("ownerReferences") or []
+                      if isinstance(ref, dict) and ref.get("controller")), None)
+        if owner is None:
+            first.append(pod)
+        elif owner.get("uid") in seen:
+            duplicates.append(pod)
+        else:
+            seen.add(owner.get("uid"))
+            first.append(pod)
+    return first + duplicates
+
+
 class PodSecurity:
-    def __init__(self, store):
+    def __init__(self, store, clock=time.monotonic):
         self.store = store
+        self.clock = clock          # seconds, for the check's deadline (a test passes a fake clock)
 
     def _namespace_labels(self, namespace: str) -> dict:
         ns = self.store.get("/namespaces", "", namespace) or {}
@@ -599,23 +623,28 @@ class PodSecurity:
     def evaluate_pods_in_namespace(self, namespace: str, enforce) -> list[str]:
         """Admission.EvaluatePodsInNamespace: the Pods that the new enforce level would refuse,
         grouped by their reasons (ForbiddenReason), each group named by its lexically first Pod.
-        Only the first NAMESPACE_MAX_PODS_TO_CHECK Pods as listed are checked, and the answer
-        says so first (`new PodSecurity enforce level only checked against the first 3000 of N
-        existing pods`). Not reconstructed: the one-second deadline (namespacePodCheckTimeout,
-        or half the request's remaining time) after which upstream stops checking and says how
-        many it checked; labkit checks all of the first 3000."""
-        pods = self.store.list("/pods", namespace)[0]
+        The Pods are prioritized (prioritize_pods), at most NAMESPACE_MAX_PODS_TO_CHECK of them
+        are checked, and checking stops at the deadline (NAMESPACE_POD_CHECK_TIMEOUT after it
+        began), tested after each Pod, so at least one is checked; when fewer than all were
+        checked the answer says so first (`new PodSecurity enforce level only checked against
+        the first N of M existing pods`)."""
+        deadline = self.clock() + NAMESPACE_POD_CHECK_TIMEOUT
+        pods = prioritize_pods(self.store.list("/pods", namespace)[0])
         total = len(pods)
         pods = pods[:NAMESPACE_MAX_PODS_TO_CHECK]
-        warnings = []
-        if len(pods) < total:
-            warnings.append(f"new PodSecurity enforce level only checked against the first {len(pods)} of {total} "
-                            "existing pods")
+        checked = len(pods)
         groups: dict[str, list[str]] = {}
-        for pod in pods:
+        for i, pod in enumerate(pods):
             results = evaluate(*enforce, pod.get("metadata") or {}, pod.get("spec") or {})
             if results:
                 groups.setdefault(", ".join(reason for reason, _ in results), []).append(pod["metadata"]["name"])
+            if self.clock() >= deadline:        # ctx.Err(): the deadline passed
+                checked = i + 1
+                break
+        warnings = []
+        if checked < total:
+            warnings.append(f"new PodSecurity enforce level only checked against the first {checked} of {total} "
+                            "existing pods")
         if not groups:
             return warnings
         lines = []
@@ -626,4 +655,3 @@ class PodSecurity:
             lines.append(f"{prefix}: {reasons}")
         return warnings + [f"existing pods in namespace {go_quote(namespace)} violate the new PodSecurity enforce "
                            f"level {go_quote(level_version(*enforce))}"] + sorted(lines)
-

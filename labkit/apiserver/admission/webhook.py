@@ -44,7 +44,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlsplit
 
-from labkit.apiserver import patch as patches
+from labkit.apiserver import gobase64, patch as patches
 from labkit.apiserver.admission import Attributes
 from labkit.apiserver.availability import Unresolvable, resolve_endpoint
 from labkit.apiserver.errors import ApiError, bad_request, forbidden, internal, not_found
@@ -379,6 +379,14 @@ def call(registry, invocation: Invocation, mutating: bool) -> dict:
         review = json.loads(data)
     except (ValueError, UnicodeDecodeError) as exc:
         raise CallError(name, f"failed to call webhook: {_json_error(exc)}")
+    patch = (review.get("response") or {}).get("patch") if isinstance(review, dict) else None
+    if isinstance(patch, str):
+        # the response is decoded into admissionv1.AdmissionReview, whose patch is a []byte:
+        # Result.Into fails with encoding/base64's error (rest client, then dispatcher.go callHook)
+        try:
+            gobase64.decode(patch)
+        except gobase64.CorruptInputError as exc:
+            raise CallError(name, f"failed to call webhook: {exc}")
     try:
         return verify_response(uid, version, mutating, review)
     except ValueError as exc:
@@ -541,7 +549,7 @@ class MutatingWebhooks:
     def _apply(self, attrs: Attributes, invocation: Invocation, result: dict, suffix: str) -> tuple[bool, list]:
         name = invocation.hook.get("name", "")
         try:
-            raw = base64.b64decode(result["patch"], validate=True)
+            raw = gobase64.decode(result["patch"])
             ops = json.loads(raw)
             if not isinstance(ops, list):
                 raise ValueError("json: cannot unmarshal object into Go value of type jsonpatch.Patch")
