@@ -90,8 +90,6 @@ def _exercise():
 
 def exercise_facts() -> frozenset:
     """facts() of the exercise's own scenario (empty when the lab is not installed)."""
-    from labkit.mounts import scenario
-
     try:
         lab, exercise = _exercise()
     except Exception:      # the lab is not installed: nothing to protect
