@@ -23,6 +23,17 @@ OWN_CASES = sorted((HERE / "scenarios").glob("*.yaml"))
 # scenarios that take upstream's real minute-long timings (the pod GC's 40 s quarantine and 20 s
 # period): played only when asked for, LABKIT_SLOW_SCENARIOS=1
 SLOW_CASES = sorted((HERE / "scenarios" / "slow").glob("*.yaml"))
+# The time in which the controllers only wait (the namespace controller's 5 s grace period and
+# estimate/2+1 s requeues, the GC's backoffs, a scenario's `wait: {for: 15s}`) is skipped: the
+# controllers run on a clock the runner moves ahead (labkit.gc.runner.EmbeddedTarget); in real
+# time, as `labkit gc run` plays them, with LABKIT_SLOW_SCENARIOS=1.
+REAL_TIME = os.environ.get("LABKIT_SLOW_SCENARIOS") == "1"
+
+
+def play(path):
+    return run_scenario(path, skip_idle_time=not REAL_TIME)
+
+
 needs_fidelity = pytest.mark.skipif(GC_DIR is None or NS_DIR is None, reason="the shared fidelity scenarios (shared/fidelity beside "
                                     "the repository, or LABKIT_FIDELITY_DIR) are not on this machine")
 
@@ -39,7 +50,7 @@ def test_all_shared_gc_scenarios_are_found():
 @needs_fidelity
 @pytest.mark.parametrize("path", GC_CASES, ids=lambda p: p.stem)
 def test_shared_gc_scenario(path):
-    report = run_scenario(path)
+    report = play(path)
     assert report.passed, explain(report)
 
 
@@ -51,13 +62,13 @@ def test_all_shared_namespace_scenarios_are_found():
 @pytest.fixture(scope="module")
 def namespace_reports():
     """Every namespace scenario (shared and this repository's), played at once, each on its own
-    embedded server: they spend most of their time waiting for the namespace controller's
-    upstream delays (5 s after a change, 8 s between passes), so playing them one after another
-    would only add those waits up."""
+    embedded server: in real time they spend most of their time waiting for the namespace
+    controller's upstream delays (5 s after a change, 8 s between passes), so playing them one
+    after another would only add those waits up."""
     from concurrent.futures import ThreadPoolExecutor
     cases = NS_CASES + [p for p in OWN_CASES if p.stem.startswith("ns-")]
     with ThreadPoolExecutor(max_workers=len(cases) or 1) as pool:
-        return dict(zip(cases, pool.map(run_scenario, cases)))
+        return dict(zip(cases, pool.map(play, cases)))
 
 
 @needs_fidelity
@@ -69,7 +80,7 @@ def test_shared_namespace_scenario(path, namespace_reports):
 
 @pytest.mark.parametrize("path", OWN_CASES, ids=lambda p: p.stem)
 def test_repository_scenario(path, request):
-    report = request.getfixturevalue("namespace_reports")[path] if path.stem.startswith("ns-") else run_scenario(path)
+    report = request.getfixturevalue("namespace_reports")[path] if path.stem.startswith("ns-") else play(path)
     assert report.passed, explain(report)
 
 
@@ -97,7 +108,7 @@ def test_a_scenario_fails_when_the_gc_does_not_do_its_work(tmp_path):
     def stop_gc(data):
         data["controllers"] = {"garbagecollector": "stopped"}
         data["steps"][0]["timeout_s"] = 1
-    report = run_scenario(_variant(tmp_path, source, "variant-gc-stopped", stop_gc))
+    report = play(_variant(tmp_path, source, "variant-gc-stopped", stop_gc))
     assert not report.passed
     failed = {c.what for c in report.checks if not c.ok}
     assert {"absent orphaned", "object shared"} <= failed
@@ -110,7 +121,7 @@ def test_a_namespace_scenario_fails_when_the_namespace_controller_does_not_run(t
     def stop_namespace_controller(data):
         data["controllers"]["namespace"] = "stopped"
         data["steps"][2]["timeout_s"] = 1
-    report = run_scenario(_variant(tmp_path, source, "variant-ns-stopped", stop_namespace_controller))
+    report = play(_variant(tmp_path, source, "variant-ns-stopped", stop_namespace_controller))
     assert not report.passed
     assert not report.steps[2]["ok"] and "not true after 1 s" in report.steps[2]["detail"]
     # the scenario's last step empties spec.finalizers: without the controller that force-finalizes
@@ -123,7 +134,7 @@ def test_an_invariant_that_does_not_hold_is_reported(tmp_path):
 
     def wrong_invariant(data):
         data["expect"]["invariants"] = [{"while": "present(gen)", "then": 'finalizers(gen) == ["foregroundDeletion"]'}]
-    report = run_scenario(_variant(tmp_path, source, "variant-wrong-invariant", wrong_invariant))
+    report = play(_variant(tmp_path, source, "variant-wrong-invariant", wrong_invariant))
     assert not report.passed
     (invariant,) = report.invariants
     assert not invariant["ok"] and invariant["detail"].startswith("violated")
@@ -230,3 +241,33 @@ def test_scenarios_that_show_part_of_the_predict_experiment_are_withheld_before_
     assert shows_part_of_the_experiment(cases["gc-owner-in-another-namespace"])
     assert not shows_part_of_the_experiment(cases["gc-crd-deletion-cascades"])
     assert not shows_part_of_the_experiment(cases["runner-format-additions"])
+
+
+def test_a_skipping_clock_hands_out_a_delayed_item_when_moved_to_its_time():
+    """What skip_idle_time rests on: a worker waiting on a queue whose item is due in 1000 s gets
+    it as soon as the clock is moved ahead by that much (it would not within the 30 s it waits)."""
+    import threading
+    from labkit.controllers.clock import SkippingClock
+    from labkit.controllers.workqueue import RateLimitingQueue
+    clock = SkippingClock()
+    queue = RateLimitingQueue("t", clock=clock)
+    queue.add_after("ns", 1000)
+    assert queue.get(timeout=0.01) is None and not queue.busy()
+    assert 999 < queue.next_due() - clock() <= 1000 and clock.next_due() == queue.next_due()
+    got = []
+    worker = threading.Thread(target=lambda: got.append(queue.get(timeout=30)))
+    worker.start()
+    clock.advance(1000)
+    worker.join()
+    assert got == ["ns"] and clock.skipped == 1000 and queue.next_due() is None
+
+
+def test_a_scenario_waits_on_the_controllers_clock_and_says_how_much_it_skipped(tmp_path):
+    # a `wait: {for: 15s}` step: those 15 s pass on the clock of the garbage collector (and of
+    # the namespace controller), moved ahead while they have nothing to do; the report says so
+    def wait_15s(data):
+        data["steps"].insert(0, {"op": "wait", "for": "15s"})
+    path = _variant(tmp_path, HERE / "scenarios" / "gc-owner-never-existed.yaml", "variant-waits", wait_15s)
+    report = run_scenario(path, skip_idle_time=True)
+    assert report.passed, explain(report)
+    assert any(n.startswith("skipped ") and "the controllers only waited" in n for n in report.notes), report.notes

@@ -5,6 +5,7 @@ API server started on its own, with its controllers, stands in for the cluster h
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -17,18 +18,23 @@ from labkit.apiserver.server import EmbeddedServer
 from labkit.exercises import wait_for
 from labkit.labs import get_lab
 from labkit.state import LabState
-from support import host_lock, labkit, shared_fidelity
+from support import host_lock, labkit, shared_fidelity, skipping_idle_time
 
 FIDELITY = shared_fidelity("namespace") or Path("/nonexistent")
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    with host_lock(False):
-        srv = EmbeddedServer(tmp_path_factory.mktemp("cluster")).start()
-    yield srv
-    with host_lock(False):
-        srv.stop()
+    """A stand-in cluster; its controllers skip the time they only wait in (see UPSTREAM_PODGC)."""
+    srv = EmbeddedServer(tmp_path_factory.mktemp("cluster"))
+    with contextlib.ExitStack() as stack:
+        if not UPSTREAM_PODGC:
+            stack.enter_context(skipping_idle_time(srv))
+        with host_lock(False):
+            srv.start()
+        yield srv
+        with host_lock(False):
+            srv.stop()
 
 
 def test_explain_against_a_cluster_through_its_kubeconfig(cluster):
@@ -82,7 +88,11 @@ NAMESPACE_GONE = 150
 # with LABKIT_SLOW_SCENARIOS=1, otherwise the same passes every second with a 2 s quarantine: what
 # the test proves of the lab on a cluster does not depend on how long that cluster's PodGC waits;
 # PodGC's own rules and upstream timings are tested in test_cluster_controllers.py (short periods)
-# and test_gc_scenarios.py (real time, LABKIT_SLOW_SCENARIOS=1).
+# and test_gc_scenarios.py (real time, LABKIT_SLOW_SCENARIOS=1). Likewise the stand-in cluster's
+# garbage collector, namespace controller and kubelet stand-in run on a clock that skips the time
+# they only wait in (support.skipping_idle_time: the namespace controller's 5 s grace period and
+# 8 s passes), in real time with LABKIT_SLOW_SCENARIOS=1; their schedules are proven in
+# test_namespace_requeue.py and test_gc_scenarios.py.
 UPSTREAM_PODGC = os.environ.get("LABKIT_SLOW_SCENARIOS") == "1"
 
 
@@ -97,8 +107,12 @@ def test_the_lab_runs_on_a_cluster_through_its_kubeconfig(tmp_path, monkeypatch)
     # cleanup deletes everything it created there, releasing its own example finalizers
     if not UPSTREAM_PODGC:
         monkeypatch.setattr(podgc, "PodGCController", _QuickPodGC)
-    cluster = EmbeddedServer(tmp_path / "cluster").start()
-    try:
+    cluster = EmbeddedServer(tmp_path / "cluster")
+    with contextlib.ExitStack() as stack:
+        if not UPSTREAM_PODGC:
+            clock = stack.enter_context(skipping_idle_time(cluster))
+        cluster.start()
+        stack.callback(cluster.stop)
         running = cluster.controllers.get("podgc")
         assert (running.period, running.quarantine) == \
             ((podgc.GC_CHECK_PERIOD, podgc.QUARANTINE_TIME) if UPSTREAM_PODGC else (1.0, 2.0)), \
@@ -144,8 +158,8 @@ def test_the_lab_runs_on_a_cluster_through_its_kubeconfig(tmp_path, monkeypatch)
         theirs = "/api/v1/namespaces/kube-system/services/metrics-server"
         assert wait_for(lambda: labkit_objects(c) == [theirs], timeout=NAMESPACE_GONE), labkit_objects(c)
         assert c.get("v1", "services", "metrics-server", "kube-system")["metadata"].get("deletionTimestamp") is None
-    finally:
-        cluster.stop()
+        if not UPSTREAM_PODGC:
+            assert clock.skipped > 0, "the stand-in cluster's controllers never skipped a wait"
 
 
 def labkit_objects(c) -> list[str]:

@@ -2,7 +2,8 @@
 a Service with a selector whose EndpointSlice the EndpointSlice controller has not written yet
 (EndpointsNotFound, a transient state under load) is waited for, and the verdict is the one
 kube-aggregator's availability check reaches once it is there. Driven by a stand-in API whose
-state advances with the requests the check makes, not with time."""
+state advances with the requests the check makes, not with time, and on a fake clock: the check's
+waits (labkit.exercises wait_for and settle) move it by their intervals instead of sleeping."""
 
 from __future__ import annotations
 
@@ -60,6 +61,19 @@ class SlowSlices:
         return self._slices(), "9"
 
 
+class FakeTime:
+    """time.monotonic and time.sleep for labkit.exercises: sleeping moves the clock."""
+
+    def __init__(self):
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
 def context():
     lab = load_lab(REPO / "labs" / "namespace")
     checks = lab._load("checks.py")
@@ -68,7 +82,10 @@ def context():
     return checks, SimpleNamespace(env=env)
 
 
-def test_the_apiservice_is_judged_after_the_endpointslice_appeared():
+def test_the_apiservice_is_judged_after_the_endpointslice_appeared(monkeypatch):
+    from labkit import exercises
+    clock = FakeTime()
+    monkeypatch.setattr(exercises, "time", clock)
     checks, ctx = context()
     # later than a 2 s settle alone would look (a probe every 0.2 s): only the wait for the
     # EndpointSlice sees the slice come
@@ -77,6 +94,8 @@ def test_the_apiservice_is_judged_after_the_endpointslice_appeared():
     assert api.asked > api.late
     assert state["reason"] == "FailedDiscoveryCheck", state
     assert state["settled"] is True
+    # the check waited on the fake clock: for the slice, then 2 s of the same state
+    assert clock.now - 1000.0 > 2.0
 
 
 def test_without_the_wait_the_same_state_would_have_been_judged_transient():

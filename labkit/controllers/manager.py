@@ -2,7 +2,8 @@
 stopped by name (the CONTROLLERS table), each talking to the server through an in-process client
 as its own user, all writing to one decision log. `settings` are what kube-controller-manager
 takes as flags (here: `root_ca`, the CA bundle --root-ca-file names; `pki`, the directory of the
-CA that --cluster-signing-cert-file and --cluster-signing-key-file name)."""
+CA that --cluster-signing-cert-file and --cluster-signing-key-file name; and `clock`, the clock of
+the controllers that wait for a time, labkit.controllers.clock, time.monotonic when not given)."""
 
 from __future__ import annotations
 
@@ -42,14 +43,16 @@ def _component(user: str) -> str:
 SA = "system:serviceaccount:kube-system:"     # the controller-manager's per-controller accounts
 
 CONTROLLERS: dict[str, Controller] = {
-    "garbagecollector": Controller(SA + "generic-garbage-collector", "garbagecollector:GarbageCollector"),
+    "garbagecollector": Controller(SA + "generic-garbage-collector", "garbagecollector:GarbageCollector",
+                                   lambda cls, client, log, s: cls(client, log, clock=s.get("clock"))),
     "deployment": Controller(SA + "deployment-controller", "deployment:DeploymentController"),
     "replicaset": Controller(SA + "replicaset-controller", "replicaset:ReplicaSetController"),
     "node": Controller("system:node:labkit-node", "node:NodeController",
-                       lambda cls, client, log, s: cls(client, log, defer_binding=s.get("scheduler_runs"))),
+                       lambda cls, client, log, s: cls(client, log, defer_binding=s.get("scheduler_runs"),
+                                                       clock=s.get("clock"))),
     "namespace": Controller(SA + "namespace-controller", "namespace:NamespaceController",
                             lambda cls, client, log, s: cls(client, log, ordered=client.api.version.enabled(
-                                "OrderedNamespaceDeletion"))),
+                                "OrderedNamespaceDeletion"), clock=s.get("clock"))),
     "serviceaccount": Controller(SA + "service-account-controller", "serviceaccount:ServiceAccountsController"),
     "resourcequota": Controller(SA + "resourcequota-controller", "resourcequota:ResourceQuotaController"),
     "root-ca-cert-publisher": Controller(SA + "root-ca-cert-publisher", "rootcacert:RootCACertPublisher",
@@ -159,6 +162,16 @@ class ControllerManager:
         with self._lock:
             controllers = list(self._controllers.values())
         return all(c.idle() for c in controllers if c.running)
+
+    def quiet(self) -> bool:
+        """No running controller has work in hand now: those that wait for times on their clock
+        (`busy()`) may have items waiting for their time, the others must be idle."""
+        with self._lock:
+            controllers = list(self._controllers.values())
+        for c in controllers:
+            if c.running and (c.busy() if hasattr(c, "busy") else not c.idle()):
+                return False
+        return True
 
     def wait_idle(self, timeout: float, stable_for: float = 0.2) -> bool:
         """Until every running controller has had nothing to do for `stable_for` seconds."""

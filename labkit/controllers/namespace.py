@@ -25,6 +25,7 @@ import time
 
 from labkit.apiserver.client import AGGREGATED_DISCOVERY_ACCEPT, ApiResource, Client, read_aggregated_discovery
 from labkit.apiserver.errors import ApiError
+from labkit.controllers.clock import wall
 from labkit.controllers.decisions import DecisionLog
 from labkit.controllers.informer import Informer
 from labkit.controllers.workqueue import RateLimitingQueue
@@ -168,10 +169,11 @@ class ConditionUpdater:
 class NamespacedResourcesDeleter:
     """namespaced_resources_deleter.go."""
 
-    def __init__(self, client: Client, log: DecisionLog, ordered: bool = True):
+    def __init__(self, client: Client, log: DecisionLog, ordered: bool = True, clock=time.monotonic):
         self.client = client
         self.log = log
         self.ordered = ordered          # the OrderedNamespaceDeletion feature gate
+        self.clock = clock              # time.Since(namespaceDeletedAt) is read on it (clock.wall)
         # discoverResourcesFn: (resources, failed group/versions); a scenario may pin it
         self.discover = discover_preferred_namespaced
 
@@ -350,7 +352,8 @@ class NamespacedResourcesDeleter:
             grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
             if isinstance(grace, int) and grace > estimate:
                 estimate = grace
-        return 0 if time.time() - deleted_at >= estimate else estimate
+        # estimateGracefulTermination: time.Since(namespaceDeletedAt) >= the estimate -> 0
+        return 0 if wall(self.clock) - deleted_at >= estimate else estimate
 
     def _delete_collection(self, resource: ApiResource, namespace: str) -> bool:
         path = self.client.path(resource.api_version, resource.resource, namespace)
@@ -388,12 +391,14 @@ class NamespaceController:
     name = CONTROLLER
 
     def __init__(self, client: Client, log: DecisionLog, grace_period: float = DELETION_GRACE_PERIOD,
-                 ordered: bool = True, resync_period: float = NAMESPACE_SYNC_PERIOD):
+                 ordered: bool = True, resync_period: float = NAMESPACE_SYNC_PERIOD, clock=None):
         self.client = client
         self.log = log
         self.grace_period = grace_period
         self.resync_period = resync_period
-        self.deleter = NamespacedResourcesDeleter(client, log, ordered)
+        # the delays (grace period, requeues) are on this clock; labkit.controllers.clock
+        self.clock = clock or time.monotonic
+        self.deleter = NamespacedResourcesDeleter(client, log, ordered, self.clock)
         self.running = False
         self.queue: RateLimitingQueue | None = None
         self.informer: Informer | None = None
@@ -406,7 +411,7 @@ class NamespaceController:
         if self.running:
             return
         self._stop = threading.Event()
-        self.queue = self.new_queue()
+        self.queue = self.new_queue(self.clock)
         self.informer = Informer(self.client, ApiResource("", "v1", "namespaces", "Namespace", False, ()),
                                  on_add=self._enqueue, on_update=lambda old, new: self._enqueue(new),
                                  on_delete=self._forget, resync_period=self.resync_period)
@@ -437,10 +442,15 @@ class NamespaceController:
             t.join(timeout=5)
         self._threads = []
 
+    def busy(self) -> bool:
+        """Work in hand now: a change not yet handled, a namespace queued or in a pass (a pass
+        waiting for its time does not count)."""
+        return self.running and (not self.informer.idle() or self.queue.busy())
+
     def idle(self) -> bool:
         if not self.running:
             return True
-        now = time.monotonic()
+        now = self.clock()
         with self._lock:
             self._due = {n: t for n, t in self._due.items() if t > now}
             if self._due:           # a pass is due after a change it saw: not idle yet
@@ -453,7 +463,7 @@ class NamespaceController:
             return
         name = ns["metadata"]["name"]
         with self._lock:
-            self._due[name] = max(self._due.get(name, 0.0), time.monotonic() + self.grace_period)
+            self._due[name] = max(self._due.get(name, 0.0), self.clock() + self.grace_period)
         self.queue.add_after(name, self.grace_period)
 
     def _forget(self, ns: dict) -> None:

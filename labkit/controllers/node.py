@@ -41,6 +41,7 @@ from labkit.apiserver.errors import ApiError
 from labkit.apiserver.timestamps import now_rfc3339
 from labkit.controllers.base import KeyedController, bind
 from labkit.controllers.events import EventRecorder, involved
+from labkit.controllers.workqueue import RateLimitingQueue
 
 CONTROLLER = "node"
 NODE_NAME = "labkit-node"
@@ -96,8 +97,10 @@ class NodeController(KeyedController):
     name = CONTROLLER
     user = f"system:node:{NODE_NAME}"
 
-    def __init__(self, client, log, workers: int = 1, defer_binding=None):
+    def __init__(self, client, log, workers: int = 1, defer_binding=None, clock=None):
         super().__init__(client, log, workers)
+        # the grace periods run on this clock (labkit.controllers.clock); heartbeats in real time
+        self.clock = clock or time.monotonic
         # the scheduler runs: it binds, and this stand-in only runs what is bound to its node
         self.defer_binding = defer_binding or (lambda: False)
         self._stopping: dict[str, float] = {}      # pod uid -> when its containers were told to stop
@@ -179,8 +182,18 @@ class NodeController(KeyedController):
                         pass
             self._stop.wait(LEASE_RENEW)
 
+    def make_queue(self) -> RateLimitingQueue:
+        return RateLimitingQueue(self.name, clock=self.clock)
+
     def idle(self) -> bool:
         return super().idle() and all(r is None or r.idle() for r in (self.scheduler_events, self.kubelet_events))
+
+    def busy(self) -> bool:
+        """Work in hand now: a change not yet handled, a Pod queued or being synced, an Event not
+        yet written (a Pod waiting for the end of its grace period does not count)."""
+        return self.running and (self.queue.busy() or not all(i.idle() for i in self.informers.values())
+                                 or not all(r is None or r.idle() for r in (self.scheduler_events,
+                                                                            self.kubelet_events)))
 
     def _container_events(self, pod: dict, reason_messages) -> None:
         for c in (pod.get("spec") or {}).get("containers") or []:
@@ -227,9 +240,9 @@ class NodeController(KeyedController):
             # like the kubelet, count the grace period from when the containers are told to stop
             if meta["uid"] not in self._stopping:
                 self._container_events(pod, lambda c: [("Normal", "Killing", f"Stopping container {c.get('name')}")])
-            since = self._stopping.setdefault(meta["uid"], time.monotonic())
+            since = self._stopping.setdefault(meta["uid"], self.clock())
             stubborn = [c for c in containers if ignores_sigterm(c)]
-            wait = since + grace - time.monotonic() if stubborn else 0
+            wait = since + grace - self.clock() if stubborn else 0
             if wait > 0:
                 self.queue.add_after(key, wait + 0.01)
                 return

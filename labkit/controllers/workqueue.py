@@ -47,6 +47,8 @@ class RateLimitingQueue:
         self._seq = itertools.count()
         self._cond = threading.Condition()
         self._shutdown = False
+        if hasattr(clock, "subscribe"):     # a clock that can be moved ahead wakes the waiting workers
+            clock.subscribe(self)
 
     # -- adding ----------------------------------------------------------------------------------
     def add(self, item) -> None:
@@ -141,7 +143,26 @@ class RateLimitingQueue:
             self._shutdown = True
             self._cond.notify_all()
 
+    def wake(self) -> None:
+        """The clock moved: the waiting workers look again at what is due."""
+        with self._cond:
+            self._cond.notify_all()
+
     # -- state -----------------------------------------------------------------------------------
+    def busy(self) -> bool:
+        """Items queued or being processed now, or delayed ones whose time has come (those still
+        waiting for their time do not count)."""
+        with self._cond:
+            if self._queue or self._processing:
+                return True
+            now = self.clock()
+            return any(t <= now for t in self._ready_at.values())
+
+    def next_due(self) -> float | None:
+        """The clock time the earliest delayed item is due at, if any."""
+        with self._cond:
+            return min(self._ready_at.values(), default=None)
+
     def idle(self, horizon: float = 1.0) -> bool:
         """Nothing queued or processing, and nothing due again within `horizon` seconds (items
         retried with long backoffs, e.g. references to kinds that do not exist, do not count)."""

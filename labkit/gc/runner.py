@@ -43,15 +43,34 @@ _VERB_METHODS = {"get": "GET", "list": "GET", "watch": "GET", "create": "POST", 
 
 # -- targets -------------------------------------------------------------------------------------
 
+# Controllers whose waits are all on the clock they are given (labkit.controllers.clock), and
+# controllers that only react to events: while only these run, the time nothing happens in may be
+# skipped. Others (the kubelet stand-in's grace periods, PodGC's periods, ...) wait in real time.
+CLOCKED_CONTROLLERS = {"garbagecollector", "namespace", "node"}
+EVENT_DRIVEN_CONTROLLERS = {"serviceaccount", "root-ca-cert-publisher"}
+
+
 class EmbeddedTarget:
-    """A fresh embedded server in a temporary directory; controllers as the scenario says."""
+    """A fresh embedded server in a temporary directory; controllers as the scenario says.
+
+    With `skip_idle_time`, the controllers run on a SkippingClock and the runner's waits move it
+    ahead whenever the server and every controller have nothing to do but wait for a time (the
+    namespace controller's 5 s grace period and estimate/2+1 s requeues, the GC's backoffs): the
+    controllers see the same delays in the same order, the scenario does not sit through them.
+    Only while every running controller is one of CLOCKED_CONTROLLERS or EVENT_DRIVEN_CONTROLLERS;
+    otherwise the scenario plays in real time."""
 
     embedded = True
 
-    def __init__(self, emulated_version: str | None = None):
+    def __init__(self, emulated_version: str | None = None, skip_idle_time: bool = False):
         from labkit.apiserver.server import SERVER_FEATURES, EmbeddedServer
+        from labkit.controllers.clock import SkippingClock
         self._tmp = tempfile.TemporaryDirectory(prefix="labkit-scenario-")
         self.server = EmbeddedServer(self._tmp.name, controllers=[], emulated_version=emulated_version).start()
+        self.skipping = SkippingClock() if skip_idle_time else None
+        self.clock = self.skipping or time.monotonic
+        if self.skipping is not None:
+            self.server.controllers.settings["clock"] = self.skipping
         self.client = self.server.http_client()
         self.features = set(SERVER_FEATURES)
         if not self.server.api.version.enabled("OrderedNamespaceDeletion"):
@@ -83,12 +102,29 @@ class EmbeddedTarget:
         return bool(gc and gc.graph_has_uid(uid))
 
     def settle(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        deadline = self.clock() + timeout
+        while self.clock() < deadline:
+            self.skip_idle_time(deadline)
             if self.server.internals.idle() and self.server.controllers.wait_idle(
-                    min(1.0, max(0.01, deadline - time.monotonic())), stable_for=0.2):
+                    min(1.0, max(0.01, deadline - self.clock())), stable_for=0.2):
                 return True
         return False
+
+    def _quiet(self) -> bool:
+        """The server and every running controller have nothing to do now (timers aside), and
+        only controllers whose timers are all on the clock run."""
+        running = {n for n, up in self.server.controllers.status().items() if up}
+        return running <= CLOCKED_CONTROLLERS | EVENT_DRIVEN_CONTROLLERS and self.server.internals.idle() \
+            and self.server.controllers.quiet()
+
+    def skip_idle_time(self, limit: float, to_limit: bool = False) -> float:
+        """With a skipping clock, while all is quiet: move it to the next delayed item, if it is due
+        by `limit`; with `to_limit`, to `limit` when nothing is due sooner (SkippingClock.skip). What
+        was due is handled before the runner looks again: an observation then sees the outcome of a
+        whole pass, never the middle of one. The seconds skipped."""
+        if self.skipping is None:
+            return 0.0
+        return self.skipping.skip(self._quiet, limit, to_limit)
 
     def decisions(self) -> list[dict]:
         return self.server.decisions.recent()
@@ -125,9 +161,14 @@ class ClusterTarget:
     def gc_observed(self, uid: str) -> bool:
         return True
 
+    clock = staticmethod(time.monotonic)
+
     def settle(self, timeout: float) -> bool:
         time.sleep(min(timeout, 2.0))
         return True
+
+    def skip_idle_time(self, limit: float, to_limit: bool = False) -> float:
+        return 0.0          # a cluster's controllers run on their own clocks
 
     def decisions(self) -> list[dict]:
         return []
@@ -445,6 +486,10 @@ class Runner:
         finally:
             if self.target.embedded:
                 self.target.server.store.remove_listener(self._on_commit)
+            skipped = getattr(self.target, "skipping", None)
+            if skipped is not None and skipped.skipped > 0:
+                self.report.notes.append(f"skipped {skipped.skipped:.1f} s in which the controllers only waited "
+                                         "(their clock moved ahead)")
             self.report.duration_s = time.monotonic() - started
         return self.report
 
@@ -638,29 +683,33 @@ class Runner:
         self._answer(step, result, code, body)
 
     def _op_wait(self, step: Step, result: dict) -> None:
+        # timeouts and durations are on the controllers' clock (EmbeddedTarget's skip_idle_time)
+        clock = self.target.clock
         timeout = float(step.raw.get("timeout_s") or (60 if step.raw.get("for") == "settle" else 30))
         if step.until is not None:
-            deadline = time.monotonic() + timeout
+            deadline = clock() + timeout
             while True:
                 view = self.observe()
                 if step.until.evaluate(view):
                     return
-                if time.monotonic() > deadline:
+                if clock() > deadline:
                     state = {r: summarize(view.object(r)) for r in sorted(step.until.refs())}
                     result.update(ok=False, detail=f"not true after {timeout:g} s; last observed: "
                                                    + json.dumps(state, sort_keys=True))
                     return
-                time.sleep(POLL)
+                if not self.target.skip_idle_time(deadline):
+                    time.sleep(POLL)
         value = str(step.raw["for"])
         if value == "settle":
             if not self.target.settle(timeout):
                 result.update(ok=False, detail=f"the controllers did not settle within {timeout:g} s")
             self.observe()
             return
-        deadline = time.monotonic() + float(value[:-1])
-        while time.monotonic() < deadline:
+        deadline = clock() + float(value[:-1])
+        while clock() < deadline:
             self.observe()
-            time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
+            if not self.target.skip_idle_time(deadline, to_limit=True):
+                time.sleep(min(0.1, max(0.0, deadline - clock())))
 
     def _op_assert(self, step: Step, result: dict) -> None:
         view = self.observe()
@@ -852,10 +901,14 @@ def _event_matches(want: dict, event: dict, runner: Runner) -> bool:
     return True
 
 
-def run_scenario(path: str | Path, kubeconfig: str | None = None, context: str | None = None) -> Report:
+def run_scenario(path: str | Path, kubeconfig: str | None = None, context: str | None = None,
+                 skip_idle_time: bool = False) -> Report:
+    """`skip_idle_time`: on the embedded server, skip the time in which the controllers only wait
+    (EmbeddedTarget); a cluster always plays in real time."""
     from labkit.gc.scenario import load
     scenario = load(path)
-    target = ClusterTarget(kubeconfig, context) if kubeconfig else EmbeddedTarget(scenario.emulated_version)
+    target = ClusterTarget(kubeconfig, context) if kubeconfig else \
+        EmbeddedTarget(scenario.emulated_version, skip_idle_time=skip_idle_time)
     try:
         return Runner(scenario, target).run()
     finally:

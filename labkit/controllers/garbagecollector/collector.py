@@ -54,8 +54,9 @@ class GarbageCollector:
 
     name = CONTROLLER
 
-    def __init__(self, client: Client, log: DecisionLog, workers: int = 8, sync_period: float = 2.0):
+    def __init__(self, client: Client, log: DecisionLog, workers: int = 8, sync_period: float = 2.0, clock=None):
         self.client = client
+        self.clock = clock or time.monotonic      # when its queues' delayed items are due
         self.log = log
         self.workers = workers
         self.sync_period = sync_period
@@ -75,7 +76,7 @@ class GarbageCollector:
             return
         self._stop = threading.Event()
         self.recorder = EventRecorder(self.client, "garbage-collector-controller")
-        self.builder = GraphBuilder(self.client, self.log, self.recorder, observed=self.observed)
+        self.builder = GraphBuilder(self.client, self.log, self.recorder, observed=self.observed, clock=self.clock)
         self.mapper = RESTMapper(self.client)
         self._resources = set()
         self._sync_once()
@@ -116,6 +117,12 @@ class GarbageCollector:
                 return True
             time.sleep(0.01)
         return False
+
+    def busy(self) -> bool:
+        """Work in hand now: graph changes not yet processed, items queued or being processed
+        (items waiting for their backoff do not count)."""
+        b = self.builder
+        return self.running and (not b.idle() or b.attempt_to_delete.busy() or b.attempt_to_orphan.busy())
 
     def idle(self) -> bool:
         b = self.builder

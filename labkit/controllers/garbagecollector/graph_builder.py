@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from dataclasses import dataclass
 
 from labkit.apiserver.client import ApiResource, Client
@@ -95,7 +96,7 @@ class GraphBuilder:
 
     def __init__(self, client: Client, log: DecisionLog, recorder: EventRecorder,
                  ignored: set[tuple[str, str]] | None = None,
-                 observed: dict[str, set[tuple[str, str]]] | None = None):
+                 observed: dict[str, set[tuple[str, str]]] | None = None, clock=time.monotonic):
         self.client = client
         self.log = log
         self.recorder = recorder
@@ -106,8 +107,8 @@ class GraphBuilder:
         self.uid_to_node: dict[str, Node] = {}
         self._uid_lock = threading.Lock()
         self.observed = observed if observed is not None else {}
-        self.attempt_to_delete = RateLimitingQueue("garbage_collector_attempt_to_delete")
-        self.attempt_to_orphan = RateLimitingQueue("garbage_collector_attempt_to_orphan")
+        self.attempt_to_delete = RateLimitingQueue("garbage_collector_attempt_to_delete", clock=clock)
+        self.attempt_to_orphan = RateLimitingQueue("garbage_collector_attempt_to_orphan", clock=clock)
         self.absent_owner_cache = ReferenceCache(500)
         self.monitors: dict[ApiResource, Monitor] = {}
         self._monitor_lock = threading.Lock()
