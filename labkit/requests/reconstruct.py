@@ -22,6 +22,7 @@ import copy
 import functools
 import hashlib
 import json
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from labkit.apiserver.rbac import (RuleResolver, api_group_matches, resource_name_matches, rule_allows,
@@ -234,7 +235,8 @@ def access(objects, subject: Subject, space: Space) -> frozenset:
                       objects)
 
 
-_ACCESS: dict = {}
+_ACCESS: "OrderedDict[tuple, frozenset]" = OrderedDict()      # least recently used first
+_ACCESS_MAX = 256
 
 
 def _access_of(digest: bytes, subject: Subject, namespaces: tuple, resources: tuple, names: tuple,
@@ -242,9 +244,11 @@ def _access_of(digest: bytes, subject: Subject, namespaces: tuple, resources: tu
     key = (digest, subject.user, tuple(subject.groups), namespaces, resources, names)
     found = _ACCESS.get(key)
     if found is None:
-        if len(_ACCESS) >= 4096:
-            _ACCESS.clear()
         found = _ACCESS[key] = _access(Objects(objects), subject, Space(list(namespaces), list(resources), names))
+        if len(_ACCESS) > _ACCESS_MAX:
+            _ACCESS.popitem(last=False)
+    else:
+        _ACCESS.move_to_end(key)
     return found
 
 
@@ -263,7 +267,7 @@ def _access(store: "Objects", subject: Subject, space: Space) -> frozenset:
     return frozenset(granted)
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=512)
 def _granted_in(ns: str, rules_json: str, resources: tuple, space_names: tuple) -> frozenset:
     """What `rules` (JSON) allow in the namespace `ns` ("" the cluster scope) over the resources and
     names of a space. Who asks does not enter rule_allows; the same rules over the same space are
