@@ -8,6 +8,7 @@ once, as kubectl's `-f -`).
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -54,26 +55,37 @@ def yaml_error(path, exc: yaml.YAMLError) -> ConfigError:
     return ConfigError(path, where, f"not valid YAML: {problem}" + (f" ({context})" if context else ""))
 
 
+# Texts parsed before and what they gave: a check reads the same shipped files (a lab's Pods, its
+# scenario) at every judgement, and PyYAML's pure-Python reader costs milliseconds per kilobyte.
+# Each caller gets a copy of its own (deepcopy keeps what YAML aliases share); a text that does not
+# parse is not kept, so its error is made afresh.
+_PARSED: dict[tuple[bool, str], Any] = {}
+_PARSED_MAX = 256
+
+
+def _parsed(path, text: str, every: bool) -> Any:
+    key = (every, text)
+    if key not in _PARSED:
+        try:
+            value = list(yaml.safe_load_all(text)) if every else yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise yaml_error(path, exc) from None
+        except RecursionError:
+            raise ConfigError(path, None, "not valid YAML: nested too deeply") from None
+        if len(_PARSED) >= _PARSED_MAX:
+            _PARSED.clear()
+        _PARSED[key] = value
+    return copy.deepcopy(_PARSED[key])
+
+
 def load_yaml(path, text: str | None = None) -> Any:
     """One YAML document (None for an empty file)."""
-    text = read_text(path) if text is None else text
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise yaml_error(path, exc) from None
-    except RecursionError:
-        raise ConfigError(path, None, "not valid YAML: nested too deeply") from None
+    return _parsed(path, read_text(path) if text is None else text, False)
 
 
 def load_yaml_all(path, text: str | None = None) -> list[Any]:
     """Every document of a YAML file, empty ones included (as None)."""
-    text = read_text(path) if text is None else text
-    try:
-        return list(yaml.safe_load_all(text))
-    except yaml.YAMLError as exc:
-        raise yaml_error(path, exc) from None
-    except RecursionError:
-        raise ConfigError(path, None, "not valid YAML: nested too deeply") from None
+    return _parsed(path, read_text(path) if text is None else text, True)
 
 
 def load_json(path) -> Any:

@@ -24,6 +24,8 @@ def _environ_has(pid: str, needle: bytes, prefix: bool) -> bool:
             data = f.read()
     except OSError:
         return False
+    if needle not in data:      # most processes: no need to split their environment
+        return False
     for item in data.split(b"\0"):
         if item == needle or (prefix and item.startswith(needle)):
             return True
@@ -49,6 +51,13 @@ def find(token: str, *, prefix: bool = False) -> list[int]:
             if not _is_zombie(int(name)):
                 pids.append(int(name))
     return pids
+
+
+def owns(pid: int, token: str) -> bool:
+    """Whether the live process `pid` carries LABKIT_OWNER=`token` (what find(token) would include
+    it for), without a pass over every process."""
+    return pid != os.getpid() and _environ_has(str(pid), f"{OWNER_VAR}={token}".encode(), False) \
+        and not _is_zombie(pid)
 
 
 def find_any(tokens: set[str]) -> list[int]:

@@ -294,10 +294,11 @@ def recent_lists(text: str) -> list[str]:
     return sorted(names)
 
 
-@functools.lru_cache(maxsize=16)
+@functools.lru_cache(maxsize=64)
 def _reference_tracer(reference_text: str, local: tuple, memory: tuple) -> tuple[Tracer, dict]:
-    """A tracer of the reference rules and the outcomes it gave, by probe: a check compares the
-    live rules of each node with one reference, and the mutant run hundreds of near-misses."""
+    """A tracer of the rules and the outcomes it gave, by probe: a check compares the live rules of
+    each node with one reference, and the mutant run hundreds of near-misses (each of which its
+    generator and the judge compare: the live side is kept too)."""
     return Tracer(parse(reference_text), list(local), affinity=memory), {}
 
 
@@ -313,16 +314,16 @@ def compare(node: str, live_text: str, reference_text: str, local_addresses, spa
     """The probes the live rules treat differently from the reference (at most `limit`). With
     `affinity`, also for a client that each `recent` list of either ruleset already remembers
     (the xt_recent state session affinity keeps: a remembered client skips the statistic rules)."""
-    live_rules = parse(live_text)
     local = tuple(local_addresses)
+    _reference_tracer(live_text, local, ())      # the live rules parse (or raise), whatever the space
     memories = [()]
     if affinity:
         memories += [(name,) for name in sorted(set(recent_lists(live_text)) | set(recent_lists(reference_text)))]
     out = []
     for memory in memories:
-        live_tracer = Tracer(live_rules, local_addresses, affinity=memory)
         for probe in space:
-            expected, got = _reference_outcome(reference_text, local, memory, probe), outcome(live_tracer, probe)
+            expected = _reference_outcome(reference_text, local, memory, probe)
+            got = _reference_outcome(live_text, local, memory, probe)
             if not same(expected, got):
                 diff = Difference(node, probe, expected, got)
                 diff.memory = memory

@@ -172,7 +172,10 @@ class Node:
         record = self.pod_record(pod_name) or {"containers": {}}
         state = dict(record["containers"].get(container_name) or {"state": "waiting", "reason": "ContainerCreating"})
         if state["state"] == "running":
-            pids = procs.find(procs.owner_token(self.env, state["tag"]))
+            token = procs.owner_token(self.env, state["tag"])
+            if procs.owns(state["pid"], token):     # still its process: the state stands
+                return state
+            pids = procs.find(token)
             if not pids:
                 state = {"state": "terminated", "reason": "Error", "message": "the container's process exited"}
             elif state["pid"] not in pids:      # the party is gone, its command's processes are not

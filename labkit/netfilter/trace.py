@@ -27,6 +27,7 @@ Its one-line summary is what kube-proxy's packet-flow tests compare; TraceResult
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from dataclasses import dataclass, field
 
@@ -185,7 +186,9 @@ class TraceResult:
         return "\n".join(lines) + "\n"
 
 
+@functools.lru_cache(maxsize=4096)
 def _ip(text: str) -> ipaddress._BaseAddress:
+    """The address (immutable), parsed once: a trace asks about the same few addresses at every rule."""
     return ipaddress.ip_address(text)
 
 
@@ -511,7 +514,7 @@ def kube_proxy_test_trace(ruleset: Ruleset, src: str, proto: str, dst: str, dpor
     local = {"127.0.0.1", "::1", *node_ips}
     outputs: list[str] = []
     state = {"masq": False}
-    src_ip = ipaddress.ip_address(src)
+    src_ip = _ip(src)
 
     def address_ok(cond, ip) -> bool:
         inside = ip.version == cond.value.version and ip in cond.value
@@ -543,7 +546,7 @@ def kube_proxy_test_trace(ruleset: Ruleset, src: str, proto: str, dst: str, dpor
         chain = ruleset.chain(table, chain_name)
         if chain is None:
             return False
-        dest_ip = ipaddress.ip_address(dest)
+        dest_ip = _ip(dest)
         # Rules that require another single destination cannot match: skipping them (the chain's
         # index) changes nothing but the time a 10,000-service KUBE-SERVICES takes.
         for position in chain.candidates(int(dest_ip)):

@@ -19,7 +19,10 @@ in-process from objects read from it (or changed copies of them), with the serve
 from __future__ import annotations
 
 import copy
+import functools
+import hashlib
 import json
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from labkit.apiserver.rbac import (RuleResolver, api_group_matches, resource_name_matches, rule_allows,
@@ -222,42 +225,81 @@ Grant = tuple        # (namespace, verb, group, resource, name) or ("", verb, ""
 def access(objects, subject: Subject, space: Space) -> frozenset:
     """Every request of the space the authorizer allows `subject` (names: "" and each name a rule
     lists in resourceNames)."""
-    store = objects if isinstance(objects, Objects) else Objects(objects)
+    if isinstance(objects, Objects):
+        return _access(objects, subject, space)
+    # the same objects, subject and space are asked about again and again (the reference's and
+    # each mutant's judgement, in which one object of many differs): the answer is kept, under a
+    # digest of the objects' content
+    digest = hashlib.sha256(json.dumps(objects, sort_keys=True, default=str).encode()).digest()
+    return _access_of(digest, subject, tuple(space.namespaces), tuple(space.resources), tuple(space.names),
+                      objects)
+
+
+_ACCESS: "OrderedDict[tuple, frozenset]" = OrderedDict()      # least recently used first
+_ACCESS_MAX = 256
+
+
+def _access_of(digest: bytes, subject: Subject, namespaces: tuple, resources: tuple, names: tuple,
+               objects) -> frozenset:
+    key = (digest, subject.user, tuple(subject.groups), namespaces, resources, names)
+    found = _ACCESS.get(key)
+    if found is None:
+        found = _ACCESS[key] = _access(Objects(objects), subject, Space(list(namespaces), list(resources), names))
+        if len(_ACCESS) > _ACCESS_MAX:
+            _ACCESS.popitem(last=False)
+    else:
+        _ACCESS.move_to_end(key)
+    return found
+
+
+def _access(store: "Objects", subject: Subject, space: Space) -> frozenset:
     if "system:masters" in subject.groups:
         rules = [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"], "nonResourceURLs": ["*"]}]
         per_ns = {ns: rules for ns in ["", *space.namespaces]}
     else:
         resolver = RuleResolver(store)
         per_ns = {ns: resolver.rules_for(subject.user, list(subject.groups), ns)[0] for ns in ["", *space.namespaces]}
+    resources, names = tuple(space.resources), tuple(space.names)
     granted = set()
     for ns, rules in per_ns.items():
-        if not rules:
+        if rules:
+            granted |= _granted_in(ns, json.dumps(rules, sort_keys=True), resources, names)
+    return frozenset(granted)
+
+
+@functools.lru_cache(maxsize=512)
+def _granted_in(ns: str, rules_json: str, resources: tuple, space_names: tuple) -> frozenset:
+    """What `rules` (JSON) allow in the namespace `ns` ("" the cluster scope) over the resources and
+    names of a space. Who asks does not enter rule_allows; the same rules over the same space are
+    asked about again and again (each mutant of an exercise changes one object of many), so the
+    answer is kept."""
+    rules = json.loads(rules_json)
+    granted = set()
+    names = sorted({"", *space_names} | {n for r in rules for n in (r.get("resourceNames") or [])})
+    # rule_allows (rbac.go RuleAllows) is verb, group, resource and name matching: the rules
+    # are sorted by verb and group once, the rules that match a resource too are found once
+    # (with rule_allows itself, asked about a name every rule accepts), then the names
+    unnamed: dict[tuple[str, str], list] = {}
+    for verb in VERBS:
+        for group in {r.group for r in resources}:
+            unnamed[(verb, group)] = [(rule, _any_name(rule)) for rule in rules
+                                      if verb_matches(rule, verb) and api_group_matches(rule, group)]
+    for r in resources:
+        if ns and not r.namespaced:
             continue
-        names = sorted({"", *space.names} | {n for r in rules for n in (r.get("resourceNames") or [])})
-        # rule_allows (rbac.go RuleAllows) is verb, group, resource and name matching: the rules
-        # are sorted by verb and group once, the rules that match a resource too are found once
-        # (with rule_allows itself, asked about a name every rule accepts), then the names
-        unnamed: dict[tuple[str, str], list] = {}
+        resource, _, sub = r.resource.partition("/")
         for verb in VERBS:
-            for group in {r.group for r in space.resources}:
-                unnamed[(verb, group)] = [(rule, _any_name(rule)) for rule in rules
-                                          if verb_matches(rule, verb) and api_group_matches(rule, group)]
-        for r in space.resources:
-            if ns and not r.namespaced:
-                continue
-            resource, _, sub = r.resource.partition("/")
-            for verb in VERBS:
-                anyname = _Attrs(subject.user, list(subject.groups), verb, ns, r.group, resource, sub, "")
-                fitting = [rule for rule, any_name in unnamed[(verb, r.group)] if rule_allows(anyname, any_name)]
-                for name in names:
-                    if any(resource_name_matches(rule, name) for rule in fitting):
-                        granted.add((ns, verb, r.group, r.resource, name))
-        if not ns:
-            for path in NON_RESOURCE_PATHS:
-                for verb in ("get", "post", "put", "delete"):
-                    attrs = _Attrs(subject.user, list(subject.groups), verb, path=path)
-                    if any(rule_allows(attrs, rule) for rule in rules):
-                        granted.add(("", verb, "", path, ""))
+            anyname = _Attrs("", [], verb, ns, r.group, resource, sub, "")
+            fitting = [rule for rule, any_name in unnamed[(verb, r.group)] if rule_allows(anyname, any_name)]
+            for name in names:
+                if any(resource_name_matches(rule, name) for rule in fitting):
+                    granted.add((ns, verb, r.group, r.resource, name))
+    if not ns:
+        for path in NON_RESOURCE_PATHS:
+            for verb in ("get", "post", "put", "delete"):
+                attrs = _Attrs("", [], verb, path=path)
+                if any(rule_allows(attrs, rule) for rule in rules):
+                    granted.add(("", verb, "", path, ""))
     return frozenset(granted)
 
 

@@ -30,6 +30,9 @@ def privileged(pod: dict) -> list[str]:
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # headers and body go out in separate writes: without TCP_NODELAY, Nagle's algorithm and the
+    # API server's delayed ACK would add 40 ms to every call of the webhook
+    disable_nagle_algorithm = True
 
     def log_message(self, format, *args):
         pass

@@ -23,6 +23,7 @@ them, on the answer as it was when a labkit tool first showed the outcome
 
 from __future__ import annotations
 
+import functools
 import math
 from pathlib import Path
 
@@ -46,7 +47,9 @@ INTERPRETER = 4 * MIB
 INTERPRETER_RANGE = (0, 16 * MIB)
 
 
+@functools.cache
 def _lab_module():
+    """lab.py, loaded once (every judgement asks it for the nodes' configuration)."""
     import importlib.util
     spec = importlib.util.spec_from_file_location("labkit_lab_resources_env", HERE / "lab.py")
     module = importlib.util.module_from_spec(spec)
