@@ -59,3 +59,14 @@ def bound_by_a_label_web_has(env):
     binding = ref.binding()
     binding["spec"]["matchResources"] = {"namespaceSelector": {"matchLabels": {"pod-labeler": "enabled"}}}
     ref.apply(env, ref.policy(ref.EXPRESSIONS), binding)
+
+
+@mistake("puts the policy to work", "require-image-tag-audit", "audit log")
+def audits_everywhere(env):
+    """Binds the right policy to web with Deny, and adds a second binding with validationActions
+    [Audit] for every namespace, thinking an audit refuses nothing and so does no harm."""
+    ref = _reference(env)
+    audit = ref.binding(("Audit",))
+    audit["metadata"]["name"] = "require-image-tag-audit"
+    del audit["spec"]["matchResources"]
+    ref.apply(env, ref.policy(ref.EXPRESSIONS), ref.binding(), audit)

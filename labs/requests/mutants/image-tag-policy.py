@@ -1,6 +1,6 @@
 """Near-misses of the image policy: each field of the policy and of its binding dropped or
 swapped (operations, resources, failurePolicy, validationActions, the namespace selected, the
-policy named), each validation dropped, and each expression's image test narrowed or widened to
+policy named), a second binding everywhere with each action alone, each validation dropped, and each expression's image test narrowed or widened to
 one of its parts (a colon anywhere, a digest only, a tag only, always true). Judged by
 observation (the policies, bindings and namespaces), classified by labkit's own policy
 dispatcher and CEL over references of every shape in every namespace."""
@@ -31,7 +31,8 @@ def mutants(ctx):
         wrong = sorted((k for k in table if table[k] != reference[k]), key=lambda k: k[0] != ns)
         namespace, image, init = wrong[0]
         if namespace != ns:
-            return (("warned",) if table[wrong[0]] == "warned" else ("refused",)), None
+            return ({"warned": ("warned",), "audited": ("puts the policy to work", "audit log")}.get(
+                table[wrong[0]], ("refused",))), None
         if all(table[k] == "admitted" for k in table if k[0] == ns) and \
                 not any("Deny" in (b.get("spec") or {}).get("validationActions", []) for b in mutated["bindings"]):
             return ("validationActions",), None
@@ -114,6 +115,18 @@ def mutants(ctx):
         names, equivalent = classify(changed)
         yield Mutant(f"binding:actions=Deny+{extra}", f"binding validationActions [Deny, {extra}]", names=names,
                      observation=changed, equivalent=equivalent)
+    # a second binding of the reference policy beside the reference one, without matchResources
+    # (every namespace), for each action alone: Audit refuses and warns nothing, yet puts the
+    # policy to work on every namespace's Pods
+    for extra in ("Deny", "Warn", "Audit"):
+        everywhere = copy.deepcopy(binding)
+        everywhere["metadata"] = {**everywhere["metadata"], "name": f"{binding['metadata']['name']}-everywhere"}
+        everywhere["spec"].pop("matchResources", None)
+        everywhere["spec"]["validationActions"] = [extra]
+        changed = {**obs, "bindings": [binding, everywhere]}
+        names, equivalent = classify(changed)
+        yield Mutant(f"binding:extra-everywhere-{extra}", f"a second binding everywhere with validationActions [{extra}]",
+                     names=names, observation=changed, equivalent=equivalent)
     yield Mutant("no-binding", "the binding left out", names=("binding",), observation={**obs, "bindings": []},
                  apply=mutate.live_change(binding, None))
     yield Mutant("no-policy", "nothing at all", names=("ValidatingAdmissionPolicy",),
@@ -136,5 +149,6 @@ def _table(checks, obs, ns) -> dict:
                 attrs = reconstruct.pod_attributes(n["name"], checks._image_pod(image, init))
                 result = reconstruct.policy_verdict(registry, attrs)
                 out[(n["name"], image, init)] = "refused" if result != "admitted" else \
-                    "warned" if attrs.warnings and n["name"] != ns else "admitted"
+                    "warned" if attrs.warnings and n["name"] != ns else \
+                    "audited" if n["name"] != ns and checks._acting_bindings(attrs) else "admitted"
     return out
