@@ -134,6 +134,35 @@ def test_an_extra_binding_that_only_audits_other_namespaces_fails_the_image_poli
     assert "'audit-everywhere'" in message and "audit log" in message and "web only" in message, message
 
 
+def test_an_image_policy_for_creations_only_fails_on_an_image_changed_in_place():
+    """A Pod's container image is mutable: a policy matching CREATE only admits `kubectl set image`
+    to an untagged image in web, and the judge says so; with UPDATE too it passes."""
+    from labkit.exercises import CheckContext, CheckFailed
+    from labkit.labs import get_lab
+    from labkit.state import LabEnv, LabState
+
+    solution = _module("requests_policy_update", REPO / "labs" / "requests" / "solutions" / "image-tag-policy.py")
+    the_lab = get_lab("requests")
+    state = LabState(the_lab.id)
+    state.ensure_dir()
+    ctx = CheckContext(LabEnv(the_lab, state), the_lab.exercise("image-tag-policy"))
+    checks = the_lab._load("checks.py")
+    policy = solution.policy(solution.EXPRESSIONS)
+    policy["spec"]["matchConstraints"]["resourceRules"][0]["operations"] = ["CREATE"]
+    obs = {"policies": [{**policy, "apiVersion": "admissionregistration.k8s.io/v1"}],
+           "bindings": [{**solution.binding(), "apiVersion": "admissionregistration.k8s.io/v1"}],
+           "namespaces": [{"name": n, "labels": {"kubernetes.io/metadata.name": n}} for n in ("web", "default")]}
+    try:
+        checks.judge_image_tag_policy(ctx, obs)
+    except CheckFailed as exc:
+        assert "changed in place" in exc.message and "UPDATE" in exc.message, exc.message
+    else:
+        raise AssertionError("a policy for creations only passed")
+    policy["spec"]["matchConstraints"]["resourceRules"][0]["operations"] = ["CREATE", "UPDATE"]
+    obs["policies"] = [{**policy, "apiVersion": "admissionregistration.k8s.io/v1"}]
+    assert checks.judge_image_tag_policy(ctx, obs).passed
+
+
 def test_access_grants_exactly_what_rule_allows_grants_name_by_name():
     """access() finds the rules fitting a verb and resource once, then matches names: the same
     grants as asking the server's rule_allows about every request of the space, one by one."""

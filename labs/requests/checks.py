@@ -737,6 +737,19 @@ def _acting_bindings(attrs) -> list[tuple[str, str]]:
     return sorted(out, key=lambda p: list(_ACTED).index(p[1]))
 
 
+def update_verdict(registry, user, namespace: str, image: str) -> str:
+    """What the policies decide on an update of a running Pod in `namespace` whose container
+    image (nginx:1.27) is changed to `image` (a Pod's container images are mutable:
+    pkg/apis/core/validation ValidatePodUpdate)."""
+    old = _image_pod("nginx:1.27", False)
+    old["metadata"]["namespace"] = namespace
+    attrs = reconstruct.pod_attributes(namespace, _image_pod(image, False), operation="UPDATE")
+    attrs.old = old
+    attrs.options = {"kind": "UpdateOptions", "apiVersion": "meta.k8s.io/v1"}
+    attrs.user = user
+    return reconstruct.policy_verdict(registry, attrs)
+
+
 def _image_pod(image, init):
     spec = {"containers": [{"name": "app", "image": "nginx:1.27" if init else image}]}
     if init:
@@ -800,6 +813,14 @@ def judge_image_tag_policy(ctx, obs) -> object:
         where = "an init container's" if init else "the"
         raise CheckFailed(f"a Pod with {where} image {image} was refused although it names a tag or a digest ({msg})"
                           f"{_more(wrong_refused)}")
+    # a Pod's container images may be changed in place (an UPDATE: `kubectl set image`): the Pod
+    # then runs the new image, so it is judged as a creation is
+    updated = [image for image in corpus if (update_verdict(registry, admin_user, ns, image) == "admitted") != pinned(image)]
+    if updated:
+        image = updated[0]
+        raise CheckFailed(f"a Pod in {ns} whose image was changed in place (an UPDATE, as `kubectl set image` sends) to "
+                          f"{image} was {'admitted' if not pinned(image) else 'refused'}: the Pod then runs that image "
+                          "— look at the operations your policy matches (matchConstraints)")
     for n in namespaces:
         other = n["name"]
         if other == ns:

@@ -70,3 +70,12 @@ def audits_everywhere(env):
     audit["metadata"]["name"] = "require-image-tag-audit"
     del audit["spec"]["matchResources"]
     ref.apply(env, ref.policy(ref.EXPRESSIONS), ref.binding(), audit)
+
+
+@mistake("UPDATE", "kubectl set image")
+def creations_only(env):
+    """Matches CREATE only: a Pod's image changed in place to an untagged one is admitted."""
+    ref = _reference(env)
+    policy = ref.policy(ref.EXPRESSIONS)
+    policy["spec"]["matchConstraints"]["resourceRules"][0]["operations"] = ["CREATE"]
+    ref.apply(env, policy, ref.binding())

@@ -26,7 +26,7 @@ def mutants(ctx):
         table = _table(checks, mutated, ns)
         if table == reference:
             return (), ("the same verdict (admitted, refused, warned) on every image reference of the corpus, in "
-                        "containers and init containers, in every namespace and one made later (labkit's policy "
+                        "containers and init containers, created and set by an update, in every namespace and one made later (labkit's policy "
                         "dispatcher and CEL)")
         wrong = sorted((k for k in table if table[k] != reference[k]), key=lambda k: k[0] != ns)
         namespace, image, init = wrong[0]
@@ -36,6 +36,8 @@ def mutants(ctx):
         if all(table[k] == "admitted" for k in table if k[0] == ns) and \
                 not any("Deny" in (b.get("spec") or {}).get("validationActions", []) for b in mutated["bindings"]):
             return ("validationActions",), None
+        if all(k[2] == "update" for k in wrong if k[0] == ns):
+            return ("UPDATE", "operations"), None
         if any(table[k] == "admitted" and reference[k] != "admitted" for k in wrong):
             return ("admitted",), None
         return ("refused",), None
@@ -142,6 +144,10 @@ def _table(checks, obs, ns) -> dict:
         [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n["name"], "labels": n["labels"]}}
          for n in namespaces]))
     out = {}
+    admin = checks._requester("labkit-admin", ("kubeadm:cluster-admins", "system:authenticated"))
+    for image in checks.image_corpus():
+        out[(ns, image, "update")] = "refused" if checks.update_verdict(registry, admin, ns, image) != "admitted" \
+            else "admitted"
     for n in namespaces:
         images = checks.image_corpus() if n["name"] == ns else ("nginx", "registry.example.com:5000/app")
         for image in images:
