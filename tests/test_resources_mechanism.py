@@ -452,8 +452,8 @@ def test_convert_shows_the_open_range_at_the_top_and_refuses_shares_kubelet_neve
 
 def test_convert_forward_withholds_the_requests_that_give_the_weight_pods_value_until_an_answer_is_recorded():
     """`convert --cpu` over the requests around the weight Pod's would find its range one request
-    at a time: those that land on its value are withheld until the answer is written, and the
-    first one shown afterwards keeps the answer as it was then."""
+    at a time: those that land on its value, or on a weight next to it, are withheld until the
+    answer is written, and the first one shown afterwards keeps the answer as it was then."""
     import os
     from pathlib import Path
 
@@ -472,7 +472,12 @@ def test_convert_forward_withholds_the_requests_that_give_the_weight_pods_value_
         assert withheld.exit_code != 0 and "withheld: exercise weight of lab resources" in str(withheld.exception), \
             withheld.output
         assert "cpu.weight" not in withheld.output
+    # the requests next to them are withheld too: the edges of the refusals are not the answer's
     for milli in (lands[0] - 1, lands[-1] + 1):
+        assert "withheld: exercise weight" in str(runner.invoke(app, ["convert", "--cpu", f"{milli}m"]).exception)
+    below = [m for m in range(1, 2000) if kubelet.shares_to_weight(kubelet.milli_cpu_to_shares(m)) == weight - 1]
+    above = [m for m in range(1, 2000) if kubelet.shares_to_weight(kubelet.milli_cpu_to_shares(m)) == weight + 1]
+    for milli in (below[0] - 1, above[-1] + 1):
         shown = runner.invoke(app, ["convert", "--cpu", f"{milli}m"])
         assert shown.exit_code == 0 and "cpu.weight" in shown.output and f"cpu.weight {weight} " not in shown.output
     answers = Path(os.environ["LABKIT_ANSWERS_DIR"]) / "resources"
@@ -578,8 +583,8 @@ def test_plan_withholds_the_qos_pods_whatever_their_names_and_workloads(tmp_path
 
 def test_plan_withholds_requests_that_land_on_the_weight_pods_value():
     """`plan` converts a Pod's requests forward as `convert --cpu` does: a Pod whose pod cgroup gets
-    the weight Pod's cpu.shares or cpu.weight is withheld until the weight answer is written; the
-    weight Pod itself shows the value the exercise asks to read."""
+    the weight Pod's cpu.shares or cpu.weight, or a weight next to it, is withheld until the weight
+    answer is written; the weight Pod itself shows the value the exercise asks to read."""
     import tempfile
 
     from typer.testing import CliRunner
@@ -587,16 +592,29 @@ def test_plan_withholds_requests_that_land_on_the_weight_pods_value():
     from labkit.resources.cli import app
 
     _shares, weight = situations_weight()
-    lands = [m for m in range(1, 2000) if kubelet.shares_to_weight(kubelet.milli_cpu_to_shares(m)) == weight]
+
+    def giving(w):
+        return [m for m in range(1, 2000) if kubelet.shares_to_weight(kubelet.milli_cpu_to_shares(m)) == w]
+    lands = giving(weight)
+    # the weights next to it are withheld too: else the edges of the refusals were the answer
+    below, above = giving(weight - 1), giving(weight + 1)
     pods = [f"apiVersion: v1\nkind: Pod\nmetadata: {{name: p{m}}}\nspec:\n  containers:\n    - name: c\n"
-            f"      resources: {{requests: {{cpu: {m}m}}}}\n" for m in (lands[0] - 1, lands[0], 250, lands[-1], lands[-1] + 1)]
+            f"      resources: {{requests: {{cpu: {m}m}}}}\n"
+            for m in (below[0] - 1, below[0], lands[0] - 1, lands[0], 250, lands[-1], lands[-1] + 1, above[-1],
+                      above[-1] + 1)]
     with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
         f.write("---\n".join(pods))
         f.flush()
         planned = CliRunner().invoke(app, ["plan", "-f", f.name])
     assert "withheld: exercise weight" in planned.output, planned.output
     shown = {line.split()[0] for line in planned.output.splitlines() if line.startswith("pod/")}
-    assert shown == {f"pod/p{lands[0] - 1}", f"pod/p{lands[-1] + 1}"}, planned.output
+    assert shown == {f"pod/p{below[0] - 1}", f"pod/p{above[-1] + 1}"}, planned.output
+    # convert likewise: forward, one millicore at a time, the refusals do not end at the answer's edges
+    for m in (lands[0] - 1, lands[0], lands[-1], lands[-1] + 1):
+        assert "withheld: exercise weight" in str(CliRunner().invoke(app, ["convert", "--cpu", f"{m}m"]).exception)
+    for w in (weight - 1, weight + 1):
+        assert "withheld: exercise weight" in str(CliRunner().invoke(app, ["convert", "--weight", str(w)]).exception)
+    assert "cpu.weight" in CliRunner().invoke(app, ["convert", "--weight", str(weight + 2)]).output
     mystery = CliRunner().invoke(app, ["plan", "-f", "labs/resources/scenarios/node-1.yaml"])
     assert "pod/mystery" in mystery.output and "exercise weight" not in mystery.output
     # a container whose own request lands there shows the conversion in its container cgroup,

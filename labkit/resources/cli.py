@@ -438,7 +438,8 @@ def plan(filename: Path = typer.Option(..., "-f", "--filename", help="Pods (YAML
     if landing:
         pods = [p for p in pods if p.name not in landing]
         typer.echo(predictions.refusal(LAB_ID, "weight", f"what kubelet makes of {', '.join(landing)} (cpu requests "
-                                                         "that give the weight exercise's value)"), err=True)
+                                                         "that give the weight exercise's value, or one next to it)"),
+                   err=True)
     out = []
     for pod in pods:
         def both(s):
@@ -466,17 +467,25 @@ def plan(filename: Path = typer.Option(..., "-f", "--filename", help="Pods (YAML
             typer.echo(f"  {name}: {c}")
 
 
+# Forward and back conversions are withheld for the weight Pod's cpu.weight and its neighbours on
+# either side: withholding that value's requests alone made the edges of the refusals the answer
+# (`convert --cpu` one millicore at a time, refused from min_millicores to max_millicores).
+WEIGHT_BAND = 1
+
+
 def _weight_answer(shares: int | None, weight: int | None, tool: str = "labkit resources convert") -> bool:
     """True when converting this value (back, or forward from a request) would answer the
     weight exercise before its answer is recorded: the pod cgroup's cpu.shares or cpu.weight,
-    or shares giving that weight (`plan` converts a Pod's requests forward as `convert --cpu` does)."""
+    or shares giving that weight, or a weight next to it, whose edges are the answer's
+    (`plan` converts a Pod's requests forward as `convert --cpu` does)."""
     from labkit.labs import get_lab
     from labkit import predictions
     from labkit.resources import kubelet, situations
 
     pod_shares, pod_weight = situations.weight_values(get_lab(LAB_ID))
-    ours = (shares is not None and (shares == pod_shares or kubelet.shares_to_weight(max(shares, 2)) == pod_weight)) \
-        or (weight is not None and weight == pod_weight)
+    ours = (shares is not None and (shares == pod_shares
+                                    or abs(kubelet.shares_to_weight(max(shares, 2)) - pod_weight) <= WEIGHT_BAND)) \
+        or (weight is not None and abs(weight - pod_weight) <= WEIGHT_BAND)
     return ours and not predictions.reveal(LAB_ID, "weight", tool)
 
 
