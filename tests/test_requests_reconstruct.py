@@ -100,6 +100,69 @@ def test_the_reference_image_policy_refuses_untagged_images_in_web_only():
     assert verdict("default", "nginx") == "admitted"
 
 
+def test_an_extra_binding_that_only_audits_other_namespaces_fails_the_image_policy_and_is_named():
+    """The image policy is web's only: a second binding of the right policy for every namespace
+    refuses and warns nothing with validationActions [Audit], yet writes every other namespace's
+    untagged Pods into the audit log; the judge names that binding. The reference alone passes."""
+    import copy
+
+    from labkit.exercises import CheckContext, CheckFailed
+    from labkit.labs import get_lab
+    from labkit.state import LabEnv, LabState
+
+    solution = _module("requests_policy_scope", REPO / "labs" / "requests" / "solutions" / "image-tag-policy.py")
+    the_lab = get_lab("requests")
+    state = LabState(the_lab.id)
+    state.ensure_dir()
+    ctx = CheckContext(LabEnv(the_lab, state), the_lab.exercise("image-tag-policy"))
+    checks = the_lab._load("checks.py")
+    namespaces = [{"name": n, "labels": {"kubernetes.io/metadata.name": n}} for n in ("web", "default", "shop")]
+    typed = lambda o: {**o, "apiVersion": "admissionregistration.k8s.io/v1"}  # noqa: E731
+    reference = {"policies": [typed(solution.policy(solution.EXPRESSIONS))], "bindings": [typed(solution.binding())],
+                 "namespaces": namespaces}
+    assert checks.judge_image_tag_policy(ctx, reference).passed
+    audit = copy.deepcopy(solution.binding(("Audit",)))
+    audit["metadata"]["name"] = "audit-everywhere"
+    del audit["spec"]["matchResources"]
+    extra = {**reference, "bindings": reference["bindings"] + [typed(audit)]}
+    try:
+        checks.judge_image_tag_policy(ctx, extra)
+    except CheckFailed as exc:
+        message = exc.message
+    else:
+        raise AssertionError("an Audit binding for every namespace passed")
+    assert "'audit-everywhere'" in message and "audit log" in message and "web only" in message, message
+
+
+def test_an_image_policy_for_creations_only_fails_on_an_image_changed_in_place():
+    """A Pod's container image is mutable: a policy matching CREATE only admits `kubectl set image`
+    to an untagged image in web, and the judge says so; with UPDATE too it passes."""
+    from labkit.exercises import CheckContext, CheckFailed
+    from labkit.labs import get_lab
+    from labkit.state import LabEnv, LabState
+
+    solution = _module("requests_policy_update", REPO / "labs" / "requests" / "solutions" / "image-tag-policy.py")
+    the_lab = get_lab("requests")
+    state = LabState(the_lab.id)
+    state.ensure_dir()
+    ctx = CheckContext(LabEnv(the_lab, state), the_lab.exercise("image-tag-policy"))
+    checks = the_lab._load("checks.py")
+    policy = solution.policy(solution.EXPRESSIONS)
+    policy["spec"]["matchConstraints"]["resourceRules"][0]["operations"] = ["CREATE"]
+    obs = {"policies": [{**policy, "apiVersion": "admissionregistration.k8s.io/v1"}],
+           "bindings": [{**solution.binding(), "apiVersion": "admissionregistration.k8s.io/v1"}],
+           "namespaces": [{"name": n, "labels": {"kubernetes.io/metadata.name": n}} for n in ("web", "default")]}
+    try:
+        checks.judge_image_tag_policy(ctx, obs)
+    except CheckFailed as exc:
+        assert "changed in place" in exc.message and "UPDATE" in exc.message, exc.message
+    else:
+        raise AssertionError("a policy for creations only passed")
+    policy["spec"]["matchConstraints"]["resourceRules"][0]["operations"] = ["CREATE", "UPDATE"]
+    obs["policies"] = [{**policy, "apiVersion": "admissionregistration.k8s.io/v1"}]
+    assert checks.judge_image_tag_policy(ctx, obs).passed
+
+
 def test_access_grants_exactly_what_rule_allows_grants_name_by_name():
     """access() finds the rules fitting a verb and resource once, then matches names: the same
     grants as asking the server's rule_allows about every request of the space, one by one."""

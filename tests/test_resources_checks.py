@@ -88,7 +88,7 @@ def test_a_limit_the_kernel_keeps_throttling_fails_on_the_live_counters(lab):
 def test_the_eviction_order_pods_are_known_under_other_names(lab, tmp_path):
     """`labkit resources evict` withholds the ranking of the exercise's Pods until a prediction is
     recorded: a renamed copy of them, or one whose workloads hold a little more, is ranked exactly
-    as they are, so it is theirs too."""
+    as they are, and one with other amounts by the same rule, so it is theirs too."""
     from labkit.inputs import load_yaml
     from labkit.resources import situations
     from labkit.resources.node import load_pods_strict
@@ -101,11 +101,19 @@ def test_the_eviction_order_pods_are_known_under_other_names(lab, tmp_path):
         for c in d["spec"]["containers"]:
             c["name"] += "-x"
             c["command"] = [f"{int(w[:-2]) + 1}Mi" if w.endswith("Mi") else w for w in c["command"]]
+    # crawler with another request is ranked by the same rule (its place tells crawler's); crawler
+    # without its PriorityClass, or with a memory limit too, is another Pod
     other = copy.deepcopy(docs[0])
     other["metadata"]["name"] = "mine"
     other["spec"]["containers"][0]["resources"] = {"requests": {"memory": "1Mi"}}
-    (tmp_path / "copy.yaml").write_text(yaml.safe_dump_all(renamed + [other]))
+    unprioritised = copy.deepcopy(docs[0])
+    unprioritised["metadata"]["name"] = "unprioritised"
+    del unprioritised["spec"]["priorityClassName"]
+    limited = copy.deepcopy(docs[0])
+    limited["metadata"]["name"] = "limited"
+    limited["spec"]["containers"][0]["resources"]["limits"] = {"memory": "64Mi"}
+    (tmp_path / "copy.yaml").write_text(yaml.safe_dump_all(renamed + [other, unprioritised, limited]))
     classes = {str(k): int(v) for k, v in load_yaml(the_lab.directory / "nodes.yaml")["priorityClasses"].items()}
     pods = load_pods_strict(tmp_path / "copy.yaml", params["node"], classes)
     found = situations.eviction_pods_among(the_lab, pods)
-    assert found == {"x" + d["metadata"]["name"] for d in docs} and "mine" not in found
+    assert found == {"x" + d["metadata"]["name"] for d in docs} | {"mine"}

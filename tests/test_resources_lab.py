@@ -99,7 +99,9 @@ def test_plan_works_offline_with_the_labs_and_the_students_priority_classes(tmp_
     pod = tmp_path / "pod.yaml"
     pod.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "batch"},
                                    "spec": {"priorityClassName": "nightly",
-                                            "containers": [{"name": "c", "image": "x"}]}}))
+                                            # not shaped as a qos Pod (those are withheld before the qos answer)
+                                            "containers": [{"name": "c", "image": "x",
+                                                            "resources": {"requests": {"memory": "1Mi"}}}]}}))
     refused = labkit("resources", "plan", "-f", str(pod), check=2)
     assert "no PriorityClass with name nightly was found" in refused.stderr
     assert labkit("resources", "plan", "-f", str(pod), "--priority-class", "nightly=5", check=0).stdout.startswith("pod/batch")
@@ -140,7 +142,9 @@ def test_convert_and_plan_withhold_the_answers_until_one_is_recorded(tmp_path):
     assert "cpu requests 98m..98m" in labkit("resources", "convert", "--shares", "100", check=0).stdout
     planned = labkit("resources", "plan", "-f", "labs/resources/scenarios/node-1.yaml", check=0)
     assert "withheld: exercise qos" in planned.stderr
-    assert "pod/frontend" in planned.stdout and "pod/queue" not in planned.stdout and "Guaranteed" not in planned.stdout
+    # frontend is shaped as web (cpu and memory requested and limited): its class would tell web's
+    assert "pod/shop" in planned.stdout and "pod/queue" not in planned.stdout and "Guaranteed" not in planned.stdout
+    assert "pod/frontend" not in planned.stdout and "pod/web" not in planned.stdout
     # a copy under another name is the same Pod
     queue = next(d for d in yaml.safe_load_all(Path("labs/resources/scenarios/node-1.yaml").read_text())
                  if d and d["metadata"]["name"] == "queue")

@@ -365,6 +365,39 @@ class FakeNode:
         self.evicted.append(name)
 
 
+def test_evict_withholds_a_ranking_that_places_one_look_alike_beside_another_pod(tmp_path, monkeypatch):
+    """Before the eviction-order answer, `labkit resources evict` ranks no Pod shaped as one of
+    the exercise's (its priority and which memory and cpu it requests and limits, whatever the
+    amounts) beside another Pod: one look-alike at a time beside a Pod of the student's choice
+    would assemble the order. A look-alike alone on its node, and Pods of other shapes, are ranked."""
+    from types import SimpleNamespace
+
+    from typer.testing import CliRunner
+
+    from labkit.resources import cli
+
+    classes = {"low-priority": -10, "high-priority": 1000000}
+    # crawler with another request (32Mi in the scenario), and a Pod no exercise Pod is shaped as
+    crawler = make({"priorityClassName": "low-priority",
+                    "containers": [{"name": "c", "resources": {"requests": {"memory": "1Mi"}}}]}, "mine", classes)
+    yardstick = make({"containers": [{"name": "c", "resources": {"requests": {"memory": "8Mi", "cpu": "10m"}}}]},
+                     "yardstick", classes)
+    other = make({"containers": [{"name": "c", "resources": {"limits": {"memory": "8Mi"}, "requests": {"cpu": "5m"}}}]},
+                 "other", classes)
+    monkeypatch.setattr(cli, "_env", lambda: SimpleNamespace(lab=get_lab("resources")))
+
+    def evict(*pods):
+        fake = FakeNode(tmp_path, list(pods))
+        fake.available = 400 * 2 ** 20
+        monkeypatch.setattr(cli, "node", lambda env, name: fake)
+        return CliRunner().invoke(cli.app, ["evict", "--node", "n1"])
+    refused = evict(crawler, yardstick)
+    assert refused.exit_code != 0 and "withheld: exercise eviction-order" in str(refused.exception), refused.output
+    assert "mine" in str(refused.exception)
+    for shown in (evict(crawler), evict(yardstick, other)):
+        assert shown.exit_code == 0 and "no threshold met" in shown.output, (shown.output, shown.exception)
+
+
 def test_a_threshold_stays_met_until_the_minimum_reclaim_from_one_evict_run_to_the_next(tmp_path):
     pods = [make({"containers": [{"name": "c"}]}, name) for name in ("a", "b", "c")]
     fake = FakeNode(tmp_path, pods)
@@ -419,8 +452,8 @@ def test_convert_shows_the_open_range_at_the_top_and_refuses_shares_kubelet_neve
 
 def test_convert_forward_withholds_the_requests_that_give_the_weight_pods_value_until_an_answer_is_recorded():
     """`convert --cpu` over the requests around the weight Pod's would find its range one request
-    at a time: those that land on its value are withheld until the answer is written, and the
-    first one shown afterwards keeps the answer as it was then."""
+    at a time: those that land on its value, or on a weight next to it, are withheld until the
+    answer is written, and the first one shown afterwards keeps the answer as it was then."""
     import os
     from pathlib import Path
 
@@ -439,7 +472,12 @@ def test_convert_forward_withholds_the_requests_that_give_the_weight_pods_value_
         assert withheld.exit_code != 0 and "withheld: exercise weight of lab resources" in str(withheld.exception), \
             withheld.output
         assert "cpu.weight" not in withheld.output
+    # the requests next to them are withheld too: the edges of the refusals are not the answer's
     for milli in (lands[0] - 1, lands[-1] + 1):
+        assert "withheld: exercise weight" in str(runner.invoke(app, ["convert", "--cpu", f"{milli}m"]).exception)
+    below = [m for m in range(1, 2000) if kubelet.shares_to_weight(kubelet.milli_cpu_to_shares(m)) == weight - 1]
+    above = [m for m in range(1, 2000) if kubelet.shares_to_weight(kubelet.milli_cpu_to_shares(m)) == weight + 1]
+    for milli in (below[0] - 1, above[-1] + 1):
         shown = runner.invoke(app, ["convert", "--cpu", f"{milli}m"])
         assert shown.exit_code == 0 and "cpu.weight" in shown.output and f"cpu.weight {weight} " not in shown.output
     answers = Path(os.environ["LABKIT_ANSWERS_DIR"]) / "resources"
@@ -511,8 +549,9 @@ def test_delete_finds_the_pod_on_the_node_it_is_on(monkeypatch):
 
 def test_plan_withholds_the_qos_pods_whatever_their_names_and_workloads(tmp_path):
     """A copy of the qos exercise's Pods with every Pod and container renamed and other commands
-    is classified and scored as the originals are: `plan` withholds it until the qos answer is
-    written, and still shows a Pod whose resources differ."""
+    is classified and scored as the originals are, and so is one with other amounts of the same
+    requests and limits (whichever class they give): `plan` withholds them until the qos answer is
+    written, and still shows a Pod that requests or limits other resources."""
     from typer.testing import CliRunner
 
     from labkit.resources.cli import app
@@ -525,8 +564,17 @@ def test_plan_withholds_the_qos_pods_whatever_their_names_and_workloads(tmp_path
             c["name"] += "-x"
             c["command"] = ["sleep", "3600"]
     other = yaml.safe_load("apiVersion: v1\nkind: Pod\nmetadata: {name: other}\nspec:\n  containers:\n"
-                           "    - name: c\n      resources: {limits: {cpu: 100m, memory: 257Mi}}\n")
-    (tmp_path / "copy.yaml").write_text(yaml.safe_dump_all(qos + [other]))
+                           "    - name: c\n      resources: {limits: {memory: 257Mi}}\n")
+    # the qos Pods with other amounts: queue's limits changed (still Guaranteed), web's request
+    # raised to its limit (Guaranteed where web is Burstable), migrate's app one MiB more
+    amounts = yaml.safe_load_all(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: queue-amounts}\nspec:\n  containers:\n"
+        "    - name: c\n      resources: {limits: {cpu: 100m, memory: 257Mi}}\n---\n"
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: web-amounts}\nspec:\n  containers:\n"
+        "    - name: c\n      resources: {requests: {cpu: 500m, memory: 256Mi}, limits: {cpu: 500m, memory: 256Mi}}\n---\n"
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: migrate-amounts}\nspec:\n  initContainers: [{name: i}]\n"
+        "  containers:\n    - name: c\n      resources: {limits: {cpu: 100m, memory: 65Mi}}\n")
+    (tmp_path / "copy.yaml").write_text(yaml.safe_dump_all(qos + list(amounts) + [other]))
     planned = CliRunner().invoke(app, ["plan", "-f", str(tmp_path / "copy.yaml")])
     assert "withheld: exercise qos" in planned.output, planned.output
     shown = {line.split()[0] for line in planned.output.splitlines() if line.startswith("pod/")}
@@ -535,8 +583,8 @@ def test_plan_withholds_the_qos_pods_whatever_their_names_and_workloads(tmp_path
 
 def test_plan_withholds_requests_that_land_on_the_weight_pods_value():
     """`plan` converts a Pod's requests forward as `convert --cpu` does: a Pod whose pod cgroup gets
-    the weight Pod's cpu.shares or cpu.weight is withheld until the weight answer is written; the
-    weight Pod itself shows the value the exercise asks to read."""
+    the weight Pod's cpu.shares or cpu.weight, or a weight next to it, is withheld until the weight
+    answer is written; the weight Pod itself shows the value the exercise asks to read."""
     import tempfile
 
     from typer.testing import CliRunner
@@ -544,18 +592,41 @@ def test_plan_withholds_requests_that_land_on_the_weight_pods_value():
     from labkit.resources.cli import app
 
     _shares, weight = situations_weight()
-    lands = [m for m in range(1, 2000) if kubelet.shares_to_weight(kubelet.milli_cpu_to_shares(m)) == weight]
+
+    def giving(w):
+        return [m for m in range(1, 2000) if kubelet.shares_to_weight(kubelet.milli_cpu_to_shares(m)) == w]
+    lands = giving(weight)
+    # the weights next to it are withheld too: else the edges of the refusals were the answer
+    below, above = giving(weight - 1), giving(weight + 1)
     pods = [f"apiVersion: v1\nkind: Pod\nmetadata: {{name: p{m}}}\nspec:\n  containers:\n    - name: c\n"
-            f"      resources: {{requests: {{cpu: {m}m}}}}\n" for m in (lands[0] - 1, lands[0], 250, lands[-1], lands[-1] + 1)]
+            f"      resources: {{requests: {{cpu: {m}m}}}}\n"
+            for m in (below[0] - 1, below[0], lands[0] - 1, lands[0], 250, lands[-1], lands[-1] + 1, above[-1],
+                      above[-1] + 1)]
     with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
         f.write("---\n".join(pods))
         f.flush()
         planned = CliRunner().invoke(app, ["plan", "-f", f.name])
     assert "withheld: exercise weight" in planned.output, planned.output
     shown = {line.split()[0] for line in planned.output.splitlines() if line.startswith("pod/")}
-    assert shown == {f"pod/p{lands[0] - 1}", f"pod/p{lands[-1] + 1}"}, planned.output
+    assert shown == {f"pod/p{below[0] - 1}", f"pod/p{above[-1] + 1}"}, planned.output
+    # convert likewise: forward, one millicore at a time, the refusals do not end at the answer's edges
+    for m in (lands[0] - 1, lands[0], lands[-1], lands[-1] + 1):
+        assert "withheld: exercise weight" in str(CliRunner().invoke(app, ["convert", "--cpu", f"{m}m"]).exception)
+    for w in (weight - 1, weight + 1):
+        assert "withheld: exercise weight" in str(CliRunner().invoke(app, ["convert", "--weight", str(w)]).exception)
+    assert "cpu.weight" in CliRunner().invoke(app, ["convert", "--weight", str(weight + 2)]).output
     mystery = CliRunner().invoke(app, ["plan", "-f", "labs/resources/scenarios/node-1.yaml"])
     assert "pod/mystery" in mystery.output and "exercise weight" not in mystery.output
+    # a container whose own request lands there shows the conversion in its container cgroup,
+    # though the Pod as a whole requests more
+    inside = (f"apiVersion: v1\nkind: Pod\nmetadata: {{name: inside}}\nspec:\n  containers:\n"
+              f"    - name: worker\n      resources: {{requests: {{cpu: {lands[0]}m}}}}\n"
+              f"    - name: helper\n      resources: {{requests: {{cpu: 100m}}}}\n")
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
+        f.write(inside)
+        f.flush()
+        planned = CliRunner().invoke(app, ["plan", "-f", f.name])
+    assert "withheld: exercise weight" in planned.output and "pod/inside" not in planned.output, planned.output
 
 
 def situations_weight():

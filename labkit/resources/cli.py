@@ -355,11 +355,13 @@ def evict(node_name: Optional[str] = typer.Option(None, "--node", help=NODE_HELP
     env = _env()
     n = node(env, node_name)
     exercise = env.lab.exercise("eviction-order")
-    ours = situations.eviction_pods_among(env.lab, [pod for _r, pod in n.active()])
-    # a ranking orders Pods: one of the exercise's, by name, or two alike them are about to be ranked
-    # (a lone look-alike, as a BestEffort Pod is of logs, is no order of theirs)
+    active = [pod for _r, pod in n.active()]
+    ours = situations.eviction_pods_among(env.lab, active)
+    # a ranking orders Pods: one of the exercise's, by name, or one shaped as one of them beside any
+    # other Pod is about to be ranked (its place beside a Pod of the student's choice, one
+    # look-alike at a time, would assemble the exercise's order); a Pod alone on the node is no order
     named = ours & situations.eviction_pod_names(env.lab)
-    if (named or len(ours) >= 2) and not predictions.reveal(LAB_ID, exercise.id, "labkit resources evict"):  # any node
+    if (named or (ours and len(active) >= 2)) and not predictions.reveal(LAB_ID, exercise.id, "labkit resources evict"):
         raise LabkitError(predictions.refusal(LAB_ID, exercise.id, f"the eviction manager's ranking of {', '.join(sorted(ours))}"))
 
     def say(result):
@@ -418,18 +420,26 @@ def plan(filename: Path = typer.Option(..., "-f", "--filename", help="Pods (YAML
     hidden = [p.name for p in pods if situations.is_qos_pod(lab, p)]
     if hidden and not predictions.reveal(LAB_ID, "qos", "labkit resources plan"):
         pods = [p for p in pods if p.name not in hidden]
-        typer.echo(predictions.refusal(LAB_ID, "qos", f"what kubelet makes of {', '.join(hidden)} (the qos exercise's Pods)"),
+        typer.echo(predictions.refusal(LAB_ID, "qos", f"what kubelet makes of {', '.join(hidden)} (the qos exercise's Pods, "
+                                                      "or shaped as one: the same cpu and memory requests and limits set, "
+                                                      "whatever the amounts)"),
                    err=True)
-    # the pod cgroup's cpu.shares and cpu.weight of a Pod whose requests land on the weight Pod's value
-    # answer the weight exercise forward, as `convert --cpu` would; the weight Pod itself shows only
-    # the value the exercise asks to read
+    # the cpu.shares and cpu.weight of a pod or container cgroup whose request lands on the weight
+    # Pod's value answer the weight exercise forward, as `convert --cpu` would; the weight Pod itself
+    # shows only the value the exercise asks to read (its pod cgroup's)
     weight_pod = situations.weight_pod(lab)
-    landing = [p.name for p in pods if not situations.same_spec(p, weight_pod)
-               and _weight_answer(kubelet.pod_cgroup(p).cpu_shares, None, "labkit resources plan")]
+
+    def lands(p) -> bool:
+        cgroups = [kubelet.container_cgroup(p, c) for c in p.all_containers()]
+        if not situations.same_spec(p, weight_pod):
+            cgroups.append(kubelet.pod_cgroup(p))
+        return any(_weight_answer(g.cpu_shares, None, "labkit resources plan") for g in cgroups if g.cpu_shares)
+    landing = [p.name for p in pods if lands(p)]
     if landing:
         pods = [p for p in pods if p.name not in landing]
         typer.echo(predictions.refusal(LAB_ID, "weight", f"what kubelet makes of {', '.join(landing)} (cpu requests "
-                                                         "that give the weight exercise's value)"), err=True)
+                                                         "that give the weight exercise's value, or one next to it)"),
+                   err=True)
     out = []
     for pod in pods:
         def both(s):
@@ -457,17 +467,25 @@ def plan(filename: Path = typer.Option(..., "-f", "--filename", help="Pods (YAML
             typer.echo(f"  {name}: {c}")
 
 
+# Forward and back conversions are withheld for the weight Pod's cpu.weight and its neighbours on
+# either side: withholding that value's requests alone made the edges of the refusals the answer
+# (`convert --cpu` one millicore at a time, refused from min_millicores to max_millicores).
+WEIGHT_BAND = 1
+
+
 def _weight_answer(shares: int | None, weight: int | None, tool: str = "labkit resources convert") -> bool:
     """True when converting this value (back, or forward from a request) would answer the
     weight exercise before its answer is recorded: the pod cgroup's cpu.shares or cpu.weight,
-    or shares giving that weight (`plan` converts a Pod's requests forward as `convert --cpu` does)."""
+    or shares giving that weight, or a weight next to it, whose edges are the answer's
+    (`plan` converts a Pod's requests forward as `convert --cpu` does)."""
     from labkit.labs import get_lab
     from labkit import predictions
     from labkit.resources import kubelet, situations
 
     pod_shares, pod_weight = situations.weight_values(get_lab(LAB_ID))
-    ours = (shares is not None and (shares == pod_shares or kubelet.shares_to_weight(max(shares, 2)) == pod_weight)) \
-        or (weight is not None and weight == pod_weight)
+    ours = (shares is not None and (shares == pod_shares
+                                    or abs(kubelet.shares_to_weight(max(shares, 2)) - pod_weight) <= WEIGHT_BAND)) \
+        or (weight is not None and abs(weight - pod_weight) <= WEIGHT_BAND)
     return ours and not predictions.reveal(LAB_ID, "weight", tool)
 
 

@@ -51,9 +51,31 @@ def _bare_spec(manifest: dict) -> dict:
     return spec
 
 
+def resource_shape(pod) -> tuple:
+    """What labkit's reconstruction of a Pod's QoS class reads, without the amounts: which of cpu
+    and memory each container (init containers with whether they are sidecars) and the pod level
+    request and limit (a zero amount counts as none, as ComputePodQOS skips it:
+    pkg/apis/core/v1/helper/qos/qos.go). The class and the oom_score_adj values follow from the
+    amounts within one shape; a Pod of a qos Pod's shape is that Pod with other amounts, and what
+    kubelet makes of it tells the qos answer for that Pod, whichever class it gets."""
+    from labkit.pods import QOS_RESOURCES
+
+    def keys(resources) -> tuple:
+        return tuple(sorted(n for n, q in (resources or {}).items() if n in QOS_RESOURCES and q.value > 0))
+    containers = tuple(sorted((keys(c.requests), keys(c.limits)) for c in pod.containers))
+    inits = tuple(sorted((keys(c.requests), keys(c.limits), c.sidecar) for c in pod.init_containers))
+    pod_level = None if pod.pod_requests is None and pod.pod_limits is None else \
+        (keys(pod.pod_requests), keys(pod.pod_limits))
+    return containers, inits, pod_level
+
+
 def is_qos_pod(lab, pod) -> bool:
-    """A Pod whose spec is one of the qos exercise's (whatever its names, node or workload)."""
-    return any(_bare_spec(pod.manifest) == _bare_spec(p.manifest) for p in qos_pods(lab).values())
+    """A Pod shaped as one of the qos exercise's (`resource_shape`: whatever its names, node,
+    workload and amounts): a copy with another quantity is classified by the same rule, so
+    showing its class shows the answer. Withheld by shape alone, whichever class the amounts
+    give: withholding only the copies whose class equals the original's would itself tell it."""
+    shape = resource_shape(pod)
+    return any(shape == resource_shape(p) for p in qos_pods(lab).values())
 
 
 def eviction_pod_names(lab) -> set[str]:
@@ -62,14 +84,23 @@ def eviction_pod_names(lab) -> set[str]:
     return {p.name for p in _scenario(lab, params["file"].rsplit("/", 1)[-1], params["node"])}
 
 
+def eviction_shape(pod) -> tuple:
+    """What kubelet's eviction ranking reads of a Pod, without the amounts: its priority and which
+    of cpu and memory its containers request and limit (`resource_shape`). rankMemoryPressure
+    (pkg/kubelet/eviction/helpers.go) orders by usage above the memory request, priority, and
+    usage minus request: a Pod of this shape is ranked by the same rule as the exercise's Pod with
+    it, whatever its amounts and workload size, and its place beside any other Pod tells that Pod's."""
+    return pod.priority, resource_shape(pod)
+
+
 def eviction_pods_among(lab, pods) -> set[str]:
-    """The names of `pods` that are the eviction-order exercise's Pods: by name, or by spec under
-    other names or with another workload (a near copy is ranked as the original is)."""
+    """The names of `pods` that are the eviction-order exercise's Pods: by name, or by shape under
+    other names, with another workload or other amounts (`eviction_shape`)."""
     params = _exercise(lab, "eviction-order").params
     ours = _scenario(lab, params["file"].rsplit("/", 1)[-1], params["node"])
     names = {p.name for p in ours}
-    specs = [_bare_spec(p.manifest) for p in ours]
-    return {p.name for p in pods if p.name in names or _bare_spec(p.manifest) in specs}
+    shapes = {eviction_shape(p) for p in ours}
+    return {p.name for p in pods if p.name in names or eviction_shape(p) in shapes}
 
 
 def same_spec(a, b) -> bool:

@@ -718,6 +718,38 @@ def namespaces_like(ns: str, namespaces: list[dict]) -> list[dict]:
             for name, labels in made if name not in present]
 
 
+# what a binding's validationActions did to a request that failed the policy (the trace's outcome)
+_ACTED = {"audited": "each failure is written into the audit log", "warned": "each failure is sent back as a warning",
+          "rejected": "each failure is refused"}
+
+
+def _acting_bindings(attrs) -> list[tuple[str, str]]:
+    """(binding, outcome) of each ValidatingAdmissionPolicyBinding whose validationActions acted on
+    the request, as the dispatcher traced it (staging/src/k8s.io/apiserver/pkg/admission/plugin/
+    policy/validating/dispatcher.go, dispatcher.Dispatch: for a failed validation, Deny refuses,
+    Warn adds a warning, Audit the validation_failure audit annotation)."""
+    out = []
+    for step in attrs.trace.steps:
+        if step.stage == "validating-admission" and "/" in step.name:
+            pair = (step.name.split("/", 1)[1], step.outcome)
+            if pair[1] in _ACTED and pair not in out:
+                out.append(pair)
+    return sorted(out, key=lambda p: list(_ACTED).index(p[1]))
+
+
+def update_verdict(registry, user, namespace: str, image: str) -> str:
+    """What the policies decide on an update of a running Pod in `namespace` whose container
+    image (nginx:1.27) is changed to `image` (a Pod's container images are mutable:
+    pkg/apis/core/validation ValidatePodUpdate)."""
+    old = _image_pod("nginx:1.27", False)
+    old["metadata"]["namespace"] = namespace
+    attrs = reconstruct.pod_attributes(namespace, _image_pod(image, False), operation="UPDATE")
+    attrs.old = old
+    attrs.options = {"kind": "UpdateOptions", "apiVersion": "meta.k8s.io/v1"}
+    attrs.user = user
+    return reconstruct.policy_verdict(registry, attrs)
+
+
 def _image_pod(image, init):
     spec = {"containers": [{"name": "app", "image": "nginx:1.27" if init else image}]}
     if init:
@@ -747,12 +779,12 @@ def judge_image_tag_policy(ctx, obs) -> object:
         attrs = reconstruct.pod_attributes(namespace, _image_pod(image, init))
         attrs.user = admin_user
         result = reconstruct.policy_verdict(registry, attrs)
-        return result, attrs.warnings
+        return result, attrs.warnings, _acting_bindings(attrs)
     wrong_admitted, wrong_refused = [], []
     corpus = image_corpus()
     for init in (False, True):
         for image in corpus:
-            result, _ = verdict(ns, image, init)
+            result, _, _ = verdict(ns, image, init)
             if pinned(image) and result != "admitted":
                 wrong_refused.append((image, init, result.removeprefix("denied: ")))
             elif not pinned(image) and result == "admitted":
@@ -781,21 +813,34 @@ def judge_image_tag_policy(ctx, obs) -> object:
         where = "an init container's" if init else "the"
         raise CheckFailed(f"a Pod with {where} image {image} was refused although it names a tag or a digest ({msg})"
                           f"{_more(wrong_refused)}")
+    # a Pod's container images may be changed in place (an UPDATE: `kubectl set image`): the Pod
+    # then runs the new image, so it is judged as a creation is
+    updated = [image for image in corpus if (update_verdict(registry, admin_user, ns, image) == "admitted") != pinned(image)]
+    if updated:
+        image = updated[0]
+        raise CheckFailed(f"a Pod in {ns} whose image was changed in place (an UPDATE, as `kubectl set image` sends) to "
+                          f"{image} was {'admitted' if not pinned(image) else 'refused'}: the Pod then runs that image "
+                          "— look at the operations your policy matches (matchConstraints)")
     for n in namespaces:
         other = n["name"]
         if other == ns:
             continue
         for image in ("nginx", "registry.example.com:5000/app"):
-            result, warnings = verdict(other, image, False)
-            if result != "admitted" or warnings:
+            result, warnings, acting = verdict(other, image, False)
+            if result != "admitted" or warnings or acting:
                 where = other
                 if n in later:
                     shown = ", ".join(f"{k}={v}" for k, v in sorted(n["labels"].items())
                                       if k != "kubernetes.io/metadata.name")
                     where = f"a namespace created later ({other}{', labelled ' + shown if shown else ''})"
-                what = "refused" if result != "admitted" else "warned about"
-                raise CheckFailed(f"a Pod created in {where} was {what} by your policy: it must apply to {ns} only — "
-                                  "look at the binding's matchResources (and the policy's matchConstraints)")
+                if result != "admitted" or warnings:
+                    what = "refused" if result != "admitted" else "warned about"
+                    raise CheckFailed(f"a Pod created in {where} was {what} by your policy: it must apply to {ns} only — "
+                                      "look at the binding's matchResources (and the policy's matchConstraints)")
+                binding, outcome = acting[0]
+                raise CheckFailed(f"your binding {binding!r} puts the policy to work on Pods created in {where} too "
+                                  f"({outcome}: {_ACTED[outcome]}): the exercise asks for a policy in {ns} only — "
+                                  "look at that binding's matchResources")
     return ctx.passed(f"your policy refuses exactly the images without tag or digest in {ns}, init containers too, "
                       "and leaves the other namespaces alone")
 

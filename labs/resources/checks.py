@@ -28,6 +28,7 @@ import math
 from pathlib import Path
 
 from labkit.exercises import CheckFailed, settle
+from labkit.quantity import Quantity
 from labkit.pods import BEST_EFFORT, BURSTABLE, GUARANTEED, load_pods, pod_from_dict, pod_request, qos_class
 from labkit import predictions
 from labkit.resources import eviction, kubelet
@@ -486,12 +487,22 @@ def judge_oom(ctx, observation):
         data = ctx.answer()
         container = ctx.answer_field(data, "container", str)
         given_cause = ctx.answer_field(data, "cause", str)
-        if container != killed:
-            problems.append(f"container: not {container}")
+        names = [c.name for c in original.running_containers()]
+        if container not in names:
+            problems.append(f"container: {p['pod']} has no container {container!r} (`labkit resources get {p['pod']}` "
+                            "lists its containers)")
         if given_cause not in ("limit", "node"):
             problems.append(f"cause: expected limit or node, got {given_cause!r}")
-        elif given_cause != cause:
-            problems.append(f"cause: not {given_cause} — compare where the limit was hit with where the kill counted")
+        if not problems and (container != killed or given_cause != cause):
+            # two values of two choices each: naming the wrong one would name the right one, so the
+            # feedback says where the kernel records both, and neither which nor how many are wrong
+            problems.append(ctx.grid_feedback(
+                [v for v, wrong in (("container", container != killed), ("cause", given_cause != cause)) if wrong],
+                2, "values (container, cause)", noun="answer",
+                advice=f"the kernel's counters name both: which of {p['pod']}'s container cgroups counted an OOM kill "
+                       "(`labkit resources get`, memory.oom_control or memory.events), and whose memory ran out: "
+                       "`labkit resources oom-kills` gives the cgroup whose limit was hit (oom_memcg, or global_oom) "
+                       "beside the one the killed process lived in (task_memcg)"))
     except CheckFailed as exc:
         problems.append(exc.message)
     problems += _others_unchanged(observation, p["node"], "node-1.yaml", p["pod"])
@@ -580,7 +591,8 @@ def judge_noisy_neighbour(ctx, observation):
     command allocates; cache keeps a memory limit, below the node's memory, and fills its cache
     to what that limit allows; memory.available stays at or above the eviction threshold, on the
     node and as labkit reconstructs it from the specs; storefront and cron are as given, and of
-    cache only its memory request and limit changed."""
+    cache only its memory request and limit changed, the request not below the scenario's (a
+    lower one reserves even less of what it takes: the prompt's trouble made worse)."""
     p = ctx.params
     node_name, cache = p["node"], p["pod"]
     config = _config(node_name)
@@ -608,6 +620,10 @@ def judge_noisy_neighbour(ctx, observation):
             if changed:
                 problems.append(f"{_describe_changes(name, changed, spec)} changed: of {cache} only its memory request and "
                                 "limit are yours to change (the command is the workload)")
+            elif _memory_request(spec, only) < _memory_request(original.manifest["spec"], only):
+                problems.append(f"{cache}'s memory request is below what the scenario gives it: it would reserve even less "
+                                "of the memory it takes, and the node's accounting (the scheduler's fit, kubelet's "
+                                "eviction ranking) would count less of it; the request may stay or rise, not fall")
     if problems:
         return ctx.failed("; ".join(problems))
     requested = sum(pod_request(_pod_of(live["manifest"], node_name), "memory").value_int() for live in pods.values())
@@ -640,6 +656,15 @@ def judge_noisy_neighbour(ctx, observation):
                           f"({threshold // MIB}Mi): {cache}'s limit still lets it take memory nobody reserved")
     return ctx.passed(f"{node_name} has {observation['available'] // MIB}Mi available (threshold {threshold // MIB}Mi) "
                       "with all Pods running")
+
+
+def _memory_request(spec: dict, container: str) -> int:
+    """A container's memory request in bytes in a stored (defaulted) spec; 0 without one."""
+    for c in spec.get("containers") or []:
+        if c.get("name") == container:
+            value = ((c.get("resources") or {}).get("requests") or {}).get("memory")
+            return Quantity.parse(str(value)).value_int() if value is not None else 0
+    return 0
 
 
 def check_noisy_neighbour(ctx):

@@ -59,3 +59,23 @@ def bound_by_a_label_web_has(env):
     binding = ref.binding()
     binding["spec"]["matchResources"] = {"namespaceSelector": {"matchLabels": {"pod-labeler": "enabled"}}}
     ref.apply(env, ref.policy(ref.EXPRESSIONS), binding)
+
+
+@mistake("puts the policy to work", "require-image-tag-audit", "audit log")
+def audits_everywhere(env):
+    """Binds the right policy to web with Deny, and adds a second binding with validationActions
+    [Audit] for every namespace, thinking an audit refuses nothing and so does no harm."""
+    ref = _reference(env)
+    audit = ref.binding(("Audit",))
+    audit["metadata"]["name"] = "require-image-tag-audit"
+    del audit["spec"]["matchResources"]
+    ref.apply(env, ref.policy(ref.EXPRESSIONS), ref.binding(), audit)
+
+
+@mistake("UPDATE", "kubectl set image")
+def creations_only(env):
+    """Matches CREATE only: a Pod's image changed in place to an untagged one is admitted."""
+    ref = _reference(env)
+    policy = ref.policy(ref.EXPRESSIONS)
+    policy["spec"]["matchConstraints"]["resourceRules"][0]["operations"] = ["CREATE"]
+    ref.apply(env, policy, ref.binding())

@@ -1,6 +1,6 @@
 """Near-misses of the image policy: each field of the policy and of its binding dropped or
 swapped (operations, resources, failurePolicy, validationActions, the namespace selected, the
-policy named), each validation dropped, and each expression's image test narrowed or widened to
+policy named), a second binding everywhere with each action alone, each validation dropped, and each expression's image test narrowed or widened to
 one of its parts (a colon anywhere, a digest only, a tag only, always true). Judged by
 observation (the policies, bindings and namespaces), classified by labkit's own policy
 dispatcher and CEL over references of every shape in every namespace."""
@@ -26,15 +26,18 @@ def mutants(ctx):
         table = _table(checks, mutated, ns)
         if table == reference:
             return (), ("the same verdict (admitted, refused, warned) on every image reference of the corpus, in "
-                        "containers and init containers, in every namespace and one made later (labkit's policy "
+                        "containers and init containers, created and set by an update, in every namespace and one made later (labkit's policy "
                         "dispatcher and CEL)")
         wrong = sorted((k for k in table if table[k] != reference[k]), key=lambda k: k[0] != ns)
         namespace, image, init = wrong[0]
         if namespace != ns:
-            return (("warned",) if table[wrong[0]] == "warned" else ("refused",)), None
+            return ({"warned": ("warned",), "audited": ("puts the policy to work", "audit log")}.get(
+                table[wrong[0]], ("refused",))), None
         if all(table[k] == "admitted" for k in table if k[0] == ns) and \
                 not any("Deny" in (b.get("spec") or {}).get("validationActions", []) for b in mutated["bindings"]):
             return ("validationActions",), None
+        if all(k[2] == "update" for k in wrong if k[0] == ns):
+            return ("UPDATE", "operations"), None
         if any(table[k] == "admitted" and reference[k] != "admitted" for k in wrong):
             return ("admitted",), None
         return ("refused",), None
@@ -114,6 +117,18 @@ def mutants(ctx):
         names, equivalent = classify(changed)
         yield Mutant(f"binding:actions=Deny+{extra}", f"binding validationActions [Deny, {extra}]", names=names,
                      observation=changed, equivalent=equivalent)
+    # a second binding of the reference policy beside the reference one, without matchResources
+    # (every namespace), for each action alone: Audit refuses and warns nothing, yet puts the
+    # policy to work on every namespace's Pods
+    for extra in ("Deny", "Warn", "Audit"):
+        everywhere = copy.deepcopy(binding)
+        everywhere["metadata"] = {**everywhere["metadata"], "name": f"{binding['metadata']['name']}-everywhere"}
+        everywhere["spec"].pop("matchResources", None)
+        everywhere["spec"]["validationActions"] = [extra]
+        changed = {**obs, "bindings": [binding, everywhere]}
+        names, equivalent = classify(changed)
+        yield Mutant(f"binding:extra-everywhere-{extra}", f"a second binding everywhere with validationActions [{extra}]",
+                     names=names, observation=changed, equivalent=equivalent)
     yield Mutant("no-binding", "the binding left out", names=("binding",), observation={**obs, "bindings": []},
                  apply=mutate.live_change(binding, None))
     yield Mutant("no-policy", "nothing at all", names=("ValidatingAdmissionPolicy",),
@@ -129,6 +144,10 @@ def _table(checks, obs, ns) -> dict:
         [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n["name"], "labels": n["labels"]}}
          for n in namespaces]))
     out = {}
+    admin = checks._requester("labkit-admin", ("kubeadm:cluster-admins", "system:authenticated"))
+    for image in checks.image_corpus():
+        out[(ns, image, "update")] = "refused" if checks.update_verdict(registry, admin, ns, image) != "admitted" \
+            else "admitted"
     for n in namespaces:
         images = checks.image_corpus() if n["name"] == ns else ("nginx", "registry.example.com:5000/app")
         for image in images:
@@ -136,5 +155,6 @@ def _table(checks, obs, ns) -> dict:
                 attrs = reconstruct.pod_attributes(n["name"], checks._image_pod(image, init))
                 result = reconstruct.policy_verdict(registry, attrs)
                 out[(n["name"], image, init)] = "refused" if result != "admitted" else \
-                    "warned" if attrs.warnings and n["name"] != ns else "admitted"
+                    "warned" if attrs.warnings and n["name"] != ns else \
+                    "audited" if n["name"] != ns and checks._acting_bindings(attrs) else "admitted"
     return out

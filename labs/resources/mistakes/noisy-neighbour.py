@@ -48,3 +48,10 @@ def limited_the_cron(env):
     pod["spec"]["containers"][0]["resources"] = {"limits": {"memory": "64Mi"}}
     lab.replace_pod(env, "node-2", pod)
     lab.wait_settled(env, "node-2", "cron")
+
+
+@mistake("memory request is below")
+def lowered_the_request_too(env):
+    """Lowers the cache's limit to 128Mi and its request to 16Mi, thinking a smaller request frees
+    memory for the neighbours."""
+    _change(env, "cache", lambda r: (r["limits"].update(memory="128Mi"), r["requests"].update(memory="16Mi")))

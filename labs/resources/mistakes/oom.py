@@ -23,14 +23,14 @@ def _run(env, limit):
     lab.wait_settled(env, "node-1", "shop")
 
 
-@mistake("container: not app")
+@mistake("answer is not right", "oom_memcg")
 def blamed_the_app(env):
     """Names the container that is still running, and fixes the right one."""
     _answer(env, "app", "limit")
     _run(env, "256Mi")
 
 
-@mistake("cause: not node")
+@mistake("answer is not right", "oom_memcg")
 def blamed_the_node(env):
     """Says the node ran out of memory, although the container hit its own limit."""
     _answer(env, "indexer", "node")
@@ -99,3 +99,10 @@ def made_room_elsewhere(env):
     pod = lab.scenario_pod(env, "node-1.yaml", "web")
     del pod["spec"]["containers"][0]["resources"]["limits"]["memory"]
     lab.replace_pod(env, "node-1", pod)
+
+
+@mistake("has no container")
+def named_the_pod(env):
+    """Names the Pod (shop) as the killed container, and fixes the right one."""
+    _answer(env, "shop", "limit")
+    _run(env, "256Mi")

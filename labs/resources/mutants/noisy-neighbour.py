@@ -3,7 +3,7 @@ dropped or changed at a time (the cache's limit and request halved, doubled, one
 dropped; every command argument; the neighbours' limits, requests, commands; the names). Whether
 a change of the cache's memory request or limit still solves it is decided by the
 reconstruction: kubelet's admission (the requests fit the allocatable), the cache filling 3/4 of
-its limit (its command) under that limit, the node's working set (every workload's allocation
+its limit (its command) under that limit, its memory request not below the scenario's, the node's working set (every workload's allocation
 plus what its interpreter was measured to hold) leaving memory.available at or above the
 eviction threshold, and the limit below the node's memory."""
 
@@ -23,6 +23,9 @@ def _free_verdict(checks, ctx, observation, node, mutated):
     if sum(pod_request(p, "memory").value_int() for p in pods.values()) > config.allocatable_memory:
         return ("OutOfmemory",), None
     c = mutated.containers[0]
+    if checks._memory_request(mutated.manifest["spec"], c.name) < \
+            checks._memory_request(checks._pristine("node-2.yaml", node.name)[cache].manifest["spec"], c.name):
+        return ("memory request is below",), None
     limit = c.limits.get("memory")
     if limit is None or not limit.value:
         return ("has no memory limit",), None
