@@ -94,6 +94,11 @@ STUCK_POD = "$(kubectl get pods -n shop -l app=reports -o jsonpath='{.items[?(@.
 UNBLOCK = ("kubectl patch secret archive-key -n shop --type=json -p "
            """'[{"op":"replace","path":"/metadata/ownerReferences/0/blockOwnerDeletion","value":false}]'""")
 
+# `labkit resources evict` ranks Pods shaped like eviction-order's once that exercise has an answer
+# (labkit/resources/cli.py); any order of its six Pods will do
+EVICTION_ANSWERED = ("mkdir -p $LABKIT_ANSWERS_DIR/resources && echo '{order: [crawler, analytics, logs, reports, "
+                     "payments, checkout]}' > $LABKIT_ANSWERS_DIR/resources/eviction-order.yaml")
+
 # `labkit numa run` runs a Guaranteed Pod once exercise qos has an answer (labkit.numa.withhold.qos_run_refusal)
 QOS_ANSWERED = ("mkdir -p $LABKIT_ANSWERS_DIR/numa && echo '{qos: {web: Guaranteed, batch: BestEffort, cache: Guaranteed, "
                 "api: Burstable, migrate: Burstable, scratch: BestEffort}}' > $LABKIT_ANSWERS_DIR/numa/qos.yaml && "
@@ -367,7 +372,10 @@ TEXTS: dict[str, dict[str, Run | list[Run] | Mention | Covered]] = {
         "labkit resources delete POD [--node N]": Run("labkit resources delete frontend --node node-1",
                                                       changes="throttled"),
         "labkit resources delete frontend": Run(changes="throttled"),
-        "labkit resources evict --node N": Run("labkit resources evict --node node-2", changes="noisy-neighbour"),
+        # before an eviction-order answer, node-2's cron has the shape of that exercise's logs and is not ranked
+        "labkit resources evict --node N": runs(Run("labkit resources evict --node node-2", code=2, output="withheld"),
+                                                Run("labkit resources evict --node node-2", before=EVICTION_ANSWERED,
+                                                    changes="noisy-neighbour")),
         "labkit resources evict --node node-3": Run(changes="eviction-order"),
         "labkit resources plan -f FILE": Run("labkit resources plan -f scenarios/node-1.yaml"),
         "labkit resources convert": Mention(),

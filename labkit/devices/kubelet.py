@@ -46,6 +46,9 @@ from google.protobuf.message import DecodeError
 from labkit.devices import api, checkpoint
 from labkit.devices.manager import (HEALTHY, Device, DeviceError, DeviceManager, Options, admission_error)
 
+# CLOCK_REALTIME_COARSE of linux/time.h (Python's time module names it from 3.13 on only)
+_CLOCK_REALTIME_COARSE = getattr(time, "CLOCK_REALTIME_COARSE", 5)
+
 CHECKPOINT = "kubelet_internal_checkpoint"     # manager.go kCheckpointName
 SUN_PATH_MAX = 107                             # struct sockaddr_un's sun_path, less its NUL
 
@@ -247,7 +250,17 @@ class Kubelet:
         self.socket.unlink(missing_ok=True)
 
     def restart(self) -> None:
+        try:
+            before = self.socket.stat().st_ctime_ns
+        except FileNotFoundError:
+            before = None
         self.stop()
+        # a plugin tells a kubelet.sock made anew by its inode and change time, and the kernel stamps
+        # times from its coarse clock (a jiffy, up to 4 ms): a restart quicker than that could make a
+        # socket with the same inode number and the same time, which no plugin could tell apart (a
+        # real kubelet takes seconds to come back). Wait for the coarse clock to pass the old time.
+        while before is not None and time.clock_gettime_ns(_CLOCK_REALTIME_COARSE) <= before:
+            time.sleep(0.001)
         self.start()
         self.on_change()
 
