@@ -140,3 +140,18 @@ def test_scenario_errors_name_the_field(tmp_path):
     with pytest.raises(ConfigError) as info:
         load_scenario(path)
     assert info.value.field == "objects[1].spec.nodeName" and "'n9'" in info.value.problem
+
+
+def test_node_ports_are_drawn_above_the_band_kept_for_chosen_ones():
+    # KEP-3668: of 30000-32767 (2768 ports) the first 86 are kept for Services that name their
+    # nodePort; a drawn port comes from the others while any is free, then from the kept ones
+    from labkit.kubeproxy.cluster_state import _Allocator
+    alloc = _Allocator({"serviceCIDR": "10.96.0.0/16"}, [])
+    drawn = {alloc.node_port() for _ in range(2000)}
+    assert min(drawn) >= 30086 and max(drawn) <= 32767
+    small = _Allocator({"serviceCIDR": "10.96.0.0/16", "nodePortRange": "30000-30099"}, [])     # 100 ports: 16 kept
+    upper = {small.node_port() for _ in range(84)}
+    assert upper == set(range(30016, 30100))
+    assert 30000 <= small.node_port() <= 30015          # the upper band is full: a kept one
+    tiny = _Allocator({"serviceCIDR": "10.96.0.0/16", "nodePortRange": "30000-30009"}, [])      # 16 or fewer: none kept
+    assert {tiny.node_port() for _ in range(10)} == set(range(30000, 30010))

@@ -348,7 +348,17 @@ class _Allocator:
                 return ip
 
     def node_port(self) -> int:
-        port = random.choice([p for p in self.node_ports if p not in self.used_ports])
+        """A free port of the node-port range, as the API server picks one (KEP-3668, GA in v1.29):
+        the range's first ports are kept for nodePorts a Service asks for, min(max(16, size/32), 128)
+        of them (pkg/registry/core/service/portallocator/allocator.go calculateRangeOffset; none for
+        a range of 16 or fewer), and a port is drawn at random from the others first, from the kept
+        ones only when the others are all taken (allocator/bitmap.go randomScanStrategyWithOffset).
+        So a Service that names no nodePort never gets 30080 while the upper band has room."""
+        size = len(self.node_ports)
+        kept = 0 if size <= 16 else min(max(16, size // 32), 128)
+        free = [p for p in self.node_ports[kept:] if p not in self.used_ports] or \
+            [p for p in self.node_ports[:kept] if p not in self.used_ports]
+        port = random.choice(free)
         self.used_ports.add(port)
         return port
 
