@@ -294,7 +294,8 @@ def test_a_later_packet_is_traced_with_its_conntrack_entry(env, lab):
         assert holder.stdout.readline().strip() == "up"
         # the node's table read over ctnetlink in the node, as `conntrack -L` does (not through labkit)
         dump = ("from pyroute2 import Conntrack\nwith Conntrack() as ct:\n    for e in ct.dump_entries():\n"
-                "        if e.tuple_orig.sport == 41234: print(e.tuple_reply.saddr, e.tuple_reply.sport)")
+                "        if (e.tuple_orig.sport, e.tuple_orig.daddr, e.tuple_orig.dport) == (41234, '10.96.0.10', 80):\n"
+                "            print(e.tuple_reply.saddr, e.tuple_reply.sport)")
         endpoint = ":".join(subprocess.run(["nsenter", f"--net=/run/netns/{env.netns_name('node1')}", "--", sys.executable,
                                             "-c", dump], capture_output=True, text=True, check=True).stdout.split())
         assert endpoint.startswith("10.244.") and endpoint.endswith(":8080"), endpoint
