@@ -194,6 +194,15 @@ class Strategy:
             if new.get("spec") != old.get("spec"):
                 new["metadata"]["generation"] += 1
 
+    def begin_create(self, registry, rt: "ResourceType", obj: dict) -> Callable[[], None] | None:
+        """The store's BeginCreate hook (runs before prepare_for_create): what a kind's REST
+        allocates for a new object; returns the function to call when the create is over."""
+        return None
+
+    def begin_update(self, registry, rt: "ResourceType", new: dict, old: dict) -> Callable[[], None] | None:
+        """The store's BeginUpdate hook (runs before prepare_for_update)."""
+        return None
+
     def validate(self, obj: dict) -> list[FieldError]:
         return []
 

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
+from labkit import nodeports
 from labkit.errors import ConfigError
 from labkit.inputs import load_yaml, load_yaml_all
 from labkit.netlab import cluster as netcluster
@@ -348,17 +349,10 @@ class _Allocator:
                 return ip
 
     def node_port(self) -> int:
-        """A free port of the node-port range, as the API server picks one (KEP-3668, GA in v1.29):
-        the range's first ports are kept for nodePorts a Service asks for, min(max(16, size/32), 128)
-        of them (pkg/registry/core/service/portallocator/allocator.go calculateRangeOffset; none for
-        a range of 16 or fewer), and a port is drawn at random from the others first, from the kept
-        ones only when the others are all taken (allocator/bitmap.go randomScanStrategyWithOffset).
-        So a Service that names no nodePort never gets 30080 while the upper band has room."""
-        size = len(self.node_ports)
-        kept = 0 if size <= 16 else min(max(16, size // 32), 128)
-        free = [p for p in self.node_ports[kept:] if p not in self.used_ports] or \
-            [p for p in self.node_ports[:kept] if p not in self.used_ports]
-        port = random.choice(free)
+        """A free port of the node-port range, drawn as the API server draws one (labkit/nodeports.py:
+        KEP-3668 keeps the range's first min(max(16, size/32), 128) ports for Services that name
+        their nodePort, so one that names none never gets 30080 while the upper part has room)."""
+        port = nodeports.draw(self.node_ports.start, self.node_ports.stop - 1, self.used_ports)
         self.used_ports.add(port)
         return port
 

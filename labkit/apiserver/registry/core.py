@@ -16,6 +16,8 @@ from labkit.apiserver.resources import (ORPHAN_DEPENDENTS, UNSUPPORTED, ScaleSub
                                         Subresource)
 from labkit.apiserver.podvalidation import validate_pod_containers
 from labkit.apiserver.registry.pod import _pod_template_labels
+from labkit.apiserver.registry.servicealloc import (NodePortAllocator, drop_type_dependent_node_ports,
+                                                    patch_allocated_values)
 
 
 class ReplicationControllerStrategy(Strategy):
@@ -75,20 +77,32 @@ class SecretStrategy(Strategy):
 
 
 class ServiceStrategy(Strategy):
-    """pkg/registry/core/service: the REST layer allocates a cluster IP (and node ports) on create
-    — here a stable address from the service CIDR per namespace/name, the allocator's stand-in —
-    and an update that leaves them out keeps the allocated ones (patchAllocatedValues), so
+    """pkg/registry/core/service: the REST layer allocates a cluster IP (here a stable address from
+    the service CIDR per namespace/name, the IP allocator's stand-in) and node ports (from the
+    range, as upstream's allocator draws them: servicealloc.py) before the strategy runs; an
+    update that leaves them out keeps the allocated ones (patchAllocatedValues), so
     `kubectl replace -f` of a manifest works; a set cluster IP cannot change."""
 
     return_deleted_object = True
     subresources = (StatusSubresource(),)
     printer = tables.PRINTERS["Service"]
     _network = ipaddress.ip_network("10.96.0.0/12")
-    NODE_PORTS = (30000, 32767)
+
+    def __init__(self):
+        self.node_ports = NodePortAllocator()
 
     def _digest(self, obj: dict, salt: str = "") -> int:
         text = f"{obj['metadata'].get('namespace')}/{obj['metadata'].get('name')}{salt}"
         return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "big")
+
+    def begin_create(self, registry, rt, obj):
+        """storage.go beginCreate: allocate the node ports (alloc.go txnAllocNodePorts)."""
+        return self.node_ports.begin(registry, rt, obj, None)
+
+    def begin_update(self, registry, rt, new, old):
+        """storage.go beginUpdate: patchAllocatedValues, then alloc.go txnUpdateNodePorts."""
+        patch_allocated_values(new, old)
+        return self.node_ports.begin(registry, rt, new, old)
 
     def prepare_for_create(self, obj):
         super().prepare_for_create(obj)
@@ -102,16 +116,6 @@ class ServiceStrategy(Strategy):
             spec.setdefault("clusterIPs", [spec["clusterIP"]])
             spec.setdefault("ipFamilies", ["IPv4"])
             spec.setdefault("ipFamilyPolicy", "SingleStack")
-        if spec.get("type") in ("NodePort", "LoadBalancer"):
-            low, high = self.NODE_PORTS
-            used = {p.get("nodePort") for p in spec.get("ports") or []}
-            for port in spec.get("ports") or []:
-                if not port.get("nodePort"):
-                    candidate = low + self._digest(obj, f"/{port.get('port')}/{port.get('protocol')}") % (high - low)
-                    while candidate in used:
-                        candidate = low + (candidate - low + 1) % (high - low)
-                    port["nodePort"] = candidate
-                    used.add(candidate)
         obj["status"] = {"loadBalancer": {}}
 
     def prepare_for_update(self, new, old):
@@ -121,11 +125,7 @@ class ServiceStrategy(Strategy):
             for key in ("clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"):
                 if not spec.get(key) and old_spec.get(key):
                     spec[key] = copy.deepcopy(old_spec[key])
-        if spec.get("type") in ("NodePort", "LoadBalancer"):
-            allocated = {(p.get("port"), p.get("protocol")): p.get("nodePort") for p in old_spec.get("ports") or []}
-            for port in spec.get("ports") or []:
-                if not port.get("nodePort") and allocated.get((port.get("port"), port.get("protocol"))):
-                    port["nodePort"] = allocated[(port.get("port"), port.get("protocol"))]
+        drop_type_dependent_node_ports(new, old)
 
     def validate_update(self, new, old):
         errors = self.validate(new)

@@ -359,6 +359,16 @@ class Registry:
         self.admission.validate(attrs)
 
     def _create_one(self, rt: ResourceType, obj: dict, dry_run: bool, attrs: Attributes) -> dict:
+        # BeginCreate (a Service's node ports) runs before BeforeCreate; its finish function when
+        # the create is over, stored or not
+        finish = rt.strategy.begin_create(self, rt, obj)
+        try:
+            return self._create_begun(rt, obj, dry_run, attrs)
+        finally:
+            if finish is not None:
+                finish()
+
+    def _create_begun(self, rt: ResourceType, obj: dict, dry_run: bool, attrs: Attributes) -> dict:
         meta = obj["metadata"]
         # FillObjectMetaSystemFields + BeforeCreate
         meta["creationTimestamp"] = now_rfc3339()
@@ -613,6 +623,20 @@ class Registry:
         obj["metadata"]["generation"] = old_meta.get("generation")
         if obj["metadata"]["generation"] is None:
             obj["metadata"].pop("generation")
+        if subresource:
+            return self._update_begun(rt, namespace, name, obj, old, subresource, options, validate_scale, attrs)
+        finish = strategy.begin_update(self, rt, obj, old)      # BeginUpdate, before BeforeUpdate
+        try:
+            return self._update_begun(rt, namespace, name, obj, old, subresource, options, validate_scale, attrs)
+        finally:
+            if finish is not None:
+                finish()
+
+    def _update_begun(self, rt, namespace, name, obj, old, subresource, options: "WriteOptions",
+                      validate_scale: Callable[[dict], None] | None, attrs) -> dict:
+        strategy = rt.strategy
+        old_meta = old["metadata"]
+        dry_run = options.dry_run
         sub = None
         if subresource:
             sub = strategy.subresource(subresource)
