@@ -80,6 +80,7 @@ class Hooks:
     def __init__(self, pki):
         hooks = self
         self.calls: list[tuple[str, dict]] = []
+        self.urls: list[str] = []           # each call's path and query, as sent
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args):
@@ -89,6 +90,7 @@ class Hooks:
                 path = self.path.split("?")[0].strip("/")
                 review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 hooks.calls.append((path, review["request"]))
+                hooks.urls.append(self.path)
                 if path == "internalErr":
                     self.send_response(500)
                     self.end_headers()
@@ -415,6 +417,37 @@ def test_a_slow_webhook_times_out_after_timeout_seconds(api, hooks):
     assert body["message"] == ('Internal error occurred: failed calling webhook "slow.example.com": failed to call '
                                f'webhook: Post "https://127.0.0.1:{hooks.port}/slow?timeout=1s": context deadline '
                                'exceeded')
+
+
+def test_the_webhook_is_told_the_time_left_of_the_call(api, hooks):
+    """callHook: the webhook's timeoutSeconds, or the request's `?timeout=` when that is sooner,
+    rounded up to whole seconds, goes to the webhook as `?timeout=`."""
+    configure(api, "validating", [hook("allow.example.com", "allow", hooks, timeoutSeconds=7)])
+    client = admin(api)
+    pod = client.get("v1", "pods", "my-pod", "ns")
+    hooks.urls.clear()
+    assert client.request("PUT", "/api/v1/namespaces/ns/pods/my-pod", None, pod)[0] == 200
+    assert client.request("PUT", "/api/v1/namespaces/ns/pods/my-pod", {"timeout": "2500ms"}, pod)[0] == 200
+    assert client.request("PUT", "/api/v1/namespaces/ns/pods/my-pod", {"timeout": "30s"}, pod)[0] == 200
+    assert hooks.urls == ["/allow?timeout=7s", "/allow?timeout=3s", "/allow?timeout=7s"]
+
+
+@pytest.mark.parametrize("policy", ["Ignore", "Fail"])
+def test_a_webhook_call_ends_at_the_requests_deadline(api, hooks, policy):
+    """The slow webhook (1.5 s) would answer within its 10 s, but the request asked for 1 s: the
+    call fails at the request's deadline. mutatingDispatcher.Dispatch then answers a timeout even
+    under failurePolicy Ignore (the parent context is done: "no point in continuing")."""
+    configure(api, "mutating", [hook("slow.example.com", "slow", hooks, timeoutSeconds=10, failurePolicy=policy)])
+    client = admin(api)
+    pod = client.get("v1", "pods", "my-pod", "ns")
+    code, body = client.request("PUT", "/api/v1/namespaces/ns/pods/my-pod", {"timeout": "1s"}, pod)
+    if policy == "Ignore":
+        assert (code, body["reason"], body["message"]) == (
+            504, "Timeout", "Timeout: request did not complete within requested timeout")
+    else:
+        assert (code, body["message"]) == (
+            500, 'Internal error occurred: failed calling webhook "slow.example.com": failed to call webhook: '
+                 f'Post "https://127.0.0.1:{hooks.port}/slow?timeout=1s": context deadline exceeded')
 
 
 def test_subresources_and_deletes_reach_webhooks_as_upstream_sends_them(api, hooks):

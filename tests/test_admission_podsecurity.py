@@ -262,6 +262,22 @@ def test_the_check_stops_at_its_one_second_deadline(api, client):
     assert fast.evaluate_pods_in_namespace("plain", enforce)[1].startswith("a (and 4 other pods): ")
 
 
+def test_the_check_takes_at_most_half_the_time_the_request_has_left(api, client):
+    """EvaluatePodsInNamespace: "don't take more than half the remaining time" of the request
+    (its `?timeout=`): 0.8 s left gives the check 0.4 s, not its 1 s."""
+    from labkit.apiserver.admission import podsecurity
+
+    for name in ("a", "b", "c", "d", "e"):
+        client.create("v1", "pods", pod(name, hostPID=True), "plain")
+    enforce = ("restricted", None)
+    check = podsecurity.PodSecurity(api.registry.store, clock=FakeClock(0.3))
+    assert check.evaluate_pods_in_namespace("plain", enforce, remaining=0.8)[0] == \
+        "new PodSecurity enforce level only checked against the first 2 of 5 existing pods"
+    check = podsecurity.PodSecurity(api.registry.store, clock=FakeClock(0.3))
+    assert check.evaluate_pods_in_namespace("plain", enforce, remaining=30.0)[0] == \
+        "new PodSecurity enforce level only checked against the first 4 of 5 existing pods"
+
+
 def test_one_pod_per_controller_is_checked_first():
     """prioritizePods: the first Pod of each controller and the Pods without one, in list order,
     then the other Pods of controllers already represented."""

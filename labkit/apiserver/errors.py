@@ -132,6 +132,15 @@ def expired(message: str) -> ApiError:
     return ApiError(410, "Expired", message)
 
 
+def timeout(message: str, retry_after: int = 0) -> ApiError:
+    """apierrors.NewTimeoutError."""
+    return ApiError(504, "Timeout", f"Timeout: {message}", {"retryAfterSeconds": retry_after} if retry_after else {})
+
+
+def request_timeout_error() -> ApiError:
+    return timeout("request did not complete within requested timeout")
+
+
 def internal(message: str) -> ApiError:
     return ApiError(500, "InternalError", f"Internal error occurred: {message}",
                     {"causes": [{"message": message}]})

@@ -304,7 +304,7 @@ class Api:
         return WriteOptions(dry_run=dry_run, field_validation=validation,
                             field_manager=manager, force=force in ("true", "1"),
                             user_agent=request.headers.get("user-agent", ""), user=request.user,
-                            admission_options=admission_options, trace=request.trace)
+                            admission_options=admission_options, trace=request.trace, deadline=request.deadline)
 
     def _serve_resource(self, request: Request, info: ResourceRequest) -> tuple[Response, Any]:
         reg = self.registry
@@ -377,7 +377,8 @@ class Api:
             return Response(code, obj, warnings=options.warnings), _loads_or_text(data)
         options = self._delete_options(request)
         warning = rt.strategy.delete_warning(options)
-        caller = WriteOptions(user=request.user, trace=request.trace, warnings=[warning] if warning else [])
+        caller = WriteOptions(user=request.user, trace=request.trace, warnings=[warning] if warning else [],
+                              deadline=request.deadline)
         warnings = caller.warnings
         if info.verb == "delete":
             code, body = reg.delete(rt, ns, name, options, bool(options.get("dryRun")), caller)

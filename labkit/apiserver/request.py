@@ -56,6 +56,7 @@ class Request:
     # what the filters and the handler record for the audit (upstream keeps them in the context):
     audit: Any = None                 # the request's audit.RequestAudit, set by the audit filter
     audit_object: Any = None          # the object the audit event records as the request object
+    deadline: float | None = None     # time.monotonic() when the request's time is up (filters/deadline.py)
 
 
 NAMESPACE_SUBRESOURCE_NAMES = {"status", "finalize"}       # requestinfo.go namespaceSubresources

@@ -93,6 +93,8 @@ class Attributes:
     # reinvocation (pkg/admission/reinvocation.go): the round, and the mutating webhooks' state
     round: int = 0
     reinvoke: dict = field(default_factory=dict)
+    # time.monotonic() when the request's time is up (filters/deadline.py; None: no deadline)
+    deadline: float | None = None
 
     @property
     def gvk(self) -> tuple[str, str, str]:

@@ -54,9 +54,8 @@ POD_CONTROLLERS = {("", "replicationcontrollers"), ("", "podtemplates"), ("apps"
 # pod-security-admission admission/admission.go CompleteConfiguration: namespaceMaxPodsToCheck,
 # how many of a namespace's Pods EvaluatePodsInNamespace checks against a new enforce level
 NAMESPACE_MAX_PODS_TO_CHECK = 3000
-# admission.go defaultNamespacePodCheckTimeout: how long EvaluatePodsInNamespace may check Pods
-# (or half the time the request has left, if less: labkit's requests carry no shorter deadline
-# than kube-apiserver's default --request-timeout of 60 s, so it is this second)
+# admission.go defaultNamespacePodCheckTimeout: how long EvaluatePodsInNamespace may check Pods,
+# or half the time the request has left (its deadline: filters/deadline.py), if that is less
 NAMESPACE_POD_CHECK_TIMEOUT = 1.0
 # admission.go ignoredPodSubresources
 IGNORED_POD_SUBRESOURCES = {"exec", "attach", "binding", "eviction", "log", "portforward", "proxy", "status"}
@@ -618,17 +617,22 @@ class PodSecurity:
             return
         if new[1] == old[1] and _compare_levels(new[0], old[0]) < 1:
             return
-        attrs.warnings.extend(self.evaluate_pods_in_namespace(name, new))
+        remaining = None if attrs.deadline is None else attrs.deadline - time.monotonic()
+        attrs.warnings.extend(self.evaluate_pods_in_namespace(name, new, remaining))
 
-    def evaluate_pods_in_namespace(self, namespace: str, enforce) -> list[str]:
+    def evaluate_pods_in_namespace(self, namespace: str, enforce, remaining: float | None = None) -> list[str]:
         """Admission.EvaluatePodsInNamespace: the Pods that the new enforce level would refuse,
         grouped by their reasons (ForbiddenReason), each group named by its lexically first Pod.
         The Pods are prioritized (prioritize_pods), at most NAMESPACE_MAX_PODS_TO_CHECK of them
         are checked, and checking stops at the deadline (NAMESPACE_POD_CHECK_TIMEOUT after it
-        began), tested after each Pod, so at least one is checked; when fewer than all were
+        began, or half of the `remaining` seconds of the request if that is sooner), tested
+        after each Pod, so at least one is checked; when fewer than all were
         checked the answer says so first (`new PodSecurity enforce level only checked against
         the first N of M existing pods`)."""
-        deadline = self.clock() + NAMESPACE_POD_CHECK_TIMEOUT
+        timeout = NAMESPACE_POD_CHECK_TIMEOUT
+        if remaining is not None:
+            timeout = min(timeout, remaining / 2)     # "don't take more than half the remaining time"
+        deadline = self.clock() + timeout
         pods = prioritize_pods(self.store.list("/pods", namespace)[0])
         total = len(pods)
         pods = pods[:NAMESPACE_MAX_PODS_TO_CHECK]

@@ -37,6 +37,7 @@ import copy
 import functools
 import http.client
 import json
+import math
 import socket
 import ssl
 import threading
@@ -48,7 +49,7 @@ from urllib.parse import urlsplit
 from labkit.apiserver import gobase64, patch as patches
 from labkit.apiserver.admission import Attributes
 from labkit.apiserver.availability import Unresolvable, resolve_endpoint
-from labkit.apiserver.errors import ApiError, bad_request, forbidden, internal, not_found
+from labkit.apiserver.errors import ApiError, bad_request, forbidden, internal, not_found, request_timeout_error
 from labkit.apiserver.selectors import LabelSelector
 
 MUTATING_KEY = "admissionregistration.k8s.io/mutatingwebhookconfigurations"
@@ -338,6 +339,14 @@ def admission_review(uid: str, version: str, invocation: Invocation) -> dict:
     return {"kind": "AdmissionReview", "apiVersion": f"admission.k8s.io/{version}", "request": request}
 
 
+def call_deadline(hook: dict, attrs: Attributes) -> float:
+    """When a webhook call's time is up (time.monotonic()): timeoutSeconds (default 10) after it
+    starts, or the request's deadline when that comes first (callHook wraps the request's
+    context with the webhook's timeout)."""
+    deadline = time.monotonic() + (hook.get("timeoutSeconds") or 10)
+    return deadline if attrs.deadline is None else min(deadline, attrs.deadline)
+
+
 def call(registry, invocation: Invocation, mutating: bool) -> dict:
     """One webhook call: the verified response (VerifyAdmissionResponse), or CallError."""
     hook = invocation.hook
@@ -348,7 +357,8 @@ def call(registry, invocation: Invocation, mutating: bool) -> dict:
                               "versions (v1, v1beta1)")
     version = versions[0]
     config = hook.get("clientConfig") or {}
-    timeout = hook.get("timeoutSeconds") or 10
+    deadline = call_deadline(hook, invocation.attrs)
+    timeout = deadline - time.monotonic()
     try:
         host, port, path, service = _endpoint(config)
         context = _context(config)
@@ -356,7 +366,9 @@ def call(registry, invocation: Invocation, mutating: bool) -> dict:
         raise CallError(name, str(exc))
     except (ssl.SSLError, ValueError) as exc:
         raise CallError(name, f"could not get REST client: unable to load root certificates: {exc}")
-    path += ("&" if "?" in path else "?") + f"timeout={timeout}s"
+    if timeout > 0:
+        # callHook: the time left, rounded up to whole seconds, tells the webhook its deadline
+        path += ("&" if "?" in path else "?") + f"timeout={math.ceil(timeout)}s"
     url = f"https://{host}:{port}{path}" if ":" not in host else f"https://[{host}]:{port}{path}"
     address, dial_port = host, port
     if service is not None:
@@ -366,8 +378,7 @@ def call(registry, invocation: Invocation, mutating: bool) -> dict:
             raise CallError(name, f'failed to call webhook: Post "{url}": {exc}')
     uid = str(uuid.uuid4())
     body = json.dumps(admission_review(uid, version, invocation)).encode()
-    deadline = time.monotonic() + timeout
-    conn = _Connection(host, dial_port, address, timeout, context)
+    conn = _Connection(host, dial_port, address, max(0.001, deadline - time.monotonic()), context)
     try:
         conn.putrequest("POST", path, skip_host=True)
         for header, value in (("Host", f"{host}:{port}"), ("Content-Type", "application/json"),
@@ -546,6 +557,12 @@ class MutatingWebhooks:
         if isinstance(error, CallError):
             if ignore:
                 attrs.annotate(FAILED_OPEN_MUTATING + suffix, name)
+                if attrs.deadline is not None and time.monotonic() >= attrs.deadline:
+                    # mutatingDispatcher.Dispatch: the request's own deadline has passed, "no point in
+                    # continuing" (apierrors.NewTimeoutError, retry after 0 s)
+                    attrs.trace.add("mutating-admission", name, "error",
+                                    f"{error}; the request's timeout has passed", **data)
+                    raise request_timeout_error()
                 attrs.trace.add("mutating-admission", name, "failed open",
                                 f"{error}; failurePolicy Ignore lets the request go on", **data)
                 return

@@ -68,6 +68,16 @@ def with_failed_authentication_audit(failed: Handler, config) -> Handler:
     return audited
 
 
+def audit_failed_request(config, request: Request, error: ApiError) -> None:
+    """request_deadline.go withFailedRequestAudit: a request refused before authentication (a
+    malformed `?timeout=`) is audited as one ResponseStarted event, no user, the Status' message."""
+    audit = _audit_request(config, request, time.time(), None)
+    if audit.enabled and "ResponseStarted" not in audit.config.omit_stages:
+        audit.emit("ResponseStarted", code=error.code, status={"kind": "Status", "message": error.message})
+        request.trace.add("audit", "policy", audit.config.level,
+                          f"the refused request is audited as one ResponseStarted event: {error.message}")
+
+
 def _audit_request(config, request: Request, received: float, user: User | None) -> RequestAudit:
     """The request's audit: its policy decision and objectRef from the RequestInfo
     attributes (audit/request.go `NewEventFromRequest`), for the authenticated user — before

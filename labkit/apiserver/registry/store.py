@@ -61,6 +61,7 @@ class WriteOptions:
     user: object = None
     admission_options: dict | None = None
     trace: Trace = dc_field(default_factory=Trace)
+    deadline: float | None = None      # the request's (filters/deadline.py): admission waits no longer
 
     @property
     def manager(self) -> str:
@@ -194,7 +195,8 @@ class Registry:
                     old: dict | None, options: "WriteOptions", subresource: str = "") -> Attributes:
         """The admission attributes of a write (handlers/create.go, update.go, patch.go, delete.go)."""
         return Attributes(operation, rt, namespace or "", name, obj, old, subresource, None, options.dry_run,
-                          options.admission_options, options.user, options.trace, options.warnings)
+                          options.admission_options, options.user, options.trace, options.warnings,
+                          deadline=options.deadline)
 
     def redecode(self, rt: ResourceType, obj: dict) -> dict:
         """A mutating webhook's patched object decoded and defaulted again (the dispatcher's
