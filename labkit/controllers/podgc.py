@@ -14,6 +14,13 @@
 Every deletion first moves a pod that is not terminal to phase Failed
 (markFailedAndDeletePodWithCondition), as there is no kubelet left to do it, then deletes it with
 gracePeriodSeconds 0. The decisions go to the decision log.
+
+Errors: a pod whose status write or delete fails is logged (utilruntime.HandleError) and the pass
+goes on with the other pods; the next pass, a period later, finds it again (PodGC has no work
+queue for pods: wait.UntilWithContext runs gc every period). A node whose GET fails with another
+error than 404 is left alone until a later pass quarantines it again (discoverDeletedNodes).
+Terminated pods over the threshold go in the order byEvictionAndCreationTimestamp: evicted ones
+first, then the oldest, names breaking ties.
 """
 
 from __future__ import annotations
@@ -35,6 +42,12 @@ OUT_OF_SERVICE_TAINT = "node.kubernetes.io/out-of-service"
 
 def _terminal(pod: dict) -> bool:
     return (pod.get("status") or {}).get("phase") not in ("Pending", "Running", "Unknown", None)
+
+
+def _evicted(pod: dict) -> bool:
+    """eviction.PodIsEvicted: phase Failed with reason Evicted."""
+    status = pod.get("status") or {}
+    return status.get("phase") == "Failed" and status.get("reason") == "Evicted"
 
 
 def _ready(node: dict) -> bool:
@@ -96,7 +109,8 @@ class PodGCController:
     def gc(self) -> None:
         pods, nodes = self.pods.list(), {n["metadata"]["name"]: n for n in self.nodes.list()}
         terminated = sorted((p for p in pods if _terminal(p)),
-                            key=lambda p: (p["metadata"].get("creationTimestamp", ""), p["metadata"]["name"]))
+                            key=lambda p: (not _evicted(p), p["metadata"].get("creationTimestamp", ""),
+                                           p["metadata"]["name"]))
         for pod in terminated[:max(0, len(terminated) - self.threshold)]:
             self._delete(pod, "terminated pods over the threshold of " + str(self.threshold))
         for pod in pods:
@@ -136,6 +150,8 @@ class PodGCController:
                                   f"{self.quarantine:g} s)", condition)
 
     def _delete(self, pod: dict, why: str, condition: dict | None = None) -> None:
+        """markFailedAndDeletePodWithCondition; a failure is logged and the pass goes on (the
+        callers' utilruntime.HandleError)."""
         meta = pod["metadata"]
         try:
             if not _terminal(pod):
@@ -148,7 +164,8 @@ class PodGCController:
             self.client.delete("v1", "pods", meta["name"], meta["namespace"], options={"gracePeriodSeconds": 0})
         except ApiError as exc:
             if exc.code not in (404, 409):
-                raise
+                self.log.record(CONTROLLER, "error", None, f"pod {meta['namespace']}/{meta['name']}: {why}, but "
+                                f"marking it Failed and deleting it failed: {exc.message} → the next pass tries again")
             return
         self.log.record(CONTROLLER, "delete-pod", None, f"pod {meta['namespace']}/{meta['name']}: {why} → mark it "
                         "Failed and delete it with gracePeriodSeconds=0")

@@ -15,16 +15,20 @@ from collections import deque
 
 
 class TokenBucket:
-    def __init__(self, qps: float, burst: int):
+    """BucketRateLimiter's rate.Limiter, on `clock`: the queue's, so time a SkippingClock skips
+    refills it as it would have in real time."""
+
+    def __init__(self, qps: float, burst: int, clock=time.monotonic):
         self.qps, self.burst = qps, burst
+        self.clock = clock
         self.tokens = float(burst)
-        self.last = time.monotonic()
+        self.last = clock()
         self.lock = threading.Lock()
 
     def reserve(self) -> float:
         """Take a token; returns how long the caller must wait for it."""
         with self.lock:
-            now = time.monotonic()
+            now = self.clock()
             self.tokens = min(self.burst, self.tokens + (now - self.last) * self.qps)
             self.last = now
             self.tokens -= 1
@@ -37,7 +41,7 @@ class RateLimitingQueue:
         self.name = name
         self.clock = clock              # when delayed items are due (a test may pass a fake clock)
         self.base_delay, self.max_delay = base_delay, max_delay
-        self.bucket = TokenBucket(qps, burst)
+        self.bucket = TokenBucket(qps, burst, clock)
         self._failures: dict = {}
         self._queue: deque = deque()
         self._dirty: set = set()
