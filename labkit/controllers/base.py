@@ -165,17 +165,24 @@ class KeyedController:
 
     def _worker(self) -> None:
         while not self._stop.is_set():
-            key = self.queue.get(timeout=0.5)
-            if key is None:
-                continue
-            try:
-                self.sync(key)
-                self.queue.forget(key)
-            except Exception as exc:
-                self.log.record(self.name, "error", None, f"syncing {key} failed: {exc} → retry", level="info")
-                self.queue.add_rate_limited(key)
-            finally:
-                self.queue.done(key)
+            self.process_next_work_item(timeout=0.5)
+
+    def process_next_work_item(self, timeout: float | None = None) -> bool:
+        """processNextWorkItem, as upstream's controllers write it: take a key, sync it; on
+        success Forget (its backoff starts over), on error AddRateLimited (the key comes back
+        after its growing per-item delay); Done either way. False when no key came in `timeout`."""
+        key = self.queue.get(timeout=timeout)
+        if key is None:
+            return False
+        try:
+            self.sync(key)
+            self.queue.forget(key)
+        except Exception as exc:
+            self.log.record(self.name, "error", None, f"syncing {key} failed: {exc} → retry", level="info")
+            self.queue.add_rate_limited(key)
+        finally:
+            self.queue.done(key)
+        return True
 
     # -- ControllerRefManager --------------------------------------------------------------------
     def claim(self, owner: dict, candidates: list[dict], selector: LabelSelector, api_version: str,

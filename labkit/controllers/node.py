@@ -296,14 +296,15 @@ class NodeController(KeyedController):
         return self._write_status(pod, status)
 
     def _write_status(self, pod: dict, status: dict) -> bool:
-        """PUT pods/<name>/status; False when the pod changed meanwhile (synced again) or is gone."""
+        """PUT pods/<name>/status; False when the pod is gone. A failed write (a conflict: the pod
+        changed meanwhile) fails the sync, so the worker requeues the key rate-limited and keeps its
+        backoff until a sync succeeds (processNextWorkItem); before, a conflict re-added the key
+        and the sync then succeeded, forgetting the backoff it had just grown."""
         meta = pod["metadata"]
         try:
             self.client.update("v1", "pods", dict(pod, status=status), meta["namespace"], "status")
         except ApiError as exc:
-            if exc.code == 409:
-                self.queue.add_rate_limited(f"{meta['namespace']}/{meta['name']}")
-            elif exc.code != 404:
+            if exc.code != 404:
                 raise
             return False
         return True
