@@ -569,6 +569,27 @@ def test_a_patch_that_is_not_base64_fails_the_call(api, hooks):
                                              "failed to call webhook: illegal base64 data at input byte 8")
 
 
+@pytest.mark.parametrize("level, logged", [("Metadata", False), ("Request", True), ("RequestResponse", True)])
+def test_the_patch_annotation_is_audited_at_request_level_and_above(api, hooks, tmp_path, level, logged):
+    """webhookAnnotator.addPatchAnnotation: AddAnnotationWithLevel(..., LevelRequest), so a
+    Metadata-level event has the mutation annotation but not the patch; before, labkit logged the
+    patch at every level. The trace (labkit requests explain) keeps it whatever the level."""
+    import yaml
+    from labkit.apiserver import audit
+    from labkit.apiserver.auditpolicy import Policy
+    api.audit = audit.AuditLog(tmp_path / "audit.log")
+    api.audit_policy = Policy.from_dict(yaml.safe_load(
+        f"apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: {level}\n"))
+    configure(api, "mutating", [hook("removelabel.example.com", "removeLabel", hooks)])
+    assert write_pod(api, {"remove": "me"})[0] == 200
+    api.audit.close()
+    event = [e for e in audit.read(tmp_path / "audit.log")
+             if e["verb"] == "update" and e["stage"] == "ResponseComplete"][-1]
+    assert '"mutated":true' in event["annotations"]["mutation.webhook.admission.k8s.io/round_0_index_0"]
+    assert ("patch.webhook.admission.k8s.io/round_0_index_0" in event["annotations"]) is logged
+    assert "patch.webhook.admission.k8s.io/round_0_index_0" in annotations(api)
+
+
 def test_first_webhook_removes_labels_second_is_not_called(api, hooks):
     configure(api, "mutating", [
         hook("removelabel.example.com", "removeLabel", hooks, objectSelector={"matchLabels": {"remove": "me"}}),

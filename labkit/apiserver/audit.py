@@ -115,7 +115,9 @@ class RequestAudit:
         return LEVELS.index(self.config.level) >= LEVELS.index(level)
 
     def emit(self, stage: str, *, code: int | None = None, status: dict | None = None, request_object=None,
-             response_object=None, annotations: dict | None = None) -> None:
+             response_object=None, annotations: dict | None = None, levels: dict | None = None) -> None:
+        """One event of `stage`; `levels`: the level each annotation so marked needs (the others
+        are logged at every level)."""
         if not self.enabled or stage in self.config.omit_stages:
             return
         event = dict(self.event, stage=stage)
@@ -134,8 +136,9 @@ class RequestAudit:
                 if self.config.omit_managed_fields else response_object
         event["requestReceivedTimestamp"] = _timestamp(self.received)
         event["stageTimestamp"] = _timestamp(time.time())
+        annotations = {k: v for k, v in (annotations or {}).items() if self.at_least((levels or {}).get(k, "Metadata"))}
         if annotations:
-            event["annotations"] = dict(annotations)
+            event["annotations"] = annotations
         self.log.write(event)
 
 

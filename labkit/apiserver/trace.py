@@ -38,6 +38,8 @@ class Trace:
     # the audit annotations stages add to the request's audit event, as upstream's do
     # (e.g. authorization.k8s.io/decision, mutation.webhook.admission.k8s.io/round_0_index_0)
     annotations: dict[str, str] = field(default_factory=dict)
+    # the audit level an annotation needs to be logged at (AddAnnotationWithLevel; others: any level)
+    annotation_levels: dict[str, str] = field(default_factory=dict)
 
     def add(self, stage: str, name: str, outcome: str, detail: str = "", **data) -> None:
         if stage not in STAGES:

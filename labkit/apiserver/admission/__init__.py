@@ -141,8 +141,12 @@ class Attributes:
             request["options"] = self.options
         return request
 
-    def annotate(self, key: str, value: str) -> None:
-        """AddAnnotation: an audit annotation of the request (the first value of a key stays)."""
+    def annotate(self, key: str, value: str, level: str | None = None) -> None:
+        """AddAnnotation: an audit annotation of the request (the first value of a key stays);
+        with `level` (AddAnnotationWithLevel), the audit event carries it only at that level or
+        above (attributesRecord.getAnnotations(maxLevel)); the trace keeps it whatever the level."""
+        if key not in self.trace.annotations and level is not None:
+            self.trace.annotation_levels[key] = level
         self.trace.annotations.setdefault(key, value)
 
 

@@ -600,7 +600,7 @@ class MutatingWebhooks:
         # webhookAnnotator.addPatchAnnotation (logged at audit level Request and above)
         attrs.annotate(PATCH_PREFIX + suffix, json.dumps(
             {"configuration": invocation.configuration, "webhook": name, "patch": ops, "patchType": "JSONPatch"},
-            separators=(",", ":")))
+            separators=(",", ":")), level="Request")
         if invocation.attrs is not attrs:
             # back into the request's version (the dispatcher's final Convert)
             stored = invocation.rt.to_storage(patched) if invocation.rt.to_storage else patched

@@ -120,13 +120,15 @@ def _end(audit: RequestAudit, request: Request, response: Response, request_obje
     if request_object is not None and audit.event["verb"] in ("create", "update"):
         audit.complete_object_ref(request_object)
     body = response.body if isinstance(response.body, dict) else None
-    annotations = request.trace.annotations
+    annotations, levels = request.trace.annotations, request.trace.annotation_levels
     if response.stream is not None:
         # a long-running request: ResponseStarted when its headers go out, ResponseComplete
         # when it ends
-        audit.emit("ResponseStarted", code=response.code, request_object=request_object, annotations=annotations)
+        audit.emit("ResponseStarted", code=response.code, request_object=request_object, annotations=annotations,
+                   levels=levels)
         response.stream.on_close = lambda: audit.emit("ResponseComplete", code=response.code,
-                                                      request_object=request_object, annotations=annotations)
+                                                      request_object=request_object, annotations=annotations,
+                                                      levels=levels)
         return
     audit.emit("Panic" if panicked else "ResponseComplete", code=response.code, status=body,
-               request_object=request_object, response_object=body, annotations=annotations)
+               request_object=request_object, response_object=body, annotations=annotations, levels=levels)
