@@ -169,7 +169,7 @@ class _Handler(BaseHTTPRequestHandler):
             certificate = self.connection.getpeercert(binary_form=True) \
                 if self.server.ssl_context is not None else None
             request = Request(self.command, url.path, query, headers, self._read_body(),
-                              source=self.client_address[0], trace=trace, certificate=certificate)
+                              source=self.client_address[0], trace=trace, certificate=certificate, uri=self.path)
             request.impersonation = [(k.lower(), v) for k, v in self.headers.items()
                                      if k.lower().startswith("impersonate-")]
             response = self.server.handler(request)

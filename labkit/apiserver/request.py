@@ -57,6 +57,7 @@ class Request:
     audit: Any = None                 # the request's audit.RequestAudit, set by the audit filter
     audit_object: Any = None          # the object the audit event records as the request object
     deadline: float | None = None     # time.monotonic() when the request's time is up (filters/deadline.py)
+    uri: str = ""                     # the request-target as sent (path and query, still encoded), over HTTP
 
 
 NAMESPACE_SUBRESOURCE_NAMES = {"status", "finalize"}       # requestinfo.go namespaceSubresources

@@ -91,10 +91,13 @@ def _audit_request(config, request: Request, received: float, user: User | None)
         ref = {k: v for k, v in (("resource", a.resource), ("namespace", a.namespace), ("name", a.name),
                                  ("apiGroup", a.group), ("apiVersion", a.version),
                                  ("subresource", a.subresource)) if v}
+    # audit/request.go NewEventFromRequest: req.URL.RequestURI(), the path and query as the client
+    # encoded them, repeated keys and all; an in-process request has only its decoded parts
     query = "&".join(f"{k}={v}" for k, v in request.query.items())
+    uri = request.uri or request.path + (f"?{query}" if query else "")
     impersonated = request.user.info() if request.impersonator is not None else None
     return RequestAudit(config.audit, policy, audit_id=request.trace.audit_id,
-                        uri=request.path + (f"?{query}" if query else ""), verb=attributes.verb,
+                        uri=uri, verb=attributes.verb,
                         user=user.info() if user else None, source=request.source,
                         user_agent=request.headers.get("user-agent", ""), object_ref=ref, received=received,
                         impersonated=impersonated)
