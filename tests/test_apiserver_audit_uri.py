@@ -23,3 +23,28 @@ def test_the_audited_request_uri_is_the_one_sent(tmp_path):
         events = [e for e in audit.read(server.state_dir / "audit.log")
                   if e.get("objectRef", {}).get("resource") == "configmaps" and e["verb"] == "list"]
     assert events and {e["requestURI"] for e in events} == {uri}
+
+
+def test_delete_options_are_the_request_object_only_when_sent_as_a_body(tmp_path):
+    """handlers/delete.go: audit.LogRequestObject runs on DeleteOptions decoded from a body; a
+    DELETE without one (options in the query, or none) has no requestObject. Before, labkit
+    logged a DeleteOptions for every delete."""
+    import yaml
+    from labkit.apiserver.auditpolicy import Policy
+    from support import admin_client, in_process_api
+    with in_process_api(tmp_path / "objects.db") as api:
+        api.audit = audit.AuditLog(tmp_path / "audit.log")
+        api.audit_policy = Policy.from_dict(yaml.safe_load(
+            "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Request\n"))
+        c = admin_client(api)
+        for name in ("plain", "queried", "bodied"):
+            c.create("v1", "configmaps", {"metadata": {"name": name}}, "ns")
+        c.request("DELETE", "/api/v1/namespaces/ns/configmaps/plain")
+        c.request("DELETE", "/api/v1/namespaces/ns/configmaps/queried", {"gracePeriodSeconds": "0"})
+        c.request("DELETE", "/api/v1/namespaces/ns/configmaps/bodied", None,
+                  {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"})
+        api.audit.close()
+        logged = {e["objectRef"]["name"]: e.get("requestObject") for e in audit.read(tmp_path / "audit.log")
+                  if e["verb"] == "delete" and e["stage"] == "ResponseComplete"}
+    assert logged["plain"] is None and logged["queried"] is None
+    assert logged["bodied"]["kind"] == "DeleteOptions" and logged["bodied"]["propagationPolicy"] == "Background"

@@ -380,14 +380,16 @@ class Api:
         caller = WriteOptions(user=request.user, trace=request.trace, warnings=[warning] if warning else [],
                               deadline=request.deadline)
         warnings = caller.warnings
+        # handlers/delete.go: only DeleteOptions sent as a body are the audit's request object
+        # (audit.LogRequestObject after decoding it); options from the query are not logged
+        logged = {"kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1", **options} \
+            if self._has_delete_body(request) else None
         if info.verb == "delete":
             code, body = reg.delete(rt, ns, name, options, bool(options.get("dryRun")), caller)
-            return Response(code, body, warnings=warnings), {"kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1",
-                                                             **options}
+            return Response(code, body, warnings=warnings), logged
         body = reg.delete_collection(rt, ns, options, q.get("labelSelector"), q.get("fieldSelector"),
                                      bool(options.get("dryRun")), caller)
-        return Response(200, _strip_item_types(rt, body), warnings=warnings), {
-            "kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1", **options}
+        return Response(200, _strip_item_types(rt, body), warnings=warnings), logged
 
     def _review(self, rt: ResourceType, namespace: str | None, body, user: User, options: WriteOptions) -> dict:
         """An access review or a TokenReview: decoded, through mutating admission (the create
@@ -414,12 +416,16 @@ class Api:
         validate_admission(obj)
         return rt.strategy.review(obj, user, self.authorizer, namespace)
 
+    @staticmethod
+    def _has_delete_body(request: Request) -> bool:
+        if request.obj is not NO_BODY:
+            return request.obj is not None
+        return bool(request.body and request.body.strip())
+
     def _delete_options(self, request: Request) -> dict:
         """handlers/delete.go: a non-empty body is the DeleteOptions and the query is ignored."""
-        if request.obj is not NO_BODY and request.obj is not None:
-            return decode_delete_options(request.obj)
-        if request.obj is NO_BODY and request.body and request.body.strip():
-            return decode_delete_options(self._body(request))
+        if self._has_delete_body(request):
+            return decode_delete_options(request.obj if request.obj is not NO_BODY else self._body(request))
         q = request.query
         options: dict = {}
         if q.get("gracePeriodSeconds") not in (None, ""):
