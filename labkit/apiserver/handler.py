@@ -358,13 +358,15 @@ class Api:
                 answer = self._review(rt, ns, body, request.user, options)
                 request.trace.add("storage", f"{rt.kind} REST", "not stored", "a review is answered and not stored "
                                   "(pkg/registry/authorization/*/rest.go, pkg/registry/authentication/*/rest.go)")
-                return Response(201, answer), body
-            return Response(201, reg.create(rt, ns, body, options), warnings=options.warnings), body
+                return Response(201, answer), options.decoded
+            # the audit's requestObject is the decoded, defaulted object (create.go, update.go:
+            # audit.LogRequestObject after the decoder), not the body as sent
+            return Response(201, reg.create(rt, ns, body, options), warnings=options.warnings), options.decoded
         if info.verb == "update":
             body = self._body(request)
             options = self._write_options(request, "UpdateOptions")
             obj = reg.update(rt, ns, name, body, info.subresource, options)
-            return Response(200, obj, warnings=options.warnings), body
+            return Response(200, obj, warnings=options.warnings), options.decoded
         if info.verb == "patch":
             patch_type = _media_type(request.headers)
             if patch_type not in (patches.JSON_PATCH, patches.MERGE_PATCH, patches.STRATEGIC_MERGE_PATCH,

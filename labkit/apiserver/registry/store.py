@@ -62,6 +62,9 @@ class WriteOptions:
     admission_options: dict | None = None
     trace: Trace = dc_field(default_factory=Trace)
     deadline: float | None = None      # the request's (filters/deadline.py): admission waits no longer
+    # the request's object as decoded and defaulted, in its version: what the audit logs as the
+    # requestObject of a create or update (audit.LogRequestObject after the decoder)
+    decoded: dict | None = None
 
     @property
     def manager(self) -> str:
@@ -131,7 +134,9 @@ class Registry:
                                   f"strict decoding error: {fields}")
             if options.field_validation == "Warn":
                 options.warnings += [f'unknown field "{f}"' for f in unknown]
-        return self._finish_decode(rt, obj, namespace)
+        obj = self._finish_decode(rt, obj, namespace)
+        options.decoded = self.present(rt, copy.deepcopy(obj))
+        return obj
 
     def decode_patched(self, rt: ResourceType, patched, namespace: str | None, options: "WriteOptions",
                        shown: str) -> dict:
