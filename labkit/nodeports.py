@@ -12,7 +12,7 @@ port comes from the ports above that band while any is free, then from the band.
 from __future__ import annotations
 
 import random
-from typing import Container
+from collections.abc import Container
 
 DEFAULT_RANGE = (30000, 32767)      # --service-node-port-range's default
 

@@ -609,7 +609,6 @@ class Registry:
                 validate_scale: Callable[[dict], None] | None = None) -> dict:
         strategy = rt.strategy
         old_meta = old["metadata"]
-        dry_run = options.dry_run
         attrs = None
         if validate_scale is None:
             # mutating admission runs on the updated object, before the strategy (rest.Update's objInfo)
