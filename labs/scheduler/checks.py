@@ -154,6 +154,18 @@ def _placement(client, live_node: dict | None, node_name: str, namespace: str, p
                        and not (o["metadata"].get("namespace") == namespace and o["metadata"]["name"] == pod)]}
 
 
+def _requests_changed(built: list, now: list) -> str:
+    """Which requests differ, per container: `memory removed`, `cpu changed`, `a container added`."""
+    if len(built) != len(now):
+        return "a container added" if len(now) > len(built) else "a container removed"
+    out = []
+    for was, isnow in zip(built, now):
+        for key in sorted(set(was) | set(isnow)):
+            if was.get(key) != isnow.get(key):
+                out.append(f"{key} " + ("removed" if key not in isnow else "added" if key not in was else "changed"))
+    return ", ".join(out)
+
+
 def judge_why_pending(ctx, obs):
     p = ctx.params
     ns, name = p["namespace"], p["pod"]
@@ -169,20 +181,27 @@ def judge_why_pending(ctx, obs):
                           "creates it again")
     built = _pod_view({"spec": lab.WEB["spec"]})
     if pod["requests"] != built["requests"]:
-        return ctx.failed(f"the resource requests of {name} changed: keep its CPU request (it needs 2 CPUs); "
-                          "the nodes with too little CPU are not the ones to use", expected="the requests as built",
+        return ctx.failed(f"the resource requests of {name} changed ({_requests_changed(built['requests'], pod['requests'])}"
+                          "): keep its requests as they were (it needs its 2 CPUs); the nodes with too little CPU "
+                          "are not the ones to use", expected="the requests as built",
                           observed=pod["requests"], observed_in=LIVE)
     if pod["nodeSelector"] != built["nodeSelector"]:
         return ctx.failed(f"the nodeSelector of {name} changed: keep it (the Pod needs a disk=ssd node); the nodes "
                           "it does not match are not the ones to use", expected="the nodeSelector as built",
                           observed=pod["nodeSelector"], observed_in=LIVE)
-    taints = [(n, t) for n, node in lab.PENDING_NODES.items() for t in node["spec"].get("taints") or []]
+    # the taints of every Node the lab registers (those of the other exercises' pools keep web away too)
+    taints = [(n, t) for n, node in {**lab.PENDING_NODES, **lab.ZONE_NODES, **lab.PACK_NODES}.items()
+              for t in node["spec"].get("taints") or []]
     allowed = p["allowed_taint"]
-    too_many = [f"{_taint_text(t)} (on {n})" for n, t in taints if _taint_text(t) != allowed
-                and any(tolerates(tol, t) for tol in pod["tolerations"])]
+    on: dict[str, list[str]] = {}
+    for n, t in taints:
+        if _taint_text(t) != allowed and any(tolerates(tol, t) for tol in pod["tolerations"]):
+            on.setdefault(_taint_text(t), []).append(n)
+    too_many = [f"{text} (on {', '.join(nodes)})" for text, nodes in on.items()]
     if too_many:
         return ctx.failed(f"the tolerations of {name} tolerate more than the team's taint: also "
-                          f"{', '.join(too_many)}, which keeps the Pod away on purpose. Compare each toleration's "
+                          f"{', '.join(too_many)}, which keep{'s' if len(too_many) == 1 else ''} the Pod away on "
+                          "purpose. Compare each toleration's "
                           "key, operator, value and effect with the taints of `kubectl describe node`",
                           expected=f"tolerations of {allowed} only", observed=pod["tolerations"], observed_in=LIVE)
     team = next(t for _n, t in taints if _taint_text(t) == allowed)
