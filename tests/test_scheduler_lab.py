@@ -179,6 +179,20 @@ def test_a_reset_of_node_name_pins_the_pod_again_and_names_what_it_undoes(lab):
     target.kubectl("taint", "node", "node-f", "retire-soon=yes:PreferNoSchedule")
     target.kubectl("taint", "node", "node-f", "retire-soon-")
     assert statuses(lab, "node-name")["node-name"].status == "pass"
+    # nor taint-effects' trial and error, undone: node-f cordoned and labelled, then uncordoned and
+    # unlabelled, keeping its PreferNoSchedule taint (the node is as built but for that taint)
+    for step in (("cordon", "node-f"), ("label", "node", "node-f", "retiring=true"), ("uncordon", "node-f"),
+                 ("label", "node", "node-f", "retiring-"), ("taint", "node", "node-f", "retire-soon=yes:PreferNoSchedule")):
+        target.kubectl(*step)
+    assert statuses(lab, "node-name")["node-name"].status == "pass"
+    # a Node left changed still fails it
+    target.kubectl("cordon", "node-b")
+    try:
+        result = statuses(lab, "node-name")["node-name"]
+        assert result.status == "fail" and "you changed the Node(s) node-b" in result.message
+    finally:
+        target.kubectl("uncordon", "node-b")
+        target.kubectl("taint", "node", "node-f", "retire-soon-")
     runner.reset(lab, exercise_id="node-name")
     pod = for_env(env).client().get("v1", "pods", "nightly", "sched")
     assert pod["spec"]["nodeName"] == "node-c"
