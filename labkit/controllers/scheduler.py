@@ -39,6 +39,7 @@ decided on a snapshot that misses the ones bound just before it.
 from __future__ import annotations
 
 import random
+import time
 
 from labkit.apiserver.errors import ApiError
 from labkit.apiserver.timestamps import now_rfc3339
@@ -257,7 +258,19 @@ class SchedulerController(KeyedController):
         directory.mkdir(parents=True, exist_ok=True)
         target = directory / f"{cycle.pod.name}.json"
         partial = target.with_name(target.name + ".tmp")
-        partial.write_text(json.dumps(record(cycle)))
+        kept = record(cycle)
+        # every situation this Pod was decided in, and when first (the same uid's earlier record
+        # keeps them; the first and the last 15 when there were more): what the lab's cluster showed,
+        # and since when (the scheduler lab's prediction checks read it)
+        try:
+            earlier = json.loads(target.read_text())
+        except (OSError, ValueError):
+            earlier = {}
+        history = list(earlier.get("history") or []) if earlier.get("uid") == kept.get("uid") else []
+        if not history or history[-1].get("situation") != kept["situation"]:
+            history.append({"at": time.time(), "situation": kept["situation"]})
+        kept["history"] = history[:1] + history[-15:] if len(history) > 16 else history
+        partial.write_text(json.dumps(kept))
         os.replace(partial, target)
 
     def _preempt(self, victim: Pod, preemptor: Pod, node: str, scheduler_name: str) -> None:

@@ -640,7 +640,7 @@ def observe_noexecute(ctx):
         built = lab.drain_pod(name)["spec"].get("tolerations") or []
         if live is None or own_tolerations((live.get("spec") or {}).get("tolerations")) != built:
             changed.append(name)
-    tried = _first_eviction(ctx, lab)
+    tried = lab.first_eviction(ctx.env, ctx.ready_time)
     written = _written_at(ctx.answer_path)
     if tried is not None and written is not None and written < tried["at"]:
         tried = None            # the prediction was written before the first eviction, and not changed since
@@ -652,18 +652,6 @@ def _written_at(path) -> float | None:
         return Path(path).stat().st_mtime
     except OSError:
         return None
-
-
-def _first_eviction(ctx, lab) -> dict | None:
-    """The first of the six Pods the lab's taint-eviction controller deleted since the part was
-    built (its decision log): {at, time, pod}; None if none, or on a real cluster."""
-    import time
-    for d in for_env(ctx.env).decisions(since=ctx.ready_time) or []:
-        item = d.get("item") or {}
-        if d.get("controller") == "tainteviction" and d.get("action") == "evict" \
-                and item.get("namespace") == ctx.params["namespace"] and item.get("name") in lab.DRAIN_PODS:
-            return {"at": d["ts"], "time": time.strftime("%H:%M:%S", time.gmtime(d["ts"])), "pod": item["name"]}
-    return None
 
 
 def judge_noexecute(ctx, obs):
@@ -720,9 +708,37 @@ def score_truth(case: dict) -> dict:
     return {"node": cycle.chosen, "fit": {n: v[1] for n, v in cycle.scores.get("NodeResourcesFit", {}).items()}}
 
 
+def _live_try(ctx) -> dict | None:
+    """The first decision of the lab's scheduler on a copy of the exercise's case built in the
+    lab's cluster (lab.live_trial; one kept before a reset: labkit.predictions.kept_trial), when
+    the prediction graded was written or changed after it; else None. A prediction labkit kept
+    when `labkit scheduler explain` showed the case before that try is judged as it was."""
+    tried = _lab(ctx).live_trial(ctx.env, ctx.exercise.id, ctx.ready_time)
+    earlier = predictions.kept_trial(ctx.lab.id, ctx.exercise.id)
+    if earlier is not None and (tried is None or earlier["at"] <= tried["at"]):
+        tried = earlier
+    if tried is None:
+        return None
+    kept = predictions.kept(ctx.lab.id, ctx.exercise.id)
+    if kept is not None:
+        return None if kept.at <= tried["at"] else tried
+    written = _written_at(ctx.answer_path)
+    return None if written is not None and written < tried["at"] else tried
+
+
+def _tried_feedback(ctx, tried: dict):
+    return ctx.failed(f"{tried['what']} at {tried['time']}, and its situation is this exercise's case (a copy of "
+                      f"{ctx.params['case']} built in the lab's cluster: kubectl showed where it went); your "
+                      "prediction was written or changed after that: a prediction made after watching is not one, "
+                      "and earns no points. Work it out from the case file (see the hints); a reset does not change "
+                      "that (labkit keeps when it was)",
+                      expected="a prediction written before the case was tried in the lab's cluster",
+                      observed=f"answer written after {tried['what']}", observed_in=LIVE)
+
+
 def observe_score_predict(ctx):
     answer, note = _prediction(ctx)
-    return {"answer": answer, "note": note}
+    return {"answer": answer, "note": note, "tried": _live_try(ctx)}
 
 
 def judge_score_predict(ctx, obs):
@@ -730,6 +746,8 @@ def judge_score_predict(ctx, obs):
     truth = score_truth(_case(ctx))
     node = str(ctx.answer_field(answer, "node", str)).strip()
     fit = ctx.answer_field(answer, "fit", dict)
+    if obs.get("tried"):
+        return _tried_feedback(ctx, obs["tried"])
     if node not in truth["fit"]:
         raise CheckFailed(f"node: {node!r} is not a node of the case", expected=sorted(truth["fit"]), observed=node)
     for name in fit:
@@ -770,7 +788,7 @@ def preempt_truth(case: dict) -> dict:
 
 def observe_preempt_predict(ctx):
     answer, note = _prediction(ctx)
-    return {"answer": answer, "note": note}
+    return {"answer": answer, "note": note, "tried": _live_try(ctx)}
 
 
 def judge_preempt_predict(ctx, obs):
@@ -781,6 +799,8 @@ def judge_preempt_predict(ctx, obs):
     pods = {p["name"]: p.get("nodeName") for p in case.get("pods") or []}
     node = str(ctx.answer_field(answer, "node", str)).strip()
     victims = [str(v).strip() for v in ctx.answer_field(answer, "victims", list)]
+    if obs.get("tried"):
+        return _tried_feedback(ctx, obs["tried"])
     if node not in nodes:
         raise CheckFailed(f"node: {node!r} is not a node of the case", expected=nodes, observed=node)
     unknown = [v for v in victims if v not in pods]
