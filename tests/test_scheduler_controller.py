@@ -297,3 +297,30 @@ def test_the_queue_pops_the_highest_priority_first_then_the_earliest_queued():
     made.add("ns/a")
     made.add("ns/b")
     assert [made.get(timeout=0), made.get(timeout=0)] == ["ns/b", "ns/a"]
+
+
+def test_preemption_weighs_the_pod_disruption_budgets_the_server_holds(server):
+    """DefaultPreemption picks the node whose victims violate the fewest PodDisruptionBudgets
+    before the one with the lowest-priority victims (default_preemption.go
+    getPodDisruptionBudgets, filterPodsWithPDBViolation; preemption.go pickOneNodeForPreemption):
+    node-1's victims (priority 1) are all guarded by a PDB that allows no disruption, node-2's
+    (priority 2) by none, so node-2 is nominated. Without the PDBs it would be node-1."""
+    c = server.client()
+    c.create("policy/v1", "poddisruptionbudgets", {"metadata": {"name": "guarded", "namespace": "default"},
+                                                   "spec": {"maxUnavailable": 0,
+                                                            "selector": {"matchLabels": {"app": "guarded"}}}},
+             "default")
+    for value in (1, 2, 10):
+        c.create("scheduling.k8s.io/v1", "priorityclasses", {"metadata": {"name": f"prio-{value}"}, "value": value})
+    create_nodes(c, node("node-1", "2"), node("node-2", "2"))
+    for name, priority, on in (("a1", 1, "node-1"), ("a2", 1, "node-1"), ("b1", 2, "node-2"), ("b2", 2, "node-2")):
+        body = pod(name, "1", priority, node_name=on)
+        if on == "node-1":
+            body["metadata"]["labels"] = {"app": "guarded"}
+        c.create("v1", "pods", body, "default")
+    c.create("v1", "pods", pod("high", "2", 10), "default")
+    assert wait_until(lambda: c.get("v1", "pods", "high", "default")["status"].get("nominatedNodeName"), timeout=30)
+    assert c.get("v1", "pods", "high", "default")["status"]["nominatedNodeName"] == "node-2"
+    deleting = {name for name in ("a1", "a2", "b1", "b2")
+                if c.get("v1", "pods", name, "default")["metadata"].get("deletionTimestamp")}
+    assert deleting == {"b1", "b2"}

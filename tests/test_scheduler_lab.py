@@ -179,6 +179,20 @@ def test_a_reset_of_node_name_pins_the_pod_again_and_names_what_it_undoes(lab):
     target.kubectl("taint", "node", "node-f", "retire-soon=yes:PreferNoSchedule")
     target.kubectl("taint", "node", "node-f", "retire-soon-")
     assert statuses(lab, "node-name")["node-name"].status == "pass"
+    # nor taint-effects' trial and error, undone: node-f cordoned and labelled, then uncordoned and
+    # unlabelled, keeping its PreferNoSchedule taint (the node is as built but for that taint)
+    for step in (("cordon", "node-f"), ("label", "node", "node-f", "retiring=true"), ("uncordon", "node-f"),
+                 ("label", "node", "node-f", "retiring-"), ("taint", "node", "node-f", "retire-soon=yes:PreferNoSchedule")):
+        target.kubectl(*step)
+    assert statuses(lab, "node-name")["node-name"].status == "pass"
+    # a Node left changed still fails it
+    target.kubectl("cordon", "node-b")
+    try:
+        result = statuses(lab, "node-name")["node-name"]
+        assert result.status == "fail" and "you changed the Node(s) node-b" in result.message
+    finally:
+        target.kubectl("uncordon", "node-b")
+        target.kubectl("taint", "node", "node-f", "retire-soon-")
     runner.reset(lab, exercise_id="node-name")
     pod = for_env(env).client().get("v1", "pods", "nightly", "sched")
     assert pod["spec"]["nodeName"] == "node-c"
@@ -217,3 +231,106 @@ def test_spread_leaves_one_replica_pending_and_a_reset_brings_shop_back_keeping_
     assert len([p for p in client.list("v1", "pods", "sched", label_selector="app=shop")[0]
                 if p["spec"].get("nodeName")]) == 6
     assert answer_path(LAB, "spread").exists()
+
+
+SCORE_COPY = [
+    *({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+       "spec": {"taints": taints},
+       "status": {"allocatable": {"cpu": cpu, "memory": memory, "pods": "110"},
+                  "capacity": {"cpu": cpu, "memory": memory, "pods": "110"},
+                  "conditions": [{"type": "Ready", "status": "True"}]}}
+      for name, cpu, memory, taints in (("copy-1", "4", "8Gi", []), ("copy-2", "8", "16Gi", []),
+                                        ("copy-3", "16", "32Gi", [{"key": "spot", "value": "true",
+                                                                   "effect": "PreferNoSchedule"}]))),
+    *({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+       "spec": {"nodeName": node, "containers": [{"name": "c", "image": "pause",
+                                                  "resources": {"requests": {"cpu": cpu, "memory": memory}}}]}}
+      for name, node, cpu, memory in (("cache", "copy-2", "4", "4Gi"), ("queue", "copy-1", "1", "2Gi")))]
+SCORE_COPY_INCOMING = {
+    "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "report", "namespace": "default"},
+    "spec": {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In",
+                               "values": ["copy-1", "copy-2", "copy-3"]}]}]}}},
+             "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": "1", "memory": "2Gi"}}}]}}
+
+
+def test_a_copy_of_the_score_case_built_live_shows_the_outcome_and_a_later_prediction_earns_nothing(lab):
+    """score-predict's case rebuilt with kubectl in the lab's cluster: the lab's scheduler binds
+    report as v1.34 would (kubectl shows the node), and labkit keeps when it did: the right answer
+    written after that fails, after a reset of the exercise too (keep_student_work)."""
+    lab, env = lab
+    target = for_env(env)
+    answer_path(LAB, "score-predict").unlink(missing_ok=True)
+    predictions.forget(LAB, "score-predict", "test: a fresh start")
+    try:
+        target.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": SCORE_COPY}))
+        target.kubectl("create", "-f", "-", input=json.dumps(SCORE_COPY_INCOMING))
+        assert wait_until(lambda: target.client().get("v1", "pods", "report", "default")["spec"].get("nodeName"),
+                          timeout=30)
+        assert target.client().get("v1", "pods", "report", "default")["spec"]["nodeName"] == "copy-1"
+        runner.solve(lab, "score-predict")           # the right answer, written after watching
+        result = statuses(lab, "score-predict")["score-predict"]
+        assert result.status == "fail" and "decided the Pod default/report" in result.message, result.message
+        notes = []
+        runner.reset(lab, notes.append, exercise_id="score-predict")
+        assert any("a copy of score-predict's case" in n for n in notes), notes
+        target.kubectl("delete", "pod", "report", "cache", "queue", "-n", "default", "--force", "--grace-period=0")
+        result = statuses(lab, "score-predict")["score-predict"]
+        assert result.status == "fail" and "decided the Pod default/report" in result.message, result.message
+    finally:
+        target.kubectl("delete", "pod", "report", "cache", "queue", "-n", "default", "--force", "--grace-period=0",
+                       "--ignore-not-found")
+        target.kubectl("delete", "node", "copy-1", "copy-2", "copy-3", "--ignore-not-found")
+        runner.reset(lab, exercise_id="score-predict", forget_prediction=True)     # the records stay before it
+        runner.solve(lab, "score-predict")
+        assert statuses(lab, "score-predict")["score-predict"].status == "pass"
+
+
+def test_a_copy_of_the_preempt_case_built_live_preempts_as_v1_34_and_a_later_prediction_earns_nothing(lab):
+    """preempt-predict's case rebuilt with kubectl (PriorityClasses, a PDB that allows no
+    disruption): the lab's scheduler nominates the node whose victims break no PDB, as
+    DefaultPreemption does, and labkit keeps when it decided: the right answer written after that
+    fails."""
+    lab, env = lab
+    target = for_env(env)
+    answer_path(LAB, "preempt-predict").unlink(missing_ok=True)
+    predictions.forget(LAB, "preempt-predict", "test: a fresh start")
+    pods = (("batch-a", "pcopy-1", 100, "batch", "2"), ("batch-b", "pcopy-1", 100, "batch", "1"),
+            ("web-a", "pcopy-1", 500, "web", "1"), ("etl-a", "pcopy-2", 10, "etl", "2"),
+            ("etl-b", "pcopy-2", 10, "etl", "2"))
+    items = [{"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": f"copy-{v}"},
+              "value": v} for v in (10, 100, 500, 1000)]
+    items += [{"apiVersion": "v1", "kind": "Node", "metadata": {"name": n, "labels": {"kubernetes.io/hostname": n}},
+               "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+                          "capacity": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+                          "conditions": [{"type": "Ready", "status": "True"}]}} for n in ("pcopy-1", "pcopy-2")]
+    items += [{"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "etl", "namespace": "default"},
+               "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "etl"}}}}]
+    items += [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default", "labels": {"app": app}},
+               "spec": {"nodeName": node, "priorityClassName": f"copy-{priority}", "containers": [
+                   {"name": "c", "image": "pause", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]}}
+              for name, node, priority, app, cpu in pods]
+    urgent = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "urgent", "namespace": "default"},
+              "spec": {"priorityClassName": "copy-1000", "affinity": {"nodeAffinity": {
+                  "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [
+                      {"key": "kubernetes.io/hostname", "operator": "In", "values": ["pcopy-1", "pcopy-2"]}]}]}}},
+                  "containers": [{"name": "c", "image": "pause",
+                                  "resources": {"requests": {"cpu": "3", "memory": "1Gi"}}}]}}
+    names = ["urgent"] + [p[0] for p in pods]
+    try:
+        target.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+        target.kubectl("create", "-f", "-", input=json.dumps(urgent))
+        assert wait_until(lambda: target.client().get("v1", "pods", "urgent", "default")["status"].get(
+            "nominatedNodeName"), timeout=30)
+        assert target.client().get("v1", "pods", "urgent", "default")["status"]["nominatedNodeName"] == "pcopy-1"
+        runner.solve(lab, "preempt-predict")         # the right answer, written after watching
+        result = statuses(lab, "preempt-predict")["preempt-predict"]
+        assert result.status == "fail" and "decided the Pod default/urgent" in result.message, result.message
+    finally:
+        target.kubectl("delete", "pod", *names, "-n", "default", "--force", "--grace-period=0", "--ignore-not-found")
+        target.kubectl("delete", "pdb", "etl", "-n", "default", "--ignore-not-found")
+        target.kubectl("delete", "priorityclass", "copy-10", "copy-100", "copy-500", "copy-1000", "--ignore-not-found")
+        target.kubectl("delete", "node", "pcopy-1", "pcopy-2", "--ignore-not-found")
+        runner.reset(lab, exercise_id="preempt-predict", forget_prediction=True)
+        runner.solve(lab, "preempt-predict")
+        assert statuses(lab, "preempt-predict")["preempt-predict"].status == "pass"

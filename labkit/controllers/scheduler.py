@@ -10,7 +10,9 @@ bound Pods the server holds.
   and a retry after the queue's backoff (1 s doubling to 10 s, scheduling_queue.go); any change of
   a Node or the deletion of a Pod retries every waiting Pod at once (where upstream's
   QueueingHints pick the Pods an event can help, labkit retries all of them);
-- preemption: the victims get condition DisruptionTarget (reason PreemptionByScheduler) and are
+- preemption, weighing the PodDisruptionBudgets the server holds (a victim past a PDB's
+  status.disruptionsAllowed counts as a violation, default_preemption.go filterPodsWithPDBViolation):
+  the victims get condition DisruptionTarget (reason PreemptionByScheduler) and are
   deleted, with the event Preempted; the preemptor's status.nominatedNodeName names the node
   (preemption.go prepareCandidate, DefaultPreemption).
 
@@ -37,6 +39,7 @@ decided on a snapshot that misses the ones bound just before it.
 from __future__ import annotations
 
 import random
+import time
 
 from labkit.apiserver.errors import ApiError
 from labkit.apiserver.timestamps import now_rfc3339
@@ -115,6 +118,8 @@ class SchedulerController(KeyedController):
                                         on_update=lambda old, new: config_changed(new), on_delete=config_deleted),
             "pods": self.informer("v1", "pods", "Pod", on_add=pod_changed, on_update=pod_updated,
                                   on_delete=lambda pod: self._retry_all()),
+            # DefaultPreemption's PDB lister (default_preemption.go getPodDisruptionBudgets)
+            "poddisruptionbudgets": self.informer("policy/v1", "poddisruptionbudgets", "PodDisruptionBudget"),
             "nodes": self.informer("v1", "nodes", "Node", namespaced=False, on_add=lambda n: self._retry_all(),
                                    on_update=lambda old, new: self._retry_all(), on_delete=lambda n: self._retry_all()),
         }
@@ -201,6 +206,12 @@ class SchedulerController(KeyedController):
         return {resource: self.informers[resource].list() for _v, resource, _k in WORKLOAD_KINDS
                 if resource in self.informers}
 
+    def pdbs(self) -> list[dict]:
+        """The PodDisruptionBudgets the informer holds, every namespace's (preemption keeps those
+        of the victim's namespace)."""
+        informer = self.informers.get("poddisruptionbudgets")
+        return informer.list() if informer is not None else []
+
     def sync(self, key: str) -> None:
         obj = self.informers["pods"].get(key)
         assumed = self.assumed.get(key)
@@ -212,7 +223,8 @@ class SchedulerController(KeyedController):
             return
         pod = Pod(obj)
         profile = self.profiles[(obj.get("spec") or {}).get("schedulerName", fw.DEFAULT_SCHEDULER)]
-        cycle = fw.schedule(profile, self.snapshot(), pod, rng=self.rng, workloads=self.workloads())
+        cycle = fw.schedule(profile, self.snapshot(), pod, pdbs=self.pdbs(),
+                            rng=self.rng, workloads=self.workloads())
         self.cycles[key] = cycle
         self._keep_record(cycle)
         ns, name = pod.namespace, pod.name
@@ -246,7 +258,19 @@ class SchedulerController(KeyedController):
         directory.mkdir(parents=True, exist_ok=True)
         target = directory / f"{cycle.pod.name}.json"
         partial = target.with_name(target.name + ".tmp")
-        partial.write_text(json.dumps(record(cycle)))
+        kept = record(cycle)
+        # every situation this Pod was decided in, and when first (the same uid's earlier record
+        # keeps them; the first and the last 15 when there were more): what the lab's cluster showed,
+        # and since when (the scheduler lab's prediction checks read it)
+        try:
+            earlier = json.loads(target.read_text())
+        except (OSError, ValueError):
+            earlier = {}
+        history = list(earlier.get("history") or []) if earlier.get("uid") == kept.get("uid") else []
+        if not history or history[-1].get("situation") != kept["situation"]:
+            history.append({"at": time.time(), "situation": kept["situation"]})
+        kept["history"] = history[:1] + history[-15:] if len(history) > 16 else history
+        partial.write_text(json.dumps(kept))
         os.replace(partial, target)
 
     def _preempt(self, victim: Pod, preemptor: Pod, node: str, scheduler_name: str) -> None:

@@ -432,7 +432,9 @@ class PodTopologySpread:
     MatchLabelKeysInPodTopologySpreadSelectorMerge, both beta and on by default in
     pkg/features/kube_features.go); the scheduler merges them again (common.go
     filterTopologySpreadConstraints), which changes nothing for a selector that has them already.
-    labkit's API server does not merge them into the stored Pod: the plugin merges them here."""
+    labkit's API server merges them into the stored Pod as v1.34's does
+    (labkit/apiserver/registry/pod.py merge_label_keys); the plugin merges them again here, as the
+    scheduler does, for a Pod stored without them (a case file's)."""
     name = "PodTopologySpread"
 
     def __init__(self, args: dict | None = None):

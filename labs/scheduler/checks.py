@@ -154,6 +154,18 @@ def _placement(client, live_node: dict | None, node_name: str, namespace: str, p
                        and not (o["metadata"].get("namespace") == namespace and o["metadata"]["name"] == pod)]}
 
 
+def _requests_changed(built: list, now: list) -> str:
+    """Which requests differ, per container: `memory removed`, `cpu changed`, `a container added`."""
+    if len(built) != len(now):
+        return "a container added" if len(now) > len(built) else "a container removed"
+    out = []
+    for was, isnow in zip(built, now):
+        for key in sorted(set(was) | set(isnow)):
+            if was.get(key) != isnow.get(key):
+                out.append(f"{key} " + ("removed" if key not in isnow else "added" if key not in was else "changed"))
+    return ", ".join(out)
+
+
 def judge_why_pending(ctx, obs):
     p = ctx.params
     ns, name = p["namespace"], p["pod"]
@@ -169,20 +181,27 @@ def judge_why_pending(ctx, obs):
                           "creates it again")
     built = _pod_view({"spec": lab.WEB["spec"]})
     if pod["requests"] != built["requests"]:
-        return ctx.failed(f"the resource requests of {name} changed: keep its CPU request (it needs 2 CPUs); "
-                          "the nodes with too little CPU are not the ones to use", expected="the requests as built",
+        return ctx.failed(f"the resource requests of {name} changed ({_requests_changed(built['requests'], pod['requests'])}"
+                          "): keep its requests as they were (it needs its 2 CPUs); the nodes with too little CPU "
+                          "are not the ones to use", expected="the requests as built",
                           observed=pod["requests"], observed_in=LIVE)
     if pod["nodeSelector"] != built["nodeSelector"]:
         return ctx.failed(f"the nodeSelector of {name} changed: keep it (the Pod needs a disk=ssd node); the nodes "
                           "it does not match are not the ones to use", expected="the nodeSelector as built",
                           observed=pod["nodeSelector"], observed_in=LIVE)
-    taints = [(n, t) for n, node in lab.PENDING_NODES.items() for t in node["spec"].get("taints") or []]
+    # the taints of every Node the lab registers (those of the other exercises' pools keep web away too)
+    taints = [(n, t) for n, node in {**lab.PENDING_NODES, **lab.ZONE_NODES, **lab.PACK_NODES}.items()
+              for t in node["spec"].get("taints") or []]
     allowed = p["allowed_taint"]
-    too_many = [f"{_taint_text(t)} (on {n})" for n, t in taints if _taint_text(t) != allowed
-                and any(tolerates(tol, t) for tol in pod["tolerations"])]
+    on: dict[str, list[str]] = {}
+    for n, t in taints:
+        if _taint_text(t) != allowed and any(tolerates(tol, t) for tol in pod["tolerations"]):
+            on.setdefault(_taint_text(t), []).append(n)
+    too_many = [f"{text} (on {', '.join(nodes)})" for text, nodes in on.items()]
     if too_many:
         return ctx.failed(f"the tolerations of {name} tolerate more than the team's taint: also "
-                          f"{', '.join(too_many)}, which keeps the Pod away on purpose. Compare each toleration's "
+                          f"{', '.join(too_many)}, which keep{'s' if len(too_many) == 1 else ''} the Pod away on "
+                          "purpose. Compare each toleration's "
                           "key, operator, value and effect with the taints of `kubectl describe node`",
                           expected=f"tolerations of {allowed} only", observed=pod["tolerations"], observed_in=LIVE)
     team = next(t for _n, t in taints if _taint_text(t) == allowed)
@@ -621,7 +640,7 @@ def observe_noexecute(ctx):
         built = lab.drain_pod(name)["spec"].get("tolerations") or []
         if live is None or own_tolerations((live.get("spec") or {}).get("tolerations")) != built:
             changed.append(name)
-    tried = _first_eviction(ctx, lab)
+    tried = lab.first_eviction(ctx.env, ctx.ready_time)
     written = _written_at(ctx.answer_path)
     if tried is not None and written is not None and written < tried["at"]:
         tried = None            # the prediction was written before the first eviction, and not changed since
@@ -633,18 +652,6 @@ def _written_at(path) -> float | None:
         return Path(path).stat().st_mtime
     except OSError:
         return None
-
-
-def _first_eviction(ctx, lab) -> dict | None:
-    """The first of the six Pods the lab's taint-eviction controller deleted since the part was
-    built (its decision log): {at, time, pod}; None if none, or on a real cluster."""
-    import time
-    for d in for_env(ctx.env).decisions(since=ctx.ready_time) or []:
-        item = d.get("item") or {}
-        if d.get("controller") == "tainteviction" and d.get("action") == "evict" \
-                and item.get("namespace") == ctx.params["namespace"] and item.get("name") in lab.DRAIN_PODS:
-            return {"at": d["ts"], "time": time.strftime("%H:%M:%S", time.gmtime(d["ts"])), "pod": item["name"]}
-    return None
 
 
 def judge_noexecute(ctx, obs):
@@ -701,9 +708,37 @@ def score_truth(case: dict) -> dict:
     return {"node": cycle.chosen, "fit": {n: v[1] for n, v in cycle.scores.get("NodeResourcesFit", {}).items()}}
 
 
+def _live_try(ctx) -> dict | None:
+    """The first decision of the lab's scheduler on a copy of the exercise's case built in the
+    lab's cluster (lab.live_trial; one kept before a reset: labkit.predictions.kept_trial), when
+    the prediction graded was written or changed after it; else None. A prediction labkit kept
+    when `labkit scheduler explain` showed the case before that try is judged as it was."""
+    tried = _lab(ctx).live_trial(ctx.env, ctx.exercise.id, ctx.ready_time)
+    earlier = predictions.kept_trial(ctx.lab.id, ctx.exercise.id)
+    if earlier is not None and (tried is None or earlier["at"] <= tried["at"]):
+        tried = earlier
+    if tried is None:
+        return None
+    kept = predictions.kept(ctx.lab.id, ctx.exercise.id)
+    if kept is not None:
+        return None if kept.at <= tried["at"] else tried
+    written = _written_at(ctx.answer_path)
+    return None if written is not None and written < tried["at"] else tried
+
+
+def _tried_feedback(ctx, tried: dict):
+    return ctx.failed(f"{tried['what']} at {tried['time']}, and its situation is this exercise's case (a copy of "
+                      f"{ctx.params['case']} built in the lab's cluster: kubectl showed where it went); your "
+                      "prediction was written or changed after that: a prediction made after watching is not one, "
+                      "and earns no points. Work it out from the case file (see the hints); a reset does not change "
+                      "that (labkit keeps when it was)",
+                      expected="a prediction written before the case was tried in the lab's cluster",
+                      observed=f"answer written after {tried['what']}", observed_in=LIVE)
+
+
 def observe_score_predict(ctx):
     answer, note = _prediction(ctx)
-    return {"answer": answer, "note": note}
+    return {"answer": answer, "note": note, "tried": _live_try(ctx)}
 
 
 def judge_score_predict(ctx, obs):
@@ -711,6 +746,8 @@ def judge_score_predict(ctx, obs):
     truth = score_truth(_case(ctx))
     node = str(ctx.answer_field(answer, "node", str)).strip()
     fit = ctx.answer_field(answer, "fit", dict)
+    if obs.get("tried"):
+        return _tried_feedback(ctx, obs["tried"])
     if node not in truth["fit"]:
         raise CheckFailed(f"node: {node!r} is not a node of the case", expected=sorted(truth["fit"]), observed=node)
     for name in fit:
@@ -751,7 +788,7 @@ def preempt_truth(case: dict) -> dict:
 
 def observe_preempt_predict(ctx):
     answer, note = _prediction(ctx)
-    return {"answer": answer, "note": note}
+    return {"answer": answer, "note": note, "tried": _live_try(ctx)}
 
 
 def judge_preempt_predict(ctx, obs):
@@ -762,6 +799,8 @@ def judge_preempt_predict(ctx, obs):
     pods = {p["name"]: p.get("nodeName") for p in case.get("pods") or []}
     node = str(ctx.answer_field(answer, "node", str)).strip()
     victims = [str(v).strip() for v in ctx.answer_field(answer, "victims", list)]
+    if obs.get("tried"):
+        return _tried_feedback(ctx, obs["tried"])
     if node not in nodes:
         raise CheckFailed(f"node: {node!r} is not a node of the case", expected=nodes, observed=node)
     unknown = [v for v in victims if v not in pods]
@@ -809,10 +848,29 @@ def _another_exercises_taint(lab, event: dict) -> bool:
 
     def allowed(taint: dict) -> bool:
         taint = {k: taint[k] for k in ("key", "value", "effect") if taint.get(k)}
-        return taint in built or (name == lab.RETIRING_NODE["metadata"]["name"]
-                                  and taint.get("effect") == "PreferNoSchedule") \
-            or (name == lab.DRAIN_NODE["metadata"]["name"] and taint == lab.DRAIN_TAINT)
+        return taint in built or _other_exercises_taint(lab, name, taint)
     return all(isinstance(t, dict) and allowed(t) for t in body["spec"]["taints"] or [])
+
+
+def _other_exercises_taint(lab, name: str, taint: dict) -> bool:
+    """A taint another exercise asks for: PreferNoSchedule on node-f (taint-effects), the drain
+    taint on node-e (noexecute)."""
+    taint = {k: taint[k] for k in ("key", "value", "effect") if taint.get(k)}
+    return (name == lab.RETIRING_NODE["metadata"]["name"] and taint.get("effect") == "PreferNoSchedule") \
+        or (name == lab.DRAIN_NODE["metadata"]["name"] and taint == lab.DRAIN_TAINT)
+
+
+def _as_built(lab, name: str, live: dict | None) -> bool:
+    """Whether a Node the lab registers is now as the lab built it (taints, labels, allocatable
+    resources, spec.unschedulable), but for taints another exercise asks for: writes that left it so
+    (another exercise's trial and error, undone) gave nightly no node it would not have had."""
+    built = {**_lab_nodes(lab), **lab.ZONE_NODES, **lab.PACK_NODES}.get(name)
+    now = _node_view(live)
+    if built is None or now is None:
+        return False
+    built = _node_view(built)
+    now["taints"] = [t for t in now["taints"] if t in built["taints"] or not _other_exercises_taint(lab, name, t)]
+    return now == built
 
 
 def observe_node_name(ctx):
@@ -860,6 +918,7 @@ def observe_node_name(ctx):
     nodes_changed = sorted({(e.get("objectRef") or {}).get("name") for e in mine
                             if (e.get("objectRef") or {}).get("resource") == "nodes"
                             and not _another_exercises_taint(_lab(ctx), e)} & counted)
+    nodes_changed = [n for n in nodes_changed if not _as_built(_lab(ctx), n, client.get_or_none("v1", "nodes", n))]
     deleted = sorted({(e.get("objectRef") or {}).get("name") for e in mine if e.get("verb") == "delete"
                       and (e.get("objectRef") or {}).get("resource") == "pods"
                       and not (e.get("objectRef") or {}).get("subresource")

@@ -480,6 +480,73 @@ def part_of(resource: str | None, namespace: str | None, name: str | None) -> st
     return None
 
 
+def first_eviction(env, since: float) -> dict | None:
+    """The first of noexecute's six Pods the lab's taint-eviction controller deleted since `since`
+    (its decision log): {at, time, pod}; None if none, or on a real cluster."""
+    import time
+    for d in for_env(env).decisions(since=since) or []:
+        item = d.get("item") or {}
+        if d.get("controller") == "tainteviction" and d.get("action") == "evict" \
+                and item.get("namespace") == NAMESPACE and item.get("name") in DRAIN_PODS:
+            return {"at": d["ts"], "time": time.strftime("%H:%M:%S", time.gmtime(d["ts"])), "pod": item["name"],
+                    "what": f"the taint-eviction controller deleted {item['name']}"}
+    return None
+
+
+def live_trial(env, exercise_id: str, since: float) -> dict | None:
+    """The first Pod the lab's scheduler decided since `since` whose situation is, or holds part
+    of, the case of prediction exercise `exercise_id` (score-predict, preempt-predict), by the rule
+    `labkit scheduler explain` withholds by (labkit.scheduler.withhold.reveals): a copy of the case
+    built in the lab's cluster, whose binding, preemption and events kubectl shows. From the
+    records the scheduler keeps of its decisions (each situation a Pod was decided in, and when:
+    `history`); None if none, or on a real cluster."""
+    import json
+    import time
+
+    from labkit.inputs import load_yaml
+    from labkit.scheduler import withhold
+    from labkit.scheduler.explain import RECORDS
+    target = for_env(env)
+    if not target.embedded:
+        return None
+    case = load_yaml(env.lab.directory / env.lab.exercise(exercise_id).params["case"])
+    found = []
+    for path in sorted((target.state_dir / RECORDS).glob("*/*.json")):
+        try:
+            kept = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        for seen in kept.get("history") or []:
+            at = seen.get("at")
+            if not isinstance(at, (int, float)) or at < since or not isinstance(seen.get("situation"), dict):
+                continue
+            if withhold.reveals(seen["situation"], case, exercise_id):
+                pod = f"{path.parent.name}/{path.stem}"
+                found.append({"at": at, "time": time.strftime("%H:%M:%S", time.gmtime(at)), "pod": pod,
+                              "what": f"the lab's scheduler decided the Pod {pod}"})
+                break
+    return min(found, key=lambda t: t["at"]) if found else None
+
+
+def keep_student_work(env, exercise_id: str | None) -> list[str]:
+    """Before `labkit reset scheduler [EXERCISE]`: what showed a prediction exercise's outcome in
+    the lab's cluster is kept (labkit.predictions.keep_trial): a live decision on a copy of
+    score-predict's or preempt-predict's case (live_trial). A reset of the exercise starts its
+    check's reading of the records anew; a reset of the whole lab starts a new API server with
+    none: neither may turn a prediction written after watching into one written before."""
+    from labkit import predictions
+    notes = []
+    for exercise in ("score-predict", "preempt-predict"):
+        if exercise_id not in (None, exercise):
+            continue
+        found = live_trial(env, exercise, env.state.ready_time(exercise))
+        if found is not None:
+            kept = predictions.keep_trial(env.lab.id, exercise, found)
+            notes.append(f"labkit keeps that {kept['what']} (at {kept['time']}), a copy of {exercise}'s case: a "
+                         "prediction written or changed after that earns no points, after this reset too")
+    return notes
+
+
 def student_work(env, exercise_id: str | None) -> list[str]:
     """What `labkit reset scheduler [EXERCISE]` would undo of what the student did: each successful
     request of theirs (not the cluster's own components) on the exercise's Nodes and Pods since its

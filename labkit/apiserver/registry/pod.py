@@ -35,6 +35,42 @@ def _pod_template_labels(template) -> dict:
     return ((template or {}).get("metadata") or {}).get("labels") or {}
 
 
+def _merge_keys(selector: dict, keys, operator: str, labels: dict) -> None:
+    """strategy.go applyLabelKeysToLabelSelector: for each key the Pod has a label of, the
+    requirement `key <operator> (its value)` appended to the selector's matchExpressions."""
+    for key in keys or []:
+        if key in labels:
+            selector.setdefault("matchExpressions", []).append(
+                {"key": key, "operator": operator, "values": [labels[key]]})
+
+
+def merge_label_keys(pod: dict) -> None:
+    """What v1.34's Pod strategy does on create (strategy.go PrepareForCreate): the Pod's own label
+    values are merged into the selectors that name their keys, so the stored Pod shows them.
+    - mutateTopologySpreadConstraints: each topologySpreadConstraint's matchLabelKeys as `key In
+      (value)` (features MatchLabelKeysInPodTopologySpread, beta since 1.27, and
+      MatchLabelKeysInPodTopologySpreadSelectorMerge, beta and on by default in 1.34:
+      pkg/features/kube_features.go);
+    - mutatePodAffinity: each pod (anti-)affinity term's matchLabelKeys as `In`, mismatchLabelKeys
+      as `NotIn` (MatchLabelKeysInPodAffinity, GA in 1.33).
+    A constraint or term without labelSelector is left alone (a nil selector matches nothing).
+    Only on create: an update merges nothing again."""
+    spec = pod.get("spec") or {}
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    for constraint in spec.get("topologySpreadConstraints") or []:
+        if isinstance(constraint, dict) and isinstance(constraint.get("labelSelector"), dict):
+            _merge_keys(constraint["labelSelector"], constraint.get("matchLabelKeys"), "In", labels)
+    affinity = spec.get("affinity") or {}
+    for kind in ("podAffinity", "podAntiAffinity"):
+        terms = affinity.get(kind) or {}
+        preferred = terms.get("preferredDuringSchedulingIgnoredDuringExecution") or []
+        for term in (terms.get("requiredDuringSchedulingIgnoredDuringExecution") or []) + \
+                [(t or {}).get("podAffinityTerm") for t in preferred if isinstance(t, dict)]:
+            if isinstance(term, dict) and isinstance(term.get("labelSelector"), dict):
+                _merge_keys(term["labelSelector"], term.get("matchLabelKeys"), "In", labels)
+                _merge_keys(term["labelSelector"], term.get("mismatchLabelKeys"), "NotIn", labels)
+
+
 def qos_class(spec: dict) -> str:
     """pkg/apis/core/helper/qos GetPodQOS (container-level resources): BestEffort without any cpu
     or memory request or limit; Guaranteed when every container limits both and requests equal
@@ -99,6 +135,7 @@ class PodStrategy(Strategy):
     def prepare_for_create(self, obj):
         super().prepare_for_create(obj)
         obj["status"] = {"phase": "Pending", "qosClass": qos_class(obj.get("spec") or {})}
+        merge_label_keys(obj)
 
     def validate(self, obj):
         spec = obj.get("spec") or {}

@@ -119,13 +119,5 @@ def mutants(ctx):
     out = copy.deepcopy(obs)
     out["pods"][first]["spec"]["tolerations"] = []
     yield Mutant("tolerations", f"{first} without its toleration", names=("tolerations",), observation=out)
-    for node, view in obs["nodes"].items():
-        for edit in tree_edits(view, alternatives={"allocatable.cpu": ["8", "2"], "labels.pool": ["shop", ""],
-                                                   "unschedulable": [True]}):
-            if edit.value == view or (edit.op == "drop" and edit.path == "unschedulable"):
-                continue
-            yield Mutant(f"node:{node}:{edit.op}:{edit.path}" + (f"={edit.after}" if edit.op == "set" else ""),
-                         f"{node}: {edit.describe()}", names=(node, "changed"),
-                         observation=_with(obs, nodes={**obs["nodes"], node: edit.value}))
-        yield Mutant(f"node:{node}:gone", f"{node} deleted", names=(node, "gone"),
-                     observation=_with(obs, nodes={**obs["nodes"], node: None}))
+    yield from ctx.lab._load("mutants/_nodes.py").node_mutants(
+        obs, alternatives={"allocatable.cpu": ["8", "2"], "labels.pool": ["shop", ""], "unschedulable": [True]})

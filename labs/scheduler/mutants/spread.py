@@ -139,17 +139,9 @@ def mutants(ctx):
                        ("tolerations", [])):
         yield Mutant(f"template:{key}", f"the template's {key} changed", names=(key,),
                      observation=_with(obs, deployment={**obs["deployment"], key: value}))
-    for node, view in obs["nodes"].items():
-        for edit in tree_edits(view, alternatives={"allocatable.cpu": ["4", "8"],
-                                                   f"labels.{lab.ZONE_KEY}": ["zone-a", "zone-b", "zone-c"],
-                                                   "unschedulable": [True]}):
-            if edit.value == view or (edit.op == "drop" and edit.path == "unschedulable"):
-                continue
-            yield Mutant(f"node:{node}:{edit.op}:{edit.path}" + (f"={edit.after}" if edit.op == "set" else ""),
-                         f"{node}: {edit.describe()}", names=(node, "changed"),
-                         observation=_with(obs, nodes={**obs["nodes"], node: edit.value}))
-        yield Mutant(f"node:{node}:gone", f"{node} deleted", names=(node, "gone"),
-                     observation=_with(obs, nodes={**obs["nodes"], node: None}))
+    yield from ctx.lab._load("mutants/_nodes.py").node_mutants(
+        obs, alternatives={"allocatable.cpu": ["4", "8"], f"labels.{lab.ZONE_KEY}": ["zone-a", "zone-b", "zone-c"],
+                           "unschedulable": [True]})
     yield Mutant("cart:gone", "cart deleted", names=("cart",), observation=_with(obs, cart=None))
     yield Mutant("cart:relabelled", "cart's tier label removed", names=("cart",),
                  observation=_with(obs, cart={**obs["cart"], "labels": {"app": "cart"}}))
