@@ -737,17 +737,64 @@ def _acting_bindings(attrs) -> list[tuple[str, str]]:
     return sorted(out, key=lambda p: list(_ACTED).index(p[1]))
 
 
-def update_verdict(registry, user, namespace: str, image: str) -> str:
-    """What the policies decide on an update of a running Pod in `namespace` whose container
-    image (nginx:1.27) is changed to `image` (a Pod's container images are mutable:
-    pkg/apis/core/validation ValidatePodUpdate)."""
-    old = _image_pod("nginx:1.27", False)
+def update_verdict(registry, user, namespace: str, image: str, init: bool = False) -> str:
+    """What the policies decide on an update of a running Pod in `namespace` whose container (or
+    init container) image, nginx:1.27, is changed to `image` (a Pod's container and init container
+    images are mutable: pkg/apis/core/validation ValidatePodUpdate munges spec.containers[*].image
+    and spec.initContainers[*].image)."""
+    old = _image_pod("nginx:1.27", init)
     old["metadata"]["namespace"] = namespace
-    attrs = reconstruct.pod_attributes(namespace, _image_pod(image, False), operation="UPDATE")
+    attrs = reconstruct.pod_attributes(namespace, _image_pod(image, init), operation="UPDATE")
     attrs.old = old
     attrs.options = {"kind": "UpdateOptions", "apiVersion": "meta.k8s.io/v1"}
     attrs.user = user
     return reconstruct.policy_verdict(registry, attrs)
+
+
+def debug_verdict(registry, user, namespace: str, image: str) -> str:
+    """What the policies decide when `kubectl debug` adds an ephemeral container running `image` to a
+    running Pod in `namespace`: an UPDATE of the Pod's ephemeralcontainers subresource, whose object
+    is the whole Pod with its new ephemeral container and oldObject the stored Pod
+    (pkg/registry/core/pod/storage/storage.go EphemeralContainersREST; its kind is Pod)."""
+    return reconstruct.policy_verdict(registry, debug_attributes(user, namespace, image))
+
+
+def debug_attributes(user, namespace: str, image: str):
+    old = _image_pod("nginx:1.27", False)
+    old["metadata"]["namespace"] = namespace
+    new = copy.deepcopy(old)
+    new["spec"]["ephemeralContainers"] = [{"name": "debugger", "image": image, "targetContainerName": "app",
+                                           "stdin": True, "tty": True}]
+    attrs = reconstruct.pod_attributes(namespace, new, operation="UPDATE")
+    attrs.old, attrs.subresource, attrs.kind = old, "ephemeralcontainers", ("", "v1", "Pod")
+    attrs.options = {"kind": "UpdateOptions", "apiVersion": "meta.k8s.io/v1"}
+    attrs.user = user
+    return attrs
+
+
+def pod_side_requests(namespace: str):
+    """(what, admission attributes) of the requests about a Pod in `namespace` (its images all
+    tagged) that carry no new image: the scheduler binding it to a node (a Binding created through
+    pods/binding), an eviction (an Eviction through pods/eviction, policy/v1), the kubelet's status
+    update, a resize, the Pod's deletion (pkg/registry/core/pod/storage/storage.go; admission sees
+    the subresource's own kind and object, none on DELETE)."""
+    from labkit.apiserver.admission import Attributes
+    pod = _image_pod("nginx:1.27", True)
+    pod["metadata"]["namespace"] = namespace
+    rt = reconstruct.pod_attributes(namespace, pod).rt
+    binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "probe", "namespace": namespace},
+               "target": {"apiVersion": "v1", "kind": "Node", "name": "node-1"}}
+    eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "probe", "namespace": namespace}}
+    status = {**copy.deepcopy(pod), "status": {"phase": "Running"}}
+    yield "the scheduler's binding of a Pod to its node (pods/binding)", Attributes(
+        "CREATE", rt, namespace, "probe", binding, subresource="binding", kind=("", "v1", "Binding"))
+    yield "an eviction (pods/eviction)", Attributes(
+        "CREATE", rt, namespace, "probe", eviction, subresource="eviction", kind=("policy", "v1", "Eviction"))
+    yield "the kubelet's status update (pods/status)", Attributes(
+        "UPDATE", rt, namespace, "probe", status, old=pod, subresource="status")
+    yield "a resize (pods/resize)", Attributes("UPDATE", rt, namespace, "probe", copy.deepcopy(pod), old=pod,
+                                               subresource="resize")
+    yield "the deletion of a Pod", Attributes("DELETE", rt, namespace, "probe", None, old=pod)
 
 
 def _image_pod(image, init):
@@ -813,14 +860,41 @@ def judge_image_tag_policy(ctx, obs) -> object:
         where = "an init container's" if init else "the"
         raise CheckFailed(f"a Pod with {where} image {image} was refused although it names a tag or a digest ({msg})"
                           f"{_more(wrong_refused)}")
-    # a Pod's container images may be changed in place (an UPDATE: `kubectl set image`): the Pod
-    # then runs the new image, so it is judged as a creation is
-    updated = [image for image in corpus if (update_verdict(registry, admin_user, ns, image) == "admitted") != pinned(image)]
-    if updated:
-        image = updated[0]
-        raise CheckFailed(f"a Pod in {ns} whose image was changed in place (an UPDATE, as `kubectl set image` sends) to "
-                          f"{image} was {'admitted' if not pinned(image) else 'refused'}: the Pod then runs that image "
-                          "— look at the operations your policy matches (matchConstraints)")
+    # a Pod's container and init container images may be changed in place (an UPDATE: `kubectl set
+    # image`): the Pod then runs the new image, so it is judged as a creation is
+    for init in (False, True):
+        updated = [image for image in corpus
+                   if (update_verdict(registry, admin_user, ns, image, init) == "admitted") != pinned(image)]
+        if updated:
+            image = updated[0]
+            which = "an init container's image" if init else "the image"
+            raise CheckFailed(f"a Pod in {ns} had {which} changed in place (an UPDATE, as `kubectl set image` sends) "
+                              f"to {image}, and that was {'admitted' if not pinned(image) else 'refused'}: the Pod then "
+                              "runs that image — look at the operations your policy matches (matchConstraints)"
+                              f"{' and at what it judges on an update' if init else ''}")
+    # `kubectl debug` adds an ephemeral container to a running Pod: it runs that image too
+    debugged = [image for image in corpus if (debug_verdict(registry, admin_user, ns, image) == "admitted") != pinned(image)]
+    if debugged:
+        image = debugged[0]
+        if pinned(image):
+            raise CheckFailed(f"adding an ephemeral container with the image {image} to a running Pod in {ns} (as "
+                              "`kubectl debug` does) was refused although it names a tag or a digest"
+                              f"{_more(debugged)}")
+        attrs = debug_attributes(admin_user, ns, image)
+        reconstruct.policy_verdict(registry, attrs)
+        asked = any(step.stage == "validating-admission" and "/" in step.name for step in attrs.trace.steps)
+        where = ("your policy is asked about it, but its expressions do not judge spec.ephemeralContainers" if asked
+                 else "`kubectl debug` sends an UPDATE of the Pod's ephemeralcontainers subresource, which your policy "
+                      "is not asked about — look at the resources it matches (matchConstraints)")
+        raise CheckFailed(f"an ephemeral container with the image {image} was added to a running Pod in {ns} (as "
+                          f"`kubectl debug --image={image}` adds it): the Pod then runs that image. {where}")
+    for what, attrs in pod_side_requests(ns):
+        attrs.user = admin_user
+        result = reconstruct.policy_verdict(registry, attrs)
+        if result != "admitted":
+            raise CheckFailed(f"your policy refuses {what} in {ns} ({result.removeprefix('denied: ')}): requests "
+                              "that bring no new image must go through — look at the resources and operations your "
+                              "policy matches (matchConstraints)")
     for n in namespaces:
         other = n["name"]
         if other == ns:
@@ -841,8 +915,9 @@ def judge_image_tag_policy(ctx, obs) -> object:
                 raise CheckFailed(f"your binding {binding!r} puts the policy to work on Pods created in {where} too "
                                   f"({outcome}: {_ACTED[outcome]}): the exercise asks for a policy in {ns} only — "
                                   "look at that binding's matchResources")
-    return ctx.passed(f"your policy refuses exactly the images without tag or digest in {ns}, init containers too, "
-                      "and leaves the other namespaces alone")
+    return ctx.passed(f"your policy refuses exactly the images without tag or digest in {ns} — in containers, init "
+                      "containers and the ephemeral containers of `kubectl debug`, on creation and on update — and "
+                      "leaves the other namespaces alone")
 
 
 def check_image_tag_policy(ctx):
