@@ -392,8 +392,22 @@ def judge_forbidden(ctx, obs) -> object:
     other = _others_gained(ctx, obs, job, built, space, "alice")
     if other:
         raise CheckFailed(other)
+    # the subject the binding named by mistake: fixing the binding corrects it — left beside the
+    # right one, it still grants the role to an identity nobody meant (a ServiceAccount of that name
+    # made later in its namespace would read the Pods of ns)
+    without = [o for o in built if not (o["kind"] == "RoleBinding" and o["metadata"] == lab.BINDING["metadata"])]
+    for subject in lab.BINDING["subjects"]:
+        wrong = reconstruct.Subject.of(subject)
+        stale = reconstruct.access(obs["rbac"], wrong, space) - reconstruct.access(without, wrong, space)
+        if stale:
+            via = reconstruct.bindings_granting(obs["rbac"], wrong, stale)
+            which = ", ".join(_binding_name(b) for b in sorted(via, key=_binding_name)) or "a binding"
+            raise CheckFailed(f"{which} still grants the Role {role_name} to {wrong.label}, the subject that was "
+                              f"wrong: the job has its access now, but that identity (made later in its namespace) "
+                              f"could {reconstruct.describe(_pick(stale, ('pods',), ns))} too — a fixed binding "
+                              "names the job and nobody else")
     return ctx.passed(f"the job lists pods in {ns} through a binding of {role_name}, and may do nothing more; "
-                      "nobody else gained anything")
+                      "nobody else gained anything, and the binding's wrong subject grants nothing any more")
 
 
 def check_forbidden(ctx):
