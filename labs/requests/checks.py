@@ -57,9 +57,13 @@ def _patch_note(message: str) -> str:
 
 
 def _blocked_by_outage(message: str) -> str:
+    """The lab's validating webhook refusing a probe because its backend is down (exercise outage:
+    scoped as it asks, it still fails closed for the application namespaces while the backend is
+    down, as it must)."""
     if "pod-policy" in message:
-        return (" The lab's webhook pod-policy is blocking Pod creations (its backend is down): "
-                "work exercise outage first.")
+        return (" The lab's webhook pod-policy refuses Pod creations here while its backend is down (exercise "
+                "outage): bring the backend back — `kubectl -n policy scale deployment pod-policy --replicas=1` — "
+                "and check again.")
     return ""
 
 
@@ -572,10 +576,11 @@ def judge_mutating_webhook(ctx, obs) -> object:
         # and only there; a namespace where no Pod is is the namespaceSelector's business, below
         wrong = [labels for labels in space if sent(name, labels) != on]
         if wrong and len(wrong) < len(space):
-            shown = ", ".join(f"{k}={v}" for k, v in (wrong[0] or {}).items()) or "no labels"
+            shown = ", ".join(f"{k}={v}" for k, v in (wrong[0] or {}).items())
+            shown = f"labelled {shown}" if shown else "without labels"
             where = (f"a namespace made later with the label {enabler}=enabled" if n in later else name) if on else \
                 (f"a namespace made later without {enabler}=enabled" if n in later else name)
-            raise CheckFailed(f"Pod creations in {where} labelled {shown} would {'not ' if on else ''}be sent to your "
+            raise CheckFailed(f"Pod creations in {where} {shown} would {'not ' if on else ''}be sent to your "
                               f"webhook{'' if on else ', though others are not'}: "
                               + (f"every Pod created in a namespace labelled {enabler}=enabled must be, whatever "
                                  "its labels" if on else f"no Pod of a namespace without {enabler}=enabled may be")
