@@ -350,3 +350,16 @@ def test_a_proxy_url_of_another_scheme_is_refused_in_client_gos_words(server, tm
     with pytest.raises(ConfigError, match=r"invalid 'proxy-url' 'socks4://127.0.0.1:1080' for cluster 'lab': "
                                           r"unsupported scheme 'socks4', must be http, https, or socks5"):
         HttpClient.from_kubeconfig(path)
+
+
+@pytest.mark.parametrize("content", ["-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n", "- a\n- b\n"])
+def test_a_file_that_is_no_kubeconfig_is_named_so_in_plain_words(tmp_path, content):
+    """A certificate or a list given where a kubeconfig belongs (an answer file naming the wrong file):
+    the error says what the file is not, with no Python internals."""
+    from labkit.apiserver.client import KubeConfig
+    path = tmp_path / "alice.crt"
+    path.write_text(content)
+    with pytest.raises(ConfigError) as info:
+        KubeConfig(path)
+    assert "not a kubeconfig: its content is not a YAML mapping" in str(info.value)
+    assert "object" not in str(info.value), str(info.value)

@@ -210,6 +210,10 @@ TEXTS: dict[str, dict[str, Run | list[Run] | Mention | Covered]] = {
         "kubectl get pods -n shop --token=TOKEN": Run(
             f"kubectl get pods -n shop --token=$({REQUEST_TOKEN} | jq -r .status.token)", code=1, output="forbidden"),
         "labkit requests explain -- kubectl run x -n web --image=nginx:1.27": Run(changes="mutating-webhook"),
+        # kubectl debug adds an ephemeral container to a running Pod (the API server's pods/ephemeralcontainers)
+        "kubectl debug POD -n web --image=busybox": Run("kubectl run dbg -n web --image=nginx:1.27 && "
+                                                        "kubectl debug dbg -n web --image=busybox",
+                                                        changes="mutating-webhook", output="debugger-"),
         "kubectl -n policy scale deployment pod-policy --replicas=0": Run(changes="outage"),
         AUDIT_JQ + " AUDIT_LOG": Run(f"{AUDIT_JQ} $LAB_STATE/apiserver/audit.log", output='"delete"'),
     },

@@ -126,6 +126,19 @@ def test_image_references_are_judged_by_upstreams_grammar():
         [False, True, False, True, True, True, False, True, True, False]
 
 
+def test_a_probe_the_outage_blocks_says_how_to_unblock_it_not_that_the_outage_is_unsolved():
+    """The outage exercise passes with the backend still down (scoped right, the webhook fails closed
+    for the application namespaces, as it must); mutating-webhook's probes in web are then refused
+    by pod-policy, and the feedback says to bring the backend back, not to work the outage first."""
+    spec = importlib.util.spec_from_file_location("requests_checks_outage", REPO / "labs" / "requests" / "checks.py")
+    checks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(checks)
+    note = checks._blocked_by_outage('Internal error occurred: failed calling webhook "pod-policy.example.com": '
+                                     'failed to call webhook: no endpoints available for service "pod-policy"')
+    assert "scale deployment pod-policy --replicas=1" in note and "first" not in note, note
+    assert checks._blocked_by_outage("doc is missing path") == ""
+
+
 def test_an_outage_fix_with_match_conditions_passes(lab):
     labkit("reset", "requests", "outage", "--yes", env=lab, check=0, timeout=120)
     kubectl(lab, "-n", "policy", "scale", "deployment", "pod-policy", "--replicas=0")

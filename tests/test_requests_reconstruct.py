@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 
+import pytest
 from support import REPO
 
 from labkit.requests import reconstruct
@@ -100,67 +101,84 @@ def test_the_reference_image_policy_refuses_untagged_images_in_web_only():
     assert verdict("default", "nginx") == "admitted"
 
 
-def test_an_extra_binding_that_only_audits_other_namespaces_fails_the_image_policy_and_is_named():
+POLICY_SOLUTION = _module("requests_policy", REPO / "labs" / "requests" / "solutions" / "image-tag-policy.py")
+
+
+def _typed(obj):
+    return {**obj, "apiVersion": "admissionregistration.k8s.io/v1"}
+
+
+@pytest.fixture
+def image_policy():
+    """The image-tag-policy exercise's check context (labkit state isolated by the test setup), its
+    checks module, and a judge of an observation: None when it passes, else the failure's message."""
+    from labkit.exercises import CheckContext, CheckFailed
+    from labkit.labs import get_lab
+    from labkit.state import LabEnv, LabState
+
+    the_lab = get_lab("requests")
+    state = LabState(the_lab.id)
+    state.ensure_dir()
+    ctx = CheckContext(LabEnv(the_lab, state), the_lab.exercise("image-tag-policy"))
+    checks = the_lab._load("checks.py")
+
+    def judge(policy, *bindings, namespaces=("web", "default", "shop")):
+        obs = {"policies": [_typed(policy)], "bindings": [_typed(b) for b in bindings or (POLICY_SOLUTION.binding(),)],
+               "namespaces": [{"name": n, "labels": {"kubernetes.io/metadata.name": n}} for n in namespaces]}
+        try:
+            result = checks.judge_image_tag_policy(ctx, obs)
+        except CheckFailed as exc:
+            return exc.message
+        assert result.passed
+        return None
+    return judge
+
+
+def test_an_extra_binding_that_only_audits_other_namespaces_fails_the_image_policy_and_is_named(image_policy):
     """The image policy is web's only: a second binding of the right policy for every namespace
     refuses and warns nothing with validationActions [Audit], yet writes every other namespace's
     untagged Pods into the audit log; the judge names that binding. The reference alone passes."""
-    import copy
-
-    from labkit.exercises import CheckContext, CheckFailed
-    from labkit.labs import get_lab
-    from labkit.state import LabEnv, LabState
-
-    solution = _module("requests_policy_scope", REPO / "labs" / "requests" / "solutions" / "image-tag-policy.py")
-    the_lab = get_lab("requests")
-    state = LabState(the_lab.id)
-    state.ensure_dir()
-    ctx = CheckContext(LabEnv(the_lab, state), the_lab.exercise("image-tag-policy"))
-    checks = the_lab._load("checks.py")
-    namespaces = [{"name": n, "labels": {"kubernetes.io/metadata.name": n}} for n in ("web", "default", "shop")]
-    typed = lambda o: {**o, "apiVersion": "admissionregistration.k8s.io/v1"}  # noqa: E731
-    reference = {"policies": [typed(solution.policy(solution.EXPRESSIONS))], "bindings": [typed(solution.binding())],
-                 "namespaces": namespaces}
-    assert checks.judge_image_tag_policy(ctx, reference).passed
-    audit = copy.deepcopy(solution.binding(("Audit",)))
+    reference = POLICY_SOLUTION.policy(POLICY_SOLUTION.EXPRESSIONS)
+    assert image_policy(reference) is None
+    audit = POLICY_SOLUTION.binding(("Audit",))
     audit["metadata"]["name"] = "audit-everywhere"
     del audit["spec"]["matchResources"]
-    extra = {**reference, "bindings": reference["bindings"] + [typed(audit)]}
-    try:
-        checks.judge_image_tag_policy(ctx, extra)
-    except CheckFailed as exc:
-        message = exc.message
-    else:
-        raise AssertionError("an Audit binding for every namespace passed")
+    message = image_policy(reference, POLICY_SOLUTION.binding(), audit)
+    assert message is not None, "an Audit binding for every namespace passed"
     assert "'audit-everywhere'" in message and "audit log" in message and "web only" in message, message
 
 
-def test_an_image_policy_for_creations_only_fails_on_an_image_changed_in_place():
+def test_an_image_policy_for_creations_only_fails_on_an_image_changed_in_place(image_policy):
     """A Pod's container image is mutable: a policy matching CREATE only admits `kubectl set image`
     to an untagged image in web, and the judge says so; with UPDATE too it passes."""
-    from labkit.exercises import CheckContext, CheckFailed
-    from labkit.labs import get_lab
-    from labkit.state import LabEnv, LabState
-
-    solution = _module("requests_policy_update", REPO / "labs" / "requests" / "solutions" / "image-tag-policy.py")
-    the_lab = get_lab("requests")
-    state = LabState(the_lab.id)
-    state.ensure_dir()
-    ctx = CheckContext(LabEnv(the_lab, state), the_lab.exercise("image-tag-policy"))
-    checks = the_lab._load("checks.py")
-    policy = solution.policy(solution.EXPRESSIONS)
+    policy = POLICY_SOLUTION.policy(POLICY_SOLUTION.EXPRESSIONS)
     policy["spec"]["matchConstraints"]["resourceRules"][0]["operations"] = ["CREATE"]
-    obs = {"policies": [{**policy, "apiVersion": "admissionregistration.k8s.io/v1"}],
-           "bindings": [{**solution.binding(), "apiVersion": "admissionregistration.k8s.io/v1"}],
-           "namespaces": [{"name": n, "labels": {"kubernetes.io/metadata.name": n}} for n in ("web", "default")]}
-    try:
-        checks.judge_image_tag_policy(ctx, obs)
-    except CheckFailed as exc:
-        assert "changed in place" in exc.message and "UPDATE" in exc.message, exc.message
-    else:
-        raise AssertionError("a policy for creations only passed")
+    message = image_policy(policy, namespaces=("web", "default"))
+    assert message is not None, "a policy for creations only passed"
+    assert "changed in place" in message and "UPDATE" in message, message
     policy["spec"]["matchConstraints"]["resourceRules"][0]["operations"] = ["CREATE", "UPDATE"]
-    obs["policies"] = [{**policy, "apiVersion": "admissionregistration.k8s.io/v1"}]
-    assert checks.judge_image_tag_policy(ctx, obs).passed
+    assert image_policy(policy, namespaces=("web", "default")) is None
+
+
+def test_an_image_policy_that_kubectl_debug_gets_around_fails(image_policy):
+    """`kubectl debug` adds an ephemeral container through pods/ephemeralcontainers (an UPDATE whose
+    object is the whole Pod): a policy matching `pods` only is never asked, one that is asked but
+    judges containers and init containers only lets an untagged debug image in; the judge tells the
+    two apart."""
+    unasked = POLICY_SOLUTION.policy(POLICY_SOLUTION.EXPRESSIONS, resources=("pods",))
+    message = image_policy(unasked)
+    assert message is not None and "ephemeralcontainers subresource" in message and "matchConstraints" in message, \
+        message
+    unjudged = POLICY_SOLUTION.policy(POLICY_SOLUTION.EXPRESSIONS[:2])
+    message = image_policy(unjudged)
+    assert message is not None and "spec.ephemeralContainers" in message and "kubectl debug" in message, message
+
+
+def test_an_image_policy_over_every_pod_subresource_refuses_the_scheduler(image_policy):
+    """`pods/*` catches `kubectl debug` but also judges a Binding (pods/binding) and an Eviction,
+    whose object has no spec.containers: under failurePolicy Fail they are refused."""
+    message = image_policy(POLICY_SOLUTION.policy(POLICY_SOLUTION.EXPRESSIONS, resources=("pods", "pods/*")))
+    assert message is not None and message.startswith("your policy refuses the scheduler's binding"), message
 
 
 def test_access_grants_exactly_what_rule_allows_grants_name_by_name():

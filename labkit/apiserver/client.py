@@ -314,8 +314,9 @@ class KubeConfig:
             merged = KubeConfigMerger(self.path)
         except (OSError, yaml.YAMLError) as exc:
             raise ConfigError(self.path, None, f"cannot read kubeconfig: {exc}")
-        except (AttributeError, TypeError) as exc:          # YAML that is not a mapping
-            raise ConfigError(self.path, None, f"not a kubeconfig: {exc}")
+        except (AttributeError, TypeError):          # YAML that is not a mapping (a PEM file, a list)
+            raise ConfigError(self.path, None, "not a kubeconfig: its content is not a YAML mapping (apiVersion, "
+                                               "clusters, contexts, users)")
         if merged.config is None:
             raise ConfigError(self.path, None, "no kubeconfig file found")
         # client-go tools/clientcmd/loader.go ClientConfigLoadingRules.Load: the first file to set a

@@ -43,6 +43,10 @@ class Subresource:
     def validate(self, obj: dict) -> list[FieldError]:
         return []
 
+    def validate_update(self, new: dict, old: dict) -> list[FieldError]:
+        """The subresource strategy's ValidateUpdate (most need only the new object)."""
+        return self.validate(new)
+
 
 class StatusSubresource(Subresource):
     """`<resource>/status`, with the kind's status strategy: its PrepareForUpdate takes the

@@ -132,10 +132,12 @@ def webhook_serve(
     server: bool = typer.Option(False, "--server", help="FILE is a whole server: run `python FILE` with "
                                 "WEBHOOK_CERT, WEBHOOK_KEY, WEBHOOK_HOST and WEBHOOK_PORT in its environment."),
 ):
-    """Serve your admission webhook on https://127.0.0.1:PORT as a lab process (restarting it if it
-    runs): `labkit cleanup requests` stops it. Its serving certificate is signed by the lab's
-    webhook CA; the caBundle for your webhook configuration is printed. Every review it answers is
-    logged (`labkit requests webhook list` shows the log)."""
+    """Serve your admission webhook on https://127.0.0.1:PORT as a lab process.
+
+    A webhook of that name that runs is restarted; `labkit cleanup requests`
+    stops it. Its serving certificate is signed by the lab's webhook CA; the
+    caBundle for your webhook configuration is printed. Every review it
+    answers is logged (`labkit requests webhook list` shows the log)."""
     from labkit.requests import pki, webhook
 
     env = _env()
@@ -147,8 +149,10 @@ def webhook_serve(
 
 @webhook_app.command("stop")
 def webhook_stop(name: str = typer.Argument("my-webhook", help="The webhook's name.")):
-    """Stop a webhook you served (its configuration stays: with failurePolicy Fail, requests it
-    matches now fail)."""
+    """Stop a webhook you served.
+
+    Its configuration stays: with failurePolicy Fail, requests it matches
+    now fail."""
     from labkit.requests import webhook
 
     env = _env()
@@ -181,9 +185,10 @@ def webhook_list(output: Optional[str] = cliopts.output_option(("text", "json", 
 def webhook_certs(
     name: str = typer.Argument("my-webhook", help="The webhook's name."),
 ):
-    """Print where the serving certificate and key of webhook NAME are (made on first use, for
-    127.0.0.1 and localhost, signed by the lab's webhook CA), and the caBundle to put into a
-    webhook configuration."""
+    """Where the serving certificate and key of webhook NAME are, and the caBundle.
+
+    They are made on first use, for 127.0.0.1 and localhost, signed by the
+    lab's webhook CA; the caBundle goes into a webhook configuration."""
     from labkit.requests import pki, webhook
 
     env = _env()

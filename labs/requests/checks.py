@@ -57,9 +57,13 @@ def _patch_note(message: str) -> str:
 
 
 def _blocked_by_outage(message: str) -> str:
+    """The lab's validating webhook refusing a probe because its backend is down (exercise outage:
+    scoped as it asks, it still fails closed for the application namespaces while the backend is
+    down, as it must)."""
     if "pod-policy" in message:
-        return (" The lab's webhook pod-policy is blocking Pod creations (its backend is down): "
-                "work exercise outage first.")
+        return (" The lab's webhook pod-policy refuses Pod creations here while its backend is down (exercise "
+                "outage): bring the backend back — `kubectl -n policy scale deployment pod-policy --replicas=1` — "
+                "and check again.")
     return ""
 
 
@@ -392,8 +396,22 @@ def judge_forbidden(ctx, obs) -> object:
     other = _others_gained(ctx, obs, job, built, space, "alice")
     if other:
         raise CheckFailed(other)
+    # the subject the binding named by mistake: fixing the binding corrects it — left beside the
+    # right one, it still grants the role to an identity nobody meant (a ServiceAccount of that name
+    # made later in its namespace would read the Pods of ns)
+    without = [o for o in built if not (o["kind"] == "RoleBinding" and o["metadata"] == lab.BINDING["metadata"])]
+    for subject in lab.BINDING["subjects"]:
+        wrong = reconstruct.Subject.of(subject)
+        stale = reconstruct.access(obs["rbac"], wrong, space) - reconstruct.access(without, wrong, space)
+        if stale:
+            via = reconstruct.bindings_granting(obs["rbac"], wrong, stale)
+            which = ", ".join(_binding_name(b) for b in sorted(via, key=_binding_name)) or "a binding"
+            raise CheckFailed(f"{which} still grants the Role {role_name} to {wrong.label}, the subject that was "
+                              f"wrong: the job has its access now, but that identity (made later in its namespace) "
+                              f"could {reconstruct.describe(_pick(stale, ('pods',), ns))} too — a fixed binding "
+                              "names the job and nobody else")
     return ctx.passed(f"the job lists pods in {ns} through a binding of {role_name}, and may do nothing more; "
-                      "nobody else gained anything")
+                      "nobody else gained anything, and the binding's wrong subject grants nothing any more")
 
 
 def check_forbidden(ctx):
@@ -558,10 +576,11 @@ def judge_mutating_webhook(ctx, obs) -> object:
         # and only there; a namespace where no Pod is is the namespaceSelector's business, below
         wrong = [labels for labels in space if sent(name, labels) != on]
         if wrong and len(wrong) < len(space):
-            shown = ", ".join(f"{k}={v}" for k, v in (wrong[0] or {}).items()) or "no labels"
+            shown = ", ".join(f"{k}={v}" for k, v in (wrong[0] or {}).items())
+            shown = f"labelled {shown}" if shown else "without labels"
             where = (f"a namespace made later with the label {enabler}=enabled" if n in later else name) if on else \
                 (f"a namespace made later without {enabler}=enabled" if n in later else name)
-            raise CheckFailed(f"Pod creations in {where} labelled {shown} would {'not ' if on else ''}be sent to your "
+            raise CheckFailed(f"Pod creations in {where} {shown} would {'not ' if on else ''}be sent to your "
                               f"webhook{'' if on else ', though others are not'}: "
                               + (f"every Pod created in a namespace labelled {enabler}=enabled must be, whatever "
                                  "its labels" if on else f"no Pod of a namespace without {enabler}=enabled may be")
@@ -737,17 +756,64 @@ def _acting_bindings(attrs) -> list[tuple[str, str]]:
     return sorted(out, key=lambda p: list(_ACTED).index(p[1]))
 
 
-def update_verdict(registry, user, namespace: str, image: str) -> str:
-    """What the policies decide on an update of a running Pod in `namespace` whose container
-    image (nginx:1.27) is changed to `image` (a Pod's container images are mutable:
-    pkg/apis/core/validation ValidatePodUpdate)."""
-    old = _image_pod("nginx:1.27", False)
+def update_verdict(registry, user, namespace: str, image: str, init: bool = False) -> str:
+    """What the policies decide on an update of a running Pod in `namespace` whose container (or
+    init container) image, nginx:1.27, is changed to `image` (a Pod's container and init container
+    images are mutable: pkg/apis/core/validation ValidatePodUpdate munges spec.containers[*].image
+    and spec.initContainers[*].image)."""
+    old = _image_pod("nginx:1.27", init)
     old["metadata"]["namespace"] = namespace
-    attrs = reconstruct.pod_attributes(namespace, _image_pod(image, False), operation="UPDATE")
+    attrs = reconstruct.pod_attributes(namespace, _image_pod(image, init), operation="UPDATE")
     attrs.old = old
     attrs.options = {"kind": "UpdateOptions", "apiVersion": "meta.k8s.io/v1"}
     attrs.user = user
     return reconstruct.policy_verdict(registry, attrs)
+
+
+def debug_verdict(registry, user, namespace: str, image: str) -> str:
+    """What the policies decide when `kubectl debug` adds an ephemeral container running `image` to a
+    running Pod in `namespace`: an UPDATE of the Pod's ephemeralcontainers subresource, whose object
+    is the whole Pod with its new ephemeral container and oldObject the stored Pod
+    (pkg/registry/core/pod/storage/storage.go EphemeralContainersREST; its kind is Pod)."""
+    return reconstruct.policy_verdict(registry, debug_attributes(user, namespace, image))
+
+
+def debug_attributes(user, namespace: str, image: str):
+    old = _image_pod("nginx:1.27", False)
+    old["metadata"]["namespace"] = namespace
+    new = copy.deepcopy(old)
+    new["spec"]["ephemeralContainers"] = [{"name": "debugger", "image": image, "targetContainerName": "app",
+                                           "stdin": True, "tty": True}]
+    attrs = reconstruct.pod_attributes(namespace, new, operation="UPDATE")
+    attrs.old, attrs.subresource, attrs.kind = old, "ephemeralcontainers", ("", "v1", "Pod")
+    attrs.options = {"kind": "UpdateOptions", "apiVersion": "meta.k8s.io/v1"}
+    attrs.user = user
+    return attrs
+
+
+def pod_side_requests(namespace: str):
+    """(what, admission attributes) of the requests about a Pod in `namespace` (its images all
+    tagged) that carry no new image: the scheduler binding it to a node (a Binding created through
+    pods/binding), an eviction (an Eviction through pods/eviction, policy/v1), the kubelet's status
+    update, a resize, the Pod's deletion (pkg/registry/core/pod/storage/storage.go; admission sees
+    the subresource's own kind and object, none on DELETE)."""
+    from labkit.apiserver.admission import Attributes
+    pod = _image_pod("nginx:1.27", True)
+    pod["metadata"]["namespace"] = namespace
+    rt = reconstruct.pod_attributes(namespace, pod).rt
+    binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "probe", "namespace": namespace},
+               "target": {"apiVersion": "v1", "kind": "Node", "name": "node-1"}}
+    eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "probe", "namespace": namespace}}
+    status = {**copy.deepcopy(pod), "status": {"phase": "Running"}}
+    yield "the scheduler's binding of a Pod to its node (pods/binding)", Attributes(
+        "CREATE", rt, namespace, "probe", binding, subresource="binding", kind=("", "v1", "Binding"))
+    yield "an eviction (pods/eviction)", Attributes(
+        "CREATE", rt, namespace, "probe", eviction, subresource="eviction", kind=("policy", "v1", "Eviction"))
+    yield "the kubelet's status update (pods/status)", Attributes(
+        "UPDATE", rt, namespace, "probe", status, old=pod, subresource="status")
+    yield "a resize (pods/resize)", Attributes("UPDATE", rt, namespace, "probe", copy.deepcopy(pod), old=pod,
+                                               subresource="resize")
+    yield "the deletion of a Pod", Attributes("DELETE", rt, namespace, "probe", None, old=pod)
 
 
 def _image_pod(image, init):
@@ -813,14 +879,41 @@ def judge_image_tag_policy(ctx, obs) -> object:
         where = "an init container's" if init else "the"
         raise CheckFailed(f"a Pod with {where} image {image} was refused although it names a tag or a digest ({msg})"
                           f"{_more(wrong_refused)}")
-    # a Pod's container images may be changed in place (an UPDATE: `kubectl set image`): the Pod
-    # then runs the new image, so it is judged as a creation is
-    updated = [image for image in corpus if (update_verdict(registry, admin_user, ns, image) == "admitted") != pinned(image)]
-    if updated:
-        image = updated[0]
-        raise CheckFailed(f"a Pod in {ns} whose image was changed in place (an UPDATE, as `kubectl set image` sends) to "
-                          f"{image} was {'admitted' if not pinned(image) else 'refused'}: the Pod then runs that image "
-                          "— look at the operations your policy matches (matchConstraints)")
+    # a Pod's container and init container images may be changed in place (an UPDATE: `kubectl set
+    # image`): the Pod then runs the new image, so it is judged as a creation is
+    for init in (False, True):
+        updated = [image for image in corpus
+                   if (update_verdict(registry, admin_user, ns, image, init) == "admitted") != pinned(image)]
+        if updated:
+            image = updated[0]
+            which = "an init container's image" if init else "the image"
+            raise CheckFailed(f"a Pod in {ns} had {which} changed in place (an UPDATE, as `kubectl set image` sends) "
+                              f"to {image}, and that was {'admitted' if not pinned(image) else 'refused'}: the Pod then "
+                              "runs that image — look at the operations your policy matches (matchConstraints)"
+                              f"{' and at what it judges on an update' if init else ''}")
+    # `kubectl debug` adds an ephemeral container to a running Pod: it runs that image too
+    debugged = [image for image in corpus if (debug_verdict(registry, admin_user, ns, image) == "admitted") != pinned(image)]
+    if debugged:
+        image = debugged[0]
+        if pinned(image):
+            raise CheckFailed(f"adding an ephemeral container with the image {image} to a running Pod in {ns} (as "
+                              "`kubectl debug` does) was refused although it names a tag or a digest"
+                              f"{_more(debugged)}")
+        attrs = debug_attributes(admin_user, ns, image)
+        reconstruct.policy_verdict(registry, attrs)
+        asked = any(step.stage == "validating-admission" and "/" in step.name for step in attrs.trace.steps)
+        where = ("your policy is asked about it, but its expressions do not judge spec.ephemeralContainers" if asked
+                 else "`kubectl debug` sends an UPDATE of the Pod's ephemeralcontainers subresource, which your policy "
+                      "is not asked about — look at the resources it matches (matchConstraints)")
+        raise CheckFailed(f"an ephemeral container with the image {image} was added to a running Pod in {ns} (as "
+                          f"`kubectl debug --image={image}` adds it): the Pod then runs that image. {where}")
+    for what, attrs in pod_side_requests(ns):
+        attrs.user = admin_user
+        result = reconstruct.policy_verdict(registry, attrs)
+        if result != "admitted":
+            raise CheckFailed(f"your policy refuses {what} in {ns} ({result.removeprefix('denied: ')}): requests "
+                              "that bring no new image must go through — look at the resources and operations your "
+                              "policy matches (matchConstraints)")
     for n in namespaces:
         other = n["name"]
         if other == ns:
@@ -841,8 +934,9 @@ def judge_image_tag_policy(ctx, obs) -> object:
                 raise CheckFailed(f"your binding {binding!r} puts the policy to work on Pods created in {where} too "
                                   f"({outcome}: {_ACTED[outcome]}): the exercise asks for a policy in {ns} only — "
                                   "look at that binding's matchResources")
-    return ctx.passed(f"your policy refuses exactly the images without tag or digest in {ns}, init containers too, "
-                      "and leaves the other namespaces alone")
+    return ctx.passed(f"your policy refuses exactly the images without tag or digest in {ns} — in containers, init "
+                      "containers and the ephemeral containers of `kubectl debug`, on creation and on update — and "
+                      "leaves the other namespaces alone")
 
 
 def check_image_tag_policy(ctx):
@@ -870,8 +964,19 @@ def observe_outage(ctx) -> dict:
     lab = _lab(ctx.env)
     admin = _admin(ctx)
     events = lab.target(ctx.env).audit(since=ctx.ready_time) or []
+    # the outage is a Pod creation that pod-policy's webhook could not be called for: 500 `failed
+    # calling webhook "NAME": ...` (apiserver/pkg/util/webhook/error.go ErrCallingWebhook.Error, as
+    # validating/dispatcher.go Dispatch returns it under failurePolicy Fail). Another 500 — a
+    # webhook of the student's own that fails, or a JSON Patch that does not apply, also in the
+    # dry runs of other exercises' checks — is not this outage
+    hooks = [h["name"] for resource, built in lab.webhook_configurations(ctx.env)
+             if resource == "validatingwebhookconfigurations" and built["metadata"]["name"] == ctx.params["webhook"]
+             for h in built["webhooks"]]
+    calls = tuple(f'failed calling webhook "{name}"' for name in hooks)
     met = any((e.get("objectRef") or {}).get("resource") == "pods" and e.get("verb") == "create"
-              and (e.get("responseStatus") or {}).get("code") == 500 for e in events)
+              and (e.get("responseStatus") or {}).get("code") == 500
+              and any(call in ((e.get("responseStatus") or {}).get("message") or "") for call in calls)
+              for e in events)
     configs = {resource: admin.list(ADMISSION, resource)[0]
                for resource in ("validatingwebhookconfigurations", "mutatingwebhookconfigurations")}
     deployment = admin.get_or_none("apps/v1", "deployments", ctx.params["deployment"], ctx.params["namespace"]) or {}

@@ -6,12 +6,14 @@ legacy `bindings` resource, and the container and pod-template validation the wo
 from __future__ import annotations
 
 import copy
+import json
 
 from labkit.apiserver import tables
 from labkit.apiserver.podvalidation import validate_pod_containers
 from labkit.apiserver.errors import FieldError, field_forbidden, field_invalid, field_required
-from labkit.apiserver.resources import StatusSubresource, Strategy, Subresource
+from labkit.apiserver.resources import STATUS_VERBS, StatusSubresource, Strategy, Subresource
 from labkit.apiserver.selectors import LabelSelector
+from labkit.apiserver.validation import dns1123_label_problems
 
 
 class BindingSubresource(Subresource):
@@ -120,6 +122,69 @@ class PodStatusSubresource(StatusSubresource):
         return new
 
 
+class EphemeralContainersSubresource(Subresource):
+    """`pods/<name>/ephemeralcontainers` (EphemeralContainersREST in
+    pkg/registry/core/pod/storage/storage.go; what `kubectl debug` patches), its kind the Pod
+    itself. podEphemeralContainersStrategy (pkg/registry/core/pod/strategy.go):
+    PrepareForUpdate keeps the stored Pod's spec, status and the metadata a status update keeps
+    (dropNonEphemeralContainerUpdates, ResetObjectMetaForStatus) and takes only
+    spec.ephemeralContainers from the request, bumping the generation when they change
+    (updatePodGeneration); ValidateUpdate (ValidatePodEphemeralContainersUpdate in
+    pkg/apis/core/validation/validation.go) refuses an existing ephemeral container removed or
+    changed (upstream follows `may not be changed` with cmp.Diff's rendering of the change, left out here), and
+    validates the new ones as validateEphemeralContainers does (the parts
+    reconstructed here: a name that is a DNS-1123 label used by no other container, an image)."""
+
+    name = "ephemeralcontainers"
+    verbs = STATUS_VERBS
+
+    def prepare_for_update(self, new: dict, old: dict) -> dict:
+        result = copy.deepcopy(old)
+        for key in ("resourceVersion", "managedFields"):     # what the request and its field manager set
+            if key in new.get("metadata", {}):
+                result["metadata"][key] = new["metadata"][key]
+            else:
+                result["metadata"].pop(key, None)
+        containers = (new.get("spec") or {}).get("ephemeralContainers")
+        spec = result.setdefault("spec", {})
+        if containers:
+            spec["ephemeralContainers"] = copy.deepcopy(containers)
+        else:
+            spec.pop("ephemeralContainers", None)
+        if spec.get("ephemeralContainers") != (old.get("spec") or {}).get("ephemeralContainers"):
+            result["metadata"]["generation"] = (old["metadata"].get("generation") or 1) + 1
+        return result
+
+    def validate_update(self, new: dict, old: dict) -> list[FieldError]:
+        at = "spec.ephemeralContainers"
+        errors: list[FieldError] = []
+        spec = new.get("spec") or {}
+        taken = {c.get("name") for key in ("containers", "initContainers") for c in spec.get(key) or []
+                 if isinstance(c, dict)}
+        for i, c in enumerate(spec.get("ephemeralContainers") or []):
+            if not isinstance(c, dict):
+                continue
+            name = c.get("name") or ""
+            if not name:
+                errors.append(field_required(f"{at}[{i}].name"))
+            else:
+                errors += [field_invalid(f"{at}[{i}].name", name, msg) for msg in dns1123_label_problems(name)]
+                if name in taken:
+                    errors.append(FieldError("Duplicate value", f"{at}[{i}].name", "", name, True))
+                taken.add(name)
+            if not c.get("image"):
+                errors.append(field_required(f"{at}[{i}].image"))
+        now = {c.get("name"): c for c in spec.get("ephemeralContainers") or [] if isinstance(c, dict)}
+        for was in (old.get("spec") or {}).get("ephemeralContainers") or []:
+            if was.get("name") not in now:
+                errors.append(field_forbidden(at, f"existing ephemeral containers {json.dumps(was.get('name'))} "
+                                                  "may not be removed\n"))
+            elif now[was.get("name")] != was:
+                errors.append(field_forbidden(at, f"existing ephemeral containers {json.dumps(was.get('name'))} "
+                                                  "may not be changed\n"))
+        return errors
+
+
 class PodStrategy(Strategy):
     """pkg/registry/core/pod/strategy.go: status and QoS class set on create, metadata.generation
     follows spec changes (v1.33+)."""
@@ -129,7 +194,7 @@ class PodStrategy(Strategy):
     generation = True
     field_labels = ("spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName",
                     "status.phase", "status.podIP", "status.nominatedNodeName")
-    subresources = (PodStatusSubresource(), BindingSubresource())
+    subresources = (PodStatusSubresource(), BindingSubresource(), EphemeralContainersSubresource())
     printer = tables.PRINTERS["Pod"]
 
     def prepare_for_create(self, obj):
@@ -137,7 +202,8 @@ class PodStrategy(Strategy):
         obj["status"] = {"phase": "Pending", "qosClass": qos_class(obj.get("spec") or {})}
         merge_label_keys(obj)
 
-    def validate(self, obj):
+    @staticmethod
+    def _validate_spec(obj):
         spec = obj.get("spec") or {}
         errors = validate_pod_containers(spec)
         grace = spec.get("terminationGracePeriodSeconds")
@@ -145,8 +211,16 @@ class PodStrategy(Strategy):
             errors.append(field_invalid("spec.terminationGracePeriodSeconds", grace, "must be greater than or equal to 0"))
         return errors
 
+    def validate(self, obj):
+        errors = self._validate_spec(obj)
+        # ValidatePodCreate: ephemeral containers are added to a running Pod through its
+        # ephemeralcontainers subresource only
+        if (obj.get("spec") or {}).get("ephemeralContainers"):
+            errors.append(field_forbidden("spec.ephemeralContainers", "cannot be set on create"))
+        return errors
+
     def validate_update(self, new, old):
-        errors = self.validate(new)
+        errors = self._validate_spec(new)
         mutable = copy.deepcopy(new.get("spec") or {})
         original = copy.deepcopy(old.get("spec") or {})
         # updatable: container images, activeDeadlineSeconds, tolerations (additions)

@@ -662,7 +662,7 @@ class Registry:
             meta["deletionGracePeriodSeconds"] = old_meta["deletionGracePeriodSeconds"]
         meta.pop("selfLink", None)
         errors = validate_object_meta_update(meta, old_meta, rt.namespaced, strategy.standard_finalizer_names)
-        errors += sub.validate(new) if sub else strategy.validate_update(new, old)
+        errors += sub.validate_update(new, old) if sub else strategy.validate_update(new, old)
         if errors:
             raise invalid(rt.kind, rt.group, name, errors)
         # rest.AdmissionToValidateObjectUpdateFunc: validating admission on the updated object

@@ -70,3 +70,13 @@ def fixes_and_lets_the_neighbour_read_prod(env):
                 "-p", '[{"op":"replace","path":"/subjects/0/namespace","value":"shop"}]')
     lab.bind(env, "shop-default-view", "prod", "ClusterRole", "view",
              {"kind": "ServiceAccount", "name": "default", "namespace": "shop"})
+
+
+@mistake("the subject that was wrong", "nobody else")
+def adds_the_job_beside_the_wrong_subject(env):
+    """Adds the job's ServiceAccount as a second subject of the binding and leaves the wrong one: the
+    job lists its Pods, and the ServiceAccount reporter of default — which nobody meant, and anyone
+    who may create ServiceAccounts there can make — would read them too."""
+    lab = env.lab.environment_module()
+    lab.kubectl(env, "-n", "shop", "patch", "rolebinding", "reporter-reads-pods", "--type=json", "-p",
+                json.dumps([{"op": "add", "path": "/subjects/-", "value": SA}]))

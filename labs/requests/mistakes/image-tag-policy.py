@@ -79,3 +79,38 @@ def creations_only(env):
     policy = ref.policy(ref.EXPRESSIONS)
     policy["spec"]["matchConstraints"]["resourceRules"][0]["operations"] = ["CREATE"]
     ref.apply(env, policy, ref.binding())
+
+
+@mistake("ephemeral container", "kubectl debug", "matchConstraints")
+def forgets_kubectl_debug(env):
+    """Judges containers, init containers and ephemeral containers on Pod creations and updates, but
+    matches `pods` only: `kubectl debug` adds its container through the ephemeralcontainers
+    subresource, which the policy is never asked about."""
+    ref = _reference(env)
+    ref.apply(env, ref.policy(ref.EXPRESSIONS, resources=("pods",)), ref.binding())
+
+
+@mistake("ephemeral container", "spec.ephemeralContainers")
+def debug_matched_not_judged(env):
+    """Matches the ephemeralcontainers subresource, but its expressions look at containers and init
+    containers only: the Pod's own images are tagged, so an untagged debug container gets in."""
+    ref = _reference(env)
+    ref.apply(env, ref.policy(ref.EXPRESSIONS[:2]), ref.binding())
+
+
+@mistake("your policy refuses", "pods/binding")
+def every_pod_subresource(env):
+    """Matches `pods/*` to catch `kubectl debug`: the scheduler's Binding of every new Pod in web is
+    judged too, its `object` has no spec.containers, and under failurePolicy Fail it is refused."""
+    ref = _reference(env)
+    ref.apply(env, ref.policy(ref.EXPRESSIONS, resources=("pods", "pods/*")), ref.binding())
+
+
+@mistake("init container", "kubectl set image")
+def init_updates_unjudged(env):
+    """Judges init containers only when a Pod is created: an init container's image set in place to
+    an untagged one later is admitted."""
+    ref = _reference(env)
+    expressions = list(ref.EXPRESSIONS)
+    expressions[1] = f"request.operation != 'CREATE' || {expressions[1]}"
+    ref.apply(env, ref.policy(expressions), ref.binding())

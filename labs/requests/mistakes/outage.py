@@ -102,3 +102,29 @@ def exempts_the_controllers(env):
     lab.kubectl(env, "patch", "validatingwebhookconfiguration", "pod-policy", "--type=json", "-p",
                 json.dumps([{"op": "add", "path": "/webhooks/0/namespaceSelector", "value": selector},
                             {"op": "add", "path": "/webhooks/0/matchConditions", "value": condition}]))
+
+
+@mistake("not met the outage")
+def fixes_without_the_outage(env):
+    """Never takes the backend down: the only Pod creation that failed was refused by a webhook of
+    their own that could not be called (a 500 too, but not pod-policy's outage); then scopes
+    pod-policy as the reference does."""
+    lab = env.lab.environment_module()
+    c = lab.client(env)
+    hook = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": "my-labeler"},
+            "webhooks": [{"name": "my-labeler.example.com", "admissionReviewVersions": ["v1"], "sideEffects": "None",
+                          "failurePolicy": "Fail", "clientConfig": {"url": "https://127.0.0.1:9/mutate"},
+                          "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "web"}},
+                          "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
+                                     "resources": ["pods"]}]}]}
+    lab.kubectl(env, "apply", "-f", "-", input=json.dumps(hook))
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probe"},
+           "spec": {"containers": [{"name": "probe", "image": "nginx:1.27"}]}}
+    code, _ = c.request("POST", "/api/v1/namespaces/web/pods", None, pod)
+    assert code == 500, code
+    lab.kubectl(env, "delete", "mutatingwebhookconfiguration", "my-labeler")
+    selector = {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+                                      "values": ["kube-system", "kube-public", "kube-node-lease", "policy"]}]}
+    lab.kubectl(env, "patch", "validatingwebhookconfiguration", "pod-policy", "--type=json", "-p",
+                json.dumps([{"op": "add", "path": "/webhooks/0/namespaceSelector", "value": selector}]))

@@ -45,9 +45,14 @@ def mutants(ctx):
             allowed = reconstruct.access(built, s, space) | reconstruct.access(objects, s, space)
             if reconstruct.access(mutated, s, space) - allowed:
                 return ("also grants",), None
+        without = [o for o in built if not (o["kind"] == "RoleBinding" and o["metadata"] == lab.BINDING["metadata"])]
+        for subject in lab.BINDING["subjects"]:        # the binding's wrong subject, kept beside the right one
+            wrong = reconstruct.Subject.of(subject)
+            if reconstruct.access(mutated, wrong, space) - reconstruct.access(without, wrong, space):
+                return ("the subject that was wrong",), None
         return (), ("the job may do exactly what the reference lets it (every verb, resource and namespace, "
-                    "labkit's RBAC resolver), through a binding of the Role, and nobody may do anything the lab "
-                    "as built or the reference does not let them")
+                    "labkit's RBAC resolver), through a binding of the Role, nobody may do anything the lab "
+                    "as built or the reference does not let them, and the binding's wrong subject gets nothing")
 
     def make(name, change, old, new, live=True):
         mutated = mutate.replace_in(objects, old, new)

@@ -1,5 +1,6 @@
 """Near-misses of the image policy: each field of the policy and of its binding dropped or
-swapped (operations, resources, failurePolicy, validationActions, the namespace selected, the
+swapped (operations, resources — the ephemeralcontainers subresource dropped, every Pod
+subresource, every resource — failurePolicy, validationActions, the namespace selected, the
 policy named), a second binding everywhere with each action alone, each validation dropped, and each expression's image test narrowed or widened to
 one of its parts (a colon anywhere, a digest only, a tag only, always true). Judged by
 observation (the policies, bindings and namespaces), classified by labkit's own policy
@@ -26,21 +27,29 @@ def mutants(ctx):
         table = _table(checks, mutated, ns)
         if table == reference:
             return (), ("the same verdict (admitted, refused, warned) on every image reference of the corpus, in "
-                        "containers and init containers, created and set by an update, in every namespace and one made later (labkit's policy "
-                        "dispatcher and CEL)")
+                        "containers and init containers, created and set by an update, in an ephemeral container "
+                        "`kubectl debug` adds, on the Pods' other requests, in every namespace and one made later "
+                        "(labkit's policy dispatcher and CEL)")
         wrong = sorted((k for k in table if table[k] != reference[k]), key=lambda k: k[0] != ns)
         namespace, image, init = wrong[0]
         if namespace != ns:
             return ({"warned": ("warned",), "audited": ("puts the policy to work", "audit log")}.get(
                 table[wrong[0]], ("refused",))), None
-        if all(table[k] == "admitted" for k in table if k[0] == ns) and \
+        if all(table[k] == "admitted" for k in table if k[0] == ns and k[2] != "side") and \
                 not any("Deny" in (b.get("spec") or {}).get("validationActions", []) for b in mutated["bindings"]):
             return ("validationActions",), None
-        if all(k[2] == "update" for k in wrong if k[0] == ns):
+        # the judge's order: creations, then updates, then `kubectl debug`, then the other requests
+        mine = [k for k in wrong if k[0] == ns]
+        created = [k for k in mine if k[2] in (False, True)]
+        if created:
+            if any(table[k] == "admitted" and reference[k] != "admitted" for k in created):
+                return ("admitted",), None
+            return ("refused",), None
+        if any(k[2] in ("update", "update-init") for k in mine):
             return ("UPDATE", "operations"), None
-        if any(table[k] == "admitted" and reference[k] != "admitted" for k in wrong):
-            return ("admitted",), None
-        return ("refused",), None
+        if any(k[2] == "debug" for k in mine):
+            return ("ephemeral container", "kubectl debug"), None
+        return ("your policy refuses", "matchConstraints"), None
 
     def spec_edits(obj, alternatives, skip=lambda p: False):
         for edit in tree_edits({"spec": obj["spec"]}, alternatives=alternatives, skip=skip):
@@ -52,7 +61,7 @@ def mutants(ctx):
     policy_alternatives = {
         "spec.failurePolicy": ["Ignore"],
         "spec.matchConstraints.resourceRules[].operations[]": ["UPDATE", "DELETE", "*"],
-        "spec.matchConstraints.resourceRules[].resources[]": ["pod", "deployments", "*"],
+        "spec.matchConstraints.resourceRules[].resources[]": ["pod", "deployments", "*", "pods/*", "*/*"],
         "spec.matchConstraints.resourceRules[].apiGroups[]": ["apps", "*"],
         "spec.matchConstraints.resourceRules[].apiVersions[]": ["v1beta1", "*"],
         "spec.matchConstraints.resourceRules[].scope": ["Cluster"],
@@ -136,8 +145,10 @@ def mutants(ctx):
 
 
 def _table(checks, obs, ns) -> dict:
-    """(namespace, image, in an init container) -> admitted | refused | warned, by the server's
-    own dispatcher (the judge's corpus in the exercise's namespace; two references elsewhere)."""
+    """(namespace, image, in an init container | update | update-init | debug) and (namespace, request,
+    side) -> admitted | refused | warned, by the server's own dispatcher (the judge's corpus in the
+    exercise's namespace, created, set by an update, added by `kubectl debug`; the Pods' requests
+    that bring no image; two references elsewhere)."""
     namespaces = list(obs["namespaces"]) + checks.namespaces_like(ns, obs["namespaces"])
     registry = reconstruct.Registry(reconstruct.Objects(
         obs["policies"] + obs["bindings"] +
@@ -146,8 +157,14 @@ def _table(checks, obs, ns) -> dict:
     out = {}
     admin = checks._requester("labkit-admin", ("kubeadm:cluster-admins", "system:authenticated"))
     for image in checks.image_corpus():
-        out[(ns, image, "update")] = "refused" if checks.update_verdict(registry, admin, ns, image) != "admitted" \
+        for init, key in ((False, "update"), (True, "update-init")):
+            out[(ns, image, key)] = "refused" if checks.update_verdict(registry, admin, ns, image, init) != "admitted" \
+                else "admitted"
+        out[(ns, image, "debug")] = "refused" if checks.debug_verdict(registry, admin, ns, image) != "admitted" \
             else "admitted"
+    for what, attrs in checks.pod_side_requests(ns):
+        attrs.user = admin
+        out[(ns, what, "side")] = "refused" if reconstruct.policy_verdict(registry, attrs) != "admitted" else "admitted"
     for n in namespaces:
         images = checks.image_corpus() if n["name"] == ns else ("nginx", "registry.example.com:5000/app")
         for image in images:

@@ -1,18 +1,23 @@
 """Reference solution: a policy whose expressions accept an image with a digest, or with a tag
-after the last `/`, for containers and init containers; bound to the namespace web with Deny."""
+after the last `/`, for containers, init containers and ephemeral containers, on Pod creations and
+updates and on updates of the ephemeralcontainers subresource (`kubectl debug`); bound to the
+namespace web with Deny."""
 
 import json
 
 PINNED = r"c.image.contains('@') || c.image.matches(':[\\w][\\w.-]{0,127}$')"
 
 
-def policy(expressions):
+RESOURCES = ("pods", "pods/ephemeralcontainers")
+
+
+def policy(expressions, resources=RESOURCES):
     return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
             "metadata": {"name": "require-image-tag"},
             "spec": {"failurePolicy": "Fail",
                      "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
                                                              "operations": ["CREATE", "UPDATE"],
-                                                             "resources": ["pods"]}]},
+                                                             "resources": list(resources)}]},
                      "validations": [{"expression": e, "message": "images must name a tag or a digest"}
                                      for e in expressions]}}
 
@@ -25,7 +30,8 @@ def binding(actions=("Deny",)):
 
 
 EXPRESSIONS = [f"object.spec.containers.all(c, {PINNED})",
-               f"!has(object.spec.initContainers) || object.spec.initContainers.all(c, {PINNED})"]
+               f"!has(object.spec.initContainers) || object.spec.initContainers.all(c, {PINNED})",
+               f"!has(object.spec.ephemeralContainers) || object.spec.ephemeralContainers.all(c, {PINNED})"]
 
 
 def apply(env, *objects):
