@@ -239,3 +239,26 @@ def test_register_says_how_long_the_plugin_served(lab):
     with pytest.raises(CheckFailed) as failed:
         checks.judge_register(ctx, seen)
     assert "your plugin stopped serving 1.5 s after registering" in str(failed.value)
+
+
+def test_share_rules_pack_best_fit_and_allow_a_split_only_when_no_widget_has_room(lab):
+    # the share exercise's rule for a preferred allocation of vcores (gpu-manager's share mode):
+    # one widget when one can hold the request, the one with the fewest available; else any
+    the_lab, _env = lab
+    checks = the_lab._load("checks.py")
+    assert len(checks.VCORES) == 16 and checks.VCORE_NUMA["widget-2-vcore-3"] == 1
+    partly = checks.PARTLY      # widget-0: 2 available, widget-1: 4, widget-2: 1, widget-3: 3
+    assert checks.fitting_widgets(partly, [], 3) == {"widget-1": 4, "widget-3": 3}
+    assert checks.share_problem(partly, [], 3, ["widget-3-vcore-0", "widget-3-vcore-1", "widget-3-vcore-2"]) is None
+    assert checks.share_problem(partly, [], 3, ["widget-1-vcore-0", "widget-1-vcore-1", "widget-1-vcore-2"])[0] == "fewest"
+    assert checks.share_problem(partly, [], 2, ["widget-0-vcore-0", "widget-3-vcore-0"])[0] == "one widget"
+    assert checks.share_problem(partly, ["widget-1-vcore-2"], 2, ["widget-0-vcore-0", "widget-0-vcore-1"])[0] == \
+        "must_include"
+    assert checks.share_problem(partly, [], 2, ["widget-2-vcore-3", "widget-2-vcore-0"])[0] == "not available"
+    assert checks.share_problem(partly, [], 2, ["widget-0-vcore-0"])[0] == "allocation_size"
+    # no widget holds three of these: any three available IDs are right
+    few = ["widget-0-vcore-3", "widget-2-vcore-1", "widget-2-vcore-2", "widget-3-vcore-0"]
+    assert checks.fitting_widgets(few, [], 3) == {}
+    assert checks.share_problem(few, [], 3, ["widget-0-vcore-3", "widget-2-vcore-1", "widget-3-vcore-0"]) is None
+    # must_include on two widgets: no one-widget choice either
+    assert checks.fitting_widgets(sorted(checks.VCORES), ["widget-0-vcore-0", "widget-3-vcore-1"], 3) == {}

@@ -15,7 +15,7 @@ import pytest
 
 from support import LABKIT, REPO, labkit
 
-EXERCISES = ["register", "health", "allocate", "preferred", "restart"]
+EXERCISES = ["register", "health", "allocate", "preferred", "restart", "share"]
 
 
 # labkit's reference plugin answering Allocate with a DeviceSpec for the lab's stand-in node of the widget

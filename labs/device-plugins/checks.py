@@ -191,25 +191,27 @@ def _registered_again(when: str, calls: list[dict]) -> None:
           "created anew (a restarted kubelet), not on a timer", 1, len(calls))
 
 
-def _judge_devices(devices: list, sick=(), when: str = "") -> None:
-    """The list kubelet keeps: exactly the four widgets, their NUMA nodes, their health."""
+def _judge_devices(devices: list, sick=(), when: str = "", expected: dict | None = None) -> None:
+    """The list kubelet keeps: exactly the exercise's devices (`expected`: ID -> NUMA node; the
+    four widgets unless given), their NUMA nodes, their health."""
+    expected = WIDGETS if expected is None else expected
     by_id = {}
     for d in devices or []:
         by_id[d.get("ID")] = d
-    missing = sorted(set(WIDGETS) - set(by_id))
-    extra = sorted(str(i) for i in set(by_id) - set(WIDGETS))
+    missing = sorted(set(expected) - set(by_id))
+    extra = sorted(str(i) for i in set(by_id) - set(expected))
     if missing or extra:
         what = "; ".join(p for p in (f"missing: {', '.join(missing)}" if missing else "",
-                                     f"not a widget of the exercise: {', '.join(extra)}" if extra else "") if p)
+                                     f"not a device of the exercise: {', '.join(extra)}" if extra else "") if p)
         _fail(f"{when}kubelet's device list does not hold the exercise's device IDs ({what}); kubelet forgets "
               "every device a ListAndWatch message leaves out, and capacity counts what is listed",
-              sorted(WIDGETS), sorted(str(i) for i in by_id))
-    for dev, node in WIDGETS.items():
+              sorted(expected), sorted(str(i) for i in by_id))
+    for dev, node in expected.items():
         numa = by_id[dev].get("numa") or []
         if list(numa) != [node]:
             _fail(f"{when}{dev} is listed on NUMA node(s) {list(numa) or 'none (no topology)'}; the exercise puts "
                   f"it on NUMA node {node} (Device.topology.nodes)", node, list(numa))
-    for dev in WIDGETS:
+    for dev in expected:
         want = UNHEALTHY if dev in sick else HEALTHY
         got = by_id[dev].get("health")
         if got != want:
@@ -222,9 +224,11 @@ def _judge_node(ctx, node: dict, capacity: int, allocatable: int, when: str = ""
     node = node or {}
     # a resource of an earlier run stays on the Node with capacity 0 (a fresh node's kubelet zeroes
     # them: kubelet_node_status.go reconcileExtendedResource); one with devices is another plugin's
-    others = sorted(r for r, n in (node.get("capacity") or {}).items() if r != resource and n)
+    others = sorted({r for side in ("capacity", "allocatable") for r, n in (node.get(side) or {}).items()
+                     if r != resource and n})
     if others:
-        _fail(f"{when}the node has another extended resource besides {resource}: {', '.join(others)}")
+        _fail(f"{when}the node has another extended resource besides {resource}, with a capacity or allocatable "
+              f"other than 0: {', '.join(others)}")
     got = ((node.get("capacity") or {}).get(resource), (node.get("allocatable") or {}).get(resource))
     if got != (capacity, allocatable):
         _fail(f"{when}the node's capacity of {resource} is {got[0]} and its allocatable {got[1]}; "
@@ -676,6 +680,188 @@ def check_checkpoint(ctx):
     return judge_checkpoint(ctx, answer, note)
 
 
+# -- share: fractional widgets in gpu-manager's style ------------------------------------------------
+
+SHARES = 4               # share: device IDs per widget (vcores)
+VCORES = {f"{w}-vcore-{k}": w for w in sorted(WIDGETS) for k in range(SHARES)}   # labkit's ID -> widget map
+VCORE_NUMA = {v: WIDGETS[w] for v, w in VCORES.items()}                           # each on its widget's NUMA node
+
+
+def _vc(widget: int, *shares: int) -> list[str]:
+    return [f"widget-{widget}-vcore-{k}" for k in shares]
+
+
+# (available, must_include, size): the GetPreferredAllocation requests the check sends. PARTLY
+# leaves widget-0 two vcores, widget-1 four, widget-2 one, widget-3 three.
+PARTLY = _vc(0, 0, 1) + _vc(1, 0, 1, 2, 3) + _vc(2, 0) + _vc(3, 0, 1, 2)
+SHARE_REQUESTS = ((sorted(VCORES), [], 2), (PARTLY, [], 2), (PARTLY, [], 3), (PARTLY, _vc(1, 2), 2), (PARTLY, [], 1),
+                  (_vc(0, 3) + _vc(2, 1, 2) + _vc(3, 0), [], 3), (sorted(VCORES), _vc(0, 0) + _vc(3, 1), 3))
+# the Allocate calls the check makes itself, with IDs the plugin would not have preferred: kubelet
+# sends whatever devicesToAllocate chose (a preference it could not take, a topology-aligned set)
+SHARE_ALLOCATES = (_vc(2, 1, 3), _vc(1, 0), _vc(0, 2) + _vc(3, 1, 2))
+# the Pods admitted, in order, with their vcores: pod-b finds room beside pod-a; no widget has
+# room for pod-f's three when it comes (16 vcores, 16 asked)
+SHARE_PODS = (("pod-a", 2), ("pod-b", 2), ("pod-c", 3), ("pod-d", 4), ("pod-e", 2), ("pod-f", 3))
+
+
+def widgets_of(ids) -> list[str]:
+    """The widgets behind vcore IDs, each once (labkit's map; an ID not in it stands for itself)."""
+    return sorted({VCORES.get(str(i), str(i)) for i in ids or []})
+
+
+def fitting_widgets(available, must, size) -> dict[str, int]:
+    """The widgets that can hold a whole request — `size` of the available vcores on them, every
+    must_include one among them — each with its number of available vcores."""
+    per_widget: dict[str, int] = {}
+    for dev in available:
+        if dev in VCORES:
+            per_widget[VCORES[dev]] = per_widget.get(VCORES[dev], 0) + 1
+    needed = {VCORES.get(d) for d in must}
+    if len(needed) > 1:
+        return {}
+    return {w: n for w, n in per_widget.items() if n >= size and (not needed or w in needed)}
+
+
+def share_problem(available, must, size, answer) -> tuple[str, str] | None:
+    """What is wrong with a preferred allocation of vcores, by the exercise's rules (gpu-manager's
+    share mode, pkg/algorithm/nvidia/share.go: best fit): (word, what), or None."""
+    got = [str(d) for d in answer or []]
+    if len(got) != size or len(set(got)) != len(got):
+        repeats = " with repeats" if len(set(got)) != len(got) else ""
+        return "allocation_size", f"has {len(got)} device ID(s){repeats}; it must have allocation_size distinct ones"
+    if set(got) - set(available):
+        return "not available", "names a vcore that is not available (one another container holds)"
+    if set(must) - set(got):
+        return "must_include", "leaves out a vcore of must_include_deviceIDs"
+    fits = fitting_widgets(available, must, size)
+    on = widgets_of(got)
+    if fits and len(on) > 1:
+        return "one widget", (f"spreads the request over {len(on)} widgets, though one widget has enough available "
+                              "vcores for all of it")
+    if fits and fits.get(on[0], 0) != min(fits.values()):
+        return "fewest", (f"puts the request on a widget with {fits.get(on[0], 0)} available vcores, though a widget "
+                          "with fewer has room for it: best fit takes the widget with the fewest available vcores "
+                          "that can hold the request")
+    return None
+
+
+def observe_share(ctx) -> dict:
+    """The registration and the 16 vcores; GetPreferredAllocation asked directly with
+    SHARE_REQUESTS; Allocate asked directly with SHARE_ALLOCATES; then the Pods of SHARE_PODS
+    admitted one after the other by kubelet (its choice, with the plugin's preference), each with
+    the Allocate answer kubelet keeps for its container (what the runtime would get)."""
+    resource = ctx.params["resource"]
+    with _session(ctx) as s:
+        _first_list(s, resource)
+        obs = _registration(s, resource)
+        obs.update(options=s.options(resource), answers=[], allocates=[], pods=[])
+        client = s.kubelet.clients.get(resource)
+        if client is None or not s.lists(resource):
+            return _window(s, obs)
+        for available, must, size in SHARE_REQUESTS:
+            seen = {"available": list(available), "must_include": list(must), "size": size}
+            try:
+                seen["answer"] = client.get_preferred_allocation(list(available), list(must), size)
+            except Exception as exc:      # an rpc error, an unimplemented method
+                seen["error"] = str(exc)
+            obs["answers"].append(seen)
+        for ids in SHARE_ALLOCATES:
+            seen = {"devices": list(ids)}
+            try:
+                seen["envs"] = client.allocate(list(ids)).get("envs") or {}
+            except Exception as exc:
+                seen["error"] = str(exc)
+            obs["allocates"].append(seen)
+        for pod, size in SHARE_PODS:
+            admitted = s.admit(pod, resource, size)
+            held = s.kubelet.manager.pod_devices.get(pod, {}).get("c", {}).get(resource)
+            obs["pods"].append({"name": pod, "size": size, **admitted,
+                                "envs": dict((held.response or {}).get("envs") or {}) if held else {}})
+        return _window(s, obs)
+
+
+def _judge_share_envs(ctx, envs: dict, devices: list, what: str) -> None:
+    name = ctx.params["env"]
+    envs = envs or {}
+    if name not in envs:
+        _fail(f"your Allocate answer for {what} has no {name} in its envs (ContainerAllocateResponse.envs)")
+    named = str(envs[name]).split(",")
+    want = widgets_of(devices)
+    if len(set(named)) != len(named):
+        _fail(f"{name} in your Allocate answer for {what} is {envs[name]!r}: it names a widget more than once; "
+              "a container that holds two vcores of one widget still sees that widget once", ",".join(want),
+              envs[name])
+    if sorted(named) != want:
+        _fail(f"{name} in your Allocate answer for {what} is {envs[name]!r}, which is not the widgets behind the "
+              f"vcores kubelet sent in devices_ids ({', '.join(sorted(map(str, devices)))}): name the widgets behind "
+              "exactly the IDs of the request, whatever your GetPreferredAllocation answered before (kubelet does "
+              "not tell Allocate which Pod, or which preference, the IDs are for)", ",".join(want), envs[name])
+    more = sorted(set(envs) - {name})
+    if more:
+        _fail(f"your Allocate answer for {what} puts more than {name} into the environment: {', '.join(more)}")
+
+
+def judge_share(ctx, obs: dict):
+    resource = ctx.params["resource"]
+    _judge_registered(ctx, obs)
+    _judge_devices(obs.get("devices"), expected=VCORE_NUMA)
+    _judge_node(ctx, obs.get("node"), len(VCORES), len(VCORES))
+    if not (obs.get("options") or {}).get("get_preferred_allocation_available"):
+        _fail("your plugin's GetDevicePluginOptions answer does not say get_preferred_allocation_available: "
+              "kubelet never asks it which vcores to take, and puts a Pod's vcores wherever its own choice falls")
+    answers = obs.get("answers") or []
+    if len(answers) != len(SHARE_REQUESTS):
+        _fail("not every GetPreferredAllocation request got an answer")
+    for i, seen in enumerate(answers, start=1):
+        available, must, size = seen.get("available") or [], seen.get("must_include") or [], seen.get("size")
+        asked = (f"GetPreferredAllocation request {i} (available {', '.join(available)}; must_include "
+                 f"{', '.join(must) or 'none'}; allocation_size {size})")
+        if seen.get("error"):
+            _fail(f"{asked} failed: {seen['error']}")
+        problem = share_problem(available, must, size, seen.get("answer"))
+        if problem:
+            _fail(f"your answer to {asked} {problem[1]}")
+    allocates = obs.get("allocates") or []
+    if len(allocates) != len(SHARE_ALLOCATES):
+        _fail("not every Allocate request got an answer")
+    for seen in allocates:
+        ids = seen.get("devices") or []
+        what = f"devices_ids {', '.join(ids)}"
+        if seen.get("error"):
+            _fail(f"Allocate failed for {what}: {seen['error']}")
+        _judge_share_envs(ctx, seen.get("envs"), ids, what)
+    pods = obs.get("pods") or []
+    if [p.get("name") for p in pods] != [p for p, _n in SHARE_PODS]:
+        _fail("kubelet did not admit every Pod of the check: " + ", ".join(p for p, _n in SHARE_PODS))
+    free = set(VCORES)
+    for seen in pods:
+        pod, size, devices = seen.get("name"), seen.get("size"), [str(d) for d in seen.get("devices") or []]
+        if not seen.get("admitted"):
+            _fail(f"kubelet did not admit {pod} ({size} vcores): {seen.get('error') or 'not tried'}")
+        if len(devices) != size or len(set(devices)) != len(devices) or set(devices) - free:
+            _fail(f"{pod} did not get {size} vcores nobody else holds: kubelet's device list has fewer distinct "
+                  f"free vcores than the Pods asked for ({', '.join(devices) or 'none'})")
+        fits = fitting_widgets(sorted(free), [], size)
+        on = widgets_of(devices)
+        if fits and (len(on) > 1 or fits.get(on[0], 0) != min(fits.values())):
+            _fail(f"{pod} ({size} vcores) got {', '.join(devices)} — on {', '.join(on)} — though a widget had room "
+                  "for all of them: kubelet took another choice than best fit on one widget (is your "
+                  "GetPreferredAllocation offered and answering with the fewest-room widget that fits?)")
+        _judge_share_envs(ctx, seen.get("envs"), devices, f"{pod}'s container")
+        free -= set(devices)
+    first, last = pods[0], pods[-1]
+    shared = widgets_of(first.get("devices"))
+    split = widgets_of(last.get("devices"))
+    return ctx.passed(f"16 vcores of {resource} on four widgets, packed best fit: {first['name']} and "
+                      f"{pods[1]['name']} share {', '.join(shared)}; {last['name']} found no widget with room and "
+                      f"spans {', '.join(split)} — nothing in kubelet keeps a Pod's vcores on one widget, or one "
+                      "Pod's apart from another's")
+
+
+def check_share(ctx):
+    return judge_share(ctx, observe_share(ctx))
+
+
 # -- near-misses of what the check observed (mutants/) ----------------------------------------------
 
 # (generic path pattern, words the failure must name): the first that matches an edit's path wins
@@ -691,6 +877,9 @@ STREAMS = ["open", "ended", "replaced", "closed"]
 ORDER_ONLY = ("kubelet keeps a resource's devices in a map by ID (manager.go genericDeviceUpdateCallback): the "
               "order of a ListAndWatch message does not matter")
 NO_ERROR = "a registration without an error field is one kubelet accepted, as with error null"
+STALE_RESOURCE = ("another exercise's resource stays on the Node at 0 (a fresh node's kubelet zeroes it: "
+                  "kubelet_node_status.go reconcileExtendedResource): listed at 0 or not listed, no other resource "
+                  "has devices")
 
 
 def _generic(path: str) -> str:
@@ -698,7 +887,8 @@ def _generic(path: str) -> str:
     return re.sub(r"\[\d+\]", "[]", path)
 
 
-def observation_mutants(exercise: str, obs: dict, words: list, *, skip=(), equivalent=None, alternatives=None):
+def observation_mutants(exercise: str, obs: dict, words: list, *, skip=(), equivalent=None, alternatives=None,
+                        resource: str = "example.com/widget", socket: str = "widget.sock"):
     """Every one-step edit of the observation (labkit.mutants.tree_edits) as a Mutant judged by
     observation: `words` [(generic path regex, words)] say what the failure must name;
     `equivalent(edit)` gives the reason an edit changes nothing the exercise states (else None);
@@ -722,12 +912,17 @@ def observation_mutants(exercise: str, obs: dict, words: list, *, skip=(), equiv
             reason = ORDER_ONLY
         if reason is None and edit.op == "drop" and re.fullmatch(r"(\w+(\[\])?\.)?registrations\[\]\.error", generic):
             reason = NO_ERROR
+        if reason is None and edit.op == "drop" and edit.before == 0 and \
+                re.fullmatch(r"(\w+(\[\])?\.)?node\.(capacity|allocatable)\..+", generic) and \
+                not generic.endswith("." + resource):
+            reason = STALE_RESOURCE
         named = next((w for pattern, w in words + REGISTRATION_WORDS if re.fullmatch(pattern, generic)), None)
         if reason is None and named is None:
             raise ValueError(f"no words for a near-miss at {edit.path}")
         yield Mutant(f"{edit.op}:{edit.path}" + (f"={edit.after}" if edit.op == "set" else ""),
                      f"observed: {edit.describe()}", names=() if reason else tuple(named),
-                     equivalent=reason, observation=edit.value, apply=None if reason else _live(exercise, edit))
+                     equivalent=reason, observation=edit.value,
+                     apply=None if reason else _live(exercise, edit, resource, socket))
 
 
 # A plugin that lists what a near-miss's device list says, for applying it live: labkit's
@@ -745,7 +940,7 @@ plugin.run()
 """
 
 
-def _live(exercise: str, edit):
+def _live(exercise: str, edit, resource: str = "example.com/widget", socket: str = "widget.sock"):
     """apply(env) for a near-miss of the first device list that a plugin can really send (every
     device with its ID and health, at most one NUMA node each); None for the others."""
     if not edit.path.startswith("devices") or not isinstance(edit.value.get("devices"), list):
@@ -756,7 +951,7 @@ def _live(exercise: str, edit):
     if not all(isinstance(d, dict) and d.get("ID") not in (None, "") and "health" in d and len(d.get("numa") or []) <= 1
                for d in devices):
         return None
-    spec = {"resource": "example.com/widget", "socket": "widget.sock",
+    spec = {"resource": resource, "socket": socket,
             "devices": [{"id": d["ID"], "health": d["health"], "numa": (d.get("numa") or [None])[0]} for d in devices]}
     source = SPEC_PLUGIN.format(spec=__import__("json").dumps(spec))
 

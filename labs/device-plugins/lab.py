@@ -43,7 +43,7 @@ from labkit.crashpoints import crash_point
 
 HERE = Path(__file__).resolve().parent
 STARTER = HERE / "starter" / "plugin.py"
-EXERCISES = ("register", "health", "allocate", "preferred", "restart")    # the plugin exercises
+EXERCISES = ("register", "health", "allocate", "preferred", "restart", "share")    # the plugin exercises
 SCENARIO = HERE / "scenarios" / "restart.yaml"      # exercise checkpoint: the lab's own case
 DRIVER_VERSION = "widget driver 1.4.2 (labkit device-plugins lab)\n"
 NODE = "widget-node"
