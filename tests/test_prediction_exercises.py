@@ -95,7 +95,7 @@ def _resources(lab, ex):
         ours = situations.eviction_pods_among(lab, pods)
         tool = "labkit resources evict"
     assert ours
-    return None if predictions.reveal(lab.id, ex.id, tool) else predictions.refusal(lab.id, ex.id, "the outcome")
+    return None if situations.reveal(lab, ex.id, tool) else situations.refusal(lab, ex.id, "the outcome")
 
 
 def _kube_proxy(lab, ex):
@@ -145,6 +145,17 @@ def _answer(lab, ex) -> str:
         return yaml.safe_dump({ex.params["cluster_service"]: nodes, ex.params["local_service"]: nodes})
     if lab.id == "mount-propagation":
         return yaml.safe_dump({p: [p] for p in ("host", "master", "slave", "private", "default")})
+    if lab.id == "resources":
+        from labkit.resources import situations
+        if ex.id == "qos":
+            pods = situations.qos_pods(lab)
+            whole = {"qos": {n: "Burstable" for n in pods},
+                     "oom_score_adj": {f"{n}/{c.name}": 1 for n, p in pods.items() for c in p.running_containers()}}
+        elif ex.id == "eviction-order":
+            whole = {"order": sorted(situations.eviction_pod_names(lab))}
+        else:
+            whole = {"cgroup_value": 1, "min_millicores": 1, "max_millicores": 2}
+        return yaml.safe_dump(whole) + "# first prediction\n"
     return yaml.safe_dump({"first": "prediction"})
 
 

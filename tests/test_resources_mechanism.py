@@ -632,3 +632,104 @@ def test_plan_withholds_requests_that_land_on_the_weight_pods_value():
 def situations_weight():
     from labkit.resources import situations
     return situations.weight_values(get_lab("resources"))
+
+
+def test_a_half_written_prediction_is_not_kept_and_the_tools_say_what_it_lacks(tmp_path, monkeypatch):
+    """A tool keeps the answer as it is when it first shows the outcome: an answer file that its
+    check could only refuse (a Pod, a key or a value missing) is not yet a prediction. `plan`,
+    `evict` and `convert` go on withholding, say what is missing (never what is right) and keep
+    nothing; once the answer is whole, they show the outcome and keep it."""
+    import os
+    from types import SimpleNamespace
+
+    from typer.testing import CliRunner
+
+    from labkit import predictions
+    from labkit.resources import cli
+
+    answers = Path(os.environ["LABKIT_ANSWERS_DIR"]) / "resources"
+    answers.mkdir(parents=True, exist_ok=True)
+    runner = CliRunner()
+    scenario = "labs/resources/scenarios/node-1.yaml"
+
+    whole_qos = ("qos: {web: Burstable, queue: Burstable, batch: Burstable, api: Burstable, migrate: Burstable}\n"
+                 "oom_score_adj: {web/app: 1, queue/broker: 1, batch/job: 1, api/server: 1, api/log-shipper: 1, "
+                 "migrate/app: 1}\n")
+    for half, lacks in (("qos: {web: Burstable}\n", "it has no mapping oom_score_adj"),
+                        (whole_qos.replace(", migrate: Burstable", ""), "qos of migrate is missing"),
+                        (whole_qos.replace("api/log-shipper: 1, ", ""), "oom_score_adj of api/log-shipper is missing"),
+                        (whole_qos.replace("queue/broker: 1", "queue/broker: high"), "queue/broker is missing or not"),
+                        (whole_qos.replace("Burstable}", "burstable}"), "qos of migrate is missing or not one of"),
+                        (whole_qos.replace("migrate/app: 1}", "migrate/app: 1, migrate/schema: 1}"),
+                         "oom_score_adj names migrate/schema"),
+                        ("qos: [web]\n", "it has no mapping qos")):
+        (answers / "qos.yaml").write_text(half)
+        planned = runner.invoke(cli.app, ["plan", "-f", scenario])
+        assert "withheld: exercise qos" in planned.output and "not a whole prediction yet" in planned.output, planned.output
+        assert lacks in planned.output, (half, planned.output)
+        assert "pod/batch (" not in planned.output and predictions.kept("resources", "qos") is None
+    (answers / "qos.yaml").write_text(whole_qos)
+    planned = runner.invoke(cli.app, ["plan", "-f", scenario])
+    assert "pod/batch (" in planned.output and "withheld: exercise qos" not in planned.output, planned.output
+    assert predictions.kept("resources", "qos").text == whole_qos
+
+    for half in ("order: [crawler, analytics, logs, reports]\n", "order: crawler\n",
+                 "order: [crawler, analytics, logs, reports, payments, checkout, crawler]\n",
+                 "order: [crawler, analytics, logs, reports, payments, Checkout]\n"):
+        (answers / "eviction-order.yaml").write_text(half)
+        monkeypatch.setattr(cli, "_env", lambda: SimpleNamespace(lab=get_lab("resources")))
+        docs = [d for d in yaml.safe_load_all(Path("labs/resources/scenarios/pressure.yaml").read_text()) if d]
+        classes = {"low-priority": -10, "high-priority": 1000000}
+        fake = FakeNode(tmp_path, [pod_from_dict(d, priority_classes=classes) for d in docs])
+        fake.available = 400 * 2 ** 20
+        monkeypatch.setattr(cli, "node", lambda env, name: fake)
+        refused = runner.invoke(cli.app, ["evict", "--node", "node-3"])
+        assert refused.exit_code != 0 and "withheld: exercise eviction-order" in str(refused.exception), refused.output
+        assert "order must list each of the 6 Pods" in str(refused.exception)
+        assert predictions.kept("resources", "eviction-order") is None
+
+    for half in ("cgroup_value: 10\nmin_millicores: 240\n", "cgroup_value: 10\nmin_millicores: 240\nmax_millicores: 2.5\n"):
+        (answers / "weight.yaml").write_text(half)
+        refused = runner.invoke(cli.app, ["convert", "--cpu", "250m"])
+        assert "withheld: exercise weight" in str(refused.exception) and "max_millicores is missing" in str(refused.exception)
+        assert predictions.kept("resources", "weight") is None
+
+
+def test_get_withholds_the_cgroup_values_of_pods_whose_requests_land_on_the_weight_pods_value():
+    """A Pod applied with a request of one's choosing, and `get` read back, converts forward as
+    `convert --cpu` does, one request at a time: a Pod's cgroup with the weight Pod's cpu.shares or
+    cpu.weight, or a weight next to it, shows neither until the weight answer is written. The weight
+    Pod's own pod cgroup shows its value (the exercise asks to read it); other values show."""
+    import os
+    from types import SimpleNamespace
+
+    from labkit import predictions
+    from labkit.resources import cli
+
+    lab = get_lab("resources")
+    env = SimpleNamespace(lab=lab)
+    shares, weight = situations_weight()
+    own = lab.exercise("weight").params
+
+    def row(name, node, pod_shares, container_shares):
+        return {"name": name, "node": node, "cgroup_settings": {"cpu.shares": pod_shares, "cpu.cfs_quota_us": -1},
+                "containers": [{"name": "c", "cgroup_settings": {"cpu.shares": container_shares}}]}
+    probe, near, far = row("probe", "node-3", shares, shares), row("near", "node-3", 2, shares + 1), \
+        row("far", "node-3", 4 * shares, 4 * shares)
+    mystery = row(own["pod"], own["node"], shares, 2)
+    v2 = {"name": "v2", "node": "node-3", "cgroup_settings": {"cpu.weight": weight}, "containers": []}
+    note = cli._withhold_weight(env, [probe, near, far, mystery, v2])
+    assert "withheld: exercise weight" in note and "near, probe, v2" in note, note
+    assert probe["cgroup_settings"]["cpu.shares"] == cli.WITHHELD and probe["containers"][0]["cgroup_settings"][
+        "cpu.shares"] == cli.WITHHELD
+    assert near["cgroup_settings"]["cpu.shares"] == 2 and near["containers"][0]["cgroup_settings"]["cpu.shares"] == cli.WITHHELD
+    assert v2["cgroup_settings"]["cpu.weight"] == cli.WITHHELD
+    assert far["cgroup_settings"]["cpu.shares"] == 4 * shares and mystery["cgroup_settings"]["cpu.shares"] == shares
+    assert predictions.kept("resources", "weight") is None
+
+    answers = Path(os.environ["LABKIT_ANSWERS_DIR"]) / "resources"
+    answers.mkdir(parents=True, exist_ok=True)
+    (answers / "weight.yaml").write_text("cgroup_value: 1\nmin_millicores: 1\nmax_millicores: 2\n")
+    probe = row("probe", "node-3", shares, shares)
+    assert cli._withhold_weight(env, [probe]) == "" and probe["cgroup_settings"]["cpu.shares"] == shares
+    assert predictions.kept("resources", "weight").tool == "labkit resources get"

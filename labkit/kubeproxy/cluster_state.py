@@ -467,9 +467,14 @@ def default_service(doc: dict, old: dict | None, alloc: _Allocator, source: str,
     spec["clusterIPs"] = [ip]
     spec.setdefault("ipFamilies", ["IPv4"])
     spec.setdefault("ipFamilyPolicy", "SingleStack")
+    # pkg/apis/core/validation/validation.go ValidateService: sessionAffinity is one of two values,
+    # and a sessionAffinityConfig next to None is refused (Forbidden), never dropped
     affinity = spec.setdefault("sessionAffinity", "None")
     if affinity not in ("None", "ClientIP"):
-        _fail(source, f"{where}.spec.sessionAffinity", f"expected None or ClientIP, got {affinity!r}")
+        _fail(source, f"{where}.spec.sessionAffinity",
+              f'Unsupported value: {json.dumps(affinity)}: supported values: "ClientIP", "None"')
+    if affinity == "None" and spec.get("sessionAffinityConfig") is not None:
+        _fail(source, f"{where}.spec.sessionAffinityConfig", "Forbidden: must not be set when session affinity is None")
     if affinity == "ClientIP":
         config = spec.get("sessionAffinityConfig") or {}
         if not isinstance(config, dict) or not isinstance(config.get("clientIP") or {}, dict):
@@ -478,7 +483,9 @@ def default_service(doc: dict, old: dict | None, alloc: _Allocator, source: str,
         config["clientIP"] = config.get("clientIP") or {}
         timeout = config["clientIP"].setdefault("timeoutSeconds", 10800)
         if not isinstance(timeout, int) or not 0 < timeout <= 86400:
-            _fail(source, f"{where}.spec.sessionAffinityConfig.clientIP.timeoutSeconds", f"expected 1-86400, got {timeout!r}")
+            # validateClientIPAffinityConfig (core.MaxClientIPServiceAffinitySeconds = 86400)
+            _fail(source, f"{where}.spec.sessionAffinityConfig.clientIP.timeoutSeconds",
+                  f"Invalid value: {json.dumps(timeout)}: must be greater than 0 and less than 86400")
     else:
         spec.pop("sessionAffinityConfig", None)
     spec.setdefault("internalTrafficPolicy", "Cluster")

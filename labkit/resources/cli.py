@@ -61,7 +61,6 @@ def apply(filename: list[str] = typer.Option(..., "-f", "--filename", metavar="P
     """Run Pods on a node: defaulting and validation as the API server, then kubelet and the runtime."""
     import re
 
-    from labkit import predictions
     from labkit.resources import situations
 
     from labkit.resources.node import load_documents
@@ -79,7 +78,7 @@ def apply(filename: list[str] = typer.Option(..., "-f", "--filename", metavar="P
             errors.append(str(exc))
             continue
         for name, outcome in applied:
-            if situations.is_qos_pod(env.lab, pod) and not predictions.reveal(LAB_ID, "qos", "labkit resources apply"):
+            if situations.is_qos_pod(env.lab, pod) and not situations.reveal(env.lab, "qos", "labkit resources apply"):
                 outcome = re.sub(r" \((Guaranteed|Burstable|BestEffort)\)$", " (QoS class withheld: exercise qos)", outcome)
             typer.echo(f"pod/{name} on {where.name}: {outcome}")
     if errors:
@@ -217,7 +216,7 @@ def get(names: Optional[list[str]] = typer.Argument(None, metavar="[POD...]", he
         rows = [row for row in rows if row["name"] in wanted]
     from labkit.resources import situations
     like = {(n.name, r["name"]) for n in selected for r in n.records() if situations.is_qos_pod(env.lab, n.pod(r))}
-    note = _withhold_qos(env, rows, like)
+    note = "\n".join(filter(None, (_withhold_qos(env, rows, like), _withhold_weight(env, rows))))
     if fmt != "text":
         cliopts.print_data(rows, fmt, name=lambda row: f"pod/{row['name']}")
         if note:
@@ -254,13 +253,12 @@ def _withhold_qos(env, rows: list[dict], like=frozenset()) -> str:
     under other names or with another workload (`like`: (node, name) pairs; a copy is classified and
     scored as the original is): their QoS class, oom_score_adj and cgroup paths (which name the QoS
     class) only once the qos answer is recorded (labkit.predictions)."""
-    from labkit import predictions
     from labkit.resources import situations
 
     params = env.lab.exercise("qos").params
     names = set(situations.qos_pods(env.lab))
     mine = [r for r in rows if (r["node"] == params["node"] and r["name"] in names) or (r["node"], r["name"]) in like]
-    if not mine or predictions.reveal(LAB_ID, "qos", "labkit resources get"):
+    if not mine or situations.reveal(env.lab, "qos", "labkit resources get"):
         return ""
     for row in mine:
         # the pod cgroup's settings tell the class too (cpu.shares=2: BestEffort; a memory limit on
@@ -269,8 +267,35 @@ def _withhold_qos(env, rows: list[dict], like=frozenset()) -> str:
         row.update(qos=WITHHELD, cgroup=WITHHELD, cgroup_settings=None, pod_cgroup=WITHHELD)
         for c in row["containers"]:
             c.update(oom_score_adj=None, kubelet_oom_score_adj=None, cgroup=WITHHELD, pids=WITHHELD)
-    return predictions.refusal(LAB_ID, "qos", "QoS class, oom_score_adj, cgroups and processes of "
+    return situations.refusal(env.lab, "qos", "QoS class, oom_score_adj, cgroups and processes of "
                                        f"{', '.join(sorted(n['name'] for n in mine))}")
+
+
+def _withhold_weight(env, rows: list[dict]) -> str:
+    """A Pod's cgroup whose cpu.shares or cpu.weight is the weight exercise's value, or one next to
+    it, shows what `convert` and `plan` withhold until the weight answer is recorded: the requests
+    behind that value (a Pod applied with the request one tries, `get` read back, one millicore at
+    a time). Its value is withheld as theirs is; the weight Pod's own pod cgroup shows the value
+    the exercise asks to read."""
+    from labkit.resources import situations
+
+    params = env.lab.exercise("weight").params
+    own = situations.weight_pod(env.lab)
+    hidden = []
+    for row in rows:
+        settings = [c["cgroup_settings"] for c in row["containers"] if c.get("cgroup_settings")]
+        if row["cgroup_settings"] and not (row["node"] == params["node"] and row["name"] == own.name):
+            settings.append(row["cgroup_settings"])
+        for values in settings:
+            if _weight_answer(values.get("cpu.shares"), values.get("cpu.weight"), "labkit resources get"):
+                for key in ("cpu.shares", "cpu.weight"):
+                    if key in values:
+                        values[key] = WITHHELD
+                hidden.append(row["name"])
+    if not hidden:
+        return ""
+    return situations.refusal(env.lab, "weight", f"cpu.shares and cpu.weight of {', '.join(sorted(set(hidden)))} "
+                                                 "(cpu requests that give the weight exercise's value, or one next to it)")
 
 
 def _settings(settings: dict) -> str:
@@ -349,7 +374,6 @@ def evict(node_name: Optional[str] = typer.Option(None, "--node", help=NODE_HELP
     """Run kubelet's eviction manager on a node now: pass after pass until no threshold is met."""
     from labkit.resources import eviction
 
-    from labkit import predictions
     from labkit.resources import situations
 
     env = _env()
@@ -361,8 +385,8 @@ def evict(node_name: Optional[str] = typer.Option(None, "--node", help=NODE_HELP
     # other Pod is about to be ranked (its place beside a Pod of the student's choice, one
     # look-alike at a time, would assemble the exercise's order); a Pod alone on the node is no order
     named = ours & situations.eviction_pod_names(env.lab)
-    if (named or (ours and len(active) >= 2)) and not predictions.reveal(LAB_ID, exercise.id, "labkit resources evict"):
-        raise LabkitError(predictions.refusal(LAB_ID, exercise.id, f"the eviction manager's ranking of {', '.join(sorted(ours))}"))
+    if (named or (ours and len(active) >= 2)) and not situations.reveal(env.lab, exercise.id, "labkit resources evict"):
+        raise LabkitError(situations.refusal(env.lab, exercise.id, f"the eviction manager's ranking of {', '.join(sorted(ours))}"))
 
     def say(result):
         o = result.observation
@@ -412,15 +436,14 @@ def plan(filename: Path = typer.Option(..., "-f", "--filename", help="Pods (YAML
         except ValueError:
             raise LabkitError(f"--priority-class {item!r}: expected NAME=VALUE with an integer value") from None
     from labkit.labs import get_lab
-    from labkit import predictions
     from labkit.resources import situations
 
     pods = load_pods_strict(filename, priority_classes=classes)
     lab = get_lab(LAB_ID)
     hidden = [p.name for p in pods if situations.is_qos_pod(lab, p)]
-    if hidden and not predictions.reveal(LAB_ID, "qos", "labkit resources plan"):
+    if hidden and not situations.reveal(lab, "qos", "labkit resources plan"):
         pods = [p for p in pods if p.name not in hidden]
-        typer.echo(predictions.refusal(LAB_ID, "qos", f"what kubelet makes of {', '.join(hidden)} (the qos exercise's Pods, "
+        typer.echo(situations.refusal(lab, "qos", f"what kubelet makes of {', '.join(hidden)} (the qos exercise's Pods, "
                                                       "or shaped as one: the same cpu and memory requests and limits set, "
                                                       "whatever the amounts)"),
                    err=True)
@@ -437,7 +460,7 @@ def plan(filename: Path = typer.Option(..., "-f", "--filename", help="Pods (YAML
     landing = [p.name for p in pods if lands(p)]
     if landing:
         pods = [p for p in pods if p.name not in landing]
-        typer.echo(predictions.refusal(LAB_ID, "weight", f"what kubelet makes of {', '.join(landing)} (cpu requests "
+        typer.echo(situations.refusal(lab, "weight", f"what kubelet makes of {', '.join(landing)} (cpu requests "
                                                          "that give the weight exercise's value, or one next to it)"),
                    err=True)
     out = []
@@ -479,14 +502,13 @@ def _weight_answer(shares: int | None, weight: int | None, tool: str = "labkit r
     or shares giving that weight, or a weight next to it, whose edges are the answer's
     (`plan` converts a Pod's requests forward as `convert --cpu` does)."""
     from labkit.labs import get_lab
-    from labkit import predictions
     from labkit.resources import kubelet, situations
 
     pod_shares, pod_weight = situations.weight_values(get_lab(LAB_ID))
     ours = (shares is not None and (shares == pod_shares
                                     or abs(kubelet.shares_to_weight(max(shares, 2)) - pod_weight) <= WEIGHT_BAND)) \
         or (weight is not None and abs(weight - pod_weight) <= WEIGHT_BAND)
-    return ours and not predictions.reveal(LAB_ID, "weight", tool)
+    return ours and not situations.reveal(get_lab(LAB_ID), "weight", tool)
 
 
 def _lab_memory_capacities() -> dict[str, int]:
@@ -515,9 +537,9 @@ def convert(cpu: Optional[str] = typer.Option(None, "--cpu", help="A cpu quantit
             shares: Optional[int] = typer.Option(None, "--shares", help="A cpu.shares value."),
             weight: Optional[int] = typer.Option(None, "--weight", help="A cpu.weight value (cgroup v2).")):
     """Convert between a cpu request, cpu.shares and cpu.weight (kubelet's and newer runc's)."""
+    from labkit.labs import get_lab
     from labkit.quantity import Quantity
-    from labkit import predictions
-    from labkit.resources import kubelet
+    from labkit.resources import kubelet, situations
 
     if sum(x is not None for x in (cpu, shares, weight)) != 1:
         raise LabkitError("give exactly one of --cpu, --shares, --weight")
@@ -525,11 +547,11 @@ def convert(cpu: Optional[str] = typer.Option(None, "--cpu", help="A cpu quantit
         milli = Quantity.parse(cpu).milli_value()
         s = kubelet.milli_cpu_to_shares(milli)
         if _weight_answer(s, None):     # forward too: a request that lands on the weight Pod's value
-            raise LabkitError(predictions.refusal(LAB_ID, "weight", f"the cpu.shares and cpu.weight of cpu {cpu}"))
+            raise LabkitError(situations.refusal(get_lab(LAB_ID), "weight", f"the cpu.shares and cpu.weight of cpu {cpu}"))
         typer.echo(f"cpu {cpu} = {milli}m -> cpu.shares {s} -> cpu.weight {kubelet.shares_to_weight(s)} "
                    f"(kubelet, runc < 1.3.2) or {kubelet.runc_weight_new(s)} (runc >= 1.3.2, crun >= 1.23)")
     elif _weight_answer(shares, weight):
-        raise LabkitError(predictions.refusal(LAB_ID, "weight", f"the cpu requests behind {'cpu.shares' if shares is not None else 'cpu.weight'} "
+        raise LabkitError(situations.refusal(get_lab(LAB_ID), "weight", f"the cpu requests behind {'cpu.shares' if shares is not None else 'cpu.weight'} "
                                                          f"{shares if shares is not None else weight}"))
     elif shares is not None:
         if not kubelet.MIN_SHARES <= shares <= kubelet.MAX_SHARES:

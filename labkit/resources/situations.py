@@ -119,3 +119,90 @@ def weight_values(lab) -> tuple[int, int]:
     from labkit.resources import kubelet
     shares = kubelet.pod_cgroup(weight_pod(lab)).cpu_shares
     return shares, kubelet.shares_to_weight(shares)
+
+
+# -- when an answer file holds a whole prediction ---------------------------------------------------
+
+def _whole_number(value) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and value == int(value)
+
+
+def prediction_problem(lab, exercise_id: str, text: str) -> str | None:
+    """What keeps an answer text from being a whole prediction of the exercise (a part its check
+    would refuse as missing or malformed), or None when it is one. A tool keeps the answer as it
+    is when it first shows the outcome (labkit.predictions): kept half-written, the shown outcome
+    could be copied into a fresh answer only by forgetting the kept one, and the kept one could
+    only fail. Says what is missing or malformed, never what is right."""
+    import yaml
+
+    from labkit.pods import BEST_EFFORT, BURSTABLE, GUARANTEED
+    from labkit.strict import key_positions
+
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return "it is not valid YAML"
+    for positions in key_positions(text)[:1]:
+        if positions.duplicates:
+            line, key = positions.duplicates[0]
+            return f"it gives {key} twice (line {line + 1})"
+    if not isinstance(data, dict):
+        return "it is not a YAML mapping"
+
+    def mapping(key: str) -> dict | str:
+        value = data.get(key)
+        return value if isinstance(value, dict) else f"it has no mapping {key}"
+
+    if exercise_id == "qos":
+        classes_known = (GUARANTEED, BURSTABLE, BEST_EFFORT)
+        pods = qos_pods(lab)
+        classes, adjs = mapping("qos"), mapping("oom_score_adj")
+        for found in (classes, adjs):
+            if isinstance(found, str):
+                return found
+        for name in pods:
+            if classes.get(name) not in classes_known:
+                return f"qos of {name} is missing or not one of {', '.join(classes_known)}"
+        extra = sorted(set(map(str, classes)) - set(pods))
+        if extra:
+            return f"qos names {extra[0]}, which is not one of {', '.join(pods)}"
+        keys = [f"{n}/{c.name}" for n, pod in pods.items() for c in pod.running_containers()]
+        for key in keys:
+            if not _whole_number(adjs.get(key)):
+                return f"oom_score_adj of {key} is missing or not a whole number"
+        extra = sorted(set(map(str, adjs)) - set(keys))
+        if extra:
+            return f"oom_score_adj names {extra[0]}, which is no running container of {', '.join(pods)}"
+        return None
+    if exercise_id == "eviction-order":
+        order, names = data.get("order"), eviction_pod_names(lab)
+        if not isinstance(order, list) or sorted(map(str, order)) != sorted(names):
+            return f"order must list each of the {len(names)} Pods of the scenario exactly once"
+        return None
+    if exercise_id == "weight":
+        for key in ("cgroup_value", "min_millicores", "max_millicores"):
+            if not _whole_number(data.get(key)):
+                return f"{key} is missing or not a whole number"
+        return None
+    raise ValueError(f"exercise {exercise_id} of lab {LAB_ID} predicts nothing")
+
+
+def reveal(lab, exercise_id: str, tool: str) -> bool:
+    """labkit.predictions.reveal with the rule of this lab: an answer counts as written once the
+    answer file holds a whole prediction (`prediction_problem`)."""
+    from labkit import predictions
+    return predictions.reveal(LAB_ID, exercise_id, tool,
+                              complete=lambda text: prediction_problem(lab, exercise_id, text) is None)
+
+
+def refusal(lab, exercise_id: str, what: str) -> str:
+    """What a tool says instead of the outcome: labkit.predictions.refusal, and, when the answer
+    file holds an answer that is not whole yet, what is missing (never the answer)."""
+    from labkit import predictions
+    message = predictions.refusal(LAB_ID, exercise_id, what)
+    text = predictions.answer_text(LAB_ID, exercise_id)
+    problem = prediction_problem(lab, exercise_id, text) if text is not None else None
+    if problem:
+        message += (f". The answer in {predictions.answer_file(LAB_ID, exercise_id)} is not a whole prediction yet "
+                    f"({problem}): complete it first")
+    return message

@@ -181,6 +181,21 @@ def debug_ruleset_differences(ctx, state, node: str, text: str) -> list:
     return judge.structure_differences(node, text, ref_text, ignore=lab.hand_built_part(state, text, ref_text))
 
 
+BUILTIN_CHAINS = ("PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING")
+
+
+def untouched_table_differences(ctx, node: str, text: str) -> list:
+    """Where `text` differs from the node's mangle and raw tables as the lab built them (kubelet's
+    KUBE-IPTABLES-HINT, the canaries; raw empty): kube-proxy writes nothing else there, and no repair
+    of its nat chains needs them. A table the kernel shows only once it was used counts as empty."""
+    built = judge.built_rules(ctx.env, node)
+    for table in ("mangle", "raw"):
+        if parse(built).table(table) is None:
+            built += f"*{table}\n" + "".join(f":{c} ACCEPT [0:0]\n" for c in BUILTIN_CHAINS) + "COMMIT\n"
+    return judge.structure_differences(node, text, built, tables=("mangle", "raw"),
+                                       ignore=lambda table, chain, rule: rule is None and chain in BUILTIN_CHAINS)
+
+
 def clusterip_differences(ctx, state, node: str, text: str, objects) -> list:
     """Where `text` differs from kube-proxy's rules for the node with legacy programmed, every chain
     and rule of nat and filter, but for what debug-ruleset judges on its node (catalog's damage, and
@@ -743,6 +758,11 @@ def judge_debug_ruleset(ctx, observation):
         return ctx.failed(structure_feedback(found, mine, f"{service}'s chains") + ". The exercise is to repair "
                           f"kube-proxy's own chains for {service} in place, so that {node}'s rules are the ones "
                           "kube-proxy writes: compare them with node1's, rule by rule")
+    beside = untouched_table_differences(ctx, node, rules)
+    if beside:
+        return ctx.failed(beside[0].sentence(hide_chain=True) + f"; the repair is in kube-proxy's nat chains, and "
+                          f"{node}'s mangle and raw tables stay as the lab built them (kubelet's and kube-proxy's "
+                          "canaries, nothing more)")
     svc_ip, port = svc["spec"]["clusterIP"], svc["spec"]["ports"][0]["port"]
     endpoints = endpoints_of(state, service)
     targets = [f"{e['ip']}:{e['port']}" for e in endpoints]
@@ -754,8 +774,9 @@ def judge_debug_ruleset(ctx, observation):
     for host, _ in traffic_sources(state, node, ctx.params["pod"]):
         require_all_answered(sent[host], f"{host} -> {service}", pods)
     return ctx.passed(f"from {node} and its pods every request to {service} is answered, each of its {len(pods)} "
-                      f"pods gets 1/{len(pods)} of them, and every chain and rule of {node}'s nat and filter tables "
-                      f"is kube-proxy's again (rules written for {lab.HAND_BUILT_SERVICE} aside), repaired by hand")
+                      f"pods gets 1/{len(pods)} of them, every chain and rule of {node}'s nat and filter tables acts "
+                      f"as kube-proxy's again (rules written for {lab.HAND_BUILT_SERVICE} aside), repaired by hand, "
+                      "and its mangle and raw tables are as the lab built them")
 
 
 def check_debug_ruleset(ctx):

@@ -534,8 +534,8 @@ def judge_oom(ctx, observation):
             problems.append("the killed container's memory limit is not below the node's memory: it holds nothing back")
             continue
         if c.name == killed and limit_bytes > ROOM * (target + _overhead(state, target)):
-            problems.append("the killed container's memory limit is far above what it uses (more than twice): it would "
-                            "let a leak take memory the node never planned for")
+            problems.append("the killed container's memory limit is far above what it uses (more than twice its memory "
+                            "in `labkit resources top`): it would let a leak take memory the node never planned for")
             continue
         if state.get("oom_kills") or (limit_bytes is not None and target + _overhead(state, target) > limit_bytes):
             if unchanged_spec:
@@ -544,8 +544,9 @@ def judge_oom(ctx, observation):
                 problems.append("a container was OOMKilled again: its memory limit is still below what it uses")
         elif c.name == killed and limit_bytes < MIN_ROOM * (target + _overhead(state, target)):
             problems.append("the killed container's memory limit leaves hardly any room above what it uses (less than a "
-                            "tenth more): the next allocation, or the interpreter growing, reaches it and the kernel "
-                            "kills it again")
+                            "tenth more than its memory in `labkit resources top`: what its command allocates and the "
+                            "interpreter running it): the next allocation, or the interpreter growing, reaches it and "
+                            "the kernel kills it again")
         elif not state.get("running"):
             problems.append("a container of the Pod is not running")
         elif state.get("working_set", 0) < target:

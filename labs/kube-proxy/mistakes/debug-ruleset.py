@@ -108,3 +108,16 @@ def repairs_the_dnat_into_an_extra_rule(env):
             rules = rules[:dnat] + [right[dnat]] + rules[dnat:]
         chains[c] = rules
     _load(env, chains)
+
+
+@mistake("node2", "mangle", "as the lab built")
+def repairs_and_marks_catalog_in_mangle(env):
+    """Repairs both chains as kube-proxy writes them, and leaves a rule of its own in node2's mangle
+    PREROUTING that marks catalog's packets (left over from debugging): the nat and filter tables are
+    kube-proxy's, the node's rules are not."""
+    names, _live_nat, good = _chains(env)
+    _load(env, {c: [r.text for r in good.chain(c).rules] for c in names})
+    svc = live.load(env).service(SERVICE)
+    from labkit.netlab import run_in
+    run_in(env.netns_name(NODE), ["iptables-legacy", "-w", "-t", "mangle", "-I", "PREROUTING", "1", "-d",
+                                  f"{svc['spec']['clusterIP']}/32", "-j", "MARK", "--set-xmark", "0x8000/0x8000"])

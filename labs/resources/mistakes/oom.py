@@ -90,6 +90,14 @@ def limit_just_above_the_allocation(env):
     _run(env, "210Mi")
 
 
+@mistake("hardly any room", "labkit resources top")
+def a_tenth_above_the_allocation(env):
+    """Gives the indexer 220Mi: a tenth above the 200Mi its command allocates, but the interpreter
+    running it holds a few MiB more, so the room is less than a tenth of what the container uses."""
+    _answer(env, "indexer", "limit")
+    _run(env, "220Mi")
+
+
 @mistake("web was changed")
 def made_room_elsewhere(env):
     """Fixes the indexer, and also takes the memory limit of Pod web away."""
