@@ -96,6 +96,21 @@ def test_foreground_says_a_change_before_the_delete_came_before_it():
            "while the foreground deletion went on")
 
 
+@pytest.mark.parametrize("kind,name", [("ReplicaSet", "api-6c9f8d7b5"), ("Pod", "api-6c9f8d7b5-x2k4q")])
+def test_foreground_fails_when_a_dependent_was_deleted_by_hand_while_it_went(kind, name):
+    # a newcomer's `kubectl delete rs -l app=api` (Background) while the ReplicaSet waited dropped its
+    # foregroundDeletion: the Deployment went before the Pods, and the right answer passed with a remark
+    ctx = context("gc", "foreground-delete", "finalizer: foregroundDeletion\nlast: Deployment\n")
+    delete = {"verb": "delete", "kind": "Deployment", "name": "api", "finalizers": False, "policy": "Foreground"}
+    dependent = {"verb": "delete", "kind": kind, "name": name, "finalizers": False, "policy": "Background"}
+    obs = {"deployment": "gone", "audit": True, "delete": "Foreground", "left": [], "deleted_by": [],
+           "writes": [delete, dependent]}
+    message = _fails(lambda: checks("gc").judge_foreground_delete(ctx, obs),
+                     f"you deleted {kind} {name} yourself (propagationPolicy Background)",
+                     "while the foreground deletion went on", "its waiting ReplicaSet")
+    assert "foregroundDeletion and" not in message and "removed last" not in message
+
+
 def test_stuck_finalizer_fails_when_the_pods_owner_references_were_cut():
     ctx = context("gc", "stuck-finalizer", "pod: reports-abcde\nfinalizer: example.com/upload\n")
     gc = checks("gc")
