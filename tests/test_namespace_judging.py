@@ -92,6 +92,53 @@ def test_broken_apiservice_fails_when_the_local_apiservices_were_deleted_too():
     assert checks("namespace").judge_broken_apiservice(ctx, {**seen, "other_apiservices": []}).status == "pass"
 
 
+def _apiservice_write(verb, body, user="labkit-admin", subresource=None):
+    return {"verb": verb, "user": {"username": user}, "requestObject": body, "responseStatus": {"code": 200},
+            "objectRef": {"resource": "apiservices", "name": "v1beta1.metrics.k8s.io",
+                          **({"subresource": subresource} if subresource else {})}}
+
+
+LOCAL = _apiservice_write("patch", {"spec": {"service": None, "insecureSkipTLSVerify": False}})
+BACK = _apiservice_write("patch", {"spec": {"service": {"name": "metrics-server", "namespace": "kube-system",
+                                                        "port": 443}, "insecureSkipTLSVerify": True}})
+
+
+@pytest.mark.parametrize("events,rewrites", [
+    # a newcomer made it Local (monitoring finished, the group out of discovery), then put it back: passed
+    ([LOCAL, BACK], ["patch: service none"]),
+    ([_apiservice_write("patch", [{"op": "replace", "path": "/spec/service/name", "value": "other"}])],
+     ["patch: service kube-system/other"]),
+    ([_apiservice_write("patch", [{"op": "remove", "path": "/spec/service"}]),
+      _apiservice_write("patch", [{"op": "add", "path": "/spec/service",
+                                   "value": {"namespace": "kube-system", "name": "metrics-server"}}])],
+     ["patch: service none"]),
+    ([_apiservice_write("update", {"spec": {"group": "metrics.k8s.io", "version": "v1beta2",
+                                            "service": {"namespace": "kube-system", "name": "metrics-server"}}})],
+     ["update: version v1beta2"]),
+    # what leaves it serving the same from the same Service is no rewrite: a port, the CA, a label
+    ([BACK, _apiservice_write("patch", {"spec": {"service": {"port": 8443}}}),
+      _apiservice_write("patch", {"metadata": {"labels": {"a": "b"}}})], []),
+    # the aggregator's status writes and the controllers' are not the student's
+    ([_apiservice_write("update", {"spec": {}}, user="system:kube-aggregator"),
+      _apiservice_write("update", {"status": {}}, subresource="status")], [])])
+def test_broken_apiservice_counts_a_rewrite_of_the_apiservice_even_when_undone(monkeypatch, events, rewrites):
+    module = checks("namespace")
+    monkeypatch.setattr(module, "_audit", lambda ctx: events)
+    ctx = context("namespace", "broken-apiservice")
+    assert module._apiservice_rewrites(ctx, "v1beta1.metrics.k8s.io", "metrics-server") == rewrites
+    seen = {"deleted": True, "discovery_failure": "discovery failed", "other_apiservices": [], "rewrites": rewrites,
+            "apiservice": {"status": "True", "group": "metrics.k8s.io", "version": "v1beta1",
+                           "service": "kube-system/metrics-server", "settled": True},
+            "gone": {"namespace": None, "spec_edit": "", "forced": [], "stored": []}}
+    if rewrites:
+        with pytest.raises(CheckFailed) as failed:
+            module.judge_broken_apiservice(ctx, seen)
+        assert "even if you put it back later" in str(failed.value) and rewrites[0] in str(failed.value)
+        assert "discovery worked again" not in str(failed.value)
+    else:
+        assert module.judge_broken_apiservice(ctx, seen).status == "pass"
+
+
 @pytest.mark.parametrize("written,stored,other", [
     ("configmap", "configmaps", True), ("backup.example.com", "backups.example.com", True),
     ("Backup.example.com", "backups.example.com", True), ("configmaps", "configmaps", False),

@@ -602,6 +602,7 @@ def observe_broken_apiservice(ctx) -> dict:
     working = state is None or state.get("status") == "True"
     return {"deleted": not untouched, "discovery_failure": failure, "apiservice": state,
             "other_apiservices": _other_apiservice_writes(ctx, apiservice),
+            "rewrites": _apiservice_rewrites(ctx, apiservice, ctx.params["service"]),
             "gone": observe_gone(ctx, c, name, wait=working)}
 
 
@@ -624,6 +625,78 @@ def _other_apiservice_writes(ctx, apiservice) -> list[str] | None:
     return out
 
 
+def _serves(spec: dict) -> tuple:
+    ref = spec.get("service") or {}
+    return spec.get("group"), spec.get("version"), \
+        f"{ref.get('namespace')}/{ref['name']}" if isinstance(ref, dict) and ref.get("name") else None
+
+
+def _patched_spec(spec: dict, verb: str, body) -> dict:
+    """`spec` (group, version and service of an APIService) after the student's update or patch
+    `body` as the audit log has it: a whole object (update, apply), a JSON patch (a list of
+    operations) or a merge/strategic patch (a mapping, null removing a field)."""
+    spec = {"group": spec.get("group"), "version": spec.get("version"), "service": dict(spec.get("service") or {})
+            or None}
+    if isinstance(body, list):
+        for op in body:
+            path = [p for p in str((op or {}).get("path", "")).split("/") if p]
+            if len(path) < 2 or path[0] != "spec" or path[1] not in spec:
+                continue
+            value = None if op.get("op") == "remove" else op.get("value")
+            if len(path) == 2:
+                spec[path[1]] = dict(value) if isinstance(value, dict) else value
+            elif path[1] == "service":
+                spec["service"] = dict(spec["service"] or {})
+                spec["service"][path[2]] = value
+        return spec
+    if not isinstance(body, dict):
+        return spec
+    given = body.get("spec")
+    if not isinstance(given, dict):
+        return spec
+    whole = verb == "update"
+    for key in ("group", "version"):
+        if key in given or whole:
+            spec[key] = given.get(key)
+    if "service" in given or whole:
+        ref = given.get("service")
+        if isinstance(ref, dict) and not whole:
+            merged = dict(spec["service"] or {})
+            merged.update(ref)
+            spec["service"] = {k: v for k, v in merged.items() if v is not None}
+        else:
+            spec["service"] = dict(ref) if isinstance(ref, dict) else None
+    return spec
+
+
+def _apiservice_rewrites(ctx, apiservice: str, service: str) -> list[str] | None:
+    """The student's updates and patches of `apiservice` that made it serve anything but its group
+    and version from kube-system/`service`, even for a while (kube-aggregator then drops or serves the
+    group otherwise, and the namespace controller's discovery no longer fails on it: a Local
+    APIService, say, with `spec.service` removed, apiregistration types.go). Each as `patch: service
+    none`; None on a real cluster (no audit log)."""
+    events = _audit(ctx)
+    if events is None:
+        return None
+    group, version = apiservice.split(".", 1)[1], apiservice.split(".", 1)[0]
+    built = {"group": group, "version": version, "service": {"namespace": "kube-system", "name": service}}
+    spec, out = built, []
+    for e in events:
+        ref = e.get("objectRef") or {}
+        if ref.get("resource") != "apiservices" or ref.get("name") != apiservice or ref.get("subresource") \
+                or e.get("verb") not in ("update", "patch") or (e.get("responseStatus") or {}).get("code", 0) >= 300 \
+                or (e.get("user") or {}).get("username", "").startswith("system:"):
+            continue
+        spec = _patched_spec(spec, e["verb"], e.get("requestObject"))
+        now = _serves(spec)
+        if now != _serves(built):
+            entry = f"{e['verb']}: " + ", ".join(f"{k} {v or 'none'}" for k, v, b in
+                                                 zip(("group", "version", "service"), now, _serves(built)) if v != b)
+            if entry not in out:
+                out.append(entry)
+    return out
+
+
 def judge_broken_apiservice(ctx, seen: dict):
     name, apiservice, service = (ctx.params[k] for k in ("namespace", "apiservice", "service"))
     others = seen.get("other_apiservices") or []
@@ -639,6 +712,15 @@ def judge_broken_apiservice(ctx, seen: dict):
                           observed=others, observed_in=LIVE)
     if not seen["deleted"]:
         raise CheckFailed(f"namespace {name} has not been deleted yet: break the API and delete it (see the prompt)")
+    rewrites = seen.get("rewrites") or []
+    if rewrites:
+        raise CheckFailed(f"you changed APIService {apiservice} ({rewrites[0]}) so that it no longer served {apiservice.split('.', 1)[1]}"
+                          f"/{apiservice.split('.', 1)[0]} from the Service kube-system/{service}, even if you put it "
+                          f"back later: while it was so, the namespace controller's discovery did not fail on it, and "
+                          f"{name} could finish with a broken API. The fix is the backend (or, if it is gone for good, "
+                          f"the APIService's deletion) — `labkit reset namespace {ctx.exercise.id}` to start over",
+                          expected=f"no update or patch that points {apiservice} elsewhere",
+                          observed=rewrites, observed_in=LIVE)
     failure = seen["discovery_failure"]
     if failure is None and seen["gone"]["namespace"] is not None:
         raise CheckFailed(f"namespace {name} never waited for a failing discovery: delete the Service "
