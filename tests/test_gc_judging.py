@@ -44,6 +44,26 @@ def test_owner_chain_refuses_what_cannot_be_a_pods_name_before_any_request(pod, 
     _fails(lambda: checks("gc").judge_owner_chain(ctx, {"writes": []}), "pod:", *words)
 
 
+def test_owner_chain_says_when_the_uids_differ_only_in_case(monkeypatch):
+    # a newcomer's upper-cased UIDs were told to "follow ownerReferences from the Pod to its ReplicaSet"
+    gc = checks("gc")
+    rs_uid, dep_uid = "11111111-1111-1111-1111-11111111abcd", "22222222-2222-2222-2222-22222222abcd"
+    objects = {"pods": {"metadata": {"name": "web-84cccc9b67-fckjx", "uid": "33333333-3333-3333-3333-333333333333",
+                                     "ownerReferences": [{"kind": "ReplicaSet", "name": "web-84cccc9b67",
+                                                          "uid": rs_uid, "controller": True}]}},
+               "replicasets": {"metadata": {"name": "web-84cccc9b67", "uid": rs_uid,
+                                            "ownerReferences": [{"kind": "Deployment", "name": "web", "uid": dep_uid,
+                                                                 "controller": True}]}}}
+    client = type("Client", (), {"get_or_none": lambda self, api, resource, name, ns=None: objects.get(resource)})()
+    monkeypatch.setattr(gc, "for_env", lambda env: type("Target", (), {"client": lambda self: client})())
+    ctx = context("gc", "owner-chain", f"pod: web-84cccc9b67-fckjx\nreplicaset: {rs_uid.upper()}\n"
+                                       f"deployment: {dep_uid}\n")
+    message = _fails(lambda: gc.judge_owner_chain(ctx, {"writes": []}), "wrong UID for replicaset", "in another case")
+    assert "follow ownerReferences" not in message and rs_uid not in message
+    context("gc", "owner-chain", f"pod: web-84cccc9b67-fckjx\nreplicaset: {rs_uid}\ndeployment: {dep_uid}\n")
+    assert gc.judge_owner_chain(ctx, {"writes": []}).status == "pass"
+
+
 def _cascade_obs(**changes):
     obs = {"deployment": "gone", "audit": True, "delete": "Background", "left": [],
            "writes": [{"verb": "delete", "kind": "Deployment", "name": "cart", "finalizers": False,

@@ -202,6 +202,10 @@ def judge_owner_chain(ctx, obs):
         reason = "the two UIDs are swapped: the Pod's owner is the ReplicaSet, whose owner is the Deployment"
     elif pod["metadata"]["uid"] in given.values():
         reason = "that is the Pod's own UID; the owners' UIDs are in its ownerReferences (and its owner's)"
+    elif all(given[k].lower() == truth[k].lower() for k in wrong):
+        # the GC compares UIDs as strings (types.UID; garbagecollector.go attemptToDeleteItem: owner.UID != ...)
+        reason = ("these are the right owners in another case: a UID is compared as it is written, character for "
+                  "character, so copy it exactly as metadata.uid gives it")
     else:
         reason = "follow ownerReferences from the Pod to its ReplicaSet, then from the ReplicaSet to the Deployment"
     return ctx.failed(f"wrong UID for {' and '.join(wrong)}: {reason}",
