@@ -176,6 +176,33 @@ def test_own_finalizer_counts_other_namespaces_but_not_the_other_exercises_work(
                                                              "update …/finalize on billing"]
 
 
+def test_a_try_kept_before_a_reset_still_earns_no_points_until_forgotten(monkeypatch):
+    # a newcomer tried the create, reset the exercise, wrote the message down: it passed ("written
+    # after a reset that followed your own patch configmaps late")
+    from labkit import predictions
+    module = checks("namespace")
+    ctx = context("namespace", "terminating-create", 'error: \'configmaps "late" is forbidden: unable to create new '
+                  'content in namespace attic because it is being terminated\'\n')
+    predictions.forget("namespace", "terminating-create", "test")
+    monkeypatch.setattr(module, "_lab", lambda env: type("Lab", (), {
+        "client": lambda self, env: None, "original_uid": lambda self, env, name: "uid-attic"})())
+    monkeypatch.setattr(module, "_namespace", lambda c, name: {"metadata": {"uid": "uid-attic",
+                                                                            "deletionTimestamp": "2026-12-06T20:00:00Z"}})
+    monkeypatch.setattr(module, "_create_answer", lambda ctx, c, ns, name: (403, {
+        "reason": "Forbidden", "message": 'configmaps "late" is forbidden: unable to create new content in namespace '
+                                          'attic because it is being terminated'}))
+    monkeypatch.setattr(module, "observe_terminating_create_tries", lambda ctx, ns: [])   # the reset: no try since
+    assert module.check_terminating_create(ctx).status == "pass"
+    predictions.keep_trial("namespace", "terminating-create", {"at": 1.0, "time": "20:29:12", "namespace": "attic",
+                                                               "what": "patch configmaps late"})
+    with pytest.raises(CheckFailed) as failed:
+        module.check_terminating_create(ctx)
+    assert "trying first earns no points" in str(failed.value) and "a reset since then" in str(failed.value)
+    assert "patch configmaps late" in str(failed.value)
+    predictions.forget("namespace", "terminating-create", "labkit reset --forget-prediction")
+    assert module.check_terminating_create(ctx).status == "pass"
+
+
 def test_a_create_refused_in_another_terminating_namespace_is_a_try(monkeypatch):
     module = checks("namespace")
 

@@ -23,6 +23,7 @@ the observation is plain data, and labs/namespace/mutants/ judges near-misses of
 import json
 import re
 
+from labkit import predictions
 from labkit.exercises import LIVE, CheckFailed, settle, wait_for
 
 CONTROLLER_USER = "system:serviceaccount:kube-system:namespace-controller"
@@ -279,32 +280,35 @@ def check_terminating_create(ctx):
     if code < 300:
         raise CheckFailed(f"namespace {name} accepts new content now (it is no longer Terminating): {reset}")
     truth = body.get("message", "")
-    answer = ctx.answer_field(_prediction_file(ctx), "error", str)
+    graded, note = _prediction_file(ctx)
+    answer = ctx.answer_field(graded, "error", str)
     tried = _first_try(ctx, name)
+    # a try before a reset of the exercise counts too (labkit.predictions' reset rule: the lab's
+    # keep_student_work kept it; only `labkit reset ... --forget-prediction` forgets it)
+    earlier = predictions.kept_trial(ctx.lab.id, ctx.exercise.id)
+    if earlier is not None and (tried is None or earlier["at"] <= tried["at"]):
+        tried = earlier
+    kept = predictions.kept(ctx.lab.id, ctx.exercise.id)
+    if tried is not None and kept is not None and kept.at <= tried["at"]:
+        tried = None        # `labkit gc run` kept the prediction before the try: that copy is judged
     if tried is not None and _answer_written_at(ctx) >= tried["at"]:
         # a prediction is judged as it stood before the student's first create in the namespace:
         # an answer file written (or changed) after that create is what the server answered, not a
         # prediction, so it earns nothing
         where = name if tried["namespace"] == name else f"{tried['namespace']}, a namespace being terminated too,"
+        reset = (" (a reset since then built it again, but does not undo what that try showed)"
+                 if tried is earlier else "")
         raise CheckFailed(f"you sent a request into {where} yourself ({tried['what']}, at {tried['time']}) before your "
-                          "prediction was written, and changed your answer file after it: this exercise asks for a "
-                          "prediction made before trying, and trying first earns no points. Work it out from the "
+                          f"prediction was written, and changed your answer file after it{reset}: this exercise asks "
+                          "for a prediction made before trying, and trying first earns no points. Work it out from the "
                           "admission plugin's source and apimachinery's errors package (see the hints)",
                           expected="a prediction written before any create in the namespace", observed_in=LIVE,
                           observed=f"answer file changed after {tried['what']}")
     if _normalize(answer) != _normalize(truth):
         raise CheckFailed(f"that is not what the API server answers: {_which_part(answer, body)}",
-                          expected="the message of the API server's answer, word for word", observed=answer,
+                          expected="the message of the API server's answer, word for word" + note, observed=answer,
                           right_answer=truth)
-    # A reset builds attic again and starts the exercise afresh, but what a try before it showed was
-    # seen: the pass says so, where an instructor reads it (as a pass after wrong answers does)
-    earlier = (observe_terminating_create_tries(ctx, name, before_reset=True) or [])
-    if earlier:
-        seen = earlier[-1]
-        return ctx.passed(f"right: {code} {body.get('reason')}: {truth} (written after a reset that followed your own "
-                          f"{seen['what']} in {seen['namespace']} at {seen['time']}, which showed the server's "
-                          "answer)", tried_before_reset=seen["what"], tried_before_reset_at=seen["time"])
-    return ctx.passed(f"right: {code} {body.get('reason')}: {truth}")
+    return ctx.passed(f"right: {code} {body.get('reason')}: {truth}{note}")
 
 
 def _refused_as_terminating(event) -> bool:
@@ -317,23 +321,16 @@ def _refused_as_terminating(event) -> bool:
                                           or "because it is being terminated" in status.get("message", ""))
 
 
-def observe_terminating_create_tries(ctx, namespace: str, *, before_reset: bool = False) -> list[dict] | None:
-    """The student's own requests that showed the answer since the exercise was built (with
-    `before_reset`: the refusals before that, since the lab was run): any create in `namespace` (accepted or
-    refused, any resource), and any request the server refused because its namespace is being
-    terminated, whatever its verb (the same message, perhaps another name in it: a create
-    elsewhere, or a server-side apply, a PATCH that would create, which NamespaceLifecycle admits
-    as a Create: lifecycle/admission.go Admit, `a.GetOperation() == admission.Create`). Oldest
-    first: [{at, time, what, namespace}]; None on a real cluster."""
+def observe_terminating_create_tries(ctx, namespace: str) -> list[dict] | None:
+    """The student's own requests that showed the answer since the exercise was built: any create in
+    `namespace` (accepted or refused, any resource), and any request the server refused because its
+    namespace is being terminated, whatever its verb (the same message, perhaps another name in it:
+    a create elsewhere, or a server-side apply, a PATCH that would create, which NamespaceLifecycle
+    admits as a Create: lifecycle/admission.go Admit, `a.GetOperation() == admission.Create`). Oldest
+    first: [{at, time, what, namespace}]; None on a real cluster. A try before a reset is kept by the
+    lab's keep_student_work (labkit.predictions.keep_trial)."""
     from labkit.apiserver import audit as audit_log
-    if before_reset:
-        # only the refusals, which showed the message: the lab's own build of the namespace (its
-        # content created before it is deleted) is in the log too
-        events = _lab(ctx.env).target(ctx.env).audit(since=0.0)
-        events = None if events is None else [e for e in events if audit_log.received_at(e) < ctx.ready_time
-                                              and _refused_as_terminating(e)]
-    else:
-        events = _audit(ctx)
+    events = _audit(ctx)
     if events is None:
         return None
     def what(e):
@@ -362,11 +359,12 @@ def _answer_written_at(ctx) -> float:
 
 
 def _prediction_file(ctx):
-    """The answer file, parsed; an unquoted message (`error: configmaps "late" is forbidden: ...`)
+    """(the answer, a note): the prediction `labkit gc run` kept when it first showed the refusal
+    (labkit.predictions), else the answer file, parsed; an unquoted message (`error: configmaps "late" is forbidden: ...`)
     is not valid YAML (a second `: ` in a plain value), and the failure says to quote it."""
     from labkit.exercises import AnswerMissing
     try:
-        return ctx.answer()
+        return predictions.graded_answer(ctx)
     except AnswerMissing as exc:
         if "mapping values are not allowed" not in str(exc):
             raise
