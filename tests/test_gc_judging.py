@@ -44,6 +44,26 @@ def test_owner_chain_refuses_what_cannot_be_a_pods_name_before_any_request(pod, 
     _fails(lambda: checks("gc").judge_owner_chain(ctx, {"writes": []}), "pod:", *words)
 
 
+def test_owner_chain_says_when_the_uids_differ_only_in_case(monkeypatch):
+    # a newcomer's upper-cased UIDs were told to "follow ownerReferences from the Pod to its ReplicaSet"
+    gc = checks("gc")
+    rs_uid, dep_uid = "11111111-1111-1111-1111-11111111abcd", "22222222-2222-2222-2222-22222222abcd"
+    objects = {"pods": {"metadata": {"name": "web-84cccc9b67-fckjx", "uid": "33333333-3333-3333-3333-333333333333",
+                                     "ownerReferences": [{"kind": "ReplicaSet", "name": "web-84cccc9b67",
+                                                          "uid": rs_uid, "controller": True}]}},
+               "replicasets": {"metadata": {"name": "web-84cccc9b67", "uid": rs_uid,
+                                            "ownerReferences": [{"kind": "Deployment", "name": "web", "uid": dep_uid,
+                                                                 "controller": True}]}}}
+    client = type("Client", (), {"get_or_none": lambda self, api, resource, name, ns=None: objects.get(resource)})()
+    monkeypatch.setattr(gc, "for_env", lambda env: type("Target", (), {"client": lambda self: client})())
+    ctx = context("gc", "owner-chain", f"pod: web-84cccc9b67-fckjx\nreplicaset: {rs_uid.upper()}\n"
+                                       f"deployment: {dep_uid}\n")
+    message = _fails(lambda: gc.judge_owner_chain(ctx, {"writes": []}), "wrong UID for replicaset", "in another case")
+    assert "follow ownerReferences" not in message and rs_uid not in message
+    context("gc", "owner-chain", f"pod: web-84cccc9b67-fckjx\nreplicaset: {rs_uid}\ndeployment: {dep_uid}\n")
+    assert gc.judge_owner_chain(ctx, {"writes": []}).status == "pass"
+
+
 def _cascade_obs(**changes):
     obs = {"deployment": "gone", "audit": True, "delete": "Background", "left": [],
            "writes": [{"verb": "delete", "kind": "Deployment", "name": "cart", "finalizers": False,
@@ -94,6 +114,21 @@ def test_foreground_says_a_change_before_the_delete_came_before_it():
     assert "while" not in message
     _fails(lambda: checks("gc").judge_foreground_delete(ctx, {**obs, "writes": [delete, scale]}),
            "while the foreground deletion went on")
+
+
+@pytest.mark.parametrize("kind,name", [("ReplicaSet", "api-6c9f8d7b5"), ("Pod", "api-6c9f8d7b5-x2k4q")])
+def test_foreground_fails_when_a_dependent_was_deleted_by_hand_while_it_went(kind, name):
+    # a newcomer's `kubectl delete rs -l app=api` (Background) while the ReplicaSet waited dropped its
+    # foregroundDeletion: the Deployment went before the Pods, and the right answer passed with a remark
+    ctx = context("gc", "foreground-delete", "finalizer: foregroundDeletion\nlast: Deployment\n")
+    delete = {"verb": "delete", "kind": "Deployment", "name": "api", "finalizers": False, "policy": "Foreground"}
+    dependent = {"verb": "delete", "kind": kind, "name": name, "finalizers": False, "policy": "Background"}
+    obs = {"deployment": "gone", "audit": True, "delete": "Foreground", "left": [], "deleted_by": [],
+           "writes": [delete, dependent]}
+    message = _fails(lambda: checks("gc").judge_foreground_delete(ctx, obs),
+                     f"you deleted {kind} {name} yourself (propagationPolicy Background)",
+                     "while the foreground deletion went on", "its waiting ReplicaSet")
+    assert "foregroundDeletion and" not in message and "removed last" not in message
 
 
 def test_stuck_finalizer_fails_when_the_pods_owner_references_were_cut():

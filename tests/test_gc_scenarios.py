@@ -243,6 +243,45 @@ def test_scenarios_that_show_part_of_the_predict_experiment_are_withheld_before_
     assert not shows_part_of_the_experiment(cases["runner-format-additions"])
 
 
+SANS_OWNERS = """id: {id}
+title: owners written by a step
+category: gc
+source: {{path: pkg/controller/garbagecollector/garbagecollector.go, test: attemptToDeleteItem, kind: code}}
+fidelity: derived
+controllers: {{garbagecollector: running}}
+namespaces: [x-a, x-b]
+objects:
+  - {{ref: anchor, apiVersion: v1, kind: ConfigMap, namespace: x-b, name: anchor}}
+  - {{ref: mine, apiVersion: v1, kind: ConfigMap, namespace: x-a, name: mine}}
+  - {{ref: near, apiVersion: v1, kind: ConfigMap, namespace: x-a, name: near}}
+steps:
+{steps}
+  - {{op: wait, for: settle, timeout_s: 30}}
+"""
+GHOST = '{"apiVersion": "v1", "kind": "ReplicationController", "name": "ghost", "uid": "12345678-0000-0000-0000-00000000beef"}'
+
+
+@pytest.mark.parametrize("steps,shown", [
+    # a newcomer's scenario: an object made without owners, then a patch gives it one that never
+    # existed — `labkit gc run` played it before any prediction and showed orphan's fate
+    (f"  - {{op: patch, target: mine, type: merge, patch: '{{\"metadata\": {{\"ownerReferences\": [{GHOST}]}}}}'}}", False),
+    (f"  - {{op: patch, target: mine, type: json, patch: '[{{\"op\": \"add\", \"path\": "
+     f"\"/metadata/ownerReferences\", \"value\": [{GHOST}]}}]'}}", False),
+    ("  - {op: update, target: mine, set: {metadata.ownerReferences: [{apiVersion: v1, kind: ConfigMap, name: anchor, "
+     "uid: '${anchor.uid}'}]}}", False),
+    ("  - op: create\n    object: {ref: late, apiVersion: v1, kind: ConfigMap, namespace: x-a, name: late, "
+     "ownerReferences: [{apiVersion: v1, kind: ConfigMap, name: anchor, uid: '${anchor.uid}'}]}", False),
+    # an owner that exists in the same namespace shows nothing the prediction is about
+    ("  - {op: update, target: mine, set: {metadata.ownerReferences: [{apiVersion: v1, kind: ConfigMap, name: near, "
+     "uid: '${near.uid}'}]}}", True)])
+def test_owners_written_by_a_step_are_withheld_as_those_given_at_creation(tmp_path, steps, shown):
+    from labkit.gc.scenario import load
+    from labkit.gc.withhold import shows_part_of_the_experiment
+    path = tmp_path / "written-owner.yaml"
+    path.write_text(SANS_OWNERS.format(id="written-owner", steps=steps))
+    assert shows_part_of_the_experiment(load(path)) is not shown
+
+
 def test_a_skipping_clock_hands_out_a_delayed_item_when_moved_to_its_time():
     """What skip_idle_time rests on: a worker waiting on a queue whose item is due in 1000 s gets
     it as soon as the clock is moved ahead by that much (it would not within the 30 s it waits)."""

@@ -92,6 +92,53 @@ def test_broken_apiservice_fails_when_the_local_apiservices_were_deleted_too():
     assert checks("namespace").judge_broken_apiservice(ctx, {**seen, "other_apiservices": []}).status == "pass"
 
 
+def _apiservice_write(verb, body, user="labkit-admin", subresource=None):
+    return {"verb": verb, "user": {"username": user}, "requestObject": body, "responseStatus": {"code": 200},
+            "objectRef": {"resource": "apiservices", "name": "v1beta1.metrics.k8s.io",
+                          **({"subresource": subresource} if subresource else {})}}
+
+
+LOCAL = _apiservice_write("patch", {"spec": {"service": None, "insecureSkipTLSVerify": False}})
+BACK = _apiservice_write("patch", {"spec": {"service": {"name": "metrics-server", "namespace": "kube-system",
+                                                        "port": 443}, "insecureSkipTLSVerify": True}})
+
+
+@pytest.mark.parametrize("events,rewrites", [
+    # a newcomer made it Local (monitoring finished, the group out of discovery), then put it back: passed
+    ([LOCAL, BACK], ["patch: service none"]),
+    ([_apiservice_write("patch", [{"op": "replace", "path": "/spec/service/name", "value": "other"}])],
+     ["patch: service kube-system/other"]),
+    ([_apiservice_write("patch", [{"op": "remove", "path": "/spec/service"}]),
+      _apiservice_write("patch", [{"op": "add", "path": "/spec/service",
+                                   "value": {"namespace": "kube-system", "name": "metrics-server"}}])],
+     ["patch: service none"]),
+    ([_apiservice_write("update", {"spec": {"group": "metrics.k8s.io", "version": "v1beta2",
+                                            "service": {"namespace": "kube-system", "name": "metrics-server"}}})],
+     ["update: version v1beta2"]),
+    # what leaves it serving the same from the same Service is no rewrite: a port, the CA, a label
+    ([BACK, _apiservice_write("patch", {"spec": {"service": {"port": 8443}}}),
+      _apiservice_write("patch", {"metadata": {"labels": {"a": "b"}}})], []),
+    # the aggregator's status writes and the controllers' are not the student's
+    ([_apiservice_write("update", {"spec": {}}, user="system:kube-aggregator"),
+      _apiservice_write("update", {"status": {}}, subresource="status")], [])])
+def test_broken_apiservice_counts_a_rewrite_of_the_apiservice_even_when_undone(monkeypatch, events, rewrites):
+    module = checks("namespace")
+    monkeypatch.setattr(module, "_audit", lambda ctx: events)
+    ctx = context("namespace", "broken-apiservice")
+    assert module._apiservice_rewrites(ctx, "v1beta1.metrics.k8s.io", "metrics-server") == rewrites
+    seen = {"deleted": True, "discovery_failure": "discovery failed", "other_apiservices": [], "rewrites": rewrites,
+            "apiservice": {"status": "True", "group": "metrics.k8s.io", "version": "v1beta1",
+                           "service": "kube-system/metrics-server", "settled": True},
+            "gone": {"namespace": None, "spec_edit": "", "forced": [], "stored": []}}
+    if rewrites:
+        with pytest.raises(CheckFailed) as failed:
+            module.judge_broken_apiservice(ctx, seen)
+        assert "even if you put it back later" in str(failed.value) and rewrites[0] in str(failed.value)
+        assert "discovery worked again" not in str(failed.value)
+    else:
+        assert module.judge_broken_apiservice(ctx, seen).status == "pass"
+
+
 @pytest.mark.parametrize("written,stored,other", [
     ("configmap", "configmaps", True), ("backup.example.com", "backups.example.com", True),
     ("Backup.example.com", "backups.example.com", True), ("configmaps", "configmaps", False),
@@ -127,6 +174,33 @@ def test_own_finalizer_counts_other_namespaces_but_not_the_other_exercises_work(
     events += [finalize("default", ["kubernetes", "example.com/hold"]), finalize("billing", ["kubernetes", "x.io/y"])]
     assert module._other_namespace_writes(ctx, "sandbox") == ["update …/finalize on default",
                                                              "update …/finalize on billing"]
+
+
+def test_a_try_kept_before_a_reset_still_earns_no_points_until_forgotten(monkeypatch):
+    # a newcomer tried the create, reset the exercise, wrote the message down: it passed ("written
+    # after a reset that followed your own patch configmaps late")
+    from labkit import predictions
+    module = checks("namespace")
+    ctx = context("namespace", "terminating-create", 'error: \'configmaps "late" is forbidden: unable to create new '
+                  'content in namespace attic because it is being terminated\'\n')
+    predictions.forget("namespace", "terminating-create", "test")
+    monkeypatch.setattr(module, "_lab", lambda env: type("Lab", (), {
+        "client": lambda self, env: None, "original_uid": lambda self, env, name: "uid-attic"})())
+    monkeypatch.setattr(module, "_namespace", lambda c, name: {"metadata": {"uid": "uid-attic",
+                                                                            "deletionTimestamp": "2026-12-06T20:00:00Z"}})
+    monkeypatch.setattr(module, "_create_answer", lambda ctx, c, ns, name: (403, {
+        "reason": "Forbidden", "message": 'configmaps "late" is forbidden: unable to create new content in namespace '
+                                          'attic because it is being terminated'}))
+    monkeypatch.setattr(module, "observe_terminating_create_tries", lambda ctx, ns: [])   # the reset: no try since
+    assert module.check_terminating_create(ctx).status == "pass"
+    predictions.keep_trial("namespace", "terminating-create", {"at": 1.0, "time": "20:29:12", "namespace": "attic",
+                                                               "what": "patch configmaps late"})
+    with pytest.raises(CheckFailed) as failed:
+        module.check_terminating_create(ctx)
+    assert "trying first earns no points" in str(failed.value) and "a reset since then" in str(failed.value)
+    assert "patch configmaps late" in str(failed.value)
+    predictions.forget("namespace", "terminating-create", "labkit reset --forget-prediction")
+    assert module.check_terminating_create(ctx).status == "pass"
 
 
 def test_a_create_refused_in_another_terminating_namespace_is_a_try(monkeypatch):

@@ -159,6 +159,26 @@ def test_content_left_in_a_force_finalized_namespace_cannot_be_updated_only_dele
     assert out.stdout == 'configmap "left" deleted\n'
 
 
+def test_explain_names_what_a_force_finalize_left_but_not_whether_a_new_namespace_shows_it(server):
+    # whether the objects show up in a namespace made again under the name is what exercise
+    # force-finalize asks (visible_again); `labkit ns explain` said it before the student looked
+    from labkit.namespaces.explain import explain, render
+    kubectl(server, "create", "namespace", "life-x")
+    kubectl(server, "create", "configmap", "kept", "-n", "life-x")
+    kubectl(server, "patch", "configmap", "kept", "-n", "life-x", "--type=merge",
+            "-p", '{"metadata":{"finalizers":["example.com/keep"]}}')
+    kubectl(server, "delete", "namespace", "life-x", "--wait=false")
+    ns = get_ns(server, "life-x")
+    ns["spec"]["finalizers"] = []
+    kubectl(server, "replace", "--raw", "/api/v1/namespaces/life-x/finalize", "-f", "-", input=json.dumps(ns))
+    out = explain(server.http_client(), "life-x")
+    [cause] = [c for c in out.causes if c.kind == "left-behind"]
+    text = render(out)
+    assert "yet 1 configmaps. are still stored under its name" in cause.message
+    assert "shows these objects" not in text and "at once" not in text, text
+    server.http_client().request("DELETE", "/api/v1/namespaces/life-x/configmaps/kept")
+
+
 def test_finalizer_names_are_validated_as_upstream(server):
     """validateKubeFinalizerName on every built-in object's metadata.finalizers[i]; a namespace's
     spec.finalizers on create (ValidateNamespace) and through /finalize (spec.finalizers[i])."""

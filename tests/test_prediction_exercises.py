@@ -123,7 +123,38 @@ def _devices(lab, ex):
     return gate(load_case(path), path)
 
 
-SHOWS = {("gc", "predict-dangling"): _gc,
+TERMINATING_CREATE = """id: refused
+title: a create into a namespace being terminated
+category: namespace
+source: {path: staging/src/k8s.io/apiserver/pkg/admission/plugin/namespace/lifecycle/admission.go, test: Admit, kind: code}
+fidelity: derived
+controllers: {namespace: running}
+namespaces: [zz]
+objects:
+  - {ref: keep, apiVersion: v1, kind: ConfigMap, namespace: zz, name: keep, finalizers: [example.com/x]}
+  - {ref: ns, apiVersion: v1, kind: Namespace, name: zz, existing: true}
+steps:
+  - {op: delete, target: ns, body: {}}
+  - op: create
+    object: {ref: late, apiVersion: v1, kind: ConfigMap, namespace: zz, name: late}
+"""
+
+
+def _namespace(lab, ex):
+    """`labkit gc run -f` a scenario of the student's own that deletes a namespace and then creates
+    in it (a newcomer's way to see terminating-create's refusal before predicting it)."""
+    import tempfile
+    from labkit.gc.scenario import load
+    from labkit.gc.withhold import gate
+    from labkit.namespaces.withhold import gate as terminating_gate
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "refused.yaml"
+        path.write_text(TERMINATING_CREATE)
+        scenario = load(path)
+        return gate(scenario) or terminating_gate(scenario)
+
+
+SHOWS = {("gc", "predict-dangling"): _gc, ("namespace", "terminating-create"): _namespace,
          ("device-plugins", "checkpoint"): _devices,
          ("scheduler", "score-predict"): _scheduler, ("scheduler", "preempt-predict"): _scheduler,
          ("numa", "qos"): _numa_pods, ("numa", "cpu-hints"): _numa_pods, ("numa", "static-cpus"): _numa_pods,

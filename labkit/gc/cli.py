@@ -70,7 +70,8 @@ def run(
 
     Each scenario runs on a fresh embedded API server with labkit's controllers, or with
     --kubeconfig against a real cluster (where the cluster's own controllers do the work).
-    The experiment of exercise predict-dangling is played only once its prediction is written.
+    The experiment of exercise predict-dangling (gc), and a create into a namespace being terminated
+    (exercise terminating-create of lab namespace), are played only once their prediction is written.
     Exit code 0 only when every scenario played passed."""
     from labkit.gc.runner import run_scenario
     from labkit.gc.scenario import load
@@ -78,7 +79,8 @@ def run(
 
     fmt, _ = cliopts.resolve_output(output, ("text", "json", "yaml"), "text", legacy_json=as_json)
     files = [Path(f) for f in cliopts.filenames(files, old_files)]
-    withheld = [(f, gate(load(f))) for f in files]
+    from labkit.namespaces.withhold import gate as terminating_gate
+    withheld = [(f, (lambda scenario: gate(scenario) or terminating_gate(scenario))(load(f))) for f in files]
     for f, reason in withheld:
         if reason:
             sys.stdout.write(f"withheld: {reason}\n")

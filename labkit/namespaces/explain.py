@@ -118,8 +118,11 @@ def explain(client: Client, name: str, decisions: list[dict] | None = None) -> E
             out.causes.append(Cause("left-behind", f"namespace {name} does not exist, yet {what} are still stored "
                                     "under its name: it was removed before its content was deleted (force-finalized "
                                     "through /finalize)",
-                                    f"a namespace created again as {name} shows these objects at once; delete them "
-                                    "(recreate the namespace, let it empty itself by a normal deletion)"))
+                                    # what a namespace made again under the name shows is exercise
+                                    # force-finalize's question (visible_again): the fix does not say it
+                                    f"nothing deletes them while no namespace {name} exists: create it again, look "
+                                    "at what it holds, and delete it normally, so that the namespace controller "
+                                    "empties it"))
         return out
     meta, spec, status = ns.get("metadata") or {}, ns.get("spec") or {}, ns.get("status") or {}
     out.phase = status.get("phase", "")

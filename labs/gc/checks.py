@@ -202,6 +202,10 @@ def judge_owner_chain(ctx, obs):
         reason = "the two UIDs are swapped: the Pod's owner is the ReplicaSet, whose owner is the Deployment"
     elif pod["metadata"]["uid"] in given.values():
         reason = "that is the Pod's own UID; the owners' UIDs are in its ownerReferences (and its owner's)"
+    elif all(given[k].lower() == truth[k].lower() for k in wrong):
+        # the GC compares UIDs as strings (types.UID; garbagecollector.go attemptToDeleteItem: owner.UID != ...)
+        reason = ("these are the right owners in another case: a UID is compared as it is written, character for "
+                  "character, so copy it exactly as metadata.uid gives it")
     else:
         reason = "follow ownerReferences from the Pod to its ReplicaSet, then from the ReplicaSet to the Deployment"
     return ctx.failed(f"wrong UID for {' and '.join(wrong)}: {reason}",
@@ -492,17 +496,24 @@ def judge_foreground_delete(ctx, obs):
                           f"(`labkit reset gc {ctx.exercise.id}` and delete it without touching it first)",
                           expected="no change to the Deployment, its ReplicaSet or its Pods but your DELETE",
                           observed=[f"{w['verb']} {w['kind']} {w['name']}" for w in before], observed_in=LIVE)
-    hand = [w for w in obs["writes"][first_delete:] if w["verb"] in ("update", "patch")] + again
+    # the dependents are the garbage collector's to delete: a DELETE of the waiting ReplicaSet with
+    # Background or Orphan (kubectl's default is Background) drops its foregroundDeletion too (same
+    # function), so the Deployment can go before the Pods; a Pod deleted by hand is not the GC's work
+    dependents = [w for w in obs["writes"][first_delete:] if w["verb"] == "delete" and w["kind"] != "Deployment"]
+    hand = [w for w in obs["writes"][first_delete:] if w["verb"] in ("update", "patch")] + again + dependents
     if hand:
         first = hand[0]
         obj = f"{first['kind']} {first['name']}"
-        what = (f"deleted {obj} a second time, with propagationPolicy {first.get('policy')}" if first["verb"] == "delete" else
+        what = (f"deleted {obj} yourself (propagationPolicy {first.get('policy')}), a dependent the garbage collector "
+                "deletes" if first["verb"] == "delete" and first["kind"] != "Deployment" else
+                f"deleted {obj} a second time, with propagationPolicy {first.get('policy')}" if first["verb"] == "delete" else
                 f"removed or changed the finalizers of {obj} by hand" if first["finalizers"] else
                 f"changed {obj} by hand ({first['verb']})")
-        return ctx.failed(f"you {what} while the foreground deletion went on: the finalizers of a foreground "
-                          "deletion are the garbage collector's, which removes each once no dependent blocks it; "
-                          "removing one by hand, or a second DELETE with Background or Orphan (which drops it), lets the "
-                          "owner go before its dependents, so what you saw is not what the exercise asks about "
+        return ctx.failed(f"you {what} while the foreground deletion went on: the dependents of a foreground "
+                          "deletion and its finalizers are the garbage collector's, which deletes each dependent and "
+                          "removes each finalizer once no dependent blocks it; removing one by hand, or a second DELETE "
+                          "with Background or Orphan of the Deployment or of its waiting ReplicaSet (which drops it), "
+                          "lets an owner go before its dependents, so what you saw is not what the exercise asks about "
                           f"(`labkit reset gc {ctx.exercise.id}` and delete it again, without touching it)",
                           expected="no change to the Deployment, its ReplicaSet or its Pods but your DELETE",
                           observed=[f"{w['verb']} {w['kind']} {w['name']}" for w in hand], observed_in=LIVE)

@@ -23,6 +23,7 @@ the observation is plain data, and labs/namespace/mutants/ judges near-misses of
 import json
 import re
 
+from labkit import predictions
 from labkit.exercises import LIVE, CheckFailed, settle, wait_for
 
 CONTROLLER_USER = "system:serviceaccount:kube-system:namespace-controller"
@@ -279,32 +280,35 @@ def check_terminating_create(ctx):
     if code < 300:
         raise CheckFailed(f"namespace {name} accepts new content now (it is no longer Terminating): {reset}")
     truth = body.get("message", "")
-    answer = ctx.answer_field(_prediction_file(ctx), "error", str)
+    graded, note = _prediction_file(ctx)
+    answer = ctx.answer_field(graded, "error", str)
     tried = _first_try(ctx, name)
+    # a try before a reset of the exercise counts too (labkit.predictions' reset rule: the lab's
+    # keep_student_work kept it; only `labkit reset ... --forget-prediction` forgets it)
+    earlier = predictions.kept_trial(ctx.lab.id, ctx.exercise.id)
+    if earlier is not None and (tried is None or earlier["at"] <= tried["at"]):
+        tried = earlier
+    kept = predictions.kept(ctx.lab.id, ctx.exercise.id)
+    if tried is not None and kept is not None and kept.at <= tried["at"]:
+        tried = None        # `labkit gc run` kept the prediction before the try: that copy is judged
     if tried is not None and _answer_written_at(ctx) >= tried["at"]:
         # a prediction is judged as it stood before the student's first create in the namespace:
         # an answer file written (or changed) after that create is what the server answered, not a
         # prediction, so it earns nothing
         where = name if tried["namespace"] == name else f"{tried['namespace']}, a namespace being terminated too,"
+        reset = (" (a reset since then built it again, but does not undo what that try showed)"
+                 if tried is earlier else "")
         raise CheckFailed(f"you sent a request into {where} yourself ({tried['what']}, at {tried['time']}) before your "
-                          "prediction was written, and changed your answer file after it: this exercise asks for a "
-                          "prediction made before trying, and trying first earns no points. Work it out from the "
+                          f"prediction was written, and changed your answer file after it{reset}: this exercise asks "
+                          "for a prediction made before trying, and trying first earns no points. Work it out from the "
                           "admission plugin's source and apimachinery's errors package (see the hints)",
                           expected="a prediction written before any create in the namespace", observed_in=LIVE,
                           observed=f"answer file changed after {tried['what']}")
     if _normalize(answer) != _normalize(truth):
         raise CheckFailed(f"that is not what the API server answers: {_which_part(answer, body)}",
-                          expected="the message of the API server's answer, word for word", observed=answer,
+                          expected="the message of the API server's answer, word for word" + note, observed=answer,
                           right_answer=truth)
-    # A reset builds attic again and starts the exercise afresh, but what a try before it showed was
-    # seen: the pass says so, where an instructor reads it (as a pass after wrong answers does)
-    earlier = (observe_terminating_create_tries(ctx, name, before_reset=True) or [])
-    if earlier:
-        seen = earlier[-1]
-        return ctx.passed(f"right: {code} {body.get('reason')}: {truth} (written after a reset that followed your own "
-                          f"{seen['what']} in {seen['namespace']} at {seen['time']}, which showed the server's "
-                          "answer)", tried_before_reset=seen["what"], tried_before_reset_at=seen["time"])
-    return ctx.passed(f"right: {code} {body.get('reason')}: {truth}")
+    return ctx.passed(f"right: {code} {body.get('reason')}: {truth}{note}")
 
 
 def _refused_as_terminating(event) -> bool:
@@ -317,23 +321,16 @@ def _refused_as_terminating(event) -> bool:
                                           or "because it is being terminated" in status.get("message", ""))
 
 
-def observe_terminating_create_tries(ctx, namespace: str, *, before_reset: bool = False) -> list[dict] | None:
-    """The student's own requests that showed the answer since the exercise was built (with
-    `before_reset`: the refusals before that, since the lab was run): any create in `namespace` (accepted or
-    refused, any resource), and any request the server refused because its namespace is being
-    terminated, whatever its verb (the same message, perhaps another name in it: a create
-    elsewhere, or a server-side apply, a PATCH that would create, which NamespaceLifecycle admits
-    as a Create: lifecycle/admission.go Admit, `a.GetOperation() == admission.Create`). Oldest
-    first: [{at, time, what, namespace}]; None on a real cluster."""
+def observe_terminating_create_tries(ctx, namespace: str) -> list[dict] | None:
+    """The student's own requests that showed the answer since the exercise was built: any create in
+    `namespace` (accepted or refused, any resource), and any request the server refused because its
+    namespace is being terminated, whatever its verb (the same message, perhaps another name in it:
+    a create elsewhere, or a server-side apply, a PATCH that would create, which NamespaceLifecycle
+    admits as a Create: lifecycle/admission.go Admit, `a.GetOperation() == admission.Create`). Oldest
+    first: [{at, time, what, namespace}]; None on a real cluster. A try before a reset is kept by the
+    lab's keep_student_work (labkit.predictions.keep_trial)."""
     from labkit.apiserver import audit as audit_log
-    if before_reset:
-        # only the refusals, which showed the message: the lab's own build of the namespace (its
-        # content created before it is deleted) is in the log too
-        events = _lab(ctx.env).target(ctx.env).audit(since=0.0)
-        events = None if events is None else [e for e in events if audit_log.received_at(e) < ctx.ready_time
-                                              and _refused_as_terminating(e)]
-    else:
-        events = _audit(ctx)
+    events = _audit(ctx)
     if events is None:
         return None
     def what(e):
@@ -362,11 +359,12 @@ def _answer_written_at(ctx) -> float:
 
 
 def _prediction_file(ctx):
-    """The answer file, parsed; an unquoted message (`error: configmaps "late" is forbidden: ...`)
+    """(the answer, a note): the prediction `labkit gc run` kept when it first showed the refusal
+    (labkit.predictions), else the answer file, parsed; an unquoted message (`error: configmaps "late" is forbidden: ...`)
     is not valid YAML (a second `: ` in a plain value), and the failure says to quote it."""
     from labkit.exercises import AnswerMissing
     try:
-        return ctx.answer()
+        return predictions.graded_answer(ctx)
     except AnswerMissing as exc:
         if "mapping values are not allowed" not in str(exc):
             raise
@@ -602,6 +600,7 @@ def observe_broken_apiservice(ctx) -> dict:
     working = state is None or state.get("status") == "True"
     return {"deleted": not untouched, "discovery_failure": failure, "apiservice": state,
             "other_apiservices": _other_apiservice_writes(ctx, apiservice),
+            "rewrites": _apiservice_rewrites(ctx, apiservice, ctx.params["service"]),
             "gone": observe_gone(ctx, c, name, wait=working)}
 
 
@@ -624,6 +623,78 @@ def _other_apiservice_writes(ctx, apiservice) -> list[str] | None:
     return out
 
 
+def _serves(spec: dict) -> tuple:
+    ref = spec.get("service") or {}
+    return spec.get("group"), spec.get("version"), \
+        f"{ref.get('namespace')}/{ref['name']}" if isinstance(ref, dict) and ref.get("name") else None
+
+
+def _patched_spec(spec: dict, verb: str, body) -> dict:
+    """`spec` (group, version and service of an APIService) after the student's update or patch
+    `body` as the audit log has it: a whole object (update, apply), a JSON patch (a list of
+    operations) or a merge/strategic patch (a mapping, null removing a field)."""
+    spec = {"group": spec.get("group"), "version": spec.get("version"), "service": dict(spec.get("service") or {})
+            or None}
+    if isinstance(body, list):
+        for op in body:
+            path = [p for p in str((op or {}).get("path", "")).split("/") if p]
+            if len(path) < 2 or path[0] != "spec" or path[1] not in spec:
+                continue
+            value = None if op.get("op") == "remove" else op.get("value")
+            if len(path) == 2:
+                spec[path[1]] = dict(value) if isinstance(value, dict) else value
+            elif path[1] == "service":
+                spec["service"] = dict(spec["service"] or {})
+                spec["service"][path[2]] = value
+        return spec
+    if not isinstance(body, dict):
+        return spec
+    given = body.get("spec")
+    if not isinstance(given, dict):
+        return spec
+    whole = verb == "update"
+    for key in ("group", "version"):
+        if key in given or whole:
+            spec[key] = given.get(key)
+    if "service" in given or whole:
+        ref = given.get("service")
+        if isinstance(ref, dict) and not whole:
+            merged = dict(spec["service"] or {})
+            merged.update(ref)
+            spec["service"] = {k: v for k, v in merged.items() if v is not None}
+        else:
+            spec["service"] = dict(ref) if isinstance(ref, dict) else None
+    return spec
+
+
+def _apiservice_rewrites(ctx, apiservice: str, service: str) -> list[str] | None:
+    """The student's updates and patches of `apiservice` that made it serve anything but its group
+    and version from kube-system/`service`, even for a while (kube-aggregator then drops or serves the
+    group otherwise, and the namespace controller's discovery no longer fails on it: a Local
+    APIService, say, with `spec.service` removed, apiregistration types.go). Each as `patch: service
+    none`; None on a real cluster (no audit log)."""
+    events = _audit(ctx)
+    if events is None:
+        return None
+    group, version = apiservice.split(".", 1)[1], apiservice.split(".", 1)[0]
+    built = {"group": group, "version": version, "service": {"namespace": "kube-system", "name": service}}
+    spec, out = built, []
+    for e in events:
+        ref = e.get("objectRef") or {}
+        if ref.get("resource") != "apiservices" or ref.get("name") != apiservice or ref.get("subresource") \
+                or e.get("verb") not in ("update", "patch") or (e.get("responseStatus") or {}).get("code", 0) >= 300 \
+                or (e.get("user") or {}).get("username", "").startswith("system:"):
+            continue
+        spec = _patched_spec(spec, e["verb"], e.get("requestObject"))
+        now = _serves(spec)
+        if now != _serves(built):
+            entry = f"{e['verb']}: " + ", ".join(f"{k} {v or 'none'}" for k, v, b in
+                                                 zip(("group", "version", "service"), now, _serves(built)) if v != b)
+            if entry not in out:
+                out.append(entry)
+    return out
+
+
 def judge_broken_apiservice(ctx, seen: dict):
     name, apiservice, service = (ctx.params[k] for k in ("namespace", "apiservice", "service"))
     others = seen.get("other_apiservices") or []
@@ -639,6 +710,15 @@ def judge_broken_apiservice(ctx, seen: dict):
                           observed=others, observed_in=LIVE)
     if not seen["deleted"]:
         raise CheckFailed(f"namespace {name} has not been deleted yet: break the API and delete it (see the prompt)")
+    rewrites = seen.get("rewrites") or []
+    if rewrites:
+        raise CheckFailed(f"you changed APIService {apiservice} ({rewrites[0]}) so that it no longer served {apiservice.split('.', 1)[1]}"
+                          f"/{apiservice.split('.', 1)[0]} from the Service kube-system/{service}, even if you put it "
+                          f"back later: while it was so, the namespace controller's discovery did not fail on it, and "
+                          f"{name} could finish with a broken API. The fix is the backend (or, if it is gone for good, "
+                          f"the APIService's deletion) — `labkit reset namespace {ctx.exercise.id}` to start over",
+                          expected=f"no update or patch that points {apiservice} elsewhere",
+                          observed=rewrites, observed_in=LIVE)
     failure = seen["discovery_failure"]
     if failure is None and seen["gone"]["namespace"] is not None:
         raise CheckFailed(f"namespace {name} never waited for a failing discovery: delete the Service "

@@ -398,6 +398,28 @@ def _rebuild(env, t: Target, exercise_id: str) -> None:
     env.log(f"exercise {exercise_id}: namespace {ns} built afresh")
 
 
+def keep_student_work(env, exercise_id: str | None) -> list[str]:
+    """Before `labkit reset namespace [EXERCISE]`: a try that showed terminating-create's refusal (a
+    create into attic, or one refused in any namespace being terminated, since the exercise was
+    built) is kept (labkit.predictions.keep_trial): a reset builds attic afresh and the check reads
+    the audit log from then on, and a prediction written after the try must not count because of it."""
+    if exercise_id not in (None, "terminating-create"):
+        return []
+    from labkit import predictions
+    from labkit.exercises import CheckContext
+    exercise = env.lab.exercise("terminating-create")
+    try:
+        tries = env.lab._load("checks.py").observe_terminating_create_tries(CheckContext(env, exercise),
+                                                                              exercise.params["namespace"])
+    except (LabkitError, ApiError, OSError):
+        return []
+    if not tries:
+        return []
+    kept = predictions.keep_trial(env.lab.id, exercise.id, tries[0])
+    return [f"labkit keeps that you tried terminating-create's create yourself ({kept['what']}, at {kept['time']}): "
+            "a prediction written or changed after that earns no points, after this reset too"]
+
+
 def student_work(env, exercise_id: str | None) -> list[str]:
     """What a reset of `exercise_id` (None: the whole lab) would revert of the student's work in
     the live lab, one phrase each. Answer files are never reverted (not listed)."""

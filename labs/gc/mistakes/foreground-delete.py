@@ -51,3 +51,19 @@ def scales_first(env):
     client = target.client()
     wait_for(lambda: not client.list("v1", "pods", "shop", label_selector="app=api")[0], timeout=60)
     _delete_and_answer(env, "foreground", {"finalizer": "foregroundDeletion", "last": "Deployment"})
+
+
+@mistake("yourself", "ReplicaSet api-", "while the foreground deletion went on")
+def deletes_the_waiting_replicaset_by_hand(env):
+    """Deletes it in the foreground, then `kubectl delete rs -l app=api` (kubectl's default, Background) while
+    the ReplicaSet waits: that drops its foregroundDeletion, the Deployment goes before the Pods. Answers
+    foregroundDeletion and Deployment all the same."""
+    target = for_env(env)
+    target.kubectl("delete", "deployment", "api", "-n", "shop", "--cascade=foreground", "--wait=false")
+    client = target.client()
+    wait_for(lambda: any(rs["metadata"].get("deletionTimestamp")
+                         for rs in client.list("apps/v1", "replicasets", "shop", label_selector="app=api")[0]),
+             timeout=60)
+    target.kubectl("delete", "replicaset", "-n", "shop", "-l", "app=api", "--wait=false")
+    wait_for(lambda: not client.list("v1", "pods", "shop", label_selector="app=api")[0], timeout=60)
+    write_answer(env, "foreground-delete", {"finalizer": "foregroundDeletion", "last": "Deployment"})

@@ -1,8 +1,8 @@
 """Near-misses of foreground-delete: the answer edited (the finalizer changed to the other GC
 finalizer, another, or cut; the last kind changed), and the observation of the solved lab changed
 one thing at a time — the Deployment still there (also made live), no DELETE by the student,
-another propagationPolicy, a finalizer removed by hand from the Deployment or its ReplicaSet, the Deployment
-scaled before or while it is deleted,
+another propagationPolicy, a finalizer removed by hand from the Deployment or its ReplicaSet, a ReplicaSet or Pod of
+the chain deleted by hand while it waits, the Deployment scaled before or while it is deleted,
 something of the chain left behind."""
 
 import copy
@@ -49,6 +49,12 @@ def mutants(ctx):
         yield Mutant(f"deleted-again={policy}", f"the waiting Deployment deleted a second time with {policy} (which "
                      "drops its foregroundDeletion)", names=("a second time", policy),
                      observation=_with(obs, writes=[first, {**first, "policy": policy}]))
+    for kind, target in (("ReplicaSet", f"{name}-6c9f8d7b5"), ("Pod", f"{name}-6c9f8d7b5-x2k4q")):
+        for policy in ("Background", "Orphan", "Foreground", "default"):
+            dependent = {"verb": "delete", "kind": kind, "name": target, "finalizers": False, "policy": policy}
+            yield Mutant(f"dependent-deleted:{kind}:{policy}", f"the student deleted a {kind} of the chain by hand "
+                         f"({policy}) while the foreground deletion went on", names=("yourself", f"{kind} {target}"),
+                         observation=_with(obs, writes=[first, dependent]))
     yield Mutant("deleted-again=Foreground", "the waiting Deployment deleted a second time, in the foreground again",
                  observation=_with(obs, writes=[first, first]),
                  equivalent="a second Foreground DELETE keeps foregroundDeletion (store.go, "

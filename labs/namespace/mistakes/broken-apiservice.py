@@ -75,3 +75,17 @@ def deletes_every_apiservice(env):
         except ApiError as exc:
             if exc.code != 404:
                 raise
+
+
+@mistake("even if you put it back later", "patch: service none")
+def makes_it_local_for_a_while(env):
+    """Patches the APIService to Local (`spec.service: null`): discovery no longer fails on the group and
+    monitoring finishes; then patches it back to kube-system/metrics-server and brings the Service back as it
+    was, so that everything looks as it should."""
+    c = _break(env)
+    apiservices = ("apiregistration.k8s.io/v1", "apiservices", "v1beta1.metrics.k8s.io")
+    c.patch(*apiservices, {"spec": {"service": None, "insecureSkipTLSVerify": False}}, "merge")
+    _wait(lambda: c.request("GET", f"/api/v1/namespaces/{NAMESPACE}")[0] == 404)
+    c.patch(*apiservices, {"spec": {"service": {"name": SERVICE[1], "namespace": SERVICE[0], "port": 443},
+                                    "insecureSkipTLSVerify": True}}, "merge")
+    c.create("v1", "services", _service({"k8s-app": "metrics-server"}, "https"), SERVICE[0])

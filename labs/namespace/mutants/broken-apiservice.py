@@ -3,7 +3,8 @@ the namespace never deleted, or deleted without waiting on the failing discovery
 still there and not Available for each of kube-aggregator's reasons; still there and Available
 but serving another group, version or Service; the namespace still there, force-finalized, or
 something stored under its name; another APIService (a Local one of the API server's own groups)
-deleted or changed too. Bringing the backend back (the APIService Available again,
+deleted or changed too; the APIService pointed elsewhere or made Local for a while (rewrites
+the audit log has, undone later). Bringing the backend back (the APIService Available again,
 unchanged) is the other right fix: equivalent, as kube-aggregator's availability check says."""
 
 from labkit.namespaces.mutants import gone_edits, gone_equivalent, gone_names, observation_mutants
@@ -47,6 +48,8 @@ def mutants(ctx):
     available = {"status": "True", "reason": "Passed", "message": "all checks passed", **base}
 
     def names(edit):
+        if edit.path.startswith("rewrites"):
+            return ("even if you put it back later", edit.after)
         if edit.path.startswith("other_apiservices"):
             return ("besides", "stay as they were")
         if edit.path == "deleted":
@@ -72,6 +75,7 @@ def mutants(ctx):
         alternatives={"gone.spec_edit": ["patched"], "deleted": [False], "discovery_failure": [None]},
         skip=lambda p: p.startswith("apiservice"),
         replace={("apiservice",): [*unavailable, *changed, available], **replace},
-        add={**add, ("other_apiservices",): ["delete v1.apps", "deletecollection (every APIService)", "patch v1."]},
+        add={**add, ("other_apiservices",): ["delete v1.apps", "deletecollection (every APIService)", "patch v1."],
+             ("rewrites",): ["patch: service none", "update: version v1beta2", "patch: service kube-system/other"]},
         apply={"replace:apiservice=" + str(unavailable[0]): _stale_apiservice,
                "replace:apiservice=" + str(unavailable[2]): _service_without_selector})
