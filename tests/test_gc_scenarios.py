@@ -191,7 +191,9 @@ def test_cli_says_in_one_line_that_a_kind_is_not_served(tmp_path, api_version, k
     path = _variant(tmp_path, HERE / "scenarios" / "gc-owner-never-existed.yaml", "variant-unserved", unserved)
     _prediction_written()       # (an owner that never existed: played only once predict-dangling is answered)
     result = labkit("gc", "run", "-f", str(path), check=2)
-    (line,) = result.stderr.strip().splitlines()
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, f"not one line on stderr:\n{result.stderr}"
+    (line,) = lines
     assert line.startswith(f'labkit: {path}: ref real: no matches for kind "{kind}" in version "{api_version}": '
                            "embedded API server https://127.0.0.1:")
     assert line.endswith("does not serve it (ensure CRDs are installed first)")
