@@ -136,6 +136,8 @@ def test_mounts_tools_on_the_live_node(tmp_path, running_lab):
     sees = {party: "mine" in row["sees"] for party, row in table["rows"].items()}
     assert sees == {"node": True, "master": True, "slave": True, "private": False, "default": False}
     assert table["rows"]["slave"]["tags"] == "master:" + table["rows"]["node"]["tags"].split(":")[1]
+    assert json.loads(labkit("mounts", "matrix", "-o", "json", check=0).stdout)[
+        "/var/lib/kubelet/shared"]["rows"]["reader"]["tags"] == ""       # None: private, shown once peer-groups passed
     text = labkit("mounts", "matrix", check=0).stdout
     assert "hostPath /var/lib/kubelet/e2e" in text and "mine" in text
     graph = labkit("mounts", "graph", check=0).stdout
@@ -472,10 +474,15 @@ def test_copies_of_the_e2e_pods_elsewhere_show_nothing_of_the_prediction_before_
     assert not any("cm" in row["sees"] for row in table["/var/lib/kubelet/copies"]["rows"].values())
     assert "copies/cm" not in table["/var/lib/kubelet"]["columns"]
     assert {table["/var/lib/kubelet/copies"]["rows"][p]["tags"] for p in ("node", "cm", "cs")} == {"(withheld)"}
+    # the copies of the None and unset Pods (and the reader, None too) show what peer-groups asks of private and default
+    assert {table["/var/lib/kubelet/copies"]["rows"][p]["tags"] for p in ("cp", "cd")} == {"(withheld)"}
+    assert table["/var/lib/kubelet/shared"]["rows"]["reader"]["tags"] == "(withheld)"
+    assert "mountPropagation None or unset" in withheld.stderr
     assert "/var/lib/kubelet/copies" in withheld.stderr and "predict-e2e-matrix" in withheld.stderr
     assert "1 mount(s) below it withheld" in labkit("mounts", "matrix", check=0).stdout
     graph = labkit("mounts", "graph", check=0).stdout
     assert "/mnt/test/cm" not in graph and "/var/lib/kubelet/copies/cm" not in graph and "cs:/mnt/test" not in graph
+    assert "cp:/mnt/test" not in graph and "cd:/mnt/test" not in graph and "reader:" not in graph
     refused = labkit("mounts", "exec", "cs", "--", "cat", "/proc/self/mountinfo", check=2)
     assert refused.stdout == "" and "predict-e2e-matrix" in refused.stderr and "/var/lib/kubelet/copies" in refused.stderr
     assert labkit("shell", LAB, "node", "--", "true", check=2).stdout == ""
