@@ -429,6 +429,9 @@ def test_wrong_cells_are_neither_counted_nor_named_while_the_prediction_can_earn
         messages.append(statuses(lab, "predict-e2e-matrix")["predict-e2e-matrix"].message)
     assert all("prediction is not right" in m for m in messages)
     assert not any(" / " in m or "1 of" in m for m in messages)
+    # no advice to look at the live lab: what it shows would be kept as the prediction
+    assert not any("observe" in m or "live lab" in m for m in messages)
+    assert all("who sends mount events to whom" in m and "is the one graded" in m for m in messages)
     counts = [int(re.search(r"\((\d+) different wrong answers? checked", m).group(1)) for m in messages]
     assert counts == [counts[0], counts[0] + 1, counts[0] + 2]      # each different answer is counted
     path.write_text(yaml.safe_dump(right))
@@ -446,6 +449,7 @@ def test_the_prediction_graded_is_the_one_written_before_play_showed_the_outcome
     runner.solve(lab, "predict-e2e-matrix")                           # the right matrix, written afterwards
     result = statuses(lab, "predict-e2e-matrix")["predict-e2e-matrix"]
     assert result.status == "fail" and "graded: the prediction you had written when labkit first showed" in result.message
+    assert f"labkit mounts play -f {scenario_file}" in result.message and "observe" not in result.message
     assert str(env.state.dir) not in result.message
     runner.reset(lab, exercise_id="predict-e2e-matrix")
     assert statuses(lab, "predict-e2e-matrix")["predict-e2e-matrix"].status == "fail"
