@@ -207,6 +207,9 @@ def test_static_cpus_feedback_names_the_rule_but_no_container_until_repeated_tri
     first = check(alpha_main="2,4", pool="0,8,11")
     assert first.status == "fail" and "hyperthread siblings" in first.message
     assert "alpha/main" not in first.message and "1 different wrong answer checked" in first.message
+    # 0,8,11 is what this answer's own exclusive sets leave: not "not the CPUs left after every exclusive assignment"
+    assert "defaultCpuSet: the CPUs your answer's exclusive sets leave" in first.message
+    assert "not the CPUs left" not in first.message
     second = check(alpha_main="2,10", pool="0,8,11")
     assert second.status == "fail" and "alpha/main" not in second.message
     third = check(alpha_main="2,4", gamma_main="1,3,5,7", pool="0,8-9,11")

@@ -523,6 +523,9 @@ def judge_static_cpus(ctx, data):
             wrong.append("defaultCpuSet: the reserved CPU stays in the shared pool")
         elif pool & mine:
             wrong.append(f"defaultCpuSet: CPU {format_cpus(pool & mine)} is given exclusively in your own answer")
+        elif pool == topo.cpus() - mine:
+            # the pool your own exclusive sets leave: it is wrong because some of them are
+            wrong.append("defaultCpuSet: the CPUs your answer's exclusive sets leave, so it is wrong where they are")
         else:
             wrong.append("defaultCpuSet: not the CPUs left after every exclusive assignment")
     note = _situation(ctx, ctx.params["pods"], ctx.params["config"])
