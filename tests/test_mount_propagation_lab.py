@@ -490,6 +490,16 @@ def test_copies_of_the_e2e_pods_elsewhere_show_nothing_of_the_prediction_before_
     refused = labkit("mounts", "exec", "cs", "--", "cat", "/proc/self/mountinfo", check=2)
     assert refused.stdout == "" and "predict-e2e-matrix" in refused.stderr and "/var/lib/kubelet/copies" in refused.stderr
     assert labkit("shell", LAB, "node", "--", "true", check=2).stdout == ""
+    # the refusal's way out works: the reset of the prediction exercise unmounts the copy's mount (and says so first)
+    assert f"labkit reset {LAB} predict-e2e-matrix` unmounts" in refused.stderr
+    asked = labkit("reset", LAB, "predict-e2e-matrix")
+    assert "cm:/mnt/test/cm" in asked.stdout + asked.stderr
+    labkit("reset", LAB, "predict-e2e-matrix", "--yes", check=0)
+    assert labkit("mounts", "exec", "cs", "--", "true", check=0).stdout == ""
+    assert mountinfo.visible_at(Node(env).mounts(), "/var/lib/kubelet/copies/cm") is None
+    assert not answer_path(LAB, "predict-e2e-matrix").exists()
+    labkit("mounts", "exec", "cm", "--", "sh", "-c", "mount -t tmpfs cm /mnt/test/cm", check=0)
+    table = json.loads(labkit("mounts", "matrix", "-o", "json", check=0).stdout)
     # the lab's own leaked mount is no experiment: shown as before
     assert "plugins/publisher/staging" in table["/var/lib/kubelet"]["columns"]
     # once the prediction is written, everything is shown (and the prediction is kept)

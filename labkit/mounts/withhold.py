@@ -429,7 +429,7 @@ def before_shell(env, parties, say, node=None) -> bool:
             return True
         where = (f"{', '.join(sorted(revealing))}, where Pods of the e2e experiment's propagation modes view them "
                  "(whatever their names, namespaces or host path)")
-        undo = " (Or unmount what was mounted there, from the party that mounted it.)"
+        undo = f" (`labkit reset {LAB} {EXERCISE}` unmounts what was mounted there.)"
     kept = []
     if release(kept.append, "labkit shell"):
         for note in kept:
