@@ -136,6 +136,8 @@ def test_mounts_tools_on_the_live_node(tmp_path, running_lab):
     sees = {party: "mine" in row["sees"] for party, row in table["rows"].items()}
     assert sees == {"node": True, "master": True, "slave": True, "private": False, "default": False}
     assert table["rows"]["slave"]["tags"] == "master:" + table["rows"]["node"]["tags"].split(":")[1]
+    assert json.loads(labkit("mounts", "matrix", "-o", "json", check=0).stdout)[
+        "/var/lib/kubelet/shared"]["rows"]["reader"]["tags"] == ""       # None: private, shown once peer-groups passed
     text = labkit("mounts", "matrix", check=0).stdout
     assert "hostPath /var/lib/kubelet/e2e" in text and "mine" in text
     graph = labkit("mounts", "graph", check=0).stdout
@@ -427,6 +429,9 @@ def test_wrong_cells_are_neither_counted_nor_named_while_the_prediction_can_earn
         messages.append(statuses(lab, "predict-e2e-matrix")["predict-e2e-matrix"].message)
     assert all("prediction is not right" in m for m in messages)
     assert not any(" / " in m or "1 of" in m for m in messages)
+    # no advice to look at the live lab: what it shows would be kept as the prediction
+    assert not any("observe" in m or "live lab" in m for m in messages)
+    assert all("who sends mount events to whom" in m and "is the one graded" in m for m in messages)
     counts = [int(re.search(r"\((\d+) different wrong answers? checked", m).group(1)) for m in messages]
     assert counts == [counts[0], counts[0] + 1, counts[0] + 2]      # each different answer is counted
     path.write_text(yaml.safe_dump(right))
@@ -444,6 +449,7 @@ def test_the_prediction_graded_is_the_one_written_before_play_showed_the_outcome
     runner.solve(lab, "predict-e2e-matrix")                           # the right matrix, written afterwards
     result = statuses(lab, "predict-e2e-matrix")["predict-e2e-matrix"]
     assert result.status == "fail" and "graded: the prediction you had written when labkit first showed" in result.message
+    assert f"labkit mounts play -f {scenario_file}" in result.message and "observe" not in result.message
     assert str(env.state.dir) not in result.message
     runner.reset(lab, exercise_id="predict-e2e-matrix")
     assert statuses(lab, "predict-e2e-matrix")["predict-e2e-matrix"].status == "fail"
@@ -472,13 +478,28 @@ def test_copies_of_the_e2e_pods_elsewhere_show_nothing_of_the_prediction_before_
     assert not any("cm" in row["sees"] for row in table["/var/lib/kubelet/copies"]["rows"].values())
     assert "copies/cm" not in table["/var/lib/kubelet"]["columns"]
     assert {table["/var/lib/kubelet/copies"]["rows"][p]["tags"] for p in ("node", "cm", "cs")} == {"(withheld)"}
+    # the copies of the None and unset Pods (and the reader, None too) show what peer-groups asks of private and default
+    assert {table["/var/lib/kubelet/copies"]["rows"][p]["tags"] for p in ("cp", "cd")} == {"(withheld)"}
+    assert table["/var/lib/kubelet/shared"]["rows"]["reader"]["tags"] == "(withheld)"
+    assert "mountPropagation None or unset" in withheld.stderr
     assert "/var/lib/kubelet/copies" in withheld.stderr and "predict-e2e-matrix" in withheld.stderr
     assert "1 mount(s) below it withheld" in labkit("mounts", "matrix", check=0).stdout
     graph = labkit("mounts", "graph", check=0).stdout
     assert "/mnt/test/cm" not in graph and "/var/lib/kubelet/copies/cm" not in graph and "cs:/mnt/test" not in graph
+    assert "cp:/mnt/test" not in graph and "cd:/mnt/test" not in graph and "reader:" not in graph
     refused = labkit("mounts", "exec", "cs", "--", "cat", "/proc/self/mountinfo", check=2)
     assert refused.stdout == "" and "predict-e2e-matrix" in refused.stderr and "/var/lib/kubelet/copies" in refused.stderr
     assert labkit("shell", LAB, "node", "--", "true", check=2).stdout == ""
+    # the refusal's way out works: the reset of the prediction exercise unmounts the copy's mount (and says so first)
+    assert f"labkit reset {LAB} predict-e2e-matrix` unmounts" in refused.stderr
+    asked = labkit("reset", LAB, "predict-e2e-matrix")
+    assert "cm:/mnt/test/cm" in asked.stdout + asked.stderr
+    labkit("reset", LAB, "predict-e2e-matrix", "--yes", check=0)
+    assert labkit("mounts", "exec", "cs", "--", "true", check=0).stdout == ""
+    assert mountinfo.visible_at(Node(env).mounts(), "/var/lib/kubelet/copies/cm") is None
+    assert not answer_path(LAB, "predict-e2e-matrix").exists()
+    labkit("mounts", "exec", "cm", "--", "sh", "-c", "mount -t tmpfs cm /mnt/test/cm", check=0)
+    table = json.loads(labkit("mounts", "matrix", "-o", "json", check=0).stdout)
     # the lab's own leaked mount is no experiment: shown as before
     assert "plugins/publisher/staging" in table["/var/lib/kubelet"]["columns"]
     # once the prediction is written, everything is shown (and the prediction is kept)

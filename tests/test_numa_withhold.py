@@ -179,3 +179,42 @@ def test_a_small_guaranteed_pods_admission_is_no_copy_of_the_merge_exercise(lab_
     feeder = json.loads((SCENARIOS / "merge-feeder.json").read_text())
     assert any(withhold.merge_outcome(d) == withhold.merge_outcome(feeder) for d in withhold.container_hints(node, small))
     assert withhold.Gate("labkit numa admit").merge(node, small) is None
+
+
+def test_static_cpus_feedback_names_the_rule_but_no_container_until_repeated_tries(lab_up):
+    """An exclusive set takeByTopology does not pick: the feedback says which rule it breaks, but
+    neither which container nor how many (changing one container's CPUs at a time would find the
+    answer); from the third different wrong answer it names one container, the first in admission
+    order. A set at odds with the Pod file, the config or the answer itself is named at once."""
+    import yaml
+
+    from labkit.exercises import run_check
+    from labkit.labs import get_lab
+    from labkit.state import LabEnv, LabState
+
+    lab = get_lab("numa")
+    env = LabEnv(lab, LabState("numa"))
+    right = {"alpha/main": "2,8", "beta/a": "6", "beta/b": "shared", "gamma/main": "1,3,7,9", "delta/web": "shared",
+             "epsilon/main": "4-5,10"}
+    path = answer_path("numa", "static-cpus")
+    path.parent.mkdir(parents=True, exist_ok=True)
+
+    def check(pool="0,11", **cpus):
+        path.write_text(yaml.safe_dump({"cpus": {**right, **{k.replace("_", "/"): v for k, v in cpus.items()}},
+                                        "defaultCpuSet": pool}))
+        return run_check(env, lab.exercise("static-cpus"))
+
+    first = check(alpha_main="2,4", pool="0,8,11")
+    assert first.status == "fail" and "hyperthread siblings" in first.message
+    assert "alpha/main" not in first.message and "1 different wrong answer checked" in first.message
+    # 0,8,11 is what this answer's own exclusive sets leave: not "not the CPUs left after every exclusive assignment"
+    assert "defaultCpuSet: the CPUs your answer's exclusive sets leave" in first.message
+    assert "not the CPUs left" not in first.message
+    second = check(alpha_main="2,10", pool="0,8,11")
+    assert second.status == "fail" and "alpha/main" not in second.message
+    third = check(alpha_main="2,4", gamma_main="1,3,5,7", pool="0,8-9,11")
+    assert third.status == "fail" and "3 different wrong answers" in third.message
+    assert "alpha/main: hyperthread siblings" in third.message and "gamma/main" not in third.message
+    reserved = check(alpha_main="0,2")
+    assert reserved.status == "fail" and "alpha/main: CPU 0 is reserved" in reserved.message
+    assert check().status == "pass"

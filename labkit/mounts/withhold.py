@@ -24,7 +24,9 @@ prediction is not written, `matrix` and `graph` leave out every such mount whose
 exercise's, and `labkit mounts exec` / `labkit shell` do not run once there is one (a complete
 prediction is kept at the first look, as play keeps it). The propagation fields of the e2e Pods'
 volume mounts, and of every mount in their peer groups (what peer-groups asks to read from
-mountinfo: a copy of an e2e Pod is in the same group), are shown only once peer-groups has passed.
+mountinfo: a copy of an e2e Pod is in the same group), and of every volume mount whose
+mountPropagation is None or unset (whatever its host path or Pod: its mount is private, which is
+what peer-groups asks of two e2e Pods), are shown only once peer-groups has passed.
 """
 
 from __future__ import annotations
@@ -137,6 +139,31 @@ def _built_mounts(env) -> set[tuple[str, str, str]]:
     return found
 
 
+def volume_classes(node, parties: dict | None = None) -> dict[tuple[str, str], str]:
+    """{(party, host path): its volume mount's class as facts() classes it}: Bidirectional,
+    HostToContainer, or private for None and unset (pkg/kubelet/kubelet_pods.go
+    translateMountPropagation gives the runtime PROPAGATION_PRIVATE for both, and the runtime
+    binds it rprivate: mountinfo shows no optional field on that mount, whatever the host
+    path's)."""
+    if parties is None:
+        parties = {p.name: p for p in node.parties()}
+    classes: dict[tuple[str, str], str] = {}
+    for party in parties.values():
+        pod = node.pod(party.pod) if party.pod else None
+        container = next((c for c in pod.containers if c.name == party.container), None) if pod else None
+        for volume, mount in zip(party.volumes, container.volume_mounts if container else ()):
+            mode = mount.propagation
+            classes[(party.name, volume.host_path)] = mode if mode in ("Bidirectional", "HostToContainer") else "private"
+    return classes
+
+
+def private_volumes(node) -> set[tuple[str, str]]:
+    """(party, host path) of every volume mount whose propagation is None or unset: whatever its
+    host path, name or namespace, its mount shows what peer-groups asks of the e2e Pods private
+    and default (volume_classes), so it is withheld with theirs."""
+    return {key for key, cls in volume_classes(node).items() if cls == "private"}
+
+
 def live_revealing(env, node) -> dict[str, dict]:
     """The mounts of the live lab whose visibility shows part of the prediction exercise's outcome:
     {host path: {"columns": {relative path}, "mounts": {(party, mount point)}}}, only host paths with
@@ -153,13 +180,7 @@ def live_revealing(env, node) -> dict[str, dict]:
         return {}
     built = _built_mounts(env)
     parties = {p.name: p for p in node.parties()}
-    classes: dict[tuple[str, str], str] = {}
-    for party in parties.values():
-        pod = node.pod(party.pod) if party.pod else None
-        container = next((c for c in pod.containers if c.name == party.container), None) if pod else None
-        for volume, mount in zip(party.volumes, container.volume_mounts if container else ()):
-            mode = mount.propagation
-            classes[(party.name, volume.host_path)] = mode if mode in ("Bidirectional", "HostToContainer") else "private"
+    classes = volume_classes(node, parties)
     cache: dict[int, list] = {}
     views: dict[str, list] = {}
     for view in observe.views(node):
@@ -263,7 +284,7 @@ def live_withheld(env, say, tool: str = "labkit mounts matrix", node=None) -> di
     what must not show while the prediction is not written), "groups": the peer groups of the
     fields peer-groups asks about (while it has not passed)}."""
     if env.lab.id != LAB:
-        return {"seen": False, "tags": False, "revealing": {}, "groups": set()}
+        return {"seen": False, "tags": False, "revealing": {}, "groups": set(), "private": set()}
     kept = []          # release's "kept" note is passed on; its refusal is said below, in these words
     seen = recorded_prediction(LAB) is None and not release(kept.append, tool)
     for note in kept if not seen else []:
@@ -271,6 +292,7 @@ def live_withheld(env, say, tool: str = "labkit mounts matrix", node=None) -> di
     tags = not _reading_passed(env)
     revealing = live_revealing(env, node) if seen and node is not None else {}
     groups = e2e_groups(node) if tags and node is not None else set()
+    private = private_volumes(node) if tags and node is not None else set()
     if seen:
         elsewhere = sorted(set(revealing) - {E2E_HOST_PATH})
         say(f"the e2e Pods' mounts are withheld until your prediction for {EXERCISE} is written (its outcome is what "
@@ -278,8 +300,10 @@ def live_withheld(env, say, tool: str = "labkit mounts matrix", node=None) -> di
                                        "parties there show part of that outcome too" if elsewhere else ""))
     if tags:
         say(f"the propagation fields of the e2e Pods' volume mounts are withheld until {READING} passes: read them "
-            "from each one's /proc/<pid>/mountinfo")
-    return {"seen": seen, "tags": tags, "revealing": revealing, "groups": groups}
+            "from each one's /proc/<pid>/mountinfo" + (
+                "; so are those of every volume mount with mountPropagation None or unset, wherever it is: it shows "
+                "what two of them show" if private else ""))
+    return {"seen": seen, "tags": tags, "revealing": revealing, "groups": groups, "private": private}
 
 
 def _below_e2e(host_path: str, relative: str) -> bool:
@@ -290,8 +314,9 @@ def _below_e2e(host_path: str, relative: str) -> bool:
 
 def redact_matrix(table: dict, withheld: dict) -> dict:
     """`table` (observe.matrix) without what `withheld` says must not show: the volume mount
-    fields of the e2e Pods, of every party on the e2e host path or a directory above it and of
-    every mount in the peer groups peer-groups asks about; every party's cells of mounts below
+    fields of the e2e Pods, of every party on the e2e host path or a directory above it, of
+    every mount in the peer groups peer-groups asks about and of every None or unset volume
+    mount (private_volumes); every party's cells of mounts below
     the e2e host path (the watcher sees them too), and of the mounts that show part of the
     prediction's outcome elsewhere (live_revealing)."""
     from labkit.mounts import mountinfo
@@ -304,7 +329,8 @@ def redact_matrix(table: dict, withheld: dict) -> dict:
         def shown(rel: str) -> bool:
             return not (_below_e2e(host_path, rel) or rel in hidden)
         for party, row in entry["rows"].items():
-            if withheld["tags"] and (party in E2E_PODS or related or _in_groups(row["tags"], withheld.get("groups") or set())):
+            if withheld["tags"] and (party in E2E_PODS or related or _in_groups(row["tags"], withheld.get("groups") or set())
+                                     or (party, host_path) in (withheld.get("private") or set())):
                 row["tags"] = WITHHELD
             if withheld["seen"]:
                 row["sees"] = {rel: src for rel, src in row["sees"].items() if shown(rel)}
@@ -318,18 +344,22 @@ def redact_matrix(table: dict, withheld: dict) -> dict:
 
 def redact_graph(g: dict, withheld: dict) -> dict:
     """`g` (observe.graph) without the e2e Pods' mounts (when anything of them is withheld), while
-    peer-groups has not passed without every mount in the peer groups it asks about, and while the
+    peer-groups has not passed without every mount in the peer groups it asks about and the private
+    mounts of parties with a None or unset volume mount (private_volumes), and while the
     prediction is not written without any party's mounts below the e2e host path or revealing
     part of its outcome elsewhere (live_revealing)."""
     from labkit.mounts import mountinfo
 
     hidden = {m for entry in (withheld.get("revealing") or {}).values() for m in entry["mounts"]}
     e2e_groups = withheld.get("groups") or set()
+    private_parties = {party for party, _ in withheld.get("private") or set()}
 
     def keep(v):
         if (withheld["seen"] or withheld["tags"]) and v.party in E2E_PODS:
             return False
         if withheld["tags"] and _in_groups(v.mount.tags, e2e_groups):
+            return False
+        if withheld["tags"] and v.party in private_parties and v.mount.shared is None and v.mount.master is None:
             return False
         if withheld["seen"] and (v.party, v.mount.mountpoint) in hidden:
             return False
@@ -399,7 +429,7 @@ def before_shell(env, parties, say, node=None) -> bool:
             return True
         where = (f"{', '.join(sorted(revealing))}, where Pods of the e2e experiment's propagation modes view them "
                  "(whatever their names, namespaces or host path)")
-        undo = " (Or unmount what was mounted there, from the party that mounted it.)"
+        undo = f" (`labkit reset {LAB} {EXERCISE}` unmounts what was mounted there.)"
     kept = []
     if release(kept.append, "labkit shell"):
         for note in kept:

@@ -346,8 +346,17 @@ def check_e2e_matrix(ctx):
              if (mount in given[party]) != (mount in truth[party])]
     if not wrong:
         return ctx.passed("your matrix is what the kernel did in the replayed e2e experiment" + note)
-    return ctx.failed(ctx.grid_feedback(wrong, len(MATRIX_PARTIES) ** 2, "cells (does this party see that mount)")
-                      + ". Think about which parties get mount events, and from whom" + note,
+    # the grid's default advice (observe each case in the live lab) would show the outcome, and the
+    # prediction graded would be the one written then: work it out, or compare once it is kept
+    if locked is None:
+        advice = ("work each party out again from who sends mount events to whom (peers and slaves; `labkit hint "
+                  f"{ctx.lab.id} {ctx.exercise.id}`). The prediction you have written when a labkit tool first shows "
+                  "this experiment's outcome is the one graded")
+    else:
+        advice = (f"this prediction was kept when labkit first showed the experiment's outcome; `labkit mounts play -f "
+                  f"{ctx.lab.directory / ctx.params['scenario']}` shows what the kernel did")
+    return ctx.failed(ctx.grid_feedback(wrong, len(MATRIX_PARTIES) ** 2, "cells (does this party see that mount)",
+                                        advice=advice) + note,
                       expected="what the replayed experiment shows, party by party",
                       observed={p: sorted(given[p]) for p in MATRIX_PARTIES},
                       right_answer=truth)

@@ -369,6 +369,7 @@ def reset_exercise(env, exercise_id):
         _recreate(env, node, part["pods"])
     if exercise_id == "predict-e2e-matrix":
         _unmount_e2e_experiment(node)
+        _unmount_revealing(env, node)
     _record_relations(env, node)
 
 
@@ -388,6 +389,35 @@ def _unmount_e2e_experiment(node: Node) -> None:
                     break
                 deepest = max(mounts, key=lambda m: (m.mountpoint.count("/"), m.mount_id))
                 node.umount(party.pid, deepest.mountpoint, lazy=True)
+
+
+def _unmount_revealing(env, node: Node) -> None:
+    """The same experiment done elsewhere undone: every mount made since the lab was built below a
+    host path where parties of the e2e experiment's propagation modes view it (copies of the e2e
+    Pods, the node and a HostToContainer Pod: withhold.live_revealing, which is what mounts exec,
+    shell, matrix and graph withhold) unmounted in each party that holds it, deepest first, lazily."""
+    from labkit.mounts import withhold
+
+    for _ in range(8):
+        revealing = withhold.live_revealing(env, node)
+        held = sorted({m for entry in revealing.values() for m in entry["mounts"]},
+                      key=lambda m: (-m[1].count("/"), m))
+        if not held:
+            return
+        pids = {p.name: p.pid for p in node.parties()}
+        for party, mountpoint in held:
+            try:
+                node.umount(pids[party], mountpoint, lazy=True)
+            except (OSError, KeyError):
+                pass        # gone already: an unmount on a shared mount reaches its peers and slaves
+    raise LabkitError("mounts made below host paths the e2e Pods' modes share stay mounted")
+
+
+def _revealing_mounts(env, node: Node) -> list[str]:
+    from labkit.mounts import withhold
+
+    return sorted({f"{party}:{mountpoint}" for entry in withhold.live_revealing(env, node).values()
+                   for party, mountpoint in entry["mounts"]})
 
 
 def _record_relations(env, node: Node) -> None:
@@ -435,6 +465,10 @@ def student_work(env, exercise_id):
             made = withhold.experiment_live(node.parties())
             if made:
                 out.append(f"the mounts made below the e2e Pods' volume: {', '.join(made)} (unmounted)")
+            elsewhere = [m for m in _revealing_mounts(env, node) if m not in made]
+            if elsewhere:
+                out.append("the mounts made where Pods of the e2e experiment's propagation modes view them: "
+                           f"{', '.join(elsewhere)} (unmounted)")
         if i == "private-host-path":
             table = built(env)["node"]
             known = {(entry[0], entry[1], entry[4]) for entry in table}

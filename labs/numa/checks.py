@@ -446,6 +446,36 @@ def _cpu_reason(topo, reserved, entry, cpus, hint_nodes, taken_in_answer) -> str
             "from a core whose other thread is taken), lower ids first")
 
 
+# the rules of takeByTopology an exclusive set can break (_cpu_reason), as against a set at odds with
+# the Pod file (its size), the config (a reserved CPU) or the answer itself (a CPU given twice)
+PICKING_RULES = ("NUMA packing", "hyperthread siblings", "packing")
+NAME_AFTER = 3      # different wrong answers checked before the feedback names one container
+
+
+def _picking_feedback(ctx, picked: list[tuple[str, str]]) -> str:
+    """Feedback on exclusive CPU sets that are not the ones takeByTopology picks: the rules they
+    break, not which containers nor how many (either would let changing one container's CPUs at a
+    time stand in for working the packing out); from the NAME_AFTER-th different wrong answer
+    (LabState.answer_tries, counted as grid_feedback counts) one container, the first in
+    admission order, with its rule."""
+    import hashlib
+
+    try:
+        text = ctx.answer_path.read_bytes()
+    except OSError:
+        text = b""
+    tries = ctx.env.state.answer_tries(ctx.exercise.id, hashlib.sha256(text).hexdigest()[:16])
+    rules = list(dict.fromkeys(reason for _, reason in picked))
+    message = (f"exclusive CPU sets in your answer are not the ones the static policy picks ({tries} different wrong "
+               f"{'answer' if tries == 1 else 'answers'} checked; labkit does not say which containers or how many"
+               f"{'' if tries >= NAME_AFTER else f', and names one only after {NAME_AFTER} different wrong answers'}); "
+               "the rules broken:\n    " + "\n    ".join(rules))
+    if tries >= NAME_AFTER:
+        key, reason = picked[0]
+        message += f"\n  one of them, the first in admission order: {key}: {reason.split(':')[0]}"
+    return message
+
+
 SHARED_RULE = ("the static policy gives exclusive CPUs only to containers of Guaranteed Pods whose CPU request is a "
                "whole number (guaranteedCPUs, pkg/kubelet/cm/cpumanager/policy_static.go)")
 
@@ -459,7 +489,7 @@ def judge_static_cpus(ctx, data):
     known = {f"{r.pod.name}/{e.name}" for r in results for e in r.containers}
     wrong = [f"{key}: no such container in {ctx.params['pods']} (keys are <pod>/<container>)"
              for key in sorted(set(given) - known, key=str)]
-    taken_in_answer, toggles, total = {}, [], 0
+    taken_in_answer, toggles, picked, total = {}, [], [], 0
     for result in results:
         for entry in result.containers:
             key = f"{result.pod.name}/{entry.name}"
@@ -480,7 +510,11 @@ def judge_static_cpus(ctx, data):
             elif cpus != entry.cpus:
                 hint = entry.best_hint
                 hint_nodes = None if hint is None or hint.mask is None else set(bitmask.get_bits(hint.mask))
-                wrong.append(f"{key}: {_cpu_reason(topo, reserved, entry, cpus, hint_nodes, taken_in_answer)}")
+                reason = _cpu_reason(topo, reserved, entry, cpus, hint_nodes, taken_in_answer)
+                if reason.split(":")[0] in PICKING_RULES:
+                    picked.append((key, reason))
+                else:       # at odds with the Pod file, the config or the answer itself: named
+                    wrong.append(f"{key}: {reason}")
             taken_in_answer[key] = cpus
     pool = _cpus(pool_given, "defaultCpuSet")
     if pool != node.shared_pool():
@@ -489,9 +523,14 @@ def judge_static_cpus(ctx, data):
             wrong.append("defaultCpuSet: the reserved CPU stays in the shared pool")
         elif pool & mine:
             wrong.append(f"defaultCpuSet: CPU {format_cpus(pool & mine)} is given exclusively in your own answer")
+        elif pool == topo.cpus() - mine:
+            # the pool your own exclusive sets leave: it is wrong because some of them are
+            wrong.append("defaultCpuSet: the CPUs your answer's exclusive sets leave, so it is wrong where they are")
         else:
             wrong.append("defaultCpuSet: not the CPUs left after every exclusive assignment")
     note = _situation(ctx, ctx.params["pods"], ctx.params["config"])
+    if picked:
+        wrong.insert(0, _picking_feedback(ctx, picked))
     if toggles:     # a small grid of its own (shared or exclusive per container): counted, not named
         wrong.insert(0, f"{ctx.grid_feedback(toggles, total, 'shared-or-exclusive choices', advice=GRID_ADVICE)}: {SHARED_RULE}")
     if not wrong:

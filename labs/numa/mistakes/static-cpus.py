@@ -15,7 +15,7 @@ def _write(env, pool="0,11", **cpus):
                                     "defaultCpuSet": pool}))
 
 
-@mistake("alpha/main", "hyperthread siblings")
+@mistake("static policy picks", "hyperthread siblings")
 def splits_a_core(env):
     """Gives alpha two CPUs of different cores instead of both threads of one free core."""
     _write(env, alpha_main="2,4")

@@ -3,6 +3,7 @@ CPU of the machine, cut short, emptied, made shared (or exclusive), left out; th
 each CPU added or taken out; each key dropped."""
 
 import copy
+from pathlib import Path
 
 from labkit.mutants import Mutant, answer_mutants
 
@@ -31,7 +32,22 @@ def mutants(ctx):
         return (key,)
 
     yield from answer_mutants(answer, alternatives=alternatives, names=names)
-    for key, value in answer["cpus"].items():
+    checks = ctx.lab._load("checks.py")
+    node, results = checks._admit(ctx.params["machine"], checks.SCENARIOS / Path(ctx.params["config"]).name,
+                            [Path(ctx.params["pods"]).name])
+    reserved, earlier = node.reserved_cpus(), set()
+
+    def swapped(key, instead):
+        """A reserved CPU, or one an earlier container holds, names the container; any other swap
+        breaks a rule of takeByTopology, which the feedback names without the container."""
+        if instead in reserved:
+            return (key, "reserved")
+        if instead in earlier:
+            return (key, "already")
+        return ("static policy picks",)
+
+    admitted = [f"{r.pod.name}/{e.name}" for r in results for e in r.containers]     # the check's order
+    for key, value in sorted(answer["cpus"].items(), key=lambda kv: admitted.index(kv[0])):
         if str(value) == "shared":
             continue
         cpus = parse(str(value))
@@ -42,7 +58,8 @@ def mutants(ctx):
                 changed = copy.deepcopy(answer)
                 changed["cpus"][key] = format_cpus(cpus - {gone} | {instead})
                 yield Mutant(f"swap-cpu:{key}:{gone}->{instead}", f"answer: {key} with CPU {instead} instead of {gone}",
-                             names=(key,), answer=changed)
+                             names=swapped(key, instead), answer=changed)
+        earlier |= cpus
     held = parse(pool)
     for cpu in every:
         changed = copy.deepcopy(answer)
