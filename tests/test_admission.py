@@ -681,7 +681,7 @@ def test_vap_decisions_asked_again_are_the_same(api):
                       {"metadata": {"name": "warned-again"}, "spec": {"policyName": "warned",
                                                                        "validationActions": ["Warn"]}})
     client = admin(api)
-    for time in ("first", "again"):
+    for _ in ("first", "again"):
         response = api.handle(Request("POST", "/apis/apps/v1/namespaces/ns/deployments", user=client.user,
                                       obj=deployment_body(3, name="same")))
         assert response.code == 201
