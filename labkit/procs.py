@@ -53,6 +53,26 @@ def find(token: str, *, prefix: bool = False) -> list[int]:
     return pids
 
 
+# running(): the PID last found alive for each token, in this process
+_SEEN: dict[str, int] = {}
+
+
+def running(token: str) -> bool:
+    """Whether a live process carries LABKIT_OWNER=`token`: bool(find(token)), but the process
+    found last time is asked first (`owns`: one process's environment, not a pass over every
+    process). A lab's health check (is_up) asks this for each of its processes before every check,
+    reset and solution."""
+    pid = _SEEN.get(token)
+    if pid is not None and owns(pid, token):
+        return True
+    found = find(token)
+    if found:
+        _SEEN[token] = found[0]
+    else:
+        _SEEN.pop(token, None)
+    return bool(found)
+
+
 def owns(pid: int, token: str) -> bool:
     """Whether the live process `pid` carries LABKIT_OWNER=`token` (what find(token) would include
     it for), without a pass over every process."""

@@ -76,8 +76,9 @@ def _has_labs(env: dict[str, str]) -> bool:
         return False
 
 
-# Modules whose tests are judged from labs driven by `python MODULE LAB` (their `drive(lab_id)`,
-# printing JSON), with the seconds each drive may take. Every drive starts each exercise it works
+# Modules whose tests are judged from labs driven by their `drive(lab_id)` (`python MODULE LAB`
+# prints its JSON; the suite runs a lab's drivers in one process, tests/lab_drive.py), with the
+# seconds each drive may take. Every drive starts each exercise it works
 # on with `labkit reset` (and leaves it reset), so several drives share one build of a lab.
 LAB_DRIVERS = {"test_mistakes.py": 900, "test_mutants.py": 1500, "test_fuzz_answers.py": 600}
 
@@ -93,8 +94,8 @@ def _shared_directory(tmp_path_factory) -> Path:
 
 def drive_labs(request, tmp_path_factory, script: str, what: str, timeout: float) -> dict:
     """For every lab the calling module's selected tests name (their `lab_id` parameter): its
-    outcome of `python SCRIPT LAB` (the parsed JSON), run in a labkit instance of its own; the labs
-    at the same time. Lab id -> the parsed output.
+    outcome of SCRIPT's `drive(LAB)` (as `python SCRIPT LAB` prints it), run in a labkit instance of
+    its own; the labs at the same time. Lab id -> the parsed output.
 
     A lab is built once for all the LAB_DRIVERS whose selected tests name it: whichever test worker
     needs it first builds it, runs each of those drivers in turn, cleans up and writes their outputs
@@ -126,13 +127,21 @@ def drive_labs(request, tmp_path_factory, script: str, what: str, timeout: float
             with host_lock(False):
                 with seconds("run"):
                     labkit("run", lab_id, env=env, check=0, timeout=300)
+                # every driver in one process (tests/lab_drive.py), which imports labkit and the lab once
+                out = subprocess.run([sys.executable, str(here / "lab_drive.py"), lab_id, *modules], env=env,
+                                     cwd=REPO, capture_output=True, text=True,
+                                     timeout=sum(LAB_DRIVERS.get(module, timeout) for module in modules))
+                try:
+                    found = json.loads(out.stdout) if out.returncode == 0 else {}
+                except ValueError:
+                    found = {}
                 for module in modules:
-                    with seconds(module):
-                        out = subprocess.run([sys.executable, str(here / module), lab_id], env=env, cwd=REPO,
-                                             capture_output=True, text=True,
-                                             timeout=LAB_DRIVERS.get(module, timeout))
-                    outputs[module] = {"out": json.loads(out.stdout)} if out.returncode == 0 else \
-                        {"error": f"driving {module} on {lab_id} failed:\n{out.stderr[-3000:]}"}
+                    if module in found:
+                        seconds.record(module, found[module].pop("seconds"))
+                        outputs[module] = found[module]
+                    else:
+                        outputs[module] = {"error": f"driving {module} on {lab_id} failed (exit {out.returncode}):"
+                                                    f"\n{out.stderr[-3000:]}"}
         except Exception as exc:        # the build, or a driver that ran out of time
             for module in modules:
                 outputs.setdefault(module, {"error": f"driving {lab_id} for {module} failed: {exc}"})
@@ -172,7 +181,6 @@ class _Stopwatch:
 
     def __call__(self, step: str):
         import contextlib
-        import json
         import time
 
         @contextlib.contextmanager
@@ -181,10 +189,14 @@ class _Stopwatch:
             try:
                 yield
             finally:
-                found = json.loads(self.path.read_text()) if self.path.exists() else {}
-                found[step] = round(time.monotonic() - started, 1)
-                self.path.write_text(json.dumps(found))
+                self.record(step, time.monotonic() - started)
         return timed()
+
+    def record(self, step: str, seconds: float) -> None:
+        import json
+        found = json.loads(self.path.read_text()) if self.path.exists() else {}
+        found[step] = round(seconds, 1)
+        self.path.write_text(json.dumps(found))
 
 
 def drive_summary(shared: Path) -> list[str]:

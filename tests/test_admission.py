@@ -727,6 +727,33 @@ def test_vap_audit_annotations(api):
     assert api.traces.newest(1)[0]["annotations"]["audited/replicas"] == "Deployment spec.replicas set to 3"
 
 
+def test_vap_decisions_asked_again_are_the_same(api):
+    """The same policy over the same data (a second binding, a second request alike) decides as it
+    did the first time (validator.Validate's decisions are kept per spec and activation data): the
+    same warning for each binding (in the order of their names), the audit annotation's value once, the same for the
+    same request again; another object is evaluated afresh."""
+    from labkit.apiserver.admission import policy as vap
+    policy(api, "warned", [{"expression": "object.spec.replicas <= 1", "messageExpression": "'replicas ' + "
+                            "string(object.spec.replicas)"}], ("Warn",), auditAnnotations=[
+        {"key": "replicas", "valueExpression": "'set to ' + string(object.spec.replicas)"}])
+    admin(api).create(AR, "validatingadmissionpolicybindings",
+                      {"metadata": {"name": "warned-again"}, "spec": {"policyName": "warned",
+                                                                       "validationActions": ["Warn"]}})
+    client = admin(api)
+    for _ in ("first", "again"):
+        response = api.handle(Request("POST", "/apis/apps/v1/namespaces/ns/deployments", user=client.user,
+                                      obj=deployment_body(3, name="same")))
+        assert response.code == 201
+        assert response.warnings == [f"Validation failed for ValidatingAdmissionPolicy 'warned' with binding '{b}': "
+                                     "replicas 3" for b in ("warned-again", "warned-binding")]
+        assert api.traces.newest(1)[0]["annotations"]["warned/replicas"] == "set to 3"
+        client.delete("apps/v1", "deployments", "same", "ns")
+    kept = len(vap._DECISIONS)
+    assert deployment(api, 2, name="other")[0] == 201
+    assert api.traces.newest(1)[0]["annotations"]["warned/replicas"] == "set to 2"
+    assert len(vap._DECISIONS) == min(kept + 1, vap._DECISIONS_MAX)
+
+
 def deployment_body(replicas, image="nginx:1.27", name="web"):
     return {"metadata": {"name": name}, "spec": {
         "replicas": replicas, "selector": {"matchLabels": {"app": "web"}},

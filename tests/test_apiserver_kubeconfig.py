@@ -227,6 +227,26 @@ def test_labkits_own_kubeconfig_is_read_without_the_kubernetes_package(server, t
     assert whoami(HttpClient.from_kubeconfig(other)) == "alice"
 
 
+def test_labkits_own_kubeconfig_gives_one_client_until_the_file_changes(server, tmp_path):
+    """for_embedded keeps its client (and its kept-alive connection) while the file is unchanged;
+    a rewritten file (a server started again) gives a new one, which reads the new content."""
+    path = tmp_path / "kubeconfig"
+    path.write_text(server.kubeconfig.read_text())
+    first = HttpClient.for_embedded(path)
+    assert HttpClient.for_embedded(path) is first and whoami(first) == "labkit-admin"
+    connection = first._local.conn
+    assert whoami(HttpClient.for_embedded(path)) == "labkit-admin" and first._local.conn is connection
+    assert HttpClient.for_embedded(path, timeout=5) is not first        # other settings: a client of its own
+    moved = yaml.safe_load(path.read_text())
+    moved["clusters"][0]["cluster"]["server"] = "https://127.0.0.1:1"
+    path.write_text(yaml.safe_dump(moved))
+    second = HttpClient.for_embedded(path)
+    assert second is not first and second.port == 1
+    path.write_text("not: [a kubeconfig")
+    with pytest.raises(ConfigError, match="not a kubeconfig labkit wrote"):
+        HttpClient.for_embedded(path)
+
+
 @pytest.mark.parametrize("scheme", ["http", "https", "socks5"])
 def test_proxy_url_tunnels_through_the_proxy(server, tmp_path, scheme):
     """proxy-url with each scheme client-go accepts: the client asks the proxy to connect to the

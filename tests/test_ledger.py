@@ -55,6 +55,26 @@ def test_recorded_netns_and_process_are_removed_unrecorded_survive(env):
         drop_foreign_netns(foreign)
 
 
+def test_running_is_whether_find_finds_a_process_of_the_token(env):
+    """procs.running asks the process it found last time first; a process of the token started
+    anew is found, one that is gone (or a PID now of another process) is not."""
+    token = procs.owner_token(env, "runner")
+    assert not procs.running(token)
+    first = procs.spawn(env, "runner", [sys.executable, "-c", "import time; time.sleep(60)"])
+    assert procs.running(token) and procs._SEEN[token] in procs.find(token)
+    assert procs.running(token)         # the one found before, asked alone
+    procs.kill(procs.find(token))
+    first.wait()
+    assert not procs.running(token) and token not in procs._SEEN
+    again = procs.spawn(env, "runner", [sys.executable, "-c", "import time; time.sleep(60)"])
+    assert procs.running(token)
+    procs._SEEN[token] = os.getpid()    # a PID that is not the token's: the scan decides
+    assert procs.running(token) and procs._SEEN[token] in procs.find(token)
+    procs.kill(procs.find(token))
+    again.wait()
+    assert not procs.running(token)
+
+
 def test_processes_a_student_starts_inside_a_lab_netns_go_with_it(env):
     name = create_netns(env, "y")
     loose = subprocess.Popen(["nsenter", f"--net=/run/netns/{name}", "--", "sleep", "60"])

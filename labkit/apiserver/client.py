@@ -569,6 +569,11 @@ def _socks5_connect(sock, host: str, port: int, proxy) -> None:
     read(2)
 
 
+# HttpClient.for_embedded's clients: (kubeconfig path, process) -> (the file's stat stamp, client)
+_EMBEDDED: dict[tuple[str, int], tuple[tuple, "HttpClient"]] = {}
+_EMBEDDED_LOCK = threading.Lock()
+
+
 class HttpClient(Client):
     """A client for any API server: `HttpClient.from_kubeconfig(path, context)` (kubectl's
     loading rules, through the kubernetes package), `HttpClient.for_embedded(path)` (the
@@ -601,7 +606,32 @@ class HttpClient(Client):
         """A client for labkit's embedded API server from the kubeconfig labkit wrote for it
         (users.kubeconfig_text: one cluster with its CA data, one user with a token, current),
         read directly: a labkit command talking to its own server does not pay the kubernetes
-        package's import. Any other file: `from_kubeconfig`."""
+        package's import. Any other file: `from_kubeconfig`.
+
+        Without kwargs, the same file unchanged (device, inode, size, modification time) gives the
+        same client back in the same process, with its kept-alive connections: lab code asks for a
+        client per step, and each new one cost a YAML parse, an SSL context and a TLS handshake on
+        both ends. A server that is started again writes its kubeconfig again, which gives a new
+        client; a connection its server closed is opened again by `request`."""
+        if kwargs:
+            return cls._read_embedded(path, **kwargs)
+        try:
+            st = os.stat(path)
+        except OSError:
+            return cls._read_embedded(path)
+        key = (os.fspath(path), os.getpid())
+        stamp = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        with _EMBEDDED_LOCK:
+            found = _EMBEDDED.get(key)
+        if found is not None and found[0] == stamp:
+            return found[1]
+        client = cls._read_embedded(path)
+        with _EMBEDDED_LOCK:
+            _EMBEDDED[key] = (stamp, client)
+        return client
+
+    @classmethod
+    def _read_embedded(cls, path: str | os.PathLike, **kwargs) -> "HttpClient":
         from labkit.errors import ConfigError
         try:
             data = yaml.safe_load(Path(path).read_text()) or {}

@@ -78,7 +78,7 @@ def is_up(env) -> bool:
     if not all(exists(env.netns_name(n)) for n in names):
         return False
     tags = [netcluster.server_tag(p.name) for p in net.pods] + [health_server_tag(n.name) for n in net.nodes]
-    if not all(procs.find(procs.owner_token(env, tag)) for tag in tags):
+    if not all(procs.running(procs.owner_token(env, tag)) for tag in tags):
         return False
     # A node whose pod bridge no longer passes traffic to iptables is broken: `labkit run` rebuilds.
     return all(nodesetup.node_sysctls(env.netns_name(n.name)).get("net.bridge.bridge-nf-call-iptables") == "1"

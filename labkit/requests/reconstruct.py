@@ -53,7 +53,10 @@ NON_RESOURCE_PATHS = ("/api", "/apis", "/healthz", "/livez", "/readyz", "/versio
 
 
 class Objects:
-    """storage.Store's reading side over a fixed list of objects."""
+    """storage.Store's reading side over a fixed list of objects (not changed afterwards): as the
+    store does, scan gives the shared objects with their JSON text, get and list fresh copies read
+    from that text. Each object's text is made once, when first asked for (the RBAC resolver scans
+    every binding, and reads a role, for each subject and namespace it is asked about)."""
 
     def __init__(self, objects):
         self._index: dict[str, dict[tuple[str, str], dict]] = {}
@@ -63,20 +66,28 @@ class Objects:
                 continue
             meta = obj.get("metadata") or {}
             self._index.setdefault(key, {})[(meta.get("namespace") or "", meta.get("name", ""))] = obj
+        self._texts: dict[tuple[str, str, str], str] = {}
         self.revision = 1
 
+    def _text(self, key, at: tuple[str, str], obj) -> str:
+        text = self._texts.get((key, *at))
+        if text is None:
+            text = self._texts[(key, *at)] = json.dumps(obj)
+        return text
+
     def get(self, key, namespace, name):
-        obj = self._index.get(key, {}).get((namespace or "", name))
-        return copy.deepcopy(obj) if obj is not None else None
+        at = (namespace or "", name)
+        obj = self._index.get(key, {}).get(at)
+        return json.loads(self._text(key, at, obj)) if obj is not None else None
 
     def scan(self, key, namespace=None, after=None, at=None):
         entries = sorted(self._index.get(key, {}).items())
-        return [((ns, name), obj, json.dumps(obj)) for (ns, name), obj in entries
+        return [((ns, name), obj, self._text(key, (ns, name), obj)) for (ns, name), obj in entries
                 if namespace is None or ns == namespace], self.revision
 
     def list(self, key, namespace=None):
         entries, rev = self.scan(key, namespace)
-        return [copy.deepcopy(obj) for _, obj, _ in entries], rev
+        return [json.loads(text) for _, _, text in entries], rev
 
 
 class _Catalog:

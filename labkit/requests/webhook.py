@@ -76,7 +76,7 @@ def certificates(env, name: str) -> tuple[Path, Path]:
 
 
 def running(env, name: str) -> bool:
-    return bool(procs.find(procs.owner_token(env, _tag(name))))
+    return procs.running(procs.owner_token(env, _tag(name)))
 
 
 def stop(env, name: str) -> bool:

@@ -27,7 +27,7 @@ def log_path(env) -> Path:
 
 
 def running(env) -> bool:
-    return bool(procs.find(procs.owner_token(env, TAG)))
+    return procs.running(procs.owner_token(env, TAG))
 
 
 def stop(env) -> bool:

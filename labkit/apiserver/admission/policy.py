@@ -27,6 +27,8 @@ Follows k8s.io/apiserver v1.34:
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
 
 from labkit.apiserver.admission import Attributes
 from labkit.apiserver.admission.webhook import (_equivalents, _converted, is_exempt, namespace_selector_matches,
@@ -42,6 +44,13 @@ REASON_CODES = {"Unauthorized": 401, "Forbidden": 403, "Invalid": 422, "RequestE
 
 class ConfigError(Exception):
     pass
+
+
+# ValidatingPolicies._evaluate's answers, least recently used first: (the JSON of the spec and the
+# activation's data) -> (decisions, audit annotations' values)
+_DECISIONS: "OrderedDict[str, tuple[list, dict]]" = OrderedDict()
+_DECISIONS_MAX = 2048
+_DECISIONS_LOCK = threading.Lock()
 
 
 def _rules_match(rules: list[dict], attrs: Attributes, gvr=None) -> bool:
@@ -170,8 +179,44 @@ class ValidatingPolicies:
 
     @staticmethod
     def _evaluate(spec: dict, attrs: Attributes, rt, param, namespace, annotations: dict):
-        """validator.Validate: (expression index, action, message, reason) of each decision."""
+        """validator.Validate: (expression index, action, message, reason) of each decision; the
+        audit annotations' values added to `annotations`.
+
+        The decisions are a function of the policy's spec and of the activation's data alone (the
+        object, the old object, the request as `rt` names it, the param, the namespace): the same
+        ones asked about again (labkit's reconstruction judges the same Pods under policies that
+        differ in a binding only) are taken from _DECISIONS rather than evaluated by celpy again."""
         from labkit.apiserver.admission import cel      # celpy takes seconds to import: only when a policy runs
+        try:
+            key = json.dumps([spec, attrs.obj, attrs.old, attrs.admission_request(rt), param,
+                              cel.namespace_object(namespace)], sort_keys=True, separators=(",", ":"))
+        except (TypeError, ValueError):      # not plain JSON data: evaluated, not kept
+            key = None
+        with _DECISIONS_LOCK:
+            found = _DECISIONS.get(key) if key is not None else None
+            if found is not None:
+                _DECISIONS.move_to_end(key)
+        if found is None:
+            decided = ValidatingPolicies._decide(spec, attrs, rt, param, namespace, cel)
+            found = (decided[:-1], decided[-1])
+            if key is not None:
+                with _DECISIONS_LOCK:
+                    _DECISIONS[key] = found
+                    if len(_DECISIONS) > _DECISIONS_MAX:
+                        _DECISIONS.popitem(last=False)
+        decisions, produced = found
+        for name, values in produced.items():
+            kept = annotations.setdefault(name, [])
+            for value in values:
+                if value not in kept:
+                    kept.append(value[:10 * 1024])
+        return list(decisions)
+
+    @staticmethod
+    def _decide(spec: dict, attrs: Attributes, rt, param, namespace, cel) -> list:
+        """_evaluate's work: the decisions, then (last) the audit annotations' values it produced
+        (key -> every value, in order)."""
+        annotations: dict[str, list[str]] = {}
         fail = (spec.get("failurePolicy") or "Fail") == "Fail"
         error_action = "Deny" if fail else "Admit"
         act = cel.activation(attrs, rt, param, namespace)
@@ -179,9 +224,9 @@ class ValidatingPolicies:
         if conditions:
             try:
                 if not cel.match_conditions(conditions, attrs, rt, act=act):
-                    return []
+                    return [annotations]
             except cel.EvaluationError as exc:
-                return [(0, error_action, str(exc), "")]
+                return [(0, error_action, str(exc), ""), annotations]
         cel.add_variables(act, spec.get("variables") or [])
         decisions = []
         for index, validation in enumerate(spec.get("validations") or []):
@@ -226,10 +271,9 @@ class ValidatingPolicies:
                                                  f"in unsupported return type: {type(value).__name__}. Return type "
                                                  "must be either string or null.", ""))
                 continue
-            values = annotations.setdefault(annotation.get("key", ""), [])
-            if str(value) not in values:
-                values.append(str(value)[:10 * 1024])
-        return decisions
+            # each value in order; _evaluate adds it to the request's (once, at most 10 KiB of it)
+            annotations.setdefault(annotation.get("key", ""), []).append(str(value))
+        return decisions + [annotations]
 
     @staticmethod
     def _act(policy, binding, index, action, message, reason, attrs: Attributes, denials: list) -> None:
