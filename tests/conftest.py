@@ -4,13 +4,14 @@ Every test runs with its own labkit state directory, answers directory and name 
 never see each other's labs (nor a workshop's labs on the same machine). The labs under
 tests/labs/ (the demo lab) are on the labs path.
 
-Host lock (see support.py): each test holds the shared host lock; tests marked
-`host_exclusive` hold it exclusively, so their before/after comparison of the host's mount table
-and root iptables is not disturbed by other labkit activity. Module-scoped fixtures that build
-labs take the shared lock themselves around setup and teardown (`support.host_lock(False)`).
-Tests of the HOST_FREE files (marked `host_free`) create nothing on the host and take no lock, so
-they also run while a host_exclusive test compares the host (in another test worker or another
-checkout's suite); one of them that tries to build a lab fails.
+Host lock (see support.py): each test holds the shared host lock and is registered as a running
+test instance (support.registered_instance) for its duration. Tests marked `host_compared` compare the
+host before and after (host_unchanged, support.assert_clean_after) while other workers build labs:
+the comparison leaves out what other live instances and running tests changed, by their prefix,
+and compares the rest exactly (support.diff_snapshots). Module-scoped fixtures that build labs take
+the shared lock themselves around setup and teardown (`support.host_lock(False)`). Tests of the
+HOST_FREE files (marked `host_free`) create nothing on the host and take no lock; one of them that
+tries to build a lab fails.
 
 The suite runs in several worker processes (scripts/test: pytest-xdist); each worker has its own
 temporary directories, so the state directory, answers directory and prefix of every test are its
@@ -28,7 +29,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from support import LOCK_LOG_ENV, REPO, diff_snapshots, host_lock, host_snapshot, lock_summary  # noqa: E402
+from support import LOCK_LOG_ENV, REPO, diff_snapshots, host_lock, host_snapshot, lock_summary, registered_instance  # noqa: E402
 
 TEST_LABS = REPO / "tests" / "labs"
 
@@ -223,8 +224,7 @@ def isolated_labkit(tmp_path, monkeypatch, request):
         monkeypatch.setenv("LABKIT_STATE_DIR", str(blocker / "state"))
         yield tmp_path
         return
-    exclusive = request.node.get_closest_marker("host_exclusive") is not None
-    with host_lock(exclusive):
+    with host_lock(False), registered_instance(own["LABKIT_PREFIX"]):
         yield tmp_path
         # the test's own instance, not whatever the environment names now: a test working on a
         # module's shared lab points LABKIT_* at that lab, which must outlive the test
@@ -289,7 +289,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 @pytest.fixture
 def host_unchanged(request):
     """Asserts that the host (mount table, root iptables, netns, cgroups, processes) is unchanged."""
-    assert request.node.get_closest_marker("host_exclusive"), "tests using host_unchanged must be marked host_exclusive"
+    assert request.node.get_closest_marker("host_compared"), "tests using host_unchanged must be marked host_compared"
     before = host_snapshot()
     yield before
     after = host_snapshot()
@@ -300,9 +300,8 @@ def host_unchanged(request):
 # The order in which scripts/test hands whole files to its workers (--dist loadfile
 # --no-loadscope-reorder: in collection order, which longest_first sets). The first file drives
 # every lab for all LAB_DRIVERS (drive_labs: minutes, the labs side by side); its worker waits for
-# that, holding the host lock shared. Meanwhile the other worker runs BESIDE_THE_DRIVES: long files
-# none of whose tests holds the host lock exclusively (such a test would wait for the drives to
-# end, and keep every new shared holder waiting behind it). Then the other drivers' files, whose
+# that, holding the host lock shared. Meanwhile the other workers run BESIDE_THE_DRIVES, long
+# files that do not need the drives' outputs. Then the other drivers' files, whose
 # outputs are ready by then, and the rest, the longest first, so that no long file is handed out
 # last and ends the run alone. Durations: per-file sums of setup, call and teardown from
 # `pytest --junitxml` of the whole suite (2 workers, 2 cores), less the host-lock waits the run
@@ -336,7 +335,7 @@ def pytest_collection_modifyitems(config, items):
     longest_first(items)
     for item in items:
         if item.path.name in HOST_FREE:
-            assert item.get_closest_marker("host_exclusive") is None, f"{item.nodeid}: host_free and host_exclusive"
+            assert item.get_closest_marker("host_compared") is None, f"{item.nodeid}: host_free and host_compared"
             item.add_marker(pytest.mark.host_free)
     if os.geteuid() != 0:
         skip = pytest.mark.skip(reason="labkit's tests need root (network and mount namespaces, netfilter, cgroups)")

@@ -1,10 +1,11 @@
-"""Shared test helpers: run the real CLI, snapshot the host, serialize host-wide comparisons.
+"""Shared test helpers: run the real CLI, snapshot the host and compare it, the host lock.
 
-Host-wide comparisons (root iptables, the host's mount table) only mean something when nothing
-else creates lab resources at the same moment. Tests that create kernel resources hold the
-*shared* host lock; tests that compare host state before/after hold it *exclusively*
-(`host_exclusive` marker, see conftest.py). The lock is a file lock, so it also orders test runs
-of several checkouts on one machine.
+Host-wide comparisons (root iptables, the host's mount table, this instance's namespaces, cgroups
+and processes) run while other tests build labs: diff_snapshots leaves out what another live
+labkit instance or running test changed, and compares everything else exactly (`host_compared`
+marker, see conftest.py). Tests that create kernel resources hold the *shared* host lock; a
+caller that must have the host to itself (scripts/harness/reliability.py run by hand) holds it
+*exclusively*. The lock is a file lock, so it also orders test runs of several checkouts.
 """
 
 from __future__ import annotations
@@ -182,17 +183,51 @@ def labkit_processes(prefix: str = "") -> list[str]:
 
 
 KMODULE_CLAIMS = Path("/run/labkit/kmodules")
+# The prefix of every test running now that may change the host (conftest.py isolated_labkit):
+# a file named by the prefix, holding the test worker's process id, for the test's duration. Some
+# tests make network namespaces with labkit's own code without building a lab (no claim, no
+# process: tests/kubeproxy_cases.py lab_namespace), and another test comparing the host meanwhile
+# must know whose they are.
+TEST_INSTANCES = Path("/tmp/labkit-tests.instances")
+A_TEST = "(a test)"
+
+
+@contextmanager
+def registered_instance(prefix: str):
+    """Registers a running test's labkit prefix in TEST_INSTANCES while the block runs."""
+    TEST_INSTANCES.mkdir(mode=0o700, exist_ok=True)
+    entry = TEST_INSTANCES / prefix
+    entry.write_text(str(os.getpid()))
+    try:
+        yield
+    finally:
+        entry.unlink(missing_ok=True)
+
+
+def _running_tests() -> list[str]:
+    """Prefixes TEST_INSTANCES lists whose test worker is alive."""
+    found = []
+    for entry in TEST_INSTANCES.glob("*") if TEST_INSTANCES.is_dir() else []:
+        try:
+            pid = int(entry.read_text())
+            os.kill(pid, 0)
+        except (OSError, ValueError):
+            continue
+        found.append(entry.name)
+    return found
 
 
 def other_instances(prefix: str) -> dict[str, list[str]]:
     """Labkit instances on this machine other than the one of `prefix`, from what they show live:
     the claim every lab build holds first (/run/labkit/kmodules/claim-<prefix>:<lab>:<token>,
-    labkit/kmodules.py) and the LABKIT_OWNER=<prefix>:<lab>:<token> of their processes
-    (labkit/procs.py). Prefix -> the labs seen ("gc", "kube-proxy", ...)."""
+    labkit/kmodules.py), the LABKIT_OWNER=<prefix>:<lab>:<token> of their processes
+    (labkit/procs.py), and the tests running now (TEST_INSTANCES, lab A_TEST: any lab of that
+    prefix). Prefix -> the labs seen ("gc", "kube-proxy", ...)."""
     labs: dict[str, set[str]] = {}
     tokens = list(_owner_tokens().values())
     if KMODULE_CLAIMS.is_dir():
         tokens += [p.name[len("claim-"):] for p in KMODULE_CLAIMS.glob("claim-*")]
+    tokens += [f"{p}:{A_TEST}:-" for p in _running_tests()]
     for token in tokens:
         parts = token.split(":")
         if len(parts) == 3 and parts[0] != prefix:
@@ -240,12 +275,14 @@ def _mount_point(line: str) -> str:
 def diff_snapshots(before: dict, after: dict) -> list[str]:
     """What differs between two host_snapshots, except what another labkit instance changed.
 
-    Other people's labs may run on the machine while a test compares the host (a workshop, another
-    checkout's manual `labkit run`; the suite's own workers are kept apart by the host lock). What
-    is attributed to another instance live in either snapshot (`_others`: its kernel-module claim
-    or its processes name its prefix and lab) is left out, and a warning names that instance:
-      - mount table: the /run/netns/<prefix>-<lab>-* namespaces of those instances' labs, and the
-        /run/netns mount itself while any of those is in it (labkit keeps it for the last one);
+    Other labs may run on the machine while a test compares the host: the suite's other workers,
+    another checkout's suite, a workshop, a manual `labkit run`. What is attributed to another
+    instance live in either snapshot (`_others`: its kernel-module claim or its processes name its
+    prefix and lab; a running test names its prefix) is left out, and a warning names that
+    instance:
+      - mount table: the /run/netns/<prefix>-<lab>-* namespaces of those instances' labs (of a
+        running test: /run/netns/<prefix>-*), and the /run/netns mount itself while any of those
+        is in it (labkit keeps it for the last one);
       - /run/labkit existing, and the root cgroup's subtree_control, while another instance is live
         (its claims live under /run/labkit; its cgroups need the controllers delegated);
       - /run/netns existing, while another instance is live and no namespace of this one is there.
@@ -254,7 +291,8 @@ def diff_snapshots(before: dict, after: dict) -> list[str]:
     for snap in (before, after):
         for p, labs in snap.get("_others", {}).items():
             others.setdefault(p, set()).update(labs)
-    netns_owner = {f"/run/netns/{p}-{lab}-": f"{p} ({lab})" for p, labs in others.items() for lab in labs}
+    netns_owner = {f"/run/netns/{p}-" + ("" if lab == A_TEST else f"{lab}-"): f"{p} ({lab})"
+                   for p, labs in others.items() for lab in labs}
 
     def owner(point: str) -> str | None:
         return next((who for start, who in netns_owner.items() if point.startswith(start)), None)

@@ -29,7 +29,7 @@ def assert_clean(before, what):
     assert not problems, f"after {what} and cleanup --all:\n" + "\n".join(problems)
 
 
-@pytest.mark.host_exclusive
+@pytest.mark.host_compared
 @pytest.mark.parametrize("step", DEMO_STEPS)
 def test_kill_run_after_each_build_step(step, host_unchanged):
     run = subprocess.run(LABKIT + ["run", "demo"], cwd=REPO, capture_output=True,
@@ -38,7 +38,7 @@ def test_kill_run_after_each_build_step(step, host_unchanged):
     assert_clean(host_unchanged, f"kill -9 after {step}")
 
 
-@pytest.mark.host_exclusive
+@pytest.mark.host_compared
 def test_run_on_top_of_a_crashed_build_rebuilds(host_unchanged):
     crashed = subprocess.run(LABKIT + ["run", "demo"], cwd=REPO, capture_output=True,
                              env={**os.environ, "LABKIT_CRASH_AT": "demo:server"})
@@ -51,7 +51,7 @@ def test_run_on_top_of_a_crashed_build_rebuilds(host_unchanged):
     assert_clean(host_unchanged, "rebuild after a crash")
 
 
-@pytest.mark.host_exclusive
+@pytest.mark.host_compared
 def test_kill_run_at_random_moments(host_unchanged):
     rng = random.Random(int(os.environ.get("LABKIT_CRASH_SEED", "1234")))
     for i in range(8):
@@ -62,7 +62,7 @@ def test_kill_run_at_random_moments(host_unchanged):
         assert_clean(host_unchanged, f"kill -9 of run #{i}")
 
 
-@pytest.mark.host_exclusive
+@pytest.mark.host_compared
 def test_kill_check_and_cleanup_midway(host_unchanged):
     rng = random.Random(99)
     for i in range(3):

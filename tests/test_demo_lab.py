@@ -22,7 +22,7 @@ def statuses(result):
     return {r["exercise"]: r["status"] for r in json.loads(result.stdout)["results"]}
 
 
-@pytest.mark.host_exclusive
+@pytest.mark.host_compared
 def test_demo_lab_end_to_end(host_unchanged, tmp_path):
     assert "not started" in labkit("list", check=0).stdout
 
@@ -119,7 +119,7 @@ def test_run_repairs_a_damaged_lab():
         labkit("cleanup", "demo", check=0)
 
 
-@pytest.mark.host_exclusive
+@pytest.mark.host_compared
 def test_a_failing_build_removes_what_it_created(host_unchanged):
     env = {**os.environ, "LABKIT_DEMO_FAIL_AT": "cgroup"}
     failed = labkit("run", "demo", env=env, check=2)

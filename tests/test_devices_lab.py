@@ -45,7 +45,7 @@ def lab_cleanup():
     labkit("cleanup", "device-plugins", check=0)
 
 
-@pytest.mark.host_exclusive
+@pytest.mark.host_compared
 def test_device_plugins_lab_end_to_end(host_unchanged, lab_cleanup):
     run = labkit("run", "device-plugins", check=0)
     assert "labkit devices try plugins/register.py" in run.stdout
@@ -97,7 +97,7 @@ def test_cleanup_keeps_the_plugins_the_student_wrote(lab_cleanup):
     assert not list(kept.parent.glob("register-*.py"))        # a starter left as it was is no work
 
 
-@pytest.mark.host_exclusive
+@pytest.mark.host_compared
 def test_kill_during_a_check_then_cleanup_leaves_nothing(host_unchanged, lab_cleanup):
     labkit("run", "device-plugins", check=0)
     labkit("solve", "device-plugins", "restart", check=0)
@@ -115,7 +115,7 @@ def test_kill_during_a_check_then_cleanup_leaves_nothing(host_unchanged, lab_cle
     assert not nodes.exists() and not (lab_dir / "plugins").exists()
 
 
-@pytest.mark.host_exclusive
+@pytest.mark.host_compared
 @pytest.mark.parametrize("step", ["plugins", "devices", "node", "server"])
 def test_kill_run_after_each_build_step_then_cleanup(step, host_unchanged, lab_cleanup):
     run = subprocess.run(LABKIT + ["run", "device-plugins"], cwd=REPO, capture_output=True,

@@ -213,7 +213,7 @@ def test_kubeconfig_mode_runs_the_lab_on_another_api_server(tmp_path):
         assert client.get("v1", "namespaces", "predict-b")["metadata"].get("deletionTimestamp") is None
 
 
-@pytest.mark.host_exclusive
+@pytest.mark.host_compared
 @pytest.mark.parametrize("step", ["server", "objects"])
 def test_kill_9_during_run_then_cleanup_leaves_nothing(step, host_unchanged):
     run = subprocess.run([*LABKIT, "run", LAB], cwd=REPO, capture_output=True,

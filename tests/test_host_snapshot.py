@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from support import diff_snapshots, other_instances
+from support import A_TEST, diff_snapshots, other_instances, registered_instance
 
 MOUNTS = ("22 27 0:21 / /proc rw,relatime - proc proc rw\n"
           "27 1 254:0 / / rw,relatime - ext4 /dev/vda rw\n")
@@ -92,3 +92,25 @@ def test_other_instances_are_found_from_their_processes():
         for proc in (theirs, own):
             proc.communicate("")
     assert "zq9" not in other_instances(mine)
+
+
+def test_a_running_tests_namespaces_are_left_out_whatever_their_lab():
+    """A test that makes network namespaces with labkit's own code without building a lab
+    (tests/kubeproxy_cases.py lab_namespace: no claim, no process) is known by its registered
+    prefix while it runs; once it has ended, a namespace of that prefix fails again."""
+    other = "tq" + os.urandom(2).hex()
+    mine = os.environ["LABKIT_PREFIX"]
+    before = snapshot(MOUNTS)
+    with registered_instance(other):
+        live = other_instances(mine)
+        assert live.get(other) == [A_TEST]
+        after = snapshot(MOUNTS + RUN_NETNS + nsfs(46, f"{other}-kprules-node"), others=live, run_labkit=True)
+        with pytest.warns(UserWarning, match=rf"{other} \(\(a test\)\)"):
+            assert diff_snapshots(before, after) == []
+        # this instance's own namespace beside it still fails
+        leaked = snapshot(MOUNTS + RUN_NETNS + nsfs(46, f"{other}-kprules-node") + nsfs(47, f"{mine}-demo-a"),
+                          others=live)
+        problems = diff_snapshots(before, leaked)
+        assert [p.split(" ")[0] for p in problems] == ["mountinfo"] and f"{mine}-demo-a" in problems[0]
+    assert other not in other_instances(mine)
+    assert diff_snapshots(before, snapshot(MOUNTS + nsfs(46, f"{other}-kprules-node")))

@@ -15,7 +15,7 @@ import pytest
 from support import LABKIT, REPO, diff_snapshots, host_snapshot, labkit
 
 
-@pytest.mark.host_exclusive
+@pytest.mark.host_compared
 def test_a_lab_run_and_cleanup_leave_the_host_unchanged(host_unchanged, tmp_path):
     labkit("run", "kube-proxy", check=0)
     out = json.loads(labkit("kube-proxy", "curl", "--from", "client", "--to", "192.168.50.12:30090", "-n", "5",
@@ -54,7 +54,7 @@ KILL_POINTS = {
 }
 
 
-@pytest.mark.host_exclusive
+@pytest.mark.host_compared
 @pytest.mark.parametrize("point", KILL_POINTS)
 def test_kill_during_run_then_cleanup_all_leaves_nothing(point, host_unchanged):
     state = Path(os.environ["LABKIT_STATE_DIR"]) / "kube-proxy"

@@ -52,7 +52,7 @@ def netns_ids(netns: str) -> dict[int, str]:
     return ids
 
 
-@pytest.mark.host_exclusive
+@pytest.mark.host_compared
 def test_all_labs_up_together_work_and_stay_apart(host_unchanged):
     assert {"kube-proxy", "mount-propagation", "numa"} <= set(LABS)
     prefix = os.environ["LABKIT_PREFIX"]

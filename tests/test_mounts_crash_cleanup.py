@@ -33,7 +33,7 @@ def assert_clean(before, what):
     assert leftovers == [], f"after {what}: scenario state left: {leftovers}"
 
 
-@pytest.mark.host_exclusive
+@pytest.mark.host_compared
 @pytest.mark.parametrize("name, step", [("e2e", 0), ("e2e", 1), ("e2e", 4), ("busy-mount", 3), ("exiting-container", 3)])
 def test_kill_play_after_a_step(name, step, host_unchanged):
     if name in ("e2e", "busy-mount", "exiting-container"):   # these show part of the predicted experiment:
@@ -46,7 +46,7 @@ def test_kill_play_after_a_step(name, step, host_unchanged):
     assert_clean(host_unchanged, f"kill -9 of play {name} after step {step}")
 
 
-@pytest.mark.host_exclusive
+@pytest.mark.host_compared
 def test_kill_run_and_check_at_random_moments(host_unchanged):
     rng = random.Random(int(os.environ.get("LABKIT_CRASH_SEED", "4321")))
     for i in range(3):

@@ -36,7 +36,7 @@ def guaranteed(name):
                                      "resources": {"limits": {"cpu": "1", "memory": "64Mi"}}}]}}
 
 
-@pytest.mark.host_exclusive
+@pytest.mark.host_compared
 @pytest.mark.parametrize("point", BUILD_POINTS)
 def test_kill_lab_build_at_each_step(point, host_unchanged):
     crashed = subprocess.run(LABKIT + ["run", "numa"], cwd=REPO, capture_output=True,
@@ -45,7 +45,7 @@ def test_kill_lab_build_at_each_step(point, host_unchanged):
     assert_clean(host_unchanged, f"kill -9 of `labkit run numa` at {point}")
 
 
-@pytest.mark.host_exclusive
+@pytest.mark.host_compared
 def test_kill_lab_build_at_random_moments(host_unchanged):
     rng = random.Random(int(os.environ.get("LABKIT_CRASH_SEED", "7")))
     for i in range(5):
@@ -57,7 +57,7 @@ def test_kill_lab_build_at_random_moments(host_unchanged):
         assert_clean(host_unchanged, f"kill -9 of `labkit run numa` #{i}")
 
 
-@pytest.mark.host_exclusive
+@pytest.mark.host_compared
 @pytest.mark.parametrize("point", RUN_POINTS)
 def test_kill_numa_run_at_each_step_then_recover_and_clean_up(point, host_unchanged, tmp_path):
     from labkit import predictions

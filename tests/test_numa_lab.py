@@ -34,7 +34,7 @@ def lab_cleanup():
     labkit("cleanup", "numa", check=0)
 
 
-@pytest.mark.host_exclusive
+@pytest.mark.host_compared
 def test_numa_lab_end_to_end(host_unchanged, lab_cleanup, tmp_path):
     run = labkit("run", "numa", check=0)
     assert "reservedSystemCPUs" in run.stdout and "labkit numa run -f pod.yaml" in run.stdout
@@ -105,7 +105,7 @@ def test_numa_lab_end_to_end(host_unchanged, lab_cleanup, tmp_path):
     assert not (lab_dir / "pods").exists() and not (lab_dir / "kubelet").exists()
 
 
-@pytest.mark.host_exclusive
+@pytest.mark.host_compared
 def test_resetting_one_exercise_keeps_the_students_work(host_unchanged, lab_cleanup, tmp_path):
     """`labkit reset numa EXERCISE` lists what it would revert and asks first; with --yes it restores
     only that exercise's part and keeps a copy of every file the student changed under saved/."""

@@ -126,7 +126,7 @@ def test_a_students_install_has_no_reference_material(student_venv, tmp_path):
     assert mistakes == 0
 
 
-@pytest.mark.host_exclusive
+@pytest.mark.host_compared
 def test_installed_labkit_runs_a_lab_cycle_from_anywhere(venv, tmp_path, host_unchanged):
     labkit = str(venv / "labkit")
 

@@ -19,7 +19,7 @@ sys.path.insert(0, str(HARNESS.parent))
 import reliability  # noqa: E402
 
 
-@pytest.mark.host_exclusive
+@pytest.mark.host_compared
 def test_crash_harness_over_every_lab(host_unchanged):
     out = subprocess.run([sys.executable, str(HARNESS), "crash", "--points", "2", "--rebuild-every", "2",
                           "--no-lock", "-q"], cwd=REPO, capture_output=True, text=True, timeout=300)
@@ -31,7 +31,7 @@ def test_crash_harness_over_every_lab(host_unchanged):
         assert kills == 2 and clean == 2 and problems == 0, row
 
 
-@pytest.mark.host_exclusive
+@pytest.mark.host_compared
 def test_the_harness_notices_what_cleanup_does_not_remove(host_unchanged):
     prefix = os.environ["LABKIT_PREFIX"]
     result = reliability.LabResult("numa")

@@ -27,7 +27,7 @@ def lab_cleanup():
     labkit("cleanup", "resources", check=0)
 
 
-@pytest.mark.host_exclusive
+@pytest.mark.host_compared
 def test_resources_lab_end_to_end(host_unchanged, lab_cleanup, tmp_path):
     run = labkit("run", "resources", check=0)
     assert "labkit resources top" in run.stdout
@@ -80,7 +80,7 @@ def test_resources_lab_end_to_end(host_unchanged, lab_cleanup, tmp_path):
     assert not (lab_dir / "nodes").exists()
 
 
-@pytest.mark.host_exclusive
+@pytest.mark.host_compared
 @pytest.mark.parametrize("point", CRASH_POINTS)
 def test_kill_lab_build_at_each_step_then_clean_up(point, host_unchanged):
     crashed = subprocess.run(LABKIT + ["run", "resources"], cwd=REPO, capture_output=True,
@@ -159,7 +159,7 @@ def test_convert_and_plan_withhold_the_answers_until_one_is_recorded(tmp_path):
     assert kept.read_text() == "cgroup_value: 256\nmin_millicores: 1\nmax_millicores: 2\n"
 
 
-@pytest.mark.host_exclusive
+@pytest.mark.host_compared
 def test_predictions_are_graded_as_they_were_when_a_tool_showed_the_outcome(lab_cleanup):
     labkit("run", "resources", check=0)
     answers = Path(os.environ["LABKIT_ANSWERS_DIR"]) / "resources"
@@ -205,7 +205,7 @@ def test_predictions_are_graded_as_they_were_when_a_tool_showed_the_outcome(lab_
     assert [e["kept_by"] for e in again["details"]["predictions_forgotten"]] == ["labkit resources evict"]
 
 
-@pytest.mark.host_exclusive
+@pytest.mark.host_compared
 def test_a_one_exercise_reset_keeps_the_other_exercises_and_the_students_files(lab_cleanup):
     labkit("run", "resources", check=0)
     lab_dir = Path(os.environ["LABKIT_STATE_DIR"]) / "resources"

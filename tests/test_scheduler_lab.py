@@ -151,7 +151,7 @@ def test_a_pod_given_a_node_by_node_name_alone_is_rejected_by_its_kubelet_out_of
         target.kubectl("delete", "pod", "hand-placed", "-n", "sched", "--force", "--grace-period=0")
 
 
-@pytest.mark.host_exclusive
+@pytest.mark.host_compared
 @pytest.mark.parametrize("step", ["server", "noexecute", "spread", "binpack"])
 def test_kill_9_during_run_then_cleanup_leaves_nothing(step, host_unchanged):
     run = subprocess.run([*LABKIT, "run", LAB], cwd=REPO, capture_output=True,

@@ -1,7 +1,7 @@
 """The suite leaves nothing on the host however a test ends: a test that fails before its own
 cleanup, and a run stopped with SIGTERM (kill, a CI timeout), still have their labs cleaned up
 (tests/conftest.py isolated_labkit, pytest_configure). Each case runs a small test file in a pytest
-of its own with this suite's conftest, then looks for the lab's network namespaces. (Not host_exclusive: the inner run takes the host lock
+of its own with this suite's conftest, then looks for the lab's network namespaces. (Not host_compared: the inner run takes the host lock
 shared, and would wait for ever behind this test's exclusive hold.)"""
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 Each module here defines `run() -> list[Figure]`. Benchmarks measure; they never assert: targets
 are printed next to the figures, and the table says whether each target was met.
 Benchmarks run in an isolated labkit instance (own state directory and name prefix), each
-holding the tests' shared host lock (tests/support.py): a benchmark that builds labs never runs
-while a test compares the host before and after (those hold it exclusively), and vice versa.
+holding the tests' shared host lock (tests/support.py): a benchmark never runs while the crash
+harness run by hand (scripts/harness/reliability.py) holds it exclusively.
 """
 
 from __future__ import annotations
