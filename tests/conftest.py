@@ -4,11 +4,12 @@ Every test runs with its own labkit state directory, answers directory and name 
 never see each other's labs (nor a workshop's labs on the same machine). The labs under
 tests/labs/ (the demo lab) are on the labs path.
 
-Host lock (see support.py): each test holds the shared host lock and is registered as a running
-test instance (support.registered_instance) for its duration. Tests marked `host_compared` compare the
-host before and after (host_unchanged, support.assert_clean_after) while other workers build labs:
-the comparison leaves out what other live instances and running tests changed, by their prefix,
-and compares the rest exactly (support.diff_snapshots). Module-scoped fixtures that build labs take
+Host lock (see support.py): each test holds the shared host lock. Every prefix a test process
+gives an instance is registered for that process's life (support.register_instance). Tests
+marked `host_compared` compare the host before and after (host_unchanged,
+support.assert_clean_after) while other workers build labs: the comparison leaves out what other
+live instances and the other prefixes of the suite's test processes changed, and compares the
+rest exactly (support.diff_snapshots). Module-scoped fixtures that build labs take
 the shared lock themselves around setup and teardown (`support.host_lock(False)`). Tests of the
 HOST_FREE files (marked `host_free`) create nothing on the host and take no lock; one of them that
 tries to build a lab fails.
@@ -29,7 +30,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from support import LOCK_LOG_ENV, REPO, diff_snapshots, host_lock, host_snapshot, lock_summary, registered_instance  # noqa: E402
+from support import LOCK_LOG_ENV, REPO, diff_snapshots, host_lock, host_snapshot, lock_summary, register_instance, forget_instances  # noqa: E402
 
 TEST_LABS = REPO / "tests" / "labs"
 
@@ -66,6 +67,7 @@ def fresh_environment(base: Path) -> dict[str, str]:
         "LABKIT_LABS_PATH": str(TEST_LABS),
     }
     _INSTANCES.append(env)
+    register_instance(env["LABKIT_PREFIX"])
     return env
 
 
@@ -224,7 +226,7 @@ def isolated_labkit(tmp_path, monkeypatch, request):
         monkeypatch.setenv("LABKIT_STATE_DIR", str(blocker / "state"))
         yield tmp_path
         return
-    with host_lock(False), registered_instance(own["LABKIT_PREFIX"]):
+    with host_lock(False):
         yield tmp_path
         # the test's own instance, not whatever the environment names now: a test working on a
         # module's shared lab points LABKIT_* at that lab, which must outlive the test
@@ -256,6 +258,10 @@ def _on_sigterm(signum, frame):
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.kill(os.getpid(), signal.SIGTERM)
+
+
+def pytest_unconfigure(config):
+    forget_instances()
 
 
 def pytest_configure(config):

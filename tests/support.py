@@ -183,37 +183,45 @@ def labkit_processes(prefix: str = "") -> list[str]:
 
 
 KMODULE_CLAIMS = Path("/run/labkit/kmodules")
-# The prefix of every test running now that may change the host (conftest.py isolated_labkit):
-# a file named by the prefix, holding the test worker's process id, for the test's duration. Some
-# tests make network namespaces with labkit's own code without building a lab (no claim, no
-# process: tests/kubeproxy_cases.py lab_namespace), and another test comparing the host meanwhile
-# must know whose they are.
+# The labkit prefixes of the suite's test processes (conftest.py fresh_environment): a file per
+# test process, named by its process id, listing every prefix it has given an instance, one per
+# line, kept until that process ends. Some tests make network namespaces with labkit's own code
+# without building a lab (no claim, no process: tests/kubeproxy_cases.py lab_namespace), and a
+# test comparing the host meanwhile must know whose they are. Kept for the process's life, not
+# the test's: a comparison reads the mount table before it reads who is live, and a test that
+# ended in between had made it look unexplained (it did, once).
 TEST_INSTANCES = Path("/tmp/labkit-tests.instances")
 A_TEST = "(a test)"
 
 
-@contextmanager
-def registered_instance(prefix: str):
-    """Registers a running test's labkit prefix in TEST_INSTANCES while the block runs."""
+def register_instance(prefix: str) -> None:
+    """Adds `prefix` to this process's entry in TEST_INSTANCES."""
     TEST_INSTANCES.mkdir(mode=0o700, exist_ok=True)
-    entry = TEST_INSTANCES / prefix
-    entry.write_text(str(os.getpid()))
-    try:
-        yield
-    finally:
-        entry.unlink(missing_ok=True)
+    with open(TEST_INSTANCES / str(os.getpid()), "a") as entry:    # one short append per line
+        entry.write(prefix + "\n")
 
 
-def _running_tests() -> list[str]:
-    """Prefixes TEST_INSTANCES lists whose test worker is alive."""
-    found = []
+def forget_instances() -> None:
+    """Removes this process's entry (when it ends)."""
+    (TEST_INSTANCES / str(os.getpid())).unlink(missing_ok=True)
+
+
+def _test_prefixes() -> set[str]:
+    """Prefixes TEST_INSTANCES lists for test processes that are alive; the entries of processes
+    that are gone are removed."""
+    found: set[str] = set()
     for entry in TEST_INSTANCES.glob("*") if TEST_INSTANCES.is_dir() else []:
         try:
-            pid = int(entry.read_text())
-            os.kill(pid, 0)
+            os.kill(int(entry.name), 0)
+        except ProcessLookupError:
+            entry.unlink(missing_ok=True)
+            continue
         except (OSError, ValueError):
             continue
-        found.append(entry.name)
+        try:
+            found.update(line for line in entry.read_text().splitlines() if line)
+        except OSError:
+            continue
     return found
 
 
@@ -221,13 +229,13 @@ def other_instances(prefix: str) -> dict[str, list[str]]:
     """Labkit instances on this machine other than the one of `prefix`, from what they show live:
     the claim every lab build holds first (/run/labkit/kmodules/claim-<prefix>:<lab>:<token>,
     labkit/kmodules.py), the LABKIT_OWNER=<prefix>:<lab>:<token> of their processes
-    (labkit/procs.py), and the tests running now (TEST_INSTANCES, lab A_TEST: any lab of that
-    prefix). Prefix -> the labs seen ("gc", "kube-proxy", ...)."""
+    (labkit/procs.py), and the prefixes of the suite's live test processes (TEST_INSTANCES, lab
+    A_TEST: any lab of that prefix). Prefix -> the labs seen ("gc", "kube-proxy", ...)."""
     labs: dict[str, set[str]] = {}
     tokens = list(_owner_tokens().values())
     if KMODULE_CLAIMS.is_dir():
         tokens += [p.name[len("claim-"):] for p in KMODULE_CLAIMS.glob("claim-*")]
-    tokens += [f"{p}:{A_TEST}:-" for p in _running_tests()]
+    tokens += [f"{p}:{A_TEST}:-" for p in _test_prefixes()]
     for token in tokens:
         parts = token.split(":")
         if len(parts) == 3 and parts[0] != prefix:
@@ -244,6 +252,9 @@ def host_snapshot() -> dict[str, object]:
     the other labkit instances live at that moment, for diff_snapshots.
     """
     prefix = os.environ.get("LABKIT_PREFIX", "lk")
+    # who is live, before and after the rest is read: an instance whose namespace the mount table
+    # shows may end before a single look afterwards (it ends after its namespaces are gone)
+    others_first = other_instances(prefix)
     cgroups = sorted(str(p) for p in Path("/sys/fs/cgroup").glob(f"*/labkit-{prefix}-*")) + \
         sorted(str(p) for p in Path("/sys/fs/cgroup").glob(f"labkit-{prefix}-*"))
     return {
@@ -263,8 +274,16 @@ def host_snapshot() -> dict[str, object]:
         if Path("/sys/fs/cgroup/cgroup.subtree_control").exists() else None,
         "run-labkit": os.path.exists("/run/labkit"),
         "processes": labkit_processes(prefix),
-        "_others": other_instances(prefix),
+        "_others": _merged(others_first, other_instances(prefix)),
     }
+
+
+def _merged(*found: dict[str, list[str]]) -> dict[str, list[str]]:
+    labs: dict[str, set[str]] = {}
+    for one in found:
+        for p, seen in one.items():
+            labs.setdefault(p, set()).update(seen)
+    return {p: sorted(seen) for p, seen in sorted(labs.items())}
 
 
 def _mount_point(line: str) -> str:
@@ -278,10 +297,10 @@ def diff_snapshots(before: dict, after: dict) -> list[str]:
     Other labs may run on the machine while a test compares the host: the suite's other workers,
     another checkout's suite, a workshop, a manual `labkit run`. What is attributed to another
     instance live in either snapshot (`_others`: its kernel-module claim or its processes name its
-    prefix and lab; a running test names its prefix) is left out, and a warning names that
+    prefix and lab; the suite's test processes name the prefixes they use) is left out, and a warning names that
     instance:
       - mount table: the /run/netns/<prefix>-<lab>-* namespaces of those instances' labs (of a
-        running test: /run/netns/<prefix>-*), and the /run/netns mount itself while any of those
+        test's prefix: /run/netns/<prefix>-*), and the /run/netns mount itself while any of those
         is in it (labkit keeps it for the last one);
       - /run/labkit existing, and the root cgroup's subtree_control, while another instance is live
         (its claims live under /run/labkit; its cgroups need the controllers delegated);

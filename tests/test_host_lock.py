@@ -44,21 +44,24 @@ def test_a_waiting_exclusive_holder_goes_before_later_shared_ones(tmp_path):
     os.close(turnstile)
 
 
-def _hold_nested(paths, events, release):
+def _hold_nested(paths, events, release, leave):
     support.LOCK_PATH, support.TURNSTILE_PATH = paths
     with support.host_lock(False):
         events.put("outer")
         release.wait()
         with support.host_lock(False):
             events.put("inner")
+            # held until the test has read "inner": a Queue's put is sent by a feeder thread, so
+            # a writer let in at once could be read first (it was, once, on a loaded machine)
+            leave.wait()
 
 
 def test_a_shared_hold_inside_a_shared_hold_does_not_wait_for_a_waiting_writer(tmp_path):
     paths = (str(tmp_path / "lock"), str(tmp_path / "turnstile"))
     context = multiprocessing.get_context("fork")
     events = context.Queue()
-    reader_release, writer_release = context.Event(), context.Event()
-    reader = context.Process(target=_hold_nested, args=(paths, events, reader_release))
+    reader_release, reader_leave, writer_release = context.Event(), context.Event(), context.Event()
+    reader = context.Process(target=_hold_nested, args=(paths, events, reader_release, reader_leave))
     reader.start()
     assert events.get(timeout=30) == "outer"
     writer = context.Process(target=_hold, args=(paths, True, events, writer_release))
@@ -67,6 +70,7 @@ def test_a_shared_hold_inside_a_shared_hold_does_not_wait_for_a_waiting_writer(t
     assert support.wait_until(lambda: _held(turnstile), timeout=30)
     reader_release.set()
     assert events.get(timeout=30) == "inner"
+    reader_leave.set()
     assert events.get(timeout=30) == "exclusive"
     writer_release.set()
     for process in (reader, writer):

@@ -7,10 +7,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from support import A_TEST, diff_snapshots, other_instances, registered_instance
+from support import A_TEST, diff_snapshots, other_instances
+
+HERE = Path(__file__).resolve().parent
 
 MOUNTS = ("22 27 0:21 / /proc rw,relatime - proc proc rw\n"
           "27 1 254:0 / / rw,relatime - ext4 /dev/vda rw\n")
@@ -94,14 +97,19 @@ def test_other_instances_are_found_from_their_processes():
     assert "zq9" not in other_instances(mine)
 
 
-def test_a_running_tests_namespaces_are_left_out_whatever_their_lab():
+def test_a_test_processs_namespaces_are_left_out_whatever_their_lab():
     """A test that makes network namespaces with labkit's own code without building a lab
-    (tests/kubeproxy_cases.py lab_namespace: no claim, no process) is known by its registered
-    prefix while it runs; once it has ended, a namespace of that prefix fails again."""
+    (tests/kubeproxy_cases.py lab_namespace: no claim, no process) is known by the prefixes its
+    test process registered, while that process lives; once it has ended, a namespace of that
+    prefix fails again."""
     other = "tq" + os.urandom(2).hex()
     mine = os.environ["LABKIT_PREFIX"]
+    code = f"import sys; sys.path.insert(0, {str(HERE)!r}); import support; support.register_instance({other!r}); " \
+           "print('registered', flush=True); sys.stdin.read()"
+    process = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     before = snapshot(MOUNTS)
-    with registered_instance(other):
+    try:
+        assert process.stdout.readline().strip() == "registered"
         live = other_instances(mine)
         assert live.get(other) == [A_TEST]
         after = snapshot(MOUNTS + RUN_NETNS + nsfs(46, f"{other}-kprules-node"), others=live, run_labkit=True)
@@ -112,5 +120,7 @@ def test_a_running_tests_namespaces_are_left_out_whatever_their_lab():
                           others=live)
         problems = diff_snapshots(before, leaked)
         assert [p.split(" ")[0] for p in problems] == ["mountinfo"] and f"{mine}-demo-a" in problems[0]
+    finally:
+        process.communicate("")
     assert other not in other_instances(mine)
     assert diff_snapshots(before, snapshot(MOUNTS + nsfs(46, f"{other}-kprules-node")))
