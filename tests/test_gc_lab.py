@@ -274,14 +274,15 @@ def test_the_predict_experiment_is_shown_only_after_a_prediction_and_that_predic
     answer = answer_path(LAB, "predict-dangling")
     answer.unlink(missing_ok=True)
     predictions.forget(LAB, "predict-dangling", "test: a fresh start")
-    withheld = labkit("gc", "run", "-f", experiment, check=0).stdout
-    assert withheld.startswith("withheld:") and "final objects" not in withheld and "orphan" not in withheld
+    shown = labkit("gc", "run", "-f", experiment, check=0)
+    withheld = shown.stderr + shown.stdout
+    assert shown.stderr.startswith("withheld:") and not shown.stdout and "final objects" not in withheld and "orphan" not in withheld
     # a copy with other names is the same experiment
     text = (lab.directory / "scenarios" / "predict.yaml").read_text()
     copy = tmp_path / "mine.yaml"
     copy.write_text(text.replace("id: predict\n", "id: mine\n").replace("name: stranger", "name: visitor")
                     .replace("predict-b", "elsewhere"))
-    assert labkit("gc", "run", "-f", str(copy), check=0).stdout.startswith("withheld:")
+    assert labkit("gc", "run", "-f", str(copy), check=0).stderr.startswith("withheld:")
     assert predictions.kept(LAB, "predict-dangling") is None
     wrong = {"orphan": "kept", "shared": "kept", "shared_owners": ["anchor"], "stranger": "deleted",
              "stranger_event": "none"}

@@ -162,8 +162,9 @@ def test_cli_runs_scenarios_and_reports_json():
     # is played only once a prediction is written (labkit.gc.withhold)
     from labkit.exercises import answer_path
     answer_path("gc", "predict-dangling").unlink(missing_ok=True)
-    withheld = labkit("gc", "run", "-f", str(case), check=0).stdout
-    assert withheld.startswith("withheld:") and "orphaned" not in withheld
+    shown = labkit("gc", "run", "-f", str(case), check=0)
+    withheld = shown.stderr + shown.stdout
+    assert shown.stderr.startswith("withheld:") and not shown.stdout and "orphaned" not in withheld
     _prediction_written()
     result = labkit("gc", "run", "-f", str(case), "-o", "json", check=0)
     report = json.loads(result.stdout)

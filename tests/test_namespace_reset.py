@@ -137,6 +137,12 @@ def test_terminating_create_is_judged_against_the_lab_s_namespace_and_never_told
     assert message.startswith("the situation the exercise describes has changed"), message
     labkit("reset", "namespace", "terminating-create", "--yes", env=lab, check=0, timeout=300)
     answer(lab, "terminating-create", {"error": truth})
+    # the try is remembered across the reset (labkit.predictions' reset rule) ...
+    message = results(lab, "terminating-create", code=1)["terminating-create"]["message"]
+    assert "a reset since then" in message and "create configmaps" in message, message
+    # ... until --forget-prediction forgets it
+    labkit("reset", "namespace", "terminating-create", "--yes", "--forget-prediction", env=lab, check=0, timeout=300)
+    answer(lab, "terminating-create", {"error": truth})
     assert results(lab, "terminating-create", code=0)["terminating-create"]["status"] == "pass"
 
 

@@ -82,8 +82,8 @@ def run(
     from labkit.namespaces.withhold import gate as terminating_gate
     withheld = [(f, (lambda scenario: gate(scenario) or terminating_gate(scenario))(load(f))) for f in files]
     for f, reason in withheld:
-        if reason:
-            sys.stdout.write(f"withheld: {reason}\n")
+        if reason:      # on stderr, as labkit's other withholding tools say it: -o json stays JSON
+            sys.stderr.write(f"withheld: {reason}\n")
     files = [f for f, reason in withheld if not reason]
     if not files:
         raise typer.Exit(0)

@@ -895,8 +895,20 @@ def observe_node_name(ctx):
         # made again without a node: the scheduler binds it on its next attempt
         wait_for(lambda: (pod() or {}).get("nodeName"), timeout=BRIEF, interval=0.1)
         seen = pod()
-    events = [e for e in target.audit(since=ctx.ready_time) or []
-              if (e.get("responseStatus") or {}).get("code", 500) < 300]
+    def audited():
+        return [e for e in target.audit(since=ctx.ready_time) or []
+                if (e.get("responseStatus") or {}).get("code", 500) < 300]
+
+    def binding_audited(events):
+        return any(e.get("verb") == "create" and _is_binding(e.get("objectRef") or {})
+                   and (e.get("objectRef") or {}).get("namespace") == p["namespace"]
+                   and (e.get("objectRef") or {}).get("name") == p["pod"] for e in events)
+    events = audited()
+    if seen is not None and seen["nodeName"] and not binding_audited(events):
+        # a binding's audit line is written once its response has been sent: on a loaded machine the
+        # bound Pod was read before it, and a scheduler's binding looked like a node given by hand
+        wait_for(lambda: binding_audited(audited()), timeout=BRIEF, interval=0.1)
+        events = audited()
     created = max((received_at(e) for e in events if e.get("verb") == "create"
                    and (e.get("objectRef") or {}).get("resource") == "pods"
                    and not (e.get("objectRef") or {}).get("subresource")
