@@ -313,3 +313,26 @@ def test_a_scenario_waits_on_the_controllers_clock_and_says_how_much_it_skipped(
     report = run_scenario(path, skip_idle_time=True)
     assert report.passed, explain(report)
     assert any(n.startswith("skipped ") and "the controllers only waited" in n for n in report.notes), report.notes
+
+
+@needs_fidelity
+def test_the_gc_observes_a_scenarios_objects_before_its_steps(monkeypatch):
+    """Upstream's e2e tests act on objects that have existed for a while (the RC manager made the
+    Pods and the test waited for them); a replay creates them an instant before its first step.
+    With Pods reaching the garbage collector's graph late (an informer lagging under load), a
+    Foreground DELETE found the RC without dependents, the GC removed its finalizer at once, and
+    gc-14's invariant broke: the runner waits until the GC has observed every object it created."""
+    import time
+
+    from labkit.controllers.garbagecollector import graph_builder
+
+    put = graph_builder.GraphBuilder._put
+
+    def late_pods(self, event):
+        if event.kind == "Pod" and event.type == graph_builder.ADD:
+            time.sleep(0.5)
+        put(self, event)
+
+    monkeypatch.setattr(graph_builder.GraphBuilder, "_put", late_pods)
+    report = play(GC_DIR / "gc-14-foreground-owner-waits-for-blocking-pods.yaml")
+    assert report.passed, explain(report)
