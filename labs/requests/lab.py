@@ -37,7 +37,7 @@ from labkit.apiserver.certs import write_private
 from labkit.apiserver.client import HttpClient
 from labkit.apiserver.errors import ApiError
 from labkit.apiserver.registry import podconnect
-from labkit.apiserver.server import ADMIN_GROUP, ADMIN_USER, read_server_info, server_alive, spawn
+from labkit.apiserver.process import ADMIN_GROUP, ADMIN_USER, read_server_info, server_alive, spawn
 from labkit.apiserver.target import SERVER_TAG, for_env
 from labkit.controllers.node import HOST_IP
 from labkit.errors import LabkitError
