@@ -33,7 +33,6 @@ from pathlib import Path
 import yaml
 
 from labkit import procs
-from labkit.apiserver.certs import write_private
 from labkit.apiserver.client import HttpClient
 from labkit.apiserver.errors import ApiError
 from labkit.apiserver.registry import podconnect
@@ -588,6 +587,8 @@ def make_certificate(env, directory: Path, user: str, cn: str | None = None, sig
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import rsa
     from cryptography.x509.oid import NameOID
+
+    from labkit.apiserver.certs import write_private
 
     directory.mkdir(parents=True, exist_ok=True)
     key, csr, crt = directory / f"{user}.key", directory / f"{user}.csr", directory / f"{user}.crt"
