@@ -10,10 +10,10 @@ internal controllers and the controller manager, with its files in one state dir
   pki/           the server's CA (also the client CA and the CSR signer) and serving
                  certificate (keys mode 0600)
   kubeconfig     for kubectl and clients (mode 0600)
-  server.json    {url, port, pid, kubeconfig} once the server listens
+  server.json    {url, port, pid, kubeconfig} once the server listens (process.py reads it)
 
-`EmbeddedServer` runs it in this process (scenarios, tests); `spawn(env)` starts it as a tracked
-lab process and waits until it answers; `python -m labkit.apiserver` / `labkit apiserver` run it
+`EmbeddedServer` runs it in this process (scenarios, tests); `process.spawn(env)` starts it as a
+tracked lab process and waits until it answers; `python -m labkit.apiserver` / `labkit apiserver` run it
 in the foreground.
 """
 
