@@ -39,7 +39,7 @@ from typing import Any
 
 from labkit.apiserver.podvalidation import requirement_errors, validate_pod_containers, with_defaults
 from labkit.errors import ConfigError, LabkitError
-from labkit.quantity import BINARY, Quantity, QuantityError
+from labkit.quantity import BINARY, Quantity, quantity_map
 
 GUARANTEED, BURSTABLE, BEST_EFFORT = "Guaranteed", "Burstable", "BestEffort"
 QOS_RESOURCES = ("cpu", "memory")
@@ -130,20 +130,6 @@ def stable_uid(namespace: str, name: str, scope: str = "labkit") -> str:
     return str(uuid.uuid5(uuid.NAMESPACE_URL, f"{scope}/{namespace}/{name}"))
 
 
-def _resource_list(data: Any, source, where: str) -> Resources:
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ConfigError(source, where, "expected a map of resource name to quantity")
-    out = {}
-    for name, value in data.items():
-        try:
-            out[str(name)] = Quantity.parse(value)
-        except QuantityError as exc:
-            raise ConfigError(source, f"{where}.{name}", f"{value!r}: {exc}") from None
-    return out
-
-
 def _default_requests(requests: Resources, limits: Resources) -> Resources:
     """SetDefaults_Pod for one container: a limit without a request becomes the request."""
     out = dict(requests)
@@ -184,8 +170,8 @@ def pod_from_dict(data: Any, source=None, where: str = "", default_node: str = "
     if spec.get("resources") is not None:
         if not isinstance(spec["resources"], dict):
             raise ConfigError(shown, _at(where, "spec.resources"), "expected requests and/or limits")
-        pod_requests = _resource_list(spec["resources"].get("requests"), shown, _at(where, "spec.resources.requests"))
-        pod_limits = _resource_list(spec["resources"].get("limits"), shown, _at(where, "spec.resources.limits"))
+        pod_requests = quantity_map(spec["resources"].get("requests"), shown, _at(where, "spec.resources.requests"))
+        pod_limits = quantity_map(spec["resources"].get("limits"), shown, _at(where, "spec.resources.limits"))
     pod = Pod(name, namespace, str(meta.get("uid") or stable_uid(namespace, name, uid_scope)),
               str(spec.get("nodeName") or default_node), containers, init_containers, pod_requests, pod_limits)
     if defaulting:
@@ -213,8 +199,8 @@ def _containers(items: Any, source, where: str, init: bool, defaulting: bool = T
         resources = item.get("resources") or {}
         if not isinstance(resources, dict):
             raise ConfigError(source, f"{at}.resources", "expected requests and/or limits")
-        limits = _resource_list(resources.get("limits"), source, f"{at}.resources.limits")
-        requests = _resource_list(resources.get("requests"), source, f"{at}.resources.requests")
+        limits = quantity_map(resources.get("limits"), source, f"{at}.resources.limits")
+        requests = quantity_map(resources.get("requests"), source, f"{at}.resources.requests")
         if defaulting:
             requests = _default_requests(requests, limits)
         argv = list(item.get("command") or []) + list(item.get("args") or [])

@@ -174,6 +174,16 @@ def reveal(lab_id: str, exercise_id: str, tool: str, *, situation: str | None = 
     return True
 
 
+def reveal_or_refuse(lab_id: str, exercise_id: str, tool: str, situation: str, what: str) -> str | None:
+    """A tool is about to play and show `situation` (a scenario file), which answers the exercise:
+    None when it may (an answer is recorded, and is kept as it is now the first time), else what
+    to say instead: `what` the situation is, where the exercise is shown, and how to record an
+    answer."""
+    if reveal(lab_id, exercise_id, tool, situation=situation):
+        return None
+    return f"{what} (`labkit show {lab_id} {exercise_id}`): " + how_to_record(lab_id, exercise_id)
+
+
 def how_to_record(lab_id: str, exercise_id: str, rule: str = WRITTEN) -> str:
     """How the student records an answer, and what follows: for every refusal."""
     where = answer_file(lab_id, exercise_id)

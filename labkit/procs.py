@@ -41,6 +41,27 @@ def _is_zombie(pid: int) -> bool:
     return stat[stat.rindex(b")") + 2:stat.rindex(b")") + 3] in (b"Z", b"X")
 
 
+def start_time(pid: int) -> int | None:
+    """When `pid` started, in clock ticks since boot (field 22 of /proc/<pid>/stat, proc(5));
+    None for a process that is gone or a zombie. With its pid, it names one process for the
+    machine's uptime: a reused pid has another start time."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(b")") + 2:].split()     # from field 3 (state) on: the name may hold spaces
+    if fields[0] in (b"Z", b"X"):
+        return None
+    return int(fields[19])
+
+
+def same_process(pid: int, started: int) -> bool:
+    """Whether the process `pid` that started at `started` (start_time) is still alive: one read
+    of its /proc/<pid>/stat instead of a pass over every process's environment (find)."""
+    return start_time(pid) == started
+
+
 def find(token: str, *, prefix: bool = False) -> list[int]:
     """PIDs of live processes whose LABKIT_OWNER equals `token` (or starts with it, if prefix)."""
     needle = f"{OWNER_VAR}={token}".encode()

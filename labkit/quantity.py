@@ -32,6 +32,8 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 
+from labkit.errors import ConfigError
+
 BINARY = "BinarySI"
 DECIMAL = "DecimalSI"
 EXPONENT = "DecimalExponent"
@@ -240,3 +242,20 @@ class Quantity:
 
     def __str__(self) -> str:
         return format_quantity(self.value, self.format)
+
+
+def quantity_map(data, source, where: str) -> dict[str, Quantity]:
+    """A map of resource name to quantity as a file labkit reads gives it (a Pod's requests or
+    limits, a kubelet configuration's kubeReserved): {} when absent; a ConfigError naming the file
+    (`source`) and the field (`where`, `where.<name>`) when it is not one."""
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(source, where, "expected a map of resource name to quantity")
+    out = {}
+    for name, value in data.items():
+        try:
+            out[str(name)] = Quantity.parse(value)
+        except QuantityError as exc:
+            raise ConfigError(source, f"{where}.{name}", f"{value!r}: {exc}") from None
+    return out

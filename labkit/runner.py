@@ -35,15 +35,16 @@ def lab_is_up(env: LabEnv) -> bool:
     return bool(is_up(env)) if callable(is_up) else True
 
 
-def running_env(lab_id: str, what_belongs: str) -> LabEnv:
+def running_env(lab_id: str, what_belongs: str | None = None) -> LabEnv:
     """The env of a lab that is up, for a lab's own commands (`labkit resources …`, `labkit numa
-    …`); else a LabkitError: "<what_belongs> to the <lab> lab, which is not running", and how to
-    start it."""
+    …`); else a LabkitError: "<what_belongs> to the <lab> lab, which is not running" (without
+    what_belongs: "the <lab> lab is not running"), and how to start it."""
     lab = get_lab(lab_id)
     env = LabEnv(lab, LabState(lab.id))
     if env.state.phase != "up" or not lab_is_up(env):
-        raise LabkitError(f"{what_belongs} to the {lab_id} lab, which is not running: start it with "
-                          f"`labkit run {lab_id}`")
+        said = f"{what_belongs} to the {lab_id} lab, which is not running" if what_belongs else \
+            f"the {lab_id} lab is not running"
+        raise LabkitError(f"{said}: start it with `labkit run {lab_id}`")
     return env
 
 

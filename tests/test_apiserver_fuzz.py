@@ -19,7 +19,7 @@ import pytest
 
 from labkit.apiserver import certs
 from labkit.apiserver.client import HttpClient
-from labkit.apiserver.server import read_server_info
+from labkit.apiserver.process import read_server_info
 from support import REPO
 
 

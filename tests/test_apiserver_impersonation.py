@@ -16,7 +16,7 @@ import pytest
 from labkit.apiserver import audit
 from labkit.apiserver.client import HttpClient
 from labkit.apiserver.impersonation import WithoutUser, requests_from_headers
-from labkit.apiserver.server import ADMIN_GROUP, ADMIN_USER
+from labkit.apiserver.process import ADMIN_GROUP, ADMIN_USER
 import support
 from support import embedded_server
 

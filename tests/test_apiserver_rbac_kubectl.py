@@ -15,7 +15,7 @@ import urllib.request
 import pytest
 
 from labkit.apiserver import audit, certs
-from labkit.apiserver.server import ADMIN_GROUP, ADMIN_USER
+from labkit.apiserver.process import ADMIN_GROUP, ADMIN_USER
 import support
 from support import embedded_server, wait_until
 

@@ -10,7 +10,8 @@ import pytest
 
 from labkit import procs
 from labkit.apiserver.errors import ApiError
-from labkit.apiserver.server import EmbeddedServer, spawn
+from labkit.apiserver.process import spawn
+from labkit.apiserver.server import EmbeddedServer
 from labkit.controllers import decisions
 from labkit.state import LabEnv, LabState
 from support import labkit, labkit_processes, wait_until
@@ -171,7 +172,7 @@ def test_labkit_apiserver_runs_in_the_foreground(tmp_path):
     import signal
     import subprocess
     from labkit.apiserver.client import HttpClient
-    from labkit.apiserver.server import read_server_info
+    from labkit.apiserver.process import read_server_info
     from support import LABKIT, REPO
 
     state = tmp_path / "server"

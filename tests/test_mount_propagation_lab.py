@@ -9,11 +9,11 @@ import textwrap
 import pytest
 import yaml
 
-from labkit import runner
+from labkit import procs, runner
 from labkit.exercises import answer_path, wait_for
 from labkit.labs import get_lab
 from labkit.mounts import kernel, mountinfo, observe
-from labkit.mounts.node import Node
+from labkit.mounts.node import NODE, Node
 from labkit.mounts.pods import load_pods
 from labkit.state import LabEnv, LabState
 from support import labkit
@@ -51,6 +51,24 @@ def test_every_check_fails_on_a_fresh_lab_and_passes_after_its_solution(running_
         assert result.status == "pass", f"{ex.id}: {result.message} {result.observed}"
     report = json.loads(labkit("check", LAB, "-o", "json", check=0).stdout)
     assert report["passed"] == report["total"] == len(lab.exercises)
+
+
+def test_the_node_is_found_by_its_recorded_pid_and_start_time_without_a_pass_over_every_process(
+        running_lab, monkeypatch):
+    lab, env = running_lab
+    node = Node(env)
+    record = json.loads((node.dir / "node.json").read_text())
+    assert record["pid"] in procs.find(procs.owner_token(env, NODE))       # the node's own process
+    assert procs.same_process(record["pid"], record["start"])
+    assert not procs.same_process(record["pid"], record["start"] + 1)     # another process with its pid
+
+    def no_scan(*args, **kwargs):
+        raise AssertionError("a pass over every process's environment")
+    monkeypatch.setattr(procs, "find", no_scan)
+    assert node.pid == record["pid"] and lab.environment_module().is_up(env)
+    monkeypatch.undo()
+    procs.kill([record["pid"]])
+    assert node.pid is None and not lab.environment_module().is_up(env)
 
 
 def test_wrong_fixes_fail_with_a_reason(running_lab):

@@ -58,6 +58,18 @@ def test_refusal_names_the_exercise_and_the_answer_file_and_how_to_record():
     assert f"labkit check {LAB} {EX}" in predictions.refusal(LAB, EX, rule=predictions.CHECKED_RULE)
 
 
+def test_reveal_or_refuse_says_what_is_withheld_until_an_answer_is_written_then_keeps_it():
+    said = predictions.reveal_or_refuse(LAB, EX, "labkit demo play", "case.yaml", "case.yaml is the situation")
+    assert said == (f"case.yaml is the situation (`labkit show {LAB} {EX}`): write your prediction to "
+                    f"{answer_path(LAB, EX)} first; from then on labkit shows it, and the check grades your "
+                    "prediction as it was at that moment")
+    assert predictions.kept(LAB, EX) is None
+    _write("a: 1\n")
+    assert predictions.reveal_or_refuse(LAB, EX, "labkit demo play", "case.yaml", "case.yaml is the situation") is None
+    found = predictions.kept(LAB, EX)
+    assert (found.text, found.tool, found.situation) == ("a: 1\n", "labkit demo play", "case.yaml")
+
+
 def test_gate_withholds_the_exercise_s_own_situations_and_keeps_answered_ones():
     asked = []
 

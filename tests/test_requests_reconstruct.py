@@ -10,6 +10,7 @@ import importlib.util
 import pytest
 from support import REPO
 
+from labkit.apiserver.authorizer import Attributes
 from labkit.requests import reconstruct
 
 
@@ -207,7 +208,8 @@ def test_access_grants_exactly_what_rule_allows_grants_name_by_name():
             resource, _, sub = r.resource.partition("/")
             for verb in reconstruct.VERBS:
                 for name in names:
-                    attrs = reconstruct._Attrs(JOB.user, list(JOB.groups), verb, ns, r.group, resource, sub, name)
+                    attrs = Attributes(JOB.user, list(JOB.groups), verb, ns, group=r.group, resource=resource,
+                                       subresource=sub, name=name)
                     if any(rule_allows(attrs, rule) for rule in rules):
                         expected.add((ns, verb, r.group, r.resource, name))
     got = {g for g in reconstruct.access(objects, JOB, space) if not g[3].startswith("/")}

@@ -68,7 +68,9 @@ Modules, request path first:
                 (webhook.py), ValidatingAdmissionPolicy (policy.py) with CEL (cel.py, cel-python),
                 the admissionregistration.k8s.io/v1 kinds (configkinds.py)
   client.py     HttpClient (any cluster, from a kubeconfig), LocalClient (in-process), RESTMapper
-  server.py     EmbeddedServer (all of it in one process), spawn() for labs, ServerInfo
+  server.py     EmbeddedServer (all of it in one process)
+  process.py    the server as a lab process: server.json (ServerInfo), spawn() for labs, liveness;
+                light, so checks and tools reach a running server without importing server.py
   certs.py      the server's CA (also the client CA) and certificate (client-go sends tokens
                 only over TLS)
 
@@ -166,7 +168,7 @@ controller (labkit.controllers.namespace) empties a Terminating namespace and re
 
 Starting it from a lab
 ----------------------
-    from labkit.apiserver.server import spawn
+    from labkit.apiserver.process import spawn
 
     def up(env):
         info = spawn(env)                  # tracked process, state in env.dir/apiserver
@@ -174,7 +176,7 @@ Starting it from a lab
         client.create("v1", "namespaces", {"metadata": {"name": "demo"}})
 
     def access(env):
-        info = read_server_info(Path(env.dir) / "apiserver")     # also from labkit.apiserver.server
+        info = read_server_info(Path(env.dir) / "apiserver")     # also from labkit.apiserver.process
         return f"export KUBECONFIG={info.kubeconfig}"
 
 `spawn(env, controllers=[...])` chooses the controllers (default: garbagecollector, deployment,

@@ -28,7 +28,6 @@ from urllib.parse import quote, urlencode, urlsplit
 import yaml
 
 from labkit.apiserver.errors import ApiError
-from labkit.apiserver.request import NO_BODY, Request, User
 
 # what client-go's discovery client accepts: aggregated discovery first, the legacy lists last
 AGGREGATED_DISCOVERY_ACCEPT = ("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,"
@@ -797,12 +796,18 @@ class LocalClient(Client):
 
     def __init__(self, api, user: str, groups: list[str] | None = None, user_agent: str = "labkit",
                  trusted: bool = False):
+        # the request types (with authorization, selectors, validation) only for in-process clients:
+        # a command that talks HTTPS to a running server, as every check does, does not load them
+        from labkit.apiserver.request import User
+
         self.api = api
         self.user = User(user, groups or ["system:authenticated"])
         self.user_agent = user_agent
         self.trusted = trusted          # labkit's own controllers: not authorized (authorizer.py)
 
     def _request(self, method, path, query, body, content_type, accept):
+        from labkit.apiserver.request import NO_BODY, Request
+
         headers = {"user-agent": self.user_agent, "accept": accept or "application/json"}
         if content_type:
             headers["content-type"] = content_type

@@ -10,10 +10,10 @@ internal controllers and the controller manager, with its files in one state dir
   pki/           the server's CA (also the client CA and the CSR signer) and serving
                  certificate (keys mode 0600)
   kubeconfig     for kubectl and clients (mode 0600)
-  server.json    {url, port, pid, kubeconfig} once the server listens
+  server.json    {url, port, pid, kubeconfig} once the server listens (process.py reads it)
 
-`EmbeddedServer` runs it in this process (scenarios, tests); `spawn(env)` starts it as a tracked
-lab process and waits until it answers; `python -m labkit.apiserver` / `labkit apiserver` run it
+`EmbeddedServer` runs it in this process (scenarios, tests); `process.spawn(env)` starts it as a
+tracked lab process and waits until it answers; `python -m labkit.apiserver` / `labkit apiserver` run it
 in the foreground.
 """
 
@@ -22,14 +22,11 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import sys
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography import x509
 
-from labkit.apiserver import auditpolicy, authn, bootstrappolicy, certs, policykinds, users
+from labkit.apiserver import auditpolicy, authn, bootstrappolicy, certs, policykinds, process, users
 from labkit.apiserver.audit import AuditLog
 from labkit.apiserver.client import HttpClient, LocalClient
 from labkit.apiserver.errors import ApiError, bad_request, not_found_path
@@ -38,6 +35,9 @@ from labkit.apiserver.response import Response
 from labkit.apiserver.request import Request
 from labkit.apiserver.http import HttpFrontend
 from labkit.apiserver.internal import ApiServerInternals
+# the server as a lab process (server.json, spawn, liveness) is process.py, which checks and tools
+# import without this module; `spawn` stays importable from here for labs that import it so
+from labkit.apiserver.process import ADMIN_GROUP, ADMIN_USER, spawn  # noqa: F401
 from labkit.apiserver.registry import podconnect
 from labkit.apiserver.registry.store import Registry
 from labkit.apiserver.storage import Store
@@ -53,12 +53,6 @@ from labkit.controllers.manager import DEFAULT_CONTROLLERS, ControllerManager
 SERVER_FEATURES = {"crd", "crd-instance-cleanup", "pod-graceful-deletion", "request-log",
                    "ordered-namespace-deletion", "apiservice-unavailable"}
 
-ADMIN_USER = "labkit-admin"
-# the admin kubeconfig is what kubeadm v1.29+ writes to admin.conf: a user in the group
-# kubeadm:cluster-admins, which the ClusterRoleBinding of that name binds to cluster-admin
-# (bootstrappolicy.admin_binding), so its requests are authorized by RBAC; system:masters is
-# kept for the server's own loopback clients, as kubeadm keeps it for super-admin.conf
-ADMIN_GROUP = "kubeadm:cluster-admins"
 ADMIN_GROUPS = [ADMIN_GROUP, "system:authenticated"]
 PRIVILEGED_GROUPS = ["system:masters"]
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
@@ -127,9 +121,8 @@ class EmbeddedServer:
                                                          (self.pki / certs.CA_CERT).read_bytes()))
         for name in self.initial_controllers:
             self.controllers.start(name)
-        certs.write_private(self.state_dir / "server.json",
-                       json.dumps({"url": self.url, "port": self.port, "pid": os.getpid(),
-                                   "kubeconfig": str(self.kubeconfig)}) + "\n")
+        certs.write_private(self.state_dir / process.SERVER_FILE,
+                            process.server_json(self.url, self.port, self.kubeconfig))
         self._started = True
         return self
 
@@ -146,7 +139,7 @@ class EmbeddedServer:
         self.audit.close()
         self.api.traces.close()
         self.store.close()
-        (self.state_dir / "server.json").unlink(missing_ok=True)
+        process.remove_server_info(self.state_dir)
 
     def __enter__(self):
         return self.start()
@@ -221,80 +214,3 @@ class EmbeddedServer:
         if parts == ["idle"] and request.method == "GET":
             return Response(200, {"idle": self.idle()})
         raise not_found_path()
-
-
-# -- running as a lab process ------------------------------------------------------------------
-
-@dataclass
-class ServerInfo:
-    url: str
-    port: int
-    pid: int
-    kubeconfig: Path
-    state_dir: Path
-
-    @property
-    def token(self) -> str:
-        return next(t for t, u in authn.load_token_file(self.state_dir / "tokens.csv").items() if u.name == ADMIN_USER)
-
-    def client(self) -> HttpClient:
-        return HttpClient.for_embedded(self.kubeconfig)
-
-    def set_controller(self, name: str, running: bool | None = None, restart: bool = False) -> dict:
-        body = {"restart": True} if restart else {"running": running}
-        return self.client().check(*self.client().request("PUT", f"/labkit/v1/controllers/{name}", body=body))
-
-
-def read_server_info(state_dir: str | os.PathLike) -> ServerInfo | None:
-    state_dir = Path(state_dir)
-    try:
-        data = json.loads((state_dir / "server.json").read_text())
-    except (FileNotFoundError, ValueError):
-        return None
-    return ServerInfo(data["url"], data["port"], data["pid"], Path(data["kubeconfig"]), state_dir)
-
-
-def server_alive(state_dir: str | os.PathLike) -> bool:
-    """Whether the server of `state_dir` said where it listens and its process still lives."""
-    info = read_server_info(state_dir)
-    if info is None:
-        return False
-    try:
-        os.kill(info.pid, 0)
-    except OSError:
-        return False
-    return True
-
-
-def spawn(env, tag: str = "apiserver", port: int = 0, controllers=DEFAULT_CONTROLLERS,
-          timeout: float = 30.0, emulated_version: str | None = None,
-          audit_policy: str | os.PathLike | None = None) -> ServerInfo:
-    """Start the server as a tracked process of the lab `env` (state in env.dir/<tag>) and wait
-    until it listens. The kubeconfig is in the returned ServerInfo. The state directory is in the
-    lab's ledger too: its objects live as long as the lab, so `labkit reset`, `cleanup` and a
-    rebuild after a crash start from an empty server."""
-    from labkit import procs
-    from labkit.errors import LabkitError
-
-    state_dir = Path(env.dir) / tag
-    env.ledger.record("path", path=str(state_dir))
-    state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    (state_dir / "server.json").unlink(missing_ok=True)
-    argv = [sys.executable, "-m", "labkit.apiserver", "--state", str(state_dir), "--port", str(port),
-            "--controllers", ",".join(controllers) or "none"]
-    if emulated_version:
-        argv += ["--emulated-version", emulated_version]
-    if audit_policy:
-        argv += ["--audit-policy", str(audit_policy)]
-    proc = procs.spawn(env, tag, argv)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        info = read_server_info(state_dir)
-        if info is not None and info.pid == proc.pid:
-            return info
-        if proc.poll() is not None:
-            log = Path(env.dir) / "logs" / f"{tag}.log"
-            tail = log.read_text()[-2000:] if log.exists() else ""
-            raise LabkitError(f"the API server exited with code {proc.returncode}: {tail.strip()}")
-        time.sleep(0.05)
-    raise LabkitError(f"the API server did not start listening within {timeout:.0f} s (log: {env.dir}/logs/{tag}.log)")

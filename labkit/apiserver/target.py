@@ -17,6 +17,7 @@ from pathlib import Path
 
 from labkit.apiserver import audit as audit_log
 from labkit.apiserver.client import HttpClient
+from labkit.apiserver.process import read_server_info
 from labkit.controllers import decisions as decision_log
 from labkit.errors import LabkitError
 
@@ -105,7 +106,6 @@ def for_env(env, lab_id: str | None = None) -> Target:
     options = getattr(env, "options", None) or {}
     if options.get("kubeconfig"):
         return Target(Path(options["kubeconfig"]), options.get("context"))
-    from labkit.apiserver.server import read_server_info
     info = read_server_info(Path(env.dir) / SERVER_TAG)
     if info is None:
         lab_id = lab_id or getattr(getattr(env, "lab", None), "id", None) or Path(env.dir).name

@@ -174,15 +174,7 @@ def refuse_lab_node(directory: Path) -> None:
 
 def _lab_env():
     from labkit import runner
-    from labkit.labs import get_lab
-    from labkit.state import LabEnv, LabState
-
-    lab = get_lab(LAB_ID)
-    state = LabState(lab.id)
-    env = LabEnv(lab, state)
-    if state.phase != "up" or not runner.lab_is_up(env):
-        raise LabkitError(f"the {LAB_ID} lab is not running: start it with `labkit run {LAB_ID}`")
-    return env
+    return runner.running_env(LAB_ID)
 
 
 @app.command("try")

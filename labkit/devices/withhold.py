@@ -116,7 +116,5 @@ def gate(case: dict, path: Path, tool: str = "labkit devices play") -> str | Non
     found = _scenario()
     if found is None or (situation(case) != situation(found[0]) and not restores_exercise(case, found[0])):
         return None
-    if predictions.reveal(LAB, EXERCISE, tool, situation=str(path)):
-        return None
-    return (f"{path} is the situation of exercise {EXERCISE}, whose outcome you are to predict "
-            f"(`labkit show {LAB} {EXERCISE}`): " + predictions.how_to_record(LAB, EXERCISE))
+    return predictions.reveal_or_refuse(LAB, EXERCISE, tool, str(path),
+                                        f"{path} is the situation of exercise {EXERCISE}, whose outcome you are to predict")

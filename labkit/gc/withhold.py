@@ -166,8 +166,7 @@ def gate(scenario) -> str | None:
     from labkit import predictions
     if not shows_part_of_the_experiment(scenario):
         return None
-    if predictions.reveal(LAB, EXERCISE, TOOL, situation=str(scenario.path)):
-        return None
-    return (f"{scenario.path} is, or holds part of, the experiment of exercise {EXERCISE} (an owner that never "
-            f"existed or lives in another namespace), whose outcome you are to predict (`labkit show {LAB} {EXERCISE}`): "
-            + predictions.how_to_record(LAB, EXERCISE))
+    return predictions.reveal_or_refuse(
+        LAB, EXERCISE, TOOL, str(scenario.path),
+        f"{scenario.path} is, or holds part of, the experiment of exercise {EXERCISE} (an owner that never "
+        "existed or lives in another namespace), whose outcome you are to predict")

@@ -86,15 +86,27 @@ class Node:
         self.rootfs.mkdir(parents=True, exist_ok=True)
         spec = {"role": "node", "rootfs": str(self.rootfs), "host_paths": host_paths,
                 "dirs": sorted({*dirs, *(h["path"] for h in host_paths)})}
+        self._node_file().unlink(missing_ok=True)     # a record of an earlier node names a process that is gone
         proc, ready = self._spawn(NODE, spec)
         reply = self._wait_ready(NODE, proc, ready)
         if "error" in reply:
             raise LabkitError(f"the node's mount namespace could not be built: {reply['error']} (log: {self._log(NODE)})")
+        write_json_atomic(self._node_file(), {"pid": proc.pid, "start": procs.start_time(proc.pid)})
         return proc.pid
+
+    def _node_file(self) -> Path:
+        return self.dir / "node.json"
 
     @property
     def pid(self) -> int | None:
-        return self._live_pid(NODE)
+        """The node's process: the one start() recorded while it lives (its pid and start time;
+        one read of /proc/<pid>/stat). Without a record (a start cut short), the process carrying
+        the node's owner token, found by a pass over every process."""
+        try:
+            record = json.loads(self._node_file().read_text())
+        except (OSError, ValueError):
+            return self._live_pid(NODE)
+        return record["pid"] if procs.same_process(record["pid"], record["start"]) else None
 
     def require_pid(self) -> int:
         pid = self.pid

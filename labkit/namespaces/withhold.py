@@ -36,8 +36,7 @@ def gate(scenario) -> str | None:
     from labkit import predictions
     if not creates_in_a_terminating_namespace(scenario):
         return None
-    if predictions.reveal(LAB, EXERCISE, TOOL, situation=str(scenario.path)):
-        return None
-    return (f"{scenario.path} creates content in a namespace being terminated: the API server's refusal is what "
-            f"exercise {EXERCISE} of lab {LAB} asks you to predict (`labkit show {LAB} {EXERCISE}`): "
-            + predictions.how_to_record(LAB, EXERCISE))
+    return predictions.reveal_or_refuse(
+        LAB, EXERCISE, TOOL, str(scenario.path),
+        f"{scenario.path} creates content in a namespace being terminated: the API server's refusal is what "
+        f"exercise {EXERCISE} of lab {LAB} asks you to predict")

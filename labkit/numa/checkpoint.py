@@ -291,17 +291,24 @@ def _cpu_state(policy: str, default: str, entries: dict, configured_policy: str)
     return state
 
 
-def read_cpu_checkpoint(directory: Path, configured_policy: str) -> CPUState | None:
-    """The restored state, None when there is no file; CheckpointError as kubelet words it."""
-    path = Path(directory) / CPU_MANAGER_STATE
+def _read_checkpoint(path: Path, restore, configured_policy: str, manager: str):
+    """The state `restore` makes of the file, None when there is none; CheckpointError as kubelet
+    words it (NewCheckpointState of pkg/kubelet/cm/cpumanager/state/state_checkpoint.go and of
+    memorymanager/state/state_checkpoint.go, when restoreState fails: the same words, each naming
+    its manager)."""
     try:
         data = _load(path)
         if data is None:
             return None
-        return _restore_cpu(data, configured_policy)
+        return restore(data, configured_policy)
     except CheckpointError as exc:
         raise CheckpointError(f"could not restore state from checkpoint: {exc}, please drain this node and delete "
-                              f'the CPU manager checkpoint file "{path}" before restarting Kubelet') from None
+                              f'the {manager} checkpoint file "{path}" before restarting Kubelet') from None
+
+
+def read_cpu_checkpoint(directory: Path, configured_policy: str) -> CPUState | None:
+    """The restored state, None when there is no file; CheckpointError as kubelet words it."""
+    return _read_checkpoint(Path(directory) / CPU_MANAGER_STATE, _restore_cpu, configured_policy, "CPU manager")
 
 
 def _restore_memory(data: Any, configured_policy: str) -> MemoryState:
@@ -381,12 +388,6 @@ def _with_defaults(machine: dict | None) -> dict | None:
 
 
 def read_memory_checkpoint(directory: Path, configured_policy: str) -> MemoryState | None:
-    path = Path(directory) / MEMORY_MANAGER_STATE
-    try:
-        data = _load(path)
-        if data is None:
-            return None
-        return _restore_memory(data, configured_policy)
-    except CheckpointError as exc:
-        raise CheckpointError(f"could not restore state from checkpoint: {exc}, please drain this node and delete "
-                              f'the memory manager checkpoint file "{path}" before restarting Kubelet') from None
+    """The restored state, None when there is no file; CheckpointError as kubelet words it."""
+    return _read_checkpoint(Path(directory) / MEMORY_MANAGER_STATE, _restore_memory, configured_policy,
+                            "memory manager")

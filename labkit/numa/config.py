@@ -27,7 +27,7 @@ from labkit.errors import ConfigError, LabkitError
 from labkit.numa import cpuset
 from labkit.numa.machine import Machine
 from labkit.numa.memorymanager import hugepage_resource_name, is_memory_resource
-from labkit.quantity import BINARY, Quantity, QuantityError
+from labkit.quantity import BINARY, Quantity, QuantityError, quantity_map
 
 TOPOLOGY_POLICIES = ("none", "best-effort", "restricted", "single-numa-node")
 TOPOLOGY_SCOPES = ("container", "pod")
@@ -146,8 +146,8 @@ def config_from_dict(data: Any, source: str = "<config>") -> KubeletConfig:
     cfg.cpu_manager_policy = _string(data, "cpuManagerPolicy", source, cfg.cpu_manager_policy)
     cfg.cpu_manager_policy_options = _string_map(data, "cpuManagerPolicyOptions", source)
     cfg.reserved_system_cpus = _string(data, "reservedSystemCPUs", source, "")
-    cfg.kube_reserved = _quantity_map(data, "kubeReserved", source)
-    cfg.system_reserved = _quantity_map(data, "systemReserved", source)
+    cfg.kube_reserved = quantity_map(data.get("kubeReserved"), source, "kubeReserved")
+    cfg.system_reserved = quantity_map(data.get("systemReserved"), source, "systemReserved")
     if data.get("evictionHard") is not None:
         cfg.eviction_hard = _string_map(data, "evictionHard", source)
         if data.get("mergeDefaultEvictionSettings") is True:
@@ -237,22 +237,6 @@ def _string_map(data: dict, key: str, source: str) -> dict[str, str]:
     return {str(k): v for k, v in value.items()}
 
 
-def _quantity_map(data: dict, key: str, source: str, where: str | None = None) -> dict[str, Quantity]:
-    where = where or key
-    value = data.get(key)
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise ConfigError(source, where, "expected a map of resource name to quantity")
-    out = {}
-    for name, item in value.items():
-        try:
-            out[str(name)] = Quantity.parse(item)
-        except QuantityError as exc:
-            raise ConfigError(source, f"{where}.{name}", f"{item!r}: {exc}") from None
-    return out
-
-
 def _reserved_memory(value: Any, source: str) -> list[tuple[int, dict[str, Quantity]]]:
     if value is None:
         return []
@@ -263,5 +247,5 @@ def _reserved_memory(value: Any, source: str) -> list[tuple[int, dict[str, Quant
         at = f"reservedMemory[{i}]"
         if not isinstance(entry, dict) or not isinstance(entry.get("numaNode"), int) or isinstance(entry.get("numaNode"), bool):
             raise ConfigError(source, f"{at}.numaNode", "expected an integer NUMA node id")
-        out.append((entry["numaNode"], _quantity_map(entry, "limits", source, f"{at}.limits")))
+        out.append((entry["numaNode"], quantity_map(entry.get("limits"), source, f"{at}.limits")))
     return out

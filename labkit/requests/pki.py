@@ -14,7 +14,6 @@ import ipaddress
 import re
 from pathlib import Path
 
-from labkit.apiserver.certs import issue_serving as _issue, self_signed_ca, write_private
 from labkit.errors import LabkitError
 
 CA_CERT, CA_KEY = "ca.crt", "ca.key"
@@ -26,6 +25,8 @@ def ensure_ca(directory: Path) -> Path:
     directory = Path(directory)
     if (directory / CA_CERT).exists() and (directory / CA_KEY).exists():
         return directory
+    from labkit.apiserver.certs import self_signed_ca, write_private   # cryptography: only when certificates are made
+
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     cert, key = self_signed_ca("labkit-webhook-ca")
     write_private(directory / CA_KEY, key)          # the certificate last: it marks the CA complete
@@ -51,6 +52,8 @@ def issue_serving(directory: Path, name: str, sans: list[str]) -> tuple[Path, Pa
     """A serving certificate `<name>.crt` / `<name>.key` in `directory`, signed by its CA."""
     if not NAME_RE.match(name):
         raise LabkitError(f"webhook name {name!r}: use lowercase letters, digits and dashes")
+    from labkit.apiserver.certs import issue_serving as _issue, write_private
+
     directory = ensure_ca(directory)
     cert, key = _issue((directory / CA_CERT).read_bytes(), (directory / CA_KEY).read_bytes(), name, sans, 825)
     write_private(directory / f"{name}.key", key)

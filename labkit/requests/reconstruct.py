@@ -25,6 +25,7 @@ import json
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
+from labkit.apiserver import authorizer
 from labkit.apiserver.rbac import (RuleResolver, api_group_matches, resource_name_matches, rule_allows,
                                   verb_matches)
 
@@ -300,7 +301,7 @@ def _granted_in(ns: str, rules_json: str, resources: tuple, space_names: tuple) 
             continue
         resource, _, sub = r.resource.partition("/")
         for verb in VERBS:
-            anyname = _Attrs("", [], verb, ns, r.group, resource, sub, "")
+            anyname = authorizer.Attributes("", [], verb, ns, group=r.group, resource=resource, subresource=sub)
             fitting = [rule for rule, any_name in unnamed[(verb, r.group)] if rule_allows(anyname, any_name)]
             for name in names:
                 if any(resource_name_matches(rule, name) for rule in fitting):
@@ -308,7 +309,7 @@ def _granted_in(ns: str, rules_json: str, resources: tuple, space_names: tuple) 
     if not ns:
         for path in NON_RESOURCE_PATHS:
             for verb in ("get", "post", "put", "delete"):
-                attrs = _Attrs("", [], verb, path=path)
+                attrs = authorizer.Attributes("", [], verb, path=path)
                 if any(rule_allows(attrs, rule) for rule in rules):
                     granted.add(("", verb, "", path, ""))
     return frozenset(granted)
@@ -317,19 +318,6 @@ def _granted_in(ns: str, rules_json: str, resources: tuple, space_names: tuple) 
 def _any_name(rule: dict) -> dict:
     """The rule without its resourceNames (so it accepts every name)."""
     return {k: v for k, v in rule.items() if k != "resourceNames"} if rule.get("resourceNames") else rule
-
-
-@dataclass
-class _Attrs:
-    user: str
-    groups: list
-    verb: str
-    namespace: str = ""
-    group: str = ""
-    resource: str = ""
-    subresource: str = ""
-    name: str = ""
-    path: str = ""
 
 
 def describe(grant: Grant) -> str:
@@ -348,8 +336,9 @@ def bindings_granting(objects, subject: Subject, grants) -> list[dict]:
     resolver = RuleResolver(store)
     found = {}
     for ns in sorted({g[0] for g in grants}):
-        asked = [_Attrs(subject.user, list(subject.groups), g[1], ns, g[2], g[3].partition("/")[0],
-                        g[3].partition("/")[2], g[4]) for g in grants if g[0] == ns and not g[3].startswith("/")]
+        asked = [authorizer.Attributes(subject.user, list(subject.groups), g[1], ns, group=g[2],
+                                       resource=g[3].partition("/")[0], subresource=g[3].partition("/")[2], name=g[4])
+                 for g in grants if g[0] == ns and not g[3].startswith("/")]
 
         def visit(source, rule, error):
             if rule is not None and any(rule_allows(attrs, rule) for attrs in asked):

@@ -143,15 +143,7 @@ def simulate(nodes: int = typer.Option(100, "--nodes", help="Nodes of 32 CPUs, 1
 
 def _lab_env():
     from labkit import runner
-    from labkit.labs import get_lab
-    from labkit.state import LabEnv, LabState
-
-    lab = get_lab("scheduler")
-    state = LabState(lab.id)
-    env = LabEnv(lab, state)
-    if state.phase != "up" or not runner.lab_is_up(env):
-        raise LabkitError("the scheduler lab is not running: start it with `labkit run scheduler`")
-    return env
+    return runner.running_env("scheduler")
 
 
 @app.command()

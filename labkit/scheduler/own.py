@@ -39,7 +39,7 @@ def program_kubeconfig(target) -> Path:
     """The kubeconfig the served program gets: user `my-scheduler`, with a client certificate for
     it, in the embedded server's state directory (removed with the server by `labkit cleanup`)."""
     from labkit.apiserver import users
-    from labkit.apiserver.server import ADMIN_GROUP, read_server_info
+    from labkit.apiserver.process import ADMIN_GROUP, read_server_info
     path = Path(target.state_dir) / f"{TAG}.kubeconfig"
     if not path.exists():
         info = read_server_info(target.state_dir)

@@ -80,7 +80,7 @@ def up(env):
     env.ledger.record("path", path=str(nodes))
     nodes.mkdir()          # /run/labkit exists: the lab's kernel-module claim (labkit.kmodules) made it
     crash_point("device-plugins:node")
-    from labkit.apiserver.server import spawn
+    from labkit.apiserver.process import spawn
     spawn(env, SERVER_TAG, controllers=CONTROLLERS)     # its state directory is in the ledger
     crash_point("device-plugins:server")
     node_status(env).register(node_recreated=True)

@@ -32,7 +32,7 @@ import json
 from pathlib import Path
 
 from labkit.apiserver.errors import ApiError
-from labkit.apiserver.server import spawn
+from labkit.apiserver.process import spawn
 from labkit.crashpoints import crash_point
 from labkit.errors import LabkitError
 from labkit.exercises import wait_for

@@ -46,7 +46,7 @@ from pathlib import Path
 
 from labkit import procs
 from labkit.apiserver.errors import ApiError
-from labkit.apiserver.server import server_alive, spawn
+from labkit.apiserver.process import server_alive, spawn
 from labkit.apiserver.target import SERVER_TAG, Target, for_env
 from labkit.errors import LabkitError
 

@@ -33,11 +33,10 @@ from pathlib import Path
 import yaml
 
 from labkit import procs
-from labkit.apiserver.certs import write_private
 from labkit.apiserver.client import HttpClient
 from labkit.apiserver.errors import ApiError
 from labkit.apiserver.registry import podconnect
-from labkit.apiserver.server import ADMIN_GROUP, ADMIN_USER, read_server_info, server_alive, spawn
+from labkit.apiserver.process import ADMIN_GROUP, ADMIN_USER, read_server_info, server_alive, spawn
 from labkit.apiserver.target import SERVER_TAG, for_env
 from labkit.controllers.node import HOST_IP
 from labkit.errors import LabkitError
@@ -588,6 +587,8 @@ def make_certificate(env, directory: Path, user: str, cn: str | None = None, sig
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import rsa
     from cryptography.x509.oid import NameOID
+
+    from labkit.apiserver.certs import write_private
 
     directory.mkdir(parents=True, exist_ok=True)
     key, csr, crt = directory / f"{user}.key", directory / f"{user}.csr", directory / f"{user}.crt"

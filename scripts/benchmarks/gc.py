@@ -35,7 +35,7 @@ def _pin(cpu: int):
 
 
 def _start(argv: list[str], state: Path, cpu: int | None = None) -> subprocess.Popen:
-    from labkit.apiserver.server import read_server_info
+    from labkit.apiserver.process import read_server_info
     (state / "server.json").unlink(missing_ok=True)
     proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             preexec_fn=_pin(cpu) if cpu is not None else None)
