@@ -262,3 +262,57 @@ def test_share_rules_pack_best_fit_and_allow_a_split_only_when_no_widget_has_roo
     assert checks.share_problem(few, [], 3, ["widget-0-vcore-3", "widget-2-vcore-1", "widget-3-vcore-0"]) is None
     # must_include on two widgets: no one-widget choice either
     assert checks.fitting_widgets(sorted(checks.VCORES), ["widget-0-vcore-0", "widget-3-vcore-1"], 3) == {}
+
+
+def _asked(checks, requests, answer=None, error=None, drop=0) -> list[dict]:
+    seen = [{"available": list(a), "must_include": list(m), "size": n, "answer": list(a)[:n]} for a, m, n in requests]
+    if answer is not None:
+        seen[0]["answer"] = answer
+    if error is not None:
+        seen[0].pop("answer")
+        seen[0]["error"] = error
+    return seen[:len(seen) - drop]
+
+
+def _share_registered(checks) -> dict:
+    return {**registered("example.com/vcore"),
+            "devices": [{"ID": d, "health": "Healthy", "numa": [n]} for d, n in checks.VCORE_NUMA.items()],
+            "node": {"capacity": {"example.com/vcore": 16}, "allocatable": {"example.com/vcore": 16}}}
+
+
+def test_preferred_and_share_keep_their_own_words_for_getpreferredallocation(lab):
+    """preferred and share judge GetPreferredAllocation through one helper; each exercise's
+    messages are its own, word for word."""
+    the_lab, env = lab
+    checks = the_lab._load("checks.py")
+    cases = {
+        "preferred": (registered("example.com/widget"), checks.REQUESTS, {
+            "option": "your plugin's GetDevicePluginOptions answer does not say get_preferred_allocation_available: "
+                      "kubelet never calls GetPreferredAllocation then",
+            "error": "GetPreferredAllocation failed for request 1 (available widget-0, widget-1, widget-2, widget-3; "
+                     "must_include none; allocation_size 2): rpc error: code = Unimplemented",
+            "wrong": "your answer to request 1 (available widget-0, widget-1, widget-2, widget-3; must_include none; "
+                     "allocation_size 2) has 1 device ID(s); it must have allocation_size distinct ones"}),
+        "share": (_share_registered(checks), checks.SHARE_REQUESTS, {
+            "option": "your plugin's GetDevicePluginOptions answer does not say get_preferred_allocation_available: "
+                      "kubelet never asks it which vcores to take, and puts a Pod's vcores wherever its own choice "
+                      "falls",
+            "error": "GetPreferredAllocation request 1 (available " + ", ".join(sorted(checks.VCORES)) +
+                     "; must_include none; allocation_size 2) failed: rpc error: code = Unimplemented",
+            "wrong": "your answer to GetPreferredAllocation request 1 (available " + ", ".join(sorted(checks.VCORES)) +
+                     "; must_include none; allocation_size 2) has 1 device ID(s); it must have allocation_size "
+                     "distinct ones"}),
+    }
+    for exercise, (base, requests, words) in cases.items():
+        ctx = CheckContext(env, the_lab.exercise(exercise))
+        judge = getattr(checks, f"judge_{exercise}")
+        first = requests[0][0][0]
+        for kind, seen in (("option", {"options": {}, "answers": _asked(checks, requests)}),
+                           ("error", {"answers": _asked(checks, requests, error="rpc error: code = Unimplemented")}),
+                           ("wrong", {"answers": _asked(checks, requests, answer=[first])}),
+                           ("count", {"answers": _asked(checks, requests, drop=1)})):
+            obs = {**base, "options": {"get_preferred_allocation_available": True}, **seen}
+            with pytest.raises(CheckFailed) as failed:
+                judge(ctx, obs)
+            want = words.get(kind, "not every GetPreferredAllocation request got an answer")
+            assert failed.value.message == want, (exercise, kind, failed.value.message)

@@ -415,8 +415,42 @@ def answer_problem(available, must, size, answer) -> tuple[str, str] | None:
     return None
 
 
-def observe_preferred(ctx) -> dict:
+def _ask_preferred(client, requests) -> list[dict]:
+    """GetPreferredAllocation asked directly with each (available, must_include, size) of
+    `requests`: what was asked, and the plugin's answer or the rpc's error."""
+    out = []
+    for available, must, size in requests:
+        seen = {"available": list(available), "must_include": list(must), "size": size}
+        try:
+            seen["answer"] = client.get_preferred_allocation(list(available), list(must), size)
+        except Exception as exc:      # an rpc error, an unimplemented method
+            seen["error"] = str(exc)
+        out.append(seen)
+    return out
 
+
+def _judge_preferred_answers(obs: dict, requests, problem, *, no_option: str, asked: str, failed: str) -> None:
+    """What preferred and share judge alike of GetPreferredAllocation: the option offered, every
+    request of `requests` answered, and each answer kept to the exercise's rules (`problem`:
+    answer_problem or share_problem). Each exercise keeps its own words: `no_option` when the
+    option is not offered; `asked` names a request ({i}, {available}, {must}, {size}); `failed`
+    an rpc error ({asked}, {error})."""
+    if not (obs.get("options") or {}).get("get_preferred_allocation_available"):
+        _fail(no_option)
+    answers = obs.get("answers") or []
+    if len(answers) != len(requests):
+        _fail("not every GetPreferredAllocation request got an answer")
+    for i, seen in enumerate(answers, start=1):
+        available, must, size = seen.get("available") or [], seen.get("must_include") or [], seen.get("size")
+        request = asked.format(i=i, available=", ".join(available), must=", ".join(must) or "none", size=size)
+        if seen.get("error"):
+            _fail(failed.format(asked=request, error=seen["error"]))
+        wrong = problem(available, must, size, seen.get("answer"))
+        if wrong:
+            _fail(f"your answer to {request} {wrong[1]}")
+
+
+def observe_preferred(ctx) -> dict:
     resource = ctx.params["resource"]
     with _session(ctx) as s:
         _first_list(s, resource)
@@ -427,13 +461,7 @@ def observe_preferred(ctx) -> dict:
         client = s.kubelet.clients.get(resource)
         if client is None or not s.lists(resource):
             return _window(s, obs)
-        for available, must, size in REQUESTS:
-            answer = {"available": list(available), "must_include": list(must), "size": size}
-            try:
-                answer["answer"] = client.get_preferred_allocation(list(available), list(must), size)
-            except Exception as exc:      # an rpc error, an unimplemented method
-                answer["error"] = str(exc)
-            obs["answers"].append(answer)
+        obs["answers"] = _ask_preferred(client, REQUESTS)
         admitted = s.admit("pod-a", resource, 2)
         calls = [c for c in s.kubelet.manager.calls if c["call"] == "GetPreferredAllocation"]
         obs["pod"] = {"devices": admitted["devices"], "kubelet_called": bool(calls)}
@@ -442,21 +470,12 @@ def observe_preferred(ctx) -> dict:
 
 def judge_preferred(ctx, obs: dict):
     judge_register(ctx, obs)
-    if not (obs.get("options") or {}).get("get_preferred_allocation_available"):
-        _fail("your plugin's GetDevicePluginOptions answer does not say get_preferred_allocation_available: "
-              "kubelet never calls GetPreferredAllocation then")
-    answers = obs.get("answers") or []
-    if len(answers) != len(REQUESTS):
-        _fail("not every GetPreferredAllocation request got an answer")
-    for i, seen in enumerate(answers, start=1):
-        available, must, size = seen.get("available") or [], seen.get("must_include") or [], seen.get("size")
-        asked = (f"request {i} (available {', '.join(available)}; must_include {', '.join(must) or 'none'}; "
-                 f"allocation_size {size})")
-        if seen.get("error"):
-            _fail(f"GetPreferredAllocation failed for {asked}: {seen['error']}")
-        problem = answer_problem(available, must, size, seen.get("answer"))
-        if problem:
-            _fail(f"your answer to {asked} {problem[1]}")
+    _judge_preferred_answers(
+        obs, REQUESTS, answer_problem,
+        no_option=("your plugin's GetDevicePluginOptions answer does not say get_preferred_allocation_available: "
+                   "kubelet never calls GetPreferredAllocation then"),
+        asked="request {i} (available {available}; must_include {must}; allocation_size {size})",
+        failed="GetPreferredAllocation failed for {asked}: {error}")
     pod = obs.get("pod") or {}
     if not pod.get("kubelet_called"):
         _fail("kubelet did not call GetPreferredAllocation when it admitted a Pod")
@@ -758,13 +777,7 @@ def observe_share(ctx) -> dict:
         client = s.kubelet.clients.get(resource)
         if client is None or not s.lists(resource):
             return _window(s, obs)
-        for available, must, size in SHARE_REQUESTS:
-            seen = {"available": list(available), "must_include": list(must), "size": size}
-            try:
-                seen["answer"] = client.get_preferred_allocation(list(available), list(must), size)
-            except Exception as exc:      # an rpc error, an unimplemented method
-                seen["error"] = str(exc)
-            obs["answers"].append(seen)
+        obs["answers"] = _ask_preferred(client, SHARE_REQUESTS)
         for ids in SHARE_ALLOCATES:
             seen = {"devices": list(ids)}
             try:
@@ -806,21 +819,12 @@ def judge_share(ctx, obs: dict):
     _judge_registered(ctx, obs)
     _judge_devices(obs.get("devices"), expected=VCORE_NUMA)
     _judge_node(ctx, obs.get("node"), len(VCORES), len(VCORES))
-    if not (obs.get("options") or {}).get("get_preferred_allocation_available"):
-        _fail("your plugin's GetDevicePluginOptions answer does not say get_preferred_allocation_available: "
-              "kubelet never asks it which vcores to take, and puts a Pod's vcores wherever its own choice falls")
-    answers = obs.get("answers") or []
-    if len(answers) != len(SHARE_REQUESTS):
-        _fail("not every GetPreferredAllocation request got an answer")
-    for i, seen in enumerate(answers, start=1):
-        available, must, size = seen.get("available") or [], seen.get("must_include") or [], seen.get("size")
-        asked = (f"GetPreferredAllocation request {i} (available {', '.join(available)}; must_include "
-                 f"{', '.join(must) or 'none'}; allocation_size {size})")
-        if seen.get("error"):
-            _fail(f"{asked} failed: {seen['error']}")
-        problem = share_problem(available, must, size, seen.get("answer"))
-        if problem:
-            _fail(f"your answer to {asked} {problem[1]}")
+    _judge_preferred_answers(
+        obs, SHARE_REQUESTS, share_problem,
+        no_option=("your plugin's GetDevicePluginOptions answer does not say get_preferred_allocation_available: "
+                   "kubelet never asks it which vcores to take, and puts a Pod's vcores wherever its own choice falls"),
+        asked="GetPreferredAllocation request {i} (available {available}; must_include {must}; allocation_size {size})",
+        failed="{asked} failed: {error}")
     allocates = obs.get("allocates") or []
     if len(allocates) != len(SHARE_ALLOCATES):
         _fail("not every Allocate request got an answer")
