@@ -68,7 +68,8 @@ Modules, request path first:
                 (webhook.py), ValidatingAdmissionPolicy (policy.py) with CEL (cel.py, cel-python),
                 the admissionregistration.k8s.io/v1 kinds (configkinds.py)
   client.py     HttpClient (any cluster, from a kubeconfig), LocalClient (in-process), RESTMapper
-  server.py     EmbeddedServer (all of it in one process), spawn() for labs, ServerInfo
+  server.py     EmbeddedServer (all of it in one process), spawn() for labs
+  serverinfo.py ServerInfo: where a running server listens (server.json), read without the server
   certs.py      the server's CA (also the client CA) and certificate (client-go sends tokens
                 only over TLS)
 

@@ -24,7 +24,6 @@ import os
 import secrets
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography import x509
@@ -35,6 +34,8 @@ from labkit.apiserver.client import HttpClient, LocalClient
 from labkit.apiserver.errors import ApiError, bad_request, not_found_path
 from labkit.apiserver.handler import Api
 from labkit.apiserver.response import Response
+from labkit.apiserver.serverinfo import (ADMIN_USER, ServerInfo, read_server_info,  # noqa: F401 (labs import them from here)
+                                         server_alive)
 from labkit.apiserver.request import Request
 from labkit.apiserver.http import HttpFrontend
 from labkit.apiserver.internal import ApiServerInternals
@@ -53,7 +54,6 @@ from labkit.controllers.manager import DEFAULT_CONTROLLERS, ControllerManager
 SERVER_FEATURES = {"crd", "crd-instance-cleanup", "pod-graceful-deletion", "request-log",
                    "ordered-namespace-deletion", "apiservice-unavailable"}
 
-ADMIN_USER = "labkit-admin"
 # the admin kubeconfig is what kubeadm v1.29+ writes to admin.conf: a user in the group
 # kubeadm:cluster-admins, which the ClusterRoleBinding of that name binds to cluster-admin
 # (bootstrappolicy.admin_binding), so its requests are authorized by RBAC; system:masters is
@@ -224,47 +224,6 @@ class EmbeddedServer:
 
 
 # -- running as a lab process ------------------------------------------------------------------
-
-@dataclass
-class ServerInfo:
-    url: str
-    port: int
-    pid: int
-    kubeconfig: Path
-    state_dir: Path
-
-    @property
-    def token(self) -> str:
-        return next(t for t, u in authn.load_token_file(self.state_dir / "tokens.csv").items() if u.name == ADMIN_USER)
-
-    def client(self) -> HttpClient:
-        return HttpClient.for_embedded(self.kubeconfig)
-
-    def set_controller(self, name: str, running: bool | None = None, restart: bool = False) -> dict:
-        body = {"restart": True} if restart else {"running": running}
-        return self.client().check(*self.client().request("PUT", f"/labkit/v1/controllers/{name}", body=body))
-
-
-def read_server_info(state_dir: str | os.PathLike) -> ServerInfo | None:
-    state_dir = Path(state_dir)
-    try:
-        data = json.loads((state_dir / "server.json").read_text())
-    except (FileNotFoundError, ValueError):
-        return None
-    return ServerInfo(data["url"], data["port"], data["pid"], Path(data["kubeconfig"]), state_dir)
-
-
-def server_alive(state_dir: str | os.PathLike) -> bool:
-    """Whether the server of `state_dir` said where it listens and its process still lives."""
-    info = read_server_info(state_dir)
-    if info is None:
-        return False
-    try:
-        os.kill(info.pid, 0)
-    except OSError:
-        return False
-    return True
-
 
 def spawn(env, tag: str = "apiserver", port: int = 0, controllers=DEFAULT_CONTROLLERS,
           timeout: float = 30.0, emulated_version: str | None = None,

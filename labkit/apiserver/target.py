@@ -105,7 +105,7 @@ def for_env(env, lab_id: str | None = None) -> Target:
     options = getattr(env, "options", None) or {}
     if options.get("kubeconfig"):
         return Target(Path(options["kubeconfig"]), options.get("context"))
-    from labkit.apiserver.server import read_server_info
+    from labkit.apiserver.serverinfo import read_server_info
     info = read_server_info(Path(env.dir) / SERVER_TAG)
     if info is None:
         lab_id = lab_id or getattr(getattr(env, "lab", None), "id", None) or Path(env.dir).name
