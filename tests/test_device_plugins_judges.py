@@ -79,11 +79,13 @@ WIDGETS = {"widget-0": 0, "widget-1": 0, "widget-2": 1, "widget-3": 1}
 
 
 def registered(*resources, stream: str = "open") -> dict:
-    """An observation of register: these Register calls accepted, the exercise's four widgets."""
+    """An observation of register: these Register calls accepted, the exercise's four widgets
+    (after the first ListAndWatch message and at the end of the watch: `last`)."""
+    devices = [{"ID": d, "health": "Healthy", "numa": [n]} for d, n in WIDGETS.items()]
+    node = {"capacity": {"example.com/widget": 4}, "allocatable": {"example.com/widget": 4}}
     return {"exited": None, "log": "",
             "registrations": [{"resource": r, "version": "v1beta1", "error": None, "stream": stream} for r in resources],
-            "devices": [{"ID": d, "health": "Healthy", "numa": [n]} for d, n in WIDGETS.items()],
-            "node": {"capacity": {"example.com/widget": 4}, "allocatable": {"example.com/widget": 4}}}
+            "devices": devices, "node": node, "last": {"devices": [dict(d) for d in devices], "node": node}}
 
 
 def test_register_names_the_extra_resource_not_the_exercises(lab):
@@ -316,3 +318,27 @@ def test_preferred_and_share_keep_their_own_words_for_getpreferredallocation(lab
                 judge(ctx, obs)
             want = words.get(kind, "not every GetPreferredAllocation request got an answer")
             assert failed.value.message == want, (exercise, kind, failed.value.message)
+
+
+def test_register_judges_the_list_kubelet_keeps_at_the_end_of_the_watch(lab):
+    """Every ListAndWatch message is the whole list: a later message that leaves the widgets out
+    makes kubelet forget them, and register judges the list and node as the watch ends too."""
+    the_lab, env = lab
+    checks = the_lab._load("checks.py")
+    ctx = CheckContext(env, the_lab.exercise("register"))
+    assert checks.judge_register(ctx, registered("example.com/widget")).passed
+    seen = registered("example.com/widget")
+    seen["last"] = {"devices": [], "node": {"capacity": {"example.com/widget": 0},
+                                            "allocatable": {"example.com/widget": 0}}}
+    with pytest.raises(CheckFailed) as failed:
+        checks.judge_register(ctx, seen)
+    assert failed.value.message.startswith("at the end of the check's watch (3 s from your registration): kubelet's "
+                                           "device list does not hold the exercise's device IDs (missing: widget-0")
+    seen["last"] = {**seen["last"], "devices": registered()["devices"]}
+    with pytest.raises(CheckFailed) as failed:
+        checks.judge_register(ctx, seen)
+    assert "at the end of the check's watch" in failed.value.message and "capacity of example.com/widget is 0" in \
+        failed.value.message
+    # the other plugin exercises judge their own later lists; register's end-of-watch list is its own
+    health = CheckContext(env, the_lab.exercise("health"))
+    assert checks.judge_register(health, {k: v for k, v in registered("example.com/widget").items() if k != "last"}).passed

@@ -156,7 +156,10 @@ def _judge_registered(ctx, obs: dict, stream: str = "open", when: str = "") -> N
         _fail(f"your Register call has not returned: kubelet dials your endpoint back and waits for "
               f"GetDevicePluginOptions before it answers{tail}", "an accepted registration", "pending")
     if last.get("error"):
-        _fail(f"kubelet refused your registration: {last['error']}{tail}", "an accepted registration", "refused")
+        where = (" (kubelet dials your RegisterRequest's endpoint joined to its device-plugins directory, "
+                 "plugin/v1beta1/server.go Register: filepath.Join(socketDir, endpoint); nothing answered there)"
+                 if str(last["error"]).startswith("failed to dial device plugin") else "")
+        _fail(f"kubelet refused your registration: {last['error']}{where}{tail}", "an accepted registration", "refused")
     if last.get("resource") != resource:
         _fail(f"the resource your plugin registered is {last.get('resource')!r}, not the exercise's {resource}",
               resource, last.get("resource"))
@@ -241,12 +244,15 @@ def _judge_node(ctx, node: dict, capacity: int, allocatable: int, when: str = ""
 def observe_register(ctx) -> dict:
     """The first device list and the node then; the registrations over LIVE_S from the
     registration on (a plugin that stops serving or registers again in that time is seen; the
-    check stops watching as soon as one does)."""
+    check stops watching as soon as one does); `last`: kubelet's device list and the node at the
+    end of that watch (a later ListAndWatch message replaces the whole list)."""
+    resource = ctx.params["resource"]
     with _session(ctx) as s:
-        _first_list(s, ctx.params["resource"])
-        obs = _registration(s, ctx.params["resource"])
-        if s.lists(ctx.params["resource"]):
+        _first_list(s, resource)
+        obs = _registration(s, resource)
+        if s.lists(resource):
             _hold(s, _registered_at(s), LIVE_S)
+            obs["last"] = {"devices": sorted(s.devices(resource), key=lambda d: d["ID"]), "node": s.node()}
         return _window(s, obs)
 
 
@@ -254,6 +260,13 @@ def judge_register(ctx, obs: dict, stream: str = "open", when: str = ""):
     _judge_registered(ctx, obs, stream, when)
     _judge_devices(obs.get("devices"))
     _judge_node(ctx, obs.get("node"), 4, 4)
+    if ctx.exercise.id == "register":
+        # the list kubelet keeps is the last message's (manager.go genericDeviceUpdateCallback):
+        # the widgets must still be listed, and the node still show them, when the watch ends
+        last = obs.get("last") or {}
+        at_end = f"at the end of the check's watch ({LIVE_S:g} s from your registration): "
+        _judge_devices(last.get("devices"), when=at_end)
+        _judge_node(ctx, last.get("node"), 4, 4, at_end)
     return ctx.passed(f"your plugin registered {ctx.params['resource']}: four widgets on two NUMA nodes, capacity "
                       "and allocatable 4")
 
@@ -904,7 +917,7 @@ def observation_mutants(exercise: str, obs: dict, words: list, *, skip=(), equiv
                     "registrations[].version": ["v1alpha1", "v1"], "registrations[].stream": STREAMS,
                     **(alternatives or {})}
     phases = ("broken", "healed", "others_broken", "others_healed")      # health_phases
-    for key in ("devices[].health", *(f"{p}.devices[].health" for p in phases)):
+    for key in ("devices[].health", *(f"{p}.devices[].health" for p in (*phases, "last"))):
         alternatives.setdefault(key, [UNHEALTHY, HEALTHY, "healthy", ""])
     skipped = lambda p: any(re.fullmatch(x, _generic(p))  # noqa: E731
                             for x in ("exited", "log", r"(\w+\.)?registrations\[\]\.(end|at|served)",
