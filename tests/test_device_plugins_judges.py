@@ -199,7 +199,7 @@ def test_a_plugin_on_any_fixed_timer_fails_the_restart_check_whatever_the_draw(l
 
 
 def _restart_seen(start: int, stream: str, **more) -> dict:
-    return {"registered_again": True, "held_after": ["widget-0", "widget-1"],
+    return {"registered_again": True, "listed": True, "held_after": ["widget-0", "widget-1"],
             "node": {"capacity": {"example.com/widget": 4}, "allocatable": {"example.com/widget": 4}},
             "registrations": [{"resource": "example.com/widget", "version": "v1beta1", "error": None, "stream": stream,
                                "at": 0.0, **more}]}
@@ -226,6 +226,12 @@ def test_the_restart_judge_names_the_timing_mistake(lab):
                                                                           "registered_again": False,
                                                                           "registrations": []}, later=None))
     assert "after kubelet's second restart" in str(failed.value) and "misses one" in str(failed.value)
+    unlisted = {**_restart_seen(2, "open"), "listed": False,
+                "node": {"capacity": {"example.com/widget": 0}, "allocatable": {"example.com/widget": 0}}}
+    with pytest.raises(CheckFailed) as failed:
+        checks.judge_restart(ctx, observed(unlisted, later=None))
+    assert failed.value.message.startswith("after kubelet's first restart your plugin registered again, but kubelet got "
+                                           "no device list on the ListAndWatch stream it opened then within 3 s")
     dead = observed(_restart_seen(2, "closed"), _restart_seen(3, "ended", served=0.8, end="the plugin finished"))
     with pytest.raises(CheckFailed) as failed:
         checks.judge_restart(ctx, dead)

@@ -9,6 +9,7 @@ and what kubelet does with them is labkit's kubelet's doing.
 """
 
 import random
+import time
 from pathlib import Path
 
 from labkit.exercises import LIVE, CheckFailed
@@ -539,15 +540,19 @@ def observe_restart(ctx, rng=None) -> dict:
                 break           # registered again before this restart, or stopped serving: judged as it is
             s.kubelet.restart()
             start = s.kubelet.starts
-            # kubelet's record of Register calls says which start each reached: one after this restart
-            again = s.wait(lambda: any(r["kubelet"] == start and r["stream"] is not None for r in s.registrations())
-                           and s.lists(resource) >= 1, CHANGE_S)     # s.lists counts the fresh manager's
-            if again:
+            # kubelet's record of Register calls says which start each reached: one after this restart,
+            # then the device list on the stream it opened (s.lists counts the fresh manager's), both
+            # within CHANGE_S of the restart
+            until = time.monotonic() + CHANGE_S
+            again = s.wait(lambda: any(r["kubelet"] == start and r["stream"] is not None for r in s.registrations()),
+                           CHANGE_S)
+            listed = again and s.wait(lambda: s.lists(resource) >= 1, until - time.monotonic())
+            if listed:
                 s.wait(lambda: False, SETTLE_S)
             held = s.kubelet.manager.pod_devices.get("pod-a", {}).get("c", {}).get(resource)
-            obs["restarts"].append({"registered_again": again, "node": s.node(),
+            obs["restarts"].append({"registered_again": again, "listed": listed, "node": s.node(),
                                     "held_after": list(held.devices) if held else []})
-            if not again:
+            if not listed:
                 break
             now = _registered_at(s, start)
             last, gap = now, now - last
@@ -576,6 +581,12 @@ def judge_restart(ctx, obs: dict):
                      "comes — one that registers again once, or after a fixed time, misses one") if n else ""
             _fail(f"after kubelet's {which} restart (kubelet.sock made anew, your socket removed) your plugin did not "
                   f"register again within {CHANGE_S:g} s{why}.{every}")
+        if not seen.get("listed"):
+            _fail(f"after kubelet's {which} restart your plugin registered again, but kubelet got no device list on "
+                  f"the ListAndWatch stream it opened then within {CHANGE_S:g} s: a restarted kubelet knows no device of "
+                  f"{ctx.params['resource']} (capacity 0) until the plugin lists them on the new stream — every "
+                  "Register opens a new one (plugin/v1beta1/handler.go connectClient), and kubelet learns the devices "
+                  "only from the messages of that stream (plugin/v1beta1/client.go Run)")
         last = n == RESTARTS - 1
         when = f"after kubelet's {which} restart" + ("" if last else f", before its {ORDINALS[n + 1]}") + ": "
         # after it: again exactly one registration, its stream open until the next restart, or to the end
