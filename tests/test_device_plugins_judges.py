@@ -84,7 +84,8 @@ def registered(*resources, stream: str = "open") -> dict:
     devices = [{"ID": d, "health": "Healthy", "numa": [n]} for d, n in WIDGETS.items()]
     node = {"capacity": {"example.com/widget": 4}, "allocatable": {"example.com/widget": 4}}
     return {"exited": None, "log": "",
-            "registrations": [{"resource": r, "version": "v1beta1", "error": None, "stream": stream} for r in resources],
+            "registrations": [{"resource": r, "version": "v1beta1", "error": None, "stream": stream, "in_directory": True}
+                              for r in resources],
             "devices": devices, "node": node, "last": {"devices": [dict(d) for d in devices], "node": node}}
 
 
@@ -202,7 +203,7 @@ def _restart_seen(start: int, stream: str, **more) -> dict:
     return {"registered_again": True, "listed": True, "held_after": ["widget-0", "widget-1"],
             "node": {"capacity": {"example.com/widget": 4}, "allocatable": {"example.com/widget": 4}},
             "registrations": [{"resource": "example.com/widget", "version": "v1beta1", "error": None, "stream": stream,
-                               "at": 0.0, **more}]}
+                               "at": 0.0, "in_directory": True, **more}]}
 
 
 def test_the_restart_judge_names_the_timing_mistake(lab):
@@ -348,3 +349,17 @@ def test_register_judges_the_list_kubelet_keeps_at_the_end_of_the_watch(lab):
     # the other plugin exercises judge their own later lists; register's end-of-watch list is its own
     health = CheckContext(env, the_lab.exercise("health"))
     assert checks.judge_register(health, {k: v for k, v in registered("example.com/widget").items() if k != "last"}).passed
+
+
+def test_a_plugin_socket_outside_kubelets_directory_is_named(lab):
+    """An endpoint like ../../tmp/widget.sock: v1.34's kubelet dials it (filepath.Join cleans the
+    `..`), but the exercise's plugin serves in $DEVICE_PLUGIN_DIR, which a restart empties."""
+    the_lab, env = lab
+    checks = the_lab._load("checks.py")
+    ctx = CheckContext(env, the_lab.exercise("register"))
+    seen = registered("example.com/widget")
+    seen["registrations"][0]["in_directory"] = False
+    with pytest.raises(CheckFailed) as failed:
+        checks.judge_register(ctx, seen)
+    assert failed.value.message.startswith("the endpoint your plugin registered names a socket that is not in "
+                                           "$DEVICE_PLUGIN_DIR itself")

@@ -58,11 +58,16 @@ def _registrations(s, start: int) -> list[dict]:
     """The Register calls that reached kubelet's `start`-th start (1: before any restart), from
     kubelet's own record (labkit.devices.kubelet Kubelet.registrations): what each asked, kubelet's
     answer, and what became of the ListAndWatch stream it opened (`end` says how one ended). `at`:
-    seconds since the first of them; `served`: how long a stream the plugin ended was open."""
+    seconds since the first of them; `served`: how long a stream the plugin ended was open;
+    `in_directory`: whether the socket kubelet dials for the endpoint (labkit.devices.kubelet
+    endpoint_path) is in kubelet's device-plugins directory."""
+    from labkit.devices.kubelet import endpoint_path
+    here = str(s.kubelet.directory)
     mine = [r for r in s.registrations() if r["kubelet"] == start]
     first = mine[0]["at"] if mine else 0.0
     return [{"resource": r["resource"], "version": r["version"], "error": r["error"] if r["answered"] else PENDING,
              "stream": r["stream"], "at": round(r["at"] - first, 2),
+             "in_directory": endpoint_path(here, r["endpoint"]).rpartition("/")[0] == here,
              **({"end": r["end"]} if r["end"] else {}),
              **({"served": round(r["ended_at"] - r["at"], 2)} if r.get("ended_at") else {})}
             for r in mine]
@@ -167,6 +172,11 @@ def _judge_registered(ctx, obs: dict, stream: str = "open", when: str = "") -> N
     if last.get("version") != "v1beta1":
         _fail(f"your RegisterRequest names API version {last.get('version')!r}: kubelet v1.34 supports v1beta1 only",
               "v1beta1", last.get("version"))
+    if not all(r.get("in_directory") for r in accepted):
+        _fail(f"{when}the endpoint your plugin registered names a socket that is not in $DEVICE_PLUGIN_DIR itself (kubelet "
+              "joins the endpoint to its device-plugins directory, `..` included: plugin/v1beta1/server.go Register): the "
+              "exercise's plugin serves a socket of its own in that directory, the one a restarted kubelet empties of "
+              "sockets (manager.go CleanupPluginDirectory)", "a socket in $DEVICE_PLUGIN_DIR", "elsewhere")
     if len(accepted) > 1:
         _registered_again(when, accepted)
     got = accepted[0].get("stream")
@@ -897,6 +907,7 @@ REGISTRATION_WORDS = [
     (r"registrations(\[\])?", ("Register",)), (r"registrations\[\]\.resource", ("resource",)),
     (r"registrations\[\]\.version", ("version",)), (r"registrations\[\]\.error", ("refused",)),
     (r"registrations\[\]\.stream", ("ListAndWatch",)),
+    (r"(restarts\[\]\.)?registrations\[\]\.in_directory", ("not in $DEVICE_PLUGIN_DIR itself",)),
     (r"(\w+\.)?devices(\[\])?(\.ID)?", ("device IDs",)), (r"(\w+\.)?devices\[\]\.health", ("health",)),
     (r"(\w+\.)?devices\[\]\.numa.*", ("NUMA",)),
     (r"(\w+\.)?node(\.capacity.*)?", ("capacity",)), (r"(\w+\.)?node\.allocatable.*", ("allocatable",)),

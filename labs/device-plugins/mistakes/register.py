@@ -52,6 +52,19 @@ def registers_its_sockets_full_path(env):
                  "api.register(str(PLUGIN_DIR / api.KUBELET_SOCKET), str(PLUGIN_DIR / SOCKET), RESOURCE, OPTIONS)"))
 
 
+@mistake("not in $DEVICE_PLUGIN_DIR itself")
+def serves_outside_kubelets_directory(env):
+    """Serves its socket one directory up and registers the endpoint `../widget.sock`: kubelet
+    dials it (filepath.Join cleans the `..`), but the socket is not where a restarted kubelet
+    looks for plugins' sockets and removes them."""
+    _write(env, ("""    (PLUGIN_DIR / SOCKET).unlink(missing_ok=True)
+    server = api.serve_plugin(Widgets(), str(PLUGIN_DIR / SOCKET))
+    api.register(str(PLUGIN_DIR / api.KUBELET_SOCKET), SOCKET, RESOURCE, OPTIONS)""",
+                 """    (PLUGIN_DIR.parent / SOCKET).unlink(missing_ok=True)
+    server = api.serve_plugin(Widgets(), str(PLUGIN_DIR.parent / SOCKET))
+    api.register(str(PLUGIN_DIR / api.KUBELET_SOCKET), "../" + SOCKET, RESOURCE, OPTIONS)"""))
+
+
 @mistake("refused", "ResourceName")
 def resource_without_domain(env):
     """Registers the resource as plain `widget`, like a built-in resource."""
