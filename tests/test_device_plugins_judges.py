@@ -339,12 +339,12 @@ def test_register_judges_the_list_kubelet_keeps_at_the_end_of_the_watch(lab):
                                             "allocatable": {"example.com/widget": 0}}}
     with pytest.raises(CheckFailed) as failed:
         checks.judge_register(ctx, seen)
-    assert failed.value.message.startswith("at the end of the check's watch (3 s from your registration): kubelet's "
+    assert failed.value.message.startswith("at the end of the check's window (3 s from your registration): kubelet's "
                                            "device list does not hold the exercise's device IDs (missing: widget-0")
     seen["last"] = {**seen["last"], "devices": registered()["devices"]}
     with pytest.raises(CheckFailed) as failed:
         checks.judge_register(ctx, seen)
-    assert "at the end of the check's watch" in failed.value.message and "capacity of example.com/widget is 0" in \
+    assert "at the end of the check's window" in failed.value.message and "capacity of example.com/widget is 0" in \
         failed.value.message
     # the other plugin exercises judge their own later lists; register's end-of-watch list is its own
     health = CheckContext(env, the_lab.exercise("health"))

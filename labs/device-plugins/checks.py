@@ -275,7 +275,7 @@ def judge_register(ctx, obs: dict, stream: str = "open", when: str = ""):
         # the list kubelet keeps is the last message's (manager.go genericDeviceUpdateCallback):
         # the widgets must still be listed, and the node still show them, when the watch ends
         last = obs.get("last") or {}
-        at_end = f"at the end of the check's watch ({LIVE_S:g} s from your registration): "
+        at_end = f"at the end of the check's window ({LIVE_S:g} s from your registration): "
         _judge_devices(last.get("devices"), when=at_end)
         _judge_node(ctx, last.get("node"), 4, 4, at_end)
     return ctx.passed(f"your plugin registered {ctx.params['resource']}: four widgets on two NUMA nodes, capacity "

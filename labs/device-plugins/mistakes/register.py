@@ -85,7 +85,7 @@ def lowercase_health(env):
                  'return {dev: given.get(dev, "healthy") for dev in DEVICES}'))
 
 
-@mistake("at the end of the check's watch", "device IDs")
+@mistake("at the end of the check's window", "device IDs")
 def sends_an_empty_list_when_nothing_changed(env):
     """Lists the widgets once, then, 1.5 s later and every 1.5 s after, an empty ListAndWatch
     message "since nothing changed", as if the stream carried changes: each message is the whole
