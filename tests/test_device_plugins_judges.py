@@ -79,11 +79,14 @@ WIDGETS = {"widget-0": 0, "widget-1": 0, "widget-2": 1, "widget-3": 1}
 
 
 def registered(*resources, stream: str = "open") -> dict:
-    """An observation of register: these Register calls accepted, the exercise's four widgets."""
+    """An observation of register: these Register calls accepted, the exercise's four widgets
+    (after the first ListAndWatch message and at the end of the watch: `last`)."""
+    devices = [{"ID": d, "health": "Healthy", "numa": [n]} for d, n in WIDGETS.items()]
+    node = {"capacity": {"example.com/widget": 4}, "allocatable": {"example.com/widget": 4}}
     return {"exited": None, "log": "",
-            "registrations": [{"resource": r, "version": "v1beta1", "error": None, "stream": stream} for r in resources],
-            "devices": [{"ID": d, "health": "Healthy", "numa": [n]} for d, n in WIDGETS.items()],
-            "node": {"capacity": {"example.com/widget": 4}, "allocatable": {"example.com/widget": 4}}}
+            "registrations": [{"resource": r, "version": "v1beta1", "error": None, "stream": stream, "in_directory": True}
+                              for r in resources],
+            "devices": devices, "node": node, "last": {"devices": [dict(d) for d in devices], "node": node}}
 
 
 def test_register_names_the_extra_resource_not_the_exercises(lab):
@@ -197,10 +200,10 @@ def test_a_plugin_on_any_fixed_timer_fails_the_restart_check_whatever_the_draw(l
 
 
 def _restart_seen(start: int, stream: str, **more) -> dict:
-    return {"registered_again": True, "held_after": ["widget-0", "widget-1"],
+    return {"registered_again": True, "listed": True, "held_after": ["widget-0", "widget-1"],
             "node": {"capacity": {"example.com/widget": 4}, "allocatable": {"example.com/widget": 4}},
             "registrations": [{"resource": "example.com/widget", "version": "v1beta1", "error": None, "stream": stream,
-                               "at": 0.0, **more}]}
+                               "at": 0.0, "in_directory": True, **more}]}
 
 
 def test_the_restart_judge_names_the_timing_mistake(lab):
@@ -224,6 +227,12 @@ def test_the_restart_judge_names_the_timing_mistake(lab):
                                                                           "registered_again": False,
                                                                           "registrations": []}, later=None))
     assert "after kubelet's second restart" in str(failed.value) and "misses one" in str(failed.value)
+    unlisted = {**_restart_seen(2, "open"), "listed": False,
+                "node": {"capacity": {"example.com/widget": 0}, "allocatable": {"example.com/widget": 0}}}
+    with pytest.raises(CheckFailed) as failed:
+        checks.judge_restart(ctx, observed(unlisted, later=None))
+    assert failed.value.message.startswith("after kubelet's first restart your plugin registered again, but kubelet got "
+                                           "no device list on the ListAndWatch stream it opened then within 3 s")
     dead = observed(_restart_seen(2, "closed"), _restart_seen(3, "ended", served=0.8, end="the plugin finished"))
     with pytest.raises(CheckFailed) as failed:
         checks.judge_restart(ctx, dead)
@@ -262,3 +271,95 @@ def test_share_rules_pack_best_fit_and_allow_a_split_only_when_no_widget_has_roo
     assert checks.share_problem(few, [], 3, ["widget-0-vcore-3", "widget-2-vcore-1", "widget-3-vcore-0"]) is None
     # must_include on two widgets: no one-widget choice either
     assert checks.fitting_widgets(sorted(checks.VCORES), ["widget-0-vcore-0", "widget-3-vcore-1"], 3) == {}
+
+
+def _asked(checks, requests, answer=None, error=None, drop=0) -> list[dict]:
+    seen = [{"available": list(a), "must_include": list(m), "size": n, "answer": list(a)[:n]} for a, m, n in requests]
+    if answer is not None:
+        seen[0]["answer"] = answer
+    if error is not None:
+        seen[0].pop("answer")
+        seen[0]["error"] = error
+    return seen[:len(seen) - drop]
+
+
+def _share_registered(checks) -> dict:
+    return {**registered("example.com/vcore"),
+            "devices": [{"ID": d, "health": "Healthy", "numa": [n]} for d, n in checks.VCORE_NUMA.items()],
+            "node": {"capacity": {"example.com/vcore": 16}, "allocatable": {"example.com/vcore": 16}}}
+
+
+def test_preferred_and_share_keep_their_own_words_for_getpreferredallocation(lab):
+    """preferred and share judge GetPreferredAllocation through one helper; each exercise's
+    messages are its own, word for word."""
+    the_lab, env = lab
+    checks = the_lab._load("checks.py")
+    cases = {
+        "preferred": (registered("example.com/widget"), checks.REQUESTS, {
+            "option": "your plugin's GetDevicePluginOptions answer does not say get_preferred_allocation_available: "
+                      "kubelet never calls GetPreferredAllocation then",
+            "error": "GetPreferredAllocation failed for request 1 (available widget-0, widget-1, widget-2, widget-3; "
+                     "must_include none; allocation_size 2): rpc error: code = Unimplemented",
+            "wrong": "your answer to request 1 (available widget-0, widget-1, widget-2, widget-3; must_include none; "
+                     "allocation_size 2) has 1 device ID(s); it must have allocation_size distinct ones"}),
+        "share": (_share_registered(checks), checks.SHARE_REQUESTS, {
+            "option": "your plugin's GetDevicePluginOptions answer does not say get_preferred_allocation_available: "
+                      "kubelet never asks it which vcores to take, and puts a Pod's vcores wherever its own choice "
+                      "falls",
+            "error": "GetPreferredAllocation request 1 (available " + ", ".join(sorted(checks.VCORES)) +
+                     "; must_include none; allocation_size 2) failed: rpc error: code = Unimplemented",
+            "wrong": "your answer to GetPreferredAllocation request 1 (available " + ", ".join(sorted(checks.VCORES)) +
+                     "; must_include none; allocation_size 2) has 1 device ID(s); it must have allocation_size "
+                     "distinct ones"}),
+    }
+    for exercise, (base, requests, words) in cases.items():
+        ctx = CheckContext(env, the_lab.exercise(exercise))
+        judge = getattr(checks, f"judge_{exercise}")
+        first = requests[0][0][0]
+        for kind, seen in (("option", {"options": {}, "answers": _asked(checks, requests)}),
+                           ("error", {"answers": _asked(checks, requests, error="rpc error: code = Unimplemented")}),
+                           ("wrong", {"answers": _asked(checks, requests, answer=[first])}),
+                           ("count", {"answers": _asked(checks, requests, drop=1)})):
+            obs = {**base, "options": {"get_preferred_allocation_available": True}, **seen}
+            with pytest.raises(CheckFailed) as failed:
+                judge(ctx, obs)
+            want = words.get(kind, "not every GetPreferredAllocation request got an answer")
+            assert failed.value.message == want, (exercise, kind, failed.value.message)
+
+
+def test_register_judges_the_list_kubelet_keeps_at_the_end_of_the_watch(lab):
+    """Every ListAndWatch message is the whole list: a later message that leaves the widgets out
+    makes kubelet forget them, and register judges the list and node as the watch ends too."""
+    the_lab, env = lab
+    checks = the_lab._load("checks.py")
+    ctx = CheckContext(env, the_lab.exercise("register"))
+    assert checks.judge_register(ctx, registered("example.com/widget")).passed
+    seen = registered("example.com/widget")
+    seen["last"] = {"devices": [], "node": {"capacity": {"example.com/widget": 0},
+                                            "allocatable": {"example.com/widget": 0}}}
+    with pytest.raises(CheckFailed) as failed:
+        checks.judge_register(ctx, seen)
+    assert failed.value.message.startswith("at the end of the check's window (3 s from your registration): kubelet's "
+                                           "device list does not hold the exercise's device IDs (missing: widget-0")
+    seen["last"] = {**seen["last"], "devices": registered()["devices"]}
+    with pytest.raises(CheckFailed) as failed:
+        checks.judge_register(ctx, seen)
+    assert "at the end of the check's window" in failed.value.message and "capacity of example.com/widget is 0" in \
+        failed.value.message
+    # the other plugin exercises judge their own later lists; register's end-of-watch list is its own
+    health = CheckContext(env, the_lab.exercise("health"))
+    assert checks.judge_register(health, {k: v for k, v in registered("example.com/widget").items() if k != "last"}).passed
+
+
+def test_a_plugin_socket_outside_kubelets_directory_is_named(lab):
+    """An endpoint like ../../tmp/widget.sock: v1.34's kubelet dials it (filepath.Join cleans the
+    `..`), but the exercise's plugin serves in $DEVICE_PLUGIN_DIR, which a restart empties."""
+    the_lab, env = lab
+    checks = the_lab._load("checks.py")
+    ctx = CheckContext(env, the_lab.exercise("register"))
+    seen = registered("example.com/widget")
+    seen["registrations"][0]["in_directory"] = False
+    with pytest.raises(CheckFailed) as failed:
+        checks.judge_register(ctx, seen)
+    assert failed.value.message.startswith("the endpoint your plugin registered names a socket that is not in "
+                                           "$DEVICE_PLUGIN_DIR itself")

@@ -124,6 +124,36 @@ def test_registration_refusals_carry_kubelets_words(node, version, resource, mes
     assert kubelet.node_status() == ({}, {})
 
 
+def test_an_endpoint_is_joined_to_kubelets_directory_as_go_joins_it(node):
+    """server.go Register dials filepath.Join(socketDir, endpoint): an endpoint that is the
+    plugin socket's full path names <dir>/<dir>/widget.sock, where nobody listens."""
+    from labkit.devices.kubelet import endpoint_path
+    kubelet, _ = node
+    here = str(kubelet.directory)
+    assert endpoint_path(kubelet.directory, "widget.sock") == f"{here}/widget.sock"
+    assert endpoint_path(kubelet.directory, f"{here}/widget.sock") == f"{here}{here}/widget.sock"
+    assert endpoint_path(kubelet.directory, "../widget.sock") == f"{kubelet.directory.parent}/widget.sock"
+    server = api.serve_plugin(_Listed(), str(kubelet.directory / "widget.sock"))
+    try:
+        kubelet.dial_timeout = 0.5
+        with pytest.raises(grpc.RpcError) as refused:
+            api.register(str(kubelet.socket), f"{here}/widget.sock", WIDGET)
+        assert refused.value.details() == "failed to dial device plugin: context deadline exceeded"
+        assert kubelet.node_status() == ({}, {})
+    finally:
+        server.stop(0)
+
+
+class _Listed:
+    """A plugin servicer that lists one widget (for the endpoint test: it is never dialled)."""
+
+    def GetDevicePluginOptions(self, request, context):
+        return api.DevicePluginOptions()
+
+    def ListAndWatch(self, request, context):
+        yield api.ListAndWatchResponse(devices=[api.Device(ID="w0", health=api.HEALTHY)])
+
+
 def test_kubelet_records_each_registration_and_what_became_of_its_stream(node):
     # the record the device-plugins checks judge over their whole window: a registration again
     # with the same kubelet, a stream the plugin ended, a kubelet restart, each says so

@@ -33,6 +33,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import posixpath
 import stat
 import threading
 import time
@@ -51,6 +52,14 @@ _CLOCK_REALTIME_COARSE = getattr(time, "CLOCK_REALTIME_COARSE", 5)
 
 CHECKPOINT = "kubelet_internal_checkpoint"     # manager.go kCheckpointName
 SUN_PATH_MAX = 107                             # struct sockaddr_un's sun_path, less its NUL
+
+
+def endpoint_path(directory: Path, endpoint: str) -> str:
+    """The socket kubelet dials for a RegisterRequest's endpoint: plugin/v1beta1/server.go Register
+    dials filepath.Join(s.socketDir, r.Endpoint). Go's Join puts the endpoint under the directory
+    even when it is an absolute path (Python's `/` would let it replace the directory) and cleans
+    the result: an endpoint that is the socket's full path names a socket that is not there."""
+    return posixpath.normpath(f"{directory}/{endpoint}")
 
 
 def go_status(exc: grpc.RpcError) -> str:
@@ -271,7 +280,7 @@ class Kubelet:
                   "answered": False, "kubelet": self.starts, "at": self.clock(), "stream": None, "end": None,
                   "ended_at": None}
         self.registrations.append(record)
-        client = GrpcPlugin(resource, str(self.directory / request.endpoint), self.dial_timeout)
+        client = GrpcPlugin(resource, endpoint_path(self.directory, request.endpoint), self.dial_timeout)
         client.record = record
         try:
             with self.lock:

@@ -43,11 +43,14 @@ def run(session, resource: str, *, broken: str | None = None, pod: int = 0, rest
             count = len(s.registrations())
             s.kubelet.restart()
             steps.append(_step("kubelet restarted", node=s.node(), files=sorted(p.name for p in s.kubelet.directory.iterdir())))
-            again = s.wait(lambda: len(s.registrations()) > count and s.lists(resource) >= 1, CHANGE_S)
+            # a registration with the restarted kubelet, then a device list on the stream it opened
+            again = s.wait(lambda: len(s.registrations()) > count, CHANGE_S)
+            listed = again and s.wait(lambda: s.lists(resource) >= 1, CHANGE_S)
             s.wait(lambda: False, SETTLE_S)
             held = {uid: {c: {r: a.devices for r, a in rs.items()} for c, rs in cs.items()}
                     for uid, cs in s.kubelet.manager.pod_devices.items()}
-            steps.append(_step("after the restart", registered_again=again, registrations=s.registrations_shown(count),
+            steps.append(_step("after the restart", registered_again=again, listed_again=listed,
+                               registrations=s.registrations_shown(count),
                                node=s.node(), pod_devices=held, events=s.kubelet.events[-3:]))
     return steps
 

@@ -9,6 +9,7 @@ and what kubelet does with them is labkit's kubelet's doing.
 """
 
 import random
+import time
 from pathlib import Path
 
 from labkit.exercises import LIVE, CheckFailed
@@ -57,11 +58,16 @@ def _registrations(s, start: int) -> list[dict]:
     """The Register calls that reached kubelet's `start`-th start (1: before any restart), from
     kubelet's own record (labkit.devices.kubelet Kubelet.registrations): what each asked, kubelet's
     answer, and what became of the ListAndWatch stream it opened (`end` says how one ended). `at`:
-    seconds since the first of them; `served`: how long a stream the plugin ended was open."""
+    seconds since the first of them; `served`: how long a stream the plugin ended was open;
+    `in_directory`: whether the socket kubelet dials for the endpoint (labkit.devices.kubelet
+    endpoint_path) is in kubelet's device-plugins directory."""
+    from labkit.devices.kubelet import endpoint_path
+    here = str(s.kubelet.directory)
     mine = [r for r in s.registrations() if r["kubelet"] == start]
     first = mine[0]["at"] if mine else 0.0
     return [{"resource": r["resource"], "version": r["version"], "error": r["error"] if r["answered"] else PENDING,
              "stream": r["stream"], "at": round(r["at"] - first, 2),
+             "in_directory": endpoint_path(here, r["endpoint"]).rpartition("/")[0] == here,
              **({"end": r["end"]} if r["end"] else {}),
              **({"served": round(r["ended_at"] - r["at"], 2)} if r.get("ended_at") else {})}
             for r in mine]
@@ -156,13 +162,21 @@ def _judge_registered(ctx, obs: dict, stream: str = "open", when: str = "") -> N
         _fail(f"your Register call has not returned: kubelet dials your endpoint back and waits for "
               f"GetDevicePluginOptions before it answers{tail}", "an accepted registration", "pending")
     if last.get("error"):
-        _fail(f"kubelet refused your registration: {last['error']}{tail}", "an accepted registration", "refused")
+        where = (" (kubelet dials your RegisterRequest's endpoint joined to its device-plugins directory, "
+                 "plugin/v1beta1/server.go Register: filepath.Join(socketDir, endpoint); nothing answered there)"
+                 if str(last["error"]).startswith("failed to dial device plugin") else "")
+        _fail(f"kubelet refused your registration: {last['error']}{where}{tail}", "an accepted registration", "refused")
     if last.get("resource") != resource:
         _fail(f"the resource your plugin registered is {last.get('resource')!r}, not the exercise's {resource}",
               resource, last.get("resource"))
     if last.get("version") != "v1beta1":
         _fail(f"your RegisterRequest names API version {last.get('version')!r}: kubelet v1.34 supports v1beta1 only",
               "v1beta1", last.get("version"))
+    if not all(r.get("in_directory") for r in accepted):
+        _fail(f"{when}the endpoint your plugin registered names a socket that is not in $DEVICE_PLUGIN_DIR itself (kubelet "
+              "joins the endpoint to its device-plugins directory, `..` included: plugin/v1beta1/server.go Register): the "
+              "exercise's plugin serves a socket of its own in that directory, the one a restarted kubelet empties of "
+              "sockets (manager.go CleanupPluginDirectory)", "a socket in $DEVICE_PLUGIN_DIR", "elsewhere")
     if len(accepted) > 1:
         _registered_again(when, accepted)
     got = accepted[0].get("stream")
@@ -241,12 +255,15 @@ def _judge_node(ctx, node: dict, capacity: int, allocatable: int, when: str = ""
 def observe_register(ctx) -> dict:
     """The first device list and the node then; the registrations over LIVE_S from the
     registration on (a plugin that stops serving or registers again in that time is seen; the
-    check stops watching as soon as one does)."""
+    check stops watching as soon as one does); `last`: kubelet's device list and the node at the
+    end of that watch (a later ListAndWatch message replaces the whole list)."""
+    resource = ctx.params["resource"]
     with _session(ctx) as s:
-        _first_list(s, ctx.params["resource"])
-        obs = _registration(s, ctx.params["resource"])
-        if s.lists(ctx.params["resource"]):
+        _first_list(s, resource)
+        obs = _registration(s, resource)
+        if s.lists(resource):
             _hold(s, _registered_at(s), LIVE_S)
+            obs["last"] = {"devices": sorted(s.devices(resource), key=lambda d: d["ID"]), "node": s.node()}
         return _window(s, obs)
 
 
@@ -254,6 +271,13 @@ def judge_register(ctx, obs: dict, stream: str = "open", when: str = ""):
     _judge_registered(ctx, obs, stream, when)
     _judge_devices(obs.get("devices"))
     _judge_node(ctx, obs.get("node"), 4, 4)
+    if ctx.exercise.id == "register":
+        # the list kubelet keeps is the last message's (manager.go genericDeviceUpdateCallback):
+        # the widgets must still be listed, and the node still show them, when the watch ends
+        last = obs.get("last") or {}
+        at_end = f"at the end of the check's window ({LIVE_S:g} s from your registration): "
+        _judge_devices(last.get("devices"), when=at_end)
+        _judge_node(ctx, last.get("node"), 4, 4, at_end)
     return ctx.passed(f"your plugin registered {ctx.params['resource']}: four widgets on two NUMA nodes, capacity "
                       "and allocatable 4")
 
@@ -415,8 +439,42 @@ def answer_problem(available, must, size, answer) -> tuple[str, str] | None:
     return None
 
 
-def observe_preferred(ctx) -> dict:
+def _ask_preferred(client, requests) -> list[dict]:
+    """GetPreferredAllocation asked directly with each (available, must_include, size) of
+    `requests`: what was asked, and the plugin's answer or the rpc's error."""
+    out = []
+    for available, must, size in requests:
+        seen = {"available": list(available), "must_include": list(must), "size": size}
+        try:
+            seen["answer"] = client.get_preferred_allocation(list(available), list(must), size)
+        except Exception as exc:      # an rpc error, an unimplemented method
+            seen["error"] = str(exc)
+        out.append(seen)
+    return out
 
+
+def _judge_preferred_answers(obs: dict, requests, problem, *, no_option: str, asked: str, failed: str) -> None:
+    """What preferred and share judge alike of GetPreferredAllocation: the option offered, every
+    request of `requests` answered, and each answer kept to the exercise's rules (`problem`:
+    answer_problem or share_problem). Each exercise keeps its own words: `no_option` when the
+    option is not offered; `asked` names a request ({i}, {available}, {must}, {size}); `failed`
+    an rpc error ({asked}, {error})."""
+    if not (obs.get("options") or {}).get("get_preferred_allocation_available"):
+        _fail(no_option)
+    answers = obs.get("answers") or []
+    if len(answers) != len(requests):
+        _fail("not every GetPreferredAllocation request got an answer")
+    for i, seen in enumerate(answers, start=1):
+        available, must, size = seen.get("available") or [], seen.get("must_include") or [], seen.get("size")
+        request = asked.format(i=i, available=", ".join(available), must=", ".join(must) or "none", size=size)
+        if seen.get("error"):
+            _fail(failed.format(asked=request, error=seen["error"]))
+        wrong = problem(available, must, size, seen.get("answer"))
+        if wrong:
+            _fail(f"your answer to {request} {wrong[1]}")
+
+
+def observe_preferred(ctx) -> dict:
     resource = ctx.params["resource"]
     with _session(ctx) as s:
         _first_list(s, resource)
@@ -427,13 +485,7 @@ def observe_preferred(ctx) -> dict:
         client = s.kubelet.clients.get(resource)
         if client is None or not s.lists(resource):
             return _window(s, obs)
-        for available, must, size in REQUESTS:
-            answer = {"available": list(available), "must_include": list(must), "size": size}
-            try:
-                answer["answer"] = client.get_preferred_allocation(list(available), list(must), size)
-            except Exception as exc:      # an rpc error, an unimplemented method
-                answer["error"] = str(exc)
-            obs["answers"].append(answer)
+        obs["answers"] = _ask_preferred(client, REQUESTS)
         admitted = s.admit("pod-a", resource, 2)
         calls = [c for c in s.kubelet.manager.calls if c["call"] == "GetPreferredAllocation"]
         obs["pod"] = {"devices": admitted["devices"], "kubelet_called": bool(calls)}
@@ -442,21 +494,12 @@ def observe_preferred(ctx) -> dict:
 
 def judge_preferred(ctx, obs: dict):
     judge_register(ctx, obs)
-    if not (obs.get("options") or {}).get("get_preferred_allocation_available"):
-        _fail("your plugin's GetDevicePluginOptions answer does not say get_preferred_allocation_available: "
-              "kubelet never calls GetPreferredAllocation then")
-    answers = obs.get("answers") or []
-    if len(answers) != len(REQUESTS):
-        _fail("not every GetPreferredAllocation request got an answer")
-    for i, seen in enumerate(answers, start=1):
-        available, must, size = seen.get("available") or [], seen.get("must_include") or [], seen.get("size")
-        asked = (f"request {i} (available {', '.join(available)}; must_include {', '.join(must) or 'none'}; "
-                 f"allocation_size {size})")
-        if seen.get("error"):
-            _fail(f"GetPreferredAllocation failed for {asked}: {seen['error']}")
-        problem = answer_problem(available, must, size, seen.get("answer"))
-        if problem:
-            _fail(f"your answer to {asked} {problem[1]}")
+    _judge_preferred_answers(
+        obs, REQUESTS, answer_problem,
+        no_option=("your plugin's GetDevicePluginOptions answer does not say get_preferred_allocation_available: "
+                   "kubelet never calls GetPreferredAllocation then"),
+        asked="request {i} (available {available}; must_include {must}; allocation_size {size})",
+        failed="GetPreferredAllocation failed for {asked}: {error}")
     pod = obs.get("pod") or {}
     if not pod.get("kubelet_called"):
         _fail("kubelet did not call GetPreferredAllocation when it admitted a Pod")
@@ -507,15 +550,19 @@ def observe_restart(ctx, rng=None) -> dict:
                 break           # registered again before this restart, or stopped serving: judged as it is
             s.kubelet.restart()
             start = s.kubelet.starts
-            # kubelet's record of Register calls says which start each reached: one after this restart
-            again = s.wait(lambda: any(r["kubelet"] == start and r["stream"] is not None for r in s.registrations())
-                           and s.lists(resource) >= 1, CHANGE_S)     # s.lists counts the fresh manager's
-            if again:
+            # kubelet's record of Register calls says which start each reached: one after this restart,
+            # then the device list on the stream it opened (s.lists counts the fresh manager's), both
+            # within CHANGE_S of the restart
+            until = time.monotonic() + CHANGE_S
+            again = s.wait(lambda: any(r["kubelet"] == start and r["stream"] is not None for r in s.registrations()),
+                           CHANGE_S)
+            listed = again and s.wait(lambda: s.lists(resource) >= 1, until - time.monotonic())
+            if listed:
                 s.wait(lambda: False, SETTLE_S)
             held = s.kubelet.manager.pod_devices.get("pod-a", {}).get("c", {}).get(resource)
-            obs["restarts"].append({"registered_again": again, "node": s.node(),
+            obs["restarts"].append({"registered_again": again, "listed": listed, "node": s.node(),
                                     "held_after": list(held.devices) if held else []})
-            if not again:
+            if not listed:
                 break
             now = _registered_at(s, start)
             last, gap = now, now - last
@@ -544,6 +591,12 @@ def judge_restart(ctx, obs: dict):
                      "comes — one that registers again once, or after a fixed time, misses one") if n else ""
             _fail(f"after kubelet's {which} restart (kubelet.sock made anew, your socket removed) your plugin did not "
                   f"register again within {CHANGE_S:g} s{why}.{every}")
+        if not seen.get("listed"):
+            _fail(f"after kubelet's {which} restart your plugin registered again, but kubelet got no device list on "
+                  f"the ListAndWatch stream it opened then within {CHANGE_S:g} s: a restarted kubelet knows no device of "
+                  f"{ctx.params['resource']} (capacity 0) until the plugin lists them on the new stream — every "
+                  "Register opens a new one (plugin/v1beta1/handler.go connectClient), and kubelet learns the devices "
+                  "only from the messages of that stream (plugin/v1beta1/client.go Run)")
         last = n == RESTARTS - 1
         when = f"after kubelet's {which} restart" + ("" if last else f", before its {ORDINALS[n + 1]}") + ": "
         # after it: again exactly one registration, its stream open until the next restart, or to the end
@@ -758,13 +811,7 @@ def observe_share(ctx) -> dict:
         client = s.kubelet.clients.get(resource)
         if client is None or not s.lists(resource):
             return _window(s, obs)
-        for available, must, size in SHARE_REQUESTS:
-            seen = {"available": list(available), "must_include": list(must), "size": size}
-            try:
-                seen["answer"] = client.get_preferred_allocation(list(available), list(must), size)
-            except Exception as exc:      # an rpc error, an unimplemented method
-                seen["error"] = str(exc)
-            obs["answers"].append(seen)
+        obs["answers"] = _ask_preferred(client, SHARE_REQUESTS)
         for ids in SHARE_ALLOCATES:
             seen = {"devices": list(ids)}
             try:
@@ -806,21 +853,12 @@ def judge_share(ctx, obs: dict):
     _judge_registered(ctx, obs)
     _judge_devices(obs.get("devices"), expected=VCORE_NUMA)
     _judge_node(ctx, obs.get("node"), len(VCORES), len(VCORES))
-    if not (obs.get("options") or {}).get("get_preferred_allocation_available"):
-        _fail("your plugin's GetDevicePluginOptions answer does not say get_preferred_allocation_available: "
-              "kubelet never asks it which vcores to take, and puts a Pod's vcores wherever its own choice falls")
-    answers = obs.get("answers") or []
-    if len(answers) != len(SHARE_REQUESTS):
-        _fail("not every GetPreferredAllocation request got an answer")
-    for i, seen in enumerate(answers, start=1):
-        available, must, size = seen.get("available") or [], seen.get("must_include") or [], seen.get("size")
-        asked = (f"GetPreferredAllocation request {i} (available {', '.join(available)}; must_include "
-                 f"{', '.join(must) or 'none'}; allocation_size {size})")
-        if seen.get("error"):
-            _fail(f"{asked} failed: {seen['error']}")
-        problem = share_problem(available, must, size, seen.get("answer"))
-        if problem:
-            _fail(f"your answer to {asked} {problem[1]}")
+    _judge_preferred_answers(
+        obs, SHARE_REQUESTS, share_problem,
+        no_option=("your plugin's GetDevicePluginOptions answer does not say get_preferred_allocation_available: "
+                   "kubelet never asks it which vcores to take, and puts a Pod's vcores wherever its own choice falls"),
+        asked="GetPreferredAllocation request {i} (available {available}; must_include {must}; allocation_size {size})",
+        failed="{asked} failed: {error}")
     allocates = obs.get("allocates") or []
     if len(allocates) != len(SHARE_ALLOCATES):
         _fail("not every Allocate request got an answer")
@@ -869,6 +907,7 @@ REGISTRATION_WORDS = [
     (r"registrations(\[\])?", ("Register",)), (r"registrations\[\]\.resource", ("resource",)),
     (r"registrations\[\]\.version", ("version",)), (r"registrations\[\]\.error", ("refused",)),
     (r"registrations\[\]\.stream", ("ListAndWatch",)),
+    (r"(restarts\[\]\.)?registrations\[\]\.in_directory", ("not in $DEVICE_PLUGIN_DIR itself",)),
     (r"(\w+\.)?devices(\[\])?(\.ID)?", ("device IDs",)), (r"(\w+\.)?devices\[\]\.health", ("health",)),
     (r"(\w+\.)?devices\[\]\.numa.*", ("NUMA",)),
     (r"(\w+\.)?node(\.capacity.*)?", ("capacity",)), (r"(\w+\.)?node\.allocatable.*", ("allocatable",)),
@@ -900,7 +939,7 @@ def observation_mutants(exercise: str, obs: dict, words: list, *, skip=(), equiv
                     "registrations[].version": ["v1alpha1", "v1"], "registrations[].stream": STREAMS,
                     **(alternatives or {})}
     phases = ("broken", "healed", "others_broken", "others_healed")      # health_phases
-    for key in ("devices[].health", *(f"{p}.devices[].health" for p in phases)):
+    for key in ("devices[].health", *(f"{p}.devices[].health" for p in (*phases, "last"))):
         alternatives.setdefault(key, [UNHEALTHY, HEALTHY, "healthy", ""])
     skipped = lambda p: any(re.fullmatch(x, _generic(p))  # noqa: E731
                             for x in ("exited", "log", r"(\w+\.)?registrations\[\]\.(end|at|served)",

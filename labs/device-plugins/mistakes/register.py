@@ -44,6 +44,27 @@ def registers_before_serving(env):
     server = api.serve_plugin(Widgets(), str(PLUGIN_DIR / SOCKET))'''))
 
 
+@mistake("refused", "dial", "filepath.Join")
+def registers_its_sockets_full_path(env):
+    """Gives Register its socket's full path as the endpoint: kubelet joins the endpoint to its
+    device-plugins directory, even an absolute one, and dials a socket that is not there."""
+    _write(env, ("api.register(str(PLUGIN_DIR / api.KUBELET_SOCKET), SOCKET, RESOURCE, OPTIONS)",
+                 "api.register(str(PLUGIN_DIR / api.KUBELET_SOCKET), str(PLUGIN_DIR / SOCKET), RESOURCE, OPTIONS)"))
+
+
+@mistake("not in $DEVICE_PLUGIN_DIR itself")
+def serves_outside_kubelets_directory(env):
+    """Serves its socket one directory up and registers the endpoint `../widget.sock`: kubelet
+    dials it (filepath.Join cleans the `..`), but the socket is not where a restarted kubelet
+    looks for plugins' sockets and removes them."""
+    _write(env, ("""    (PLUGIN_DIR / SOCKET).unlink(missing_ok=True)
+    server = api.serve_plugin(Widgets(), str(PLUGIN_DIR / SOCKET))
+    api.register(str(PLUGIN_DIR / api.KUBELET_SOCKET), SOCKET, RESOURCE, OPTIONS)""",
+                 """    (PLUGIN_DIR.parent / SOCKET).unlink(missing_ok=True)
+    server = api.serve_plugin(Widgets(), str(PLUGIN_DIR.parent / SOCKET))
+    api.register(str(PLUGIN_DIR / api.KUBELET_SOCKET), "../" + SOCKET, RESOURCE, OPTIONS)"""))
+
+
 @mistake("refused", "ResourceName")
 def resource_without_domain(env):
     """Registers the resource as plain `widget`, like a built-in resource."""
@@ -62,6 +83,21 @@ def lowercase_health(env):
     """Writes the health as `healthy`: kubelet counts only the exact string Healthy."""
     _write(env, ("return {dev: given.get(dev, api.HEALTHY) for dev in DEVICES}",
                  'return {dev: given.get(dev, "healthy") for dev in DEVICES}'))
+
+
+@mistake("at the end of the check's window", "device IDs")
+def sends_an_empty_list_when_nothing_changed(env):
+    """Lists the widgets once, then, 1.5 s later and every 1.5 s after, an empty ListAndWatch
+    message "since nothing changed", as if the stream carried changes: each message is the whole
+    list, and kubelet forgets every widget the empty one leaves out."""
+    _write(env, ("""            if now != last:
+                last = now
+                yield device_list(now)""", """            if now != last:
+                last = now
+                yield device_list(now)
+            else:
+                time.sleep(1.4)
+                yield api.ListAndWatchResponse(devices=[])"""))
 
 
 @mistake("reference plugin", "yours to write")

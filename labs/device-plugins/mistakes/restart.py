@@ -26,6 +26,26 @@ def registers_on_the_old_socket(env):
                 api.register(str(PLUGIN_DIR / api.KUBELET_SOCKET), SOCKET, RESOURCE, OPTIONS)'''))
 
 
+@mistake("registered again", "no device list")
+def lists_only_on_its_first_stream(env):
+    """Remembers the last list it sent in a module global instead of per stream: after a restart
+    it registers again, but the new ListAndWatch stream never sends the widgets (nothing changed,
+    it thinks), and the restarted kubelet has none."""
+    _write(env, ("""    def ListAndWatch(self, request, context):
+        last = None
+        while context.is_active():
+            now = health()
+            if now != last:
+                last = now
+                yield device_list(now)""", """    def ListAndWatch(self, request, context):
+        global LAST
+        while context.is_active():
+            now = health()
+            if now != LAST:
+                LAST = now
+                yield device_list(now)"""), ("class Widgets:", "LAST = None\n\n\nclass Widgets:"))
+
+
 @mistake("registered", "times")
 def registers_again_every_second(env):
     """Serves anew and registers again every second instead of noticing that kubelet.sock was

@@ -1,6 +1,7 @@
 """Near-misses of what the node showed across kubelet's two restarts with the reference plugin: a
-restart not answered (the first or the second), each field of kubelet's record of the Register
-calls before, between and after the restarts changed (a stream ended, replaced, left open, closed),
+restart not answered (the first or the second), or answered without a device list, each field of
+kubelet's record of the Register calls before, between and after the restarts changed (a stream
+ended, replaced, left open, closed),
 the node's capacity or allocatable changed after a restart, the Pod's widgets before or after a
 restart changed, the later Pod given a held widget or too few — one at a time."""
 
@@ -9,6 +10,7 @@ def mutants(ctx):
     checks = ctx.lab._load("checks.py")
     words = [(r"restarts(\[\])?", ("after kubelet's",)),
              (r"restarts\[\]\.registered_again", ("register again",)),
+             (r"restarts\[\]\.listed", ("no device list",)),
              (r"restarts\[\]\.node.*", ("capacity",)),
              (r"held_before.*", ("checkpoint",)),
              (r"restarts\[\]\.held_after.*", ("checkpoint",)),
