@@ -631,6 +631,10 @@ def eviction_truth(lab) -> dict:
 
 
 def observe_noexecute(ctx):
+    """The prediction graded (the answer file, or the copy labkit kept when `labkit scheduler play`
+    or `explain` first showed part of the outcome), the six Pods the student changed, and the
+    first try of the experiment in the lab's cluster that came before the prediction (_live_try:
+    lab.noexecute_trial, or one kept across a reset)."""
     p = ctx.params
     lab = _lab(ctx)
     client = for_env(ctx.env).client()
@@ -640,11 +644,8 @@ def observe_noexecute(ctx):
         built = lab.drain_pod(name)["spec"].get("tolerations") or []
         if live is None or own_tolerations((live.get("spec") or {}).get("tolerations")) != built:
             changed.append(name)
-    tried = lab.first_eviction(ctx.env, ctx.ready_time)
-    written = _written_at(ctx.answer_path)
-    if tried is not None and written is not None and written < tried["at"]:
-        tried = None            # the prediction was written before the first eviction, and not changed since
-    return {"answer": ctx.answer(), "changed": changed, "tried": tried}
+    answer, note = _prediction(ctx)
+    return {"answer": answer, "note": note, "changed": changed, "tried": _live_try(ctx)}
 
 
 def _written_at(path) -> float | None:
@@ -656,9 +657,9 @@ def _written_at(path) -> float | None:
 
 def judge_noexecute(ctx, obs):
     lab = _lab(ctx)
-    answer = obs["answer"]
+    answer, kept_note = obs["answer"], obs.get("note", "")
     if not isinstance(answer, dict):
-        raise CheckFailed("write a mapping of each Pod name to 0, a number of seconds, or never",
+        raise CheckFailed("write a mapping of each Pod name to 0, a number of seconds, or never" + kept_note,
                           expected="a mapping", observed=answer)
     truth = eviction_truth(lab)
     given = {}
@@ -678,15 +679,15 @@ def judge_noexecute(ctx, obs):
                           "app=drain", expected=sorted(truth), observed=sorted(map(str, answer)))
     if obs.get("tried"):
         tried = obs["tried"]
-        return ctx.failed(f"the taint-eviction controller already deleted {tried['pod']} from {ctx.params['node']} "
-                          f"(at {tried['time']}: a NoExecute taint was added to it), and your prediction was written "
+        return ctx.failed(f"you tried the experiment in the lab's cluster before your prediction: {tried['what']} at "
+                          f"{tried['time']} (kubectl showed which Pods went, and when), and your prediction was written "
                           "or changed after that: a prediction made after watching is not one, and earns no points. "
-                          f"Work it out from the Pods' tolerations (see the hints); `labkit reset scheduler "
-                          f"{ctx.exercise.id}` builds node-e and its Pods afresh, and a prediction written then counts",
-                          expected="a prediction written before the first eviction from the node",
-                          observed=f"answer written after the eviction of {tried['pod']}", observed_in=LIVE)
+                          "Work it out from the Pods' tolerations (see the hints); a reset does not change that "
+                          "(labkit keeps when it was)",
+                          expected="a prediction written before the experiment was tried",
+                          observed=f"answer written after {tried['what']}", observed_in=LIVE)
     note = (f" (you changed or removed {', '.join(obs['changed'])}: the check judges the Pods as the lab built them)"
-            if obs.get("changed") else "")
+            if obs.get("changed") else "") + kept_note
     wrong = [name for name in truth if given[name] != truth[name]]
     if wrong:
         return ctx.failed(ctx.grid_feedback(wrong, len(truth), "Pods", advice="for each Pod, find the toleration "
