@@ -297,3 +297,27 @@ def test_the_shared_noexecute_case_is_played_and_the_gate_keeps_the_prediction(m
     answer_path("scheduler", "noexecute").write_text("plain: 0\n")
     assert withhold.noexecute_gate(case, "mine.yaml", "labkit scheduler play") is None
     assert predictions.kept("scheduler", "noexecute").text == "plain: 0\n"
+
+
+def test_labkit_scheduler_play_refuses_a_copy_of_node_es_pods_under_the_drain_taint_then_plays_it(tmp_path):
+    """The command a student runs: `labkit scheduler play -f` their own taint-eviction case says
+    what it withholds and why (the exercise, the answer file), exit 1, without an eviction time;
+    with a prediction written it plays the case."""
+    import yaml
+    from typer.testing import CliRunner
+
+    from labkit.cli import app
+    from labkit.exercises import answer_path
+    taint, six = _drain()
+    path = tmp_path / "mine.yaml"
+    case = _eviction_case(six, taint)
+    case["expect"] = {"evicted_after_seconds": {"p-plain": 0}}
+    path.write_text(yaml.safe_dump(case))
+    answer_path("scheduler", "noexecute").unlink(missing_ok=True)
+    refused = CliRunner().invoke(app, ["scheduler", "play", "-f", str(path)], prog_name="labkit")
+    assert refused.exit_code == 1 and "exercise noexecute" in refused.output, refused.output
+    assert str(answer_path("scheduler", "noexecute")) in refused.output and "evicted" not in refused.output
+    answer_path("scheduler", "noexecute").parent.mkdir(parents=True, exist_ok=True)
+    answer_path("scheduler", "noexecute").write_text("plain: 0\n")
+    shown = CliRunner().invoke(app, ["scheduler", "play", "-f", str(path), "-o", "json"], prog_name="labkit")
+    assert shown.exit_code == 0 and "evicted_after_seconds" in shown.output, shown.output
