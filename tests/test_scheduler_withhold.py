@@ -122,10 +122,22 @@ def _preempt_near_copies(case: dict) -> dict:
         p["priority"] = p["priority"] * 3 + 7
     renumbered["incoming"]["priority"] = 5000
     out["priorities renumbered"] = renumbered
+    # the incoming Pod, or the nodes, with another quantity that does not bind: the same victims
+    more_memory = copy.deepcopy(case)
+    more_memory["incoming"]["containers"][0]["requests"]["memory"] = "2Gi"
+    out["incoming asks more memory"] = more_memory
+    less_cpu = copy.deepcopy(case)
+    less_cpu["incoming"]["containers"][0]["requests"]["cpu"] = "2500m"
+    out["incoming asks less cpu"] = less_cpu
+    bigger = copy.deepcopy(case)
+    for n in bigger["nodes"]:
+        n["allocatable"] = {**n["allocatable"], "memory": "16Gi"}
+    out["nodes with more memory"] = bigger
     return out
 
 
-@pytest.mark.parametrize("edit", ["quantities written otherwise", "priorities renumbered"])
+@pytest.mark.parametrize("edit", ["quantities written otherwise", "priorities renumbered", "incoming asks more memory",
+                                  "incoming asks less cpu", "nodes with more memory"])
 def test_hand_edited_near_copies_of_the_preemption_case_are_withheld(edit):
     case = _case("preempt-predict")
     near = _preempt_near_copies(case)[edit]

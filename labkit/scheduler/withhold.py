@@ -77,10 +77,12 @@ def _near(one: tuple, other: tuple) -> bool:
 def _victim_shapes(case: dict) -> set[str]:
     """Each node of the case on which DefaultPreemption could make room for the incoming Pod
     (labkit's reconstruction, default_preemption.go SelectVictimsOnNode with the case's PDBs), as
-    what decides its victims whatever the names, the way quantities are written or the priorities'
-    values (only their order counts): the node's CPU and memory, the incoming Pod's requests, the
-    requests of the Pods it evicts and of those it leaves there, and the PDB violations. Nothing
-    for a case labkit cannot play."""
+    its outcome whatever the names, the way quantities are written or the priorities' values (only
+    their order counts): the requests of the Pods it evicts and of those it leaves there, and the
+    PDB violations. Not the node's capacity nor the incoming Pod's requests: an incoming Pod that
+    asks for more of a resource that does not bind (memory on a node with room), or a node with
+    more of it, shows the same victims, and is the same outcome. Nothing for a case labkit cannot
+    play."""
     from labkit.scheduler import framework as fw
     from labkit.scheduler.objects import CPU, MEMORY
     from labkit.scheduler.play import pod_of, snapshot_of
@@ -100,8 +102,7 @@ def _victim_shapes(case: dict) -> set[str]:
             if not victims:
                 continue
             kept = [p for p in node.pods if all(p is not v for v in victims)]
-            shapes.add(json.dumps({"node": [node.node.allocatable.get(CPU, 0), node.node.allocatable.get(MEMORY, 0)],
-                                   "incoming": shape(incoming), "victims": sorted(shape(v) for v in victims),
+            shapes.add(json.dumps({"victims": sorted(shape(v) for v in victims),
                                    "kept": sorted(shape(p) for p in kept), "violations": violations}))
         return shapes
     except Exception:       # a broken case shows nothing; play and explain say what is wrong with it
@@ -118,8 +119,9 @@ def reveals(case: dict, exercise_case: dict, exercise: str = "") -> bool:
     same PreferNoSchedule verdict): a hand-edited near-copy (quantities written otherwise, a Pod
     split in two, a few MiB more) shows the same scores. For preempt-predict, also any case with a
     node where preemption would evict Pods of the same requests as on one of the exercise's nodes,
-    for an incoming Pod of the same requests (_victim_shapes): a near-copy with the quantities
-    written otherwise or the priorities renumbered in the same order shows the same victims."""
+    and leave the same ones (_victim_shapes): a near-copy with the quantities written otherwise,
+    the priorities renumbered in the same order, or the incoming Pod or the nodes given more or
+    less of what does not decide the victims, shows the same victims."""
     if _incoming(case) == _incoming(exercise_case) and bool(_node_shapes(case) & _node_shapes(exercise_case)):
         return True
     if exercise == "preempt-predict":
