@@ -268,10 +268,20 @@ def observe_taint_effects(ctx):
                    and not (e.get("user") or {}).get("username", "").startswith("system:")
                    and (e.get("responseStatus") or {}).get("code", 500) < 300
                    for e in target.audit(since=ctx.ready_time) or [])
+    # node-f deleted by the student and registered again is not node-f tainted: a Node deleted takes
+    # its Pods with it on a cluster (the Pod GC controller, podgc/gc_controller.go gcOrphaned, deletes
+    # the Pods bound to a Node that stays gone past its 40 s quarantine)
+    node_deleted = any(e.get("verb") == "delete" and (e.get("objectRef") or {}).get("resource") == "nodes"
+                       and (e.get("objectRef") or {}).get("name") == p["node"]
+                       and not (e.get("user") or {}).get("username", "").startswith("system:")
+                       and (e.get("responseStatus") or {}).get("code", 500) < 300
+                       for e in target.audit(since=ctx.ready_time) or [])
+    pod = client.get_or_none("v1", "pods", p["pod"], p["namespace"])
     return {"nodes": {name: _node_view(client.get_or_none("v1", "nodes", name)) for name in _lab_nodes(_lab(ctx))},
             "rest": _node_rest(retiring),
-            "pod": client.get_or_none("v1", "pods", p["pod"], p["namespace"]) is not None,
-            "pod_deleted": replaced}
+            "pod": pod is not None,
+            "pod_tolerations": ((pod or {}).get("spec") or {}).get("tolerations") or [],
+            "pod_deleted": replaced, "node_deleted": node_deleted}
 
 
 def judge_taint_effects(ctx, obs):
@@ -308,14 +318,25 @@ def judge_taint_effects(ctx, obs):
     taints = node.get("taints") or []
     if not taints:
         raise CheckFailed(f"{name} has no taint yet: `kubectl describe node {name}` shows its taints")
+    if obs.get("node_deleted"):
+        return ctx.failed(f"you deleted the Node {name} and registered it again: that retires it by force, not with a "
+                          f"taint; on a cluster the Pod GC controller deletes the Pods bound to a Node that stays gone "
+                          f"(podgc/gc_controller.go gcOrphaned), {p['pod']} among them. Taint {name} in place "
+                          f"(`labkit reset scheduler {ctx.exercise.id}` registers it as the lab built it)",
+                          expected=f"{name} never deleted", observed="deleted", observed_in=LIVE)
     legacy = Pod(lab.LEGACY)
     evicts = [t for t in taints if t.get("effect") == "NoExecute"
               and tainteviction.eviction_delay(legacy, [t]) is not None]
     if evicts:
-        return ctx.failed(f"the taint {_taint_text(evicts[0])} has effect NoExecute: besides keeping new Pods off, it "
-                          f"makes the taint-eviction controller delete {p['pod']} (it tolerates no taint)",
-                          expected=f"{p['pod']} left running", observed=[_taint_text(t) for t in taints],
-                          observed_in=LIVE)
+        live = Pod(dict(lab.LEGACY, spec={**lab.LEGACY["spec"], "tolerations": obs.get("pod_tolerations") or []}))
+        if any(tainteviction.eviction_delay(live, [t]) is not None for t in evicts):
+            why = f"it makes the taint-eviction controller delete {p['pod']}, which does not tolerate it"
+        else:       # the student gave legacy a toleration: it stays, new Pods are still kept off
+            why = (f"{p['pod']} stays only through the toleration you gave it, and the TaintToleration Filter rejects "
+                   f"{name} for every new Pod that does not tolerate the taint, even when no other node fits")
+        return ctx.failed(f"the taint {_taint_text(evicts[0])} has effect NoExecute: {why}",
+                          expected=f"a taint that only lowers {name}'s score, {p['pod']} left running",
+                          observed=[_taint_text(t) for t in taints], observed_in=LIVE)
     forbids = [t for t in taints if t.get("effect") == "NoSchedule"]
     if forbids:
         return ctx.failed(f"the taint {_taint_text(forbids[0])} has effect NoSchedule: the TaintToleration Filter "

@@ -64,6 +64,8 @@ def mutants(ctx):
     yield Mutant("legacy-gone", "the Pod legacy is gone", names=("legacy", "gone"), observation={**obs, "pod": False})
     yield Mutant("legacy-made-again", "the Pod legacy deleted and made again", names=("legacy", "deleted"),
                  observation={**obs, "pod_deleted": True})
+    yield Mutant("node-made-again", f"{name} deleted and registered again with the taint",
+                 names=("deleted the Node", name), observation={**obs, "node_deleted": True})
     rest = obs["rest"]
     for key, value in (("annotations", {**rest["annotations"], "retired": "yes"}),
                        ("spec", {**rest["spec"], "podCIDR": "10.9.0.0/24"}),
