@@ -321,6 +321,7 @@ def noexecute_gate(case: dict, situation: str, tool: str) -> str | None:
         return None
     if predictions.reveal(LAB, NOEXECUTE, tool, situation=situation):
         return None
-    return (f"{situation} has a Pod that tolerates as one of noexecute's Pods does, with a NoExecute taint of the drain "
-            f"taint's key: what happens to it is what exercise {NOEXECUTE} asks you to predict (`labkit show {LAB} "
-            f"{NOEXECUTE}`): " + predictions.how_to_record(LAB, NOEXECUTE))
+    what = (f"{situation} tolerates" if situation.startswith("Pod ") else f"{situation} holds a Pod that tolerates")
+    return (f"{what} as one of noexecute's Pods does, next to a NoExecute taint of the drain taint's key: what happens "
+            f"to it is what exercise {NOEXECUTE} asks you to predict (`labkit show {LAB} {NOEXECUTE}`): "
+            + predictions.how_to_record(LAB, NOEXECUTE))

@@ -701,7 +701,7 @@ def judge_noexecute(ctx, obs):
     if obs.get("tried"):
         tried = obs["tried"]
         return ctx.failed(f"you tried the experiment in the lab's cluster before your prediction: {tried['what']} at "
-                          f"{tried['time']} (kubectl showed which Pods went, and when), and your prediction was written "
+                          f"{tried['time']} (kubectl shows what followed), and your prediction was written "
                           "or changed after that: a prediction made after watching is not one, and earns no points. "
                           "Work it out from the Pods' tolerations (see the hints); a reset does not change that "
                           "(labkit keeps when it was)",
