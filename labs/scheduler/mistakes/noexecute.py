@@ -80,3 +80,31 @@ def watches_a_copy_elsewhere(env):
     target.kubectl("delete", "pod", "plain-copy", "-n", "sched", "--force", "--grace-period=0", "--ignore-not-found")
     target.kubectl("delete", "node", "scratch")
     _predict(env)
+
+
+@mistake("tried the experiment", "after")
+def schedules_a_copy_first(env):
+    """Registers a scratch Node tainted drain=x:NoExecute and creates a Pod with patient's
+    toleration and no node: the lab's scheduler decides it next to that taint (where it may go,
+    `kubectl describe pod` and `labkit scheduler explain` say why); deletes both again, then
+    writes the right prediction."""
+    import json
+
+    from labkit.apiserver.target import for_env
+    from labkit.exercises import wait_for
+    from labkit.nodes import ready_node
+    target = for_env(env)
+    lab = env.lab.environment_module()
+    node = ready_node("scratch", {"cpu": "4", "memory": "8Gi", "pods": "110"}, {},
+                      [{"key": "drain", "value": "x", "effect": "NoExecute"}])
+    target.kubectl("create", "-f", "-", input=json.dumps(node))
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "patient-copy"},
+           "spec": {"tolerations": lab.drain_pod("patient")["spec"]["tolerations"],
+                    "containers": lab.drain_pod("patient")["spec"]["containers"]}}
+    target.kubectl("create", "-n", "default", "-f", "-", input=json.dumps(pod))
+    client = target.client()
+    assert wait_for(lambda: (client.get_or_none("v1", "pods", "patient-copy", "default") or {"spec": {}})["spec"]
+                    .get("nodeName"), timeout=30, interval=0.1)
+    target.kubectl("delete", "pod", "patient-copy", "-n", "default", "--force", "--grace-period=0")
+    target.kubectl("delete", "node", "scratch")
+    _predict(env)
