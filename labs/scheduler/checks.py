@@ -343,6 +343,15 @@ def judge_taint_effects(ctx, obs):
                           f"rejects {name} for every Pod that does not tolerate it, even when no other node fits",
                           expected=f"a taint that only lowers {name}'s score", observed=[_taint_text(t) for t in taints],
                           observed_in=LIVE)
+    # validation.go validateTaintEffect: kube-apiserver v1.34 accepts these three effects only
+    unknown = [t for t in taints if t.get("effect") not in EFFECTS]
+    if unknown:
+        return ctx.failed(f"the taint {_taint_text(unknown[0])} has the effect {unknown[0].get('effect')!r}, which is "
+                          f"none of {', '.join(EFFECTS)}: kube-apiserver v1.34 refuses such a taint "
+                          "(validation.go validateTaintEffect: Unsupported value), and no scheduler plugin acts on it; "
+                          "check its spelling",
+                          expected=f"a taint of one of the effects {', '.join(EFFECTS)}",
+                          observed=[_taint_text(t) for t in taints], observed_in=LIVE)
     if not obs["pod"]:
         return ctx.failed(f"the Pod {p['pod']} is gone: it was to keep running on {name} (`labkit reset scheduler "
                           f"{ctx.exercise.id}` brings it back)", expected=f"{p['pod']} still there", observed="gone",
@@ -731,10 +740,12 @@ def score_truth(case: dict) -> dict:
 
 
 def _live_try(ctx) -> dict | None:
-    """The first decision of the lab's scheduler on a copy of the exercise's case built in the
-    lab's cluster (lab.live_trial; one kept before a reset: labkit.predictions.kept_trial), when
-    the prediction graded was written or changed after it; else None. A prediction labkit kept
-    when `labkit scheduler explain` showed the case before that try is judged as it was."""
+    """The first try of the exercise's experiment in the lab's cluster (lab.live_trial: a decision
+    of the lab's scheduler on a copy of the case, or for noexecute a NoExecute taint on node-e or
+    a copy of its Pods; one kept before a reset: labkit.predictions.kept_trial), when the
+    prediction graded was written or changed after it; else None. A prediction labkit kept when a
+    tool showed the outcome is judged as it was: it counts when it was kept before the try, or
+    kept later from an answer file last written before the try."""
     tried = _lab(ctx).live_trial(ctx.env, ctx.exercise.id, ctx.ready_time)
     earlier = predictions.kept_trial(ctx.lab.id, ctx.exercise.id)
     if earlier is not None and (tried is None or earlier["at"] <= tried["at"]):
@@ -742,8 +753,8 @@ def _live_try(ctx) -> dict | None:
     if tried is None:
         return None
     kept = predictions.kept(ctx.lab.id, ctx.exercise.id)
-    if kept is not None:
-        return None if kept.at <= tried["at"] else tried
+    if kept is not None:      # kept before the try, or kept later from a file written before it
+        return None if kept.at <= tried["at"] or (kept.written is not None and kept.written < tried["at"]) else tried
     written = _written_at(ctx.answer_path)
     return None if written is not None and written < tried["at"] else tried
 
