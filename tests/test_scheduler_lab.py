@@ -371,3 +371,23 @@ def test_noexecute_a_prediction_written_before_tainting_node_e_counts_after_play
         assert result.status == "fail" and "tried the experiment" in result.message, result.message
     finally:
         runner.reset(lab, exercise_id="noexecute", forget_prediction=True)
+
+
+def test_cleanup_keeps_a_try_of_noexecute_as_a_reset_does(lab):
+    """`labkit cleanup scheduler` removes the API server's logs: the lab's keep_at_cleanup hook
+    (run by labkit.runner.cleanup before the teardown) keeps a taint of node-e seen there, so a
+    cleanup and a new `labkit run` do not make a prediction written after watching count."""
+    lab, env = lab
+    target = for_env(env)
+    runner.reset(lab, exercise_id="noexecute", forget_prediction=True)
+    try:
+        target.kubectl("taint", "node", "node-e", "drain=now:NoExecute")
+        assert wait_until(lambda: target.client().get("v1", "pods", "plain", "sched")["metadata"]
+                          .get("deletionTimestamp"), timeout=30)
+        assert predictions.kept_trial(LAB, "noexecute") is None
+        said = []
+        runner._keep_at_cleanup(LAB, env.state, said.append)     # what cleanup runs before its teardown
+        assert predictions.kept_trial(LAB, "noexecute")["pod"] == "sched/plain"
+        assert any("the experiment of noexecute" in line for line in said), said
+    finally:
+        runner.reset(lab, exercise_id="noexecute", forget_prediction=True)

@@ -38,6 +38,10 @@ Starting state (cluster-scoped Nodes; namespace `sched`):
   score-predict, preempt-predict: case files in scenarios/, played by `labkit scheduler
           explain -f` only once a prediction is written (labkit.scheduler.withhold)
 
+A try of a prediction exercise's experiment in the lab's cluster (a copy of score-predict's or
+preempt-predict's case, node-e tainted for noexecute) is kept before a reset and before `labkit
+cleanup scheduler` (keep_student_work, keep_at_cleanup): the logs that show it go with them.
+
 `labkit reset scheduler EXERCISE` (reset_exercise) builds one exercise's objects afresh (the Pod
 web and node-a..d; node-e and its Pods; node-f and legacy; job-1..3, the student's scheduler
 stopped; nightly, pinned to node-c and rejected again) and leaves the others as they are; `student_work` lists,
@@ -590,6 +594,14 @@ def keep_student_work(env, exercise_id: str | None) -> list[str]:
             notes.append(f"labkit keeps that {kept['what']} (at {kept['time']}), {what}: a "
                          "prediction written or changed after that earns no points, after this reset too")
     return notes
+
+
+def keep_at_cleanup(env) -> list[str]:
+    """`labkit cleanup scheduler` removes the API server's state, the logs that show a try of a
+    prediction exercise's experiment with it: such a try is kept first (keep_student_work), as
+    before a reset, so that cleanup and `labkit run` cannot turn a prediction written after
+    watching into one written before."""
+    return keep_student_work(env, None)
 
 
 def student_work(env, exercise_id: str | None) -> list[str]:
