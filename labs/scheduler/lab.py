@@ -575,7 +575,7 @@ def live_trial(env, exercise_id: str, since: float) -> dict | None:
     return min(found, key=lambda t: t["at"]) if found else None
 
 
-def keep_student_work(env, exercise_id: str | None) -> list[str]:
+def keep_student_work(env, exercise_id: str | None, doing: str = "reset") -> list[str]:
     """Before `labkit reset scheduler [EXERCISE]`: what showed a prediction exercise's outcome in
     the lab's cluster is kept (labkit.predictions.keep_trial): a live decision on a copy of
     score-predict's or preempt-predict's case (live_trial), a NoExecute taint on node-e or on a
@@ -592,7 +592,7 @@ def keep_student_work(env, exercise_id: str | None) -> list[str]:
             kept = predictions.keep_trial(env.lab.id, exercise, found)
             what = "the experiment of noexecute" if exercise == "noexecute" else f"a copy of {exercise}'s case"
             notes.append(f"labkit keeps that {kept['what']} (at {kept['time']}), {what}: a "
-                         "prediction written or changed after that earns no points, after this reset too")
+                         f"prediction written or changed after that earns no points, after this {doing} too")
     return notes
 
 
@@ -601,7 +601,7 @@ def keep_at_cleanup(env) -> list[str]:
     prediction exercise's experiment with it: such a try is kept first (keep_student_work), as
     before a reset, so that cleanup and `labkit run` cannot turn a prediction written after
     watching into one written before."""
-    return keep_student_work(env, None)
+    return keep_student_work(env, None, "cleanup")
 
 
 def student_work(env, exercise_id: str | None) -> list[str]:
