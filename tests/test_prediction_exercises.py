@@ -54,6 +54,18 @@ def _scheduler(lab, ex):
     return gate(load_case(path), path, "labkit scheduler explain")
 
 
+def _noexecute(lab, ex):
+    """`labkit scheduler play -f` a taint-eviction case of the student's own: node-e's six Pods
+    under the drain taint, other names."""
+    from labkit.scheduler.withhold import noexecute_gate
+    module = lab._load("lab.py")
+    pods = [{"name": f"copy-{i}", "nodeName": "n1", "containers": [{"name": "c"}],
+             **({"tolerations": t} if t else {})} for i, t in enumerate(module.DRAIN_PODS.values())]
+    case = {"id": "mine", "config": "taint-eviction-controller", "expect": {}, "pods": pods,
+            "nodes": [{"name": "n1", "allocatable": {}, "taints": [dict(module.DRAIN_TAINT)]}]}
+    return noexecute_gate(case, "mine.yaml", "labkit scheduler play")
+
+
 def _numa_pods(lab, ex):
     from labkit.numa import withhold
     from labkit.numa.admission import Node
@@ -157,6 +169,7 @@ def _namespace(lab, ex):
 SHOWS = {("gc", "predict-dangling"): _gc, ("namespace", "terminating-create"): _namespace,
          ("device-plugins", "checkpoint"): _devices,
          ("scheduler", "score-predict"): _scheduler, ("scheduler", "preempt-predict"): _scheduler,
+         ("scheduler", "noexecute"): _noexecute,
          ("numa", "qos"): _numa_pods, ("numa", "cpu-hints"): _numa_pods, ("numa", "static-cpus"): _numa_pods,
          ("numa", "memory"): _numa_pods, ("numa", "merge"): _numa_merge,
          ("resources", "qos"): _resources, ("resources", "eviction-order"): _resources,

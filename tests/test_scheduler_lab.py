@@ -334,3 +334,60 @@ def test_a_copy_of_the_preempt_case_built_live_preempts_as_v1_34_and_a_later_pre
         runner.reset(lab, exercise_id="preempt-predict", forget_prediction=True)
         runner.solve(lab, "preempt-predict")
         assert statuses(lab, "preempt-predict")["preempt-predict"].status == "pass"
+
+
+def test_noexecute_a_prediction_written_before_tainting_node_e_counts_after_play_keeps_it(lab, tmp_path):
+    """The way the exercise asks for: the prediction first, then node-e tainted and watched, then
+    `labkit scheduler play` of a case of one's own with a copy of a Pod (which keeps the
+    prediction, written before the taint): the check passes. A prediction changed after the taint
+    fails, also once play kept it."""
+    import yaml
+
+    lab, env = lab
+    target = for_env(env)
+    module = lab.environment_module()
+    runner.reset(lab, exercise_id="noexecute", forget_prediction=True)
+    answer_path(LAB, "noexecute").unlink(missing_ok=True)
+    case = tmp_path / "mine.yaml"
+    case.write_text(yaml.safe_dump({"id": "mine", "config": "taint-eviction-controller", "expect": {},
+                                    "nodes": [{"name": "n1", "allocatable": {}, "taints": [module.DRAIN_TAINT]}],
+                                    "pods": [{"name": "p", "nodeName": "n1", "containers": [{"name": "c"}]}]}))
+    try:
+        runner.solve(lab, "noexecute")
+        target.kubectl("taint", "node", "node-e", "drain=now:NoExecute")
+        assert wait_until(lambda: target.client().get("v1", "pods", "plain", "sched")["metadata"]
+                          .get("deletionTimestamp"), timeout=30)
+        assert "evicted_after_seconds" in labkit("scheduler", "play", "-f", str(case), "-o", "json", check=1).stdout
+        assert predictions.kept(LAB, "noexecute") is not None
+        result = statuses(lab, "noexecute")["noexecute"]
+        assert result.status == "pass", result.message
+        runner.reset(lab, exercise_id="noexecute", forget_prediction=True)
+        target.kubectl("taint", "node", "node-e", "drain=now:NoExecute")
+        assert wait_until(lambda: target.client().get("v1", "pods", "plain", "sched")["metadata"]
+                          .get("deletionTimestamp"), timeout=30)
+        runner.solve(lab, "noexecute")        # written again after the taint
+        labkit("scheduler", "play", "-f", str(case), "-o", "json", check=1)
+        result = statuses(lab, "noexecute")["noexecute"]
+        assert result.status == "fail" and "tried the experiment" in result.message, result.message
+    finally:
+        runner.reset(lab, exercise_id="noexecute", forget_prediction=True)
+
+
+def test_cleanup_keeps_a_try_of_noexecute_as_a_reset_does(lab):
+    """`labkit cleanup scheduler` removes the API server's logs: the lab's keep_at_cleanup hook
+    (run by labkit.runner.cleanup before the teardown) keeps a taint of node-e seen there, so a
+    cleanup and a new `labkit run` do not make a prediction written after watching count."""
+    lab, env = lab
+    target = for_env(env)
+    runner.reset(lab, exercise_id="noexecute", forget_prediction=True)
+    try:
+        target.kubectl("taint", "node", "node-e", "drain=now:NoExecute")
+        assert wait_until(lambda: target.client().get("v1", "pods", "plain", "sched")["metadata"]
+                          .get("deletionTimestamp"), timeout=30)
+        assert predictions.kept_trial(LAB, "noexecute") is None
+        said = []
+        runner._keep_at_cleanup(LAB, env.state, said.append)     # what cleanup runs before its teardown
+        assert predictions.kept_trial(LAB, "noexecute")["pod"] == "sched/plain"
+        assert any("the experiment of noexecute" in line for line in said), said
+    finally:
+        runner.reset(lab, exercise_id="noexecute", forget_prediction=True)

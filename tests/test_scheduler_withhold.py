@@ -122,10 +122,22 @@ def _preempt_near_copies(case: dict) -> dict:
         p["priority"] = p["priority"] * 3 + 7
     renumbered["incoming"]["priority"] = 5000
     out["priorities renumbered"] = renumbered
+    # the incoming Pod, or the nodes, with another quantity that does not bind: the same victims
+    more_memory = copy.deepcopy(case)
+    more_memory["incoming"]["containers"][0]["requests"]["memory"] = "2Gi"
+    out["incoming asks more memory"] = more_memory
+    less_cpu = copy.deepcopy(case)
+    less_cpu["incoming"]["containers"][0]["requests"]["cpu"] = "2500m"
+    out["incoming asks less cpu"] = less_cpu
+    bigger = copy.deepcopy(case)
+    for n in bigger["nodes"]:
+        n["allocatable"] = {**n["allocatable"], "memory": "16Gi"}
+    out["nodes with more memory"] = bigger
     return out
 
 
-@pytest.mark.parametrize("edit", ["quantities written otherwise", "priorities renumbered"])
+@pytest.mark.parametrize("edit", ["quantities written otherwise", "priorities renumbered", "incoming asks more memory",
+                                  "incoming asks less cpu", "nodes with more memory"])
 def test_hand_edited_near_copies_of_the_preemption_case_are_withheld(edit):
     case = _case("preempt-predict")
     near = _preempt_near_copies(case)[edit]
@@ -231,3 +243,93 @@ def test_a_decision_with_spreads_outcome_waits_for_the_spread_answer_whatever_th
     assert withhold.spread_gate(spread_outcome(cycle), "Pod mine/r9") is None
     path.write_text("zones: {zone-a: 2}\n")
     assert predictions.kept("scheduler", "spread").text == "zones: {zone-a: 3}\n"
+
+
+# -- noexecute: a Pod that tolerates as one of node-e's six, under a NoExecute taint of the drain key --
+
+def _drain():
+    module = get_lab("scheduler")._load("lab.py")
+    return dict(module.DRAIN_TAINT), {name: list(t) for name, t in module.DRAIN_PODS.items()}
+
+
+def _eviction_case(tolerations: dict, taint: dict) -> dict:
+    return {"id": "mine", "config": withhold.EVICTION_CASE, "expect": {},
+            "nodes": [{"name": "n1", "allocatable": {}, "taints": [taint]}],
+            "pods": [{"name": f"p-{name}", "nodeName": "n1", "containers": [{"name": "c"}],
+                      **({"tolerations": t} if t else {})} for name, t in tolerations.items()]}
+
+
+def test_each_of_node_es_pods_copied_under_the_drain_key_is_noexecutes_and_other_taints_are_not():
+    taint, six = _drain()
+    for name, tolerations in six.items():
+        assert withhold.noexecute_reveals(_eviction_case({name: tolerations}, taint)), name
+        other_value = dict(taint, value="whenever")
+        assert withhold.noexecute_reveals(_eviction_case({name: tolerations}, other_value)), name
+        other_key = dict(taint, key="labkit.example/elsewhere")
+        assert not withhold.noexecute_reveals(_eviction_case({name: tolerations}, other_key)), name
+        no_execute_elsewhere = dict(taint, effect="NoSchedule")
+        assert not withhold.noexecute_reveals(_eviction_case({name: tolerations}, no_execute_elsewhere)), name
+    # tolerations written otherwise to the same effect: the same verdicts under every drain taint
+    same = {"stubborn, without its effect": [{"key": taint["key"], "operator": "Exists"}],
+            "patient, with the default toleration too": [*six["patient"], {
+                "key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute",
+                "tolerationSeconds": 300}]}
+    for what, tolerations in same.items():
+        assert withhold.noexecute_reveals(_eviction_case({"x": tolerations}, taint)), what
+    # a Pod that behaves as none of the six (another tolerationSeconds) is shown
+    sixty = [dict(six["patient"][0], tolerationSeconds=60)]
+    assert not withhold.noexecute_reveals(_eviction_case({"x": sixty}, taint))
+
+
+def test_a_scheduling_case_whose_incoming_pod_tolerates_as_one_of_the_six_next_to_a_drain_taint_is_noexecutes():
+    taint, six = _drain()
+    case = {"id": "mine", "expect": {}, "nodes": [{"name": "n1", "allocatable": {"cpu": "1"}, "taints": [taint]}],
+            "incoming": {"name": "x", "containers": [{"name": "c", "requests": {"cpu": "100m"}}],
+                         "tolerations": six["other-value"]}}
+    assert withhold.noexecute_reveals(case)
+    case["nodes"][0]["taints"] = []
+    assert not withhold.noexecute_reveals(case)
+
+
+def test_the_shared_noexecute_case_is_played_and_the_gate_keeps_the_prediction(monkeypatch, tmp_path):
+    from support import shared_fidelity
+    from labkit import predictions
+    from labkit.exercises import answer_path
+    from pathlib import Path
+    shared = shared_fidelity("scheduler") or Path(__file__).resolve().parent / "fidelity" / "scheduler"
+    for path in sorted(shared.glob("*.yaml")):
+        assert not withhold.noexecute_reveals(load_yaml(path)), path.name
+    taint, six = _drain()
+    case = _eviction_case(six, taint)
+    answer_path("scheduler", "noexecute").unlink(missing_ok=True)
+    refused = withhold.noexecute_gate(case, "mine.yaml", "labkit scheduler play")
+    assert refused and "noexecute" in refused and str(answer_path("scheduler", "noexecute")) in refused
+    assert "never" not in refused and "120" not in refused
+    answer_path("scheduler", "noexecute").parent.mkdir(parents=True, exist_ok=True)
+    answer_path("scheduler", "noexecute").write_text("plain: 0\n")
+    assert withhold.noexecute_gate(case, "mine.yaml", "labkit scheduler play") is None
+    assert predictions.kept("scheduler", "noexecute").text == "plain: 0\n"
+
+
+def test_labkit_scheduler_play_refuses_a_copy_of_node_es_pods_under_the_drain_taint_then_plays_it(tmp_path):
+    """The command a student runs: `labkit scheduler play -f` their own taint-eviction case says
+    what it withholds and why (the exercise, the answer file), exit 1, without an eviction time;
+    with a prediction written it plays the case."""
+    import yaml
+    from typer.testing import CliRunner
+
+    from labkit.cli import app
+    from labkit.exercises import answer_path
+    taint, six = _drain()
+    path = tmp_path / "mine.yaml"
+    case = _eviction_case(six, taint)
+    case["expect"] = {"evicted_after_seconds": {"p-plain": 0}}
+    path.write_text(yaml.safe_dump(case))
+    answer_path("scheduler", "noexecute").unlink(missing_ok=True)
+    refused = CliRunner().invoke(app, ["scheduler", "play", "-f", str(path)], prog_name="labkit")
+    assert refused.exit_code == 1 and "exercise noexecute" in refused.output, refused.output
+    assert str(answer_path("scheduler", "noexecute")) in refused.output and "evicted" not in refused.output
+    answer_path("scheduler", "noexecute").parent.mkdir(parents=True, exist_ok=True)
+    answer_path("scheduler", "noexecute").write_text("plain: 0\n")
+    shown = CliRunner().invoke(app, ["scheduler", "play", "-f", str(path), "-o", "json"], prog_name="labkit")
+    assert shown.exit_code == 0 and "evicted_after_seconds" in shown.output, shown.output

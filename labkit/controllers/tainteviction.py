@@ -151,15 +151,22 @@ class TaintEvictionController(KeyedController):
         self._process(pod, taints, self.clock())
 
     def _process(self, obj: dict, taints: list[dict], now: float) -> None:
-        """processPodOnNode."""
+        """processPodOnNode. Each decision goes to the decision log with what it depended on (the
+        Pod's tolerations, its node's NoExecute taints) and the delay it gave: what a watcher of
+        the Pod learns, for labs whose predictions it answers."""
         pod = Pod(obj)
         ns, name = pod.namespace, pod.name
         all_tolerated, used = tainteviction.matching_tolerations(taints, pod.tolerations)
+        delay = tainteviction.min_toleration_seconds(used) if all_tolerated else 0
+        self.log.record(self.name, "process", {"namespace": ns, "name": name},
+                        f"pod {ns}/{name} on {pod.node_name}: " + ("not evicted (tolerated without tolerationSeconds)"
+                                                                   if delay is None else f"eviction due in {delay} s"),
+                        node=pod.node_name, taints=taints, tolerations=pod.tolerations,
+                        after="never" if delay is None else delay)
         if not all_tolerated:
             self._cancel(ns, name)
             self._add(ns, name, now, now)
             return
-        delay = tainteviction.min_toleration_seconds(used)
         if delay is None:
             self._cancel(ns, name)
             return

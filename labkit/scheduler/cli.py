@@ -1,8 +1,9 @@
 """`labkit scheduler`: kube-scheduler v1.34.1, reconstructed. `play` runs scheduler cases (nodes,
 Pods, the incoming Pod, a profile) and compares the outcome with what the case expects; `explain`
 shows one decision; `serve`/`stop` run a scheduler the student wrote, in the scheduler lab. The
-cases of the lab's prediction exercises are played only once a prediction is written
-(labkit.scheduler.withhold)."""
+cases of the lab's prediction exercises (and any case that shows part of one's outcome: a copy of
+score-predict's or preempt-predict's case, spread's outcome, a Pod that tolerates as one of
+noexecute's under its taint) are played only once a prediction is written (labkit.scheduler.withhold)."""
 
 from __future__ import annotations
 
@@ -24,9 +25,9 @@ FORMATS = ("table", "json", "yaml")
 
 def _withhold(loaded, tool: str) -> None:
     """The case of a scheduler-lab prediction is shown only once a prediction is written."""
-    from labkit.scheduler.withhold import gate
+    from labkit.scheduler.withhold import gate, noexecute_gate
 
-    _refuse([gate(case, path, tool) for path, case in loaded])
+    _refuse([r for path, case in loaded for r in (gate(case, path, tool), noexecute_gate(case, str(path), tool))])
 
 
 @app.command()
@@ -34,8 +35,10 @@ def play(files: List[Path] = typer.Option(..., "-f", "--filename", help="A case 
          output: Optional[str] = cliopts.output_option(FORMATS, "table"),
          seed: int = typer.Option(0, "--seed", help="Seed for breaking ties between equal scores.")):
     """Play each case on a fresh reconstruction and compare with its `expect`. Exit code 0 only
-    when every expectation of every case holds. The case of a prediction exercise of the
-    scheduler lab is played only once its prediction is written."""
+    when every expectation of every case holds. A case that shows part of the outcome of a
+    prediction exercise of the scheduler lab (its case file, a copy, or for noexecute a Pod that
+    tolerates as one of its Pods under a NoExecute taint of the drain key) is played only once
+    that prediction is written."""
     from labkit.scheduler.play import load_case, play as play_case
 
     fmt, _ = cliopts.resolve_output(output, FORMATS, "table")
@@ -64,7 +67,7 @@ def explain(pod: Optional[str] = typer.Argument(None, help="A Pod of the schedul
     from labkit.scheduler.explain import spread_outcome
     from labkit.scheduler.play import load_case, pod_of, snapshot_of
     from labkit.scheduler.profiles import make_profile
-    from labkit.scheduler.withhold import gate, spread_gate
+    from labkit.scheduler.withhold import gate, noexecute_gate, spread_gate
 
     tool = "labkit scheduler explain"
     if (pod is None) == (file is None):
@@ -74,7 +77,8 @@ def explain(pod: Optional[str] = typer.Argument(None, help="A Pod of the schedul
     if pod is not None:
         found = _live_record(pod, namespace)
         refusals = [gate(found["situation"], f"Pod {namespace}/{pod}", tool),
-                    spread_gate(found.get("spread"), f"Pod {namespace}/{pod}", tool)]
+                    spread_gate(found.get("spread"), f"Pod {namespace}/{pod}", tool),
+                    noexecute_gate(found["situation"], f"Pod {namespace}/{pod}", tool)]
         _refuse(refusals)
         typer.echo(found["explain"])
         return

@@ -3,11 +3,14 @@ labkit.predictions: which cases `labkit scheduler explain` and `play` show only 
 recorded (the exercise's case file, a copy of it with other names, or any case that holds one of
 its nodes with the same Pods and the same incoming Pod, other nodes added or left out; for
 score-predict also a near-copy: any case with a node scored as one of its nodes is, give or take a
-point; for preempt-predict any case with a node whose victims are shaped as on one of its nodes). Keeping the prediction when the decision is first shown, and grading that kept copy, is
-labkit.predictions'."""
+point; for preempt-predict any case with a node whose victims are shaped as on one of its nodes);
+spread's outcome (spread_gate); and noexecute's: any case with a Pod that tolerates as one of its
+six Pods does under a NoExecute taint of the drain taint's key (noexecute_gate). Keeping the
+prediction when the outcome is first shown, and grading that kept copy, is labkit.predictions'."""
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -74,10 +77,12 @@ def _near(one: tuple, other: tuple) -> bool:
 def _victim_shapes(case: dict) -> set[str]:
     """Each node of the case on which DefaultPreemption could make room for the incoming Pod
     (labkit's reconstruction, default_preemption.go SelectVictimsOnNode with the case's PDBs), as
-    what decides its victims whatever the names, the way quantities are written or the priorities'
-    values (only their order counts): the node's CPU and memory, the incoming Pod's requests, the
-    requests of the Pods it evicts and of those it leaves there, and the PDB violations. Nothing
-    for a case labkit cannot play."""
+    its outcome whatever the names, the way quantities are written or the priorities' values (only
+    their order counts): the requests of the Pods it evicts and of those it leaves there, and the
+    PDB violations. Not the node's capacity nor the incoming Pod's requests: an incoming Pod that
+    asks for more of a resource that does not bind (memory on a node with room), or a node with
+    more of it, shows the same victims, and is the same outcome. Nothing for a case labkit cannot
+    play."""
     from labkit.scheduler import framework as fw
     from labkit.scheduler.objects import CPU, MEMORY
     from labkit.scheduler.play import pod_of, snapshot_of
@@ -97,8 +102,7 @@ def _victim_shapes(case: dict) -> set[str]:
             if not victims:
                 continue
             kept = [p for p in node.pods if all(p is not v for v in victims)]
-            shapes.add(json.dumps({"node": [node.node.allocatable.get(CPU, 0), node.node.allocatable.get(MEMORY, 0)],
-                                   "incoming": shape(incoming), "victims": sorted(shape(v) for v in victims),
+            shapes.add(json.dumps({"victims": sorted(shape(v) for v in victims),
                                    "kept": sorted(shape(p) for p in kept), "violations": violations}))
         return shapes
     except Exception:       # a broken case shows nothing; play and explain say what is wrong with it
@@ -115,8 +119,9 @@ def reveals(case: dict, exercise_case: dict, exercise: str = "") -> bool:
     same PreferNoSchedule verdict): a hand-edited near-copy (quantities written otherwise, a Pod
     split in two, a few MiB more) shows the same scores. For preempt-predict, also any case with a
     node where preemption would evict Pods of the same requests as on one of the exercise's nodes,
-    for an incoming Pod of the same requests (_victim_shapes): a near-copy with the quantities
-    written otherwise or the priorities renumbered in the same order shows the same victims."""
+    and leave the same ones (_victim_shapes): a near-copy with the quantities written otherwise,
+    the priorities renumbered in the same order, or the incoming Pod or the nodes given more or
+    less of what does not decide the victims, shows the same victims."""
     if _incoming(case) == _incoming(exercise_case) and bool(_node_shapes(case) & _node_shapes(exercise_case)):
         return True
     if exercise == "preempt-predict":
@@ -219,3 +224,104 @@ def spread_gate(outcome: list | None, situation: str, tool: str = "labkit schedu
         return None
     return (f"{situation}: its zones and each node's Filter reason are what exercise {SPREAD} asks you to work out "
             f"(`labkit show {LAB} {SPREAD}`): " + predictions.how_to_record(LAB, SPREAD).replace("prediction", "answer"))
+
+
+# noexecute asks after how many seconds the taint-eviction controller deletes each of six Pods of
+# node-e once the drain taint is added. What shows part of that outcome, whatever the names: the
+# verdict on a Pod that behaves as one of the six under a NoExecute taint of the drain taint's key
+# (any value) — in `play`'s taint-eviction cases (each bound Pod's eviction time), as the incoming
+# Pod of a scheduling case or a live decision (TaintToleration's Filter verdict on a node with such
+# a taint: tolerated or not), or in the lab's cluster (the taint-eviction controller's decisions,
+# lab.noexecute_trial). A Pod "behaves as" one of the six when the controller gives it the same
+# delay under every NoExecute taint of that key and each value the six's tolerations name, the
+# drain taint's own, and one none names (toleration.go ToleratesTaint decides by key, value and
+# effect alone): a copy with other names, or tolerations written otherwise to the same effect.
+NOEXECUTE = "noexecute"
+EVICTION_CASE = "taint-eviction-controller"         # play's config of a taint-eviction case
+
+
+def _drain_situation() -> tuple[dict, list[list[dict]]] | None:
+    """(the drain taint, each of the six Pods' tolerations) as the lab builds them; None without the lab."""
+    from labkit.labs import discover
+    directory = discover().get(LAB)
+    if directory is None:
+        return None
+    taint, six = _drain_of(str(directory))
+    return dict(taint), [list(t) for t in six]
+
+
+@functools.lru_cache(maxsize=4)
+def _drain_of(directory: str) -> tuple[dict, list]:
+    from labkit.labs import load_lab
+    module = load_lab(Path(directory))._load("lab.py")
+    return dict(module.DRAIN_TAINT), [list(t) for t in module.DRAIN_PODS.values()]
+
+
+def _behaviour(tolerations: list, probes: list[dict]) -> tuple:
+    from labkit.scheduler import tainteviction
+    from labkit.scheduler.objects import Pod
+    pod = Pod({"metadata": {"name": "probe"}, "spec": {"tolerations": list(tolerations or [])}})
+    return tuple(tainteviction.eviction_delay(pod, [probe]) for probe in probes)
+
+
+def _probes(taint: dict, six: list[list[dict]]) -> list[dict]:
+    values = {taint.get("value") or "", "labkit-another-value"} | {
+        t.get("value") or "" for tolerations in six for t in tolerations if t.get("key") == taint["key"]}
+    return [{"key": taint["key"], "value": v, "effect": "NoExecute"} for v in sorted(values)]
+
+
+def drain_keyed(taints: list | None, key: str | None = None) -> bool:
+    """Whether `taints` hold a NoExecute taint of the drain taint's key."""
+    if key is None:
+        found = _drain_situation()
+        if found is None:
+            return False
+        key = found[0]["key"]
+    return any(isinstance(t, dict) and t.get("effect") == "NoExecute" and t.get("key") == key for t in taints or [])
+
+
+def behaves_as_drain_pod(tolerations: list | None) -> bool:
+    """Whether a Pod with these tolerations behaves as one of noexecute's six under the drain
+    taint's key (see above)."""
+    found = _drain_situation()
+    if found is None:
+        return False
+    taint, six = found
+    probes = _probes(taint, six)
+    try:
+        return _behaviour(tolerations or [], probes) in {_behaviour(t, probes) for t in six}
+    except (TypeError, ValueError, AttributeError):     # tolerations broken by hand show nothing
+        return False
+
+
+def noexecute_reveals(case: dict) -> bool:
+    """Whether playing or explaining `case` shows part of noexecute's outcome: in a taint-eviction
+    case, a Pod bound to a node with a NoExecute taint of the drain key that behaves as one of the
+    six; in a scheduling case, an incoming Pod that behaves as one of the six, with a node that
+    has such a taint (its Filter verdict there)."""
+    if not isinstance(case, dict):
+        return False
+    nodes = [n for n in case.get("nodes") or [] if isinstance(n, dict)]
+    if not any(drain_keyed(n.get("taints")) for n in nodes):
+        return False
+    if case.get("config") == EVICTION_CASE:
+        tainted = {n.get("name") for n in nodes if drain_keyed(n.get("taints"))}
+        return any(isinstance(p, dict) and p.get("nodeName") in tainted and behaves_as_drain_pod(p.get("tolerations"))
+                   for p in case.get("pods") or [])
+    incoming = case.get("incoming")
+    return isinstance(incoming, dict) and behaves_as_drain_pod(incoming.get("tolerations"))
+
+
+def noexecute_gate(case: dict, situation: str, tool: str) -> str | None:
+    """None when `case` may be played and shown; else what to say instead: it shows part of
+    noexecute's outcome and no prediction is written yet. Shown once one is, which keeps that
+    prediction as it is then: noexecute's check grades that kept copy."""
+    from labkit import predictions
+    if not noexecute_reveals(case):
+        return None
+    if predictions.reveal(LAB, NOEXECUTE, tool, situation=situation):
+        return None
+    what = (f"{situation} tolerates" if situation.startswith("Pod ") else f"{situation} holds a Pod that tolerates")
+    return (f"{what} as one of noexecute's Pods does, next to a NoExecute taint of the drain taint's key: what happens "
+            f"to it is what exercise {NOEXECUTE} asks you to predict (`labkit show {LAB} {NOEXECUTE}`): "
+            + predictions.how_to_record(LAB, NOEXECUTE))

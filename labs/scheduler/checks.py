@@ -268,10 +268,20 @@ def observe_taint_effects(ctx):
                    and not (e.get("user") or {}).get("username", "").startswith("system:")
                    and (e.get("responseStatus") or {}).get("code", 500) < 300
                    for e in target.audit(since=ctx.ready_time) or [])
+    # node-f deleted by the student and registered again is not node-f tainted: a Node deleted takes
+    # its Pods with it on a cluster (the Pod GC controller, podgc/gc_controller.go gcOrphaned, deletes
+    # the Pods bound to a Node that stays gone past its 40 s quarantine)
+    node_deleted = any(e.get("verb") == "delete" and (e.get("objectRef") or {}).get("resource") == "nodes"
+                       and (e.get("objectRef") or {}).get("name") == p["node"]
+                       and not (e.get("user") or {}).get("username", "").startswith("system:")
+                       and (e.get("responseStatus") or {}).get("code", 500) < 300
+                       for e in target.audit(since=ctx.ready_time) or [])
+    pod = client.get_or_none("v1", "pods", p["pod"], p["namespace"])
     return {"nodes": {name: _node_view(client.get_or_none("v1", "nodes", name)) for name in _lab_nodes(_lab(ctx))},
             "rest": _node_rest(retiring),
-            "pod": client.get_or_none("v1", "pods", p["pod"], p["namespace"]) is not None,
-            "pod_deleted": replaced}
+            "pod": pod is not None,
+            "pod_tolerations": ((pod or {}).get("spec") or {}).get("tolerations") or [],
+            "pod_deleted": replaced, "node_deleted": node_deleted}
 
 
 def judge_taint_effects(ctx, obs):
@@ -308,20 +318,40 @@ def judge_taint_effects(ctx, obs):
     taints = node.get("taints") or []
     if not taints:
         raise CheckFailed(f"{name} has no taint yet: `kubectl describe node {name}` shows its taints")
+    if obs.get("node_deleted"):
+        return ctx.failed(f"you deleted the Node {name} and registered it again: that retires it by force, not with a "
+                          f"taint; on a cluster the Pod GC controller deletes the Pods bound to a Node that stays gone "
+                          f"(podgc/gc_controller.go gcOrphaned), {p['pod']} among them. Taint {name} in place "
+                          f"(`labkit reset scheduler {ctx.exercise.id}` registers it as the lab built it)",
+                          expected=f"{name} never deleted", observed="deleted", observed_in=LIVE)
     legacy = Pod(lab.LEGACY)
     evicts = [t for t in taints if t.get("effect") == "NoExecute"
               and tainteviction.eviction_delay(legacy, [t]) is not None]
     if evicts:
-        return ctx.failed(f"the taint {_taint_text(evicts[0])} has effect NoExecute: besides keeping new Pods off, it "
-                          f"makes the taint-eviction controller delete {p['pod']} (it tolerates no taint)",
-                          expected=f"{p['pod']} left running", observed=[_taint_text(t) for t in taints],
-                          observed_in=LIVE)
+        live = Pod(dict(lab.LEGACY, spec={**lab.LEGACY["spec"], "tolerations": obs.get("pod_tolerations") or []}))
+        if any(tainteviction.eviction_delay(live, [t]) is not None for t in evicts):
+            why = f"it makes the taint-eviction controller delete {p['pod']}, which does not tolerate it"
+        else:       # the student gave legacy a toleration: it stays, new Pods are still kept off
+            why = (f"{p['pod']} stays only through the toleration you gave it, and the TaintToleration Filter rejects "
+                   f"{name} for every new Pod that does not tolerate the taint, even when no other node fits")
+        return ctx.failed(f"the taint {_taint_text(evicts[0])} has effect NoExecute: {why}",
+                          expected=f"a taint that only lowers {name}'s score, {p['pod']} left running",
+                          observed=[_taint_text(t) for t in taints], observed_in=LIVE)
     forbids = [t for t in taints if t.get("effect") == "NoSchedule"]
     if forbids:
         return ctx.failed(f"the taint {_taint_text(forbids[0])} has effect NoSchedule: the TaintToleration Filter "
                           f"rejects {name} for every Pod that does not tolerate it, even when no other node fits",
                           expected=f"a taint that only lowers {name}'s score", observed=[_taint_text(t) for t in taints],
                           observed_in=LIVE)
+    # validation.go validateTaintEffect: kube-apiserver v1.34 accepts these three effects only
+    unknown = [t for t in taints if t.get("effect") not in EFFECTS]
+    if unknown:
+        return ctx.failed(f"the taint {_taint_text(unknown[0])} has the effect {unknown[0].get('effect')!r}, which is "
+                          f"none of {', '.join(EFFECTS)}: kube-apiserver v1.34 refuses such a taint "
+                          "(validation.go validateTaintEffect: Unsupported value), and no scheduler plugin acts on it; "
+                          "check its spelling",
+                          expected=f"a taint of one of the effects {', '.join(EFFECTS)}",
+                          observed=[_taint_text(t) for t in taints], observed_in=LIVE)
     if not obs["pod"]:
         return ctx.failed(f"the Pod {p['pod']} is gone: it was to keep running on {name} (`labkit reset scheduler "
                           f"{ctx.exercise.id}` brings it back)", expected=f"{p['pod']} still there", observed="gone",
@@ -631,6 +661,10 @@ def eviction_truth(lab) -> dict:
 
 
 def observe_noexecute(ctx):
+    """The prediction graded (the answer file, or the copy labkit kept when `labkit scheduler play`
+    or `explain` first showed part of the outcome), the six Pods the student changed, and the
+    first try of the experiment in the lab's cluster that came before the prediction (_live_try:
+    lab.noexecute_trial, or one kept across a reset)."""
     p = ctx.params
     lab = _lab(ctx)
     client = for_env(ctx.env).client()
@@ -640,11 +674,8 @@ def observe_noexecute(ctx):
         built = lab.drain_pod(name)["spec"].get("tolerations") or []
         if live is None or own_tolerations((live.get("spec") or {}).get("tolerations")) != built:
             changed.append(name)
-    tried = lab.first_eviction(ctx.env, ctx.ready_time)
-    written = _written_at(ctx.answer_path)
-    if tried is not None and written is not None and written < tried["at"]:
-        tried = None            # the prediction was written before the first eviction, and not changed since
-    return {"answer": ctx.answer(), "changed": changed, "tried": tried}
+    answer, note = _prediction(ctx)
+    return {"answer": answer, "note": note, "changed": changed, "tried": _live_try(ctx)}
 
 
 def _written_at(path) -> float | None:
@@ -656,9 +687,9 @@ def _written_at(path) -> float | None:
 
 def judge_noexecute(ctx, obs):
     lab = _lab(ctx)
-    answer = obs["answer"]
+    answer, kept_note = obs["answer"], obs.get("note", "")
     if not isinstance(answer, dict):
-        raise CheckFailed("write a mapping of each Pod name to 0, a number of seconds, or never",
+        raise CheckFailed("write a mapping of each Pod name to 0, a number of seconds, or never" + kept_note,
                           expected="a mapping", observed=answer)
     truth = eviction_truth(lab)
     given = {}
@@ -678,15 +709,15 @@ def judge_noexecute(ctx, obs):
                           "app=drain", expected=sorted(truth), observed=sorted(map(str, answer)))
     if obs.get("tried"):
         tried = obs["tried"]
-        return ctx.failed(f"the taint-eviction controller already deleted {tried['pod']} from {ctx.params['node']} "
-                          f"(at {tried['time']}: a NoExecute taint was added to it), and your prediction was written "
+        return ctx.failed(f"you tried the experiment in the lab's cluster before your prediction: {tried['what']} at "
+                          f"{tried['time']} (kubectl shows what followed), and your prediction was written "
                           "or changed after that: a prediction made after watching is not one, and earns no points. "
-                          f"Work it out from the Pods' tolerations (see the hints); `labkit reset scheduler "
-                          f"{ctx.exercise.id}` builds node-e and its Pods afresh, and a prediction written then counts",
-                          expected="a prediction written before the first eviction from the node",
-                          observed=f"answer written after the eviction of {tried['pod']}", observed_in=LIVE)
+                          "Work it out from the Pods' tolerations (see the hints); a reset does not change that "
+                          "(labkit keeps when it was)",
+                          expected="a prediction written before the experiment was tried",
+                          observed=f"answer written after {tried['what']}", observed_in=LIVE)
     note = (f" (you changed or removed {', '.join(obs['changed'])}: the check judges the Pods as the lab built them)"
-            if obs.get("changed") else "")
+            if obs.get("changed") else "") + kept_note
     wrong = [name for name in truth if given[name] != truth[name]]
     if wrong:
         return ctx.failed(ctx.grid_feedback(wrong, len(truth), "Pods", advice="for each Pod, find the toleration "
@@ -709,10 +740,12 @@ def score_truth(case: dict) -> dict:
 
 
 def _live_try(ctx) -> dict | None:
-    """The first decision of the lab's scheduler on a copy of the exercise's case built in the
-    lab's cluster (lab.live_trial; one kept before a reset: labkit.predictions.kept_trial), when
-    the prediction graded was written or changed after it; else None. A prediction labkit kept
-    when `labkit scheduler explain` showed the case before that try is judged as it was."""
+    """The first try of the exercise's experiment in the lab's cluster (lab.live_trial: a decision
+    of the lab's scheduler on a copy of the case, or for noexecute a NoExecute taint on node-e or
+    a copy of its Pods; one kept before a reset: labkit.predictions.kept_trial), when the
+    prediction graded was written or changed after it; else None. A prediction labkit kept when a
+    tool showed the outcome is judged as it was: it counts when it was kept before the try, or
+    kept later from an answer file last written before the try."""
     tried = _lab(ctx).live_trial(ctx.env, ctx.exercise.id, ctx.ready_time)
     earlier = predictions.kept_trial(ctx.lab.id, ctx.exercise.id)
     if earlier is not None and (tried is None or earlier["at"] <= tried["at"]):
@@ -720,8 +753,8 @@ def _live_try(ctx) -> dict | None:
     if tried is None:
         return None
     kept = predictions.kept(ctx.lab.id, ctx.exercise.id)
-    if kept is not None:
-        return None if kept.at <= tried["at"] else tried
+    if kept is not None:      # kept before the try, or kept later from a file written before it
+        return None if kept.at <= tried["at"] or (kept.written is not None and kept.written < tried["at"]) else tried
     written = _written_at(ctx.answer_path)
     return None if written is not None and written < tried["at"] else tried
 

@@ -38,6 +38,10 @@ Starting state (cluster-scoped Nodes; namespace `sched`):
   score-predict, preempt-predict: case files in scenarios/, played by `labkit scheduler
           explain -f` only once a prediction is written (labkit.scheduler.withhold)
 
+A try of a prediction exercise's experiment in the lab's cluster (a copy of score-predict's or
+preempt-predict's case, node-e tainted for noexecute) is kept before a reset and before `labkit
+cleanup scheduler` (keep_student_work, keep_at_cleanup): the logs that show it go with them.
+
 `labkit reset scheduler EXERCISE` (reset_exercise) builds one exercise's objects afresh (the Pod
 web and node-a..d; node-e and its Pods; node-f and legacy; job-1..3, the student's scheduler
 stopped; nightly, pinned to node-c and rejected again) and leaves the others as they are; `student_work` lists,
@@ -50,7 +54,6 @@ from __future__ import annotations
 import copy
 
 from labkit.apiserver.errors import ApiError
-from labkit.apiserver.server import spawn
 from labkit.apiserver.target import SERVER_TAG, for_env
 from labkit.controllers.manager import DEFAULT_CONTROLLERS
 from labkit.crashpoints import crash_point
@@ -407,6 +410,10 @@ BUILD_ORDER = ("noexecute", "taint-effects", "spread", "binpack", "why-pending",
 
 
 def up(env):
+    # the server's module (~0.5 s to import) is imported here, not at the top: every other user of
+    # this module (the checks, `labkit scheduler play` and `explain`, resets) only talks to the
+    # running server or reads the lab's objects
+    from labkit.apiserver.server import spawn
     spawn(env, SERVER_TAG, controllers=CONTROLLERS)     # its state directory is in the ledger
     crash_point("scheduler:server")
     client = for_env(env).client()
@@ -480,22 +487,60 @@ def part_of(resource: str | None, namespace: str | None, name: str | None) -> st
     return None
 
 
-def first_eviction(env, since: float) -> dict | None:
-    """The first of noexecute's six Pods the lab's taint-eviction controller deleted since `since`
-    (its decision log): {at, time, pod}; None if none, or on a real cluster."""
+def noexecute_trial(env, since: float) -> dict | None:
+    """The first sign since `since` that the student tried noexecute's experiment in the lab's
+    cluster, by the rule `labkit scheduler play` withholds by (labkit.scheduler.withhold): the
+    taint-eviction controller deciding (its decision log: evict at once, later, or never) for one
+    of the six Pods of node-e under a NoExecute taint someone put there (not the node lifecycle
+    controller's node.kubernetes.io/ ones), or for any Pod that tolerates as one of them under a
+    NoExecute taint of the drain key (a copy); or the lab's scheduler deciding a Pod that tolerates
+    as one of them while a node had such a taint (its FailedScheduling message, or where it bound
+    it, shows whether it tolerates the taint). {at, time, pod, what}; None if none, or on a real
+    cluster. What the student looked at labkit cannot know: the try is what kubectl could show."""
+    import json
     import time
-    for d in for_env(env).decisions(since=since) or []:
+
+    from labkit.scheduler import withhold
+    from labkit.scheduler.explain import RECORDS
+    target = for_env(env)
+    if not target.embedded:
+        return None
+
+    def found(at: float, pod: str, what: str) -> dict:
+        return {"at": at, "time": time.strftime("%H:%M:%S", time.gmtime(at)), "pod": pod, "what": what}
+    tries = []
+    for d in target.decisions(since=since) or []:
+        if d.get("controller") != "tainteviction" or d.get("action") != "process":
+            continue
         item = d.get("item") or {}
-        if d.get("controller") == "tainteviction" and d.get("action") == "evict" \
-                and item.get("namespace") == NAMESPACE and item.get("name") in DRAIN_PODS:
-            return {"at": d["ts"], "time": time.strftime("%H:%M:%S", time.gmtime(d["ts"])), "pod": item["name"],
-                    "what": f"the taint-eviction controller deleted {item['name']}"}
-    return None
+        taints = [t for t in d.get("taints") or [] if not str(t.get("key", "")).startswith("node.kubernetes.io/")]
+        ours = item.get("namespace") == NAMESPACE and item.get("name") in DRAIN_PODS \
+            and d.get("node") == DRAIN_NODE["metadata"]["name"] and taints
+        if ours or (withhold.drain_keyed(taints, DRAIN_TAINT["key"]) and withhold.behaves_as_drain_pod(d.get("tolerations"))):
+            shown = ", ".join(f"{t.get('key')}={t.get('value') or ''}:NoExecute" for t in taints)
+            tries.append(found(d["ts"], f"{item.get('namespace')}/{item.get('name')}",
+                               f"the taint-eviction controller decided for the Pod {item.get('namespace')}/"
+                               f"{item.get('name')} on {d.get('node')} under the taint {shown}"))
+            break
+    for path in sorted((target.state_dir / RECORDS).glob("*/*.json")):
+        try:
+            kept = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        for seen in kept.get("history") or []:
+            at = seen.get("at")
+            if isinstance(at, (int, float)) and at >= since and withhold.noexecute_reveals(seen.get("situation")):
+                pod = f"{path.parent.name}/{path.stem}"
+                tries.append(found(at, pod, f"the lab's scheduler decided the Pod {pod}, which tolerates as one of "
+                                            "node-e's Pods does, next to a node with a NoExecute taint of the drain key"))
+                break
+    return min(tries, key=lambda t: t["at"]) if tries else None
 
 
 def live_trial(env, exercise_id: str, since: float) -> dict | None:
-    """The first Pod the lab's scheduler decided since `since` whose situation is, or holds part
-    of, the case of prediction exercise `exercise_id` (score-predict, preempt-predict), by the rule
+    """For noexecute, noexecute_trial. Else the first Pod the lab's scheduler decided since `since`
+    whose situation is, or holds part of, the case of prediction exercise `exercise_id`
+    (score-predict, preempt-predict), by the rule
     `labkit scheduler explain` withholds by (labkit.scheduler.withhold.reveals): a copy of the case
     built in the lab's cluster, whose binding, preemption and events kubectl shows. From the
     records the scheduler keeps of its decisions (each situation a Pod was decided in, and when:
@@ -506,6 +551,8 @@ def live_trial(env, exercise_id: str, since: float) -> dict | None:
     from labkit.inputs import load_yaml
     from labkit.scheduler import withhold
     from labkit.scheduler.explain import RECORDS
+    if exercise_id == "noexecute":
+        return noexecute_trial(env, since)
     target = for_env(env)
     if not target.embedded:
         return None
@@ -528,23 +575,33 @@ def live_trial(env, exercise_id: str, since: float) -> dict | None:
     return min(found, key=lambda t: t["at"]) if found else None
 
 
-def keep_student_work(env, exercise_id: str | None) -> list[str]:
+def keep_student_work(env, exercise_id: str | None, doing: str = "reset") -> list[str]:
     """Before `labkit reset scheduler [EXERCISE]`: what showed a prediction exercise's outcome in
     the lab's cluster is kept (labkit.predictions.keep_trial): a live decision on a copy of
-    score-predict's or preempt-predict's case (live_trial). A reset of the exercise starts its
+    score-predict's or preempt-predict's case (live_trial), a NoExecute taint on node-e or on a
+    copy of its Pods (noexecute_trial). A reset of the exercise starts its
     check's reading of the records anew; a reset of the whole lab starts a new API server with
     none: neither may turn a prediction written after watching into one written before."""
     from labkit import predictions
     notes = []
-    for exercise in ("score-predict", "preempt-predict"):
+    for exercise in ("score-predict", "preempt-predict", "noexecute"):
         if exercise_id not in (None, exercise):
             continue
         found = live_trial(env, exercise, env.state.ready_time(exercise))
         if found is not None:
             kept = predictions.keep_trial(env.lab.id, exercise, found)
-            notes.append(f"labkit keeps that {kept['what']} (at {kept['time']}), a copy of {exercise}'s case: a "
-                         "prediction written or changed after that earns no points, after this reset too")
+            what = "the experiment of noexecute" if exercise == "noexecute" else f"a copy of {exercise}'s case"
+            notes.append(f"labkit keeps that {kept['what']} (at {kept['time']}), {what}: a "
+                         f"prediction written or changed after that earns no points, after this {doing} too")
     return notes
+
+
+def keep_at_cleanup(env) -> list[str]:
+    """`labkit cleanup scheduler` removes the API server's state, the logs that show a try of a
+    prediction exercise's experiment with it: such a try is kept first (keep_student_work), as
+    before a reset, so that cleanup and `labkit run` cannot turn a prediction written after
+    watching into one written before."""
+    return keep_student_work(env, None, "cleanup")
 
 
 def student_work(env, exercise_id: str | None) -> list[str]:

@@ -43,8 +43,42 @@ def makes_legacy_again(env):
     target.kubectl("taint", "node", "node-f", "retiring=true:PreferNoSchedule")
 
 
+@mistake("NoExecute", "toleration you gave it", "even when no other node fits")
+def no_execute_that_legacy_tolerates(env):
+    """Gives legacy a toleration of the taint (tolerations may be added to a Pod), then taints
+    node-f NoExecute: legacy stays, but new Pods are kept off node-f as by NoSchedule."""
+    target = for_env(env)
+    target.kubectl("patch", "pod", "legacy", "-n", "sched", "--type=json", "-p",
+                   '[{"op":"add","path":"/spec/tolerations/-","value":{"key":"retiring","operator":"Exists",'
+                   '"effect":"NoExecute"}}]')
+    target.kubectl("taint", "node", "node-f", "retiring=true:NoExecute")
+
+
+@mistake("deleted the Node node-f", "in place")
+def registers_the_node_again_tainted(env):
+    """Deletes node-f and creates it again with a PreferNoSchedule taint (from `kubectl get node
+    node-f -o json`, its uid and resourceVersion dropped): every field as asked, but the Node was
+    deleted, which on a cluster takes legacy with it (Pod GC)."""
+    import json
+    target = for_env(env)
+    node = target.client().get("v1", "nodes", "node-f")
+    for key in ("uid", "resourceVersion", "creationTimestamp", "managedFields"):
+        node["metadata"].pop(key, None)
+    node["spec"]["taints"] = [{"key": "retiring", "value": "true", "effect": "PreferNoSchedule"}]
+    target.kubectl("delete", "node", "node-f")
+    target.kubectl("create", "-f", "-", input=json.dumps(node))
+
+
+@mistake("none of", "spelling")
+def misspells_the_effect(env):
+    """Writes the taint with `kubectl edit` (here: a JSON patch) and misspells its effect,
+    PreferNoSchedul: kube-apiserver v1.34 refuses it, labkit's embedded server lets it through."""
+    for_env(env).kubectl("patch", "node", "node-f", "--type=json", "-p",
+                         '[{"op":"add","path":"/spec/taints","value":[{"key":"retiring","value":"true",'
+                         '"effect":"PreferNoSchedul"}]}]')
+
+
 @mistake("node-e", "changed")
 def wrong_node(env):
     """Taints node-e, the other hdd node, by mistake."""
     for_env(env).kubectl("taint", "node", "node-e", "retiring=true:PreferNoSchedule")
-

@@ -1,7 +1,7 @@
 """Near-misses of the noexecute prediction: each Pod's entry dropped, or set to each other
 outcome the six Pods can have (0, 120, 300, never), to a neighbour number, or to something that is
-no outcome; and the right prediction written after the lab's taint-eviction controller deleted
-a Pod of node-e (judged on the observation)."""
+no outcome; and the right prediction written after the lab's taint-eviction controller decided
+for a Pod of node-e under the drain taint (judged on the observation)."""
 
 from labkit.apiserver.target import for_env
 from labkit.exercises import wait_for, write_answer
@@ -32,6 +32,8 @@ def mutants(ctx):
         assert wait_for(lambda: (client.get_or_none("v1", "pods", "plain", "sched") or {"metadata": {"x": 1}})
                         ["metadata"].get("deletionTimestamp"), timeout=30, interval=0.1)
         write_answer(env, "noexecute", answer)
+    tried = {"at": 0.0, "time": "00:00:00", "pod": "sched/plain",
+             "what": "the taint-eviction controller decided for the Pod sched/plain on node-e under the taint "
+                     "drain=now:NoExecute"}
     yield Mutant("written-after-eviction", "the right prediction, written after the first eviction from node-e",
-                 names=("already deleted", "after"),
-                 observation={**obs, "tried": {"at": 0.0, "time": "00:00:00", "pod": "plain"}}, apply=watch_first)
+                 names=("tried the experiment", "after"), observation={**obs, "tried": tried}, apply=watch_first)

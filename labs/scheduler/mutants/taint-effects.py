@@ -61,9 +61,14 @@ def mutants(ctx):
                      observation=_node(obs, name, more),
                      equivalent="two PreferNoSchedule taints: Filter passes, Score counts them (still the lowest)"
                      if not words else None)
+    misspelt = {**view, "taints": [{**view["taints"][0], "effect": "PreferNoSchedul"}, *view["taints"][1:]]}
+    yield Mutant("effect-misspelt", f"{name}: the taint's effect misspelt (labkit's server lets it through)",
+                 names=("none of", "spelling"), observation=_node(obs, name, misspelt))
     yield Mutant("legacy-gone", "the Pod legacy is gone", names=("legacy", "gone"), observation={**obs, "pod": False})
     yield Mutant("legacy-made-again", "the Pod legacy deleted and made again", names=("legacy", "deleted"),
                  observation={**obs, "pod_deleted": True})
+    yield Mutant("node-made-again", f"{name} deleted and registered again with the taint",
+                 names=("deleted the Node", name), observation={**obs, "node_deleted": True})
     rest = obs["rest"]
     for key, value in (("annotations", {**rest["annotations"], "retired": "yes"}),
                        ("spec", {**rest["spec"], "podCIDR": "10.9.0.0/24"}),
