@@ -23,7 +23,7 @@ print(" ".join(m for m in sys.argv[2:] if m in sys.modules))
 """
 
 
-@pytest.mark.parametrize("lab_id", ["gc", "namespace", "requests", "device-plugins"])
+@pytest.mark.parametrize("lab_id", ["gc", "namespace", "requests", "device-plugins", "scheduler"])
 def test_loading_a_lab_and_its_checks_does_not_import_the_api_server(lab_id):
     result = subprocess.run([sys.executable, "-c", LOAD, lab_id, *SERVER_MODULES], capture_output=True, text=True,
                             cwd=REPO, timeout=120)

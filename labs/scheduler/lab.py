@@ -54,6 +54,7 @@ from __future__ import annotations
 import copy
 
 from labkit.apiserver.errors import ApiError
+from labkit.apiserver.process import spawn
 from labkit.apiserver.target import SERVER_TAG, for_env
 from labkit.controllers.manager import DEFAULT_CONTROLLERS
 from labkit.crashpoints import crash_point
@@ -410,10 +411,6 @@ BUILD_ORDER = ("noexecute", "taint-effects", "spread", "binpack", "why-pending",
 
 
 def up(env):
-    # the server's module (~0.5 s to import) is imported here, not at the top: every other user of
-    # this module (the checks, `labkit scheduler play` and `explain`, resets) only talks to the
-    # running server or reads the lab's objects
-    from labkit.apiserver.server import spawn
     spawn(env, SERVER_TAG, controllers=CONTROLLERS)     # its state directory is in the ledger
     crash_point("scheduler:server")
     client = for_env(env).client()
