@@ -139,6 +139,28 @@ def test_a_probe_the_outage_blocks_says_how_to_unblock_it_not_that_the_outage_is
     assert checks._blocked_by_outage("doc is missing path") == ""
 
 
+@pytest.mark.parametrize("ops", [
+    [{"op": "add", "path": "/metadata/labels/example.com~1owner", "value": "web-team"}],
+    [{"op": "remove", "path": "/metadata/annotations/a"}],
+    [{"op": "replace", "path": "/spec/containers/3/image", "value": "x"}],
+    [{"op": "move", "from": "/metadata/labels/gone", "path": "/metadata/labels/here"}],
+    [{"op": "copy", "from": "/spec/containers/5", "path": "/spec/containers/-"}],
+    [{"op": "test", "path": "/metadata/name", "value": "other"}],
+    [{"op": "merge", "path": "/metadata"}],
+])
+def test_a_patch_that_does_not_apply_is_explained_whatever_the_operation(ops):
+    """Feedback on a webhook whose JSON Patch fails reads the failure as the API server words it
+    (evanphx/json-patch v4, labkit.apiserver.jsonpatch) for every operation."""
+    from labkit.apiserver import jsonpatch
+    spec = importlib.util.spec_from_file_location("requests_checks_patch", REPO / "labs" / "requests" / "checks.py")
+    checks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(checks)
+    pod = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "app", "image": "nginx:1.27"}]}}
+    with pytest.raises(jsonpatch.PatchError) as err:
+        jsonpatch.apply(pod, ops)
+    assert "could not be applied" in checks._patch_note(f"Internal error occurred: {err.value}")
+
+
 def test_an_outage_fix_with_match_conditions_passes(lab):
     labkit("reset", "requests", "outage", "--yes", env=lab, check=0, timeout=120)
     kubectl(lab, "-n", "policy", "scale", "deployment", "pod-policy", "--replicas=0")

@@ -51,7 +51,10 @@ def _patch_note(message: str) -> str:
     text = message.lower()
     if "invalid webhook response" in text:
         return " Your webhook's answer is not a valid AdmissionReview response: the error says which field."
-    if "missing path" in text or "does not apply" in text or "not exist" in text:
+    # evanphx/json-patch v4's failures (labkit.apiserver.jsonpatch): a path that does not lead
+    # anywhere, a key or index that is not there, a failed test, an unknown operation
+    if any(w in text for w in ("does not apply", "nonexistent key", "invalid index", "proper array index",
+                               "test failed", "unexpected kind")):
         return " The JSON Patch your webhook answered could not be applied to the Pod: look at its paths."
     return ""
 
