@@ -228,3 +228,31 @@ def test_a_reset_lists_the_students_objects_and_keeps_them(lab):
     kubectl(lab, "apply", "-f", saved[0])        # the student takes it back
     assert kubectl(lab, "get", "rolebinding", "alice-reads", "-n", "dev", check=False).returncode == 0
     labkit("reset", "requests", "alice", "--yes", env=lab, check=0)
+
+
+def test_a_rebuild_of_the_whole_lab_lists_the_namespace_labels_it_reverts_and_keeps_them(lab):
+    """No exercise's reset touches the namespaces; a rebuild of the whole lab (a new API server)
+    reverts every label the student added, changed or removed and every namespace they made: it
+    says so before, and keeps those namespaces as YAML."""
+    kubectl(lab, "label", "namespace", "dev", "pod-labeler=enabled")
+    kubectl(lab, "label", "namespace", "web", "pod-labeler-")
+    kubectl(lab, "label", "namespace", "kube-system", "admission=skip")
+    kubectl(lab, "create", "namespace", "scratch")
+    refused = labkit("reset", "requests", env=lab, check=None)
+    assert refused.returncode != 0
+    for phrase in ("the label pod-labeler=enabled you added to the namespace dev (the rebuild removes it)",
+                   "the label pod-labeler=enabled you removed from the namespace web (the rebuild puts it back)",
+                   "the label admission=skip you added to the namespace kube-system (the rebuild removes it)",
+                   "the namespace scratch you made, with everything in it"):
+        assert phrase in refused.stderr, refused.stderr
+    done = labkit("reset", "requests", "--yes", env=lab, check=0, timeout=180)
+    saved = [line.split(" kept in ", 1)[1].split()[0] for line in (done.stdout + done.stderr).splitlines()
+             if " kept in " in line]
+    assert saved, done
+    kept = {d["metadata"]["name"]: d["metadata"].get("labels") or {}
+            for d in __import__("yaml").safe_load_all(Path(saved[0]).read_text()) if d["kind"] == "Namespace"}
+    assert kept["dev"]["pod-labeler"] == "enabled" and kept["kube-system"]["admission"] == "skip"
+    assert "scratch" in kept and "pod-labeler" not in kept["web"]
+    labels = json.loads(kubectl(lab, "get", "namespaces", "-o", "json").stdout)["items"]
+    assert {n["metadata"]["name"]: n["metadata"]["labels"].get("pod-labeler") for n in labels
+            if "pod-labeler" in n["metadata"]["labels"]} == {"web": "enabled"}
