@@ -241,8 +241,8 @@ class CheckContext:
                                   f"{_yaml_type(data)}\n  {self.answer_path}{must}")
         if key not in data:
             others = [str(k) for k in data]
-            has = (f"; it has {'the key' if len(others) == 1 else 'the keys'} {', '.join(others)} instead — "
-                   "is one of them misspelled?") if others else ""
+            has = (f"; it has the key {others[0]} instead — is it misspelled?" if len(others) == 1 else
+                   f"; it has the keys {', '.join(others)} instead — is one of them misspelled?" if others else "")
             raise AnswerMalformed(f"it has no key {key}{has}\n  {self.answer_path}{must}")
         value = data[key]
         if not isinstance(value, kind):

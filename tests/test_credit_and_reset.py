@@ -243,6 +243,7 @@ def test_a_prediction_grid_says_neither_how_many_cells_are_wrong_nor_which_until
 
 @pytest.mark.parametrize("text, said", [
     ("value: [7\n", "your answer is malformed: it is not valid YAML (line 2)"),
+    ("valeu: 7\n", "your answer is malformed: it has no key value; it has the key valeu instead — is it misspelled?"),
     ("- 7\n", "your answer is malformed: it should be a YAML mapping with the key value, not a list"),
     ("value: seven\n", "your answer is malformed: value should be a whole number, not a string"),
     ("value: 7\nvalue: 8\n", "your answer is malformed: it gives value twice (line 2)"),
