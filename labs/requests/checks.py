@@ -817,12 +817,17 @@ def debug_attributes(user, namespace: str, image: str):
     return attrs
 
 
+LEGACY_CHANGE = "a change of the labels of a Pod whose untagged images it ran before your policy existed"
+
+
 def pod_side_requests(namespace: str):
     """(what, admission attributes) of the requests about a Pod in `namespace` (its images all
     tagged) that carry no new image: the scheduler binding it to a node (a Binding created through
     pods/binding), an eviction (an Eviction through pods/eviction, policy/v1), the kubelet's status
     update, a resize, the Pod's deletion (pkg/registry/core/pod/storage/storage.go; admission sees
-    the subresource's own kind and object, none on DELETE)."""
+    the subresource's own kind and object, none on DELETE); and a change of the labels of a Pod made
+    before the policy, whose images have no tag (an UPDATE of the Pod whose images stay as they
+    were: `kubectl label`, a controller adopting or releasing it)."""
     from labkit.apiserver.admission import Attributes
     pod = _image_pod("nginx:1.27", True)
     pod["metadata"]["namespace"] = namespace
@@ -840,6 +845,13 @@ def pod_side_requests(namespace: str):
     yield "a resize (pods/resize)", Attributes("UPDATE", rt, namespace, "probe", copy.deepcopy(pod), old=pod,
                                                subresource="resize")
     yield "the deletion of a Pod", Attributes("DELETE", rt, namespace, "probe", None, old=pod)
+    legacy = _image_pod("busybox", True)
+    legacy["spec"]["containers"][0]["image"] = "nginx"
+    legacy["metadata"]["namespace"] = namespace
+    relabelled = copy.deepcopy(legacy)
+    relabelled["metadata"]["labels"]["team"] = "web"
+    yield LEGACY_CHANGE, Attributes("UPDATE", rt, namespace, "probe", relabelled, old=legacy,
+                                    options={"kind": "UpdateOptions", "apiVersion": "meta.k8s.io/v1"})
 
 
 def _image_pod(image, init):
@@ -936,6 +948,11 @@ def judge_image_tag_policy(ctx, obs) -> object:
     for what, attrs in pod_side_requests(ns):
         attrs.user = admin_user
         result = reconstruct.policy_verdict(registry, attrs)
+        if result != "admitted" and what == LEGACY_CHANGE:
+            raise CheckFailed(f"your policy refuses {what} in {ns} ({result.removeprefix('denied: ')}): requests "
+                              "that bring no new image must go through — on an update, look at what your expressions "
+                              "judge: an image the Pod already had is not new (the operations matchConstraints sends "
+                              "them are right)")
         if result != "admitted":
             raise CheckFailed(f"your policy refuses {what} in {ns} ({result.removeprefix('denied: ')}): requests "
                               "that bring no new image must go through — look at the resources and operations your "
