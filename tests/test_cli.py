@@ -1,5 +1,6 @@
 """The command line: help everywhere, exit codes, clear one-line errors, doctor."""
 
+import inspect
 import json
 import os
 import subprocess
@@ -84,6 +85,9 @@ def test_help_paragraphs_are_filled(path):
         command = command.commands[name]
     kept = [p for p in (command.help or "").split("\n\n") if p.strip().startswith("\b")]
     result = CliRunner().invoke(app, [*path, "--help"], prog_name="labkit", env={"COLUMNS": "80"})
+    for paragraph in kept:      # shown line by line: each must fit the width, or the terminal breaks it
+        for line in inspect.cleandoc(paragraph).splitlines()[1:]:
+            assert len(line) + 2 <= 80, f"`labkit {' '.join(path)} --help`: too wide for the terminal: {line}"
     for paragraph in _description(result.stdout):
         if any(paragraph[0].strip().split()[:2] == k.strip("\b \n").split()[:2] for k in kept):
             continue
