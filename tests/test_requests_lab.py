@@ -249,6 +249,8 @@ def test_a_rebuild_of_the_whole_lab_lists_the_namespace_labels_it_reverts_and_ke
     saved = [line.split(" kept in ", 1)[1].split()[0] for line in (done.stdout + done.stderr).splitlines()
              if " kept in " in line]
     assert saved, done
+    assert "a label you had removed is put back by the rebuild and stays after `kubectl apply`" in \
+        done.stdout + done.stderr, done
     kept = {d["metadata"]["name"]: d["metadata"].get("labels") or {}
             for d in __import__("yaml").safe_load_all(Path(saved[0]).read_text()) if d["kind"] == "Namespace"}
     assert kept["dev"]["pod-labeler"] == "enabled" and kept["kube-system"]["admission"] == "skip"

@@ -497,8 +497,13 @@ def keep_student_work(env, exercise_id: str | None) -> list[str]:
     saved = _save(env, "lab", work)
     if saved is None:
         return []
+    removed = [phrase for phrase, _, _ in work if " you removed from the namespace " in phrase]
+    # `kubectl apply` adds and changes labels; one the rebuild puts back is not in the kept object,
+    # and apply removes only what its own last-applied configuration had
+    again = ("; a label you had removed is put back by the rebuild and stays after `kubectl apply`: remove it "
+             "again with `kubectl label namespace NAME KEY-`") if removed else ""
     return [f"your objects and namespaces that the rebuild reverts are kept in {saved} (`kubectl apply -f` brings "
-            "them back)"]
+            f"them back){again}"]
 
 
 def _save(env, exercise_id: str, work=None) -> Path | None:
