@@ -7,6 +7,7 @@ mechanism package; they are registered at the bottom of this file.
 
 from __future__ import annotations
 
+import inspect
 import os
 import shutil
 import subprocess
@@ -98,6 +99,28 @@ def _conventional_help() -> None:
     TyperArgument.make_metavar = make_metavar
     TyperOption.make_metavar = option_metavar
     ParamType.get_metavar = argument_type
+
+    # typer's rich help joins the lines of a docstring's first paragraph only: the others kept the
+    # source's line breaks, and wrapped again at the terminal's width they broke off mid-sentence
+    for cls in (TyperCommand, TyperGroup):
+        cls.format_help = _filled(cls.format_help)
+
+
+def _filled(format_help):
+    def fill(self, ctx, formatter):
+        self.help = fill_paragraphs(self.help)
+        return format_help(self, ctx, formatter)
+    return fill
+
+
+def fill_paragraphs(text: str | None) -> str | None:
+    """A help text whose paragraphs are each one line, as terminals wrap them; a paragraph that
+    begins with click's `\\b` keeps its lines (examples, tables)."""
+    if not text:
+        return text
+    paragraphs = inspect.cleandoc(text).split("\n\n")
+    return "\n\n".join(p if p.startswith("\b") else " ".join(line.strip() for line in p.splitlines())
+                       for p in paragraphs)
 
 
 _CLICK_TYPE_NAMES = {"str": "TEXT", "int": "INTEGER", "float": "FLOAT", "path": "PATH", "file": "PATH"}

@@ -76,7 +76,23 @@ class CheckFailed(Exception):
 
 
 class AnswerMissing(CheckFailed):
-    pass
+    """No answer to judge: the file is missing or empty. Not a wrong answer: run_check does not
+    count it as one (LabState.answer_tries)."""
+
+
+class AnswerMalformed(CheckFailed):
+    """An answer file that cannot be read as the exercise's answer: not a mapping, a key given
+    twice, a key the check reads missing, a value of the wrong type. Its feedback says it is
+    malformed; it is not counted as a wrong answer either (run_check)."""
+
+    PREFIX = "your answer is malformed: "
+
+    def __init__(self, message: str, **kwargs):
+        super().__init__(message if message.startswith(self.PREFIX) else self.PREFIX + message, **kwargs)
+
+
+class AnswerUnreadable(AnswerMalformed, AnswerMissing):
+    """An answer file that is not YAML: malformed, and nothing of it can be read."""
 
 
 @dataclass
@@ -201,7 +217,7 @@ class CheckContext:
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             line = f" (line {mark.line + 1})" if mark else ""
-            raise AnswerMissing(f"your answer is not valid YAML{line}: {getattr(exc, 'problem', exc)}\n  {path}{what}")
+            raise AnswerUnreadable(f"it is not valid YAML{line}: {getattr(exc, 'problem', exc)}\n  {path}{what}")
         if data is None:
             raise AnswerMissing(f"your answer is empty\n  {path}{what}")
         # a key given twice in one mapping: YAML keeps only the last one, so the student's other
@@ -210,25 +226,31 @@ class CheckContext:
         for positions in key_positions(text)[:1]:
             if positions.duplicates:
                 line, key = positions.duplicates[0]
-                raise CheckFailed(f"your answer gives {key} twice (line {line + 1}): YAML keeps only the last one; "
-                                  f"write each key once\n  {path}")
+                raise AnswerMalformed(f"it gives {key} twice (line {line + 1}): YAML keeps only the last one; "
+                                      f"write each key once\n  {path}")
         return data
 
     def answer_field(self, data: Any, key: str, kind: type | tuple = object) -> Any:
-        """data[key] from an answer mapping, failing with a clear message when absent or mistyped."""
+        """data[key] from an answer mapping, failing as malformed (AnswerMalformed: not counted as
+        a wrong answer) when the answer is no mapping, the key is absent or its value mistyped. An
+        absent key's message names the keys the answer has instead (a misspelled `finaliser:`
+        for `finalizer:`), never a value; the exercise's `answer` text says which keys it wants."""
         must = f"\nIt must hold: {self.exercise.answer}" if self.exercise.answer else ""
         if not isinstance(data, dict):
-            raise CheckFailed(f"your answer should be a YAML mapping with the key {key}, not "
-                              f"{_yaml_type(data)}\n  {self.answer_path}{must}")
+            raise AnswerMalformed(f"it should be a YAML mapping with the key {key}, not "
+                                  f"{_yaml_type(data)}\n  {self.answer_path}{must}")
         if key not in data:
-            raise CheckFailed(f"your answer has no key {key}\n  {self.answer_path}{must}")
+            others = [str(k) for k in data]
+            has = (f"; it has the key {others[0]} instead — is it misspelled?" if len(others) == 1 else
+                   f"; it has the keys {', '.join(others)} instead — is one of them misspelled?" if others else "")
+            raise AnswerMalformed(f"it has no key {key}{has}\n  {self.answer_path}{must}")
         value = data[key]
         if not isinstance(value, kind):
             kinds = kind if isinstance(kind, tuple) else (kind,)
             if int in kinds and float in kinds:         # "a whole number or a number" says "a number"
                 kinds = tuple(k for k in kinds if k is not int)
-            raise CheckFailed(f"{key} in your answer should be {' or '.join(_yaml_type(k) for k in kinds)}, "
-                              f"not {_yaml_type(value)}\n  {self.answer_path}{must}")
+            raise AnswerMalformed(f"{key} should be {' or '.join(_yaml_type(k) for k in kinds)}, "
+                                  f"not {_yaml_type(value)}\n  {self.answer_path}{must}")
         return value
 
     def grid_feedback(self, wrong: list[str], total: int, what: str = "entries",
@@ -294,13 +316,19 @@ def run_check(env, exercise, down_reason: str | None = None) -> CheckResult:
             result = fn(ctx)
             if not isinstance(result, CheckResult):
                 result = ctx.error(f"check {exercise.check} returned {type(result).__name__}, not a CheckResult")
+        except (AnswerMissing, AnswerMalformed) as exc:
+            # nothing to judge, or an answer file that cannot be read as one: not a wrong answer
+            result = ctx.failed(exc.message, exc.expected, exc.observed, observed_in=exc.observed_in,
+                                right_answer=exc.right_answer, **exc.details)
+            result.details["malformed" if isinstance(exc, AnswerMalformed) else "missing"] = True
         except CheckFailed as exc:
             result = ctx.failed(exc.message, exc.expected, exc.observed, observed_in=exc.observed_in,
                                 right_answer=exc.right_answer, **exc.details)
         except Exception as exc:  # a broken check must not hide the other results
             result = ctx.error(f"check {exercise.check} crashed: {type(exc).__name__}: {exc}",
                                traceback=traceback.format_exc())
-    if result.status == FAIL and exercise.answer and ctx.answer_path.is_file():
+    unread = result.details.get("malformed") or result.details.get("missing")
+    if result.status == FAIL and exercise.answer and ctx.answer_path.is_file() and not unread:
         import hashlib      # every wrong answer checked is counted, whatever the check says about it
         env.state.answer_tries(exercise.id, hashlib.sha256(ctx.answer_path.read_bytes()).hexdigest()[:16])
     if result.status == PASS and exercise.answer:

@@ -69,6 +69,11 @@ ANSWERS = {
     "invalidPatch": lambda r: {"allowed": True, "patchType": "JSONPatch",
                                "patch": base64.b64encode(b"[{").decode()},
     "badBase64Patch": lambda r: {"allowed": True, "patchType": "JSONPatch", "patch": "W3t9XQ==x"},
+    "patchMissingParent": lambda r: {"allowed": True, "patchType": "JSONPatch", "patch": _patch(
+        [{"op": "add", "path": "/metadata/annotations/example.com~1owner", "value": "web-team"}])},
+    "patchTestFails": lambda r: {"allowed": True, "patchType": "JSONPatch", "patch": _patch(
+        [{"op": "test", "path": "/metadata/labels/pod.name", "value": "other"}])},
+    "patchNotOperations": lambda r: {"allowed": True, "patchType": "JSONPatch", "patch": _patch([1])},
     "warn": lambda r: {"allowed": True, "warnings": ["mind the gap"]},
     "noop": lambda r: {"allowed": True},
 }
@@ -558,6 +563,24 @@ def test_match_and_invalid_patch(api, hooks, policy):
     else:
         assert code == 200
         assert got["failed-open.mutation.webhook.admission.k8s.io/round_0_index_0"] == "invalidpatch.example.com"
+
+
+@pytest.mark.parametrize("answer, message", [
+    ("patchMissingParent", 'Internal error occurred: add operation does not apply: doc is missing path: '
+                           '"/metadata/annotations/example.com~1owner": missing value'),
+    ("patchTestFails", "Internal error occurred: testing value /metadata/labels/pod.name failed: test failed"),
+    ("patchNotOperations", 'Internal error occurred: failed calling webhook "p.example.com": received undecodable '
+                           'patch in webhook response: json: cannot unmarshal number into Go value of type '
+                           'jsonpatch.Operation'),
+])
+def test_a_patch_that_does_not_apply_is_an_internal_error_with_the_librarys_words(api, hooks, answer, message):
+    """mutating/dispatcher.go callAttrMutatingHook: patchObj.Apply's error as
+    apierrors.NewInternalError(err), whatever the failurePolicy (it is not a failed call); a
+    patch that does not decode into operations is a failed call (jsonpatch.DecodePatch)."""
+    configure(api, "mutating", [hook("p.example.com", answer, hooks, failurePolicy="Ignore"
+                                     if answer != "patchNotOperations" else "Fail")])
+    code, body = write_pod(api)
+    assert (code, body["message"]) == (500, message)
 
 
 def test_a_patch_that_is_not_base64_fails_the_call(api, hooks):

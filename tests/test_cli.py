@@ -1,5 +1,6 @@
 """The command line: help everywhere, exit codes, clear one-line errors, doctor."""
 
+import inspect
 import json
 import os
 import subprocess
@@ -52,6 +53,47 @@ def test_every_command_has_help(path):
     assert "{" not in usage and "[[" not in usage, usage
     for shown in ("<bool>", "<str>", "<int>", "<path>"):
         assert shown not in result.stdout, result.stdout
+
+
+def _description(output: str) -> list[list[str]]:
+    """The paragraphs of a rendered help's description: after the usage line, before the first box."""
+    lines = output.splitlines()
+    start = next(i for i, line in enumerate(lines) if "Usage:" in line) + 1
+    end = next((i for i, line in enumerate(lines) if line.lstrip().startswith("╭")), len(lines))
+    paragraphs, current = [], []
+    for line in lines[start:end]:
+        if line.strip():
+            current.append(line.rstrip())
+        elif current:
+            paragraphs.append(current)
+            current = []
+    return paragraphs + ([current] if current else [])
+
+
+@pytest.mark.parametrize("path", [p for p in all_command_paths() if p], ids=lambda p: " ".join(p))
+def test_help_paragraphs_are_filled(path):
+    """Every paragraph of a command's description is wrapped at the terminal's width, not at the
+    docstring's line breaks (typer joins the first paragraph's lines only): a line followed by
+    another of its paragraph fills the width. Paragraphs click keeps as they are (`\\b`) are not
+    judged."""
+    from typer.testing import CliRunner
+
+    from labkit.cli import app, full_command
+
+    command = full_command()
+    for name in path:
+        command = command.commands[name]
+    kept = [p for p in (command.help or "").split("\n\n") if p.strip().startswith("\b")]
+    result = CliRunner().invoke(app, [*path, "--help"], prog_name="labkit", env={"COLUMNS": "80"})
+    for paragraph in kept:      # shown line by line: each must fit the width, or the terminal breaks it
+        for line in inspect.cleandoc(paragraph).splitlines()[1:]:
+            assert len(line) + 2 <= 80, f"`labkit {' '.join(path)} --help`: too wide for the terminal: {line}"
+    for paragraph in _description(result.stdout):
+        if any(paragraph[0].strip().split()[:2] == k.strip("\b \n").split()[:2] for k in kept):
+            continue
+        for line, following in zip(paragraph, paragraph[1:]):
+            assert len(line) + len(following.split()[0]) + 1 > 76, \
+                f"`labkit {' '.join(path)} --help` breaks a line early:\n{line}\n{following}"
 
 
 def test_version():

@@ -241,6 +241,35 @@ def test_a_prediction_grid_says_neither_how_many_cells_are_wrong_nor_which_until
     labkit("reset", "parts", "answer", check=0)         # its part afresh: the count goes on (no second first try)
     assert LabState("parts").wrong_answers_checked("answer") == 5
 
+@pytest.mark.parametrize("text, said", [
+    ("value: [7\n", "your answer is malformed: it is not valid YAML (line 2)"),
+    ("valeu: 7\n", "your answer is malformed: it has no key value; it has the key valeu instead — is it misspelled?"),
+    ("- 7\n", "your answer is malformed: it should be a YAML mapping with the key value, not a list"),
+    ("value: seven\n", "your answer is malformed: value should be a whole number, not a string"),
+    ("value: 7\nvalue: 8\n", "your answer is malformed: it gives value twice (line 2)"),
+    # a misspelled key is named, and so are the keys the exercise wants, but no value
+    ("valeu: 7\nnote: hi\n", "your answer is malformed: it has no key value; it has the keys valeu, note instead "
+                               "— is one of them misspelled?"),
+])
+def test_a_malformed_answer_says_so_and_is_not_counted_as_a_wrong_answer(labs, text, said):
+    """A YAML error, a wrong type, a key given twice or a key the check reads missing is not a
+    wrong answer: the feedback says the answer is malformed (naming the keys it has instead of a
+    missing one), and the count of different wrong answers checked that an instructor sees
+    (LabState.answer_tries, run_check) does not grow; a wrong answer does."""
+    from labkit.state import LabState
+    _state, answers = labs
+    labkit("run", "parts", check=0)
+    (answers / "parts").mkdir(parents=True, exist_ok=True)
+    (answers / "parts" / "answer.yaml").write_text(text)
+    [failed] = [r for r in report("parts")["results"] if r["exercise"] == "answer"]
+    assert failed["status"] == "fail" and failed["message"].startswith(said), failed["message"]
+    assert "It must hold: value: the number in the lab's number file" in failed["message"] or "twice" in said
+    assert LabState("parts").wrong_answers_checked("answer") == 0
+    answer(answers, "parts", 8)
+    report("parts")
+    assert LabState("parts").wrong_answers_checked("answer") == 1
+
+
 def test_run_makes_the_answers_directory_for_the_student_who_ran_sudo(labs):
     """The answer files the lab names can be written at once: `labkit run` makes <answers>/<lab>/,
     and under sudo the directories it makes belong to the user who ran sudo, not to root."""

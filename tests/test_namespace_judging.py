@@ -44,7 +44,8 @@ def test_an_answer_that_gives_a_key_twice_is_refused_not_read_as_the_last_one(la
     ctx = context(lab_id, exercise, text)
     with pytest.raises(CheckFailed) as failed:
         ctx.answer()
-    assert f"your answer gives {key} twice (line {line}): YAML keeps only the last one" in str(failed.value)
+    assert f"your answer is malformed: it gives {key} twice (line {line}): YAML keeps only the last one" \
+        in str(failed.value)
     assert not isinstance(failed.value, AnswerMissing)
 
 

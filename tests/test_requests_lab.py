@@ -139,6 +139,28 @@ def test_a_probe_the_outage_blocks_says_how_to_unblock_it_not_that_the_outage_is
     assert checks._blocked_by_outage("doc is missing path") == ""
 
 
+@pytest.mark.parametrize("ops", [
+    [{"op": "add", "path": "/metadata/labels/example.com~1owner", "value": "web-team"}],
+    [{"op": "remove", "path": "/metadata/annotations/a"}],
+    [{"op": "replace", "path": "/spec/containers/3/image", "value": "x"}],
+    [{"op": "move", "from": "/metadata/labels/gone", "path": "/metadata/labels/here"}],
+    [{"op": "copy", "from": "/spec/containers/5", "path": "/spec/containers/-"}],
+    [{"op": "test", "path": "/metadata/name", "value": "other"}],
+    [{"op": "merge", "path": "/metadata"}],
+])
+def test_a_patch_that_does_not_apply_is_explained_whatever_the_operation(ops):
+    """Feedback on a webhook whose JSON Patch fails reads the failure as the API server words it
+    (evanphx/json-patch v4, labkit.apiserver.jsonpatch) for every operation."""
+    from labkit.apiserver import jsonpatch
+    spec = importlib.util.spec_from_file_location("requests_checks_patch", REPO / "labs" / "requests" / "checks.py")
+    checks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(checks)
+    pod = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "app", "image": "nginx:1.27"}]}}
+    with pytest.raises(jsonpatch.PatchError) as err:
+        jsonpatch.apply(pod, ops)
+    assert "could not be applied" in checks._patch_note(f"Internal error occurred: {err.value}")
+
+
 def test_an_outage_fix_with_match_conditions_passes(lab):
     labkit("reset", "requests", "outage", "--yes", env=lab, check=0, timeout=120)
     kubectl(lab, "-n", "policy", "scale", "deployment", "pod-policy", "--replicas=0")
@@ -206,3 +228,33 @@ def test_a_reset_lists_the_students_objects_and_keeps_them(lab):
     kubectl(lab, "apply", "-f", saved[0])        # the student takes it back
     assert kubectl(lab, "get", "rolebinding", "alice-reads", "-n", "dev", check=False).returncode == 0
     labkit("reset", "requests", "alice", "--yes", env=lab, check=0)
+
+
+def test_a_rebuild_of_the_whole_lab_lists_the_namespace_labels_it_reverts_and_keeps_them(lab):
+    """No exercise's reset touches the namespaces; a rebuild of the whole lab (a new API server)
+    reverts every label the student added, changed or removed and every namespace they made: it
+    says so before, and keeps those namespaces as YAML."""
+    kubectl(lab, "label", "namespace", "dev", "pod-labeler=enabled")
+    kubectl(lab, "label", "namespace", "web", "pod-labeler-")
+    kubectl(lab, "label", "namespace", "kube-system", "admission=skip")
+    kubectl(lab, "create", "namespace", "scratch")
+    refused = labkit("reset", "requests", env=lab, check=None)
+    assert refused.returncode != 0
+    for phrase in ("the label pod-labeler=enabled you added to the namespace dev (the rebuild removes it)",
+                   "the label pod-labeler=enabled you removed from the namespace web (the rebuild puts it back)",
+                   "the label admission=skip you added to the namespace kube-system (the rebuild removes it)",
+                   "the namespace scratch you made, with everything in it"):
+        assert phrase in refused.stderr, refused.stderr
+    done = labkit("reset", "requests", "--yes", env=lab, check=0, timeout=180)
+    saved = [line.split(" kept in ", 1)[1].split()[0] for line in (done.stdout + done.stderr).splitlines()
+             if " kept in " in line]
+    assert saved, done
+    assert "a label you had removed is put back by the rebuild and stays after `kubectl apply`" in \
+        done.stdout + done.stderr, done
+    kept = {d["metadata"]["name"]: d["metadata"].get("labels") or {}
+            for d in __import__("yaml").safe_load_all(Path(saved[0]).read_text()) if d["kind"] == "Namespace"}
+    assert kept["dev"]["pod-labeler"] == "enabled" and kept["kube-system"]["admission"] == "skip"
+    assert "scratch" in kept and "pod-labeler" not in kept["web"]
+    labels = json.loads(kubectl(lab, "get", "namespaces", "-o", "json").stdout)["items"]
+    assert {n["metadata"]["name"]: n["metadata"]["labels"].get("pod-labeler") for n in labels
+            if "pod-labeler" in n["metadata"]["labels"]} == {"web": "enabled"}

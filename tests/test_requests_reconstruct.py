@@ -182,6 +182,23 @@ def test_an_image_policy_over_every_pod_subresource_refuses_the_scheduler(image_
     assert message is not None and message.startswith("your policy refuses the scheduler's binding"), message
 
 
+def test_an_image_policy_that_judges_every_update_refuses_relabelling_an_older_pod(image_policy):
+    """A Pod made in web before the policy runs an untagged image; changing its labels (`kubectl
+    label`, a controller adopting it) brings no new image and must go through. A policy that judges
+    every image on every update refuses it, and the judge says where to look; the reference, which
+    lets an image the container already had pass on an update, passes."""
+    pinned = POLICY_SOLUTION.PINNED
+    every_update = POLICY_SOLUTION.policy([
+        f"object.spec.containers.all(c, {pinned})",
+        f"!has(object.spec.initContainers) || object.spec.initContainers.all(c, {pinned})",
+        f"!has(object.spec.ephemeralContainers) || object.spec.ephemeralContainers.all(c, {pinned})"])
+    message = image_policy(every_update)
+    assert message is not None, "a policy that refuses relabelling an older untagged Pod passed"
+    assert message.startswith("your policy refuses a change of the labels of a Pod whose untagged images") and \
+        "an image the Pod already had is not new" in message, message
+    assert image_policy(POLICY_SOLUTION.policy(POLICY_SOLUTION.EXPRESSIONS)) is None
+
+
 def test_access_grants_exactly_what_rule_allows_grants_name_by_name():
     """access() finds the rules fitting a verb and resource once, then matches names: the same
     grants as asking the server's rule_allows about every request of the space, one by one."""

@@ -1,6 +1,7 @@
 """The three patch formats of PATCH requests.
 
-- JSON patch (RFC 6902, `application/json-patch+json`), with the errors evanphx/json-patch gives;
+- JSON patch (RFC 6902, `application/json-patch+json`): labkit.apiserver.jsonpatch, as
+  evanphx/json-patch v4 applies it;
 - JSON merge patch (RFC 7386, `application/merge-patch+json`): lists are replaced, null deletes;
 - strategic merge patch (`application/strategic-merge-patch+json`, built-in kinds only), following
   k8s.io/apimachinery/pkg/util/strategicpatch: lists with a patch strategy "merge" are merged —
@@ -15,109 +16,12 @@ from __future__ import annotations
 import copy
 import json
 
+from labkit.apiserver import jsonpatch
 from labkit.apiserver.errors import ApiError, bad_request, invalid_request
+from labkit.apiserver.jsonpatch import PatchError
 from labkit.apiserver.request import check_depth
 
 MAX_JSON_PATCH_OPERATIONS = 10000
-
-
-class PatchError(Exception):
-    """A patch that could not be applied to the object (422 on the wire)."""
-
-
-# -- JSON patch ------------------------------------------------------------------------------
-
-def _pointer(path: str) -> list[str]:
-    if path == "":
-        return []
-    if not path.startswith("/"):
-        raise PatchError(f"JSON pointer must be empty or start with a \"/\": {path!r}")
-    return [p.replace("~1", "/").replace("~0", "~") for p in path[1:].split("/")]
-
-
-def _container(doc, parts: list[str]):
-    """The parent container of the pointer, and the last token."""
-    node = doc
-    for part in parts[:-1]:
-        if isinstance(node, dict):
-            if part not in node:
-                raise PatchError(f"doc is missing path: {'/' + '/'.join(parts)}: missing value")
-            node = node[part]
-        elif isinstance(node, list):
-            index = _index(part, len(node))
-            node = node[index]
-        else:
-            raise PatchError(f"doc is missing path: {'/' + '/'.join(parts)}: missing value")
-    return node, parts[-1]
-
-
-def _index(token: str, length: int, allow_end: bool = False) -> int:
-    if allow_end and token == "-":
-        return length
-    if not token.isdigit() or (len(token) > 1 and token.startswith("0")):
-        raise PatchError(f"Unable to access invalid index: {token}: invalid index referenced")
-    index = int(token)
-    if index > length or (index == length and not allow_end):
-        raise PatchError(f"Unable to access invalid index: {index}: invalid index referenced")
-    return index
-
-
-def _get(doc, path: str):
-    parts = _pointer(path)
-    if not parts:
-        return doc
-    parent, last = _container(doc, parts)
-    if isinstance(parent, dict):
-        if last not in parent:
-            raise PatchError(f"Unable to get nonexistent key: {last}: missing value")
-        return parent[last]
-    if isinstance(parent, list):
-        return parent[_index(last, len(parent))]
-    raise PatchError(f"doc is missing path: {path}: missing value")
-
-
-def _add(doc, path: str, value):
-    parts = _pointer(path)
-    if not parts:
-        return value
-    parent, last = _container(doc, parts)
-    if isinstance(parent, dict):
-        parent[last] = value
-    elif isinstance(parent, list):
-        parent.insert(_index(last, len(parent), allow_end=True), value)
-    else:
-        raise PatchError(f"doc is missing path: {path}: missing value")
-    return doc
-
-
-def _remove(doc, path: str):
-    parts = _pointer(path)
-    if not parts:
-        raise PatchError("unable to remove the whole document")
-    parent, last = _container(doc, parts)
-    if isinstance(parent, dict):
-        if last not in parent:
-            raise PatchError(f"Unable to remove nonexistent key: {last}: missing value")
-        return parent.pop(last)
-    if isinstance(parent, list):
-        return parent.pop(_index(last, len(parent)))
-    raise PatchError(f"doc is missing path: {path}: missing value")
-
-
-def _replace(doc, path: str, value):
-    parts = _pointer(path)
-    if not parts:
-        return value
-    parent, last = _container(doc, parts)
-    if isinstance(parent, dict):
-        if last not in parent:
-            raise PatchError(f"replace operation does not apply: doc is missing key: {path}: missing value")
-        parent[last] = value
-    elif isinstance(parent, list):
-        parent[_index(last, len(parent))] = value
-    else:
-        raise PatchError(f"doc is missing path: {path}: missing value")
-    return doc
 
 
 def decode_json_patch(body: bytes) -> list[dict]:
@@ -125,8 +29,9 @@ def decode_json_patch(body: bytes) -> list[dict]:
         ops = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise bad_request(f"error decoding patch: {exc}")
-    if not isinstance(ops, list) or not all(isinstance(op, dict) for op in ops):
-        raise bad_request("json: cannot unmarshal object into Go value of type jsonpatch.Patch")
+    problem = jsonpatch.check_operations(ops)
+    if problem:
+        raise bad_request(problem)
     if len(ops) > MAX_JSON_PATCH_OPERATIONS:
         raise ApiError(413, "RequestEntityTooLarge",
                        f"Request entity too large: The allowed maximum operations in a JSON patch is "
@@ -135,39 +40,8 @@ def decode_json_patch(body: bytes) -> list[dict]:
 
 
 def apply_json_patch(doc: dict, ops: list[dict]) -> dict:
-    doc = copy.deepcopy(doc)
-    for op in ops:
-        kind = op.get("op")
-        path = op.get("path")
-        if not isinstance(path, str):
-            raise PatchError("operation missing path field: missing value")
-        if kind == "add":
-            if "value" not in op:
-                raise PatchError("add operation has no value")
-            doc = _add(doc, path, copy.deepcopy(op["value"]))
-        elif kind == "remove":
-            _remove(doc, path)
-        elif kind == "replace":
-            if "value" not in op:
-                raise PatchError("replace operation has no value")
-            doc = _replace(doc, path, copy.deepcopy(op["value"]))
-        elif kind == "move":
-            source = op.get("from")
-            if not isinstance(source, str):
-                raise PatchError("move operation missing from field")
-            value = _remove(doc, source)
-            doc = _add(doc, path, value)
-        elif kind == "copy":
-            source = op.get("from")
-            if not isinstance(source, str):
-                raise PatchError("copy operation missing from field")
-            doc = _add(doc, path, copy.deepcopy(_get(doc, source)))
-        elif kind == "test":
-            if _get(doc, path) != op.get("value"):
-                raise PatchError(f"testing value {path} failed: test failed")
-        else:
-            raise PatchError(f"Unexpected kind: {kind}")
-    return doc
+    """evanphx/json-patch v4's Patch.Apply (labkit.apiserver.jsonpatch)."""
+    return jsonpatch.apply(doc, ops)
 
 
 # -- JSON merge patch ------------------------------------------------------------------------

@@ -57,12 +57,12 @@ def explain_command(
     audit event with its level and annotations.
 
     \b
-      labkit requests explain                       the newest request kubectl sent
-      labkit requests explain -n 5                  the newest five
-      labkit requests explain AUDIT_ID              one request (its auditID in the audit log: the
-                                                    trace of every request in the log is kept)
+      labkit requests explain             the newest request kubectl sent
+      labkit requests explain -n 5        the newest five
+      labkit requests explain AUDIT_ID    one request (its auditID in the audit log:
+                                          the trace of every request in it is kept)
       labkit requests explain -- kubectl run x -n web --image=nginx:1.27
-                                                    run kubectl, then explain what it sent
+                                          run kubectl, then explain what it sent
     """
     as_json = cliopts.resolve_output(output, ("text", "json"), "text", legacy_json=as_json)[0] == "json"
     from labkit.apiserver import audit as audit_log

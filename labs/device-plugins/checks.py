@@ -12,7 +12,7 @@ import random
 import time
 from pathlib import Path
 
-from labkit.exercises import LIVE, CheckFailed
+from labkit.exercises import LIVE, AnswerMalformed, CheckFailed
 
 WIDGETS = {"widget-0": 0, "widget-1": 0, "widget-2": 1, "widget-3": 1}    # the exercise's devices
 HEALTHY, UNHEALTHY = "Healthy", "Unhealthy"
@@ -653,7 +653,7 @@ def _held_answer(answer) -> dict[str, list[str]]:
         if widgets is None:
             widgets = []
         if not isinstance(widgets, list) or not all(isinstance(w, str) for w in widgets):
-            raise CheckFailed(f"held: {pod} in your answer is not a list of widget IDs")
+            raise AnswerMalformed(f"held: {pod} is not a list of widget IDs")
         if len(set(widgets)) != len(widgets):
             raise CheckFailed(f"held: {pod} in your answer names a widget twice: a Pod holds a widget once, however "
                               "many of its containers use it")

@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from labkit.exercises import CheckFailed
+from labkit.exercises import AnswerMalformed, CheckFailed
 from labkit.kubeproxy import judge, live
 from labkit.kubeproxy.chains import endpoint_chain, service_chain, service_port_name
 from labkit.kubeproxy.cluster_state import load_scenario
@@ -347,7 +347,7 @@ def answer_without_duplicates(ctx):
     duplicates = [d for doc in key_positions(ctx.answer_path.read_text()) for d in doc.duplicates]
     if duplicates:
         line, path = duplicates[0]
-        raise CheckFailed(f"{ctx.answer_path}: line {line + 1}: {path} is given twice; write each field once")
+        raise AnswerMalformed(f"{ctx.answer_path}: line {line + 1}: {path} is given twice; write each field once")
     return answer
 
 
@@ -393,9 +393,9 @@ def check_follow_the_chain(ctx):
     try:
         numbers = [float(p) for p in given]
     except (TypeError, ValueError):
-        raise CheckFailed(f"{ctx.answer_path}: probabilities must be numbers, got {', '.join(map(str, given))}")
+        raise AnswerMalformed(f"{ctx.answer_path}: probabilities must be numbers, got {', '.join(map(str, given))}")
     if any(isinstance(p, bool) for p in given):
-        raise CheckFailed(f"{ctx.answer_path}: probabilities must be numbers, not true/false")
+        raise AnswerMalformed(f"{ctx.answer_path}: probabilities must be numbers, not true/false")
     if len(numbers) != len(built_probabilities):
         return ctx.failed(f"{chain_name} has {len(built_probabilities)} jumps to KUBE-SEP chains, your answer lists "
                           f"{len(numbers)} probabilities" + note, observed=", ".join(map(str, given)))
@@ -612,7 +612,7 @@ def check_traffic_policy(ctx):
         for node, expected in truth[service].items():
             guess = predicted.get(node)
             if not isinstance(guess, dict) or not isinstance(guess.get("answers"), bool):
-                raise CheckFailed(f"{where}: {service}.{node} must be a mapping with answers: true|false")
+                raise AnswerMalformed(f"{where}: {service}.{node} must be a mapping with answers: true|false")
             if guess["answers"] and not isinstance(guess.get("client_ip_preserved"), bool):
                 raise CheckFailed(f"{where}: {service}.{node} predicts an answer, so it needs "
                                   "client_ip_preserved: true|false")

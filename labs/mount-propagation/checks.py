@@ -24,7 +24,7 @@ import time
 import yaml
 
 from labkit.errors import LabkitError
-from labkit.exercises import LIVE, CheckFailed
+from labkit.exercises import LIVE, AnswerMalformed, CheckFailed
 from labkit.mounts import mountinfo, observe, scenario
 from labkit.mounts.node import NODE, Node
 from labkit.mounts.pods import Pod, Refused, load_pods, parse_pod, validate
@@ -325,7 +325,7 @@ def check_e2e_matrix(ctx):
             note = (" (graded: the prediction you had written when labkit first showed this experiment's outcome; "
                     "later changes to your answer file do not count)")
     if not isinstance(answer, dict):
-        raise CheckFailed(f"your answer should be a YAML mapping from each party to the mounts it sees{note}\n  {ctx.answer_path}")
+        raise AnswerMalformed(f"it should be a YAML mapping from each party to the mounts it sees{note}\n  {ctx.answer_path}")
     extra = sorted(str(k) for k in answer if k not in MATRIX_PARTIES)
     if extra:
         raise CheckFailed(f"{ctx.answer_path}: unknown key(s) {', '.join(extra)}: the parties are "

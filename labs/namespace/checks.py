@@ -362,13 +362,13 @@ def _prediction_file(ctx):
     """(the answer, a note): the prediction `labkit gc run` kept when it first showed the refusal
     (labkit.predictions), else the answer file, parsed; an unquoted message (`error: configmaps "late" is forbidden: ...`)
     is not valid YAML (a second `: ` in a plain value), and the failure says to quote it."""
-    from labkit.exercises import AnswerMissing
+    from labkit.exercises import AnswerMissing, AnswerUnreadable
     try:
         return predictions.graded_answer(ctx)
     except AnswerMissing as exc:
         if "mapping values are not allowed" not in str(exc):
             raise
-        raise AnswerMissing(f"{exc}\nThe message itself contains `: `, which YAML reads as another key: quote the "
+        raise AnswerUnreadable(f"{exc}\nThe message itself contains `: `, which YAML reads as another key: quote the "
                             "whole message, in single quotes (error: '...'; a ' inside is written twice) or "
                             "write it as a block (error: |, then the message indented on the next line)") from None
 

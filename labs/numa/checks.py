@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 
 from labkit.errors import LabkitError
-from labkit.exercises import LIVE, CheckFailed
+from labkit.exercises import LIVE, AnswerMalformed, CheckFailed
 from labkit.numa import bitmask, runtime
 from labkit.numa.cpuset import CPUSetParseError, format_cpus, parse
 
@@ -102,8 +102,8 @@ def _answer(ctx):
     for positions in key_positions(text)[:1]:
         if positions.duplicates:
             line, path = positions.duplicates[0]
-            raise CheckFailed(f"your answer gives {path} twice (line {line + 1}): YAML keeps only the last one; "
-                              f"write each key once\n  {ctx.answer_path}")
+            raise AnswerMalformed(f"it gives {path} twice (line {line + 1}): YAML keeps only the last one; "
+                                  f"write each key once\n  {ctx.answer_path}")
     return data
 
 
@@ -796,9 +796,9 @@ def _judge_pin(ctx, seen: dict):
         entry = ctx.answer_field(data, role, dict)
         name, pid, listed = entry.get("pod"), entry.get("pid"), entry.get("cpus_allowed_list")
         if not isinstance(name, str):
-            raise CheckFailed(f"{ctx.answer_path}: {role}.pod should be a Pod's name, got {name!r}")
+            raise AnswerMalformed(f"{role}.pod should be a Pod's name, got {name!r}\n  {ctx.answer_path}")
         if not isinstance(pid, int) or isinstance(pid, bool):
-            raise CheckFailed(f"{ctx.answer_path}: {role}.pid should be a process id (a number), got {pid!r}")
+            raise AnswerMalformed(f"{role}.pid should be a process id (a number), got {pid!r}\n  {ctx.answer_path}")
         elsewhere = sorted({c["namespace"] for c in containers if c["pod"] == name and c["namespace"] != "default"})
         if name not in by_pod and elsewhere:
             raise CheckFailed(f"{role}: Pod {name} is the lab's own, in namespace {elsewhere[0]}: name a Pod you ran "

@@ -51,7 +51,10 @@ def _patch_note(message: str) -> str:
     text = message.lower()
     if "invalid webhook response" in text:
         return " Your webhook's answer is not a valid AdmissionReview response: the error says which field."
-    if "missing path" in text or "does not apply" in text or "not exist" in text:
+    # evanphx/json-patch v4's failures (labkit.apiserver.jsonpatch): a path that does not lead
+    # anywhere, a key or index that is not there, a failed test, an unknown operation
+    if any(w in text for w in ("does not apply", "nonexistent key", "invalid index", "proper array index",
+                               "test failed", "unexpected kind")):
         return " The JSON Patch your webhook answered could not be applied to the Pod: look at its paths."
     return ""
 
@@ -420,7 +423,14 @@ def check_forbidden(ctx):
 
 # -- mutating-webhook ---------------------------------------------------------------------------
 
-PROBES = {"own-labels": {"app": "probe"}, "no-labels": None}
+OTHER_OWNER = "other-team"
+
+
+def probe_pods(label: str) -> dict:
+    """The Pods the check creates (dry runs) in every namespace: with labels of their own, without
+    labels, and already carrying the exercise's label with another value (the webhook sets its
+    value: the label says the namespace's owner, whatever the Pod was sent with)."""
+    return {"own-labels": {"app": "probe"}, "no-labels": None, "owner-set": {"app": "probe", label: OTHER_OWNER}}
 
 
 TOKEN_VOLUME = re.compile(r"kube-api-access-[bcdfghjklmnpqrstvwxz2456789]{5}")
@@ -456,7 +466,7 @@ def observe_mutating_webhook(ctx) -> dict:
     probes = {}
     if mine:
         for n in namespaces:
-            for case, labels in PROBES.items():
+            for case, labels in probe_pods(ctx.params["label"]).items():
                 code, body = _probe_pod(admin, n["name"], labels=labels)
                 meta = (body.get("metadata") or {}) if code == 201 else {}
                 probes[f"{n['name']}/{case}"] = {
@@ -485,7 +495,7 @@ def _later_probes(ctx, admin, configurations) -> dict:
     registry = reconstruct.Registry(reconstruct.Objects([namespace, *configurations, *services, *slices]))
     admin_user = _requester("labkit-admin", ("kubeadm:cluster-admins", "system:authenticated"))
     out = {}
-    for case, labels in PROBES.items():
+    for case, labels in probe_pods(ctx.params["label"]).items():
         attrs = reconstruct.pod_attributes(later["name"], _pod(labels), dry_run=True)
         attrs.user = admin_user
         try:
@@ -505,13 +515,14 @@ COMMON_LABELS = {"run": "x", "app": "web", "tier": "frontend", "app.kubernetes.i
                  "pod-template-hash": "5d8f7c9b4"}
 
 
-def pod_label_space(configurations, own_label: str) -> list[dict | None]:
+def pod_label_space(configurations, own_label: str, own_value: str) -> list[dict | None]:
     """Label sets of Pods to ask a webhook's matching about, so that "every Pod" means every Pod:
     none, the probes', each common label alone, and, for every key the configurations' objectSelectors
     name, the key absent, with each value they name and with another value (an objectSelector
-    decides by these keys only, apimachinery labels.Selector). The exercise's own label is left out:
-    a Pod that already carries it is not the exercise's case."""
-    space: list[dict | None] = [None, *[dict(p) for p in PROBES.values() if p]]
+    decides by these keys only, apimachinery labels.Selector). The exercise's own label is there
+    with every value but its own: a Pod that already says the right owner needs no call (skipping
+    it changes nothing), one that says another must be sent like every other."""
+    space: list[dict | None] = [None, *[dict(p) for p in probe_pods(own_label).values() if p]]
     keys: dict[str, set] = {}
     for c in configurations:
         for hook in c.get("webhooks") or []:
@@ -522,11 +533,14 @@ def pod_label_space(configurations, own_label: str) -> list[dict | None]:
                 keys.setdefault(str(e.get("key", "")), set()).update(str(v) for v in e.get("values") or [])
     for k, v in COMMON_LABELS.items():
         keys.setdefault(k, set()).add(v)
-    keys.pop(own_label, None)
+    own = keys.pop(own_label, set())
     for k in sorted(keys):
         for v in sorted(keys[k]) + ["other-value"]:
             if {k: v} not in space:
                 space.append({k: v})
+    for v in sorted(own - {own_value}) + [OTHER_OWNER]:
+        if {own_label: v} not in space:
+            space.append({own_label: v})
     return space
 
 
@@ -560,7 +574,8 @@ def judge_mutating_webhook(ctx, obs) -> object:
                    for c in obs["configurations"] for i, h in enumerate(c.get("webhooks") or []))
     # the registration asks for Pod creations: no other request of the enabled namespace is sent
     # (the rules, operations and scope of each webhook, judged by the server's own matching)
-    for labels in PROBES.values():
+    cases = probe_pods(label)
+    for labels in cases.values():
         for attrs in reconstruct.other_requests(ns, labels):
             attrs.user = admin_user
             if any(reconstruct.webhook_called(registry, c["metadata"]["name"], i, h, attrs) != "skipped"
@@ -569,7 +584,7 @@ def judge_mutating_webhook(ctx, obs) -> object:
                 raise CheckFailed(f"your webhook is also asked about {attrs.operation} of {what} in {ns}: it is "
                                   "registered for Pod creations only — look at its rules (apiGroups, resources, "
                                   "operations)")
-    space = pod_label_space(obs["configurations"], label)
+    space = pod_label_space(obs["configurations"], label, value)
     for n in sorted(namespaces, key=lambda n: (n["name"] != ns, n["name"])):
         name, on = n["name"], (n["labels"] or {}).get(enabler) == "enabled"
         # every Pod of the namespace, whatever its labels (objectSelector, matchConditions): sent there,
@@ -589,31 +604,31 @@ def judge_mutating_webhook(ctx, obs) -> object:
             other = (n["labels"] or {}).get(enabler)
             which = f"the label {enabler}=enabled" if on else f"{enabler}={other} (not enabled)" \
                 if other is not None else f"no label {enabler}"
-            for labels in PROBES.values():
+            for labels in cases.values():
                 if sent(name, labels) != on:
                     raise CheckFailed(f"a namespace made later with {which} would "
                                       f"{'not ' if on else ''}be sent to your webhook: the namespaces it applies to "
                                       f"must be exactly those labelled {enabler}=enabled — look at its "
                                       "namespaceSelector")
-            for case, labels in PROBES.items() if on else ():
+            for case, labels in cases.items() if on else ():
                 # what the webhook itself answers there (labkit's dispatcher, see _later_probes)
                 probe = obs["probes"].get(f"{name}/{case}")
                 if probe is None:
                     continue
-                own = " with its own labels" if labels else " without labels"
+                own = _described(case, label)
                 got = probe["labels"] or {}
                 if probe["code"] != 201:
                     raise CheckFailed(f"creating a Pod{own} in a namespace made later with the label {enabler}=enabled "
                                       f"would fail: {probe['code']}: {probe['message']}.{_patch_note(probe['message'])}"
                                       " Your webhook's log: `labkit requests webhook list`")
-                if got.get(label) != value or any(got.get(k) != v for k, v in (labels or {}).items()):
+                if got.get(label) != value or any(got.get(k) != v for k, v in (labels or {}).items() if k != label):
                     raise CheckFailed(f"a Pod created{own} in a namespace made later with the label {enabler}=enabled "
                                       f"would come back without the label {label}: {value} (or without its own): "
                                       "your webhook must label the Pods of every namespace labelled "
                                       f"{enabler}=enabled, not only of {ns} — look at what it decides by",
                                       observed=got)
             continue
-        for labels in PROBES.values():
+        for labels in cases.values():
             if sent(name, labels) != on:
                 raise CheckFailed(f"Pod creations in {name} are {'not ' if on else ''}sent to your webhook: the "
                                   f"namespaces it applies to must be exactly those labelled {enabler}=enabled, not "
@@ -625,9 +640,9 @@ def judge_mutating_webhook(ctx, obs) -> object:
             if unsafe:
                 raise CheckFailed(f"a dry run of a Pod creation in {name} is refused: the server will not send a dry "
                                   f"run to a webhook whose sideEffects are not None or NoneOnDryRun ({unsafe[0]})")
-        for case, labels in PROBES.items():
+        for case, labels in cases.items():
             probe = obs["probes"].get(f"{name}/{case}") or {"code": 0, "message": "not observed", "labels": None}
-            own = " with its own labels" if labels else " without labels"
+            own = _described(case, label)
             if probe["code"] != 201:
                 msg = probe["message"]
                 why = _patch_note(msg)
@@ -643,11 +658,16 @@ def judge_mutating_webhook(ctx, obs) -> object:
                                   f"Your webhook should not be asked about namespaces without {enabler}=enabled")
             got = probe["labels"] or {}
             if on:
+                if case == "owner-set" and got.get(label) == OTHER_OWNER:
+                    raise CheckFailed(f"a Pod created{own} in {name} came back with {label}: {OTHER_OWNER} still: your "
+                                      f"webhook leaves the label as the Pod was sent with it, but the label says the "
+                                      f"namespace's owner, whatever the Pod was sent with (see the prompt) — look at "
+                                      "what your webhook does when the label is there already", observed=got)
                 if got.get(label) != value:
                     raise CheckFailed(f"a Pod created{own} in {name} came back without the label {label}: {value} — "
                                       "`labkit requests explain` on such a request shows what your webhook answered",
                                       observed=got)
-                if labels and any(got.get(k) != v for k, v in labels.items()):
+                if labels and any(got.get(k) != v for k, v in labels.items() if k != label):
                     raise CheckFailed(f"a Pod created in {name} with its own labels lost them: your patch replaced the "
                                       "Pod's labels instead of adding one", observed=got)
                 untouched = [obs["probes"].get(f"{o['name']}/{case}") for o in obs["namespaces"]
@@ -668,6 +688,12 @@ def judge_mutating_webhook(ctx, obs) -> object:
                                   "ones it is asked about", observed=got)
     return ctx.passed(f"Pods created in {ns} get {label}: {value} from your webhook, keeping their labels; other "
                       "namespaces are left alone")
+
+
+def _described(case: str, label: str) -> str:
+    """How feedback names a probe Pod."""
+    return {"own-labels": " with its own labels", "no-labels": " without labels",
+            "owner-set": f" with its own labels and {label}: {OTHER_OWNER}"}[case]
 
 
 def check_mutating_webhook(ctx):
@@ -791,12 +817,17 @@ def debug_attributes(user, namespace: str, image: str):
     return attrs
 
 
+LEGACY_CHANGE = "a change of the labels of a Pod whose untagged images it ran before your policy existed"
+
+
 def pod_side_requests(namespace: str):
     """(what, admission attributes) of the requests about a Pod in `namespace` (its images all
     tagged) that carry no new image: the scheduler binding it to a node (a Binding created through
     pods/binding), an eviction (an Eviction through pods/eviction, policy/v1), the kubelet's status
     update, a resize, the Pod's deletion (pkg/registry/core/pod/storage/storage.go; admission sees
-    the subresource's own kind and object, none on DELETE)."""
+    the subresource's own kind and object, none on DELETE); and a change of the labels of a Pod made
+    before the policy, whose images have no tag (an UPDATE of the Pod whose images stay as they
+    were: `kubectl label`, a controller adopting or releasing it)."""
     from labkit.apiserver.admission import Attributes
     pod = _image_pod("nginx:1.27", True)
     pod["metadata"]["namespace"] = namespace
@@ -814,6 +845,13 @@ def pod_side_requests(namespace: str):
     yield "a resize (pods/resize)", Attributes("UPDATE", rt, namespace, "probe", copy.deepcopy(pod), old=pod,
                                                subresource="resize")
     yield "the deletion of a Pod", Attributes("DELETE", rt, namespace, "probe", None, old=pod)
+    legacy = _image_pod("busybox", True)
+    legacy["spec"]["containers"][0]["image"] = "nginx"
+    legacy["metadata"]["namespace"] = namespace
+    relabelled = copy.deepcopy(legacy)
+    relabelled["metadata"]["labels"]["team"] = "web"
+    yield LEGACY_CHANGE, Attributes("UPDATE", rt, namespace, "probe", relabelled, old=legacy,
+                                    options={"kind": "UpdateOptions", "apiVersion": "meta.k8s.io/v1"})
 
 
 def _image_pod(image, init):
@@ -910,6 +948,11 @@ def judge_image_tag_policy(ctx, obs) -> object:
     for what, attrs in pod_side_requests(ns):
         attrs.user = admin_user
         result = reconstruct.policy_verdict(registry, attrs)
+        if result != "admitted" and what == LEGACY_CHANGE:
+            raise CheckFailed(f"your policy refuses {what} in {ns} ({result.removeprefix('denied: ')}): requests "
+                              "that bring no new image must go through — on an update, look at what your expressions "
+                              "judge: an image the Pod already had is not new (the operations matchConstraints sends "
+                              "them are right)")
         if result != "admitted":
             raise CheckFailed(f"your policy refuses {what} in {ns} ({result.removeprefix('denied: ')}): requests "
                               "that bring no new image must go through — look at the resources and operations your "

@@ -436,20 +436,80 @@ def _where(obj: dict) -> str:
     return f"{meta['namespace']}/{meta['name']}" if meta.get("namespace") else meta["name"]
 
 
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+NAME_LABEL = "kubernetes.io/metadata.name"      # the server sets it on every namespace
+
+
+def _namespace_work(env) -> list[tuple[str, str, dict | None]]:
+    """(phrase, resource, the Namespace as it is now) for each change of the student's to the
+    namespaces that only a rebuild of the whole lab reverts (no exercise's reset touches them):
+    labels added to, changed on or removed from the lab's and the cluster's namespaces, namespaces
+    made and namespaces deleted."""
+    c = client(env)
+    live = {n["metadata"]["name"]: n for n in c.list("v1", "namespaces")[0]}
+    built = {**{ns: {} for ns in SYSTEM_NAMESPACES}, **{ns: dict(spec["labels"]) for ns, spec in NAMESPACES.items()}}
+    out = []
+    for name in sorted(live):
+        obj = live[name]
+        if name not in built:
+            out.append((f"the namespace {name} you made, with everything in it (the rebuild has no such namespace)",
+                        "namespaces", obj))
+            continue
+        have = {k: v for k, v in ((obj["metadata"].get("labels") or {}).items()) if k != NAME_LABEL}
+        want = built[name]
+        for key in sorted(set(have) | set(want)):
+            if key not in want:
+                out.append((f"the label {key}={have[key]} you added to the namespace {name} (the rebuild removes it)",
+                            "namespaces", obj))
+            elif key not in have:
+                out.append((f"the label {key}={want[key]} you removed from the namespace {name} (the rebuild puts it "
+                            "back)", "namespaces", obj))
+            elif have[key] != want[key]:
+                out.append((f"the label {key} of the namespace {name}, which you set to {have[key]} (the rebuild sets "
+                            f"it back to {want[key]})", "namespaces", obj))
+    for name in sorted(set(built) - set(live)):
+        out.append((f"the namespace {name}, which you deleted (the rebuild makes it again)", "namespaces", None))
+    return out
+
+
 def student_work(env, exercise_id: str | None) -> list[str]:
-    """What a reset of the exercise (None: of the whole lab) would revert of the student's work."""
+    """What a reset of the exercise (None: of the whole lab) would revert of the student's work; a
+    rebuild of the whole lab also reverts the namespaces' labels and namespaces made or deleted."""
     if not is_up(env):
         return []
     out = []
     for ex in ([exercise_id] if exercise_id else EXERCISES):
         out += [phrase for phrase, _, _ in _work(env, ex)]
+    if exercise_id is None:
+        out += [phrase for phrase, _, _ in _namespace_work(env)]
     return out
 
 
-def _save(env, exercise_id: str) -> Path | None:
-    """Keep the student's objects that the reset removes or restores, as YAML in the lab's
-    directory; returns the file (None when there is nothing to keep)."""
-    kinds = {"certificatesigningrequests": ("certificates.k8s.io/v1", "CertificateSigningRequest"),
+def keep_student_work(env, exercise_id: str | None) -> list[str]:
+    """Before a rebuild of the whole lab (a new API server: nothing of the old one stays): every
+    exercise's objects that student_work lists and the namespaces whose labels the student changed
+    or that they made, as YAML `kubectl apply -f` takes back. A one-exercise reset keeps its own
+    objects (reset_exercise)."""
+    if exercise_id is not None or not is_up(env):
+        return []
+    work = [item for ex in EXERCISES for item in _work(env, ex)] + _namespace_work(env)
+    saved = _save(env, "lab", work)
+    if saved is None:
+        return []
+    removed = [phrase for phrase, _, _ in work if " you removed from the namespace " in phrase]
+    # `kubectl apply` adds and changes labels; one the rebuild puts back is not in the kept object,
+    # and apply removes only what its own last-applied configuration had
+    again = ("; a label you had removed is put back by the rebuild and stays after `kubectl apply`: remove it "
+             "again with `kubectl label namespace NAME KEY-`") if removed else ""
+    return [f"your objects and namespaces that the rebuild reverts are kept in {saved} (`kubectl apply -f` brings "
+            f"them back){again}"]
+
+
+def _save(env, exercise_id: str, work=None) -> Path | None:
+    """Keep the student's objects that the reset removes or restores (`work`: the exercise's, by
+    default), as YAML in the lab's directory; returns the file (None when there is nothing to keep)."""
+    kinds = {"namespaces": ("v1", "Namespace"),
+             "certificatesigningrequests": ("certificates.k8s.io/v1", "CertificateSigningRequest"),
              "roles": (RBAC, "Role"), "rolebindings": (RBAC, "RoleBinding"),
              "clusterrolebindings": (RBAC, "ClusterRoleBinding"),
              "mutatingwebhookconfigurations": (ADMISSION, "MutatingWebhookConfiguration"),
@@ -457,9 +517,10 @@ def _save(env, exercise_id: str) -> Path | None:
              "validatingadmissionpolicies": (ADMISSION, "ValidatingAdmissionPolicy"),
              "validatingadmissionpolicybindings": (ADMISSION, "ValidatingAdmissionPolicyBinding"),
              "services": ("v1", "Service"), "deployments": ("apps/v1", "Deployment")}
-    objects = []
-    for _, resource, obj in _work(env, exercise_id):
-        if obj is not None:
+    objects, seen = [], set()
+    for _, resource, obj in (_work(env, exercise_id) if work is None else work):
+        if obj is not None and (resource, _where(obj)) not in seen:
+            seen.add((resource, _where(obj)))
             api_version, kind = kinds[resource]
             objects.append({"apiVersion": api_version, "kind": kind, **{k: v for k, v in obj.items()
                                                                           if k not in ("apiVersion", "kind")}})

@@ -46,7 +46,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlsplit
 
-from labkit.apiserver import gobase64, patch as patches
+from labkit.apiserver import gobase64, jsonpatch
 from labkit.apiserver.admission import Attributes
 from labkit.apiserver.availability import Unresolvable, resolve_endpoint
 from labkit.apiserver.errors import ApiError, bad_request, forbidden, internal, not_found, request_timeout_error
@@ -577,8 +577,9 @@ class MutatingWebhooks:
         try:
             raw = gobase64.decode(result["patch"])
             ops = json.loads(raw)
-            if not isinstance(ops, list):
-                raise ValueError("json: cannot unmarshal object into Go value of type jsonpatch.Patch")
+            problem = jsonpatch.check_operations(ops)     # jsonpatch.DecodePatch
+            if problem:
+                raise ValueError(problem)
         except (ValueError, TypeError, UnicodeDecodeError) as exc:
             message = _json_error(exc) if isinstance(exc, json.JSONDecodeError) else str(exc)
             raise CallError(name, f"received undecodable patch in webhook response: {message}")
@@ -591,8 +592,9 @@ class MutatingWebhooks:
             raise CallError(name, f"unsupported patch type {json.dumps(result.get('patchType'))}")
         target = invocation.attrs.obj
         try:
-            patched = patches.apply_json_patch(target, ops)
-        except patches.PatchError as exc:
+            # patchObj.Apply; its error as apierrors.NewInternalError wraps it
+            patched = jsonpatch.apply(target, ops)
+        except jsonpatch.PatchError as exc:
             raise internal(str(exc))
         if not isinstance(patched, dict):
             raise internal("the patched object is not an object")

@@ -114,3 +114,14 @@ def init_updates_unjudged(env):
     expressions = list(ref.EXPRESSIONS)
     expressions[1] = f"request.operation != 'CREATE' || {expressions[1]}"
     ref.apply(env, ref.policy(expressions), ref.binding())
+
+
+@mistake("labels of a Pod whose untagged images", "not new")
+def judges_every_update(env):
+    """Judges every container's image on every update: a Pod made in web before the policy, with an
+    untagged image, can no longer have its labels changed (`kubectl label`, a controller)."""
+    ref = _reference(env)
+    ref.apply(env, ref.policy([f"object.spec.containers.all(c, {ref.PINNED})",
+                               f"!has(object.spec.initContainers) || object.spec.initContainers.all(c, {ref.PINNED})",
+                               "!has(object.spec.ephemeralContainers) || "
+                               f"object.spec.ephemeralContainers.all(c, {ref.PINNED})"]), ref.binding())

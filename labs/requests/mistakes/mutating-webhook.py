@@ -168,3 +168,34 @@ def registers_every_pod_subresource(env):
     served = lab.serve_webhook(env, reference.SOURCE)
     rules = [{**r, "resources": ["pods", "pods/*"]} for r in lab.POD_CREATIONS]
     lab.register_mutating(env, served, namespace_selector=SELECTOR, rules=rules)
+
+
+@mistake("still", "already")
+def keeps_the_owner_it_was_sent_with(env):
+    """Adds the label only to Pods that do not carry it yet: a Pod sent with example.com/owner:
+    other-team keeps that owner in web."""
+    _serve(env, '''
+def review(review):
+    request = review["request"]
+    labels = request["object"]["metadata"].get("labels")
+    if labels is None:
+        return answer(request, [{"op": "add", "path": "/metadata/labels", "value": {"example.com/owner": "web-team"}}])
+    if "example.com/owner" in labels:
+        return answer(request, [])
+    return answer(request, [{"op": "add", "path": "/metadata/labels/example.com~1owner", "value": "web-team"}])
+''')
+
+
+@mistake("objectSelector", "example.com/owner")
+def skips_pods_that_name_an_owner(env):
+    """Right webhook, registered with an objectSelector that leaves out the Pods that already carry
+    example.com/owner (thinking they are labelled already): a Pod sent with another owner keeps it."""
+    from importlib import util
+    lab = env.lab.environment_module()
+    spec = util.spec_from_file_location("reference", env.lab.directory / "solutions" / "mutating-webhook.py")
+    reference = util.module_from_spec(spec)
+    spec.loader.exec_module(reference)
+    served = lab.serve_webhook(env, reference.SOURCE)
+    lab.register_mutating(env, served, namespace_selector=SELECTOR,
+                          object_selector={"matchExpressions": [{"key": "example.com/owner",
+                                                                 "operator": "DoesNotExist"}]})

@@ -2,8 +2,8 @@
 namespaceSelector's key and value, the operations and resources of its rules, failurePolicy,
 sideEffects, timeout), an objectSelector or matchCondition that skips Pods by their labels, the
 registration gone; what the webhook answers changed one Pod at a time
-(the label missing or with another value, the Pod's own labels lost, one label more, an error, a
-Pod elsewhere labelled too); and, applied live, a registration that cannot reach it. The
+(the label missing or with another value, the value a Pod was sent with kept, the Pod's own labels
+lost, one label more, an error, a Pod elsewhere labelled too); and, applied live, a registration that cannot reach it. The
 registrations are classified by the server's own webhook matching over every namespace and
 namespaces made later, labelled or not."""
 
@@ -27,12 +27,12 @@ def mutants(ctx):
              for n in namespaces]))
         out = {}
         for n in namespaces:
-            for case, labels in checks.PROBES.items():
+            for case, labels in checks.probe_pods(label).items():
                 attrs = reconstruct.pod_attributes(n["name"], checks._pod(labels), dry_run=True)
                 out[(n["name"], case)] = any(
                     reconstruct.webhook_called(registry, configuration["metadata"]["name"], i, h, attrs) != "skipped"
                     for i, h in enumerate(configuration.get("webhooks") or []))
-        for case, labels in checks.PROBES.items():      # every request that is not a Pod creation
+        for case, labels in checks.probe_pods(label).items():      # every request that is not a Pod creation
             for attrs in reconstruct.other_requests(ns, labels):
                 out[(ns, case, attrs.operation, attrs.rt.resource, attrs.subresource)] = any(
                     reconstruct.webhook_called(registry, configuration["metadata"]["name"], i, h, attrs) != "skipped"
@@ -96,6 +96,9 @@ def mutants(ctx):
             ("object:tier-not-frontend", "objectSelector",
              {"matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["frontend"]}]}),
             ("object:app-absent", "objectSelector", {"matchExpressions": [{"key": "app", "operator": "DoesNotExist"}]}),
+            # a Pod sent with the exercise's label (another owner) is left as it is
+            ("object:owner-absent", "objectSelector",
+             {"matchExpressions": [{"key": label, "operator": "DoesNotExist"}]}),
             ("condition:not-run", "matchConditions",
              [{"name": "not-kubectl-run", "expression": "!has(object.metadata.labels) || !('run' in object.metadata.labels)"}])):
         mutated = copy.deepcopy(config)
@@ -106,6 +109,14 @@ def mutants(ctx):
                                                "kind": "MutatingWebhookConfiguration"},
                                               {**mutated, "apiVersion": mutate.ADMISSION,
                                                "kind": "MutatingWebhookConfiguration"}))
+    # Pods that already say the right owner are not sent: nothing would change for them
+    mutated = copy.deepcopy(config)
+    mutated["webhooks"][0]["objectSelector"] = {"matchExpressions": [{"key": label, "operator": "NotIn",
+                                                                      "values": [value]}]}
+    yield Mutant("selector:object:owner-not-right", f"registration: objectSelector {label} NotIn [{value}]",
+                 equivalent="every Pod that is not sent already carries the label with the owner's value: the webhook "
+                            "would add nothing to it (labkit's webhook matching over every label set of the check's "
+                            "space)", observation={**obs, "configurations": [mutated]})
     # the Pods and every subresource of theirs: evictions and bindings are creations too
     mutated = copy.deepcopy(config)
     mutated["webhooks"][0]["rules"] = [{**r, "resources": ["pods", "pods/*"]} for r in hook["rules"]]
@@ -144,6 +155,8 @@ def mutants(ctx):
                          ("one-more-label", {**got, "example.com/extra": "x"}, ("nobody asked for",))]
             if case == "own-labels":
                 variants.append(("own-labels-lost", {label: value}, ("lost",)))
+            if case == "owner-set":     # the label the Pod was sent with kept, not set to the owner
+                variants.append(("owner-kept", {**got, label: checks.OTHER_OWNER}, ("still", "already")))
             rest = probe["rest"]
             for part, changed in (("annotations", {**rest, "annotations": {**rest["annotations"], "x": "y"}}),
                                   ("spec", {**rest, "spec": {**rest["spec"], "containers": [

@@ -1,7 +1,7 @@
 """Reference solution: a policy whose expressions accept an image with a digest, or with a tag
-after the last `/`, for containers, init containers and ephemeral containers, on Pod creations and
-updates and on updates of the ephemeralcontainers subresource (`kubectl debug`); bound to the
-namespace web with Deny."""
+after the last `/` (or, on an update, the image the container already had), for containers, init
+containers and ephemeral containers, on Pod creations and updates and on updates of the
+ephemeralcontainers subresource (`kubectl debug`); bound to the namespace web with Deny."""
 
 import json
 
@@ -29,9 +29,18 @@ def binding(actions=("Deny",)):
                      "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "web"}}}}}
 
 
-EXPRESSIONS = [f"object.spec.containers.all(c, {PINNED})",
-               f"!has(object.spec.initContainers) || object.spec.initContainers.all(c, {PINNED})",
-               f"!has(object.spec.ephemeralContainers) || object.spec.ephemeralContainers.all(c, {PINNED})"]
+def kept(field):
+    """On an update, the image a container of that name already had: it brings nothing new (a Pod
+    whose images predate the policy may still have its labels or annotations changed)."""
+    return (f"(request.operation == 'UPDATE' && has(oldObject.spec.{field}) && "
+            f"oldObject.spec.{field}.exists(o, o.name == c.name && o.image == c.image))")
+
+
+EXPRESSIONS = [f"object.spec.containers.all(c, {PINNED} || {kept('containers')})",
+               f"!has(object.spec.initContainers) || object.spec.initContainers.all(c, {PINNED} || "
+               f"{kept('initContainers')})",
+               f"!has(object.spec.ephemeralContainers) || object.spec.ephemeralContainers.all(c, {PINNED} || "
+               f"{kept('ephemeralContainers')})"]
 
 
 def apply(env, *objects):
