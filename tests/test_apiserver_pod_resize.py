@@ -14,7 +14,7 @@ from labkit.apiserver.errors import ApiError
 from labkit.apiserver.handler import Api
 from labkit.apiserver.registry.store import Registry
 from labkit.apiserver.storage import Store
-from support import embedded_server, kubectl
+from support import embedded_server, kubectl, wait_until
 
 RESOURCES = {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"cpu": "200m", "memory": "128Mi"}}
 
@@ -144,17 +144,25 @@ def test_the_api_server_defaults_the_resize_policy_of_containers_with_requests(c
     assert "resizePolicy" not in client.get("v1", "pods", "none", "ns")["spec"]["containers"][0]
 
 
-def test_kubectl_patch_subresource_resize(tmp_path):
-    with embedded_server(tmp_path / "state", tmp_path, controllers=["serviceaccount"]) as server:
+def test_kubectl_resizes_a_pod_of_the_node_stand_in(tmp_path):
+    """`kubectl patch pod --subresource resize`; kubelet v1.34 reports containerStatuses[*].resources
+    (so the API server takes resizes for its Pods) and, once a resize is actuated, the new values
+    with allocatedResources."""
+    with embedded_server(tmp_path / "state", tmp_path, controllers=["serviceaccount", "node"]) as server:
         kubectl(server, "create", "serviceaccount", "default")
         kubectl(server, "create", "-f", "-", input=json.dumps(dict(pod("web"), apiVersion="v1", kind="Pod")),
                 check=True)
+
+        def status():
+            out = kubectl(server, "get", "pod", "web", "-o", "json", check=True)
+            return json.loads(out.stdout)["status"].get("containerStatuses") or [{}]
+        assert wait_until(lambda: status()[0].get("resources") == RESOURCES, timeout=30)
+        assert status()[0]["allocatedResources"] == RESOURCES["requests"]
         out = kubectl(server, "patch", "pod", "web", "--subresource", "resize", "-p",
                       '{"spec":{"containers":[{"name":"app","resources":{"requests":{"cpu":"150m"}}}]}}', check=True)
         assert out.stdout.strip() == "pod/web patched"
-        got = kubectl(server, "get", "pod", "web", "-o", "jsonpath={.spec.containers[0].resources.requests.cpu}",
-                      check=True)
-        assert got.stdout == "150m"
+        assert wait_until(lambda: status()[0]["resources"]["requests"]["cpu"] == "150m", timeout=30)
+        assert status()[0]["allocatedResources"] == {"cpu": "150m", "memory": "64Mi"}
         refused = kubectl(server, "patch", "pod", "web", "--subresource", "resize", "-p",
                           '{"spec":{"containers":[{"name":"app","resources":{"limits":{"memory":"64Mi"}}}]}}')
         assert refused.returncode == 1

@@ -54,6 +54,17 @@ def default_resize_policy(spec: dict) -> None:
                 c.setdefault("resizePolicy", []).append({"resourceName": resource, "restartPolicy": NOT_REQUIRED})
 
 
+def status_resources(resources: dict | None) -> dict:
+    """containerStatuses[*].resources as kubelet v1.34 reports them once actuated: the cpu and
+    memory requests and limits in force (kuberuntime convertToAPIContainerStatuses)."""
+    out = {}
+    for which in ("requests", "limits"):
+        values = {k: v for k, v in ((resources or {}).get(which) or {}).items() if k in ("cpu", "memory")}
+        if values:
+            out[which] = values
+    return out
+
+
 def _containers(spec: dict, key: str) -> list:
     return [c for c in spec.get(key) or [] if isinstance(c, dict)]
 
