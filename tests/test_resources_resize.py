@@ -134,6 +134,10 @@ def test_a_deferred_resize_is_done_once_a_pod_leaves_the_node(node, tmp_path):
                          f"{30 * MI}, used: {32 * MI}, capacity: {56 * MI}")
     view, = node.containers(record)
     assert quota_and_limit(node, view.cgroup)[1] == 20 * MI
+    # the status reports what is allocated and in force, not the spec asked for
+    assert resize.container_status(node.record("web"), "app") == {
+        "resources": {"requests": {"memory": "16Mi"}, "limits": {"memory": "20Mi"}},
+        "allocatedResources": {"memory": "16Mi"}}
     # kubelet counts the Pod at its allocation meanwhile: 16Mi, not 30Mi
     assert [str(p.containers[0].requests["memory"]) for r, p in node.active() if r["name"] == "web"] == ["16Mi"]
     node.delete("big")

@@ -202,6 +202,8 @@ def list_nodes(output: Optional[str] = cliopts.output_option(("text", "json"), "
 def _pod_rows(n) -> list[dict]:
     rows = []
     for record in n.records():
+        from labkit.resources import resize
+
         pod = n.pod(record)
         containers = []
         specs = {c.name: c for c in pod.all_containers()}
@@ -211,9 +213,7 @@ def _pod_rows(n) -> list[dict]:
                      "kubelet_oom_score_adj": record["containers"][view.name]["oom_score_adj"],
                      "spec": _spec(specs[view.name]),
                      "restartCount": record["containers"][view.name].get("restartCount", 0)}
-            for key in ("resources", "allocatedResources"):      # status.containerStatuses[*] after a resize
-                if key in record["containers"][view.name]:
-                    entry[key] = record["containers"][view.name][key]
+            entry.update(resize.container_status(record, view.name))
             if n.cgroups.exists(view.cgroup):
                 entry["cgroup_settings"] = n.cgroups.settings(view.cgroup)
                 cpu = n.cgroups.cpu(view.cgroup)

@@ -163,6 +163,23 @@ def _infeasible(node, pod) -> str | None:
     return None
 
 
+def container_status(record: dict, name: str) -> dict:
+    """What status.containerStatuses[*] says of a container's resources (kubelet v1.34 reports them
+    for every container that can be resized): `resources`, the values its cgroups hold, and
+    `allocatedResources`, the requests allocated to it; the last resize's when there was one."""
+    entry = record["containers"][name]
+    if "resources" in entry:
+        out = {"resources": entry["resources"]}
+        if entry.get("allocatedResources"):
+            out["allocatedResources"] = entry["allocatedResources"]
+        return out
+    allocated = record.get("allocated") or _resources(record["manifest"])
+    if name not in allocated:
+        return {}            # a regular init container: not resized, not reported
+    requests = dict(allocated[name].get("requests") or {})
+    return {"resources": status_resources(allocated[name]), **({"allocatedResources": requests} if requests else {})}
+
+
 def handle(node, record: dict) -> list[str]:
     """The kubelet's handling of the Pod's resources after a resize (see the module); writes the
     record and returns what happened, a line each."""
