@@ -124,6 +124,50 @@ def test_a_port_is_free_again_after_delete_and_after_a_change_of_type(c):
     assert node_ports(again)[0] not in (None, 30080)
 
 
+def local_lb(name, health=None):
+    obj = svc(name, 0, type="LoadBalancer")
+    obj["spec"]["externalTrafficPolicy"] = "Local"
+    if health:
+        obj["spec"]["healthCheckNodePort"] = health
+    return obj
+
+
+def test_a_local_load_balancer_gets_a_health_check_port_from_the_node_port_allocator(c):
+    """allocHealthCheckNodePort / updateHealthCheckNodePort (alloc.go): NeedsHealthCheck (LoadBalancer,
+    externalTrafficPolicy Local) draws one from the node-port range, or takes the one asked for;
+    it is held as node ports are and free again once the Service no longer needs it or is gone."""
+    lb = c.create("v1", "services", local_lb("lb"), "ns")
+    health = lb["spec"]["healthCheckNodePort"]
+    assert 30000 <= health <= 32767 and health not in node_ports(lb)
+    # held: no other Service gets it, as a node port or as a health-check port
+    with pytest.raises(ApiError) as info:
+        c.create("v1", "services", svc("taker", health), "ns")
+    assert info.value.message.endswith("provided port is already allocated")
+    with pytest.raises(ApiError) as info:
+        c.create("v1", "services", local_lb("twin", health), "ns")
+    assert (info.value.code, info.value.message) == (
+        500, f"Internal error occurred: failed to allocate requested HealthCheck NodePort {health}: "
+             "provided port is already allocated")
+    # an update that leaves it out keeps it (patchAllocatedValues)
+    replaced = c.get("v1", "services", "lb", "ns")
+    del replaced["spec"]["healthCheckNodePort"]
+    assert c.update("v1", "services", replaced, "ns")["spec"]["healthCheckNodePort"] == health
+    # a NodePort Service with Local gets none (NeedsHealthCheck is for LoadBalancers)
+    nodeport = svc("np", 0)
+    nodeport["spec"]["externalTrafficPolicy"] = "Local"
+    assert "healthCheckNodePort" not in c.create("v1", "services", nodeport, "ns")["spec"]
+    # Cluster policy: not needed any more, dropped and free
+    changed = c.patch("v1", "services", "lb", {"spec": {"externalTrafficPolicy": "Cluster"}}, "merge", "ns")
+    assert "healthCheckNodePort" not in changed["spec"]
+    assert node_ports(c.create("v1", "services", svc("reuse", health), "other")) == [health]
+    # back to Local: a new one is drawn; deleting the Service frees it
+    again = c.patch("v1", "services", "lb", {"spec": {"externalTrafficPolicy": "Local"}}, "merge", "ns")
+    second = again["spec"]["healthCheckNodePort"]
+    assert second not in (None, health)
+    c.delete("v1", "services", "lb", "ns")
+    assert c.create("v1", "services", local_lb("after", second), "ns")["spec"]["healthCheckNodePort"] == second
+
+
 def test_an_update_keeps_its_ports_and_a_new_chosen_one_is_checked(c):
     a = c.create("v1", "services", svc("a", None), "ns")
     c.create("v1", "services", svc("b", 30090), "ns")

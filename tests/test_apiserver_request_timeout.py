@@ -70,3 +70,44 @@ def test_kubectl_raw_request_with_a_malformed_timeout(tmp_path):
         assert r.stderr.strip() == ('Error from server (BadRequest): invalid timeout specified in the request URL - '
                                     'time: invalid duration "soon"')
         assert support.kubectl(server, "get", "namespaces", "--request-timeout=5s").returncode == 0
+
+
+def test_a_handler_past_its_deadline_is_answered_504_and_finishes_on_its_own(tmp_path):
+    """WithTimeoutForNonLongRunningRequests (server/filters/timeout.go): the client gets
+    NewTimeoutError's Status as json.Encoder writes it (no apiVersion or kind; Go sniffs its
+    Content-Type as text/plain) once `?timeout=` has passed; the handler goes on, and what it
+    stores stays stored."""
+    import threading
+
+    from labkit.apiserver.filters.chain import build_handler_chain
+    from labkit.apiserver.request import Request
+
+    with in_process_api(tmp_path / "objects.db") as api:
+        release, entered = threading.Event(), threading.Event()
+        serve = api.serve
+
+        def held(request):
+            entered.set()
+            release.wait()           # still working when the deadline passes
+            return serve(request)
+        api.serve = held
+        api._chain = build_handler_chain(api)
+        cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "late"}}
+        request = Request("POST", "/api/v1/namespaces/ns/configmaps", {"timeout": "50ms"}, obj=cm,
+                          user=admin_client(api).user)
+        guard = threading.Timer(30, release.set)     # without the filter the handler answers, late
+        guard.start()
+        response = api.handle(request)
+        guard.cancel()
+        assert entered.is_set()
+        assert response.code == 504
+        assert response.content_type == "text/plain; charset=utf-8"
+        assert response.body == (b'{"metadata":{},"status":"Failure","message":"Timeout: request did not complete '
+                                 b'within the allotted timeout","reason":"Timeout","details":{},"code":504}\n')
+        release.set()
+        api.serve = serve
+        api._chain = build_handler_chain(api)
+        assert support.wait_until(lambda: admin_client(api).get_or_none("v1", "configmaps", "late", "ns") is not None)
+        # a request within its time is answered by its handler
+        code, _ = admin_client(api).request("GET", "/api/v1/namespaces/ns/configmaps", {"timeout": "5s"})
+        assert code == 200

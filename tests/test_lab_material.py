@@ -48,7 +48,7 @@ PROGRAMS = ("kubectl", "labkit", "iptables", "iptables-save", "cat", "grep", "fi
 PLACEHOLDER = re.compile(r"\b[A-Z][A-Z_-]*[A-Z]\b|<[^>]+>|\.\.\.|…|\[|(?<=\w)\|(?=\w)|\{\{")
 MUTATING = re.compile(r"^kubectl\b.*\b(delete|patch|apply|create|replace|edit|label|annotate|scale)\b|"
                       r"^labkit (run|reset|cleanup|solve)\b|^labkit (kube-proxy|mounts) (apply|delete)\b|"
-                      r"^labkit numa (run|delete)\b|^labkit resources (apply|delete|evict)\b|\b(mount|umount)\b.* -")
+                      r"^labkit numa (run|delete)\b|^labkit resources (apply|delete|evict|patch)\b|\b(mount|umount)\b.* -")
 READABLE = 5000             # pixels: no side of a picture longer (a few screens at most)
 STREAM_S = 2.0              # seconds a command that keeps running (-w, -f) must run without an error
 TIMEOUT = 120
@@ -382,6 +382,11 @@ TEXTS: dict[str, dict[str, Run | list[Run] | Mention | Covered]] = {
                                                     changes="noisy-neighbour")),
         "labkit resources evict --node node-3": Run(changes="eviction-order"),
         "labkit resources plan -f FILE": Run("labkit resources plan -f scenarios/node-1.yaml"),
+        "labkit resources patch POD --subresource resize -p PATCH": Run(
+            "labkit resources patch frontend --subresource resize "
+            """-p '{"spec":{"containers":[{"name":"server","resources":{"requests":{"cpu":"60m"}}}]}}'""",
+            changes="throttled", output="pod/frontend patched"),
+        "kubectl patch pod POD --subresource resize -p PATCH": Mention(),
         "labkit resources convert": Mention(),
     },
     "scheduler": {

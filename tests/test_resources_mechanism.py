@@ -534,6 +534,9 @@ def test_delete_finds_the_pod_on_the_node_it_is_on(monkeypatch):
         def record(self, pod):
             return {"name": pod} if pod in self.pods else None
 
+        def records(self):      # a deferred resize is tried again after a delete: none here
+            return []
+
         def delete(self, pod):
             if pod not in self.pods:
                 raise cli.LabkitError(f'pods "{pod}" not found on {self.name}')

@@ -23,6 +23,7 @@ from typing import Callable
 
 from labkit import quantity
 from labkit.apiserver import models
+from labkit.apiserver.podresize import default_resize_policy
 
 DEFAULT_TERMINATION_GRACE_PERIOD = 30          # v1.DefaultTerminationGracePeriodSeconds
 DEFAULT_MODE = 0o644                           # Secret/ConfigMap/DownwardAPI/Projected volumes
@@ -122,6 +123,8 @@ def pod(obj: dict) -> None:
             for key, value in resources["limits"].items():
                 requests.setdefault(key, value)
             c["resources"] = resources
+    # resizePolicy NotRequired for requested cpu and memory (InPlacePodVerticalScaling, on in v1.34)
+    default_resize_policy(spec)
     if spec.get("enableServiceLinks") is None:
         spec["enableServiceLinks"] = True       # v1.DefaultEnableServiceLinks
     if spec.get("hostNetwork"):

@@ -11,7 +11,9 @@
 - binds unscheduled pods to the node (POST pods/<name>/binding, as the scheduler), unless the
   scheduler controller (labkit.controllers.scheduler) runs;
 - reports bound pods Running and Ready at once (PUT pods/<name>/status, as the kubelet); a
-  hostNetwork pod gets the node's address as its pod IP (generateAPIPodStatus);
+  hostNetwork pod gets the node's address as its pod IP (generateAPIPodStatus); each container's
+  status has the resources in force (InPlacePodVerticalScaling), and a resize the API server
+  accepted (pods/resize) is reported actuated at once (the stand-in admits every resize);
 - ends a deleted pod as the kubelet does: each container is sent SIGTERM and stops as its process
   would — at once with exit code 0 for most programs (pause, nginx, ... handle SIGTERM), or, when
   PID 1 is a shell, `sleep` or `tail` (they ignore SIGTERM as PID 1 of a container: the kernel drops
@@ -38,6 +40,7 @@ import threading
 import time
 
 from labkit.apiserver.errors import ApiError
+from labkit.apiserver.podresize import status_resources
 from labkit.apiserver.timestamps import now_rfc3339
 from labkit.controllers.base import KeyedController, bind
 from labkit.controllers.events import EventRecorder, involved
@@ -67,6 +70,12 @@ def ignores_sigterm(container: dict) -> bool:
         return os.path.basename(str(command[0])) in SIGTERM_IGNORERS
     image = str(container.get("image") or "").rsplit("/", 1)[-1].split("@")[0].split(":")[0]
     return image in SHELL_IMAGES
+
+
+def _allocated(container: dict) -> dict:
+    """containerStatuses[*].allocatedResources: the requests kubelet admitted (none: left out)."""
+    requests = (container.get("resources") or {}).get("requests") or {}
+    return {"allocatedResources": dict(requests)} if requests else {}
 
 
 def node_object(now: str) -> dict:
@@ -227,6 +236,36 @@ class NodeController(KeyedController):
             return
         if (pod.get("status") or {}).get("phase") == "Pending":
             self._report_running(pod)
+        elif (pod.get("status") or {}).get("phase") == "Running" and self._resized(pod):
+            self._report_resized(pod)
+
+    @staticmethod
+    def _resized(pod: dict) -> bool:
+        """A running Pod whose containers' cpu and memory differ from what its status reports:
+        a resize the API server accepted (pods/resize)."""
+        statuses = {s.get("name"): s for s in (pod.get("status") or {}).get("containerStatuses") or []}
+        return any(c.get("name") in statuses and
+                   statuses[c["name"]].get("resources") != status_resources(c.get("resources"))
+                   for c in (pod.get("spec") or {}).get("containers") or [])
+
+    def _report_resized(self, pod: dict) -> None:
+        """kubelet v1.34's handling of an accepted resize (allocation_manager.go
+        handlePodResourcesResize, then doPodResizeAction): the stand-in runs no containers and
+        admits every resize, so it is actuated at once: containerStatuses[*].resources and
+        allocatedResources report the new values (no PodResizePending/InProgress condition stays)."""
+        status = dict(pod.get("status") or {})
+        specs = {c.get("name"): c for c in (pod.get("spec") or {}).get("containers") or []}
+        statuses = []
+        for s in status.get("containerStatuses") or []:
+            s = dict(s)
+            if s.get("name") in specs:
+                resources = specs[s["name"]].get("resources")
+                s["resources"] = status_resources(resources)
+                s.pop("allocatedResources", None)
+                s.update(_allocated(specs[s["name"]]))
+            statuses.append(s)
+        status["containerStatuses"] = statuses
+        self._write_status(pod, status)
 
     def _finish_deletion(self, key: str, pod: dict) -> None:
         meta = pod["metadata"]
@@ -316,9 +355,14 @@ class NodeController(KeyedController):
         statuses = []
         for c in spec.get("containers") or []:
             cid = hashlib.sha256(f"{meta['uid']}/{c.get('name')}".encode()).hexdigest()
+            # kubelet v1.34 (InPlacePodVerticalScaling on) reports the resources in force and the
+            # allocated requests: what tells the API server that the node resizes in place
+            # (ValidatePodResize isPodResizeRequestSupported)
             statuses.append({"name": c.get("name"), "ready": True, "started": True, "restartCount": 0,
                              "image": c.get("image"), "imageID": f"{c.get('image')}@sha256:{cid[:64]}",
-                             "containerID": f"labkit://{cid}", "state": {"running": {"startedAt": now}}})
+                             "containerID": f"labkit://{cid}", "state": {"running": {"startedAt": now}},
+                             "resources": status_resources(c.get("resources")),
+                             **_allocated(c)})
         conditions = [{"type": t, "status": "True", "lastProbeTime": None, "lastTransitionTime": now}
                       for t in ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady",
                                 "PodScheduled")]

@@ -137,11 +137,18 @@ class LabCgroups:
             if settings.cpu_quota:        # 0: unset, the runtime leaves the kernel's -1
                 (cpu / "cpu.cfs_quota_us").write_text(str(settings.cpu_quota))
             if settings.memory_limit:
+                # ConfigureNoSwap on v1: memory+swap limited to the memory limit (0, no memory
+                # limit, is not written). The kernel keeps memory.limit_in_bytes at or below
+                # memsw, so runc (libcontainer/cgroups/fs/memory.go setMemoryAndSwap) writes memsw
+                # first when it grows (a resize), after the memory limit otherwise
+                memsw = memory / "memory.memsw.limit_in_bytes"
+                swap_too = settings.no_swap and memsw.exists()
+                grows = swap_too and int((_read(memsw) or "0").strip() or 0) < settings.memory_limit
+                if grows:
+                    memsw.write_text(str(settings.memory_limit))
                 (memory / "memory.limit_in_bytes").write_text(str(settings.memory_limit))
-                # ConfigureNoSwap on v1: memory+swap limited to the memory limit (runc writes it
-                # after memory.limit_in_bytes; 0, no memory limit, is not written)
-                if settings.no_swap and (memory / "memory.memsw.limit_in_bytes").exists():
-                    (memory / "memory.memsw.limit_in_bytes").write_text(str(settings.memory_limit))
+                if swap_too and not grows:
+                    memsw.write_text(str(settings.memory_limit))
             return
         group = paths["memory"]
         if settings.cpu_shares is not None:

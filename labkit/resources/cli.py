@@ -124,16 +124,48 @@ def delete(pods: Optional[list[str]] = typer.Argument(None, metavar="[POD...]", 
         raise LabkitError("name the Pods to delete, or give their files with -f/--filename (not both)")
     wanted = [(pod_name(p), None) for p in pods or []] + _pods_in_files(filename or [])
     env = _env()
+    from labkit.resources import resize
+
     for pod, in_file in wanted:
-        if node_name is None:
-            holding = [n for n in nodes(env).values() if n.record(pod) is not None]
-            if len(holding) > 1:
-                raise LabkitError(f'pod "{pod}" is on {", ".join(n.name for n in holding)}: name one with --node')
-            target = holding[0] if holding else node(env, in_file)
-        else:
-            target = node(env, node_name)
+        target = _node_of(env, pod, node_name, in_file)
         target.delete(pod)
         typer.echo(f'pod "{pod}" deleted')
+        for line in resize.retry_pending(target):      # a deferred resize may fit now
+            typer.echo(line)
+
+
+@app.command()
+def patch(pod: str = typer.Argument(..., metavar="POD", help="NAME or pod/NAME."),
+          subresource: str = typer.Option(..., "--subresource",
+                                          help="resize: the Pod's CPU and memory, changed in place (the only one "
+                                               "served here)."),
+          patch_text: str = typer.Option(..., "-p", "--patch", help="The patch (JSON or YAML)."),
+          patch_type: str = typer.Option("strategic", "--type", help="strategic, merge or json."),
+          node_name: Optional[str] = typer.Option(None, "--node", help="The node the Pod is on (default: the one "
+                                                                          "that has it).")):
+    """Resize a running Pod in place, as `kubectl patch pod POD --subresource resize -p PATCH` does on a
+    v1.34 cluster: the API server's checks, then the node's kubelet rewrites the cgroups (or says
+    why the resize is pending)."""
+    from labkit.resources import resize
+
+    if subresource != "resize":
+        raise LabkitError(f"--subresource {subresource!r}: the lab's nodes serve only the resize subresource "
+                          "(the Pods' spec is otherwise changed by deleting and applying them)")
+    env = _env()
+    name = pod_name(pod)
+    target = _node_of(env, name, node_name)
+    for line in resize.resize(target, name, patch_text, patch_type):
+        typer.echo(line)
+
+
+def _node_of(env, pod: str, node_name: str | None, in_file: str | None = None):
+    """The node a Pod is on: --node when given, else the one that has it (else its file's nodeName)."""
+    if node_name is not None:
+        return node(env, node_name)
+    holding = [n for n in nodes(env).values() if n.record(pod) is not None]
+    if len(holding) > 1:
+        raise LabkitError(f'pod "{pod}" is on {", ".join(n.name for n in holding)}: name one with --node')
+    return holding[0] if holding else node(env, in_file)
 
 
 @app.command("nodes")
@@ -170,6 +202,8 @@ def list_nodes(output: Optional[str] = cliopts.output_option(("text", "json"), "
 def _pod_rows(n) -> list[dict]:
     rows = []
     for record in n.records():
+        from labkit.resources import resize
+
         pod = n.pod(record)
         containers = []
         specs = {c.name: c for c in pod.all_containers()}
@@ -177,7 +211,9 @@ def _pod_rows(n) -> list[dict]:
             entry = {"name": view.name, "state": view.state, "reason": view.reason, "exit_code": view.exit_code,
                      "pids": view.pids, "oom_score_adj": view.oom_score_adj, "cgroup": view.cgroup,
                      "kubelet_oom_score_adj": record["containers"][view.name]["oom_score_adj"],
-                     "spec": _spec(specs[view.name])}
+                     "spec": _spec(specs[view.name]),
+                     "restartCount": record["containers"][view.name].get("restartCount", 0)}
+            entry.update(resize.container_status(record, view.name))
             if n.cgroups.exists(view.cgroup):
                 entry["cgroup_settings"] = n.cgroups.settings(view.cgroup)
                 cpu = n.cgroups.cpu(view.cgroup)
@@ -191,6 +227,7 @@ def _pod_rows(n) -> list[dict]:
         rows.append({"name": record["name"], "node": n.name, "uid": record["uid"], "qos": record["qos"],
                      "priority": pod.priority, "phase": record["status"]["phase"],
                      "reason": record["status"].get("reason", ""), "message": record["status"].get("message", ""),
+                     "conditions": record["status"].get("conditions", []),
                      "cgroup": record["cgroup"], "cgroup_settings": settings, "containers": containers})
     return rows
 
@@ -228,6 +265,9 @@ def get(names: Optional[list[str]] = typer.Argument(None, metavar="[POD...]", he
                    f"cgroup {row['cgroup']}")
         if row["message"]:
             typer.echo(f"    message: {row['message']}")
+        for condition in (c for c in row["conditions"] if c["type"].startswith("PodResize")):
+            typer.echo(f"    condition {condition['type']}: {condition.get('reason', '')}"
+                       + (f": {condition['message']}" if condition.get("message") else ""))
         if row["cgroup_settings"]:
             typer.echo(f"    pod cgroup: {_settings(row['cgroup_settings'])}")
         elif row.get("pod_cgroup") == WITHHELD:
@@ -388,6 +428,8 @@ def evict(node_name: Optional[str] = typer.Option(None, "--node", help=NODE_HELP
     if (named or (ours and len(active) >= 2)) and not situations.reveal(env.lab, exercise.id, "labkit resources evict"):
         raise LabkitError(situations.refusal(env.lab, exercise.id, f"the eviction manager's ranking of {', '.join(sorted(ours))}"))
 
+    evicted = []
+
     def say(result):
         o = result.observation
         typer.echo(f"{n.name}: memory.available {_mib(o.available)} (working set {_mib(o.working_set)}), "
@@ -399,12 +441,17 @@ def evict(node_name: Optional[str] = typer.Option(None, "--node", help=NODE_HELP
         for name in result.skipped_critical:
             typer.echo(f"  cannot evict a critical pod: {name}")
         if result.evicted:
+            evicted.append(result.evicted)
             typer.echo(f"  Warning EvictionThresholdMet node/{n.name}: Attempting to reclaim memory")
             typer.echo(f"  evicted pod/{result.evicted}: {result.message}")
         else:
             typer.echo("  no threshold met: nothing to evict")
 
     eviction.run(n, say, max_passes=passes)
+    if evicted:         # an evicted Pod frees what a deferred resize waits for
+        from labkit.resources import resize
+        for line in resize.retry_pending(n):
+            typer.echo(line)
 
 
 @app.command()

@@ -172,8 +172,23 @@ class Node:
         return pod_from_dict(record["manifest"], f"{self.name}/{record['name']}",
                              priority_classes=self.config.priority_classes)
 
+    def allocated_pod(self, record: dict) -> Pod:
+        """The Pod as kubelet accounts for it: with the resources it was admitted or last resized
+        at (allocation_manager.go UpdatePodFromAllocation), which differ from its spec while a
+        resize is pending (labkit.resources.resize)."""
+        allocated = record.get("allocated")
+        if not allocated:
+            return self.pod(record)
+        import copy
+        manifest = copy.deepcopy(record["manifest"])
+        for key in ("containers", "initContainers"):
+            for c in (manifest.get("spec") or {}).get(key) or []:
+                if c.get("name") in allocated:
+                    c["resources"] = copy.deepcopy(allocated[c["name"]])
+        return pod_from_dict(manifest, f"{self.name}/{record['name']}", priority_classes=self.config.priority_classes)
+
     def active(self) -> list[tuple[dict, Pod]]:
-        return [(r, self.pod(r)) for r in self.records() if r["status"]["phase"] in ("Pending", "Running")]
+        return [(r, self.allocated_pod(r)) for r in self.records() if r["status"]["phase"] in ("Pending", "Running")]
 
     def _write(self, record: dict) -> None:
         path = self.pods_dir / f"{record['name']}.json"
@@ -214,8 +229,9 @@ class Node:
                         'than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,'
                         '`spec.tolerations` (only additions to existing tolerations),'
                         '`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative) '
-                        f"— delete it first: `labkit resources delete {pod.name}` (a v1.34 cluster would change its CPU and "
-                        "memory in place through the Pod's resize subresource; labkit's nodes do not reconstruct it)")
+                        f"— delete it first: `labkit resources delete {pod.name}`; its containers' CPU and memory change "
+                        f"in place through the resize subresource: `labkit resources patch {pod.name} --subresource "
+                        "resize -p PATCH`, as `kubectl patch pod --subresource resize` on a v1.34 cluster)")
                 self.delete(pod.name)    # a Pod that ended (evicted, rejected) is replaced
             _check_command(pod)
             out.append((pod.name, self._run(pod)))
@@ -230,9 +246,20 @@ class Node:
         rejected = pressure.admit(self.dir, pod)
         if rejected:
             return rejected
+        unfit = self.resource_fit(pod)
+        if unfit:     # kubelet's rejectPod writes the handler's message after "Pod was rejected: "
+            return unfit[0], f"Pod was rejected: {unfit[1]}"
+        return None
+
+    def resource_fit(self, pod: Pod, others: list[Pod] | None = None) -> tuple[str, str] | None:
+        """GeneralPredicates' resource fit (lifecycle/predicate.go): (OutOf<resource>, its message)
+        when the Pod's requests do not fit allocatable beside `others` (default: the node's active
+        Pods, this one excepted), else None."""
         wanted = pod_requests(pod)
         used = {"cpu": 0, "memory": 0}
-        for _record, other in self.active():
+        if others is None:
+            others = [other for record, other in self.active() if record["name"] != pod.name]
+        for other in others:
             requests = pod_requests(other)
             used["cpu"] += requests["cpu"].milli_value() if "cpu" in requests else 0
             used["memory"] += requests["memory"].value_int() if "memory" in requests else 0
@@ -242,7 +269,7 @@ class Node:
                 continue
             asked = wanted[resource].milli_value() if resource == "cpu" else wanted[resource].value_int()
             if asked > capacity[resource] - used[resource]:
-                return (f"OutOf{resource}", f"Pod was rejected: Node didn't have enough resource: {resource}, "
+                return (f"OutOf{resource}", f"Node didn't have enough resource: {resource}, "
                                             f"requested: {asked}, used: {used[resource]}, capacity: {capacity[resource]}")
         return None
 

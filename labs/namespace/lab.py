@@ -128,21 +128,39 @@ def _dead_node(env, t: Target) -> None:
         "spec": {"taints": [{"key": "node.kubernetes.io/unreachable", "effect": effect}
                             for effect in ("NoSchedule", "NoExecute")]}})
     message = "Kubelet stopped posting node status."
-    status = {"conditions": [{"type": kind, "status": "Unknown", "reason": "NodeStatusUnknown",
-                              "message": message, "lastHeartbeatTime": "2026-01-01T00:00:00Z",
-                              "lastTransitionTime": "2026-01-01T00:00:40Z"}
-                             for kind in ("MemoryPressure", "DiskPressure", "PIDPressure", "Ready")],
-              "addresses": [{"type": "InternalIP", "address": "10.89.0.3"},
-                            {"type": "Hostname", "address": DEAD_NODE}]}
     client = t.client()
     for attempt in range(10):       # the node lifecycle controller writes the Node's taints meanwhile
         node = client.get("v1", "nodes", DEAD_NODE)
         try:
-            client.update("v1", "nodes", dict(node, status=status), subresource="status")
+            client.update("v1", "nodes", dict(node, status=_dead_node_status(node, message)), subresource="status")
             return
         except ApiError as exc:
             if exc.code != 409 or attempt == 9:
                 raise
+
+
+def _dead_node_status(node: dict, message: str) -> dict:
+    """node-b's status as a cluster shows it once its kubelet stopped posting: what the kubelet
+    posted last — capacity and allocatable (kubelet_node_status.go setNodeStatus; `kubectl describe
+    node` computes its percentages from allocatable), addresses, nodeInfo — and each condition
+    Unknown, NodeStatusUnknown, with the lastHeartbeatTime of the kubelet's last post (the Node's
+    registration: no heartbeat is older than the Node) and the lastTransitionTime of the moment
+    the node lifecycle controller gave up on it (node_lifecycle_controller.go tryUpdateNodeHealth,
+    once nodeMonitorGracePeriod had passed: now, as the lab builds it)."""
+    from labkit.apiserver.timestamps import now_rfc3339
+
+    registered = node["metadata"].get("creationTimestamp") or now_rfc3339()
+    resources = {"cpu": "2", "memory": "4030100Ki", "ephemeral-storage": "20470Mi", "pods": "110"}
+    return {"conditions": [{"type": kind, "status": "Unknown", "reason": "NodeStatusUnknown", "message": message,
+                            "lastHeartbeatTime": registered, "lastTransitionTime": max(registered, now_rfc3339())}
+                           for kind in ("MemoryPressure", "DiskPressure", "PIDPressure", "Ready")],
+            "capacity": dict(resources), "allocatable": dict(resources),
+            "addresses": [{"type": "InternalIP", "address": "10.89.0.3"}, {"type": "Hostname", "address": DEAD_NODE}],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+            "nodeInfo": {"kubeletVersion": "v1.34.1", "kubeProxyVersion": "", "operatingSystem": "linux",
+                         "architecture": "amd64", "containerRuntimeVersion": "containerd://1.7.27",
+                         "osImage": "Ubuntu 24.04.2 LTS", "kernelVersion": "6.8.0-60-generic",
+                         "machineID": "", "systemUUID": "", "bootID": ""}}
 
 
 def _strand_uploader(t: Target) -> None:

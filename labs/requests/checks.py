@@ -272,8 +272,9 @@ def judge_alice(ctx, obs) -> object:
         raise CheckFailed(f"the private key in the kubeconfig {path} is encrypted: a client must read it without a "
                           "passphrase (openssl req -nodes)")
     if not obs["key_matches"]:
-        raise CheckFailed(f"the private key in the kubeconfig {path} does not belong to its client certificate: "
-                          "a certificate works only with the key its CSR was made from (compare `openssl x509 "
+        raise CheckFailed(f"the private key in the kubeconfig {path} does not belong to its client certificate "
+                          "(kubectl, with Go's crypto/tls, refuses the pair: `tls: private key does not match public "
+                          "key`): a certificate works only with the key its CSR was made from (compare `openssl x509 "
                           "-noout -pubkey` of the certificate with `openssl pkey -pubout` of the key)" +
                           _refusal_note(obs))
     cn, orgs = obs["subject"]

@@ -9,6 +9,7 @@ from labkit.apiserver.filters.authentication import unauthorized, with_authentic
 from labkit.apiserver.filters.authorization import with_authorization
 from labkit.apiserver.filters.deadline import with_request_deadline
 from labkit.apiserver.filters.impersonation import with_impersonation
+from labkit.apiserver.filters.timeout import with_timeout
 from labkit.apiserver.filters.trace import with_trace
 
 
@@ -16,10 +17,10 @@ def build_handler_chain(api, authenticator: Authenticator | None = None) -> Hand
     """kube-apiserver's DefaultBuildHandlerChain (staging/src/k8s.io/apiserver/pkg/server/config.go),
     with the filters labkit reconstructs, in upstream's order. Each line wraps the handler built
     so far, so a request meets them from the bottom up: audit init, the request's deadline
-    (`?timeout=`), authentication, audit, impersonation, authorization, then the director
-    (`api.serve`: routing, then the REST handler with admission, validation and storage).
-    Upstream's other filters (panic recovery, request info, the 504 of a handler past its
-    deadline, CORS, flow control, …) have no stage here: the audit filter answers a panic
+    (`?timeout=`), the 504 of a handler past that deadline, authentication, audit,
+    impersonation, authorization, then the director (`api.serve`: routing, then the REST handler
+    with admission, validation and storage). Upstream's other filters (panic recovery, request
+    info, CORS, flow control, …) have no stage here: the audit filter answers a panic
     with a 500, and the request info is parsed from the request where a stage needs it
     (request.py).
 
@@ -32,6 +33,7 @@ def build_handler_chain(api, authenticator: Authenticator | None = None) -> Hand
     if authenticator is not None:
         failed = with_failed_authentication_audit(unauthorized, api)
         handler = with_authentication(handler, authenticator, failed)
+    handler = with_timeout(handler)
     handler = with_request_deadline(handler, api)
     handler = with_trace(handler, api)
     handler = with_audit_init(handler)

@@ -7,9 +7,8 @@ filter runs before authentication.
 
 The deadline (`request.deadline`, time.monotonic() seconds) bounds what the request waits for:
 a webhook call (admission/webhook.py) and PodSecurity's check of a namespace's Pods
-(admission/podsecurity.py), as the request's context does upstream. labkit does not reconstruct
-WithTimeoutForNonLongRunningRequests: a handler that runs past the deadline is not cut off with
-a 504.
+(admission/podsecurity.py), as the request's context does upstream; a handler still running when
+it passes is answered 504 by WithTimeoutForNonLongRunningRequests (filters/timeout.py).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""core/v1 Pods and Bindings: the Pod strategy, its status and binding subresources, the
-legacy `bindings` resource, and the container and pod-template validation the workload kinds share
+"""core/v1 Pods and Bindings: the Pod strategy, its status, binding, ephemeralcontainers and
+resize subresources, the legacy `bindings` resource, and the container and pod-template validation the workload kinds share
 (pkg/registry/core/pod/strategy.go, storage/storage.go; pkg/apis/core/validation).
 """
 
@@ -9,6 +9,7 @@ import copy
 import json
 
 from labkit.apiserver import tables
+from labkit.apiserver.podresize import prepare_resize, validate_resize
 from labkit.apiserver.podvalidation import validate_pod_containers
 from labkit.apiserver.errors import FieldError, field_forbidden, field_invalid, field_required
 from labkit.apiserver.resources import STATUS_VERBS, StatusSubresource, Strategy, Subresource
@@ -185,6 +186,21 @@ class EphemeralContainersSubresource(Subresource):
         return errors
 
 
+class ResizeSubresource(Subresource):
+    """`pods/<name>/resize` (ResizeREST in pkg/registry/core/pod/storage/storage.go; what `kubectl
+    patch pod NAME --subresource resize` writes), its kind the Pod itself, with podResizeStrategy
+    (pkg/registry/core/pod/strategy.go) and ValidatePodResize: labkit.apiserver.podresize."""
+
+    name = "resize"
+    verbs = STATUS_VERBS
+
+    def prepare_for_update(self, new: dict, old: dict) -> dict:
+        return prepare_resize(new, old)
+
+    def validate_update(self, new: dict, old: dict) -> list[FieldError]:
+        return validate_resize(new, old, qos_class)
+
+
 class PodStrategy(Strategy):
     """pkg/registry/core/pod/strategy.go: status and QoS class set on create, metadata.generation
     follows spec changes (v1.33+)."""
@@ -194,7 +210,8 @@ class PodStrategy(Strategy):
     generation = True
     field_labels = ("spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName",
                     "status.phase", "status.podIP", "status.nominatedNodeName")
-    subresources = (PodStatusSubresource(), BindingSubresource(), EphemeralContainersSubresource())
+    subresources = (PodStatusSubresource(), BindingSubresource(), EphemeralContainersSubresource(),
+                    ResizeSubresource())
     printer = tables.PRINTERS["Pod"]
 
     def prepare_for_create(self, obj):

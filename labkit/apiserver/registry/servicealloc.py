@@ -1,6 +1,7 @@
 """Node ports of Services, allocated as kube-apiserver v1.34's Service REST does it
 (pkg/registry/core/service/storage/alloc.go: txnAllocNodePorts, initNodePorts,
-txnUpdateNodePorts, updateNodePorts, releaseNodePorts; storage.go beginCreate / beginUpdate,
+allocHealthCheckNodePort, txnUpdateNodePorts, updateNodePorts, updateHealthCheckNodePort,
+releaseNodePorts; storage.go beginCreate / beginUpdate,
 which run before the strategy, so validating admission sees the allocated ports).
 
 Upstream keeps a bitmap of the range in etcd; here the allocated ports are those the stored
@@ -27,6 +28,12 @@ def _collect(spec: dict) -> list[int]:
     if spec.get("healthCheckNodePort"):
         ports.append(spec["healthCheckNodePort"])
     return ports
+
+
+def needs_health_check(spec: dict) -> bool:
+    """pkg/api/service/util.go NeedsHealthCheck: a LoadBalancer Service with
+    externalTrafficPolicy Local (a NodePort Service with Local gets no health-check port)."""
+    return spec.get("type") == "LoadBalancer" and spec.get("externalTrafficPolicy") == "Local"
 
 
 def _should_allocate(spec: dict) -> bool:
@@ -63,8 +70,16 @@ class NodePortAllocator:
                 used = self._used(registry, rt, meta.get("namespace", ""), meta.get("name", ""), token)
                 if old is None:
                     self._init_node_ports(obj, used, token)
-                elif (obj.get("spec") or {}).get("type") in NODE_PORT_TYPES:
-                    self._update_node_ports(obj, old, used, token)
+                    if needs_health_check(obj.get("spec") or {}):
+                        self._alloc_health_check_node_port(obj, used, token)
+                else:
+                    if (obj.get("spec") or {}).get("type") in NODE_PORT_TYPES:
+                        self._update_node_ports(obj, old, used, token)
+                    # updateHealthCheckNodePort: allocated when the Service comes to need one; one
+                    # it no longer needs is free once the update is stored (the field is dropped:
+                    # drop_type_dependent_node_ports)
+                    if needs_health_check(obj.get("spec") or {}) and not needs_health_check(old.get("spec") or {}):
+                        self._alloc_health_check_node_port(obj, used, token)
         except BaseException:
             self._finish(token)
             raise
@@ -91,6 +106,25 @@ class NodePortAllocator:
         used.add(port)
         self._reserved[port] = token
         return port
+
+    def _alloc_health_check_node_port(self, obj: dict, used: set[int], token: object) -> None:
+        """allocHealthCheckNodePort (alloc.go): the requested spec.healthCheckNodePort, or one
+        drawn from the same range and allocator as the node ports; a failure is an internal error."""
+        spec = obj.setdefault("spec", {})
+        requested = spec.get("healthCheckNodePort")
+        if requested:
+            problem = nodeports.check(requested, self.low, self.high, used)
+            if problem:
+                raise internal(f"failed to allocate requested HealthCheck NodePort {requested}: {problem}")
+            used.add(requested)
+            self._reserved[requested] = token
+            return
+        port = nodeports.draw(self.low, self.high, used, self.rng)
+        if port is None:
+            raise internal(f"failed to allocate a HealthCheck NodePort 0: {nodeports.FULL}")
+        used.add(port)
+        self._reserved[port] = token
+        spec["healthCheckNodePort"] = port
 
     def _init_node_ports(self, obj: dict, used: set[int], token: object) -> None:
         """txnAllocNodePorts / initNodePorts: ports of the same number share one node port."""
@@ -140,6 +174,10 @@ def patch_allocated_values(new: dict, old: dict) -> None:
     keeps the one allocated to that port (matched by port number and protocol), when the Service
     is and was of a type with node ports, so `kubectl replace -f` of a manifest works."""
     spec, old_spec = new.get("spec") or {}, old.get("spec") or {}
+    # ... and the health-check port, when the Service needed one and still does
+    if needs_health_check(spec) and needs_health_check(old_spec) and not spec.get("healthCheckNodePort"):
+        if old_spec.get("healthCheckNodePort"):
+            spec["healthCheckNodePort"] = old_spec["healthCheckNodePort"]
     if spec.get("type") in NODE_PORT_TYPES and old_spec.get("type") in NODE_PORT_TYPES:
         allocated = {(p.get("port"), p.get("protocol")): p.get("nodePort") for p in old_spec.get("ports") or []}
         for port in spec.get("ports") or []:
@@ -151,6 +189,10 @@ def drop_type_dependent_node_ports(new: dict, old: dict) -> None:
     """strategy.go dropTypeDependentFields (node ports): a Service leaving NodePort/LoadBalancer
     loses the node ports it held, unless the update also names new ones (validation's business)."""
     spec, old_spec = new.get("spec") or {}, old.get("spec") or {}
+    # a Service that no longer needs its health-check port loses it, unless the update changed it
+    if needs_health_check(old_spec) and not needs_health_check(spec) and \
+            spec.get("healthCheckNodePort") == old_spec.get("healthCheckNodePort"):
+        spec.pop("healthCheckNodePort", None)
     if old_spec.get("type") in NODE_PORT_TYPES and spec.get("type") not in NODE_PORT_TYPES:
         before = {p.get("nodePort") for p in old_spec.get("ports") or [] if p.get("nodePort")}
         after = {p.get("nodePort") for p in spec.get("ports") or [] if p.get("nodePort")}
