@@ -11,10 +11,12 @@ import ipaddress
 
 from labkit.apiserver import tables
 from labkit.apiserver.timestamps import now_rfc3339
-from labkit.apiserver.errors import FieldError, field_forbidden, field_invalid, field_required, field_unsupported
+from labkit.apiserver.errors import (FieldError, RawJSON, field_forbidden, field_invalid, field_required,
+                                    field_unsupported, go_quote)
 from labkit.apiserver.resources import (ORPHAN_DEPENDENTS, UNSUPPORTED, ScaleSubresource, StatusSubresource, Strategy,
                                         Subresource)
 from labkit.apiserver.podvalidation import validate_pod_containers
+from labkit.apiserver.validation import label_value_problems, qualified_name_problems
 from labkit.apiserver.registry.pod import _pod_template_labels
 from labkit.apiserver.registry.servicealloc import (NodePortAllocator, drop_type_dependent_node_ports,
                                                     patch_allocated_values)
@@ -168,6 +170,42 @@ class EventStrategy(Strategy):
 
 # -- nodes and storage -------------------------------------------------------------------------
 
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+def _go_taint(taint: dict) -> RawJSON:
+    """A core.Taint as Go's %#v prints it (what field.Duplicate shows of one)."""
+    added = "(*v1.Time)(nil)" if taint.get("timeAdded") is None else "(*v1.Time)(0xc000000000)"
+    return RawJSON(f'core.Taint{{Key:{go_quote(taint.get("key") or "")}, Value:{go_quote(taint.get("value") or "")}, '
+                   f'Effect:{go_quote(taint.get("effect") or "")}, TimeAdded:{added}}}')
+
+
+def validate_node_taints(taints: list) -> list[FieldError]:
+    """pkg/apis/core/validation/validation.go validateNodeTaints, at the path ValidateNode and
+    ValidateNodeUpdate give it (metadata.taints, not spec.taints): a label-name key, a label-value
+    value, an effect of the three (validateTaintEffect, empty not allowed), unique by key and effect."""
+    errors: list[FieldError] = []
+    seen: dict[str, set[str]] = {}
+    for i, taint in enumerate(taints):
+        taint = taint if isinstance(taint, dict) else {}
+        at = f"metadata.taints[{i}]"
+        key, value, effect = taint.get("key") or "", taint.get("value") or "", taint.get("effect") or ""
+        errors += [field_invalid(f"{at}.key", key, msg) for msg in qualified_name_problems(key)]
+        problems = label_value_problems(value)
+        if problems:
+            errors.append(field_invalid(f"{at}.value", value, ";".join(problems)))
+        if not effect:
+            errors.append(field_required(f"{at}.effect"))
+        elif effect not in TAINT_EFFECTS:
+            errors.append(field_unsupported(f"{at}.effect", effect, list(TAINT_EFFECTS)))
+        if key in seen.get(effect, ()):
+            errors.append(FieldError("Duplicate value", at, "taints must be unique by key and effect pair",
+                                     _go_taint(taint), True))
+            continue
+        seen.setdefault(effect, set()).add(key)
+    return errors
+
+
 class NodeStrategy(Strategy):
     """pkg/registry/core/node: cluster-scoped; a kubelet registers its Node with a status, so a
     create keeps it; normal updates keep the stored status."""
@@ -178,6 +216,15 @@ class NodeStrategy(Strategy):
 
     def prepare_for_create(self, obj):
         pass
+
+    def validate(self, obj):
+        # ValidateNode: the taints (the rest of what it checks is left to the generic metadata rules)
+        return validate_node_taints((obj.get("spec") or {}).get("taints") or [])
+
+    def validate_update(self, new, old):
+        # nodeStrategy.ValidateUpdate is ValidateNode and then ValidateNodeUpdate, and both
+        # validate the taints: a bad taint in an update is reported twice, as kube-apiserver does
+        return self.validate(new) + self.validate(new)
 
 
 VOLUME_SOURCES = ("gcePersistentDisk", "awsElasticBlockStore", "hostPath", "glusterfs", "nfs", "rbd", "iscsi",
