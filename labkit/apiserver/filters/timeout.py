@@ -50,10 +50,14 @@ def with_timeout(handler: Handler) -> Handler:
             except BaseException as exc:        # re-raised where the request is answered (a panic)
                 result["error"] = exc
             finally:
+                result["finished"] = time.monotonic()
                 done.set()
 
         threading.Thread(target=run, daemon=True, name="apiserver-request").start()
-        if not done.wait(max(0.0, request.deadline - time.monotonic())):
+        # upstream selects on the request context's Done and the handler's result: a handler that
+        # answers only once the deadline has passed (a webhook call cut off by that same deadline,
+        # say) finds the 504 written already, however late this thread wakes to see it
+        if not done.wait(max(0.0, request.deadline - time.monotonic())) or result["finished"] >= request.deadline:
             return timed_out()
         if "error" in result:
             raise result["error"]
