@@ -564,6 +564,22 @@ def check_oom(ctx):
 
 NOISY_FREE = [("limits", "memory"), ("requests", "memory")]
 FILLED = 0.7        # the cache has filled when it holds this much of its limit (it fills 3/4)
+CACHE_KEPT = 0.5    # the fix keeps at least this share of the cache the node can hold above its threshold
+
+
+def cache_room(config, others_working_set: int, cache_overhead: int) -> int:
+    """The largest cache the node can hold while memory.available stays at or above its hard
+    eviction threshold: its memory capacity minus the threshold, minus what every other Pod and
+    the cache's own interpreter hold (memory.available = capacity - working set, as kubelet's
+    eviction manager computes it: pkg/kubelet/eviction/helpers.go makeSignalObservations)."""
+    return config.memory_capacity - config.eviction_hard_bytes() - others_working_set - cache_overhead
+
+
+def cache_shrunk_too_far(cache_bytes: int, room: int) -> bool:
+    """Whether the fix threw away more of the cache than the node needs: the cache holds less than
+    CACHE_KEPT of the largest one the node can hold above its threshold (a limit of a few MiB
+    "fixes" any noisy neighbour by leaving it nothing to do)."""
+    return cache_bytes < CACHE_KEPT * room
 
 
 def observe_noisy_neighbour(ctx):
@@ -590,7 +606,8 @@ def observe_noisy_neighbour(ctx):
 def judge_noisy_neighbour(ctx, observation):
     """Solved: the node's three Pods run (none added), none OOM-killed, each holding what its
     command allocates; cache keeps a memory limit, below the node's memory, and fills its cache
-    to what that limit allows; memory.available stays at or above the eviction threshold, on the
+    to what that limit allows, at least half as large a cache as the node can hold for it above
+    its threshold (a limit of a few MiB throws the cache away rather than fitting it); memory.available stays at or above the eviction threshold, on the
     node and as labkit reconstructs it from the specs; storefront and cron are as given, and of
     cache only its memory request and limit changed, the request not below the scenario's (a
     lower one reserves even less of what it takes: the prompt's trouble made worse)."""
@@ -632,6 +649,7 @@ def judge_noisy_neighbour(ctx, observation):
         return ctx.failed(f"{cache} is not running: the Pods' memory requests exceed {node_name}'s allocatable (OutOfmemory)")
     threshold = config.eviction_hard_bytes()
     predicted_ws = 0
+    cache_bytes = cache_overhead = 0
     for name, live in pods.items():
         pod = _pod_of(live["manifest"], node_name)
         for c in pod.running_containers():
@@ -649,12 +667,19 @@ def judge_noisy_neighbour(ctx, observation):
             if not state.get("running"):
                 return ctx.failed(f"stopped on {node_name}: {name}")
             predicted_ws += target + overhead
+            if name == cache:
+                cache_bytes, cache_overhead = target, overhead
             if name == cache and state.get("working_set", 0) < FILLED * (state.get("limit") or limit_bytes):
                 return ctx.failed(f"{cache} did not fill its cache (or is still filling it: check again in a moment)")
     available = min(observation["available"], config.memory_capacity - predicted_ws)
     if available < threshold:
         return ctx.failed(f"{node_name}'s memory.available ({available // MIB}Mi) is still below its eviction threshold "
                           f"({threshold // MIB}Mi): {cache}'s limit still lets it take memory nobody reserved")
+    if cache_shrunk_too_far(cache_bytes, cache_room(config, predicted_ws - cache_bytes - cache_overhead, cache_overhead)):
+        return ctx.failed(f"{cache}'s limit leaves it a {cache_bytes // MIB}Mi cache, less than half of the one "
+                          f"{node_name} can hold for it above its eviction threshold: the fix throws away more of the "
+                          f"cache than the node needs. Size the limit to what the node has left for {cache} "
+                          f"(`labkit resources nodes`, `labkit resources top --node {node_name}`)")
     return ctx.passed(f"{node_name} has {observation['available'] // MIB}Mi available (threshold {threshold // MIB}Mi) "
                       "with all Pods running")
 
