@@ -723,7 +723,16 @@ def observe_eviction_order(ctx):
     names = set(_pristine(ctx.params["file"], ctx.params["node"]))
     ranked = _first_ranking(node, names)
     return {"ranking": [c["pod"] for c in ranked] if ranked else None,
-            "specs": {r["name"]: r["manifest"].get("spec") for r in node.records()}}
+            "specs": {r["name"]: r["manifest"].get("spec") for r in node.records()},
+            "file_edited": _copy_edited(ctx, ctx.params["file"])}
+
+
+def _copy_edited(ctx, file: str) -> bool:
+    """Whether the student's copy of a scenario file (in the lab directory) differs from the lab's."""
+    try:
+        return (Path(ctx.env.dir) / file).read_text() != (SCENARIOS / Path(file).name).read_text()
+    except OSError:
+        return False
 
 
 def judge_eviction_order(ctx, observation):
@@ -740,8 +749,11 @@ def judge_eviction_order(ctx, observation):
     changed = [n for n, spec in observation["specs"].items() if n in pods and spec != pods[n].manifest.get("spec")]
     changed += [n for n in observation["specs"] if n not in pods]
     if changed:
-        note += (f"; graded on the Pods as {p['file']} gives them: {p['node']} runs {', '.join(sorted(changed))} "
-                 f"otherwise than the file (`labkit reset {ctx.lab.id} {ctx.exercise.id}` empties the node)")
+        edited = (f"; your copy of {p['file']} was edited, and the prediction is about the Pods as the lab gave "
+                  "them") if observation.get("file_edited") else ""
+        note += (f"; graded on the Pods as the lab gives them in {p['file']}: {p['node']} runs "
+                 f"{', '.join(sorted(changed))} otherwise than the lab's file{edited} (`labkit reset {ctx.lab.id} "
+                 f"{ctx.exercise.id}` empties the node)")
     if given != truth:
         if given in _qos_orders(pods):
             return ctx.failed("that is the order of the QoS classes: kubelet's eviction manager does not rank by QoS "
