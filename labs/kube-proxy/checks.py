@@ -18,6 +18,7 @@ never the value expected.
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import json
 
 from labkit.exercises import CheckFailed
@@ -382,6 +383,9 @@ def check_follow_the_chain(ctx):
         note = (f" Note: {node}'s live {chain_name} is not what kube-proxy wrote (it was changed since the lab was "
                 f"built); the answer is graded against kube-proxy's rules, and `labkit reset kube-proxy "
                 f"{ctx.exercise.id}` puts them back")
+    if given_chain != chain_name and given_chain != given_chain.upper():
+        return ctx.failed(f"{given_chain} is not a chain name as iptables writes it: chain names are case-sensitive, "
+                          "and kube-proxy's are upper-case; copy the name as `iptables-save -t nat` prints it" + note)
     if given_chain != chain_name:
         other = next((r.comment for r in (nat.chain("KUBE-SERVICES").rules if nat.chain("KUBE-SERVICES") else [])
                       if r.target == given_chain and r.comment), None)
@@ -671,6 +675,12 @@ def check_hairpin(ctx):
     pod_name, service = ctx.params["pod"], ctx.params["service"]
     answer = answer_without_duplicates(ctx)
     given = {k: str(ctx.answer_field(answer, k, str)).strip() for k in ("seen_by_itself", "seen_by_others", "chain")}
+    for field in ("seen_by_itself", "seen_by_others"):
+        try:
+            ipaddress.ip_address(given[field])
+        except ValueError:
+            raise CheckFailed(f"{field}: expected an IP address, the client address a pod sees (no prefix length, "
+                              f"no port), got {given[field]!r}") from None
     truth = hairpin_truth(ctx, pod_name, service)
     wrong = [k for k in given if given[k] != truth[k]]
     # the type, node ports and external policy (the nodeport exercise's) do not change a pod's
