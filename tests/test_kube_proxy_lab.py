@@ -181,8 +181,10 @@ def test_apply_of_a_malformed_file_is_one_clear_line(lab, tmp_path):
     path = tmp_path / "bad.yaml"
     path.write_text("kind: Service\nmetadata: {name: bad}\nspec: {type: NodePort, ports: [{port: 80, nodePort: 12}]}\n")
     result = labkit("kube-proxy", "apply", "-f", str(path), env=lab, check=2)
-    assert result.stderr.strip() == (f"labkit: {path}: documents[0].spec.ports[0].nodePort: "
-                                     "expected a port in 30000-32767, got 12")
+    # kube-apiserver v1.34's words, as kubectl prints them (the port allocator's ErrNotInRange)
+    assert result.stderr.strip() == (f'labkit: {path}: The Service "bad" is invalid: spec.ports[0].nodePort: '
+                                     "Invalid value: 12: provided port is not in the valid range. The range of valid "
+                                     "ports is 30000-32767")
 
 
 def test_render_withholds_legacys_rules_until_clusterip_by_hand_has_passed(env, lab, tmp_path):
