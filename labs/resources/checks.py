@@ -564,7 +564,7 @@ def check_oom(ctx):
 
 NOISY_FREE = [("limits", "memory"), ("requests", "memory")]
 FILLED = 0.7        # the cache has filled when it holds this much of its limit (it fills 3/4)
-CACHE_KEPT = 0.5    # the fix keeps at least this share of the cache the node can hold above its threshold
+CACHE_KEPT = 1 / 3  # the fix keeps at least this share of the cache the node can hold above its threshold
 
 
 def cache_room(config, others_working_set: int, cache_overhead: int) -> int:
@@ -606,7 +606,7 @@ def observe_noisy_neighbour(ctx):
 def judge_noisy_neighbour(ctx, observation):
     """Solved: the node's three Pods run (none added), none OOM-killed, each holding what its
     command allocates; cache keeps a memory limit, below the node's memory, and fills its cache
-    to what that limit allows, at least half as large a cache as the node can hold for it above
+    to what that limit allows, at least a third as large a cache as the node can hold for it above
     its threshold (a limit of a few MiB throws the cache away rather than fitting it); memory.available stays at or above the eviction threshold, on the
     node and as labkit reconstructs it from the specs; storefront and cron are as given, and of
     cache only its memory request and limit changed, the request not below the scenario's (a
@@ -676,7 +676,7 @@ def judge_noisy_neighbour(ctx, observation):
         return ctx.failed(f"{node_name}'s memory.available ({available // MIB}Mi) is still below its eviction threshold "
                           f"({threshold // MIB}Mi): {cache}'s limit still lets it take memory nobody reserved")
     if cache_shrunk_too_far(cache_bytes, cache_room(config, predicted_ws - cache_bytes - cache_overhead, cache_overhead)):
-        return ctx.failed(f"{cache}'s limit leaves it a {cache_bytes // MIB}Mi cache, less than half of the one "
+        return ctx.failed(f"{cache}'s limit leaves it a {cache_bytes // MIB}Mi cache, less than a third of the one "
                           f"{node_name} can hold for it above its eviction threshold: the fix throws away more of the "
                           f"cache than the node needs. Size the limit to what the node has left for {cache} "
                           f"(`labkit resources nodes`, `labkit resources top --node {node_name}`)")

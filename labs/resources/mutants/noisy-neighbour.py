@@ -5,7 +5,7 @@ a change of the cache's memory request or limit still solves it is decided by th
 reconstruction: kubelet's admission (the requests fit the allocatable), the cache filling 3/4 of
 its limit (its command) under that limit, its memory request not below the scenario's, the node's working set (every workload's allocation
 plus what its interpreter was measured to hold) leaving memory.available at or above the
-eviction threshold, the limit below the node's memory, and the cache at least half of the largest
+eviction threshold, the limit below the node's memory, and the cache at least a third of the largest
 one the node can hold above that threshold (checks.cache_shrunk_too_far)."""
 
 import copy
@@ -49,7 +49,7 @@ def _free_verdict(checks, ctx, observation, node, mutated):
         return ("eviction threshold",), None
     if checks.cache_shrunk_too_far(cache_bytes, checks.cache_room(config, working_set - cache_bytes - cache_overhead,
                                                                   cache_overhead)):
-        return ("less than half",), None
+        return ("less than a third",), None
     return (), (f"limit {limit}: the cache fills {memory_target(c.command, limit.value_int()) // 2 ** 20}Mi, the node keeps "
                 f"{available // 2 ** 20}Mi available (threshold {config.eviction_hard_bytes() // 2 ** 20}Mi); the requests "
                 "fit the allocatable")
