@@ -142,3 +142,19 @@ def test_an_edited_scenario_copy_is_named_when_its_pods_differ_from_the_labs(lab
     clean = checks.judge_eviction_order(ctx, {"ranking": edited_order, "specs": {n: p.manifest["spec"] for n, p in
                                                                                  pods.items()}, "file_edited": True})
     assert "edited" not in clean.message and "otherwise than" not in clean.message
+
+
+def test_the_eviction_order_pass_claims_no_more_evictions_than_it_saw(lab):
+    """The eviction manager evicts from the top of its ranking until memory.available is back above
+    the threshold plus the minimum reclaim: on node-3 the first three go and the rest stay. The pass
+    said "you watched it evict in that order", as if all six had gone."""
+    checks = lab[0]._load("checks.py")
+    params = lab[0].exercise("eviction-order").params
+    pods = checks._pristine(params["file"], params["node"])
+    truth = checks.reconstructed_ranking(params["file"], params["node"])
+    ctx = context(lab, "eviction-order", {"order": truth})
+    verdict = checks.judge_eviction_order(ctx, {"ranking": truth, "file_edited": False,
+                                                "specs": {n: p.manifest["spec"] for n, p in pods.items()}})
+    assert verdict.status == "pass", verdict.message
+    assert verdict.message.startswith("the eviction manager ranks them exactly so, and you watched it rank them and "
+                                      "evict from the top of that order")

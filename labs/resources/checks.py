@@ -773,7 +773,10 @@ def judge_eviction_order(ctx, observation):
     if observation["ranking"] != truth and not changed:
         return ctx.failed(f"the eviction manager ranked the Pods before they held their memory: reset the exercise, "
                           f"apply {p['file']}, wait (`labkit resources top --node {p['node']}`), then evict" + note)
-    return ctx.passed("the eviction manager ranks them exactly so, and you watched it evict in that order" + note)
+    # it evicts from the top of the ranking until memory.available is back above the threshold plus
+    # the minimum reclaim: the last Pods of the order may stay
+    return ctx.passed("the eviction manager ranks them exactly so, and you watched it rank them and evict from the top "
+                      "of that order" + note)
 
 
 def check_eviction_order(ctx):
