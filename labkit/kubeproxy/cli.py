@@ -83,7 +83,9 @@ def render(
     ipv6: bool = typer.Option(False, "--ipv6", help="Render the IPv6 (ip6tables) proxier instead of IPv4."),
     sort: bool = typer.Option(False, "--sorted", help="Print in kube-proxy's canonical test order (sortIPTablesRules)."),
 ):
-    """Print the iptables-restore input kube-proxy (iptables mode) writes for this node."""
+    """Print the iptables-restore input kube-proxy (iptables mode) writes for this node. While the
+    kube-proxy lab runs, rules for its Service legacy are withheld until its exercise
+    clusterip-by-hand, which asks to write them by hand, has passed."""
     from labkit.kubeproxy import load_objects, render as render_rules, sort_rules
 
     cfg = proxier_config(config, hostname, node_ip, local_address, random_fully, nfacct_counter, ipv6)
