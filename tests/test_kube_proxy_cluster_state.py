@@ -123,6 +123,33 @@ def test_invalid_services_are_rejected_naming_file_and_field(state, spec, field,
     assert info.value.path == "bad.yaml" and info.value.field == field and problem in info.value.problem
 
 
+@pytest.mark.parametrize("spec, message", [
+    ({"type": "NodePort", "ports": [{"port": 80, "nodePort": 80}]},
+     'The Service "bad" is invalid: spec.ports[0].nodePort: Invalid value: 80: provided port is not in the valid '
+     "range. The range of valid ports is 30000-32767"),
+    ({"ports": [{"port": 80, "nodePort": 30555}]},
+     'The Service "bad" is invalid: spec.ports[0].nodePort: Forbidden: may not be used when `type` is \'ClusterIP\''),
+    ({"sessionAffinity": "ClientIP", "sessionAffinityConfig": {"clientIP": {"timeoutSeconds": 86401}},
+      "ports": [{"port": 80}]},
+     'The Service "bad" is invalid: spec.sessionAffinityConfig.clientIP.timeoutSeconds: Invalid value: 86401: must '
+     "be greater than 0 and less than 86400"),
+])
+def test_kube_proxy_apply_words_a_services_validation_errors_as_kube_apiserver(state, spec, message):
+    """`labkit kube-proxy apply` prints them as kubectl v1.34 does (`The Service "web" is invalid:
+    spec.…`), where it used to print labkit's `documents[0].spec.…`."""
+    from labkit.kubeproxy.cluster_state import in_api_words
+    documents = [{"kind": "ConfigMap", "metadata": {"name": "first"}}, svc_doc("bad", **spec)]
+    with pytest.raises(ConfigError) as info:
+        state.apply(documents[1:], "bad.yaml")
+    shifted = ConfigError(info.value.path, info.value.field.replace("documents[0]", "documents[1]", 1),
+                          info.value.problem)
+    worded = in_api_words(shifted, documents)
+    assert worded.path == "bad.yaml" and worded.field is None and worded.problem == message
+    assert str(worded) == f"bad.yaml: {message}"
+    # an error that is not about a Service's fields stays as it was
+    assert in_api_words(shifted, [documents[0], documents[0]]) is shifted
+
+
 def test_cluster_ip_is_immutable(state):
     svc = state.service("web")
     svc["spec"]["clusterIP"] = "10.96.0.99"

@@ -65,3 +65,34 @@ def test_kube_proxy_owns_its_chains(lab, tmp_path):
     # the check never names the chain the student is asked to compute
     from labkit.kubeproxy.chains import service_chain
     assert service_chain("default/legacy:http", "tcp") not in json.dumps(after)
+
+
+def test_kube_proxys_own_rules_restored_after_a_reset_pass_on_record(lab, monkeypatch):
+    """kube-proxy programs legacy while its label is off; the student keeps a copy of every node's
+    rules, is told so by the check, resets the exercise and restores the copy. Nothing tells those
+    rules from hand-written ones: the pass says kube-proxy wrote them before the reset, and the
+    grade report keeps when."""
+    import importlib.util
+
+    from kube_proxy_support import use
+    from labkit.netfilter import restore, save
+
+    env = use(monkeypatch, lab)
+    path = BUILTIN_LABS / "kube-proxy" / "mistakes" / "clusterip-by-hand.py"
+    spec = importlib.util.spec_from_file_location("kube_proxy_clusterip_mistakes", path)
+    mistakes = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mistakes)
+    labkit("reset", "kube-proxy", "clusterip-by-hand", "--yes", env=lab, check=0)
+    mistakes.copies_kube_proxys_own_rules(env)
+    copied = results(lab, "clusterip-by-hand")["clusterip-by-hand"]
+    assert copied["status"] == "fail" and "label was off" in copied["message"], copied
+    kept = {node: save(env.netns_name(node)) for node in ("node1", "node2")}
+    labkit("reset", "kube-proxy", "clusterip-by-hand", "--yes", env=lab, check=0)
+    for node, text in kept.items():
+        restore(env.netns_name(node), text, noflush=False)
+    after = results(lab, "clusterip-by-hand")["clusterip-by-hand"]
+    assert after["status"] == "pass", after
+    assert "kube-proxy itself had programmed legacy on node" in after["message"]
+    assert "before the exercise was last reset: the grade report keeps that it did" in after["message"]
+    record = after["details"]["kube_proxy_programmed_before_reset"]
+    assert {r["node"] for r in record} == {"node1", "node2"} and all(r["time"] > 0 for r in record)

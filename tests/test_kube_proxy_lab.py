@@ -181,8 +181,42 @@ def test_apply_of_a_malformed_file_is_one_clear_line(lab, tmp_path):
     path = tmp_path / "bad.yaml"
     path.write_text("kind: Service\nmetadata: {name: bad}\nspec: {type: NodePort, ports: [{port: 80, nodePort: 12}]}\n")
     result = labkit("kube-proxy", "apply", "-f", str(path), env=lab, check=2)
-    assert result.stderr.strip() == (f"labkit: {path}: documents[0].spec.ports[0].nodePort: "
-                                     "expected a port in 30000-32767, got 12")
+    # kube-apiserver v1.34's words, as kubectl prints them (the port allocator's ErrNotInRange)
+    assert result.stderr.strip() == (f'labkit: {path}: The Service "bad" is invalid: spec.ports[0].nodePort: '
+                                     "Invalid value: 12: provided port is not in the valid range. The range of valid "
+                                     "ports is 30000-32767")
+
+
+def test_render_withholds_legacys_rules_until_clusterip_by_hand_has_passed(env, lab, tmp_path):
+    # legacy without its service-proxy-name label, rendered, is clusterip-by-hand's whole answer
+    service = yaml.safe_load(labkit("kube-proxy", "get", "services", "legacy", "-o", "yaml", env=lab, check=0).stdout)
+    service["metadata"]["labels"] = {}
+    slices = yaml.safe_load_all(labkit("kube-proxy", "get", "endpointslices", "-o", "yaml", env=lab, check=0).stdout)
+    legacy_slices = [s for s in slices if s["metadata"]["labels"]["kubernetes.io/service-name"] == "legacy"]
+    path = tmp_path / "legacy.yaml"
+    path.write_text(yaml.safe_dump_all([service, *legacy_slices]))
+    refused = labkit("kube-proxy", "render", "-f", str(path), "--hostname", "node1", env=lab, check=2)
+    assert refused.stdout == "" and "KUBE-SVC-" not in refused.stderr
+    assert refused.stderr.startswith("labkit: kube-proxy's rules for default/legacy:http withheld: exercise "
+                                     "clusterip-by-hand of lab kube-proxy asks you to write them yourself")
+    # renamed to another protocol, its comments still carry the service port name
+    service["spec"]["ports"][0]["protocol"] = "UDP"
+    path.write_text(yaml.safe_dump_all([service, *legacy_slices]))
+    assert "withheld" in labkit("kube-proxy", "render", "-f", str(path), env=lab, check=2).stderr
+    # a file without legacy renders; so does legacy once the exercise has passed
+    web = tmp_path / "web.yaml"
+    web.write_text(labkit("kube-proxy", "get", "services", "web", "-o", "yaml", env=lab, check=0).stdout)
+    assert "default/web:http has no endpoints" in labkit("kube-proxy", "render", "-f", str(web), env=lab, check=0).stdout
+    credit = env.state.dir / "credit.json"
+    before = credit.read_bytes() if credit.exists() else None
+    credit.write_text(json.dumps({**env.state.credit, "clusterip-by-hand": {"at": time.time(), "points": 5}}))
+    service["spec"]["ports"][0]["protocol"] = "TCP"
+    path.write_text(yaml.safe_dump_all([service, *legacy_slices]))
+    try:
+        shown = labkit("kube-proxy", "render", "-f", str(path), "--hostname", "node1", env=lab, check=0).stdout
+        assert '"default/legacy:http cluster IP"' in shown
+    finally:
+        credit.write_bytes(before) if before is not None else credit.unlink()
 
 
 def test_get_and_shell(lab):

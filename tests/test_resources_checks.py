@@ -117,3 +117,44 @@ def test_the_eviction_order_pods_are_known_under_other_names(lab, tmp_path):
     pods = load_pods_strict(tmp_path / "copy.yaml", params["node"], classes)
     found = situations.eviction_pods_among(the_lab, pods)
     assert found == {"x" + d["metadata"]["name"] for d in docs} | {"mine"}
+
+
+def test_an_edited_scenario_copy_is_named_when_its_pods_differ_from_the_labs(lab):
+    """A student who edits their scenarios/pressure.yaml (crawler given high-priority), runs the
+    Pods from it and predicts their order is graded on the lab's Pods; the feedback says their copy
+    was edited, where it used to say the node runs crawler "otherwise than the file" they had
+    just run it from."""
+    checks = lab[0]._load("checks.py")
+    params = lab[0].exercise("eviction-order").params
+    pods = checks._pristine(params["file"], params["node"])
+    specs = {name: copy.deepcopy(pod.manifest["spec"]) for name, pod in pods.items()}
+    specs["crawler"]["priorityClassName"] = "high-priority"
+    specs["crawler"]["priority"] = 1000000
+    edited_order = ["analytics", "logs", "reports", "crawler", "payments", "checkout"]
+    ctx = context(lab, "eviction-order", {"order": edited_order})
+    observation = {"ranking": edited_order, "specs": specs, "file_edited": True}
+    verdict = checks.judge_eviction_order(ctx, observation)
+    assert verdict.status == "fail"
+    assert (f"graded on the Pods as the lab gives them in {params['file']}: {params['node']} runs crawler otherwise "
+            f"than the lab's file; your copy of {params['file']} was edited, and the prediction is about the Pods as "
+            "the lab gave them") in verdict.message
+    # run from the lab's own file, the Pods are the lab's: no such note
+    clean = checks.judge_eviction_order(ctx, {"ranking": edited_order, "specs": {n: p.manifest["spec"] for n, p in
+                                                                                 pods.items()}, "file_edited": True})
+    assert "edited" not in clean.message and "otherwise than" not in clean.message
+
+
+def test_the_eviction_order_pass_claims_no_more_evictions_than_it_saw(lab):
+    """The eviction manager evicts from the top of its ranking until memory.available is back above
+    the threshold plus the minimum reclaim: on node-3 the first three go and the rest stay. The pass
+    said "you watched it evict in that order", as if all six had gone."""
+    checks = lab[0]._load("checks.py")
+    params = lab[0].exercise("eviction-order").params
+    pods = checks._pristine(params["file"], params["node"])
+    truth = checks.reconstructed_ranking(params["file"], params["node"])
+    ctx = context(lab, "eviction-order", {"order": truth})
+    verdict = checks.judge_eviction_order(ctx, {"ranking": truth, "file_edited": False,
+                                                "specs": {n: p.manifest["spec"] for n, p in pods.items()}})
+    assert verdict.status == "pass", verdict.message
+    assert verdict.message.startswith("the eviction manager ranks them exactly so, and you watched it rank them and "
+                                      "evict from the top of that order")

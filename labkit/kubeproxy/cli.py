@@ -83,13 +83,37 @@ def render(
     ipv6: bool = typer.Option(False, "--ipv6", help="Render the IPv6 (ip6tables) proxier instead of IPv4."),
     sort: bool = typer.Option(False, "--sorted", help="Print in kube-proxy's canonical test order (sortIPTablesRules)."),
 ):
-    """Print the iptables-restore input kube-proxy (iptables mode) writes for this node."""
+    """Print the iptables-restore input kube-proxy (iptables mode) writes for this node. While the
+    kube-proxy lab runs, rules for its Service legacy are withheld until its exercise
+    clusterip-by-hand, which asks to write them by hand, has passed."""
     from labkit.kubeproxy import load_objects, render as render_rules, sort_rules
 
     cfg = proxier_config(config, hostname, node_ip, local_address, random_fully, nfacct_counter, ipv6)
     with warnings_to_stderr():
         text = render_rules(load_objects(file), cfg)
+    withheld = _lab_withholds(text)
+    if withheld:
+        from labkit.errors import LabkitError
+        raise LabkitError(withheld)
     sys.stdout.write(sort_rules(text) if sort else text)
+
+
+def _lab_withholds(text: str) -> str | None:
+    """While the kube-proxy lab runs, why its rules `text` are withheld (they answer one of its
+    exercises: the lab's render_withheld), or None."""
+    from labkit import runner
+    from labkit.errors import LabNotFound
+    from labkit.labs import get_lab
+    from labkit.state import LabEnv, LabState
+
+    try:
+        lab = get_lab(lab_commands.LAB_ID)
+    except LabNotFound:
+        return None
+    env = LabEnv(lab, LabState(lab.id))
+    if not runner.lab_is_up(env):
+        return None
+    return getattr(lab.environment_module(), "render_withheld", lambda env, text: None)(env, text)
 
 
 # -- commands that work on the running kube-proxy lab (labkit/kubeproxy/lab_commands.py) ---------

@@ -361,6 +361,21 @@ def _fail(source, field, problem):
     raise ConfigError(source, field, problem)
 
 
+def in_api_words(error: ConfigError, documents: list[dict]) -> ConfigError:
+    """A validation error of a Service of `documents` (its field `documents[i].spec…`) as
+    kube-apiserver words it and kubectl prints it: `The Service "web" is invalid:
+    spec.ports[0].nodePort: …` (apierrors.NewInvalid with the field path from the object's root,
+    staging/src/k8s.io/apimachinery/pkg/api/errors/errors.go). Other errors stay as they are."""
+    match = re.fullmatch(r"documents\[(\d+)\]\.((?:spec|metadata)\b.*)", error.field or "")
+    if not match or int(match.group(1)) >= len(documents):
+        return error
+    doc = documents[int(match.group(1))]
+    if not isinstance(doc, dict) or doc.get("kind") != "Service":
+        return error
+    name = (doc.get("metadata") or {}).get("name")
+    return ConfigError(error.path, None, f'The Service "{name}" is invalid: {match.group(2)}: {error.problem}')
+
+
 def _int_or_str(value) -> bool:
     return (isinstance(value, int) and not isinstance(value, bool)) or (isinstance(value, str) and value != "")
 
@@ -426,7 +441,12 @@ def default_service(doc: dict, old: dict | None, alloc: _Allocator, source: str,
             node_port = port.get("nodePort")
             shared = by_port.get(number)
             if node_port is not None and node_port not in alloc.node_ports:
-                _fail(source, f"{pw}.nodePort", f"expected a port in {alloc.node_ports.start}-{alloc.node_ports.stop - 1}, got {node_port!r}")
+                valid = f"{alloc.node_ports.start}-{alloc.node_ports.stop - 1}"
+                if isinstance(node_port, int) and not isinstance(node_port, bool):
+                    # the API server's port allocator (pkg/registry/core/service/portallocator, ErrNotInRange)
+                    _fail(source, f"{pw}.nodePort", f"Invalid value: {node_port}: provided port is not in the valid "
+                                                    f"range. The range of valid ports is {valid}")
+                _fail(source, f"{pw}.nodePort", f"expected a port in {valid}, got {node_port!r}")
             if node_port is not None and (node_port, port["protocol"]) in node_port_protocols:
                 _fail(source, f"{pw}.nodePort", f"Duplicate value: {node_port}")
             if shared is not None and node_port is None:
@@ -447,7 +467,8 @@ def default_service(doc: dict, old: dict | None, alloc: _Allocator, source: str,
             node_port_protocols.add((node_port, port["protocol"]))
             port["nodePort"] = node_port
         elif "nodePort" in port:
-            _fail(source, f"{pw}.nodePort", f"may not be used when type is {svc_type!r}")
+            # pkg/apis/core/validation/validation.go ValidateService (field.Forbidden)
+            _fail(source, f"{pw}.nodePort", f"Forbidden: may not be used when `type` is {svc_type!r}")
     old_ip = (old or {}).get("spec", {}).get("clusterIP")
     ip = spec.get("clusterIP") or old_ip
     if old_ip and ip != old_ip:

@@ -90,6 +90,18 @@ def syncs_since(env, mark: str) -> list[dict]:
     return [e for e in entries[last + 1:] if "node" in e]
 
 
+def syncs_before(env, mark: str) -> list[dict]:
+    """The syncs logged before the last `mark` (none if the mark is not there): what a reset that
+    logged the mark started afresh from, kept for the grade report."""
+    try:
+        lines = (Path(env.dir) / SYNC_LOG).read_text().splitlines()
+    except OSError:
+        return []
+    entries = [json.loads(line) for line in lines if line.strip()]
+    last = max((i for i, e in enumerate(entries) if e.get("mark") == mark), default=-1)
+    return [e for e in entries[:max(last, 0)] if "node" in e]
+
+
 def kube_proxy_chain_names(state, exclude=()) -> set[str]:
     """Every per-service chain name kube-proxy could write for the cluster's Services on any node
     (KUBE-SVC/SVL/EXT/FW for each port, KUBE-SEP for each endpoint: labkit.kubeproxy.chains, the

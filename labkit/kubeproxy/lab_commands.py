@@ -51,9 +51,9 @@ def apply(
 ):
     """Create or replace Services and EndpointSlices in the lab (like kubectl replace: their status is
     kept), then sync kube-proxy's rules on every node."""
-    from labkit.errors import LabkitError
+    from labkit.errors import ConfigError, LabkitError
     from labkit.kubeproxy import live
-    from labkit.kubeproxy.cluster_state import read_documents
+    from labkit.kubeproxy.cluster_state import in_api_words, read_documents
 
     if subresource not in (None, "status"):
         raise LabkitError(f"--subresource: expected status, got {subresource!r}")
@@ -64,8 +64,11 @@ def apply(
         for file in files:
             refuse_unknown_fields(file, live.load(env))
         for file in files:                # as kubectl goes through its files, one after the other
-            lines, nodes = live.apply_documents(env, documents[file], "STDIN" if file == "-" else str(file),
-                                                status=subresource == "status")
+            try:
+                lines, nodes = live.apply_documents(env, documents[file], "STDIN" if file == "-" else str(file),
+                                                    status=subresource == "status")
+            except ConfigError as exc:
+                raise in_api_words(exc, documents[file]) from None
             report += lines
             for node, changed in nodes.items():
                 if changed is None or (node in synced and synced[node] is None):

@@ -24,6 +24,26 @@ SERVICES_OF = {"nodeport": ["web"], "session-affinity": ["api"], "traffic-policy
 BROKEN_MARK = "debug-ruleset broken"
 HAND_BUILT_MARK = "clusterip-by-hand reset"       # from here on kube-proxy must not have programmed legacy
 HAND_BUILT_SERVICE = "legacy"
+HAND_BUILT_EXERCISE = "clusterip-by-hand"
+
+
+def render_withheld(env, text: str) -> str | None:
+    """Why `labkit kube-proxy render` must not print `text` now, or None. Rendered from a file
+    holding legacy without its service-proxy-name label, it is the whole answer of
+    clusterip-by-hand: kube-proxy's chain names, comments and probabilities for legacy's port,
+    ready to restore. Until that exercise has passed, render withholds any output that carries
+    legacy's service port name (its comments) or its KUBE-SVC chain (whatever protocol or
+    namespace the file gives: the comments still name the port); a file without legacy renders."""
+    if HAND_BUILT_EXERCISE in env.state.credit:
+        return None
+    params = env.lab.exercise(HAND_BUILT_EXERCISE).params
+    spn = service_port_name("default", params["service"], params["port_name"])
+    if spn not in text and service_chain(spn, "tcp") not in text:
+        return None
+    return (f"kube-proxy's rules for {spn} withheld: exercise {HAND_BUILT_EXERCISE} of lab {env.lab.id} asks you "
+            "to write them yourself, chain names and comments included; `labkit kube-proxy render` shows them once "
+            f"that exercise has passed. Render a file without {params['service']} (or with its "
+            "service.kubernetes.io/service-proxy-name label, which kube-proxy leaves alone)")
 
 
 def up(env):

@@ -564,6 +564,22 @@ def check_oom(ctx):
 
 NOISY_FREE = [("limits", "memory"), ("requests", "memory")]
 FILLED = 0.7        # the cache has filled when it holds this much of its limit (it fills 3/4)
+CACHE_KEPT = 1 / 3  # the fix keeps at least this share of the cache the node can hold above its threshold
+
+
+def cache_room(config, others_working_set: int, cache_overhead: int) -> int:
+    """The largest cache the node can hold while memory.available stays at or above its hard
+    eviction threshold: its memory capacity minus the threshold, minus what every other Pod and
+    the cache's own interpreter hold (memory.available = capacity - working set, as kubelet's
+    eviction manager computes it: pkg/kubelet/eviction/helpers.go makeSignalObservations)."""
+    return config.memory_capacity - config.eviction_hard_bytes() - others_working_set - cache_overhead
+
+
+def cache_shrunk_too_far(cache_bytes: int, room: int) -> bool:
+    """Whether the fix threw away more of the cache than the node needs: the cache holds less than
+    CACHE_KEPT of the largest one the node can hold above its threshold (a limit of a few MiB
+    "fixes" any noisy neighbour by leaving it nothing to do)."""
+    return cache_bytes < CACHE_KEPT * room
 
 
 def observe_noisy_neighbour(ctx):
@@ -590,7 +606,8 @@ def observe_noisy_neighbour(ctx):
 def judge_noisy_neighbour(ctx, observation):
     """Solved: the node's three Pods run (none added), none OOM-killed, each holding what its
     command allocates; cache keeps a memory limit, below the node's memory, and fills its cache
-    to what that limit allows; memory.available stays at or above the eviction threshold, on the
+    to what that limit allows, at least a third as large a cache as the node can hold for it above
+    its threshold (a limit of a few MiB throws the cache away rather than fitting it); memory.available stays at or above the eviction threshold, on the
     node and as labkit reconstructs it from the specs; storefront and cron are as given, and of
     cache only its memory request and limit changed, the request not below the scenario's (a
     lower one reserves even less of what it takes: the prompt's trouble made worse)."""
@@ -632,6 +649,7 @@ def judge_noisy_neighbour(ctx, observation):
         return ctx.failed(f"{cache} is not running: the Pods' memory requests exceed {node_name}'s allocatable (OutOfmemory)")
     threshold = config.eviction_hard_bytes()
     predicted_ws = 0
+    cache_bytes = cache_overhead = 0
     for name, live in pods.items():
         pod = _pod_of(live["manifest"], node_name)
         for c in pod.running_containers():
@@ -649,12 +667,19 @@ def judge_noisy_neighbour(ctx, observation):
             if not state.get("running"):
                 return ctx.failed(f"stopped on {node_name}: {name}")
             predicted_ws += target + overhead
+            if name == cache:
+                cache_bytes, cache_overhead = target, overhead
             if name == cache and state.get("working_set", 0) < FILLED * (state.get("limit") or limit_bytes):
                 return ctx.failed(f"{cache} did not fill its cache (or is still filling it: check again in a moment)")
     available = min(observation["available"], config.memory_capacity - predicted_ws)
     if available < threshold:
         return ctx.failed(f"{node_name}'s memory.available ({available // MIB}Mi) is still below its eviction threshold "
                           f"({threshold // MIB}Mi): {cache}'s limit still lets it take memory nobody reserved")
+    if cache_shrunk_too_far(cache_bytes, cache_room(config, predicted_ws - cache_bytes - cache_overhead, cache_overhead)):
+        return ctx.failed(f"{cache}'s limit leaves it a {cache_bytes // MIB}Mi cache, less than a third of the one "
+                          f"{node_name} can hold for it above its eviction threshold: the fix throws away more of the "
+                          f"cache than the node needs. Size the limit to what the node has left for {cache} "
+                          f"(`labkit resources nodes`, `labkit resources top --node {node_name}`)")
     return ctx.passed(f"{node_name} has {observation['available'] // MIB}Mi available (threshold {threshold // MIB}Mi) "
                       "with all Pods running")
 
@@ -698,7 +723,16 @@ def observe_eviction_order(ctx):
     names = set(_pristine(ctx.params["file"], ctx.params["node"]))
     ranked = _first_ranking(node, names)
     return {"ranking": [c["pod"] for c in ranked] if ranked else None,
-            "specs": {r["name"]: r["manifest"].get("spec") for r in node.records()}}
+            "specs": {r["name"]: r["manifest"].get("spec") for r in node.records()},
+            "file_edited": _copy_edited(ctx, ctx.params["file"])}
+
+
+def _copy_edited(ctx, file: str) -> bool:
+    """Whether the student's copy of a scenario file (in the lab directory) differs from the lab's."""
+    try:
+        return (Path(ctx.env.dir) / file).read_text() != (SCENARIOS / Path(file).name).read_text()
+    except OSError:
+        return False
 
 
 def judge_eviction_order(ctx, observation):
@@ -715,8 +749,11 @@ def judge_eviction_order(ctx, observation):
     changed = [n for n, spec in observation["specs"].items() if n in pods and spec != pods[n].manifest.get("spec")]
     changed += [n for n in observation["specs"] if n not in pods]
     if changed:
-        note += (f"; graded on the Pods as {p['file']} gives them: {p['node']} runs {', '.join(sorted(changed))} "
-                 f"otherwise than the file (`labkit reset {ctx.lab.id} {ctx.exercise.id}` empties the node)")
+        edited = (f"; your copy of {p['file']} was edited, and the prediction is about the Pods as the lab gave "
+                  "them") if observation.get("file_edited") else ""
+        note += (f"; graded on the Pods as the lab gives them in {p['file']}: {p['node']} runs "
+                 f"{', '.join(sorted(changed))} otherwise than the lab's file{edited} (`labkit reset {ctx.lab.id} "
+                 f"{ctx.exercise.id}` empties the node)")
     if given != truth:
         if given in _qos_orders(pods):
             return ctx.failed("that is the order of the QoS classes: kubelet's eviction manager does not rank by QoS "
@@ -736,7 +773,10 @@ def judge_eviction_order(ctx, observation):
     if observation["ranking"] != truth and not changed:
         return ctx.failed(f"the eviction manager ranked the Pods before they held their memory: reset the exercise, "
                           f"apply {p['file']}, wait (`labkit resources top --node {p['node']}`), then evict" + note)
-    return ctx.passed("the eviction manager ranks them exactly so, and you watched it evict in that order" + note)
+    # it evicts from the top of the ranking until memory.available is back above the threshold plus
+    # the minimum reclaim: the last Pods of the order may stay
+    return ctx.passed("the eviction manager ranks them exactly so, and you watched it rank them and evict from the top "
+                      "of that order" + note)
 
 
 def check_eviction_order(ctx):

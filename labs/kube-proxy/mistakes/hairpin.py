@@ -28,3 +28,11 @@ def itself_sees_its_own_address(env):
 def the_chain_of_another_service(env):
     """Names web-1's KUBE-SEP chain of Service catalog, which selects the same pod, instead of web's."""
     _write(env, chain_service="catalog")
+
+
+@mistake("seen_by_itself", "an IP address", "10.244.1.1/24")
+def address_with_its_prefix(env):
+    """Writes the address web-1 sees with the pod bridge's prefix length, as `ip addr` shows it (10.244.1.1/24)."""
+    state = live.load(env)
+    gateway = state.network_layout().node(state.pod("web-1")["spec"]["nodeName"]).pod_gateway
+    _write(env, seen_by_itself=f"{gateway}/24")

@@ -55,3 +55,10 @@ def lowered_the_request_too(env):
     """Lowers the cache's limit to 128Mi and its request to 16Mi, thinking a smaller request frees
     memory for the neighbours."""
     _change(env, "cache", lambda r: (r["limits"].update(memory="128Mi"), r["requests"].update(memory="16Mi")))
+
+
+@mistake("less than a third")
+def shrank_the_cache_to_its_request(env):
+    """Sets the cache's limit to its 32Mi request: the node is far above its threshold, but the
+    cache now holds 24Mi where the node could hold several times that for it."""
+    _change(env, "cache", lambda r: r["limits"].update(memory="32Mi"))

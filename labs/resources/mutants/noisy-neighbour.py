@@ -5,7 +5,8 @@ a change of the cache's memory request or limit still solves it is decided by th
 reconstruction: kubelet's admission (the requests fit the allocatable), the cache filling 3/4 of
 its limit (its command) under that limit, its memory request not below the scenario's, the node's working set (every workload's allocation
 plus what its interpreter was measured to hold) leaving memory.available at or above the
-eviction threshold, and the limit below the node's memory."""
+eviction threshold, the limit below the node's memory, and the cache at least a third of the largest
+one the node can hold above that threshold (checks.cache_shrunk_too_far)."""
 
 import copy
 
@@ -31,7 +32,7 @@ def _free_verdict(checks, ctx, observation, node, mutated):
         return ("has no memory limit",), None
     if limit.value_int() >= config.memory_capacity:
         return ("not below",), None
-    working_set = 0
+    working_set = cache_bytes = cache_overhead = 0
     for name, pod in pods.items():
         for container in pod.running_containers():
             state = observation["pods"][name]["containers"][container.name]
@@ -41,9 +42,14 @@ def _free_verdict(checks, ctx, observation, node, mutated):
             if own is not None and own.value and target + overhead > own.value_int():
                 return ("OOMKilled",), None
             working_set += target + overhead
+            if name == cache:
+                cache_bytes, cache_overhead = target, overhead
     available = config.memory_capacity - working_set
     if available < config.eviction_hard_bytes():
         return ("eviction threshold",), None
+    if checks.cache_shrunk_too_far(cache_bytes, checks.cache_room(config, working_set - cache_bytes - cache_overhead,
+                                                                  cache_overhead)):
+        return ("less than a third",), None
     return (), (f"limit {limit}: the cache fills {memory_target(c.command, limit.value_int()) // 2 ** 20}Mi, the node keeps "
                 f"{available // 2 ** 20}Mi available (threshold {config.eviction_hard_bytes() // 2 ** 20}Mi); the requests "
                 "fit the allocatable")
