@@ -69,15 +69,6 @@ def registers_the_node_again_tainted(env):
     target.kubectl("create", "-f", "-", input=json.dumps(node))
 
 
-@mistake("none of", "spelling")
-def misspells_the_effect(env):
-    """Writes the taint with `kubectl edit` (here: a JSON patch) and misspells its effect,
-    PreferNoSchedul: kube-apiserver v1.34 refuses it, labkit's embedded server lets it through."""
-    for_env(env).kubectl("patch", "node", "node-f", "--type=json", "-p",
-                         '[{"op":"add","path":"/spec/taints","value":[{"key":"retiring","value":"true",'
-                         '"effect":"PreferNoSchedul"}]}]')
-
-
 @mistake("node-e", "changed")
 def wrong_node(env):
     """Taints node-e, the other hdd node, by mistake."""

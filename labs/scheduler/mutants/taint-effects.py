@@ -62,7 +62,7 @@ def mutants(ctx):
                      equivalent="two PreferNoSchedule taints: Filter passes, Score counts them (still the lowest)"
                      if not words else None)
     misspelt = {**view, "taints": [{**view["taints"][0], "effect": "PreferNoSchedul"}, *view["taints"][1:]]}
-    yield Mutant("effect-misspelt", f"{name}: the taint's effect misspelt (labkit's server lets it through)",
+    yield Mutant("effect-misspelt", f"{name}: the taint's effect misspelt (stored by a server that validated no taint)",
                  names=("none of", "spelling"), observation=_node(obs, name, misspelt))
     yield Mutant("legacy-gone", "the Pod legacy is gone", names=("legacy", "gone"), observation={**obs, "pod": False})
     yield Mutant("legacy-made-again", "the Pod legacy deleted and made again", names=("legacy", "deleted"),
