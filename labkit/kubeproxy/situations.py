@@ -7,6 +7,11 @@ NodePorts show that outcome, from the client and from any other sender (shows_ou
 answer file holds a whole prediction (prediction_problem) both withhold it; the first time either
 shows it, labkit.predictions keeps the prediction as it is then, and the check grades that kept
 prediction. Resets keep it (labkit.predictions: the same rule in every lab).
+
+A shell cannot withhold anything (curl, wget or python in `labkit shell kube-proxy client`): the
+lab's nodes log every connection sent to their NodePorts (labs/kube-proxy/lab.py start_watchers),
+and the check does not grade a prediction written after such a request; the tools say so when
+they keep one (tried_before).
 """
 
 from __future__ import annotations
@@ -116,5 +121,23 @@ def observed(env, state, src: str | None, dst: str, dport: int, tool: str, *,
                           f"in {where} yet: write your prediction there first (labkit "
                           "keeps it when it first shows the outcome, and the check grades that one)")
     predictions.keep(env.lab.id, EXERCISE, tool, situation=f"{src or 'from the sender'} to {dst}:{dport}")
-    return (f"note: labkit keeps your {EXERCISE} prediction as it is now; that is what `labkit check` grades "
+    note = (f"note: labkit keeps your {EXERCISE} prediction as it is now; that is what `labkit check` grades "
             "(changes after observing do not count)")
+    tried = tried_before(env, state)
+    if tried is not None:
+        note += (f". But you sent a request to these NodePorts yourself before this prediction was written "
+                 f"({tried['what']}, at {tried['time']}): the check does not grade a prediction written after "
+                 f"that; `labkit reset {env.lab.id} {EXERCISE} --forget-prediction` starts the exercise afresh")
+    return note
+
+
+def tried_before(env, state) -> dict | None:
+    """The student's own request to the exercise's NodePorts (the lab's connection logs: its
+    earliest_try) that came before the answer file was last written, or None."""
+    earliest = getattr(env.lab.environment_module(), "earliest_try", None)
+    tried = earliest(env, state) if callable(earliest) else None
+    try:
+        written = answer_path(env.lab.id, EXERCISE).stat().st_mtime
+    except OSError:
+        return tried
+    return tried if tried is not None and written >= tried["at"] else None
