@@ -169,3 +169,22 @@ def test_the_nodes_connection_logs_name_the_graded_requests(tmp_path, monkeypatc
         ("node1", "node2", 31001, "shop-local"), ("pod web-3", "node1", 30100, "shop-cluster")]
     assert tries[0]["what"] == "node1 (192.168.50.11) to node2's 192.168.50.12:31001 (shop-local)"
     assert module.first_try(env, 0.0)["at"] == 50.0 and module.first_try(env, 200.0) is None
+
+
+def test_a_copy_of_the_situation_shows_the_outcome_at_its_own_node_port(lab_and_state):
+    # a Service of the student's own that sends to the shop pods (Local, the same selector) shows
+    # at its NodePort what shop-local's shows; one that sends to other pods does not
+    env, _ = lab_and_state
+    lab = get_lab("kube-proxy")
+    state = load_scenario(lab.directory / "scenarios" / "cluster.yaml")
+    copy = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "mine", "namespace": "default"},
+            "spec": {"type": "NodePort", "externalTrafficPolicy": "Local", "selector": {"app": "shop"},
+                     "ports": [{"port": 80, "targetPort": 8080, "nodePort": 30200}]}}
+    other = {**copy, "metadata": {"name": "theirs", "namespace": "default"},
+             "spec": {**copy["spec"], "selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 8080,
+                                                                              "nodePort": 30201}]}}
+    state.apply([copy, other], "test")
+    assert shows_outcome(env, state, "192.168.50.100", "192.168.50.12", 30200)
+    assert not shows_outcome(env, state, "192.168.50.100", "192.168.50.12", 30201)
+    from labkit.kubeproxy.situations import outcome_node_ports
+    assert outcome_node_ports(env, state) == {30100: "shop-cluster", 30101: "shop-local", 30200: "mine"}

@@ -78,14 +78,37 @@ def shows_outcome(env, state, src: str | None, dst: str, dport: int, *, traced: 
     if env.lab.id != "kube-proxy":
         return False
     exercise = env.lab.exercise(EXERCISE)
-    names = (exercise.params["cluster_service"], exercise.params["local_service"])
-    node_ports = {p.get("nodePort") for n in names if state.service(n)
-                  for p in state.service(n)["spec"].get("ports") or []}
+    node_ports = outcome_node_ports(env, state)
+    names = tuple(sorted(set(node_ports.values()) | {exercise.params["cluster_service"],
+                                                     exercise.params["local_service"]}))
     if traced is not None:
         return dport in node_ports or any(_concerns(text, state, names) for text in traced)
     if dst not in {state.node_address(n) for n in state.node_names()}:
         return False
     return dport in node_ports
+
+
+def outcome_node_ports(env, state) -> dict[int, str]:
+    """{node port: Service} of the NodePorts whose outcome the exercise asks to predict: those of its
+    two Services, and those of any other Service that sends to one of their pods (a copy of the
+    situation made to experiment with, `externalTrafficPolicy: Local` and the same selector, shows
+    the same outcome at its own NodePort)."""
+    exercise = env.lab.exercise(EXERCISE)
+    names = (exercise.params["cluster_service"], exercise.params["local_service"])
+
+    def addresses(namespace: str, name: str) -> set[str]:
+        return {a for sl in state.slices_of(namespace, name) for ep in sl.get("endpoints") or []
+                for a in ep.get("addresses") or []}
+    pods = set().union(*(addresses("default", n) for n in names))
+    out = {}
+    for svc in state.services:
+        meta = svc["metadata"]
+        ours = meta["name"] in names and (meta.get("namespace") or "default") == "default"
+        if ours or (pods & addresses(meta.get("namespace") or "default", meta["name"])):
+            for port in svc["spec"].get("ports") or []:
+                if port.get("nodePort"):
+                    out[port["nodePort"]] = meta["name"]
+    return out
 
 
 def _concerns(rule_text: str, state, names) -> bool:

@@ -117,15 +117,12 @@ def start_watchers(env, state, timeout: float = 10.0) -> None:
 
 def graded_node_ports(env, state) -> dict[int, str]:
     """{node port: Service} of the Services traffic-policy asks about, as the lab built them and as
-    they are now (a NodePort the student moved shows the same policy)."""
-    params = env.lab.exercise(TRAFFIC_POLICY).params
-    out = {}
-    for current in (load_scenario(SCENARIO), state):
-        for name in (params["cluster_service"], params["local_service"]):
-            svc = current.service(name)
-            for port in (svc["spec"].get("ports") or []) if svc else []:
-                if port.get("nodePort"):
-                    out.setdefault(port["nodePort"], name)
+    they are now (a NodePort the student moved shows the same policy), and of any Service the
+    student made that sends to their pods (labkit.kubeproxy.situations.outcome_node_ports)."""
+    from labkit.kubeproxy.situations import outcome_node_ports
+    out = outcome_node_ports(env, load_scenario(SCENARIO))
+    for port, name in outcome_node_ports(env, state).items():
+        out.setdefault(port, name)
     return out
 
 
