@@ -61,6 +61,7 @@ class Kept:
     tool: str           # the command that showed it
     at: float           # when (epoch seconds)
     situation: str | None = None    # what it showed, in the tool's words, when it said
+    written: float | None = None    # when the answer file kept was last written (None: not known)
 
 
 def _state_dir(lab_id: str) -> Path:
@@ -91,7 +92,9 @@ def kept(lab_id: str, exercise_id: str) -> Kept | None:
         info = json.loads(_info_path(lab_id, exercise_id).read_text())
     except (OSError, ValueError, UnicodeDecodeError):
         return None
-    return Kept(text, str(info.get("tool", "")), float(info.get("at", 0)), info.get("situation"))
+    written = info.get("written")
+    return Kept(text, str(info.get("tool", "")), float(info.get("at", 0)), info.get("situation"),
+                float(written) if isinstance(written, (int, float)) else None)
 
 
 def answer_file(lab_id: str, exercise_id: str) -> Path:
@@ -151,17 +154,24 @@ def keep(lab_id: str, exercise_id: str, tool: str, situation: str | None = None)
     if found is not None:
         return found
     text = answer_text(lab_id, exercise_id)
+    written = None
     if text is None:
         try:
             text = _checked_path(lab_id, exercise_id).read_text()
         except OSError:
             return None
+    else:
+        try:
+            written = answer_file(lab_id, exercise_id).stat().st_mtime
+        except OSError:
+            pass
     now = round(time.time(), 3)
-    info = {"tool": tool, "at": now, **({"situation": situation} if situation else {})}
+    info = {"tool": tool, "at": now, **({"situation": situation} if situation else {}),
+            **({"written": written} if written is not None else {})}
     directory(lab_id).mkdir(parents=True, exist_ok=True)
     _info_path(lab_id, exercise_id).write_text(json.dumps(info))
     kept_path(lab_id, exercise_id).write_text(text)
-    return Kept(text, tool, now, situation)
+    return Kept(text, tool, now, situation, written)
 
 
 def reveal(lab_id: str, exercise_id: str, tool: str, *, situation: str | None = None, rule: str = WRITTEN,

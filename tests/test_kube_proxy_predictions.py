@@ -111,10 +111,10 @@ def judging():
     return lab._load("checks.py"), CheckContext(LabEnv(lab, state), lab.exercise("traffic-policy"))
 
 
-def observation(answer=RIGHT, tried=None, written_at=None, kept_at=None):
+def observation(answer=RIGHT, tried=None, written_at=None, kept_at=None, kept_written_at=None):
     return {"services": ["shop-cluster", "shop-local"], "truth": TRUTH, "answer": answer, "tried": tried,
-            "written_at": written_at, "kept_at": kept_at, "kept_by": None, "situation": "", "graded_note": "",
-            "where": "traffic-policy.yaml"}
+            "written_at": written_at, "kept_at": kept_at, "kept_by": None, "kept_written_at": kept_written_at,
+            "situation": "", "graded_note": "", "where": "traffic-policy.yaml"}
 
 
 def test_a_prediction_written_before_any_request_by_hand_is_judged(judging):
@@ -127,6 +127,12 @@ def test_a_prediction_written_before_any_request_by_hand_is_judged(judging):
     assert not failed.passed and "not right" in failed.message and "yourself" not in failed.message
     # kept by labkit's curl before the request: that copy is judged, whenever the file changed
     assert checks.judge_traffic_policy(ctx, observation(tried=TRY, written_at=2000.0, kept_at=999.5)).passed
+    # kept after the request from a file written before it, the file changed since: the kept copy is judged
+    assert checks.judge_traffic_policy(ctx, observation(tried=TRY, written_at=2000.0, kept_at=1200.0,
+                                                        kept_written_at=900.0)).passed
+    late = checks.judge_traffic_policy(ctx, observation(tried=TRY, written_at=900.0, kept_at=1200.0,
+                                                        kept_written_at=1100.0))
+    assert not late.passed and "yourself" in late.message
 
 
 @pytest.mark.parametrize("written_at, kept_at", [(1000.0, None), (1500.0, None), (None, None), (1500.0, 1200.0)],

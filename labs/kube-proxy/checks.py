@@ -609,6 +609,7 @@ def observe_traffic_policy(ctx) -> dict:
     first = predictions.kept(ctx.lab.id, ctx.exercise.id)
     obs = {"services": services, "tried": tried, "written_at": _written_at(ctx.answer_path),
            "kept_at": first.at if first is not None else None, "kept_by": first.tool if first is not None else None,
+           "kept_written_at": first.written if first is not None else None,
            "truth": built_outcomes(ctx, services, ctx.params["client_address"]),
            "situation": situation_changes(ctx, services), "graded_note": "", "where": str(ctx.answer_path)}
     if first is not None:
@@ -632,13 +633,19 @@ def observe_traffic_policy(ctx) -> dict:
 def revealed_by_hand(obs) -> dict | None:
     """The student's own request that showed the outcome before the graded prediction was recorded,
     or None. A prediction labkit kept (its curl or trace showed the outcome) before that request
-    is judged; so is an answer file not changed since before it. Anything else was written, or
-    changed, after a request to the NodePorts the exercise asks about had shown what happens."""
+    is judged, and so is one it kept later from an answer file written before the request; with
+    none kept, an answer file not changed since before the request is judged. Anything else was
+    written, or changed, after a request to the NodePorts the exercise asks about had shown what
+    happens."""
     tried = obs["tried"]
     if tried is None:
         return None
-    if obs["kept_at"] is not None and obs["kept_at"] <= tried["at"]:
-        return None
+    if obs["kept_at"] is not None:
+        if obs["kept_at"] <= tried["at"]:
+            return None
+        written = obs.get("kept_written_at")
+        if written is not None:         # the kept copy is what is graded: when was it written?
+            return None if written < tried["at"] else tried
     if obs["written_at"] is not None and obs["written_at"] < tried["at"]:
         return None
     return tried
