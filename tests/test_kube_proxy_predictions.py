@@ -194,3 +194,36 @@ def test_a_copy_of_the_situation_shows_the_outcome_at_its_own_node_port(lab_and_
     assert not shows_outcome(env, state, "192.168.50.100", "192.168.50.12", 30201)
     from labkit.kubeproxy.situations import outcome_node_ports
     assert outcome_node_ports(env, state) == {30100: "shop-cluster", 30101: "shop-local", 30200: "mine"}
+
+
+def test_the_tools_say_when_a_request_by_hand_came_before_the_prediction(monkeypatch):
+    # labkit kube-proxy curl / trace (situations.observed): refused without a prediction, and the
+    # refusal says that a request sent by hand already showed the outcome; kept with one written
+    # after it, with a note that the check will not grade it; no note for one written before
+    from labkit.errors import LabkitError
+    from labkit.exercises import answer_path
+    from labkit.kubeproxy.situations import observed
+    from labkit.state import LabEnv, LabState
+    import yaml as _yaml
+    lab = get_lab("kube-proxy")
+    module = lab.environment_module()
+    state = load_scenario(lab.directory / "scenarios" / "cluster.yaml")
+    env = LabEnv(lab, LabState(lab.id))
+    monkeypatch.setattr(module, "earliest_try", lambda env, state=None: {**TRY, "at": 2000.0})
+    path = answer_path(lab.id, "traffic-policy")
+    path.unlink(missing_ok=True)
+    with pytest.raises(LabkitError) as refused:
+        observed(env, state, None, "192.168.50.11", 30100, "labkit kube-proxy curl")
+    assert "there is no prediction" in str(refused.value)
+    assert "You already sent a request to these NodePorts yourself (192.168.50.100 to node2's" in str(refused.value)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(_yaml.safe_dump(RIGHT))
+    import os
+    os.utime(path, (1000.0, 1000.0))            # written before the request
+    note = observed(env, state, None, "192.168.50.11", 30100, "labkit kube-proxy curl")
+    assert "keeps your traffic-policy prediction" in note and "yourself" not in note
+    from labkit import predictions
+    predictions.forget(lab.id, "traffic-policy", "test")
+    os.utime(path, (3000.0, 3000.0))            # written after it
+    note = observed(env, state, None, "192.168.50.11", 30100, "labkit kube-proxy curl")
+    assert "But you sent a request to these NodePorts yourself before this prediction was written" in note

@@ -136,13 +136,17 @@ def observed(env, state, src: str | None, dst: str, dport: int, tool: str, *,
     if text is None:
         from labkit.errors import LabkitError
         where = answer_path(env.lab.id, EXERCISE)
+        tried = tried_before(env, state)
+        already = (f". You already sent a request to these NodePorts yourself ({tried['what']}, at {tried['time']}): "
+                   f"a prediction written after that earns no points; `labkit reset {env.lab.id} {EXERCISE} "
+                   "--forget-prediction` starts the exercise afresh" if tried is not None else "")
         if problem:      # kept as it is, the check could only refuse it: said now, while it can be fixed
             raise LabkitError(f"this would show what exercise {EXERCISE} asks you to predict, and the prediction in "
                               f"{where} is not whole yet: {problem}. Complete it first (labkit keeps it when it "
-                              "first shows the outcome, and the check grades that one)")
+                              "first shows the outcome, and the check grades that one)" + already)
         raise LabkitError(f"this would show what exercise {EXERCISE} asks you to predict, and there is no prediction "
                           f"in {where} yet: write your prediction there first (labkit "
-                          "keeps it when it first shows the outcome, and the check grades that one)")
+                          "keeps it when it first shows the outcome, and the check grades that one)" + already)
     predictions.keep(env.lab.id, EXERCISE, tool, situation=f"{src or 'from the sender'} to {dst}:{dport}")
     note = (f"note: labkit keeps your {EXERCISE} prediction as it is now; that is what `labkit check` grades "
             "(changes after observing do not count)")
