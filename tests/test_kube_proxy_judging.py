@@ -116,6 +116,39 @@ def test_traffic_policy_grades_the_prediction_written_before_labkit_showed_the_o
     assert result(lab, "traffic-policy")["status"] == "pass"
 
 
+def test_traffic_policy_counts_a_request_sent_by_hand_before_the_prediction(lab):
+    # a shell cannot withhold anything: real curl in the client's namespace to node2's NodePort of
+    # shop-local (dropped there: no answer, yet the node's connection log has it), before a prediction
+    from pathlib import Path
+    answer = Path(lab["LABKIT_ANSWERS_DIR"]) / "kube-proxy" / "traffic-policy.yaml"
+    answer.unlink(missing_ok=True)
+    labkit("reset", "kube-proxy", "traffic-policy", "--forget-prediction", "--yes", env=lab, check=0)
+    try:
+        sent = labkit("shell", "kube-proxy", "client", "--", "curl", "-s", "-m", "0.5", "192.168.50.12:30101",
+                      env=lab, check=None)
+        assert sent.returncode == 28            # curl: timed out
+        labkit("solve", "kube-proxy", "traffic-policy", env=lab, check=0)       # the right prediction, written after
+        shown = labkit("kube-proxy", "curl", "--from", "client", "--to", "192.168.50.11:30101", "-n", "1", env=lab, check=0)
+        assert ("you sent a request to these NodePorts yourself before this prediction was written (client "
+                "(192.168.50.100) to node2's 192.168.50.12:30101 (shop-local)") in shown.stderr, shown.stderr
+        graded = result(lab, "traffic-policy")
+        assert graded["status"] == "fail" and ("you sent a request from client (192.168.50.100) to node2's NodePort "
+                                               "30101 (shop-local) yourself") in graded["message"], graded
+        # a reset of the exercise keeps the request (only --forget-prediction forgets it)
+        labkit("reset", "kube-proxy", "traffic-policy", "--yes", env=lab, check=0)
+        graded = result(lab, "traffic-policy")
+        assert graded["status"] == "fail" and "a reset since then does not undo" in graded["message"], graded
+        labkit("reset", "kube-proxy", "traffic-policy", "--forget-prediction", "--yes", env=lab, check=0)
+        labkit("solve", "kube-proxy", "traffic-policy", env=lab, check=0)
+        # observed by hand after predicting (a pod's wget to shop-cluster, answered): the prediction is judged
+        seen = labkit("shell", "kube-proxy", "web-3", "--", "wget", "-q", "-O-", "-T", "2", "192.168.50.12:30100",
+                      env=lab, check=0)
+        assert '"pod": "shop-' in seen.stdout
+        assert result(lab, "traffic-policy")["status"] == "pass"
+    finally:
+        labkit("reset", "kube-proxy", "traffic-policy", "--forget-prediction", "--yes", env=lab, check=0)
+
+
 def test_traffic_policy_is_graded_against_the_lab_as_built(lab, tmp_path):
     labkit("solve", "kube-proxy", "traffic-policy", env=lab, check=0)
     shop = yaml.safe_load(labkit("kube-proxy", "get", "services", "shop-local", "-o", "yaml", env=lab, check=0).stdout)

@@ -88,3 +88,142 @@ def test_a_trace_of_saved_rules_for_other_services_does_not(lab_and_state):
     assert any("default/web:http" in t for t in traced)
     assert not shows_outcome(env, state, None, web["clusterIP"], web["ports"][0]["port"], traced=traced)
     assert not shows_outcome(env, state, None, "192.0.2.1", 30080, traced=_traced(state, "node1", "192.0.2.1", 30080))
+
+
+# -- requests sent by hand (a shell's curl): judged from the nodes' connection logs, in-process -----
+
+RIGHT = {"shop-cluster": {"node1": {"answers": True, "client_ip_preserved": False},
+                          "node2": {"answers": True, "client_ip_preserved": False}},
+         "shop-local": {"node1": {"answers": True, "client_ip_preserved": True}, "node2": {"answers": False}}}
+TRUTH = {name: {node: dict(cell) for node, cell in nodes.items()} for name, nodes in RIGHT.items()}
+TRY = {"at": 1000.0, "time": "12:00:00", "src": "192.168.50.100", "who": "client", "node": "node2",
+       "dst": "192.168.50.12", "dport": 30101, "service": "shop-local",
+       "what": "192.168.50.100 to node2's 192.168.50.12:30101 (shop-local)"}
+
+
+@pytest.fixture
+def judging():
+    from labkit.exercises import CheckContext
+    from labkit.state import LabEnv, LabState
+    lab = get_lab("kube-proxy")
+    state = LabState(lab.id)
+    state.ensure_dir()
+    return lab._load("checks.py"), CheckContext(LabEnv(lab, state), lab.exercise("traffic-policy"))
+
+
+def observation(answer=RIGHT, tried=None, written_at=None, kept_at=None, kept_written_at=None):
+    return {"services": ["shop-cluster", "shop-local"], "truth": TRUTH, "answer": answer, "tried": tried,
+            "written_at": written_at, "kept_at": kept_at, "kept_by": None, "kept_written_at": kept_written_at,
+            "situation": "", "graded_note": "", "where": "traffic-policy.yaml"}
+
+
+def test_a_prediction_written_before_any_request_by_hand_is_judged(judging):
+    checks, ctx = judging
+    assert checks.judge_traffic_policy(ctx, observation()).passed
+    # written before the request (and unchanged since): judged, right or wrong
+    assert checks.judge_traffic_policy(ctx, observation(tried=TRY, written_at=999.0)).passed
+    wrong = {**RIGHT, "shop-local": {**RIGHT["shop-local"], "node2": {"answers": True, "client_ip_preserved": True}}}
+    failed = checks.judge_traffic_policy(ctx, observation(answer=wrong, tried=TRY, written_at=999.0))
+    assert not failed.passed and "not right" in failed.message and "yourself" not in failed.message
+    # kept by labkit's curl before the request: that copy is judged, whenever the file changed
+    assert checks.judge_traffic_policy(ctx, observation(tried=TRY, written_at=2000.0, kept_at=999.5)).passed
+    # kept after the request from a file written before it, the file changed since: the kept copy is judged
+    assert checks.judge_traffic_policy(ctx, observation(tried=TRY, written_at=2000.0, kept_at=1200.0,
+                                                        kept_written_at=900.0)).passed
+    late = checks.judge_traffic_policy(ctx, observation(tried=TRY, written_at=900.0, kept_at=1200.0,
+                                                        kept_written_at=1100.0))
+    assert not late.passed and "yourself" in late.message
+
+
+@pytest.mark.parametrize("written_at, kept_at", [(1000.0, None), (1500.0, None), (None, None), (1500.0, 1200.0)],
+                         ids=["same-moment", "after", "no-answer-file", "kept-after-the-request"])
+def test_a_prediction_written_after_a_request_by_hand_earns_nothing(judging, written_at, kept_at):
+    # the right prediction, written (or changed, or kept by labkit's curl) after the student's own
+    # request to a graded NodePort: what the node did with it is the outcome, so it is not judged
+    checks, ctx = judging
+    result = checks.judge_traffic_policy(ctx, observation(tried=TRY, written_at=written_at, kept_at=kept_at))
+    assert not result.passed
+    assert ("you sent a request from client (192.168.50.100) to node2's NodePort 30101 (shop-local) yourself, "
+            "at 12:00:00, before your prediction was recorded") in result.message
+    assert "labkit reset kube-proxy traffic-policy --forget-prediction" in result.message
+    assert "a reset since then" not in result.message
+    before_reset = checks.judge_traffic_policy(ctx, observation(tried={**TRY, "before_reset": True},
+                                                                written_at=written_at, kept_at=kept_at))
+    assert "a reset since then does not undo what that request showed" in before_reset.message
+
+
+def test_the_nodes_connection_logs_name_the_graded_requests(tmp_path, monkeypatch):
+    # lab.hand_tries reads each node's log (labkit/netlab/synwatch.py's lines): the graded NodePorts
+    # only, as built and as the Services are now, since the exercise was built, oldest first
+    import json as _json
+    lab = get_lab("kube-proxy")
+    module = lab.environment_module()
+    state = load_scenario(lab.directory / "scenarios" / "cluster.yaml")
+    moved = state.service("shop-local")
+    moved["spec"]["ports"][0]["nodePort"] = 31001
+    state.apply([moved], "test")
+    monkeypatch.setattr(module.live, "load", lambda env: state)
+    env = SimpleNamespace(lab=lab, dir=tmp_path)
+    lines = {"node1": [{"at": 50.0, "src": "192.168.50.100", "sport": 1, "dst": "192.168.50.11", "dport": 30101},
+                       {"at": 120.0, "src": "192.168.50.100", "sport": 2, "dst": "192.168.50.11", "dport": 30090},
+                       {"at": 130.0, "src": "10.244.2.2", "sport": 3, "dst": "192.168.50.11", "dport": 30100}],
+             "node2": [{"at": 110.0, "src": "192.168.50.11", "sport": 4, "dst": "192.168.50.12", "dport": 31001}]}
+    for node, entries in lines.items():
+        module.watch_log(env, node).write_text("".join(_json.dumps(e) + "\n" for e in entries) + "not json\n")
+    tries = module.hand_tries(env, since=100.0)
+    assert [(t["who"], t["node"], t["dport"], t["service"]) for t in tries] == [
+        ("node1", "node2", 31001, "shop-local"), ("pod web-3", "node1", 30100, "shop-cluster")]
+    assert tries[0]["what"] == "node1 (192.168.50.11) to node2's 192.168.50.12:31001 (shop-local)"
+    assert module.first_try(env, 0.0)["at"] == 50.0 and module.first_try(env, 200.0) is None
+
+
+def test_a_copy_of_the_situation_shows_the_outcome_at_its_own_node_port(lab_and_state):
+    # a Service of the student's own that sends to the shop pods (Local, the same selector) shows
+    # at its NodePort what shop-local's shows; one that sends to other pods does not
+    env, _ = lab_and_state
+    lab = get_lab("kube-proxy")
+    state = load_scenario(lab.directory / "scenarios" / "cluster.yaml")
+    copy = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "mine", "namespace": "default"},
+            "spec": {"type": "NodePort", "externalTrafficPolicy": "Local", "selector": {"app": "shop"},
+                     "ports": [{"port": 80, "targetPort": 8080, "nodePort": 30200}]}}
+    other = {**copy, "metadata": {"name": "theirs", "namespace": "default"},
+             "spec": {**copy["spec"], "selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 8080,
+                                                                              "nodePort": 30201}]}}
+    state.apply([copy, other], "test")
+    assert shows_outcome(env, state, "192.168.50.100", "192.168.50.12", 30200)
+    assert not shows_outcome(env, state, "192.168.50.100", "192.168.50.12", 30201)
+    from labkit.kubeproxy.situations import outcome_node_ports
+    assert outcome_node_ports(env, state) == {30100: "shop-cluster", 30101: "shop-local", 30200: "mine"}
+
+
+def test_the_tools_say_when_a_request_by_hand_came_before_the_prediction(monkeypatch):
+    # labkit kube-proxy curl / trace (situations.observed): refused without a prediction, and the
+    # refusal says that a request sent by hand already showed the outcome; kept with one written
+    # after it, with a note that the check will not grade it; no note for one written before
+    from labkit.errors import LabkitError
+    from labkit.exercises import answer_path
+    from labkit.kubeproxy.situations import observed
+    from labkit.state import LabEnv, LabState
+    import yaml as _yaml
+    lab = get_lab("kube-proxy")
+    module = lab.environment_module()
+    state = load_scenario(lab.directory / "scenarios" / "cluster.yaml")
+    env = LabEnv(lab, LabState(lab.id))
+    monkeypatch.setattr(module, "earliest_try", lambda env, state=None: {**TRY, "at": 2000.0})
+    path = answer_path(lab.id, "traffic-policy")
+    path.unlink(missing_ok=True)
+    with pytest.raises(LabkitError) as refused:
+        observed(env, state, None, "192.168.50.11", 30100, "labkit kube-proxy curl")
+    assert "there is no prediction" in str(refused.value)
+    assert "You already sent a request to these NodePorts yourself (192.168.50.100 to node2's" in str(refused.value)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(_yaml.safe_dump(RIGHT))
+    import os
+    os.utime(path, (1000.0, 1000.0))            # written before the request
+    note = observed(env, state, None, "192.168.50.11", 30100, "labkit kube-proxy curl")
+    assert "keeps your traffic-policy prediction" in note and "yourself" not in note
+    from labkit import predictions
+    predictions.forget(lab.id, "traffic-policy", "test")
+    os.utime(path, (3000.0, 3000.0))            # written after it
+    note = observed(env, state, None, "192.168.50.11", 30100, "labkit kube-proxy curl")
+    assert "But you sent a request to these NodePorts yourself before this prediction was written" in note

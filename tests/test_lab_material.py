@@ -267,6 +267,8 @@ TEXTS: dict[str, dict[str, Run | list[Run] | Mention | Covered]] = {
             "labkit kube-proxy curl --from client --to 192.168.50.11:30100",
             before="labkit solve kube-proxy traffic-policy", changes="traffic-policy"),
         "labkit shell kube-proxy node2": Run("labkit shell kube-proxy node2 < /dev/null"),
+        "labkit shell kube-proxy client": Run("labkit shell kube-proxy client < /dev/null"),
+        "labkit reset kube-proxy traffic-policy --forget-prediction": Run(changes="traffic-policy"),
         "iptables-save -t nat | grep catalog": Run(on="node2"),
         "iptables -t nat -R CHAIN N ...": Run(     # rule 1 of KUBE-SERVICES replaced by itself
             "eval iptables -t nat -R KUBE-SERVICES 1 $(iptables -t nat -S KUBE-SERVICES | sed -n 2p | cut -d' ' -f3-)",

@@ -113,9 +113,10 @@ def _resources(lab, ex):
 def _kube_proxy(lab, ex):
     from labkit.kubeproxy.cluster_state import load_scenario
     from labkit.kubeproxy.situations import observed
+    from labkit.state import LabEnv, LabState
     state = load_scenario(lab.directory / "scenarios" / "cluster.yaml")
     try:
-        observed(SimpleNamespace(lab=lab), state, None, "192.168.50.12", 30101, "labkit kube-proxy curl")
+        observed(LabEnv(lab, LabState(lab.id)), state, None, "192.168.50.12", 30101, "labkit kube-proxy curl")
     except LabkitError as exc:
         return str(exc)
     return None

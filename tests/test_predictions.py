@@ -33,6 +33,21 @@ def test_withheld_until_written_then_the_first_showing_keeps_the_answer():
     assert "labkit demo show" in predictions.graded_text(LAB, EX)[1]
 
 
+def test_the_kept_answer_carries_when_its_file_was_written():
+    # a lab that also sees experiments made by hand compares that time with the experiment's
+    import os
+    _write("a: 1\n")
+    os.utime(answer_path(LAB, EX), (1000.5, 1000.5))
+    assert predictions.reveal(LAB, EX, "labkit demo show")
+    assert predictions.kept(LAB, EX).written == 1000.5
+    # kept from the checked copy (the answer file gone): when it was written is not known
+    predictions.forget(LAB, EX, "test")
+    predictions.record(LAB, EX, "a: 2\n")
+    answer_path(LAB, EX).unlink()
+    assert predictions.keep(LAB, EX, "labkit demo show").written is None
+    assert predictions.kept(LAB, EX).written is None
+
+
 def test_an_incomplete_answer_is_not_recorded():
     _write("a: 1\n")
     assert not predictions.reveal(LAB, EX, "labkit demo show", complete=lambda text: "b:" in text)

@@ -248,6 +248,10 @@ class ClusterState:
         self.services = sorted(services.values(), key=_key)
         return report
 
+    def node_port_range(self) -> tuple[int, int]:
+        """The API server's --service-node-port-range (network.nodePortRange): (low, high)."""
+        return _Allocator.port_range(self.network) or (30000, 32767)
+
     def _allocator(self, services: dict, own_key) -> "_Allocator":
         others = [s for k, s in services.items() if k != own_key]
         return _Allocator(self.network, others)

@@ -7,6 +7,11 @@ NodePorts show that outcome, from the client and from any other sender (shows_ou
 answer file holds a whole prediction (prediction_problem) both withhold it; the first time either
 shows it, labkit.predictions keeps the prediction as it is then, and the check grades that kept
 prediction. Resets keep it (labkit.predictions: the same rule in every lab).
+
+A shell cannot withhold anything (curl, wget or python in `labkit shell kube-proxy client`): the
+lab's nodes log every connection sent to their NodePorts (labs/kube-proxy/lab.py start_watchers),
+and the check does not grade a prediction written after such a request; the tools say so when
+they keep one (tried_before).
 """
 
 from __future__ import annotations
@@ -73,14 +78,37 @@ def shows_outcome(env, state, src: str | None, dst: str, dport: int, *, traced: 
     if env.lab.id != "kube-proxy":
         return False
     exercise = env.lab.exercise(EXERCISE)
-    names = (exercise.params["cluster_service"], exercise.params["local_service"])
-    node_ports = {p.get("nodePort") for n in names if state.service(n)
-                  for p in state.service(n)["spec"].get("ports") or []}
+    node_ports = outcome_node_ports(env, state)
+    names = tuple(sorted(set(node_ports.values()) | {exercise.params["cluster_service"],
+                                                     exercise.params["local_service"]}))
     if traced is not None:
         return dport in node_ports or any(_concerns(text, state, names) for text in traced)
     if dst not in {state.node_address(n) for n in state.node_names()}:
         return False
     return dport in node_ports
+
+
+def outcome_node_ports(env, state) -> dict[int, str]:
+    """{node port: Service} of the NodePorts whose outcome the exercise asks to predict: those of its
+    two Services, and those of any other Service that sends to one of their pods (a copy of the
+    situation made to experiment with, `externalTrafficPolicy: Local` and the same selector, shows
+    the same outcome at its own NodePort)."""
+    exercise = env.lab.exercise(EXERCISE)
+    names = (exercise.params["cluster_service"], exercise.params["local_service"])
+
+    def addresses(namespace: str, name: str) -> set[str]:
+        return {a for sl in state.slices_of(namespace, name) for ep in sl.get("endpoints") or []
+                for a in ep.get("addresses") or []}
+    pods = set().union(*(addresses("default", n) for n in names))
+    out = {}
+    for svc in state.services:
+        meta = svc["metadata"]
+        ours = meta["name"] in names and (meta.get("namespace") or "default") == "default"
+        if ours or (pods & addresses(meta.get("namespace") or "default", meta["name"])):
+            for port in svc["spec"].get("ports") or []:
+                if port.get("nodePort"):
+                    out[port["nodePort"]] = meta["name"]
+    return out
 
 
 def _concerns(rule_text: str, state, names) -> bool:
@@ -108,13 +136,35 @@ def observed(env, state, src: str | None, dst: str, dport: int, tool: str, *,
     if text is None:
         from labkit.errors import LabkitError
         where = answer_path(env.lab.id, EXERCISE)
+        tried = tried_before(env, state)
+        already = (f". You already sent a request to these NodePorts yourself ({tried['what']}, at {tried['time']}): "
+                   f"a prediction written after that earns no points; `labkit reset {env.lab.id} {EXERCISE} "
+                   "--forget-prediction` starts the exercise afresh" if tried is not None else "")
         if problem:      # kept as it is, the check could only refuse it: said now, while it can be fixed
             raise LabkitError(f"this would show what exercise {EXERCISE} asks you to predict, and the prediction in "
                               f"{where} is not whole yet: {problem}. Complete it first (labkit keeps it when it "
-                              "first shows the outcome, and the check grades that one)")
+                              "first shows the outcome, and the check grades that one)" + already)
         raise LabkitError(f"this would show what exercise {EXERCISE} asks you to predict, and there is no prediction "
                           f"in {where} yet: write your prediction there first (labkit "
-                          "keeps it when it first shows the outcome, and the check grades that one)")
+                          "keeps it when it first shows the outcome, and the check grades that one)" + already)
     predictions.keep(env.lab.id, EXERCISE, tool, situation=f"{src or 'from the sender'} to {dst}:{dport}")
-    return (f"note: labkit keeps your {EXERCISE} prediction as it is now; that is what `labkit check` grades "
+    note = (f"note: labkit keeps your {EXERCISE} prediction as it is now; that is what `labkit check` grades "
             "(changes after observing do not count)")
+    tried = tried_before(env, state)
+    if tried is not None:
+        note += (f". But you sent a request to these NodePorts yourself before this prediction was written "
+                 f"({tried['what']}, at {tried['time']}): the check does not grade a prediction written after "
+                 f"that; `labkit reset {env.lab.id} {EXERCISE} --forget-prediction` starts the exercise afresh")
+    return note
+
+
+def tried_before(env, state) -> dict | None:
+    """The student's own request to the exercise's NodePorts (the lab's connection logs: its
+    earliest_try) that came before the answer file was last written, or None."""
+    earliest = getattr(env.lab.environment_module(), "earliest_try", None)
+    tried = earliest(env, state) if callable(earliest) else None
+    try:
+        written = answer_path(env.lab.id, EXERCISE).stat().st_mtime
+    except OSError:
+        return tried
+    return tried if tried is not None and written >= tried["at"] else None

@@ -12,7 +12,8 @@ probability below 1e-6 (the computation is next to each sample size).
 The prediction exercise (traffic-policy) and the find-out exercises with an answer file
 (follow-the-chain, hairpin) are graded against labkit's reconstruction of the lab as built or the
 live rules the exercise points at; their feedback counts what is wrong and says where to look,
-never the value expected.
+never the value expected. traffic-policy's prediction is not judged when it was written after the
+student's own request to one of its NodePorts (the nodes' connection logs: observe_traffic_policy).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import hashlib
 import ipaddress
 import json
 
-from labkit.exercises import AnswerMalformed, CheckFailed
+from labkit.exercises import LIVE, AnswerMalformed, CheckFailed
 from labkit.kubeproxy import judge, live
 from labkit.kubeproxy.chains import endpoint_chain, service_chain, service_port_name
 from labkit.kubeproxy.cluster_state import load_scenario
@@ -592,24 +593,87 @@ def situation_changes(ctx, services: list[str], ignore=()) -> str:
             f"against the lab as built (`labkit reset kube-proxy {ctx.exercise.id}` puts it back)")
 
 
-def check_traffic_policy(ctx):
-    services = [ctx.params["cluster_service"], ctx.params["local_service"]]
-    client_address = ctx.params["client_address"]
+def _written_at(path) -> float | None:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return None
+
+
+def observe_traffic_policy(ctx) -> dict:
+    """The prediction to judge (the answer file, or the copy labkit kept when its curl or trace first
+    showed the outcome), what labkit's reconstruction of the lab as built gives, and the student's
+    own first request to one of the graded NodePorts (the nodes' connection logs: lab.first_try,
+    since the exercise was built, or one kept before a reset: labkit.predictions.kept_trial), with
+    when the answer file was last written."""
     from labkit import predictions
+    services = [ctx.params["cluster_service"], ctx.params["local_service"]]
+    lab = ctx.lab.environment_module()
+    tried = lab.earliest_try(ctx.env)
     first = predictions.kept(ctx.lab.id, ctx.exercise.id)
-    graded_note = ""
-    where = str(ctx.answer_path)
+    obs = {"services": services, "tried": tried, "written_at": _written_at(ctx.answer_path),
+           "kept_at": first.at if first is not None else None, "kept_by": first.tool if first is not None else None,
+           "kept_written_at": first.written if first is not None else None,
+           "truth": built_outcomes(ctx, services, ctx.params["client_address"]),
+           "situation": situation_changes(ctx, services), "graded_note": "", "where": str(ctx.answer_path)}
     if first is not None:
         import yaml
-        answer = yaml.safe_load(first.text)
-        where = (f"your prediction as {ctx.answer_path} held it when labkit first showed the outcome (kept in "
-                 f"{predictions.kept_path(ctx.lab.id, ctx.exercise.id)}; changes after that do not count)")
+        try:
+            obs["answer"] = yaml.safe_load(first.text)
+        except yaml.YAMLError:
+            obs["answer"] = None
+        obs["where"] = (f"your prediction as {ctx.answer_path} held it when labkit first showed the outcome (kept in "
+                        f"{predictions.kept_path(ctx.lab.id, ctx.exercise.id)}; changes after that do not count)")
         if ctx.answer_path.exists() and ctx.answer_path.read_text() != first.text:
-            graded_note = (" (graded: your prediction as it stood when labkit first showed you the outcome; "
-                           "changes after observing do not count)")
+            obs["graded_note"] = (" (graded: your prediction as it stood when labkit first showed you the outcome; "
+                                  "changes after observing do not count)")
+    elif obs["tried"] is not None and obs["written_at"] is not None and obs["written_at"] >= obs["tried"]["at"]:
+        obs["answer"] = None        # written after the try: not judged, and it need not even parse
     else:
-        answer = answer_without_duplicates(ctx)
-    truth = built_outcomes(ctx, services, client_address)
+        obs["answer"] = answer_without_duplicates(ctx)
+    return obs
+
+
+def revealed_by_hand(obs) -> dict | None:
+    """The student's own request that showed the outcome before the graded prediction was recorded,
+    or None. A prediction labkit kept (its curl or trace showed the outcome) before that request
+    is judged, and so is one it kept later from an answer file written before the request; with
+    none kept, an answer file not changed since before the request is judged. Anything else was
+    written, or changed, after a request to the NodePorts the exercise asks about had shown what
+    happens."""
+    tried = obs["tried"]
+    if tried is None:
+        return None
+    if obs["kept_at"] is not None:
+        if obs["kept_at"] <= tried["at"]:
+            return None
+        written = obs.get("kept_written_at")
+        if written is not None:         # the kept copy is what is graded: when was it written?
+            return None if written < tried["at"] else tried
+    if obs["written_at"] is not None and obs["written_at"] < tried["at"]:
+        return None
+    return tried
+
+
+def judge_traffic_policy(ctx, obs):
+    services, truth = obs["services"], obs["truth"]
+    tried = revealed_by_hand(obs)
+    if tried is not None:
+        reset = (" (a reset since then does not undo what that request showed)" if tried.get("before_reset") else "")
+        return ctx.failed(
+            f"you sent a request from {tried.get('who') or 'a lab host'} ({tried['src']}) to {tried['node']}'s NodePort "
+            f"{tried['dport']} ({tried['service']}) "
+            f"yourself, at {tried['time']}, before your prediction was recorded{reset}: what the node did with it is "
+            "what this exercise asks you to predict, so a prediction written or changed after it earns no points. "
+            f"`labkit reset kube-proxy {ctx.exercise.id} --forget-prediction` starts the exercise afresh (the grade "
+            "report records that); then work the prediction out from the nodes' rules (`iptables-save` on a node, "
+            "`labkit kube-proxy graph`) and write it before sending anything to these NodePorts",
+            expected="a prediction recorded before any request to the NodePorts of "
+                     f"{' and '.join(services)}", observed=f"answer file written after: {tried['what']}",
+            observed_in=LIVE)
+    answer, where = obs["answer"], obs["where"]
+    if answer is None:
+        raise CheckFailed(f"{where}: it is not YAML with one mapping per Service")
     wrong, total = [], 0
     for service in services:
         predicted = ctx.answer_field(answer, service, dict)
@@ -625,12 +689,16 @@ def check_traffic_policy(ctx):
                 wrong.append(f"{service} / {node} / answers")
             elif expected["answers"] and guess["client_ip_preserved"] != expected["client_ip_preserved"]:
                 wrong.append(f"{service} / {node} / client_ip_preserved")
-    note = graded_note + situation_changes(ctx, services)
+    note = obs["graded_note"] + obs["situation"]
     if wrong:
         return ctx.failed(ctx.grid_feedback(wrong, total, "cells") + ". Observe with `labkit kube-proxy curl --from "
                           "client --to NODE-IP:NODE-PORT` and explain each case from the node's KUBE-EXT-…, "
                           "KUBE-SVL-… and KUBE-MARK-MASQ rules." + note)
     return ctx.passed(f"your {total} predictions match what the client gets in the lab as built." + note)
+
+
+def check_traffic_policy(ctx):
+    return judge_traffic_policy(ctx, observe_traffic_policy(ctx))
 
 
 # -- hairpin ---------------------------------------------------------------------------------------

@@ -2,15 +2,20 @@
 kube-proxy (labkit.kubeproxy.live), plus the damage the debug-ruleset exercise asks to repair."""
 
 import json
+import os
 import re
+import select
+import sys
 import time
 from pathlib import Path
 
-from labkit import paths
+from labkit import paths, procs
+from labkit.errors import LabkitError
 from labkit.kubeproxy import judge, live
 from labkit.kubeproxy.chains import endpoint_chain, service_chain, service_port_name
 from labkit.kubeproxy.cluster_state import load_scenario
 from labkit.netfilter import parse, restore, save
+from labkit.netlab import synwatch
 from labkit.netfilter.ruleset import parse_rule
 
 SCENARIO = Path(__file__).resolve().parent / "scenarios" / "cluster.yaml"
@@ -48,6 +53,8 @@ def render_withheld(env, text: str) -> str | None:
 
 def up(env):
     state = live.build(env, SCENARIO, log=env.log)
+    start_watchers(env, state)
+    env.log("each node logs the connections it is asked for on its node ports")
     for node in state.node_names():
         judge.save_built(env, node, save(env.netns_name(node)))
     break_rules(env, state)
@@ -78,7 +85,115 @@ def break_rules(env, state):
 
 
 def is_up(env):
-    return live.is_up(env)
+    if not live.is_up(env):
+        return False
+    return all(procs.running(procs.owner_token(env, watcher_tag(n))) for n in live.load(env).node_names())
+
+
+# -- traffic-policy: the requests a student sends by hand to the NodePorts it asks about -------------
+
+TRAFFIC_POLICY = "traffic-policy"
+SYNWATCH = Path(synwatch.__file__).resolve()
+
+
+def watcher_tag(node: str) -> str:
+    return f"synwatch-{node}"
+
+
+def watch_log(env, node: str) -> Path:
+    return Path(env.dir) / f"synwatch-{node}.jsonl"
+
+
+def start_watchers(env, state, timeout: float = 10.0) -> None:
+    """On each node, labkit/netlab/synwatch.py logs every TCP connection asked of one of the node's
+    addresses on a port of the NodePort range, whoever sends it: a request by hand (curl, wget, nc,
+    python in `labkit shell kube-proxy client`) to the NodePorts traffic-policy asks about shows its
+    outcome as surely as labkit's own curl does, and the check must know when it happened. It reads
+    packets as the node's interfaces receive them (before kube-proxy's DNAT, and also those a rule
+    drops); nothing is added to the node's rules."""
+    low, high = state.node_port_range()
+    for node in state.node_names():
+        path = watch_log(env, node)
+        env.ledger.record("path", path=str(path))
+        path.touch()
+        addresses = [a.split("/")[0] for a in live.proxier_config(state, node).local_addresses]
+        argv = [sys.executable, "-I", "-S", str(SYNWATCH), "--log", str(path), "--ports", f"{low}-{high}"]
+        for address in addresses:
+            argv += ["--address", address]
+        read_end, write_end = os.pipe()
+        try:
+            procs.spawn(env, watcher_tag(node), argv + ["--ready-fd", str(write_end)], netns=env.netns_name(node),
+                        pass_fds=(write_end,))
+            os.close(write_end)
+            write_end = -1
+            ready = select.select([read_end], [], [], timeout)[0] and os.read(read_end, 1)
+        finally:
+            os.close(read_end)
+            if write_end >= 0:
+                os.close(write_end)
+        if not ready:
+            raise LabkitError(f"the connection log of {node} did not start; see {Path(env.dir) / 'logs'}")
+
+
+def graded_node_ports(env, state) -> dict[int, str]:
+    """{node port: Service} of the Services traffic-policy asks about, as the lab built them and as
+    they are now (a NodePort the student moved shows the same policy), and of any Service the
+    student made that sends to their pods (labkit.kubeproxy.situations.outcome_node_ports)."""
+    from labkit.kubeproxy.situations import outcome_node_ports
+    out = outcome_node_ports(env, load_scenario(SCENARIO))
+    for port, name in outcome_node_ports(env, state).items():
+        out.setdefault(port, name)
+    return out
+
+
+def hand_tries(env, since: float, state=None) -> list[dict]:
+    """Every connection sent since `since` (epoch seconds) to a node's address on a NodePort of the
+    Services traffic-policy asks about, from any sender, oldest first, as the nodes' connection
+    logs (start_watchers) have them: [{at, time, src, node, dst, dport, service}]. labkit's own
+    curl keeps the prediction before it sends (labkit.kubeproxy.situations), so its requests come
+    after that and change nothing. `state`: the cluster state (default: the running lab's)."""
+    state = state if state is not None else live.load(env)
+    ports = graded_node_ports(env, state)
+    hosts = {state.node_address(n): n for n in state.node_names()}
+    hosts.update({a: h["name"] for h in state.hosts for a in h["addresses"]})
+    hosts.update({p["status"]["podIP"]: f"pod {p['metadata']['name']}" for p in state.pods})
+    found = []
+    for node in state.node_names():
+        try:
+            lines = watch_log(env, node).read_text().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(entry, dict) or entry.get("dport") not in ports or float(entry.get("at", 0)) < since:
+                continue
+            found.append({"at": float(entry["at"]), "time": time.strftime("%H:%M:%S", time.localtime(entry["at"])),
+                          "src": entry.get("src"), "node": node, "dst": entry.get("dst"), "dport": entry["dport"],
+                          "service": ports[entry["dport"]],
+                          "who": hosts.get(entry.get("src"), "a sender outside the lab"),
+                          "what": f"{hosts.get(entry.get('src'), 'a sender outside the lab')} ({entry.get('src')}) to "
+                                  f"{node}'s {entry.get('dst')}:{entry['dport']} "
+                                  f"({ports[entry['dport']]})"})
+    return sorted(found, key=lambda t: t["at"])
+
+
+def first_try(env, since: float, state=None) -> dict | None:
+    tries = hand_tries(env, since, state)
+    return tries[0] if tries else None
+
+
+def earliest_try(env, state=None) -> dict | None:
+    """The first request sent to traffic-policy's NodePorts since the exercise was built, or one
+    kept before a reset (labkit.predictions.kept_trial; marked before_reset), whichever came first."""
+    from labkit import predictions
+    tried = first_try(env, env.state.ready_time(TRAFFIC_POLICY), state)
+    earlier = predictions.kept_trial(env.lab.id, TRAFFIC_POLICY)
+    if earlier is not None and (tried is None or earlier["at"] <= tried["at"]):
+        tried = {**earlier, "before_reset": True}
+    return tried
 
 
 def hosts(env):
@@ -500,7 +615,20 @@ def student_work(env, exercise_id: str | None) -> list[str]:
 
 
 def keep_student_work(env, exercise_id: str | None) -> list[str]:
-    """Before a reset: a copy of the rules of every node on which it reverts the student's work."""
+    """Before a reset: a copy of the rules of every node on which it reverts the student's work; and
+    a request sent by hand to traffic-policy's NodePorts since that exercise was built is kept
+    (labkit.predictions.keep_trial): a reset of the whole lab starts the nodes' connection logs
+    afresh, and a reset of the exercise has its check read them from then on, and neither may turn
+    a prediction written after the request into one written before it."""
     state = live.load(env)
-    return [f"your {node} rules before the reset: {keep_aside(env, exercise_id or 'lab', node)}"
+    said = [f"your {node} rules before the reset: {keep_aside(env, exercise_id or 'lab', node)}"
             for node in _work_on_rules(env, state, exercise_id)]
+    if exercise_id in (None, TRAFFIC_POLICY):
+        from labkit import predictions
+        found = first_try(env, env.state.ready_time(TRAFFIC_POLICY))
+        if found is not None:
+            kept = predictions.keep_trial(env.lab.id, TRAFFIC_POLICY, found)
+            said.append(f"labkit keeps that you sent a request to {TRAFFIC_POLICY}'s NodePorts yourself ({kept['what']}, "
+                        f"at {kept['time']}): a prediction written or changed after that earns no points, after this "
+                        "reset too")
+    return said

@@ -36,3 +36,15 @@ def predicts_after_changing_the_situation(env):
     live.apply_documents(env, [svc], "mistakes/traffic-policy.py")
     cluster = {"answers": True, "client_ip_preserved": False}
     _write(env, {"shop-cluster": {"node1": cluster, "node2": cluster}, "shop-local": {"node1": cluster, "node2": cluster}})
+
+
+@mistake("you sent a request from client", "yourself", "before your prediction was recorded", "--forget-prediction")
+def observes_with_a_shells_curl_first(env):
+    """labkit's curl withholds the outcome, so curl in a shell on the client (`labkit shell kube-proxy client --
+    curl ...`) to node1's NodePort of shop-local, then the right prediction, written after seeing the answer."""
+    import subprocess
+
+    from labkit.netlab.netns import netns_path
+    subprocess.run(["nsenter", f"--net={netns_path(env.netns_name('client'))}", "--", "curl", "-s", "-m", "2",
+                    "192.168.50.11:30101"], capture_output=True, check=False)
+    env.lab._load("solutions/traffic-policy.py").solve(env)
