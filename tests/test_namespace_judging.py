@@ -232,3 +232,68 @@ def test_a_create_refused_in_another_terminating_namespace_is_a_try(monkeypatch)
                                          'namespace attic because it is being terminated', terminating), "verb": "patch"}]
     tries = module.observe_terminating_create_tries(ctx, "attic")
     assert [(t["namespace"], t["what"]) for t in tries] == [("attic", "patch configmaps late")]
+
+
+def test_own_finalizer_leaves_a_namespace_the_student_made_to_them(monkeypatch):
+    # a newcomer had made and deleted a namespace of their own (`mine`, an experiment of
+    # terminating-create) before starting own-finalizer: "you also changed namespace mine (delete on mine)"
+    module = checks("namespace")
+
+    def request(verb, ns, subresource=None, finalizers=None, user="labkit-admin"):
+        ref = {"resource": "namespaces", "name": ns, **({"subresource": subresource} if subresource else {})}
+        return {"verb": verb, "objectRef": ref, "user": {"username": user}, "responseStatus": {"code": 201},
+                **({"requestObject": {"spec": {"finalizers": finalizers}}} if finalizers is not None else {})}
+    events = [request("create", "mine"), request("delete", "mine"),
+              request("update", "sandbox", "finalize", ["kubernetes", "example.com/hold"]),
+              request("update", "sandbox", "finalize", ["kubernetes"])]
+    monkeypatch.setattr(module, "_audit", lambda ctx: events)
+    ctx = context("namespace", "own-finalizer")
+    assert module._other_namespace_writes(ctx, "sandbox") == []
+    # a finalizer of their own on it still counts (what this exercise must keep to sandbox), and a
+    # namespace made by the cluster itself (system:apiserver's default) is not the student's
+    events += [request("update", "mine", "finalize", ["kubernetes", "example.com/hold"]),
+               request("create", "default", user="system:apiserver"), request("patch", "default")]
+    assert module._other_namespace_writes(ctx, "sandbox") == ["update …/finalize on mine", "patch on default"]
+
+
+def _release_finalizer_seen(**changes):
+    seen = {"gone": {"namespace": None, "spec_edit": "", "forced": [], "stored": []},
+            "crds": {"backups.example.com": "present"}, "crd_writes": [], "recreated": False,
+            "elsewhere": {"backups.example.com/weekly in legacy": {"state": "deleting",
+                                                                   "finalizers": ["backup.example.com/upload"]}}}
+    seen.update(changes)
+    return seen
+
+
+@pytest.mark.parametrize("changes,words", [
+    # the newcomer's pass: v1 unserved (reports went with its Backup stored), served again, reports
+    # created anew to release the Backup and deleted again: it passed 3/3
+    ({"crd_writes": ["patch backups.example.com"]}, ("changed the CustomResourceDefinition itself",
+                                                     "patch backups.example.com")),
+    ({"recreated": True}, ("created a namespace reports again",)),
+])
+def test_release_finalizer_fails_when_the_crd_was_changed_or_the_namespace_made_anew(changes, words):
+    module = checks("namespace")
+    ctx = context("namespace", "release-finalizer")
+    assert module.judge_release_finalizer(ctx, _release_finalizer_seen()).status == "pass"
+    with pytest.raises(CheckFailed) as failed:
+        module.judge_release_finalizer(ctx, _release_finalizer_seen(**changes))
+    assert all(w in str(failed.value) for w in words), str(failed.value)
+    assert "weekly" not in str(failed.value)
+
+
+@pytest.mark.parametrize("answer,says", [
+    # the newcomer's first guess: both parts wrong, and the feedback named the start only, so the
+    # reason read as right
+    ('namespaces "attic" is forbidden: namespace attic is terminating', "neither the start"),
+    ('configmap "late" is forbidden: unable to create new content in namespace attic because it is being terminated',
+     "the start of your message"),
+    ('configmaps "late" is forbidden: namespace attic is terminating', "the object part is right"),
+])
+def test_terminating_create_feedback_says_which_parts_differ(answer, says):
+    body = {"reason": "Forbidden", "message": 'configmaps "late" is forbidden: unable to create new content in '
+                                              'namespace attic because it is being terminated'}
+    told = checks("namespace")._which_part(answer, body)
+    assert told.startswith(says), told
+    assert "unable to create" not in told and "being terminated" not in told
+
