@@ -297,3 +297,29 @@ def test_terminating_create_feedback_says_which_parts_differ(answer, says):
     assert told.startswith(says), told
     assert "unable to create" not in told and "being terminated" not in told
 
+
+def test_a_create_refused_on_another_labkit_api_server_is_a_try(monkeypatch):
+    # the newcomer's pass: the refusal seen on `labkit apiserver` (and on the gc lab's server), its
+    # message written down with attic put in: it passed 1/1
+    import json
+
+    from labkit import paths, predictions, servers
+    module = checks("namespace")
+    monkeypatch.setattr(module, "_audit", lambda ctx: [])
+    ctx = context("namespace", "terminating-create")
+    elsewhere = paths.state_root() / "apiserver"            # `labkit apiserver`'s default state
+    elsewhere.mkdir(parents=True)
+    refused = {"verb": "create", "objectRef": {"resource": "configmaps", "namespace": "mine2", "name": "late"},
+               "user": {"username": "labkit-admin"}, "requestReceivedTimestamp": "2026-12-06T23:16:00.000000Z",
+               "responseStatus": {"code": 403, "message": 'configmaps "late" is forbidden: unable to create new '
+                                  'content in namespace mine2 because it is being terminated'}}
+    (elsewhere / "audit.log").write_text(json.dumps({**refused, "user": {"username": "system:serviceaccount:x"}})
+                                         + "\n" + json.dumps(refused) + "\n")
+    assert [s.name for s in servers.state_dirs()] == ["apiserver"]
+    [tried] = module.observe_terminating_create_tries(ctx, "attic")
+    assert tried["namespace"] == "mine2" and tried["server"] == str(elsewhere.resolve())
+    assert "on the labkit API server of" in tried["what"]
+    # forgotten with the exercise's prediction (`labkit reset namespace terminating-create --forget-prediction`)
+    predictions.keep_trial("namespace", "terminating-create", tried)
+    predictions.forget("namespace", "terminating-create", "labkit reset --forget-prediction")
+    assert module.observe_terminating_create_tries(ctx, "attic") == []

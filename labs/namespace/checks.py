@@ -295,7 +295,8 @@ def check_terminating_create(ctx):
         # a prediction is judged as it stood before the student's first create in the namespace:
         # an answer file written (or changed) after that create is what the server answered, not a
         # prediction, so it earns nothing
-        where = name if tried["namespace"] == name else f"{tried['namespace']}, a namespace being terminated too,"
+        where = name if tried["namespace"] == name and not tried.get("server") else \
+            f"{tried['namespace']}, a namespace being terminated too,"
         reset = (" (a reset since then built it again, but does not undo what that try showed)"
                  if tried is earlier else "")
         raise CheckFailed(f"you sent a request into {where} yourself ({tried['what']}, at {tried['time']}) before your "
@@ -333,17 +334,42 @@ def observe_terminating_create_tries(ctx, namespace: str) -> list[dict] | None:
     events = _audit(ctx)
     if events is None:
         return None
+
     def what(e):
         ref = e.get("objectRef") or {}
         body = e.get("requestObject") if isinstance(e.get("requestObject"), dict) else {}
         name = ref.get("name") or (body.get("metadata") or {}).get("name") or ""
         return f"{e.get('verb')} {ref.get('resource')} {name}".strip()
-    return [{"at": audit_log.received_at(e), "time": e.get("requestReceivedTimestamp", "")[11:19], "what": what(e),
-             "namespace": (e.get("objectRef") or {}).get("namespace")}
-            for e in events
-            if ((e.get("verb") == "create" and (e.get("objectRef") or {}).get("namespace") == namespace)
-                or _refused_as_terminating(e))
-            and not (e.get("user") or {}).get("username", "").startswith("system:")]
+
+    def student(e):
+        return not (e.get("user") or {}).get("username", "").startswith("system:")
+    tries = [{"at": audit_log.received_at(e), "time": e.get("requestReceivedTimestamp", "")[11:19], "what": what(e),
+              "namespace": (e.get("objectRef") or {}).get("namespace")}
+             for e in events
+             if ((e.get("verb") == "create" and (e.get("objectRef") or {}).get("namespace") == namespace)
+                 or _refused_as_terminating(e)) and student(e)]
+    return sorted(tries + _tries_elsewhere(ctx, what, student), key=lambda t: t["at"])
+
+
+def _tries_elsewhere(ctx, what, student) -> list[dict]:
+    """The refusals as terminating that another labkit API server on this machine answered the
+    student (another lab's, `labkit apiserver`'s: labkit.servers; each answers a create into a
+    namespace being terminated with the same message), since the exercise's last
+    `--forget-prediction`: [{at, time, what, namespace, server}]."""
+    from labkit import servers
+    from labkit.apiserver import audit as audit_log
+    try:
+        own = _lab(ctx.env).target(ctx.env).state_dir
+    except Exception:       # no lab state to name its server: every server is another one
+        own = None
+    since = max((e["at"] for e in predictions.forgotten(ctx.lab.id, ctx.exercise.id)), default=0.0)
+    out = []
+    for other in servers.others(own):
+        out += [{"at": audit_log.received_at(e), "time": e.get("requestReceivedTimestamp", "")[11:19],
+                 "what": f"{what(e)} on the labkit API server of {other.state_dir}",
+                 "namespace": (e.get("objectRef") or {}).get("namespace"), "server": str(other.state_dir)}
+                for e in other.audit(since=since) or [] if _refused_as_terminating(e) and student(e)]
+    return out
 
 
 def _first_try(ctx, namespace: str) -> dict | None:
