@@ -310,7 +310,7 @@ def first_try(env, since: float) -> dict | None:
     # any other labkit API server on this machine (another lab's, `labkit apiserver`'s) answers the
     # same: a try there shows the outcome too (labkit.servers); tries before a forgotten one do not count
     forgotten = [e["at"] for e in predictions.forgotten(env.lab.id, "predict-dangling")]
-    for other in servers.others(getattr(target, "state_dir", None)):
+    for other in servers.others(Path(env.dir) / SERVER_TAG):       # the lab's own, running or not: read above
         found = _gc_try(other.decisions(since=max(forgotten, default=0.0)) or [])
         if found is not None:
             tries.append({**found, "how": "elsewhere", "server": str(other.state_dir)})

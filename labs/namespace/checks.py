@@ -358,10 +358,10 @@ def _tries_elsewhere(ctx, what, student) -> list[dict]:
     `--forget-prediction`: [{at, time, what, namespace, server}]."""
     from labkit import servers
     from labkit.apiserver import audit as audit_log
-    try:
-        own = _lab(ctx.env).target(ctx.env).state_dir
-    except Exception:       # no lab state to name its server: every server is another one
-        own = None
+    from pathlib import Path
+
+    from labkit.apiserver.target import SERVER_TAG
+    own = Path(ctx.env.dir) / SERVER_TAG        # the lab's own server, running or not (its log is read above)
     since = max((e["at"] for e in predictions.forgotten(ctx.lab.id, ctx.exercise.id)), default=0.0)
     out = []
     for other in servers.others(own):
