@@ -323,3 +323,12 @@ def test_a_create_refused_on_another_labkit_api_server_is_a_try(monkeypatch):
     predictions.keep_trial("namespace", "terminating-create", tried)
     predictions.forget("namespace", "terminating-create", "labkit reset --forget-prediction")
     assert module.observe_terminating_create_tries(ctx, "attic") == []
+
+
+def test_an_exercise_of_one_point_says_point():
+    # the newcomer's pass: `labkit run namespace` listed "terminating-create — ... (1 points)"
+    from support import labkit
+    listed = labkit("show", "namespace", check=0).stdout
+    assert "Terminating namespace (1 point)\n" in listed and "(1 points)" not in listed, listed
+    assert labkit("show", "namespace", "conditions", check=0).stdout.startswith(
+        "# Delete a namespace and read what it waits for (2 points)")
