@@ -252,6 +252,9 @@ def test_predict_dangling_a_try_kept_before_a_reset_voids_a_prediction_written_a
     assert lab.keep_student_work(ctx.env, "background-delete") == []        # another part's reset: nothing kept
     [said] = lab.keep_student_work(ctx.env, "predict-dangling")
     assert "tried the experiment of predict-dangling" in said and "after this reset too" in said
+    # said before `--forget-prediction` forgets it in the same reset: the newcomer read "labkit keeps
+    # that you tried ..." and then "forgot that you tried ..."
+    assert "(unless --forget-prediction forgets it)" in said
     logs["decisions"] = []                                                   # the reset: the logs start afresh
     gc = checks("gc")
     obs = gc.observe_predict_dangling(ctx)

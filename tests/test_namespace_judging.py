@@ -332,3 +332,24 @@ def test_an_exercise_of_one_point_says_point():
     assert "Terminating namespace (1 point)\n" in listed and "(1 points)" not in listed, listed
     assert labkit("show", "namespace", "conditions", check=0).stdout.startswith(
         "# Delete a namespace and read what it waits for (2 points)")
+
+
+def test_ns_explain_leaves_out_decisions_about_an_earlier_namespace_of_the_same_name(tmp_path):
+    # the newcomer's pass: after a reset rebuilt legacy, `labkit ns explain legacy` listed among the
+    # controller's last decisions a discovery failure about the namespace legacy of before
+    from labkit.apiserver.server import EmbeddedServer
+    from labkit.namespaces.explain import explain
+    server = EmbeddedServer(tmp_path / "srv", controllers=[]).start()
+    try:
+        uid = server.client().create("v1", "namespaces", {"metadata": {"name": "legacy"}})["metadata"]["uid"]
+
+        def decision(message, item_uid):
+            return {"controller": "namespace", "level": "info", "message": message,
+                    "item": {"kind": "Namespace", "name": "legacy", "uid": item_uid}}
+        decisions = [decision("namespace legacy: discovery failed (the earlier one)", "an-earlier-uid"),
+                     decision("namespace legacy: content remains (this one)", uid)]
+        assert explain(server.http_client(), "legacy", decisions).decisions == [
+            "namespace legacy: content remains (this one)"]
+        server.client().delete("v1", "namespaces", "legacy")
+    finally:
+        server.stop()
