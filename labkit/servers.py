@@ -55,3 +55,21 @@ def others(own: Path | str | None):
     from labkit.apiserver.target import Target
     mine = Path(own).resolve() if own is not None else None
     return [Target(kubeconfig=d / "kubeconfig", state_dir=d) for d in state_dirs() if d != mine]
+
+
+def lines_with(state_dir: Path | str, log: str, needles: tuple[str, ...]) -> list[dict]:
+    """The JSON lines of the log `log` (audit.log, decisions.log) of `state_dir` that contain one of
+    `needles`, oldest first. A lab's log can be large and a check wants a handful of its lines:
+    they are picked as text before any is parsed (a line cut short by a crash is skipped)."""
+    out = []
+    try:
+        with open(Path(state_dir) / log, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if any(n in line for n in needles):
+                    try:
+                        out.append(json.loads(line))
+                    except ValueError:
+                        continue
+    except OSError:
+        return []
+    return out

@@ -311,7 +311,10 @@ def first_try(env, since: float) -> dict | None:
     # same: a try there shows the outcome too (labkit.servers); tries before a forgotten one do not count
     forgotten = [e["at"] for e in predictions.forgotten(env.lab.id, "predict-dangling")]
     for other in servers.others(Path(env.dir) / SERVER_TAG):       # the lab's own, running or not: read above
-        found = _gc_try(other.decisions(since=max(forgotten, default=0.0)) or [])
+        since = max(forgotten, default=0.0)
+        found = _gc_try([d for d in servers.lines_with(other.state_dir, "decisions.log",
+                                                         ("invalid-owner-reference", "virtual-delete"))
+                         if d.get("ts", 0) >= since])
         if found is not None:
             tries.append({**found, "how": "elsewhere", "server": str(other.state_dir)})
     return min(tries, key=lambda t: t["at"]) if tries else None

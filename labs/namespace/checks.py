@@ -368,7 +368,8 @@ def _tries_elsewhere(ctx, what, student) -> list[dict]:
         out += [{"at": audit_log.received_at(e), "time": e.get("requestReceivedTimestamp", "")[11:19],
                  "what": f"{what(e)} on the labkit API server of {other.state_dir}",
                  "namespace": (e.get("objectRef") or {}).get("namespace"), "server": str(other.state_dir)}
-                for e in other.audit(since=since) or [] if _refused_as_terminating(e) and student(e)]
+                for e in servers.lines_with(other.state_dir, "audit.log", ("being terminated", "NamespaceTerminating"))
+                if audit_log.received_at(e) >= since and _refused_as_terminating(e) and student(e)]
     return out
 
 
