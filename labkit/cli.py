@@ -266,12 +266,16 @@ def list_labs(output: Optional[str] = cliopts.output_option(("table", "json", "y
         out.print("no labs found")
 
 
+def _points(n: int) -> str:
+    return f"{n} point{'' if n == 1 else 's'}"
+
+
 def _print_exercises(lab) -> None:
     from labkit.exercises import answer_path
 
     lines = ["## Exercises", ""]
     for i, ex in enumerate(lab.exercises, start=1):
-        lines.append(f"{i}. **{ex.id}** — {ex.title} ({ex.points} points)")
+        lines.append(f"{i}. **{ex.id}** — {ex.title} ({_points(ex.points)})")
         if ex.answer:
             lines.append(f"   answer file: `{answer_path(lab.id, ex.id)}`")
     lines += ["", f"Read one with `labkit show {lab.id} EXERCISE`, check with `labkit check {lab.id}`, "
@@ -338,7 +342,7 @@ def show(
         _print_exercises(lab)
         return
     ex = lab.exercise(exercise)
-    text = f"# {ex.title} ({ex.points} points)\n\n{ex.prompt}"
+    text = f"# {ex.title} ({_points(ex.points)})\n\n{ex.prompt}"
     if ex.answer:
         text += f"\n\n**Answer file** ({ex.answer}):\n\n    {answer_path(lab.id, ex.id)}\n"
     if ex.solved:

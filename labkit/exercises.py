@@ -275,7 +275,8 @@ class CheckContext:
         except OSError:
             text = b""
         tries = self.env.state.answer_tries(self.exercise.id, hashlib.sha256(text).hexdigest()[:16])
-        return (f"your {noun} {'are' if noun.endswith('s') else 'is'} not right ({tries} different wrong "
+        plural = noun.endswith("s") and not noun.endswith(("is", "ss"))     # findings; not diagnosis
+        return (f"your {noun} {'are' if plural else 'is'} not right ({tries} different wrong "
                 f"{'answer' if tries == 1 else 'answers'} checked; "
                 f"labkit does not say how many of its {total} {what} are wrong, or which): {advice}")
 

@@ -252,6 +252,9 @@ def test_predict_dangling_a_try_kept_before_a_reset_voids_a_prediction_written_a
     assert lab.keep_student_work(ctx.env, "background-delete") == []        # another part's reset: nothing kept
     [said] = lab.keep_student_work(ctx.env, "predict-dangling")
     assert "tried the experiment of predict-dangling" in said and "after this reset too" in said
+    # said before `--forget-prediction` forgets it in the same reset: the newcomer read "labkit keeps
+    # that you tried ..." and then "forgot that you tried ..."
+    assert "(unless --forget-prediction forgets it)" in said
     logs["decisions"] = []                                                   # the reset: the logs start afresh
     gc = checks("gc")
     obs = gc.observe_predict_dangling(ctx)
@@ -281,6 +284,8 @@ def test_stuck_finalizer_diagnosis_feedback_does_not_say_which_part_is_wrong():
         assert result.status == "fail"
         messages.append(result.message)
     assert all("does not say how many of its 2 parts are wrong, or which" in m for m in messages), messages
+    # the newcomer's pass read "the diagnosis is wrong: your diagnosis are not right (...)"
+    assert all(m.startswith("released correctly, but your diagnosis is not right (") for m in messages), messages
     assert len({m.replace(m[m.index("("):m.index(")") + 1], "") for m in messages}) == 1, messages
     assert not any(word in m for m in messages for word in ("pod:", "finalizer:", "example.com/upload"))
     ctx = context("gc", "stuck-finalizer", "pod: reports-vwxyz\nfinalizer: foregroundDeletion\n")
@@ -289,3 +294,43 @@ def test_stuck_finalizer_diagnosis_feedback_does_not_say_which_part_is_wrong():
     assert "reports-abcde" not in message and "example.com/upload" not in message
     ctx = context("gc", "stuck-finalizer", "pod: reports-abcde\nfinalizer: example.com/upload\n")
     assert gc.judge_stuck_finalizer(ctx, obs).status == "pass"
+
+
+def test_predict_dangling_a_try_on_another_labkit_api_server_voids_a_prediction_written_after_it(monkeypatch):
+    """The newcomer's pass: the experiment tried on `labkit apiserver` (or another lab's server),
+    not the gc lab's, and a prediction written from what it showed passed. Every labkit server's
+    garbage collector logs its decisions (labkit.servers): a try on any of them counts, until
+    --forget-prediction."""
+    import json
+    import os
+    import time
+    from types import SimpleNamespace
+
+    from labkit import paths, predictions, servers
+    answer = ("orphan: deleted\nshared: kept\nshared_owners: [anchor]\nstranger: deleted\n"
+              "stranger_event: OwnerRefInvalidNamespace\n")
+    ctx = context("gc", "predict-dangling", answer)
+    lab = ctx.lab.environment_module()
+    now = time.time()
+    own = paths.state_root() / "gc" / "apiserver"
+    monkeypatch.setattr(lab, "for_env", lambda env: SimpleNamespace(
+        audit=lambda since=0.0: [], decisions=lambda since=0.0: [], state_dir=own))
+    monkeypatch.setattr(type(ctx.env.state), "ready_time", lambda self, ex: now - 120)
+    elsewhere = paths.state_root() / "elsewhere"        # `labkit apiserver --state elsewhere`
+    elsewhere.mkdir(parents=True)
+    (elsewhere / "decisions.log").write_text(json.dumps(
+        {"controller": "garbagecollector", "action": "invalid-owner-reference", "ts": now - 60,
+         "item": {"kind": "ConfigMap", "namespace": "mine", "name": "stranger", "uid": "u"}}) + "\n")
+    gc = checks("gc")
+    assert gc.observe_predict_dangling(ctx)["tried"] is None         # a directory labkit never ran a server in
+    servers.register(elsewhere)
+    obs = gc.observe_predict_dangling(ctx)
+    assert obs["tried"]["how"] == "elsewhere" and obs["tried"]["server"] == str(elsewhere.resolve())
+    _fails(lambda: gc.judge_predict_dangling(ctx, obs), "on another labkit API server", "earns no points")
+    os.utime(ctx.answer_path, (now - 90, now - 90))                  # written before the try: judged
+    assert gc.observe_predict_dangling(ctx)["tried"] is None
+    os.utime(ctx.answer_path, (now, now))
+    [said] = lab.keep_student_work(ctx.env, "predict-dangling")      # `labkit reset gc predict-dangling ...`
+    assert "tried the experiment of predict-dangling" in said
+    predictions.forget("gc", "predict-dangling", "labkit reset --forget-prediction")     # ... --forget-prediction
+    assert gc.observe_predict_dangling(ctx)["tried"] is None         # a try before the forget is forgotten

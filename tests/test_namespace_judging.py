@@ -233,3 +233,124 @@ def test_a_create_refused_in_another_terminating_namespace_is_a_try(monkeypatch)
                                          'namespace attic because it is being terminated', terminating), "verb": "patch"}]
     tries = module.observe_terminating_create_tries(ctx, "attic")
     assert [(t["namespace"], t["what"]) for t in tries] == [("attic", "patch configmaps late")]
+
+
+def test_own_finalizer_leaves_a_namespace_the_student_made_to_them(monkeypatch):
+    # a newcomer had made and deleted a namespace of their own (`mine`, an experiment of
+    # terminating-create) before starting own-finalizer: "you also changed namespace mine (delete on mine)"
+    module = checks("namespace")
+
+    def request(verb, ns, subresource=None, finalizers=None, user="labkit-admin"):
+        ref = {"resource": "namespaces", "name": ns, **({"subresource": subresource} if subresource else {})}
+        return {"verb": verb, "objectRef": ref, "user": {"username": user}, "responseStatus": {"code": 201},
+                **({"requestObject": {"spec": {"finalizers": finalizers}}} if finalizers is not None else {})}
+    events = [request("create", "mine"), request("delete", "mine"),
+              request("update", "sandbox", "finalize", ["kubernetes", "example.com/hold"]),
+              request("update", "sandbox", "finalize", ["kubernetes"])]
+    monkeypatch.setattr(module, "_audit", lambda ctx: events)
+    ctx = context("namespace", "own-finalizer")
+    assert module._other_namespace_writes(ctx, "sandbox") == []
+    # a finalizer of their own on it still counts (what this exercise must keep to sandbox), and a
+    # namespace made by the cluster itself (system:apiserver's default) is not the student's
+    events += [request("update", "mine", "finalize", ["kubernetes", "example.com/hold"]),
+               request("create", "default", user="system:apiserver"), request("patch", "default")]
+    assert module._other_namespace_writes(ctx, "sandbox") == ["update …/finalize on mine", "patch on default"]
+
+
+def _release_finalizer_seen(**changes):
+    seen = {"gone": {"namespace": None, "spec_edit": "", "forced": [], "stored": []},
+            "crds": {"backups.example.com": "present"}, "crd_writes": [], "recreated": False,
+            "elsewhere": {"backups.example.com/weekly in legacy": {"state": "deleting",
+                                                                   "finalizers": ["backup.example.com/upload"]}}}
+    seen.update(changes)
+    return seen
+
+
+@pytest.mark.parametrize("changes,words", [
+    # the newcomer's pass: v1 unserved (reports went with its Backup stored), served again, reports
+    # created anew to release the Backup and deleted again: it passed 3/3
+    ({"crd_writes": ["patch backups.example.com"]}, ("changed the CustomResourceDefinition itself",
+                                                     "patch backups.example.com")),
+    ({"recreated": True}, ("created a namespace reports again",)),
+])
+def test_release_finalizer_fails_when_the_crd_was_changed_or_the_namespace_made_anew(changes, words):
+    module = checks("namespace")
+    ctx = context("namespace", "release-finalizer")
+    assert module.judge_release_finalizer(ctx, _release_finalizer_seen()).status == "pass"
+    with pytest.raises(CheckFailed) as failed:
+        module.judge_release_finalizer(ctx, _release_finalizer_seen(**changes))
+    assert all(w in str(failed.value) for w in words), str(failed.value)
+    assert "weekly" not in str(failed.value)
+
+
+@pytest.mark.parametrize("answer,says", [
+    # the newcomer's first guess: both parts wrong, and the feedback named the start only, so the
+    # reason read as right
+    ('namespaces "attic" is forbidden: namespace attic is terminating', "neither the start"),
+    ('configmap "late" is forbidden: unable to create new content in namespace attic because it is being terminated',
+     "the start of your message"),
+    ('configmaps "late" is forbidden: namespace attic is terminating', "the object part is right"),
+])
+def test_terminating_create_feedback_says_which_parts_differ(answer, says):
+    body = {"reason": "Forbidden", "message": 'configmaps "late" is forbidden: unable to create new content in '
+                                              'namespace attic because it is being terminated'}
+    told = checks("namespace")._which_part(answer, body)
+    assert told.startswith(says), told
+    assert "unable to create" not in told and "being terminated" not in told
+
+
+def test_a_create_refused_on_another_labkit_api_server_is_a_try(monkeypatch):
+    # the newcomer's pass: the refusal seen on `labkit apiserver` (and on the gc lab's server), its
+    # message written down with attic put in: it passed 1/1
+    import json
+
+    from labkit import paths, predictions, servers
+    module = checks("namespace")
+    monkeypatch.setattr(module, "_audit", lambda ctx: [])
+    ctx = context("namespace", "terminating-create")
+    elsewhere = paths.state_root() / "apiserver"            # `labkit apiserver`'s default state
+    elsewhere.mkdir(parents=True)
+    refused = {"verb": "create", "objectRef": {"resource": "configmaps", "namespace": "mine2", "name": "late"},
+               "user": {"username": "labkit-admin"}, "requestReceivedTimestamp": "2026-12-06T23:16:00.000000Z",
+               "responseStatus": {"code": 403, "message": 'configmaps "late" is forbidden: unable to create new '
+                                  'content in namespace mine2 because it is being terminated'}}
+    (elsewhere / "audit.log").write_text(json.dumps({**refused, "user": {"username": "system:serviceaccount:x"}})
+                                         + "\n" + json.dumps(refused) + "\n")
+    assert [s.name for s in servers.state_dirs()] == ["apiserver"]
+    [tried] = module.observe_terminating_create_tries(ctx, "attic")
+    assert tried["namespace"] == "mine2" and tried["server"] == str(elsewhere.resolve())
+    assert "on the labkit API server of" in tried["what"]
+    # forgotten with the exercise's prediction (`labkit reset namespace terminating-create --forget-prediction`)
+    predictions.keep_trial("namespace", "terminating-create", tried)
+    predictions.forget("namespace", "terminating-create", "labkit reset --forget-prediction")
+    assert module.observe_terminating_create_tries(ctx, "attic") == []
+
+
+def test_an_exercise_of_one_point_says_point():
+    # the newcomer's pass: `labkit run namespace` listed "terminating-create — ... (1 points)"
+    from support import labkit
+    listed = labkit("show", "namespace", check=0).stdout
+    assert "Terminating namespace (1 point)\n" in listed and "(1 points)" not in listed, listed
+    assert labkit("show", "namespace", "conditions", check=0).stdout.startswith(
+        "# Delete a namespace and read what it waits for (2 points)")
+
+
+def test_ns_explain_leaves_out_decisions_about_an_earlier_namespace_of_the_same_name(tmp_path):
+    # the newcomer's pass: after a reset rebuilt legacy, `labkit ns explain legacy` listed among the
+    # controller's last decisions a discovery failure about the namespace legacy of before
+    from labkit.apiserver.server import EmbeddedServer
+    from labkit.namespaces.explain import explain
+    server = EmbeddedServer(tmp_path / "srv", controllers=[]).start()
+    try:
+        uid = server.client().create("v1", "namespaces", {"metadata": {"name": "legacy"}})["metadata"]["uid"]
+
+        def decision(message, item_uid):
+            return {"controller": "namespace", "level": "info", "message": message,
+                    "item": {"kind": "Namespace", "name": "legacy", "uid": item_uid}}
+        decisions = [decision("namespace legacy: discovery failed (the earlier one)", "an-earlier-uid"),
+                     decision("namespace legacy: content remains (this one)", uid)]
+        assert explain(server.http_client(), "legacy", decisions).decisions == [
+            "namespace legacy: content remains (this one)"]
+        server.client().delete("v1", "namespaces", "legacy")
+    finally:
+        server.stop()

@@ -38,5 +38,8 @@ def apiserver(
         EffectiveVersion.parse(emulated_version)
     except VersionError as exc:
         raise LabkitError(f"--emulated-version: {exc}")
-    serve(str(state or paths.state_root() / "apiserver"), port, names,
+    from labkit import servers
+    directory = state or paths.state_root() / "apiserver"
+    servers.register(directory)     # checks of prediction exercises read its logs too (labkit.servers)
+    serve(str(directory), port, names,
           announce=lambda m: typer.echo(m, err=False), emulated_version=emulated_version)

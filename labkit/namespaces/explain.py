@@ -109,8 +109,12 @@ def explain(client: Client, name: str, decisions: list[dict] | None = None) -> E
     out.unavailable_apiservices = _unavailable_apiservices(client)
     out.remaining, out.held = _content(client, name, discovered)
     if decisions:
+        # the namespace of that name that exists now (a reset, or a student, may have made it anew):
+        # decisions about an earlier one of the same name say nothing about it
+        uid = ((ns or {}).get("metadata") or {}).get("uid") if code == 200 and isinstance(ns, dict) else None
         out.decisions = [d["message"] for d in decisions
                          if d.get("controller") == "namespace" and (d.get("item") or {}).get("name") == name
+                         and (uid is None or (d.get("item") or {}).get("uid") in (uid, None))
                          and d.get("level") == "info"][-5:]
     if not out.exists:
         if out.remaining:

@@ -206,6 +206,11 @@ def judge_owner_chain(ctx, obs):
         # the GC compares UIDs as strings (types.UID; garbagecollector.go attemptToDeleteItem: owner.UID != ...)
         reason = ("these are the right owners in another case: a UID is compared as it is written, character for "
                   "character, so copy it exactly as metadata.uid gives it")
+    elif all(given[k] and truth[k].lower().startswith(given[k].lower()) for k in wrong):
+        # `labkit gc graph` prints the first 8 characters of each UID, to keep the tree readable
+        reason = ("that is the start of the right UID only (`labkit gc graph` shortens UIDs to keep its tree "
+                  "readable): the garbage collector compares the whole UID, so copy all of it from metadata.uid "
+                  "or ownerReferences[].uid (`kubectl get ... -o yaml`)")
     else:
         reason = "follow ownerReferences from the Pod to its ReplicaSet, then from the ReplicaSet to the Deployment"
     return ctx.failed(f"wrong UID for {' and '.join(wrong)}: {reason}",
@@ -908,7 +913,11 @@ def judge_predict_dangling(ctx, obs):
     answer, note = obs["answer"], obs["note"]
     if obs.get("tried"):
         tried = obs["tried"]
-        if tried.get("how") == "gc":
+        if tried.get("how") == "elsewhere":
+            how = (f"you tried the experiment on another labkit API server yourself: its garbage collector already "
+                   f"handled {tried['what']} (at {tried['time']}; `labkit gc log --state {tried['server']}` has it)")
+            seen = f"answer written after: the garbage collector of {tried['server']} handled {tried['what']}"
+        elif tried.get("how") == "gc":
             how = (f"you tried the experiment in the lab's cluster yourself: its garbage collector already handled "
                    f"{tried['what']} (at {tried['time']}; `labkit gc log` has it)")
             seen = f"answer written after: the garbage collector handled {tried['what']}"
@@ -1061,7 +1070,7 @@ def judge_stuck_finalizer(ctx, obs):
         # neither part named nor counted while the answer can earn its points: the ReplicaSet had
         # two Pods and the lab shows a few finalizers, so a verdict per part would let each be
         # tried in turn (CheckContext.grid_feedback)
-        return ctx.failed("released correctly, but the diagnosis is wrong: "
+        return ctx.failed("released correctly, but "
                           + ctx.grid_feedback(wrong, 2, "parts", noun="diagnosis",
                                               advice="`labkit gc log` names the dependent the ReplicaSet waited for, "
                                                      "and the audit log shows the finalizer your release removed"),

@@ -31,6 +31,7 @@ the reset would undo; answer files are never touched.
 import json
 from pathlib import Path
 
+from labkit import predictions, servers
 from labkit.apiserver.errors import ApiError
 from labkit.apiserver.process import spawn
 from labkit.crashpoints import crash_point
@@ -279,19 +280,19 @@ The objects live on {where}.
 
 def first_try(env, since: float) -> dict | None:
     """The first sign, since `since` (the part's last build), that the student tried the experiment
-    of predict-dangling in the lab's own cluster, from its logs: {at, time, what, how}; None if
-    none, or on a real cluster.
+    of predict-dangling, from the logs: {at, time, what, how[, server]}; None if none.
       create  a create of theirs in the experiment's namespaces (the lab leaves them empty), audit log;
       gc      anywhere in the cluster, the lab's garbage collector doing what the experiment asks
               about (decision log): dropping an owner that was never observed and does not exist
               (garbagecollector.go attemptToDeleteItem, a virtual node's 404; the decision says
               whether the GC's monitors ever saw that UID as that kind), or reporting an
               owner in another namespace (graph_builder.go reportInvalidNamespaceOwnerRef). Nothing
-              the lab builds does either: only objects made with such owner references."""
-    import time
-
+              the lab builds does either: only objects made with such owner references.
+      elsewhere  the same, by the garbage collector of another labkit API server on this machine
+              (another lab's, `labkit apiserver`'s: labkit.servers), since the exercise's last
+              `--forget-prediction`: `server` is its state directory.
+    On a real cluster only `elsewhere` can be found (labkit has no logs of the cluster)."""
     from labkit.apiserver import audit as audit_log
-    from labkit.controllers.decisions import describe
     target = for_env(env)
     tries = []
     for e in target.audit(since=since) or []:
@@ -303,7 +304,30 @@ def first_try(env, since: float) -> dict | None:
                           "what": f"{ref.get('resource')} {ref.get('name') or ''} in {ref['namespace']}".strip(),
                           "how": "create"})
             break
-    for d in target.decisions(since=since) or []:
+    found = _gc_try(target.decisions(since=since) or [])
+    if found is not None:
+        tries.append({**found, "how": "gc"})
+    # any other labkit API server on this machine (another lab's, `labkit apiserver`'s) answers the
+    # same: a try there shows the outcome too (labkit.servers); tries before a forgotten one do not count
+    forgotten = [e["at"] for e in predictions.forgotten(env.lab.id, "predict-dangling")]
+    for other in servers.others(Path(env.dir) / SERVER_TAG):       # the lab's own, running or not: read above
+        since = max(forgotten, default=0.0)
+        found = _gc_try([d for d in servers.lines_with(other.state_dir, "decisions.log",
+                                                         ("invalid-owner-reference", "virtual-delete"))
+                         if d.get("ts", 0) >= since])
+        if found is not None:
+            tries.append({**found, "how": "elsewhere", "server": str(other.state_dir)})
+    return min(tries, key=lambda t: t["at"]) if tries else None
+
+
+def _gc_try(decisions) -> dict | None:
+    """The first decision of a garbage collector's log that shows what predict-dangling asks about:
+    dropping an owner that was never observed and does not exist, or reporting an owner in another
+    namespace. {at, time, what}, or None."""
+    import time
+
+    from labkit.controllers.decisions import describe
+    for d in decisions:
         if d.get("controller") != "garbagecollector":
             continue
         item = d.get("item") or {}
@@ -315,10 +339,8 @@ def first_try(env, since: float) -> dict | None:
             what = f"{describe(item)}, whose owner lives in another namespace"
         else:
             continue
-        tries.append({"at": d["ts"], "time": time.strftime("%H:%M:%S", time.gmtime(d["ts"])), "what": what,
-                      "how": "gc"})
-        break
-    return min(tries, key=lambda t: t["at"]) if tries else None
+        return {"at": d["ts"], "time": time.strftime("%H:%M:%S", time.gmtime(d["ts"])), "what": what}
+    return None
 
 
 def keep_student_work(env, exercise_id: str | None) -> list[str]:
@@ -333,8 +355,10 @@ def keep_student_work(env, exercise_id: str | None) -> list[str]:
     if found is None:
         return []
     kept = predictions.keep_trial(env.lab.id, "predict-dangling", found)
-    return [f"labkit keeps that you tried the experiment of predict-dangling in the lab's cluster ({kept['what']}, "
-            f"at {kept['time']}): a prediction written or changed after that earns no points, after this reset too"]
+    where = f"on the labkit API server of {kept['server']}" if kept.get("server") else "in the lab's cluster"
+    return [f"labkit keeps that you tried the experiment of predict-dangling {where} ({kept['what']}, "
+            f"at {kept['time']}): a prediction written or changed after that earns no points, after this reset too "
+            "(unless --forget-prediction forgets it)"]
 
 
 # -- what a reset would undo -----------------------------------------------------------------------

@@ -295,7 +295,8 @@ def check_terminating_create(ctx):
         # a prediction is judged as it stood before the student's first create in the namespace:
         # an answer file written (or changed) after that create is what the server answered, not a
         # prediction, so it earns nothing
-        where = name if tried["namespace"] == name else f"{tried['namespace']}, a namespace being terminated too,"
+        where = name if tried["namespace"] == name and not tried.get("server") else \
+            f"{tried['namespace']}, a namespace being terminated too,"
         reset = (" (a reset since then built it again, but does not undo what that try showed)"
                  if tried is earlier else "")
         raise CheckFailed(f"you sent a request into {where} yourself ({tried['what']}, at {tried['time']}) before your "
@@ -333,17 +334,43 @@ def observe_terminating_create_tries(ctx, namespace: str) -> list[dict] | None:
     events = _audit(ctx)
     if events is None:
         return None
+
     def what(e):
         ref = e.get("objectRef") or {}
         body = e.get("requestObject") if isinstance(e.get("requestObject"), dict) else {}
         name = ref.get("name") or (body.get("metadata") or {}).get("name") or ""
         return f"{e.get('verb')} {ref.get('resource')} {name}".strip()
-    return [{"at": audit_log.received_at(e), "time": e.get("requestReceivedTimestamp", "")[11:19], "what": what(e),
-             "namespace": (e.get("objectRef") or {}).get("namespace")}
-            for e in events
-            if ((e.get("verb") == "create" and (e.get("objectRef") or {}).get("namespace") == namespace)
-                or _refused_as_terminating(e))
-            and not (e.get("user") or {}).get("username", "").startswith("system:")]
+
+    def student(e):
+        return not (e.get("user") or {}).get("username", "").startswith("system:")
+    tries = [{"at": audit_log.received_at(e), "time": e.get("requestReceivedTimestamp", "")[11:19], "what": what(e),
+              "namespace": (e.get("objectRef") or {}).get("namespace")}
+             for e in events
+             if ((e.get("verb") == "create" and (e.get("objectRef") or {}).get("namespace") == namespace)
+                 or _refused_as_terminating(e)) and student(e)]
+    return sorted(tries + _tries_elsewhere(ctx, what, student), key=lambda t: t["at"])
+
+
+def _tries_elsewhere(ctx, what, student) -> list[dict]:
+    """The refusals as terminating that another labkit API server on this machine answered the
+    student (another lab's, `labkit apiserver`'s: labkit.servers; each answers a create into a
+    namespace being terminated with the same message), since the exercise's last
+    `--forget-prediction`: [{at, time, what, namespace, server}]."""
+    from labkit import servers
+    from labkit.apiserver import audit as audit_log
+    from pathlib import Path
+
+    from labkit.apiserver.target import SERVER_TAG
+    own = Path(ctx.env.dir) / SERVER_TAG        # the lab's own server, running or not (its log is read above)
+    since = max((e["at"] for e in predictions.forgotten(ctx.lab.id, ctx.exercise.id)), default=0.0)
+    out = []
+    for other in servers.others(own):
+        out += [{"at": audit_log.received_at(e), "time": e.get("requestReceivedTimestamp", "")[11:19],
+                 "what": f"{what(e)} on the labkit API server of {other.state_dir}",
+                 "namespace": (e.get("objectRef") or {}).get("namespace"), "server": str(other.state_dir)}
+                for e in servers.lines_with(other.state_dir, "audit.log", ("being terminated", "NamespaceTerminating"))
+                if audit_log.received_at(e) >= since and _refused_as_terminating(e) and student(e)]
+    return out
 
 
 def _first_try(ctx, namespace: str) -> dict | None:
@@ -408,9 +435,13 @@ def _which_part(answer: str, body: dict) -> str:
         return (f"the kind of error in your prediction ({prefix.group(1)}) is not the one the API server answers "
                 "with — what does the admission plugin that guards namespaces return?")
     truth = _normalize(body.get("message", ""))
-    head, _, _reason = truth.partition(": ")
+    head, _, reason = truth.partition(": ")
     given = _normalize(answer)
     if not given.startswith(head + ":") and given != head:
+        if given.partition(": ")[2] != reason:
+            return ("neither the start of your message (which object, and what kind of refusal: apimachinery's "
+                    "errors package writes it for the plugin) nor the reason after it (the admission plugin's "
+                    "words) is the API server's")
         return ("the start of your message (which object, and what kind of refusal) is not the API server's — "
                 "apimachinery's errors package writes it for the plugin")
     return "the object part is right, but the reason after it is not the admission plugin's words, word for word"
@@ -445,7 +476,16 @@ def observe_release_finalizer(ctx) -> dict:
         elsewhere[f"{resource}.{api_version.split('/')[0]}/{obj} in {ns}"] = {
             "state": None if found is None else "deleting" if found["metadata"].get("deletionTimestamp") else "present",
             "finalizers": [] if found is None else list(found["metadata"].get("finalizers") or [])}
-    return {"gone": observe_gone(ctx, c, name), "crds": crds, "elsewhere": elsewhere}
+    crd_writes = []
+    for crd_name in sorted(crds):
+        found = _student_writes(ctx, "customresourcedefinitions", None, crd_name, ("update", "patch"))
+        if found is None:
+            crd_writes = None
+            break
+        crd_writes += sorted({f"{w['verb']} {crd_name}" for w in found})
+    created = _student_writes(ctx, "namespaces", None, name, ("create",))
+    return {"gone": observe_gone(ctx, c, name), "crds": crds, "crd_writes": crd_writes,
+            "recreated": None if created is None else bool(created), "elsewhere": elsewhere}
 
 
 def judge_release_finalizer(ctx, seen: dict):
@@ -458,6 +498,23 @@ def judge_release_finalizer(ctx, seen: dict):
             raise CheckFailed(f"the CustomResourceDefinition {crd} {'is being deleted' if state == 'deleting' else 'is gone'}"
                               ": that deletes every object of its kind in every namespace, not only the one that held "
                               f"{name} — {reset} (and the other namespaces' objects of that kind)")
+    if seen.get("crd_writes"):
+        # a CRD is cluster-wide: a version no longer served (apiextensions-apiserver's discovery and
+        # handler serve only versions with served: true) hides that kind in every namespace, from
+        # kubectl and from the namespace controller's discovery (pkg/controller/namespace/deletion,
+        # namespaced_resources_deleter.go, deleteAllContent lists what discovery gives), so the
+        # namespace can go while its objects stay stored
+        raise CheckFailed(f"you changed the CustomResourceDefinition itself ({', '.join(seen['crd_writes'])}): a CRD is "
+                          "cluster-wide — a version no longer served, say, hides its objects in every namespace, from "
+                          f"the API and from the namespace controller, so {name} could go while its object was still "
+                          f"stored. The fix is the object that holds {name}, not its kind — {reset}",
+                          expected="no update or patch of the CustomResourceDefinition",
+                          observed_in=LIVE, observed=", ".join(seen["crd_writes"]))
+    if seen.get("recreated"):
+        raise CheckFailed(f"you created a namespace {name} again: the exercise is about the namespace the lab built, "
+                          f"which must go because it became empty — `labkit ns explain {name}` says what holds it; "
+                          f"{reset}",
+                          expected=f"no namespace {name} created by you", observed_in=LIVE, observed=f"create namespace {name}")
     terminating = {f"{k}/{obj} in {ns}" for ns, obj, _f in others for k in seen["crds"]
                    if ns in _lab(ctx.env).DELETED_AT_SETUP}
     for key, state in sorted(seen["elsewhere"].items()):
@@ -814,6 +871,11 @@ def check_force_finalize(ctx):
             other_form = [k for k in left if k.endswith(f"/{obj}") and _other_form(resource, k.split("/", 1)[0])]
             if not obj:
                 parts.append(f"{entry!r}: write <resource>/<name> (core group) or <resource>.<group>/<name>")
+            elif other_form and resource.endswith("."):
+                named.update(other_form)
+                parts.append(f"{entry}: written in another form than the answer asks for (the namespace's conditions "
+                             "write a resource type of the core group with a trailing dot; an object is named without "
+                             "it): <resource>/<name> for the core group, <resource>.<group>/<name> otherwise")
             elif other_form:
                 named.update(other_form)
                 parts.append(f"{entry}: written in another form than the answer asks for (kubectl's `-o name` writes "
@@ -836,7 +898,9 @@ def check_force_finalize(ctx):
                           expected=f"whether the new namespace {name} shows them", observed=visible,
                           right_answer=right)
     return ctx.passed(f"right: {len(left)} object(s) outlived namespace {name} and reappear in the namespace of the "
-                      "same name — nothing will ever delete them, and their finalizers' cleanup never ran")
+                      "same name — nothing deleted them while no namespace of that name existed, and their "
+                      "finalizers' cleanup never ran (deleting the new one the normal way lets the namespace "
+                      "controller empty it)")
 
 
 def _other_form(written: str, stored: str) -> bool:
@@ -896,12 +960,20 @@ def _other_namespace_writes(ctx, name) -> list[str] | None:
     exercise's work: any update, patch or delete (of the namespace or its finalize/status
     subresource) of a namespace that is no exercise's (default, kube-system, ...), and a finalize
     request that puts a finalizer other than `kubernetes` on any other namespace (what this
-    exercise does; the other exercises only take finalizers away). As `update …/finalize on
-    default`; None on a real cluster (no audit log)."""
+    exercise does; the other exercises only take finalizers away). A namespace the student created
+    themselves (since the exercise was built: another exercise's experiment, say) is theirs to
+    change or delete, as the exercises' namespaces are. As `update …/finalize on default`; None on
+    a real cluster (no audit log)."""
     events = _audit(ctx)
     if events is None:
         return None
     exercises = set(getattr(_lab(ctx.env), "EXERCISE_NAMESPACES", {}).values())
+    theirs = {(e.get("objectRef") or {}).get("name") for e in events
+              if e.get("verb") == "create" and (e.get("objectRef") or {}).get("resource") == "namespaces"
+              and not (e.get("objectRef") or {}).get("subresource")
+              and not (e.get("user") or {}).get("username", "").startswith("system:")
+              and (e.get("responseStatus") or {}).get("code", 0) < 300} - {name, None}
+    exercises |= theirs
     out = []
     for e in events:
         ref = e.get("objectRef") or {}

@@ -30,6 +30,14 @@ def swapped_uids(env):
     write_answer(env, "owner-chain", {"pod": pod["metadata"]["name"], "replicaset": dep_ref["uid"], "deployment": rs_ref["uid"]})
 
 
+@mistake("the start of the right UID only", "shortens UIDs")
+def graph_short_uids(env):
+    """Copies the UIDs as `labkit gc graph` prints them: their first 8 characters."""
+    pod, rs_ref, dep_ref = _chain(env)
+    write_answer(env, "owner-chain", {"pod": pod["metadata"]["name"], "replicaset": rs_ref["uid"][:8],
+                                      "deployment": dep_ref["uid"][:8]})
+
+
 @mistake("the Pod's own UID")
 def pod_uid(env):
     """Copies metadata.uid of the Pod itself as the ReplicaSet's UID."""

@@ -66,7 +66,7 @@ def cuts_the_owner_references(env):
     _answer(env, pod["metadata"]["name"], pod["metadata"]["finalizers"][0])
 
 
-@mistake("diagnosis is wrong", "does not say how many")
+@mistake("diagnosis is not right", "does not say how many")
 def names_a_finalizer_seen_elsewhere(env):
     """Releases the Pod's finalizer the right way and names the Pod, but writes down the other
     finalizer of its own the lab shows (the Secret archive-key's example.com/keep): the feedback

@@ -29,7 +29,7 @@ def _names(edit):
         return (edit.key,)
     if edit.key == "finalizer" and edit.after in ("foregroundDeletion", "orphan"):
         return ("diagnosis is wrong", "finalizer of the garbage collector's own")
-    return ("diagnosis is wrong", "does not say how many")
+    return ("diagnosis is not right", "does not say how many")
 
 
 def mutants(ctx):

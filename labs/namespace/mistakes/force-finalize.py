@@ -79,3 +79,11 @@ def kubectl_name_form(env):
         plural, dot, group = resource.partition(".")
         singular.append(f"{plural.removesuffix('s')}{dot}{group}/{name}")
     _answer(env, singular, visible_again=answer["visible_again"])
+
+
+@mistake("written in another form", "trailing dot")
+def condition_form_of_the_core_group(env):
+    """Writes the ConfigMap as configmaps./app-config, the core group's trailing dot copied from how
+    the namespace's conditions write a resource type."""
+    _force_and_recreate(env)
+    _answer(env, ["backups.example.com/weekly", "configmaps./app-config"])

@@ -51,3 +51,29 @@ def releases_every_backup(env):
     deadline = time.monotonic() + 60
     while c.get_or_none("v1", "namespaces", "reports") is not None and time.monotonic() < deadline:
         time.sleep(0.3)
+
+
+@mistake("CustomResourceDefinition itself", "patch backups.example.com")
+def unserves_the_crd(env):
+    """Makes the CRD's only version unserved: the namespace controller's discovery no longer lists
+    Backups, so reports goes with its Backup still stored; then serves it again, creates reports
+    anew to release the Backup (no write reaches an object of a namespace that does not exist) and
+    deletes it again, so that nothing is stored under reports and the CRD looks as built."""
+    c = env.lab.environment_module().client(env)
+
+    def served(flag):
+        _kubectl(env, "patch", "crd", "backups.example.com", "--type=json",
+                 "-p", f'[{{"op":"replace","path":"/spec/versions/0/served","value":{str(flag).lower()}}}]')
+
+    def wait_gone():
+        deadline = time.monotonic() + 60
+        while c.get_or_none("v1", "namespaces", "reports") is not None and time.monotonic() < deadline:
+            time.sleep(0.3)
+    served(False)
+    wait_gone()
+    served(True)
+    _kubectl(env, "create", "namespace", "reports")
+    _kubectl(env, "-n", "reports", "patch", "backup", "nightly", "--type=json",
+             "-p", '[{"op":"remove","path":"/metadata/finalizers"}]')
+    _kubectl(env, "delete", "namespace", "reports", "--wait=false")
+    wait_gone()

@@ -2,7 +2,8 @@
 solved lab: the namespace still there (held, or not finished yet, or never deleted), force-
 finalized, something still stored under its name; the CRD deleted or Terminating; the other
 namespaces' Backups released (a finalizer dropped, renamed or added), being deleted or gone
-(every Backup of the cluster released, or the CRD deleted with them). A patch of the namespace
+(every Backup of the cluster released, or the CRD deleted with them); the CRD patched or updated
+(a version unserved hides the Backups); the namespace created again by hand. A patch of the namespace
 itself on the side is equivalent: it keeps spec.finalizers."""
 
 from labkit.namespaces.mutants import gone_edits, gone_equivalent, gone_names, observation_mutants
@@ -27,6 +28,10 @@ def mutants(ctx):
 
     def names(edit):
         path = edit.path
+        if path.startswith("crd_writes"):
+            return ("CustomResourceDefinition itself",)
+        if path == "recreated":
+            return ("created a namespace", "again")
         if path.startswith("crds"):
             return ("CustomResourceDefinition", "is being deleted" if edit.after == "deleting" else "is gone")
         key = next((k for k in seen["elsewhere"] if path.startswith(f"elsewhere.{k}") or
@@ -48,6 +53,7 @@ def mutants(ctx):
     states = {("elsewhere", key, "state"): ["deleting", None] for key in seen["elsewhere"]}
     replace, add = gone_edits(("gone",), "backups.example.com/nightly")
     add.update({("elsewhere", key, "finalizers"): ["example.com/other"] for key in seen["elsewhere"]})
+    add[("crd_writes",)] = ["patch backups.example.com", "update backups.example.com"]
     weekly = next(k for k in seen["elsewhere"] if "weekly" in k)
     yield from observation_mutants(
         seen, names=names, equivalent=equivalent,
