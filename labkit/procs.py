@@ -9,6 +9,7 @@ Children inherit the variable, so a whole process tree is found and stopped toge
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import time
@@ -170,6 +171,22 @@ def spawn(env, tag: str, argv: Sequence[str], *, netns: str | None = None,
             list(argv), env=child_env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=log,
             stderr=subprocess.STDOUT, start_new_session=True, pass_fds=tuple(pass_fds),
         )
+
+
+def spawn_until_ready(env, tag: str, argv: Sequence[str], *, netns: str | None = None,
+                      timeout: float = 10.0) -> bool:
+    """spawn() a process that says it is ready by writing one byte to the descriptor given after
+    `--ready-fd` (added to argv here); whether it did within `timeout` seconds."""
+    read_end, write_end = os.pipe()
+    try:
+        spawn(env, tag, [*argv, "--ready-fd", str(write_end)], netns=netns, pass_fds=(write_end,))
+        os.close(write_end)
+        write_end = -1
+        return bool(select.select([read_end], [], [], timeout)[0] and os.read(read_end, 1))
+    finally:
+        os.close(read_end)
+        if write_end >= 0:
+            os.close(write_end)
 
 
 def owner_token(env, tag: str) -> str:

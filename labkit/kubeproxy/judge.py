@@ -79,26 +79,26 @@ def record_mark(env, mark: str) -> None:
         log.write(json.dumps({"time": time.time(), "mark": mark}) + "\n")
 
 
-def syncs_since(env, mark: str) -> list[dict]:
-    """The syncs logged after the last `mark` (all of them if the mark is not there)."""
+def _sync_log(env, mark: str) -> tuple[list[dict], int]:
+    """The sync log's entries and the index of the last `mark` (-1 if it is not there)."""
     try:
         lines = (Path(env.dir) / SYNC_LOG).read_text().splitlines()
     except OSError:
-        return []
+        return [], -1
     entries = [json.loads(line) for line in lines if line.strip()]
-    last = max((i for i, e in enumerate(entries) if e.get("mark") == mark), default=-1)
+    return entries, max((i for i, e in enumerate(entries) if e.get("mark") == mark), default=-1)
+
+
+def syncs_since(env, mark: str) -> list[dict]:
+    """The syncs logged after the last `mark` (all of them if the mark is not there)."""
+    entries, last = _sync_log(env, mark)
     return [e for e in entries[last + 1:] if "node" in e]
 
 
 def syncs_before(env, mark: str) -> list[dict]:
     """The syncs logged before the last `mark` (none if the mark is not there): what a reset that
     logged the mark started afresh from, kept for the grade report."""
-    try:
-        lines = (Path(env.dir) / SYNC_LOG).read_text().splitlines()
-    except OSError:
-        return []
-    entries = [json.loads(line) for line in lines if line.strip()]
-    last = max((i for i, e in enumerate(entries) if e.get("mark") == mark), default=-1)
+    entries, last = _sync_log(env, mark)
     return [e for e in entries[:max(last, 0)] if "node" in e]
 
 

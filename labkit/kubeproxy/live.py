@@ -11,7 +11,6 @@ import ipaddress
 import json
 import os
 import re
-import select
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
@@ -205,19 +204,9 @@ def start_health_servers(env, state: ClusterState, timeout: float = 10.0) -> Non
         path = health_config_path(env, node)
         env.ledger.record("path", path=str(path))
         write_health_config(env, node, [])
-        read_end, write_end = os.pipe()
-        try:
-            procs.spawn(env, health_server_tag(node), [sys.executable, "-I", "-S", str(HEALTH_SERVER), "--config",
-                                                        str(path), "--ready-fd", str(write_end)],
-                        netns=env.netns_name(node), pass_fds=(write_end,))
-            os.close(write_end)
-            write_end = -1
-            ready = select.select([read_end], [], [], timeout)[0] and os.read(read_end, 1)
-        finally:
-            os.close(read_end)
-            if write_end >= 0:
-                os.close(write_end)
-        if not ready:
+        argv = [sys.executable, "-I", "-S", str(HEALTH_SERVER), "--config", str(path)]
+        if not procs.spawn_until_ready(env, health_server_tag(node), argv, netns=env.netns_name(node),
+                                       timeout=timeout):
             raise LabkitError(f"kube-proxy's health server on {node} did not start; see {env.dir / 'logs'}")
 
 

@@ -2,9 +2,7 @@
 kube-proxy (labkit.kubeproxy.live), plus the damage the debug-ruleset exercise asks to repair."""
 
 import json
-import os
 import re
-import select
 import sys
 import time
 from pathlib import Path
@@ -120,18 +118,7 @@ def start_watchers(env, state, timeout: float = 10.0) -> None:
         argv = [sys.executable, "-I", "-S", str(SYNWATCH), "--log", str(path), "--ports", f"{low}-{high}"]
         for address in addresses:
             argv += ["--address", address]
-        read_end, write_end = os.pipe()
-        try:
-            procs.spawn(env, watcher_tag(node), argv + ["--ready-fd", str(write_end)], netns=env.netns_name(node),
-                        pass_fds=(write_end,))
-            os.close(write_end)
-            write_end = -1
-            ready = select.select([read_end], [], [], timeout)[0] and os.read(read_end, 1)
-        finally:
-            os.close(read_end)
-            if write_end >= 0:
-                os.close(write_end)
-        if not ready:
+        if not procs.spawn_until_ready(env, watcher_tag(node), argv, netns=env.netns_name(node), timeout=timeout):
             raise LabkitError(f"the connection log of {node} did not start; see {Path(env.dir) / 'logs'}")
 
 
