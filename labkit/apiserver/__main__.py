@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
-import threading
 
 from labkit.controllers.manager import CONTROLLERS, DEFAULT_CONTROLLERS
 
@@ -28,6 +27,12 @@ def serve(state: str, port: int, controllers: list[str], announce=print, emulate
     from labkit.apiserver.server import EmbeddedServer
 
     os.umask(0o077)   # the object database, its WAL and the audit log hold every object: private
+    # SIGTERM or Ctrl-C, even one that comes while the server is starting, writes to a pipe this
+    # thread waits on: a handler that set a threading.Event could deadlock (the main thread runs
+    # the handler, and may hold the Event's own lock when the signal arrives, entering wait())
+    woken, wake = os.pipe()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: os.write(wake, b"."))
     server = EmbeddedServer(state, port, controllers, emulated_version=emulated_version, audit_policy=audit_policy)
     server.start()
     version = server.api.version
@@ -36,10 +41,7 @@ def serve(state: str, port: int, controllers: list[str], announce=print, emulate
              + ", ".join(f"{gate}={str(on).lower()}" for gate, on in version.gates().items()))
     announce(f"controllers: {', '.join(controllers) or 'none'}")
     announce(f"export KUBECONFIG={server.kubeconfig}")
-    done = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: done.set())
-    done.wait()
+    os.read(woken, 1)
     server.stop()
 
 
