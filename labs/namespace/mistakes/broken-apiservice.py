@@ -12,7 +12,10 @@ NAMESPACE, SERVICE = "monitoring", ("kube-system", "metrics-server")
 
 def _wait(predicate, timeout=60):
     deadline = time.monotonic() + timeout
-    while not predicate() and time.monotonic() < deadline:
+    while not predicate():
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"the situation the mistake starts from was not reached within {timeout} s "
+                                 f"({predicate.__doc__ or predicate.__name__})")
         time.sleep(0.2)
 
 
@@ -27,6 +30,7 @@ def _break(env):
     c.delete("v1", "namespaces", NAMESPACE, options={"propagationPolicy": "Background"})
 
     def discovery_failed():
+        """the namespace controller reports the failing discovery in the namespace's conditions"""
         ns = c.get_or_none("v1", "namespaces", NAMESPACE) or {}
         return any(x["type"] == "NamespaceDeletionDiscoveryFailure" and x["status"] == "True"
                    for x in ns.get("status", {}).get("conditions", []))
