@@ -181,8 +181,12 @@ class Stub:
 
 
 def unix_channel(socket_path: str) -> grpc.Channel:
-    """A channel to a unix socket, authority `localhost` as kubelet's dial sets it."""
-    return grpc.insecure_channel(f"unix://{socket_path}", options=[("grpc.default_authority", "localhost")])
+    """A channel to a unix socket, authority `localhost` as kubelet's dial sets it. Its connection is
+    its own (a local subchannel pool), as each of Go's grpc.Dial is: gRPC Python otherwise shares one
+    per address in the process, and a socket served anew at a path whose earlier server went away
+    waited out that shared connection's reconnect backoff (a re-registration's dial then ran out)."""
+    return grpc.insecure_channel(f"unix://{socket_path}", options=[("grpc.default_authority", "localhost"),
+                                                                  ("grpc.use_local_subchannel_pool", 1)])
 
 
 def register(kubelet_socket: str, endpoint: str, resource: str, options=None, version: str = VERSION,
