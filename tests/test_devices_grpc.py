@@ -302,7 +302,13 @@ def test_a_restarted_kubelet_keeps_allocations_and_waits_for_re_registration(nod
     # the plugin sees a new kubelet.sock and registers again, turn by turn as its watch loop (run)
     # would: one turn alone failed once on a loaded machine (its registration call did not get
     # through, and a watch loop tries again on its next turn)
-    assert wait_for(lambda: p.step() or kubelet.node_status() == ({WIDGET: 3}, {WIDGET: 3}), "re-registered")
+    # one Register kubelet could not dial back takes its 10 s dial timeout: the bound lets the
+    # plugin's watch loop make it again, and a failure names what kubelet and the plugin saw
+    try:
+        wait_for(lambda: p.step() or kubelet.node_status() == ({WIDGET: 3}, {WIDGET: 3}), "re-registered", seconds=30)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}: registrations {[(r['kubelet'], r['stream'], r['error']) for r in kubelet.registrations]}"
+                             f", the plugin's last error {p.last_error!r}")
     assert kubelet.admit(pod("p2", 2))["message"].startswith(
         f"Allocate failed due to requested number of devices unavailable for {WIDGET}. Requested: 2, Available: 1")
 
