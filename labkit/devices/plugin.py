@@ -159,7 +159,9 @@ class ReferencePlugin:
     def start(self) -> None:
         """Serve on our socket (a stale one removed first), then Register."""
         if self.server is not None:
-            self.server.stop(0)
+            # wait until it has stopped: gRPC unlinks a unix listener's path as it shuts down, and
+            # a shutdown still going on would unlink the socket served anew below
+            self.server.stop(0).wait()
         self.socket_path.unlink(missing_ok=True)
         self.server = api.serve_plugin(self, str(self.socket_path))
         kubelet = self.directory / api.KUBELET_SOCKET
