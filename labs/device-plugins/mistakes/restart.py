@@ -20,7 +20,7 @@ def registers_once(env):
 @mistake("register again", "failed to dial")
 def registers_on_the_old_socket(env):
     """Calls Register again after the restart, but keeps the old server, whose socket file kubelet removed."""
-    _write(env, ('''            server.stop(0)
+    _write(env, ('''            server.stop(0).wait()
             try:
                 server = serve_and_register()''', '''            try:
                 api.register(str(PLUGIN_DIR / api.KUBELET_SOCKET), SOCKET, RESOURCE, OPTIONS)'''))
@@ -61,7 +61,7 @@ def _timed(env, main: str) -> None:
     env.lab._load("mistakes/register.py").timed_plugin(env, "restart", main)
 
 
-SERVE_AND_REGISTER = """server.stop(0)
+SERVE_AND_REGISTER = """server.stop(0).wait()
         (PLUGIN_DIR / SOCKET).unlink(missing_ok=True)
         server = api.serve_plugin(Widgets(), str(PLUGIN_DIR / SOCKET))
         try:

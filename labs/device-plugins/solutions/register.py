@@ -103,8 +103,9 @@ def main():
     while True:
         now = kubelet_socket()
         if now is not None and now != registered_with:
-            # kubelet restarted: it removed our socket too; serve anew, register again
-            server.stop(0)
+            # kubelet restarted: it removed our socket too; serve anew, register again.
+            # wait for the old server to stop: gRPC removes its socket file as it shuts down
+            server.stop(0).wait()
             try:
                 server = serve_and_register()
                 registered_with = now
