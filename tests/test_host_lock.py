@@ -79,7 +79,7 @@ def test_a_shared_hold_inside_a_shared_hold_does_not_wait_for_a_waiting_writer(t
     os.close(turnstile)
 
 
-def _hold_in_two_threads(paths, events, release):
+def _hold_in_two_threads(paths, events, release, leave):
     """The first thread leaves while the second still holds: the lock must stay held."""
     import threading
     support.LOCK_PATH, support.TURNSTILE_PATH = paths
@@ -98,6 +98,9 @@ def _hold_in_two_threads(paths, events, release):
             events.put("first left")
             release.wait()
             events.put("second leaves")
+            # held until the test has read "second leaves": a Queue's put is sent by a feeder
+            # thread, so the writer's "exclusive", put once this thread let go, could be read first
+            leave.wait()
 
     threads = [threading.Thread(target=first), threading.Thread(target=second)]
     threads[0].start()
@@ -110,8 +113,8 @@ def test_a_lock_shared_by_threads_is_held_until_the_last_thread_leaves(tmp_path)
     paths = (str(tmp_path / "lock"), str(tmp_path / "turnstile"))
     context = multiprocessing.get_context("fork")
     events = context.Queue()
-    threads_release, writer_release = context.Event(), context.Event()
-    threads = context.Process(target=_hold_in_two_threads, args=(paths, events, threads_release))
+    threads_release, threads_leave, writer_release = context.Event(), context.Event(), context.Event()
+    threads = context.Process(target=_hold_in_two_threads, args=(paths, events, threads_release, threads_leave))
     writer = context.Process(target=_hold, args=(paths, True, events, writer_release))
     turnstile = os.open(paths[1], os.O_RDWR | os.O_CREAT)
     try:
@@ -123,9 +126,11 @@ def test_a_lock_shared_by_threads_is_held_until_the_last_thread_leaves(tmp_path)
             "the writer got the lock while a thread of the holding process still held it"
         threads_release.set()
         assert events.get(timeout=30) == "second leaves"
+        threads_leave.set()
         assert events.get(timeout=30) == "exclusive"
     finally:
         threads_release.set()
+        threads_leave.set()
         writer_release.set()
         for process in (threads, writer):
             if process.pid is not None:
