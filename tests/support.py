@@ -291,6 +291,14 @@ def _mount_point(line: str) -> str:
     return fields[4] if len(fields) > 4 else ""
 
 
+def _named(others: dict[str, set[str]], shown: int = 8) -> str:
+    """The other instances as `prefix (lab)`, the first few of them: the suite's workers keep
+    every prefix they gave for their life, hundreds by the end of a run."""
+    named = [f"{p} ({sorted(labs)[0]})" for p, labs in sorted(others.items())]
+    more = f" and {len(named) - shown} more" if len(named) > shown else ""
+    return ", ".join(named[:shown]) + more
+
+
 def diff_snapshots(before: dict, after: dict) -> list[str]:
     """What differs between two host_snapshots, except what another labkit instance changed.
 
@@ -336,12 +344,10 @@ def diff_snapshots(before: dict, after: dict) -> list[str]:
             b, a = "\n".join(mine(lines["before"])), "\n".join(mine(lines["after"]))
         elif key == "netns" and others and not b and not a:
             # /run/netns made (ip netns add) or removed by another instance, none of ours in it
-            left_out.append(f"/run/netns {'made' if b is None else 'removed'} (instances live: "
-                            f"{', '.join(f'{p} ({sorted(labs)[0]})' for p, labs in sorted(others.items()))})")
+            left_out.append(f"/run/netns {'made' if b is None else 'removed'} (instances live: {_named(others)})")
             continue
         elif key in ("run-labkit", "cgroup-root-subtree-control") and others:
-            left_out.append(f"{key} {b!r} -> {a!r} (instances live: "
-                            f"{', '.join(f'{p} ({sorted(labs)[0]})' for p, labs in sorted(others.items()))})")
+            left_out.append(f"{key} {b!r} -> {a!r} (instances live: {_named(others)})")
             continue
         problems.append(f"{key} changed:\n  before: {b!r}\n  after:  {a!r}")
     if left_out:
