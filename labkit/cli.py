@@ -109,6 +109,12 @@ def _conventional_help() -> None:
 def _filled(format_help):
     def fill(self, ctx, formatter):
         self.help = fill_paragraphs(self.help)
+        if isinstance(self, TyperGroup):
+            # a group's table of commands shows each one's first paragraph, with its line breaks
+            for name in self.list_commands(ctx):
+                command = self.get_command(ctx, name)
+                if command is not None:
+                    command.help = fill_paragraphs(command.help)
         return format_help(self, ctx, formatter)
     return fill
 

@@ -96,6 +96,50 @@ def test_help_paragraphs_are_filled(path):
                 f"`labkit {' '.join(path)} --help` breaks a line early:\n{line}\n{following}"
 
 
+def _group_paths():
+    from labkit.cli import full_command
+
+    def sub(path):
+        command = full_command()
+        for name in path:
+            command = command.commands[name]
+        return command
+    return [p for p in all_command_paths() if getattr(sub(p), "commands", None)]
+
+
+@pytest.mark.parametrize("path", _group_paths(), ids=lambda p: " ".join(p) or "labkit")
+def test_a_groups_table_of_commands_fills_each_description(path):
+    """A group's table of commands shows each command's first paragraph wrapped at the column's
+    width, not at the docstring's line breaks (`labkit --help` broke check's and reset's
+    descriptions mid-sentence): a row's line followed by another line of the same row is full."""
+    from typer.testing import CliRunner
+
+    from labkit.cli import app
+
+    result = CliRunner().invoke(app, [*path, "--help"], prog_name="labkit", env={"COLUMNS": "100"})
+    lines = result.stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("╭─ Commands"))
+    rows = []
+    for line in lines[start + 1:]:
+        if line.startswith("╰"):
+            break
+        inner = line[2:-1]                 # between "│ " and the closing "│", its padding kept
+        if inner.startswith(" "):
+            rows[-1].append(inner)         # a row's next line
+        else:
+            rows.append([inner])
+    assert rows, result.stdout
+    for row in rows:
+        if len(row) < 2:
+            continue
+        column = len(row[1]) - len(row[1].lstrip(" "))      # where the descriptions begin
+        width = len(row[0]) - column - 1                       # to the cell's right padding
+        texts = [r[column:].rstrip() for r in row]
+        for line, following in zip(texts, texts[1:]):
+            assert len(line) + 1 + len(following.split()[0]) > width, \
+                f"`labkit {' '.join(path)} --help` breaks a command's description early:\n{line}\n{following}"
+
+
 def test_version():
     assert labkit("--version", check=0).stdout.startswith("labkit ")
 
