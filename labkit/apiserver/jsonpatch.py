@@ -28,6 +28,8 @@ import copy
 import json
 import re
 
+from labkit.gojson import value_type
+
 MISSING, INVALID_INDEX, TEST_FAILED = "missing value", "invalid index referenced", "test failed"
 _ABSENT = object()     # an operation without the field (Go: no key in the Operation map)
 
@@ -40,29 +42,14 @@ def _wrap(message: str, cause: str) -> PatchError:
     return PatchError(f"{message}: {cause}")
 
 
-def go_type(value) -> str:
-    """The JSON type's name in encoding/json's UnmarshalTypeError."""
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return "null"
-
-
 def check_operations(ops) -> str:
     """The error json.Unmarshal gives decoding `ops` into a jsonpatch.Patch ([]Operation,
     Operation being map[string]*json.RawMessage), or "" when it decodes."""
     if not isinstance(ops, list):
-        return f"json: cannot unmarshal {go_type(ops)} into Go value of type jsonpatch.Patch"
+        return f"json: cannot unmarshal {value_type(ops)} into Go value of type jsonpatch.Patch"
     for op in ops:
         if op is not None and not isinstance(op, dict):
-            return f"json: cannot unmarshal {go_type(op)} into Go value of type jsonpatch.Operation"
+            return f"json: cannot unmarshal {value_type(op)} into Go value of type jsonpatch.Operation"
     return ""
 
 
@@ -190,7 +177,7 @@ def _string_field(op: dict, field: str, missing: str) -> str:
     if value is None:
         raise _wrap(missing, MISSING)
     if not isinstance(value, str):
-        raise PatchError(f"json: cannot unmarshal {go_type(value)} into Go value of type string")
+        raise PatchError(f"json: cannot unmarshal {value_type(value)} into Go value of type string")
     return value
 
 

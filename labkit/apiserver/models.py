@@ -29,6 +29,7 @@ import threading
 from dataclasses import dataclass
 
 from labkit.apiserver import gobase64, gotypes
+from labkit.gojson import value_type
 
 _INT32 = (-(1 << 31), (1 << 31) - 1)
 _INT64 = (-(1 << 63), (1 << 63) - 1)
@@ -168,20 +169,6 @@ class DecodeError(Exception):
     """A value of the wrong type: encoding/json's UnmarshalTypeError text."""
 
 
-def _json_kind(value) -> str:
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return "value"
-
-
 def go_type(type_: str, scalar: str | None = None) -> str:
     """The Go type of a model's field type (`scalar`: the Go type gotypes.SCALARS names)."""
     if type_ == "str":
@@ -219,7 +206,7 @@ class Decoder:
         return self._model(m, obj, path, path)
 
     def _fail(self, value, struct: str, path: str, type_: str, scalar: str | None):
-        kind = _json_kind(value)
+        kind = value_type(value)
         if kind == "number" and type_ == "int":
             kind = f"number {value}"
         raise DecodeError(f"json: cannot unmarshal {kind} into Go struct field {struct}.{path} of type "

@@ -20,6 +20,7 @@ from labkit.apiserver import jsonpatch
 from labkit.apiserver.errors import ApiError, bad_request, invalid_request
 from labkit.apiserver.jsonpatch import PatchError
 from labkit.apiserver.request import check_depth
+from labkit.gojson import value_type
 
 MAX_JSON_PATCH_OPERATIONS = 10000
 
@@ -199,7 +200,10 @@ def _decode_patch_body(patch_type: str, body: bytes):
         except (ValueError, UnicodeDecodeError) as exc:
             raise bad_request(f"error decoding patch: {exc}")
     if not isinstance(doc, dict):
-        raise bad_request("error decoding patch: json: cannot unmarshal into Go value of type map[string]interface {}")
+        # (a JSON null decodes into a Go map without an error; labkit refuses it with the same words)
+        shown = "" if doc is None else f"{value_type(doc)} "
+        raise bad_request(f"error decoding patch: json: cannot unmarshal {shown}into Go value of type "
+                          "map[string]interface {}")
     return doc
 
 

@@ -28,6 +28,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from labkit.gojson import value_type
 from labkit.numa import cpuset
 from labkit.numa.cpumanager import CPUState
 from labkit.numa.memorymanager import Block, MemoryState, MemoryTable, NUMANodeState
@@ -214,8 +215,7 @@ _BLOCK_FIELDS = ("numaAffinity", "type", "size")
 
 def _expect(value: Any, kinds: tuple, struct: str, field_name: str, go_type: str) -> None:
     if value is not None and not isinstance(value, kinds) or isinstance(value, bool) and bool not in kinds:
-        json_type = {dict: "object", list: "array", str: "string", bool: "bool"}.get(type(value), "number")
-        raise CheckpointError(f"json: cannot unmarshal {json_type} into Go struct field {struct}.{field_name} "
+        raise CheckpointError(f"json: cannot unmarshal {value_type(value)} into Go struct field {struct}.{field_name} "
                               f"of type {go_type}")
 
 
@@ -234,7 +234,7 @@ def _decode_cpu(data: Any, v1: bool) -> tuple[str, str, dict | None, int]:
     """json.Unmarshal into CPUManagerCheckpointV1 / CPUManagerCheckpoint (V2)."""
     struct = "CPUManagerCheckpointV1" if v1 else "CPUManagerCheckpoint"
     if not isinstance(data, dict):
-        raise CheckpointError(f"json: cannot unmarshal value into Go value of type state.{struct}")
+        raise CheckpointError(f"json: cannot unmarshal {value_type(data)} into Go value of type state.{struct}")
     data = _fields(data, _CPU_FIELDS)
     _expect(data.get("policyName"), (str,), struct, "policyName", "string")
     _expect(data.get("defaultCpuSet"), (str,), struct, "defaultCpuSet", "string")
@@ -314,7 +314,7 @@ def read_cpu_checkpoint(directory: Path, configured_policy: str) -> CPUState | N
 def _restore_memory(data: Any, configured_policy: str) -> MemoryState:
     struct = "MemoryManagerCheckpoint"
     if not isinstance(data, dict):
-        raise CheckpointError(f"json: cannot unmarshal value into Go value of type state.{struct}")
+        raise CheckpointError(f"json: cannot unmarshal {value_type(data)} into Go value of type state.{struct}")
     data = _normalize_memory(data)
     _expect(data.get("policyName"), (str,), struct, "policyName", "string")
     _expect(data.get("machineState"), (dict,), struct, "machineState", "state.NUMANodeMap")

@@ -37,6 +37,7 @@ from labkit.apiserver.storage import ADDED, DELETED, MODIFIED, Compacted, Event,
 from labkit.apiserver.trace import Trace
 from labkit.apiserver.validation import (path_segment_problems, validate_delete_options, validate_object_meta,
                                          validate_object_meta_update)
+from labkit.gojson import value_type
 
 GENERATE_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
@@ -1053,7 +1054,7 @@ def decode_delete_options(body) -> dict:
     options = {k: v for k, v in body.items() if k not in ("apiVersion", "kind")}
 
     def fail(field, go_type):
-        raise bad_request(f"json: cannot unmarshal {type(options[field]).__name__} into Go struct field "
+        raise bad_request(f"json: cannot unmarshal {value_type(options[field])} into Go struct field "
                           f"DeleteOptions.{field} of type {go_type}")
 
     for key, go_type in (("gracePeriodSeconds", "int64"),):
@@ -1072,7 +1073,7 @@ def decode_delete_options(body) -> dict:
             fail("preconditions", "v1.Preconditions")
         for key in ("uid", "resourceVersion"):
             if pre.get(key) is not None and not isinstance(pre[key], str):
-                raise bad_request(f"json: cannot unmarshal {type(pre[key]).__name__} into Go struct field "
+                raise bad_request(f"json: cannot unmarshal {value_type(pre[key])} into Go struct field "
                                   f"Preconditions.preconditions.{key} of type string")
     return options
 
