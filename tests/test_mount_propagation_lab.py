@@ -366,6 +366,21 @@ def test_the_leak_is_judged_by_the_mount_itself_not_by_its_source_name(running_l
         result.observed), (result.message, result.observed)
 
 
+def test_a_copy_of_the_leak_kept_through_a_reset_is_still_the_leak(running_lab):
+    """The dead publisher's filesystem bound to /var/lib/kubelet/keep, then the exercise reset (a
+    new staging mount leaks) and the new one unmounted: the first leak is still on the node and in
+    watcher, and the check says where (it passed before: the reset had forgotten the first leak)."""
+    lab, env = running_lab
+    runner.apply_mistake(lab, "leaked-mount", "keeps_a_copy_resets_then_unmounts")
+    result = statuses(lab, "leaked-mount")["leaked-mount"]
+    assert result.status == "fail" and "still there" in result.message, result.message
+    assert {"node:/var/lib/kubelet/keep", "watcher:/var/lib/kubelet/keep"} <= set(
+        str(result.observed).removeprefix("live: ").split(", ")), result.observed
+    node = Node(env)
+    node.umount(node.require_pid(), "/var/lib/kubelet/keep")
+    assert statuses(lab, "leaked-mount")["leaked-mount"].status == "pass"
+
+
 # -- kubectl's strict field validation ------------------------------------------------------------------
 
 

@@ -629,9 +629,10 @@ def judge_leak_cleaned(ctx, observation):
     built = lab.built(ctx.env)
     parties = observation["parties"]
     # the leaked filesystem itself: its device with its source, as the lab recorded it when it
-    # leaked (lab.leaked_copies); any copy of it anywhere (a bind of it too) shares both, while a
-    # tmpfs someone else mounts has a device of its own, whatever its source says
-    leak = lab.leak_identity(built)
+    # leaked (lab.leaked_copies), and those of the filesystems leaked before a reset of this
+    # exercise leaked a new one (lab.every_leak); any copy of one anywhere (a bind of it too)
+    # shares both, while a tmpfs someone else mounts has a device of its own, whatever its source says
+    leak = lab.every_leak(built)
 
     def leaked(source, device):
         return (device, source) in leak if leak else source == lab.LEAK_SOURCE

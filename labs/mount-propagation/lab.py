@@ -190,6 +190,14 @@ def leak_identity(built_state: dict) -> set[tuple[str, str]]:
     return {(row[4], row[1]) for rows in (built_state.get("leak") or {}).values() for row in rows if len(row) > 4}
 
 
+def every_leak(built_state: dict) -> set[tuple[str, str]]:
+    """(device, source) of every filesystem the publisher leaked since the lab was built: the one
+    leaked now (leak_identity) and those leaked before a reset of leaked-mount made a new one. A
+    reset unmounts the leak where it leaked, but not a copy of it the student bound elsewhere
+    (/var/lib/kubelet/keep, say): that copy still holds what the dead publisher published."""
+    return leak_identity(built_state) | {tuple(row) for row in built_state.get("leaked_before") or [] if len(row) == 2}
+
+
 def kubelet_relations(node: Node) -> dict:
     """Which mounts of the running Pods are peers ("peer": shared:N) or slaves ("slave": master:N)
     of the node's /var/lib/kubelet peer group N, and the pid of each Pod's process then (a Pod
@@ -363,7 +371,11 @@ def reset_exercise(env, exercise_id):
         _recreate(env, node, ("publisher",))
         _leak(env, node)
         state = built(env)          # a new tmpfs: a device of its own
+        earlier = leak_identity(state) | {tuple(row) for row in state.get("leaked_before") or []}
         state.update(leaked_copies(node))
+        # the filesystem leaked before this reset is the publisher's too: a copy of it that
+        # outlived the reset (a bind the student made of it) is still a leak (every_leak)
+        state["leaked_before"] = sorted([list(row) for row in earlier - leak_identity(state)])
         write_json_atomic(built_path(env), state)
     else:
         _recreate(env, node, part["pods"])
