@@ -381,6 +381,38 @@ def test_a_copy_of_the_leak_kept_through_a_reset_is_still_the_leak(running_lab):
     assert statuses(lab, "leaked-mount")["leaked-mount"].status == "pass"
 
 
+FIELD = re.compile(r"\b(?:shared|master):\d+|volume mount private|is private")
+
+
+def test_other_checks_keep_the_fields_peer_groups_asks_for_until_it_passes(running_lab):
+    """The reader's and the CSI plugin's checks name their volume mount's propagation fields
+    (master:N of the node's /var/lib/kubelet group, shared:N, private for None): what peer-groups
+    asks to read from mountinfo. Until it passes they say where to read them instead, as `labkit
+    mounts matrix` and `graph` do; afterwards they show them."""
+    lab, env = running_lab
+
+    def said(exercise):
+        result = statuses(lab, exercise)[exercise]
+        return result, f"{result.message} {result.expected} {result.observed}"
+
+    for exercise, apply in (("node-mounts-reach-reader", None),          # None: private, and not there
+                            ("node-mounts-reach-reader", "bidirectional"),
+                            ("csi-plugin-publishes", "host_to_container_instead"),
+                            ("node-mounts-reach-reader", "solve")):
+        if apply == "solve":
+            runner.reset(lab, exercise_id=exercise)
+            runner.solve(lab, exercise)
+        elif apply:
+            runner.apply_mistake(lab, exercise, apply)
+        result, text = said(exercise)
+        assert result.status == ("pass" if apply == "solve" else "fail"), text
+        assert not FIELD.search(text) and "withheld until peer-groups passes" in text, text
+    runner.solve(lab, "peer-groups")
+    assert statuses(lab, "peer-groups")["peer-groups"].status == "pass"
+    result, text = said("node-mounts-reach-reader")
+    assert result.status == "pass" and re.search(r"\bmaster:\d+", text), text
+
+
 # -- kubectl's strict field validation ------------------------------------------------------------------
 
 

@@ -218,11 +218,13 @@ def kubelet_relations(node: Node) -> dict:
     return {"relations": relations, "pids": pids}
 
 
-def relation_losses(built_state: dict, parties: dict, pids: dict) -> list[str]:
+def relation_losses(built_state: dict, parties: dict, pids: dict, fields: bool = True) -> list[str]:
     """The Pods whose mounts were peers or slaves of the node's /var/lib/kubelet when the lab was
     built and no longer are of the peer group the node's /var/lib/kubelet is in now, as
-    "party mount-point (tags now)"; `parties`: name -> rows [mount point, source, tags] of every
-    running party; `pids`: name -> pid. Pods started again since the build are not counted.
+    "party mount-point (tags now)" (without `fields`: "party mount-point", for a message shown
+    before peer-groups has passed, which asks to read those fields); `parties`: name -> rows
+    [mount point, source, tags] of every running party; `pids`: name -> pid. Pods started again
+    since the build are not counted.
     Propagation relations are the kernel's peer groups and master links (fs/pnode.c)."""
     node_rows = parties.get(NODE, [])
     kubelet = [tags for mp, _source, tags, *_ in node_rows if mp == KUBELET_DIR]
@@ -235,7 +237,8 @@ def relation_losses(built_state: dict, parties: dict, pids: dict) -> list[str]:
             here = [tags for mp, _source, tags, *_ in parties[name] if mp == mountpoint]
             wanted = f"shared:{group}" if kind == "peer" else f"master:{group}"
             if group is None or not any(wanted in tags.split() for tags in here):
-                lost.append(f"{name} {mountpoint} ({' / '.join(t or 'private' for t in here) or 'gone'})")
+                now = f" ({' / '.join(t or 'private' for t in here) or 'gone'})" if fields or not here else ""
+                lost.append(f"{name} {mountpoint}{now}")
     return lost
 
 
