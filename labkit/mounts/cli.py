@@ -78,7 +78,10 @@ def apply(
             try:
                 states = node.apply(pod)
             except Refused as exc:
-                _say(f'Error from server (Invalid): error when applying "{file}": {exc.message}')
+                # kubectl apply creates a Pod that does not exist (AddSourceToErr("creating", ...))
+                # and patches one that does
+                _say(f'Error from server (Invalid): error when {"applying" if existed else "creating"} "{file}": '
+                     f'{exc.message}')
                 refused = True
                 continue
             print(f"pod/{pod.name} {'unchanged' if existed else 'created'}")
