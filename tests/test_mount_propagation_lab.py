@@ -381,6 +381,23 @@ def test_a_copy_of_the_leak_kept_through_a_reset_is_still_the_leak(running_lab):
     assert statuses(lab, "leaked-mount")["leaked-mount"].status == "pass"
 
 
+def test_a_prediction_kept_by_mounts_exec_says_so(running_lab):
+    """A command of `labkit mounts exec` that shows the live experiment keeps the prediction under its
+    own name (it was recorded, and the reset's message said, "labkit shell")."""
+    from labkit import predictions
+
+    lab, env = running_lab
+    path = answer_path(LAB, "predict-e2e-matrix")
+    path.unlink(missing_ok=True)
+    labkit("mounts", "exec", "master", "--", "mkdir", "-p", "/mnt/test/mine", check=0)
+    labkit("mounts", "exec", "master", "--", "mount", "-t", "tmpfs", "mine", "/mnt/test/mine", check=0)
+    assert "Write your prediction" in labkit("mounts", "exec", "slave", "--", "true", check=2).stderr
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"{party}: []\n" for party in ("host", "master", "slave", "private", "default")))
+    labkit("mounts", "exec", "slave", "--", "true", check=0)
+    assert predictions.kept(LAB, "predict-e2e-matrix").tool == "labkit mounts exec"
+
+
 FIELD = re.compile(r"\b(?:shared|master):\d+|volume mount private|is private")
 
 

@@ -136,10 +136,14 @@ def exec_command(
     from labkit import shell
     from labkit.errors import LabkitError
 
+    from labkit.mounts import withhold
+
     env, node = _node(lab_id)
     stopped = node.not_running(name)
     if stopped:
         raise LabkitError(stopped)
+    # the lab's gate, which shell.command runs as `labkit shell`'s, said as this command's
+    withhold.gate_command(env, node, "labkit mounts exec")
     argv, child_env = shell.command(env, name, list(ctx.args) or None)
     sys.stdout.flush()
     os.execvpe(argv[0], argv, child_env)

@@ -306,6 +306,20 @@ def live_withheld(env, say, tool: str = "labkit mounts matrix", node=None) -> di
     return {"seen": seen, "tags": tags, "revealing": revealing, "groups": groups, "private": private}
 
 
+def gate_command(env, node, tool: str) -> None:
+    """before_shell for a command about to run in the node or a container through `tool`: raises
+    LabkitError saying why it must not run; the notes of a prediction kept go to stderr."""
+    import sys
+
+    from labkit.errors import LabkitError
+
+    said: list[str] = []
+    if not before_shell(env, node.parties(), said.append, node, tool):
+        raise LabkitError("\n".join(said))
+    for note in said:
+        print(f"labkit: {note}", file=sys.stderr)
+
+
 def _below_e2e(host_path: str, relative: str) -> bool:
     from labkit.mounts import mountinfo
 
@@ -411,12 +425,12 @@ def experiment_live(parties) -> list[str]:
     return found
 
 
-def before_shell(env, parties, say, node=None) -> bool:
+def before_shell(env, parties, say, node=None, tool: str = "labkit shell") -> bool:
     """`labkit mounts exec` / `labkit shell` into any party of the live lab: once mounts were made
     below the e2e host path and the prediction is not kept yet, whatever the command prints can be
     the e2e experiment's outcome (the e2e Pods run exactly that experiment): like matrix and graph,
     it runs only once the prediction is written, which is then kept. False (and why, through
-    `say`) when it must not run."""
+    `say`) when it must not run. `tool`: the command that runs it, as the kept prediction names it."""
     if env.lab.id != LAB or recorded_prediction(LAB) is not None:
         return True
     if experiment_live(parties):
@@ -431,7 +445,7 @@ def before_shell(env, parties, say, node=None) -> bool:
                  "(whatever their names, namespaces or host path)")
         undo = f" (`labkit reset {LAB} {EXERCISE}` unmounts what was mounted there.)"
     kept = []
-    if release(kept.append, "labkit shell"):
+    if release(kept.append, tool):
         for note in kept:
             say(note)
         return True

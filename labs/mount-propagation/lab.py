@@ -526,12 +526,7 @@ def before_shell(env, host_name):
     after the prediction is written (labkit.mounts.withhold.before_shell)."""
     from labkit.mounts import withhold
 
-    said = []
-    node = Node(env)
-    if not withhold.before_shell(env, node.parties(), said.append, node):
-        raise LabkitError("\n".join(said))
-    for note in said:
-        print(f"labkit: {note}", file=sys.stderr)
+    withhold.gate_command(env, Node(env), "labkit shell")
 
 
 def access(env):
