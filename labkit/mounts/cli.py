@@ -165,7 +165,7 @@ def play(
     loaded = scenario.load(file)
     if withhold.guarded(loaded) and not withhold.release(_say):
         raise typer.Exit(1)
-    result = scenario.play(loaded)
+    result = withhold.redact_play(loaded, scenario.play(loaded), _say)
     if fmt != "text":         # {visible, tags, errors}
         cliopts.print_data(result, fmt)
         return

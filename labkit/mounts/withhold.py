@@ -25,8 +25,9 @@ exercise's, and `labkit mounts exec` / `labkit shell` do not run once there is o
 prediction is kept at the first look, as play keeps it). The propagation fields of the e2e Pods'
 volume mounts, and of every mount in their peer groups (what peer-groups asks to read from
 mountinfo: a copy of an e2e Pod is in the same group), and of every volume mount whose
-mountPropagation is None or unset (whatever its host path or Pod: its mount is private, which is
-what peer-groups asks of two e2e Pods), are shown only once peer-groups has passed.
+mountPropagation is None or unset (whatever its host path or Pod, live or in a scenario `play`
+plays: its mount is private, which is what peer-groups asks of two e2e Pods), are shown only once
+peer-groups has passed.
 """
 
 from __future__ import annotations
@@ -318,6 +319,27 @@ def gate_command(env, node, tool: str) -> None:
         raise LabkitError("\n".join(said))
     for note in said:
         print(f"labkit: {note}", file=sys.stderr)
+
+
+def redact_play(loaded: Scenario, result: dict, say) -> dict:
+    """What `labkit mounts play` shows while peer-groups has not passed: the volume mount fields of
+    the scenario's containers with mountPropagation None or unset withheld (such a mount is
+    private, whatever the host path: what peer-groups asks of two e2e Pods), and why, through
+    `say`. Reads the lab's recorded passes; a lab never run has none."""
+    from labkit.state import LabState
+
+    if READING in LabState(LAB).credit:
+        return result
+    tags = dict(result.get("tags") or {})
+    private = [pod.name for pod in loaded.pods
+               if pod.name in tags and pod.containers and _class(pod.containers[0]) == "private"]
+    if not private:
+        return result
+    for name in private:
+        tags[name] = WITHHELD
+    say(f"the volume mount fields of {', '.join(private)} (mountPropagation None or unset) are withheld until "
+        f"{READING} passes: it shows what two of the e2e Pods show")
+    return {**result, "tags": tags}
 
 
 def _below_e2e(host_path: str, relative: str) -> bool:
