@@ -144,6 +144,26 @@ def test_the_static_cpus_pods_on_a_machine_with_an_extra_socket_are_withheld(lab
     assert withhold.pending_for_take(str(path), taken=frozenset({99})) is None
 
 
+def test_a_pod_one_of_whose_containers_gets_a_static_cpus_containers_cpus_is_withheld(lab_up, tmp_path):
+    """One container asking for one CPU on the exercise's empty machine gets beta/a's CPU (the
+    reserved CPU's sibling): `labkit numa admit` showed it, as a Pod-wide comparison of the CPUs
+    missed it (beta has a shared container too), while `take` withholds a take giving it."""
+    from labkit.numa.admission import Node
+    from labkit.numa.config import load_config
+    from labkit.numa.pods import load_pods
+
+    pod_file = tmp_path / "one.yaml"
+    pod_file.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: one}\nspec:\n  containers:\n"
+                        "    - name: c\n      image: x\n      resources:\n        limits: {cpu: '1', memory: 1Gi}\n")
+    one = load_pods(pod_file)[0]
+    node = Node(load_machine("dual-socket-ht"), load_config(SCENARIOS / "kubelet-static.yaml"))
+    containers = {json.dumps(cpus) for outcome in withhold._static_outcomes() for cpus in json.loads(outcome)}
+    assert json.loads(withhold.static_outcome(node, one))[0] in [json.loads(c) for c in containers if c != '"shared"']
+    assert withhold.Gate("labkit numa admit").admission(node, one) == "static-cpus"
+    pod_file.write_text(pod_file.read_text().replace("cpu: '1'", "cpu: '3'"))      # 2,6,8: no container's
+    assert withhold.Gate("labkit numa admit").admission(node, load_pods(pod_file)[0]) is None
+
+
 def test_a_pod_whose_admission_merges_the_trainers_hints_is_withheld_while_merge_is_unanswered(lab_up, tmp_path):
     """A Pod with the trainer container's resources on lab-two-node: its admission shows the merge
     exercise's outcome for that container under the node's policy, so admit/show/run withhold it."""
