@@ -305,6 +305,14 @@ def test_work_at_risk_names_the_live_work_of_each_exercise(running_lab):
         runner.reset(lab, exercise_id=exercise)
         assert statuses(lab, exercise)[exercise].status == "fail"
         assert runner.work_at_risk(lab, exercise) == [], exercise
+    # the node's / made shared (an over-broad fix of private-host-path): the reset makes it private
+    # again, and says so first
+    node = Node(env)
+    node.run(node.require_pid(), kernel.change_propagation, "/", "shared")
+    assert "the propagation you gave the node's mounts: / (shared)" in " ".join(
+        runner.work_at_risk(lab, "private-host-path"))
+    runner.reset(lab, exercise_id="private-host-path")
+    assert runner.work_at_risk(lab, "private-host-path") == []
 
 
 def test_a_reset_repairs_the_nodes_kubelet_mount_and_its_pods(running_lab):

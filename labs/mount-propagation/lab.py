@@ -493,6 +493,13 @@ def student_work(env, exercise_id):
                      and (m.mountpoint, m.source, m.root) not in known]
             if extra:
                 out.append(f"the mounts you added on the node: {', '.join(extra)} (unmounted)")
+            # what _restore_node_outside_kubelet makes private again
+            wanted = {(entry[0], entry[1]): entry[2] for entry in table}
+            changed = [f"{m.mountpoint} ({m.propagation})" for m in node_mounts if _outside_kubelet(m.mountpoint)
+                       and wanted.get((m.mountpoint, m.source)) == "private" and m.propagation != "private"]
+            if changed:
+                out.append(f"the propagation you gave the node's mounts: {', '.join(changed)} (made private again, "
+                           "as the node was built)")
         if (not kubelet_is_shared(node) or _relations_lost(env, node)) and f"the node's {KUBELET_DIR}" not in " ".join(out):
             out.append(f"the node's {KUBELET_DIR} as you left it (it is made a shared mount again, as kubelet makes it, "
                        "and the running Pods that use it are restarted, so that they are its peers and slaves again)")
