@@ -524,8 +524,15 @@ def test_wrong_cells_are_neither_counted_nor_named_while_the_prediction_can_earn
     assert all("who sends mount events to whom" in m and "is the one graded" in m for m in messages)
     counts = [int(re.search(r"\((\d+) different wrong answers? checked", m).group(1)) for m in messages]
     assert counts == [counts[0], counts[0] + 1, counts[0] + 2]      # each different answer is counted
+    # an answer that cannot be judged (a party or a mount misspelt) is not a wrong answer tried
+    for unreadable in ({**right, "defualt": right.pop("default")}, {**right, "host": ["/mnt/test/host"]}):
+        path.write_text(yaml.safe_dump(unreadable))
+        result = statuses(lab, "predict-e2e-matrix")["predict-e2e-matrix"]
+        assert result.status == "fail" and "unknown" in result.message, result.message
+        right.setdefault("default", ["default"])
     path.write_text(yaml.safe_dump(right))
-    assert statuses(lab, "predict-e2e-matrix")["predict-e2e-matrix"].status == "pass"
+    result = statuses(lab, "predict-e2e-matrix")["predict-e2e-matrix"]
+    assert result.status == "pass" and f"after {counts[2]} different wrong answers" in result.message, result.message
 
 
 def test_the_prediction_graded_is_the_one_written_before_play_showed_the_outcome(running_lab):

@@ -238,3 +238,30 @@ def test_static_cpus_feedback_names_the_rule_but_no_container_until_repeated_tri
     reserved = check(alpha_main="0,2")
     assert reserved.status == "fail" and "alpha/main: CPU 0 is reserved" in reserved.message
     assert check().status == "pass"
+
+
+def test_a_qos_answer_that_cannot_be_judged_is_not_counted_as_a_wrong_answer(lab_up):
+    """A class spelt otherwise, a Pod missing or one the file does not hold: the feedback says what
+    the answer must hold, and the pass does not report it as a wrong answer tried (it did: "passed
+    after 2 different wrong answers" for two misspellings)."""
+    import yaml
+
+    from labkit.exercises import run_check
+    from labkit.labs import get_lab
+    from labkit.state import LabEnv, LabState
+
+    lab = get_lab("numa")
+    env = LabEnv(lab, LabState("numa"))
+    right = {"web": "Guaranteed", "batch": "BestEffort", "cache": "Guaranteed", "api": "Burstable",
+             "migrate": "Burstable", "scratch": "BestEffort"}
+    path = answer_path("numa", "qos")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for answer in ({**right, "web": "guaranteed"}, {**right, "schema": "BestEffort"}):
+        path.write_text(yaml.safe_dump({"qos": answer}))
+        result = run_check(env, lab.exercise("qos"))
+        assert result.status == "fail" and "one QoS class for each Pod" in result.message, result.message
+    path.write_text(yaml.safe_dump({"qos": {**right, "cache": "Burstable"}}))
+    assert "1 different wrong answer checked" in run_check(env, lab.exercise("qos")).message
+    path.write_text(yaml.safe_dump({"qos": right}))
+    result = run_check(env, lab.exercise("qos"))
+    assert result.status == "pass" and "passed after 1 different wrong answer had" in result.message, result.message

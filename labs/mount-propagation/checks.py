@@ -354,14 +354,14 @@ def check_e2e_matrix(ctx):
         raise AnswerMalformed(f"it should be a YAML mapping from each party to the mounts it sees{note}\n  {ctx.answer_path}")
     extra = sorted(str(k) for k in answer if k not in MATRIX_PARTIES)
     if extra:
-        raise CheckFailed(f"{ctx.answer_path}: unknown key(s) {', '.join(extra)}: the parties are "
+        raise AnswerMalformed(f"{ctx.answer_path}: unknown key(s) {', '.join(extra)}: the parties are "
                           f"{', '.join(MATRIX_PARTIES)}{note}")
     given = {}
     for party in MATRIX_PARTIES:
         value = ctx.answer_field(answer, party, list)
         unknown = [str(m) for m in value if m not in MATRIX_PARTIES]
         if unknown:
-            raise CheckFailed(f"{ctx.answer_path}: {party}: unknown mount(s) {', '.join(unknown)}; the mounts are "
+            raise AnswerMalformed(f"{ctx.answer_path}: {party}: unknown mount(s) {', '.join(unknown)}; the mounts are "
                               f"named {', '.join(MATRIX_PARTIES)}{note}")
         given[party] = set(value)
     try:
@@ -741,7 +741,7 @@ def check_peer_groups(ctx):
     if isinstance(answer, dict):
         extra = sorted(str(k) for k in answer if k not in truth)
         if extra:
-            raise CheckFailed(f"{ctx.answer_path}: unknown key(s) {', '.join(extra)}: write node, "
+            raise AnswerMalformed(f"{ctx.answer_path}: unknown key(s) {', '.join(extra)}: write node, "
                               f"{', '.join(E2E_PARTIES)}")
     wrong, empty, malformed, written = [], [], [], {}
     for name in truth:

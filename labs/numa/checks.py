@@ -199,7 +199,8 @@ def judge_qos(ctx, answer):
     if problems:
         return ctx.failed("your answer needs one QoS class for each Pod of the file:\n  " + "\n  ".join(problems),
                           expected=f"one class for each of the Pods {', '.join(names)}",
-                          observed=f"{_answered(ctx)}: {shown}")
+                          observed=f"{_answered(ctx)}: {shown}",
+                          malformed=True)     # not a wrong answer to count (run_check): nothing judged yet
     wrong = [f"the class of Pod {pod.name}" for pod in pods if given[pod.name] != qos_class(pod)]
     return _grid(ctx, wrong, len(pods), "QoS classes", QOS_RULES, _situation(ctx, ctx.params["file"]), shown)
 
