@@ -305,6 +305,14 @@ def test_work_at_risk_names_the_live_work_of_each_exercise(running_lab):
         runner.reset(lab, exercise_id=exercise)
         assert statuses(lab, exercise)[exercise].status == "fail"
         assert runner.work_at_risk(lab, exercise) == [], exercise
+    # the node's / made shared (an over-broad fix of private-host-path): the reset makes it private
+    # again, and says so first
+    node = Node(env)
+    node.run(node.require_pid(), kernel.change_propagation, "/", "shared")
+    assert "the propagation you gave the node's mounts: / (shared)" in " ".join(
+        runner.work_at_risk(lab, "private-host-path"))
+    runner.reset(lab, exercise_id="private-host-path")
+    assert runner.work_at_risk(lab, "private-host-path") == []
 
 
 def test_a_reset_repairs_the_nodes_kubelet_mount_and_its_pods(running_lab):
@@ -364,6 +372,70 @@ def test_the_leak_is_judged_by_the_mount_itself_not_by_its_source_name(running_l
     result = statuses(lab, "leaked-mount")["leaked-mount"]
     assert result.status == "fail" and "node:/tmp/keep" in str(result.observed) and "node:/tmp/try" not in str(
         result.observed), (result.message, result.observed)
+
+
+def test_a_copy_of_the_leak_kept_through_a_reset_is_still_the_leak(running_lab):
+    """The dead publisher's filesystem bound to /var/lib/kubelet/keep, then the exercise reset (a
+    new staging mount leaks) and the new one unmounted: the first leak is still on the node and in
+    watcher, and the check says where (it passed before: the reset had forgotten the first leak)."""
+    lab, env = running_lab
+    runner.apply_mistake(lab, "leaked-mount", "keeps_a_copy_resets_then_unmounts")
+    result = statuses(lab, "leaked-mount")["leaked-mount"]
+    assert result.status == "fail" and "still there" in result.message, result.message
+    assert {"node:/var/lib/kubelet/keep", "watcher:/var/lib/kubelet/keep"} <= set(
+        str(result.observed).removeprefix("live: ").split(", ")), result.observed
+    node = Node(env)
+    node.umount(node.require_pid(), "/var/lib/kubelet/keep")
+    assert statuses(lab, "leaked-mount")["leaked-mount"].status == "pass"
+
+
+def test_a_prediction_kept_by_mounts_exec_says_so(running_lab):
+    """A command of `labkit mounts exec` that shows the live experiment keeps the prediction under its
+    own name (it was recorded, and the reset's message said, "labkit shell")."""
+    from labkit import predictions
+
+    lab, env = running_lab
+    path = answer_path(LAB, "predict-e2e-matrix")
+    path.unlink(missing_ok=True)
+    labkit("mounts", "exec", "master", "--", "mkdir", "-p", "/mnt/test/mine", check=0)
+    labkit("mounts", "exec", "master", "--", "mount", "-t", "tmpfs", "mine", "/mnt/test/mine", check=0)
+    assert "Write your prediction" in labkit("mounts", "exec", "slave", "--", "true", check=2).stderr
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"{party}: []\n" for party in ("host", "master", "slave", "private", "default")))
+    labkit("mounts", "exec", "slave", "--", "true", check=0)
+    assert predictions.kept(LAB, "predict-e2e-matrix").tool == "labkit mounts exec"
+
+
+FIELD = re.compile(r"\b(?:shared|master):\d+|volume mount private|is private")
+
+
+def test_other_checks_keep_the_fields_peer_groups_asks_for_until_it_passes(running_lab):
+    """The reader's and the CSI plugin's checks name their volume mount's propagation fields
+    (master:N of the node's /var/lib/kubelet group, shared:N, private for None): what peer-groups
+    asks to read from mountinfo. Until it passes they say where to read them instead, as `labkit
+    mounts matrix` and `graph` do; afterwards they show them."""
+    lab, env = running_lab
+
+    def said(exercise):
+        result = statuses(lab, exercise)[exercise]
+        return result, f"{result.message} {result.expected} {result.observed}"
+
+    for exercise, apply in (("node-mounts-reach-reader", None),          # None: private, and not there
+                            ("node-mounts-reach-reader", "bidirectional"),
+                            ("csi-plugin-publishes", "host_to_container_instead"),
+                            ("node-mounts-reach-reader", "solve")):
+        if apply == "solve":
+            runner.reset(lab, exercise_id=exercise)
+            runner.solve(lab, exercise)
+        elif apply:
+            runner.apply_mistake(lab, exercise, apply)
+        result, text = said(exercise)
+        assert result.status == ("pass" if apply == "solve" else "fail"), text
+        assert not FIELD.search(text) and "withheld until peer-groups passes" in text, text
+    runner.solve(lab, "peer-groups")
+    assert statuses(lab, "peer-groups")["peer-groups"].status == "pass"
+    result, text = said("node-mounts-reach-reader")
+    assert result.status == "pass" and re.search(r"\bmaster:\d+", text), text
 
 
 # -- kubectl's strict field validation ------------------------------------------------------------------
@@ -452,8 +524,15 @@ def test_wrong_cells_are_neither_counted_nor_named_while_the_prediction_can_earn
     assert all("who sends mount events to whom" in m and "is the one graded" in m for m in messages)
     counts = [int(re.search(r"\((\d+) different wrong answers? checked", m).group(1)) for m in messages]
     assert counts == [counts[0], counts[0] + 1, counts[0] + 2]      # each different answer is counted
+    # an answer that cannot be judged (a party or a mount misspelt) is not a wrong answer tried
+    for unreadable in ({**right, "defualt": right.pop("default")}, {**right, "host": ["/mnt/test/host"]}):
+        path.write_text(yaml.safe_dump(unreadable))
+        result = statuses(lab, "predict-e2e-matrix")["predict-e2e-matrix"]
+        assert result.status == "fail" and "unknown" in result.message, result.message
+        right.setdefault("default", ["default"])
     path.write_text(yaml.safe_dump(right))
-    assert statuses(lab, "predict-e2e-matrix")["predict-e2e-matrix"].status == "pass"
+    result = statuses(lab, "predict-e2e-matrix")["predict-e2e-matrix"]
+    assert result.status == "pass" and f"after {counts[2]} different wrong answers" in result.message, result.message
 
 
 def test_the_prediction_graded_is_the_one_written_before_play_showed_the_outcome(running_lab):

@@ -316,3 +316,18 @@ def test_play_withholds_the_predicted_experiment_until_a_prediction_is_written(t
     answer.write_text(yaml.safe_dump(E2E))          # corrected after seeing the outcome
     labkit("mounts", "play", "-f", str(SCENARIOS / "e2e.yaml"), check=0)
     assert yaml.safe_load(kept.read_text()) == guess
+
+
+def test_play_withholds_the_fields_of_none_volume_mounts_until_peer_groups_passes():
+    """A None or unset volume mount is private whatever the host path: what peer-groups asks of two
+    e2e Pods. play showed it (`private`) before peer-groups passed, as matrix and graph do not."""
+    from labkit.state import LabState, write_json_atomic
+
+    out = labkit("mounts", "play", "-f", str(SCENARIOS / "private-host-path.yaml"), "-o", "json", check=0)
+    assert json.loads(out.stdout)["tags"] == {"host": "", "private": "(withheld)"}
+    assert "withheld until peer-groups passes" in out.stderr
+    state = LabState("mount-propagation")
+    state.ensure_dir()
+    write_json_atomic(state.dir / "credit.json", {**state.credit, "peer-groups": {"at": 0}})
+    out = labkit("mounts", "play", "-f", str(SCENARIOS / "private-host-path.yaml"), "-o", "json", check=0)
+    assert json.loads(out.stdout)["tags"] == {"host": "", "private": ""}

@@ -144,6 +144,26 @@ def test_the_static_cpus_pods_on_a_machine_with_an_extra_socket_are_withheld(lab
     assert withhold.pending_for_take(str(path), taken=frozenset({99})) is None
 
 
+def test_a_pod_one_of_whose_containers_gets_a_static_cpus_containers_cpus_is_withheld(lab_up, tmp_path):
+    """One container asking for one CPU on the exercise's empty machine gets beta/a's CPU (the
+    reserved CPU's sibling): `labkit numa admit` showed it, as a Pod-wide comparison of the CPUs
+    missed it (beta has a shared container too), while `take` withholds a take giving it."""
+    from labkit.numa.admission import Node
+    from labkit.numa.config import load_config
+    from labkit.numa.pods import load_pods
+
+    pod_file = tmp_path / "one.yaml"
+    pod_file.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: one}\nspec:\n  containers:\n"
+                        "    - name: c\n      image: x\n      resources:\n        limits: {cpu: '1', memory: 1Gi}\n")
+    one = load_pods(pod_file)[0]
+    node = Node(load_machine("dual-socket-ht"), load_config(SCENARIOS / "kubelet-static.yaml"))
+    containers = {json.dumps(cpus) for outcome in withhold._static_outcomes() for cpus in json.loads(outcome)}
+    assert json.loads(withhold.static_outcome(node, one))[0] in [json.loads(c) for c in containers if c != '"shared"']
+    assert withhold.Gate("labkit numa admit").admission(node, one) == "static-cpus"
+    pod_file.write_text(pod_file.read_text().replace("cpu: '1'", "cpu: '3'"))      # 2,6,8: no container's
+    assert withhold.Gate("labkit numa admit").admission(node, load_pods(pod_file)[0]) is None
+
+
 def test_a_pod_whose_admission_merges_the_trainers_hints_is_withheld_while_merge_is_unanswered(lab_up, tmp_path):
     """A Pod with the trainer container's resources on lab-two-node: its admission shows the merge
     exercise's outcome for that container under the node's policy, so admit/show/run withhold it."""
@@ -218,3 +238,30 @@ def test_static_cpus_feedback_names_the_rule_but_no_container_until_repeated_tri
     reserved = check(alpha_main="0,2")
     assert reserved.status == "fail" and "alpha/main: CPU 0 is reserved" in reserved.message
     assert check().status == "pass"
+
+
+def test_a_qos_answer_that_cannot_be_judged_is_not_counted_as_a_wrong_answer(lab_up):
+    """A class spelt otherwise, a Pod missing or one the file does not hold: the feedback says what
+    the answer must hold, and the pass does not report it as a wrong answer tried (it did: "passed
+    after 2 different wrong answers" for two misspellings)."""
+    import yaml
+
+    from labkit.exercises import run_check
+    from labkit.labs import get_lab
+    from labkit.state import LabEnv, LabState
+
+    lab = get_lab("numa")
+    env = LabEnv(lab, LabState("numa"))
+    right = {"web": "Guaranteed", "batch": "BestEffort", "cache": "Guaranteed", "api": "Burstable",
+             "migrate": "Burstable", "scratch": "BestEffort"}
+    path = answer_path("numa", "qos")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for answer in ({**right, "web": "guaranteed"}, {**right, "schema": "BestEffort"}):
+        path.write_text(yaml.safe_dump({"qos": answer}))
+        result = run_check(env, lab.exercise("qos"))
+        assert result.status == "fail" and "one QoS class for each Pod" in result.message, result.message
+    path.write_text(yaml.safe_dump({"qos": {**right, "cache": "Burstable"}}))
+    assert "1 different wrong answer checked" in run_check(env, lab.exercise("qos")).message
+    path.write_text(yaml.safe_dump({"qos": right}))
+    result = run_check(env, lab.exercise("qos"))
+    assert result.status == "pass" and "passed after 1 different wrong answer had" in result.message, result.message

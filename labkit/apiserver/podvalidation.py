@@ -31,7 +31,13 @@ pkg/apis/core/validation/validation.go, in the order ValidatePodSpec calls them:
   limit and a request equal to it; hugepages need cpu or memory. Upstream iterates Go maps; here
   resources are taken in name order.
 
-Not reconstructed here: probes, lifecycle hooks, env, volume mounts, security contexts,
+* `ValidateSecurityContext` (the last of validateContainerCommon's checks reconstructed here):
+  `allowPrivilegeEscalation: false` with `privileged: true`, or with `CAP_SYS_ADMIN` (spelt so) in
+  `capabilities.add`, is `Invalid value` on `...securityContext`, the value printed as Go's %#v
+  prints the internal core.SecurityContext (field.Error.ErrorBody's fallback for a struct): every
+  field, a pointer as its type and address, which differ from one request to the next upstream.
+
+Not reconstructed here: probes, lifecycle hooks, env, volume mounts, the rest of security contexts,
 terminationMessagePolicy and imagePullPolicy (defaulted, so never empty in a stored Pod),
 resizePolicy, ephemeral containers.
 """
@@ -43,7 +49,7 @@ import math
 import re
 from collections.abc import Callable
 
-from labkit.apiserver.errors import (FieldError, field_forbidden, field_invalid, field_required,
+from labkit.apiserver.errors import (FieldError, RawJSON, field_forbidden, field_invalid, field_required,
                                      field_unsupported)
 from labkit.apiserver.validation import dns1123_label_problems
 from labkit.quantity import Quantity, QuantityError
@@ -231,6 +237,47 @@ def with_defaults(spec: dict) -> dict:
     return spec
 
 
+# core.SecurityContext's fields in their declared order (pkg/apis/core/types.go), each a pointer
+# (JSON name, Go type it points to)
+SECURITY_CONTEXT_FIELDS = (
+    ("Capabilities", "capabilities", "core.Capabilities"), ("Privileged", "privileged", "bool"),
+    ("SELinuxOptions", "seLinuxOptions", "core.SELinuxOptions"),
+    ("WindowsOptions", "windowsOptions", "core.WindowsSecurityContextOptions"),
+    ("RunAsUser", "runAsUser", "int64"), ("RunAsGroup", "runAsGroup", "int64"), ("RunAsNonRoot", "runAsNonRoot", "bool"),
+    ("ReadOnlyRootFilesystem", "readOnlyRootFilesystem", "bool"),
+    ("AllowPrivilegeEscalation", "allowPrivilegeEscalation", "bool"), ("ProcMount", "procMount", "core.ProcMountType"),
+    ("SeccompProfile", "seccompProfile", "core.SeccompProfile"), ("AppArmorProfile", "appArmorProfile", "core.AppArmorProfile"))
+
+
+def _go_security_context(sc: dict) -> RawJSON:
+    """%#v of a *core.SecurityContext as field.Error prints it (dereferenced): its pointers by
+    address, here made up (upstream's are wherever the request's objects were allocated)."""
+    parts = []
+    for i, (name, key, kind) in enumerate(SECURITY_CONTEXT_FIELDS):
+        address = "nil" if sc.get(key) is None else f"0xc000{0x4a2b10 + 8 * i:06x}"
+        parts.append(f"{name}:(*{kind})({address})")
+    return RawJSON("core.SecurityContext{" + ", ".join(parts) + "}")
+
+
+def security_context_errors(sc, at: str) -> list[FieldError]:
+    """ValidateSecurityContext's rules that tie allowPrivilegeEscalation to the privileges a
+    container is given (pkg/apis/core/validation/validation.go): a privileged container, or one
+    that adds CAP_SYS_ADMIN, can always escalate."""
+    if not isinstance(sc, dict) or sc.get("allowPrivilegeEscalation") is not False:
+        return []
+    errors = []
+    if sc.get("privileged") is True:
+        errors.append(field_invalid(at, _go_security_context(sc), "cannot set `allowPrivilegeEscalation` to false and "
+                                                                  "`privileged` to true"))
+    capabilities = sc.get("capabilities")
+    added = capabilities.get("add") if isinstance(capabilities, dict) else None
+    for capability in added if isinstance(added, list) else []:
+        if capability == "CAP_SYS_ADMIN":
+            errors.append(field_invalid(at, _go_security_context(sc), "cannot set `allowPrivilegeEscalation` to false "
+                                                                      "and `capabilities.Add` CAP_SYS_ADMIN"))
+    return errors
+
+
 def _common(c: dict, at: str, kind: str, index: int, requirements: Requirements,
             require_image: bool) -> list[FieldError]:
     """validateContainerCommon (the parts reconstructed here)."""
@@ -246,6 +293,7 @@ def _common(c: dict, at: str, kind: str, index: int, requirements: Requirements,
     errors += resource_name_errors(c.get("resources") or {}, f"{at}.resources")
     requests, limits = requirements(c, kind, index)
     errors += requirement_errors(f"{at}.resources", requests, limits)
+    errors += security_context_errors(c.get("securityContext"), f"{at}.securityContext")
     return errors
 
 

@@ -78,7 +78,10 @@ def apply(
             try:
                 states = node.apply(pod)
             except Refused as exc:
-                _say(f'Error from server (Invalid): error when applying "{file}": {exc.message}')
+                # kubectl apply creates a Pod that does not exist (AddSourceToErr("creating", ...))
+                # and patches one that does
+                _say(f'Error from server (Invalid): error when {"applying" if existed else "creating"} "{file}": '
+                     f'{exc.message}')
                 refused = True
                 continue
             print(f"pod/{pod.name} {'unchanged' if existed else 'created'}")
@@ -133,10 +136,14 @@ def exec_command(
     from labkit import shell
     from labkit.errors import LabkitError
 
+    from labkit.mounts import withhold
+
     env, node = _node(lab_id)
     stopped = node.not_running(name)
     if stopped:
         raise LabkitError(stopped)
+    # the lab's gate, which shell.command runs as `labkit shell`'s, said as this command's
+    withhold.gate_command(env, node, "labkit mounts exec")
     argv, child_env = shell.command(env, name, list(ctx.args) or None)
     sys.stdout.flush()
     os.execvpe(argv[0], argv, child_env)
@@ -158,7 +165,7 @@ def play(
     loaded = scenario.load(file)
     if withhold.guarded(loaded) and not withhold.release(_say):
         raise typer.Exit(1)
-    result = scenario.play(loaded)
+    result = withhold.redact_play(loaded, scenario.play(loaded), _say)
     if fmt != "text":         # {visible, tags, errors}
         cliopts.print_data(result, fmt)
         return

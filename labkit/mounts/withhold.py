@@ -25,8 +25,9 @@ exercise's, and `labkit mounts exec` / `labkit shell` do not run once there is o
 prediction is kept at the first look, as play keeps it). The propagation fields of the e2e Pods'
 volume mounts, and of every mount in their peer groups (what peer-groups asks to read from
 mountinfo: a copy of an e2e Pod is in the same group), and of every volume mount whose
-mountPropagation is None or unset (whatever its host path or Pod: its mount is private, which is
-what peer-groups asks of two e2e Pods), are shown only once peer-groups has passed.
+mountPropagation is None or unset (whatever its host path or Pod, live or in a scenario `play`
+plays: its mount is private, which is what peer-groups asks of two e2e Pods), are shown only once
+peer-groups has passed.
 """
 
 from __future__ import annotations
@@ -306,6 +307,41 @@ def live_withheld(env, say, tool: str = "labkit mounts matrix", node=None) -> di
     return {"seen": seen, "tags": tags, "revealing": revealing, "groups": groups, "private": private}
 
 
+def gate_command(env, node, tool: str) -> None:
+    """before_shell for a command about to run in the node or a container through `tool`: raises
+    LabkitError saying why it must not run; the notes of a prediction kept go to stderr."""
+    import sys
+
+    from labkit.errors import LabkitError
+
+    said: list[str] = []
+    if not before_shell(env, node.parties(), said.append, node, tool):
+        raise LabkitError("\n".join(said))
+    for note in said:
+        print(f"labkit: {note}", file=sys.stderr)
+
+
+def redact_play(loaded: Scenario, result: dict, say) -> dict:
+    """What `labkit mounts play` shows while peer-groups has not passed: the volume mount fields of
+    the scenario's containers with mountPropagation None or unset withheld (such a mount is
+    private, whatever the host path: what peer-groups asks of two e2e Pods), and why, through
+    `say`. Reads the lab's recorded passes; a lab never run has none."""
+    from labkit.state import LabState
+
+    if READING in LabState(LAB).credit:
+        return result
+    tags = dict(result.get("tags") or {})
+    private = [pod.name for pod in loaded.pods
+               if pod.name in tags and pod.containers and _class(pod.containers[0]) == "private"]
+    if not private:
+        return result
+    for name in private:
+        tags[name] = WITHHELD
+    say(f"the volume mount fields of {', '.join(private)} (mountPropagation None or unset) are withheld until "
+        f"{READING} passes: it shows what two of the e2e Pods show")
+    return {**result, "tags": tags}
+
+
 def _below_e2e(host_path: str, relative: str) -> bool:
     from labkit.mounts import mountinfo
 
@@ -411,12 +447,12 @@ def experiment_live(parties) -> list[str]:
     return found
 
 
-def before_shell(env, parties, say, node=None) -> bool:
+def before_shell(env, parties, say, node=None, tool: str = "labkit shell") -> bool:
     """`labkit mounts exec` / `labkit shell` into any party of the live lab: once mounts were made
     below the e2e host path and the prediction is not kept yet, whatever the command prints can be
     the e2e experiment's outcome (the e2e Pods run exactly that experiment): like matrix and graph,
     it runs only once the prediction is written, which is then kept. False (and why, through
-    `say`) when it must not run."""
+    `say`) when it must not run. `tool`: the command that runs it, as the kept prediction names it."""
     if env.lab.id != LAB or recorded_prediction(LAB) is not None:
         return True
     if experiment_live(parties):
@@ -431,7 +467,7 @@ def before_shell(env, parties, say, node=None) -> bool:
                  "(whatever their names, namespaces or host path)")
         undo = f" (`labkit reset {LAB} {EXERCISE}` unmounts what was mounted there.)"
     kept = []
-    if release(kept.append, "labkit shell"):
+    if release(kept.append, tool):
         for note in kept:
             say(note)
         return True

@@ -28,8 +28,10 @@ copy with other names, other order or changed fields that do not matter is still
 - takeByTopology on the static-cpus exercise's machine, and anywhere a take gives the exclusive
   CPUs of one of the exercise's containers;
 - while static-cpus is unanswered, any Pod whose exclusive CPUs, admitted where it is, would be
-  those of one of the exercise's Pods (the same machine with an extra socket, say), judged by
-  labkit's own admission (static_outcome), whatever the situation key says.
+  those of one of the exercise's Pods (the same machine with an extra socket, say), or one of whose
+  containers would get the exclusive CPUs of one of the exercise's containers (a one-container Pod
+  on the exercise's machine getting beta/a's CPU, say), judged by labkit's own admission
+  (static_outcome), whatever the situation key says.
 The machine counts by what the result depends on too (machine_key), not by its name or how its
 file spells it: a hand-written copy of a shipped machine is that machine.
 
@@ -172,7 +174,8 @@ class Gate:
             from labkit.pods import qos_signature
             return [json.dumps(qos_signature(p), default=str) for p in load_pods(_scenarios() / POD_SCENARIOS["qos"])]
         if exercise == STATIC:
-            return _exercise_keys(exercise) + sorted(_static_outcomes())
+            outcomes = _static_outcomes()
+            return _exercise_keys(exercise) + sorted(outcomes) + sorted(_static_container_keys(outcomes))
         return _exercise_keys(exercise) if exercise in SITUATIONS else []
 
     @property
@@ -196,10 +199,14 @@ class Gate:
         found = self._gate.about(lambda ex: situation_key(node, pod, ASPECTS[ex]), watched,
                                  situation=f"admission of Pod {pod.name}")
         if found is None and STATIC in watched:
-            # another situation with the same outcome (labkit's own admission says so)
+            # another situation with the same outcome (labkit's own admission says so): the same
+            # CPUs for the whole Pod, or for one of its containers those of one of the exercise's
+            # (what the exercise asks of each container, as a take that gives them is withheld)
             outcome = static_outcome(node, pod)
-            if outcome is not None:
-                found = self._gate.about(outcome, [STATIC], situation=f"admission of Pod {pod.name}")
+            for key in ([outcome, *sorted(_static_container_keys({outcome}))] if outcome is not None else []):
+                found = self._gate.about(key, [STATIC], situation=f"admission of Pod {pod.name}")
+                if found is not None:
+                    break
         return found
 
     def merge(self, node, pod) -> str | None:
@@ -372,6 +379,11 @@ def static_outcome(node, pod) -> str | None:
         found, exclusive = trial.container_cpus(pod.uid, container.name)
         cpus.append(sorted(found) if exclusive else "shared")
     return json.dumps(cpus) if any(c != "shared" for c in cpus) else None
+
+
+def _static_container_keys(outcomes) -> set[str]:
+    """The exclusive CPUs of each container in static_outcome texts, one key per container."""
+    return {json.dumps(cpus) for outcome in outcomes for cpus in json.loads(outcome) if cpus != "shared"}
 
 
 def _static_outcomes() -> set[str]:

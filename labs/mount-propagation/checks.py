@@ -112,6 +112,32 @@ def _tags(pid: int, path: str, holder: bool) -> str:
     return found.tags if found else ""
 
 
+def _fields_shown(ctx) -> bool:
+    """Whether a message may show propagation fields of the node's /var/lib/kubelet peer group and
+    of private volume mounts: only once peer-groups, which asks to read them, has passed."""
+    from labkit.mounts import withhold
+
+    return withhold.READING in ctx.env.state.credit
+
+
+def _node_fields(ctx, tags: str | None) -> str:
+    """The node's /var/lib/kubelet fields as a message shows them (see _fields_shown)."""
+    if _fields_shown(ctx):
+        return tags or "private"
+    return "(its fields are withheld until peer-groups passes: read them in the node's /proc/self/mountinfo)"
+
+
+def _volume_fields(ctx, tags: str) -> str:
+    """A Pod's volume mount's optional fields as a message of another exercise may show them. Once
+    peer-groups has passed: `volume mount master:1`. Before, they are withheld, as `labkit mounts
+    matrix` and `graph` withhold them (labkit.mounts.withhold): the node's /var/lib/kubelet peer
+    group they name, and `private` for None or unset, are what peer-groups asks to read from
+    mountinfo. Then the message says where to read them instead."""
+    if _fields_shown(ctx):
+        return f"volume mount {tags or 'private'}"
+    return "its volume mount's fields withheld until peer-groups passes: read them in its /proc/<pid>/mountinfo"
+
+
 def _others(node: Node, host_path: str, but: str) -> dict:
     """name -> (pid, where it sees host_path) for the node and every running container, except `but`."""
     out = {}
@@ -328,14 +354,14 @@ def check_e2e_matrix(ctx):
         raise AnswerMalformed(f"it should be a YAML mapping from each party to the mounts it sees{note}\n  {ctx.answer_path}")
     extra = sorted(str(k) for k in answer if k not in MATRIX_PARTIES)
     if extra:
-        raise CheckFailed(f"{ctx.answer_path}: unknown key(s) {', '.join(extra)}: the parties are "
+        raise AnswerMalformed(f"{ctx.answer_path}: unknown key(s) {', '.join(extra)}: the parties are "
                           f"{', '.join(MATRIX_PARTIES)}{note}")
     given = {}
     for party in MATRIX_PARTIES:
         value = ctx.answer_field(answer, party, list)
         unknown = [str(m) for m in value if m not in MATRIX_PARTIES]
         if unknown:
-            raise CheckFailed(f"{ctx.answer_path}: {party}: unknown mount(s) {', '.join(unknown)}; the mounts are "
+            raise AnswerMalformed(f"{ctx.answer_path}: {party}: unknown mount(s) {', '.join(unknown)}; the mounts are "
                               f"named {', '.join(MATRIX_PARTIES)}{note}")
         given[party] = set(value)
     try:
@@ -391,25 +417,25 @@ def judge_reader_sees_node_mounts(ctx, observation) -> object:
     _require_workload(ctx, observation, pod, {"mountPropagation", "readOnly"},
                       "Change only how its volume mount propagates")
     _require_running(ctx, observation, pod, f"apply it again: labkit mounts apply -f {observation['file']['path']}")
-    mode, tag = _mode(pod, p["mount_path"]), observation["tags"].get("pod") or "private"
+    mode, fields = _mode(pod, p["mount_path"]), _volume_fields(ctx, observation["tags"].get("pod"))
     missing = [PLACES[i] for i, seen in enumerate(observation["down"] or [False]) if not seen]
     if missing:
         return ctx.failed(f"a tmpfs the node mounted {missing[0]} {p['host_path']} did not appear in {pod.name} at "
-                          f"{p['mount_path']} (mountPropagation: {mode}, volume mount {tag})" + _unapplied_edit(observation, pod),
+                          f"{p['mount_path']} (mountPropagation: {mode}, {fields})" + _unapplied_edit(observation, pod),
                           expected="the node's mounts appear in the Pod",
-                          observed=f"in Pod {pod.name}: not there; its volume mount is {tag} (mountPropagation: {mode})")
+                          observed=f"in Pod {pod.name}: not there (mountPropagation: {mode}, {fields})")
     reached = sorted({name for seen in observation["up"] or [] for name, ok in seen.items() if ok})
     if reached:
         shown = ["the node" if name == NODE else name for name in reached]
         return ctx.failed(f"a tmpfs mounted inside {pod.name} at {p['mount_path']} reached {' and '.join(shown)} "
                           f"(mountPropagation: {mode}): the Pod can now change the node's mounts",
                           expected="mounts made in the Pod stay in the Pod",
-                          observed=f"on {reached[0]}: the Pod's tmpfs is there (mountPropagation: {mode}, volume mount {tag})")
+                          observed=f"on {reached[0]}: the Pod's tmpfs is there (mountPropagation: {mode}, {fields})")
     _require_least_privilege(ctx, pod, {"readOnly"})
     _require_only(ctx, pod, observation["pod"], READER_MAY_CHANGE,
                   "Change only how its volume mount propagates (or make it read-only): no other field of the Pod, "
                   "and no privilege it did not have")
-    return ctx.passed(f"the node's mounts reach {pod.name} ({tag}), one and two levels down, and its own stay inside "
+    return ctx.passed(f"the node's mounts reach {pod.name} ({fields}), one and two levels down, and its own stay inside "
                       f"(mountPropagation: {mode})")
 
 
@@ -455,7 +481,7 @@ def judge_csi_publishes(ctx, observation):
                           f"see the plugin's mounts; `labkit reset {ctx.lab.id} {ctx.exercise.id}` brings it back",
                           expected=f"{p['observer']} running", observed=f"on the node: {observation['observer']}",
                           observed_in=LIVE)
-    tag = observation["tags"].get("pod") or "private"
+    fields = _volume_fields(ctx, observation["tags"].get("pod"))
     if not observation["can_mount"]:
         return ctx.failed(f"the plugin cannot mount anything: mount(2) inside {pod.name} fails with EPERM, as its "
                           f"container has no CAP_SYS_ADMIN (privileged: {str(pod.containers[0].privileged).lower()})",
@@ -470,8 +496,8 @@ def judge_csi_publishes(ctx, observation):
             return ctx.failed(f"a tmpfs mounted inside {pod.name} {PLACES[i]} {p['host_path']} did not reach "
                               f"{' and '.join('the node' if m == NODE else m for m in missing)} (mountPropagation: {mode})",
                               expected=f"visible on the node and in {p['observer']}",
-                              observed=f"missing in {', '.join(missing)}; in Pod {pod.name} the volume mount is {tag} "
-                                       f"(mountPropagation: {_mode(pod, _view_mount(pod, p['host_path']))})")
+                              observed=f"missing in {', '.join(missing)}; in Pod {pod.name}: mountPropagation: {mode}, "
+                                       f"{fields}")
     _require_only(ctx, pod, observation["pod"], CSI_MAY_CHANGE,
                   "The plugin stays as its author wrote it: change only the field the API server's refusal names")
     return ctx.passed(f"mounts made inside {pod.name}, one and two levels below {p['host_path']}, reach the node and "
@@ -629,9 +655,10 @@ def judge_leak_cleaned(ctx, observation):
     built = lab.built(ctx.env)
     parties = observation["parties"]
     # the leaked filesystem itself: its device with its source, as the lab recorded it when it
-    # leaked (lab.leaked_copies); any copy of it anywhere (a bind of it too) shares both, while a
-    # tmpfs someone else mounts has a device of its own, whatever its source says
-    leak = lab.leak_identity(built)
+    # leaked (lab.leaked_copies), and those of the filesystems leaked before a reset of this
+    # exercise leaked a new one (lab.every_leak); any copy of one anywhere (a bind of it too)
+    # shares both, while a tmpfs someone else mounts has a device of its own, whatever its source says
+    leak = lab.every_leak(built)
 
     def leaked(source, device):
         return (device, source) in leak if leak else source == lab.LEAK_SOURCE
@@ -649,22 +676,24 @@ def judge_leak_cleaned(ctx, observation):
                           expected="the Pods that ran still run", observed=f"on the node: {', '.join(gone)} not running")
     node = {(mp, source): tags for mp, source, tags, *_ in parties.get(NODE, [])}
     kubelet = node.get((lab.KUBELET_DIR, next((s for mp, s, *_ in built["node"] if mp == lab.KUBELET_DIR), "")))
+    shown = _node_fields(ctx, kubelet)
     if kubelet is None or "shared:" not in kubelet:
         return ctx.failed(f"the leaked mount is gone, but so is {lab.KUBELET_DIR}'s own shared mount",
-                          expected=f"{lab.KUBELET_DIR} shared:N", observed=f"on the node: {kubelet or 'no mount there'}")
+                          expected=f"{lab.KUBELET_DIR} shared:N",
+                          observed=f"on the node: {'no mount there' if kubelet is None else f'{lab.KUBELET_DIR} {shown}'}")
     lost = [mp for mp, source, *_ in built["node"] if (mp, source) not in node]
     if lost:
         return ctx.failed(f"the leaked mount is gone, and so is the node's mount at {lost[0]}: unmount only the leak",
                           expected="every other mount of the node as it was", observed=f"on the node: {lost[0]} gone")
     # "as it is": the peer group the Pods were started in, not only a shared flag (a mount made
     # private and shared again is in a new group, and the Pods' copies no longer hear from it)
-    cut = lab.relation_losses(built, parties, observation.get("pids") or {})
+    cut = lab.relation_losses(built, parties, observation.get("pids") or {}, fields=_fields_shown(ctx))
     if cut:
-        return ctx.failed(f"the leaked mount is gone, but the node's {lab.KUBELET_DIR} ({kubelet}) is no longer in the "
+        return ctx.failed(f"the leaked mount is gone, but the node's {lab.KUBELET_DIR} ({shown}) is no longer in the "
                           f"peer group its Pods' volume mounts are peers or slaves of: {', '.join(cut)}. Mounts the node "
                           "makes there no longer reach them; compare the shared:/master: numbers in each party's "
                           "mountinfo", expected=f"{lab.KUBELET_DIR} in the peer group the Pods were started with",
-                          observed=f"on the node: {lab.KUBELET_DIR} {kubelet}; " + "; ".join(cut))
+                          observed=f"on the node: {lab.KUBELET_DIR} {shown}; " + "; ".join(cut))
     relations = sum(len(rows) for rows in (built.get("relations") or {}).values())
     if not relations:       # a lab built before its relations were recorded
         return ctx.passed(f"the leaked mount is gone everywhere; {lab.KUBELET_DIR} is still shared and the node's other "
@@ -712,7 +741,7 @@ def check_peer_groups(ctx):
     if isinstance(answer, dict):
         extra = sorted(str(k) for k in answer if k not in truth)
         if extra:
-            raise CheckFailed(f"{ctx.answer_path}: unknown key(s) {', '.join(extra)}: write node, "
+            raise AnswerMalformed(f"{ctx.answer_path}: unknown key(s) {', '.join(extra)}: write node, "
                               f"{', '.join(E2E_PARTIES)}")
     wrong, empty, malformed, written = [], [], [], {}
     for name in truth:

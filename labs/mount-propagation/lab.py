@@ -190,6 +190,14 @@ def leak_identity(built_state: dict) -> set[tuple[str, str]]:
     return {(row[4], row[1]) for rows in (built_state.get("leak") or {}).values() for row in rows if len(row) > 4}
 
 
+def every_leak(built_state: dict) -> set[tuple[str, str]]:
+    """(device, source) of every filesystem the publisher leaked since the lab was built: the one
+    leaked now (leak_identity) and those leaked before a reset of leaked-mount made a new one. A
+    reset unmounts the leak where it leaked, but not a copy of it the student bound elsewhere
+    (/var/lib/kubelet/keep, say): that copy still holds what the dead publisher published."""
+    return leak_identity(built_state) | {tuple(row) for row in built_state.get("leaked_before") or [] if len(row) == 2}
+
+
 def kubelet_relations(node: Node) -> dict:
     """Which mounts of the running Pods are peers ("peer": shared:N) or slaves ("slave": master:N)
     of the node's /var/lib/kubelet peer group N, and the pid of each Pod's process then (a Pod
@@ -210,11 +218,13 @@ def kubelet_relations(node: Node) -> dict:
     return {"relations": relations, "pids": pids}
 
 
-def relation_losses(built_state: dict, parties: dict, pids: dict) -> list[str]:
+def relation_losses(built_state: dict, parties: dict, pids: dict, fields: bool = True) -> list[str]:
     """The Pods whose mounts were peers or slaves of the node's /var/lib/kubelet when the lab was
     built and no longer are of the peer group the node's /var/lib/kubelet is in now, as
-    "party mount-point (tags now)"; `parties`: name -> rows [mount point, source, tags] of every
-    running party; `pids`: name -> pid. Pods started again since the build are not counted.
+    "party mount-point (tags now)" (without `fields`: "party mount-point", for a message shown
+    before peer-groups has passed, which asks to read those fields); `parties`: name -> rows
+    [mount point, source, tags] of every running party; `pids`: name -> pid. Pods started again
+    since the build are not counted.
     Propagation relations are the kernel's peer groups and master links (fs/pnode.c)."""
     node_rows = parties.get(NODE, [])
     kubelet = [tags for mp, _source, tags, *_ in node_rows if mp == KUBELET_DIR]
@@ -227,7 +237,8 @@ def relation_losses(built_state: dict, parties: dict, pids: dict) -> list[str]:
             here = [tags for mp, _source, tags, *_ in parties[name] if mp == mountpoint]
             wanted = f"shared:{group}" if kind == "peer" else f"master:{group}"
             if group is None or not any(wanted in tags.split() for tags in here):
-                lost.append(f"{name} {mountpoint} ({' / '.join(t or 'private' for t in here) or 'gone'})")
+                now = f" ({' / '.join(t or 'private' for t in here) or 'gone'})" if fields or not here else ""
+                lost.append(f"{name} {mountpoint}{now}")
     return lost
 
 
@@ -363,7 +374,11 @@ def reset_exercise(env, exercise_id):
         _recreate(env, node, ("publisher",))
         _leak(env, node)
         state = built(env)          # a new tmpfs: a device of its own
+        earlier = leak_identity(state) | {tuple(row) for row in state.get("leaked_before") or []}
         state.update(leaked_copies(node))
+        # the filesystem leaked before this reset is the publisher's too: a copy of it that
+        # outlived the reset (a bind the student made of it) is still a leak (every_leak)
+        state["leaked_before"] = sorted([list(row) for row in earlier - leak_identity(state)])
         write_json_atomic(built_path(env), state)
     else:
         _recreate(env, node, part["pods"])
@@ -478,6 +493,13 @@ def student_work(env, exercise_id):
                      and (m.mountpoint, m.source, m.root) not in known]
             if extra:
                 out.append(f"the mounts you added on the node: {', '.join(extra)} (unmounted)")
+            # what _restore_node_outside_kubelet makes private again
+            wanted = {(entry[0], entry[1]): entry[2] for entry in table}
+            changed = [f"{m.mountpoint} ({m.propagation})" for m in node_mounts if _outside_kubelet(m.mountpoint)
+                       and wanted.get((m.mountpoint, m.source)) == "private" and m.propagation != "private"]
+            if changed:
+                out.append(f"the propagation you gave the node's mounts: {', '.join(changed)} (made private again, "
+                           "as the node was built)")
         if (not kubelet_is_shared(node) or _relations_lost(env, node)) and f"the node's {KUBELET_DIR}" not in " ".join(out):
             out.append(f"the node's {KUBELET_DIR} as you left it (it is made a shared mount again, as kubelet makes it, "
                        "and the running Pods that use it are restarted, so that they are its peers and slaves again)")
@@ -511,12 +533,7 @@ def before_shell(env, host_name):
     after the prediction is written (labkit.mounts.withhold.before_shell)."""
     from labkit.mounts import withhold
 
-    said = []
-    node = Node(env)
-    if not withhold.before_shell(env, node.parties(), said.append, node):
-        raise LabkitError("\n".join(said))
-    for note in said:
-        print(f"labkit: {note}", file=sys.stderr)
+    withhold.gate_command(env, Node(env), "labkit shell")
 
 
 def access(env):

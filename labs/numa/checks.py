@@ -23,6 +23,7 @@ HERE = Path(__file__).resolve().parent
 SCENARIOS = HERE / "scenarios"
 QOS_CLASSES = ("Guaranteed", "Burstable", "BestEffort")
 MERGE_POLICIES = ("best-effort", "restricted", "single-numa-node")
+LAB_PODS = {("kube-system", "node-agent")}     # the live node's own Pods (scenarios/node-agent.yaml)
 
 
 # -- the reconstruction, driven from the scenario files ----------------------------------------------
@@ -198,7 +199,8 @@ def judge_qos(ctx, answer):
     if problems:
         return ctx.failed("your answer needs one QoS class for each Pod of the file:\n  " + "\n  ".join(problems),
                           expected=f"one class for each of the Pods {', '.join(names)}",
-                          observed=f"{_answered(ctx)}: {shown}")
+                          observed=f"{_answered(ctx)}: {shown}",
+                          malformed=True)     # not a wrong answer to count (run_check): nothing judged yet
     wrong = [f"the class of Pod {pod.name}" for pod in pods if given[pod.name] != qos_class(pod)]
     return _grid(ctx, wrong, len(pods), "QoS classes", QOS_RULES, _situation(ctx, ctx.params["file"]), shown)
 
@@ -787,10 +789,13 @@ def _judge_pin(ctx, seen: dict):
                           "(it shows that the exclusive CPU is taken from every other container)",
                           expected="kube-system/node-agent running", observed="live: node-agent gone",
                           observed_in=LIVE)
-    by_pod: dict[str, list] = {}
+    # the Pods the student ran, in whatever namespace (metadata.namespace of the file, `default`
+    # when it has none), and the lab's own (its node agent)
+    pods: dict[tuple[str, str], list] = {}
     for c in containers:
-        if c["namespace"] == "default":
-            by_pod.setdefault(c["pod"], []).append(c)
+        pods.setdefault((c["namespace"], c["pod"]), []).append(c)
+    ours = {key: pod for key, pod in pods.items() if key not in LAB_PODS}
+    shown = lambda key: key[1] if key[0] == "default" else f"{key[0]}/{key[1]}"
     chosen = {}
     for role, qos in (("guaranteed", "Guaranteed"), ("burstable", "Burstable")):
         entry = ctx.answer_field(data, role, dict)
@@ -799,15 +804,22 @@ def _judge_pin(ctx, seen: dict):
             raise AnswerMalformed(f"{role}.pod should be a Pod's name, got {name!r}\n  {ctx.answer_path}")
         if not isinstance(pid, int) or isinstance(pid, bool):
             raise AnswerMalformed(f"{role}.pid should be a process id (a number), got {pid!r}\n  {ctx.answer_path}")
-        elsewhere = sorted({c["namespace"] for c in containers if c["pod"] == name and c["namespace"] != "default"})
-        if name not in by_pod and elsewhere:
-            raise CheckFailed(f"{role}: Pod {name} is the lab's own, in namespace {elsewhere[0]}: name a Pod you ran "
-                              "with `labkit numa run -f FILE`", observed=f"live: {elsewhere[0]}/{name}")
-        if name not in by_pod:
-            running = ", ".join(sorted(by_pod)) or "none"
+        namespace, _, short = name.rpartition("/")
+        named = [key for key in sorted(ours) if key[1] == short and namespace in ("", key[0])]
+        if not named:
+            lab_own = [key for key in sorted(LAB_PODS) if key in pods and key[1] == short and namespace in ("", key[0])]
+            if lab_own:
+                raise CheckFailed(f"{role}: Pod {shown(lab_own[0])} is the lab's own: name a Pod you ran "
+                                  "with `labkit numa run -f FILE`", observed=f"live: {lab_own[0][0]}/{short}")
+            running = ", ".join(shown(key) for key in sorted(ours)) or "none"
             raise CheckFailed(f"{role}: no running Pod {name!r} on the live node (running: {running})",
                               observed=f"live: Pods {running}")
-        pod = by_pod[name]
+        if len(named) > 1:
+            raise CheckFailed(f"{role}: Pods named {short} run in namespaces {', '.join(key[0] for key in named)}: "
+                              f"write which one as <namespace>/{short}", observed=f"your answer: {name}")
+        key = named[0]
+        name = shown(key)
+        pod = pods[key]
         if pod[0]["qos"] != qos:
             raise CheckFailed(f"{role}: Pod {name} is {pod[0]['qos']}, not {qos}", expected=qos,
                               observed=f"live: Pod {name} is {pod[0]['qos']}")
@@ -822,7 +834,7 @@ def _judge_pin(ctx, seen: dict):
         chosen[role] = (name, pod)
     g_name, g_pod = chosen["guaranteed"]
     b_name, b_pod = chosen["burstable"]
-    label = lambda c: f"default/{c['pod']}/{c['container']}"
+    label = lambda c: f"{c['namespace']}/{c['pod']}/{c['container']}"
     # every running container of the Guaranteed Pod: exclusive, none reserved, every process on exactly those CPUs
     exclusive = frozenset()
     for c in g_pod:
@@ -846,7 +858,7 @@ def _judge_pin(ctx, seen: dict):
         exclusive |= want
     # no other container of any Pod may run there
     sharing = sorted({f"{c['namespace']}/{c['pod']}/{c['container']}" for c in containers
-                      if not (c["namespace"] == "default" and c["pod"] == g_name)
+                      if (c["namespace"], c["pod"]) != (g_pod[0]["namespace"], g_pod[0]["pod"])
                       for cpus in c["pids"].values() if set(cpus) & exclusive})
     if sharing:
         raise CheckFailed(f"CPU(s) {fmt(exclusive)} of Pod {g_name} are also allowed to {', '.join(sharing)}",

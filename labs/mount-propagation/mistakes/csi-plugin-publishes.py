@@ -76,3 +76,12 @@ def privileged_and_root_on_top(env):
     """Makes the plugin privileged, as the refusal asks, and sets runAsUser: 0 on top of it, which the
     refusal did not ask for."""
     _edit_and_apply(env, lambda c: c.setdefault("securityContext", {}).update(privileged=True, runAsUser=0))
+
+
+@mistake("no Pod", "cannot set `allowPrivilegeEscalation` to false and `privileged` to true")
+def privileged_without_escalation(env):
+    """Makes the plugin privileged, as the refusal asks, and "hardens" it with allowPrivilegeEscalation:
+    false: the API server refuses that pair (a privileged container can always escalate), so no Pod runs.
+    The lab's API server once took it, and the check passed."""
+    _edit_and_apply(env, lambda c: c.setdefault("securityContext", {}).update(privileged=True,
+                                                                            allowPrivilegeEscalation=False))

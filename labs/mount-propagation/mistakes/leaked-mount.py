@@ -59,3 +59,25 @@ def keeps_a_copy_then_unmounts_it(env):
     filesystem the publisher published."""
     node = Node(env)
     node.run(node.require_pid(), _keep_then_unmount, "/var/lib/kubelet/plugins/publisher/staging")
+
+
+def _keep_in_kubelet_dir(path):
+    import os
+
+    from labkit.mounts import kernel
+
+    os.makedirs("/var/lib/kubelet/keep", exist_ok=True)
+    kernel.bind(path, "/var/lib/kubelet/keep")
+
+
+@mistake("still there", "node:/var/lib/kubelet/keep", "watcher:/var/lib/kubelet/keep")
+def keeps_a_copy_resets_then_unmounts(env):
+    """Binds the staging mount to /var/lib/kubelet/keep on the node "to keep its data", resets the
+    exercise halfway (`labkit reset mount-propagation leaked-mount`: the dead publisher leaks a new
+    staging mount), then unmounts that one where it leaked: the filesystem the publisher published
+    first is still on the node, and in watcher, which receives what is mounted below /var/lib/kubelet."""
+    node = Node(env)
+    node.run(node.require_pid(), _keep_in_kubelet_dir, "/var/lib/kubelet/plugins/publisher/staging")
+    env.lab.environment_module().reset_exercise(env, "leaked-mount")
+    node = Node(env)
+    node.umount(node.require_pid(), "/var/lib/kubelet/plugins/publisher/staging")
