@@ -233,6 +233,40 @@ def test_spread_leaves_one_replica_pending_and_a_reset_brings_shop_back_keeping_
     assert answer_path(LAB, "spread").exists()
 
 
+def test_spread_passes_with_a_constraint_that_names_match_label_keys(lab):
+    """A right constraint written otherwise: matchExpressions, minDomains 3 and matchLabelKeys
+    [pod-template-hash], which the API server merges into each Pod's labelSelector as it creates
+    it (the Pods' constraint then differs from the template's: the check must not take them for
+    Pods of an older template, and says the rollout is done)."""
+    lab, env = lab
+    runner.reset(lab, exercise_id="spread", forget_prediction=True)
+    for_env(env).kubectl("patch", "deployment", "shop", "-n", "sched", "--type=json", "-p", json.dumps(
+        [{"op": "add", "path": "/spec/template/spec/topologySpreadConstraints", "value": [
+            {"maxSkew": 1, "minDomains": 3, "topologyKey": "topology.kubernetes.io/zone",
+             "whenUnsatisfiable": "DoNotSchedule", "matchLabelKeys": ["pod-template-hash"],
+             "labelSelector": {"matchExpressions": [{"key": "app", "operator": "In", "values": ["shop"]}]}}]}]))
+    spread = "node(s) didn't match pod topology spread constraints"
+    write_answer(LabEnv(lab, LabState(lab.id)), "spread", {
+        "zones": {"zone-a": 2, "zone-b": 2, "zone-c": 1},
+        "nodes": {"zone-a-1": spread, "zone-a-2": spread, "zone-b-1": spread, "zone-c-1": "Insufficient cpu"}})
+    client = for_env(env).client()
+
+    def settled():
+        pods = [p for p in client.list("v1", "pods", "sched", label_selector="app=shop")[0]
+                if p["spec"].get("topologySpreadConstraints") and not p["metadata"].get("deletionTimestamp")]
+        waiting = [p for p in pods if not p["spec"].get("nodeName")
+                   and any(c["type"] == "PodScheduled" for c in p["status"].get("conditions") or [])]
+        return len(pods) == 6 and len(waiting) == 1
+    assert wait_until(settled, timeout=30)
+    pod = next(p for p in client.list("v1", "pods", "sched", label_selector="app=shop")[0]
+               if p["spec"].get("topologySpreadConstraints"))
+    assert {"key": "pod-template-hash", "operator": "In", "values": [pod["metadata"]["labels"]["pod-template-hash"]]} \
+        in pod["spec"]["topologySpreadConstraints"][0]["labelSelector"]["matchExpressions"]
+    result = statuses(lab, "spread")["spread"]
+    assert result.status == "pass", result.message
+    runner.reset(lab, exercise_id="spread", forget_prediction=True)
+
+
 SCORE_COPY = [
     *({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
        "spec": {"taints": taints},

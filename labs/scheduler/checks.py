@@ -1300,6 +1300,18 @@ def _placement_problem(obs) -> str | None:
     return None
 
 
+def _constraints_as_created(constraints, pod: dict):
+    """The template's topologySpreadConstraints as the API server stores them in a Pod it creates
+    from it: each constraint's matchLabelKeys merged into its labelSelector with the Pod's own label
+    values (pkg/registry/core/pod/strategy.go mutateTopologySpreadConstraints; labkit's API server:
+    merge_label_keys). A Pod of the current template compares equal to this, not to the template."""
+    from labkit.apiserver.registry.pod import merge_label_keys
+    made = {"metadata": {"labels": copy.deepcopy((pod.get("metadata") or {}).get("labels") or {})},
+            "spec": {"topologySpreadConstraints": copy.deepcopy(constraints)}}
+    merge_label_keys(made)
+    return made["spec"]["topologySpreadConstraints"]
+
+
 def judge_spread(ctx, obs):
     p = ctx.params
     ns, name = p["namespace"], p["deployment"]
@@ -1335,7 +1347,8 @@ def judge_spread(ctx, obs):
         return ctx.failed(message, expected=expected, observed=observed, observed_in=LIVE)
     pods = obs["pods"]
     if len(pods) != dep["replicas"] or any(x["metadata"]["deletionTimestamp"]
-                                           or x["spec"].get("topologySpreadConstraints") != dep["constraints"]
+                                           or x["spec"].get("topologySpreadConstraints")
+                                           != _constraints_as_created(dep["constraints"], x)
                                            for x in pods):
         return ctx.error(f"{name}'s rollout is still in progress ({len(pods)} Pods of its ReplicaSets for "
                          f"{dep['replicas']} replicas, some of an older template or terminating): check again in a "
