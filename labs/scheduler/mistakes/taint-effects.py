@@ -69,12 +69,6 @@ def registers_the_node_again_tainted(env):
     target.kubectl("create", "-f", "-", input=json.dumps(node))
 
 
-@mistake("node-e", "changed")
-def wrong_node(env):
-    """Taints node-e, the other hdd node, by mistake."""
-    for_env(env).kubectl("taint", "node", "node-e", "retiring=true:PreferNoSchedule")
-
-
 @mistake("legacy", "deleted", "taint-eviction controller")
 def no_execute_then_prefer(env):
     """Taints node-f NoExecute first, then, once legacy is Terminating, swaps the taint for
@@ -93,3 +87,9 @@ def no_execute_then_prefer(env):
         raise RuntimeError("the taint-eviction controller did not delete legacy within 30 s")
     target.kubectl("taint", "node", "node-f", "retiring=true:NoExecute-")
     target.kubectl("taint", "node", "node-f", "retiring=true:PreferNoSchedule")
+
+
+@mistake("node-e", "changed")
+def wrong_node(env):
+    """Taints node-e, the other hdd node, by mistake."""
+    for_env(env).kubectl("taint", "node", "node-e", "retiring=true:PreferNoSchedule")
