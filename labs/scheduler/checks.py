@@ -1482,14 +1482,34 @@ def observe_binpack(ctx):
         wait_for(lambda: all(x is None or x["spec"].get("nodeName") for x in batch().values()), timeout=BRIEF,
                  interval=0.1)
         pods = batch()
-    bound_by: dict[str, list] = {}
-    for e in target.audit(since=ctx.ready_time) or []:
-        ref = e.get("objectRef") or {}
-        if e.get("verb") == "create" and _is_binding(ref) and ref.get("namespace") == ns \
-                and ref.get("name") in pods and (e.get("responseStatus") or {}).get("code", 500) < 300:
-            who = (e.get("user") or {}).get("username", "")
-            if who not in bound_by.setdefault(ref["name"], []):
-                bound_by[ref["name"]].append(who)
+
+    def binders() -> dict[str, list]:
+        """Who bound each Pod since it was last created (a Pod made with spec.nodeName: nobody)."""
+        from labkit.apiserver.audit import received_at
+        events = [e for e in target.audit(since=ctx.ready_time) or []
+                  if e.get("verb") == "create" and (e.get("objectRef") or {}).get("namespace") == ns
+                  and (e.get("objectRef") or {}).get("name") in pods
+                  and (e.get("responseStatus") or {}).get("code", 500) < 300]
+        created: dict[str, float] = {}
+        for e in events:
+            ref = e["objectRef"]
+            if ref.get("resource") == "pods" and not ref.get("subresource"):
+                created[ref["name"]] = max(created.get(ref["name"], 0.0), received_at(e))
+        found: dict[str, list] = {}
+        for e in events:
+            ref = e["objectRef"]
+            if _is_binding(ref) and received_at(e) >= created.get(ref["name"], 0.0):
+                who = (e.get("user") or {}).get("username", "")
+                if who not in found.setdefault(ref["name"], []):
+                    found[ref["name"]].append(who)
+        return found
+    bound_by = binders()
+    if any(x is not None and x["spec"].get("nodeName") and n not in bound_by for n, x in pods.items()):
+        # a binding's audit line is written once its response has been sent: it may come a moment
+        # after the bound Pod was read
+        wait_for(lambda: all(x is None or not x["spec"].get("nodeName") or n in binders() for n, x in pods.items()),
+                 timeout=BRIEF, interval=0.1)
+        bound_by = binders()
     cm = client.get_or_none("v1", "configmaps", lab.CONFIG_MAP["metadata"]["name"], "kube-system")
     return {"nodes": {name: _node_view(client.get_or_none("v1", "nodes", name)) for name in lab.PACK_NODES},
             "config": None if cm is None else (cm.get("data") or {}).get("config.yaml"),
@@ -1586,6 +1606,12 @@ def judge_binpack(ctx, obs):
     if unbound:
         return ctx.error(f"{', '.join(unbound)} are not bound yet: the scheduler tries them again after its backoff "
                          "(at most 10 s); check again in a few seconds")
+    pinned = sorted(n for n in pods if not obs["bound_by"].get(n))
+    if pinned:
+        return ctx.failed(f"{', '.join(pinned)} were given their node by hand (spec.nodeName set when they were "
+                          f"created): no scheduler placed them. The scheduler's profile {packer} is to place the "
+                          f"batch: create it without nodes ({reset})", expected="bound by the scheduler",
+                          observed=pinned, observed_in=LIVE)
     by_hand = sorted({n for n, users in obs["bound_by"].items() for u in users if u != SCHEDULER_USER})
     if by_hand:
         return ctx.failed(f"{', '.join(by_hand)} were bound by a binding sent by hand: the scheduler's profile "
