@@ -132,6 +132,47 @@ def test_a_container_env_the_allocate_answer_sets_counts_even_labkits_own():
         {"WIDGET_VISIBLE_DEVICES": "widget-0", "PATH": "/usr/bin"}
 
 
+def _allocated(env, pod_devices: dict, specs_of) -> dict:
+    """An observation of allocate: each Pod admitted with its widgets, its container started with
+    WIDGET_VISIBLE_DEVICES and the driver read-only, and the DeviceSpecs `specs_of(devices)` of the
+    Allocate answer, whose nodes the runtime binds in the container (so they show among its mounts)."""
+    driver = env.dir / "widget-driver"
+    driver.mkdir(parents=True, exist_ok=True)
+    (driver / "VERSION").write_text("widget-driver 1.0\n")
+    files = {"VERSION": "widget-driver 1.0"}
+    source = [driver.stat().st_dev, driver.stat().st_ino]
+    obs = registered("example.com/widget")
+    obs["pods"] = {}
+    for pod, devices in pod_devices.items():
+        specs = specs_of(devices)
+        mounts = {"/var/lib/widget": {"read_only": True, "files": files, "source": source}}
+        mounts.update({d["container_path"]: {"read_only": False, "files": None, "source": None} for d in specs})
+        obs["pods"][pod] = {"admitted": True, "devices": devices, "container": {
+            "started": True, "envs": {"WIDGET_VISIBLE_DEVICES": ",".join(devices)}, "mounts": mounts,
+            "options": {"envs": {}, "mounts": [], "devices": specs}}}
+    return obs
+
+
+def test_allocate_takes_device_nodes_of_the_containers_own_widgets_for_devices_not_mounts(lab):
+    """The lab's README answers Allocate with a DeviceSpec per widget (its node under devices/): a
+    device the runtime makes in the container, not a mount of the answer's. The container's own
+    widgets' nodes pass; a node of a widget kubelet did not allocate to it fails, named as such."""
+    the_lab, env = lab
+    checks = the_lab._load("checks.py")
+    ctx = CheckContext(env, the_lab.exercise("allocate"))
+    pods = {"pod-a": ["widget-0", "widget-1"], "pod-b": ["widget-2", "widget-3"]}
+
+    def nodes(ids):
+        return [{"container_path": f"/dev/{d}", "host_path": str(env.dir / "devices" / d), "permissions": "rw"}
+                for d in ids]
+    assert checks.judge_allocate(ctx, _allocated(env, pods, lambda ids: [])).passed
+    assert checks.judge_allocate(ctx, _allocated(env, pods, nodes)).passed
+    with pytest.raises(CheckFailed) as failed:
+        checks.judge_allocate(ctx, _allocated(env, pods, lambda ids: nodes(sorted(WIDGETS))))
+    message = str(failed.value)
+    assert "device nodes that are not of the widgets kubelet allocated to it" in message and "/dev/widget-2" in message
+
+
 def test_reset_of_checkpoint_keeps_a_changed_scenario_file(lab):
     # labkit reset device-plugins checkpoint writes scenarios/ afresh: a student's changed copy is
     # student work (named before the reset, kept first); an unchanged one is not

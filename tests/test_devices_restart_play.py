@@ -66,6 +66,24 @@ def test_the_situation_ignores_names_times_and_answers_not_devices():
     assert situation(fewer) != situation(case)
 
 
+def test_a_copy_with_the_devices_and_the_resource_renamed_is_the_same_situation(tmp_path):
+    # `sed s/widget/gizmo/` on the scenario: every widget and the resource renamed, the story the
+    # same; `labkit devices play` withholds it as it withholds the scenario
+    case = load_case(SCENARIO)
+    gizmos = json.loads(json.dumps(case).replace("widget", "gizmo"))
+    assert "widget" not in json.dumps(gizmos)
+    assert situation(gizmos) == situation(case)
+    assert restores_exercise(gizmos, case)
+    copy_file = tmp_path / "gizmos.yaml"
+    copy_file.write_text(yaml.safe_dump(gizmos))
+    refused = labkit("devices", "play", "-f", str(copy_file), check=2)
+    assert "exercise checkpoint" in refused.stderr
+    # the widgets renamed in another order are another naming of the same devices too
+    swapped = json.loads(json.dumps(case).replace("widget-0", "w-a").replace("widget-1", "w-b")
+                         .replace("widget-2", "w-c").replace("widget-3", "w-d"))
+    assert situation(swapped) == situation(case) and restores_exercise(swapped, case)
+
+
 def test_play_withholds_a_renamed_copy_and_plays_another_story(tmp_path):
     # `labkit devices play` on a copy of the exercise's scenario with other names: withheld until a
     # prediction is written; a story whose restart brings back other allocations (train held one

@@ -54,6 +54,15 @@ def _scheduler(lab, ex):
     return gate(load_case(path), path, "labkit scheduler explain")
 
 
+def _spread(lab, ex):
+    """`labkit scheduler explain POD -n sched` on shop's Pending replica once the constraint the
+    prompt asks for is in place: the decision holds spread's outcome."""
+    from labkit.scheduler.withhold import spread_exercise_outcome, spread_gate
+    outcome = spread_exercise_outcome()
+    assert outcome
+    return spread_gate(outcome, "Pod sched/shop-x")
+
+
 def _noexecute(lab, ex):
     """`labkit scheduler play -f` a taint-eviction case of the student's own: node-e's six Pods
     under the drain taint, other names."""
@@ -170,7 +179,7 @@ def _namespace(lab, ex):
 SHOWS = {("gc", "predict-dangling"): _gc, ("namespace", "terminating-create"): _namespace,
          ("device-plugins", "checkpoint"): _devices,
          ("scheduler", "score-predict"): _scheduler, ("scheduler", "preempt-predict"): _scheduler,
-         ("scheduler", "noexecute"): _noexecute,
+         ("scheduler", "noexecute"): _noexecute, ("scheduler", "spread"): _spread,
          ("numa", "qos"): _numa_pods, ("numa", "cpu-hints"): _numa_pods, ("numa", "static-cpus"): _numa_pods,
          ("numa", "memory"): _numa_pods, ("numa", "merge"): _numa_merge,
          ("resources", "qos"): _resources, ("resources", "eviction-order"): _resources,

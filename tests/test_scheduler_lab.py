@@ -185,6 +185,15 @@ def test_a_reset_of_node_name_pins_the_pod_again_and_names_what_it_undoes(lab):
                  ("label", "node", "node-f", "retiring-"), ("taint", "node", "node-f", "retire-soon=yes:PreferNoSchedule")):
         target.kubectl(*step)
     assert statuses(lab, "node-name")["node-name"].status == "pass"
+    # nor why-pending's work: web deleted and made again (a Pod's tolerations can only be added to,
+    # so a student who tolerated too much makes it again), which made no room for nightly
+    web = target.client().get("v1", "pods", "web", "sched")
+    target.kubectl("delete", "pod", "web", "-n", "sched", "--force", "--grace-period=0")
+    target.kubectl("create", "-f", "-", input=json.dumps({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "namespace": "sched"},
+        "spec": {"containers": web["spec"]["containers"], "nodeSelector": web["spec"]["nodeSelector"]}}))
+    result = statuses(lab, "node-name")["node-name"]
+    assert result.status == "pass", result.message
     # a Node left changed still fails it
     target.kubectl("cordon", "node-b")
     try:
@@ -231,6 +240,40 @@ def test_spread_leaves_one_replica_pending_and_a_reset_brings_shop_back_keeping_
     assert len([p for p in client.list("v1", "pods", "sched", label_selector="app=shop")[0]
                 if p["spec"].get("nodeName")]) == 6
     assert answer_path(LAB, "spread").exists()
+
+
+def test_spread_passes_with_a_constraint_that_names_match_label_keys(lab):
+    """A right constraint written otherwise: matchExpressions, minDomains 3 and matchLabelKeys
+    [pod-template-hash], which the API server merges into each Pod's labelSelector as it creates
+    it (the Pods' constraint then differs from the template's: the check must not take them for
+    Pods of an older template, and says the rollout is done)."""
+    lab, env = lab
+    runner.reset(lab, exercise_id="spread", forget_prediction=True)
+    for_env(env).kubectl("patch", "deployment", "shop", "-n", "sched", "--type=json", "-p", json.dumps(
+        [{"op": "add", "path": "/spec/template/spec/topologySpreadConstraints", "value": [
+            {"maxSkew": 1, "minDomains": 3, "topologyKey": "topology.kubernetes.io/zone",
+             "whenUnsatisfiable": "DoNotSchedule", "matchLabelKeys": ["pod-template-hash"],
+             "labelSelector": {"matchExpressions": [{"key": "app", "operator": "In", "values": ["shop"]}]}}]}]))
+    spread = "node(s) didn't match pod topology spread constraints"
+    write_answer(LabEnv(lab, LabState(lab.id)), "spread", {
+        "zones": {"zone-a": 2, "zone-b": 2, "zone-c": 1},
+        "nodes": {"zone-a-1": spread, "zone-a-2": spread, "zone-b-1": spread, "zone-c-1": "Insufficient cpu"}})
+    client = for_env(env).client()
+
+    def settled():
+        pods = [p for p in client.list("v1", "pods", "sched", label_selector="app=shop")[0]
+                if p["spec"].get("topologySpreadConstraints") and not p["metadata"].get("deletionTimestamp")]
+        waiting = [p for p in pods if not p["spec"].get("nodeName")
+                   and any(c["type"] == "PodScheduled" for c in p["status"].get("conditions") or [])]
+        return len(pods) == 6 and len(waiting) == 1
+    assert wait_until(settled, timeout=30)
+    pod = next(p for p in client.list("v1", "pods", "sched", label_selector="app=shop")[0]
+               if p["spec"].get("topologySpreadConstraints"))
+    assert {"key": "pod-template-hash", "operator": "In", "values": [pod["metadata"]["labels"]["pod-template-hash"]]} \
+        in pod["spec"]["topologySpreadConstraints"][0]["labelSelector"]["matchExpressions"]
+    result = statuses(lab, "spread")["spread"]
+    assert result.status == "pass", result.message
+    runner.reset(lab, exercise_id="spread", forget_prediction=True)
 
 
 SCORE_COPY = [

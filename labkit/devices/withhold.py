@@ -18,10 +18,54 @@ LAB = "device-plugins"
 EXERCISE = "checkpoint"          # params.case: the scenario it is about
 
 
+class _Names:
+    """The case's resource names and device IDs replaced by their order of first appearance (the
+    checkpoint's RegisteredDevices, its entries, the resources given, then the steps): a copy with
+    every widget and the resource renamed (`sed s/widget/gizmo/`) is the same story."""
+
+    def __init__(self, case: dict):
+        self.resources: dict[str, str] = {}
+        self.devices: dict[str, str] = {}
+        given = case.get("given") or {}
+        data = ((given.get("checkpoint") or {}).get("Data")) or {}
+        for resource, ids in (data.get("RegisteredDevices") or {}).items():
+            self.resource(resource)
+            for d in ids or []:
+                self.device(d)
+        for e in data.get("PodDeviceEntries") or []:
+            self.resource(e.get("ResourceName"))
+            for ids in (e.get("DeviceIDs") or {}).values():
+                for d in ids or []:
+                    self.device(d)
+        for resource, spec in (given.get("resources") or {}).items():
+            self.resource(resource)
+            for d in (spec or []) if isinstance(spec, list) else []:
+                self.device(d.get("id") if isinstance(d, dict) else d)
+        for step in case.get("steps") or []:
+            if step.get("resource") is not None:
+                self.resource(step.get("resource"))
+            for d in step.get("devices") or []:
+                self.device(d.get("id") if isinstance(d, dict) else d)
+
+    def resource(self, name) -> str:
+        return self.resources.setdefault(str(name), f"resource-{len(self.resources)}")
+
+    def device(self, name) -> str:
+        return self.devices.setdefault(str(name), f"device-{len(self.devices)}")
+
+    def step_devices(self, devices):
+        """A list_and_watch step's devices, their IDs replaced."""
+        if not isinstance(devices, list):
+            return devices
+        return [{**d, "id": self.device(d.get("id"))} if isinstance(d, dict) else self.device(d) for d in devices]
+
+
 def situation(case: dict) -> str:
     """What the devices every Pod holds at the end of a case depend on, with the Pods' and
-    containers' names replaced by their order of appearance."""
+    containers' names, the resources' names and the devices' IDs replaced by their order of
+    appearance."""
     names: dict[str, str] = {}
+    ours = _Names(case)
 
     def pod(uid) -> str:
         return names.setdefault(str(uid), f"pod-{len(names)}")
@@ -33,8 +77,9 @@ def situation(case: dict) -> str:
     def container(uid, name) -> str:
         return containers.setdefault((pod(uid), str(name)), f"c-{len(containers)}")
 
-    entries = [[pod(e.get("PodUID")), container(e.get("PodUID"), e.get("ContainerName")), e.get("ResourceName"),
-                {str(k): sorted(v or []) for k, v in (e.get("DeviceIDs") or {}).items()}]
+    entries = [[pod(e.get("PodUID")), container(e.get("PodUID"), e.get("ContainerName")),
+                ours.resource(e.get("ResourceName")),
+                {str(k): sorted(ours.device(d) for d in v or []) for k, v in (e.get("DeviceIDs") or {}).items()}]
                for e in data.get("PodDeviceEntries") or []]
     active = given.get("active_pods")
     steps = []
@@ -43,33 +88,43 @@ def situation(case: dict) -> str:
         if op == "create_pod":
             p = step.get("pod") or {}
             uid = p.get("uid") or p.get("name")
-            steps.append([op, pod(uid), [[container(uid, c.get("name")), c.get("limits") or {}]
+            steps.append([op, pod(uid), [[container(uid, c.get("name")),
+                                          {ours.resource(r): n for r, n in (c.get("limits") or {}).items()}]
                                          for kind in ("initContainers", "containers") for c in p.get(kind) or []]])
         else:
-            steps.append([op, step.get("resource"), step.get("devices"), step.get("version"),
+            steps.append([op, None if step.get("resource") is None else ours.resource(step.get("resource")),
+                          ours.step_devices(step.get("devices")), step.get("version"),
                           step.get("stopped_seconds_ago")])
+    registered = {ours.resource(r): [ours.device(d) for d in ids or []]
+                  for r, ids in (data.get("RegisteredDevices") or {}).items()}
+    resources = given.get("resources")
+    if isinstance(resources, dict):
+        resources = {ours.resource(r): ours.step_devices(spec) for r, spec in resources.items()}
     return json.dumps({"numa": given.get("numa_nodes"), "entries": entries,
-                       "registered": data.get("RegisteredDevices") or {},
+                       "registered": registered,
                        "checksum": (given.get("checkpoint") or {}).get("Checksum", "computed"),
                        "active": None if active is None else sorted(pod(u) for u in active),
-                       "resources": given.get("resources"), "steps": steps}, sort_keys=True)
+                       "resources": resources, "steps": steps}, sort_keys=True)
 
 
 def restored(case: dict) -> list[list[str]]:
     """What each kubelet restart of `case` restores, as labkit's device manager plays it
     (labkit.devices.play; manager.go readCheckpoint): one entry a restart, the restored Pods
     without their names — each Pod's devices per resource over its containers (container names
-    aside), and whether it is active (None: kubelet's Pod sources not ready), as sorted texts."""
+    aside; resources and devices by their order of appearance in the case, _Names), and whether it
+    is active (None: kubelet's Pod sources not ready), as sorted texts."""
     from labkit.devices.play import play
 
     seen: list[list[str]] = []
+    ours = _Names(case)
 
     def observe(step: dict, dm) -> None:
         if step.get("op") != "kubelet_restart":
             return
         active = dm.active_pods
         seen.append(sorted(json.dumps([None if active is None else uid in active,
-                                       sorted([r, sorted(a.devices)] for rs in cs.values() for r, a in rs.items())])
+                                       sorted([ours.resource(r), sorted(ours.device(d) for d in a.devices)]
+                                              for rs in cs.values() for r, a in rs.items())])
                            for uid, cs in dm.pod_devices.items()))
     try:
         play(case, observe)

@@ -384,7 +384,18 @@ def judge_allocate(ctx, obs: dict):
         if mount not in mounts:
             _fail(f"{pod}'s container has nothing mounted at {mount} (ContainerAllocateResponse.mounts)",
                   mount, sorted(mounts))
-        other = sorted(set(mounts) - {mount})
+        # DeviceSpecs (ContainerAllocateResponse.devices) are a CRI Device each, not a mount
+        # (kuberuntime_container.go makeDevices); the container runtime makes the node in the
+        # container, here a bind of the host's node: the widgets' own nodes are the container's to have
+        specs = [d for d in (container.get("options") or {}).get("devices") or [] if d.get("container_path")]
+        own = {str(ctx.env.dir / "devices" / d) for d in devices}
+        foreign = sorted(f"{d['container_path']} ({d.get('host_path')})" for d in specs
+                         if str(Path(d.get("host_path") or "")) not in own)
+        if foreign:
+            _fail(f"your Allocate answer gives {pod}'s container device nodes that are not of the widgets kubelet "
+                  f"allocated to it ({', '.join(devices)}): {', '.join(foreign)}; a DeviceSpec's host_path is one of "
+                  "the container's own widgets' nodes in the lab's devices/ directory")
+        other = sorted(set(mounts) - {mount} - {d["container_path"] for d in specs})
         if other:
             _fail(f"your Allocate answer mounts more than {mount} into {pod}'s container: {', '.join(other)}")
         if not mounts[mount].get("read_only"):

@@ -139,7 +139,34 @@ def observe_why_pending(ctx):
     return {"pod": seen, "nodes": {name: _node_view(client.get_or_none("v1", "nodes", name))
                                    for name in lab.PENDING_NODES},
             "bound_by_hand": by_hand,
+            "bound_by": _binders_since_created(ctx, p["namespace"], p["pod"], wait=bool(node_name)),
             "placement": _placement(client, live, node_name, p["namespace"], p["pod"])}
+
+
+def _binders_since_created(ctx, namespace: str, pod: str, wait: bool) -> list[str]:
+    """Who bound the Pod since it was last created: the users of the successful POSTs of its
+    binding after its last create (the audit log, since the exercise's part was built). None for a
+    Pod created with spec.nodeName, which no binding places. `wait`: the Pod is bound, and a
+    binding's audit line is written once its response has been sent, so it may come a moment
+    after the bound Pod was read."""
+    from labkit.apiserver.audit import received_at
+    target = for_env(ctx.env)
+
+    def mine(e, binding: bool):
+        ref = e.get("objectRef") or {}
+        kind = _is_binding(ref) if binding else (ref.get("resource") == "pods" and not ref.get("subresource"))
+        return (e.get("verb") == "create" and kind and ref.get("namespace") == namespace and ref.get("name") == pod
+                and (e.get("responseStatus") or {}).get("code", 500) < 300)
+
+    def binders():
+        events = target.audit(since=ctx.ready_time) or []
+        created = max((received_at(e) for e in events if mine(e, False)), default=0.0)
+        return sorted({(e.get("user") or {}).get("username", "") for e in events
+                       if mine(e, True) and received_at(e) >= created})
+    found = binders()
+    if wait and not found:
+        found = wait_for(binders, timeout=BRIEF, interval=0.1) or binders()
+    return found
 
 
 def _placement(client, live_node: dict | None, node_name: str, namespace: str, pod: str) -> dict | None:
@@ -228,6 +255,12 @@ def judge_why_pending(ctx, obs):
                           f"scheduler places it (`labkit reset scheduler {ctx.exercise.id}` to start over)",
                           expected="bound by the scheduler", observed=f"bound by {', '.join(obs['bound_by_hand'])}",
                           observed_in=LIVE)
+    if SCHEDULER_USER not in obs["bound_by"]:
+        return ctx.failed(f"{name} was given {pod['nodeName']} by hand (spec.nodeName set when it was created): no "
+                          "scheduler judged that node. The task is to make the Pod schedulable, so that the "
+                          f"scheduler places it: create it without a node (`labkit reset scheduler {ctx.exercise.id}` "
+                          "to start over)", expected="bound by the scheduler",
+                          observed=f"on {pod['nodeName']}, spec.nodeName set when it was created", observed_in=LIVE)
     problem = _filter_problem(pod | {"name": name, "namespace": ns}, obs.get("placement"))
     if problem:
         return ctx.failed(f"{name} is on {pod['nodeName']}, where kube-scheduler's Filter plugins would not put it "
@@ -276,10 +309,22 @@ def observe_taint_effects(ctx):
                        and not (e.get("user") or {}).get("username", "").startswith("system:")
                        and (e.get("responseStatus") or {}).get("code", 500) < 300
                        for e in target.audit(since=ctx.ready_time) or [])
+    # legacy deleted by a component since the part was built: the taint-eviction controller, under a
+    # NoExecute taint that was on node-f for a moment (the deletion stands once it is sent, and with no
+    # kubelet to confirm it the Pod stays Terminating)
+    evicted_by = sorted({(e.get("user") or {}).get("username", "") for e in target.audit(since=ctx.ready_time) or []
+                         if e.get("verb") == "delete" and (e.get("objectRef") or {}).get("resource") == "pods"
+                         and not (e.get("objectRef") or {}).get("subresource")
+                         and (e.get("objectRef") or {}).get("namespace") == p["namespace"]
+                         and (e.get("objectRef") or {}).get("name") == p["pod"]
+                         and (e.get("user") or {}).get("username", "").startswith("system:")
+                         and (e.get("responseStatus") or {}).get("code", 500) < 300})
     pod = client.get_or_none("v1", "pods", p["pod"], p["namespace"])
     return {"nodes": {name: _node_view(client.get_or_none("v1", "nodes", name)) for name in _lab_nodes(_lab(ctx))},
             "rest": _node_rest(retiring),
             "pod": pod is not None,
+            "pod_terminating": bool(((pod or {}).get("metadata") or {}).get("deletionTimestamp")),
+            "evicted_by": evicted_by,
             "pod_tolerations": ((pod or {}).get("spec") or {}).get("tolerations") or [],
             "pod_deleted": replaced, "node_deleted": node_deleted}
 
@@ -360,6 +405,13 @@ def judge_taint_effects(ctx, obs):
         return ctx.failed(f"you deleted the Pod {p['pod']}: one made again under its name is not the Pod that ran on "
                           f"{name}, which was to keep running (`labkit reset scheduler {ctx.exercise.id}` brings it "
                           "back)", expected=f"{p['pod']} never deleted", observed="deleted", observed_in=LIVE)
+    if obs.get("pod_terminating") or obs.get("evicted_by"):
+        by = (f" by {', '.join(obs['evicted_by'])} (the taint-eviction controller, under a NoExecute taint that was "
+              f"on {name})" if obs.get("evicted_by") else "")
+        return ctx.failed(f"the Pod {p['pod']} was deleted{by}: a deletion stands once it is made, and the Pod no "
+                          f"longer runs (it is Terminating); it was to keep running on {name} (`labkit reset scheduler "
+                          f"{ctx.exercise.id}` brings it back)", expected=f"{p['pod']} never deleted",
+                          observed="deleted" + by, observed_in=LIVE)
     return ctx.passed(f"{name}'s PreferNoSchedule taint passes Filter and lowers its TaintToleration score for Pods "
                       f"that do not tolerate it (0 against 100, weight 3); {p['pod']} stays")
 
@@ -969,6 +1021,11 @@ def observe_node_name(ctx):
                       and not (e.get("objectRef") or {}).get("subresource")
                       and (e.get("objectRef") or {}).get("namespace") == p["namespace"]
                       and (e.get("objectRef") or {}).get("name") != p["pod"]} - {None})
+    # a Pod deleted and made again under its name since (web, recreated for why-pending's tolerations;
+    # binpack's batch, made again for bin-packer) made no room: only those still gone count
+    present = {x["metadata"]["name"] for x in client.list("v1", "pods", p["namespace"])[0]
+               if not x["metadata"].get("deletionTimestamp")}
+    deleted = [n for n in deleted if n not in present]
     node_name = (seen or {}).get("nodeName")
     live = client.get_or_none("v1", "nodes", node_name) if node_name else None
     try:
@@ -1300,6 +1357,18 @@ def _placement_problem(obs) -> str | None:
     return None
 
 
+def _constraints_as_created(constraints, pod: dict):
+    """The template's topologySpreadConstraints as the API server stores them in a Pod it creates
+    from it: each constraint's matchLabelKeys merged into its labelSelector with the Pod's own label
+    values (pkg/registry/core/pod/strategy.go mutateTopologySpreadConstraints; labkit's API server:
+    merge_label_keys). A Pod of the current template compares equal to this, not to the template."""
+    from labkit.apiserver.registry.pod import merge_label_keys
+    made = {"metadata": {"labels": copy.deepcopy((pod.get("metadata") or {}).get("labels") or {})},
+            "spec": {"topologySpreadConstraints": copy.deepcopy(constraints)}}
+    merge_label_keys(made)
+    return made["spec"]["topologySpreadConstraints"]
+
+
 def judge_spread(ctx, obs):
     p = ctx.params
     ns, name = p["namespace"], p["deployment"]
@@ -1335,7 +1404,8 @@ def judge_spread(ctx, obs):
         return ctx.failed(message, expected=expected, observed=observed, observed_in=LIVE)
     pods = obs["pods"]
     if len(pods) != dep["replicas"] or any(x["metadata"]["deletionTimestamp"]
-                                           or x["spec"].get("topologySpreadConstraints") != dep["constraints"]
+                                           or x["spec"].get("topologySpreadConstraints")
+                                           != _constraints_as_created(dep["constraints"], x)
                                            for x in pods):
         return ctx.error(f"{name}'s rollout is still in progress ({len(pods)} Pods of its ReplicaSets for "
                          f"{dep['replicas']} replicas, some of an older template or terminating): check again in a "
@@ -1412,14 +1482,34 @@ def observe_binpack(ctx):
         wait_for(lambda: all(x is None or x["spec"].get("nodeName") for x in batch().values()), timeout=BRIEF,
                  interval=0.1)
         pods = batch()
-    bound_by: dict[str, list] = {}
-    for e in target.audit(since=ctx.ready_time) or []:
-        ref = e.get("objectRef") or {}
-        if e.get("verb") == "create" and _is_binding(ref) and ref.get("namespace") == ns \
-                and ref.get("name") in pods and (e.get("responseStatus") or {}).get("code", 500) < 300:
-            who = (e.get("user") or {}).get("username", "")
-            if who not in bound_by.setdefault(ref["name"], []):
-                bound_by[ref["name"]].append(who)
+
+    def binders() -> dict[str, list]:
+        """Who bound each Pod since it was last created (a Pod made with spec.nodeName: nobody)."""
+        from labkit.apiserver.audit import received_at
+        events = [e for e in target.audit(since=ctx.ready_time) or []
+                  if e.get("verb") == "create" and (e.get("objectRef") or {}).get("namespace") == ns
+                  and (e.get("objectRef") or {}).get("name") in pods
+                  and (e.get("responseStatus") or {}).get("code", 500) < 300]
+        created: dict[str, float] = {}
+        for e in events:
+            ref = e["objectRef"]
+            if ref.get("resource") == "pods" and not ref.get("subresource"):
+                created[ref["name"]] = max(created.get(ref["name"], 0.0), received_at(e))
+        found: dict[str, list] = {}
+        for e in events:
+            ref = e["objectRef"]
+            if _is_binding(ref) and received_at(e) >= created.get(ref["name"], 0.0):
+                who = (e.get("user") or {}).get("username", "")
+                if who not in found.setdefault(ref["name"], []):
+                    found[ref["name"]].append(who)
+        return found
+    bound_by = binders()
+    if any(x is not None and x["spec"].get("nodeName") and n not in bound_by for n, x in pods.items()):
+        # a binding's audit line is written once its response has been sent: it may come a moment
+        # after the bound Pod was read
+        wait_for(lambda: all(x is None or not x["spec"].get("nodeName") or n in binders() for n, x in pods.items()),
+                 timeout=BRIEF, interval=0.1)
+        bound_by = binders()
     cm = client.get_or_none("v1", "configmaps", lab.CONFIG_MAP["metadata"]["name"], "kube-system")
     return {"nodes": {name: _node_view(client.get_or_none("v1", "nodes", name)) for name in lab.PACK_NODES},
             "config": None if cm is None else (cm.get("data") or {}).get("config.yaml"),
@@ -1516,6 +1606,12 @@ def judge_binpack(ctx, obs):
     if unbound:
         return ctx.error(f"{', '.join(unbound)} are not bound yet: the scheduler tries them again after its backoff "
                          "(at most 10 s); check again in a few seconds")
+    pinned = sorted(n for n in pods if not obs["bound_by"].get(n))
+    if pinned:
+        return ctx.failed(f"{', '.join(pinned)} were given their node by hand (spec.nodeName set when they were "
+                          f"created): no scheduler placed them. The scheduler's profile {packer} is to place the "
+                          f"batch: create it without nodes ({reset})", expected="bound by the scheduler",
+                          observed=pinned, observed_in=LIVE)
     by_hand = sorted({n for n, users in obs["bound_by"].items() for u in users if u != SCHEDULER_USER})
     if by_hand:
         return ctx.failed(f"{', '.join(by_hand)} were bound by a binding sent by hand: the scheduler's profile "

@@ -82,3 +82,22 @@ def creates_the_batch_first(env):
     wait_for(lambda: all((client.get("v1", "pods", f"batch-{i}", "sched")["spec"].get("nodeName"))
                          for i in range(1, 7)), timeout=10, interval=0.05)
     sol.configure(env, _config(env, packer=copy.deepcopy(sol.PROFILE)))
+
+
+@mistake("by hand", "spec.nodeName")
+def pins_the_batch_by_node_name(env):
+    """Configures bin-packer right, then creates the batch with schedulerName bin-packer and
+    spec.nodeName set as packing would place it (four on pack-1, two on pack-2): no scheduler
+    placed them, though the count per node is the profile's."""
+    import json
+
+    from labkit.apiserver.target import for_env
+    sol = _solution(env)
+    sol.configure(env, _config(env, packer=copy.deepcopy(sol.PROFILE)))
+    lab = env.lab.environment_module()
+    pods = [lab.batch_pod(i) for i in range(1, lab.BATCH + 1)]
+    for i, pod in enumerate(pods):
+        pod["spec"]["schedulerName"] = "bin-packer"
+        pod["spec"]["nodeName"] = "pack-1" if i < 4 else "pack-2"
+    for_env(env).kubectl("create", "-n", "sched", "-f", "-",
+                         input=json.dumps({"apiVersion": "v1", "kind": "List", "items": pods}))

@@ -15,7 +15,7 @@ BEST = "    best = max(feasible, key=lambda n: (rooms[n.metadata.name][\"cpu\"],
 
 
 def _serve_variant(env, *replacements):
-    text = (Path(env.lab.directory) / "programs" / "my_scheduler.py").read_text()
+    text = paths.reference_file(Path(env.lab.directory), "solutions/my_scheduler.py").read_text()
     for old, new in replacements:
         if old not in text:
             raise LabkitError(f"the reference scheduler has no line {old.strip()!r} to change")

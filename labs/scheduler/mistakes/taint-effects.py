@@ -69,6 +69,26 @@ def registers_the_node_again_tainted(env):
     target.kubectl("create", "-f", "-", input=json.dumps(node))
 
 
+@mistake("legacy", "deleted", "taint-eviction controller")
+def no_execute_then_prefer(env):
+    """Taints node-f NoExecute first, then, once legacy is Terminating, swaps the taint for
+    PreferNoSchedule: the node ends tainted right, but the taint-eviction controller has already
+    deleted legacy."""
+    import json
+
+    from labkit.exercises import wait_for
+    target = for_env(env)
+    target.kubectl("taint", "node", "node-f", "retiring=true:NoExecute")
+
+    def terminating():
+        pod = json.loads(target.kubectl("get", "pod", "legacy", "-n", "sched", "-o", "json"))
+        return bool(pod["metadata"].get("deletionTimestamp"))
+    if not wait_for(terminating, timeout=30, interval=0.1):
+        raise RuntimeError("the taint-eviction controller did not delete legacy within 30 s")
+    target.kubectl("taint", "node", "node-f", "retiring=true:NoExecute-")
+    target.kubectl("taint", "node", "node-f", "retiring=true:PreferNoSchedule")
+
+
 @mistake("node-e", "changed")
 def wrong_node(env):
     """Taints node-e, the other hdd node, by mistake."""

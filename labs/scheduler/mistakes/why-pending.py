@@ -73,3 +73,16 @@ def drops_the_memory_request(env):
             "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "batch", "effect": "NoSchedule"}]}
     target.kubectl("create", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {
         "name": "web", "namespace": "sched", "labels": pod["metadata"]["labels"]}, "spec": spec}))
+
+
+@mistake("by hand", "spec.nodeName")
+def names_the_node_at_creation(env):
+    """Re-creates the Pod with the team's toleration only and spec.nodeName node-a: the node fits
+    (disk=ssd, 4 CPUs, the taint tolerated), but no scheduler placed the Pod."""
+    target = for_env(env)
+    pod = json.loads(target.kubectl("get", "pod", "web", "-n", "sched", "-o", "json"))
+    target.kubectl("delete", "pod", "web", "-n", "sched", "--force", "--grace-period=0")
+    spec = {"containers": pod["spec"]["containers"], "nodeSelector": pod["spec"]["nodeSelector"], "nodeName": "node-a",
+            "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "batch", "effect": "NoSchedule"}]}
+    target.kubectl("create", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": "web", "namespace": "sched", "labels": pod["metadata"]["labels"]}, "spec": spec}))

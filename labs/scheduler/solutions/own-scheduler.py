@@ -1,4 +1,5 @@
-"""The reference scheduler (programs/my_scheduler.py): filters as the default profile would here,
+"""The reference scheduler (solutions/my_scheduler.py, a reference file: not in the lab's directory when it is
+set up without its solutions): filters as the default profile would here,
 picks the node with the most free CPU, binds through pods/binding. Run as a lab process; the
 solution waits until it has bound the three Pods."""
 
@@ -15,7 +16,7 @@ from labkit.scheduler import own
 def solve(env):
     program = paths.answers_root() / "scheduler" / "my_scheduler.py"
     program.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(Path(env.lab.directory) / "programs" / "my_scheduler.py", program)
+    shutil.copyfile(paths.reference_file(Path(env.lab.directory), "solutions/my_scheduler.py"), program)
     target = for_env(env)
     own.serve(env, program, target)
     client = target.client()
