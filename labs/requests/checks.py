@@ -477,7 +477,10 @@ def observe_mutating_webhook(ctx) -> dict:
                     if code == 201 else None}
     if mine:
         probes.update(_later_probes(ctx, admin, mine))
-    return {"configurations": mine, "namespaces": namespaces, "probes": probes}
+    lab_changed = [{"name": built["metadata"]["name"], "deleted": live is None, "webhooks": len(built["webhooks"]),
+                    "now": len((live or {}).get("webhooks") or [])}
+                   for _, built, live in lab._lab_mutating_changed(ctx.env, admin)]
+    return {"configurations": mine, "namespaces": namespaces, "probes": probes, "lab_changed": lab_changed}
 
 
 def _later_probes(ctx, admin, configurations) -> dict:
@@ -555,6 +558,16 @@ def later_namespaces(enabler: str) -> list[dict]:
 
 def judge_mutating_webhook(ctx, obs) -> object:
     ns, label, value, enabler = (ctx.params[k] for k in ("namespace", "label", "value", "enabler"))
+    for changed in obs.get("lab_changed") or []:
+        if changed["deleted"]:
+            what = "was deleted"
+        elif changed["now"] != changed["webhooks"]:
+            what = f"now has {changed['now']} webhooks instead of {changed['webhooks']}"
+        else:
+            what = "was changed"
+        raise CheckFailed(f"the lab's MutatingWebhookConfiguration {changed['name']} {what}: it is not yours and stays "
+                          "as it was (`labkit reset requests mutating-webhook` restores it) — register your webhook in "
+                          "a MutatingWebhookConfiguration of your own")
     if not obs["configurations"]:
         raise CheckFailed("there is no MutatingWebhookConfiguration of yours yet (`kubectl get "
                           "mutatingwebhookconfigurations`)")
