@@ -13,7 +13,7 @@ import uuid
 
 from labkit.apiserver.audit import received_at
 from labkit.apiserver.client import HttpClient, KubeConfig
-from labkit.exercises import CheckFailed
+from labkit.exercises import LIVE, CheckFailed
 from labkit.requests import reconstruct
 
 ADMISSION = "admissionregistration.k8s.io/v1"
@@ -323,7 +323,8 @@ def judge_alice(ctx, obs) -> object:
             g = _pick(writes, ("configmaps", "pods"), ns)
             raise CheckFailed(f"{user} can write: she may {reconstruct.describe(g)}{_more(writes)}{where}. Read-only "
                               "means get, list and watch, and only what a read-only user may read",
-                              observed=f"{len(extra)} requests she may make beyond what view grants in {ns}")
+                              observed=f"{len(extra)} requests she may make beyond what view grants in {ns}",
+                              observed_in=LIVE)
         if elsewhere:
             g = _pick(elsewhere, ("configmaps", "pods"), "default")
             raise CheckFailed(f"{user} can read in other namespaces or cluster-wide: she may "
