@@ -854,3 +854,50 @@ def test_attributes_user_info():
     from labkit.apiserver.request import User
     attrs = Attributes("CREATE", None, "ns", "x", {}, user=User("alice", ["dev", "system:authenticated"], "u1"))
     assert attrs.user_info() == {"username": "alice", "uid": "u1", "groups": ["dev", "system:authenticated"]}
+
+
+def test_vap_namespace_selector_error_only_where_its_rules_match(api):
+    """matching.go Matcher.Matches: a namespaceSelector that cannot be evaluated (the request's
+    namespace is not found) is an error only for a request the policy's rules match. A policy about
+    Pods, selecting namespaces by label, does not stand in the way of deleting a namespace."""
+    from labkit.apiserver.admission.policy import resources_match
+    from labkit.requests.reconstruct import pod_attributes
+    selector = {"namespaceSelector": {"matchLabels": {"team": "a"}}}
+    rules = lambda resource: [{"operations": ["CREATE"], "apiGroups": ["*"], "apiVersions": ["*"],  # noqa: E731
+                               "resources": [resource]}]
+    ghost = pod_attributes("ghost", {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "x"}]}})
+    assert resources_match(api.registry, {**selector, "resourceRules": rules("deployments")}, ghost) is None
+    with pytest.raises(ApiError) as info:
+        resources_match(api.registry, {**selector, "resourceRules": rules("pods")}, ghost)
+    assert info.value.message == 'namespaces "ghost" not found'
+    client = admin(api)
+    client.create(AR, "validatingadmissionpolicies", {"metadata": {"name": "pods-of-team-a"}, "spec": {
+        "matchConstraints": {"namespaceSelector": {"matchLabels": {"team": "a"}},
+                             "resourceRules": [{"operations": ["CREATE", "UPDATE"], "apiGroups": [""],
+                                                "apiVersions": ["v1"], "resources": ["pods"]}]},
+        "validations": [{"expression": "false", "message": "no"}]}})
+    client.create(AR, "validatingadmissionpolicybindings", {"metadata": {"name": "pods-of-team-a"}, "spec": {
+        "policyName": "pods-of-team-a", "validationActions": ["Deny"]}})
+    client.create("v1", "namespaces", {"metadata": {"name": "short-lived"}})
+    code, body = client.request("DELETE", "/api/v1/namespaces/short-lived")
+    assert code == 200, body
+
+
+def test_vap_on_namespace_deletion_selects_the_namespace_itself(api):
+    """A request about a namespace (its update, deletion) carries the namespace's own name as its
+    namespace (handlers/namer.go ContextBasedNaming.Name: requestInfo.Namespace, which for
+    /api/v1/namespaces/NAME is NAME), and namespace.Matcher.GetNamespaceLabels reads a namespace
+    being deleted from the store: a namespaceSelector selects the namespace itself."""
+    client = admin(api)
+    client.create(AR, "validatingadmissionpolicies", {"metadata": {"name": "keep-team-a"}, "spec": {
+        "matchConstraints": {"namespaceSelector": {"matchLabels": {"team": "a"}},
+                             "resourceRules": [{"operations": ["DELETE"], "apiGroups": [""], "apiVersions": ["v1"],
+                                                "resources": ["namespaces"]}]},
+        "validations": [{"expression": "request.namespace != oldObject.metadata.name", "message": "team a stays"}]}})
+    client.create(AR, "validatingadmissionpolicybindings", {"metadata": {"name": "keep-team-a"}, "spec": {
+        "policyName": "keep-team-a", "validationActions": ["Deny"]}})
+    client.create("v1", "namespaces", {"metadata": {"name": "team-a", "labels": {"team": "a"}}})
+    client.create("v1", "namespaces", {"metadata": {"name": "team-b", "labels": {"team": "b"}}})
+    code, body = client.request("DELETE", "/api/v1/namespaces/team-a")
+    assert code == 422 and body["message"].endswith("denied request: team a stays"), body
+    assert client.request("DELETE", "/api/v1/namespaces/team-b")[0] == 200

@@ -1,13 +1,16 @@
 """CEL in ValidatingAdmissionPolicy as v1.34 compiles it: optional field selection (cel-go's
 OptionalTypes, on in the Kubernetes environments since 1.28) in validations and matchConditions, and
-the policies API validation refuses at creation with 422.
+the policies API validation refuses at creation with 422; and `==` and `!=` as cel-go evaluates
+them (heterogeneous equality: `oldObject != null` is a bool, never an error).
 
 Expected values: staging/src/k8s.io/apiserver/pkg/admission/plugin/cel/compile.go
 (CompileCELExpression: `compilation failed: <issues>`, `must evaluate to bool but got <type>`);
 staging/src/k8s.io/apiserver/pkg/cel/environment/base.go (cel.OptionalTypes, the AST validators with
 cel-go's ValidateRegexLiterals: `invalid matches argument`); cel-go common/error.go
 ToDisplayString (`ERROR: <input>:LINE:COLUMN: message`, the line, a caret under the column);
-pkg/apis/admissionregistration/validation/validation.go (field.Invalid at the expression's path).
+pkg/apis/admissionregistration/validation/validation.go (field.Invalid at the expression's path);
+cel-go v0.26 interpreter/interpretable.go (evalEq, evalNe) and common/types (Equal: null equals only
+null; Int.Equal, Double.Equal, baseList.Equal, baseMap.Equal: across types unequal, numbers by value).
 """
 
 from __future__ import annotations
@@ -105,3 +108,38 @@ def test_a_match_condition_must_be_bool_too(client):
     assert refused(client.create, A, "validatingadmissionpolicies", body).message.endswith(
         "spec.matchConditions[0].expression: Invalid value: \"object.metadata.name.startsWith('a') ? 'x' : "
         "'y'\": must evaluate to bool but got string")
+
+
+@pytest.mark.parametrize("expression, expected", [
+    ("object != null", True),
+    ("null != object", True),
+    ("object == null", False),
+    ("object.spec.containers != null", True),
+    ("object.spec.containers[0] != null", True),
+    ("nothing != null", False),
+    ("nothing == null", True),
+    ("object.spec != 'x'", True),
+    ("object.spec == 'x'", False),
+    ("object.spec.containers == {}", False),
+    ("object.spec.replicas == 2.0", True),
+    ("object.spec.replicas != 'two'", True),
+    ("{'a': [1]} == {'a': [1.0]}", True),
+    ("double('NaN') == double('NaN')", False),
+])
+def test_equality_is_heterogeneous_as_in_cel_go(expression, expected):
+    act = {"object": cel.to_cel({"spec": {"containers": [{"name": "c"}], "replicas": 2}}), "nothing": None}
+    assert cel.to_python(cel.evaluate(expression, act)) is expected
+
+
+def test_an_update_is_judged_with_old_object_compared_to_null(client):
+    """`oldObject != null` tells an update from a creation (the idiom of upstream's examples): it
+    must admit a label change, not fail with no such overload."""
+    body = policy("updates", "oldObject == null || oldObject != null && object.metadata.name == oldObject.metadata.name")
+    body["spec"]["matchConstraints"]["resourceRules"][0]["operations"] = ["CREATE", "UPDATE"]
+    client.create(A, "validatingadmissionpolicies", body)
+    client.create(A, "validatingadmissionpolicybindings", {"metadata": {"name": "updates"}, "spec": {
+        "policyName": "updates", "validationActions": ["Deny"]}})
+    client.create("v1", "pods", {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "busybox:1.36"}]}},
+                  "ns")
+    patched = client.patch("v1", "pods", "p", {"metadata": {"labels": {"team": "web"}}}, namespace="ns")
+    assert patched["metadata"]["labels"] == {"team": "web"}

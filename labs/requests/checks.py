@@ -13,7 +13,7 @@ import uuid
 
 from labkit.apiserver.audit import received_at
 from labkit.apiserver.client import HttpClient, KubeConfig
-from labkit.exercises import CheckFailed
+from labkit.exercises import LIVE, CheckFailed
 from labkit.requests import reconstruct
 
 ADMISSION = "admissionregistration.k8s.io/v1"
@@ -323,7 +323,8 @@ def judge_alice(ctx, obs) -> object:
             g = _pick(writes, ("configmaps", "pods"), ns)
             raise CheckFailed(f"{user} can write: she may {reconstruct.describe(g)}{_more(writes)}{where}. Read-only "
                               "means get, list and watch, and only what a read-only user may read",
-                              observed=f"{len(extra)} requests she may make beyond what view grants in {ns}")
+                              observed=f"{len(extra)} requests she may make beyond what view grants in {ns}",
+                              observed_in=LIVE)
         if elsewhere:
             g = _pick(elsewhere, ("configmaps", "pods"), "default")
             raise CheckFailed(f"{user} can read in other namespaces or cluster-wide: she may "
@@ -477,7 +478,10 @@ def observe_mutating_webhook(ctx) -> dict:
                     if code == 201 else None}
     if mine:
         probes.update(_later_probes(ctx, admin, mine))
-    return {"configurations": mine, "namespaces": namespaces, "probes": probes}
+    lab_changed = [{"name": built["metadata"]["name"], "deleted": live is None, "webhooks": len(built["webhooks"]),
+                    "now": len((live or {}).get("webhooks") or [])}
+                   for _, built, live in lab._lab_mutating_changed(ctx.env, admin)]
+    return {"configurations": mine, "namespaces": namespaces, "probes": probes, "lab_changed": lab_changed}
 
 
 def _later_probes(ctx, admin, configurations) -> dict:
@@ -555,6 +559,16 @@ def later_namespaces(enabler: str) -> list[dict]:
 
 def judge_mutating_webhook(ctx, obs) -> object:
     ns, label, value, enabler = (ctx.params[k] for k in ("namespace", "label", "value", "enabler"))
+    for changed in obs.get("lab_changed") or []:
+        if changed["deleted"]:
+            what = "was deleted"
+        elif changed["now"] != changed["webhooks"]:
+            what = f"now has {changed['now']} webhooks instead of {changed['webhooks']}"
+        else:
+            what = "was changed"
+        raise CheckFailed(f"the lab's MutatingWebhookConfiguration {changed['name']} {what}: it is not yours and stays "
+                          "as it was (`labkit reset requests mutating-webhook` restores it) — register your webhook in "
+                          "a MutatingWebhookConfiguration of your own")
     if not obs["configurations"]:
         raise CheckFailed("there is no MutatingWebhookConfiguration of yours yet (`kubectl get "
                           "mutatingwebhookconfigurations`)")
@@ -819,6 +833,41 @@ def debug_attributes(user, namespace: str, image: str):
 
 
 LEGACY_CHANGE = "a change of the labels of a Pod whose untagged images it ran before your policy existed"
+TAKEN_OVER = ("nginx", "registry.example.com:5000/team/app-web")     # untagged images a Pod already runs
+
+
+def legacy_pod(namespace: str, image: str) -> dict:
+    """A Pod made in `namespace` before the policy: its containers app and init run nginx:1.27, its
+    container legacy, init container setup and ephemeral container old-debugger (`kubectl debug`
+    before the policy) the untagged `image`."""
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "probe", "namespace": namespace, "labels": {"run": "probe"}},
+            "spec": {"containers": [{"name": "app", "image": "nginx:1.27"}, {"name": "legacy", "image": image}],
+                     "initContainers": [{"name": "init", "image": "nginx:1.27"}, {"name": "setup", "image": image}],
+                     "ephemeralContainers": [{"name": "old-debugger", "image": image, "targetContainerName": "app"}]}}
+
+
+def taken_over_requests(namespace: str, image: str):
+    """(what, admission attributes) of the requests that give a container of a Pod made before the
+    policy the untagged `image` other containers of the Pod already run (legacy_pod): its container
+    app or init container init changed in place to it (an UPDATE of the Pod, as `kubectl set image`
+    sends), and an ephemeral container with it added (an UPDATE of the ephemeralcontainers
+    subresource, as `kubectl debug` sends). The container that gets it runs an untagged image it did
+    not run before: each is judged as a creation with that image is."""
+    old = legacy_pod(namespace, image)
+    for field, name, what in (("containers", "app", "container"), ("initContainers", "init", "init container")):
+        new = copy.deepcopy(old)
+        next(c for c in new["spec"][field] if c["name"] == name)["image"] = image
+        attrs = reconstruct.pod_attributes(namespace, new, operation="UPDATE")
+        attrs.old, attrs.options = old, {"kind": "UpdateOptions", "apiVersion": "meta.k8s.io/v1"}
+        yield f"its {what} {name} changed in place to {image} (as `kubectl set image` sends it)", attrs
+    new = copy.deepcopy(old)
+    new["spec"]["ephemeralContainers"].append({"name": "debugger", "image": image, "targetContainerName": "app",
+                                               "stdin": True, "tty": True})
+    attrs = reconstruct.pod_attributes(namespace, new, operation="UPDATE")
+    attrs.old, attrs.subresource, attrs.kind = old, "ephemeralcontainers", ("", "v1", "Pod")
+    attrs.options = {"kind": "UpdateOptions", "apiVersion": "meta.k8s.io/v1"}
+    yield f"an ephemeral container with {image} added to it (as `kubectl debug` adds it)", attrs
 
 
 def pod_side_requests(namespace: str):
@@ -946,6 +995,17 @@ def judge_image_tag_policy(ctx, obs) -> object:
                       "is not asked about — look at the resources it matches (matchConstraints)")
         raise CheckFailed(f"an ephemeral container with the image {image} was added to a running Pod in {ns} (as "
                           f"`kubectl debug --image={image}` adds it): the Pod then runs that image. {where}")
+    # a Pod made before the policy may run an untagged image already: a container given that image
+    # later runs it anew, whatever the Pod's other containers run
+    for image in TAKEN_OVER:
+        for what, attrs in taken_over_requests(ns, image):
+            attrs.user = admin_user
+            if reconstruct.policy_verdict(registry, attrs) == "admitted":
+                raise CheckFailed(f"a Pod in {ns} made before your policy already runs the untagged image {image} in "
+                                  f"other containers; {what} was admitted, and that container then runs an image "
+                                  "without a tag — an image is new to the container it is given to, whatever the "
+                                  "Pod's other containers run: look at how your expressions compare a container "
+                                  "with oldObject")
     for what, attrs in pod_side_requests(ns):
         attrs.user = admin_user
         result = reconstruct.policy_verdict(registry, attrs)

@@ -384,6 +384,14 @@ def _hooks_as_built(env, c) -> list[tuple[str, dict, dict | None]]:
     return out
 
 
+def _lab_mutating_changed(env, c) -> list[tuple[str, dict, dict | None]]:
+    """(resource, as built, as it is now or None if deleted) of the lab's mutating webhook
+    configurations (pod-defaults) that are not as built: the mutating-webhook exercise's to keep."""
+    return [(resource, built, live) for resource, built, live in _hooks_as_built(env, c)
+            if resource.startswith("mutating")
+            and (live is not None or c.get_or_none(ADMISSION, resource, built["metadata"]["name"]) is None)]
+
+
 def _work(env, exercise_id: str) -> list[tuple[str, str, dict | None]]:
     """(phrase, resource, the object as it is now) for each piece of the student's work a reset of
     the exercise would revert (object None: a process, not an object)."""
@@ -407,6 +415,9 @@ def _work(env, exercise_id: str) -> list[tuple[str, str, dict | None]]:
             if ("mutatingwebhookconfigurations", item["metadata"]["name"]) not in LAB_WEBHOOKS:
                 out.append((f"the MutatingWebhookConfiguration {item['metadata']['name']}",
                             "mutatingwebhookconfigurations", item))
+        for resource, built, live in _lab_mutating_changed(env, c):
+            out.append((f"your {'changes to' if live is not None else 'deletion of'} the lab's {built['kind']} "
+                        f"{built['metadata']['name']}", resource, live))
         for served in webhook.all_served(env):
             out.append((f"the webhook {served.name} that `labkit requests webhook serve` runs (it is stopped; "
                         "its file stays)", "", None))
@@ -555,6 +566,9 @@ def reset_exercise(env, exercise_id: str) -> None:
         for item in c.list(ADMISSION, "mutatingwebhookconfigurations")[0]:
             if ("mutatingwebhookconfigurations", item["metadata"]["name"]) not in LAB_WEBHOOKS:
                 _delete(c, ADMISSION, "mutatingwebhookconfigurations", item["metadata"]["name"])
+        for resource, built, _ in _lab_mutating_changed(env, c):
+            _delete(c, ADMISSION, resource, built["metadata"]["name"])
+            c.create(ADMISSION, resource, built)
         for served in webhook.all_served(env):
             webhook.forget(env, served.name)
     elif exercise_id == "image-tag-policy":

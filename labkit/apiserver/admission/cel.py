@@ -569,6 +569,74 @@ def _q_new(value) -> celtypes.MapType:
     return celtypes.MapType({_str("__quantity__"): _str(quantities.format_quantity(value, "DecimalSI"))})
 
 
+# -- equality: cel-go's heterogeneous equality ----------------------------------------------------------
+# cel-go (v0.26, which v1.34 vendors) evaluates `==` as common/types' Equal (null equals only null,
+# else lhs.Equal(rhs)) and `!=` as its negation (interpreter/interpretable.go
+# evalEq, evalNe: an operand that is an error or unknown is the result). The values' Equal methods
+# compare across types without an error: numbers by value (int, uint and double; NaN equals
+# nothing), lists and maps element by element, and values of different kinds are unequal
+# (common/types: Int.Equal, Double.Equal, baseList.Equal, baseMap.Equal). The objects are plain maps
+# there (the admission activation hands them to CEL unstructured, declared dyn), so `object != null`
+# and `oldObject.spec != null` are true or false, never an error; celpy raises no-such-overload for
+# a map or list compared with anything else.
+
+def _null(value) -> bool:
+    return value is None or isinstance(value, celtypes.NullType)
+
+
+_BOOLS = (bool, celtypes.BoolType)
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, _BOOLS)
+
+
+def _plain(number):
+    return float(number) if isinstance(number, float) else int(number)
+
+
+def cel_equal(a, b) -> bool:
+    """types.Equal(a, b) == types.True (celpy's values are Python's: BoolType an int, StringType a
+    str, ListType a list, MapType a dict; an operator's result may be the plain Python type)."""
+    if _null(a) or _null(b):
+        return _null(a) and _null(b)
+    if isinstance(a, _BOOLS) or isinstance(b, _BOOLS):
+        return isinstance(a, _BOOLS) and isinstance(b, _BOOLS) and bool(a) == bool(b)
+    if _number(a) or _number(b):
+        # Python compares int and float exactly, as compareIntDouble does; NaN equals nothing
+        return _number(a) and _number(b) and _plain(a) == _plain(b)
+    if isinstance(a, list) or isinstance(b, list):
+        return (isinstance(a, list) and isinstance(b, list) and len(a) == len(b)
+                and all(cel_equal(x, y) for x, y in zip(a, b)))
+    if isinstance(a, dict) or isinstance(b, dict):
+        if not (isinstance(a, dict) and isinstance(b, dict)) or len(a) != len(b):
+            return False
+        return all(k in b and cel_equal(v, b[k]) for k, v in a.items())
+    for kind in (str, bytes):
+        if isinstance(a, kind) or isinstance(b, kind):
+            return isinstance(a, kind) and isinstance(b, kind) and kind(a) == kind(b)
+    try:
+        return type(a) is type(b) and bool(a == b)
+    except TypeError:
+        return False
+
+
+def _equals(a, b):
+    if isinstance(a, celpy.CELEvalError):
+        return a
+    if isinstance(b, celpy.CELEvalError):
+        return b
+    return celtypes.BoolType(cel_equal(a, b))
+
+
+def _not_equals(a, b):
+    if isinstance(a, celpy.CELEvalError):
+        return a
+    if isinstance(b, celpy.CELEvalError):
+        return b
+    return celtypes.BoolType(not cel_equal(a, b))
+
+
 FUNCTIONS = {
     "charAt": lambda s, i: _str(str(s)[int(i)] if int(i) < len(str(s)) else ""),
     "indexOf": _index_of,
@@ -607,3 +675,4 @@ FUNCTIONS = {
     "sub": lambda a, b: _q_new(_q(a) - (_q(b) if isinstance(b, celtypes.MapType) else int(b))),
 }
 FUNCTIONS.update(OPTIONAL_FUNCTIONS)
+FUNCTIONS.update({"_==_": _equals, "_!=_": _not_equals})

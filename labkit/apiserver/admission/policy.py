@@ -66,11 +66,29 @@ def _rules_match(rules: list[dict], attrs: Attributes, gvr=None) -> bool:
 
 def resources_match(registry, match: dict, attrs: Attributes):
     """Matcher.Matches: the ResourceType the request matched as (another version under
-    Equivalent), or None."""
-    if not namespace_selector_matches(registry.store, match.get("namespaceSelector"), attrs):
-        return None
-    if not object_selector_matches(match.get("objectSelector"), attrs):
-        return None
+    Equivalent), or None. A selector that cannot be evaluated (its namespace not found) is an
+    error only for a request the rules match: "now that we know this applies to this request
+    otherwise, if there were selector errors, return them"."""
+    try:
+        ns_error = None
+        if not namespace_selector_matches(registry.store, match.get("namespaceSelector"), attrs):
+            return None
+    except ApiError as exc:
+        ns_error = exc
+    try:
+        object_error = None
+        if not object_selector_matches(match.get("objectSelector"), attrs):
+            return None
+    except ApiError as exc:
+        object_error = exc
+    rt = _rules_matched(registry, match, attrs)
+    if rt is not None and (ns_error or object_error):
+        raise ns_error or object_error
+    return rt
+
+
+def _rules_matched(registry, match: dict, attrs: Attributes):
+    """matchesResourceRules of excludeResourceRules, then of resourceRules (none: every request)."""
     equivalent = (match.get("matchPolicy") or "Equivalent") == "Equivalent"
     candidates = [attrs.rt] + (_equivalents(registry, attrs.rt) if equivalent else [])
     for rt in candidates:

@@ -199,7 +199,13 @@ class Registry:
 
     def _attributes(self, operation: str, rt: ResourceType, namespace: str | None, name: str, obj: dict | None,
                     old: dict | None, options: "WriteOptions", subresource: str = "") -> Attributes:
-        """The admission attributes of a write (handlers/create.go, update.go, patch.go, delete.go)."""
+        """The admission attributes of a write (handlers/create.go, update.go, patch.go, delete.go).
+        Their namespace is the request's (handlers/namer.go ContextBasedNaming.Name:
+        requestInfo.Namespace), which for /api/v1/namespaces/NAME[/SUBRESOURCE] is NAME: a request
+        about a namespace carries its own name ("the namespace object has the namespace of itself",
+        policy/generic/policy_dispatcher.go); a creation of one (POST /api/v1/namespaces) none."""
+        if (rt.group, rt.resource) == ("", "namespaces") and operation != "CREATE":
+            namespace = name
         return Attributes(operation, rt, namespace or "", name, obj, old, subresource, None, options.dry_run,
                           options.admission_options, options.user, options.trace, options.warnings,
                           deadline=options.deadline)

@@ -125,3 +125,20 @@ def judges_every_update(env):
                                f"!has(object.spec.initContainers) || object.spec.initContainers.all(c, {ref.PINNED})",
                                "!has(object.spec.ephemeralContainers) || "
                                f"object.spec.ephemeralContainers.all(c, {ref.PINNED})"]), ref.binding())
+
+
+@mistake("made before your policy", "already runs", "oldObject")
+def any_image_the_pod_had(env):
+    """On an update, lets through every image the Pod already ran, in whichever container: a Pod
+    made before the policy with an untagged image in one container can have another container's
+    image changed in place to that image (`kubectl set image`), or be given a debug container with
+    it, and the container that gets it then runs an untagged image."""
+    ref = _reference(env)
+    had = " || ".join(f"(has(oldObject.spec.{f}) && oldObject.spec.{f}.exists(o, o.image == c.image))"
+                      for f in ("containers", "initContainers", "ephemeralContainers"))
+    kept = f"(request.operation == 'UPDATE' && ({had}))"
+    ref.apply(env, ref.policy([f"object.spec.containers.all(c, {ref.PINNED} || {kept})",
+                               f"!has(object.spec.initContainers) || object.spec.initContainers.all(c, {ref.PINNED} || "
+                               f"{kept})",
+                               f"!has(object.spec.ephemeralContainers) || object.spec.ephemeralContainers.all(c, "
+                               f"{ref.PINNED} || {kept})"]), ref.binding())

@@ -199,3 +199,21 @@ def skips_pods_that_name_an_owner(env):
     lab.register_mutating(env, served, namespace_selector=SELECTOR,
                           object_selector={"matchExpressions": [{"key": "example.com/owner",
                                                                  "operator": "DoesNotExist"}]})
+
+
+@mistake("pod-defaults", "of your own")
+def added_to_the_labs_configuration(env):
+    """Serves the right webhook and adds it to the lab's MutatingWebhookConfiguration pod-defaults
+    (it is already there for Pod creations) instead of registering a configuration of its own."""
+    import json
+    from importlib import util
+    lab = env.lab.environment_module()
+    spec = util.spec_from_file_location("reference", env.lab.directory / "solutions" / "mutating-webhook.py")
+    reference = util.module_from_spec(spec)
+    spec.loader.exec_module(reference)
+    served = lab.serve_webhook(env, reference.SOURCE)
+    hook = {"name": "labeler.example.com", "admissionReviewVersions": ["v1"], "sideEffects": "None",
+            "failurePolicy": "Fail", "timeoutSeconds": 5, "rules": lab.POD_CREATIONS, "namespaceSelector": SELECTOR,
+            "clientConfig": {"url": f"{served.url}/mutate", "caBundle": lab.pki.ca_bundle(lab.webhook.pki_dir(env))}}
+    lab.kubectl(env, "patch", "mutatingwebhookconfiguration", lab.DEFAULTS_NAME, "--type=json",
+                "-p", json.dumps([{"op": "add", "path": "/webhooks/-", "value": hook}]))
