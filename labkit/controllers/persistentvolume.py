@@ -3,11 +3,12 @@
 persistentvolume-binder), reduced to what needs no volume plugin:
 
 - syncClaim: a claim without pv.kubernetes.io/bind-completed is unbound (syncUnboundClaim). One
-  that names no volume gets the smallest Available volume that matches it, or a volume pre-bound
-  to it (FindMatchingVolume, component-helpers/storage/volume/pv_helpers.go: capacity at least
-  the request, the same volumeMode and storageClassName, the claim's selector; the access modes
-  are not compared on this path); none: the claim stays Pending, with the event FailedBinding
-  when it names no StorageClass. One that names a volume binds to it when the volume is unclaimed
+  that names no volume gets a volume pre-bound to it or the smallest Available one that matches
+  it, among the volumes whose access modes hold all of the claim's, those with the fewest modes
+  first (index.go findByClaim; FindMatchingVolume, component-helpers/storage/volume/
+  pv_helpers.go: capacity at least the request, the same volumeMode and storageClassName, the
+  claim's selector); none: the claim stays Pending, with the event FailedBinding when it names
+  no StorageClass. One that names a volume binds to it when the volume is unclaimed
   and satisfies it (checkVolumeSatisfyClaim) or is claimed by it; else it stays Pending. A bound
   claim (syncBoundClaim) whose volume is gone, or claimed by another claim, is Lost.
 - bind, in upstream's order: the volume's spec.claimRef (a reference to the claim: kind,
@@ -80,6 +81,22 @@ def _matches_selector(volume: dict, selector: dict | None) -> bool:
     if selector is None:
         return True
     return LabelSelector.from_label_selector(selector).matches((volume.get("metadata") or {}).get("labels"))
+
+
+def find_best_match(claim: dict, volumes: list[dict]) -> dict | None:
+    """findBestMatchForClaim (index.go findByClaim): the volumes are indexed by their set of access
+    modes; the sets that hold every mode the claim asks for are searched fewest modes first
+    (allPossibleMatchingAccessModes; among sets of one size upstream's order is the index's, here
+    their names'), each with FindMatchingVolume, and the first match wins."""
+    wanted = set((claim.get("spec") or {}).get("accessModes") or [])
+    groups: dict[frozenset, list[dict]] = {}
+    for volume in volumes:
+        groups.setdefault(frozenset((volume.get("spec") or {}).get("accessModes") or []), []).append(volume)
+    for modes in sorted((m for m in groups if wanted <= m), key=lambda m: (len(m), sorted(m))):
+        found = find_matching_volume(claim, groups[modes])
+        if found is not None:
+            return found
+    return None
 
 
 def find_matching_volume(claim: dict, volumes: list[dict]) -> dict | None:
@@ -175,7 +192,7 @@ class PersistentVolumeController(KeyedController):
         wanted = (claim.get("spec") or {}).get("volumeName")
         what = f"PersistentVolumeClaim {claim_key(claim)}"
         if not wanted:
-            volume = find_matching_volume(claim, self.informers["volumes"].list())
+            volume = find_best_match(claim, self.informers["volumes"].list())
             if volume is None:
                 if not _class(claim):
                     self.event(claim, "Normal", "FailedBinding",
