@@ -1097,24 +1097,11 @@ def _student_writes(ctx, resource, namespace, name, verbs):
 
 
 def _volume_writes(ctx, volume: str):
-    """The student's successful writes of the PersistentVolume (delete, patch, update, of the object
-    or its status): who, which verb, whether the request carried metadata.finalizers; None on a real
-    cluster (no audit log)."""
-    events = _audit(ctx)
-    if events is None:
-        return None
-    found = []
-    for e in events:
-        ref = e.get("objectRef") or {}
-        if (ref.get("resource"), ref.get("name")) != ("persistentvolumes", volume) or \
-                e.get("verb") not in ("delete", "patch", "update"):
-            continue
-        user = (e.get("user") or {}).get("username", "")
-        if user.startswith("system:") or (e.get("responseStatus") or {}).get("code", 0) >= 300:
-            continue
-        found.append({"user": user, "verb": e["verb"],
-                      "finalizers": "finalizers" in json.dumps(e.get("requestObject") or {})})
-    return found
+    """The student's successful writes of the PersistentVolume (delete, patch, update): who, which
+    verb, whether the request carried metadata.finalizers; None on a real cluster (no audit log)."""
+    writes = _student_writes(ctx, "persistentvolumes", None, volume, ("delete", "patch", "update"))
+    return None if writes is None else [{"user": w["user"], "verb": w["verb"],
+                                         "finalizers": "finalizers" in json.dumps(w["request"] or {})} for w in writes]
 
 
 def _volume_state(c, volume: str, claim_gone: bool) -> dict | None:

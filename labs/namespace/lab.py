@@ -150,9 +150,13 @@ def _volume(env, t: Target) -> None:
 
 
 def _volume_as_built(volume: dict) -> bool:
-    spec = volume.get("spec") or {}
-    return not volume["metadata"].get("deletionTimestamp") and spec.get("persistentVolumeReclaimPolicy") == "Retain" \
-        and all(spec.get(k) == v for k, v in VOLUME_OBJECT["spec"].items())
+    """Whether the PersistentVolume is the lab's as it made it, but for what the PV controller and
+    the PV protection controller write (claimRef, bound-by-controller, pv-protection, status)."""
+    spec, meta = volume.get("spec") or {}, volume["metadata"]
+    return not meta.get("deletionTimestamp") and spec.get("persistentVolumeReclaimPolicy") == "Retain" \
+        and all(spec.get(k) == v for k, v in VOLUME_OBJECT["spec"].items()) and not meta.get("labels") \
+        and set(meta.get("annotations") or {}) <= {"pv.kubernetes.io/bound-by-controller"} \
+        and meta.get("finalizers") == ["kubernetes.io/pv-protection"]
 
 
 def _dead_node(env, t: Target) -> None:
@@ -571,7 +575,7 @@ def _work_in(env, c, exercise_id: str) -> list[str]:
             out.append(f"the PersistentVolume {VOLUME} you deleted (it is made again)")
         elif volume["metadata"].get("deletionTimestamp"):
             out.append(f"your deletion of PersistentVolume {VOLUME} (it is made again)")
-        elif not _volume_as_built(volume) or volume["metadata"].get("finalizers") != ["kubernetes.io/pv-protection"]:
+        elif not _volume_as_built(volume):
             out.append(f"your changes to PersistentVolume {VOLUME} (it is made again)")
     return out
 
