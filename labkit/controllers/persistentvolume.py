@@ -25,7 +25,8 @@ persistentvolume-binder), reduced to what needs no volume plugin:
   pre-bound one only its uid (unbindVolume), and it is Available.
 
 The claims and volumes are synced when they or their counterpart change (added, updated,
-deleted), not also every 15 s (--pvclaimbinder-sync-period). Not reconstructed: dynamic provisioning (a claim with a StorageClass and no volume stays Pending),
+deleted), not also every 15 s (--pvclaimbinder-sync-period). Not reconstructed: dynamic
+provisioning (a claim with a StorageClass and no volume stays Pending),
 the Delete and Recycle reclaim policies (such a volume stays Released, with a decision saying so),
 delayed binding (WaitForFirstConsumer), CSI migration annotations, metrics.
 """
@@ -72,9 +73,10 @@ def claim_key(claim: dict) -> str:
 def bound_to(volume: dict, claim: dict) -> bool:
     """IsVolumeBoundToClaim: the claimRef names the claim, and its uid, when set, is the claim's."""
     ref = (volume.get("spec") or {}).get("claimRef")
-    if not ref or (ref.get("namespace"), ref.get("name")) != (claim["metadata"]["namespace"], claim["metadata"]["name"]):
+    meta = claim["metadata"]
+    if not ref or (ref.get("namespace"), ref.get("name")) != (meta["namespace"], meta["name"]):
         return False
-    return not ref.get("uid") or ref["uid"] == claim["metadata"]["uid"]
+    return not ref.get("uid") or ref["uid"] == meta["uid"]
 
 
 def _matches_selector(volume: dict, selector: dict | None) -> bool:
@@ -210,28 +212,31 @@ class PersistentVolumeController(KeyedController):
         if not (volume.get("spec") or {}).get("claimRef"):
             problem = volume_satisfies_claim(volume, claim)
             if problem:
-                self.event(claim, "Warning", "VolumeMismatch", f"Cannot bind to requested volume {go_quote(wanted)}: {problem}")
+                self.event(claim, "Warning", "VolumeMismatch",
+                           f"Cannot bind to requested volume {go_quote(wanted)}: {problem}")
                 self._claim_status(claim, "Pending", None)
                 return
             self.bind(volume, claim)
         elif bound_to(volume, claim):
             self.bind(volume, claim)
-        elif ANN_BOUND_BY_CONTROLLER not in (claim["metadata"].get("annotations") or {}):
-            self.event(claim, "Warning", "FailedBinding", f"volume {go_quote(wanted)} already bound to a different claim.")
-            self._claim_status(claim, "Pending", None)
         else:
-            self.event(claim, "Warning", "FailedBinding", f"volume {go_quote(wanted)} already bound to a different claim.")
+            self.event(claim, "Warning", "FailedBinding",
+                       f"volume {go_quote(wanted)} already bound to a different claim.")
+            if ANN_BOUND_BY_CONTROLLER not in (claim["metadata"].get("annotations") or {}):
+                self._claim_status(claim, "Pending", None)      # the user asked for it: retry later
+                return
             raise RuntimeError(f"invalid binding of claim {go_quote(claim_key(claim))} to volume {go_quote(wanted)}")
 
     def _sync_bound_claim(self, claim: dict) -> None:
         wanted = (claim.get("spec") or {}).get("volumeName")
         if not wanted:
-            self._claim_lost(claim, "ClaimLost", "Bound claim has lost reference to PersistentVolume. Data on the volume "
-                                                 "is lost!")
+            self._claim_lost(claim, "ClaimLost",
+                             "Bound claim has lost reference to PersistentVolume. Data on the volume is lost!")
             return
         volume = self.informers["volumes"].get(wanted)
         if volume is None:
-            self._claim_lost(claim, "ClaimLost", "Bound claim has lost its PersistentVolume. Data on the volume is lost!")
+            self._claim_lost(claim, "ClaimLost",
+                             "Bound claim has lost its PersistentVolume. Data on the volume is lost!")
         elif not (volume.get("spec") or {}).get("claimRef") or \
                 volume["spec"]["claimRef"].get("uid") == claim["metadata"]["uid"]:
             self.bind(volume, claim)
@@ -260,7 +265,8 @@ class PersistentVolumeController(KeyedController):
             if status.get("phase") != phase:
                 capacity = (volume.get("spec") or {}).get("capacity") or {}
                 if "storage" not in capacity:
-                    raise RuntimeError(f"PersistentVolume {go_quote(volume['metadata']['name'])} is without a storage capacity")
+                    raise RuntimeError(f"PersistentVolume {go_quote(volume['metadata']['name'])} is without a "
+                                       "storage capacity")
                 status["capacity"] = dict(capacity)
         status["phase"] = phase
         if status == before:
