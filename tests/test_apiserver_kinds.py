@@ -133,6 +133,52 @@ def test_validation_with_upstreams_messages(c, api_version, resource, body, mess
     assert err.value.code == 422 and err.value.message == message
 
 
+NFS = {"server": "nfs.example.com", "path": "/exports/a"}
+
+
+@pytest.mark.parametrize("spec, errors", [
+    # ValidatePersistentVolumeSpec's errors, in its order
+    ({"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteSome"], "nfs": {"server": "", "path": "exports"}},
+     ['spec.accessModes: Unsupported value: "ReadWriteSome": supported values: "ReadOnlyMany", "ReadWriteMany", '
+      '"ReadWriteOnce", "ReadWriteOncePod"', "spec.nfs.server: Required value",
+      'spec.nfs.path: Invalid value: "exports": must be an absolute path']),
+    ({"accessModes": ["ReadWriteOnce"], "nfs": NFS},
+     ["spec.capacity: Required value", 'spec.capacity: Unsupported value: null: supported values: "storage"']),
+    ({"capacity": {"storage": "1Gi", "cpu": "1"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "Bad_Class",
+      "volumeMode": "Disk", "nfs": NFS},
+     ['spec.capacity: Unsupported value: {"cpu":"1","storage":"1Gi"}: supported values: "storage"',
+      'spec.storageClassName: Invalid value: "Bad_Class": a lowercase RFC 1123 subdomain must consist of lower case '
+      "alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. "
+      "'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
+      'spec.volumeMode: Unsupported value: "Disk": supported values: "Block", "Filesystem"']),
+    ({"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOncePod", "ReadWriteOnce"], "hostPath": {"path": "/x"},
+      "nfs": NFS, "cephfs": {"monitors": ["m"]}},
+     ["spec.accessModes: Forbidden: may not use ReadWriteOncePod with other access modes",
+      "spec.nfs: Forbidden: may not specify more than 1 volume type",
+      "spec.cephFS: Forbidden: may not specify more than 1 volume type"]),
+])
+def test_persistent_volume_validation_with_upstreams_messages(c, spec, errors):
+    with pytest.raises(ApiError) as err:
+        c.create("v1", "persistentvolumes", {"metadata": {"name": "bad"}, "spec": spec})
+    assert err.value.code == 422
+    assert err.value.message == 'PersistentVolume "bad" is invalid: [' + ", ".join(errors) + "]"
+
+
+def test_a_persistent_volumes_source_and_mode_are_immutable_and_its_claim_ref_is_not(c):
+    """ValidatePersistentVolumeUpdate (the source's message stops before kube-apiserver's go-cmp diff)."""
+    c.create("v1", "persistentvolumes", {"metadata": {"name": "nfs"}, "spec": {
+        "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "nfs": NFS}})
+    for patch, message in (({"spec": {"nfs": {"path": "/exports/b"}}}, "spec.persistentvolumesource: Forbidden: "
+                            "spec.persistentvolumesource is immutable after creation"),
+                           ({"spec": {"volumeMode": "Block"}}, 'volumeMode: Invalid value: "Block": field is immutable')):
+        with pytest.raises(ApiError) as err:
+            c.patch("v1", "persistentvolumes", "nfs", patch, "merge")
+        assert err.value.message == f'PersistentVolume "nfs" is invalid: {message}'
+    bound = c.patch("v1", "persistentvolumes", "nfs", {"spec": {"claimRef": {"namespace": "ns", "name": "data"}}},
+                    "merge")
+    assert bound["spec"]["claimRef"] == {"namespace": "ns", "name": "data"}
+
+
 def test_immutable_fields(c):
     c.create("rbac.authorization.k8s.io/v1", "roles", KINDS[9][3], "ns")
     rb = c.create("rbac.authorization.k8s.io/v1", "rolebindings", KINDS[10][3], "ns")

@@ -74,7 +74,8 @@ def test_volume_in_use_fails_when_a_healthy_node_is_marked_out_of_service_too():
             "other_nodes_marked": ["labkit-node"], "pod_deleted_by_podgc": True,
             "node": {"unschedulable": False, "taints": [{"key": "node.kubernetes.io/out-of-service",
                                                           "value": "nodeshutdown", "effect": "NoExecute"}]},
-            "gone": {"namespace": None, "spec_edit": "", "forced": [], "stored": []}}
+            "gone": {"namespace": None, "spec_edit": "", "forced": [], "stored": []},
+            "volume_writes": [], "volume": {"phase": "Released", "finalizers": ["kubernetes.io/pv-protection"]}}
     with pytest.raises(CheckFailed) as failed:
         checks("namespace").judge_volume_in_use(ctx, seen)
     assert "node labkit-node is marked out of service too" in str(failed.value)

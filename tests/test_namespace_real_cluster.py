@@ -172,7 +172,7 @@ def test_the_lab_runs_on_a_cluster_through_its_kubeconfig(tmp_path, monkeypatch)
 
 def labkit_objects(c) -> list[str]:
     """What is left on the cluster of the namespace lab: its namespaces, the objects stored under
-    their names, the Backup CRD, the APIService and its Service."""
+    their names, the Backup CRD, the PersistentVolume, the APIService and its Service."""
     found = [f"namespace {n['metadata']['name']}" for n in c.list("v1", "namespaces")[0]
              if n["metadata"]["name"] in LAB_NAMESPACES]
     for api_version, resource in (("v1", "configmaps"), ("v1", "secrets"), ("apps/v1", "deployments"),
@@ -180,6 +180,7 @@ def labkit_objects(c) -> list[str]:
         found += [f"{resource} {o['metadata']['namespace']}/{o['metadata']['name']}"
                   for o in c.list(api_version, resource)[0] if o["metadata"]["namespace"] in LAB_NAMESPACES]
     for path in ("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/backups.example.com",
+                 "/api/v1/persistentvolumes/archive-data",
                  "/apis/apiregistration.k8s.io/v1/apiservices/v1beta1.metrics.k8s.io",
                  "/api/v1/namespaces/kube-system/services/metrics-server"):
         if c.request("GET", path)[0] != 404:

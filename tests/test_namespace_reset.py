@@ -96,6 +96,21 @@ def test_student_work_lists_each_exercise_changes(lab):
     assert labkit("reset", "namespace", env=lab, timeout=600).returncode == 0
 
 
+def test_a_deleted_volume_is_listed_and_the_reset_binds_the_new_claim_to_a_new_one(lab):
+    # the Bound volume stays Terminating (kubernetes.io/pv-protection); the reset lists it, empties
+    # archive (the claim goes, the volume is Released and goes) and makes volume and claim again
+    kubectl(lab, "delete", "pv", "archive-data", "--wait=false")
+    listed = labkit("reset", "namespace", "volume-in-use", env=lab, check=2, timeout=300).stderr
+    assert "your deletion of PersistentVolume archive-data (it is made again)" in listed, listed
+    labkit("reset", "namespace", "volume-in-use", "--yes", env=lab, check=0, timeout=300)
+    volume = json.loads(kubectl(lab, "get", "pv", "archive-data", "-o", "json").stdout)
+    claim = json.loads(kubectl(lab, "get", "pvc", "data", "-n", "archive", "-o", "json").stdout)
+    assert not volume["metadata"].get("deletionTimestamp")
+    assert (volume["status"]["phase"], claim["status"]["phase"]) == ("Bound", "Bound")
+    assert volume["spec"]["claimRef"]["uid"] == claim["metadata"]["uid"]
+    assert labkit("reset", "namespace", "volume-in-use", env=lab, timeout=300).returncode == 0   # nothing to lose
+
+
 def test_terminating_create_is_judged_against_the_lab_s_namespace_and_never_told(lab):
     # what kube-apiserver v1.34 answers (lifecycle/admission.go Admit, errors.NewForbidden), as kubectl prints it
     truth = ('error: failed to create configmap: configmaps "late" is forbidden: unable to create new content in '

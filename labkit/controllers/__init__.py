@@ -23,6 +23,8 @@
                      out-of-service nodes, unscheduled terminating pods, terminated over threshold
   volumeprotection.py  the PVC and PV protection controllers (kubernetes.io/pvc-protection,
                      kubernetes.io/pv-protection)
+  persistentvolume.py  the PersistentVolume controller's binding of claims to existing volumes and
+                     their release (Retain); no provisioning
   csrsigning.py      the kube-apiserver-client signer: approved CertificateSigningRequests get a
                      certificate from the cluster CA (or the condition Failed)
   manager.py         ControllerManager: start / stop / restart by name; the CONTROLLERS table

@@ -62,6 +62,9 @@ CONTROLLERS: dict[str, Controller] = {
     "podgc": Controller(SA + "pod-garbage-collector", "podgc:PodGCController"),
     "pvc-protection": Controller(SA + "pvc-protection-controller", "volumeprotection:PVCProtectionController"),
     "pv-protection": Controller(SA + "pv-protection-controller", "volumeprotection:PVProtectionController"),
+    # the PV controller's binding and release of existing volumes (no provisioning)
+    "persistentvolume-binder": Controller(SA + "persistent-volume-binder",
+                                          "persistentvolume:PersistentVolumeController"),
     "csrsigning": Controller(SA + "certificate-controller", "csrsigning:CSRSigningController",
                              lambda cls, client, log, s: cls(client, log, s["pki"])),
     "clusterrole-aggregation": Controller(SA + "clusterrole-aggregation-controller",
@@ -89,8 +92,8 @@ CONTROLLERS: dict[str, Controller] = {
 # what `labkit apiserver` and the labs run by default
 DEFAULT_CONTROLLERS = ("garbagecollector", "deployment", "replicaset", "node", "namespace", "serviceaccount",
                        "root-ca-cert-publisher", "endpointslice", "endpoint", "podgc", "pvc-protection",
-                       "pv-protection", "clusterrole-aggregation", "csrsigning", "resourcequota", "nodelifecycle",
-                       "validatingadmissionpolicy-status")
+                       "pv-protection", "persistentvolume-binder", "clusterrole-aggregation", "csrsigning",
+                       "resourcequota", "nodelifecycle", "validatingadmissionpolicy-status")
 
 
 class ControllerManager:

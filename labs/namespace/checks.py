@@ -1096,6 +1096,31 @@ def _student_writes(ctx, resource, namespace, name, verbs):
     return found
 
 
+def _volume_writes(ctx, volume: str):
+    """The student's successful writes of the PersistentVolume (delete, patch, update): who, which
+    verb, whether the request carried metadata.finalizers; None on a real cluster (no audit log)."""
+    writes = _student_writes(ctx, "persistentvolumes", None, volume, ("delete", "patch", "update"))
+    return None if writes is None else [{"user": w["user"], "verb": w["verb"],
+                                         "finalizers": "finalizers" in json.dumps(w["request"] or {})} for w in writes]
+
+
+def _volume_state(c, volume: str, claim_gone: bool) -> dict | None:
+    """The PersistentVolume's phase and finalizers. Once the claim is gone the PV controller marks
+    it Released on its next sync of the volume: when it is still Bound then, wait for that (bounded)."""
+    def look():
+        pv = c.get_or_none("v1", "persistentvolumes", volume)
+        return None if pv is None else {"phase": (pv.get("status") or {}).get("phase"),
+                                        "finalizers": list(pv["metadata"].get("finalizers") or [])}
+    current = look()
+    if claim_gone and current is not None and current["phase"] == "Bound":
+        def synced():
+            now = look()
+            return "gone" if now is None else (now if now["phase"] != "Bound" else None)
+        found = wait_for(synced, timeout=10, interval=0.3)
+        current = None if found == "gone" else (found or look())
+    return current
+
+
 def observe_volume_in_use(ctx) -> dict:
     name, node_name, claim, pod_name = (ctx.params[k] for k in ("namespace", "node", "claim", "pod"))
     c = _lab(ctx.env).client(ctx.env)
@@ -1105,7 +1130,7 @@ def observe_volume_in_use(ctx) -> dict:
     node = c.get_or_none("v1", "nodes", node_name)
     events = _audit(ctx)
     others = [n for n in c.list("v1", "nodes")[0] if n["metadata"]["name"] != node_name]
-    return {
+    seen = {
         "other_nodes_marked": sorted(n["metadata"]["name"] for n in others
                                      if any(t.get("key") == OUT_OF_SERVICE for t in (n.get("spec") or {}).get("taints") or [])),
         "claim_finalizers_edited_by": None if edits is None else
@@ -1122,7 +1147,11 @@ def observe_volume_in_use(ctx) -> dict:
             and (e.get("user") or {}).get("username") == PODGC_USER and (e.get("responseStatus") or {}).get("code", 0) < 300
             for e in events),
         "gone": observe_gone(ctx, c, name, wait=pod is None),
+        "volume_writes": _volume_writes(ctx, ctx.params["volume"]),
     }
+    # read after the namespace had its time to go: the claim with it, and the volume Released
+    seen["volume"] = _volume_state(c, ctx.params["volume"], seen["gone"]["namespace"] is None)
+    return seen
 
 
 def judge_volume_in_use(ctx, seen: dict):
@@ -1132,6 +1161,21 @@ def judge_volume_in_use(ctx, seen: dict):
         raise CheckFailed(f"{seen['claim_finalizers_edited_by'][0]} changed the finalizers of PVC {claim} by hand: "
                           "kubernetes.io/pvc-protection keeps a claim while a Pod still uses it, and its controller "
                           f"removes it itself once no Pod does — {reset} and leave it to it")
+    volume, writes = ctx.params["volume"], seen.get("volume_writes") or []
+    deleted = next((w for w in writes if w["verb"] == "delete"), None)
+    if deleted or seen["volume"] is None:
+        # pv_controller.go syncVolume: with reclaim policy Retain a volume whose claim is gone stays,
+        # Released, its claimRef still naming the claim: the data and the record of whose it was
+        who = f"{deleted['user']} deleted" if deleted else "someone deleted"
+        raise CheckFailed(f"{who} PersistentVolume {volume}, the volume claim {claim} was bound to: its reclaim "
+                          "policy Retain keeps it after the claim is gone, so that an administrator finds the data "
+                          f"and decides what becomes of it — {reset} makes it again; leave it to its controllers")
+    changed = next((w for w in writes if w["finalizers"]), None) or (writes[0] if writes else None)
+    if changed:
+        what = ("removed or changed the finalizers of" if changed["finalizers"] else "changed")
+        raise CheckFailed(f"{changed['user']} {what} PersistentVolume {volume} by hand ({changed['verb']}): "
+                          "kubernetes.io/pv-protection keeps a volume while it is Bound, and the PV controller "
+                          f"releases it itself once its claim is gone — {reset} and leave the volume as it is")
     if seen["pod_force_deleted_by"]:
         raise CheckFailed(f"{seen['pod_force_deleted_by'][0]} force-deleted Pod {pod_name} (grace period 0): the API "
                           f"server forgets it at once, although nothing confirmed that {node_name} stopped it and "
@@ -1180,9 +1224,19 @@ def judge_volume_in_use(ctx, seen: dict):
                           "kubernetes.io/pvc-protection its controller removes: check again shortly — leave the "
                           "finalizers to their controllers")
     note = judge_gone(ctx, name, seen["gone"])
+    state = seen["volume"]
+    if state["phase"] != "Released":
+        raise CheckFailed(f"PersistentVolume {volume} is {state['phase'] or 'without a phase'}, not Released, although "
+                          f"claim {claim} is gone with namespace {name}: look at the volume "
+                          f"(`kubectl get pv {volume}`, `kubectl describe pv {volume}`)",
+                          expected="Released", observed=state["phase"], observed_in=LIVE)
+    if "kubernetes.io/pv-protection" not in state["finalizers"]:
+        raise CheckFailed(f"PersistentVolume {volume} lacks kubernetes.io/pv-protection: only its controller removes "
+                          "it, from a volume that is being deleted and no longer Bound")
     who = "the pod garbage collector deleted it" if seen["pod_deleted_by_podgc"] else "it is gone"
     return ctx.passed(f"{pod_name} no longer holds {name}: {who}, the claim's protection was released by its "
-                      f"controller, and the namespace emptied itself" + note)
+                      f"controller, the namespace emptied itself, and PersistentVolume {volume} is Released, "
+                      "retained" + note)
 
 
 def check_volume_in_use(ctx):

@@ -9,7 +9,7 @@ content. Four of them are deleted at once and stay Terminating, each for its own
   legacy      Terminating: a ConfigMap and a Backup, both held by finalizers              (e)
   sandbox     empty                                                                       (f)
   archive     Terminating: the Pod uploader, on node-b (shut down for good), still uses the
-              PersistentVolumeClaim data                                                  (g)
+              PersistentVolumeClaim data, Bound to the PersistentVolume archive-data      (g)
 
 Nothing runs that would ever remove the example finalizers: like an operator that was
 uninstalled before its objects were deleted.
@@ -26,7 +26,10 @@ posting status) and carries the node lifecycle controller's unreachable taints; 
 had been Running with the claim `data` mounted and was deleted (evicted) after the node died, so
 it stays Terminating — no kubelet will ever confirm it. The namespace controller deletes pods
 first, so `archive` waits for it, and the claim keeps kubernetes.io/pvc-protection while the pod
-exists.
+exists. The claim was bound before the Pod ran: the lab creates the PersistentVolume
+archive-data (static, NFS, Retain) and the claim, and the PV controller binds them
+(labkit.controllers.persistentvolume; on a cluster its own); once the claim is gone the volume is
+Released and kept, and a reset of the exercise makes it anew for the new claim.
 
 With `labkit run namespace --kubeconfig FILE [--context C]` the same objects are built on a real
 cluster instead, whose own namespace controller and kube-aggregator do the work. There the lab
@@ -105,9 +108,13 @@ CONTENT = {
     "legacy": [("v1", "configmaps", _cm("app-config", ["legacy.example.com/keep"])),
                ("example.com/v1", "backups", _backup("weekly", ["backup.example.com/upload"]))],
     "sandbox": [],
+    # storageClassName "": the claim asks for a volume of no class, as a statically provisioned
+    # one is (DefaultStorageClass admission and the PV controller's retroactive default class leave
+    # a claim that names a class, even "", as it is)
     "archive": [("v1", "persistentvolumeclaims",
                  {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data"},
-                  "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}),
+                  "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "",
+                           "resources": {"requests": {"storage": "1Gi"}}}}),
                 ("v1", "pods",
                  {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "uploader", "labels": {"app": "uploader"}},
                   "spec": {"nodeName": DEAD_NODE, "containers": [{"name": "uploader", "image": "busybox:1.36",
@@ -116,6 +123,40 @@ CONTENT = {
                                                                                     "mountPath": "/data"}]}],
                            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]}})],
 }
+
+
+# (g) the volume behind the claim `data`: an administrator's NFS export (network storage, which
+# outlives the node that mounted it), provisioned statically: no class, no claimRef, the reclaim
+# policy left to its default (Retain, SetDefaults_PersistentVolume). The PV controller binds the
+# claim to it (labkit.controllers.persistentvolume; on a cluster, its own).
+VOLUME = "archive-data"
+VOLUME_OBJECT = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": VOLUME},
+                 "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "",
+                          "nfs": {"server": "nfs.example.com", "path": "/exports/archive/data"}}}
+
+
+def _volume(env, t: Target) -> None:
+    """(g) the PersistentVolume, made again when it is gone or is no longer the lab's: bound to a
+    claim that is gone (Released, its claimRef kept: a new claim `data` would never bind to it),
+    being deleted, or changed. Deleting it waits for kubernetes.io/pv-protection, which its
+    controller removes once the volume is not Bound."""
+    c = t.client()
+    found = c.get_or_none("v1", "persistentvolumes", VOLUME)
+    if found is not None and _volume_as_built(found) and not (found.get("spec") or {}).get("claimRef"):
+        return
+    if found is not None:
+        _delete_and_wait(c, "v1", "persistentvolumes", VOLUME, None)
+    t.create(env, "v1", "persistentvolumes", VOLUME_OBJECT)
+
+
+def _volume_as_built(volume: dict) -> bool:
+    """Whether the PersistentVolume is the lab's as it made it, but for what the PV controller and
+    the PV protection controller write (claimRef, bound-by-controller, pv-protection, status)."""
+    spec, meta = volume.get("spec") or {}, volume["metadata"]
+    return not meta.get("deletionTimestamp") and spec.get("persistentVolumeReclaimPolicy") == "Retain" \
+        and all(spec.get(k) == v for k, v in VOLUME_OBJECT["spec"].items()) and not meta.get("labels") \
+        and set(meta.get("annotations") or {}) <= {"pv.kubernetes.io/bound-by-controller"} \
+        and meta.get("finalizers") == ["kubernetes.io/pv-protection"]
 
 
 def _dead_node(env, t: Target) -> None:
@@ -166,6 +207,10 @@ def _dead_node_status(node: dict, message: str) -> dict:
 def _strand_uploader(t: Target) -> None:
     """(g) the uploader had been Running on node-b, then was deleted (evicted) once the node died."""
     c = t.client()
+    # the claim was bound before the Pod could start (a Pod whose claim is unbound is not
+    # scheduled: the VolumeBinding plugin's "pod has unbound immediate PersistentVolumeClaims")
+    _wait(lambda: ((c.get("v1", "persistentvolumeclaims", "data", "archive").get("status") or {}).get("phase")
+                   == "Bound"), f"the claim archive/data to be bound to PersistentVolume {VOLUME}")
     pod = c.get("v1", "pods", "uploader", "archive")
     pod["status"] = {"phase": "Running", "podIP": "10.244.77.7", "podIPs": [{"ip": "10.244.77.7"}],
                      "hostIP": "10.89.0.3", "conditions": [{"type": "Ready", "status": "False"}]}
@@ -197,6 +242,7 @@ def up(env):
     t.create(env, "apiextensions.k8s.io/v1", "customresourcedefinitions", CRD)
     _wait(lambda: c.request("GET", "/apis/example.com/v1")[0] == 200, "the Backup CRD to be served")
     _dead_node(env, t)
+    _volume(env, t)
     uids, versions = {}, {}
     for ns in CONTENT:
         uids[ns], versions[ns] = _build_namespace(env, t, ns)
@@ -403,6 +449,7 @@ def _rebuild(env, t: Target, exercise_id: str) -> None:
     _empty(c, ns)
     if exercise_id == "volume-in-use":
         _dead_node(env, t)
+        _volume(env, t)
     uid, version = _build_namespace(env, t, ns)
     if ns == "archive":
         _strand_uploader(t)
@@ -523,6 +570,13 @@ def _work_in(env, c, exercise_id: str) -> list[str]:
                 out.append(f"your cordon of node {DEAD_NODE}")
         for other in _other_nodes_marked(c):
             out.append(f"the out-of-service taint you put on node {other['metadata']['name']} (it is taken off)")
+        volume = c.get_or_none("v1", "persistentvolumes", VOLUME)
+        if volume is None:
+            out.append(f"the PersistentVolume {VOLUME} you deleted (it is made again)")
+        elif volume["metadata"].get("deletionTimestamp"):
+            out.append(f"your deletion of PersistentVolume {VOLUME} (it is made again)")
+        elif not _volume_as_built(volume):
+            out.append(f"your changes to PersistentVolume {VOLUME} (it is made again)")
     return out
 
 

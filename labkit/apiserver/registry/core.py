@@ -16,7 +16,7 @@ from labkit.apiserver.errors import (FieldError, RawJSON, field_forbidden, field
 from labkit.apiserver.resources import (ORPHAN_DEPENDENTS, UNSUPPORTED, ScaleSubresource, StatusSubresource, Strategy,
                                         Subresource)
 from labkit.apiserver.podvalidation import validate_pod_containers
-from labkit.apiserver.validation import label_value_problems, qualified_name_problems
+from labkit.apiserver.validation import dns1123_subdomain_problems, label_value_problems, qualified_name_problems
 from labkit.apiserver.registry.pod import _pod_template_labels
 from labkit.apiserver.registry.servicealloc import (NodePortAllocator, drop_type_dependent_node_ports,
                                                     patch_allocated_values)
@@ -227,15 +227,40 @@ class NodeStrategy(Strategy):
         return self.validate(new) + self.validate(new)
 
 
-VOLUME_SOURCES = ("gcePersistentDisk", "awsElasticBlockStore", "hostPath", "glusterfs", "nfs", "rbd", "iscsi",
-                  "cinder", "cephfs", "fc", "flocker", "flexVolume", "azureFile", "vsphereVolume", "quobyte",
-                  "azureDisk", "photonPersistentDisk", "portworxVolume", "scaleIO", "local", "storageos", "csi")
+# ValidatePersistentVolumeSpec's order of the volume sources (the first one counts, each later one
+# is "more than 1 volume type", flexVolume excepted: it is counted without that test), and the
+# field each such error names (cephfs as "cephFS")
+VOLUME_SOURCES = ("hostPath", "gcePersistentDisk", "awsElasticBlockStore", "glusterfs", "flocker", "nfs", "rbd",
+                  "quobyte", "cephfs", "iscsi", "cinder", "fc", "flexVolume", "azureFile", "vsphereVolume",
+                  "photonPersistentDisk", "portworxVolume", "azureDisk", "scaleIO", "local", "storageos", "csi")
+FORBIDDEN_NAMES = {"cephfs": "cephFS"}
+
+
+PV_ACCESS_MODES = ["ReadOnlyMany", "ReadWriteMany", "ReadWriteOnce", "ReadWriteOncePod"]   # sets.List: sorted
+
+
+def _validate_nfs(nfs: dict, path: str) -> list[FieldError]:
+    """validateNFSVolumeSource."""
+    errors = []
+    if not nfs.get("server"):
+        errors.append(field_required(f"{path}.server"))
+    if not nfs.get("path"):
+        errors.append(field_required(f"{path}.path"))
+    if not str(nfs.get("path") or "").startswith("/"):
+        errors.append(field_invalid(f"{path}.path", nfs.get("path") or "", "must be an absolute path"))
+    return errors
 
 
 class PersistentVolumeStrategy(Strategy):
     """pkg/registry/core/persistentvolume: phase Pending and lastPhaseTransitionTime on create
-    (PersistentVolumeLastPhaseTransitionTime, GA in v1.31), a capacity, access modes and exactly
-    one volume source required; a status update that changes the phase stamps the transition."""
+    (PersistentVolumeLastPhaseTransitionTime, GA in v1.31); a status update that changes the phase
+    stamps the transition. Validation is ValidatePersistentVolumeSpec's (pkg/apis/core/validation/
+    validation.go), in its order: the access modes, the capacity (storage only), the reclaim
+    policy, exactly one volume source (the NFS source's fields checked: validateNFSVolumeSource;
+    the other sources only counted), the class name, the volume mode. An update may not change the
+    volume source (ValidatePersistentVolumeUpdate; kube-apiserver's message goes on with a go-cmp
+    diff of the two sources, whose layout go-cmp keeps deliberately unstable: labkit leaves it out)
+    or the volume mode."""
 
     subresources = (StatusSubresource(),)
     printer = tables.PRINTERS["PersistentVolume"]
@@ -246,19 +271,53 @@ class PersistentVolumeStrategy(Strategy):
     def validate(self, obj):
         spec = obj.get("spec") or {}
         errors = []
-        if not spec.get("accessModes"):
+        modes = spec.get("accessModes") or []
+        if not modes:
             errors.append(field_required("spec.accessModes"))
-        if not (spec.get("capacity") or {}).get("storage"):
-            errors.append(field_required("spec.capacity", "must specify a storage capacity") if not spec.get("capacity")
-                          else field_required("spec.capacity[storage]"))
-        sources = [k for k in VOLUME_SOURCES if spec.get(k) is not None]
+        errors += [field_unsupported("spec.accessModes", mode, PV_ACCESS_MODES) for mode in modes
+                   if mode not in PV_ACCESS_MODES]
+        if "ReadWriteOncePod" in modes and any(m in PV_ACCESS_MODES and m != "ReadWriteOncePod" for m in modes):
+            errors.append(field_forbidden("spec.accessModes", "may not use ReadWriteOncePod with other access modes"))
+        capacity = spec.get("capacity")
+        if not capacity:
+            errors.append(field_required("spec.capacity"))
+        if "storage" not in (capacity or {}) or len(capacity) > 1:
+            errors.append(field_unsupported("spec.capacity", capacity, ["storage"]))
+        policy = spec.get("persistentVolumeReclaimPolicy")
+        if policy and policy not in ("Retain", "Delete", "Recycle"):
+            errors.append(field_unsupported("spec.persistentVolumeReclaimPolicy", policy, ["Delete", "Recycle", "Retain"]))
+        sources = 0
+        for name in VOLUME_SOURCES:
+            if spec.get(name) is None:
+                continue
+            if sources and name != "flexVolume":
+                errors.append(field_forbidden(f"spec.{FORBIDDEN_NAMES.get(name, name)}",
+                                              "may not specify more than 1 volume type"))
+                continue
+            sources += 1
+            if name == "nfs":
+                errors += _validate_nfs(spec["nfs"], "spec.nfs")
         if not sources:
             errors.append(field_required("spec", "must specify a volume type"))
-        elif len(sources) > 1:
-            errors.append(field_forbidden(f"spec.{sources[1]}", "may not specify more than 1 volume type"))
-        policy = spec.get("persistentVolumeReclaimPolicy")
-        if policy not in (None, "Retain", "Delete", "Recycle"):
-            errors.append(field_unsupported("spec.persistentVolumeReclaimPolicy", policy, ["Delete", "Recycle", "Retain"]))
+        class_name = spec.get("storageClassName")
+        if class_name:
+            errors += [field_invalid("spec.storageClassName", class_name, problem)
+                       for problem in dns1123_subdomain_problems(class_name)]
+        mode = spec.get("volumeMode")
+        if mode is not None and mode not in ("Block", "Filesystem"):
+            errors.append(field_unsupported("spec.volumeMode", mode, ["Block", "Filesystem"]))
+        return errors
+
+    def validate_update(self, new, old):
+        errors = self.validate(new)
+        source = [{k: (o.get("spec") or {}).get(k) for k in VOLUME_SOURCES} for o in (new, old)]
+        if source[0] != source[1]:
+            errors.append(field_forbidden("spec.persistentvolumesource",
+                                          "spec.persistentvolumesource is immutable after creation"))
+        # ValidateImmutableField(newPv.Spec.VolumeMode, oldPv.Spec.VolumeMode, field.NewPath("volumeMode"))
+        mode = (new.get("spec") or {}).get("volumeMode")
+        if mode != (old.get("spec") or {}).get("volumeMode"):
+            errors.append(field_invalid("volumeMode", mode, "field is immutable"))
         return errors
 
 

@@ -44,3 +44,18 @@ def marks_every_node(env):
         taints = list((node.get("spec") or {}).get("taints") or [])
         taints.append({"key": "node.kubernetes.io/out-of-service", "value": "nodeshutdown", "effect": "NoExecute"})
         c.patch("v1", "nodes", node["metadata"]["name"], {"spec": {"taints": taints}}, "merge")
+
+
+@mistake("deleted PersistentVolume archive-data", "Retain")
+def delete_the_volume(env):
+    """`kubectl delete pv archive-data --wait=false`, taking the volume for what holds the claim
+    (kubernetes.io/pv-protection keeps it Terminating while it is Bound)."""
+    _client(env).delete("v1", "persistentvolumes", "archive-data")
+
+
+@mistake("finalizers of PersistentVolume archive-data", "pv-protection")
+def remove_the_volumes_finalizer(env):
+    """`kubectl patch pv archive-data --type=json -p '[{"op":"remove","path":"/metadata/finalizers"}]'`:
+    the volume's protection taken for the blocker (its controller puts it back: it is Bound)."""
+    _client(env).patch("v1", "persistentvolumes", "archive-data",
+                       [{"op": "remove", "path": "/metadata/finalizers"}], "json")

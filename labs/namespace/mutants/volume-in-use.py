@@ -1,9 +1,11 @@
 """Near-misses of marking node-b out of service, as what the check observes of the solved lab:
 the out-of-service taint dropped or its key changed; the Node deleted; the Pod still there; the
 claim's finalizers changed by hand; the Pod force-deleted; the Pod gone but not by the pod garbage
-collector; another node marked out of service too; the namespace still there, force-finalized, or something stored under its name. The
-taint's value and effect, the other taints and a cordon on the side are equivalent: the pod garbage
-collector and the attach/detach controller test the node's readiness and the taint's key only
+collector; another node marked out of service too; the namespace still there, force-finalized, or
+something stored under its name; the PersistentVolume deleted, changed or its finalizers edited by
+hand, not Released, or without kubernetes.io/pv-protection. The taint's value and effect, the
+other taints and a cordon on the side are equivalent: the pod garbage collector and the
+attach/detach controller test the node's readiness and the taint's key only
 (labkit.controllers.podgc, as gc_controller.go gcTerminating and reconciler.go hasOutOfServiceTaint)."""
 
 from labkit.controllers.podgc import OUT_OF_SERVICE_TAINT
@@ -19,6 +21,10 @@ def _untaint(env):
 
 def _delete_node(env):
     env.lab.environment_module().client(env).delete("v1", "nodes", "node-b")
+
+
+def _delete_volume(env):
+    env.lab.environment_module().client(env).delete("v1", "persistentvolumes", "archive-data")
 
 
 def _podgc_deletes(node: dict | None) -> bool:
@@ -49,6 +55,17 @@ def mutants(ctx):
             return ("not because the pod garbage collector",)
         if path == "node/None":
             return ("was deleted",)
+        if path == "volume_writes":
+            if edit.after["verb"] == "delete":
+                return ("deleted PersistentVolume",)
+            return ("finalizers of PersistentVolume", "pv-protection") if edit.after["finalizers"] else \
+                ("changed PersistentVolume",)
+        if path == "volume":
+            return ("deleted PersistentVolume",)
+        if path.startswith("volume.phase"):
+            return ("not Released",)
+        if path.startswith("volume.finalizers"):
+            return ("lacks kubernetes.io/pv-protection",)
         if path == "gone/namespace" and edit.after == claim_held:
             return ("still exists", "check again shortly", "leave the finalizers to their controllers")
         return gone_names(edit, "gone/") or gone_names(edit, "gone.")
@@ -69,7 +86,9 @@ def mutants(ctx):
                   "held_by": [f"persistentvolumeclaims/{ctx.params['claim']}"]}
     replace[("gone", "namespace")].append(claim_held)
     add.update({("claim_finalizers_edited_by",): ["kubernetes-admin"], ("pod_force_deleted_by",): ["kubernetes-admin"],
-                ("other_nodes_marked",): ["labkit-node"]})
+                ("other_nodes_marked",): ["labkit-node"],
+                ("volume_writes",): [{"user": "kubernetes-admin", "verb": verb, "finalizers": finalizers}
+                                     for verb, finalizers in (("delete", False), ("patch", True), ("update", False))]})
 
     def node_names(edit):
         return ("was deleted",) if edit.path == "node" and edit.after is None else names(edit)
@@ -79,8 +98,9 @@ def mutants(ctx):
         alternatives={"gone.spec_edit": ["patched"], f"node.taints[{marked}].key": ["", "node.kubernetes.io/shutdown"],
                       f"node.taints[{marked}].value": ["", "true"],
                       f"node.taints[{marked}].effect": ["NoSchedule", "PreferNoSchedule"],
-                      "pod_deleted_by_podgc": [False]},
+                      "pod_deleted_by_podgc": [False], "volume.phase": ["Bound", "Available", "Failed", ""]},
         # the lab's own taints (the node lifecycle controller's) are dropped or reordered, not rewritten
         skip=lambda p: p.startswith("node.taints[") and not p.startswith(f"node.taints[{marked}]") and "." in p[11:],
-        replace={("pod",): [{"terminating": True}], ("node",): [None], **replace}, add=add,
-        apply={f"drop-item:node.taints[{marked}]": _untaint, "replace:node=None": _delete_node})
+        replace={("pod",): [{"terminating": True}], ("node",): [None], ("volume",): [None], **replace}, add=add,
+        apply={f"drop-item:node.taints[{marked}]": _untaint, "replace:node=None": _delete_node,
+               "replace:volume=None": _delete_volume})
