@@ -28,6 +28,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from labkit.checksum import fnv1a32
 from labkit.numa import cpuset
 from labkit.numa.cpumanager import CPUState
 from labkit.numa.memorymanager import Block, MemoryState, MemoryTable, NUMANodeState
@@ -38,13 +39,6 @@ MEMORY_MANAGER_STATE = "memory_manager_state"
 
 class CheckpointError(Exception):
     """Why kubelet refuses a checkpoint (the message kubelet prints)."""
-
-
-def fnv1a32(text: str) -> int:
-    h = 0x811C9DC5
-    for byte in text.encode():
-        h = ((h ^ byte) * 0x01000193) & 0xFFFFFFFF
-    return h
 
 
 # -- go-spew dumps -------------------------------------------------------------------------------
