@@ -380,7 +380,7 @@ def test_register_judges_the_list_kubelet_keeps_at_the_end_of_the_watch(lab):
                                             "allocatable": {"example.com/widget": 0}}}
     with pytest.raises(CheckFailed) as failed:
         checks.judge_register(ctx, seen)
-    assert failed.value.message.startswith("at the end of the check's window (3 s from your registration): kubelet's "
+    assert failed.value.message.startswith("at the end of the check's window (1 s from your registration): kubelet's "
                                            "device list does not hold the exercise's device IDs (missing: widget-0")
     seen["last"] = {**seen["last"], "devices": registered()["devices"]}
     with pytest.raises(CheckFailed) as failed:
@@ -404,3 +404,48 @@ def test_a_plugin_socket_outside_kubelets_directory_is_named(lab):
         checks.judge_register(ctx, seen)
     assert failed.value.message.startswith("the endpoint your plugin registered names a socket that is not in "
                                            "$DEVICE_PLUGIN_DIR itself")
+
+
+# -- how long a step waits: not at all once kubelet's list is the one the step expects ----------------
+
+class _ListedNode:
+    """What checks._settled reads of a session: kubelet's device list, and a wait that records
+    whether its condition already held (Session.wait returns at once when it does)."""
+
+    def __init__(self, devices):
+        self.current = devices
+        self.waits: list[tuple[float, bool]] = []
+
+    def devices(self, resource):
+        return [dict(d) for d in self.current]
+
+    def wait(self, condition, seconds):
+        held = bool(condition())
+        self.waits.append((seconds, held))
+        return held
+
+
+def test_a_step_stops_waiting_when_kubelets_list_is_the_expected_one(lab):
+    the_lab, _env = lab
+    checks = the_lab._load("checks.py")
+    widgets = [{"ID": f"widget-{i}", "health": "Healthy", "numa": [i // 2]} for i in range(4)]
+    node = _ListedNode(widgets)
+    checks._settled(node, "example.com/widget")
+    assert node.waits == [(checks.SETTLE_S, True)]
+    # the list a health step expects: widget-2 Unhealthy, the others Healthy
+    broken = [dict(d, health="Unhealthy") if d["ID"] == "widget-2" else d for d in widgets]
+    assert not checks._listed(node, "example.com/widget", sick=["widget-2"])
+    node.current = broken
+    assert checks._listed(node, "example.com/widget", sick=["widget-2"])
+    assert not checks._listed(node, "example.com/widget")
+    # anything else than exactly the expected list waits SETTLE_S for the messages that may follow
+    for wrong in (widgets[:3], widgets + [{"ID": "widget-4", "health": "Healthy", "numa": [1]}],
+                  [dict(d, numa=[]) for d in widgets], [dict(d, health="healthy") for d in widgets],
+                  [dict(d, numa=[0]) for d in widgets]):
+        node = _ListedNode(wrong)
+        checks._settled(node, "example.com/widget")
+        assert node.waits == [(checks.SETTLE_S, False)], wrong
+    # share's vcores are judged against their own list
+    vcores = [{"ID": v, "health": "Healthy", "numa": [n]} for v, n in checks.VCORE_NUMA.items()]
+    assert checks._listed(_ListedNode(vcores), "example.com/vcore", checks.VCORE_NUMA)
+    assert not checks._listed(_ListedNode(vcores[1:]), "example.com/vcore", checks.VCORE_NUMA)

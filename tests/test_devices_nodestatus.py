@@ -135,6 +135,43 @@ def test_a_session_registers_a_fresh_node_and_reads_it_back(tmp_path, client):
     assert [p.args[0] for p in started] == [sys.executable]        # the plugin, and nothing else
 
 
+def test_a_plugin_listed_before_the_node_is_registered_reaches_the_node_after_its_registration(tmp_path, client):
+    # the session starts the plugin before it registers the Node (the plugin's Python and grpc take
+    # longer): a plugin that registers and lists first is written to the Node only once the Node is
+    # registered, and then at once, in kubelet's order (register, then status)
+    written = []
+
+    class Recording(NodeStatus):
+        def register(self, node_recreated):
+            written.append("register")
+            return super().register(node_recreated)
+
+        def update(self, capacity, allocatable, removed):
+            written.append(("update", dict(capacity)))
+            return super().update(capacity, allocatable, removed)
+
+    node = Recording(client, "widget-node")
+    plugins = []
+
+    def spawn(tag, argv, extra_env):      # the plugin, in this process, registered and listed at once
+        plugin = ReferencePlugin({"resource": WIDGET, "socket": "widget.sock",
+                                  "devices": [{"id": f"w{i}", "numa": i // 2} for i in range(4)]},
+                                 session.kubelet.directory)
+        plugins.append(plugin)
+        plugin.start()
+        assert wait_until(lambda: session.kubelet.healthy_count(WIDGET) == 4, 10)
+        return None
+    session = Session(tmp_path / "node", tmp_path / "unused.py", spawn, lambda tag: tmp_path / f"{tag}.log",
+                      node_status=node)
+    try:
+        with session as s:
+            assert written[0] == "register" and ("update", {WIDGET: 4}) in written, written
+            assert s.node() == {"capacity": {WIDGET: 4}, "allocatable": {WIDGET: 4}}
+    finally:
+        for plugin in plugins:
+            plugin.stop()
+
+
 # -- the scheduler against the Node ------------------------------------------------------------------
 
 def test_the_scheduler_finds_the_widgets_insufficient(client):

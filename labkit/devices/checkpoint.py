@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Callable
 
 from labkit.apiserver.protobuf import length_delimited, varint_field
+from labkit.checksum import fnv1a32
 from labkit.devices.manager import Allocation, DeviceManager, Endpoint, Options
-from labkit.numa.checkpoint import fnv1a32
 
 CORRUPTED = "checkpoint is corrupted"
 

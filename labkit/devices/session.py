@@ -28,6 +28,7 @@ import signal
 import stat
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Callable
@@ -54,6 +55,8 @@ class Session:
         self.process: subprocess.Popen | None = None
         self.containers = 0
         self.node_status = node_status
+        self.node_registered = False          # sync_node writes nothing before the Node is registered
+        self.node_lock = threading.Lock()
         if node_status is not None:
             self.kubelet.on_change = self.sync_node
 
@@ -66,14 +69,25 @@ class Session:
         self.health_file.write_text("{}\n")
         self.kubelet.start()
         self.started_at = self.kubelet.clock()
-        if self.node_status is not None:
-            # kubelet_node_status.go tryRegisterWithAPIServer -> reconcileExtendedResource: no
-            # checkpoint in the device-plugins directory (ShouldResetExtendedResourceCapacity)
-            self.node_status.register(node_recreated=not self.kubelet.checkpoint_path.exists())
-            self.sync_node()
+        recreated = not self.kubelet.checkpoint_path.exists()
+        # the plugin starts (Python and grpc take a while) as kubelet.sock is served, while kubelet
+        # registers its Node, as a real node's kubelet and plugins start independently; what the
+        # device manager learns meanwhile is written to the Node once it is registered
         self.process = self.spawn(PLUGIN_TAG, [sys.executable, "-u", str(self.plugin_file)],
                                   {"DEVICE_PLUGIN_DIR": str(self.kubelet.directory),
                                    "DEVICE_HEALTH_FILE": str(self.health_file)})
+        if self.node_status is not None:
+            # kubelet_node_status.go tryRegisterWithAPIServer -> reconcileExtendedResource: no
+            # checkpoint in the device-plugins directory (ShouldResetExtendedResourceCapacity)
+            try:
+                with self.node_lock:
+                    self.node_status.register(node_recreated=recreated)
+                    self.node_registered = True
+            except BaseException:          # no `with` body runs, nor __exit__: stop what started
+                self.stop_plugin()
+                self.kubelet.stop()
+                raise
+            self.sync_node()
         return self
 
     def __exit__(self, *exc) -> None:
@@ -143,11 +157,14 @@ class Session:
         server that cannot be reached is logged in kubelet's events, as kubelet logs it."""
         if self.node_status is None:
             return
-        capacity, allocatable, removed = self.kubelet.device_capacity()
-        try:
-            self.node_status.update(capacity, allocatable, removed)
-        except Exception as exc:          # ApiError, OSError: the API server is away
-            self.kubelet.events.append(f"Error updating node status, will retry: {exc}")
+        with self.node_lock:
+            if not self.node_registered:
+                return              # __enter__ writes the device manager's numbers once it is
+            capacity, allocatable, removed = self.kubelet.device_capacity()
+            try:
+                self.node_status.update(capacity, allocatable, removed)
+            except Exception as exc:          # ApiError, OSError: the API server is away
+                self.kubelet.events.append(f"Error updating node status, will retry: {exc}")
 
     def registrations(self) -> list[dict]:
         return [dict(r) for r in self.kubelet.registrations]

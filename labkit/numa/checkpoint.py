@@ -28,6 +28,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from labkit.checksum import fnv1a32
 from labkit.gojson import value_type
 from labkit.numa import cpuset
 from labkit.numa.cpumanager import CPUState
@@ -39,13 +40,6 @@ MEMORY_MANAGER_STATE = "memory_manager_state"
 
 class CheckpointError(Exception):
     """Why kubelet refuses a checkpoint (the message kubelet prints)."""
-
-
-def fnv1a32(text: str) -> int:
-    h = 0x811C9DC5
-    for byte in text.encode():
-        h = ((h ^ byte) * 0x01000193) & 0xFFFFFFFF
-    return h
 
 
 # -- go-spew dumps -------------------------------------------------------------------------------

@@ -18,17 +18,20 @@ WIDGETS = {"widget-0": 0, "widget-1": 0, "widget-2": 1, "widget-3": 1}    # the 
 HEALTHY, UNHEALTHY = "Healthy", "Unhealthy"
 REGISTER_S = 3.0          # how long a plugin has to register (Python and grpc start in well under 1 s)
 CHANGE_S = 3.0            # how long it has to send a changed list
-SETTLE_S = 0.3
-LIVE_S = 3.0              # register: how long the check watches a registered plugin (its bound): one
-                          # that stops serving, or registers again, within 3 s of registering is seen
+SETTLE_S = 0.3            # how long the check waits, after a new list, for the list a step expects when that
+                          # list was not the one sent (a plugin may send it in more than one message); a
+                          # list that is already the expected one ends the wait (_settled)
+LIVE_S = 1.0              # register: how long the check watches a registered plugin (its bound): one
+                          # that stops serving, or registers again, within 1 s of registering is seen
 RESTARTS = 2              # restart: kubelet restarts twice; a plugin must notice every restart
-FIRST_QUIET_S = (0.5, 1.0)    # the first restart comes this long after the plugin registered, drawn at
+FIRST_QUIET_S = (0.15, 0.3)   # the first restart comes this long after the plugin registered, drawn at
                           # random each run: the plugin cannot know when
-QUIET_MARGIN_S = (0.4, 0.7)   # each later restart comes this much later after the plugin's last
+QUIET_MARGIN_S = (0.25, 0.4)  # each later restart comes this much later after the plugin's last
                           # registration than that registration came after the one before it: a plugin
                           # registering on a fixed timer (every P s, or once P s after the last) registers
-                          # again before that restart, whatever P (see observe_restart)
-FINAL_S = 0.6             # restart: how long the check watches after the last re-registration
+                          # again before that restart, whatever P (see observe_restart); the margin also
+                          # absorbs how much later such a plugin's next Register may arrive on a busy machine
+FINAL_S = 0.2             # restart: how long the check watches after the last re-registration
 REREGISTER_GRACE_S = 0.5  # how long after a plugin ended its stream the check waits for a Register that
                           # may follow (a plugin serving anew), before it judges the plugin stopped serving
 ORDINALS = ("first", "second", "third")
@@ -49,9 +52,28 @@ def _session(ctx):
     return lab.session(ctx.env, ctx.exercise.id, _plugin(ctx))
 
 
-def _first_list(s, resource: str) -> None:
+def _listed(s, resource: str, expected: dict | None = None, sick=()) -> bool:
+    """Whether kubelet's device list for `resource` is the one the step expects: exactly the IDs of
+    `expected` (ID -> NUMA node; the four widgets unless given), each on its NUMA node, those of
+    `sick` Unhealthy and the others Healthy."""
+    expected = WIDGETS if expected is None else expected
+    got = {d["ID"]: d for d in s.devices(resource)}
+    return set(got) == set(expected) and all(
+        got[dev]["numa"] == [node] and got[dev]["health"] == (UNHEALTHY if dev in sick else HEALTHY)
+        for dev, node in expected.items())
+
+
+def _settled(s, resource: str, expected: dict | None = None, sick=()) -> None:
+    """After a new device list: when it is not yet the list the step expects, wait SETTLE_S for the
+    messages that may follow it (the step then judges the list kubelet keeps, the last message's);
+    when it is, the evidence is complete and nothing is waited for."""
+    s.wait(lambda: _listed(s, resource, expected, sick), SETTLE_S)
+
+
+def _first_list(s, resource: str, expected: dict | None = None) -> None:
     s.wait(lambda: s.lists(resource) >= 1 or any(r["error"] for r in s.registrations()), REGISTER_S)
-    s.wait(lambda: False, SETTLE_S) if s.lists(resource) else None
+    if s.lists(resource):
+        _settled(s, resource, expected)
 
 
 def _registrations(s, start: int) -> list[dict]:
@@ -113,13 +135,14 @@ def _registered_at(s, start: int = 1) -> float:
     return accepted[0] if accepted else s.kubelet.clock()
 
 
-def _changed(s, resource: str, health: dict) -> dict:
-    """Rewrite the health file; wait for a new ListAndWatch message (and its followers)."""
+def _changed(s, resource: str, health: dict, sick=()) -> dict:
+    """Rewrite the health file; wait for a new ListAndWatch message (and, unless it already lists
+    `sick` Unhealthy and the others Healthy, its followers)."""
     before = s.lists(resource)
     s.set_health(health)
     sent = s.wait(lambda: s.lists(resource) > before, CHANGE_S)
     if sent:
-        s.wait(lambda: False, SETTLE_S)
+        _settled(s, resource, sick=sick)
     return {"sent": sent, "devices": sorted(s.devices(resource), key=lambda d: d["ID"]), "node": s.node()}
 
 
@@ -304,8 +327,8 @@ def observe_health(ctx) -> dict:
         _first_list(s, resource)
         obs = _registration(s, resource)
         if s.lists(resource):
-            for phase, health, _sick in health_phases(ctx.params):
-                obs[phase] = _changed(s, resource, health)
+            for phase, health, sick in health_phases(ctx.params):
+                obs[phase] = _changed(s, resource, health, sick)
                 if not obs[phase]["sent"]:
                     break
         return _window(s, obs)
@@ -569,7 +592,7 @@ def observe_restart(ctx, rng=None) -> dict:
                            CHANGE_S)
             listed = again and s.wait(lambda: s.lists(resource) >= 1, until - time.monotonic())
             if listed:
-                s.wait(lambda: False, SETTLE_S)
+                _settled(s, resource)
             held = s.kubelet.manager.pod_devices.get("pod-a", {}).get("c", {}).get(resource)
             obs["restarts"].append({"registered_again": again, "listed": listed, "node": s.node(),
                                     "held_after": list(held.devices) if held else []})
@@ -816,7 +839,7 @@ def observe_share(ctx) -> dict:
     the Allocate answer kubelet keeps for its container (what the runtime would get)."""
     resource = ctx.params["resource"]
     with _session(ctx) as s:
-        _first_list(s, resource)
+        _first_list(s, resource, VCORE_NUMA)
         obs = _registration(s, resource)
         obs.update(options=s.options(resource), answers=[], allocates=[], pods=[])
         client = s.kubelet.clients.get(resource)

@@ -87,7 +87,7 @@ def lowercase_health(env):
 
 @mistake("at the end of the check's window", "device IDs")
 def sends_an_empty_list_when_nothing_changed(env):
-    """Lists the widgets once, then, 1.5 s later and every 1.5 s after, an empty ListAndWatch
+    """Lists the widgets once, then, 0.6 s later and every 0.6 s after, an empty ListAndWatch
     message "since nothing changed", as if the stream carried changes: each message is the whole
     list, and kubelet forgets every widget the empty one leaves out."""
     _write(env, ("""            if now != last:
@@ -96,7 +96,7 @@ def sends_an_empty_list_when_nothing_changed(env):
                 last = now
                 yield device_list(now)
             else:
-                time.sleep(1.4)
+                time.sleep(0.5)
                 yield api.ListAndWatchResponse(devices=[])"""))
 
 
@@ -133,7 +133,7 @@ def registers_again_on_a_timer(env):
     """Serves anew and registers again every 0.7 s whether or not kubelet restarted, as a
     substitute for noticing that kubelet.sock was created anew."""
     _write(env, ('''        now = kubelet_socket()
-        if now is not None and now != registered_with:''', '''        time.sleep(0.5)
+        if now is not None and now != registered_with:''', '''        time.sleep(0.65)
         now = kubelet_socket()
         if now is not None:'''))
 
@@ -141,28 +141,28 @@ def registers_again_on_a_timer(env):
 
 @mistake("stopped serving", "after registering")
 def exits_a_while_after_registering(env):
-    """Registers, serves for 1.5 s (long enough, it thinks, for kubelet to read the devices) and
-    leaves main: the server stops and the process ends."""
+    """Registers, serves for half a second (long enough, it thinks, for kubelet to read the
+    devices) and leaves main: the server stops and the process ends."""
     timed_plugin(env, "register", f"""    {REGISTER}
-    time.sleep(1.5)
+    time.sleep(0.5)
     server.stop(0)""")
 
 
 @mistake("stopped serving", "after registering")
-def serves_for_two_and_a_half_seconds(env):
-    """Registers and keeps serving with a bounded loop (25 sleeps of 0.1 s), then stops the
-    server: it serves 2.5 s instead of for as long as the node runs."""
+def serves_for_most_of_a_second(env):
+    """Registers and keeps serving with a bounded loop (7 sleeps of 0.1 s), then stops the
+    server: it serves 0.7 s instead of for as long as the node runs."""
     timed_plugin(env, "register", f"""    {REGISTER}
-    for _ in range(25):
+    for _ in range(7):
         time.sleep(0.1)
     server.stop(0)""")
 
 
 @mistake("registered 2 times", "kubelet not restarted")
-def registers_again_after_a_second_or_so(env):
-    """Registers, and registers once more 1.3 s later "to be sure kubelet has it", then serves on."""
+def registers_again_after_half_a_second(env):
+    """Registers, and registers once more 0.5 s later "to be sure kubelet has it", then serves on."""
     timed_plugin(env, "register", f"""    {REGISTER}
-    time.sleep(1.3)
+    time.sleep(0.5)
     {REGISTER}
     while True:
         time.sleep(1)""")

@@ -52,7 +52,7 @@ def registers_again_every_second(env):
     created anew: it is registered again after a restart too, but also again and again with a
     kubelet that never restarted."""
     _write(env, ('''        now = kubelet_socket()
-        if now is not None and now != registered_with:''', '''        time.sleep(0.8)
+        if now is not None and now != registered_with:''', '''        time.sleep(0.95)
         now = kubelet_socket()
         if now is not None:'''))
 

@@ -111,7 +111,7 @@ def main():
                 registered_with = now
             except grpc.RpcError as exc:
                 print("registration failed:", exc.details(), flush=True)
-        time.sleep(0.2)
+        time.sleep(0.05)     # a stat of kubelet.sock: cheap; a restart is answered within 0.05 s
 
 
 if __name__ == "__main__":
