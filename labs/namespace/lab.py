@@ -45,6 +45,7 @@ import time
 from pathlib import Path
 
 from labkit import procs
+from labkit.apiserver import waits
 from labkit.apiserver.errors import ApiError
 from labkit.apiserver.process import server_alive, spawn
 from labkit.apiserver.target import SERVER_TAG, Target, for_env
@@ -238,6 +239,8 @@ def _build_namespace(env, t: Target, ns: str) -> tuple[str, str]:
     (deleting the ones that start Terminating is the caller's part)."""
     created = t.create(env, "v1", "namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
     for api_version, resource, obj in CONTENT[ns]:
+        if resource == "pods":      # admitted only once the namespace has its default ServiceAccount
+            waits.default_service_account(t.client(), ns)
         t.create(env, api_version, resource, obj, ns)
     return created["metadata"]["uid"], created["metadata"]["resourceVersion"]
 
