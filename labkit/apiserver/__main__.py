@@ -34,7 +34,7 @@ def serve(state: str, port: int, controllers: list[str], announce=print, emulate
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: os.write(wake, b"."))
     server = EmbeddedServer(state, port, controllers, emulated_version=emulated_version, audit_policy=audit_policy)
-    server.start()
+    server.start(controllers="background")     # server.json once it listens; controllers after
     version = server.api.version
     announce(f"labkit API server listening on {server.url} (state in {server.state_dir})")
     announce(f"Kubernetes v1.34, emulating {version.name}: "
