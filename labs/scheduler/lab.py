@@ -511,11 +511,9 @@ def noexecute_trial(env, since: float) -> dict | None:
     as one of them while a node had such a taint (its FailedScheduling message, or where it bound
     it, shows whether it tolerates the taint). {at, time, pod, what}; None if none, or on a real
     cluster. What the student looked at labkit cannot know: the try is what kubectl could show."""
-    import json
     import time
 
     from labkit.scheduler import withhold
-    from labkit.scheduler.explain import RECORDS
     target = for_env(env)
     if not target.embedded:
         return None
@@ -536,6 +534,23 @@ def noexecute_trial(env, since: float) -> dict | None:
                                f"the taint-eviction controller decided for the Pod {item.get('namespace')}/"
                                f"{item.get('name')} on {d.get('node')} under the taint {shown}"))
             break
+    pods = set()
+    for pod, at, situation in decided_since(target, since):
+        if pod not in pods and withhold.noexecute_reveals(situation):       # each Pod's first such decision
+            pods.add(pod)
+            tries.append(found(at, pod, f"the lab's scheduler decided the Pod {pod}, which tolerates as one of "
+                                        "node-e's Pods does, next to a node with a NoExecute taint of the drain key"))
+    return min(tries, key=lambda t: t["at"]) if tries else None
+
+
+def decided_since(target, since: float):
+    """(namespace/name, at, situation) of each situation the lab's scheduler decided a Pod in at or
+    after `since`, from the records it keeps of its decisions (labkit.scheduler.explain RECORDS:
+    one file per Pod, its `history`), Pod by Pod in the order of their files, each Pod's in the
+    order it kept them."""
+    import json
+
+    from labkit.scheduler.explain import RECORDS
     for path in sorted((target.state_dir / RECORDS).glob("*/*.json")):
         try:
             kept = json.loads(path.read_text())
@@ -543,12 +558,8 @@ def noexecute_trial(env, since: float) -> dict | None:
             continue
         for seen in kept.get("history") or []:
             at = seen.get("at")
-            if isinstance(at, (int, float)) and at >= since and withhold.noexecute_reveals(seen.get("situation")):
-                pod = f"{path.parent.name}/{path.stem}"
-                tries.append(found(at, pod, f"the lab's scheduler decided the Pod {pod}, which tolerates as one of "
-                                            "node-e's Pods does, next to a node with a NoExecute taint of the drain key"))
-                break
-    return min(tries, key=lambda t: t["at"]) if tries else None
+            if isinstance(at, (int, float)) and at >= since:
+                yield f"{path.parent.name}/{path.stem}", at, seen.get("situation")
 
 
 def live_trial(env, exercise_id: str, since: float) -> dict | None:
@@ -559,33 +570,22 @@ def live_trial(env, exercise_id: str, since: float) -> dict | None:
     built in the lab's cluster, whose binding, preemption and events kubectl shows. From the
     records the scheduler keeps of its decisions (each situation a Pod was decided in, and when:
     `history`); None if none, or on a real cluster."""
-    import json
     import time
 
     from labkit.inputs import load_yaml
     from labkit.scheduler import withhold
-    from labkit.scheduler.explain import RECORDS
     if exercise_id == "noexecute":
         return noexecute_trial(env, since)
     target = for_env(env)
     if not target.embedded:
         return None
     case = load_yaml(env.lab.directory / env.lab.exercise(exercise_id).params["case"])
-    found = []
-    for path in sorted((target.state_dir / RECORDS).glob("*/*.json")):
-        try:
-            kept = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        for seen in kept.get("history") or []:
-            at = seen.get("at")
-            if not isinstance(at, (int, float)) or at < since or not isinstance(seen.get("situation"), dict):
-                continue
-            if withhold.reveals(seen["situation"], case, exercise_id):
-                pod = f"{path.parent.name}/{path.stem}"
-                found.append({"at": at, "time": time.strftime("%H:%M:%S", time.gmtime(at)), "pod": pod,
-                              "what": f"the lab's scheduler decided the Pod {pod}"})
-                break
+    found, pods = [], set()
+    for pod, at, situation in decided_since(target, since):
+        if pod not in pods and isinstance(situation, dict) and withhold.reveals(situation, case, exercise_id):
+            pods.add(pod)       # each Pod's first decision that shows the case
+            found.append({"at": at, "time": time.strftime("%H:%M:%S", time.gmtime(at)), "pod": pod,
+                          "what": f"the lab's scheduler decided the Pod {pod}"})
     return min(found, key=lambda t: t["at"]) if found else None
 
 
