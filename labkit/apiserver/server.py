@@ -159,7 +159,9 @@ class EmbeddedServer:
         if not background:
             self._start_initial()
             return
-        self._startup_thread = threading.Thread(target=self._start_initial, daemon=True, name="controllers-startup")
+        # not a daemon, as the main thread that started them before: the threads the controllers
+        # start inherit that (threading.Thread's default), and stop() joins this one
+        self._startup_thread = threading.Thread(target=self._start_initial, daemon=False, name="controllers-startup")
         self._startup_thread.start()
 
     def _start_initial(self) -> None:
