@@ -71,6 +71,8 @@ Modules, request path first:
   server.py     EmbeddedServer (all of it in one process)
   process.py    the server as a lab process: server.json (ServerInfo), spawn() for labs, liveness;
                 light, so checks and tools reach a running server without importing server.py
+  waits.py      what a lab's build waits for of the cluster's own components (the default
+                ServiceAccount of a namespace) before it makes objects that need it
   certs.py      the server's CA (also the client CA) and certificate (client-go sends tokens
                 only over TLS)
 
@@ -180,9 +182,12 @@ Starting it from a lab
         return f"export KUBECONFIG={info.kubeconfig}"
 
 `spawn(env, controllers=[...])` chooses the controllers (default: garbagecollector, deployment,
-replicaset, node); `info.set_controller("garbagecollector", running=False)` stops one and
-`running=True` / `restart=True` start it again (admin API under /labkit/v1: a non-resource path,
-which RBAC grants cluster-admin through its `*`).
+replicaset, node, ...); `spawn` returns once the server listens, and the server starts them after
+that, one after the other in the order given (GET /labkit/v1/controllers/startup says which run):
+a build waits for the effect it needs (bounded), and `spawn(env, ready=[...])` for controllers
+that must run before it makes anything. `info.set_controller("garbagecollector", running=False)`
+stops one and `running=True` / `restart=True` start it again, once the initial ones have started
+(admin API under /labkit/v1: a non-resource path, which RBAC grants cluster-admin through its `*`).
 The state directory holds objects.db, audit.log, decisions.log (what `labkit gc log` reads),
 kubeconfig (mode 0600), tokens.csv and pki/. `labkit cleanup` stops the process through the
 ledger. In tests and tools, `EmbeddedServer(state_dir, controllers=[...]).start()` runs the same

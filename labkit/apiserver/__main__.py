@@ -33,8 +33,12 @@ def serve(state: str, port: int, controllers: list[str], announce=print, emulate
     woken, wake = os.pipe()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: os.write(wake, b"."))
+    # ... and so does the signal's arrival itself: the kernel may deliver it to another of the
+    # server's threads, and then the main thread, blocked in its read, would never run the handler
+    os.set_blocking(wake, False)
+    signal.set_wakeup_fd(wake, warn_on_full_buffer=False)
     server = EmbeddedServer(state, port, controllers, emulated_version=emulated_version, audit_policy=audit_policy)
-    server.start()
+    server.start(controllers="background")     # server.json once it listens; controllers after
     version = server.api.version
     announce(f"labkit API server listening on {server.url} (state in {server.state_dir})")
     announce(f"Kubernetes v1.34, emulating {version.name}: "

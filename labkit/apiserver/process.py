@@ -1,6 +1,7 @@
 """The embedded API server as a lab process, seen from outside: where it says it listens
-(server.json in its state directory, written by server.EmbeddedServer once it listens and read
-here), whether it still runs, and `spawn(env)`, which starts it as a tracked process of a lab.
+(server.json in its state directory, written by server.EmbeddedServer once it listens, before its
+controllers start, and read here), whether it still runs, and `spawn(env)`, which starts it as a
+tracked process of a lab.
 
 Light on purpose: a check, a solution or a tool that only talks HTTPS to a running server reads
 its target through this module (labkit.apiserver.target), without importing the server itself.
@@ -50,6 +51,36 @@ class ServerInfo:
         body = {"restart": True} if restart else {"running": running}
         return self.client().check(*self.client().request("PUT", f"/labkit/v1/controllers/{name}", body=body))
 
+    def wait_controllers(self, names, timeout: float = 30.0, alive=None, log: str | os.PathLike | None = None) -> None:
+        """Until each controller of `names` runs (its informers have listed what the server holds):
+        the server starts its controllers after it listens (server.EmbeddedServer.start_controllers).
+        `alive()` false, a controller that failed to start, or `timeout`: a LabkitError naming it
+        and `log`, where the server's output is."""
+        from labkit.errors import LabkitError
+        names = list(names)
+        if not names:
+            return
+        where = f" (log: {log})" if log else ""
+        client = self.client()
+        deadline = time.monotonic() + timeout
+        while True:
+            status = client.check(*client.request("GET", "/labkit/v1/controllers/startup"))
+            failed = {n: e for n, e in (status.get("failed") or {}).items() if n in names}
+            if failed:
+                raise LabkitError("the API server's controller " + "; ".join(f"{n} did not start: {e}"
+                                                                             for n, e in failed.items()) + where)
+            missing = [n for n in names if n not in status.get("running", [])]
+            if not missing:
+                return
+            if status.get("done") and not any(n in status.get("pending", []) for n in missing):
+                raise LabkitError(f"the API server does not run the controller(s) {', '.join(missing)}{where}")
+            if alive is not None and not alive():
+                raise LabkitError(f"the API server exited while its controllers started{where}")
+            if time.monotonic() > deadline:
+                raise LabkitError(f"the API server's controller(s) {', '.join(missing)} did not start within "
+                                  f"{timeout:.0f} s{where}")
+            time.sleep(0.02)
+
 
 def server_json(url: str, port: int, kubeconfig: Path) -> str:
     """The text of server.json for this process, which the server writes once it listens."""
@@ -83,11 +114,16 @@ def server_alive(state_dir: str | os.PathLike) -> bool:
 
 def spawn(env, tag: str = "apiserver", port: int = 0, controllers=DEFAULT_CONTROLLERS,
           timeout: float = 30.0, emulated_version: str | None = None,
-          audit_policy: str | os.PathLike | None = None) -> ServerInfo:
+          audit_policy: str | os.PathLike | None = None, ready=()) -> ServerInfo:
     """Start the server as a tracked process of the lab `env` (state in env.dir/<tag>) and wait
-    until it listens. The kubeconfig is in the returned ServerInfo. The state directory is in the
-    lab's ledger too: its objects live as long as the lab, so `labkit reset`, `cleanup` and a
-    rebuild after a crash start from an empty server."""
+    until it listens, and until the controllers named in `ready` run. The kubeconfig is in the
+    returned ServerInfo. The state directory is in the lab's ledger too: its objects live as long
+    as the lab, so `labkit reset`, `cleanup` and a rebuild after a crash start from an empty server.
+
+    The server starts `controllers` one after the other, in their order, once it listens: objects
+    made before a controller started are in its informers' first list, and it acts on them then, so
+    a build that waits for a controller's effect (bounded) needs nothing more; what must run before
+    the build makes anything goes in `ready`."""
     from labkit import procs
     from labkit.errors import LabkitError
 
@@ -106,6 +142,8 @@ def spawn(env, tag: str = "apiserver", port: int = 0, controllers=DEFAULT_CONTRO
     while time.monotonic() < deadline:
         info = read_server_info(state_dir)
         if info is not None and info.pid == proc.pid:
+            info.wait_controllers(ready, max(deadline - time.monotonic(), 1.0), alive=lambda: proc.poll() is None,
+                                  log=Path(env.dir) / "logs" / f"{tag}.log")
             return info
         if proc.poll() is not None:
             log = Path(env.dir) / "logs" / f"{tag}.log"

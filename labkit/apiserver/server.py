@@ -22,6 +22,9 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import sys
+import threading
+import traceback
 from pathlib import Path
 
 from cryptography import x509
@@ -56,6 +59,9 @@ SERVER_FEATURES = {"crd", "crd-instance-cleanup", "pod-graceful-deletion", "requ
 ADMIN_GROUPS = [ADMIN_GROUP, "system:authenticated"]
 PRIVILEGED_GROUPS = ["system:masters"]
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+# seconds a request that starts or stops a controller waits for the initial ones (within the
+# request's own timeout, kube-apiserver's --request-timeout default of 60 s)
+STARTUP_WAIT = 30.0
 
 
 def kubeconfig_text(url: str, token: str, ca_pem: bytes, namespace: str = "default") -> str:
@@ -98,6 +104,13 @@ class EmbeddedServer:
         self.api.container_logs = podconnect.container_log_finder(self.state_dir)
         self.kubeconfig = self.state_dir / "kubeconfig"
         self._started = False
+        self._startup_lock = threading.Lock()
+        self._startup_pending: list[str] = []
+        self._startup_failed: dict[str, str] = {}
+        self._startup_done = threading.Event()
+        self._startup_done.set()
+        self._startup_stop = threading.Event()
+        self._startup_thread: threading.Thread | None = None
 
     @property
     def url(self) -> str:
@@ -113,18 +126,83 @@ class EmbeddedServer:
     def http_client(self) -> HttpClient:
         return HttpClient(self.url, self.token, certs.client_context(self.pki))
 
-    def start(self) -> "EmbeddedServer":
+    def start(self, controllers: str = "now") -> "EmbeddedServer":
+        """Serve, then start the initial controllers: `now` before returning (in-process users),
+        `background` in a thread of their own once the server serves (`python -m labkit.apiserver`:
+        server.json says where it listens before they start, as kube-apiserver serves before
+        kube-controller-manager and kube-scheduler have started; each controller's informers list
+        what was made meanwhile), `later` when start_controllers() is called."""
+        if controllers not in ("now", "background", "later"):
+            raise ValueError(f"controllers: now, background or later, not {controllers!r}")
+        with self._startup_lock:            # from here until start_controllers() has started them all
+            self._startup_pending = list(self.initial_controllers)
+            self._startup_done.clear()
         self._bootstrap()
         self.internals.start()
         self.http.start()
         certs.write_private(self.kubeconfig, kubeconfig_text(self.url, self.token,
                                                          (self.pki / certs.CA_CERT).read_bytes()))
-        for name in self.initial_controllers:
-            self.controllers.start(name)
         certs.write_private(self.state_dir / process.SERVER_FILE,
                             process.server_json(self.url, self.port, self.kubeconfig))
         self._started = True
+        if controllers != "later":
+            self.start_controllers(background=controllers == "background")
         return self
+
+    def start_controllers(self, background: bool = False) -> None:
+        """Start the initial controllers (once, after start()), one after the other in their
+        order; with `background` in a thread, and return at once. From start() until all have
+        started (or failed to: the error goes to stderr and to /labkit/v1/controllers/startup),
+        the server is not idle and a request that starts or stops a controller waits for them."""
+        if self._startup_done.is_set() or self._startup_thread is not None:
+            raise RuntimeError("the initial controllers start once, after start()")
+        if not background:
+            self._start_initial()
+            return
+        # not a daemon, as the main thread that started them before: the threads the controllers
+        # start inherit that (threading.Thread's default), and stop() joins this one
+        self._startup_thread = threading.Thread(target=self._start_initial, daemon=False, name="controllers-startup")
+        self._startup_thread.start()
+
+    def _start_initial(self) -> None:
+        try:
+            while not self._startup_stop.is_set():
+                with self._startup_lock:
+                    if not self._startup_pending:
+                        break
+                    name = self._startup_pending[0]
+                try:
+                    self.controllers.start(name)
+                except Exception as exc:
+                    if self._startup_thread is None:        # started in the caller's thread: its error
+                        raise
+                    self._startup_failed[name] = f"{type(exc).__name__}: {exc}"
+                    print(f"error: the controller {name} did not start:", file=sys.stderr, flush=True)
+                    traceback.print_exc(file=sys.stderr)
+                finally:
+                    with self._startup_lock:
+                        self._startup_pending.pop(0)
+        finally:
+            with self._startup_lock:
+                self._startup_pending = []
+            self._startup_done.set()
+
+    def controllers_starting(self) -> bool:
+        """Whether initial controllers are still to start."""
+        return not self._startup_done.is_set()
+
+    def startup_status(self) -> dict:
+        """GET /labkit/v1/controllers/startup: which initial controllers run, which are still to
+        start, which failed to (name: error)."""
+        with self._startup_lock:
+            pending = list(self._startup_pending)
+        return {"done": self._startup_done.is_set(), "pending": pending, "failed": dict(self._startup_failed),
+                "running": [n for n in self.initial_controllers if self.controllers.running(n)]}
+
+    def _after_startup(self) -> None:
+        if not self._startup_done.wait(STARTUP_WAIT):
+            raise ApiError(503, "ServiceUnavailable", f"the server's controllers are still starting after "
+                                                      f"{STARTUP_WAIT:.0f} s")
 
     def stop(self) -> None:
         if not self._started:
@@ -132,6 +210,9 @@ class EmbeddedServer:
             self.store.close()
             return
         self._started = False
+        self._startup_stop.set()
+        if self._startup_thread is not None:
+            self._startup_thread.join()
         self.controllers.stop_all()
         self.internals.stop()
         self.http.stop()
@@ -148,7 +229,7 @@ class EmbeddedServer:
         self.stop()
 
     def idle(self) -> bool:
-        return self.internals.idle() and self.controllers.idle()
+        return not self.controllers_starting() and self.internals.idle() and self.controllers.idle()
 
     def _bootstrap(self) -> None:
         """What a fresh cluster has: the default RBAC policy, the system priority classes, the
@@ -178,8 +259,11 @@ class EmbeddedServer:
         parts = [p for p in rest.split("/") if p]
         if parts == ["controllers"] and request.method == "GET":
             return Response(200, self.controllers.status())
+        if parts == ["controllers", "startup"] and request.method == "GET":
+            return Response(200, self.startup_status())
         if len(parts) == 2 and parts[0] == "controllers" and request.method in ("PUT", "POST"):
             name = parts[1]
+            self._after_startup()       # not undone by the initial start of the same controller
             if name not in self.controllers.known():
                 raise not_found_path()
             try:

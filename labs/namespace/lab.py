@@ -48,8 +48,9 @@ import time
 from pathlib import Path
 
 from labkit import procs
+from labkit.apiserver import waits
 from labkit.apiserver.errors import ApiError
-from labkit.apiserver.process import server_alive, spawn
+from labkit.apiserver.process import read_server_info, server_alive, spawn
 from labkit.apiserver.target import SERVER_TAG, Target, for_env
 from labkit.errors import LabkitError
 
@@ -252,8 +253,18 @@ def up(env):
         _metrics_process(env)
     _metrics_apiservice(env, t)
     _strand_uploader(t)
+    if t.embedded:      # the server starts its controllers once it listens: the namespace controller
+        # runs before the deletions, as on a running cluster
+        read_server_info(server_dir(env)).wait_controllers(["namespace"],
+                                                           log=Path(env.dir) / "logs" / f"{SERVER_TAG}.log")
     for ns in DELETED_AT_SETUP:
         c.delete("v1", "namespaces", ns, options={"propagationPolicy": "Background"})
+
+    def reported(ns: str) -> bool:      # gone, or with the conditions of the controller's first pass
+        found = c.get_or_none("v1", "namespaces", ns)
+        return found is None or bool((found.get("status") or {}).get("conditions"))
+    _wait(lambda: all(reported(ns) for ns in DELETED_AT_SETUP),
+          f"the namespace controller to report on the deleted namespaces {', '.join(DELETED_AT_SETUP)}", timeout=60.0)
     (Path(env.dir) / BUILT_FILE).write_text(json.dumps({"resourceVersions": versions,
                                                        "localAPIServices": _local_apiservices(c)}, indent=2) + "\n")
     (Path(env.dir) / "namespaces.json").write_text(json.dumps(uids, indent=2) + "\n")
@@ -284,6 +295,8 @@ def _build_namespace(env, t: Target, ns: str) -> tuple[str, str]:
     (deleting the ones that start Terminating is the caller's part)."""
     created = t.create(env, "v1", "namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
     for api_version, resource, obj in CONTENT[ns]:
+        if resource == "pods":      # admitted only once the namespace has its default ServiceAccount
+            waits.default_service_account(t.client(), ns)
         t.create(env, api_version, resource, obj, ns)
     return created["metadata"]["uid"], created["metadata"]["resourceVersion"]
 

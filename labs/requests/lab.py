@@ -276,6 +276,11 @@ def _audit_scene(env, c) -> None:
     deleted by one of them; a ConfigMap prices in dev deleted by another. Who does what is drawn
     anew at every build: the check reads the answer from the audit log."""
     reader, changer, deleter, other = random.sample(PEOPLE, 4)
+    # the team's rights come from the ClusterRole edit, whose rules the clusterrole-aggregation
+    # controller gathers (clusterroleaggregation_controller.go syncClusterRole): the server starts it
+    # once it listens, and edit has no rules until then
+    _wait(lambda: (c.get_or_none(RBAC, "clusterroles", "edit") or {}).get("rules"),
+          "the clusterrole-aggregation controller to fill the ClusterRole edit", timeout=30.0)
     started = time.time()
     for ns in ("shop", "dev"):
         if c.get_or_none("v1", "configmaps", "prices", ns) is None:

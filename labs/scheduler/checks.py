@@ -537,8 +537,7 @@ def _probe(ctx, lab, target) -> dict:
     pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "12"
     since = _time.time()
     try:
-        for node in built:
-            lab._put_node(client, node)
+        lab._put_nodes(client, built)
         client.create("v1", "pods", pod, ns)
         wait_for(lambda: ((client.get_or_none("v1", "pods", pod_name, ns) or {}).get("spec") or {}).get("nodeName"),
                  timeout=PROBE_WAIT, interval=0.05)

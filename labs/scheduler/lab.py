@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import copy
 
+from labkit.apiserver import waits
 from labkit.apiserver.errors import ApiError
 from labkit.apiserver.process import spawn
 from labkit.apiserver.target import SERVER_TAG, for_env
@@ -66,8 +67,11 @@ NAMESPACE = "sched"
 # the embedded server's default controllers (the node lifecycle controller among them: it takes the
 # not-ready taint that admission puts on each new Node off once the Node reports Ready), without the
 # node stand-in (it registers labkit-node and would bind Pods itself), with the scheduler, the
-# taint-eviction controller and the kubelets' admission step
-CONTROLLERS = tuple(c for c in DEFAULT_CONTROLLERS if c != "node") + ("scheduler", "tainteviction", "kubeletadmit")
+# taint-eviction controller and the kubelets' admission step. The server starts them in this order
+# once it listens: first those whose work the build waits for (the Nodes' taints, the namespace's
+# ServiceAccount, the scheduler's bindings, the Deployment's Pods, the kubelet's rejection)
+FIRST = ("nodelifecycle", "serviceaccount", "scheduler", "deployment", "replicaset", "kubeletadmit", "tainteviction")
+CONTROLLERS = FIRST + tuple(c for c in DEFAULT_CONTROLLERS if c not in FIRST and c != "node")
 SETTLE_TIMEOUT = 30
 
 
@@ -242,48 +246,55 @@ BATCH_PODS = [f"batch-{i}" for i in range(1, BATCH + 1)]
 
 # -- each exercise's part of the starting state ------------------------------------------------------
 
-def _put_node(client, node: dict) -> None:
-    """Create (or bring back to what the lab built) a Node with its status, as a kubelet registers
-    it; then wait until the node lifecycle controller has taken off the not-ready taint that
-    admission (TaintNodesByCondition) gives every new Node, so that the Node is as built."""
-    name = node["metadata"]["name"]
-    current = client.get_or_none("v1", "nodes", name)
-    if current is None:
-        current = client.create("v1", "nodes", copy.deepcopy(node))
-    else:
-        body = copy.deepcopy(node)
-        body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
-        current = client.update("v1", "nodes", body)
-    for attempt in range(10):       # the node lifecycle controller may write the Node's taints meanwhile
-        status = current.get("status") or {}
-        if not any(status.get(k) != node["status"][k] for k in ("allocatable", "capacity")) and \
-                sorted((c.get("type"), c.get("status")) for c in status.get("conditions") or []) == \
-                sorted((c["type"], c["status"]) for c in node["status"]["conditions"]):
-            break
-        try:
-            client.update("v1", "nodes", dict(current, status=copy.deepcopy(node["status"])), None, "status")
-            break
-        except ApiError as exc:
-            if exc.code != 409 or attempt == 9:
-                raise
-            current = client.get("v1", "nodes", name)
-    def ready() -> bool:
+def _put_nodes(client, nodes) -> None:
+    """Create (or bring back to what the lab built) Nodes with their status, as a kubelet registers
+    one; then wait until the node lifecycle controller has taken off the not-ready taint that
+    admission (TaintNodesByCondition) gives every new Node, so that each Node is as built. The
+    controller may start after the Nodes are made (the server starts its controllers once it
+    listens): its informer's first list has them."""
+    nodes = list(nodes)
+    existing = {n["metadata"]["name"]: n for n in client.list("v1", "nodes")[0]}
+    for node in nodes:
+        name = node["metadata"]["name"]
+        current = existing.get(name)
+        if current is None:
+            current = client.create("v1", "nodes", copy.deepcopy(node))
+        else:
+            body = copy.deepcopy(node)
+            body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+            current = client.update("v1", "nodes", body)
+        for attempt in range(10):       # the node lifecycle controller may write the Node's taints meanwhile
+            status = current.get("status") or {}
+            if not any(status.get(k) != node["status"][k] for k in ("allocatable", "capacity")) and \
+                    sorted((c.get("type"), c.get("status")) for c in status.get("conditions") or []) == \
+                    sorted((c["type"], c["status"]) for c in node["status"]["conditions"]):
+                break
+            try:
+                client.update("v1", "nodes", dict(current, status=copy.deepcopy(node["status"])), None, "status")
+                break
+            except ApiError as exc:
+                if exc.code != 409 or attempt == 9:
+                    raise
+                current = client.get("v1", "nodes", name)
+    names = {node["metadata"]["name"] for node in nodes}
+
+    def not_ready() -> list[str]:
         # (a cordoned Node keeps the unschedulable taint the same controller gives it)
-        taints = ((client.get_or_none("v1", "nodes", name) or {}).get("spec") or {}).get("taints") or []
-        return not any(t.get("key") == "node.kubernetes.io/not-ready" and t.get("effect") == "NoSchedule"
-                       for t in taints)
-    if not wait_for(ready, timeout=SETTLE_TIMEOUT, interval=0.05):
-        raise LabkitError(f"the node lifecycle controller did not take the not-ready taint off {name} within "
-                          f"{SETTLE_TIMEOUT} s")
+        return sorted(n["metadata"]["name"] for n in client.list("v1", "nodes")[0] if n["metadata"]["name"] in names
+                      and any(t.get("key") == "node.kubernetes.io/not-ready" and t.get("effect") == "NoSchedule"
+                              for t in (n.get("spec") or {}).get("taints") or []))
+    if not wait_for(lambda: not not_ready(), timeout=SETTLE_TIMEOUT, interval=0.05):
+        raise LabkitError(f"the node lifecycle controller did not take the not-ready taint off "
+                          f"{', '.join(not_ready())} within {SETTLE_TIMEOUT} s")
 
 
 def _delete_pods(client, names) -> None:
+    """The Pods `names` of the lab's namespace deleted at once (no grace), and gone."""
+    names = set(names)
+
     def gone() -> bool:
-        left = False
-        for name in names:
-            if client.get_or_none("v1", "pods", name, NAMESPACE) is None:
-                continue
-            left = True
+        left = [p["metadata"]["name"] for p in client.list("v1", "pods", NAMESPACE)[0] if p["metadata"]["name"] in names]
+        for name in left:
             try:
                 client.delete("v1", "pods", name, NAMESPACE, options={"gracePeriodSeconds": 0})
             except ApiError as exc:
@@ -291,12 +302,10 @@ def _delete_pods(client, names) -> None:
                     raise
         return not left
     if not wait_for(gone, timeout=SETTLE_TIMEOUT, interval=0.1):
-        raise LabkitError(f"the Pods {', '.join(names)} did not go away within {SETTLE_TIMEOUT} s")
+        raise LabkitError(f"the Pods {', '.join(sorted(names))} did not go away within {SETTLE_TIMEOUT} s")
 
 
 def _build_pending(client) -> None:
-    for node in PENDING_NODES.values():
-        _put_node(client, node)
     _delete_pods(client, ["web"])
     client.create("v1", "pods", copy.deepcopy(WEB), NAMESPACE)
 
@@ -309,14 +318,12 @@ def _build_pending(client) -> None:
 
 
 def _build_drain(client) -> None:
-    _put_node(client, DRAIN_NODE)
     _delete_pods(client, list(DRAIN_PODS))
     for name in DRAIN_PODS:
         client.create("v1", "pods", drain_pod(name), NAMESPACE)
 
 
 def _build_retiring(client) -> None:
-    _put_node(client, RETIRING_NODE)
     _delete_pods(client, ["legacy"])
     client.create("v1", "pods", copy.deepcopy(LEGACY), NAMESPACE)
 
@@ -329,8 +336,6 @@ def _build_spread(client) -> None:
     """The pool's Nodes as registered, the Deployment shop made afresh (deleted with its
     ReplicaSets and Pods, foreground, then created) and the Pod cart; waits until the scheduler
     has bound all six replicas (without a constraint they all fit)."""
-    for node in ZONE_NODES.values():
-        _put_node(client, node)
     if client.get_or_none("apps/v1", "deployments", "shop", NAMESPACE) is not None:
         try:
             client.delete("apps/v1", "deployments", "shop", NAMESPACE, options={"propagationPolicy": "Foreground"})
@@ -355,8 +360,6 @@ def _build_spread(client) -> None:
 def _build_binpack(client) -> None:
     """The pool's Nodes as registered, the scheduler's configuration as the lab ships it, and no
     Pod of the batch (the student creates them from batch.yaml)."""
-    for node in PACK_NODES.values():
-        _put_node(client, node)
     current = client.get_or_none("v1", "configmaps", "kube-scheduler-config", "kube-system")
     if current is None:
         client.create("v1", "configmaps", copy.deepcopy(CONFIG_MAP), "kube-system")
@@ -403,11 +406,22 @@ def _build_jobs(client) -> None:
         client.create("v1", "pods", job_pod(name), NAMESPACE)
 
 
+# each exercise's part: its Nodes (put first, as registered), then what build() makes
 PARTS = {"why-pending": _build_pending, "noexecute": _build_drain, "taint-effects": _build_retiring,
          "score-predict": None, "preempt-predict": None, "own-scheduler": _build_jobs,
          "node-name": _build_pinned, "spread": _build_spread, "binpack": _build_binpack}
-# every Node before the Pod web: its first scheduling attempt sees all thirteen
+NODES = {"why-pending": PENDING_NODES, "noexecute": {DRAIN_NODE["metadata"]["name"]: DRAIN_NODE},
+         "taint-effects": {RETIRING_NODE["metadata"]["name"]: RETIRING_NODE}, "spread": ZONE_NODES,
+         "binpack": PACK_NODES}
 BUILD_ORDER = ("noexecute", "taint-effects", "spread", "binpack", "why-pending", "own-scheduler", "node-name")
+
+
+def build_part(client, exercise_id: str) -> None:
+    """One exercise's part of the starting state built afresh: its Nodes, then its objects."""
+    if exercise_id in NODES:
+        _put_nodes(client, NODES[exercise_id].values())
+    if PARTS[exercise_id]:
+        PARTS[exercise_id](client)
 
 
 def up(env):
@@ -415,6 +429,11 @@ def up(env):
     crash_point("scheduler:server")
     client = for_env(env).client()
     client.create("v1", "namespaces", {"metadata": {"name": NAMESPACE}})
+    # every Node first, all thirteen together: the Pod web's first scheduling attempt sees them all
+    _put_nodes(client, [node for part in BUILD_ORDER for node in NODES.get(part, {}).values()])
+    crash_point("scheduler:nodes")
+    # the Pods below are admitted only with the namespace's default ServiceAccount
+    waits.default_service_account(client, NAMESPACE, SETTLE_TIMEOUT)
     for part in BUILD_ORDER:
         PARTS[part](client)
         crash_point(f"scheduler:{part}")
@@ -426,12 +445,10 @@ def reset_exercise(env, exercise_id: str) -> None:
     re-created, the student's scheduler stopped for own-scheduler); the other exercises' objects
     are not touched. The prediction exercises have
     nothing live: their reset changes nothing."""
-    build = PARTS[exercise_id]
     if exercise_id == "own-scheduler":      # the student's scheduler would bind the new Pods at once
         from labkit.scheduler import own
         own.stop(env)
-    if build:
-        build(for_env(env).client())
+    build_part(for_env(env).client(), exercise_id)
     env.log(f"exercise {exercise_id}: its objects were built afresh")
 
 
@@ -494,11 +511,9 @@ def noexecute_trial(env, since: float) -> dict | None:
     as one of them while a node had such a taint (its FailedScheduling message, or where it bound
     it, shows whether it tolerates the taint). {at, time, pod, what}; None if none, or on a real
     cluster. What the student looked at labkit cannot know: the try is what kubectl could show."""
-    import json
     import time
 
     from labkit.scheduler import withhold
-    from labkit.scheduler.explain import RECORDS
     target = for_env(env)
     if not target.embedded:
         return None
@@ -519,6 +534,23 @@ def noexecute_trial(env, since: float) -> dict | None:
                                f"the taint-eviction controller decided for the Pod {item.get('namespace')}/"
                                f"{item.get('name')} on {d.get('node')} under the taint {shown}"))
             break
+    pods = set()
+    for pod, at, situation in decided_since(target, since):
+        if pod not in pods and withhold.noexecute_reveals(situation):       # each Pod's first such decision
+            pods.add(pod)
+            tries.append(found(at, pod, f"the lab's scheduler decided the Pod {pod}, which tolerates as one of "
+                                        "node-e's Pods does, next to a node with a NoExecute taint of the drain key"))
+    return min(tries, key=lambda t: t["at"]) if tries else None
+
+
+def decided_since(target, since: float):
+    """(namespace/name, at, situation) of each situation the lab's scheduler decided a Pod in at or
+    after `since`, from the records it keeps of its decisions (labkit.scheduler.explain RECORDS:
+    one file per Pod, its `history`), Pod by Pod in the order of their files, each Pod's in the
+    order it kept them."""
+    import json
+
+    from labkit.scheduler.explain import RECORDS
     for path in sorted((target.state_dir / RECORDS).glob("*/*.json")):
         try:
             kept = json.loads(path.read_text())
@@ -526,12 +558,8 @@ def noexecute_trial(env, since: float) -> dict | None:
             continue
         for seen in kept.get("history") or []:
             at = seen.get("at")
-            if isinstance(at, (int, float)) and at >= since and withhold.noexecute_reveals(seen.get("situation")):
-                pod = f"{path.parent.name}/{path.stem}"
-                tries.append(found(at, pod, f"the lab's scheduler decided the Pod {pod}, which tolerates as one of "
-                                            "node-e's Pods does, next to a node with a NoExecute taint of the drain key"))
-                break
-    return min(tries, key=lambda t: t["at"]) if tries else None
+            if isinstance(at, (int, float)) and at >= since:
+                yield f"{path.parent.name}/{path.stem}", at, seen.get("situation")
 
 
 def live_trial(env, exercise_id: str, since: float) -> dict | None:
@@ -542,33 +570,22 @@ def live_trial(env, exercise_id: str, since: float) -> dict | None:
     built in the lab's cluster, whose binding, preemption and events kubectl shows. From the
     records the scheduler keeps of its decisions (each situation a Pod was decided in, and when:
     `history`); None if none, or on a real cluster."""
-    import json
     import time
 
     from labkit.inputs import load_yaml
     from labkit.scheduler import withhold
-    from labkit.scheduler.explain import RECORDS
     if exercise_id == "noexecute":
         return noexecute_trial(env, since)
     target = for_env(env)
     if not target.embedded:
         return None
     case = load_yaml(env.lab.directory / env.lab.exercise(exercise_id).params["case"])
-    found = []
-    for path in sorted((target.state_dir / RECORDS).glob("*/*.json")):
-        try:
-            kept = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        for seen in kept.get("history") or []:
-            at = seen.get("at")
-            if not isinstance(at, (int, float)) or at < since or not isinstance(seen.get("situation"), dict):
-                continue
-            if withhold.reveals(seen["situation"], case, exercise_id):
-                pod = f"{path.parent.name}/{path.stem}"
-                found.append({"at": at, "time": time.strftime("%H:%M:%S", time.gmtime(at)), "pod": pod,
-                              "what": f"the lab's scheduler decided the Pod {pod}"})
-                break
+    found, pods = [], set()
+    for pod, at, situation in decided_since(target, since):
+        if pod not in pods and isinstance(situation, dict) and withhold.reveals(situation, case, exercise_id):
+            pods.add(pod)       # each Pod's first decision that shows the case
+            found.append({"at": at, "time": time.strftime("%H:%M:%S", time.gmtime(at)), "pod": pod,
+                          "what": f"the lab's scheduler decided the Pod {pod}"})
     return min(found, key=lambda t: t["at"]) if found else None
 
 
