@@ -253,6 +253,30 @@ class CheckContext:
                                   f"not {_yaml_type(value)}\n  {self.answer_path}{must}")
         return value
 
+    def graded_digest(self) -> str:
+        """What tells different answers apart (LabState.answer_tries): a digest of the answer the
+        check grades. That is the prediction labkit kept when a tool first showed the exercise's
+        outcome, once there is one (labkit.predictions.graded_text): an answer file edited after that
+        grades the kept copy again, and is no different answer. Otherwise the answer file as it is
+        (line ends read as the kept copy reads them)."""
+        import hashlib
+
+        from labkit import predictions
+        text, _ = predictions.graded_text(self.lab.id, self.exercise.id)
+        if text is not None:
+            data = text.encode()
+        else:
+            try:
+                data = self.answer_path.read_bytes()
+            except OSError:
+                data = b""
+        data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        return hashlib.sha256(data).hexdigest()[:16]
+
+    def count_wrong_answer(self) -> int:
+        """Record the graded answer as a wrong one; how many different wrong answers were checked."""
+        return self.env.state.answer_tries(self.exercise.id, self.graded_digest())
+
     def grid_feedback(self, wrong: list[str], total: int, what: str = "entries",
                       advice: str = "observe each case in the live lab before you change it",
                       noun: str = "prediction", settled: bool = False) -> str:
@@ -266,15 +290,10 @@ class CheckContext:
         pass reports how many came before it (run_check), so an instructor sees an answer found by
         trying. Once the answer is `settled` (the lab froze it, so it can earn nothing more), the
         wrong cells are named, in `wrong`'s order: the feedback teaches without giving points."""
-        import hashlib
         if settled:
             return (f"{len(wrong)} of the {total} {what} of your {noun} {'is' if len(wrong) == 1 else 'are'} "
                     f"wrong: {', '.join(wrong)}")
-        try:
-            text = self.answer_path.read_bytes()
-        except OSError:
-            text = b""
-        tries = self.env.state.answer_tries(self.exercise.id, hashlib.sha256(text).hexdigest()[:16])
+        tries = self.count_wrong_answer()
         plural = noun.endswith("s") and not noun.endswith(("is", "ss"))     # findings; not diagnosis
         return (f"your {noun} {'are' if plural else 'is'} not right ({tries} different wrong "
                 f"{'answer' if tries == 1 else 'answers'} checked; "
@@ -330,8 +349,7 @@ def run_check(env, exercise, down_reason: str | None = None) -> CheckResult:
                                traceback=traceback.format_exc())
     unread = result.details.get("malformed") or result.details.get("missing")
     if result.status == FAIL and exercise.answer and ctx.answer_path.is_file() and not unread:
-        import hashlib      # every wrong answer checked is counted, whatever the check says about it
-        env.state.answer_tries(exercise.id, hashlib.sha256(ctx.answer_path.read_bytes()).hexdigest()[:16])
+        ctx.count_wrong_answer()        # every wrong answer checked is counted, whatever the check says about it
     if result.status == PASS and exercise.answer:
         tried = env.state.wrong_answers_checked(exercise.id)
         if tried:       # an answer found by trying shows in the report (CheckContext.grid_feedback)
