@@ -163,6 +163,12 @@ def mistake(*names: str):
     return mark
 
 
+def _and(items) -> str:
+    """`a`, `a and b`, `a, b and c`."""
+    items = [str(i) for i in items]
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+
+
 def _yaml_type(value) -> str:
     """What a value (or a type) is called in YAML terms, for messages about answer files."""
     kind = value if isinstance(value, type) else type(value)
@@ -228,7 +234,28 @@ class CheckContext:
                 line, key = positions.duplicates[0]
                 raise AnswerMalformed(f"it gives {key} twice (line {line + 1}): YAML keeps only the last one; "
                                       f"write each key once\n  {path}")
+        self.refuse_unknown_keys(data)
         return data
+
+    def refuse_unknown_keys(self, data: Any) -> None:
+        """An answer mapping with a key the exercise does not read (lab.yaml `answer_keys`) is
+        malformed, also beside all the keys it does read: a misspelled `reasn:` beside `reason:`, or a
+        stray `nodes:`, would otherwise be silently ignored. The message names the unknown keys and
+        the keys the exercise reads, never a value."""
+        wanted = self.exercise.answer_keys
+        if not wanted or not isinstance(data, dict):
+            return
+        unknown = [str(k) for k in data if k not in wanted]
+        if not unknown:
+            return
+        must = f"\nIt must hold: {self.exercise.answer}" if self.exercise.answer else ""
+        which = (f"the key {unknown[0]}, which this exercise does not read" if len(unknown) == 1 else
+                 f"the keys {', '.join(unknown)}, which this exercise does not read")
+        missing = [k for k in wanted if k not in data]
+        spelled = " — is it misspelled?" if len(unknown) == 1 and missing else \
+            " — is one of them misspelled?" if missing else ""
+        reads = f"it reads {_and(wanted)}" if len(wanted) > 1 else f"it reads only {wanted[0]}"
+        raise AnswerMalformed(f"it has {which}{spelled} ({reads}; remove or rename the others)\n  {self.answer_path}{must}")
 
     def answer_field(self, data: Any, key: str, kind: type | tuple = object) -> Any:
         """data[key] from an answer mapping, failing as malformed (AnswerMalformed: not counted as
