@@ -640,7 +640,7 @@ def is_up(env):
             return client(env).request("GET", "/api")[0] == 200
         except (LabkitError, ApiError, OSError):
             return False
-    return server_alive(server_dir(env)) and procs.running(procs.owner_token(env, BACKEND_TAG))
+    return server_alive(server_dir(env)) and procs.alive(env, BACKEND_TAG)
 
 
 def access(env):
