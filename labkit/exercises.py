@@ -163,6 +163,12 @@ def mistake(*names: str):
     return mark
 
 
+def _and(items) -> str:
+    """`a`, `a and b`, `a, b and c`."""
+    items = [str(i) for i in items]
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+
+
 def _yaml_type(value) -> str:
     """What a value (or a type) is called in YAML terms, for messages about answer files."""
     kind = value if isinstance(value, type) else type(value)
@@ -228,7 +234,28 @@ class CheckContext:
                 line, key = positions.duplicates[0]
                 raise AnswerMalformed(f"it gives {key} twice (line {line + 1}): YAML keeps only the last one; "
                                       f"write each key once\n  {path}")
+        self.refuse_unknown_keys(data)
         return data
+
+    def refuse_unknown_keys(self, data: Any) -> None:
+        """An answer mapping with a key the exercise does not read (lab.yaml `answer_keys`) is
+        malformed, also beside all the keys it does read: a misspelled `reasn:` beside `reason:`, or a
+        stray `nodes:`, would otherwise be silently ignored. The message names the unknown keys and
+        the keys the exercise reads, never a value."""
+        wanted = self.exercise.answer_keys
+        if not wanted or not isinstance(data, dict):
+            return
+        unknown = [str(k) for k in data if k not in wanted]
+        if not unknown:
+            return
+        must = f"\nIt must hold: {self.exercise.answer}" if self.exercise.answer else ""
+        which = (f"the key {unknown[0]}, which this exercise does not read" if len(unknown) == 1 else
+                 f"the keys {', '.join(unknown)}, which this exercise does not read")
+        missing = [k for k in wanted if k not in data]
+        spelled = " — is it misspelled?" if len(unknown) == 1 and missing else \
+            " — is one of them misspelled?" if missing else ""
+        reads = f"it reads {_and(wanted)}" if len(wanted) > 1 else f"it reads only {wanted[0]}"
+        raise AnswerMalformed(f"it has {which}{spelled} ({reads}; remove or rename the others)\n  {self.answer_path}{must}")
 
     def answer_field(self, data: Any, key: str, kind: type | tuple = object) -> Any:
         """data[key] from an answer mapping, failing as malformed (AnswerMalformed: not counted as
@@ -253,6 +280,30 @@ class CheckContext:
                                   f"not {_yaml_type(value)}\n  {self.answer_path}{must}")
         return value
 
+    def graded_digest(self) -> str:
+        """What tells different answers apart (LabState.answer_tries): a digest of the answer the
+        check grades. That is the prediction labkit kept when a tool first showed the exercise's
+        outcome, once there is one (labkit.predictions.graded_text): an answer file edited after that
+        grades the kept copy again, and is no different answer. Otherwise the answer file as it is
+        (line ends read as the kept copy reads them)."""
+        import hashlib
+
+        from labkit import predictions
+        text, _ = predictions.graded_text(self.lab.id, self.exercise.id)
+        if text is not None:
+            data = text.encode()
+        else:
+            try:
+                data = self.answer_path.read_bytes()
+            except OSError:
+                data = b""
+        data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        return hashlib.sha256(data).hexdigest()[:16]
+
+    def count_wrong_answer(self) -> int:
+        """Record the graded answer as a wrong one; how many different wrong answers were checked."""
+        return self.env.state.answer_tries(self.exercise.id, self.graded_digest())
+
     def grid_feedback(self, wrong: list[str], total: int, what: str = "entries",
                       advice: str = "observe each case in the live lab before you change it",
                       noun: str = "prediction", settled: bool = False) -> str:
@@ -266,15 +317,10 @@ class CheckContext:
         pass reports how many came before it (run_check), so an instructor sees an answer found by
         trying. Once the answer is `settled` (the lab froze it, so it can earn nothing more), the
         wrong cells are named, in `wrong`'s order: the feedback teaches without giving points."""
-        import hashlib
         if settled:
             return (f"{len(wrong)} of the {total} {what} of your {noun} {'is' if len(wrong) == 1 else 'are'} "
                     f"wrong: {', '.join(wrong)}")
-        try:
-            text = self.answer_path.read_bytes()
-        except OSError:
-            text = b""
-        tries = self.env.state.answer_tries(self.exercise.id, hashlib.sha256(text).hexdigest()[:16])
+        tries = self.count_wrong_answer()
         plural = noun.endswith("s") and not noun.endswith(("is", "ss"))     # findings; not diagnosis
         return (f"your {noun} {'are' if plural else 'is'} not right ({tries} different wrong "
                 f"{'answer' if tries == 1 else 'answers'} checked; "
@@ -330,8 +376,7 @@ def run_check(env, exercise, down_reason: str | None = None) -> CheckResult:
                                traceback=traceback.format_exc())
     unread = result.details.get("malformed") or result.details.get("missing")
     if result.status == FAIL and exercise.answer and ctx.answer_path.is_file() and not unread:
-        import hashlib      # every wrong answer checked is counted, whatever the check says about it
-        env.state.answer_tries(exercise.id, hashlib.sha256(ctx.answer_path.read_bytes()).hexdigest()[:16])
+        ctx.count_wrong_answer()        # every wrong answer checked is counted, whatever the check says about it
     if result.status == PASS and exercise.answer:
         tried = env.state.wrong_answers_checked(exercise.id)
         if tried:       # an answer found by trying shows in the report (CheckContext.grid_feedback)

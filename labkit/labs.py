@@ -55,6 +55,9 @@ class Exercise:
     # for a prediction exercise: the labkit commands that can show its outcome, and withhold it
     # until the student's answer is recorded (labkit.predictions)
     withheld_by: tuple[str, ...] = ()
+    # for answer exercises: the keys of the answer mapping the check reads (lab.yaml `answer_keys`,
+    # {{param}} substituted); an answer with any other key is malformed (CheckContext.answer)
+    answer_keys: tuple[str, ...] = ()
 
     @property
     def is_prediction(self) -> bool:
@@ -202,7 +205,8 @@ def _parse_exercise(path, index: int, raw) -> Exercise:
     where = f"exercises[{index}]"
     if not isinstance(raw, dict):
         raise ConfigError(path, where, f"expected a mapping, got {_show(raw)}")
-    known = {"id", "title", "points", "prompt", "hints", "check", "params", "answer", "solved", "withheld_by"}
+    known = {"id", "title", "points", "prompt", "hints", "check", "params", "answer", "answer_keys", "solved",
+             "withheld_by"}
     unknown = sorted(set(raw) - known, key=str)
     if unknown:
         raise ConfigError(path, f"{where}.{unknown[0]}", f"unknown field (known: {', '.join(sorted(known))})")
@@ -237,7 +241,16 @@ def _parse_exercise(path, index: int, raw) -> Exercise:
                           f"expected a list of labkit commands (\"labkit LAB-TOOL COMMAND\"), got {_show(withheld_by)}")
     if withheld_by and answer is None:
         raise ConfigError(path, f"{where}.withheld_by", "only an exercise with an answer file withholds its outcome")
-    return Exercise(ex_id, title, points, prompt, hints, check, dict(params), answer, solved, tuple(withheld_by))
+    keys_raw = raw.get("answer_keys", [])
+    if not isinstance(keys_raw, list) or not all(isinstance(k, str) and k.strip() for k in keys_raw):
+        raise ConfigError(path, f"{where}.answer_keys", f"expected a list of key names, got {_show(keys_raw)}")
+    if keys_raw and answer is None:
+        raise ConfigError(path, f"{where}.answer_keys", "only an exercise with an answer file has answer keys")
+    answer_keys = tuple(_substitute(path, f"{where}.answer_keys[{i}]", k, params) for i, k in enumerate(keys_raw))
+    if len(set(answer_keys)) != len(answer_keys):
+        raise ConfigError(path, f"{where}.answer_keys", "a key is listed twice")
+    return Exercise(ex_id, title, points, prompt, hints, check, dict(params), answer, solved, tuple(withheld_by),
+                    answer_keys)
 
 
 SOLVED_PARTS = ("holds", "unchanged")

@@ -8,6 +8,7 @@ Children inherit the variable, so a whole process tree is found and stopped toge
 
 from __future__ import annotations
 
+import json
 import os
 import select
 import signal
@@ -166,11 +167,37 @@ def spawn(env, tag: str, argv: Sequence[str], *, netns: str | None = None,
         argv = ["nsenter", f"--net=/run/netns/{netns}", "--", *argv]
     log_dir = Path(env.dir) / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
+    record = _started_path(env, tag)
+    record.unlink(missing_ok=True)      # a record of an earlier process names one that is gone
     with open(log_dir / f"{tag.replace('/', '_')}.log", "ab") as log:
-        return subprocess.Popen(
+        proc = subprocess.Popen(
             list(argv), env=child_env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=log,
             stderr=subprocess.STDOUT, start_new_session=True, pass_fds=tuple(pass_fds),
         )
+    started = start_time(proc.pid)
+    if started is not None:
+        tmp = record.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"pid": proc.pid, "start": started}))
+        os.replace(tmp, record)
+    return proc
+
+
+def _started_path(env, tag: str) -> Path:
+    return Path(env.dir) / "logs" / f"{tag.replace('/', '_')}.started.json"
+
+
+def alive(env, tag: str) -> bool:
+    """Whether the process spawn() started for the lab `env` under `tag` still lives: the pid and
+    start time spawn() recorded (same_process: one read of /proc/<pid>/stat), as the
+    mount-propagation node's record does, instead of a pass over every process's environment. A
+    lab's health check (is_up) asks it before every check, reset and solution. Without a record (a
+    spawn cut short), a live process carrying the owner token (running)."""
+    try:
+        record = json.loads(_started_path(env, tag).read_text())
+        pid, started = int(record["pid"]), int(record["start"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return running(owner_token(env, tag))
+    return same_process(pid, started)
 
 
 def spawn_until_ready(env, tag: str, argv: Sequence[str], *, netns: str | None = None,

@@ -334,3 +334,34 @@ def test_predict_dangling_a_try_on_another_labkit_api_server_voids_a_prediction_
     assert "tried the experiment of predict-dangling" in said
     predictions.forget("gc", "predict-dangling", "labkit reset --forget-prediction")     # ... --forget-prediction
     assert gc.observe_predict_dangling(ctx)["tried"] is None         # a try before the forget is forgotten
+
+
+def test_predict_dangling_counts_a_kept_prediction_once_whatever_the_answer_file_says_afterwards(monkeypatch):
+    """Once `labkit gc run` kept the prediction, the check grades that kept copy: editing the answer
+    file afterwards changes nothing graded, so it is no different wrong answer (the count said 2,
+    then 3, for the one kept prediction)."""
+    from labkit import predictions
+    from labkit.exercises import run_check
+    wrong = ("orphan: kept\nshared: kept\nshared_owners: [anchor]\nstranger: deleted\n"
+             "stranger_event: OwnerRefInvalidNamespace\n")
+    truth = {"orphan": "deleted", "shared": "kept", "shared_owners": ["anchor"], "stranger": "deleted",
+             "stranger_event": "OwnerRefInvalidNamespace"}
+    ctx = context("gc", "predict-dangling", wrong)
+    predictions.forget("gc", "predict-dangling", "test")
+    lab_checks = ctx.lab._load("checks.py")
+    monkeypatch.setattr(lab_checks, "_first_try", lambda ctx: None)
+    monkeypatch.setattr(lab_checks, "_experiment_text", lambda ctx: ("", ""))
+    monkeypatch.setattr(lab_checks, "_predicted", lambda ctx, experiment: truth)
+    tries = ctx.env.state.dir / "tries.json"
+    tries.unlink(missing_ok=True)
+
+    first = run_check(ctx.env, ctx.exercise)
+    assert first.status == "fail" and "(1 different wrong answer checked" in first.message, first.message
+    predictions.keep("gc", "predict-dangling", "labkit gc run")
+    for edit in (wrong.replace("stranger: deleted", "stranger: kept"), wrong.replace("shared: kept", "shared: deleted")):
+        ctx.answer_path.write_text(edit)
+        again = run_check(ctx.env, ctx.exercise)
+        assert again.status == "fail" and "judged on your prediction as it was" in again.message, again.message
+        assert "(1 different wrong answer checked" in again.message, again.message
+    assert ctx.env.state.wrong_answers_checked("predict-dangling") == 1
+    predictions.forget("gc", "predict-dangling", "test")

@@ -150,11 +150,29 @@ def test_kube_proxy_apply_words_a_services_validation_errors_as_kube_apiserver(s
     assert in_api_words(shifted, [documents[0], documents[0]]) is shifted
 
 
-def test_cluster_ip_is_immutable(state):
+@pytest.mark.parametrize("change,shown", [
+    ({"clusterIP": "10.96.0.99"}, '["10.96.0.99"]'),                          # kubectl get -o yaml, edited
+    ({"clusterIP": "10.96.0.99", "clusterIPs": None}, '["10.96.0.99"]'),      # a file without clusterIPs
+    ({"clusterIP": "10.96.0.99", "clusterIPs": ["10.96.0.99"]}, '["10.96.0.99"]'),
+    ({"clusterIP": "None", "clusterIPs": None}, '["None"]'),                  # made headless
+])
+def test_cluster_ip_may_not_change_once_set_in_kube_apiservers_words(state, change, shown):
+    """kube-apiserver v1.34 refuses it in ValidateServiceUpdate (validateUpgradeDowngradeClusterIPs),
+    after the registry copied the allocated clusterIPs into the update and set clusterIPs[0] to the
+    new clusterIP (patchAllocatedValues, NormalizeClusterIPs); kubectl prints the StatusError."""
+    from labkit.kubeproxy.cluster_state import in_api_words
     svc = state.service("web")
-    svc["spec"]["clusterIP"] = "10.96.0.99"
-    with pytest.raises(ConfigError, match=r"spec.clusterIP: field is immutable \(it is 10.96.0.10\)"):
+    for key, value in change.items():
+        if value is None:
+            svc["spec"].pop(key, None)
+        else:
+            svc["spec"][key] = value
+    with pytest.raises(ConfigError) as info:
         state.apply([svc], "x.yaml")
+    worded = in_api_words(info.value, [svc])
+    assert str(worded) == f'x.yaml: The Service "web" is invalid: spec.clusterIPs[0]: Invalid value: {shown}: ' \
+                          'may not change once set'
+    assert state.service("web")["spec"]["clusterIP"] == "10.96.0.10"
 
 
 def test_only_services_and_endpoint_slices_can_be_applied(state):

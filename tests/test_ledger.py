@@ -1,5 +1,6 @@
 """The ledger: recorded resources are removed, unrecorded ones are never touched."""
 
+import json
 import os
 import subprocess
 import sys
@@ -75,6 +76,46 @@ def test_running_is_whether_find_finds_a_process_of_the_token(env):
     procs.kill(procs.find(token))
     again.wait()
     assert not procs.running(token)
+
+
+def _no_pass_over_every_process(*_args, **_kwargs):
+    raise AssertionError("a pass over every process's environment")
+
+
+@pytest.mark.parametrize("lab_id", ["namespace", "requests"])
+def test_a_labs_health_check_reads_its_backends_recorded_pid_instead_of_every_process(env, monkeypatch, lab_id):
+    """is_up of the namespace and requests labs asks whether the webhook / metrics backend lives
+    before every check, reset and solution: one read of /proc/<pid>/stat of the process spawn()
+    recorded (pid and start time), not every process's environment (~23 ms with 1,100 processes);
+    a backend that is gone, or whose pid now names another process, is not up."""
+    lab = get_lab(lab_id).environment_module()
+    monkeypatch.setattr(lab, "server_alive", lambda state_dir: True)
+    built = Path(env.dir) / ("namespaces.json" if lab_id == "namespace" else lab.AUDIT_FILE)
+    built.parent.mkdir(parents=True, exist_ok=True)
+    built.write_text("{}")
+    backend = procs.spawn(env, lab.BACKEND_TAG, [sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        monkeypatch.setattr(procs, "find", _no_pass_over_every_process)
+        monkeypatch.setattr(procs, "find_any", _no_pass_over_every_process)
+        assert lab.is_up(env)
+        record = procs._started_path(env, lab.BACKEND_TAG)
+        pid, started = json.loads(record.read_text()).values()
+        record.write_text(json.dumps({"pid": pid, "start": started + 1}))      # the pid reused by another process
+        assert not lab.is_up(env)
+        record.write_text(json.dumps({"pid": pid, "start": started}))
+    finally:
+        backend.kill()
+        backend.wait()
+    assert not lab.is_up(env)
+    monkeypatch.undo()
+    again = procs.spawn(env, lab.BACKEND_TAG, [sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        record.unlink()          # no record (a spawn cut short): a process carrying the owner token
+        assert wait_until(lambda: procs.alive(env, lab.BACKEND_TAG), timeout=30)
+    finally:
+        again.kill()
+        again.wait()
+    assert not procs.alive(env, lab.BACKEND_TAG)
 
 
 def test_processes_a_student_starts_inside_a_lab_netns_go_with_it(env):

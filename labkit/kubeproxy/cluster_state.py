@@ -14,7 +14,7 @@ real cluster runs, no more:
 - Services get the API server's defaults and allocations (pkg/apis/core/v1/defaults.go and
   pkg/registry/core/service: clusterIP from the service CIDR, nodePorts from the node-port range,
   protocol TCP, targetPort = port, sessionAffinity None, ClientIP timeout 10800 s, traffic
-  policies Cluster), and clusterIP is immutable;
+  policies Cluster), and clusterIP may not change once set;
 - EndpointSlices of Services with a selector are written like the EndpointSlice controller
   (pkg/controller/endpointslice): one endpoint per matching pod with its IP, nodeName and
   ready/serving/terminating conditions, named ports resolved against the pod's container ports,
@@ -476,7 +476,17 @@ def default_service(doc: dict, old: dict | None, alloc: _Allocator, source: str,
     old_ip = (old or {}).get("spec", {}).get("clusterIP")
     ip = spec.get("clusterIP") or old_ip
     if old_ip and ip != old_ip:
-        _fail(source, f"{where}.spec.clusterIP", f"field is immutable (it is {old_ip})")
+        # kube-apiserver's update: the registry keeps the allocated clusterIPs when the object leaves
+        # them out (pkg/registry/core/service/storage/storage.go patchAllocatedValues) and, when only
+        # clusterIP changed, sets clusterIPs[0] to it (strategy.go NormalizeClusterIPs); then
+        # ValidateServiceUpdate refuses the changed primary IP (pkg/apis/core/validation/validation.go
+        # validateUpgradeDowngradeClusterIPs: field.Invalid(spec.clusterIPs[0], the new clusterIPs,
+        # "may not change once set"); apimachinery renders the list as JSON)
+        old_ips = (old or {}).get("spec", {}).get("clusterIPs") or [old_ip]
+        given = spec.get("clusterIPs")
+        new_ips = list(given) if isinstance(given, list) and given and given != old_ips else [ip, *old_ips[1:]]
+        _fail(source, f"{where}.spec.clusterIPs[0]",
+              f"Invalid value: {json.dumps(new_ips, separators=(',', ':'))}: may not change once set")
     if ip is None:
         ip = alloc.cluster_ip()
     elif ip != "None":

@@ -652,6 +652,38 @@ def _empty(c, ns: str) -> None:
     _wait(lambda: c.get_or_none("v1", "namespaces", ns) is None, f"namespace {ns} to go")
 
 
+def uninstall_metrics_server(env):
+    """What broken-apiservice's prompt has the student do, and what each step shows before the
+    next (the reference solution and the common mistakes start from here): delete the Service
+    kube-system/metrics-server; once kube-aggregator reports APIService v1beta1.metrics.k8s.io
+    Available=False (`kubectl get apiservice`), delete the namespace monitoring; then wait until the
+    namespace controller reports the failing discovery in its conditions. The client.
+
+    The namespace is deleted only after the aggregator noticed: a namespace controller pass that
+    still finds discovery working deletes monitoring's content and finalizes it at once, and such
+    a pass can come right after the deletion — the work queue keeps the earlier of two AddAfter
+    times, and a pass queued when the reset deleted the namespace before may be due any moment
+    (namespace_controller.go enqueueNamespace; client-go delaying_queue.go) — while the
+    availability controller can still be busy with a discovery check."""
+    c = client(env)
+    try:
+        c.delete("v1", "services", METRICS_SERVICE[1], METRICS_SERVICE[0])
+    except ApiError as exc:         # already deleted by hand
+        if exc.code != 404:
+            raise
+    _wait(lambda: not apiservice_available(c), f"APIService {APISERVICE} to be reported unavailable", timeout=60)
+    namespace = EXERCISE_NAMESPACES["broken-apiservice"]
+    c.delete("v1", "namespaces", namespace, options={"propagationPolicy": "Background"})
+
+    def discovery_failed():
+        ns = c.get_or_none("v1", "namespaces", namespace) or {}
+        return any(x.get("type") == "NamespaceDeletionDiscoveryFailure" and x.get("status") == "True"
+                   for x in (ns.get("status") or {}).get("conditions") or [])
+    _wait(discovery_failed, f"the namespace controller to report the failing discovery of namespace {namespace}",
+          timeout=60)
+    return c
+
+
 def apiservice_available(c) -> bool:
     svc = c.get_or_none("apiregistration.k8s.io/v1", "apiservices", APISERVICE) or {}
     return any(x.get("type") == "Available" and x.get("status") == "True"
@@ -675,7 +707,7 @@ def is_up(env):
             return client(env).request("GET", "/api")[0] == 200
         except (LabkitError, ApiError, OSError):
             return False
-    return server_alive(server_dir(env)) and procs.running(procs.owner_token(env, BACKEND_TAG))
+    return server_alive(server_dir(env)) and procs.alive(env, BACKEND_TAG)
 
 
 def access(env):

@@ -460,13 +460,7 @@ def _picking_feedback(ctx, picked: list[tuple[str, str]]) -> str:
     time stand in for working the packing out); from the NAME_AFTER-th different wrong answer
     (LabState.answer_tries, counted as grid_feedback counts) one container, the first in
     admission order, with its rule."""
-    import hashlib
-
-    try:
-        text = ctx.answer_path.read_bytes()
-    except OSError:
-        text = b""
-    tries = ctx.env.state.answer_tries(ctx.exercise.id, hashlib.sha256(text).hexdigest()[:16])
+    tries = ctx.count_wrong_answer()
     rules = list(dict.fromkeys(reason for _, reason in picked))
     message = (f"exclusive CPU sets in your answer are not the ones the static policy picks ({tries} different wrong "
                f"{'answer' if tries == 1 else 'answers'} checked; labkit does not say which containers or how many"

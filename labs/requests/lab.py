@@ -629,7 +629,7 @@ def _wait(predicate, what: str, timeout: float = 20.0) -> None:
 def is_up(env):
     if not (Path(env.dir) / AUDIT_FILE).exists():
         return False
-    return server_alive(server_dir(env)) and procs.running(procs.owner_token(env, BACKEND_TAG))
+    return server_alive(server_dir(env)) and procs.alive(env, BACKEND_TAG)
 
 
 def access(env):

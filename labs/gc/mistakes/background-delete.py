@@ -8,8 +8,12 @@ def _delete_and_answer(env, cascade, order):
     target = for_env(env)
     target.kubectl("delete", "deployment", "cart", "-n", "shop", f"--cascade={cascade}", "--timeout=60s")
     client = target.client()
-    wait_for(lambda: not [p for p in client.list("v1", "pods", "shop", label_selector="app=cart")[0]
-                          if p["metadata"].get("deletionTimestamp")], timeout=60)
+    if cascade == "orphan":     # the ReplicaSet and Pods stay: wait for none of them to be on its way out
+        wait_for(lambda: not [p for p in client.list("v1", "pods", "shop", label_selector="app=cart")[0]
+                              if p["metadata"].get("deletionTimestamp")], timeout=60)
+    else:                       # the garbage collector deletes them after the Deployment went: wait for all
+        wait_for(lambda: not client.list("apps/v1", "replicasets", "shop", label_selector="app=cart")[0]
+                 and not client.list("v1", "pods", "shop", label_selector="app=cart")[0], timeout=60)
     write_answer(env, "background-delete", {"order": order})
 
 

@@ -21,21 +21,7 @@ def _wait(predicate, timeout=60):
 
 def _break(env):
     """What the prompt asks: delete the Service, then the namespace, and see it wait."""
-    c = env.lab.environment_module().client(env)
-    try:
-        c.delete("v1", "services", SERVICE[1], SERVICE[0])
-    except ApiError as exc:
-        if exc.code != 404:
-            raise
-    c.delete("v1", "namespaces", NAMESPACE, options={"propagationPolicy": "Background"})
-
-    def discovery_failed():
-        """the namespace controller reports the failing discovery in the namespace's conditions"""
-        ns = c.get_or_none("v1", "namespaces", NAMESPACE) or {}
-        return any(x["type"] == "NamespaceDeletionDiscoveryFailure" and x["status"] == "True"
-                   for x in ns.get("status", {}).get("conditions", []))
-    _wait(discovery_failed)
-    return c
+    return env.lab.environment_module().uninstall_metrics_server(env)
 
 
 def _service(selector, target_port, port_name="https"):

@@ -23,6 +23,8 @@ def _outcome(ctx, manifest) -> tuple[str, tuple]:
     from labkit.strict import StrictDecodingError, load_strict
 
     checks = ctx.lab._load("checks.py")
+    if isinstance(manifest, dict) and set(manifest) - set(ctx.exercise.answer_keys):
+        return "fail", ("does not read",)     # a top-level key the exercise does not read (CheckContext.answer)
     try:
         load_strict(yaml.safe_dump(manifest), "answer")
     except StrictDecodingError:

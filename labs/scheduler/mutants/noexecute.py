@@ -19,7 +19,7 @@ def mutants(ctx):
             return (edit.key,)
         return ("prediction is not right",)
     yield from answer_mutants(answer, alternatives=alternatives, names=names)
-    yield Mutant("extra-pod", "answer: a Pod that is not on the node added", names=("not a Pod",),
+    yield Mutant("extra-pod", "answer: a Pod that is not on the node added", names=("web", "does not read"),
                  answer={**answer, "web": 0})
     checks = ctx.lab._load("checks.py")
     obs = checks.observe_noexecute(ctx)
