@@ -96,3 +96,22 @@ def test_vagrant_provisioning_uses_the_setup_script():
     text = (REPO / "Vagrantfile").read_text()
     assert "/opt/labkit/scripts/setup lab" in text
     assert '"labs/*/solutions/"' in text
+
+
+def setup_packages(mode: str) -> set[str]:
+    """The apt packages scripts/setup adds for `mode` (its `packages+=(...)` under that mode)."""
+    text = (REPO / "scripts" / "setup").read_text()
+    block = re.search(rf'if \[ "\$mode" = {mode} \]; then\n\s*packages\+=\((.*?)\)\nfi', text, re.S)
+    assert block, f"scripts/setup has no package list for {mode}"
+    return set(block.group(1).split())
+
+
+def test_setup_workshop_installs_what_the_booted_proofs_run():
+    """deploy/prove-cloud boots student-02 by UEFI with Debian's OVMF (without it, by BIOS like
+    student-01: the UEFI path would go unproven), QEMU and qemu-img; scripts/build-box needs
+    mmdebstrap; scripts/test-workshop vagrant-libvirt. scripts/setup workshop installs them all."""
+    prove_cloud = (REPO / "deploy" / "prove-cloud").read_text()
+    # the firmware files prove-cloud looks for are those of Debian's ovmf package
+    assert 'Path("/usr/share/OVMF/OVMF_CODE.fd"), Path("/usr/share/OVMF/OVMF_VARS.fd")' in prove_cloud
+    assert {"ovmf", "qemu-system-x86", "qemu-utils", "mmdebstrap", "vagrant", "vagrant-libvirt",
+            "libvirt-daemon-system"} <= setup_packages("workshop")

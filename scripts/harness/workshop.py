@@ -185,7 +185,8 @@ class Workshop:
     def vagrant(self, *args: str, timeout: float = 3600) -> subprocess.CompletedProcess:
         result = subprocess.run(["vagrant", *args], env=self.env, capture_output=True, text=True, timeout=timeout)
         if result.returncode != 0:
-            raise Failed(f"vagrant {' '.join(args)} exited {result.returncode}:\n{tail(result.stdout + result.stderr, 3000)}")
+            raise Failed(f"vagrant {' '.join(args)} exited {result.returncode}:\n"
+                         f"{tail(without_backtrace(result.stdout + result.stderr), 3000)}")
         return result
 
     def students(self) -> list[str]:
@@ -393,6 +394,13 @@ def wait_for(predicate, timeout: float) -> bool:
             return True
         time.sleep(0.5)
     return False
+
+
+def without_backtrace(text: str) -> str:
+    """Vagrant's output without a Ruby backtrace's `\tfrom FILE:LINE:in ...` lines: an unexpected
+    exception's message is on the line before them, which the tail of a backtrace of a hundred
+    frames leaves out."""
+    return "\n".join(line for line in (text or "").splitlines() if not line.startswith("\tfrom "))
 
 
 def tail(text: str, limit: int) -> str:
