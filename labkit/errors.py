@@ -1,4 +1,5 @@
-"""Errors labkit reports to users as one clear line (exit code 2), never as a traceback."""
+"""Errors labkit reports to users as one clear line (exit code 2), never as a traceback; and a
+check's failure (CheckFailed), which becomes its result."""
 
 from __future__ import annotations
 
@@ -28,3 +29,17 @@ class NotRoot(LabkitError):
 
 class LabNotFound(LabkitError):
     pass
+
+
+class CheckFailed(Exception):
+    """Raised inside a check to end it with a failure (message, expected, observed)."""
+
+    def __init__(self, message: str, expected=None, observed=None, *, observed_in: str | None = None,
+                 right_answer=None, **details):
+        super().__init__(message)
+        self.message = message
+        self.expected = expected
+        self.observed = observed
+        self.observed_in = observed_in
+        self.right_answer = right_answer
+        self.details = details

@@ -31,6 +31,7 @@ from typing import Any, Callable
 import yaml
 
 from labkit import paths
+from labkit.errors import CheckFailed
 
 PASS, FAIL, ERROR = "pass", "fail", "error"
 ANSWER, LIVE = "your answer", "the live lab"        # where a check observed what it reports
@@ -59,20 +60,6 @@ class CheckResult:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-
-class CheckFailed(Exception):
-    """Raised inside a check to end it with a failure (message, expected, observed)."""
-
-    def __init__(self, message: str, expected=None, observed=None, *, observed_in: str | None = None,
-                 right_answer=None, **details):
-        super().__init__(message)
-        self.message = message
-        self.expected = expected
-        self.observed = observed
-        self.observed_in = observed_in
-        self.right_answer = right_answer
-        self.details = details
 
 
 class AnswerMissing(CheckFailed):

@@ -98,8 +98,8 @@ def kept(lab_id: str, exercise_id: str) -> Kept | None:
 
 
 def answer_file(lab_id: str, exercise_id: str) -> Path:
-    from labkit.exercises import answer_path
-    return answer_path(lab_id, exercise_id)
+    from labkit import paths
+    return paths.answers_root() / lab_id / f"{exercise_id}.yaml"      # labkit.exercises.answer_path
 
 
 def answer_text(lab_id: str, exercise_id: str) -> str | None:
@@ -297,7 +297,7 @@ def graded_answer(ctx) -> tuple[object, str]:
     """(the answer a prediction exercise's check grades, a note): the kept prediction, parsed, when
     a tool has shown the outcome; else the answer file (CheckContext.answer). A kept prediction
     that is not YAML, or gives a key twice, fails: it is what was predicted."""
-    from labkit.exercises import CheckFailed
+    from labkit.errors import CheckFailed
     from labkit.strict import key_positions
 
     text, note = graded_text(ctx.lab.id, ctx.exercise.id)

@@ -252,11 +252,12 @@ def up(env):
     if t.embedded:
         _metrics_process(env)
     _metrics_apiservice(env, t)
-    _strand_uploader(t)
-    if t.embedded:      # the server starts its controllers once it listens: the namespace controller
-        # runs before the deletions, as on a running cluster
-        read_server_info(server_dir(env)).wait_controllers(["namespace"],
+    if t.embedded:      # the server starts its controllers once it listens, one by one: the PV
+        # controller binds the claim before the uploader is shown Running, and the namespace
+        # controller runs before the deletions, as on a running cluster
+        read_server_info(server_dir(env)).wait_controllers(["persistentvolume-binder", "namespace"],
                                                            log=Path(env.dir) / "logs" / f"{SERVER_TAG}.log")
+    _strand_uploader(t)
     for ns in DELETED_AT_SETUP:
         c.delete("v1", "namespaces", ns, options={"propagationPolicy": "Background"})
 
