@@ -164,11 +164,20 @@ def test_health_check_node_port_is_allocated_kept_and_released():
         'The Service "shop-lb" is invalid: spec.healthCheckNodePort: Forbidden: field is immutable'
     state.apply([lb("shop-lb", externalTrafficPolicy="Cluster", healthCheckNodePort=port)], "test")
     assert "healthCheckNodePort" not in state.service("shop-lb")["spec"]        # no longer needed: released
-    with pytest.raises(ConfigError, match="may only be set when type is 'LoadBalancer'"):
-        state.apply([lb("other", type="NodePort", healthCheckNodePort=31999)], "test")
+    other = [lb("other", type="NodePort", healthCheckNodePort=31999)]
+    with pytest.raises(ConfigError) as info:
+        state.apply(other, "test")
+    assert in_api_words(info.value, other).problem == (
+        'The Service "other" is invalid: spec.healthCheckNodePort: Invalid value: 31999: may only be set when '
+        "`type` is 'LoadBalancer' and `externalTrafficPolicy` is 'Local'")
     state.apply([lb("shop-lb2", externalTrafficPolicy="Local", healthCheckNodePort=31999)], "test")
     with pytest.raises(ConfigError, match="already allocated"):
         state.apply([lb("shop-lb3", externalTrafficPolicy="Local", healthCheckNodePort=31999)], "test")
+    # leaving Local with another port than its own: not wiped (dropTypeDependentFields), refused
+    moved = [lb("shop-lb2", externalTrafficPolicy="Cluster", healthCheckNodePort=31998)]
+    with pytest.raises(ConfigError) as info:
+        state.apply(moved, "test")
+    assert "spec.healthCheckNodePort: Invalid value: 31998: may only be set" in in_api_words(info.value, moved).problem
 
 
 # -- the health server ---------------------------------------------------------------------------------

@@ -556,8 +556,11 @@ def _health_check_node_port(spec: dict, old: dict | None, alloc: "_Allocator", s
     port = spec.get("healthCheckNodePort")
     field = f"{where}.spec.healthCheckNodePort"
     if not needs:
-        if port and not old_port:
-            _fail(source, field, "may only be set when type is 'LoadBalancer' and externalTrafficPolicy is 'Local'")
+        # strategy.go dropTypeDependentFields wipes the port a Service no longer needs when the update
+        # left it as it was; any other is refused (validation.go validateServiceExternalTrafficPolicy)
+        if port and port != old_port:
+            _fail(source, field, f"Invalid value: {json.dumps(port)}: may only be set when `type` is 'LoadBalancer' "
+                                 "and `externalTrafficPolicy` is 'Local'")
         spec.pop("healthCheckNodePort", None)
         return
     if not port:
