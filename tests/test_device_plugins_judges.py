@@ -268,6 +268,18 @@ def test_the_restart_judge_names_the_timing_mistake(lab):
                                                                           "registered_again": False,
                                                                           "registrations": []}, later=None))
     assert "after kubelet's second restart" in str(failed.value) and "misses one" in str(failed.value)
+    # a Register call that reached the restarted kubelet, refused once kubelet's dial of the
+    # removed socket gave up (observe_restart waits for that answer): kubelet's words, and why
+    dialed = {**_restart_seen(2, None), "registered_again": False, "refused": "failed to dial device plugin: "
+              "context deadline exceeded"}
+    dialed["registrations"][0]["error"] = dialed["refused"]
+    with pytest.raises(CheckFailed) as failed:
+        checks.judge_restart(ctx, observed(dialed, later=None))
+    assert failed.value.message == (
+        "after kubelet's first restart (kubelet.sock made anew, your socket removed) your plugin called Register, "
+        "and kubelet refused it: failed to dial device plugin: context deadline exceeded — so it did not register "
+        "again: kubelet dials the socket the endpoint names, in its device-plugins directory, before it answers "
+        "(plugin/v1beta1/server.go Register).")
     unlisted = {**_restart_seen(2, "open"), "listed": False,
                 "node": {"capacity": {"example.com/widget": 0}, "allocatable": {"example.com/widget": 0}}}
     with pytest.raises(CheckFailed) as failed:

@@ -125,3 +125,26 @@ def test_kill_run_after_each_build_step_then_cleanup(step, host_unchanged, lab_c
     assert run.returncode == -signal.SIGKILL
     labkit("cleanup", "device-plugins", check=0)
     assert not (Path("/run/labkit") / f"{os.environ['LABKIT_PREFIX']}-device-plugins").exists()
+
+
+def test_a_plugin_registering_again_on_its_removed_socket_gets_one_verdict_however_late_kubelet_answers(lab_cleanup):
+    """The restart mistake `registers_on_the_old_socket`, its Register call made at once after the
+    restart or 1.5 s later: kubelet answers it only when its dial of the removed socket gives up
+    (the lab's 2 s), within the check's 3 s or after them. The verdict waits for that answer: the
+    same words every run, naming kubelet's refusal."""
+    labkit("run", "device-plugins", check=0)
+    plugin = Path(os.environ["LABKIT_STATE_DIR"]) / "device-plugins" / "plugins" / "restart.py"
+    labkit("solve", "device-plugins", "restart", "--mistake", "registers_on_the_old_socket", check=0)
+    source = plugin.read_text()
+    call = "            try:\n                api.register(str(PLUGIN_DIR / api.KUBELET_SOCKET), SOCKET, RESOURCE, OPTIONS)"
+    assert call in source
+    messages = []
+    for delay in (0, 1.5, 0, 1.5):
+        plugin.write_text(source.replace(call, f"            time.sleep({delay})\n{call}"))
+        failed = results(labkit("check", "device-plugins", "restart", "-o", "json", check=1))["restart"]
+        messages.append(failed["message"])
+    assert set(messages) == {
+        "after kubelet's first restart (kubelet.sock made anew, your socket removed) your plugin called Register, "
+        "and kubelet refused it: failed to dial device plugin: context deadline exceeded — so it did not register "
+        "again: kubelet dials the socket the endpoint names, in its device-plugins directory, before it answers "
+        "(plugin/v1beta1/server.go Register)."}, messages

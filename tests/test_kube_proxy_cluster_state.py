@@ -175,6 +175,36 @@ def test_cluster_ip_may_not_change_once_set_in_kube_apiservers_words(state, chan
     assert state.service("web")["spec"]["clusterIP"] == "10.96.0.10"
 
 
+@pytest.mark.parametrize("name, change, message", [
+    # a new Service: clusterIPs without clusterIP, or the two differing, is refused before any
+    # allocation (alloc.go initIPFamilyFields: ValidateServiceClusterIPsRelatedFields)
+    ("new", {"clusterIPs": ["10.96.0.50"]},
+     'spec.clusterIPs: Invalid value: ["10.96.0.50"]: must be empty when `clusterIP` is not specified'),
+    ("new", {"clusterIP": "10.96.0.50", "clusterIPs": ["10.96.0.51"]},
+     'spec.clusterIPs: Invalid value: ["10.96.0.51"]: first value must match `clusterIP`'),
+    # the existing one: clusterIP left out is the stored one (patchAllocatedValues), so other
+    # clusterIPs do not match it; both changed but differing are not normalized either
+    ("web", {"clusterIPs": ["10.96.0.50"]},
+     'spec.clusterIPs: Invalid value: ["10.96.0.50"]: first value must match `clusterIP`'),
+    ("web", {"clusterIP": "10.96.0.50", "clusterIPs": ["10.96.0.51"]},
+     'spec.clusterIPs: Invalid value: ["10.96.0.51"]: first value must match `clusterIP`'),
+])
+def test_cluster_ips_that_do_not_match_cluster_ip_are_refused(state, name, change, message):
+    from labkit.kubeproxy.cluster_state import in_api_words
+    doc = svc_doc(name, selector={"app": "web"}, ports=[{"port": 80}], **change)
+    with pytest.raises(ConfigError) as info:
+        state.apply([doc], "x.yaml")
+    assert str(in_api_words(info.value, [doc])) == f'x.yaml: The Service "{name}" is invalid: {message}'
+    assert state.service("new") is None and state.service("web")["spec"]["clusterIPs"] == ["10.96.0.10"]
+
+
+def test_cluster_ips_given_as_stored_without_cluster_ip_are_kept(state):
+    doc = svc_doc("web", selector={"app": "web"}, ports=[{"port": 80}], clusterIPs=["10.96.0.10"])
+    state.apply([doc], "x.yaml")
+    spec = state.service("web")["spec"]
+    assert (spec["clusterIP"], spec["clusterIPs"]) == ("10.96.0.10", ["10.96.0.10"])
+
+
 def test_only_services_and_endpoint_slices_can_be_applied(state):
     with pytest.raises(ConfigError, match=r"documents\[0\].kind: expected Service or EndpointSlice"):
         state.apply([{"kind": "Pod", "metadata": {"name": "p"}}], "x.yaml")

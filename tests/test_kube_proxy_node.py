@@ -16,7 +16,7 @@ import pytest
 
 from labkit.errors import ConfigError
 from labkit.kubeproxy import healthserver, node
-from labkit.kubeproxy.cluster_state import load_scenario
+from labkit.kubeproxy.cluster_state import in_api_words, load_scenario
 from labkit.ledger import Ledger
 from labkit.netlab import brnetfilter
 from labkit.paths import BUILTIN_LABS
@@ -156,15 +156,28 @@ def test_health_check_node_port_is_allocated_kept_and_released():
     assert 30000 <= port <= 32767 and port != spec["ports"][0]["nodePort"]
     state.apply([lb("shop-lb", externalTrafficPolicy="Local")], "test")         # replace without it: kept
     assert state.service("shop-lb")["spec"]["healthCheckNodePort"] == port
-    with pytest.raises(ConfigError, match="immutable"):
-        state.apply([lb("shop-lb", externalTrafficPolicy="Local", healthCheckNodePort=port + 1)], "test")
+    changed = [lb("shop-lb", externalTrafficPolicy="Local", healthCheckNodePort=port + 1)]
+    with pytest.raises(ConfigError) as info:
+        state.apply(changed, "test")
+    # kube-apiserver's words (validation.go validateServiceExternalTrafficFieldsUpdate)
+    assert in_api_words(info.value, changed).problem == \
+        'The Service "shop-lb" is invalid: spec.healthCheckNodePort: Forbidden: field is immutable'
     state.apply([lb("shop-lb", externalTrafficPolicy="Cluster", healthCheckNodePort=port)], "test")
     assert "healthCheckNodePort" not in state.service("shop-lb")["spec"]        # no longer needed: released
-    with pytest.raises(ConfigError, match="may only be set when type is 'LoadBalancer'"):
-        state.apply([lb("other", type="NodePort", healthCheckNodePort=31999)], "test")
+    other = [lb("other", type="NodePort", healthCheckNodePort=31999)]
+    with pytest.raises(ConfigError) as info:
+        state.apply(other, "test")
+    assert in_api_words(info.value, other).problem == (
+        'The Service "other" is invalid: spec.healthCheckNodePort: Invalid value: 31999: may only be set when '
+        "`type` is 'LoadBalancer' and `externalTrafficPolicy` is 'Local'")
     state.apply([lb("shop-lb2", externalTrafficPolicy="Local", healthCheckNodePort=31999)], "test")
     with pytest.raises(ConfigError, match="already allocated"):
         state.apply([lb("shop-lb3", externalTrafficPolicy="Local", healthCheckNodePort=31999)], "test")
+    # leaving Local with another port than its own: not wiped (dropTypeDependentFields), refused
+    moved = [lb("shop-lb2", externalTrafficPolicy="Cluster", healthCheckNodePort=31998)]
+    with pytest.raises(ConfigError) as info:
+        state.apply(moved, "test")
+    assert "spec.healthCheckNodePort: Invalid value: 31998: may only be set" in in_api_words(info.value, moved).problem
 
 
 # -- the health server ---------------------------------------------------------------------------------

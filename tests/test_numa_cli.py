@@ -211,6 +211,19 @@ def test_tools_withhold_a_prediction_exercises_outcome_until_its_answer_is_check
     out = json.loads(labkit("numa", "admit", "-f", str(tmp_path / "static.yaml"), "--machine", "dual-socket-ht", "--config",
                             f"{scenarios}/kubelet-static.yaml", "-o", "json", check=0).stdout)
     assert "exercise static-cpus" in out["pods"][0]["withheld"] and "exercise static-cpus" in out["shared_pool"]
+    # the reserved CPUs are shown: they are the node as kubelet sets it up with the configuration,
+    # before any Pod (what `labkit numa show --config` draws and the exercise's first hint says),
+    # not where the Pods land; and they are true: policy_static.go takes them by topology
+    from labkit.numa.admission import Node
+    from labkit.numa.config import load_config
+    from labkit.numa.machine import load_machine
+    reserved = Node(load_machine("dual-socket-ht"), load_config(Path(f"{scenarios}/kubelet-static.yaml"))).reserved_cpus()
+    assert out["reserved_cpus"] == sorted(reserved) == [0]
+    text = labkit("numa", "admit", "-f", str(tmp_path / "static.yaml"), "--machine", "dual-socket-ht", "--config",
+                  f"{scenarios}/kubelet-static.yaml", check=0).stdout
+    [pool] = [line for line in text.splitlines() if line.startswith("shared pool: ")]
+    assert pool.startswith("shared pool: withheld until you record your answer to exercise static-cpus")
+    assert pool.endswith("; reserved CPUs: 0")
     # merge: the same providers in another order, another description
     feeder = json.load(open(f"{scenarios}/merge-feeder.json"))
     feeder.update(description="mine", providers=feeder["providers"][::-1])

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from labkit.apiserver.podvalidation import POD_UPDATE_FORBIDDEN
 from support import LABKIT, REPO, assert_clean_after, labkit, wait_until
 
 EXERCISES = ["qos", "throttled", "oom", "noisy-neighbour", "eviction-order", "weight"]
@@ -50,7 +51,10 @@ def test_resources_lab_end_to_end(host_unchanged, lab_cleanup, tmp_path):
     del frontend["spec"]["containers"][0]["resources"]["limits"]["cpu"]
     changed.write_text(yaml.safe_dump(frontend))
     running = labkit("resources", "apply", "-f", str(changed), check=2)
-    assert "pod updates may not change fields" in running.stderr and "labkit resources delete frontend" in running.stderr
+    # kubectl apply's words for its one refusal, then what to do here
+    first, hint = running.stderr.splitlines()
+    assert first == f'labkit: The Pod "frontend" is invalid: spec: Forbidden: {POD_UPDATE_FORBIDDEN}'
+    assert "labkit resources delete frontend" in hint
     # kubectl's habits: delete -f FILE, apply -f - (standard input), delete pod/NAME, apply -f DIR,
     # get NAME -o yaml, get pod/NAME -o name
     assert labkit("resources", "delete", "-f", str(changed), check=0).stdout == 'pod "frontend" deleted\n'

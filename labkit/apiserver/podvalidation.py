@@ -60,6 +60,13 @@ PORT_RANGE = "must be between 1 and 65535, inclusive"      # IsValidPortNum's In
 # pkg/apis/core/helper standardContainerResources (IsStandardContainerResourceName: also hugepages-*)
 STANDARD_CONTAINER_RESOURCES = ("cpu", "memory", "ephemeral-storage")
 
+# ValidatePodUpdate's Forbidden on spec (updatablePodSpecFields joined by ","); upstream follows it
+# with a newline and go-cmp's diff of the two specs, which labkit does not print
+POD_UPDATE_FORBIDDEN = ("pod updates may not change fields other than `spec.containers[*].image`,"
+                        "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only "
+                        "additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be "
+                        "set to 1 if it was previously negative)")
+
 _PORT_NAME_CHARSET = re.compile(r"^[-a-z0-9]+$")
 _PORT_NAME_LETTER = re.compile(r"[a-z]")
 

@@ -1,5 +1,12 @@
 """`labkit devices try`: one plugin run against a fresh node (labkit.devices.session), step by
-step, as a list of steps each saying what was done and what kubelet then showed."""
+step, as a list of steps each saying what was done and what kubelet then showed.
+
+Each step waits for what it is about, bounded, and no longer: the first device list on the stream
+kubelet opened (or kubelet's refusal of the Register call, then the plugin's exit); after a
+change of the health file a new list, then the one with the broken device's new health; after
+kubelet's restart a registration, then a list, then the list the plugin had before the restart
+(a plugin that sends a list in several messages gets SETTLE_S for the rest of it). A plugin that
+exits ends every wait (Session.wait)."""
 
 from __future__ import annotations
 
@@ -16,11 +23,18 @@ def _step(what: str, **shown) -> dict:
     return {"step": what, **shown}
 
 
+def _kept(devices: list[dict]) -> list[tuple]:
+    """What of a device list a step compares: each device's ID, health and NUMA nodes."""
+    return sorted((d["ID"], d["health"], tuple(d["numa"])) for d in devices)
+
+
 def run(session, resource: str, *, broken: str | None = None, pod: int = 0, restart: bool = False) -> list[dict]:
     steps = []
     with session as s:
         s.wait(lambda: s.lists(resource) >= 1 or any(r["error"] for r in s.registrations()), REGISTER_S)
-        s.wait(lambda: False, SETTLE_S)
+        if not s.lists(resource):
+            # refused (or nothing yet): a plugin whose Register failed usually ends; show its exit
+            s.wait(lambda: s.exited is not None, SETTLE_S)
         steps.append(_step("plugin started", registrations=s.registrations_shown(), options=s.options(resource),
                            devices=_devices(s, resource), node=s.node(), exited=s.exited, log=s.plugin_log()))
         if not s.lists(resource):
@@ -30,7 +44,9 @@ def run(session, resource: str, *, broken: str | None = None, pod: int = 0, rest
                 before = s.lists(resource)
                 s.set_health({broken: health})
                 sent = s.wait(lambda: s.lists(resource) > before, CHANGE_S)
-                s.wait(lambda: False, SETTLE_S)
+                if sent:        # the list that says so (a plugin may send it in more than one message)
+                    s.wait(lambda: any(d["ID"] == broken and d["health"] == health for d in s.devices(resource)),
+                           SETTLE_S)
                 steps.append(_step(f"health file: {broken}: {health}", new_list=sent, devices=_devices(s, resource),
                                    node=s.node()))
         if pod:
@@ -40,13 +56,14 @@ def run(session, resource: str, *, broken: str | None = None, pod: int = 0, rest
             seen = s.run_container("pod-a") if admitted["admitted"] else None
             steps.append(_step(f"Pod pod-a asks for {pod}", admitted=admitted, calls=calls, container=seen))
         if restart:
-            count = len(s.registrations())
+            count, listed_before = len(s.registrations()), _kept(s.devices(resource))
             s.kubelet.restart()
             steps.append(_step("kubelet restarted", node=s.node(), files=sorted(p.name for p in s.kubelet.directory.iterdir())))
             # a registration with the restarted kubelet, then a device list on the stream it opened
             again = s.wait(lambda: len(s.registrations()) > count, CHANGE_S)
             listed = again and s.wait(lambda: s.lists(resource) >= 1, CHANGE_S)
-            s.wait(lambda: False, SETTLE_S)
+            if listed:          # the plugin's list as it was before the restart, if it sends that
+                s.wait(lambda: _kept(s.devices(resource)) == listed_before, SETTLE_S)
             held = {uid: {c: {r: a.devices for r, a in rs.items()} for c, rs in cs.items()}
                     for uid, cs in s.kubelet.manager.pod_devices.items()}
             steps.append(_step("after the restart", registered_again=again, listed_again=listed,

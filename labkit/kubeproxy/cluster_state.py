@@ -38,6 +38,7 @@ from pathlib import Path
 
 
 from labkit import nodeports
+from labkit.apiserver.registry import serviceips
 from labkit.errors import ConfigError
 from labkit.inputs import load_yaml, load_yaml_all
 from labkit.netlab import cluster as netcluster
@@ -406,6 +407,16 @@ def default_service(doc: dict, old: dict | None, alloc: _Allocator, source: str,
     svc["status"] = copy.deepcopy((old or {}).get("status") or {"loadBalancer": {}})
     if svc_type == "ExternalName":
         return svc
+    old_spec = (old or {}).get("spec") or {}
+    # the registry's beginCreate / beginUpdate, before anything else: an update keeps the
+    # allocated cluster IPs it leaves out (patchAllocatedValues), clusterIPs follows a clusterIP
+    # changed alone (normalizeClusterIPs), and a pair that does not match is refused before any
+    # allocation (alloc.go initIPFamilyFields: ValidateServiceClusterIPsRelatedFields)
+    if old is not None:
+        serviceips.patch_allocated_cluster_ips(spec, old_spec)
+    serviceips.normalize_cluster_ips(spec, old_spec if old is not None else None)
+    for error in serviceips.cluster_ips_match_errors(spec):
+        _fail(source, f"{where}.{error.field}", error.body())
     ports = spec.get("ports")
     if not isinstance(ports, list) or not ports:
         _fail(source, f"{where}.spec.ports", "expected a non-empty list of ports")
@@ -473,20 +484,14 @@ def default_service(doc: dict, old: dict | None, alloc: _Allocator, source: str,
         elif "nodePort" in port:
             # pkg/apis/core/validation/validation.go ValidateService (field.Forbidden)
             _fail(source, f"{pw}.nodePort", f"Forbidden: may not be used when `type` is {svc_type!r}")
-    old_ip = (old or {}).get("spec", {}).get("clusterIP")
-    ip = spec.get("clusterIP") or old_ip
-    if old_ip and ip != old_ip:
-        # kube-apiserver's update: the registry keeps the allocated clusterIPs when the object leaves
-        # them out (pkg/registry/core/service/storage/storage.go patchAllocatedValues) and, when only
-        # clusterIP changed, sets clusterIPs[0] to it (strategy.go NormalizeClusterIPs); then
-        # ValidateServiceUpdate refuses the changed primary IP (pkg/apis/core/validation/validation.go
+    old_ip = old_spec.get("clusterIP")
+    ip = spec.get("clusterIP") or None
+    if old is not None:
+        # ValidateServiceUpdate refuses a changed primary IP (pkg/apis/core/validation/validation.go
         # validateUpgradeDowngradeClusterIPs: field.Invalid(spec.clusterIPs[0], the new clusterIPs,
         # "may not change once set"); apimachinery renders the list as JSON)
-        old_ips = (old or {}).get("spec", {}).get("clusterIPs") or [old_ip]
-        given = spec.get("clusterIPs")
-        new_ips = list(given) if isinstance(given, list) and given and given != old_ips else [ip, *old_ips[1:]]
-        _fail(source, f"{where}.spec.clusterIPs[0]",
-              f"Invalid value: {json.dumps(new_ips, separators=(',', ':'))}: may not change once set")
+        for error in serviceips.upgrade_downgrade_errors(spec, old_spec):
+            _fail(source, f"{where}.{error.field}", error.body())
     if ip is None:
         ip = alloc.cluster_ip()
     elif ip != "None":
@@ -551,14 +556,19 @@ def _health_check_node_port(spec: dict, old: dict | None, alloc: "_Allocator", s
     port = spec.get("healthCheckNodePort")
     field = f"{where}.spec.healthCheckNodePort"
     if not needs:
-        if port and not old_port:
-            _fail(source, field, "may only be set when type is 'LoadBalancer' and externalTrafficPolicy is 'Local'")
+        # strategy.go dropTypeDependentFields wipes the port a Service no longer needs when the update
+        # left it as it was; any other is refused (validation.go validateServiceExternalTrafficPolicy)
+        if port and port != old_port:
+            _fail(source, field, f"Invalid value: {json.dumps(port)}: may only be set when `type` is 'LoadBalancer' "
+                                 "and `externalTrafficPolicy` is 'Local'")
         spec.pop("healthCheckNodePort", None)
         return
     if not port:
         port = old_port or alloc.node_port()
     elif old_port and port != old_port:
-        _fail(source, field, f"field is immutable (it is {old_port})")
+        # validateServiceExternalTrafficFieldsUpdate
+        error = serviceips.health_check_node_port_errors(spec, old_spec)[0]
+        _fail(source, field, error.body())
     elif not isinstance(port, int) or isinstance(port, bool) or port not in alloc.node_ports:
         _fail(source, field, f"expected a port in {alloc.node_ports.start}-{alloc.node_ports.stop - 1}, got {port!r}")
     elif port in alloc.used_ports and port != old_port:

@@ -62,6 +62,7 @@ def apply(
 
     Exits 1 when the API server refuses a Pod; containers that do not start are shown, with the
     runtime's error, and the Pod stays (as kubelet keeps it, retrying on the next apply)."""
+    from labkit import kubectlerrors
     from labkit.mounts.pods import Refused, load_pods
     from labkit.strict import StrictDecodingError
 
@@ -71,22 +72,22 @@ def apply(
         _say(str(exc))
         raise typer.Exit(1)
     env, node = _node(lab_id)
-    refused = False
+    refused = []
     with env.state.locked():
         for pod in pods:
             existed = node.pod_record(pod.name) is not None
             try:
                 states = node.apply(pod)
             except Refused as exc:
-                # kubectl apply creates a Pod that does not exist (AddSourceToErr("creating", ...))
-                # and patches one that does
-                _say(f'Error from server (Invalid): error when {"applying" if existed else "creating"} "{file}": '
-                     f'{exc.message}')
-                refused = True
+                # kubectl apply creates a Pod that does not exist and patches one that does; it
+                # goes on with the others and prints the refusals at the end
+                refused.append((kubectlerrors.PATCHING if existed else kubectlerrors.CREATING, str(file), exc.message))
                 continue
             print(f"pod/{pod.name} {'unchanged' if existed else 'created'}")
             for name, state in states.items():     # as with kubectl, a container that does not
                 print(f"  {name}: {_describe(state)}")  # start leaves the Pod created (exit 0)
+    for line in kubectlerrors.apply_errors(refused):
+        _say(line)
     raise typer.Exit(1 if refused else 0)
 
 

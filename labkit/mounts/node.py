@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from labkit import procs
+from labkit.apiserver.podvalidation import POD_UPDATE_FORBIDDEN
 from labkit.errors import LabkitError
 from labkit.mounts import kernel, mountinfo
 from labkit.mounts.pods import Pod, Refused, capabilities, create_error, parse_pod, runtime_plan, validate
@@ -174,11 +175,7 @@ class Node:
         # The API server's ValidatePodUpdate: a Pod's containers and volumes are immutable.
         old = self.pod(pod.name)
         if old is not None and old != pod:
-            raise Refused(f'Pod "{pod.name}" is invalid: spec: Forbidden: pod updates may not change fields other than '
-                          "`spec.containers[*].image`, `spec.initContainers[*].image`, `spec.activeDeadlineSeconds`, "
-                          "`spec.tolerations` (only additions to existing tolerations), "
-                          "`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)",
-                          by="api")
+            raise Refused(f'Pod "{pod.name}" is invalid: spec: Forbidden: {POD_UPDATE_FORBIDDEN}', by="api")
 
     def container_state(self, pod_name: str, container_name: str) -> dict:
         record = self.pod_record(pod_name) or {"containers": {}}

@@ -39,6 +39,7 @@ from pathlib import Path
 import yaml
 
 from labkit import procs
+from labkit.apiserver.podvalidation import POD_UPDATE_FORBIDDEN
 from labkit.crashpoints import crash_point
 from labkit.errors import LabkitError
 from labkit.quantity import BINARY, Quantity
@@ -224,14 +225,14 @@ class Node:
                     out.append((pod.name, "unchanged"))
                     continue
                 if existing["status"]["phase"] in ("Pending", "Running"):
+                    # what kubectl apply prints when this is its only refusal (labkit.kubectlerrors:
+                    # ValidatePodUpdate's error, without upstream's diff), then what to do here, on
+                    # a line of its own
                     raise PodInvalid(
-                        f'The Pod "{pod.name}" is invalid: spec: Forbidden: pod updates may not change fields other '
-                        'than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,'
-                        '`spec.tolerations` (only additions to existing tolerations),'
-                        '`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative) '
-                        f"— delete it first: `labkit resources delete {pod.name}`; its containers' CPU and memory change "
-                        f"in place through the resize subresource: `labkit resources patch {pod.name} --subresource "
-                        "resize -p PATCH`, as `kubectl patch pod --subresource resize` on a v1.34 cluster)")
+                        f'The Pod "{pod.name}" is invalid: spec: Forbidden: {POD_UPDATE_FORBIDDEN}'
+                        f"\nDelete it first: `labkit resources delete {pod.name}`; its containers' CPU and memory "
+                        f"change in place through the resize subresource: `labkit resources patch {pod.name} "
+                        "--subresource resize -p PATCH`, as `kubectl patch pod --subresource resize` on a v1.34 cluster.")
                 self.delete(pod.name)    # a Pod that ended (evicted, rejected) is replaced
             _check_command(pod)
             out.append((pod.name, self._run(pod)))

@@ -583,7 +583,7 @@ def observe_restart(ctx, rng=None) -> dict:
             if s.exited is not None or len(made) != 1 or made[0]["stream"] != "open":
                 break           # registered again before this restart, or stopped serving: judged as it is
             s.kubelet.restart()
-            start = s.kubelet.starts
+            start, restarted = s.kubelet.starts, s.kubelet.clock()
             # kubelet's record of Register calls says which start each reached: one after this restart,
             # then the device list on the stream it opened (s.lists counts the fresh manager's), both
             # within CHANGE_S of the restart
@@ -594,8 +594,11 @@ def observe_restart(ctx, rng=None) -> dict:
             if listed:
                 _settled(s, resource)
             held = s.kubelet.manager.pod_devices.get("pod-a", {}).get("c", {}).get(resource)
-            obs["restarts"].append({"registered_again": again, "listed": listed, "node": s.node(),
-                                    "held_after": list(held.devices) if held else []})
+            seen = {"registered_again": again, "listed": listed, "node": s.node(),
+                    "held_after": list(held.devices) if held else []}
+            if not again:
+                seen.update(_unaccepted_register(s, start, restarted + CHANGE_S))
+            obs["restarts"].append(seen)
             if not listed:
                 break
             now = _registered_at(s, start)
@@ -610,6 +613,25 @@ def observe_restart(ctx, rng=None) -> dict:
         return obs
 
 
+def _unaccepted_register(s, start: int, until_clock: float) -> dict:
+    """A restart not answered in time: did a Register call reach the restarted kubelet by
+    `until_clock` (kubelet's clock, CHANGE_S after the restart), and what did kubelet answer the
+    first one? kubelet answers only once it has dialed the plugin's socket (server.go Register,
+    client.go dial: 10 s, the lab's 2 s), so the answer may come after that: it is awaited (the dial
+    and GetDevicePluginOptions, each bounded by the dial timeout), and the verdict does not depend
+    on how far the dial had got.
+    {} when no call came in time; else `refused`: kubelet's error, or None if it accepted the call
+    late or never answered."""
+    def first():
+        calls = [r for r in s.registrations() if r["kubelet"] == start and r["at"] <= until_clock]
+        return calls[0] if calls else None
+    if first() is None:
+        return {}
+    s.wait(lambda: first()["answered"], 2 * s.kubelet.dial_timeout + 1)
+    call = first()
+    return {"refused": call["error"] if call["answered"] else None}
+
+
 def judge_restart(ctx, obs: dict):
     # before the first restart: one registration, its stream open until kubelet's restart closed it
     judge_register(ctx, obs, stream="closed", when="before kubelet's first restart: ")
@@ -619,12 +641,19 @@ def judge_restart(ctx, obs: dict):
         seen = restarts[n] if n < len(restarts) else {}
         regs = seen.get("registrations") or []
         if not seen.get("registered_again") or not regs:
-            errors = [r["error"] for r in regs if r.get("error") and r.get("error") != PENDING]
-            why = f"; kubelet refused it: {errors[-1]}" if errors else ""
             every = (" It registered again after the first restart: a plugin notices every restart, whenever it "
                      "comes — one that registers again once, or after a fixed time, misses one") if n else ""
+            if seen.get("refused"):
+                # its Register call reached the restarted kubelet in time, which refused it once it had
+                # tried to dial the plugin back (observe_restart waited for that answer)
+                dial = (": kubelet dials the socket the endpoint names, in its device-plugins directory, before it "
+                        "answers (plugin/v1beta1/server.go Register)") if seen["refused"].startswith("failed to dial") \
+                    else ""
+                _fail(f"after kubelet's {which} restart (kubelet.sock made anew, your socket removed) your plugin "
+                      f"called Register, and kubelet refused it: {seen['refused']} — so it did not register "
+                      f"again{dial}.{every}")
             _fail(f"after kubelet's {which} restart (kubelet.sock made anew, your socket removed) your plugin did not "
-                  f"register again within {CHANGE_S:g} s{why}.{every}")
+                  f"register again within {CHANGE_S:g} s.{every}")
         if not seen.get("listed"):
             _fail(f"after kubelet's {which} restart your plugin registered again, but kubelet got no device list on "
                   f"the ListAndWatch stream it opened then within {CHANGE_S:g} s: a restarted kubelet knows no device of "

@@ -86,6 +86,24 @@ def _binding_name(b: dict) -> str:
     return f"the {where} (of the {ref.get('kind', '?')} {ref.get('name', '?')})"
 
 
+def _case_note(rbac: list[dict], kind: str, name: str) -> str:
+    """A sentence when a binding's subject of `kind` differs from `name` only in case, else "":
+    RBAC compares subjects' names as they are (pkg/registry/rbac/validation/rule.go
+    appliesToUser: `user.GetName() == subject.Name`; a ServiceAccount's username likewise), so
+    `Alice` is another user than `alice`.
+    `name` is the exercise's own (its prompt states it)."""
+    for b in rbac:
+        if b.get("kind") not in ("RoleBinding", "ClusterRoleBinding"):
+            continue
+        for subject in b.get("subjects") or []:
+            other = subject.get("name") or ""
+            if subject.get("kind") == kind and other != name and other.lower() == name.lower():
+                what, binding = ("user" if kind == "User" else kind), _binding_name(b)
+                return (f". {binding[0].upper()}{binding[1:]} names the {what} {other}, not {name}: names are "
+                        "case-sensitive")
+    return ""
+
+
 def _more(items, shown: int = 1) -> str:
     return f" (and {len(items) - shown} more)" if len(items) > shown else ""
 
@@ -346,7 +364,8 @@ def judge_alice(ctx, obs) -> object:
     if missing:
         g = _pick(missing, ("pods", "configmaps"), ns)
         raise CheckFailed(f"{user} cannot {reconstruct.describe(g)}{_more(missing)}: her read access to {ns} is "
-                          f"missing or partial (`kubectl auth can-i --list -n {ns} --as={user}`)")
+                          f"missing or partial (`kubectl auth can-i --list -n {ns} --as={user}`)"
+                          + _case_note(obs["rbac"], "User", user))
     other = _others_gained(ctx, obs, plain, built, space, "forbidden")
     if other:
         raise CheckFailed(other)
@@ -392,7 +411,8 @@ def judge_forbidden(ctx, obs) -> object:
         g = _pick(missing, ("pods",), ns)
         raise CheckFailed(f"the job is still forbidden to {reconstruct.describe(g)}{_more(missing)}. "
                           f"`kubectl auth can-i list pods -n {ns} --as=system:serviceaccount:{ns}:{account}`, and "
-                          "compare the binding's subject with the job's identity: kind, name and namespace")
+                          "compare the binding's subject with the job's identity: kind, name and namespace"
+                          + _case_note(obs["rbac"], "ServiceAccount", account))
     through = reconstruct.bindings_granting(obs["rbac"], job, expected - before)
     if not any((b.get("roleRef") or {}).get("kind") == "Role" and b["roleRef"].get("name") == role_name
                for b in through):
@@ -1330,8 +1350,14 @@ def check_audit(ctx):
     # what the named person did instead is not said: it would let trying names stand in for reading
     # the log (only the mistake the exercise is about, the other namespace, is named)
     elsewhere = [e for e in deletes_anywhere(about, ns) if (e.get("user") or {}).get("username") == user]
+    users = {(e.get("user") or {}).get("username", "") for e in events}
     if elsewhere:
         said = f"{user} deleted a configmap {name} in another namespace, not the one in {ns}: look at objectRef.namespace"
+    elif user not in users and any(u.lower() == user.lower() for u in users):
+        # a name the log has in another case: said whoever that user is, so it tells nothing of
+        # who deleted the ConfigMap (the API server compares user names as they are)
+        said = (f"{user} did not delete configmap {ns}/{name}: the audit log names no user {user}, and user names "
+                "are case-sensitive — write the name exactly as the event's user.username has it")
     else:
         said = f"{user} did not delete configmap {ns}/{name}"
     raise CheckFailed(f"{said}. Look for the event whose verb is delete and whose objectRef is that ConfigMap, and read "

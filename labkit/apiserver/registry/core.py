@@ -12,12 +12,13 @@ import ipaddress
 from labkit.apiserver import tables
 from labkit.apiserver.timestamps import now_rfc3339
 from labkit.apiserver.errors import (FieldError, RawJSON, field_forbidden, field_invalid, field_required,
-                                    field_unsupported, go_quote)
+                                    field_unsupported, go_quote, invalid)
 from labkit.apiserver.resources import (ORPHAN_DEPENDENTS, UNSUPPORTED, ScaleSubresource, StatusSubresource, Strategy,
                                         Subresource)
 from labkit.apiserver.podvalidation import validate_pod_containers
 from labkit.apiserver.validation import dns1123_subdomain_problems, label_value_problems, qualified_name_problems
 from labkit.apiserver.registry.pod import _pod_template_labels
+from labkit.apiserver.registry import serviceips
 from labkit.apiserver.registry.servicealloc import (NodePortAllocator, drop_type_dependent_node_ports,
                                                     patch_allocated_values)
 
@@ -98,20 +99,35 @@ class ServiceStrategy(Strategy):
         return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "big")
 
     def begin_create(self, registry, rt, obj):
-        """storage.go beginCreate: allocate the node ports (alloc.go txnAllocNodePorts)."""
+        """storage.go beginCreate: normalizeClusterIPs, the pre-validation of the clusterIP /
+        clusterIPs pair (alloc.go initIPFamilyFields), then the node ports (txnAllocNodePorts)."""
+        spec = obj.setdefault("spec", {})
+        serviceips.normalize_cluster_ips(spec, None)
+        self._check_cluster_ips(obj)
         return self.node_ports.begin(registry, rt, obj, None)
 
     def begin_update(self, registry, rt, new, old):
-        """storage.go beginUpdate: patchAllocatedValues, then alloc.go txnUpdateNodePorts."""
+        """storage.go beginUpdate: patchAllocatedValues, normalizeClusterIPs, the pre-validation
+        of initIPFamilyFields, then alloc.go txnUpdateNodePorts."""
+        spec, old_spec = new.setdefault("spec", {}), old.get("spec") or {}
+        serviceips.patch_allocated_cluster_ips(spec, old_spec)
         patch_allocated_values(new, old)
+        serviceips.normalize_cluster_ips(spec, old_spec)
+        self._check_cluster_ips(new)
         return self.node_ports.begin(registry, rt, new, old)
+
+    @staticmethod
+    def _check_cluster_ips(obj: dict) -> None:
+        """initIPFamilyFields: ValidateServiceClusterIPsRelatedFields before any allocation; its
+        errors are the whole answer (422), the strategy's validation never runs."""
+        errors = serviceips.cluster_ips_match_errors(obj["spec"])
+        if errors:
+            raise invalid("Service", "", obj["metadata"].get("name", ""), errors)
 
     def prepare_for_create(self, obj):
         super().prepare_for_create(obj)
         spec = obj.setdefault("spec", {})
         if spec.get("type") != "ExternalName":
-            if not spec.get("clusterIP") and spec.get("clusterIPs"):
-                spec["clusterIP"] = spec["clusterIPs"][0]
             if not spec.get("clusterIP"):
                 offset = self._digest(obj) % (self._network.num_addresses - 2) + 1
                 spec["clusterIP"] = str(self._network.network_address + offset)
@@ -124,17 +140,19 @@ class ServiceStrategy(Strategy):
         super().prepare_for_update(new, old)
         spec, old_spec = new.setdefault("spec", {}), old.get("spec") or {}
         if spec.get("type") != "ExternalName" and old_spec.get("type") != "ExternalName":
-            for key in ("clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"):
+            # initIPFamilyFields: the policy of the stored Service, the families of its IPs (the
+            # cluster IPs themselves were patched in begin_update)
+            for key in ("ipFamilies", "ipFamilyPolicy"):
                 if not spec.get(key) and old_spec.get(key):
                     spec[key] = copy.deepcopy(old_spec[key])
         drop_type_dependent_node_ports(new, old)
 
     def validate_update(self, new, old):
-        errors = self.validate(new)
-        before, after = (old.get("spec") or {}).get("clusterIPs"), (new.get("spec") or {}).get("clusterIPs")
-        if before and after and before[0] != after[0] and (old.get("spec") or {}).get("type") != "ExternalName":
-            errors.append(field_invalid("spec.clusterIPs[0]", after, "may not change once set"))
-        return errors
+        """ValidateServiceUpdate: what may not change (validateUpgradeDowngradeClusterIPs,
+        validateServiceExternalTrafficFieldsUpdate), then ValidateService."""
+        spec, old_spec = new.get("spec") or {}, old.get("spec") or {}
+        return (serviceips.upgrade_downgrade_errors(spec, old_spec)
+                + serviceips.health_check_node_port_errors(spec, old_spec) + self.validate(new))
 
 
 class TokenSubresource(Subresource):

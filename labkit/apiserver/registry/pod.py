@@ -10,7 +10,7 @@ import json
 
 from labkit.apiserver import tables
 from labkit.apiserver.podresize import prepare_resize, validate_resize
-from labkit.apiserver.podvalidation import validate_pod_containers
+from labkit.apiserver.podvalidation import POD_UPDATE_FORBIDDEN, validate_pod_containers
 from labkit.apiserver.errors import FieldError, field_forbidden, field_invalid, field_required
 from labkit.apiserver.resources import STATUS_VERBS, StatusSubresource, Strategy, Subresource
 from labkit.apiserver.selectors import LabelSelector
@@ -249,11 +249,7 @@ class PodStrategy(Strategy):
             mutable.pop(key, None)
             original.pop(key, None)
         if mutable != original:
-            errors.append(field_forbidden("spec", "pod updates may not change fields other than "
-                                          "`spec.containers[*].image`,`spec.initContainers[*].image`,"
-                                          "`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to "
-                                          "existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to "
-                                          "be set to 1 if it was previously negative)"))
+            errors.append(field_forbidden("spec", POD_UPDATE_FORBIDDEN))
         return errors
 
     def check_graceful_delete(self, obj, options):

@@ -117,3 +117,10 @@ def view_and_impersonation_of_herself(env):
     lab.kubectl(env, "apply", "-f", "-", input=json.dumps(role))
     lab.bind(env, "alice-self", None, "ClusterRole", "alice-self", ALICE)
 
+
+
+@mistake("cannot", "names the user Alice", "case-sensitive")
+def binds_her_name_capitalized(env):
+    """Makes her right, but the RoleBinding of view names the user Alice, as one writes a name:
+    RBAC compares user names as they are, and her certificate says alice."""
+    _alice(env).bind(env, "alice-view", "dev", "ClusterRole", "view", {**ALICE, "name": "Alice"})

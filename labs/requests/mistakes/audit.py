@@ -68,3 +68,10 @@ def edits_the_log(env):
         lines.append(json.dumps(e))
     path.write_text("\n".join(lines) + "\n")
     write_answer(env, "audit", {"user": other})
+
+
+@mistake("did not delete", "case-sensitive")
+def capitalizes_the_name(env):
+    """Names the right person, but capitalized as one writes a name (Bob for bob): the API server
+    and its audit log keep user names as they are."""
+    write_answer(env, "audit", {"user": _who(env, "delete", "shop").capitalize()})
