@@ -66,6 +66,31 @@ def test_a_deleted_crd_fails_release_finalizer_and_its_reset_repairs_it(lab):
     assert labkit("reset", "namespace", "release-finalizer", env=lab, timeout=300).returncode == 0
 
 
+def test_a_crd_version_no_longer_served_fails_release_finalizer_and_its_reset_puts_it_back(lab):
+    # the check's feedback promises that the reset repairs the CRD: it used to fail creating the
+    # Backup of reports while v1 was not served, and left reports half built
+    kubectl(lab, "patch", "crd", "backups.example.com", "--type=json",
+            "-p", '[{"op":"replace","path":"/spec/versions/0/served","value":false}]')
+    assert wait_until(lambda: kubectl(lab, "get", "ns", "reports", check=False).returncode == 1, timeout=60,
+                      interval=0.3)
+    message = results(lab, "release-finalizer", code=1)["release-finalizer"]["message"]
+    assert "changed the CustomResourceDefinition itself" in message and "repairs it" in message, message
+
+    listed = labkit("reset", "namespace", "release-finalizer", env=lab, check=2, timeout=300).stderr
+    assert "the CustomResourceDefinition backups.example.com you changed" in listed, listed
+    assert "namespace legacy" not in listed, listed     # its Backup is only hidden, not changed
+    labkit("reset", "namespace", "release-finalizer", "--yes", env=lab, check=0, timeout=300)
+    crd = json.loads(kubectl(lab, "get", "crd", "backups.example.com", "-o", "json").stdout)
+    assert [(v["name"], v["served"], v["storage"]) for v in crd["spec"]["versions"]] == [("v1", True, True)]
+    for ns, name in (("reports", "nightly"), ("legacy", "weekly")):
+        backup = json.loads(kubectl(lab, "get", "backup", name, "-n", ns, "-o", "json").stdout)
+        assert backup["metadata"]["finalizers"] == ["backup.example.com/upload"]
+        assert kubectl(lab, "get", "ns", ns, "-o", "jsonpath={.status.phase}").stdout == "Terminating"
+    again = results(lab, "release-finalizer", code=1)["release-finalizer"]
+    assert again["message"].startswith("namespace reports still exists (Terminating)"), again
+    assert labkit("reset", "namespace", "release-finalizer", env=lab, timeout=300).returncode == 0
+
+
 def test_releasing_another_namespaces_backup_fails_and_is_listed(lab):
     kubectl(lab, "-n", "legacy", "patch", "backup", "weekly", "--type=json",
             "-p", '[{"op":"remove","path":"/metadata/finalizers"}]')

@@ -212,9 +212,37 @@ def _compare_counts(got: dict, truth: dict, what: str) -> list[str]:
     return problems
 
 
+def _released_content(ctx, namespace) -> list[str]:
+    """The student's successful writes that took finalizers off objects stored in `namespace`:
+    a patch that touches metadata.finalizers, an update that sends none (empty on a real cluster:
+    no audit log)."""
+    released = []
+    for e in _audit(ctx) or []:
+        ref = e.get("objectRef") or {}
+        if ref.get("namespace") != namespace or ref.get("subresource") or e.get("verb") not in ("patch", "update") \
+                or (e.get("user") or {}).get("username", "").startswith("system:") \
+                or (e.get("responseStatus") or {}).get("code", 0) >= 300:
+            continue
+        body = e.get("requestObject")
+        sent = ((body.get("metadata") or {}).get("finalizers") if isinstance(body, dict) else None)
+        if (e["verb"] == "patch" and "finalizers" in json.dumps(body or {})) or (e["verb"] == "update" and not sent):
+            released.append(f"{e['verb']} {ref.get('resource')}/{ref.get('name')}")
+    return list(dict.fromkeys(released))
+
+
 def check_conditions(ctx):
     name = ctx.params["namespace"]
     c = _lab(ctx.env).client(ctx.env)
+    released = _released_content(ctx, name)
+    if released:
+        # the conditions are the namespace controller's last pass: until its next one they still
+        # count what a released finalizer no longer holds, and then the namespace goes
+        raise CheckFailed(f"you released finalizers of {name}'s content yourself ({', '.join(released)}): the "
+                          "exercise is about what the namespace waits for, and that changes what it waits for — "
+                          f"`labkit reset namespace {ctx.exercise.id}`, delete {name} again and read its "
+                          "conditions without touching its content",
+                          expected=f"the content of {name} keeps its finalizers", observed=", ".join(released),
+                          observed_in=LIVE)
     ns = _namespace(c, name)
     if ns is None:
         raise CheckFailed(f"namespace {name} is gone, and its conditions with it: `labkit reset namespace "

@@ -365,7 +365,8 @@ def reset_exercise(env, exercise_id: str) -> None:
     released, the namespace finalized once it is empty), then it is made again as `labkit run`
     makes it. For broken-apiservice, the metrics-server Deployment, Service and APIService come
     back too; for volume-in-use, the dead node node-b and the Pod stranded on it. For
-    release-finalizer, a deleted (or Terminating) CRD backups.example.com is made again, and the
+    release-finalizer, a CRD backups.example.com whose names or versions were changed gets the
+    lab's back, a deleted (or Terminating) one is made again, and the
     other namespaces whose Backups that took with it (or whose Backups were changed) are built
     again too: their exercises' namespaces are rebuilt, as `student_work` says before the reset.
     Answer files are never touched."""
@@ -373,6 +374,8 @@ def reset_exercise(env, exercise_id: str) -> None:
     c = t.client()
     extra = []
     if exercise_id == "release-finalizer":
+        if _crd_changed(c):
+            _restore_crd_spec(c)
         extra = _damaged_backup_namespaces(c, EXERCISE_NAMESPACES[exercise_id])
         if _crd_damaged(c):
             _repair_crd(env, t)
@@ -388,6 +391,36 @@ def reset_exercise(env, exercise_id: str) -> None:
 def _crd_damaged(c) -> bool:
     crd = c.get_or_none("apiextensions.k8s.io/v1", "customresourcedefinitions", CRD_NAME)
     return crd is None or bool(crd["metadata"].get("deletionTimestamp"))
+
+
+def _crd_changed(c) -> bool:
+    """The CRD stands, but its spec is not the lab's in what serves the Backups: its group,
+    scope, names, or a version's name, served, storage or schema (a version no longer served
+    hides every Backup from the API and from the namespace controller)."""
+    crd = c.get_or_none("apiextensions.k8s.io/v1", "customresourcedefinitions", CRD_NAME)
+    if crd is None or crd["metadata"].get("deletionTimestamp"):
+        return False
+    spec, want = crd.get("spec") or {}, CRD["spec"]
+    if any(spec.get(key) != want[key] for key in ("group", "scope")):
+        return True
+    if {key: (spec.get("names") or {}).get(key) for key in want["names"]} != want["names"]:
+        return True
+    versions = spec.get("versions") or []
+    return len(versions) != len(want["versions"]) or any(
+        {key: version.get(key) for key in wanted} != wanted for version, wanted in zip(versions, want["versions"]))
+
+
+def _restore_crd_spec(c) -> None:
+    """Put the lab's names and versions back into the CRD (a merge patch replaces the list of
+    versions whole) and wait until its Backups are served again."""
+    spec = CRD["spec"]
+    try:
+        c.patch("apiextensions.k8s.io/v1", "customresourcedefinitions", CRD_NAME,
+                {"spec": {"names": spec["names"], "versions": spec["versions"]}}, "merge")
+    except ApiError as exc:
+        raise LabkitError(f"cannot put the CustomResourceDefinition {CRD_NAME} back as the lab built it "
+                          f"({exc}): `labkit reset namespace` rebuilds the whole lab") from exc
+    _wait(lambda: c.request("GET", "/apis/example.com/v1/backups")[0] == 200, "the Backup CRD to be served")
 
 
 def _lab_backups():
@@ -515,7 +548,12 @@ def student_work(env, exercise_id: str | None) -> list[str]:
     if exercise_id == "release-finalizer":
         if _crd_damaged(c):
             out.append(f"the CustomResourceDefinition {CRD_NAME} you deleted (it is made again)")
-        for ns in _damaged_backup_namespaces(c, EXERCISE_NAMESPACES[exercise_id]):
+        changed = _crd_changed(c)
+        if changed:
+            out.append(f"the CustomResourceDefinition {CRD_NAME} you changed (its names and versions are put back)")
+        # while the CRD is changed its Backups may not be served: the reset looks at them once it
+        # has put the CRD back, and rebuilds the namespaces whose Backups are not as built then
+        for ns in [] if changed else _damaged_backup_namespaces(c, EXERCISE_NAMESPACES[exercise_id]):
             other = next(ex for ex, name in EXERCISE_NAMESPACES.items() if name == ns)
             out.append(f"namespace {ns} of exercise {other}, whose Backups went with the CRD or were changed: it is "
                        "built again too")

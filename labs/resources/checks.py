@@ -770,7 +770,12 @@ def judge_eviction_order(ctx, observation):
         return ctx.failed(f"the prediction is in; you have not watched it yet: no eviction on {p['node']} ranked these "
                           f"Pods. Apply {p['file']}, wait until they hold their memory, then "
                           f"`labkit resources evict --node {p['node']}`" + note)
-    if observation["ranking"] != truth and not changed:
+    if observation["ranking"] != truth and changed:
+        # what was watched is the ranking of other Pods: the exercise asks to watch the scenario's
+        return ctx.failed(f"you have not watched these Pods yet: the eviction you watched on {p['node']} ranked Pods "
+                          f"that are not the lab's, in another order than it ranks the Pods of {p['file']}" + note
+                          + f", then apply {p['file']} and evict again")
+    if observation["ranking"] != truth:
         return ctx.failed(f"the eviction manager ranked the Pods before they held their memory: reset the exercise, "
                           f"apply {p['file']}, wait (`labkit resources top --node {p['node']}`), then evict" + note)
     # it evicts from the top of the ranking until memory.available is back above the threshold plus

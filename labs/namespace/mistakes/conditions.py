@@ -38,3 +38,14 @@ def resources_for_finalizers(env):
     """Keys the finalizers mapping by resource instead of by finalizer name."""
     _delete_and_wait(env)
     write_answer(env, "conditions", {"remaining": {"secrets.": 1}, "finalizers": {"secrets.": 1}})
+
+
+@mistake("you released finalizers of billing's content yourself")
+def released_then_answered(env):
+    """Writes what the conditions say, then releases the finalizer of the Secret they name, to see
+    what happens: the conditions still count it until the controller's next pass."""
+    _delete_and_wait(env)
+    write_answer(env, "conditions", {"remaining": {"secrets.": 1}, "finalizers": {"billing.example.com/audit": 1}})
+    target = env.lab.environment_module().target(env)
+    target.kubectl("-n", "billing", "patch", "secret", "ledger-key", "--type=json",
+                   "-p", '[{"op":"remove","path":"/metadata/finalizers/0"}]')

@@ -1,6 +1,7 @@
 """Common wrong predictions of eviction-order."""
 
 from importlib import util
+from pathlib import Path
 
 import yaml
 
@@ -33,3 +34,28 @@ def ignored_priority(env):
     """Ranks the Pods above their request by how far above they are, forgetting priority, and watches."""
     _answer(env, ["analytics", "logs", "reports", "crawler", "payments", "checkout"])
     _solution(env).watch(env)
+
+
+@mistake("not watched these Pods", "otherwise than the lab's file")
+def watches_an_edited_copy(env):
+    """Predicts the ranking right, then runs a copy of the scenario with two requests changed
+    (analytics asks for 250Mi, checkout for 32Mi) and watches the eviction manager rank those
+    Pods instead of the scenario's."""
+    from labkit.resources import eviction
+    from labkit.resources.node import lab_nodes
+
+    solution = _solution(env)
+    _answer(env, solution.ORDER)
+    scenario = Path(env.dir) / "scenarios" / "pressure.yaml"
+    docs = [d for d in yaml.safe_load_all(scenario.read_text()) if d]
+    requests = {"analytics": "250Mi", "checkout": "32Mi"}
+    for doc in docs:
+        if doc["metadata"]["name"] in requests:
+            doc["spec"]["containers"][0]["resources"]["requests"]["memory"] = requests[doc["metadata"]["name"]]
+    mine = scenario.with_name("pressure-mine.yaml")
+    mine.write_text(yaml.safe_dump_all(docs))
+    node = lab_nodes(env)["node-3"]
+    node.apply(node.load(mine))
+    for name in solution.ORDER:
+        env.lab.environment_module().wait_settled(env, "node-3", name)
+    eviction.run(node)

@@ -48,6 +48,5 @@ def mutants(ctx):
     first = sorted(changed)[0]
     changed[first] = {**changed[first], "priorityClassName": "high-priority"}
     yield Mutant("watched-changed-pods", f"{first} run with another priority class, watched",
-                 observation={"specs": changed, "ranking": early},
-                 equivalent="the prediction is graded on the Pods as the file gives them; the watched ranking of "
-                            "changed Pods is not held against it (the message says so)")
+                 names=("not watched these Pods", "otherwise than the lab's file"),
+                 observation={"specs": changed, "ranking": early})
