@@ -43,10 +43,12 @@ def explain_command(
 ):
     """Why NAME is still Terminating: remaining resources by type, the finalizers that hold them
     and the objects carrying them, failing discovery groups and unavailable APIServices, the
-    namespace's own finalizers and conditions — each cause with the fix that loses nothing."""
+    namespace's own finalizers and conditions — each cause with the fix that loses nothing (on the
+    namespace lab's cluster, the fixes for an exercise's namespace once that exercise is passed)."""
     from labkit.apiserver.client import HttpClient
     from labkit.errors import LabkitError
     from labkit.namespaces.explain import explain, render
+    from labkit.namespaces.withhold import fixes_withheld
 
     fmt, _ = cliopts.resolve_output(output, ("text", "json", "yaml"), "text", legacy_json=as_json)
     decisions = None
@@ -75,6 +77,9 @@ def explain_command(
         out = explain(client, name, decisions)
     except OSError as exc:
         raise LabkitError(f"cannot reach the API server: {exc}")
+    note = fixes_withheld(name, client)
+    if note is not None:
+        out.withhold_fixes(note)
     if fmt != "text":
         cliopts.print_data(out.as_dict(), fmt)
     else:

@@ -40,3 +40,37 @@ def gate(scenario) -> str | None:
         LAB, EXERCISE, TOOL, str(scenario.path),
         f"{scenario.path} creates content in a namespace being terminated: the API server's refusal is what "
         f"exercise {EXERCISE} of lab {LAB} asks you to predict")
+
+
+def fixes_withheld(name: str, asked) -> str | None:
+    """What `labkit ns explain NAME` says instead of its fixes, or None to show them: while the
+    namespace lab is up, NAME is the namespace an exercise of it is about, that exercise is not
+    passed yet, and `asked` (the HttpClient explain reads) talks to the lab's own cluster. The
+    causes stay: they say where to look; the fixes would be the exercise's answer (which finalizer
+    to remove and how, which taint the pod garbage collector needs)."""
+    from labkit.apiserver.client import HttpClient
+    from labkit.labs import discover, load_lab
+    from labkit.state import LabState
+
+    state = LabState(LAB)
+    if state.phase != "up":
+        return None
+    directory = discover().get(LAB)
+    if directory is None:
+        return None
+    exercise = next((e.id for e in load_lab(directory).exercises if e.params.get("namespace") == name), None)
+    if exercise is None or exercise in state.credit:
+        return None
+    options = state.status.get("options") or {}
+    try:
+        if options.get("kubeconfig"):
+            lab = HttpClient.from_kubeconfig(options["kubeconfig"], options.get("context"))
+        else:
+            from labkit import paths
+            lab = HttpClient.for_embedded(paths.state_root() / LAB / "apiserver" / "kubeconfig")
+    except Exception:       # the lab's kubeconfig is gone or unreadable: nothing to compare with
+        return None
+    if (lab.host, lab.port, lab.prefix) != (asked.host, asked.port, asked.prefix):
+        return None
+    return (f"withheld while exercise {exercise} of lab {LAB} is not passed: the cause above says where to look "
+            f"(`labkit hint {LAB} {exercise}` gives hints one at a time)")
