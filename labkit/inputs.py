@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from labkit.errors import ConfigError
+from labkit.paths import BUILTIN_LABS
 
 
 STDIN = "-"
@@ -61,13 +62,36 @@ def yaml_error(path, exc: yaml.YAMLError) -> ConfigError:
 # parse is not kept, so its error is made afresh.
 _PARSED: dict[tuple[bool, str], Any] = {}
 _PARSED_MAX = 256
+# Files labkit ships (its labs and the package's own data) are read with libyaml's parser, ~15x
+# faster than PyYAML's pure-Python one (every command reads at least one lab.yaml of 10-30 KB);
+# tests/test_inputs_shipped.py proves that both give the same for every file shipped. A student's
+# file is read by the pure-Python parser, whose verdicts and error messages the labs' checks and
+# tests are written against.
+_SHIPPED = (BUILTIN_LABS.resolve(), Path(__file__).resolve().parent)
+_FAST_LOADER = getattr(yaml, "CSafeLoader", None)
+
+
+def shipped(path) -> bool:
+    """Whether `path` is a file labkit ships (under its labs or its package)."""
+    if str(path) == STDIN:
+        return False
+    try:
+        resolved = Path(path).resolve()
+    except (OSError, RuntimeError):
+        return False
+    return any(resolved.is_relative_to(root) for root in _SHIPPED)
+
+
+def _parse(path, text: str, every: bool) -> Any:
+    loader = _FAST_LOADER if _FAST_LOADER is not None and shipped(path) else yaml.SafeLoader
+    return list(yaml.load_all(text, Loader=loader)) if every else yaml.load(text, Loader=loader)
 
 
 def _parsed(path, text: str, every: bool) -> Any:
     key = (every, text)
     if key not in _PARSED:
         try:
-            value = list(yaml.safe_load_all(text)) if every else yaml.safe_load(text)
+            value = _parse(path, text, every)
         except yaml.YAMLError as exc:
             raise yaml_error(path, exc) from None
         except RecursionError:

@@ -111,3 +111,49 @@ def test_a_handler_past_its_deadline_is_answered_504_and_finishes_on_its_own(tmp
         # a request within its time is answered by its handler
         code, _ = admin_client(api).request("GET", "/api/v1/namespaces/ns/configmaps", {"timeout": "5s"})
         assert code == 200
+
+
+def test_handlers_run_on_reused_threads_and_a_held_one_blocks_no_other(tmp_path, monkeypatch):
+    """The filter's handlers run on reused threads (filters/timeout.py Workers): requests one after
+    another start no thread each, and a handler held past its deadline keeps its thread while the
+    next requests are answered on another."""
+    import threading
+
+    from labkit.apiserver.filters.chain import build_handler_chain
+    from labkit.apiserver.request import Request
+
+    started = []
+    start = threading.Thread.start
+    monkeypatch.setattr(threading.Thread, "start", lambda thread: started.append(thread.name) or start(thread))
+
+    with in_process_api(tmp_path / "objects.db") as api:
+        client = admin_client(api)
+        client.create("v1", "configmaps", {"metadata": {"name": "first"}}, namespace="ns")
+        started.clear()
+        for _ in range(50):
+            client.get("v1", "configmaps", "first", namespace="ns")
+        assert started.count("apiserver-request") <= 1
+
+        release, entered = threading.Event(), threading.Event()
+        serve = api.serve
+
+        def held(request):
+            if request.path.endswith("/held"):
+                entered.set()
+                release.wait(30)
+            return serve(request)
+        api.serve = held
+        api._chain = build_handler_chain(api)
+        try:
+            response = api.handle(Request("GET", "/api/v1/namespaces/ns/configmaps/held", {"timeout": "50ms"},
+                                          user=client.user))
+            assert entered.is_set() and response.code == 504
+            # its thread is still held: the next requests are answered all the same, on another
+            started.clear()
+            for _ in range(5):
+                assert client.get("v1", "configmaps", "first", namespace="ns")["metadata"]["name"] == "first"
+            assert started.count("apiserver-request") == 1
+        finally:
+            release.set()
+            api.serve = serve
+            api._chain = build_handler_chain(api)

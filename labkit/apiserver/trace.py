@@ -15,7 +15,7 @@ import os
 import threading
 from collections import OrderedDict
 from pathlib import Path
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 # the stages in the order kube-apiserver's handler chain and registry run them
 STAGES = ("authentication", "impersonation", "authorization", "mutating-admission", "validation",
@@ -47,7 +47,11 @@ class Trace:
         self.steps.append(Step(stage, name, outcome, detail, data))
 
     def to_dict(self) -> dict:
-        return {"auditID": self.audit_id, "steps": [asdict(s) for s in self.steps],
+        """The trace as the server answers it. The steps' data are shared, not copied: `Traces`
+        keeps the trace as JSON text, written once the request is answered."""
+        return {"auditID": self.audit_id,
+                "steps": [{"stage": s.stage, "name": s.name, "outcome": s.outcome, "detail": s.detail,
+                           "data": s.data} for s in self.steps],
                 "annotations": dict(self.annotations)}
 
 
@@ -59,12 +63,14 @@ class Traces:
     `path`, every one also appended to that file as a JSON line, so that `labkit requests explain
     AUDIT_ID` finds the trace of every request in the audit log (the server writes both for each
     request it answers, from its first start in a state directory on), however many came since.
-    Memory stays bounded by `limit`; the file grows with the audit log (see `get`)."""
+    Memory stays bounded by `limit`; the file grows with the audit log (see `get`). A trace is
+    kept as its JSON line: encoded once, for the file and for memory, and decoded only when read
+    (nearly every trace is written and never read)."""
 
     def __init__(self, limit: int = 1000, path: str | os.PathLike | None = None):
         self.limit = limit
         self.path = Path(path) if path else None
-        self._items: OrderedDict[str, dict] = OrderedDict()
+        self._items: OrderedDict[str, bytes] = OrderedDict()
         self._lock = threading.Lock()
         self._fd = None
         if self.path is not None:
@@ -73,11 +79,10 @@ class Traces:
     def keep(self, trace: Trace) -> None:
         if not trace.audit_id:
             return
-        item = trace.to_dict()
-        line = (json.dumps(item, separators=(",", ":"), ensure_ascii=False, default=str) + "\n").encode() \
-            if self._fd is not None else b""
+        line = (json.dumps(trace.to_dict(), separators=(",", ":"), ensure_ascii=False, default=str)
+                + "\n").encode()
         with self._lock:
-            self._items[trace.audit_id] = item
+            self._items[trace.audit_id] = line
             while len(self._items) > self.limit:
                 self._items.popitem(last=False)
             if self._fd is not None:
@@ -87,9 +92,12 @@ class Traces:
         """The trace of one request: from memory, else the newest line of the file with its ID
         (a read of the whole file, as `labkit requests explain` reads the whole audit log)."""
         with self._lock:
-            found = self._items.get(audit_id)
-        if found is not None or self.path is None or not audit_id:
-            return found
+            kept = self._items.get(audit_id)
+        if kept is not None:
+            return json.loads(kept)
+        if self.path is None or not audit_id:
+            return None
+        found = None
         needle = f'"auditID":{json.dumps(audit_id)}'.encode()
         try:
             with open(self.path, "rb") as f:
@@ -105,7 +113,8 @@ class Traces:
 
     def newest(self, count: int) -> list[dict]:
         with self._lock:
-            return list(self._items.values())[-count:]
+            kept = list(self._items.values())[-count:]
+        return [json.loads(line) for line in kept]
 
     def close(self) -> None:
         with self._lock:
