@@ -684,7 +684,9 @@ def judge_traffic_policy(ctx, obs):
             if guess["answers"] and not isinstance(guess.get("client_ip_preserved"), bool):
                 raise CheckFailed(f"{where}: {service}.{node} predicts an answer, so it needs "
                                   "client_ip_preserved: true|false")
-            total += 2 if expected["answers"] else 1
+            # the cells of the student's own prediction, never of the truth: "how many of its 7
+            # cells" would tell that one request of the right prediction goes unanswered
+            total += 2 if guess["answers"] else 1
             if guess["answers"] != expected["answers"]:
                 wrong.append(f"{service} / {node} / answers")
             elif expected["answers"] and guess["client_ip_preserved"] != expected["client_ip_preserved"]:
