@@ -385,6 +385,12 @@ def _own_changes(writes: list[dict], name: str) -> list[str]:
     for w in writes:
         if w is first:
             continue
+        # the same DELETE again, or one without a policy, changes nothing: the options, else the
+        # object's own orphan/foregroundDeletion finalizer, decide its finalizers (store.go,
+        # deletionFinalizersForGarbageCollection, shouldDeleteDependents / shouldOrphanDependents)
+        if (first is not None and w["verb"] == "delete" and w["kind"] == "Deployment" and w["name"] == name
+                and w.get("policy") in (first.get("policy"), "default")):
+            continue
         if w["verb"] == "delete":
             counts[w["kind"]] = counts.get(w["kind"], 0) + 1
         elif f"changed {w['kind']} {w['name']} ({w['verb']})" not in changed:
