@@ -365,3 +365,18 @@ def test_predict_dangling_counts_a_kept_prediction_once_whatever_the_answer_file
         assert "(1 different wrong answer checked" in again.message, again.message
     assert ctx.env.state.wrong_answers_checked("predict-dangling") == 1
     predictions.forget("gc", "predict-dangling", "test")
+
+
+@pytest.mark.parametrize("again", ["Foreground", "default"])
+def test_foreground_passes_without_a_remark_when_the_deployment_was_deleted_again_the_same_way(again):
+    # a newcomer who saw the Deployment still there ran the same `kubectl delete --cascade=foreground`
+    # again: the pass said "You deleted 1 Deployment of api yourself, which changed the situation". A
+    # second DELETE with Foreground, or with no policy, leaves foregroundDeletion where it is (store.go,
+    # deletionFinalizersForGarbageCollection: the options, else the object's finalizers, decide)
+    ctx = context("gc", "foreground-delete", "finalizer: foregroundDeletion\nlast: Deployment\n")
+    delete = {"verb": "delete", "kind": "Deployment", "name": "api", "finalizers": False, "policy": "Foreground"}
+    obs = {"deployment": "gone", "audit": True, "delete": "Foreground", "left": [], "deleted_by": [],
+           "writes": [delete, {**delete, "policy": again}]}
+    result = checks("gc").judge_foreground_delete(ctx, obs)
+    assert result.status == "pass", result.message
+    assert "changed the situation" not in result.message and "yourself" not in result.message, result.message

@@ -332,3 +332,21 @@ def test_unblocking_feedback_says_what_is_wrong_and_where_to_look_not_the_value(
     assert result.status == "fail" and "owner reference" in shown and "archive-key" in shown, shown
     assert "false" not in shown and "unset" not in shown and "blockownerdeletion" not in shown, shown
     runner.reset(lab, exercise_id="unblocking-dependent")
+
+
+def test_a_reset_of_one_exercise_removes_a_pod_released_by_taking_its_label_off(lab):
+    """Seen: `kubectl label pod web-… app-` (the ReplicaSet releases the Pod and makes another), then
+    `labkit reset gc owner-chain`: the released Pod stayed in shop beside the rebuilt chain, a fourth
+    web Pod belonging to nothing."""
+    lab, env = lab
+    runner.reset(lab, exercise_id="owner-chain")
+    target = for_env(env)
+    client = target.client()
+    released = client.list("v1", "pods", "shop", label_selector="app=web")[0][0]["metadata"]["name"]
+    target.kubectl("label", "pod", released, "-n", "shop", "app-")
+    assert wait_for(lambda: not (client.get("v1", "pods", released, "shop")["metadata"].get("ownerReferences")),
+                    timeout=30)
+    runner.reset(lab, exercise_id="owner-chain")
+    assert client.get_or_none("v1", "pods", released, "shop") is None
+    assert all(p["metadata"].get("labels", {}).get("app") == "web" for p in client.list("v1", "pods", "shop")[0]
+               if p["metadata"]["name"].startswith("web-"))

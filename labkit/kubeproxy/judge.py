@@ -271,6 +271,12 @@ class Difference:
         if not same({(k,): v for k, v in te.items()}, {(k,): v for k, v in tg.items()}):
             shares = ", ".join(f"{t} {p:.12g}" for t, p in sorted(tg.items()))
             return f"picks the endpoints with other chances than kube-proxy's rules (yours: {shares})"
+        # a packet dropped or rejected never reaches POSTROUTING: its verdict is the difference, and
+        # the masquerade it then misses only follows from it
+        ve, vg = fates(self.expected, 1), fates(self.got, 1)
+        if ve != vg:
+            shown = " or ".join({"passes": "let through"}.get(v, v) for v in sorted(vg))
+            return f"is {shown} where kube-proxy's rules {'let it pass' if 'passes' in ve else 'stop it'}"
         me, mg = fates(self.expected, 2), fates(self.got, 2)
         if me != mg:
             if True in mg and True not in me:
@@ -280,10 +286,6 @@ class Difference:
         if re_ != rg:
             return ("is remembered for session affinity differently from kube-proxy's rules (the `recent --set` "
                     "of the KUBE-SEP chain that DNATs it)")
-        ve, vg = fates(self.expected, 1), fates(self.got, 1)
-        if ve != vg:
-            shown = " or ".join(sorted(vg))
-            return f"is {shown} where kube-proxy's rules {'let it pass' if 'passes' in ve else 'stop it'}"
         return "is treated differently from kube-proxy's rules (masquerade or verdict on some branches)"
 
     memory: tuple = ()

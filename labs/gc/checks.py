@@ -385,6 +385,12 @@ def _own_changes(writes: list[dict], name: str) -> list[str]:
     for w in writes:
         if w is first:
             continue
+        # the same DELETE again, or one without a policy, changes nothing: the options, else the
+        # object's own orphan/foregroundDeletion finalizer, decide its finalizers (store.go,
+        # deletionFinalizersForGarbageCollection, shouldDeleteDependents / shouldOrphanDependents)
+        if (first is not None and w["verb"] == "delete" and w["kind"] == "Deployment" and w["name"] == name
+                and w.get("policy") in (first.get("policy"), "default")):
+            continue
         if w["verb"] == "delete":
             counts[w["kind"]] = counts.get(w["kind"], 0) + 1
         elif f"changed {w['kind']} {w['name']} ({w['verb']})" not in changed:
@@ -741,6 +747,33 @@ def _reference_rewrites(writes: list[dict], built: dict) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def _finalizer_removals(writes: list[dict], finalizer: str) -> list[str]:
+    """The student's writes to the dependent (update and patch bodies: a whole object, a merge
+    patch, or a JSON patch) that took `finalizer` off on the way, whatever its finalizers say now:
+    `patch`, `update`."""
+    out = []
+    for w in writes:
+        body, verb = w.get("body"), w.get("verb")
+        if isinstance(body, list):              # a JSON patch: a remove, replace or move of finalizers
+            for op in body:
+                path = str((op or {}).get("path", "")).split("/")[1:]
+                if path[:2] != ["metadata", "finalizers"] or op.get("op") not in ("remove", "replace", "move"):
+                    continue
+                value = op.get("value")
+                if op.get("op") == "replace" and (value == finalizer or (isinstance(value, list)
+                                                                         and finalizer in value)):
+                    continue
+                out.append(verb)
+        elif isinstance(body, dict):
+            meta = body.get("metadata") if isinstance(body.get("metadata"), dict) else {}
+            # a whole object or a merge patch that lists the finalizers without it; a strategic merge
+            # patch's $deleteFromPrimitiveList directive that names it
+            if ("finalizers" in meta and finalizer not in (meta["finalizers"] or [])) \
+                    or finalizer in (meta.get("$deleteFromPrimitiveList/finalizers") or []):
+                out.append(verb)
+    return list(dict.fromkeys(out))
+
+
 def judge_unblocking_dependent(ctx, obs):
     p = ctx.params
     owner, dep_name, fin = p["owner"], p["dependent"], p["finalizer"]
@@ -823,6 +856,15 @@ def judge_unblocking_dependent(ctx, obs):
                           f"change only what makes it block (`labkit reset gc {ctx.exercise.id}` to start over)",
                           expected="no write of the reference's owner (apiVersion, kind, name, uid, controller)",
                           observed=rewrites, observed_in=LIVE)
+    # solved: "the finalizers of the dependent: none removed" -- taking the finalizer off and putting
+    # it back is removing it (the prompt: "do not remove the finalizer"), though it ends where it was
+    removals = _finalizer_removals(obs.get("dependent_writes") or [], fin)
+    if removals:
+        return ctx.failed(f"you took the finalizer {fin} off {dep_name} on the way ({', '.join(removals)}), though it "
+                          "is back now: the finalizer belongs to the outside system that must clean up first, and "
+                          "the task leaves it alone all along; change only what makes the owner reference block "
+                          f"(`labkit reset gc {ctx.exercise.id}` to start over)",
+                          expected=f"no write of yours that removes {fin}", observed=removals, observed_in=LIVE)
     if "data" in built_secret and dep["data"] != built_secret["data"]:
         return ctx.failed(f"the data of {dep_name} changed: the task changes only its owner reference",
                           expected=f"{dep_name}'s data as it was", observed="changed data", observed_in=LIVE)

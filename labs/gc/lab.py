@@ -223,6 +223,10 @@ def reset_exercise(env, exercise_id: str) -> None:
             for api_version, resource in (("apps/v1", "deployments"), ("apps/v1", "replicasets"), ("v1", "pods")):
                 found += [(api_version, resource, o["metadata"]["name"], NAMESPACE)
                           for o in client.list(api_version, resource, NAMESPACE, label_selector=f"app={app}")[0]]
+            # a Pod of the part whose app label a student took off: its ReplicaSet released it and
+            # made another, and it would outlive the reset (named after its ReplicaSet all the same)
+            found += [("v1", "pods", o["metadata"]["name"], NAMESPACE) for o in client.list("v1", "pods", NAMESPACE)[0]
+                      if o["metadata"]["name"].startswith(f"{app}-")]
         return [d for d in dict.fromkeys(found) if client.get_or_none(d[0], d[1], d[2], d[3]) is not None]
 
     def delete_present() -> bool:

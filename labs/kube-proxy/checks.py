@@ -183,6 +183,14 @@ def debug_ruleset_differences(ctx, state, node: str, text: str) -> list:
     return judge.structure_differences(node, text, ref_text, ignore=lab.hand_built_part(state, text, ref_text))
 
 
+def debug_ruleset_comment_differences(ctx, state, node: str, text: str) -> list:
+    """debug-ruleset's Service's chains on a node (and the rules that jump to them) whose rules are
+    kube-proxy's but for their comment (judge.comment_differences): the repair is kube-proxy's rules
+    as written, and the damaged rules carried their comments."""
+    return judge.comment_differences(node, text, reference(ctx, state, node),
+                                     service_chain_names(state, ctx.params["service"]))
+
+
 BUILTIN_CHAINS = ("PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING")
 
 
@@ -684,7 +692,9 @@ def judge_traffic_policy(ctx, obs):
             if guess["answers"] and not isinstance(guess.get("client_ip_preserved"), bool):
                 raise CheckFailed(f"{where}: {service}.{node} predicts an answer, so it needs "
                                   "client_ip_preserved: true|false")
-            total += 2 if expected["answers"] else 1
+            # the cells of the student's own prediction, never of the truth: "how many of its 7
+            # cells" would tell that one request of the right prediction goes unanswered
+            total += 2 if guess["answers"] else 1
             if guess["answers"] != expected["answers"]:
                 wrong.append(f"{service} / {node} / answers")
             elif expected["answers"] and guess["client_ip_preserved"] != expected["client_ip_preserved"]:
@@ -836,6 +846,16 @@ def judge_debug_ruleset(ctx, observation):
         return ctx.failed(structure_feedback(found, mine, f"{service}'s chains") + ". The exercise is to repair "
                           f"kube-proxy's own chains for {service} in place, so that {node}'s rules are the ones "
                           "kube-proxy writes: compare them with node1's, rule by rule")
+    # each rule as kube-proxy writes it, its comment included: a repair typed without the
+    # `-m comment --comment` the damaged rule carried sends packets where kube-proxy's would, but is
+    # not kube-proxy's rule (proxier.go, syncProxyRules, writes one on every rule of a service port)
+    unlabelled = debug_ruleset_comment_differences(ctx, state, node, rules)
+    if unlabelled:
+        return ctx.failed(f"on {node}, {len(unlabelled)} of the rules of {service}'s chains lack the comment "
+                          f"kube-proxy gives them, or carry another (first: chain {unlabelled[0].chain}: "
+                          f"{unlabelled[0].rule}): kube-proxy labels every rule it writes for a Service port with "
+                          f"`-m comment --comment …`; repair each rule in place as kube-proxy writes it, comment "
+                          f"included (compare with the same rule on node1)")
     beside = untouched_table_differences(ctx, node, rules)
     if beside:
         return ctx.failed(beside[0].sentence(hide_chain=True) + f"; the repair is in kube-proxy's nat chains, and "

@@ -75,3 +75,18 @@ def points_the_reference_elsewhere_and_back(env):
     target.kubectl("patch", "secret", "archive-key", "-n", "shop", "--type=json", "-p",
                    '[{"op":"replace","path":"/metadata/ownerReferences/0/uid","value":"%s"},'
                    '{"op":"replace","path":"/metadata/ownerReferences/0/blockOwnerDeletion","value":false}]' % uid)
+
+
+@mistake("took the finalizer example.com/keep off", "back now")
+def removes_the_finalizer_and_puts_it_back(env):
+    """Takes the finalizer off the Secret, thinks better of it and adds it back, then unblocks the owner
+    reference and deletes the owner in the foreground: the Secret ends as the task asks, but its finalizer was
+    removed on the way, which the task forbids."""
+    target = for_env(env)
+    target.kubectl("patch", "secret", "archive-key", "-n", "shop", "--type=json",
+                   "-p", '[{"op":"remove","path":"/metadata/finalizers"}]')
+    target.kubectl("patch", "secret", "archive-key", "-n", "shop", "--type=json",
+                   "-p", '[{"op":"add","path":"/metadata/finalizers","value":["example.com/keep"]}]')
+    target.kubectl("patch", "secret", "archive-key", "-n", "shop", "--type=json", "-p",
+                   '[{"op":"replace","path":"/metadata/ownerReferences/0/blockOwnerDeletion","value":false}]')
+    _delete_owner(env, "foreground")

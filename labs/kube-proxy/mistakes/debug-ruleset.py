@@ -52,6 +52,32 @@ def rounds_the_probabilities(env):
     _load(env, {names[0]: rounded, **{c: [r.text for r in good.chain(c).rules] for c in names[1:]}})
 
 
+@mistake("node2", "lack the comment kube-proxy gives them", "catalog's chains")
+def repairs_without_the_comments(env):
+    """Repairs both damaged rules in place with `iptables -R`, but types them without their
+    `-m comment --comment …` (the damaged rules carried it): the packets go where kube-proxy's would, the rules
+    are not kube-proxy's."""
+    from labkit.kubeproxy.judge import _same_rule
+    names, live_nat, good = _chains(env)
+
+    def bare(rule):
+        return re.sub(r' -m comment --comment ("[^"]*"|\S+)', "", rule.text)
+    _load(env, {c: [r.text if _same_rule(r, g) else bare(g)
+                    for r, g in zip(live_nat.chain(c).rules, good.chain(c).rules)] for c in names})
+
+
+@mistake("node2", "udp", "is rejected where kube-proxy's rules let it pass")
+def repairs_and_rejects_udp_to_the_cluster_ip(env):
+    """Repairs both rules as kube-proxy writes them, then, catalog being TCP only, adds a REJECT for UDP to its
+    cluster IP at the top of node2's FORWARD chain. The feedback named a masquerade the packet "misses", which
+    only follows from its being rejected."""
+    from labkit.netlab import run_in
+    env.lab._load("solutions/debug-ruleset.py").solve(env)
+    ip = live.load(env).service(SERVICE)["spec"]["clusterIP"]
+    run_in(env.netns_name(NODE), ["iptables-legacy", "-w", "-I", "FORWARD", "1", "-d", f"{ip}/32", "-p", "udp",
+                                  "-j", "REJECT"])
+
+
 @mistake("kube-proxy rewrote", "full sync", "KUBE-PROXY-CANARY")
 def full_resync_through_the_canary(env):
     """Deletes kube-proxy's canary chain KUBE-PROXY-CANARY on node2 and applies a Service (the full resync

@@ -48,3 +48,14 @@ def observes_with_a_shells_curl_first(env):
     subprocess.run(["nsenter", f"--net={netns_path(env.netns_name('client'))}", "--", "curl", "-s", "-m", "2",
                     "192.168.50.11:30101"], capture_output=True, check=False)
     env.lab._load("solutions/traffic-policy.py").solve(env)
+
+
+@mistake("prediction is not right", "how many of its 6 cells")
+def pods_only_on_node1_so_node2_drops_both(env):
+    """Thinks node2 drops both NodePorts, as neither Service has a pod there, and that Cluster keeps the
+    client's address for the pods on node1. Its prediction has 6 cells (no client address where it
+    predicts no answer): the feedback counts those, not the cells of the right prediction, whose
+    count would tell how many requests go unanswered."""
+    yes = {"answers": True, "client_ip_preserved": True}
+    _write(env, {"shop-cluster": {"node1": yes, "node2": {"answers": False}},
+                 "shop-local": {"node1": yes, "node2": {"answers": False}}})

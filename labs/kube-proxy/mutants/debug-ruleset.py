@@ -5,7 +5,7 @@ swapped); the repair left to kube-proxy (a full sync of node2, or a sync after c
 kube-proxy's canary chain deleted from one table; node1's nat table copied onto node2; the broken
 chains left in place behind a bypass (correct copies under other names, jumped to first from nat
 PREROUTING, OUTPUT or KUBE-SERVICES). An edit is proven equivalent only when its packets go as
-with kube-proxy's rules and every chain and rule is kube-proxy's."""
+with kube-proxy's rules and every chain and rule is kube-proxy's, its comment included."""
 
 import re
 
@@ -44,7 +44,8 @@ def mutants(ctx):
         space = packets.probes(state, node, [state.service(n) for n in everything])
         return packets.compare(node, new_text, checks.reference(ctx, state, node),
                                live.proxier_config(state, node).local_addresses, space) or \
-            checks.debug_ruleset_differences(ctx, state, node, new_text)
+            checks.debug_ruleset_differences(ctx, state, node, new_text) or \
+            checks.debug_ruleset_comment_differences(ctx, state, node, new_text)
     yield from nearmiss.rule_mutants(
         ctx, observation, node, "nat", chains, rules, names=(node,),
         values={"--probability": ["0.25", "0.33", "0.5", "0.3333"], "-j": [seps[-1], "KUBE-MARK-MASQ"],
