@@ -51,6 +51,11 @@ def answers_root() -> Path:
     return Path(env) if env else invoking_user_home() / "labkit-answers"
 
 
+def answer_path(lab_id: str, exercise_id: str) -> Path:
+    """The file a student writes an exercise's answer to."""
+    return answers_root() / lab_id / f"{exercise_id}.yaml"
+
+
 def ensure_answers_dir(lab_id: str) -> Path:
     """<answers>/<lab>/, made if it is missing, so that the answer files the lab names can be
     written at once. Under sudo the directories labkit makes belong to the user who ran sudo:

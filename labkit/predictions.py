@@ -48,6 +48,8 @@ from typing import Callable, Iterable
 
 import yaml
 
+from labkit import paths
+
 DIR = "predictions"
 ANSWERED = "answered.json"      # the exercises whose check has seen an answer (rule `checked`)
 FORGOTTEN = "forgotten.json"
@@ -97,15 +99,10 @@ def kept(lab_id: str, exercise_id: str) -> Kept | None:
                 float(written) if isinstance(written, (int, float)) else None)
 
 
-def answer_file(lab_id: str, exercise_id: str) -> Path:
-    from labkit import paths
-    return paths.answers_root() / lab_id / f"{exercise_id}.yaml"      # labkit.exercises.answer_path
-
-
 def answer_text(lab_id: str, exercise_id: str) -> str | None:
     """The answer file's text, or None when there is none (missing, unreadable, blank)."""
     try:
-        text = answer_file(lab_id, exercise_id).read_text()
+        text = paths.answer_path(lab_id, exercise_id).read_text()
     except (OSError, UnicodeDecodeError):
         return None
     return text if text.strip() else None
@@ -162,7 +159,7 @@ def keep(lab_id: str, exercise_id: str, tool: str, situation: str | None = None)
             return None
     else:
         try:       # a lab that sees when its experiment was tried can tell a prediction written before it
-            written = answer_file(lab_id, exercise_id).stat().st_mtime
+            written = paths.answer_path(lab_id, exercise_id).stat().st_mtime
         except OSError:
             written = None
     now = round(time.time(), 3)
@@ -196,7 +193,7 @@ def reveal_or_refuse(lab_id: str, exercise_id: str, tool: str, situation: str, w
 
 def how_to_record(lab_id: str, exercise_id: str, rule: str = WRITTEN) -> str:
     """How the student records an answer, and what follows: for every refusal."""
-    where = answer_file(lab_id, exercise_id)
+    where = paths.answer_path(lab_id, exercise_id)
     record_it = (f"write your prediction to {where} and run `labkit check {lab_id} {exercise_id}`"
                  if rule == CHECKED_RULE else f"write your prediction to {where} first")
     return f"{record_it}; from then on labkit shows it, and the check grades your prediction as it was at that moment"

@@ -122,6 +122,10 @@ def test_handlers_run_on_reused_threads_and_a_held_one_blocks_no_other(tmp_path,
     from labkit.apiserver.filters.chain import build_handler_chain
     from labkit.apiserver.request import Request
 
+    from labkit.apiserver.filters import timeout
+
+    # threads of the test's own (the pool is the process's: other servers of this process use it too)
+    monkeypatch.setattr(timeout, "WORKERS", timeout.Workers())
     started = []
     start = threading.Thread.start
     monkeypatch.setattr(threading.Thread, "start", lambda thread: started.append(thread.name) or start(thread))

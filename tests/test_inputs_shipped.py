@@ -34,6 +34,7 @@ def test_a_students_file_is_read_by_the_pure_python_parser(tmp_path, monkeypatch
     answer = tmp_path / "answer.yaml"
     answer.write_text("reason: x\n")
     assert not inputs.shipped(answer) and not inputs.shipped("-")
+    monkeypatch.setattr(inputs, "_PARSED", {})        # texts this process parsed before: not parsed again
     used = []
     real = yaml.load
     monkeypatch.setattr(yaml, "load", lambda text, Loader: used.append(Loader) or real(text, Loader=Loader))

@@ -198,11 +198,11 @@ def reveal(lab, exercise_id: str, tool: str) -> bool:
 def refusal(lab, exercise_id: str, what: str) -> str:
     """What a tool says instead of the outcome: labkit.predictions.refusal, and, when the answer
     file holds an answer that is not whole yet, what is missing (never the answer)."""
-    from labkit import predictions
+    from labkit import paths, predictions
     message = predictions.refusal(LAB_ID, exercise_id, what)
     text = predictions.answer_text(LAB_ID, exercise_id)
     problem = prediction_problem(lab, exercise_id, text) if text is not None else None
     if problem:
-        message += (f". The answer in {predictions.answer_file(LAB_ID, exercise_id)} is not a whole prediction yet "
+        message += (f". The answer in {paths.answer_path(LAB_ID, exercise_id)} is not a whole prediction yet "
                     f"({problem}): complete it first")
     return message

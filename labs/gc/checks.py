@@ -644,7 +644,8 @@ def judge_orphan_adopt(ctx, obs):
         return ctx.error(f"the Pods labelled app={old} are still changing owners: check again in a few seconds")
     state = [q for q in obs["pods"] if not q["deleting"]]
     killed = sorted(set(obs["deleted_pods"]) | {q["name"] for q in obs["pods"] if q["deleting"] and q["uid"] in originals}
-                    | ({"(gone)"} if originals - {q["uid"] for q in obs["pods"]} else set()))
+                    | ({f"{len(originals - {q['uid'] for q in obs['pods']})} of {old}'s Pods no longer stored"}
+                       if originals - {q["uid"] for q in obs["pods"]} else set()))
     if killed:
         also = (f"; {obs['created_pods']} new Pod(s) labelled app={old} were created on the way"
                 if obs.get("created_pods") else "")
@@ -667,7 +668,7 @@ def judge_orphan_adopt(ctx, obs):
     if obs.get("created_pods"):
         return ctx.failed(f"{obs['created_pods']} new Pod(s) labelled app={old} were created on the way (and deleted "
                           f"again): no Pod may be created or deleted. Was {new} there before {old}'s Pods were "
-                          f"orphans? (`labkit gc log` and the audit log say who created what; `labkit reset gc "
+                          f"orphans, or did it ask for more than 2 replicas for a while? (`labkit gc log` and the audit log say who created what; `labkit reset gc "
                           f"{ctx.exercise.id}` to start over)", expected="no Pod created", observed=obs["created_pods"],
                           observed_in=LIVE)
     if not obs["audit"]:

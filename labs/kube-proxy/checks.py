@@ -417,7 +417,7 @@ def check_follow_the_chain(ctx):
         shown = "; ".join(f"jump {i + 1}: you wrote {number(numbers[i])}" for i in wrong)
         return ctx.failed(f"{shown}. Each must be the --probability of that jump in {chain_name}, within a tolerance "
                           f"of ±{TOLERANCE:g} (so copy every digit: rounded values such as 0.33 are outside it; the last "
-                          "jump has none: write 1)" + note)
+                          "jump has none: write 1)." + note)
     return ctx.passed(f"{chain_name} picks among {len(numbers)} endpoints with probabilities "
                       f"{', '.join(number(n) for n in numbers)}: each endpoint gets 1/{len(numbers)} overall" + note)
 
