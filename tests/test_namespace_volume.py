@@ -96,6 +96,7 @@ def test_the_volume_is_released_and_kept_when_the_claim_goes_and_the_reset_binds
     # new claim `data` binds to it (the Released one, claimed by the old uid, would never take it)
     module._volume(None, target)
     client.create("v1", "persistentvolumeclaims", module.CONTENT["archive"][0][2], "archive")
+    # bound at once, or on the PV controller's next resync (every 15 s) when it met the claim first
     assert wait_until(lambda: (client.get("v1", "persistentvolumeclaims", "data", "archive").get("status") or {})
                       .get("phase") == "Bound")
     claim = client.get("v1", "persistentvolumeclaims", "data", "archive")

@@ -116,6 +116,18 @@ def test_a_claim_without_class_and_volume_waits_with_failed_binding(c):
     assert _phase(c, "persistentvolumeclaims", "data", NS) == "Pending"
 
 
+def test_a_waiting_claim_is_bound_on_the_resync_after_a_volume_appears(c):
+    """pv_controller_base.go resync: every claim is synced again each --pvclaimbinder-sync-period
+    (15 s), so a claim that found no volume gets one made after it (nothing else wakes it: the new
+    volume names no claim). Without the resync it would stay Pending for ever."""
+    _claim(c, "late")
+    assert wait_until(lambda: _events(c, "late"))
+    assert _phase(c, "persistentvolumeclaims", "late", NS) == "Pending"
+    _volume(c, "arrives")
+    assert wait_until(lambda: _phase(c, "persistentvolumeclaims", "late", NS) == "Bound")
+    assert c.get("v1", "persistentvolumeclaims", "late", NS)["spec"]["volumeName"] == "arrives"
+
+
 def test_a_volume_is_released_when_its_claim_goes_and_a_claim_is_lost_when_its_volume_goes(c):
     for name in ("kept", "gone"):
         _volume(c, name, claim_ref={"namespace": NS, "name": f"claim-{name}"})

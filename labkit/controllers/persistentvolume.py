@@ -25,7 +25,9 @@ persistentvolume-binder), reduced to what needs no volume plugin:
   pre-bound one only its uid (unbindVolume), and it is Available.
 
 The claims and volumes are synced when they or their counterpart change (added, updated,
-deleted), not also every 15 s (--pvclaimbinder-sync-period). Not reconstructed: dynamic
+deleted), and all of them every 15 s (pv_controller_base.go Run: `go wait.Until(ctrl.resync,
+ctrl.resyncPeriod)`, --pvclaimbinder-sync-period's default): a claim that found no volume is
+bound on the next resync after one appears. Not reconstructed: dynamic
 provisioning (a claim with a StorageClass and no volume stays Pending),
 the Delete and Recycle reclaim policies (such a volume stays Released, with a decision saying so),
 delayed binding (WaitForFirstConsumer), CSI migration annotations, metrics.
@@ -140,6 +142,9 @@ def volume_satisfies_claim(volume: dict, claim: dict) -> str | None:
     return None
 
 
+SYNC_PERIOD = 15.0      # kube-controller-manager --pvclaimbinder-sync-period's default
+
+
 class PersistentVolumeController(KeyedController):
     name = PV_CONTROLLER
     user = "system:serviceaccount:kube-system:persistent-volume-binder"
@@ -165,10 +170,13 @@ class PersistentVolumeController(KeyedController):
             ref = (volume.get("spec") or {}).get("claimRef")
             if ref:
                 self.queue.add(f"claim:{ref.get('namespace', '')}/{ref.get('name', '')}")
+        # resync: every claim and volume queued again each SYNC_PERIOD (the informers' Sync deltas
+        # call on_update(obj, obj), which queues it as upstream's resync does)
         return {"volumes": self.informer("v1", "persistentvolumes", "PersistentVolume", namespaced=False,
-                                         on_add=volume_changed, on_update=volume_changed, on_delete=volume_deleted),
+                                         on_add=volume_changed, on_update=volume_changed, on_delete=volume_deleted,
+                                         resync_period=SYNC_PERIOD),
                 "claims": self.informer("v1", "persistentvolumeclaims", "PersistentVolumeClaim", on_add=claim_changed,
-                                        on_update=claim_changed, on_delete=claim_deleted)}
+                                        on_update=claim_changed, on_delete=claim_deleted, resync_period=SYNC_PERIOD)}
 
     def sync(self, key: str) -> None:
         kind, _, name = key.partition(":")

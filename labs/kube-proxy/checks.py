@@ -816,8 +816,8 @@ def judge_debug_ruleset(ctx, observation):
         how = ("a full sync (its canary chain KUBE-PROXY-CANARY had gone)" if rewrote[0]["services"] is None
                else f"a sync after {service} changed")
         return ctx.failed(f"kube-proxy rewrote {service}'s chains on {node} in {how}: the repair was kube-proxy's, "
-                          f"and the two mistakes were never found. `labkit reset kube-proxy debug-ruleset` breaks "
-                          f"them again; repair them by hand in {node}'s rules")
+                          f"and what was wrong in them was never found. `labkit reset kube-proxy debug-ruleset` "
+                          f"breaks them again; repair them by hand in {node}'s rules")
     rules = observation["rules"][node]
     missing = [t for t in ("mangle", "nat", "filter")
                if (parse(rules).table(t) is None or parse(rules).chain(t, "KUBE-PROXY-CANARY") is None)]

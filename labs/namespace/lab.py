@@ -210,8 +210,10 @@ def _strand_uploader(t: Target) -> None:
     c = t.client()
     # the claim was bound before the Pod could start (a Pod whose claim is unbound is not
     # scheduled: the VolumeBinding plugin's "pod has unbound immediate PersistentVolumeClaims")
+    # (at once, or, when the controller met the claim before the volume, on its next resync: every
+    # 15 s, labkit.controllers.persistentvolume SYNC_PERIOD, as upstream's)
     _wait(lambda: ((c.get("v1", "persistentvolumeclaims", "data", "archive").get("status") or {}).get("phase")
-                   == "Bound"), f"the claim archive/data to be bound to PersistentVolume {VOLUME}")
+                   == "Bound"), f"the claim archive/data to be bound to PersistentVolume {VOLUME}", timeout=45)
     pod = c.get("v1", "pods", "uploader", "archive")
     pod["status"] = {"phase": "Running", "podIP": "10.244.77.7", "podIPs": [{"ip": "10.244.77.7"}],
                      "hostIP": "10.89.0.3", "conditions": [{"type": "Ready", "status": "False"}]}
