@@ -365,13 +365,21 @@ def assert_clean_after(before: dict, what: str) -> None:
     assert not problems, f"after {what} and cleanup --all:\n" + "\n".join(problems)
 
 
+POLL_BACKOFF, POLL_MAX_S = 1.5, 0.5
+
+
 def wait_until(predicate, timeout: float = 20.0, interval: float = 0.05) -> bool:
-    """Poll `predicate` until it is true or `timeout` seconds have passed; its last value."""
+    """Poll `predicate` until it is true or `timeout` seconds have passed; its last value. The
+    pause between polls starts at `interval` and grows by half each time up to POLL_MAX_S: many
+    predicates start a process (kubectl, labkit), and a wait that polled every 0.05 s on a loaded
+    machine spent more CPU than what it waited for."""
     deadline = time.monotonic() + timeout
+    pause = interval
     while time.monotonic() < deadline:
         if predicate():
             return True
-        time.sleep(interval)
+        time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+        pause = max(pause, min(pause * POLL_BACKOFF, POLL_MAX_S))
     return bool(predicate())
 
 
