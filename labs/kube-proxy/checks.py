@@ -403,6 +403,13 @@ def check_follow_the_chain(ctx):
                           "follow the KUBE-SERVICES rule for its cluster IP" + note)
     built_probabilities = [probability_of_rule(r) for r in nat.chain(chain_name).rules
                            if r.target and r.target.startswith("KUBE-SEP-") and not r.cond("recent")]
+    return grade_probabilities(ctx, node, chain_name, given, built_probabilities, note)
+
+
+def grade_probabilities(ctx, node: str, chain_name: str, given: list, built_probabilities: list[float],
+                        note: str = ""):
+    """The verdict on the answer's probabilities, the chain being right: `given` as written,
+    `built_probabilities` the --probability of each jump of kube-proxy's chain (the last: 1)."""
     try:
         numbers = [float(p) for p in given]
     except (TypeError, ValueError):

@@ -267,6 +267,12 @@ def check_conditions(ctx):
     data = ctx.answer()
     got_remaining = ctx.answer_field(data, "remaining", dict)
     got_held = ctx.answer_field(data, "finalizers", dict)
+    return grade_conditions_answer(ctx, name, got_remaining, got_held, remaining, held)
+
+
+def grade_conditions_answer(ctx, name: str, got_remaining: dict, got_held: dict, remaining: dict, held: dict):
+    """The verdict on the answer's two mappings against the counts the namespace's conditions
+    NamespaceContentRemaining (`remaining`) and NamespaceFinalizersRemaining (`held`) give."""
     problems = _compare_counts(got_remaining, remaining, "remaining") + _compare_counts(got_held, held, "finalizers")
     if problems:
         raise CheckFailed("\n".join(problems) + f"\nCompare with the conditions NamespaceContentRemaining and "
@@ -888,6 +894,12 @@ def check_force_finalize(ctx):
     data = ctx.answer()
     got = ctx.answer_field(data, "left_behind", list)
     visible = ctx.answer_field(data, "visible_again", bool)
+    return grade_force_finalize_answer(ctx, name, got, visible, left)
+
+
+def grade_force_finalize_answer(ctx, name: str, got: list, visible: bool, left: list[str]):
+    """The verdict on the answer (`got`, the left_behind list as written, and visible_again)
+    against `left`, the objects still stored under the old namespace's name, sorted."""
     got = sorted(str(x).strip() for x in got)
     right = {"left_behind": left, "visible_again": bool(left)}
     if got != left:
