@@ -50,7 +50,7 @@ HOST_FREE = {
     "test_numa_merge_properties.py", "test_resources_fidelity.py", "test_yaml_fast.py", "test_scheduler_fidelity.py",
     "test_strict.py", "test_discovery_cost.py", "test_import_cycles.py", "test_devices_fidelity.py",
     "test_scheduler_controller.py", "test_host_snapshot.py", "test_suite_order.py", "test_audit_read.py",
-    "test_settle_inode_times.py",
+    "test_settle_inode_times.py", "test_feedback_rule.py",
 }
 
 

@@ -11,8 +11,9 @@ probability below 1e-6 (the computation is next to each sample size).
 
 The prediction exercise (traffic-policy) and the find-out exercises with an answer file
 (follow-the-chain, hairpin) are graded against labkit's reconstruction of the lab as built or the
-live rules the exercise points at; their feedback counts what is wrong and says where to look,
-never the value expected. traffic-policy's prediction is not judged when it was written after the
+live rules the exercise points at. Their feedback says where to look and never the value expected;
+it names a wrong chain name or address (found only by looking), but neither which nor how many of
+the few-valued cells are wrong (a probability, a true/false: README, "Predictions"). traffic-policy's prediction is not judged when it was written after the
 student's own request to one of its NodePorts (the nodes' connection logs: observe_traffic_policy).
 """
 
@@ -416,15 +417,18 @@ def grade_probabilities(ctx, node: str, chain_name: str, given: list, built_prob
         raise AnswerMalformed(f"{ctx.answer_path}: probabilities must be numbers, got {', '.join(map(str, given))}")
     if any(isinstance(p, bool) for p in given):
         raise AnswerMalformed(f"{ctx.answer_path}: probabilities must be numbers, not true/false")
-    if len(numbers) != len(built_probabilities):
-        return ctx.failed(f"{chain_name} has {len(built_probabilities)} jumps to KUBE-SEP chains, your answer lists "
-                          f"{len(numbers)} probabilities" + note, observed=", ".join(map(str, given)))
-    wrong = [i for i, (a, b) in enumerate(zip(numbers, built_probabilities)) if abs(a - b) > TOLERANCE]
+    wrong = ([f"jump {i + 1}" for i, (a, b) in enumerate(zip(numbers, built_probabilities)) if abs(a - b) > TOLERANCE]
+             + (["the number of jumps"] if len(numbers) != len(built_probabilities) else []))
     if wrong:
-        shown = "; ".join(f"jump {i + 1}: you wrote {number(numbers[i])}" for i in wrong)
-        return ctx.failed(f"{shown}. Each must be the --probability of that jump in {chain_name}, within a tolerance "
-                          f"of ±{TOLERANCE:g} (so copy every digit: rounded values such as 0.33 are outside it; the last "
-                          "jump has none: write 1)." + note)
+        # neither which jump nor how many: kube-proxy writes 1/(n-i) for the i-th of n endpoints
+        # (pkg/proxy/iptables/proxier.go, writeServiceToEndpointRules), few values, and the number of
+        # jumps is the number of endpoints (CheckContext.grid_feedback)
+        return ctx.failed(ctx.grid_feedback(
+            wrong, len(numbers), "probabilities", noun="answer",
+            advice=f"write one number per jump of {chain_name} to a KUBE-SEP- chain, in the chain's order: the "
+                   f"--probability of that rule as `iptables-save -t nat` on {node} prints it, within a tolerance of "
+                   f"±{TOLERANCE:g} (so copy every digit: rounded values such as 0.33 are outside it; the last jump "
+                   "has none: write 1)") + "." + note, observed=", ".join(map(str, given)))
     return ctx.passed(f"{chain_name} picks among {len(numbers)} endpoints with probabilities "
                       f"{', '.join(number(n) for n in numbers)}: each endpoint gets 1/{len(numbers)} overall" + note)
 

@@ -13,8 +13,10 @@ bounded, so that the verdict does not depend on machine load: an APIService unti
 EndpointSlices are published and its Available condition stayed the same for 2 s; a namespace
 that nothing holds any more until the namespace controller removed it (20 s at most). Where the
 controllers work on a longer period (the pod garbage collector's 20 s, the namespace controller's
-backoff) they say so ("check again shortly"). Feedback on answers names the part that is wrong
-and where to look, never the right value (that goes only into `right_answer`).
+backoff) they say so ("check again shortly"). Feedback on answers says where to look, never the
+right value (that goes only into `right_answer`); it names an object the student listed wrongly,
+but neither which nor how many of the few-valued cells (a count, a resource type or finalizer of a
+condition, true/false) are wrong (README, "Predictions").
 
 The checks of exercises that change live state are `judge_<name>(ctx, observe_<name>(ctx))`:
 the observation is plain data, and labs/namespace/mutants/ judges near-misses of it in-process.
@@ -186,30 +188,32 @@ def _counts(condition, pattern, prefix):
     return counts
 
 
-def _compare_counts(got: dict, truth: dict, what: str) -> list[str]:
-    """What is wrong in the student's mapping of `what` to counts, without naming a right key
-    the student did not write."""
-    got = {str(k).strip(): v for k, v in got.items()}
+def _key_form_problems(got: dict, what: str) -> list[str]:
+    """Keys of the student's `what` mapping that cannot be what its condition writes, whatever the
+    namespace holds: judged by their form only, so naming them tells nothing of the answer.
+    NamespaceContentRemaining writes resource types as <resource>.<group> (the core group empty:
+    `secrets.`); NamespaceFinalizersRemaining writes finalizer names, which are qualified names
+    (apimachinery's IsQualifiedName, as metadata.finalizers validates them)."""
+    from labkit.apiserver.validation import qualified_name_problems
     problems = []
-    for key in sorted(set(got) - set(truth)):
-        if f"{key}." in truth:
-            problems.append(f"{what}: {key!r} needs a trailing dot: the condition writes <resource>.<group>, and "
-                            "the core group is empty (`configmaps.`)")
-        elif any(t.startswith(f"{key}.") for t in truth):
-            problems.append(f"{what}: {key!r} needs its group, as the condition writes it: <resource>.<group>")
-        else:
-            problems.append(f"{what}: {key!r} is not among what the condition lists")
-    not_numbers = sorted(k for k in set(got) & set(truth) if isinstance(got[k], bool) or not isinstance(got[k], int))
+    for key in sorted(str(k).strip() for k in got):
+        if what == "remaining" and "/" in key:
+            problems.append(f"remaining: {key!r} is not a resource type: the condition writes <resource>.<group> "
+                            "(finalizer names go under `finalizers`)")
+        elif what == "remaining" and "." not in key:
+            problems.append(f"remaining: {key!r} lacks the group: the condition writes <resource>.<group>, and the "
+                            "core group is empty, so its resources end with a trailing dot (`configmaps.`)")
+        elif what == "finalizers" and qualified_name_problems(key):
+            problems.append(f"finalizers: {key!r} is not a finalizer name (a qualified name, `<prefix>/<name>` "
+                            "or `<name>`, as in metadata.finalizers; the resource types go under `remaining`)")
+    not_numbers = sorted(str(k).strip() for k, v in got.items() if isinstance(v, bool) or not isinstance(v, int))
     if not_numbers:
         problems.append(f"{what}: the count of {', '.join(not_numbers)} should be a whole number (no quotes)")
-    wrong_counts = sorted(k for k in set(got) & set(truth) if k not in not_numbers and got[k] != truth[k])
-    if wrong_counts:
-        problems.append(f"{what}: the count of {', '.join(wrong_counts)} is not the one in the condition")
-    missing = len(set(truth) - set(got) - {k for k in truth if k.rstrip('.') in got or
-                                           any(k.startswith(f"{g}.") for g in got)})
-    if missing:
-        problems.append(f"{what}: {missing} entr{'y' if missing == 1 else 'ies'} of the condition missing")
     return problems
+
+
+def _same_entries(got: dict, truth: dict) -> bool:
+    return {str(k).strip(): v for k, v in got.items()} == truth
 
 
 def _released_content(ctx, namespace) -> list[str]:
@@ -273,13 +277,24 @@ def check_conditions(ctx):
 def grade_conditions_answer(ctx, name: str, got_remaining: dict, got_held: dict, remaining: dict, held: dict):
     """The verdict on the answer's two mappings against the counts the namespace's conditions
     NamespaceContentRemaining (`remaining`) and NamespaceFinalizersRemaining (`held`) give."""
-    problems = _compare_counts(got_remaining, remaining, "remaining") + _compare_counts(got_held, held, "finalizers")
+    where = (f"read the conditions NamespaceContentRemaining (resource types and how many objects of each) and "
+             f"NamespaceFinalizersRemaining (finalizers and how many objects each holds) of namespace {name} "
+             f"(`kubectl get ns {name} -o yaml`) again, and copy every entry with its count")
+    observed = {"remaining": got_remaining, "finalizers": got_held}
+    right = {"remaining": remaining, "finalizers": held}
+    problems = _key_form_problems(got_remaining, "remaining") + _key_form_problems(got_held, "finalizers")
     if problems:
-        raise CheckFailed("\n".join(problems) + f"\nCompare with the conditions NamespaceContentRemaining and "
-                          f"NamespaceFinalizersRemaining of namespace {name} (`kubectl get ns {name} -o yaml`)",
-                          expected=f"the counts in namespace {name}'s conditions",
-                          observed={"remaining": got_remaining, "finalizers": got_held},
-                          right_answer={"remaining": remaining, "finalizers": held})
+        raise CheckFailed("\n".join(problems) + f"\nThen {where}", expected=f"the entries of namespace {name}'s "
+                          "conditions", observed=observed, right_answer=right)
+    wrong = [what for what, got, truth in (("remaining", got_remaining, remaining), ("finalizers", got_held, held))
+             if not _same_entries(got, truth)]
+    if wrong:
+        # which entries are wrong, or how many, is not said: the types a namespace can hold and
+        # the finalizers it can wait for are few, and so are the counts (CheckContext.grid_feedback)
+        raise CheckFailed(ctx.grid_feedback(wrong, len(got_remaining) + len(got_held), "entries", noun="answer",
+                                            advice=where),
+                          expected=f"the entries of namespace {name}'s conditions", observed=observed,
+                          right_answer=right)
     return ctx.passed(f"right: {name} waits for " + ", ".join(f"{n} {k}" for k, n in remaining.items())
                       + " held by " + ", ".join(held))
 
@@ -926,16 +941,23 @@ def grade_force_finalize_answer(ctx, name: str, got: list, visible: bool, left: 
                              "<resource>.<group>/<name> (`kubectl api-resources` shows its group)")
             else:
                 parts.append(f"{entry}: not stored under {name} (or created after the force-finalize)")
-        missing = len(set(left) - set(got) - named)
-        if missing:
-            parts.append(f"{missing} left-behind object(s) missing from your list: look at every namespaced "
-                         f"resource type (`kubectl api-resources --namespaced`), not only the built-in kinds")
+        # the objects are named (an object's name is found only by looking), the ones missing
+        # neither named nor counted
+        if set(left) - set(got) - named:
+            parts.append("objects left behind are missing from your list: look at every namespaced resource type "
+                         "(`kubectl api-resources --namespaced`), not only the built-in kinds")
         raise CheckFailed("left_behind: " + "\n".join(parts), expected=f"every object still stored under {name}",
                           observed=got, right_answer=right)
-    truth_visible = bool(left)
-    if visible != truth_visible:
-        raise CheckFailed(f"visible_again: look at the new namespace {name} again (kubectl get all,cm,backups -n {name})",
-                          expected=f"whether the new namespace {name} shows them", observed=visible,
+    if visible != bool(left):
+        # visible_again is true or false: it is not named while the answer can earn points (README,
+        # "Predictions"), only where to look
+        tries = ctx.count_wrong_answer()
+        raise CheckFailed(f"your answer is not right ({tries} different wrong {'answer' if tries == 1 else 'answers'} "
+                          f"checked): look again at what is stored under {name} (every namespaced resource type: "
+                          "`kubectl api-resources --namespaced`) and at what a client sees in the new namespace "
+                          f"{name} (`kubectl get all,cm,backups -n {name}`)",
+                          expected=f"what the old namespace {name} left behind, and what a client sees of it in "
+                                   f"the new one", observed={"left_behind": got, "visible_again": visible},
                           right_answer=right)
     return ctx.passed(f"right: {len(left)} object(s) outlived namespace {name} and reappear in the namespace of the "
                       "same name — nothing deleted them while no namespace of that name existed, and their "

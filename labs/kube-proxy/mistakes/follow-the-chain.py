@@ -13,7 +13,7 @@ def _write(env, chain_of: str, probabilities):
     path.write_text(yaml.safe_dump({"chain": chain, "probabilities": probabilities}))
 
 
-@mistake("jump 2", "0.33", "tolerance")
+@mistake("probabilities", "--probability", "iptables-save", "tolerance")
 def rounded(env):
     """Copies the probabilities rounded to two digits."""
     _write(env, "web", [0.25, 0.33, 0.5, 1])

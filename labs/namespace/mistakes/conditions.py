@@ -18,14 +18,14 @@ def _delete_and_wait(env):
         time.sleep(0.5)
 
 
-@mistake("'secrets' needs a trailing dot")
+@mistake("'secrets' lacks the group", "trailing dot")
 def core_group_without_dot(env):
     """Writes the core-group resource as `secrets`, without the trailing dot of the empty group."""
     _delete_and_wait(env)
     write_answer(env, "conditions", {"remaining": {"secrets": 1}, "finalizers": {"billing.example.com/audit": 1}})
 
 
-@mistake("'deployments.apps' is not among what the condition lists", "'configmaps.' is not among")
+@mistake("your answer is not right", "NamespaceContentRemaining", "kubectl get ns billing")
 def everything_it_held(env):
     """Lists everything the namespace held before the DELETE, not what the condition says remains."""
     _delete_and_wait(env)
@@ -33,7 +33,7 @@ def everything_it_held(env):
                   "finalizers": {"billing.example.com/audit": 1}})
 
 
-@mistake("finalizers: 'secrets.' is not among what the condition lists")
+@mistake("finalizers: 'secrets.' is not a finalizer name", "under `remaining`")
 def resources_for_finalizers(env):
     """Keys the finalizers mapping by resource instead of by finalizer name."""
     _delete_and_wait(env)

@@ -27,14 +27,14 @@ def custom_resource_without_group(env):
     _answer(env, ["backups/weekly", "configmaps/app-config"])
 
 
-@mistake("left-behind object(s) missing")
+@mistake("missing from your list", "kubectl api-resources --namespaced")
 def built_in_kinds_only(env):
     """Looks only at built-in kinds (kubectl get all,cm) and misses the custom resource."""
     _force_and_recreate(env)
     _answer(env, ["configmaps/app-config"])
 
 
-@mistake("visible_again")
+@mistake("your answer is not right", "what a client sees in the new namespace", "kubectl get all,cm,backups")
 def thinks_the_new_namespace_is_clean(env):
     """Lists the objects right, but thinks a new namespace of the same name starts empty."""
     _reference(env).solve(env)

@@ -7,6 +7,10 @@ from labkit.mutants import Mutant, answer_mutants
 
 
 def _names(edit):
+    """The part changed, but not visible_again flipped: a true/false is not named while the answer
+    can earn points (README, "Predictions"); its failure says where to look."""
+    if edit.path == "visible_again" and edit.op == "set":
+        return ("not right", "what a client sees in the new namespace")
     return (edit.path.split(".", 1)[0].split("[", 1)[0],)
 
 
