@@ -11,7 +11,8 @@ containers, commands, images, volumes and mount paths, compared with the shipped
 privileges, the rest of the node.
 
 In every failure, `expected` says what the check wanted and `observed` what it saw. Answer checks
-count the wrong parts of a prediction (CheckContext.grid_feedback) and never print the right value.
+say neither which parts of a prediction are wrong nor how many (CheckContext.grid_feedback) and
+never print the right value.
 """
 
 from __future__ import annotations

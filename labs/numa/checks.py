@@ -165,8 +165,8 @@ GRID_ADVICE = "work each one out again from kubelet's rules, not by trying value
 
 
 def _grid(ctx, wrong: list[str], total: int, what: str, where: str, note: str, shown: str):
-    """Pass, or fail with ctx.grid_feedback (counts, one cell named only after several different
-    wrong answers) and where to look, never the value."""
+    """Pass, or fail with ctx.grid_feedback (neither which cells are wrong nor how many; the
+    different wrong answers counted) and where to look, never the value."""
     if not wrong:
         return ctx.passed(f"all {total} {what} right{note}")
     return ctx.failed(f"{ctx.grid_feedback(wrong, total, what, advice=GRID_ADVICE)}.\n{where}{note}",
