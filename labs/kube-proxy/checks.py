@@ -12,9 +12,11 @@ probability below 1e-6 (the computation is next to each sample size).
 The prediction exercise (traffic-policy) and the find-out exercises with an answer file
 (follow-the-chain, hairpin) are graded against labkit's reconstruction of the lab as built or the
 live rules the exercise points at. Their feedback says where to look and never the value expected;
-it names a wrong chain name or address (found only by looking), but neither which nor how many of
-the few-valued cells are wrong (a probability, a true/false: README, "Predictions"). traffic-policy's prediction is not judged when it was written after the
-student's own request to one of its NodePorts (the nodes' connection logs: observe_traffic_policy).
+it names follow-the-chain's chain when it is wrong (a name found only by looking), but neither which
+nor how many of the few-valued cells are wrong (a probability, a true/false, which of a handful of
+addresses a pod sees: README, "Predictions"). traffic-policy's prediction is not judged when it was
+written after the student's own request to one of its NodePorts (the nodes' connection logs:
+observe_traffic_policy).
 """
 
 from __future__ import annotations
