@@ -424,8 +424,10 @@ def _work(env, exercise_id: str) -> list[tuple[str, str, dict | None]]:
             out.append((f"your {'changes to' if live is not None else 'deletion of'} the lab's {built['kind']} "
                         f"{built['metadata']['name']}", resource, live))
         for served in webhook.all_served(env):
-            out.append((f"the webhook {served.name} that `labkit requests webhook serve` runs (it is stopped; "
-                        "its file stays)", "", None))
+            if served.running:
+                out.append((f"the webhook {served.name} that `labkit requests webhook serve` runs (it is stopped; "
+                            "its file and port stay: serving it again with `--name "
+                            f"{served.name}` gives it back the URL your saved configuration names)", "", None))
     elif exercise_id == "image-tag-policy":
         for resource in ("validatingadmissionpolicies", "validatingadmissionpolicybindings"):
             for item in c.list(ADMISSION, resource)[0]:
@@ -574,8 +576,10 @@ def reset_exercise(env, exercise_id: str) -> None:
         for resource, built, _ in _lab_mutating_changed(env, c):
             _delete(c, ADMISSION, resource, built["metadata"]["name"])
             c.create(ADMISSION, resource, built)
+        # stopped, not forgotten: served again under its name it gets its port back, so the
+        # configuration the reset saved (`kubectl apply -f`) reaches it again
         for served in webhook.all_served(env):
-            webhook.forget(env, served.name)
+            webhook.stop(env, served.name)
     elif exercise_id == "image-tag-policy":
         for resource in ("validatingadmissionpolicybindings", "validatingadmissionpolicies"):
             for item in c.list(ADMISSION, resource)[0]:
