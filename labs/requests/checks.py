@@ -8,6 +8,7 @@ from the audit log. Feedback names what is wrong and where to look, never the an
 
 import base64
 import copy
+import datetime
 import re
 import uuid
 
@@ -1374,6 +1375,13 @@ def check_audit(ctx):
     # the log (only the mistake the exercise is about, the other namespace, is named)
     elsewhere = [e for e in deletes_anywhere(about, ns) if (e.get("user") or {}).get("username") == user]
     users = {(e.get("user") or {}).get("username", "") for e in events}
+    # the scenes the lab set before this one (`labkit reset requests audit` sets it again and draws
+    # anew who does what): the log keeps their events, and what was done there is not this scene's
+    earlier = [e for e in events if _ref(e).get("resource") == "configmaps" and _ref(e).get("name") == name
+               and received_at(e) < since]
+    at = datetime.datetime.fromtimestamp(since, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    scenes = (f" The log also holds the events of a scene the lab set before {at} (a reset of the exercise sets it "
+              "again and draws anew who does what): the exercise asks about the one since then") if earlier else ""
     if elsewhere:
         said = f"{user} deleted a configmap {name} in another namespace, not the one in {ns}: look at objectRef.namespace"
     elif user not in users and any(u.lower() == user.lower() for u in users):
@@ -1384,7 +1392,7 @@ def check_audit(ctx):
     else:
         said = f"{user} did not delete configmap {ns}/{name}"
     raise CheckFailed(f"{said}. Look for the event whose verb is delete and whose objectRef is that ConfigMap, and read "
-                      f"who sent it{changed}", observed=user, right_answer=truth)
+                      f"who sent it{changed}{'.' if scenes else ''}{scenes}", observed=user, right_answer=truth)
 
 
 def deletes_anywhere(events, but_not: str) -> list:

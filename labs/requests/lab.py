@@ -22,6 +22,7 @@ removes them, and the students' webhook processes with them.
 """
 
 import base64
+import datetime
 import json
 import os
 import random
@@ -595,6 +596,10 @@ def reset_exercise(env, exercise_id: str) -> None:
         _policy_webhooks(env, c)
     elif exercise_id == "audit":
         _audit_scene(env, c)
+        at = datetime.datetime.fromtimestamp(audit_scene_start(env), datetime.timezone.utc)
+        print(f"the scene of exercise audit is set again, with who reads, changes and deletes the ConfigMaps drawn "
+              f"anew: the audit log keeps the earlier scene's events, those received before "
+              f"{at.strftime('%Y-%m-%dT%H:%M:%SZ')}", file=sys.stderr)
     env.log(f"exercise {exercise_id} built afresh" + (f"; your objects it removed or restored are kept in {saved}"
                                                       if saved else ""))
     if saved:
