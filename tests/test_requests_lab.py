@@ -258,3 +258,36 @@ def test_a_rebuild_of_the_whole_lab_lists_the_namespace_labels_it_reverts_and_ke
     labels = json.loads(kubectl(lab, "get", "namespaces", "-o", "json").stdout)["items"]
     assert {n["metadata"]["name"]: n["metadata"]["labels"].get("pod-labeler") for n in labels
             if "pod-labeler" in n["metadata"]["labels"]} == {"web": "enabled"}
+
+
+def test_a_reset_stops_the_students_webhook_and_serving_it_again_reaches_the_saved_configuration(lab, tmp_path):
+    """`labkit reset requests mutating-webhook` stops the webhook the student served and keeps their
+    MutatingWebhookConfiguration as YAML; serving the same file under the same name again gives it
+    the port it had, so the saved configuration, applied back, calls it again (with failurePolicy
+    Fail, a configuration naming another port would fail every Pod creation in web)."""
+    hook = tmp_path / "allow.py"
+    hook.write_text("def review(r):\n    return {'apiVersion': 'admission.k8s.io/v1', 'kind': 'AdmissionReview',\n"
+                    "            'response': {'uid': r['request']['uid'], 'allowed': True}}\n")
+    out = labkit("requests", "webhook", "serve", str(hook), "--name", "kept", env=lab, check=0).stdout
+    url = out.split(" on ", 1)[1].split()[0]
+    ca = out.split("caBundle: ", 1)[1].split()[0]
+    config = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+              "metadata": {"name": "kept"},
+              "webhooks": [{"name": "kept.example.com", "admissionReviewVersions": ["v1"], "sideEffects": "None",
+                            "failurePolicy": "Fail", "namespaceSelector": {"matchLabels": {"pod-labeler": "enabled"}},
+                            "clientConfig": {"url": f"{url}/mutate", "caBundle": ca},
+                            "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
+                                       "resources": ["pods"]}]}]}
+    kubectl(lab, "apply", "-f", "-", input=json.dumps(config))
+    refused = labkit("reset", "requests", "mutating-webhook", env=lab, check=None)
+    assert refused.returncode != 0 and "the webhook kept that `labkit requests webhook serve` runs" in refused.stderr
+    done = labkit("reset", "requests", "mutating-webhook", "--yes", env=lab, check=0)
+    [saved] = [line.split(" kept in ", 1)[1].split()[0] for line in (done.stdout + done.stderr).splitlines()
+               if " kept in " in line]
+    assert "kept  stopped" in labkit("requests", "webhook", "list", env=lab, check=0).stdout
+    again = labkit("requests", "webhook", "serve", str(hook), "--name", "kept", env=lab, check=0).stdout
+    assert again.split(" on ", 1)[1].split()[0] == url, again
+    kubectl(lab, "apply", "-f", saved)
+    created = kubectl(lab, "run", "reached", "-n", "web", "--image=nginx:1.27", "--dry-run=server", check=False)
+    assert created.returncode == 0, created.stderr
+    labkit("reset", "requests", "mutating-webhook", "--yes", env=lab, check=0)

@@ -618,7 +618,17 @@ def judge_private_host_path(ctx, observation):
                                             f"{observation['file']['path']}")
     missing = [PLACES[i] for i, seen in enumerate(observation["down"] or [False]) if not seen]
     if missing:
-        return ctx.failed(f"a tmpfs the node mounted {missing[0]} {p['host_path']} did not reach {pod.name}",
+        # the container's volume mount is a copy made when it started (runc's rbind): a slave of the
+        # group that held the host path then; started before the node's fix (while another mount held
+        # it shared), it is not a slave of the group that holds it now, and no later change reaches it
+        pod_tags = (observation["tags"].get("pod") or "").split()
+        group = holder.shared if holder.shared is not None else holder.master
+        before = "" if f"master:{group}" in pod_tags or f"shared:{group}" in pod_tags else (
+            f": its volume mount ({' '.join(pod_tags) or 'private'}) is not a slave of the mount that holds "
+            f"{p['host_path']} now — the container started before the node's fix, and a container's mounts are "
+            f"copied when it starts; apply the Pod again (labkit mounts delete {pod.name}, then labkit mounts apply "
+            f"-f {observation['file']['path']})")
+        return ctx.failed(f"a tmpfs the node mounted {missing[0]} {p['host_path']} did not reach {pod.name}{before}",
                           expected="visible in the Pod", observed=f"on the node: {holder_text}; in Pod {pod.name}: "
                           f"not visible, volume mount {observation['tags'].get('pod') or 'private'}")
     return ctx.passed(f"{pod.name} runs and receives the node's mounts; {p['host_path']} is held by {holder_text}, and the "
@@ -690,7 +700,9 @@ def judge_leak_cleaned(ctx, observation):
     # private and shared again is in a new group, and the Pods' copies no longer hear from it)
     cut = lab.relation_losses(built, parties, observation.get("pids") or {}, fields=_fields_shown(ctx))
     if cut:
-        return ctx.failed(f"the leaked mount is gone, but the node's {lab.KUBELET_DIR} ({shown}) is no longer in the "
+        # the withheld text is in parentheses already; the fields themselves are put in them here
+        said = shown if shown.startswith("(") else f"({shown})"
+        return ctx.failed(f"the leaked mount is gone, but the node's {lab.KUBELET_DIR} {said} is no longer in the "
                           f"peer group its Pods' volume mounts are peers or slaves of: {', '.join(cut)}. Mounts the node "
                           "makes there no longer reach them; compare the shared:/master: numbers in each party's "
                           "mountinfo", expected=f"{lab.KUBELET_DIR} in the peer group the Pods were started with",

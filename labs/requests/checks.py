@@ -8,6 +8,7 @@ from the audit log. Feedback names what is wrong and where to look, never the an
 
 import base64
 import copy
+import datetime
 import re
 import uuid
 
@@ -498,6 +499,13 @@ def observe_mutating_webhook(ctx) -> dict:
                     if code == 201 else None}
     if mine:
         probes.update(_later_probes(ctx, admin, mine))
+        # the probes above are dry runs (nothing is stored); what the webhooks answer a creation that
+        # is stored is asked of them too, as the API server would send it, for every namespace with
+        # the label (a webhook that answers dry runs and real creations differently shows here)
+        enabled = [n for n in namespaces if n["labels"].get(ctx.params["enabler"]) == "enabled"]
+        for n in enabled:
+            probes.update({f"{key}/stored": probe for key, probe in
+                           _dispatched_probes(ctx, admin, mine, n, dry_run=False).items()})
     lab_changed = [{"name": built["metadata"]["name"], "deleted": live is None, "webhooks": len(built["webhooks"]),
                     "now": len((live or {}).get("webhooks") or [])}
                    for _, built, live in lab._lab_mutating_changed(ctx.env, admin)]
@@ -510,9 +518,15 @@ def _later_probes(ctx, admin, configurations) -> dict:
     mutating dispatcher (pkg/admission/plugin/webhook/mutating/dispatcher.go Dispatch: matching,
     the call, the JSON Patch applied in order), over the live Services and endpoints they may name.
     A namespace that does not exist yet cannot be asked of the live server; its webhooks can."""
+    return _dispatched_probes(ctx, admin, configurations, later_namespaces(ctx.params["enabler"])[0], dry_run=True)
+
+
+def _dispatched_probes(ctx, admin, configurations, later: dict, *, dry_run: bool) -> dict:
+    """What the probe Pods created in the namespace `later` ({name, labels}) come back as from the
+    student's mutating webhooks, called by labkit's own dispatcher (see _later_probes), as a dry run
+    or as a creation that is stored (nothing is stored either way: the dispatcher only admits)."""
     from labkit.apiserver.admission.webhook import MutatingWebhooks
     from labkit.apiserver.errors import ApiError
-    later = later_namespaces(ctx.params["enabler"])[0]
     services = [{**o, "apiVersion": "v1", "kind": "Service"} for o in admin.list("v1", "services")[0]]
     slices = [{**o, "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice"}
               for o in admin.list("discovery.k8s.io/v1", "endpointslices")[0]]
@@ -521,7 +535,7 @@ def _later_probes(ctx, admin, configurations) -> dict:
     admin_user = _requester("labkit-admin", ("kubeadm:cluster-admins", "system:authenticated"))
     out = {}
     for case, labels in probe_pods(ctx.params["label"]).items():
-        attrs = reconstruct.pod_attributes(later["name"], _pod(labels), dry_run=True)
+        attrs = reconstruct.pod_attributes(later["name"], _pod(labels), dry_run=dry_run)
         attrs.user = admin_user
         try:
             MutatingWebhooks(registry).admit(attrs)
@@ -717,6 +731,18 @@ def judge_mutating_webhook(ctx, obs) -> object:
                 if extra:
                     raise CheckFailed(f"a Pod created{own} in {name} came back with labels nobody asked for ("
                                       f"{', '.join(extra)}): add the one label, nothing else", observed=got)
+                stored = obs["probes"].get(f"{name}/{case}/stored")
+                # the stored creation must come back as its dry run did: the exercise's label and the Pod's own
+                # (only the student's webhooks are asked here, so what the lab's pod-defaults adds is not compared)
+                wanted = {**(labels or {}), label: got.get(label)}
+                if stored is not None and (stored["code"] != 201
+                                           or any((stored["labels"] or {}).get(k) != v for k, v in wanted.items())):
+                    result = (f"would fail: {stored['code']}: {stored['message']}" if stored["code"] != 201 else
+                              "would come back with other labels than its dry run")
+                    extra = {"observed": stored["labels"]} if stored["code"] == 201 else {}
+                    raise CheckFailed(f"a Pod created{own} in {name} that is not a dry run (it is stored) {result}: "
+                                      "your webhook answers a real creation differently from its dry run — look at "
+                                      "what it does with the review's request.dryRun", **extra)
             elif got != (labels or {}):
                 raise CheckFailed(f"a Pod created in {name} got {'the label ' + label if label in got else 'its labels changed'}"
                                   f" too: your webhook applies to every namespace — a namespaceSelector decides which "
@@ -1351,6 +1377,13 @@ def check_audit(ctx):
     # the log (only the mistake the exercise is about, the other namespace, is named)
     elsewhere = [e for e in deletes_anywhere(about, ns) if (e.get("user") or {}).get("username") == user]
     users = {(e.get("user") or {}).get("username", "") for e in events}
+    # the scenes the lab set before this one (`labkit reset requests audit` sets it again and draws
+    # anew who does what): the log keeps their events, and what was done there is not this scene's
+    earlier = [e for e in events if _ref(e).get("resource") == "configmaps" and _ref(e).get("name") == name
+               and received_at(e) < since]
+    at = datetime.datetime.fromtimestamp(since, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    scenes = (f" The log also holds the events of a scene the lab set before {at} (a reset of the exercise sets it "
+              "again and draws anew who does what): the exercise asks about the one since then") if earlier else ""
     if elsewhere:
         said = f"{user} deleted a configmap {name} in another namespace, not the one in {ns}: look at objectRef.namespace"
     elif user not in users and any(u.lower() == user.lower() for u in users):
@@ -1361,7 +1394,7 @@ def check_audit(ctx):
     else:
         said = f"{user} did not delete configmap {ns}/{name}"
     raise CheckFailed(f"{said}. Look for the event whose verb is delete and whose objectRef is that ConfigMap, and read "
-                      f"who sent it{changed}", observed=user, right_answer=truth)
+                      f"who sent it{changed}{'.' if scenes else ''}{scenes}", observed=user, right_answer=truth)
 
 
 def deletes_anywhere(events, but_not: str) -> list:

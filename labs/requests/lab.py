@@ -22,6 +22,7 @@ removes them, and the students' webhook processes with them.
 """
 
 import base64
+import datetime
 import json
 import os
 import random
@@ -424,8 +425,10 @@ def _work(env, exercise_id: str) -> list[tuple[str, str, dict | None]]:
             out.append((f"your {'changes to' if live is not None else 'deletion of'} the lab's {built['kind']} "
                         f"{built['metadata']['name']}", resource, live))
         for served in webhook.all_served(env):
-            out.append((f"the webhook {served.name} that `labkit requests webhook serve` runs (it is stopped; "
-                        "its file stays)", "", None))
+            if served.running:
+                out.append((f"the webhook {served.name} that `labkit requests webhook serve` runs (it is stopped; "
+                            "its file and port stay: serving it again with `--name "
+                            f"{served.name}` gives it back the URL your saved configuration names)", "", None))
     elif exercise_id == "image-tag-policy":
         for resource in ("validatingadmissionpolicies", "validatingadmissionpolicybindings"):
             for item in c.list(ADMISSION, resource)[0]:
@@ -574,8 +577,10 @@ def reset_exercise(env, exercise_id: str) -> None:
         for resource, built, _ in _lab_mutating_changed(env, c):
             _delete(c, ADMISSION, resource, built["metadata"]["name"])
             c.create(ADMISSION, resource, built)
+        # stopped, not forgotten: served again under its name it gets its port back, so the
+        # configuration the reset saved (`kubectl apply -f`) reaches it again
         for served in webhook.all_served(env):
-            webhook.forget(env, served.name)
+            webhook.stop(env, served.name)
     elif exercise_id == "image-tag-policy":
         for resource in ("validatingadmissionpolicybindings", "validatingadmissionpolicies"):
             for item in c.list(ADMISSION, resource)[0]:
@@ -591,6 +596,10 @@ def reset_exercise(env, exercise_id: str) -> None:
         _policy_webhooks(env, c)
     elif exercise_id == "audit":
         _audit_scene(env, c)
+        at = datetime.datetime.fromtimestamp(audit_scene_start(env), datetime.timezone.utc)
+        print(f"the scene of exercise audit is set again, with who reads, changes and deletes the ConfigMaps drawn "
+              f"anew: the audit log keeps the earlier scene's events, those received before "
+              f"{at.strftime('%Y-%m-%dT%H:%M:%SZ')}", file=sys.stderr)
     env.log(f"exercise {exercise_id} built afresh" + (f"; your objects it removed or restored are kept in {saved}"
                                                       if saved else ""))
     if saved:

@@ -88,3 +88,19 @@ def exposed_below_kubelet(env):
     node.run(node.require_pid(), _fix_and_expose, "/srv/data")
     node.delete("logger")
     node.apply_all(load_pods(env.dir / "pods" / "logger.yaml"))
+
+
+def _root_propagation(propagation):
+    kernel.change_propagation("/", propagation, recursive=False)
+
+
+@mistake("before", "apply the Pod again")
+def started_before_the_fix(env):
+    """First makes the node's / shared (`mount --make-shared /`), so the logger starts; sees that the scope
+    is wrong, makes / private again and fixes /srv/data as kubelet would, but leaves the logger running:
+    its volume mount was copied from / when it started, and nothing mounted on the node reaches it now."""
+    node = Node(env)
+    node.run(node.require_pid(), _root_propagation, "shared")
+    node.apply_all(load_pods(env.dir / "pods" / "logger.yaml"))
+    node.run(node.require_pid(), _root_propagation, "private")
+    node.run(node.require_pid(), _make_rshared, "/srv/data")

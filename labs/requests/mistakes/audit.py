@@ -75,3 +75,18 @@ def capitalizes_the_name(env):
     """Names the right person, but capitalized as one writes a name (Bob for bob): the API server
     and its audit log keep user names as they are."""
     write_answer(env, "audit", {"user": _who(env, "delete", "shop").capitalize()})
+
+
+@mistake("a scene the lab set before")
+def answers_from_before_a_reset(env):
+    """Reads who deleted shop/prices, then resets the exercise (which sets the scene again, with who
+    does what drawn anew) and keeps the answer: the log still holds the earlier scene's deletion."""
+    lab = env.lab.environment_module()
+    earlier = _who(env, "delete", "shop")
+    # the reset draws the people at random: set the scene again until someone else deletes it
+    # (each draw keeps the same deleter with probability 1/4; fifty in a row do not happen)
+    for _ in range(50):
+        lab.reset_exercise(env, "audit")
+        if lab.audit_story(env).get("deleter") != earlier:
+            break
+    write_answer(env, "audit", {"user": earlier})

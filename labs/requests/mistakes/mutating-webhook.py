@@ -217,3 +217,19 @@ def added_to_the_labs_configuration(env):
             "clientConfig": {"url": f"{served.url}/mutate", "caBundle": lab.pki.ca_bundle(lab.webhook.pki_dir(env))}}
     lab.kubectl(env, "patch", "mutatingwebhookconfiguration", lab.DEFAULTS_NAME, "--type=json",
                 "-p", json.dumps([{"op": "add", "path": "/webhooks/-", "value": hook}]))
+
+
+@mistake("not a dry run", "dryRun")
+def labels_dry_runs_only(env):
+    """Sets the label only when the review says `dryRun: true` and answers real creations without a
+    patch: every dry run shows the label, no Pod that is stored carries it."""
+    _serve(env, '''
+def review(review):
+    request = review["request"]
+    if not request.get("dryRun"):
+        return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                "response": {"uid": request["uid"], "allowed": True}}
+    if request["object"]["metadata"].get("labels") is None:
+        return answer(request, [{"op": "add", "path": "/metadata/labels", "value": {"example.com/owner": "web-team"}}])
+    return answer(request, [{"op": "add", "path": "/metadata/labels/example.com~1owner", "value": "web-team"}])
+''')
