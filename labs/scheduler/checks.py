@@ -485,6 +485,10 @@ def observe_own_scheduler(ctx):
                 and not user.startswith("system:") and (e.get("responseStatus") or {}).get("code", 500) < 300:
             bound_by.setdefault(user, set()).add(ref["name"])
     bindings = sorted(bound_by.get(own.USER, set()))
+    # kube-scheduler does not see Pods that ended (pkg/scheduler/scheduler.go newPodInformer: a field
+    # selector leaves out phases Succeeded and Failed): a job the kubelet rejected takes no room
+    terminal = sorted(name for name in lab.JOBS if ((client.get_or_none("v1", "pods", name, ctx.params["namespace"])
+                                                     or {}).get("status") or {}).get("phase") in ("Succeeded", "Failed"))
     by_hand = sorted({n for user, names in bound_by.items() if user != own.USER for n in names})
     nodes = sorted(client.list("v1", "nodes")[0], key=lambda n: n["metadata"]["name"])
     others = [_bound_view(p) for p in client.list("v1", "pods")[0] if (p.get("spec") or {}).get("nodeName")
@@ -493,7 +497,7 @@ def observe_own_scheduler(ctx):
     probe = None
     if running and all(v is not None and v["nodeName"] for v in seen.values()):
         probe = _probe(ctx, lab, target)
-    return {"jobs": seen, "bindings": bindings, "by_hand": by_hand, "running": running,
+    return {"jobs": seen, "bindings": bindings, "by_hand": by_hand, "running": running, "terminal": terminal,
             "nodes": [{"metadata": {"name": n["metadata"]["name"], "labels": n["metadata"].get("labels") or {}},
                        "spec": {k: v for k, v in (n.get("spec") or {}).items() if k in ("taints", "unschedulable")},
                        "status": {"allocatable": (n.get("status") or {}).get("allocatable") or {}}} for n in nodes],
@@ -631,7 +635,9 @@ def judge_own_scheduler(ctx, obs):
                           "scheduler)", expected="a binding per Pod, from your program", observed=obs["bindings"],
                           observed_in=LIVE)
     infos = {n["metadata"]["name"]: NodeInfo(Node(n)) for n in obs["nodes"]}
-    placed = [*obs["others"], *jobs.values()]
+    # each job is judged next to the Pods kube-scheduler sees on its node: not the jobs that ended
+    # (rejected by the kubelet, say), which take no room (observe_own_scheduler)
+    placed = [*obs["others"], *(v for j, v in jobs.items() if j not in obs.get("terminal", ()))]
     profile = make_profile("default")
     problems = []
     for job, view in jobs.items():
