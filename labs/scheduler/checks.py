@@ -506,6 +506,10 @@ def observe_own_scheduler(ctx):
 
 PROBE_WAIT = 5.0        # seconds the check gives the student's scheduler to bind its Pod
 PROBE_TAINT = {"key": "dedicated", "value": "probe", "effect": "NoSchedule"}     # on one of the test Nodes
+# on every test Node, and tolerated by the test Pod alone: the lab's scheduler must not bind a Pending
+# Pod of the lab (web, whose nodeSelector the disk=ssd test Nodes match) there, for the Pod
+# garbage collector deletes a Pod whose node is gone once the check deletes the test Nodes
+PROBE_KEEP_OUT = {"key": "labkit.example/probe", "value": "own-scheduler", "effect": "NoSchedule"}
 
 
 def _probe(ctx, lab, target) -> dict:
@@ -518,7 +522,9 @@ def _probe(ctx, lab, target) -> dict:
     nodeSelector) and two have 256Mi of memory (NodeResourcesFit). Of each pair one has fewer
     CPUs than `fit` and one more, and one sorts before `fit` by name and the other after it: a
     scheduler that ignores the nodeSelector, or memory, and picks the roomiest, the tightest, the
-    first or the last node by name picks one of them. The check waits until
+    first or the last node by name picks one of them. Every one of them carries the taint
+    PROBE_KEEP_OUT, which the test Pod alone tolerates: the lab's own scheduler places none of the
+    lab's Pending Pods there. The check waits until
     the Pod is bound (at most PROBE_WAIT s), notes where and by whom, and deletes the three
     objects again. The judge says, with labkit's reconstruction of the Filter plugins, whether the
     Pod's node fits it."""
@@ -547,7 +553,7 @@ def _probe(ctx, lab, target) -> dict:
     fit, cordoned, tainted, pod_name = names["fit"], names["cordoned"], names["tainted"], f"probe-{token}"
     built = []
     for role, (disk, cpu, memory, unschedulable, taints) in roles.items():
-        node = lab._node(names[role], disk, cpu, memory, taints)
+        node = lab._node(names[role], disk, cpu, memory, [PROBE_KEEP_OUT, *taints])
         node["metadata"]["labels"][lab.PROBE_LABEL[0]] = lab.PROBE_LABEL[1]
         if unschedulable:
             node["spec"]["unschedulable"] = True
@@ -555,6 +561,7 @@ def _probe(ctx, lab, target) -> dict:
     pod = lab.job_pod("job-1")
     pod["metadata"] = {"name": pod_name, "labels": {"app": "job", lab.PROBE_LABEL[0]: lab.PROBE_LABEL[1]}}
     pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "12"
+    pod["spec"]["tolerations"] = [{**PROBE_KEEP_OUT, "operator": "Equal"}]
     since = _time.time()
     try:
         lab._put_nodes(client, built)
