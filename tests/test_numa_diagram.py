@@ -83,3 +83,17 @@ def test_each_numa_node_shows_its_memory_and_the_memory_managers_tables():
     assert "memory 8Gi; hugepages-1Gi: 2 x 1Gi" in text and "memory: allocatable 5Gi, taken 3Gi, free 2Gi" in text
     texts = " ".join(t.text or "" for t in ET.fromstring(svg(machine, placement, "m")).iter(f"{SVG}text"))
     assert "memory 8Gi; hugepages-1Gi: 2 x 1Gi" in texts and "memory: allocatable 5Gi, taken 3Gi, free 2Gi" in texts
+
+
+def test_each_numa_node_shows_the_devices_on_it():
+    machine = {**MACHINE, "devices": {"example.com/gpu": [{"id": "gpu0", "numa_nodes": [0]},
+                                                          {"id": "gpu1", "numa_nodes": [2]}],
+                                      "example.com/nic": [{"id": "nic0", "numa_nodes": [0, 1]}]}}
+    console = Console(width=200, record=True)
+    console.print(terminal(machine, Placement(), "m"))
+    panels = console.export_text().split("NUMA node ")[1:]     # each node's panel, in order
+    assert "example.com/gpu: gpu0" in panels[0] and "example.com/nic: nic0" in panels[0]
+    assert "gpu" not in panels[1] and "example.com/nic: nic0" in panels[1]
+    assert "example.com/gpu: gpu1" in panels[2] and "nic" not in panels[2]
+    texts = " ".join(t.text or "" for t in ET.fromstring(svg(machine, Placement(), "m")).iter(f"{SVG}text"))
+    assert "example.com/gpu: gpu0" in texts and "example.com/gpu: gpu1" in texts

@@ -95,7 +95,7 @@ def test_exclusive_cpu_and_a_shared_pool_that_follows_it(live_node, tmp_path):
     assert re.fullmatch(r"[0-9a-f]{64}", cgroup.name)       # named by container ID, as containerd does
     assert g_pid in [int(p) for p in (cgroup / "cgroup.procs").read_text().split()]
 
-    labkit("numa", "delete", "pinned", check=0)
+    labkit("numa", "delete", "default/pinned", check=0)         # NAMESPACE/NAME, as `labkit numa show` lists it
     assert not cgroup.parent.exists()
     assert kernel_cpus(b_pid) == kernel_cpus(agent) == set(CPUS)   # the pool grew back
     assert "pinned" not in containers()

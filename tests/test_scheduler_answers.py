@@ -9,3 +9,32 @@ def test_a_score_written_as_a_whole_float_is_a_whole_number():
     checks = get_lab("scheduler")._load("checks.py")
     assert checks._int(50.0) == 50 and checks._int("49") == 49
     assert checks._int(49.5) is None and checks._int(True) is None
+
+
+def test_own_scheduler_names_the_jobs_that_do_not_fit_not_the_one_bound_first(tmp_path, monkeypatch):
+    """Three jobs bound to node-b (4 CPUs): job-1 (3 CPUs) fits there, and the kubelet rejected job-2
+    and job-3 (OutOfcpu). kube-scheduler does not see Pods that ended (scheduler.go newPodInformer),
+    so job-1 is well placed next to them and the feedback names job-2 and job-3 only."""
+    from labkit.exercises import CheckContext
+    from labkit.state import LabEnv, LabState
+    monkeypatch.setenv("LABKIT_STATE_DIR", str(tmp_path))
+    lab = get_lab("scheduler")
+    checks = lab._load("checks.py")
+    state = LabState(lab.id)
+    state.ensure_dir()
+    ctx = CheckContext(LabEnv(lab, state), lab.exercise("own-scheduler"))
+    module = checks._lab(ctx)
+    jobs = {}
+    for name in module.JOBS:
+        pod = module.job_pod(name)
+        pod["metadata"]["namespace"] = "sched"
+        pod["spec"]["nodeName"] = "node-b"
+        jobs[name] = checks._bound_view(pod)
+    node = {"metadata": {"name": "node-b", "labels": {"disk": "hdd"}}, "spec": {},
+            "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}}
+    obs = {"jobs": jobs, "bindings": sorted(jobs), "by_hand": [], "running": True, "nodes": [node], "others": [],
+           "probe": None, "terminal": ["job-2", "job-3"]}
+    result = checks.judge_own_scheduler(ctx, obs)
+    assert not result.passed
+    assert "job-2 on node-b" in result.message and "job-3 on node-b" in result.message
+    assert "job-1 on node-b" not in result.message

@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import subprocess
+import time
 
 import pytest
 
@@ -128,6 +129,28 @@ def test_a_reset_of_why_pending_brings_back_the_pod_and_nodes_and_names_what_it_
     node = target.client().get("v1", "nodes", "node-a")
     assert node["spec"]["taints"] == [{"key": "dedicated", "value": "batch", "effect": "NoSchedule"}]
     assert not target.client().get("v1", "pods", "web", "sched")["spec"].get("nodeName")
+
+
+def test_the_own_scheduler_checks_test_nodes_take_no_pending_pod_of_the_lab(lab):
+    """The check of own-scheduler adds Nodes for a moment, some of them disk=ssd: the Pending Pod web
+    (nodeSelector disk=ssd) must not be bound there by the lab's scheduler, else the Pod garbage
+    collector deletes it once the check deletes those Nodes."""
+    lab, env = lab
+    runner.reset(lab, exercise_id="why-pending")
+    runner.reset(lab, exercise_id="own-scheduler")
+    runner.solve(lab, "own-scheduler")
+    try:
+        since = time.time()
+        assert statuses(lab, "own-scheduler")["own-scheduler"].status == "pass"
+        # the lab's scheduler tries web again as soon as Nodes join, within the check: a binding of web
+        # would be in the audit log by now (the Pod garbage collector deletes it only later)
+        bindings = [e for e in for_env(env).audit(since=since) or [] if e.get("verb") == "create"
+                    and (e.get("objectRef") or {}).get("name") == "web"
+                    and (e.get("objectRef") or {}).get("subresource") == "binding"]
+        assert bindings == []
+        assert not for_env(env).client().get("v1", "pods", "web", "sched")["spec"].get("nodeName")
+    finally:        # the student's scheduler stopped and the jobs Pending, as the other tests expect
+        runner.reset(lab, exercise_id="own-scheduler")
 
 
 def test_a_pod_given_a_node_by_node_name_alone_is_rejected_by_its_kubelet_out_of_cpu(lab):

@@ -92,6 +92,17 @@ def _size(value: int) -> str:
     return format_quantity(value, BINARY)
 
 
+def device_lines(machine: dict, node_id: int) -> list[str]:
+    """The devices of the machine's device plugins that sit on one NUMA node (machine["devices"]:
+    what their ListAndWatch would report as each device's topology), one line per resource."""
+    lines = []
+    for resource, devices in sorted((machine.get("devices") or {}).items()):
+        here = [d["id"] for d in devices if node_id in (d.get("numa_nodes") or [])]
+        if here:
+            lines.append(f"{resource}: {', '.join(here)}")
+    return lines
+
+
 def memory_lines(machine: dict, node_id: int, placement: Placement) -> list[str]:
     """What one NUMA node has: memory and hugepages (cadvisor), then the Memory Manager's view."""
     node = next((n for n in machine.get("topology") or [] if n["node_id"] == node_id), {})
@@ -136,7 +147,8 @@ def terminal(machine: dict, placement: Placement, title: str = "machine"):
             if row:
                 grid.add_row(*row)
             memory = _node_memory(node.node_id, placement)
-            body = [grid] + [Text(line, style="dim") for line in memory_lines(machine, node.node_id, placement)]
+            body = [grid] + [Text(line, style="dim") for line in memory_lines(machine, node.node_id, placement)
+                             + device_lines(machine, node.node_id)]
             if memory:
                 body.append(Text("memory of: ", style="dim") + Text(", ").join(
                     Text(label, style=colours[label][0]) for label in memory))
@@ -190,7 +202,8 @@ def svg(machine: dict, placement: Placement, title: str = "machine") -> str:
 
     def node_texts(node: _Node) -> list[str]:
         memory = _node_memory(node.node_id, placement)
-        return memory_lines(machine, node.node_id, placement) + (["memory of: " + ", ".join(memory)] if memory else [])
+        return (memory_lines(machine, node.node_id, placement) + device_lines(machine, node.node_id)
+                + (["memory of: " + ", ".join(memory)] if memory else []))
 
     def node_size(node: _Node) -> tuple[int, int]:
         per_row = min(_CORES_PER_ROW, len(node.cores)) or 1

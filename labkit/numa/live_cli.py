@@ -145,12 +145,16 @@ def _explain_merges(live, result) -> None:
 
 
 def delete(
-    name: str = typer.Argument(..., metavar="POD", help="Name of a Pod on the live node."),
-    namespace: str = typer.Option("default", "--namespace", "-n"),
+    name: str = typer.Argument(..., metavar="POD", help="Name of a Pod on the live node (or NAMESPACE/NAME, as "
+                                "`labkit numa show` lists it)."),
+    namespace: Optional[str] = typer.Option(None, "--namespace", "-n", help="Its namespace [default: default]."),
 ):
     """Stop a Pod on the live node; its exclusive CPUs go back to the shared pool."""
     from labkit.numa.livenode import LiveNode
 
+    if "/" in name and namespace is None:       # kube-system/node-agent, as `labkit numa show` names it
+        namespace, name = name.split("/", 1)
+    namespace = namespace or "default"
     env, state = _live_env()
     with state.locked():
         record = LiveNode(env).delete(name, namespace)

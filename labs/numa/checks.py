@@ -462,9 +462,10 @@ def _picking_feedback(ctx, picked: list[tuple[str, str]]) -> str:
     admission order, with its rule."""
     tries = ctx.count_wrong_answer()
     rules = list(dict.fromkeys(reason for _, reason in picked))
+    withheld = ("how many containers, and names only the first in admission order" if tries >= NAME_AFTER else
+                f"which containers or how many, and names one only after {NAME_AFTER} different wrong answers")
     message = (f"exclusive CPU sets in your answer are not the ones the static policy picks ({tries} different wrong "
-               f"{'answer' if tries == 1 else 'answers'} checked; labkit does not say which containers or how many"
-               f"{'' if tries >= NAME_AFTER else f', and names one only after {NAME_AFTER} different wrong answers'}); "
+               f"{'answer' if tries == 1 else 'answers'} checked; labkit does not say {withheld}); "
                "the rules broken:\n    " + "\n    ".join(rules))
     if tries >= NAME_AFTER:
         key, reason = picked[0]

@@ -485,6 +485,10 @@ def observe_own_scheduler(ctx):
                 and not user.startswith("system:") and (e.get("responseStatus") or {}).get("code", 500) < 300:
             bound_by.setdefault(user, set()).add(ref["name"])
     bindings = sorted(bound_by.get(own.USER, set()))
+    # kube-scheduler does not see Pods that ended (pkg/scheduler/scheduler.go newPodInformer: a field
+    # selector leaves out phases Succeeded and Failed): a job the kubelet rejected takes no room
+    terminal = sorted(name for name in lab.JOBS if ((client.get_or_none("v1", "pods", name, ctx.params["namespace"])
+                                                     or {}).get("status") or {}).get("phase") in ("Succeeded", "Failed"))
     by_hand = sorted({n for user, names in bound_by.items() if user != own.USER for n in names})
     nodes = sorted(client.list("v1", "nodes")[0], key=lambda n: n["metadata"]["name"])
     others = [_bound_view(p) for p in client.list("v1", "pods")[0] if (p.get("spec") or {}).get("nodeName")
@@ -493,7 +497,7 @@ def observe_own_scheduler(ctx):
     probe = None
     if running and all(v is not None and v["nodeName"] for v in seen.values()):
         probe = _probe(ctx, lab, target)
-    return {"jobs": seen, "bindings": bindings, "by_hand": by_hand, "running": running,
+    return {"jobs": seen, "bindings": bindings, "by_hand": by_hand, "running": running, "terminal": terminal,
             "nodes": [{"metadata": {"name": n["metadata"]["name"], "labels": n["metadata"].get("labels") or {}},
                        "spec": {k: v for k, v in (n.get("spec") or {}).items() if k in ("taints", "unschedulable")},
                        "status": {"allocatable": (n.get("status") or {}).get("allocatable") or {}}} for n in nodes],
@@ -502,16 +506,25 @@ def observe_own_scheduler(ctx):
 
 PROBE_WAIT = 5.0        # seconds the check gives the student's scheduler to bind its Pod
 PROBE_TAINT = {"key": "dedicated", "value": "probe", "effect": "NoSchedule"}     # on one of the test Nodes
+# on every test Node, and tolerated by the test Pod alone: the lab's scheduler must not bind a Pending
+# Pod of the lab (web, whose nodeSelector the disk=ssd test Nodes match) there, for the Pod
+# garbage collector deletes a Pod whose node is gone once the check deletes the test Nodes
+PROBE_KEEP_OUT = {"key": "labkit.example/probe", "value": "own-scheduler", "effect": "NoSchedule"}
 
 
 def _probe(ctx, lab, target) -> dict:
-    """A situation the student's scheduler cannot have been written for: three Nodes it has never
-    seen, under names drawn at random, all disk=hdd: one of 16 CPUs, one of 32 CPUs that is
-    cordoned, and one of 64 CPUs with a NoSchedule taint the Pod does not tolerate (which is which,
-    drawn at random), and a Pod for it that asks for 12 CPUs: no other node has that much free,
-    the cordoned one fails NodeUnschedulable, the tainted one TaintToleration (a scheduler that
-    honours the cordon and the nodeSelector but not taints, and prefers the most room, goes
-    there). The check waits until
+    """A situation the student's scheduler cannot have been written for: seven Nodes it has never
+    seen, under names drawn at random, and a Pod for them that asks for 12 CPUs and 512Mi (like
+    job-1): no other node has that much CPU free. Only one of them fits it, `fit` (disk=hdd, 16
+    CPUs); of the others, one of 32 CPUs is cordoned (NodeUnschedulable), one of 64 CPUs has a
+    NoSchedule taint the Pod does not tolerate (TaintToleration: a scheduler that honours the rest
+    but not taints, and prefers the most room, goes there), two are disk=ssd (NodeAffinity, the
+    nodeSelector) and two have 256Mi of memory (NodeResourcesFit). Of each pair one has fewer
+    CPUs than `fit` and one more, and one sorts before `fit` by name and the other after it: a
+    scheduler that ignores the nodeSelector, or memory, and picks the roomiest, the tightest, the
+    first or the last node by name picks one of them. Every one of them carries the taint
+    PROBE_KEEP_OUT, which the test Pod alone tolerates: the lab's own scheduler places none of the
+    lab's Pending Pods there. The check waits until
     the Pod is bound (at most PROBE_WAIT s), notes where and by whom, and deletes the three
     objects again. The judge says, with labkit's reconstruction of the Filter plugins, whether the
     Pod's node fits it."""
@@ -521,13 +534,26 @@ def _probe(ctx, lab, target) -> dict:
     client = target.client()
     ns = ctx.params["namespace"]
     token = secrets.token_hex(3)
-    names = [f"probe-{token}-{i}" for i in (1, 2, 3)]
-    secrets.SystemRandom().shuffle(names)
-    fit, cordoned, tainted, pod_name = names[0], names[1], names[2], f"probe-{token}"
+    rng = secrets.SystemRandom()
+    # role -> (disk, CPUs, memory, cordoned, taints); `fit` is the only one that fits the Pod
+    roles = {"fit": ("hdd", "16", "32Gi", False, []), "cordoned": ("hdd", "32", "32Gi", True, []),
+             "tainted": ("hdd", "64", "32Gi", False, [PROBE_TAINT]),
+             "ssd-small": ("ssd", "13", "32Gi", False, []), "ssd-big": ("ssd", "128", "32Gi", False, []),
+             "short-small": ("hdd", "14", "256Mi", False, []), "short-big": ("hdd", "96", "256Mi", False, [])}
+    before, after = [], []
+    for pair in (("ssd-small", "ssd-big"), ("short-small", "short-big")):     # one on each side of fit
+        first, second = rng.sample(pair, 2)
+        before.append(first)
+        after.append(second)
+    for role in ("cordoned", "tainted"):
+        rng.choice((before, after)).append(role)
+    rng.shuffle(before)
+    rng.shuffle(after)
+    names = {role: f"probe-{token}-{i}" for i, role in enumerate([*before, "fit", *after], start=1)}
+    fit, cordoned, tainted, pod_name = names["fit"], names["cordoned"], names["tainted"], f"probe-{token}"
     built = []
-    for name, cpu, unschedulable, taints in ((fit, "16", False, []), (cordoned, "32", True, []),
-                                             (tainted, "64", False, [PROBE_TAINT])):
-        node = lab._node(name, "hdd", cpu, "32Gi", taints)
+    for role, (disk, cpu, memory, unschedulable, taints) in roles.items():
+        node = lab._node(names[role], disk, cpu, memory, [PROBE_KEEP_OUT, *taints])
         node["metadata"]["labels"][lab.PROBE_LABEL[0]] = lab.PROBE_LABEL[1]
         if unschedulable:
             node["spec"]["unschedulable"] = True
@@ -535,6 +561,7 @@ def _probe(ctx, lab, target) -> dict:
     pod = lab.job_pod("job-1")
     pod["metadata"] = {"name": pod_name, "labels": {"app": "job", lab.PROBE_LABEL[0]: lab.PROBE_LABEL[1]}}
     pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "12"
+    pod["spec"]["tolerations"] = [{**PROBE_KEEP_OUT, "operator": "Equal"}]
     since = _time.time()
     try:
         lab._put_nodes(client, built)
@@ -555,7 +582,8 @@ def _probe(ctx, lab, target) -> dict:
         # the audit event of a request is written as its response completes: a watcher may see
         # the Pod bound a moment before the binding's event is in the log
         by = binders() if not node_name else (wait_for(binders, timeout=1.0, interval=0.05) or binders())
-        return {"pod": view, "fit": fit, "cordoned": cordoned, "tainted": tainted, "bound_by": by, "user": own.USER,
+        return {"pod": view, "fit": fit, "cordoned": cordoned, "tainted": tainted, "names": sorted(names.values()),
+                "bound_by": by, "user": own.USER,
                 "placement": None if node is None else {
                     "node": _filter_node(node),
                     "others": [_bound_view(o) for o in client.list("v1", "pods")[0]
@@ -614,7 +642,9 @@ def judge_own_scheduler(ctx, obs):
                           "scheduler)", expected="a binding per Pod, from your program", observed=obs["bindings"],
                           observed_in=LIVE)
     infos = {n["metadata"]["name"]: NodeInfo(Node(n)) for n in obs["nodes"]}
-    placed = [*obs["others"], *jobs.values()]
+    # each job is judged next to the Pods kube-scheduler sees on its node: not the jobs that ended
+    # (rejected by the kubelet, say), which take no room (observe_own_scheduler)
+    placed = [*obs["others"], *(v for j, v in jobs.items() if j not in obs.get("terminal", ()))]
     profile = make_profile("default")
     problems = []
     for job, view in jobs.items():
@@ -639,10 +669,10 @@ def judge_own_scheduler(ctx, obs):
         return ctx.failed("your scheduler is not running: the check gives it a Pod of its own to place, on Nodes it "
                           "has not seen before; start it again with `labkit scheduler serve` and your file",
                           expected="your scheduler running", observed="not running", observed_in=LIVE)
+    joined = probe.get("names") or [n for n in (probe["fit"], probe["cordoned"], probe.get("tainted")) if n]
     what = (f"the check's test Pod {(probe.get('pod') or {}).get('name', 'probe')} (like the jobs, but asking for 12 "
-            f"CPUs), made after Nodes your scheduler had never seen joined ("
-            f"{', '.join(n for n in (probe['fit'], probe['cordoned'], probe.get('tainted')) if n)}, disk=hdd, one "
-            "cordoned" + (", one tainted)" if probe.get("tainted") else ")"))
+            f"CPUs), made after Nodes your scheduler had never seen joined ({', '.join(joined)}: disk=hdd and "
+            "disk=ssd, one cordoned, one tainted, some short of memory)")
     if probe.get("pod") is None or not probe["pod"].get("nodeName"):
         return ctx.failed(f"your scheduler did not bind {what} within {PROBE_WAIT:g} s: a scheduler decides for each "
                           "new Pod on the Nodes as they are at that moment, including Nodes that joined after it "

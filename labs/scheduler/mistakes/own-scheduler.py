@@ -55,6 +55,23 @@ def ignores_taints(env):
     _serve_variant(env, ("    if any(t.effect in", "    if False and any(t.effect in"))
 
 
+@mistake("test Pod", "NodeAffinity")
+def ignores_node_selector(env):
+    """Honours taints, spec.unschedulable, CPU and memory, but not the nodeSelector, and prefers the
+    node with the most room: the lab's roomiest free nodes are disk=hdd, so the jobs land well; the
+    check's roomiest test Node that fits otherwise is disk=ssd."""
+    _serve_variant(env, ("    if any(labels.get(k) != v", "    if False and any(labels.get(k) != v"))
+
+
+@mistake("test Pod", "Insufficient memory")
+def first_fit_without_memory(env):
+    """Counts CPU but not memory, and binds each Pod to the first node by name that passes its
+    filters: the jobs fit where it puts them; of the check's test Nodes one with too little memory
+    comes first by name."""
+    _serve_variant(env, (FITS_RESOURCES, "    return room[\"cpu\"] >= requests(pod)[\"cpu\"]"),
+                   (BEST, "    best = min(feasible, key=lambda n: n.metadata.name)"))
+
+
 @mistake("without a binding")
 def node_name_by_hand(env):
     """Gives each Pod a node by re-creating it with spec.nodeName set, without a scheduler."""

@@ -1,0 +1,38 @@
+"""The numa lab's feedback on exclusive CPU sets (labs/numa/checks.py _picking_feedback), in-process."""
+
+from __future__ import annotations
+
+import pytest
+
+from labkit.exercises import CheckContext
+from labkit.labs import get_lab
+from labkit.state import LabEnv, LabState
+
+
+@pytest.fixture
+def ctx_and_checks():
+    lab = get_lab("numa")
+    state = LabState(lab.id)
+    state.ensure_dir()
+    return CheckContext(LabEnv(lab, state), lab.exercise("static-cpus")), lab._load("checks.py")
+
+
+PICKED = [("beta/a", "packing: among free units ..."), ("epsilon/main", "packing: among free units ...")]
+
+
+@pytest.mark.parametrize("tries", [1, 2])
+def test_before_the_third_wrong_answer_no_container_is_named(ctx_and_checks, monkeypatch, tries):
+    ctx, checks = ctx_and_checks
+    monkeypatch.setattr(ctx, "count_wrong_answer", lambda: tries)
+    message = checks._picking_feedback(ctx, PICKED)
+    assert "does not say which containers or how many" in message
+    assert "beta/a" not in message and "epsilon/main" not in message
+
+
+@pytest.mark.parametrize("tries", [3, 5])
+def test_once_a_container_is_named_the_feedback_does_not_claim_it_names_none(ctx_and_checks, monkeypatch, tries):
+    ctx, checks = ctx_and_checks
+    monkeypatch.setattr(ctx, "count_wrong_answer", lambda: tries)
+    message = checks._picking_feedback(ctx, PICKED)
+    assert "the first in admission order: beta/a" in message and "epsilon/main" not in message
+    assert "which containers" not in message and "how many" in message
