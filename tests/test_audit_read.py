@@ -1,6 +1,7 @@
 """Reading the audit log as checks do: `received_at` reads labkit's fixed timestamp layout without
 time.strptime and gives the same seconds; `read_since` (Target.audit) gives what filtering `read`
-gives, reading again only what was appended since its last call."""
+gives, reading again only what was appended since its last call and parsing each line once for the
+earliest time asked (the events are shared by the calls)."""
 
 from __future__ import annotations
 
@@ -39,9 +40,6 @@ def test_read_since_is_read_filtered_and_reads_only_what_was_appended(tmp_path, 
         return [e for e in audit.read(log) if audit.received_at(e) >= since]
     for since in (0, start, start + 1, start + 1.5, start + 3):
         assert audit.read_since(log, since) == expected(since), since
-    got = audit.read_since(log, start)
-    got[0]["changed"] = True                          # the caller's own events
-    assert "changed" not in audit.read_since(log, start)[0]
 
     parsed = []
     real_loads = json.loads
@@ -49,11 +47,28 @@ def test_read_since_is_read_filtered_and_reads_only_what_was_appended(tmp_path, 
     with log.open("a") as f:
         f.write(_event(4, start + 4) + '{"auditID":"5","requestRecei')   # the last line still being written
     assert [e["auditID"] for e in audit.read_since(log, start + 1)] == ["2", "3", "4"]
-    assert [real_loads(p)["auditID"] for p in parsed] == ["4", "2", "3", "4"]     # the new line, then the answer
+    assert [real_loads(p)["auditID"] for p in parsed] == ["4"]      # only the new line: the others were parsed
     with log.open("a") as f:
         f.write('vedTimestamp":"' + audit._timestamp(start + 5)[:-1] + 'Z"}\n')
     assert [e["auditID"] for e in audit.read_since(log, start + 3)] == ["4", "5"]
-    assert audit.read_since(log, 0) == expected(0)
+    whole = expected(0)
+    del parsed[:]
+    assert audit.read_since(log, 0) == whole and parsed == []
+
+
+def test_read_since_parses_each_line_once_for_the_earliest_time_asked(tmp_path, monkeypatch):
+    log = tmp_path / "audit.log"
+    log.write_text("".join(_event(n, 1000.0 + n) for n in range(6)))
+    parsed = []
+    real_loads = json.loads
+    monkeypatch.setattr(audit.json, "loads", lambda text: parsed.append(text) or real_loads(text))
+    first = audit.read_since(log, 1003)
+    assert [e["auditID"] for e in first] == ["3", "4", "5"] and len(parsed) == 6   # each line, for its time
+    for since in (1003, 1004, 1005, 1003):      # a check asks again and again: nothing is parsed again
+        assert audit.read_since(log, since) == [e for e in first if audit.received_at(e) >= since]
+    assert len(parsed) == 6
+    assert audit.read_since(log, 1001)[2] is first[0]     # earlier: those lines parsed, the others shared
+    assert [real_loads(p)["auditID"] for p in parsed[6:]] == ["1", "2"]
 
 
 def test_read_since_reads_a_replaced_log_from_its_start(tmp_path):
