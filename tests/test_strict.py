@@ -54,3 +54,21 @@ def test_kinds_without_a_schema_are_checked_for_duplicates_only():
     text = "apiVersion: example.com/v1\nkind: Backup\nspec: {anything: 1, anything: 2}\n"
     with pytest.raises(strict.StrictDecodingError, match=r'duplicate field "spec.anything"$'):
         strict.load_strict(text, "b.yaml")
+
+
+def test_a_text_checked_before_is_not_parsed_again_and_each_caller_gets_its_own_documents(monkeypatch):
+    text = "apiVersion: v1\nkind: Service\nmetadata:\n  name: kept\nspec:\n  ports:\n  - port: 80\n"
+    first = strict.load_strict(text, "kept.yaml")
+    first[0]["metadata"]["name"] = "changed by its caller"
+    with pytest.raises(strict.StrictDecodingError) as err:
+        strict.load_strict(SERVICE, "svc.yaml")
+
+    def parsed_again(*args, **kwargs):
+        raise AssertionError("parsed again")
+    monkeypatch.setattr(strict.yaml, "safe_load_all", parsed_again)
+    monkeypatch.setattr(strict.yaml, "compose_all", parsed_again)
+    again = strict.load_strict(text, "kept.yaml")
+    assert again[0]["metadata"]["name"] == "kept" and again is not first
+    with pytest.raises(strict.StrictDecodingError) as err_again:      # refused again, in the same words
+        strict.load_strict(SERVICE, "svc.yaml")
+    assert str(err_again.value) == str(err.value)
