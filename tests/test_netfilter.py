@@ -217,3 +217,16 @@ def test_nfacct_counters_live_in_the_namespace():
         assert load.ensure_nfacct(netns, ["labkit_probe"]) == {"labkit_probe": None}   # already there
         load.restore(netns, rule)
         assert "-A T -m nfacct --nfacct-name  labkit_probe -j ACCEPT" in load.save(netns, "filter")
+
+
+def test_rules_built_once_are_shared_and_a_ruleset_changed_leaves_another_parse_alone():
+    text = "*nat\n:KUBE-SERVICES - [0:0]\n" + RESTORE_FORM.replace("KUBE-SVC-X", "KUBE-SERVICES") + "\nCOMMIT\n"
+    one, two = parse(text), parse(text)
+    [a], [b] = one.table("nat").chain("KUBE-SERVICES").rules, two.table("nat").chain("KUBE-SERVICES").rules
+    assert a is b                       # built once: a Rule is never changed once built
+    one.ensure_rule_first("nat", "KUBE-SERVICES", ["-j", "KUBE-MARK-MASQ"])
+    assert len(one.table("nat").chain("KUBE-SERVICES").rules) == 2
+    assert two.table("nat").chain("KUBE-SERVICES").rules == [b] and _shape(b) == _shape(parse_rule(SAVE_FORM))
+    for _ in range(2):                  # a line that does not build is refused every time
+        with pytest.raises(Exception, match="needs a target"):
+            parse_rule("-A KUBE-SERVICES -j")

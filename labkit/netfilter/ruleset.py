@@ -427,7 +427,27 @@ def _network(text: str):
         raise LabkitError(f"bad address {text!r}") from None
 
 
+# Rules built before, by their chain and words: checks, resets and the mutant runs parse the same
+# nodes' rules again and again (the kube-proxy lab's reset compares every node's tables with the
+# rules the lab left, for each exercise), and building a rule from its words was most of a parse.
+# A Rule is never changed once built (nothing assigns to its fields outside _build_rule), so
+# rulesets share them; a line that does not build is not kept, so its error is made afresh.
+_BUILT: dict[tuple[str, ...], Rule] = {}
+_BUILT_MAX = 1 << 16
+
+
 def _build(chain: str, text: str, words: list[str]) -> Rule:
+    key = (chain, text, *words)
+    rule = _BUILT.get(key)
+    if rule is None:
+        rule = _build_rule(chain, text, words)
+        if len(_BUILT) >= _BUILT_MAX:
+            _BUILT.clear()
+        _BUILT[key] = rule
+    return rule
+
+
+def _build_rule(chain: str, text: str, words: list[str]) -> Rule:
     conds: list[Cond] = []
     rule = Rule(chain=chain, text=text if text.startswith("-A") else f"-A {chain} " + " ".join(words), conds=conds, target=None)
     module = None
