@@ -14,6 +14,8 @@ from typing import Callable
 from labkit.apiserver.client import ApiResource, Client
 from labkit.apiserver.errors import ApiError
 
+IDLE_WAIT = 10.0        # seconds an informer waits for its watch's next event before looking again
+
 
 def object_key(obj: dict) -> str:
     meta = obj.get("metadata") or {}
@@ -131,8 +133,11 @@ class Informer:
         self._watch = watch
         self._listing = False
         try:
+            # stop() sets _stop, then stops the watch it finds: the watch is either found there or
+            # _stop is seen here, so next() needs no short timeout to notice a stop (each wake-up
+            # of each informer of an idle lab cost CPU for nothing)
             while not self._stop.is_set():
-                event = watch.next(0.5)
+                event = watch.next(IDLE_WAIT)
                 if event is None:
                     if watch.ended:
                         return True
