@@ -732,11 +732,11 @@ def judge_mutating_webhook(ctx, obs) -> object:
                     raise CheckFailed(f"a Pod created{own} in {name} came back with labels nobody asked for ("
                                       f"{', '.join(extra)}): add the one label, nothing else", observed=got)
                 stored = obs["probes"].get(f"{name}/{case}/stored")
-                # the stored creation must come back as its dry run did: the exercise's label and the Pod's own
-                # (only the student's webhooks are asked here, so what the lab's pod-defaults adds is not compared)
+                # the stored creation must come back as its dry run did: the exercise's label and the Pod's own,
+                # nothing more (only the student's webhooks are asked here, so nothing the lab's pod-defaults
+                # adds is expected)
                 wanted = {**(labels or {}), label: got.get(label)}
-                if stored is not None and (stored["code"] != 201
-                                           or any((stored["labels"] or {}).get(k) != v for k, v in wanted.items())):
+                if stored is not None and (stored["code"] != 201 or (stored["labels"] or {}) != wanted):
                     result = (f"would fail: {stored['code']}: {stored['message']}" if stored["code"] != 201 else
                               "would come back with other labels than its dry run")
                     extra = {"observed": stored["labels"]} if stored["code"] == 201 else {}

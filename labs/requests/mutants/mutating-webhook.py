@@ -130,8 +130,22 @@ def mutants(ctx):
     # what the webhook answered, one Pod at a time
     later = {n["name"] for n in checks.later_namespaces(enabler)}
     for key, probe in sorted(obs["probes"].items()):
-        where, case = key.split("/")
+        where, case, *stored = key.split("/")
         got = probe["labels"] or {}
+        if stored:
+            # the same creation, not a dry run (stored): it must come back as its dry run did
+            for name, labels in (("label-missing", {k: v for k, v in got.items() if k != label}),
+                                 ("label-value", {**got, label: value[:-1]}),
+                                 ("one-more-label", {**got, "example.com/extra": "x"})):
+                yield Mutant(f"probe:{key}:{name}", f"the Pod {case} created in {where}, stored, came back with {labels}",
+                             names=("not a dry run", "other labels than its dry run"),
+                             observation={**obs, "probes": {**obs["probes"], key: {**probe, "labels": labels}}})
+            yield Mutant(f"probe:{key}:error", f"creating the Pod {case} in {where}, stored, failed",
+                         names=("not a dry run", "would fail"),
+                         observation={**obs, "probes": {**obs["probes"], key: {"code": 500, "labels": None,
+                                                                               "message": "Internal error occurred",
+                                                                               "rest": None}}})
+            continue
         if where in later:
             # what the webhook answers for a namespace made later with the label (the dispatcher's
             # call): the label missing there (a webhook that decides by the namespace's name), an error
