@@ -1,7 +1,7 @@
 """Reading the audit log as checks do: `received_at` reads labkit's fixed timestamp layout without
 time.strptime and gives the same seconds; `read_since` (Target.audit) gives what filtering `read`
-gives, reading again only what was appended since its last call and parsing each line once for the
-earliest time asked (the events are shared by the calls)."""
+gives, reading again only what was appended since its last call, parsing each line once for the
+earliest time asked and none before it or of a user left out (the events are shared by the calls)."""
 
 from __future__ import annotations
 
@@ -56,19 +56,50 @@ def test_read_since_is_read_filtered_and_reads_only_what_was_appended(tmp_path, 
     assert audit.read_since(log, 0) == whole and parsed == []
 
 
-def test_read_since_parses_each_line_once_for_the_earliest_time_asked(tmp_path, monkeypatch):
+def test_read_since_parses_each_line_once_and_none_before_the_time_asked(tmp_path, monkeypatch):
     log = tmp_path / "audit.log"
     log.write_text("".join(_event(n, 1000.0 + n) for n in range(6)))
     parsed = []
     real_loads = json.loads
     monkeypatch.setattr(audit.json, "loads", lambda text: parsed.append(text) or real_loads(text))
     first = audit.read_since(log, 1003)
-    assert [e["auditID"] for e in first] == ["3", "4", "5"] and len(parsed) == 6   # each line, for its time
+    assert [e["auditID"] for e in first] == ["3", "4", "5"]
+    assert [real_loads(p)["auditID"] for p in parsed] == ["3", "4", "5"]     # the earlier lines never parsed
     for since in (1003, 1004, 1005, 1003):      # a check asks again and again: nothing is parsed again
         assert audit.read_since(log, since) == [e for e in first if audit.received_at(e) >= since]
-    assert len(parsed) == 6
-    assert audit.read_since(log, 1001)[2] is first[0]     # earlier: those lines parsed, the others shared
-    assert [real_loads(p)["auditID"] for p in parsed[6:]] == ["1", "2"]
+    assert len(parsed) == 3
+    assert [e["auditID"] for e in audit.read_since(log, 1001)] == ["1", "2", "3", "4", "5"]   # earlier: read again
+
+
+def _by(n: int, at: float, user: str, body: dict | None = None) -> str:
+    """A line as AuditLog.write writes it: the event's keys in its order, a body after the user."""
+    event = {"kind": "Event", "apiVersion": "audit.k8s.io/v1", "level": "Request", "auditID": str(n),
+             "stage": "ResponseComplete", "requestURI": '/api/v1/x?q="user":{"username":"ctl"}', "verb": "create",
+             "user": {"username": user, "groups": ["system:authenticated"]}, "sourceIPs": ["127.0.0.1"]}
+    if body is not None:
+        event["requestObject"] = body
+    event["requestReceivedTimestamp"] = audit._timestamp(at)
+    event["stageTimestamp"] = audit._timestamp(at + 0.5)
+    event["annotations"] = {"note": '"requestReceivedTimestamp":"1970-01-01T00:00:00Z"'}
+    return json.dumps(event, separators=(",", ":"), ensure_ascii=False) + "\n"
+
+
+def test_read_since_leaves_out_the_users_asked_without_parsing_their_lines(tmp_path, monkeypatch):
+    log = tmp_path / "audit.log"
+    hidden = {"user": {"username": "ctl"}, "requestReceivedTimestamp": "2031-01-01T00:00:00Z"}
+    log.write_text(_by(1, 2000.0, "ctl") + _by(2, 2001.0, "alice", {"spec": hidden})
+                   + _by(3, 2002.0, "ctl-2") + _by(4, 2003.0, 'ct"l') + _by(5, 2004.0, "ctl"))
+    parsed = []
+    real_loads = json.loads
+    monkeypatch.setattr(audit.json, "loads", lambda text: parsed.append(text) or real_loads(text))
+    got = audit.read_since(log, 2000.0, exclude_users=("ctl",))
+    # a body naming the left-out user, or carrying a later timestamp, is not the event's own
+    assert [e["auditID"] for e in got] == ["2", "3", "4"]
+    assert [real_loads(p)["auditID"] for p in parsed] == ["2", "3", "4"]
+    assert [e["auditID"] for e in audit.read_since(log, 2001.5, exclude_users=("ctl",))] == ["3", "4"]
+    assert [audit.received_at(e) for e in got] == [2001.0, 2002.0, 2003.0]
+    everyone = [e["auditID"] for e in audit.read_since(log, 0)]
+    assert everyone == ["1", "2", "3", "4", "5"] == [e["auditID"] for e in audit.read(log)]
 
 
 def test_read_since_reads_a_replaced_log_from_its_start(tmp_path):
