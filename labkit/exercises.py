@@ -21,7 +21,9 @@ dicts: reports render values themselves (labkit.grading.show_value).
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
@@ -175,6 +177,14 @@ def write_answer(env, exercise_id: str, data) -> Path:
     return path
 
 
+def failure_digest(message: str) -> str:
+    """What tells two failures of an exercise apart (CheckContext.count_wrong_answer): a digest of
+    the check's message with its numbers left out (times and process ids change by themselves,
+    and a message that says how many wrong answers were checked would differ at every check).
+    A digest: what is stored tells nothing of the answer or the feedback."""
+    return hashlib.sha256(re.sub(r"\d+", "#", message).encode()).hexdigest()[:16]
+
+
 class CheckContext:
     """What a check function receives."""
 
@@ -183,6 +193,7 @@ class CheckContext:
         self.lab = env.lab
         self.exercise = exercise
         self.params = dict(exercise.params)
+        self.counted = False        # the check counted its wrong answer itself (count_wrong_answer)
 
     @property
     def answer_path(self) -> Path:
@@ -272,8 +283,6 @@ class CheckContext:
         outcome, once there is one (labkit.predictions.graded_text): an answer file edited after that
         grades the kept copy again, and is no different answer. Otherwise the answer file as it is
         (line ends read as the kept copy reads them)."""
-        import hashlib
-
         from labkit import predictions
         text, _ = predictions.graded_text(self.lab.id, self.exercise.id)
         if text is not None:
@@ -286,9 +295,20 @@ class CheckContext:
         data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         return hashlib.sha256(data).hexdigest()[:16]
 
-    def count_wrong_answer(self) -> int:
-        """Record the graded answer as a wrong one; how many different wrong answers were checked."""
-        return self.env.state.answer_tries(self.exercise.id, self.graded_digest())
+    def count_wrong_answer(self, failure: str | None = None) -> int:
+        """Record the graded answer as a wrong one; how many different wrong answers were checked.
+
+        A wrong answer is different when the answer graded differs or, with `failure` (the
+        check's feedback on it), when that feedback differs (failure_digest): an answer that names
+        live state (a kubeconfig's path) stays the same while the student changes what it names.
+        run_check counts a failure with its message; a check whose feedback says the count
+        (grid_feedback) counts while it judges, before its message exists: the answer alone, its
+        failure being that the answer is not right. run_check then does not count it again."""
+        self.counted = True
+        attempt = self.graded_digest()
+        if failure is not None:
+            attempt += "." + failure_digest(failure)
+        return self.env.state.answer_tries(self.exercise.id, attempt)
 
     def grid_feedback(self, wrong: list[str], total: int, what: str = "entries",
                       advice: str = "observe each case in the live lab before you change it",
@@ -361,8 +381,8 @@ def run_check(env, exercise, down_reason: str | None = None) -> CheckResult:
             result = ctx.error(f"check {exercise.check} crashed: {type(exc).__name__}: {exc}",
                                traceback=traceback.format_exc())
     unread = result.details.get("malformed") or result.details.get("missing")
-    if result.status == FAIL and exercise.answer and ctx.answer_path.is_file() and not unread:
-        ctx.count_wrong_answer()        # every wrong answer checked is counted, whatever the check says about it
+    if result.status == FAIL and exercise.answer and ctx.answer_path.is_file() and not unread and not ctx.counted:
+        ctx.count_wrong_answer(result.message)      # every wrong answer checked is counted, with what it was told
     if result.status == PASS and exercise.answer:
         tried = env.state.wrong_answers_checked(exercise.id)
         if tried:       # an answer found by trying shows in the report (CheckContext.grid_feedback)

@@ -144,13 +144,16 @@ class LabState:
             data[ex] = round(time.time(), 6)
         write_json_atomic(self.dir / "ready.json", data)
 
-    def answer_tries(self, exercise_id: str, answer_digest: str) -> int:
-        """Record that an answer (by its digest) was checked and found wrong; how many different
-        wrong answers of the exercise were checked while the lab existed (resets included)."""
+    def answer_tries(self, exercise_id: str, attempt: str) -> int:
+        """Record that a wrong answer was checked; how many different wrong answers of the
+        exercise were checked while the lab existed (resets included). `attempt` tells them apart
+        (CheckContext.count_wrong_answer): the answer's digest, and the digest of the failure
+        it was told after a dot when that counts too; a record kept before failures were told
+        apart holds answers' digests alone, and is read the same way."""
         data = _read_json(self.dir / "tries.json", {})
         seen = data.get(exercise_id) or []
-        if answer_digest not in seen:
-            seen.append(answer_digest)
+        if attempt not in seen:
+            seen.append(attempt)
             data[exercise_id] = seen
             write_json_atomic(self.dir / "tries.json", data)
         return len(seen)

@@ -278,3 +278,90 @@ def test_run_makes_the_answers_directory_for_the_student_who_ran_sudo(labs):
     labkit("run", "parts", env={**os.environ, "SUDO_UID": "65534", "SUDO_GID": "65534"}, check=0)
     for directory in (answers, answers / "parts"):
         assert directory.is_dir() and (directory.stat().st_uid, directory.stat().st_gid) == (65534, 65534)
+
+
+NAMED_YAML = """\
+id: named
+title: named lab
+summary: answers that name live state, and a prediction grid
+exercises:
+  - id: path
+    title: Name the file
+    points: 1
+    prompt: Write `right` into a file, and name that file in your answer.
+    answer: "file: the path of the file you wrote"
+    check: check_path
+  - id: grid
+    title: Predict
+    points: 1
+    prompt: Predict the number in the lab's number file.
+    answer: "value: the number"
+    check: check_grid
+"""
+
+NAMED_CHECKS = '''
+from pathlib import Path
+
+
+def check_path(ctx):
+    path = Path(ctx.answer_field(ctx.answer(), "file", str))
+    text = path.read_text().strip() if path.is_file() else ""
+    checks = ctx.env.dir / "checks"              # a number that changes at every check, as a time does
+    checks.write_text(str(int(checks.read_text()) + 1 if checks.exists() else 1))
+    if text == "right":
+        return ctx.passed("the file says right")
+    return ctx.failed(f"the file {path} says {text or 'nothing'!r}, not right (check {checks.read_text()} of this lab)")
+
+
+def check_grid(ctx):
+    if ctx.answer_field(ctx.answer(), "value", int) == 7:
+        return ctx.passed("7 is the number")
+    return ctx.failed(ctx.grid_feedback(["value"], 1, "values") + " (see the number file)")
+'''
+
+
+def test_wrong_answers_that_differ_only_in_the_live_state_they_name_are_counted_apart(tmp_path, monkeypatch):
+    """The answer names a file whose content the student changes: five different wrong contents
+    behind one answer file are five different wrong answers (they counted as one when only the
+    answer file's text was compared); the same state checked again, with only a number in the
+    feedback changed, is no new one. A check that counts while it judges (grid_feedback) is not
+    counted again by run_check, and a record of answers' digests alone (as kept before failures
+    were told apart) reads and goes on as it did."""
+    import hashlib
+
+    from labkit.state import LabState
+    root = tmp_path / "labs"
+    (root / "named").mkdir(parents=True)
+    (root / "named" / "lab.yaml").write_text(NAMED_YAML)
+    (root / "named" / "lab.py").write_text("def up(env):\n    pass\n")
+    (root / "named" / "checks.py").write_text(NAMED_CHECKS)
+    monkeypatch.setenv("LABKIT_LABS_PATH", str(root))
+    answers = Path(os.environ["LABKIT_ANSWERS_DIR"]) / "named"
+    labkit("run", "named", check=0)
+    target = tmp_path / "target"
+    answers.mkdir(parents=True, exist_ok=True)
+    (answers / "path.yaml").write_text(f"file: {target}\n")
+    grid = "value: 8\n"
+    (answers / "grid.yaml").write_text(grid)
+    state = LabState("named")
+    (state.dir / "tries.json").write_text(json.dumps({"grid": [hashlib.sha256(grid.encode()).hexdigest()[:16]]}))
+
+    def result(exercise: str) -> dict:
+        return next(r for r in report("named")["results"] if r["exercise"] == exercise)
+
+    for n, text in enumerate(["wrong", "left", "", "Right!", "rite"], start=1):
+        target.write_text(text)
+        for _ in range(2):                      # checked again as it is: no new wrong answer
+            failed = result("path")
+            assert failed["status"] == "fail" and "not right (check" in failed["message"], failed["message"]
+            assert state.wrong_answers_checked("path") == n
+    assert "(1 different wrong answer checked;" in result("grid")["message"]
+    assert state.wrong_answers_checked("grid") == 1
+    (answers / "grid.yaml").write_text("value: 9\n")
+    assert "(2 different wrong answers checked;" in result("grid")["message"]
+    assert state.wrong_answers_checked("grid") == 2
+    target.write_text("right")
+    passed = result("path")
+    assert passed["status"] == "pass" and passed["message"] == \
+        "the file says right (passed after 5 different wrong answers had been checked)", passed["message"]
+    labkit("cleanup", "--all", check=0)

@@ -126,6 +126,42 @@ def test_image_references_are_judged_by_upstreams_grammar():
         [False, True, False, True, True, True, False, True, True, False]
 
 
+def test_and_n_more_counts_requests_not_the_objects_they_name():
+    """A binding that grants the forbidden exercise's job more than its Role: the feedback names one
+    request and how many more there are, counting a request on any object once, whatever names
+    RBAC rules list (it said "(and 32 more)" for five requests: each request again for every name
+    the roles' resourceNames list), and a request on one named object (a rule's resourceNames) as
+    one."""
+    from types import SimpleNamespace
+
+    from labkit.exercises import CheckFailed
+    from labkit.labs import load_lab
+    from labkit.requests import reconstruct
+    lab = load_lab(REPO / "labs" / "requests")
+    checks = lab._load("checks.py")
+    ctx = SimpleNamespace(params=lab.exercise("forbidden").params, lab=lab, env=SimpleNamespace(lab=lab))
+    rbac = "rbac.authorization.k8s.io/v1"
+    role = {"apiVersion": rbac, "kind": "Role", "metadata": {"name": "more", "namespace": "shop"},
+            "rules": [{"apiGroups": [""], "resources": ["secrets", "configmaps"], "verbs": ["get", "list"]},
+                      {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["settings"],
+                       "verbs": ["delete"]}]}
+    binding = {"apiVersion": rbac, "kind": "RoleBinding", "metadata": {"name": "more", "namespace": "shop"},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "more"},
+               "subjects": [{"kind": "ServiceAccount", "name": "reporter", "namespace": "shop"}]}
+    objects = lab.environment_module().rbac_as_built() + [role, binding]
+    obs = {"rbac": objects, "space": {"namespaces": ["default", "dev", "shop"],
+                                      "resources": [["", "configmaps", True], ["", "pods", True],
+                                                    ["", "secrets", True]]}}
+    with pytest.raises(CheckFailed) as info:
+        checks.judge_forbidden(ctx, obs)
+    assert str(info.value) == ("the job can now get secrets in shop (and 4 more) — the RoleBinding shop/more (of the "
+                               "Role more) grants it: it must get what the Role pod-reader says and nothing more")
+    job = reconstruct.Subject.of(binding["subjects"][0])
+    space = reconstruct.Space.from_observation(obs["space"]).covering(objects, lab.environment_module().rbac_as_built())
+    grants = reconstruct.access([role, binding], job, space)        # what the old count counted, less one
+    assert len(checks._requests(grants)) == 5 < len(grants)
+
+
 def test_a_probe_the_outage_blocks_says_how_to_unblock_it_not_that_the_outage_is_unsolved():
     """The outage exercise passes with the backend still down (scoped right, the webhook fails closed
     for the application namespaces, as it must); mutating-webhook's probes in web are then refused

@@ -109,6 +109,22 @@ def _more(items, shown: int = 1) -> str:
     return f" (and {len(items) - shown} more)" if len(items) > shown else ""
 
 
+def _requests(grants) -> set:
+    """The grants as feedback counts requests: a request on one named object is left out when the
+    same request on any object (name "") is among them. A rule allows the name "" only when it
+    lists no resourceNames, and then every name (ResourceNameMatches,
+    pkg/apis/rbac/v1/evaluation_helpers.go), so `get pods in shop` stands for each Pod's get too;
+    access() lists every name RBAC rules name besides."""
+    anyname = {g[:4] for g in grants if not g[4]}
+    return {g for g in grants if not g[4] or g[:4] not in anyname}
+
+
+def _more_requests(grants) -> str:
+    """The "(and N more)" after the one request feedback names of `grants` (_pick): N counts the
+    other requests (_requests), not every object they name."""
+    return _more(_requests(grants))
+
+
 def _pick(grants, prefer=(), namespace=None) -> tuple:
     """The grant feedback names: of `prefer`'s resources first (in that order), in `namespace`,
     a plain verb (get, list, ... before the special ones)."""
@@ -173,7 +189,7 @@ def _others_gained(ctx, obs, target: reconstruct.Subject, before_objects, space,
         via = reconstruct.bindings_granting(current, other, gained)
         which = ", ".join(_binding_name(b) for b in sorted(via, key=_binding_name)) or "a change of a role"
         return (f"{which} also grants {other.label}: it may now "
-                f"{reconstruct.describe(_pick(gained))}{_more(gained)} — grant nothing to anyone else")
+                f"{reconstruct.describe(_pick(gained))}{_more_requests(gained)} — grant nothing to anyone else")
     return ""
 
 
@@ -325,7 +341,7 @@ def judge_alice(ctx, obs) -> object:
         # the x509 authenticator makes every O of the certificate a group of the user
         named = "system:masters" if "system:masters" in extra_groups else extra_groups[0]
         more = actual - expected
-        what = (f" — she may {reconstruct.describe(_pick(more, ('secrets',), ns))}{_more(more)}" if more else
+        what = (f" — she may {reconstruct.describe(_pick(more, ('secrets',), ns))}{_more_requests(more)}" if more else
                 ": whatever that group is given, she gets, and so does anyone else whose certificate names it")
         raise CheckFailed(f"the certificate in {path} has the organization (O) {named}: the API server puts {user} "
                           f"in the group {named}" + (", whose members may do everything without RBAC being asked"
@@ -340,18 +356,19 @@ def judge_alice(ctx, obs) -> object:
         where = f" — through {', '.join(_binding_name(b) for b in via)}" if via else ""
         if writes:
             g = _pick(writes, ("configmaps", "pods"), ns)
-            raise CheckFailed(f"{user} can write: she may {reconstruct.describe(g)}{_more(writes)}{where}. Read-only "
-                              "means get, list and watch, and only what a read-only user may read",
-                              observed=f"{len(extra)} requests she may make beyond what view grants in {ns}",
+            raise CheckFailed(f"{user} can write: she may {reconstruct.describe(g)}{_more_requests(writes)}{where}. "
+                              "Read-only means get, list and watch, and only what a read-only user may read",
+                              observed=f"{len(_requests(extra))} requests she may make beyond what view grants in {ns}",
                               observed_in=LIVE)
         if elsewhere:
             g = _pick(elsewhere, ("configmaps", "pods"), "default")
             raise CheckFailed(f"{user} can read in other namespaces or cluster-wide: she may "
-                              f"{reconstruct.describe(g)}{_more(elsewhere)}{where}. Her access is to {ns} only")
+                              f"{reconstruct.describe(g)}{_more_requests(elsewhere)}{where}. Her access is to {ns} "
+                              "only")
         if secrets:
             raise CheckFailed(f"{user} can read the secrets in {ns}: she may {reconstruct.describe(_pick(secrets))}"
-                              f"{_more(secrets)}{where}. The cluster's read-only role leaves Secrets out (they hold "
-                              "credentials that would let her do more)")
+                              f"{_more_requests(secrets)}{where}. The cluster's read-only role leaves Secrets out "
+                              "(they hold credentials that would let her do more)")
         # an example the server serves first: a rule's resource in a group that has no such
         # resource (cronjobs in the core group) reads like what view grants when its group is empty
         served = {(r.group, r.resource) for r in reconstruct.Space.from_observation(obs["space"]).resources}
@@ -359,13 +376,13 @@ def judge_alice(ctx, obs) -> object:
         described = reconstruct.describe(g)
         if (g[2], g[3]) not in served and not g[2]:
             described = described.replace(f" {g[3]} ", f" {g[3]} (of the core group, which serves none) ", 1)
-        raise CheckFailed(f"{user} may {described}{_more(extra)}{where}: more than read-only access to "
+        raise CheckFailed(f"{user} may {described}{_more_requests(extra)}{where}: more than read-only access to "
                           f"{ns} — look at the roles your bindings grant (`kubectl auth can-i --list -n {ns} --as={user}`)")
     missing = expected - actual
     if missing:
         g = _pick(missing, ("pods", "configmaps"), ns)
-        raise CheckFailed(f"{user} cannot {reconstruct.describe(g)}{_more(missing)}: her read access to {ns} is "
-                          f"missing or partial (`kubectl auth can-i --list -n {ns} --as={user}`)"
+        raise CheckFailed(f"{user} cannot {reconstruct.describe(g)}{_more_requests(missing)}: her read access to "
+                          f"{ns} is missing or partial (`kubectl auth can-i --list -n {ns} --as={user}`)"
                           + _case_note(obs["rbac"], "User", user))
     other = _others_gained(ctx, obs, plain, built, space, "forbidden")
     if other:
@@ -405,12 +422,12 @@ def judge_forbidden(ctx, obs) -> object:
         via = reconstruct.bindings_granting(obs["rbac"], job, extra)
         where = f" — {', '.join(_binding_name(b) for b in via)} grants it" if via else ""
         g = _pick(extra, ("secrets", "configmaps"), ns)
-        raise CheckFailed(f"the job can now {reconstruct.describe(g)}{_more(extra)}{where}: it must get what the "
-                          f"Role {role_name} says and nothing more")
+        raise CheckFailed(f"the job can now {reconstruct.describe(g)}{_more_requests(extra)}{where}: it must get "
+                          f"what the Role {role_name} says and nothing more")
     missing = expected - actual
     if missing:
         g = _pick(missing, ("pods",), ns)
-        raise CheckFailed(f"the job is still forbidden to {reconstruct.describe(g)}{_more(missing)}. "
+        raise CheckFailed(f"the job is still forbidden to {reconstruct.describe(g)}{_more_requests(missing)}. "
                           f"`kubectl auth can-i list pods -n {ns} --as=system:serviceaccount:{ns}:{account}`, and "
                           "compare the binding's subject with the job's identity: kind, name and namespace"
                           + _case_note(obs["rbac"], "ServiceAccount", account))
