@@ -112,6 +112,26 @@ def test_wrong_fixes_fail_with_a_reason(running_lab):
     assert result.status == "fail" and "findings are not right" in result.message and "2 of" not in result.message
 
 
+def test_capabilities_listed_under_privileged_change_nothing_and_pass(running_lab):
+    """A privileged container gets every capability whatever securityContext.capabilities lists:
+    the CSI plugin made privileged with CAP_SYS_ADMIN added (or every capability dropped) runs
+    with the same capabilities as with privileged alone, publishes its mounts, and passes."""
+    lab, env = running_lab
+    node = Node(env)
+    path = env.dir / "pods" / "csi-node.yaml"
+    shipped = yaml.safe_load(path.read_text())
+    for capabilities in ({"add": ["SYS_ADMIN"]}, {"drop": ["ALL"]}):
+        pod = yaml.safe_load(yaml.safe_dump(shipped))
+        pod["spec"]["containers"][0]["securityContext"] = {"privileged": True, "capabilities": capabilities}
+        path.write_text(yaml.safe_dump(pod, sort_keys=False))
+        if node.pod("csi-node"):
+            node.delete("csi-node")
+        node.apply_all(load_pods(path))
+        assert kernel.status_mask(node.party("csi-node").pid) == kernel.status_mask("self"), capabilities
+        result = statuses(lab, "csi-plugin-publishes")["csi-plugin-publishes"]
+        assert result.status == "pass", (capabilities, result.message)
+
+
 def test_mounts_tools_on_the_live_node(tmp_path, running_lab):
     lab, env = running_lab
     pods = env.dir / "pods"

@@ -36,9 +36,13 @@ def mutants(ctx):
     yield mutant("read-only", "the volume mounted read-only",
                  spec.with_change(reference, lambda c: c["volumeMounts"][0].update(readOnly=True)), ("readOnly",))
 
-    def both(c):
-        c["securityContext"]["capabilities"] = {"add": ["SYS_ADMIN"]}
-    # a privileged container gets every capability anyway (containerd WithPrivileged ->
-    # WithAllCurrentCapabilities), but the refusal does not ask for the field: the plugin changed
-    yield mutant("privileged-and-sys-admin", "privileged, and CAP_SYS_ADMIN added too", spec.with_change(reference, both),
-                 ("capabilities",))
+    # a privileged container gets every capability whatever securityContext.capabilities lists
+    # (the CRI's LinuxContainerSecurityContext.privileged; containerd WithPrivileged): adding or
+    # dropping some there changes nothing the plugin can do
+    ignored = "a privileged container gets every capability: the runtime ignores securityContext.capabilities"
+    for name, capabilities in (("privileged-and-sys-admin", {"add": ["SYS_ADMIN"]}),
+                               ("privileged-and-drop-all", {"drop": ["ALL"]})):
+        def both(c, capabilities=capabilities):
+            c["securityContext"]["capabilities"] = capabilities
+        yield mutant(name, f"privileged, and capabilities {capabilities} too", spec.with_change(reference, both), (),
+                     equivalent=ignored)

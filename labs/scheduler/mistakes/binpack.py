@@ -70,7 +70,18 @@ def names_a_scheduler_no_profile_has(env):
     sol.create_batch(env, scheduler_name="binpacker")
 
 
-@mistake("before the configuration changed")
+@mistake("Score plugin", "at random")
+def disables_every_score_plugin(env):
+    """Disables every Score plugin of bin-packer, so that nothing favours the emptiest node: every
+    feasible node then scores alike and kube-scheduler picks one at random; the batch may even
+    land on two nodes by chance, but the profile does not pack."""
+    sol = _solution(env)
+    sol.configure(env, _config(env, packer={"schedulerName": "bin-packer",
+                                            "plugins": {"score": {"disabled": [{"name": "*"}]}}}))
+    sol.create_batch(env)
+
+
+@mistake("configuration change")
 def creates_the_batch_first(env):
     """Creates the batch with schedulerName bin-packer, then changes the profile: the Pods were
     placed by the profile as it was."""
