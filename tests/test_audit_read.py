@@ -98,6 +98,9 @@ def test_read_since_leaves_out_the_users_asked_without_parsing_their_lines(tmp_p
     assert [real_loads(p)["auditID"] for p in parsed] == ["2", "3", "4"]
     assert [e["auditID"] for e in audit.read_since(log, 2001.5, exclude_users=("ctl",))] == ["3", "4"]
     assert [audit.received_at(e) for e in got] == [2001.0, 2002.0, 2003.0]
+    # a first sieve on the line's text: only lines holding it are parsed (the body's text counts too)
+    del parsed[:]
+    assert [e["auditID"] for e in audit.read_since(log, 0, containing='"spec":')] == ["2"] and len(parsed) == 1
     everyone = [e["auditID"] for e in audit.read_since(log, 0)]
     assert everyone == ["1", "2", "3", "4", "5"] == [e["auditID"] for e in audit.read(log)]
 

@@ -53,13 +53,14 @@ class Target:
             raise LabkitError(f"kubectl {' '.join(args)}: {result.stderr.strip()}")
         return result.stdout
 
-    def audit(self, since: float = 0.0, exclude_users=()) -> list[dict] | None:
+    def audit(self, since: float = 0.0, exclude_users=(), containing: str = "") -> list[dict] | None:
         """The API server's audit events of requests received at `since` (seconds since the epoch)
-        or later, oldest first, but those of the users `exclude_users`; None on a real cluster.
+        or later, oldest first, but those of the users `exclude_users` (and with `containing`, only
+        events whose line holds that text: labkit.apiserver.audit.read_since); None on a real cluster.
         The events are shared with the other calls of this process: read them, never change them."""
         if not self.embedded:
             return None
-        return audit_log.read_since(self.state_dir / "audit.log", since, exclude_users)
+        return audit_log.read_since(self.state_dir / "audit.log", since, exclude_users, containing)
 
     def decisions(self, since: float = 0.0) -> list[dict] | None:
         """The controllers' decision log (garbage collector, namespace controller, ...) from
