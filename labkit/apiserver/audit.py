@@ -143,9 +143,10 @@ class RequestAudit:
 
 
 class _View:
-    """What this process has read of one audit log for one set of left-out users: the events of
-    requests received at `since` or later, parsed, in the file's order, and the byte offset read up
-    to (the file is only ever appended to while it is the same file)."""
+    """What this process has read of one audit log for one set of left-out users and one sieve
+    (read_since): the events of requests received at `since` or later, parsed, in the file's
+    order, and the byte offset read up to (the file is only ever appended to while it is the same
+    file)."""
 
     def __init__(self, identity: tuple[int, int], since: float):
         self.identity = identity
