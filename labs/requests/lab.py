@@ -278,10 +278,14 @@ def _audit_scene(env, c) -> None:
     anew at every build: the check reads the answer from the audit log."""
     reader, changer, deleter, other = random.sample(PEOPLE, 4)
     # the team's rights come from the ClusterRole edit, whose rules the clusterrole-aggregation
-    # controller gathers (clusterroleaggregation_controller.go syncClusterRole): the server starts it
-    # once it listens, and edit has no rules until then
-    _wait(lambda: (c.get_or_none(RBAC, "clusterroles", "edit") or {}).get("rules"),
-          "the clusterrole-aggregation controller to fill the ClusterRole edit", timeout=30.0)
+    # controller gathers (clusterroleaggregation_controller.go syncClusterRole) from the roles
+    # labelled aggregate-to-edit while the server's bootstrap policy is still creating them: edit
+    # may hold the writes of system:aggregate-to-edit before the reads of system:aggregate-to-view.
+    # So wait until the authorizer allows each person what the scene has them do (a
+    # SubjectAccessReview, as a client of a real cluster would ask)
+    _wait(lambda: all(_team_allowed(c, person, verb, ns) for person in PEOPLE
+                      for verb, ns in (("get", "shop"), ("patch", "shop"), ("delete", "shop"), ("delete", "dev"))),
+          "the clusterrole-aggregation controller to give the ClusterRole edit its rules", timeout=30.0)
     started = time.time()
     for ns in ("shop", "dev"):
         if c.get_or_none("v1", "configmaps", "prices", ns) is None:
@@ -292,6 +296,15 @@ def _audit_scene(env, c) -> None:
     person_client(env, deleter, c).delete("v1", "configmaps", "prices", "shop")
     story = {"reader": reader, "changer": changer, "deleter": deleter, "dev_deleter": other}
     (Path(env.dir) / AUDIT_FILE).write_text(json.dumps({"started": started, "story": story}) + "\n")
+
+
+def _team_allowed(c, person: str, verb: str, namespace: str) -> bool:
+    """Whether the authorizer allows a person of the team `verb` on configmaps in `namespace`."""
+    review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+              "spec": {"user": person, "groups": [TEAM_GROUP, "system:authenticated"],
+                       "resourceAttributes": {"namespace": namespace, "verb": verb, "resource": "configmaps"}}}
+    answer = c.create("authorization.k8s.io/v1", "subjectaccessreviews", review)
+    return bool((answer.get("status") or {}).get("allowed"))
 
 
 def audit_story(env) -> dict:
