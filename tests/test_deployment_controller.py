@@ -267,8 +267,12 @@ def test_scaling_events_and_pod_events(server):
     pods = sorted(p["metadata"]["name"] for p in c.list("v1", "pods", NS, "app=ev")[0])
     assert sorted(e["message"] for e in created) == [f"Created pod: {p}" for p in pods]
     pod_events = c.list("v1", "events", NS, field_selector=f"involvedObject.name={pods[0]}")[0]
-    assert [e["reason"] for e in sorted(pod_events, key=lambda e: e["metadata"]["name"])] == [
-        "Scheduled", "Pulled", "Created", "Started"]
+    reasons = [e["reason"] for e in sorted(pod_events, key=lambda e: e["metadata"]["name"])]
+    assert sorted(reasons) == ["Created", "Pulled", "Scheduled", "Started"]
+    # the kubelet's in its order; the scheduler records Scheduled once the binding is stored
+    # (schedule_one.go bindingCycle), and the kubelet, told of the binding by its watch, may record
+    # its first event before that (whole-suite run 19)
+    assert [r for r in reasons if r != "Scheduled"] == ["Pulled", "Created", "Started"]
 
 
 def test_a_rollout_that_makes_no_progress_exceeds_its_deadline(no_node):
