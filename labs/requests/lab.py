@@ -279,10 +279,11 @@ def _audit_scene(env, c) -> None:
     reader, changer, deleter, other = random.sample(PEOPLE, 4)
     # the team's rights come from the ClusterRole edit, whose rules the clusterrole-aggregation
     # controller gathers (clusterroleaggregation_controller.go syncClusterRole) from the roles
-    # labelled aggregate-to-edit while the server's bootstrap policy is still creating them: edit
-    # may hold the writes of system:aggregate-to-edit before the reads of system:aggregate-to-view.
-    # So wait until the authorizer allows each person what the scene has them do (a
-    # SubjectAccessReview, as a client of a real cluster would ask)
+    # labelled aggregate-to-edit once the server listens. One of them, view, is aggregated itself
+    # (from aggregate-to-view): synced before view, edit holds system:aggregate-to-edit's writes
+    # without view's reads until view's update brings them. So wait until the authorizer allows
+    # each person what the scene has them do (a SubjectAccessReview, as a client of a real cluster
+    # would ask)
     _wait(lambda: all(_team_allowed(c, person, verb, ns) for person in PEOPLE
                       for verb, ns in (("get", "shop"), ("patch", "shop"), ("delete", "shop"), ("delete", "dev"))),
           "the clusterrole-aggregation controller to give the ClusterRole edit its rules", timeout=30.0)
