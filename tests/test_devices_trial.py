@@ -39,6 +39,8 @@ class _Session:
         self.waits.append((seconds, held))
         return held
 
+    wait_for_plugin = wait
+
     def lists(self, resource):
         return self.messages
 

@@ -40,6 +40,7 @@ from labkit.devices.kubelet import Kubelet
 
 PLUGIN_TAG = "plugin"
 POLL = 0.02
+BUSY_STRETCH = 5        # wait_for_plugin: a plugin kept busy gets at most this many times its time
 
 
 class Session:
@@ -123,6 +124,47 @@ class Session:
                 return bool(condition())
             time.sleep(POLL)
         return bool(condition())
+
+    def wait_for_plugin(self, condition: Callable[[], object], seconds: float) -> bool:
+        """Wait for `condition`, something the plugin has `seconds` to do, counted in the plugin's
+        own time: while a thread of the plugin is running, waiting for a CPU or reading the disk
+        (plugin_busy), the deadline moves on by that time, up to BUSY_STRETCH times `seconds` in all.
+        On a loaded machine a plugin that is still importing grpc, or has not been given a CPU
+        since kubelet.sock changed, is not judged late; an idle plugin's deadline does not move,
+        so a plugin that never does it is judged after `seconds`."""
+        start = last = time.monotonic()
+        deadline, most = start + seconds, start + BUSY_STRETCH * seconds
+        while True:
+            if condition():
+                return True
+            if self.exited is not None:
+                return bool(condition())
+            now = time.monotonic()
+            if self.plugin_busy():
+                deadline = min(most, deadline + (now - last))
+            last = now
+            if now >= deadline:
+                return bool(condition())
+            time.sleep(POLL)
+
+    def plugin_busy(self) -> bool:
+        """Whether a thread of the plugin is running or runnable (state R in /proc/PID/task/TID/stat)
+        or in an uninterruptible wait (D: reading its modules from disk)."""
+        if self.process is None:
+            return False
+        tasks = Path(f"/proc/{self.process.pid}/task")
+        try:
+            tids = os.listdir(tasks)
+        except OSError:
+            return False
+        for tid in tids:
+            try:
+                line = (tasks / tid / "stat").read_bytes()
+            except OSError:
+                continue
+            if line[line.rindex(b")") + 2:][:1] in (b"R", b"D"):
+                return True
+        return False
 
     def streams_settled(self, seconds: float = 1.0) -> None:
         """Once the plugin has exited, wait (`seconds` at most) until kubelet has seen the

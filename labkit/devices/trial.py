@@ -31,7 +31,7 @@ def _kept(devices: list[dict]) -> list[tuple]:
 def run(session, resource: str, *, broken: str | None = None, pod: int = 0, restart: bool = False) -> list[dict]:
     steps = []
     with session as s:
-        s.wait(lambda: s.lists(resource) >= 1 or any(r["error"] for r in s.registrations()), REGISTER_S)
+        s.wait_for_plugin(lambda: s.lists(resource) >= 1 or any(r["error"] for r in s.registrations()), REGISTER_S)
         if not s.lists(resource):
             # refused (or nothing yet): a plugin whose Register failed usually ends; show its exit
             s.wait(lambda: s.exited is not None, SETTLE_S)
@@ -43,7 +43,7 @@ def run(session, resource: str, *, broken: str | None = None, pod: int = 0, rest
             for health in ("Unhealthy", "Healthy"):
                 before = s.lists(resource)
                 s.set_health({broken: health})
-                sent = s.wait(lambda: s.lists(resource) > before, CHANGE_S)
+                sent = s.wait_for_plugin(lambda: s.lists(resource) > before, CHANGE_S)
                 if sent:        # the list that says so (a plugin may send it in more than one message)
                     s.wait(lambda: any(d["ID"] == broken and d["health"] == health for d in s.devices(resource)),
                            SETTLE_S)
@@ -60,8 +60,8 @@ def run(session, resource: str, *, broken: str | None = None, pod: int = 0, rest
             s.kubelet.restart()
             steps.append(_step("kubelet restarted", node=s.node(), files=sorted(p.name for p in s.kubelet.directory.iterdir())))
             # a registration with the restarted kubelet, then a device list on the stream it opened
-            again = s.wait(lambda: len(s.registrations()) > count, CHANGE_S)
-            listed = again and s.wait(lambda: s.lists(resource) >= 1, CHANGE_S)
+            again = s.wait_for_plugin(lambda: len(s.registrations()) > count, CHANGE_S)
+            listed = again and s.wait_for_plugin(lambda: s.lists(resource) >= 1, CHANGE_S)
             if listed:          # the plugin's list as it was before the restart, if it sends that
                 s.wait(lambda: _kept(s.devices(resource)) == listed_before, SETTLE_S)
             held = {uid: {c: {r: a.devices for r, a in rs.items()} for c, rs in cs.items()}
