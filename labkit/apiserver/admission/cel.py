@@ -34,6 +34,7 @@ import ast
 import functools
 import re
 import threading
+from collections import OrderedDict
 from urllib.parse import urlsplit
 
 import celpy
@@ -366,8 +367,47 @@ def _error_text(exc: celpy.CELEvalError) -> str:
     return message
 
 
-def evaluate(expression: str, activation: dict):
-    """The value of an expression (a celpy value), or EvaluationError."""
+# evaluate's results by (expression, the caller's name for the activation's data), least recently
+# used first: a celpy value, or the EvaluationError's message
+_RESULTS: OrderedDict[tuple[str, str], tuple[bool, object]] = OrderedDict()
+_RESULTS_MAX = 20000
+_RESULTS_LOCK = threading.Lock()
+
+
+def evaluate(expression: str, activation: dict | Activation, memo: str | None = None):
+    """The value of an expression (a celpy value), or EvaluationError.
+
+    With `memo`, a string the caller gives only to activations holding the same data (the JSON of
+    the objects, the request, params, namespace and the variables' expressions), the result is kept
+    and given again for the same expression and memo: CEL expressions here are functions of their
+    activation alone (no clock, no authorizer). labkit's reconstruction asks the same expressions
+    about the same requests under policies that differ in one other part (a near-miss of a policy,
+    another binding); values are shared, and callers only read them."""
+    if memo is None:
+        return _evaluate(expression, activation)
+    key = (expression, memo)
+    with _RESULTS_LOCK:
+        found = _RESULTS.get(key)
+        if found is not None:
+            _RESULTS.move_to_end(key)
+    if found is None:
+        try:
+            found = (True, _evaluate(expression, activation))
+        except EvaluationError as exc:
+            found = (False, str(exc))
+        with _RESULTS_LOCK:
+            _RESULTS[key] = found
+            if len(_RESULTS) > _RESULTS_MAX:
+                _RESULTS.popitem(last=False)
+    ok, value = found
+    if not ok:
+        raise EvaluationError(value)
+    return value
+
+
+def _evaluate(expression: str, activation: dict | Activation):
+    if isinstance(activation, Activation):
+        activation = activation.values()
     try:
         program = _compiled(expression)
     except celpy.CELParseError as exc:
@@ -420,40 +460,51 @@ def namespace_object(namespace: dict | None) -> dict | None:
     return {"metadata": meta, "spec": namespace.get("spec") or {}, "status": namespace.get("status") or {}}
 
 
-def activation(attrs, rt, params=None, namespace: dict | None = None) -> dict:
-    return {
-        "object": to_cel(attrs.obj),
-        "oldObject": to_cel(attrs.old),
-        "request": to_cel(attrs.admission_request(rt)),
-        "params": to_cel(params),
-        "namespaceObject": to_cel(namespace_object(namespace)),
-        "variables": celtypes.MapType({}),
-    }
+class Activation:
+    """What one request's expressions see (activation.go newActivation): its celpy values are made
+    when an expression is first evaluated, not when evaluate's memo gives every result."""
+
+    def __init__(self, attrs, rt, params=None, namespace: dict | None = None):
+        self._source = (attrs, rt, params, namespace)
+        self._values: dict | None = None
+        self.variables: dict = {}       # the composited variables so far: name -> celpy value or error
+
+    def values(self) -> dict:
+        if self._values is None:
+            attrs, rt, params, namespace = self._source
+            self._values = {
+                "object": to_cel(attrs.obj),
+                "oldObject": to_cel(attrs.old),
+                "request": to_cel(attrs.admission_request(rt)),
+                "params": to_cel(params),
+                "namespaceObject": to_cel(namespace_object(namespace)),
+            }
+        self._values["variables"] = celtypes.MapType(self.variables)
+        return self._values
 
 
-def add_variables(act: dict, variables: list[dict]) -> None:
+def add_variables(act: Activation, variables: list[dict], memo: str | None = None) -> None:
     """composition.go: each variable in order, able to use the ones before it; an error is kept as
-    the variable's value and surfaces in the expressions that use it."""
-    values = {}
-    for variable in variables or []:
-        act["variables"] = celtypes.MapType(values)
+    the variable's value and surfaces in the expressions that use it. `memo`: evaluate's, naming
+    the activation's data and every variable's expression."""
+    for index, variable in enumerate(variables or []):
         try:
-            value = evaluate(variable.get("expression", ""), act)
+            # the variables before this one only: a memo of its own
+            value = evaluate(variable.get("expression", ""), act, None if memo is None else f"{index} {memo}")
         except EvaluationError as exc:
             value = celpy.CELEvalError(str(exc))
-        values[celtypes.StringType(variable.get("name", ""))] = value
-    act["variables"] = celtypes.MapType(values)
+        act.variables[celtypes.StringType(variable.get("name", ""))] = value
 
 
 def match_conditions(conditions: list[dict], attrs, rt, failure_policy: str = "Fail",
-                     act: dict | None = None) -> bool:
+                     act: Activation | None = None, memo: str | None = None) -> bool:
     """matchconditions.Matcher.Match: any condition false -> no match; otherwise errors follow the
-    failure policy (Fail: an error, Ignore: no match)."""
-    act = act if act is not None else activation(attrs, rt)
+    failure policy (Fail: an error, Ignore: no match). `memo`: evaluate's."""
+    act = act if act is not None else Activation(attrs, rt)
     errors = []
     for condition in conditions:
         try:
-            value = evaluate(condition.get("expression", ""), act)
+            value = evaluate(condition.get("expression", ""), act, memo)
         except EvaluationError as exc:
             errors.append(str(exc))
             continue

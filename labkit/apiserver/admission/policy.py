@@ -206,16 +206,17 @@ class ValidatingPolicies:
         differ in a binding only) are taken from _DECISIONS rather than evaluated by celpy again."""
         from labkit.apiserver.admission import cel      # celpy takes seconds to import: only when a policy runs
         try:
-            key = json.dumps([spec, attrs.obj, attrs.old, attrs.admission_request(rt), param,
-                              cel.namespace_object(namespace)], sort_keys=True, separators=(",", ":"))
+            data = json.dumps([attrs.obj, attrs.old, attrs.admission_request(rt), param,
+                               cel.namespace_object(namespace)], sort_keys=True, separators=(",", ":"))
+            key = json.dumps(spec, sort_keys=True, separators=(",", ":")) + data
         except (TypeError, ValueError):      # not plain JSON data: evaluated, not kept
-            key = None
+            data = key = None
         with _DECISIONS_LOCK:
             found = _DECISIONS.get(key) if key is not None else None
             if found is not None:
                 _DECISIONS.move_to_end(key)
         if found is None:
-            decided = ValidatingPolicies._decide(spec, attrs, rt, param, namespace, cel)
+            decided = ValidatingPolicies._decide(spec, attrs, rt, param, namespace, cel, data)
             found = (decided[:-1], decided[-1])
             if key is not None:
                 with _DECISIONS_LOCK:
@@ -231,26 +232,32 @@ class ValidatingPolicies:
         return list(decisions)
 
     @staticmethod
-    def _decide(spec: dict, attrs: Attributes, rt, param, namespace, cel) -> list:
+    def _decide(spec: dict, attrs: Attributes, rt, param, namespace, cel, data: str | None = None) -> list:
         """_evaluate's work: the decisions, then (last) the audit annotations' values it produced
-        (key -> every value, in order)."""
+        (key -> every value, in order). `data`: the JSON of the activation's data, which lets
+        cel.evaluate give the result of an expression asked about the same data before (under
+        another policy: a near-miss that changed another of its expressions)."""
         annotations: dict[str, list[str]] = {}
         fail = (spec.get("failurePolicy") or "Fail") == "Fail"
         error_action = "Deny" if fail else "Admit"
-        act = cel.activation(attrs, rt, param, namespace)
+        act = cel.Activation(attrs, rt, param, namespace)
         conditions = spec.get("matchConditions") or []
+        variables = spec.get("variables") or []
+        # the activation before the variables are added (the match conditions'), and after
+        before = None if data is None else "match " + data
+        after = None if data is None else json.dumps(variables, sort_keys=True, separators=(",", ":")) + data
         if conditions:
             try:
-                if not cel.match_conditions(conditions, attrs, rt, act=act):
+                if not cel.match_conditions(conditions, attrs, rt, act=act, memo=before):
                     return [annotations]
             except cel.EvaluationError as exc:
                 return [(0, error_action, str(exc), ""), annotations]
-        cel.add_variables(act, spec.get("variables") or [])
+        cel.add_variables(act, variables, memo=after)
         decisions = []
         for index, validation in enumerate(spec.get("validations") or []):
             expression = validation.get("expression", "")
             try:
-                value = cel.evaluate(expression, act)
+                value = cel.evaluate(expression, act, after)
                 if not isinstance(value, cel.celtypes.BoolType):
                     raise cel.EvaluationError(f"expression '{expression}' resulted in error: no such overload")
             except cel.EvaluationError as exc:
@@ -262,7 +269,7 @@ class ValidatingPolicies:
             message = ""
             if validation.get("messageExpression"):
                 try:
-                    result = cel.evaluate(validation["messageExpression"], act)
+                    result = cel.evaluate(validation["messageExpression"], act, after)
                     if isinstance(result, str):       # celpy's StringType, or str from a concatenation
                         message = str(result).strip()
                         if "\n" in message or len(message) > 5 * 1024:
@@ -276,7 +283,7 @@ class ValidatingPolicies:
             decisions.append((index, "Deny", message, validation.get("reason") or "Invalid"))
         for annotation in spec.get("auditAnnotations") or []:
             try:
-                value = cel.evaluate(annotation.get("valueExpression", ""), act)
+                value = cel.evaluate(annotation.get("valueExpression", ""), act, after)
             except cel.EvaluationError as exc:
                 if fail:
                     decisions.append((0, "Deny", str(exc), ""))
