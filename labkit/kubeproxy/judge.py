@@ -308,7 +308,7 @@ def recent_lists(text: str) -> list[str]:
     return sorted(names)
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=512)
 def _reference_tracer(reference_text: str, local: tuple, memory: tuple) -> tuple[Tracer, dict]:
     """A tracer of the rules and the outcomes it gave, by probe: a check compares the live rules of
     each node with one reference, and the mutant run hundreds of near-misses (each of which its
