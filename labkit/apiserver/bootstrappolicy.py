@@ -18,7 +18,6 @@ v1.29+ does at `kubeadm init` (EnsureAdminClusterRoleBinding), the ClusterRoleBi
 
 from __future__ import annotations
 
-import copy
 from functools import lru_cache
 from pathlib import Path
 
@@ -27,6 +26,7 @@ import yaml
 from labkit.apiserver.errors import ApiError
 from labkit.apiserver.escalation import covers
 from labkit.apiserver.rbac import GROUP
+from labkit.jsondata import json_copy
 
 POLICY_FILE = Path(__file__).with_name("data") / "bootstrap-policy.yaml"
 API_VERSION = f"{GROUP}/v1"
@@ -78,11 +78,11 @@ def _policy() -> tuple[list[dict], list[dict]]:
 
 
 def cluster_roles() -> list[dict]:
-    return copy.deepcopy(_policy()[0])
+    return json_copy(_policy()[0])
 
 
 def cluster_role_bindings() -> list[dict]:
-    return copy.deepcopy(_policy()[1])
+    return json_copy(_policy()[1])
 
 
 def admin_binding() -> dict:

@@ -15,7 +15,6 @@ signer.go `signer.handle`, `signer.sign`, `signer.duration`; authority/policies.
 from __future__ import annotations
 
 import base64
-import copy
 import secrets
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -29,6 +28,7 @@ from labkit.apiserver import tables
 from labkit.apiserver.errors import (FieldError, RawJSON, field_forbidden, field_invalid, field_required,
                                      field_unsupported, invalid)
 from labkit.apiserver.resources import STATUS_VERBS, Strategy, Subresource
+from labkit.jsondata import json_copy
 
 KUBE_APISERVER_CLIENT = "kubernetes.io/kube-apiserver-client"
 LEGACY_UNKNOWN = "kubernetes.io/legacy-unknown"
@@ -221,7 +221,7 @@ class ApprovalSubresource(Subresource):
     verbs = STATUS_VERBS
 
     def prepare_for_update(self, new: dict, old: dict) -> dict:
-        new["spec"] = copy.deepcopy(old.get("spec") or {})
+        new["spec"] = json_copy(old.get("spec") or {})
         status = new.setdefault("status", {})
         if (old.get("status") or {}).get("certificate"):
             status["certificate"] = old["status"]["certificate"]
@@ -241,7 +241,7 @@ class CSRStatusSubresource(Subresource):
     verbs = STATUS_VERBS
 
     def prepare_for_update(self, new: dict, old: dict) -> dict:
-        new["spec"] = copy.deepcopy(old.get("spec") or {})
+        new["spec"] = json_copy(old.get("spec") or {})
         _stamp_conditions(new, old)
         errors = _validate(new, old, certificate=True)
         if errors:
@@ -276,7 +276,7 @@ class CertificateSigningRequestStrategy(Strategy):
         """PrepareForCreate's user.Info from the request (what the client sent is replaced)."""
         if not isinstance(obj, dict):
             return obj
-        obj = copy.deepcopy(obj)
+        obj = json_copy(obj)
         spec = obj.setdefault("spec", {})
         if not isinstance(spec, dict):
             return obj
@@ -289,8 +289,8 @@ class CertificateSigningRequestStrategy(Strategy):
         obj["status"] = {}       # users cannot create pre-approved requests
 
     def prepare_for_update(self, new, old):
-        new["spec"] = copy.deepcopy(old.get("spec") or {})
-        new["status"] = copy.deepcopy(old.get("status") or {})
+        new["spec"] = json_copy(old.get("spec") or {})
+        new["status"] = json_copy(old.get("status") or {})
 
     def validate(self, obj):
         return _validate(obj)

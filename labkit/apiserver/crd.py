@@ -16,11 +16,11 @@ and conversion webhooks (versions convert with the None strategy).
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 
 from labkit.apiserver.errors import FieldError, field_invalid, field_required, field_unsupported
+from labkit.jsondata import json_copy
 
 ROOT_FIELDS = ("apiVersion", "kind", "metadata")
 
@@ -63,7 +63,7 @@ def default(value, schema: dict):
     if isinstance(value, dict):
         for key, prop in (schema.get("properties") or {}).items():
             if key not in value and isinstance(prop, dict) and "default" in prop:
-                value[key] = copy.deepcopy(prop["default"])
+                value[key] = json_copy(prop["default"])
         extra = schema.get("additionalProperties")
         for key, child in value.items():
             prop = (schema.get("properties") or {}).get(key)

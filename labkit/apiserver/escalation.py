@@ -20,11 +20,11 @@ through the API (the request's user and attributes are in `authorizer.current_re
 
 from __future__ import annotations
 
-import copy
 
 from labkit.apiserver.authorizer import Attributes, current_request
 from labkit.apiserver.errors import forbidden, go_quote, internal, not_found
 from labkit.apiserver.rbac import GROUP, ResolutionError, RuleResolver, aggregate
+from labkit.jsondata import json_copy
 
 FULL_AUTHORITY = [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]},
                   {"verbs": ["*"], "nonResourceURLs": ["*"]}]
@@ -106,7 +106,7 @@ def compact_rules(rules: list[dict]) -> list[dict]:
             if key in simple:
                 simple[key]["verbs"] = simple[key]["verbs"] + list(rule["verbs"])
             else:
-                simple[key] = copy.deepcopy(rule)
+                simple[key] = json_copy(rule)
         else:
             compacted.append(rule)
     return compacted + list(simple.values())
@@ -152,11 +152,11 @@ def only_gc_fields_change(new: dict, old: dict | None) -> bool:
     resourceVersion, so these are compared from the stored object too.)"""
     if old is None:
         return False
-    candidate = copy.deepcopy(new)
+    candidate = json_copy(new)
     meta = candidate.setdefault("metadata", {})
     for key in _META_GC_FIELDS + ("managedFields", "resourceVersion"):
         if key in old.get("metadata", {}):
-            meta[key] = copy.deepcopy(old["metadata"][key])
+            meta[key] = json_copy(old["metadata"][key])
         else:
             meta.pop(key, None)
     return candidate == old

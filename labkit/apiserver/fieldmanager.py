@@ -26,13 +26,13 @@ struct, as they do when kube-apiserver compares typed objects.
 
 from __future__ import annotations
 
-import copy
 import functools
 import json
 import time
 from dataclasses import dataclass
 
 from labkit.apiserver.schema import Node
+from labkit.jsondata import json_copy
 
 # -- path elements -----------------------------------------------------------------------------
 # ("f", name) | ("k", ((key, value), ...)) | ("v", value) | ("i", index); rendered as fieldsV1
@@ -326,9 +326,9 @@ def merge(lhs, rhs, node: Node):
     if rhs is None:
         return None
     if lhs is None or node.is_leaf(rhs) or type(lhs) is not type(rhs):
-        return copy.deepcopy(rhs)
+        return json_copy(rhs)
     if isinstance(rhs, dict):
-        out = {k: copy.deepcopy(v) for k, v in lhs.items()}
+        out = {k: json_copy(v) for k, v in lhs.items()}
         for key, value in rhs.items():
             merged = merge(lhs.get(key), value, node.field(key))
             if merged is None:
@@ -364,7 +364,7 @@ def _merge_lists(lhs: list, rhs: list, node: Node) -> list:
         if li < len(lpes):
             pe = lpes[li]
             if pe not in right:
-                out.append(copy.deepcopy(left[pe]))
+                out.append(json_copy(left[pe]))
                 li += 1
                 continue
             if pe in merged_rhs:

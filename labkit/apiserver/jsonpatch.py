@@ -24,11 +24,11 @@ Every error is pkg/errors' Wrapf: "<message>: <cause>", the causes being `missin
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 
 from labkit.gojson import value_type
+from labkit.jsondata import json_copy
 
 MISSING, INVALID_INDEX, TEST_FAILED = "missing value", "invalid index referenced", "test failed"
 _ABSENT = object()     # an operation without the field (Go: no key in the Operation map)
@@ -190,7 +190,7 @@ def _from(op: dict) -> str:
 
 
 def _value(op: dict):
-    return copy.deepcopy(op["value"]) if "value" in op else _ABSENT
+    return json_copy(op["value"]) if "value" in op else _ABSENT
 
 
 def _null(value):
@@ -325,7 +325,7 @@ def _op_copy(doc, op):
     if container is None:
         raise _wrap(f"copy operation does not apply: doc is missing from path: {source}", MISSING)
     try:
-        value = copy.deepcopy(_get(container, key))
+        value = json_copy(_get(container, key))
     except PatchError as exc:
         raise PatchError(f"error in copy for from: '{source}': {exc}")
     try:
@@ -349,7 +349,7 @@ OPERATIONS = {"add": _op_add, "remove": _op_remove, "replace": _op_replace, "mov
 def apply(doc, ops: list) -> object:
     """Patch.Apply: the patched copy of `doc`, or PatchError with the library's message. An
     operation that is null is one without fields."""
-    doc = copy.deepcopy(doc)
+    doc = json_copy(doc)
     for op in ops:
         op = op if isinstance(op, dict) else {}
         kind = _kind(op)

@@ -19,7 +19,6 @@ Shapes follow kube-openapi's builders: in v3 a field of a struct type is
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import threading
@@ -28,6 +27,7 @@ from labkit.apiserver import discovery, gotypes, listtypes, models
 from labkit.apiserver.protobuf import length_delimited as field, varint_field
 from labkit.apiserver.resources import Catalog, ResourceType
 from labkit.apiserver.version import GIT_VERSION
+from labkit.jsondata import json_copy
 
 # the OpenAPI format of Go's plain scalar types (kube-openapi's openapi.go)
 _FORMATS = {"int32": "int32", "int64": "int64", "float64": "double", "[]byte": "byte"}
@@ -156,7 +156,7 @@ class Schemas:
         standard apiVersion, kind and metadata fields, and the List kind."""
         name = f"{_reverse_domain(rt.group)}.{rt.version}.{rt.kind}"
         typemeta = {f: describe("V1Deployment", f) for f in ("apiVersion", "kind", "metadata")}
-        schema = copy.deepcopy(rt.strategy.schema)
+        schema = json_copy(rt.strategy.schema)
         if not self.v3:
             schema = _to_v2(schema)
         properties = schema.setdefault("properties", {})

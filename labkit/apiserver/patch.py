@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 
 from labkit.apiserver import jsonpatch
@@ -21,6 +20,7 @@ from labkit.apiserver.errors import ApiError, bad_request, invalid_request
 from labkit.apiserver.jsonpatch import PatchError
 from labkit.apiserver.request import check_depth
 from labkit.gojson import value_type
+from labkit.jsondata import json_copy
 
 MAX_JSON_PATCH_OPERATIONS = 10000
 
@@ -49,7 +49,7 @@ def apply_json_patch(doc: dict, ops: list[dict]) -> dict:
 
 def merge_patch(target, patch):
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
+        return json_copy(patch)
     result = dict(target) if isinstance(target, dict) else {}
     for key, value in patch.items():
         if value is None:
@@ -70,14 +70,14 @@ def strategic_merge_patch(original: dict, patch: dict, node) -> dict:
     replaced."""
     if not isinstance(patch, dict):
         raise PatchError("strategic merge patch must be a JSON object")
-    result = _merge_map(copy.deepcopy(original), patch, node)
+    result = _merge_map(json_copy(original), patch, node)
     return {} if result is _DELETE else result
 
 
 def _merge_map(original, patch: dict, node):
     directive = patch.get("$patch")
     if directive == "replace":
-        return {k: copy.deepcopy(v) for k, v in patch.items() if k != "$patch"}
+        return {k: json_copy(v) for k, v in patch.items() if k != "$patch"}
     if directive == "delete":
         return _DELETE
     if directive not in (None, "merge"):
@@ -112,7 +112,7 @@ def _merge_map(original, patch: dict, node):
         elif isinstance(value, list) and child.kind == "list" and child.patch_key is not None:
             result[key] = _merge_list(result.get(key), value, child.patch_key or None, key, child.elem)
         else:
-            result[key] = copy.deepcopy(value)
+            result[key] = json_copy(value)
     for field, order in orders.items():
         if isinstance(result.get(field), list):
             result[field] = _apply_order(result[field], order, node.field(field).patch_key or None)
@@ -126,7 +126,7 @@ def _merge_map(original, patch: dict, node):
 def _merge_list(original, patch: list, merge_key: str | None, path: str, item_node) -> list:
     original = list(original) if isinstance(original, list) else []
     if any(isinstance(item, dict) and item.get("$patch") == "replace" for item in patch):
-        return [copy.deepcopy(i) for i in patch if not (isinstance(i, dict) and "$patch" in i)]
+        return [json_copy(i) for i in patch if not (isinstance(i, dict) and "$patch" in i)]
     if merge_key is None:
         result = original
         for item in patch:
@@ -154,7 +154,7 @@ def _merge_list(original, patch: list, merge_key: str | None, path: str, item_no
                     result[i] = merged
                 break
         else:
-            result.append(copy.deepcopy({k: v for k, v in item.items() if k != "$patch"}))
+            result.append(json_copy({k: v for k, v in item.items() if k != "$patch"}))
     return result
 
 

@@ -28,10 +28,10 @@ One reconstruction for every reader: the embedded API server's `pods/resize`
 
 from __future__ import annotations
 
-import copy
 
 from labkit.apiserver.errors import FieldError, field_forbidden, field_invalid
 from labkit.quantity import QuantityError, parse
+from labkit.jsondata import json_copy
 
 MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
 RESTART_CONTAINER = "RestartContainer"
@@ -76,7 +76,7 @@ def _sidecar(container: dict) -> bool:
 def prepare_resize(new: dict, old: dict) -> dict:
     """dropNonResizeUpdates + ResetObjectMetaForStatus + updatePodGeneration (see the module)."""
     new_spec, old_spec = new.get("spec") or {}, old.get("spec") or {}
-    result = copy.deepcopy(old)
+    result = json_copy(old)
     for key in ("resourceVersion", "managedFields"):     # what the request and its field manager set
         if key in (new.get("metadata") or {}):
             result["metadata"][key] = new["metadata"][key]
@@ -89,13 +89,13 @@ def prepare_resize(new: dict, old: dict) -> dict:
         sent, stored = _containers(new_spec, key), _containers(old_spec, key)
         if not same_shape or any(a.get("name") != b.get("name") for a, b in zip(sent, stored)):
             if sent or key in new_spec:
-                spec[key] = copy.deepcopy(new_spec.get(key))      # validation refuses it
+                spec[key] = json_copy(new_spec.get(key))      # validation refuses it
             continue
-        merged = copy.deepcopy(stored)
+        merged = json_copy(stored)
         for mine, theirs in zip(merged, sent):
             for field in ("resources", "resizePolicy"):
                 if field in theirs:
-                    mine[field] = copy.deepcopy(theirs[field])
+                    mine[field] = json_copy(theirs[field])
                 else:
                     mine.pop(field, None)
         if merged:
@@ -147,7 +147,7 @@ def _container_resize_errors(new: dict, old: dict, at: str) -> list[FieldError]:
 def _without_cpu_memory_changes(container: dict, old: dict) -> dict:
     """dropCPUMemoryResourcesFromContainer: the container with the old cpu and memory values (a
     list the old container did not have at all is dropped)."""
-    result = copy.deepcopy(container)
+    result = json_copy(container)
     resources = {}
     for which in ("limits", "requests"):
         before = _resource_list(old.get("resources"), which)
@@ -164,7 +164,7 @@ def _without_cpu_memory_changes(container: dict, old: dict) -> dict:
 def _same_container(a: dict, b: dict) -> bool:
     """apiequality.Semantic.DeepEqual for what a resize may touch: quantities by value."""
     def norm(c: dict) -> dict:
-        c = copy.deepcopy(c)
+        c = json_copy(c)
         resources = {}
         for which in ("limits", "requests"):
             values = _resource_list(c.get("resources"), which)

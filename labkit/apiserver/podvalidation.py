@@ -44,7 +44,6 @@ resizePolicy, ephemeral containers.
 
 from __future__ import annotations
 
-import copy
 import math
 import re
 from collections.abc import Callable
@@ -53,6 +52,7 @@ from labkit.apiserver.errors import (FieldError, RawJSON, field_forbidden, field
                                      field_unsupported)
 from labkit.apiserver.validation import dns1123_label_problems
 from labkit.quantity import Quantity, QuantityError
+from labkit.jsondata import json_copy
 
 # supportedPortProtocols
 PORT_PROTOCOLS = ("SCTP", "TCP", "UDP")
@@ -229,7 +229,7 @@ def with_defaults(spec: dict) -> dict:
     (pkg/apis/core/v1/defaults.go): a port without protocol is TCP (SetDefaults_ContainerPort), a
     resource with a limit and no request is requested at its limit (SetDefaults_Pod). For readers
     of Pod files, which did not go through the API server's decoding and defaulting."""
-    spec = copy.deepcopy(spec) if isinstance(spec, dict) else {}
+    spec = json_copy(spec) if isinstance(spec, dict) else {}
     for kind in ("containers", "initContainers"):
         for c in spec.get(kind) if isinstance(spec.get(kind), list) else []:
             if not isinstance(c, dict):

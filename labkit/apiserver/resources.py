@@ -9,7 +9,6 @@ from their CRD (`custom_resource_types`).
 
 from __future__ import annotations
 
-import copy
 import functools
 from dataclasses import dataclass, field
 from typing import Callable
@@ -18,6 +17,7 @@ from labkit.apiserver import models, tables
 from labkit.apiserver.errors import FieldError
 from labkit.apiserver.selectors import LabelSelector
 from labkit.apiserver.validation import dns1123_subdomain_problems
+from labkit.jsondata import json_copy
 
 READ_WRITE = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 NO_COLLECTION_DELETE = ["create", "delete", "get", "list", "patch", "update", "watch"]
@@ -63,7 +63,7 @@ class StatusSubresource(Subresource):
 
     def prepare_for_update(self, new: dict, old: dict) -> dict:
         if self.status_only:
-            result = copy.deepcopy(old)
+            result = json_copy(old)
             if "status" in new:
                 result["status"] = new["status"]
             else:
@@ -80,7 +80,7 @@ class StatusSubresource(Subresource):
             for part in parents:
                 source, target = source.get(part) or {}, target.setdefault(part, {})
             if last in source:
-                target[last] = copy.deepcopy(source[last])
+                target[last] = json_copy(source[last])
             else:
                 target.pop(last, None)
         return new
@@ -128,7 +128,7 @@ class ScaleSubresource(Subresource):
         return scale
 
     def set_replicas(self, obj: dict, replicas: int) -> dict:
-        result = copy.deepcopy(obj)
+        result = json_copy(obj)
         node = result
         *parents, last = self.spec_replicas.strip(".").split(".")
         for part in parents:
@@ -190,7 +190,7 @@ class Strategy:
     def prepare_for_update(self, new: dict, old: dict) -> None:
         if self.has_status():
             if "status" in old:
-                new["status"] = copy.deepcopy(old["status"])
+                new["status"] = json_copy(old["status"])
             else:
                 new.pop("status", None)
         if self.generation:

@@ -32,7 +32,6 @@ relies on.
 from __future__ import annotations
 
 import calendar
-import copy
 import json
 import math
 import time
@@ -40,6 +39,7 @@ import time
 from labkit.apiserver.errors import ApiError
 from labkit.apiserver.selectors import LabelSelector
 from labkit.controllers.base import KeyedController, controller_of, controller_ref
+from labkit.jsondata import json_copy
 
 CONTROLLER = "deployment"
 HASH_LABEL = "pod-template-hash"
@@ -70,7 +70,7 @@ def pod_template_hash(template: dict, collision_count: int | None = None) -> str
 
 
 def _template_without_hash(template: dict) -> dict:
-    template = copy.deepcopy(template or {})
+    template = json_copy(template or {})
     labels = (template.get("metadata") or {}).get("labels")
     if labels:
         labels.pop(HASH_LABEL, None)
@@ -331,7 +331,7 @@ class DeploymentController(KeyedController):
         cached = self.informers["deployments"].get(key)
         if cached is None:
             return
-        d = copy.deepcopy(cached)
+        d = json_copy(cached)
         ns, name = d["metadata"]["namespace"], d["metadata"]["name"]
         if (d.get("spec") or {}).get("selector") == {}:
             self.event(d, "Warning", "SelectingAll",
@@ -342,7 +342,7 @@ class DeploymentController(KeyedController):
         selector = _selector(d)
         if selector is None:
             return
-        rs_list = [copy.deepcopy(rs) for rs in self.claim(d, self.informers["replicasets"].list(ns), selector,
+        rs_list = [json_copy(rs) for rs in self.claim(d, self.informers["replicasets"].list(ns), selector,
                                                            "apps/v1", "replicasets")]
         if d["metadata"].get("deletionTimestamp"):
             new_rs, old_rss = self.all_replicasets(d, rs_list, create=False)
@@ -371,7 +371,7 @@ class DeploymentController(KeyedController):
         if cond is not None and cond.get("reason") == "ProgressDeadlineExceeded":
             return d
         paused_cond = cond is not None and cond.get("reason") == "DeploymentPaused"
-        status = copy.deepcopy(d.get("status") or {})
+        status = json_copy(d.get("status") or {})
         if d["spec"].get("paused") and not paused_cond:
             set_condition(status, new_condition("Progressing", "Unknown", "DeploymentPaused", "Deployment is paused"))
         elif not d["spec"].get("paused") and paused_cond:
@@ -400,7 +400,7 @@ class DeploymentController(KeyedController):
         ns, name = d["metadata"]["namespace"], d["metadata"]["name"]
         new_revision = max((revision(rs) for rs in old_rss), default=0) + 1
         if existing is not None:
-            rs = copy.deepcopy(existing)
+            rs = json_copy(existing)
             previous = _annotation(rs, REVISION)
             changed = set_new_replicaset_annotations(d, rs, new_revision, True)
             min_ready = (d.get("spec") or {}).get("minReadySeconds", 0)
@@ -415,7 +415,7 @@ class DeploymentController(KeyedController):
                                     f"{rs['metadata']['name']} (revision {previous}) → reuse it as revision "
                                     f"{_annotation(rs, REVISION)}")
                 return self.client.update("apps/v1", "replicasets", rs, ns)
-            status = copy.deepcopy(d.get("status") or {})
+            status = json_copy(d.get("status") or {})
             needs_update = self._set_revision(d, _annotation(rs, REVISION))
             if has_progress_deadline(d) and condition(status, "Progressing") is None:
                 set_condition(status, new_condition("Progressing", "True", "FoundNewReplicaSet",
@@ -426,11 +426,11 @@ class DeploymentController(KeyedController):
             return rs
         if not create:
             return None
-        template = copy.deepcopy((d.get("spec") or {}).get("template") or {})
+        template = json_copy((d.get("spec") or {}).get("template") or {})
         collision = (d.get("status") or {}).get("collisionCount")
         digest = pod_template_hash(template, collision)
         template.setdefault("metadata", {}).setdefault("labels", {})[HASH_LABEL] = digest
-        selector = copy.deepcopy((d.get("spec") or {}).get("selector") or {})
+        selector = json_copy((d.get("spec") or {}).get("selector") or {})
         selector.setdefault("matchLabels", {})[HASH_LABEL] = digest
         rs = {"apiVersion": "apps/v1", "kind": "ReplicaSet",
               "metadata": {"name": f"{name}-{digest}", "namespace": ns, "labels": dict(template["metadata"]["labels"]),
@@ -464,7 +464,7 @@ class DeploymentController(KeyedController):
             else:
                 message = f'Failed to create new replica set "{rs["metadata"]["name"]}": {exc.message}'
                 if has_progress_deadline(d):
-                    status = copy.deepcopy(d.get("status") or {})
+                    status = json_copy(d.get("status") or {})
                     set_condition(status, new_condition("Progressing", "False", "ReplicaSetCreateError", message))
                     self._update_status(d, status)
                 self.event(d, "Warning", "ReplicaSetCreateError", message)
@@ -477,7 +477,7 @@ class DeploymentController(KeyedController):
             if replicas > 0:
                 self.event(d, "Normal", "ScalingReplicaSet",
                            f"Scaled up replica set {created['metadata']['name']} from 0 to {replicas}")
-        status = copy.deepcopy(d.get("status") or {})
+        status = json_copy(d.get("status") or {})
         needs_update = self._set_revision(d, str(new_revision))
         if not already_exists and has_progress_deadline(d):
             set_condition(status, new_condition("Progressing", "True", "NewReplicaSetCreated",
@@ -501,7 +501,7 @@ class DeploymentController(KeyedController):
         """scaleReplicaSet: the new size and the replica annotations, and an event when the size changed."""
         old_scale = _replicas(rs)
         size_changes = old_scale != new_scale
-        updated = copy.deepcopy(rs)
+        updated = json_copy(rs)
         annotations_change = set_replicas_annotations(updated, _replicas(d), _replicas(d) + max_surge(d))
         if not size_changes and not annotations_change:
             return False, rs
@@ -721,7 +721,7 @@ class DeploymentController(KeyedController):
                   "unavailableReplicas": max(wanted - available, 0)}
         if (d.get("status") or {}).get("collisionCount") is not None:
             status["collisionCount"] = d["status"]["collisionCount"]
-        conditions = copy.deepcopy((d.get("status") or {}).get("conditions") or [])
+        conditions = json_copy((d.get("status") or {}).get("conditions") or [])
         if conditions:
             status["conditions"] = conditions
         if available >= _replicas(d) - max_unavailable(d):

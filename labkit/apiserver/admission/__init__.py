@@ -27,12 +27,12 @@ they asked for it and were called in the first round.
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 from typing import Callable
 
 from labkit.apiserver.errors import ApiError, forbidden
 from labkit.apiserver.trace import Trace
+from labkit.jsondata import json_copy
 
 # pkg/kubeapiserver/options/plugins.go, AllOrderedPlugins (v1.34)
 ALL_ORDERED_PLUGINS = (
@@ -209,23 +209,32 @@ class Chain:
 
     def _run(self, attrs: Attributes, phase: str) -> None:
         stage = "mutating-admission" if phase == "admit" else "validating-admission"
+        # the object as the last plugin left it, which the trace shows each in-tree mutating plugin's
+        # change against: copied once, and again only after a plugin changed it (or a webhook ran)
+        before = None
         for plugin in self.plugins:
             fn = getattr(plugin, phase)
             if fn is None or attrs.operation not in plugin.handles:
                 continue
-            before = copy.deepcopy(attrs.obj) if phase == "admit" and not plugin.name.endswith("Webhook") else None
+            traced = phase == "admit" and not plugin.name.endswith("Webhook")
+            if traced and before is None:
+                before = json_copy(attrs.obj)
             try:
                 fn(attrs)
             except ApiError as exc:
                 attrs.trace.add(stage, plugin.name, "rejected", exc.message, code=exc.code, round=attrs.round)
                 raise
-            if before is not None:
-                patch = json_patch_between(before, attrs.obj)
+            if traced:
+                patch = [] if before == attrs.obj else json_patch_between(before, attrs.obj)
+                if patch:
+                    before = None
                 attrs.trace.add(stage, plugin.name, "mutated" if patch else "admitted",
                                 f"{plugin.name} changed the object" if patch else
                                 f"{plugin.name} admitted the request unchanged", round=attrs.round,
                                 **({"patch": patch} if patch else {}))
-            elif not plugin.name.endswith("Webhook") and plugin.name != "ValidatingAdmissionPolicy":
+                continue
+            before = None           # a webhook may have changed the object
+            if not plugin.name.endswith("Webhook") and plugin.name != "ValidatingAdmissionPolicy":
                 attrs.trace.add(stage, plugin.name, "admitted", f"{plugin.name} admitted the request",
                                 round=attrs.round)
 
@@ -244,8 +253,8 @@ def json_patch_between(before, after, path: str = "") -> list[dict]:
         for key in after:
             if key not in before:
                 pointer = f"{path}/{str(key).replace('~', '~0').replace('/', '~1')}"
-                ops.append({"op": "add", "path": pointer, "value": copy.deepcopy(after[key])})
+                ops.append({"op": "add", "path": pointer, "value": json_copy(after[key])})
         return ops
     if before == after:
         return []
-    return [{"op": "replace", "path": path, "value": copy.deepcopy(after)}]
+    return [{"op": "replace", "path": path, "value": json_copy(after)}]

@@ -24,7 +24,6 @@ system:controller:certificate-controller, so leaving them unchecked decides as u
 
 from __future__ import annotations
 
-import copy
 
 from cryptography.x509.oid import NameOID
 
@@ -32,6 +31,7 @@ from labkit.apiserver.admission import Attributes, forbidden_by
 from labkit.apiserver.authorizer import Attributes as AuthzAttributes
 from labkit.apiserver.authorizer import Authorizer, current_request
 from labkit.apiserver.certificates import KUBE_APISERVER_CLIENT, parse_request, request_bytes
+from labkit.jsondata import json_copy
 
 GROUP = "certificates.k8s.io"
 PRIVILEGED_GROUP = "system:masters"
@@ -102,7 +102,7 @@ def certificate_subject_restriction(attrs: Attributes) -> None:
     if spec.get("signerName") != KUBE_APISERVER_CLIENT:
         return
     try:
-        request = parse_request(request_bytes(copy.deepcopy(attrs.obj)))
+        request = parse_request(request_bytes(json_copy(attrs.obj)))
     except ValueError as exc:
         raise forbidden_by(attrs, f"failed to parse CSR: {exc}")
     for attribute in request.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME):

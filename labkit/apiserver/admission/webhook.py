@@ -51,6 +51,7 @@ from labkit.apiserver.admission import Attributes
 from labkit.apiserver.availability import Unresolvable, resolve_endpoint
 from labkit.apiserver.errors import ApiError, bad_request, forbidden, internal, not_found, request_timeout_error
 from labkit.apiserver.selectors import LabelSelector
+from labkit.jsondata import json_copy
 
 MUTATING_KEY = "admissionregistration.k8s.io/mutatingwebhookconfigurations"
 VALIDATING_KEY = "admissionregistration.k8s.io/validatingwebhookconfigurations"
@@ -234,7 +235,7 @@ def _converted(registry, attrs: Attributes, other) -> Attributes:
     def convert(obj):
         if obj is None:
             return None
-        stored = attrs.rt.to_storage(copy.deepcopy(obj)) if attrs.rt.to_storage else copy.deepcopy(obj)
+        stored = attrs.rt.to_storage(json_copy(obj)) if attrs.rt.to_storage else json_copy(obj)
         return registry.present(other, stored)
     clone = copy.copy(attrs)
     clone.obj, clone.old = convert(attrs.obj), convert(attrs.old)
@@ -510,7 +511,7 @@ class MutatingWebhooks:
                     continue
                 self._call_one(attrs, invocation, i, state)
         finally:
-            state["last"] = copy.deepcopy(attrs.obj)
+            state["last"] = json_copy(attrs.obj)
 
     @staticmethod
     def _require_reinvoking(state: dict) -> None:

@@ -4,11 +4,11 @@
 
 from __future__ import annotations
 
-import copy
 
 from labkit.apiserver import crd, tables
 from labkit.apiserver.errors import field_invalid, field_required, field_unsupported
 from labkit.apiserver.resources import RESET_META_FOR_STATUS, ScaleSubresource, StatusSubresource, Strategy
+from labkit.jsondata import json_copy
 
 
 CRD_CLEANUP_FINALIZER = "customresourcecleanup.apiextensions.k8s.io"
@@ -112,7 +112,7 @@ class CustomResourceStrategy(Strategy):
     def prepare_for_update(self, new, old):
         if self.has_status():
             if "status" in old:
-                new["status"] = copy.deepcopy(old["status"])
+                new["status"] = json_copy(old["status"])
             else:
                 new.pop("status", None)
         new["metadata"]["generation"] = old["metadata"].get("generation", 1)

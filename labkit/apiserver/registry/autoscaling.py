@@ -4,11 +4,11 @@
 
 from __future__ import annotations
 
-import copy
 
 from labkit.apiserver import tables
 from labkit.apiserver.errors import field_invalid, field_required
 from labkit.apiserver.resources import StatusSubresource, Strategy
+from labkit.jsondata import json_copy
 
 
 # -- autoscaling: HorizontalPodAutoscalers (stored as autoscaling/v2) ------------------------------
@@ -43,7 +43,7 @@ def hpa_v1_to_v2(obj: dict) -> dict:
     """Convert_v1_HorizontalPodAutoscaler_To_autoscaling_HorizontalPodAutoscaler: the CPU target
     becomes a Resource metric; the other metrics, the behavior and the status travel in annotations."""
     import json
-    out = copy.deepcopy(obj)
+    out = json_copy(obj)
     out["apiVersion"], out["kind"] = "autoscaling/v2", "HorizontalPodAutoscaler"
     spec = out.setdefault("spec", {})
     annotations = out["metadata"].get("annotations") or {}
@@ -75,7 +75,7 @@ def hpa_v1_to_v2(obj: dict) -> dict:
 def hpa_v2_to_v1(obj: dict) -> dict:
     """Convert_autoscaling_HorizontalPodAutoscaler_To_v1_HorizontalPodAutoscaler."""
     import json
-    out = copy.deepcopy(obj)
+    out = json_copy(obj)
     out["apiVersion"], out["kind"] = "autoscaling/v1", "HorizontalPodAutoscaler"
     spec = out.setdefault("spec", {})
     annotations = dict(out["metadata"].get("annotations") or {})

@@ -5,7 +5,6 @@ PersistentVolumeClaims and Endpoints (pkg/registry/core/<kind>/strategy.go).
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import ipaddress
 
@@ -21,6 +20,7 @@ from labkit.apiserver.registry.pod import _pod_template_labels
 from labkit.apiserver.registry import serviceips
 from labkit.apiserver.registry.servicealloc import (NodePortAllocator, drop_type_dependent_node_ports,
                                                     patch_allocated_values)
+from labkit.jsondata import json_copy
 
 
 class ReplicationControllerStrategy(Strategy):
@@ -144,7 +144,7 @@ class ServiceStrategy(Strategy):
             # cluster IPs themselves were patched in begin_update)
             for key in ("ipFamilies", "ipFamilyPolicy"):
                 if not spec.get(key) and old_spec.get(key):
-                    spec[key] = copy.deepcopy(old_spec[key])
+                    spec[key] = json_copy(old_spec[key])
         drop_type_dependent_node_ports(new, old)
 
     def validate_update(self, new, old):
@@ -369,7 +369,7 @@ class PersistentVolumeClaimStrategy(Strategy):
 
     def validate_update(self, new, old):
         errors = self.validate(new)
-        a, b = copy.deepcopy(new.get("spec") or {}), copy.deepcopy(old.get("spec") or {})
+        a, b = json_copy(new.get("spec") or {}), json_copy(old.get("spec") or {})
         for spec in (a, b):
             spec.get("resources", {}).pop("requests", None)
             spec.pop("volumeAttributesClassName", None)

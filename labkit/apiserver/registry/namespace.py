@@ -4,13 +4,13 @@
 
 from __future__ import annotations
 
-import copy
 
 from labkit.apiserver import tables
 from labkit.apiserver.timestamps import now_rfc3339
 from labkit.apiserver.errors import FieldError, field_invalid
 from labkit.apiserver.resources import NAMESPACE_FINALIZER, StatusSubresource, Strategy, Subresource
 from labkit.apiserver.validation import dns1123_label_problems, validate_finalizer_name_list
+from labkit.jsondata import json_copy
 
 
 # -- subresources of particular kinds ----------------------------------------------------------
@@ -45,7 +45,7 @@ class FinalizeSubresource(Subresource):
 
     def prepare_for_update(self, new: dict, old: dict) -> dict:
         if old.get("status") is not None:
-            new["status"] = copy.deepcopy(old["status"])
+            new["status"] = json_copy(old["status"])
         else:
             new.pop("status", None)
         new["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = new["metadata"].get("name", "")
@@ -102,7 +102,7 @@ class NamespaceStrategy(Strategy):
             new["spec"].pop("finalizers", None)
         if not new["spec"]:
             new.pop("spec")
-        new["status"] = copy.deepcopy(old.get("status") or {})
+        new["status"] = json_copy(old.get("status") or {})
         new["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = new["metadata"].get("name", "")
 
     def validate(self, obj):
@@ -126,7 +126,7 @@ class NamespaceStrategy(Strategy):
             if current is None:
                 raise not_found(rt.resource, rt.group, name)
             meta = current["metadata"]
-            options = copy.deepcopy(options)
+            options = json_copy(options)
             preconditions = dict(options.get("preconditions") or {})
             # "ensure we have a UID precondition"
             if preconditions.get("uid") is None:
@@ -143,7 +143,7 @@ class NamespaceStrategy(Strategy):
             options["preconditions"] = preconditions
             if not meta.get("deletionTimestamp"):
                 # upon the first request to delete, switch the phase to start namespace termination
-                updated = copy.deepcopy(current)
+                updated = json_copy(current)
                 umeta = updated["metadata"]
                 umeta["deletionTimestamp"] = now_rfc3339()
                 updated.setdefault("status", {})["phase"] = "Terminating"

@@ -5,7 +5,6 @@ resize subresources, the legacy `bindings` resource, and the container and pod-t
 
 from __future__ import annotations
 
-import copy
 import json
 
 from labkit.apiserver import tables
@@ -15,6 +14,7 @@ from labkit.apiserver.errors import FieldError, field_forbidden, field_invalid, 
 from labkit.apiserver.resources import STATUS_VERBS, StatusSubresource, Strategy, Subresource
 from labkit.apiserver.selectors import LabelSelector
 from labkit.apiserver.validation import dns1123_label_problems
+from labkit.jsondata import json_copy
 
 
 class BindingSubresource(Subresource):
@@ -140,7 +140,7 @@ class EphemeralContainersSubresource(Subresource):
     verbs = STATUS_VERBS
 
     def prepare_for_update(self, new: dict, old: dict) -> dict:
-        result = copy.deepcopy(old)
+        result = json_copy(old)
         for key in ("resourceVersion", "managedFields"):     # what the request and its field manager set
             if key in new.get("metadata", {}):
                 result["metadata"][key] = new["metadata"][key]
@@ -149,7 +149,7 @@ class EphemeralContainersSubresource(Subresource):
         containers = (new.get("spec") or {}).get("ephemeralContainers")
         spec = result.setdefault("spec", {})
         if containers:
-            spec["ephemeralContainers"] = copy.deepcopy(containers)
+            spec["ephemeralContainers"] = json_copy(containers)
         else:
             spec.pop("ephemeralContainers", None)
         if spec.get("ephemeralContainers") != (old.get("spec") or {}).get("ephemeralContainers"):
@@ -238,8 +238,8 @@ class PodStrategy(Strategy):
 
     def validate_update(self, new, old):
         errors = self._validate_spec(new)
-        mutable = copy.deepcopy(new.get("spec") or {})
-        original = copy.deepcopy(old.get("spec") or {})
+        mutable = json_copy(new.get("spec") or {})
+        original = json_copy(old.get("spec") or {})
         # updatable: container images, activeDeadlineSeconds, tolerations (additions)
         for key in ("containers", "initContainers"):
             for a, b in zip(mutable.get(key) or [], original.get(key) or []):

@@ -14,7 +14,6 @@ after the strategy's validation and before the write, both on the stored object 
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import json
 import secrets
@@ -38,6 +37,7 @@ from labkit.apiserver.trace import Trace
 from labkit.apiserver.validation import (path_segment_problems, validate_delete_options, validate_object_meta,
                                          validate_object_meta_update)
 from labkit.gojson import value_type
+from labkit.jsondata import json_copy
 
 GENERATE_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
@@ -136,7 +136,7 @@ class Registry:
             if options.field_validation == "Warn":
                 options.warnings += [f'unknown field "{f}"' for f in unknown]
         obj = self._finish_decode(rt, obj, namespace)
-        options.decoded = self.present(rt, copy.deepcopy(obj))
+        options.decoded = self.present(rt, json_copy(obj))
         return obj
 
     def decode_patched(self, rt: ResourceType, patched, namespace: str | None, options: "WriteOptions",
@@ -174,7 +174,7 @@ class Registry:
         if rt.model is not None:
             obj = decoder.object(rt.model, body)
         else:       # custom resources: typed metadata, the rest pruned to the CRD's schema
-            obj = copy.deepcopy(body)
+            obj = json_copy(body)
             meta = obj.get("metadata")
             obj["metadata"] = decoder.object("V1ObjectMeta", meta, "metadata", rt.kind) if meta is not None else {}
             obj = rt.strategy.prune(obj, decoder.unknown)
@@ -318,7 +318,7 @@ class Registry:
             return self._create_one(rt, obj, options.dry_run, attrs)
         last_error = None
         for _ in range(8):      # createWithGenerateNameRetry
-            candidate = copy.deepcopy(obj)
+            candidate = json_copy(obj)
             candidate["metadata"]["name"] = meta["generateName"] + "".join(
                 secrets.choice(GENERATE_NAME_ALPHABET) for _ in range(5))
             try:
@@ -365,7 +365,7 @@ class Registry:
         return attrs.obj
 
     def _validating_admission(self, rt: ResourceType, attrs: Attributes, obj: dict) -> None:
-        attrs.obj = self.present(rt, copy.deepcopy(obj))
+        attrs.obj = self.present(rt, json_copy(obj))
         if not attrs.name and attrs.operation == "CREATE":
             # rest.AdmissionToValidateObjectFunc: "in case the generated name is populated", the
             # validating phase names the object by the name generateName gave it
@@ -477,7 +477,7 @@ class Registry:
                                                self.decode_patched(SCALE, patched, namespace, options, shown), options)
             if patch_type == patches.APPLY_PATCH:
                 return 200, self._apply(rt, namespace, name, decoded, old, subresource, options)
-            current = copy.deepcopy(self.present(rt, old))
+            current = json_copy(self.present(rt, old))
             patched = patches.apply_patch(patch_type, current, decoded, self.schema_root(rt))
             shown = patches.go_format(decoded) if patch_type == patches.STRATEGIC_MERGE_PATCH else \
                 json.dumps(patched, separators=(",", ":"))
@@ -608,7 +608,7 @@ class Registry:
             self._track(rt, "scale", self.present(rt, old), new, options)
 
             def validate_scale(updated: dict) -> None:
-                attrs.obj = sub.scale_of(self.present(rt, copy.deepcopy(updated)))
+                attrs.obj = sub.scale_of(self.present(rt, json_copy(updated)))
                 self.admission.validate(attrs)
             return sub.scale_of(self._update(rt, namespace, name, new, old, "", options, validate_scale))
 
@@ -620,7 +620,7 @@ class Registry:
         if validate_scale is None:
             # mutating admission runs on the updated object, before the strategy (rest.Update's objInfo)
             attrs = self._attributes("UPDATE", rt, old_meta.get("namespace", ""), name, None,
-                                     self.present(rt, copy.deepcopy(old)), options, subresource)
+                                     self.present(rt, json_copy(old)), options, subresource)
             obj = self._mutating_admission(rt, attrs, obj)
         for guard in self.write_guards:
             guard("UPDATE", rt, obj, old)
@@ -726,7 +726,7 @@ class Registry:
 
     def generic_delete(self, rt: ResourceType, namespace: str | None, name: str, options: dict,
                        dry_run: bool = False) -> tuple[int, dict]:
-        options = copy.deepcopy(options)
+        options = json_copy(options)
         scope = self.scope(rt, namespace)
         with self.store.lock:
             obj = self.store.get(rt.storage_key, scope, name)
@@ -888,7 +888,7 @@ class Registry:
         for item in items:
             meta = item["metadata"]
             try:
-                self.delete(rt, meta.get("namespace"), meta["name"], copy.deepcopy(options), dry_run, caller,
+                self.delete(rt, meta.get("namespace"), meta["name"], json_copy(options), dry_run, caller,
                             collection=True)
             except ApiError as exc:
                 if exc.code != 404:
@@ -920,7 +920,7 @@ class Registry:
             if new_ok:
                 return (MODIFIED if old_ok else ADDED, event.obj)
             if old_ok:
-                last = copy.deepcopy(event.old)
+                last = json_copy(event.old)
                 last["metadata"]["resourceVersion"] = str(event.rev)
                 return DELETED, last
             return None
