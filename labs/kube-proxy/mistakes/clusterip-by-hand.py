@@ -152,3 +152,16 @@ def copies_kube_proxys_own_rules(env):
     live.apply_documents(env, [labelled], "mistakes/clusterip-by-hand.py")
     for node, text in copies.items():
         restore(env.netns_name(node), text, noflush=True)
+
+
+@mistake("node1", "raw table", "nat table")
+def also_drops_udp_in_raw(env):
+    """Correct chains, and also a rule in node1's raw PREROUTING that drops UDP to legacy's cluster IP from the
+    other node's pods (kube-proxy's rules leave such packets alone): a rule outside the nat table, where
+    kube-proxy writes a ClusterIP Service's rules."""
+    from labkit.kubeproxy import live
+    from labkit.netlab import run_in
+    _write(env)
+    ip = live.load(env).service("legacy")["spec"]["clusterIP"]
+    run_in(env.netns_name("node1"), ["iptables-legacy", "-w", "-t", "raw", "-A", "PREROUTING", "-s", "10.244.2.0/24",
+                                     "-d", f"{ip}/32", "-p", "udp", "-j", "DROP"])
