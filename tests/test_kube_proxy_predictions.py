@@ -196,6 +196,37 @@ def test_a_copy_of_the_situation_shows_the_outcome_at_its_own_node_port(lab_and_
     assert outcome_node_ports(env, state) == {30100: "shop-cluster", 30101: "shop-local", 30200: "mine"}
 
 
+def test_a_copy_of_the_situation_with_other_pods_shows_the_outcome_at_its_own_node_port(lab_and_state):
+    # shop-local's situation rebuilt with web's pods: a Service of one's own without selector, Local,
+    # and an EndpointSlice of one's own listing web-1 and web-2 (both on node1). Its NodePort on node2
+    # drops the client's request as shop-local's does: the outcome depends on the policy and on
+    # which nodes have a local endpoint, not on which pods they are. With endpoints on both nodes, or
+    # Cluster, it is another situation.
+    env, _ = lab_and_state
+    lab = get_lab("kube-proxy")
+    state = load_scenario(lab.directory / "scenarios" / "cluster.yaml")
+
+    def service(name, policy, node_port):
+        return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": "default"},
+                "spec": {"type": "NodePort", "externalTrafficPolicy": policy,
+                         "ports": [{"name": "http", "port": 80, "targetPort": 8080, "nodePort": node_port}]}}
+
+    def endpoints(name, pods):
+        return {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+                "metadata": {"name": f"{name}-1", "namespace": "default",
+                             "labels": {"kubernetes.io/service-name": name}},
+                "addressType": "IPv4", "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
+                "endpoints": [{"addresses": [state.pod(p)["status"]["podIP"]], "conditions": {"ready": True},
+                               "nodeName": state.pod(p)["spec"]["nodeName"]} for p in pods]}
+    state.apply([service("copy", "Local", 30200), endpoints("copy", ["web-1", "web-2"]),
+                 service("spread", "Local", 30201), endpoints("spread", ["web-1", "web-3"]),
+                 service("cluster", "Cluster", 30202), endpoints("cluster", ["web-1", "web-2"])], "test")
+    for node in NODES:
+        assert shows_outcome(env, state, "192.168.50.100", node, 30200)
+        assert not shows_outcome(env, state, "192.168.50.100", node, 30201)
+        assert not shows_outcome(env, state, "192.168.50.100", node, 30202)
+
+
 def test_the_tools_say_when_a_request_by_hand_came_before_the_prediction(monkeypatch):
     # labkit kube-proxy curl / trace (situations.observed): refused without a prediction, and the
     # refusal says that a request sent by hand already showed the outcome; kept with one written

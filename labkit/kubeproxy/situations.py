@@ -90,21 +90,33 @@ def shows_outcome(env, state, src: str | None, dst: str, dport: int, *, traced: 
 
 def outcome_node_ports(env, state) -> dict[int, str]:
     """{node port: Service} of the NodePorts whose outcome the exercise asks to predict: those of its
-    two Services, and those of any other Service that sends to one of their pods (a copy of the
+    two Services, those of any other Service that sends to one of their pods (a copy of the
     situation made to experiment with, `externalTrafficPolicy: Local` and the same selector, shows
-    the same outcome at its own NodePort)."""
+    the same outcome at its own NodePort), and those of any Service with `externalTrafficPolicy:
+    Local` whose endpoints run on some nodes but not all (shop-local's situation with other pods,
+    e.g. a Service without selector and an EndpointSlice of one's own listing web-1 and web-2: the
+    outcome depends on the policy and on which nodes have a local endpoint, not on which pods they
+    are; proxier.go syncProxyRules sends external traffic to KUBE-SVL-… and, with no local endpoint,
+    drops it in KUBE-EXTERNAL-SERVICES)."""
     exercise = env.lab.exercise(EXERCISE)
     names = (exercise.params["cluster_service"], exercise.params["local_service"])
+    nodes = set(state.node_names())
 
     def addresses(namespace: str, name: str) -> set[str]:
         return {a for sl in state.slices_of(namespace, name) for ep in sl.get("endpoints") or []
                 for a in ep.get("addresses") or []}
+
+    def where(namespace: str, name: str) -> set[str]:
+        return {ep.get("nodeName") for sl in state.slices_of(namespace, name) for ep in sl.get("endpoints") or []
+                if ep.get("addresses")}
     pods = set().union(*(addresses("default", n) for n in names))
     out = {}
     for svc in state.services:
         meta = svc["metadata"]
-        ours = meta["name"] in names and (meta.get("namespace") or "default") == "default"
-        if ours or (pods & addresses(meta.get("namespace") or "default", meta["name"])):
+        key = (meta.get("namespace") or "default", meta["name"])
+        ours = meta["name"] in names and key[0] == "default"
+        local = svc["spec"].get("externalTrafficPolicy") == "Local" and bool(where(*key)) and bool(nodes - where(*key))
+        if ours or local or (pods & addresses(*key)):
             for port in svc["spec"].get("ports") or []:
                 if port.get("nodePort"):
                     out[port["nodePort"]] = meta["name"]
