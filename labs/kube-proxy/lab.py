@@ -21,6 +21,7 @@ from labkit.netfilter.ruleset import parse_rule
 SCENARIO = Path(__file__).resolve().parent / "scenarios" / "cluster.yaml"
 # debug-ruleset: these rules of one node are edited by hand after kube-proxy's first sync
 BROKEN_NODE, BROKEN_SERVICE, BROKEN_PORT_NAME = "node2", "catalog", "http"
+BROKEN_EXERCISE = "debug-ruleset"
 
 
 # The Services each exercise changes (reset_exercise puts them back as the scenario has them).
@@ -33,12 +34,24 @@ HAND_BUILT_EXERCISE = "clusterip-by-hand"
 
 
 def render_withheld(env, text: str) -> str | None:
-    """Why `labkit kube-proxy render` must not print `text` now, or None. Rendered from a file
-    holding legacy without its service-proxy-name label, it is the whole answer of
+    """Why `labkit kube-proxy render` must not print `text` now, or None. Until debug-ruleset has
+    passed, any output with catalog's rules (its comments or KUBE-SVC chain): restored onto node2,
+    it repairs catalog's chains as kube-proxy's full sync would, without finding the damage. (node1's
+    live chains for catalog are the same, and comparing with them is the exercise's own hint; a
+    whole node copied from node1 carries node1's own chains, which the check names.) Rendered from a
+    file holding legacy without its service-proxy-name label, it is the whole answer of
     clusterip-by-hand: kube-proxy's chain names, comments and probabilities for legacy's port,
     ready to restore. Until that exercise has passed, render withholds any output that carries
     legacy's service port name (its comments) or its KUBE-SVC chain (whatever protocol or
     namespace the file gives: the comments still name the port); a file without legacy renders."""
+    broken = service_port_name("default", BROKEN_SERVICE, BROKEN_PORT_NAME)
+    if BROKEN_EXERCISE not in env.state.credit and (broken in text or service_chain(broken, "tcp") in text):
+        # a whole node's rules as kube-proxy writes them, restored onto node2, repair catalog's chains
+        # as kube-proxy's full sync does: the exercise asks to find the damage and repair it by hand
+        return (f"kube-proxy's rules for {broken} withheld: exercise {BROKEN_EXERCISE} of lab {env.lab.id} asks you to "
+                f"find what is wrong in {BROKEN_NODE}'s chains for {BROKEN_SERVICE} and repair it by hand, not to "
+                f"load what kube-proxy would write (that is kube-proxy's repair); `labkit kube-proxy render` shows "
+                f"them once that exercise has passed. Render a file without {BROKEN_SERVICE}")
     if HAND_BUILT_EXERCISE in env.state.credit:
         return None
     params = env.lab.exercise(HAND_BUILT_EXERCISE).params
