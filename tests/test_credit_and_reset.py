@@ -143,6 +143,8 @@ def test_one_exercise_afresh_through_the_hook_or_a_rebuild(labs):
     assert "`labkit reset parts 2 --yes`" in refused.stderr and (state / "parts" / "flag").exists()
     out = labkit("reset", "parts", "2", "--yes", check=0)        # by number, as `labkit show` lists them
     assert f"your flag is kept as {state / 'kept-flag'}" in out.stderr and (state / "kept-flag").read_text() == "up"
+    # without asking, it still says what it reverts
+    assert "Resetting exercise flag of lab parts reverts:\n  - the flag you raised" in out.stderr
     assert "exercise flag of lab parts starts afresh; the others keep their state" in out.stderr
     assert (state / "parts" / "resets").read_text() == "flag\n"
     assert (state / "parts" / "builds").read_text() == "1"        # not rebuilt
