@@ -49,6 +49,10 @@ def test_a_prediction_is_kept_only_when_the_check_can_grade_it():
     assert "shop-cluster.node2 must be a mapping" in prediction_problem(
         {**whole, "shop-cluster": {"node1": whole["shop-cluster"]["node1"]}}, names, nodes)
     assert "shop-cluster must be a mapping" in prediction_problem({"shop-cluster": "maybe"}, names, nodes)
+    # a node's name misspelled is named as the student wrote it
+    typo = {**whole, "shop-cluster": {"node-1": whole["shop-cluster"]["node1"], "node2": whole["shop-cluster"]["node2"]}}
+    assert prediction_problem(typo, names, nodes) == ("shop-cluster has no entry node1; it has node-1 instead — is one "
+                                                      "of them misspelled? (the nodes are node1, node2)")
     assert prediction_problem([], names, nodes)
 
 
@@ -133,6 +137,18 @@ def test_a_prediction_written_before_any_request_by_hand_is_judged(judging):
     late = checks.judge_traffic_policy(ctx, observation(tried=TRY, written_at=900.0, kept_at=1200.0,
                                                         kept_written_at=1100.0))
     assert not late.passed and "yourself" in late.message
+
+
+@pytest.mark.parametrize("cell", [{"answers": True}, {"answers": True, "client_ip_preserved": "no"}, "yes"])
+def test_a_prediction_with_a_cell_missing_is_malformed_not_wrong(judging, cell):
+    # an answer predicted without saying whether the client's address is preserved cannot be graded:
+    # malformed (not counted as a different wrong answer), as labkit's curl and trace tell it
+    from labkit.exercises import AnswerMalformed
+    checks, ctx = judging
+    answer = {**RIGHT, "shop-cluster": {**RIGHT["shop-cluster"], "node1": cell}}
+    with pytest.raises(AnswerMalformed) as told:
+        checks.judge_traffic_policy(ctx, observation(answer=answer))
+    assert "shop-cluster.node1" in told.value.message
 
 
 @pytest.mark.parametrize("written_at, kept_at", [(1000.0, None), (1500.0, None), (None, None), (1500.0, 1200.0)],

@@ -33,8 +33,12 @@ def prediction_problem(data, names, nodes) -> str | None:
         predicted = data.get(service)
         if not isinstance(predicted, dict):
             return f"{service} must be a mapping with one entry per node"
+        others = [str(k) for k in predicted if k not in nodes]
         for node in nodes:
             guess = predicted.get(node)
+            if node not in predicted and others:
+                return (f"{service} has no entry {node}; it has {', '.join(others)} instead — is one of them "
+                        f"misspelled? (the nodes are {', '.join(nodes)})")
             if not isinstance(guess, dict) or not isinstance(guess.get("answers"), bool):
                 return f"{service}.{node} must be a mapping with answers: true|false"
             if guess["answers"] and not isinstance(guess.get("client_ip_preserved"), bool):

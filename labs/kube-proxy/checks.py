@@ -712,16 +712,19 @@ def judge_traffic_policy(ctx, obs):
     answer, where = obs["answer"], obs["where"]
     if answer is None:
         raise CheckFailed(f"{where}: it is not YAML with one mapping per Service")
+    for service in services:
+        ctx.answer_field(answer, service, dict)
+    # a cell missing or not true|false, a node misspelled: malformed, not a wrong prediction (the
+    # same test labkit's curl and trace apply before they keep a prediction)
+    from labkit.kubeproxy.situations import prediction_problem
+    problem = prediction_problem(answer, services, list(truth[services[0]]))
+    if problem:
+        raise AnswerMalformed(f"{where}: {problem}")
     wrong, total = [], 0
     for service in services:
-        predicted = ctx.answer_field(answer, service, dict)
+        predicted = answer[service]
         for node, expected in truth[service].items():
-            guess = predicted.get(node)
-            if not isinstance(guess, dict) or not isinstance(guess.get("answers"), bool):
-                raise AnswerMalformed(f"{where}: {service}.{node} must be a mapping with answers: true|false")
-            if guess["answers"] and not isinstance(guess.get("client_ip_preserved"), bool):
-                raise CheckFailed(f"{where}: {service}.{node} predicts an answer, so it needs "
-                                  "client_ip_preserved: true|false")
+            guess = predicted[node]
             # the cells of the student's own prediction, never of the truth: "how many of its 7
             # cells" would tell that one request of the right prediction goes unanswered
             total += 2 if guess["answers"] else 1
