@@ -193,6 +193,44 @@ def test_the_nodes_connection_logs_name_the_graded_requests(tmp_path, monkeypatc
     assert module.first_try(env, 0.0)["at"] == 50.0 and module.first_try(env, 200.0) is None
 
 
+def test_a_request_to_a_copy_deleted_since_is_still_a_graded_request(tmp_path, monkeypatch):
+    # a Service of one's own made to copy the situation (NodePort 30200), sent a request by hand from
+    # a shell, then deleted: the nodes' logs are read against the ports graded at each request's
+    # time (situations.remember_outcome_node_ports, after every sync), so that request still counts;
+    # one to the same port before the copy existed, or after it went, does not
+    import json as _json
+    from labkit.kubeproxy.situations import OUTCOME_PORTS_LOG
+    lab = get_lab("kube-proxy")
+    module = lab.environment_module()
+    state = load_scenario(lab.directory / "scenarios" / "cluster.yaml")
+    monkeypatch.setattr(module.live, "load", lambda env: state)
+    env = SimpleNamespace(lab=lab, dir=tmp_path)
+    shop = {"30100": "shop-cluster", "30101": "shop-local"}
+    (tmp_path / OUTCOME_PORTS_LOG).write_text("".join(_json.dumps(e) + "\n" for e in [
+        {"time": 10.0, "ports": shop}, {"time": 100.0, "ports": {**shop, "30200": "mine"}},
+        {"time": 200.0, "ports": shop}]) + "not json\n")
+    module.watch_log(env, "node1").write_text("".join(_json.dumps(e) + "\n" for e in [
+        {"at": 50.0, "src": "192.168.50.100", "sport": 1, "dst": "192.168.50.11", "dport": 30200},
+        {"at": 150.0, "src": "192.168.50.100", "sport": 2, "dst": "192.168.50.11", "dport": 30200},
+        {"at": 250.0, "src": "192.168.50.100", "sport": 3, "dst": "192.168.50.11", "dport": 30200}]))
+    tries = module.hand_tries(env, since=0.0)
+    assert [(t["at"], t["service"]) for t in tries] == [(150.0, "mine")]
+    assert tries[0]["what"] == "client (192.168.50.100) to node1's 192.168.50.11:30200 (mine)"
+
+    # what each sync logs: the graded ports when they change, nothing when they do not
+    from labkit.kubeproxy.situations import outcome_port_history, remember_outcome_node_ports
+    (tmp_path / OUTCOME_PORTS_LOG).unlink()
+    remember_outcome_node_ports(env, state)
+    remember_outcome_node_ports(env, state)
+    copy = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "mine", "namespace": "default"},
+            "spec": {"type": "NodePort", "externalTrafficPolicy": "Local", "selector": {"app": "shop"},
+                     "ports": [{"port": 80, "targetPort": 8080, "nodePort": 30200}]}}
+    state.apply([copy], "test")
+    remember_outcome_node_ports(env, state)
+    assert [ports for _, ports in outcome_port_history(env)] == [
+        {30100: "shop-cluster", 30101: "shop-local"}, {30100: "shop-cluster", 30101: "shop-local", 30200: "mine"}]
+
+
 def test_a_copy_of_the_situation_shows_the_outcome_at_its_own_node_port(lab_and_state):
     # a Service of the student's own that sends to the shop pods (Local, the same selector) shows
     # at its NodePort what shop-local's shows; one that sends to other pods does not

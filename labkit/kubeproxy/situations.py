@@ -127,6 +127,56 @@ def outcome_node_ports(env, state) -> dict[int, str]:
     return out
 
 
+OUTCOME_PORTS_LOG = "outcome-node-ports.jsonl"
+
+
+def remember_outcome_node_ports(env, state) -> None:
+    """After each kube-proxy sync of the lab: the outcome_node_ports then, logged with the time when
+    they differ from the last entry. A request sent by hand to a copy of the situation's NodePort
+    (a Service of one's own) is an observation even after that Service is deleted again: the
+    nodes' connection logs are read against the ports graded at the time of each request
+    (graded_then)."""
+    if getattr(getattr(env, "lab", None), "id", None) != "kube-proxy":
+        return
+    import json
+    import time
+    from pathlib import Path
+    ports = {str(port): name for port, name in sorted(outcome_node_ports(env, state).items())}
+    history = outcome_port_history(env)
+    if history and history[-1][1] == {int(p): n for p, n in ports.items()}:
+        return
+    with (Path(env.dir) / OUTCOME_PORTS_LOG).open("a") as log:
+        log.write(json.dumps({"time": time.time(), "ports": ports}) + "\n")
+
+
+def outcome_port_history(env) -> list[tuple[float, dict[int, str]]]:
+    """[(time, {node port: Service})] as remember_outcome_node_ports logged them, oldest first."""
+    import json
+    from pathlib import Path
+    try:
+        lines = (Path(env.dir) / OUTCOME_PORTS_LOG).read_text().splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        try:
+            entry = json.loads(line)
+            out.append((float(entry["time"]), {int(p): str(n) for p, n in entry["ports"].items()}))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            continue
+    return out
+
+
+def graded_then(history, at: float) -> dict[int, str]:
+    """The outcome node ports in force at time `at` (the last entry of `history` before it)."""
+    found = {}
+    for time_, ports in history:
+        if time_ > at:
+            break
+        found = ports
+    return found
+
+
 def _concerns(rule_text: str, state, names) -> bool:
     """Whether a rule (its text as traced) is one of `names`' rules: in or to one of their chains, or
     carrying their comment."""

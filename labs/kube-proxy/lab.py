@@ -151,11 +151,15 @@ def graded_node_ports(env, state) -> dict[int, str]:
 def hand_tries(env, since: float, state=None) -> list[dict]:
     """Every connection sent since `since` (epoch seconds) to a node's address on a NodePort of the
     Services traffic-policy asks about, from any sender, oldest first, as the nodes' connection
-    logs (start_watchers) have them: [{at, time, src, node, dst, dport, service}]. labkit's own
+    logs (start_watchers) have them: [{at, time, src, node, dst, dport, service}]. A port counts
+    when it is graded now or was at the request's time (a copy of the situation deleted since:
+    labkit.kubeproxy.situations.graded_then). labkit's own
     curl keeps the prediction before it sends (labkit.kubeproxy.situations), so its requests come
     after that and change nothing. `state`: the cluster state (default: the running lab's)."""
+    from labkit.kubeproxy.situations import graded_then, outcome_port_history
     state = state if state is not None else live.load(env)
     ports = graded_node_ports(env, state)
+    history = outcome_port_history(env)     # a copy of the situation deleted since was graded then
     hosts = {state.node_address(n): n for n in state.node_names()}
     hosts.update({a: h["name"] for h in state.hosts for a in h["addresses"]})
     hosts.update({p["status"]["podIP"]: f"pod {p['metadata']['name']}" for p in state.pods})
@@ -170,15 +174,18 @@ def hand_tries(env, since: float, state=None) -> list[dict]:
                 entry = json.loads(line)
             except ValueError:
                 continue
-            if not isinstance(entry, dict) or entry.get("dport") not in ports or float(entry.get("at", 0)) < since:
+            if not isinstance(entry, dict) or float(entry.get("at", 0)) < since:
+                continue
+            service = ports.get(entry.get("dport")) or graded_then(history, float(entry["at"])).get(entry.get("dport"))
+            if service is None:
                 continue
             found.append({"at": float(entry["at"]), "time": time.strftime("%H:%M:%S", time.localtime(entry["at"])),
                           "src": entry.get("src"), "node": node, "dst": entry.get("dst"), "dport": entry["dport"],
-                          "service": ports[entry["dport"]],
+                          "service": service,
                           "who": hosts.get(entry.get("src"), "a sender outside the lab"),
                           "what": f"{hosts.get(entry.get('src'), 'a sender outside the lab')} ({entry.get('src')}) to "
                                   f"{node}'s {entry.get('dst')}:{entry['dport']} "
-                                  f"({ports[entry['dport']]})"})
+                                  f"({service})"})
     return sorted(found, key=lambda t: t["at"])
 
 
