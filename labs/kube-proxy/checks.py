@@ -1050,9 +1050,20 @@ def judge_clusterip_by_hand(ctx, observation):
         # kube-proxy never writes for a ClusterIP Service)
         found = clusterip_differences(ctx, state, node, observation["rules"][node], objects)
         if found:
+            # the right jumps in another order pick the same endpoints with the same chances, but they
+            # are not kube-proxy's rules: it writes one per endpoint in its endpoints' order (sorted,
+            # endpointslicecache.go) with computeProbability(n) for the n-th from the end (proxier.go)
+            ref_chain = parse(reference(ctx, state, node, objects)).table("nat").chain(svc_chain)
+            mine = [r.target for r in chain.rules if r.target.startswith("KUBE-SEP-")]
+            theirs = [r.target for r in ref_chain.rules if r.target.startswith("KUBE-SEP-")] if ref_chain else []
+            order = ("; the jumps of your KUBE-SVC chain go to kube-proxy's KUBE-SEP chains but in another order: kube-proxy "
+                     "writes one jump per endpoint in the order of its endpoints (sorted as ip:port text), the first with "
+                     "probability 1/n, then 1/(n-1) of what is left, the last without one"
+                     if sorted(mine) == sorted(theirs) and mine != theirs else "")
             return ctx.failed(structure_feedback(found, {svc_chain, *sep_chains.values()}, f"{service}'s chains")
                               + ". Write exactly the rules kube-proxy writes for a ClusterIP Service, nothing more: "
-                              "its KUBE-SVC and KUBE-SEP chains and one KUBE-SERVICES rule for the cluster IP and port")
+                              "its KUBE-SVC and KUBE-SEP chains and one KUBE-SERVICES rule for the cluster IP and port"
+                              + order)
         require_untouched_tables(ctx, observation, nodes=[node], why=": write legacy's rules in the nat table, "
                                  "as kube-proxy does, nothing elsewhere")
         # the rules as kube-proxy writes them, comments included (the prompt asks for its rules)
