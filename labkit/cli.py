@@ -444,7 +444,8 @@ def reset(lab_id: str = typer.Argument(..., metavar="LAB", autocompletion=comple
                    "again until you record an answer, which is then graded. The grade report shows that it was "
                    "forgotten.")):
     """Build the lab (or one exercise's part of it) fresh. Your answer files and the exercises
-    you passed are kept. If the reset would revert work of yours, it lists it and asks first.
+    you passed are kept. If the reset would revert work of yours, it lists it and asks first
+    (with --yes it lists it and reverts it without asking).
 
     A prediction exercise's answer that labkit kept when one of its tools showed the outcome is
     kept too, by every reset of the exercise or of the lab: the check goes on grading it (what
@@ -465,6 +466,9 @@ def reset(lab_id: str = typer.Argument(..., metavar="LAB", autocompletion=comple
         typer.echo(f"Resetting {what} reverts:{listing}", err=True)
         if not typer.confirm("Revert it?", default=False, err=True):
             fail("nothing was reset")
+    elif at_risk:        # --yes reverts without asking, and still says what
+        what = f"exercise {lab.exercise(exercise).id} of lab {lab.id}" if exercise else f"the whole lab {lab.id}"
+        typer.echo(f"Resetting {what} reverts:" + "".join(f"\n  - {item}" for item in at_risk), err=True)
     from labkit import progress
     with progress.shown(err, f"resetting lab {lab.id}") as shown:
         runner.reset(lab, say=_say, exercise_id=exercise, forget_prediction=forget_prediction)

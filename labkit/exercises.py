@@ -380,7 +380,9 @@ def run_check(env, exercise, down_reason: str | None = None) -> CheckResult:
         except Exception as exc:  # a broken check must not hide the other results
             result = ctx.error(f"check {exercise.check} crashed: {type(exc).__name__}: {exc}",
                                traceback=traceback.format_exc())
-    unread = result.details.get("malformed") or result.details.get("missing")
+    # an answer not judged: none to read, or one about something still going on (in_progress: a
+    # deletion not finished yet), is no wrong answer
+    unread = result.details.get("malformed") or result.details.get("missing") or result.details.get("in_progress")
     if result.status == FAIL and exercise.answer and ctx.answer_path.is_file() and not unread and not ctx.counted:
         ctx.count_wrong_answer(result.message)      # every wrong answer checked is counted, with what it was told
     if result.status == PASS and exercise.answer:

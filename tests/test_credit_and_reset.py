@@ -66,6 +66,9 @@ from labkit.exercises import LIVE
 
 
 def check_answer(ctx):
+    if (ctx.env.dir / "busy").exists():        # what the answer is about has not happened yet
+        from labkit.errors import CheckFailed
+        raise CheckFailed("the lab is still busy: check again in a few seconds", in_progress=True)
     truth = int((ctx.env.dir / "number").read_text())
     given = ctx.answer_field(ctx.answer(), "value", int)
     if given == truth:
@@ -143,6 +146,8 @@ def test_one_exercise_afresh_through_the_hook_or_a_rebuild(labs):
     assert "`labkit reset parts 2 --yes`" in refused.stderr and (state / "parts" / "flag").exists()
     out = labkit("reset", "parts", "2", "--yes", check=0)        # by number, as `labkit show` lists them
     assert f"your flag is kept as {state / 'kept-flag'}" in out.stderr and (state / "kept-flag").read_text() == "up"
+    # without asking, it still says what it reverts
+    assert "Resetting exercise flag of lab parts reverts:\n  - the flag you raised" in out.stderr
     assert "exercise flag of lab parts starts afresh; the others keep their state" in out.stderr
     assert (state / "parts" / "resets").read_text() == "flag\n"
     assert (state / "parts" / "builds").read_text() == "1"        # not rebuilt
@@ -268,6 +273,23 @@ def test_a_malformed_answer_says_so_and_is_not_counted_as_a_wrong_answer(labs, t
     answer(answers, "parts", 8)
     report("parts")
     assert LabState("parts").wrong_answers_checked("answer") == 1
+
+
+def test_a_check_while_the_lab_is_still_busy_is_not_a_wrong_answer(labs):
+    """A failure that does not judge the answer, only says that what it is about is still going on
+    (a deletion the garbage collector has not finished: in_progress), is not counted as a different
+    wrong answer: the pass would otherwise report wrong answers the student never gave."""
+    from labkit.state import LabState
+    state, answers = labs
+    labkit("run", "parts", check=0)
+    (state / "parts" / "busy").write_text("yes")
+    answer(answers, "parts", 7)
+    [busy] = [r for r in report("parts")["results"] if r["exercise"] == "answer"]
+    assert busy["status"] == "fail" and "still busy" in busy["message"]
+    assert LabState("parts").wrong_answers_checked("answer") == 0
+    (state / "parts" / "busy").unlink()
+    [passed] = [r for r in report("parts")["results"] if r["exercise"] == "answer"]
+    assert passed["status"] == "pass" and "wrong answer" not in passed["message"], passed["message"]
 
 
 def test_run_makes_the_answers_directory_for_the_student_who_ran_sudo(labs):

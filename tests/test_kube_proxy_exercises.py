@@ -96,3 +96,40 @@ def test_kube_proxys_own_rules_restored_after_a_reset_pass_on_record(lab, monkey
     assert "before the exercise was last reset: the grade report keeps that it did" in after["message"]
     record = after["details"]["kube_proxy_programmed_before_reset"]
     assert {r["node"] for r in record} == {"node1", "node2"} and all(r["time"] > 0 for r in record)
+
+
+def test_a_reset_of_nodeport_lists_and_reverts_rules_in_raw_and_the_students_own_node_port(lab, tmp_path, monkeypatch):
+    """The mangle and raw tables belong to no exercise: a rule typed there is judged as written by
+    hand, and a reset of an exercise that judges rules lists it, keeps a copy of the node's rules and
+    puts the tables back as built. A Service of the student's own that opens web's pods on another
+    node port is nodeport's work too: listed, kept in saved/, deleted."""
+    from pathlib import Path
+
+    from kube_proxy_support import use
+    from labkit.netfilter import parse, save
+
+    env = use(monkeypatch, lab)
+    labkit("reset", "kube-proxy", "nodeport", "--yes", env=lab, check=0)
+    labkit("solve", "kube-proxy", "nodeport", env=lab, check=0)
+    assert results(lab, "nodeport")["nodeport"]["status"] == "pass"
+    labkit("shell", "kube-proxy", "node1", "--", "iptables", "-t", "raw", "-A", "PREROUTING", "-s", "192.168.50.116",
+           "-p", "tcp", "--dport", "30080", "-j", "DROP", env=lab, check=0)
+    raw = results(lab, "nodeport")["nodeport"]
+    assert raw["status"] == "fail" and "node1's raw table" in raw["message"], raw
+    extra = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web-extra", "namespace": "default"},
+             "spec": {"type": "NodePort", "selector": {"app": "web"},
+                      "ports": [{"name": "http", "port": 80, "targetPort": "http", "nodePort": 30081}]}}
+    path = tmp_path / "extra.yaml"
+    path.write_text(yaml.safe_dump(extra))
+    labkit("kube-proxy", "apply", "-f", str(path), env=lab, check=0)
+    asked = labkit("reset", "kube-proxy", "nodeport", env=lab, check=2)
+    assert "raw PREROUTING" in asked.stderr and "Service default/web-extra of yours" in asked.stderr, asked.stderr
+    done = labkit("reset", "kube-proxy", "nodeport", "--yes", env=lab, check=0)
+    saved = [Path(line.split(": ", 1)[1]) for line in done.stdout.splitlines() + done.stderr.splitlines()
+             if line.startswith("your ") and "before the reset: " in line]
+    assert any(p.name.startswith("nodeport-service-web-extra") and "30081" in p.read_text() for p in saved), saved
+    assert any(p.name.startswith("nodeport-node1") and "192.168.50.116" in p.read_text() for p in saved), saved
+    rules = parse(save(env.netns_name("node1")))
+    assert not (rules.table("raw") and any(c.rules for c in rules.table("raw").chains.values()))
+    services = labkit("kube-proxy", "get", "services", env=lab, check=0).stdout
+    assert "web-extra" not in services

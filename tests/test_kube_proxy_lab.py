@@ -219,6 +219,36 @@ def test_render_withholds_legacys_rules_until_clusterip_by_hand_has_passed(env, 
         credit.write_bytes(before) if before is not None else credit.unlink()
 
 
+def test_render_withholds_catalogs_rules_until_debug_ruleset_has_passed(env, lab, tmp_path):
+    # the whole cluster rendered for node2 and restored there repairs catalog's chains as
+    # kube-proxy's full sync would: debug-ruleset asks to find the damage and repair it by hand
+    services = labkit("kube-proxy", "get", "services", "-o", "yaml", env=lab, check=0).stdout
+    slices = labkit("kube-proxy", "get", "endpointslices", "-o", "yaml", env=lab, check=0).stdout
+    docs = [d for d in [*yaml.safe_load_all(services), *yaml.safe_load_all(slices)] if d]
+    path = tmp_path / "all.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+    refused = labkit("kube-proxy", "render", "-f", str(path), "--hostname", "node2", env=lab, check=2)
+    assert refused.stdout == "" and "KUBE-SVC-" not in refused.stderr
+    assert refused.stderr.startswith("labkit: kube-proxy's rules for default/catalog:http withheld: exercise "
+                                     "debug-ruleset of lab kube-proxy asks you to find what is wrong")
+    # without catalog (and legacy, withheld for clusterip-by-hand) the rest renders
+    names = ("catalog", "legacy")
+    rest = [d for d in docs if d["metadata"]["name"] not in names
+            and (d.get("metadata", {}).get("labels") or {}).get("kubernetes.io/service-name") not in names]
+    path.write_text(yaml.safe_dump_all(rest))
+    assert '"default/web:http cluster IP"' in labkit("kube-proxy", "render", "-f", str(path), env=lab, check=0).stdout
+    credit = env.state.dir / "credit.json"
+    before = credit.read_bytes() if credit.exists() else None
+    credit.write_text(json.dumps({**env.state.credit, "debug-ruleset": {"at": time.time(), "points": 4},
+                                  "clusterip-by-hand": {"at": time.time(), "points": 5}}))
+    path.write_text(yaml.safe_dump_all(docs))
+    try:
+        shown = labkit("kube-proxy", "render", "-f", str(path), "--hostname", "node2", env=lab, check=0).stdout
+        assert '"default/catalog:http cluster IP"' in shown
+    finally:
+        credit.write_bytes(before) if before is not None else credit.unlink()
+
+
 def test_get_and_shell(lab):
     services = labkit("kube-proxy", "get", "services", env=lab, check=0).stdout
     assert "legacy" in services and "label service.kubernetes.io/service-proxy-name" in services

@@ -49,6 +49,10 @@ def test_a_prediction_is_kept_only_when_the_check_can_grade_it():
     assert "shop-cluster.node2 must be a mapping" in prediction_problem(
         {**whole, "shop-cluster": {"node1": whole["shop-cluster"]["node1"]}}, names, nodes)
     assert "shop-cluster must be a mapping" in prediction_problem({"shop-cluster": "maybe"}, names, nodes)
+    # a node's name misspelled is named as the student wrote it
+    typo = {**whole, "shop-cluster": {"node-1": whole["shop-cluster"]["node1"], "node2": whole["shop-cluster"]["node2"]}}
+    assert prediction_problem(typo, names, nodes) == ("shop-cluster has no entry node1; it has node-1 instead — is one "
+                                                      "of them misspelled? (the nodes are node1, node2)")
     assert prediction_problem([], names, nodes)
 
 
@@ -135,6 +139,18 @@ def test_a_prediction_written_before_any_request_by_hand_is_judged(judging):
     assert not late.passed and "yourself" in late.message
 
 
+@pytest.mark.parametrize("cell", [{"answers": True}, {"answers": True, "client_ip_preserved": "no"}, "yes"])
+def test_a_prediction_with_a_cell_missing_is_malformed_not_wrong(judging, cell):
+    # an answer predicted without saying whether the client's address is preserved cannot be graded:
+    # malformed (not counted as a different wrong answer), as labkit's curl and trace tell it
+    from labkit.exercises import AnswerMalformed
+    checks, ctx = judging
+    answer = {**RIGHT, "shop-cluster": {**RIGHT["shop-cluster"], "node1": cell}}
+    with pytest.raises(AnswerMalformed) as told:
+        checks.judge_traffic_policy(ctx, observation(answer=answer))
+    assert "shop-cluster.node1" in told.value.message
+
+
 @pytest.mark.parametrize("written_at, kept_at", [(1000.0, None), (1500.0, None), (None, None), (1500.0, 1200.0)],
                          ids=["same-moment", "after", "no-answer-file", "kept-after-the-request"])
 def test_a_prediction_written_after_a_request_by_hand_earns_nothing(judging, written_at, kept_at):
@@ -177,6 +193,44 @@ def test_the_nodes_connection_logs_name_the_graded_requests(tmp_path, monkeypatc
     assert module.first_try(env, 0.0)["at"] == 50.0 and module.first_try(env, 200.0) is None
 
 
+def test_a_request_to_a_copy_deleted_since_is_still_a_graded_request(tmp_path, monkeypatch):
+    # a Service of one's own made to copy the situation (NodePort 30200), sent a request by hand from
+    # a shell, then deleted: the nodes' logs are read against the ports graded at each request's
+    # time (situations.remember_outcome_node_ports, after every sync), so that request still counts;
+    # one to the same port before the copy existed, or after it went, does not
+    import json as _json
+    from labkit.kubeproxy.situations import OUTCOME_PORTS_LOG
+    lab = get_lab("kube-proxy")
+    module = lab.environment_module()
+    state = load_scenario(lab.directory / "scenarios" / "cluster.yaml")
+    monkeypatch.setattr(module.live, "load", lambda env: state)
+    env = SimpleNamespace(lab=lab, dir=tmp_path)
+    shop = {"30100": "shop-cluster", "30101": "shop-local"}
+    (tmp_path / OUTCOME_PORTS_LOG).write_text("".join(_json.dumps(e) + "\n" for e in [
+        {"time": 10.0, "ports": shop}, {"time": 100.0, "ports": {**shop, "30200": "mine"}},
+        {"time": 200.0, "ports": shop}]) + "not json\n")
+    module.watch_log(env, "node1").write_text("".join(_json.dumps(e) + "\n" for e in [
+        {"at": 50.0, "src": "192.168.50.100", "sport": 1, "dst": "192.168.50.11", "dport": 30200},
+        {"at": 150.0, "src": "192.168.50.100", "sport": 2, "dst": "192.168.50.11", "dport": 30200},
+        {"at": 250.0, "src": "192.168.50.100", "sport": 3, "dst": "192.168.50.11", "dport": 30200}]))
+    tries = module.hand_tries(env, since=0.0)
+    assert [(t["at"], t["service"]) for t in tries] == [(150.0, "mine")]
+    assert tries[0]["what"] == "client (192.168.50.100) to node1's 192.168.50.11:30200 (mine)"
+
+    # what each sync logs: the graded ports when they change, nothing when they do not
+    from labkit.kubeproxy.situations import outcome_port_history, remember_outcome_node_ports
+    (tmp_path / OUTCOME_PORTS_LOG).unlink()
+    remember_outcome_node_ports(env, state)
+    remember_outcome_node_ports(env, state)
+    copy = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "mine", "namespace": "default"},
+            "spec": {"type": "NodePort", "externalTrafficPolicy": "Local", "selector": {"app": "shop"},
+                     "ports": [{"port": 80, "targetPort": 8080, "nodePort": 30200}]}}
+    state.apply([copy], "test")
+    remember_outcome_node_ports(env, state)
+    assert [ports for _, ports in outcome_port_history(env)] == [
+        {30100: "shop-cluster", 30101: "shop-local"}, {30100: "shop-cluster", 30101: "shop-local", 30200: "mine"}]
+
+
 def test_a_copy_of_the_situation_shows_the_outcome_at_its_own_node_port(lab_and_state):
     # a Service of the student's own that sends to the shop pods (Local, the same selector) shows
     # at its NodePort what shop-local's shows; one that sends to other pods does not
@@ -194,6 +248,37 @@ def test_a_copy_of_the_situation_shows_the_outcome_at_its_own_node_port(lab_and_
     assert not shows_outcome(env, state, "192.168.50.100", "192.168.50.12", 30201)
     from labkit.kubeproxy.situations import outcome_node_ports
     assert outcome_node_ports(env, state) == {30100: "shop-cluster", 30101: "shop-local", 30200: "mine"}
+
+
+def test_a_copy_of_the_situation_with_other_pods_shows_the_outcome_at_its_own_node_port(lab_and_state):
+    # shop-local's situation rebuilt with web's pods: a Service of one's own without selector, Local,
+    # and an EndpointSlice of one's own listing web-1 and web-2 (both on node1). Its NodePort on node2
+    # drops the client's request as shop-local's does: the outcome depends on the policy and on
+    # which nodes have a local endpoint, not on which pods they are. With endpoints on both nodes, or
+    # Cluster, it is another situation.
+    env, _ = lab_and_state
+    lab = get_lab("kube-proxy")
+    state = load_scenario(lab.directory / "scenarios" / "cluster.yaml")
+
+    def service(name, policy, node_port):
+        return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": "default"},
+                "spec": {"type": "NodePort", "externalTrafficPolicy": policy,
+                         "ports": [{"name": "http", "port": 80, "targetPort": 8080, "nodePort": node_port}]}}
+
+    def endpoints(name, pods):
+        return {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+                "metadata": {"name": f"{name}-1", "namespace": "default",
+                             "labels": {"kubernetes.io/service-name": name}},
+                "addressType": "IPv4", "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
+                "endpoints": [{"addresses": [state.pod(p)["status"]["podIP"]], "conditions": {"ready": True},
+                               "nodeName": state.pod(p)["spec"]["nodeName"]} for p in pods]}
+    state.apply([service("copy", "Local", 30200), endpoints("copy", ["web-1", "web-2"]),
+                 service("spread", "Local", 30201), endpoints("spread", ["web-1", "web-3"]),
+                 service("cluster", "Cluster", 30202), endpoints("cluster", ["web-1", "web-2"])], "test")
+    for node in NODES:
+        assert shows_outcome(env, state, "192.168.50.100", node, 30200)
+        assert not shows_outcome(env, state, "192.168.50.100", node, 30201)
+        assert not shows_outcome(env, state, "192.168.50.100", node, 30202)
 
 
 def test_the_tools_say_when_a_request_by_hand_came_before_the_prediction(monkeypatch):

@@ -85,7 +85,8 @@ def render(
 ):
     """Print the iptables-restore input kube-proxy (iptables mode) writes for this node. While the
     kube-proxy lab runs, rules for its Service legacy are withheld until its exercise
-    clusterip-by-hand, which asks to write them by hand, has passed."""
+    clusterip-by-hand, which asks to write them by hand, has passed, and rules for its Service
+    catalog until debug-ruleset, which asks to repair them by hand, has passed."""
     from labkit.kubeproxy import load_objects, render as render_rules, sort_rules
 
     cfg = proxier_config(config, hostname, node_ip, local_address, random_fully, nfacct_counter, ipv6)

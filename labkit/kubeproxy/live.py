@@ -177,6 +177,8 @@ def sync_nodes(env, state: ClusterState, before: list[dict] | None = None) -> di
         record_sync(env, node, changed, programmed_services(objects, changed))
         write_health_config(env, node, health_check_services(objects, config))
         done[node] = changed
+    from labkit.kubeproxy.situations import remember_outcome_node_ports
+    remember_outcome_node_ports(env, state)
     return done
 
 

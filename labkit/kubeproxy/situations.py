@@ -33,8 +33,12 @@ def prediction_problem(data, names, nodes) -> str | None:
         predicted = data.get(service)
         if not isinstance(predicted, dict):
             return f"{service} must be a mapping with one entry per node"
+        others = [str(k) for k in predicted if k not in nodes]
         for node in nodes:
             guess = predicted.get(node)
+            if node not in predicted and others:
+                return (f"{service} has no entry {node}; it has {', '.join(others)} instead — is one of them "
+                        f"misspelled? (the nodes are {', '.join(nodes)})")
             if not isinstance(guess, dict) or not isinstance(guess.get("answers"), bool):
                 return f"{service}.{node} must be a mapping with answers: true|false"
             if guess["answers"] and not isinstance(guess.get("client_ip_preserved"), bool):
@@ -90,25 +94,87 @@ def shows_outcome(env, state, src: str | None, dst: str, dport: int, *, traced: 
 
 def outcome_node_ports(env, state) -> dict[int, str]:
     """{node port: Service} of the NodePorts whose outcome the exercise asks to predict: those of its
-    two Services, and those of any other Service that sends to one of their pods (a copy of the
+    two Services, those of any other Service that sends to one of their pods (a copy of the
     situation made to experiment with, `externalTrafficPolicy: Local` and the same selector, shows
-    the same outcome at its own NodePort)."""
+    the same outcome at its own NodePort), and those of any Service with `externalTrafficPolicy:
+    Local` whose endpoints run on some nodes but not all (shop-local's situation with other pods,
+    e.g. a Service without selector and an EndpointSlice of one's own listing web-1 and web-2: the
+    outcome depends on the policy and on which nodes have a local endpoint, not on which pods they
+    are; proxier.go syncProxyRules sends external traffic to KUBE-SVL-… and, with no local endpoint,
+    drops it in KUBE-EXTERNAL-SERVICES)."""
     exercise = env.lab.exercise(EXERCISE)
     names = (exercise.params["cluster_service"], exercise.params["local_service"])
+    nodes = set(state.node_names())
 
     def addresses(namespace: str, name: str) -> set[str]:
         return {a for sl in state.slices_of(namespace, name) for ep in sl.get("endpoints") or []
                 for a in ep.get("addresses") or []}
+
+    def where(namespace: str, name: str) -> set[str]:
+        return {ep.get("nodeName") for sl in state.slices_of(namespace, name) for ep in sl.get("endpoints") or []
+                if ep.get("addresses")}
     pods = set().union(*(addresses("default", n) for n in names))
     out = {}
     for svc in state.services:
         meta = svc["metadata"]
-        ours = meta["name"] in names and (meta.get("namespace") or "default") == "default"
-        if ours or (pods & addresses(meta.get("namespace") or "default", meta["name"])):
+        key = (meta.get("namespace") or "default", meta["name"])
+        ours = meta["name"] in names and key[0] == "default"
+        local = svc["spec"].get("externalTrafficPolicy") == "Local" and bool(where(*key)) and bool(nodes - where(*key))
+        if ours or local or (pods & addresses(*key)):
             for port in svc["spec"].get("ports") or []:
                 if port.get("nodePort"):
                     out[port["nodePort"]] = meta["name"]
     return out
+
+
+OUTCOME_PORTS_LOG = "outcome-node-ports.jsonl"
+
+
+def remember_outcome_node_ports(env, state) -> None:
+    """After each kube-proxy sync of the lab: the outcome_node_ports then, logged with the time when
+    they differ from the last entry. A request sent by hand to a copy of the situation's NodePort
+    (a Service of one's own) is an observation even after that Service is deleted again: the
+    nodes' connection logs are read against the ports graded at the time of each request
+    (graded_then)."""
+    if getattr(getattr(env, "lab", None), "id", None) != "kube-proxy":
+        return
+    import json
+    import time
+    from pathlib import Path
+    ports = {str(port): name for port, name in sorted(outcome_node_ports(env, state).items())}
+    history = outcome_port_history(env)
+    if history and history[-1][1] == {int(p): n for p, n in ports.items()}:
+        return
+    with (Path(env.dir) / OUTCOME_PORTS_LOG).open("a") as log:
+        log.write(json.dumps({"time": time.time(), "ports": ports}) + "\n")
+
+
+def outcome_port_history(env) -> list[tuple[float, dict[int, str]]]:
+    """[(time, {node port: Service})] as remember_outcome_node_ports logged them, oldest first."""
+    import json
+    from pathlib import Path
+    try:
+        lines = (Path(env.dir) / OUTCOME_PORTS_LOG).read_text().splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        try:
+            entry = json.loads(line)
+            out.append((float(entry["time"]), {int(p): str(n) for p, n in entry["ports"].items()}))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            continue
+    return out
+
+
+def graded_then(history, at: float) -> dict[int, str]:
+    """The outcome node ports in force at time `at` (the last entry of `history` before it)."""
+    found = {}
+    for time_, ports in history:
+        if time_ > at:
+            break
+        found = ports
+    return found
 
 
 def _concerns(rule_text: str, state, names) -> bool:

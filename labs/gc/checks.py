@@ -278,7 +278,7 @@ def _still_going_obs(left: list[dict], what: str, ns: str):
                        f"`labkit gc graph -n {ns}` shows them"),
                       expected="the Deployment, its ReplicaSet and its Pods gone",
                       observed=[f"{o['kind']} {o['name']}" + (" (deleting)" if o["deleting"] else "") for o in left],
-                      observed_in=LIVE)
+                      observed_in=LIVE, **({"in_progress": True} if deleting else {}))
 
 
 def _chain_writes(events, ns: str, app: str, verbs=("update", "patch", "delete")) -> list[dict]:

@@ -194,19 +194,23 @@ def debug_ruleset_comment_differences(ctx, state, node: str, text: str) -> list:
                                      service_chain_names(state, ctx.params["service"]))
 
 
-BUILTIN_CHAINS = ("PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING")
-
-
 def untouched_table_differences(ctx, node: str, text: str) -> list:
     """Where `text` differs from the node's mangle and raw tables as the lab built them (kubelet's
-    KUBE-IPTABLES-HINT, the canaries; raw empty): kube-proxy writes nothing else there, and no repair
-    of its nat chains needs them. A table the kernel shows only once it was used counts as empty."""
-    built = judge.built_rules(ctx.env, node)
-    for table in ("mangle", "raw"):
-        if parse(built).table(table) is None:
-            built += f"*{table}\n" + "".join(f":{c} ACCEPT [0:0]\n" for c in BUILTIN_CHAINS) + "COMMIT\n"
-    return judge.structure_differences(node, text, built, tables=("mangle", "raw"),
-                                       ignore=lambda table, chain, rule: rule is None and chain in BUILTIN_CHAINS)
+    KUBE-IPTABLES-HINT, the canaries; raw empty): kube-proxy writes nothing else there, and no
+    exercise needs them (lab.untouched_differences)."""
+    return ctx.lab.environment_module().untouched_differences(ctx.env, node, text)
+
+
+def require_untouched_tables(ctx, observation, nodes=None, why: str = "") -> None:
+    """Each node's mangle and raw tables as the lab built them: a rule typed there (a DROP in raw
+    PREROUTING, say) is written by hand and decides the fate of packets before kube-proxy's nat
+    chains ever see them, whatever those chains say."""
+    state = observation["state"]
+    for node in nodes or state.node_names():
+        found = untouched_table_differences(ctx, node, observation["rules"][node])
+        if found:
+            raise CheckFailed(found[0].sentence(hide_chain=True) + f"; {node}'s mangle and raw tables stay as the lab "
+                              "built them (kubelet's and kube-proxy's canaries, nothing more)" + why)
 
 
 def clusterip_differences(ctx, state, node: str, text: str, objects) -> list:
@@ -284,6 +288,7 @@ def require_rules_from_the_service(ctx, observation, service: str) -> None:
         if found:
             raise CheckFailed(structure_feedback(found, set(), "the rules") + ". Nothing in the nat and filter tables "
                               "is written by hand in this exercise: kube-proxy writes every rule from the Services")
+    require_untouched_tables(ctx, observation, why=": nothing is written by hand in this exercise")
 
 
 def structure_feedback(found: list, secret: set[str], what: str) -> str:
@@ -477,6 +482,18 @@ def judge_nodeport(ctx, observation):
     if changed:
         return ctx.failed(f"Service {service}: {', '.join(changed)} changed; the exercise changes only its type and "
                           "the nodePort of its port (everything else stays as the lab built it)")
+    # no other door to web's pods from outside: a second Service with a node port (or a load
+    # balancer, an external IP) selecting them opens more than the exercise asks, as a LoadBalancer would
+    lab, built = ctx.lab.environment_module(), as_built(ctx)
+    before = lab.outside_openings(built, service, lab.service_addresses(built, service))
+    extra = {k: how for k, how in lab.outside_openings(state, service, lab.service_addresses(state, service)).items()
+             if before.get(k) != how}
+    if extra:
+        (namespace, name), how = sorted(extra.items())[0]
+        name = name if namespace == "default" else f"{namespace}/{name}"
+        return ctx.failed(f"Service {name} also opens {service}'s pods to clients outside the cluster ({how}): the "
+                          f"exercise opens {service} on port {node_port} only, nothing more (least privilege); "
+                          f"`labkit kube-proxy delete svc/{name}` removes it")
     require_like_kube_proxy(ctx, observation, [service],
                             why=f" (each node's rules for {service} must be kube-proxy's for the Service you applied: "
                                 "change the Service, not the rules)")
@@ -695,16 +712,19 @@ def judge_traffic_policy(ctx, obs):
     answer, where = obs["answer"], obs["where"]
     if answer is None:
         raise CheckFailed(f"{where}: it is not YAML with one mapping per Service")
+    for service in services:
+        ctx.answer_field(answer, service, dict)
+    # a cell missing or not true|false, a node misspelled: malformed, not a wrong prediction (the
+    # same test labkit's curl and trace apply before they keep a prediction)
+    from labkit.kubeproxy.situations import prediction_problem
+    problem = prediction_problem(answer, services, list(truth[services[0]]))
+    if problem:
+        raise AnswerMalformed(f"{where}: {problem}")
     wrong, total = [], 0
     for service in services:
-        predicted = ctx.answer_field(answer, service, dict)
+        predicted = answer[service]
         for node, expected in truth[service].items():
-            guess = predicted.get(node)
-            if not isinstance(guess, dict) or not isinstance(guess.get("answers"), bool):
-                raise AnswerMalformed(f"{where}: {service}.{node} must be a mapping with answers: true|false")
-            if guess["answers"] and not isinstance(guess.get("client_ip_preserved"), bool):
-                raise CheckFailed(f"{where}: {service}.{node} predicts an answer, so it needs "
-                                  "client_ip_preserved: true|false")
+            guess = predicted[node]
             # the cells of the student's own prediction, never of the truth: "how many of its 7
             # cells" would tell that one request of the right prediction goes unanswered
             total += 2 if guess["answers"] else 1
@@ -874,6 +894,18 @@ def judge_debug_ruleset(ctx, observation):
         return ctx.failed(beside[0].sentence(hide_chain=True) + f"; the repair is in kube-proxy's nat chains, and "
                           f"{node}'s mangle and raw tables stay as the lab built them (kubelet's and kube-proxy's "
                           "canaries, nothing more)")
+    # the other nodes, where everything was fine, stay kube-proxy's: a repair typed into the wrong
+    # node's shell breaks that node (clusterip-by-hand's rules for legacy aside)
+    for other in state.node_names():
+        if other == node:
+            continue
+        found = hand_written_differences(ctx, state, other, observation["rules"][other])
+        if found:
+            return ctx.failed(structure_feedback(found, service_chain_names(state, service), f"{service}'s chains")
+                              + f". On {other} everything was fine: its "
+                              f"rules stay kube-proxy's (a repair typed into {other}'s shell instead of {node}'s? "
+                              f"`labkit reset kube-proxy debug-ruleset` has kube-proxy write {service}'s chains on every node afresh)")
+        require_untouched_tables(ctx, observation, nodes=[other], why=f" (on {other} everything was fine)")
     svc_ip, port = svc["spec"]["clusterIP"], svc["spec"]["ports"][0]["port"]
     endpoints = endpoints_of(state, service)
     targets = [f"{e['ip']}:{e['port']}" for e in endpoints]
@@ -1018,9 +1050,22 @@ def judge_clusterip_by_hand(ctx, observation):
         # kube-proxy never writes for a ClusterIP Service)
         found = clusterip_differences(ctx, state, node, observation["rules"][node], objects)
         if found:
+            # the right jumps in another order pick the same endpoints with the same chances, but they
+            # are not kube-proxy's rules: it writes one per endpoint in its endpoints' order (sorted,
+            # endpointslicecache.go) with computeProbability(n) for the n-th from the end (proxier.go)
+            ref_chain = parse(reference(ctx, state, node, objects)).table("nat").chain(svc_chain)
+            mine = [r.target for r in chain.rules if r.target.startswith("KUBE-SEP-")]
+            theirs = [r.target for r in ref_chain.rules if r.target.startswith("KUBE-SEP-")] if ref_chain else []
+            order = ("; the jumps of your KUBE-SVC chain go to kube-proxy's KUBE-SEP chains but in another order: kube-proxy "
+                     "writes one jump per endpoint in the order of its endpoints (sorted as ip:port text), the first with "
+                     "probability 1/n, then 1/(n-1) of what is left, the last without one"
+                     if sorted(mine) == sorted(theirs) and mine != theirs else "")
             return ctx.failed(structure_feedback(found, {svc_chain, *sep_chains.values()}, f"{service}'s chains")
                               + ". Write exactly the rules kube-proxy writes for a ClusterIP Service, nothing more: "
-                              "its KUBE-SVC and KUBE-SEP chains and one KUBE-SERVICES rule for the cluster IP and port")
+                              "its KUBE-SVC and KUBE-SEP chains and one KUBE-SERVICES rule for the cluster IP and port"
+                              + order)
+        require_untouched_tables(ctx, observation, nodes=[node], why=": write legacy's rules in the nat table, "
+                                 "as kube-proxy does, nothing elsewhere")
         # the rules as kube-proxy writes them, comments included (the prompt asks for its rules)
         unlabelled = clusterip_comment_differences(ctx, state, node, observation["rules"][node], objects)
         if unlabelled:

@@ -7,6 +7,8 @@ import sys
 import time
 from pathlib import Path
 
+import yaml
+
 from labkit import paths, procs
 from labkit.errors import LabkitError
 from labkit.kubeproxy import judge, live
@@ -19,6 +21,7 @@ from labkit.netfilter.ruleset import parse_rule
 SCENARIO = Path(__file__).resolve().parent / "scenarios" / "cluster.yaml"
 # debug-ruleset: these rules of one node are edited by hand after kube-proxy's first sync
 BROKEN_NODE, BROKEN_SERVICE, BROKEN_PORT_NAME = "node2", "catalog", "http"
+BROKEN_EXERCISE = "debug-ruleset"
 
 
 # The Services each exercise changes (reset_exercise puts them back as the scenario has them).
@@ -31,12 +34,24 @@ HAND_BUILT_EXERCISE = "clusterip-by-hand"
 
 
 def render_withheld(env, text: str) -> str | None:
-    """Why `labkit kube-proxy render` must not print `text` now, or None. Rendered from a file
-    holding legacy without its service-proxy-name label, it is the whole answer of
+    """Why `labkit kube-proxy render` must not print `text` now, or None. Until debug-ruleset has
+    passed, any output with catalog's rules (its comments or KUBE-SVC chain): restored onto node2,
+    it repairs catalog's chains as kube-proxy's full sync would, without finding the damage. (node1's
+    live chains for catalog are the same, and comparing with them is the exercise's own hint; a
+    whole node copied from node1 carries node1's own chains, which the check names.) Rendered from a
+    file holding legacy without its service-proxy-name label, it is the whole answer of
     clusterip-by-hand: kube-proxy's chain names, comments and probabilities for legacy's port,
     ready to restore. Until that exercise has passed, render withholds any output that carries
     legacy's service port name (its comments) or its KUBE-SVC chain (whatever protocol or
     namespace the file gives: the comments still name the port); a file without legacy renders."""
+    broken = service_port_name("default", BROKEN_SERVICE, BROKEN_PORT_NAME)
+    if BROKEN_EXERCISE not in env.state.credit and (broken in text or service_chain(broken, "tcp") in text):
+        # a whole node's rules as kube-proxy writes them, restored onto node2, repair catalog's chains
+        # as kube-proxy's full sync does: the exercise asks to find the damage and repair it by hand
+        return (f"kube-proxy's rules for {broken} withheld: exercise {BROKEN_EXERCISE} of lab {env.lab.id} asks you to "
+                f"find what is wrong in {BROKEN_NODE}'s chains for {BROKEN_SERVICE} and repair it by hand, not to "
+                f"load what kube-proxy would write (that is kube-proxy's repair); `labkit kube-proxy render` shows "
+                f"them once that exercise has passed. Render a file without {BROKEN_SERVICE}")
     if HAND_BUILT_EXERCISE in env.state.credit:
         return None
     params = env.lab.exercise(HAND_BUILT_EXERCISE).params
@@ -136,11 +151,15 @@ def graded_node_ports(env, state) -> dict[int, str]:
 def hand_tries(env, since: float, state=None) -> list[dict]:
     """Every connection sent since `since` (epoch seconds) to a node's address on a NodePort of the
     Services traffic-policy asks about, from any sender, oldest first, as the nodes' connection
-    logs (start_watchers) have them: [{at, time, src, node, dst, dport, service}]. labkit's own
+    logs (start_watchers) have them: [{at, time, src, node, dst, dport, service}]. A port counts
+    when it is graded now or was at the request's time (a copy of the situation deleted since:
+    labkit.kubeproxy.situations.graded_then). labkit's own
     curl keeps the prediction before it sends (labkit.kubeproxy.situations), so its requests come
     after that and change nothing. `state`: the cluster state (default: the running lab's)."""
+    from labkit.kubeproxy.situations import graded_then, outcome_port_history
     state = state if state is not None else live.load(env)
     ports = graded_node_ports(env, state)
+    history = outcome_port_history(env)     # a copy of the situation deleted since was graded then
     hosts = {state.node_address(n): n for n in state.node_names()}
     hosts.update({a: h["name"] for h in state.hosts for a in h["addresses"]})
     hosts.update({p["status"]["podIP"]: f"pod {p['metadata']['name']}" for p in state.pods})
@@ -155,15 +174,18 @@ def hand_tries(env, since: float, state=None) -> list[dict]:
                 entry = json.loads(line)
             except ValueError:
                 continue
-            if not isinstance(entry, dict) or entry.get("dport") not in ports or float(entry.get("at", 0)) < since:
+            if not isinstance(entry, dict) or float(entry.get("at", 0)) < since:
+                continue
+            service = ports.get(entry.get("dport")) or graded_then(history, float(entry["at"])).get(entry.get("dport"))
+            if service is None:
                 continue
             found.append({"at": float(entry["at"]), "time": time.strftime("%H:%M:%S", time.localtime(entry["at"])),
                           "src": entry.get("src"), "node": node, "dst": entry.get("dst"), "dport": entry["dport"],
-                          "service": ports[entry["dport"]],
+                          "service": service,
                           "who": hosts.get(entry.get("src"), "a sender outside the lab"),
                           "what": f"{hosts.get(entry.get('src'), 'a sender outside the lab')} ({entry.get('src')}) to "
                                   f"{node}'s {entry.get('dst')}:{entry['dport']} "
-                                  f"({ports[entry['dport']]})"})
+                                  f"({service})"})
     return sorted(found, key=lambda t: t["at"])
 
 
@@ -231,6 +253,59 @@ def service_changes(state, name: str) -> list[str]:
     if (built["metadata"].get("annotations") or {}) != (now["metadata"].get("annotations") or {}):
         changed.append("metadata.annotations")
     return changed
+
+
+def outside_openings(state, service: str, pods: set[str]) -> dict[tuple[str, str], str]:
+    """{(namespace, name): how} for each Service but `service` whose endpoints include one of
+    `pods` (addresses) and that clients outside the cluster reach: a node port on every node, a
+    load balancer, an external IP (what kube-proxy opens beyond the cluster IP: proxier.go,
+    syncProxyRules, writes KUBE-NODEPORTS, KUBE-EXT and external-IP rules only for these)."""
+    out = {}
+    for svc in state.services:
+        meta, spec = svc["metadata"], svc["spec"]
+        key = (meta.get("namespace") or "default", meta["name"])
+        if key == ("default", service):
+            continue
+        addresses = {a for sl in state.slices_of(*key) for ep in sl.get("endpoints") or []
+                     for a in ep.get("addresses") or []}
+        if not addresses & pods:
+            continue
+        how = [f"node port {p['nodePort']}" for p in spec.get("ports") or [] if p.get("nodePort")]
+        how += [f"external IP {ip}" for ip in spec.get("externalIPs") or []]
+        how += ["a load balancer"] if spec.get("type") == "LoadBalancer" else []
+        if how:
+            out[key] = ", ".join(how)
+    return out
+
+
+def service_addresses(state, service: str) -> set[str]:
+    return {a for sl in state.slices_of("default", service) for ep in sl.get("endpoints") or []
+            for a in ep.get("addresses") or []}
+
+
+def own_openings(state, exercise_id: str | None) -> list[tuple[str, str]]:
+    """nodeport's part beyond its Service: the student's own Services (none of the lab's) that open
+    web's pods to clients outside the cluster, which the exercise's check fails and its reset
+    deletes (a copy of each goes to saved/ first)."""
+    if exercise_id not in (None, "nodeport"):
+        return []
+    service = SERVICES_OF["nodeport"][0]
+    ours = {(s["metadata"].get("namespace") or "default", s["metadata"]["name"])
+            for s in load_scenario(SCENARIO).services}
+    return sorted(k for k in outside_openings(state, service, service_addresses(state, service)) if k not in ours)
+
+
+def delete_own_openings(env) -> None:
+    """Delete own_openings (kube-proxy syncs the deletion); clusterip-by-hand's work, which a sync
+    deletes, is put back after it."""
+    state = live.load(env)
+    refs = own_openings(state, "nodeport")
+    if not refs:
+        return
+    keep = {n: _hand_built_of(env, state, n) for n in state.node_names()}
+    live.delete_objects(env, [("Service", namespace, name) for namespace, name in refs])
+    for node, part in keep.items():
+        _put_back(env, node, part)
 
 
 def restore_services(env, names: list[str]) -> None:
@@ -403,13 +478,22 @@ def reset_exercise(env, exercise_id: str) -> None:
     """Restore exactly the exercise's part as the lab built it, nothing of the other exercises'.
     Answer files and the traffic-policy prediction labkit kept are never touched; the rules the
     student wrote were copied to saved/ before (keep_student_work)."""
+    _reset_part(env, exercise_id)
+    if exercise_id in UNTOUCHED_BY:
+        restore_untouched(env, live.load(env))
+
+
+def _reset_part(env, exercise_id: str) -> None:
     state = live.load(env)
     if exercise_id == "follow-the-chain":
-        if reverted(env, state, exercise_id):
+        if any(d.table not in UNTOUCHED_TABLES for d in reverted(env, state, exercise_id).get(FOLLOW_NODE, [])):
             rebuild_node_rules(env, state, FOLLOW_NODE)
         return
     if exercise_id == "debug-ruleset":
         restore_services(env, SERVICES_OF[exercise_id])
+        # catalog's chains on the other nodes as kube-proxy writes them (a repair typed into the
+        # wrong node's shell), then BROKEN_NODE as built and broken again
+        sync_services(env, _syncs_of(live.load(env), exercise_id))
         state = live.load(env)
         rebuild_node_rules(env, state, BROKEN_NODE)
         break_rules(env, state)
@@ -422,6 +506,8 @@ def reset_exercise(env, exercise_id: str) -> None:
         restore_services(env, SERVICES_OF[exercise_id])
         judge.record_mark(env, HAND_BUILT_MARK)
         return
+    if exercise_id == "nodeport":
+        delete_own_openings(env)
     restore_services(env, SERVICES_OF.get(exercise_id, []))
     names = _syncs_of(live.load(env), exercise_id)
     if names:
@@ -479,7 +565,8 @@ def expected_rules(env, state, node: str) -> str:
 
 def rule_work(env, state) -> dict[str, list]:
     """Every difference of each node's nat and filter tables from the rules as the lab leaves them
-    (expected_rules): {node: [(RuleDifference, whether it is clusterip-by-hand's work)]}."""
+    (expected_rules), and of its mangle and raw tables from the node as built (untouched_differences):
+    {node: [(RuleDifference, whether it is clusterip-by-hand's work)]}."""
     out: dict = {}
     for node in state.node_names():
         if not judge.built_path(env, node).exists():
@@ -490,7 +577,43 @@ def rule_work(env, state) -> dict[str, list]:
         for d in judge.structure_differences(node, text, expected):
             rule = parse_rule(d.rule) if d.rule else None
             out.setdefault(node, []).append((d, ignore(d.table, d.chain, rule)))
+        for d in untouched_differences(env, node, text):
+            out.setdefault(node, []).append((d, False))
     return out
+
+
+# mangle and raw: kubelet's KUBE-IPTABLES-HINT and the canaries, as `labkit run` wrote them. No
+# exercise writes there (kube-proxy's rules are in nat and filter), so every exercise that judges
+# a node's rules wants them as built, and its reset puts them back (UNTOUCHED_BY).
+UNTOUCHED_TABLES = ("mangle", "raw")
+BUILTIN_CHAINS = {"mangle": ("PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING"), "raw": ("PREROUTING", "OUTPUT")}
+UNTOUCHED_BY = ("follow-the-chain", "nodeport", "session-affinity", "debug-ruleset", "clusterip-by-hand")
+
+
+def untouched_built(env, node: str) -> str:
+    """The node's mangle and raw tables as the lab built them, as iptables-restore input (a table
+    the kernel showed only once it was used, absent from the record, is empty)."""
+    built = parse(judge.built_rules(env, node))
+    text = ""
+    for table in UNTOUCHED_TABLES:
+        if built.table(table) is None:
+            text += f"*{table}\n" + "".join(f":{c} ACCEPT [0:0]\n" for c in BUILTIN_CHAINS[table]) + "COMMIT\n"
+    tables = _tables(judge.built_rules(env, node))
+    return _text({t: tables[t] for t in UNTOUCHED_TABLES if t in tables}) + text
+
+
+def untouched_differences(env, node: str, text: str) -> list:
+    """Where `text` (a node's iptables-save) differs from its mangle and raw tables as built; a
+    built-in chain the kernel does not show yet counts as empty."""
+    return judge.structure_differences(node, text, untouched_built(env, node), tables=UNTOUCHED_TABLES,
+                                       ignore=lambda table, chain, rule: rule is None and chain in BUILTIN_CHAINS[table])
+
+
+def restore_untouched(env, state) -> None:
+    """Put each node's mangle and raw tables back as built, where they differ."""
+    for node in state.node_names():
+        if judge.built_path(env, node).exists() and untouched_differences(env, node, save(env.netns_name(node))):
+            restore(env.netns_name(node), untouched_built(env, node), noflush=False)
 
 
 def _synced(env, state, node: str, services: list[str]) -> tuple[set, set]:
@@ -514,7 +637,7 @@ def _synced(env, state, node: str, services: list[str]) -> tuple[set, set]:
 def _syncs_of(state, exercise_id: str) -> list[str]:
     """The Services whose chains a reset of the exercise has kube-proxy sync on every node."""
     names = SERVICES_OF.get(exercise_id, [])
-    if exercise_id in ("debug-ruleset", "clusterip-by-hand"):
+    if exercise_id == "clusterip-by-hand":
         return [n for n in names if service_changes(state, n)]      # only a Service put back is synced
     return names
 
@@ -535,6 +658,9 @@ def reverted(env, state, exercise_id: str | None) -> dict[str, list]:
                 found.append(d)
             elif hand_built:
                 continue
+            elif d.table in UNTOUCHED_TABLES:
+                if exercise_id in UNTOUCHED_BY:
+                    found.append(d)
             elif node == own_node or (d.table, d.chain) in declared or (d.kind == "extra chain" and d.chain in deleted):
                 found.append(d)
         if found:
@@ -594,6 +720,9 @@ def student_work(env, exercise_id: str | None) -> list[str]:
             if changed:
                 what = "deleted" if changed == ["deleted"] else f"changed: {', '.join(changed)}"
                 out.append(f"Service {name} as you changed it ({what}), put back as the lab built it")
+    for namespace, name in own_openings(state, exercise_id):
+        out.append(f"Service {namespace}/{name} of yours, which opens web's pods to clients outside the cluster, "
+                   f"deleted (a copy goes to {saved_dir()})")
     for node, found in _work_on_rules(env, state, exercise_id).items():
         shown = ", ".join(sorted({f"{d.table} {d.chain}" for d in found}))
         out.append(f"your {len(found)} change{'s' if len(found) != 1 else ''} to {node}'s rules, in {shown} "
@@ -610,6 +739,12 @@ def keep_student_work(env, exercise_id: str | None) -> list[str]:
     state = live.load(env)
     said = [f"your {node} rules before the reset: {keep_aside(env, exercise_id or 'lab', node)}"
             for node in _work_on_rules(env, state, exercise_id)]
+    for namespace, name in own_openings(state, exercise_id):
+        directory = saved_dir()
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / f"{exercise_id or 'lab'}-service-{name}-{time.strftime('%Y%m%d-%H%M%S')}.yaml"
+        path.write_text(yaml.safe_dump(state.service(name, namespace), sort_keys=False))
+        said.append(f"your Service {namespace}/{name} before the reset: {path}")
     if exercise_id in (None, TRAFFIC_POLICY):
         from labkit import predictions
         found = first_try(env, env.state.ready_time(TRAFFIC_POLICY))

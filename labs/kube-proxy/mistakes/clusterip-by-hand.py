@@ -152,3 +152,33 @@ def copies_kube_proxys_own_rules(env):
     live.apply_documents(env, [labelled], "mistakes/clusterip-by-hand.py")
     for node, text in copies.items():
         restore(env.netns_name(node), text, noflush=True)
+
+
+@mistake("node1", "raw table", "nat table")
+def also_drops_udp_in_raw(env):
+    """Correct chains, and also a rule in node1's raw PREROUTING that drops UDP to legacy's cluster IP from the
+    other node's pods (kube-proxy's rules leave such packets alone): a rule outside the nat table, where
+    kube-proxy writes a ClusterIP Service's rules."""
+    from labkit.kubeproxy import live
+    from labkit.netlab import run_in
+    _write(env)
+    ip = live.load(env).service("legacy")["spec"]["clusterIP"]
+    run_in(env.netns_name("node1"), ["iptables-legacy", "-w", "-t", "raw", "-A", "PREROUTING", "-s", "10.244.2.0/24",
+                                     "-d", f"{ip}/32", "-p", "udp", "-j", "DROP"])
+
+
+@mistake("node1", "another order", "sorted")
+def jumps_in_another_order(env):
+    """Right chains and rules, but the KUBE-SVC chain's jumps list the endpoints last first (1/3 to the
+    last endpoint, then 1/2, then the first without a probability): the same endpoints with the same
+    chances, yet not the rules kube-proxy writes."""
+    def change(chains, rules, entry):
+        svc = chains[0]
+        jumps = [i for i, r in enumerate(rules) if r[1] == svc and r[-1].startswith("KUBE-SEP-")]
+        labels = [(rules[i][rules[i].index("--comment") + 1], rules[i][-1]) for i in jumps]
+        out = [list(r) for r in rules]
+        for i, (text, target) in zip(jumps, reversed(labels)):
+            out[i][out[i].index("--comment") + 1] = text
+            out[i][-1] = target
+        return chains, out, entry
+    _write(env, change)

@@ -147,3 +147,17 @@ def repairs_and_marks_catalog_in_mangle(env):
     from labkit.netlab import run_in
     run_in(env.netns_name(NODE), ["iptables-legacy", "-w", "-t", "mangle", "-I", "PREROUTING", "1", "-d",
                                   f"{svc['spec']['clusterIP']}/32", "-j", "MARK", "--set-xmark", "0x8000/0x8000"])
+
+
+@mistake("node1", "everything was fine", "catalog's chains")
+def also_edits_node1(env):
+    """Types one of the repairs into node1's shell first (the KUBE-SVC chain's last jump given a probability of 0.5,
+    as if every jump needed one), then repairs node2 rightly: node2 is kube-proxy's again, but node1, where
+    everything was fine, now refuses half of the requests its last jump used to take."""
+    from labkit.netlab import run_in
+    names, _live_nat, good = _chains(env)
+    _load(env, {c: [r.text for r in good.chain(c).rules] for c in names})
+    last = good.chain(names[0]).rules[-1]
+    run_in(env.netns_name("node1"), ["iptables-legacy", "-w", "-t", "nat", "-R", names[0], str(len(good.chain(names[0]).rules)),
+                                     "-m", "comment", "--comment", last.comment, "-m", "statistic", "--mode", "random",
+                                     "--probability", "0.5", "-j", last.target])

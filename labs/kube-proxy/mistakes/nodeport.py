@@ -85,3 +85,32 @@ def also_a_dnat_to_a_pod_by_hand(env):
     pod_ip = live.load(env).pod("web-1")["status"]["podIP"]
     run_in(env.netns_name("node1"), ["iptables-legacy", "-w", "-t", "nat", "-I", "KUBE-NODEPORTS", "-p", "tcp",
                                      "--dport", "31000", "-j", "DNAT", "--to-destination", f"{pod_ip}:8080"])
+
+
+@mistake("web-extra", "also opens web's pods", "least privilege")
+def a_second_service_opens_web(env):
+    """Applies the right Service, and also a Service of its own, web-extra, selecting web's pods with
+    nodePort 30081: port 30080 works, but web's pods are open to the outside on one more port."""
+    def change(spec):
+        spec.update(type="NodePort")
+        spec["ports"][0]["nodePort"] = 30080
+    _apply(env, change)
+    extra = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web-extra", "namespace": "default"},
+             "spec": {"type": "NodePort", "selector": {"app": "web"},
+                      "ports": [{"name": "http", "port": 80, "targetPort": "http", "nodePort": 30081}]}}
+    live.apply_documents(env, [extra], "mistakes/nodeport.py")
+
+
+@mistake("node1", "raw table", "written by hand")
+def drops_a_client_in_raw(env):
+    """Applies the right Service, and also drops one client address's packets to port 30080 in node1's raw
+    PREROUTING (an experiment left behind): the rule is written by hand, in a table kube-proxy never
+    writes, and one client of the client host never reaches web through node1."""
+    from labkit.netlab import run_in
+
+    def change(spec):
+        spec.update(type="NodePort")
+        spec["ports"][0]["nodePort"] = 30080
+    _apply(env, change)
+    run_in(env.netns_name("node1"), ["iptables-legacy", "-w", "-t", "raw", "-A", "PREROUTING", "-s", "192.168.50.116",
+                                     "-p", "tcp", "--dport", "30080", "-j", "DROP"])

@@ -49,3 +49,19 @@ def also_a_rule_by_hand(env):
     netns = env.netns_name("node2")
     first = next(r for r in parse(save(netns, "nat")).table("nat").chain(chain).rules if r.cond("recent"))
     run_in(netns, ["iptables-legacy", "-w", "-t", "nat", "-A", chain, *shlex.split(first.text)[2:]])
+
+
+@mistake("node1", "raw table", "written by hand")
+def drops_pods_in_raw(env):
+    """Gives api ClientIP affinity, and also drops node1's pods' packets to api's cluster IP in node1's raw
+    PREROUTING: the 16 clients outside the cluster stay sticky, but pods never reach api through node1, and
+    the rule is written by hand in a table kube-proxy never writes."""
+    from labkit.netlab import run_in
+
+    state = live.load(env)
+    svc = state.service("api")
+    svc["spec"]["sessionAffinity"] = "ClientIP"
+    live.apply_documents(env, [svc], "mistakes/session-affinity.py")
+    run_in(env.netns_name("node1"), ["iptables-legacy", "-w", "-t", "raw", "-A", "PREROUTING",
+                                     "-s", "10.244.1.0/24",
+                                     "-d", f"{svc['spec']['clusterIP']}/32", "-j", "DROP"])
