@@ -225,7 +225,8 @@ def probes(state, node: str, services: list[dict], *, other_ports=(80, 8080, 300
 def outcome(tracer: Tracer, probe: Probe) -> dict[tuple, float]:
     """{(DNAT target or None, "dropped"/"rejected"/"passes", masqueraded, recent lists the client
     is added to): probability}."""
-    result = tracer.trace(Packet(src=probe.src, dst=probe.dst, dport=probe.dport, proto=probe.proto))
+    result = tracer.trace(Packet(src=probe.src, dst=probe.dst, dport=probe.dport, proto=probe.proto),
+                          kube_proxy_test=False)
     out: dict[tuple, float] = {}
     for b in result.branches:
         verdict = {"DROP": "dropped", "REJECT": "rejected"}.get(b.verdict, "passes")

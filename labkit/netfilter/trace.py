@@ -218,7 +218,10 @@ class Tracer:
         self.affinity_report: list[dict] = []
 
     # -- public -------------------------------------------------------------------------------
-    def trace(self, packet: Packet) -> TraceResult:
+    def trace(self, packet: Packet, kube_proxy_test: bool = True) -> TraceResult:
+        """The packet's path; with `kube_proxy_test`, also what kube-proxy's own test tracer says of
+        a first packet (TraceResult.output and .masq; a judge that compares branches only leaves
+        it out: it is a second trace)."""
         start = _State(src=_ip(packet.src), dst=_ip(packet.dst), dport=packet.dport, sport=packet.sport,
                        proto=packet.proto.lower(), mark=0, ctstate={s.strip().upper() for s in packet.ctstate.split(",")},
                        in_interface=packet.in_interface, out_interface=packet.out_interface)
@@ -228,7 +231,7 @@ class Tracer:
         branches = [Branch(s.probability, s.dnat, s.verdict or "none", s.masquerade, s.marked, s.steps,
                            tuple(s.recent_set)) for s in finished]
         output, masq = "", False
-        if self.first_packet:      # kube-proxy's test tracer models first packets only
+        if self.first_packet and kube_proxy_test:      # kube-proxy's test tracer models first packets only
             output, masq = kube_proxy_test_trace(self.rules, packet.src, packet.proto.lower(), packet.dst,
                                                  str(packet.dport), [str(ip) for ip in self.local.ips])
         return TraceResult(packet, branches, self.affinity_report, output, masq, self.notes)

@@ -334,7 +334,7 @@ def observe_nodes(ctx) -> dict:
 def trace_live(observation, node: str, source: str, ip: str, port: int, proto: str = "tcp", affinity=()):
     state = observation["state"]
     return Tracer(parse(observation["rules"][node]), live.proxier_config(state, node).local_addresses,
-                  affinity=affinity).trace(Packet(src=source, dst=ip, dport=port, proto=proto))
+                  affinity=affinity).trace(Packet(src=source, dst=ip, dport=port, proto=proto), kube_proxy_test=False)
 
 
 def dnat_distribution(result) -> dict[str, float]:
