@@ -105,6 +105,15 @@ BACK = _apiservice_write("patch", {"spec": {"service": {"name": "metrics-server"
                                                         "port": 443}, "insecureSkipTLSVerify": True}})
 
 
+def _created(service=None):
+    return {"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService", "metadata": {"name": "v1beta1.metrics.k8s.io"},
+            "spec": {"group": "metrics.k8s.io", "version": "v1beta1", "groupPriorityMinimum": 100, "versionPriority": 100,
+                     **({"service": {"namespace": "kube-system", "name": service, "port": 443}} if service else {})}}
+
+
+CREATED_LOCAL, CREATED_ELSEWHERE, CREATED_AS_BUILT = _created(), _created("ms2"), _created("metrics-server")
+
+
 @pytest.mark.parametrize("events,rewrites", [
     # a newcomer made it Local (monitoring finished, the group out of discovery), then put it back: passed
     ([LOCAL, BACK], ["patch: service none"]),
@@ -117,6 +126,15 @@ BACK = _apiservice_write("patch", {"spec": {"service": {"name": "metrics-server"
     ([_apiservice_write("update", {"spec": {"group": "metrics.k8s.io", "version": "v1beta2",
                                             "service": {"namespace": "kube-system", "name": "metrics-server"}}})],
      ["update: version v1beta2"]),
+    # deleted and made again Local or pointing elsewhere (then deleted, the accepted end): the same detour
+    ([_apiservice_write("delete", None), _apiservice_write("create", CREATED_LOCAL), _apiservice_write("delete", None)],
+     ["create: service none"]),
+    ([_apiservice_write("delete", None), _apiservice_write("create", CREATED_ELSEWHERE)],
+     ["create: service kube-system/ms2"]),
+    ([_apiservice_write("delete", None), _apiservice_write("patch", CREATED_LOCAL)], ["patch: service none"]),
+    # deleted, or deleted and made again as it was: no rewrite
+    ([_apiservice_write("delete", None)], []),
+    ([_apiservice_write("delete", None), _apiservice_write("create", CREATED_AS_BUILT)], []),
     # what leaves it serving the same from the same Service is no rewrite: a port, the CA, a label
     ([BACK, _apiservice_write("patch", {"spec": {"service": {"port": 8443}}}),
       _apiservice_write("patch", {"metadata": {"labels": {"a": "b"}}})], []),

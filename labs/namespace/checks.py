@@ -776,11 +776,12 @@ def _patched_spec(spec: dict, verb: str, body) -> dict:
 
 
 def _apiservice_rewrites(ctx, apiservice: str, service: str) -> list[str] | None:
-    """The student's updates and patches of `apiservice` that made it serve anything but its group
-    and version from kube-system/`service`, even for a while (kube-aggregator then drops or serves the
-    group otherwise, and the namespace controller's discovery no longer fails on it: a Local
-    APIService, say, with `spec.service` removed, apiregistration types.go). Each as `patch: service
-    none`; None on a real cluster (no audit log)."""
+    """The student's creates, updates and patches of `apiservice` that made it serve anything but its
+    group and version from kube-system/`service`, even for a while (kube-aggregator then drops or
+    serves the group otherwise, and the namespace controller's discovery no longer fails on it: a
+    Local APIService, say, with `spec.service` removed, apiregistration types.go). Deleting it and
+    creating it again otherwise is the same detour as patching it (the create's body is the whole
+    object, as an update's). Each as `patch: service none`; None on a real cluster (no audit log)."""
     events = _audit(ctx)
     if events is None:
         return None
@@ -790,10 +791,15 @@ def _apiservice_rewrites(ctx, apiservice: str, service: str) -> list[str] | None
     for e in events:
         ref = e.get("objectRef") or {}
         if ref.get("resource") != "apiservices" or ref.get("name") != apiservice or ref.get("subresource") \
-                or e.get("verb") not in ("update", "patch") or (e.get("responseStatus") or {}).get("code", 0) >= 300 \
+                or e.get("verb") not in ("create", "update", "patch", "delete") \
+                or (e.get("responseStatus") or {}).get("code", 0) >= 300 \
                 or (e.get("user") or {}).get("username", "").startswith("system:"):
             continue
-        spec = _patched_spec(spec, e["verb"], e.get("requestObject"))
+        if e["verb"] == "delete":
+            # what is made after a delete starts from nothing (a server-side apply's patch too)
+            spec = {"group": None, "version": None, "service": None}
+            continue
+        spec = _patched_spec(spec, "update" if e["verb"] == "create" else e["verb"], e.get("requestObject"))
         now = _serves(spec)
         if now != _serves(built):
             entry = f"{e['verb']}: " + ", ".join(f"{k} {v or 'none'}" for k, v, b in
@@ -822,10 +828,10 @@ def judge_broken_apiservice(ctx, seen: dict):
     if rewrites:
         raise CheckFailed(f"you changed APIService {apiservice} ({rewrites[0]}) so that it no longer served {apiservice.split('.', 1)[1]}"
                           f"/{apiservice.split('.', 1)[0]} from the Service kube-system/{service}, even if you put it "
-                          f"back later: while it was so, the namespace controller's discovery did not fail on it, and "
+                          f"back later or deleted it: while it was so, the namespace controller's discovery did not fail on it, and "
                           f"{name} could finish with a broken API. The fix is the backend (or, if it is gone for good, "
                           f"the APIService's deletion) — `labkit reset namespace {ctx.exercise.id}` to start over",
-                          expected=f"no update or patch that points {apiservice} elsewhere",
+                          expected=f"no create, update or patch of yours that points {apiservice} elsewhere",
                           observed=rewrites, observed_in=LIVE)
     failure = seen["discovery_failure"]
     if failure is None and seen["gone"]["namespace"] is not None:
