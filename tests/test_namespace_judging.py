@@ -68,6 +68,19 @@ def test_own_finalizer_fails_when_another_namespace_was_finalized_too():
     assert checks("namespace").judge_own_finalizer(ctx, {**seen, "other_namespaces": []}).status == "pass"
 
 
+@pytest.mark.parametrize("standard", ["orphan", "foregroundDeletion"])
+def test_own_finalizer_is_not_one_of_the_names_kubernetes_defines(standard):
+    # a newcomer added and removed `orphan` (accepted without a domain, being standard): passed
+    ctx = context("namespace", "own-finalizer")
+    seen = {"requests": [["kubernetes", standard], ["kubernetes"]], "spec_edit": "", "other_namespaces": [],
+            "namespace": {"original": True, "deleting": False, "finalizers": ["kubernetes"], "changed": True}}
+    with pytest.raises(CheckFailed) as failed:
+        checks("namespace").judge_own_finalizer(ctx, seen)
+    assert f"{standard} is not a finalizer of your own" in str(failed.value)
+    own = {**seen, "requests": [["kubernetes", standard], ["kubernetes", "example.com/hold"], ["kubernetes"]]}
+    assert checks("namespace").judge_own_finalizer(ctx, own).status == "pass"
+
+
 def test_volume_in_use_fails_when_a_healthy_node_is_marked_out_of_service_too():
     ctx = context("namespace", "volume-in-use")
     seen = {"claim_finalizers_edited_by": [], "pod_force_deleted_by": [], "pod": None,

@@ -1063,6 +1063,16 @@ def _other_namespace_writes(ctx, name) -> list[str] | None:
     return out
 
 
+# the finalizer names Kubernetes defines itself (pkg/apis/core/helper/helpers.go, standardFinalizers:
+# FinalizerKubernetes, metav1.FinalizerOrphanDependents, metav1.FinalizerDeleteDependents); every other
+# name must be qualified, <domain>/<name> (pkg/apis/core/validation validateFinalizerName)
+STANDARD_FINALIZERS = ("kubernetes", "orphan", "foregroundDeletion")
+
+
+def _own(finalizer: str) -> bool:
+    return finalizer not in STANDARD_FINALIZERS
+
+
 def judge_own_finalizer(ctx, seen: dict):
     name = ctx.params["namespace"]
     ns = seen["namespace"]
@@ -1095,11 +1105,17 @@ def judge_own_finalizer(ctx, seen: dict):
     requests = seen["requests"]
     if requests is None:
         return _own_finalizer_live(ctx, name, ns)
-    added = next((i for i, sent in enumerate(requests) if any(f != "kubernetes" for f in sent)), None)
+    added = next((i for i, sent in enumerate(requests) if any(_own(f) for f in sent)), None)
     if added is None:
+        standard = sorted({f for sent in requests for f in sent if f != "kubernetes"})
+        if standard:
+            raise CheckFailed(f"{', '.join(standard)} is not a finalizer of your own: Kubernetes defines it itself "
+                              "(the standard finalizer names are kubernetes, orphan and foregroundDeletion, "
+                              "pkg/apis/core/helper IsStandardFinalizerName), for its own controllers. A finalizer of "
+                              "your own is a qualified name, <domain>/<name>, as the prompt says")
         raise CheckFailed(f"no finalizer of your own was put on {name} through the finalize subresource yet"
                           + _spec_edit_note(seen["spec_edit"]))
-    mine = [f for f in requests[added] if f != "kubernetes"]
+    mine = [f for f in requests[added] if _own(f)]
     if not any(set(mine).isdisjoint(sent) for sent in requests[added + 1:]) \
             or any(f != "kubernetes" for f in requests[-1]):
         raise CheckFailed(f"you added {', '.join(mine)}; now remove it again (through the same subresource): your "
