@@ -365,3 +365,57 @@ def test_wrong_answers_that_differ_only_in_the_live_state_they_name_are_counted_
     assert passed["status"] == "pass" and passed["message"] == \
         "the file says right (passed after 5 different wrong answers had been checked)", passed["message"]
     labkit("cleanup", "--all", check=0)
+
+
+NOT_YET_YAML = """\
+id: notyet
+title: not yet
+summary: an answer that can be judged only once the situation it is about is there
+exercises:
+  - id: answer
+    title: Read it
+    points: 1
+    prompt: Make the situation (the file ready in the lab's directory), then read the number.
+    answer: "value: the number"
+    check: check_answer
+"""
+
+NOT_YET_CHECKS = '''
+from labkit.exercises import NotJudged
+
+
+def check_answer(ctx):
+    value = ctx.answer_field(ctx.answer(), "value", int)
+    if not (ctx.env.dir / "ready").exists():
+        raise NotJudged("the situation is not there yet: make it first")
+    return ctx.passed("7 is the number") if value == 7 else ctx.failed("not the number")
+'''
+
+
+def test_a_check_that_cannot_judge_the_answer_yet_counts_no_wrong_answer(tmp_path, monkeypatch):
+    """A newcomer wrote the namespace lab's conditions answer first, checked before deleting the
+    namespace and again while the namespace controller worked, then once more: the pass said two
+    wrong answers had come before it, although none had been judged. NotJudged says what to do
+    first and counts nothing; a wrong answer judged still counts."""
+    from labkit.state import LabState
+    root = tmp_path / "labs"
+    (root / "notyet").mkdir(parents=True)
+    (root / "notyet" / "lab.yaml").write_text(NOT_YET_YAML)
+    (root / "notyet" / "lab.py").write_text("def up(env):\n    pass\n")
+    (root / "notyet" / "checks.py").write_text(NOT_YET_CHECKS)
+    monkeypatch.setenv("LABKIT_LABS_PATH", str(root))
+    answers = Path(os.environ["LABKIT_ANSWERS_DIR"]) / "notyet"
+    labkit("run", "notyet", check=0)
+    answers.mkdir(parents=True, exist_ok=True)
+    (answers / "answer.yaml").write_text("value: 8\n")
+    state = LabState("notyet")
+    [failed] = report("notyet")["results"]
+    assert failed["status"] == "fail" and failed["message"] == "the situation is not there yet: make it first"
+    assert failed["details"]["not_judged"] is True and state.wrong_answers_checked("answer") == 0
+    (state.dir / "ready").write_text("")
+    [failed] = report("notyet")["results"]
+    assert failed["message"] == "not the number" and state.wrong_answers_checked("answer") == 1
+    (answers / "answer.yaml").write_text("value: 7\n")
+    [passed] = report("notyet", code=0)["results"]
+    assert passed["message"] == "7 is the number (passed after 1 different wrong answer had been checked)"
+    labkit("cleanup", "--all", check=0)

@@ -26,7 +26,7 @@ import json
 import re
 
 from labkit import predictions
-from labkit.exercises import LIVE, CheckFailed, settle, wait_for
+from labkit.exercises import LIVE, CheckFailed, NotJudged, settle, wait_for
 
 CONTROLLER_USER = "system:serviceaccount:kube-system:namespace-controller"
 _REMAINING = re.compile(r"^(\S+) has (\d+) resource instances$")
@@ -254,7 +254,7 @@ def check_conditions(ctx):
         raise CheckFailed(f"namespace {name} is gone, and its conditions with it: `labkit reset namespace "
                           f"{ctx.exercise.id}`, then delete it and read the conditions while it is Terminating")
     if not ns["metadata"].get("deletionTimestamp"):
-        raise CheckFailed(f"namespace {name} is not being deleted: delete it first "
+        raise NotJudged(f"namespace {name} is not being deleted: delete it first "
                           f"(kubectl delete namespace {name} --wait=false)")
 
     def conditions():
@@ -265,7 +265,7 @@ def check_conditions(ctx):
     seen = settle(conditions, timeout=1.5, stable_for=0.3)
     pods, by_type = seen.value
     if not seen.settled or pods or "NamespaceContentRemaining" not in by_type:
-        raise CheckFailed(f"the namespace controller is still working on {name} (its first pass comes 5 s after the "
+        raise NotJudged(f"the namespace controller is still working on {name} (its first pass comes 5 s after the "
                           "DELETE, and pods go first): check again in a few seconds")
     remaining = _counts(by_type.get("NamespaceContentRemaining"), _REMAINING, "Some resources are remaining: ")
     held = _counts(by_type.get("NamespaceFinalizersRemaining"), _HELD,
@@ -887,11 +887,11 @@ def check_force_finalize(ctx):
     not_yet = (f"namespace {name} has not been force-finalized yet (PUT /api/v1/namespaces/{name}/finalize "
                "with empty spec.finalizers)")
     if forced is not None and not forced:
-        raise CheckFailed(not_yet)
+        raise NotJudged(not_yet)
     ns = _namespace(c, name)
     original = ns is not None and ns["metadata"]["uid"] == _lab(ctx.env).original_uid(ctx.env, name)
     if forced is None and original:
-        raise CheckFailed(not_yet)
+        raise NotJudged(not_yet)
     objects = _stored_objects(c, name)
     if forced is not None:
         # objects created up to the second of the force-finalize (audit times have microseconds)
@@ -905,7 +905,7 @@ def check_force_finalize(ctx):
         left = sorted(objects)
     recreated = ns is not None and not original
     if not recreated:
-        raise CheckFailed(f"create the namespace {name} again and look at it before you answer")
+        raise NotJudged(f"create the namespace {name} again and look at it before you answer")
     if forced is None and not left:
         raise CheckFailed(f"nothing outlived the old namespace {name}: it went away the normal way, not "
                           f"force-finalized ({NO_AUDIT.format(what='the finalize request')})")
