@@ -158,3 +158,22 @@ def test_the_eviction_order_pass_claims_no_more_evictions_than_it_saw(lab):
     assert verdict.status == "pass", verdict.message
     assert verdict.message.startswith("the eviction manager ranks them exactly so, and you watched it rank them and "
                                       "evict from the top of that order")
+
+
+def test_a_kept_qos_prediction_names_its_wrong_oom_score_adj_values_too(lab, monkeypatch):
+    """Once kept, the prediction can earn nothing more and its wrong cells are named: a newcomer
+    with one QoS class and one oom_score_adj wrong was told the class and only "1 of the 6
+    oom_score_adj values are wrong"."""
+    checks = lab[0]._load("checks.py")
+    answer = {"qos": {"web": "Burstable", "queue": "Guaranteed", "batch": "BestEffort", "api": "Burstable",
+                      "migrate": "Guaranteed"},
+              "oom_score_adj": {"web/app": 938, "queue/broker": -997, "batch/job": 1000, "api/server": 750,
+                                "api/log-shipper": 999, "migrate/app": -997}}
+    ctx = context(lab, "qos", answer)
+    monkeypatch.setattr(checks, "_answer_kept", lambda ctx: True)
+    monkeypatch.setattr(checks, "_prediction", lambda ctx: (answer, ""))
+    monkeypatch.setattr(checks, "_situation", lambda *args: "")
+    verdict = checks.check_qos(ctx)
+    assert verdict.status == "fail" and verdict.message == (
+        "1 of the 5 QoS classes of your prediction is wrong: the QoS class of migrate; and 1 of the 6 "
+        "oom_score_adj values is wrong: migrate/app's oom_score_adj"), verdict.message

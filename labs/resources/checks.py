@@ -279,7 +279,9 @@ def check_qos(ctx):
     if wrong_classes:
         message = ctx.grid_feedback(wrong_classes, len(names), "QoS classes", settled=True)
         if wrong_adj:
-            message += f"; and {len(wrong_adj)} of the {len(expected_keys)} oom_score_adj values are wrong"
+            message += (f"; and {len(wrong_adj)} of the {len(expected_keys)} oom_score_adj values "
+                        f"{'is' if len(wrong_adj) == 1 else 'are'} wrong: "
+                        + ", ".join(f"{k}'s oom_score_adj" for k in wrong_adj))
         return ctx.failed(message + note, expected=f"{len(names)} QoS classes right",
                           observed=f"{len(names) - len(wrong_classes)} right")
     if wrong_adj:
