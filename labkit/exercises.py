@@ -201,6 +201,9 @@ class CheckContext:
         self.exercise = exercise
         self.params = dict(exercise.params)
         self.counted = False        # the check counted its wrong answer itself (count_wrong_answer)
+        # the check found the answer right, or could not read it (missing, malformed), and fails on
+        # something else (the live work of an exercise that asks for both): no wrong answer (run_check)
+        self.answer_not_wrong = False
 
     @property
     def answer_path(self) -> Path:
@@ -390,7 +393,8 @@ def run_check(env, exercise, down_reason: str | None = None) -> CheckResult:
             result = ctx.error(f"check {exercise.check} crashed: {type(exc).__name__}: {exc}",
                                traceback=traceback.format_exc())
     unread = result.details.get("malformed") or result.details.get("missing") or result.details.get("not_judged")
-    if result.status == FAIL and exercise.answer and ctx.answer_path.is_file() and not unread and not ctx.counted:
+    if result.status == FAIL and exercise.answer and ctx.answer_path.is_file() and not unread and not ctx.counted \
+            and not ctx.answer_not_wrong:
         ctx.count_wrong_answer(result.message)      # every wrong answer checked is counted, with what it was told
     if result.status == PASS and exercise.answer:
         tried = env.state.wrong_answers_checked(exercise.id)

@@ -378,6 +378,12 @@ exercises:
     prompt: Make the situation (the file ready in the lab's directory), then read the number.
     answer: "value: the number"
     check: check_answer
+  - id: both
+    title: Read it and fix it
+    points: 1
+    prompt: Read the number, and make the file fixed in the lab's directory.
+    answer: "value: the number"
+    check: check_both
 """
 
 NOT_YET_CHECKS = '''
@@ -389,6 +395,15 @@ def check_answer(ctx):
     if not (ctx.env.dir / "ready").exists():
         raise NotJudged("the situation is not there yet: make it first")
     return ctx.passed("7 is the number") if value == 7 else ctx.failed("not the number")
+
+
+def check_both(ctx):
+    value = ctx.answer_field(ctx.answer(), "value", int)
+    ctx.answer_not_wrong = value == 7
+    fixed = ctx.env.dir / "fixed"
+    problems = ([] if value == 7 else ["not the number"]) + \\
+        ([] if fixed.exists() else ["not fixed yet: " + " ".join(sorted(f.name for f in ctx.env.dir.glob("extra-*")))])
+    return ctx.failed("; ".join(problems)) if problems else ctx.passed("read and fixed")
 '''
 
 
@@ -409,13 +424,26 @@ def test_a_check_that_cannot_judge_the_answer_yet_counts_no_wrong_answer(tmp_pat
     answers.mkdir(parents=True, exist_ok=True)
     (answers / "answer.yaml").write_text("value: 8\n")
     state = LabState("notyet")
-    [failed] = report("notyet")["results"]
+    [failed, _both] = report("notyet")["results"]
     assert failed["status"] == "fail" and failed["message"] == "the situation is not there yet: make it first"
     assert failed["details"]["not_judged"] is True and state.wrong_answers_checked("answer") == 0
     (state.dir / "ready").write_text("")
-    [failed] = report("notyet")["results"]
+    [failed, _both] = report("notyet")["results"]
     assert failed["message"] == "not the number" and state.wrong_answers_checked("answer") == 1
     (answers / "answer.yaml").write_text("value: 7\n")
-    [passed] = report("notyet", code=0)["results"]
+    [passed, _both] = report("notyet")["results"]
     assert passed["message"] == "7 is the number (passed after 1 different wrong answer had been checked)"
+    # an exercise that asks for an answer and live work: a failure of the work beside a right answer
+    # (the feedback different each time) is no wrong answer; a wrong answer is one
+    (answers / "both.yaml").write_text("value: 8\n")
+    report("notyet")
+    assert state.wrong_answers_checked("both") == 1
+    (answers / "both.yaml").write_text("value: 7\n")
+    for n in range(3):
+        (state.dir / f"extra-{'abc'[n]}").write_text("")
+        [_answer, failed] = report("notyet")["results"]
+        assert failed["message"].startswith("not fixed yet") and state.wrong_answers_checked("both") == 1
+    (state.dir / "fixed").write_text("")
+    [_answer, passed] = report("notyet", code=0)["results"]
+    assert passed["message"] == "read and fixed (passed after 1 different wrong answer had been checked)"
     labkit("cleanup", "--all", check=0)

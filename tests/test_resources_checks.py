@@ -177,3 +177,19 @@ def test_a_kept_qos_prediction_names_its_wrong_oom_score_adj_values_too(lab, mon
     assert verdict.status == "fail" and verdict.message == (
         "1 of the 5 QoS classes of your prediction is wrong: the QoS class of migrate; and 1 of the 6 "
         "oom_score_adj values is wrong: migrate/app's oom_score_adj"), verdict.message
+
+
+def test_a_right_explanation_beside_a_pod_still_throttled_is_no_wrong_answer(lab):
+    """A newcomer's right explanation with fixes of the Pod that still failed passed 'after 4
+    different wrong answers': each failure of the Pod was counted as a wrong answer. A failure is a
+    wrong answer only when the answer is wrong (CheckContext.answer_not_wrong)."""
+    checks = lab[0]._load("checks.py")
+    resources = {"requests": {"cpu": "200m", "memory": "32Mi"}, "limits": {"cpu": "300m", "memory": "64Mi"}}
+    held = node_1(checks, resources, {"quota": 30000, "watched": {"periods": 10, "throttled": 3}})
+    right = context(lab, "throttled", EXPLAINED)
+    assert checks.judge_throttled(right, held).status == "fail" and right.answer_not_wrong
+    wrong = context(lab, "throttled", {**EXPLAINED, "request_ms": 15})
+    assert checks.judge_throttled(wrong, held).status == "fail" and not wrong.answer_not_wrong
+    malformed = context(lab, "throttled", {**EXPLAINED, "quota_us": "10000us"})
+    verdict = checks.judge_throttled(malformed, held)
+    assert "malformed" in verdict.message and malformed.answer_not_wrong

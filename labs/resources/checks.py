@@ -27,7 +27,7 @@ import functools
 import math
 from pathlib import Path
 
-from labkit.exercises import CheckFailed, settle
+from labkit.exercises import AnswerMalformed, AnswerMissing, CheckFailed, settle
 from labkit.quantity import Quantity
 from labkit.pods import BEST_EFFORT, BURSTABLE, GUARANTEED, load_pods, pod_from_dict, pod_request, qos_class
 from labkit import predictions
@@ -360,6 +360,8 @@ def _explanation_problems(ctx, settings, work_ms) -> list[str]:
                                           ("request_ms", abs(request_ms - _longest_ms(work_ms, settings.cpu_quota,
                                                                                       settings.cpu_period)) <= 0.5))
                  if not right]
+        if not wrong:   # a failure is then about the Pod, not a wrong answer (run_check counts none)
+            ctx.answer_not_wrong = True
         if wrong:       # counted, never named: naming the wrong value would let values be tried one by one
             problems.append(ctx.grid_feedback(
                 wrong, 3, "values (quota_us, period_us, request_ms)", noun="explanation",
@@ -369,6 +371,7 @@ def _explanation_problems(ctx, settings, work_ms) -> list[str]:
                        "it starts as a period begins"))
     except CheckFailed as exc:
         problems.append(exc.message)
+        ctx.answer_not_wrong = isinstance(exc, (AnswerMissing, AnswerMalformed))
     return problems
 
 
@@ -495,6 +498,7 @@ def judge_oom(ctx, observation):
                             "lists its containers)")
         if given_cause not in ("limit", "node"):
             problems.append(f"cause: expected limit or node, got {given_cause!r}")
+        ctx.answer_not_wrong = not problems and container == killed and given_cause == cause
         if not problems and (container != killed or given_cause != cause):
             # two values of two choices each: naming the wrong one would name the right one, so the
             # feedback says where the kernel records both, and neither which nor how many are wrong
@@ -507,6 +511,7 @@ def judge_oom(ctx, observation):
                        "beside the one the killed process lived in (task_memcg)"))
     except CheckFailed as exc:
         problems.append(exc.message)
+        ctx.answer_not_wrong = isinstance(exc, (AnswerMissing, AnswerMalformed))
     problems += _others_unchanged(observation, p["node"], "node-1.yaml", p["pod"])
     live = observation.get(p["pod"])
     if live is None:
