@@ -193,3 +193,18 @@ def test_a_right_explanation_beside_a_pod_still_throttled_is_no_wrong_answer(lab
     malformed = context(lab, "throttled", {**EXPLAINED, "quota_us": "10000us"})
     verdict = checks.judge_throttled(malformed, held)
     assert "malformed" in verdict.message and malformed.answer_not_wrong
+
+
+@pytest.mark.parametrize("written,read", [(250, 250), ("250m", 250), (" 250m ", 250), (250.0, 250),
+                                          ("250", None), ("0.25", None), ("250 millicores", None), (True, None)])
+def test_a_weight_request_may_be_written_in_millicores_as_a_pod_writes_it(lab, written, read):
+    """A newcomer wrote min_millicores: 250m, as a Pod's request is written, and was told the answer
+    was malformed; a number or a millicore quantity is read, anything else is malformed (not counted)."""
+    from labkit.exercises import AnswerMalformed
+    checks = lab[0]._load("checks.py")
+    ctx = context(lab, "weight", None)
+    if read is None:
+        with pytest.raises((AnswerMalformed, checks.CheckFailed)):
+            checks._millicores(ctx, {"min_millicores": written}, "min_millicores")
+    else:
+        assert checks._millicores(ctx, {"min_millicores": written}, "min_millicores") == read

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from pathlib import Path
 
 from labkit.exercises import AnswerMalformed, AnswerMissing, CheckFailed, settle
@@ -849,8 +850,8 @@ def check_weight(ctx):
     data, note = _prediction(ctx)
     note += _situation(ctx, p["node"], "node-1.yaml", [p["pod"]])
     given = _int(ctx.answer_field(data, "cgroup_value", (int, float)), "cgroup_value")
-    given_lo = _int(ctx.answer_field(data, "min_millicores", (int, float)), "min_millicores")
-    given_hi = _int(ctx.answer_field(data, "max_millicores", (int, float)), "max_millicores")
+    given_lo = _millicores(ctx, data, "min_millicores")
+    given_hi = _millicores(ctx, data, "max_millicores")
     if given != truth:
         return ctx.failed(_wrong_value(ctx, node, key, given) + note)
     problems = []
@@ -864,6 +865,19 @@ def check_weight(ctx):
     if problems:
         return ctx.failed("; ".join(problems) + " (invert each step as a range)" + note)
     return ctx.passed(f"{key} {truth}: requests {lo}m to {hi}m give it" + note)
+
+
+def _millicores(ctx, data, key: str) -> int:
+    """A CPU request in millicores as the answer gives it: a number (250), or the quantity as a Pod
+    writes it (250m)."""
+    value = ctx.answer_field(data, key, (int, float, str))
+    if isinstance(value, str):
+        found = re.fullmatch(r"\s*(\d+)m\s*", value)
+        if found is None:
+            raise AnswerMalformed(f"{key} should be a number of millicores (as 250, or 250m), not {value!r}\n"
+                                  f"  {ctx.answer_path}")
+        return int(found.group(1))
+    return _int(value, key)
 
 
 def _wrong_value(ctx, node, key: str, given: int) -> str:
