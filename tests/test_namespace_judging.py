@@ -386,3 +386,22 @@ def test_ns_explain_leaves_out_decisions_about_an_earlier_namespace_of_the_same_
         server.client().delete("v1", "namespaces", "legacy")
     finally:
         server.stop()
+
+
+def test_conditions_counts_content_added_with_finalizers_as_a_changed_situation(monkeypatch):
+    # a newcomer created a ConfigMap with a finalizer of their own in billing, deleted billing and
+    # answered what its conditions then counted (their ConfigMap beside the lab's Secret): passed
+    module = checks("namespace")
+
+    def write(verb, resource, name, body, user="labkit-admin", code=201):
+        return {"verb": verb, "user": {"username": user}, "responseStatus": {"code": code}, "requestObject": body,
+                "objectRef": {"resource": resource, "namespace": "billing", **({"name": name} if name else {})}}
+
+    held = {"metadata": {"name": "extra", "finalizers": ["mine.example.com/x"]}}
+    events = [write("create", "configmaps", None, held),
+              write("create", "configmaps", None, {"metadata": {"name": "plain"}}),          # deleted with the rest
+              write("create", "configmaps", None, held, code=403),                          # refused: nothing made
+              write("create", "pods", None, {"metadata": {"finalizers": ["x/y"]}}, user="system:node:n")]
+    monkeypatch.setattr(module, "_audit", lambda ctx: events)
+    ctx = context("namespace", "conditions")
+    assert module._released_content(ctx, "billing") == ["create configmaps/extra with mine.example.com/x"]

@@ -219,19 +219,26 @@ def _same_entries(got: dict, truth: dict) -> bool:
 
 
 def _released_content(ctx, namespace) -> list[str]:
-    """The student's successful writes that took finalizers off objects stored in `namespace`:
-    a patch that touches metadata.finalizers, an update that sends none (empty on a real cluster:
-    no audit log)."""
+    """The student's successful writes that changed which finalizers hold objects stored in
+    `namespace`: a patch that touches metadata.finalizers, an update that sends none, and a create
+    of an object that carries finalizers (the namespace controller cannot delete it either, so the
+    conditions count it and its finalizers beside the lab's). Empty on a real cluster (no audit
+    log)."""
     released = []
     for e in _audit(ctx) or []:
         ref = e.get("objectRef") or {}
-        if ref.get("namespace") != namespace or ref.get("subresource") or e.get("verb") not in ("patch", "update") \
+        if ref.get("namespace") != namespace or ref.get("subresource") \
+                or e.get("verb") not in ("create", "patch", "update") \
                 or (e.get("user") or {}).get("username", "").startswith("system:") \
                 or (e.get("responseStatus") or {}).get("code", 0) >= 300:
             continue
         body = e.get("requestObject")
         sent = ((body.get("metadata") or {}).get("finalizers") if isinstance(body, dict) else None)
-        if (e["verb"] == "patch" and "finalizers" in json.dumps(body or {})) or (e["verb"] == "update" and not sent):
+        if e["verb"] == "create":
+            if sent:
+                name = ref.get("name") or ((body.get("metadata") or {}).get("name") if isinstance(body, dict) else "")
+                released.append(f"create {ref.get('resource')}/{name} with {', '.join(map(str, sent))}")
+        elif (e["verb"] == "patch" and "finalizers" in json.dumps(body or {})) or (e["verb"] == "update" and not sent):
             released.append(f"{e['verb']} {ref.get('resource')}/{ref.get('name')}")
     return list(dict.fromkeys(released))
 
@@ -243,11 +250,16 @@ def check_conditions(ctx):
     if released:
         # the conditions are the namespace controller's last pass: until its next one they still
         # count what a released finalizer no longer holds, and then the namespace goes
-        raise CheckFailed(f"you released finalizers of {name}'s content yourself ({', '.join(released)}): the "
-                          "exercise is about what the namespace waits for, and that changes what it waits for — "
-                          f"`labkit reset namespace {ctx.exercise.id}`, delete {name} again and read its "
+        added = any(r.startswith("create ") for r in released)
+        verb = ("released and added" if not all(r.startswith("create ") for r in released) else "added") \
+            if added else "released"
+        raise CheckFailed(f"you {verb} finalizers {'to' if verb == 'added' else 'of'} {name}'s content yourself "
+                          f"({', '.join(released)}): the "
+                          "exercise is about what the namespace the lab built waits for, and that changes what it "
+                          f"waits for — `labkit reset namespace {ctx.exercise.id}`, delete {name} again and read its "
                           "conditions without touching its content",
-                          expected=f"the content of {name} keeps its finalizers", observed=", ".join(released),
+                          expected=f"the content of {name} keeps its finalizers, and nothing that carries "
+                                   "finalizers is added to it", observed=", ".join(released),
                           observed_in=LIVE)
     ns = _namespace(c, name)
     if ns is None:
