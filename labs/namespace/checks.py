@@ -250,13 +250,12 @@ def check_conditions(ctx):
     if released:
         # the conditions are the namespace controller's last pass: until its next one they still
         # count what a released finalizer no longer holds, and then the namespace goes
-        added = any(r.startswith("create ") for r in released)
-        verb = ("released and added" if not all(r.startswith("create ") for r in released) else "added") \
-            if added else "released"
-        raise CheckFailed(f"you {verb} finalizers {'to' if verb == 'added' else 'of'} {name}'s content yourself "
-                          f"({', '.join(released)}): the "
-                          "exercise is about what the namespace the lab built waits for, and that changes what it "
-                          f"waits for — `labkit reset namespace {ctx.exercise.id}`, delete {name} again and read its "
+        added = [r for r in released if r.startswith("create ")]
+        verb = "added finalizers to" if len(added) == len(released) else \
+            "released and added finalizers of" if added else "released finalizers of"
+        raise CheckFailed(f"you {verb} {name}'s content yourself ({', '.join(released)}): the exercise is about "
+                          "what the namespace the lab built waits for, and that changes what it waits for — "
+                          f"`labkit reset namespace {ctx.exercise.id}`, delete {name} again and read its "
                           "conditions without touching its content",
                           expected=f"the content of {name} keeps its finalizers, and nothing that carries "
                                    "finalizers is added to it", observed=", ".join(released),
@@ -267,7 +266,7 @@ def check_conditions(ctx):
                           f"{ctx.exercise.id}`, then delete it and read the conditions while it is Terminating")
     if not ns["metadata"].get("deletionTimestamp"):
         raise NotJudged(f"namespace {name} is not being deleted: delete it first "
-                          f"(kubectl delete namespace {name} --wait=false)")
+                        f"(kubectl delete namespace {name} --wait=false)")
 
     def conditions():
         current = _namespace(c, name) or {}
@@ -278,7 +277,7 @@ def check_conditions(ctx):
     pods, by_type = seen.value
     if not seen.settled or pods or "NamespaceContentRemaining" not in by_type:
         raise NotJudged(f"the namespace controller is still working on {name} (its first pass comes 5 s after the "
-                          "DELETE, and pods go first): check again in a few seconds")
+                        "DELETE, and pods go first): check again in a few seconds")
     remaining = _counts(by_type.get("NamespaceContentRemaining"), _REMAINING, "Some resources are remaining: ")
     held = _counts(by_type.get("NamespaceFinalizersRemaining"), _HELD,
                    "Some content in the namespace has finalizers remaining: ")
@@ -840,8 +839,8 @@ def judge_broken_apiservice(ctx, seen: dict):
     if rewrites:
         raise CheckFailed(f"you changed APIService {apiservice} ({rewrites[0]}) so that it no longer served {apiservice.split('.', 1)[1]}"
                           f"/{apiservice.split('.', 1)[0]} from the Service kube-system/{service}, even if you put it "
-                          f"back later or deleted it: while it was so, the namespace controller's discovery did not fail on it, and "
-                          f"{name} could finish with a broken API. The fix is the backend (or, if it is gone for good, "
+                          f"back later or deleted it: while it was so, the namespace controller's discovery did not "
+                          f"fail on it, and {name} could finish with a broken API. The fix is the backend (or, if it is gone for good, "
                           f"the APIService's deletion) — `labkit reset namespace {ctx.exercise.id}` to start over",
                           expected=f"no create, update or patch of yours that points {apiservice} elsewhere",
                           observed=rewrites, observed_in=LIVE)
