@@ -80,6 +80,13 @@ class AnswerMalformed(CheckFailed):
         super().__init__(message if message.startswith(self.PREFIX) else self.PREFIX + message, **kwargs)
 
 
+class NotJudged(CheckFailed):
+    """The answer cannot be judged yet: the situation it is about is not there (a namespace the
+    exercise asks to delete first, a controller that has not finished its pass). The feedback says
+    what to do before the answer can be judged; like a missing answer, it is no wrong answer and
+    run_check does not count it (LabState.answer_tries)."""
+
+
 class AnswerUnreadable(AnswerMalformed, AnswerMissing):
     """An answer file that is not YAML: malformed, and nothing of it can be read."""
 
@@ -194,6 +201,9 @@ class CheckContext:
         self.exercise = exercise
         self.params = dict(exercise.params)
         self.counted = False        # the check counted its wrong answer itself (count_wrong_answer)
+        # the check found the answer right, or could not read it (missing, malformed), and fails on
+        # something else (the live work of an exercise that asks for both): no wrong answer (run_check)
+        self.answer_not_wrong = False
 
     @property
     def answer_path(self) -> Path:
@@ -377,13 +387,16 @@ def run_check(env, exercise, down_reason: str | None = None) -> CheckResult:
         except CheckFailed as exc:
             result = ctx.failed(exc.message, exc.expected, exc.observed, observed_in=exc.observed_in,
                                 right_answer=exc.right_answer, **exc.details)
+            if isinstance(exc, NotJudged):
+                result.details["not_judged"] = True
         except Exception as exc:  # a broken check must not hide the other results
             result = ctx.error(f"check {exercise.check} crashed: {type(exc).__name__}: {exc}",
                                traceback=traceback.format_exc())
-    # an answer not judged: none to read, or one about something still going on (in_progress: a
-    # deletion not finished yet), is no wrong answer
-    unread = result.details.get("malformed") or result.details.get("missing") or result.details.get("in_progress")
-    if result.status == FAIL and exercise.answer and ctx.answer_path.is_file() and not unread and not ctx.counted:
+    # an answer not judged (none to read, or NotJudged: what it is about is not there yet or still
+    # going on, a deletion not finished) is no wrong answer
+    unread = result.details.get("malformed") or result.details.get("missing") or result.details.get("not_judged")
+    if result.status == FAIL and exercise.answer and ctx.answer_path.is_file() and not unread and not ctx.counted \
+            and not ctx.answer_not_wrong:
         ctx.count_wrong_answer(result.message)      # every wrong answer checked is counted, with what it was told
     if result.status == PASS and exercise.answer:
         tried = env.state.wrong_answers_checked(exercise.id)

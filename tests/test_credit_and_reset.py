@@ -67,8 +67,8 @@ from labkit.exercises import LIVE
 
 def check_answer(ctx):
     if (ctx.env.dir / "busy").exists():        # what the answer is about has not happened yet
-        from labkit.errors import CheckFailed
-        raise CheckFailed("the lab is still busy: check again in a few seconds", in_progress=True)
+        from labkit.exercises import NotJudged
+        raise NotJudged("the lab is still busy: check again in a few seconds")
     truth = int((ctx.env.dir / "number").read_text())
     given = ctx.answer_field(ctx.answer(), "value", int)
     if given == truth:
@@ -277,7 +277,7 @@ def test_a_malformed_answer_says_so_and_is_not_counted_as_a_wrong_answer(labs, t
 
 def test_a_check_while_the_lab_is_still_busy_is_not_a_wrong_answer(labs):
     """A failure that does not judge the answer, only says that what it is about is still going on
-    (a deletion the garbage collector has not finished: in_progress), is not counted as a different
+    (a deletion the garbage collector has not finished: NotJudged), is not counted as a different
     wrong answer: the pass would otherwise report wrong answers the student never gave."""
     from labkit.state import LabState
     state, answers = labs
@@ -386,4 +386,86 @@ def test_wrong_answers_that_differ_only_in_the_live_state_they_name_are_counted_
     passed = result("path")
     assert passed["status"] == "pass" and passed["message"] == \
         "the file says right (passed after 5 different wrong answers had been checked)", passed["message"]
+    labkit("cleanup", "--all", check=0)
+
+
+NOT_YET_YAML = """\
+id: notyet
+title: not yet
+summary: an answer that can be judged only once the situation it is about is there
+exercises:
+  - id: answer
+    title: Read it
+    points: 1
+    prompt: Make the situation (the file ready in the lab's directory), then read the number.
+    answer: "value: the number"
+    check: check_answer
+  - id: both
+    title: Read it and fix it
+    points: 1
+    prompt: Read the number, and make the file fixed in the lab's directory.
+    answer: "value: the number"
+    check: check_both
+"""
+
+NOT_YET_CHECKS = '''
+from labkit.exercises import NotJudged
+
+
+def check_answer(ctx):
+    value = ctx.answer_field(ctx.answer(), "value", int)
+    if not (ctx.env.dir / "ready").exists():
+        raise NotJudged("the situation is not there yet: make it first")
+    return ctx.passed("7 is the number") if value == 7 else ctx.failed("not the number")
+
+
+def check_both(ctx):
+    value = ctx.answer_field(ctx.answer(), "value", int)
+    ctx.answer_not_wrong = value == 7
+    fixed = ctx.env.dir / "fixed"
+    problems = ([] if value == 7 else ["not the number"]) + \\
+        ([] if fixed.exists() else ["not fixed yet: " + " ".join(sorted(f.name for f in ctx.env.dir.glob("extra-*")))])
+    return ctx.failed("; ".join(problems)) if problems else ctx.passed("read and fixed")
+'''
+
+
+def test_a_check_that_cannot_judge_the_answer_yet_counts_no_wrong_answer(tmp_path, monkeypatch):
+    """A newcomer wrote the namespace lab's conditions answer first, checked before deleting the
+    namespace and again while the namespace controller worked, then once more: the pass said two
+    wrong answers had come before it, although none had been judged. NotJudged says what to do
+    first and counts nothing; a wrong answer judged still counts."""
+    from labkit.state import LabState
+    root = tmp_path / "labs"
+    (root / "notyet").mkdir(parents=True)
+    (root / "notyet" / "lab.yaml").write_text(NOT_YET_YAML)
+    (root / "notyet" / "lab.py").write_text("def up(env):\n    pass\n")
+    (root / "notyet" / "checks.py").write_text(NOT_YET_CHECKS)
+    monkeypatch.setenv("LABKIT_LABS_PATH", str(root))
+    answers = Path(os.environ["LABKIT_ANSWERS_DIR"]) / "notyet"
+    labkit("run", "notyet", check=0)
+    answers.mkdir(parents=True, exist_ok=True)
+    (answers / "answer.yaml").write_text("value: 8\n")
+    state = LabState("notyet")
+    [failed, _both] = report("notyet")["results"]
+    assert failed["status"] == "fail" and failed["message"] == "the situation is not there yet: make it first"
+    assert failed["details"]["not_judged"] is True and state.wrong_answers_checked("answer") == 0
+    (state.dir / "ready").write_text("")
+    [failed, _both] = report("notyet")["results"]
+    assert failed["message"] == "not the number" and state.wrong_answers_checked("answer") == 1
+    (answers / "answer.yaml").write_text("value: 7\n")
+    [passed, _both] = report("notyet")["results"]
+    assert passed["message"] == "7 is the number (passed after 1 different wrong answer had been checked)"
+    # an exercise that asks for an answer and live work: a failure of the work beside a right answer
+    # (the feedback different each time) is no wrong answer; a wrong answer is one
+    (answers / "both.yaml").write_text("value: 8\n")
+    report("notyet")
+    assert state.wrong_answers_checked("both") == 1
+    (answers / "both.yaml").write_text("value: 7\n")
+    for n in range(3):
+        (state.dir / f"extra-{'abc'[n]}").write_text("")
+        [_answer, failed] = report("notyet")["results"]
+        assert failed["message"].startswith("not fixed yet") and state.wrong_answers_checked("both") == 1
+    (state.dir / "fixed").write_text("")
+    [_answer, passed] = report("notyet", code=0)["results"]
+    assert passed["message"] == "read and fixed (passed after 1 different wrong answer had been checked)"
     labkit("cleanup", "--all", check=0)

@@ -68,6 +68,19 @@ def test_own_finalizer_fails_when_another_namespace_was_finalized_too():
     assert checks("namespace").judge_own_finalizer(ctx, {**seen, "other_namespaces": []}).status == "pass"
 
 
+@pytest.mark.parametrize("standard", ["orphan", "foregroundDeletion"])
+def test_own_finalizer_is_not_one_of_the_names_kubernetes_defines(standard):
+    # a newcomer added and removed `orphan` (accepted without a domain, being standard): passed
+    ctx = context("namespace", "own-finalizer")
+    seen = {"requests": [["kubernetes", standard], ["kubernetes"]], "spec_edit": "", "other_namespaces": [],
+            "namespace": {"original": True, "deleting": False, "finalizers": ["kubernetes"], "changed": True}}
+    with pytest.raises(CheckFailed) as failed:
+        checks("namespace").judge_own_finalizer(ctx, seen)
+    assert f"{standard} is not a finalizer of your own" in str(failed.value)
+    own = {**seen, "requests": [["kubernetes", standard], ["kubernetes", "example.com/hold"], ["kubernetes"]]}
+    assert checks("namespace").judge_own_finalizer(ctx, own).status == "pass"
+
+
 def test_volume_in_use_fails_when_a_healthy_node_is_marked_out_of_service_too():
     ctx = context("namespace", "volume-in-use")
     seen = {"claim_finalizers_edited_by": [], "pod_force_deleted_by": [], "pod": None,
@@ -105,6 +118,15 @@ BACK = _apiservice_write("patch", {"spec": {"service": {"name": "metrics-server"
                                                         "port": 443}, "insecureSkipTLSVerify": True}})
 
 
+def _created(service=None):
+    return {"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService", "metadata": {"name": "v1beta1.metrics.k8s.io"},
+            "spec": {"group": "metrics.k8s.io", "version": "v1beta1", "groupPriorityMinimum": 100, "versionPriority": 100,
+                     **({"service": {"namespace": "kube-system", "name": service, "port": 443}} if service else {})}}
+
+
+CREATED_LOCAL, CREATED_ELSEWHERE, CREATED_AS_BUILT = _created(), _created("ms2"), _created("metrics-server")
+
+
 @pytest.mark.parametrize("events,rewrites", [
     # a newcomer made it Local (monitoring finished, the group out of discovery), then put it back: passed
     ([LOCAL, BACK], ["patch: service none"]),
@@ -117,6 +139,15 @@ BACK = _apiservice_write("patch", {"spec": {"service": {"name": "metrics-server"
     ([_apiservice_write("update", {"spec": {"group": "metrics.k8s.io", "version": "v1beta2",
                                             "service": {"namespace": "kube-system", "name": "metrics-server"}}})],
      ["update: version v1beta2"]),
+    # deleted and made again Local or pointing elsewhere (then deleted, the accepted end): the same detour
+    ([_apiservice_write("delete", None), _apiservice_write("create", CREATED_LOCAL), _apiservice_write("delete", None)],
+     ["create: service none"]),
+    ([_apiservice_write("delete", None), _apiservice_write("create", CREATED_ELSEWHERE)],
+     ["create: service kube-system/ms2"]),
+    ([_apiservice_write("delete", None), _apiservice_write("patch", CREATED_LOCAL)], ["patch: service none"]),
+    # deleted, or deleted and made again as it was: no rewrite
+    ([_apiservice_write("delete", None)], []),
+    ([_apiservice_write("delete", None), _apiservice_write("create", CREATED_AS_BUILT)], []),
     # what leaves it serving the same from the same Service is no rewrite: a port, the CA, a label
     ([BACK, _apiservice_write("patch", {"spec": {"service": {"port": 8443}}}),
       _apiservice_write("patch", {"metadata": {"labels": {"a": "b"}}})], []),
@@ -355,3 +386,22 @@ def test_ns_explain_leaves_out_decisions_about_an_earlier_namespace_of_the_same_
         server.client().delete("v1", "namespaces", "legacy")
     finally:
         server.stop()
+
+
+def test_conditions_counts_content_added_with_finalizers_as_a_changed_situation(monkeypatch):
+    # a newcomer created a ConfigMap with a finalizer of their own in billing, deleted billing and
+    # answered what its conditions then counted (their ConfigMap beside the lab's Secret): passed
+    module = checks("namespace")
+
+    def write(verb, resource, name, body, user="labkit-admin", code=201):
+        return {"verb": verb, "user": {"username": user}, "responseStatus": {"code": code}, "requestObject": body,
+                "objectRef": {"resource": resource, "namespace": "billing", **({"name": name} if name else {})}}
+
+    held = {"metadata": {"name": "extra", "finalizers": ["mine.example.com/x"]}}
+    events = [write("create", "configmaps", None, held),
+              write("create", "configmaps", None, {"metadata": {"name": "plain"}}),          # deleted with the rest
+              write("create", "configmaps", None, held, code=403),                          # refused: nothing made
+              write("create", "pods", None, {"metadata": {"finalizers": ["x/y"]}}, user="system:node:n")]
+    monkeypatch.setattr(module, "_audit", lambda ctx: events)
+    ctx = context("namespace", "conditions")
+    assert module._released_content(ctx, "billing") == ["create configmaps/extra with mine.example.com/x"]

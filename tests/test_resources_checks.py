@@ -158,3 +158,53 @@ def test_the_eviction_order_pass_claims_no_more_evictions_than_it_saw(lab):
     assert verdict.status == "pass", verdict.message
     assert verdict.message.startswith("the eviction manager ranks them exactly so, and you watched it rank them and "
                                       "evict from the top of that order")
+
+
+def test_a_kept_qos_prediction_names_its_wrong_oom_score_adj_values_too(lab, monkeypatch):
+    """Once kept, the prediction can earn nothing more and its wrong cells are named: a newcomer
+    with one QoS class and one oom_score_adj wrong was told the class and only "1 of the 6
+    oom_score_adj values are wrong"."""
+    checks = lab[0]._load("checks.py")
+    answer = {"qos": {"web": "Burstable", "queue": "Guaranteed", "batch": "BestEffort", "api": "Burstable",
+                      "migrate": "Guaranteed"},
+              "oom_score_adj": {"web/app": 938, "queue/broker": -997, "batch/job": 1000, "api/server": 750,
+                                "api/log-shipper": 999, "migrate/app": -997}}
+    ctx = context(lab, "qos", answer)
+    monkeypatch.setattr(checks, "_answer_kept", lambda ctx: True)
+    monkeypatch.setattr(checks, "_prediction", lambda ctx: (answer, ""))
+    monkeypatch.setattr(checks, "_situation", lambda *args: "")
+    verdict = checks.check_qos(ctx)
+    assert verdict.status == "fail" and verdict.message == (
+        "1 of the 5 QoS classes of your prediction is wrong: the QoS class of migrate; and 1 of the 6 "
+        "oom_score_adj values is wrong: migrate/app's oom_score_adj"), verdict.message
+
+
+def test_a_right_explanation_beside_a_pod_still_throttled_is_no_wrong_answer(lab):
+    """A newcomer's right explanation with fixes of the Pod that still failed passed 'after 4
+    different wrong answers': each failure of the Pod was counted as a wrong answer. A failure is a
+    wrong answer only when the answer is wrong (CheckContext.answer_not_wrong)."""
+    checks = lab[0]._load("checks.py")
+    resources = {"requests": {"cpu": "200m", "memory": "32Mi"}, "limits": {"cpu": "300m", "memory": "64Mi"}}
+    held = node_1(checks, resources, {"quota": 30000, "watched": {"periods": 10, "throttled": 3}})
+    right = context(lab, "throttled", EXPLAINED)
+    assert checks.judge_throttled(right, held).status == "fail" and right.answer_not_wrong
+    wrong = context(lab, "throttled", {**EXPLAINED, "request_ms": 15})
+    assert checks.judge_throttled(wrong, held).status == "fail" and not wrong.answer_not_wrong
+    malformed = context(lab, "throttled", {**EXPLAINED, "quota_us": "10000us"})
+    verdict = checks.judge_throttled(malformed, held)
+    assert "malformed" in verdict.message and malformed.answer_not_wrong
+
+
+@pytest.mark.parametrize("written,read", [(250, 250), ("250m", 250), (" 250m ", 250), (250.0, 250),
+                                          ("250", None), ("0.25", None), ("250 millicores", None), (True, None)])
+def test_a_weight_request_may_be_written_in_millicores_as_a_pod_writes_it(lab, written, read):
+    """A newcomer wrote min_millicores: 250m, as a Pod's request is written, and was told the answer
+    was malformed; a number or a millicore quantity is read, anything else is malformed (not counted)."""
+    from labkit.exercises import AnswerMalformed
+    checks = lab[0]._load("checks.py")
+    ctx = context(lab, "weight", None)
+    if read is None:
+        with pytest.raises((AnswerMalformed, checks.CheckFailed)):
+            checks._millicores(ctx, {"min_millicores": written}, "min_millicores")
+    else:
+        assert checks._millicores(ctx, {"min_millicores": written}, "min_millicores") == read

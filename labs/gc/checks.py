@@ -29,7 +29,7 @@ import tempfile
 from pathlib import Path
 
 
-from labkit.exercises import LIVE, CheckFailed, settle, wait_for
+from labkit.exercises import LIVE, CheckFailed, NotJudged, settle, wait_for
 from labkit.apiserver.target import for_env
 from labkit.gc import reconstruct
 from labkit.state import write_json_atomic
@@ -273,12 +273,14 @@ def _still_going_obs(left: list[dict], what: str, ns: str):
     for o in left:
         counts[o["kind"]] = counts.get(o["kind"], 0) + 1
     tally = " and ".join(f"{n} {k}{'s' if n > 1 else ''}" for k, n in counts.items())
-    raise CheckFailed((f"{what} is still going on: check again in a few seconds" if deleting else
-                       f"{tally} of it are still there and not being deleted: were they orphaned? "
-                       f"`labkit gc graph -n {ns}` shows them"),
-                      expected="the Deployment, its ReplicaSet and its Pods gone",
-                      observed=[f"{o['kind']} {o['name']}" + (" (deleting)" if o["deleting"] else "") for o in left],
-                      observed_in=LIVE, **({"in_progress": True} if deleting else {}))
+    # a deletion still going on judges no answer (NotJudged: not counted as a wrong one)
+    raise (NotJudged if deleting else CheckFailed)(
+        (f"{what} is still going on: check again in a few seconds" if deleting else
+         f"{tally} of it are still there and not being deleted: were they orphaned? "
+         f"`labkit gc graph -n {ns}` shows them"),
+        expected="the Deployment, its ReplicaSet and its Pods gone",
+        observed=[f"{o['kind']} {o['name']}" + (" (deleting)" if o["deleting"] else "") for o in left],
+        observed_in=LIVE)
 
 
 def _chain_writes(events, ns: str, app: str, verbs=("update", "patch", "delete")) -> list[dict]:

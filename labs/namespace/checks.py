@@ -26,7 +26,7 @@ import json
 import re
 
 from labkit import predictions
-from labkit.exercises import LIVE, CheckFailed, settle, wait_for
+from labkit.exercises import LIVE, CheckFailed, NotJudged, settle, wait_for
 
 CONTROLLER_USER = "system:serviceaccount:kube-system:namespace-controller"
 _REMAINING = re.compile(r"^(\S+) has (\d+) resource instances$")
@@ -219,19 +219,26 @@ def _same_entries(got: dict, truth: dict) -> bool:
 
 
 def _released_content(ctx, namespace) -> list[str]:
-    """The student's successful writes that took finalizers off objects stored in `namespace`:
-    a patch that touches metadata.finalizers, an update that sends none (empty on a real cluster:
-    no audit log)."""
+    """The student's successful writes that changed which finalizers hold objects stored in
+    `namespace`: a patch that touches metadata.finalizers, an update that sends none, and a create
+    of an object that carries finalizers (the namespace controller cannot delete it either, so the
+    conditions count it and its finalizers beside the lab's). Empty on a real cluster (no audit
+    log)."""
     released = []
     for e in _audit(ctx) or []:
         ref = e.get("objectRef") or {}
-        if ref.get("namespace") != namespace or ref.get("subresource") or e.get("verb") not in ("patch", "update") \
+        if ref.get("namespace") != namespace or ref.get("subresource") \
+                or e.get("verb") not in ("create", "patch", "update") \
                 or (e.get("user") or {}).get("username", "").startswith("system:") \
                 or (e.get("responseStatus") or {}).get("code", 0) >= 300:
             continue
         body = e.get("requestObject")
         sent = ((body.get("metadata") or {}).get("finalizers") if isinstance(body, dict) else None)
-        if (e["verb"] == "patch" and "finalizers" in json.dumps(body or {})) or (e["verb"] == "update" and not sent):
+        if e["verb"] == "create":
+            if sent:
+                name = ref.get("name") or ((body.get("metadata") or {}).get("name") if isinstance(body, dict) else "")
+                released.append(f"create {ref.get('resource')}/{name} with {', '.join(map(str, sent))}")
+        elif (e["verb"] == "patch" and "finalizers" in json.dumps(body or {})) or (e["verb"] == "update" and not sent):
             released.append(f"{e['verb']} {ref.get('resource')}/{ref.get('name')}")
     return list(dict.fromkeys(released))
 
@@ -243,19 +250,23 @@ def check_conditions(ctx):
     if released:
         # the conditions are the namespace controller's last pass: until its next one they still
         # count what a released finalizer no longer holds, and then the namespace goes
-        raise CheckFailed(f"you released finalizers of {name}'s content yourself ({', '.join(released)}): the "
-                          "exercise is about what the namespace waits for, and that changes what it waits for — "
+        added = [r for r in released if r.startswith("create ")]
+        verb = "added finalizers to" if len(added) == len(released) else \
+            "released and added finalizers of" if added else "released finalizers of"
+        raise CheckFailed(f"you {verb} {name}'s content yourself ({', '.join(released)}): the exercise is about "
+                          "what the namespace the lab built waits for, and that changes what it waits for — "
                           f"`labkit reset namespace {ctx.exercise.id}`, delete {name} again and read its "
                           "conditions without touching its content",
-                          expected=f"the content of {name} keeps its finalizers", observed=", ".join(released),
+                          expected=f"the content of {name} keeps its finalizers, and nothing that carries "
+                                   "finalizers is added to it", observed=", ".join(released),
                           observed_in=LIVE)
     ns = _namespace(c, name)
     if ns is None:
         raise CheckFailed(f"namespace {name} is gone, and its conditions with it: `labkit reset namespace "
                           f"{ctx.exercise.id}`, then delete it and read the conditions while it is Terminating")
     if not ns["metadata"].get("deletionTimestamp"):
-        raise CheckFailed(f"namespace {name} is not being deleted: delete it first "
-                          f"(kubectl delete namespace {name} --wait=false)")
+        raise NotJudged(f"namespace {name} is not being deleted: delete it first "
+                        f"(kubectl delete namespace {name} --wait=false)")
 
     def conditions():
         current = _namespace(c, name) or {}
@@ -265,8 +276,8 @@ def check_conditions(ctx):
     seen = settle(conditions, timeout=1.5, stable_for=0.3)
     pods, by_type = seen.value
     if not seen.settled or pods or "NamespaceContentRemaining" not in by_type:
-        raise CheckFailed(f"the namespace controller is still working on {name} (its first pass comes 5 s after the "
-                          "DELETE, and pods go first): check again in a few seconds")
+        raise NotJudged(f"the namespace controller is still working on {name} (its first pass comes 5 s after the "
+                        "DELETE, and pods go first): check again in a few seconds")
     remaining = _counts(by_type.get("NamespaceContentRemaining"), _REMAINING, "Some resources are remaining: ")
     held = _counts(by_type.get("NamespaceFinalizersRemaining"), _HELD,
                    "Some content in the namespace has finalizers remaining: ")
@@ -776,11 +787,12 @@ def _patched_spec(spec: dict, verb: str, body) -> dict:
 
 
 def _apiservice_rewrites(ctx, apiservice: str, service: str) -> list[str] | None:
-    """The student's updates and patches of `apiservice` that made it serve anything but its group
-    and version from kube-system/`service`, even for a while (kube-aggregator then drops or serves the
-    group otherwise, and the namespace controller's discovery no longer fails on it: a Local
-    APIService, say, with `spec.service` removed, apiregistration types.go). Each as `patch: service
-    none`; None on a real cluster (no audit log)."""
+    """The student's creates, updates and patches of `apiservice` that made it serve anything but its
+    group and version from kube-system/`service`, even for a while (kube-aggregator then drops or
+    serves the group otherwise, and the namespace controller's discovery no longer fails on it: a
+    Local APIService, say, with `spec.service` removed, apiregistration types.go). Deleting it and
+    creating it again otherwise is the same detour as patching it (the create's body is the whole
+    object, as an update's). Each as `patch: service none`; None on a real cluster (no audit log)."""
     events = _audit(ctx)
     if events is None:
         return None
@@ -790,10 +802,15 @@ def _apiservice_rewrites(ctx, apiservice: str, service: str) -> list[str] | None
     for e in events:
         ref = e.get("objectRef") or {}
         if ref.get("resource") != "apiservices" or ref.get("name") != apiservice or ref.get("subresource") \
-                or e.get("verb") not in ("update", "patch") or (e.get("responseStatus") or {}).get("code", 0) >= 300 \
+                or e.get("verb") not in ("create", "update", "patch", "delete") \
+                or (e.get("responseStatus") or {}).get("code", 0) >= 300 \
                 or (e.get("user") or {}).get("username", "").startswith("system:"):
             continue
-        spec = _patched_spec(spec, e["verb"], e.get("requestObject"))
+        if e["verb"] == "delete":
+            # what is made after a delete starts from nothing (a server-side apply's patch too)
+            spec = {"group": None, "version": None, "service": None}
+            continue
+        spec = _patched_spec(spec, "update" if e["verb"] == "create" else e["verb"], e.get("requestObject"))
         now = _serves(spec)
         if now != _serves(built):
             entry = f"{e['verb']}: " + ", ".join(f"{k} {v or 'none'}" for k, v, b in
@@ -822,10 +839,10 @@ def judge_broken_apiservice(ctx, seen: dict):
     if rewrites:
         raise CheckFailed(f"you changed APIService {apiservice} ({rewrites[0]}) so that it no longer served {apiservice.split('.', 1)[1]}"
                           f"/{apiservice.split('.', 1)[0]} from the Service kube-system/{service}, even if you put it "
-                          f"back later: while it was so, the namespace controller's discovery did not fail on it, and "
-                          f"{name} could finish with a broken API. The fix is the backend (or, if it is gone for good, "
+                          f"back later or deleted it: while it was so, the namespace controller's discovery did not "
+                          f"fail on it, and {name} could finish with a broken API. The fix is the backend (or, if it is gone for good, "
                           f"the APIService's deletion) — `labkit reset namespace {ctx.exercise.id}` to start over",
-                          expected=f"no update or patch that points {apiservice} elsewhere",
+                          expected=f"no create, update or patch of yours that points {apiservice} elsewhere",
                           observed=rewrites, observed_in=LIVE)
     failure = seen["discovery_failure"]
     if failure is None and seen["gone"]["namespace"] is not None:
@@ -881,11 +898,11 @@ def check_force_finalize(ctx):
     not_yet = (f"namespace {name} has not been force-finalized yet (PUT /api/v1/namespaces/{name}/finalize "
                "with empty spec.finalizers)")
     if forced is not None and not forced:
-        raise CheckFailed(not_yet)
+        raise NotJudged(not_yet)
     ns = _namespace(c, name)
     original = ns is not None and ns["metadata"]["uid"] == _lab(ctx.env).original_uid(ctx.env, name)
     if forced is None and original:
-        raise CheckFailed(not_yet)
+        raise NotJudged(not_yet)
     objects = _stored_objects(c, name)
     if forced is not None:
         # objects created up to the second of the force-finalize (audit times have microseconds)
@@ -899,7 +916,7 @@ def check_force_finalize(ctx):
         left = sorted(objects)
     recreated = ns is not None and not original
     if not recreated:
-        raise CheckFailed(f"create the namespace {name} again and look at it before you answer")
+        raise NotJudged(f"create the namespace {name} again and look at it before you answer")
     if forced is None and not left:
         raise CheckFailed(f"nothing outlived the old namespace {name}: it went away the normal way, not "
                           f"force-finalized ({NO_AUDIT.format(what='the finalize request')})")
@@ -1057,6 +1074,16 @@ def _other_namespace_writes(ctx, name) -> list[str] | None:
     return out
 
 
+# the finalizer names Kubernetes defines itself (pkg/apis/core/helper/helpers.go, standardFinalizers:
+# FinalizerKubernetes, metav1.FinalizerOrphanDependents, metav1.FinalizerDeleteDependents); every other
+# name must be qualified, <domain>/<name> (pkg/apis/core/validation validateFinalizerName)
+STANDARD_FINALIZERS = ("kubernetes", "orphan", "foregroundDeletion")
+
+
+def _own(finalizer: str) -> bool:
+    return finalizer not in STANDARD_FINALIZERS
+
+
 def judge_own_finalizer(ctx, seen: dict):
     name = ctx.params["namespace"]
     ns = seen["namespace"]
@@ -1089,11 +1116,17 @@ def judge_own_finalizer(ctx, seen: dict):
     requests = seen["requests"]
     if requests is None:
         return _own_finalizer_live(ctx, name, ns)
-    added = next((i for i, sent in enumerate(requests) if any(f != "kubernetes" for f in sent)), None)
+    added = next((i for i, sent in enumerate(requests) if any(_own(f) for f in sent)), None)
     if added is None:
+        standard = sorted({f for sent in requests for f in sent if f != "kubernetes"})
+        if standard:
+            raise CheckFailed(f"{', '.join(standard)} is not a finalizer of your own: Kubernetes defines it itself "
+                              "(the standard finalizer names are kubernetes, orphan and foregroundDeletion, "
+                              "pkg/apis/core/helper IsStandardFinalizerName), for its own controllers. A finalizer of "
+                              "your own is a qualified name, <domain>/<name>, as the prompt says")
         raise CheckFailed(f"no finalizer of your own was put on {name} through the finalize subresource yet"
                           + _spec_edit_note(seen["spec_edit"]))
-    mine = [f for f in requests[added] if f != "kubernetes"]
+    mine = [f for f in requests[added] if _own(f)]
     if not any(set(mine).isdisjoint(sent) for sent in requests[added + 1:]) \
             or any(f != "kubernetes" for f in requests[-1]):
         raise CheckFailed(f"you added {', '.join(mine)}; now remove it again (through the same subresource): your "

@@ -26,9 +26,10 @@ from __future__ import annotations
 import copy
 import functools
 import math
+import re
 from pathlib import Path
 
-from labkit.exercises import CheckFailed, settle
+from labkit.exercises import AnswerMalformed, AnswerMissing, CheckFailed, settle
 from labkit.quantity import Quantity
 from labkit.pods import BEST_EFFORT, BURSTABLE, GUARANTEED, load_pods, pod_from_dict, pod_request, qos_class
 from labkit import predictions
@@ -289,7 +290,9 @@ def check_qos(ctx):
     if wrong_classes:
         message = ctx.grid_feedback(wrong_classes, len(names), "QoS classes", settled=True)
         if wrong_adj:
-            message += f"; and {len(wrong_adj)} of the {len(expected_keys)} oom_score_adj values are wrong"
+            message += (f"; and {len(wrong_adj)} of the {len(expected_keys)} oom_score_adj values "
+                        f"{'is' if len(wrong_adj) == 1 else 'are'} wrong: "
+                        + ", ".join(f"{k}'s oom_score_adj" for k in wrong_adj))
         return ctx.failed(message + note, expected=f"{len(names)} QoS classes right",
                           observed=f"{len(names) - len(wrong_classes)} right")
     if wrong_adj:
@@ -368,6 +371,8 @@ def _explanation_problems(ctx, settings, work_ms) -> list[str]:
                                           ("request_ms", abs(request_ms - _longest_ms(work_ms, settings.cpu_quota,
                                                                                       settings.cpu_period)) <= 0.5))
                  if not right]
+        if not wrong:   # a failure is then about the Pod, not a wrong answer (run_check counts none)
+            ctx.answer_not_wrong = True
         if wrong:       # counted, never named: naming the wrong value would let values be tried one by one
             problems.append(ctx.grid_feedback(
                 wrong, 3, "values (quota_us, period_us, request_ms)", noun="explanation",
@@ -377,6 +382,7 @@ def _explanation_problems(ctx, settings, work_ms) -> list[str]:
                        "it starts as a period begins"))
     except CheckFailed as exc:
         problems.append(exc.message)
+        ctx.answer_not_wrong = isinstance(exc, (AnswerMissing, AnswerMalformed))
     return problems
 
 
@@ -503,6 +509,7 @@ def judge_oom(ctx, observation):
                             "lists its containers)")
         if given_cause not in ("limit", "node"):
             problems.append(f"cause: expected limit or node, got {given_cause!r}")
+        ctx.answer_not_wrong = not problems and container == killed and given_cause == cause
         if not problems and (container != killed or given_cause != cause):
             # two values of two choices each: naming the wrong one would name the right one, so the
             # feedback says where the kernel records both, and neither which nor how many are wrong
@@ -515,6 +522,7 @@ def judge_oom(ctx, observation):
                        "beside the one the killed process lived in (task_memcg)"))
     except CheckFailed as exc:
         problems.append(exc.message)
+        ctx.answer_not_wrong = isinstance(exc, (AnswerMissing, AnswerMalformed))
     problems += _others_unchanged(observation, p["node"], "node-1.yaml", p["pod"])
     live = observation.get(p["pod"])
     if live is None:
@@ -852,8 +860,8 @@ def check_weight(ctx):
     data, note = _prediction(ctx)
     note += _situation(ctx, p["node"], "node-1.yaml", [p["pod"]])
     given = _int(ctx.answer_field(data, "cgroup_value", (int, float)), "cgroup_value")
-    given_lo = _int(ctx.answer_field(data, "min_millicores", (int, float)), "min_millicores")
-    given_hi = _int(ctx.answer_field(data, "max_millicores", (int, float)), "max_millicores")
+    given_lo = _millicores(ctx, data, "min_millicores")
+    given_hi = _millicores(ctx, data, "max_millicores")
     if given != truth:
         return ctx.failed(_wrong_value(ctx, node, key, given) + note)
     problems = []
@@ -867,6 +875,19 @@ def check_weight(ctx):
     if problems:
         return ctx.failed("; ".join(problems) + " (invert each step as a range)" + note)
     return ctx.passed(f"{key} {truth}: requests {lo}m to {hi}m give it" + note)
+
+
+def _millicores(ctx, data, key: str) -> int:
+    """A CPU request in millicores as the answer gives it: a number (250), or the quantity as a Pod
+    writes it (250m)."""
+    value = ctx.answer_field(data, key, (int, float, str))
+    if isinstance(value, str):
+        found = re.fullmatch(r"\s*(\d+)m\s*", value)
+        if found is None:
+            raise AnswerMalformed(f"{key} should be a number of millicores (as 250, or 250m), not {value!r}\n"
+                                  f"  {ctx.answer_path}")
+        return int(found.group(1))
+    return _int(value, key)
 
 
 def _wrong_value(ctx, node, key: str, given: int) -> str:

@@ -79,3 +79,19 @@ def makes_it_local_for_a_while(env):
     c.patch(*apiservices, {"spec": {"service": {"name": SERVICE[1], "namespace": SERVICE[0], "port": 443},
                                     "insecureSkipTLSVerify": True}}, "merge")
     c.create("v1", "services", _service({"k8s-app": "metrics-server"}, "https"), SERVICE[0])
+
+
+@mistake("or deleted it", "create: service none")
+def recreates_it_local_then_deletes_it(env):
+    """Deletes the APIService and creates it again without `spec.service` (Local): discovery no
+    longer fails on the group and monitoring finishes; then deletes it, so that what stays is the
+    accepted fix (the APIService deleted). The same detour as patching it Local, by delete and create."""
+    c = _break(env)
+    apiservices = ("apiregistration.k8s.io/v1", "apiservices")
+    c.delete(*apiservices, "v1beta1.metrics.k8s.io")
+    c.create(*apiservices, {"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+                            "metadata": {"name": "v1beta1.metrics.k8s.io"},
+                            "spec": {"group": "metrics.k8s.io", "version": "v1beta1",
+                                     "groupPriorityMinimum": 100, "versionPriority": 100}})
+    _wait(lambda: c.request("GET", f"/api/v1/namespaces/{NAMESPACE}")[0] == 404)
+    c.delete(*apiservices, "v1beta1.metrics.k8s.io")

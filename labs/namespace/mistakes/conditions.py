@@ -49,3 +49,16 @@ def released_then_answered(env):
     target = env.lab.environment_module().target(env)
     target.kubectl("-n", "billing", "patch", "secret", "ledger-key", "--type=json",
                    "-p", '[{"op":"remove","path":"/metadata/finalizers/0"}]')
+
+
+@mistake("you added finalizers to billing's content yourself", "create configmaps/extra with example.com/hold")
+def added_content_then_answered(env):
+    """Creates a ConfigMap with a finalizer of its own in billing before deleting it, then answers
+    with what the conditions say: they count it and its finalizer beside the lab's Secret, a
+    situation the lab did not build."""
+    target = env.lab.environment_module().target(env)
+    target.client().create("v1", "configmaps", {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+        "name": "extra", "finalizers": ["example.com/hold"]}}, "billing")
+    _delete_and_wait(env)
+    write_answer(env, "conditions", {"remaining": {"configmaps.": 1, "secrets.": 1},
+                                     "finalizers": {"billing.example.com/audit": 1, "example.com/hold": 1}})

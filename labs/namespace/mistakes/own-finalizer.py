@@ -54,3 +54,11 @@ def leaves_a_metadata_finalizer(env):
         "patch", "ns", "sandbox", "--type=merge", "-p", '{"metadata":{"finalizers":["example.com/hold"]}}')
     _finalize(env, ["kubernetes", "example.com/hold"])
     _finalize(env, ["kubernetes"])
+
+
+@mistake("is not a finalizer of your own", "Kubernetes defines it itself")
+def uses_a_standard_finalizer(env):
+    """Adds `orphan` through /finalize and removes it again: a name the API server accepts without a
+    domain because Kubernetes defines it (the garbage collector's), not a finalizer of one's own."""
+    _finalize(env, ["kubernetes", "orphan"])
+    _finalize(env, ["kubernetes"])
