@@ -112,9 +112,9 @@ def _window(s, obs: dict) -> dict:
 
 
 def _hold(s, since: float, seconds: float) -> None:
-    """Watch the plugin until `seconds` after kubelet's clock read `since`; sooner when what is
-    watched already fails: the plugin exits, registers again with the same kubelet, or a stream it
-    registered ends."""
+    """Watch the plugin until `seconds` after kubelet's clock read `since` (longer while the plugin
+    is busy); sooner when what is watched already fails: the plugin exits, registers again with the
+    same kubelet, or a stream it registered ends."""
     start = s.kubelet.starts
 
     def made():
@@ -125,9 +125,11 @@ def _hold(s, since: float, seconds: float) -> None:
         # (one that stops its server to serve anew and register again ends its stream first)
         return any(r["stream"] == "ended" and (s.exited is not None or s.kubelet.clock() - r["ended_at"] >= grace)
                    for r in made())
-    s.wait(lambda: len(made()) > 1 or ended_ago(REREGISTER_GRACE_S), since + seconds - s.kubelet.clock())
+    # in the plugin's own time (Session.wait_for_plugin): on a loaded machine, a plugin that registers
+    # again on a timer is not let off because its timer's turn came late
+    s.wait_for_plugin(lambda: len(made()) > 1 or ended_ago(REREGISTER_GRACE_S), since + seconds - s.kubelet.clock())
     if len(made()) == 1 and not ended_ago(REREGISTER_GRACE_S) and made()[0]["stream"] == "ended":
-        s.wait(lambda: len(made()) > 1, REREGISTER_GRACE_S)
+        s.wait_for_plugin(lambda: len(made()) > 1, REREGISTER_GRACE_S)
 
 
 def _registered_at(s, start: int = 1) -> float:
