@@ -250,9 +250,11 @@ def check_conditions(ctx):
     if released:
         # the conditions are the namespace controller's last pass: until its next one they still
         # count what a released finalizer no longer holds, and then the namespace goes
+        # a create adds finalizers; a patch or an update may add or remove them (its request alone
+        # does not say which): "changed"
         added = [r for r in released if r.startswith("create ")]
         verb = "added finalizers to" if len(added) == len(released) else \
-            "released and added finalizers of" if added else "released finalizers of"
+            "changed and added finalizers of" if added else "changed the finalizers of"
         raise CheckFailed(f"you {verb} {name}'s content yourself ({', '.join(released)}): the exercise is about "
                           "what the namespace the lab built waits for, and that changes what it waits for — "
                           f"`labkit reset namespace {ctx.exercise.id}`, delete {name} again and read its "

@@ -40,7 +40,7 @@ def resources_for_finalizers(env):
     write_answer(env, "conditions", {"remaining": {"secrets.": 1}, "finalizers": {"secrets.": 1}})
 
 
-@mistake("you released finalizers of billing's content yourself")
+@mistake("you changed the finalizers of billing's content yourself", "patch secrets/ledger-key")
 def released_then_answered(env):
     """Writes what the conditions say, then releases the finalizer of the Secret they name, to see
     what happens: the conditions still count it until the controller's next pass."""
