@@ -12,6 +12,7 @@ import signal
 import stat
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -189,7 +190,9 @@ def test_kubelet_records_each_registration_and_what_became_of_its_stream(node):
         wait_for(lambda: any(r["stream"] == "ended" for r in second())
                  and not any(r["stream"] == "open" for r in second()), "the stream ended with the plugin")
     except AssertionError as exc:
-        raise AssertionError(f"{exc}: the registrations are {fate()}, the plugin's last error {p.last_error!r}")
+        watching = [t.name for t in threading.enumerate() if t.name.startswith("listandwatch")]
+        raise AssertionError(f"{exc}: the registrations are {fate()}, the plugin's last error {p.last_error!r}; "
+                             f"kubelet's events {kubelet.events[-6:]}; its ListAndWatch threads alive {watching}")
     end = [r for r in second() if r["stream"] == "ended"][-1]["end"]   # its handler returned, or its server went first
     assert end == "the plugin finished the stream" or end.startswith("rpc error: code = "), end
     assert kubelet.registrations[0]["at"] <= kubelet.registrations[-1]["at"]
