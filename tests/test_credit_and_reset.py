@@ -342,6 +342,19 @@ def check_grid(ctx):
 '''
 
 
+def _run_checks_only_lab(tmp_path, monkeypatch, lab_id: str, lab_yaml: str, checks_py: str) -> Path:
+    """A lab of its own with nothing to build (its lab.yaml and checks.py given), run; its answers
+    directory."""
+    root = tmp_path / "labs"
+    (root / lab_id).mkdir(parents=True)
+    (root / lab_id / "lab.yaml").write_text(lab_yaml)
+    (root / lab_id / "lab.py").write_text("def up(env):\n    pass\n")
+    (root / lab_id / "checks.py").write_text(checks_py)
+    monkeypatch.setenv("LABKIT_LABS_PATH", str(root))
+    labkit("run", lab_id, check=0)
+    return Path(os.environ["LABKIT_ANSWERS_DIR"]) / lab_id
+
+
 def test_wrong_answers_that_differ_only_in_the_live_state_they_name_are_counted_apart(tmp_path, monkeypatch):
     """The answer names a file whose content the student changes: five different wrong contents
     behind one answer file are five different wrong answers (they counted as one when only the
@@ -352,14 +365,7 @@ def test_wrong_answers_that_differ_only_in_the_live_state_they_name_are_counted_
     import hashlib
 
     from labkit.state import LabState
-    root = tmp_path / "labs"
-    (root / "named").mkdir(parents=True)
-    (root / "named" / "lab.yaml").write_text(NAMED_YAML)
-    (root / "named" / "lab.py").write_text("def up(env):\n    pass\n")
-    (root / "named" / "checks.py").write_text(NAMED_CHECKS)
-    monkeypatch.setenv("LABKIT_LABS_PATH", str(root))
-    answers = Path(os.environ["LABKIT_ANSWERS_DIR"]) / "named"
-    labkit("run", "named", check=0)
+    answers = _run_checks_only_lab(tmp_path, monkeypatch, "named", NAMED_YAML, NAMED_CHECKS)
     target = tmp_path / "target"
     answers.mkdir(parents=True, exist_ok=True)
     (answers / "path.yaml").write_text(f"file: {target}\n")
@@ -435,14 +441,7 @@ def test_a_check_that_cannot_judge_the_answer_yet_counts_no_wrong_answer(tmp_pat
     wrong answers had come before it, although none had been judged. NotJudged says what to do
     first and counts nothing; a wrong answer judged still counts."""
     from labkit.state import LabState
-    root = tmp_path / "labs"
-    (root / "notyet").mkdir(parents=True)
-    (root / "notyet" / "lab.yaml").write_text(NOT_YET_YAML)
-    (root / "notyet" / "lab.py").write_text("def up(env):\n    pass\n")
-    (root / "notyet" / "checks.py").write_text(NOT_YET_CHECKS)
-    monkeypatch.setenv("LABKIT_LABS_PATH", str(root))
-    answers = Path(os.environ["LABKIT_ANSWERS_DIR"]) / "notyet"
-    labkit("run", "notyet", check=0)
+    answers = _run_checks_only_lab(tmp_path, monkeypatch, "notyet", NOT_YET_YAML, NOT_YET_CHECKS)
     answers.mkdir(parents=True, exist_ok=True)
     (answers / "answer.yaml").write_text("value: 8\n")
     state = LabState("notyet")

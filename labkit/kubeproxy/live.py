@@ -24,6 +24,7 @@ from labkit.kubeproxy.cluster_state import ClusterState, load_scenario
 from labkit.kubeproxy.config import ProxierConfig
 from labkit.kubeproxy.judge import record_sync
 from labkit.kubeproxy.proxier import changed_services, health_check_services
+from labkit.kubeproxy.situations import remember_outcome_node_ports
 from labkit.kubeproxy.sync import canary_present, sync_node
 from labkit.netlab import brnetfilter
 from labkit.netlab import cluster as netcluster
@@ -177,7 +178,6 @@ def sync_nodes(env, state: ClusterState, before: list[dict] | None = None) -> di
         record_sync(env, node, changed, programmed_services(objects, changed))
         write_health_config(env, node, health_check_services(objects, config))
         done[node] = changed
-    from labkit.kubeproxy.situations import remember_outcome_node_ports
     remember_outcome_node_ports(env, state)
     return done
 

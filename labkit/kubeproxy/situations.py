@@ -16,6 +16,10 @@ they keep one (tried_before).
 
 from __future__ import annotations
 
+import json
+import time
+from pathlib import Path
+
 import yaml
 
 from labkit.exercises import answer_path
@@ -138,9 +142,6 @@ def remember_outcome_node_ports(env, state) -> None:
     (graded_then)."""
     if getattr(getattr(env, "lab", None), "id", None) != "kube-proxy":
         return
-    import json
-    import time
-    from pathlib import Path
     ports = {str(port): name for port, name in sorted(outcome_node_ports(env, state).items())}
     history = outcome_port_history(env)
     if history and history[-1][1] == {int(p): n for p, n in ports.items()}:
@@ -151,8 +152,6 @@ def remember_outcome_node_ports(env, state) -> None:
 
 def outcome_port_history(env) -> list[tuple[float, dict[int, str]]]:
     """[(time, {node port: Service})] as remember_outcome_node_ports logged them, oldest first."""
-    import json
-    from pathlib import Path
     try:
         lines = (Path(env.dir) / OUTCOME_PORTS_LOG).read_text().splitlines()
     except OSError:

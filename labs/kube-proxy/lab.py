@@ -14,6 +14,7 @@ from labkit.errors import LabkitError
 from labkit.kubeproxy import judge, live
 from labkit.kubeproxy.chains import endpoint_chain, service_chain, service_port_name
 from labkit.kubeproxy.cluster_state import load_scenario
+from labkit.kubeproxy.situations import graded_then, outcome_node_ports, outcome_port_history
 from labkit.netfilter import parse, restore, save
 from labkit.netlab import synwatch
 from labkit.netfilter.ruleset import parse_rule
@@ -141,7 +142,6 @@ def graded_node_ports(env, state) -> dict[int, str]:
     """{node port: Service} of the Services traffic-policy asks about, as the lab built them and as
     they are now (a NodePort the student moved shows the same policy), and of any Service the
     student made that sends to their pods (labkit.kubeproxy.situations.outcome_node_ports)."""
-    from labkit.kubeproxy.situations import outcome_node_ports
     out = outcome_node_ports(env, load_scenario(SCENARIO))
     for port, name in outcome_node_ports(env, state).items():
         out.setdefault(port, name)
@@ -156,7 +156,6 @@ def hand_tries(env, since: float, state=None) -> list[dict]:
     labkit.kubeproxy.situations.graded_then). labkit's own
     curl keeps the prediction before it sends (labkit.kubeproxy.situations), so its requests come
     after that and change nothing. `state`: the cluster state (default: the running lab's)."""
-    from labkit.kubeproxy.situations import graded_then, outcome_port_history
     state = state if state is not None else live.load(env)
     ports = graded_node_ports(env, state)
     history = outcome_port_history(env)     # a copy of the situation deleted since was graded then
