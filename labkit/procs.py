@@ -174,12 +174,34 @@ def spawn(env, tag: str, argv: Sequence[str], *, netns: str | None = None,
             list(argv), env=child_env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=log,
             stderr=subprocess.STDOUT, start_new_session=True, pass_fds=tuple(pass_fds),
         )
+    _wait_for_exec(proc)
     started = start_time(proc.pid)
     if started is not None:
         tmp = record.with_suffix(".tmp")
         tmp.write_text(json.dumps({"pid": proc.pid, "start": started}))
         os.replace(tmp, record)
     return proc
+
+
+def _wait_for_exec(proc: subprocess.Popen, timeout: float = 5.0) -> None:
+    """Return once the new program's environment is readable in /proc, so that find() and
+    running() see the process from the moment spawn() returns. Popen returns when the child's
+    close-on-exec descriptors are closed, which the kernel does before it lays out the new
+    program's arguments and environment (fs/exec.c begin_new_exec, then fs/binfmt_elf.c
+    create_elf_tables): in between, /proc/<pid>/environ reads empty. On a loaded machine that
+    window was long enough for a find() right after spawn() to miss the process."""
+    deadline = time.monotonic() + timeout
+    while proc.poll() is None and time.monotonic() < deadline and not _environ_laid_out(proc.pid):
+        time.sleep(0.001)
+
+
+def _environ_laid_out(pid: int) -> bool:
+    """Whether /proc/<pid>/environ has content (or cannot be read: nothing to wait for)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return bool(f.read(1))
+    except OSError:
+        return True
 
 
 def _started_path(env, tag: str) -> Path:

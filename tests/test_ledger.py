@@ -174,3 +174,24 @@ def test_links_go_with_their_recorded_namespace_and_others_are_removed_one_by_on
         assert netns_path(foreign).exists()
     finally:
         drop_foreign_netns(foreign)
+
+
+def test_spawn_returns_only_once_the_programs_environment_is_laid_out(env, monkeypatch):
+    """Popen returns before the kernel has laid out the new program's environment; a find() in
+    that window missed the process (CI, on a loaded machine). spawn() waits it out."""
+    looks = []
+
+    def laid_out(pid):
+        looks.append(pid)
+        return len(looks) >= 3
+
+    monkeypatch.setattr(procs, "_environ_laid_out", laid_out)
+    proc = procs.spawn(env, "runner", [sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        assert looks == [proc.pid] * 3
+    finally:
+        procs.kill([proc.pid])
+        proc.wait()
+    monkeypatch.undo()
+    assert procs._environ_laid_out(os.getpid())
+    assert procs._environ_laid_out(2 ** 22 + 1)     # no such process: nothing to wait for
