@@ -54,6 +54,13 @@ def test_the_graphs_probabilities_are_an_answer_the_check_accepts(lab):
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(yaml.safe_dump({"chain": svc, "probabilities": printed + [1]}))
     assert result(lab, "follow-the-chain")["status"] == "pass"
+    # the same as fractions, as the chain's design is told (1/n, then 1/(n-1), ...)
+    n = len(printed) + 1
+    target.write_text(yaml.safe_dump({"chain": svc, "probabilities": [f"1/{n - i}" for i in range(n - 1)] + ["1"]}))
+    assert result(lab, "follow-the-chain")["status"] == "pass"
+    target.write_text(yaml.safe_dump({"chain": svc, "probabilities": ["1/0"] * n}))
+    refused = result(lab, "follow-the-chain")
+    assert refused["status"] != "pass" and "probabilities must be numbers (0.3333 or 1/3)" in refused["message"], refused
 
 
 def test_traffic_policy_grades_the_prediction_written_before_labkit_showed_the_outcome(lab):

@@ -22,7 +22,10 @@ from pathlib import Path
 
 import yaml
 
+from labkit import predictions
+from labkit.errors import LabkitError
 from labkit.exercises import answer_path
+from labkit.kubeproxy.judge import kube_proxy_chain_names
 
 EXERCISE = "traffic-policy"
 
@@ -179,7 +182,6 @@ def graded_then(history, at: float) -> dict[int, str]:
 def _concerns(rule_text: str, state, names) -> bool:
     """Whether a rule (its text as traced) is one of `names`' rules: in or to one of their chains, or
     carrying their comment."""
-    from labkit.kubeproxy.judge import kube_proxy_chain_names
     others = {s["metadata"]["name"] for s in state.services} - set(names)
     chains = kube_proxy_chain_names(state, exclude=others)
     words = rule_text.split()
@@ -193,13 +195,11 @@ def observed(env, state, src: str | None, dst: str, dport: int, tool: str, *,
     the exercise's outcome (labkit.predictions); a note for the student, or None. Refused (a
     LabkitError saying what is missing) while there is no whole prediction. `traced`: see
     shows_outcome."""
-    from labkit import predictions
     if (not shows_outcome(env, state, src, dst, dport, traced=traced)
             or predictions.kept(env.lab.id, EXERCISE) is not None):
         return None
     text, problem = prediction_text(env, state.node_names())
     if text is None:
-        from labkit.errors import LabkitError
         where = answer_path(env.lab.id, EXERCISE)
         tried = tried_before(env, state)
         already = (f". You already sent a request to these NodePorts yourself ({tried['what']}, at {tried['time']}): "

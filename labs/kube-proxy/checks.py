@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import json
+from fractions import Fraction
 
 from labkit.exercises import LIVE, AnswerMalformed, CheckFailed
 from labkit.kubeproxy import judge, live
@@ -418,12 +419,13 @@ def grade_probabilities(ctx, node: str, chain_name: str, given: list, built_prob
                         note: str = ""):
     """The verdict on the answer's probabilities, the chain being right: `given` as written,
     `built_probabilities` the --probability of each jump of kube-proxy's chain (the last: 1)."""
-    try:
-        numbers = [float(p) for p in given]
-    except (TypeError, ValueError):
-        raise AnswerMalformed(f"{ctx.answer_path}: probabilities must be numbers, got {', '.join(map(str, given))}")
     if any(isinstance(p, bool) for p in given):
         raise AnswerMalformed(f"{ctx.answer_path}: probabilities must be numbers, not true/false")
+    try:    # 0.3333, or a fraction as the chain's design is told: 1/3
+        numbers = [float(Fraction(p.replace(" ", "")) if isinstance(p, str) else p) for p in given]
+    except (TypeError, ValueError, ZeroDivisionError):
+        raise AnswerMalformed(f"{ctx.answer_path}: probabilities must be numbers (0.3333 or 1/3), got "
+                              f"{', '.join(map(str, given))}")
     wrong = ([f"jump {i + 1}" for i, (a, b) in enumerate(zip(numbers, built_probabilities)) if abs(a - b) > TOLERANCE]
              + (["the number of jumps"] if len(numbers) != len(built_probabilities) else []))
     if wrong:
