@@ -40,6 +40,28 @@ def running(c, n, selector="app=web"):
                                    p["metadata"].get("deletionTimestamp") for p in items)
 
 
+def test_idle_controller_workers_block_until_work_comes_or_they_are_stopped(tmp_path, monkeypatch):
+    """Workers wait in Get without a timeout (upstream's queue.Get blocks; wait.Until starts the
+    worker again): an idle lab's dozens of workers woke twice a second each for nothing. stop()
+    shuts the queues down, which ends every wait."""
+    from labkit.controllers.workqueue import RateLimitingQueue
+    timeouts = []
+    original = RateLimitingQueue.get
+
+    def get(self, timeout=None):
+        timeouts.append(timeout)
+        return original(self, timeout)
+
+    monkeypatch.setattr(RateLimitingQueue, "get", get)
+    srv = EmbeddedServer(tmp_path / "apiserver").start()
+    try:
+        srv.client().create("v1", "namespaces", {"metadata": {"name": "t"}})
+        assert wait_until(lambda: len(timeouts) > 10)
+    finally:
+        srv.stop()
+    assert set(timeouts) == {None}, sorted(set(timeouts), key=str)
+
+
 def test_deployment_builds_a_real_owner_chain_and_background_deletion_removes_it(server):
     c = server.client()
     d = c.create("apps/v1", "deployments", {"metadata": {"name": "web"}, "spec": {

@@ -164,8 +164,10 @@ class KeyedController:
             self.queue.add(object_key(obj))
 
     def _worker(self) -> None:
+        # wait.Until(worker, ...): each pass blocks in Get until a key comes or stop() shuts the
+        # queue down (no timed wake-ups: an idle lab's dozens of workers cost no CPU)
         while not self._stop.is_set():
-            self.process_next_work_item(timeout=0.5)
+            self.process_next_work_item()
 
     def process_next_work_item(self, timeout: float | None = None) -> bool:
         """processNextWorkItem, as upstream's controllers write it: take a key, sync it; on

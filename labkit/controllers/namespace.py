@@ -473,7 +473,7 @@ class NamespaceController:
 
     def _worker(self) -> None:
         while not self._stop.is_set():
-            name = self.queue.get(timeout=0.5)
+            name = self.queue.get()         # None once stop() shut the queue down
             if name is not None:
                 self.process(name)
 

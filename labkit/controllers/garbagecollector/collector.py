@@ -199,7 +199,7 @@ class GarbageCollector:
     def _delete_worker(self) -> None:
         queue = self.builder.attempt_to_delete
         while not self._stop.is_set():
-            item = queue.get(timeout=0.5)
+            item = queue.get()          # None once stop() shut the queue down
             if item is None:
                 continue
             try:
@@ -418,7 +418,7 @@ class GarbageCollector:
     def _orphan_worker(self) -> None:
         queue = self.builder.attempt_to_orphan
         while not self._stop.is_set():
-            owner = queue.get(timeout=0.5)
+            owner = queue.get()
             if owner is None:
                 continue
             try:
