@@ -749,6 +749,25 @@ def _normalized(tags: str) -> frozenset:
     return frozenset() if tags.strip() == "private" else frozenset(tags.split())
 
 
+def _require_kubelet_as_built(ctx, node: Node, lab) -> None:
+    """The situation peer-groups asks about: the node's /var/lib/kubelet as kubelet's MakeRShared
+    left it (one shared mount of its own), in the peer group the e2e Pods' volume mounts were made
+    from (lab.relation_losses). Made private, or private and shared again (a new group), it is
+    another lab, whose fields the answer would read. The message names neither fields nor which
+    Pods were peers or slaves: that is what the exercise asks to read."""
+    parties = {party.name: [[m.mountpoint, m.source, m.tags] for m in mountinfo.read(party.pid)]
+               for party in node.parties() if party.name in (NODE, *E2E_PARTIES)}
+    pids = {party.name: party.pid for party in node.parties()}
+    if lab.kubelet_is_shared(node) and not lab.relation_losses(lab.built(ctx.env), parties, pids, fields=False):
+        return
+    raise CheckFailed(f"the node's {lab.KUBELET_DIR} is no longer the mount the lab built (kubelet's MakeRShared: "
+                      "bound onto itself, made rshared) in the peer group the e2e Pods' volume mounts were made from: "
+                      "the exercise asks about the lab as built, not as an experiment left it; "
+                      f"`labkit reset {ctx.lab.id} {ctx.exercise.id}` makes it so again (your answer file stays)",
+                      expected=f"the node's {lab.KUBELET_DIR} as the lab built it",
+                      observed=f"on the node: {lab.KUBELET_DIR} changed", observed_in=LIVE)
+
+
 def check_peer_groups(ctx):
     p = ctx.params
     answer = ctx.answer()
@@ -768,6 +787,7 @@ def check_peer_groups(ctx):
             raise CheckFailed(f"Pod {name}'s container is not running: `labkit reset {ctx.lab.id} {ctx.exercise.id}` brings "
                               "the e2e Pods back", expected="Running", observed=f"on the node: {state['state']}", observed_in=LIVE)
         truth[name] = _tags(node.party(name).pid, p["mount_path"], holder=False) or "private"
+    _require_kubelet_as_built(ctx, node, lab)
     if isinstance(answer, dict):
         extra = sorted(str(k) for k in answer if k not in truth)
         if extra:
