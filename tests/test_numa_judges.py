@@ -36,3 +36,12 @@ def test_once_a_container_is_named_the_feedback_does_not_claim_it_names_none(ctx
     message = checks._picking_feedback(ctx, PICKED)
     assert "the first in admission order: beta/a" in message and "epsilon/main" not in message
     assert "which containers" not in message and "how many" in message
+
+
+def test_answer_values_are_shown_as_yaml_not_python(ctx_and_checks):
+    """Feedback quotes a student's YAML back in YAML: `mask null`, not Python's None or True."""
+    _ctx, checks = ctx_and_checks
+    assert checks._decision({"mask": None, "preferred": False, "admit": "maybe"}) == \
+        "mask null, preferred no, admit maybe"
+    assert checks._decision({"mask": [0, 1], "preferred": True, "admit": True}) == "mask [0, 1], preferred yes, admit yes"
+    assert checks._shown({"mask": [0, 1], "prefered": False}) == "{mask: [0, 1], prefered: false}"

@@ -299,9 +299,9 @@ MERGE_RULES = ("Where to look (pkg/kubelet/cm/topologymanager/policy.go, mergePe
 
 def _decision(entry) -> str:
     if not isinstance(entry, dict):
-        return repr(entry)
-    yes = lambda v: "yes" if v is True else "no" if v is False else repr(v)
-    return f"mask {entry.get('mask')}, preferred {yes(entry.get('preferred'))}, admit {yes(entry.get('admit'))}"
+        return _shown(entry)
+    yes = lambda v: "yes" if v is True else "no" if v is False else _shown(v)
+    return f"mask {_shown(entry.get('mask'))}, preferred {yes(entry.get('preferred'))}, admit {yes(entry.get('admit'))}"
 
 
 def judge_merge(ctx, data):
