@@ -10,6 +10,7 @@ the check wanted, `observed` what it saw, prefixed with where: "your answer: ...
 
 import copy
 import json
+import re
 from pathlib import Path
 
 import yaml
@@ -84,7 +85,8 @@ def _cpus(value, where: str):
     if isinstance(value, list) and all(isinstance(v, int) for v in value):
         return frozenset(value)
     try:
-        return parse(str(value).replace(" ", ""))
+        # blanks around "," and "-" are layout ("2, 8"); one between digits ("2 8") is no list
+        return parse(re.sub(r"\s*([,-])\s*", r"\1", str(value).strip()))
     except CPUSetParseError:
         raise CheckFailed(f"{where}: {_shown(value)} is not a CPU list in Linux list form (ids and ranges such as \"a,b\" or \"a-c\")") from None
 
