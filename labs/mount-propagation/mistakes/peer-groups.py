@@ -58,3 +58,12 @@ def node_made_private_then_read(env):
 
 def _make_private(path):
     kernel.change_propagation(path, "private", recursive=False)
+
+
+@mistake("covers the e2e volume", "reset")
+def volume_covered_then_read(env):
+    """Mounts a tmpfs on the node's /var/lib/kubelet/e2e (an experiment), then writes the fields mountinfo
+    shows now: those of the covering tmpfs and its copies, not of the e2e volume the lab built."""
+    node = Node(env)
+    node.mount_tmpfs(node.require_pid(), "/var/lib/kubelet/e2e", "cover")
+    _write(env, _live(env))
