@@ -265,3 +265,27 @@ def test_a_qos_answer_that_cannot_be_judged_is_not_counted_as_a_wrong_answer(lab
     path.write_text(yaml.safe_dump({"qos": right}))
     result = run_check(env, lab.exercise("qos"))
     assert result.status == "pass" and "passed after 1 different wrong answer had" in result.message, result.message
+
+
+def test_the_memory_pods_asking_for_other_cpus_are_withheld_while_memory_is_unanswered(lab_up, tmp_path):
+    """A copy of the memory exercise's Pods under other names, each asking for 2 CPUs instead of 1:
+    the Memory Manager places their memory as it places the exercise's (the CPUs do not change the
+    merged hint here), and `labkit numa admit` showed all of it. A Pod whose memory differs is shown."""
+    from labkit.numa.admission import Node
+    from labkit.numa.config import load_config
+    from labkit.numa.pods import load_pods
+
+    text = (SCENARIOS / "memory-pods.yaml").read_text().replace('cpu: "1"', 'cpu: "2"')
+    for old, new in (("orders", "o1"), ("payments", "p1"), ("reports", "r1"), ("search", "s1")):
+        text = text.replace(f"name: {old}", f"name: {new}")
+    pod_file = tmp_path / "copy.yaml"
+    pod_file.write_text(text)
+    node = Node(load_machine("lab-two-node"), load_config(SCENARIOS / "kubelet-memory.yaml"))
+    gate = withhold.Gate("labkit numa admit")
+    found = []
+    node.admit_all(load_pods(pod_file), before=lambda n, pod: found.append(gate.admission(n, pod)))
+    assert found[0] == "memory", found
+    other = tmp_path / "other.yaml"
+    other.write_text(pod_file.read_text().split("---")[0].replace("memory: 3Gi", "memory: 1Gi"))
+    empty = Node(load_machine("lab-two-node"), load_config(SCENARIOS / "kubelet-memory.yaml"))
+    assert withhold.Gate("labkit numa admit").admission(empty, load_pods(other)[0]) is None
