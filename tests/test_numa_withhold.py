@@ -289,3 +289,24 @@ def test_the_memory_pods_asking_for_other_cpus_are_withheld_while_memory_is_unan
     other.write_text(pod_file.read_text().split("---")[0].replace("memory: 3Gi", "memory: 1Gi"))
     empty = Node(load_machine("lab-two-node"), load_config(SCENARIOS / "kubelet-memory.yaml"))
     assert withhold.Gate("labkit numa admit").admission(empty, load_pods(other)[0]) is None
+
+
+def test_a_live_pod_with_a_qos_pods_signature_has_its_class_withheld_when_shown(lab_up, tmp_path):
+    """The node agent the lab starts has no resources, as Pod batch of exercise qos: `labkit numa show`
+    printed its class (BestEffort) before qos had an answer, as its record was made while no lab ran.
+    Its class is judged when shown, by its QoS signature; a Pod unlike every qos Pod shows its class."""
+    from labkit.numa.livenode import PodRecord
+    from labkit.numa.pods import load_pods
+    from labkit.pods import qos_signature
+
+    agent = load_pods(SCENARIOS / "node-agent.yaml")[0]
+    record = PodRecord(agent.name, agent.namespace, agent.uid, "BestEffort", [], False,
+                       json.dumps(qos_signature(agent), default=str))
+    assert not withhold.recorded("qos") and record.shown_qos == "withheld"
+    assert PodRecord.from_json(record.to_json()).shown_qos == "withheld"
+    pod_file = tmp_path / "odd.yaml"
+    pod_file.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: odd}\nspec:\n  containers:\n"
+                        "    - name: c\n      image: x\n      resources:\n        requests: {cpu: 100m}\n")
+    odd = load_pods(pod_file)[0]
+    assert PodRecord("odd", "default", odd.uid, "Burstable", [], False,
+                     json.dumps(qos_signature(odd), default=str)).shown_qos == "Burstable"

@@ -235,6 +235,12 @@ class Gate:
         return None
 
 
+def answers_qos(signature: str) -> bool:
+    """Whether a Pod with this QoS signature (labkit.pods.qos_signature as JSON; "" for a record made
+    before signatures were kept) has the class of a Pod of exercise qos, while a lab runs."""
+    return bool(signature) and _state() is not None and signature in Gate._keys("qos")
+
+
 def qos_run_refusal(pods, tool: str = "labkit numa run") -> str | None:
     """Why `labkit numa run` does not run these Pods on the live node, or None. While exercise qos
     is unanswered, a Pod whose QoS class would answer it does not run: running shows the class,
