@@ -310,3 +310,23 @@ def test_a_live_pod_with_a_qos_pods_signature_has_its_class_withheld_when_shown(
     odd = load_pods(pod_file)[0]
     assert PodRecord("odd", "default", odd.uid, "Burstable", [], False,
                      json.dumps(qos_signature(odd), default=str)).shown_qos == "Burstable"
+
+
+def test_the_json_of_a_live_pod_whose_class_is_withheld_withholds_its_cgroup_too(lab_up):
+    """`labkit numa show -o json` gave the node agent's cgroup, .../kubepods/besteffort/pod<uid>/...,
+    next to its withheld class."""
+    from types import SimpleNamespace
+
+    from labkit.numa import live_cli
+    from labkit.numa.livenode import ContainerRecord, PodRecord
+    from labkit.numa.pods import load_pods
+    from labkit.pods import qos_signature
+
+    agent = load_pods(SCENARIOS / "node-agent.yaml")[0]
+    container = ContainerRecord("agent", False, False, ["sleep", "infinity"], cgroup="/x/kubepods/besteffort/pod1/c1")
+    record = PodRecord(agent.name, agent.namespace, agent.uid, "BestEffort", [container], False,
+                       json.dumps(qos_signature(agent), default=str))
+    view = SimpleNamespace(pod=record, container=container, state="running", pids=[1], exclusive=False,
+                           want_cpus=frozenset({0}), want_mems=None, cgroup_cpus=None, proc=None)
+    shown = live_cli._view_json(view)
+    assert shown["qos"] == "withheld" and "besteffort" not in json.dumps(shown)
