@@ -100,16 +100,21 @@ def test_wrong_fixes_fail_with_a_reason(running_lab):
     node.apply_all(load_pods(pods / "logger.yaml"))
     result = statuses(lab, "private-host-path")["private-host-path"]
     assert result.status == "fail" and "fix the node, not the Pod" in result.message
-    # (e) throwing away /var/lib/kubelet's own mount removes the leak, and too much
-    node.umount(node.require_pid(), "/var/lib/kubelet", lazy=True)
-    result = statuses(lab, "leaked-mount")["leaked-mount"]
-    assert result.status == "fail" and "/var/lib/kubelet's own shared mount" in result.message
     # (f) peer groups written as the wrong relation
     path = answer_path(LAB, "peer-groups")
     truth = mountinfo.visible_at(mountinfo.read(node.party("master").pid), "/mnt/test").tags
     path.write_text(yaml.safe_dump({"node": truth, "master": truth, "slave": truth, "private": "private", "default": "private"}))
     result = statuses(lab, "peer-groups")["peer-groups"]
     assert result.status == "fail" and "findings are not right" in result.message and "2 of" not in result.message
+    # (e) throwing away /var/lib/kubelet's own mount removes the leak, and too much
+    node.umount(node.require_pid(), "/var/lib/kubelet", lazy=True)
+    result = statuses(lab, "leaked-mount")["leaked-mount"]
+    assert result.status == "fail" and "/var/lib/kubelet's own shared mount" in result.message
+    # (g) peer groups read from a node an experiment changed (/var/lib/kubelet gone): not the lab asked about
+    path.write_text(yaml.safe_dump({"node": "private", "master": truth, "slave": f"master:{truth.split(':')[1]}",
+                                    "private": "private", "default": "private"}))
+    result = statuses(lab, "peer-groups")["peer-groups"]
+    assert result.status == "fail" and "no longer the mount the lab built" in result.message
 
 
 def test_capabilities_listed_under_privileged_change_nothing_and_pass(running_lab):

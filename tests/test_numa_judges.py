@@ -36,3 +36,22 @@ def test_once_a_container_is_named_the_feedback_does_not_claim_it_names_none(ctx
     message = checks._picking_feedback(ctx, PICKED)
     assert "the first in admission order: beta/a" in message and "epsilon/main" not in message
     assert "which containers" not in message and "how many" in message
+
+
+def test_answer_values_are_shown_as_yaml_not_python(ctx_and_checks):
+    """Feedback quotes a student's YAML back in YAML: `mask null`, not Python's None or True."""
+    _ctx, checks = ctx_and_checks
+    assert checks._decision({"mask": None, "preferred": False, "admit": "maybe"}) == \
+        "mask null, preferred no, admit maybe"
+    assert checks._decision({"mask": [0, 1], "preferred": True, "admit": True}) == "mask [0, 1], preferred yes, admit yes"
+    assert checks._shown({"mask": [0, 1], "prefered": False}) == "{mask: [0, 1], prefered: false}"
+
+
+def test_a_cpu_list_with_a_blank_between_digits_is_not_read_as_one_number(ctx_and_checks):
+    """"2 8" is no Linux list (cpuset.Parse refuses it); it was read as CPU 28."""
+    from labkit.exercises import CheckFailed
+
+    _ctx, checks = ctx_and_checks
+    with pytest.raises(CheckFailed, match="is not a CPU list"):
+        checks._cpus("2 8", "alpha/main")
+    assert checks._cpus(" 2, 8 ", "alpha/main") == {2, 8} and checks._cpus("4 - 5,10", "x") == {4, 5, 10}

@@ -265,3 +265,68 @@ def test_a_qos_answer_that_cannot_be_judged_is_not_counted_as_a_wrong_answer(lab
     path.write_text(yaml.safe_dump({"qos": right}))
     result = run_check(env, lab.exercise("qos"))
     assert result.status == "pass" and "passed after 1 different wrong answer had" in result.message, result.message
+
+
+def test_the_memory_pods_asking_for_other_cpus_are_withheld_while_memory_is_unanswered(lab_up, tmp_path):
+    """A copy of the memory exercise's Pods under other names, each asking for 2 CPUs instead of 1:
+    the Memory Manager places their memory as it places the exercise's (the CPUs do not change the
+    merged hint here), and `labkit numa admit` showed all of it. A Pod whose memory differs is shown."""
+    from labkit.numa.admission import Node
+    from labkit.numa.config import load_config
+    from labkit.numa.pods import load_pods
+
+    text = (SCENARIOS / "memory-pods.yaml").read_text().replace('cpu: "1"', 'cpu: "2"')
+    for old, new in (("orders", "o1"), ("payments", "p1"), ("reports", "r1"), ("search", "s1")):
+        text = text.replace(f"name: {old}", f"name: {new}")
+    pod_file = tmp_path / "copy.yaml"
+    pod_file.write_text(text)
+    node = Node(load_machine("lab-two-node"), load_config(SCENARIOS / "kubelet-memory.yaml"))
+    gate = withhold.Gate("labkit numa admit")
+    found = []
+    node.admit_all(load_pods(pod_file), before=lambda n, pod: found.append(gate.admission(n, pod)))
+    assert found[0] == "memory", found
+    other = tmp_path / "other.yaml"
+    other.write_text(pod_file.read_text().split("---")[0].replace("memory: 3Gi", "memory: 1Gi"))
+    empty = Node(load_machine("lab-two-node"), load_config(SCENARIOS / "kubelet-memory.yaml"))
+    assert withhold.Gate("labkit numa admit").admission(empty, load_pods(other)[0]) is None
+
+
+def test_a_live_pod_with_a_qos_pods_signature_has_its_class_withheld_when_shown(lab_up, tmp_path):
+    """The node agent the lab starts has no resources, as Pod batch of exercise qos: `labkit numa show`
+    printed its class (BestEffort) before qos had an answer, as its record was made while no lab ran.
+    Its class is judged when shown, by its QoS signature; a Pod unlike every qos Pod shows its class."""
+    from labkit.numa.livenode import PodRecord
+    from labkit.numa.pods import load_pods
+    from labkit.pods import qos_signature
+
+    agent = load_pods(SCENARIOS / "node-agent.yaml")[0]
+    record = PodRecord(agent.name, agent.namespace, agent.uid, "BestEffort", [], False,
+                       json.dumps(qos_signature(agent), default=str))
+    assert not withhold.recorded("qos") and record.shown_qos == "withheld"
+    assert PodRecord.from_json(record.to_json()).shown_qos == "withheld"
+    pod_file = tmp_path / "odd.yaml"
+    pod_file.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: odd}\nspec:\n  containers:\n"
+                        "    - name: c\n      image: x\n      resources:\n        requests: {cpu: 100m}\n")
+    odd = load_pods(pod_file)[0]
+    assert PodRecord("odd", "default", odd.uid, "Burstable", [], False,
+                     json.dumps(qos_signature(odd), default=str)).shown_qos == "Burstable"
+
+
+def test_the_json_of_a_live_pod_whose_class_is_withheld_withholds_its_cgroup_too(lab_up):
+    """`labkit numa show -o json` gave the node agent's cgroup, .../kubepods/besteffort/pod<uid>/...,
+    next to its withheld class."""
+    from types import SimpleNamespace
+
+    from labkit.numa import live_cli
+    from labkit.numa.livenode import ContainerRecord, PodRecord
+    from labkit.numa.pods import load_pods
+    from labkit.pods import qos_signature
+
+    agent = load_pods(SCENARIOS / "node-agent.yaml")[0]
+    container = ContainerRecord("agent", False, False, ["sleep", "infinity"], cgroup="/x/kubepods/besteffort/pod1/c1")
+    record = PodRecord(agent.name, agent.namespace, agent.uid, "BestEffort", [container], False,
+                       json.dumps(qos_signature(agent), default=str))
+    view = SimpleNamespace(pod=record, container=container, state="running", pids=[1], exclusive=False,
+                           want_cpus=frozenset({0}), want_mems=None, cgroup_cpus=None, proc=None)
+    shown = live_cli._view_json(view)
+    assert shown["qos"] == "withheld" and "besteffort" not in json.dumps(shown)

@@ -69,9 +69,11 @@ def _views_table(views, title: str):
 
 def _view_json(v) -> dict:
     from labkit.numa.cpuset import format_cpus
+    qos = v.pod.shown_qos
+    # the cgroup's place under kubepods names the class (besteffort/, burstable/ or none): withheld with it
     return {"pod": v.pod.name, "namespace": v.pod.namespace, "uid": v.pod.uid, "container": v.container.name,
-            "init": v.container.init, "qos": v.pod.shown_qos, "state": v.state, "pids": v.pids,
-            "cgroup": v.container.cgroup, "exclusive": v.exclusive, "want_cpus": format_cpus(v.want_cpus),
+            "init": v.container.init, "qos": qos, "state": v.state, "pids": v.pids,
+            "cgroup": "withheld" if qos == "withheld" else v.container.cgroup, "exclusive": v.exclusive, "want_cpus": format_cpus(v.want_cpus),
             "want_mems": None if v.want_mems is None else format_cpus(v.want_mems),
             "cpuset_cpus": None if v.cgroup_cpus is None else format_cpus(v.cgroup_cpus),
             "cpus_allowed_list": format_cpus(v.proc.cpus) if v.proc else None,

@@ -66,6 +66,7 @@ class PodRecord:
     qos: str
     containers: list[ContainerRecord]
     qos_answers_exercise: bool = False     # its class would answer exercise qos (labkit.numa.withhold)
+    qos_signature: str = ""                # labkit.pods.qos_signature, as JSON: judged when shown (withhold.answers_qos)
 
     @property
     def key(self) -> str:
@@ -75,7 +76,9 @@ class PodRecord:
     def shown_qos(self) -> str:
         """The class as the tools show it: withheld while it would answer an unanswered exercise."""
         from labkit.numa import withhold
-        if not self.qos_answers_exercise:
+        # judged when shown, not only when it was run: the node agent the lab starts, and a Pod run
+        # while qos was answered, answer it again once its prediction is forgotten
+        if not (self.qos_answers_exercise or withhold.answers_qos(self.qos_signature)):
             return self.qos
         if not withhold.recorded("qos"):
             return "withheld"
@@ -84,12 +87,14 @@ class PodRecord:
 
     def to_json(self) -> dict:
         return {"name": self.name, "namespace": self.namespace, "uid": self.uid, "qos": self.qos,
-                "containers": [c.__dict__ for c in self.containers], "qos_answers_exercise": self.qos_answers_exercise}
+                "containers": [c.__dict__ for c in self.containers], "qos_answers_exercise": self.qos_answers_exercise,
+                "qos_signature": self.qos_signature}
 
     @classmethod
     def from_json(cls, data: dict) -> "PodRecord":
         return cls(data["name"], data["namespace"], data["uid"], data["qos"],
-                   [ContainerRecord(**c) for c in data["containers"]], bool(data.get("qos_answers_exercise")))
+                   [ContainerRecord(**c) for c in data["containers"]], bool(data.get("qos_answers_exercise")),
+                   str(data.get("qos_signature") or ""))
 
 
 @dataclass
@@ -238,8 +243,10 @@ class LiveNode:
         from labkit.numa.pods import qos_class
 
         gate = getattr(self, "_gate", None)
+        from labkit.pods import qos_signature
+
         record = PodRecord(pod.name, pod.namespace, pod.uid, qos_class(pod), containers,
-                           bool(gate and gate.qos(pod)))
+                           bool(gate and gate.qos(pod)), json.dumps(qos_signature(pod), default=str))
         node = self.kubelet()
         node.remove_stale_state({rec.uid for rec in self.records()} | {pod.uid})
         (admission,) = node.admit_all([pod], before=self._refuse_an_exercise_situation)

@@ -31,7 +31,11 @@ copy with other names, other order or changed fields that do not matter is still
   those of one of the exercise's Pods (the same machine with an extra socket, say), or one of whose
   containers would get the exclusive CPUs of one of the exercise's containers (a one-container Pod
   on the exercise's machine getting beta/a's CPU, say), judged by labkit's own admission
-  (static_outcome), whatever the situation key says.
+  (static_outcome), whatever the situation key says;
+- while memory is unanswered, any Pod that, in the memory situation of one of the exercise's Pods
+  (the same machine memory, policies, memory left per NUMA node and Pod memory), is admitted or
+  rejected as that Pod is and gets its memory on the same NUMA nodes, whatever CPUs it asks for
+  (memory_outcome: a copy of the exercise's Pods asking for 2 CPUs each, say).
 The machine counts by what the result depends on too (machine_key), not by its name or how its
 file spells it: a hand-written copy of a shipped machine is that machine.
 
@@ -176,6 +180,8 @@ class Gate:
         if exercise == STATIC:
             outcomes = _static_outcomes()
             return _exercise_keys(exercise) + sorted(outcomes) + sorted(_static_container_keys(outcomes))
+        if exercise == MEMORY:
+            return _exercise_keys(exercise) + sorted(_memory_outcomes())
         return _exercise_keys(exercise) if exercise in SITUATIONS else []
 
     @property
@@ -207,6 +213,12 @@ class Gate:
                 found = self._gate.about(key, [STATIC], situation=f"admission of Pod {pod.name}")
                 if found is not None:
                     break
+        if found is None and MEMORY in watched:
+            # the same memory situation with the same outcome, whatever the Pod's CPUs (a copy of the
+            # exercise's Pods asking for another whole number of CPUs, say): memory_outcome
+            outcome = memory_outcome(node, pod)
+            if outcome is not None:
+                found = self._gate.about(outcome, [MEMORY], situation=f"admission of Pod {pod.name}")
         return found
 
     def merge(self, node, pod) -> str | None:
@@ -221,6 +233,12 @@ class Gate:
             if found:
                 return found
         return None
+
+
+def answers_qos(signature: str) -> bool:
+    """Whether a Pod with this QoS signature (labkit.pods.qos_signature as JSON; "" for a record made
+    before signatures were kept) has the class of a Pod of exercise qos, while a lab runs."""
+    return bool(signature) and _state() is not None and signature in Gate._keys("qos")
 
 
 def qos_run_refusal(pods, tool: str = "labkit numa run") -> str | None:
@@ -400,6 +418,50 @@ def _static_outcomes() -> set[str]:
         node.admit(pod)
     for pod in load_pods(_scenarios() / asked):
         outcome = static_outcome(node, pod)
+        if outcome is not None:
+            found.add(outcome)
+        node.admit(pod)
+    return found
+
+
+MEMORY = "memory"
+
+
+def memory_outcome(node, pod) -> str | None:
+    """What the memory exercise asks of a Pod admitted now on `node` (tried on a copy, which is left
+    as it is): whether it is admitted and each container's memory NUMA nodes, with what the Memory
+    Manager's part of that depends on apart from CPUs (situation_key with the memory aspect: the
+    machine's memory, the policies, the memory each NUMA node has left, the Pod's memory). The CPU
+    amounts can change the merged hint and so the memory's nodes, which is why the situation key of
+    exercise memory counts them; where they do not change the outcome, a Pod that differs only in
+    them gives the same answer. The Memory Manager's Allocate: pkg/kubelet/cm/memorymanager/
+    policy_static.go."""
+    import copy
+
+    trial = copy.deepcopy(node)
+    try:
+        result = trial.admit(pod)
+    except Exception:       # the tool reports what kubelet says about it; nothing to compare
+        return None
+    admitted = bool(result.admitted)
+    nodes = [trial.container_memory_nodes(pod.uid, c.name) for c in pod.all_containers()] if admitted else None
+    return json.dumps(["memory outcome", situation_key(node, pod, ("memory",)), admitted, nodes], default=str)
+
+
+def _memory_outcomes() -> set[str]:
+    """memory_outcome of each of the memory exercise's Pods, admitted in order as its check builds them."""
+    from labkit.numa.admission import Node
+    from labkit.numa.config import load_config
+    from labkit.numa.machine import load_machine
+    from labkit.numa.pods import load_pods
+
+    machine, config, before, asked = SITUATIONS[MEMORY]
+    node = Node(load_machine(machine), load_config(_scenarios() / config))
+    for pod in (load_pods(_scenarios() / before) if before else []):
+        node.admit(pod)
+    found = set()
+    for pod in load_pods(_scenarios() / asked):
+        outcome = memory_outcome(node, pod)
         if outcome is not None:
             found.add(outcome)
         node.admit(pod)

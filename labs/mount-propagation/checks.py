@@ -749,6 +749,36 @@ def _normalized(tags: str) -> frozenset:
     return frozenset() if tags.strip() == "private" else frozenset(tags.split())
 
 
+def _require_kubelet_as_built(ctx, node: Node, lab, host_path: str, mount_path: str) -> None:
+    """The situation peer-groups asks about: the node's /var/lib/kubelet as kubelet's MakeRShared
+    left it (one shared mount of its own), in the peer group the e2e Pods' volume mounts were made
+    from (lab.relation_losses). Made private, or private and shared again (a new group), it is
+    another lab, whose fields the answer would read; so is a mount made on the e2e volume itself
+    (on the node's host path, or on a Pod's mount path), which hides it. The message names neither
+    fields nor which Pods were peers or slaves: that is what the exercise asks to read."""
+    parties = {party.name: [[m.mountpoint, m.source, m.tags] for m in mountinfo.read(party.pid)]
+               for party in node.parties() if party.name in (NODE, *E2E_PARTIES)}
+    pids = {party.name: party.pid for party in node.parties()}
+    # which parties hold a cover is not said: where a mount made there reached is what
+    # predict-e2e-matrix asks to predict and peer-groups to read
+    covered = any(m.mountpoint == host_path for m in mountinfo.read(pids[NODE])) or any(
+        sum(row[0] == mount_path for row in parties[name]) > 1 for name in E2E_PARTIES if name in parties)
+    if covered:
+        raise CheckFailed(f"a mount now covers the e2e volume (on the node at {host_path}, or in a Pod at {mount_path}): "
+                          "the fields there are not those of the volume the lab built, which the exercise asks about; "
+                          f"`labkit reset {ctx.lab.id} {ctx.exercise.id}` unmounts it (your answer file stays)",
+                          expected="the e2e volume as the lab built it, nothing mounted on it",
+                          observed="a mount on the e2e volume", observed_in=LIVE)
+    if lab.kubelet_is_shared(node) and not lab.relation_losses(lab.built(ctx.env), parties, pids, fields=False):
+        return
+    raise CheckFailed(f"the node's {lab.KUBELET_DIR} is no longer the mount the lab built (kubelet's MakeRShared: "
+                      "bound onto itself, made rshared) in the peer group the e2e Pods' volume mounts were made from: "
+                      "the exercise asks about the lab as built, not as an experiment left it; "
+                      f"`labkit reset {ctx.lab.id} {ctx.exercise.id}` makes it so again (your answer file stays)",
+                      expected=f"the node's {lab.KUBELET_DIR} as the lab built it",
+                      observed=f"on the node: {lab.KUBELET_DIR} changed", observed_in=LIVE)
+
+
 def check_peer_groups(ctx):
     p = ctx.params
     answer = ctx.answer()
@@ -768,6 +798,7 @@ def check_peer_groups(ctx):
             raise CheckFailed(f"Pod {name}'s container is not running: `labkit reset {ctx.lab.id} {ctx.exercise.id}` brings "
                               "the e2e Pods back", expected="Running", observed=f"on the node: {state['state']}", observed_in=LIVE)
         truth[name] = _tags(node.party(name).pid, p["mount_path"], holder=False) or "private"
+    _require_kubelet_as_built(ctx, node, lab, p["host_path"], p["mount_path"])
     if isinstance(answer, dict):
         extra = sorted(str(k) for k in answer if k not in truth)
         if extra:

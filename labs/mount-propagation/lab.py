@@ -42,6 +42,10 @@ LEAK_HOST_PATH = f"{KUBELET_DIR}/plugins/publisher/staging"      # where the nod
 E2E_PODS = ("master", "slave", "private", "default")
 # Each exercise's part of the lab: the shipped Pod files (and the Pods made from them) and the
 # host paths below which the node's mounts belong to it.
+# host paths the lab built no mount on: a reset of their exercise also unmounts what covers them
+# (a tmpfs on the e2e host path, made on the node or by master and propagated, hides the e2e volume
+# whose peer groups peer-groups asks about)
+COVERED_TOO = (f"{KUBELET_DIR}/e2e",)
 PARTS = {
     "predict-e2e-matrix": {"files": (), "pods": (), "paths": ()},
     "peer-groups": {"files": ("e2e",), "pods": E2E_PODS, "paths": (f"{KUBELET_DIR}/e2e",)},
@@ -364,7 +368,7 @@ def reset_exercise(env, exercise_id):
     if exercise_id == "private-host-path":
         _restore_node_outside_kubelet(env, node)
     for path in part["paths"]:
-        _unmount_below(node, path)
+        _unmount_below(node, path, including=path in COVERED_TOO)
     restore_files(env, part["files"])
     if exercise_id in ("leaked-mount", "csi-plugin-publishes"):     # the observer both checks need
         watcher = node.container_state("watcher", "watcher")
@@ -472,7 +476,7 @@ def student_work(env, exercise_id):
                            "its container again until the node is fixed)")
         for path in part["paths"]:
             below = [m.mountpoint for m in node_mounts if mountinfo.is_under(m.mountpoint, path)
-                     and (m.mountpoint != path or path == PRIVATE_DIR) and m.source != LEAK_SOURCE]
+                     and (m.mountpoint != path or path in (PRIVATE_DIR, *COVERED_TOO)) and m.source != LEAK_SOURCE]
             if below:
                 out.append(f"the mounts on the node at or below {path}: {', '.join(below)} (unmounted)")
         if i == "predict-e2e-matrix":

@@ -10,6 +10,7 @@ the check wanted, `observed` what it saw, prefixed with where: "your answer: ...
 
 import copy
 import json
+import re
 from pathlib import Path
 
 import yaml
@@ -54,6 +55,13 @@ def _admit(machine: str, config, pod_files: list[str]):
 # -- answer parsing -----------------------------------------------------------------------------------
 
 
+def _shown(value) -> str:
+    """A value of an answer as YAML writes it, not as Python does (`true`, `null`, `{mask: [0]}`,
+    not True, None, {'mask': [0]})."""
+    text = yaml.safe_dump(value, default_flow_style=True, width=1 << 20).strip()
+    return text[:-len("...")].strip() if text.endswith("...") else text
+
+
 def _mask(value, where: str):
     """An answer's NUMA mask: a list of node ids (or one id), or null; returned sorted."""
     if value is None:
@@ -62,12 +70,12 @@ def _mask(value, where: str):
         return [value]
     if isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
         return sorted(set(value))
-    raise CheckFailed(f"{where}: expected a list of NUMA node ids (the mask) or null, got {value!r}")
+    raise CheckFailed(f"{where}: expected a list of NUMA node ids (the mask) or null, got {_shown(value)}")
 
 
 def _bool(value, where: str) -> bool:
     if not isinstance(value, bool):
-        raise CheckFailed(f"{where}: expected true or false, got {value!r}")
+        raise CheckFailed(f"{where}: expected true or false, got {_shown(value)}")
     return value
 
 
@@ -77,9 +85,10 @@ def _cpus(value, where: str):
     if isinstance(value, list) and all(isinstance(v, int) for v in value):
         return frozenset(value)
     try:
-        return parse(str(value).replace(" ", ""))
+        # blanks around "," and "-" are layout ("2, 8"); one between digits ("2 8") is no list
+        return parse(re.sub(r"\s*([,-])\s*", r"\1", str(value).strip()))
     except CPUSetParseError:
-        raise CheckFailed(f"{where}: {value!r} is not a CPU list in Linux list form (ids and ranges such as \"a,b\" or \"a-c\")") from None
+        raise CheckFailed(f"{where}: {_shown(value)} is not a CPU list in Linux list form (ids and ranges such as \"a,b\" or \"a-c\")") from None
 
 
 def _verdict(ctx, wrong: list[str], what: str, observed: str):
@@ -236,11 +245,14 @@ def judge_cpu_hints(ctx, answer):
     nodes = sorted(CPUTopology.discover(load_machine(ctx.params["machine"])).numa_nodes())
     stated: dict[tuple, bool] = {}
     for i, hint in enumerate(given):
-        if not isinstance(hint, dict) or "mask" not in hint or "preferred" not in hint:
-            raise CheckFailed(f"hints[{i}]: expected {{mask: [node ids], preferred: true|false}}, got {hint!r}")
+        if not isinstance(hint, dict):
+            raise CheckFailed(f"hints[{i}]: expected {{mask: [node ids], preferred: true|false}}, got {_shown(hint)}")
         unknown_keys = sorted(set(hint) - {"mask", "preferred"}, key=str)
-        if unknown_keys:
-            raise CheckFailed(f"hints[{i}]: unknown key {unknown_keys[0]!r}: a hint is {{mask, preferred}}")
+        missing = [key for key in ("mask", "preferred") if key not in hint]
+        if unknown_keys or missing:
+            said = [f"it has no {' and no '.join(missing)}"] if missing else []
+            said += [f"the key {key} is not one a hint has{' (misspelled?)' if missing else ''}" for key in unknown_keys]
+            raise CheckFailed(f"hints[{i}]: {'; '.join(said)}: a hint is {{mask: [node ids], preferred: true|false}}")
         mask = tuple(_mask(hint["mask"], f"hints[{i}].mask") or ())
         if not mask:
             raise CheckFailed(f"hints[{i}].mask: a CPU hint names at least one NUMA node")
@@ -289,9 +301,9 @@ MERGE_RULES = ("Where to look (pkg/kubelet/cm/topologymanager/policy.go, mergePe
 
 def _decision(entry) -> str:
     if not isinstance(entry, dict):
-        return repr(entry)
-    yes = lambda v: "yes" if v is True else "no" if v is False else repr(v)
-    return f"mask {entry.get('mask')}, preferred {yes(entry.get('preferred'))}, admit {yes(entry.get('admit'))}"
+        return _shown(entry)
+    yes = lambda v: "yes" if v is True else "no" if v is False else _shown(v)
+    return f"mask {_shown(entry.get('mask'))}, preferred {yes(entry.get('preferred'))}, admit {yes(entry.get('admit'))}"
 
 
 def judge_merge(ctx, data):
@@ -796,9 +808,9 @@ def _judge_pin(ctx, seen: dict):
         entry = ctx.answer_field(data, role, dict)
         name, pid, listed = entry.get("pod"), entry.get("pid"), entry.get("cpus_allowed_list")
         if not isinstance(name, str):
-            raise AnswerMalformed(f"{role}.pod should be a Pod's name, got {name!r}\n  {ctx.answer_path}")
+            raise AnswerMalformed(f"{role}.pod should be a Pod's name, got {_shown(name)}\n  {ctx.answer_path}")
         if not isinstance(pid, int) or isinstance(pid, bool):
-            raise AnswerMalformed(f"{role}.pid should be a process id (a number), got {pid!r}\n  {ctx.answer_path}")
+            raise AnswerMalformed(f"{role}.pid should be a process id (a number), got {_shown(pid)}\n  {ctx.answer_path}")
         namespace, _, short = name.rpartition("/")
         named = [key for key in sorted(ours) if key[1] == short and namespace in ("", key[0])]
         if not named:

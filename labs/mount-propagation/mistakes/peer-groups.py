@@ -3,7 +3,7 @@
 import yaml
 
 from labkit.exercises import answer_path, mistake
-from labkit.mounts import mountinfo
+from labkit.mounts import kernel, mountinfo
 from labkit.mounts.node import Node
 
 
@@ -44,3 +44,26 @@ def numbers_from_elsewhere(env):
     group = int(answer["node"].split(":")[1]) + 1000
     answer.update(node=f"shared:{group}", master=f"shared:{group}", slave=f"master:{group}")
     _write(env, answer)
+
+
+@mistake("/var/lib/kubelet", "reset")
+def node_made_private_then_read(env):
+    """Experiments on the node first (makes its /var/lib/kubelet private), then writes what mountinfo
+    shows now: the node's mount without fields, which is not the lab the exercise asks about."""
+    node = Node(env)
+    pid = node.require_pid()
+    node.run(pid, _make_private, "/var/lib/kubelet")
+    _write(env, _live(env))
+
+
+def _make_private(path):
+    kernel.change_propagation(path, "private", recursive=False)
+
+
+@mistake("covers the e2e volume", "reset")
+def volume_covered_then_read(env):
+    """Mounts a tmpfs on the node's /var/lib/kubelet/e2e (an experiment), then writes the fields mountinfo
+    shows now: those of the covering tmpfs and its copies, not of the e2e volume the lab built."""
+    node = Node(env)
+    node.mount_tmpfs(node.require_pid(), "/var/lib/kubelet/e2e", "cover")
+    _write(env, _live(env))

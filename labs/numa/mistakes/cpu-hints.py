@@ -39,3 +39,9 @@ def same_mask_twice(env):
 def numa_node_of_another_machine(env):
     """Writes a hint for NUMA node 2, which lab-two-node does not have."""
     _write(env, [{"mask": [0, 1], "preferred": False}, {"mask": [2], "preferred": True}])
+
+
+@mistake("prefered is not one a hint has (misspelled?)")
+def preferred_misspelled(env):
+    """Writes the hint's flag as `prefered`: the check names the key it does not know, in YAML, not as a Python dict."""
+    _write(env, [{"mask": [0, 1], "prefered": False}])
