@@ -86,7 +86,8 @@ def registered(*resources, stream: str = "open") -> dict:
     return {"exited": None, "log": "",
             "registrations": [{"resource": r, "version": "v1beta1", "error": None, "stream": stream, "in_directory": True}
                               for r in resources],
-            "devices": devices, "node": node, "last": {"devices": [dict(d) for d in devices], "node": node}}
+            "devices": devices, "node": node, "last": {"devices": [dict(d) for d in devices], "node": node},
+            "serving": None}
 
 
 def test_register_names_the_extra_resource_not_the_exercises(lab):
@@ -102,6 +103,21 @@ def test_register_names_the_extra_resource_not_the_exercises(lab):
     with pytest.raises(CheckFailed) as failed:
         checks.judge_register(ctx, registered("example.com/gadget"))
     assert "is 'example.com/gadget', not the exercise's example.com/widget" in str(failed.value)
+
+
+def test_register_fails_a_plugin_that_no_longer_answers_though_its_stream_is_open(lab):
+    # a plugin whose main returned: its grpc server stopped, the thread serving ListAndWatch keeps
+    # the process alive and the stream open (Session.serving probes the socket at the watch's end)
+    the_lab, env = lab
+    checks = the_lab._load("checks.py")
+    for exercise in ("register", "health"):
+        ctx = CheckContext(env, the_lab.exercise(exercise))
+        obs = registered("example.com/widget")
+        obs["serving"] = "rpc error: code = Unavailable desc = failed to connect to all addresses"
+        with pytest.raises(CheckFailed) as failed:
+            checks.judge_register(ctx, obs)
+        assert "no longer answers on its socket" in str(failed.value) and "failed to connect" in str(failed.value)
+    assert checks.judge_register(CheckContext(env, the_lab.exercise("register")), registered("example.com/widget")).passed
 
 
 def test_a_second_register_still_in_flight_is_a_second_registration(lab):

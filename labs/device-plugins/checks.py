@@ -291,11 +291,25 @@ def observe_register(ctx) -> dict:
         if s.lists(resource):
             _hold(s, _registered_at(s), LIVE_S)
             obs["last"] = {"devices": sorted(s.devices(resource), key=lambda d: d["ID"]), "node": s.node()}
+            obs["serving"] = s.serving(resource)
         return _window(s, obs)
+
+
+def _judge_serving(obs: dict) -> None:
+    """At the end of the watch the plugin still answers an rpc where kubelet calls it (the next
+    Allocate would): an open ListAndWatch stream alone does not show that its server still runs."""
+    error = obs.get("serving")
+    if error:
+        _fail(f"at the end of the check's watch your plugin no longer answers on its socket (a GetDevicePluginOptions "
+              f"call there: {error}), though its ListAndWatch stream is still open: its gRPC server has stopped, so "
+              "kubelet's next GetPreferredAllocation or Allocate fails and no Pod gets a widget. What does your "
+              "plugin's main do after Register returns? (A Python process whose main has returned stops the server "
+              "it started; a thread still serving the stream keeps it from exiting.)", "answers", "no answer")
 
 
 def judge_register(ctx, obs: dict, stream: str = "open", when: str = ""):
     _judge_registered(ctx, obs, stream, when)
+    _judge_serving(obs)
     _judge_devices(obs.get("devices"))
     _judge_node(ctx, obs.get("node"), 4, 4)
     if ctx.exercise.id == "register":
@@ -335,6 +349,7 @@ def observe_health(ctx) -> dict:
                 obs[phase] = _changed(s, resource, health, sick)
                 if not obs[phase]["sent"]:
                     break
+            obs["serving"] = s.serving(resource)
         return _window(s, obs)
 
 
