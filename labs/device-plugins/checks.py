@@ -465,7 +465,7 @@ ALL = sorted(WIDGETS)
 # (available, must_include, size): the requests the check sends to GetPreferredAllocation
 REQUESTS = ((ALL, [], 2), (["widget-0", "widget-2", "widget-3"], [], 2), (ALL, ["widget-1"], 2),
             (["widget-0", "widget-1", "widget-2"], ["widget-2"], 2), (ALL, [], 3), (ALL, ["widget-0", "widget-3"], 2),
-            (["widget-1", "widget-3"], [], 1))
+            (["widget-1", "widget-3"], [], 1), (ALL, [], 1), (ALL, ["widget-3"], 2))
 
 
 def one_node_possible(available, must, size) -> bool:
