@@ -189,6 +189,26 @@ def test_allocate_takes_device_nodes_of_the_containers_own_widgets_for_devices_n
     assert "device nodes that are not of the widgets kubelet allocated to it" in message and "/dev/widget-2" in message
 
 
+def test_allocate_fails_a_relative_host_path_though_the_container_found_the_driver(lab):
+    # labkit starts its containers in the lab directory, where `widget-driver` is found; kubelet
+    # passes host_path to the runtime as it is, and the runtime's working directory is its own
+    the_lab, env = lab
+    checks = the_lab._load("checks.py")
+    ctx = CheckContext(env, the_lab.exercise("allocate"))
+    pods = {"pod-a": ["widget-0", "widget-1"], "pod-b": ["widget-2", "widget-3"]}
+    for host_path, passes in ((str(env.dir / "widget-driver"), True), ("widget-driver", False)):
+        obs = _allocated(env, pods, lambda ids: [])
+        for seen in obs["pods"].values():
+            seen["container"]["options"]["mounts"] = [
+                {"container_path": "/var/lib/widget", "host_path": host_path, "read_only": True}]
+        if passes:
+            assert checks.judge_allocate(ctx, obs).passed
+            continue
+        with pytest.raises(CheckFailed) as failed:
+            checks.judge_allocate(ctx, obs)
+        assert "relative host_path: widget-driver" in str(failed.value)
+
+
 def test_reset_of_checkpoint_keeps_a_changed_scenario_file(lab):
     # labkit reset device-plugins checkpoint writes scenarios/ afresh: a student's changed copy is
     # student work (named before the reset, kept first); an unchanged one is not

@@ -423,6 +423,19 @@ def judge_allocate(ctx, obs: dict):
             _fail(f"your Allocate answer puts more than {env_name} into the environment of {pod}'s container: "
                   f"{', '.join(more)}")
         mounts = container.get("mounts") or {}
+        # kubelet hands a Mount's and a DeviceSpec's host_path to the container runtime as it is
+        # (pod_devices.go deviceRunContainerOptions, kuberuntime_container.go makeMounts and
+        # makeDevices): a relative one names a path in the runtime's working directory, not the
+        # plugin's (labkit starts the container process in the lab directory, where a relative
+        # widget-driver would be found)
+        options = container.get("options") or {}
+        relative = sorted(str(m.get("host_path")) for kind in ("mounts", "devices") for m in options.get(kind) or []
+                          if not str(m.get("host_path") or "").startswith("/"))
+        if relative:
+            _fail(f"your Allocate answer for {pod}'s container gives a relative host_path: {', '.join(relative)}. kubelet "
+                  "passes host_path on to the container runtime as it is (pod_devices.go deviceRunContainerOptions, "
+                  "kuberuntime_container.go makeMounts), and the runtime is another process with a working directory "
+                  "of its own: a path relative to your plugin's means nothing there", "an absolute host_path", relative)
         if mount not in mounts:
             _fail(f"{pod}'s container has nothing mounted at {mount} (ContainerAllocateResponse.mounts)",
                   mount, sorted(mounts))
