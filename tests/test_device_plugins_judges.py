@@ -276,6 +276,29 @@ def test_a_plugin_on_any_fixed_timer_fails_the_restart_check_whatever_the_draw(l
             last, gap = now, now - last
 
 
+def test_a_plugin_that_watches_kubelet_sock_and_also_keeps_a_timer_fails_whatever_the_draw(lab):
+    # it answers each restart 0.05 s after it, and registers again P s after its last registration
+    # whether kubelet restarted or not: for every P up to register's window (1 s), some registration
+    # comes with no restart before it, before the next restart or in the watch after the last one
+    import random
+    the_lab, _env = lab
+    checks = the_lab._load("checks.py")
+
+    def play(p, rng) -> str:
+        last, gap = 0.0, None
+        for n in range(checks.RESTARTS):
+            restart = last + checks.restart_quiet(gap, rng)
+            if last + p <= restart:
+                return f"registered again before restart {n + 1}"
+            now = restart + 0.05
+            last, gap = now, now - last
+        return "registered again after the last restart" if p <= checks.FINAL_S else "passed"
+    for seed in range(40):
+        rng = random.Random(seed)
+        for hundredth in range(5, 101, 5):
+            assert play(hundredth / 100, rng) != "passed", (hundredth, seed)
+
+
 def _restart_seen(start: int, stream: str, **more) -> dict:
     return {"registered_again": True, "listed": True, "held_after": ["widget-0", "widget-1"],
             "node": {"capacity": {"example.com/widget": 4}, "allocatable": {"example.com/widget": 4}},

@@ -32,7 +32,10 @@ QUIET_MARGIN_S = (0.25, 0.4)  # each later restart comes this much later after t
                           # registering on a fixed timer (every P s, or once P s after the last) registers
                           # again before that restart, whatever P (see observe_restart); the margin also
                           # absorbs how much later such a plugin's next Register may arrive on a busy machine
-FINAL_S = 0.2             # restart: how long the check watches after the last re-registration
+FINAL_S = 1.0             # restart: how long the check watches after the last re-registration: as long as
+                          # register's window (LIVE_S), and longer than any quiet time before it, so that a
+                          # plugin that watches kubelet.sock and also registers again on a timer of up to 1 s
+                          # after its last registration is seen whatever the draw (its timer fires here)
 REREGISTER_GRACE_S = 0.5  # how long after a plugin ended its stream the check waits for a Register that
                           # may follow (a plugin serving anew), before it judges the plugin stopped serving
 ORDINALS = ("first", "second", "third")
