@@ -86,7 +86,8 @@ def registered(*resources, stream: str = "open") -> dict:
     return {"exited": None, "log": "",
             "registrations": [{"resource": r, "version": "v1beta1", "error": None, "stream": stream, "in_directory": True}
                               for r in resources],
-            "devices": devices, "node": node, "last": {"devices": [dict(d) for d in devices], "node": node}}
+            "devices": devices, "node": node, "last": {"devices": [dict(d) for d in devices], "node": node},
+            "serving": None}
 
 
 def test_register_names_the_extra_resource_not_the_exercises(lab):
@@ -102,6 +103,21 @@ def test_register_names_the_extra_resource_not_the_exercises(lab):
     with pytest.raises(CheckFailed) as failed:
         checks.judge_register(ctx, registered("example.com/gadget"))
     assert "is 'example.com/gadget', not the exercise's example.com/widget" in str(failed.value)
+
+
+def test_register_fails_a_plugin_that_no_longer_answers_though_its_stream_is_open(lab):
+    # a plugin whose main returned: its grpc server stopped, the thread serving ListAndWatch keeps
+    # the process alive and the stream open (Session.serving probes the socket at the watch's end)
+    the_lab, env = lab
+    checks = the_lab._load("checks.py")
+    for exercise in ("register", "health"):
+        ctx = CheckContext(env, the_lab.exercise(exercise))
+        obs = registered("example.com/widget")
+        obs["serving"] = "rpc error: code = Unavailable desc = failed to connect to all addresses"
+        with pytest.raises(CheckFailed) as failed:
+            checks.judge_register(ctx, obs)
+        assert "no longer answers on its socket" in str(failed.value) and "failed to connect" in str(failed.value)
+    assert checks.judge_register(CheckContext(env, the_lab.exercise("register")), registered("example.com/widget")).passed
 
 
 def test_a_second_register_still_in_flight_is_a_second_registration(lab):
@@ -173,6 +189,26 @@ def test_allocate_takes_device_nodes_of_the_containers_own_widgets_for_devices_n
     assert "device nodes that are not of the widgets kubelet allocated to it" in message and "/dev/widget-2" in message
 
 
+def test_allocate_fails_a_relative_host_path_though_the_container_found_the_driver(lab):
+    # labkit starts its containers in the lab directory, where `widget-driver` is found; kubelet
+    # passes host_path to the runtime as it is, and the runtime's working directory is its own
+    the_lab, env = lab
+    checks = the_lab._load("checks.py")
+    ctx = CheckContext(env, the_lab.exercise("allocate"))
+    pods = {"pod-a": ["widget-0", "widget-1"], "pod-b": ["widget-2", "widget-3"]}
+    for host_path, passes in ((str(env.dir / "widget-driver"), True), ("widget-driver", False)):
+        obs = _allocated(env, pods, lambda ids: [])
+        for seen in obs["pods"].values():
+            seen["container"]["options"]["mounts"] = [
+                {"container_path": "/var/lib/widget", "host_path": host_path, "read_only": True}]
+        if passes:
+            assert checks.judge_allocate(ctx, obs).passed
+            continue
+        with pytest.raises(CheckFailed) as failed:
+            checks.judge_allocate(ctx, obs)
+        assert "relative host_path: widget-driver" in str(failed.value)
+
+
 def test_reset_of_checkpoint_keeps_a_changed_scenario_file(lab):
     # labkit reset device-plugins checkpoint writes scenarios/ afresh: a student's changed copy is
     # student work (named before the reset, kept first); an unchanged one is not
@@ -238,6 +274,29 @@ def test_a_plugin_on_any_fixed_timer_fails_the_restart_check_whatever_the_draw(l
                     else gap + checks.QUIET_MARGIN_S[0] <= quiet <= gap + checks.QUIET_MARGIN_S[1])
             now = last + quiet + 0.2
             last, gap = now, now - last
+
+
+def test_a_plugin_that_watches_kubelet_sock_and_also_keeps_a_timer_fails_whatever_the_draw(lab):
+    # it answers each restart 0.05 s after it, and registers again P s after its last registration
+    # whether kubelet restarted or not: for every P up to register's window (1 s), some registration
+    # comes with no restart before it, before the next restart or in the watch after the last one
+    import random
+    the_lab, _env = lab
+    checks = the_lab._load("checks.py")
+
+    def play(p, rng) -> str:
+        last, gap = 0.0, None
+        for n in range(checks.RESTARTS):
+            restart = last + checks.restart_quiet(gap, rng)
+            if last + p <= restart:
+                return f"registered again before restart {n + 1}"
+            now = restart + 0.05
+            last, gap = now, now - last
+        return "registered again after the last restart" if p <= checks.FINAL_S else "passed"
+    for seed in range(40):
+        rng = random.Random(seed)
+        for hundredth in range(5, 101, 5):
+            assert play(hundredth / 100, rng) != "passed", (hundredth, seed)
 
 
 def _restart_seen(start: int, stream: str, **more) -> dict:

@@ -33,10 +33,11 @@ import time
 from pathlib import Path
 from typing import Callable
 
+import grpc
 import yaml
 
-from labkit.devices import container
-from labkit.devices.kubelet import Kubelet
+from labkit.devices import api, container
+from labkit.devices.kubelet import Kubelet, go_status
 
 PLUGIN_TAG = "plugin"
 POLL = 0.02
@@ -216,6 +217,22 @@ class Session:
         return [{**r, "at": f"{r['at'] - self.started_at:.2f} s",
                  **({"ended_at": f"{r['ended_at'] - self.started_at:.2f} s"} if r.get("ended_at") else {})}
                 for r in self.registrations()[first:]]
+
+    def serving(self, resource: str) -> str | None:
+        """Whether the plugin kubelet holds for `resource` still answers an rpc on the connection
+        kubelet calls it on (as its next GetPreferredAllocation or Allocate would): None when it
+        does, else the error (kubelet's words, go_status). A ListAndWatch stream that stays open
+        does not show this: a Python plugin whose main returns stops its grpc server, yet the
+        thread serving the stream keeps the process alive and the stream open."""
+        with self.kubelet.lock:
+            client = self.kubelet.clients.get(resource)
+        if client is None or client.stub is None:
+            return "no registered plugin"
+        try:
+            client.stub.GetDevicePluginOptions(api.Empty(), timeout=client.dial_timeout)
+        except grpc.RpcError as exc:
+            return go_status(exc)
+        return None
 
     def options(self, resource: str) -> dict | None:
         endpoint = self.kubelet.manager.endpoints.get(resource)

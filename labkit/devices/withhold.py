@@ -4,9 +4,10 @@ case with the same situation whatever the Pods and containers are called (the sa
 entries, the same active Pods, the same plugin events and Pods admitted, their times and the
 Allocate answers aside: the devices each Pod ends up with depend on nothing else) — and any case
 whose kubelet restart restores the exercise's Pods in the exercise's state: played on labkit's
-device manager, a restart that brings back, among others, Pods holding what the exercise's Pods
-hold, each active or ended as they are, shows which of them keep their devices, whatever the case
-does before or after (other steps, another Pod asking, more NUMA nodes). Keeping the prediction
+device manager, a restart that brings back, among others, Pods holding what the exercise's running
+Pods hold, each active as they are (the exercise's ended Pods with them or not), shows which of
+them keep their devices, whatever the case does before or after (other steps, another Pod asking,
+more NUMA nodes). Keeping the prediction
 when the outcome is first shown, and grading that kept copy, is labkit.predictions'."""
 
 from __future__ import annotations
@@ -145,8 +146,11 @@ def _contains(pods: list[str], own: list[str]) -> bool:
 
 def restores_exercise(case: dict, scenario: dict) -> bool:
     """Whether a restart of `case` brings back the Pods of the exercise's scenario as the
-    exercise's restart does (and maybe more): then its outcome answers the exercise."""
-    own = [pods for pods in restored(scenario) if pods]
+    exercise's restart does (and maybe more): then its outcome answers the exercise. The Pods that
+    ended while kubelet was down need not be among them: kubelet frees theirs before it admits a
+    Pod, so a copy of the scenario without them (their entries taken out of the checkpoint) shows
+    every Pod's widgets as the exercise ends, the graded answer."""
+    own = [kept for pods in restored(scenario) if (kept := [p for p in pods if json.loads(p)[0] is not False])]
     return any(_contains(pods, mine) for pods in restored(case) for mine in own)
 
 

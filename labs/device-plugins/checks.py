@@ -32,7 +32,10 @@ QUIET_MARGIN_S = (0.25, 0.4)  # each later restart comes this much later after t
                           # registering on a fixed timer (every P s, or once P s after the last) registers
                           # again before that restart, whatever P (see observe_restart); the margin also
                           # absorbs how much later such a plugin's next Register may arrive on a busy machine
-FINAL_S = 0.2             # restart: how long the check watches after the last re-registration
+FINAL_S = 1.0             # restart: how long the check watches after the last re-registration: as long as
+                          # register's window (LIVE_S), and longer than any quiet time before it, so that a
+                          # plugin that watches kubelet.sock and also registers again on a timer of up to 1 s
+                          # after its last registration is seen whatever the draw (its timer fires here)
 REREGISTER_GRACE_S = 0.5  # how long after a plugin ended its stream the check waits for a Register that
                           # may follow (a plugin serving anew), before it judges the plugin stopped serving
 ORDINALS = ("first", "second", "third")
@@ -291,7 +294,20 @@ def observe_register(ctx) -> dict:
         if s.lists(resource):
             _hold(s, _registered_at(s), LIVE_S)
             obs["last"] = {"devices": sorted(s.devices(resource), key=lambda d: d["ID"]), "node": s.node()}
+            obs["serving"] = s.serving(resource)
         return _window(s, obs)
+
+
+def _judge_serving(obs: dict) -> None:
+    """At the end of the watch the plugin still answers an rpc where kubelet calls it (the next
+    Allocate would): an open ListAndWatch stream alone does not show that its server still runs."""
+    error = obs.get("serving", "not asked")
+    if error:
+        _fail(f"at the end of the check's watch your plugin no longer answers on its socket (a GetDevicePluginOptions "
+              f"call there: {error}), though its ListAndWatch stream is still open: its gRPC server has stopped, so "
+              "kubelet's next GetPreferredAllocation or Allocate fails and no Pod gets a widget. What does your "
+              "plugin's main do after Register returns? (A Python process whose main has returned stops the server "
+              "it started; a thread still serving the stream keeps it from exiting.)", "answers", "no answer")
 
 
 def judge_register(ctx, obs: dict, stream: str = "open", when: str = ""):
@@ -305,6 +321,10 @@ def judge_register(ctx, obs: dict, stream: str = "open", when: str = ""):
         at_end = f"at the end of the check's window ({LIVE_S:g} s from your registration): "
         _judge_devices(last.get("devices"), when=at_end)
         _judge_node(ctx, last.get("node"), 4, 4, at_end)
+    if ctx.exercise.id in ("register", "health"):
+        # register and health watch the plugin to the end of a window, then ask it (observe_register,
+        # observe_health); allocate, preferred and share call it anyway, restart serves anew
+        _judge_serving(obs)
     return ctx.passed(f"your plugin registered {ctx.params['resource']}: four widgets on two NUMA nodes, capacity "
                       "and allocatable 4")
 
@@ -335,6 +355,7 @@ def observe_health(ctx) -> dict:
                 obs[phase] = _changed(s, resource, health, sick)
                 if not obs[phase]["sent"]:
                     break
+            obs["serving"] = s.serving(resource)
         return _window(s, obs)
 
 
@@ -408,6 +429,19 @@ def judge_allocate(ctx, obs: dict):
             _fail(f"your Allocate answer puts more than {env_name} into the environment of {pod}'s container: "
                   f"{', '.join(more)}")
         mounts = container.get("mounts") or {}
+        # kubelet hands a Mount's and a DeviceSpec's host_path to the container runtime as it is
+        # (pod_devices.go deviceRunContainerOptions, kuberuntime_container.go makeMounts and
+        # makeDevices): a relative one names a path in the runtime's working directory, not the
+        # plugin's (labkit starts the container process in the lab directory, where a relative
+        # widget-driver would be found)
+        options = container.get("options") or {}
+        relative = sorted(str(m.get("host_path")) for kind in ("mounts", "devices") for m in options.get(kind) or []
+                          if not str(m.get("host_path") or "").startswith("/"))
+        if relative:
+            _fail(f"your Allocate answer for {pod}'s container gives a relative host_path: {', '.join(relative)}. kubelet "
+                  "passes host_path on to the container runtime as it is (pod_devices.go deviceRunContainerOptions, "
+                  "kuberuntime_container.go makeMounts), and the runtime is another process with a working directory "
+                  "of its own: a path relative to your plugin's means nothing there", "an absolute host_path", relative)
         if mount not in mounts:
             _fail(f"{pod}'s container has nothing mounted at {mount} (ContainerAllocateResponse.mounts)",
                   mount, sorted(mounts))
@@ -450,7 +484,7 @@ ALL = sorted(WIDGETS)
 # (available, must_include, size): the requests the check sends to GetPreferredAllocation
 REQUESTS = ((ALL, [], 2), (["widget-0", "widget-2", "widget-3"], [], 2), (ALL, ["widget-1"], 2),
             (["widget-0", "widget-1", "widget-2"], ["widget-2"], 2), (ALL, [], 3), (ALL, ["widget-0", "widget-3"], 2),
-            (["widget-1", "widget-3"], [], 1))
+            (["widget-1", "widget-3"], [], 1), (ALL, [], 1), (ALL, ["widget-3"], 2))
 
 
 def one_node_possible(available, must, size) -> bool:
@@ -972,6 +1006,7 @@ def check_share(ctx):
 
 # (generic path pattern, words the failure must name): the first that matches an edit's path wins
 REGISTRATION_WORDS = [
+    (r"serving", ("no longer answers on its socket",)),
     (r"registrations(\[\])?", ("Register",)), (r"registrations\[\]\.resource", ("resource",)),
     (r"registrations\[\]\.version", ("version",)), (r"registrations\[\]\.error", ("refused",)),
     (r"registrations\[\]\.stream", ("ListAndWatch",)),
@@ -1005,6 +1040,7 @@ def observation_mutants(exercise: str, obs: dict, words: list, *, skip=(), equiv
 
     alternatives = {"registrations[].error": ['the ResourceName "widget" is invalid'],
                     "registrations[].version": ["v1alpha1", "v1"], "registrations[].stream": STREAMS,
+                    "serving": ["rpc error: code = Unavailable desc = failed to connect to all addresses"],
                     **(alternatives or {})}
     phases = ("broken", "healed", "others_broken", "others_healed")      # health_phases
     for key in ("devices[].health", *(f"{p}.devices[].health" for p in (*phases, "last"))):

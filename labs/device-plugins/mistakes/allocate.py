@@ -56,3 +56,12 @@ def sets_the_path_too(env):
     changes the container's environment beyond the exercise's one variable."""
     _write(env, ('envs={"WIDGET_VISIBLE_DEVICES": ",".join(req.devices_ids)}',
                  'envs={"WIDGET_VISIBLE_DEVICES": ",".join(req.devices_ids), "PATH": "/var/lib/widget/bin:/usr/bin"}'))
+
+
+@mistake("relative host_path", "runtime")
+def driver_path_relative_to_the_lab_directory(env):
+    """Gives the mount's host_path as `widget-driver`, relative, as the plugin's file sits in the
+    lab directory: kubelet passes it to the container runtime as it is, and the runtime resolves
+    it in a working directory of its own (labkit starts its containers in the lab directory, so
+    the driver was found there)."""
+    _write(env, ('host_path=str(DRIVER), read_only=True)', 'host_path="widget-driver", read_only=True)'))

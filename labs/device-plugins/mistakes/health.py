@@ -47,3 +47,14 @@ def watches_only_the_widget_the_check_breaks(env):
     other widget Healthy whatever the file says."""
     _write(env, ("    return {dev: given.get(dev, api.HEALTHY) for dev in DEVICES}",
                  '    return {dev: given.get(dev, api.HEALTHY) if dev == "widget-2" else api.HEALTHY for dev in DEVICES}'))
+
+
+@mistake("no longer answers on its socket", "main")
+def main_returns_after_registering(env):
+    """Serves, registers, and lets main return: the thread serving the ListAndWatch stream keeps
+    the process alive and keeps following the health file, but the grpc server has stopped and no
+    other rpc is answered."""
+    _write(env, ('''    server = serve_and_register()
+    while True:''', '''    server = serve_and_register()
+    return
+    while True:'''))

@@ -170,3 +170,13 @@ def registers_again_after_half_a_second(env):
     {REGISTER}
     while True:
         time.sleep(1)""")
+
+
+@mistake("no longer answers on its socket", "main")
+def main_returns_after_registering(env):
+    """Serves, registers, and lets main return, taking the server for something that runs on its
+    own: the grpc server stops and removes its socket, but the thread serving the ListAndWatch
+    stream keeps the process from exiting, so the stream stays open while nothing answers kubelet's
+    next call."""
+    timed_plugin(env, "register", f"""    {REGISTER}
+    print("registered", flush=True)""")

@@ -91,3 +91,17 @@ def registers_again_on_a_timer(env):
     while True:
         time.sleep(1.2)
         {SERVE_AND_REGISTER}""")
+
+
+@mistake("registered 2 times", "kubelet not restarted")
+def watches_kubelet_sock_and_keeps_a_timer_too(env):
+    """Watches kubelet.sock and registers again when it is made anew, and also, "to be safe",
+    serves anew and registers again whenever 0.9 s have passed since its last registration: a
+    timer longer than any quiet time before the second restart, so only the watch after it sees
+    the extra registration."""
+    _write(env, ('''    server = serve_and_register()
+    while True:''', '''    server = serve_and_register()
+    registered_at = time.monotonic()
+    while True:'''), ('''        if now is not None and now != registered_with:''',
+                      '''        if now is not None and (now != registered_with or time.monotonic() - registered_at > 0.9):'''),
+           ('''registered_with = now''', '''registered_with, registered_at = now, time.monotonic()'''))
