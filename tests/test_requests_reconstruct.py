@@ -233,3 +233,23 @@ def test_access_grants_exactly_what_rule_allows_grants_name_by_name():
     assert ("shop", "update", "", "configmaps", "web") in got and ("shop", "delete", "", "secrets", "token") in got
     assert ("shop", "update", "", "configmaps", "other") not in got
     assert got == expected
+
+
+def test_an_image_policy_admitting_what_it_cannot_evaluate_is_told_so_not_about_ports(image_policy):
+    """An expression that reads spec.initContainers without has() fails to evaluate on a Pod
+    without init containers, and failurePolicy Ignore admits that Pod whatever its images: the
+    judge says so, and does not blame a registry's port (the image test is right). A policy whose
+    image test takes a port's colon for a tag is still told about ports."""
+    pinned, kept = POLICY_SOLUTION.PINNED, POLICY_SOLUTION.kept
+    policy = POLICY_SOLUTION.policy([f"(object.spec.containers + object.spec.initContainers).all(c, {pinned} || "
+                                     f"{kept('containers')} || {kept('initContainers')})"])
+    policy["spec"]["failurePolicy"] = "Ignore"
+    message = image_policy(policy)
+    assert message is not None, "a policy that admits what it cannot evaluate passed"
+    assert "failed to evaluate" in message and "failurePolicy Ignore" in message, message
+    assert "port" not in message, message
+    colon = POLICY_SOLUTION.policy(["object.spec.containers.all(c, c.image.contains(':'))",
+                                    "!has(object.spec.initContainers) || "
+                                    "object.spec.initContainers.all(c, c.image.contains(':'))"])
+    message = image_policy(colon)
+    assert message is not None and "registry's port" in message, message

@@ -974,6 +974,11 @@ def _image_pod(image, init):
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probe", "labels": {"run": "probe"}}, "spec": spec}
 
 
+# how the policy plugin's trace ends a validation that failed to evaluate and was admitted
+# (labkit.apiserver.admission.policy, ValidatingPolicies._act)
+IGNORED_ERROR = "failurePolicy Ignore admits"
+
+
 def judge_image_tag_policy(ctx, obs) -> object:
     ns = ctx.params["namespace"]
     if not obs["policies"]:
@@ -992,10 +997,16 @@ def judge_image_tag_policy(ctx, obs) -> object:
          for n in namespaces]))
     admin_user = _requester("labkit-admin", ("kubeadm:cluster-admins", "system:authenticated"))
 
+    ignored = {}     # (image, init) -> why a validation failed to evaluate, admitted under failurePolicy Ignore
+
     def verdict(namespace, image, init):
         attrs = reconstruct.pod_attributes(namespace, _image_pod(image, init))
         attrs.user = admin_user
         result = reconstruct.policy_verdict(registry, attrs)
+        if namespace == ns:
+            for step in attrs.trace.steps:
+                if step.stage == "validating-admission" and step.detail.endswith(IGNORED_ERROR):
+                    ignored.setdefault((image, init), step.detail.removesuffix(IGNORED_ERROR).rstrip("; "))
         return result, attrs.warnings, _acting_bindings(attrs)
     wrong_admitted, wrong_refused = [], []
     corpus = image_corpus()
@@ -1006,6 +1017,17 @@ def judge_image_tag_policy(ctx, obs) -> object:
                 wrong_refused.append((image, init, result.removeprefix("denied: ")))
             elif not pinned(image) and result == "admitted":
                 wrong_admitted.append((image, init))
+    # an expression that fails to evaluate on some Pods (a field read that the Pod may not have)
+    # admits them under failurePolicy Ignore, whatever their images: that, not the image test, is
+    # then what let them in
+    unevaluated = [(image, init) for image, init in wrong_admitted if (image, init) in ignored]
+    if unevaluated:
+        image, init = min(unevaluated, key=lambda u: (":" in u[0], len(u[0])))
+        where = "an init container's image" if init else "the image"
+        raise CheckFailed(f"a Pod in {ns} with {where} {image} was admitted{_more(unevaluated)}: your policy's "
+                          f"{ignored[image, init]}, and its failurePolicy Ignore admits what it cannot evaluate — "
+                          "look at what your expressions read that a Pod may not have, and at the policy's "
+                          "failurePolicy")
     unpinned = sum(not pinned(i) for i in corpus) * 2
     if wrong_admitted and len(wrong_admitted) == unpinned:
         actions = sorted({a for b in bound for a in (b.get("spec") or {}).get("validationActions") or []})
@@ -1021,7 +1043,7 @@ def judge_image_tag_policy(ctx, obs) -> object:
                               "containers run images too — look at spec.initContainers")
         shown = sorted({i for i, _ in wrong_admitted}, key=lambda i: (":" not in i, len(i)))
         note = ""
-        if any(":" in i.split("@")[0] for i in shown):
+        if all(":" in i.split("@")[0] for i in shown):     # only references with a port got in
             note = (" (a colon can belong to a registry's port: the tag is what follows a colon after the last `/`)")
         raise CheckFailed(f"Pods with images that name no tag or digest were admitted, as {shown[0]}"
                           f"{_more(shown)}{note}")

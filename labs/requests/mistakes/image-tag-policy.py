@@ -142,3 +142,18 @@ def any_image_the_pod_had(env):
                                f"{kept})",
                                f"!has(object.spec.ephemeralContainers) || object.spec.ephemeralContainers.all(c, "
                                f"{ref.PINNED} || {kept})"]), ref.binding())
+
+
+@mistake("failed to evaluate", "failurePolicy Ignore")
+def ignores_evaluation_errors(env):
+    """Judges containers and init containers in one list (spec.containers + spec.initContainers),
+    reading spec.initContainers without has(), under failurePolicy Ignore: on a Pod without init
+    containers the expression fails to evaluate (no such key), and Ignore admits it, untagged images
+    and all. The image test itself is right, so the feedback must not blame a registry's port."""
+    ref = _reference(env)
+    policy = ref.policy([f"(object.spec.containers + object.spec.initContainers).all(c, {ref.PINNED} || "
+                         f"{ref.kept('containers')} || {ref.kept('initContainers')})",
+                         f"!has(object.spec.ephemeralContainers) || object.spec.ephemeralContainers.all(c, "
+                         f"{ref.PINNED} || {ref.kept('ephemeralContainers')})"])
+    policy["spec"]["failurePolicy"] = "Ignore"
+    ref.apply(env, policy, ref.binding())
