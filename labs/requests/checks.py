@@ -14,7 +14,7 @@ import uuid
 
 from labkit.apiserver.audit import received_at
 from labkit.apiserver.client import HttpClient, KubeConfig
-from labkit.exercises import LIVE, CheckFailed
+from labkit.exercises import LIVE, CheckFailed, NotJudged
 from labkit.requests import reconstruct
 
 ADMISSION = "admissionregistration.k8s.io/v1"
@@ -623,6 +623,17 @@ def judge_mutating_webhook(ctx, obs) -> object:
     if not obs["configurations"]:
         raise CheckFailed("there is no MutatingWebhookConfiguration of yours yet (`kubectl get "
                           "mutatingwebhookconfigurations`)")
+    # the exercise is about web with its label: without it, Pods created in web are rightly not
+    # labelled, and a pass would say they are
+    web = next((n for n in obs["namespaces"] if n["name"] == ns), None)
+    if web is None:
+        raise NotJudged(f"the namespace {ns} no longer exists: the exercise's webhook acts there, and the check asks "
+                        f"it about Pods created in {ns} — a rebuild of the lab (`labkit reset requests`) makes it again")
+    if (web["labels"] or {}).get(enabler) != "enabled":
+        raise NotJudged(f"the namespace {ns} is no longer labelled {enabler}=enabled: the exercise's webhook acts "
+                        f"there, and the check asks it about Pods created in {ns} — put the label back (`kubectl "
+                        f"label namespace {ns} {enabler}=enabled --overwrite`; `labkit reset requests "
+                        "mutating-webhook` does it too)")
     # the webhooks' scope over the whole story: every namespace, and namespaces made later with the
     # label, without it, and with it set to another value (the server's own matching: selectors,
     # rules, matchConditions)

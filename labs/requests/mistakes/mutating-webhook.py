@@ -233,3 +233,17 @@ def review(review):
         return answer(request, [{"op": "add", "path": "/metadata/labels", "value": {"example.com/owner": "web-team"}}])
     return answer(request, [{"op": "add", "path": "/metadata/labels/example.com~1owner", "value": "web-team"}])
 ''')
+
+
+@mistake("no longer labelled pod-labeler=enabled", "kubectl label namespace web")
+def unlabels_web(env):
+    """Serves and registers the right webhook, then takes the label pod-labeler=enabled off the
+    namespace web (an experiment: do Pods there still get the label?). Pods created in web are then
+    rightly not labelled; the check must not pass saying they are."""
+    from importlib import util
+    lab = env.lab.environment_module()
+    spec = util.spec_from_file_location("reference", env.lab.directory / "solutions" / "mutating-webhook.py")
+    reference = util.module_from_spec(spec)
+    spec.loader.exec_module(reference)
+    reference.solve(env)
+    lab.kubectl(env, "label", "namespace", "web", "pod-labeler-")
