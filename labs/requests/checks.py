@@ -371,13 +371,21 @@ def judge_alice(ctx, obs) -> object:
                               "(they hold credentials that would let her do more)")
         # an example the server serves first: a rule's resource in a group that has no such
         # resource (cronjobs in the core group) reads like what view grants when its group is empty
+        # (core/v1's subresources are served by kube-apiserver v1.34 whether or not labkit's server
+        # answers them: pods/attach is no resource of another group)
         served = {(r.group, r.resource) for r in reconstruct.Space.from_observation(obs["space"]).resources}
+        served |= {("", r) for r, _ in reconstruct.BUILTIN_SUBRESOURCES}
         g = _pick([x for x in extra if (x[2], x[3]) in served] or extra)
         described = reconstruct.describe(g)
         if (g[2], g[3]) not in served and not g[2]:
             described = described.replace(f" {g[3]} ", f" {g[3]} (of the core group, which serves none) ", 1)
+        connect = sorted({x[3] for x in extra if not x[2] and x[3] in CONNECT_SUBRESOURCES and x[1] == "get"})
+        note = (f"; get on {', '.join(connect)} is no read: a WebSocket connection to it is a GET, which kube-apiserver "
+                "v1.34 authorizes with the verb get, and it runs commands in, attaches to or forwards ports of the "
+                "Pod") if connect else ""
         raise CheckFailed(f"{user} may {described}{_more_requests(extra)}{where}: more than read-only access to "
-                          f"{ns} — look at the roles your bindings grant (`kubectl auth can-i --list -n {ns} --as={user}`)")
+                          f"{ns}{note} — look at the roles your bindings grant (`kubectl auth can-i --list -n {ns} "
+                          f"--as={user}`)")
     missing = expected - actual
     if missing:
         g = _pick(missing, ("pods", "configmaps"), ns)
@@ -388,6 +396,12 @@ def judge_alice(ctx, obs) -> object:
     if other:
         raise CheckFailed(other)
     return ctx.passed(f"{user} authenticates with her certificate, reads {ns}, and may do nothing more")
+
+
+# the Pod subresources whose CONNECT a WebSocket upgrade (a GET) reaches with the verb get in
+# v1.34: the extra authorization of `create` (AuthorizePodWebsocketUpgradeCreatePermission) came
+# in v1.35 (staging/src/k8s.io/apiserver/pkg/endpoints/request/requestinfo.go maps GET to get)
+CONNECT_SUBRESOURCES = ("pods/attach", "pods/exec", "pods/portforward")
 
 
 def check_alice(ctx):
