@@ -266,6 +266,24 @@ def test_a_reset_lists_the_students_objects_and_keeps_them(lab):
     labkit("reset", "requests", "alice", "--yes", env=lab, check=0)
 
 
+def test_alices_certificate_stays_good_after_a_reset_and_the_saved_file_brings_her_access_back(lab):
+    """A reset of alice deletes her CertificateSigningRequests; `kubectl apply -f` of the saved file
+    brings them back Pending, without the certificate they issued. The certificate the student's
+    kubeconfig holds was issued through an approved request all the same: with the binding back,
+    the check passes (it failed saying the certificate was not issued through a CSR)."""
+    labkit("solve", "requests", "alice", env=lab, check=0)
+    assert results(lab, "alice")["alice"]["status"] == "pass"
+    done = labkit("reset", "requests", "alice", "--yes", env=lab, check=0)
+    assert "a certificate it issued stays good for the check" in done.stderr, done.stderr
+    saved = [line.split(" kept in ", 1)[1].split()[0] for line in (done.stdout + done.stderr).splitlines()
+             if " kept in " in line]
+    assert saved, done
+    kubectl(lab, "apply", "-f", saved[0])
+    result = results(lab, "alice", code=None)["alice"]
+    assert result["status"] == "pass", result
+    labkit("reset", "requests", "alice", "--yes", env=lab, check=0)
+
+
 def test_a_reset_of_mutating_webhook_puts_webs_label_back_and_says_so(lab):
     """The label pod-labeler=enabled of web is the mutating-webhook exercise's situation: a student
     who took it off (an experiment) is told by the check that it is gone, and a reset of the

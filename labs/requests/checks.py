@@ -265,7 +265,10 @@ def observe_alice(ctx) -> dict:
     subject = _subject(cert)
     obs["subject"] = list(subject) if subject else None
     obs["key_matches"] = subject is not None and _key_matches(cert, key)
-    csrs = admin.list("certificates.k8s.io/v1", "certificatesigningrequests")[0]
+    # the CSRs of this cluster, and those a reset of the exercise removed (kept in its saved file):
+    # a certificate they issued stays what it was (the reset revokes nothing, as deleting a CSR
+    # does not; kube-controller-manager's csrcleaner deletes issued CSRs after an hour upstream)
+    csrs = admin.list("certificates.k8s.io/v1", "certificatesigningrequests")[0] + _lab(ctx.env).reset_csrs(ctx.env)
     obs["issued"] = any((r.get("status") or {}).get("certificate")
                         and base64.b64decode(r["status"]["certificate"]).strip() == cert.strip() for r in csrs)
     obs["encrypted"] = b"ENCRYPTED" in key

@@ -420,7 +420,10 @@ def _work(env, exercise_id: str) -> list[tuple[str, str, dict | None]]:
     out = []
     if exercise_id == "alice":
         for csr in c.list("certificates.k8s.io/v1", "certificatesigningrequests")[0]:
-            out.append((f"the CertificateSigningRequest {csr['metadata']['name']}", "certificatesigningrequests", csr))
+            issued = " (a certificate it issued stays good for the check; `kubectl apply -f` of the saved file brings " \
+                "the request back Pending, without it)" if (csr.get("status") or {}).get("certificate") else ""
+            out.append((f"the CertificateSigningRequest {csr['metadata']['name']}{issued}", "certificatesigningrequests",
+                        csr))
         for resource, b in _bindings_of(c, _alice_subject):
             out.append((f"the {b['kind']} {_where(b)} that names alice", resource, b))
     elif exercise_id == "forbidden":
@@ -581,6 +584,20 @@ def _save(env, exercise_id: str, work=None) -> Path | None:
             obj.pop("status", None)
     path.write_text(yaml.safe_dump_all(objects, sort_keys=False))
     return path
+
+
+def reset_csrs(env) -> list[dict]:
+    """The CertificateSigningRequests that resets of exercise alice removed, as their saved files
+    keep them (with the status that holds the certificate each issued): `kubectl apply -f` brings
+    such a request back Pending and without its certificate, and approving it again issues another."""
+    out = []
+    for path in sorted((Path(env.dir) / SAVED_DIR).glob("alice-*.yaml")):
+        try:
+            out += [d for d in yaml.safe_load_all(path.read_text())
+                    if isinstance(d, dict) and d.get("kind") == "CertificateSigningRequest"]
+        except (OSError, yaml.YAMLError):
+            continue
+    return out
 
 
 def reset_exercise(env, exercise_id: str) -> None:
