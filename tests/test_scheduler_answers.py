@@ -38,3 +38,31 @@ def test_own_scheduler_names_the_jobs_that_do_not_fit_not_the_one_bound_first(tm
     assert not result.passed
     assert "job-2 on node-b" in result.message and "job-3 on node-b" in result.message
     assert "job-1 on node-b" not in result.message
+
+
+def test_node_name_a_failing_fix_beside_a_right_reading_is_no_wrong_answer(tmp_path, monkeypatch):
+    """node-name asks for a reading and a fix: with nightly still on node-c by hand, a right reading
+    is no wrong answer (the README: a fix that fails beside a right answer is none), a wrong one is,
+    and a missing one is not judged."""
+    from labkit.exercises import CheckContext
+    from labkit.state import LabEnv, LabState
+    monkeypatch.setenv("LABKIT_STATE_DIR", str(tmp_path))
+    lab = get_lab("scheduler")
+    checks = lab._load("checks.py")
+    state = LabState(lab.id)
+    state.ensure_dir()
+    module = checks._lab(CheckContext(LabEnv(lab, state), lab.exercise("node-name")))
+    pod = {"metadata": {"name": "nightly", "namespace": "sched"}, "spec": module.NIGHTLY["spec"]}
+    seen = {**checks._bound_view(pod), "phase": "Failed", "reason": "OutOfcpu", "message": ""}
+    truth = checks.rejection_truth(module)
+
+    def judged(answer, unanswered=None):
+        ctx = CheckContext(LabEnv(lab, state), lab.exercise("node-name"))
+        obs = {"answer": answer, "unanswered": unanswered, "pod": seen, "bound_by": [], "nodes_changed": [],
+               "deleted": [], "placement": None}
+        result = checks.judge_node_name(ctx, obs)
+        assert not result.passed and "by hand" in result.message, result.message
+        return ctx.answer_not_wrong
+    assert judged(dict(truth)) is True
+    assert judged({**truth, "used": truth["used"] + 1}) is False
+    assert judged(None, unanswered="no answer yet") is True

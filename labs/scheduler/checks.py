@@ -1066,10 +1066,24 @@ def observe_node_name(ctx):
             "placement": _placement(client, live, node_name, p["namespace"], p["pod"])}
 
 
+def _reading_not_wrong(obs, truth) -> bool:
+    """Whether the answer is no wrong answer whatever the fix: missing or malformed (not judged), or
+    right. A failure of the fix beside it then counts no wrong answer (run_check)."""
+    answer = obs["answer"]
+    if obs["unanswered"]:
+        return True
+    if not isinstance(answer, dict):
+        return False
+    return str(answer.get("reason", "")).strip() == truth["reason"] and \
+        all(_int(answer.get(k)) == truth[k] for k in ("requested", "used", "capacity"))
+
+
 def judge_node_name(ctx, obs):
     p = ctx.params
     ns, name = p["namespace"], p["pod"]
     lab = _lab(ctx)
+    # the fix is judged first: beside a right reading, its failure is no wrong answer
+    ctx.answer_not_wrong = _reading_not_wrong(obs, rejection_truth(lab))
     reset = f"`labkit reset scheduler {ctx.exercise.id}` to start over"
     pod = obs["pod"]
     if pod is None:
