@@ -66,3 +66,16 @@ def test_node_name_a_failing_fix_beside_a_right_reading_is_no_wrong_answer(tmp_p
     assert judged(dict(truth)) is True
     assert judged({**truth, "used": truth["used"] + 1}) is False
     assert judged(None, unanswered="no answer yet") is True
+
+
+def test_a_filter_reason_is_read_with_or_without_its_count_and_node_s():
+    """spread's answer gives each node's Filter reason "as the FailedScheduling message words it":
+    the message reads "3 node(s) didn't match pod topology spread constraints", and the reason
+    written without the count, or without "node(s)" too, is the same reason; another is not."""
+    checks = get_lab("scheduler")._load("checks.py")
+    said = checks._reason_text("3 node(s) didn't match pod topology spread constraints.")
+    for written in ("node(s) didn't match pod topology spread constraints",
+                    "didn't match pod topology spread constraints", "Didn't match pod topology spread constraints."):
+        assert checks._reason_text(written) == said, written
+    assert checks._reason_text("1 Insufficient cpu") == checks._reason_text("insufficient cpu")
+    assert checks._reason_text("didn't match Pod's node affinity/selector") != said

@@ -1339,12 +1339,15 @@ def _spread_constraint_problem(ctx, dep: dict, own_labels: list[dict], others: l
     return None
 
 
-_COUNT_PREFIX = __import__("re").compile(r"^\d+\s+")
+# the count FitError puts before a reason, and the "node(s)" many reasons begin with
+# (podtopologyspread ErrReasonConstraintsNotMatch, nodeaffinity ErrReasonPod, ...): the message
+# reads "3 node(s) didn't match ...", and a student who writes the reason without them means it
+_COUNT_PREFIX = __import__("re").compile(r"^(\d+\s+)?(node\(s\)\s+)?", __import__("re").IGNORECASE)
 
 
 def _reason_text(value) -> str:
-    """A reason as a student may write it: as the message words it, with or without its count
-    and final period, in any case."""
+    """A reason as a student may write it: as the message words it, with or without its count,
+    its leading "node(s)" and final period, in any case."""
     text = " ".join(str(value).split()).strip().rstrip(".").strip()
     return _COUNT_PREFIX.sub("", text).lower()
 
