@@ -79,3 +79,23 @@ def test_a_filter_reason_is_read_with_or_without_its_count_and_node_s():
         assert checks._reason_text(written) == said, written
     assert checks._reason_text("1 Insufficient cpu") == checks._reason_text("insufficient cpu")
     assert checks._reason_text("didn't match Pod's node affinity/selector") != said
+
+
+def test_spread_a_failing_fix_leaves_the_answer_unjudged_and_no_wrong_answer(tmp_path, monkeypatch):
+    """spread asks for a constraint and an explanation of its outcome: while the Deployment is not
+    as the task asks (here: scaled to 5), the answer is not judged, and is no wrong answer."""
+    from labkit.exercises import CheckContext
+    from labkit.state import LabEnv, LabState
+    monkeypatch.setenv("LABKIT_STATE_DIR", str(tmp_path))
+    lab = get_lab("scheduler")
+    checks = lab._load("checks.py")
+    state = LabState(lab.id)
+    state.ensure_dir()
+    ctx = CheckContext(LabEnv(lab, state), lab.exercise("spread"))
+    module = checks._lab(ctx)
+    dep = {**checks._deployment_view(module.SHOP), "replicas": 5}
+    obs = {"nodes": {name: checks._node_view(node) for name, node in module.ZONE_NODES.items()},
+           "deployment": dep, "answer": {"zones": {}, "nodes": {}}, "unanswered": None}
+    result = checks.judge_spread(ctx, obs)
+    assert not result.passed and "replicas" in result.message, result.message
+    assert ctx.answer_not_wrong

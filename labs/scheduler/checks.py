@@ -1420,6 +1420,9 @@ def judge_spread(ctx, obs):
     ns, name = p["namespace"], p["deployment"]
     lab = _lab(ctx)
     reset = f"`labkit reset scheduler {ctx.exercise.id}` to start over"
+    # the live work is judged first: while it fails, the answer (about the outcome of the right
+    # constraint) is not judged, and is no wrong answer (run_check)
+    ctx.answer_not_wrong = True
     changed = _changed_nodes(lab, obs["nodes"], lab.ZONE_NODES)
     if changed:
         return ctx.failed(f"the Node(s) {', '.join(changed)} changed: the task is to spread the Deployment over the "
@@ -1473,8 +1476,9 @@ def judge_spread(ctx, obs):
         return ctx.failed(f"no replica of {name} is Pending: with the constraint the task asks for, one replica has "
                           "nowhere to go in this pool; read `kubectl get pods -n sched -l app=shop -o wide`",
                           expected="one replica Pending", observed="none", observed_in=LIVE)
-    if obs["unanswered"]:
+    if obs["unanswered"]:       # missing or malformed: not judged either
         raise CheckFailed(obs["unanswered"])
+    ctx.answer_not_wrong = False
     answer = obs["answer"]
     zones = ctx.answer_field(answer, "zones", dict)
     reasons = ctx.answer_field(answer, "nodes", dict)
