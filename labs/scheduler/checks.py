@@ -513,16 +513,20 @@ PROBE_KEEP_OUT = {"key": "labkit.example/probe", "value": "own-scheduler", "effe
 
 
 def _probe(ctx, lab, target) -> dict:
-    """A situation the student's scheduler cannot have been written for: seven Nodes it has never
+    """A situation the student's scheduler cannot have been written for: nine Nodes it has never
     seen, under names drawn at random, and a Pod for them that asks for 12 CPUs and 512Mi (like
     job-1): no other node has that much CPU free. Only one of them fits it, `fit` (disk=hdd, 16
-    CPUs); of the others, one of 32 CPUs is cordoned (NodeUnschedulable), one of 64 CPUs has a
-    NoSchedule taint the Pod does not tolerate (TaintToleration: a scheduler that honours the rest
-    but not taints, and prefers the most room, goes there), two are disk=ssd (NodeAffinity, the
+    CPUs); of the others, two are cordoned (NodeUnschedulable), two have a NoSchedule taint the
+    Pod does not tolerate (TaintToleration: a scheduler that honours the rest but not taints, and
+    prefers the most room, goes to the one of 64 CPUs), two are disk=ssd (NodeAffinity, the
     nodeSelector) and two have 256Mi of memory (NodeResourcesFit). Of each pair one has fewer
     CPUs than `fit` and one more, and one sorts before `fit` by name and the other after it: a
-    scheduler that ignores the nodeSelector, or memory, and picks the roomiest, the tightest, the
-    first or the last node by name picks one of them. Every one of them carries the taint
+    scheduler that ignores the nodeSelector, memory, spec.unschedulable or taints, and picks the
+    roomiest, the tightest, the first or the last node by name picks one of them (with one tainted
+    Node only, on a side drawn at random, a first-fit scheduler ignoring taints passed every other
+    time). The cordoned Nodes get the taint node.kubernetes.io/unschedulable from the node
+    lifecycle controller (TaintNodesByCondition) as they join, as upstream's do: a scheduler that
+    honours taints keeps away from them once it is there. Every one of them carries the taint
     PROBE_KEEP_OUT, which the test Pod alone tolerates: the lab's own scheduler places none of the
     lab's Pending Pods there. The check waits until
     the Pod is bound (at most PROBE_WAIT s), notes where and by whom, and deletes the three
@@ -536,17 +540,18 @@ def _probe(ctx, lab, target) -> dict:
     token = secrets.token_hex(3)
     rng = secrets.SystemRandom()
     # role -> (disk, CPUs, memory, cordoned, taints); `fit` is the only one that fits the Pod
-    roles = {"fit": ("hdd", "16", "32Gi", False, []), "cordoned": ("hdd", "32", "32Gi", True, []),
+    roles = {"fit": ("hdd", "16", "32Gi", False, []),
+             "cordoned": ("hdd", "32", "32Gi", True, []), "cordoned-small": ("hdd", "15", "32Gi", True, []),
              "tainted": ("hdd", "64", "32Gi", False, [PROBE_TAINT]),
+             "tainted-small": ("hdd", "12", "32Gi", False, [PROBE_TAINT]),
              "ssd-small": ("ssd", "13", "32Gi", False, []), "ssd-big": ("ssd", "128", "32Gi", False, []),
              "short-small": ("hdd", "14", "256Mi", False, []), "short-big": ("hdd", "96", "256Mi", False, [])}
     before, after = [], []
-    for pair in (("ssd-small", "ssd-big"), ("short-small", "short-big")):     # one on each side of fit
+    for pair in (("ssd-small", "ssd-big"), ("short-small", "short-big"), ("cordoned-small", "cordoned"),
+                 ("tainted-small", "tainted")):     # one on each side of fit
         first, second = rng.sample(pair, 2)
         before.append(first)
         after.append(second)
-    for role in ("cordoned", "tainted"):
-        rng.choice((before, after)).append(role)
     rng.shuffle(before)
     rng.shuffle(after)
     names = {role: f"probe-{token}-{i}" for i, role in enumerate([*before, "fit", *after], start=1)}
@@ -672,7 +677,7 @@ def judge_own_scheduler(ctx, obs):
     joined = probe.get("names") or [n for n in (probe["fit"], probe["cordoned"], probe.get("tainted")) if n]
     what = (f"the check's test Pod {(probe.get('pod') or {}).get('name', 'probe')} (like the jobs, but asking for 12 "
             f"CPUs), made after Nodes your scheduler had never seen joined ({', '.join(joined)}: disk=hdd and "
-            "disk=ssd, one cordoned, one tainted, some short of memory)")
+            "disk=ssd, some cordoned, some tainted, some short of memory)")
     if probe.get("pod") is None or not probe["pod"].get("nodeName"):
         return ctx.failed(f"your scheduler did not bind {what} within {PROBE_WAIT:g} s: a scheduler decides for each "
                           "new Pod on the Nodes as they are at that moment, including Nodes that joined after it "
