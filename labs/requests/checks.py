@@ -1458,6 +1458,10 @@ def check_audit(ctx):
         # who deleted the ConfigMap (the API server compares user names as they are)
         said = (f"{user} did not delete configmap {ns}/{name}: the audit log names no user {user}, and user names "
                 "are case-sensitive — write the name exactly as the event's user.username has it")
+    elif user not in users and any(user in ((e.get("user") or {}).get("groups") or []) for e in events):
+        # a group of the log: said of any group, so it tells nothing of who deleted the ConfigMap
+        said = (f"{user} is a group in the audit log (user.groups), not a user: the answer is the user.username of "
+                "the request")
     else:
         said = f"{user} did not delete configmap {ns}/{name}"
     raise CheckFailed(f"{said}. Look for the event whose verb is delete and whose objectRef is that ConfigMap, and read "
