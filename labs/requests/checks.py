@@ -91,7 +91,8 @@ def _case_note(rbac: list[dict], kind: str, name: str) -> str:
     """A sentence when a binding's subject of `kind` differs from `name` only in case, else "":
     RBAC compares subjects' names as they are (pkg/registry/rbac/validation/rule.go
     appliesToUser: `user.GetName() == subject.Name`; a ServiceAccount's username likewise), so
-    `Alice` is another user than `alice`.
+    `Alice` is another user than `alice`; for a User, also when a binding names a Group or a
+    ServiceAccount of that name (a subject applies by its kind).
     `name` is the exercise's own (its prompt states it)."""
     for b in rbac:
         if b.get("kind") not in ("RoleBinding", "ClusterRoleBinding"):
@@ -102,6 +103,16 @@ def _case_note(rbac: list[dict], kind: str, name: str) -> str:
                 what, binding = ("user" if kind == "User" else kind), _binding_name(b)
                 return (f". {binding[0].upper()}{binding[1:]} names the {what} {other}, not {name}: names are "
                         "case-sensitive")
+    if kind != "User":
+        return ""
+    for b in rbac:      # the user's name under another kind: a Group or a ServiceAccount named alice
+        if b.get("kind") not in ("RoleBinding", "ClusterRoleBinding"):
+            continue
+        for subject in b.get("subjects") or []:
+            if subject.get("kind") in ("Group", "ServiceAccount") and subject.get("name") == name:
+                binding = _binding_name(b)
+                return (f". {binding[0].upper()}{binding[1:]} names a {subject['kind']} {name}: a subject applies by "
+                        f"its kind (appliesToUser), and {name} is a User, in no group of that name")
     return ""
 
 

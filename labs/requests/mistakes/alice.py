@@ -120,6 +120,14 @@ def view_and_get_on_exec(env):
     lab.bind(env, "alice-exec", "dev", "Role", "alice-exec", ALICE)
 
 
+@mistake("cannot", "names a Group alice")
+def binds_a_group_named_alice(env):
+    """Binds view in dev to the subject kind Group, name alice (`--group=alice` for `--user=alice`):
+    her certificate puts her in no such group, so she gets nothing."""
+    _alice(env).bind(env, "alice-view", "dev", "ClusterRole", "view",
+                     {"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": "alice"})
+
+
 @mistake("can write", "impersonate")
 def view_and_impersonation_of_herself(env):
     """Binds view, and a ClusterRole that lets her impersonate the user alice (only herself, she thinks)."""
