@@ -99,3 +99,24 @@ def test_spread_a_failing_fix_leaves_the_answer_unjudged_and_no_wrong_answer(tmp
     result = checks.judge_spread(ctx, obs)
     assert not result.passed and "replicas" in result.message, result.message
     assert ctx.answer_not_wrong
+
+
+def test_preempt_victims_named_with_their_namespace_are_malformed_not_wrong(tmp_path, monkeypatch):
+    """The case file names its Pods without a namespace: victims written as default/batch-a are
+    told to drop it, as a malformed answer (not counted), not as Pods the case lacks."""
+    import pytest
+    from labkit.exercises import AnswerMalformed, CheckContext, CheckFailed
+    from labkit.state import LabEnv, LabState
+    monkeypatch.setenv("LABKIT_STATE_DIR", str(tmp_path))
+    lab = get_lab("scheduler")
+    checks = lab._load("checks.py")
+    state = LabState(lab.id)
+    state.ensure_dir()
+    ctx = CheckContext(LabEnv(lab, state), lab.exercise("preempt-predict"))
+    with pytest.raises(AnswerMalformed, match="without a namespace"):
+        checks.judge_preempt_predict(ctx, {"answer": {"node": "node-1", "victims": ["default/batch-a"]},
+                                           "note": "", "tried": None})
+    with pytest.raises(CheckFailed) as failed:
+        checks.judge_preempt_predict(ctx, {"answer": {"node": "node-1", "victims": ["batch-z"]}, "note": "",
+                                           "tried": None})
+    assert not isinstance(failed.value, AnswerMalformed) and "is not a Pod of the case" in failed.value.message

@@ -21,7 +21,7 @@ import random
 from pathlib import Path
 
 from labkit.apiserver.target import for_env
-from labkit.exercises import LIVE, CheckFailed, wait_for
+from labkit.exercises import LIVE, AnswerMalformed, CheckFailed, wait_for
 from labkit.scheduler import framework as fw
 from labkit.scheduler import tainteviction
 from labkit.scheduler.objects import Pod, tolerates
@@ -924,7 +924,14 @@ def judge_preempt_predict(ctx, obs):
         raise CheckFailed(f"node: {node!r} is not a node of the case", expected=nodes, observed=node)
     unknown = [v for v in victims if v not in pods]
     if unknown:
-        raise CheckFailed(f"victims: {', '.join(unknown)} is not a Pod of the case", expected=sorted(pods),
+        what = "is not a Pod" if len(unknown) == 1 else "are not Pods"
+        if all("/" in v and v.rsplit("/", 1)[-1] in pods for v in unknown):
+            # the case's Pods with a namespace before their names: a form the case never has, not a
+            # wrong prediction (not counted)
+            raise AnswerMalformed(f"victims: {', '.join(unknown)} {what} of the case as it names them: write each "
+                                  "Pod's name as the case file does, without a namespace", expected=sorted(pods),
+                                  observed=victims)
+        raise CheckFailed(f"victims: {', '.join(unknown)} {what} of the case", expected=sorted(pods),
                           observed=victims)
     elsewhere = [v for v in victims if pods[v] != node]
     if elsewhere:
