@@ -253,3 +253,27 @@ def test_an_image_policy_admitting_what_it_cannot_evaluate_is_told_so_not_about_
                                     "object.spec.initContainers.all(c, c.image.contains(':'))"])
     message = image_policy(colon)
     assert message is not None and "registry's port" in message, message
+
+
+def test_an_image_policy_must_hold_whoever_creates_the_pod(image_policy):
+    """The check's corpus is asked as the admin; a policy whose matchConditions judge the admin's
+    requests only lets a Deployment's Pods (the ReplicaSet controller's requests), a
+    ServiceAccount's or another person's in with untagged images, and one bound everywhere that
+    judges everyone but the admin outside web refuses other namespaces' Pods: both fail, and say
+    why."""
+    policy = POLICY_SOLUTION.policy(POLICY_SOLUTION.EXPRESSIONS)
+    policy["spec"]["matchConditions"] = [{"name": "the-admin",
+                                          "expression": "request.userInfo.username == 'labkit-admin'"}]
+    message = image_policy(policy)
+    assert message is not None, "a policy for the admin's requests only passed"
+    assert "whoever creates the Pod" in message and "matchConditions" in message, message
+    others = POLICY_SOLUTION.policy(POLICY_SOLUTION.EXPRESSIONS)
+    others["spec"]["matchConditions"] = [{"name": "web-or-not-the-admin",
+                                          "expression": "request.namespace == 'web' || "
+                                                        "request.userInfo.username != 'labkit-admin'"}]
+    everywhere = POLICY_SOLUTION.binding()
+    del everywhere["spec"]["matchResources"]
+    message = image_policy(others, everywhere)
+    assert message is not None, "a policy bound everywhere for everyone but the admin passed"
+    assert "refused" in message and "web only" in message, message
+    assert image_policy(POLICY_SOLUTION.policy(POLICY_SOLUTION.EXPRESSIONS)) is None

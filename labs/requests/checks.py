@@ -1038,9 +1038,9 @@ def judge_image_tag_policy(ctx, obs) -> object:
 
     ignored = {}     # (image, init) -> why a validation failed to evaluate, admitted under failurePolicy Ignore
 
-    def verdict(namespace, image, init):
+    def verdict(namespace, image, init, user=admin_user):
         attrs = reconstruct.pod_attributes(namespace, _image_pod(image, init))
-        attrs.user = admin_user
+        attrs.user = user
         result = reconstruct.policy_verdict(registry, attrs)
         if namespace == ns:
             for step in attrs.trace.steps:
@@ -1091,6 +1091,21 @@ def judge_image_tag_policy(ctx, obs) -> object:
         where = "an init container's" if init else "the"
         raise CheckFailed(f"a Pod with {where} image {image} was refused although it names a tag or a digest ({msg})"
                           f"{_more(wrong_refused)}")
+    # the rule holds whoever creates the Pod: a person, the namespace's ServiceAccount, and the
+    # controllers that create a workload's Pods (a Deployment's Pods are the ReplicaSet
+    # controller's requests), not only the admin the corpus above is asked as
+    for who in _app_requesters(ns):
+        for image, init in (("nginx", False), ("nginx", True), ("nginx:1.27", False)):
+            attrs = reconstruct.pod_attributes(ns, _image_pod(image, init))
+            attrs.user = who
+            if (reconstruct.policy_verdict(registry, attrs) == "admitted") != pinned(image):
+                what = "admitted" if not pinned(image) else "refused"
+                where = "an init container's image" if init else "the image"
+                raise CheckFailed(f"a Pod created in {ns} by {who.name} with {where} {image} was {what}: the rule "
+                                  "holds whoever creates the Pod — a person, a ServiceAccount, or the controller that "
+                                  "creates a workload's Pods (a Deployment's are created by the ReplicaSet "
+                                  "controller) — look at what your policy's matchConditions (and the binding's "
+                                  "matchResources) decide by")
     # a Pod's container and init container images may be changed in place (an UPDATE: `kubectl set
     # image`): the Pod then runs the new image, so it is judged as a creation is
     for init in (False, True):
@@ -1146,8 +1161,11 @@ def judge_image_tag_policy(ctx, obs) -> object:
         other = n["name"]
         if other == ns:
             continue
-        for image in ("nginx", "registry.example.com:5000/app"):
-            result, warnings, acting = verdict(other, image, False)
+        # (the admin's Pods with both kinds of untagged reference, and everyone else's too)
+        asked = [(image, admin_user) for image in ("nginx", "registry.example.com:5000/app")] + \
+            [("nginx", who) for who in _app_requesters(other)]
+        for image, who in asked:
+            result, warnings, acting = verdict(other, image, False, who)
             if result != "admitted" or warnings or acting:
                 where = other
                 if n in later:
@@ -1156,7 +1174,8 @@ def judge_image_tag_policy(ctx, obs) -> object:
                     where = f"a namespace created later ({other}{', labelled ' + shown if shown else ''})"
                 if result != "admitted" or warnings:
                     what = "refused" if result != "admitted" else "warned about"
-                    raise CheckFailed(f"a Pod created in {where} was {what} by your policy: it must apply to {ns} only — "
+                    by = "" if who is admin_user else f" by {who.name}"
+                    raise CheckFailed(f"a Pod created in {where}{by} was {what} by your policy: it must apply to {ns} only — "
                                       "look at the binding's matchResources (and the policy's matchConstraints)")
                 binding, outcome = acting[0]
                 raise CheckFailed(f"your binding {binding!r} puts the policy to work on Pods created in {where} too "

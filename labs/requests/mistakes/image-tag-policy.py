@@ -157,3 +157,15 @@ def ignores_evaluation_errors(env):
                          f"{ref.PINNED} || {ref.kept('ephemeralContainers')})"])
     policy["spec"]["failurePolicy"] = "Ignore"
     ref.apply(env, policy, ref.binding())
+
+
+@mistake("whoever creates the Pod", "matchConditions")
+def judges_the_admins_requests_only(env):
+    """The right policy, with a matchCondition that lets it judge only the requests of labkit-admin
+    (the user the student tried it as): Pods that a Deployment's ReplicaSet controller, a
+    ServiceAccount or another person creates in web get in with untagged images."""
+    ref = _reference(env)
+    policy = ref.policy(ref.EXPRESSIONS)
+    policy["spec"]["matchConditions"] = [{"name": "the-admin",
+                                          "expression": "request.userInfo.username == 'labkit-admin'"}]
+    ref.apply(env, policy, ref.binding())
