@@ -551,6 +551,11 @@ def observe_mutating_webhook(ctx) -> dict:
         for n in enabled:
             probes.update({f"{key}/stored": probe for key, probe in
                            _dispatched_probes(ctx, admin, mine, n, dry_run=False).items()})
+            # and as the ReplicaSet controller sends it (a Deployment's Pods): the webhook itself
+            # may decide by the review's userInfo
+            probes.update({f"{key}/controller": probe for key, probe in
+                           _dispatched_probes(ctx, admin, mine, n, dry_run=False,
+                                              user=_controller("replicaset-controller")).items()})
     lab_changed = [{"name": built["metadata"]["name"], "deleted": live is None, "webhooks": len(built["webhooks"]),
                     "now": len((live or {}).get("webhooks") or [])}
                    for _, built, live in lab._lab_mutating_changed(ctx.env, admin)]
@@ -566,7 +571,7 @@ def _later_probes(ctx, admin, configurations) -> dict:
     return _dispatched_probes(ctx, admin, configurations, later_namespaces(ctx.params["enabler"])[0], dry_run=True)
 
 
-def _dispatched_probes(ctx, admin, configurations, later: dict, *, dry_run: bool) -> dict:
+def _dispatched_probes(ctx, admin, configurations, later: dict, *, dry_run: bool, user=None) -> dict:
     """What the probe Pods created in the namespace `later` ({name, labels}) come back as from the
     student's mutating webhooks, called by labkit's own dispatcher (see _later_probes), as a dry run
     or as a creation that is stored (nothing is stored either way: the dispatcher only admits)."""
@@ -581,7 +586,7 @@ def _dispatched_probes(ctx, admin, configurations, later: dict, *, dry_run: bool
     out = {}
     for case, labels in probe_pods(ctx.params["label"]).items():
         attrs = reconstruct.pod_attributes(later["name"], _pod(labels), dry_run=dry_run)
-        attrs.user = admin_user
+        attrs.user = user or admin_user
         try:
             MutatingWebhooks(registry).admit(attrs)
         except ApiError as exc:
@@ -672,9 +677,9 @@ def judge_mutating_webhook(ctx, obs) -> object:
          for n in namespaces]))
     admin_user = _requester("labkit-admin", ("kubeadm:cluster-admins", "system:authenticated"))
 
-    def sent(namespace, labels) -> bool:
+    def sent(namespace, labels, user=admin_user) -> bool:
         attrs = reconstruct.pod_attributes(namespace, _pod(labels), dry_run=True)
-        attrs.user = admin_user
+        attrs.user = user
         return any(reconstruct.webhook_called(registry, c["metadata"]["name"], i, h, attrs) != "skipped"
                    for c in obs["configurations"] for i, h in enumerate(c.get("webhooks") or []))
     # the registration asks for Pod creations: no other request of the enabled namespace is sent
@@ -689,6 +694,20 @@ def judge_mutating_webhook(ctx, obs) -> object:
                 raise CheckFailed(f"your webhook is also asked about {attrs.operation} of {what} in {ns}: it is "
                                   "registered for Pod creations only — look at its rules (apiGroups, resources, "
                                   "operations)")
+    # every Pod whoever creates it: a person, a ServiceAccount, the controllers that create a
+    # workload's Pods (matchConditions may decide by request.userInfo)
+    for n in sorted(namespaces, key=lambda n: (n["name"] != ns, n["name"])):
+        on = (n["labels"] or {}).get(enabler) == "enabled"
+        for who in _app_requesters(n["name"]):
+            # (what differs from the admin's: what every creator sees alike is judged below)
+            if any(sent(n["name"], labels, who) != on and sent(n["name"], labels, who) != sent(n["name"], labels)
+                   for labels in cases.values()):
+                where = (f"a namespace made later {'with' if on else 'without'} the label {enabler}=enabled"
+                         if n in later else n["name"])
+                raise CheckFailed(f"Pod creations in {where} by {who.name} would {'not ' if on else ''}be sent to your "
+                                  f"webhook: every Pod created in a namespace labelled {enabler}=enabled must be, "
+                                  "whoever creates it (a Deployment's Pods are created by the ReplicaSet controller), "
+                                  "and none elsewhere — look at what its matchConditions decide by")
     space = pod_label_space(obs["configurations"], label, value)
     for n in sorted(namespaces, key=lambda n: (n["name"] != ns, n["name"])):
         name, on = n["name"], (n["labels"] or {}).get(enabler) == "enabled"
@@ -799,6 +818,15 @@ def judge_mutating_webhook(ctx, obs) -> object:
                     raise CheckFailed(f"a Pod created{own} in {name} that is not a dry run (it is stored) {result}: "
                                       "your webhook answers a real creation differently from its dry run — look at "
                                       "what it does with the review's request.dryRun", **extra)
+                made = obs["probes"].get(f"{name}/{case}/controller")
+                if made is not None and (made["code"] != 201 or (made["labels"] or {}) != wanted):
+                    result = (f"would fail: {made['code']}: {made['message']}" if made["code"] != 201 else
+                              f"would come back without {label}: {value}" if (made["labels"] or {}).get(label) != value
+                              else "would come back with other labels than the admin's")
+                    extra = {"observed": made["labels"]} if made["code"] == 201 else {}
+                    raise CheckFailed(f"a Pod{own} that the ReplicaSet controller creates in {name} (a Deployment's) "
+                                      f"{result}: your webhook must answer every Pod creation alike, whoever sends "
+                                      "it — look at what it does with the review's request.userInfo", **extra)
             elif got != (labels or {}):
                 raise CheckFailed(f"a Pod created in {name} got {'the label ' + label if label in got else 'its labels changed'}"
                                   f" too: your webhook applies to every namespace — a namespaceSelector decides which "

@@ -794,7 +794,7 @@ POD_CREATIONS = [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["
 
 
 def register_mutating(env, served, *, namespace_selector=None, side_effects="None", failure="Fail", name="labeler",
-                      rules=None, object_selector=None):
+                      rules=None, object_selector=None, match_conditions=None):
     hook = {"name": f"{name}.example.com", "admissionReviewVersions": ["v1"], "sideEffects": side_effects,
             "failurePolicy": failure, "timeoutSeconds": 5, "rules": rules or POD_CREATIONS,
             "clientConfig": {"url": f"{served.url}/mutate", "caBundle": pki.ca_bundle(webhook.pki_dir(env))}}
@@ -802,6 +802,8 @@ def register_mutating(env, served, *, namespace_selector=None, side_effects="Non
         hook["namespaceSelector"] = namespace_selector
     if object_selector is not None:
         hook["objectSelector"] = object_selector
+    if match_conditions is not None:
+        hook["matchConditions"] = match_conditions
     obj = {"apiVersion": ADMISSION, "kind": "MutatingWebhookConfiguration", "metadata": {"name": name},
            "webhooks": [hook]}
     kubectl(env, "apply", "-f", "-", input=json.dumps(obj))
