@@ -277,3 +277,15 @@ def test_an_image_policy_must_hold_whoever_creates_the_pod(image_policy):
     assert message is not None, "a policy bound everywhere for everyone but the admin passed"
     assert "refused" in message and "web only" in message, message
     assert image_policy(POLICY_SOLUTION.policy(POLICY_SOLUTION.EXPRESSIONS)) is None
+
+
+def test_an_image_policy_must_judge_everyones_updates(image_policy):
+    """A policy that judges creations from everyone but updates (`kubectl set image`, `kubectl
+    debug`) only from the admin lets another user give a running Pod an untagged image: it fails."""
+    policy = POLICY_SOLUTION.policy(POLICY_SOLUTION.EXPRESSIONS)
+    policy["spec"]["matchConditions"] = [{"name": "creations-or-the-admin",
+                                          "expression": "request.operation == 'CREATE' || "
+                                                        "request.userInfo.username == 'labkit-admin'"}]
+    message = image_policy(policy)
+    assert message is not None, "a policy judging only the admin's updates passed"
+    assert "whoever sends the request" in message and "matchConditions" in message, message

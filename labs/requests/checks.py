@@ -1162,6 +1162,17 @@ def judge_image_tag_policy(ctx, obs) -> object:
                       "is not asked about — look at the resources it matches (matchConstraints)")
         raise CheckFailed(f"an ephemeral container with the image {image} was added to a running Pod in {ns} (as "
                           f"`kubectl debug --image={image}` adds it): the Pod then runs that image. {where}")
+    # an image changed in place or a debug container added by someone else than the admin (a
+    # person, a ServiceAccount, a controller) is judged by the same rule
+    for who in _app_requesters(ns):
+        for what, result in (("had the image of a container changed in place (as `kubectl set image` sends) to nginx",
+                              update_verdict(registry, who, ns, "nginx")),
+                             ("had an ephemeral container with the image nginx added (as `kubectl debug` adds it)",
+                              debug_verdict(registry, who, ns, "nginx"))):
+            if result == "admitted":
+                raise CheckFailed(f"a Pod in {ns} {what} by {who.name}, and that was admitted: the rule holds whoever "
+                                  "sends the request — look at what your policy's matchConditions (and the "
+                                  "binding's matchResources) decide by")
     # a Pod made before the policy may run an untagged image already: a container given that image
     # later runs it anew, whatever the Pod's other containers run
     for image in TAKEN_OVER:
