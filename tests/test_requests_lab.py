@@ -266,8 +266,42 @@ def test_a_reset_lists_the_students_objects_and_keeps_them(lab):
     labkit("reset", "requests", "alice", "--yes", env=lab, check=0)
 
 
+def test_alices_certificate_stays_good_after_a_reset_and_the_saved_file_brings_her_access_back(lab):
+    """A reset of alice deletes her CertificateSigningRequests; `kubectl apply -f` of the saved file
+    brings them back Pending, without the certificate they issued. The certificate the student's
+    kubeconfig holds was issued through an approved request all the same: with the binding back,
+    the check passes (it failed saying the certificate was not issued through a CSR)."""
+    labkit("solve", "requests", "alice", env=lab, check=0)
+    assert results(lab, "alice")["alice"]["status"] == "pass"
+    done = labkit("reset", "requests", "alice", "--yes", env=lab, check=0)
+    assert "a certificate it issued stays good for the check" in done.stderr, done.stderr
+    saved = [line.split(" kept in ", 1)[1].split()[0] for line in (done.stdout + done.stderr).splitlines()
+             if " kept in " in line]
+    assert saved, done
+    kubectl(lab, "apply", "-f", saved[0])
+    result = results(lab, "alice", code=None)["alice"]
+    assert result["status"] == "pass", result
+    labkit("reset", "requests", "alice", "--yes", env=lab, check=0)
+
+
+def test_a_reset_of_mutating_webhook_puts_webs_label_back_and_says_so(lab):
+    """The label pod-labeler=enabled of web is the mutating-webhook exercise's situation: a student
+    who took it off (an experiment) is told by the check that it is gone, and a reset of the
+    exercise lists it and puts it back; the student's other namespace labels stay."""
+    kubectl(lab, "label", "namespace", "web", "pod-labeler-", "team=web")
+    refused = labkit("reset", "requests", "mutating-webhook", env=lab, check=None)
+    assert refused.returncode != 0, refused
+    assert "the label pod-labeler=enabled of the namespace web, which you removed (the reset puts it back" in \
+        refused.stderr, refused.stderr
+    labkit("reset", "requests", "mutating-webhook", "--yes", env=lab, check=0)
+    labels = json.loads(kubectl(lab, "get", "namespace", "web", "-o", "json").stdout)["metadata"]["labels"]
+    assert labels.get("pod-labeler") == "enabled" and labels.get("team") == "web", labels
+    kubectl(lab, "label", "namespace", "web", "team-")
+
+
 def test_a_rebuild_of_the_whole_lab_lists_the_namespace_labels_it_reverts_and_keeps_them(lab):
-    """No exercise's reset touches the namespaces; a rebuild of the whole lab (a new API server)
+    """No exercise's reset touches the namespaces (but for web's label pod-labeler=enabled, which a
+    reset of mutating-webhook puts back); a rebuild of the whole lab (a new API server)
     reverts every label the student added, changed or removed and every namespace they made: it
     says so before, and keeps those namespaces as YAML."""
     kubectl(lab, "label", "namespace", "dev", "pod-labeler=enabled")
@@ -276,6 +310,7 @@ def test_a_rebuild_of_the_whole_lab_lists_the_namespace_labels_it_reverts_and_ke
     kubectl(lab, "create", "namespace", "scratch")
     refused = labkit("reset", "requests", env=lab, check=None)
     assert refused.returncode != 0
+    assert refused.stderr.count("namespace web") == 1, refused.stderr      # said once, as the rebuild's
     for phrase in ("the label pod-labeler=enabled you added to the namespace dev (the rebuild removes it)",
                    "the label pod-labeler=enabled you removed from the namespace web (the rebuild puts it back)",
                    "the label admission=skip you added to the namespace kube-system (the rebuild removes it)",

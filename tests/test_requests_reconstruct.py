@@ -233,3 +233,59 @@ def test_access_grants_exactly_what_rule_allows_grants_name_by_name():
     assert ("shop", "update", "", "configmaps", "web") in got and ("shop", "delete", "", "secrets", "token") in got
     assert ("shop", "update", "", "configmaps", "other") not in got
     assert got == expected
+
+
+def test_an_image_policy_admitting_what_it_cannot_evaluate_is_told_so_not_about_ports(image_policy):
+    """An expression that reads spec.initContainers without has() fails to evaluate on a Pod
+    without init containers, and failurePolicy Ignore admits that Pod whatever its images: the
+    judge says so, and does not blame a registry's port (the image test is right). A policy whose
+    image test takes a port's colon for a tag is still told about ports."""
+    pinned, kept = POLICY_SOLUTION.PINNED, POLICY_SOLUTION.kept
+    policy = POLICY_SOLUTION.policy([f"(object.spec.containers + object.spec.initContainers).all(c, {pinned} || "
+                                     f"{kept('containers')} || {kept('initContainers')})"])
+    policy["spec"]["failurePolicy"] = "Ignore"
+    message = image_policy(policy)
+    assert message is not None, "a policy that admits what it cannot evaluate passed"
+    assert "failed to evaluate" in message and "failurePolicy Ignore" in message, message
+    assert "port" not in message, message
+    colon = POLICY_SOLUTION.policy(["object.spec.containers.all(c, c.image.contains(':'))",
+                                    "!has(object.spec.initContainers) || "
+                                    "object.spec.initContainers.all(c, c.image.contains(':'))"])
+    message = image_policy(colon)
+    assert message is not None and "registry's port" in message, message
+
+
+def test_an_image_policy_must_hold_whoever_creates_the_pod(image_policy):
+    """The check's corpus is asked as the admin; a policy whose matchConditions judge the admin's
+    requests only lets a Deployment's Pods (the ReplicaSet controller's requests), a
+    ServiceAccount's or another person's in with untagged images, and one bound everywhere that
+    judges everyone but the admin outside web refuses other namespaces' Pods: both fail, and say
+    why."""
+    policy = POLICY_SOLUTION.policy(POLICY_SOLUTION.EXPRESSIONS)
+    policy["spec"]["matchConditions"] = [{"name": "the-admin",
+                                          "expression": "request.userInfo.username == 'labkit-admin'"}]
+    message = image_policy(policy)
+    assert message is not None, "a policy for the admin's requests only passed"
+    assert "whoever creates the Pod" in message and "matchConditions" in message, message
+    others = POLICY_SOLUTION.policy(POLICY_SOLUTION.EXPRESSIONS)
+    others["spec"]["matchConditions"] = [{"name": "web-or-not-the-admin",
+                                          "expression": "request.namespace == 'web' || "
+                                                        "request.userInfo.username != 'labkit-admin'"}]
+    everywhere = POLICY_SOLUTION.binding()
+    del everywhere["spec"]["matchResources"]
+    message = image_policy(others, everywhere)
+    assert message is not None, "a policy bound everywhere for everyone but the admin passed"
+    assert "refused" in message and "web only" in message, message
+    assert image_policy(POLICY_SOLUTION.policy(POLICY_SOLUTION.EXPRESSIONS)) is None
+
+
+def test_an_image_policy_must_judge_everyones_updates(image_policy):
+    """A policy that judges creations from everyone but updates (`kubectl set image`, `kubectl
+    debug`) only from the admin lets another user give a running Pod an untagged image: it fails."""
+    policy = POLICY_SOLUTION.policy(POLICY_SOLUTION.EXPRESSIONS)
+    policy["spec"]["matchConditions"] = [{"name": "creations-or-the-admin",
+                                          "expression": "request.operation == 'CREATE' || "
+                                                        "request.userInfo.username == 'labkit-admin'"}]
+    message = image_policy(policy)
+    assert message is not None, "a policy judging only the admin's updates passed"
+    assert "whoever sends the request" in message and "matchConditions" in message, message

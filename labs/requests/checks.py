@@ -14,7 +14,7 @@ import uuid
 
 from labkit.apiserver.audit import received_at
 from labkit.apiserver.client import HttpClient, KubeConfig
-from labkit.exercises import LIVE, CheckFailed
+from labkit.exercises import LIVE, CheckFailed, NotJudged
 from labkit.requests import reconstruct
 
 ADMISSION = "admissionregistration.k8s.io/v1"
@@ -91,7 +91,8 @@ def _case_note(rbac: list[dict], kind: str, name: str) -> str:
     """A sentence when a binding's subject of `kind` differs from `name` only in case, else "":
     RBAC compares subjects' names as they are (pkg/registry/rbac/validation/rule.go
     appliesToUser: `user.GetName() == subject.Name`; a ServiceAccount's username likewise), so
-    `Alice` is another user than `alice`.
+    `Alice` is another user than `alice`; for a User, also when a binding names a Group or a
+    ServiceAccount of that name (a subject applies by its kind).
     `name` is the exercise's own (its prompt states it)."""
     for b in rbac:
         if b.get("kind") not in ("RoleBinding", "ClusterRoleBinding"):
@@ -102,6 +103,16 @@ def _case_note(rbac: list[dict], kind: str, name: str) -> str:
                 what, binding = ("user" if kind == "User" else kind), _binding_name(b)
                 return (f". {binding[0].upper()}{binding[1:]} names the {what} {other}, not {name}: names are "
                         "case-sensitive")
+    if kind != "User":
+        return ""
+    for b in rbac:      # the user's name under another kind: a Group or a ServiceAccount named alice
+        if b.get("kind") not in ("RoleBinding", "ClusterRoleBinding"):
+            continue
+        for subject in b.get("subjects") or []:
+            if subject.get("kind") in ("Group", "ServiceAccount") and subject.get("name") == name:
+                binding = _binding_name(b)
+                return (f". {binding[0].upper()}{binding[1:]} names a {subject['kind']} {name}: a subject applies by "
+                        f"its kind (appliesToUser), and {name} is a User, in no group of that name")
     return ""
 
 
@@ -265,7 +276,10 @@ def observe_alice(ctx) -> dict:
     subject = _subject(cert)
     obs["subject"] = list(subject) if subject else None
     obs["key_matches"] = subject is not None and _key_matches(cert, key)
-    csrs = admin.list("certificates.k8s.io/v1", "certificatesigningrequests")[0]
+    # the CSRs of this cluster, and those a reset of the exercise removed (kept in its saved file):
+    # a certificate they issued stays what it was (the reset revokes nothing, as deleting a CSR
+    # does not; kube-controller-manager's csrcleaner deletes issued CSRs after an hour upstream)
+    csrs = admin.list("certificates.k8s.io/v1", "certificatesigningrequests")[0] + _lab(ctx.env).reset_csrs(ctx.env)
     obs["issued"] = any((r.get("status") or {}).get("certificate")
                         and base64.b64decode(r["status"]["certificate"]).strip() == cert.strip() for r in csrs)
     obs["encrypted"] = b"ENCRYPTED" in key
@@ -371,13 +385,21 @@ def judge_alice(ctx, obs) -> object:
                               "(they hold credentials that would let her do more)")
         # an example the server serves first: a rule's resource in a group that has no such
         # resource (cronjobs in the core group) reads like what view grants when its group is empty
+        # (core/v1's subresources are served by kube-apiserver v1.34 whether or not labkit's server
+        # answers them: pods/attach is no resource of another group)
         served = {(r.group, r.resource) for r in reconstruct.Space.from_observation(obs["space"]).resources}
+        served |= {("", r) for r, _ in reconstruct.BUILTIN_SUBRESOURCES}
         g = _pick([x for x in extra if (x[2], x[3]) in served] or extra)
         described = reconstruct.describe(g)
         if (g[2], g[3]) not in served and not g[2]:
             described = described.replace(f" {g[3]} ", f" {g[3]} (of the core group, which serves none) ", 1)
+        connect = sorted({x[3] for x in extra if not x[2] and x[3] in CONNECT_SUBRESOURCES and x[1] == "get"})
+        note = (f"; get on {', '.join(connect)} is no read: a WebSocket connection to it is a GET, which kube-apiserver "
+                "v1.34 authorizes with the verb get, and it runs commands in, attaches to or forwards ports of the "
+                "Pod") if connect else ""
         raise CheckFailed(f"{user} may {described}{_more_requests(extra)}{where}: more than read-only access to "
-                          f"{ns} — look at the roles your bindings grant (`kubectl auth can-i --list -n {ns} --as={user}`)")
+                          f"{ns}{note} — look at the roles your bindings grant (`kubectl auth can-i --list -n {ns} "
+                          f"--as={user}`)")
     missing = expected - actual
     if missing:
         g = _pick(missing, ("pods", "configmaps"), ns)
@@ -388,6 +410,12 @@ def judge_alice(ctx, obs) -> object:
     if other:
         raise CheckFailed(other)
     return ctx.passed(f"{user} authenticates with her certificate, reads {ns}, and may do nothing more")
+
+
+# the Pod subresources whose CONNECT a WebSocket upgrade (a GET) reaches with the verb get in
+# v1.34: the extra authorization of `create` (AuthorizePodWebsocketUpgradeCreatePermission) came
+# in v1.35 (staging/src/k8s.io/apiserver/pkg/endpoints/request/requestinfo.go maps GET to get)
+CONNECT_SUBRESOURCES = ("pods/attach", "pods/exec", "pods/portforward")
 
 
 def check_alice(ctx):
@@ -523,6 +551,11 @@ def observe_mutating_webhook(ctx) -> dict:
         for n in enabled:
             probes.update({f"{key}/stored": probe for key, probe in
                            _dispatched_probes(ctx, admin, mine, n, dry_run=False).items()})
+            # and as the ReplicaSet controller sends it (a Deployment's Pods): the webhook itself
+            # may decide by the review's userInfo
+            probes.update({f"{key}/controller": probe for key, probe in
+                           _dispatched_probes(ctx, admin, mine, n, dry_run=False,
+                                              user=_controller("replicaset-controller")).items()})
     lab_changed = [{"name": built["metadata"]["name"], "deleted": live is None, "webhooks": len(built["webhooks"]),
                     "now": len((live or {}).get("webhooks") or [])}
                    for _, built, live in lab._lab_mutating_changed(ctx.env, admin)]
@@ -538,7 +571,7 @@ def _later_probes(ctx, admin, configurations) -> dict:
     return _dispatched_probes(ctx, admin, configurations, later_namespaces(ctx.params["enabler"])[0], dry_run=True)
 
 
-def _dispatched_probes(ctx, admin, configurations, later: dict, *, dry_run: bool) -> dict:
+def _dispatched_probes(ctx, admin, configurations, later: dict, *, dry_run: bool, user=None) -> dict:
     """What the probe Pods created in the namespace `later` ({name, labels}) come back as from the
     student's mutating webhooks, called by labkit's own dispatcher (see _later_probes), as a dry run
     or as a creation that is stored (nothing is stored either way: the dispatcher only admits)."""
@@ -553,7 +586,7 @@ def _dispatched_probes(ctx, admin, configurations, later: dict, *, dry_run: bool
     out = {}
     for case, labels in probe_pods(ctx.params["label"]).items():
         attrs = reconstruct.pod_attributes(later["name"], _pod(labels), dry_run=dry_run)
-        attrs.user = admin_user
+        attrs.user = user or admin_user
         try:
             MutatingWebhooks(registry).admit(attrs)
         except ApiError as exc:
@@ -623,6 +656,17 @@ def judge_mutating_webhook(ctx, obs) -> object:
     if not obs["configurations"]:
         raise CheckFailed("there is no MutatingWebhookConfiguration of yours yet (`kubectl get "
                           "mutatingwebhookconfigurations`)")
+    # the exercise is about web with its label: without it, Pods created in web are rightly not
+    # labelled, and a pass would say they are
+    web = next((n for n in obs["namespaces"] if n["name"] == ns), None)
+    if web is None:
+        raise NotJudged(f"the namespace {ns} no longer exists: the exercise's webhook acts there, and the check asks "
+                        f"it about Pods created in {ns} — a rebuild of the lab (`labkit reset requests`) makes it again")
+    if (web["labels"] or {}).get(enabler) != "enabled":
+        raise NotJudged(f"the namespace {ns} is no longer labelled {enabler}=enabled: the exercise's webhook acts "
+                        f"there, and the check asks it about Pods created in {ns} — put the label back (`kubectl "
+                        f"label namespace {ns} {enabler}=enabled --overwrite`; `labkit reset requests "
+                        "mutating-webhook` does it too)")
     # the webhooks' scope over the whole story: every namespace, and namespaces made later with the
     # label, without it, and with it set to another value (the server's own matching: selectors,
     # rules, matchConditions)
@@ -633,9 +677,9 @@ def judge_mutating_webhook(ctx, obs) -> object:
          for n in namespaces]))
     admin_user = _requester("labkit-admin", ("kubeadm:cluster-admins", "system:authenticated"))
 
-    def sent(namespace, labels) -> bool:
+    def sent(namespace, labels, user=admin_user) -> bool:
         attrs = reconstruct.pod_attributes(namespace, _pod(labels), dry_run=True)
-        attrs.user = admin_user
+        attrs.user = user
         return any(reconstruct.webhook_called(registry, c["metadata"]["name"], i, h, attrs) != "skipped"
                    for c in obs["configurations"] for i, h in enumerate(c.get("webhooks") or []))
     # the registration asks for Pod creations: no other request of the enabled namespace is sent
@@ -650,6 +694,20 @@ def judge_mutating_webhook(ctx, obs) -> object:
                 raise CheckFailed(f"your webhook is also asked about {attrs.operation} of {what} in {ns}: it is "
                                   "registered for Pod creations only — look at its rules (apiGroups, resources, "
                                   "operations)")
+    # every Pod whoever creates it: a person, a ServiceAccount, the controllers that create a
+    # workload's Pods (matchConditions may decide by request.userInfo)
+    for n in sorted(namespaces, key=lambda n: (n["name"] != ns, n["name"])):
+        on = (n["labels"] or {}).get(enabler) == "enabled"
+        for who in _app_requesters(n["name"]):
+            # (what differs from the admin's: what every creator sees alike is judged below)
+            if any(sent(n["name"], labels, who) != on and sent(n["name"], labels, who) != sent(n["name"], labels)
+                   for labels in cases.values()):
+                where = (f"a namespace made later {'with' if on else 'without'} the label {enabler}=enabled"
+                         if n in later else n["name"])
+                raise CheckFailed(f"Pod creations in {where} by {who.name} would {'not ' if on else ''}be sent to your "
+                                  f"webhook: every Pod created in a namespace labelled {enabler}=enabled must be, "
+                                  "whoever creates it (a Deployment's Pods are created by the ReplicaSet controller), "
+                                  "and none elsewhere — look at what its matchConditions decide by")
     space = pod_label_space(obs["configurations"], label, value)
     for n in sorted(namespaces, key=lambda n: (n["name"] != ns, n["name"])):
         name, on = n["name"], (n["labels"] or {}).get(enabler) == "enabled"
@@ -760,6 +818,15 @@ def judge_mutating_webhook(ctx, obs) -> object:
                     raise CheckFailed(f"a Pod created{own} in {name} that is not a dry run (it is stored) {result}: "
                                       "your webhook answers a real creation differently from its dry run — look at "
                                       "what it does with the review's request.dryRun", **extra)
+                made = obs["probes"].get(f"{name}/{case}/controller")
+                if made is not None and (made["code"] != 201 or (made["labels"] or {}) != wanted):
+                    result = (f"would fail: {made['code']}: {made['message']}" if made["code"] != 201 else
+                              f"would come back without {label}: {value}" if (made["labels"] or {}).get(label) != value
+                              else "would come back with other labels than the admin's")
+                    extra = {"observed": made["labels"]} if made["code"] == 201 else {}
+                    raise CheckFailed(f"a Pod{own} that the ReplicaSet controller creates in {name} (a Deployment's) "
+                                      f"{result}: your webhook must answer every Pod creation alike, whoever sends "
+                                      "it — look at what it does with the review's request.userInfo", **extra)
             elif got != (labels or {}):
                 raise CheckFailed(f"a Pod created in {name} got {'the label ' + label if label in got else 'its labels changed'}"
                                   f" too: your webhook applies to every namespace — a namespaceSelector decides which "
@@ -974,6 +1041,11 @@ def _image_pod(image, init):
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probe", "labels": {"run": "probe"}}, "spec": spec}
 
 
+# how the policy plugin's trace ends a validation that failed to evaluate and was admitted
+# (labkit.apiserver.admission.policy, ValidatingPolicies._act)
+IGNORED_ERROR = "failurePolicy Ignore admits"
+
+
 def judge_image_tag_policy(ctx, obs) -> object:
     ns = ctx.params["namespace"]
     if not obs["policies"]:
@@ -992,10 +1064,16 @@ def judge_image_tag_policy(ctx, obs) -> object:
          for n in namespaces]))
     admin_user = _requester("labkit-admin", ("kubeadm:cluster-admins", "system:authenticated"))
 
-    def verdict(namespace, image, init):
+    ignored = {}     # (image, init) -> why a validation failed to evaluate, admitted under failurePolicy Ignore
+
+    def verdict(namespace, image, init, user=admin_user):
         attrs = reconstruct.pod_attributes(namespace, _image_pod(image, init))
-        attrs.user = admin_user
+        attrs.user = user
         result = reconstruct.policy_verdict(registry, attrs)
+        if namespace == ns:
+            for step in attrs.trace.steps:
+                if step.stage == "validating-admission" and step.detail.endswith(IGNORED_ERROR):
+                    ignored.setdefault((image, init), step.detail.removesuffix(IGNORED_ERROR).rstrip("; "))
         return result, attrs.warnings, _acting_bindings(attrs)
     wrong_admitted, wrong_refused = [], []
     corpus = image_corpus()
@@ -1006,6 +1084,17 @@ def judge_image_tag_policy(ctx, obs) -> object:
                 wrong_refused.append((image, init, result.removeprefix("denied: ")))
             elif not pinned(image) and result == "admitted":
                 wrong_admitted.append((image, init))
+    # an expression that fails to evaluate on some Pods (a field read that the Pod may not have)
+    # admits them under failurePolicy Ignore, whatever their images: that, not the image test, is
+    # then what let them in
+    unevaluated = [(image, init) for image, init in wrong_admitted if (image, init) in ignored]
+    if unevaluated:
+        image, init = min(unevaluated, key=lambda u: (":" in u[0], len(u[0])))
+        where = "an init container's image" if init else "the image"
+        raise CheckFailed(f"a Pod in {ns} with {where} {image} was admitted{_more(unevaluated)}: your policy's "
+                          f"{ignored[image, init]}, and its failurePolicy Ignore admits what it cannot evaluate — "
+                          "look at what your expressions read that a Pod may not have, and at the policy's "
+                          "failurePolicy")
     unpinned = sum(not pinned(i) for i in corpus) * 2
     if wrong_admitted and len(wrong_admitted) == unpinned:
         actions = sorted({a for b in bound for a in (b.get("spec") or {}).get("validationActions") or []})
@@ -1021,7 +1110,7 @@ def judge_image_tag_policy(ctx, obs) -> object:
                               "containers run images too — look at spec.initContainers")
         shown = sorted({i for i, _ in wrong_admitted}, key=lambda i: (":" not in i, len(i)))
         note = ""
-        if any(":" in i.split("@")[0] for i in shown):
+        if all(":" in i.split("@")[0] for i in shown):     # only references with a port got in
             note = (" (a colon can belong to a registry's port: the tag is what follows a colon after the last `/`)")
         raise CheckFailed(f"Pods with images that name no tag or digest were admitted, as {shown[0]}"
                           f"{_more(shown)}{note}")
@@ -1030,6 +1119,21 @@ def judge_image_tag_policy(ctx, obs) -> object:
         where = "an init container's" if init else "the"
         raise CheckFailed(f"a Pod with {where} image {image} was refused although it names a tag or a digest ({msg})"
                           f"{_more(wrong_refused)}")
+    # the rule holds whoever creates the Pod: a person, the namespace's ServiceAccount, and the
+    # controllers that create a workload's Pods (a Deployment's Pods are the ReplicaSet
+    # controller's requests), not only the admin the corpus above is asked as
+    for who in _app_requesters(ns):
+        for image, init in (("nginx", False), ("nginx", True), ("nginx:1.27", False)):
+            attrs = reconstruct.pod_attributes(ns, _image_pod(image, init))
+            attrs.user = who
+            if (reconstruct.policy_verdict(registry, attrs) == "admitted") != pinned(image):
+                what = "admitted" if not pinned(image) else "refused"
+                where = "an init container's image" if init else "the image"
+                raise CheckFailed(f"a Pod created in {ns} by {who.name} with {where} {image} was {what}: the rule "
+                                  "holds whoever creates the Pod — a person, a ServiceAccount, or the controller that "
+                                  "creates a workload's Pods (a Deployment's are created by the ReplicaSet "
+                                  "controller) — look at what your policy's matchConditions (and the binding's "
+                                  "matchResources) decide by")
     # a Pod's container and init container images may be changed in place (an UPDATE: `kubectl set
     # image`): the Pod then runs the new image, so it is judged as a creation is
     for init in (False, True):
@@ -1058,6 +1162,17 @@ def judge_image_tag_policy(ctx, obs) -> object:
                       "is not asked about — look at the resources it matches (matchConstraints)")
         raise CheckFailed(f"an ephemeral container with the image {image} was added to a running Pod in {ns} (as "
                           f"`kubectl debug --image={image}` adds it): the Pod then runs that image. {where}")
+    # an image changed in place or a debug container added by someone else than the admin (a
+    # person, a ServiceAccount, a controller) is judged by the same rule
+    for who in _app_requesters(ns):
+        for what, result in (("had the image of a container changed in place (as `kubectl set image` sends) to nginx",
+                              update_verdict(registry, who, ns, "nginx")),
+                             ("had an ephemeral container with the image nginx added (as `kubectl debug` adds it)",
+                              debug_verdict(registry, who, ns, "nginx"))):
+            if result == "admitted":
+                raise CheckFailed(f"a Pod in {ns} {what} by {who.name}, and that was admitted: the rule holds whoever "
+                                  "sends the request — look at what your policy's matchConditions (and the "
+                                  "binding's matchResources) decide by")
     # a Pod made before the policy may run an untagged image already: a container given that image
     # later runs it anew, whatever the Pod's other containers run
     for image in TAKEN_OVER:
@@ -1085,8 +1200,11 @@ def judge_image_tag_policy(ctx, obs) -> object:
         other = n["name"]
         if other == ns:
             continue
-        for image in ("nginx", "registry.example.com:5000/app"):
-            result, warnings, acting = verdict(other, image, False)
+        # (the admin's Pods with both kinds of untagged reference, and everyone else's too)
+        asked = [(image, admin_user) for image in ("nginx", "registry.example.com:5000/app")] + \
+            [("nginx", who) for who in _app_requesters(other)]
+        for image, who in asked:
+            result, warnings, acting = verdict(other, image, False, who)
             if result != "admitted" or warnings or acting:
                 where = other
                 if n in later:
@@ -1095,7 +1213,8 @@ def judge_image_tag_policy(ctx, obs) -> object:
                     where = f"a namespace created later ({other}{', labelled ' + shown if shown else ''})"
                 if result != "admitted" or warnings:
                     what = "refused" if result != "admitted" else "warned about"
-                    raise CheckFailed(f"a Pod created in {where} was {what} by your policy: it must apply to {ns} only — "
+                    by = "" if who is admin_user else f" by {who.name}"
+                    raise CheckFailed(f"a Pod created in {where}{by} was {what} by your policy: it must apply to {ns} only — "
                                       "look at the binding's matchResources (and the policy's matchConstraints)")
                 binding, outcome = acting[0]
                 raise CheckFailed(f"your binding {binding!r} puts the policy to work on Pods created in {where} too "
@@ -1408,6 +1527,10 @@ def check_audit(ctx):
         # who deleted the ConfigMap (the API server compares user names as they are)
         said = (f"{user} did not delete configmap {ns}/{name}: the audit log names no user {user}, and user names "
                 "are case-sensitive — write the name exactly as the event's user.username has it")
+    elif user not in users and any(user in ((e.get("user") or {}).get("groups") or []) for e in events):
+        # a group of the log: said of any group, so it tells nothing of who deleted the ConfigMap
+        said = (f"{user} is a group in the audit log (user.groups), not a user: the answer is the user.username of "
+                "the request")
     else:
         said = f"{user} did not delete configmap {ns}/{name}"
     raise CheckFailed(f"{said}. Look for the event whose verb is delete and whose objectRef is that ConfigMap, and read "

@@ -50,6 +50,7 @@ AUDIT_FILE = "scene/audit.json"
 BACKEND_TAG = "pod-policy"
 BACKEND_PORT_FILE = "scene/pod-policy.port"
 POLICY_NS, POLICY_NAME = "policy", "pod-policy"
+WEBHOOK_NS = "web"        # labelled pod-labeler=enabled: where the mutating-webhook exercise's webhook acts
 DEFAULTS_NAME = "pod-defaults"
 LAB_WEBHOOKS = {("validatingwebhookconfigurations", POLICY_NAME), ("mutatingwebhookconfigurations", DEFAULTS_NAME)}
 ADMISSION = "admissionregistration.k8s.io/v1"
@@ -419,7 +420,10 @@ def _work(env, exercise_id: str) -> list[tuple[str, str, dict | None]]:
     out = []
     if exercise_id == "alice":
         for csr in c.list("certificates.k8s.io/v1", "certificatesigningrequests")[0]:
-            out.append((f"the CertificateSigningRequest {csr['metadata']['name']}", "certificatesigningrequests", csr))
+            issued = " (a certificate it issued stays good for the check; `kubectl apply -f` of the saved file brings " \
+                "the request back Pending, without it)" if (csr.get("status") or {}).get("certificate") else ""
+            out.append((f"the CertificateSigningRequest {csr['metadata']['name']}{issued}", "certificatesigningrequests",
+                        csr))
         for resource, b in _bindings_of(c, _alice_subject):
             out.append((f"the {b['kind']} {_where(b)} that names alice", resource, b))
     elif exercise_id == "forbidden":
@@ -438,6 +442,13 @@ def _work(env, exercise_id: str) -> list[tuple[str, str, dict | None]]:
         for resource, built, live in _lab_mutating_changed(env, c):
             out.append((f"your {'changes to' if live is not None else 'deletion of'} the lab's {built['kind']} "
                         f"{built['metadata']['name']}", resource, live))
+        web = c.get_or_none("v1", "namespaces", WEBHOOK_NS)
+        have = ((web or {}).get("metadata") or {}).get("labels") or {}
+        for key, value in NAMESPACES[WEBHOOK_NS]["labels"].items():
+            if web is not None and have.get(key) != value:
+                now = f"you set to {have[key]}" if key in have else "you removed"
+                out.append((f"the label {key}={value} of the namespace {WEBHOOK_NS}, which {now} (the reset puts it "
+                            "back: it is where the exercise's webhook acts)", "namespaces", web))
         for served in webhook.all_served(env):
             if served.running:
                 out.append((f"the webhook {served.name} that `labkit requests webhook serve` runs (it is stopped; "
@@ -475,7 +486,8 @@ NAME_LABEL = "kubernetes.io/metadata.name"      # the server sets it on every na
 
 def _namespace_work(env) -> list[tuple[str, str, dict | None]]:
     """(phrase, resource, the Namespace as it is now) for each change of the student's to the
-    namespaces that only a rebuild of the whole lab reverts (no exercise's reset touches them):
+    namespaces that only a rebuild of the whole lab reverts (no exercise's reset touches them, but
+    for web's label pod-labeler=enabled, which a reset of mutating-webhook puts back):
     labels added to, changed on or removed from the lab's and the cluster's namespaces, namespaces
     made and namespaces deleted."""
     c = client(env)
@@ -510,12 +522,15 @@ def student_work(env, exercise_id: str | None) -> list[str]:
     rebuild of the whole lab also reverts the namespaces' labels and namespaces made or deleted."""
     if not is_up(env):
         return []
-    out = []
-    for ex in ([exercise_id] if exercise_id else EXERCISES):
-        out += [phrase for phrase, _, _ in _work(env, ex)]
-    if exercise_id is None:
-        out += [phrase for phrase, _, _ in _namespace_work(env)]
-    return out
+    if exercise_id is not None:
+        return [phrase for phrase, _, _ in _work(env, exercise_id)]
+    return [phrase for phrase, _, _ in _lab_work(env)]
+
+
+def _lab_work(env) -> list[tuple[str, str, dict | None]]:
+    """What a rebuild of the whole lab reverts: every exercise's work, and the namespaces' changes
+    as _namespace_work words them (web's label, which mutating-webhook's reset also lists, once)."""
+    return [item for ex in EXERCISES for item in _work(env, ex) if item[1] != "namespaces"] + _namespace_work(env)
 
 
 def keep_student_work(env, exercise_id: str | None) -> list[str]:
@@ -525,7 +540,7 @@ def keep_student_work(env, exercise_id: str | None) -> list[str]:
     objects (reset_exercise)."""
     if exercise_id is not None or not is_up(env):
         return []
-    work = [item for ex in EXERCISES for item in _work(env, ex)] + _namespace_work(env)
+    work = _lab_work(env)
     saved = _save(env, "lab", work)
     if saved is None:
         return []
@@ -571,6 +586,20 @@ def _save(env, exercise_id: str, work=None) -> Path | None:
     return path
 
 
+def reset_csrs(env) -> list[dict]:
+    """The CertificateSigningRequests that resets of exercise alice removed, as their saved files
+    keep them (with the status that holds the certificate each issued): `kubectl apply -f` brings
+    such a request back Pending and without its certificate, and approving it again issues another."""
+    out = []
+    for path in sorted((Path(env.dir) / SAVED_DIR).glob("alice-*.yaml")):
+        try:
+            out += [d for d in yaml.safe_load_all(path.read_text())
+                    if isinstance(d, dict) and d.get("kind") == "CertificateSigningRequest"]
+        except (OSError, yaml.YAMLError):
+            continue
+    return out
+
+
 def reset_exercise(env, exercise_id: str) -> None:
     c = client(env)
     saved = _save(env, exercise_id) if exercise_id in EXERCISES else None
@@ -591,6 +620,10 @@ def reset_exercise(env, exercise_id: str) -> None:
         for resource, built, _ in _lab_mutating_changed(env, c):
             _delete(c, ADMISSION, resource, built["metadata"]["name"])
             c.create(ADMISSION, resource, built)
+        # the exercise's namespace keeps the label its webhook acts on (other labels are the
+        # rebuild's business, _namespace_work)
+        if c.get_or_none("v1", "namespaces", WEBHOOK_NS) is not None:
+            c.patch("v1", "namespaces", WEBHOOK_NS, {"metadata": {"labels": NAMESPACES[WEBHOOK_NS]["labels"]}})
         # stopped, not forgotten: served again under its name it gets its port back, so the
         # configuration the reset saved (`kubectl apply -f`) reaches it again
         for served in webhook.all_served(env):
@@ -761,7 +794,7 @@ POD_CREATIONS = [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["
 
 
 def register_mutating(env, served, *, namespace_selector=None, side_effects="None", failure="Fail", name="labeler",
-                      rules=None, object_selector=None):
+                      rules=None, object_selector=None, match_conditions=None):
     hook = {"name": f"{name}.example.com", "admissionReviewVersions": ["v1"], "sideEffects": side_effects,
             "failurePolicy": failure, "timeoutSeconds": 5, "rules": rules or POD_CREATIONS,
             "clientConfig": {"url": f"{served.url}/mutate", "caBundle": pki.ca_bundle(webhook.pki_dir(env))}}
@@ -769,6 +802,8 @@ def register_mutating(env, served, *, namespace_selector=None, side_effects="Non
         hook["namespaceSelector"] = namespace_selector
     if object_selector is not None:
         hook["objectSelector"] = object_selector
+    if match_conditions is not None:
+        hook["matchConditions"] = match_conditions
     obj = {"apiVersion": ADMISSION, "kind": "MutatingWebhookConfiguration", "metadata": {"name": name},
            "webhooks": [hook]}
     kubectl(env, "apply", "-f", "-", input=json.dumps(obj))

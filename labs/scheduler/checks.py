@@ -21,7 +21,7 @@ import random
 from pathlib import Path
 
 from labkit.apiserver.target import for_env
-from labkit.exercises import LIVE, CheckFailed, wait_for
+from labkit.exercises import LIVE, AnswerMalformed, CheckFailed, wait_for
 from labkit.scheduler import framework as fw
 from labkit.scheduler import tainteviction
 from labkit.scheduler.objects import Pod, tolerates
@@ -513,16 +513,20 @@ PROBE_KEEP_OUT = {"key": "labkit.example/probe", "value": "own-scheduler", "effe
 
 
 def _probe(ctx, lab, target) -> dict:
-    """A situation the student's scheduler cannot have been written for: seven Nodes it has never
+    """A situation the student's scheduler cannot have been written for: nine Nodes it has never
     seen, under names drawn at random, and a Pod for them that asks for 12 CPUs and 512Mi (like
     job-1): no other node has that much CPU free. Only one of them fits it, `fit` (disk=hdd, 16
-    CPUs); of the others, one of 32 CPUs is cordoned (NodeUnschedulable), one of 64 CPUs has a
-    NoSchedule taint the Pod does not tolerate (TaintToleration: a scheduler that honours the rest
-    but not taints, and prefers the most room, goes there), two are disk=ssd (NodeAffinity, the
+    CPUs); of the others, two are cordoned (NodeUnschedulable), two have a NoSchedule taint the
+    Pod does not tolerate (TaintToleration: a scheduler that honours the rest but not taints, and
+    prefers the most room, goes to the one of 64 CPUs), two are disk=ssd (NodeAffinity, the
     nodeSelector) and two have 256Mi of memory (NodeResourcesFit). Of each pair one has fewer
     CPUs than `fit` and one more, and one sorts before `fit` by name and the other after it: a
-    scheduler that ignores the nodeSelector, or memory, and picks the roomiest, the tightest, the
-    first or the last node by name picks one of them. Every one of them carries the taint
+    scheduler that ignores the nodeSelector, memory, spec.unschedulable or taints, and picks the
+    roomiest, the tightest, the first or the last node by name picks one of them (with one tainted
+    Node only, on a side drawn at random, a first-fit scheduler ignoring taints passed every other
+    time). The cordoned Nodes get the taint node.kubernetes.io/unschedulable from the node
+    lifecycle controller (TaintNodesByCondition) as they join, as upstream's do: a scheduler that
+    honours taints keeps away from them once it is there. Every one of them carries the taint
     PROBE_KEEP_OUT, which the test Pod alone tolerates: the lab's own scheduler places none of the
     lab's Pending Pods there. The check waits until
     the Pod is bound (at most PROBE_WAIT s), notes where and by whom, and deletes the three
@@ -536,17 +540,18 @@ def _probe(ctx, lab, target) -> dict:
     token = secrets.token_hex(3)
     rng = secrets.SystemRandom()
     # role -> (disk, CPUs, memory, cordoned, taints); `fit` is the only one that fits the Pod
-    roles = {"fit": ("hdd", "16", "32Gi", False, []), "cordoned": ("hdd", "32", "32Gi", True, []),
+    roles = {"fit": ("hdd", "16", "32Gi", False, []),
+             "cordoned": ("hdd", "32", "32Gi", True, []), "cordoned-small": ("hdd", "15", "32Gi", True, []),
              "tainted": ("hdd", "64", "32Gi", False, [PROBE_TAINT]),
+             "tainted-small": ("hdd", "12", "32Gi", False, [PROBE_TAINT]),
              "ssd-small": ("ssd", "13", "32Gi", False, []), "ssd-big": ("ssd", "128", "32Gi", False, []),
              "short-small": ("hdd", "14", "256Mi", False, []), "short-big": ("hdd", "96", "256Mi", False, [])}
     before, after = [], []
-    for pair in (("ssd-small", "ssd-big"), ("short-small", "short-big")):     # one on each side of fit
+    for pair in (("ssd-small", "ssd-big"), ("short-small", "short-big"), ("cordoned-small", "cordoned"),
+                 ("tainted-small", "tainted")):     # one on each side of fit
         first, second = rng.sample(pair, 2)
         before.append(first)
         after.append(second)
-    for role in ("cordoned", "tainted"):
-        rng.choice((before, after)).append(role)
     rng.shuffle(before)
     rng.shuffle(after)
     names = {role: f"probe-{token}-{i}" for i, role in enumerate([*before, "fit", *after], start=1)}
@@ -672,7 +677,7 @@ def judge_own_scheduler(ctx, obs):
     joined = probe.get("names") or [n for n in (probe["fit"], probe["cordoned"], probe.get("tainted")) if n]
     what = (f"the check's test Pod {(probe.get('pod') or {}).get('name', 'probe')} (like the jobs, but asking for 12 "
             f"CPUs), made after Nodes your scheduler had never seen joined ({', '.join(joined)}: disk=hdd and "
-            "disk=ssd, one cordoned, one tainted, some short of memory)")
+            "disk=ssd, some cordoned, some tainted, some short of memory)")
     if probe.get("pod") is None or not probe["pod"].get("nodeName"):
         return ctx.failed(f"your scheduler did not bind {what} within {PROBE_WAIT:g} s: a scheduler decides for each "
                           "new Pod on the Nodes as they are at that moment, including Nodes that joined after it "
@@ -919,7 +924,14 @@ def judge_preempt_predict(ctx, obs):
         raise CheckFailed(f"node: {node!r} is not a node of the case", expected=nodes, observed=node)
     unknown = [v for v in victims if v not in pods]
     if unknown:
-        raise CheckFailed(f"victims: {', '.join(unknown)} is not a Pod of the case", expected=sorted(pods),
+        what = "is not a Pod" if len(unknown) == 1 else "are not Pods"
+        if all("/" in v and v.rsplit("/", 1)[-1] in pods for v in unknown):
+            # the case's Pods with a namespace before their names: a form the case never has, not a
+            # wrong prediction (not counted)
+            raise AnswerMalformed(f"victims: {', '.join(unknown)} {what} of the case as it names them: write each "
+                                  "Pod's name as the case file does, without a namespace", expected=sorted(pods),
+                                  observed=victims)
+        raise CheckFailed(f"victims: {', '.join(unknown)} {what} of the case", expected=sorted(pods),
                           observed=victims)
     elsewhere = [v for v in victims if pods[v] != node]
     if elsewhere:
@@ -1066,10 +1078,24 @@ def observe_node_name(ctx):
             "placement": _placement(client, live, node_name, p["namespace"], p["pod"])}
 
 
+def _reading_not_wrong(obs, truth) -> bool:
+    """Whether the answer is no wrong answer whatever the fix: missing or malformed (not judged), or
+    right. A failure of the fix beside it then counts no wrong answer (run_check)."""
+    answer = obs["answer"]
+    if obs["unanswered"]:
+        return True
+    if not isinstance(answer, dict):
+        return False
+    return str(answer.get("reason", "")).strip() == truth["reason"] and \
+        all(_int(answer.get(k)) == truth[k] for k in ("requested", "used", "capacity"))
+
+
 def judge_node_name(ctx, obs):
     p = ctx.params
     ns, name = p["namespace"], p["pod"]
     lab = _lab(ctx)
+    # the fix is judged first: beside a right reading, its failure is no wrong answer
+    ctx.answer_not_wrong = _reading_not_wrong(obs, rejection_truth(lab))
     reset = f"`labkit reset scheduler {ctx.exercise.id}` to start over"
     pod = obs["pod"]
     if pod is None:
@@ -1325,12 +1351,15 @@ def _spread_constraint_problem(ctx, dep: dict, own_labels: list[dict], others: l
     return None
 
 
-_COUNT_PREFIX = __import__("re").compile(r"^\d+\s+")
+# the count FitError puts before a reason, and the "node(s)" many reasons begin with
+# (podtopologyspread ErrReasonConstraintsNotMatch, nodeaffinity ErrReasonPod, ...): the message
+# reads "3 node(s) didn't match ...", and a student who writes the reason without them means it
+_COUNT_PREFIX = __import__("re").compile(r"^(\d+\s+)?(node\(s\)\s+)?", __import__("re").IGNORECASE)
 
 
 def _reason_text(value) -> str:
-    """A reason as a student may write it: as the message words it, with or without its count
-    and final period, in any case."""
+    """A reason as a student may write it: as the message words it, with or without its count,
+    its leading "node(s)" and final period, in any case."""
     text = " ".join(str(value).split()).strip().rstrip(".").strip()
     return _COUNT_PREFIX.sub("", text).lower()
 
@@ -1403,6 +1432,9 @@ def judge_spread(ctx, obs):
     ns, name = p["namespace"], p["deployment"]
     lab = _lab(ctx)
     reset = f"`labkit reset scheduler {ctx.exercise.id}` to start over"
+    # the live work is judged first: while it fails, the answer (about the outcome of the right
+    # constraint) is not judged, and is no wrong answer (run_check)
+    ctx.answer_not_wrong = True
     changed = _changed_nodes(lab, obs["nodes"], lab.ZONE_NODES)
     if changed:
         return ctx.failed(f"the Node(s) {', '.join(changed)} changed: the task is to spread the Deployment over the "
@@ -1456,8 +1488,9 @@ def judge_spread(ctx, obs):
         return ctx.failed(f"no replica of {name} is Pending: with the constraint the task asks for, one replica has "
                           "nowhere to go in this pool; read `kubectl get pods -n sched -l app=shop -o wide`",
                           expected="one replica Pending", observed="none", observed_in=LIVE)
-    if obs["unanswered"]:
+    if obs["unanswered"]:       # missing or malformed: not judged either
         raise CheckFailed(obs["unanswered"])
+    ctx.answer_not_wrong = False
     answer = obs["answer"]
     zones = ctx.answer_field(answer, "zones", dict)
     reasons = ctx.answer_field(answer, "nodes", dict)

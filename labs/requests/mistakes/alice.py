@@ -107,6 +107,27 @@ def view_and_exec(env):
     lab.bind(env, "alice-exec", "dev", "Role", "alice-exec", ALICE)
 
 
+@mistake("pods/attach in dev", "WebSocket", "is a GET")
+def view_and_get_on_exec(env):
+    """Binds view, and a Role of its own with only the verb get on pods/exec, pods/attach and
+    pods/portforward, thinking get is a read: over a WebSocket (a GET) kube-apiserver v1.34 lets
+    get alone run commands in the Pods of dev. Its feedback once said the core group serves none of
+    these subresources, which is untrue of kube-apiserver."""
+    lab = _alice(env)
+    lab.bind(env, "alice-view", "dev", "ClusterRole", "view", ALICE)
+    _role(lab, env, "alice-exec", [{"apiGroups": [""], "verbs": ["get"],
+                                    "resources": ["pods/exec", "pods/attach", "pods/portforward"]}])
+    lab.bind(env, "alice-exec", "dev", "Role", "alice-exec", ALICE)
+
+
+@mistake("cannot", "names a Group alice")
+def binds_a_group_named_alice(env):
+    """Binds view in dev to the subject kind Group, name alice (`--group=alice` for `--user=alice`):
+    her certificate puts her in no such group, so she gets nothing."""
+    _alice(env).bind(env, "alice-view", "dev", "ClusterRole", "view",
+                     {"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": "alice"})
+
+
 @mistake("can write", "impersonate")
 def view_and_impersonation_of_herself(env):
     """Binds view, and a ClusterRole that lets her impersonate the user alice (only herself, she thinks)."""

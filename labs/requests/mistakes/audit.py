@@ -21,6 +21,14 @@ def _who(env, verb, namespace):
     return found
 
 
+@mistake("is a group", "user.username")
+def names_the_team(env):
+    """Names the group of the person who deleted shop/prices (user.groups), not the person."""
+    deleter = _who(env, "delete", "shop")
+    groups = next(e["user"].get("groups") or [] for e in _events(env) if e["user"]["username"] == deleter)
+    write_answer(env, "audit", {"user": next(g for g in groups if not g.startswith("system:"))})
+
+
 @mistake("did not delete")
 def names_who_changed_it(env):
     """Names the last person who changed shop/prices (the patch before the delete)."""

@@ -142,3 +142,30 @@ def any_image_the_pod_had(env):
                                f"{kept})",
                                f"!has(object.spec.ephemeralContainers) || object.spec.ephemeralContainers.all(c, "
                                f"{ref.PINNED} || {kept})"]), ref.binding())
+
+
+@mistake("failed to evaluate", "failurePolicy Ignore")
+def ignores_evaluation_errors(env):
+    """Judges containers and init containers in one list (spec.containers + spec.initContainers),
+    reading spec.initContainers without has(), under failurePolicy Ignore: on a Pod without init
+    containers the expression fails to evaluate (no such key), and Ignore admits it, untagged images
+    and all. The image test itself is right, so the feedback must not blame a registry's port."""
+    ref = _reference(env)
+    policy = ref.policy([f"(object.spec.containers + object.spec.initContainers).all(c, {ref.PINNED} || "
+                         f"{ref.kept('containers')} || {ref.kept('initContainers')})",
+                         f"!has(object.spec.ephemeralContainers) || object.spec.ephemeralContainers.all(c, "
+                         f"{ref.PINNED} || {ref.kept('ephemeralContainers')})"])
+    policy["spec"]["failurePolicy"] = "Ignore"
+    ref.apply(env, policy, ref.binding())
+
+
+@mistake("whoever creates the Pod", "matchConditions")
+def judges_the_admins_requests_only(env):
+    """The right policy, with a matchCondition that lets it judge only the requests of labkit-admin
+    (the user the student tried it as): Pods that a Deployment's ReplicaSet controller, a
+    ServiceAccount or another person creates in web get in with untagged images."""
+    ref = _reference(env)
+    policy = ref.policy(ref.EXPRESSIONS)
+    policy["spec"]["matchConditions"] = [{"name": "the-admin",
+                                          "expression": "request.userInfo.username == 'labkit-admin'"}]
+    ref.apply(env, policy, ref.binding())

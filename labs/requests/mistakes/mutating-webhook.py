@@ -233,3 +233,49 @@ def review(review):
         return answer(request, [{"op": "add", "path": "/metadata/labels", "value": {"example.com/owner": "web-team"}}])
     return answer(request, [{"op": "add", "path": "/metadata/labels/example.com~1owner", "value": "web-team"}])
 ''')
+
+
+@mistake("no longer labelled pod-labeler=enabled", "kubectl label namespace web")
+def unlabels_web(env):
+    """Serves and registers the right webhook, then takes the label pod-labeler=enabled off the
+    namespace web (an experiment: do Pods there still get the label?). Pods created in web are then
+    rightly not labelled; the check must not pass saying they are."""
+    from importlib import util
+    lab = env.lab.environment_module()
+    spec = util.spec_from_file_location("reference", env.lab.directory / "solutions" / "mutating-webhook.py")
+    reference = util.module_from_spec(spec)
+    spec.loader.exec_module(reference)
+    reference.solve(env)
+    lab.kubectl(env, "label", "namespace", "web", "pod-labeler-")
+
+
+
+LABELS = '''
+    if request["object"]["metadata"].get("labels") is None:
+        return answer(request, [{"op": "add", "path": "/metadata/labels", "value": {"example.com/owner": "web-team"}}])
+    return answer(request, [{"op": "add", "path": "/metadata/labels/example.com~1owner", "value": "web-team"}])
+'''
+
+
+@mistake("whoever creates it", "matchConditions")
+def sent_the_admins_pods_only(env):
+    """The right webhook, registered with a matchCondition that sends it only labkit-admin's
+    requests (the user the student tried it as): a Deployment's Pods in web, which the ReplicaSet
+    controller creates, and anyone else's, are not labelled."""
+    _serve(env, '''
+def review(review):
+    request = review["request"]
+''' + LABELS, match_conditions=[{"name": "the-admin", "expression": "request.userInfo.username == 'labkit-admin'"}])
+
+
+@mistake("ReplicaSet controller", "request.userInfo")
+def labels_the_admins_pods_only(env):
+    """Labels a Pod only when the review's userInfo is labkit-admin's, and lets every other creation
+    through unchanged: a Deployment's Pods in web are not labelled."""
+    _serve(env, '''
+def review(review):
+    request = review["request"]
+    if request.get("userInfo", {}).get("username") != "labkit-admin":
+        return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                "response": {"uid": request["uid"], "allowed": True}}
+''' + LABELS)

@@ -132,6 +132,21 @@ def mutants(ctx):
     for key, probe in sorted(obs["probes"].items()):
         where, case, *stored = key.split("/")
         got = probe["labels"] or {}
+        if stored == ["controller"]:
+            # the same stored creation, sent by the ReplicaSet controller (a Deployment's Pod): it
+            # must come back as the admin's did
+            for name, labels, said in (("label-missing", {k: v for k, v in got.items() if k != label}, "without"),
+                                       ("label-value", {**got, label: value[:-1]}, "without"),
+                                       ("one-more-label", {**got, "example.com/extra": "x"}, "other labels")):
+                yield Mutant(f"probe:{key}:{name}", f"the Pod {case} the ReplicaSet controller creates in {where} "
+                             f"came back with {labels}", names=("ReplicaSet controller", said),
+                             observation={**obs, "probes": {**obs["probes"], key: {**probe, "labels": labels}}})
+            yield Mutant(f"probe:{key}:error", f"creating the Pod {case} in {where} as the ReplicaSet controller failed",
+                         names=("ReplicaSet controller", "would fail"),
+                         observation={**obs, "probes": {**obs["probes"], key: {"code": 500, "labels": None,
+                                                                               "message": "Internal error occurred",
+                                                                               "rest": None}}})
+            continue
         if stored:
             # the same creation, not a dry run (stored): it must come back as its dry run did
             for name, labels in (("label-missing", {k: v for k, v in got.items() if k != label}),

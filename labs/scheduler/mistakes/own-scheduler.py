@@ -72,6 +72,16 @@ def first_fit_without_memory(env):
                    (BEST, "    best = min(feasible, key=lambda n: n.metadata.name)"))
 
 
+@mistake("test Pod", "TaintToleration")
+def first_fit_ignoring_taints(env):
+    """Honours the nodeSelector, spec.unschedulable, CPU and memory, but not taints, and binds each
+    Pod to the first node by name that passes: the lab's disk=hdd nodes carry no taint, so the jobs
+    land well; of the check's tainted test Nodes one comes before the one that fits (with a single
+    tainted Node on a side drawn at random, this passed every other time)."""
+    _serve_variant(env, ("    if any(t.effect in", "    if False and any(t.effect in"),
+                   (BEST, "    best = min(feasible, key=lambda n: n.metadata.name)"))
+
+
 @mistake("without a binding")
 def node_name_by_hand(env):
     """Gives each Pod a node by re-creating it with spec.nodeName set, without a scheduler."""
