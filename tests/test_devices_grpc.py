@@ -200,23 +200,6 @@ def test_kubelet_records_each_registration_and_what_became_of_its_stream(node):
 
 # -- ListAndWatch, health, plugin death -------------------------------------------------------------
 
-def test_a_stream_whose_channel_has_no_connection_left_ends_unavailable():
-    # gRPC Python left a stream being set up as the plugin's server went away waiting for ever
-    # (about one plugin stop in a thousand in this process); grpc-go's Recv gives Unavailable
-    from types import SimpleNamespace
-
-    from labkit.devices.kubelet import LOST, GrpcPlugin
-    client = GrpcPlugin(WIDGET, "/nonexistent/widget.sock")
-    cancelled = []
-    client.stream = SimpleNamespace(cancel=lambda: cancelled.append(True))
-    for state in (grpc.ChannelConnectivity.READY, grpc.ChannelConnectivity.IDLE, grpc.ChannelConnectivity.CONNECTING):
-        client.lost_connection(state)       # a live stream's channel, or one that goes on after a GOAWAY
-    assert not cancelled and not client.connection_lost
-    client.lost_connection(grpc.ChannelConnectivity.TRANSIENT_FAILURE)
-    assert cancelled == [True] and client.connection_lost
-    assert LOST.startswith("rpc error: code = Unavailable desc = ")
-
-
 def test_an_unhealthy_device_leaves_allocatable_not_capacity(node):
     kubelet, plugin = node
     p = plugin(spec())

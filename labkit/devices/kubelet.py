@@ -62,10 +62,6 @@ def endpoint_path(directory: Path, endpoint: str) -> str:
     return posixpath.normpath(f"{directory}/{endpoint}")
 
 
-# grpc-go's Recv on a stream whose connection the other side closed
-LOST = "rpc error: code = Unavailable desc = error reading from server: EOF"
-
-
 def go_status(exc: grpc.RpcError) -> str:
     """A gRPC error as grpc-go prints it: `rpc error: code = Unknown desc = <message>`."""
     code = exc.code() if hasattr(exc, "code") else grpc.StatusCode.UNKNOWN
@@ -120,7 +116,6 @@ class GrpcPlugin:
         self.stream = None
         self.record: dict | None = None          # the Register call that made this client (Kubelet.registrations)
         self._options: Options | None = None
-        self.connection_lost = False        # the stream was ended by lost_connection
 
     def dial(self) -> None:
         """client.go dial: block until connected, 10 s at most."""
@@ -170,18 +165,6 @@ class GrpcPlugin:
                                         timeout=api.PRE_START_TIMEOUT)
         except grpc.RpcError as exc:
             raise DeviceError(f"device plugin PreStartContainer rpc failed with err: {go_status(exc)}") from None
-
-    def lost_connection(self, state) -> None:
-        """A channel connectivity callback: a stream whose channel has no connection left ends.
-
-        grpc-go's Recv returns Unavailable once the connection to the plugin is gone. gRPC Python
-        can leave a stream that was being set up as the plugin's server went away waiting on a
-        channel that has no connection left (TRANSIENT_FAILURE, no socket open), for ever: about
-        one stop in a thousand, with the plugin's server in this process. A channel with a stream
-        on a live connection stays READY, so this ends no live stream."""
-        if state is grpc.ChannelConnectivity.TRANSIENT_FAILURE and self.stream is not None:
-            self.connection_lost = True
-            self.stream.cancel()
 
     def close(self) -> None:
         if self.stream is not None:
@@ -316,7 +299,6 @@ class Kubelet:
         record["answered"], record["stream"] = True, "open"
         self.events.append(f"registered {resource} at {request.endpoint}")
         client.stream = client.stub.ListAndWatch(api.Empty())
-        client.channel.subscribe(client.lost_connection, try_to_connect=False)
         threading.Thread(target=self._watch, args=(client,), daemon=True, name=f"listandwatch {resource}").start()
         return api.Empty()
 
@@ -336,7 +318,7 @@ class Kubelet:
                 self.on_change()
             ended = "the plugin finished the stream"          # grpc-go's Recv gives io.EOF then
         except grpc.RpcError as exc:
-            ended = LOST if client.connection_lost else go_status(exc)
+            ended = go_status(exc)
             if self.clients.get(resource) is client:     # not kubelet's own stop or a replaced client
                 self.events.append(f"ListAndWatch ended unexpectedly for device plugin {resource}: {ended}")
         with self.lock:
