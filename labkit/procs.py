@@ -189,7 +189,9 @@ def _wait_for_exec(proc: subprocess.Popen, timeout: float = 5.0) -> None:
     close-on-exec descriptors are closed, which the kernel does before it lays out the new
     program's arguments and environment (fs/exec.c begin_new_exec, then fs/binfmt_elf.c
     create_elf_tables): in between, /proc/<pid>/environ reads empty. On a loaded machine that
-    window was long enough for a find() right after spawn() to miss the process."""
+    window was long enough for a find() right after spawn() to miss the process. (A process
+    started through nsenter execs once more, in place, and has that window again: remove_all's
+    repeated scans cover it.)"""
     deadline = time.monotonic() + timeout
     while proc.poll() is None and time.monotonic() < deadline and not _environ_laid_out(proc.pid):
         time.sleep(0.001)

@@ -123,3 +123,22 @@ def test_spawn_returns_once_the_server_listens_and_waits_for_exactly_the_control
     finally:
         problems = state.ledger.cleanup()
     assert not problems
+
+
+def test_work_cut_off_by_the_server_stopping_is_not_reported(tmp_path, capfd):
+    """A server stopped while it still registered its APIServices printed "storage is closed
+    (retrying)" (the store closes right after the internal loops are told to stop), into the
+    one-line error of a `labkit gc run` that ended at once. Work cut off by a stop is no error."""
+    from labkit.apiserver.errors import internal
+    srv = EmbeddedServer(tmp_path / "apiserver", controllers=[]).start()
+    internals = srv.internals
+
+    def cut_off():
+        internals._stopping.set()
+        raise internal("storage is closed")
+
+    internals._register_apiservices = cut_off
+    internals._enqueue(("apiservices", None))
+    internals._thread.join(5)
+    srv.stop()
+    assert "storage is closed" not in capfd.readouterr().err

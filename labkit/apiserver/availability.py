@@ -236,6 +236,7 @@ class AvailableConditionController:
         self.client = LocalClient(api, "system:apiserver", ["system:masters"], user_agent=user_agent("kube-apiserver"))
         self.queue = RateLimitingQueue("RemoteAvailabilityController", base_delay=0.005, max_delay=30.0)
         self._thread = threading.Thread(target=self._run, daemon=True, name="apiservice-availability")
+        self._stopping = threading.Event()
 
     def start(self) -> None:
         self.store.add_listener(self._on_event)
@@ -244,6 +245,7 @@ class AvailableConditionController:
             self.queue.add(apiservice["metadata"]["name"])
 
     def stop(self) -> None:
+        self._stopping.set()        # a sync cut off by the store closing after this is no error to report
         self.store.remove_listener(self._on_event)
         self.queue.shutdown()
 
@@ -278,10 +280,12 @@ class AvailableConditionController:
                     self.queue.add_rate_limited(name)       # a failed discovery check is retried
                 self.queue.add_after(name, RESYNC)
             except ApiError as exc:
-                if exc.code != 404:
+                if exc.code != 404 and not self._stopping.is_set():
                     print(f"labkit-apiserver: availability of {name}: {exc.message} (retrying)", file=sys.stderr)
                     self.queue.add_rate_limited(name)
             except Exception as exc:        # keep the loop alive; the resync tries again
+                if self._stopping.is_set():
+                    continue
                 print(f"labkit-apiserver: availability of {name}: {exc!r}", file=sys.stderr)
                 self.queue.add_after(name, RESYNC)
             finally:

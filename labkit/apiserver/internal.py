@@ -49,6 +49,7 @@ class ApiServerInternals:
         self._lock = threading.Lock()
         self.availability = AvailableConditionController(api)
         self._synced_once: set[str] = set()     # built-in APIServices synced since this start
+        self._stopping = threading.Event()
 
     def start(self) -> None:
         self.registry.store.add_listener(self._on_event)
@@ -59,6 +60,10 @@ class ApiServerInternals:
             self._enqueue(("crd", crd["metadata"]["name"]))
 
     def stop(self) -> None:
+        # the server closes its store right after: an item cut off by that is no error to report
+        # (it was, as "storage is closed (retrying)" on stderr, when a server stopped while it
+        # still registered its APIServices)
+        self._stopping.set()
         self.registry.store.remove_listener(self._on_event)
         self._queue.put(None)
         self.availability.stop()
@@ -91,11 +96,15 @@ class ApiServerInternals:
                 else:
                     self._register_apiservices()
             except ApiError as exc:
+                if self._stopping.is_set():
+                    return
                 print(f"labkit-apiserver: {item[0]} {item[1] or ''}: {exc.message} (retrying)", file=sys.stderr)
                 time.sleep(0.2)
                 self._queue.put(item)      # retried; the pending count stays
                 continue
             except Exception as exc:
+                if self._stopping.is_set():
+                    return
                 print(f"labkit-apiserver: {item[0]} {item[1] or ''}: {exc!r}", file=sys.stderr)
             with self._lock:
                 self._pending -= 1
