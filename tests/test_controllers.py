@@ -103,8 +103,10 @@ def test_orphaned_pods_are_adopted_by_a_new_replicaset_and_released_when_they_st
     c.patch("v1", "pods", names[0], {"metadata": {"labels": {"app": "other"}}}, "merge", "t")
     assert wait_until(lambda: "ownerReferences" not in c.get("v1", "pods", names[0], "t")["metadata"])
     assert wait_until(lambda: running(c, 2))
-    log = [e["action"] for e in server.decisions.recent("info") if e["controller"] == "replicaset"]
-    assert log.count("adopt") == 2 and log.count("release") == 1
+    # which Pods were adopted and released: a sync that reads a Pod from a cache the adoption has not
+    # reached yet patches it again (a merge by uid, harmless), as upstream's ClaimPods would
+    log = [(e["action"], e["item"]["name"]) for e in server.decisions.recent("info") if e["controller"] == "replicaset"]
+    assert {n for a, n in log if a == "adopt"} == set(names) and [n for a, n in log if a == "release"] == [names[0]], log
 
 
 def test_graceful_pod_deletion_is_finished_by_the_node(server):
