@@ -404,24 +404,28 @@ def _static_container_keys(outcomes) -> set[str]:
     return {json.dumps(cpus) for outcome in outcomes for cpus in json.loads(outcome) if cpus != "shared"}
 
 
-def _static_outcomes() -> set[str]:
-    """static_outcome of each of the exercise's Pods, admitted in order as its check builds them."""
+def _exercise_outcomes(exercise: str, outcome) -> set[str]:
+    """outcome(node, pod) of each of the exercise's Pods, admitted in order as its check builds them."""
     from labkit.numa.admission import Node
     from labkit.numa.config import load_config
     from labkit.numa.machine import load_machine
     from labkit.numa.pods import load_pods
 
-    machine, config, before, asked = SITUATIONS[STATIC]
+    machine, config, before, asked = SITUATIONS[exercise]
     node = Node(load_machine(machine), load_config(_scenarios() / config))
-    found = set()
     for pod in (load_pods(_scenarios() / before) if before else []):
         node.admit(pod)
+    found = set()
     for pod in load_pods(_scenarios() / asked):
-        outcome = static_outcome(node, pod)
-        if outcome is not None:
-            found.add(outcome)
+        got = outcome(node, pod)
+        if got is not None:
+            found.add(got)
         node.admit(pod)
     return found
+
+
+def _static_outcomes() -> set[str]:
+    return _exercise_outcomes(STATIC, static_outcome)
 
 
 MEMORY = "memory"
@@ -449,23 +453,7 @@ def memory_outcome(node, pod) -> str | None:
 
 
 def _memory_outcomes() -> set[str]:
-    """memory_outcome of each of the memory exercise's Pods, admitted in order as its check builds them."""
-    from labkit.numa.admission import Node
-    from labkit.numa.config import load_config
-    from labkit.numa.machine import load_machine
-    from labkit.numa.pods import load_pods
-
-    machine, config, before, asked = SITUATIONS[MEMORY]
-    node = Node(load_machine(machine), load_config(_scenarios() / config))
-    for pod in (load_pods(_scenarios() / before) if before else []):
-        node.admit(pod)
-    found = set()
-    for pod in load_pods(_scenarios() / asked):
-        outcome = memory_outcome(node, pod)
-        if outcome is not None:
-            found.add(outcome)
-        node.admit(pod)
-    return found
+    return _exercise_outcomes(MEMORY, memory_outcome)
 
 
 def container_hints(node, pod) -> list[dict]:
