@@ -32,12 +32,21 @@ CLUSTER_ROLE_BINDINGS = f"{GROUP}/clusterrolebindings"
 
 # -- evaluation_helpers.go ------------------------------------------------------------------------
 
+# VerbMatches and APIGroupMatches: an item equal to VerbAll ("*") or to the verb (group). Written as
+# membership tests: the authorizer asks them for every rule of every request, and labs' judgements
+# millions of times over a space of requests.
 def verb_matches(rule: dict, verb: str) -> bool:
-    return any(v == "*" or v == verb for v in rule.get("verbs") or ())
+    verbs = rule.get("verbs") or ()
+    if not isinstance(verbs, list):     # as stored, a list of strings; anything else: item by item
+        return any(v == "*" or v == verb for v in verbs)
+    return "*" in verbs or verb in verbs
 
 
 def api_group_matches(rule: dict, group: str) -> bool:
-    return any(g == "*" or g == group for g in rule.get("apiGroups") or ())
+    groups = rule.get("apiGroups") or ()
+    if not isinstance(groups, list):
+        return any(g == "*" or g == group for g in groups)
+    return "*" in groups or group in groups
 
 
 def resource_matches(rule: dict, combined: str, subresource: str) -> bool:

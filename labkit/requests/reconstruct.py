@@ -68,6 +68,7 @@ class Objects:
             meta = obj.get("metadata") or {}
             self._index.setdefault(key, {})[(meta.get("namespace") or "", meta.get("name", ""))] = obj
         self._texts: dict[tuple[str, str, str], str] = {}
+        self._scans: dict[tuple, list] = {}
         self.revision = 1
 
     def _text(self, key, at: tuple[str, str], obj) -> str:
@@ -82,9 +83,13 @@ class Objects:
         return json.loads(self._text(key, at, obj)) if obj is not None else None
 
     def scan(self, key, namespace=None, after=None, at=None):
-        entries = sorted(self._index.get(key, {}).items())
-        return [((ns, name), obj, self._text(key, (ns, name), obj)) for (ns, name), obj in entries
-                if namespace is None or ns == namespace], self.revision
+        found = self._scans.get((key, namespace))
+        if found is None:       # the objects do not change: each scan is made once
+            entries = sorted(self._index.get(key, {}).items())
+            found = self._scans[(key, namespace)] = [
+                ((ns, name), obj, self._text(key, (ns, name), obj)) for (ns, name), obj in entries
+                if namespace is None or ns == namespace]
+        return list(found), self.revision
 
     def list(self, key, namespace=None):
         entries, rev = self.scan(key, namespace)
@@ -303,6 +308,11 @@ def _granted_in(ns: str, rules_json: str, resources: tuple, space_names: tuple) 
         for verb in VERBS:
             anyname = authorizer.Attributes("", [], verb, ns, group=r.group, resource=resource, subresource=sub)
             fitting = [rule for rule, any_name in unnamed[(verb, r.group)] if rule_allows(anyname, any_name)]
+            if not fitting:
+                continue
+            if any(not rule.get("resourceNames") for rule in fitting):      # a rule for every name
+                granted.update((ns, verb, r.group, r.resource, name) for name in names)
+                continue
             for name in names:
                 if any(resource_name_matches(rule, name) for rule in fitting):
                     granted.add((ns, verb, r.group, r.resource, name))
@@ -335,17 +345,40 @@ def bindings_granting(objects, subject: Subject, grants) -> list[dict]:
     store = objects if isinstance(objects, Objects) else Objects(objects)
     resolver = RuleResolver(store)
     found = {}
-    for ns in sorted({g[0] for g in grants}):
-        asked = [authorizer.Attributes(subject.user, list(subject.groups), g[1], ns, group=g[2],
-                                       resource=g[3].partition("/")[0], subresource=g[3].partition("/")[2], name=g[4])
-                 for g in grants if g[0] == ns and not g[3].startswith("/")]
+    # the grants of each namespace by verb and group: a rule is asked (rule_allows) only about the
+    # requests of its verbs and groups, made into request attributes when first asked about
+    wanted: dict[str, dict[tuple[str, str], list]] = {}
+    for g in grants:
+        by_key = wanted.setdefault(g[0], {})
+        if not g[3].startswith("/"):
+            by_key.setdefault((g[1], g[2]), []).append(g)
+    user, groups = subject.user, list(subject.groups)
+
+    def attributes(g):
+        resource, _, subresource = g[3].partition("/")
+        return authorizer.Attributes(user, groups, g[1], g[0], group=g[2], resource=resource,
+                                     subresource=subresource, name=g[4])
+
+    for ns in sorted(wanted):
+        by_key, made = wanted[ns], {}
+
+        def asked(key):
+            if key not in made:
+                made[key] = [attributes(g) for g in by_key[key]]
+            return made[key]
 
         def visit(source, rule, error):
-            if rule is not None and any(rule_allows(attrs, rule) for attrs in asked):
-                meta = source.binding["metadata"]
-                found[(source.binding.get("kind"), meta.get("namespace", ""), meta["name"])] = source.binding
+            if rule is None:
+                return True
+            meta = source.binding["metadata"]
+            binding = (source.binding.get("kind"), meta.get("namespace", ""), meta["name"])
+            if binding in found:        # found through an earlier rule of the same binding
+                return True
+            keys = [key for key in by_key if verb_matches(rule, key[0]) and api_group_matches(rule, key[1])]
+            if any(rule_allows(attrs, rule) for key in keys for attrs in asked(key)):
+                found[binding] = source.binding
             return True
-        resolver.visit_rules_for(subject.user, list(subject.groups), ns, visit)
+        resolver.visit_rules_for(user, groups, ns, visit)
     return list(found.values())
 
 
