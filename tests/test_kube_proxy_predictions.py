@@ -54,6 +54,14 @@ def test_a_prediction_is_kept_only_when_the_check_can_grade_it():
     assert prediction_problem(typo, names, nodes) == ("shop-cluster has no entry node1; it has node-1 instead — is one "
                                                       "of them misspelled? (the nodes are node1, node2)")
     assert prediction_problem([], names, nodes)
+    # a key misspelled beside the ones read, or a node that is not one: not read as left out
+    spelled = {**whole, "shop-local": {**whole["shop-local"],
+                                       "node2": {"answers": False, "client_ip_preserverd": False}}}
+    assert prediction_problem(spelled, names, nodes) == (
+        "shop-local.node2 has client_ip_preserverd, which this exercise does not read (the keys are answers, "
+        "client_ip_preserved: is one misspelled?)")
+    extra = {**whole, "shop-cluster": {**whole["shop-cluster"], "node3": {"answers": True}}}
+    assert prediction_problem(extra, names, nodes) == "shop-cluster has node3, which is not a node (the nodes are node1, node2)"
 
 
 def _traced(state, node: str, dst: str, port: int, rename=lambda text: text) -> list[str]:

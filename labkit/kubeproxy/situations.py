@@ -28,12 +28,14 @@ from labkit.exercises import answer_path
 from labkit.kubeproxy.judge import kube_proxy_chain_names
 
 EXERCISE = "traffic-policy"
+CELLS = ("answers", "client_ip_preserved")
 
 
 def prediction_problem(data, names, nodes) -> str | None:
     """What keeps `data` (the answer file, read) from being a whole prediction the check can grade,
     in the check's words, or None: a mapping per Service, in it one per node with answers
-    true|false and, where it answers, client_ip_preserved true|false."""
+    true|false and, where it answers, client_ip_preserved true|false, and no key besides (a key
+    misspelled, a node that is not one, is not read as left out)."""
     if not isinstance(data, dict):
         return "it must be a mapping with one entry per Service"
     for service in names:
@@ -50,6 +52,12 @@ def prediction_problem(data, names, nodes) -> str | None:
                 return f"{service}.{node} must be a mapping with answers: true|false"
             if guess["answers"] and not isinstance(guess.get("client_ip_preserved"), bool):
                 return f"{service}.{node} predicts an answer, so it needs client_ip_preserved: true|false"
+            unknown = [str(k) for k in guess if k not in CELLS]
+            if unknown:      # a misspelled client_ip_preserved would otherwise be read as left out
+                return (f"{service}.{node} has {', '.join(unknown)}, which this exercise does not read (the keys are "
+                        f"{', '.join(CELLS)}: is one misspelled?)")
+        if others:
+            return f"{service} has {', '.join(others)}, which is not a node (the nodes are {', '.join(nodes)})"
     return None
 
 
