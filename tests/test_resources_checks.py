@@ -83,6 +83,13 @@ def test_a_limit_the_kernel_keeps_throttling_fails_on_the_live_counters(lab):
     held = node_1(checks, resources, {"quota": 30000, "watched": {"periods": 10, "throttled": 3}})
     verdict = checks.judge_throttled(ctx, held)
     assert verdict.status == "fail" and "held it back in 3 of the 10 CFS periods" in verdict.message
+    assert "resized in place" not in verdict.message
+    # resized in place (generation raised): the requests queued under the old quota are still
+    # being worked off (workload serve catches up), and the feedback says so
+    frontend = held["frontend"]["manifest"]
+    frontend["metadata"] = {**(frontend.get("metadata") or {}), "generation": 2}
+    verdict = checks.judge_throttled(ctx, held)
+    assert verdict.status == "fail" and "frontend was resized in place: the requests that queued" in verdict.message
 
 
 def test_the_eviction_order_pods_are_known_under_other_names(lab, tmp_path):

@@ -426,9 +426,14 @@ def judge_throttled(ctx, observation):
                         "what it uses")
     elif (state.get("watched") or {}).get("throttled", 0) > 0:
         watched = state["watched"]
+        resized = ((live["manifest"].get("metadata") or {}).get("generation") or 1) > 1
         problems.append(f"{p['container']} is still throttled: the kernel held it back in {watched['throttled']} of the "
                         f"{watched['periods']} CFS periods it ran in while the check watched (cpu.stat nr_throttled; "
-                        "`labkit resources top` shows it too)")
+                        "`labkit resources top` shows it too)"
+                        + (f". {p['pod']} was resized in place: the requests that queued while the old quota held "
+                           f"{p['container']} back are still being worked off, each period as much as its new quota "
+                           "allows (its log's slowest request falls as they are); check again once that is done, or "
+                           "delete the Pod and apply it, which starts it afresh" if resized else ""))
     if request is None or request.milli_value() < need_milli:
         problems.append(f"{p['container']}'s cpu request does not cover what it uses: under contention its "
                         "cpu.shares/cpu.weight would not get it its CPU")
