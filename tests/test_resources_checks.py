@@ -185,6 +185,24 @@ def test_an_edited_scenario_copy_is_named_when_its_pods_differ_from_the_labs(lab
     assert "edited" not in clean.message and "otherwise than" not in clean.message
 
 
+def test_an_unwatched_eviction_order_says_which_pods_kubelet_rejected_under_memory_pressure(lab):
+    """An eviction run left node-3 with MemoryPressure; applied again, logs and reports (BestEffort)
+    were rejected (Failed, Evicted), the other four never met the threshold and evict ranked
+    nothing: the feedback said only to apply the file and evict again, which could not help."""
+    checks = lab[0]._load("checks.py")
+    params = lab[0].exercise("eviction-order").params
+    pods = checks._pristine(params["file"], params["node"])
+    right = checks.reconstructed_ranking(params["file"], params["node"])
+    ctx = context(lab, "eviction-order", {"order": right})
+    specs = {n: p.manifest["spec"] for n, p in pods.items()}
+    verdict = checks.judge_eviction_order(ctx, {"ranking": None, "specs": specs, "rejected": ["logs", "reports"]})
+    assert verdict.status == "fail"
+    assert ("(logs, reports are Failed, reason Evicted: kubelet rejected them while node-3 had the MemoryPressure "
+            "condition") in verdict.message
+    plain = checks.judge_eviction_order(ctx, {"ranking": None, "specs": specs, "rejected": []})
+    assert "you have not watched it yet" in plain.message and "MemoryPressure" not in plain.message
+
+
 def test_the_eviction_order_pass_claims_no_more_evictions_than_it_saw(lab):
     """The eviction manager evicts from the top of its ranking until memory.available is back above
     the threshold plus the minimum reclaim: on node-3 the first three go and the rest stay. The pass
