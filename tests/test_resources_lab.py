@@ -164,6 +164,25 @@ def test_convert_and_plan_withhold_the_answers_until_one_is_recorded(tmp_path):
 
 
 @pytest.mark.host_compared
+def test_an_evict_that_ranks_nothing_keeps_no_prediction(lab_cleanup, tmp_path):
+    # payments and checkout alone hold far less than node-3's threshold: evict ranks nothing, so it
+    # showed nothing, and the prediction stays the student's to change (it kept it before)
+    labkit("run", "resources", check=0)
+    answers = Path(os.environ["LABKIT_ANSWERS_DIR"]) / "resources"
+    answers.mkdir(parents=True, exist_ok=True)
+    (answers / "eviction-order.yaml").write_text(yaml.safe_dump({"order": ["logs", "reports", "crawler", "analytics",
+                                                                           "payments", "checkout"]}))
+    docs = [d for d in yaml.safe_load_all((REPO / "labs/resources/scenarios/pressure.yaml").read_text())
+            if d and d["metadata"]["name"] in ("payments", "checkout")]
+    (tmp_path / "two.yaml").write_text(yaml.safe_dump_all(docs))
+    labkit("resources", "apply", "-f", str(tmp_path / "two.yaml"), check=0)
+    quiet = labkit("resources", "evict", "--node", "node-3", check=0).stdout
+    assert "no threshold met" in quiet and "ranking:" not in quiet
+    kept = Path(os.environ["LABKIT_STATE_DIR"]) / "resources" / "predictions" / "eviction-order.yaml"
+    assert not kept.exists()
+
+
+@pytest.mark.host_compared
 def test_predictions_are_graded_as_they_were_when_a_tool_showed_the_outcome(lab_cleanup):
     labkit("run", "resources", check=0)
     answers = Path(os.environ["LABKIT_ANSWERS_DIR"]) / "resources"

@@ -199,6 +199,15 @@ def reveal(lab, exercise_id: str, tool: str) -> bool:
                               complete=lambda text: prediction_problem(lab, exercise_id, text) is None)
 
 
+def answered(lab, exercise_id: str) -> bool:
+    """Whether the answer file holds a whole prediction (`prediction_problem`), without keeping it:
+    for a tool that may show the outcome or not (`evict` ranks nothing while no threshold is met),
+    and keeps the answer (`reveal`) only when it does."""
+    from labkit import predictions
+    return predictions.recorded(LAB_ID, exercise_id,
+                                complete=lambda text: prediction_problem(lab, exercise_id, text) is None)
+
+
 def refusal(lab, exercise_id: str, what: str) -> str:
     """What a tool says instead of the outcome: labkit.predictions.refusal, and, when the answer
     file holds an answer that is not whole yet, what is missing (never the answer)."""
