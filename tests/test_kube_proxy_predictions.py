@@ -54,6 +54,14 @@ def test_a_prediction_is_kept_only_when_the_check_can_grade_it():
     assert prediction_problem(typo, names, nodes) == ("shop-cluster has no entry node1; it has node-1 instead — is one "
                                                       "of them misspelled? (the nodes are node1, node2)")
     assert prediction_problem([], names, nodes)
+    # a key misspelled beside the ones read, or a node that is not one: not read as left out
+    spelled = {**whole, "shop-local": {**whole["shop-local"],
+                                       "node2": {"answers": False, "client_ip_preserverd": False}}}
+    assert prediction_problem(spelled, names, nodes) == (
+        "shop-local.node2 has client_ip_preserverd, which this exercise does not read (the keys are answers, "
+        "client_ip_preserved: is one misspelled?)")
+    extra = {**whole, "shop-cluster": {**whole["shop-cluster"], "node3": {"answers": True}}}
+    assert prediction_problem(extra, names, nodes) == "shop-cluster has node3, which is not a node (the nodes are node1, node2)"
 
 
 def _traced(state, node: str, dst: str, port: int, rename=lambda text: text) -> list[str]:
@@ -92,6 +100,28 @@ def test_a_trace_of_saved_rules_for_other_services_does_not(lab_and_state):
     assert any("default/web:http" in t for t in traced)
     assert not shows_outcome(env, state, None, web["clusterIP"], web["ports"][0]["port"], traced=traced)
     assert not shows_outcome(env, state, None, "192.0.2.1", 30080, traced=_traced(state, "node1", "192.0.2.1", 30080))
+
+
+def test_an_external_ip_of_the_situation_shows_the_outcome_as_its_node_port_does(lab_and_state):
+    # externalTrafficPolicy: Local with externalIPs on the nodes' addresses (no NodePort) and endpoints
+    # on node1 only: kube-proxy sends the client's packet to node2's address on the Service's port
+    # through the same KUBE-EXT chain as a NodePort's, dropped for want of a local endpoint
+    env, _ = lab_and_state
+    lab = env.lab
+    state = load_scenario(lab.directory / "scenarios" / "cluster.yaml")
+    state.apply([
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "mine", "namespace": "default"},
+         "spec": {"type": "ClusterIP", "externalTrafficPolicy": "Local", "externalIPs": list(NODES),
+                  "ports": [{"name": "http", "port": 8081, "targetPort": 8080}]}},
+        {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+         "metadata": {"name": "mine-1", "namespace": "default", "labels": {"kubernetes.io/service-name": "mine"}},
+         "addressType": "IPv4", "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
+         "endpoints": [{"addresses": ["10.244.1.2"], "conditions": {"ready": True}, "nodeName": "node1"}]},
+    ], "test")
+    for dst in NODES:
+        assert shows_outcome(env, state, "192.168.50.100", dst, 8081)
+        assert shows_outcome(env, state, None, dst, 8081, traced=[])
+    assert not shows_outcome(env, state, "192.168.50.100", NODES[1], 8082)
 
 
 # -- requests sent by hand (a shell's curl): judged from the nodes' connection logs, in-process -----

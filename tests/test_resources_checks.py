@@ -83,6 +83,13 @@ def test_a_limit_the_kernel_keeps_throttling_fails_on_the_live_counters(lab):
     held = node_1(checks, resources, {"quota": 30000, "watched": {"periods": 10, "throttled": 3}})
     verdict = checks.judge_throttled(ctx, held)
     assert verdict.status == "fail" and "held it back in 3 of the 10 CFS periods" in verdict.message
+    assert "resized in place" not in verdict.message
+    # resized in place (generation raised): the requests queued under the old quota are still
+    # being worked off (workload serve catches up), and the feedback says so
+    frontend = held["frontend"]["manifest"]
+    frontend["metadata"] = {**(frontend.get("metadata") or {}), "generation": 2}
+    verdict = checks.judge_throttled(ctx, held)
+    assert verdict.status == "fail" and "frontend was resized in place: the requests that queued" in verdict.message
 
 
 def test_the_eviction_order_pods_are_known_under_other_names(lab, tmp_path):
@@ -101,22 +108,56 @@ def test_the_eviction_order_pods_are_known_under_other_names(lab, tmp_path):
         for c in d["spec"]["containers"]:
             c["name"] += "-x"
             c["command"] = [f"{int(w[:-2]) + 1}Mi" if w.endswith("Mi") else w for w in c["command"]]
-    # crawler with another request is ranked by the same rule (its place tells crawler's); crawler
-    # without its PriorityClass, or with a memory limit too, is another Pod
+    # crawler with another request is ranked by the same rule (its place tells crawler's), and so is
+    # crawler with a memory limit, a cpu request or an empty container beside it: rankMemoryPressure
+    # reads none of those. crawler with a priority none of the six has is another Pod
     other = copy.deepcopy(docs[0])
     other["metadata"]["name"] = "mine"
     other["spec"]["containers"][0]["resources"] = {"requests": {"memory": "1Mi"}}
     unprioritised = copy.deepcopy(docs[0])
     unprioritised["metadata"]["name"] = "unprioritised"
-    del unprioritised["spec"]["priorityClassName"]
+    unprioritised["spec"]["priorityClassName"] = "system-cluster-critical"
     limited = copy.deepcopy(docs[0])
     limited["metadata"]["name"] = "limited"
     limited["spec"]["containers"][0]["resources"]["limits"] = {"memory": "64Mi"}
-    (tmp_path / "copy.yaml").write_text(yaml.safe_dump_all(renamed + [other, unprioritised, limited]))
+    with_cpu = copy.deepcopy(docs[0])
+    with_cpu["metadata"]["name"] = "with-cpu"
+    with_cpu["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "10m"
+    with_sidecar = copy.deepcopy(docs[0])
+    with_sidecar["metadata"]["name"] = "with-sidecar"
+    with_sidecar["spec"]["containers"].append({"name": "idle", "command": ["sleep", "infinity"]})
+    (tmp_path / "copy.yaml").write_text(yaml.safe_dump_all(renamed + [other, unprioritised, limited, with_cpu,
+                                                                      with_sidecar]))
     classes = {str(k): int(v) for k, v in load_yaml(the_lab.directory / "nodes.yaml")["priorityClasses"].items()}
     pods = load_pods_strict(tmp_path / "copy.yaml", params["node"], classes)
     found = situations.eviction_pods_among(the_lab, pods)
-    assert found == {"x" + d["metadata"]["name"] for d in docs} | {"mine"}
+    assert found == {"x" + d["metadata"]["name"] for d in docs} | {"mine", "limited", "with-cpu", "with-sidecar"}
+
+
+def test_a_copy_of_the_eviction_order_pods_that_changes_only_their_cpu_is_theirs(lab, tmp_path):
+    """All six Pods of pressure.yaml renamed, each given a cpu request (payments: its cpu limit
+    dropped instead): their QoS shapes change, their eviction ranking does not (rankMemoryPressure
+    reads memory requests, priority and usage), and `labkit resources evict` ranked them all before
+    any prediction."""
+    from labkit.inputs import load_yaml
+    from labkit.resources import situations
+    from labkit.resources.node import load_pods_strict
+
+    the_lab, _env = lab
+    params = the_lab.exercise("eviction-order").params
+    docs = [d for d in yaml.safe_load_all((the_lab.directory / params["file"]).read_text()) if d]
+    for d in docs:
+        name = d["metadata"]["name"]
+        d["metadata"]["name"] = "y-" + name
+        resources = d["spec"]["containers"][0].setdefault("resources", {})
+        if name == "payments":
+            del resources["limits"]["cpu"]
+        else:
+            resources.setdefault("requests", {})["cpu"] = "10m"
+    (tmp_path / "copy.yaml").write_text(yaml.safe_dump_all(docs))
+    classes = {str(k): int(v) for k, v in load_yaml(the_lab.directory / "nodes.yaml")["priorityClasses"].items()}
+    pods = load_pods_strict(tmp_path / "copy.yaml", params["node"], classes)
+    assert situations.eviction_pods_among(the_lab, pods) == {d["metadata"]["name"] for d in docs}
 
 
 def test_an_edited_scenario_copy_is_named_when_its_pods_differ_from_the_labs(lab):
@@ -142,6 +183,24 @@ def test_an_edited_scenario_copy_is_named_when_its_pods_differ_from_the_labs(lab
     clean = checks.judge_eviction_order(ctx, {"ranking": edited_order, "specs": {n: p.manifest["spec"] for n, p in
                                                                                  pods.items()}, "file_edited": True})
     assert "edited" not in clean.message and "otherwise than" not in clean.message
+
+
+def test_an_unwatched_eviction_order_says_which_pods_kubelet_rejected_under_memory_pressure(lab):
+    """An eviction run left node-3 with MemoryPressure; applied again, logs and reports (BestEffort)
+    were rejected (Failed, Evicted), the other four never met the threshold and evict ranked
+    nothing: the feedback said only to apply the file and evict again, which could not help."""
+    checks = lab[0]._load("checks.py")
+    params = lab[0].exercise("eviction-order").params
+    pods = checks._pristine(params["file"], params["node"])
+    right = checks.reconstructed_ranking(params["file"], params["node"])
+    ctx = context(lab, "eviction-order", {"order": right})
+    specs = {n: p.manifest["spec"] for n, p in pods.items()}
+    verdict = checks.judge_eviction_order(ctx, {"ranking": None, "specs": specs, "rejected": ["logs", "reports"]})
+    assert verdict.status == "fail"
+    assert ("(logs, reports are Failed, reason Evicted: kubelet rejected them while node-3 had the MemoryPressure "
+            "condition") in verdict.message
+    plain = checks.judge_eviction_order(ctx, {"ranking": None, "specs": specs, "rejected": []})
+    assert "you have not watched it yet" in plain.message and "MemoryPressure" not in plain.message
 
 
 def test_the_eviction_order_pass_claims_no_more_evictions_than_it_saw(lab):

@@ -164,6 +164,47 @@ def test_convert_and_plan_withhold_the_answers_until_one_is_recorded(tmp_path):
 
 
 @pytest.mark.host_compared
+def test_a_reset_keeps_a_pod_resized_in_place_as_yaml_apply_takes_back(lab_cleanup):
+    # a resize is in no file of the student's: the reset copies the Pod to saved/ before it runs
+    # frontend as built again, and `apply -f` of that copy runs the student's frontend again
+    labkit("run", "resources", check=0)
+    patch = json.dumps({"spec": {"containers": [{"name": "server", "resources": {"requests": {"cpu": "160m"},
+                                                                                 "limits": {"cpu": "400m"}}}]}})
+    labkit("resources", "patch", "frontend", "--subresource", "resize", "-p", patch, check=0)
+    asked = labkit("reset", "resources", "throttled", check=2)
+    assert "your changes to Pod frontend on node-1" in asked.stderr and "a copy of yours goes to" in asked.stderr
+    reset = labkit("reset", "resources", "throttled", "--yes", check=0)
+    saved = sorted((Path(os.environ["LABKIT_ANSWERS_DIR"]) / "resources" / "saved").glob("throttled-*.yaml"))
+    assert len(saved) == 1 and str(saved[0]) in reset.stdout + reset.stderr
+    (pod,) = [d for d in yaml.safe_load_all(saved[0].read_text()) if d]
+    assert pod["spec"]["containers"][0]["resources"]["limits"]["cpu"] == "400m"
+    assert "cpu=50m" in labkit("resources", "get", "--node", "node-1", check=0).stdout     # as built again
+    labkit("resources", "delete", "frontend", check=0)
+    labkit("resources", "apply", "-f", str(saved[0]), check=0)
+    assert "req cpu=160m,memory=32Mi / lim cpu=400m,memory=64Mi" in labkit("resources", "get", "--node", "node-1",
+                                                                            check=0).stdout
+
+
+@pytest.mark.host_compared
+def test_an_evict_that_ranks_nothing_keeps_no_prediction(lab_cleanup, tmp_path):
+    # payments and checkout alone hold far less than node-3's threshold: evict ranks nothing, so it
+    # showed nothing, and the prediction stays the student's to change (it kept it before)
+    labkit("run", "resources", check=0)
+    answers = Path(os.environ["LABKIT_ANSWERS_DIR"]) / "resources"
+    answers.mkdir(parents=True, exist_ok=True)
+    (answers / "eviction-order.yaml").write_text(yaml.safe_dump({"order": ["logs", "reports", "crawler", "analytics",
+                                                                           "payments", "checkout"]}))
+    docs = [d for d in yaml.safe_load_all((REPO / "labs/resources/scenarios/pressure.yaml").read_text())
+            if d and d["metadata"]["name"] in ("payments", "checkout")]
+    (tmp_path / "two.yaml").write_text(yaml.safe_dump_all(docs))
+    labkit("resources", "apply", "-f", str(tmp_path / "two.yaml"), check=0)
+    quiet = labkit("resources", "evict", "--node", "node-3", check=0).stdout
+    assert "no threshold met" in quiet and "ranking:" not in quiet
+    kept = Path(os.environ["LABKIT_STATE_DIR"]) / "resources" / "predictions" / "eviction-order.yaml"
+    assert not kept.exists()
+
+
+@pytest.mark.host_compared
 def test_predictions_are_graded_as_they_were_when_a_tool_showed_the_outcome(lab_cleanup):
     labkit("run", "resources", check=0)
     answers = Path(os.environ["LABKIT_ANSWERS_DIR"]) / "resources"

@@ -28,12 +28,14 @@ from labkit.exercises import answer_path
 from labkit.kubeproxy.judge import kube_proxy_chain_names
 
 EXERCISE = "traffic-policy"
+CELLS = ("answers", "client_ip_preserved")
 
 
 def prediction_problem(data, names, nodes) -> str | None:
     """What keeps `data` (the answer file, read) from being a whole prediction the check can grade,
     in the check's words, or None: a mapping per Service, in it one per node with answers
-    true|false and, where it answers, client_ip_preserved true|false."""
+    true|false and, where it answers, client_ip_preserved true|false, and no key besides (a key
+    misspelled, a node that is not one, is not read as left out)."""
     if not isinstance(data, dict):
         return "it must be a mapping with one entry per Service"
     for service in names:
@@ -50,6 +52,12 @@ def prediction_problem(data, names, nodes) -> str | None:
                 return f"{service}.{node} must be a mapping with answers: true|false"
             if guess["answers"] and not isinstance(guess.get("client_ip_preserved"), bool):
                 return f"{service}.{node} predicts an answer, so it needs client_ip_preserved: true|false"
+            unknown = [str(k) for k in guess if k not in CELLS]
+            if unknown:      # a misspelled client_ip_preserved would otherwise be read as left out
+                return (f"{service}.{node} has {', '.join(unknown)}, which this exercise does not read (the keys are "
+                        f"{', '.join(CELLS)}: is one misspelled?)")
+        if others:
+            return f"{service} has {', '.join(others)}, which is not a node (the nodes are {', '.join(nodes)})"
     return None
 
 
@@ -92,6 +100,8 @@ def shows_outcome(env, state, src: str | None, dst: str, dport: int, *, traced: 
     node_ports = outcome_node_ports(env, state)
     names = tuple(sorted(set(node_ports.values()) | {exercise.params["cluster_service"],
                                                      exercise.params["local_service"]}))
+    if (dst, dport) in outcome_external_targets(env, state):
+        return True
     if traced is not None:
         return dport in node_ports or any(_concerns(text, state, names) for text in traced)
     if dst not in {state.node_address(n) for n in state.node_names()}:
@@ -109,6 +119,34 @@ def outcome_node_ports(env, state) -> dict[int, str]:
     outcome depends on the policy and on which nodes have a local endpoint, not on which pods they
     are; proxier.go syncProxyRules sends external traffic to KUBE-SVL-… and, with no local endpoint,
     drops it in KUBE-EXTERNAL-SERVICES)."""
+    out = {}
+    for svc in _outcome_services(env, state):
+        for port in svc["spec"].get("ports") or []:
+            if port.get("nodePort"):
+                out[port["nodePort"]] = svc["metadata"]["name"]
+    return out
+
+
+def outcome_external_targets(env, state) -> dict[tuple[str, int], str]:
+    """{(address, port): Service} of the external IPs and load-balancer ingress IPs of the Services
+    outcome_node_ports takes the NodePorts of. kube-proxy sends a packet to a Service's external IP
+    or load-balancer IP on its port through the same KUBE-EXT-… chain as one to its NodePort
+    (pkg/proxy/iptables/proxier.go syncProxyRules: "external IP" and "loadbalancer IP" rules jump to
+    externalTrafficChain), so a request there shows the same outcome: `externalTrafficPolicy: Local`
+    with `externalIPs` set to the nodes' addresses is shop-local's situation on another port."""
+    out = {}
+    for svc in _outcome_services(env, state):
+        ingress = (svc.get("status") or {}).get("loadBalancer", {}).get("ingress") or []
+        addresses = list(svc["spec"].get("externalIPs") or []) + [i["ip"] for i in ingress if i.get("ip")]
+        for port in svc["spec"].get("ports") or []:
+            for address in addresses:
+                out[(address, port.get("port"))] = svc["metadata"]["name"]
+    return out
+
+
+def _outcome_services(env, state) -> list[dict]:
+    """The Services whose NodePorts, external IPs and load-balancer IPs show the exercise's outcome
+    (outcome_node_ports says which)."""
     exercise = env.lab.exercise(EXERCISE)
     names = (exercise.params["cluster_service"], exercise.params["local_service"])
     nodes = set(state.node_names())
@@ -121,16 +159,14 @@ def outcome_node_ports(env, state) -> dict[int, str]:
         return {ep.get("nodeName") for sl in state.slices_of(namespace, name) for ep in sl.get("endpoints") or []
                 if ep.get("addresses")}
     pods = set().union(*(addresses("default", n) for n in names))
-    out = {}
+    out = []
     for svc in state.services:
         meta = svc["metadata"]
         key = (meta.get("namespace") or "default", meta["name"])
         ours = meta["name"] in names and key[0] == "default"
         local = svc["spec"].get("externalTrafficPolicy") == "Local" and bool(where(*key)) and bool(nodes - where(*key))
         if ours or local or (pods & addresses(*key)):
-            for port in svc["spec"].get("ports") or []:
-                if port.get("nodePort"):
-                    out[port["nodePort"]] = meta["name"]
+            out.append(svc)
     return out
 
 

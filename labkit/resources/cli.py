@@ -425,7 +425,8 @@ def evict(node_name: Optional[str] = typer.Option(None, "--node", help=NODE_HELP
     # other Pod is about to be ranked (its place beside a Pod of the student's choice, one
     # look-alike at a time, would assemble the exercise's order); a Pod alone on the node is no order
     named = ours & situations.eviction_pod_names(env.lab)
-    if (named or (ours and len(active) >= 2)) and not situations.reveal(env.lab, exercise.id, "labkit resources evict"):
+    gated = bool(named or (ours and len(active) >= 2))
+    if gated and not situations.answered(env.lab, exercise.id):
         raise LabkitError(situations.refusal(env.lab, exercise.id, f"the eviction manager's ranking of {', '.join(sorted(ours))}"))
 
     evicted = []
@@ -435,6 +436,8 @@ def evict(node_name: Optional[str] = typer.Option(None, "--node", help=NODE_HELP
         typer.echo(f"{n.name}: memory.available {_mib(o.available)} (working set {_mib(o.working_set)}), "
                    f"threshold {_mib(o.threshold)}" + (f" + minimum reclaim {_mib(o.min_reclaim)}" if o.min_reclaim else ""))
         if result.ranking:
+            if gated:   # the prediction is kept as the ranking is shown, not when a run ranks nothing
+                situations.reveal(env.lab, exercise.id, "labkit resources evict")
             typer.echo("  ranking: " + ", ".join(
                 f"{c.pod.name} ({'over' if c.exceeds else 'under'} request, priority {c.pod.priority}, "
                 f"usage-request {_mib(c.above_request)})" for c in result.ranking))

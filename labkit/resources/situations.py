@@ -85,12 +85,16 @@ def eviction_pod_names(lab) -> set[str]:
 
 
 def eviction_shape(pod) -> tuple:
-    """What kubelet's eviction ranking reads of a Pod, without the amounts: its priority and which
-    of cpu and memory its containers request and limit (`resource_shape`). rankMemoryPressure
-    (pkg/kubelet/eviction/helpers.go) orders by usage above the memory request, priority, and
-    usage minus request: a Pod of this shape is ranked by the same rule as the exercise's Pod with
-    it, whatever its amounts and workload size, and its place beside any other Pod tells that Pod's."""
-    return pod.priority, resource_shape(pod)
+    """What kubelet's eviction ranking reads of a Pod, without the amounts: its priority and
+    whether it requests memory at all. rankMemoryPressure (pkg/kubelet/eviction/helpers.go) orders
+    by usage above the memory request (exceedMemoryRequests), priority, and usage minus request
+    (memory), the request being the Pod's as GetResourceRequestQuantity sums it: neither cpu, nor
+    the limits, nor how the request is split over containers enter it. A Pod of this shape is ranked
+    by the same rule as the exercise's Pod with it, whatever its amounts and workload size, and its
+    place beside any other Pod tells that Pod's; a copy that only adds a cpu request, a memory limit
+    or an empty container is one."""
+    from labkit.pods import pod_request
+    return pod.priority, pod_request(pod, "memory").value_int() > 0
 
 
 def eviction_pods_among(lab, pods) -> set[str]:
@@ -193,6 +197,15 @@ def reveal(lab, exercise_id: str, tool: str) -> bool:
     from labkit import predictions
     return predictions.reveal(LAB_ID, exercise_id, tool,
                               complete=lambda text: prediction_problem(lab, exercise_id, text) is None)
+
+
+def answered(lab, exercise_id: str) -> bool:
+    """Whether the answer file holds a whole prediction (`prediction_problem`), without keeping it:
+    for a tool that may show the outcome or not (`evict` ranks nothing while no threshold is met),
+    and keeps the answer (`reveal`) only when it does."""
+    from labkit import predictions
+    return predictions.recorded(LAB_ID, exercise_id,
+                                complete=lambda text: prediction_problem(lab, exercise_id, text) is None)
 
 
 def refusal(lab, exercise_id: str, what: str) -> str:

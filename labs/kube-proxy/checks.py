@@ -439,7 +439,7 @@ def grade_probabilities(ctx, node: str, chain_name: str, given: list, built_prob
                    f"±{TOLERANCE:g} (so copy every digit: rounded values such as 0.33 are outside it; the last jump "
                    "has none: write 1)") + "." + note, observed=", ".join(map(str, given)))
     return ctx.passed(f"{chain_name} picks among {len(numbers)} endpoints with probabilities "
-                      f"{', '.join(number(n) for n in numbers)}: each endpoint gets 1/{len(numbers)} overall" + note)
+                      f"{', '.join(number(n) for n in numbers)}: each endpoint gets 1/{len(numbers)} overall." + note)
 
 
 # -- nodeport --------------------------------------------------------------------------------------

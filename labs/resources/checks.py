@@ -426,9 +426,14 @@ def judge_throttled(ctx, observation):
                         "what it uses")
     elif (state.get("watched") or {}).get("throttled", 0) > 0:
         watched = state["watched"]
+        resized = ((live["manifest"].get("metadata") or {}).get("generation") or 1) > 1
         problems.append(f"{p['container']} is still throttled: the kernel held it back in {watched['throttled']} of the "
                         f"{watched['periods']} CFS periods it ran in while the check watched (cpu.stat nr_throttled; "
-                        "`labkit resources top` shows it too)")
+                        "`labkit resources top` shows it too)"
+                        + (f". {p['pod']} was resized in place: the requests that queued while the old quota held "
+                           f"{p['container']} back are still being worked off, each period as much as its new quota "
+                           "allows (its log's slowest request falls as they are); check again once that is done, or "
+                           "delete the Pod and apply it, which starts it afresh" if resized else ""))
     if request is None or request.milli_value() < need_milli:
         problems.append(f"{p['container']}'s cpu request does not cover what it uses: under contention its "
                         "cpu.shares/cpu.weight would not get it its CPU")
@@ -742,6 +747,8 @@ def observe_eviction_order(ctx):
     ranked = _first_ranking(node, names)
     return {"ranking": [c["pod"] for c in ranked] if ranked else None,
             "specs": {r["name"]: r["manifest"].get("spec") for r in node.records()},
+            "rejected": sorted(r["name"] for r in node.records() if r["name"] in names
+                               and r["status"].get("phase") == "Failed" and r["status"].get("reason") == "Evicted"),
             "file_edited": _copy_edited(ctx, ctx.params["file"])}
 
 
@@ -785,8 +792,16 @@ def judge_eviction_order(ctx, observation):
         return ctx.failed(ctx.grid_feedback(wrong, len(truth), "places", settled=True) + note,
                           expected=f"{len(truth)} right", observed=f"{len(truth) - len(wrong)} right")
     if observation["ranking"] is None:
+        rejected = observation.get("rejected") or []
+        # kubelet's admission rejects BestEffort Pods while the node has MemoryPressure (an earlier
+        # eviction run set it, for evictionPressureTransitionPeriod): without them the rest may
+        # never meet the threshold, and evict ranks nothing
+        why = (f" ({', '.join(rejected)} {'is' if len(rejected) == 1 else 'are'} Failed, reason Evicted: kubelet "
+               f"rejected {'it' if len(rejected) == 1 else 'them'} while {p['node']} had the MemoryPressure condition "
+               f"an earlier eviction run left, `labkit resources nodes` shows it; `labkit reset {ctx.lab.id} "
+               f"{ctx.exercise.id}` empties the node and starts its eviction manager afresh)" if rejected else "")
         return ctx.failed(f"the prediction is in; you have not watched it yet: no eviction on {p['node']} ranked these "
-                          f"Pods. Apply {p['file']}, wait until they hold their memory, then "
+                          f"Pods{why}. Apply {p['file']}, wait until they hold their memory, then "
                           f"`labkit resources evict --node {p['node']}`" + note)
     if observation["ranking"] != truth and changed:
         # what was watched is the ranking of other Pods: the exercise asks to watch the scenario's

@@ -149,14 +149,68 @@ def _changed_pods(env, exercise_id: str) -> list[str]:
             continue
         original = originals.get(name)
         if original is None:
-            out.append(f"Pod {name} you ran on {node.name} (a reset deletes it)")
+            out.append(f"Pod {name} you ran on {node.name} (a reset deletes it; a copy goes to {_saved_dir()})")
         elif record["manifest"].get("spec") != original.manifest.get("spec"):
-            out.append(f"your changes to Pod {name} on {node.name} (a reset runs it as the lab built it)")
+            out.append(f"your changes to Pod {name} on {node.name} (a reset runs it as the lab built it; a copy of "
+                       f"yours goes to {_saved_dir()})")
     for name in sorted(set(originals) - {r["name"] for r in node.records()}):
         out.append(f"Pod {name} you deleted from {node.name} (a reset runs it again)")
     if exercise_id == "eviction-order" and (node.dir / "eviction.json").exists():
         out.append(f"the evictions you watched on {node.name}")
     return out
+
+
+def _reverted_pods(env, exercise_id: str) -> list[dict]:
+    """The stored Pods a reset of the exercise deletes or runs as built again because the student
+    ran, changed or resized them (`_changed_pods`' Pods that are still there)."""
+    node, file, names = _part(env, exercise_id)
+    if names is not None:
+        names = tuple(names) + tuple(n for n in _changed_shared(node) if n not in names)
+    originals = {p.name: p for p in _original_pods(node, file, names)} if file in BUILT_WITH else {}
+    out = []
+    for record in node.records():
+        if names is not None and record["name"] not in names:
+            continue
+        original = originals.get(record["name"])
+        if original is None or record["manifest"].get("spec") != original.manifest.get("spec"):
+            out.append(record["manifest"])
+    return out
+
+
+def _saved_dir() -> Path:
+    from labkit import paths
+    return paths.answers_root() / "resources" / "saved"
+
+
+def keep_student_work(env, exercise_id: str | None) -> list[str]:
+    """Before a reset reverts them: the Pods the student ran, changed or resized in place on the
+    exercise's part (every part for the whole lab), as YAML `labkit resources apply -f` takes back,
+    in saved/ of the answers directory. A resize (`labkit resources patch --subresource resize`) is
+    in no file of the student's: without this copy a reset would lose it."""
+    import time
+
+    import yaml
+
+    exercises = [exercise_id] if exercise_id is not None else list(PARTS)
+    pods, seen = [], set()
+    for ex in exercises:
+        for manifest in _reverted_pods(env, ex):
+            key = ((manifest.get("spec") or {}).get("nodeName"), manifest["metadata"]["name"])
+            if key in seen:
+                continue
+            seen.add(key)
+            metadata = {k: v for k, v in manifest["metadata"].items() if k in ("name", "namespace", "labels",
+                                                                                 "annotations")}
+            spec = {k: v for k, v in manifest["spec"].items() if k != "priority"}   # set by Priority admission
+            pods.append({"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec})
+    if not pods:
+        return []
+    directory = _saved_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{exercise_id or 'lab'}-{time.strftime('%Y%m%d-%H%M%S')}.yaml"
+    path.write_text(yaml.safe_dump_all(pods, sort_keys=False))
+    return [f"your Pods as they run now ({', '.join(p['metadata']['name'] for p in pods)}): {path} "
+            "(`labkit resources apply -f` runs them again)"]
 
 
 def _edited_scenarios(env) -> list[Path]:

@@ -59,3 +59,17 @@ def pods_only_on_node1_so_node2_drops_both(env):
     yes = {"answers": True, "client_ip_preserved": True}
     _write(env, {"shop-cluster": {"node1": yes, "node2": {"answers": False}},
                  "shop-local": {"node1": yes, "node2": {"answers": False}}})
+
+
+@mistake("client_ip_preserverd", "which this exercise does not read")
+def misspells_client_ip_preserved(env):
+    """The right prediction, but client_ip_preserved misspelled where the node does not answer. It
+    was read as left out (allowed there) and passed; a key the exercise does not read makes the
+    prediction malformed, as a misspelled key does everywhere."""
+    env.lab._load("solutions/traffic-policy.py").solve(env)
+    path = answer_path(env.lab.id, "traffic-policy")
+    prediction = yaml.safe_load(path.read_text())
+    cell = prediction["shop-local"]["node2"]
+    assert cell == {"answers": False}, cell
+    cell["client_ip_preserverd"] = False
+    path.write_text(yaml.safe_dump(prediction))
