@@ -192,21 +192,36 @@ def test_an_unquoted_error_message_is_told_to_be_quoted():
 def test_own_finalizer_counts_other_namespaces_but_not_the_other_exercises_work(monkeypatch):
     module = checks("namespace")
 
+    clock = iter(range(10, 100))
+
+    def stamp(event):
+        return {**event, "requestReceivedTimestamp": f"2026-12-07T17:00:{next(clock):02d}.000000Z"}
+
     def finalize(ns, finalizers, user="labkit-admin"):
-        return {"verb": "update", "objectRef": {"resource": "namespaces", "name": ns, "subresource": "finalize"},
-                "user": {"username": user}, "responseStatus": {"code": 200},
-                "requestObject": {"spec": {"finalizers": finalizers}}}
+        return stamp({"verb": "update", "objectRef": {"resource": "namespaces", "name": ns, "subresource": "finalize"},
+                      "user": {"username": user}, "responseStatus": {"code": 200},
+                      "requestObject": {"spec": {"finalizers": finalizers}}})
+
+    def request(verb, ns):
+        return stamp({"verb": verb, "objectRef": {"resource": "namespaces", "name": ns},
+                      "user": {"username": "labkit-admin"}, "responseStatus": {"code": 200}})
+    built = [request("create", "legacy"), request("delete", "legacy"), request("create", "billing")]   # the lab's build
     events = [finalize("legacy", []),                                       # force-finalize's own work
-              {"verb": "delete", "objectRef": {"resource": "namespaces", "name": "billing"},
-               "user": {"username": "labkit-admin"}, "responseStatus": {"code": 200}},   # conditions' own work
+              request("delete", "billing"),                                 # conditions' own work
               finalize("reports", [], user=module.CONTROLLER_USER),
               finalize("sandbox", ["kubernetes", "example.com/hold"]), finalize("sandbox", ["kubernetes"])]
     monkeypatch.setattr(module, "_audit", lambda ctx: events)
+    monkeypatch.setattr(module, "_namespace_history", lambda ctx: built + events)
     ctx = context("namespace", "own-finalizer")
     assert module._other_namespace_writes(ctx, "sandbox") == []
     events += [finalize("default", ["kubernetes", "example.com/hold"]), finalize("billing", ["kubernetes", "x.io/y"])]
     assert module._other_namespace_writes(ctx, "sandbox") == ["update …/finalize on default",
                                                              "update …/finalize on billing"]
+    # a finalize request that takes finalizers away from another exercise's namespace is that
+    # exercise's work only while the namespace is being deleted: on billing still Active it passed
+    del events[-2:]
+    events.insert(0, {**finalize("billing", []), "requestReceivedTimestamp": "2026-12-07T17:00:12.500000Z"})
+    assert module._other_namespace_writes(ctx, "sandbox") == ["update …/finalize on billing"]
 
 
 def test_a_try_kept_before_a_reset_still_earns_no_points_until_forgotten(monkeypatch):
@@ -280,6 +295,7 @@ def test_own_finalizer_leaves_a_namespace_the_student_made_to_them(monkeypatch):
               request("update", "sandbox", "finalize", ["kubernetes", "example.com/hold"]),
               request("update", "sandbox", "finalize", ["kubernetes"])]
     monkeypatch.setattr(module, "_audit", lambda ctx: events)
+    monkeypatch.setattr(module, "_namespace_history", lambda ctx: events)
     ctx = context("namespace", "own-finalizer")
     assert module._other_namespace_writes(ctx, "sandbox") == []
     # a finalizer of their own on it still counts (what this exercise must keep to sandbox), and a
