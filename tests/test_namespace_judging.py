@@ -421,3 +421,15 @@ def test_conditions_counts_content_added_with_finalizers_as_a_changed_situation(
     monkeypatch.setattr(module, "_audit", lambda ctx: events)
     ctx = context("namespace", "conditions")
     assert module._released_content(ctx, "billing") == ["create configmaps/extra with mine.example.com/x"]
+
+
+def test_force_finalize_a_missing_object_is_not_said_to_be_of_a_custom_kind():
+    # a newcomer listed the Backup and left out the ConfigMap: "look at every namespaced resource
+    # type, not only the built-in kinds" sent them to the custom kinds they had already looked at
+    ctx = context("namespace", "force-finalize")
+    with pytest.raises(CheckFailed) as failed:
+        checks("namespace").grade_force_finalize_answer(
+            ctx, "legacy", ["backups.example.com/weekly"], True, ["backups.example.com/weekly", "configmaps/app-config"])
+    message = str(failed.value)
+    assert "objects left behind are missing from your list" in message
+    assert "not only the built-in kinds" not in message and "configmaps" not in message, message

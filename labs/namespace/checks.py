@@ -967,7 +967,7 @@ def grade_force_finalize_answer(ctx, name: str, got: list, visible: bool, left: 
         # neither named nor counted
         if set(left) - set(got) - named:
             parts.append("objects left behind are missing from your list: look at every namespaced resource type "
-                         "(`kubectl api-resources --namespaced`), not only the built-in kinds")
+                         "(`kubectl api-resources --namespaced`), built-in and custom alike")
         raise CheckFailed("left_behind: " + "\n".join(parts), expected=f"every object still stored under {name}",
                           observed=got, right_answer=right)
     if visible != bool(left):
