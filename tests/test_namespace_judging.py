@@ -93,6 +93,11 @@ def test_volume_in_use_fails_when_a_healthy_node_is_marked_out_of_service_too():
         checks("namespace").judge_volume_in_use(ctx, seen)
     assert "node labkit-node is marked out of service too" in str(failed.value)
     assert checks("namespace").judge_volume_in_use(ctx, {**seen, "other_nodes_marked": []}).status == "pass"
+    # a newcomer marked labkit-node too, then took the mark off again: it passed
+    with pytest.raises(CheckFailed) as failed:
+        checks("namespace").judge_volume_in_use(ctx, {**seen, "other_nodes_marked": [],
+                                                      "other_nodes_marked_on_the_way": ["labkit-node"]})
+    assert "node labkit-node was marked out of service on the way" in str(failed.value)
 
 
 def test_broken_apiservice_fails_when_the_local_apiservices_were_deleted_too():

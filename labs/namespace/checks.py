@@ -1265,6 +1265,15 @@ def observe_volume_in_use(ctx) -> dict:
     seen = {
         "other_nodes_marked": sorted(n["metadata"]["name"] for n in others
                                      if any(t.get("key") == OUT_OF_SERVICE for t in (n.get("spec") or {}).get("taints") or [])),
+        # another node marked by a write of the student's since the exercise was built, the mark
+        # taken off again or not (None on a real cluster: no audit log)
+        "other_nodes_marked_on_the_way": None if events is None else sorted({
+            (e.get("objectRef") or {}).get("name") for e in events
+            if (e.get("objectRef") or {}).get("resource") == "nodes" and e.get("verb") in ("patch", "update")
+            and (e.get("objectRef") or {}).get("name") not in (None, node_name)
+            and not (e.get("user") or {}).get("username", "").startswith("system:")
+            and (e.get("responseStatus") or {}).get("code", 0) < 300
+            and OUT_OF_SERVICE in json.dumps(e.get("requestObject") or {})}),
         "claim_finalizers_edited_by": None if edits is None else
         [e["user"] for e in edits if "finalizers" in json.dumps(e["request"] or {})],
         "pod_force_deleted_by": None if deletes is None else
@@ -1322,6 +1331,15 @@ def judge_volume_in_use(ctx, seen: dict):
                           "node is dead and its volumes released — look at every node's taints (`kubectl get nodes "
                           "-o custom-columns=NAME:.metadata.name,TAINTS:.spec.taints`), and mark only the dead one "
                           f"({reset} takes the mark off the others)", expected=f"the out-of-service mark on {node_name} only",
+                          observed=marked_too, observed_in=LIVE)
+    if seen.get("other_nodes_marked_on_the_way"):
+        marked_too = seen["other_nodes_marked_on_the_way"]
+        raise CheckFailed(f"node {', '.join(marked_too)} was marked out of service on the way, though its machine "
+                          f"runs: only the machine behind {node_name} was shut down for good, and while the mark is "
+                          "on a node Kubernetes takes whatever runs there for dead (the NoExecute taint evicts its "
+                          "Pods, and once the node is not Ready its Pods and volumes are released) — taking it off "
+                          f"later does not undo that; {reset}, and mark only the dead node",
+                          expected=f"the out-of-service mark on {node_name} only, all along",
                           observed=marked_too, observed_in=LIVE)
     node = seen["node"]
     if node is None:
