@@ -380,3 +380,74 @@ def test_foreground_passes_without_a_remark_when_the_deployment_was_deleted_agai
     result = checks("gc").judge_foreground_delete(ctx, obs)
     assert result.status == "pass", result.message
     assert "changed the situation" not in result.message and "yourself" not in result.message, result.message
+
+
+_DELETE_API = {"verb": "delete", "kind": "Deployment", "name": "api", "finalizers": False, "policy": "Foreground"}
+_FIX_BESIDE_ANSWER = [
+    # (exercise, right answer, wrong answer, observation of a fix that fails, of one not done yet)
+    ("background-delete", "order: [Deployment, ReplicaSet, Pod]\n", "order: [Deployment, Pod, ReplicaSet]\n",
+     _cascade_obs(delete="Orphan"), _cascade_obs(deployment="present")),
+    ("foreground-delete", "finalizer: foregroundDeletion\nlast: Deployment\n",
+     "finalizer: foregroundDeletion\nlast: Pod\n",
+     {"deployment": "gone", "audit": True, "delete": "Foreground", "left": [], "deleted_by": [],
+      "writes": [_DELETE_API, {**_DELETE_API, "kind": "Pod", "name": "api-6c9f8d7b5-x2k4q", "policy": "Background"}]},
+     {"deployment": "present", "audit": True, "delete": None, "left": [], "deleted_by": [], "writes": []}),
+    ("stuck-finalizer", "pod: reports-abcde\nfinalizer: example.com/upload\n",
+     "pod: reports-abcde\nfinalizer: example.com/keep\n",
+     {"left": [], "audit": True, "held": {"reports-abcde": ["example.com/upload"]},
+      "writes": [{"verb": "delete", "kind": "ReplicaSet", "name": "reports", "finalizers": False}], "pod_writes": []},
+     None),
+]
+
+
+@pytest.mark.parametrize("exercise,right,wrong,failing_fix,not_done", _FIX_BESIDE_ANSWER,
+                         ids=[case[0] for case in _FIX_BESIDE_ANSWER])
+def test_a_fix_that_fails_beside_a_right_answer_is_no_wrong_answer(monkeypatch, exercise, right, wrong, failing_fix,
+                                                                    not_done):
+    """README: a fix that fails beside a right answer is no wrong answer, and a check that cannot
+    judge the answer yet counts nothing. A newcomer's right answer, checked before the Deployment was
+    deleted, then after a Pod deleted by hand or a DELETE with the wrong policy, was counted as 3
+    different wrong answers ('passed after 8 different wrong answers' after 5)."""
+    from labkit.exercises import run_check
+    ctx = context("gc", exercise, right)
+    lab_checks = ctx.lab._load("checks.py")
+    monkeypatch.setattr(lab_checks, f"observe_{exercise.replace('-', '_')}", lambda ctx: observed[0])
+    monkeypatch.setattr(lab_checks, "_cascade", lambda ctx, policy: {
+        "delete_order": ["Deployment", "ReplicaSet", "Pod"], "waited_with": ["foregroundDeletion"],
+        "removed": ["Pod", "ReplicaSet", "Deployment"]} if policy in ("Background", "Foreground") else {})
+    (ctx.env.state.dir / "tries.json").unlink(missing_ok=True)
+    observed = [failing_fix]
+    result = run_check(ctx.env, ctx.exercise)
+    assert result.status == "fail", result.message
+    assert ctx.env.state.wrong_answers_checked(exercise) == 0, result.message
+    if not_done is not None:
+        observed[0] = not_done
+        ctx.answer_path.write_text(wrong)
+        result = run_check(ctx.env, ctx.exercise)
+        assert result.status == "fail" and "still there" in result.message, result.message
+        assert ctx.env.state.wrong_answers_checked(exercise) == 0, result.message
+    observed[0] = failing_fix
+    ctx.answer_path.write_text(wrong)
+    assert run_check(ctx.env, ctx.exercise).status == "fail"
+    assert ctx.env.state.wrong_answers_checked(exercise) == 1
+    (ctx.env.state.dir / "tries.json").unlink(missing_ok=True)
+
+
+def test_owner_chain_a_changed_chain_beside_a_right_reading_is_no_wrong_answer(monkeypatch):
+    # a newcomer deleted a Pod of web (its ReplicaSet made another) and then read the chain right: the
+    # check fails on the change, and counted the right reading as a wrong answer
+    gc = checks("gc")
+    rs_uid, dep_uid = "11111111-1111-1111-1111-11111111abcd", "22222222-2222-2222-2222-22222222abcd"
+    objects = {"pods": {"metadata": {"name": "web-84cccc9b67-fckjx", "uid": "33333333-3333-3333-3333-333333333333",
+                                     "ownerReferences": [{"kind": "ReplicaSet", "name": "web-84cccc9b67",
+                                                          "uid": rs_uid, "controller": True}]}},
+               "replicasets": {"metadata": {"name": "web-84cccc9b67", "uid": rs_uid,
+                                            "ownerReferences": [{"kind": "Deployment", "name": "web", "uid": dep_uid,
+                                                                 "controller": True}]}}}
+    client = type("Client", (), {"get_or_none": lambda self, api, resource, name, ns=None: objects.get(resource)})()
+    monkeypatch.setattr(gc, "for_env", lambda env: type("Target", (), {"client": lambda self: client})())
+    writes = {"writes": ["delete Pod web-84cccc9b67-bmc5h"]}
+    for uid, not_wrong in ((rs_uid, True), (dep_uid, False)):
+        ctx = context("gc", "owner-chain", f"pod: web-84cccc9b67-fckjx\nreplicaset: {uid}\ndeployment: {dep_uid}\n")
+        _fails(lambda: gc.judge_owner_chain(ctx, writes), "you changed the chain of Deployment web by hand")
+        assert ctx.answer_not_wrong is not_wrong

@@ -336,3 +336,16 @@ def test_the_gc_observes_a_scenarios_objects_before_its_steps(monkeypatch):
     monkeypatch.setattr(graph_builder.GraphBuilder, "_put", late_pods)
     report = play(GC_DIR / "gc-14-foreground-owner-waits-for-blocking-pods.yaml")
     assert report.passed, explain(report)
+
+
+def test_cli_says_when_a_dangling_owners_name_belongs_to_another_object():
+    # predict-dangling's stranger names the ConfigMap anchor of predict-b by UID; predict-a has an
+    # anchor too: the log said "owner ConfigMap anchor is absent" though `kubectl get cm anchor`
+    # finds one (isDangling: same name, another UID)
+    _prediction_written()
+    case = Path(__file__).resolve().parent.parent / "labs" / "gc" / "scenarios" / "predict.yaml"
+    text = labkit("gc", "run", "-f", str(case), check=0).stdout
+    stranger = [line for line in text.splitlines() if "predict-a/stranger: owner ConfigMap anchor is absent" in line]
+    assert stranger and "(the ConfigMap anchor the GC found has another UID than the reference)" in stranger[0], text
+    orphan = [line for line in text.splitlines() if "predict-a/orphan: owner" in line]
+    assert orphan and "another UID" not in orphan[0], text

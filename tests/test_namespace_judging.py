@@ -93,6 +93,11 @@ def test_volume_in_use_fails_when_a_healthy_node_is_marked_out_of_service_too():
         checks("namespace").judge_volume_in_use(ctx, seen)
     assert "node labkit-node is marked out of service too" in str(failed.value)
     assert checks("namespace").judge_volume_in_use(ctx, {**seen, "other_nodes_marked": []}).status == "pass"
+    # a newcomer marked labkit-node too, then took the mark off again: it passed
+    with pytest.raises(CheckFailed) as failed:
+        checks("namespace").judge_volume_in_use(ctx, {**seen, "other_nodes_marked": [],
+                                                      "other_nodes_marked_on_the_way": ["labkit-node"]})
+    assert "node labkit-node was marked out of service on the way" in str(failed.value)
 
 
 def test_broken_apiservice_fails_when_the_local_apiservices_were_deleted_too():
@@ -192,21 +197,36 @@ def test_an_unquoted_error_message_is_told_to_be_quoted():
 def test_own_finalizer_counts_other_namespaces_but_not_the_other_exercises_work(monkeypatch):
     module = checks("namespace")
 
+    clock = iter(range(10, 100))
+
+    def stamp(event):
+        return {**event, "requestReceivedTimestamp": f"2026-12-07T17:00:{next(clock):02d}.000000Z"}
+
     def finalize(ns, finalizers, user="labkit-admin"):
-        return {"verb": "update", "objectRef": {"resource": "namespaces", "name": ns, "subresource": "finalize"},
-                "user": {"username": user}, "responseStatus": {"code": 200},
-                "requestObject": {"spec": {"finalizers": finalizers}}}
+        return stamp({"verb": "update", "objectRef": {"resource": "namespaces", "name": ns, "subresource": "finalize"},
+                      "user": {"username": user}, "responseStatus": {"code": 200},
+                      "requestObject": {"spec": {"finalizers": finalizers}}})
+
+    def request(verb, ns):
+        return stamp({"verb": verb, "objectRef": {"resource": "namespaces", "name": ns},
+                      "user": {"username": "labkit-admin"}, "responseStatus": {"code": 200}})
+    built = [request("create", "legacy"), request("delete", "legacy"), request("create", "billing")]   # the lab's build
     events = [finalize("legacy", []),                                       # force-finalize's own work
-              {"verb": "delete", "objectRef": {"resource": "namespaces", "name": "billing"},
-               "user": {"username": "labkit-admin"}, "responseStatus": {"code": 200}},   # conditions' own work
+              request("delete", "billing"),                                 # conditions' own work
               finalize("reports", [], user=module.CONTROLLER_USER),
               finalize("sandbox", ["kubernetes", "example.com/hold"]), finalize("sandbox", ["kubernetes"])]
     monkeypatch.setattr(module, "_audit", lambda ctx: events)
+    monkeypatch.setattr(module, "_namespace_history", lambda ctx: built + events)
     ctx = context("namespace", "own-finalizer")
     assert module._other_namespace_writes(ctx, "sandbox") == []
     events += [finalize("default", ["kubernetes", "example.com/hold"]), finalize("billing", ["kubernetes", "x.io/y"])]
     assert module._other_namespace_writes(ctx, "sandbox") == ["update …/finalize on default",
                                                              "update …/finalize on billing"]
+    # a finalize request that takes finalizers away from another exercise's namespace is that
+    # exercise's work only while the namespace is being deleted: on billing still Active it passed
+    del events[-2:]
+    events.insert(0, {**finalize("billing", []), "requestReceivedTimestamp": "2026-12-07T17:00:12.500000Z"})
+    assert module._other_namespace_writes(ctx, "sandbox") == ["update …/finalize on billing"]
 
 
 def test_a_try_kept_before_a_reset_still_earns_no_points_until_forgotten(monkeypatch):
@@ -280,6 +300,7 @@ def test_own_finalizer_leaves_a_namespace_the_student_made_to_them(monkeypatch):
               request("update", "sandbox", "finalize", ["kubernetes", "example.com/hold"]),
               request("update", "sandbox", "finalize", ["kubernetes"])]
     monkeypatch.setattr(module, "_audit", lambda ctx: events)
+    monkeypatch.setattr(module, "_namespace_history", lambda ctx: events)
     ctx = context("namespace", "own-finalizer")
     assert module._other_namespace_writes(ctx, "sandbox") == []
     # a finalizer of their own on it still counts (what this exercise must keep to sandbox), and a
@@ -405,3 +426,15 @@ def test_conditions_counts_content_added_with_finalizers_as_a_changed_situation(
     monkeypatch.setattr(module, "_audit", lambda ctx: events)
     ctx = context("namespace", "conditions")
     assert module._released_content(ctx, "billing") == ["create configmaps/extra with mine.example.com/x"]
+
+
+def test_force_finalize_a_missing_object_is_not_said_to_be_of_a_custom_kind():
+    # a newcomer listed the Backup and left out the ConfigMap: "look at every namespaced resource
+    # type, not only the built-in kinds" sent them to the custom kinds they had already looked at
+    ctx = context("namespace", "force-finalize")
+    with pytest.raises(CheckFailed) as failed:
+        checks("namespace").grade_force_finalize_answer(
+            ctx, "legacy", ["backups.example.com/weekly"], True, ["backups.example.com/weekly", "configmaps/app-config"])
+    message = str(failed.value)
+    assert "objects left behind are missing from your list" in message
+    assert "not only the built-in kinds" not in message and "configmaps" not in message, message

@@ -121,6 +121,18 @@ def test_student_work_lists_each_exercise_changes(lab):
     assert labkit("reset", "namespace", env=lab, timeout=600).returncode == 0
 
 
+def test_a_changed_apiservice_is_listed_and_put_back(lab):
+    # a newcomer made the APIService Local (spec.service null) for broken-apiservice; the reset put
+    # it back as the lab builds it and listed only the namespace and the Service
+    kubectl(lab, "patch", "apiservice", "v1beta1.metrics.k8s.io", "--type=merge", "-p", '{"spec":{"service":null}}')
+    listed = labkit("reset", "namespace", "broken-apiservice", env=lab, check=2, timeout=300).stderr
+    assert "your changes to the APIService v1beta1.metrics.k8s.io" in listed, listed
+    labkit("reset", "namespace", "broken-apiservice", "--yes", env=lab, check=0, timeout=300)
+    service = kubectl(lab, "get", "apiservice", "v1beta1.metrics.k8s.io", "-o", "jsonpath={.spec.service.name}").stdout
+    assert service == "metrics-server"
+    assert labkit("reset", "namespace", "broken-apiservice", env=lab, timeout=300).returncode == 0
+
+
 def test_a_deleted_volume_is_listed_and_the_reset_binds_the_new_claim_to_a_new_one(lab):
     # the Bound volume stays Terminating (kubernetes.io/pv-protection); the reset lists it, empties
     # archive (the claim goes, the volume is Released and goes) and makes volume and claim again

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from labkit.exercises import LIVE, CheckFailed, NotJudged, settle, wait_for
 from labkit.apiserver.target import for_env
+from labkit.errors import LabkitError
 from labkit.gc import reconstruct
 from labkit.state import write_json_atomic
 
@@ -163,6 +164,21 @@ def check_owner_chain(ctx):
     return judge_owner_chain(ctx, observe_owner_chain(ctx))
 
 
+def _chain_answer_right(ctx, pod_name: str, rs_uid: str, dep_uid: str) -> bool:
+    """Whether the answer reads the live chain of a Pod of the Deployment right (nothing said)."""
+    p = ctx.params
+    try:
+        client = for_env(ctx.env).client()
+    except LabkitError:     # the lab's server is down: the check says so on its own
+        return False
+    pod = client.get_or_none("v1", "pods", pod_name, p["namespace"])
+    rs_ref = _controller_ref(pod) if pod else None
+    rs = client.get_or_none("apps/v1", "replicasets", rs_ref["name"], p["namespace"]) if rs_ref else None
+    dep_ref = _controller_ref(rs) if rs else None
+    return bool(dep_ref and dep_ref.get("kind") == "Deployment" and dep_ref.get("name") == p["deployment"]
+                and rs_ref["uid"] == rs_uid and dep_ref["uid"] == dep_uid)
+
+
 def judge_owner_chain(ctx, obs):
     p = ctx.params
     answer = ctx.answer()
@@ -173,6 +189,8 @@ def judge_owner_chain(ctx, obs):
     rs_uid = str(ctx.answer_field(answer, "replicaset", str)).strip()
     dep_uid = str(ctx.answer_field(answer, "deployment", str)).strip()
     if obs["writes"]:
+        # a change of the chain that fails beside a right reading of it is no wrong answer (run_check)
+        ctx.answer_not_wrong = _chain_answer_right(ctx, pod_name, rs_uid, dep_uid)
         return ctx.failed(f"you changed the chain of Deployment {p['deployment']} by hand ({'; '.join(obs['writes'][:3])}"
                           f"{'; …' if len(obs['writes']) > 3 else ''}): reading an owner chain changes nothing, and "
                           "the exercise is judged on the chain as the lab built it — `labkit reset gc "
@@ -417,7 +435,11 @@ def judge_background_delete(ctx, obs):
     ns, name = p["namespace"], p["deployment"]
     order = _order_answer(ctx, ctx.answer(), "order")
     if obs["deployment"] == "present":
-        raise CheckFailed(f"the Deployment {name} is still there: delete it (`kubectl delete deployment {name} -n {ns}`)")
+        # nothing to judge the answer on yet: no wrong answer (NotJudged)
+        raise NotJudged(f"the Deployment {name} is still there: delete it (`kubectl delete deployment {name} -n {ns}`)")
+    truth = _cascade(ctx, "Background")["delete_order"]
+    # a deletion that fails beside a right order is no wrong answer (run_check counts none)
+    ctx.answer_not_wrong = order == truth
     if obs["audit"]:
         if obs["delete"] is None:
             raise _no_delete(f"Deployment {name}")
@@ -448,7 +470,6 @@ def judge_background_delete(ctx, obs):
                           observed_in=LIVE)
     if obs["left"]:
         _still_going_obs(obs["left"], "the background deletion", ns)
-    truth = _cascade(ctx, "Background")["delete_order"]
     if order != truth:
         return ctx.failed("order: that is not the order in which the DELETE requests of the Deployment, its "
                           "ReplicaSet and its Pods come when the Deployment is deleted in the background: look "
@@ -485,7 +506,11 @@ def judge_foreground_delete(ctx, obs):
         raise CheckFailed("last: write one of Deployment, Pod and ReplicaSet", expected="one of Deployment, Pod and "
                           "ReplicaSet", observed=last)
     if obs["deployment"] == "present":
-        raise CheckFailed(f"the Deployment {name} is still there: delete it with --cascade=foreground")
+        # nothing to judge the answer on yet: no wrong answer (NotJudged)
+        raise NotJudged(f"the Deployment {name} is still there: delete it with --cascade=foreground")
+    truth = _cascade(ctx, "Foreground")
+    # a deletion that fails beside a right answer is no wrong answer (run_check counts none)
+    ctx.answer_not_wrong = finalizer in truth["waited_with"] and last == (truth["removed"] or [None])[-1]
     if obs["audit"]:
         if obs["delete"] is None:
             raise _no_delete(f"Deployment {name}")
@@ -532,7 +557,6 @@ def judge_foreground_delete(ctx, obs):
                           observed=[f"{w['verb']} {w['kind']} {w['name']}" for w in hand], observed_in=LIVE)
     if obs["left"]:
         _still_going_obs(obs["left"], "the foreground deletion", ns)
-    truth = _cascade(ctx, "Foreground")
     changed = _changed_note(obs["writes"], name)
     wrong = []
     if finalizer not in truth["waited_with"]:
@@ -1065,6 +1089,9 @@ def judge_stuck_finalizer(ctx, obs):
     answer = ctx.answer()
     pod_name = str(ctx.answer_field(answer, "pod", str)).strip()
     finalizer = str(ctx.answer_field(answer, "finalizer", str)).strip()
+    # a release that fails beside a right diagnosis is no wrong answer (run_check counts none)
+    ctx.answer_not_wrong = (pod_name in obs["held"] and finalizer not in GC_FINALIZERS
+                            and finalizer in {f for fs in obs["held"].values() for f in fs})
     if obs["writes"]:
         first = obs["writes"][0]
         return ctx.failed(f"you changed the ReplicaSet {name} by hand ({first['verb']}): its foregroundDeletion "

@@ -26,6 +26,7 @@ import json
 import re
 
 from labkit import predictions
+from labkit.apiserver.audit import received_at
 from labkit.exercises import LIVE, CheckFailed, NotJudged, settle, wait_for
 
 CONTROLLER_USER = "system:serviceaccount:kube-system:namespace-controller"
@@ -966,7 +967,7 @@ def grade_force_finalize_answer(ctx, name: str, got: list, visible: bool, left: 
         # neither named nor counted
         if set(left) - set(got) - named:
             parts.append("objects left behind are missing from your list: look at every namespaced resource type "
-                         "(`kubectl api-resources --namespaced`), not only the built-in kinds")
+                         "(`kubectl api-resources --namespaced`), built-in and custom alike")
         raise CheckFailed("left_behind: " + "\n".join(parts), expected=f"every object still stored under {name}",
                           observed=got, right_answer=right)
     if visible != bool(left):
@@ -1043,20 +1044,24 @@ def _other_namespace_writes(ctx, name) -> list[str] | None:
     exercise's work: any update, patch or delete (of the namespace or its finalize/status
     subresource) of a namespace that is no exercise's (default, kube-system, ...), and a finalize
     request that puts a finalizer other than `kubernetes` on any other namespace (what this
-    exercise does; the other exercises only take finalizers away). A namespace the student created
-    themselves (since the exercise was built: another exercise's experiment, say) is theirs to
-    change or delete, as the exercises' namespaces are. As `update …/finalize on default`; None on
-    a real cluster (no audit log)."""
+    exercise does; the other exercises only take finalizers away), or that takes finalizers away
+    from another exercise's namespace that was not being deleted then (no exercise does that: the
+    finalize requests of the others, right or wrong, are on namespaces being deleted; one on an
+    Active namespace, billing say, leaves it to go at once when it is deleted, its content left in
+    storage). A namespace the student created themselves (since the exercise was built: another
+    exercise's experiment, say) is theirs to change or delete, as the exercises' namespaces are. As
+    `update …/finalize on default`; None on a real cluster (no audit log)."""
     events = _audit(ctx)
     if events is None:
         return None
+    deleting = _namespaces_being_deleted(_namespace_history(ctx)) if any(
+        (e.get("objectRef") or {}).get("subresource") == "finalize" for e in events) else None
     exercises = set(getattr(_lab(ctx.env), "EXERCISE_NAMESPACES", {}).values())
     theirs = {(e.get("objectRef") or {}).get("name") for e in events
               if e.get("verb") == "create" and (e.get("objectRef") or {}).get("resource") == "namespaces"
               and not (e.get("objectRef") or {}).get("subresource")
               and not (e.get("user") or {}).get("username", "").startswith("system:")
               and (e.get("responseStatus") or {}).get("code", 0) < 300} - {name, None}
-    exercises |= theirs
     out = []
     for e in events:
         ref = e.get("objectRef") or {}
@@ -1067,13 +1072,39 @@ def _other_namespace_writes(ctx, name) -> list[str] | None:
             continue
         sent = ((e.get("requestObject") or {}).get("spec") or {}).get("finalizers") or [] \
             if ref.get("subresource") == "finalize" else []
-        if ref["name"] in exercises and not any(f != "kubernetes" for f in sent):
+        if not any(f != "kubernetes" for f in sent) and (ref["name"] in theirs or ref["name"] in exercises and (
+                ref.get("subresource") != "finalize" or deleting(ref["name"], received_at(e)))):
             continue
         what = f"{e['verb']} …/{ref['subresource']}" if ref.get("subresource") else e["verb"]
         entry = f"{what} on {ref['name']}"
         if entry not in out:
             out.append(entry)
     return out
+
+
+def _namespace_history(ctx) -> list[dict]:
+    """The whole audit log's requests on namespaces (the lab's builds and resets included: they
+    create and delete through the API too), but the namespace controller's."""
+    return _lab(ctx.env).target(ctx.env).audit(exclude_users=(CONTROLLER_USER,), containing="namespaces") or []
+
+
+def _namespaces_being_deleted(events: list[dict]):
+    """deleting(name, time): whether the namespace `name` was being deleted at `time` (seconds since
+    the epoch), as `events` have it: a successful DELETE of it, by anyone, since the last create of
+    that name."""
+    marks: dict[str, list[tuple[str, bool]]] = {}
+    for e in events:
+        ref = e.get("objectRef") or {}
+        if ref.get("resource") != "namespaces" or ref.get("subresource") or e.get("verb") not in ("create", "delete") \
+                or (e.get("responseStatus") or {}).get("code", 0) >= 300:
+            continue
+        name = ref.get("name") or ((e.get("requestObject") or {}).get("metadata") or {}).get("name")
+        marks.setdefault(name, []).append((received_at(e), e["verb"] == "delete"))
+
+    def deleting(name: str, at: float) -> bool:
+        before = [d for t, d in marks.get(name, []) if t <= at]
+        return bool(before) and before[-1]
+    return deleting
 
 
 # the finalizer names Kubernetes defines itself (pkg/apis/core/helper/helpers.go, standardFinalizers:
@@ -1097,7 +1128,9 @@ def judge_own_finalizer(ctx, seen: dict):
         touched = sorted({o.rsplit(" on ", 1)[1] for o in others})
         raise CheckFailed(f"you also changed namespace {', '.join(touched)} ({'; '.join(others)}): the exercise is "
                           f"about {name} only, and every other namespace stays as it was — a finalizer of your own left "
-                          "on another namespace keeps it from ever being deleted. Look at "
+                          "on another namespace keeps it from ever being deleted, and a finalize request that takes "
+                          "`kubernetes` away from one not being deleted lets it go at once when it is deleted, its content "
+                          "left in storage. Look at "
                           f"`kubectl get ns {touched[0]} -o yaml` (spec.finalizers), and `labkit reset namespace "
                           f"{ctx.exercise.id}` to start over", expected=f"requests on namespace {name} only",
                           observed=others, observed_in=LIVE)
@@ -1232,6 +1265,15 @@ def observe_volume_in_use(ctx) -> dict:
     seen = {
         "other_nodes_marked": sorted(n["metadata"]["name"] for n in others
                                      if any(t.get("key") == OUT_OF_SERVICE for t in (n.get("spec") or {}).get("taints") or [])),
+        # another node marked by a write of the student's since the exercise was built, the mark
+        # taken off again or not (None on a real cluster: no audit log)
+        "other_nodes_marked_on_the_way": None if events is None else sorted({
+            (e.get("objectRef") or {}).get("name") for e in events
+            if (e.get("objectRef") or {}).get("resource") == "nodes" and e.get("verb") in ("patch", "update")
+            and (e.get("objectRef") or {}).get("name") not in (None, node_name)
+            and not (e.get("user") or {}).get("username", "").startswith("system:")
+            and (e.get("responseStatus") or {}).get("code", 0) < 300
+            and OUT_OF_SERVICE in json.dumps(e.get("requestObject") or {})}),
         "claim_finalizers_edited_by": None if edits is None else
         [e["user"] for e in edits if "finalizers" in json.dumps(e["request"] or {})],
         "pod_force_deleted_by": None if deletes is None else
@@ -1289,6 +1331,15 @@ def judge_volume_in_use(ctx, seen: dict):
                           "node is dead and its volumes released — look at every node's taints (`kubectl get nodes "
                           "-o custom-columns=NAME:.metadata.name,TAINTS:.spec.taints`), and mark only the dead one "
                           f"({reset} takes the mark off the others)", expected=f"the out-of-service mark on {node_name} only",
+                          observed=marked_too, observed_in=LIVE)
+    if seen.get("other_nodes_marked_on_the_way"):
+        marked_too = seen["other_nodes_marked_on_the_way"]
+        raise CheckFailed(f"node {', '.join(marked_too)} was marked out of service on the way, though its machine "
+                          f"runs: only the machine behind {node_name} was shut down for good, and while the mark is "
+                          "on a node Kubernetes takes whatever runs there for dead (the NoExecute taint evicts its "
+                          "Pods, and once the node is not Ready its Pods and volumes are released) — taking it off "
+                          f"later does not undo that; {reset}, and mark only the dead node",
+                          expected=f"the out-of-service mark on {node_name} only, all along",
                           observed=marked_too, observed_in=LIVE)
     node = seen["node"]
     if node is None:

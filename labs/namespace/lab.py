@@ -59,6 +59,10 @@ OPTIONS = ("kubeconfig", "context")
 CRD_NAME = "backups.example.com"
 APISERVICE = "v1beta1.metrics.k8s.io"
 METRICS_SERVICE = ("kube-system", "metrics-server")
+# the APIService of metrics-server as the lab builds it (what a reset of broken-apiservice puts back)
+APISERVICE_SPEC = {"group": "metrics.k8s.io", "version": "v1beta1", "groupPriorityMinimum": 100, "versionPriority": 100,
+                   "insecureSkipTLSVerify": True,
+                   "service": {"namespace": METRICS_SERVICE[0], "name": METRICS_SERVICE[1], "port": 443}}
 BACKEND_TAG = "metrics-server"      # the process behind the metrics-server Pod
 BACKEND_PORT_FILE = "metrics-server.port"
 DELETED_AT_SETUP = ("attic", "reports", "legacy", "archive")
@@ -339,9 +343,7 @@ def _metrics_apiservice(env, t: Target) -> None:
              METRICS_SERVICE[0])
     t.create(env, "apiregistration.k8s.io/v1", "apiservices", {
         "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService", "metadata": {"name": APISERVICE},
-        "spec": {"group": "metrics.k8s.io", "version": "v1beta1", "groupPriorityMinimum": 100, "versionPriority": 100,
-                 "insecureSkipTLSVerify": True,
-                 "service": {"namespace": METRICS_SERVICE[0], "name": METRICS_SERVICE[1], "port": 443}}})
+        "spec": dict(APISERVICE_SPEC, service=dict(APISERVICE_SPEC["service"]))})
     if t.embedded:
         _wait(lambda: apiservice_available(c), f"APIService {APISERVICE} to be Available")
 
@@ -599,8 +601,11 @@ def _work_in(env, c, exercise_id: str) -> list[str]:
             elif list(found["metadata"].get("finalizers") or []) != built:
                 out.append(f"the finalizers you changed on {resource} {ns}/{name}")
     if exercise_id == "broken-apiservice":
-        if c.get_or_none("apiregistration.k8s.io/v1", "apiservices", APISERVICE) is None:
+        apiservice = c.get_or_none("apiregistration.k8s.io/v1", "apiservices", APISERVICE)
+        if apiservice is None:
             out.append(f"the APIService {APISERVICE} you deleted (it is made again)")
+        elif any((apiservice.get("spec") or {}).get(k) != v for k, v in APISERVICE_SPEC.items()):
+            out.append(f"your changes to the APIService {APISERVICE} (it is made again as the lab builds it)")
         missing = [a["metadata"]["name"] for a in _missing_local_apiservices(env, c)]
         if missing:
             out.append(f"the {len(missing)} APIService(s) of the API server's own groups you deleted "

@@ -40,6 +40,16 @@ def _owner_summary(refs: list[dict]) -> str:
     return ", ".join(f"{r.get('kind')} {r.get('name')}" for r in refs)
 
 
+def _another_uid(dangling: list[dict], renamed: set) -> str:
+    """The note for dangling references whose name is held by another object: the owner the
+    reference means (by UID) is absent, though `kubectl get` finds one of that name (isDangling:
+    the UIDs differ)."""
+    named = [r for r in dangling if r.get("uid") in renamed]
+    if not named:
+        return ""
+    return f" (the {_owner_summary(named)} the GC found {'has' if len(named) == 1 else 'have'} another UID than the reference)"
+
+
 class GarbageCollector:
     """kube-controller-manager runs --concurrent-gc-syncs=20 workers per queue, re-reads discovery
     every 30 s (GarbageCollector.Sync) and resets its shared REST mapper every 30 s
@@ -280,20 +290,24 @@ class GarbageCollector:
             raise
         if owner["metadata"].get("uid") != reference.get("uid"):
             self.builder.absent_owner_cache.add(key)       # same name, another object
-            return True, None
+            return True, owner                             # (labkit's: the log says so)
         return False, owner
 
     def classify_references(self, item: Node, references: list[dict]):
-        solid, dangling, waiting = [], [], []
+        """solid, dangling, waitingForDependentsDeletion (classifyReferences); and, labkit's, the
+        UIDs of the dangling references whose name the GET found on another object (another UID)."""
+        solid, dangling, waiting, renamed = [], [], [], set()
         for ref in references:
             is_dangling, owner = self.is_dangling(ref, item)
             if is_dangling:
                 dangling.append(ref)
+                if owner is not None:
+                    renamed.add(ref.get("uid"))
             elif owner["metadata"].get("deletionTimestamp") and has_finalizer(owner, "foregroundDeletion"):
                 waiting.append(ref)
             else:
                 solid.append(ref)
-        return solid, dangling, waiting
+        return solid, dangling, waiting, renamed
 
     def attempt_to_delete_item(self, item: Node) -> None:
         who = describe(item.identity)
@@ -333,7 +347,7 @@ class GarbageCollector:
             self.log.record(CONTROLLER, "keep", item.identity, f"{who}: has no owner references → nothing to do",
                             level="debug")
             return
-        solid, dangling, waiting = self.classify_references(item, references)
+        solid, dangling, waiting, renamed = self.classify_references(item, references)
         classification = {"solid": [r.get("uid") for r in solid], "dangling": [r.get("uid") for r in dangling],
                           "waitingForDependentsDeletion": [r.get("uid") for r in waiting]}
         if solid:
@@ -344,7 +358,7 @@ class GarbageCollector:
                 return
             reasons = []
             if dangling:
-                reasons.append(f"absent owner(s) {_owner_summary(dangling)}")
+                reasons.append(f"absent owner(s) {_owner_summary(dangling)}{_another_uid(dangling, renamed)}")
             if waiting:
                 reasons.append(f"owner(s) {_owner_summary(waiting)} waiting for dependents' deletion")
             self.log.record(CONTROLLER, "remove-owner-references", item.identity,
@@ -377,7 +391,8 @@ class GarbageCollector:
             policy, why = "Background", "the default"
         reasons = []
         if dangling:
-            reasons.append(f"owner {_owner_summary(dangling)} {'is' if len(dangling) == 1 else 'are'} absent")
+            reasons.append(f"owner {_owner_summary(dangling)} {'is' if len(dangling) == 1 else 'are'} absent"
+                           + _another_uid(dangling, renamed))
         if waiting:
             reasons.append(f"owner {_owner_summary(waiting)} {'is' if len(waiting) == 1 else 'are'} waiting for "
                            "dependents' deletion")

@@ -62,3 +62,17 @@ def uses_a_standard_finalizer(env):
     domain because Kubernetes defines it (the garbage collector's), not a finalizer of one's own."""
     _finalize(env, ["kubernetes", "orphan"])
     _finalize(env, ["kubernetes"])
+
+
+@mistake("you also changed namespace billing", "every other namespace stays as it was")
+def clears_the_finalizers_of_another_active_namespace(env):
+    """Adds and removes its finalizer on sandbox as asked, and also tries /finalize on billing,
+    Active and not being deleted: clears its spec.finalizers, then puts `kubernetes` back. While
+    billing had none, deleting it would have removed it at once and left its content in storage
+    (it passed: a finalize request that only takes finalizers away was taken for another
+    exercise's work)."""
+    lab = env.lab.environment_module()
+    _finalize(env, ["kubernetes", "example.com/hold"])
+    _finalize(env, ["kubernetes"])
+    lab.finalize(env, "billing", [])
+    lab.finalize(env, "billing", ["kubernetes"])

@@ -59,3 +59,16 @@ def remove_the_volumes_finalizer(env):
     the volume's protection taken for the blocker (its controller puts it back: it is Bound)."""
     _client(env).patch("v1", "persistentvolumes", "archive-data",
                        [{"op": "remove", "path": "/metadata/finalizers"}], "json")
+
+
+@mistake("labkit-node was marked out of service on the way", "mark only the dead node")
+def marks_every_node_then_unmarks_the_running_one(env):
+    """`kubectl taint nodes --all node.kubernetes.io/out-of-service=nodeshutdown:NoExecute`, then,
+    seeing the healthy node marked too, `kubectl taint node labkit-node
+    node.kubernetes.io/out-of-service-`: only node-b keeps the mark, but the running node had it
+    meanwhile (it passed: only the marks left at the end were judged)."""
+    marks_every_node(env)
+    c = _client(env)
+    node = c.get("v1", "nodes", "labkit-node")
+    taints = [t for t in (node.get("spec") or {}).get("taints") or [] if t.get("key") != "node.kubernetes.io/out-of-service"]
+    c.patch("v1", "nodes", "labkit-node", {"spec": {"taints": taints or None}}, "merge")
