@@ -235,6 +235,51 @@ def test_access_grants_exactly_what_rule_allows_grants_name_by_name():
     assert got == expected
 
 
+def test_bindings_granting_names_exactly_the_bindings_whose_rules_allow_a_grant():
+    """bindings_granting asks each rule only about the grants of its verbs and groups, and a binding
+    once: the same bindings, in the same order, as asking rule_allows about every grant for every
+    rule the resolver visits."""
+    from labkit.apiserver.rbac import RuleResolver, rule_allows
+    built = LAB.rbac_as_built()
+    extra = [
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "n", "namespace": "shop"},
+         "rules": [{"verbs": ["get"], "apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["cfg"]},
+                   {"verbs": ["*"], "apiGroups": ["*"], "resources": ["secrets"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "n", "namespace": "shop"},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "n"},
+         "subjects": [{"kind": "ServiceAccount", "name": "reporter", "namespace": "shop"},
+                      {"kind": "Group", "name": "devs"}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "e"},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+         "subjects": [{"kind": "Group", "name": "devs"}]},
+        _fixed_binding({"kind": "ServiceAccount", "name": "reporter"})]
+    objects = built + extra
+    space = reconstruct.Space(SPACE.namespaces, SPACE.resources, ("cfg", "other"))
+    devs = reconstruct.Subject("dora", ("devs", "system:authenticated"), "dora")
+    compared = 0
+    for subject in (JOB, devs, reconstruct.Subject("nobody", ("system:authenticated",), "nobody")):
+        held = sorted(reconstruct.access(objects, subject, space))
+        asked = [held, [g for g in held if g[1] == "get"], [g for g in held if g[4]],
+                 [("shop", "delete", "", "secrets", ""), ("dev", "list", "apps", "deployments", "")]]
+        for grants in asked:
+            resolver, expected = RuleResolver(reconstruct.Objects(objects)), {}
+            for ns in sorted({g[0] for g in grants}):
+                attrs = [Attributes(subject.user, list(subject.groups), g[1], ns, group=g[2],
+                                    resource=g[3].partition("/")[0], subresource=g[3].partition("/")[2], name=g[4])
+                         for g in grants if g[0] == ns and not g[3].startswith("/")]
+
+                def visit(source, rule, error):
+                    if rule is not None and any(rule_allows(a, rule) for a in attrs):
+                        meta = source.binding["metadata"]
+                        expected[(source.binding["kind"], meta.get("namespace", ""), meta["name"])] = source.binding
+                    return True
+                resolver.visit_rules_for(subject.user, list(subject.groups), ns, visit)
+            got = reconstruct.bindings_granting(objects, subject, grants)
+            assert got == list(expected.values()), (subject.label, len(grants))
+            compared += bool(got)
+    assert compared >= 6        # most of the cases name a binding at all
+
+
 def test_an_image_policy_admitting_what_it_cannot_evaluate_is_told_so_not_about_ports(image_policy):
     """An expression that reads spec.initContainers without has() fails to evaluate on a Pod
     without init containers, and failurePolicy Ignore admits that Pod whatever its images: the
