@@ -12,7 +12,7 @@ import yaml
 
 from labkit.errors import ConfigError
 from labkit.labs import get_lab
-from labkit.resources import eviction, kmsg, kubelet
+from labkit.resources import eviction, kmsg, kubelet, situations
 from labkit.resources.node import Node, NodeConfig, load_pods_strict, quantity_string
 from labkit.pods import PodInvalid, pod_from_dict, qos_class, stable_uid
 from labkit.state import LabEnv, LabState
@@ -367,9 +367,10 @@ class FakeNode:
 
 def test_evict_withholds_a_ranking_that_places_one_look_alike_beside_another_pod(tmp_path, monkeypatch):
     """Before the eviction-order answer, `labkit resources evict` ranks no Pod shaped as one of
-    the exercise's (its priority and which memory and cpu it requests and limits, whatever the
-    amounts) beside another Pod: one look-alike at a time beside a Pod of the student's choice
-    would assemble the order. A look-alike alone on its node, and Pods of other shapes, are ranked."""
+    the exercise's (situations.eviction_shape: its priority and whether it requests memory, what
+    rankMemoryPressure reads, whatever the amounts) beside another Pod: one look-alike at a time
+    beside a Pod of the student's choice would assemble the order. A look-alike alone on its node,
+    and Pods of other shapes, are ranked."""
     from types import SimpleNamespace
 
     from typer.testing import CliRunner
@@ -377,13 +378,18 @@ def test_evict_withholds_a_ranking_that_places_one_look_alike_beside_another_pod
     from labkit.resources import cli
 
     classes = {"low-priority": -10, "high-priority": 1000000}
-    # crawler with another request (32Mi in the scenario), and a Pod no exercise Pod is shaped as
+    # crawler with another request (32Mi in the scenario), and two Pods no exercise Pod is shaped as:
+    # the exercise's high-priority Pod requests no memory, its low-priority one does
     crawler = make({"priorityClassName": "low-priority",
                     "containers": [{"name": "c", "resources": {"requests": {"memory": "1Mi"}}}]}, "mine", classes)
-    yardstick = make({"containers": [{"name": "c", "resources": {"requests": {"memory": "8Mi", "cpu": "10m"}}}]},
+    yardstick = make({"priorityClassName": "high-priority",
+                      "containers": [{"name": "c", "resources": {"requests": {"memory": "8Mi", "cpu": "10m"}}}]},
                      "yardstick", classes)
-    other = make({"containers": [{"name": "c", "resources": {"limits": {"memory": "8Mi"}, "requests": {"cpu": "5m"}}}]},
-                 "other", classes)
+    other = make({"priorityClassName": "low-priority",
+                  "containers": [{"name": "c", "resources": {"requests": {"cpu": "5m"}}}]}, "other", classes)
+    lab = get_lab("resources")
+    assert situations.eviction_pods_among(lab, [yardstick, other]) == set()
+    assert situations.eviction_pods_among(lab, [crawler]) == {"mine"}
     monkeypatch.setattr(cli, "_env", lambda: SimpleNamespace(lab=get_lab("resources")))
 
     def evict(*pods):
