@@ -458,6 +458,14 @@ def test_register_judges_the_list_kubelet_keeps_at_the_end_of_the_watch(lab):
         checks.judge_register(ctx, seen)
     assert "at the end of the check's window" in failed.value.message and "capacity of example.com/widget is 0" in \
         failed.value.message
+    # the empty message came before the check read the node: the list it emptied is named, not the node
+    seen = registered("example.com/widget")
+    seen["node"] = {"capacity": {"example.com/widget": 0}, "allocatable": {"example.com/widget": 0}}
+    seen["last"] = {"devices": [], "node": seen["node"]}
+    with pytest.raises(CheckFailed) as failed:
+        checks.judge_register(ctx, seen)
+    assert failed.value.message.startswith("at the end of the check's window (1 s from your registration): kubelet's "
+                                           "device list does not hold the exercise's device IDs")
     # the other plugin exercises judge their own later lists; register's end-of-watch list is its own
     health = CheckContext(env, the_lab.exercise("health"))
     assert checks.judge_register(health, {k: v for k, v in registered("example.com/widget").items() if k != "last"}).passed
