@@ -350,7 +350,8 @@ def test_pods_reach_machines_outside_the_cluster_through_the_cnis_masquerade(env
 def test_a_later_packet_is_traced_with_its_conntrack_entry(env, lab):
     """`labkit trace --ctstate ESTABLISHED` on a live node skips the nat table and takes the
     DNAT the connection's first packet got from the node's conntrack table."""
-    code = ("import socket,time; s=socket.socket(); s.bind(('10.244.1.2', 41234)); "
+    # a source port below the ephemeral range, so no other connection in the lab's tests shares it
+    code = ("import socket,time; s=socket.socket(); s.bind(('10.244.1.2', 31234)); "
             "s.connect(('10.96.0.10', 80)); print('up', flush=True); time.sleep(20)")
     holder = subprocess.Popen(["nsenter", f"--net=/run/netns/{env.netns_name('web-1')}", "--", sys.executable, "-c", code],
                               stdout=subprocess.PIPE, text=True)
@@ -358,12 +359,13 @@ def test_a_later_packet_is_traced_with_its_conntrack_entry(env, lab):
         assert holder.stdout.readline().strip() == "up"
         # the node's table read over ctnetlink in the node, as `conntrack -L` does (not through labkit)
         dump = ("from pyroute2 import Conntrack\nwith Conntrack() as ct:\n    for e in ct.dump_entries():\n"
-                "        if (e.tuple_orig.sport, e.tuple_orig.daddr, e.tuple_orig.dport) == (41234, '10.96.0.10', 80):\n"
+                "        if (e.tuple_orig.saddr, e.tuple_orig.sport, e.tuple_orig.daddr, e.tuple_orig.dport)"
+                " == ('10.244.1.2', 31234, '10.96.0.10', 80):\n"
                 "            print(e.tuple_reply.saddr, e.tuple_reply.sport)")
         endpoint = ":".join(subprocess.run(["nsenter", f"--net=/run/netns/{env.netns_name('node1')}", "--", sys.executable,
                                             "-c", dump], capture_output=True, text=True, check=True).stdout.split())
         assert endpoint.startswith("10.244.") and endpoint.endswith(":8080"), endpoint
-        result = json.loads(labkit("trace", "--node", "node1", "--src", "10.244.1.2", "--sport", "41234", "--dst",
+        result = json.loads(labkit("trace", "--node", "node1", "--src", "10.244.1.2", "--sport", "31234", "--dst",
                                    "10.96.0.10:80", "--ctstate", "ESTABLISHED", "-o", "json", env=lab, check=0).stdout)
         assert result["dnat"] == [{"target": endpoint, "probability": 1.0}]
         assert not any("statistic" in s["text"] for s in result["branches"][0]["steps"])
