@@ -451,7 +451,7 @@ def test_register_judges_the_list_kubelet_keeps_at_the_end_of_the_watch(lab):
                                             "allocatable": {"example.com/widget": 0}}}
     with pytest.raises(CheckFailed) as failed:
         checks.judge_register(ctx, seen)
-    assert failed.value.message.startswith("at the end of the check's window (1 s from your registration): kubelet's "
+    assert failed.value.message.startswith("at the end of the check's window (1 s from your plugin's first device list on): kubelet's "
                                            "device list does not hold the exercise's device IDs (missing: widget-0")
     seen["last"] = {**seen["last"], "devices": registered()["devices"]}
     with pytest.raises(CheckFailed) as failed:
@@ -464,7 +464,7 @@ def test_register_judges_the_list_kubelet_keeps_at_the_end_of_the_watch(lab):
     seen["last"] = {"devices": [], "node": seen["node"]}
     with pytest.raises(CheckFailed) as failed:
         checks.judge_register(ctx, seen)
-    assert failed.value.message.startswith("at the end of the check's window (1 s from your registration): kubelet's "
+    assert failed.value.message.startswith("at the end of the check's window (1 s from your plugin's first device list on): kubelet's "
                                            "device list does not hold the exercise's device IDs")
     # the other plugin exercises judge their own later lists; register's end-of-watch list is its own
     health = CheckContext(env, the_lab.exercise("health"))

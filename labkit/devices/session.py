@@ -129,21 +129,25 @@ class Session:
     def wait_for_plugin(self, condition: Callable[[], object], seconds: float) -> bool:
         """Wait for `condition`, something the plugin has `seconds` to do, counted in the plugin's
         own time: while a thread of the plugin is running, waiting for a CPU or reading the disk
-        (plugin_busy), the deadline moves on by that time, up to BUSY_STRETCH times `seconds` in all.
-        On a loaded machine a plugin that is still importing grpc, or has not been given a CPU
-        since kubelet.sock changed, is not judged late; an idle plugin's deadline does not move,
-        so a plugin that never does it is judged after `seconds`."""
+        (plugin_busy), the deadline moves on by that time; and by the time kubelet's side here
+        waited for a CPU (kubelet_delay: a Register or ListAndWatch message the plugin sent is not
+        recorded until kubelet's thread runs); up to BUSY_STRETCH times `seconds` in all. On a
+        loaded machine a plugin that is still importing grpc, or has not been given a CPU since
+        kubelet.sock changed, is not judged late, nor is a call that waited for kubelet's side; an
+        idle plugin on an idle machine has its deadline unmoved, so a plugin that never does it is
+        judged after `seconds`."""
         start = last = time.monotonic()
         deadline, most = start + seconds, start + BUSY_STRETCH * seconds
+        delayed = self.kubelet_delay()
         while True:
             if condition():
                 return True
             if self.exited is not None:
                 return bool(condition())
-            now = time.monotonic()
-            if self.plugin_busy():
-                deadline = min(most, deadline + (now - last))
-            last = now
+            now, delayed_now = time.monotonic(), self.kubelet_delay()
+            moved = max(now - last if self.plugin_busy() else 0.0, delayed_now - delayed)
+            deadline = min(most, deadline + moved)
+            last, delayed = now, delayed_now
             if now >= deadline:
                 return bool(condition())
             time.sleep(POLL)
@@ -166,6 +170,11 @@ class Session:
             if line[line.rindex(b")") + 2:][:1] in (b"R", b"D"):
                 return True
         return False
+
+    def kubelet_delay(self) -> float:
+        """Seconds the threads of this process other than the waiting one (kubelet's gRPC server
+        and its ListAndWatch readers run here) have spent runnable but waiting for a CPU."""
+        return run_delay(os.getpid(), but=threading.get_native_id())
 
     def streams_settled(self, seconds: float = 1.0) -> None:
         """Once the plugin has exited, wait (`seconds` at most) until kubelet has seen the
@@ -336,3 +345,25 @@ def _files(directory: Path) -> dict[str, str]:
     except OSError:
         pass
     return out
+
+
+
+def run_delay(pid: int, but: int | None = None) -> float:
+    """Seconds the threads of process `pid` (other than thread `but`) have spent runnable but
+    waiting on a CPU's run queue: the second field of /proc/PID/task/TID/schedstat (nanoseconds;
+    the kernel's sched_info run_delay, present with CONFIG_SCHED_INFO as in Debian's and Ubuntu's
+    kernels; 0 without it, which leaves the deadline to plugin_busy)."""
+    tasks = Path(f"/proc/{pid}/task")
+    try:
+        tids = os.listdir(tasks)
+    except OSError:
+        return 0.0
+    waited = 0
+    for tid in tids:
+        if but is not None and tid == str(but):
+            continue
+        try:
+            waited += int((tasks / tid / "schedstat").read_bytes().split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    return waited / 1e9
