@@ -13,6 +13,23 @@ CHAIN = "pod: web-84cccc9b67-fckjx\nreplicaset: 11111111-1111-1111-1111-11111111
         "deployment: 22222222-2222-2222-2222-222222222222\n"
 
 
+@pytest.fixture
+def live_chain(monkeypatch):
+    """The gc check's client reads web's chain: Pod web-84cccc9b67-fckjx, its ReplicaSet and that
+    ReplicaSet's Deployment. The checks module so patched, the ReplicaSet's and the Deployment's UIDs."""
+    gc = checks("gc")
+    rs_uid, dep_uid = "11111111-1111-1111-1111-11111111abcd", "22222222-2222-2222-2222-22222222abcd"
+    objects = {"pods": {"metadata": {"name": "web-84cccc9b67-fckjx", "uid": "33333333-3333-3333-3333-333333333333",
+                                     "ownerReferences": [{"kind": "ReplicaSet", "name": "web-84cccc9b67",
+                                                          "uid": rs_uid, "controller": True}]}},
+               "replicasets": {"metadata": {"name": "web-84cccc9b67", "uid": rs_uid,
+                                            "ownerReferences": [{"kind": "Deployment", "name": "web", "uid": dep_uid,
+                                                                 "controller": True}]}}}
+    client = type("Client", (), {"get_or_none": lambda self, api, resource, name, ns=None: objects.get(resource)})()
+    monkeypatch.setattr(gc, "for_env", lambda env: type("Target", (), {"client": lambda self: client})())
+    return gc, rs_uid, dep_uid
+
+
 def _fails(result_or_raise, *words):
     try:
         result = result_or_raise()
@@ -44,18 +61,9 @@ def test_owner_chain_refuses_what_cannot_be_a_pods_name_before_any_request(pod, 
     _fails(lambda: checks("gc").judge_owner_chain(ctx, {"writes": []}), "pod:", *words)
 
 
-def test_owner_chain_says_when_the_uids_differ_only_in_case(monkeypatch):
+def test_owner_chain_says_when_the_uids_differ_only_in_case(live_chain):
+    gc, rs_uid, dep_uid = live_chain
     # a newcomer's upper-cased UIDs were told to "follow ownerReferences from the Pod to its ReplicaSet"
-    gc = checks("gc")
-    rs_uid, dep_uid = "11111111-1111-1111-1111-11111111abcd", "22222222-2222-2222-2222-22222222abcd"
-    objects = {"pods": {"metadata": {"name": "web-84cccc9b67-fckjx", "uid": "33333333-3333-3333-3333-333333333333",
-                                     "ownerReferences": [{"kind": "ReplicaSet", "name": "web-84cccc9b67",
-                                                          "uid": rs_uid, "controller": True}]}},
-               "replicasets": {"metadata": {"name": "web-84cccc9b67", "uid": rs_uid,
-                                            "ownerReferences": [{"kind": "Deployment", "name": "web", "uid": dep_uid,
-                                                                 "controller": True}]}}}
-    client = type("Client", (), {"get_or_none": lambda self, api, resource, name, ns=None: objects.get(resource)})()
-    monkeypatch.setattr(gc, "for_env", lambda env: type("Target", (), {"client": lambda self: client})())
     ctx = context("gc", "owner-chain", f"pod: web-84cccc9b67-fckjx\nreplicaset: {rs_uid.upper()}\n"
                                        f"deployment: {dep_uid}\n")
     message = _fails(lambda: gc.judge_owner_chain(ctx, {"writes": []}), "wrong UID for replicaset", "in another case")
@@ -433,19 +441,10 @@ def test_a_fix_that_fails_beside_a_right_answer_is_no_wrong_answer(monkeypatch, 
     (ctx.env.state.dir / "tries.json").unlink(missing_ok=True)
 
 
-def test_owner_chain_a_changed_chain_beside_a_right_reading_is_no_wrong_answer(monkeypatch):
+def test_owner_chain_a_changed_chain_beside_a_right_reading_is_no_wrong_answer(live_chain):
+    gc, rs_uid, dep_uid = live_chain
     # a newcomer deleted a Pod of web (its ReplicaSet made another) and then read the chain right: the
     # check fails on the change, and counted the right reading as a wrong answer
-    gc = checks("gc")
-    rs_uid, dep_uid = "11111111-1111-1111-1111-11111111abcd", "22222222-2222-2222-2222-22222222abcd"
-    objects = {"pods": {"metadata": {"name": "web-84cccc9b67-fckjx", "uid": "33333333-3333-3333-3333-333333333333",
-                                     "ownerReferences": [{"kind": "ReplicaSet", "name": "web-84cccc9b67",
-                                                          "uid": rs_uid, "controller": True}]}},
-               "replicasets": {"metadata": {"name": "web-84cccc9b67", "uid": rs_uid,
-                                            "ownerReferences": [{"kind": "Deployment", "name": "web", "uid": dep_uid,
-                                                                 "controller": True}]}}}
-    client = type("Client", (), {"get_or_none": lambda self, api, resource, name, ns=None: objects.get(resource)})()
-    monkeypatch.setattr(gc, "for_env", lambda env: type("Target", (), {"client": lambda self: client})())
     writes = {"writes": ["delete Pod web-84cccc9b67-bmc5h"]}
     for uid, not_wrong in ((rs_uid, True), (dep_uid, False)):
         ctx = context("gc", "owner-chain", f"pod: web-84cccc9b67-fckjx\nreplicaset: {uid}\ndeployment: {dep_uid}\n")

@@ -466,12 +466,10 @@ def test_convert_forward_withholds_the_requests_that_give_the_weight_pods_value_
     from typer.testing import CliRunner
 
     from labkit import predictions
-    from labkit.labs import get_lab
-    from labkit.resources import kubelet, situations
     from labkit.resources.cli import app
 
     runner = CliRunner()
-    shares, weight = situations.weight_values(get_lab("resources"))
+    shares, weight = situations_weight()
     lands = [m for m in range(1, 2000) if kubelet.shares_to_weight(kubelet.milli_cpu_to_shares(m)) == weight]
     for milli in (lands[0], lands[-1], 250):
         withheld = runner.invoke(app, ["convert", "--cpu", f"{milli}m"])
@@ -639,7 +637,6 @@ def test_plan_withholds_requests_that_land_on_the_weight_pods_value():
 
 
 def situations_weight():
-    from labkit.resources import situations
     return situations.weight_values(get_lab("resources"))
 
 

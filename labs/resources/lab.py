@@ -137,17 +137,23 @@ def _changed_shared(node) -> list[str]:
     return out
 
 
-def _changed_pods(env, exercise_id: str) -> list[str]:
+def _part_pods(env, exercise_id: str):
+    """The exercise's part: its node, the Pods the lab built there (name -> original), and each
+    stored Pod of the part with its original (None: one the student ran)."""
     node, file, names = _part(env, exercise_id)
     if names is not None:
         names = tuple(names) + tuple(n for n in _changed_shared(node) if n not in names)
     originals = {p.name: p for p in _original_pods(node, file, names)} if file in BUILT_WITH else {}
+    stored = [(record, originals.get(record["name"])) for record in node.records()
+              if names is None or record["name"] in names]
+    return node, originals, stored
+
+
+def _changed_pods(env, exercise_id: str) -> list[str]:
+    node, originals, stored = _part_pods(env, exercise_id)
     out = []
-    for record in node.records():
+    for record, original in stored:
         name = record["name"]
-        if names is not None and name not in names:
-            continue
-        original = originals.get(name)
         if original is None:
             out.append(f"Pod {name} you ran on {node.name} (a reset deletes it; a copy goes to {_saved_dir()})")
         elif record["manifest"].get("spec") != original.manifest.get("spec"):
@@ -163,18 +169,9 @@ def _changed_pods(env, exercise_id: str) -> list[str]:
 def _reverted_pods(env, exercise_id: str) -> list[dict]:
     """The stored Pods a reset of the exercise deletes or runs as built again because the student
     ran, changed or resized them (`_changed_pods`' Pods that are still there)."""
-    node, file, names = _part(env, exercise_id)
-    if names is not None:
-        names = tuple(names) + tuple(n for n in _changed_shared(node) if n not in names)
-    originals = {p.name: p for p in _original_pods(node, file, names)} if file in BUILT_WITH else {}
-    out = []
-    for record in node.records():
-        if names is not None and record["name"] not in names:
-            continue
-        original = originals.get(record["name"])
-        if original is None or record["manifest"].get("spec") != original.manifest.get("spec"):
-            out.append(record["manifest"])
-    return out
+    _, _, stored = _part_pods(env, exercise_id)
+    return [record["manifest"] for record, original in stored
+            if original is None or record["manifest"].get("spec") != original.manifest.get("spec")]
 
 
 def _saved_dir() -> Path:
