@@ -381,7 +381,7 @@ def check(
 
     fmt, output_file = cliopts.resolve_output(output, CHECK_FORMATS, "table", legacy_format=fmt, output_file=output_file)
     lab = get_lab(lab_id)
-    results = runner.check(lab, exercise)
+    results = runner.check(lab, exercise, say=_say)
     rep = grading.report(lab, results, reveal=reveal or reveal_answers(lab))
     if fmt == "table":
         if output_file:

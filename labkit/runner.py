@@ -69,7 +69,7 @@ def run(lab: Lab, say: Say = _quiet, options: dict | None = None) -> tuple[LabEn
     options = _check_options(lab, options)
     paths.ensure_answers_dir(lab.id)
     state = LabState(lab.id)
-    with state.locked():
+    with state.locked(waiting=_waiting_for(lab.id, say)):
         if state.phase == "up":
             env = LabEnv(lab, state)
             if lab_is_up(env):
@@ -114,8 +114,22 @@ def _teardown(state: LabState, say: Say) -> list[str]:
     return problems
 
 
-def check(lab: Lab, exercise_id: str | None = None) -> list[CheckResult]:
+def check(lab: Lab, exercise_id: str | None = None, say: Say = _quiet) -> list[CheckResult]:
+    """Run the checks with the lab locked (a reset or another check of the lab waits; neither sees
+    the other half done, nor loses the progress and credit the other records)."""
     state = LabState(lab.id)
+    if not state.dir.exists():           # never started: nothing to lock, nothing recorded
+        return _check(lab, state, exercise_id)
+    with state.locked(waiting=_waiting_for(lab.id, say)):
+        return _check(lab, state, exercise_id)
+
+
+def _waiting_for(lab_id: str, say: Say) -> Callable[[], None]:
+    return lambda: say(f"waiting for another labkit command on lab {lab_id} to finish (a run, reset, check, "
+                       "solve or cleanup of it)")
+
+
+def _check(lab: Lab, state: LabState, exercise_id: str | None) -> list[CheckResult]:
     env = LabEnv(lab, state)
     exercises = [lab.exercise(exercise_id)] if exercise_id else list(lab.exercises)
     down_reason = None
@@ -248,7 +262,7 @@ def reset(lab: Lab, say: Say = _quiet, exercise_id: str | None = None, forget_pr
     if exercise_id is None or not callable(hook):
         require_prerequisites(lab)
     state = LabState(lab.id)
-    with state.locked():
+    with state.locked(waiting=_waiting_for(lab.id, say)):
         _keep_student_work(lab, state, exercise_id, say)
         if forget_prediction:       # after the lab's hook: a try of the experiment it kept is forgotten too
             _forget_predictions(lab, exercise_id, say)
@@ -290,7 +304,7 @@ def cleanup(lab_id: str, say: Say = _quiet) -> list[str]:
     state = LabState(lab_id)
     if not state.dir.exists():
         return []
-    with state.locked():
+    with state.locked(waiting=_waiting_for(lab_id, say)):
         _keep_at_cleanup(lab_id, state, say)
         return _teardown(state, say)
 

@@ -1,7 +1,7 @@
 """Per-lab instance state in <state root>/<lab>/, and the LabEnv handed to lab code.
 
 Files (all private to root, mode 0600 / 0700):
-  lock            flock held by run / reset / cleanup / solve, so they never interleave
+  lock            flock held by run / reset / cleanup / solve / check, so they never interleave
   ledger.jsonl    what the lab created (labkit.ledger)
   status.json     {"phase": "building" | "up", "token": ..., "started": ...}
   progress.json   the latest check result per exercise
@@ -19,9 +19,11 @@ import fcntl
 import json
 import os
 import secrets
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Callable
 
 from labkit import paths, progress
 from labkit.errors import LabkitError
@@ -51,6 +53,10 @@ def _read_json(path: Path, default):
         return default   # a damaged state file is treated as absent, never as a crash
 
 
+# the lab locks this process holds, by lock file and thread, with how often each is held (LabState.locked)
+_HELD: dict[tuple[str, int], int] = {}
+
+
 class LabState:
     def __init__(self, lab_id: str, root: Path | None = None):
         self.lab_id = lab_id
@@ -66,13 +72,31 @@ class LabState:
                               "(LABKIT_STATE_DIR chooses where labkit keeps its state)") from None
 
     @contextmanager
-    def locked(self):
+    def locked(self, waiting: Callable[[], None] | None = None):
+        """The lab's lock (run, reset, cleanup, solve, check and the labs' commands that change
+        them), held exclusively; `waiting` is called once when another process holds it, before
+        waiting for it. Re-entrant in one thread: code that holds it may call code that takes it."""
         self.ensure_dir()
+        key = (str(self.dir / "lock"), threading.get_ident())
+        if key in _HELD:
+            _HELD[key] += 1
+            try:
+                yield
+            finally:
+                _HELD[key] -= 1
+            return
         fd = os.open(self.dir / "lock", os.O_RDWR | os.O_CREAT, 0o600)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if waiting is not None:
+                    waiting()
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            _HELD[key] = 1
             yield
         finally:
+            _HELD.pop(key, None)
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
 

@@ -468,3 +468,55 @@ def test_a_check_that_cannot_judge_the_answer_yet_counts_no_wrong_answer(tmp_pat
     [_answer, passed] = report("notyet", code=0)["results"]
     assert passed["message"] == "read and fixed (passed after 1 different wrong answer had been checked)"
     labkit("cleanup", "--all", check=0)
+
+
+def test_a_check_waits_for_another_command_on_the_lab_and_says_so(labs):
+    """`labkit check` holds the lab's lock as run, reset and cleanup do: a check started while
+    another labkit command holds it says it waits, does not judge a lab half rebuilt, and records
+    its pass once it has the lock."""
+    import subprocess
+    import sys
+
+    state, answers = labs
+    labkit("run", "whole", check=0)
+    answer(answers, "whole", 7)
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys\n"
+                               f"fd = os.open({str(state / 'whole' / 'lock')!r}, os.O_RDWR)\n"
+                               "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); sys.stdin.read()"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        from support import LABKIT
+        check = subprocess.Popen([*LABKIT, "check", "whole", "-o", "json"], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+        said = check.stderr.readline()
+        assert "waiting for another labkit command on lab whole to finish" in said, said
+        assert check.poll() is None and not (state / "whole" / "credit.json").exists()
+    finally:
+        holder.stdin.close()
+        holder.wait()
+    out, _ = check.communicate(timeout=60)
+    assert check.returncode == 1 and json.loads(out)["passed"] == 1
+    assert "answer" in json.loads((state / "whole" / "credit.json").read_text())
+
+
+def test_the_labs_lock_is_taken_again_in_the_thread_that_holds_it_and_waited_for_in_another(tmp_path):
+    import threading
+
+    from labkit.state import LabState
+
+    state = LabState("whole", root=tmp_path)
+    waited, got = threading.Event(), threading.Event()
+
+    def other():
+        with state.locked(waiting=waited.set):
+            got.set()
+
+    with state.locked():
+        with state.locked():            # a labkit command calling code that takes the lock itself
+            pass
+        thread = threading.Thread(target=other)
+        thread.start()
+        assert waited.wait(60) and not got.is_set()
+    thread.join(60)
+    assert got.is_set()
