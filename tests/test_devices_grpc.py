@@ -163,6 +163,9 @@ def test_kubelet_records_each_registration_and_what_became_of_its_stream(node):
     wait_for(lambda: kubelet.node_status()[1] == {WIDGET: 3}, "registered")
     fate = lambda: [(r["kubelet"], r["stream"]) for r in kubelet.registrations]   # noqa: E731
     assert fate() == [(1, "open")]
+    # answered after the dial-back (a timer the plugin starts on the answer runs from then on)
+    first = kubelet.registrations[0]
+    assert first["answered"] and first["at"] <= first["answered_at"] <= kubelet.clock()
     api.register(str(kubelet.socket), "widget.sock", WIDGET)            # the same plugin registers again
     assert wait_for(lambda: fate() == [(1, "replaced"), (1, "open")], "the first stream replaced")
     kubelet.restart()

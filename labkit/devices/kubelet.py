@@ -277,8 +277,8 @@ class Kubelet:
     def Register(self, request, context):
         resource = request.resource_name
         record = {"resource": resource, "endpoint": request.endpoint, "version": request.version, "error": None,
-                  "answered": False, "kubelet": self.starts, "at": self.clock(), "stream": None, "end": None,
-                  "ended_at": None}
+                  "answered": False, "kubelet": self.starts, "at": self.clock(), "answered_at": None, "stream": None,
+                  "end": None, "ended_at": None}
         self.registrations.append(record)
         client = GrpcPlugin(resource, endpoint_path(self.directory, request.endpoint), self.dial_timeout)
         client.record = record
@@ -289,14 +289,14 @@ class Kubelet:
                 self.clients[resource] = client
         except DeviceError as exc:
             client.close()
-            record["error"], record["answered"] = str(exc), True
+            record["error"], record["answered"], record["answered_at"] = str(exc), True, self.clock()
             self.events.append(f"registration of {resource!r} refused: {exc}")
             context.abort(grpc.StatusCode.UNKNOWN, str(exc))
         if old is not None:
             if old.record is not None and old.record["stream"] == "open":
                 old.record["stream"] = "replaced"
             old.close()
-        record["answered"], record["stream"] = True, "open"
+        record["answered"], record["answered_at"], record["stream"] = True, self.clock(), "open"
         self.events.append(f"registered {resource} at {request.endpoint}")
         client.stream = client.stub.ListAndWatch(api.Empty())
         threading.Thread(target=self._watch, args=(client,), daemon=True, name=f"listandwatch {resource}").start()

@@ -129,22 +129,23 @@ class Session:
     def wait_for_plugin(self, condition: Callable[[], object], seconds: float) -> bool:
         """Wait for `condition`, something the plugin has `seconds` to do, counted in the plugin's
         own time: while a thread of the plugin is running, waiting for a CPU or reading the disk
-        (plugin_busy), the deadline moves on by that time; and by the time kubelet's side here
-        waited for a CPU (kubelet_delay: a Register or ListAndWatch message the plugin sent is not
-        recorded until kubelet's thread runs); up to BUSY_STRETCH times `seconds` in all. On a
+        (plugin_busy), the deadline moves on by that time; and by the time the plugin's threads
+        and kubelet's side here waited for a CPU, measured by the kernel (plugin_delay,
+        kubelet_delay: a Register or ListAndWatch message the plugin sent is not recorded until
+        kubelet's thread runs); up to BUSY_STRETCH times `seconds` in all. On a
         loaded machine a plugin that is still importing grpc, or has not been given a CPU since
         kubelet.sock changed, is not judged late, nor is a call that waited for kubelet's side; an
         idle plugin on an idle machine has its deadline unmoved, so a plugin that never does it is
         judged after `seconds`."""
         start = last = time.monotonic()
         deadline, most = start + seconds, start + BUSY_STRETCH * seconds
-        delayed = self.kubelet_delay()
+        delayed = self.kubelet_delay() + self.plugin_delay()
         while True:
             if condition():
                 return True
             if self.exited is not None:
                 return bool(condition())
-            now, delayed_now = time.monotonic(), self.kubelet_delay()
+            now, delayed_now = time.monotonic(), self.kubelet_delay() + self.plugin_delay()
             moved = max(now - last if self.plugin_busy() else 0.0, delayed_now - delayed)
             deadline = min(most, deadline + moved)
             last, delayed = now, delayed_now
@@ -170,6 +171,11 @@ class Session:
             if line[line.rindex(b")") + 2:][:1] in (b"R", b"D"):
                 return True
         return False
+
+    def plugin_delay(self) -> float:
+        """Seconds the plugin's threads have spent runnable but waiting for a CPU (a timer of the
+        plugin's that expired waits there too, as does its answer to kubelet)."""
+        return run_delay(self.process.pid) if self.process is not None else 0.0
 
     def kubelet_delay(self) -> float:
         """Seconds the threads of this process other than the waiting one (kubelet's gRPC server
@@ -223,8 +229,8 @@ class Session:
 
     def registrations_shown(self, first: int = 0) -> list[dict]:
         """The registrations from the `first`-th on, each one's time as seconds since the run began."""
-        return [{**r, "at": f"{r['at'] - self.started_at:.2f} s",
-                 **({"ended_at": f"{r['ended_at'] - self.started_at:.2f} s"} if r.get("ended_at") else {})}
+        return [{**r, **{key: f"{r[key] - self.started_at:.2f} s" for key in ("at", "answered_at", "ended_at")
+                         if r.get(key) is not None}}
                 for r in self.registrations()[first:]]
 
     def serving(self, resource: str) -> str | None:

@@ -143,8 +143,10 @@ def _hold(s, since: float, seconds: float) -> None:
 
 
 def _registered_at(s, start: int = 1) -> float:
-    """When kubelet's `start`-th start first accepted a registration (kubelet's clock)."""
-    accepted = [r["at"] for r in s.registrations() if r["stream"] is not None and r["kubelet"] == start]
+    """When kubelet's `start`-th start answered the first registration it accepted (kubelet's
+    clock): from then on the plugin knows it is registered, and a timer it starts then runs. kubelet
+    answers only after it has dialed the plugin back, which on a loaded machine takes a while."""
+    accepted = [r["answered_at"] or r["at"] for r in s.registrations() if r["stream"] is not None and r["kubelet"] == start]
     return accepted[0] if accepted else s.kubelet.clock()
 
 
