@@ -449,6 +449,8 @@ def _record_relations(env, node: Node) -> None:
 
 def student_work(env, exercise_id):
     """What a reset of `exercise_id` (None: the whole lab) would revert of the student's work."""
+    from labkit.mounts import withhold
+
     node = Node(env)
     if node.pid is None:
         return []
@@ -460,6 +462,12 @@ def student_work(env, exercise_id):
                    f"{_kept_copy(path) or _aside(path)})")
     originals = shipped_pods()
     node_mounts = node.mounts()
+    # Which parties hold a mount made where parties of the e2e experiment's propagation modes view
+    # it is the outcome predict-e2e-matrix asks to predict: while no prediction is kept, such a
+    # mount is named by its place in the node's terms, never by who holds it (the node included).
+    kept = withhold.recorded_prediction(env.lab.id) is not None
+    made_at, elsewhere_at = ([], []) if kept else withhold.revealing_places(env, node)
+    hidden = {*made_at, *elsewhere_at}
     for i in ids:
         part = PARTS[i]
         for name in part["pods"]:
@@ -477,10 +485,23 @@ def student_work(env, exercise_id):
         for path in part["paths"]:
             below = [m.mountpoint for m in node_mounts if mountinfo.is_under(m.mountpoint, path)
                      and (m.mountpoint != path or path in (PRIVATE_DIR, *COVERED_TOO)) and m.source != LEAK_SOURCE]
-            if below:
-                out.append(f"the mounts on the node at or below {path}: {', '.join(below)} (unmounted)")
-        if i == "predict-e2e-matrix":
-            from labkit.mounts import withhold
+            shown = [mountpoint for mountpoint in below if mountpoint not in hidden]
+            if shown:
+                out.append(f"the mounts on the node at or below {path}: {', '.join(shown)} (unmounted)")
+            withheld = sorted(place for place in hidden if mountinfo.is_under(place, path))
+            if withheld and "predict-e2e-matrix" not in ids:
+                out.append(f"the mounts made at or below {path} where Pods of the e2e experiment's propagation modes "
+                           f"view them: {', '.join(withheld)} (those the node holds are unmounted; which parties hold "
+                           "them is the outcome predict-e2e-matrix asks you to predict)")
+        if i == "predict-e2e-matrix" and not kept:
+            if made_at:
+                out.append(f"the mounts made below the e2e Pods' volume: {', '.join(made_at)} (unmounted wherever "
+                           "they are; which parties hold them is the outcome predict-e2e-matrix asks you to predict)")
+            if elsewhere_at:
+                out.append("the mounts made where Pods of the e2e experiment's propagation modes view them: "
+                           f"{', '.join(elsewhere_at)} (unmounted wherever they are; which parties hold them is the "
+                           "outcome predict-e2e-matrix asks you to predict)")
+        elif i == "predict-e2e-matrix":
             made = withhold.experiment_live(node.parties())
             if made:
                 out.append(f"the mounts made below the e2e Pods' volume: {', '.join(made)} (unmounted)")
