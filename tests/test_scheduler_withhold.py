@@ -265,8 +265,11 @@ def test_each_of_node_es_pods_copied_under_the_drain_key_is_noexecutes_and_other
         assert withhold.noexecute_reveals(_eviction_case({name: tolerations}, taint)), name
         other_value = dict(taint, value="whenever")
         assert withhold.noexecute_reveals(_eviction_case({name: tolerations}, other_value)), name
+        # under a taint of another key, tolerations that name drain are no copy (the wildcard,
+        # which names every key, is one under any taint: renamed_copies_of_the_six below)
         other_key = dict(taint, key="labkit.example/elsewhere")
-        assert not withhold.noexecute_reveals(_eviction_case({name: tolerations}, other_key)), name
+        if name != "wildcard":
+            assert not withhold.noexecute_reveals(_eviction_case({name: tolerations}, other_key)), name
         no_execute_elsewhere = dict(taint, effect="NoSchedule")
         assert not withhold.noexecute_reveals(_eviction_case({name: tolerations}, no_execute_elsewhere)), name
     # tolerations written otherwise to the same effect: the same verdicts under every drain taint
@@ -279,6 +282,37 @@ def test_each_of_node_es_pods_copied_under_the_drain_key_is_noexecutes_and_other
     # a Pod that behaves as none of the six (another tolerationSeconds) is shown
     sixty = [dict(six["patient"][0], tolerationSeconds=60)]
     assert not withhold.noexecute_reveals(_eviction_case({"x": sixty}, taint))
+
+
+def _drain_renamed(tolerations: list, key: str, values: dict) -> list:
+    return [dict(t, key=key, **({"value": values.get(t["value"], t["value"])} if t.get("value") else {}))
+            if t.get("key") == "drain" else dict(t) for t in tolerations]
+
+
+def test_renamed_copies_of_the_six_under_a_taint_of_another_key_are_noexecutes():
+    """The six copied under `retire=soon:NoExecute`, each toleration of drain renamed with it (and
+    other-value's value too): the controller treats each copy as it treats its original under
+    the drain taint, so a case holding one that tolerates anything shows noexecute's outcome
+    whatever the key (before, only the key drain was withheld: `play` showed every copy's time)."""
+    taint, six = _drain()
+    renamed_taint = {"key": "retire", "value": "soon", "effect": "NoExecute"}
+    for values in ({taint["value"]: "soon"}, {taint["value"]: "soon", "later": "afterwards"}):
+        for name, tolerations in six.items():
+            if not tolerations:       # plain: a Pod that tolerates nothing goes at once under any taint (the README says so)
+                continue
+            copy_ = _drain_renamed(tolerations, "retire", values)
+            assert withhold.noexecute_reveals(_eviction_case({name: copy_}, renamed_taint)), (name, copy_)
+    # what names neither the taint's key nor every key is no copy: the fidelity case's Pod without
+    # tolerations, and a Pod that tolerates the renamed taint for another number of seconds
+    assert not withhold.noexecute_reveals(_eviction_case({"bare": []}, renamed_taint))
+    sixty = [{"key": "retire", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 60}]
+    assert not withhold.noexecute_reveals(_eviction_case({"x": sixty}, renamed_taint))
+    # as the incoming Pod of a scheduling case, next to a node with the renamed taint
+    case = {"id": "mine", "expect": {}, "nodes": [{"name": "n1", "allocatable": {"cpu": "1"},
+                                                   "taints": [renamed_taint]}],
+            "incoming": {"name": "x", "containers": [{"name": "c", "requests": {"cpu": "100m"}}],
+                         "tolerations": _drain_renamed(six["patient"], "retire", {})}}
+    assert withhold.noexecute_reveals(case)
 
 
 def test_a_scheduling_case_whose_incoming_pod_tolerates_as_one_of_the_six_next_to_a_drain_taint_is_noexecutes():

@@ -5,7 +5,8 @@ its nodes with the same Pods and the same incoming Pod, other nodes added or lef
 score-predict also a near-copy: any case with a node scored as one of its nodes is, give or take a
 point; for preempt-predict any case with a node whose victims are shaped as on one of its nodes);
 spread's outcome (spread_gate); and noexecute's: any case with a Pod that tolerates as one of its
-six Pods does under a NoExecute taint of the drain taint's key (noexecute_gate). Keeping the
+six Pods does under a NoExecute taint of the drain taint's key, or of another key its tolerations
+were renamed to (noexecute_gate). Keeping the
 prediction when the outcome is first shown, and grading that kept copy, is labkit.predictions'."""
 
 from __future__ import annotations
@@ -230,8 +231,9 @@ def spread_gate(outcome: list | None, situation: str, tool: str = "labkit schedu
 # noexecute asks after how many seconds the taint-eviction controller deletes each of six Pods of
 # node-e once the drain taint is added. What shows part of that outcome, whatever the names: the
 # verdict on a Pod that behaves as one of the six under a NoExecute taint of the drain taint's key
-# (any value) — in `play`'s taint-eviction cases (each bound Pod's eviction time), as the incoming
-# Pod of a scheduling case or a live decision (TaintToleration's Filter verdict on a node with such
+# (any value), or of another key its tolerations were renamed to (tolerates_as_drain_pod_under) —
+# in `play`'s taint-eviction cases (each bound Pod's eviction time), as the incoming Pod of a
+# scheduling case or a live decision (TaintToleration's Filter verdict on a node with such
 # a taint: tolerated or not), or in the lab's cluster (the taint-eviction controller's decisions,
 # lab.noexecute_trial). A Pod "behaves as" one of the six when the controller gives it the same
 # delay under every NoExecute taint of that key and each value the six's tolerations name, the
@@ -271,16 +273,6 @@ def _probes(taint: dict, six: list[list[dict]]) -> list[dict]:
     return [{"key": taint["key"], "value": v, "effect": "NoExecute"} for v in sorted(values)]
 
 
-def drain_keyed(taints: list | None, key: str | None = None) -> bool:
-    """Whether `taints` hold a NoExecute taint of the drain taint's key."""
-    if key is None:
-        found = _drain_situation()
-        if found is None:
-            return False
-        key = found[0]["key"]
-    return any(isinstance(t, dict) and t.get("effect") == "NoExecute" and t.get("key") == key for t in taints or [])
-
-
 def behaves_as_drain_pod(tolerations: list | None) -> bool:
     """Whether a Pod with these tolerations behaves as one of noexecute's six under the drain
     taint's key (see above)."""
@@ -295,22 +287,65 @@ def behaves_as_drain_pod(tolerations: list | None) -> bool:
         return False
 
 
+def _as_drain(tolerations: list, taint: dict, drain: dict) -> list:
+    """`tolerations` read with `taint` standing for the drain taint: its key swapped with the drain
+    taint's, and, in the tolerations of that key, its value with the drain taint's (a copy of the
+    six Pods under a taint of other names, their tolerations renamed with it)."""
+    def swap(x, a, b):
+        return b if x == a else a if x == b else x
+    key, value = taint.get("key"), taint.get("value") or ""
+    out = []
+    for t in tolerations:
+        if isinstance(t, dict) and t.get("key") and t.get("key") in (key, drain["key"]):
+            t = dict(t, key=swap(t["key"], key, drain["key"]))
+            if t["key"] == drain["key"] and t.get("value"):
+                t["value"] = swap(t["value"], value, drain.get("value") or "")
+        out.append(t)
+    return out
+
+
+def tolerates_as_drain_pod_under(taints: list | None, tolerations: list | None) -> bool:
+    """Whether a Pod with `tolerations` next to `taints` shows part of noexecute's outcome: under
+    a NoExecute taint of the drain key, when it behaves as one of the six; under one of another
+    key, when it has a toleration of that key (or of every key) and behaves as one of the six once
+    that taint's key and value are renamed to the drain taint's in its tolerations: a copy of the
+    six under a taint renamed, which the controller treats as it treats them (toleration.go
+    ToleratesTaint compares key, value and effect as strings)."""
+    found = _drain_situation()
+    if found is None:
+        return False
+    drain = found[0]
+    tolerations = [t for t in tolerations or []]
+    for taint in taints or []:
+        if not isinstance(taint, dict) or taint.get("effect") != "NoExecute":
+            continue
+        if taint.get("key") == drain["key"]:
+            if behaves_as_drain_pod(tolerations) or behaves_as_drain_pod(_as_drain(tolerations, taint, drain)):
+                return True
+            continue
+        if any(isinstance(t, dict) and (t.get("key") or "") in ("", taint.get("key")) for t in tolerations) \
+                and behaves_as_drain_pod(_as_drain(tolerations, taint, drain)):
+            return True
+    return False
+
+
 def noexecute_reveals(case: dict) -> bool:
     """Whether playing or explaining `case` shows part of noexecute's outcome: in a taint-eviction
-    case, a Pod bound to a node with a NoExecute taint of the drain key that behaves as one of the
-    six; in a scheduling case, an incoming Pod that behaves as one of the six, with a node that
-    has such a taint (its Filter verdict there)."""
+    case, a Pod bound to a node with a NoExecute taint that tolerates as one of the six under it
+    (tolerates_as_drain_pod_under: the drain key, or another key its tolerations were renamed
+    to); in a scheduling case, an incoming Pod that does so next to a node's taints (its Filter
+    verdict there)."""
     if not isinstance(case, dict):
         return False
     nodes = [n for n in case.get("nodes") or [] if isinstance(n, dict)]
-    if not any(drain_keyed(n.get("taints")) for n in nodes):
-        return False
     if case.get("config") == EVICTION_CASE:
-        tainted = {n.get("name") for n in nodes if drain_keyed(n.get("taints"))}
-        return any(isinstance(p, dict) and p.get("nodeName") in tainted and behaves_as_drain_pod(p.get("tolerations"))
+        taints = {n.get("name"): n.get("taints") for n in nodes}
+        return any(isinstance(p, dict) and p.get("nodeName") in taints
+                   and tolerates_as_drain_pod_under(taints[p.get("nodeName")], p.get("tolerations"))
                    for p in case.get("pods") or [])
     incoming = case.get("incoming")
-    return isinstance(incoming, dict) and behaves_as_drain_pod(incoming.get("tolerations"))
+    return isinstance(incoming, dict) and any(tolerates_as_drain_pod_under(n.get("taints"), incoming.get("tolerations"))
+                                              for n in nodes)
 
 
 def noexecute_gate(case: dict, situation: str, tool: str) -> str | None:
@@ -323,6 +358,6 @@ def noexecute_gate(case: dict, situation: str, tool: str) -> str | None:
     if predictions.reveal(LAB, NOEXECUTE, tool, situation=situation):
         return None
     what = (f"{situation} tolerates" if situation.startswith("Pod ") else f"{situation} holds a Pod that tolerates")
-    return (f"{what} as one of noexecute's Pods does, next to a NoExecute taint of the drain taint's key: what happens "
+    return (f"{what} as one of noexecute's Pods does, next to a NoExecute taint of the drain taint's key (or of a key its tolerations were renamed to): what happens "
             f"to it is what exercise {NOEXECUTE} asks you to predict (`labkit show {LAB} {NOEXECUTE}`): "
             + predictions.how_to_record(LAB, NOEXECUTE))
