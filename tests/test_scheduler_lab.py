@@ -233,6 +233,29 @@ def test_a_reset_of_node_name_pins_the_pod_again_and_names_what_it_undoes(lab):
     assert result.status == "fail" and "by hand" in result.message
 
 
+def test_node_name_does_not_count_a_scratch_pod_the_student_made_and_deleted_but_counts_the_labs(lab):
+    """A Pod the student made in sched since the part was built (a copy of a drain Pod for
+    noexecute's experiment, say) and deleted again is no other workload: node-name passed only
+    without it. A Pod of the lab deleted (legacy) still fails it."""
+    lab, env = lab
+    runner.reset(lab, exercise_id="node-name")
+    target = for_env(env)
+    scratch = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "scratch-copy", "namespace": "sched"},
+               "spec": {"nodeName": "node-e", "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}}
+    target.kubectl("create", "-f", "-", input=json.dumps(scratch))
+    target.kubectl("delete", "pod", "scratch-copy", "-n", "sched", "--force", "--grace-period=0")
+    runner.solve(lab, "node-name")
+    result = statuses(lab, "node-name")["node-name"]
+    assert result.status == "pass", result.message
+    target.kubectl("delete", "pod", "legacy", "-n", "sched", "--force", "--grace-period=0")
+    try:
+        result = statuses(lab, "node-name")["node-name"]
+        assert result.status == "fail" and "legacy" in result.message and "scratch-copy" not in result.message, \
+            result.message
+    finally:
+        runner.reset(lab, exercise_id="taint-effects")
+
+
 def test_spread_leaves_one_replica_pending_and_a_reset_brings_shop_back_keeping_the_answer(lab):
     lab, env = lab
     runner.reset(lab, exercise_id="spread")
