@@ -256,6 +256,33 @@ def test_node_name_does_not_count_a_scratch_pod_the_student_made_and_deleted_but
         runner.reset(lab, exercise_id="taint-effects")
 
 
+def test_a_wrong_reading_of_node_name_counts_once_whatever_the_fix_beside_it_says(lab):
+    """The same wrong reading checked beside three fixes (none yet, requests changed, then the
+    right one) is one wrong answer: it was counted again each time the fix's failure changed."""
+    lab, env = lab
+    runner.reset(lab, exercise_id="node-name")
+    path = answer_path(LAB, "node-name")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    before = env.state.wrong_answers_checked("node-name")
+    path.write_text("reason: OutOfCPU\nrequested: 2000\nused: 0\ncapacity: 1000\n")
+    assert statuses(lab, "node-name")["node-name"].status == "fail"        # nightly still Failed, by hand
+    target = for_env(env)
+    nightly = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "nightly", "namespace": "sched"},
+               "spec": {"containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10",
+                                        "resources": {"requests": {"cpu": "1", "memory": "512Mi"}}}]}}
+    target.kubectl("delete", "pod", "nightly", "-n", "sched", "--force", "--grace-period=0")
+    target.kubectl("create", "-f", "-", input=json.dumps(nightly))
+    result = statuses(lab, "node-name")["node-name"]
+    assert result.status == "fail" and "requests" in result.message, result.message
+    target.kubectl("delete", "pod", "nightly", "-n", "sched", "--force", "--grace-period=0")
+    nightly["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "2"
+    target.kubectl("create", "-f", "-", input=json.dumps(nightly))
+    result = statuses(lab, "node-name")["node-name"]
+    assert result.status == "fail" and "not right" in result.message, result.message
+    assert env.state.wrong_answers_checked("node-name") == before + 1, result.message
+    runner.reset(lab, exercise_id="node-name")
+
+
 def test_spread_leaves_one_replica_pending_and_a_reset_brings_shop_back_keeping_the_answer(lab):
     lab, env = lab
     runner.reset(lab, exercise_id="spread")

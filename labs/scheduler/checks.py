@@ -1106,6 +1106,10 @@ def judge_node_name(ctx, obs):
     lab = _lab(ctx)
     # the fix is judged first: beside a right reading, its failure is no wrong answer
     ctx.answer_not_wrong = _reading_not_wrong(obs, rejection_truth(lab))
+    if not ctx.answer_not_wrong and isinstance(obs["answer"], dict):
+        # a wrong reading is counted as the reading it is, whatever the fix beside it says: the
+        # same answer file is one wrong answer, not one more each time the fix's failure changes
+        ctx.count_wrong_answer()
     reset = f"`labkit reset scheduler {ctx.exercise.id}` to start over"
     pod = obs["pod"]
     if pod is None:
