@@ -239,10 +239,10 @@ def test_a_decision_with_spreads_outcome_waits_for_the_spread_answer_whatever_th
     assert "Insufficient" not in refusal
     path = answer_path("scheduler", "spread")
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("zones: {zone-a: 3}\n")
+    path.write_text("zones: {zone-a: 3, zone-b: 2, zone-c: 1}\nnodes: {zone-a-1: x, zone-a-2: x, zone-b-1: x, zone-c-1: x}\n")
     assert withhold.spread_gate(spread_outcome(cycle), "Pod mine/r9") is None
-    path.write_text("zones: {zone-a: 2}\n")
-    assert predictions.kept("scheduler", "spread").text == "zones: {zone-a: 3}\n"
+    path.write_text("zones: {zone-a: 2, zone-b: 2, zone-c: 1}\nnodes: {zone-a-1: x, zone-a-2: x, zone-b-1: x, zone-c-1: x}\n")
+    assert predictions.kept("scheduler", "spread").text == "zones: {zone-a: 3, zone-b: 2, zone-c: 1}\nnodes: {zone-a-1: x, zone-a-2: x, zone-b-1: x, zone-c-1: x}\n"
 
 
 # -- noexecute: a Pod that tolerates as one of node-e's six, under a NoExecute taint of the drain key --
@@ -340,9 +340,9 @@ def test_the_shared_noexecute_case_is_played_and_the_gate_keeps_the_prediction(m
     assert refused and "noexecute" in refused and str(answer_path("scheduler", "noexecute")) in refused
     assert "never" not in refused and "120" not in refused
     answer_path("scheduler", "noexecute").parent.mkdir(parents=True, exist_ok=True)
-    answer_path("scheduler", "noexecute").write_text("plain: 0\n")
+    answer_path("scheduler", "noexecute").write_text("".join(f"{name}: 0\n" for name in six))
     assert withhold.noexecute_gate(case, "mine.yaml", "labkit scheduler play") is None
-    assert predictions.kept("scheduler", "noexecute").text == "plain: 0\n"
+    assert predictions.kept("scheduler", "noexecute").text == "".join(f"{name}: 0\n" for name in six)
 
 
 def test_labkit_scheduler_play_refuses_a_copy_of_node_es_pods_under_the_drain_taint_then_plays_it(tmp_path):
@@ -364,6 +364,45 @@ def test_labkit_scheduler_play_refuses_a_copy_of_node_es_pods_under_the_drain_ta
     assert refused.exit_code == 1 and "exercise noexecute" in refused.output, refused.output
     assert str(answer_path("scheduler", "noexecute")) in refused.output and "evicted" not in refused.output
     answer_path("scheduler", "noexecute").parent.mkdir(parents=True, exist_ok=True)
-    answer_path("scheduler", "noexecute").write_text("plain: 0\n")
+    answer_path("scheduler", "noexecute").write_text("".join(f"{name}: 0\n" for name in six))
     shown = CliRunner().invoke(app, ["scheduler", "play", "-f", str(path), "-o", "json"], prog_name="labkit")
     assert shown.exit_code == 0 and "evicted_after_seconds" in shown.output, shown.output
+
+
+@pytest.mark.parametrize("exercise, broken, whole", [
+    ("score-predict", "node: node1\nfit: {node-1: 50, node-2: 49, node-3: 93}\n",
+     "node: node-2\nfit: {node-1: 1, node-2: 2, node-3: 3}\n"),
+    ("score-predict", "node: node-1\nfit: {node-1: 50, node-2: 49}\n",
+     "node: node-3\nfit: {node-1: 0, node-2: 0, node-3: 100}\n"),
+    ("preempt-predict", "node: node-1\nvictims: [batch_a]\n", "node: node-2\nvictims: []\n"),
+    ("preempt-predict", "node: node-1\nvictim: [batch-a]\n", "node: node-1\nvictims: [web-a]\n")])
+def test_an_answer_the_check_cannot_read_is_no_prediction_the_case_is_shown_for(exercise, broken, whole):
+    """A misspelt node or Pod, a missing part or key: the check refuses such an answer as
+    malformed, so explain does not show the case for it nor keep it (kept, it could only fail),
+    and says what is wrong with it; a whole prediction, right or wrong, is shown and kept."""
+    from labkit import predictions
+    from labkit.exercises import answer_path
+    path = answer_path("scheduler", exercise)
+    path.unlink(missing_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(broken)
+    refused = withhold.gate(_case(exercise), "mine.yaml")
+    assert refused and "not a whole prediction yet" in refused, refused
+    assert predictions.kept("scheduler", exercise) is None
+    path.write_text(whole)
+    assert withhold.gate(_case(exercise), "mine.yaml") is None
+    assert predictions.kept("scheduler", exercise).text == whole
+
+
+def test_a_noexecute_answer_with_a_time_of_another_form_is_no_prediction_yet():
+    from labkit import predictions
+    from labkit.exercises import answer_path
+    taint, six = _drain()
+    case = _eviction_case(six, taint)
+    path = answer_path("scheduler", "noexecute")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"{name}: 0\n" for name in six).replace("patient: 0", "patient: 120s"))
+    refused = withhold.noexecute_gate(case, "mine.yaml", "labkit scheduler play")
+    assert refused and "patient is neither" in refused and predictions.kept("scheduler", "noexecute") is None
+    path.write_text("".join(f"{name}: never\n" for name in six))
+    assert withhold.noexecute_gate(case, "mine.yaml", "labkit scheduler play") is None

@@ -152,18 +152,122 @@ def exercise_of(case: dict) -> tuple[str, Path] | None:
     return None
 
 
+def _whole_number(value) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        return None
+
+
+def prediction_problem(exercise: str, text: str) -> str | None:
+    """What keeps an answer text from being a whole prediction of `exercise` (score-predict,
+    preempt-predict, noexecute, spread) that its check can read, or None when it is one: not
+    YAML, a key given twice, a key missing or one the exercise does not read (lab.yaml
+    `answer_keys`), or a part of the wrong form whatever the outcome (a node or Pod the case does
+    not have, a score that is no whole number from 0 to 100, a time that is neither a number of
+    seconds nor never), as the checks refuse them. A tool keeps the answer as it is when it first
+    shows the outcome (labkit.predictions): kept half-written or misspelt, it could only fail, and
+    the outcome could be copied into a fresh answer only by forgetting the kept one. Says what is
+    missing or malformed, never what is right (as labkit.resources.situations.prediction_problem)."""
+    import yaml
+
+    from labkit.inputs import load_yaml
+    from labkit.labs import discover, load_lab
+    from labkit.strict import key_positions
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return "it is not valid YAML"
+    for positions in key_positions(text)[:1]:
+        if positions.duplicates:
+            line, key = positions.duplicates[0]
+            return f"it gives {key} twice (line {line + 1})"
+    if not isinstance(data, dict):
+        return "it is not a YAML mapping"
+    directory = discover().get(LAB)
+    if directory is None:
+        return None
+    lab = load_lab(directory)
+    wanted = list(lab.exercise(exercise).answer_keys or [])
+    given = [str(k) for k in data]
+    for key in wanted:
+        if key not in given:
+            return f"it has no key {key}"
+    for key in given:
+        if key not in wanted:
+            return f"it has the key {key}, which this exercise does not read"
+    if exercise == NOEXECUTE:
+        for key in wanted:
+            value = data[key]
+            if str(value).strip().lower() != "never" and (_whole_number(value) is None or _whole_number(value) < 0):
+                return f"{key} is neither 0, a number of seconds, nor never"
+        return None
+    if exercise == SPREAD:
+        for key in ("zones", "nodes"):
+            if not isinstance(data[key], dict):
+                return f"{key} is not a mapping"
+        if any(_whole_number(v) is None or _whole_number(v) < 0 for v in data["zones"].values()):
+            return "a count of zones is not a whole number"
+        return None
+    case = load_yaml(lab.directory / lab.exercise(exercise).params["case"])
+    nodes = [n["name"] for n in case.get("nodes") or []]
+    node = data["node"]
+    if not isinstance(node, str) or node.strip() not in nodes:
+        return f"node: {node!r} is not a node of the case"
+    if exercise == "score-predict":
+        fit = data["fit"]
+        if not isinstance(fit, dict):
+            return "fit is not a mapping of each node to its score"
+        for name in fit:
+            if str(name) not in nodes:
+                return f"fit: {name!r} is not a node of the case"
+        for name in nodes:
+            if name not in fit:
+                return f"fit: {name} has no score"
+            score = _whole_number(fit[name])
+            if score is None or not 0 <= score <= 100:
+                return f"fit: the score of {name} is not a whole number from 0 to 100"
+        return None
+    victims = data["victims"]
+    pods = {p["name"] for p in case.get("pods") or []}
+    if not isinstance(victims, list):
+        return "victims is not a list of Pod names"
+    for victim in victims:
+        if str(victim).strip() not in pods:
+            return f"victims: {victim!r} is not a Pod of the case as it names them"
+    return None
+
+
+def _not_whole(exercise: str) -> str:
+    """What a refusal adds when the answer file is there but no whole prediction yet."""
+    from labkit import predictions
+    from labkit.exercises import answer_path
+    text = predictions.answer_text(LAB, exercise)
+    problem = None if text is None else prediction_problem(exercise, text)
+    return "" if problem is None else f" (your {answer_path(LAB, exercise)} is not a whole prediction yet: {problem})"
+
+
+def _whole(exercise: str):
+    return lambda text: prediction_problem(exercise, text) is None
+
+
 def gate(case: dict, path: Path, tool: str = "labkit scheduler explain") -> str | None:
     """None when `case` may be played and shown; else what to say instead. Showing the case of a
-    prediction exercise with a prediction written keeps that prediction (the first time)."""
+    prediction exercise with a whole prediction written (prediction_problem) keeps that prediction
+    (the first time)."""
     from labkit import predictions
     found = exercise_of(case)
     if found is None:
         return None
     exercise, _case_path = found
-    if predictions.reveal(LAB, exercise, tool, situation=str(path)):
+    if predictions.reveal(LAB, exercise, tool, situation=str(path), complete=_whole(exercise)):
         return None
     return (f"{path} is, or holds part of, the case of exercise {exercise}, whose outcome you are to predict "
-            f"(`labkit show {LAB} {exercise}`): " + predictions.how_to_record(LAB, exercise))
+            f"(`labkit show {LAB} {exercise}`): " + predictions.how_to_record(LAB, exercise) + _not_whole(exercise))
 
 
 # spread asks, for shop's Pending replica, how many of shop's Pods each zone holds and each pool
@@ -222,10 +326,11 @@ def spread_gate(outcome: list | None, situation: str, tool: str = "labkit schedu
     from labkit import predictions
     if outcome is None or outcome != spread_exercise_outcome():
         return None
-    if predictions.reveal(LAB, SPREAD, tool, situation=situation):
+    if predictions.reveal(LAB, SPREAD, tool, situation=situation, complete=_whole(SPREAD)):
         return None
     return (f"{situation}: its zones and each node's Filter reason are what exercise {SPREAD} asks you to work out "
-            f"(`labkit show {LAB} {SPREAD}`): " + predictions.how_to_record(LAB, SPREAD).replace("prediction", "answer"))
+            f"(`labkit show {LAB} {SPREAD}`): "
+            + (predictions.how_to_record(LAB, SPREAD) + _not_whole(SPREAD)).replace("prediction", "answer"))
 
 
 # noexecute asks after how many seconds the taint-eviction controller deletes each of six Pods of
@@ -355,9 +460,9 @@ def noexecute_gate(case: dict, situation: str, tool: str) -> str | None:
     from labkit import predictions
     if not noexecute_reveals(case):
         return None
-    if predictions.reveal(LAB, NOEXECUTE, tool, situation=situation):
+    if predictions.reveal(LAB, NOEXECUTE, tool, situation=situation, complete=_whole(NOEXECUTE)):
         return None
     what = (f"{situation} tolerates" if situation.startswith("Pod ") else f"{situation} holds a Pod that tolerates")
     return (f"{what} as one of noexecute's Pods does, next to a NoExecute taint of the drain taint's key (or of a key its tolerations were renamed to): what happens "
             f"to it is what exercise {NOEXECUTE} asks you to predict (`labkit show {LAB} {NOEXECUTE}`): "
-            + predictions.how_to_record(LAB, NOEXECUTE))
+            + predictions.how_to_record(LAB, NOEXECUTE) + _not_whole(NOEXECUTE))
