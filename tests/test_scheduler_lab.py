@@ -252,8 +252,9 @@ def test_node_name_does_not_count_a_scratch_pod_the_student_made_and_deleted_but
         result = statuses(lab, "node-name")["node-name"]
         assert result.status == "fail" and "legacy" in result.message and "scratch-copy" not in result.message, \
             result.message
-    finally:
+    finally:        # legacy back, and nightly pinned again (bound to node-e, a drain taint there would evict it)
         runner.reset(lab, exercise_id="taint-effects")
+        runner.reset(lab, exercise_id="node-name")
 
 
 def test_a_wrong_reading_of_node_name_counts_once_whatever_the_fix_beside_it_says(lab):
