@@ -622,7 +622,7 @@ def test_copies_of_the_e2e_pods_elsewhere_show_nothing_of_the_prediction_before_
     # the refusal's way out works: the reset of the prediction exercise unmounts the copy's mount (and says so first)
     assert f"labkit reset {LAB} predict-e2e-matrix` unmounts" in refused.stderr
     asked = labkit("reset", LAB, "predict-e2e-matrix")
-    assert "cm:/mnt/test/cm" in asked.stdout + asked.stderr
+    assert "/var/lib/kubelet/copies/cm" in asked.stdout + asked.stderr and "cm:/" not in asked.stdout + asked.stderr
     labkit("reset", LAB, "predict-e2e-matrix", "--yes", check=0)
     assert labkit("mounts", "exec", "cs", "--", "true", check=0).stdout == ""
     assert mountinfo.visible_at(Node(env).mounts(), "/var/lib/kubelet/copies/cm") is None
@@ -638,3 +638,33 @@ def test_copies_of_the_e2e_pods_elsewhere_show_nothing_of_the_prediction_before_
     table = json.loads(labkit("mounts", "matrix", "-o", "json", check=0).stdout)["/var/lib/kubelet/copies"]
     assert {party for party, row in table["rows"].items() if "cm" in row["sees"]} == {"node", "cm", "cs"}
     assert "master:" in labkit("mounts", "exec", "cs", "--", "cat", "/proc/self/mountinfo", check=0).stdout
+
+
+def test_a_reset_names_the_experiments_mounts_by_their_place_not_by_who_holds_them(running_lab):
+    """Before the prediction is kept, what a reset would revert names a mount made by hand where
+    parties of the e2e experiment's modes view it by its place in the node's terms only: master's
+    mount (which reaches the node, slave and watcher) and slave's (which stays in slave) read the
+    same, in every reset that unmounts them, so the listing cannot stand in for the experiment."""
+    lab, env = running_lab
+    answer_path(LAB, "predict-e2e-matrix").unlink(missing_ok=True)
+    node = Node(env)
+    for party in ("master", "slave"):
+        node.mount_tmpfs(node.party(party).pid, f"/mnt/test/{party}-made", f"{party}-made")
+    node.mount_tmpfs(node.require_pid(), "/var/lib/kubelet/node-made", "node-made")
+    holders = re.compile(r"\b(?:node|master|slave|private|default|watcher):/")
+    for exercise in ("predict-e2e-matrix", "peer-groups", None):
+        risk = runner.work_at_risk(lab, exercise)
+        assert not holders.search(" ".join(risk)), (exercise, risk)
+        assert "/var/lib/kubelet/e2e/master-made" in " ".join(risk), (exercise, risk)
+        # a line naming master's mount (the node holds it) and not slave's would tell them apart
+        assert all(("master-made" in line) == ("slave-made" in line) for line in risk), (exercise, risk)
+    assert "/var/lib/kubelet/node-made" in " ".join(runner.work_at_risk(lab, "predict-e2e-matrix"))
+    runner.reset(lab, exercise_id="predict-e2e-matrix")
+    assert runner.work_at_risk(lab, "predict-e2e-matrix") == []
+    # once the prediction is kept, the reset says where each mount is, party by party
+    path = answer_path(LAB, "predict-e2e-matrix")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"{party}: []\n" for party in ("host", "master", "slave", "private", "default")))
+    labkit("mounts", "matrix", check=0)
+    node.mount_tmpfs(node.party("master").pid, "/mnt/test/later", "later")
+    assert "master:/mnt/test/later" in " ".join(runner.work_at_risk(lab, "predict-e2e-matrix"))

@@ -233,6 +233,57 @@ def test_a_reset_of_node_name_pins_the_pod_again_and_names_what_it_undoes(lab):
     assert result.status == "fail" and "by hand" in result.message
 
 
+def test_node_name_does_not_count_a_scratch_pod_the_student_made_and_deleted_but_counts_the_labs(lab):
+    """A Pod the student made in sched since the part was built (a copy of a drain Pod for
+    noexecute's experiment, say) and deleted again is no other workload: node-name passed only
+    without it. A Pod of the lab deleted (legacy) still fails it."""
+    lab, env = lab
+    runner.reset(lab, exercise_id="node-name")
+    target = for_env(env)
+    scratch = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "scratch-copy", "namespace": "sched"},
+               "spec": {"nodeName": "node-e", "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}}
+    target.kubectl("create", "-f", "-", input=json.dumps(scratch))
+    target.kubectl("delete", "pod", "scratch-copy", "-n", "sched", "--force", "--grace-period=0")
+    runner.solve(lab, "node-name")
+    result = statuses(lab, "node-name")["node-name"]
+    assert result.status == "pass", result.message
+    target.kubectl("delete", "pod", "legacy", "-n", "sched", "--force", "--grace-period=0")
+    try:
+        result = statuses(lab, "node-name")["node-name"]
+        assert result.status == "fail" and "legacy" in result.message and "scratch-copy" not in result.message, \
+            result.message
+    finally:        # legacy back, and nightly pinned again (bound to node-e, a drain taint there would evict it)
+        runner.reset(lab, exercise_id="taint-effects")
+        runner.reset(lab, exercise_id="node-name")
+
+
+def test_a_wrong_reading_of_node_name_counts_once_whatever_the_fix_beside_it_says(lab):
+    """The same wrong reading checked beside three fixes (none yet, requests changed, then the
+    right one) is one wrong answer: it was counted again each time the fix's failure changed."""
+    lab, env = lab
+    runner.reset(lab, exercise_id="node-name")
+    path = answer_path(LAB, "node-name")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    before = env.state.wrong_answers_checked("node-name")
+    path.write_text("reason: OutOfCPU\nrequested: 2000\nused: 0\ncapacity: 1000\n")
+    assert statuses(lab, "node-name")["node-name"].status == "fail"        # nightly still Failed, by hand
+    target = for_env(env)
+    nightly = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "nightly", "namespace": "sched"},
+               "spec": {"containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10",
+                                        "resources": {"requests": {"cpu": "1", "memory": "512Mi"}}}]}}
+    target.kubectl("delete", "pod", "nightly", "-n", "sched", "--force", "--grace-period=0")
+    target.kubectl("create", "-f", "-", input=json.dumps(nightly))
+    result = statuses(lab, "node-name")["node-name"]
+    assert result.status == "fail" and "requests" in result.message, result.message
+    target.kubectl("delete", "pod", "nightly", "-n", "sched", "--force", "--grace-period=0")
+    nightly["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "2"
+    target.kubectl("create", "-f", "-", input=json.dumps(nightly))
+    result = statuses(lab, "node-name")["node-name"]
+    assert result.status == "fail" and "not right" in result.message, result.message
+    assert env.state.wrong_answers_checked("node-name") == before + 1, result.message
+    runner.reset(lab, exercise_id="node-name")
+
+
 def test_spread_leaves_one_replica_pending_and_a_reset_brings_shop_back_keeping_the_answer(lab):
     lab, env = lab
     runner.reset(lab, exercise_id="spread")

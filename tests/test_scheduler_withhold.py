@@ -239,10 +239,10 @@ def test_a_decision_with_spreads_outcome_waits_for_the_spread_answer_whatever_th
     assert "Insufficient" not in refusal
     path = answer_path("scheduler", "spread")
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("zones: {zone-a: 3}\n")
+    path.write_text("zones: {zone-a: 3, zone-b: 2, zone-c: 1}\nnodes: {zone-a-1: x, zone-a-2: x, zone-b-1: x, zone-c-1: x}\n")
     assert withhold.spread_gate(spread_outcome(cycle), "Pod mine/r9") is None
-    path.write_text("zones: {zone-a: 2}\n")
-    assert predictions.kept("scheduler", "spread").text == "zones: {zone-a: 3}\n"
+    path.write_text("zones: {zone-a: 2, zone-b: 2, zone-c: 1}\nnodes: {zone-a-1: x, zone-a-2: x, zone-b-1: x, zone-c-1: x}\n")
+    assert predictions.kept("scheduler", "spread").text == "zones: {zone-a: 3, zone-b: 2, zone-c: 1}\nnodes: {zone-a-1: x, zone-a-2: x, zone-b-1: x, zone-c-1: x}\n"
 
 
 # -- noexecute: a Pod that tolerates as one of node-e's six, under a NoExecute taint of the drain key --
@@ -265,8 +265,11 @@ def test_each_of_node_es_pods_copied_under_the_drain_key_is_noexecutes_and_other
         assert withhold.noexecute_reveals(_eviction_case({name: tolerations}, taint)), name
         other_value = dict(taint, value="whenever")
         assert withhold.noexecute_reveals(_eviction_case({name: tolerations}, other_value)), name
+        # under a taint of another key, tolerations that name drain are no copy (the wildcard,
+        # which names every key, is one under any taint: renamed_copies_of_the_six below)
         other_key = dict(taint, key="labkit.example/elsewhere")
-        assert not withhold.noexecute_reveals(_eviction_case({name: tolerations}, other_key)), name
+        if name != "wildcard":
+            assert not withhold.noexecute_reveals(_eviction_case({name: tolerations}, other_key)), name
         no_execute_elsewhere = dict(taint, effect="NoSchedule")
         assert not withhold.noexecute_reveals(_eviction_case({name: tolerations}, no_execute_elsewhere)), name
     # tolerations written otherwise to the same effect: the same verdicts under every drain taint
@@ -279,6 +282,37 @@ def test_each_of_node_es_pods_copied_under_the_drain_key_is_noexecutes_and_other
     # a Pod that behaves as none of the six (another tolerationSeconds) is shown
     sixty = [dict(six["patient"][0], tolerationSeconds=60)]
     assert not withhold.noexecute_reveals(_eviction_case({"x": sixty}, taint))
+
+
+def _drain_renamed(tolerations: list, key: str, values: dict) -> list:
+    return [dict(t, key=key, **({"value": values.get(t["value"], t["value"])} if t.get("value") else {}))
+            if t.get("key") == "drain" else dict(t) for t in tolerations]
+
+
+def test_renamed_copies_of_the_six_under_a_taint_of_another_key_are_noexecutes():
+    """The six copied under `retire=soon:NoExecute`, each toleration of drain renamed with it (and
+    other-value's value too): the controller treats each copy as it treats its original under
+    the drain taint, so a case holding one that tolerates anything shows noexecute's outcome
+    whatever the key (before, only the key drain was withheld: `play` showed every copy's time)."""
+    taint, six = _drain()
+    renamed_taint = {"key": "retire", "value": "soon", "effect": "NoExecute"}
+    for values in ({taint["value"]: "soon"}, {taint["value"]: "soon", "later": "afterwards"}):
+        for name, tolerations in six.items():
+            if not tolerations:       # plain: a Pod that tolerates nothing goes at once under any taint (the README says so)
+                continue
+            copy_ = _drain_renamed(tolerations, "retire", values)
+            assert withhold.noexecute_reveals(_eviction_case({name: copy_}, renamed_taint)), (name, copy_)
+    # what names neither the taint's key nor every key is no copy: the fidelity case's Pod without
+    # tolerations, and a Pod that tolerates the renamed taint for another number of seconds
+    assert not withhold.noexecute_reveals(_eviction_case({"bare": []}, renamed_taint))
+    sixty = [{"key": "retire", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 60}]
+    assert not withhold.noexecute_reveals(_eviction_case({"x": sixty}, renamed_taint))
+    # as the incoming Pod of a scheduling case, next to a node with the renamed taint
+    case = {"id": "mine", "expect": {}, "nodes": [{"name": "n1", "allocatable": {"cpu": "1"},
+                                                   "taints": [renamed_taint]}],
+            "incoming": {"name": "x", "containers": [{"name": "c", "requests": {"cpu": "100m"}}],
+                         "tolerations": _drain_renamed(six["patient"], "retire", {})}}
+    assert withhold.noexecute_reveals(case)
 
 
 def test_a_scheduling_case_whose_incoming_pod_tolerates_as_one_of_the_six_next_to_a_drain_taint_is_noexecutes():
@@ -306,9 +340,9 @@ def test_the_shared_noexecute_case_is_played_and_the_gate_keeps_the_prediction(m
     assert refused and "noexecute" in refused and str(answer_path("scheduler", "noexecute")) in refused
     assert "never" not in refused and "120" not in refused
     answer_path("scheduler", "noexecute").parent.mkdir(parents=True, exist_ok=True)
-    answer_path("scheduler", "noexecute").write_text("plain: 0\n")
+    answer_path("scheduler", "noexecute").write_text("".join(f"{name}: 0\n" for name in six))
     assert withhold.noexecute_gate(case, "mine.yaml", "labkit scheduler play") is None
-    assert predictions.kept("scheduler", "noexecute").text == "plain: 0\n"
+    assert predictions.kept("scheduler", "noexecute").text == "".join(f"{name}: 0\n" for name in six)
 
 
 def test_labkit_scheduler_play_refuses_a_copy_of_node_es_pods_under_the_drain_taint_then_plays_it(tmp_path):
@@ -330,6 +364,45 @@ def test_labkit_scheduler_play_refuses_a_copy_of_node_es_pods_under_the_drain_ta
     assert refused.exit_code == 1 and "exercise noexecute" in refused.output, refused.output
     assert str(answer_path("scheduler", "noexecute")) in refused.output and "evicted" not in refused.output
     answer_path("scheduler", "noexecute").parent.mkdir(parents=True, exist_ok=True)
-    answer_path("scheduler", "noexecute").write_text("plain: 0\n")
+    answer_path("scheduler", "noexecute").write_text("".join(f"{name}: 0\n" for name in six))
     shown = CliRunner().invoke(app, ["scheduler", "play", "-f", str(path), "-o", "json"], prog_name="labkit")
     assert shown.exit_code == 0 and "evicted_after_seconds" in shown.output, shown.output
+
+
+@pytest.mark.parametrize("exercise, broken, whole", [
+    ("score-predict", "node: node1\nfit: {node-1: 50, node-2: 49, node-3: 93}\n",
+     "node: node-2\nfit: {node-1: 1, node-2: 2, node-3: 3}\n"),
+    ("score-predict", "node: node-1\nfit: {node-1: 50, node-2: 49}\n",
+     "node: node-3\nfit: {node-1: 0, node-2: 0, node-3: 100}\n"),
+    ("preempt-predict", "node: node-1\nvictims: [batch_a]\n", "node: node-2\nvictims: []\n"),
+    ("preempt-predict", "node: node-1\nvictim: [batch-a]\n", "node: node-1\nvictims: [web-a]\n")])
+def test_an_answer_the_check_cannot_read_is_no_prediction_the_case_is_shown_for(exercise, broken, whole):
+    """A misspelt node or Pod, a missing part or key: the check refuses such an answer as
+    malformed, so explain does not show the case for it nor keep it (kept, it could only fail),
+    and says what is wrong with it; a whole prediction, right or wrong, is shown and kept."""
+    from labkit import predictions
+    from labkit.exercises import answer_path
+    path = answer_path("scheduler", exercise)
+    path.unlink(missing_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(broken)
+    refused = withhold.gate(_case(exercise), "mine.yaml")
+    assert refused and "not a whole prediction yet" in refused, refused
+    assert predictions.kept("scheduler", exercise) is None
+    path.write_text(whole)
+    assert withhold.gate(_case(exercise), "mine.yaml") is None
+    assert predictions.kept("scheduler", exercise).text == whole
+
+
+def test_a_noexecute_answer_with_a_time_of_another_form_is_no_prediction_yet():
+    from labkit import predictions
+    from labkit.exercises import answer_path
+    taint, six = _drain()
+    case = _eviction_case(six, taint)
+    path = answer_path("scheduler", "noexecute")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"{name}: 0\n" for name in six).replace("patient: 0", "patient: 120s"))
+    refused = withhold.noexecute_gate(case, "mine.yaml", "labkit scheduler play")
+    assert refused and "patient is neither" in refused and predictions.kept("scheduler", "noexecute") is None
+    path.write_text("".join(f"{name}: never\n" for name in six))
+    assert withhold.noexecute_gate(case, "mine.yaml", "labkit scheduler play") is None

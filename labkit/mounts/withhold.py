@@ -428,9 +428,9 @@ def e2e_paths(party) -> list[str]:
     return out
 
 
-def experiment_live(parties) -> list[str]:
-    """The mounts made in the live lab below the e2e host path, party by party ("party:path"): once
-    there is one, what any party sees there is the e2e experiment's outcome, done by hand."""
+def _experiment_mounts(parties) -> list[tuple[str, str, str]]:
+    """(party, mount point, the same place in the node's terms) of every mount made in the live lab
+    below the e2e host path."""
     from labkit.mounts import mountinfo
 
     found = []
@@ -442,9 +442,29 @@ def experiment_live(parties) -> list[str]:
             mounts = mountinfo.read(party.pid)
         except OSError:
             continue
-        found += [f"{party.name}:{m.mountpoint}" for m in mounts
-                  if any(mountinfo.is_under(m.mountpoint, p) and m.mountpoint != p for p in paths)]
+        for m in mounts:
+            for p in paths:
+                if mountinfo.is_under(m.mountpoint, p) and m.mountpoint != p:
+                    found.append((party.name, m.mountpoint, E2E_HOST_PATH + m.mountpoint[len(p.rstrip("/")):]))
+                    break
     return found
+
+
+def experiment_live(parties) -> list[str]:
+    """The mounts made in the live lab below the e2e host path, party by party ("party:path"): once
+    there is one, what any party sees there is the e2e experiment's outcome, done by hand."""
+    return [f"{party}:{mountpoint}" for party, mountpoint, _ in _experiment_mounts(parties)]
+
+
+def revealing_places(env, node) -> tuple[list[str], list[str]]:
+    """The mounts made by hand that a reset of the prediction exercise unmounts, named by where they
+    are below their host path in the node's terms, not by who holds them (which parties see a mount
+    is the experiment's outcome): (those below the e2e host path, those below the other host paths
+    live_revealing finds)."""
+    made = sorted({place for _, _, place in _experiment_mounts(node.parties())})
+    elsewhere = sorted({f"{host_path.rstrip('/')}/{rel}" for host_path, entry in live_revealing(env, node).items()
+                        for rel in entry["columns"]} - set(made))
+    return made, elsewhere
 
 
 def before_shell(env, parties, say, node=None, tool: str = "labkit shell") -> bool:

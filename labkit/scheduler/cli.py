@@ -37,7 +37,8 @@ def play(files: List[Path] = typer.Option(..., "-f", "--filename", help="A case 
     """Play each case on a fresh reconstruction and compare with its `expect`. Exit code 0 only
     when every expectation of every case holds. A case that shows part of the outcome of a
     prediction exercise of the scheduler lab (its case file, a copy, or for noexecute a Pod that
-    tolerates as one of its Pods under a NoExecute taint of the drain key) is played only once
+    tolerates as one of its Pods under a NoExecute taint of the drain key, or of a key its
+    tolerations were renamed to) is played only once
     that prediction is written."""
     from labkit.scheduler.play import load_case, play as play_case
 

@@ -5,7 +5,8 @@ its nodes with the same Pods and the same incoming Pod, other nodes added or lef
 score-predict also a near-copy: any case with a node scored as one of its nodes is, give or take a
 point; for preempt-predict any case with a node whose victims are shaped as on one of its nodes);
 spread's outcome (spread_gate); and noexecute's: any case with a Pod that tolerates as one of its
-six Pods does under a NoExecute taint of the drain taint's key (noexecute_gate). Keeping the
+six Pods does under a NoExecute taint of the drain taint's key, or of another key its tolerations
+were renamed to (noexecute_gate). Keeping the
 prediction when the outcome is first shown, and grading that kept copy, is labkit.predictions'."""
 
 from __future__ import annotations
@@ -151,18 +152,122 @@ def exercise_of(case: dict) -> tuple[str, Path] | None:
     return None
 
 
+def _whole_number(value) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        return None
+
+
+def prediction_problem(exercise: str, text: str) -> str | None:
+    """What keeps an answer text from being a whole prediction of `exercise` (score-predict,
+    preempt-predict, noexecute, spread) that its check can read, or None when it is one: not
+    YAML, a key given twice, a key missing or one the exercise does not read (lab.yaml
+    `answer_keys`), or a part of the wrong form whatever the outcome (a node or Pod the case does
+    not have, a score that is no whole number from 0 to 100, a time that is neither a number of
+    seconds nor never), as the checks refuse them. A tool keeps the answer as it is when it first
+    shows the outcome (labkit.predictions): kept half-written or misspelt, it could only fail, and
+    the outcome could be copied into a fresh answer only by forgetting the kept one. Says what is
+    missing or malformed, never what is right (as labkit.resources.situations.prediction_problem)."""
+    import yaml
+
+    from labkit.inputs import load_yaml
+    from labkit.labs import discover, load_lab
+    from labkit.strict import key_positions
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return "it is not valid YAML"
+    for positions in key_positions(text)[:1]:
+        if positions.duplicates:
+            line, key = positions.duplicates[0]
+            return f"it gives {key} twice (line {line + 1})"
+    if not isinstance(data, dict):
+        return "it is not a YAML mapping"
+    directory = discover().get(LAB)
+    if directory is None:
+        return None
+    lab = load_lab(directory)
+    wanted = list(lab.exercise(exercise).answer_keys or [])
+    given = [str(k) for k in data]
+    for key in wanted:
+        if key not in given:
+            return f"it has no key {key}"
+    for key in given:
+        if key not in wanted:
+            return f"it has the key {key}, which this exercise does not read"
+    if exercise == NOEXECUTE:
+        for key in wanted:
+            value = data[key]
+            if str(value).strip().lower() != "never" and (_whole_number(value) is None or _whole_number(value) < 0):
+                return f"{key} is neither 0, a number of seconds, nor never"
+        return None
+    if exercise == SPREAD:
+        for key in ("zones", "nodes"):
+            if not isinstance(data[key], dict):
+                return f"{key} is not a mapping"
+        if any(_whole_number(v) is None or _whole_number(v) < 0 for v in data["zones"].values()):
+            return "a count of zones is not a whole number"
+        return None
+    case = load_yaml(lab.directory / lab.exercise(exercise).params["case"])
+    nodes = [n["name"] for n in case.get("nodes") or []]
+    node = data["node"]
+    if not isinstance(node, str) or node.strip() not in nodes:
+        return f"node: {node!r} is not a node of the case"
+    if exercise == "score-predict":
+        fit = data["fit"]
+        if not isinstance(fit, dict):
+            return "fit is not a mapping of each node to its score"
+        for name in fit:
+            if str(name) not in nodes:
+                return f"fit: {name!r} is not a node of the case"
+        for name in nodes:
+            if name not in fit:
+                return f"fit: {name} has no score"
+            score = _whole_number(fit[name])
+            if score is None or not 0 <= score <= 100:
+                return f"fit: the score of {name} is not a whole number from 0 to 100"
+        return None
+    victims = data["victims"]
+    pods = {p["name"] for p in case.get("pods") or []}
+    if not isinstance(victims, list):
+        return "victims is not a list of Pod names"
+    for victim in victims:
+        if str(victim).strip() not in pods:
+            return f"victims: {victim!r} is not a Pod of the case as it names them"
+    return None
+
+
+def _not_whole(exercise: str) -> str:
+    """What a refusal adds when the answer file is there but no whole prediction yet."""
+    from labkit import predictions
+    from labkit.exercises import answer_path
+    text = predictions.answer_text(LAB, exercise)
+    problem = None if text is None else prediction_problem(exercise, text)
+    return "" if problem is None else f" (your {answer_path(LAB, exercise)} is not a whole prediction yet: {problem})"
+
+
+def _whole(exercise: str):
+    return lambda text: prediction_problem(exercise, text) is None
+
+
 def gate(case: dict, path: Path, tool: str = "labkit scheduler explain") -> str | None:
     """None when `case` may be played and shown; else what to say instead. Showing the case of a
-    prediction exercise with a prediction written keeps that prediction (the first time)."""
+    prediction exercise with a whole prediction written (prediction_problem) keeps that prediction
+    (the first time)."""
     from labkit import predictions
     found = exercise_of(case)
     if found is None:
         return None
     exercise, _case_path = found
-    if predictions.reveal(LAB, exercise, tool, situation=str(path)):
+    if predictions.reveal(LAB, exercise, tool, situation=str(path), complete=_whole(exercise)):
         return None
     return (f"{path} is, or holds part of, the case of exercise {exercise}, whose outcome you are to predict "
-            f"(`labkit show {LAB} {exercise}`): " + predictions.how_to_record(LAB, exercise))
+            f"(`labkit show {LAB} {exercise}`): " + predictions.how_to_record(LAB, exercise) + _not_whole(exercise))
 
 
 # spread asks, for shop's Pending replica, how many of shop's Pods each zone holds and each pool
@@ -221,17 +326,19 @@ def spread_gate(outcome: list | None, situation: str, tool: str = "labkit schedu
     from labkit import predictions
     if outcome is None or outcome != spread_exercise_outcome():
         return None
-    if predictions.reveal(LAB, SPREAD, tool, situation=situation):
+    if predictions.reveal(LAB, SPREAD, tool, situation=situation, complete=_whole(SPREAD)):
         return None
     return (f"{situation}: its zones and each node's Filter reason are what exercise {SPREAD} asks you to work out "
-            f"(`labkit show {LAB} {SPREAD}`): " + predictions.how_to_record(LAB, SPREAD).replace("prediction", "answer"))
+            f"(`labkit show {LAB} {SPREAD}`): "
+            + (predictions.how_to_record(LAB, SPREAD) + _not_whole(SPREAD)).replace("prediction", "answer"))
 
 
 # noexecute asks after how many seconds the taint-eviction controller deletes each of six Pods of
 # node-e once the drain taint is added. What shows part of that outcome, whatever the names: the
 # verdict on a Pod that behaves as one of the six under a NoExecute taint of the drain taint's key
-# (any value) — in `play`'s taint-eviction cases (each bound Pod's eviction time), as the incoming
-# Pod of a scheduling case or a live decision (TaintToleration's Filter verdict on a node with such
+# (any value), or of another key its tolerations were renamed to (tolerates_as_drain_pod_under) —
+# in `play`'s taint-eviction cases (each bound Pod's eviction time), as the incoming Pod of a
+# scheduling case or a live decision (TaintToleration's Filter verdict on a node with such
 # a taint: tolerated or not), or in the lab's cluster (the taint-eviction controller's decisions,
 # lab.noexecute_trial). A Pod "behaves as" one of the six when the controller gives it the same
 # delay under every NoExecute taint of that key and each value the six's tolerations name, the
@@ -271,16 +378,6 @@ def _probes(taint: dict, six: list[list[dict]]) -> list[dict]:
     return [{"key": taint["key"], "value": v, "effect": "NoExecute"} for v in sorted(values)]
 
 
-def drain_keyed(taints: list | None, key: str | None = None) -> bool:
-    """Whether `taints` hold a NoExecute taint of the drain taint's key."""
-    if key is None:
-        found = _drain_situation()
-        if found is None:
-            return False
-        key = found[0]["key"]
-    return any(isinstance(t, dict) and t.get("effect") == "NoExecute" and t.get("key") == key for t in taints or [])
-
-
 def behaves_as_drain_pod(tolerations: list | None) -> bool:
     """Whether a Pod with these tolerations behaves as one of noexecute's six under the drain
     taint's key (see above)."""
@@ -295,22 +392,65 @@ def behaves_as_drain_pod(tolerations: list | None) -> bool:
         return False
 
 
+def _as_drain(tolerations: list, taint: dict, drain: dict) -> list:
+    """`tolerations` read with `taint` standing for the drain taint: its key swapped with the drain
+    taint's, and, in the tolerations of that key, its value with the drain taint's (a copy of the
+    six Pods under a taint of other names, their tolerations renamed with it)."""
+    def swap(x, a, b):
+        return b if x == a else a if x == b else x
+    key, value = taint.get("key"), taint.get("value") or ""
+    out = []
+    for t in tolerations:
+        if isinstance(t, dict) and t.get("key") and t.get("key") in (key, drain["key"]):
+            t = dict(t, key=swap(t["key"], key, drain["key"]))
+            if t["key"] == drain["key"] and t.get("value"):
+                t["value"] = swap(t["value"], value, drain.get("value") or "")
+        out.append(t)
+    return out
+
+
+def tolerates_as_drain_pod_under(taints: list | None, tolerations: list | None) -> bool:
+    """Whether a Pod with `tolerations` next to `taints` shows part of noexecute's outcome: under
+    a NoExecute taint of the drain key, when it behaves as one of the six; under one of another
+    key, when it has a toleration of that key (or of every key) and behaves as one of the six once
+    that taint's key and value are renamed to the drain taint's in its tolerations: a copy of the
+    six under a taint renamed, which the controller treats as it treats them (toleration.go
+    ToleratesTaint compares key, value and effect as strings)."""
+    found = _drain_situation()
+    if found is None:
+        return False
+    drain = found[0]
+    tolerations = [t for t in tolerations or []]
+    for taint in taints or []:
+        if not isinstance(taint, dict) or taint.get("effect") != "NoExecute":
+            continue
+        if taint.get("key") == drain["key"]:
+            if behaves_as_drain_pod(tolerations) or behaves_as_drain_pod(_as_drain(tolerations, taint, drain)):
+                return True
+            continue
+        if any(isinstance(t, dict) and (t.get("key") or "") in ("", taint.get("key")) for t in tolerations) \
+                and behaves_as_drain_pod(_as_drain(tolerations, taint, drain)):
+            return True
+    return False
+
+
 def noexecute_reveals(case: dict) -> bool:
     """Whether playing or explaining `case` shows part of noexecute's outcome: in a taint-eviction
-    case, a Pod bound to a node with a NoExecute taint of the drain key that behaves as one of the
-    six; in a scheduling case, an incoming Pod that behaves as one of the six, with a node that
-    has such a taint (its Filter verdict there)."""
+    case, a Pod bound to a node with a NoExecute taint that tolerates as one of the six under it
+    (tolerates_as_drain_pod_under: the drain key, or another key its tolerations were renamed
+    to); in a scheduling case, an incoming Pod that does so next to a node's taints (its Filter
+    verdict there)."""
     if not isinstance(case, dict):
         return False
     nodes = [n for n in case.get("nodes") or [] if isinstance(n, dict)]
-    if not any(drain_keyed(n.get("taints")) for n in nodes):
-        return False
     if case.get("config") == EVICTION_CASE:
-        tainted = {n.get("name") for n in nodes if drain_keyed(n.get("taints"))}
-        return any(isinstance(p, dict) and p.get("nodeName") in tainted and behaves_as_drain_pod(p.get("tolerations"))
+        taints = {n.get("name"): n.get("taints") for n in nodes}
+        return any(isinstance(p, dict) and p.get("nodeName") in taints
+                   and tolerates_as_drain_pod_under(taints[p.get("nodeName")], p.get("tolerations"))
                    for p in case.get("pods") or [])
     incoming = case.get("incoming")
-    return isinstance(incoming, dict) and behaves_as_drain_pod(incoming.get("tolerations"))
+    return isinstance(incoming, dict) and any(tolerates_as_drain_pod_under(n.get("taints"), incoming.get("tolerations"))
+                                              for n in nodes)
 
 
 def noexecute_gate(case: dict, situation: str, tool: str) -> str | None:
@@ -320,9 +460,9 @@ def noexecute_gate(case: dict, situation: str, tool: str) -> str | None:
     from labkit import predictions
     if not noexecute_reveals(case):
         return None
-    if predictions.reveal(LAB, NOEXECUTE, tool, situation=situation):
+    if predictions.reveal(LAB, NOEXECUTE, tool, situation=situation, complete=_whole(NOEXECUTE)):
         return None
     what = (f"{situation} tolerates" if situation.startswith("Pod ") else f"{situation} holds a Pod that tolerates")
-    return (f"{what} as one of noexecute's Pods does, next to a NoExecute taint of the drain taint's key: what happens "
+    return (f"{what} as one of noexecute's Pods does, next to a NoExecute taint of the drain taint's key (or of a key its tolerations were renamed to): what happens "
             f"to it is what exercise {NOEXECUTE} asks you to predict (`labkit show {LAB} {NOEXECUTE}`): "
-            + predictions.how_to_record(LAB, NOEXECUTE))
+            + predictions.how_to_record(LAB, NOEXECUTE) + _not_whole(NOEXECUTE))

@@ -318,14 +318,16 @@ def _make_rshared(path: str) -> None:
     kernel.change_propagation(path, "shared", recursive=True)
 
 
-def _repair_kubelet(env, node: Node) -> None:
+def _repair_kubelet(env, node: Node, keep_leak: bool = True) -> None:
     """When the node lost /var/lib/kubelet's shared mount (unmounted, made private, covered), take
     every mount off /var/lib/kubelet and do what kubelet does when it starts (MakeRShared: bind
     the directory onto itself, make it rshared); then restart every Pod with a hostPath below it
     that is not dead, with the spec it has: their volume mounts belong to a peer group that no
-    longer reaches the node."""
+    longer reaches the node. The dead publisher's leak, when some party still held it, is made
+    again (with `keep_leak`): repairing /var/lib/kubelet is not cleaning it up."""
     if kubelet_is_shared(node) and not _relations_lost(env, node):
         return
+    leaked = leak_held(env, node)
     pid = node.require_pid()
     while mountinfo.visible_at(node.mounts(pid), KUBELET_DIR) is not None:
         node.umount(pid, KUBELET_DIR, lazy=True)
@@ -337,9 +339,38 @@ def _repair_kubelet(env, node: Node) -> None:
         if uses and not dead:
             node.delete(name)
             node.apply_all([pod])
+    if leaked and keep_leak:
+        # the leak went with the old mount (and with the restarted Pods' copies), but nobody cleaned
+        # it up: the dead publisher's mount is made again, or leaked-mount would pass for a reset
+        _leak_again(env, node)
     _record_relations(env, node)       # the restarted Pods, in the new peer group
     env.log(f"{KUBELET_DIR} was no longer kubelet's shared mount, or no longer the peer group its Pods were started "
             "in: bound onto itself and made rshared again, its Pods restarted")
+
+
+def leak_held(env, node: Node) -> bool:
+    """Whether the node or a running Pod still holds a filesystem the publisher leaked (every_leak;
+    for a lab built before devices were recorded, its source names it), as leaked-mount judges."""
+    leak = every_leak(built(env))
+    for party in node.parties():
+        for m in mountinfo.read(party.pid):
+            if ((m.device, m.source) in leak) if leak else m.source == LEAK_SOURCE:
+                return True
+    return False
+
+
+def _leak_again(env, node: Node) -> None:
+    """The publisher started again as shipped, its staging mount published, and the publisher dead
+    again: a new filesystem, recorded as the leak; the ones leaked before stay leaks (every_leak)."""
+    _recreate(env, node, ("publisher",))
+    _leak(env, node)
+    state = built(env)          # a new tmpfs: a device of its own
+    earlier = leak_identity(state) | {tuple(row) for row in state.get("leaked_before") or []}
+    state.update(leaked_copies(node))
+    # the filesystem leaked before is the publisher's too: a copy of it that outlived a reset (a
+    # bind the student made of it) is still a leak (every_leak)
+    state["leaked_before"] = sorted([list(row) for row in earlier - leak_identity(state)])
+    write_json_atomic(built_path(env), state)
 
 
 def _relations_lost(env, node: Node) -> list[str]:
@@ -362,7 +393,7 @@ def reset_exercise(env, exercise_id):
     Answer files and the other exercises' parts stay as they are."""
     part = PARTS[exercise_id]
     node = Node(env)
-    _repair_kubelet(env, node)
+    _repair_kubelet(env, node, keep_leak=exercise_id != "leaked-mount")     # that one leaks anew below
     for name in part["pods"]:
         node.delete(name)
     if exercise_id == "private-host-path":
@@ -375,15 +406,7 @@ def reset_exercise(env, exercise_id):
         if watcher["state"] != "running" or node.pod("watcher") != shipped_pods()["watcher"]:
             _recreate(env, node, ("watcher",))
     if exercise_id == "leaked-mount":
-        _recreate(env, node, ("publisher",))
-        _leak(env, node)
-        state = built(env)          # a new tmpfs: a device of its own
-        earlier = leak_identity(state) | {tuple(row) for row in state.get("leaked_before") or []}
-        state.update(leaked_copies(node))
-        # the filesystem leaked before this reset is the publisher's too: a copy of it that
-        # outlived the reset (a bind the student made of it) is still a leak (every_leak)
-        state["leaked_before"] = sorted([list(row) for row in earlier - leak_identity(state)])
-        write_json_atomic(built_path(env), state)
+        _leak_again(env, node)
     else:
         _recreate(env, node, part["pods"])
     if exercise_id == "predict-e2e-matrix":
@@ -449,6 +472,8 @@ def _record_relations(env, node: Node) -> None:
 
 def student_work(env, exercise_id):
     """What a reset of `exercise_id` (None: the whole lab) would revert of the student's work."""
+    from labkit.mounts import withhold
+
     node = Node(env)
     if node.pid is None:
         return []
@@ -460,6 +485,12 @@ def student_work(env, exercise_id):
                    f"{_kept_copy(path) or _aside(path)})")
     originals = shipped_pods()
     node_mounts = node.mounts()
+    # Which parties hold a mount made where parties of the e2e experiment's propagation modes view
+    # it is the outcome predict-e2e-matrix asks to predict: while no prediction is kept, such a
+    # mount is named by its place in the node's terms, never by who holds it (the node included).
+    kept = withhold.recorded_prediction(env.lab.id) is not None
+    made_at, elsewhere_at = ([], []) if kept else withhold.revealing_places(env, node)
+    hidden = {*made_at, *elsewhere_at}
     for i in ids:
         part = PARTS[i]
         for name in part["pods"]:
@@ -477,10 +508,23 @@ def student_work(env, exercise_id):
         for path in part["paths"]:
             below = [m.mountpoint for m in node_mounts if mountinfo.is_under(m.mountpoint, path)
                      and (m.mountpoint != path or path in (PRIVATE_DIR, *COVERED_TOO)) and m.source != LEAK_SOURCE]
-            if below:
-                out.append(f"the mounts on the node at or below {path}: {', '.join(below)} (unmounted)")
-        if i == "predict-e2e-matrix":
-            from labkit.mounts import withhold
+            shown = [mountpoint for mountpoint in below if mountpoint not in hidden]
+            if shown:
+                out.append(f"the mounts on the node at or below {path}: {', '.join(shown)} (unmounted)")
+            withheld = sorted(place for place in hidden if mountinfo.is_under(place, path))
+            if withheld and "predict-e2e-matrix" not in ids:
+                out.append(f"the mounts made at or below {path} where Pods of the e2e experiment's propagation modes "
+                           f"view them: {', '.join(withheld)} (those the node holds are unmounted; which parties hold "
+                           "them is the outcome predict-e2e-matrix asks you to predict)")
+        if i == "predict-e2e-matrix" and not kept:
+            if made_at:
+                out.append(f"the mounts made below the e2e Pods' volume: {', '.join(made_at)} (unmounted wherever "
+                           "they are; which parties hold them is the outcome predict-e2e-matrix asks you to predict)")
+            if elsewhere_at:
+                out.append("the mounts made where Pods of the e2e experiment's propagation modes view them: "
+                           f"{', '.join(elsewhere_at)} (unmounted wherever they are; which parties hold them is the "
+                           "outcome predict-e2e-matrix asks you to predict)")
+        elif i == "predict-e2e-matrix":
             made = withhold.experiment_live(node.parties())
             if made:
                 out.append(f"the mounts made below the e2e Pods' volume: {', '.join(made)} (unmounted)")
@@ -505,8 +549,10 @@ def student_work(env, exercise_id):
                 out.append(f"the propagation you gave the node's mounts: {', '.join(changed)} (made private again, "
                            "as the node was built)")
         if (not kubelet_is_shared(node) or _relations_lost(env, node)) and f"the node's {KUBELET_DIR}" not in " ".join(out):
+            again = ("; the dead publisher's mount, which is still there, is published in it again"
+                     if i != "leaked-mount" and leak_held(env, node) else "")
             out.append(f"the node's {KUBELET_DIR} as you left it (it is made a shared mount again, as kubelet makes it, "
-                       "and the running Pods that use it are restarted, so that they are its peers and slaves again)")
+                       f"and the running Pods that use it are restarted, so that they are its peers and slaves again{again})")
         if i == "leaked-mount" and not any(m.source == LEAK_SOURCE for m in node_mounts):
             out.append("your clean-up of the leaked staging mount (the dead publisher's mount is made again)")
     if exercise_id is None:

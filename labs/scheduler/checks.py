@@ -1067,6 +1067,16 @@ def observe_node_name(ctx):
     present = {x["metadata"]["name"] for x in client.list("v1", "pods", p["namespace"])[0]
                if not x["metadata"].get("deletionTimestamp")}
     deleted = [n for n in deleted if n not in present]
+    # a Pod the student made since the part was built (a scratch copy for another exercise's
+    # experiment) and deleted again is no other workload: the namespace's Pods are as they were
+    first: dict[str, dict] = {}
+    for e in sorted((e for e in events if e.get("verb") in ("create", "delete")
+                     and (e.get("objectRef") or {}).get("resource") == "pods"
+                     and not (e.get("objectRef") or {}).get("subresource")
+                     and (e.get("objectRef") or {}).get("namespace") == p["namespace"]), key=received_at):
+        first.setdefault((e.get("objectRef") or {}).get("name"), e)
+    made_by_student = {name for name, e in first.items() if e.get("verb") == "create" and any(e is m for m in mine)}
+    deleted = [n for n in deleted if n not in made_by_student]
     node_name = (seen or {}).get("nodeName")
     live = client.get_or_none("v1", "nodes", node_name) if node_name else None
     try:
@@ -1096,6 +1106,10 @@ def judge_node_name(ctx, obs):
     lab = _lab(ctx)
     # the fix is judged first: beside a right reading, its failure is no wrong answer
     ctx.answer_not_wrong = _reading_not_wrong(obs, rejection_truth(lab))
+    if not ctx.answer_not_wrong and isinstance(obs["answer"], dict):
+        # a wrong reading is counted as the reading it is, whatever the fix beside it says: the
+        # same answer file is one wrong answer, not one more each time the fix's failure changes
+        ctx.count_wrong_answer()
     reset = f"`labkit reset scheduler {ctx.exercise.id}` to start over"
     pod = obs["pod"]
     if pod is None:

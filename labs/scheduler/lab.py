@@ -507,7 +507,7 @@ def noexecute_trial(env, since: float) -> dict | None:
     taint-eviction controller deciding (its decision log: evict at once, later, or never) for one
     of the six Pods of node-e under a NoExecute taint someone put there (not the node lifecycle
     controller's node.kubernetes.io/ ones), or for any Pod that tolerates as one of them under a
-    NoExecute taint of the drain key (a copy); or the lab's scheduler deciding a Pod that tolerates
+    NoExecute taint of the drain key, or of a key its tolerations were renamed to (a copy); or the lab's scheduler deciding a Pod that tolerates
     as one of them while a node had such a taint (its FailedScheduling message, or where it bound
     it, shows whether it tolerates the taint). {at, time, pod, what}; None if none, or on a real
     cluster. What the student looked at labkit cannot know: the try is what kubectl could show."""
@@ -528,7 +528,7 @@ def noexecute_trial(env, since: float) -> dict | None:
         taints = [t for t in d.get("taints") or [] if not str(t.get("key", "")).startswith("node.kubernetes.io/")]
         ours = item.get("namespace") == NAMESPACE and item.get("name") in DRAIN_PODS \
             and d.get("node") == DRAIN_NODE["metadata"]["name"] and taints
-        if ours or (withhold.drain_keyed(taints, DRAIN_TAINT["key"]) and withhold.behaves_as_drain_pod(d.get("tolerations"))):
+        if ours or withhold.tolerates_as_drain_pod_under(taints, d.get("tolerations")):
             shown = ", ".join(f"{t.get('key')}={t.get('value') or ''}:NoExecute" for t in taints)
             tries.append(found(d["ts"], f"{item.get('namespace')}/{item.get('name')}",
                                f"the taint-eviction controller decided for the Pod {item.get('namespace')}/"
@@ -539,7 +539,7 @@ def noexecute_trial(env, since: float) -> dict | None:
         if pod not in pods and withhold.noexecute_reveals(situation):       # each Pod's first such decision
             pods.add(pod)
             tries.append(found(at, pod, f"the lab's scheduler decided the Pod {pod}, which tolerates as one of "
-                                        "node-e's Pods does, next to a node with a NoExecute taint of the drain key"))
+                                        "node-e's Pods does, next to a node with a NoExecute taint of the drain key or a renamed one"))
     return min(tries, key=lambda t: t["at"]) if tries else None
 
 

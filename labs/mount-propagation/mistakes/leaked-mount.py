@@ -81,3 +81,23 @@ def keeps_a_copy_resets_then_unmounts(env):
     env.lab.environment_module().reset_exercise(env, "leaked-mount")
     node = Node(env)
     node.umount(node.require_pid(), "/var/lib/kubelet/plugins/publisher/staging")
+
+
+def _private_unmount_shared(path):
+    from labkit.mounts import kernel
+
+    kernel.change_propagation("/var/lib/kubelet", "private")
+    kernel.umount(path)
+    kernel.change_propagation("/var/lib/kubelet", "shared")
+
+
+@mistake("still there", "watcher:/var/lib/kubelet/plugins/publisher/staging")
+def unmounts_under_a_private_kubelet_dir_then_resets_peer_groups(env):
+    """Makes /var/lib/kubelet private, unmounts the leak on the node (the unmount reaches no one:
+    watcher keeps its copy), makes /var/lib/kubelet shared again, then resets peer-groups, whose
+    check says /var/lib/kubelet is not as kubelet left it: the reset binds /var/lib/kubelet again
+    and restarts watcher. The leak went with the old mount, but it was never cleaned up; the reset
+    publishes it again (it passed before: the reset had taken the leak away)."""
+    node = Node(env)
+    node.run(node.require_pid(), _private_unmount_shared, "/var/lib/kubelet/plugins/publisher/staging")
+    env.lab.environment_module().reset_exercise(env, "peer-groups")

@@ -108,3 +108,30 @@ def schedules_a_copy_first(env):
     target.kubectl("delete", "pod", "patient-copy", "-n", "default", "--force", "--grace-period=0")
     target.kubectl("delete", "node", "scratch")
     _predict(env)
+
+
+@mistake("tried the experiment", "after")
+def watches_a_renamed_copy_elsewhere(env):
+    """Copies other-value onto a scratch Node of its own with its toleration of drain renamed to
+    retire, taints that Node retire=now:NoExecute (the drain taint, renamed), watches the copy go,
+    deletes the scratch Node and Pod again, and writes the right prediction: the controller treats
+    the copy as it treats other-value under the drain taint (this passed before: only a taint of
+    the key drain counted as a try)."""
+    import copy
+    import json
+
+    from labkit.apiserver.target import for_env
+    from labkit.nodes import ready_node
+    target = for_env(env)
+    lab = env.lab.environment_module()
+    target.kubectl("create", "-f", "-", input=json.dumps(ready_node("scratch", {"cpu": "4", "memory": "8Gi", "pods": "110"},
+                                                                    {}, [])))
+    pod = copy.deepcopy(lab.drain_pod("other-value"))
+    pod["metadata"]["name"], pod["spec"]["nodeName"] = "renamed-copy", "scratch"
+    pod["spec"]["tolerations"] = [dict(t, key="retire") if t.get("key") == "drain" else t
+                                  for t in pod["spec"].get("tolerations") or []]
+    target.kubectl("create", "-n", "sched", "-f", "-", input=json.dumps(pod))
+    _taint_and_watch(env, node="scratch", pod="renamed-copy", taint="retire=now:NoExecute")
+    target.kubectl("delete", "pod", "renamed-copy", "-n", "sched", "--force", "--grace-period=0", "--ignore-not-found")
+    target.kubectl("delete", "node", "scratch")
+    _predict(env)
