@@ -284,6 +284,20 @@ def test_alices_certificate_stays_good_after_a_reset_and_the_saved_file_brings_h
     labkit("reset", "requests", "alice", "--yes", env=lab, check=0)
 
 
+def test_alices_certificate_stays_good_after_her_csr_is_deleted(lab):
+    """A student who deletes the CertificateSigningRequest once the certificate is taken from it
+    (as kube-controller-manager's csrcleaner does an hour after it was issued) keeps a certificate
+    issued through it: the check passes (it said the certificate was not issued through a CSR)."""
+    labkit("solve", "requests", "alice", env=lab, check=0)
+    assert results(lab, "alice")["alice"]["status"] == "pass"
+    csrs = json.loads(kubectl(lab, "get", "csr", "-o", "json").stdout)["items"]
+    assert csrs
+    kubectl(lab, "delete", "csr", *[c["metadata"]["name"] for c in csrs])
+    result = results(lab, "alice", code=None)["alice"]
+    assert result["status"] == "pass", result
+    labkit("reset", "requests", "alice", "--yes", env=lab, check=0)
+
+
 def test_a_reset_of_mutating_webhook_puts_webs_label_back_and_says_so(lab):
     """The label pod-labeler=enabled of web is the mutating-webhook exercise's situation: a student
     who took it off (an experiment) is told by the check that it is gone, and a reset of the

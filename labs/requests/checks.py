@@ -249,6 +249,32 @@ def _refused_requests(ctx) -> list[str]:
             and (e.get("responseStatus") or {}).get("code") == 403]
 
 
+CERTIFICATE_CONTROLLER = "system:serviceaccount:kube-system:certificate-controller"
+
+
+def _certificates_signed(ctx) -> list[bytes]:
+    """The certificates the csrsigning controller wrote into CertificateSigningRequests' status,
+    from the audit log (writes are audited at level Request, with the body): a request deleted
+    afterwards issued its certificate all the same — by hand, or by kube-controller-manager's
+    csrcleaner an hour after it was issued upstream (pkg/controller/certificates/cleaner/cleaner.go
+    `approvedExpiration`). Only the controller's writes count: a certificate someone else wrote
+    into a request's status was not signed through it."""
+    events = _lab(ctx.env).target(ctx.env).audit(containing=CERTIFICATE_CONTROLLER) or []
+    out = []
+    for e in events:
+        ref = e.get("objectRef") or {}
+        if (ref.get("resource") == "certificatesigningrequests" and ref.get("subresource") == "status"
+                and (e.get("user") or {}).get("username") == CERTIFICATE_CONTROLLER
+                and e.get("verb") in ("update", "patch") and (e.get("responseStatus") or {}).get("code") == 200):
+            encoded = ((e.get("requestObject") or {}).get("status") or {}).get("certificate")
+            if encoded:
+                try:
+                    out.append(base64.b64decode(encoded))
+                except ValueError:
+                    continue
+    return out
+
+
 def observe_alice(ctx) -> dict:
     from pathlib import Path
     path = Path(ctx.answer_field(ctx.answer(), "kubeconfig", str)).expanduser()
@@ -280,8 +306,8 @@ def observe_alice(ctx) -> dict:
     # a certificate they issued stays what it was (the reset revokes nothing, as deleting a CSR
     # does not; kube-controller-manager's csrcleaner deletes issued CSRs after an hour upstream)
     csrs = admin.list("certificates.k8s.io/v1", "certificatesigningrequests")[0] + _lab(ctx.env).reset_csrs(ctx.env)
-    obs["issued"] = any((r.get("status") or {}).get("certificate")
-                        and base64.b64decode(r["status"]["certificate"]).strip() == cert.strip() for r in csrs)
+    issued = [base64.b64decode(r["status"]["certificate"]) for r in csrs if (r.get("status") or {}).get("certificate")]
+    obs["issued"] = any(c.strip() == cert.strip() for c in issued + _certificates_signed(ctx))
     obs["encrypted"] = b"ENCRYPTED" in key
     if obs["key_matches"] and obs["issued"]:
         try:
@@ -311,6 +337,13 @@ def judge_alice(ctx, obs) -> object:
     path = obs["kubeconfig"]
     if obs["problem"]:
         raise CheckFailed(obs["problem"] + _refusal_note(obs))
+    if obs["token"] and obs["certificate"]:
+        # kube-apiserver tries the x509 authenticator before the token ones and the first that
+        # recognises the request wins (pkg/kubeapiserver/authenticator/config.go `Config.New`,
+        # request/union/union.go): the server sees the certificate's user, but the file hands out the token
+        raise CheckFailed(f"the kubeconfig {path} holds a bearer token besides the client certificate: the API "
+                          "server takes the certificate first, but whoever has the file has the token too, and "
+                          f"whatever it stands for. A kubeconfig of {user}'s holds her certificate and key only")
     if obs["token"]:
         raise CheckFailed(f"the kubeconfig {path} authenticates with a token, not with {user}'s client certificate")
     if not obs["certificate"]:

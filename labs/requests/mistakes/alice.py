@@ -3,6 +3,8 @@
 import json
 from pathlib import Path
 
+import yaml
+
 from labkit.exercises import mistake, write_answer
 
 ALICE = {"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "alice"}
@@ -145,3 +147,18 @@ def binds_her_name_capitalized(env):
     """Makes her right, but the RoleBinding of view names the user Alice, as one writes a name:
     RBAC compares user names as they are, and her certificate says alice."""
     _alice(env).bind(env, "alice-view", "dev", "ClusterRole", "view", {**ALICE, "name": "Alice"})
+
+
+@mistake("bearer token besides the client certificate")
+def kubeconfig_with_her_certificate_and_the_admin_token(env):
+    """Writes her kubeconfig from the admin's, putting her certificate and key into the user that
+    keeps the admin's token: the API server takes the certificate first and sees alice, but the file
+    hands out the admin's token. Its feedback once said the kubeconfig authenticates with the token."""
+    lab = _alice(env)
+    lab.bind(env, "alice-view", "dev", "ClusterRole", "view", ALICE)
+    path = Path(env.dir) / "student" / "alice" / "alice.kubeconfig"
+    token = lab.target(env).client().token
+    config = yaml.safe_load(path.read_text())
+    for user in config["users"]:
+        user["user"]["token"] = token
+    path.write_text(yaml.safe_dump(config))
