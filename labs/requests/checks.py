@@ -820,8 +820,16 @@ def judge_mutating_webhook(ctx, obs) -> object:
                                       f"webhook leaves the label as the Pod was sent with it, but the label says the "
                                       f"namespace's owner, whatever the Pod was sent with (see the prompt) — look at "
                                       "what your webhook does when the label is there already", observed=got)
+                stored = obs["probes"].get(f"{name}/{case}/stored")
+                if got.get(label) != value and stored is not None and stored["code"] == 201 \
+                        and (stored["labels"] or {}).get(label) == value:
+                    raise CheckFailed(f"a Pod created{own} in {name} as a dry run (`kubectl run --dry-run=server`) "
+                                      f"came back without the label {label}: {value}, while a stored one gets it: "
+                                      "your webhook answers a dry run differently from the real creation — look at "
+                                      "what it does with the review's request.dryRun", observed=got)
                 if got.get(label) != value:
-                    raise CheckFailed(f"a Pod created{own} in {name} came back without the label {label}: {value} — "
+                    raise CheckFailed(f"a Pod created{own} in {name} (a dry run) came back without the label "
+                                      f"{label}: {value} — "
                                       "`labkit requests explain` on such a request shows what your webhook answered",
                                       observed=got)
                 if labels and any(got.get(k) != v for k, v in labels.items() if k != label):
