@@ -156,9 +156,11 @@ def kubeconfig_with_her_certificate_and_the_admin_token(env):
     hands out the admin's token. Its feedback once said the kubeconfig authenticates with the token."""
     lab = _alice(env)
     lab.bind(env, "alice-view", "dev", "ClusterRole", "view", ALICE)
-    path = Path(env.dir) / "student" / "alice" / "alice.kubeconfig"
+    work = Path(env.dir) / "student" / "alice"
     token = lab.target(env).client().token
-    config = yaml.safe_load(path.read_text())
+    config = yaml.safe_load((work / "alice.kubeconfig").read_text())
     for user in config["users"]:
         user["user"]["token"] = token
+    path = work / "alice-and-admin-token.kubeconfig"
     path.write_text(yaml.safe_dump(config))
+    write_answer(env, "alice", {"kubeconfig": str(path)})
