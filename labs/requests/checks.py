@@ -87,6 +87,37 @@ def _binding_name(b: dict) -> str:
     return f"the {where} (of the {ref.get('kind', '?')} {ref.get('name', '?')})"
 
 
+def _rules_key(rules) -> list[str]:
+    import json
+    return sorted(json.dumps(r, sort_keys=True) for r in rules or [])
+
+
+def _roles_changed_note(rbac: list[dict], built: list[dict], via: list[dict]) -> str:
+    """A sentence when a role that `via` binds is not as the lab built it (a ClusterRole such as
+    view whose rules grew, also through a ClusterRole of one's own that the aggregation controller
+    folds into it: pkg/controller/clusterroleaggregation), naming what was added to it; else "".
+    Such a change grants the same to everyone the role is bound to."""
+    def key(o):
+        return (o.get("kind"), (o.get("metadata") or {}).get("namespace"), o["metadata"]["name"])
+    now = {key(o): o for o in rbac if o.get("kind") in ("Role", "ClusterRole")}
+    then = {key(o): o for o in built if o.get("kind") in ("Role", "ClusterRole")}
+    notes = []
+    for b in via:
+        ref = b.get("roleRef") or {}
+        k = (ref.get("kind"), (b["metadata"].get("namespace") if ref.get("kind") == "Role" else None), ref.get("name"))
+        if k not in then or k not in now or _rules_key(now[k].get("rules")) == _rules_key(then[k].get("rules")):
+            continue
+        label = f"rbac.authorization.k8s.io/aggregate-to-{ref.get('name')}"
+        folded = sorted(o["metadata"]["name"] for kk, o in now.items()
+                        if kk not in then and ((o["metadata"].get("labels") or {}).get(label) == "true"))
+        how = (f": the ClusterRole{'s' if len(folded) > 1 else ''} {', '.join(folded)}, labelled {label}=true, "
+               + ("add their rules to it" if len(folded) > 1 else "adds its rules to it") if folded
+               else ": its rules were changed")
+        notes.append(f"; the {ref.get('kind')} {ref.get('name')} is not as the cluster has it{how}, for everyone it "
+                     "is bound to — leave the cluster's roles as they are")
+    return "".join(dict.fromkeys(notes))
+
+
 def _case_note(rbac: list[dict], kind: str, name: str) -> str:
     """A sentence when a binding's subject of `kind` differs from `name` only in case, else "":
     RBAC compares subjects' names as they are (pkg/registry/rbac/validation/rule.go
@@ -401,6 +432,7 @@ def judge_alice(ctx, obs) -> object:
         secrets = [g for g in extra if g[3] == "secrets"]
         via = reconstruct.bindings_granting(obs["rbac"], her, extra)
         where = f" — through {', '.join(_binding_name(b) for b in via)}" if via else ""
+        where += _roles_changed_note(obs["rbac"], built, via)
         if writes:
             g = _pick(writes, ("configmaps", "pods"), ns)
             raise CheckFailed(f"{user} can write: she may {reconstruct.describe(g)}{_more_requests(writes)}{where}. "
