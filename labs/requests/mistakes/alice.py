@@ -164,3 +164,27 @@ def kubeconfig_with_her_certificate_and_the_admin_token(env):
     path = work / "alice-and-admin-token.kubeconfig"
     path.write_text(yaml.safe_dump(config))
     write_answer(env, "alice", {"kubeconfig": str(path)})
+
+
+@mistake("secrets", "view is not as the cluster has it", "aggregate-to-view")
+def aggregates_secrets_into_view(env):
+    """Binds view in dev, and makes view read Secrets too with a ClusterRole of her own labelled
+    rbac.authorization.k8s.io/aggregate-to-view=true, which the clusterrole-aggregation controller
+    folds into view for everyone bound to it. Its feedback once said the cluster's read-only role
+    leaves Secrets out, which the view the student changed no longer did."""
+    import time
+
+    lab = _alice(env)
+    lab.bind(env, "alice-view", "dev", "ClusterRole", "view", ALICE)
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": "view-secrets", "labels": {"rbac.authorization.k8s.io/aggregate-to-view": "true"}},
+            "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"]}]}
+    lab.kubectl(env, "apply", "-f", "-", input=json.dumps(role))
+    c = lab.target(env).client()
+    deadline = time.monotonic() + 30        # the clusterrole-aggregation controller's sync
+    while time.monotonic() < deadline:
+        rules = c.get("rbac.authorization.k8s.io/v1", "clusterroles", "view").get("rules") or []
+        if any("secrets" in (r.get("resources") or []) for r in rules):
+            return
+        time.sleep(0.2)
+    raise AssertionError("the aggregation controller did not fold view-secrets into view within 30 s")
