@@ -230,6 +230,11 @@ class CheckContext:
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             line = f" (line {mark.line + 1})" if mark else ""
+            if getattr(exc, "problem", "") == "but found another document":
+                # valid YAML, but a stream of several documents (a `---` between them): one is read
+                at = f" at line {mark.line + 1}" if mark else ""
+                raise AnswerUnreadable(f"it holds more than one YAML document (another starts{at}, after `---`): "
+                                       f"an answer is one document\n  {path}{what}")
             raise AnswerUnreadable(f"it is not valid YAML{line}: {getattr(exc, 'problem', exc)}\n  {path}{what}")
         if data is None:
             raise AnswerMissing(f"your answer is empty\n  {path}{what}")

@@ -194,6 +194,27 @@ def test_immutable_fields(c):
     assert job["metadata"]["generation"] == 1
 
 
+@pytest.mark.parametrize("subject, message", [
+    ({"kind": "ServiceAccount", "apiGroup": "rbac.authorization.k8s.io", "name": "reporter", "namespace": "ns"},
+     'subjects[0].apiGroup: Unsupported value: "rbac.authorization.k8s.io": supported values: ""'),
+    ({"kind": "ServiceAccount", "name": "Reporter", "namespace": "ns"}, 'subjects[0].name: Invalid value: "Reporter"'),
+    ({"kind": "Group", "apiGroup": "example.com", "name": "team"},
+     'subjects[0].apiGroup: Unsupported value: "example.com": supported values: "rbac.authorization.k8s.io"'),
+    ({"kind": "User", "apiGroup": "", "name": ""}, "subjects[0].name: Invalid value: \"\": user name cannot be empty"),
+])
+def test_a_binding_subject_is_validated_as_upstream_does(c, subject, message):
+    """pkg/apis/rbac/validation `validateRoleBindingSubject`: a ServiceAccount's apiGroup is empty
+    and its name a DNS subdomain, a User's or Group's apiGroup is rbac's (defaulted when empty)."""
+    body = {"metadata": {"name": "rb"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                                   "name": "r"}, "subjects": [subject]}
+    with pytest.raises(ApiError) as err:
+        c.create("rbac.authorization.k8s.io/v1", "rolebindings", body, "ns")
+    assert err.value.code == 422 and message in err.value.message, err.value.message
+    ok = {"kind": "User", "name": "alice"}          # defaulted to rbac's apiGroup
+    assert c.create("rbac.authorization.k8s.io/v1", "rolebindings", {**body, "subjects": [ok]}, "ns")["subjects"] == \
+        [{**ok, "apiGroup": "rbac.authorization.k8s.io"}]
+
+
 @pytest.mark.parametrize("api_version, resource, body, finalizers, warned", [
     ("batch/v1", "jobs", {"metadata": {"name": "j"}, "spec": {"template": JOB_TEMPLATE}}, ["orphan"], True),
     ("batch/v1", "cronjobs", KINDS[6][3], None, False),

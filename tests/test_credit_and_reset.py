@@ -248,6 +248,8 @@ def test_a_prediction_grid_says_neither_how_many_cells_are_wrong_nor_which_until
 
 @pytest.mark.parametrize("text, said", [
     ("value: [7\n", "your answer is malformed: it is not valid YAML (line 2)"),
+    ("value: 7\n---\nvalue: 8\n", "your answer is malformed: it holds more than one YAML document (another starts "
+                                 "at line 2, after `---`): an answer is one document"),
     ("valeu: 7\n", "your answer is malformed: it has no key value; it has the key valeu instead — is it misspelled?"),
     ("- 7\n", "your answer is malformed: it should be a YAML mapping with the key value, not a list"),
     ("value: seven\n", "your answer is malformed: value should be a whole number, not a string"),

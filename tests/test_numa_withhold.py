@@ -267,6 +267,66 @@ def test_a_qos_answer_that_cannot_be_judged_is_not_counted_as_a_wrong_answer(lab
     assert result.status == "pass" and "passed after 1 different wrong answer had" in result.message, result.message
 
 
+MERGE_RIGHT = {"trainer": {"best-effort": {"mask": [0, 1], "preferred": False, "admit": True},
+                           "restricted": {"mask": [0, 1], "preferred": False, "admit": False},
+                           "single-numa-node": {"mask": None, "preferred": False, "admit": False}},
+               "feeder": {p: {"mask": [0], "preferred": True, "admit": True}
+                          for p in ("best-effort", "restricted", "single-numa-node")}}
+MEMORY_RIGHT = {"admitted": {"orders": True, "payments": True, "reports": False, "search": True},
+                "memory": {"orders/app": [0], "payments/app": [1], "search/app": [0]}}
+STATIC_RIGHT = {"cpus": {"alpha/main": "2,8", "beta/a": "6", "beta/b": "shared", "gamma/main": "1,3,7,9",
+                         "delta/web": "shared", "epsilon/main": "4-5,10"}, "defaultCpuSet": "0,11"}
+
+
+def _malformed(right: dict, path: str, value) -> dict:
+    import copy
+    out = copy.deepcopy(right)
+    *parents, last = path.split(".")
+    where = out
+    for key in parents:
+        where = where[key]
+    if value is KeyError:
+        del where[last]
+    else:
+        where[last] = value
+    return out
+
+
+@pytest.mark.parametrize("exercise, right, broken", [
+    ("merge", MERGE_RIGHT, [("trainer.restricted.admit", "false"), ("feeder.single-numa-node", KeyError),
+                            ("trainer.best-effort.mask", "0,1")]),
+    ("memory", MEMORY_RIGHT, [("admitted.orders", "true"), ("memory.search/app", "0"), ("memory.orders/app", KeyError)]),
+    ("cpu-hints", {"hints": [{"mask": [0, 1], "preferred": False}]},
+     [("hints", [{"mask": [0, 1], "prefered": False}]), ("hints", [{"mask": [0, 1], "preferred": "no"}]),
+      ("hints", [{"mask": [2], "preferred": False}])]),
+    ("static-cpus", STATIC_RIGHT, [("cpus.epsilon/main", KeyError), ("cpus.beta/a", "6 7"),
+                                   ("defaultCpuSet", "zero")]),
+])
+def test_an_answer_that_cannot_be_read_as_the_exercises_is_not_counted_as_a_wrong_answer(lab_up, exercise, right,
+                                                                                          broken):
+    """A value of the wrong type (a quoted true, a mask written as a string), a key missing or
+    misspelt, a NUMA node the machine lacks: the answer is malformed, its feedback says so, and the
+    pass does not report it as a wrong answer tried (they were counted: "passed after 5 different
+    wrong answers" for two wrong ones and three of these)."""
+    import yaml
+
+    from labkit.exercises import run_check
+    from labkit.labs import get_lab
+    from labkit.state import LabEnv, LabState
+
+    lab = get_lab("numa")
+    env = LabEnv(lab, LabState("numa"))
+    path = answer_path("numa", exercise)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for where, value in broken:
+        path.write_text(yaml.safe_dump(_malformed(right, where, value)))
+        result = run_check(env, lab.exercise(exercise))
+        assert result.status == "fail" and result.details.get("malformed"), (where, result.message)
+    path.write_text(yaml.safe_dump(right))
+    result = run_check(env, lab.exercise(exercise))
+    assert result.status == "pass" and "passed after" not in result.message, result.message
+
+
 def test_the_memory_pods_asking_for_other_cpus_are_withheld_while_memory_is_unanswered(lab_up, tmp_path):
     """A copy of the memory exercise's Pods under other names, each asking for 2 CPUs instead of 1:
     the Memory Manager places their memory as it places the exercise's (the CPUs do not change the

@@ -284,6 +284,39 @@ def test_alices_certificate_stays_good_after_a_reset_and_the_saved_file_brings_h
     labkit("reset", "requests", "alice", "--yes", env=lab, check=0)
 
 
+def test_alices_certificate_stays_good_after_her_csr_is_deleted(lab):
+    """A student who deletes the CertificateSigningRequest once the certificate is taken from it
+    (as kube-controller-manager's csrcleaner does an hour after it was issued) keeps a certificate
+    issued through it: the check passes (it said the certificate was not issued through a CSR)."""
+    labkit("solve", "requests", "alice", env=lab, check=0)
+    assert results(lab, "alice")["alice"]["status"] == "pass"
+    csrs = json.loads(kubectl(lab, "get", "csr", "-o", "json").stdout)["items"]
+    assert csrs
+    kubectl(lab, "delete", "csr", *[c["metadata"]["name"] for c in csrs])
+    result = results(lab, "alice", code=None)["alice"]
+    assert result["status"] == "pass", result
+    labkit("reset", "requests", "alice", "--yes", env=lab, check=0)
+
+
+def test_a_reset_of_alice_gives_view_back_its_own_rules_and_keeps_the_clusterrole_that_changed_it(lab):
+    """A ClusterRole of the student's labelled aggregate-to-view makes view read what it grants, for
+    everyone bound to view; a reset of alice left it, so the exercise did not start afresh (a right
+    answer then failed on Secrets). The reset lists it, keeps it in its saved file, deletes it, and
+    view has its own rules again."""
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": "view-secrets", "labels": {"rbac.authorization.k8s.io/aggregate-to-view": "true"}},
+            "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"]}]}
+    kubectl(lab, "apply", "-f", "-", input=json.dumps(role))
+    done = labkit("reset", "requests", "alice", "--yes", env=lab, check=0)
+    assert "the ClusterRole view-secrets, which adds its rules to the ClusterRole view" in done.stderr, done.stderr
+    saved = [line.split(" kept in ", 1)[1].split()[0] for line in (done.stdout + done.stderr).splitlines()
+             if " kept in " in line]
+    assert saved and "name: view-secrets" in Path(saved[0]).read_text()
+    assert kubectl(lab, "get", "clusterrole", "view-secrets", check=False).returncode != 0
+    view = json.loads(kubectl(lab, "get", "clusterrole", "view", "-o", "json").stdout)
+    assert not any("secrets" in (r.get("resources") or []) for r in view.get("rules") or []), view["rules"]
+
+
 def test_a_reset_of_mutating_webhook_puts_webs_label_back_and_says_so(lab):
     """The label pod-labeler=enabled of web is the mutating-webhook exercise's situation: a student
     who took it off (an experiment) is told by the check that it is gone, and a reset of the

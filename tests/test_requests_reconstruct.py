@@ -334,3 +334,29 @@ def test_an_image_policy_must_judge_everyones_updates(image_policy):
     message = image_policy(policy)
     assert message is not None, "a policy judging only the admin's updates passed"
     assert "whoever sends the request" in message and "matchConditions" in message, message
+
+
+def test_a_role_changed_from_the_one_the_cluster_built_is_named_with_what_folds_into_it():
+    """alice's feedback names a bound ClusterRole whose rules are not those the lab built, and the
+    ClusterRole of the student's own that the aggregation controller folds into it (a view that reads
+    Secrets was fed back as if view left them out); a role as built is not named."""
+    from labkit.labs import get_lab
+
+    the_lab = get_lab("requests")
+    checks, lab = the_lab._load("checks.py"), the_lab.environment_module()
+    built = lab.rbac_as_built()
+    binding = {"kind": "RoleBinding", "metadata": {"name": "alice-view", "namespace": "dev"},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+               "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "alice"}]}
+    assert checks._roles_changed_note(built, built, [binding]) == ""
+    secrets = {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"]}
+    folded = {"kind": "ClusterRole", "rules": [secrets], "metadata": {
+        "name": "view-secrets", "labels": {"rbac.authorization.k8s.io/aggregate-to-view": "true"}}}
+    live = [dict(o, rules=list(o.get("rules") or []) + [secrets])
+            if o.get("kind") == "ClusterRole" and o["metadata"]["name"] == "view" else o for o in built] + [folded]
+    note = checks._roles_changed_note(live, built, [binding])
+    assert "the ClusterRole view is not as the cluster has it: the ClusterRole view-secrets, labelled " \
+           "rbac.authorization.k8s.io/aggregate-to-view=true, adds its rules to it" in note, note
+    edited = [o for o in live if o is not folded]
+    assert "the ClusterRole view is not as the cluster has it: its rules were changed" in \
+        checks._roles_changed_note(edited, built, [binding])

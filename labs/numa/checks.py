@@ -70,12 +70,12 @@ def _mask(value, where: str):
         return [value]
     if isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
         return sorted(set(value))
-    raise CheckFailed(f"{where}: expected a list of NUMA node ids (the mask) or null, got {_shown(value)}")
+    raise AnswerMalformed(f"{where}: expected a list of NUMA node ids (the mask) or null, got {_shown(value)}")
 
 
 def _bool(value, where: str) -> bool:
     if not isinstance(value, bool):
-        raise CheckFailed(f"{where}: expected true or false, got {_shown(value)}")
+        raise AnswerMalformed(f"{where}: expected true or false, got {_shown(value)}")
     return value
 
 
@@ -88,7 +88,7 @@ def _cpus(value, where: str):
         # blanks around "," and "-" are layout ("2, 8"); one between digits ("2 8") is no list
         return parse(re.sub(r"\s*([,-])\s*", r"\1", str(value).strip()))
     except CPUSetParseError:
-        raise CheckFailed(f"{where}: {_shown(value)} is not a CPU list in Linux list form (ids and ranges such as \"a,b\" or \"a-c\")") from None
+        raise AnswerMalformed(f"{where}: {_shown(value)} is not a CPU list in Linux list form (ids and ranges such as \"a,b\" or \"a-c\")") from None
 
 
 def _verdict(ctx, wrong: list[str], what: str, observed: str):
@@ -246,22 +246,22 @@ def judge_cpu_hints(ctx, answer):
     stated: dict[tuple, bool] = {}
     for i, hint in enumerate(given):
         if not isinstance(hint, dict):
-            raise CheckFailed(f"hints[{i}]: expected {{mask: [node ids], preferred: true|false}}, got {_shown(hint)}")
+            raise AnswerMalformed(f"hints[{i}]: expected {{mask: [node ids], preferred: true|false}}, got {_shown(hint)}")
         unknown_keys = sorted(set(hint) - {"mask", "preferred"}, key=str)
         missing = [key for key in ("mask", "preferred") if key not in hint]
         if unknown_keys or missing:
             said = [f"it has no {' and no '.join(missing)}"] if missing else []
             said += [f"the key {key} is not one a hint has{' (misspelled?)' if missing else ''}" for key in unknown_keys]
-            raise CheckFailed(f"hints[{i}]: {'; '.join(said)}: a hint is {{mask: [node ids], preferred: true|false}}")
+            raise AnswerMalformed(f"hints[{i}]: {'; '.join(said)}: a hint is {{mask: [node ids], preferred: true|false}}")
         mask = tuple(_mask(hint["mask"], f"hints[{i}].mask") or ())
         if not mask:
-            raise CheckFailed(f"hints[{i}].mask: a CPU hint names at least one NUMA node")
+            raise AnswerMalformed(f"hints[{i}].mask: a CPU hint names at least one NUMA node")
         unknown = [n for n in mask if n not in nodes]
         if unknown:
-            raise CheckFailed(f"hints[{i}].mask: NUMA node {unknown[0]} does not exist on {ctx.params['machine']} "
+            raise AnswerMalformed(f"hints[{i}].mask: NUMA node {unknown[0]} does not exist on {ctx.params['machine']} "
                               f"(its nodes: {', '.join(map(str, nodes))})")
         if mask in stated:
-            raise CheckFailed(f"hints[{i}]: the mask {list(mask)} is listed twice: each mask is one hint")
+            raise AnswerMalformed(f"hints[{i}]: the mask {list(mask)} is listed twice: each mask is one hint")
         stated[mask] = _bool(hint["preferred"], f"hints[{i}].preferred")
     question, truth = _hint_truth(ctx)
     masks = [m for k in range(1, len(nodes) + 1) for m in combinations(nodes, k)]
@@ -326,7 +326,8 @@ def judge_merge(ctx, data):
     if problems:
         return ctx.failed("your answer needs mask, preferred and admit for each container and policy:\n  "
                           + "\n  ".join(problems), expected="trainer and feeder, each with best-effort, restricted "
-                          "and single-numa-node", observed=f"{_answered(ctx)}: {shown}")
+                          "and single-numa-node", observed=f"{_answered(ctx)}: {shown}",
+                          malformed=True)     # not a wrong answer to count (run_check): nothing judged yet
     wrong = []
     for container in ("trainer", "feeder"):
         path = SCENARIOS / Path(ctx.params[container]).name
@@ -547,7 +548,8 @@ def judge_static_cpus(ctx, data):
     complete = not any(w.endswith(": missing") or "no such container" in w for w in wrong)
     return ctx.failed("wrong CPU sets:\n  " + "\n  ".join(wrong) + note, expected="every one of the CPU sets right",
                       observed=f"{_answered(ctx)}: " + ", ".join(f"{k}: {v}" for k, v in given.items())
-                      + f"; defaultCpuSet: {pool_given}", complete=complete)
+                      + f"; defaultCpuSet: {pool_given}", complete=complete,
+                      **({} if complete else {"malformed": True}))    # incomplete: not a wrong answer to count
 
 
 def check_static_cpus(ctx):
@@ -595,7 +597,8 @@ def judge_memory(ctx, data):
     if problems:
         return ctx.failed("your answer needs admitted for every Pod and memory for every container it admits:\n  "
                           + "\n  ".join(problems), expected="admitted for each Pod, memory for each admitted container",
-                          observed=f"{_answered(ctx)}: {shown}")
+                          observed=f"{_answered(ctx)}: {shown}",
+                          malformed=True)     # not a wrong answer to count (run_check): nothing judged yet
     wrong, total = [], 0
     for result in results:
         total += 1

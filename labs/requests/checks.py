@@ -87,6 +87,37 @@ def _binding_name(b: dict) -> str:
     return f"the {where} (of the {ref.get('kind', '?')} {ref.get('name', '?')})"
 
 
+def _rules_key(rules) -> list[str]:
+    import json
+    return sorted(json.dumps(r, sort_keys=True) for r in rules or [])
+
+
+def _roles_changed_note(rbac: list[dict], built: list[dict], via: list[dict]) -> str:
+    """A sentence when a role that `via` binds is not as the lab built it (a ClusterRole such as
+    view whose rules grew, also through a ClusterRole of one's own that the aggregation controller
+    folds into it: pkg/controller/clusterroleaggregation), naming what was added to it; else "".
+    Such a change grants the same to everyone the role is bound to."""
+    def key(o):
+        return (o.get("kind"), (o.get("metadata") or {}).get("namespace"), o["metadata"]["name"])
+    now = {key(o): o for o in rbac if o.get("kind") in ("Role", "ClusterRole")}
+    then = {key(o): o for o in built if o.get("kind") in ("Role", "ClusterRole")}
+    notes = []
+    for b in via:
+        ref = b.get("roleRef") or {}
+        k = (ref.get("kind"), (b["metadata"].get("namespace") if ref.get("kind") == "Role" else None), ref.get("name"))
+        if k not in then or k not in now or _rules_key(now[k].get("rules")) == _rules_key(then[k].get("rules")):
+            continue
+        label = f"rbac.authorization.k8s.io/aggregate-to-{ref.get('name')}"
+        folded = sorted(o["metadata"]["name"] for kk, o in now.items()
+                        if kk not in then and ((o["metadata"].get("labels") or {}).get(label) == "true"))
+        how = (f": the ClusterRole{'s' if len(folded) > 1 else ''} {', '.join(folded)}, labelled {label}=true, "
+               + ("add their rules to it" if len(folded) > 1 else "adds its rules to it") if folded
+               else ": its rules were changed")
+        notes.append(f"; the {ref.get('kind')} {ref.get('name')} is not as the cluster has it{how}, for everyone it "
+                     "is bound to — leave the cluster's roles as they are")
+    return "".join(dict.fromkeys(notes))
+
+
 def _case_note(rbac: list[dict], kind: str, name: str) -> str:
     """A sentence when a binding's subject of `kind` differs from `name` only in case, else "":
     RBAC compares subjects' names as they are (pkg/registry/rbac/validation/rule.go
@@ -249,6 +280,32 @@ def _refused_requests(ctx) -> list[str]:
             and (e.get("responseStatus") or {}).get("code") == 403]
 
 
+CERTIFICATE_CONTROLLER = "system:serviceaccount:kube-system:certificate-controller"
+
+
+def _certificates_signed(ctx) -> list[bytes]:
+    """The certificates the csrsigning controller wrote into CertificateSigningRequests' status,
+    from the audit log (writes are audited at level Request, with the body): a request deleted
+    afterwards issued its certificate all the same — by hand, or by kube-controller-manager's
+    csrcleaner an hour after it was issued upstream (pkg/controller/certificates/cleaner/cleaner.go
+    `approvedExpiration`). Only the controller's writes count: a certificate someone else wrote
+    into a request's status was not signed through it."""
+    events = _lab(ctx.env).target(ctx.env).audit(containing=CERTIFICATE_CONTROLLER) or []
+    out = []
+    for e in events:
+        ref = e.get("objectRef") or {}
+        if (ref.get("resource") == "certificatesigningrequests" and ref.get("subresource") == "status"
+                and (e.get("user") or {}).get("username") == CERTIFICATE_CONTROLLER
+                and e.get("verb") in ("update", "patch") and (e.get("responseStatus") or {}).get("code") == 200):
+            encoded = ((e.get("requestObject") or {}).get("status") or {}).get("certificate")
+            if encoded:
+                try:
+                    out.append(base64.b64decode(encoded))
+                except ValueError:
+                    continue
+    return out
+
+
 def observe_alice(ctx) -> dict:
     from pathlib import Path
     path = Path(ctx.answer_field(ctx.answer(), "kubeconfig", str)).expanduser()
@@ -280,8 +337,8 @@ def observe_alice(ctx) -> dict:
     # a certificate they issued stays what it was (the reset revokes nothing, as deleting a CSR
     # does not; kube-controller-manager's csrcleaner deletes issued CSRs after an hour upstream)
     csrs = admin.list("certificates.k8s.io/v1", "certificatesigningrequests")[0] + _lab(ctx.env).reset_csrs(ctx.env)
-    obs["issued"] = any((r.get("status") or {}).get("certificate")
-                        and base64.b64decode(r["status"]["certificate"]).strip() == cert.strip() for r in csrs)
+    issued = [base64.b64decode(r["status"]["certificate"]) for r in csrs if (r.get("status") or {}).get("certificate")]
+    obs["issued"] = any(c.strip() == cert.strip() for c in issued + _certificates_signed(ctx))
     obs["encrypted"] = b"ENCRYPTED" in key
     if obs["key_matches"] and obs["issued"]:
         try:
@@ -311,6 +368,13 @@ def judge_alice(ctx, obs) -> object:
     path = obs["kubeconfig"]
     if obs["problem"]:
         raise CheckFailed(obs["problem"] + _refusal_note(obs))
+    if obs["token"] and obs["certificate"]:
+        # kube-apiserver tries the x509 authenticator before the token ones and the first that
+        # recognises the request wins (pkg/kubeapiserver/authenticator/config.go `Config.New`,
+        # request/union/union.go): the server sees the certificate's user, but the file hands out the token
+        raise CheckFailed(f"the kubeconfig {path} holds a bearer token besides the client certificate: the API "
+                          "server takes the certificate first, but whoever has the file has the token too, and "
+                          f"whatever it stands for. A kubeconfig of {user}'s holds her certificate and key only")
     if obs["token"]:
         raise CheckFailed(f"the kubeconfig {path} authenticates with a token, not with {user}'s client certificate")
     if not obs["certificate"]:
@@ -368,6 +432,7 @@ def judge_alice(ctx, obs) -> object:
         secrets = [g for g in extra if g[3] == "secrets"]
         via = reconstruct.bindings_granting(obs["rbac"], her, extra)
         where = f" — through {', '.join(_binding_name(b) for b in via)}" if via else ""
+        where += _roles_changed_note(obs["rbac"], built, via)
         if writes:
             g = _pick(writes, ("configmaps", "pods"), ns)
             raise CheckFailed(f"{user} can write: she may {reconstruct.describe(g)}{_more_requests(writes)}{where}. "
@@ -787,8 +852,16 @@ def judge_mutating_webhook(ctx, obs) -> object:
                                       f"webhook leaves the label as the Pod was sent with it, but the label says the "
                                       f"namespace's owner, whatever the Pod was sent with (see the prompt) — look at "
                                       "what your webhook does when the label is there already", observed=got)
+                stored = obs["probes"].get(f"{name}/{case}/stored")
+                if got.get(label) != value and stored is not None and stored["code"] == 201 \
+                        and (stored["labels"] or {}).get(label) == value:
+                    raise CheckFailed(f"a Pod created{own} in {name} as a dry run (`kubectl run --dry-run=server`) "
+                                      f"came back without the label {label}: {value}, while a stored one gets it: "
+                                      "your webhook answers a dry run differently from the real creation — look at "
+                                      "what it does with the review's request.dryRun", observed=got)
                 if got.get(label) != value:
-                    raise CheckFailed(f"a Pod created{own} in {name} came back without the label {label}: {value} — "
+                    raise CheckFailed(f"a Pod created{own} in {name} (a dry run) came back without the label "
+                                      f"{label}: {value} — "
                                       "`labkit requests explain` on such a request shows what your webhook answered",
                                       observed=got)
                 if labels and any(got.get(k) != v for k, v in labels.items() if k != label):

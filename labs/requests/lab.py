@@ -413,6 +413,32 @@ def _lab_mutating_changed(env, c) -> list[tuple[str, dict, dict | None]]:
             and (live is not None or c.get_or_none(ADMISSION, resource, built["metadata"]["name"]) is None)]
 
 
+USER_ROLES = ("view", "edit", "admin")
+
+
+def _rule_set(rules) -> list[str]:
+    return sorted(json.dumps(r, sort_keys=True) for r in rules or [])
+
+
+def _folded_into_user_roles(c) -> list[tuple[dict, str]]:
+    """(ClusterRole, the role it changes) for each ClusterRole the cluster did not build whose label
+    rbac.authorization.k8s.io/aggregate-to-<view|edit|admin>=true makes the clusterrole-aggregation
+    controller fold its rules into that role (pkg/controller/clusterroleaggregation), for everyone
+    bound to it: alice's read-only role is view."""
+    from labkit.apiserver import bootstrappolicy
+    ours = {r["metadata"]["name"] for r in bootstrappolicy.cluster_roles()}
+    out = []
+    for role in c.list(RBAC, "clusterroles")[0]:
+        if role["metadata"]["name"] in ours:
+            continue
+        labels = role["metadata"].get("labels") or {}
+        for target in USER_ROLES:
+            if labels.get(f"rbac.authorization.k8s.io/aggregate-to-{target}") == "true":
+                out.append((role, target))
+                break
+    return out
+
+
 def _work(env, exercise_id: str) -> list[tuple[str, str, dict | None]]:
     """(phrase, resource, the object as it is now) for each piece of the student's work a reset of
     the exercise would revert (object None: a process, not an object)."""
@@ -426,6 +452,9 @@ def _work(env, exercise_id: str) -> list[tuple[str, str, dict | None]]:
                         csr))
         for resource, b in _bindings_of(c, _alice_subject):
             out.append((f"the {b['kind']} {_where(b)} that names alice", resource, b))
+        for role, target in _folded_into_user_roles(c):
+            out.append((f"the ClusterRole {role['metadata']['name']}, which adds its rules to the ClusterRole {target} "
+                        "(the reset gives back the cluster's own)", "clusterroles", role))
     elif exercise_id == "forbidden":
         for resource, b in _forbidden_bindings(c):
             out.append((f"the {b['kind']} {_where(b)}", resource, b))
@@ -558,7 +587,7 @@ def _save(env, exercise_id: str, work=None) -> Path | None:
     default), as YAML in the lab's directory; returns the file (None when there is nothing to keep)."""
     kinds = {"namespaces": ("v1", "Namespace"),
              "certificatesigningrequests": ("certificates.k8s.io/v1", "CertificateSigningRequest"),
-             "roles": (RBAC, "Role"), "rolebindings": (RBAC, "RoleBinding"),
+             "roles": (RBAC, "Role"), "clusterroles": (RBAC, "ClusterRole"), "rolebindings": (RBAC, "RoleBinding"),
              "clusterrolebindings": (RBAC, "ClusterRoleBinding"),
              "mutatingwebhookconfigurations": (ADMISSION, "MutatingWebhookConfiguration"),
              "validatingwebhookconfigurations": (ADMISSION, "ValidatingWebhookConfiguration"),
@@ -607,6 +636,15 @@ def reset_exercise(env, exercise_id: str) -> None:
         for csr in c.list("certificates.k8s.io/v1", "certificatesigningrequests")[0]:
             _delete(c, "certificates.k8s.io/v1", "certificatesigningrequests", csr["metadata"]["name"])
         _unbind(c, _alice_subject)
+        folded = _folded_into_user_roles(c)
+        for role, _ in folded:
+            _delete(c, RBAC, "clusterroles", role["metadata"]["name"])
+        if folded:
+            # the clusterrole-aggregation controller then gives view (edit, admin) back their own rules
+            built = {r["metadata"]["name"]: r for r in rbac_as_built() if "roleRef" not in r and r.get("kind") != "Role"}
+            for target in sorted({t for _, t in folded}):
+                _wait(lambda t=target: _rule_set(c.get(RBAC, "clusterroles", t).get("rules"))
+                      == _rule_set(built[t].get("rules")), f"the ClusterRole {target} to have its own rules again")
     elif exercise_id == "forbidden":
         for resource, b in _forbidden_bindings(c):
             _delete(c, RBAC, resource, b["metadata"]["name"], b["metadata"].get("namespace"))

@@ -7,7 +7,7 @@ from __future__ import annotations
 from labkit.apiserver import tables
 from labkit.apiserver.errors import FieldError, field_invalid, field_required, field_unsupported
 from labkit.apiserver.resources import Strategy
-from labkit.apiserver.validation import path_segment_problems
+from labkit.apiserver.validation import dns1123_subdomain_problems, path_segment_problems
 
 
 # -- rbac.authorization.k8s.io/v1 -----------------------------------------------------------------
@@ -72,14 +72,32 @@ class RoleBindingStrategy(RBACStrategy):
         if not ref.get("name"):
             errors.append(field_required("roleRef.name"))
         for i, subject in enumerate(obj.get("subjects") or []):
-            path = f"subjects[{i}]"
-            if not subject.get("name"):
-                errors.append(field_required(f"{path}.name"))
-            kind = subject.get("kind")
-            if kind not in ("ServiceAccount", "User", "Group"):
-                errors.append(field_unsupported(f"{path}.kind", kind or "", ["ServiceAccount", "User", "Group"]))
-            elif kind == "ServiceAccount" and not self.namespaced and not subject.get("namespace"):
+            errors += self._validate_subject(subject, f"subjects[{i}]")
+        return errors
+
+    def _validate_subject(self, subject: dict, path: str) -> list[FieldError]:
+        """pkg/apis/rbac/validation/validation.go `validateRoleBindingSubject`: a ServiceAccount's
+        name is a DNS subdomain and its apiGroup empty (a ClusterRoleBinding's names its namespace);
+        a User's or Group's apiGroup is rbac.authorization.k8s.io (the v1 defaulter sets it when
+        empty, pkg/apis/rbac/v1/defaults.go `SetDefaults_Subject`)."""
+        errors = []
+        name, kind, group = subject.get("name") or "", subject.get("kind"), subject.get("apiGroup") or ""
+        if not name:
+            errors.append(field_required(f"{path}.name"))
+        if kind == "ServiceAccount":
+            if name:
+                errors += [field_invalid(f"{path}.name", name, m) for m in dns1123_subdomain_problems(name)]
+            if group:
+                errors.append(field_unsupported(f"{path}.apiGroup", group, [""]))
+            if not self.namespaced and not subject.get("namespace"):
                 errors.append(field_required(f"{path}.namespace"))
+        elif kind in ("User", "Group"):
+            if not name:
+                errors.append(field_invalid(f"{path}.name", name, f"{kind.lower()} name cannot be empty"))
+            if group != "rbac.authorization.k8s.io":
+                errors.append(field_unsupported(f"{path}.apiGroup", group, ["rbac.authorization.k8s.io"]))
+        else:
+            errors.append(field_unsupported(f"{path}.kind", kind or "", ["ServiceAccount", "User", "Group"]))
         return errors
 
     def validate_update(self, new, old):

@@ -3,6 +3,8 @@
 import json
 from pathlib import Path
 
+import yaml
+
 from labkit.exercises import mistake, write_answer
 
 ALICE = {"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "alice"}
@@ -145,3 +147,44 @@ def binds_her_name_capitalized(env):
     """Makes her right, but the RoleBinding of view names the user Alice, as one writes a name:
     RBAC compares user names as they are, and her certificate says alice."""
     _alice(env).bind(env, "alice-view", "dev", "ClusterRole", "view", {**ALICE, "name": "Alice"})
+
+
+@mistake("bearer token besides the client certificate")
+def kubeconfig_with_her_certificate_and_the_admin_token(env):
+    """Writes her kubeconfig from the admin's, putting her certificate and key into the user that
+    keeps the admin's token: the API server takes the certificate first and sees alice, but the file
+    hands out the admin's token. Its feedback once said the kubeconfig authenticates with the token."""
+    lab = _alice(env)
+    lab.bind(env, "alice-view", "dev", "ClusterRole", "view", ALICE)
+    work = Path(env.dir) / "student" / "alice"
+    token = lab.target(env).client().token
+    config = yaml.safe_load((work / "alice.kubeconfig").read_text())
+    for user in config["users"]:
+        user["user"]["token"] = token
+    path = work / "alice-and-admin-token.kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    write_answer(env, "alice", {"kubeconfig": str(path)})
+
+
+@mistake("secrets", "view is not as the cluster has it", "aggregate-to-view")
+def aggregates_secrets_into_view(env):
+    """Binds view in dev, and makes view read Secrets too with a ClusterRole of her own labelled
+    rbac.authorization.k8s.io/aggregate-to-view=true, which the clusterrole-aggregation controller
+    folds into view for everyone bound to it. Its feedback once said the cluster's read-only role
+    leaves Secrets out, which the view the student changed no longer did."""
+    import time
+
+    lab = _alice(env)
+    lab.bind(env, "alice-view", "dev", "ClusterRole", "view", ALICE)
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": "view-secrets", "labels": {"rbac.authorization.k8s.io/aggregate-to-view": "true"}},
+            "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"]}]}
+    lab.kubectl(env, "apply", "-f", "-", input=json.dumps(role))
+    c = lab.target(env).client()
+    deadline = time.monotonic() + 30        # the clusterrole-aggregation controller's sync
+    while time.monotonic() < deadline:
+        rules = c.get("rbac.authorization.k8s.io/v1", "clusterroles", "view").get("rules") or []
+        if any("secrets" in (r.get("resources") or []) for r in rules):
+            return
+        time.sleep(0.2)
+    raise AssertionError("the aggregation controller did not fold view-secrets into view within 30 s")

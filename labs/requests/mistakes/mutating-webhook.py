@@ -235,6 +235,23 @@ def review(review):
 ''')
 
 
+@mistake("a dry run", "a stored one gets it", "dryRun")
+def skips_dry_runs(env):
+    """Answers a dry run without a patch (nothing is stored, so nothing to label, the student
+    thinks) and labels real creations: `kubectl run --dry-run=server` shows a Pod without the
+    label. Its feedback once said a Pod created in web came back without it, which real ones did not."""
+    _serve(env, '''
+def review(review):
+    request = review["request"]
+    if request.get("dryRun"):
+        return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                "response": {"uid": request["uid"], "allowed": True}}
+    if request["object"]["metadata"].get("labels") is None:
+        return answer(request, [{"op": "add", "path": "/metadata/labels", "value": {"example.com/owner": "web-team"}}])
+    return answer(request, [{"op": "add", "path": "/metadata/labels/example.com~1owner", "value": "web-team"}])
+''')
+
+
 @mistake("no longer labelled pod-labeler=enabled", "kubectl label namespace web")
 def unlabels_web(env):
     """Serves and registers the right webhook, then takes the label pod-labeler=enabled off the
