@@ -551,3 +551,24 @@ def test_a_step_stops_waiting_when_kubelets_list_is_the_expected_one(lab):
     vcores = [{"ID": v, "health": "Healthy", "numa": [n]} for v, n in checks.VCORE_NUMA.items()]
     assert checks._listed(_ListedNode(vcores), "example.com/vcore", checks.VCORE_NUMA)
     assert not checks._listed(_ListedNode(vcores[1:]), "example.com/vcore", checks.VCORE_NUMA)
+
+
+def test_a_host_path_that_is_not_there_fails_the_container_as_the_runtime_does(lab, tmp_path):
+    """A Mount's host_path that does not exist: the container runtime refuses the container
+    (runc's `error mounting ... stat ...: no such file or directory`), with no traceback of labkit's,
+    and the check says so instead of pointing at the logs."""
+    from labkit.devices.container import missing_source
+    there = tmp_path / "widget-driver"
+    there.mkdir()
+    assert missing_source({"mounts": [{"container_path": "/var/lib/widget", "host_path": str(there)}]}) is None
+    refused = missing_source({"mounts": [{"container_path": "/var/lib/widget", "host_path": "/tmp/no-widget-driver"}]})
+    assert refused == ('error mounting "/tmp/no-widget-driver" to rootfs at "/var/lib/widget": '
+                       "stat /tmp/no-widget-driver: no such file or directory")
+    the_lab, env = lab
+    checks = the_lab._load("checks.py")
+    ctx = CheckContext(env, the_lab.exercise("allocate"))
+    obs = _allocated(env, {"pod-a": ["widget-0", "widget-1"], "pod-b": ["widget-2", "widget-3"]}, lambda ids: [])
+    obs["pods"]["pod-a"]["container"] = {"started": False, "envs": {}, "mounts": {}, "options": {}, "error": refused}
+    with pytest.raises(CheckFailed) as failed:
+        checks.judge_allocate(ctx, obs)
+    assert "container runtime refused it" in str(failed.value) and "/tmp/no-widget-driver" in str(failed.value)

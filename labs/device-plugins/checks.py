@@ -457,6 +457,11 @@ def judge_allocate(ctx, obs: dict):
             _fail(f"kubelet did not admit {pod} (two widgets): {seen.get('error') or 'not tried'}")
         container = seen.get("container") or {}
         if not container.get("started"):
+            if container.get("error"):
+                # the runtime stats each Mount's and DeviceSpec's host_path before it binds it
+                _fail(f"the container of {pod} did not start with your Allocate answer: the container runtime "
+                      f"refused it ({container['error']}): a Mount's or a DeviceSpec's host_path is a path on the "
+                      "node, absolute, and must exist there")
             _fail(f"the container of {pod} did not start with your Allocate answer (see logs/)")
         devices = seen.get("devices") or []
         envs = container.get("envs") or {}

@@ -80,3 +80,12 @@ def names_the_next_widgets_in_order(env):
             '        self._given = given + n\n'
             '        return ",".join(list(DEVICES)[given % len(DEVICES):][:n])\n\n'
             '    def Allocate(self, request, context):'))
+
+
+@mistake("refused", "host_path")
+def driver_beside_the_plugin(env):
+    """Takes the driver directory as `widget-driver` beside the plugin's own file (plugins/), one
+    directory short of the lab directory: the host_path does not exist, and the container runtime
+    refuses the container."""
+    _write(env, ('DRIVER = Path(__file__).resolve().parent.parent / "widget-driver"',
+                 'DRIVER = Path(__file__).resolve().parent / "widget-driver"'))
