@@ -158,6 +158,8 @@ def _allocated(env, pod_devices: dict, specs_of) -> dict:
     files = {"VERSION": "widget-driver 1.0"}
     source = [driver.stat().st_dev, driver.stat().st_ino]
     obs = registered("example.com/widget")
+    obs["allocates"] = [{"devices": list(ids), "envs": {"WIDGET_VISIBLE_DEVICES": ",".join(ids)}}
+                        for ids in (("widget-3", "widget-1"), ("widget-2",))]
     obs["pods"] = {}
     for pod, devices in pod_devices.items():
         specs = specs_of(devices)
@@ -187,6 +189,27 @@ def test_allocate_takes_device_nodes_of_the_containers_own_widgets_for_devices_n
         checks.judge_allocate(ctx, _allocated(env, pods, lambda ids: nodes(sorted(WIDGETS))))
     message = str(failed.value)
     assert "device nodes that are not of the widgets kubelet allocated to it" in message and "/dev/widget-2" in message
+
+
+def test_allocate_judges_the_answers_to_the_checks_own_allocate_calls(lab):
+    """kubelet takes a container's widgets in no fixed order: an Allocate answer that names the widgets
+    in the order they were handed out is right for Pods given widget-0/1 then widget-2/3, and wrong
+    for the IDs the check sends itself; the answer to those is judged before the Pods'."""
+    the_lab, env = lab
+    checks = the_lab._load("checks.py")
+    ctx = CheckContext(env, the_lab.exercise("allocate"))
+    pods = {"pod-a": ["widget-0", "widget-1"], "pod-b": ["widget-2", "widget-3"]}
+    obs = _allocated(env, pods, lambda ids: [])
+    assert [s["devices"] for s in obs["allocates"]] == [list(ids) for ids in checks.ALLOCATES]
+    assert checks.judge_allocate(ctx, obs).passed
+    obs["allocates"][0]["envs"] = {"WIDGET_VISIBLE_DEVICES": "widget-0,widget-1"}
+    with pytest.raises(CheckFailed) as failed:
+        checks.judge_allocate(ctx, obs)
+    message = str(failed.value)
+    assert "devices_ids widget-3, widget-1" in message and "not from which widgets were handed out" in message
+    obs["allocates"] = obs["allocates"][:1]
+    with pytest.raises(CheckFailed):
+        checks.judge_allocate(ctx, obs)
 
 
 def test_allocate_fails_a_relative_host_path_though_the_container_found_the_driver(lab):
@@ -528,3 +551,24 @@ def test_a_step_stops_waiting_when_kubelets_list_is_the_expected_one(lab):
     vcores = [{"ID": v, "health": "Healthy", "numa": [n]} for v, n in checks.VCORE_NUMA.items()]
     assert checks._listed(_ListedNode(vcores), "example.com/vcore", checks.VCORE_NUMA)
     assert not checks._listed(_ListedNode(vcores[1:]), "example.com/vcore", checks.VCORE_NUMA)
+
+
+def test_a_host_path_that_is_not_there_fails_the_container_as_the_runtime_does(lab, tmp_path):
+    """A Mount's host_path that does not exist: the container runtime refuses the container
+    (runc's `error mounting ... stat ...: no such file or directory`), with no traceback of labkit's,
+    and the check says so instead of pointing at the logs."""
+    from labkit.devices.container import missing_source
+    there = tmp_path / "widget-driver"
+    there.mkdir()
+    assert missing_source({"mounts": [{"container_path": "/var/lib/widget", "host_path": str(there)}]}) is None
+    refused = missing_source({"mounts": [{"container_path": "/var/lib/widget", "host_path": "/tmp/no-widget-driver"}]})
+    assert refused == ('error mounting "/tmp/no-widget-driver" to rootfs at "/var/lib/widget": '
+                       "stat /tmp/no-widget-driver: no such file or directory")
+    the_lab, env = lab
+    checks = the_lab._load("checks.py")
+    ctx = CheckContext(env, the_lab.exercise("allocate"))
+    obs = _allocated(env, {"pod-a": ["widget-0", "widget-1"], "pod-b": ["widget-2", "widget-3"]}, lambda ids: [])
+    obs["pods"]["pod-a"]["container"] = {"started": False, "envs": {}, "mounts": {}, "options": {}, "error": refused}
+    with pytest.raises(CheckFailed) as failed:
+        checks.judge_allocate(ctx, obs)
+    assert "container runtime refused it" in str(failed.value) and "/tmp/no-widget-driver" in str(failed.value)

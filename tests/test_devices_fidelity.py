@@ -60,3 +60,15 @@ def test_a_checkpoint_reads_back_what_was_written_and_a_changed_one_is_corrupted
     path.write_text(json.dumps(blob))
     with pytest.raises(ValueError, match="checkpoint is corrupted"):
         checkpoint.read(DeviceManager([0]), path, now=0)
+
+
+def test_kubelet_takes_a_containers_devices_in_a_go_sets_order():
+    """devicesToAllocate fills a container's devices by ranging over Go sets (allocateRemainingFrom:
+    `for device := range devices.Difference(allocated)`), in map order, which Go randomises: the
+    reconstruction takes them in its `unsorted` order (here reversed), not sorted by ID."""
+    widgets = [Device(f"widget-{i}", numa=(i // 2,)) for i in range(4)]
+    for hint in (None, [0, 1]):      # no-affinity ones; aligned ones (both nodes in the hint)
+        dm = DeviceManager([0, 1], unsorted=lambda ids: sorted(ids, reverse=True))
+        dm.connect("example.com/widget", ScriptedPlugin())
+        dm.list_and_watch("example.com/widget", widgets)
+        assert dm.devices_to_allocate("pod", "c", "example.com/widget", 2, set(), hint) == ["widget-3", "widget-2"]

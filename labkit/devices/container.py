@@ -49,10 +49,30 @@ def _bind(source: str, target: Path, read_only: bool) -> None:
         subprocess.run(["mount", "-o", "remount,bind,ro", str(target)], check=True)
 
 
-def inside(spec: dict) -> None:
-    """Set the mounts up in this (already private) mount namespace, then exec the command."""
+def missing_source(spec: dict) -> str | None:
+    """The runtime's refusal of a mount or device whose host_path is not there, worded as runc's
+    (libcontainer rootfs_linux.go mountToRootfs: `error mounting %q to rootfs at %q: %w`, the
+    error of stat), or None when every host_path exists."""
+    for m in list(spec.get("mounts") or []) + list(spec.get("devices") or []):
+        source = str(m.get("host_path") or "")
+        if not os.path.lexists(source):
+            return (f'error mounting "{source}" to rootfs at "{m.get("container_path")}": '
+                    f"stat {source}: no such file or directory")
+    return None
+
+
+def inside(spec: dict, error_file: Path | None = None) -> None:
+    """Set the mounts up in this (already private) mount namespace, then exec the command; a
+    host_path that is not there fails the container as the runtime fails it (written to
+    `error_file` and stderr, exit code 1)."""
     root = Path(spec["root"])
     root.mkdir(parents=True, exist_ok=True)
+    refused = missing_source(spec)
+    if refused:
+        if error_file is not None:
+            error_file.write_text(refused + "\n")
+        print(f"container: {refused}", file=sys.stderr)
+        raise SystemExit(1)
     for m in spec.get("mounts") or []:
         _bind(m["host_path"], root / m["container_path"].lstrip("/"), bool(m.get("read_only")))
     for d in spec.get("devices") or []:
@@ -86,4 +106,4 @@ def mounts(pid: int) -> dict[str, dict]:
 
 
 if __name__ == "__main__":
-    inside(json.loads(Path(sys.argv[1]).read_text()))
+    inside(json.loads(Path(sys.argv[1]).read_text()), Path(sys.argv[1]).with_name("error"))

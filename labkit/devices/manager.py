@@ -213,7 +213,9 @@ class DeviceManager:
         if not self.healthy[resource]:
             raise DeviceError(f"no healthy devices present; cannot allocate unhealthy devices {resource}")
         chosen: list[str] = []
-        for dev_id in sorted(reusable):
+        # allocateRemainingFrom ranges over a Go set (`for device := range devices.Difference(allocated)`):
+        # map order, which Go randomises; so are the reusable, aligned, unaligned and no-affinity ones taken
+        for dev_id in self.unsorted(reusable):
             if len(chosen) < required:
                 chosen.append(dev_id)
         needed = required - len(chosen)
@@ -235,13 +237,13 @@ class DeviceManager:
         if needed < len(aligned):
             preferred = self._preferred(resource, list(set(aligned) | set(chosen)), list(chosen), required)
             take(preferred or [], set(aligned))
-            take(aligned)
+            take(self.unsorted(aligned))
         else:
-            take(aligned)
+            take(self.unsorted(aligned))
             preferred = self._preferred(resource, list(available | set(chosen)), list(chosen), required)
             take(preferred or [], available)
-            take(unaligned)
-            take(none)
+            take(self.unsorted(unaligned))
+            take(self.unsorted(none))
         if len(chosen) < required:
             raise DeviceError(f"unexpectedly allocated less resources than required. Requested: {required}, Got: {len(chosen)}")
         return chosen

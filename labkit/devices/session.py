@@ -282,6 +282,7 @@ class Session:
         here = self.files / "containers" / f"{pod}-c"
         here.mkdir(parents=True, exist_ok=True)
         root = here / "root"
+        (here / "error").unlink(missing_ok=True)     # an earlier run's, in the same place
         spec = container.write_spec(here / "spec.json", root, options, ["sleep", "30"])
         proc = self.spawn(f"container-{self.containers}", container.argv(spec), {})
         try:
@@ -294,7 +295,9 @@ class Session:
             while not started() and proc.poll() is None and time.monotonic() < deadline:
                 time.sleep(POLL)
             if not started():
-                return {"started": False, "envs": {}, "mounts": {}, "options": options}
+                error = here / "error"
+                return {"started": False, "envs": {}, "mounts": {}, "options": options,
+                        "error": error.read_text().strip() if error.exists() else None}
             env = container.environ(proc.pid)
             mounts = {}
             prefix = str(root)

@@ -395,6 +395,11 @@ def check_health(ctx):
 # -- allocate -------------------------------------------------------------------------------------
 
 PODS = ("pod-a", "pod-b")
+# devices_ids the check sends to Allocate itself before kubelet admits the Pods: sets kubelet may
+# send (it takes a container's devices from the available ones in a Go set's order, manager.go
+# devicesToAllocate, and sends them as UnsortedList(): allocateContainerResources), so an answer
+# made from anything but the request's IDs (the widgets handed out so far, a fixed order) is seen
+ALLOCATES = (("widget-3", "widget-1"), ("widget-2",))
 
 
 def observe_allocate(ctx) -> dict:
@@ -403,6 +408,16 @@ def observe_allocate(ctx) -> dict:
         _first_list(s, resource)
         obs = _registration(s, resource)
         obs["pods"] = {}
+        obs["allocates"] = []
+        client = s.kubelet.clients.get(resource)
+        if client is not None and s.lists(resource):
+            for ids in ALLOCATES:
+                seen = {"devices": list(ids)}
+                try:
+                    seen["envs"] = client.allocate(list(ids)).get("envs") or {}
+                except Exception as exc:      # an rpc error, an answer without container_responses
+                    seen["error"] = str(exc)
+                obs["allocates"].append(seen)
         if s.lists(resource):
             for pod in PODS:
                 admitted = s.admit(pod, resource, 2)
@@ -417,6 +432,26 @@ def judge_allocate(ctx, obs: dict):
     driver = ctx.env.dir / "widget-driver"
     want_files = {p.name: p.read_text().split("\n", 1)[0] for p in sorted(driver.iterdir()) if p.is_file()}
     want_source = [driver.stat().st_dev, driver.stat().st_ino]      # a bind mount shows the directory's own
+    allocates = obs.get("allocates") or []
+    if len(allocates) != len(ALLOCATES):
+        _fail("not every Allocate request of the check got an answer")
+    for seen in allocates:
+        ids = [str(d) for d in seen.get("devices") or []]
+        what = f"your Allocate answer for devices_ids {', '.join(ids)}"
+        if seen.get("error"):
+            _fail(f"Allocate failed for devices_ids {', '.join(ids)}: {seen['error']}")
+        envs = seen.get("envs") or {}
+        if env_name not in envs:
+            _fail(f"{what} has no {env_name} in its envs (ContainerAllocateResponse.envs)")
+        if sorted(str(envs[env_name]).split(",")) != sorted(ids):
+            _fail(f"{env_name} in {what} is {envs[env_name]!r}: it must name exactly the widgets allocated in the "
+                  "request, each once, comma-separated (in any order). kubelet takes a container's widgets from the available "
+                  "ones in no fixed order (manager.go devicesToAllocate) and tells Allocate nothing but devices_ids: "
+                  "the answer comes from the request, not from which widgets were handed out before",
+                  ",".join(ids), envs[env_name])
+        more = sorted(set(envs) - {env_name})
+        if more:
+            _fail(f"{what} puts more than {env_name} into the container's environment: {', '.join(more)}")
     pods = obs.get("pods") or {}
     for pod in PODS:
         seen = pods.get(pod) or {}
@@ -424,6 +459,11 @@ def judge_allocate(ctx, obs: dict):
             _fail(f"kubelet did not admit {pod} (two widgets): {seen.get('error') or 'not tried'}")
         container = seen.get("container") or {}
         if not container.get("started"):
+            if container.get("error"):
+                # the runtime stats each Mount's and DeviceSpec's host_path before it binds it
+                _fail(f"the container of {pod} did not start with your Allocate answer: the container runtime "
+                      f"refused it ({container['error']}): a Mount's or a DeviceSpec's host_path is a path on the "
+                      "node, absolute, and must exist there")
             _fail(f"the container of {pod} did not start with your Allocate answer (see logs/)")
         devices = seen.get("devices") or []
         envs = container.get("envs") or {}

@@ -65,3 +65,27 @@ def driver_path_relative_to_the_lab_directory(env):
     it in a working directory of its own (labkit starts its containers in the lab directory, so
     the driver was found there)."""
     _write(env, ('host_path=str(DRIVER), read_only=True)', 'host_path="widget-driver", read_only=True)'))
+
+
+@mistake("WIDGET_VISIBLE_DEVICES", "devices_ids")
+def names_the_next_widgets_in_order(env):
+    """Ignores devices_ids and names the next widgets in the order of the plugin's list (the first
+    container widget-0 and widget-1, the next widget-2 and widget-3), counting what it handed out:
+    right only as long as kubelet happens to take the widgets in that order."""
+    _write(env, ('envs={"WIDGET_VISIBLE_DEVICES": ",".join(req.devices_ids)}',
+                 'envs={"WIDGET_VISIBLE_DEVICES": self._next_widgets(len(req.devices_ids))}'),
+           ('    def Allocate(self, request, context):',
+            '    def _next_widgets(self, n):\n'
+            '        given = getattr(self, "_given", 0)\n'
+            '        self._given = given + n\n'
+            '        return ",".join(list(DEVICES)[given % len(DEVICES):][:n])\n\n'
+            '    def Allocate(self, request, context):'))
+
+
+@mistake("refused", "host_path")
+def driver_beside_the_plugin(env):
+    """Takes the driver directory as `widget-driver` beside the plugin's own file (plugins/), one
+    directory short of the lab directory: the host_path does not exist, and the container runtime
+    refuses the container."""
+    _write(env, ('DRIVER = Path(__file__).resolve().parent.parent / "widget-driver"',
+                 'DRIVER = Path(__file__).resolve().parent / "widget-driver"'))
