@@ -105,6 +105,22 @@ def test_register_names_the_extra_resource_not_the_exercises(lab):
     assert "is 'example.com/gadget', not the exercise's example.com/widget" in str(failed.value)
 
 
+def test_a_refused_registration_says_whether_a_socket_was_there_to_dial(lab):
+    the_lab, env = lab
+    checks = the_lab._load("checks.py")
+    ctx = CheckContext(env, the_lab.exercise("register"))
+    obs = registered("example.com/widget")
+    obs["registrations"][0].update(error="failed to dial device plugin: context deadline exceeded", stream=None)
+    with pytest.raises(CheckFailed) as failed:
+        checks.judge_register(ctx, obs)
+    assert "nothing answered there)" in str(failed.value) and "no socket was at" not in str(failed.value)
+    obs["registrations"][0]["socket_missing"] = "/run/device-plugins/widget.sock"
+    with pytest.raises(CheckFailed) as failed:
+        checks.judge_register(ctx, obs)
+    assert ("nothing answered there; when kubelet gave up, no socket was at /run/device-plugins/widget.sock. A plugin "
+            "that serves there and stopped an earlier gRPC server") in str(failed.value)
+
+
 def test_register_fails_a_plugin_that_no_longer_answers_though_its_stream_is_open(lab):
     # a plugin whose main returned: its grpc server stopped, the thread serving ListAndWatch keeps
     # the process alive and the stream open (Session.serving probes the socket at the watch's end)
@@ -362,6 +378,17 @@ def test_the_restart_judge_names_the_timing_mistake(lab):
         "and kubelet refused it: failed to dial device plugin: context deadline exceeded — so it did not register "
         "again: kubelet dials the socket the endpoint names, in its device-plugins directory, before it answers "
         "(plugin/v1beta1/server.go Register).")
+    # nothing was at the path when kubelet gave up: the old server's late stop can take a socket
+    # served anew away (grpc removes its socket file when it has finished stopping)
+    gone = {**dialed, "socket_missing": "/run/device-plugins/widget.sock"}
+    with pytest.raises(CheckFailed) as failed:
+        checks.judge_restart(ctx, observed(gone, later=None))
+    assert failed.value.message.startswith(
+        "after kubelet's first restart (kubelet.sock made anew, your socket removed) your plugin called Register, "
+        "and kubelet refused it: failed to dial device plugin: context deadline exceeded — so it did not register "
+        "again: kubelet dials the socket the endpoint names, in its device-plugins directory, before it answers "
+        "(plugin/v1beta1/server.go Register); when kubelet gave up, no socket was at /run/device-plugins/widget.sock.")
+    assert "without waiting for it" in failed.value.message
     unlisted = {**_restart_seen(2, "open"), "listed": False,
                 "node": {"capacity": {"example.com/widget": 0}, "allocatable": {"example.com/widget": 0}}}
     with pytest.raises(CheckFailed) as failed:

@@ -495,3 +495,26 @@ def test_a_spec_device_without_an_id_is_a_clear_error():
         ReferencePlugin({"resource": WIDGET, "devices": [{"ID": "w0", "numa": [0]}]}, Path("/nonexistent"))
     with pytest.raises(ValueError, match="`numa` is a NUMA node number"):
         ReferencePlugin({"resource": WIDGET, "devices": [{"id": "w0", "numa": "x"}]}, Path("/nonexistent"))
+
+
+def test_a_dial_that_gives_up_says_whether_a_socket_was_there(tmp_path):
+    """kubelet's words are the same either way; labkit also notes whether anything was at the
+    path when the dial gave up (the device-plugins checks tell a student whose socket went away)."""
+    import socket as sockets
+
+    from labkit.devices.kubelet import GrpcPlugin
+    from labkit.devices.manager import DeviceError
+
+    absent = GrpcPlugin("example.com/widget", str(tmp_path / "gone.sock"), dial_timeout=0.3)
+    with pytest.raises(DeviceError, match="^failed to dial device plugin: context deadline exceeded$"):
+        absent.dial()
+    assert absent.socket_missing
+    bound = sockets.socket(sockets.AF_UNIX)        # there, but no server accepts on it
+    bound.bind(str(tmp_path / "mute.sock"))
+    try:
+        mute = GrpcPlugin("example.com/widget", str(tmp_path / "mute.sock"), dial_timeout=0.3)
+        with pytest.raises(DeviceError):
+            mute.dial()
+        assert not mute.socket_missing
+    finally:
+        bound.close()

@@ -116,6 +116,7 @@ class GrpcPlugin:
         self.stream = None
         self.record: dict | None = None          # the Register call that made this client (Kubelet.registrations)
         self._options: Options | None = None
+        self.socket_missing = False             # a dial that timed out found no socket at socket_path
 
     def dial(self) -> None:
         """client.go dial: block until connected, 10 s at most."""
@@ -124,6 +125,8 @@ class GrpcPlugin:
             grpc.channel_ready_future(channel).result(timeout=self.dial_timeout)
         except grpc.FutureTimeoutError:
             channel.close()
+            # not kubelet's to say, but what the check tells the student: was anything there to dial?
+            self.socket_missing = not is_socket(self.socket_path)
             raise DeviceError("failed to dial device plugin: context deadline exceeded") from None
         self.channel, self.stub = channel, api.Stub(channel, "DevicePlugin")
 
@@ -290,6 +293,8 @@ class Kubelet:
         except DeviceError as exc:
             client.close()
             record["error"], record["answered"], record["answered_at"] = str(exc), True, self.clock()
+            if client.socket_missing:
+                record["socket_missing"] = client.socket_path
             self.events.append(f"registration of {resource!r} refused: {exc}")
             context.abort(grpc.StatusCode.UNKNOWN, str(exc))
         if old is not None:

@@ -356,7 +356,6 @@ def _files(directory: Path) -> dict[str, str]:
     return out
 
 
-
 def run_delay(pid: int, but: int | None = None) -> float:
     """Seconds the threads of process `pid` (other than thread `but`) have spent runnable but
     waiting on a CPU's run queue: the second field of /proc/PID/task/TID/schedstat (nanoseconds;

@@ -102,6 +102,7 @@ def _registrations(s, start: int) -> list[dict]:
              "stream": r["stream"], "at": round(r["at"] - first, 2),
              "in_directory": endpoint_path(here, r["endpoint"]).rpartition("/")[0] == here,
              **({"end": r["end"]} if r["end"] else {}),
+             **({"socket_missing": r["socket_missing"]} if r.get("socket_missing") else {}),
              **({"served": round(r["ended_at"] - r["at"], 2)} if r.get("ended_at") else {})}
             for r in mine]
 
@@ -202,7 +203,8 @@ def _judge_registered(ctx, obs: dict, stream: str = "open", when: str = "") -> N
               f"GetDevicePluginOptions before it answers{tail}", "an accepted registration", "pending")
     if last.get("error"):
         where = (" (kubelet dials your RegisterRequest's endpoint joined to its device-plugins directory, "
-                 "plugin/v1beta1/server.go Register: filepath.Join(socketDir, endpoint); nothing answered there)"
+                 "plugin/v1beta1/server.go Register: filepath.Join(socketDir, endpoint); nothing answered there"
+                 f"{_missing_socket_note(last)})"
                  if str(last["error"]).startswith("failed to dial device plugin") else "")
         _fail(f"kubelet refused your registration: {last['error']}{where}{tail}", "an accepted registration", "refused")
     if last.get("resource") != resource:
@@ -703,6 +705,18 @@ def observe_restart(ctx, rng=None) -> dict:
         return obs
 
 
+def _missing_socket_note(record: dict) -> str:
+    """When kubelet's dial gave up and no socket was at the endpoint's path: what can take a
+    socket a plugin served away."""
+    path = record.get("socket_missing")
+    if not path:
+        return ""
+    return (f"; when kubelet gave up, no socket was at {path}. A plugin that serves there and stopped an earlier "
+            "gRPC server on the same path without waiting for it: the old server removes its socket file when it "
+            "has finished stopping, which can come after the new server made its own (grpc's server.stop() returns "
+            "an event to wait on)")
+
+
 def _unaccepted_register(s, start: int, until_clock: float) -> dict:
     """A restart not answered in time: did a Register call reach the restarted kubelet by
     `until_clock` (kubelet's clock, CHANGE_S after the restart), and what did kubelet answer the
@@ -719,7 +733,8 @@ def _unaccepted_register(s, start: int, until_clock: float) -> dict:
         return {}
     s.wait(lambda: first()["answered"], 2 * s.kubelet.dial_timeout + 1)
     call = first()
-    return {"refused": call["error"] if call["answered"] else None}
+    return {"refused": call["error"] if call["answered"] else None,
+            **({"socket_missing": call["socket_missing"]} if call.get("socket_missing") else {})}
 
 
 def judge_restart(ctx, obs: dict):
@@ -737,8 +752,8 @@ def judge_restart(ctx, obs: dict):
                 # its Register call reached the restarted kubelet in time, which refused it once it had
                 # tried to dial the plugin back (observe_restart waited for that answer)
                 dial = (": kubelet dials the socket the endpoint names, in its device-plugins directory, before it "
-                        "answers (plugin/v1beta1/server.go Register)") if seen["refused"].startswith("failed to dial") \
-                    else ""
+                        f"answers (plugin/v1beta1/server.go Register){_missing_socket_note(seen)}") \
+                    if seen["refused"].startswith("failed to dial") else ""
                 _fail(f"after kubelet's {which} restart (kubelet.sock made anew, your socket removed) your plugin "
                       f"called Register, and kubelet refused it: {seen['refused']} — so it did not register "
                       f"again{dial}.{every}")
