@@ -280,6 +280,27 @@ def keep_trial(lab_id: str, exercise_id: str, trial: dict) -> dict:
     return trial
 
 
+def mapping_problem(text: str) -> tuple[dict | None, str | None]:
+    """A tool's first look at an answer text before it shows an outcome: (the mapping, None), or
+    (None, what keeps the text from being one: not YAML, a key given twice, not a mapping). Each
+    lab's prediction_problem goes on to the exercise's own parts; none says what is right."""
+    from labkit.strict import key_positions
+
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        if getattr(exc, "problem", "") == "but found another document":     # as CheckContext.answer says
+            return None, "it holds more than one YAML document (an answer is one document)"
+        return None, "it is not valid YAML"
+    for positions in key_positions(text)[:1]:
+        if positions.duplicates:
+            line, key = positions.duplicates[0]
+            return None, f"it gives {key} twice (line {line + 1})"
+    if not isinstance(data, dict):
+        return None, "it is not a YAML mapping"
+    return data, None
+
+
 def graded_text(lab_id: str, exercise_id: str) -> tuple[str | None, str]:
     """The answer text the check grades, and a note: the kept prediction, when a tool has shown the
     outcome (note says so), else None (the check reads the answer file)."""

@@ -53,8 +53,8 @@ def _read_json(path: Path, default):
         return default   # a damaged state file is treated as absent, never as a crash
 
 
-# the lab locks this process holds, by lock file and thread, with how often each is held (LabState.locked)
-_HELD: dict[tuple[str, int], int] = {}
+# the lab locks this process holds, by lock file and thread (LabState.locked)
+_HELD: set[tuple[str, int]] = set()
 
 
 class LabState:
@@ -78,12 +78,8 @@ class LabState:
         waiting for it. Re-entrant in one thread: code that holds it may call code that takes it."""
         self.ensure_dir()
         key = (str(self.dir / "lock"), threading.get_ident())
-        if key in _HELD:
-            _HELD[key] += 1
-            try:
-                yield
-            finally:
-                _HELD[key] -= 1
+        if key in _HELD:            # this thread holds it already: the outer holder releases it
+            yield
             return
         fd = os.open(self.dir / "lock", os.O_RDWR | os.O_CREAT, 0o600)
         try:
@@ -93,10 +89,10 @@ class LabState:
                 if waiting is not None:
                     waiting()
                 fcntl.flock(fd, fcntl.LOCK_EX)
-            _HELD[key] = 1
+            _HELD.add(key)
             yield
         finally:
-            _HELD.pop(key, None)
+            _HELD.discard(key)
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from labkit import predictions
 from labkit.exercises import answer_path
 
@@ -143,3 +145,16 @@ def test_the_check_gets_the_kept_answer_and_a_broken_kept_one_fails():
     _write("a: 2\n")
     data, note = predictions.graded_answer(ctx)
     assert data == {"a": 1} and "`labkit demo show` first showed you the outcome" in note
+
+
+@pytest.mark.parametrize("text,problem", [
+    ("qos: {a: Burstable}\n", None),
+    ("qos: [a\n", "it is not valid YAML"),
+    ("qos: {}\nqos: {}\n", "it gives qos twice (line 2)"),
+    ("- a\n", "it is not a YAML mapping"),
+    ("qos: {}\n---\nqos: {}\n", "it holds more than one YAML document (an answer is one document)")])
+def test_a_tool_reads_an_answer_text_as_one_mapping_before_the_exercise_s_parts(text, problem):
+    from labkit.predictions import mapping_problem
+
+    data, found = mapping_problem(text)
+    assert found == problem and (data is None) == (problem is not None)

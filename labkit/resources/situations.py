@@ -137,21 +137,12 @@ def prediction_problem(lab, exercise_id: str, text: str) -> str | None:
     is when it first shows the outcome (labkit.predictions): kept half-written, the shown outcome
     could be copied into a fresh answer only by forgetting the kept one, and the kept one could
     only fail. Says what is missing or malformed, never what is right."""
-    import yaml
-
     from labkit.pods import BEST_EFFORT, BURSTABLE, GUARANTEED
-    from labkit.strict import key_positions
+    from labkit.predictions import mapping_problem
 
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError:
-        return "it is not valid YAML"
-    for positions in key_positions(text)[:1]:
-        if positions.duplicates:
-            line, key = positions.duplicates[0]
-            return f"it gives {key} twice (line {line + 1})"
-    if not isinstance(data, dict):
-        return "it is not a YAML mapping"
+    data, problem = mapping_problem(text)
+    if problem:
+        return problem
 
     def mapping(key: str) -> dict | str:
         value = data.get(key)

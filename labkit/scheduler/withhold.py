@@ -173,21 +173,13 @@ def prediction_problem(exercise: str, text: str) -> str | None:
     shows the outcome (labkit.predictions): kept half-written or misspelt, it could only fail, and
     the outcome could be copied into a fresh answer only by forgetting the kept one. Says what is
     missing or malformed, never what is right (as labkit.resources.situations.prediction_problem)."""
-    import yaml
-
     from labkit.inputs import load_yaml
     from labkit.labs import discover, load_lab
-    from labkit.strict import key_positions
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError:
-        return "it is not valid YAML"
-    for positions in key_positions(text)[:1]:
-        if positions.duplicates:
-            line, key = positions.duplicates[0]
-            return f"it gives {key} twice (line {line + 1})"
-    if not isinstance(data, dict):
-        return "it is not a YAML mapping"
+    from labkit.predictions import mapping_problem
+
+    data, problem = mapping_problem(text)
+    if problem:
+        return problem
     directory = discover().get(LAB)
     if directory is None:
         return None
