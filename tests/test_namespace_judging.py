@@ -438,3 +438,43 @@ def test_force_finalize_a_missing_object_is_not_said_to_be_of_a_custom_kind():
     message = str(failed.value)
     assert "objects left behind are missing from your list" in message
     assert "not only the built-in kinds" not in message and "configmaps" not in message, message
+
+
+def test_force_finalize_does_not_count_what_the_namespace_made_again_in_the_same_second_got(monkeypatch):
+    # a newcomer ran the prompt's force-finalize and `kubectl create ns legacy` in one line: the new
+    # namespace's default ServiceAccount and kube-root-ca.crt were created in the second of the
+    # force-finalize, and the right answer failed ("objects left behind are missing from your list")
+    module = checks("namespace")
+    forced_at = "2026-12-07T23:17:19.697506Z"
+    monkeypatch.setattr(module, "_lab", lambda env: type("Lab", (), {
+        "client": lambda self, env: None, "original_uid": lambda self, env, name: "uid-old",
+        "CONTENT": {"legacy": [("v1", "configmaps", {"metadata": {"name": "app-config", "finalizers": ["x.io/k"]}}),
+                               ("example.com/v1", "backups", {"metadata": {"name": "weekly",
+                                                                           "finalizers": ["x.io/u"]}})]}})())
+    monkeypatch.setattr(module, "_force_finalized", lambda ctx, ns: [{"user": "labkit-admin", "finalizers": [],
+                                                                      "time": forced_at}])
+    monkeypatch.setattr(module, "_namespace", lambda c, name: {"metadata": {"uid": "uid-new"}})
+
+    def stored(created):
+        return {"metadata": {"creationTimestamp": created}}
+    monkeypatch.setattr(module, "_stored_objects", lambda c, ns: {
+        "configmaps/app-config": stored("2026-12-07T23:17:12Z"), "backups.example.com/weekly": stored("2026-12-07T23:17:12Z"),
+        "configmaps/kube-root-ca.crt": stored("2026-12-07T23:17:19Z"), "serviceaccounts/default": stored("2026-12-07T23:17:19Z")})
+
+    def create(resource, name, at, group=None):
+        return {"verb": "create", "requestReceivedTimestamp": at, "responseStatus": {"code": 201},
+                "objectRef": {"resource": resource, "namespace": "legacy", "name": name,
+                              **({"apiGroup": group} if group else {})}}
+    events = [create("configmaps", "app-config", "2026-12-07T23:17:12.992068Z"),
+              create("backups", "weekly", "2026-12-07T23:17:12.994195Z", "example.com"),
+              create("serviceaccounts", "default", "2026-12-07T23:17:19.913060Z"),
+              create("configmaps", "kube-root-ca.crt", "2026-12-07T23:17:19.913323Z")]
+    monkeypatch.setattr(module, "_audit", lambda ctx: events)
+    ctx = context("namespace", "force-finalize", "left_behind: [backups.example.com/weekly, configmaps/app-config]\n"
+                                                 "visible_again: true\n")
+    assert module.check_force_finalize(ctx).status == "pass"
+    # what was created before the force-finalize, in its second too, is still left behind
+    events[2] = create("serviceaccounts", "default", "2026-12-07T23:17:19.100000Z")
+    with pytest.raises(CheckFailed) as failed:
+        module.check_force_finalize(ctx)
+    assert "objects left behind are missing from your list" in str(failed.value)
