@@ -343,6 +343,11 @@ def test_release_finalizer_fails_when_the_crd_was_changed_or_the_namespace_made_
     ('configmap "late" is forbidden: unable to create new content in namespace attic because it is being terminated',
      "the start of your message"),
     ('configmaps "late" is forbidden: namespace attic is terminating', "the object part is right"),
+    # the admission plugin's words alone, right as they are, were told not to be the API server's
+    ("unable to create new content in namespace attic because it is being terminated",
+     "your message is the admission plugin's reason alone"),
+    ('Forbidden: configmaps "late": unable to create new content in namespace attic because it is being terminated',
+     "the start of your message"),
 ])
 def test_terminating_create_feedback_says_which_parts_differ(answer, says):
     body = {"reason": "Forbidden", "message": 'configmaps "late" is forbidden: unable to create new content in '

@@ -503,7 +503,11 @@ def _which_part(answer: str, body: dict) -> str:
     head, _, reason = truth.partition(": ")
     given = _normalize(answer)
     if not given.startswith(head + ":") and given != head:
-        if given.partition(": ")[2] != reason:
+        if given == reason:
+            return ("your message is the admission plugin's reason alone: the API server's message starts with "
+                    "which object is refused and what kind of refusal it is, which apimachinery's errors package "
+                    "writes for the plugin, before that reason")
+        if not given.endswith(": " + reason):
             return ("neither the start of your message (which object, and what kind of refusal: apimachinery's "
                     "errors package writes it for the plugin) nor the reason after it (the admission plugin's "
                     "words) is the API server's")
