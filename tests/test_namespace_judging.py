@@ -483,3 +483,23 @@ def test_force_finalize_does_not_count_what_the_namespace_made_again_in_the_same
     with pytest.raises(CheckFailed) as failed:
         module.check_force_finalize(ctx)
     assert "objects left behind are missing from your list" in str(failed.value)
+
+
+@pytest.mark.parametrize("key,says", [
+    ("node.kubernetes.io/out-of-services", "The taint node.kubernetes.io/out-of-services on node-b is not one Kubernetes "
+                                           "reads"),
+    ("example.com/dead", "look at node-b (`kubectl get node node-b -o yaml`)")])
+def test_volume_in_use_says_where_to_look_while_the_pod_waits_on_an_unmarked_node(key, says):
+    # a newcomer misspelled the taint's key: the feedback said only that the Pod was still Terminating
+    ctx = context("namespace", "volume-in-use")
+    seen = {"claim_finalizers_edited_by": [], "pod_force_deleted_by": [], "other_nodes_marked": [],
+            "pod": {"name": "uploader"}, "pod_deleted_by_podgc": None,
+            "node": {"unschedulable": False, "taints": [{"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"},
+                                                        {"key": key, "value": "nodeshutdown", "effect": "NoExecute"}]},
+            "gone": {"namespace": None, "spec_edit": "", "forced": [], "stored": []},
+            "volume_writes": [], "volume": {"phase": "Bound", "finalizers": ["kubernetes.io/pv-protection"]}}
+    with pytest.raises(CheckFailed) as failed:
+        checks("namespace").judge_volume_in_use(ctx, seen)
+    assert "Pod uploader is still Terminating on node-b" in str(failed.value)
+    assert says in str(failed.value), str(failed.value)
+    assert "node.kubernetes.io/out-of-service " not in str(failed.value) + " "

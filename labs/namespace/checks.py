@@ -22,6 +22,7 @@ The checks of exercises that change live state are `judge_<name>(ctx, observe_<n
 the observation is plain data, and labs/namespace/mutants/ judges near-misses of it in-process.
 """
 
+import difflib
 import json
 import re
 
@@ -1384,6 +1385,13 @@ def judge_volume_in_use(ctx, seen: dict):
                      "end the Pods it had.")
         elif marked:
             extra = " (the pod garbage collector looks every 20 s: check again shortly)"
+        else:
+            near = difflib.get_close_matches(OUT_OF_SERVICE, [t.get("key") or "" for t in node["taints"]], n=1,
+                                             cutoff=0.8)
+            extra = (f" The taint {near[0]} on {node_name} is not one Kubernetes reads: the pod garbage collector "
+                     "and the attach/detach controller look for one key, spelled exactly." if near else
+                     f" Kubernetes learns what became of a node's machine from the Node object: look at {node_name} "
+                     f"(`kubectl get node {node_name} -o yaml`).")
         raise CheckFailed(f"Pod {pod_name} is still Terminating on {node_name}, whose kubelet will never confirm "
                           f"it stopped, and namespace {name} deletes pods first.{extra}")
     if not marked:
