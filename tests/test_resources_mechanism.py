@@ -732,6 +732,14 @@ def test_get_withholds_the_cgroup_values_of_pods_whose_requests_land_on_the_weig
     assert v2["cgroup_settings"]["cpu.weight"] == cli.WITHHELD
     assert far["cgroup_settings"]["cpu.shares"] == 4 * shares and mystery["cgroup_settings"]["cpu.shares"] == shares
     assert predictions.kept("resources", "weight") is None
+    # the weight Pod resized in place to a request next to its own (a newcomer's 151m, then 149m,
+    # read back with `get`, then put back): its pod cgroup showed those values, and the answer
+    # written from them passed
+    for resized in (shares + 1, shares - 2):
+        mystery = row(own["pod"], own["node"], resized, 2)
+        note = cli._withhold_weight(env, [mystery])
+        assert mystery["cgroup_settings"]["cpu.shares"] == cli.WITHHELD and own["pod"] in note, note
+    assert predictions.kept("resources", "weight") is None
 
     answers = Path(os.environ["LABKIT_ANSWERS_DIR"]) / "resources"
     answers.mkdir(parents=True, exist_ok=True)

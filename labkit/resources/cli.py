@@ -316,16 +316,20 @@ def _withhold_weight(env, rows: list[dict]) -> str:
     it, shows what `convert` and `plan` withhold until the weight answer is recorded: the requests
     behind that value (a Pod applied with the request one tries, `get` read back, one millicore at
     a time). Its value is withheld as theirs is; the weight Pod's own pod cgroup shows the value
-    the exercise asks to read."""
+    the exercise asks to read, and only that one: resized in place to a request next to its own,
+    it would show that request's value as any other Pod would."""
     from labkit.resources import situations
 
     params = env.lab.exercise("weight").params
     own = situations.weight_pod(env.lab)
+    own_values = dict(zip(("cpu.shares", "cpu.weight"), situations.weight_values(env.lab)))
     hidden = []
     for row in rows:
         settings = [c["cgroup_settings"] for c in row["containers"] if c.get("cgroup_settings")]
-        if row["cgroup_settings"] and not (row["node"] == params["node"] and row["name"] == own.name):
-            settings.append(row["cgroup_settings"])
+        pod = row["cgroup_settings"]
+        if pod and not (row["node"] == params["node"] and row["name"] == own.name
+                        and all(pod[k] == v for k, v in own_values.items() if k in pod)):
+            settings.append(pod)
         for values in settings:
             if _weight_answer(values.get("cpu.shares"), values.get("cpu.weight"), "labkit resources get"):
                 for key in ("cpu.shares", "cpu.weight"):
