@@ -9,7 +9,7 @@ import copy
 import pytest
 import yaml
 
-from labkit.exercises import CheckContext
+from labkit.exercises import CheckContext, CheckFailed
 from labkit.labs import get_lab
 from labkit.state import LabEnv, LabState
 
@@ -267,3 +267,60 @@ def test_a_weight_request_may_be_written_in_millicores_as_a_pod_writes_it(lab, w
             checks._millicores(ctx, {"min_millicores": written}, "min_millicores")
     else:
         assert checks._millicores(ctx, {"min_millicores": written}, "min_millicores") == read
+
+
+QOS_RIGHT = {"qos": {"web": "Burstable", "queue": "Guaranteed", "batch": "BestEffort", "api": "Burstable",
+                     "migrate": "Burstable"},
+             "oom_score_adj": {"web/app": 938, "queue/broker": -997, "batch/job": 1000, "api/server": 750,
+                               "api/log-shipper": 999, "migrate/app": 969}}
+
+
+def test_a_qos_answer_written_after_a_labkit_api_server_showed_the_classes_earns_nothing(lab, monkeypatch):
+    """A newcomer ran `labkit apiserver`, `kubectl create -f scenarios/node-1.yaml` (an image added)
+    and `kubectl get pods -o custom-columns=...qosClass`: the server showed every QoS class before
+    the answer was written, and the answer written from it passed."""
+    import json
+    import os
+
+    from labkit import paths, predictions
+    from labkit.apiserver.audit import received_at
+
+    checks = lab[0]._load("checks.py")
+    monkeypatch.setattr(checks, "_situation", lambda *args: "")
+    server = paths.state_root() / "apiserver"
+    server.mkdir(parents=True, exist_ok=True)
+    log = server / "audit.log"
+
+    def create(name, spec, user="labkit-admin", at="2026-12-07T23:28:14.462754Z"):
+        return json.dumps({"verb": "create", "user": {"username": user}, "requestReceivedTimestamp": at,
+                           "objectRef": {"resource": "pods", "namespace": "default", "name": name, "apiVersion": "v1"},
+                           "responseStatus": {"code": 201},
+                           "requestObject": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+                                             "spec": spec}},
+                          separators=(",", ":"))      # as the server writes its audit log
+    stamp = "2026-12-07T23:10:00.000000Z"
+    at = received_at({"requestReceivedTimestamp": stamp})
+    bare = {"containers": [{"name": "job", "image": "x", "command": ["sleep", "infinity"]}]}
+    queue = {"containers": [{"name": "broker", "image": "x", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]}
+    # another lab's Pods, and a controller's copy: no student's copy of the exercise's Pods
+    log.write_text("\n".join([
+        create("invoices-1", bare, at=stamp), create("batch", bare, user="system:serviceaccount:x:y", at=stamp),
+        create("queue", bare, at=stamp)]) + "\n")
+    ctx = context(lab, "qos", QOS_RIGHT)
+    os.utime(ctx.answer_path, (at + 60, at + 60))
+    assert checks.check_qos(ctx).status == "pass"
+    # the student's copy of queue (other amounts, the same shape), before the answer was written
+    with log.open("a") as f:
+        f.write(create("queue", queue, at=stamp) + "\n")
+    with pytest.raises(CheckFailed) as failed:
+        checks.check_qos(ctx)
+    assert "default/queue" in str(failed.value) and "earns no points" in str(failed.value)
+    # kept: the server's directory removed does not unsee it; --forget-prediction forgets it
+    log.unlink()
+    with pytest.raises(CheckFailed):
+        checks.check_qos(ctx)
+    predictions.forget("resources", "qos", "test")
+    assert checks.check_qos(ctx).status == "pass"
+    # an answer written before the server showed the classes, and not changed since, is graded
+    log.write_text(create("queue", queue, at="2026-12-07T23:40:00.000000Z") + "\n")
+    assert checks.check_qos(ctx).status == "pass"

@@ -29,7 +29,7 @@ import math
 import re
 from pathlib import Path
 
-from labkit.exercises import AnswerMalformed, AnswerMissing, CheckFailed, settle
+from labkit.exercises import LIVE, AnswerMalformed, AnswerMissing, CheckFailed, settle
 from labkit.quantity import Quantity
 from labkit.pods import BEST_EFFORT, BURSTABLE, GUARANTEED, load_pods, pod_from_dict, pod_request, qos_class
 from labkit import predictions
@@ -254,6 +254,20 @@ def check_qos(ctx):
     pods = _pristine(ctx.params["file"], node_name)
     names = [n.strip() for n in ctx.params["pods"].split(",")]
     data, note = _prediction(ctx)
+    shown = _qos_shown_by_a_server(ctx)
+    kept = predictions.kept(ctx.lab.id, ctx.exercise.id)
+    if shown is not None and (kept is None or kept.at > shown["at"]) and _answer_written_at(ctx) >= shown["at"]:
+        # a prediction is judged as it stood before the outcome was shown: an answer file written
+        # (or changed) after a server showed the class of a Pod of this shape earns nothing
+        raise CheckFailed(f"{shown['what']} (at {shown['time']}) before your prediction was written, and your answer "
+                          "file changed after it: a labkit API server stores every Pod with its QoS class "
+                          "(status.qosClass, which `kubectl get` shows), so that showed the outcome, and a prediction "
+                          "written after seeing it earns no points (`labkit reset resources qos --forget-prediction` "
+                          "forgets it, and the grade report says so). Work the classes out from the spec and "
+                          "pkg/apis/core/v1/helper/qos/qos.go (see the hints)",
+                          expected="a prediction written before a labkit tool or API server showed the QoS class "
+                                   "of these Pods", observed_in=LIVE,
+                          observed=f"answer file changed after {shown['what']}")
     given_qos = ctx.answer_field(data, "qos", dict)
     given_adj = ctx.answer_field(data, "oom_score_adj", dict)
     note += _situation(ctx, node_name, ctx.params["file"], names)
@@ -301,6 +315,54 @@ def check_qos(ctx):
                           + ", ".join(f"{k}'s oom_score_adj" for k in wrong_adj)
                           + " (the QoS classes are right: see policy.go in the third hint)" + note)
     return ctx.passed(f"all {len(names)} QoS classes and {len(expected_keys)} oom_score_adj values right" + note)
+
+
+def _answer_written_at(ctx) -> float:
+    try:
+        return ctx.answer_path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _qos_shown_by_a_server(ctx) -> dict | None:
+    """The first copy of one of the qos exercise's Pods (its name, and its shape:
+    situations.resource_shape, whatever the amounts) that a student's request made a labkit
+    embedded API server on this machine create (`labkit apiserver`'s, another lab's:
+    labkit.servers; `kubectl create -f scenarios/node-1.yaml` there), since the exercise's last
+    --forget-prediction, or
+    the try kept before (labkit.predictions.keep_trial: a server's directory removed since does not
+    unsee it): {at, time, what}, or None. The server stores a Pod with its QoS class, as the API
+    server's pod strategy does (pkg/registry/core/pod/strategy.go, PrepareForCreate: QOSClass =
+    qos.GetPodQOS), and `kubectl get pod -o yaml` shows it: the outcome the exercise asks to predict."""
+    from labkit import servers
+    from labkit.apiserver import audit as audit_log
+    from labkit.resources import situations
+
+    since = max((e["at"] for e in predictions.forgotten(ctx.lab.id, ctx.exercise.id)), default=0.0)
+    first = predictions.kept_trial(ctx.lab.id, ctx.exercise.id)
+    originals = situations.qos_pods(ctx.lab)
+    for target in servers.others(None):
+        for e in servers.lines_with(target.state_dir, "audit.log", ('"resource":"pods"',)):
+            ref = e.get("objectRef") or {}
+            body = e.get("requestObject")
+            if e.get("verb") != "create" or ref.get("resource") != "pods" or ref.get("subresource") \
+                    or (e.get("responseStatus") or {}).get("code") != 201 or not isinstance(body, dict):
+                continue
+            at = audit_log.received_at(e)
+            name = ref.get("name") or (body.get("metadata") or {}).get("name")
+            if at < since or (first is not None and first["at"] <= at) or name not in originals \
+                    or (e.get("user") or {}).get("username", "").startswith("system:"):
+                continue
+            try:
+                shaped = situations.resource_shape(pod_from_dict(body, validation=False)) == \
+                    situations.resource_shape(originals[name])
+            except Exception:       # a Pod labkit's nodes would not read: no copy of the exercise's
+                continue
+            if shaped:
+                first = {"at": at, "time": e.get("requestReceivedTimestamp", "")[11:19],
+                         "what": f"the labkit API server of {target.state_dir} created Pod "
+                                 f"{ref.get('namespace')}/{name}, a copy of the exercise's"}
+    return None if first is None else predictions.keep_trial(ctx.lab.id, ctx.exercise.id, first)
 
 
 # -- throttled ------------------------------------------------------------------------------------
