@@ -747,3 +747,35 @@ def test_get_withholds_the_cgroup_values_of_pods_whose_requests_land_on_the_weig
     probe = row("probe", "node-3", shares, shares)
     assert cli._withhold_weight(env, [probe]) == "" and probe["cgroup_settings"]["cpu.shares"] == shares
     assert predictions.kept("resources", "weight").tool == "labkit resources get"
+
+
+def test_another_labs_tool_withholds_the_qos_class_of_a_pod_shaped_as_one_of_the_qos_exercise(tmp_path):
+    """`labkit numa admit -f scenarios/node-1.yaml` printed every qos Pod's class (web (Burstable),
+    queue (Guaranteed), ...) with no qos answer written; `labkit numa run` would run them in the
+    cgroups their classes name. Both ask labkit.resources.situations.qos_gate while the resources
+    lab was started."""
+    import os
+
+    from labkit import paths, predictions
+    from labkit.resources.situations import qos_gate, qos_pods
+
+    from tests.support import labkit
+
+    lab = get_lab("resources")
+    web = qos_pods(lab)["web"]
+    assert qos_gate("labkit numa admit")(web) is None            # the resources lab never started here
+    (paths.state_root() / "resources").mkdir(parents=True, exist_ok=True)
+    told = qos_gate("labkit numa admit")(web)
+    assert told and "withheld: exercise qos of lab resources" in told and "Burstable" not in told, told
+    shown = labkit("numa", "admit", "-f", str(lab.directory / "scenarios" / "node-1.yaml"), "--machine",
+                   "single-socket-ht", check=0).stdout
+    assert "default/web: the QoS class of Pod web" in shown and "Guaranteed" not in shown, shown
+    assert predictions.kept("resources", "qos") is None
+    answers = Path(os.environ["LABKIT_ANSWERS_DIR"]) / "resources"
+    answers.mkdir(parents=True, exist_ok=True)
+    (answers / "qos.yaml").write_text(
+        "qos: {web: Burstable, queue: Burstable, batch: BestEffort, api: Burstable, migrate: Burstable}\n"
+        "oom_score_adj: {web/app: 1, queue/broker: 1, batch/job: 1, api/server: 1, api/log-shipper: 1, "
+        "migrate/app: 1}\n")
+    assert qos_gate("labkit numa admit")(web) is None
+    assert predictions.kept("resources", "qos").tool == "labkit numa admit"

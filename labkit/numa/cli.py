@@ -56,13 +56,23 @@ def admit(
     # rest): its result, and everything after it (which depends on it), is withheld
     # (labkit.numa.withhold)
     gate = withhold.Gate("labkit numa admit")
+    # the same for the resources lab's qos exercise (a Pod shaped as one of its: its class is the
+    # answer): the refusal is that lab's (labkit.resources.situations.qos_gate)
+    from labkit.resources.situations import qos_gate
+    other_qos = qos_gate("labkit numa admit")
     situations: list[str | None] = []
-    results = node.admit_all(pod_list,
-                             before=lambda n, pod: situations.append(gate.admission(n, pod) or gate.qos(pod)
-                                                                    or gate.merge(n, pod)))
+    refusals: dict[int, str] = {}
+
+    def before(n, pod):
+        situations.append(gate.admission(n, pod) or gate.qos(pod) or gate.merge(n, pod))
+        refused = None if situations[-1] else other_qos(pod)
+        if refused:
+            refusals[len(situations) - 1] = refused
+            situations[-1] = "qos of lab resources"
+    results = node.admit_all(pod_list, before=before)
     pending = {i: ex for i, ex in enumerate(situations) if ex}
     first = min(pending) if pending else len(results)
-    reason = withhold.message(pending[first]) if pending else ""
+    reason = (refusals[first] if first in refusals else withhold.message(pending[first])) if pending else ""
     if pending:     # the shared pool as it is now includes what the withheld Pods took
         for result in results[:first]:
             for entry in result.containers:

@@ -97,6 +97,12 @@ def run(
     refusal = withhold.qos_run_refusal(load_pods(filename))
     if refusal:
         raise LabkitError(refusal)
+    # the resources lab's qos exercise too: running a Pod shows its class (its cgroup's place)
+    from labkit.resources.situations import qos_gate
+    other_qos = qos_gate("labkit numa run")
+    refusal = next(filter(None, (other_qos(pod) for pod in load_pods(filename))), None)
+    if refusal:
+        raise LabkitError(refusal)
     with state.locked():
         live = LiveNode(env)
         results = live.run(filename)

@@ -78,6 +78,26 @@ def is_qos_pod(lab, pod) -> bool:
     return any(shape == resource_shape(p) for p in qos_pods(lab).values())
 
 
+def qos_gate(tool: str):
+    """For another lab's tool that shows Pods' QoS classes (`labkit numa admit` prints each Pod's
+    class, `labkit numa run` runs it in the cgroup its class names): gate(pod) says what to print
+    instead while the Pod is shaped as one of the qos exercise's (is_qos_pod) and that exercise's
+    answer is not recorded, once this lab was started on the machine; None otherwise (an answer
+    recorded is kept then, as `labkit resources get` keeps it: reveal)."""
+    from labkit import paths
+    from labkit.labs import get_lab
+
+    lab = get_lab(LAB_ID)
+    started = (paths.state_root() / LAB_ID).is_dir()
+
+    def gate(pod) -> str | None:
+        if not started or not is_qos_pod(lab, pod) or reveal(lab, "qos", tool):
+            return None
+        return refusal(lab, "qos", f"the QoS class of Pod {pod.name} (its resources are shaped as those of a Pod of "
+                                   "that exercise)")
+    return gate
+
+
 def eviction_pod_names(lab) -> set[str]:
     """The names of the eviction-order exercise's Pods."""
     params = _exercise(lab, "eviction-order").params
