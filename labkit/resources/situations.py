@@ -9,6 +9,7 @@ are labkit.predictions'.
 from __future__ import annotations
 
 import copy
+import re
 
 LAB_ID = "resources"
 
@@ -195,9 +196,13 @@ def prediction_problem(lab, exercise_id: str, text: str) -> str | None:
             return f"order must list each of the {len(names)} Pods of the scenario exactly once"
         return None
     if exercise_id == "weight":
-        for key in ("cgroup_value", "min_millicores", "max_millicores"):
-            if not _whole_number(data.get(key)):
-                return f"{key} is missing or not a whole number"
+        if not _whole_number(data.get("cgroup_value")):
+            return "cgroup_value is missing or not a whole number"
+        for key in ("min_millicores", "max_millicores"):
+            # a number of millicores, or the quantity as a Pod writes it (the check reads both)
+            value = data.get(key)
+            if not _whole_number(value) and not (isinstance(value, str) and re.fullmatch(r"\s*\d+m\s*", value)):
+                return f"{key} is missing or not a number of millicores (250, or 250m)"
         return None
     raise ValueError(f"exercise {exercise_id} of lab {LAB_ID} predicts nothing")
 
