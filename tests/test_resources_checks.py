@@ -324,3 +324,34 @@ def test_a_qos_answer_written_after_a_labkit_api_server_showed_the_classes_earns
     # an answer written before the server showed the classes, and not changed since, is graded
     log.write_text(create("queue", queue, at="2026-12-07T23:40:00.000000Z") + "\n")
     assert checks.check_qos(ctx).status == "pass"
+
+
+@pytest.mark.parametrize("exercise,answer,says", [
+    ("qos", {**QOS_RIGHT, "qos": {**QOS_RIGHT["qos"], "queue": "Guarenteed"}}, "qos of queue: 'Guarenteed' is not one of"),
+    ("qos", {**QOS_RIGHT, "oom_score_adj": {k: v for k, v in QOS_RIGHT["oom_score_adj"].items() if k != "migrate/app"}},
+     "oom_score_adj of migrate/app: missing"),
+])
+def test_an_incomplete_qos_answer_is_malformed_not_a_wrong_answer(lab, monkeypatch, exercise, answer, says):
+    """A newcomer's misspelled class and a container left out were counted as wrong answers
+    ("passed after 4 different wrong answers", two of them these), though the tools called them
+    "not a whole prediction yet" and went on withholding."""
+    from labkit.exercises import AnswerMalformed
+
+    checks = lab[0]._load("checks.py")
+    monkeypatch.setattr(checks, "_situation", lambda *args: "")
+    ctx = context(lab, exercise, answer)
+    with pytest.raises(AnswerMalformed) as failed:
+        checks.check_qos(ctx)
+    assert says in str(failed.value) and str(failed.value).startswith("your answer is malformed: ")
+
+
+def test_an_eviction_order_that_misspells_a_pod_is_malformed_not_a_wrong_answer(lab):
+    from labkit.exercises import AnswerMalformed
+
+    checks = lab[0]._load("checks.py")
+    pods = checks._pristine("pressure.yaml", "node-3")
+    ctx = context(lab, "eviction-order", {"order": ["crawler", "analytics", "logs", "reports", "payment", "checkout"]})
+    with pytest.raises(AnswerMalformed) as failed:
+        checks.judge_eviction_order(ctx, {"ranking": [], "file_edited": False,
+                                          "specs": {n: p.manifest["spec"] for n, p in pods.items()}})
+    assert "expected each of the 6 Pods" in str(failed.value)

@@ -294,7 +294,9 @@ def check_qos(ctx):
     problems += [f"oom_score_adj: {key!r} is no running container of {ctx.params['pods']}"
                  for key in sorted(set(given_adj) - expected_keys, key=str)]
     if problems:
-        return ctx.failed("; ".join(problems) + note)
+        # not a whole prediction yet (situations.prediction_problem: the tools still withhold the
+        # outcome): malformed, not counted as a wrong answer
+        raise AnswerMalformed("; ".join(problems) + note)
     if (wrong_classes or wrong_adj) and not _answer_kept(ctx):
         # while the answer can earn its points, neither how many cells are wrong nor which: either
         # would let one cell at a time be tried by check runs (CheckContext.grid_feedback)
@@ -831,7 +833,8 @@ def judge_eviction_order(ctx, observation):
     data, note = _prediction(ctx)
     given = [str(n) for n in ctx.answer_field(data, "order", list)]
     if sorted(given) != sorted(pods):
-        raise CheckFailed(f"order: expected each of the {len(pods)} Pods of {p['file']} exactly once" + note)
+        # not a whole prediction (situations.prediction_problem): malformed, not counted
+        raise AnswerMalformed(f"order: expected each of the {len(pods)} Pods of {p['file']} exactly once" + note)
     truth = reconstructed_ranking(p["file"], p["node"])
     changed = [n for n, spec in observation["specs"].items() if n in pods and spec != pods[n].manifest.get("spec")]
     changed += [n for n in observation["specs"] if n not in pods]
