@@ -186,6 +186,28 @@ def test_a_reset_keeps_a_pod_resized_in_place_as_yaml_apply_takes_back(lab_clean
 
 
 @pytest.mark.host_compared
+def test_a_resize_tells_no_qos_class_before_the_qos_answer(lab_cleanup):
+    # a newcomer lowered queue's cpu request with no qos answer written: 'The Pod "queue" is
+    # invalid: spec: Invalid value: "Guaranteed": Pod QOS Class may not change as a result of
+    # resizing' (and web's told "Burstable"): the class the qos exercise asks to predict
+    from labkit import predictions
+
+    labkit("run", "resources", check=0)
+    lower = json.dumps({"spec": {"containers": [{"name": "broker", "resources": {"requests": {"cpu": "100m"}}}]}})
+    refused = labkit("resources", "patch", "queue", "--subresource", "resize", "-p", lower, check=2)
+    assert "withheld: exercise qos of lab resources" in refused.stderr and "Guaranteed" not in refused.stderr
+    # frontend (throttled's) has web's shape: resized, but a refusal names no class
+    whole = json.dumps({"spec": {"containers": [{"name": "server", "resources": {"requests": {"cpu": "100m",
+                                                                                          "memory": "64Mi"}}}]}})
+    refused = labkit("resources", "patch", "frontend", "--subresource", "resize", "-p", whole, check=2)
+    assert "Invalid value: (withheld): Pod QOS Class may not change" in refused.stderr, refused.stderr
+    assert "Burstable" not in refused.stderr
+    raise_cpu = json.dumps({"spec": {"containers": [{"name": "server", "resources": {"requests": {"cpu": "60m"}}}]}})
+    labkit("resources", "patch", "frontend", "--subresource", "resize", "-p", raise_cpu, check=0)
+    assert predictions.kept("resources", "qos") is None
+
+
+@pytest.mark.host_compared
 def test_an_evict_that_ranks_nothing_keeps_no_prediction(lab_cleanup, tmp_path):
     # payments and checkout alone hold far less than node-3's threshold: evict ranks nothing, so it
     # showed nothing, and the prediction stays the student's to change (it kept it before)

@@ -8,6 +8,7 @@ cgroups, what the kernel counts, and the eviction manager.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Optional
 
@@ -154,7 +155,30 @@ def patch(pod: str = typer.Argument(..., metavar="POD", help="NAME or pod/NAME."
     env = _env()
     name = pod_name(pod)
     target = _node_of(env, name, node_name)
-    for line in resize.resize(target, name, patch_text, patch_type):
+    # the API server refuses a resize that changes the Pod's QoS class, naming the class
+    # (ValidatePodResize): until the qos answer is recorded, the qos exercise's own Pods are not
+    # resized (whether one is taken tells the class), and the refusal of a Pod of their shape
+    # elsewhere (frontend, resized for exercise throttled) does not name the class
+    # (labkit.predictions; the answer kept when either goes ahead)
+    from labkit.resources import situations
+    params = env.lab.exercise("qos").params
+    record = target.record(name)
+    shaped = record is not None and situations.is_qos_pod(env.lab, target.pod(record))
+    if shaped and target.name == params["node"] and name in situations.qos_pods(env.lab) \
+            and not situations.reveal(env.lab, "qos", "labkit resources patch"):
+        raise LabkitError(situations.refusal(env.lab, "qos", f"a resize of Pod {name} (whether the API server takes "
+                                                             "it, and why not, tells its QoS class)"))
+    try:
+        lines = resize.resize(target, name, patch_text, patch_type)
+    except LabkitError as exc:
+        if shaped and "Pod QOS Class may not change" in str(exc) \
+                and not situations.reveal(env.lab, "qos", "labkit resources patch"):
+            masked = re.sub(r'Invalid value: "[A-Za-z]+": Pod QOS Class', f"Invalid value: {WITHHELD}: Pod QOS Class",
+                            str(exc))
+            raise LabkitError(masked + "\n" + situations.refusal(env.lab, "qos", f"the QoS class of Pod {name}")) \
+                from None
+        raise
+    for line in lines:
         typer.echo(line)
 
 
