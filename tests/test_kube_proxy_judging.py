@@ -308,3 +308,27 @@ def test_follow_the_chain_is_graded_against_kube_proxys_rules_and_its_reset_rest
     (copy,) = set(judge_saved(lab)) - saved
     assert "--probability 0.10000000009" in copy.read_text()
     assert nat_of(env, "node1") == before
+
+
+@pytest.mark.parametrize("ready", [True, False])
+def test_nodeport_names_an_endpointslice_of_ones_own_not_another_service(lab, tmp_path, ready):
+    # an EndpointSlice of one's own for web listing shop-1 (a pod shop-cluster opens on its own node
+    # port): what changed is web's endpoints, not shop-cluster, which the feedback once blamed
+    # (and told to delete)
+    labkit("solve", "kube-proxy", "nodeport", env=lab, check=0)
+    assert result(lab, "nodeport")["status"] == "pass"
+    extra = {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+             "metadata": {"name": "web-extra", "namespace": "default", "labels": {"kubernetes.io/service-name": "web"}},
+             "addressType": "IPv4", "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
+             "endpoints": [{"addresses": ["10.244.1.5"], "conditions": {"ready": ready}, "nodeName": "node1"}]}
+    path = tmp_path / "extra.yaml"
+    path.write_text(yaml.safe_dump(extra))
+    labkit("kube-proxy", "apply", "-f", str(path), env=lab, check=0)
+    try:
+        graded = result(lab, "nodeport")
+        assert graded["status"] == "fail", graded
+        assert "EndpointSlice web-extra lists 10.244.1.5:8080" in graded["message"], graded["message"]
+        assert "shop-cluster" not in graded["message"], graded["message"]
+    finally:
+        labkit("kube-proxy", "delete", "endpointslice/web-extra", env=lab, check=0)
+    assert result(lab, "nodeport")["status"] == "pass"

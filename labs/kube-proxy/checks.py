@@ -65,6 +65,42 @@ def endpoints_of(state, name: str) -> list[dict]:
     return sorted(out, key=lambda e: f"{e['ip']}:{e['port']}")
 
 
+def _endpoint_entries(state, name: str) -> dict[tuple, str]:
+    """{(address, port, node, ready): EndpointSlice name} of the Service's EndpointSlices."""
+    out = {}
+    for sl in state.slices_of("default", name):
+        port = (sl.get("ports") or [{}])[0].get("port")
+        for ep in sl.get("endpoints") or []:
+            ready = (ep.get("conditions") or {}).get("ready") is not False
+            for address in ep.get("addresses") or []:
+                out.setdefault((address, port, ep.get("nodeName"), ready), sl["metadata"]["name"])
+    return out
+
+
+def require_endpoints_as_built(ctx, state, service: str) -> None:
+    """The Service's endpoints are the ones the EndpointSlice controller writes for its pods, as in
+    the lab as built: an EndpointSlice of one's own labelled with the Service's name adds endpoints
+    to it (kube-proxy reads every slice with kubernetes.io/service-name, pkg/proxy/endpointslicecache.go),
+    which is no change of the Service the exercise asks for."""
+    built, now = _endpoint_entries(as_built(ctx), service), _endpoint_entries(state, service)
+    added = sorted(set(now) - set(built))
+    gone = sorted(set(built) - set(now))
+    if not added and not gone:
+        return
+    words = []
+    if added:
+        address, port, node, ready = added[0]
+        slice_name = now[added[0]]
+        words.append(f"EndpointSlice {slice_name} lists {address}:{port}" + ("" if ready else " (not ready)") +
+                     f" on {node or 'no node'}" + (f", and {len(added) - 1} more" if len(added) > 1 else ""))
+    if gone:
+        words.append(f"{len(gone)} of its endpoints as the lab built it {'is' if len(gone) == 1 else 'are'} missing")
+    mine = sorted({now[k] for k in added} - {n for n in built.values()})
+    remove = (f"; `labkit kube-proxy delete endpointslice/{mine[0]}` removes a slice of your own" if mine else "")
+    raise CheckFailed(f"Service {service}'s endpoints are not the ones the EndpointSlice controller writes for its "
+                      f"pods ({'; '.join(words)}): the exercise changes only the Service{remove}")
+
+
 def counts(mapping) -> str:
     """{name: n} as "a ×3, b ×1" (most first)."""
     items = sorted(mapping.items(), key=lambda kv: (-kv[1], str(kv[0])))
@@ -484,6 +520,7 @@ def judge_nodeport(ctx, observation):
     if changed:
         return ctx.failed(f"Service {service}: {', '.join(changed)} changed; the exercise changes only its type and "
                           "the nodePort of its port (everything else stays as the lab built it)")
+    require_endpoints_as_built(ctx, state, service)
     # no other door to web's pods from outside: a second Service with a node port (or a load
     # balancer, an external IP) selecting them opens more than the exercise asks, as a LoadBalancer would
     lab, built = ctx.lab.environment_module(), as_built(ctx)
@@ -563,6 +600,7 @@ def judge_session_affinity(ctx, observation):
     if changed:
         return ctx.failed(f"Service {service}: {', '.join(changed)} changed; the exercise changes only its session "
                           "affinity (everything else stays as the lab built it)")
+    require_endpoints_as_built(ctx, state, service)
     require_like_kube_proxy(ctx, observation, [service], affinity=True,
                             why=f" (each node's rules for {service} must be kube-proxy's for the Service you applied: "
                                 "change the Service, not the rules)")
