@@ -332,3 +332,36 @@ def test_nodeport_names_an_endpointslice_of_ones_own_not_another_service(lab, tm
     finally:
         labkit("kube-proxy", "delete", "endpointslice/web-extra", env=lab, check=0)
     assert result(lab, "nodeport")["status"] == "pass"
+
+
+def test_hairpin_a_malformed_address_is_not_a_wrong_answer_and_a_hand_edit_is_noted(lab, monkeypatch):
+    from pathlib import Path
+    answer = Path(lab["LABKIT_ANSWERS_DIR"]) / "kube-proxy" / "hairpin.yaml"
+    tries = Path(lab["LABKIT_STATE_DIR"]) / "kube-proxy" / "tries.json"
+
+    def counted():
+        return len(json.loads(tries.read_text()).get("hairpin") or []) if tries.exists() else 0
+    labkit("solve", "kube-proxy", "hairpin", env=lab, check=0)
+    right = yaml.safe_load(answer.read_text())
+    before = counted()
+    answer.write_text(yaml.safe_dump({**right, "seen_by_others": right["seen_by_others"] + "/32"}))
+    graded = result(lab, "hairpin")
+    assert graded["status"] == "fail" and "malformed" in graded["message"], graded
+    assert counted() == before              # a form error is not a wrong answer (labkit.exercises.run_check)
+    # node1's hairpin mark deleted by hand: the pod's own answers time out; the check grades the lab as
+    # built and says the live rules were changed, without naming the chain (one of the answers)
+    answer.write_text(yaml.safe_dump(right))
+    nat = save(use(monkeypatch, lab).netns_name("node1"), "nat")
+    mark = next(line for line in nat.splitlines() if line.startswith(f"-A {right['chain']} ") and "KUBE-MARK-MASQ" in line)
+    labkit("shell", "kube-proxy", "node1", "--", "iptables", "-t", "nat", "-D", *shlex.split(mark)[1:], env=lab, check=0)
+    try:
+        answer.write_text(yaml.safe_dump({**right, "seen_by_itself": right["seen_by_others"]}))
+        graded = result(lab, "hairpin")
+        assert graded["status"] == "fail" and "are not what kube-proxy writes (they were changed by hand)" in \
+            graded["message"], graded
+        assert right["chain"] not in graded["message"]
+    finally:
+        labkit("reset", "kube-proxy", "follow-the-chain", "--yes", env=lab, check=0)
+    answer.write_text(yaml.safe_dump(right))
+    graded = result(lab, "hairpin")
+    assert graded["status"] == "pass" and "changed by hand" not in graded["message"], graded

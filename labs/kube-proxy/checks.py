@@ -822,6 +822,35 @@ def hairpin_truth(ctx, pod_name: str, service: str) -> dict:
             "seen_by_others": seen(others[0]) if others else None, "chain": chain, "node": node}
 
 
+def hairpin_rules_note(ctx, pod_name: str, node: str) -> str:
+    """A note when the node's live rules on the pod's way to itself through a Service (the KUBE-SEP
+    chains that DNAT to it, with their hairpin mark, KUBE-MARK-MASQ, KUBE-POSTROUTING and nat
+    POSTROUTING) are not kube-proxy's for the live Services: what the pod saw then is not what the lab
+    as built shows, which the answer is graded against. It names no chain: one of them is an answer."""
+    state = live.load(ctx.env)
+    pod = state.pod(pod_name)
+    if pod is None:
+        return ""
+    target = f"{pod['status']['podIP']}:"
+    want, have = parse(reference(ctx, state, node)).table("nat"), nat_table(ctx, node)
+
+    def on_path(table) -> set[str]:
+        names = {"KUBE-MARK-MASQ", "KUBE-POSTROUTING", "POSTROUTING"}
+        for name, chain in (table.chains.items() if table else []):
+            if name.startswith("KUBE-SEP-") and any(target in (r.target_option("--to-destination") or "")
+                                                    for r in chain.rules):
+                names.add(name)
+        return names
+    for name in sorted(on_path(want) | on_path(have)):
+        a, b = (want.chain(name) if want else None), (have.chain(name) if have else None)
+        if a is None or b is None or not judge.same_rules(a.rules, b.rules):
+            return (f" Note: {node}'s live rules on {pod_name}'s way to itself (its KUBE-SEP chains, KUBE-MARK-MASQ, "
+                    f"KUBE-POSTROUTING) are not what kube-proxy writes (they were changed by hand), so what "
+                    f"{pod_name} sees now is not what the lab as built shows; the answer is graded against kube-proxy's "
+                    f"rules, and `labkit reset kube-proxy follow-the-chain` puts {node}'s back")
+    return ""
+
+
 def check_hairpin(ctx):
     pod_name, service = ctx.params["pod"], ctx.params["service"]
     answer = answer_without_duplicates(ctx)
@@ -830,13 +859,14 @@ def check_hairpin(ctx):
         try:
             ipaddress.ip_address(given[field])
         except ValueError:
-            raise CheckFailed(f"{field}: expected an IP address, the client address a pod sees (no prefix length, "
-                              f"no port), got {given[field]!r}") from None
+            raise AnswerMalformed(f"{field}: expected an IP address, the client address a pod sees (no prefix "
+                                  f"length, no port), got {given[field]!r}") from None
     truth = hairpin_truth(ctx, pod_name, service)
     wrong = [k for k in given if given[k] != truth[k]]
     # the type, node ports and external policy (the nodeport exercise's) do not change a pod's
     # requests to the cluster IP
     note = situation_changes(ctx, [service], ignore=("spec.type", "nodePort", "spec.externalTrafficPolicy"))
+    note += hairpin_rules_note(ctx, pod_name, truth["node"])
     if wrong:
         return ctx.failed(ctx.grid_feedback(wrong, len(given), "fields", noun="answer",
                                             advice="each field can be read off the live lab") +
