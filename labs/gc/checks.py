@@ -387,7 +387,9 @@ def _kind(value) -> str:
     """A kind as a student may write it (`pods`, `replicaset`, kubectl's short name `rs`) as the API
     names it (`Pod`)."""
     text = str(value).strip()
-    canonical = {k.lower(): k for k in KINDS.values()} | SHORT_NAMES
+    if text in SHORT_NAMES:             # as kubectl lists them (`kubectl api-resources`): lower-case
+        return SHORT_NAMES[text]
+    canonical = {k.lower(): k for k in KINDS.values()}
     return canonical.get(text.lower(), canonical.get(text.lower()[:-1], text) if text.lower().endswith("s") else text)
 
 
