@@ -365,3 +365,16 @@ def test_hairpin_a_malformed_address_is_not_a_wrong_answer_and_a_hand_edit_is_no
     answer.write_text(yaml.safe_dump(right))
     graded = result(lab, "hairpin")
     assert graded["status"] == "pass" and "changed by hand" not in graded["message"], graded
+
+
+def test_a_verdict_that_differs_on_some_branches_says_which_and_what_the_others_get():
+    # a DROP written by hand in FORWARD for one endpoint: the packet is dropped on that endpoint's
+    # branch only; the words once read "is dropped or let through where kube-proxy's rules let it pass"
+    expected = {("10.244.1.2:8080", "passes", True, ()): 0.75, ("10.244.2.3:8080", "passes", True, ()): 0.25}
+    got = {("10.244.1.2:8080", "passes", True, ()): 0.75, ("10.244.2.3:8080", "dropped", False, ()): 0.25}
+    what = judge.Difference("node1", None, expected, got).what()
+    assert what == ("is dropped on some of its branches (let through on the others) where kube-proxy's rules "
+                    "let it pass"), what
+    everywhere = {("10.244.1.2:8080", "dropped", False, ()): 0.75, ("10.244.2.3:8080", "dropped", False, ()): 0.25}
+    assert judge.Difference("node1", None, expected, everywhere).what() == \
+        "is dropped where kube-proxy's rules let it pass"
