@@ -378,3 +378,27 @@ def test_a_verdict_that_differs_on_some_branches_says_which_and_what_the_others_
     everywhere = {("10.244.1.2:8080", "dropped", False, ()): 0.75, ("10.244.2.3:8080", "dropped", False, ()): 0.25}
     assert judge.Difference("node1", None, expected, everywhere).what() == \
         "is dropped where kube-proxy's rules let it pass"
+
+
+def test_a_check_does_not_describe_a_nodeport_outcome_traffic_policy_asks_to_predict(lab, monkeypatch):
+    # node1's nat table copied onto node2 (its legacy rules written there by hand): node2 then sends
+    # the client's request to shop-local's NodePort to node1's local endpoints, where kube-proxy's
+    # rules drop it. The check once said so ("to 192.168.50.12:30101 is DNATed ... where kube-proxy's
+    # rules leave it alone") before the traffic-policy prediction was written: the outcome that
+    # exercise asks to predict, which labkit's tools withhold until then
+    from pathlib import Path
+    env = use(monkeypatch, lab)
+    (Path(lab["LABKIT_ANSWERS_DIR"]) / "kube-proxy" / "traffic-policy.yaml").unlink(missing_ok=True)
+    labkit("reset", "kube-proxy", "traffic-policy", "--forget-prediction", "--yes", env=lab, check=0)
+    labkit("solve", "kube-proxy", "clusterip-by-hand", env=lab, check=0)
+    copy = save(env.netns_name("node1"), "nat")
+    labkit("shell", "kube-proxy", "node2", "--", "sh", "-c", f"printf '%s\\n' {shlex.quote(copy)} | iptables-restore -T nat",
+           env=lab, check=0)
+    try:
+        graded = result(lab, "clusterip-by-hand")
+        assert graded["status"] == "fail", graded
+        assert "30101" not in graded["message"] and "30100" not in graded["message"], graded["message"]
+        assert "does not say how before your traffic-policy prediction is kept" in graded["message"], graded["message"]
+    finally:
+        labkit("reset", "kube-proxy", "debug-ruleset", "--yes", env=lab, check=0)
+        labkit("reset", "kube-proxy", "clusterip-by-hand", "--yes", env=lab, check=0)
