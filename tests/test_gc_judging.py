@@ -450,3 +450,28 @@ def test_owner_chain_a_changed_chain_beside_a_right_reading_is_no_wrong_answer(l
         ctx = context("gc", "owner-chain", f"pod: web-84cccc9b67-fckjx\nreplicaset: {uid}\ndeployment: {dep_uid}\n")
         _fails(lambda: gc.judge_owner_chain(ctx, writes), "you changed the chain of Deployment web by hand")
         assert ctx.answer_not_wrong is not_wrong
+
+
+@pytest.mark.parametrize("order", ["[deploy, rs, po]", "[Deployments, ReplicaSets, Pods]", "[deployment, replicaset, pod]"])
+def test_background_reads_kinds_as_kubectl_names_them(order):
+    # kubectl's short names (deploy, rs, po) name the same kinds: a newcomer's right order written
+    # with them failed as if the list did not hold the three kinds
+    ctx = context("gc", "background-delete", f"order: {order}\n")
+    assert checks("gc")._order_answer(ctx, ctx.answer(), "order") == ["Deployment", "ReplicaSet", "Pod"]
+
+
+@pytest.mark.parametrize("exercise,answer", [
+    ("background-delete", "order: [Deployment, ReplicaSet]\n"),
+    ("background-delete", "order: [apps/v1 Deployment, ReplicaSet, Pod]\n"),
+    ("foreground-delete", "finalizer: foregroundDeletion\nlast: Service\n")])
+def test_a_kind_list_of_the_wrong_form_is_malformed_not_a_wrong_answer(monkeypatch, exercise, answer):
+    # not the three kinds, each once (or not one of them): wrong whatever the lab holds, so it is
+    # malformed and counts as no wrong answer (it was counted, and a pass said so)
+    from labkit.exercises import run_check
+    ctx = context("gc", exercise, answer)
+    lab_checks = ctx.lab._load("checks.py")
+    monkeypatch.setattr(lab_checks, f"observe_{exercise.replace('-', '_')}", lambda ctx: _cascade_obs())
+    (ctx.env.state.dir / "tries.json").unlink(missing_ok=True)
+    result = run_check(ctx.env, ctx.exercise)
+    assert result.status == "fail" and "your answer is malformed" in result.message, result.message
+    assert ctx.env.state.wrong_answers_checked(exercise) == 0

@@ -308,3 +308,97 @@ def test_follow_the_chain_is_graded_against_kube_proxys_rules_and_its_reset_rest
     (copy,) = set(judge_saved(lab)) - saved
     assert "--probability 0.10000000009" in copy.read_text()
     assert nat_of(env, "node1") == before
+
+
+@pytest.mark.parametrize("ready", [True, False])
+def test_nodeport_names_an_endpointslice_of_ones_own_not_another_service(lab, tmp_path, ready):
+    # an EndpointSlice of one's own for web listing shop-1 (a pod shop-cluster opens on its own node
+    # port): what changed is web's endpoints, not shop-cluster, which the feedback once blamed
+    # (and told to delete)
+    labkit("solve", "kube-proxy", "nodeport", env=lab, check=0)
+    assert result(lab, "nodeport")["status"] == "pass"
+    extra = {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+             "metadata": {"name": "web-extra", "namespace": "default", "labels": {"kubernetes.io/service-name": "web"}},
+             "addressType": "IPv4", "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
+             "endpoints": [{"addresses": ["10.244.1.5"], "conditions": {"ready": ready}, "nodeName": "node1"}]}
+    path = tmp_path / "extra.yaml"
+    path.write_text(yaml.safe_dump(extra))
+    labkit("kube-proxy", "apply", "-f", str(path), env=lab, check=0)
+    try:
+        graded = result(lab, "nodeport")
+        assert graded["status"] == "fail", graded
+        assert "EndpointSlice web-extra lists 10.244.1.5:8080" in graded["message"], graded["message"]
+        assert "shop-cluster" not in graded["message"], graded["message"]
+    finally:
+        labkit("kube-proxy", "delete", "endpointslice/web-extra", env=lab, check=0)
+    assert result(lab, "nodeport")["status"] == "pass"
+
+
+def test_hairpin_a_malformed_address_is_not_a_wrong_answer_and_a_hand_edit_is_noted(lab, monkeypatch):
+    from pathlib import Path
+    answer = Path(lab["LABKIT_ANSWERS_DIR"]) / "kube-proxy" / "hairpin.yaml"
+    tries = Path(lab["LABKIT_STATE_DIR"]) / "kube-proxy" / "tries.json"
+
+    def counted():
+        return len(json.loads(tries.read_text()).get("hairpin") or []) if tries.exists() else 0
+    labkit("solve", "kube-proxy", "hairpin", env=lab, check=0)
+    right = yaml.safe_load(answer.read_text())
+    before = counted()
+    answer.write_text(yaml.safe_dump({**right, "seen_by_others": right["seen_by_others"] + "/32"}))
+    graded = result(lab, "hairpin")
+    assert graded["status"] == "fail" and "malformed" in graded["message"], graded
+    assert counted() == before              # a form error is not a wrong answer (labkit.exercises.run_check)
+    # node1's hairpin mark deleted by hand: the pod's own answers time out; the check grades the lab as
+    # built and says the live rules were changed, without naming the chain (one of the answers)
+    answer.write_text(yaml.safe_dump(right))
+    nat = save(use(monkeypatch, lab).netns_name("node1"), "nat")
+    mark = next(line for line in nat.splitlines() if line.startswith(f"-A {right['chain']} ") and "KUBE-MARK-MASQ" in line)
+    labkit("shell", "kube-proxy", "node1", "--", "iptables", "-t", "nat", "-D", *shlex.split(mark)[1:], env=lab, check=0)
+    try:
+        answer.write_text(yaml.safe_dump({**right, "seen_by_itself": right["seen_by_others"]}))
+        graded = result(lab, "hairpin")
+        assert graded["status"] == "fail" and "are not what kube-proxy writes (they were changed by hand)" in \
+            graded["message"], graded
+        assert right["chain"] not in graded["message"]
+    finally:
+        labkit("reset", "kube-proxy", "follow-the-chain", "--yes", env=lab, check=0)
+    answer.write_text(yaml.safe_dump(right))
+    graded = result(lab, "hairpin")
+    assert graded["status"] == "pass" and "changed by hand" not in graded["message"], graded
+
+
+def test_a_verdict_that_differs_on_some_branches_says_which_and_what_the_others_get():
+    # a DROP written by hand in FORWARD for one endpoint: the packet is dropped on that endpoint's
+    # branch only; the words once read "is dropped or let through where kube-proxy's rules let it pass"
+    expected = {("10.244.1.2:8080", "passes", True, ()): 0.75, ("10.244.2.3:8080", "passes", True, ()): 0.25}
+    got = {("10.244.1.2:8080", "passes", True, ()): 0.75, ("10.244.2.3:8080", "dropped", False, ()): 0.25}
+    what = judge.Difference("node1", None, expected, got).what()
+    assert what == ("is dropped on some of its branches (let through on the others) where kube-proxy's rules "
+                    "let it pass"), what
+    everywhere = {("10.244.1.2:8080", "dropped", False, ()): 0.75, ("10.244.2.3:8080", "dropped", False, ()): 0.25}
+    assert judge.Difference("node1", None, expected, everywhere).what() == \
+        "is dropped where kube-proxy's rules let it pass"
+
+
+def test_a_check_does_not_describe_a_nodeport_outcome_traffic_policy_asks_to_predict(lab, monkeypatch):
+    # node1's nat table copied onto node2 (its legacy rules written there by hand): node2 then sends
+    # the client's request to shop-local's NodePort to node1's local endpoints, where kube-proxy's
+    # rules drop it. The check once said so ("to 192.168.50.12:30101 is DNATed ... where kube-proxy's
+    # rules leave it alone") before the traffic-policy prediction was written: the outcome that
+    # exercise asks to predict, which labkit's tools withhold until then
+    from pathlib import Path
+    env = use(monkeypatch, lab)
+    (Path(lab["LABKIT_ANSWERS_DIR"]) / "kube-proxy" / "traffic-policy.yaml").unlink(missing_ok=True)
+    labkit("reset", "kube-proxy", "traffic-policy", "--forget-prediction", "--yes", env=lab, check=0)
+    labkit("solve", "kube-proxy", "clusterip-by-hand", env=lab, check=0)
+    copy = save(env.netns_name("node1"), "nat")
+    labkit("shell", "kube-proxy", "node2", "--", "sh", "-c", f"printf '%s\\n' {shlex.quote(copy)} | iptables-restore -T nat",
+           env=lab, check=0)
+    try:
+        graded = result(lab, "clusterip-by-hand")
+        assert graded["status"] == "fail", graded
+        assert "30101" not in graded["message"] and "30100" not in graded["message"], graded["message"]
+        assert "does not say how before your traffic-policy prediction is kept" in graded["message"], graded["message"]
+    finally:
+        labkit("reset", "kube-proxy", "debug-ruleset", "--yes", env=lab, check=0)
+        labkit("reset", "kube-proxy", "clusterip-by-hand", "--yes", env=lab, check=0)

@@ -342,3 +342,33 @@ def test_the_tools_say_when_a_request_by_hand_came_before_the_prediction(monkeyp
     os.utime(path, (3000.0, 3000.0))            # written after it
     note = observed(env, state, None, "192.168.50.11", 30100, "labkit kube-proxy curl")
     assert "But you sent a request to these NodePorts yourself before this prediction was written" in note
+
+
+@pytest.mark.parametrize("node2_conditions, shows", [
+    ({"ready": False}, True),                                        # node2 has no endpoint kube-proxy uses
+    ({"ready": False, "serving": False, "terminating": True}, True),
+    ({"ready": False, "serving": True, "terminating": True}, False),  # kube-proxy's fallback: node2 answers
+    ({"ready": True}, False),
+    ({}, False),                                                     # absent conditions are ready
+])
+def test_a_not_ready_endpoint_does_not_make_a_node_one_with_a_local_endpoint(lab_and_state, node2_conditions, shows):
+    # a Service of one's own, Local, with a ready endpoint on node1 and one on node2 that kube-proxy
+    # does not send to (pkg/proxy/topology.go CategorizeEndpoints): node2 drops the client's request
+    # at its NodePort as it drops shop-local's, so the tools withhold it as the same situation
+    env, _ = lab_and_state
+    lab = get_lab("kube-proxy")
+    state = load_scenario(lab.directory / "scenarios" / "cluster.yaml")
+    service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "probe", "namespace": "default"},
+               "spec": {"type": "NodePort", "externalTrafficPolicy": "Local",
+                        "ports": [{"name": "http", "port": 80, "targetPort": 8080, "nodePort": 30200}]}}
+    node2 = {"addresses": [state.pod("web-3")["status"]["podIP"]], "nodeName": "node2"}
+    if node2_conditions:
+        node2["conditions"] = node2_conditions
+    slice_ = {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+              "metadata": {"name": "probe-1", "namespace": "default", "labels": {"kubernetes.io/service-name": "probe"}},
+              "addressType": "IPv4", "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
+              "endpoints": [{"addresses": [state.pod("web-1")["status"]["podIP"]], "conditions": {"ready": True},
+                             "nodeName": "node1"}, node2]}
+    state.apply([service, slice_], "test")
+    for node in NODES:
+        assert shows_outcome(env, state, "192.168.50.100", node, 30200) is shows

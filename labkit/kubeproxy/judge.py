@@ -276,7 +276,12 @@ class Difference:
         # the masquerade it then misses only follows from it
         ve, vg = fates(self.expected, 1), fates(self.got, 1)
         if ve != vg:
-            shown = " or ".join({"passes": "let through"}.get(v, v) for v in sorted(vg))
+            def words(fates_):
+                return " or ".join({"passes": "let through"}.get(v, v) for v in sorted(fates_))
+            # on some branches only (one endpoint's path, say): the fate kube-proxy's rules do not give,
+            # then what the other branches get
+            odd, rest = (vg - ve or vg), vg - (vg - ve or vg)
+            shown = words(odd) + (f" on some of its branches ({words(rest)} on the others)" if rest else "")
             return f"is {shown} where kube-proxy's rules {'let it pass' if 'passes' in ve else 'stop it'}"
         me, mg = fates(self.expected, 2), fates(self.got, 2)
         if me != mg:

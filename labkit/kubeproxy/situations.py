@@ -114,7 +114,8 @@ def outcome_node_ports(env, state) -> dict[int, str]:
     two Services, those of any other Service that sends to one of their pods (a copy of the
     situation made to experiment with, `externalTrafficPolicy: Local` and the same selector, shows
     the same outcome at its own NodePort), and those of any Service with `externalTrafficPolicy:
-    Local` whose endpoints run on some nodes but not all (shop-local's situation with other pods,
+    Local` whose endpoints run on some nodes but not all (an endpoint counting on its node only when
+    kube-proxy sends to it there: ready, or serving and terminating; shop-local's situation with other pods,
     e.g. a Service without selector and an EndpointSlice of one's own listing web-1 and web-2: the
     outcome depends on the policy and on which nodes have a local endpoint, not on which pods they
     are; proxier.go syncProxyRules sends external traffic to KUBE-SVL-… and, with no local endpoint,
@@ -155,19 +156,35 @@ def _outcome_services(env, state) -> list[dict]:
         return {a for sl in state.slices_of(namespace, name) for ep in sl.get("endpoints") or []
                 for a in ep.get("addresses") or []}
 
+    def listed(namespace: str, name: str) -> bool:
+        return any(ep.get("addresses") for sl in state.slices_of(namespace, name) for ep in sl.get("endpoints") or [])
+
     def where(namespace: str, name: str) -> set[str]:
+        # the nodes where kube-proxy has a local endpoint to send external traffic to: one that is
+        # ready, or else serving and terminating (pkg/proxy/topology.go CategorizeEndpoints; ready
+        # and serving as pkg/proxy/endpointslicecache.go reads the conditions: absent, both are
+        # true). A node with only a not-ready endpoint drops like a node with none.
         return {ep.get("nodeName") for sl in state.slices_of(namespace, name) for ep in sl.get("endpoints") or []
-                if ep.get("addresses")}
+                if ep.get("addresses") and _usable(ep)}
     pods = set().union(*(addresses("default", n) for n in names))
     out = []
     for svc in state.services:
         meta = svc["metadata"]
         key = (meta.get("namespace") or "default", meta["name"])
         ours = meta["name"] in names and key[0] == "default"
-        local = svc["spec"].get("externalTrafficPolicy") == "Local" and bool(where(*key)) and bool(nodes - where(*key))
+        local = svc["spec"].get("externalTrafficPolicy") == "Local" and listed(*key) and bool(nodes - where(*key))
         if ours or local or (pods & addresses(*key)):
             out.append(svc)
     return out
+
+
+def _usable(endpoint: dict) -> bool:
+    """Whether kube-proxy sends traffic to this endpoint when it is local: ready, or serving and
+    terminating (pkg/proxy/topology.go CategorizeEndpoints, its fallback to terminating endpoints)."""
+    conditions = endpoint.get("conditions") or {}
+    if conditions.get("ready") is not False:
+        return True
+    return conditions.get("serving") is not False and conditions.get("terminating") is True
 
 
 OUTCOME_PORTS_LOG = "outcome-node-ports.jsonl"

@@ -29,7 +29,7 @@ import tempfile
 from pathlib import Path
 
 
-from labkit.exercises import LIVE, CheckFailed, NotJudged, settle, wait_for
+from labkit.exercises import LIVE, AnswerMalformed, CheckFailed, NotJudged, settle, wait_for
 from labkit.apiserver.target import for_env
 from labkit.errors import LabkitError
 from labkit.gc import reconstruct
@@ -380,9 +380,15 @@ def _cascade_observation(ctx, client, target, resource: str) -> dict:
 
 # -- (b) background ---------------------------------------------------------------------------------
 
+SHORT_NAMES = {"deploy": "Deployment", "rs": "ReplicaSet", "po": "Pod"}     # their APIResources' shortNames
+
+
 def _kind(value) -> str:
-    """A kind as a student may write it (`pods`, `replicaset`) as the API names it (`Pod`)."""
+    """A kind as a student may write it (`pods`, `replicaset`, kubectl's short name `rs`) as the API
+    names it (`Pod`)."""
     text = str(value).strip()
+    if text in SHORT_NAMES:             # as kubectl lists them (`kubectl api-resources`): lower-case
+        return SHORT_NAMES[text]
     canonical = {k.lower(): k for k in KINDS.values()}
     return canonical.get(text.lower(), canonical.get(text.lower()[:-1], text) if text.lower().endswith("s") else text)
 
@@ -391,7 +397,8 @@ def _order_answer(ctx, answer, key):
     value = ctx.answer_field(answer, key, list)
     kinds = [_kind(v) for v in value]
     if sorted(kinds) != sorted(KINDS.values()):
-        raise CheckFailed(f"{key}: list each of the three kinds (Deployment, Pod and ReplicaSet) once, in the order "
+        # a form error whatever the lab holds: malformed, no wrong answer (run_check counts none)
+        raise AnswerMalformed(f"{key}: list each of the three kinds (Deployment, Pod and ReplicaSet) once, in the order "
                           "their DELETE requests came", expected="Deployment, Pod and ReplicaSet, each once, in some order",
                           observed=value)
     return kinds
@@ -503,7 +510,7 @@ def judge_foreground_delete(ctx, obs):
     last = str(ctx.answer_field(answer, "last", str)).strip()
     last = _kind(last)
     if last not in KINDS.values():
-        raise CheckFailed("last: write one of Deployment, Pod and ReplicaSet", expected="one of Deployment, Pod and "
+        raise AnswerMalformed("last: write one of Deployment, Pod and ReplicaSet", expected="one of Deployment, Pod and "
                           "ReplicaSet", observed=last)
     if obs["deployment"] == "present":
         # nothing to judge the answer on yet: no wrong answer (NotJudged)

@@ -26,8 +26,9 @@ import ipaddress
 import json
 from fractions import Fraction
 
+from labkit import predictions
 from labkit.exercises import LIVE, AnswerMalformed, CheckFailed
-from labkit.kubeproxy import judge, live
+from labkit.kubeproxy import judge, live, situations
 from labkit.kubeproxy.chains import endpoint_chain, service_chain, service_port_name
 from labkit.kubeproxy.cluster_state import load_scenario
 from labkit.netfilter import Packet, Tracer, parse, save
@@ -63,6 +64,42 @@ def endpoints_of(state, name: str) -> list[dict]:
             out.append({"pod": (ep.get("targetRef") or {}).get("name"), "ip": ep["addresses"][0], "port": port,
                         "node": ep.get("nodeName")})
     return sorted(out, key=lambda e: f"{e['ip']}:{e['port']}")
+
+
+def _endpoint_entries(state, name: str) -> dict[tuple, str]:
+    """{(address, port, node, ready): EndpointSlice name} of the Service's EndpointSlices."""
+    out = {}
+    for sl in state.slices_of("default", name):
+        port = (sl.get("ports") or [{}])[0].get("port")
+        for ep in sl.get("endpoints") or []:
+            ready = (ep.get("conditions") or {}).get("ready") is not False
+            for address in ep.get("addresses") or []:
+                out.setdefault((address, port, ep.get("nodeName"), ready), sl["metadata"]["name"])
+    return out
+
+
+def require_endpoints_as_built(ctx, state, service: str) -> None:
+    """The Service's endpoints are the ones the EndpointSlice controller writes for its pods, as in
+    the lab as built: an EndpointSlice of one's own labelled with the Service's name adds endpoints
+    to it (kube-proxy reads every slice with kubernetes.io/service-name, pkg/proxy/endpointslicecache.go),
+    which is no change of the Service the exercise asks for."""
+    built, now = _endpoint_entries(as_built(ctx), service), _endpoint_entries(state, service)
+    added = sorted(set(now) - set(built))
+    gone = sorted(set(built) - set(now))
+    if not added and not gone:
+        return
+    words = []
+    if added:
+        address, port, node, ready = added[0]
+        slice_name = now[added[0]]
+        words.append(f"EndpointSlice {slice_name} lists {address}:{port}" + ("" if ready else " (not ready)") +
+                     f" on {node or 'no node'}" + (f", and {len(added) - 1} more" if len(added) > 1 else ""))
+    if gone:
+        words.append(f"{len(gone)} of its endpoints as the lab built it {'is' if len(gone) == 1 else 'are'} missing")
+    mine = sorted({now[k] for k in added} - {n for n in built.values()})
+    remove = (f"; `labkit kube-proxy delete endpointslice/{mine[0]}` removes a slice of your own" if mine else "")
+    raise CheckFailed(f"Service {service}'s endpoints are not the ones the EndpointSlice controller writes for its "
+                      f"pods ({'; '.join(words)}): the exercise changes only the Service{remove}")
 
 
 def counts(mapping) -> str:
@@ -170,7 +207,23 @@ def require_like_kube_proxy(ctx, observation, services: list[str], *, nodes=None
         found = judge.compare(node, observation["rules"][node], reference(ctx, state, node, objects),
                               live.proxier_config(state, node).local_addresses, space, affinity=affinity)
         if found:
-            raise CheckFailed(found[0].sentence() + why)
+            raise CheckFailed(difference_words(ctx, state, node, found) + why)
+
+
+def difference_words(ctx, state, node: str, found: list) -> str:
+    """The first difference in words. A packet aimed at a node's NodePort of shop-cluster or
+    shop-local (or at a copy of their situation: situations.shows_outcome) is not described while
+    the traffic-policy prediction is not kept: what kube-proxy's rules do with it is the outcome that
+    exercise asks to predict, and labkit's tools withhold it until then. Another difference is named
+    instead, or where to look."""
+    if ctx.exercise.id == situations.EXERCISE or predictions.kept(ctx.lab.id, situations.EXERCISE) is not None:
+        return found[0].sentence()
+    told = [d for d in found if not situations.shows_outcome(ctx.env, state, d.probe.src, d.probe.dst, d.probe.dport)]
+    if told:
+        return told[0].sentence()
+    return (f"on {node}, packets to a NodePort are not treated as kube-proxy's rules treat them (labkit does not say "
+            f"how before your {situations.EXERCISE} prediction is kept: that is what that exercise asks you to predict); "
+            f"compare {node}'s nat and filter tables with the rules kube-proxy writes for {node}, rule by rule")
 
 
 def service_chain_names(state, service: str) -> set[str]:
@@ -484,6 +537,7 @@ def judge_nodeport(ctx, observation):
     if changed:
         return ctx.failed(f"Service {service}: {', '.join(changed)} changed; the exercise changes only its type and "
                           "the nodePort of its port (everything else stays as the lab built it)")
+    require_endpoints_as_built(ctx, state, service)
     # no other door to web's pods from outside: a second Service with a node port (or a load
     # balancer, an external IP) selecting them opens more than the exercise asks, as a LoadBalancer would
     lab, built = ctx.lab.environment_module(), as_built(ctx)
@@ -563,6 +617,7 @@ def judge_session_affinity(ctx, observation):
     if changed:
         return ctx.failed(f"Service {service}: {', '.join(changed)} changed; the exercise changes only its session "
                           "affinity (everything else stays as the lab built it)")
+    require_endpoints_as_built(ctx, state, service)
     require_like_kube_proxy(ctx, observation, [service], affinity=True,
                             why=f" (each node's rules for {service} must be kube-proxy's for the Service you applied: "
                                 "change the Service, not the rules)")
@@ -646,7 +701,6 @@ def observe_traffic_policy(ctx) -> dict:
     own first request to one of the graded NodePorts (the nodes' connection logs: lab.first_try,
     since the exercise was built, or one kept before a reset: labkit.predictions.kept_trial), with
     when the answer file was last written."""
-    from labkit import predictions
     services = [ctx.params["cluster_service"], ctx.params["local_service"]]
     lab = ctx.lab.environment_module()
     tried = lab.earliest_try(ctx.env)
@@ -784,6 +838,35 @@ def hairpin_truth(ctx, pod_name: str, service: str) -> dict:
             "seen_by_others": seen(others[0]) if others else None, "chain": chain, "node": node}
 
 
+def hairpin_rules_note(ctx, pod_name: str, node: str) -> str:
+    """A note when the node's live rules on the pod's way to itself through a Service (the KUBE-SEP
+    chains that DNAT to it, with their hairpin mark, KUBE-MARK-MASQ, KUBE-POSTROUTING and nat
+    POSTROUTING) are not kube-proxy's for the live Services: what the pod saw then is not what the lab
+    as built shows, which the answer is graded against. It names no chain: one of them is an answer."""
+    state = live.load(ctx.env)
+    pod = state.pod(pod_name)
+    if pod is None:
+        return ""
+    target = f"{pod['status']['podIP']}:"
+    want, have = parse(reference(ctx, state, node)).table("nat"), nat_table(ctx, node)
+
+    def on_path(table) -> set[str]:
+        names = {"KUBE-MARK-MASQ", "KUBE-POSTROUTING", "POSTROUTING"}
+        for name, chain in (table.chains.items() if table else []):
+            if name.startswith("KUBE-SEP-") and any(target in (r.target_option("--to-destination") or "")
+                                                    for r in chain.rules):
+                names.add(name)
+        return names
+    for name in sorted(on_path(want) | on_path(have)):
+        a, b = (want.chain(name) if want else None), (have.chain(name) if have else None)
+        if a is None or b is None or not judge.same_rules(a.rules, b.rules):
+            return (f" Note: {node}'s live rules on {pod_name}'s way to itself (its KUBE-SEP chains, KUBE-MARK-MASQ, "
+                    f"KUBE-POSTROUTING) are not what kube-proxy writes (they were changed by hand), so what "
+                    f"{pod_name} sees now is not what the lab as built shows; the answer is graded against kube-proxy's "
+                    f"rules, and `labkit reset kube-proxy follow-the-chain` puts {node}'s back")
+    return ""
+
+
 def check_hairpin(ctx):
     pod_name, service = ctx.params["pod"], ctx.params["service"]
     answer = answer_without_duplicates(ctx)
@@ -792,13 +875,14 @@ def check_hairpin(ctx):
         try:
             ipaddress.ip_address(given[field])
         except ValueError:
-            raise CheckFailed(f"{field}: expected an IP address, the client address a pod sees (no prefix length, "
-                              f"no port), got {given[field]!r}") from None
+            raise AnswerMalformed(f"{field}: expected an IP address, the client address a pod sees (no prefix "
+                                  f"length, no port), got {given[field]!r}") from None
     truth = hairpin_truth(ctx, pod_name, service)
     wrong = [k for k in given if given[k] != truth[k]]
     # the type, node ports and external policy (the nodeport exercise's) do not change a pod's
     # requests to the cluster IP
     note = situation_changes(ctx, [service], ignore=("spec.type", "nodePort", "spec.externalTrafficPolicy"))
+    note += hairpin_rules_note(ctx, pod_name, truth["node"])
     if wrong:
         return ctx.failed(ctx.grid_feedback(wrong, len(given), "fields", noun="answer",
                                             advice="each field can be read off the live lab") +
