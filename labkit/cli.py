@@ -527,9 +527,7 @@ def shell(
     env = LabEnv(lab, LabState(lab.id))
     if not runner.lab_is_up(env):
         fail(f"lab {lab.id} is not running: start it with `labkit run {lab.id}`")
-    argv, child_env = lab_shell.command(env, host, list(ctx.args) or None)
-    sys.stdout.flush()
-    os.execvpe(argv[0], argv, child_env)
+    lab_shell.run(env, host, list(ctx.args) or None)
 
 
 def full_command():

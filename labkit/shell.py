@@ -1,7 +1,9 @@
 """`labkit shell <lab> <host>`: a shell (or one command) inside a lab host.
 
 A lab's lab.py may define hosts(env) -> {name: Host}, and before_shell(env, host_name), which may
-refuse (LabkitError) to run anything in a host now. A host is a named network namespace, a
+refuse (LabkitError) to run anything in a host now; with after_shell(env, host_name, started), which
+says whether it must look at the lab once the shell or command has ended (started: its start, epoch
+seconds; it returns that look, or None), the shell runs as a child of labkit instead of replacing it. A host is a named network namespace, a
 process whose namespaces to join (mount namespace "containers"), or both. Inside, `iptables`,
 `iptables-save` and `iptables-restore` mean the legacy backend labkit writes to, and the prompt
 names the host. Processes started from the shell carry the lab's owner token, so `labkit
@@ -12,6 +14,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,3 +78,23 @@ def command(env, host_name: str, argv: list[str] | None) -> tuple[list[str], dic
     child_env[OWNER_VAR] = token
     run = argv or ["bash", "--norc", "-i"]
     return enter + ["--", *host.wrapper, *run], child_env
+
+
+def run(env, host_name: str, argv: list[str] | None) -> None:
+    """Enter `host_name` and run `argv` (command): labkit is replaced by it, unless the lab's
+    after_shell asks to look at the lab once it has ended; then it runs as a child (labkit ignores
+    Ctrl-C meanwhile, as the shell handles it), the look runs, and labkit exits with its status."""
+    started = time.time()
+    full, child_env = command(env, host_name, argv)
+    after = getattr(env.lab.environment_module(), "after_shell", None)
+    look = after(env, host_name, started) if callable(after) else None
+    sys.stdout.flush()
+    if look is None:
+        os.execvpe(full[0], full, child_env)
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        code = subprocess.call(full, env=child_env)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    look()
+    raise SystemExit(code)

@@ -668,3 +668,47 @@ def test_a_reset_names_the_experiments_mounts_by_their_place_not_by_who_holds_th
     labkit("mounts", "matrix", check=0)
     node.mount_tmpfs(node.party("master").pid, "/mnt/test/later", "later")
     assert "master:/mnt/test/later" in " ".join(runner.work_at_risk(lab, "predict-e2e-matrix"))
+
+
+def test_the_experiment_done_in_one_command_before_any_prediction_earns_no_points(running_lab):
+    """The gate of mounts exec looks when a command starts: one command on the node that mounts in
+    every e2e container (nsenter), on the node, and then reads every party's mountinfo runs the whole
+    experiment. labkit looks again when it ends, keeps when it ran, and a prediction written after
+    it fails, after a reset too; --forget-prediction starts over, and a prediction written before
+    such a command is kept by it and graded."""
+    from labkit import predictions
+
+    lab, env = running_lab
+    node = Node(env)
+    path = answer_path(LAB, "predict-e2e-matrix")
+    path.unlink(missing_ok=True)
+    right = {"host": ["host", "master"], "master": ["host", "master"], "slave": ["host", "master", "slave"],
+             "private": ["private"], "default": ["default"]}
+
+    def whole_experiment() -> str:
+        pids = {party: node.party(party).pid for party in ("master", "slave", "private", "default")}
+        script = "".join(f"nsenter -t {pid} -m sh -c 'mkdir -p /mnt/test/{p} && mount -t tmpfs {p} /mnt/test/{p}'; "
+                         for p, pid in pids.items())
+        script += "mkdir -p /var/lib/kubelet/e2e/host && mount -t tmpfs host /var/lib/kubelet/e2e/host; "
+        script += "".join(f"cat /proc/{pid}/mountinfo; " for pid in pids.values())
+        return labkit("mounts", "exec", "node", "--", "sh", "-c", script, check=0).stderr
+
+    said = whole_experiment()
+    assert "before a prediction of predict-e2e-matrix was written" in said
+    assert predictions.kept_trial(LAB, "predict-e2e-matrix") is not None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(right))
+    result = statuses(lab, "predict-e2e-matrix")["predict-e2e-matrix"]
+    assert result.status == "fail" and "ran the e2e experiment by hand" in result.message, result.message
+    runner.reset(lab, exercise_id="predict-e2e-matrix")
+    path.write_text(yaml.safe_dump(right))
+    assert statuses(lab, "predict-e2e-matrix")["predict-e2e-matrix"].status == "fail"
+    # starting over: the prediction written first is kept by the command that shows the outcome
+    labkit("reset", LAB, "predict-e2e-matrix", "--forget-prediction", "--yes", check=0)
+    assert predictions.kept_trial(LAB, "predict-e2e-matrix") is None
+    path.write_text(yaml.safe_dump(right))
+    assert "your prediction is kept" in whole_experiment()
+    assert predictions.kept_trial(LAB, "predict-e2e-matrix") is None
+    path.write_text(yaml.safe_dump({party: [] for party in right}))         # changed after it: not graded
+    result = statuses(lab, "predict-e2e-matrix")["predict-e2e-matrix"]
+    assert result.status == "pass", result.message

@@ -6,7 +6,6 @@ errors and malformed files.
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -145,9 +144,7 @@ def exec_command(
         raise LabkitError(stopped)
     # the lab's gate, which shell.command runs as `labkit shell`'s, said as this command's
     withhold.gate_command(env, node, "labkit mounts exec")
-    argv, child_env = shell.command(env, name, list(ctx.args) or None)
-    sys.stdout.flush()
-    os.execvpe(argv[0], argv, child_env)
+    shell.run(env, name, list(ctx.args) or None)
 
 
 @app.command()

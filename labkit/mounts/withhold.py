@@ -307,6 +307,63 @@ def live_withheld(env, say, tool: str = "labkit mounts matrix", node=None) -> di
     return {"seen": seen, "tags": tags, "revealing": revealing, "groups": groups, "private": private}
 
 
+def after_command(env, started: float, tool: str):
+    """after_shell of the lab: while no prediction is kept, a command (or shell) run in the node or
+    a container may itself do the e2e experiment and show its outcome (mount in each party, then
+    read every party's mountinfo, in one go): the look, run once it has ended, returns None when
+    a prediction is kept already. The look: when mounts are now made below the e2e host path (or
+    below a host path parties of its modes share: live_revealing), a prediction written by then is
+    kept as it is (release); else the command is kept as a try of the experiment by hand
+    (labkit.predictions.keep_trial, at its start), and a prediction written after it earns no
+    points (trial_before)."""
+    import sys
+    import time
+
+    if env.lab.id != LAB or recorded_prediction(LAB) is not None:
+        return None
+
+    def look() -> None:
+        from labkit import predictions
+        from labkit.mounts.node import Node
+
+        node = Node(env)
+        if not (experiment_live(node.parties()) or live_revealing(env, node)):
+            return
+        notes: list[str] = []
+        if release(notes.append, tool):
+            for note in notes:
+                print(f"labkit: {note}", file=sys.stderr)
+            return
+        kept = predictions.keep_trial(LAB, EXERCISE, {
+            "at": started, "time": time.strftime("%H:%M:%S", time.gmtime(started)),
+            "what": f"a command run by `{tool}` made mounts below {E2E_HOST_PATH} or a host path the e2e Pods' modes share"})
+        print(f"labkit: {kept['what']} at {kept['time']} UTC, before a prediction of {EXERCISE} was written: that "
+              f"runs its experiment by hand. labkit keeps when: a prediction written after it earns no points, after "
+              f"a reset too (only `labkit reset {LAB} {EXERCISE} --forget-prediction` forgets it, and the grade "
+              "report shows that)", file=sys.stderr)
+    return look
+
+
+def trial_before(lab_id: str, answer_path: Path) -> dict | None:
+    """The try of the e2e experiment by hand that labkit kept (after_command), when the prediction
+    graded was written after it: the kept prediction's file time (or when it was kept), else the
+    answer file's; None when there is no such try or the prediction came first."""
+    from labkit import predictions
+
+    tried = predictions.kept_trial(lab_id, EXERCISE)
+    if tried is None:
+        return None
+    found = predictions.kept(lab_id, EXERCISE)
+    if found is not None:
+        written = found.written if found.written is not None else found.at
+    else:
+        try:
+            written = answer_path.stat().st_mtime
+        except OSError:
+            return None
+    return tried if written >= float(tried["at"]) else None
+
+
 def gate_command(env, node, tool: str) -> None:
     """before_shell for a command about to run in the node or a container through `tool`: raises
     LabkitError saying why it must not run; the notes of a prediction kept go to stderr."""

@@ -369,6 +369,15 @@ def check_e2e_matrix(ctx):
                     "later changes to your answer file do not count)")
     if not isinstance(answer, dict):
         raise AnswerMalformed(f"it should be a YAML mapping from each party to the mounts it sees{note}\n  {ctx.answer_path}")
+    tried = withhold.trial_before(ctx.lab.id, ctx.answer_path)
+    if tried is not None:
+        return ctx.failed(f"{tried['what']} at {tried['time']} UTC, before any prediction was written, and your "
+                          "prediction was written after that: that command ran the e2e experiment by hand in the live "
+                          "lab, and a prediction made after watching is not one, so it earns no points. A reset does "
+                          "not change that (labkit keeps when it was); work the matrix out from who sends mount "
+                          f"events to whom (`labkit hint {ctx.lab.id} {ctx.exercise.id}`)",
+                          expected="a prediction written before the experiment was run in the lab",
+                          observed=f"answer written after {tried['what']}", observed_in=LIVE)
     extra = sorted(str(k) for k in answer if k not in MATRIX_PARTIES)
     if extra:
         raise AnswerMalformed(f"{ctx.answer_path}: unknown key(s) {', '.join(extra)}: the parties are "

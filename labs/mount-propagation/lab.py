@@ -586,6 +586,14 @@ def before_shell(env, host_name):
     withhold.gate_command(env, Node(env), "labkit shell")
 
 
+def after_shell(env, host_name, started):
+    """Once a command or shell in the node or a container has ended: a try of the e2e experiment by
+    hand before any prediction is kept (labkit.mounts.withhold.after_command)."""
+    from labkit.mounts import withhold
+
+    return withhold.after_command(env, started, f"labkit mounts exec / labkit shell into {host_name}")
+
+
 def access(env):
     return f"""## Your node and Pods
 
