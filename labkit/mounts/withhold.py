@@ -326,9 +326,14 @@ def after_command(env, started: float, tool: str):
         from labkit import predictions
         from labkit.mounts.node import Node
 
+        from labkit.errors import LabkitError
+
         node = Node(env)
-        if not (experiment_live(node.parties()) or live_revealing(env, node)):
-            return
+        try:
+            if not (experiment_live(node.parties()) or live_revealing(env, node)):
+                return
+        except LabkitError:
+            return          # the node is gone (a cleanup meanwhile): nothing of the experiment is left
         notes: list[str] = []
         if release(notes.append, tool):
             for note in notes:
