@@ -41,20 +41,27 @@ import celpy
 from celpy import celtypes
 
 from labkit import quantity as quantities
+from labkit.apiserver.admission.celrunner import CompiledRunner
 
 
 class EvaluationError(Exception):
     """An expression failed to compile or evaluate (its message is upstream's)."""
 
 
-_env = celpy.Environment()
+# expressions run as Python compiled from them where that gives the interpreter's results exactly
+# (celrunner.py), else on celpy's interpreter
+_env = celpy.Environment(runner_class=CompiledRunner)
 _lock = threading.Lock()
 
 
 @functools.lru_cache(maxsize=2048)
-def _compiled(expression: str):
+def _compiled(expression: str, interpreted: bool = False):
+    """The program of an expression; `interpreted`: on celpy's InterpretedRunner alone."""
     with _lock:
-        return _env.program(_env.compile(_optional_syntax(expression)), functions=FUNCTIONS)
+        tree = _env.compile(_optional_syntax(expression))
+        if interpreted:
+            return celpy.InterpretedRunner(_env, tree, FUNCTIONS)
+        return _env.program(tree, functions=FUNCTIONS)
 
 
 def compile_problem(expression: str, returns: str | None = None) -> str | None:
@@ -405,11 +412,11 @@ def evaluate(expression: str, activation: dict | Activation, memo: str | None = 
     return value
 
 
-def _evaluate(expression: str, activation: dict | Activation):
+def _evaluate(expression: str, activation: dict | Activation, interpreted: bool = False):
     if isinstance(activation, Activation):
         activation = activation.values()
     try:
-        program = _compiled(expression)
+        program = _compiled(expression, interpreted)
     except celpy.CELParseError as exc:
         raise EvaluationError(f"compilation failed: ERROR: <input>: Syntax error: {_first_line(str(exc))}")
     try:
