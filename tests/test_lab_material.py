@@ -368,6 +368,10 @@ TEXTS: dict[str, dict[str, Run | list[Run] | Mention | Covered]] = {
             "grep Cpus_allowed_list /proc/$(labkit numa show -o json | jq '.containers[0].pids[0]')/status"),
     },
     "resources": {
+        # named as other labs' tools that follow the qos rule (README), not run from this lab
+        "labkit numa admit": Mention(),
+        "labkit numa run": Mention(),
+        "labkit apiserver": Mention(),
         "labkit resources get [--node N] [-o json]": runs(Run("labkit resources get --node node-2"),
                                                          Run("labkit resources get -o json")),
         "labkit resources top [--node N] [--watch]": runs(Run("labkit resources top --node node-1"),
