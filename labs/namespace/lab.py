@@ -532,9 +532,10 @@ def keep_student_work(env, exercise_id: str | None) -> list[str]:
     if not tries:
         return []
     kept = predictions.keep_trial(env.lab.id, exercise.id, tries[0])
-    return [f"labkit keeps that you tried terminating-create's create yourself ({kept['what']}, at {kept['time']}): "
-            "a prediction written or changed after that earns no points, after this reset too (unless "
-            "--forget-prediction forgets it)"]
+    return [predictions.trial_note(exercise.id, f"labkit keeps that you tried terminating-create's create yourself "
+                                   f"({kept['what']}, at {kept['time']}): a prediction written or changed after "
+                                   "that earns no points, after this reset too (unless --forget-prediction "
+                                   "forgets it)")]
 
 
 def student_work(env, exercise_id: str | None) -> list[str]:
