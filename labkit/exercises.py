@@ -202,8 +202,10 @@ class CheckContext:
         self.params = dict(exercise.params)
         self.counted = False        # the check counted its wrong answer itself (count_wrong_answer)
         # the check found the answer right, or could not read it (missing, malformed), and fails on
-        # something else (the live work of an exercise that asks for both): no wrong answer (run_check)
-        self.answer_not_wrong = False
+        # something else (the live work of an exercise that asks for both): no wrong answer (run_check).
+        # False: the check judged the answer apart and found it wrong; then it is counted by the answer
+        # alone, as the feedback beside it may be about that work. None: not judged apart.
+        self.answer_not_wrong: bool | None = None
 
     @property
     def answer_path(self) -> Path:
@@ -316,6 +318,9 @@ class CheckContext:
         A wrong answer is different when the answer graded differs or, with `failure` (the
         check's feedback on it), when that feedback differs (failure_digest): an answer that names
         live state (a kubeconfig's path) stays the same while the student changes what it names.
+        A check that judges the answer apart from the live work of an exercise that asks for both
+        (answer_not_wrong False) has it counted without its failure: the feedback beside it may be
+        about that work (a deletion done another way), and the answer did not change.
         run_check counts a failure with its message; a check whose feedback says the count
         (grid_feedback) counts while it judges, before its message exists: the answer alone, its
         failure being that the answer is not right. run_check then does not count it again."""
@@ -402,7 +407,9 @@ def run_check(env, exercise, down_reason: str | None = None) -> CheckResult:
     unread = result.details.get("malformed") or result.details.get("missing") or result.details.get("not_judged")
     if result.status == FAIL and exercise.answer and ctx.answer_path.is_file() and not unread and not ctx.counted \
             and not ctx.answer_not_wrong:
-        ctx.count_wrong_answer(result.message)      # every wrong answer checked is counted, with what it was told
+        # every wrong answer checked is counted, with what it was told, unless the check judged the
+        # answer apart (what it was told may be about the work beside it)
+        ctx.count_wrong_answer(None if ctx.answer_not_wrong is False else result.message)
     if result.status == PASS and exercise.answer:
         tried = env.state.wrong_answers_checked(exercise.id)
         if tried:       # an answer found by trying shows in the report (CheckContext.grid_feedback)

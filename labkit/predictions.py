@@ -280,6 +280,19 @@ def keep_trial(lab_id: str, exercise_id: str, trial: dict) -> dict:
     return trial
 
 
+class TrialNote(str):
+    """A line of a lab's keep_student_work saying that it kept a try of `exercise`'s experiment
+    (keep_trial). A reset with --forget-prediction forgets that try in the same breath, so the
+    runner says that it was forgotten instead of this line (labkit.runner.reset)."""
+    exercise: str
+
+
+def trial_note(exercise_id: str, text: str) -> TrialNote:
+    note = TrialNote(text)
+    note.exercise = exercise_id
+    return note
+
+
 def mapping_problem(text: str) -> tuple[dict | None, str | None]:
     """A tool's first look at an answer text before it shows an outcome: (the mapping, None), or
     (None, what keeps the text from being one: not YAML, a key given twice, not a mapping). Each

@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from labkit import doctor, kmodules, paths
+from labkit import doctor, kmodules, paths, predictions
 from labkit.errors import LabkitError
 from labkit.exercises import CheckResult, run_check
 from labkit.labs import Lab, discover, get_lab, load_lab
@@ -202,17 +202,16 @@ def work_at_risk(lab: Lab, exercise_id: str | None = None) -> list[str]:
     return list(hook(env, exercise_id)) if callable(hook) else []
 
 
-def _keep_student_work(lab: Lab, state: LabState, exercise_id: str | None, say: Say) -> None:
+def _keep_student_work(lab: Lab, state: LabState, exercise_id: str | None) -> list[str]:
     """Before a reset reverts anything: the lab's hook `keep_student_work(env, exercise_id)` copies
     the student's work that the reset would revert out of the way (edited files, changed objects as
-    YAML) and says where each went."""
+    YAML) and keeps a try of a prediction exercise's experiment; what it says of each, in order."""
     keeper = getattr(lab.environment_module(), "keep_student_work", None)
     if not callable(keeper) or state.phase != "up":
-        return
+        return []
     if exercise_id is not None:
         exercise_id = lab.exercise(exercise_id).id
-    for line in keeper(LabEnv(lab, state), exercise_id) or []:
-        say(line)
+    return list(keeper(LabEnv(lab, state), exercise_id) or [])
 
 
 def kept_predictions(lab: Lab, exercise_id: str | None = None) -> list[str]:
@@ -223,24 +222,40 @@ def kept_predictions(lab: Lab, exercise_id: str | None = None) -> list[str]:
     return [ex.id for ex in exercises if ex.is_prediction and predictions.kept(lab.id, ex.id) is not None]
 
 
-def _forget_predictions(lab: Lab, exercise_id: str | None, say: Say) -> None:
+def _forget_predictions(lab: Lab, exercise_id: str | None, say: Say) -> set[str]:
     """`labkit reset LAB [EXERCISE] --forget-prediction`: the prediction exercises' kept answers
-    are forgotten (recorded for the grade report), their outcomes withheld again."""
+    and kept tries are forgotten (recorded for the grade report), their outcomes withheld again.
+    The exercises whose kept try was forgotten."""
     from labkit import predictions
     exercises = [lab.exercise(exercise_id)] if exercise_id is not None else list(lab.exercises)
     ours = [ex for ex in exercises if ex.is_prediction]
     if not ours:
         raise LabkitError(f"--forget-prediction: exercise {exercises[0].id} predicts nothing (no labkit tool withholds "
                           "its outcome)" if exercise_id else f"--forget-prediction: lab {lab.id} has no prediction exercise")
+    tried = set()
     for ex in ours:
         trial = predictions.kept_trial(lab.id, ex.id)
         found = predictions.forget(lab.id, ex.id, "labkit reset --forget-prediction")
         if trial is not None:
+            tried.add(ex.id)
             say(f"forgot that you tried the experiment of {ex.id} in the lab ({trial.get('what', 'by hand')}); the grade "
                 "report says it was forgotten")
         if found is not None:
             say(f"forgot your {ex.id} answer as labkit kept it when `{found.tool}` showed the outcome; the tools "
                 f"withhold it again until you record an answer, and the grade report says it was forgotten")
+    return tried
+
+
+def _before_reset(lab: Lab, state: LabState, exercise_id: str | None, forget_prediction: bool, say: Say) -> None:
+    """What a reset does before it reverts anything, and says so once, in order: with
+    `forget_prediction`, what is forgotten (after the lab's keep_student_work, so that a try of the
+    experiment it has just kept is forgotten too, and its line that it keeps that try is not said);
+    then where the student's work was copied."""
+    kept_lines = _keep_student_work(lab, state, exercise_id)
+    forgotten = _forget_predictions(lab, exercise_id, say) if forget_prediction else set()
+    for line in kept_lines:
+        if not (isinstance(line, predictions.TrialNote) and line.exercise in forgotten):
+            say(line)
 
 
 def reset(lab: Lab, say: Say = _quiet, exercise_id: str | None = None, forget_prediction: bool = False) -> LabEnv:
@@ -263,9 +278,7 @@ def reset(lab: Lab, say: Say = _quiet, exercise_id: str | None = None, forget_pr
         require_prerequisites(lab)
     state = LabState(lab.id)
     with state.locked(waiting=_waiting_for(lab.id, say)):
-        _keep_student_work(lab, state, exercise_id, say)
-        if forget_prediction:       # after the lab's hook: a try of the experiment it kept is forgotten too
-            _forget_predictions(lab, exercise_id, say)
+        _before_reset(lab, state, exercise_id, forget_prediction, say)
         if exercise_id is not None and callable(hook):
             exercise_id = lab.exercise(exercise_id).id
             env = LabEnv(lab, state)

@@ -461,6 +461,12 @@ def test_a_check_that_cannot_judge_the_answer_yet_counts_no_wrong_answer(tmp_pat
     (answers / "both.yaml").write_text("value: 8\n")
     report("notyet")
     assert state.wrong_answers_checked("both") == 1
+    # the same wrong answer while the work's feedback beside it changes is still one wrong answer
+    # (README: an answer judged on its own is different only when its file differs)
+    (state.dir / "extra-z").write_text("")
+    [_answer, failed] = report("notyet")["results"]
+    assert "extra-z" in failed["message"] and state.wrong_answers_checked("both") == 1
+    (state.dir / "extra-z").unlink()
     (answers / "both.yaml").write_text("value: 7\n")
     for n in range(3):
         (state.dir / f"extra-{'abc'[n]}").write_text("")

@@ -277,6 +277,34 @@ def test_predict_dangling_a_try_kept_before_a_reset_voids_a_prediction_written_a
     assert predictions.forgotten("gc", "predict-dangling")[-1]["tried"]["how"] == "gc"
 
 
+def test_a_reset_that_forgets_the_prediction_says_only_that_it_forgot_the_try(monkeypatch):
+    """`labkit reset gc predict-dangling --forget-prediction` after a try of the experiment: the lab's
+    keep_student_work keeps the try and --forget-prediction forgets it in the same reset. The
+    output says that it was forgotten, not first "labkit keeps that you tried ..." (a newcomer read
+    that as the opposite of what happened); a reset without the flag still says it keeps it."""
+    import time
+    from types import SimpleNamespace
+
+    from labkit import predictions, runner
+    ctx = context("gc", "predict-dangling", "orphan: deleted\n")
+    lab = ctx.lab.environment_module()
+    now = time.time()
+    tried = {"controller": "garbagecollector", "action": "invalid-owner-reference", "ts": now - 60,
+             "item": {"kind": "ConfigMap", "namespace": "trial", "name": "stranger", "uid": "u"}}
+    monkeypatch.setattr(lab, "for_env", lambda env: SimpleNamespace(
+        audit=lambda since=0.0: [], decisions=lambda since=0.0: [tried]))
+    monkeypatch.setattr(type(ctx.env.state), "ready_time", lambda self, ex: now - 120)
+    monkeypatch.setattr(type(ctx.env.state), "phase", property(lambda self: "up"))
+    said = []
+    runner._before_reset(ctx.lab, ctx.env.state, "predict-dangling", True, said.append)
+    assert len(said) == 1 and said[0].startswith("forgot that you tried the experiment of predict-dangling"), said
+    assert predictions.kept_trial("gc", "predict-dangling") is None
+    assert predictions.forgotten("gc", "predict-dangling")[-1]["tried"]["at"] == now - 60
+    said = []
+    runner._before_reset(ctx.lab, ctx.env.state, "predict-dangling", False, said.append)
+    assert len(said) == 1 and said[0].startswith("labkit keeps that you tried the experiment of predict-dangling"), said
+
+
 def test_stuck_finalizer_diagnosis_feedback_does_not_say_which_part_is_wrong():
     """Naming the wrong part would let the two Pods and the lab's few finalizers be tried in turn:
     a wrong Pod and a wrong finalizer get the same words; a GC finalizer is named as the GC's."""

@@ -372,3 +372,31 @@ def test_a_not_ready_endpoint_does_not_make_a_node_one_with_a_local_endpoint(lab
     state.apply([service, slice_], "test")
     for node in NODES:
         assert shows_outcome(env, state, "192.168.50.100", node, 30200) is shows
+
+
+# What Local does with a request from outside the cluster, in words ("only to its own pods", "only to
+# endpoints on itself", "drops"): traffic-policy's outcome for shop-local.
+LOCAL_OUTCOME_WORDS = ("own pods", "only to endpoints", "on itself", "drop", "without a local endpoint")
+
+
+def test_the_nodeport_feedback_on_local_says_what_local_does_only_once_the_prediction_is_kept(judging):
+    # nodeport's feedback for web set to externalTrafficPolicy Local says what is wrong and where to
+    # look, not what Local does with an external client, until traffic-policy's prediction is kept
+    from labkit import paths, predictions
+    checks, ctx = judging
+    before = checks.local_policy_words(ctx, "web")
+    assert "externalTrafficPolicy Local, not Cluster" in before and "traffic-policy" in before
+    assert not [w for w in LOCAL_OUTCOME_WORDS if w in before.lower()], before
+    answer = paths.answer_path("kube-proxy", "traffic-policy")
+    answer.parent.mkdir(parents=True, exist_ok=True)
+    answer.write_text("shop-cluster: {}\n")
+    assert predictions.keep("kube-proxy", "traffic-policy", "labkit kube-proxy curl") is not None
+    assert "only to its own pods" in checks.local_policy_words(ctx, "web")
+
+
+def test_no_hint_or_answer_text_of_the_lab_says_what_local_does_before_the_prediction():
+    lab = get_lab("kube-proxy")
+    texts = [(f"{ex.id} hint {i}", h) for ex in lab.exercises for i, h in enumerate(ex.hints, start=1)]
+    texts += [(f"{ex.id} prompt", ex.prompt) for ex in lab.exercises]
+    told = [(where, w) for where, text in texts for w in LOCAL_OUTCOME_WORDS if w in text.lower()]
+    assert not told, told

@@ -233,6 +233,8 @@ TEXTS: dict[str, dict[str, Run | list[Run] | Mention | Covered]] = {
         "labkit kube-proxy graph --node NODE [--service NAME] [-o svg --output-file graph.svg]": runs(
             Run("labkit kube-proxy graph --node node1"),
             Run("labkit kube-proxy graph --node node2 --service web -o svg --output-file graph.svg")),
+        "labkit kube-proxy graph --node NODE --service shop-local": Run("labkit kube-proxy graph --node node2 "
+                                                                         "--service shop-local"),
         "labkit trace --node NODE --src IP --dst IP:PORT": Run("labkit trace --node node1 --src 10.244.1.2 --dst 10.96.0.10:80"),
         "labkit kube-proxy apply -f service.yaml": Run("labkit kube-proxy get services web -o yaml > service.yaml && "
                                                        "labkit kube-proxy apply -f service.yaml", changes="nodeport"),

@@ -503,3 +503,29 @@ def test_volume_in_use_says_where_to_look_while_the_pod_waits_on_an_unmarked_nod
     assert "Pod uploader is still Terminating on node-b" in str(failed.value)
     assert says in str(failed.value), str(failed.value)
     assert "node.kubernetes.io/out-of-service " not in str(failed.value) + " "
+
+
+@pytest.mark.parametrize("remaining, finalizers, named", [
+    ({"secrets": 1, "configmaps.": 1}, {"legacy.example.com/keep": 2}, "'secrets' lacks the group"),
+    ({"configmaps.": 1}, {"legacy.example.com/keep": 1, "bad key/x/y": 1}, "is not a finalizer name"),
+])
+def test_a_conditions_answer_whose_form_is_wrong_is_malformed_not_a_wrong_answer(remaining, finalizers, named):
+    # a newcomer wrote `secrets` without the core group's trailing dot: wrong whatever the namespace
+    # holds, so it is named, and the answer is malformed (not counted as a different wrong answer)
+    from labkit.exercises import AnswerMalformed
+    ctx = context("namespace", "conditions")
+    with pytest.raises(AnswerMalformed) as failed:
+        checks("namespace").grade_conditions_answer(ctx, "billing", remaining, finalizers,
+                                                    {"secrets.": 1, "configmaps.": 1}, {"legacy.example.com/keep": 2})
+    assert named in failed.value.message and failed.value.message.startswith("your answer is malformed: ")
+
+
+@pytest.mark.parametrize("entry", ["configmaps./app-config", "configmaps", "app-config"])
+def test_a_force_finalize_entry_whose_form_is_wrong_is_malformed_not_a_wrong_answer(entry):
+    from labkit.exercises import AnswerMalformed
+    ctx = context("namespace", "force-finalize")
+    with pytest.raises(AnswerMalformed) as failed:
+        checks("namespace").grade_force_finalize_answer(
+            ctx, "legacy", ["backups.example.com/weekly", entry], True,
+            ["backups.example.com/weekly", "configmaps/app-config"])
+    assert repr(entry) in failed.value.message and "<resource>/<name>" in failed.value.message

@@ -9,7 +9,12 @@
   renewInterval = 25 % of the duration), and the Node's status re-posted with new lastHeartbeatTime
   every 5 minutes (nodeStatusReportFrequency) when nothing changed;
 - binds unscheduled pods to the node (POST pods/<name>/binding, as the scheduler), unless the
-  scheduler controller (labkit.controllers.scheduler) runs;
+  scheduler controller (labkit.controllers.scheduler) runs; a pod that does not tolerate one of
+  the node's NoExecute taints stays Pending, as the scheduler's TaintToleration filter leaves it
+  (pkg/scheduler/framework/plugins/tainttoleration, Filter), until the taint is taken off (no
+  FailedScheduling Event is written). The filter looks at NoSchedule taints too; the stand-in does
+  not, since where the node lifecycle controller does not run the Node keeps the not-ready
+  NoSchedule taint that TaintNodesByCondition admission gives it at creation;
 - reports bound pods Running and Ready at once (PUT pods/<name>/status, as the kubelet); a
   hostNetwork pod gets the node's address as its pod IP (generateAPIPodStatus); each container's
   status has the resources in force (InPlacePodVerticalScaling), and a resize the API server
@@ -43,6 +48,7 @@ from labkit.apiserver.errors import ApiError
 from labkit.apiserver.podresize import status_resources
 from labkit.apiserver.timestamps import now_rfc3339
 from labkit.controllers.base import KeyedController, bind
+from labkit.scheduler.objects import untolerated
 from labkit.controllers.events import EventRecorder, involved
 from labkit.controllers.workqueue import RateLimitingQueue
 
@@ -212,7 +218,25 @@ class NodeController(KeyedController):
 
     def make_informers(self):
         return {"pods": self.informer("v1", "pods", "Pod", on_add=self.enqueue,
-                                      on_update=lambda old, new: self.enqueue(new))}
+                                      on_update=lambda old, new: self.enqueue(new)),
+                "nodes": self.informer("v1", "nodes", "Node", namespaced=False, on_update=self._node_updated)}
+
+    def _untolerated_taint(self, pod: dict) -> dict | None:
+        """The first NoExecute taint of the node the pod does not tolerate (tainttoleration.go
+        Filter: v1helper.FindMatchingUntoleratedTaint; its NoSchedule taints are left out, see the
+        module docstring), or None."""
+        node = self.informers["nodes"].get(NODE_NAME) or {}
+        return untolerated((node.get("spec") or {}).get("taints") or [],
+                           (pod.get("spec") or {}).get("tolerations") or [], ("NoExecute",))
+
+    def _node_updated(self, old: dict, new: dict) -> None:
+        """The node's taints changed: the pods left Pending for them are looked at again."""
+        if new["metadata"]["name"] != NODE_NAME or \
+                (old.get("spec") or {}).get("taints") == (new.get("spec") or {}).get("taints"):
+            return
+        for pod in self.informers["pods"].list():
+            if not (pod.get("spec") or {}).get("nodeName"):
+                self.enqueue(pod)
 
     def sync(self, key: str) -> None:
         pod = self.informers["pods"].get(key)
@@ -223,6 +247,8 @@ class NodeController(KeyedController):
         if not spec.get("nodeName"):
             if meta.get("deletionTimestamp") or spec.get("schedulerName", "default-scheduler") != "default-scheduler" \
                     or self.defer_binding():
+                return
+            if self._untolerated_taint(pod) is not None:
                 return
             if not bind(self.client, pod, NODE_NAME):
                 return

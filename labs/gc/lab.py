@@ -360,9 +360,10 @@ def keep_student_work(env, exercise_id: str | None) -> list[str]:
         return []
     kept = predictions.keep_trial(env.lab.id, "predict-dangling", found)
     where = f"on the labkit API server of {kept['server']}" if kept.get("server") else "in the lab's cluster"
-    return [f"labkit keeps that you tried the experiment of predict-dangling {where} ({kept['what']}, "
-            f"at {kept['time']}): a prediction written or changed after that earns no points, after this reset too "
-            "(unless --forget-prediction forgets it)"]
+    return [predictions.trial_note("predict-dangling", f"labkit keeps that you tried the experiment of predict-dangling "
+                                   f"{where} ({kept['what']}, at {kept['time']}): a prediction written or changed "
+                                   "after that earns no points, after this reset too (unless --forget-prediction "
+                                   "forgets it)")]
 
 
 # -- what a reset would undo -----------------------------------------------------------------------

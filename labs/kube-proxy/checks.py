@@ -511,6 +511,22 @@ def observe_nodeport(ctx) -> dict:
     return observation
 
 
+def local_policy_words(ctx, service: str) -> str:
+    """What is wrong with `service` set to externalTrafficPolicy Local. What Local does with a
+    request from outside the cluster (kube-proxy sends it only to endpoints on the node it reached:
+    pkg/proxy/iptables/proxier.go, syncProxyRules, the KUBE-EXT chain's jump to KUBE-SVL) is what
+    the traffic-policy exercise asks to predict, so it is said only once that prediction is kept,
+    as labkit's tools show it only then (README: Predictions)."""
+    lead = f"Service {service} has externalTrafficPolicy Local, not Cluster as the lab built it"
+    if predictions.kept(ctx.lab.id, situations.EXERCISE) is not None:
+        return (f"{lead}: a node forwards external clients only to its own pods, and the exercise asks for every "
+                "pod through each node")
+    return (f"{lead}: the exercise changes only its type and the nodePort of its port, and asks for every pod "
+            f"through each node. What Local does with a request from outside the cluster is what exercise "
+            f"{situations.EXERCISE} asks you to predict, so labkit does not say it before that prediction is kept; "
+            f"compare the Service with `labkit kube-proxy get services {service} -o yaml`")
+
+
 def judge_nodeport(ctx, observation):
     service, node_port = ctx.params["service"], ctx.params["node_port"]
     state = observation["state"]
@@ -525,8 +541,7 @@ def judge_nodeport(ctx, observation):
         return ctx.failed(f"Service {service} has nodePort {', '.join(map(str, ports))}, not {node_port}: without a "
                           "nodePort in the Service, the API server picks a free one from 30000-32767")
     if svc["spec"].get("externalTrafficPolicy") == "Local":
-        return ctx.failed(f"Service {service} has externalTrafficPolicy Local: a node forwards external clients only "
-                          "to its own pods, and the exercise asks for every pod through each node")
+        return ctx.failed(local_policy_words(ctx, service))
 
     def change(doc):
         doc["spec"]["type"] = "NodePort"

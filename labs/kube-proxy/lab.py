@@ -749,7 +749,8 @@ def keep_student_work(env, exercise_id: str | None) -> list[str]:
         found = first_try(env, env.state.ready_time(TRAFFIC_POLICY))
         if found is not None:
             kept = predictions.keep_trial(env.lab.id, TRAFFIC_POLICY, found)
-            said.append(f"labkit keeps that you sent a request to {TRAFFIC_POLICY}'s NodePorts yourself ({kept['what']}, "
-                        f"at {kept['time']}): a prediction written or changed after that earns no points, after this "
-                        "reset too")
+            said.append(predictions.trial_note(
+                TRAFFIC_POLICY, f"labkit keeps that you sent a request to {TRAFFIC_POLICY}'s NodePorts yourself "
+                f"({kept['what']}, at {kept['time']}): a prediction written or changed after that earns no points, "
+                "after this reset too"))
     return said

@@ -28,7 +28,7 @@ import re
 
 from labkit import predictions
 from labkit.apiserver.audit import received_at
-from labkit.exercises import LIVE, CheckFailed, NotJudged, settle, wait_for
+from labkit.exercises import LIVE, AnswerMalformed, CheckFailed, NotJudged, settle, wait_for
 
 CONTROLLER_USER = "system:serviceaccount:kube-system:namespace-controller"
 _REMAINING = re.compile(r"^(\S+) has (\d+) resource instances$")
@@ -301,8 +301,10 @@ def grade_conditions_answer(ctx, name: str, got_remaining: dict, got_held: dict,
     right = {"remaining": remaining, "finalizers": held}
     problems = _key_form_problems(got_remaining, "remaining") + _key_form_problems(got_held, "finalizers")
     if problems:
-        raise CheckFailed("\n".join(problems) + f"\nThen {where}", expected=f"the entries of namespace {name}'s "
-                          "conditions", observed=observed, right_answer=right)
+        # a key whose form is wrong whatever the namespace holds: the answer cannot be read as the
+        # conditions' entries (malformed, not counted as a wrong answer: README, Predictions)
+        raise AnswerMalformed("\n".join(problems) + f"\nThen {where}", expected=f"the entries of namespace {name}'s "
+                              "conditions", observed=observed, right_answer=right)
     wrong = [what for what, got, truth in (("remaining", got_remaining, remaining), ("finalizers", got_held, held))
              if not _same_entries(got, truth)]
     if wrong:
@@ -968,6 +970,15 @@ def grade_force_finalize_answer(ctx, name: str, got: list, visible: bool, left: 
     against `left`, the objects still stored under the old namespace's name, sorted."""
     got = sorted(str(x).strip() for x in got)
     right = {"left_behind": left, "visible_again": bool(left)}
+    # entries whose form is wrong whatever is stored (no /<name>, or a core resource with the
+    # conditions' trailing dot): the list cannot be read as objects (malformed, not counted)
+    unreadable = [entry for entry in got if not entry.partition("/")[2] or entry.partition("/")[0].endswith(".")]
+    if unreadable:
+        raise AnswerMalformed("left_behind: " + ", ".join(repr(e) for e in unreadable) + ": write each object as "
+                              "<resource>/<name> for the core group (without the trailing dot the namespace's "
+                              "conditions write after a resource type of the core group), "
+                              "<resource>.<group>/<name> otherwise",
+                              expected=f"every object still stored under {name}", observed=got, right_answer=right)
     if got != left:
         parts, named = [], set()
         for entry in sorted(set(got) - set(left)):
@@ -975,14 +986,7 @@ def grade_force_finalize_answer(ctx, name: str, got: list, visible: bool, left: 
             grouped = [k for k in left if k.startswith(f"{resource}.") and k.endswith(f"/{obj}")]
             named.update(grouped)
             other_form = [k for k in left if k.endswith(f"/{obj}") and _other_form(resource, k.split("/", 1)[0])]
-            if not obj:
-                parts.append(f"{entry!r}: write <resource>/<name> (core group) or <resource>.<group>/<name>")
-            elif other_form and resource.endswith("."):
-                named.update(other_form)
-                parts.append(f"{entry}: written in another form than the answer asks for (the namespace's conditions "
-                             "write a resource type of the core group with a trailing dot; an object is named without "
-                             "it): <resource>/<name> for the core group, <resource>.<group>/<name> otherwise")
-            elif other_form:
+            if other_form:
                 named.update(other_form)
                 parts.append(f"{entry}: written in another form than the answer asks for (kubectl's `-o name` writes "
                              "the kind, singular): write the resource, plural and lowercase, as `kubectl api-resources` "

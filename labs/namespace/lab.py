@@ -52,6 +52,7 @@ from labkit.apiserver import waits
 from labkit.apiserver.errors import ApiError
 from labkit.apiserver.process import read_server_info, server_alive, spawn
 from labkit.apiserver.target import SERVER_TAG, Target, for_env
+from labkit.controllers.manager import DEFAULT_CONTROLLERS
 from labkit.errors import LabkitError
 
 OPTIONS = ("kubeconfig", "context")
@@ -67,6 +68,11 @@ BACKEND_TAG = "metrics-server"      # the process behind the metrics-server Pod
 BACKEND_PORT_FILE = "metrics-server.port"
 DELETED_AT_SETUP = ("attic", "reports", "legacy", "archive")
 DEAD_NODE = "node-b"
+# kube-controller-manager v1.34 runs the taint-eviction controller (cmd/kube-controller-manager/app/
+# core.go newTaintEvictionControllerDescriptor; its feature gate SeparateTaintEvictionController is GA
+# and locked on in 1.34, pkg/features/kube_features.go): a Pod that does not tolerate a node's NoExecute
+# taint (the out-of-service mark of volume-in-use) is deleted
+CONTROLLERS = (*DEFAULT_CONTROLLERS, "tainteviction")
 BUILT_FILE = "built.json"       # each namespace's resourceVersion right after the lab made it
 
 CRD = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
@@ -243,7 +249,7 @@ def up(env):
         t = Target(Path(env.options["kubeconfig"]), env.options.get("context"))
         env.log(f"using the cluster of {t.kubeconfig}")
     else:
-        spawn(env, SERVER_TAG)
+        spawn(env, SERVER_TAG, controllers=CONTROLLERS)
         t = target(env)
     c = t.client()
     t.create(env, "apiextensions.k8s.io/v1", "customresourcedefinitions", CRD)
@@ -532,9 +538,10 @@ def keep_student_work(env, exercise_id: str | None) -> list[str]:
     if not tries:
         return []
     kept = predictions.keep_trial(env.lab.id, exercise.id, tries[0])
-    return [f"labkit keeps that you tried terminating-create's create yourself ({kept['what']}, at {kept['time']}): "
-            "a prediction written or changed after that earns no points, after this reset too (unless "
-            "--forget-prediction forgets it)"]
+    return [predictions.trial_note(exercise.id, f"labkit keeps that you tried terminating-create's create yourself "
+                                   f"({kept['what']}, at {kept['time']}): a prediction written or changed after "
+                                   "that earns no points, after this reset too (unless --forget-prediction "
+                                   "forgets it)")]
 
 
 def student_work(env, exercise_id: str | None) -> list[str]:

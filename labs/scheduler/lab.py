@@ -605,8 +605,9 @@ def keep_student_work(env, exercise_id: str | None, doing: str = "reset") -> lis
         if found is not None:
             kept = predictions.keep_trial(env.lab.id, exercise, found)
             what = "the experiment of noexecute" if exercise == "noexecute" else f"a copy of {exercise}'s case"
-            notes.append(f"labkit keeps that {kept['what']} (at {kept['time']}), {what}: a "
-                         f"prediction written or changed after that earns no points, after this {doing} too")
+            notes.append(predictions.trial_note(exercise, f"labkit keeps that {kept['what']} (at {kept['time']}), "
+                                                f"{what}: a prediction written or changed after that earns no "
+                                                f"points, after this {doing} too"))
     return notes
 
 

@@ -16,7 +16,7 @@ def no_node_port_given(env):
     _apply(env, lambda spec: spec.update(type="NodePort"))
 
 
-@mistake("externalTrafficPolicy Local", "own pods")
+@mistake("externalTrafficPolicy Local, not Cluster", "only its type and the nodePort")
 def local_traffic_policy(env):
     """Opens port 30080 with externalTrafficPolicy Local: each node forwards the client only to its own pods."""
     def change(spec):

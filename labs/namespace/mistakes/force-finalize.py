@@ -81,7 +81,7 @@ def kubectl_name_form(env):
     _answer(env, singular, visible_again=answer["visible_again"])
 
 
-@mistake("written in another form", "trailing dot")
+@mistake("malformed", "trailing dot")
 def condition_form_of_the_core_group(env):
     """Writes the ConfigMap as configmaps./app-config, the core group's trailing dot copied from how
     the namespace's conditions write a resource type."""
