@@ -8,7 +8,6 @@ recorded in a ledger and removed here.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import shutil
 from pathlib import Path
@@ -16,7 +15,9 @@ from pathlib import Path
 from labkit import paths
 
 MNT_DETACH = 2
-_libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+# glibc by its soname (Debian, Ubuntu): ctypes.util.find_library("c") runs `ldconfig -p` in a child
+# process, for every labkit process that imports this module
+_libc = ctypes.CDLL("libc.so.6", use_errno=True)
 
 
 def unescape(field: str) -> str:

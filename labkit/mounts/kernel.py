@@ -15,7 +15,6 @@ MS_PRIVATE, MS_UNBINDABLE, optionally with MS_REC.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import json
 import os
 import traceback
@@ -40,7 +39,9 @@ PROPAGATION_FLAGS = {"shared": MS_SHARED, "slave": MS_SLAVE, "private": MS_PRIVA
 # pivot_root has no glibc wrapper: syscall numbers per architecture (arch/*/syscall tables).
 _SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "ppc64le": 203, "s390x": 217, "i686": 217}
 
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+# glibc by its soname (Debian, Ubuntu): ctypes.util.find_library("c") runs `ldconfig -p` in a child
+# process, for every labkit process that imports this module
+_libc = ctypes.CDLL("libc.so.6", use_errno=True)
 _libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_void_p]
 _libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
 _libc.unshare.argtypes = [ctypes.c_int]
