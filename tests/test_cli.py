@@ -99,8 +99,10 @@ def test_help_paragraphs_are_filled(path):
 def _group_paths():
     from labkit.cli import full_command
 
+    root = full_command()       # built once: each build loads every family (a second at collection)
+
     def sub(path):
-        command = full_command()
+        command = root
         for name in path:
             command = command.commands[name]
         return command
