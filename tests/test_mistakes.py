@@ -9,6 +9,11 @@ solved with its reference solution afterwards: its check passes, and its answer 
 The labs run at the same time, each in its own labkit instance and process (`python
 test_mistakes.py LAB` drives one lab: reset, mistake, check, in-process, and prints the outcomes
 as JSON), so the whole run takes about as long as the slowest lab.
+
+Applying a mistake live costs a reset, the mistake and a check (0.4 CPU-seconds on average, up
+to seconds of waiting for a controller), and the labs have some 450: by default each exercise's
+mistakes are a fixed sample, all of them when it has up to SAMPLE, otherwise its first, middle
+and last (applied_mistakes); LABKIT_MISTAKES_LIVE=1 applies every one.
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ from support import REPO  # noqa: E402
 # each with the reason. Every other exercise of every lab under labs/ and tests/labs/ must have
 # two or more; an entry here whose exercise has its mistakes now fails the test too (remove it).
 MISTAKES_AWAITED: dict[tuple[str, str], str] = {}
+SAMPLE = 3
+LIVE_ENV = "LABKIT_MISTAKES_LIVE"       # 1: apply every common mistake, not a sample of each exercise's
 PYTHON_DICT = re.compile(r"""\{\s*(['"])[^'"]*\1\s*:""")
 
 
@@ -39,6 +46,16 @@ PYTHON_DICT = re.compile(r"""\{\s*(['"])[^'"]*\1\s*:""")
 def _labs() -> dict:
     os.environ.setdefault("LABKIT_LABS_PATH", str(TEST_LABS))
     return {lab_id: load_lab(directory) for lab_id, directory in discover().items()}
+
+
+def applied_mistakes(mistakes: list) -> list:
+    """The mistakes of one exercise that are applied: every one with LABKIT_MISTAKES_LIVE=1 or
+    when there are up to SAMPLE; otherwise SAMPLE of them spread evenly over the file's order
+    (the first, the middle and the last). The same ones on every run of the same tree."""
+    if len(mistakes) <= SAMPLE or os.environ.get(LIVE_ENV, "").strip() in ("1", "true", "yes"):
+        return list(mistakes)
+    last = len(mistakes) - 1
+    return [mistakes[round(i * last / (SAMPLE - 1))] for i in range(SAMPLE)]
 
 
 def _cases(answer_only: bool = False):
@@ -50,7 +67,7 @@ def _cases(answer_only: bool = False):
                     cases.append(pytest.param(lab_id, exercise.id, id=f"{lab_id}/{exercise.id}"))
                 continue
             cases += [pytest.param(lab_id, exercise.id, m.name, id=f"{lab_id}/{exercise.id}/{m.name}")
-                      for m in lab.mistakes(exercise)]
+                      for m in applied_mistakes(lab.mistakes(exercise))]
     return cases
 
 
@@ -64,8 +81,8 @@ def _read_answer(path: Path):
 
 
 def drive(lab_id: str) -> list[dict]:
-    """Apply every mistake of the lab's running instance (and each answer exercise's reference
-    solution); one record per attempt."""
+    """Apply the mistakes of the lab's running instance (applied_mistakes of each exercise's) and
+    each answer exercise's reference solution; one record per attempt."""
     from labkit import grading, runner
     from labkit.exercises import answer_path
 
@@ -85,7 +102,7 @@ def drive(lab_id: str) -> list[dict]:
         records.append({**record, "exercise": exercise.id, "answer": _read_answer(path), "result": result})
 
     for exercise in lab.exercises:
-        mistakes = lab.mistakes(exercise)
+        mistakes = applied_mistakes(lab.mistakes(exercise))
         for m in mistakes:
             attempt(exercise, lambda: runner.apply_mistake(lab, exercise.id, m.name), mistake=m.name)
         if exercise.answer and mistakes:
@@ -200,6 +217,15 @@ def test_the_demo_lab_declares_its_mistakes():
     assert list(found) == ["with_prefix_length", "host_a_address"]
     assert found["with_prefix_length"].names == ("without /prefix",)
     assert found["with_prefix_length"].description == "Copies the address as `ip addr` prints it, prefix length included."
+
+
+def test_the_sample_takes_the_first_middle_and_last_mistakes_and_every_one_when_asked(monkeypatch):
+    monkeypatch.delenv(LIVE_ENV, raising=False)
+    assert applied_mistakes(list("abc")) == list("abc")
+    assert applied_mistakes(list("abcdefg")) == ["a", "d", "g"]
+    assert applied_mistakes(list("abcdef")) == ["a", "c", "f"]     # round() halves to even: index 2
+    monkeypatch.setenv(LIVE_ENV, "1")
+    assert applied_mistakes(list("abcdefg")) == list("abcdefg")
 
 
 @pytest.mark.parametrize("lab_id,exercise,name", _cases())
