@@ -55,7 +55,7 @@ def drive(lab_id: str) -> list[dict]:
             contents = st.one_of(mutated(seed).map(lambda docs: yaml.safe_dump_all(docs).encode()),
                                  mutated(seed).map(lambda docs: yaml.safe_dump_all(docs).encode()), ANSWERS)
 
-            @settings(max_examples=int(os.environ.get("FUZZ_N", "25")), deadline=None, derandomize=True,
+            @settings(max_examples=int(os.environ.get("FUZZ_N", "10")), deadline=None, derandomize=True,
                       database=None, suppress_health_check=list(HealthCheck))
             @given(content=contents)
             def run(content):

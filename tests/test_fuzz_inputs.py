@@ -243,7 +243,7 @@ def assert_clear_failure(name: str, content: bytes) -> None:
         assert not isinstance(exc, ConfigError) or exc.problem.strip(), f"{name}: an error without a problem: {message!r}"
 
 
-FUZZ = settings(max_examples=int(__import__("os").environ.get("FUZZ_N", "150")), deadline=None, derandomize=True, database=None,
+FUZZ = settings(max_examples=int(__import__("os").environ.get("FUZZ_N", "60")), deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
