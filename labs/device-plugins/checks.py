@@ -461,6 +461,13 @@ def judge_allocate(ctx, obs: dict):
             _fail(f"kubelet did not admit {pod} (two widgets): {seen.get('error') or 'not tried'}")
         container = seen.get("container") or {}
         if not container.get("started"):
+            if str(container.get("error") or "").startswith("CDI device injection failed"):
+                # the runtime resolves each CDI device through a CDI spec on the node (containerd
+                # WithCDI); this node has none, so any name in cdi_devices fails the container
+                _fail(f"the container of {pod} did not start with your Allocate answer: the container runtime "
+                      f"refused it ({container['error']}): a name in ContainerAllocateResponse.cdi_devices is "
+                      "resolved by the runtime through a CDI spec on the node, which this node does not have; the "
+                      "exercise asks for an environment variable and a mount")
             if container.get("error"):
                 # the runtime stats each Mount's and DeviceSpec's host_path before it binds it
                 _fail(f"the container of {pod} did not start with your Allocate answer: the container runtime "
