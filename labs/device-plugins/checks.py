@@ -766,6 +766,14 @@ def judge_restart(ctx, obs: dict):
                       f"again{dial}.{every}")
             _fail(f"after kubelet's {which} restart (kubelet.sock made anew, your socket removed) your plugin did not "
                   f"register again within {CHANGE_S:g} s.{every}")
+        resource = ctx.params["resource"]
+        names = sorted({str(r.get("resource")) for r in regs if not r.get("error")})
+        if names and resource not in names:
+            # the streams kubelet opened are another resource's: nothing on them lists this one
+            _fail(f"after kubelet's {which} restart your plugin registered again, but the resource it registered then "
+                  f"is {', '.join(names)}, not the exercise's {resource}: a restarted kubelet knows no device of "
+                  f"{resource} (capacity 0) until a plugin registers that resource again and lists its devices",
+                  resource, names)
         if not seen.get("listed"):
             _fail(f"after kubelet's {which} restart your plugin registered again, but kubelet got no device list on "
                   f"the ListAndWatch stream it opened then within {CHANGE_S:g} s: a restarted kubelet knows no device of "
