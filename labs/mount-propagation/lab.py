@@ -262,15 +262,24 @@ def is_up(env):
 
 def _unmount_below(node: Node, path: str, including: bool = False) -> None:
     """Unmount, on the node, every mount below `path` (and on it, with `including`), deepest first;
-    lazily, as a busy one would otherwise stay. The unmounts propagate to every peer and slave."""
+    lazily, as a busy one would otherwise stay. The unmounts propagate to every peer and slave. A
+    mount the node made on `path` itself afterwards (a student's tmpfs over the directory) hides
+    those below it from an unmount by path: it goes first (mountinfo.covered)."""
     pid = node.require_pid()
     for _ in range(32):
-        mounts = [m for m in node.mounts(pid) if mountinfo.is_under(m.mountpoint, path)
-                  and (including or m.mountpoint != path)]
+        table = node.mounts(pid)
+        mounts = [m for m in table if mountinfo.is_under(m.mountpoint, path) and (including or m.mountpoint != path)]
         if not mounts:
             return
-        deepest = max(mounts, key=lambda m: (m.mountpoint.count("/"), m.mount_id))
-        node.umount(pid, deepest.mountpoint, lazy=True)
+        reachable = [m for m in mounts if not mountinfo.covered(table, m)]
+        cover = mountinfo.visible_at(table, path)
+        if reachable:
+            target = max(reachable, key=lambda m: (m.mountpoint.count("/"), m.mount_id))
+        elif cover is not None:
+            target = cover
+        else:
+            break           # hidden by a mount above `path`
+        node.umount(pid, target.mountpoint, lazy=True)
     raise LabkitError(f"the node keeps mounts below {path}")
 
 
