@@ -560,8 +560,11 @@ def student_work(env, exercise_id):
         if (not kubelet_is_shared(node) or _relations_lost(env, node)) and f"the node's {KUBELET_DIR}" not in " ".join(out):
             again = ("; the dead publisher's mount, which is still there, is published in it again"
                      if i != "leaked-mount" and leak_held(env, node) else "")
+            # a new mount in a new peer group: the kernel numbers it anew (the lowest free id), so the
+            # shared:N and master:N that mountinfo showed before need not be the ones after
             out.append(f"the node's {KUBELET_DIR} as you left it (it is made a shared mount again, as kubelet makes it, "
-                       f"and the running Pods that use it are restarted, so that they are its peers and slaves again{again})")
+                       "and the running Pods that use it are restarted, so that they are its peers and slaves again, in a "
+                       f"new peer group whose shared:N and master:N in mountinfo may not be the ones read before{again})")
         if i == "leaked-mount" and not any(m.source == LEAK_SOURCE for m in node_mounts):
             out.append("your clean-up of the leaked staging mount (the dead publisher's mount is made again)")
     if exercise_id is None:
