@@ -718,6 +718,10 @@ def _missing_socket_note(record: dict) -> str:
     path = record.get("socket_missing")
     if not path:
         return ""
+    if record.get("in_directory") is False:
+        # the endpoint named a path outside the directory (absolute, or with ..): no plugin of the
+        # exercise serves there, so what can take a socket away is beside the point
+        return f"; when kubelet gave up, no socket was at {path}"
     return (f"; when kubelet gave up, no socket was at {path}. A plugin that serves there and stopped an earlier "
             "gRPC server on the same path without waiting for it: the old server removes its socket file when it "
             "has finished stopping, which can come after the new server made its own (grpc's server.stop() returns "
