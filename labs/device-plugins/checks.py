@@ -224,6 +224,11 @@ def _judge_registered(ctx, obs: dict, stream: str = "open", when: str = "") -> N
     if got != stream:
         if got == "ended":
             exited = f" and your plugin exited (code {obs['exited']})" if obs.get("exited") is not None else ""
+            if obs.get("exited") == 0:
+                # a normal end: main returned (or called exit) before kubelet's stream was served by a
+                # thread that would have kept the process alive (_judge_serving tells the other outcome)
+                exited += (" — it ended normally: what does your plugin's main do after Register returns? A Python "
+                           "process whose main has returned stops the gRPC server it started")
             served = accepted[0].get("served")
             after = f" {served:.1f} s" if isinstance(served, (int, float)) else ""
             _fail(f"{when}your plugin stopped serving{after} after registering: the ListAndWatch stream kubelet "
