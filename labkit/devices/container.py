@@ -13,9 +13,10 @@ event reaches the host and every mount dies with the process), with
 * devices: each device spec's `host_path` (a character device) bind-mounted the same way.
 
 Annotations go to the runtime, not into the container; they are kept beside it in `spec.json`.
-CDI devices (`cdi_devices`) name entries of CDI specs on the node (/etc/cdi, /var/run/cdi) that the
-runtime resolves into edits of the container; this node has none, so a container given any is
-refused, as containerd refuses one whose CDI device no spec resolves.
+CDI devices (`cdi_devices`, which kubelet passes on: pod_devices.go deviceRunContainerOptions,
+getCDIDeviceInfo) name entries of CDI specs on the node (/etc/cdi, /var/run/cdi) that the runtime
+resolves into edits of the container; this node has none, so a container given any is refused, as
+containerd refuses one whose CDI device no spec resolves.
 
     python -m labkit.devices.container SPEC.json     (run under unshare; `argv` follows the setup)
 """
