@@ -119,6 +119,13 @@ def test_a_refused_registration_says_whether_a_socket_was_there_to_dial(lab):
         checks.judge_register(ctx, obs)
     assert ("nothing answered there; when kubelet gave up, no socket was at /run/device-plugins/widget.sock. A plugin "
             "that serves there and stopped an earlier gRPC server") in str(failed.value)
+    # an absolute endpoint, joined under the directory: no plugin serves there, the note stops at the path
+    obs["registrations"][0].update(in_directory=False,
+                                   socket_missing="/run/device-plugins/run/device-plugins/widget.sock")
+    with pytest.raises(CheckFailed) as failed:
+        checks.judge_register(ctx, obs)
+    assert ("no socket was at /run/device-plugins/run/device-plugins/widget.sock)" in str(failed.value)
+            and "earlier gRPC server" not in str(failed.value)), str(failed.value)
 
 
 def test_register_fails_a_plugin_that_no_longer_answers_though_its_stream_is_open(lab):
@@ -410,6 +417,12 @@ def test_register_says_how_long_the_plugin_served(lab):
     with pytest.raises(CheckFailed) as failed:
         checks.judge_register(ctx, seen)
     assert "your plugin stopped serving 1.5 s after registering" in str(failed.value)
+    assert "main do after Register returns" not in str(failed.value)
+    # the process ended with code 0: its main returned (before a thread served the stream)
+    with pytest.raises(CheckFailed) as failed:
+        checks.judge_register(ctx, {**seen, "exited": 0})
+    assert "exited (code 0) — it ended normally: what does your plugin's main do after Register returns?" in str(
+        failed.value)
 
 
 def test_share_rules_pack_best_fit_and_allow_a_split_only_when_no_widget_has_room(lab):

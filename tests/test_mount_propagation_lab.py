@@ -387,8 +387,11 @@ def test_the_leak_is_judged_by_the_mount_itself_not_by_its_source_name(running_l
     module = lab.environment_module()
     leaked = module.leak_identity(module.built(env))
     assert len(leaked) == 1 and all(source == module.LEAK_SOURCE for _device, source in leaked)
-    node.umount(pid, "/var/lib/kubelet/plugins/publisher/staging")
+    # the student's tmpfs is mounted while the leak still holds its device: the kernel hands out the
+    # lowest free anonymous device, so one mounted after the leak went could get the leak's number
+    # again (machine-wide, whatever else runs), and would then be the leak's (device, source) twin
     node.mount_tmpfs(pid, "/tmp/try", module.LEAK_SOURCE, "mine")
+    node.umount(pid, "/var/lib/kubelet/plugins/publisher/staging")
     result = statuses(lab, "leaked-mount")["leaked-mount"]
     assert result.status == "pass", result.message
     runner.reset(lab, exercise_id="leaked-mount")

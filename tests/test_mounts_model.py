@@ -43,6 +43,19 @@ def test_containing_mount_takes_the_longest_prefix_and_the_first_of_stacked_ones
     assert [m.mount_id for m in mountinfo.submounts(mounts, "/var/lib/kubelet")] == [80]
 
 
+def test_a_mount_is_covered_by_one_made_later_on_its_place_or_above_it():
+    mounts = mountinfo.parse(SAMPLE + textwrap.dedent("""\
+        90 43 0:60 / /var/lib/kubelet/e2e rw - tmpfs cover rw
+        91 90 0:61 / /var/lib/kubelet/e2e/x rw - tmpfs x rw
+        """))
+    by_id = {m.mount_id: m for m in mounts}
+    # a tmpfs made on /var/lib/kubelet/e2e after e2e/master hides it; what is mounted on it is reached
+    assert mountinfo.covered(mounts, by_id[80])
+    assert not any(mountinfo.covered(mounts, by_id[i]) for i in (63, 43, 90, 91, 81, 83))
+    # the first of two mounts stacked on /srv/data is covered by the second
+    assert mountinfo.covered(mounts, by_id[82])
+
+
 def test_live_mountinfo_of_this_process_parses():
     mounts = mountinfo.read("self")
     assert any(m.mountpoint == "/" for m in mounts)

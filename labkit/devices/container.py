@@ -13,6 +13,10 @@ event reaches the host and every mount dies with the process), with
 * devices: each device spec's `host_path` (a character device) bind-mounted the same way.
 
 Annotations go to the runtime, not into the container; they are kept beside it in `spec.json`.
+CDI devices (`cdi_devices`, which kubelet passes on: pod_devices.go deviceRunContainerOptions,
+getCDIDeviceInfo) name entries of CDI specs on the node (/etc/cdi, /var/run/cdi) that the runtime
+resolves into edits of the container; this node has none, so a container given any is refused, as
+containerd refuses one whose CDI device no spec resolves.
 
     python -m labkit.devices.container SPEC.json     (run under unshare; `argv` follows the setup)
 """
@@ -61,13 +65,23 @@ def missing_source(spec: dict) -> str | None:
     return None
 
 
+def unresolvable_cdi(spec: dict) -> str | None:
+    """The runtime's refusal of CDI devices, or None when the answer names none. The node has no CDI
+    spec, so no name resolves: containerd's WithCDI (internal/cri/opts) wraps the error of
+    container-device-interface's InjectDevices (pkg/cdi/cache.go: `unresolvable CDI devices %s`)."""
+    names = [str(c) for c in spec.get("cdi_devices") or []]
+    if not names:
+        return None
+    return f"CDI device injection failed: unresolvable CDI devices {', '.join(names)}"
+
+
 def inside(spec: dict, error_file: Path | None = None) -> None:
-    """Set the mounts up in this (already private) mount namespace, then exec the command; a
-    host_path that is not there fails the container as the runtime fails it (written to
+    """Set the mounts up in this (already private) mount namespace, then exec the command; a CDI
+    device or a host_path that is not there fails the container as the runtime fails it (written to
     `error_file` and stderr, exit code 1)."""
     root = Path(spec["root"])
     root.mkdir(parents=True, exist_ok=True)
-    refused = missing_source(spec)
+    refused = unresolvable_cdi(spec) or missing_source(spec)
     if refused:
         if error_file is not None:
             error_file.write_text(refused + "\n")

@@ -123,6 +123,21 @@ def visible_at(mounts: list[Mount], mountpoint: str) -> Mount | None:
     return found
 
 
+def covered(mounts: list[Mount], mount: Mount) -> bool:
+    """Whether a path lookup of `mount`'s mount point no longer reaches it: a mount listed after it
+    (mounted later: a namespace's mountinfo lists its mounts in the order they joined it) sits at its
+    mount point or at a directory above it, and is not one of the mounts `mount` is mounted on (its
+    parents, which were there before it). A lookup crosses into that later mount first, so an
+    unmount by path names the later one's directory, where `mount` is not."""
+    ids = {m.mount_id: m for m in mounts}
+    chain, parent = set(), ids.get(mount.parent_id)
+    while parent is not None and parent.mount_id not in chain:
+        chain.add(parent.mount_id)
+        parent = ids.get(parent.parent_id)
+    later = mounts[next(i for i, m in enumerate(mounts) if m is mount) + 1:]
+    return any(is_under(mount.mountpoint, m.mountpoint) and m.mount_id not in chain for m in later)
+
+
 def submounts(mounts: list[Mount], directory: str) -> list[Mount]:
     """Mounts strictly below `directory`."""
     return [m for m in mounts if m.mountpoint != directory and is_under(m.mountpoint, directory)]

@@ -224,6 +224,11 @@ def _judge_registered(ctx, obs: dict, stream: str = "open", when: str = "") -> N
     if got != stream:
         if got == "ended":
             exited = f" and your plugin exited (code {obs['exited']})" if obs.get("exited") is not None else ""
+            if obs.get("exited") == 0:
+                # a normal end: main returned (or called exit) before kubelet's stream was served by a
+                # thread that would have kept the process alive (_judge_serving tells the other outcome)
+                exited += (" — it ended normally: what does your plugin's main do after Register returns? A Python "
+                           "process whose main has returned stops the gRPC server it started")
             served = accepted[0].get("served")
             after = f" {served:.1f} s" if isinstance(served, (int, float)) else ""
             _fail(f"{when}your plugin stopped serving{after} after registering: the ListAndWatch stream kubelet "
@@ -461,6 +466,13 @@ def judge_allocate(ctx, obs: dict):
             _fail(f"kubelet did not admit {pod} (two widgets): {seen.get('error') or 'not tried'}")
         container = seen.get("container") or {}
         if not container.get("started"):
+            if str(container.get("error") or "").startswith("CDI device injection failed"):
+                # the runtime resolves each CDI device through a CDI spec on the node (containerd
+                # WithCDI); this node has none, so any name in cdi_devices fails the container
+                _fail(f"the container of {pod} did not start with your Allocate answer: the container runtime "
+                      f"refused it ({container['error']}): a name in ContainerAllocateResponse.cdi_devices is "
+                      "resolved by the runtime through a CDI spec on the node, which this node does not have; the "
+                      "exercise asks for an environment variable and a mount")
             if container.get("error"):
                 # the runtime stats each Mount's and DeviceSpec's host_path before it binds it
                 _fail(f"the container of {pod} did not start with your Allocate answer: the container runtime "
@@ -711,6 +723,10 @@ def _missing_socket_note(record: dict) -> str:
     path = record.get("socket_missing")
     if not path:
         return ""
+    if record.get("in_directory") is False:
+        # the endpoint named a path outside the directory (absolute, or with ..): no plugin of the
+        # exercise serves there, so what can take a socket away is beside the point
+        return f"; when kubelet gave up, no socket was at {path}"
     return (f"; when kubelet gave up, no socket was at {path}. A plugin that serves there and stopped an earlier "
             "gRPC server on the same path without waiting for it: the old server removes its socket file when it "
             "has finished stopping, which can come after the new server made its own (grpc's server.stop() returns "
@@ -759,6 +775,14 @@ def judge_restart(ctx, obs: dict):
                       f"again{dial}.{every}")
             _fail(f"after kubelet's {which} restart (kubelet.sock made anew, your socket removed) your plugin did not "
                   f"register again within {CHANGE_S:g} s.{every}")
+        resource = ctx.params["resource"]
+        names = sorted({str(r.get("resource")) for r in regs if not r.get("error")})
+        if names and resource not in names:
+            # the streams kubelet opened are another resource's: nothing on them lists this one
+            _fail(f"after kubelet's {which} restart your plugin registered again, but the resource it registered then "
+                  f"is {', '.join(names)}, not the exercise's {resource}: a restarted kubelet knows no device of "
+                  f"{resource} (capacity 0) until a plugin registers that resource again and lists its devices",
+                  resource, names)
         if not seen.get("listed"):
             _fail(f"after kubelet's {which} restart your plugin registered again, but kubelet got no device list on "
                   f"the ListAndWatch stream it opened then within {CHANGE_S:g} s: a restarted kubelet knows no device of "

@@ -262,15 +262,24 @@ def is_up(env):
 
 def _unmount_below(node: Node, path: str, including: bool = False) -> None:
     """Unmount, on the node, every mount below `path` (and on it, with `including`), deepest first;
-    lazily, as a busy one would otherwise stay. The unmounts propagate to every peer and slave."""
+    lazily, as a busy one would otherwise stay. The unmounts propagate to every peer and slave. A
+    mount the node made on `path` itself afterwards (a student's tmpfs over the directory) hides
+    those below it from an unmount by path: it goes first (mountinfo.covered)."""
     pid = node.require_pid()
     for _ in range(32):
-        mounts = [m for m in node.mounts(pid) if mountinfo.is_under(m.mountpoint, path)
-                  and (including or m.mountpoint != path)]
+        table = node.mounts(pid)
+        mounts = [m for m in table if mountinfo.is_under(m.mountpoint, path) and (including or m.mountpoint != path)]
         if not mounts:
             return
-        deepest = max(mounts, key=lambda m: (m.mountpoint.count("/"), m.mount_id))
-        node.umount(pid, deepest.mountpoint, lazy=True)
+        reachable = [m for m in mounts if not mountinfo.covered(table, m)]
+        cover = mountinfo.visible_at(table, path)
+        if reachable:
+            target = max(reachable, key=lambda m: (m.mountpoint.count("/"), m.mount_id))
+        elif cover is not None:
+            target = cover
+        else:
+            break           # hidden by a mount above `path`
+        node.umount(pid, target.mountpoint, lazy=True)
     raise LabkitError(f"the node keeps mounts below {path}")
 
 
@@ -551,8 +560,11 @@ def student_work(env, exercise_id):
         if (not kubelet_is_shared(node) or _relations_lost(env, node)) and f"the node's {KUBELET_DIR}" not in " ".join(out):
             again = ("; the dead publisher's mount, which is still there, is published in it again"
                      if i != "leaked-mount" and leak_held(env, node) else "")
+            # a new mount in a new peer group: the kernel numbers it anew (the lowest free id), so the
+            # shared:N and master:N that mountinfo showed before need not be the ones after
             out.append(f"the node's {KUBELET_DIR} as you left it (it is made a shared mount again, as kubelet makes it, "
-                       f"and the running Pods that use it are restarted, so that they are its peers and slaves again{again})")
+                       "and the running Pods that use it are restarted, so that they are its peers and slaves again, in a "
+                       f"new peer group whose shared:N and master:N in mountinfo may not be the ones read before{again})")
         if i == "leaked-mount" and not any(m.source == LEAK_SOURCE for m in node_mounts):
             out.append("your clean-up of the leaked staging mount (the dead publisher's mount is made again)")
     if exercise_id is None:

@@ -89,3 +89,13 @@ def driver_beside_the_plugin(env):
     refuses the container."""
     _write(env, ('DRIVER = Path(__file__).resolve().parent.parent / "widget-driver"',
                  'DRIVER = Path(__file__).resolve().parent / "widget-driver"'))
+
+
+@mistake("refused", "cdi_devices")
+def names_a_cdi_device(env):
+    """Also answers with a CDI device for the widgets (cdi_devices), beside the env and the mount:
+    the runtime resolves a CDI name through a CDI spec on the node, which has none, and refuses the
+    container (had it one, the spec's edits would reach the container beyond the exercise's answer)."""
+    _write(env, ('mounts=[api.Mount(container_path="/var/lib/widget", host_path=str(DRIVER), read_only=True)])',
+                 'mounts=[api.Mount(container_path="/var/lib/widget", host_path=str(DRIVER), read_only=True)],\n'
+                 '                cdi_devices=[api.CDIDevice(name="example.com/widget=all")])'))

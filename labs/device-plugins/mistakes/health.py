@@ -49,11 +49,12 @@ def watches_only_the_widget_the_check_breaks(env):
                  '    return {dev: given.get(dev, api.HEALTHY) if dev == "widget-2" else api.HEALTHY for dev in DEVICES}'))
 
 
-@mistake("no longer answers on its socket", "main")
+@mistake("main do after Register returns")
 def main_returns_after_registering(env):
     """Serves, registers, and lets main return: the thread serving the ListAndWatch stream keeps
     the process alive and keeps following the health file, but the grpc server has stopped and no
-    other rpc is answered."""
+    other rpc is answered; or, when main returns before a thread serves kubelet's stream, the
+    process exits. Either way the feedback asks what main does after Register returns."""
     _write(env, ('''    server = serve_and_register()
     while True:''', '''    server = serve_and_register()
     return

@@ -174,11 +174,12 @@ def registers_again_after_half_a_second(env):
         time.sleep(1)""")
 
 
-@mistake("no longer answers on its socket", "main")
+@mistake("main do after Register returns")
 def main_returns_after_registering(env):
     """Serves, registers, and lets main return, taking the server for something that runs on its
     own: the grpc server stops and removes its socket, but the thread serving the ListAndWatch
     stream keeps the process from exiting, so the stream stays open while nothing answers kubelet's
-    next call."""
+    next call; or, when main returns before a thread serves kubelet's stream, the process exits.
+    Either way the feedback asks what main does after Register returns."""
     timed_plugin(env, "register", f"""    {REGISTER}
     print("registered", flush=True)""")

@@ -105,3 +105,15 @@ def watches_kubelet_sock_and_keeps_a_timer_too(env):
     while True:'''), ('''        if now is not None and now != registered_with:''',
                       '''        if now is not None and (now != registered_with or time.monotonic() - registered_at > 0.9):'''),
            ('''registered_with = now''', '''registered_with, registered_at = now, time.monotonic()'''))
+
+
+@mistake("registered again", "example.com/widgets", "not the exercise's")
+def registers_another_name_after_a_restart(env):
+    """Registers again after each restart, but under a misspelt resource name (example.com/widgets):
+    the restarted kubelet opens a stream for that resource, and example.com/widget stays at 0."""
+    _write(env, ('''    api.register(str(PLUGIN_DIR / api.KUBELET_SOCKET), SOCKET, RESOURCE, OPTIONS)
+    return server''', '''    global REGISTERED
+    name = RESOURCE if not REGISTERED else "example.com/widgets"
+    REGISTERED = True
+    api.register(str(PLUGIN_DIR / api.KUBELET_SOCKET), SOCKET, name, OPTIONS)
+    return server'''), ("def serve_and_register():", "REGISTERED = False\n\n\ndef serve_and_register():"))

@@ -101,3 +101,18 @@ def unmounts_under_a_private_kubelet_dir_then_resets_peer_groups(env):
     node = Node(env)
     node.run(node.require_pid(), _private_unmount_shared, "/var/lib/kubelet/plugins/publisher/staging")
     env.lab.environment_module().reset_exercise(env, "peer-groups")
+
+
+def _cover(path):
+    from labkit.mounts import kernel
+
+    kernel.mount("cover", path, "tmpfs")
+
+
+@mistake("still there", "node:/var/lib/kubelet/plugins/publisher/staging")
+def covers_the_leak_with_a_tmpfs(env):
+    """Mounts an empty tmpfs over /var/lib/kubelet/plugins/publisher on the node: the staging mount
+    is out of sight, but the node and watcher still hold it (and a reset of the exercise must take
+    the cover away before it can unmount the leak below it)."""
+    node = Node(env)
+    node.run(node.require_pid(), _cover, "/var/lib/kubelet/plugins/publisher")
