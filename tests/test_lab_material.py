@@ -1,8 +1,9 @@
 """What a lab shows a student works, on the live lab, with this machine's kubectl:
 
 - every command in its README, prompts, hints, answer descriptions and `labkit run` access text
-  runs as shown (commands that change the lab run after the read-only ones, and the part they
-  changed is reset after each);
+  runs as shown (commands that change the lab run after the read-only ones, those that change the
+  whole lab last, and the part they changed is reset after each but the last, after which the
+  lab is cleaned up);
 - every file it ships loads with the command that reads it;
 - every picture a graph command draws renders to PNG (SVG for the numa diagrams) and can be
   read: no escape sequences left in its labels, no text running off the picture, and no side
@@ -601,14 +602,18 @@ class LabRunner:
                            for spec in self._specs(shown, table.get(shown))] + self._file_specs()
                 self._pictures()        # of the fresh lab, before anything changes it
                 done: dict[tuple, Outcome] = {}      # a command shown in several places runs once
-                for shown, where, spec in sorted(planned, key=lambda p: isinstance(p[2], Run) and bool(p[2].changes)):
+                # the read-only commands first, then those that change an exercise's part, then those
+                # that change the whole lab; the last one's part is not reset: the lab is cleaned up next
+                planned.sort(key=lambda p: (isinstance(p[2], Run) and bool(p[2].changes),
+                                            isinstance(p[2], Run) and p[2].changes == "*"))
+                for n, (shown, where, spec) in enumerate(planned):
                     key = (spec.command or shown, spec.on, spec.before, spec.stream) if isinstance(spec, Run) else None
                     if key in done:
                         self.outcomes.append(Outcome(self.lab.id, shown, where, done[key].ran, done[key].code,
                                                      done[key].output, done[key].problem))
                         continue
                     started = time.monotonic()
-                    self.outcomes.append(self._run(shown, where, spec))
+                    self.outcomes.append(self._run(shown, where, spec, reset=n < len(planned) - 1))
                     self.outcomes[-1].seconds = time.monotonic() - started
                     if key is not None:
                         done[key] = self.outcomes[-1]
@@ -626,7 +631,7 @@ class LabRunner:
             return [Run()]
         return entry if isinstance(entry, list) else [entry]
 
-    def _run(self, shown: str, where: str, spec) -> Outcome:
+    def _run(self, shown: str, where: str, spec, reset: bool = True) -> Outcome:
         out = Outcome(self.lab.id, shown, where)
         if isinstance(spec, str):
             out.problem = spec
@@ -656,7 +661,7 @@ class LabRunner:
             out.code, out.output = self.shell(command, on=spec.on, stream=spec.stream)
             out.problem = self._judge(spec, out)
         finally:
-            if spec.changes:
+            if spec.changes and reset:
                 try:
                     self.reset(spec.changes)
                 except AssertionError as exc:
