@@ -1015,7 +1015,7 @@ def observe_node_name(ctx):
             return None
         status = live.get("status") or {}
         return {**_bound_view(live), "phase": status.get("phase"), "reason": status.get("reason"),
-                "message": status.get("message")}
+                "message": status.get("message"), "terminating": bool(live["metadata"].get("deletionTimestamp"))}
     seen = pod()
     if seen is not None and not seen["nodeName"] and seen["phase"] != "Failed":
         # made again without a node: the scheduler binds it on its next attempt
@@ -1077,6 +1077,12 @@ def observe_node_name(ctx):
         first.setdefault((e.get("objectRef") or {}).get("name"), e)
     made_by_student = {name for name, e in first.items() if e.get("verb") == "create" and any(e is m for m in mine)}
     deleted = [n for n in deleted if n not in made_by_student]
+    # who deleted nightly since it was last created (it is Terminating: no kubelet confirms it)
+    deleted_by = sorted({(e.get("user") or {}).get("username", "") for e in events
+                         if e.get("verb") == "delete" and (e.get("objectRef") or {}).get("resource") == "pods"
+                         and not (e.get("objectRef") or {}).get("subresource")
+                         and (e.get("objectRef") or {}).get("namespace") == p["namespace"]
+                         and (e.get("objectRef") or {}).get("name") == p["pod"] and received_at(e) >= created})
     node_name = (seen or {}).get("nodeName")
     live = client.get_or_none("v1", "nodes", node_name) if node_name else None
     try:
@@ -1085,6 +1091,7 @@ def observe_node_name(ctx):
         answer, unanswered = None, exc.message
     return {"answer": answer, "unanswered": unanswered,
             "pod": seen, "bound_by": bound_by, "nodes_changed": nodes_changed, "deleted": deleted,
+            "deleted_by": deleted_by,
             "placement": _placement(client, live, node_name, p["namespace"], p["pod"])}
 
 
@@ -1143,6 +1150,13 @@ def judge_node_name(ctx, obs):
         return ctx.failed(f"{name} is Failed{rejected}: a Failed Pod never runs again; read `kubectl describe "
                           f"pod {name} -n {ns}`", expected="a Pod that is not Failed", observed="Failed",
                           observed_in=LIVE)
+    if pod.get("terminating"):
+        who = obs.get("deleted_by") or []
+        by = f" by {', '.join(who)}" if who else ""
+        return ctx.failed(f"{name} is being deleted (Terminating: deleted{by}): a Pod being deleted never runs "
+                          "again, and with no kubelet to confirm that its containers stopped it stays so. The "
+                          f"workload is to run: make the Pod again ({reset})", expected="a Pod that is not being deleted",
+                          observed=f"Terminating{by}", observed_in=LIVE)
     if not pod["nodeName"]:
         return ctx.failed(f"{name} is not bound to a node yet: if the scheduler cannot place it, its condition "
                           f"PodScheduled and a FailedScheduling event say why (`kubectl describe pod {name} -n {ns}`)",
