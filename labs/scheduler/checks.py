@@ -543,6 +543,13 @@ PROBE_TAINT = {"key": "dedicated", "value": "probe", "effect": "NoSchedule"}    
 # Pod of the lab (web, whose nodeSelector the disk=ssd test Nodes match) there, for the Pod
 # garbage collector deletes a Pod whose node is gone once the check deletes the test Nodes
 PROBE_KEEP_OUT = {"key": "labkit.example/probe", "value": "own-scheduler", "effect": "NoSchedule"}
+# the test Pod's tolerations of PROBE_TAINT's key that do not tolerate it (toleration.go
+# ToleratesTaint: the effect, when set, and the value of operator Equal must be the taint's): a
+# scheduler that matches tolerations by key alone, or by key and value without the effect, takes
+# the tainted test Nodes for tolerated
+PROBE_NEAR_MISSES = [{"key": PROBE_TAINT["key"], "operator": "Equal", "value": "other", "effect": "NoSchedule"},
+                     {"key": PROBE_TAINT["key"], "operator": "Equal", "value": PROBE_TAINT["value"],
+                      "effect": "NoExecute"}]
 
 
 def _probe(ctx, lab, target) -> dict:
@@ -561,7 +568,11 @@ def _probe(ctx, lab, target) -> dict:
     lifecycle controller (TaintNodesByCondition) as they join, as upstream's do: a scheduler that
     honours taints keeps away from them once it is there. Every one of them carries the taint
     PROBE_KEEP_OUT, which the test Pod alone tolerates: the lab's own scheduler places none of the
-    lab's Pending Pods there. The check waits until
+    lab's Pending Pods there. The test Pod also carries PROBE_NEAR_MISSES, tolerations of the
+    tainted Nodes' taint key that do not tolerate their taint (another value; another effect): a
+    scheduler that matches tolerations by key alone, or without their effect, takes those Nodes
+    for tolerated and picks one, whichever it prefers (the roomiest, the tightest, the first or the
+    last by name). The check waits until
     the Pod is bound (at most PROBE_WAIT s), notes where and by whom, and deletes the three
     objects again. The judge says, with labkit's reconstruction of the Filter plugins, whether the
     Pod's node fits it."""
@@ -599,7 +610,7 @@ def _probe(ctx, lab, target) -> dict:
     pod = lab.job_pod("job-1")
     pod["metadata"] = {"name": pod_name, "labels": {"app": "job", lab.PROBE_LABEL[0]: lab.PROBE_LABEL[1]}}
     pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "12"
-    pod["spec"]["tolerations"] = [{**PROBE_KEEP_OUT, "operator": "Equal"}]
+    pod["spec"]["tolerations"] = [{**PROBE_KEEP_OUT, "operator": "Equal"}, *PROBE_NEAR_MISSES]
     since = _time.time()
     try:
         lab._put_nodes(client, built)
