@@ -13,7 +13,8 @@ outcome, so:
   outcome was shown is a copy of the outcome, not a prediction.
 
 "Recorded" is, per exercise, one of two rules, chosen by the lab: `written` (the answer file holds
-an answer the lab calls complete) or `checked` (the exercise's check has seen one: `record`).
+an answer the lab calls complete) or `checked` (the exercise's check has seen one whole, `record`,
+and the answer file still holds it: `changed_since_checked`).
 
 Which results are an exercise's outcome is the lab's to say, by what the result depends on rather
 than the file it came from: a *situation key* (a JSON text of everything the outcome depends on
@@ -124,12 +125,29 @@ def record(lab_id: str, exercise_id: str, text: str | None = None) -> None:
     if exercise_id not in done:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(sorted(set(done) | {exercise_id})))
-    if text is not None and kept(lab_id, exercise_id) is None:
-        _checked_path(lab_id, exercise_id).write_text(text)
+    if kept(lab_id, exercise_id) is None:
+        if text is not None:
+            _checked_path(lab_id, exercise_id).write_text(text)
+        else:       # nothing to hold the answer file to (changed_since_checked)
+            _checked_path(lab_id, exercise_id).unlink(missing_ok=True)
 
 
 def checked(lab_id: str, exercise_id: str) -> bool:
     return exercise_id in _read_json(directory(lab_id) / ANSWERED, [])
+
+
+def changed_since_checked(lab_id: str, exercise_id: str) -> bool:
+    """Rule `checked`: the answer file holds another text than the one its check last saw whole
+    (`record`). A tool shows the outcome, and keeps the answer file as it is then, only for an
+    answer the check has seen: an answer changed since, half-written or misspelt, kept it could
+    only fail. False when the check kept no text (the answer judged against a changed situation)
+    or the answer file is gone (the checked text is kept)."""
+    try:
+        seen = _checked_path(lab_id, exercise_id).read_text()
+    except (OSError, UnicodeDecodeError):
+        return False
+    text = answer_text(lab_id, exercise_id)
+    return text is not None and text != seen
 
 
 def recorded(lab_id: str, exercise_id: str, rule: str = WRITTEN,
@@ -138,7 +156,7 @@ def recorded(lab_id: str, exercise_id: str, rule: str = WRITTEN,
     if kept(lab_id, exercise_id) is not None:
         return True
     if rule == CHECKED_RULE:
-        return checked(lab_id, exercise_id)
+        return checked(lab_id, exercise_id) and not changed_since_checked(lab_id, exercise_id)
     text = answer_text(lab_id, exercise_id)
     return text is not None and (complete is None or complete(text))
 
@@ -196,6 +214,9 @@ def how_to_record(lab_id: str, exercise_id: str, rule: str = WRITTEN) -> str:
     where = paths.answer_path(lab_id, exercise_id)
     record_it = (f"write your prediction to {where} and run `labkit check {lab_id} {exercise_id}`"
                  if rule == CHECKED_RULE else f"write your prediction to {where} first")
+    if rule == CHECKED_RULE and checked(lab_id, exercise_id) and changed_since_checked(lab_id, exercise_id):
+        record_it = (f"your {where} changed since `labkit check {lab_id} {exercise_id}` last read it whole: "
+                     f"run it again")
     return f"{record_it}; from then on labkit shows it, and the check grades your prediction as it was at that moment"
 
 

@@ -91,6 +91,25 @@ def test_an_answer_removed_after_its_check_is_the_one_kept(lab_up):
     assert predictions.kept("numa", "merge").text == "checked: 1\n"
 
 
+
+def test_an_answer_changed_since_its_check_read_it_whole_is_withheld_not_kept(lab_up):
+    """The check saw a whole answer; the student then broke it (a class misspelt), which the check
+    refuses as malformed and does not record: the tools withhold the outcome again, say why, and
+    keep nothing (kept, the broken answer could only fail). Checked whole again, it is shown and
+    kept."""
+    feeder = json.loads((SCENARIOS / "merge-feeder.json").read_text())
+    path = answer_path("numa", "merge")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("whole: 1\n")
+    withhold.record(lab_up, "merge", path.read_text())
+    path.write_text("whole: misspelt\n")
+    assert withhold.pending_for_merge(feeder) == "merge" and not withhold.recorded("merge")
+    assert "changed since `labkit check numa merge` last read it whole" in withhold.message("merge")
+    assert predictions.kept("numa", "merge") is None
+    withhold.record(lab_up, "merge", path.read_text())
+    assert withhold.pending_for_merge(feeder) is None
+    assert predictions.kept("numa", "merge").text == "whole: misspelt\n"
+
 def test_hints_with_the_exercises_merge_outcome_are_withheld_whatever_else_they_hold(lab_up):
     """Judged by labkit's own merge under the three policies, not by the hints as written: an inert
     extra provider does not make another exercise; hints that merge otherwise are not withheld."""

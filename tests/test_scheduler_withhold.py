@@ -245,6 +245,34 @@ def test_a_decision_with_spreads_outcome_waits_for_the_spread_answer_whatever_th
     assert predictions.kept("scheduler", "spread").text == "zones: {zone-a: 3, zone-b: 2, zone-c: 1}\nnodes: {zone-a-1: x, zone-a-2: x, zone-b-1: x, zone-c-1: x}\n"
 
 
+
+SPREAD_WHOLE = "zones: {zone-a: 2, zone-b: 2, zone-c: 1}\nnodes: {zone-a-1: x, zone-a-2: x, zone-b-1: x, zone-c-1: x}\n"
+
+
+@pytest.mark.parametrize("broken, problem", [
+    (SPREAD_WHOLE.replace("zone-c-1:", "zone-c1:"), "nodes: 'zone-c1' is not a node of the pool"),
+    (SPREAD_WHOLE.replace(", zone-c-1: x", ""), "nodes: zone-c-1 is missing"),
+    (SPREAD_WHOLE.replace("zone-b: 2", "zone-b1: 2"), "zones: 'zone-b1' is not a zone of the pool"),
+    (SPREAD_WHOLE.replace(", zone-c: 1", ""), "zones: zone-c is missing"),
+    (SPREAD_WHOLE.replace("zone-b-1: x", "zone-b-1: ''"), "nodes: zone-b-1 has no reason")])
+def test_a_spread_answer_the_check_cannot_read_is_no_answer_the_outcome_is_shown_for(broken, problem):
+    """spread's check refuses an answer whose zones or nodes are not the pool's (a misspelt or
+    missing one) before it judges anything: explain must not show spread's outcome for such an
+    answer nor keep it (kept, it could only fail), and says what is wrong with it."""
+    from labkit import predictions
+    from labkit.exercises import answer_path
+    outcome = withhold.spread_exercise_outcome()
+    path = answer_path("scheduler", "spread")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(broken)
+    refused = withhold.spread_gate(outcome, "Pod mine/r9")
+    assert refused and "not a whole answer yet" in refused and problem in refused, refused
+    assert predictions.kept("scheduler", "spread") is None
+    path.write_text(SPREAD_WHOLE)
+    assert withhold.spread_gate(outcome, "Pod mine/r9") is None
+    assert predictions.kept("scheduler", "spread").text == SPREAD_WHOLE
+
+
 # -- noexecute: a Pod that tolerates as one of node-e's six, under a NoExecute taint of the drain key --
 
 def _drain():

@@ -169,7 +169,8 @@ def prediction_problem(exercise: str, text: str) -> str | None:
     YAML, a key given twice, a key missing or one the exercise does not read (lab.yaml
     `answer_keys`), or a part of the wrong form whatever the outcome (a node or Pod the case does
     not have, a score that is no whole number from 0 to 100, a time that is neither a number of
-    seconds nor never), as the checks refuse them. A tool keeps the answer as it is when it first
+    seconds nor never; for spread, a zone or node that is not the pool's or one of them missing,
+    a count that is no whole number, a node without a reason), as the checks refuse them. A tool keeps the answer as it is when it first
     shows the outcome (labkit.predictions): kept half-written or misspelt, it could only fail, and
     the outcome could be copied into a fresh answer only by forgetting the kept one. Says what is
     missing or malformed, never what is right (as labkit.resources.situations.prediction_problem)."""
@@ -202,8 +203,23 @@ def prediction_problem(exercise: str, text: str) -> str | None:
         for key in ("zones", "nodes"):
             if not isinstance(data[key], dict):
                 return f"{key} is not a mapping"
+        # the check reads each zone and each node of the pool once (checks.py check_spread)
+        env = lab.environment_module()
+        pool = {"zones": sorted({n["metadata"]["labels"][env.ZONE_KEY] for n in env.ZONE_NODES.values()}),
+                "nodes": list(env.ZONE_NODES)}
+        for key, what in (("zones", "zone of the pool"), ("nodes", "node of the pool")):
+            given = [str(k) for k in data[key]]
+            unknown = [k for k in given if k not in pool[key]]
+            if unknown:
+                return f"{key}: {unknown[0]!r} is not a {what}"
+            missing = [k for k in pool[key] if k not in given]
+            if missing:
+                return f"{key}: {missing[0]} is missing"
         if any(_whole_number(v) is None or _whole_number(v) < 0 for v in data["zones"].values()):
             return "a count of zones is not a whole number"
+        for name, reason in data["nodes"].items():
+            if reason is None or not str(reason).strip():
+                return f"nodes: {name} has no reason"
         return None
     case = load_yaml(lab.directory / lab.exercise(exercise).params["case"])
     nodes = [n["name"] for n in case.get("nodes") or []]

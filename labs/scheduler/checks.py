@@ -119,7 +119,9 @@ def observe_why_pending(ctx):
     lab = _lab(ctx)
 
     def pod():
-        return _pod_view(client.get_or_none("v1", "pods", p["pod"], p["namespace"]))
+        live = client.get_or_none("v1", "pods", p["pod"], p["namespace"])
+        view = _pod_view(live)
+        return None if view is None else {**view, "terminating": bool(live["metadata"].get("deletionTimestamp"))}
     seen = pod()
     # tolerations that fit: the scheduler binds on its next attempt (a cluster event, or its backoff)
     team = next(t for node in lab.PENDING_NODES.values() for t in node["spec"].get("taints") or []
@@ -140,6 +142,8 @@ def observe_why_pending(ctx):
                                    for name in lab.PENDING_NODES},
             "bound_by_hand": by_hand,
             "bound_by": _binders_since_created(ctx, p["namespace"], p["pod"], wait=bool(node_name)),
+            "deleted_by": _deleters_since_created(ctx, p["namespace"], p["pod"]) if (seen or {}).get("terminating")
+            else [],
             "placement": _placement(client, live, node_name, p["namespace"], p["pod"])}
 
 
@@ -167,6 +171,32 @@ def _binders_since_created(ctx, namespace: str, pod: str, wait: bool) -> list[st
     if wait and not found:
         found = wait_for(binders, timeout=BRIEF, interval=0.1) or binders()
     return found
+
+
+def _deleters_since_created(ctx, namespace: str, pod: str) -> list[str]:
+    """Who deleted the Pod since it was last created (the audit log, since the exercise's part was
+    built): a Pod with a deletionTimestamp stays Terminating here, as no kubelet confirms that its
+    containers stopped."""
+    from labkit.apiserver.audit import received_at
+
+    def mine(e, verb: str):
+        ref = e.get("objectRef") or {}
+        return (e.get("verb") == verb and ref.get("resource") == "pods" and not ref.get("subresource")
+                and ref.get("namespace") == namespace and ref.get("name") == pod
+                and (e.get("responseStatus") or {}).get("code", 500) < 300)
+    events = for_env(ctx.env).audit(since=ctx.ready_time) or []
+    created = max((received_at(e) for e in events if mine(e, "create")), default=0.0)
+    return sorted({(e.get("user") or {}).get("username", "") for e in events
+                   if mine(e, "delete") and received_at(e) >= created})
+
+
+def _terminating_failure(ctx, name: str, deleted_by: list[str], reset: str):
+    """A Pod the exercise wants running is being deleted: it never runs again."""
+    by = f" by {', '.join(deleted_by)}" if deleted_by else ""
+    return ctx.failed(f"{name} is being deleted (Terminating: deleted{by}): a Pod being deleted never runs again, "
+                      "and with no kubelet to confirm that its containers stopped it stays so. The workload is to "
+                      f"run: make the Pod again ({reset})", expected="a Pod that is not being deleted",
+                      observed=f"Terminating{by}", observed_in=LIVE)
 
 
 def _placement(client, live_node: dict | None, node_name: str, namespace: str, pod: str) -> dict | None:
@@ -246,6 +276,9 @@ def judge_why_pending(ctx, obs):
                           "today). Tolerate the team's taint only: compare each toleration's key, operator, value "
                           "and effect with it", expected=f"tolerations of {allowed} only",
                           observed=own_tolerations(pod["tolerations"]), observed_in=LIVE)
+    if pod.get("terminating"):
+        return _terminating_failure(ctx, name, obs.get("deleted_by") or [],
+                                    f"`labkit reset scheduler {ctx.exercise.id}` to start over")
     if not pod["nodeName"]:
         return ctx.error(f"{name} tolerates {allowed} but is not bound yet: the scheduler retries it after its "
                          "backoff (at most 10 s); check again in a few seconds")
@@ -510,6 +543,13 @@ PROBE_TAINT = {"key": "dedicated", "value": "probe", "effect": "NoSchedule"}    
 # Pod of the lab (web, whose nodeSelector the disk=ssd test Nodes match) there, for the Pod
 # garbage collector deletes a Pod whose node is gone once the check deletes the test Nodes
 PROBE_KEEP_OUT = {"key": "labkit.example/probe", "value": "own-scheduler", "effect": "NoSchedule"}
+# the test Pod's tolerations of PROBE_TAINT's key that do not tolerate it (toleration.go
+# ToleratesTaint: the effect, when set, and the value of operator Equal must be the taint's): a
+# scheduler that matches tolerations by key alone, or by key and value without the effect, takes
+# the tainted test Nodes for tolerated
+PROBE_NEAR_MISSES = [{"key": PROBE_TAINT["key"], "operator": "Equal", "value": "other", "effect": "NoSchedule"},
+                     {"key": PROBE_TAINT["key"], "operator": "Equal", "value": PROBE_TAINT["value"],
+                      "effect": "NoExecute"}]
 
 
 def _probe(ctx, lab, target) -> dict:
@@ -528,7 +568,11 @@ def _probe(ctx, lab, target) -> dict:
     lifecycle controller (TaintNodesByCondition) as they join, as upstream's do: a scheduler that
     honours taints keeps away from them once it is there. Every one of them carries the taint
     PROBE_KEEP_OUT, which the test Pod alone tolerates: the lab's own scheduler places none of the
-    lab's Pending Pods there. The check waits until
+    lab's Pending Pods there. The test Pod also carries PROBE_NEAR_MISSES, tolerations of the
+    tainted Nodes' taint key that do not tolerate their taint (another value; another effect): a
+    scheduler that matches tolerations by key alone, or without their effect, takes those Nodes
+    for tolerated and picks one, whichever it prefers (the roomiest, the tightest, the first or the
+    last by name). The check waits until
     the Pod is bound (at most PROBE_WAIT s), notes where and by whom, and deletes the three
     objects again. The judge says, with labkit's reconstruction of the Filter plugins, whether the
     Pod's node fits it."""
@@ -566,7 +610,7 @@ def _probe(ctx, lab, target) -> dict:
     pod = lab.job_pod("job-1")
     pod["metadata"] = {"name": pod_name, "labels": {"app": "job", lab.PROBE_LABEL[0]: lab.PROBE_LABEL[1]}}
     pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "12"
-    pod["spec"]["tolerations"] = [{**PROBE_KEEP_OUT, "operator": "Equal"}]
+    pod["spec"]["tolerations"] = [{**PROBE_KEEP_OUT, "operator": "Equal"}, *PROBE_NEAR_MISSES]
     since = _time.time()
     try:
         lab._put_nodes(client, built)
@@ -1015,7 +1059,7 @@ def observe_node_name(ctx):
             return None
         status = live.get("status") or {}
         return {**_bound_view(live), "phase": status.get("phase"), "reason": status.get("reason"),
-                "message": status.get("message")}
+                "message": status.get("message"), "terminating": bool(live["metadata"].get("deletionTimestamp"))}
     seen = pod()
     if seen is not None and not seen["nodeName"] and seen["phase"] != "Failed":
         # made again without a node: the scheduler binds it on its next attempt
@@ -1077,6 +1121,7 @@ def observe_node_name(ctx):
         first.setdefault((e.get("objectRef") or {}).get("name"), e)
     made_by_student = {name for name, e in first.items() if e.get("verb") == "create" and any(e is m for m in mine)}
     deleted = [n for n in deleted if n not in made_by_student]
+    deleted_by = _deleters_since_created(ctx, p["namespace"], p["pod"]) if (seen or {}).get("terminating") else []
     node_name = (seen or {}).get("nodeName")
     live = client.get_or_none("v1", "nodes", node_name) if node_name else None
     try:
@@ -1085,6 +1130,7 @@ def observe_node_name(ctx):
         answer, unanswered = None, exc.message
     return {"answer": answer, "unanswered": unanswered,
             "pod": seen, "bound_by": bound_by, "nodes_changed": nodes_changed, "deleted": deleted,
+            "deleted_by": deleted_by,
             "placement": _placement(client, live, node_name, p["namespace"], p["pod"])}
 
 
@@ -1143,6 +1189,8 @@ def judge_node_name(ctx, obs):
         return ctx.failed(f"{name} is Failed{rejected}: a Failed Pod never runs again; read `kubectl describe "
                           f"pod {name} -n {ns}`", expected="a Pod that is not Failed", observed="Failed",
                           observed_in=LIVE)
+    if pod.get("terminating"):
+        return _terminating_failure(ctx, name, obs.get("deleted_by") or [], reset)
     if not pod["nodeName"]:
         return ctx.failed(f"{name} is not bound to a node yet: if the scheduler cannot place it, its condition "
                           f"PodScheduled and a FailedScheduling event say why (`kubectl describe pod {name} -n {ns}`)",

@@ -59,3 +59,17 @@ def reads_cpus_not_millicores(env):
     the message writes them (millicores)."""
     env.lab._load("solutions/node-name.py").solve(env)
     write_answer(env, "node-name", {"reason": "OutOfcpu", "requested": 2, "used": 0, "capacity": 1})
+
+
+@mistake("being deleted", "never runs")
+def deletes_it_once_scheduled(env):
+    """Makes the Pod again as the reference does and reads the rejection right, then, once the
+    scheduler has bound it, deletes it without --force (to try again, say): no kubelet confirms that
+    its containers stopped, so it stays Terminating on a node where it fits, and will never run."""
+    from labkit.exercises import wait_for
+    env.lab._load("solutions/node-name.py").solve(env)
+    target = for_env(env)
+    client = target.client()
+    assert wait_for(lambda: (client.get_or_none("v1", "pods", "nightly", "sched") or {"spec": {}})["spec"]
+                    .get("nodeName"), timeout=10, interval=0.1)
+    target.kubectl("delete", "pod", "nightly", "-n", "sched", "--wait=false")

@@ -113,3 +113,22 @@ def hard_coded_nodes(env):
     any other Pod goes to node-e: it cannot place a Pod on Nodes it was not written for."""
     _serve_variant(env, (BEST, "    best = next(n for n in nodes if n.metadata.name == {\"job-1\": \"node-e\", "
                                "\"job-2\": \"node-e\", \"job-3\": \"node-b\"}.get(pod.metadata.name, \"node-e\"))"))
+
+
+@mistake("test Pod", "TaintToleration")
+def tolerations_matched_by_key_alone(env):
+    """Matches a toleration to a taint by its key alone (value and effect ignored), and prefers the
+    node with the most room: a toleration of the key dedicated then seems to tolerate every taint
+    dedicated=...; the test Pod's tolerations of that key tolerate neither effect nor value of the
+    tainted test Nodes' taint."""
+    _serve_variant(env, ("        if t.effect and t.effect != taint.effect:\n            continue\n", ""),
+                   ("        if t.key == taint.key and (t.value or \"\") == (taint.value or \"\"):",
+                    "        if t.key == taint.key:"))
+
+
+@mistake("test Pod", "TaintToleration")
+def tolerations_matched_without_effect(env):
+    """Matches a toleration's key and value to a taint but not its effect, and prefers the node with
+    the most room: a NoExecute toleration seems to tolerate the NoSchedule taint of the same key and
+    value."""
+    _serve_variant(env, ("        if t.effect and t.effect != taint.effect:\n            continue\n", ""))

@@ -86,3 +86,17 @@ def names_the_node_at_creation(env):
             "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "batch", "effect": "NoSchedule"}]}
     target.kubectl("create", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {
         "name": "web", "namespace": "sched", "labels": pod["metadata"]["labels"]}, "spec": spec}))
+
+
+@mistake("being deleted", "never runs")
+def deletes_it_once_bound(env):
+    """Tolerates the team's taint as the reference does, then, once the scheduler has bound web,
+    deletes it without --force (to try another toleration, say): no kubelet confirms that its
+    containers stopped, so it stays Terminating on node-a, and will never run."""
+    from labkit.exercises import wait_for
+    env.lab._load("solutions/why-pending.py").solve(env)
+    target = for_env(env)
+    client = target.client()
+    assert wait_for(lambda: (client.get_or_none("v1", "pods", "web", "sched") or {"spec": {}})["spec"]
+                    .get("nodeName"), timeout=10, interval=0.1)
+    target.kubectl("delete", "pod", "web", "-n", "sched", "--wait=false")
