@@ -86,7 +86,12 @@ def claim(token: str, root: Path = Path("/")) -> None:
         baseline = directory / "baseline.json"
         if not baseline.exists():
             baseline.write_text(json.dumps(sorted(loaded(root))))
-        _claim_path(directory, token).write_text(str(os.getpid()))
+        # whole or not at all: a claim file left empty by a process killed while writing it could
+        # not be told from one whose process lives (_reap_dead_holds)
+        path = _claim_path(directory, token)
+        partial = path.with_name(f".{path.name}.{os.getpid()}")
+        partial.write_text(str(os.getpid()))
+        os.replace(partial, path)
 
 
 def hold(env, root: Path = Path("/")) -> None:
@@ -189,11 +194,15 @@ HELD_PREFIX = "held-"
 def _reap_dead_holds(directory: Path) -> None:
     """Drop the held_for claims whose process is gone (a lab's claim outlives the process that
     built the lab, and is given back by its cleanup, so only these are tied to a process).
-    `claim-doctor-PID` is the name such claims had before they were marked."""
+    `claim-doctor-PID` is the name such claims had before they were marked. An empty one was left
+    by a process killed while writing it (claims were written in place before they were written
+    whole, and only under the lock held here): its process is gone too."""
     for path in [*directory.glob(f"claim-{HELD_PREFIX}*"), *directory.glob("claim-doctor-*")]:
         try:
-            pid = int(path.read_text())
-            os.kill(pid, 0)
+            text = path.read_text()
+            if not text.strip():
+                raise ProcessLookupError
+            os.kill(int(text), 0)
         except ProcessLookupError:
             path.unlink(missing_ok=True)
         except (OSError, ValueError):

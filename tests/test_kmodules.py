@@ -133,3 +133,16 @@ def test_a_short_hold_whose_process_died_does_not_keep_the_modules(kernel):
     (directory / f"claim-{kmodules.HELD_PREFIX}doctor-{os.getpid()}").unlink()
     kmodules.claim("lab-b", kernel.root)
     assert kmodules.release("lab-b", kernel.root, rmmod=kernel.rmmod, links_exist=no_links) == ["xt_recent"]
+
+
+def test_a_short_hold_left_empty_by_a_process_killed_while_writing_it_does_not_keep_the_modules(kernel):
+    """A claim is written whole (no empty file while its process lives); an empty held claim, left
+    by a process killed mid-write before that, is dropped at the next release like a dead one."""
+    kmodules.claim("lab-a", kernel.root)
+    kernel.load("xt_recent")
+    directory = kernel.root / "run/labkit/kmodules"
+    assert (directory / "claim-lab-a").read_text() == str(os.getpid())
+    assert sorted(p.name for p in directory.iterdir()) == ["baseline.json", "claim-lab-a", "lock"]
+    (directory / f"claim-{kmodules.HELD_PREFIX}doctor-7825").write_text("")
+    assert kmodules.release("lab-a", kernel.root, rmmod=kernel.rmmod, links_exist=no_links) == ["xt_recent"]
+    assert not (directory / f"claim-{kmodules.HELD_PREFIX}doctor-7825").exists()
