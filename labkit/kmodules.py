@@ -134,6 +134,8 @@ def release(token: str, root: Path = Path("/"), rmmod=None, links_exist=_links_e
             baseline = None  # no baseline, nothing known to be ours
         unloaded = _unload_new(root, baseline, rmmod, links_exist) if baseline is not None else []
         baseline_path.unlink(missing_ok=True)
+        for partial in directory.glob(".claim-*"):      # a claim being written when its process was killed
+            partial.unlink(missing_ok=True)
         (directory / "lock").unlink(missing_ok=True)
     for path in (directory, directory.parent):  # /run/labkit is labkit's own
         try:

@@ -144,5 +144,6 @@ def test_a_short_hold_left_empty_by_a_process_killed_while_writing_it_does_not_k
     assert (directory / "claim-lab-a").read_text() == str(os.getpid())
     assert sorted(p.name for p in directory.iterdir()) == ["baseline.json", "claim-lab-a", "lock"]
     (directory / f"claim-{kmodules.HELD_PREFIX}doctor-7825").write_text("")
+    (directory / f".claim-{kmodules.HELD_PREFIX}doctor-7826.7826").write_text("")     # killed before its rename
     assert kmodules.release("lab-a", kernel.root, rmmod=kernel.rmmod, links_exist=no_links) == ["xt_recent"]
-    assert not (directory / f"claim-{kmodules.HELD_PREFIX}doctor-7825").exists()
+    assert not (kernel.root / "run/labkit").exists()
