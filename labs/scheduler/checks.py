@@ -147,26 +147,34 @@ def observe_why_pending(ctx):
             "placement": _placement(client, live, node_name, p["namespace"], p["pod"])}
 
 
+def _pod_request(e: dict, verb: str) -> bool:
+    """An audit event of `verb` on a Pod itself (no subresource)."""
+    ref = e.get("objectRef") or {}
+    return e.get("verb") == verb and ref.get("resource") == "pods" and not ref.get("subresource")
+
+
+def _users_since_created(ctx, namespace: str, pod: str, acted) -> list[str]:
+    """The users of the successful requests about the Pod that `acted(audit event)` selects, since
+    the Pod was last created (the audit log, since the exercise's part was built)."""
+    from labkit.apiserver.audit import received_at
+
+    def about_it(e):
+        ref = e.get("objectRef") or {}
+        return (ref.get("namespace") == namespace and ref.get("name") == pod
+                and (e.get("responseStatus") or {}).get("code", 500) < 300)
+    events = [e for e in for_env(ctx.env).audit(since=ctx.ready_time) or [] if about_it(e)]
+    created = max((received_at(e) for e in events if _pod_request(e, "create")), default=0.0)
+    return sorted({(e.get("user") or {}).get("username", "") for e in events if acted(e) and received_at(e) >= created})
+
+
 def _binders_since_created(ctx, namespace: str, pod: str, wait: bool) -> list[str]:
     """Who bound the Pod since it was last created: the users of the successful POSTs of its
-    binding after its last create (the audit log, since the exercise's part was built). None for a
-    Pod created with spec.nodeName, which no binding places. `wait`: the Pod is bound, and a
-    binding's audit line is written once its response has been sent, so it may come a moment
-    after the bound Pod was read."""
-    from labkit.apiserver.audit import received_at
-    target = for_env(ctx.env)
-
-    def mine(e, binding: bool):
-        ref = e.get("objectRef") or {}
-        kind = _is_binding(ref) if binding else (ref.get("resource") == "pods" and not ref.get("subresource"))
-        return (e.get("verb") == "create" and kind and ref.get("namespace") == namespace and ref.get("name") == pod
-                and (e.get("responseStatus") or {}).get("code", 500) < 300)
-
+    binding after its last create. None for a Pod created with spec.nodeName, which no binding
+    places. `wait`: the Pod is bound, and a binding's audit line is written once its response has
+    been sent, so it may come a moment after the bound Pod was read."""
     def binders():
-        events = target.audit(since=ctx.ready_time) or []
-        created = max((received_at(e) for e in events if mine(e, False)), default=0.0)
-        return sorted({(e.get("user") or {}).get("username", "") for e in events
-                       if mine(e, True) and received_at(e) >= created})
+        return _users_since_created(ctx, namespace, pod,
+                                    lambda e: e.get("verb") == "create" and _is_binding(e.get("objectRef") or {}))
     found = binders()
     if wait and not found:
         found = wait_for(binders, timeout=BRIEF, interval=0.1) or binders()
@@ -174,20 +182,9 @@ def _binders_since_created(ctx, namespace: str, pod: str, wait: bool) -> list[st
 
 
 def _deleters_since_created(ctx, namespace: str, pod: str) -> list[str]:
-    """Who deleted the Pod since it was last created (the audit log, since the exercise's part was
-    built): a Pod with a deletionTimestamp stays Terminating here, as no kubelet confirms that its
-    containers stopped."""
-    from labkit.apiserver.audit import received_at
-
-    def mine(e, verb: str):
-        ref = e.get("objectRef") or {}
-        return (e.get("verb") == verb and ref.get("resource") == "pods" and not ref.get("subresource")
-                and ref.get("namespace") == namespace and ref.get("name") == pod
-                and (e.get("responseStatus") or {}).get("code", 500) < 300)
-    events = for_env(ctx.env).audit(since=ctx.ready_time) or []
-    created = max((received_at(e) for e in events if mine(e, "create")), default=0.0)
-    return sorted({(e.get("user") or {}).get("username", "") for e in events
-                   if mine(e, "delete") and received_at(e) >= created})
+    """Who deleted the Pod since it was last created: a Pod with a deletionTimestamp stays
+    Terminating here, as no kubelet confirms that its containers stopped."""
+    return _users_since_created(ctx, namespace, pod, lambda e: _pod_request(e, "delete"))
 
 
 def _terminating_failure(ctx, name: str, deleted_by: list[str], reset: str):
